@@ -1,0 +1,367 @@
+/* ktiming.h — the public core API of ktiming: recording, snapshots, reports, CPU zones and timers.
+ *
+ * ktiming times kernels per kernel and per dispatch, on the CPU and on GPU APIs, and can be compiled out.
+ *
+ * Quick start (compile with -DKTIMING_ENABLE=1, link with -lktiming or the CMake target ktiming::ktiming):
+ *
+ *     #include <ktiming.h>
+ *     KT_CPU_BEGIN(z, "blur");                     // scoped zone: one dispatch of kernel "blur"
+ *     blur(img);
+ *     KT_CPU_END(z);
+ *     kt_record("upload", KT_BACKEND_CPU, 1500);   // or record a duration you measured (ns)
+ *     kt_snapshot_t *s = kt_snapshot();            // merged, sorted by name, backend, device
+ *     kt_report_print(stdout, s, KT_FORMAT_TEXT);  // [timing] blur  CPU  avg= ... n=...
+ *     kt_snapshot_free(s);
+ *
+ * Reading snapshots back (kt_snapshot_load) and comparing them live in <ktiming/analysis.h>, a separate
+ * library (ktiming::analysis, uses cJSON), so this core stays free of dependencies beyond libc, pthreads,
+ * libdl and libm.
+ *
+ * Nothing needs initialising: the first call sets ktiming up with defaults. Call kt_init(&(kt_desc_t){0})
+ * to choose sizes up front. Environment: KTIMING_SPANS=N (per-thread span log entries, 0 = off),
+ * KTIMING_OUTPUT=path.json (snapshot written at exit), KTIMING_REPORT=1 (text table on stderr at exit).
+ *
+ * Without KTIMING_ENABLE (or with it 0) every KT_* macro expands to nothing and every function below is a
+ * static inline no-op, while the types stay: instrumented code compiles unchanged and needs no library.
+ *
+ * Times are nanoseconds on the host timeline, which is CLOCK_MONOTONIC_RAW (kt_now_ns): a clock NTP never
+ * slews, so a duration measured on it is the hardware's, and the clock PoCL stamps OpenCL events with.
+ * Functions that can fail return 0 or a negative KT_E* code; kt_strerror() names it.
+ */
+#ifndef KTIMING_H
+#define KTIMING_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KT_VERSION_MAJOR 0
+#define KT_VERSION_MINOR 1
+#define KT_VERSION_PATCH 0
+#define KT_VERSION_STRING "0.1.0"
+
+#if defined(KTIMING_ENABLE) && (KTIMING_ENABLE + 0)
+#define KT_ENABLED 1
+#else
+#define KT_ENABLED 0
+#endif
+
+#if defined(__GNUC__)
+#define KT_API __attribute__((visibility("default")))
+#else
+#define KT_API
+#endif
+
+/* ---------------------------------------------------------------------------------------------------
+ * Types (always present, enabled or not)
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Which API ran a dispatch. */
+typedef enum kt_backend_t {
+    KT_BACKEND_CPU = 0,
+    KT_BACKEND_OPENCL = 1,
+    KT_BACKEND_VULKAN = 2,
+    KT_BACKEND_CUDA = 3,
+    KT_BACKEND_METAL = 4,
+    KT_BACKEND_COUNT = 5
+} kt_backend_t;
+
+/* Error codes: name, value, message. One table, as libuv's UV_ERRNO_MAP. */
+#define KT_ERRNO_MAP(XX)                                                                                   \
+    XX(EINVAL, -1, "invalid argument")                                                                     \
+    XX(ENOMEM, -2, "out of memory")                                                                        \
+    XX(EUNAVAILABLE, -3, "backend or device unavailable")                                                  \
+    XX(EIO, -4, "input/output error")                                                                      \
+    XX(EPARSE, -5, "malformed input")                                                                      \
+    XX(ESAMPLES, -6, "too few samples")                                                                    \
+    XX(EBACKEND, -7, "backend API call failed")                                                            \
+    XX(EFULL, -8, "capacity exhausted")                                                                    \
+    XX(ESTATE, -9, "invalid state for this call")                                                          \
+    XX(ENOTSUP, -10, "not supported")                                                                      \
+    XX(ETIMEDOUT, -11, "timed out")                                                                        \
+    XX(EDISABLED, -12, "ktiming compiled out")
+
+typedef enum kt_errno_t {
+#define KT__ERRNO_ENUM(name, val, msg) KT_##name = (val),
+    KT_ERRNO_MAP(KT__ERRNO_ENUM)
+#undef KT__ERRNO_ENUM
+    KT_OK = 0
+} kt_errno_t;
+
+/* Interned (name, backend, device) triple; 0 is never a valid id, so a zeroed static means "not yet". */
+typedef uint32_t kt_kernel_id_t;
+
+/* Setup. Zero-initialise; every 0 means the default. */
+typedef struct kt_desc_t {
+    uint32_t span_capacity;   /* spans kept per recording thread; 0 = env KTIMING_SPANS or 16384 */
+    int spans_off;            /* non-zero: keep no spans (aggregates only) */
+    uint32_t sample_capacity; /* raw durations kept per kernel (reservoir); 0 = 1024 */
+    int start_disabled;       /* non-zero: start with recording disabled (kt_enable() turns it on) */
+} kt_desc_t;
+
+/* Span flags. */
+#define KT_SPAN_DEVICE 0x1u     /* start/end come from a device clock mapped to the host timeline */
+#define KT_SPAN_HOST_TIMED 0x2u /* host-bracketed fallback: the device gave no timestamps */
+#define KT_SPAN_ERROR 0x4u      /* the command ended in error (duration may be 0) */
+#define KT_SPAN_TRIALS 0x8u     /* one of several trial dispatches of a primitive */
+
+/* One dispatch, as a backend (or a user writing their own backend) hands it to the recorder. All
+ * times are host-timeline ns (kt_now_ns domain); 0 means unknown. */
+typedef struct kt_dispatch_t {
+    kt_kernel_id_t kernel;   /* from kt_kernel_intern() */
+    uint32_t queue;          /* from kt_queue_register(); 0 = the host thread's own track */
+    uint32_t thread;         /* kt_thread_ordinal() of the thread that enqueued; 0 = the recording thread */
+    uint32_t flags;          /* KT_SPAN_* */
+    uint64_t duration_ns;    /* the duration aggregated (device END-START for device spans) */
+    uint64_t enqueue_ns;     /* host time the enqueue call was made (flow arrow origin) */
+    uint64_t queued_ns;      /* device QUEUED mapped to host */
+    uint64_t submit_ns;      /* device SUBMIT mapped to host */
+    uint64_t start_ns;       /* execution start on the host timeline */
+    uint64_t end_ns;         /* execution end on the host timeline */
+    uint64_t uncertainty_ns; /* error bound of start/end placement (clock model), 0 for host clocks */
+} kt_dispatch_t;
+
+/* A recorded span as kept in a snapshot. */
+typedef struct kt_span_t {
+    uint32_t entry;          /* index into kt_snapshot_t.entries */
+    uint32_t queue;          /* index into kt_snapshot_t.queues, or UINT32_MAX for a host-thread span */
+    uint32_t thread;         /* index into kt_snapshot_t.threads (the enqueuing thread) */
+    uint32_t flags;          /* KT_SPAN_* */
+    uint64_t duration_ns;    /* as recorded */
+    uint64_t enqueue_ns;     /* host time of the enqueue call, 0 if unknown */
+    uint64_t queued_ns;      /* 0 if unknown */
+    uint64_t submit_ns;      /* 0 if unknown */
+    uint64_t start_ns;       /* host timeline */
+    uint64_t end_ns;         /* host timeline */
+    uint64_t uncertainty_ns; /* placement error bound */
+} kt_span_t;
+
+/* Clock facts of one device, for reports. */
+typedef struct kt_device_info_t {
+    kt_backend_t backend;      /* which API */
+    char name[128];            /* device name as the API gives it; "host" for the CPU backend */
+    char clock_domain[32];     /* detected time base: "CLOCK_MONOTONIC_RAW", "CLOCK_MONOTONIC", "CLOCK_REALTIME",
+                                  "device" (own epoch, mapped by fit) or "unknown" */
+    uint64_t resolution_ns;    /* timestamp resolution, 0 if unknown */
+    uint64_t frequency_hz;     /* ticks per second, 0 if unknown */
+    uint32_t valid_bits;       /* timestamp valid bits, 0 if unknown */
+    uint64_t error_bound_ns;   /* current clock-model error bound, 0 for host clocks */
+    double drift_ppm;          /* fitted drift against the host timeline */
+    uint32_t model_samples;    /* samples in the current clock model, 0 if none */
+} kt_device_info_t;
+
+/* A device queue / stream track for timelines. */
+typedef struct kt_queue_info_t {
+    kt_backend_t backend; /* which API */
+    char device[128];     /* device name */
+    char label[64];       /* e.g. "queue 0x55d0..." or "stream 1" */
+} kt_queue_info_t;
+
+/* A host thread that recorded or enqueued. */
+typedef struct kt_thread_info_t {
+    uint64_t os_tid;  /* gettid() */
+    char name[32];    /* pthread name if set */
+} kt_thread_info_t;
+
+/* Statistics for one (kernel, backend, device), accumulated across dispatches. */
+typedef struct kt_kernel_timing_t {
+    const char *name;        /* kernel name (owned by the snapshot) */
+    kt_backend_t backend;    /* API */
+    const char *device;      /* device name (owned by the snapshot); "host" for CPU */
+    uint64_t dispatch_count; /* successful dispatches aggregated */
+    uint64_t total_ns;       /* sum of durations */
+    uint64_t min_ns;         /* 0 when dispatch_count is 0 */
+    uint64_t max_ns;
+    uint64_t last_ns;        /* most recent dispatch (by record time) */
+    double mean_ns;          /* exact */
+    double stddev_ns;        /* exact sample standard deviation (n-1 denominator), 0 under 2 dispatches */
+    uint64_t p50_ns;         /* percentiles from a log-linear histogram, within 1 % relative error */
+    uint64_t p90_ns;
+    uint64_t p99_ns;
+    uint64_t errors;         /* dispatches that ended in error (not in the aggregates) */
+    uint64_t dropped;        /* dispatches lost to a full buffer (span log, query ring): counted, not silent */
+    uint64_t spans_dropped;  /* spans not kept because a span log was full (aggregates still include them) */
+    uint32_t sample_count;   /* raw durations in samples[] (uniform reservoir over all dispatches) */
+    uint64_t *samples;       /* owned by the snapshot */
+} kt_kernel_timing_t;
+
+/* A merged, immutable view of everything recorded. Memory contract (shared by kt_snapshot() and the loader in
+ * ktiming/analysis.h): the struct, each array, and each entry's name, device and samples are separate malloc
+ * blocks (NULL when empty), released by kt_snapshot_free(). */
+typedef struct kt_snapshot_t {
+    size_t count;                 /* entries */
+    kt_kernel_timing_t *entries;  /* sorted by name, then backend, then device */
+    size_t span_count;
+    kt_span_t *spans;             /* sorted by start_ns */
+    size_t queue_count;
+    kt_queue_info_t *queues;
+    size_t thread_count;
+    kt_thread_info_t *threads;
+    size_t device_count;
+    kt_device_info_t *devices;
+    uint64_t taken_ns;            /* host time the snapshot was taken */
+    char host[64];                /* machine name */
+} kt_snapshot_t;
+
+/* Output formats. */
+typedef enum kt_format_t {
+    KT_FORMAT_TEXT = 0,   /* the seed's [timing] lines plus percentiles */
+    KT_FORMAT_CSV = 1,    /* one row per entry, header first */
+    KT_FORMAT_JSON = 2,   /* versioned schema, docs/json-schema.md */
+    KT_FORMAT_CHROME = 3, /* Chrome trace / Perfetto JSON from spans */
+    KT_FORMAT_HTML = 4    /* self-contained HTML report */
+} kt_format_t;
+
+/* Host-clock timer shared in shape with the GPU timers (seed 001).
+ * start() begins an interval; elapsed_ms() while running is the time since the last start() (so it can be
+ * read repeatedly: cumulative time since start); stop() freezes the interval and elapsed_ms() then returns
+ * start→stop. A timer never started reads 0. */
+typedef struct kt_cpu_timer_t {
+    uint64_t start_ns; /* host time of the last start() */
+    uint64_t stop_ns;  /* host time of the last stop(), 0 while running */
+    int running;       /* 1 between start() and stop() */
+} kt_cpu_timer_t;
+
+/* A CPU zone in flight (from KT_CPU_BEGIN / kt_zone_begin). */
+typedef struct kt_zone_t {
+    kt_kernel_id_t kernel; /* 0 when recording was disabled at begin */
+    uint64_t start_ns;     /* host time at begin */
+} kt_zone_t;
+
+/* Row function for kt_cpu_dispatch_2d: processes rows [y0, y1) of a width-wide image. */
+typedef void (*kt_cpu_rows_cb)(uint32_t y0, uint32_t y1, uint32_t width, void *user);
+
+#define KT_SPANS_DEFAULT 16384u
+
+/* ---------------------------------------------------------------------------------------------------
+ * Functions (compiled in)
+ * ------------------------------------------------------------------------------------------------- */
+#if KT_ENABLED
+
+KT_API int kt_init(const kt_desc_t *desc); /* optional; KT_ESTATE if already initialised */
+KT_API void kt_shutdown(void);             /* flushes backends; further records are dropped until kt_init */
+KT_API const char *kt_strerror(int err);
+KT_API const char *kt_backend_name(kt_backend_t backend); /* "CPU", "OpenCL", "Vulkan", "CUDA", "Metal" */
+KT_API const char *kt_version(void);
+
+/* Recording control (enabled by default). */
+KT_API void kt_enable(void);
+KT_API void kt_disable(void);
+KT_API int kt_is_enabled(void);
+KT_API void kt_reset(void); /* clears aggregates, samples and spans; interned ids stay valid */
+
+/* Recording. */
+KT_API void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns);
+KT_API kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device);
+KT_API void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns);
+KT_API void kt_record_dispatch(const kt_dispatch_t *d);
+KT_API void kt_record_error(kt_kernel_id_t kernel);
+KT_API void kt_record_drop(kt_kernel_id_t kernel);
+KT_API uint32_t kt_queue_register(kt_backend_t backend, const char *device, const char *label);
+KT_API uint32_t kt_thread_ordinal(void); /* stable small number for the calling thread, from 1 */
+KT_API void kt_device_publish(const kt_device_info_t *info); /* backends publish clock facts for reports */
+
+/* Host clock. */
+KT_API uint64_t kt_now_ns(void);            /* CLOCK_MONOTONIC_RAW in ns */
+KT_API uint64_t kt_clock_resolution_ns(void);
+KT_API double kt_clock_read_cost_ns(void);  /* measured once, cached */
+
+/* Snapshots. */
+KT_API kt_snapshot_t *kt_snapshot(void);
+KT_API void kt_snapshot_free(kt_snapshot_t *snap);
+KT_API const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, const char *name,
+                                                  kt_backend_t backend, const char *device);
+KT_API int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format);
+KT_API int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format);
+
+/* CPU backend. */
+KT_API kt_zone_t kt_zone_begin(kt_kernel_id_t *site_cache, const char *name);
+KT_API void kt_zone_end(const kt_zone_t *zone);
+KT_API void kt_cpu_timer_start(kt_cpu_timer_t *t);
+KT_API void kt_cpu_timer_stop(kt_cpu_timer_t *t);
+KT_API double kt_cpu_timer_elapsed_ms(const kt_cpu_timer_t *t);
+KT_API int kt_cpu_dispatch_2d(const char *name, uint32_t width, uint32_t height, kt_cpu_rows_cb fn, void *user);
+KT_API int kt_cpu_threads(void); /* pool size (env KTIMING_CPU_THREADS, default: online cores) */
+
+/* Scoped CPU zone. `name` must be the same string every time this site runs (it is interned once). */
+#define KT_CPU_BEGIN(zone, name)                                                                           \
+    static kt_kernel_id_t zone##_kt_site_ = 0;                                                             \
+    kt_zone_t zone = kt_zone_begin(&zone##_kt_site_, (name))
+#define KT_CPU_END(zone) kt_zone_end(&(zone))
+/* Record a precomputed duration with a per-call-site cached id (no string hashing after the first call). */
+#define KT_RECORD(name, backend, elapsed_ns)                                                               \
+    do {                                                                                                   \
+        static kt_kernel_id_t kt_site_id_ = 0;                                                             \
+        if (!kt_site_id_) kt_site_id_ = kt_kernel_intern((name), (backend), NULL);                         \
+        kt_record_id(kt_site_id_, (elapsed_ns));                                                           \
+    } while (0)
+
+#else /* !KT_ENABLED: everything is a no-op, types stay */
+
+static inline int kt_init(const kt_desc_t *desc) { (void)desc; return 0; }
+static inline void kt_shutdown(void) {}
+static inline const char *kt_strerror(int err) { (void)err; return "ktiming compiled out"; }
+static inline const char *kt_backend_name(kt_backend_t backend) { (void)backend; return ""; }
+static inline const char *kt_version(void) { return KT_VERSION_STRING; }
+static inline void kt_enable(void) {}
+static inline void kt_disable(void) {}
+static inline int kt_is_enabled(void) { return 0; }
+static inline void kt_reset(void) {}
+static inline void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns)
+{ (void)name; (void)backend; (void)elapsed_ns; }
+static inline kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device)
+{ (void)name; (void)backend; (void)device; return 0; }
+static inline void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns) { (void)kernel; (void)elapsed_ns; }
+static inline void kt_record_dispatch(const kt_dispatch_t *d) { (void)d; }
+static inline void kt_record_error(kt_kernel_id_t kernel) { (void)kernel; }
+static inline void kt_record_drop(kt_kernel_id_t kernel) { (void)kernel; }
+static inline uint32_t kt_queue_register(kt_backend_t backend, const char *device, const char *label)
+{ (void)backend; (void)device; (void)label; return 0; }
+static inline uint32_t kt_thread_ordinal(void) { return 0; }
+static inline void kt_device_publish(const kt_device_info_t *info) { (void)info; }
+static inline uint64_t kt_now_ns(void) { return 0; }
+static inline uint64_t kt_clock_resolution_ns(void) { return 0; }
+static inline double kt_clock_read_cost_ns(void) { return 0.0; }
+static inline kt_snapshot_t *kt_snapshot(void) { return NULL; }
+static inline void kt_snapshot_free(kt_snapshot_t *snap) { (void)snap; }
+static inline const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, const char *name,
+                                                         kt_backend_t backend, const char *device)
+{ (void)snap; (void)name; (void)backend; (void)device; return NULL; }
+static inline int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format)
+{ (void)out; (void)snap; (void)format; return KT_EDISABLED; }
+static inline int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format)
+{ (void)path; (void)snap; (void)format; return KT_EDISABLED; }
+static inline kt_zone_t kt_zone_begin(kt_kernel_id_t *site_cache, const char *name)
+{ kt_zone_t z = {0, 0}; (void)site_cache; (void)name; return z; }
+static inline void kt_zone_end(const kt_zone_t *zone) { (void)zone; }
+static inline void kt_cpu_timer_start(kt_cpu_timer_t *t) { (void)t; }
+static inline void kt_cpu_timer_stop(kt_cpu_timer_t *t) { (void)t; }
+static inline double kt_cpu_timer_elapsed_ms(const kt_cpu_timer_t *t) { (void)t; return 0.0; }
+static inline int kt_cpu_dispatch_2d(const char *name, uint32_t width, uint32_t height, kt_cpu_rows_cb fn, void *user)
+{ (void)name; if (fn && width && height) fn(0, height, width, user); return 0; }
+static inline int kt_cpu_threads(void) { return 1; }
+
+#define KT_CPU_BEGIN(zone, name)
+#define KT_CPU_END(zone)
+#define KT_RECORD(name, backend, elapsed_ns)
+
+#endif /* KT_ENABLED */
+
+/* ---------------------------------------------------------------------------------------------------
+ * Helpers on timings (header-only, both modes), as in the seed
+ * ------------------------------------------------------------------------------------------------- */
+static inline uint64_t kt_timing_avg_ns(const kt_kernel_timing_t *t)
+{ return t->dispatch_count ? t->total_ns / t->dispatch_count : 0; }
+static inline double kt_timing_avg_ms(const kt_kernel_timing_t *t) { return (double)kt_timing_avg_ns(t) / 1e6; }
+static inline double kt_timing_min_ms(const kt_kernel_timing_t *t) { return (double)t->min_ns / 1e6; }
+static inline double kt_timing_max_ms(const kt_kernel_timing_t *t) { return (double)t->max_ns / 1e6; }
+static inline double kt_timing_last_ms(const kt_kernel_timing_t *t) { return (double)t->last_ns / 1e6; }
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KTIMING_H */

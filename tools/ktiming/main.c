@@ -1,0 +1,60 @@
+/* main.c — the ktiming command-line tool: dispatches to subcommands that were built in. */
+#include "cli.h"
+
+#include <string.h>
+
+/* One subcommand. */
+typedef struct ktcli_cmd_t {
+    const char *name;                 /* as typed */
+    int (*fn)(int argc, char **argv); /* entry point */
+    const char *summary;              /* one line for --help */
+} ktcli_cmd_t;
+
+static const ktcli_cmd_t kCommands[] = {
+#ifdef KTCLI_HAVE_CMD_DEMO
+    {"demo", ktcli_cmd_demo, "run the built-in kernels on every backend found and print the table"},
+#endif
+#ifdef KTCLI_HAVE_CMD_REPORT
+    {"report", ktcli_cmd_report, "print or convert a snapshot (text, csv, json, chrome, html)"},
+#endif
+#ifdef KTCLI_HAVE_CMD_DEVICES
+    {"devices", ktcli_cmd_devices, "list backends and devices with their clock models"},
+#endif
+#ifdef KTCLI_HAVE_CMD_COMPARE
+    {"compare", ktcli_cmd_compare, "compare two snapshots kernel by kernel (before/after verdicts)"},
+#endif
+#ifdef KTCLI_HAVE_CMD_RUN
+    {"run", ktcli_cmd_run, "time every kernel of an unmodified program"},
+#endif
+};
+static const size_t kCommandCount = sizeof(kCommands) / sizeof(kCommands[0]);
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: ktiming <command> [options]\n       ktiming --help | --version\n\ncommands:\n");
+    for (size_t i = 0; i < kCommandCount; i++)
+        fprintf(out, "  %-9s %s\n", kCommands[i].name, kCommands[i].summary);
+    fprintf(out, "\n'ktiming <command> --help' describes a command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("ktiming %s\n", kt_version());
+        return 0;
+    }
+    for (size_t i = 0; i < kCommandCount; i++)
+        if (!strcmp(argv[1], kCommands[i].name))
+            return kCommands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "ktiming: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
