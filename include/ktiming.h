@@ -244,6 +244,7 @@ typedef void (*kt_cpu_rows_cb)(uint32_t y0, uint32_t y1, uint32_t width, void *u
 
 KT_API int kt_init(const kt_desc_t *desc); /* optional; KT_ESTATE if already initialised */
 KT_API void kt_shutdown(void);             /* flushes backends; further records are dropped until kt_init */
+KT_API void kt_flush(void);                /* collect every outstanding GPU completion into the recorder now */
 KT_API const char *kt_strerror(int err);
 KT_API const char *kt_backend_name(kt_backend_t backend); /* "CPU", "OpenCL", "Vulkan", "CUDA", "Metal" */
 KT_API const char *kt_version(void);
@@ -304,6 +305,7 @@ KT_API int kt_cpu_threads(void); /* pool size (env KTIMING_CPU_THREADS, default:
 
 static inline int kt_init(const kt_desc_t *desc) { (void)desc; return 0; }
 static inline void kt_shutdown(void) {}
+static inline void kt_flush(void) {}
 static inline const char *kt_strerror(int err) { (void)err; return "ktiming compiled out"; }
 static inline const char *kt_backend_name(kt_backend_t backend) { (void)backend; return ""; }
 static inline const char *kt_version(void) { return KT_VERSION_STRING; }
