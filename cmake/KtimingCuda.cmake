@@ -2,8 +2,8 @@
 # needs it: the CUDA backend is plain C and dlopens the driver. Device code is compiled with nvcc through custom
 # commands (not enable_language(CUDA), which would have to be enabled at the top level), for one architecture
 # (KTIMING_CUDA_ARCH, default 90) to keep CI fast. Skipped cleanly when nvcc is absent, when
-# KTIMING_WITH_CUDA is OFF, and in sanitizer builds (nvcc objects are not instrumented).
-include_guard(GLOBAL)
+# KTIMING_WITH_CUDA is OFF, and in sanitizer builds (nvcc objects are not instrumented). Included by each
+# directory that builds device code (its variables are directory-scoped, so no include guard).
 
 set(KTIMING_CUDA_ARCH "90" CACHE STRING "SM architecture nvcc compiles ktiming's device code for")
 find_program(KTIMING_NVCC nvcc HINTS ENV CUDA_PATH ENV CUDA_HOME /usr/local/cuda PATH_SUFFIXES bin

@@ -184,7 +184,7 @@ KT_API int kt_cuda_globaltimer_batch(struct CUctx_st *ctx, uint64_t *out, uint32
 KT_API int kt_cuda_globaltimer_resolution(struct CUctx_st *ctx, uint64_t *resolution_ns);
 KT_API int kt_cuda_globaltimer_frequency(struct CUctx_st *ctx, uint64_t *timer_hz, uint64_t *sm_clock_hz);
 /* Calibrate %globaltimer against the host timeline (CLOCK_MONOTONIC_RAW): `samples` reads (>= 10; 0 = 64),
- * each bracketed by host reads around launch+synchronise, fitted with `strategy`. The model is kept for the
+ * each bracketed by host reads around launch+synchronise, spread over about 20 ms, fitted with `strategy`. The model is kept for the
  * context (used by kt_cuda_globaltimer_to_host and kt_cuda_slots_record) and published as a device fact;
  * `out` may be NULL. `domain` (may be NULL) gets the host clock the globaltimer follows, if any. */
 KT_API int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t strategy,
@@ -196,9 +196,9 @@ KT_API int kt_cuda_globaltimer_to_host(struct CUctx_st *ctx, uint64_t device_ns,
  * `stream` of a kernel from `module` stamp slot `index`: stream-ordered, it resets the slot and writes its
  * address into the module's `kt_cuda_slot_ptr` variable (two small async copies, no kernel-signature change).
  * Runtime-API programs have no CUmodule: use kt_cuda_slot_bind() from cuda_device.cuh with
- * kt_cuda_slots_device_ptr(). read() copies a slot back (synchronous); record() reads it, maps the stamps to
- * the host timeline with the context's globaltimer model (calibrating first if needed) and records a device
- * span named `name`. */
+ * kt_cuda_slots_device_ptr(). read() copies a slot back (synchronous; the launch must have completed);
+ * record() reads it, maps the stamps to the host timeline with the context's globaltimer model (calibrating
+ * first when there is none or it is over 10 s old) and records a device span named `name`. */
 KT_API int kt_cuda_slots_create(kt_cuda_slots_t **out, struct CUctx_st *ctx, uint32_t count);
 KT_API int kt_cuda_slots_bind(kt_cuda_slots_t *slots, struct CUmod_st *module, struct CUstream_st *stream,
                               uint32_t index);

@@ -17,6 +17,8 @@
 
 #include "fake_driver/kt_test_cuda_driver.h"
 
+struct CUfunc_st;
+
 /* The test double's driver entry points the tests call directly (the test links the double, and ktiming
  * dlopens the same file through KTIMING_CUDA_LIBRARY, so both see one driver). */
 int cuInit(unsigned int flags);

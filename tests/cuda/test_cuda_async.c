@@ -110,7 +110,9 @@ static void test_threads(void **state)
         const kt_kernel_timing_t *e = kt_test_find(snap, names[i]);
         assert_non_null(e);
         assert_int_equal(e->dispatch_count, 200);
-        assert_true(e->min_ns >= 2000 - 64 && e->max_ns <= 2000 + 64); /* virtual work: exact up to resolution */
+        /* At least its own virtual work (the double's device clock is shared, so other streams' virtual work
+         * running meanwhile may add to it). */
+        assert_true(e->min_ns >= 2000 - 64);
     }
     kt_snapshot_free(snap);
 }

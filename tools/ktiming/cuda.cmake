@@ -7,7 +7,6 @@ if(KTIMING_HAVE_NVCC AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/demo_cuda.c)
   # compute_75: the oldest architecture CUDA 13 compiles for, so the PTX loads on every GPU it supports.
   kt_nvcc(${_kt_demo_ptx} ${CMAKE_CURRENT_SOURCE_DIR}/demo_cuda_kernels.cu PTX ARCH 75)
   kt_embed_text(${_kt_demo_ptx_c} ${_kt_demo_ptx} ktcli_demo_cuda_ptx)
-  add_custom_target(kt_demo_cuda_ptx DEPENDS ${_kt_demo_ptx_c})
   target_sources(ktiming_cli PRIVATE ${_kt_demo_ptx_c})
   target_compile_definitions(ktiming_cli PRIVATE KTCLI_CUDA_DEMO_PTX=1)
 endif()

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* A device buffer of stamp slots. */
 struct kt_cuda_slots_t {
@@ -14,6 +15,13 @@ struct kt_cuda_slots_t {
 };
 
 static const kt_cuda_stamp_t kSlotReset = {UINT64_MAX, 0};
+
+/* Calibration samples are spread over at least this long, so the fitted drift is not extrapolated from a burst
+ * of a few milliseconds. */
+#define KT__CUDA_CAL_SPAN_NS 20000000ull
+
+/* kt_cuda_slots_record recalibrates a %globaltimer model older than this. */
+#define KT__CUDA_GT_MAX_AGE_NS 10000000000ull
 
 /* ---------------------------------------------------------------------------------------------------
  * Module, stream and scratch buffer (gt_lock held, context current)
@@ -268,8 +276,15 @@ int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t 
         return rc;
     }
     rc = gt_prepare(c, (size_t)n * sizeof(uint64_t));
-    /* One launch per sample, each bracketed by host reads around launch + synchronise; values copied after. */
+    /* One launch per sample, each bracketed by host reads around launch + synchronise, paced so the samples
+     * span KT__CUDA_CAL_SPAN_NS; values copied after. */
+    uint64_t t0 = kt_now_ns();
     for (uint32_t i = 0; i < n && !rc; i++) {
+        uint64_t due = t0 + KT__CUDA_CAL_SPAN_NS * i / n, now = kt_now_ns();
+        if (now < due) {
+            struct timespec ts = {0, (long)(due - now)};
+            nanosleep(&ts, NULL);
+        }
         s[i].host_before_ns = kt_now_ns();
         rc = gt_launch_read(c, c->scratch + (kt__cudeviceptr)i * sizeof(uint64_t));
         if (!rc)
@@ -476,10 +491,14 @@ int kt_cuda_slots_record(kt_cuda_slots_t *s, uint32_t index, const char *name)
         kt_record_error(id);
         return KT_ESTATE;
     }
+    pthread_mutex_lock(&c->gt_lock);
+    kt_clock_model_t m = c->gt_model;
+    pthread_mutex_unlock(&c->gt_lock);
     pthread_mutex_lock(&c->lock);
     int valid = c->gt_valid;
     pthread_mutex_unlock(&c->lock);
-    if (!valid && (rc = kt_cuda_calibrate(c->ctx, 32, KT_FIT_WEIGHTED, NULL, NULL)) != 0)
+    if ((!valid || kt_clock_is_stale(&m, kt_now_ns(), 0.0, KT__CUDA_GT_MAX_AGE_NS)) &&
+        (rc = kt_cuda_calibrate(c->ctx, 32, KT_FIT_WEIGHTED, NULL, NULL)) != 0)
         return rc;
     uint64_t h0 = 0, h1 = 0, u0 = 0, u1 = 0;
     rc = kt_cuda_globaltimer_to_host(c->ctx, st.enter_ns, &h0, &u0);

@@ -52,7 +52,10 @@ int main()
         kt_cuda_slots_record(slots, (uint32_t)i, "saxpy (stamps)");
     kt_flush();
     kt_snapshot_t *snap = kt_snapshot();
-    kt_report_print(stdout, snap, KT_FORMAT_TEXT);
+    for (size_t i = 0; snap && i < snap->count; i++)
+        std::printf("%-16s %-6s n=%llu mean=%.3f us min=%.3f us\n", snap->entries[i].name,
+                    kt_backend_name(snap->entries[i].backend), (unsigned long long)snap->entries[i].dispatch_count,
+                    snap->entries[i].mean_ns / 1e3, snap->entries[i].min_ns / 1e3);
     kt_snapshot_free(snap);
     kt_cuda_slots_destroy(slots);
     cudaStreamDestroy(s);

@@ -60,7 +60,8 @@ void kt_test_cuda_driver_watch_thread(int on);
 /* Hold a stream (its worker executes nothing until released). NULL = the current context's default stream. */
 int kt_test_cuda_driver_hold(struct CUstream_st *stream, int hold);
 /* Enqueue simulated work: the stream's worker sleeps ns (virtual_time 0), or the device clock jumps ns ahead
- * instantly (virtual_time 1: event times then differ by exactly ns). */
+ * instantly (virtual_time 1: event times then differ by exactly ns, as long as no other stream jumps the one
+ * device clock meanwhile). */
 int kt_test_cuda_driver_work(struct CUstream_st *stream, uint64_t ns, int virtual_time);
 /* The simulated device clock now, and its inverse (host CLOCK_MONOTONIC_RAW ns for a device time, ignoring
  * virtual jumps). */
