@@ -162,7 +162,8 @@ KT_API int kt_cuda_device_primary(int ordinal, struct CUctx_st **ctx);
  * recording is disabled both are no-ops returning 0. */
 KT_API int kt_cuda_begin(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_st *stream, const char *name);
 KT_API int kt_cuda_end(kt_cuda_span_t *span);
-/* Collect ktiming's state for a context before you destroy it (waits up to flush_timeout_ms). */
+/* Collect ktiming's state for a context before you destroy it (waits up to flush_timeout_ms), then destroy
+ * its events. No span, timer or slot buffer of that context may be in use during or after the call. */
 KT_API int kt_cuda_context_release(struct CUctx_st *ctx);
 /* Pool counters of a context (NULL = current). */
 KT_API int kt_cuda_stats(struct CUctx_st *ctx, kt_cuda_stats_t *out);

@@ -31,6 +31,7 @@ static struct {
     int load_res;             /* CUresult behind load_msg */
     kt__cuda_ctx_t *ctxs;     /* contexts seen (prepended; nodes are removed only under `consumer`) */
     atomic_uint generation;   /* bumped by shutdown: older spans and timers are invalid */
+    atomic_uint ctx_epoch;    /* bumped whenever a context's state is freed (release, shutdown) */
     atomic_uint pending;      /* ended dispatches not yet collected, all contexts */
     pthread_t collector;      /* collector thread */
     int collector_running;    /* the thread exists */
@@ -42,7 +43,16 @@ static struct {
     .wake = PTHREAD_COND_INITIALIZER,
     .consumer = PTHREAD_MUTEX_INITIALIZER,
     .generation = 1,
+    .ctx_epoch = 1,
 };
+
+/* The calling thread's last context look-up, valid while G.ctx_epoch is unchanged (spares the global lock on
+ * every kt_cuda_begin). */
+static _Thread_local struct {
+    kt__cuctx handle;  /* CUDA context */
+    kt__cuda_ctx_t *c; /* its state */
+    uint32_t epoch;    /* G.ctx_epoch when cached */
+} t_ctx_cache;
 
 static void sleep_us(uint32_t us)
 {
@@ -279,6 +289,11 @@ int kt__cuda_ctx_get(kt__cuctx ctx, kt__cuda_ctx_t **out)
         if (r)
             return kt__cuda_fail("cuCtxGetCurrent", r);
     }
+    uint32_t epoch = atomic_load(&G.ctx_epoch);
+    if (ctx && t_ctx_cache.handle == ctx && t_ctx_cache.epoch == epoch) {
+        *out = t_ctx_cache.c;
+        return 0;
+    }
     int created = 0;
     pthread_mutex_lock(&G.lock);
     kt__cuda_ctx_t *c = ctx ? ctx_find_locked(ctx) : NULL;
@@ -297,6 +312,9 @@ int kt__cuda_ctx_get(kt__cuctx ctx, kt__cuda_ctx_t **out)
         return rc;
     if (created)
         kt__cuda_publish(c);
+    t_ctx_cache.handle = c->ctx;
+    t_ctx_cache.c = c;
+    t_ctx_cache.epoch = epoch;
     *out = c;
     return 0;
 }
@@ -812,6 +830,7 @@ int kt_cuda_context_release(struct CUctx_st *ctx)
             *pp = c->next;
             break;
         }
+    atomic_fetch_add(&G.ctx_epoch, 1);
     pthread_mutex_unlock(&G.lock);
     ctx_destroy(c);
     pthread_mutex_unlock(&G.consumer);
@@ -835,6 +854,7 @@ void kt_cuda_shutdown(void)
     kt__cuda_ctx_t *list = G.ctxs;
     G.ctxs = NULL;
     atomic_fetch_add(&G.generation, 1);
+    atomic_fetch_add(&G.ctx_epoch, 1);
     atomic_store(&G.state, KT__CUDA_UNINIT);
     pthread_mutex_unlock(&G.lock);
     for (kt__cuda_ctx_t *c = list, *cn; c; c = cn) {
