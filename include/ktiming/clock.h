@@ -18,8 +18,9 @@
  *                the fitted span: max over the span of sum_i |c_i(x)| * halfwidth_i, where c_i(x) are the
  *                fit's coefficients (the prediction is linear in the midpoints). Exact worst case, not a guess,
  *                as long as every kept device read happened inside its bracket.
- *   spread_ns    the largest part of a kept sample's residual its bracket cannot explain
- *                (max_i max(0, |residual_i| - halfwidth_i)): device-side jitter and quantisation.
+ *   spread_ns    the larger of the biggest part of a kept sample's residual its bracket cannot explain
+ *                (max_i |residual_i| - halfwidth_i: device jitter, quantisation) and k times the (HC3)
+ *                standard error of the prediction at the span ends (small fits of noisy clocks).
  *   dist(d)      distance from the fitted span (0 inside it), in ns.
  *   k            3 plus a small-sample allowance; drift_se_ppm is the drift's standard error.
  *   max_drift_ppm  the assumed worst change of the rate since the fit (default 10 ppm for device clocks).
@@ -53,9 +54,10 @@ typedef enum kt_fit_strategy_t {
     KT_FIT_BASIC = 0,    /* least squares on bracket midpoints, every sample kept */
     KT_FIT_WEIGHTED = 1, /* weights 1/halfwidth^2: tight brackets count more; every sample kept */
     KT_FIT_ROBUST = 2,   /* Theil-Sen (median pairwise slope, median intercept), then least squares on the
-                            samples within 3.5 robust sigmas (MAD); gross outliers are dropped */
-    KT_FIT_RANSAC = 3    /* deterministic seeded RANSAC (MSAC scoring of 2-sample lines, bounded iterations),
-                            then least squares on the consensus set */
+                            samples within 3.5 + 20/n robust sigmas (MAD, floored by a line-free local
+                            scale); gross outliers are dropped */
+    KT_FIT_RANSAC = 3    /* deterministic seeded RANSAC (MSAC scoring of at most 256 2-sample lines), then
+                            the same band and least squares as ROBUST */
 } kt_fit_strategy_t;
 
 /* One device read bracketed by two host reads. */
@@ -89,7 +91,8 @@ typedef struct kt_clock_model_t {
                                       [host_first_ns, fitted_at_ns] */
     uint64_t device_first_ns;      /* device time of the oldest kept sample */
     double bracket_ns;             /* bound term from read positions inside brackets (see header comment) */
-    double spread_ns;              /* bound term from residuals the brackets do not explain */
+    double spread_ns;              /* bound term from residuals the brackets do not explain and the
+                                      statistical error of the line */
     double drift_se_ppm;           /* standard error of drift_ppm (from the kept residuals) */
     double drift_k;                /* multiplier of drift_se_ppm in the extrapolation term */
 } kt_clock_model_t;
@@ -141,11 +144,12 @@ KT_API const char *kt_clock_domain_name(kt_clock_domain_t domain); /* "CLOCK_MON
 KT_API uint64_t kt_clock_domain_resolution_ns(kt_clock_domain_t domain);
 /* Convert a host time between domains using sampled models of MONOTONIC and REALTIME against
  * MONOTONIC_RAW (conversions between two non-RAW domains go through RAW and add both bounds). The models are
- * process-wide trackers (thread-safe): a call refits first when the bound at t_ns would exceed 1 us and the
- * last refresh is over 1 ms old, or the model is over 1 s old; a refresh is 8 bracketed reads plus one fit of
- * at most 64 samples. The rate between domains is assumed to change by under 500 ppm (the kernel's NTP
- * frequency limit) over the extrapolation distance; a CLOCK_REALTIME step is detected and restarts the model.
- * KT_EINVAL for DEVICE/UNKNOWN domains. uncertainty_ns may be NULL. */
+ * process-wide trackers (thread-safe) over the last 10 s: a call refreshes first when the model's bound at the
+ * current time exceeds 1 us and the last refresh is over 1 ms old, or its newest sample is over 1 s old; a
+ * refresh is 8 bracketed reads (the 2 tightest kept) plus one WEIGHTED fit of at most 64 samples (a few us).
+ * The rate between domains is assumed to change by under 500 ppm (the kernel's NTP frequency limit) outside the
+ * sampled span, so times far from any refresh carry a bound growing by 1 us per ms; a CLOCK_REALTIME step is
+ * detected and restarts the model. KT_EINVAL for DEVICE/UNKNOWN domains. uncertainty_ns may be NULL. */
 KT_API int kt_clock_domain_convert(uint64_t t_ns, kt_clock_domain_t from, kt_clock_domain_t to, uint64_t *out_ns,
                                    uint64_t *uncertainty_ns);
 /* The current model of host domain `domain` (as a "device") against MONOTONIC_RAW, refreshed as by
