@@ -183,8 +183,10 @@ typedef struct kt_kernel_timing_t {
     uint64_t p90_ns;
     uint64_t p99_ns;
     uint64_t errors;         /* dispatches that ended in error (not in the aggregates) */
-    uint64_t dropped;        /* dispatches lost to a full buffer (span log, query ring): counted, not silent */
-    uint64_t spans_dropped;  /* spans not kept because a span log was full (aggregates still include them) */
+    uint64_t dropped;        /* dispatches lost entirely before reaching the recorder (a backend's full query
+                                ring, kt_record_drop): not in the aggregates, counted so the loss is not silent */
+    uint64_t spans_dropped;  /* dispatches whose span was not kept because the recording thread's span log was
+                                full ("span log overflow"): the aggregates above still include them */
     uint32_t sample_count;   /* raw durations in samples[] (uniform reservoir over all dispatches) */
     uint64_t *samples;       /* owned by the snapshot */
 } kt_kernel_timing_t;
@@ -257,6 +259,8 @@ KT_API void kt_reset(void); /* clears aggregates, samples and spans; interned id
 
 /* Recording. */
 KT_API void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns);
+/* kt_record with the id cached in *site (a zero-initialised static at the call site; see KT_RECORD). */
+KT_API void kt_record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns);
 KT_API kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device);
 KT_API void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns);
 KT_API void kt_record_dispatch(const kt_dispatch_t *d);
@@ -288,17 +292,30 @@ KT_API double kt_cpu_timer_elapsed_ms(const kt_cpu_timer_t *t);
 KT_API int kt_cpu_dispatch_2d(const char *name, uint32_t width, uint32_t height, kt_cpu_rows_cb fn, void *user);
 KT_API int kt_cpu_threads(void); /* pool size (env KTIMING_CPU_THREADS, default: online cores) */
 
+/* Runtime switch read inline by the macros, so a runtime-disabled zone costs a load and a branch. Written only
+ * by kt_enable / kt_disable / kt_init / kt_shutdown; read it through kt_is_enabled(). */
+extern KT_API int kt__recording;
+#if defined(__GNUC__)
+#define KT__ON() __atomic_load_n(&kt__recording, __ATOMIC_RELAXED)
+#else
+#define KT__ON() kt_is_enabled()
+#endif
+static inline kt_zone_t kt__zone_none(void) { kt_zone_t z = {0, 0}; return z; }
+
 /* Scoped CPU zone. `name` must be the same string every time this site runs (it is interned once). */
 #define KT_CPU_BEGIN(zone, name)                                                                           \
     static kt_kernel_id_t zone##_kt_site_ = 0;                                                             \
-    kt_zone_t zone = kt_zone_begin(&zone##_kt_site_, (name))
-#define KT_CPU_END(zone) kt_zone_end(&(zone))
-/* Record a precomputed duration with a per-call-site cached id (no string hashing after the first call). */
+    kt_zone_t zone = KT__ON() ? kt_zone_begin(&zone##_kt_site_, (name)) : kt__zone_none()
+#define KT_CPU_END(zone)                                                                                   \
+    do {                                                                                                   \
+        if ((zone).kernel) kt_zone_end(&(zone));                                                           \
+    } while (0)
+/* Record a precomputed duration with a per-call-site cached id (no string hashing after the first call).
+ * `name` must be the same string every time this site runs. */
 #define KT_RECORD(name, backend, elapsed_ns)                                                               \
     do {                                                                                                   \
         static kt_kernel_id_t kt_site_id_ = 0;                                                             \
-        if (!kt_site_id_) kt_site_id_ = kt_kernel_intern((name), (backend), NULL);                         \
-        kt_record_id(kt_site_id_, (elapsed_ns));                                                           \
+        if (KT__ON()) kt_record_site(&kt_site_id_, (name), (backend), (elapsed_ns));                       \
     } while (0)
 
 #else /* !KT_ENABLED: everything is a no-op, types stay */
@@ -315,6 +332,8 @@ static inline int kt_is_enabled(void) { return 0; }
 static inline void kt_reset(void) {}
 static inline void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns)
 { (void)name; (void)backend; (void)elapsed_ns; }
+static inline void kt_record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns)
+{ (void)site; (void)name; (void)backend; (void)elapsed_ns; }
 static inline kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device)
 { (void)name; (void)backend; (void)device; return 0; }
 static inline void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns) { (void)kernel; (void)elapsed_ns; }
