@@ -87,6 +87,7 @@ typedef _Atomic(kt__au64 *) kt__u64_ptr;
 /* One kernel's aggregates in one shard. Only the owning thread writes; snapshots read the scalar block
  * under the seqlock `seq`, the histogram and samples with relaxed loads. */
 typedef struct kt__slot_t {
+    /* First cache line: what every record reads and writes. */
     _Atomic uint64_t seq;        /* seqlock: odd while the owner updates the scalars */
     _Atomic uint64_t count;      /* successful dispatches */
     _Atomic uint64_t total;      /* sum of durations */
@@ -95,15 +96,14 @@ typedef struct kt__slot_t {
     _Atomic uint64_t min;        /* smallest duration (valid when count > 0) */
     _Atomic uint64_t max;        /* largest duration */
     _Atomic uint64_t last;       /* most recent duration in this shard */
+    uint64_t res_next;           /* owner only: count at which the reservoir takes the next record */
     _Atomic uint64_t last_stamp; /* host end time of that dispatch, 0 when the record carried none */
-    _Atomic uint64_t last_seq;   /* shard-local record number of that dispatch (orders untimed records) */
     _Atomic uint64_t errors;     /* dispatches that ended in error */
     _Atomic uint64_t dropped;    /* dispatches lost before reaching the recorder (kt_record_drop) */
     _Atomic uint64_t spans_dropped;            /* spans not kept: span log full */
-    kt__u64_ptr hist[KT__HIST_BLOCKS];         /* histogram blocks of KT__HIST_BLOCK counters, lazily allocated */
-    kt__u64_ptr samples;                       /* reservoir, kt__cfg.sample_capacity entries, lazily allocated */
-    uint64_t res_next;                         /* owner only: index of the next record to enter the reservoir */
     double res_w;                              /* owner only: Algorithm L's running W */
+    kt__u64_ptr samples;                       /* reservoir, kt__cfg.sample_capacity entries (after the struct) */
+    kt__u64_ptr hist[KT__HIST_BLOCKS];         /* histogram blocks of KT__HIST_BLOCK counters, lazily allocated */
 } kt__slot_t;
 
 typedef _Atomic(kt__slot_t *) kt__slot_ptr;
@@ -121,10 +121,13 @@ typedef struct kt__span_rec_t {
 typedef struct kt__name_cache_t {
     const char *ptr;       /* the caller's pointer */
     kt_kernel_id_t id;     /* what it interned to */
-    uint32_t backend;      /* the backend it was interned with */
+    uint8_t backend;       /* the backend it was interned with */
+    uint8_t ro;            /* 1: ptr is in a read-only segment, so its bytes cannot have changed */
+    char c0;               /* first byte of the name */
 } kt__name_cache_t;
 
-#define KT__NAME_CACHE 64u
+#define KT__NAME_CACHE 128u
+#define KT__RO_RANGES 4u
 
 /* A recording thread's private store. Shards outlive their thread (an exiting thread's records stay) and
  * are adopted by later threads. */
@@ -136,9 +139,11 @@ typedef struct kt__shard_t {
     _Atomic(kt__slot_ptr *) dir[KT__DIR];       /* chunks of KT__CHUNK slot pointers, indexed by kernel id */
     _Atomic(kt__span_rec_t *) spans;            /* span log of kt__cfg.span_capacity, lazily allocated */
     _Atomic uint32_t span_count;                /* spans published (never above the capacity) */
-    uint64_t seq;                               /* owner only: records made, orders `last` within the shard */
     uint64_t rng;                               /* owner only: PRNG state for the reservoirs */
     kt__name_cache_t names[KT__NAME_CACHE];     /* owner only: kt_record() pointer cache */
+    uintptr_t ro_lo[KT__RO_RANGES];             /* owner only: read-only segments seen (start) ... */
+    uintptr_t ro_hi[KT__RO_RANGES];             /* ... and end */
+    uint32_t ro_next;                           /* owner only: next ro range to replace */
 } kt__shard_t;
 
 /* The calling thread's shard (created or adopted on first use). NULL only when out of memory. */

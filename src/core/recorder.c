@@ -1,6 +1,7 @@
 /* recorder.c — the hot path: each thread writes its own shard, indexed by kernel id; no lock on record. */
 #include "core/internal.h"
 
+#include <link.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -69,20 +70,19 @@ static void slot_clear(kt__slot_t *sl)
 {
     uint64_t q = KT__LD(&sl->seq);
     KT__ST(&sl->seq, q + 1);
-    atomic_thread_fence(memory_order_release);
-    KT__ST(&sl->count, 0);
-    KT__ST(&sl->total, 0);
-    KT__ST(&sl->sq_lo, 0);
-    KT__ST(&sl->sq_hi, 0);
-    KT__ST(&sl->min, 0);
-    KT__ST(&sl->max, 0);
-    KT__ST(&sl->last, 0);
-    KT__ST(&sl->last_stamp, 0);
-    KT__ST(&sl->last_seq, 0);
-    KT__ST(&sl->errors, 0);
-    KT__ST(&sl->dropped, 0);
-    KT__ST(&sl->spans_dropped, 0);
+    KT__STR(&sl->count, 0);
+    KT__STR(&sl->total, 0);
+    KT__STR(&sl->sq_lo, 0);
+    KT__STR(&sl->sq_hi, 0);
+    KT__STR(&sl->min, 0);
+    KT__STR(&sl->max, 0);
+    KT__STR(&sl->last, 0);
+    KT__STR(&sl->last_stamp, 0);
+    KT__STR(&sl->errors, 0);
+    KT__STR(&sl->dropped, 0);
+    KT__STR(&sl->spans_dropped, 0);
     KT__STR(&sl->seq, q + 2);
+    sl->res_next = 0;
     for (uint32_t b = 0; b < KT__HIST_BLOCKS; b++) {
         _Atomic uint64_t *blk = KT__LD(&sl->hist[b]);
         if (blk)
@@ -141,13 +141,26 @@ static kt__slot_t *slot_create(kt__shard_t *s, kt_kernel_id_t id)
     return sl;
 }
 
-static inline kt__slot_t *slot_for(kt__shard_t *s, kt_kernel_id_t id)
+/* The shard's slot for a kernel, or NULL if it has none yet (or the id is out of range). */
+static inline kt__slot_t *slot_peek(kt__shard_t *s, kt_kernel_id_t id)
 {
     if (__builtin_expect((uint32_t)(id - 1u) >= KT__MAX_KERNELS, 0))
         return NULL;
     kt__slot_ptr *chunk = KT__LD(&s->dir[id >> KT__CHUNK_BITS]);
-    kt__slot_t *sl = chunk ? KT__LD(&chunk[id & (KT__CHUNK - 1u)]) : NULL;
-    return __builtin_expect(sl != NULL, 1) ? sl : slot_create(s, id);
+    return chunk ? KT__LD(&chunk[id & (KT__CHUNK - 1u)]) : NULL;
+}
+
+static inline kt__slot_t *slot_for(kt__shard_t *s, kt_kernel_id_t id)
+{
+    kt__slot_t *sl = slot_peek(s, id);
+    return __builtin_expect(sl != NULL, 1) || (uint32_t)(id - 1u) >= KT__MAX_KERNELS ? sl : slot_create(s, id);
+}
+
+/* The calling thread's shard if it exists and holds the current generation (the hot path's only check). */
+static inline kt__shard_t *shard_ready(void)
+{
+    kt__shard_t *s = tl_shard;
+    return __builtin_expect(s != NULL, 1) && __builtin_expect(KT__LD(&s->gen) == KT__LD(&g_gen), 1) ? s : NULL;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -155,72 +168,83 @@ static inline kt__slot_t *slot_for(kt__shard_t *s, kt_kernel_id_t id)
  * ------------------------------------------------------------------------------------------------- */
 
 /* Algorithm L (Li 1994): after the reservoir fills, jump straight to the next record that enters it, so the
- * common case costs one comparison. Uniform over every record of the shard. */
-static void reservoir_skip(kt__shard_t *s, kt__slot_t *sl, uint64_t n, uint32_t cap)
-{
-    double skip = floor(log(kt__rand_open01(&s->rng)) / log1p(-sl->res_w));
-    sl->res_next = skip >= 1.8e19 ? UINT64_MAX : n + (uint64_t)skip + 1u;
-    (void)cap;
-}
-
-static void reservoir_start(kt__shard_t *s, kt__slot_t *sl, uint64_t n, uint32_t cap)
-{
-    sl->res_w = exp(log(kt__rand_open01(&s->rng)) / cap);
-    reservoir_skip(s, sl, n, cap);
-}
-
-static __attribute__((noinline)) void reservoir_replace(kt__shard_t *s, kt__slot_t *sl, uint64_t n, uint64_t v)
+ * common case costs one comparison. Uniform over every record of the shard. `res_next` is the count at which
+ * the slow path must run next: while the reservoir fills that is every record. */
+static void reservoir_step(kt__shard_t *s, kt__slot_t *sl, uint64_t n, uint64_t v)
 {
     uint32_t cap = kt__cfg.sample_capacity;
-    KT__ST(&KT__LD(&sl->samples)[kt__rand_below(&s->rng, cap)], v);
-    sl->res_w *= exp(log(kt__rand_open01(&s->rng)) / cap);
-    reservoir_skip(s, sl, n, cap);
+    kt__au64 *smp = KT__LD(&sl->samples);
+    if (n < cap) {
+        KT__ST(&smp[n], v); /* written before the count that exposes it */
+        if (n + 1 < cap) {
+            sl->res_next = n + 1;
+            return;
+        }
+        sl->res_w = exp(log(kt__rand_open01(&s->rng)) / cap);
+    } else {
+        KT__ST(&smp[kt__rand_below(&s->rng, cap)], v);
+        sl->res_w *= exp(log(kt__rand_open01(&s->rng)) / cap);
+    }
+    double skip = floor(log(kt__rand_open01(&s->rng)) / log1p(-sl->res_w));
+    sl->res_next = skip >= 1.8e19 ? UINT64_MAX : n + (uint64_t)skip + 1u;
 }
 
-static __attribute__((noinline)) _Atomic uint64_t *hist_block(kt__slot_t *sl, uint32_t b)
+/* The scalars, under the slot's seqlock. */
+static inline void slot_scalars(kt__slot_t *sl, uint64_t n, uint64_t v, uint64_t stamp)
 {
-    _Atomic uint64_t *blk = calloc(KT__HIST_BLOCK, sizeof *blk);
-    if (blk)
-        KT__STR(&sl->hist[b], blk);
-    return blk;
+    unsigned __int128 sq = ((unsigned __int128)KT__LD(&sl->sq_hi) << 64 | KT__LD(&sl->sq_lo)) +
+                           (unsigned __int128)v * v;
+    /* Seqlock without fences (TSan models none): the data stores are releases, so a reader that sees any of
+     * them also sees the odd sequence number stored before them; on x86 these are plain moves. */
+    uint64_t q = KT__LD(&sl->seq);
+    KT__ST(&sl->seq, q + 1);
+    KT__STR(&sl->count, n + 1);
+    KT__STR(&sl->total, KT__LD(&sl->total) + v);
+    KT__STR(&sl->sq_lo, (uint64_t)sq);
+    KT__STR(&sl->sq_hi, (uint64_t)(sq >> 64));
+    if (n == 0 || v < KT__LD(&sl->min))
+        KT__STR(&sl->min, v);
+    if (v > KT__LD(&sl->max))
+        KT__STR(&sl->max, v);
+    KT__STR(&sl->last, v);
+    KT__STR(&sl->last_stamp, stamp);
+    KT__STR(&sl->seq, q + 2);
+}
+
+/* The common case, with no call and no allocation: returns 0 (having changed nothing) when the record needs
+ * the reservoir or a new histogram block, which slot_add_full handles. */
+static inline int slot_add_fast(kt__slot_t *sl, uint64_t v, uint64_t stamp)
+{
+    uint64_t n = KT__LD(&sl->count);
+    if (__builtin_expect(n == sl->res_next, 0))
+        return 0;
+    uint32_t idx = kt__hist_index(v);
+    kt__au64 *blk = KT__LD(&sl->hist[idx / KT__HIST_BLOCK]);
+    if (__builtin_expect(!blk, 0))
+        return 0;
+    KT__ST(&blk[idx % KT__HIST_BLOCK], KT__LD(&blk[idx % KT__HIST_BLOCK]) + 1);
+    slot_scalars(sl, n, v, stamp);
+    return 1;
+}
+
+static __attribute__((noinline)) void slot_add_full(kt__shard_t *s, kt__slot_t *sl, uint64_t v, uint64_t stamp)
+{
+    uint64_t n = KT__LD(&sl->count);
+    if (n == sl->res_next)
+        reservoir_step(s, sl, n, v);
+    uint32_t idx = kt__hist_index(v);
+    kt__au64 *blk = KT__LD(&sl->hist[idx / KT__HIST_BLOCK]);
+    if (!blk && (blk = calloc(KT__HIST_BLOCK, sizeof *blk)) != NULL)
+        KT__STR(&sl->hist[idx / KT__HIST_BLOCK], blk);
+    if (blk) /* out of memory: percentiles then miss this record, the exact aggregates do not */
+        KT__ST(&blk[idx % KT__HIST_BLOCK], KT__LD(&blk[idx % KT__HIST_BLOCK]) + 1);
+    slot_scalars(sl, n, v, stamp);
 }
 
 static inline void slot_add(kt__shard_t *s, kt__slot_t *sl, uint64_t v, uint64_t stamp)
 {
-    uint64_t n = KT__LD(&sl->count);
-    uint32_t cap = kt__cfg.sample_capacity;
-
-    /* The reservoir entry is written before the count that exposes it. */
-    if (n < cap) {
-        KT__ST(&KT__LD(&sl->samples)[n], v);
-        if (n + 1 == cap)
-            reservoir_start(s, sl, n, cap);
-    } else if (__builtin_expect(n == sl->res_next, 0)) {
-        reservoir_replace(s, sl, n, v);
-    }
-
-    uint32_t idx = kt__hist_index(v);
-    _Atomic uint64_t *blk = KT__LD(&sl->hist[idx / KT__HIST_BLOCK]);
-    if (__builtin_expect(blk != NULL, 1) || (blk = hist_block(sl, idx / KT__HIST_BLOCK)) != NULL)
-        KT__ST(&blk[idx % KT__HIST_BLOCK], KT__LD(&blk[idx % KT__HIST_BLOCK]) + 1);
-
-    unsigned __int128 sq = ((unsigned __int128)KT__LD(&sl->sq_hi) << 64 | KT__LD(&sl->sq_lo)) +
-                           (unsigned __int128)v * v;
-    uint64_t q = KT__LD(&sl->seq);
-    KT__ST(&sl->seq, q + 1);
-    atomic_thread_fence(memory_order_release);
-    KT__ST(&sl->count, n + 1);
-    KT__ST(&sl->total, KT__LD(&sl->total) + v);
-    KT__ST(&sl->sq_lo, (uint64_t)sq);
-    KT__ST(&sl->sq_hi, (uint64_t)(sq >> 64));
-    if (n == 0 || v < KT__LD(&sl->min))
-        KT__ST(&sl->min, v);
-    if (v > KT__LD(&sl->max))
-        KT__ST(&sl->max, v);
-    KT__ST(&sl->last, v);
-    KT__ST(&sl->last_stamp, stamp);
-    KT__ST(&sl->last_seq, ++s->seq);
-    KT__STR(&sl->seq, q + 2);
+    if (!slot_add_fast(sl, v, stamp))
+        slot_add_full(s, sl, v, stamp);
 }
 
 static inline void counter_add(_Atomic uint64_t *c) { KT__ST(c, KT__LD(c) + 1); }
@@ -254,61 +278,140 @@ static void span_push(kt__shard_t *s, kt__slot_t *sl, kt_kernel_id_t kernel, uin
  * Public recording entry points
  * ------------------------------------------------------------------------------------------------- */
 
+static __attribute__((noinline)) void record_id_slow(kt_kernel_id_t kernel, uint64_t elapsed_ns)
+{
+    kt__shard_t *s = shard_for_write();
+    kt__slot_t *sl = s ? slot_for(s, kernel) : NULL;
+    if (sl)
+        slot_add_full(s, sl, elapsed_ns, 0);
+}
+
 void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns)
 {
     if (!kt__on())
         return;
-    kt__shard_t *s = shard_for_write();
-    kt__slot_t *sl = s ? slot_for(s, kernel) : NULL;
-    if (sl)
-        slot_add(s, sl, elapsed_ns, 0);
+    kt__shard_t *s = shard_ready();
+    kt__slot_t *sl;
+    if (__builtin_expect(s && (sl = slot_peek(s, kernel)) && slot_add_fast(sl, elapsed_ns, 0), 1))
+        return;
+    record_id_slow(kernel, elapsed_ns);
 }
 
-static __attribute__((noinline)) kt_kernel_id_t lookup_slow(kt__name_cache_t *e, const char *name,
-                                                            kt_backend_t backend)
+/* ---------------------------------------------------------------------------------------------------
+ * kt_record(name, ...): the per-thread pointer cache
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Is p inside a mapped segment that is not writable (string literals are)? Then the bytes behind a cached
+ * pointer cannot change, and a hit needs no string comparison. */
+typedef struct ro_query_t {
+    uintptr_t addr;  /* the address asked about */
+    uintptr_t lo;    /* result: containing segment */
+    uintptr_t hi;    /* its end */
+    int found;       /* 1 = in a read-only segment, -1 = in a writable one, 0 = not in any */
+} ro_query_t;
+
+static int ro_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-    kt_kernel_id_t id = kt_kernel_intern(name, backend, NULL);
-    if (id) {
-        e->ptr = name;
-        e->id = id;
-        e->backend = (uint32_t)backend;
+    (void)size;
+    ro_query_t *q = arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (q->addr >= lo && q->addr < hi) {
+            q->found = (ph->p_flags & PF_W) ? -1 : 1;
+            q->lo = lo;
+            q->hi = hi;
+            return 1;
+        }
     }
-    return id;
+    return 0;
 }
 
-/* The pointer cache maps the caller's string pointer to its id; a hit is confirmed by comparing the string
- * with the interned copy (a reused buffer holding another name misses), which is cheaper than hashing it and
- * taking the intern lock. */
-static inline kt_kernel_id_t lookup_cached(kt__shard_t *s, const char *name, kt_backend_t backend)
+static int ptr_readonly(kt__shard_t *s, const char *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    for (uint32_t i = 0; i < KT__RO_RANGES; i++)
+        if (a >= s->ro_lo[i] && a < s->ro_hi[i])
+            return 1;
+    ro_query_t q = {a, 0, 0, 0};
+    dl_iterate_phdr(ro_cb, &q);
+    if (q.found != 1)
+        return 0;
+    uint32_t i = s->ro_next++ % KT__RO_RANGES;
+    s->ro_lo[i] = q.lo;
+    s->ro_hi[i] = q.hi;
+    return 1;
+}
+
+static inline kt__name_cache_t *cache_entry(kt__shard_t *s, const char *name, kt_backend_t backend)
 {
     uintptr_t p = (uintptr_t)name;
-    kt__name_cache_t *e = &s->names[((p >> 3) ^ (p >> 11) ^ (uint32_t)backend) & (KT__NAME_CACHE - 1u)];
-    if (e->ptr == name && e->backend == (uint32_t)backend) {
+    return &s->names[((p >> 3) ^ (p >> 11) ^ (uint32_t)backend) & (KT__NAME_CACHE - 1u)];
+}
+
+/* A hit that needs no comparison: same pointer into read-only memory (first byte checked for good measure). */
+static inline int cache_hit_ro(const kt__name_cache_t *e, const char *name, kt_backend_t backend)
+{
+    return e->ptr == name && e->backend == (uint8_t)backend && e->ro && name[0] == e->c0;
+}
+
+/* Full lookup: a cached pointer in writable memory is confirmed by comparing the string with the interned
+ * copy (a reused buffer holding another name misses); a miss interns and refills the entry. */
+static kt_kernel_id_t lookup_cached(kt__shard_t *s, const char *name, kt_backend_t backend)
+{
+    kt__name_cache_t *e = cache_entry(s, name, backend);
+    if (e->ptr == name && e->backend == (uint8_t)backend) {
+        if (e->ro && name[0] == e->c0)
+            return e->id;
         const kt__kernel_t *k = kt__kernel_get(e->id);
         if (memcmp(k->name, name, k->name_len + 1) == 0)
             return e->id;
     }
-    return lookup_slow(e, name, backend);
+    kt_kernel_id_t id = kt_kernel_intern(name, backend, NULL);
+    if (id) {
+        e->ptr = name;
+        e->id = id;
+        e->backend = (uint8_t)backend;
+        e->c0 = name[0];
+        e->ro = (uint8_t)ptr_readonly(s, name);
+    }
+    return id;
 }
 
 kt_kernel_id_t kt__kernel_lookup_cached(const char *name, kt_backend_t backend)
 {
-    if (!name)
+    if (!name || (unsigned)backend >= KT_BACKEND_COUNT)
         return 0;
     kt__shard_t *s = shard_for_write();
     return s ? lookup_cached(s, name, backend) : kt_kernel_intern(name, backend, NULL);
+}
+
+static __attribute__((noinline)) void record_name_slow(const char *name, kt_backend_t backend, uint64_t elapsed_ns)
+{
+    if ((unsigned)backend >= KT_BACKEND_COUNT)
+        return;
+    kt__shard_t *s = shard_for_write();
+    kt__slot_t *sl = s ? slot_for(s, lookup_cached(s, name, backend)) : NULL;
+    if (sl)
+        slot_add(s, sl, elapsed_ns, 0);
 }
 
 void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns)
 {
     if (!kt__on() || !name)
         return;
-    kt__shard_t *s = shard_for_write();
-    if (!s)
-        return;
-    kt__slot_t *sl = slot_for(s, lookup_cached(s, name, backend));
-    if (sl)
-        slot_add(s, sl, elapsed_ns, 0);
+    kt__shard_t *s = shard_ready();
+    if (__builtin_expect(s != NULL, 1)) {
+        const kt__name_cache_t *e = cache_entry(s, name, backend);
+        kt__slot_t *sl;
+        if (__builtin_expect(cache_hit_ro(e, name, backend) && (sl = slot_peek(s, e->id)) &&
+                                 slot_add_fast(sl, elapsed_ns, 0),
+                             1))
+            return;
+    }
+    record_name_slow(name, backend, elapsed_ns);
 }
 
 void kt_record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns)

@@ -23,23 +23,22 @@ typedef struct pool_t {
 
 /* Scalars of one slot, read under its seqlock. */
 typedef struct slot_read_t {
-    uint64_t count, total, sq_lo, sq_hi, min, max, last, last_stamp, last_seq;
+    uint64_t count, total, sq_lo, sq_hi, min, max, last, last_stamp;
 } slot_read_t;
 
 static void slot_read(kt__slot_t *sl, slot_read_t *r)
 {
     for (;;) {
+        /* Acquire loads throughout: the matching half of the writer's release stores (recorder.c). */
         uint64_t q1 = KT__LDA(&sl->seq);
-        r->count = KT__LD(&sl->count);
-        r->total = KT__LD(&sl->total);
-        r->sq_lo = KT__LD(&sl->sq_lo);
-        r->sq_hi = KT__LD(&sl->sq_hi);
-        r->min = KT__LD(&sl->min);
-        r->max = KT__LD(&sl->max);
-        r->last = KT__LD(&sl->last);
-        r->last_stamp = KT__LD(&sl->last_stamp);
-        r->last_seq = KT__LD(&sl->last_seq);
-        atomic_thread_fence(memory_order_acquire);
+        r->count = KT__LDA(&sl->count);
+        r->total = KT__LDA(&sl->total);
+        r->sq_lo = KT__LDA(&sl->sq_lo);
+        r->sq_hi = KT__LDA(&sl->sq_hi);
+        r->min = KT__LDA(&sl->min);
+        r->max = KT__LDA(&sl->max);
+        r->last = KT__LDA(&sl->last);
+        r->last_stamp = KT__LDA(&sl->last_stamp);
         uint64_t q2 = KT__LD(&sl->seq);
         if (q1 == q2 && !(q1 & 1))
             return;
@@ -181,7 +180,7 @@ kt_snapshot_t *kt_snapshot(void)
         kt_kernel_timing_t t;
         memset(&t, 0, sizeof t);
         unsigned __int128 sum = 0, sq = 0;
-        uint64_t best_stamp = 0, best_seq = 0;
+        uint64_t best_stamp = 0;
         uint32_t best_shard = 0, npools = 0;
         int any = 0;
         memset(hist, 0, KT__HIST_BUCKETS * sizeof(uint64_t));
@@ -204,10 +203,8 @@ kt_snapshot_t *kt_snapshot(void)
                 t.max_ns = r.max;
             /* Latest by end time when records carry one; else the most recently created shard's last. */
             uint32_t idx = shards[si]->index;
-            if (!any || r.last_stamp > best_stamp ||
-                (r.last_stamp == best_stamp && (idx > best_shard || (idx == best_shard && r.last_seq > best_seq)))) {
+            if (!any || r.last_stamp > best_stamp || (r.last_stamp == best_stamp && idx > best_shard)) {
                 best_stamp = r.last_stamp;
-                best_seq = r.last_seq;
                 best_shard = idx;
                 t.last_ns = r.last;
             }

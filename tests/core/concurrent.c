@@ -62,7 +62,7 @@ static void test_snapshot_while_recording(void **state)
     pthread_t t[WRITERS];
     start(t);
     uint64_t prev = 0;
-    for (int r = 0; r < 200; r++) {
+    for (int r = 0; r < 60; r++) {
         kt_snapshot_t *s = kt_snapshot();
         assert_non_null(s);
         const kt_kernel_timing_t *e = kt_snapshot_find(s, "conc_id", KT_BACKEND_CPU, NULL);
@@ -88,7 +88,7 @@ static void test_snapshot_while_recording(void **state)
 static void *resetter(void *arg)
 {
     (void)arg;
-    for (int i = 0; i < 300 && !atomic_load(&g_stop); i++) {
+    for (int i = 0; i < 100 && !atomic_load(&g_stop); i++) {
         kt_reset();
         sched_yield();
     }
@@ -101,7 +101,7 @@ static void test_reset_while_recording(void **state)
     pthread_t t[WRITERS], rt;
     start(t);
     assert_int_equal(pthread_create(&rt, NULL, resetter, NULL), 0);
-    for (int r = 0; r < 100; r++) {
+    for (int r = 0; r < 40; r++) {
         kt_snapshot_t *s = kt_snapshot();
         assert_non_null(s);
         for (size_t i = 0; i < s->count; i++)
