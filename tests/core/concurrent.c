@@ -2,10 +2,12 @@
 #include "test_util.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #define WRITERS 3
 
 static _Atomic int g_stop;
+static _Atomic int g_warm; /* writers that have recorded a first batch */
 static _Atomic uint64_t g_done[WRITERS];
 
 static void *writer(void *arg)
@@ -18,7 +20,8 @@ static void *writer(void *arg)
         kt_record("conc_name", KT_BACKEND_CPU, 1000 + (uint64_t)i);
         KT_CPU_BEGIN(z, "conc_zone");
         KT_CPU_END(z);
-        n++;
+        if (++n == 1000)
+            atomic_fetch_add(&g_warm, 1);
     }
     atomic_store(&g_done[i], n);
     return NULL;
@@ -37,11 +40,15 @@ static void check_entry(const kt_kernel_timing_t *t)
         assert_true(t->samples[i] >= t->min_ns && t->samples[i] <= t->max_ns);
 }
 
+/* Starts the writers and waits until each is recording (so snapshots really overlap with them). */
 static void start(pthread_t *t)
 {
     atomic_store(&g_stop, 0);
+    atomic_store(&g_warm, 0);
     for (int i = 0; i < WRITERS; i++)
         assert_int_equal(pthread_create(&t[i], NULL, writer, (void *)(intptr_t)i), 0);
+    while (atomic_load(&g_warm) < WRITERS)
+        sched_yield();
 }
 
 static uint64_t stop(pthread_t *t)
