@@ -206,8 +206,12 @@ static inline void slot_scalars(kt__slot_t *sl, uint64_t n, uint64_t v, uint64_t
         KT__STR(&sl->min, v);
     if (v > KT__LD(&sl->max))
         KT__STR(&sl->max, v);
-    KT__STR(&sl->last, v);
-    KT__STR(&sl->last_stamp, stamp);
+    /* `last` is the latest-ending dispatch when records carry end times (completions may arrive out of order);
+     * a duration-only record (stamp 0) is taken in record order. */
+    if (!stamp || stamp >= KT__LD(&sl->last_stamp)) {
+        KT__STR(&sl->last, v);
+        KT__STR(&sl->last_stamp, stamp);
+    }
     KT__STR(&sl->seq, q + 2);
 }
 

@@ -1,6 +1,8 @@
 /* snapshot.c — snapshot ordering, lookup, spans mapped to entries/queues/threads, devices, last-by-time. */
 #include "test_util.h"
 
+#include <pthread.h>
+
 static void test_ordering(void **state)
 {
     (void)state;
@@ -141,11 +143,51 @@ static void test_dispatch_spans(void **state)
     kt_snapshot_free(s);
 }
 
+/* A timed dispatch recorded on another thread. */
+typedef struct timed_t {
+    kt_kernel_id_t kernel; /* what */
+    uint64_t dur, end;     /* duration and end time */
+} timed_t;
+
+static void *record_timed(void *arg)
+{
+    timed_t *t = arg;
+    kt_dispatch_t d;
+    memset(&d, 0, sizeof d);
+    d.kernel = t->kernel;
+    d.duration_ns = t->dur;
+    d.start_ns = t->end - t->dur;
+    d.end_ns = t->end;
+    kt_record_dispatch(&d);
+    return NULL;
+}
+
+/* Across threads, last_ns follows the end time, not the order the threads happened to record in. */
+static void test_last_across_threads(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_kernel_id_t k = kt_kernel_intern("last_x", KT_BACKEND_VULKAN, "lvp");
+    timed_t late = {k, 111, 9000}, early = {k, 222, 5000};
+    pthread_t a, b;
+    pthread_create(&a, NULL, record_timed, &late);
+    pthread_join(a, NULL);
+    pthread_create(&b, NULL, record_timed, &early); /* recorded later, but ended earlier */
+    pthread_join(b, NULL);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *t = kt_snapshot_find(s, "last_x", KT_BACKEND_VULKAN, "lvp");
+    assert_non_null(t);
+    assert_int_equal(t->dispatch_count, 2);
+    assert_int_equal(t->last_ns, 111);
+    kt_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ordering),
         cmocka_unit_test(test_dispatch_spans),
+        cmocka_unit_test(test_last_across_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
