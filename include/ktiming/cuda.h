@@ -116,8 +116,8 @@ typedef struct kt_cuda_slots_t kt_cuda_slots_t;
 typedef struct kt_cuda_device_t {
     int ordinal;          /* device number */
     char name[128];       /* cuDeviceGetName */
-    int cc_major;         /* compute capability */
-    int cc_minor;
+    int cc_major;         /* compute capability, major */
+    int cc_minor;         /* compute capability, minor */
     int sm_count;         /* multiprocessors */
     uint64_t sm_clock_hz; /* SM clock (clock64() ticks per second), 0 if the driver does not say */
     int driver_version;   /* cuDriverGetVersion, e.g. 13000 */

@@ -1,6 +1,7 @@
 /* test_cuda_async.c — asynchronous collection: kt_cuda_end returns while the GPU (the driver test double's stream
  * thread) has not run the dispatch, the enqueuing thread never waits on or queries an event, and the collector
- * thread records every dispatch with its measured duration; several enqueuing threads at once. */
+ * thread records every dispatch with its measured duration; several enqueuing threads at once, while another
+ * thread reads clock facts of the same context. */
 #include "cuda_test_util.h"
 
 #include <pthread.h>
@@ -91,15 +92,29 @@ static void *enqueuer(void *arg)
     return (void *)(intptr_t)failures;
 }
 
+/* Meanwhile another thread reads clock facts and counters of the same context (publishing device facts). */
+static void *observer(void *arg)
+{
+    int failures = 0;
+    for (int i = 0; i < 5; i++) {
+        uint64_t res = 0;
+        kt_cuda_stats_t st;
+        failures += kt_cuda_globaltimer_resolution(arg, &res) != 0;
+        failures += kt_cuda_stats(arg, &st) != 0;
+        failures += kt_cuda_calibrate(arg, 10, KT_FIT_BASIC, NULL, NULL) != 0;
+    }
+    return (void *)(intptr_t)failures;
+}
+
 static void test_threads(void **state)
 {
     (void)state;
     static const char *names[4] = {"t0", "t1", "t2", "t3"};
-    pthread_t th[4];
-    kt_test_cuda_driver_freeze_clock(1); /* event times differ by exactly the virtual work */
+    pthread_t th[5];
     for (int i = 0; i < 4; i++)
         assert_int_equal(pthread_create(&th[i], NULL, enqueuer, (void *)names[i]), 0);
-    for (int i = 0; i < 4; i++) {
+    assert_int_equal(pthread_create(&th[4], NULL, observer, g_ctx), 0);
+    for (int i = 0; i < 5; i++) {
         void *ret = NULL;
         pthread_join(th[i], &ret);
         assert_int_equal((intptr_t)ret, 0);

@@ -528,15 +528,15 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
     c->chain_len = continues ? c->chain_len + 1 : 1;
     c->chain[(c->chain_len - 1) % KT__CUDA_ANCHOR_SAMPLES] =
         (kt_clock_sample_t){KT__CUDA_CHAIN_BASE_NS + (uint64_t)pos, h0, h1};
-    c->anchor_cur = nxt;
-    c->anchor_chain_ns = pos;
-    c->anchors_made++;
     int publish = 0;
     kt_clock_model_t m;
     uint32_t n = c->chain_len < KT__CUDA_ANCHOR_SAMPLES ? c->chain_len : KT__CUDA_ANCHOR_SAMPLES;
     int fitted = n >= KT_CLOCK_MIN_SAMPLES &&
                  kt_clock_fit(c->chain, n, KT_FIT_WEIGHTED, KT_DOMAIN_MONOTONIC_RAW, &m) == 0;
-    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&c->lock); /* publish and stats read these under c->lock */
+    c->anchor_cur = nxt;
+    c->anchor_chain_ns = pos;
+    c->anchors_made++;
     c->anchor_mid_ns = mid;
     c->anchor_half_ns = (h1 - h0 + 1) / 2;
     if (fitted) {

@@ -105,9 +105,9 @@ typedef struct fglobal_t {
 /* A loaded module. */
 struct CUmod_st {
     struct CUfunc_st fn[16]; /* entries */
-    int nfn;
+    int nfn;                 /* entries used */
     fglobal_t glob[16];      /* globals */
-    int nglob;
+    int nglob;               /* globals used */
 };
 
 static struct {

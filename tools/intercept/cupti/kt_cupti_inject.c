@@ -34,7 +34,7 @@ static struct {
     int model_valid;                               /* model usable */
     char devices[KT_CUPTI_MAX_DEVICES][128];       /* device names by CUPTI id, from DEVICE records */
     kt_cupti_queue_t queues[KT_CUPTI_MAX_QUEUES];  /* tracks seen */
-    uint32_t queue_count;
+    uint32_t queue_count;                          /* tracks used */
     uint64_t dropped;                              /* records CUPTI dropped */
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
