@@ -9,7 +9,8 @@ int ktcli_devices_cuda(FILE *out)
 {
     int n = kt_cuda_device_count();
     if (n < 0) {
-        fprintf(out, "CUDA: unavailable: %s\n", kt_cuda_last_error());
+        /* The reason; `ktiming devices` then adds its "CUDA: unavailable" line. */
+        fprintf(out, "CUDA: %s\n", kt_cuda_last_error());
         return n;
     }
     for (int i = 0; i < n; i++) {
