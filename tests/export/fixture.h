@@ -216,6 +216,8 @@ static inline char *fx_render(const kt_snapshot_t *s, kt_format_t fmt, int *rc)
 /* Whole file into a malloc'd NUL-terminated buffer (NULL if unreadable). */
 static inline char *fx_read_file(const char *path, size_t *len)
 {
+    if (len)
+        *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
