@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -635,8 +636,15 @@ int kt_snapshot_parse(const char *json, size_t len, kt_snapshot_t **out, char *e
     memcpy(text, json, len);
     text[len] = '\0';
 
+    /* cJSON reads numbers with strtod, which follows LC_NUMERIC: parse under the C locale (this thread only). */
     const char *end = NULL;
+    locale_t c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    locale_t previous = c_numeric ? uselocale(c_numeric) : (locale_t)0;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (c_numeric) {
+        uselocale(previous);
+        freelocale(c_numeric);
+    }
     int rc = 0;
     if (!root) {
         size_t pos = end && end >= text && end <= text + len ? (size_t)(end - text) : len, line, col;
