@@ -543,6 +543,7 @@ static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
         i++;
     }
 
+    c->where[0] = '\0';
     if ((rc = get_array(c, root, "queues", &arr, &n)) ||
         (rc = alloc_array(c, (void **)&s->queues, n, sizeof *s->queues)))
         return rc;
@@ -558,6 +559,7 @@ static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
             return rc;
     }
 
+    c->where[0] = '\0';
     if ((rc = get_array(c, root, "threads", &arr, &n)) ||
         (rc = alloc_array(c, (void **)&s->threads, n, sizeof *s->threads)))
         return rc;
@@ -572,6 +574,7 @@ static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
             return rc;
     }
 
+    c->where[0] = '\0';
     if ((rc = get_array(c, root, "devices", &arr, &n)) ||
         (rc = alloc_array(c, (void **)&s->devices, n, sizeof *s->devices)))
         return rc;
@@ -585,6 +588,7 @@ static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
         i++;
     }
 
+    c->where[0] = '\0';
     if ((rc = get_array(c, root, "spans", &arr, &n)) ||
         (rc = alloc_array(c, (void **)&s->spans, n, sizeof *s->spans)))
         return rc;

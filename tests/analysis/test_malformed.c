@@ -30,6 +30,15 @@ static void expect_reject(const char *json, size_t len, const char *want)
 
 static void reject(const char *json, const char *want) { expect_reject(json, strlen(json), want); }
 
+/* Parses and expects KT_EPARSE with exactly the message `want`. */
+static void expect_exact(const char *json, const char *want)
+{
+    kt_snapshot_t *s = NULL;
+    char err[512];
+    assert_int_equal(kt_snapshot_parse(json, strlen(json), &s, err, sizeof err), KT_EPARSE);
+    assert_string_equal(err, want);
+}
+
 static void test_every_truncation(void **state)
 {
     (void)state;
@@ -181,6 +190,9 @@ static void test_member_errors(void **state)
     reject(HEAD "\"host\":\"0123456789012345678901234567890123456789012345678901234567890123\",\"entries\":[]}",
            "host: string longer than 63 bytes");
     reject(HEAD "\"taken_ns\":null,\"entries\":[]}", "taken_ns: expected a non-negative integer");
+    /* Top-level members read after the entries are named from the top, not from the last entry. */
+    expect_exact(HEAD "\"entries\":[" E0 "}],\"spans\":7}", "spans: expected an array");
+    expect_exact(HEAD "\"entries\":[" E0 "}],\"queues\":{}}", "queues: expected an array");
 }
 
 static void test_arguments(void **state)
