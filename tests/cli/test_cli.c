@@ -13,7 +13,8 @@
 
 #include "export/fixture.h"
 
-static char *g_dir; /* scratch directory for this run */
+static char *g_dir;              /* scratch directory for this run */
+static const char *g_env[4];     /* NAME=value settings for the next run_cli (NULL-terminated) */
 
 /* Output of one run of the CLI. */
 typedef struct run_t {
@@ -48,6 +49,8 @@ static run_t run_cli(const char *in, ...)
         dup2(fi, 0);
         dup2(fo, 1);
         dup2(fe, 2);
+        for (size_t i = 0; g_env[i]; i++)
+            putenv((char *)g_env[i]);
         execv(KT_CLI_PATH, (char *const *)argv);
         _exit(127);
     }
@@ -236,6 +239,22 @@ static void test_demo(void **state)
     }
     fx_free(s);
     free(out);
+
+    /* The exit writer: KTIMING_OUTPUT saves the snapshot, KTIMING_REPORT=1 prints the table on stderr. */
+    char *atexit_json = fx_path(g_dir, "atexit.json");
+    char env_out[600];
+    snprintf(env_out, sizeof env_out, "KTIMING_OUTPUT=%s", atexit_json);
+    g_env[0] = env_out;
+    g_env[1] = "KTIMING_REPORT=1";
+    r = run_cli(NULL, "demo", "--backend", "cpu", "--dispatches", "10", "--warmup", "0", "--size", "1", NULL);
+    g_env[0] = g_env[1] = NULL;
+    assert_non_null(strstr(r.err, "[timing] saxpy "));
+    expect(r, 0, r.out, "[timing] box_blur ");
+    assert_int_equal(kt_snapshot_load(atexit_json, &s, err, sizeof err), 0);
+    assert_int_equal(s->count, 3);
+    assert_int_equal(s->entries[2].dispatch_count, 10);
+    fx_free(s);
+    free(atexit_json);
 
     /* A GPU backend that is not built in or has no device is a note, not a failure. */
     r = run_cli(NULL, "demo", "--backend", "cuda", "--dispatches", "10", "--size", "1", NULL);
