@@ -55,7 +55,7 @@ static void test_pool_grows_then_reuses(void **state)
     assert_int_equal(st.pairs_free, st.pairs_capacity);
     kt_test_cuda_driver_stats(&d1);
     uint64_t creates = d1.event_creates - d0.event_creates;
-    assert_true(creates <= 2ull * st.pairs_capacity + 2); /* pairs + at most two anchor events */
+    assert_true(creates <= 2ull * st.pairs_capacity + 2); /* pairs + the two anchor events */
     assert_int_equal(creates, st.events_created);
 
     /* Ten more bursts of the same size, and 500 free-running dispatches flushed every 50 (so at most ~50 are

@@ -484,11 +484,12 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
             return;
         }
     }
-    int nxt = c->anchor_cur < 0 ? 0 : 1 - c->anchor_cur;
-    if (!c->anchor_ev[nxt]) {
-        r = kt__cu.cuEventCreate(&c->anchor_ev[nxt], KT__CU_EVENT_DEFAULT);
+    for (int i = 0; i < 2; i++) { /* both at once: no event is created later in the context's life */
+        if (c->anchor_ev[i])
+            continue;
+        r = kt__cu.cuEventCreate(&c->anchor_ev[i], KT__CU_EVENT_DEFAULT);
         if (r) {
-            c->anchor_ev[nxt] = NULL;
+            c->anchor_ev[i] = NULL;
             kt__cuda_fail("cuEventCreate (anchor)", r);
             return;
         }
@@ -496,6 +497,7 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
         c->events_created++;
         pthread_mutex_unlock(&c->lock);
     }
+    int nxt = c->anchor_cur < 0 ? 0 : 1 - c->anchor_cur;
     kt__cuevent ev = c->anchor_ev[nxt];
     uint64_t h0 = kt_now_ns();
     r = kt__cu.cuEventRecord(ev, c->anchor_stream);
