@@ -1,6 +1,4 @@
 /* compare.c — before/after comparison: match kernels by key, Mann-Whitney U, bootstrap intervals, verdicts. */
-#include "analysis/compare_internal.h"
-
 #include <ktiming/compare.h>
 #include <ktiming/stats.h>
 
@@ -54,9 +52,6 @@ static uint64_t rng_next(rng_t *r)
     return result;
 }
 
-/* Uniform in [0, n) by multiply-shift (bias below 2^-32 for the sizes used here). */
-static uint32_t rng_below(rng_t *r, uint32_t n) { return (uint32_t)(((rng_next(r) >> 32) * (uint64_t)n) >> 32); }
-
 static uint64_t key_hash(const char *name, kt_backend_t backend, const char *device)
 {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -67,53 +62,53 @@ static uint64_t key_hash(const char *name, kt_backend_t backend, const char *dev
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * Order statistics
+ * Random variates for the bootstrap
  * ------------------------------------------------------------------------------------------------- */
 
-static void swap_u64(uint64_t *a, uint64_t *b)
+static double rng_u01(rng_t *r) { return ((double)(rng_next(r) >> 11) + 0.5) / 9007199254740992.0; }
+
+static double rng_normal(rng_t *r)
 {
-    uint64_t t = *a;
-    *a = *b;
-    *b = t;
+    return sqrt(-2.0 * log(rng_u01(r))) * cos(6.283185307179586 * rng_u01(r));
 }
 
-/* Rearrange v so that v[k] is the k-th smallest, smaller ones before it (Hoare-style quickselect). */
-static void select_kth(uint64_t *v, size_t n, size_t k)
+/* Gamma(shape, 1) for shape >= 1 (Marsaglia and Tsang, 2000). */
+static double rng_gamma(rng_t *r, double shape)
 {
-    size_t lo = 0, hi = n - 1;
-    while (hi > lo) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (v[mid] < v[lo]) swap_u64(&v[mid], &v[lo]);
-        if (v[hi] < v[lo]) swap_u64(&v[hi], &v[lo]);
-        if (v[hi] < v[mid]) swap_u64(&v[hi], &v[mid]);
-        uint64_t pivot = v[mid];
-        size_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < pivot) i++;
-            while (v[j] > pivot) j--;
-            if (i <= j) {
-                swap_u64(&v[i], &v[j]);
-                i++;
-                if (j == 0) break;
-                j--;
-            }
-        }
-        if (k <= j) hi = j;
-        else if (k >= i) lo = i;
-        else return;
+    double d = shape - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        double x = rng_normal(r), v = 1.0 + c * x;
+        if (v <= 0.0) continue;
+        v = v * v * v;
+        double u = rng_u01(r);
+        if (log(u) < 0.5 * x * x + d - d * v + d * log(v)) return d * v;
     }
 }
 
-double kt__median_unsorted(uint64_t *v, size_t n)
+/* Beta(a, b) for a, b >= 1. */
+static double rng_beta(rng_t *r, double a, double b)
 {
-    if (n == 0) return 0.0;
-    size_t k = n / 2;
-    select_kth(v, n, k);
-    if (n & 1) return (double)v[k];
-    uint64_t below = v[0];
-    for (size_t i = 1; i < k; i++)
-        if (v[i] > below) below = v[i];
-    return 0.5 * ((double)below + (double)v[k]);
+    double x = rng_gamma(r, a), y = rng_gamma(r, b);
+    return x / (x + y);
+}
+
+/* The median of one bootstrap resample of sorted[0..n), drawn in O(1) instead of resampling n values.
+ * A resample is n indices floor(n*U_i) with U_i iid uniform, and floor is monotone, so its order statistics
+ * are floor(n * U_(m)). U_(m) ~ Beta(m, n+1-m); for even n the next one, given U_(m) = u, is u plus (1-u)
+ * times the minimum of n-m fresh uniforms, 1 - V^(1/(n-m)). The values are sorted, so indices map to values
+ * in order and the resample's median is the value at those indices: exact, not an approximation. */
+static double resample_median(const uint64_t *sorted, uint32_t n, rng_t *r)
+{
+    uint32_t m = (n + 1) / 2; /* 1-based rank of the (lower) median */
+    double u = rng_beta(r, (double)m, (double)(n + 1 - m));
+    double x = floor(u * (double)n);
+    uint32_t i = x >= (double)n ? n - 1 : (uint32_t)x;
+    if (n & 1) return (double)sorted[i];
+    double u2 = u + (1.0 - u) * (1.0 - pow(rng_u01(r), 1.0 / (double)(n - m)));
+    double x2 = floor(u2 * (double)n);
+    uint32_t j = x2 >= (double)n ? n - 1 : (uint32_t)x2;
+    if (j < i) j = i;
+    return 0.5 * ((double)sorted[i] + (double)sorted[j]);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -225,24 +220,40 @@ int kt_mann_whitney(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, 
  * Bootstrap of the ratio of medians
  * ------------------------------------------------------------------------------------------------- */
 
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+static uint64_t *sorted_copy(const uint64_t *v, uint32_t n)
+{
+    uint64_t *s = malloc((size_t)n * sizeof *s);
+    if (!s) return NULL;
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, n, sizeof *s, cmp_u64);
+    return s;
+}
+
 /* reps[i] = ln(median(resampled before) / median(resampled after)) for i < count. */
 static int bootstrap_log_ratio(const uint64_t *b, uint32_t nb, const uint64_t *a, uint32_t na, uint32_t count,
                                uint64_t seed, double *reps)
 {
-    uint32_t cap = nb > na ? nb : na;
-    uint64_t *tmp = malloc((size_t)cap * sizeof *tmp);
-    if (!tmp) return KT_ENOMEM;
+    uint64_t *sb = sorted_copy(b, nb), *sa = sorted_copy(a, na);
+    if (!sb || !sa) {
+        free(sb);
+        free(sa);
+        return KT_ENOMEM;
+    }
     rng_t r;
     rng_seed(&r, seed);
     for (uint32_t it = 0; it < count; it++) {
-        for (uint32_t i = 0; i < nb; i++) tmp[i] = b[rng_below(&r, nb)];
-        double mb = kt__median_unsorted(tmp, nb);
-        for (uint32_t i = 0; i < na; i++) tmp[i] = a[rng_below(&r, na)];
-        double ma = kt__median_unsorted(tmp, na);
+        double mb = resample_median(sb, nb, &r), ma = resample_median(sa, na, &r);
         /* A zero median (durations below clock resolution) is nudged to keep the logarithm finite. */
         reps[it] = log((mb > 0.0 ? mb : 0.5) / (ma > 0.0 ? ma : 0.5));
     }
-    free(tmp);
+    free(sb);
+    free(sa);
     return 0;
 }
 

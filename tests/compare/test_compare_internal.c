@@ -1,4 +1,4 @@
-/* test_compare_internal.c — white-box checks of compare.c's quickselect median and exact U distribution. */
+/* test_compare_internal.c — white-box checks of compare.c's O(1) bootstrap median and exact U distribution. */
 #include "../../src/analysis/compare.c"
 
 #include <setjmp.h>
@@ -11,23 +11,48 @@ static int cmp_u64_test(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-static void test_quickselect_median_matches_sort(void **state)
+/* Uniform in [0, n). */
+static uint32_t rng_below(rng_t *r, uint32_t n) { return (uint32_t)(((rng_next(r) >> 32) * (uint64_t)n) >> 32); }
+
+static int cmp_dbl(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* The O(1) resample median has the distribution of the median of an explicit resample: compare the two
+ * empirical distributions (Kolmogorov-Smirnov distance) over many replicates, for odd and even n. */
+static void test_resample_median_distribution(void **state)
 {
     (void)state;
+    enum { REPS = 40000 };
+    static double fast[REPS], slow[REPS];
+    const uint32_t sizes[] = {1, 2, 3, 7, 12, 51, 100};
     rng_t r;
-    rng_seed(&r, 1);
-    uint64_t v[257], w[257];
-    for (size_t n = 1; n <= 257; n++) {
-        for (int rep = 0; rep < 4; rep++) {
-            uint32_t range = rep == 0 ? 3 : rep == 1 ? 50 : 1000000; /* many ties, some, none */
-            for (size_t i = 0; i < n; i++) v[i] = w[i] = rng_below(&r, range);
-            if (rep == 3) /* already sorted input */
-                qsort(v, n, sizeof *v, cmp_u64_test);
-            memcpy(w, v, n * sizeof *v);
-            qsort(w, n, sizeof *w, cmp_u64_test);
-            double want = (n & 1) ? (double)w[n / 2] : 0.5 * ((double)w[n / 2 - 1] + (double)w[n / 2]);
-            assert_true(kt__median_unsorted(v, n) == want);
+    rng_seed(&r, 11);
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        uint32_t n = sizes[si];
+        uint64_t sorted[100], tmp[100];
+        for (uint32_t i = 0; i < n; i++) sorted[i] = 1000 + 10 * (uint64_t)i + rng_below(&r, 5);
+        for (int k = 0; k < REPS; k++) {
+            fast[k] = resample_median(sorted, n, &r);
+            for (uint32_t i = 0; i < n; i++) tmp[i] = sorted[rng_below(&r, n)];
+            qsort(tmp, n, sizeof *tmp, cmp_u64_test);
+            slow[k] = (n & 1) ? (double)tmp[n / 2] : 0.5 * ((double)tmp[n / 2 - 1] + (double)tmp[n / 2]);
         }
+        qsort(fast, REPS, sizeof *fast, cmp_dbl);
+        qsort(slow, REPS, sizeof *slow, cmp_dbl);
+        double d = 0.0;
+        size_t i = 0, j = 0;
+        while (i < REPS && j < REPS) {
+            double x = fast[i] < slow[j] ? fast[i] : slow[j];
+            while (i < REPS && fast[i] <= x) i++;
+            while (j < REPS && slow[j] <= x) j++;
+            double diff = fabs((double)i - (double)j) / REPS;
+            if (diff > d) d = diff;
+        }
+        print_message("n=%u: KS distance %.4f\n", n, d);
+        assert_true(d < 0.02); /* critical value at alpha 0.001 for 2 x 40000 draws is 0.0138 */
     }
 }
 
@@ -100,7 +125,7 @@ static void test_percentile_interval(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_quickselect_median_matches_sort),
+        cmocka_unit_test(test_resample_median_distribution),
         cmocka_unit_test(test_exact_u_matches_enumeration),
         cmocka_unit_test(test_normal_approximation_close_to_exact),
         cmocka_unit_test(test_percentile_interval),
