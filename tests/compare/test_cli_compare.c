@@ -5,6 +5,7 @@
 #include <ktiming.h>
 
 #include <cJSON.h>
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -108,6 +109,11 @@ static void test_formats(void **state)
     char json_path[4200];
     snprintf(json_path, sizeof json_path, "%s/out.json", g_dir);
     assert_int_equal(CLI(g_base, g_slow, "--format", "json", "-o", json_path), 0);
+    assert_int_equal(CLI(g_base, g_slow, "--format", "json", "-o", json_path), 0); /* replaces it */
+    DIR *d = opendir(g_dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));) assert_null(strstr(e->d_name, ".tmp.")); /* no leftovers */
+    closedir(d);
     char *js = slurp(json_path);
     unlink(json_path);
     assert_non_null(js);
