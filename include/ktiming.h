@@ -13,9 +13,10 @@
  *     kt_report_print(stdout, s, KT_FORMAT_TEXT);  // [timing] blur  CPU  avg= ... n=...
  *     kt_snapshot_free(s);
  *
- * Reading snapshots back (kt_snapshot_load) and comparing them live in <ktiming/analysis.h>, a separate
- * library (ktiming::analysis, uses cJSON), so this core stays free of dependencies beyond libc, pthreads,
- * libdl and libm.
+ * Reading snapshots back (kt_snapshot_load, <ktiming/analysis.h>) and comparing them (kt_compare,
+ * <ktiming/compare.h>) live in a separate library (ktiming::analysis, uses cJSON), so this core stays free of
+ * dependencies beyond libc, pthreads, libdl and libm. Measuring a kernel until its timing is stable (warm-up,
+ * trials, nvbench's stopping rule) is <ktiming/harness.h>, in this core.
  *
  * Recording. Pick the cheapest call that fits the site:
  *   KT_CPU_BEGIN/KT_CPU_END   a scoped CPU zone; the id is cached in a static at the site (name must not vary).
