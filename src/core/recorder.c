@@ -369,8 +369,7 @@ static kt_kernel_id_t lookup_cached(kt__shard_t *s, const char *name, kt_backend
     if (e->ptr == name && e->backend == (uint8_t)backend) {
         if (e->ro && name[0] == e->c0)
             return e->id;
-        const kt__kernel_t *k = kt__kernel_get(e->id);
-        if (memcmp(k->name, name, k->name_len + 1) == 0)
+        if (strcmp(kt__kernel_get(e->id)->name, name) == 0)
             return e->id;
     }
     kt_kernel_id_t id = kt_kernel_intern(name, backend, NULL);

@@ -18,6 +18,7 @@ typedef struct entry_build_t {
 typedef struct pool_t {
     uint64_t remaining; /* records of the shard not yet accounted for */
     uint32_t size;      /* samples left in buf */
+    size_t off;         /* where the copy starts in the snapshot's pool buffer */
     uint64_t *buf;      /* copy of the shard's reservoir */
 } pool_t;
 
@@ -160,7 +161,8 @@ kt_snapshot_t *kt_snapshot(void)
         ns++;
     kt__shard_t **shards = calloc(ns ? ns : 1, sizeof *shards);
     pool_t *pools = calloc(ns ? ns : 1, sizeof *pools);
-    uint64_t *poolbuf = malloc(((size_t)ns ? ns : 1) * cap * sizeof(uint64_t));
+    size_t poolcap = cap, poolused; /* poolbuf grows to the largest kernel's reservoirs, not ns x cap */
+    uint64_t *poolbuf = malloc(poolcap * sizeof(uint64_t));
     uint64_t *hist = malloc(KT__HIST_BUCKETS * sizeof(uint64_t));
     entry_build_t *eb = calloc(nk ? nk : 1, sizeof *eb);
     uint32_t *kid_entry = malloc(((size_t)nk + 1) * sizeof *kid_entry);
@@ -185,6 +187,7 @@ kt_snapshot_t *kt_snapshot(void)
         int any = 0;
         memset(hist, 0, KT__HIST_BUCKETS * sizeof(uint64_t));
         uint64_t hist_n = 0;
+        poolused = 0;
 
         for (uint32_t si = 0; si < nvalid; si++) {
             kt__slot_t *sl = shard_slot(shards[si], id);
@@ -223,14 +226,26 @@ kt_snapshot_t *kt_snapshot(void)
                 }
             }
             pool_t *p = &pools[npools];
-            p->buf = poolbuf + (size_t)npools * cap;
             p->remaining = r.count;
             p->size = r.count < cap ? (uint32_t)r.count : cap;
+            if (poolused + p->size > poolcap) {
+                size_t nc = poolcap * 2 > poolused + p->size ? poolcap * 2 : poolused + p->size;
+                uint64_t *nb = realloc(poolbuf, nc * sizeof(uint64_t));
+                if (!nb)
+                    goto fail_entries;
+                poolbuf = nb;
+                poolcap = nc;
+            }
+            p->buf = NULL;
+            p->off = poolused;
             _Atomic uint64_t *smp = KT__LD(&sl->samples);
             for (uint32_t j = 0; j < p->size; j++)
-                p->buf[j] = KT__LD(&smp[j]);
+                poolbuf[poolused + j] = KT__LD(&smp[j]);
+            poolused += p->size;
             npools++;
         }
+        for (uint32_t i = 0; i < npools; i++) /* poolbuf may have moved while growing */
+            pools[i].buf = poolbuf + pools[i].off;
         if (!any && !t.errors && !t.dropped && !t.spans_dropped)
             continue;
 
