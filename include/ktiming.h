@@ -346,6 +346,9 @@ extern KT_API int kt__recording;
 #define KT__ON() kt_is_enabled()
 #endif
 static inline kt_zone_t kt__zone_none(void) { kt_zone_t z = {0, 0}; return z; }
+/* kt_zone_end taking the zone by value, for KT_CPU_END: the zone never has its address taken, so it stays in
+ * registers and a runtime-disabled zone folds to one load and a branch. */
+KT_API void kt__zone_end_id(kt_kernel_id_t kernel, uint64_t start_ns);
 
 /* Scoped CPU zone. `name` must be the same string every time this site runs (it is interned once). */
 #define KT_CPU_BEGIN(zone, name)                                                                           \
@@ -353,7 +356,7 @@ static inline kt_zone_t kt__zone_none(void) { kt_zone_t z = {0, 0}; return z; }
     kt_zone_t zone = KT__ON() ? kt_zone_begin(&zone##_kt_site_, (name)) : kt__zone_none()
 #define KT_CPU_END(zone)                                                                                   \
     do {                                                                                                   \
-        if ((zone).kernel) kt_zone_end(&(zone));                                                           \
+        if ((zone).kernel) kt__zone_end_id((zone).kernel, (zone).start_ns);                                \
     } while (0)
 /* Record a precomputed duration with a per-call-site cached id (no string hashing after the first call).
  * `name` must be the same string every time this site runs. */
