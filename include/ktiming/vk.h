@@ -18,21 +18,31 @@
  *     kt_vk_ctx_destroy(kv);                 // before vkDestroyDevice, once the timed work has finished
  *
  * One context per (device, queue family). It owns a ring of `ring_size` slots; each slot is two timestamp
- * queries (begin, end) and 32 bytes of a host-visible readback buffer.
+ * queries (begin, end).
  *
- * Collection rule (why it never blocks). kt_vk_end() records, after the end timestamp, a
- * vkCmdCopyQueryPoolResults of the slot (64-bit values + availability, WAIT) into the readback buffer and a
- * TRANSFER->HOST barrier. kt_vk_collect() only reads that mapped memory: a slot whose two availability words
- * are set is complete; anything else is left for a later call, which resumes at the oldest pending slot.
- * ktiming never calls vkGetQueryPoolResults on the ring: lavapipe's implementation waits for the whole device
- * to go idle first, even without VK_QUERY_RESULT_WAIT_BIT and even for queries that completed long ago, so a
- * fence check alone would not keep collection from blocking there. Results read before the application has
- * waited on the submission's fence rely on the copy landing in coherent memory, which is how readback works
- * on every desktop driver; after that wait they are visible by the Vulkan memory model.
+ * Collection rule (why kt_vk_collect never blocks). The driver is only asked for results off the calling
+ * thread: a collector thread per context polls the outstanding slots with vkGetQueryPoolResults (availability,
+ * no WAIT) every poll_us while some are outstanding, sleeps otherwise, and parks what it read in the ring.
+ * kt_vk_collect() only moves parked results into the recorder, oldest first, resuming at the oldest slot not
+ * yet collected; it makes no driver call that can wait. This matters on lavapipe, whose
+ * vkGetQueryPoolResults waits for the whole device to go idle, even without VK_QUERY_RESULT_WAIT_BIT and even
+ * for queries that completed long ago: a fence check before reading would not prevent it. There the collector
+ * thread simply waits in its place; results of a busy device arrive once it drains.
  *
- * Slots are reset after they are read: on the host with vkResetQueryPool when the application enabled the
- * hostQueryReset feature (say so in host_query_reset; ktiming checks the device supports it), otherwise
- * kt_vk_begin() records a vkCmdResetQueryPool of its slot just before the begin timestamp.
+ * copy_readback = 1 selects a thread-free alternative: kt_vk_end() also records a vkCmdCopyQueryPoolResults
+ * (64-bit values + availability, WAIT) of its slot into a host-visible coherent buffer plus a TRANSFER->HOST
+ * barrier, and kt_vk_collect() reads that memory. Nothing is ever asked of the driver at collection, but the
+ * copy waits on the device for every slot (on lavapipe small-dispatch submission throughput falls to roughly
+ * a third), and reads made before the app waited on the submission's fence rely on coherent memory.
+ *
+ * Resets: kt_vk_begin() records a vkCmdResetQueryPool of its two queries just before the begin timestamp.
+ * Resetting on the host right after reading (hostQueryReset) would save that command but is only valid once the
+ * whole submission that wrote the queries has completed (VUID-vkResetQueryPool-firstQuery-02741), which ktiming
+ * cannot know without the application's fence (the validation layer flags it). hostQueryReset is used for the
+ * one reset of the whole pool at creation when the application enabled it (say so in host_query_reset);
+ * otherwise that reset is a submission on desc.queue, and with neither the context falls back to copy_readback.
+ * Until a reused slot's reset has run, the collector sees the previous use's values: it recognises them (device
+ * timestamps never repeat) and waits for the new ones.
  *
  * Rules for the application:
  *   - kt_vk_begin/kt_vk_end go outside render pass instances (compute), in a command buffer of the context's
@@ -43,7 +53,8 @@
  *     or its slots stay pending (and, once the ring wraps onto them, new dispatches are dropped).
  *   - A full ring (slots still pending) drops the dispatch: counted in `dropped`, never an overwritten slot.
  *   - Destroy the context after the command buffers using it have completed and before vkDestroyDevice.
- *   - kt_flush(), kt_shutdown() and process exit collect every live context (non-blocking as above).
+ *   - kt_flush(), kt_shutdown() and process exit ask each live context's collector for one more pass
+ *     (waiting at most 200 ms for it) and collect.
  *
  * Timestamps: durations are (end - begin) modulo 2^timestampValidBits times timestampPeriod. Placement on
  * the host timeline (CLOCK_MONOTONIC_RAW) uses VK_KHR/EXT_calibrated_timestamps when the device has it
@@ -82,10 +93,14 @@ typedef struct kt_vk_desc_t {
                                                          primitives use it (NULL: neither is available) */
     PFN_vkGetInstanceProcAddr get_instance_proc_addr; /* NULL: ktiming's own dlopen of the loader */
     uint32_t ring_size;                               /* slots (dispatches in flight); 0 = KT_VK_RING_DEFAULT */
-    int host_query_reset;                             /* non-zero: the app enabled the hostQueryReset feature */
+    int host_query_reset;                             /* non-zero: the app enabled the hostQueryReset feature
+                                                         (used for the initial reset of the pool) */
     uint32_t timestamp_valid_bits;                    /* 0 = the family's; fewer bits mask the timestamps
                                                          (exercises counter-wrap handling in tests) */
     uint64_t recalibrate_ns;                          /* calibrated-timestamps refit period; 0 = 1 s */
+    int copy_readback;                                /* non-zero: read back through copies, no thread */
+    uint32_t poll_us;                                 /* collector poll period while results are
+                                                         outstanding; 0 = 500 us */
     const char *label;                                /* queue label for timelines; NULL = "queue family N" */
 } kt_vk_desc_t;
 
@@ -99,11 +114,13 @@ typedef struct kt_vk_stats_t {
     uint64_t collect_calls;     /* kt_vk_collect calls (including flushes) */
     uint64_t collect_max_ns;    /* longest kt_vk_collect call */
     uint64_t recalibrations;    /* clock-model fits done */
+    uint64_t polls;             /* collector-thread reads of the driver */
     uint32_t ring_size;         /* slots */
     uint32_t valid_bits;        /* timestamp valid bits in use */
     double period_ns;           /* timestampPeriod */
-    int host_query_reset;       /* 1 when slots are reset on the host */
+    int host_query_reset;       /* 1 when the pool was reset on the host at creation */
     int calibrated;             /* 1 when VK_KHR/EXT_calibrated_timestamps feeds the clock model */
+    int copy_readback;          /* 1 when results come through copies rather than the collector thread */
     kt_clock_domain_t host_domain;   /* host domain the clock model maps to before conversion to the timeline */
     kt_clock_domain_t device_domain; /* detected time base of the device timestamps (DEVICE = own epoch) */
 } kt_vk_stats_t;
@@ -129,8 +146,11 @@ KT_API int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 /* The recorder id of a kernel name on this context's device. */
 KT_API kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name);
 
-/* Record every completed dispatch; never waits for the device. Returns how many were recorded (>= 0). */
+/* Record every completed dispatch read so far; never waits for the device. Returns how many were recorded. */
 KT_API int kt_vk_collect(kt_vk_ctx_t *ctx);
+/* After your own wait for the timed work (fence, vkQueueWaitIdle): ask the collector for a fresh pass, wait for
+ * it (at most timeout_ns) and collect. The one collection call that may wait; same as kt_vk_collect in copy mode. */
+KT_API int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns);
 /* Forget cmd's uncollected slots (after collecting what completed), e.g. before resetting it unsubmitted. */
 KT_API int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 
@@ -160,6 +180,7 @@ static inline int kt_vk_begin_id(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kerne
 static inline int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
 static inline kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name) { (void)ctx; (void)name; return 0; }
 static inline int kt_vk_collect(kt_vk_ctx_t *ctx) { (void)ctx; return 0; }
+static inline int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns) { (void)ctx; (void)timeout_ns; return 0; }
 static inline int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
 static inline int kt_vk_recalibrate(kt_vk_ctx_t *ctx) { (void)ctx; return KT_EDISABLED; }
 static inline int kt_vk_timestamp_to_host(kt_vk_ctx_t *ctx, uint64_t timestamp, uint64_t *host_ns,

@@ -5,10 +5,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define KT__VK_WORDS_PER_SLOT 4u /* begin value, begin availability, end value, end availability */
 #define KT__VK_RING_MAX (1u << 20)
 #define KT__VK_COLLECT_BATCH 128u
+#define KT__VK_POLL_CHUNK 128u    /* slots per vkGetQueryPoolResults call of the collector */
+#define KT__VK_FLUSH_WAIT_NS UINT64_C(200000000)
+
+static void poll_pass_locked(kt_vk_ctx_t *ctx);
+static void *collector_main(void *arg);
 
 /* ---------------------------------------------------------------------------------------------------
  * Registry of live contexts (for kt_flush / exit)
@@ -21,7 +27,7 @@ static void flush_all(void)
 {
     pthread_mutex_lock(&g_live_lock);
     for (kt_vk_ctx_t *c = g_live; c; c = c->next_live)
-        kt_vk_collect(c);
+        kt_vk_collect_wait(c, KT__VK_FLUSH_WAIT_NS);
     pthread_mutex_unlock(&g_live_lock);
 }
 
@@ -118,7 +124,50 @@ static void destroy_objects(kt_vk_ctx_t *ctx)
     pthread_mutex_destroy(&ctx->lock);
     pthread_mutex_destroy(&ctx->model_lock);
     pthread_mutex_destroy(&ctx->collect_lock);
+    pthread_cond_destroy(&ctx->wake);
+    pthread_cond_destroy(&ctx->pass_done);
     free(ctx);
+}
+
+/* Reset the whole pool once with a submission on desc.queue (the device lacks or did not enable hostQueryReset). */
+static int reset_by_submission(kt_vk_ctx_t *ctx)
+{
+    const kt__vk_table_t *vk = &ctx->vk;
+    VkCommandPool pool = VK_NULL_HANDLE;
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;
+    int rc = KT_EBACKEND;
+    VkCommandPoolCreateInfo pci = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+        .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
+        .queueFamilyIndex = ctx->queue_family,
+    };
+    VkCommandBufferAllocateInfo ai = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+        .commandBufferCount = 1,
+    };
+    VkCommandBufferBeginInfo bi = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+    };
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    if (vk->vkCreateCommandPool(ctx->device, &pci, NULL, &pool) != VK_SUCCESS)
+        return KT_EBACKEND;
+    ai.commandPool = pool;
+    if (vk->vkAllocateCommandBuffers(ctx->device, &ai, &cmd) == VK_SUCCESS &&
+        vk->vkCreateFence(ctx->device, &fci, NULL, &fence) == VK_SUCCESS &&
+        vk->vkBeginCommandBuffer(cmd, &bi) == VK_SUCCESS) {
+        vk->vkCmdResetQueryPool(cmd, ctx->pool, 0, 2 * ctx->cap + 1);
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
+        if (vk->vkEndCommandBuffer(cmd) == VK_SUCCESS && vk->vkQueueSubmit(ctx->queue, 1, &si, fence) == VK_SUCCESS &&
+            vk->vkWaitForFences(ctx->device, 1, &fence, VK_TRUE, UINT64_C(10000000000)) == VK_SUCCESS)
+            rc = 0;
+    }
+    if (fence)
+        vk->vkDestroyFence(ctx->device, fence, NULL);
+    vk->vkDestroyCommandPool(ctx->device, pool, NULL);
+    return rc;
 }
 
 int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
@@ -140,6 +189,12 @@ int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
     pthread_mutex_init(&ctx->lock, NULL);
     pthread_mutex_init(&ctx->model_lock, NULL);
     pthread_mutex_init(&ctx->collect_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&ctx->wake, &ca);
+    pthread_cond_init(&ctx->pass_done, &ca);
+    pthread_condattr_destroy(&ca);
     ctx->instance = desc->instance;
     ctx->physical_device = desc->physical_device;
     ctx->device = desc->device;
@@ -188,6 +243,10 @@ int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
     }
     /* hostQueryReset cannot be queried as enabled: the application says so and ktiming needs the entry. */
     ctx->host_reset = desc->host_query_reset && vk->reset_query_pool != NULL;
+    /* Polling needs every query reset once before its first use (the collector may look at a slot before its
+     * command buffer runs): on the host, or by a submission on desc.queue. Without either, use copies. */
+    ctx->copy_readback = desc->copy_readback || !(ctx->host_reset || ctx->queue);
+    ctx->poll_ns = (uint64_t)(desc->poll_us ? desc->poll_us : 500u) * 1000u;
 
     VkQueryPoolCreateInfo qpi = {
         .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
@@ -200,6 +259,8 @@ int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
     }
     if (ctx->host_reset)
         vk->reset_query_pool(ctx->device, ctx->pool, 0, 2 * ctx->cap + 1);
+    else if (!ctx->copy_readback && (rc = reset_by_submission(ctx)) != 0)
+        goto fail;
     rc = create_readback(ctx);
     if (rc)
         goto fail;
@@ -220,6 +281,13 @@ int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
     if (rc)
         goto fail;
     kt__vk_publish(ctx);
+    if (!ctx->copy_readback) {
+        if (pthread_create(&ctx->thread, NULL, collector_main, ctx) != 0) {
+            rc = KT_ENOMEM;
+            goto fail;
+        }
+        ctx->thread_started = 1;
+    }
     live_add(ctx);
     *out = ctx;
     return 0;
@@ -234,8 +302,20 @@ void kt_vk_ctx_destroy(kt_vk_ctx_t *ctx)
     if (!ctx)
         return;
     live_remove(ctx);
+    if (ctx->thread_started) {
+        pthread_mutex_lock(&ctx->lock);
+        ctx->thread_stop = 1;
+        pthread_cond_broadcast(&ctx->wake);
+        pthread_mutex_unlock(&ctx->lock);
+        pthread_join(ctx->thread, NULL);
+        ctx->thread_started = 0;
+        /* The timed work has finished (the destroy rule), so a last pass here cannot wait long. */
+        pthread_mutex_lock(&ctx->lock);
+        poll_pass_locked(ctx);
+        pthread_mutex_unlock(&ctx->lock);
+    }
     kt_vk_collect(ctx);
-    pthread_mutex_lock(&ctx->collect_lock); /* wait out a collector still running on another thread */
+    pthread_mutex_lock(&ctx->collect_lock); /* wait out a collect still running on another thread */
     pthread_mutex_unlock(&ctx->collect_lock);
     destroy_objects(ctx);
 }
@@ -317,6 +397,7 @@ static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
         ctx->head++;
         kt__vk_slot_t *s = &ctx->slots[slot];
         s->state = KT__VK_SLOT_OPEN;
+        s->gen++;
         s->kernel = kernel;
         s->cmd = cmd;
         s->enqueue_ns = now;
@@ -346,8 +427,9 @@ static int begin_common(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
         return rc;
     }
     atomic_fetch_add(&ctx->begun, 1);
-    if (!ctx->host_reset)
-        ctx->vk.vkCmdResetQueryPool(cmd, ctx->pool, 2 * slot, 2);
+    /* Reset in the command buffer, not on the host after reading: a host reset is only valid once the whole
+     * submission that wrote the queries has completed, which ktiming cannot know without the app's fence. */
+    ctx->vk.vkCmdResetQueryPool(cmd, ctx->pool, 2 * slot, 2);
     ctx->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, ctx->pool, 2 * slot);
     return 0;
 }
@@ -386,14 +468,22 @@ int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
     uint32_t slot = o->stack[--o->depth];
     if (o->depth == 0)
         o->cmd = NULL;
-    if (slot != KT__VK_SLOT_DROPPED)
+    if (slot != KT__VK_SLOT_DROPPED) {
         ctx->slots[slot].state = KT__VK_SLOT_CLOSED;
+        if (!ctx->copy_readback) {
+            ctx->closed_unread++;
+            if (ctx->thread_idle)
+                pthread_cond_signal(&ctx->wake);
+        }
+    }
     pthread_mutex_unlock(&ctx->lock);
     if (slot == KT__VK_SLOT_DROPPED)
         return 0;
 
     const kt__vk_table_t *vk = &ctx->vk;
     vk->vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, ctx->pool, 2 * slot + 1);
+    if (!ctx->copy_readback)
+        return 0;
     vk->vkCmdCopyQueryPoolResults(cmd, ctx->pool, 2 * slot, 2, ctx->buffer,
                                   (VkDeviceSize)slot * KT__VK_WORDS_PER_SLOT * sizeof(uint64_t),
                                   2 * sizeof(uint64_t),
@@ -422,22 +512,26 @@ typedef struct kt__vk_done_t {
     uint64_t end_raw;
 } kt__vk_done_t;
 
-static int slot_ready(const kt_vk_ctx_t *ctx, uint32_t slot)
+/* Copy mode: both availability words of the slot's copied results are set. */
+static int slot_copied(const kt_vk_ctx_t *ctx, uint32_t slot)
 {
     const uint64_t *w = ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT;
     return __atomic_load_n(&w[1], __ATOMIC_ACQUIRE) != 0 && __atomic_load_n(&w[3], __ATOMIC_ACQUIRE) != 0;
 }
 
-/* Make a read (or abandoned) slot reusable: reset its queries on the host when possible, clear its words. */
-static void slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot)
+/* A slot leaves the ring's pending set (read or abandoned): make it reusable once the tail passes it. */
+static void slot_finish_locked(kt_vk_ctx_t *ctx, uint32_t slot)
 {
-    uint64_t *w = ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT;
-    for (uint32_t i = 0; i < KT__VK_WORDS_PER_SLOT; i++)
-        __atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);
-    if (ctx->host_reset)
-        ctx->vk.reset_query_pool(ctx->device, ctx->pool, 2 * slot, 2);
-    ctx->slots[slot].state = KT__VK_SLOT_DONE;
-    ctx->slots[slot].cmd = NULL;
+    kt__vk_slot_t *s = &ctx->slots[slot];
+    if (ctx->copy_readback) {
+        uint64_t *w = ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT;
+        for (uint32_t i = 0; i < KT__VK_WORDS_PER_SLOT; i++)
+            __atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);
+    } else if (s->state == KT__VK_SLOT_CLOSED) {
+        ctx->closed_unread--; /* discarded before the collector read it; never submitted, nothing to reset */
+    }
+    s->state = KT__VK_SLOT_DONE;
+    s->cmd = NULL;
 }
 
 static void advance_tail_locked(kt_vk_ctx_t *ctx)
@@ -455,16 +549,23 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
     for (uint64_t pos = ctx->tail; pos < ctx->head && n < max; pos++) {
         uint32_t slot = (uint32_t)(pos % ctx->cap);
         kt__vk_slot_t *s = &ctx->slots[slot];
-        if (s->state != KT__VK_SLOT_CLOSED || !slot_ready(ctx, slot))
-            continue;
-        const uint64_t *w = ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT;
+        if (ctx->copy_readback) {
+            if (s->state != KT__VK_SLOT_CLOSED || !slot_copied(ctx, slot))
+                continue;
+            const uint64_t *w = ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT;
+            out[n].begin_raw = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
+            out[n].end_raw = __atomic_load_n(&w[2], __ATOMIC_RELAXED);
+        } else {
+            if (s->state != KT__VK_SLOT_READY)
+                continue;
+            out[n].begin_raw = s->begin_raw;
+            out[n].end_raw = s->end_raw;
+        }
         out[n].kernel = s->kernel;
         out[n].thread = s->thread;
         out[n].enqueue_ns = s->enqueue_ns;
-        out[n].begin_raw = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
-        out[n].end_raw = __atomic_load_n(&w[2], __ATOMIC_RELAXED);
         n++;
-        slot_release_locked(ctx, slot);
+        slot_finish_locked(ctx, slot);
     }
     advance_tail_locked(ctx);
     return n;
@@ -483,7 +584,8 @@ static void record_done(kt_vk_ctx_t *ctx, const kt__vk_done_t *d, uint32_t n)
         r.duration_ns = kt__vk_ticks_to_ns(kt__vk_ticks_delta(d[i].begin_raw, d[i].end_raw, ctx->valid_bits),
                                            ctx->period_ns);
         uint64_t start = 0, unc = 0;
-        if (kt__vk_map_locked(ctx, kt__vk_device_ns_locked(ctx, d[i].begin_raw, d[i].enqueue_ns), &start, &unc) == 0) {
+        uint64_t dev = kt__vk_device_ns_locked(ctx, d[i].begin_raw, d[i].enqueue_ns);
+        if (kt__vk_map_locked(ctx, dev, &start, &unc) == 0) {
             r.start_ns = start;
             r.end_ns = start + r.duration_ns;
             r.uncertainty_ns = unc;
@@ -523,6 +625,109 @@ int kt_vk_collect(kt_vk_ctx_t *ctx)
     return total;
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * Collector thread (thread mode): the only place the driver is asked for query results
+ * ------------------------------------------------------------------------------------------------- */
+
+/* One pass over the outstanding slots. Called and returns with ctx->lock held; drops it around driver calls. */
+static void poll_pass_locked(kt_vk_ctx_t *ctx)
+{
+    uint64_t pos = ctx->tail;
+    while (pos < ctx->head) {
+        /* The next run of CLOSED slots, contiguous in the query pool. */
+        uint32_t first = (uint32_t)(pos % ctx->cap);
+        if (ctx->slots[first].state != KT__VK_SLOT_CLOSED) {
+            pos++;
+            continue;
+        }
+        uint32_t gens[KT__VK_POLL_CHUNK], count = 0;
+        while (count < KT__VK_POLL_CHUNK && pos + count < ctx->head && first + count < ctx->cap &&
+               ctx->slots[first + count].state == KT__VK_SLOT_CLOSED) {
+            gens[count] = ctx->slots[first + count].gen;
+            count++;
+        }
+        pthread_mutex_unlock(&ctx->lock);
+        uint64_t vals[4 * KT__VK_POLL_CHUNK];
+        VkResult r = ctx->vk.vkGetQueryPoolResults(ctx->device, ctx->pool, 2 * first, 2 * count,
+                                                   sizeof(uint64_t) * 4 * count, vals, 2 * sizeof(uint64_t),
+                                                   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WITH_AVAILABILITY_BIT);
+        atomic_fetch_add(&ctx->polls, 1);
+        pthread_mutex_lock(&ctx->lock);
+        if (r == VK_SUCCESS || r == VK_NOT_READY) {
+            for (uint32_t i = 0; i < count; i++) {
+                kt__vk_slot_t *s = &ctx->slots[first + i];
+                if (s->state != KT__VK_SLOT_CLOSED || s->gen != gens[i] || !vals[4 * i + 1] || !vals[4 * i + 3])
+                    continue;
+                /* Until the reset kt_vk_begin recorded has run, the queries still hold the previous use's
+                 * values, available: timestamps never repeat, so equal values mean "not this use yet". */
+                if (s->read_once && vals[4 * i] == s->begin_raw && vals[4 * i + 2] == s->end_raw)
+                    continue;
+                s->begin_raw = vals[4 * i];
+                s->end_raw = vals[4 * i + 2];
+                s->read_once = 1;
+                s->state = KT__VK_SLOT_READY;
+                ctx->closed_unread--;
+            }
+        }
+        pos += count;
+        if (pos < ctx->tail)
+            pos = ctx->tail;
+    }
+}
+
+static void *collector_main(void *arg)
+{
+    kt_vk_ctx_t *ctx = arg;
+    pthread_mutex_lock(&ctx->lock);
+    while (!ctx->thread_stop) {
+        if (ctx->closed_unread == 0 && !ctx->pass_requested) {
+            ctx->thread_idle = 1;
+            pthread_cond_wait(&ctx->wake, &ctx->lock);
+            ctx->thread_idle = 0;
+            continue;
+        }
+        ctx->pass_requested = 0;
+        poll_pass_locked(ctx);
+        ctx->passes++;
+        pthread_cond_broadcast(&ctx->pass_done);
+        if (ctx->closed_unread && !ctx->pass_requested && !ctx->thread_stop) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t ns = (uint64_t)ts.tv_nsec + ctx->poll_ns;
+            ts.tv_sec += (time_t)(ns / 1000000000u);
+            ts.tv_nsec = (long)(ns % 1000000000u);
+            pthread_cond_timedwait(&ctx->wake, &ctx->lock, &ts);
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return NULL;
+}
+
+int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns)
+{
+    if (!ctx)
+        return KT_EINVAL;
+    if (ctx->thread_started) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + timeout_ns;
+        ts.tv_sec += (time_t)(ns / 1000000000u);
+        ts.tv_nsec = (long)(ns % 1000000000u);
+        pthread_mutex_lock(&ctx->lock);
+        if (ctx->closed_unread) {
+            /* Two passes from now: the first may have begun before the caller's work completed. */
+            uint64_t target = ctx->passes + 2;
+            ctx->pass_requested = 1;
+            pthread_cond_signal(&ctx->wake);
+            while (ctx->passes < target && ctx->closed_unread)
+                if (pthread_cond_timedwait(&ctx->pass_done, &ctx->lock, &ts) != 0)
+                    break;
+        }
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    return kt_vk_collect(ctx);
+}
+
 int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
 {
     if (!ctx || !cmd)
@@ -534,12 +739,13 @@ int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
     if (o) {
         o->cmd = NULL;
         o->depth = 0;
+        o->overflow = 0;
     }
     for (uint64_t pos = ctx->tail; pos < ctx->head; pos++) {
         uint32_t slot = (uint32_t)(pos % ctx->cap);
         kt__vk_slot_t *s = &ctx->slots[slot];
         if ((s->state == KT__VK_SLOT_OPEN || s->state == KT__VK_SLOT_CLOSED) && s->cmd == cmd) {
-            slot_release_locked(ctx, slot);
+            slot_finish_locked(ctx, slot);
             n++;
         }
     }
@@ -565,10 +771,12 @@ int kt_vk_stats(kt_vk_ctx_t *ctx, kt_vk_stats_t *out)
     out->collect_calls = atomic_load(&ctx->collect_calls);
     out->collect_max_ns = atomic_load(&ctx->collect_max_ns);
     out->recalibrations = atomic_load(&ctx->recalibrations);
+    out->polls = atomic_load(&ctx->polls);
+    out->copy_readback = ctx->copy_readback;
     pthread_mutex_lock(&ctx->lock);
     for (uint64_t pos = ctx->tail; pos < ctx->head; pos++) {
         int st = ctx->slots[pos % ctx->cap].state;
-        if (st == KT__VK_SLOT_OPEN || st == KT__VK_SLOT_CLOSED)
+        if (st == KT__VK_SLOT_OPEN || st == KT__VK_SLOT_CLOSED || st == KT__VK_SLOT_READY)
             out->pending++;
     }
     pthread_mutex_unlock(&ctx->lock);

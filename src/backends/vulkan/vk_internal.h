@@ -79,16 +79,27 @@ int kt__vk_table_load(kt__vk_table_t *t, PFN_vkGetInstanceProcAddr gipa, VkInsta
  * Context
  * ------------------------------------------------------------------------------------------------- */
 
-/* Slot life: FREE -> OPEN (begin written) -> CLOSED (end + copy written) -> DONE (read) -> FREE (tail passed). */
-enum { KT__VK_SLOT_FREE = 0, KT__VK_SLOT_OPEN = 1, KT__VK_SLOT_CLOSED = 2, KT__VK_SLOT_DONE = 3 };
+/* Slot life: FREE -> OPEN (begin written) -> CLOSED (end written) -> READY (values read by the collector thread;
+ * copy mode skips it) -> DONE (handed to the recorder, or discarded) -> FREE (tail passed). */
+enum {
+    KT__VK_SLOT_FREE = 0,
+    KT__VK_SLOT_OPEN = 1,
+    KT__VK_SLOT_CLOSED = 2,
+    KT__VK_SLOT_READY = 3,
+    KT__VK_SLOT_DONE = 4
+};
 
 /* Bookkeeping of one ring slot (two queries: 2*i begin, 2*i+1 end). */
 typedef struct kt__vk_slot_t {
     int state;               /* KT__VK_SLOT_* (under ctx->lock) */
     kt_kernel_id_t kernel;   /* what is timed */
     uint32_t thread;         /* kt_thread_ordinal() of the recording thread */
+    uint32_t gen;            /* bumped on every allocation: tells a reused slot from its previous use */
     VkCommandBuffer cmd;     /* command buffer it was recorded into */
     uint64_t enqueue_ns;     /* host time of kt_vk_begin */
+    uint64_t begin_raw;      /* begin timestamp once READY */
+    uint64_t end_raw;        /* end timestamp once READY (kept: the queries' last values, to spot stale reads) */
+    int read_once;           /* begin_raw/end_raw hold values read from the pool */
 } kt__vk_slot_t;
 
 #define KT__VK_SLOT_DROPPED UINT32_MAX
@@ -124,7 +135,7 @@ struct kt_vk_ctx_t {
     double period_ns;                   /* timestampPeriod */
     uint32_t valid_bits;                /* in use (desc override or family's) */
     uint32_t family_valid_bits;         /* the family's */
-    int host_reset;                     /* slots reset with vkResetQueryPool */
+    int host_reset;                     /* pool reset on the host at creation (hostQueryReset enabled) */
     uint64_t recalibrate_ns;            /* refit period for calibrated timestamps */
 
     /* ring */
@@ -140,6 +151,19 @@ struct kt_vk_ctx_t {
     uint32_t orphans;                   /* dropped begins of command buffers the open table had no room for */
     kt__vk_name_t names[KT__VK_NAME_CACHE]; /* name cache */
     pthread_mutex_t lock;               /* ring, open table, name cache, counters */
+
+    /* readback */
+    int copy_readback;                  /* 1: kt_vk_end copies results into `words`; 0: collector thread */
+    uint64_t poll_ns;                   /* collector poll period while slots are outstanding */
+    pthread_t thread;                   /* collector thread (thread mode) */
+    int thread_started;                 /* thread is running */
+    pthread_cond_t wake;                /* wakes the collector (under lock) */
+    pthread_cond_t pass_done;           /* signalled after every poll pass (under lock) */
+    int thread_stop;                    /* ask the collector to exit */
+    int thread_idle;                    /* collector waits for work: kt_vk_end signals `wake` */
+    int pass_requested;                 /* a flush wants a pass now */
+    uint64_t passes;                    /* completed poll passes */
+    uint64_t closed_unread;             /* CLOSED slots not read yet (thread mode) */
 
     /* clock model (under model_lock) */
     pthread_mutex_t model_lock;         /* model, unwrap state, calibration objects */
@@ -162,6 +186,7 @@ struct kt_vk_ctx_t {
 
     /* counters */
     atomic_uint_fast64_t begun, collected, dropped, discarded, collect_calls, collect_max_ns, recalibrations;
+    atomic_uint_fast64_t polls;         /* collector-thread driver reads */
 
     struct kt_vk_ctx_t *next_live;      /* registry of live contexts for kt_flush */
 };
