@@ -20,29 +20,35 @@
  * One context per (device, queue family). It owns a ring of `ring_size` slots; each slot is two timestamp
  * queries (begin, end).
  *
- * Collection rule (why kt_vk_collect never blocks). The driver is only asked for results off the calling
- * thread: a collector thread per context polls the outstanding slots with vkGetQueryPoolResults (availability,
- * no WAIT) every poll_us while some are outstanding, sleeps otherwise, and parks what it read in the ring.
- * kt_vk_collect() only moves parked results into the recorder, oldest first, resuming at the oldest slot not
- * yet collected; it makes no driver call that can wait. This matters on lavapipe, whose
- * vkGetQueryPoolResults waits for the whole device to go idle, even without VK_QUERY_RESULT_WAIT_BIT and even
- * for queries that completed long ago: a fence check before reading would not prevent it. There the collector
- * thread simply waits in its place; results of a busy device arrive once it drains.
- *
- * copy_readback = 1 selects a thread-free alternative: kt_vk_end() also records a vkCmdCopyQueryPoolResults
- * (64-bit values + availability, WAIT) of its slot into a host-visible coherent buffer plus a TRANSFER->HOST
- * barrier, and kt_vk_collect() reads that memory. Nothing is ever asked of the driver at collection, but the
- * copy waits on the device for every slot (on lavapipe small-dispatch submission throughput falls to roughly
- * a third), and reads made before the app waited on the submission's fence rely on coherent memory.
+ * Collection rule (why kt_vk_collect never blocks): kt_vk_collect() only moves results that are already on
+ * the host into the recorder, oldest first, resuming at the oldest slot not yet collected. It never asks the
+ * driver for query results. How results reach the host is the readback mode:
+ *   KT_VK_READBACK_THREAD  a collector thread per context polls the outstanding slots with
+ *       vkGetQueryPoolResults (availability, no WAIT) every poll_us while some are outstanding, sleeps
+ *       otherwise, and parks what it read in the ring. Nothing changes in the command stream.
+ *   KT_VK_READBACK_COPY    kt_vk_end() also records a vkCmdCopyQueryPoolResults of its slot (64-bit values
+ *       + availability, WAIT) into a host-visible coherent buffer and a TRANSFER->HOST barrier; kt_vk_collect()
+ *       reads that memory. No thread and no driver call at collection, but the copy waits on the device for
+ *       the slot's timestamps, which serialises timed dispatches on a GPU. Reads made before the application
+ *       waited on the submission's fence rely on coherent memory (how readback works on desktop drivers);
+ *       after that wait they are visible by the Vulkan memory model.
+ *   KT_VK_READBACK_AUTO (default) COPY on CPU implementations (VK_PHYSICAL_DEVICE_TYPE_CPU: lavapipe,
+ *       SwiftShader), THREAD on GPUs. lavapipe's vkGetQueryPoolResults waits for the whole device to go idle
+ *       even without VK_QUERY_RESULT_WAIT_BIT and even for queries that completed long ago (so a fence check
+ *       before reading would not help), which lets a polling thread fall behind a busy queue until the ring
+ *       fills, and it reads the pool's query objects while the queue thread replaces them; dispatches run one
+ *       after the other there anyway, so the copies change nothing about execution.
+ * kt_vk_collect_wait() is the one collection call that waits: after the application waited for its work, it
+ * asks the collector for a fresh pass and waits for it (bounded) before collecting.
  *
  * Resets: kt_vk_begin() records a vkCmdResetQueryPool of its two queries just before the begin timestamp.
  * Resetting on the host right after reading (hostQueryReset) would save that command but is only valid once the
  * whole submission that wrote the queries has completed (VUID-vkResetQueryPool-firstQuery-02741), which ktiming
  * cannot know without the application's fence (the validation layer flags it). hostQueryReset is used for the
  * one reset of the whole pool at creation when the application enabled it (say so in host_query_reset);
- * otherwise that reset is a submission on desc.queue, and with neither the context falls back to copy_readback.
- * Until a reused slot's reset has run, the collector sees the previous use's values: it recognises them (device
- * timestamps never repeat) and waits for the new ones.
+ * otherwise that reset is a submission on desc.queue, and with neither the context uses COPY readback.
+ * Until a reused slot's reset has run, the collector thread sees the previous use's values: it recognises them
+ * (device timestamps never repeat) and waits for the new ones.
  *
  * Rules for the application:
  *   - kt_vk_begin/kt_vk_end go outside render pass instances (compute), in a command buffer of the context's
@@ -80,7 +86,14 @@
 extern "C" {
 #endif
 
-#define KT_VK_RING_DEFAULT 1024u
+#define KT_VK_RING_DEFAULT 4096u
+
+/* How query results reach the host (see "Collection rule" above). */
+typedef enum kt_vk_readback_t {
+    KT_VK_READBACK_AUTO = 0,   /* COPY on CPU implementations, THREAD on GPUs */
+    KT_VK_READBACK_THREAD = 1, /* a collector thread polls vkGetQueryPoolResults */
+    KT_VK_READBACK_COPY = 2    /* kt_vk_end copies each slot's results into a host-visible buffer */
+} kt_vk_readback_t;
 #define KT_VK_MAX_NESTING 8u
 
 /* Context description. Zero-initialise; 0 / NULL means the default. */
@@ -98,9 +111,9 @@ typedef struct kt_vk_desc_t {
     uint32_t timestamp_valid_bits;                    /* 0 = the family's; fewer bits mask the timestamps
                                                          (exercises counter-wrap handling in tests) */
     uint64_t recalibrate_ns;                          /* calibrated-timestamps refit period; 0 = 1 s */
-    int copy_readback;                                /* non-zero: read back through copies, no thread */
-    uint32_t poll_us;                                 /* collector poll period while results are
-                                                         outstanding; 0 = 500 us */
+    kt_vk_readback_t readback;                        /* readback mode; AUTO by default */
+    uint32_t poll_us;                                 /* THREAD: poll period while results are outstanding;
+                                                         0 = 500 us */
     const char *label;                                /* queue label for timelines; NULL = "queue family N" */
 } kt_vk_desc_t;
 
@@ -120,7 +133,7 @@ typedef struct kt_vk_stats_t {
     double period_ns;           /* timestampPeriod */
     int host_query_reset;       /* 1 when the pool was reset on the host at creation */
     int calibrated;             /* 1 when VK_KHR/EXT_calibrated_timestamps feeds the clock model */
-    int copy_readback;          /* 1 when results come through copies rather than the collector thread */
+    kt_vk_readback_t readback;  /* mode in use: THREAD or COPY */
     kt_clock_domain_t host_domain;   /* host domain the clock model maps to before conversion to the timeline */
     kt_clock_domain_t device_domain; /* detected time base of the device timestamps (DEVICE = own epoch) */
 } kt_vk_stats_t;
@@ -149,7 +162,7 @@ KT_API kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name);
 /* Record every completed dispatch read so far; never waits for the device. Returns how many were recorded. */
 KT_API int kt_vk_collect(kt_vk_ctx_t *ctx);
 /* After your own wait for the timed work (fence, vkQueueWaitIdle): ask the collector for a fresh pass, wait for
- * it (at most timeout_ns) and collect. The one collection call that may wait; same as kt_vk_collect in copy mode. */
+ * it (at most timeout_ns) and collect. The one collection call that may wait; kt_vk_collect in COPY mode. */
 KT_API int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns);
 /* Forget cmd's uncollected slots (after collecting what completed), e.g. before resetting it unsubmitted. */
 KT_API int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);

@@ -65,10 +65,17 @@ static void test_primitive_trials(void **state)
     kt_primitive_desc_t pd = {.name = "vkprim", .kernels = k, .kernel_count = 2, .backend = be};
     assert_int_equal(kt_primitive_create(&pd, &prim), 0);
 
-    kt_primitive_result_t r1, r8;
+    kt_primitive_result_t r1, r8, r;
     assert_int_equal(kt_primitive_execute(prim, NULL, &r1), 0); /* warm-up: compiles the shaders */
-    assert_int_equal(kt_primitive_execute(prim, &(kt_primitive_run_t){.trials = 1}, &r1), 0);
-    assert_int_equal(kt_primitive_execute(prim, &(kt_primitive_run_t){.trials = 8}, &r8), 0);
+    /* Three executions each; the fastest one is compared (the machine is shared: slow outliers are noise). */
+    for (int rep = 0; rep < 3; rep++) {
+        assert_int_equal(kt_primitive_execute(prim, &(kt_primitive_run_t){.trials = 1}, &r), 0);
+        if (rep == 0 || r.gpu_total_ns[0] < r1.gpu_total_ns[0])
+            r1 = r;
+        assert_int_equal(kt_primitive_execute(prim, &(kt_primitive_run_t){.trials = 8}, &r), 0);
+        if (rep == 0 || r.gpu_total_ns[0] < r8.gpu_total_ns[0])
+            r8 = r;
+    }
     fprintf(stderr, "trials 1: spin %.3f ms axpy %.3f ms cpu %.3f ms; trials 8: spin %.3f ms/dispatch "
             "(total %.3f) axpy %.3f ms cpu %.3f ms total\n", (double)r1.gpu_ns[0] / 1e6, (double)r1.gpu_ns[1] / 1e6,
             (double)r1.cpu_total_ns / 1e6, (double)r8.gpu_ns[0] / 1e6, (double)r8.gpu_total_ns[0] / 1e6,
@@ -76,11 +83,11 @@ static void test_primitive_trials(void **state)
 
     assert_int_equal(r8.kernel_count, 2);
     assert_int_equal(r8.trials, 8);
-    assert_int_equal(g_ps.dispatched[0], 1 + 1 + 8);
-    assert_int_equal(g_ps.dispatched[1], 1 + 1 + 8);
-    for (uint32_t i = 0; i < N; i++) /* every trial ran: y = 1 + 10 * 2 * x */
-        if (y[i] != 1.0f + 20.0f * x[i])
-            fail_msg("y[%u] = %g, want %g", i, (double)y[i], (double)(1.0f + 20.0f * x[i]));
+    assert_int_equal(g_ps.dispatched[0], 1 + 3 * (1 + 8));
+    assert_int_equal(g_ps.dispatched[1], 1 + 3 * (1 + 8));
+    for (uint32_t i = 0; i < N; i++) /* every trial ran: y = 1 + 28 * 2 * x */
+        if (y[i] != 1.0f + 56.0f * x[i])
+            fail_msg("y[%u] = %g, want %g", i, (double)y[i], (double)(1.0f + 56.0f * x[i]));
     for (int kk = 0; kk < 2; kk++) {
         assert_true(r8.gpu_ns[kk] > 0);
         assert_true(r8.gpu_ns[kk] == r8.gpu_total_ns[kk] / 8);
@@ -104,8 +111,8 @@ static void test_primitive_trials(void **state)
     const kt_kernel_timing_t *es = vkt_find(s, "vkprim/spin"), *ep = vkt_find(s, "vkprim");
     assert_non_null(es);
     assert_non_null(ep);
-    assert_int_equal(es->dispatch_count, 3);
-    assert_int_equal(ep->dispatch_count, 4);
+    assert_int_equal(es->dispatch_count, 7);
+    assert_int_equal(ep->dispatch_count, 8);
     size_t idx = vkt_entry_index(s, es);
     int spans = 0;
     for (size_t i = 0; i < s->span_count; i++)
@@ -114,7 +121,7 @@ static void test_primitive_trials(void **state)
             assert_true(s->spans[i].start_ns > 0);
             spans++;
         }
-    assert_int_equal(spans, 3);
+    assert_int_equal(spans, 7);
     kt_snapshot_free(s);
 
     kt_primitive_destroy(prim);

@@ -3,23 +3,24 @@
  * validation message. */
 #include "vk_test.h"
 
-static kt_vk_ctx_t *open_ctx_mode(uint32_t ring, int copy_readback)
+static kt_vk_ctx_t *open_ctx_mode(uint32_t ring, kt_vk_readback_t readback)
 {
     kt_vk_desc_t d = ktcli_vk_device_desc(&g_vkt.dev);
     d.ring_size = ring;
-    d.copy_readback = copy_readback;
+    d.readback = readback;
     kt_vk_ctx_t *kv = NULL;
     assert_int_equal(kt_vk_ctx_create(&d, &kv), 0);
     kt_vk_stats_t st;
     assert_int_equal(kt_vk_stats(kv, &st), 0);
-    assert_int_equal(st.copy_readback, copy_readback);
+    if (readback != KT_VK_READBACK_AUTO)
+        assert_int_equal(st.readback, readback);
     assert_int_equal(st.host_query_reset, g_vkt.dev.host_query_reset);
     return kv;
 }
 
 static kt_vk_ctx_t *open_ctx(uint32_t ring)
 {
-    return open_ctx_mode(ring, 0);
+    return open_ctx_mode(ring, KT_VK_READBACK_AUTO);
 }
 
 /* Record `pairs` timed tiny dispatches of `name`; returns how many begins were dropped. */
@@ -36,10 +37,10 @@ static int record_pairs(kt_vk_ctx_t *kv, VkCommandBuffer cmd, const char *name, 
     return dropped;
 }
 
-static void overflow_rounds(const char *name, int copy_readback)
+static void overflow_rounds(const char *name, kt_vk_readback_t readback)
 {
     kt_reset();
-    kt_vk_ctx_t *kv = open_ctx_mode(4, copy_readback);
+    kt_vk_ctx_t *kv = open_ctx_mode(4, readback);
     VkCommandBuffer cmd;
     VkFence fence;
     assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
@@ -69,18 +70,18 @@ static void overflow_rounds(const char *name, int copy_readback)
     kt_vk_ctx_destroy(kv);
 }
 
-static void test_overflow_host_reset(void **state)
+static void test_overflow_thread(void **state)
 {
     (void)state;
     if (!g_vkt.dev.host_query_reset)
         skip();
-    overflow_rounds("ovf_host_reset", 0);
+    overflow_rounds("ovf_thread", KT_VK_READBACK_THREAD);
 }
 
 static void test_overflow_copy_readback(void **state)
 {
     (void)state;
-    overflow_rounds("ovf_copy", 1);
+    overflow_rounds("ovf_copy", KT_VK_READBACK_COPY);
 }
 
 static void test_overflow_no_host_reset(void **state)
@@ -94,7 +95,7 @@ static void test_overflow_no_host_reset(void **state)
     assert_int_equal(ktcli_vk_device_open(&g_vkt.app, 0, &o, &g_vkt.dev), 0);
     assert_int_equal(g_vkt.dev.host_query_reset, 0);
     vkt_busy_init();
-    overflow_rounds("ovf_no_host_reset", 0);
+    overflow_rounds("ovf_no_host_reset", KT_VK_READBACK_THREAD);
     vkt_busy_fini();
     ktcli_vk_device_close(&g_vkt.dev);
     g_vkt.dev = saved;
@@ -187,7 +188,7 @@ static int setup(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_overflow_host_reset),
+        cmocka_unit_test(test_overflow_thread),
         cmocka_unit_test(test_overflow_no_host_reset),
         cmocka_unit_test(test_overflow_copy_readback),
         cmocka_unit_test(test_nesting_and_errors),

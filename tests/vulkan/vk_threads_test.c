@@ -68,11 +68,12 @@ static void *collector_main(void *arg)
     return NULL;
 }
 
-static void test_threads(void **state)
+static void run_threads(kt_vk_readback_t mode)
 {
-    (void)state;
     kt_reset();
+    atomic_store(&g_failures, 0);
     kt_vk_desc_t d = ktcli_vk_device_desc(&g_vkt.dev);
+    d.readback = mode;
     assert_int_equal(kt_vk_ctx_create(&d, &g_kv), 0);
     const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
     worker_t w[THREADS];
@@ -114,8 +115,9 @@ static void test_threads(void **state)
     const int total = THREADS * ITERATIONS * PAIRS;
     kt_vk_stats_t st;
     assert_int_equal(kt_vk_stats(g_kv, &st), 0);
-    fprintf(stderr, "threads: begun %llu collected %llu dropped %llu, %llu collect calls, longest %.3f ms\n",
-            (unsigned long long)st.begun, (unsigned long long)st.collected, (unsigned long long)st.dropped,
+    assert_int_equal(st.readback, mode);
+    fprintf(stderr, "threads (%s): begun %llu collected %llu dropped %llu, %llu collect calls, longest %.3f ms\n",
+            mode == KT_VK_READBACK_COPY ? "copy" : "thread", (unsigned long long)st.begun, (unsigned long long)st.collected, (unsigned long long)st.dropped,
             (unsigned long long)st.collect_calls, (double)st.collect_max_ns / 1e6);
     assert_int_equal(atomic_load(&g_failures), 0);
     assert_int_equal(st.begun, total);
@@ -142,6 +144,18 @@ static void test_threads(void **state)
     }
 }
 
+static void test_threads_collector(void **state)
+{
+    (void)state;
+    run_threads(KT_VK_READBACK_THREAD);
+}
+
+static void test_threads_copy(void **state)
+{
+    (void)state;
+    run_threads(KT_VK_READBACK_COPY);
+}
+
 static void test_validation_clean(void **state)
 {
     (void)state;
@@ -160,7 +174,8 @@ static int setup(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_threads_collector),
+        cmocka_unit_test(test_threads_copy),
         cmocka_unit_test(test_validation_clean),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -21,7 +21,7 @@ static void rig_open(rig_t *r, const kt_vk_desc_t *override)
         d.ring_size = override->ring_size;
         d.timestamp_valid_bits = override->timestamp_valid_bits;
         d.recalibrate_ns = override->recalibrate_ns;
-        d.copy_readback = override->copy_readback;
+        d.readback = override->readback;
     }
     assert_int_equal(kt_vk_ctx_create(&d, &r->kv), 0);
     assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &r->cmd), 0);
@@ -87,15 +87,15 @@ static void test_busy_duration(void **state)
  * Collection never waits for running work, and loses nothing
  * ------------------------------------------------------------------------------------------------- */
 
-static void collect_never_blocks(int copy_readback)
+static void collect_never_blocks(kt_vk_readback_t mode)
 {
     kt_reset();
     rig_t r;
-    kt_vk_desc_t o = {.copy_readback = copy_readback};
+    kt_vk_desc_t o = {.readback = mode};
     rig_open(&r, &o);
     kt_vk_stats_t st;
     assert_int_equal(kt_vk_stats(r.kv, &st), 0);
-    assert_int_equal(st.copy_readback, copy_readback);
+    assert_int_equal(st.readback, mode);
     VkCommandBuffer cmd2;
     VkFence fence2;
     assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd2), 0);
@@ -130,10 +130,10 @@ static void collect_never_blocks(int copy_readback)
     }
     VkResult running = g_vkt.app.vk.vkGetFenceStatus(g_vkt.dev.device, fence2);
     fprintf(stderr, "%s: 20 collects during a %u-group dispatch: longest %.3f ms, %d collected\n",
-            copy_readback ? "copy readback" : "collector thread", groups, (double)worst / 1e6, got);
+            mode == KT_VK_READBACK_COPY ? "copy readback" : "collector thread", groups, (double)worst / 1e6, got);
     assert_int_equal(running, VK_NOT_READY); /* the long dispatch really was still running */
     assert_true(worst < UINT64_C(50000000));
-    if (copy_readback)
+    if (mode == KT_VK_READBACK_COPY)
         assert_int_equal(got, 1); /* the completed one was read meanwhile; only copies can promise that here */
     assert_true(got <= 1);
     assert_int_equal(kt_vk_stats(r.kv, &st), 0);
@@ -160,13 +160,13 @@ static void collect_never_blocks(int copy_readback)
 static void test_collect_never_blocks(void **state)
 {
     (void)state;
-    collect_never_blocks(0);
+    collect_never_blocks(KT_VK_READBACK_THREAD);
 }
 
 static void test_collect_never_blocks_copy(void **state)
 {
     (void)state;
-    collect_never_blocks(1);
+    collect_never_blocks(KT_VK_READBACK_COPY);
 }
 
 /* ---------------------------------------------------------------------------------------------------

@@ -158,12 +158,18 @@ static uint64_t read_device_cb(void *user)
  * Fitting
  * ------------------------------------------------------------------------------------------------- */
 
-static void window_add(kt_vk_ctx_t *ctx, const kt_clock_sample_t *s)
+/* Hand samples to the tracker (which refits when due) and cache its current model. */
+static int tracker_add(kt_vk_ctx_t *ctx, const kt_clock_sample_t *s, size_t n, int force_fit)
 {
-    ctx->window[ctx->window_next] = *s;
-    ctx->window_next = (ctx->window_next + 1) % KT__VK_WINDOW;
-    if (ctx->window_count < KT__VK_WINDOW)
-        ctx->window_count++;
+    int rc = kt_clock_tracker_add(ctx->tracker, s, n);
+    if (force_fit)
+        rc = kt_clock_tracker_refit(ctx->tracker);
+    kt_clock_model_t m;
+    if (kt_clock_tracker_model(ctx->tracker, &m) == 0) {
+        ctx->model = m;
+        ctx->have_model = 1;
+    }
+    return rc;
 }
 
 /* One calibrated sample, retried (bounded) when the read fails or its deviation is too large. */
@@ -184,46 +190,34 @@ static int sample_calibrated(kt_vk_ctx_t *ctx, kt_clock_sample_t *out)
 
 int kt__vk_clock_refit_locked(kt_vk_ctx_t *ctx, int full)
 {
+    kt_clock_sample_t s[KT__VK_FULL_SAMPLES];
+    size_t n = 0;
     if (ctx->calibrated) {
-        uint32_t n = full ? KT__VK_FULL_SAMPLES : KT__VK_BURST;
-        kt_clock_sample_t best = {0, 0, 0};
-        int have_best = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            kt_clock_sample_t s;
-            if (sample_calibrated(ctx, &s) != 0)
+        uint32_t reads = full ? KT__VK_FULL_SAMPLES : KT__VK_BURST;
+        for (uint32_t i = 0; i < reads; i++) {
+            kt_clock_sample_t one;
+            if (sample_calibrated(ctx, &one) != 0)
                 continue;
-            if (full) {
-                window_add(ctx, &s);
-            } else if (!have_best || s.host_after_ns - s.host_before_ns < best.host_after_ns - best.host_before_ns) {
-                best = s;
-                have_best = 1;
-            }
+            if (full || n == 0)
+                s[n++] = one;
+            else if (one.host_after_ns - one.host_before_ns < s[0].host_after_ns - s[0].host_before_ns)
+                s[0] = one; /* periodic: keep the tightest of the burst */
         }
-        if (have_best)
-            window_add(ctx, &best);
     } else {
         if (!ctx->queue || !ctx->cal_cmd)
             return KT_EUNAVAILABLE;
-        kt_clock_sample_t s[KT__VK_FULL_SAMPLES];
         int rc = kt_clock_sample(read_device_cb, ctx, ctx->host_domain, s, KT__VK_FULL_SAMPLES);
         if (rc)
             return rc;
-        for (uint32_t i = 0; i < KT__VK_FULL_SAMPLES; i++)
-            window_add(ctx, &s[i]);
+        n = KT__VK_FULL_SAMPLES;
     }
-    kt_clock_sample_t ordered[KT__VK_WINDOW];
-    uint32_t n = ctx->window_count;
-    for (uint32_t i = 0; i < n; i++)
-        ordered[i] = ctx->window[(ctx->window_next + KT__VK_WINDOW - n + i) % KT__VK_WINDOW];
-    kt_clock_model_t m;
-    int rc = kt_clock_fit(ordered, n, ctx->calibrated ? KT_FIT_WEIGHTED : KT_FIT_ROBUST, ctx->host_domain, &m);
-    ctx->last_fit_ns = kt_now_ns(); /* also after a failed fit: retried next period, not on every collect */
-    if (rc)
-        return rc;
-    ctx->model = m;
-    ctx->have_model = 1;
-    atomic_fetch_add(&ctx->recalibrations, 1);
-    return 0;
+    ctx->last_fit_ns = kt_now_ns(); /* also after a failure: retried next period, not on every collect */
+    if (n == 0)
+        return KT_EBACKEND;
+    int rc = tracker_add(ctx, s, n, full);
+    if (rc == 0)
+        atomic_fetch_add(&ctx->recalibrations, 1);
+    return rc;
 }
 
 void kt__vk_clock_maybe_refit(kt_vk_ctx_t *ctx)
@@ -300,8 +294,18 @@ int kt__vk_clock_init(kt_vk_ctx_t *ctx)
         if (rc)
             return rc;
     }
+    kt_clock_tracker_desc_t td = {0};
+    td.capacity = 64;
+    td.refit_interval_ns = ctx->recalibrate_ns;
+    /* Short rings cannot measure a device oscillator's drift better than its specification: fix it at 0 and
+     * let the bound grow with the prior instead of extrapolating a noisy slope. */
+    td.drift_prior_ppm = 100.0;
+    int rc = kt_clock_tracker_create(ctx->calibrated ? KT_FIT_WEIGHTED : KT_FIT_ROBUST, ctx->host_domain, &td,
+                                     &ctx->tracker);
+    if (rc)
+        return rc;
     uint64_t base = 0;
-    int rc = KT_EUNAVAILABLE;
+    rc = KT_EUNAVAILABLE;
     if (ctx->calibrated)
         rc = read_calibrated(ctx, &base, NULL, NULL);
     else if (ctx->cal_cmd)
@@ -323,6 +327,8 @@ int kt__vk_clock_init(kt_vk_ctx_t *ctx)
 void kt__vk_clock_fini(kt_vk_ctx_t *ctx)
 {
     const kt__vk_table_t *vk = &ctx->vk;
+    kt_clock_tracker_destroy(ctx->tracker);
+    ctx->tracker = NULL;
     if (ctx->cal_fence)
         vk->vkDestroyFence(ctx->device, ctx->cal_fence, NULL);
     if (ctx->cal_pool)

@@ -245,7 +245,9 @@ int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
     ctx->host_reset = desc->host_query_reset && vk->reset_query_pool != NULL;
     /* Polling needs every query reset once before its first use (the collector may look at a slot before its
      * command buffer runs): on the host, or by a submission on desc.queue. Without either, use copies. */
-    ctx->copy_readback = desc->copy_readback || !(ctx->host_reset || ctx->queue);
+    int cpu_device = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    ctx->copy_readback = desc->readback == KT_VK_READBACK_COPY ||
+                         (desc->readback == KT_VK_READBACK_AUTO && cpu_device) || !(ctx->host_reset || ctx->queue);
     ctx->poll_ns = (uint64_t)(desc->poll_us ? desc->poll_us : 500u) * 1000u;
 
     VkQueryPoolCreateInfo qpi = {
@@ -772,7 +774,7 @@ int kt_vk_stats(kt_vk_ctx_t *ctx, kt_vk_stats_t *out)
     out->collect_max_ns = atomic_load(&ctx->collect_max_ns);
     out->recalibrations = atomic_load(&ctx->recalibrations);
     out->polls = atomic_load(&ctx->polls);
-    out->copy_readback = ctx->copy_readback;
+    out->readback = ctx->copy_readback ? KT_VK_READBACK_COPY : KT_VK_READBACK_THREAD;
     pthread_mutex_lock(&ctx->lock);
     for (uint64_t pos = ctx->tail; pos < ctx->head; pos++) {
         int st = ctx->slots[pos % ctx->cap].state;

@@ -114,7 +114,6 @@ typedef struct kt__vk_open_t {
 
 #define KT__VK_OPEN_MAX 64u
 #define KT__VK_NAME_CACHE 64u
-#define KT__VK_WINDOW 32u
 
 /* Name -> id cache entry (keyed by the caller's pointer, verified by content). */
 typedef struct kt__vk_name_t {
@@ -175,10 +174,8 @@ struct kt_vk_ctx_t {
     kt_clock_domain_t host_domain;      /* same as a ktiming domain */
     kt_clock_domain_t device_domain;    /* detected time base */
     int have_model;                     /* model valid */
-    kt_clock_model_t model;             /* device ns -> host_domain */
-    kt_clock_sample_t window[KT__VK_WINDOW]; /* recent samples the model is fitted on */
-    uint32_t window_count;              /* samples in window */
-    uint32_t window_next;               /* ring position of the next sample */
+    kt_clock_model_t model;             /* device ns -> host_domain: the tracker's current model, cached */
+    kt_clock_tracker_t *tracker;        /* ring of recent samples and periodic refits (calibrate module) */
     uint64_t last_fit_ns;               /* kt_now_ns of the last fit */
     VkCommandPool cal_pool;             /* bracketing: tiny command buffer + fence */
     VkCommandBuffer cal_cmd;
