@@ -5,6 +5,8 @@
 
 #include "vk_app.h"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,6 +32,19 @@ typedef struct vkt_t {
 
 static vkt_t g_vkt;
 
+/* Keep the Vulkan drivers and layers that are loaded now mapped until exit (RTLD_NODELETE): the loader unloads
+ * them at vkDestroyInstance, after which LeakSanitizer can no longer name their frames, so the driver-only
+ * suppressions in tests/lsan.supp could not match. */
+static int vkt_pin_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    const char *n = info->dlpi_name;
+    if (n && (strstr(n, "libvulkan_") || strstr(n, "libVkLayer") || strstr(n, "libLLVM")))
+        dlopen(n, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    return 0;
+}
+
 /* Exit 77 (skipped) when there is no Vulkan device; otherwise instance (validation messages counted) + device. */
 static inline void vkt_open_or_skip(const ktcli_vk_device_opts_t *opts)
 {
@@ -46,6 +61,7 @@ static inline void vkt_open_or_skip(const ktcli_vk_device_opts_t *opts)
         fprintf(stderr, "cannot open Vulkan device 0\n");
         exit(1);
     }
+    dl_iterate_phdr(vkt_pin_cb, NULL);
     const char *layers = getenv("VK_INSTANCE_LAYERS");
     fprintf(stderr, "device: %s; layers: %s\n", g_vkt.dev.props.deviceName, layers ? layers : "(none)");
 }

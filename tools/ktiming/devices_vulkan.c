@@ -99,6 +99,8 @@ static void print_device(FILE *out, ktcli_vk_app_t *app, uint32_t index)
                 info.clock_domain, st.calibrated ? "calibrated" : "bracketed",
                 kt_clock_domain_name(st.host_domain), (unsigned long long)info.error_bound_ns, info.drift_ppm,
                 info.model_samples);
+        fprintf(out, "  ktiming readback: %s\n",
+                st.readback == KT_VK_READBACK_COPY ? "copies recorded by kt_vk_end" : "collector thread");
         kt_vk_ctx_destroy(kv);
     } else {
         fprintf(out, "  clock: not timed (%s)\n", kt_strerror(rc));
