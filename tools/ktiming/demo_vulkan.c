@@ -24,6 +24,7 @@ int ktcli_demo_vulkan(const ktcli_demo_opts_t *opts)
 #include <string.h>
 
 #define DEMO_WIDTH 1024u
+#define REDUCE_SPAN (256u * 32u) /* values per reduce workgroup (reduce.comp: 256 threads x PER_THREAD) */
 
 /* Everything one device's demo uses. */
 typedef struct demo_t {
@@ -119,7 +120,7 @@ static int check_reduce(const demo_t *d)
     double want = 0, got = 0;
     for (uint32_t i = 0; i < d->n; i++)
         want += v[i];
-    for (uint32_t g = 0; g < (d->n + 255u) / 256u; g++)
+    for (uint32_t g = 0; g < (d->n + REDUCE_SPAN - 1u) / REDUCE_SPAN; g++)
         got += part[g];
     if (fabs(got - want) > 1e-5 * want) {
         fprintf(stderr, "vulkan demo: reduce sum %.1f, want %.1f\n", got, want);
@@ -135,11 +136,11 @@ static int demo_kernels(demo_t *d, const ktcli_demo_opts_t *opts)
     fill_inputs(d);
     blur_push_t bp = {DEMO_WIDTH, d->height};
     if ((warm && (rc = run_batch(d, &d->blur, &bp, DEMO_WIDTH / 16u, (d->height + 15u) / 16u, warm, NULL))) ||
-        (rc = run_batch(d, &d->blur, &bp, DEMO_WIDTH / 16u, (d->height + 15u) / 16u, n, "blur")) ||
+        (rc = run_batch(d, &d->blur, &bp, DEMO_WIDTH / 16u, (d->height + 15u) / 16u, n, "box_blur")) ||
         (rc = check_blur(d)))
         return rc;
     if (d->verbose)
-        fprintf(stderr, "vulkan: %s: blur %ux%u x%d ok\n", d->dev.props.deviceName, DEMO_WIDTH, d->height, n);
+        fprintf(stderr, "vulkan: %s: box_blur %ux%u x%d ok\n", d->dev.props.deviceName, DEMO_WIDTH, d->height, n);
 
     fill_inputs(d);
     saxpy_push_t sp = {d->n, 2.0f};
@@ -152,8 +153,9 @@ static int demo_kernels(demo_t *d, const ktcli_demo_opts_t *opts)
 
     fill_inputs(d);
     reduce_push_t rp = {d->n};
-    if ((warm && (rc = run_batch(d, &d->reduce, &rp, groups, 1, warm, NULL))) ||
-        (rc = run_batch(d, &d->reduce, &rp, groups, 1, n, "reduce")) || (rc = check_reduce(d)))
+    uint32_t rgroups = (d->n + REDUCE_SPAN - 1u) / REDUCE_SPAN;
+    if ((warm && (rc = run_batch(d, &d->reduce, &rp, rgroups, 1, warm, NULL))) ||
+        (rc = run_batch(d, &d->reduce, &rp, rgroups, 1, n, "reduce")) || (rc = check_reduce(d)))
         return rc;
     if (d->verbose)
         fprintf(stderr, "vulkan: %s: reduce n=%u x%d ok\n", d->dev.props.deviceName, d->n, n);
@@ -187,7 +189,8 @@ static int demo_device(ktcli_vk_app_t *app, uint32_t index, const ktcli_demo_opt
     const ktcli_vk_buffer_t *ab[2] = {&d.a, &d.b}, *ac[2] = {&d.a, &d.c};
     if ((rc = ktcli_vk_buffer_create(&d.dev, (VkDeviceSize)d.n * sizeof(float), &d.a)) ||
         (rc = ktcli_vk_buffer_create(&d.dev, (VkDeviceSize)d.n * sizeof(float), &d.b)) ||
-        (rc = ktcli_vk_buffer_create(&d.dev, (VkDeviceSize)((d.n + 255u) / 256u) * sizeof(float), &d.c)) ||
+        (rc = ktcli_vk_buffer_create(&d.dev, (VkDeviceSize)((d.n + REDUCE_SPAN - 1u) / REDUCE_SPAN) * sizeof(float),
+                                     &d.c)) ||
         (rc = ktcli_vk_pipeline_create(&d.dev, blur_spv, sizeof(blur_spv), ab, 2, sizeof(blur_push_t), &d.blur)) ||
         (rc = ktcli_vk_pipeline_create(&d.dev, saxpy_spv, sizeof(saxpy_spv), ab, 2, sizeof(saxpy_push_t), &d.saxpy)) ||
         (rc = ktcli_vk_pipeline_create(&d.dev, reduce_spv, sizeof(reduce_spv), ac, 2, sizeof(reduce_push_t),
