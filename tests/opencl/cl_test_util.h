@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +42,7 @@ static const char *kClTestSource =
     "__kernel void other(__global float *a) { a[get_global_id(0)] *= 0.5f; }\n";
 
 /* Load, pick the first device, build the program. Returns 0, or KT_TEST_SKIP when OpenCL has no device. */
-static int clt_init(void)
+static inline int clt_init(void)
 {
     if (kt_cl_load(&clt.api) != 0)
         return KT_TEST_SKIP;
@@ -64,7 +65,7 @@ static int clt_init(void)
     return 0;
 }
 
-static cl_command_queue clt_queue(cl_command_queue_properties props)
+static inline cl_command_queue clt_queue(cl_command_queue_properties props)
 {
     cl_int err = 0;
     cl_queue_properties qp[] = {CL_QUEUE_PROPERTIES, props, 0};
@@ -73,7 +74,7 @@ static cl_command_queue clt_queue(cl_command_queue_properties props)
     return q;
 }
 
-static cl_kernel clt_kernel(const char *name, cl_mem buf)
+static inline cl_kernel clt_kernel(const char *name, cl_mem buf)
 {
     cl_int err = 0;
     cl_kernel k = clt.api->clCreateKernel(clt.program, name, &err);
@@ -82,7 +83,7 @@ static cl_kernel clt_kernel(const char *name, cl_mem buf)
     return k;
 }
 
-static cl_mem clt_buffer(size_t floats)
+static inline cl_mem clt_buffer(size_t floats)
 {
     cl_int err = 0;
     float *zeros = calloc(floats, sizeof *zeros);
@@ -93,7 +94,7 @@ static cl_mem clt_buffer(size_t floats)
     return m;
 }
 
-static cl_uint clt_event_refs(cl_event ev)
+static inline cl_uint clt_event_refs(cl_event ev)
 {
     cl_uint refs = 0;
     clt.api->clGetEventInfo(ev, CL_EVENT_REFERENCE_COUNT, sizeof refs, &refs, NULL);
@@ -102,34 +103,34 @@ static cl_uint clt_event_refs(cl_event ev)
 
 /* PoCL keeps a reference on a queue's latest command event until the next kernel: run one untracked kernel so
  * the reference counts of earlier events show only the test's and ktiming's references. */
-static void clt_settle(cl_command_queue q, cl_kernel k)
+static inline void clt_settle(cl_command_queue q, cl_kernel k)
 {
     size_t g = 1;
     assert_int_equal(clt.api->clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
     clt.api->clFinish(q);
 }
 
-static cl_int clt_event_status(cl_event ev)
+static inline cl_int clt_event_status(cl_event ev)
 {
     cl_int st = 0;
     clt.api->clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
     return st;
 }
 
-static void clt_sleep_ms(double ms)
+static inline void clt_sleep_ms(double ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)((ms - (double)(time_t)(ms / 1000) * 1000) * 1e6)};
     nanosleep(&ts, NULL);
 }
 
 /* The snapshot entry of an OpenCL kernel on the test device (NULL if absent). */
-static const kt_kernel_timing_t *clt_find(const kt_snapshot_t *s, const char *name)
+static inline const kt_kernel_timing_t *clt_find(const kt_snapshot_t *s, const char *name)
 {
     return kt_snapshot_find(s, name, KT_BACKEND_OPENCL, clt.device_name);
 }
 
 /* Iterations of `busy` (64 work-items) that take roughly target_ms on this device, measured once. */
-static int clt_busy_iterations(cl_command_queue q, cl_kernel busy, double target_ms)
+static inline int clt_busy_iterations(cl_command_queue q, cl_kernel busy, double target_ms)
 {
     int n = 20000;
     for (int round = 0; round < 6; round++) {
