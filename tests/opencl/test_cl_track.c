@@ -32,7 +32,7 @@ static void test_busy_matches_wall(void **state)
     clt_busy_iterations(q, busy, 30.0);
     kt_cl_ctx_t *kc = NULL;
     assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
-    enum { REPS = 5 };
+    enum { REPS = 7 };
     uint64_t t0[REPS], t1[REPS];
     size_t g = 64;
     for (int r = 0; r < REPS; r++) {
@@ -48,26 +48,29 @@ static void test_busy_matches_wall(void **state)
     assert_int_equal(e->dispatch_count, REPS);
     const kt_span_t *sp[REPS];
     assert_int_equal(spans_of(s, e, sp, REPS), REPS);
-    double worst_gap = 0;
+    double best_gap = 1e30;
+    uint64_t best_wall = 0;
     for (int r = 0; r < REPS; r++) {
         uint64_t wall = t1[r] - t0[r];
         uint64_t slack = sp[r]->uncertainty_ns + 1000;
         assert_true(sp[r]->flags & KT_SPAN_DEVICE);
         assert_true(sp[r]->duration_ns <= wall + slack);
-        /* Enqueue, submission and clFinish's wake-up are the only host time outside the kernel. */
-        uint64_t allowance = wall / 5 > 5000000 ? wall / 5 : 5000000;
-        assert_true(sp[r]->duration_ns + allowance >= wall);
         assert_true(sp[r]->start_ns + slack >= t0[r]);
         assert_true(sp[r]->end_ns <= t1[r] + slack);
         int64_t mapped = (int64_t)(sp[r]->end_ns - sp[r]->start_ns) - (int64_t)sp[r]->duration_ns;
         assert_true(mapped <= (int64_t)(2 * slack) && mapped >= -(int64_t)(2 * slack));
         assert_true(sp[r]->queued_ns != 0 && sp[r]->queued_ns <= sp[r]->start_ns + slack);
         assert_true(sp[r]->enqueue_ns >= t0[r] && sp[r]->enqueue_ns <= t1[r]);
-        double gap = (double)(wall - sp[r]->duration_ns) / 1e6;
-        if (gap > worst_gap)
-            worst_gap = gap;
+        double gap = (double)(int64_t)(wall - sp[r]->duration_ns) / 1e6;
+        if (gap < best_gap) {
+            best_gap = gap;
+            best_wall = wall;
+        }
     }
-    printf("busy: avg %.3f ms device, worst wall-device gap %.3f ms\n", e->mean_ns / 1e6, worst_gap);
+    /* Enqueue, submission and clFinish's wake-up are the only host time outside the kernel: on a quiet
+     * moment (the best of the repetitions; the machines are shared) the two agree closely. */
+    printf("busy: avg %.3f ms device, best wall-device gap %.3f ms\n", e->mean_ns / 1e6, best_gap);
+    assert_true(best_gap * 1e6 <= (double)best_wall * 0.1 + 2e6);
     kt_snapshot_free(s);
     assert_int_equal(kt_cl_detach(kc), 0);
     clt.api->clReleaseKernel(busy);
@@ -189,6 +192,18 @@ static void test_failed_command_counted(void **state)
     /* The queue works again afterwards and its commands are counted normally. */
     assert_int_equal(kt_cl_enqueue_ndrange(kc, tiny, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
     assert_int_equal(kt_cl_flush(kc, 0), 0);
+    /* ... and asynchronously again: after the flush, completion callbacks collect a burst without help. */
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(kt_cl_enqueue_ndrange(kc, tiny, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
+    clt.api->clFlush(q);
+    kt_cl_ctx_info_t info;
+    for (int i = 0; i < 10000; i++) {
+        kt_cl_ctx_query(kc, &info);
+        if (info.in_flight == 0)
+            break;
+        clt_sleep_ms(1);
+    }
+    assert_int_equal(info.in_flight, 0);
     kt_snapshot_t *s = kt_snapshot();
     const kt_kernel_timing_t *e = clt_find(s, "gated");
     assert_non_null(e);
@@ -196,7 +211,7 @@ static void test_failed_command_counted(void **state)
     assert_int_equal(e->dispatch_count, 0);
     const kt_kernel_timing_t *ok = clt_find(s, "tiny");
     assert_non_null(ok);
-    assert_int_equal(ok->dispatch_count, 1);
+    assert_int_equal(ok->dispatch_count, 51);
     assert_int_equal(ok->errors, 0);
     kt_snapshot_free(s);
     clt_settle(q, tiny);

@@ -128,6 +128,14 @@ struct kt_cl_ctx_t {
     _Atomic uint64_t in_flight;   /* tracked, not yet recorded/dropped */
     _Atomic uint64_t tracked;     /* tracked since attach */
     _Atomic uint64_t last_end_ns; /* host-timed fallback on in-order queues: end of the latest command */
+    /* In-order queues: tracked commands in enqueue order, swept by one armed callback at a time. */
+    pthread_mutex_t fifo_lock;    /* guards fifo*, armed, since_arm */
+    uint64_t *fifo;               /* ring of record handles */
+    size_t fifo_head, fifo_count, fifo_cap;
+    int armed;                    /* a callback is registered on a FIFO record and will sweep */
+    unsigned since_arm;           /* tracks since the last callback registration */
+    _Atomic int sweeping;         /* one sweeper at a time */
+    _Atomic int sweep_again;      /* a completion arrived while another thread swept */
 };
 
 static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER; /* guards g_ctxs; held by global flushes */
@@ -273,17 +281,171 @@ static void rec_outcome(const rec_t *r, outcome_t *o)
 
 /* The owner (CLAIMED) finishes a record: record it (or count it dropped), release the event, free the slot.
  * The context is touched last, by the in_flight decrement kt_cl_detach waits for. */
-static void rec_finish(rec_t *r, cl_int status, uint64_t observed_ns, int drop)
+static kt_cl_ctx_t *rec_finish_hold(rec_t *r, cl_int status, uint64_t observed_ns, int drop)
 {
     outcome_t o;
     rec_outcome(r, &o);
     if (drop)
         kt_record_drop(o.kernel);
     else
-        record_outcome(&o, status, observed_ns);
+        record_outcome(&o, status, observed_ns ? observed_ns : kt_now_ns());
     kt__cl.clReleaseEvent(o.event);
     slot_free(r);
-    atomic_fetch_sub(&o.ctx->in_flight, 1);
+    return o.ctx; /* still counted in in_flight: alive until the caller lets go */
+}
+
+static void rec_finish(rec_t *r, cl_int status, uint64_t observed_ns, int drop)
+{
+    atomic_fetch_sub(&rec_finish_hold(r, status, observed_ns, drop)->in_flight, 1);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * In-order queues: coalesced completion
+ *
+ * Completion of a command on an in-order queue means everything enqueued before it has finished too, so one
+ * callback can collect a run of commands: records wait in a FIFO, a callback is registered only on the
+ * first record after the queue went idle (and on every ARM_EVERY-th, so a command that fails without a
+ * callback, as on PoCL, stalls collection for at most that many), and a callback sweeps the FIFO from its
+ * head, completing every record whose status is final and arming the first one still running. The status
+ * of each record is read, not assumed, so threads racing to enqueue on one queue are handled too.
+ * ------------------------------------------------------------------------------------------------- */
+
+#define ARM_EVERY 32u
+
+static rec_t *handle_rec(uint64_t h, uint64_t *gen)
+{
+    *gen = (h >> SLOT_BITS) & HANDLE_GEN_MASK;
+    return slot_rec((uint32_t)(h & SLOT_MASK));
+}
+
+static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user);
+
+/* Append a handle; returns 1 when the caller must register the callback (it becomes the armed one). */
+static int fifo_push(kt_cl_ctx_t *c, uint64_t h)
+{
+    pthread_mutex_lock(&c->fifo_lock);
+    if (c->fifo_count == c->fifo_cap) {
+        size_t cap = c->fifo_cap ? c->fifo_cap * 2 : 256;
+        uint64_t *grown = malloc(cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&c->fifo_lock);
+            return 1; /* not queued: it gets its own callback */
+        }
+        for (size_t i = 0; i < c->fifo_count; i++)
+            grown[i] = c->fifo[(c->fifo_head + i) % c->fifo_cap];
+        free(c->fifo);
+        c->fifo = grown;
+        c->fifo_head = 0;
+        c->fifo_cap = cap;
+    }
+    c->fifo[(c->fifo_head + c->fifo_count++) % c->fifo_cap] = h;
+    int arm = !c->armed || ++c->since_arm >= ARM_EVERY;
+    if (arm) {
+        c->armed = 1;
+        c->since_arm = 0;
+    }
+    pthread_mutex_unlock(&c->fifo_lock);
+    return arm;
+}
+
+/* The head handle, or 0 when empty (then the queue is no longer armed). */
+static uint64_t fifo_front(kt_cl_ctx_t *c)
+{
+    uint64_t h = 0;
+    pthread_mutex_lock(&c->fifo_lock);
+    if (c->fifo_count)
+        h = c->fifo[c->fifo_head];
+    else
+        c->armed = 0;
+    pthread_mutex_unlock(&c->fifo_lock);
+    return h;
+}
+
+static void fifo_pop_if(kt_cl_ctx_t *c, uint64_t h)
+{
+    pthread_mutex_lock(&c->fifo_lock);
+    if (c->fifo_count && c->fifo[c->fifo_head] == h) {
+        c->fifo_head = (c->fifo_head + 1) % c->fifo_cap;
+        c->fifo_count--;
+    }
+    pthread_mutex_unlock(&c->fifo_lock);
+}
+
+static void set_armed(kt_cl_ctx_t *c, int armed)
+{
+    pthread_mutex_lock(&c->fifo_lock);
+    c->armed = armed;
+    c->since_arm = 0;
+    pthread_mutex_unlock(&c->fifo_lock);
+}
+
+/* Complete the FIFO's finished head records; arm the first unfinished one. The caller keeps c alive (it
+ * holds an in_flight count of its own). */
+static void sweep(kt_cl_ctx_t *c)
+{
+    if (atomic_exchange(&c->sweeping, 1)) {
+        atomic_store(&c->sweep_again, 1);
+        return;
+    }
+    for (;;) {
+        atomic_store(&c->sweep_again, 0);
+        uint64_t h;
+        while ((h = fifo_front(c)) != 0) {
+            uint64_t gen;
+            rec_t *r = handle_rec(h, &gen);
+            uint64_t t = atomic_load(&r->tag);
+            if ((TAG_GEN(t) & HANDLE_GEN_MASK) != gen || TAG_ST(t) == ST_CLAIMED || TAG_ST(t) == ST_FREE) {
+                fifo_pop_if(c, h); /* collected elsewhere */
+                continue;
+            }
+            if (TAG_ST(t) != ST_PENDING) {
+                set_armed(c, 0); /* a flush is looking at it and will collect the rest */
+                break;
+            }
+            if (!atomic_compare_exchange_strong(&r->tag, &t, TAG(TAG_GEN(t), ST_PEEKED)))
+                continue;
+            uint64_t g = TAG_GEN(t);
+            cl_int status = CL_QUEUED;
+            if (kt__cl.clGetEventInfo(r->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
+                CL_SUCCESS)
+                status = CL_INVALID_EVENT;
+            if (status <= CL_COMPLETE) {
+                atomic_store(&r->tag, TAG(g, ST_CLAIMED));
+                fifo_pop_if(c, h);
+                rec_finish(r, status, 0, 0);
+                continue;
+            }
+            /* Still running: arm it while we own it (a callback that fires at once only leaves its status). */
+            set_armed(c, 1);
+            int armed_ok = kt__cl.clSetEventCallback(r->event, CL_COMPLETE, on_complete, (void *)(uintptr_t)h) ==
+                           CL_SUCCESS;
+            uint64_t peeked = TAG(g, ST_PEEKED);
+            if (!atomic_compare_exchange_strong(&r->tag, &peeked, TAG(g, ST_PENDING))) {
+                atomic_store(&r->tag, TAG(g, ST_CLAIMED));
+                fifo_pop_if(c, h);
+                rec_finish(r, (cl_int)atomic_load(&r->cb_status), 0, 0);
+                continue;
+            }
+            if (!armed_ok)
+                set_armed(c, 0); /* the next track arms, or a flush collects */
+            break;
+        }
+        atomic_store(&c->sweeping, 0);
+        if (!atomic_load(&c->sweep_again) || atomic_exchange(&c->sweeping, 1))
+            return;
+    }
+}
+
+/* Forget the FIFO once a flush collected everything (its handles are all stale then). */
+static void fifo_reset_if_idle(kt_cl_ctx_t *c)
+{
+    pthread_mutex_lock(&c->fifo_lock);
+    if (atomic_load(&c->in_flight) == 0) {
+        c->fifo_head = c->fifo_count = 0;
+        c->armed = 0;
+        c->since_arm = 0;
+    }
+    pthread_mutex_unlock(&c->fifo_lock);
 }
 
 static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user)
@@ -302,7 +464,10 @@ static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user)
         unsigned st = TAG_ST(t);
         if (st == ST_PENDING) {
             if (atomic_compare_exchange_weak(&r->tag, &t, TAG(TAG_GEN(t), ST_CLAIMED))) {
-                rec_finish(r, status, observed, 0);
+                kt_cl_ctx_t *c = rec_finish_hold(r, status, observed, 0);
+                if (!c->out_of_order && c->mode == KT_CL_MODE_ASYNC)
+                    sweep(c);
+                atomic_fetch_sub(&c->in_flight, 1);
                 return;
             }
         } else if (st == ST_PEEKED) {
@@ -377,11 +542,12 @@ static int flush_ctxs(kt_cl_ctx_t *const *ctxs, size_t n, const kt_cl_ctx_t *onl
         kt__cl_dev_refresh(ctxs[i]->dev);
     }
     for (;;) {
-        if (pending_of(ctxs, n) == 0)
-            return 0;
         collect_pass(only, 0);
-        if (pending_of(ctxs, n) == 0)
+        if (pending_of(ctxs, n) == 0) {
+            for (size_t i = 0; i < n; i++)
+                fifo_reset_if_idle(ctxs[i]);
             return 0;
+        }
         if (kt_now_ns() >= deadline)
             return KT_ETIMEDOUT;
         sleep_ns(nap);
@@ -481,6 +647,13 @@ int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_
         goto out;
     }
     kt__cl.clRetainCommandQueue(queue);
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP); /* tiny critical sections: spin before sleeping */
+#endif
+    pthread_mutex_init(&c->fifo_lock, &ma);
+    pthread_mutexattr_destroy(&ma);
     c->queue = queue;
     c->dev = dev;
     csv_copy(c->device_csv, sizeof c->device_csv, dev->name);
@@ -523,6 +696,8 @@ int kt_cl_detach(kt_cl_ctx_t *ctx)
         }
     pthread_mutex_unlock(&g_ctx_lock);
     kt__cl.clReleaseCommandQueue(ctx->queue);
+    pthread_mutex_destroy(&ctx->fifo_lock);
+    free(ctx->fifo);
     free(ctx);
     return rc;
 }
@@ -601,6 +776,33 @@ static const char *kernel_name(cl_kernel kernel, char *buf, size_t cap, char **h
     return "opencl_kernel";
 }
 
+/* Per-thread cache of interned kernel names: (kernel, device, name) -> id. The name is re-read each time (a
+ * released kernel's handle may come back for another kernel), only the interning is saved. */
+#define KCACHE 8
+typedef struct kcache_t {
+    cl_kernel kernel;        /* key */
+    const kt__cl_dev_t *dev; /* key */
+    kt_kernel_id_t id;       /* interned (name, OpenCL, device) */
+    char name[64];           /* the name interned */
+} kcache_t;
+static _Thread_local kcache_t t_kcache[KCACHE];
+static _Thread_local unsigned t_kcache_next;
+
+static kt_kernel_id_t intern_cached(cl_kernel kernel, const kt__cl_dev_t *dev, const char *name)
+{
+    if (!kernel || strlen(name) >= sizeof t_kcache[0].name)
+        return kt_kernel_intern(name, KT_BACKEND_OPENCL, dev->name);
+    for (unsigned i = 0; i < KCACHE; i++)
+        if (t_kcache[i].kernel == kernel && t_kcache[i].dev == dev && !strcmp(t_kcache[i].name, name))
+            return t_kcache[i].id;
+    kcache_t *c = &t_kcache[t_kcache_next++ % KCACHE];
+    c->id = kt_kernel_intern(name, KT_BACKEND_OPENCL, dev->name);
+    c->kernel = kernel;
+    c->dev = dev;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    return c->id;
+}
+
 /* Blocking mode: wait here and record on this thread. */
 static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64_t enqueue_ns, const char *name)
 {
@@ -619,7 +821,8 @@ static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64
     record_outcome(&o, status, observed);
 }
 
-int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name, uint64_t enqueue_ns)
+/* Track; with `owned` the caller hands over its reference (no retain here, and it is released on failure). */
+static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name, uint64_t enqueue_ns, int owned)
 {
     if (!ctx || !event)
         return KT_EINVAL;
@@ -627,24 +830,34 @@ int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const
         enqueue_ns = kt_now_ns();
     char buf[128];
     char *heap = NULL;
-    if (!name)
+    kt_kernel_id_t id;
+    if (!name) {
         name = kernel ? kernel_name(kernel, buf, sizeof buf, &heap) : command_name(event);
-    kt_kernel_id_t id = kt_kernel_intern(name, KT_BACKEND_OPENCL, ctx->dev->name);
+        id = intern_cached(kernel, ctx->dev, name);
+    } else {
+        id = kt_kernel_intern(name, KT_BACKEND_OPENCL, ctx->dev->name);
+    }
     int rc = 0;
     if (ctx->mode == KT_CL_MODE_SYNC) {
         track_sync(ctx, event, id, enqueue_ns, name);
+        if (owned)
+            kt__cl.clReleaseEvent(event);
         goto out;
     }
     atomic_fetch_add(&ctx->in_flight, 1);
     if (atomic_load(&ctx->detaching)) {
         atomic_fetch_sub(&ctx->in_flight, 1);
+        if (owned)
+            kt__cl.clReleaseEvent(event);
         rc = KT_ESTATE;
         goto out;
     }
     rec_t *r = slot_alloc();
-    if (!r || kt__cl.clRetainEvent(event) != CL_SUCCESS) {
+    if (!r || (!owned && kt__cl.clRetainEvent(event) != CL_SUCCESS)) {
         if (r)
             slot_free(r);
+        else if (owned)
+            kt__cl.clReleaseEvent(event);
         atomic_fetch_sub(&ctx->in_flight, 1);
         kt_record_drop(id);
         rc = r ? KT_EINVAL : KT_EFULL;
@@ -662,7 +875,13 @@ int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const
     atomic_fetch_add(&ctx->tracked, 1);
     uint64_t gen = TAG_GEN(atomic_load(&r->tag));
     atomic_store(&r->tag, TAG(gen, ST_PENDING)); /* published: from here a flush may collect it */
-    if (kt__cl.clSetEventCallback(event, CL_COMPLETE, on_complete, rec_handle(r, gen)) != CL_SUCCESS) {
+    void *handle = rec_handle(r, gen);
+    int coalesce = !ctx->out_of_order;
+    if (coalesce && !fifo_push(ctx, (uint64_t)(uintptr_t)handle))
+        goto out; /* an armed callback further up the queue will sweep it */
+    if (kt__cl.clSetEventCallback(event, CL_COMPLETE, on_complete, handle) != CL_SUCCESS) {
+        if (coalesce)
+            set_armed(ctx, 0);
         /* No callback: fall back to waiting here, if nobody collected it meanwhile. */
         uint64_t t = TAG(gen, ST_PENDING);
         if (atomic_compare_exchange_strong(&r->tag, &t, TAG(gen, ST_CLAIMED))) {
@@ -677,6 +896,11 @@ int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const
 out:
     free(heap);
     return rc;
+}
+
+int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name, uint64_t enqueue_ns)
+{
+    return track(ctx, event, kernel, name, enqueue_ns, 0);
 }
 
 int kt_cl_track(kt_cl_ctx_t *ctx, cl_event event, const char *name)
@@ -699,11 +923,12 @@ cl_int kt_cl_enqueue_ndrange(kt_cl_ctx_t *ctx, cl_kernel kernel, cl_uint work_di
             *event = ev;
         return rc;
     }
-    kt_cl_track_kernel(ctx, ev, kernel, NULL, t0);
-    if (event)
+    if (event) {
         *event = ev;
-    else
-        kt__cl.clReleaseEvent(ev);
+        track(ctx, ev, kernel, NULL, t0, 0);
+    } else {
+        track(ctx, ev, kernel, NULL, t0, 1); /* the event exists only for ktiming: hand it over */
+    }
     return rc;
 }
 
