@@ -178,6 +178,16 @@ typedef struct kt_cl_ctx_info_t {
     uint64_t in_flight;       /* tracked, not yet recorded */
 } kt_cl_ctx_info_t;
 
+/* What ktiming knows about a device's profiling clock. */
+typedef struct kt_cl_device_info_t {
+    kt_device_info_t clock;             /* as published with kt_device_publish (domain, bound, resolution) */
+    int version_major;                  /* CL_DEVICE_VERSION */
+    int version_minor;
+    uint64_t host_timer_resolution_ns;  /* CL_PLATFORM_HOST_TIMER_RESOLUTION (0: none, or platform < 2.1) */
+    int uses_host_timer;                /* 1: clock read with clGetDeviceAndHostTimer; 0: marker stamps bracketed */
+    int64_t domain_offset_ns;           /* device stamp minus the detected host domain's clock, as measured */
+} kt_cl_device_info_t;
+
 /* ---------------------------------------------------------------------------------------------------
  * Functions
  * ------------------------------------------------------------------------------------------------- */
@@ -229,8 +239,8 @@ KT_API int kt_cl_detach(kt_cl_ctx_t *ctx);
 KT_API int kt_cl_ctx_query(const kt_cl_ctx_t *ctx, kt_cl_ctx_info_t *info);
 
 /* Clock facts of a device (calibrating it on first use, as attach does). info is filled either way; the
- * return is 0, or the KT_E* the detection ended with (clock_domain then reads "unknown"). */
-KT_API int kt_cl_device_info(cl_device_id device, kt_device_info_t *info);
+ * return is 0, or the KT_E* the detection ended with (clock.clock_domain then reads "unknown"). */
+KT_API int kt_cl_device_info(cl_device_id device, kt_cl_device_info_t *info);
 
 /* Copy a zero-terminated queue property list into out (capacity cap entries) with CL_QUEUE_PROFILING_ENABLE
  * added to CL_QUEUE_PROPERTIES (appending the pair if absent). in may be NULL. KT_EFULL if cap is short. */
@@ -257,7 +267,7 @@ static inline int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns) { (void)ctx
 static inline int kt_cl_detach(kt_cl_ctx_t *ctx) { (void)ctx; return 0; }
 static inline int kt_cl_ctx_query(const kt_cl_ctx_t *ctx, kt_cl_ctx_info_t *info)
 { (void)ctx; (void)info; return KT_EDISABLED; }
-static inline int kt_cl_device_info(cl_device_id device, kt_device_info_t *info)
+static inline int kt_cl_device_info(cl_device_id device, kt_cl_device_info_t *info)
 { (void)device; (void)info; return KT_EDISABLED; }
 static inline int kt_cl_queue_properties_profiled(const cl_queue_properties *in, cl_queue_properties *out,
                                                   size_t cap)

@@ -20,7 +20,7 @@ static void test_unavailable(void **state)
     assert_int_equal(kt_cl_attach((cl_command_queue)0x1234, NULL, &kc), KT_EUNAVAILABLE);
     assert_null(kc);
     assert_null(kt_cl_find((cl_command_queue)0x1234));
-    kt_device_info_t info;
+    kt_cl_device_info_t info;
     assert_int_equal(kt_cl_device_info((cl_device_id)0x1234, &info), KT_EUNAVAILABLE);
     assert_int_equal(kt_cl_flush(NULL, 0), 0); /* nothing attached: nothing to do */
     assert_int_equal(kt_cl_enqueue_ndrange(NULL, NULL, 1, NULL, NULL, NULL, 0, NULL, NULL), CL_INVALID_COMMAND_QUEUE);

@@ -379,19 +379,27 @@ static void test_names_and_references(void **state)
 static void test_device_clock(void **state)
 {
     reset(state);
-    kt_device_info_t info;
-    assert_int_equal(kt_cl_device_info(clt.device, &info), 0);
-    assert_int_equal(info.backend, KT_BACKEND_OPENCL);
-    assert_string_equal(info.name, clt.device_name);
-    assert_string_not_equal(info.clock_domain, "unknown");
+    kt_cl_device_info_t dev;
+    assert_int_equal(kt_cl_device_info(clt.device, &dev), 0);
+    const kt_device_info_t *info = &dev.clock;
+    assert_int_equal(info->backend, KT_BACKEND_OPENCL);
+    assert_string_equal(info->name, clt.device_name);
+    assert_string_not_equal(info->clock_domain, "unknown");
+    /* clGetDeviceAndHostTimer only where the device is >= 2.1 and the platform advertises a host timer. */
+    if (dev.uses_host_timer)
+        assert_true(dev.host_timer_resolution_ns != 0 &&
+                    (dev.version_major > 2 || (dev.version_major == 2 && dev.version_minor >= 1)));
     char platform[256] = {0};
     clt.api->clGetPlatformInfo(clt.platform, CL_PLATFORM_NAME, sizeof platform - 1, platform, NULL);
-    if (strstr(platform, "Portable Computing Language")) {
-        assert_string_equal(info.clock_domain, "CLOCK_MONOTONIC_RAW");
-        assert_int_equal(info.error_bound_ns, 0);
+    if (strstr(platform, "Portable Computing Language")) { /* DESIGN §4: RAW stamps, no host timer */
+        assert_string_equal(info->clock_domain, "CLOCK_MONOTONIC_RAW");
+        assert_int_equal(info->error_bound_ns, 0);
+        assert_int_equal(dev.uses_host_timer, 0);
+        assert_true(dev.domain_offset_ns < 1000000 && dev.domain_offset_ns > -1000000);
     }
-    printf("device '%s': domain %s, resolution %llu ns, error bound %llu ns\n", info.name, info.clock_domain,
-           (unsigned long long)info.resolution_ns, (unsigned long long)info.error_bound_ns);
+    printf("device '%s': OpenCL %d.%d, domain %s (offset %lld ns), resolution %llu ns, error bound %llu ns\n",
+           info->name, dev.version_major, dev.version_minor, info->clock_domain, (long long)dev.domain_offset_ns,
+           (unsigned long long)info->resolution_ns, (unsigned long long)info->error_bound_ns);
     kt_snapshot_t *s = kt_snapshot();
     int found = 0;
     for (size_t i = 0; i < s->device_count; i++)

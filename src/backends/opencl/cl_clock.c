@@ -268,7 +268,7 @@ void kt__cl_dev_describe(kt__cl_dev_t *dev, kt_device_info_t *info)
     }
 }
 
-int kt_cl_device_info(cl_device_id device, kt_device_info_t *info)
+int kt_cl_device_info(cl_device_id device, kt_cl_device_info_t *info)
 {
     if (!device || !info)
         return KT_EINVAL;
@@ -279,6 +279,12 @@ int kt_cl_device_info(cl_device_id device, kt_device_info_t *info)
     if (!dev)
         return KT_ENOMEM;
     kt__cl_dev_refresh(dev);
-    kt__cl_dev_describe(dev, info);
+    memset(info, 0, sizeof *info);
+    kt__cl_dev_describe(dev, &info->clock);
+    info->version_major = dev->version_major;
+    info->version_minor = dev->version_minor;
+    info->host_timer_resolution_ns = dev->platform_timer_res;
+    info->uses_host_timer = dev->use_host_timer;
+    info->domain_offset_ns = dev->domain_offset_ns;
     return dev->calib_error;
 }
