@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CALIB_SAMPLES 32                  /* samples per fit of a device-epoch clock */
-#define STALE_MIN_ERROR_NS 50000.0        /* a model is refitted once its bound passes this (or 4x the fit's) */
-#define STALE_MAX_AGE_NS 30000000000ull   /* ... or once it is 30 s old */
+#define REFRESH_ERROR_NS 50000.0          /* a device-epoch model is refreshed once its bound passes 50 us */
+#define REFRESH_INTERVAL_NS 10000000000ull /* ... or its newest sample is 10 s old */
 
 static pthread_mutex_t g_devs_lock = PTHREAD_MUTEX_INITIALIZER;
 static kt__cl_dev_t *g_devs; /* registry, kept until exit */
@@ -89,21 +88,21 @@ static int open_marker_queue(kt__cl_dev_t *dev)
     return 0;
 }
 
-/* Fit a model of a device-epoch clock against CLOCK_MONOTONIC_RAW. Caller holds dev->lock or owns dev. */
-static int fit_model(kt__cl_dev_t *dev)
+/* Start tracking a device-epoch clock against CLOCK_MONOTONIC_RAW (takes the first batch of reads). Bracket
+ * widths vary with the load (marker round trips), so samples are weighted by width and outliers resisted. */
+static int track_clock(kt__cl_dev_t *dev)
 {
-    kt_clock_sample_t s[CALIB_SAMPLES];
-    int rc = kt_clock_sample(reader(dev), dev, KT_DOMAIN_MONOTONIC_RAW, s, CALIB_SAMPLES);
+    kt_clock_tracker_desc_t d;
+    memset(&d, 0, sizeof d);
+    d.read_device = reader(dev);
+    d.user = dev;
+    d.refit_interval_ns = REFRESH_INTERVAL_NS;
+    d.max_error_ns = REFRESH_ERROR_NS;
+    int rc = kt_clock_tracker_create(KT_FIT_ROBUST, KT_DOMAIN_MONOTONIC_RAW, &d, &dev->tracker);
     if (rc < 0)
         return rc;
-    kt_clock_model_t m;
-    rc = kt_clock_fit(s, CALIB_SAMPLES, KT_FIT_WEIGHTED, KT_DOMAIN_MONOTONIC_RAW, &m);
-    if (rc < 0)
-        return rc;
-    dev->model = m;
-    dev->has_model = 1;
-    dev->refit_wanted = 0;
-    return 0;
+    rc = kt_clock_tracker_poll(dev->tracker, kt_now_ns());
+    return rc < 0 ? rc : 0;
 }
 
 static void publish(kt__cl_dev_t *dev)
@@ -149,7 +148,7 @@ static void calibrate(kt__cl_dev_t *dev)
     if (rc == 0)
         rc = kt_clock_detect_domain(reader(dev), dev, 0, &dev->domain, &dev->domain_offset_ns);
     if (rc == 0 && dev->domain == KT_DOMAIN_DEVICE)
-        rc = fit_model(dev);
+        rc = track_clock(dev);
     if (rc < 0)
         dev->domain = KT_DOMAIN_UNKNOWN;
     if (dev->domain != KT_DOMAIN_DEVICE && dev->calib_queue) { /* only a device-epoch model refits */
@@ -174,7 +173,6 @@ kt__cl_dev_t *kt__cl_dev_get(cl_device_id id)
         if (dev) {
             dev->id = id;
             dev->domain = KT_DOMAIN_UNKNOWN;
-            pthread_mutex_init(&dev->lock, NULL);
             /* Calibrating under the registry lock keeps it once per device; it is bounded (a few markers). */
             calibrate(dev);
             dev->next = g_devs;
@@ -189,14 +187,6 @@ kt__cl_dev_t *kt__cl_dev_get(cl_device_id id)
  * Mapping
  * ------------------------------------------------------------------------------------------------- */
 
-static int model_stale(const kt_clock_model_t *m, uint64_t now)
-{
-    double limit = 4.0 * m->error_ns;
-    if (limit < STALE_MIN_ERROR_NS)
-        limit = STALE_MIN_ERROR_NS;
-    return kt_clock_is_stale(m, now, limit, STALE_MAX_AGE_NS);
-}
-
 int kt__cl_dev_map(kt__cl_dev_t *dev, uint64_t device_ns, uint64_t *host_ns, uint64_t *uncertainty_ns)
 {
     *host_ns = 0;
@@ -204,26 +194,19 @@ int kt__cl_dev_map(kt__cl_dev_t *dev, uint64_t device_ns, uint64_t *host_ns, uin
     if (!device_ns)
         return KT_EINVAL;
     switch (dev->domain) {
-    case KT_DOMAIN_MONOTONIC_RAW:
+    case KT_DOMAIN_MONOTONIC_RAW: /* the timeline's own clock */
         *host_ns = device_ns;
         *uncertainty_ns = dev->resolution_ns > 1 ? dev->resolution_ns : 0;
         return 0;
     case KT_DOMAIN_MONOTONIC:
     case KT_DOMAIN_REALTIME:
         return kt_clock_domain_convert(device_ns, dev->domain, KT_DOMAIN_MONOTONIC_RAW, host_ns, uncertainty_ns);
-    case KT_DOMAIN_DEVICE: {
-        int rc;
-        pthread_mutex_lock(&dev->lock);
-        if (dev->has_model && model_stale(&dev->model, kt_now_ns())) {
-            if (dev->use_host_timer) /* non-blocking reads: refit right here */
-                fit_model(dev);
-            else
-                dev->refit_wanted = 1;
-        }
-        rc = dev->has_model ? kt_clock_to_host(&dev->model, device_ns, host_ns, uncertainty_ns) : KT_ESTATE;
-        pthread_mutex_unlock(&dev->lock);
-        return rc;
-    }
+    case KT_DOMAIN_DEVICE:
+        if (!dev->tracker)
+            return KT_ESTATE;
+        if (dev->use_host_timer) /* non-blocking reads: keep the model fresh from here */
+            kt_clock_tracker_poll(dev->tracker, kt_now_ns());
+        return kt_clock_tracker_to_host(dev->tracker, device_ns, host_ns, uncertainty_ns);
     default:
         return KT_ESTATE;
     }
@@ -231,14 +214,9 @@ int kt__cl_dev_map(kt__cl_dev_t *dev, uint64_t device_ns, uint64_t *host_ns, uin
 
 void kt__cl_dev_refresh(kt__cl_dev_t *dev)
 {
-    if (dev->domain != KT_DOMAIN_DEVICE)
+    if (dev->domain != KT_DOMAIN_DEVICE || !dev->tracker)
         return;
-    pthread_mutex_lock(&dev->lock);
-    int refit = dev->refit_wanted || (dev->has_model && model_stale(&dev->model, kt_now_ns()));
-    if (refit)
-        fit_model(dev);
-    pthread_mutex_unlock(&dev->lock);
-    if (refit)
+    if (kt_clock_tracker_poll(dev->tracker, kt_now_ns()) == 1)
         publish(dev);
 }
 
@@ -247,24 +225,25 @@ void kt__cl_dev_describe(kt__cl_dev_t *dev, kt_device_info_t *info)
     memset(info, 0, sizeof *info);
     info->backend = KT_BACKEND_OPENCL;
     snprintf(info->name, sizeof info->name, "%s", dev->name);
-    snprintf(info->clock_domain, sizeof info->clock_domain, "%s",
-             dev->domain == KT_DOMAIN_DEVICE ? "device" : kt_clock_domain_name(dev->domain));
+    snprintf(info->clock_domain, sizeof info->clock_domain, "%s", kt_clock_domain_name(dev->domain));
     info->resolution_ns = dev->resolution_ns;
     info->frequency_hz = 1000000000ull; /* OpenCL profiling stamps are specified in ns */
     info->valid_bits = 64;
     uint64_t now = kt_now_ns();
-    pthread_mutex_lock(&dev->lock);
-    if (dev->domain == KT_DOMAIN_DEVICE && dev->has_model) {
-        info->error_bound_ns = (uint64_t)(kt_clock_error_at(&dev->model, now) + 0.5);
-        info->drift_ppm = dev->model.drift_ppm;
-        info->model_samples = dev->model.samples;
-    }
-    pthread_mutex_unlock(&dev->lock);
-    if (dev->domain == KT_DOMAIN_MONOTONIC || dev->domain == KT_DOMAIN_REALTIME) {
+    kt_clock_model_t m;
+    if (dev->domain == KT_DOMAIN_DEVICE && dev->tracker && kt_clock_tracker_model(dev->tracker, &m) == 0) {
+        info->error_bound_ns = (uint64_t)(kt_clock_error_at(&m, now) + 0.5);
+        info->drift_ppm = m.drift_ppm;
+        info->model_samples = m.samples;
+    } else if (dev->domain == KT_DOMAIN_MONOTONIC || dev->domain == KT_DOMAIN_REALTIME) {
         uint64_t host = 0, unc = 0;
         if (kt_clock_domain_convert(kt_clock_now(dev->domain), dev->domain, KT_DOMAIN_MONOTONIC_RAW, &host,
                                     &unc) == 0)
             info->error_bound_ns = unc;
+        if (kt_clock_domain_model(dev->domain, &m) == 0) {
+            info->drift_ppm = m.drift_ppm;
+            info->model_samples = m.samples;
+        }
     }
 }
 

@@ -28,10 +28,7 @@ typedef struct kt__cl_dev_t {
     int64_t domain_offset_ns;      /* offset to that domain the detection measured */
     int calibrated;                /* detection ran (successfully or not) */
     int calib_error;               /* 0, or the KT_E* detection ended with */
-    pthread_mutex_t lock;          /* guards model/has_model/refit_wanted */
-    kt_clock_model_t model;        /* fitted model (domain KT_DOMAIN_DEVICE only) */
-    int has_model;                 /* model is valid */
-    int refit_wanted;              /* the model went stale where refitting could not block */
+    kt_clock_tracker_t *tracker;   /* device-epoch clocks only: samples + periodically refitted model */
     cl_context calib_context;      /* private context for marker reads (NULL when the host timer is used) */
     cl_command_queue calib_queue;  /* private profiling queue for marker reads */
     struct kt__cl_dev_t *next;     /* registry list */
@@ -39,10 +36,11 @@ typedef struct kt__cl_dev_t {
 
 /* Find or create the device entry and calibrate it once (blocking, bounded). Never NULL unless out of memory. */
 kt__cl_dev_t *kt__cl_dev_get(cl_device_id id);
-/* Map a device profiling stamp to the host timeline. 0 on success; uncertainty in ns. Never blocks: a model
- * that went stale is refitted here only with the host timer; otherwise at the next kt__cl_dev_refresh. */
+/* Map a device profiling stamp to the host timeline. 0 on success; uncertainty in ns. Never blocks: a
+ * device-epoch model is refreshed here only when reads are clGetDeviceAndHostTimer; marker reads wait for the
+ * device, so those refreshes happen in kt__cl_dev_refresh (attach, flush). */
 int kt__cl_dev_map(kt__cl_dev_t *dev, uint64_t device_ns, uint64_t *host_ns, uint64_t *uncertainty_ns);
-/* Refit a stale model where blocking is allowed (flush, attach). */
+/* Refresh a device-epoch model if due, where blocking is allowed (flush, attach). */
 void kt__cl_dev_refresh(kt__cl_dev_t *dev);
 /* Fill a kt_device_info_t from the entry. */
 void kt__cl_dev_describe(kt__cl_dev_t *dev, kt_device_info_t *info);
