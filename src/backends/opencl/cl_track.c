@@ -379,8 +379,46 @@ static void set_armed(kt_cl_ctx_t *c, int armed)
     pthread_mutex_unlock(&c->fifo_lock);
 }
 
-/* Complete the FIFO's finished head records; arm the first unfinished one. The caller keeps c alive (it
- * holds an in_flight count of its own). */
+/* The newest handle, or 0 when empty. */
+static uint64_t fifo_back(kt_cl_ctx_t *c)
+{
+    uint64_t h = 0;
+    pthread_mutex_lock(&c->fifo_lock);
+    if (c->fifo_count)
+        h = c->fifo[(c->fifo_head + c->fifo_count - 1) % c->fifo_cap];
+    pthread_mutex_unlock(&c->fifo_lock);
+    return h;
+}
+
+/* Register the sweeping callback on record h, owning it meanwhile (PEEKED: a callback that fires at once only
+ * leaves its status). 1: armed (or registration failed: nothing else to do); 0: the command had finished and
+ * was completed here; -1: the record is no longer pending. */
+static int arm_record(kt_cl_ctx_t *c, uint64_t h)
+{
+    uint64_t gen;
+    rec_t *r = handle_rec(h, &gen);
+    uint64_t t = atomic_load(&r->tag);
+    if ((TAG_GEN(t) & HANDLE_GEN_MASK) != gen || TAG_ST(t) != ST_PENDING ||
+        !atomic_compare_exchange_strong(&r->tag, &t, TAG(TAG_GEN(t), ST_PEEKED)))
+        return -1;
+    uint64_t g = TAG_GEN(t);
+    set_armed(c, 1);
+    int ok = kt__cl.clSetEventCallback(r->event, CL_COMPLETE, on_complete, (void *)(uintptr_t)h) == CL_SUCCESS;
+    uint64_t peeked = TAG(g, ST_PEEKED);
+    if (!atomic_compare_exchange_strong(&r->tag, &peeked, TAG(g, ST_PENDING))) {
+        atomic_store(&r->tag, TAG(g, ST_CLAIMED));
+        fifo_pop_if(c, h);
+        rec_finish(r, (cl_int)atomic_load(&r->cb_status), 0, 0);
+        return 0;
+    }
+    if (!ok)
+        set_armed(c, 0); /* the next track arms, or a flush collects */
+    return 1;
+}
+
+/* Complete the FIFO's finished head records; then arm the newest record (its completion implies the rest on
+ * an in-order queue, so one callback covers everything tracked so far). The caller keeps c alive (it holds
+ * an in_flight count of its own). */
 static void sweep(kt_cl_ctx_t *c)
 {
     if (atomic_exchange(&c->sweeping, 1)) {
@@ -409,26 +447,23 @@ static void sweep(kt_cl_ctx_t *c)
             if (kt__cl.clGetEventInfo(r->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
                 CL_SUCCESS)
                 status = CL_INVALID_EVENT;
-            if (status <= CL_COMPLETE) {
-                atomic_store(&r->tag, TAG(g, ST_CLAIMED));
-                fifo_pop_if(c, h);
-                rec_finish(r, status, 0, 0);
-                continue;
+            if (status > CL_COMPLETE) { /* still running: give it back */
+                uint64_t peeked = TAG(g, ST_PEEKED);
+                if (atomic_compare_exchange_strong(&r->tag, &peeked, TAG(g, ST_PENDING))) {
+                    int armed = arm_record(c, fifo_back(c));
+                    if (armed < 0)
+                        armed = arm_record(c, h);
+                    if (armed == 0)
+                        continue;
+                    if (armed < 0)
+                        set_armed(c, 0);
+                    break;
+                }
+                status = (cl_int)atomic_load(&r->cb_status); /* its callback came meanwhile */
             }
-            /* Still running: arm it while we own it (a callback that fires at once only leaves its status). */
-            set_armed(c, 1);
-            int armed_ok = kt__cl.clSetEventCallback(r->event, CL_COMPLETE, on_complete, (void *)(uintptr_t)h) ==
-                           CL_SUCCESS;
-            uint64_t peeked = TAG(g, ST_PEEKED);
-            if (!atomic_compare_exchange_strong(&r->tag, &peeked, TAG(g, ST_PENDING))) {
-                atomic_store(&r->tag, TAG(g, ST_CLAIMED));
-                fifo_pop_if(c, h);
-                rec_finish(r, (cl_int)atomic_load(&r->cb_status), 0, 0);
-                continue;
-            }
-            if (!armed_ok)
-                set_armed(c, 0); /* the next track arms, or a flush collects */
-            break;
+            atomic_store(&r->tag, TAG(g, ST_CLAIMED));
+            fifo_pop_if(c, h);
+            rec_finish(r, status, 0, 0);
         }
         atomic_store(&c->sweeping, 0);
         if (!atomic_load(&c->sweep_again) || atomic_exchange(&c->sweeping, 1))
