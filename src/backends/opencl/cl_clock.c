@@ -7,6 +7,7 @@
 
 #define REFRESH_ERROR_NS 50000.0          /* a device-epoch model is refreshed once its bound passes 50 us */
 #define REFRESH_INTERVAL_NS 10000000000ull /* ... or its newest sample is 10 s old */
+#define DRIFT_PRIOR_PPM 500.0              /* any device oscillator is closer than this to the host's rate */
 
 static pthread_mutex_t g_devs_lock = PTHREAD_MUTEX_INITIALIZER;
 static kt__cl_dev_t *g_devs; /* registry, kept until exit */
@@ -98,6 +99,9 @@ static int track_clock(kt__cl_dev_t *dev)
     d.user = dev;
     d.refit_interval_ns = REFRESH_INTERVAL_NS;
     d.max_error_ns = REFRESH_ERROR_NS;
+    /* The first batch spans a few ms: too short to measure drift, so it is held at 0 with a bound growing at
+     * the prior until the ring spans long enough to measure it. */
+    d.drift_prior_ppm = DRIFT_PRIOR_PPM;
     int rc = kt_clock_tracker_create(KT_FIT_ROBUST, KT_DOMAIN_MONOTONIC_RAW, &d, &dev->tracker);
     if (rc < 0)
         return rc;
