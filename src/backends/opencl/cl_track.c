@@ -50,7 +50,10 @@ typedef struct rec_t {
 
 static _Atomic(rec_t *) g_chunks[MAX_CHUNKS]; /* record chunks, allocated on demand, kept until exit */
 static _Atomic uint32_t g_next_slot;          /* slots ever handed out (scan bound) */
-static _Atomic uint64_t g_free_head;          /* free list: low 32 = slot + 1, high 32 = ABA version */
+static _Atomic uint32_t g_free_head;          /* freed records (slot + 1, 0 = none), pushed by completions */
+static _Thread_local uint32_t t_free;         /* this thread's private free list (slot + 1), taken whole */
+static pthread_once_t g_free_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t g_free_key;              /* returns a thread's private list to g_free_head at exit */
 
 static rec_t *slot_rec(uint32_t slot)
 {
@@ -58,14 +61,50 @@ static rec_t *slot_rec(uint32_t slot)
     return chunk ? &chunk[slot & (CHUNK_SIZE - 1)] : NULL;
 }
 
+/* Push a linked run of free records first..last (slots + 1) onto the shared list. */
+static void free_push(uint32_t first, rec_t *last)
+{
+    uint32_t h = atomic_load(&g_free_head);
+    do
+        atomic_store_explicit(&last->next_free, h, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak(&g_free_head, &h, first));
+}
+
+static void free_list_return(void *unused)
+{
+    (void)unused;
+    if (!t_free)
+        return;
+    rec_t *last = slot_rec(t_free - 1), *next;
+    uint32_t n;
+    while (last && (n = atomic_load_explicit(&last->next_free, memory_order_relaxed)) != 0 &&
+           (next = slot_rec(n - 1)) != NULL)
+        last = next;
+    if (last)
+        free_push(t_free, last);
+    t_free = 0;
+}
+
+static void free_key_create(void)
+{
+    pthread_key_create(&g_free_key, free_list_return);
+}
+
+/* Records recycle through the shared list in batches: an allocating thread takes the whole list at once (an
+ * exchange, so no ABA), then pops privately; completions push one at a time. */
 static rec_t *slot_alloc(void)
 {
-    uint64_t h = atomic_load(&g_free_head);
-    while ((uint32_t)h) {
-        rec_t *r = slot_rec((uint32_t)h - 1);
-        uint64_t nh = (uint64_t)atomic_load(&r->next_free) | (((h >> 32) + 1) << 32);
-        if (atomic_compare_exchange_weak(&g_free_head, &h, nh))
-            return r;
+    if (!t_free && atomic_load_explicit(&g_free_head, memory_order_relaxed)) {
+        t_free = atomic_exchange(&g_free_head, 0);
+        if (t_free) {
+            pthread_once(&g_free_key_once, free_key_create);
+            pthread_setspecific(g_free_key, &t_free);
+        }
+    }
+    rec_t *r = t_free ? slot_rec(t_free - 1) : NULL; /* a listed slot's chunk always exists */
+    if (r) {
+        t_free = atomic_load_explicit(&r->next_free, memory_order_relaxed);
+        return r;
     }
     uint32_t slot = atomic_fetch_add(&g_next_slot, 1);
     if (slot >= MAX_CHUNKS * CHUNK_SIZE) {
@@ -98,13 +137,7 @@ static void slot_free(rec_t *r)
     r->ctx = NULL;
     r->event = NULL;
     atomic_store(&r->tag, TAG(TAG_GEN(t) + 1, ST_FREE));
-    uint64_t h = atomic_load(&g_free_head);
-    for (;;) {
-        atomic_store(&r->next_free, (uint32_t)h);
-        uint64_t nh = (uint64_t)(r->slot + 1) | (((h >> 32) + 1) << 32);
-        if (atomic_compare_exchange_weak(&g_free_head, &h, nh))
-            return;
-    }
+    free_push(r->slot + 1, r);
 }
 
 static void *rec_handle(const rec_t *r, uint64_t gen)
@@ -125,17 +158,11 @@ struct kt_cl_ctx_t {
     int out_of_order;             /* CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE set */
     kt_cl_mode_t mode;            /* ASYNC or SYNC */
     _Atomic int detaching;        /* set by kt_cl_detach: new tracks are refused */
-    _Atomic uint64_t in_flight;   /* tracked, not yet recorded/dropped */
-    _Atomic uint64_t tracked;     /* tracked since attach */
-    _Atomic uint64_t last_end_ns; /* host-timed fallback on in-order queues: end of the latest command */
-    /* In-order queues: tracked commands in enqueue order, swept by one armed callback at a time. */
-    pthread_mutex_t fifo_lock;    /* guards fifo*, armed, since_arm */
-    uint64_t *fifo;               /* ring of record handles */
-    size_t fifo_head, fifo_count, fifo_cap;
-    int armed;                    /* a callback is registered on a FIFO record and will sweep */
-    unsigned since_arm;           /* tracks since the last callback registration */
-    _Atomic int sweeping;         /* one sweeper at a time */
-    _Atomic int sweep_again;      /* a completion arrived while another thread swept */
+    /* In flight = tracked - finished. Two counters on their own cache lines, each written by one side (the
+     * enqueuing threads, the completion paths), so tracking does not bounce a line between cores. */
+    _Alignas(64) _Atomic uint64_t tracked; /* commands handed to kt_cl_track* since attach */
+    _Alignas(64) _Atomic uint64_t finished; /* of those: recorded, dropped or refused */
+    _Alignas(64) _Atomic uint64_t last_end_ns; /* host-timed fallback, in-order queues: latest command's end */
 };
 
 static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER; /* guards g_ctxs; held by global flushes */
@@ -200,6 +227,7 @@ static void map_stamp(kt__cl_dev_t *dev, uint64_t device_ns, uint64_t *host_ns, 
         *unc = u;
 }
 
+/* observed_ns: host time the completion was seen (0: now), used only by the host-timed fallback. */
 static void record_outcome(const outcome_t *o, cl_int status, uint64_t observed_ns)
 {
     kt_cl_ctx_t *c = o->ctx;
@@ -241,6 +269,8 @@ static void record_outcome(const outcome_t *o, cl_int status, uint64_t observed_
             map_stamp(c->dev, s, &d.submit_ns, &d.uncertainty_ns);
     } else {
         uint64_t start = o->enqueue_ns;
+        if (!observed_ns)
+            observed_ns = kt_now_ns();
         uint64_t end = observed_ns > start ? observed_ns : start;
         if (!c->out_of_order) { /* in order: it could not start before the previous command ended */
             uint64_t prev = atomic_load(&c->last_end_ns);
@@ -280,213 +310,23 @@ static void rec_outcome(const rec_t *r, outcome_t *o)
 }
 
 /* The owner (CLAIMED) finishes a record: record it (or count it dropped), release the event, free the slot.
- * The context is touched last, by the in_flight decrement kt_cl_detach waits for. */
-static kt_cl_ctx_t *rec_finish_hold(rec_t *r, cl_int status, uint64_t observed_ns, int drop)
+ * The context is touched last, by the `finished` increment kt_cl_detach waits for. */
+static void rec_finish(rec_t *r, cl_int status, uint64_t observed_ns, int drop)
 {
     outcome_t o;
     rec_outcome(r, &o);
     if (drop)
         kt_record_drop(o.kernel);
     else
-        record_outcome(&o, status, observed_ns ? observed_ns : kt_now_ns());
+        record_outcome(&o, status, observed_ns);
     kt__cl.clReleaseEvent(o.event);
     slot_free(r);
-    return o.ctx; /* still counted in in_flight: alive until the caller lets go */
-}
-
-static void rec_finish(rec_t *r, cl_int status, uint64_t observed_ns, int drop)
-{
-    atomic_fetch_sub(&rec_finish_hold(r, status, observed_ns, drop)->in_flight, 1);
-}
-
-/* ---------------------------------------------------------------------------------------------------
- * In-order queues: coalesced completion
- *
- * Completion of a command on an in-order queue means everything enqueued before it has finished too, so one
- * callback can collect a run of commands: records wait in a FIFO, a callback is registered only on the
- * first record after the queue went idle (and on every ARM_EVERY-th, so a command that fails without a
- * callback, as on PoCL, stalls collection for at most that many), and a callback sweeps the FIFO from its
- * head, completing every record whose status is final and arming the first one still running. The status
- * of each record is read, not assumed, so threads racing to enqueue on one queue are handled too.
- * ------------------------------------------------------------------------------------------------- */
-
-#define ARM_EVERY 32u
-
-static rec_t *handle_rec(uint64_t h, uint64_t *gen)
-{
-    *gen = (h >> SLOT_BITS) & HANDLE_GEN_MASK;
-    return slot_rec((uint32_t)(h & SLOT_MASK));
-}
-
-static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user);
-
-/* Append a handle; returns 1 when the caller must register the callback (it becomes the armed one). */
-static int fifo_push(kt_cl_ctx_t *c, uint64_t h)
-{
-    pthread_mutex_lock(&c->fifo_lock);
-    if (c->fifo_count == c->fifo_cap) {
-        size_t cap = c->fifo_cap ? c->fifo_cap * 2 : 256;
-        uint64_t *grown = malloc(cap * sizeof *grown);
-        if (!grown) {
-            pthread_mutex_unlock(&c->fifo_lock);
-            return 1; /* not queued: it gets its own callback */
-        }
-        for (size_t i = 0; i < c->fifo_count; i++)
-            grown[i] = c->fifo[(c->fifo_head + i) % c->fifo_cap];
-        free(c->fifo);
-        c->fifo = grown;
-        c->fifo_head = 0;
-        c->fifo_cap = cap;
-    }
-    c->fifo[(c->fifo_head + c->fifo_count++) % c->fifo_cap] = h;
-    int arm = !c->armed || ++c->since_arm >= ARM_EVERY;
-    if (arm) {
-        c->armed = 1;
-        c->since_arm = 0;
-    }
-    pthread_mutex_unlock(&c->fifo_lock);
-    return arm;
-}
-
-/* The head handle, or 0 when empty (then the queue is no longer armed). */
-static uint64_t fifo_front(kt_cl_ctx_t *c)
-{
-    uint64_t h = 0;
-    pthread_mutex_lock(&c->fifo_lock);
-    if (c->fifo_count)
-        h = c->fifo[c->fifo_head];
-    else
-        c->armed = 0;
-    pthread_mutex_unlock(&c->fifo_lock);
-    return h;
-}
-
-static void fifo_pop_if(kt_cl_ctx_t *c, uint64_t h)
-{
-    pthread_mutex_lock(&c->fifo_lock);
-    if (c->fifo_count && c->fifo[c->fifo_head] == h) {
-        c->fifo_head = (c->fifo_head + 1) % c->fifo_cap;
-        c->fifo_count--;
-    }
-    pthread_mutex_unlock(&c->fifo_lock);
-}
-
-static void set_armed(kt_cl_ctx_t *c, int armed)
-{
-    pthread_mutex_lock(&c->fifo_lock);
-    c->armed = armed;
-    c->since_arm = 0;
-    pthread_mutex_unlock(&c->fifo_lock);
-}
-
-/* The newest handle, or 0 when empty. */
-static uint64_t fifo_back(kt_cl_ctx_t *c)
-{
-    uint64_t h = 0;
-    pthread_mutex_lock(&c->fifo_lock);
-    if (c->fifo_count)
-        h = c->fifo[(c->fifo_head + c->fifo_count - 1) % c->fifo_cap];
-    pthread_mutex_unlock(&c->fifo_lock);
-    return h;
-}
-
-/* Register the sweeping callback on record h, owning it meanwhile (PEEKED: a callback that fires at once only
- * leaves its status). 1: armed (or registration failed: nothing else to do); 0: the command had finished and
- * was completed here; -1: the record is no longer pending. */
-static int arm_record(kt_cl_ctx_t *c, uint64_t h)
-{
-    uint64_t gen;
-    rec_t *r = handle_rec(h, &gen);
-    uint64_t t = atomic_load(&r->tag);
-    if ((TAG_GEN(t) & HANDLE_GEN_MASK) != gen || TAG_ST(t) != ST_PENDING ||
-        !atomic_compare_exchange_strong(&r->tag, &t, TAG(TAG_GEN(t), ST_PEEKED)))
-        return -1;
-    uint64_t g = TAG_GEN(t);
-    set_armed(c, 1);
-    int ok = kt__cl.clSetEventCallback(r->event, CL_COMPLETE, on_complete, (void *)(uintptr_t)h) == CL_SUCCESS;
-    uint64_t peeked = TAG(g, ST_PEEKED);
-    if (!atomic_compare_exchange_strong(&r->tag, &peeked, TAG(g, ST_PENDING))) {
-        atomic_store(&r->tag, TAG(g, ST_CLAIMED));
-        fifo_pop_if(c, h);
-        rec_finish(r, (cl_int)atomic_load(&r->cb_status), 0, 0);
-        return 0;
-    }
-    if (!ok)
-        set_armed(c, 0); /* the next track arms, or a flush collects */
-    return 1;
-}
-
-/* Complete the FIFO's finished head records; then arm the newest record (its completion implies the rest on
- * an in-order queue, so one callback covers everything tracked so far). The caller keeps c alive (it holds
- * an in_flight count of its own). */
-static void sweep(kt_cl_ctx_t *c)
-{
-    if (atomic_exchange(&c->sweeping, 1)) {
-        atomic_store(&c->sweep_again, 1);
-        return;
-    }
-    for (;;) {
-        atomic_store(&c->sweep_again, 0);
-        uint64_t h;
-        while ((h = fifo_front(c)) != 0) {
-            uint64_t gen;
-            rec_t *r = handle_rec(h, &gen);
-            uint64_t t = atomic_load(&r->tag);
-            if ((TAG_GEN(t) & HANDLE_GEN_MASK) != gen || TAG_ST(t) == ST_CLAIMED || TAG_ST(t) == ST_FREE) {
-                fifo_pop_if(c, h); /* collected elsewhere */
-                continue;
-            }
-            if (TAG_ST(t) != ST_PENDING) {
-                set_armed(c, 0); /* a flush is looking at it and will collect the rest */
-                break;
-            }
-            if (!atomic_compare_exchange_strong(&r->tag, &t, TAG(TAG_GEN(t), ST_PEEKED)))
-                continue;
-            uint64_t g = TAG_GEN(t);
-            cl_int status = CL_QUEUED;
-            if (kt__cl.clGetEventInfo(r->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
-                CL_SUCCESS)
-                status = CL_INVALID_EVENT;
-            if (status > CL_COMPLETE) { /* still running: give it back */
-                uint64_t peeked = TAG(g, ST_PEEKED);
-                if (atomic_compare_exchange_strong(&r->tag, &peeked, TAG(g, ST_PENDING))) {
-                    int armed = arm_record(c, fifo_back(c));
-                    if (armed < 0)
-                        armed = arm_record(c, h);
-                    if (armed == 0)
-                        continue;
-                    if (armed < 0)
-                        set_armed(c, 0);
-                    break;
-                }
-                status = (cl_int)atomic_load(&r->cb_status); /* its callback came meanwhile */
-            }
-            atomic_store(&r->tag, TAG(g, ST_CLAIMED));
-            fifo_pop_if(c, h);
-            rec_finish(r, status, 0, 0);
-        }
-        atomic_store(&c->sweeping, 0);
-        if (!atomic_load(&c->sweep_again) || atomic_exchange(&c->sweeping, 1))
-            return;
-    }
-}
-
-/* Forget the FIFO once a flush collected everything (its handles are all stale then). */
-static void fifo_reset_if_idle(kt_cl_ctx_t *c)
-{
-    pthread_mutex_lock(&c->fifo_lock);
-    if (atomic_load(&c->in_flight) == 0) {
-        c->fifo_head = c->fifo_count = 0;
-        c->armed = 0;
-        c->since_arm = 0;
-    }
-    pthread_mutex_unlock(&c->fifo_lock);
+    atomic_fetch_add(&o.ctx->finished, 1);
 }
 
 static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user)
 {
     (void)event;
-    uint64_t observed = kt_now_ns();
     uintptr_t h = (uintptr_t)user;
     rec_t *r = slot_rec((uint32_t)(h & SLOT_MASK));
     uint64_t gen = ((uint64_t)h >> SLOT_BITS) & HANDLE_GEN_MASK;
@@ -499,10 +339,7 @@ static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user)
         unsigned st = TAG_ST(t);
         if (st == ST_PENDING) {
             if (atomic_compare_exchange_weak(&r->tag, &t, TAG(TAG_GEN(t), ST_CLAIMED))) {
-                kt_cl_ctx_t *c = rec_finish_hold(r, status, observed, 0);
-                if (!c->out_of_order && c->mode == KT_CL_MODE_ASYNC)
-                    sweep(c);
-                atomic_fetch_sub(&c->in_flight, 1);
+                rec_finish(r, status, 0, 0);
                 return;
             }
         } else if (st == ST_PEEKED) {
@@ -559,11 +396,17 @@ static void sleep_ns(uint64_t ns)
     nanosleep(&ts, NULL);
 }
 
+static uint64_t in_flight(kt_cl_ctx_t *c)
+{
+    uint64_t done = atomic_load(&c->finished); /* first: both only grow, so this never underflows */
+    return atomic_load(&c->tracked) - done;
+}
+
 static uint64_t pending_of(kt_cl_ctx_t *const *ctxs, size_t n)
 {
     uint64_t p = 0;
     for (size_t i = 0; i < n; i++)
-        p += atomic_load(&ctxs[i]->in_flight);
+        p += in_flight(ctxs[i]);
     return p;
 }
 
@@ -578,11 +421,8 @@ static int flush_ctxs(kt_cl_ctx_t *const *ctxs, size_t n, const kt_cl_ctx_t *onl
     }
     for (;;) {
         collect_pass(only, 0);
-        if (pending_of(ctxs, n) == 0) {
-            for (size_t i = 0; i < n; i++)
-                fifo_reset_if_idle(ctxs[i]);
+        if (pending_of(ctxs, n) == 0)
             return 0;
-        }
         if (kt_now_ns() >= deadline)
             return KT_ETIMEDOUT;
         sleep_ns(nap);
@@ -682,13 +522,6 @@ int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_
         goto out;
     }
     kt__cl.clRetainCommandQueue(queue);
-    pthread_mutexattr_t ma;
-    pthread_mutexattr_init(&ma);
-#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
-    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP); /* tiny critical sections: spin before sleeping */
-#endif
-    pthread_mutex_init(&c->fifo_lock, &ma);
-    pthread_mutexattr_destroy(&ma);
     c->queue = queue;
     c->dev = dev;
     csv_copy(c->device_csv, sizeof c->device_csv, dev->name);
@@ -718,9 +551,9 @@ int kt_cl_detach(kt_cl_ctx_t *ctx)
     atomic_store(&ctx->detaching, 1);
     int rc = flush_ctxs(&ctx, 1, ctx, 0);
     /* Whatever is still unfinished is dropped (counted); records other threads hold are waited for. */
-    for (int spins = 0; atomic_load(&ctx->in_flight) != 0; spins++) {
+    for (int spins = 0; in_flight(ctx) != 0; spins++) {
         collect_pass(ctx, 1);
-        if (atomic_load(&ctx->in_flight) != 0)
+        if (in_flight(ctx) != 0)
             sleep_ns(spins < 100 ? 100000 : 1000000);
     }
     pthread_mutex_lock(&g_ctx_lock);
@@ -731,8 +564,6 @@ int kt_cl_detach(kt_cl_ctx_t *ctx)
         }
     pthread_mutex_unlock(&g_ctx_lock);
     kt__cl.clReleaseCommandQueue(ctx->queue);
-    pthread_mutex_destroy(&ctx->fifo_lock);
-    free(ctx->fifo);
     free(ctx);
     return rc;
 }
@@ -760,8 +591,8 @@ int kt_cl_ctx_query(const kt_cl_ctx_t *ctx, kt_cl_ctx_info_t *info)
     info->profiling = ctx->profiling;
     info->out_of_order = ctx->out_of_order;
     info->mode = ctx->mode;
+    info->in_flight = in_flight((kt_cl_ctx_t *)ctx);
     info->tracked = atomic_load(&((kt_cl_ctx_t *)ctx)->tracked);
-    info->in_flight = atomic_load(&((kt_cl_ctx_t *)ctx)->in_flight);
     return 0;
 }
 
@@ -854,6 +685,7 @@ static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64
     }
     atomic_fetch_add(&c->tracked, 1);
     record_outcome(&o, status, observed);
+    atomic_fetch_add(&c->finished, 1);
 }
 
 /* Track; with `owned` the caller hands over its reference (no retain here, and it is released on failure). */
@@ -879,9 +711,9 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
             kt__cl.clReleaseEvent(event);
         goto out;
     }
-    atomic_fetch_add(&ctx->in_flight, 1);
+    atomic_fetch_add(&ctx->tracked, 1);
     if (atomic_load(&ctx->detaching)) {
-        atomic_fetch_sub(&ctx->in_flight, 1);
+        atomic_fetch_add(&ctx->finished, 1);
         if (owned)
             kt__cl.clReleaseEvent(event);
         rc = KT_ESTATE;
@@ -893,7 +725,7 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
             slot_free(r);
         else if (owned)
             kt__cl.clReleaseEvent(event);
-        atomic_fetch_sub(&ctx->in_flight, 1);
+        atomic_fetch_add(&ctx->finished, 1);
         kt_record_drop(id);
         rc = r ? KT_EINVAL : KT_EFULL;
         goto out;
@@ -907,16 +739,9 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
         csv_copy(r->name, sizeof r->name, name);
     else
         r->name[0] = '\0';
-    atomic_fetch_add(&ctx->tracked, 1);
     uint64_t gen = TAG_GEN(atomic_load(&r->tag));
     atomic_store(&r->tag, TAG(gen, ST_PENDING)); /* published: from here a flush may collect it */
-    void *handle = rec_handle(r, gen);
-    int coalesce = !ctx->out_of_order;
-    if (coalesce && !fifo_push(ctx, (uint64_t)(uintptr_t)handle))
-        goto out; /* an armed callback further up the queue will sweep it */
-    if (kt__cl.clSetEventCallback(event, CL_COMPLETE, on_complete, handle) != CL_SUCCESS) {
-        if (coalesce)
-            set_armed(ctx, 0);
+    if (kt__cl.clSetEventCallback(event, CL_COMPLETE, on_complete, rec_handle(r, gen)) != CL_SUCCESS) {
         /* No callback: fall back to waiting here, if nobody collected it meanwhile. */
         uint64_t t = TAG(gen, ST_PENDING);
         if (atomic_compare_exchange_strong(&r->tag, &t, TAG(gen, ST_CLAIMED))) {
