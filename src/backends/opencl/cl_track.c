@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 /* ---------------------------------------------------------------------------------------------------
@@ -34,21 +35,28 @@ enum { ST_FREE = 0, ST_PENDING = 1, ST_PEEKED = 2, ST_PEEKED_CB = 3, ST_CLAIMED 
 /* Generation bits that fit in a pointer-sized handle next to the slot. */
 #define HANDLE_GEN_MASK ((uint64_t)(UINTPTR_MAX >> SLOT_BITS))
 
-/* One tracked command. */
+/* One tracked command: one cache line, since it crosses from the enqueuing thread to the completion thread and
+ * back for every command. */
 typedef struct rec_t {
-    _Atomic uint64_t tag;       /* generation << 3 | state */
-    _Atomic uint32_t next_free; /* free-list link: slot + 1 of the next free record, 0 = end */
-    _Atomic int cb_status;      /* status a callback delivered while the record was peeked */
-    uint32_t slot;              /* own index */
-    kt_cl_ctx_t *ctx;           /* attached queue the command belongs to */
-    cl_event event;             /* retained by ktiming while tracked */
-    kt_kernel_id_t kernel;      /* interned name */
-    uint32_t thread;            /* kt_thread_ordinal() of the enqueuing thread */
-    uint64_t enqueue_ns;        /* host time of the enqueue */
-    char name[NAME_CAP];        /* kernel name for verbose lines (only filled when verbose) */
+    _Alignas(64) _Atomic uint64_t tag; /* generation << 3 | state */
+    _Atomic uint32_t next_free;        /* free-list link: slot + 1 of the next free record, 0 = end */
+    _Atomic int cb_status;             /* status a callback delivered while the record was peeked */
+    uint32_t slot;                     /* own index */
+    kt_kernel_id_t kernel;             /* interned name */
+    kt_cl_ctx_t *ctx;                  /* attached queue the command belongs to */
+    cl_event event;                    /* retained by ktiming while tracked */
+    uint64_t enqueue_ns;               /* host time of the enqueue */
+    uint32_t thread;                   /* kt_thread_ordinal() of the enqueuing thread */
 } rec_t;
 
-static _Atomic(rec_t *) g_chunks[MAX_CHUNKS]; /* record chunks, allocated on demand, kept until exit */
+/* A chunk of records. */
+typedef struct chunk_t {
+    rec_t rec[CHUNK_SIZE];        /* the records */
+    char (*names)[NAME_CAP];      /* verbose mode only: kernel name of each record, for its line */
+} chunk_t;
+
+static _Atomic(chunk_t *) g_chunks[MAX_CHUNKS]; /* allocated on demand, kept until exit */
+static int g_verbose;                         /* KTIMING_VERBOSE=profile_exec (read once, before any record) */
 static _Atomic uint32_t g_next_slot;          /* slots ever handed out (scan bound) */
 static _Atomic uint32_t g_free_head;          /* freed records (slot + 1, 0 = none), pushed by completions */
 static _Thread_local uint32_t t_free;         /* this thread's private free list (slot + 1), taken whole */
@@ -57,8 +65,16 @@ static pthread_key_t g_free_key;              /* returns a thread's private list
 
 static rec_t *slot_rec(uint32_t slot)
 {
-    rec_t *chunk = atomic_load_explicit(&g_chunks[slot >> CHUNK_SHIFT], memory_order_acquire);
-    return chunk ? &chunk[slot & (CHUNK_SIZE - 1)] : NULL;
+    chunk_t *chunk = atomic_load_explicit(&g_chunks[slot >> CHUNK_SHIFT], memory_order_acquire);
+    return chunk ? &chunk->rec[slot & (CHUNK_SIZE - 1)] : NULL;
+}
+
+/* The verbose-mode name buffer of a record ("" when verbose is off). */
+static char *rec_name(const rec_t *r)
+{
+    static char none[1];
+    chunk_t *chunk = atomic_load_explicit(&g_chunks[r->slot >> CHUNK_SHIFT], memory_order_acquire);
+    return chunk->names ? chunk->names[r->slot & (CHUNK_SIZE - 1)] : none;
 }
 
 /* Push a linked run of free records first..last (slots + 1) onto the shared list. */
@@ -112,30 +128,35 @@ static rec_t *slot_alloc(void)
         return NULL;
     }
     uint32_t ci = slot >> CHUNK_SHIFT;
-    rec_t *chunk = atomic_load_explicit(&g_chunks[ci], memory_order_acquire);
+    chunk_t *chunk = atomic_load_explicit(&g_chunks[ci], memory_order_acquire);
     if (!chunk) {
-        rec_t *fresh = calloc(CHUNK_SIZE, sizeof *fresh);
-        if (!fresh)
-            return NULL; /* the slot stays unused (tag FREE, never published) */
+        chunk_t *fresh = aligned_alloc(64, sizeof *fresh);
+        char(*names)[NAME_CAP] = g_verbose ? calloc(CHUNK_SIZE, NAME_CAP) : NULL;
+        if (!fresh || (g_verbose && !names)) {
+            free(fresh);
+            free(names);
+            return NULL; /* the slot stays unused (never published) */
+        }
+        memset(fresh, 0, sizeof *fresh);
+        fresh->names = names;
         for (uint32_t i = 0; i < CHUNK_SIZE; i++)
-            fresh[i].slot = (ci << CHUNK_SHIFT) | i;
-        rec_t *expected = NULL;
-        if (atomic_compare_exchange_strong(&g_chunks[ci], &expected, fresh))
+            fresh->rec[i].slot = (ci << CHUNK_SHIFT) | i;
+        chunk_t *expected = NULL;
+        if (atomic_compare_exchange_strong(&g_chunks[ci], &expected, fresh)) {
             chunk = fresh;
-        else {
+        } else {
+            free(fresh->names);
             free(fresh);
             chunk = expected;
         }
     }
-    return &chunk[slot & (CHUNK_SIZE - 1)];
+    return &chunk->rec[slot & (CHUNK_SIZE - 1)];
 }
 
 /* Return a record (owned: CLAIMED or never published) to the free list, bumping its generation. */
 static void slot_free(rec_t *r)
 {
     uint64_t t = atomic_load(&r->tag);
-    r->ctx = NULL;
-    r->event = NULL;
     atomic_store(&r->tag, TAG(TAG_GEN(t) + 1, ST_FREE));
     free_push(r->slot + 1, r);
 }
@@ -170,7 +191,6 @@ static kt_cl_ctx_t **g_ctxs;                                   /* attached queue
 static size_t g_ctx_count, g_ctx_cap;
 
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
-static int g_verbose;      /* KTIMING_VERBOSE=profile_exec */
 static int g_sync_default; /* KTIMING_VERBOSE_SYNC=1 */
 
 static void read_env(void)
@@ -306,7 +326,7 @@ static void rec_outcome(const rec_t *r, outcome_t *o)
     o->kernel = r->kernel;
     o->thread = r->thread;
     o->enqueue_ns = r->enqueue_ns;
-    o->name = r->name;
+    o->name = rec_name(r);
 }
 
 /* The owner (CLAIMED) finishes a record: record it (or count it dropped), release the event, free the slot.
@@ -413,18 +433,28 @@ static uint64_t pending_of(kt_cl_ctx_t *const *ctxs, size_t n)
 /* Collect for the given contexts until none is in flight or the deadline passes. */
 static int flush_ctxs(kt_cl_ctx_t *const *ctxs, size_t n, const kt_cl_ctx_t *only, uint64_t timeout_ns)
 {
-    uint64_t deadline = kt_now_ns() + (timeout_ns ? timeout_ns : kt__cl_timeout_ns());
+    uint64_t start = kt_now_ns();
+    uint64_t deadline = start + (timeout_ns ? timeout_ns : kt__cl_timeout_ns());
     uint64_t nap = 50000;
     for (size_t i = 0; i < n; i++) {
         kt__cl.clFlush(ctxs[i]->queue); /* commands never submitted would never finish */
         kt__cl_dev_refresh(ctxs[i]->dev);
     }
     for (;;) {
+        if (pending_of(ctxs, n) == 0)
+            return 0;
         collect_pass(only, 0);
         if (pending_of(ctxs, n) == 0)
             return 0;
-        if (kt_now_ns() >= deadline)
+        uint64_t now = kt_now_ns();
+        if (now >= deadline)
             return KT_ETIMEDOUT;
+        /* Usually only callbacks already running remain: yield for a moment before sleeping (a sleep is at
+         * least 50 us plus timer slack, longer than a burst of small commands). */
+        if (now - start < 1000000) {
+            sched_yield();
+            continue;
+        }
         sleep_ns(nap);
         if (nap < 2000000)
             nap *= 2;
@@ -736,9 +766,7 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
     r->thread = kt_thread_ordinal();
     r->enqueue_ns = enqueue_ns;
     if (g_verbose)
-        csv_copy(r->name, sizeof r->name, name);
-    else
-        r->name[0] = '\0';
+        csv_copy(rec_name(r), NAME_CAP, name);
     uint64_t gen = TAG_GEN(atomic_load(&r->tag));
     atomic_store(&r->tag, TAG(gen, ST_PENDING)); /* published: from here a flush may collect it */
     if (kt__cl.clSetEventCallback(event, CL_COMPLETE, on_complete, rec_handle(r, gen)) != CL_SUCCESS) {
