@@ -38,8 +38,15 @@
  * CL_PLATFORM_HOST_TIMER_RESOLUTION is non-zero; some 1.2 stacks hang in it) or from a marker's END stamp
  * bracketed by host reads, and compared with CLOCK_MONOTONIC_RAW, CLOCK_MONOTONIC and CLOCK_REALTIME. Stamps
  * in the host timeline's own clock (PoCL) are used as they are; MONOTONIC/REALTIME stamps are converted with
- * the sampled domain models; a clock with its own epoch gets a fitted model (refitted when stale). The facts
- * are published with kt_device_publish() for reports.
+ * the sampled domain models; a clock with its own epoch gets a calibration tracker (ktiming/clock.h): drift is
+ * held at 0 under a 500 ppm prior until the samples span long enough to measure it, and the model is
+ * refreshed on each mapping when reads use the host timer, else (marker reads block) at attach and flush,
+ * its bound growing in between. The facts are published with kt_device_publish() for reports.
+ *
+ * Threads. Every function is thread-safe and a context may be shared by enqueuing threads; kt_cl_detach must
+ * not race with tracking on the same context. Compiled out (no KTIMING_ENABLE), kt_cl_attach hands back the
+ * queue itself as the context and kt_cl_enqueue_ndrange is a plain clEnqueueNDRangeKernel of the program's
+ * own OpenCL; the rest does nothing.
  *
  * Environment.
  *   KTIMING_OPENCL_LIBRARY=path  loader to dlopen instead of libOpenCL.so.1
@@ -64,10 +71,11 @@
  *     return api->clEnqueueNDRangeKernel(queue, kernel, dim, off, gws, lws, n, wait, event);
  *
  * which creates (and later releases) an event when the program passed none, leaves the program's own event
- * reference untouched when it passed one, and returns exactly what the driver returned. Before forwarding
- * clReleaseCommandQueue, call kt_cl_queue_release_hook(queue): ktiming holds one reference of its own on an
- * attached queue and detaches when the program's last one goes. At exit, kt_shutdown / the exit handler
- * collect every tracked event first.
+ * reference untouched when it passed one, and returns exactly what the driver returned. ktiming holds a
+ * reference of its own on an attached queue, so CL_QUEUE_REFERENCE_COUNT cannot tell when the program lets go
+ * (drivers add internal references too): the shim counts the program's references itself (create = 1,
+ * clRetainCommandQueue +1, clReleaseCommandQueue -1) and calls kt_cl_detach before forwarding the release
+ * that drops the last one. At exit, kt_shutdown / the exit handler collect every tracked event first.
  */
 #ifndef KTIMING_CL_H
 #define KTIMING_CL_H
@@ -246,10 +254,6 @@ KT_API int kt_cl_device_info(cl_device_id device, kt_cl_device_info_t *info);
  * added to CL_QUEUE_PROPERTIES (appending the pair if absent). in may be NULL. KT_EFULL if cap is short. */
 KT_API int kt_cl_queue_properties_profiled(const cl_queue_properties *in, cl_queue_properties *out, size_t cap);
 
-/* For shims wrapping clReleaseCommandQueue: call before forwarding the program's release. When the queue is
- * attached and only the program's last reference and ktiming's remain, detaches it (collecting everything). */
-KT_API void kt_cl_queue_release_hook(cl_command_queue queue);
-
 #else /* !KT_ENABLED */
 
 static inline int kt_cl_load(const kt_cl_api_t **api) { if (api) *api = NULL; return KT_EDISABLED; }
@@ -272,7 +276,6 @@ static inline int kt_cl_device_info(cl_device_id device, kt_cl_device_info_t *in
 static inline int kt_cl_queue_properties_profiled(const cl_queue_properties *in, cl_queue_properties *out,
                                                   size_t cap)
 { (void)in; (void)out; (void)cap; return KT_EDISABLED; }
-static inline void kt_cl_queue_release_hook(cl_command_queue queue) { (void)queue; }
 static inline cl_int kt_cl_enqueue_ndrange(kt_cl_ctx_t *ctx, cl_kernel kernel, cl_uint work_dim,
                                            const size_t *global_offset, const size_t *global_size,
                                            const size_t *local_size, cl_uint num_events,

@@ -598,17 +598,6 @@ int kt_cl_detach(kt_cl_ctx_t *ctx)
     return rc;
 }
 
-void kt_cl_queue_release_hook(cl_command_queue queue)
-{
-    kt_cl_ctx_t *c = kt_cl_find(queue);
-    if (!c)
-        return;
-    cl_uint refs = 0;
-    if (kt__cl.clGetCommandQueueInfo(queue, CL_QUEUE_REFERENCE_COUNT, sizeof refs, &refs, NULL) == CL_SUCCESS &&
-        refs <= 2)
-        kt_cl_detach(c);
-}
-
 int kt_cl_ctx_query(const kt_cl_ctx_t *ctx, kt_cl_ctx_info_t *info)
 {
     if (!ctx || !info)
