@@ -8,7 +8,8 @@
  *     submit, wait until the queue is idle again, read the host clock (cpu_total_ns; cpu_ns = / trials).
  *
  *     kt_primitive_backend_t be;
- *     kt_vk_primitive_backend_create(vk_ctx, &be);          // or kt_cpu_primitive_backend(&be)
+ *     kt_vk_primitive_backend_create(vk_ctx, &be);  // or kt_cl_primitive_backend_create(queue, &be),
+ *                                                   //    kt_cpu_primitive_backend(&be)
  *     const kt_primitive_kernel_t k[] = {{"upsweep", rec_upsweep, &st}, {"downsweep", rec_down, &st}};
  *     kt_primitive_t *scan;
  *     kt_primitive_create(&(kt_primitive_desc_t){.name = "scan", .kernels = k, .kernel_count = 2,
@@ -28,8 +29,8 @@
  * flag KT_SPAN_TRIALS (one record per execution, spanning all its trials), and the primitive itself as
  * "<primitive>" with cpu_ns and KT_SPAN_HOST_TIMED | KT_SPAN_TRIALS. kt_primitive_run_t.no_record turns it off.
  *
- * Backends plug in through kt_primitive_ops_t (below): the Vulkan and CPU backends ship with ktiming; the
- * OpenCL and CUDA backends fill the same table. An execution holds the backend's queue for its duration:
+ * Backends plug in through kt_primitive_ops_t (below): Vulkan (vk.h), OpenCL (cl.h) and CPU ship with
+ * ktiming; a CUDA backend would fill the same table (events as marks, the stream as encoder). An execution holds the backend's queue for its duration:
  * nobody else may submit to it meanwhile. Primitives are not thread-safe; backends may be shared by
  * primitives used from one thread at a time.
  */

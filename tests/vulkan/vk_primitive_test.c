@@ -92,9 +92,9 @@ static void test_primitive_trials(void **state)
         assert_true(r8.gpu_ns[kk] > 0);
         assert_true(r8.gpu_ns[kk] == r8.gpu_total_ns[kk] / 8);
     }
-    /* The spin kernel's total grows with the trials, its per-dispatch time does not (noisy machine: wide band). */
+    /* The spin kernel's total grows with the trials (all of them lie between its marks). */
     double ratio = (double)r8.gpu_total_ns[0] / (double)r1.gpu_total_ns[0];
-    assert_true(ratio > 4.0 && ratio < 16.0);
+    assert_true(ratio > 3.0 && ratio < 48.0); /* ~8; wide: a loaded machine slows long runs more */
     /* The CPU time of the whole primitive covers its kernels' device time. */
     assert_true(r8.cpu_total_ns >= r8.gpu_total_ns[0] + r8.gpu_total_ns[1]);
     assert_true(r8.cpu_ns == r8.cpu_total_ns / 8);
