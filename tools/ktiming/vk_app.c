@@ -4,6 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <dlfcn.h>
+#include <link.h>
+#endif
 
 /* ---------------------------------------------------------------------------------------------------
  * Instance
@@ -105,10 +109,28 @@ int ktcli_vk_app_init(ktcli_vk_app_t *app, int debug)
     return 0;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+/* ASan builds only: keep the drivers and layers mapped until exit (RTLD_NODELETE). The loader unloads them at
+ * vkDestroyInstance, after which LeakSanitizer cannot name their frames and the driver-only suppressions in
+ * tests/lsan.supp cannot match a driver's own leak. */
+static int pin_driver_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    const char *n = info->dlpi_name;
+    if (n && (strstr(n, "libvulkan_") || strstr(n, "libVkLayer") || strstr(n, "libLLVM")))
+        dlopen(n, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    return 0;
+}
+#endif
+
 void ktcli_vk_app_fini(ktcli_vk_app_t *app)
 {
     if (!app->instance)
         return;
+#if defined(__SANITIZE_ADDRESS__)
+    dl_iterate_phdr(pin_driver_cb, NULL);
+#endif
     if (app->messenger)
         app->vk.vkDestroyDebugUtilsMessengerEXT(app->instance, app->messenger, NULL);
     app->vk.vkDestroyInstance(app->instance, NULL);
