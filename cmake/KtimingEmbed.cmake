@@ -1,0 +1,14 @@
+# kt_embed(<target> <symbol> <input>): compiles <input>'s bytes into <target> as `static const char <symbol>[]`,
+# in a generated header <symbol>.h found on the target's include path (regenerated when the input changes).
+function(kt_embed target symbol input)
+  set(_dir ${CMAKE_CURRENT_BINARY_DIR}/kt_embed)
+  set(_out ${_dir}/${symbol}.h)
+  add_custom_command(OUTPUT ${_out}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${_dir}
+    COMMAND ${CMAKE_COMMAND} -DIN=${input} -DOUT=${_out} -DSYM=${symbol}
+            -P ${PROJECT_SOURCE_DIR}/cmake/KtimingEmbedFile.cmake
+    DEPENDS ${input} ${PROJECT_SOURCE_DIR}/cmake/KtimingEmbedFile.cmake
+    COMMENT "Embedding ${input}" VERBATIM)
+  target_sources(${target} PRIVATE ${_out})
+  target_include_directories(${target} PRIVATE ${_dir})
+endfunction()
