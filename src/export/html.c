@@ -4,6 +4,7 @@
 #include "export/timeline.h"
 
 #include <inttypes.h>
+#include <locale.h>
 #include <math.h>
 #include <string.h>
 
@@ -221,4 +222,22 @@ int kt__export_html_compare(FILE *out, const kt_snapshot_t *before, const kt_sna
 int kt__export_html(FILE *out, const kt_snapshot_t *snap)
 {
     return kt__export_html_compare(out, NULL, snap, NULL);
+}
+
+int kt_report_compare_html(FILE *out, const kt_snapshot_t *before, const kt_snapshot_t *after,
+                           const char *compare_json)
+{
+    if (!out || !after)
+        return KT_EINVAL;
+    /* numbers with '.', whatever LC_NUMERIC the program chose (this thread only, as kt_report_print does) */
+    locale_t c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    locale_t previous = c_numeric ? uselocale(c_numeric) : (locale_t)0;
+    int rc = kt__export_html_compare(out, before, after, compare_json);
+    if (c_numeric) {
+        uselocale(previous);
+        freelocale(c_numeric);
+    }
+    if (rc == 0 && (fflush(out) != 0 || ferror(out)))
+        rc = KT_EIO;
+    return rc;
 }

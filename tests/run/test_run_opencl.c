@@ -240,8 +240,12 @@ static void test_outputs(void **state)
             f_n++;
             ids_f += (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ev, "id"));
         }
-        if (!strcmp(ph, "M") && !strcmp(name, "thread_name"))
-            (pid == 1 ? host_threads : queue_tracks)++;
+        if (!strcmp(ph, "M") && !strcmp(name, "thread_name")) {
+            if (pid == 1)
+                host_threads++;
+            else
+                queue_tracks++;
+        }
     }
     assert_int_equal(device_x, N_VADD + N_SCALE + N_FILL);
     assert_int_equal(enqueue_x, device_x);

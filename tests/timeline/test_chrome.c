@@ -94,16 +94,16 @@ static int count_x(const cJSON *events, int pid, int tid, const char *cat)
     return n;
 }
 
-/* The X slice on (pid, tid) that encloses ts, or NULL. */
+/* The innermost X slice on (pid, tid) that encloses ts (what a flow event binds to), or NULL. */
 static const cJSON *slice_at(const cJSON *events, int pid, int tid, double ts)
 {
-    const cJSON *e;
+    const cJSON *e, *best = NULL;
     cJSON_ArrayForEach(e, events) {
         if (is_ph(e, "X") && (int)num(e, "pid") == pid && (int)num(e, "tid") == tid && num(e, "ts") <= ts + 1e-6 &&
-            ts <= num(e, "ts") + num(e, "dur") + 1e-6)
-            return e;
+            ts <= num(e, "ts") + num(e, "dur") + 1e-6 && (!best || num(e, "dur") < num(best, "dur")))
+            best = e;
     }
-    return NULL;
+    return best;
 }
 
 /* ---------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ enum { TLF_BLUR_CL = 0, TLF_HOST_PREP = 1, TLF_SAXPY_CL = 2, TLF_SCAN_VK = 3, TL
 #define TLF_DEVICE_SPANS (TLF_DEVICE_SPANS_Q0 + TLF_DEVICE_SPANS_Q1 + TLF_DEVICE_SPANS_Q2)
 #define TLF_BASE_NS 1000000000000ull
 
-static char *tlf_strdup(const char *s)
+static inline char *tlf_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;
     char *p = malloc(n);
@@ -27,7 +27,7 @@ static char *tlf_strdup(const char *s)
     return p;
 }
 
-static void tlf_entry(kt_kernel_timing_t *e, const char *name, kt_backend_t be, const char *dev, uint64_t base,
+static inline void tlf_entry(kt_kernel_timing_t *e, const char *name, kt_backend_t be, const char *dev, uint64_t base,
                       uint32_t nsamples)
 {
     e->name = tlf_strdup(name);
@@ -56,7 +56,7 @@ static void tlf_entry(kt_kernel_timing_t *e, const char *name, kt_backend_t be, 
     e->p99_ns = base + base / 2;
 }
 
-static void tlf_span(kt_span_t *s, uint32_t entry, uint32_t queue, uint32_t thread, uint32_t flags,
+static inline void tlf_span(kt_span_t *s, uint32_t entry, uint32_t queue, uint32_t thread, uint32_t flags,
                      uint64_t enqueue, uint64_t start, uint64_t dur)
 {
     memset(s, 0, sizeof *s);
@@ -75,14 +75,14 @@ static void tlf_span(kt_span_t *s, uint32_t entry, uint32_t queue, uint32_t thre
     s->uncertainty_ns = (flags & KT_SPAN_DEVICE) ? 350 : 0;
 }
 
-static int tlf_span_cmp(const void *a, const void *b)
+static inline int tlf_span_cmp(const void *a, const void *b)
 {
     const kt_span_t *x = a, *y = b;
     return x->start_ns < y->start_ns ? -1 : (x->start_ns > y->start_ns);
 }
 
 /* The fixture snapshot (free with kt_snapshot_free). scale multiplies the number of samples per kernel. */
-static kt_snapshot_t *tlf_snapshot(uint32_t scale)
+static inline kt_snapshot_t *tlf_snapshot(uint32_t scale)
 {
     kt_snapshot_t *s = calloc(1, sizeof *s);
     const uint64_t B = TLF_BASE_NS;
@@ -148,7 +148,7 @@ static kt_snapshot_t *tlf_snapshot(uint32_t scale)
 
 /* A "before" snapshot for comparisons: the fixture with blur 1.5x slower, scan 1.25x faster, saxpy the same,
  * host_prep renamed (so it is one-sided) and no spans. */
-static kt_snapshot_t *tlf_before_snapshot(void)
+static inline kt_snapshot_t *tlf_before_snapshot(void)
 {
     kt_snapshot_t *s = tlf_snapshot(1);
     const double f[TLF_ENTRY_COUNT] = {1.5, 1.0, 1.0, 0.8, 1.0};

@@ -91,11 +91,18 @@ static int parse_mode(const char *s, run_mode_t *m)
  * Finding the interception libraries
  * ------------------------------------------------------------------------------------------------- */
 
+/* dir/name into out; 0, or -1 when it does not fit. */
+static int path_join(char *out, size_t size, const char *dir, const char *name)
+{
+    int n = snprintf(out, size, "%s/%s", dir, name);
+    return n >= 0 && (size_t)n < size ? 0 : -1;
+}
+
 static int file_exists(const char *dir, const char *name)
 {
     char path[PATH_MAX];
     struct stat st;
-    return snprintf(path, sizeof path, "%s/%s", dir, name) < (int)sizeof path && stat(path, &st) == 0;
+    return path_join(path, sizeof path, dir, name) == 0 && stat(path, &st) == 0;
 }
 
 /* The directory holding the interception libraries into out; 0 or -1. */
@@ -114,8 +121,7 @@ static int intercept_dir(char *out, size_t size)
         if (slash) {
             *slash = '\0';
             char cand[PATH_MAX], real[PATH_MAX];
-            snprintf(cand, sizeof cand, "%s/%s", exe, KTCLI_INTERCEPT_INSTALL_RELDIR);
-            if (realpath(cand, real) && (file_exists(real, CL_INTERCEPT_LIB) || file_exists(real, VK_LAYER_MANIFEST))) {
+            if (path_join(cand, sizeof cand, exe, KTCLI_INTERCEPT_INSTALL_RELDIR) == 0 && realpath(cand, real) && (file_exists(real, CL_INTERCEPT_LIB) || file_exists(real, VK_LAYER_MANIFEST))) {
                 snprintf(out, size, "%s", real);
                 return 0;
             }
@@ -168,9 +174,11 @@ static int setup_env(const run_opts_t *o, const char *dir, const char *run_dir)
         const char *user_loader = getenv("KTIMING_OPENCL_LIBRARY");
         if (user_loader && *user_loader && !strstr(user_loader, CL_DIRECT_LIB))
             setenv("KTIMING_CL_INTERCEPT_LOADER", user_loader, 1);
-        snprintf(path, sizeof path, "%s/%s", dir, CL_DIRECT_LIB);
+        if (path_join(path, sizeof path, dir, CL_DIRECT_LIB) != 0)
+            return -1;
         setenv("KTIMING_OPENCL_LIBRARY", path, 1);
-        snprintf(path, sizeof path, "%s/%s", dir, CL_INTERCEPT_LIB);
+        if (path_join(path, sizeof path, dir, CL_INTERCEPT_LIB) != 0)
+            return -1;
         if (o->opencl != RUN_PRELOAD && env_join("OPENCL_LAYERS", path, ":", 0) != 0)
             return -1;
         if (o->opencl != RUN_LAYER && env_join("LD_PRELOAD", path, ":", 1) != 0)
@@ -271,29 +279,28 @@ static int write_as(const char *what, const char *path, const kt_snapshot_t *sna
 /* Writes the outputs and the summary from the program's snapshot; 0 or -1. */
 static int report(const run_opts_t *o, const char *run_dir, pid_t child)
 {
-    char primary[PATH_MAX] = "", path[PATH_MAX];
+    char primary[PATH_MAX] = "", path[PATH_MAX], name[32];
     size_t others = 0;
-    snprintf(path, sizeof path, "%s/%ld.json", run_dir, (long)child);
-    if (access(path, R_OK) == 0)
-        snprintf(primary, sizeof primary, "%s", path);
+    snprintf(name, sizeof name, "%ld.json", (long)child);
+    if (path_join(path, sizeof path, run_dir, name) == 0 && access(path, R_OK) == 0)
+        memcpy(primary, path, sizeof path);
     DIR *d = opendir(run_dir);
     struct dirent *de;
     while (d && (de = readdir(d))) {
         size_t len = strlen(de->d_name);
         if (len < 6 || strcmp(de->d_name + len - 5, ".json") != 0)
             continue;
-        snprintf(path, sizeof path, "%s/%s", run_dir, de->d_name);
-        if (!strcmp(path, primary))
+        if (path_join(path, sizeof path, run_dir, de->d_name) != 0 || !strcmp(path, primary))
             continue;
         if (!primary[0]) {
-            snprintf(primary, sizeof primary, "%s", path);
+            memcpy(primary, path, sizeof path);
             continue;
         }
         others++;
         if (o->output) { /* keep the other processes' snapshots beside the main one */
             char keep[PATH_MAX + 64];
-            snprintf(keep, sizeof keep, "%s.%.*s", o->output, (int)(len - 5), de->d_name);
-            if (copy_file(path, keep) == 0)
+            int kn = snprintf(keep, sizeof keep, "%s.%.*s", o->output, (int)(len - 5), de->d_name);
+            if (kn > 0 && (size_t)kn < sizeof keep && copy_file(path, keep) == 0)
                 fprintf(stderr, "ktiming run: another timed process's snapshot: %s\n", keep);
         }
     }
@@ -340,8 +347,8 @@ static void remove_dir(const char *dir)
     while (d && (de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        unlink(path);
+        if (path_join(path, sizeof path, dir, de->d_name) == 0)
+            unlink(path);
     }
     if (d)
         closedir(d);

@@ -59,9 +59,10 @@
     return sig(v / 1e9) + ' s';
   }
   function fmtInt(v) { return String(Math.round(v)).replace(/\B(?=(\d{3})+(?!\d))/g, ','); }
+  function plural(n, word) { return fmtInt(n) + ' ' + word + (n === 1 ? '' : /ch$/.test(word) ? 'es' : 's'); }
   function fmtP(p) { return !isFinite(p) ? '\u2013' : p < 1e-3 ? p.toExponential(1) : p.toPrecision(2); }
   function fmtX(r) { return isFinite(r) ? (r >= 10 ? r.toFixed(1) : r.toFixed(2)) + '\u00d7' : '\u2013'; }
-  function key(e) { return e.name + '\u0000' + e.backend + '\u0000' + e.device; }
+  function key(e) { return JSON.stringify([e.name, e.backend, e.device]); }
   function sorted(a) { return a.slice().sort(function (x, y) { return x - y; }); }
   function quantile(srt, q) {
     if (!srt.length) return NaN;
@@ -129,9 +130,10 @@
       dispatches += e.n; errs += e.errors; dropped += e.dropped; spansDropped += e.spans_dropped;
       if (e.backend === 'CPU') cpu += e.total; else dev += e.total;
     });
-    var cards = [['kernels', fmtInt(E.length)], ['dispatches', fmtInt(dispatches)],
-                 ['device time', fmtNs(dev)], ['CPU time', fmtNs(cpu)],
-                 ['spans', fmtInt(after.spans.length / SPAN_FIELDS)]];
+    var cards = [['kernels', fmtInt(E.length)], ['dispatches', fmtInt(dispatches)]];
+    if (dev || !cpu) cards.push(['device time', fmtNs(dev)]);
+    if (cpu) cards.push(['CPU time', fmtNs(cpu)]);
+    cards.push(['spans', fmtInt(after.spans.length / SPAN_FIELDS)]);
     var box = $('kt-cards');
     cards.forEach(function (c) { append(box, h('div', { class: 'card' }, [h('div', { class: 'v', text: c[1] }), h('div', { class: 'k', text: c[0] })])); });
     if (errs) append(box, h('div', { class: 'card bad' }, [h('div', { class: 'v', text: fmtInt(errs) }), h('div', { class: 'k', text: 'failed dispatches' })]));
@@ -218,7 +220,7 @@
     var A = sorted(e.samples || []), B = prev ? sorted(prev.samples || []) : [];
     var card = h('div', { class: 'dist', 'data-kernel': key(e) });
     append(card, h('h3', { title: e.name, text: e.name }));
-    var sub = e.backend + ' \u00b7 ' + e.device + ' \u00b7 ' + fmtInt(A.length) + ' samples of ' + fmtInt(e.n) + ' dispatches';
+    var sub = e.backend + ' \u00b7 ' + e.device + ' \u00b7 ' + plural(A.length, 'sample') + ' of ' + plural(e.n, 'dispatch');
     append(card, h('div', { class: 'sub', text: sub }));
     if (!A.length) { append(card, h('p', { class: 'empty', text: 'no samples kept' })); return card; }
     var all = sorted(A.concat(B)), lo = all[0], hi = all[all.length - 1];

@@ -1,0 +1,105 @@
+/* run_overhead.c — wall time of an unmodified OpenCL program alone and under `ktiming run` (every kernel timed,
+ * snapshot written, summary printed), alternating the two so machine noise hits both alike; medians.
+ * Last line: run_overhead: ratio=<median timed / median alone>   (target <= 1.05) */
+#include <ktiming.h>
+#include <math.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PAIRS 9
+#define BUDGET_NS 40000000000ull /* stop adding pairs after 40 s */
+
+/* Runs argv with stdout and stderr on /dev/null; wall ns, or 0 when it failed (*status set). */
+static uint64_t run_ns(char *const argv[], int *status)
+{
+    uint64_t t0 = kt_now_ns();
+    pid_t pid = fork();
+    if (pid < 0)
+        return 0;
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    uint64_t t = kt_now_ns() - t0;
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    return *status == 0 ? t : 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median_ms(uint64_t *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_u64);
+    return (n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2) / 1e6;
+}
+
+int main(void)
+{
+    char *alone[] = {CLPROG, "--iterations", "150", "--size", "1048576", NULL};
+    char *timed[] = {KT_CLI, "run", "-o", NULL, "--", CLPROG, "--iterations", "150", "--size", "1048576", NULL};
+    char out[] = "/tmp/kt_run_overhead_XXXXXX.json";
+    int fd = mkstemps(out, 5);
+    if (fd < 0)
+        return 1;
+    close(fd);
+    timed[3] = out;
+    int st = 0;
+    /* warm-up of both (PoCL's kernel cache, page cache) and the device check */
+    if (!run_ns(alone, &st)) {
+        printf("run_overhead: the OpenCL program did not run (status %d%s)\n", st,
+               st == 77 ? ": no OpenCL device" : "");
+        printf("run_overhead: ratio=nan\n");
+        unlink(out);
+        return 0;
+    }
+    if (!run_ns(timed, &st)) {
+        printf("run_overhead: ktiming run failed (status %d)\n", st);
+        printf("run_overhead: ratio=nan\n");
+        unlink(out);
+        return 1;
+    }
+    uint64_t a[PAIRS], t[PAIRS], start = kt_now_ns();
+    int n = 0;
+    for (int i = 0; i < PAIRS && (n < 5 || kt_now_ns() - start < BUDGET_NS); i++) {
+        /* alternate which goes first, so a drifting load favours neither */
+        uint64_t x, y;
+        if (i % 2) {
+            y = run_ns(timed, &st);
+            x = run_ns(alone, &st);
+        } else {
+            x = run_ns(alone, &st);
+            y = run_ns(timed, &st);
+        }
+        if (!x || !y) {
+            printf("run_overhead: a run failed (status %d)\n", st);
+            continue;
+        }
+        a[n] = x;
+        t[n] = y;
+        n++;
+    }
+    unlink(out);
+    if (n == 0) {
+        printf("run_overhead: ratio=nan\n");
+        return 1;
+    }
+    double ma = median_ms(a, n), mt = median_ms(t, n);
+    printf("run_overhead: %d alternating pairs of clprog (150 iterations, 3 kernels, 1M floats)\n", n);
+    printf("run_overhead: alone median %.1f ms [%.1f .. %.1f], under ktiming run median %.1f ms [%.1f .. %.1f]\n",
+           ma, (double)a[0] / 1e6, (double)a[n - 1] / 1e6, mt, (double)t[0] / 1e6, (double)t[n - 1] / 1e6);
+    printf("run_overhead: ratio=%.3f\n", mt / ma);
+    return 0;
+}
