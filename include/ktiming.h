@@ -17,16 +17,53 @@
  * library (ktiming::analysis, uses cJSON), so this core stays free of dependencies beyond libc, pthreads,
  * libdl and libm.
  *
- * Nothing needs initialising: the first call sets ktiming up with defaults. Call kt_init(&(kt_desc_t){0})
- * to choose sizes up front. Environment: KTIMING_SPANS=N (per-thread span log entries, 0 = off),
- * KTIMING_OUTPUT=path.json (snapshot written at exit), KTIMING_REPORT=1 (text table on stderr at exit).
+ * Recording. Pick the cheapest call that fits the site:
+ *   KT_CPU_BEGIN/KT_CPU_END   a scoped CPU zone; the id is cached in a static at the site (name must not vary).
+ *   KT_RECORD(name, b, ns)    a duration you measured, id cached at the site (name must not vary).
+ *   kt_record(name, b, ns)    any string, copied on first use. A per-thread pointer cache avoids hashing: a
+ *                             literal (read-only memory) is recognised by its address, a string in writable
+ *                             memory is compared with the interned copy, so reusing a buffer is safe.
+ *   kt_kernel_intern + kt_record_id / kt_record_dispatch   what backends use (ids are dense, from 1).
+ * A kernel is the triple (name, backend, device); device NULL means "host" for the CPU, "default" otherwise.
+ * Each thread writes only its own store (no lock, no shared cache line on the hot path); kt_snapshot() merges
+ * them. Counts and totals are exact under any contention, a thread's records stay after it exits, and
+ * kt_snapshot() and kt_reset() may run while other threads record. A snapshot taken during a reset shows each
+ * kernel's counts either before or after it. At most 65535 kernels; interning more returns id 0 (records ignored).
+ *
+ * Statistics (kt_kernel_timing_t): count, total, min, max exact; mean exact; stddev the exact sample standard
+ * deviation (n-1), from 128-bit integer sums; p50/p90/p99 the nearest-rank percentile (the ceil(p*n)-th
+ * smallest) read from a log-linear histogram (64 buckets per power of two, exact below 128 ns): within 0.8 %.
+ * last_ns: the dispatch that ended latest when records carry an end time (zones, backends: completions that
+ * arrive out of order do not matter); duration-only records count in record order within a thread, and
+ * across threads one thread's last is taken. samples[] is a uniform random sample
+ * of up to sample_capacity durations over all dispatches and threads (per-thread reservoirs, Algorithm L,
+ * merged weighting each thread by its count); the generator is seeded, so a run's samples are reproducible.
+ *
+ * Spans (for timelines) come from records that carry times: zones, kt_cpu_dispatch_2d, and kt_record_dispatch
+ * with a start or end; kt_record/kt_record_id carry a duration only and add none. Each thread keeps up to
+ * span_capacity spans (desc, else env KTIMING_SPANS, else 16384; 0 = off). A full log never blocks and never
+ * overwrites: the dispatch is still aggregated and counted in spans_dropped ("span log overflow"). `dropped`
+ * is different: dispatches lost entirely before reaching the recorder (kt_record_drop, e.g. a full GPU query
+ * ring). A thread that exits leaves its log, and a later new thread continues in it. kt_reset() empties logs.
+ *
+ * Nothing needs initialising: the first call sets ktiming up with defaults. kt_init(&(kt_desc_t){0}) chooses
+ * sizes up front and must come first (KT_ESTATE once anything initialised); after kt_shutdown() it re-enables
+ * recording, keeping the first sizes. kt_reset() keeps interned ids valid.
+ *
+ * Environment: KTIMING_SPANS=N (span log entries per thread, 0 = off), KTIMING_CPU_THREADS=N (pool size for
+ * kt_cpu_dispatch_2d, default the online cores), and at process exit (an atexit handler installed on first
+ * use, after backends flush): KTIMING_OUTPUT=path.json writes the snapshot as JSON, KTIMING_TRACE=path a
+ * Chrome trace, KTIMING_REPORT=1 prints the text table on stderr.
  *
  * Without KTIMING_ENABLE (or with it 0) every KT_* macro expands to nothing and every function below is a
  * static inline no-op, while the types stay: instrumented code compiles unchanged and needs no library.
+ * Compiled in but runtime-disabled (kt_disable), a KT_CPU zone costs one load and a branch.
  *
  * Times are nanoseconds on the host timeline, which is CLOCK_MONOTONIC_RAW (kt_now_ns): a clock NTP never
  * slews, so a duration measured on it is the hardware's, and the clock PoCL stamps OpenCL events with.
- * Functions that can fail return 0 or a negative KT_E* code; kt_strerror() names it.
+ * kt_clock_resolution_ns() is what clock_getres reports; kt_clock_read_cost_ns() is measured on first call
+ * (cheapest of 16 batches of 1000 reads). Functions that can fail return 0 or a negative KT_E* code;
+ * kt_strerror() names it.
  */
 #ifndef KTIMING_H
 #define KTIMING_H
@@ -176,15 +213,17 @@ typedef struct kt_kernel_timing_t {
     uint64_t total_ns;       /* sum of durations */
     uint64_t min_ns;         /* 0 when dispatch_count is 0 */
     uint64_t max_ns;
-    uint64_t last_ns;        /* most recent dispatch (by record time) */
+    uint64_t last_ns;        /* most recent dispatch (latest end time; see the top of this file) */
     double mean_ns;          /* exact */
     double stddev_ns;        /* exact sample standard deviation (n-1 denominator), 0 under 2 dispatches */
     uint64_t p50_ns;         /* percentiles from a log-linear histogram, within 1 % relative error */
     uint64_t p90_ns;
     uint64_t p99_ns;
     uint64_t errors;         /* dispatches that ended in error (not in the aggregates) */
-    uint64_t dropped;        /* dispatches lost to a full buffer (span log, query ring): counted, not silent */
-    uint64_t spans_dropped;  /* spans not kept because a span log was full (aggregates still include them) */
+    uint64_t dropped;        /* dispatches lost entirely before reaching the recorder (a backend's full query
+                                ring, kt_record_drop): not in the aggregates, counted so the loss is not silent */
+    uint64_t spans_dropped;  /* dispatches whose span was not kept because the recording thread's span log was
+                                full ("span log overflow"): the aggregates above still include them */
     uint32_t sample_count;   /* raw durations in samples[] (uniform reservoir over all dispatches) */
     uint64_t *samples;       /* owned by the snapshot */
 } kt_kernel_timing_t;
@@ -257,11 +296,15 @@ KT_API void kt_reset(void); /* clears aggregates, samples and spans; interned id
 
 /* Recording. */
 KT_API void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns);
+/* kt_record with the id cached in *site (a zero-initialised static at the call site; see KT_RECORD). */
+KT_API void kt_record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns);
 KT_API kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device);
 KT_API void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns);
+/* One dispatch: aggregated (duration_ns), plus a span when start_ns or end_ns is set. With KT_SPAN_ERROR it
+ * counts in `errors` instead of the aggregates (its span is still kept, flagged). */
 KT_API void kt_record_dispatch(const kt_dispatch_t *d);
-KT_API void kt_record_error(kt_kernel_id_t kernel);
-KT_API void kt_record_drop(kt_kernel_id_t kernel);
+KT_API void kt_record_error(kt_kernel_id_t kernel); /* a dispatch that failed: `errors` */
+KT_API void kt_record_drop(kt_kernel_id_t kernel);  /* a dispatch lost before it could be timed: `dropped` */
 KT_API uint32_t kt_queue_register(kt_backend_t backend, const char *device, const char *label);
 KT_API uint32_t kt_thread_ordinal(void); /* stable small number for the calling thread, from 1 */
 KT_API void kt_device_publish(const kt_device_info_t *info); /* backends publish clock facts for reports */
@@ -274,6 +317,7 @@ KT_API double kt_clock_read_cost_ns(void);  /* measured once, cached */
 /* Snapshots. */
 KT_API kt_snapshot_t *kt_snapshot(void);
 KT_API void kt_snapshot_free(kt_snapshot_t *snap);
+/* The entry for (name, backend, device); device NULL matches the first entry of any device. */
 KT_API const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, const char *name,
                                                   kt_backend_t backend, const char *device);
 KT_API int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format);
@@ -285,20 +329,37 @@ KT_API void kt_zone_end(const kt_zone_t *zone);
 KT_API void kt_cpu_timer_start(kt_cpu_timer_t *t);
 KT_API void kt_cpu_timer_stop(kt_cpu_timer_t *t);
 KT_API double kt_cpu_timer_elapsed_ms(const kt_cpu_timer_t *t);
+/* Runs fn over bands of rows [y0, y1) covering 0..height exactly once, on a persistent pool (the caller works
+ * too), and returns when all are done: one dispatch of `name` (CPU, "host") with its span. Width or height 0:
+ * nothing runs, nothing is recorded, returns 0. fn or name NULL: KT_EINVAL. The pool runs one dispatch at a
+ * time; a concurrent call, or one made from inside fn, runs its rows on the calling thread instead. */
 KT_API int kt_cpu_dispatch_2d(const char *name, uint32_t width, uint32_t height, kt_cpu_rows_cb fn, void *user);
 KT_API int kt_cpu_threads(void); /* pool size (env KTIMING_CPU_THREADS, default: online cores) */
+
+/* Runtime switch read inline by the macros, so a runtime-disabled zone costs a load and a branch. Written only
+ * by kt_enable / kt_disable / kt_init / kt_shutdown; read it through kt_is_enabled(). */
+extern KT_API int kt__recording;
+#if defined(__GNUC__)
+#define KT__ON() __atomic_load_n(&kt__recording, __ATOMIC_RELAXED)
+#else
+#define KT__ON() kt_is_enabled()
+#endif
+static inline kt_zone_t kt__zone_none(void) { kt_zone_t z = {0, 0}; return z; }
 
 /* Scoped CPU zone. `name` must be the same string every time this site runs (it is interned once). */
 #define KT_CPU_BEGIN(zone, name)                                                                           \
     static kt_kernel_id_t zone##_kt_site_ = 0;                                                             \
-    kt_zone_t zone = kt_zone_begin(&zone##_kt_site_, (name))
-#define KT_CPU_END(zone) kt_zone_end(&(zone))
-/* Record a precomputed duration with a per-call-site cached id (no string hashing after the first call). */
+    kt_zone_t zone = KT__ON() ? kt_zone_begin(&zone##_kt_site_, (name)) : kt__zone_none()
+#define KT_CPU_END(zone)                                                                                   \
+    do {                                                                                                   \
+        if ((zone).kernel) kt_zone_end(&(zone));                                                           \
+    } while (0)
+/* Record a precomputed duration with a per-call-site cached id (no string hashing after the first call).
+ * `name` must be the same string every time this site runs. */
 #define KT_RECORD(name, backend, elapsed_ns)                                                               \
     do {                                                                                                   \
         static kt_kernel_id_t kt_site_id_ = 0;                                                             \
-        if (!kt_site_id_) kt_site_id_ = kt_kernel_intern((name), (backend), NULL);                         \
-        kt_record_id(kt_site_id_, (elapsed_ns));                                                           \
+        if (KT__ON()) kt_record_site(&kt_site_id_, (name), (backend), (elapsed_ns));                       \
     } while (0)
 
 #else /* !KT_ENABLED: everything is a no-op, types stay */
@@ -315,6 +376,8 @@ static inline int kt_is_enabled(void) { return 0; }
 static inline void kt_reset(void) {}
 static inline void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns)
 { (void)name; (void)backend; (void)elapsed_ns; }
+static inline void kt_record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns)
+{ (void)site; (void)name; (void)backend; (void)elapsed_ns; }
 static inline kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device)
 { (void)name; (void)backend; (void)device; return 0; }
 static inline void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns) { (void)kernel; (void)elapsed_ns; }

@@ -1,0 +1,63 @@
+/* zone.c — CPU backend: scoped zones (KT_CPU_BEGIN / KT_CPU_END) and the host-clock timer. */
+#include "core/internal.h"
+
+/* ---------------------------------------------------------------------------------------------------
+ * Zones
+ * ------------------------------------------------------------------------------------------------- */
+
+kt_zone_t kt_zone_begin(kt_kernel_id_t *site_cache, const char *name)
+{
+    kt_zone_t z = {0, 0};
+    if (!kt__on() || !name)
+        return z;
+    kt_kernel_id_t id = site_cache ? __atomic_load_n(site_cache, __ATOMIC_RELAXED) : 0;
+    if (__builtin_expect(!id, 0)) {
+        if (site_cache) {
+            id = kt_kernel_intern(name, KT_BACKEND_CPU, NULL);
+            __atomic_store_n(site_cache, id, __ATOMIC_RELAXED);
+        } else {
+            id = kt__kernel_lookup_cached(name, KT_BACKEND_CPU);
+        }
+    }
+    z.kernel = id;
+    z.start_ns = kt__now();
+    return z;
+}
+
+void kt_zone_end(const kt_zone_t *zone)
+{
+    if (!zone || !zone->kernel)
+        return;
+    uint64_t end = kt__now();
+    if (kt__on())
+        kt__record_host_span(zone->kernel, zone->start_ns, end);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Timer (semantics in ktiming.h: elapsed while running is time since the last start; stop freezes it)
+ * ------------------------------------------------------------------------------------------------- */
+
+void kt_cpu_timer_start(kt_cpu_timer_t *t)
+{
+    if (!t)
+        return;
+    t->start_ns = kt__now();
+    t->stop_ns = 0;
+    t->running = 1;
+}
+
+void kt_cpu_timer_stop(kt_cpu_timer_t *t)
+{
+    if (!t || !t->running)
+        return;
+    t->stop_ns = kt__now();
+    t->running = 0;
+}
+
+double kt_cpu_timer_elapsed_ms(const kt_cpu_timer_t *t)
+{
+    if (!t || !t->start_ns)
+        return 0.0;
+    uint64_t end = t->running ? kt__now() : t->stop_ns;
+    return (double)(end - t->start_ns) / 1e6;
+}

@@ -1,0 +1,178 @@
+/* internal.h — internal: state shared between the core's files (config, kernel registry, recorder shards). */
+#ifndef KT_CORE_INTERNAL_H
+#define KT_CORE_INTERNAL_H
+
+#include "ktiming.h"
+#include "core/hist.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#define KT__LD(p) atomic_load_explicit((p), memory_order_relaxed)
+#define KT__ST(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
+#define KT__LDA(p) atomic_load_explicit((p), memory_order_acquire)
+#define KT__STR(p, v) atomic_store_explicit((p), (v), memory_order_release)
+
+/* Dense ids live in two-level tables: a fixed directory of chunks of 64, so an id is found with two loads and
+ * nothing is ever moved while another thread reads it. */
+#define KT__CHUNK_BITS 6u
+#define KT__CHUNK (1u << KT__CHUNK_BITS)
+#define KT__DIR 1024u
+#define KT__MAX_KERNELS (KT__CHUNK * KT__DIR - 1u)
+
+/* ---------------------------------------------------------------------------------------------------
+ * Configuration and lifecycle (core.c)
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Sizes fixed by the first initialisation (explicit kt_init or lazy). */
+typedef struct kt__config_t {
+    uint32_t span_capacity;   /* spans kept per shard, 0 = span log off */
+    uint32_t sample_capacity; /* reservoir size per kernel */
+} kt__config_t;
+
+extern kt__config_t kt__cfg;
+
+/* Initialise with defaults if nobody has; cheap after the first call. */
+void kt__ensure_init(void);
+
+/* Writes KTIMING_OUTPUT / KTIMING_REPORT / KTIMING_TRACE at process exit (atexit.c, built with src/export). */
+void kt__exit_write(void);
+
+/* Records one host-timed dispatch with its span on the host thread's track (CPU zones, kt_cpu_dispatch_2d). */
+void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end_ns);
+
+/* Host clock without the call through the exported symbol. */
+static inline uint64_t kt__now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Registry: kernels, queues, threads, devices (registry.c)
+ * ------------------------------------------------------------------------------------------------- */
+
+/* One interned (name, backend, device); immutable once published. */
+typedef struct kt__kernel_t {
+    const char *name;     /* owned copy */
+    size_t name_len;      /* strlen(name) */
+    const char *device;   /* owned copy */
+    kt_backend_t backend; /* API */
+    uint32_t hash;        /* of the triple, for the intern table */
+} kt__kernel_t;
+
+/* The kernel with this id, or NULL if the id was never handed out. */
+const kt__kernel_t *kt__kernel_get(kt_kernel_id_t id);
+/* Highest id handed out so far. */
+uint32_t kt__kernel_count(void);
+/* Intern through the calling thread's pointer cache (for call sites that pass a string each time). */
+kt_kernel_id_t kt__kernel_lookup_cached(const char *name, kt_backend_t backend);
+
+/* Copies for snapshots (malloc'ed arrays, NULL when empty). */
+kt_queue_info_t *kt__queues_copy(size_t *count);
+kt_thread_info_t *kt__threads_copy(size_t *count);
+kt_device_info_t *kt__devices_copy(size_t *count);
+/* Registers the calling thread's name again (it may have been set after its first record). */
+void kt__thread_refresh(uint32_t ordinal);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Recorder shards (recorder.c)
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef _Atomic uint64_t kt__au64;
+typedef _Atomic(kt__au64 *) kt__u64_ptr;
+
+/* One kernel's aggregates in one shard. Only the owning thread writes; snapshots read the scalar block
+ * under the seqlock `seq`, the histogram and samples with relaxed loads. */
+typedef struct kt__slot_t {
+    /* First cache line: what every record reads and writes. */
+    _Atomic uint64_t seq;        /* seqlock: odd while the owner updates the scalars */
+    _Atomic uint64_t count;      /* successful dispatches */
+    _Atomic uint64_t total;      /* sum of durations */
+    _Atomic uint64_t sq_lo;      /* sum of squared durations, low 64 bits of a 128-bit integer */
+    _Atomic uint64_t sq_hi;      /* ... high 64 bits */
+    _Atomic uint64_t min;        /* smallest duration (valid when count > 0) */
+    _Atomic uint64_t max;        /* largest duration */
+    _Atomic uint64_t last;       /* most recent duration in this shard */
+    uint64_t res_next;           /* owner only: count at which the reservoir takes the next record */
+    _Atomic uint64_t last_stamp; /* host end time of that dispatch, 0 when the record carried none */
+    _Atomic uint64_t errors;     /* dispatches that ended in error */
+    _Atomic uint64_t dropped;    /* dispatches lost before reaching the recorder (kt_record_drop) */
+    _Atomic uint64_t spans_dropped;            /* spans not kept: span log full */
+    double res_w;                              /* owner only: Algorithm L's running W */
+    kt__u64_ptr samples;                       /* reservoir, kt__cfg.sample_capacity entries (after the struct) */
+    kt__u64_ptr hist[KT__HIST_BLOCKS];         /* histogram blocks of KT__HIST_BLOCK counters, lazily allocated */
+} kt__slot_t;
+
+typedef _Atomic(kt__slot_t *) kt__slot_ptr;
+
+/* One span as stored in a shard's log: every field atomic so a snapshot may read while a reset reuses it. */
+typedef struct kt__span_rec_t {
+    _Atomic uint32_t kernel;   /* kernel id */
+    _Atomic uint32_t queue;    /* queue id, 0 = host thread track */
+    _Atomic uint32_t thread;   /* thread ordinal */
+    _Atomic uint32_t flags;    /* KT_SPAN_* */
+    _Atomic uint64_t t[7];     /* duration, enqueue, queued, submit, start, end, uncertainty (ns) */
+} kt__span_rec_t;
+
+/* Per-thread pointer cache entry for kt_record(name, ...): verified by comparing the string. */
+typedef struct kt__name_cache_t {
+    const char *ptr;       /* the caller's pointer */
+    kt_kernel_id_t id;     /* what it interned to */
+    uint8_t backend;       /* the backend it was interned with */
+    uint8_t ro;            /* 1: ptr is in a read-only segment, so its bytes cannot have changed */
+    char c0;               /* first byte of the name */
+} kt__name_cache_t;
+
+#define KT__NAME_CACHE 128u
+#define KT__RO_RANGES 4u
+
+/* A recording thread's private store. Shards outlive their thread (an exiting thread's records stay) and
+ * are adopted by later threads. */
+typedef struct kt__shard_t {
+    struct kt__shard_t *next;                   /* registry list; set once before publication */
+    uint32_t index;                             /* creation order, from 0 */
+    _Atomic uint64_t gen;                       /* reset generation the data belongs to */
+    int owned;                                  /* a live thread writes here (guarded by the shard list lock) */
+    _Atomic(kt__slot_ptr *) dir[KT__DIR];       /* chunks of KT__CHUNK slot pointers, indexed by kernel id */
+    _Atomic(kt__span_rec_t *) spans;            /* span log of kt__cfg.span_capacity, lazily allocated */
+    _Atomic uint32_t span_count;                /* spans published (never above the capacity) */
+    uint64_t rng;                               /* owner only: PRNG state for the reservoirs */
+    kt__name_cache_t names[KT__NAME_CACHE];     /* owner only: kt_record() pointer cache */
+    uintptr_t ro_lo[KT__RO_RANGES];             /* owner only: read-only segments seen (start) ... */
+    uintptr_t ro_hi[KT__RO_RANGES];             /* ... and end */
+    uint32_t ro_next;                           /* owner only: next ro range to replace */
+} kt__shard_t;
+
+/* The calling thread's shard (created or adopted on first use). NULL only when out of memory. */
+kt__shard_t *kt__shard_self(void);
+/* First shard of the list (each shard's `next` is immutable); iterate with the acquire load done here. */
+kt__shard_t *kt__shards_head(void);
+/* Current reset generation. */
+uint64_t kt__generation(void);
+
+/* Randomness shared by recorder and snapshot. */
+static inline uint64_t kt__splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+/* Uniform in [0, n). */
+static inline uint64_t kt__rand_below(uint64_t *s, uint64_t n)
+{
+    return (uint64_t)(((unsigned __int128)kt__splitmix(s) * n) >> 64);
+}
+/* Uniform in (0, 1). */
+static inline double kt__rand_open01(uint64_t *s)
+{
+    return ((double)(kt__splitmix(s) >> 11) + 0.5) * 0x1p-53;
+}
+
+/* kt__recording (declared in ktiming.h): the runtime switch, read on every record. */
+static inline int kt__on(void) { return __atomic_load_n(&kt__recording, __ATOMIC_RELAXED); }
+
+#endif

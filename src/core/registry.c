@@ -1,0 +1,280 @@
+/* registry.c — interned kernels (name, backend, device) → dense ids; queues, threads and devices for reports. */
+#include "core/internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static pthread_mutex_t g_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---------------------------------------------------------------------------------------------------
+ * Kernels
+ * ------------------------------------------------------------------------------------------------- */
+
+static _Atomic(kt__kernel_t *) g_kdir[KT__DIR]; /* chunks of KT__CHUNK kernels; slot 0 of chunk 0 unused */
+static _Atomic uint32_t g_kcount;               /* highest id published */
+static uint32_t *g_htab;                        /* open addressing over ids, 0 = empty (under g_reg_lock) */
+static uint32_t g_hcap;                         /* g_htab size, a power of two */
+
+static const char *default_device(kt_backend_t backend)
+{
+    return backend == KT_BACKEND_CPU ? "host" : "default";
+}
+
+static uint32_t fnv(uint32_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static uint32_t hash_triple(const char *name, kt_backend_t backend, const char *device)
+{
+    uint32_t h = fnv(2166136261u, name);
+    h = (h ^ (uint32_t)backend ^ 0xffu) * 16777619u;
+    return fnv(h, device);
+}
+
+const kt__kernel_t *kt__kernel_get(kt_kernel_id_t id)
+{
+    if (id == 0 || id > KT__LDA(&g_kcount))
+        return NULL;
+    return &KT__LDA(&g_kdir[id >> KT__CHUNK_BITS])[id & (KT__CHUNK - 1u)];
+}
+
+uint32_t kt__kernel_count(void) { return KT__LDA(&g_kcount); }
+
+static const kt__kernel_t *kernel_at(uint32_t id)
+{
+    return &KT__LD(&g_kdir[id >> KT__CHUNK_BITS])[id & (KT__CHUNK - 1u)];
+}
+
+static int htab_grow(void)
+{
+    uint32_t cap = g_hcap ? g_hcap * 2 : 256;
+    uint32_t *t = calloc(cap, sizeof *t);
+    if (!t)
+        return KT_ENOMEM;
+    for (uint32_t i = 0; i < g_hcap; i++) {
+        uint32_t id = g_htab[i];
+        if (!id)
+            continue;
+        uint32_t j = kernel_at(id)->hash & (cap - 1);
+        while (t[j])
+            j = (j + 1) & (cap - 1);
+        t[j] = id;
+    }
+    free(g_htab);
+    g_htab = t;
+    g_hcap = cap;
+    return 0;
+}
+
+kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device)
+{
+    if (!name || (unsigned)backend >= KT_BACKEND_COUNT)
+        return 0;
+    if (!device)
+        device = default_device(backend);
+    uint32_t h = hash_triple(name, backend, device);
+    kt_kernel_id_t id = 0;
+
+    pthread_mutex_lock(&g_reg_lock);
+    if (g_hcap) {
+        for (uint32_t i = h & (g_hcap - 1); g_htab[i]; i = (i + 1) & (g_hcap - 1)) {
+            const kt__kernel_t *k = kernel_at(g_htab[i]);
+            if (k->hash == h && k->backend == backend && !strcmp(k->name, name) && !strcmp(k->device, device)) {
+                id = g_htab[i];
+                goto out;
+            }
+        }
+    }
+    uint32_t next = KT__LD(&g_kcount) + 1;
+    if (next > KT__MAX_KERNELS)
+        goto out;
+    if ((uint64_t)next * 2 > g_hcap && htab_grow() != 0)
+        goto out;
+    kt__kernel_t *chunk = KT__LD(&g_kdir[next >> KT__CHUNK_BITS]);
+    if (!chunk) {
+        chunk = calloc(KT__CHUNK, sizeof *chunk);
+        if (!chunk)
+            goto out;
+        KT__STR(&g_kdir[next >> KT__CHUNK_BITS], chunk);
+    }
+    kt__kernel_t *k = &chunk[next & (KT__CHUNK - 1u)];
+    char *n = strdup(name), *d = strdup(device);
+    if (!n || !d) {
+        free(n);
+        free(d);
+        goto out;
+    }
+    k->name = n;
+    k->name_len = strlen(n);
+    k->device = d;
+    k->backend = backend;
+    k->hash = h;
+    uint32_t i = h & (g_hcap - 1);
+    while (g_htab[i])
+        i = (i + 1) & (g_hcap - 1);
+    g_htab[i] = next;
+    KT__STR(&g_kcount, next);
+    id = next;
+out:
+    pthread_mutex_unlock(&g_reg_lock);
+    return id;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Queues, threads, devices (all under g_reg_lock; snapshots copy them)
+ * ------------------------------------------------------------------------------------------------- */
+
+static kt_queue_info_t *g_queues;   /* index = queue id - 1 */
+static uint32_t g_queue_count, g_queue_cap;
+static kt_thread_info_t *g_threads; /* index = thread ordinal - 1 */
+static uint32_t g_thread_count, g_thread_cap;
+static kt_device_info_t *g_devices; /* one per (backend, name), replaced on publish */
+static uint32_t g_device_count, g_device_cap;
+
+static __thread uint32_t tl_ordinal __attribute__((tls_model("initial-exec")));
+
+/* Grows *arr (elements of size `size`) so one more fits; 0 or KT_ENOMEM. */
+static int reserve(void **arr, uint32_t *cap, uint32_t count, size_t size)
+{
+    if (count < *cap)
+        return 0;
+    uint32_t nc = *cap ? *cap * 2 : 16;
+    void *p = realloc(*arr, nc * size);
+    if (!p)
+        return KT_ENOMEM;
+    *arr = p;
+    *cap = nc;
+    return 0;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+uint32_t kt_queue_register(kt_backend_t backend, const char *device, const char *label)
+{
+    if ((unsigned)backend >= KT_BACKEND_COUNT)
+        return 0;
+    if (!device)
+        device = default_device(backend);
+    if (!label)
+        label = "";
+    kt_queue_info_t q;
+    memset(&q, 0, sizeof q);
+    q.backend = backend;
+    copy_str(q.device, sizeof q.device, device);
+    copy_str(q.label, sizeof q.label, label);
+    uint32_t id = 0;
+    pthread_mutex_lock(&g_reg_lock);
+    for (uint32_t i = 0; i < g_queue_count; i++) {
+        if (g_queues[i].backend == backend && !strcmp(g_queues[i].device, q.device) &&
+            !strcmp(g_queues[i].label, q.label)) {
+            id = i + 1;
+            goto out;
+        }
+    }
+    if (reserve((void **)&g_queues, &g_queue_cap, g_queue_count, sizeof q) == 0) {
+        g_queues[g_queue_count++] = q;
+        id = g_queue_count;
+    }
+out:
+    pthread_mutex_unlock(&g_reg_lock);
+    return id;
+}
+
+static void thread_info_fill(kt_thread_info_t *t)
+{
+    t->os_tid = (uint64_t)syscall(SYS_gettid);
+    if (pthread_getname_np(pthread_self(), t->name, sizeof t->name) != 0)
+        t->name[0] = 0;
+}
+
+uint32_t kt_thread_ordinal(void)
+{
+    if (tl_ordinal)
+        return tl_ordinal;
+    kt_thread_info_t t;
+    memset(&t, 0, sizeof t);
+    thread_info_fill(&t);
+    pthread_mutex_lock(&g_reg_lock);
+    if (reserve((void **)&g_threads, &g_thread_cap, g_thread_count, sizeof t) == 0) {
+        g_threads[g_thread_count++] = t;
+        tl_ordinal = g_thread_count;
+    }
+    pthread_mutex_unlock(&g_reg_lock);
+    return tl_ordinal;
+}
+
+void kt__thread_refresh(uint32_t ordinal)
+{
+    kt_thread_info_t t;
+    memset(&t, 0, sizeof t);
+    thread_info_fill(&t);
+    pthread_mutex_lock(&g_reg_lock);
+    if (ordinal >= 1 && ordinal <= g_thread_count)
+        g_threads[ordinal - 1] = t;
+    pthread_mutex_unlock(&g_reg_lock);
+}
+
+void kt_device_publish(const kt_device_info_t *info)
+{
+    if (!info || (unsigned)info->backend >= KT_BACKEND_COUNT)
+        return;
+    kt_device_info_t d = *info;
+    d.name[sizeof d.name - 1] = 0;
+    d.clock_domain[sizeof d.clock_domain - 1] = 0;
+    pthread_mutex_lock(&g_reg_lock);
+    uint32_t i;
+    for (i = 0; i < g_device_count; i++)
+        if (g_devices[i].backend == d.backend && !strcmp(g_devices[i].name, d.name))
+            break;
+    if (i < g_device_count)
+        g_devices[i] = d;
+    else if (reserve((void **)&g_devices, &g_device_cap, g_device_count, sizeof d) == 0)
+        g_devices[g_device_count++] = d;
+    pthread_mutex_unlock(&g_reg_lock);
+}
+
+static void *copy_array(const void *src, uint32_t n, size_t size, size_t *count)
+{
+    void *p = NULL;
+    *count = 0;
+    if (n && (p = malloc(n * size)) != NULL) {
+        memcpy(p, src, n * size);
+        *count = n;
+    }
+    return p;
+}
+
+kt_queue_info_t *kt__queues_copy(size_t *count)
+{
+    pthread_mutex_lock(&g_reg_lock);
+    void *p = copy_array(g_queues, g_queue_count, sizeof *g_queues, count);
+    pthread_mutex_unlock(&g_reg_lock);
+    return p;
+}
+
+kt_thread_info_t *kt__threads_copy(size_t *count)
+{
+    pthread_mutex_lock(&g_reg_lock);
+    void *p = copy_array(g_threads, g_thread_count, sizeof *g_threads, count);
+    pthread_mutex_unlock(&g_reg_lock);
+    return p;
+}
+
+kt_device_info_t *kt__devices_copy(size_t *count)
+{
+    pthread_mutex_lock(&g_reg_lock);
+    void *p = copy_array(g_devices, g_device_count, sizeof *g_devices, count);
+    pthread_mutex_unlock(&g_reg_lock);
+    return p;
+}

@@ -1,0 +1,374 @@
+/* snapshot.c — merge every shard into a sorted, immutable kt_snapshot_t; find and free. */
+#include "core/hooks.h"
+#include "core/internal.h"
+
+#include <math.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* One entry while it is being built, with the kernel id spans refer to. */
+typedef struct entry_build_t {
+    kt_kernel_timing_t t; /* the public entry */
+    uint32_t kernel;      /* kernel id */
+} entry_build_t;
+
+/* A shard's reservoir for one kernel, being drawn from. */
+typedef struct pool_t {
+    uint64_t remaining; /* records of the shard not yet accounted for */
+    uint32_t size;      /* samples left in buf */
+    uint64_t *buf;      /* copy of the shard's reservoir */
+} pool_t;
+
+/* Scalars of one slot, read under its seqlock. */
+typedef struct slot_read_t {
+    uint64_t count, total, sq_lo, sq_hi, min, max, last, last_stamp;
+} slot_read_t;
+
+static void slot_read(kt__slot_t *sl, slot_read_t *r)
+{
+    for (;;) {
+        /* Acquire loads throughout: the matching half of the writer's release stores (recorder.c). */
+        uint64_t q1 = KT__LDA(&sl->seq);
+        r->count = KT__LDA(&sl->count);
+        r->total = KT__LDA(&sl->total);
+        r->sq_lo = KT__LDA(&sl->sq_lo);
+        r->sq_hi = KT__LDA(&sl->sq_hi);
+        r->min = KT__LDA(&sl->min);
+        r->max = KT__LDA(&sl->max);
+        r->last = KT__LDA(&sl->last);
+        r->last_stamp = KT__LDA(&sl->last_stamp);
+        uint64_t q2 = KT__LD(&sl->seq);
+        if (q1 == q2 && !(q1 & 1))
+            return;
+        sched_yield();
+    }
+}
+
+static kt__slot_t *shard_slot(kt__shard_t *s, uint32_t id)
+{
+    kt__slot_ptr *chunk = KT__LDA(&s->dir[id >> KT__CHUNK_BITS]);
+    return chunk ? KT__LDA(&chunk[id & (KT__CHUNK - 1u)]) : NULL;
+}
+
+/* Nearest-rank percentile (the ceil(p*n)-th smallest) from the merged histogram, clamped to [min, max]. */
+static uint64_t hist_percentile(const uint64_t *h, uint64_t n, double p, uint64_t lo, uint64_t hi)
+{
+    if (!n)
+        return 0;
+    uint64_t rank = (uint64_t)(p * (double)n);
+    if ((double)rank < p * (double)n)
+        rank++;
+    if (rank < 1)
+        rank = 1;
+    uint64_t cum = 0, v = hi;
+    for (uint32_t i = 0; i < KT__HIST_BUCKETS; i++) {
+        cum += h[i];
+        if (cum >= rank) {
+            v = kt__hist_value(i);
+            break;
+        }
+    }
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Uniform sample of min(cap, N) of the N records behind the shards' reservoirs: draw without replacement,
+ * choosing a shard in proportion to its records not yet drawn, then a random unused sample of that shard (a
+ * uniform subset of a uniform reservoir is a uniform subset of the shard's records). */
+static uint32_t merge_samples(pool_t *pools, uint32_t npools, uint64_t total, uint32_t cap, uint64_t *out,
+                              uint64_t *rng)
+{
+    uint32_t k = total < cap ? (uint32_t)total : cap;
+    for (uint32_t t = 0; t < k; t++) {
+        uint64_t r = kt__rand_below(rng, total);
+        uint32_t i = 0;
+        while (i + 1 < npools && r >= pools[i].remaining)
+            r -= pools[i++].remaining;
+        pool_t *p = &pools[i];
+        if (!p->size) /* only if a reservoir was read mid-reset: stop rather than invent */
+            return t;
+        uint32_t j = (uint32_t)kt__rand_below(rng, p->size);
+        out[t] = p->buf[j];
+        p->buf[j] = p->buf[--p->size];
+        p->remaining--;
+        total--;
+    }
+    return k;
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+    const kt_kernel_timing_t *x = &((const entry_build_t *)a)->t, *y = &((const entry_build_t *)b)->t;
+    int c = strcmp(x->name, y->name);
+    if (c)
+        return c;
+    if (x->backend != y->backend)
+        return x->backend < y->backend ? -1 : 1;
+    return strcmp(x->device, y->device);
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+    const kt_span_t *x = a, *y = b;
+    if (x->start_ns != y->start_ns)
+        return x->start_ns < y->start_ns ? -1 : 1;
+    if (x->end_ns != y->end_ns)
+        return x->end_ns < y->end_ns ? -1 : 1;
+    return x->entry < y->entry ? -1 : x->entry > y->entry;
+}
+
+/* Sample standard deviation from exact integer sums: (Q - S^2/n) / (n - 1), with S^2/n split into quotient
+ * and remainder so no precision is lost before the final division. */
+static double stddev_exact(uint64_t n, unsigned __int128 s, unsigned __int128 q)
+{
+    if (n < 2)
+        return 0.0;
+    /* s < 2^64 whenever total_ns fits its field, so s*s fits 128 bits. */
+    unsigned __int128 s2 = s * s, quo = s2 / n, rem = s2 % n;
+    double num = q >= quo ? (double)(q - quo) - (double)rem / (double)n : 0.0;
+    if (num < 0)
+        num = 0;
+    return sqrt(num / (double)(n - 1));
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * kt_snapshot
+ * ------------------------------------------------------------------------------------------------- */
+
+kt_snapshot_t *kt_snapshot(void)
+{
+    kt__ensure_init();
+    kt__flush_all();
+
+    kt_snapshot_t *snap = calloc(1, sizeof *snap);
+    if (!snap)
+        return NULL;
+    snap->taken_ns = kt__now();
+    if (gethostname(snap->host, sizeof snap->host) != 0)
+        snap->host[0] = 0;
+    snap->host[sizeof snap->host - 1] = 0;
+
+    uint64_t gen = kt__generation();
+    uint32_t nk = kt__kernel_count();
+    uint32_t cap = kt__cfg.sample_capacity;
+
+    /* Shards holding this generation's data (a shard not yet renewed after a reset holds none). */
+    kt__shard_t *head = kt__shards_head(); /* shards are pushed at the head: the list from here is fixed */
+    uint32_t ns = 0;
+    for (kt__shard_t *s = head; s; s = s->next)
+        ns++;
+    kt__shard_t **shards = calloc(ns ? ns : 1, sizeof *shards);
+    pool_t *pools = calloc(ns ? ns : 1, sizeof *pools);
+    uint64_t *poolbuf = malloc(((size_t)ns ? ns : 1) * cap * sizeof(uint64_t));
+    uint64_t *hist = malloc(KT__HIST_BUCKETS * sizeof(uint64_t));
+    entry_build_t *eb = calloc(nk ? nk : 1, sizeof *eb);
+    uint32_t *kid_entry = malloc(((size_t)nk + 1) * sizeof *kid_entry);
+    if (!shards || !pools || !poolbuf || !hist || !eb || !kid_entry)
+        goto fail;
+    uint32_t nvalid = 0;
+    {
+        for (kt__shard_t *s = head; s; s = s->next)
+            if (KT__LDA(&s->gen) == gen)
+                shards[nvalid++] = s;
+    }
+    uint64_t rng = 0x736e617073686f74ull ^ gen;
+    uint32_t ne = 0;
+
+    for (uint32_t id = 1; id <= nk; id++) {
+        kid_entry[id] = UINT32_MAX;
+        kt_kernel_timing_t t;
+        memset(&t, 0, sizeof t);
+        unsigned __int128 sum = 0, sq = 0;
+        uint64_t best_stamp = 0;
+        uint32_t best_shard = 0, npools = 0;
+        int any = 0;
+        memset(hist, 0, KT__HIST_BUCKETS * sizeof(uint64_t));
+        uint64_t hist_n = 0;
+
+        for (uint32_t si = 0; si < nvalid; si++) {
+            kt__slot_t *sl = shard_slot(shards[si], id);
+            if (!sl)
+                continue;
+            slot_read_t r;
+            slot_read(sl, &r);
+            t.errors += KT__LD(&sl->errors);
+            t.dropped += KT__LD(&sl->dropped);
+            t.spans_dropped += KT__LD(&sl->spans_dropped);
+            if (!r.count)
+                continue;
+            if (!any || r.min < t.min_ns)
+                t.min_ns = r.min;
+            if (r.max > t.max_ns)
+                t.max_ns = r.max;
+            /* Latest by end time when records carry one; else the most recently created shard's last. */
+            uint32_t idx = shards[si]->index;
+            if (!any || r.last_stamp > best_stamp || (r.last_stamp == best_stamp && idx > best_shard)) {
+                best_stamp = r.last_stamp;
+                best_shard = idx;
+                t.last_ns = r.last;
+            }
+            any = 1;
+            t.dispatch_count += r.count;
+            sum += r.total;
+            sq += (unsigned __int128)r.sq_hi << 64 | r.sq_lo;
+            for (uint32_t b = 0; b < KT__HIST_BLOCKS; b++) {
+                _Atomic uint64_t *blk = KT__LDA(&sl->hist[b]);
+                if (!blk)
+                    continue;
+                for (uint32_t j = 0; j < KT__HIST_BLOCK; j++) {
+                    uint64_t c = KT__LD(&blk[j]);
+                    hist[b * KT__HIST_BLOCK + j] += c;
+                    hist_n += c;
+                }
+            }
+            pool_t *p = &pools[npools];
+            p->buf = poolbuf + (size_t)npools * cap;
+            p->remaining = r.count;
+            p->size = r.count < cap ? (uint32_t)r.count : cap;
+            _Atomic uint64_t *smp = KT__LD(&sl->samples);
+            for (uint32_t j = 0; j < p->size; j++)
+                p->buf[j] = KT__LD(&smp[j]);
+            npools++;
+        }
+        if (!any && !t.errors && !t.dropped && !t.spans_dropped)
+            continue;
+
+        const kt__kernel_t *k = kt__kernel_get(id);
+        t.backend = k->backend;
+        t.name = strdup(k->name);
+        t.device = strdup(k->device);
+        if (!t.name || !t.device) {
+            free((void *)t.name);
+            free((void *)t.device);
+            goto fail_entries;
+        }
+        t.total_ns = (uint64_t)sum;
+        if (t.dispatch_count) {
+            t.mean_ns = (double)sum / (double)t.dispatch_count;
+            t.stddev_ns = stddev_exact(t.dispatch_count, sum, sq);
+            t.p50_ns = hist_percentile(hist, hist_n, 0.50, t.min_ns, t.max_ns);
+            t.p90_ns = hist_percentile(hist, hist_n, 0.90, t.min_ns, t.max_ns);
+            t.p99_ns = hist_percentile(hist, hist_n, 0.99, t.min_ns, t.max_ns);
+            uint32_t want = t.dispatch_count < cap ? (uint32_t)t.dispatch_count : cap;
+            t.samples = malloc(want * sizeof(uint64_t));
+            if (!t.samples) {
+                free((void *)t.name);
+                free((void *)t.device);
+                goto fail_entries;
+            }
+            t.sample_count = merge_samples(pools, npools, t.dispatch_count, cap, t.samples, &rng);
+        }
+        eb[ne].t = t;
+        eb[ne].kernel = id;
+        ne++;
+    }
+
+    qsort(eb, ne, sizeof *eb, entry_cmp);
+    if (ne) {
+        snap->entries = malloc(ne * sizeof *snap->entries);
+        if (!snap->entries)
+            goto fail_entries;
+        for (uint32_t i = 0; i < ne; i++) {
+            snap->entries[i] = eb[i].t;
+            kid_entry[eb[i].kernel] = i;
+        }
+        snap->count = ne;
+    }
+    ne = 0; /* owned by snap from here */
+
+    /* Spans: every published span of the shards read above. */
+    size_t nspan = 0;
+    for (uint32_t si = 0; si < nvalid; si++)
+        nspan += KT__LDA(&shards[si]->span_count);
+    if (nspan) {
+        snap->spans = malloc(nspan * sizeof *snap->spans);
+        if (!snap->spans)
+            goto fail_entries;
+        size_t w = 0;
+        for (uint32_t si = 0; si < nvalid && w < nspan; si++) {
+            kt__shard_t *s = shards[si];
+            uint32_t n = KT__LDA(&s->span_count);
+            kt__span_rec_t *log = KT__LDA(&s->spans);
+            for (uint32_t i = 0; log && i < n && w < nspan; i++) {
+                uint32_t kid = KT__LD(&log[i].kernel);
+                if (kid == 0 || kid > nk || kid_entry[kid] == UINT32_MAX)
+                    continue;
+                kt_span_t *o = &snap->spans[w++];
+                o->entry = kid_entry[kid];
+                uint32_t q = KT__LD(&log[i].queue);
+                o->queue = q ? q - 1 : UINT32_MAX;
+                uint32_t th = KT__LD(&log[i].thread);
+                o->thread = th ? th - 1 : 0;
+                o->flags = KT__LD(&log[i].flags);
+                o->duration_ns = KT__LD(&log[i].t[0]);
+                o->enqueue_ns = KT__LD(&log[i].t[1]);
+                o->queued_ns = KT__LD(&log[i].t[2]);
+                o->submit_ns = KT__LD(&log[i].t[3]);
+                o->start_ns = KT__LD(&log[i].t[4]);
+                o->end_ns = KT__LD(&log[i].t[5]);
+                o->uncertainty_ns = KT__LD(&log[i].t[6]);
+            }
+        }
+        snap->span_count = w;
+        qsort(snap->spans, w, sizeof *snap->spans, span_cmp);
+    }
+    snap->queues = kt__queues_copy(&snap->queue_count);
+    snap->threads = kt__threads_copy(&snap->thread_count);
+    snap->devices = kt__devices_copy(&snap->device_count);
+
+    free(shards);
+    free(pools);
+    free(poolbuf);
+    free(hist);
+    free(eb);
+    free(kid_entry);
+    return snap;
+
+fail_entries:
+    for (uint32_t i = 0; i < ne; i++) {
+        free((void *)eb[i].t.name);
+        free((void *)eb[i].t.device);
+        free(eb[i].t.samples);
+    }
+fail:
+    free(shards);
+    free(pools);
+    free(poolbuf);
+    free(hist);
+    free(eb);
+    free(kid_entry);
+    kt_snapshot_free(snap);
+    return NULL;
+}
+
+void kt_snapshot_free(kt_snapshot_t *snap)
+{
+    if (!snap)
+        return;
+    for (size_t i = 0; i < snap->count; i++) {
+        free((void *)snap->entries[i].name);
+        free((void *)snap->entries[i].device);
+        free(snap->entries[i].samples);
+    }
+    free(snap->entries);
+    free(snap->spans);
+    free(snap->queues);
+    free(snap->threads);
+    free(snap->devices);
+    free(snap);
+}
+
+const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, const char *name, kt_backend_t backend,
+                                           const char *device)
+{
+    if (!snap || !name)
+        return NULL;
+    for (size_t i = 0; i < snap->count; i++) {
+        const kt_kernel_timing_t *t = &snap->entries[i];
+        if (t->backend == backend && t->name && !strcmp(t->name, name) &&
+            (!device || (t->device && !strcmp(t->device, device))))
+            return t;
+    }
+    return NULL;
+}
