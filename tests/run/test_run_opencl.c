@@ -2,121 +2,31 @@
  * names and counts on device timestamps, the program's stdout and exit status unchanged; with events, without
  * events, through dlopen + dlsym (loader layer), LD_PRELOAD only; the trace and HTML outputs; a program
  * without OpenCL. Exits 77 when there is no OpenCL device. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <cmocka.h>
+#include "run_util.h"
 
 #include <cjson/cJSON.h>
-#include <ktiming.h>
-#include <ktiming/analysis.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #define ITERATIONS 4
 #define N_VADD (2 * ITERATIONS + 1) /* two per iteration, plus the empty size-0 one */
 #define N_SCALE ITERATIONS
 #define N_FILL 1
 
-static char g_dir[64]; /* scratch directory */
-
-/* ---------------------------------------------------------------------------------------------------
- * Running programs
- * ------------------------------------------------------------------------------------------------- */
-
-/* Runs argv, returns its stdout (malloc) and *status (exit code, or 128+signal). */
-static char *run(char *const argv[], int *status)
+/* clprog [arg] under ktiming run with --opencl mode [and more]. */
+static kt_snapshot_t *both(const char *prog, const char *arg, const char *mode, const char *trace, const char *html)
 {
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    ssize_t n;
-    while ((n = read(fds[0], buf + len, cap - len - 1)) > 0) {
-        len += (size_t)n;
-        if (cap - len < 1024)
-            buf = realloc(buf, cap *= 2);
-    }
-    close(fds[0]);
-    buf[len] = '\0';
-    int st = 0;
-    waitpid(pid, &st, 0);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    return buf;
-}
-
-static char *path_in(const char *name)
-{
-    static char buf[4][256];
-    static int i;
-    char *p = buf[i++ % 4];
-    snprintf(p, 256, "%s/%s", g_dir, name);
-    return p;
-}
-
-/* Program alone vs. under `ktiming run -o out.json [extra]`: same stdout, same status 0. Returns the
- * snapshot (NULL when none was written) after checking those. */
-static kt_snapshot_t *run_both(const char *prog, const char *prog_arg, const char *mode, const char *trace,
-                               const char *html)
-{
-    char *alone_argv[] = {(char *)prog, (char *)prog_arg, NULL};
-    int st_alone = -1, st_timed = -1;
-    char *alone = run(alone_argv, &st_alone);
-    assert_int_equal(st_alone, 0);
-
-    char *out = path_in("out.json");
-    unlink(out);
-    char *argv[16];
-    int a = 0;
-    argv[a++] = KT_CLI;
-    argv[a++] = "run";
-    argv[a++] = "-o";
-    argv[a++] = out;
-    argv[a++] = "--opencl";
-    argv[a++] = (char *)mode;
+    const char *p[] = {prog, arg, NULL};
+    const char *k[8] = {"--opencl", mode};
+    int n = 2;
     if (trace) {
-        argv[a++] = "--trace";
-        argv[a++] = (char *)trace;
+        k[n++] = "--trace";
+        k[n++] = trace;
     }
     if (html) {
-        argv[a++] = "--html";
-        argv[a++] = (char *)html;
+        k[n++] = "--html";
+        k[n++] = html;
     }
-    argv[a++] = "--";
-    argv[a++] = (char *)prog;
-    if (prog_arg)
-        argv[a++] = (char *)prog_arg;
-    argv[a] = NULL;
-    char *timed = run(argv, &st_timed);
-    if (strcmp(alone, timed) != 0)
-        fail_msg("stdout differs under ktiming run\n--- alone:\n%s\n--- timed:\n%s", alone, timed);
-    free(alone);
-    free(timed);
-    kt_snapshot_t *snap = NULL;
-    if (access(out, R_OK) != 0) {
-        assert_int_equal(st_timed, 125); /* -o asked for, nothing timed */
-        return NULL;
-    }
-    assert_int_equal(st_timed, 0);
-    char err[256];
-    int rc = kt_snapshot_load(out, &snap, err, sizeof err);
-    if (rc != 0)
-        fail_msg("snapshot: %s", err);
-    return snap;
+    k[n] = NULL;
+    return ru_run_both(p, k);
 }
 
 /* Names and counts of the OpenCL kernels, and every span of them on device timestamps. */
@@ -164,7 +74,7 @@ static void assert_timed(const kt_snapshot_t *s)
 static void test_events(void **state)
 {
     (void)state;
-    kt_snapshot_t *s = run_both(CLPROG, NULL, "auto", NULL, NULL);
+    kt_snapshot_t *s = both(CLPROG, NULL, "auto", NULL, NULL);
     assert_timed(s);
     kt_snapshot_free(s);
 }
@@ -172,7 +82,7 @@ static void test_events(void **state)
 static void test_no_events(void **state)
 {
     (void)state;
-    kt_snapshot_t *s = run_both(CLPROG, "--no-events", "auto", NULL, NULL);
+    kt_snapshot_t *s = both(CLPROG, "--no-events", "auto", NULL, NULL);
     assert_timed(s);
     kt_snapshot_free(s);
 }
@@ -181,10 +91,10 @@ static void test_no_events(void **state)
 static void test_dlopen_layer(void **state)
 {
     (void)state;
-    kt_snapshot_t *s = run_both(CLPROG_DL, NULL, "auto", NULL, NULL);
+    kt_snapshot_t *s = both(CLPROG_DL, NULL, "auto", NULL, NULL);
     assert_timed(s);
     kt_snapshot_free(s);
-    s = run_both(CLPROG_DL, "--no-events", "layer", NULL, NULL);
+    s = both(CLPROG_DL, "--no-events", "layer", NULL, NULL);
     assert_timed(s);
     kt_snapshot_free(s);
 }
@@ -193,10 +103,10 @@ static void test_dlopen_layer(void **state)
 static void test_preload_only(void **state)
 {
     (void)state;
-    kt_snapshot_t *s = run_both(CLPROG, NULL, "preload", NULL, NULL);
+    kt_snapshot_t *s = both(CLPROG, NULL, "preload", NULL, NULL);
     assert_timed(s);
     kt_snapshot_free(s);
-    s = run_both(CLPROG_DL, NULL, "preload", NULL, NULL);
+    s = both(CLPROG_DL, NULL, "preload", NULL, NULL);
     assert_null(s); /* ran unchanged, untimed */
 }
 
@@ -204,8 +114,8 @@ static void test_preload_only(void **state)
 static void test_outputs(void **state)
 {
     (void)state;
-    char *trace = path_in("trace.json"), *html = path_in("report.html");
-    kt_snapshot_t *s = run_both(CLPROG, NULL, "auto", trace, html);
+    char *trace = ru_path("trace.json"), *html = ru_path("report.html");
+    kt_snapshot_t *s = both(CLPROG, NULL, "auto", trace, html);
     assert_timed(s);
     kt_snapshot_free(s);
     FILE *f = fopen(trace, "rb");
@@ -269,16 +179,16 @@ static void test_status_and_no_opencl(void **state)
     (void)state;
     char *argv[] = {KT_CLI, "run", "--", "/bin/sh", "-c", "echo hello; exit 3", NULL};
     int st = -1;
-    char *out = run(argv, &st);
+    char *out = ru_run(argv, &st);
     assert_int_equal(st, 3);
     assert_string_equal(out, "hello\n");
     free(out);
     char *argv2[] = {KT_CLI, "run", "--", "/bin/sh", "-c", "kill -TERM $$", NULL};
-    out = run(argv2, &st);
+    out = ru_run(argv2, &st);
     assert_int_equal(st, 128 + 15);
     free(out);
     char *argv3[] = {KT_CLI, "run", "--", "/nonexistent/program", NULL};
-    out = run(argv3, &st);
+    out = ru_run(argv3, &st);
     assert_int_equal(st, 127);
     free(out);
 }
@@ -287,14 +197,13 @@ int main(void)
 {
     char *probe_argv[] = {CLPROG, "--iterations", "1", "--size", "64", NULL};
     int st = -1;
-    char *out = run(probe_argv, &st);
+    char *out = ru_run(probe_argv, &st);
     free(out);
     if (st == 77) {
         fprintf(stderr, "test_run_opencl: no OpenCL device, skipping\n");
         return 77;
     }
-    snprintf(g_dir, sizeof g_dir, "/tmp/kt_run_XXXXXX");
-    if (!mkdtemp(g_dir))
+    if (ru_setup() != 0)
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_events),       cmocka_unit_test(test_no_events),
@@ -302,9 +211,6 @@ int main(void)
         cmocka_unit_test(test_outputs),      cmocka_unit_test(test_status_and_no_opencl),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", g_dir);
+    ru_teardown();
     return rc;
 }

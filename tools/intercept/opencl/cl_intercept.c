@@ -38,6 +38,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/kti_run.h"
+
 #define KTI_EXPORT __attribute__((visibility("default")))
 
 /* ---------------------------------------------------------------------------------------------------
@@ -207,43 +209,8 @@ static int forced_props_array(cl_command_queue q, size_t size, void *value, size
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * Attaching queues, and writing the snapshot at exit
+ * Attaching queues
  * ------------------------------------------------------------------------------------------------- */
-
-static pthread_once_t g_exit_once = PTHREAD_ONCE_INIT;
-static pid_t g_exit_pid;
-
-/* Runs before the core's own exit handler (registered later, so called first): collects every outstanding
- * command and writes the snapshot where `ktiming run` looks for it. A forked child that exits skips it. */
-static void write_run_snapshot(void)
-{
-    const char *dir = getenv("KTIMING_RUN_DIR");
-    if (!dir || !*dir || getpid() != g_exit_pid)
-        return;
-    kt_flush();
-    kt_snapshot_t *snap = kt_snapshot();
-    if (!snap)
-        return;
-    /* a scratch file read once the process is gone: no fsync (kt_report_write's), which can cost tens of ms */
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%ld.json", dir, (long)getpid());
-    FILE *f = fopen(path, "w");
-    int rc = f ? kt_report_print(f, snap, KT_FORMAT_JSON) : KT_EIO;
-    if (f && fclose(f) != 0 && rc == 0)
-        rc = KT_EIO;
-    if (rc != 0) {
-        fprintf(stderr, "ktiming: could not write %s: %s\n", path, kt_strerror(rc));
-        unlink(path);
-    }
-    kt_snapshot_free(snap);
-}
-
-static void register_exit(void)
-{
-    g_exit_pid = getpid();
-    kt_is_enabled(); /* the core is set up (and its exit handler registered) before ours */
-    atexit(write_run_snapshot);
-}
 
 /* Generation of attachments: bumped when a queue may have been detached, so per-thread caches refetch. */
 static atomic_uint g_attach_gen = 1;
@@ -264,7 +231,7 @@ static kt_cl_ctx_t *attach(cl_command_queue q)
     kt_cl_ctx_t *kc = NULL;
     if (!q || kt_cl_attach(q, NULL, &kc) != 0)
         return NULL;
-    pthread_once(&g_exit_once, register_exit);
+    kti_run_exit_register();
     t_last.queue = q;
     t_last.ctx = kc;
     t_last.gen = gen;
