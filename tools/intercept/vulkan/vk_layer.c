@@ -669,7 +669,8 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     if (add) {
         const char **names = malloc((ci->enabledExtensionCount + 1) * sizeof *names);
         if (names) {
-            memcpy(names, ci->ppEnabledExtensionNames, ci->enabledExtensionCount * sizeof *names);
+            if (ci->enabledExtensionCount)
+                memcpy(names, ci->ppEnabledExtensionNames, ci->enabledExtensionCount * sizeof *names);
             names[ci->enabledExtensionCount] = add;
             VkDeviceCreateInfo mine = *ci;
             mine.enabledExtensionCount = ci->enabledExtensionCount + 1;
@@ -716,6 +717,8 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
         return;
     pthread_mutex_lock(&g_lock);
     kti_device_t *d = kti_map_del(&g_devices, dispatch_key(device));
+    if (!g_devices.n)
+        kti_map_free(&g_devices);
     pthread_mutex_unlock(&g_lock);
     if (!d)
         return;
@@ -787,6 +790,8 @@ static void VKAPI_CALL hook_DestroyInstance(VkInstance instance, const VkAllocat
         return;
     pthread_mutex_lock(&g_lock);
     kti_instance_t *i = kti_map_del(&g_instances, dispatch_key(instance));
+    if (!g_instances.n)
+        kti_map_free(&g_instances);
     pthread_mutex_unlock(&g_lock);
     if (!i)
         return;
