@@ -1,0 +1,65 @@
+/* csv.c — one CSV row per kernel entry, header first, RFC 4180 (CRLF line ends, quoted fields when needed). */
+#include "export/export.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+/* Writes one field, quoted (with inner quotes doubled) when it holds a comma, quote, CR or LF. */
+static void csv_field(FILE *out, const char *s)
+{
+    if (!s)
+        s = "";
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+static void csv_u64(FILE *out, uint64_t v) { fprintf(out, ",%" PRIu64, v); }
+
+static void csv_double(FILE *out, double v)
+{
+    char buf[40];
+    kt__format_double(buf, sizeof buf, v);
+    fprintf(out, ",%s", strcmp(buf, "null") ? buf : "");
+}
+
+int kt__export_csv(FILE *out, const kt_snapshot_t *snap)
+{
+    if (snap->count && !snap->entries)
+        return KT_EINVAL;
+    fputs("name,backend,device,dispatch_count,total_ns,min_ns,max_ns,last_ns,mean_ns,stddev_ns,p50_ns,p90_ns,"
+          "p99_ns,errors,dropped,spans_dropped,sample_count\r\n",
+          out);
+    for (size_t i = 0; i < snap->count; i++) {
+        const kt_kernel_timing_t *e = &snap->entries[i];
+        csv_field(out, e->name);
+        fputc(',', out);
+        csv_field(out, kt_backend_name(e->backend));
+        fputc(',', out);
+        csv_field(out, e->device);
+        csv_u64(out, e->dispatch_count);
+        csv_u64(out, e->total_ns);
+        csv_u64(out, e->min_ns);
+        csv_u64(out, e->max_ns);
+        csv_u64(out, e->last_ns);
+        csv_double(out, e->mean_ns);
+        csv_double(out, e->stddev_ns);
+        csv_u64(out, e->p50_ns);
+        csv_u64(out, e->p90_ns);
+        csv_u64(out, e->p99_ns);
+        csv_u64(out, e->errors);
+        csv_u64(out, e->dropped);
+        csv_u64(out, e->spans_dropped);
+        csv_u64(out, e->samples ? e->sample_count : 0);
+        fputs("\r\n", out);
+    }
+    return ferror(out) ? KT_EIO : 0;
+}

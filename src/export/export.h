@@ -1,0 +1,51 @@
+/* export.h — internal: the exporters behind kt_report_print() and the JSON/number writers they share. */
+#ifndef KT_EXPORT_EXPORT_H
+#define KT_EXPORT_EXPORT_H
+
+#include <ktiming.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Schema identity written into every JSON snapshot (docs/json-schema.md). */
+#define KT_JSON_SCHEMA_NAME "ktiming.snapshot"
+#define KT_JSON_SCHEMA_VERSION 1
+
+/* Largest integer written as a bare JSON number: 2^53 - 1, the largest n such that every integer up to n is
+ * exact in an IEEE double (JavaScript's Number.MAX_SAFE_INTEGER). Larger uint64 values are written as
+ * decimal strings so that readers that parse numbers into doubles (cJSON, browsers) never round them. */
+#define KT_JSON_MAX_SAFE_INT 9007199254740991ull
+
+/* ---------------------------------------------------------------------------------------------------
+ * Exporters: each writes one whole document for snap to out and returns 0, KT_EINVAL or KT_EIO.
+ * They assume the C numeric locale (kt_report_print switches to it around the call).
+ * ------------------------------------------------------------------------------------------------- */
+int kt__export_text(FILE *out, const kt_snapshot_t *snap);
+int kt__export_csv(FILE *out, const kt_snapshot_t *snap);
+int kt__export_json(FILE *out, const kt_snapshot_t *snap);
+int kt__export_chrome(FILE *out, const kt_snapshot_t *snap); /* written by the timeline area */
+int kt__export_html(FILE *out, const kt_snapshot_t *snap);   /* written by the timeline area */
+
+/* ---------------------------------------------------------------------------------------------------
+ * JSON writing helpers
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Writes at most maxlen bytes of s (stopping at NUL; NULL is "") as a quoted JSON string. Escapes '"', '\\',
+ * every control character, U+2028 and U+2029; bytes that are not valid UTF-8 become U+FFFD, so the output is
+ * always valid UTF-8. */
+void kt__json_write_string(FILE *out, const char *s, size_t maxlen);
+
+/* Writes v as a JSON number when v <= KT_JSON_MAX_SAFE_INT, else as a quoted decimal string. */
+void kt__json_write_u64(FILE *out, uint64_t v);
+
+/* Writes v with the fewest significant digits (up to 17) that read back as exactly v; non-finite values
+ * (which JSON cannot carry) are written as null. */
+void kt__json_write_double(FILE *out, double v);
+
+/* Formats v like kt__json_write_double into buf (at least 32 bytes); returns buf. */
+char *kt__format_double(char *buf, size_t size, double v);
+
+/* Length of the valid UTF-8 sequence at s (1..4; s[0] != 0), or 0 when the bytes there are not valid UTF-8.
+ * Never reads past a NUL. */
+size_t kt__utf8_seq_len(const unsigned char *s);
+
+#endif

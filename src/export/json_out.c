@@ -1,0 +1,310 @@
+/* json_out.c — the JSON snapshot exporter (schema ktiming.snapshot v1) and the JSON value writers it uses. */
+#include "export/export.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------------
+ * Value writers
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Like kt__utf8_seq_len, but never looks at more than avail bytes. */
+static size_t utf8_seq_len_n(const unsigned char *s, size_t avail)
+{
+    unsigned char c = s[0];
+    size_t n;
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        n = 2;
+        cp = c & 0x1Fu;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        cp = c & 0x0Fu;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        cp = c & 0x07u;
+    } else {
+        return 0;
+    }
+    if (n > avail)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xC0u) != 0x80u)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3Fu);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return n;
+}
+
+size_t kt__utf8_seq_len(const unsigned char *s) { return utf8_seq_len_n(s, SIZE_MAX); }
+
+void kt__json_write_string(FILE *out, const char *s, size_t maxlen)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t left = s ? strnlen(s, maxlen) : 0;
+    fputc('"', out);
+    while (left > 0) {
+        unsigned char c = *p;
+        size_t n;
+        if (c < 0x80) {
+            switch (c) {
+            case '"': fputs("\\\"", out); break;
+            case '\\': fputs("\\\\", out); break;
+            case '\b': fputs("\\b", out); break;
+            case '\f': fputs("\\f", out); break;
+            case '\n': fputs("\\n", out); break;
+            case '\r': fputs("\\r", out); break;
+            case '\t': fputs("\\t", out); break;
+            default:
+                if (c < 0x20 || c == 0x7f)
+                    fprintf(out, "\\u%04x", (unsigned)c);
+                else
+                    fputc(c, out);
+            }
+            p++;
+            left--;
+            continue;
+        }
+        n = utf8_seq_len_n(p, left);
+        if (n == 0) {
+            fputs("\\ufffd", out);
+            p++;
+            left--;
+        } else if (n == 3 && p[0] == 0xE2 && p[1] == 0x80 && (p[2] == 0xA8 || p[2] == 0xA9)) {
+            fprintf(out, "\\u%04x", p[2] == 0xA8 ? 0x2028u : 0x2029u);
+            p += n;
+            left -= n;
+        } else {
+            fwrite(p, 1, n, out);
+            p += n;
+            left -= n;
+        }
+    }
+    fputc('"', out);
+}
+
+void kt__json_write_u64(FILE *out, uint64_t v)
+{
+    if (v <= KT_JSON_MAX_SAFE_INT)
+        fprintf(out, "%" PRIu64, v);
+    else
+        fprintf(out, "\"%" PRIu64 "\"", v);
+}
+
+char *kt__format_double(char *buf, size_t size, double v)
+{
+    if (!isfinite(v)) {
+        snprintf(buf, size, "null");
+        return buf;
+    }
+    if (v == 0.0) { /* also folds -0.0, which JSON readers treat inconsistently */
+        snprintf(buf, size, "0");
+        return buf;
+    }
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, size, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    return buf;
+}
+
+void kt__json_write_double(FILE *out, double v)
+{
+    char buf[40];
+    fputs(kt__format_double(buf, sizeof buf, v), out);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Snapshot document
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Backend identifiers of the schema (stable: never the display names, which may change). */
+static const char *const kBackendIds[KT_BACKEND_COUNT] = {"cpu", "opencl", "vulkan", "cuda", "metal"};
+
+static int backend_ok(kt_backend_t b) { return (int)b >= 0 && (int)b < KT_BACKEND_COUNT; }
+
+/* Refuses snapshots the loader would reject, before anything is written. */
+static int validate(const kt_snapshot_t *snap)
+{
+    if ((snap->count && !snap->entries) || (snap->span_count && !snap->spans) ||
+        (snap->queue_count && !snap->queues) || (snap->thread_count && !snap->threads) ||
+        (snap->device_count && !snap->devices))
+        return KT_EINVAL;
+    for (size_t i = 0; i < snap->count; i++)
+        if (!backend_ok(snap->entries[i].backend))
+            return KT_EINVAL;
+    for (size_t i = 0; i < snap->queue_count; i++)
+        if (!backend_ok(snap->queues[i].backend))
+            return KT_EINVAL;
+    for (size_t i = 0; i < snap->device_count; i++)
+        if (!backend_ok(snap->devices[i].backend))
+            return KT_EINVAL;
+    for (size_t i = 0; i < snap->span_count; i++) {
+        const kt_span_t *s = &snap->spans[i];
+        if (s->entry >= snap->count || s->thread >= snap->thread_count ||
+            (s->queue != UINT32_MAX && s->queue >= snap->queue_count))
+            return KT_EINVAL;
+    }
+    return 0;
+}
+
+/* Writes `"key": value` for a uint64 field; sep goes before it. */
+static void field_u64(FILE *out, const char *sep, const char *key, uint64_t v)
+{
+    fprintf(out, "%s\"%s\": ", sep, key);
+    kt__json_write_u64(out, v);
+}
+
+static void field_double(FILE *out, const char *sep, const char *key, double v)
+{
+    fprintf(out, "%s\"%s\": ", sep, key);
+    kt__json_write_double(out, v);
+}
+
+static void field_string(FILE *out, const char *sep, const char *key, const char *s, size_t maxlen)
+{
+    fprintf(out, "%s\"%s\": ", sep, key);
+    kt__json_write_string(out, s, maxlen);
+}
+
+static void write_entry(FILE *out, const kt_kernel_timing_t *e)
+{
+    uint32_t samples = e->samples ? e->sample_count : 0;
+    fputs("    {", out);
+    field_string(out, "", "name", e->name, SIZE_MAX);
+    fprintf(out, ", \"backend\": \"%s\"", kBackendIds[e->backend]);
+    field_string(out, ", ", "device", e->device, SIZE_MAX);
+    field_u64(out, ",\n     ", "dispatch_count", e->dispatch_count);
+    field_u64(out, ", ", "total_ns", e->total_ns);
+    field_u64(out, ", ", "min_ns", e->min_ns);
+    field_u64(out, ", ", "max_ns", e->max_ns);
+    field_u64(out, ", ", "last_ns", e->last_ns);
+    field_double(out, ",\n     ", "mean_ns", e->mean_ns);
+    field_double(out, ", ", "stddev_ns", e->stddev_ns);
+    field_u64(out, ", ", "p50_ns", e->p50_ns);
+    field_u64(out, ", ", "p90_ns", e->p90_ns);
+    field_u64(out, ", ", "p99_ns", e->p99_ns);
+    field_u64(out, ",\n     ", "errors", e->errors);
+    field_u64(out, ", ", "dropped", e->dropped);
+    field_u64(out, ", ", "spans_dropped", e->spans_dropped);
+    field_u64(out, ", ", "sample_count", samples);
+    fputs(",\n     \"samples\": [", out);
+    for (uint32_t i = 0; i < samples; i++) {
+        if (i)
+            fputs(", ", out);
+        kt__json_write_u64(out, e->samples[i]);
+    }
+    fputs("]}", out);
+}
+
+static void write_span(FILE *out, const kt_span_t *s)
+{
+    fprintf(out, "    {\"entry\": %" PRIu32 ", \"queue\": ", s->entry);
+    if (s->queue == UINT32_MAX)
+        fputs("null", out);
+    else
+        fprintf(out, "%" PRIu32, s->queue);
+    fprintf(out, ", \"thread\": %" PRIu32 ", \"flags\": %" PRIu32, s->thread, s->flags);
+    field_u64(out, ", ", "duration_ns", s->duration_ns);
+    field_u64(out, ", ", "start_ns", s->start_ns);
+    field_u64(out, ", ", "end_ns", s->end_ns);
+    /* Optional members: absent means 0 (unknown), which keeps large span logs small. */
+    if (s->enqueue_ns)
+        field_u64(out, ", ", "enqueue_ns", s->enqueue_ns);
+    if (s->queued_ns)
+        field_u64(out, ", ", "queued_ns", s->queued_ns);
+    if (s->submit_ns)
+        field_u64(out, ", ", "submit_ns", s->submit_ns);
+    if (s->uncertainty_ns)
+        field_u64(out, ", ", "uncertainty_ns", s->uncertainty_ns);
+    fputc('}', out);
+}
+
+static void write_device(FILE *out, const kt_device_info_t *d)
+{
+    fprintf(out, "    {\"backend\": \"%s\"", kBackendIds[d->backend]);
+    field_string(out, ", ", "name", d->name, sizeof d->name);
+    field_string(out, ", ", "clock_domain", d->clock_domain, sizeof d->clock_domain);
+    field_u64(out, ",\n     ", "resolution_ns", d->resolution_ns);
+    field_u64(out, ", ", "frequency_hz", d->frequency_hz);
+    fprintf(out, ", \"valid_bits\": %" PRIu32, d->valid_bits);
+    field_u64(out, ", ", "error_bound_ns", d->error_bound_ns);
+    field_double(out, ", ", "drift_ppm", d->drift_ppm);
+    fprintf(out, ", \"model_samples\": %" PRIu32 "}", d->model_samples);
+}
+
+/* Opens an array member; items are written by the caller between "[\n" and "\n  ]". */
+static void array_open(FILE *out, const char *key, size_t n)
+{
+    fprintf(out, ",\n  \"%s\": [%s", key, n ? "\n" : "");
+}
+
+static void array_close(FILE *out, size_t n) { fputs(n ? "\n  ]" : "]", out); }
+
+int kt__export_json(FILE *out, const kt_snapshot_t *snap)
+{
+    int rc = validate(snap);
+    if (rc)
+        return rc;
+    fprintf(out, "{\n  \"schema\": \"%s\",\n  \"version\": %d,\n  \"generator\": \"ktiming %s\"", KT_JSON_SCHEMA_NAME,
+            KT_JSON_SCHEMA_VERSION, KT_VERSION_STRING);
+    field_string(out, ",\n  ", "host", snap->host, sizeof snap->host);
+    field_u64(out, ",\n  ", "taken_ns", snap->taken_ns);
+
+    array_open(out, "entries", snap->count);
+    for (size_t i = 0; i < snap->count; i++) {
+        if (i)
+            fputs(",\n", out);
+        write_entry(out, &snap->entries[i]);
+    }
+    array_close(out, snap->count);
+
+    array_open(out, "spans", snap->span_count);
+    for (size_t i = 0; i < snap->span_count; i++) {
+        if (i)
+            fputs(",\n", out);
+        write_span(out, &snap->spans[i]);
+    }
+    array_close(out, snap->span_count);
+
+    array_open(out, "queues", snap->queue_count);
+    for (size_t i = 0; i < snap->queue_count; i++) {
+        const kt_queue_info_t *q = &snap->queues[i];
+        if (i)
+            fputs(",\n", out);
+        fprintf(out, "    {\"backend\": \"%s\"", kBackendIds[q->backend]);
+        field_string(out, ", ", "device", q->device, sizeof q->device);
+        field_string(out, ", ", "label", q->label, sizeof q->label);
+        fputc('}', out);
+    }
+    array_close(out, snap->queue_count);
+
+    array_open(out, "threads", snap->thread_count);
+    for (size_t i = 0; i < snap->thread_count; i++) {
+        const kt_thread_info_t *t = &snap->threads[i];
+        if (i)
+            fputs(",\n", out);
+        fputs("    {", out);
+        field_u64(out, "", "os_tid", t->os_tid);
+        field_string(out, ", ", "name", t->name, sizeof t->name);
+        fputc('}', out);
+    }
+    array_close(out, snap->thread_count);
+
+    array_open(out, "devices", snap->device_count);
+    for (size_t i = 0; i < snap->device_count; i++) {
+        if (i)
+            fputs(",\n", out);
+        write_device(out, &snap->devices[i]);
+    }
+    array_close(out, snap->device_count);
+    fputs("\n}\n", out);
+    return ferror(out) ? KT_EIO : 0;
+}

@@ -1,0 +1,280 @@
+/* test_malformed.c — bad input is refused with KT_EPARSE and a message naming where: every truncation of a
+ * valid file, syntax errors (line/column/byte), trailing data, wrong or newer schema versions, and each
+ * member check (types, ranges, 64-bit limits, indices, counts, duplicates, UTF-8); random byte corruption
+ * never crashes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ktiming/analysis.h>
+
+#include "export/fixture.h"
+
+/* Parses and expects KT_EPARSE with a message containing `want` (when non-NULL). */
+static void expect_reject(const char *json, size_t len, const char *want)
+{
+    kt_snapshot_t *s = (kt_snapshot_t *)1;
+    char err[512];
+    memset(err, 'x', sizeof err);
+    int rc = kt_snapshot_parse(json, len, &s, err, sizeof err);
+    if (rc != KT_EPARSE)
+        fail_msg("expected KT_EPARSE, got %d for: %.200s", rc, json);
+    assert_null(s);
+    assert_non_null(memchr(err, '\0', sizeof err));
+    assert_true(strlen(err) > 0);
+    if (want && !strstr(err, want))
+        fail_msg("message \"%s\" lacks \"%s\"", err, want);
+}
+
+static void reject(const char *json, const char *want) { expect_reject(json, strlen(json), want); }
+
+/* Parses and expects KT_EPARSE with exactly the message `want`. */
+static void expect_exact(const char *json, const char *want)
+{
+    kt_snapshot_t *s = NULL;
+    char err[512];
+    assert_int_equal(kt_snapshot_parse(json, strlen(json), &s, err, sizeof err), KT_EPARSE);
+    assert_string_equal(err, want);
+}
+
+static void test_every_truncation(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = fx_snapshot_full();
+    int rc;
+    char *text = fx_render(s, KT_FORMAT_JSON, &rc);
+    assert_int_equal(rc, 0);
+    size_t len = strlen(text);
+    size_t last_brace = len;
+    while (last_brace > 0 && text[last_brace - 1] != '}')
+        last_brace--;
+    assert_true(last_brace > 0);
+    last_brace--; /* index of the closing brace */
+    size_t checked = 0;
+    for (size_t cut = 0; cut <= last_brace; cut++) {
+        kt_snapshot_t *out = (kt_snapshot_t *)1;
+        char err[256] = "";
+        /* A heap copy of exactly `cut` bytes, so ASan catches any read past the end. */
+        char *part = malloc(cut ? cut : 1);
+        memcpy(part, text, cut);
+        rc = kt_snapshot_parse(part, cut, &out, err, sizeof err);
+        free(part);
+        if (rc != KT_EPARSE)
+            fail_msg("truncation at byte %zu of %zu: got %d", cut, len, rc);
+        assert_null(out);
+        if (cut > 0 && (!strstr(err, "line ") || !strstr(err, "column ") || !strstr(err, "(byte ")))
+            fail_msg("truncation at byte %zu: message without position: %s", cut, err);
+        checked++;
+    }
+    assert_true(checked > 1000);
+    /* Everything from the closing brace on parses (only whitespace follows). */
+    kt_snapshot_t *out = NULL;
+    assert_int_equal(kt_snapshot_parse(text, last_brace + 1, &out, NULL, 0), 0);
+    fx_free(out);
+    free(text);
+    fx_free(s);
+}
+
+static void test_syntax_positions(void **state)
+{
+    (void)state;
+    reject("{\n  \"schema\": \"ktiming.snapshot\",\n  \"version\": x\n}", "JSON syntax error at line 3, column 14 (byte 47 of 50)");
+    reject("{\"schema\": \"ktiming.snapshot\",}", "line 1, column 31 (byte 30 of 31)");
+    reject("{\"a\":1} {", "unexpected data after the JSON document at line 1, column 9 (byte 8 of 9)");
+    expect_reject("{\"a\":1}\0{}", 10, "unexpected data after the JSON document at line 1, column 8 (byte 7 of 10)");
+    reject("{\"schema\": \"ktiming.snapshot\", \"version\": 1, \"entries\": [", "ends early (truncated?)");
+    reject("", "empty input");
+    reject("   \n ", NULL);
+    reject("[1,2]", "not a JSON object");
+    reject("\"ktiming.snapshot\"", "not a JSON object");
+}
+
+static void test_schema_and_version(void **state)
+{
+    (void)state;
+    reject("{\"version\":1,\"entries\":[]}", "no \"schema\" member");
+    reject("{\"schema\":\"chrome.trace\",\"version\":1,\"entries\":[]}", "schema is \"chrome.trace\"");
+    reject("{\"schema\":7,\"version\":1,\"entries\":[]}", "schema: expected a string");
+    reject("{\"schema\":\"ktiming.snapshot\",\"entries\":[]}", "version: missing");
+    reject("{\"schema\":\"ktiming.snapshot\",\"version\":2,\"entries\":[]}",
+           "unsupported schema version 2: this ktiming (" KT_VERSION_STRING ") reads versions up to 1");
+    reject("{\"schema\":\"ktiming.snapshot\",\"version\":1e300,\"entries\":[]}", "unsupported schema version");
+    reject("{\"schema\":\"ktiming.snapshot\",\"version\":0,\"entries\":[]}", "version: expected a positive integer");
+    reject("{\"schema\":\"ktiming.snapshot\",\"version\":1.5,\"entries\":[]}", "version: expected a positive integer");
+    reject("{\"schema\":\"ktiming.snapshot\",\"version\":\"1\",\"entries\":[]}", "version: expected a positive");
+    reject("{\"schema\":\"ktiming.snapshot\",\"version\":1}", "entries: missing");
+    reject("{\"schema\":\"ktiming.snapshot\",\"version\":1,\"entries\":{}}", "entries: expected an array");
+}
+
+#define HEAD "{\"schema\":\"ktiming.snapshot\",\"version\":1,"
+/* An entry's members except name, backend and min_ns, which the cases below vary. */
+#define REST "\"dispatch_count\":3,\"total_ns\":30,\"max_ns\":11"
+#define E0 "{\"name\":\"a\",\"backend\":\"cpu\",\"min_ns\":9," REST
+#define E1 "{\"name\":\"b\",\"backend\":\"cpu\",\"min_ns\":9," REST
+#define E1_NO_MIN "{\"name\":\"b\",\"backend\":\"cpu\"," REST
+#define E0_NO_NAME "{\"backend\":\"cpu\",\"min_ns\":9," REST
+#define E1_NO_BACKEND "{\"name\":\"b\",\"min_ns\":9," REST
+#define TH "\"threads\":[{\"os_tid\":1,\"name\":\"main\"}]"
+
+static void test_member_errors(void **state)
+{
+    (void)state;
+    /* The reference document parses; each case below breaks one thing. */
+    kt_snapshot_t *ok = NULL;
+    const char *good = HEAD "\"entries\":[" E0 "}," E1 ",\"samples\":[9,10,11]}]," TH
+                            ",\"spans\":[{\"entry\":1,\"thread\":0,\"start_ns\":1,\"end_ns\":2}]}";
+    assert_int_equal(kt_snapshot_parse(good, strlen(good), &ok, NULL, 0), 0);
+    assert_int_equal(ok->entries[1].sample_count, 3);
+    fx_free(ok);
+
+    reject(HEAD "\"entries\":[" E0 "}," E1_NO_MIN ",\"min_ns\":-1}]}", "entries[1].min_ns: expected a non-negative integer");
+    reject(HEAD "\"entries\":[" E0 "}," E1_NO_MIN ",\"min_ns\":1.5}]}",
+           "entries[1].min_ns: expected a non-negative integer");
+    reject(HEAD "\"entries\":[" E0 ",\"p90_ns\":true}]}", "entries[0].p90_ns: expected a non-negative integer");
+    reject(HEAD "\"entries\":[" E0 ",\"p90_ns\":\"12a\"}]}", "entries[0].p90_ns: expected a non-negative integer");
+    reject(HEAD "\"entries\":[" E0 ",\"p90_ns\":\"\"}]}", "entries[0].p90_ns: expected a non-negative integer");
+    reject(HEAD "\"entries\":[" E0 ",\"p90_ns\":\"-5\"}]}", "entries[0].p90_ns: expected a non-negative integer");
+    reject(HEAD "\"entries\":[" E0 ",\"errors\":\"18446744073709551616\"}]}",
+           "entries[0].errors: integer does not fit in 64 bits");
+    reject(HEAD "\"entries\":[" E0 ",\"errors\":9007199254740993}]}", "entries[0].errors: integer above 2^53-1");
+    reject(HEAD "\"entries\":[" E0 ",\"errors\":1e400}]}", "entries[0].errors: expected a non-negative integer");
+    reject(HEAD "\"entries\":[{\"backend\":\"cpu\",\"dispatch_count\":1,\"total_ns\":1,\"min_ns\":1,\"max_ns\":1}]}",
+           "entries[0].name: missing");
+    reject(HEAD "\"entries\":[" E0_NO_NAME ",\"name\":5}]}", "entries[0].name: expected a string");
+    reject(HEAD "\"entries\":[{\"name\":\"a\",\"backend\":\"cpu\",\"total_ns\":1,\"min_ns\":1,\"max_ns\":1}]}",
+           "entries[0].dispatch_count: missing");
+    reject(HEAD "\"entries\":[" E0 "}," E1_NO_BACKEND ",\"backend\":\"directx\"}]}", "entries[1].backend: unknown backend");
+    reject(HEAD "\"entries\":[" E0 ",\"mean_ns\":\"fast\"}]}", "entries[0].mean_ns: expected a number or null");
+    reject(HEAD "\"entries\":[" E0 ",\"samples\":[1,2],\"sample_count\":3}]}",
+           "entries[0].sample_count: 3 does not match the 2 values in samples");
+    reject(HEAD "\"entries\":[" E0 ",\"samples\":[1,2,3,4]}]}", "entries[0].sample_count: larger than dispatch_count");
+    reject(HEAD "\"entries\":[" E0 ",\"samples\":[1,{},3]}]}", "entries[0].samples[1]: expected a non-negative integer");
+    reject(HEAD "\"entries\":[" E0 ",\"samples\":7}]}", "entries[0].samples: expected an array");
+    reject(HEAD "\"entries\":[" E1_NO_MIN ",\"min_ns\":12}]}", "entries[0].min_ns: larger than max_ns");
+    reject(HEAD "\"entries\":[" E0 ",\"max_ns\":12}]}", "entries[0].max_ns: member appears more than once");
+    reject("{\"schema\":\"ktiming.snapshot\",\"version\":1,\"version\":2,\"entries\":[]}",
+           "version: member appears more than once");
+    reject(HEAD "\"entries\":[" E0 "}," E0 "}]}", "entries[0] and entries[1]: the same (name, backend, device) twice");
+    reject(HEAD "\"entries\":[" E1 "}," E0 "}," E1 "}]}", "the same (name, backend, device) twice");
+    reject(HEAD "\"entries\":[5]}", "entries[0]: expected an object");
+    reject(HEAD "\"entries\":[" E0_NO_NAME ",\"name\":\"bad\xff\"}]}", "entries[0].name: string is not valid UTF-8");
+    reject(HEAD "\"entries\":[" E0_NO_NAME ",\"name\":\"\xed\xa0\x80\"}]}", "not valid UTF-8");
+    reject(HEAD "\"entries\":[" E0_NO_NAME ",\"name\":\"\\ud800\"}]}", NULL); /* lone surrogate escape */
+
+    reject(HEAD "\"entries\":[" E0 "}]," TH ",\"spans\":[{\"entry\":1,\"thread\":0,\"start_ns\":1,\"end_ns\":2}]}",
+           "spans[0].entry: index out of range of entries");
+    reject(HEAD "\"entries\":[" E0 "}]," TH ",\"spans\":[{\"entry\":0,\"thread\":1,\"start_ns\":1,\"end_ns\":2}]}",
+           "spans[0].thread: index out of range of threads");
+    reject(HEAD "\"entries\":[" E0 "}]," TH
+                ",\"spans\":[{\"entry\":0,\"thread\":0,\"queue\":0,\"start_ns\":1,\"end_ns\":2}]}",
+           "spans[0].queue: index out of range of queues");
+    reject(HEAD "\"entries\":[" E0 "}]," TH
+                ",\"spans\":[{\"entry\":0,\"thread\":0,\"start_ns\":1,\"end_ns\":2},{\"entry\":4294967296,\"thread\":0,"
+                "\"start_ns\":1,\"end_ns\":2}]}",
+           "spans[1].entry: integer does not fit in 32 bits");
+    reject(HEAD "\"entries\":[" E0 "}]," TH ",\"spans\":[{\"entry\":0,\"thread\":0,\"end_ns\":2}]}",
+           "spans[0].start_ns: missing");
+    reject(HEAD "\"entries\":[" E0 "}],\"spans\":[{\"entry\":0,\"start_ns\":1,\"end_ns\":2}]}",
+           "spans[0].thread: missing");
+    reject(HEAD "\"entries\":[],\"queues\":[{\"backend\":\"opencl\",\"label\":7}]}", "queues[0].label: expected a string");
+    reject(HEAD "\"entries\":[],\"threads\":[{\"os_tid\":-3}]}", "threads[0].os_tid: expected a non-negative integer");
+    reject(HEAD "\"entries\":[],\"threads\":[{\"name\":\"0123456789012345678901234567890123\"}]}",
+           "threads[0].name: string longer than 31 bytes");
+    reject(HEAD "\"entries\":[],\"devices\":[{\"backend\":\"vulkan\"}]}", "devices[0].name: missing");
+    reject(HEAD "\"entries\":[],\"devices\":[{\"backend\":\"vulkan\",\"name\":\"x\",\"valid_bits\":4294967296}]}",
+           "devices[0].valid_bits: integer does not fit in 32 bits");
+    reject(HEAD "\"entries\":[],\"devices\":[{\"backend\":\"vulkan\",\"name\":\"x\",\"drift_ppm\":[]}]}",
+           "devices[0].drift_ppm: expected a number or null");
+    reject(HEAD "\"host\":\"0123456789012345678901234567890123456789012345678901234567890123\",\"entries\":[]}",
+           "host: string longer than 63 bytes");
+    reject(HEAD "\"taken_ns\":null,\"entries\":[]}", "taken_ns: expected a non-negative integer");
+    /* Top-level members read after the entries are named from the top, not from the last entry. */
+    expect_exact(HEAD "\"entries\":[" E0 "}],\"spans\":7}", "spans: expected an array");
+    expect_exact(HEAD "\"entries\":[" E0 "}],\"queues\":{}}", "queues: expected an array");
+}
+
+static void test_arguments(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = (kt_snapshot_t *)1;
+    char err[64];
+    assert_int_equal(kt_snapshot_parse("{}", 2, NULL, err, sizeof err), KT_EINVAL);
+    assert_int_equal(kt_snapshot_parse(NULL, 3, &s, err, sizeof err), KT_EINVAL);
+    assert_null(s);
+    assert_int_equal(kt_snapshot_parse("{}", 2, &s, NULL, 0), KT_EPARSE); /* no message buffer: still fine */
+    /* A tiny message buffer is truncated, still NUL-terminated. */
+    err[4] = 'x';
+    assert_int_equal(kt_snapshot_parse("{\"a\":", 5, &s, err, 4), KT_EPARSE);
+    assert_int_equal(strlen(err), 3);
+    assert_int_equal(err[4], 'x');
+    assert_int_equal(kt_snapshot_load(NULL, &s, err, sizeof err), KT_EINVAL);
+}
+
+/* xorshift64*: deterministic corruption for the test below. */
+static uint64_t rng_next(uint64_t *x)
+{
+    *x ^= *x >> 12;
+    *x ^= *x << 25;
+    *x ^= *x >> 27;
+    return *x * 2685821657736338717ull;
+}
+
+static void test_random_corruption(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = fx_snapshot_full();
+    int rc;
+    char *text = fx_render(s, KT_FORMAT_JSON, &rc);
+    size_t len = strlen(text);
+    char *buf = malloc(len);
+    uint64_t seed = 0x9E3779B97F4A7C15ull;
+    const char alphabet[] = "{}[]\",:0123456789-.eE\\ntrufalsn \xff\xc3";
+    size_t accepted = 0, rejected = 0;
+    for (int iter = 0; iter < 4000; iter++) {
+        memcpy(buf, text, len);
+        int edits = 1 + (int)(rng_next(&seed) % 4);
+        for (int k = 0; k < edits; k++)
+            buf[rng_next(&seed) % len] = alphabet[rng_next(&seed) % (sizeof alphabet - 1)];
+        kt_snapshot_t *out = NULL;
+        char err[256];
+        rc = kt_snapshot_parse(buf, len, &out, err, sizeof err);
+        if (rc == 0) {
+            /* Whatever is accepted must be a consistent snapshot that writes and reads back identically. */
+            char *again = fx_render(out, KT_FORMAT_JSON, &rc);
+            assert_int_equal(rc, 0);
+            kt_snapshot_t *twice = NULL;
+            assert_int_equal(kt_snapshot_parse(again, strlen(again), &twice, err, sizeof err), 0);
+            char why[128];
+            if (fx_snapshot_diff(out, twice, why, sizeof why))
+                fail_msg("iteration %d: re-read differs at %s", iter, why);
+            fx_free(twice);
+            free(again);
+            fx_free(out);
+            accepted++;
+        } else {
+            assert_int_equal(rc, KT_EPARSE);
+            assert_null(out);
+            rejected++;
+        }
+    }
+    assert_true(rejected > 1000);
+    assert_true(accepted > 10);
+    free(buf);
+    free(text);
+    fx_free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_truncation),
+        cmocka_unit_test(test_syntax_positions),
+        cmocka_unit_test(test_schema_and_version),
+        cmocka_unit_test(test_member_errors),
+        cmocka_unit_test(test_arguments),
+        cmocka_unit_test(test_random_corruption),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,190 @@
+/* cmd_demo.c — `ktiming demo`: runs the built-in kernels on the CPU and on every GPU backend built in and
+ * available, then prints the [timing] table (and saves the snapshot with -o). */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One backend's demo as the CLI knows it. */
+typedef struct demo_backend_t {
+    const char *name;                              /* --backend word */
+    int (*run)(const ktcli_demo_opts_t *opts);     /* NULL when not built in */
+} demo_backend_t;
+
+static const demo_backend_t kBackends[] = {
+    {"cpu", ktcli_demo_cpu},
+#ifdef KTCLI_HAVE_DEMO_OPENCL
+    {"opencl", ktcli_demo_opencl},
+#else
+    {"opencl", NULL},
+#endif
+#ifdef KTCLI_HAVE_DEMO_VULKAN
+    {"vulkan", ktcli_demo_vulkan},
+#else
+    {"vulkan", NULL},
+#endif
+#ifdef KTCLI_HAVE_DEMO_CUDA
+    {"cuda", ktcli_demo_cuda},
+#else
+    {"cuda", NULL},
+#endif
+};
+#define BACKEND_COUNT (sizeof kBackends / sizeof kBackends[0])
+
+static void demo_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: ktiming demo [--dispatches N] [--warmup N] [--size MB] [--backend cpu|opencl|vulkan|cuda|all]\n"
+            "                    [-o snapshot.json] [--verbose]\n"
+            "\n"
+            "Runs built-in kernels (CPU: box blur, saxpy, reduction; GPU backends add their own) with untimed\n"
+            "warm-up dispatches, then prints one [timing] line per kernel. A backend with no device prints a note\n"
+            "and is skipped.\n"
+            "\n"
+            "  -n, --dispatches N   timed dispatches per kernel (default 20)\n"
+            "  -w, --warmup N       untimed warm-up dispatches per kernel (default 3)\n"
+            "  -s, --size MB        working set per kernel in MiB (default 8)\n"
+            "  -b, --backend B      cpu, opencl, vulkan, cuda or all (default all; may be repeated)\n"
+            "  -o, --output FILE    also save the snapshot as JSON (schema ktiming.snapshot)\n"
+            "  -v, --verbose        progress lines on standard error\n"
+            "  -h, --help           this help\n"
+            "\n"
+            "exit status: 0 done, 1 a kernel or the snapshot write failed, 2 usage error\n");
+}
+
+/* Parses a decimal integer in [lo, hi]; 0 on success. */
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int ktcli_cmd_demo(int argc, char **argv)
+{
+    static const struct option kLong[] = {{"dispatches", required_argument, NULL, 'n'},
+                                          {"warmup", required_argument, NULL, 'w'},
+                                          {"size", required_argument, NULL, 's'},
+                                          {"backend", required_argument, NULL, 'b'},
+                                          {"output", required_argument, NULL, 'o'},
+                                          {"verbose", no_argument, NULL, 'v'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {NULL, 0, NULL, 0}};
+    ktcli_demo_opts_t opts = {.warmup = 3, .dispatches = 20, .bytes = (size_t)8 << 20, .verbose = 0};
+    unsigned selected = 0; /* bit i: kBackends[i]; 0 = all */
+    const char *out_path = NULL;
+    long v;
+    int c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":n:w:s:b:o:vh", kLong, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            if (parse_int(optarg, 1, 1000000, &v)) {
+                fprintf(stderr, "ktiming demo: --dispatches wants a whole number from 1 to 1000000, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            opts.dispatches = (int)v;
+            break;
+        case 'w':
+            if (parse_int(optarg, 0, 1000000, &v)) {
+                fprintf(stderr, "ktiming demo: --warmup wants a whole number from 0 to 1000000, not '%s'\n", optarg);
+                return 2;
+            }
+            opts.warmup = (int)v;
+            break;
+        case 's':
+            if (parse_int(optarg, 1, 4096, &v)) {
+                fprintf(stderr, "ktiming demo: --size wants MiB from 1 to 4096, not '%s'\n", optarg);
+                return 2;
+            }
+            opts.bytes = (size_t)v << 20;
+            break;
+        case 'b': {
+            size_t i;
+            if (!strcmp(optarg, "all")) {
+                selected = 0;
+                break;
+            }
+            for (i = 0; i < BACKEND_COUNT; i++)
+                if (!strcmp(optarg, kBackends[i].name))
+                    break;
+            if (i == BACKEND_COUNT) {
+                fprintf(stderr, "ktiming demo: unknown backend '%s' (cpu, opencl, vulkan, cuda, all)\n", optarg);
+                return 2;
+            }
+            selected |= 1u << i;
+            break;
+        }
+        case 'o': out_path = optarg; break;
+        case 'v': opts.verbose = 1; break;
+        case 'h': demo_usage(stdout); return 0;
+        case ':':
+            fprintf(stderr, "ktiming demo: %s needs a value\n", argv[optind - 1]);
+            demo_usage(stderr);
+            return 2;
+        default:
+            fprintf(stderr, "ktiming demo: unknown option '%s'\n", argv[optind - 1]);
+            demo_usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ktiming demo: unexpected argument '%s'\n", argv[optind]);
+        demo_usage(stderr);
+        return 2;
+    }
+
+    int status = 0;
+    for (size_t i = 0; i < BACKEND_COUNT; i++) {
+        if (selected && !(selected & (1u << i)))
+            continue;
+        if (!kBackends[i].run) {
+            if (selected) /* asked for by name: say why there is no row */
+                fprintf(stderr, "ktiming demo: note: %s support is not built into this ktiming\n", kBackends[i].name);
+            continue;
+        }
+        if (opts.verbose)
+            fprintf(stderr, "ktiming demo: %s ...\n", kBackends[i].name);
+        int rc = kBackends[i].run(&opts);
+        if (rc == KT_EUNAVAILABLE) {
+            if (opts.verbose)
+                fprintf(stderr, "ktiming demo: %s unavailable here, skipped\n", kBackends[i].name);
+        } else if (rc) {
+            fprintf(stderr, "ktiming demo: the %s demo failed: %s\n", kBackends[i].name, kt_strerror(rc));
+            status = 1;
+        }
+    }
+
+    kt_flush();
+    kt_snapshot_t *snap = kt_snapshot();
+    if (!snap) {
+        fprintf(stderr, "ktiming demo: no snapshot: %s\n", kt_strerror(KT_ENOMEM));
+        return 1;
+    }
+    int rc = kt_report_print(stdout, snap, KT_FORMAT_TEXT);
+    if (rc) {
+        fprintf(stderr, "ktiming demo: cannot print the table: %s\n", kt_strerror(rc));
+        status = 1;
+    }
+    if (out_path) {
+        rc = kt_report_write(out_path, snap, KT_FORMAT_JSON);
+        if (rc) {
+            fprintf(stderr, "ktiming demo: cannot write %s: %s\n", out_path,
+                    rc == KT_EIO ? strerror(errno) : kt_strerror(rc));
+            status = 1;
+        } else if (opts.verbose) {
+            fprintf(stderr, "ktiming demo: snapshot saved to %s\n", out_path);
+        }
+    }
+    kt_snapshot_free(snap);
+    return status;
+}
