@@ -6,12 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Chrome trace / Perfetto JSON of snap's spans (one track per host thread and per device queue, flow arrows
- * from enqueue to execution). Returns 0, KT_EINVAL or KT_EIO. */
-int kt__export_chrome(FILE *out, const kt_snapshot_t *snap);
-
-/* Self-contained HTML report of snap (kernel table, duration distributions, timeline). */
-int kt__export_html(FILE *out, const kt_snapshot_t *snap);
+#include "export/export.h" /* kt__export_chrome, kt__export_html (declared with the other exporters) */
 
 /* HTML report of `after`, with a comparison view against `before` when it is non-NULL. compare_json, when
  * non-NULL, is the JSON document `ktiming compare --format json` writes; it supplies the speedups, confidence

@@ -4,36 +4,6 @@
 #include <inttypes.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when the bytes there are not valid UTF-8. */
-static size_t utf8_seq_len(const unsigned char *s)
-{
-    unsigned char c = s[0];
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-        cp = c & 0x1Fu;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        cp = c & 0x0Fu;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        cp = c & 0x07u;
-    } else {
-        return 0;
-    }
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0u) != 0x80u)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3Fu);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
-}
-
 void kt__tl_json_chars(FILE *out, const char *s)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
@@ -53,7 +23,7 @@ void kt__tl_json_chars(FILE *out, const char *s)
             p++;
             continue;
         }
-        size_t n = utf8_seq_len(p);
+        size_t n = kt__utf8_seq_len(p);
         if (n == 0) {
             fputs("\\ufffd", out);
             p++;

@@ -163,9 +163,9 @@ static inline kt_snapshot_t *tlf_before_snapshot(void)
     return s;
 }
 
-/* A comparison document shaped as `ktiming compare --format json` writes it (ktiming/compare.h). */
+/* A comparison document shaped as kt_compare_print(KT_COMPARE_JSON) writes it (src/analysis/compare_print.c). */
 static const char tlf_compare_json[] =
-    "{\"rows\":["
+    "{\"ktiming_compare\":1,\"kernels\":["
     "{\"name\":\"blur\",\"backend\":\"OpenCL\",\"device\":\"pthread-cpu\",\"presence\":\"both\","
     "\"before\":{\"dispatches\":40,\"samples\":40,\"median_ns\":712000},\"after\":{\"dispatches\":40,"
     "\"samples\":40,\"median_ns\":475000},\"speedup_median\":1.5,\"ci_lo\":1.41,\"ci_hi\":1.58,"
@@ -180,8 +180,8 @@ static const char tlf_compare_json[] =
     "\"presence\":\"both\",\"before\":{\"dispatches\":3,\"median_ns\":5775},\"after\":{\"dispatches\":3,"
     "\"median_ns\":5775},\"speedup_median\":1.0,\"ci_lo\":0.5,\"ci_hi\":2.0,\"p_value\":1,\"verdict\":\"UNSURE\","
     "\"reason\":\"3 samples < 9\"},"
-    "{\"name\":\"host_prep\",\"backend\":\"CPU\",\"device\":\"host\",\"presence\":\"after\",\"verdict\":\"UNSURE\"},"
-    "{\"name\":\"host_prep_v0\",\"backend\":\"CPU\",\"device\":\"host\",\"presence\":\"before\",\"verdict\":\"UNSURE\"}],"
-    "\"geomean_speedup\":1.06,\"geomean_ci_lo\":0.97,\"geomean_ci_hi\":1.16,\"geomean_verdict\":\"UNSURE\"}";
+    "{\"name\":\"host_prep\",\"backend\":\"CPU\",\"device\":\"host\",\"presence\":\"after_only\",\"verdict\":\"UNSURE\"},"
+    "{\"name\":\"host_prep_v0\",\"backend\":\"CPU\",\"device\":\"host\",\"presence\":\"before_only\",\"verdict\":\"UNSURE\"}],"
+    "\"geomean\":{\"kernels\":4,\"speedup\":1.06,\"ci_lo\":0.97,\"ci_hi\":1.16,\"verdict\":\"UNSURE\"}}";
 
 #endif
