@@ -342,6 +342,18 @@ static int report(const run_opts_t *o, const char *run_dir, pid_t child)
     return bad ? -1 : 0;
 }
 
+static int dir_is_empty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int empty = 1;
+    while (d && empty && (de = readdir(d)))
+        empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+    if (d)
+        closedir(d);
+    return empty;
+}
+
 static void remove_dir(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -423,7 +435,9 @@ int ktcli_cmd_run(int argc, char **argv)
     }
     pid_t child = 0;
     int status = run_program(argv + optind, &child);
-    int rc = child > 0 ? report(&o, run_dir, child) : 0;
+    /* a program that could not be started (126/127 from our child) timed nothing: no second message */
+    int started = child > 0 && !((status == 126 || status == 127) && dir_is_empty(run_dir));
+    int rc = started ? report(&o, run_dir, child) : 0;
     remove_dir(run_dir);
     /* the program's status wins; a failure to write what was asked for shows when the program succeeded */
     return status != 0 ? status : (rc != 0 ? 125 : 0);
