@@ -1,0 +1,542 @@
+/* cuda_globaltimer.c — %globaltimer through the embedded PTX kernels: reads, batches, resolution, calibration
+ * against the host timeline (ktiming/clock.h), and the slot buffers KT_KERNEL_ENTER/EXIT stamp into. */
+#include "cuda_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* A device buffer of stamp slots. */
+struct kt_cuda_slots_t {
+    kt__cuda_ctx_t *c;     /* owning context */
+    uint32_t generation;   /* backend generation at creation */
+    uint32_t count;        /* slots */
+    kt__cudeviceptr base;  /* device address of slot 0 */
+};
+
+static const kt_cuda_stamp_t kSlotReset = {UINT64_MAX, 0};
+
+/* Calibration samples are spread over at least this long, so the fitted drift is not extrapolated from a burst
+ * of a few milliseconds. */
+#define KT__CUDA_CAL_SPAN_NS 20000000ull
+
+/* kt_cuda_slots_record recalibrates a %globaltimer model older than this. */
+#define KT__CUDA_GT_MAX_AGE_NS 10000000000ull
+
+/* ---------------------------------------------------------------------------------------------------
+ * Module, stream and scratch buffer (gt_lock held, context current)
+ * ------------------------------------------------------------------------------------------------- */
+
+static int gt_supported(void)
+{
+    if (kt__cu.cuModuleLoadData && kt__cu.cuModuleUnload && kt__cu.cuModuleGetFunction && kt__cu.cuLaunchKernel &&
+        kt__cu.cuMemAlloc_v2 && kt__cu.cuMemFree_v2 && kt__cu.cuMemcpyDtoHAsync_v2 && kt__cu.cuMemcpyHtoDAsync_v2)
+        return 0;
+    kt__cuda_set_error(0, "the CUDA driver lacks module, launch or copy entry points");
+    return KT_ENOTSUP;
+}
+
+static int gt_prepare(kt__cuda_ctx_t *c, size_t scratch_bytes)
+{
+    int rc = gt_supported();
+    if (rc)
+        return rc;
+    kt__curesult r;
+    if (!c->module) {
+        r = kt__cu.cuModuleLoadData(&c->module, kt__cuda_ptx);
+        if (r) {
+            c->module = NULL;
+            return kt__cuda_fail("cuModuleLoadData (ktiming globaltimer PTX)", r);
+        }
+        r = kt__cu.cuModuleGetFunction(&c->fn_read, c->module, "kt_globaltimer_read");
+        if (!r)
+            r = kt__cu.cuModuleGetFunction(&c->fn_batch, c->module, "kt_globaltimer_batch");
+        if (r) {
+            kt__cu.cuModuleUnload(c->module);
+            c->module = NULL;
+            return kt__cuda_fail("cuModuleGetFunction", r);
+        }
+    }
+    if (!c->gt_stream) {
+        r = kt__cu.cuStreamCreate(&c->gt_stream, KT__CU_STREAM_NON_BLOCKING);
+        if (r) {
+            c->gt_stream = NULL;
+            return kt__cuda_fail("cuStreamCreate", r);
+        }
+    }
+    if (scratch_bytes > c->scratch_bytes) {
+        if (c->scratch)
+            kt__cu.cuMemFree_v2(c->scratch);
+        c->scratch = 0;
+        c->scratch_bytes = 0;
+        r = kt__cu.cuMemAlloc_v2(&c->scratch, scratch_bytes);
+        if (r)
+            return kt__cuda_fail("cuMemAlloc", r);
+        c->scratch_bytes = scratch_bytes;
+    }
+    return 0;
+}
+
+void kt__cuda_gt_cleanup(kt__cuda_ctx_t *c)
+{
+    pthread_mutex_lock(&c->gt_lock);
+    if (c->module)
+        kt__cu.cuModuleUnload(c->module);
+    if (c->scratch)
+        kt__cu.cuMemFree_v2(c->scratch);
+    if (c->gt_stream)
+        kt__cu.cuStreamDestroy_v2(c->gt_stream);
+    c->module = NULL;
+    c->scratch = 0;
+    c->scratch_bytes = 0;
+    c->gt_stream = NULL;
+    pthread_mutex_unlock(&c->gt_lock);
+}
+
+static int gt_launch_read(kt__cuda_ctx_t *c, kt__cudeviceptr dst)
+{
+    void *params[] = {&dst};
+    kt__curesult r = kt__cu.cuLaunchKernel(c->fn_read, 1, 1, 1, 1, 1, 1, 0, c->gt_stream, params, NULL);
+    return r ? kt__cuda_fail("cuLaunchKernel (kt_globaltimer_read)", r) : 0;
+}
+
+static int gt_sync(kt__cuda_ctx_t *c)
+{
+    kt__curesult r = kt__cu.cuStreamSynchronize(c->gt_stream);
+    return r ? kt__cuda_fail("cuStreamSynchronize", r) : 0;
+}
+
+static int gt_copy_back(kt__cuda_ctx_t *c, void *dst, kt__cudeviceptr src, size_t bytes)
+{
+    kt__curesult r = kt__cu.cuMemcpyDtoHAsync_v2(dst, src, bytes, c->gt_stream);
+    if (r)
+        return kt__cuda_fail("cuMemcpyDtoHAsync", r);
+    return gt_sync(c);
+}
+
+/* Enter the context and lock its timer state; gt_end undoes it. */
+static int gt_begin(kt__cuctx ctx, kt__cuda_ctx_t **out, int *pushed)
+{
+    int rc = kt__cuda_ctx_get(ctx, out);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&(*out)->gt_lock);
+    rc = kt__cuda_ctx_enter(*out, pushed);
+    if (rc)
+        pthread_mutex_unlock(&(*out)->gt_lock);
+    return rc;
+}
+
+static void gt_end(kt__cuda_ctx_t *c, int pushed)
+{
+    kt__cuda_ctx_leave(pushed);
+    pthread_mutex_unlock(&c->gt_lock);
+}
+
+/* One read: launch, synchronise, copy (gt_lock held, context current). */
+static int gt_read_locked(kt__cuda_ctx_t *c, uint64_t *ns)
+{
+    int rc = gt_prepare(c, sizeof(uint64_t));
+    if (!rc)
+        rc = gt_launch_read(c, c->scratch);
+    if (!rc)
+        rc = gt_copy_back(c, ns, c->scratch, sizeof *ns);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Reads, batches, resolution, frequency
+ * ------------------------------------------------------------------------------------------------- */
+
+int kt_cuda_globaltimer_read(struct CUctx_st *ctx, uint64_t *ns)
+{
+    if (!ns)
+        return KT_EINVAL;
+    kt__cuda_ctx_t *c;
+    int pushed;
+    int rc = gt_begin(ctx, &c, &pushed);
+    if (rc)
+        return rc;
+    rc = gt_read_locked(c, ns);
+    gt_end(c, pushed);
+    return rc;
+}
+
+static int gt_batch_locked(kt__cuda_ctx_t *c, uint64_t *out, uint32_t n)
+{
+    int rc = gt_prepare(c, (size_t)n * sizeof(uint64_t));
+    if (rc)
+        return rc;
+    kt__cudeviceptr dst = c->scratch;
+    void *params[] = {&dst, &n};
+    kt__curesult r = kt__cu.cuLaunchKernel(c->fn_batch, 1, 1, 1, 1, 1, 1, 0, c->gt_stream, params, NULL);
+    if (r)
+        return kt__cuda_fail("cuLaunchKernel (kt_globaltimer_batch)", r);
+    return gt_copy_back(c, out, c->scratch, (size_t)n * sizeof(uint64_t));
+}
+
+int kt_cuda_globaltimer_batch(struct CUctx_st *ctx, uint64_t *out, uint32_t n)
+{
+    if (!out || n == 0)
+        return KT_EINVAL;
+    kt__cuda_ctx_t *c;
+    int pushed;
+    int rc = gt_begin(ctx, &c, &pushed);
+    if (rc)
+        return rc;
+    rc = gt_batch_locked(c, out, n);
+    gt_end(c, pushed);
+    return rc;
+}
+
+int kt_cuda_globaltimer_resolution(struct CUctx_st *ctx, uint64_t *resolution_ns)
+{
+    enum { N = 1024 };
+    if (!resolution_ns)
+        return KT_EINVAL;
+    uint64_t *v = malloc(N * sizeof *v);
+    if (!v)
+        return KT_ENOMEM;
+    kt__cuda_ctx_t *c;
+    int pushed;
+    int rc = gt_begin(ctx, &c, &pushed);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    rc = gt_batch_locked(c, v, N);
+    gt_end(c, pushed);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    uint64_t best = 0;
+    for (uint32_t i = 1; i < N; i++)
+        if (v[i] > v[i - 1] && (best == 0 || v[i] - v[i - 1] < best))
+            best = v[i] - v[i - 1];
+    free(v);
+    if (best == 0) {
+        kt__cuda_set_error(0, "%%globaltimer did not advance over %d consecutive reads", N);
+        return KT_EBACKEND;
+    }
+    pthread_mutex_lock(&c->lock);
+    c->gt_resolution_ns = best;
+    pthread_mutex_unlock(&c->lock);
+    kt__cuda_publish(c);
+    *resolution_ns = best;
+    return 0;
+}
+
+int kt_cuda_globaltimer_frequency(struct CUctx_st *ctx, uint64_t *timer_hz, uint64_t *sm_clock_hz)
+{
+    kt__cuda_ctx_t *c;
+    int rc = kt__cuda_ctx_get(ctx, &c);
+    if (rc)
+        return rc;
+    if (timer_hz)
+        *timer_hz = KT_CUDA_GLOBALTIMER_HZ;
+    if (sm_clock_hz) {
+        int khz = 0;
+        kt__curesult r = kt__cu.cuDeviceGetAttribute(&khz, KT__CU_DEVICE_ATTRIBUTE_CLOCK_RATE, c->device);
+        *sm_clock_hz = (r == KT__CU_SUCCESS && khz > 0) ? (uint64_t)khz * 1000u : 0;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Calibration against the host timeline
+ * ------------------------------------------------------------------------------------------------- */
+
+/* kt_device_clock_read_cb for domain detection (gt_lock held and context current by the caller). */
+static uint64_t gt_read_cb(void *user)
+{
+    uint64_t ns = 0;
+    return gt_read_locked(user, &ns) == 0 ? ns : 0;
+}
+
+int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t strategy, kt_clock_model_t *out,
+                      kt_clock_domain_t *domain)
+{
+    uint32_t n = samples ? samples : 64;
+    if (n < KT_CLOCK_MIN_SAMPLES)
+        return KT_ESAMPLES;
+    kt_clock_sample_t *s = calloc(n, sizeof *s);
+    uint64_t *dev = calloc(n, sizeof *dev);
+    if (!s || !dev) {
+        free(s);
+        free(dev);
+        return KT_ENOMEM;
+    }
+    kt__cuda_ctx_t *c;
+    int pushed;
+    int rc = gt_begin(ctx, &c, &pushed);
+    if (rc) {
+        free(s);
+        free(dev);
+        return rc;
+    }
+    rc = gt_prepare(c, (size_t)n * sizeof(uint64_t));
+    /* One launch per sample, each bracketed by host reads around launch + synchronise, paced so the samples
+     * span KT__CUDA_CAL_SPAN_NS; values copied after. */
+    uint64_t t0 = kt_now_ns();
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        uint64_t due = t0 + KT__CUDA_CAL_SPAN_NS * i / n, now = kt_now_ns();
+        if (now < due) {
+            struct timespec ts = {0, (long)(due - now)};
+            nanosleep(&ts, NULL);
+        }
+        s[i].host_before_ns = kt_now_ns();
+        rc = gt_launch_read(c, c->scratch + (kt__cudeviceptr)i * sizeof(uint64_t));
+        if (!rc)
+            rc = gt_sync(c);
+        s[i].host_after_ns = kt_now_ns();
+    }
+    if (!rc)
+        rc = gt_copy_back(c, dev, c->scratch, (size_t)n * sizeof(uint64_t));
+    kt_clock_model_t m;
+    if (!rc) {
+        for (uint32_t i = 0; i < n; i++)
+            s[i].device_ns = dev[i];
+        rc = kt_clock_fit(s, n, strategy, KT_DOMAIN_MONOTONIC_RAW, &m);
+    }
+    kt_clock_domain_t dom = KT_DOMAIN_DEVICE;
+    if (!rc) {
+        int64_t off = 0;
+        if (kt_clock_detect_domain(gt_read_cb, c, 0, &dom, &off) != 0)
+            dom = KT_DOMAIN_DEVICE;
+        c->gt_model = m;
+    }
+    gt_end(c, pushed);
+    free(s);
+    free(dev);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&c->lock);
+    c->gt_valid = 1;
+    c->gt_domain = dom;
+    pthread_mutex_unlock(&c->lock);
+    kt__cuda_publish(c);
+    if (out)
+        *out = m;
+    if (domain)
+        *domain = dom;
+    return 0;
+}
+
+int kt_cuda_globaltimer_to_host(struct CUctx_st *ctx, uint64_t device_ns, uint64_t *host_ns,
+                                uint64_t *uncertainty_ns)
+{
+    kt__cuda_ctx_t *c;
+    int rc = kt__cuda_ctx_get(ctx, &c);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&c->gt_lock);
+    kt_clock_model_t m = c->gt_model;
+    pthread_mutex_unlock(&c->gt_lock);
+    pthread_mutex_lock(&c->lock);
+    int valid = c->gt_valid;
+    pthread_mutex_unlock(&c->lock);
+    if (!valid) {
+        kt__cuda_set_error(0, "no %%globaltimer calibration for this context (call kt_cuda_calibrate)");
+        return KT_ESTATE;
+    }
+    return kt_clock_to_host(&m, device_ns, host_ns, uncertainty_ns);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Slot buffers
+ * ------------------------------------------------------------------------------------------------- */
+
+static int slots_valid(const kt_cuda_slots_t *s, uint32_t index)
+{
+    if (!s || index >= s->count)
+        return KT_EINVAL;
+    if (s->generation != kt__cuda_generation()) {
+        kt__cuda_set_error(0, "stamp slots outlived kt_cuda_shutdown");
+        return KT_ESTATE;
+    }
+    return kt__cuda_ready();
+}
+
+int kt_cuda_slots_create(kt_cuda_slots_t **out, struct CUctx_st *ctx, uint32_t count)
+{
+    if (!out || count == 0)
+        return KT_EINVAL;
+    *out = NULL;
+    kt_cuda_slots_t *s = calloc(1, sizeof *s);
+    kt_cuda_stamp_t *init = malloc((size_t)count * sizeof *init);
+    if (!s || !init) {
+        free(s);
+        free(init);
+        return KT_ENOMEM;
+    }
+    for (uint32_t i = 0; i < count; i++)
+        init[i] = kSlotReset;
+    kt__cuda_ctx_t *c;
+    int pushed;
+    int rc = gt_begin(ctx, &c, &pushed);
+    if (rc) {
+        free(s);
+        free(init);
+        return rc;
+    }
+    rc = gt_prepare(c, 0);
+    size_t bytes = (size_t)count * sizeof(kt_cuda_stamp_t);
+    if (!rc) {
+        kt__curesult r = kt__cu.cuMemAlloc_v2(&s->base, bytes);
+        if (r)
+            rc = kt__cuda_fail("cuMemAlloc (stamp slots)", r);
+    }
+    if (!rc) {
+        kt__curesult r = kt__cu.cuMemcpyHtoDAsync_v2(s->base, init, bytes, c->gt_stream);
+        rc = r ? kt__cuda_fail("cuMemcpyHtoDAsync", r) : gt_sync(c);
+        if (rc)
+            kt__cu.cuMemFree_v2(s->base);
+    }
+    gt_end(c, pushed);
+    free(init);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    s->c = c;
+    s->generation = c->generation;
+    s->count = count;
+    *out = s;
+    return 0;
+}
+
+uint64_t kt_cuda_slots_device_ptr(const kt_cuda_slots_t *s, uint32_t index)
+{
+    if (!s || index >= s->count)
+        return 0;
+    return s->base + (uint64_t)index * sizeof(kt_cuda_stamp_t);
+}
+
+int kt_cuda_slots_bind(kt_cuda_slots_t *s, struct CUmod_st *module, struct CUstream_st *stream, uint32_t index)
+{
+    int rc = slots_valid(s, index);
+    if (rc)
+        return rc;
+    if (!module)
+        return KT_EINVAL;
+    if ((rc = gt_supported()) != 0)
+        return rc;
+    if (!kt__cu.cuModuleGetGlobal_v2) {
+        kt__cuda_set_error(0, "the CUDA driver lacks cuModuleGetGlobal_v2");
+        return KT_ENOTSUP;
+    }
+    kt__cuda_ctx_t *c = s->c;
+    int pushed;
+    rc = kt__cuda_ctx_enter(c, &pushed);
+    if (rc)
+        return rc;
+    kt__cudeviceptr var = 0;
+    size_t bytes = 0;
+    kt__curesult r = kt__cu.cuModuleGetGlobal_v2(&var, &bytes, module, "kt_cuda_slot_ptr");
+    if (r) {
+        kt__cuda_set_error(r, "cuModuleGetGlobal(kt_cuda_slot_ptr): %s (%d): the module was not compiled with "
+                              "ktiming/cuda_device.cuh in whole-program mode",
+                           kt__cuda_result_name(r), r);
+        rc = r == KT__CU_ERROR_NOT_FOUND ? KT_EINVAL : KT_EBACKEND;
+    } else if (bytes != sizeof(uint64_t)) {
+        kt__cuda_set_error(0, "kt_cuda_slot_ptr in the module is %zu bytes, not a pointer", bytes);
+        rc = KT_EINVAL;
+    }
+    uint64_t addr = kt_cuda_slots_device_ptr(s, index);
+    if (!rc) {
+        /* Pageable sources: the driver stages them before returning, so stack values are fine. */
+        r = kt__cu.cuMemcpyHtoDAsync_v2(addr, &kSlotReset, sizeof kSlotReset, stream);
+        if (!r)
+            r = kt__cu.cuMemcpyHtoDAsync_v2(var, &addr, sizeof addr, stream);
+        if (r)
+            rc = kt__cuda_fail("cuMemcpyHtoDAsync (slot bind)", r);
+    }
+    kt__cuda_ctx_leave(pushed);
+    return rc;
+}
+
+int kt_cuda_slots_read(kt_cuda_slots_t *s, uint32_t index, kt_cuda_stamp_t *out)
+{
+    int rc = slots_valid(s, index);
+    if (rc)
+        return rc;
+    if (!out)
+        return KT_EINVAL;
+    kt__cuda_ctx_t *c = s->c;
+    int pushed;
+    pthread_mutex_lock(&c->gt_lock);
+    rc = kt__cuda_ctx_enter(c, &pushed);
+    if (!rc) {
+        rc = gt_prepare(c, 0);
+        if (!rc)
+            rc = gt_copy_back(c, out, kt_cuda_slots_device_ptr(s, index), sizeof *out);
+        kt__cuda_ctx_leave(pushed);
+    }
+    pthread_mutex_unlock(&c->gt_lock);
+    return rc;
+}
+
+int kt_cuda_slots_record(kt_cuda_slots_t *s, uint32_t index, const char *name)
+{
+    kt_cuda_stamp_t st;
+    int rc = kt_cuda_slots_read(s, index, &st);
+    if (rc)
+        return rc;
+    kt__cuda_ctx_t *c = s->c;
+    kt_kernel_id_t id = kt_kernel_intern(name && name[0] ? name : "(unnamed)", KT_BACKEND_CUDA, c->device_name);
+    if (st.enter_ns == UINT64_MAX || st.exit_ns == 0 || st.exit_ns < st.enter_ns) {
+        kt__cuda_set_error(0, "slot %u holds no complete stamps (kernel not run, not bound, or still running)",
+                           index);
+        kt_record_error(id);
+        return KT_ESTATE;
+    }
+    pthread_mutex_lock(&c->gt_lock);
+    kt_clock_model_t m = c->gt_model;
+    pthread_mutex_unlock(&c->gt_lock);
+    pthread_mutex_lock(&c->lock);
+    int valid = c->gt_valid;
+    pthread_mutex_unlock(&c->lock);
+    if ((!valid || kt_clock_is_stale(&m, kt_now_ns(), 0.0, KT__CUDA_GT_MAX_AGE_NS)) &&
+        (rc = kt_cuda_calibrate(c->ctx, 32, KT_FIT_WEIGHTED, NULL, NULL)) != 0)
+        return rc;
+    uint64_t h0 = 0, h1 = 0, u0 = 0, u1 = 0;
+    rc = kt_cuda_globaltimer_to_host(c->ctx, st.enter_ns, &h0, &u0);
+    if (!rc)
+        rc = kt_cuda_globaltimer_to_host(c->ctx, st.exit_ns, &h1, &u1);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&c->lock);
+    if (!c->slots_queue)
+        c->slots_queue = kt_queue_register(KT_BACKEND_CUDA, c->device_name, "kernel stamps");
+    uint32_t queue = c->slots_queue;
+    uint64_t res = c->gt_resolution_ns;
+    pthread_mutex_unlock(&c->lock);
+    kt_dispatch_t d;
+    memset(&d, 0, sizeof d);
+    d.kernel = id;
+    d.queue = queue;
+    d.thread = kt_thread_ordinal();
+    d.flags = KT_SPAN_DEVICE;
+    d.duration_ns = st.exit_ns - st.enter_ns;
+    d.start_ns = h0;
+    d.end_ns = h0 + d.duration_ns;
+    d.uncertainty_ns = (u0 > u1 ? u0 : u1) + res;
+    kt_record_dispatch(&d);
+    return 0;
+}
+
+void kt_cuda_slots_destroy(kt_cuda_slots_t *s)
+{
+    if (!s)
+        return;
+    if (slots_valid(s, 0) == 0) {
+        kt__cuda_ctx_t *c = s->c;
+        int pushed;
+        if (kt__cuda_ctx_enter(c, &pushed) == 0) {
+            kt__cu.cuMemFree_v2(s->base);
+            kt__cuda_ctx_leave(pushed);
+        }
+    }
+    free(s);
+}

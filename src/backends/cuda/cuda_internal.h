@@ -1,0 +1,124 @@
+/* cuda_internal.h — internal: state shared by the CUDA backend's files (driver table, per-context state). */
+#ifndef KT_CUDA_INTERNAL_H
+#define KT_CUDA_INTERNAL_H
+
+#include "cu_api.h"
+
+#include <ktiming.h>
+#include <ktiming/clock.h>
+#include <ktiming/cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* Event-clock anchors: the newest and the one before it are kept as events; samples of the current chain feed
+ * the clock model. */
+#define KT__CUDA_ANCHOR_SAMPLES 32
+/* Device positions in an anchor chain are offset by this so ones a little before the chain start stay >= 0. */
+#define KT__CUDA_CHAIN_BASE_NS (1ull << 40)
+/* Drift assumed between device and host clocks before a model is fitted (ppm). */
+#define KT__CUDA_ASSUMED_DRIFT_PPM 100.0
+
+/* One pooled (start, end) event pair, owned by the pool, a span/timer, or a stream queue. */
+typedef struct kt__cuda_pair_t {
+    kt__cuevent start;               /* recorded by kt_cuda_begin / timer start */
+    kt__cuevent end;                 /* recorded by kt_cuda_end / timer stop */
+    struct kt__cuda_pair_t *next;    /* free list or stream-queue link */
+    struct kt__cuda_squeue_t *queue; /* stream it was recorded on (set by begin) */
+    kt_kernel_id_t kernel;           /* interned name */
+    uint32_t thread;                 /* kt_thread_ordinal of the enqueuing thread */
+    uint64_t enqueue_ns;             /* host time at begin */
+} kt__cuda_pair_t;
+
+/* A block of pairs created in one pool growth. */
+typedef struct kt__cuda_chunk_t {
+    struct kt__cuda_chunk_t *next; /* older chunks */
+    uint32_t count;                /* pairs in this chunk whose events were created */
+    kt__cuda_pair_t pairs[];       /* the pairs */
+} kt__cuda_chunk_t;
+
+/* Pending dispatches of one stream, in record order (a stream completes in order). */
+typedef struct kt__cuda_squeue_t {
+    kt__custream stream;            /* the user's stream (NULL = legacy default) */
+    uint32_t queue_id;              /* kt_queue_register id */
+    kt__cuda_pair_t *head;          /* oldest pending pair */
+    kt__cuda_pair_t *tail;          /* newest pending pair */
+    struct kt__cuda_squeue_t *next; /* other streams of the context */
+} kt__cuda_squeue_t;
+
+/* ktiming's state for one CUDA context. */
+typedef struct kt__cuda_ctx_t {
+    kt__cuctx ctx;               /* the CUDA context */
+    kt__cudevice device;         /* its device */
+    int retained_primary;        /* 1: ktiming retained this primary context and releases it at cleanup */
+    char device_name[128];       /* cuDeviceGetName */
+    int cc_major, cc_minor;      /* compute capability */
+    uint32_t generation;         /* backend generation it was made in */
+
+    pthread_mutex_t lock;        /* pool, stream queues, counters */
+    kt__cuda_pair_t *free_list;  /* pairs ready for reuse */
+    kt__cuda_chunk_t *chunks;    /* every pair ever created here (for cleanup) */
+    uint32_t capacity;           /* pairs created */
+    uint32_t free_count;         /* pairs on free_list */
+    uint32_t pending;            /* pairs in stream queues */
+    kt__cuda_squeue_t *queues;   /* one per stream seen */
+    uint64_t events_created;     /* cuEventCreate calls in this context */
+    uint64_t recorded;           /* dispatches recorded */
+    uint64_t errors;             /* dispatches that failed */
+    uint64_t dropped;            /* dispatches dropped at max_pairs */
+
+    /* Anchors (guarded by the backend's consumer lock). */
+    kt__custream anchor_stream;  /* private non-blocking stream anchors are recorded on */
+    kt__cuevent anchor_ev[2];    /* alternating anchor events */
+    int anchor_cur;              /* index of the newest completed anchor, -1 if none */
+    uint64_t anchor_mid_ns;      /* host midpoint of the newest anchor's bracket */
+    uint64_t anchor_half_ns;     /* half-width of that bracket */
+    int64_t anchor_chain_ns;     /* device position of the newest anchor in its chain */
+    uint32_t anchors_made;       /* refreshes */
+    uint32_t chain_len;          /* anchors in the current chain */
+    kt_clock_sample_t chain[KT__CUDA_ANCHOR_SAMPLES]; /* ring of the chain's samples (device = base + pos) */
+    kt_clock_model_t event_model; /* fitted on the chain once it has KT_CLOCK_MIN_SAMPLES anchors */
+    int event_model_valid;       /* event_model usable */
+
+    /* %globaltimer (cuda_globaltimer.c), guarded by gt_lock. */
+    pthread_mutex_t gt_lock;     /* module, scratch, model */
+    kt__cumodule module;         /* embedded PTX module, NULL until first use */
+    kt__cufunction fn_read;      /* kt_globaltimer_read */
+    kt__cufunction fn_batch;     /* kt_globaltimer_batch */
+    kt__custream gt_stream;      /* private non-blocking stream for the timer kernels */
+    kt__cudeviceptr scratch;     /* device buffer for timer reads */
+    size_t scratch_bytes;        /* its size */
+    kt_clock_model_t gt_model;   /* globaltimer → host model */
+    int gt_valid;                /* gt_model usable */
+    kt_clock_domain_t gt_domain; /* host clock the globaltimer follows, KT_DOMAIN_DEVICE if none */
+    uint64_t gt_resolution_ns;   /* measured update granularity, 0 if not measured */
+    uint32_t slots_queue;        /* queue id for spans from stamp slots, 0 until used */
+
+    struct kt__cuda_ctx_t *next; /* backend's context list */
+} kt__cuda_ctx_t;
+
+/* The resolved driver table (valid once kt__cuda_ready() returned 0). */
+extern kt__cu_t kt__cu;
+
+/* cu_loader.c */
+int kt__cuda_load(kt__cu_t *cu);                      /* 0 or KT_EUNAVAILABLE (last error set) */
+const char *kt__cuda_result_name(kt__curesult res);   /* driver's name, ktiming's table, or "CUDA error N" */
+int kt__cuda_fail(const char *call, kt__curesult res); /* sets the last error; returns the KT_E* to report */
+void kt__cuda_set_error(kt__curesult res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* cuda_backend.c */
+int kt__cuda_ready(void); /* lazy init: 0 or KT_EUNAVAILABLE */
+uint32_t kt__cuda_generation(void); /* bumped by kt_cuda_shutdown */
+/* ktiming's state for ctx (NULL: current, else device 0's primary context), created on first use. */
+int kt__cuda_ctx_get(kt__cuctx ctx, kt__cuda_ctx_t **out);
+/* Make c current on this thread if it is not; kt__cuda_ctx_leave undoes it. */
+int kt__cuda_ctx_enter(kt__cuda_ctx_t *c, int *pushed);
+void kt__cuda_ctx_leave(int pushed);
+void kt__cuda_publish(kt__cuda_ctx_t *c);
+
+/* cuda_globaltimer.c */
+void kt__cuda_gt_cleanup(kt__cuda_ctx_t *c); /* context current; frees module, stream, scratch */
+
+/* The embedded PTX (generated from kt_cuda_kernels.ptx at build time). */
+extern const char kt__cuda_ptx[];
+
+#endif

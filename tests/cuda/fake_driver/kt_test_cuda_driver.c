@@ -1,0 +1,975 @@
+/* kt_test_cuda_driver.c — TEST DOUBLE of the CUDA driver (libkt_test_cuda_driver.so), not a GPU driver: streams
+ * run on host threads, events are stamped from a simulated device clock, kernels are simulated by name, and
+ * every call is counted. See kt_test_cuda_driver.h. */
+#include "kt_test_cuda_driver.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+
+enum {
+    OK = 0,
+    E_INVALID_VALUE = 1,
+    E_NOT_INITIALIZED = 3,
+    E_STUB = 34,
+    E_NO_DEVICE = 100,
+    E_INVALID_DEVICE = 101,
+    E_INVALID_CONTEXT = 201,
+    E_INVALID_HANDLE = 400,
+    E_NOT_FOUND = 500,
+    E_NOT_READY = 600,
+};
+
+#define MAGIC_EVENT 0x45564e54u
+#define MAGIC_STREAM 0x5354524du
+#define MAGIC_DEAD 0xdeadu
+#define MAX_DEVICES 4
+
+/* ---------------------------------------------------------------------------------------------------
+ * State
+ * ------------------------------------------------------------------------------------------------- */
+
+struct CUctx_st;
+
+/* A simulated event. Never freed (a destroyed one is marked dead), so misuse is counted, not a crash. */
+struct CUevent_st {
+    uint32_t magic;        /* MAGIC_EVENT or MAGIC_DEAD */
+    struct CUctx_st *ctx;  /* owning context */
+    int recorded;          /* cuEventRecord was called at least once */
+    int done;              /* the latest record completed */
+    uint64_t gen;          /* record generation: only the latest record completes the event */
+    uint64_t ts;           /* device timestamp of the latest completed record */
+    struct CUevent_st *all_next; /* list of every event */
+};
+
+/* One queued stream operation. */
+typedef struct op_t {
+    enum { OP_RECORD, OP_WORK, OP_VWORK, OP_LAUNCH, OP_COPY } kind; /* what to do */
+    struct CUevent_st *event; /* OP_RECORD */
+    uint64_t gen;             /* OP_RECORD generation */
+    uint64_t ns;              /* OP_WORK / OP_VWORK */
+    struct CUfunc_st *fn;     /* OP_LAUNCH */
+    unsigned char params[64]; /* OP_LAUNCH parameter values, packed in declaration order */
+    void *dst;                /* OP_COPY destination */
+    const void *src;          /* OP_COPY source (owned when staged) */
+    void *staged;             /* OP_COPY staged source to free */
+    size_t bytes;             /* OP_COPY size */
+    struct op_t *next;        /* queue link */
+} op_t;
+
+/* A simulated stream: a worker thread executing ops in order. */
+struct CUstream_st {
+    uint32_t magic;          /* MAGIC_STREAM or MAGIC_DEAD */
+    struct CUctx_st *ctx;    /* owning context */
+    op_t *head, *tail;       /* queued ops */
+    int busy;                /* the worker is executing an op */
+    int held;                /* kt_test_cuda_driver_hold */
+    int stop;                /* worker exits when the queue drains */
+    pthread_t worker;        /* the host thread */
+    uint64_t *log;           /* completed record timestamps */
+    size_t log_len, log_cap; /* log size */
+    struct CUstream_st *all_next; /* list of every stream */
+};
+
+/* A simulated (primary) context. */
+struct CUctx_st {
+    CUdevice device;                  /* device ordinal */
+    int retains;                      /* primary-context retain count */
+    struct CUstream_st *null_stream;  /* legacy default stream, made on first use */
+};
+
+/* A parsed module function. */
+struct CUfunc_st {
+    char name[64];         /* .entry name */
+    int nparams;           /* parameters */
+    int psize[8];          /* their sizes */
+    struct CUmod_st *mod;  /* owning module */
+};
+
+/* A parsed module global. */
+typedef struct fglobal_t {
+    char name[64];   /* variable name */
+    size_t bytes;    /* size */
+    void *mem;       /* its "device" memory */
+} fglobal_t;
+
+/* A loaded module. */
+struct CUmod_st {
+    struct CUfunc_st fn[16]; /* entries */
+    int nfn;                 /* entries used */
+    fglobal_t glob[16];      /* globals */
+    int nglob;               /* globals used */
+};
+
+static struct {
+    pthread_mutex_t lock; /* everything below */
+    pthread_cond_t cond;  /* any state change (op queued, op done, hold released) */
+    int initialized;      /* cuInit succeeded */
+    int mode;             /* 0 normal, 1 stub, 2 no device */
+    int devices;          /* device count */
+    uint64_t offset_ns;   /* device clock offset */
+    double drift_ppm;     /* device clock rate error */
+    uint64_t raw0;        /* host time at cuInit */
+    uint64_t virt_ns;     /* accumulated virtual jumps */
+    uint64_t event_res;   /* event timestamp resolution */
+    uint64_t gt_gran;     /* globaltimer granularity */
+    uint64_t kernel_ns;   /* default simulated kernel duration */
+    int frozen;           /* the device clock advances only by virtual work */
+    uint64_t frozen_dev;  /* device time (without virtual jumps) when it was frozen */
+    struct CUctx_st ctx[MAX_DEVICES]; /* primary contexts */
+    struct CUevent_st *events;        /* every event */
+    struct CUstream_st *streams;      /* every stream */
+    kt_test_cuda_stats_t st;          /* counters */
+    uint64_t live_events;             /* created - destroyed */
+} F = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static _Thread_local struct CUctx_st *t_stack[16];
+static _Thread_local int t_depth;
+static _Thread_local int t_watched;
+
+static uint64_t host_raw(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* F.lock held. */
+static uint64_t dev_now_locked(void)
+{
+    if (F.frozen)
+        return F.frozen_dev + F.virt_ns;
+    uint64_t raw = host_raw();
+    double d = (double)(raw - F.raw0) * (1.0 + F.drift_ppm * 1e-6);
+    return F.offset_ns + F.raw0 + (uint64_t)d + F.virt_ns;
+}
+
+static uint64_t env_u64(const char *name, uint64_t def)
+{
+    const char *s = getenv(name);
+    return s && s[0] ? strtoull(s, NULL, 10) : def;
+}
+
+static struct CUctx_st *current(void)
+{
+    return t_depth > 0 ? t_stack[t_depth - 1] : NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Stream workers
+ * ------------------------------------------------------------------------------------------------- */
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    nanosleep(&ts, NULL);
+}
+
+/* F.lock held; returns with it held. */
+static void run_launch(struct CUstream_st *s, op_t *op)
+{
+    struct CUfunc_st *fn = op->fn;
+    const unsigned char *p = op->params;
+    uint64_t gran = F.gt_gran ? F.gt_gran : 1;
+    if (!strcmp(fn->name, "kt_globaltimer_read")) {
+        uint64_t out;
+        memcpy(&out, p, 8);
+        uint64_t v = dev_now_locked() / gran * gran;
+        memcpy((void *)(uintptr_t)out, &v, 8);
+    } else if (!strcmp(fn->name, "kt_globaltimer_batch")) {
+        uint64_t out;
+        uint32_t n;
+        memcpy(&out, p, 8);
+        memcpy(&n, p + 8, 4);
+        uint64_t *dst = (uint64_t *)(uintptr_t)out;
+        for (uint32_t i = 0; i < n; i++)
+            dst[i] = dev_now_locked() / gran * gran;
+    } else if (!strcmp(fn->name, "kt_test_stamp")) {
+        uint64_t work;
+        memcpy(&work, p, 8);
+        uint64_t *slot = NULL;
+        for (int i = 0; i < fn->mod->nglob; i++)
+            if (!strcmp(fn->mod->glob[i].name, "kt_cuda_slot_ptr")) {
+                uint64_t addr;
+                memcpy(&addr, fn->mod->glob[i].mem, 8);
+                slot = (uint64_t *)(uintptr_t)addr;
+            }
+        uint64_t t0 = dev_now_locked() / gran * gran;
+        if (slot && slot[0] > t0)
+            slot[0] = t0;
+        pthread_mutex_unlock(&F.lock);
+        sleep_ns(work);
+        pthread_mutex_lock(&F.lock);
+        uint64_t t1 = dev_now_locked() / gran * gran;
+        if (slot && slot[1] < t1)
+            slot[1] = t1;
+    } else {
+        uint64_t ns = F.kernel_ns;
+        pthread_mutex_unlock(&F.lock);
+        sleep_ns(ns);
+        pthread_mutex_lock(&F.lock);
+    }
+    (void)s;
+}
+
+static void *worker_main(void *arg)
+{
+    struct CUstream_st *s = arg;
+    pthread_mutex_lock(&F.lock);
+    for (;;) {
+        while ((!s->head || s->held) && !(s->stop && !s->head))
+            pthread_cond_wait(&F.cond, &F.lock);
+        if (!s->head && s->stop)
+            break;
+        op_t *op = s->head;
+        s->busy = 1;
+        switch (op->kind) {
+        case OP_RECORD:
+            if (op->event->gen == op->gen && op->event->magic == MAGIC_EVENT) {
+                uint64_t res = F.event_res ? F.event_res : 1;
+                op->event->ts = dev_now_locked() / res * res;
+                op->event->done = 1;
+                if (s->log_len == s->log_cap) {
+                    s->log_cap = s->log_cap ? s->log_cap * 2 : 64;
+                    s->log = realloc(s->log, s->log_cap * sizeof *s->log);
+                }
+                s->log[s->log_len++] = op->event->ts;
+            }
+            break;
+        case OP_WORK:
+            pthread_mutex_unlock(&F.lock);
+            sleep_ns(op->ns);
+            pthread_mutex_lock(&F.lock);
+            break;
+        case OP_VWORK:
+            F.virt_ns += op->ns;
+            break;
+        case OP_LAUNCH:
+            run_launch(s, op);
+            break;
+        case OP_COPY:
+            memcpy(op->dst, op->src, op->bytes);
+            break;
+        }
+        s->head = op->next;
+        if (!s->head)
+            s->tail = NULL;
+        s->busy = 0;
+        free(op->staged);
+        free(op);
+        pthread_cond_broadcast(&F.cond);
+    }
+    pthread_mutex_unlock(&F.lock);
+    return NULL;
+}
+
+/* F.lock held. */
+static struct CUstream_st *stream_new_locked(struct CUctx_st *ctx)
+{
+    struct CUstream_st *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->magic = MAGIC_STREAM;
+    s->ctx = ctx;
+    if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
+        free(s);
+        return NULL;
+    }
+    s->all_next = F.streams;
+    F.streams = s;
+    return s;
+}
+
+/* F.lock held: the stream an operation goes to (NULL = current context's legacy default stream). */
+static struct CUstream_st *resolve_locked(struct CUstream_st *s)
+{
+    if (s)
+        return s->magic == MAGIC_STREAM ? s : NULL;
+    struct CUctx_st *c = current();
+    if (!c)
+        return NULL;
+    if (!c->null_stream)
+        c->null_stream = stream_new_locked(c);
+    return c->null_stream;
+}
+
+/* F.lock held. */
+static void push_locked(struct CUstream_st *s, op_t *op)
+{
+    op->next = NULL;
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    pthread_cond_broadcast(&F.cond);
+}
+
+static CUresult enqueue(struct CUstream_st *stream, op_t *op)
+{
+    pthread_mutex_lock(&F.lock);
+    struct CUstream_st *s = resolve_locked(stream);
+    if (!s) {
+        pthread_mutex_unlock(&F.lock);
+        free(op->staged);
+        free(op);
+        return stream ? E_INVALID_HANDLE : E_INVALID_CONTEXT;
+    }
+    push_locked(s, op);
+    pthread_mutex_unlock(&F.lock);
+    return OK;
+}
+
+/* Stop and join every worker when the double is unloaded (or the process exits). */
+__attribute__((destructor)) static void fake_fini(void)
+{
+    pthread_mutex_lock(&F.lock);
+    for (struct CUstream_st *s = F.streams; s; s = s->all_next) {
+        s->stop = 1;
+        s->held = 0;
+    }
+    pthread_cond_broadcast(&F.cond);
+    pthread_mutex_unlock(&F.lock);
+    for (struct CUstream_st *s = F.streams; s; s = s->all_next)
+        if (s->magic != MAGIC_DEAD)
+            pthread_join(s->worker, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Initialisation, errors, devices
+ * ------------------------------------------------------------------------------------------------- */
+
+static const struct {
+    int v;            /* CUresult */
+    const char *name; /* its name */
+} kNames[] = {
+    {0, "CUDA_SUCCESS"},
+    {1, "CUDA_ERROR_INVALID_VALUE"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED"},
+    {34, "CUDA_ERROR_STUB_LIBRARY"},
+    {100, "CUDA_ERROR_NO_DEVICE"},
+    {101, "CUDA_ERROR_INVALID_DEVICE"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT"},
+    {400, "CUDA_ERROR_INVALID_HANDLE"},
+    {500, "CUDA_ERROR_NOT_FOUND"},
+    {600, "CUDA_ERROR_NOT_READY"},
+};
+
+EXPORT CUresult cuInit(unsigned int flags)
+{
+    (void)flags;
+    const char *mode = getenv("KT_TEST_CUDA_MODE");
+    pthread_mutex_lock(&F.lock);
+    F.mode = !mode ? 0 : !strcmp(mode, "stub") ? 1 : !strcmp(mode, "nodevice") ? 2 : 0;
+    if (F.mode) {
+        pthread_mutex_unlock(&F.lock);
+        return F.mode == 1 ? E_STUB : E_NO_DEVICE;
+    }
+    if (!F.initialized) {
+        F.devices = (int)env_u64("KT_TEST_CUDA_DEVICES", 1);
+        if (F.devices > MAX_DEVICES)
+            F.devices = MAX_DEVICES;
+        F.offset_ns = env_u64("KT_TEST_CUDA_CLOCK_OFFSET_NS", 1000000000000000ull);
+        const char *d = getenv("KT_TEST_CUDA_DRIFT_PPM");
+        F.drift_ppm = d ? strtod(d, NULL) : 0.0;
+        F.event_res = env_u64("KT_TEST_CUDA_EVENT_RES_NS", 32);
+        F.gt_gran = env_u64("KT_TEST_CUDA_GT_GRANULARITY_NS", 1000);
+        F.kernel_ns = env_u64("KT_TEST_CUDA_KERNEL_NS", 20000);
+        F.raw0 = host_raw();
+        for (int i = 0; i < MAX_DEVICES; i++)
+            F.ctx[i].device = i;
+        F.initialized = 1;
+    }
+    pthread_mutex_unlock(&F.lock);
+    return F.devices > 0 ? OK : E_NO_DEVICE;
+}
+
+EXPORT CUresult cuGetErrorName(CUresult err, const char **name)
+{
+    if (F.mode == 1)
+        return E_STUB; /* the stub cannot name its errors either */
+    for (size_t i = 0; i < sizeof kNames / sizeof kNames[0]; i++)
+        if (kNames[i].v == err) {
+            *name = kNames[i].name;
+            return OK;
+        }
+    return E_INVALID_VALUE;
+}
+
+EXPORT CUresult cuDriverGetVersion(int *v)
+{
+    *v = 13000;
+    return F.mode == 1 ? E_STUB : OK;
+}
+
+EXPORT CUresult cuDeviceGetCount(int *n)
+{
+    if (!F.initialized)
+        return E_NOT_INITIALIZED;
+    *n = F.devices;
+    return OK;
+}
+
+EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal)
+{
+    if (!F.initialized)
+        return E_NOT_INITIALIZED;
+    if (ordinal < 0 || ordinal >= F.devices)
+        return E_INVALID_DEVICE;
+    *d = ordinal;
+    return OK;
+}
+
+EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d)
+{
+    if (d < 0 || d >= F.devices)
+        return E_INVALID_DEVICE;
+    snprintf(name, (size_t)len, "ktiming test double (not a GPU) #%d", d);
+    return OK;
+}
+
+EXPORT CUresult cuDeviceGetAttribute(int *v, int attrib, CUdevice d)
+{
+    if (d < 0 || d >= F.devices)
+        return E_INVALID_DEVICE;
+    switch (attrib) {
+    case 75: *v = 9; break;       /* compute capability major */
+    case 76: *v = 0; break;       /* minor */
+    case 13: *v = 1500000; break; /* clock rate, kHz */
+    case 16: *v = 4; break;       /* multiprocessors */
+    default: *v = 0; break;
+    }
+    return OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Contexts
+ * ------------------------------------------------------------------------------------------------- */
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(struct CUctx_st **ctx, CUdevice d)
+{
+    if (!F.initialized)
+        return E_NOT_INITIALIZED;
+    if (d < 0 || d >= F.devices)
+        return E_INVALID_DEVICE;
+    pthread_mutex_lock(&F.lock);
+    F.ctx[d].retains++;
+    F.st.primary_retains++;
+    pthread_mutex_unlock(&F.lock);
+    *ctx = &F.ctx[d];
+    return OK;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
+{
+    if (d < 0 || d >= F.devices)
+        return E_INVALID_DEVICE;
+    pthread_mutex_lock(&F.lock);
+    if (F.ctx[d].retains > 0)
+        F.ctx[d].retains--;
+    F.st.primary_releases++;
+    pthread_mutex_unlock(&F.lock);
+    return OK;
+}
+
+EXPORT CUresult cuCtxGetCurrent(struct CUctx_st **ctx)
+{
+    if (!F.initialized)
+        return E_NOT_INITIALIZED;
+    *ctx = current();
+    return OK;
+}
+
+EXPORT CUresult cuCtxPushCurrent_v2(struct CUctx_st *ctx)
+{
+    if (!ctx || t_depth >= 16)
+        return E_INVALID_CONTEXT;
+    t_stack[t_depth++] = ctx;
+    return OK;
+}
+
+EXPORT CUresult cuCtxPopCurrent_v2(struct CUctx_st **ctx)
+{
+    if (t_depth == 0)
+        return E_INVALID_CONTEXT;
+    struct CUctx_st *c = t_stack[--t_depth];
+    if (ctx)
+        *ctx = c;
+    return OK;
+}
+
+EXPORT CUresult cuCtxGetDevice(CUdevice *d)
+{
+    struct CUctx_st *c = current();
+    if (!c)
+        return E_INVALID_CONTEXT;
+    *d = c->device;
+    return OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Events
+ * ------------------------------------------------------------------------------------------------- */
+
+/* F.lock held. */
+static int event_ok_locked(struct CUevent_st *e)
+{
+    if (e && e->magic == MAGIC_EVENT)
+        return 1;
+    F.st.event_bad_handles++;
+    return 0;
+}
+
+EXPORT CUresult cuEventCreate(struct CUevent_st **ev, unsigned int flags)
+{
+    (void)flags;
+    struct CUctx_st *c = current();
+    if (!c)
+        return E_INVALID_CONTEXT;
+    struct CUevent_st *e = calloc(1, sizeof *e);
+    if (!e)
+        return 2;
+    e->magic = MAGIC_EVENT;
+    e->ctx = c;
+    pthread_mutex_lock(&F.lock);
+    e->all_next = F.events;
+    F.events = e;
+    F.st.event_creates++;
+    F.live_events++;
+    pthread_mutex_unlock(&F.lock);
+    *ev = e;
+    return OK;
+}
+
+EXPORT CUresult cuEventDestroy_v2(struct CUevent_st *e)
+{
+    pthread_mutex_lock(&F.lock);
+    if (!event_ok_locked(e)) {
+        pthread_mutex_unlock(&F.lock);
+        return E_INVALID_HANDLE;
+    }
+    e->magic = MAGIC_DEAD;
+    F.st.event_destroys++;
+    F.live_events--;
+    pthread_mutex_unlock(&F.lock);
+    return OK;
+}
+
+EXPORT CUresult cuEventRecord(struct CUevent_st *e, struct CUstream_st *stream)
+{
+    pthread_mutex_lock(&F.lock);
+    F.st.event_records++;
+    if (!event_ok_locked(e)) {
+        pthread_mutex_unlock(&F.lock);
+        return E_INVALID_HANDLE;
+    }
+    struct CUstream_st *s = resolve_locked(stream);
+    if (!s || s->ctx != e->ctx) {
+        pthread_mutex_unlock(&F.lock);
+        return s ? E_INVALID_HANDLE : E_INVALID_CONTEXT;
+    }
+    op_t *op = calloc(1, sizeof *op);
+    op->kind = OP_RECORD;
+    op->event = e;
+    op->gen = ++e->gen;
+    e->recorded = 1;
+    e->done = 0;
+    push_locked(s, op);
+    pthread_mutex_unlock(&F.lock);
+    return OK;
+}
+
+EXPORT CUresult cuEventQuery(struct CUevent_st *e)
+{
+    pthread_mutex_lock(&F.lock);
+    F.st.event_queries++;
+    if (t_watched)
+        F.st.watched_queries++;
+    CUresult r = !event_ok_locked(e) ? E_INVALID_HANDLE : (!e->recorded || e->done) ? OK : E_NOT_READY;
+    pthread_mutex_unlock(&F.lock);
+    return r;
+}
+
+EXPORT CUresult cuEventSynchronize(struct CUevent_st *e)
+{
+    pthread_mutex_lock(&F.lock);
+    F.st.event_syncs++;
+    if (t_watched)
+        F.st.watched_blocking++;
+    if (!event_ok_locked(e)) {
+        pthread_mutex_unlock(&F.lock);
+        return E_INVALID_HANDLE;
+    }
+    while (e->recorded && !e->done && e->magic == MAGIC_EVENT)
+        pthread_cond_wait(&F.cond, &F.lock);
+    pthread_mutex_unlock(&F.lock);
+    return OK;
+}
+
+static CUresult elapsed(float *ms, struct CUevent_st *a, struct CUevent_st *b)
+{
+    pthread_mutex_lock(&F.lock);
+    F.st.elapsed_calls++;
+    if (t_watched)
+        F.st.watched_queries++;
+    CUresult r = OK;
+    if (!event_ok_locked(a) || !event_ok_locked(b) || !a->recorded || !b->recorded || a->ctx != b->ctx)
+        r = E_INVALID_HANDLE;
+    else if (!a->done || !b->done)
+        r = E_NOT_READY;
+    else
+        *ms = (float)((double)((int64_t)(b->ts - a->ts)) / 1e6); /* float ms, as the driver returns */
+    pthread_mutex_unlock(&F.lock);
+    return r;
+}
+
+EXPORT CUresult cuEventElapsedTime(float *ms, struct CUevent_st *a, struct CUevent_st *b)
+{
+    return elapsed(ms, a, b);
+}
+
+EXPORT CUresult cuEventElapsedTime_v2(float *ms, struct CUevent_st *a, struct CUevent_st *b)
+{
+    return elapsed(ms, a, b);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Streams
+ * ------------------------------------------------------------------------------------------------- */
+
+EXPORT CUresult cuStreamCreate(struct CUstream_st **out, unsigned int flags)
+{
+    (void)flags;
+    struct CUctx_st *c = current();
+    if (!c)
+        return E_INVALID_CONTEXT;
+    pthread_mutex_lock(&F.lock);
+    struct CUstream_st *s = stream_new_locked(c);
+    if (s)
+        F.st.stream_creates++;
+    pthread_mutex_unlock(&F.lock);
+    if (!s)
+        return 2;
+    *out = s;
+    return OK;
+}
+
+EXPORT CUresult cuStreamDestroy_v2(struct CUstream_st *s)
+{
+    pthread_mutex_lock(&F.lock);
+    if (!s || s->magic != MAGIC_STREAM) {
+        pthread_mutex_unlock(&F.lock);
+        return E_INVALID_HANDLE;
+    }
+    s->stop = 1;
+    s->held = 0;
+    pthread_cond_broadcast(&F.cond);
+    pthread_mutex_unlock(&F.lock);
+    pthread_join(s->worker, NULL);
+    pthread_mutex_lock(&F.lock);
+    s->magic = MAGIC_DEAD;
+    F.st.stream_destroys++;
+    pthread_mutex_unlock(&F.lock);
+    return OK;
+}
+
+EXPORT CUresult cuStreamSynchronize(struct CUstream_st *stream)
+{
+    pthread_mutex_lock(&F.lock);
+    F.st.stream_syncs++;
+    if (t_watched)
+        F.st.watched_blocking++;
+    struct CUstream_st *s = resolve_locked(stream);
+    if (!s) {
+        pthread_mutex_unlock(&F.lock);
+        return E_INVALID_HANDLE;
+    }
+    while (s->head || s->busy)
+        pthread_cond_wait(&F.cond, &F.lock);
+    pthread_mutex_unlock(&F.lock);
+    return OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Modules and launches
+ * ------------------------------------------------------------------------------------------------- */
+
+static int type_size(const char *t)
+{
+    if (!strncmp(t, ".u64", 4) || !strncmp(t, ".b64", 4) || !strncmp(t, ".s64", 4) || !strncmp(t, ".f64", 4))
+        return 8;
+    if (!strncmp(t, ".u32", 4) || !strncmp(t, ".b32", 4) || !strncmp(t, ".s32", 4) || !strncmp(t, ".f32", 4))
+        return 4;
+    if (!strncmp(t, ".u16", 4) || !strncmp(t, ".b16", 4) || !strncmp(t, ".s16", 4))
+        return 2;
+    return 1;
+}
+
+static void read_ident(const char *p, char *out, size_t n)
+{
+    size_t i = 0;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    while (i + 1 < n && (p[i] == '_' || p[i] == '$' || (p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'z') ||
+                         (p[i] >= 'A' && p[i] <= 'Z'))) {
+        out[i] = p[i];
+        i++;
+    }
+    out[i] = 0;
+}
+
+/* Parses the PTX text for `.entry NAME(.param .T a, ...)` and module-scope `.global .T NAME;`. */
+EXPORT CUresult cuModuleLoadData(struct CUmod_st **out, const void *image)
+{
+    if (!current())
+        return E_INVALID_CONTEXT;
+    const char *t = image;
+    struct CUmod_st *m = calloc(1, sizeof *m);
+    if (!m)
+        return 2;
+    for (const char *p = strstr(t, ".entry"); p && m->nfn < 16; p = strstr(p + 6, ".entry")) {
+        struct CUfunc_st *f = &m->fn[m->nfn++];
+        f->mod = m;
+        read_ident(p + 6, f->name, sizeof f->name);
+        const char *close = strchr(p, ')');
+        for (const char *q = strstr(p, ".param"); q && close && q < close && f->nparams < 8;
+             q = strstr(q + 6, ".param")) {
+            const char *ty = q + 6;
+            while (*ty == ' ' || *ty == '\t')
+                ty++;
+            f->psize[f->nparams++] = type_size(ty);
+        }
+    }
+    for (const char *p = strstr(t, ".global"); p && m->nglob < 16; p = strstr(p + 7, ".global")) {
+        const char *eol = strchr(p, '\n');
+        const char *semi = strchr(p, ';');
+        if (!semi || (eol && eol < semi) || (p > t && p[-1] != ' ' && p[-1] != '\t' && p[-1] != '\n'))
+            continue; /* an instruction such as st.global.u64, not a declaration */
+        const char *last = p;
+        for (const char *q = p; q < semi; q++)
+            if (*q == ' ' || *q == '\t')
+                last = q + 1;
+        fglobal_t *g = &m->glob[m->nglob++];
+        read_ident(last, g->name, sizeof g->name);
+        const char *ty = strstr(p, ".u");
+        if (!ty || ty > semi)
+            ty = strstr(p, ".b");
+        g->bytes = ty && ty < semi ? (size_t)type_size(ty) : 8;
+        g->mem = calloc(1, g->bytes);
+    }
+    pthread_mutex_lock(&F.lock);
+    F.st.module_loads++;
+    pthread_mutex_unlock(&F.lock);
+    *out = m;
+    return OK;
+}
+
+EXPORT CUresult cuModuleUnload(struct CUmod_st *m)
+{
+    if (!m)
+        return E_INVALID_HANDLE;
+    pthread_mutex_lock(&F.lock);
+    F.st.module_unloads++;
+    pthread_mutex_unlock(&F.lock);
+    for (int i = 0; i < m->nglob; i++)
+        free(m->glob[i].mem);
+    free(m);
+    return OK;
+}
+
+EXPORT CUresult cuModuleGetFunction(struct CUfunc_st **fn, struct CUmod_st *m, const char *name)
+{
+    for (int i = 0; m && i < m->nfn; i++)
+        if (!strcmp(m->fn[i].name, name)) {
+            *fn = &m->fn[i];
+            return OK;
+        }
+    return E_NOT_FOUND;
+}
+
+EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, struct CUmod_st *m, const char *name)
+{
+    for (int i = 0; m && i < m->nglob; i++)
+        if (!strcmp(m->glob[i].name, name)) {
+            if (dptr)
+                *dptr = (CUdeviceptr)(uintptr_t)m->glob[i].mem;
+            if (bytes)
+                *bytes = m->glob[i].bytes;
+            return OK;
+        }
+    return E_NOT_FOUND;
+}
+
+EXPORT CUresult cuLaunchKernel(struct CUfunc_st *f, unsigned int gx, unsigned int gy, unsigned int gz,
+                               unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                               struct CUstream_st *stream, void **params, void **extra)
+{
+    (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shmem; (void)extra;
+    if (!f)
+        return E_INVALID_HANDLE;
+    op_t *op = calloc(1, sizeof *op);
+    op->kind = OP_LAUNCH;
+    op->fn = f;
+    size_t off = 0;
+    for (int i = 0; i < f->nparams && params; i++) {
+        memcpy(op->params + off, params[i], (size_t)f->psize[i]);
+        off += (size_t)f->psize[i];
+    }
+    pthread_mutex_lock(&F.lock);
+    F.st.launches++;
+    pthread_mutex_unlock(&F.lock);
+    return enqueue(stream, op);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Memory ("device" memory is host memory; a CUdeviceptr is its address)
+ * ------------------------------------------------------------------------------------------------- */
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
+{
+    if (!current())
+        return E_INVALID_CONTEXT;
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p)
+        return 2;
+    pthread_mutex_lock(&F.lock);
+    F.st.mem_allocs++;
+    pthread_mutex_unlock(&F.lock);
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    return OK;
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    pthread_mutex_lock(&F.lock);
+    F.st.mem_frees++;
+    pthread_mutex_unlock(&F.lock);
+    free((void *)(uintptr_t)dptr);
+    return OK;
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes, struct CUstream_st *stream)
+{
+    op_t *op = calloc(1, sizeof *op);
+    op->kind = OP_COPY;
+    op->staged = malloc(bytes ? bytes : 1);
+    memcpy(op->staged, src, bytes); /* pageable source: staged before returning, as the driver does */
+    op->src = op->staged;
+    op->dst = (void *)(uintptr_t)dst;
+    op->bytes = bytes;
+    return enqueue(stream, op);
+}
+
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, struct CUstream_st *stream)
+{
+    op_t *op = calloc(1, sizeof *op);
+    op->kind = OP_COPY;
+    op->src = (const void *)(uintptr_t)src;
+    op->dst = dst;
+    op->bytes = bytes;
+    return enqueue(stream, op);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Control API (tests only)
+ * ------------------------------------------------------------------------------------------------- */
+
+EXPORT void kt_test_cuda_driver_stats(kt_test_cuda_stats_t *out)
+{
+    pthread_mutex_lock(&F.lock);
+    *out = F.st;
+    pthread_mutex_unlock(&F.lock);
+}
+
+EXPORT uint64_t kt_test_cuda_driver_live_events(void)
+{
+    pthread_mutex_lock(&F.lock);
+    uint64_t n = F.live_events;
+    pthread_mutex_unlock(&F.lock);
+    return n;
+}
+
+EXPORT void kt_test_cuda_driver_watch_thread(int on)
+{
+    t_watched = on;
+}
+
+EXPORT int kt_test_cuda_driver_hold(struct CUstream_st *stream, int hold)
+{
+    pthread_mutex_lock(&F.lock);
+    struct CUstream_st *s = resolve_locked(stream);
+    if (s) {
+        s->held = hold;
+        pthread_cond_broadcast(&F.cond);
+    }
+    pthread_mutex_unlock(&F.lock);
+    return s ? 0 : -1;
+}
+
+EXPORT int kt_test_cuda_driver_work(struct CUstream_st *stream, uint64_t ns, int virtual_time)
+{
+    op_t *op = calloc(1, sizeof *op);
+    op->kind = virtual_time ? OP_VWORK : OP_WORK;
+    op->ns = ns;
+    return enqueue(stream, op) == OK ? 0 : -1;
+}
+
+EXPORT uint64_t kt_test_cuda_driver_device_now(void)
+{
+    pthread_mutex_lock(&F.lock);
+    uint64_t v = dev_now_locked();
+    pthread_mutex_unlock(&F.lock);
+    return v;
+}
+
+EXPORT uint64_t kt_test_cuda_driver_device_to_host(uint64_t device_ns)
+{
+    pthread_mutex_lock(&F.lock);
+    double rel = (double)(int64_t)(device_ns - F.offset_ns - F.raw0) / (1.0 + F.drift_ppm * 1e-6);
+    uint64_t v = F.raw0 + (uint64_t)(int64_t)rel;
+    pthread_mutex_unlock(&F.lock);
+    return v;
+}
+
+EXPORT size_t kt_test_cuda_driver_record_log(struct CUstream_st *stream, uint64_t *ts, size_t max)
+{
+    pthread_mutex_lock(&F.lock);
+    struct CUstream_st *s = resolve_locked(stream);
+    size_t n = 0;
+    if (s) {
+        n = s->log_len < max ? s->log_len : max;
+        memcpy(ts, s->log, n * sizeof *ts);
+    }
+    pthread_mutex_unlock(&F.lock);
+    return n;
+}
+
+EXPORT void kt_test_cuda_driver_set_clock(uint64_t offset_ns, double drift_ppm, uint64_t gt_granularity_ns)
+{
+    pthread_mutex_lock(&F.lock);
+    F.offset_ns = offset_ns;
+    F.drift_ppm = drift_ppm;
+    F.gt_gran = gt_granularity_ns;
+    F.virt_ns = 0;
+    F.raw0 = host_raw();
+    pthread_mutex_unlock(&F.lock);
+}
+
+EXPORT void kt_test_cuda_driver_freeze_clock(int on)
+{
+    pthread_mutex_lock(&F.lock);
+    if (on && !F.frozen) {
+        F.frozen_dev = dev_now_locked() - F.virt_ns;
+    }
+    F.frozen = on;
+    pthread_mutex_unlock(&F.lock);
+}

@@ -1,0 +1,84 @@
+/* kt_test_cuda_driver.h — control API of the CUDA driver TEST DOUBLE (libkt_test_cuda_driver.so). It is not a GPU
+ * driver: it exports the driver entry points ktiming uses, runs each stream on a host thread, stamps events from
+ * a simulated device clock with known parameters, and counts calls, so the CUDA backend's logic can be tested on
+ * machines with no NVIDIA driver. Tests point ktiming at it with KTIMING_CUDA_LIBRARY.
+ *
+ * Environment, read at cuInit:
+ *   KT_TEST_CUDA_MODE=normal|stub|nodevice  stub: cuInit returns CUDA_ERROR_STUB_LIBRARY (34) and cuGetErrorName
+ *                                           cannot name it, as the toolkit's stub libcuda; nodevice: cuInit
+ *                                           returns CUDA_ERROR_NO_DEVICE (100)
+ *   KT_TEST_CUDA_DEVICES=N                  devices (default 1)
+ *   KT_TEST_CUDA_CLOCK_OFFSET_NS=N          device clock = host CLOCK_MONOTONIC_RAW + N (default 10^15) ...
+ *   KT_TEST_CUDA_DRIFT_PPM=X                ... running X ppm fast (default 0)
+ *   KT_TEST_CUDA_EVENT_RES_NS=N             event timestamp resolution (default 32)
+ *   KT_TEST_CUDA_GT_GRANULARITY_NS=N        %globaltimer update granularity (default 1000)
+ *   KT_TEST_CUDA_KERNEL_NS=N                duration of a launched kernel the double does not know (default 20000)
+ *
+ * Kernels it knows by name (from the PTX given to cuModuleLoadData): kt_globaltimer_read,
+ * kt_globaltimer_batch, and kt_test_stamp(u64 work_ns), which stamps its module's kt_cuda_slot_ptr slot like
+ * KT_KERNEL_ENTER/EXIT around work_ns of simulated work.
+ */
+#ifndef KT_TEST_CUDA_DRIVER_H
+#define KT_TEST_CUDA_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct CUstream_st;
+struct CUevent_st;
+
+/* Call counters. */
+typedef struct kt_test_cuda_stats_t {
+    uint64_t event_creates;          /* cuEventCreate successes */
+    uint64_t event_destroys;         /* cuEventDestroy_v2 successes */
+    uint64_t event_bad_handles;      /* calls on destroyed or bogus events (must stay 0) */
+    uint64_t event_records;          /* cuEventRecord */
+    uint64_t event_queries;          /* cuEventQuery */
+    uint64_t event_syncs;            /* cuEventSynchronize */
+    uint64_t elapsed_calls;          /* cuEventElapsedTime */
+    uint64_t stream_creates;         /* cuStreamCreate */
+    uint64_t stream_destroys;        /* cuStreamDestroy_v2 */
+    uint64_t stream_syncs;           /* cuStreamSynchronize */
+    uint64_t launches;               /* cuLaunchKernel */
+    uint64_t mem_allocs;             /* cuMemAlloc_v2 */
+    uint64_t mem_frees;              /* cuMemFree_v2 */
+    uint64_t module_loads;           /* cuModuleLoadData */
+    uint64_t module_unloads;         /* cuModuleUnload */
+    uint64_t primary_retains;        /* cuDevicePrimaryCtxRetain */
+    uint64_t primary_releases;       /* cuDevicePrimaryCtxRelease_v2 */
+    uint64_t watched_blocking;       /* cuEventSynchronize/cuStreamSynchronize from watched threads */
+    uint64_t watched_queries;        /* cuEventQuery/cuEventElapsedTime from watched threads */
+} kt_test_cuda_stats_t;
+
+void kt_test_cuda_driver_stats(kt_test_cuda_stats_t *out);
+/* Count the calling thread's blocking calls and queries separately (on = 1) or stop (0). */
+void kt_test_cuda_driver_watch_thread(int on);
+/* Hold a stream (its worker executes nothing until released). NULL = the current context's default stream. */
+int kt_test_cuda_driver_hold(struct CUstream_st *stream, int hold);
+/* Enqueue simulated work: the stream's worker sleeps ns (virtual_time 0), or the device clock jumps ns ahead
+ * instantly (virtual_time 1: event times then differ by exactly ns, as long as no other stream jumps the one
+ * device clock meanwhile). */
+int kt_test_cuda_driver_work(struct CUstream_st *stream, uint64_t ns, int virtual_time);
+/* The simulated device clock now, and its inverse (host CLOCK_MONOTONIC_RAW ns for a device time, ignoring
+ * virtual jumps). */
+uint64_t kt_test_cuda_driver_device_now(void);
+uint64_t kt_test_cuda_driver_device_to_host(uint64_t device_ns);
+/* Device timestamps of the event records completed on a stream, in order; returns how many were copied. */
+size_t kt_test_cuda_driver_record_log(struct CUstream_st *stream, uint64_t *ts, size_t max);
+/* Change the simulated clock: device = host CLOCK_MONOTONIC_RAW + offset, drift ppm fast from now on, and the
+ * %globaltimer granularity. Virtual jumps are forgotten. */
+void kt_test_cuda_driver_set_clock(uint64_t offset_ns, double drift_ppm, uint64_t gt_granularity_ns);
+/* Freeze the device clock (on = 1): it then advances only by virtual work, so event times differ by exactly
+ * the virtual work enqueued between them, however the host threads are scheduled. */
+void kt_test_cuda_driver_freeze_clock(int on);
+/* Events created and not destroyed. */
+uint64_t kt_test_cuda_driver_live_events(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
