@@ -1,5 +1,6 @@
-# kt_embed(<target> <symbol> <input>) [cmake/KtimingEmbedBytes.cmake]: compiles <input>'s bytes into <target> as `static const char <symbol>[]`,
-# in a generated header <symbol>.h found on the target's include path (regenerated when the input changes).
+# kt_embed(<target> <symbol> <input>): compiles <input>'s bytes into <target> as `static const char <symbol>[]`
+# (any bytes, NUL-terminated), in a generated header <symbol>.h found on the target's include path, regenerated
+# when the input changes. The per-file work is cmake/KtimingEmbedFile.cmake.
 # May be called from another directory than the one defining <target>: a custom target carries the rule.
 function(kt_embed target symbol input)
   set(_dir ${CMAKE_CURRENT_BINARY_DIR}/kt_embed)
