@@ -104,6 +104,33 @@ static int write_compare(FILE *out, void *arg)
     return kt_report_compare_html(out, c->before, c->after, c->json);
 }
 
+/* The plain report followed by a script that hovers the timeline until a tooltip shows, zooms with the
+ * wheel, and highlights a kernel from the legend; it reports through attributes on the root element. */
+static const char kInteract[] =
+    "<script>(function(){var R=document.documentElement;try{"
+    "var c=document.querySelector('#kt-timeline canvas'),tip=document.querySelector('.tip'),r=c.getBoundingClientRect(),"
+    "found='';"
+    "for(var y=r.top+26;y<r.bottom&&!found;y+=3)for(var x=r.left+232;x<r.right&&!found;x+=2){"
+    "c.dispatchEvent(new MouseEvent('mousemove',{clientX:x,clientY:y,bubbles:true}));"
+    "if(tip.style.display==='block')found=tip.textContent;}"
+    "c.dispatchEvent(new WheelEvent('wheel',{clientX:r.left+400,clientY:r.top+40,deltaY:-400,bubbles:true,"
+    "cancelable:true}));"
+    "c.dispatchEvent(new MouseEvent('mousedown',{clientX:r.left+400,clientY:r.top+40,bubbles:true}));"
+    "c.dispatchEvent(new MouseEvent('mousemove',{clientX:r.left+300,clientY:r.top+40,bubbles:true}));"
+    "window.dispatchEvent(new MouseEvent('mouseup',{}));"
+    "document.querySelector('.legend span').click();"
+    "var dimmed=document.querySelectorAll('.legend span.dim').length;"
+    "R.setAttribute('data-kt-hover',found?'yes':'no');R.setAttribute('data-kt-dimmed',String(dimmed));"
+    "var t=document.createElement('pre');t.id='kt-tip-text';t.textContent=found;document.body.appendChild(t);"
+    "}catch(e){R.setAttribute('data-kt-hover','error '+e.message);}})();</script>";
+
+static int write_interactive(FILE *out, void *arg)
+{
+    int rc = kt_report_print(out, (const kt_snapshot_t *)arg, KT_FORMAT_HTML);
+    fputs(kInteract, out);
+    return rc;
+}
+
 static int count(const char *hay, const char *needle)
 {
     int n = 0;
@@ -133,6 +160,27 @@ static void test_plain(void **state)
     /* the hostile kernel name arrives as text, not markup */
     assert_non_null(strstr(dom, "we\"ird&lt;/script&gt;&lt;b&gt;&amp;"));
     assert_null(strstr(dom, "id=\"kt-compare-view\""));
+    free(dom);
+    kt_snapshot_free(snap);
+}
+
+static void test_interaction(void **state)
+{
+    (void)state;
+    kt_snapshot_t *snap = tlf_snapshot(1);
+    char *dom = render(write_interactive, snap);
+    assert_drawn(dom);
+    if (!strstr(dom, "data-kt-hover=\"yes\"")) {
+        const char *h = strstr(dom, "data-kt-hover");
+        fail_msg("no tooltip while hovering the timeline: %.120s", h ? h : "(no attribute)");
+    }
+    const char *tip = strstr(dom, "id=\"kt-tip-text\"");
+    assert_non_null(tip);
+    assert_non_null(strstr(tip, "duration")); /* the tooltip lists the span's times */
+    /* one kernel highlighted from the legend: every other one dimmed */
+    char want[64];
+    snprintf(want, sizeof want, "data-kt-dimmed=\"%d\"", TLF_ENTRY_COUNT - 1);
+    assert_non_null(strstr(dom, want));
     free(dom);
     kt_snapshot_free(snap);
 }
@@ -212,6 +260,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain),
+        cmocka_unit_test(test_interaction),
         cmocka_unit_test(test_compare),
         cmocka_unit_test(test_empty),
         cmocka_unit_test(test_large),
