@@ -13,9 +13,10 @@
  *     kt_report_print(stdout, s, KT_FORMAT_TEXT);  // [timing] blur  CPU  avg= ... n=...
  *     kt_snapshot_free(s);
  *
- * Reading snapshots back (kt_snapshot_load) and comparing them live in <ktiming/analysis.h>, a separate
- * library (ktiming::analysis, uses cJSON), so this core stays free of dependencies beyond libc, pthreads,
- * libdl and libm.
+ * Reading snapshots back (kt_snapshot_load, <ktiming/analysis.h>) and comparing them (kt_compare,
+ * <ktiming/compare.h>) live in a separate library (ktiming::analysis, uses cJSON), so this core stays free of
+ * dependencies beyond libc, pthreads, libdl and libm. Measuring a kernel until its timing is stable (warm-up,
+ * trials, nvbench's stopping rule) is <ktiming/harness.h>, in this core.
  *
  * Recording. Pick the cheapest call that fits the site:
  *   KT_CPU_BEGIN/KT_CPU_END   a scoped CPU zone; the id is cached in a static at the site (name must not vary).
@@ -350,6 +351,9 @@ extern KT_API int kt__recording;
 #define KT__ON() kt_is_enabled()
 #endif
 static inline kt_zone_t kt__zone_none(void) { kt_zone_t z = {0, 0}; return z; }
+/* kt_zone_end taking the zone by value, for KT_CPU_END: the zone never has its address taken, so it stays in
+ * registers and a runtime-disabled zone folds to one load and a branch. */
+KT_API void kt__zone_end_id(kt_kernel_id_t kernel, uint64_t start_ns);
 
 /* Scoped CPU zone. `name` must be the same string every time this site runs (it is interned once). */
 #define KT_CPU_BEGIN(zone, name)                                                                           \
@@ -357,7 +361,7 @@ static inline kt_zone_t kt__zone_none(void) { kt_zone_t z = {0, 0}; return z; }
     kt_zone_t zone = KT__ON() ? kt_zone_begin(&zone##_kt_site_, (name)) : kt__zone_none()
 #define KT_CPU_END(zone)                                                                                   \
     do {                                                                                                   \
-        if ((zone).kernel) kt_zone_end(&(zone));                                                           \
+        if ((zone).kernel) kt__zone_end_id((zone).kernel, (zone).start_ns);                                \
     } while (0)
 /* Record a precomputed duration with a per-call-site cached id (no string hashing after the first call).
  * `name` must be the same string every time this site runs. */

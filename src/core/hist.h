@@ -12,6 +12,7 @@
 #define KT__HIST_BUCKETS (128u + 57u * KT__HIST_SUB)
 #define KT__HIST_BLOCK 64u
 #define KT__HIST_BLOCKS (KT__HIST_BUCKETS / KT__HIST_BLOCK)
+_Static_assert(KT__HIST_BLOCKS <= 64, "snapshot.c marks used blocks in a 64-bit mask");
 
 static inline uint32_t kt__hist_index(uint64_t v)
 {

@@ -6,8 +6,8 @@
  * from an atexit handler, and must be bounded in time. */
 typedef void (*kt__flush_cb)(void);
 
-/* Register a flush (idempotent per function). Called by kt_flush(), kt_shutdown() and at process exit before
- * KTIMING_OUTPUT / KTIMING_REPORT / KTIMING_TRACE are written. Returns 0 or KT_EFULL. */
+/* Register a flush (idempotent per function). Called by kt_flush(), kt_snapshot(), kt_shutdown() and at exit before
+ * KTIMING_OUTPUT / KTIMING_REPORT / KTIMING_TRACE are written. Returns 0, KT_EINVAL (NULL) or KT_EFULL. */
 int kt__register_flush(kt__flush_cb fn);
 
 /* Run every registered flush (in registration order). */

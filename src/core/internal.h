@@ -93,7 +93,7 @@ typedef struct kt__slot_t {
     _Atomic uint64_t total;      /* sum of durations */
     _Atomic uint64_t sq_lo;      /* sum of squared durations, low 64 bits of a 128-bit integer */
     _Atomic uint64_t sq_hi;      /* ... high 64 bits */
-    _Atomic uint64_t min;        /* smallest duration (valid when count > 0) */
+    _Atomic uint64_t min;        /* smallest duration; UINT64_MAX while count is 0 */
     _Atomic uint64_t max;        /* largest duration */
     _Atomic uint64_t last;       /* most recent duration in this shard */
     uint64_t res_next;           /* owner only: count at which the reservoir takes the next record */
@@ -121,9 +121,8 @@ typedef struct kt__span_rec_t {
 typedef struct kt__name_cache_t {
     const char *ptr;       /* the caller's pointer */
     kt_kernel_id_t id;     /* what it interned to */
-    uint8_t backend;       /* the backend it was interned with */
-    uint8_t ro;            /* 1: ptr is in a read-only segment, so its bytes cannot have changed */
-    char c0;               /* first byte of the name */
+    uint32_t tag;          /* backend | read-only flag << 8 | first byte << 16 (see cache_tag in recorder.c);
+                              read-only: ptr is in a non-writable segment, so its bytes cannot have changed */
 } kt__name_cache_t;
 
 #define KT__NAME_CACHE 128u
@@ -173,6 +172,8 @@ static inline double kt__rand_open01(uint64_t *s)
 }
 
 /* kt__recording (declared in ktiming.h): the runtime switch, read on every record. */
+/* Read through the GOT on purpose: an executable reading kt__recording (the KT_* macros) may hold a copy-
+ * relocated instance, and the GOT entry is what points at the one everybody shares. */
 static inline int kt__on(void) { return __atomic_load_n(&kt__recording, __ATOMIC_RELAXED); }
 
 #endif

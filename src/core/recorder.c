@@ -74,7 +74,7 @@ static void slot_clear(kt__slot_t *sl)
     KT__STR(&sl->total, 0);
     KT__STR(&sl->sq_lo, 0);
     KT__STR(&sl->sq_hi, 0);
-    KT__STR(&sl->min, 0);
+    KT__STR(&sl->min, UINT64_MAX);
     KT__STR(&sl->max, 0);
     KT__STR(&sl->last, 0);
     KT__STR(&sl->last_stamp, 0);
@@ -137,6 +137,7 @@ static kt__slot_t *slot_create(kt__shard_t *s, kt_kernel_id_t id)
     if (!sl)
         return NULL;
     KT__ST(&sl->samples, (kt__au64 *)(void *)(sl + 1));
+    KT__ST(&sl->min, UINT64_MAX);
     KT__STR(&chunk[id & (KT__CHUNK - 1u)], sl);
     return sl;
 }
@@ -202,7 +203,7 @@ static inline void slot_scalars(kt__slot_t *sl, uint64_t n, uint64_t v, uint64_t
     KT__STR(&sl->total, KT__LD(&sl->total) + v);
     KT__STR(&sl->sq_lo, (uint64_t)sq);
     KT__STR(&sl->sq_hi, (uint64_t)(sq >> 64));
-    if (n == 0 || v < KT__LD(&sl->min))
+    if (v < KT__LD(&sl->min)) /* min starts at UINT64_MAX */
         KT__STR(&sl->min, v);
     if (v > KT__LD(&sl->max))
         KT__STR(&sl->max, v);
@@ -355,10 +356,16 @@ static inline kt__name_cache_t *cache_entry(kt__shard_t *s, const char *name, kt
     return &s->names[((p >> 3) ^ (p >> 11) ^ (uint32_t)backend) & (KT__NAME_CACHE - 1u)];
 }
 
+/* Backend, read-only flag and first byte in one word, so a hit is two comparisons. */
+static inline uint32_t cache_tag(kt_backend_t backend, int ro, char c0)
+{
+    return (uint32_t)backend | (uint32_t)(ro != 0) << 8 | (uint32_t)(uint8_t)c0 << 16;
+}
+
 /* A hit that needs no comparison: same pointer into read-only memory (first byte checked for good measure). */
 static inline int cache_hit_ro(const kt__name_cache_t *e, const char *name, kt_backend_t backend)
 {
-    return e->ptr == name && e->backend == (uint8_t)backend && e->ro && name[0] == e->c0;
+    return e->ptr == name && e->tag == cache_tag(backend, 1, name[0]);
 }
 
 /* Full lookup: a cached pointer in writable memory is confirmed by comparing the string with the interned
@@ -366,20 +373,17 @@ static inline int cache_hit_ro(const kt__name_cache_t *e, const char *name, kt_b
 static kt_kernel_id_t lookup_cached(kt__shard_t *s, const char *name, kt_backend_t backend)
 {
     kt__name_cache_t *e = cache_entry(s, name, backend);
-    if (e->ptr == name && e->backend == (uint8_t)backend) {
-        if (e->ro && name[0] == e->c0)
+    if (e->ptr == name && (e->tag & 0xffu) == (uint32_t)backend) {
+        if (e->tag == cache_tag(backend, 1, name[0]))
             return e->id;
-        const kt__kernel_t *k = kt__kernel_get(e->id);
-        if (memcmp(k->name, name, k->name_len + 1) == 0)
+        if (strcmp(kt__kernel_get(e->id)->name, name) == 0)
             return e->id;
     }
     kt_kernel_id_t id = kt_kernel_intern(name, backend, NULL);
     if (id) {
         e->ptr = name;
         e->id = id;
-        e->backend = (uint8_t)backend;
-        e->c0 = name[0];
-        e->ro = (uint8_t)ptr_readonly(s, name);
+        e->tag = cache_tag(backend, ptr_readonly(s, name), name[0]);
     }
     return id;
 }

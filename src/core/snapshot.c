@@ -18,6 +18,7 @@ typedef struct entry_build_t {
 typedef struct pool_t {
     uint64_t remaining; /* records of the shard not yet accounted for */
     uint32_t size;      /* samples left in buf */
+    size_t off;         /* where the copy starts in the snapshot's pool buffer */
     uint64_t *buf;      /* copy of the shard's reservoir */
 } pool_t;
 
@@ -52,25 +53,38 @@ static kt__slot_t *shard_slot(kt__shard_t *s, uint32_t id)
     return chunk ? KT__LDA(&chunk[id & (KT__CHUNK - 1u)]) : NULL;
 }
 
-/* Nearest-rank percentile (the ceil(p*n)-th smallest) from the merged histogram, clamped to [min, max]. */
-static uint64_t hist_percentile(const uint64_t *h, uint64_t n, double p, uint64_t lo, uint64_t hi)
+/* Nearest-rank percentiles (the ceil(p*n)-th smallest) from the merged histogram, clamped to [min, max], all
+ * three in one pass over the blocks marked in `used`. */
+static void hist_percentiles(const uint64_t *h, uint64_t used, uint64_t n, kt_kernel_timing_t *t)
 {
+    static const double ps[3] = {0.50, 0.90, 0.99};
+    uint64_t *out[3] = {&t->p50_ns, &t->p90_ns, &t->p99_ns};
+    uint64_t rank[3];
+    for (int k = 0; k < 3; k++) {
+        double want = ps[k] * (double)n;
+        rank[k] = (uint64_t)want;
+        if ((double)rank[k] < want)
+            rank[k]++;
+        if (rank[k] < 1)
+            rank[k] = 1;
+        *out[k] = t->max_ns;
+    }
     if (!n)
-        return 0;
-    uint64_t rank = (uint64_t)(p * (double)n);
-    if ((double)rank < p * (double)n)
-        rank++;
-    if (rank < 1)
-        rank = 1;
-    uint64_t cum = 0, v = hi;
-    for (uint32_t i = 0; i < KT__HIST_BUCKETS; i++) {
-        cum += h[i];
-        if (cum >= rank) {
-            v = kt__hist_value(i);
-            break;
+        return;
+    uint64_t cum = 0;
+    int k = 0;
+    for (uint32_t b = 0; b < KT__HIST_BLOCKS && k < 3; b++) {
+        if (!(used >> b & 1))
+            continue;
+        for (uint32_t j = 0; j < KT__HIST_BLOCK && k < 3; j++) {
+            uint32_t i = b * KT__HIST_BLOCK + j;
+            cum += h[i];
+            while (k < 3 && cum >= rank[k])
+                *out[k++] = kt__hist_value(i);
         }
     }
-    return v < lo ? lo : v > hi ? hi : v;
+    for (k = 0; k < 3; k++)
+        *out[k] = *out[k] < t->min_ns ? t->min_ns : *out[k] > t->max_ns ? t->max_ns : *out[k];
 }
 
 /* Uniform sample of min(cap, N) of the N records behind the shards' reservoirs: draw without replacement,
@@ -160,8 +174,9 @@ kt_snapshot_t *kt_snapshot(void)
         ns++;
     kt__shard_t **shards = calloc(ns ? ns : 1, sizeof *shards);
     pool_t *pools = calloc(ns ? ns : 1, sizeof *pools);
-    uint64_t *poolbuf = malloc(((size_t)ns ? ns : 1) * cap * sizeof(uint64_t));
-    uint64_t *hist = malloc(KT__HIST_BUCKETS * sizeof(uint64_t));
+    size_t poolcap = cap, poolused; /* poolbuf grows to the largest kernel's reservoirs, not ns x cap */
+    uint64_t *poolbuf = malloc(poolcap * sizeof(uint64_t));
+    uint64_t *hist = calloc(KT__HIST_BUCKETS, sizeof(uint64_t)); /* zeroed again block by block after use */
     entry_build_t *eb = calloc(nk ? nk : 1, sizeof *eb);
     uint32_t *kid_entry = malloc(((size_t)nk + 1) * sizeof *kid_entry);
     if (!shards || !pools || !poolbuf || !hist || !eb || !kid_entry)
@@ -183,8 +198,8 @@ kt_snapshot_t *kt_snapshot(void)
         uint64_t best_stamp = 0;
         uint32_t best_shard = 0, npools = 0;
         int any = 0;
-        memset(hist, 0, KT__HIST_BUCKETS * sizeof(uint64_t));
-        uint64_t hist_n = 0;
+        uint64_t hist_n = 0, used = 0; /* counts merged into hist, and which blocks hold them */
+        poolused = 0;
 
         for (uint32_t si = 0; si < nvalid; si++) {
             kt__slot_t *sl = shard_slot(shards[si], id);
@@ -216,6 +231,7 @@ kt_snapshot_t *kt_snapshot(void)
                 _Atomic uint64_t *blk = KT__LDA(&sl->hist[b]);
                 if (!blk)
                     continue;
+                used |= (uint64_t)1 << b;
                 for (uint32_t j = 0; j < KT__HIST_BLOCK; j++) {
                     uint64_t c = KT__LD(&blk[j]);
                     hist[b * KT__HIST_BLOCK + j] += c;
@@ -223,14 +239,26 @@ kt_snapshot_t *kt_snapshot(void)
                 }
             }
             pool_t *p = &pools[npools];
-            p->buf = poolbuf + (size_t)npools * cap;
             p->remaining = r.count;
             p->size = r.count < cap ? (uint32_t)r.count : cap;
+            if (poolused + p->size > poolcap) {
+                size_t nc = poolcap * 2 > poolused + p->size ? poolcap * 2 : poolused + p->size;
+                uint64_t *nb = realloc(poolbuf, nc * sizeof(uint64_t));
+                if (!nb)
+                    goto fail_entries;
+                poolbuf = nb;
+                poolcap = nc;
+            }
+            p->buf = NULL;
+            p->off = poolused;
             _Atomic uint64_t *smp = KT__LD(&sl->samples);
             for (uint32_t j = 0; j < p->size; j++)
-                p->buf[j] = KT__LD(&smp[j]);
+                poolbuf[poolused + j] = KT__LD(&smp[j]);
+            poolused += p->size;
             npools++;
         }
+        for (uint32_t i = 0; i < npools; i++) /* poolbuf may have moved while growing */
+            pools[i].buf = poolbuf + pools[i].off;
         if (!any && !t.errors && !t.dropped && !t.spans_dropped)
             continue;
 
@@ -247,9 +275,10 @@ kt_snapshot_t *kt_snapshot(void)
         if (t.dispatch_count) {
             t.mean_ns = (double)sum / (double)t.dispatch_count;
             t.stddev_ns = stddev_exact(t.dispatch_count, sum, sq);
-            t.p50_ns = hist_percentile(hist, hist_n, 0.50, t.min_ns, t.max_ns);
-            t.p90_ns = hist_percentile(hist, hist_n, 0.90, t.min_ns, t.max_ns);
-            t.p99_ns = hist_percentile(hist, hist_n, 0.99, t.min_ns, t.max_ns);
+            hist_percentiles(hist, used, hist_n, &t);
+            for (uint32_t b = 0; b < KT__HIST_BLOCKS; b++)
+                if (used >> b & 1)
+                    memset(hist + b * KT__HIST_BLOCK, 0, KT__HIST_BLOCK * sizeof(uint64_t));
             uint32_t want = t.dispatch_count < cap ? (uint32_t)t.dispatch_count : cap;
             t.samples = malloc(want * sizeof(uint64_t));
             if (!t.samples) {

@@ -24,13 +24,17 @@ kt_zone_t kt_zone_begin(kt_kernel_id_t *site_cache, const char *name)
     return z;
 }
 
+void kt__zone_end_id(kt_kernel_id_t kernel, uint64_t start_ns)
+{
+    uint64_t end = kt__now();
+    if (kernel && kt__on())
+        kt__record_host_span(kernel, start_ns, end);
+}
+
 void kt_zone_end(const kt_zone_t *zone)
 {
-    if (!zone || !zone->kernel)
-        return;
-    uint64_t end = kt__now();
-    if (kt__on())
-        kt__record_host_span(zone->kernel, zone->start_ns, end);
+    if (zone)
+        kt__zone_end_id(zone->kernel, zone->start_ns);
 }
 
 /* ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,606 @@
+/* compare.c — before/after comparison: match kernels by key, Mann-Whitney U, bootstrap intervals, verdicts. */
+#include <ktiming/compare.h>
+#include <ktiming/stats.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KT_CMP_THRESHOLD_PCT 5.0
+#define KT_CMP_ALPHA 0.05
+#define KT_CMP_CONFIDENCE 0.95
+#define KT_CMP_MIN_SAMPLES 9u
+#define KT_CMP_BOOTSTRAP 2000u
+#define KT_CMP_SEED 0x6b74696d696e6721ull
+#define KT_CMP_EXACT_MAX 25u
+
+/* ---------------------------------------------------------------------------------------------------
+ * Seeded PRNG (xoshiro256**, seeded through splitmix64)
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct rng_t {
+    uint64_t s[4]; /* state */
+} rng_t;
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void rng_seed(rng_t *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(rng_t *r)
+{
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+static uint64_t key_hash(const char *name, kt_backend_t backend, const char *device)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    h = (h ^ (uint64_t)(backend + 1)) * 0x100000001b3ull;
+    for (const char *p = device; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    return h;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Random variates for the bootstrap
+ * ------------------------------------------------------------------------------------------------- */
+
+static double rng_u01(rng_t *r) { return ((double)(rng_next(r) >> 11) + 0.5) / 9007199254740992.0; }
+
+static double rng_normal(rng_t *r)
+{
+    return sqrt(-2.0 * log(rng_u01(r))) * cos(6.283185307179586 * rng_u01(r));
+}
+
+/* Gamma(shape, 1) for shape >= 1 (Marsaglia and Tsang, 2000). */
+static double rng_gamma(rng_t *r, double shape)
+{
+    double d = shape - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        double x = rng_normal(r), v = 1.0 + c * x;
+        if (v <= 0.0) continue;
+        v = v * v * v;
+        double u = rng_u01(r);
+        if (log(u) < 0.5 * x * x + d - d * v + d * log(v)) return d * v;
+    }
+}
+
+/* Beta(a, b) for a, b >= 1. */
+static double rng_beta(rng_t *r, double a, double b)
+{
+    double x = rng_gamma(r, a), y = rng_gamma(r, b);
+    return x / (x + y);
+}
+
+/* The median of one bootstrap resample of sorted[0..n), drawn in O(1) instead of resampling n values.
+ * A resample is n indices floor(n*U_i) with U_i iid uniform, and floor is monotone, so its order statistics
+ * are floor(n * U_(m)). U_(m) ~ Beta(m, n+1-m); for even n the next one, given U_(m) = u, is u plus (1-u)
+ * times the minimum of n-m fresh uniforms, 1 - V^(1/(n-m)). The values are sorted, so indices map to values
+ * in order and the resample's median is the value at those indices: exact, not an approximation. */
+static double resample_median(const uint64_t *sorted, uint32_t n, rng_t *r)
+{
+    uint32_t m = (n + 1) / 2; /* 1-based rank of the (lower) median */
+    double u = rng_beta(r, (double)m, (double)(n + 1 - m));
+    double x = floor(u * (double)n);
+    uint32_t i = x >= (double)n ? n - 1 : (uint32_t)x;
+    if (n & 1) return (double)sorted[i];
+    double u2 = u + (1.0 - u) * (1.0 - pow(rng_u01(r), 1.0 / (double)(n - m)));
+    double x2 = floor(u2 * (double)n);
+    uint32_t j = x2 >= (double)n ? n - 1 : (uint32_t)x2;
+    if (j < i) j = i;
+    return 0.5 * ((double)sorted[i] + (double)sorted[j]);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Percentile interval of sorted-in-place values (linear interpolation). */
+static void percentile_interval(double *v, size_t n, double confidence, double *lo, double *hi)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    double tail = 0.5 * (1.0 - confidence);
+    double q[2] = {tail, 1.0 - tail}, out[2];
+    for (int i = 0; i < 2; i++) {
+        double pos = q[i] * (double)(n - 1);
+        size_t k = (size_t)pos;
+        if (k >= n - 1) out[i] = v[n - 1];
+        else out[i] = v[k] + (pos - (double)k) * (v[k + 1] - v[k]);
+    }
+    *lo = out[0];
+    *hi = out[1];
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Mann-Whitney U
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Exact two-sided p of U (no ties): the null distribution counts the arrangements of na a's among na+nb ranks. */
+static int mw_exact(size_t na, size_t nb, double u, double *p)
+{
+    size_t umax = na * nb, n = na + nb;
+    double *dp = calloc((na + 1) * (umax + 1), sizeof *dp);
+    if (!dp) return KT_ENOMEM;
+#define DP(i, uu) dp[(i) * (umax + 1) + (uu)]
+    DP(0, 0) = 1.0;
+    for (size_t k = 0; k < n; k++) {
+        size_t top = k < na - 1 ? k : na - 1;
+        for (size_t i = top + 1; i-- > 0;) {
+            if (k < i || k - i > nb) continue;
+            size_t add = k - i; /* b's ranked below this a */
+            for (size_t uu = umax - add + 1; uu-- > 0;)
+                if (DP(i, uu) != 0.0) DP(i + 1, uu + add) += DP(i, uu);
+        }
+    }
+    double total = 0.0, le = 0.0, ge = 0.0;
+    for (size_t uu = 0; uu <= umax; uu++) {
+        double c = DP(na, uu);
+        total += c;
+        if ((double)uu <= u + 1e-9) le += c;
+        if ((double)uu >= u - 1e-9) ge += c;
+    }
+#undef DP
+    free(dp);
+    double pv = 2.0 * (le < ge ? le : ge) / total;
+    *p = pv > 1.0 ? 1.0 : pv;
+    return 0;
+}
+
+/* One value of the pooled sample, with its group. */
+typedef struct pooled_t {
+    uint64_t v; /* duration */
+    int group;  /* 0 = a, 1 = b */
+} pooled_t;
+
+static int cmp_pooled(const void *x, const void *y)
+{
+    uint64_t a = ((const pooled_t *)x)->v, b = ((const pooled_t *)y)->v;
+    return (a > b) - (a < b);
+}
+
+int kt_mann_whitney(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, double *u, double *p)
+{
+    if (!a || !b || !na || !nb || !u || !p) return KT_EINVAL;
+    size_t n = na + nb;
+    pooled_t *all = malloc(n * sizeof *all);
+    if (!all) return KT_ENOMEM;
+    for (size_t i = 0; i < na; i++) all[i] = (pooled_t){a[i], 0};
+    for (size_t i = 0; i < nb; i++) all[na + i] = (pooled_t){b[i], 1};
+    qsort(all, n, sizeof *all, cmp_pooled);
+    double rank_a = 0.0, ties = 0.0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && all[j].v == all[i].v) j++;
+        double t = (double)(j - i), avg = 0.5 * ((double)i + 1.0 + (double)j); /* ranks i+1 .. j */
+        for (size_t k = i; k < j; k++)
+            if (all[k].group == 0) rank_a += avg;
+        ties += t * t * t - t;
+        i = j;
+    }
+    free(all);
+    double dna = (double)na, dnb = (double)nb, dn = (double)n;
+    *u = rank_a - dna * (dna + 1.0) / 2.0;
+    if (ties == 0.0 && na <= KT_CMP_EXACT_MAX && nb <= KT_CMP_EXACT_MAX) return mw_exact(na, nb, *u, p);
+    double mean = dna * dnb / 2.0;
+    double var = dna * dnb / 12.0 * ((dn + 1.0) - (n > 1 ? ties / (dn * (dn - 1.0)) : 0.0));
+    if (!(var > 0.0)) {
+        *p = 1.0; /* every value tied: no evidence of a difference */
+        return 0;
+    }
+    double z = (fabs(*u - mean) - 0.5) / sqrt(var);
+    if (z < 0.0) z = 0.0;
+    *p = erfc(z / M_SQRT2);
+    if (*p > 1.0) *p = 1.0;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Bootstrap of the ratio of medians
+ * ------------------------------------------------------------------------------------------------- */
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+static uint64_t *sorted_copy(const uint64_t *v, uint32_t n)
+{
+    uint64_t *s = malloc((size_t)n * sizeof *s);
+    if (!s) return NULL;
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, n, sizeof *s, cmp_u64);
+    return s;
+}
+
+/* reps[i] = ln(median(resampled before) / median(resampled after)) for i < count. */
+static int bootstrap_log_ratio(const uint64_t *b, uint32_t nb, const uint64_t *a, uint32_t na, uint32_t count,
+                               uint64_t seed, double *reps)
+{
+    uint64_t *sb = sorted_copy(b, nb), *sa = sorted_copy(a, na);
+    if (!sb || !sa) {
+        free(sb);
+        free(sa);
+        return KT_ENOMEM;
+    }
+    rng_t r;
+    rng_seed(&r, seed);
+    for (uint32_t it = 0; it < count; it++) {
+        double mb = resample_median(sb, nb, &r), ma = resample_median(sa, na, &r);
+        /* A zero median (durations below clock resolution) is nudged to keep the logarithm finite. */
+        reps[it] = log((mb > 0.0 ? mb : 0.5) / (ma > 0.0 ? ma : 0.5));
+    }
+    free(sb);
+    free(sa);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Matching and rows
+ * ------------------------------------------------------------------------------------------------- */
+
+static const char *dev_or_empty(const char *d) { return d ? d : ""; }
+
+static int key_cmp(const kt_kernel_timing_t *x, const kt_kernel_timing_t *y)
+{
+    int c = strcmp(x->name ? x->name : "", y->name ? y->name : "");
+    if (c) return c;
+    if (x->backend != y->backend) return x->backend < y->backend ? -1 : 1;
+    return strcmp(dev_or_empty(x->device), dev_or_empty(y->device));
+}
+
+static int key_cmp_ptr(const void *x, const void *y)
+{
+    return key_cmp(*(const kt_kernel_timing_t *const *)x, *(const kt_kernel_timing_t *const *)y);
+}
+
+static const kt_kernel_timing_t **sorted_entries(const kt_snapshot_t *s)
+{
+    const kt_kernel_timing_t **v = malloc((s->count ? s->count : 1) * sizeof *v);
+    if (!v) return NULL;
+    for (size_t i = 0; i < s->count; i++) v[i] = &s->entries[i];
+    qsort(v, s->count, sizeof *v, key_cmp_ptr);
+    return v;
+}
+
+static char *dup_str(const char *s)
+{
+    s = s ? s : "";
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static char *fmt_reason(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0) s = NULL;
+    va_end(ap);
+    return s;
+}
+
+static uint32_t usable_samples(const kt_kernel_timing_t *t)
+{
+    return t && t->samples ? t->sample_count : 0;
+}
+
+/* Fill one side from an entry: statistics of its samples, or its aggregates when it has none. */
+static int fill_side(const kt_kernel_timing_t *t, kt_compare_side_t *side)
+{
+    memset(side, 0, sizeof *side);
+    if (!t) return 0;
+    side->dispatches = t->dispatch_count;
+    side->samples = usable_samples(t);
+    if (side->samples) {
+        kt_sample_stats_t st;
+        int rc = kt_sample_stats(t->samples, side->samples, &st);
+        if (rc) return rc;
+        side->median_ns = st.median_ns;
+        side->mean_ns = st.mean_ns;
+        side->noise = st.madrel;
+        side->stdrel = st.stdrel;
+    } else if (t->dispatch_count) {
+        side->median_ns = (double)t->p50_ns;
+        side->mean_ns = t->mean_ns > 0.0 ? t->mean_ns : (double)t->total_ns / (double)t->dispatch_count;
+    }
+    return 0;
+}
+
+static double ratio(double num, double den) { return num > 0.0 && den > 0.0 ? num / den : NAN; }
+
+/* The verdict rule shared by rows and the geometric-mean summary. `noise` < 0 skips the noise check. */
+static kt_verdict_t decide(double speedup, double lo, double hi, double p, double alpha, double t, double noise,
+                           int *why)
+{
+    double up = 1.0 + t, down = 1.0 / (1.0 + t);
+    int sig = (isnan(p) || p < alpha) && (lo > 1.0 || hi < 1.0);
+    int big = speedup >= up || speedup <= down;
+    if (sig && big) {
+        if (noise >= 0.0 && noise > fabs(log(speedup))) {
+            *why = 1; /* change within the noise */
+            return KT_VERDICT_UNSURE;
+        }
+        *why = 0;
+        return speedup > 1.0 ? KT_VERDICT_FASTER : KT_VERDICT_SLOWER;
+    }
+    if (lo >= down && hi <= up) {
+        *why = 0;
+        return KT_VERDICT_SAME;
+    }
+    *why = sig ? 3 : 2; /* 2: not significant and the interval is too wide; 3: significant, below threshold */
+    return KT_VERDICT_UNSURE;
+}
+
+static void pct_band(double t, char *buf, size_t cap) { snprintf(buf, cap, "%.3g %%", 100.0 * t); }
+
+/* Compute a matched row; reps receives the bootstrap replicates (opts->bootstrap of them) when the row is
+ * compared on samples, and *has_reps says so. */
+static int fill_matched(kt_compare_row_t *row, const kt_kernel_timing_t *b, const kt_kernel_timing_t *a,
+                        const kt_compare_opts_t *o, double *reps, int *has_reps)
+{
+    *has_reps = 0;
+    row->speedup_median = ratio(row->before.median_ns, row->after.median_ns);
+    row->speedup_mean = ratio(row->before.mean_ns, row->after.mean_ns);
+    uint32_t nb = row->before.samples, na = row->after.samples;
+    double t = o->threshold_pct / 100.0;
+    char band[32];
+    pct_band(t, band, sizeof band);
+    if (!nb || !na) {
+        row->verdict = KT_VERDICT_UNSURE;
+        if (!b->dispatch_count || !a->dispatch_count)
+            row->reason = fmt_reason("no dispatches in %s", !b->dispatch_count ? "BEFORE" : "AFTER");
+        else
+            row->reason = fmt_reason("no raw samples in %s (aggregates only): speedups from p50 and mean, no test",
+                                     !nb && !na ? "either snapshot" : !nb ? "BEFORE" : "AFTER");
+        return row->reason ? 0 : KT_ENOMEM;
+    }
+    int rc = kt_mann_whitney(b->samples, nb, a->samples, na, &row->u, &row->p_value);
+    if (rc) return rc;
+    uint64_t seed = o->seed ^ key_hash(row->name, row->backend, row->device);
+    rc = bootstrap_log_ratio(b->samples, nb, a->samples, na, o->bootstrap, seed, reps);
+    if (rc) return rc;
+    double *sorted = malloc((size_t)o->bootstrap * sizeof *sorted);
+    if (!sorted) return KT_ENOMEM;
+    memcpy(sorted, reps, (size_t)o->bootstrap * sizeof *sorted);
+    double llo, lhi;
+    percentile_interval(sorted, o->bootstrap, o->confidence, &llo, &lhi);
+    free(sorted);
+    row->ci_lo = exp(llo);
+    row->ci_hi = exp(lhi);
+    double s = row->speedup_median;
+    if (nb < o->min_samples || na < o->min_samples) {
+        row->verdict = KT_VERDICT_UNSURE;
+        if (nb < o->min_samples && na < o->min_samples)
+            row->reason = fmt_reason("only %u and %u samples (need %u on each side)", nb, na, o->min_samples);
+        else
+            row->reason = fmt_reason("only %u samples in %s (need %u)", nb < na ? nb : na,
+                                     nb < na ? "BEFORE" : "AFTER", o->min_samples);
+        return row->reason ? 0 : KT_ENOMEM;
+    }
+    *has_reps = 1;
+    if (isnan(s)) {
+        row->verdict = KT_VERDICT_UNSURE;
+        row->reason = fmt_reason("a median of 0 ns: below the clock's resolution");
+        return row->reason ? 0 : KT_ENOMEM;
+    }
+    double noise = row->before.noise > row->after.noise ? row->before.noise : row->after.noise;
+    int why = 0;
+    row->verdict = decide(s, row->ci_lo, row->ci_hi, row->p_value, o->alpha, t, noise, &why);
+    int conf = (int)lround(o->confidence * 100.0);
+    switch (row->verdict) {
+    case KT_VERDICT_FASTER:
+    case KT_VERDICT_SLOWER:
+        row->reason = fmt_reason("%.3gx %s, time %+.1f %% (p = %.2g; the %d %% CI excludes 1; beyond the %s "
+                                 "threshold)",
+                                 s >= 1.0 ? s : 1.0 / s, s >= 1.0 ? "faster" : "slower", 100.0 * (1.0 / s - 1.0),
+                                 row->p_value, conf, band);
+        break;
+    case KT_VERDICT_SAME:
+        row->reason = fmt_reason("%d %% CI [%.3fx, %.3fx] lies within +/-%s", conf, row->ci_lo, row->ci_hi, band);
+        break;
+    default:
+        if (why == 1)
+            row->reason = fmt_reason("the change (|ln speedup| = %.1f %%) is within the noise (%.1f %%, "
+                                     "1.4826 MAD / median)",
+                                     100.0 * fabs(log(s)), 100.0 * noise);
+        else if (why == 3)
+            row->reason = fmt_reason("significant (p = %.2g) but below the %s threshold, and the %d %% CI "
+                                     "[%.3fx, %.3fx] reaches beyond it",
+                                     row->p_value, band, conf, row->ci_lo, row->ci_hi);
+        else
+            row->reason = fmt_reason("inconclusive: p = %.2g, %d %% CI [%.3fx, %.3fx] reaches beyond +/-%s; take "
+                                     "more samples",
+                                     row->p_value, conf, row->ci_lo, row->ci_hi, band);
+        break;
+    }
+    return row->reason ? 0 : KT_ENOMEM;
+}
+
+static int fill_key(kt_compare_row_t *row, const kt_kernel_timing_t *t)
+{
+    row->name = dup_str(t->name);
+    row->device = dup_str(t->device);
+    row->backend = t->backend;
+    row->speedup_median = row->speedup_mean = row->ci_lo = row->ci_hi = NAN;
+    row->p_value = row->u = NAN;
+    return row->name && row->device ? 0 : KT_ENOMEM;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * kt_compare
+ * ------------------------------------------------------------------------------------------------- */
+
+const char *kt_verdict_name(kt_verdict_t verdict)
+{
+    switch (verdict) {
+    case KT_VERDICT_SAME: return "SAME";
+    case KT_VERDICT_FASTER: return "FASTER";
+    case KT_VERDICT_SLOWER: return "SLOWER";
+    case KT_VERDICT_UNSURE: return "UNSURE";
+    }
+    return "?";
+}
+
+void kt_compare_free(kt_compare_result_t *result)
+{
+    if (!result) return;
+    for (size_t i = 0; i < result->count; i++) {
+        free((void *)result->rows[i].name);
+        free((void *)result->rows[i].device);
+        free((void *)result->rows[i].reason);
+    }
+    free(result->rows);
+    memset(result, 0, sizeof *result);
+}
+
+static int apply_defaults(const kt_compare_opts_t *in, kt_compare_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    if (in) *o = *in;
+    if (o->threshold_pct == 0.0) o->threshold_pct = KT_CMP_THRESHOLD_PCT;
+    else if (o->threshold_pct < 0.0) o->threshold_pct = 0.0;
+    if (o->alpha == 0.0) o->alpha = KT_CMP_ALPHA;
+    if (o->confidence == 0.0) o->confidence = KT_CMP_CONFIDENCE;
+    if (!o->min_samples) o->min_samples = KT_CMP_MIN_SAMPLES;
+    if (!o->bootstrap) o->bootstrap = KT_CMP_BOOTSTRAP;
+    if (!o->seed) o->seed = KT_CMP_SEED;
+    if (!(o->alpha > 0.0 && o->alpha < 1.0) || !(o->confidence > 0.0 && o->confidence < 1.0) ||
+        !isfinite(o->threshold_pct))
+        return KT_EINVAL;
+    return 0;
+}
+
+/* Geometric mean over rows compared on samples, with the interval from the per-row replicates. */
+static int summarise(kt_compare_result_t *r, double *const *reps)
+{
+    const kt_compare_opts_t *o = &r->opts;
+    r->geomean_speedup = r->geomean_ci_lo = r->geomean_ci_hi = NAN;
+    r->geomean_verdict = KT_VERDICT_UNSURE;
+    size_t k = 0;
+    double sum = 0.0;
+    for (size_t i = 0; i < r->count; i++)
+        if (reps[i] && !isnan(r->rows[i].speedup_median)) {
+            sum += log(r->rows[i].speedup_median);
+            k++;
+        }
+    r->geomean_kernels = k;
+    if (!k) return 0;
+    r->geomean_speedup = exp(sum / (double)k);
+    double *g = calloc(o->bootstrap, sizeof *g);
+    if (!g) return KT_ENOMEM;
+    for (size_t i = 0; i < r->count; i++)
+        if (reps[i] && !isnan(r->rows[i].speedup_median))
+            for (uint32_t j = 0; j < o->bootstrap; j++) g[j] += reps[i][j] / (double)k;
+    double lo, hi;
+    percentile_interval(g, o->bootstrap, o->confidence, &lo, &hi);
+    free(g);
+    r->geomean_ci_lo = exp(lo);
+    r->geomean_ci_hi = exp(hi);
+    int why;
+    r->geomean_verdict = decide(r->geomean_speedup, r->geomean_ci_lo, r->geomean_ci_hi, NAN, o->alpha,
+                                o->threshold_pct / 100.0, -1.0, &why);
+    return 0;
+}
+
+int kt_compare(const kt_snapshot_t *before, const kt_snapshot_t *after, const kt_compare_opts_t *opts,
+               kt_compare_result_t *out)
+{
+    if (!out) return KT_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!before || !after || (before->count && !before->entries) || (after->count && !after->entries))
+        return KT_EINVAL;
+    int rc = apply_defaults(opts, &out->opts);
+    if (rc) return rc;
+    const kt_compare_opts_t *o = &out->opts;
+
+    const kt_kernel_timing_t **vb = sorted_entries(before), **va = sorted_entries(after);
+    size_t cap = before->count + after->count;
+    out->rows = calloc(cap ? cap : 1, sizeof *out->rows);
+    double **reps = calloc(cap ? cap : 1, sizeof *reps);
+    double *rep_buf = NULL;
+    if (!vb || !va || !out->rows || !reps) {
+        rc = KT_ENOMEM;
+        goto done;
+    }
+    size_t ib = 0, ia = 0;
+    while (ib < before->count || ia < after->count) {
+        int c = ib == before->count ? 1 : ia == after->count ? -1 : key_cmp(vb[ib], va[ia]);
+        kt_compare_row_t *row = &out->rows[out->count++];
+        if (c < 0) {
+            if ((rc = fill_key(row, vb[ib]))) goto done;
+            row->presence = KT_PRESENT_BEFORE;
+            if ((rc = fill_side(vb[ib++], &row->before))) goto done;
+            row->verdict = KT_VERDICT_UNSURE;
+            row->reason = dup_str("only in BEFORE");
+            out->before_only++;
+        } else if (c > 0) {
+            if ((rc = fill_key(row, va[ia]))) goto done;
+            row->presence = KT_PRESENT_AFTER;
+            if ((rc = fill_side(va[ia++], &row->after))) goto done;
+            row->verdict = KT_VERDICT_UNSURE;
+            row->reason = dup_str("only in AFTER");
+            out->after_only++;
+        } else {
+            const kt_kernel_timing_t *b = vb[ib++], *a = va[ia++];
+            if ((rc = fill_key(row, b))) goto done;
+            row->presence = KT_PRESENT_BOTH;
+            if ((rc = fill_side(b, &row->before)) || (rc = fill_side(a, &row->after))) goto done;
+            if (!rep_buf && !(rep_buf = malloc((size_t)o->bootstrap * sizeof *rep_buf))) {
+                rc = KT_ENOMEM;
+                goto done;
+            }
+            int has = 0;
+            if ((rc = fill_matched(row, b, a, o, rep_buf, &has))) goto done;
+            if (has) {
+                reps[out->count - 1] = rep_buf;
+                rep_buf = NULL;
+            }
+            out->matched++;
+            switch (row->verdict) {
+            case KT_VERDICT_FASTER: out->faster++; break;
+            case KT_VERDICT_SLOWER: out->slower++; break;
+            case KT_VERDICT_SAME: out->same++; break;
+            case KT_VERDICT_UNSURE: out->unsure++; break;
+            }
+        }
+        if (!row->reason) {
+            rc = KT_ENOMEM;
+            goto done;
+        }
+    }
+    rc = summarise(out, reps);
+
+done:
+    if (reps)
+        for (size_t i = 0; i < cap; i++) free(reps[i]);
+    free(reps);
+    free(rep_buf);
+    free(vb);
+    free(va);
+    return rc;
+}

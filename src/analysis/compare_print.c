@@ -1,0 +1,301 @@
+/* compare_print.c — the comparison as an aligned text table, a markdown table, or JSON. */
+#include <ktiming/compare.h>
+
+#include <cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------------
+ * Cell formatting
+ * ------------------------------------------------------------------------------------------------- */
+
+/* The formatted cells of one matched row. */
+typedef struct cells_t {
+    char before[24];  /* median before */
+    char after[24];   /* median after */
+    char speedup[24]; /* of medians */
+    char ci[40];      /* interval */
+    char mean[24];    /* speedup of means */
+    char p[24];       /* p-value */
+    char n[32];       /* samples before/after */
+} cells_t;
+
+static void fmt_time(char *buf, size_t cap, double ns)
+{
+    if (!(ns > 0.0) || !isfinite(ns)) snprintf(buf, cap, "-");
+    else if (ns < 1e3) snprintf(buf, cap, "%.0f ns", ns);
+    else if (ns < 1e6) snprintf(buf, cap, "%.2f us", ns / 1e3);
+    else if (ns < 1e9) snprintf(buf, cap, "%.2f ms", ns / 1e6);
+    else snprintf(buf, cap, "%.3f s", ns / 1e9);
+}
+
+static void fmt_x(char *buf, size_t cap, double x)
+{
+    if (!isfinite(x)) snprintf(buf, cap, "-");
+    else snprintf(buf, cap, "%.3fx", x);
+}
+
+static void fmt_ci(char *buf, size_t cap, double lo, double hi)
+{
+    if (!isfinite(lo) || !isfinite(hi)) snprintf(buf, cap, "-");
+    else snprintf(buf, cap, "[%.3fx, %.3fx]", lo, hi);
+}
+
+static void fmt_p(char *buf, size_t cap, double p)
+{
+    if (!isfinite(p)) snprintf(buf, cap, "-");
+    else if (p < 0.001) snprintf(buf, cap, "<0.001");
+    else snprintf(buf, cap, "%.3f", p);
+}
+
+static void make_cells(const kt_compare_row_t *r, cells_t *c)
+{
+    fmt_time(c->before, sizeof c->before, r->before.median_ns);
+    fmt_time(c->after, sizeof c->after, r->after.median_ns);
+    fmt_x(c->speedup, sizeof c->speedup, r->speedup_median);
+    fmt_ci(c->ci, sizeof c->ci, r->ci_lo, r->ci_hi);
+    fmt_x(c->mean, sizeof c->mean, r->speedup_mean);
+    fmt_p(c->p, sizeof c->p, r->p_value);
+    snprintf(c->n, sizeof c->n, "%u/%u", r->before.samples, r->after.samples);
+}
+
+static const char *backend_label(kt_backend_t b)
+{
+    static const char *const names[] = {"CPU", "OpenCL", "Vulkan", "CUDA", "Metal"};
+    return (unsigned)b < sizeof names / sizeof names[0] ? names[b] : "?";
+}
+
+static int width_of(const char *s, int w)
+{
+    int n = (int)strlen(s);
+    return n > w ? n : w;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Text
+ * ------------------------------------------------------------------------------------------------- */
+
+static void print_header_line(FILE *out, const kt_compare_result_t *r)
+{
+    fprintf(out, "%zu kernel%s matched, %zu only in BEFORE, %zu only in AFTER (threshold %.3g %%, alpha %.3g, "
+                 "%.0f %% intervals)\n",
+            r->matched, r->matched == 1 ? "" : "s", r->before_only, r->after_only, r->opts.threshold_pct,
+            r->opts.alpha, 100.0 * r->opts.confidence);
+}
+
+static void print_text(FILE *out, const kt_compare_result_t *r)
+{
+    print_header_line(out, r);
+    int wk = 6, wb = 7, wd = 6, wci = 15;
+    for (size_t i = 0; i < r->count; i++) {
+        const kt_compare_row_t *row = &r->rows[i];
+        if (row->presence != KT_PRESENT_BOTH) continue;
+        cells_t c;
+        make_cells(row, &c);
+        wk = width_of(row->name, wk);
+        wb = width_of(backend_label(row->backend), wb);
+        wd = width_of(row->device, wd);
+        wci = width_of(c.ci, wci);
+    }
+    char gm[32];
+    snprintf(gm, sizeof gm, "geomean (%zu)", r->geomean_kernels);
+    wk = width_of(gm, wk);
+    if (r->matched) {
+        fprintf(out, "\n%-*s  %-*s  %-*s  %12s  %12s  %8s  %-*s  %8s  %7s  %11s  %s\n", wk, "kernel", wb, "backend",
+                wd, "device", "before", "after", "speedup", wci, "CI", "mean x", "p", "n b/a", "verdict");
+        for (size_t i = 0; i < r->count; i++) {
+            const kt_compare_row_t *row = &r->rows[i];
+            if (row->presence != KT_PRESENT_BOTH) continue;
+            cells_t c;
+            make_cells(row, &c);
+            fprintf(out, "%-*s  %-*s  %-*s  %12s  %12s  %8s  %-*s  %8s  %7s  %11s  %s\n", wk, row->name, wb,
+                    backend_label(row->backend), wd, row->device, c.before, c.after, c.speedup, wci, c.ci, c.mean,
+                    c.p, c.n, kt_verdict_name(row->verdict));
+        }
+        char gx[24], gci[40];
+        fmt_x(gx, sizeof gx, r->geomean_speedup);
+        fmt_ci(gci, sizeof gci, r->geomean_ci_lo, r->geomean_ci_hi);
+        fprintf(out, "%-*s  %-*s  %-*s  %12s  %12s  %8s  %-*s  %8s  %7s  %11s  %s\n", wk, gm, wb, "", wd, "", "", "",
+                gx, wci, gci, "", "", "", r->geomean_kernels ? kt_verdict_name(r->geomean_verdict) : "-");
+    }
+    int notes = 0;
+    for (size_t i = 0; i < r->count; i++) {
+        const kt_compare_row_t *row = &r->rows[i];
+        if (row->presence != KT_PRESENT_BOTH || row->verdict != KT_VERDICT_UNSURE) continue;
+        if (!notes++) fputs("\n", out);
+        fprintf(out, "UNSURE %s (%s, %s): %s\n", row->name, backend_label(row->backend), row->device, row->reason);
+    }
+    for (int side = 1; side <= 2; side++) {
+        int first = 1;
+        for (size_t i = 0; i < r->count; i++) {
+            const kt_compare_row_t *row = &r->rows[i];
+            if ((int)row->presence != side) continue;
+            if (first) fprintf(out, "\nonly in %s:", side == 1 ? "BEFORE" : "AFTER");
+            fprintf(out, "%s %s (%s, %s)", first ? "" : ",", row->name, backend_label(row->backend), row->device);
+            first = 0;
+        }
+        if (!first) fputs("\n", out);
+    }
+    fprintf(out, "\nfaster %zu, slower %zu, same %zu, unsure %zu\n", r->faster, r->slower, r->same, r->unsure);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Markdown
+ * ------------------------------------------------------------------------------------------------- */
+
+static void md_text(FILE *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '|' || *s == '\\' || *s == '`' || *s == '*' || *s == '_') fputc('\\', out);
+        fputc(*s == '\n' ? ' ' : *s, out);
+    }
+}
+
+static void print_markdown(FILE *out, const kt_compare_result_t *r)
+{
+    print_header_line(out, r);
+    fputs("\n| kernel | backend | device | before | after | speedup | CI | mean x | p | n b/a | verdict | note |\n"
+          "|---|---|---|---:|---:|---:|---|---:|---:|---:|---|---|\n",
+          out);
+    for (size_t i = 0; i < r->count; i++) {
+        const kt_compare_row_t *row = &r->rows[i];
+        cells_t c;
+        make_cells(row, &c);
+        fputs("| ", out);
+        md_text(out, row->name);
+        fprintf(out, " | %s | ", backend_label(row->backend));
+        md_text(out, row->device);
+        if (row->presence == KT_PRESENT_BOTH)
+            fprintf(out, " | %s | %s | %s | %s | %s | %s | %s | **%s** | ", c.before, c.after, c.speedup, c.ci,
+                    c.mean, c.p, c.n, kt_verdict_name(row->verdict));
+        else
+            fprintf(out, " | %s | %s | - | - | - | - | %s | - | ", c.before, c.after, c.n);
+        md_text(out, row->reason);
+        fputs(" |\n", out);
+    }
+    char gx[24], gci[40];
+    fmt_x(gx, sizeof gx, r->geomean_speedup);
+    fmt_ci(gci, sizeof gci, r->geomean_ci_lo, r->geomean_ci_hi);
+    fprintf(out, "| **geomean** (%zu) | | | | | %s | %s | | | | **%s** | |\n", r->geomean_kernels, gx, gci,
+            r->geomean_kernels ? kt_verdict_name(r->geomean_verdict) : "-");
+    fprintf(out, "\nfaster %zu, slower %zu, same %zu, unsure %zu\n", r->faster, r->slower, r->same, r->unsure);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * JSON
+ * ------------------------------------------------------------------------------------------------- */
+
+static int add_num(cJSON *obj, const char *key, double v)
+{
+    cJSON *item = isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+    return item && cJSON_AddItemToObject(obj, key, item) ? 0 : -1;
+}
+
+static cJSON *side_json(const kt_compare_side_t *s)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    int bad = add_num(o, "dispatches", (double)s->dispatches) | add_num(o, "samples", (double)s->samples) |
+              add_num(o, "median_ns", s->median_ns) | add_num(o, "mean_ns", s->mean_ns) |
+              add_num(o, "noise", s->noise) | add_num(o, "stdrel", s->stdrel);
+    if (bad) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static const char *presence_name(kt_presence_t p)
+{
+    return p == KT_PRESENT_BOTH ? "both" : p == KT_PRESENT_BEFORE ? "before_only" : "after_only";
+}
+
+static cJSON *build_json(const kt_compare_result_t *r)
+{
+    cJSON *root = cJSON_CreateObject(), *opts = cJSON_CreateObject(), *rows = cJSON_CreateArray(),
+          *gm = cJSON_CreateObject(), *sum = cJSON_CreateObject();
+    int bad = !root || !opts || !rows || !gm || !sum;
+    if (bad) {
+        cJSON_Delete(root);
+        cJSON_Delete(opts);
+        cJSON_Delete(rows);
+        cJSON_Delete(gm);
+        cJSON_Delete(sum);
+        return NULL;
+    }
+    cJSON_AddItemToObject(root, "opts", opts);
+    cJSON_AddItemToObject(root, "kernels", rows);
+    cJSON_AddItemToObject(root, "geomean", gm);
+    cJSON_AddItemToObject(root, "summary", sum);
+    bad |= add_num(root, "ktiming_compare", 1);
+    bad |= add_num(opts, "threshold_pct", r->opts.threshold_pct) | add_num(opts, "alpha", r->opts.alpha) |
+           add_num(opts, "confidence", r->opts.confidence) | add_num(opts, "min_samples", r->opts.min_samples) |
+           add_num(opts, "bootstrap", r->opts.bootstrap);
+    char seed[24];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->opts.seed);
+    bad |= !cJSON_AddStringToObject(opts, "seed", seed);
+    for (size_t i = 0; i < r->count && !bad; i++) {
+        const kt_compare_row_t *row = &r->rows[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(rows, o)) {
+            cJSON_Delete(o);
+            bad = 1;
+            break;
+        }
+        bad |= !cJSON_AddStringToObject(o, "name", row->name);
+        bad |= !cJSON_AddStringToObject(o, "backend", backend_label(row->backend));
+        bad |= !cJSON_AddStringToObject(o, "device", row->device);
+        bad |= !cJSON_AddStringToObject(o, "presence", presence_name(row->presence));
+        cJSON *b = side_json(&row->before), *a = side_json(&row->after);
+        if (b) cJSON_AddItemToObject(o, "before", b);
+        if (a) cJSON_AddItemToObject(o, "after", a);
+        bad |= !a || !b;
+        bad |= add_num(o, "speedup_median", row->speedup_median) | add_num(o, "speedup_mean", row->speedup_mean) |
+               add_num(o, "ci_lo", row->ci_lo) | add_num(o, "ci_hi", row->ci_hi) |
+               add_num(o, "p_value", row->p_value) | add_num(o, "u", row->u);
+        bad |= !cJSON_AddStringToObject(o, "verdict", kt_verdict_name(row->verdict));
+        bad |= !cJSON_AddStringToObject(o, "reason", row->reason ? row->reason : "");
+    }
+    bad |= add_num(gm, "kernels", (double)r->geomean_kernels) | add_num(gm, "speedup", r->geomean_speedup) |
+           add_num(gm, "ci_lo", r->geomean_ci_lo) | add_num(gm, "ci_hi", r->geomean_ci_hi);
+    bad |= !cJSON_AddStringToObject(gm, "verdict", r->geomean_kernels ? kt_verdict_name(r->geomean_verdict)
+                                                                       : "UNSURE");
+    bad |= add_num(sum, "matched", (double)r->matched) | add_num(sum, "faster", (double)r->faster) |
+           add_num(sum, "slower", (double)r->slower) | add_num(sum, "same", (double)r->same) |
+           add_num(sum, "unsure", (double)r->unsure) | add_num(sum, "before_only", (double)r->before_only) |
+           add_num(sum, "after_only", (double)r->after_only);
+    bad |= !cJSON_AddBoolToObject(sum, "regression", r->slower > 0);
+    if (bad) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Entry point
+ * ------------------------------------------------------------------------------------------------- */
+
+int kt_compare_print(FILE *out, const kt_compare_result_t *result, kt_compare_format_t format)
+{
+    if (!out || !result || (result->count && !result->rows)) return KT_EINVAL;
+    switch (format) {
+    case KT_COMPARE_TEXT: print_text(out, result); break;
+    case KT_COMPARE_MARKDOWN: print_markdown(out, result); break;
+    case KT_COMPARE_JSON: {
+        cJSON *root = build_json(result);
+        if (!root) return KT_ENOMEM;
+        char *s = cJSON_Print(root);
+        cJSON_Delete(root);
+        if (!s) return KT_ENOMEM;
+        fputs(s, out);
+        fputc('\n', out);
+        cJSON_free(s);
+        break;
+    }
+    default: return KT_EINVAL;
+    }
+    return ferror(out) ? KT_EIO : 0;
+}

@@ -1,0 +1,147 @@
+/* test_cli_compare.c — `ktiming compare` on snapshot files: exit codes, thresholds, formats. */
+#include "compare/run_util.h"
+#include "compare/synth.h"
+
+#include <ktiming.h>
+
+#include <cJSON.h>
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+static char g_dir[] = "/tmp/kt_cli_compare_XXXXXX";
+static char g_base[4096], g_same[4096], g_slow[4096], g_fast[4096], g_bad[4096], g_out[4096];
+
+static void path_in(char *buf, const char *file) { snprintf(buf, 4096, "%s/%s", g_dir, file); }
+
+static void write_snapshot(const char *path, double median_ns, uint64_t seed)
+{
+    kt_snapshot_t *s = synth_snapshot(2);
+    synth_add(s, "kernel_a", KT_BACKEND_CPU, "host", 100, median_ns, 0.02, seed);
+    synth_add(s, "kernel_b", KT_BACKEND_CPU, "host", 100, 5000.0, 0.02, seed + 100);
+    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON), 0);
+    synth_free(s);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (!mkdtemp(g_dir)) return -1;
+    path_in(g_base, "base.json");
+    path_in(g_same, "same.json");
+    path_in(g_slow, "slow.json");
+    path_in(g_fast, "fast.json");
+    path_in(g_bad, "bad.json");
+    path_in(g_out, "out.txt");
+    write_snapshot(g_base, 100000.0, 1);
+    write_snapshot(g_same, 100000.0, 2);
+    write_snapshot(g_slow, 125000.0, 3); /* kernel_a 25 % slower: speedup 0.8 */
+    write_snapshot(g_fast, 50000.0, 4);
+    FILE *f = fopen(g_bad, "w");
+    fputs("{\"format\": \"ktiming.snapshot\", \"version\": 1, \"entries\": [", f);
+    fclose(f);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    const char *files[] = {g_base, g_same, g_slow, g_fast, g_bad, g_out};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(files[i]);
+    rmdir(g_dir);
+    return 0;
+}
+
+#define CLI(...) run_program((char *const[]){KT_CLI_PATH, "compare", __VA_ARGS__, NULL}, g_out)
+
+static void test_usage_errors(void **state)
+{
+    (void)state;
+    assert_int_equal(run_program((char *const[]){KT_CLI_PATH, "compare", NULL}, NULL), 2);
+    assert_int_equal(CLI(g_base), 2);
+    assert_int_equal(CLI(g_base, g_same, g_fast), 2);
+    assert_int_equal(CLI(g_base, g_same, "--format", "xml"), 2);
+    assert_int_equal(CLI(g_base, g_same, "--threshold", "-3"), 2);
+    assert_int_equal(CLI(g_base, g_same, "--threshold", "abc"), 2);
+    assert_int_equal(CLI(g_base, g_same, "--alpha", "1"), 2);
+    assert_int_equal(CLI(g_base, g_same, "--bogus"), 2);
+    assert_int_equal(CLI(g_base, g_same, "--alpha"), 2);
+    assert_int_equal(CLI("--help"), 0);
+    char *help = slurp(g_out);
+    assert_non_null(help);
+    assert_non_null(strstr(help, "--fail-on-regression"));
+    free(help);
+}
+
+static void test_input_errors(void **state)
+{
+    (void)state;
+    char missing[4200];
+    snprintf(missing, sizeof missing, "%s/does-not-exist.json", g_dir);
+    assert_int_equal(CLI(missing, g_same), 3);
+    assert_int_equal(CLI(g_base, g_bad), 3);
+    char unwritable[4200];
+    snprintf(unwritable, sizeof unwritable, "%s/no/such/dir/out.txt", g_dir);
+    assert_int_equal(CLI(g_base, g_same, "-o", unwritable), 3);
+}
+
+static void test_regression_exit_codes(void **state)
+{
+    (void)state;
+    assert_int_equal(CLI(g_base, g_same, "--fail-on-regression"), 0);    /* no change */
+    assert_int_equal(CLI(g_base, g_fast, "--fail-on-regression"), 0);    /* faster is fine */
+    assert_int_equal(CLI(g_base, g_slow), 0);                            /* reported, not failed */
+    assert_int_equal(CLI(g_base, g_slow, "--fail-on-regression"), 1);    /* 25 % slower */
+    assert_int_equal(CLI(g_base, g_slow, "--fail-on-regression", "--threshold", "30"), 0); /* under 30 % */
+    assert_int_equal(CLI(g_base, g_slow, "--fail-on-regression", "--threshold=20"), 1);
+    char *text = slurp(g_out);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "SLOWER"));
+    assert_non_null(strstr(text, "kernel_a"));
+    free(text);
+}
+
+static void test_formats(void **state)
+{
+    (void)state;
+    char json_path[4200];
+    snprintf(json_path, sizeof json_path, "%s/out.json", g_dir);
+    assert_int_equal(CLI(g_base, g_slow, "--format", "json", "-o", json_path), 0);
+    assert_int_equal(CLI(g_base, g_slow, "--format", "json", "-o", json_path), 0); /* replaces it */
+    DIR *d = opendir(g_dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));) assert_null(strstr(e->d_name, ".tmp.")); /* no leftovers */
+    closedir(d);
+    char *js = slurp(json_path);
+    unlink(json_path);
+    assert_non_null(js);
+    cJSON *root = cJSON_Parse(js);
+    free(js);
+    assert_non_null(root);
+    cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "kernels"), 0);
+    assert_string_equal(cJSON_GetObjectItem(k, "name")->valuestring, "kernel_a");
+    assert_string_equal(cJSON_GetObjectItem(k, "verdict")->valuestring, "SLOWER");
+    assert_true(cJSON_GetObjectItem(k, "speedup_median")->valuedouble < 0.85);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "summary"), "regression")));
+    cJSON_Delete(root);
+
+    assert_int_equal(CLI(g_base, g_fast, "--format", "markdown"), 0);
+    char *md = slurp(g_out);
+    assert_non_null(md);
+    assert_non_null(strstr(md, "| kernel |"));
+    assert_non_null(strstr(md, "**FASTER**"));
+    free(md);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_input_errors),
+        cmocka_unit_test(test_regression_exit_codes),
+        cmocka_unit_test(test_formats),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

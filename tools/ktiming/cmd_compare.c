@@ -1,0 +1,221 @@
+/* cmd_compare.c — `ktiming compare BEFORE.json AFTER.json`: per-kernel before/after verdicts from two snapshots. */
+#include "cli.h"
+
+#include <ktiming/analysis.h>
+#include <ktiming/compare.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define KTCLI_EXIT_REGRESSION 1
+#define KTCLI_EXIT_USAGE 2
+#define KTCLI_EXIT_INPUT 3
+
+static void compare_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: ktiming compare BEFORE.json AFTER.json [options]\n"
+            "\n"
+            "Compares two snapshots kernel by kernel, matched by (name, backend, device), on the raw duration\n"
+            "samples they carry: speedup (before/after) of medians and means, a bootstrap confidence interval,\n"
+            "a Mann-Whitney U p-value and a verdict FASTER / SLOWER / SAME / UNSURE, plus a geometric mean.\n"
+            "\n"
+            "options:\n"
+            "  --threshold PCT       smallest change that counts, in percent (default 5)\n"
+            "  --alpha A             significance level of the U test (default 0.05)\n"
+            "  --confidence C        confidence level of the intervals (default 0.95)\n"
+            "  --min-samples N       fewer samples on a side gives UNSURE (default 9)\n"
+            "  --bootstrap N         bootstrap resamples (default 2000)\n"
+            "  --seed N              bootstrap seed (default fixed: results are reproducible)\n"
+            "  --fail-on-regression  exit 1 when any kernel is SLOWER (significant and beyond the threshold)\n"
+            "  --format FMT          text (default), markdown or json\n"
+            "  -o, --output FILE     write there (replaced atomically) instead of standard output\n"
+            "  -h, --help            this text\n"
+            "\n"
+            "exit status: 0 compared (no regression, or not asked), 1 regression with --fail-on-regression,\n"
+            "2 usage error, 3 a snapshot or the output could not be read or written.\n"
+            "docs/compare.md explains the statistics.\n");
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "ktiming compare: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(try 'ktiming compare --help')\n");
+    return KTCLI_EXIT_USAGE;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_u64(const char *s, unsigned long long max, unsigned long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    if (*s == '-') return -1;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (end == s || *end || errno || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Options parsed from argv. */
+typedef struct compare_args_t {
+    const char *paths[2];   /* BEFORE, AFTER */
+    kt_compare_opts_t opts; /* statistics options */
+    kt_compare_format_t format; /* output format */
+    const char *output;     /* NULL = stdout */
+    int fail_on_regression; /* exit 1 on SLOWER */
+} compare_args_t;
+
+/* Returns -1 to continue, or an exit code (0 after --help). */
+static int parse_args(int argc, char **argv, compare_args_t *a)
+{
+    int npaths = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *val = NULL;
+        char name[32];
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+            compare_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(arg, "--fail-on-regression")) {
+            a->fail_on_regression = 1;
+            continue;
+        }
+        if (arg[0] != '-' || !strcmp(arg, "-")) {
+            if (npaths == 2) return usage_error("unexpected argument '%s' (two snapshots expected)", arg);
+            a->paths[npaths++] = arg;
+            continue;
+        }
+        /* options with a value: "--name VALUE" or "--name=VALUE" */
+        const char *eq = strchr(arg, '=');
+        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (len >= sizeof name) return usage_error("unknown option '%s'", arg);
+        memcpy(name, arg, len);
+        name[len] = '\0';
+        int known = !strcmp(name, "--threshold") || !strcmp(name, "--alpha") || !strcmp(name, "--confidence") ||
+                    !strcmp(name, "--min-samples") || !strcmp(name, "--bootstrap") || !strcmp(name, "--seed") ||
+                    !strcmp(name, "--format") || !strcmp(name, "-o") || !strcmp(name, "--output");
+        if (!known) return usage_error("unknown option '%s'", arg);
+        if (eq) val = eq + 1;
+        else if (i + 1 < argc) val = argv[++i];
+        else return usage_error("option '%s' needs a value", name);
+
+        double d;
+        unsigned long long u;
+        if (!strcmp(name, "--threshold")) {
+            if (parse_double(val, &d) || d < 0.0) return usage_error("--threshold: not a percentage >= 0: '%s'", val);
+            a->opts.threshold_pct = d == 0.0 ? -1.0 : d; /* negative asks for exactly 0 */
+        } else if (!strcmp(name, "--alpha")) {
+            if (parse_double(val, &d) || !(d > 0.0 && d < 1.0))
+                return usage_error("--alpha: not a level in (0, 1): '%s'", val);
+            a->opts.alpha = d;
+        } else if (!strcmp(name, "--confidence")) {
+            if (parse_double(val, &d) || !(d > 0.0 && d < 1.0))
+                return usage_error("--confidence: not a level in (0, 1): '%s'", val);
+            a->opts.confidence = d;
+        } else if (!strcmp(name, "--min-samples")) {
+            if (parse_u64(val, 1000000000ull, &u) || u == 0) return usage_error("--min-samples: not a count: '%s'", val);
+            a->opts.min_samples = (uint32_t)u;
+        } else if (!strcmp(name, "--bootstrap")) {
+            if (parse_u64(val, 10000000ull, &u) || u < 100)
+                return usage_error("--bootstrap: not a count in [100, 1e7]: '%s'", val);
+            a->opts.bootstrap = (uint32_t)u;
+        } else if (!strcmp(name, "--seed")) {
+            if (parse_u64(val, ~0ull, &u)) return usage_error("--seed: not an unsigned integer: '%s'", val);
+            a->opts.seed = u;
+        } else if (!strcmp(name, "--format")) {
+            if (!strcmp(val, "text")) a->format = KT_COMPARE_TEXT;
+            else if (!strcmp(val, "markdown") || !strcmp(val, "md")) a->format = KT_COMPARE_MARKDOWN;
+            else if (!strcmp(val, "json")) a->format = KT_COMPARE_JSON;
+            else return usage_error("--format: expected text, markdown or json, not '%s'", val);
+        } else {
+            a->output = val;
+        }
+    }
+    if (npaths != 2) {
+        fprintf(stderr, "ktiming compare: two snapshots expected (BEFORE.json AFTER.json)\n\n");
+        compare_usage(stderr);
+        return KTCLI_EXIT_USAGE;
+    }
+    return -1;
+}
+
+/* Print into a temporary file beside path, then rename it over path: readers never see half a comparison,
+ * and a failure leaves an existing file as it was. */
+static int write_atomic(const char *path, const kt_compare_result_t *res, kt_compare_format_t format)
+{
+    size_t len = strlen(path);
+    char *tmp = malloc(len + 16);
+    if (!tmp) return KT_ENOMEM;
+    memcpy(tmp, path, len);
+    memcpy(tmp + len, ".tmp.XXXXXX", 12);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "ktiming compare: %s: %s\n", path, strerror(errno));
+        free(tmp);
+        return KT_EIO;
+    }
+    FILE *f = fdopen(fd, "w");
+    int rc = f ? kt_compare_print(f, res, format) : KT_EIO;
+    if (f && fclose(f) != 0 && !rc) rc = KT_EIO;
+    if (!f) close(fd);
+    if (!rc && rename(tmp, path) != 0) {
+        fprintf(stderr, "ktiming compare: %s: %s\n", path, strerror(errno));
+        rc = KT_EIO;
+    }
+    if (rc) unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+int ktcli_cmd_compare(int argc, char **argv)
+{
+    compare_args_t a;
+    memset(&a, 0, sizeof a);
+    int code = parse_args(argc, argv, &a);
+    if (code >= 0) return code;
+
+    kt_snapshot_t *snap[2] = {NULL, NULL};
+    char err[512];
+    for (int i = 0; i < 2; i++) {
+        int rc = kt_snapshot_load(a.paths[i], &snap[i], err, sizeof err);
+        if (rc) {
+            fprintf(stderr, "ktiming compare: %s\n", err[0] ? err : kt_strerror(rc));
+            kt_snapshot_free(snap[0]);
+            return KTCLI_EXIT_INPUT;
+        }
+    }
+    kt_compare_result_t res;
+    int rc = kt_compare(snap[0], snap[1], &a.opts, &res);
+    kt_snapshot_free(snap[0]);
+    kt_snapshot_free(snap[1]);
+    if (rc) {
+        fprintf(stderr, "ktiming compare: %s\n", kt_strerror(rc));
+        kt_compare_free(&res);
+        return rc == KT_EINVAL ? KTCLI_EXIT_USAGE : KTCLI_EXIT_INPUT;
+    }
+
+    rc = a.output ? write_atomic(a.output, &res, a.format) : kt_compare_print(stdout, &res, a.format);
+    if (!a.output && fflush(stdout) != 0 && !rc) rc = KT_EIO;
+    int regression = res.slower > 0;
+    if (regression && a.format != KT_COMPARE_JSON)
+        fprintf(stderr, "ktiming compare: %zu kernel%s SLOWER (regression)\n", res.slower, res.slower == 1 ? "" : "s");
+    kt_compare_free(&res);
+    if (rc) {
+        fprintf(stderr, "ktiming compare: writing the comparison failed: %s\n", kt_strerror(rc));
+        return KTCLI_EXIT_INPUT;
+    }
+    return regression && a.fail_on_regression ? KTCLI_EXIT_REGRESSION : 0;
+}
