@@ -1,5 +1,6 @@
 /* test_report_cli.c — `ktiming report FILE.json --format chrome|html [-o OUT]` on a saved snapshot: the trace
- * parses with the fixture's tracks and spans, the HTML page is one self-contained document with the data. */
+ * parses with the fixture's tracks and spans, the HTML page is one self-contained document with the data; and
+ * `ktiming compare --format html` embeds the comparison in AFTER's report. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -88,12 +89,44 @@ static void test_chrome_and_html(void **state)
     free(text);
 }
 
+/* `ktiming compare BEFORE AFTER --format html -o OUT`: AFTER's report with the comparison document embedded. */
+static void test_compare_html(void **state)
+{
+    (void)state;
+    char before[128], after[128], out[128];
+    snprintf(before, sizeof before, "%s/before.json", g_dir);
+    snprintf(after, sizeof after, "%s/after.json", g_dir);
+    snprintf(out, sizeof out, "%s/compare.html", g_dir);
+    kt_snapshot_t *b = tlf_before_snapshot(), *a = tlf_snapshot(1);
+    assert_int_equal(kt_report_write(before, b, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(after, a, KT_FORMAT_JSON), 0);
+    kt_snapshot_free(b);
+    kt_snapshot_free(a);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execl(KT_CLI, KT_CLI, "compare", before, after, "--format", "html", "-o", out, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    char *text = slurp(out);
+    assert_true(!strncmp(text, "<!DOCTYPE html>", 15));
+    const char *cmp = strstr(text, "id=\"kt-compare\">");
+    assert_non_null(cmp);
+    assert_non_null(strstr(cmp, "\"ktiming_compare\""));  /* the analysis library's JSON, embedded */
+    assert_non_null(strstr(cmp, "\"FASTER\"")); /* blur is 1.5x faster in the fixture */
+    assert_non_null(strstr(text, "\"before\":{\"host\""));   /* both snapshots are in the page */
+    free(text);
+}
+
 int main(void)
 {
     snprintf(g_dir, sizeof g_dir, "/tmp/kt_report_XXXXXX");
     if (!mkdtemp(g_dir))
         return 1;
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_chrome_and_html)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_chrome_and_html), cmocka_unit_test(test_compare_html)};
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
