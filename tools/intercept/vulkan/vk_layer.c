@@ -8,7 +8,10 @@
  *  - vkCreateDevice: enables VK_KHR/EXT_calibrated_timestamps when the device has it and the program did not
  *    (so device timestamps are placed on the host timeline without submitting anything of ours);
  *  - one kt_vk_ctx_t per (device, queue family), created on the first timed dispatch; ktiming's own Vulkan calls
- *    go to the next layer down (never through these hooks);
+ *    go to the next layer down (never through these hooks). It is given no queue: ktiming submits nothing of
+ *    its own (a command buffer it allocated below the loader would lack the loader's dispatch data), so its
+ *    query pool starts with a host reset when the program enabled hostQueryReset, and otherwise results come
+ *    back through copies recorded after each dispatch (the backend's COPY readback);
  *  - each dispatch is bracketed with kt_vk_begin_id / kt_vk_end in the program's command buffer, under the name
  *    of the bound compute pipeline: its VK_EXT_debug_utils name, else its shader module's, else the entry point
  *    when it is not "main", else "main#<n>" (n-th compute pipeline of the device);
@@ -16,7 +19,7 @@
  *    (fences, queue/device idle); command buffers re-begun, reset or freed are collected, then discarded;
  *  - a command buffer submitted again without being re-recorded runs its timestamps into slots already read:
  *    those re-executions are not timed and are counted as dropped (record per submission with
- *    ONE_TIME_SUBMIT command buffers). If the ring wraps (1024 dispatches) while such a command buffer is
+ *    ONE_TIME_SUBMIT command buffers). If the ring wraps (KT_VK_RING_DEFAULT dispatches) while such a buffer is
  *    still being resubmitted, the stale writes can land in reused slots; the backend's readback has no
  *    per-use generation to tell them apart.
  * The snapshot is written at exit for `ktiming run` (KTIMING_RUN_DIR).
