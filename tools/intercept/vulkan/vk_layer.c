@@ -663,6 +663,7 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     PFN_vkGetInstanceProcAddr gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
     PFN_vkGetDeviceProcAddr gdpa = link->u.pLayerInfo->pfnNextGetDeviceProcAddr;
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
+    VkLayerDeviceLink *below = link->u.pLayerInfo; /* the next layer advances it again: restore for a retry */
     PFN_vkCreateDevice create = (PFN_vkCreateDevice)gipa(inst->instance, "vkCreateDevice");
     if (!create)
         return VK_ERROR_INITIALIZATION_FAILED;
@@ -682,8 +683,10 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
             free(names);
         }
     }
-    if (!add || r != VK_SUCCESS)
+    if (!add || r != VK_SUCCESS) {
+        link->u.pLayerInfo = below;
         r = create(pd, ci, a, out); /* as the program asked */
+    }
     if (r != VK_SUCCESS)
         return r;
 
