@@ -17,7 +17,9 @@
  *    the reference ktiming holds;
  *  - clEnqueueNDRangeKernel / clEnqueueTask are tracked under the kernel's function name (an event is made and
  *    released by ktiming when the program passed none); the driver's return value is returned unchanged;
- *  - clReleaseCommandQueue lets ktiming detach (collecting everything) when the program's last reference goes;
+ *  - clRetainCommandQueue / clReleaseCommandQueue count the program's own references (ktiming holds one
+ *    too, and drivers add internal ones): before the program's last release, ktiming collects everything of
+ *    the queue and detaches (kt_cl_detach);
  *  - clGetExtensionFunctionAddress[ForPlatform] answers for the enqueue and queue-creation entry points are
  *    wrapped when the driver returns one (ocl-icd and PoCL return NULL for core names: nothing to wrap there).
  * At exit (when KTIMING_RUN_DIR is set) the snapshot is written to <dir>/<pid>.json for `ktiming run`.
@@ -50,6 +52,7 @@
 typedef struct kti_next_t {
     cl_api_clCreateCommandQueue create_queue;                   /* clCreateCommandQueue */
     cl_api_clCreateCommandQueueWithProperties create_queue_props; /* clCreateCommandQueueWithProperties */
+    cl_api_clRetainCommandQueue retain_queue;                   /* clRetainCommandQueue */
     cl_api_clReleaseCommandQueue release_queue;                 /* clReleaseCommandQueue */
     cl_api_clGetCommandQueueInfo queue_info;                    /* clGetCommandQueueInfo */
     cl_api_clEnqueueNDRangeKernel ndrange;                      /* clEnqueueNDRangeKernel */
@@ -84,6 +87,7 @@ static void preload_resolve(void)
 #define R(field, sym) *(void **)&n.field = resolve_loader_symbol(#sym)
     R(create_queue, clCreateCommandQueue);
     R(create_queue_props, clCreateCommandQueueWithProperties);
+    R(retain_queue, clRetainCommandQueue);
     R(release_queue, clReleaseCommandQueue);
     R(queue_info, clGetCommandQueueInfo);
     R(ndrange, clEnqueueNDRangeKernel);
@@ -104,27 +108,30 @@ static const kti_next_t *preload_next(void)
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * Queues created with profiling the program did not ask for
+ * The program's queues: its references (ktiming holds one of its own on an attached queue, and drivers add
+ * internal ones, so CL_QUEUE_REFERENCE_COUNT can't tell when the program lets go) and the profiling we added
  * ------------------------------------------------------------------------------------------------- */
 
-/* One such queue. */
-typedef struct kti_forced_t {
+/* One queue the program created through these hooks. */
+typedef struct kti_queue_t {
     cl_command_queue queue;      /* the queue */
-    cl_queue_properties *props;  /* the program's property list for CL_QUEUE_PROPERTIES_ARRAY (malloc) */
+    uint32_t refs;               /* the program's references: create 1, clRetainCommandQueue +1, release -1 */
+    int forced;                  /* 1: created with CL_QUEUE_PROFILING_ENABLE the program did not ask for */
+    cl_queue_properties *props;  /* forced: the program's property list for CL_QUEUE_PROPERTIES_ARRAY (malloc) */
     size_t nprops;               /* entries in props including the terminating 0; 0 when it passed NULL */
-} kti_forced_t;
+} kti_queue_t;
 
-static pthread_mutex_t g_forced_lock = PTHREAD_MUTEX_INITIALIZER;
-static kti_forced_t *g_forced;   /* live forced queues */
-static size_t g_forced_n;        /* entries used */
-static size_t g_forced_cap;      /* entries allocated */
-static atomic_size_t g_forced_count; /* g_forced_n, readable without the lock for the fast path */
+static pthread_mutex_t g_queues_lock = PTHREAD_MUTEX_INITIALIZER;
+static kti_queue_t *g_queues;        /* live queues */
+static size_t g_queues_n;            /* entries used */
+static size_t g_queues_cap;          /* entries allocated */
+static atomic_size_t g_forced_count; /* forced queues, readable without the lock for the fast paths */
 
-static void forced_add(cl_command_queue q, const cl_queue_properties *props)
+static void queue_add(cl_command_queue q, int forced, const cl_queue_properties *props)
 {
     size_t n = 0;
     cl_queue_properties *copy = NULL;
-    if (props) {
+    if (forced && props) {
         while (props[n])
             n += 2;
         n++;
@@ -134,77 +141,93 @@ static void forced_add(cl_command_queue q, const cl_queue_properties *props)
         else
             n = 0;
     }
-    pthread_mutex_lock(&g_forced_lock);
-    if (g_forced_n == g_forced_cap) {
-        size_t cap = g_forced_cap ? 2 * g_forced_cap : 16;
-        kti_forced_t *p = realloc(g_forced, cap * sizeof *p);
+    pthread_mutex_lock(&g_queues_lock);
+    if (g_queues_n == g_queues_cap) {
+        size_t cap = g_queues_cap ? 2 * g_queues_cap : 16;
+        kti_queue_t *p = realloc(g_queues, cap * sizeof *p);
         if (p) {
-            g_forced = p;
-            g_forced_cap = cap;
+            g_queues = p;
+            g_queues_cap = cap;
         }
     }
-    if (g_forced_n < g_forced_cap) {
-        g_forced[g_forced_n++] = (kti_forced_t){q, copy, n};
+    if (g_queues_n < g_queues_cap) {
+        g_queues[g_queues_n++] = (kti_queue_t){q, 1, forced, copy, n};
         copy = NULL;
+        if (forced)
+            atomic_fetch_add(&g_forced_count, 1);
     }
-    atomic_store(&g_forced_count, g_forced_n);
-    pthread_mutex_unlock(&g_forced_lock);
+    pthread_mutex_unlock(&g_queues_lock);
     free(copy);
 }
 
-/* Index of q in g_forced, or -1. Caller holds g_forced_lock. */
-static long forced_find_locked(cl_command_queue q)
+/* The entry of q, or NULL. Caller holds g_queues_lock. */
+static kti_queue_t *queue_find_locked(cl_command_queue q)
 {
-    for (size_t i = 0; i < g_forced_n; i++)
-        if (g_forced[i].queue == q)
-            return (long)i;
-    return -1;
+    for (size_t i = 0; q && i < g_queues_n; i++)
+        if (g_queues[i].queue == q)
+            return &g_queues[i];
+    return NULL;
 }
 
-static int forced_has(cl_command_queue q)
+static int queue_forced(cl_command_queue q)
 {
     if (!q || atomic_load(&g_forced_count) == 0)
         return 0;
-    pthread_mutex_lock(&g_forced_lock);
-    int r = forced_find_locked(q) >= 0;
-    pthread_mutex_unlock(&g_forced_lock);
+    pthread_mutex_lock(&g_queues_lock);
+    const kti_queue_t *e = queue_find_locked(q);
+    int r = e && e->forced;
+    pthread_mutex_unlock(&g_queues_lock);
     return r;
 }
 
-static void forced_remove(cl_command_queue q)
+static void queue_retained(cl_command_queue q)
 {
-    pthread_mutex_lock(&g_forced_lock);
-    long i = forced_find_locked(q);
-    if (i >= 0) {
-        free(g_forced[i].props);
-        g_forced[i] = g_forced[--g_forced_n];
+    pthread_mutex_lock(&g_queues_lock);
+    kti_queue_t *e = queue_find_locked(q);
+    if (e)
+        e->refs++;
+    pthread_mutex_unlock(&g_queues_lock);
+}
+
+/* Counts a release of q; 1 when it is the program's last reference (the entry is then gone). */
+static int queue_released(cl_command_queue q)
+{
+    int last = 0;
+    pthread_mutex_lock(&g_queues_lock);
+    kti_queue_t *e = queue_find_locked(q);
+    if (e && e->refs > 0 && --e->refs == 0) {
+        last = 1;
+        if (e->forced)
+            atomic_fetch_sub(&g_forced_count, 1);
+        free(e->props);
+        *e = g_queues[--g_queues_n];
     }
-    atomic_store(&g_forced_count, g_forced_n);
-    pthread_mutex_unlock(&g_forced_lock);
+    pthread_mutex_unlock(&g_queues_lock);
+    return last;
 }
 
 /* Answers CL_QUEUE_PROPERTIES_ARRAY from the program's own list. 1 when answered (*rc set). */
-static int forced_props_array(cl_command_queue q, size_t size, void *value, size_t *size_ret, cl_int *rc)
+static int queue_props_array(cl_command_queue q, size_t size, void *value, size_t *size_ret, cl_int *rc)
 {
     if (atomic_load(&g_forced_count) == 0)
         return 0;
-    pthread_mutex_lock(&g_forced_lock);
-    long i = forced_find_locked(q);
+    pthread_mutex_lock(&g_queues_lock);
+    const kti_queue_t *e = queue_find_locked(q);
     int answered = 0;
-    if (i >= 0 && g_forced[i].props) {
-        size_t bytes = g_forced[i].nprops * sizeof(cl_queue_properties);
+    if (e && e->forced && e->props) {
+        size_t bytes = e->nprops * sizeof(cl_queue_properties);
         answered = 1;
         if (value && size < bytes) {
             *rc = CL_INVALID_VALUE;
         } else {
             if (value)
-                memcpy(value, g_forced[i].props, bytes);
+                memcpy(value, e->props, bytes);
             if (size_ret)
                 *size_ret = bytes;
             *rc = CL_SUCCESS;
         }
     }
-    pthread_mutex_unlock(&g_forced_lock);
+    pthread_mutex_unlock(&g_queues_lock);
     return answered;
 }
 
@@ -251,13 +274,16 @@ static cl_command_queue hook_create_queue(const kti_next_t *n, cl_context c, cl_
         cl_int e = CL_SUCCESS;
         cl_command_queue q = n->create_queue(c, d, p | CL_QUEUE_PROFILING_ENABLE, &e);
         if (q && e == CL_SUCCESS) {
-            forced_add(q, NULL);
+            queue_add(q, 1, NULL);
             if (err)
                 *err = e;
             return q;
         }
     }
-    return n->create_queue(c, d, p, err);
+    cl_command_queue q = n->create_queue(c, d, p, err);
+    if (q)
+        queue_add(q, 0, NULL);
+    return q;
 }
 
 static int props_have_profiling(const cl_queue_properties *p)
@@ -279,27 +305,39 @@ static cl_command_queue hook_create_queue_props(const kti_next_t *n, cl_context 
             cl_int e = CL_SUCCESS;
             cl_command_queue q = n->create_queue_props(c, d, buf, &e);
             if (q && e == CL_SUCCESS) {
-                forced_add(q, props);
+                queue_add(q, 1, props);
                 if (err)
                     *err = e;
                 return q;
             }
         }
     }
-    return n->create_queue_props(c, d, props, err);
+    cl_command_queue q = n->create_queue_props(c, d, props, err);
+    if (q)
+        queue_add(q, 0, NULL);
+    return q;
 }
 
+static cl_int hook_retain_queue(const kti_next_t *n, cl_command_queue q)
+{
+    if (!n->retain_queue)
+        return CL_INVALID_COMMAND_QUEUE;
+    cl_int rc = n->retain_queue(q);
+    if (rc == CL_SUCCESS)
+        queue_retained(q);
+    return rc;
+}
+
+/* The program's last release: ktiming collects everything of the queue and lets go of it first. */
 static cl_int hook_release_queue(const kti_next_t *n, cl_command_queue q)
 {
     if (!n->release_queue)
         return CL_INVALID_COMMAND_QUEUE;
-    if (q) {
-        kt_cl_queue_release_hook(q);
+    if (q && queue_released(q)) {
+        kt_cl_ctx_t *kc = kt_cl_find(q);
         atomic_fetch_add_explicit(&g_attach_gen, 1u, memory_order_acq_rel);
-        cl_uint refs = 0;
-        if (forced_has(q) && n->queue_info &&
-            n->queue_info(q, CL_QUEUE_REFERENCE_COUNT, sizeof refs, &refs, NULL) == CL_SUCCESS && refs == 1)
-            forced_remove(q);
+        if (kc)
+            kt_cl_detach(kc);
     }
     return n->release_queue(q);
 }
@@ -310,12 +348,12 @@ static cl_int hook_queue_info(const kti_next_t *n, cl_command_queue q, cl_comman
     if (!n->queue_info)
         return CL_INVALID_COMMAND_QUEUE;
     cl_int rc;
-    if (param == CL_QUEUE_PROPERTIES_ARRAY && forced_props_array(q, size, value, size_ret, &rc))
+    if (param == CL_QUEUE_PROPERTIES_ARRAY && queue_props_array(q, size, value, size_ret, &rc))
         return rc;
     rc = n->queue_info(q, param, size, value, size_ret);
     if (rc != CL_SUCCESS || !value)
         return rc;
-    if (param == CL_QUEUE_PROPERTIES && size >= sizeof(cl_command_queue_properties) && forced_has(q)) {
+    if (param == CL_QUEUE_PROPERTIES && size >= sizeof(cl_command_queue_properties) && queue_forced(q)) {
         cl_command_queue_properties p;
         memcpy(&p, value, sizeof p);
         p &= ~(cl_command_queue_properties)CL_QUEUE_PROFILING_ENABLE;
@@ -337,7 +375,7 @@ static cl_int hook_profiling_info(const kti_next_t *n, cl_event ev, cl_profiling
         return CL_INVALID_EVENT;
     if (atomic_load(&g_forced_count) && n->event_info) {
         cl_command_queue q = NULL;
-        if (n->event_info(ev, CL_EVENT_COMMAND_QUEUE, sizeof q, &q, NULL) == CL_SUCCESS && forced_has(q))
+        if (n->event_info(ev, CL_EVENT_COMMAND_QUEUE, sizeof q, &q, NULL) == CL_SUCCESS && queue_forced(q))
             return CL_PROFILING_INFO_NOT_AVAILABLE;
     }
     return n->profiling_info(ev, param, size, value, size_ret);
@@ -456,6 +494,11 @@ static cl_command_queue CL_API_CALL layer_create_queue_props(cl_context c, cl_de
     return hook_create_queue_props(&g_layer_next, c, d, props, err);
 }
 
+static cl_int CL_API_CALL layer_retain_queue(cl_command_queue q)
+{
+    return hook_retain_queue(&g_layer_next, q);
+}
+
 static cl_int CL_API_CALL layer_release_queue(cl_command_queue q)
 {
     return hook_release_queue(&g_layer_next, q);
@@ -570,6 +613,7 @@ KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clInitLayer(cl_uint num_entries, cons
     kti_next_t n;
     n.create_queue = target->clCreateCommandQueue;
     n.create_queue_props = target->clCreateCommandQueueWithProperties;
+    n.retain_queue = target->clRetainCommandQueue;
     n.release_queue = target->clReleaseCommandQueue;
     n.queue_info = target->clGetCommandQueueInfo;
     n.ndrange = target->clEnqueueNDRangeKernel;
@@ -582,6 +626,7 @@ KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clInitLayer(cl_uint num_entries, cons
     g_layer_next = n;
     g_layer_dispatch.clCreateCommandQueue = layer_create_queue;
     g_layer_dispatch.clCreateCommandQueueWithProperties = layer_create_queue_props;
+    g_layer_dispatch.clRetainCommandQueue = layer_retain_queue;
     g_layer_dispatch.clReleaseCommandQueue = layer_release_queue;
     g_layer_dispatch.clGetCommandQueueInfo = layer_queue_info;
     g_layer_dispatch.clGetEventProfilingInfo = layer_profiling_info;
@@ -619,6 +664,14 @@ KTI_EXPORT CL_API_ENTRY cl_command_queue CL_API_CALL clCreateCommandQueueWithPro
     if (atomic_load(&g_layer_active))
         return n->create_queue_props ? n->create_queue_props(c, d, props, err) : NULL;
     return hook_create_queue_props(n, c, d, props, err);
+}
+
+KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clRetainCommandQueue(cl_command_queue q)
+{
+    const kti_next_t *n = preload_next();
+    if (atomic_load(&g_layer_active))
+        return n->retain_queue ? n->retain_queue(q) : CL_INVALID_COMMAND_QUEUE;
+    return hook_retain_queue(n, q);
 }
 
 KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clReleaseCommandQueue(cl_command_queue q)
