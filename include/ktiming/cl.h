@@ -86,6 +86,7 @@
 #define CL_TARGET_OPENCL_VERSION 300
 #endif
 #include <CL/cl.h>
+#include <ktiming/primitive.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -253,6 +254,10 @@ KT_API int kt_cl_device_info(cl_device_id device, kt_cl_device_info_t *info);
 /* Copy a zero-terminated queue property list into out (capacity cap entries) with CL_QUEUE_PROFILING_ENABLE
  * added to CL_QUEUE_PROPERTIES (appending the pair if absent). in may be NULL. KT_EFULL if cap is short. */
 KT_API int kt_cl_queue_properties_profiled(const cl_queue_properties *in, cl_queue_properties *out, size_t cap);
+/* A primitive backend (ktiming/primitive.h) on a profiling queue (retained until kt_primitive_backend_destroy):
+ * kernel callbacks get the cl_command_queue and enqueue one dispatch; marks are markers' END stamps mapped
+ * through the device's clock model. KT_ENOTSUP for a queue without CL_QUEUE_PROFILING_ENABLE. */
+KT_API int kt_cl_primitive_backend_create(cl_command_queue queue, kt_primitive_backend_t *out);
 
 #else /* !KT_ENABLED */
 
@@ -276,6 +281,8 @@ static inline int kt_cl_device_info(cl_device_id device, kt_cl_device_info_t *in
 static inline int kt_cl_queue_properties_profiled(const cl_queue_properties *in, cl_queue_properties *out,
                                                   size_t cap)
 { (void)in; (void)out; (void)cap; return KT_EDISABLED; }
+static inline int kt_cl_primitive_backend_create(cl_command_queue queue, kt_primitive_backend_t *out)
+{ (void)queue; if (out) { out->ops = NULL; out->ctx = NULL; } return KT_EDISABLED; }
 static inline cl_int kt_cl_enqueue_ndrange(kt_cl_ctx_t *ctx, cl_kernel kernel, cl_uint work_dim,
                                            const size_t *global_offset, const size_t *global_size,
                                            const size_t *local_size, cl_uint num_events,
