@@ -26,7 +26,8 @@
  *                drift_se_ppm the drift's standard error from the residuals) plus the slope error read positions
  *                inside their brackets can cause (sum_i |b_i| * halfwidth_i, b_i the slope's coefficients; large
  *                over a span of a few ms, and invisible in the residuals). Where that interval reaches past the
- *                prior |drift| <= KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM, drift and bound come from the overlap.
+ *                prior |drift| <= KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM, the drift is the overlap's value nearest 0
+ *                and the bound reaches the overlap's far edge.
  *   max_drift_ppm  the assumed worst change of the rate since the fit (default 10 ppm for device clocks).
  * docs/calibration.md gives the measured accuracy and containment of this bound per strategy and scenario.
  *

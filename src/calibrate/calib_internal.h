@@ -9,7 +9,8 @@
 #include <time.h>
 
 /* Fit with an optional prior on |drift| (ppm, 0 = none): when the data's drift interval (drift +- its bound)
- * reaches past +-prior, the drift becomes the middle of the overlap and its bound half the overlap's length
+ * reaches past +-prior, the drift becomes the overlap's value nearest 0 and its bound the distance to the
+ * overlap's far edge
  * (kt_clock_fit uses KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM). */
 int kt__clock_fit_ex(const kt_clock_sample_t *samples, size_t n, kt_fit_strategy_t strategy,
                      kt_clock_domain_t host_domain, double drift_prior_ppm, kt_clock_model_t *out);

@@ -149,9 +149,10 @@ static void bound_terms(const fit_data_t *f, const wls_t *q, double x, int mean_
  * warming-up path) tilt the line while the residuals stay small. Over a long span it is negligible; over the
  * few ms of a first batch it is hundreds to thousands of ppm, which is what the extrapolation must carry.
  *
- * With a prior (|drift| <= prior_ppm), the drift is the middle of the intersection of [drift - u, drift + u]
- * and [-prior, prior] and its bound half that interval's length: it shrinks towards 0 only when the data cannot
- * rule the prior's edge out. A data interval entirely outside the prior keeps the data (the prior was wrong). */
+ * With a prior (|drift| <= prior_ppm), when [drift - u, drift + u] reaches past [-prior, prior], the drift
+ * becomes the value of their overlap nearest 0 and its bound the distance to the overlap's far edge: it shrinks
+ * towards 0 only as far as the data allows. A data interval entirely outside the prior keeps the data (the prior
+ * was wrong for that clock). */
 static int finish(fit_data_t *f, kt_fit_strategy_t strategy, kt_clock_domain_t domain, double prior_ppm,
                   kt_clock_model_t *out)
 {
@@ -185,8 +186,10 @@ static int finish(fit_data_t *f, kt_fit_strategy_t strategy, kt_clock_domain_t d
         if (hi > prior_ppm) hi = prior_ppm;
         if (lo <= hi && (lo > drift - drift_bound || hi < drift + drift_bound)) {
             constrained = 1;
-            drift = 0.5 * (lo + hi);
-            drift_bound = 0.5 * (hi - lo);
+            /* the rate nearest 0 both allow (device oscillators cluster near the host's rate; a short batch's
+             * noise then does not stretch or shrink durations), bounded by the overlap's far edge */
+            drift = lo > 0 ? lo : hi < 0 ? hi : 0.0;
+            drift_bound = hi - drift > drift - lo ? hi - drift : drift - lo;
             double D = drift * 1e-6;
             c = -D / (1.0 + D);
             /* |dc| = |dD| / ((1 + D1)(1 + D2)) <= |dD| / (1 + lo)^2 for rates in [lo, hi] */
