@@ -361,7 +361,7 @@ static void rec_finish(rec_t *r, cl_int status, uint64_t observed_ns, int drop)
  * ------------------------------------------------------------------------------------------------- */
 
 #define RING_CAP (1u << 16) /* completions buffered: about 150 ms of the fastest PoCL dispatches */
-#define COLLECT_POLL_NS 100000u /* collector's nap between drains while completions keep coming */
+#define COLLECT_POLL_NS 1000000u /* collector's nap between drains while completions keep coming */
 #define COLLECT_IDLE_NAPS 100   /* empty naps before it sleeps until signalled */
 
 /* One ring cell: seq says whose turn it is (pos: free for the producer of pos; pos+1: holds pos's slot). */
