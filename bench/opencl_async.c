@@ -50,6 +50,7 @@ static uint64_t g_raw_sum; /* device time the raw callbacks saw (keeps their rea
 /* Dispatches per second for n enqueues of k (global size g), counted until all finished and were recorded.
  * kc NULL and raw 0: untimed; raw 1: the driver's event + callback alone. */
 static uint64_t g_cpu_ns; /* process CPU time of the latest run_mode (every thread: driver, collector) */
+static uint64_t g_enq_ns; /* wall time of the latest run_mode's enqueue loop alone */
 
 static uint64_t cpu_now_ns(void)
 {
@@ -73,6 +74,7 @@ static double run_mode(cl_command_queue q, kt_cl_ctx_t *kc, int raw, cl_kernel k
             exit(1);
         }
     }
+    g_enq_ns = kt_now_ns() - t0;
     cl->clFinish(q);
     if (kc && kt_cl_flush(kc, 0) != 0) {
         fprintf(stderr, "flush timed out\n");
@@ -95,6 +97,7 @@ static double run(cl_command_queue q, kt_cl_ctx_t *kc, cl_kernel k, size_t g, in
 /* Result of one kernel size: per-variant time per dispatch, and async / untimed throughput ratios. */
 typedef struct result_t {
     double cpu[4];    /* per variant: median process CPU us per dispatch (all threads) */
+    double enq[4];    /* per variant: median us per dispatch of the enqueue loop alone */
     double us[4][3];  /* per variant (untimed, async, blocking, raw): p25, median, p75 of us/dispatch */
     double async_x;   /* median of per-round ratios async / untimed (the verdict) */
     double async_p25; /* spread of those ratios */
@@ -127,7 +130,7 @@ static double run_variant(int v, cl_command_queue q[3], kt_cl_ctx_t *a, kt_cl_ct
 
 static result_t measure(cl_command_queue q[3], kt_cl_ctx_t *a, kt_cl_ctx_t *s, cl_kernel k, size_t g, int n)
 {
-    static double t[V_COUNT][ROUNDS], cpu[V_COUNT][ROUNDS], ra[ROUNDS], rs[ROUNDS], rr[ROUNDS];
+    static double t[V_COUNT][ROUNDS], cpu[V_COUNT][ROUNDS], enq[V_COUNT][ROUNDS], ra[ROUNDS], rs[ROUNDS], rr[ROUNDS];
     int nsync = n / 8 > 20 ? n / 8 : 20; /* the blocking mode is slow: fewer dispatches, same rate units */
     for (int v = 0; v < V_COUNT; v++)     /* warm-up: compilation at first launch, pools, allocator */
         run_variant(v, q, a, s, k, g, n / 4, nsync / 4 + 1);
@@ -137,6 +140,7 @@ static result_t measure(cl_command_queue q[3], kt_cl_ctx_t *a, kt_cl_ctx_t *s, c
             int v = (r + i) % V_COUNT;
             rate[v] = run_variant(v, q, a, s, k, g, n, nsync);
             cpu[v][r] = (double)g_cpu_ns / 1e3 / (v == V_SYNC ? nsync : n);
+            enq[v][r] = (double)g_enq_ns / 1e3 / (v == V_SYNC ? nsync : n);
         }
         for (int v = 0; v < V_COUNT; v++)
             t[v][r] = 1e6 / rate[v];
@@ -150,6 +154,7 @@ static result_t measure(cl_command_queue q[3], kt_cl_ctx_t *a, kt_cl_ctx_t *s, c
         res.us[v][1] = q_of(t[v], ROUNDS, 1, 2);
         res.us[v][2] = q_of(t[v], ROUNDS, 3, 4);
         res.cpu[v] = q_of(cpu[v], ROUNDS, 1, 2);
+        res.enq[v] = q_of(enq[v], ROUNDS, 1, 2);
     }
     res.async_x = q_of(ra, ROUNDS, 1, 2);
     res.async_p25 = q_of(ra, ROUNDS, 1, 4);
@@ -164,8 +169,8 @@ static void report(const char *what, const result_t *r)
 {
     printf("%s:\n", what);
     for (int v = 0; v < V_COUNT; v++)
-        printf("  %-18s %7.2f us/dispatch (p25 %.2f, p75 %.2f), CPU %.2f us/dispatch\n", kVariant[v], r->us[v][1],
-               r->us[v][0], r->us[v][2], r->cpu[v]);
+        printf("  %-18s %7.2f us/dispatch (p25 %.2f, p75 %.2f); enqueue loop %.2f us, process CPU %.2f us\n",
+               kVariant[v], r->us[v][1], r->us[v][0], r->us[v][2], r->enq[v], r->cpu[v]);
     printf("  async/untimed: median of per-round ratios x%.3f (p25 %.3f, p75 %.3f), ratio of medians x%.3f "
            "(+%.0f ns/dispatch); blocking x%.3f; raw event+callback x%.3f\n",
            r->async_x, r->async_p25, r->async_p75, r->async_med, (r->us[V_ASYNC][1] - r->us[V_UNTIMED][1]) * 1e3,

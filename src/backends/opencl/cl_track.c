@@ -397,7 +397,9 @@ static int ring_push(uint32_t slot)
         uint64_t seq = atomic_load_explicit(&cell->seq, memory_order_acquire);
         int64_t diff = (int64_t)(seq - pos);
         if (diff == 0) {
-            if (atomic_compare_exchange_weak_explicit(&g_ring_head, &pos, pos + 1, memory_order_relaxed,
+            /* seq_cst: with the load in coll_wake and the collector's exchange + head load, either the collector
+             * sees this position claimed or the producer sees it asleep */
+            if (atomic_compare_exchange_weak_explicit(&g_ring_head, &pos, pos + 1, memory_order_seq_cst,
                                                       memory_order_relaxed))
                 break;
         } else if (diff < 0) {
@@ -452,6 +454,9 @@ static void coll_nap(uint64_t ns)
     nanosleep(&ts, NULL);
 }
 
+/* The collector: drain, nap 1 ms, repeat; after COLLECT_IDLE_NAPS empty naps, sleep until a callback wakes it.
+ * Measured on PoCL (2 cores, loaded): 1 ms naps beat 100-200 us ones, whose extra wake-ups cost more CPU than
+ * the shorter leftover for the flush saved; one callback finishing everything itself was 0.03 lower. */
 static void *collector_main(void *unused)
 {
     (void)unused;
@@ -466,8 +471,7 @@ static void *collector_main(void *unused)
             continue;
         }
         pthread_mutex_lock(&g_coll_lock);
-        atomic_store(&g_coll_sleeping, 1);
-        atomic_thread_fence(memory_order_seq_cst); /* pairs with the fence in coll_wake */
+        atomic_exchange(&g_coll_sleeping, 1); /* seq_cst, before the head load in ring_nonempty */
         pthread_mutex_lock(&g_drain_lock);
         int pending = ring_nonempty();
         pthread_mutex_unlock(&g_drain_lock);
@@ -484,20 +488,37 @@ static void *collector_main(void *unused)
 /* After a push: wake the collector if it went to sleep. */
 static void coll_wake(void)
 {
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&g_coll_sleeping, memory_order_relaxed) && atomic_exchange(&g_coll_sleeping, 0)) {
+    if (atomic_load(&g_coll_sleeping) && atomic_exchange(&g_coll_sleeping, 0)) { /* seq_cst, after the head CAS */
         pthread_mutex_lock(&g_coll_lock);
         pthread_cond_signal(&g_coll_cond);
         pthread_mutex_unlock(&g_coll_lock);
     }
 }
 
+/* fork: the child has no collector (callbacks finish records themselves again) and a consistent drain lock. */
+static void coll_fork_prepare(void)
+{
+    pthread_mutex_lock(&g_drain_lock);
+}
+
+static void coll_fork_parent(void)
+{
+    pthread_mutex_unlock(&g_drain_lock);
+}
+
+static void coll_fork_child(void)
+{
+    atomic_store(&g_coll_running, 0);
+    pthread_mutex_unlock(&g_drain_lock);
+}
+
 static void coll_start(void)
 {
+    ring_init();
     const char *v = getenv("KTIMING_OPENCL_COLLECTOR");
     if (v && !strcmp(v, "0"))
         return;
-    ring_init();
+    pthread_atfork(coll_fork_prepare, coll_fork_parent, coll_fork_child);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are never delivered to the collector */
@@ -555,8 +576,7 @@ static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user)
  * `abandon`, drop the unfinished ones too. */
 static void collect_pass(const kt_cl_ctx_t *only, int abandon)
 {
-    if (atomic_load(&g_coll_running))
-        ring_drain(UINT32_MAX, 0); /* claimed by callbacks, queued for the collector: finish them here */
+    ring_drain(UINT32_MAX, 0); /* claimed by callbacks, queued for the collector: finish them here */
     uint32_t n = atomic_load(&g_next_slot);
     if (n > MAX_CHUNKS * CHUNK_SIZE)
         n = MAX_CHUNKS * CHUNK_SIZE;
