@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define ROUNDS 201
 #define SMALL_N 16384 /* floats per saxpy dispatch */
@@ -48,8 +49,19 @@ static uint64_t g_raw_sum; /* device time the raw callbacks saw (keeps their rea
 
 /* Dispatches per second for n enqueues of k (global size g), counted until all finished and were recorded.
  * kc NULL and raw 0: untimed; raw 1: the driver's event + callback alone. */
+static uint64_t g_cpu_ns; /* process CPU time of the latest run_mode (every thread: driver, collector) */
+static uint64_t g_enq_ns; /* wall time of the latest run_mode's enqueue loop alone */
+
+static uint64_t cpu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static double run_mode(cl_command_queue q, kt_cl_ctx_t *kc, int raw, cl_kernel k, size_t g, int n)
 {
+    uint64_t c0 = cpu_now_ns();
     uint64_t t0 = kt_now_ns();
     for (int i = 0; i < n; i++) {
         cl_event ev = NULL;
@@ -62,6 +74,7 @@ static double run_mode(cl_command_queue q, kt_cl_ctx_t *kc, int raw, cl_kernel k
             exit(1);
         }
     }
+    g_enq_ns = kt_now_ns() - t0;
     cl->clFinish(q);
     if (kc && kt_cl_flush(kc, 0) != 0) {
         fprintf(stderr, "flush timed out\n");
@@ -71,7 +84,9 @@ static double run_mode(cl_command_queue q, kt_cl_ctx_t *kc, int raw, cl_kernel k
         sched_yield(); /* like ktiming's flush: the last callbacks may still be running */
     if (raw)
         g_raw_want += (uint64_t)n;
-    return (double)n / ((double)(kt_now_ns() - t0) / 1e9);
+    uint64_t t1 = kt_now_ns();
+    g_cpu_ns = cpu_now_ns() - c0;
+    return (double)n / ((double)(t1 - t0) / 1e9);
 }
 
 static double run(cl_command_queue q, kt_cl_ctx_t *kc, cl_kernel k, size_t g, int n)
@@ -79,60 +94,87 @@ static double run(cl_command_queue q, kt_cl_ctx_t *kc, cl_kernel k, size_t g, in
     return run_mode(q, kc, 0, k, g, n);
 }
 
-/* Result of one kernel size. */
+/* Result of one kernel size: per-variant time per dispatch, and async / untimed throughput ratios. */
 typedef struct result_t {
-    double untimed;    /* median dispatches/s, untimed */
-    double async_x;    /* median per-round ratio async / untimed */
-    double sync_x;     /* median per-round ratio blocking / untimed */
-    double raw_x;      /* median per-round ratio driver events+callbacks alone / untimed */
-    double async_p25;  /* spread of the async ratio */
+    double cpu[4];    /* per variant: median process CPU us per dispatch (all threads) */
+    double enq[4];    /* per variant: median us per dispatch of the enqueue loop alone */
+    double us[4][3];  /* per variant (untimed, async, blocking, raw): p25, median, p75 of us/dispatch */
+    double async_x;   /* median of per-round ratios async / untimed (the verdict) */
+    double async_p25; /* spread of those ratios */
     double async_p75;
+    double async_med; /* ratio of the variants' median us/dispatch */
+    double sync_x;    /* median of per-round ratios blocking / untimed */
+    double raw_x;     /* median of per-round ratios driver event + callback alone / untimed */
 } result_t;
+
+enum { V_UNTIMED, V_ASYNC, V_SYNC, V_RAW, V_COUNT };
+static const char *const kVariant[V_COUNT] = {"untimed", "async", "blocking", "raw event+callback"};
+
+static double q_of(double *v, int n, int num, int den)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return v[(n - 1) * num / den];
+}
+
+/* One dispatch run of a variant; dispatches per second. */
+static double run_variant(int v, cl_command_queue q[3], kt_cl_ctx_t *a, kt_cl_ctx_t *s, cl_kernel k, size_t g,
+                          int n, int nsync)
+{
+    switch (v) {
+    case V_UNTIMED: return run(q[0], NULL, k, g, n);
+    case V_ASYNC: return run(q[1], a, k, g, n);
+    case V_SYNC: return run(q[2], s, k, g, nsync);
+    default: return run_mode(q[0], NULL, 1, k, g, n);
+    }
+}
 
 static result_t measure(cl_command_queue q[3], kt_cl_ctx_t *a, kt_cl_ctx_t *s, cl_kernel k, size_t g, int n)
 {
-    static double u[ROUNDS], ra[ROUNDS], rs[ROUNDS], rr[ROUNDS];
+    static double t[V_COUNT][ROUNDS], cpu[V_COUNT][ROUNDS], enq[V_COUNT][ROUNDS], ra[ROUNDS], rs[ROUNDS], rr[ROUNDS];
     int nsync = n / 8 > 20 ? n / 8 : 20; /* the blocking mode is slow: fewer dispatches, same rate units */
-    run(q[0], NULL, k, g, n / 4);        /* warm-up: compilation at first launch, pools, allocator */
-    run(q[1], a, k, g, n / 4);
-    run(q[2], s, k, g, nsync / 4 + 1);
+    for (int v = 0; v < V_COUNT; v++)     /* warm-up: compilation at first launch, pools, allocator */
+        run_variant(v, q, a, s, k, g, n / 4, nsync / 4 + 1);
     for (int r = 0; r < ROUNDS; r++) {
-        double vu, va, vs;
-        if (r & 1) {
-            va = run(q[1], a, k, g, n);
-            vu = run(q[0], NULL, k, g, n);
-            vs = run(q[2], s, k, g, nsync);
-        } else {
-            vs = run(q[2], s, k, g, nsync);
-            vu = run(q[0], NULL, k, g, n);
-            va = run(q[1], a, k, g, n);
+        double rate[V_COUNT];
+        for (int i = 0; i < V_COUNT; i++) { /* the order rotates, so no variant always follows another */
+            int v = (r + i) % V_COUNT;
+            rate[v] = run_variant(v, q, a, s, k, g, n, nsync);
+            cpu[v][r] = (double)g_cpu_ns / 1e3 / (v == V_SYNC ? nsync : n);
+            enq[v][r] = (double)g_enq_ns / 1e3 / (v == V_SYNC ? nsync : n);
         }
-        u[r] = vu;
-        ra[r] = va / vu;
-        rs[r] = vs / vu;
-        if (r & 1) {
-            double raw = run_mode(q[0], NULL, 1, k, g, n);
-            rr[r] = raw / run(q[0], NULL, k, g, n);
-        } else {
-            double plain = run(q[0], NULL, k, g, n);
-            rr[r] = run_mode(q[0], NULL, 1, k, g, n) / plain;
-        }
+        for (int v = 0; v < V_COUNT; v++)
+            t[v][r] = 1e6 / rate[v];
+        ra[r] = rate[V_ASYNC] / rate[V_UNTIMED];
+        rs[r] = rate[V_SYNC] / rate[V_UNTIMED];
+        rr[r] = rate[V_RAW] / rate[V_UNTIMED];
     }
-    qsort(rr, ROUNDS, sizeof(double), cmp_double);
-    qsort(u, ROUNDS, sizeof(double), cmp_double);
-    qsort(ra, ROUNDS, sizeof(double), cmp_double);
-    qsort(rs, ROUNDS, sizeof(double), cmp_double);
-    result_t res = {u[ROUNDS / 2], ra[ROUNDS / 2], rs[ROUNDS / 2], rr[ROUNDS / 2], ra[ROUNDS / 4], ra[3 * ROUNDS / 4]};
+    result_t res;
+    for (int v = 0; v < V_COUNT; v++) {
+        res.us[v][0] = q_of(t[v], ROUNDS, 1, 4);
+        res.us[v][1] = q_of(t[v], ROUNDS, 1, 2);
+        res.us[v][2] = q_of(t[v], ROUNDS, 3, 4);
+        res.cpu[v] = q_of(cpu[v], ROUNDS, 1, 2);
+        res.enq[v] = q_of(enq[v], ROUNDS, 1, 2);
+    }
+    res.async_x = q_of(ra, ROUNDS, 1, 2);
+    res.async_p25 = q_of(ra, ROUNDS, 1, 4);
+    res.async_p75 = q_of(ra, ROUNDS, 3, 4);
+    res.async_med = res.us[V_UNTIMED][1] / res.us[V_ASYNC][1];
+    res.sync_x = q_of(rs, ROUNDS, 1, 2);
+    res.raw_x = q_of(rr, ROUNDS, 1, 2);
     return res;
 }
 
 static void report(const char *what, const result_t *r)
 {
-    double us = 1e6 / r->untimed;
-    printf("%s: untimed %.2f us/dispatch; async tracking x%.3f (p25 %.3f, p75 %.3f; +%.0f ns/dispatch), "
-           "blocking wait x%.3f; the driver's event + callback alone x%.3f (+%.0f ns)\n",
-           what, us, r->async_x, r->async_p25, r->async_p75, us * (1.0 / r->async_x - 1.0) * 1e3, r->sync_x,
-           r->raw_x, us * (1.0 / r->raw_x - 1.0) * 1e3);
+    printf("%s:\n", what);
+    for (int v = 0; v < V_COUNT; v++)
+        printf("  %-18s %7.2f us/dispatch (p25 %.2f, p75 %.2f); enqueue loop %.2f us, process CPU %.2f us\n",
+               kVariant[v], r->us[v][1], r->us[v][0], r->us[v][2], r->enq[v], r->cpu[v]);
+    printf("  async/untimed: median of per-round ratios x%.3f (p25 %.3f, p75 %.3f), ratio of medians x%.3f "
+           "(+%.0f ns/dispatch); blocking x%.3f; raw event+callback x%.3f\n",
+           r->async_x, r->async_p25, r->async_p75, r->async_med, (r->us[V_ASYNC][1] - r->us[V_UNTIMED][1]) * 1e3,
+           r->sync_x, r->raw_x);
 }
 
 int main(int argc, char **argv)
@@ -180,7 +222,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "attach failed\n");
         return 1;
     }
-    printf("device %s, %d rounds of %d dispatches per mode (blocking: %d)\n", dev_name, ROUNDS, n, n / 8);
+    printf("device %s, %d rounds of %d dispatches per variant (blocking: %d), variants interleaved in rotating order\n",
+           dev_name, ROUNDS, n, n / 8 > 20 ? n / 8 : 20);
     result_t rm = measure(q, async_ctx, sync_ctx, minimal, 64, n);
     result_t rs = measure(q, async_ctx, sync_ctx, small, SMALL_N, n);
     report("minimal kernel (64 work-items)", &rm);

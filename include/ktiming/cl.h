@@ -14,13 +14,18 @@
  *     ...                                                   // nothing waits: completion callbacks record
  *     kt_cl_detach(kc);                                     // collects everything outstanding, then detaches
  *
- * Completion. kt_cl_track retains the event and registers a CL_COMPLETE callback (clSetEventCallback); the
- * callback, on whatever thread the driver runs it (a PoCL worker; the calling thread if the event had already
- * completed), reads the profiling stamps and records one dispatch: duration END-START in device time, the
- * stage delays QUEUED->SUBMIT->START, and start/end placed on the host timeline (CLOCK_MONOTONIC_RAW) through
- * the device's clock model, whose error bound goes into the span's uncertainty. The enqueuing thread never
- * waits. The event is released exactly once, by whoever completes the record. Commands may finish in any
- * order (out-of-order queues, several queues, several threads).
+ * Completion. kt_cl_track retains the event and registers a CL_COMPLETE callback (clSetEventCallback). The
+ * callback runs on whatever thread the driver chooses (PoCL: the worker that executes commands, so work there
+ * delays the next command), and does only the minimum: it claims the record and pushes it onto a lock-free
+ * queue. A ktiming collector thread (started at the first tracked command) pops it, reads the profiling
+ * stamps and records one dispatch: duration END-START in device time, the stage delays QUEUED->SUBMIT->START,
+ * and start/end placed on the host timeline (CLOCK_MONOTONIC_RAW) through the device's clock model, whose
+ * error bound goes into the span's uncertainty; then it releases the event. The collector drains about every
+ * millisecond while commands complete, and kt_cl_flush (and so kt_flush, kt_snapshot, kt_shutdown, exit)
+ * drains the queue itself, so a flush never waits for the collector to be scheduled. When the event had
+ * already completed (the driver calls back at once, on the enqueuing thread, inside kt_cl_track), the record
+ * is finished right there. The enqueuing thread never waits. The event is released exactly once. Commands may
+ * finish in any order (out-of-order queues, several queues, several threads).
  *
  * Failures. A command whose status ends negative is counted in the kernel's `errors`. PoCL fires no callback
  * for failed events, so kt_cl_flush / kt_cl_detach / kt_flush / kt_shutdown / process exit poll the status of
@@ -50,7 +55,9 @@
  *
  * Environment.
  *   KTIMING_OPENCL_LIBRARY=path  loader to dlopen instead of libOpenCL.so.1
- *   KTIMING_VERBOSE=profile_exec print one line per completed command to stdout, from the completion path:
+ *   KTIMING_VERBOSE=profile_exec print one line per completed command to stdout, from the completion path
+ *     (the collector thread; a flushing thread for what it drains; the enqueuing thread for a command that had
+ *     completed before its callback was set, or in blocking mode):
  *       ktiming,exec,opencl,<device>,<kernel>,<exec_ms>,<queued_to_submit_ms>,<submit_to_start_ms>,<timing>
  *     <timing> is "device" (profiling stamps) or "host" (host-timed fallback, stage delays then empty);
  *     a failed command prints  ktiming,error,opencl,<device>,<kernel>,<cl_status>
@@ -58,6 +65,7 @@
  *   KTIMING_VERBOSE_SYNC=1       blocking mode: kt_cl_track waits for the command on the enqueuing thread and
  *     records it there (the baseline seed 004 argues against; also the fallback when callbacks can't be set)
  *   KTIMING_OPENCL_TIMEOUT_MS=n  bound on collection waits in flush/detach/exit (default 10000)
+ *   KTIMING_OPENCL_COLLECTOR=0   no collector thread: callbacks finish records on the driver's thread
  *
  * For an interception shim (LD_PRELOAD, `ktiming run`): kt_cl_load() hands out the real entry points of the
  * loader libktiming opened (dlsym on that handle, so the shim's own interposed symbols are never returned);

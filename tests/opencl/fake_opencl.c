@@ -483,7 +483,7 @@ static void run_command(cl_event e)
         return;
     }
     cl_ulong submit = device_now();
-    cl_ulong start = device_now(); /* before the deadline is set, so END-START covers the whole run time */
+    cl_ulong start = device_now(); /* before the deadline is read: END-START is never below the run time */
     uint64_t until = host_raw() + (uint64_t)e->run_us * 1000u;
     while (host_raw() < until) {
     }
