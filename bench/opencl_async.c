@@ -135,7 +135,7 @@ static result_t measure(cl_command_queue q[3], kt_cl_ctx_t *a, kt_cl_ctx_t *s, c
     for (int v = 0; v < V_COUNT; v++)     /* warm-up: compilation at first launch, pools, allocator */
         run_variant(v, q, a, s, k, g, n / 4, nsync / 4 + 1);
     for (int r = 0; r < ROUNDS; r++) {
-        double rate[V_COUNT];
+        double rate[V_COUNT] = {0};
         for (int i = 0; i < V_COUNT; i++) { /* the order rotates, so no variant always follows another */
             int v = (r + i) % V_COUNT;
             rate[v] = run_variant(v, q, a, s, k, g, n, nsync);
