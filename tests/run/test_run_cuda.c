@@ -16,6 +16,7 @@ static char *inject_seen(const char *mode, int *status)
     return out;
 }
 
+#ifdef KT_HAVE_CUPTI_INJECT
 static void assert_injection_library(const char *path)
 {
     struct stat st;
@@ -28,6 +29,7 @@ static void assert_injection_library(const char *path)
     assert_non_null(dlsym(lib, "InitializeInjection"));
     dlclose(lib);
 }
+#endif
 
 static void test_on_and_auto_set_the_library(void **state)
 {
