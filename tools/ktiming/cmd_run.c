@@ -3,7 +3,8 @@
  * The program runs with ktiming's interception libraries enabled through its environment: for OpenCL the
  * intercept library as a loader layer (OPENCL_LAYERS) and as an LD_PRELOAD fallback for loaders without
  * layers, libktiming pointed at the direct library (KTIMING_OPENCL_LIBRARY); for Vulkan the timing layer
- * (VK_ADD_LAYER_PATH + VK_INSTANCE_LAYERS) when it is built. Each timed process writes its snapshot to
+ * (VK_ADD_LAYER_PATH + VK_INSTANCE_LAYERS) when it is built; for CUDA the CUPTI injection library
+ * (CUDA_INJECTION64_PATH) when it is built and the user has not set one. Each timed process writes its snapshot to
  * KTIMING_RUN_DIR/<pid>.json at exit; afterwards this command writes the requested files from the program's
  * snapshot and prints the summary on stderr. The program's stdin, stdout, stderr and exit status are its own.
  */
@@ -36,13 +37,15 @@
 #define CL_DIRECT_LIB "libktiming_cl_direct.so"
 #define VK_LAYER_MANIFEST "ktiming_vk_layer.json"
 #define VK_LAYER_NAME "VK_LAYER_KTIMING_timing"
+#define CUPTI_LIB "libktiming_cupti.so"
 
 /* How an API is intercepted. */
 typedef enum run_mode_t {
     RUN_AUTO = 0,    /* OpenCL: layer + LD_PRELOAD fallback; Vulkan: layer */
     RUN_LAYER = 1,   /* loader layer only */
     RUN_PRELOAD = 2, /* OpenCL: LD_PRELOAD only (programs that dlopen the loader are not timed) */
-    RUN_OFF = 3      /* not intercepted */
+    RUN_OFF = 3,     /* not intercepted */
+    RUN_ON = 4       /* CUDA: the injection library is required (an error when it was not built) */
 } run_mode_t;
 
 /* Parsed options. */
@@ -54,20 +57,23 @@ typedef struct run_opts_t {
     int verbose;         /* --verbose */
     run_mode_t opencl;   /* --opencl */
     run_mode_t vulkan;   /* --vulkan */
+    run_mode_t cuda;     /* --cuda: RUN_AUTO, RUN_ON or RUN_OFF */
 } run_opts_t;
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: ktiming run [options] -- PROGRAM [ARGS...]\n"
-            "Times every kernel of an unmodified OpenCL or Vulkan program; prints a summary on stderr.\n\n"
+            "Times every kernel of an unmodified OpenCL, Vulkan or CUDA program; prints a summary on stderr.\n\n"
             "  -o, --output FILE   write the snapshot (JSON, for ktiming report / compare) to FILE\n"
             "  --trace FILE        write a Chrome trace / Perfetto timeline to FILE\n"
             "  --html FILE         write the self-contained HTML report to FILE\n"
             "  -f, --format FMT    summary format: text (default), csv, json, none\n"
             "  -v, --verbose       one line per completed kernel (KTIMING_VERBOSE=profile_exec) and setup notes\n"
             "  --opencl MODE       auto (loader layer, LD_PRELOAD fallback), layer, preload, off\n"
-            "  --vulkan MODE       auto (timing layer), off\n\n"
+            "  --vulkan MODE       auto (timing layer), off\n"
+            "  --cuda MODE         auto (CUPTI injection library when built), on (required), off; a\n"
+            "                      CUDA_INJECTION64_PATH already set is kept\n\n"
             "The exit status is the program's (128+N when it dies of signal N); when the program succeeded but\n"
             "an output asked for could not be written, 125.\n"
             "Env KTIMING_INTERCEPT_DIR overrides where the interception libraries are looked for.\n");
@@ -78,7 +84,8 @@ static int parse_mode(const char *s, run_mode_t *m)
     static const struct {
         const char *name;
         run_mode_t mode;
-    } kModes[] = {{"auto", RUN_AUTO}, {"layer", RUN_LAYER}, {"preload", RUN_PRELOAD}, {"off", RUN_OFF}};
+    } kModes[] = {{"auto", RUN_AUTO},       {"layer", RUN_LAYER}, {"preload", RUN_PRELOAD},
+                  {"off", RUN_OFF},         {"on", RUN_ON}};
     for (size_t i = 0; i < sizeof kModes / sizeof kModes[0]; i++)
         if (!strcmp(s, kModes[i].name)) {
             *m = kModes[i].mode;
@@ -105,6 +112,12 @@ static int file_exists(const char *dir, const char *name)
     return path_join(path, sizeof path, dir, name) == 0 && stat(path, &st) == 0;
 }
 
+/* A directory holding at least one of the interception libraries. */
+static int has_shim(const char *dir)
+{
+    return file_exists(dir, CL_INTERCEPT_LIB) || file_exists(dir, VK_LAYER_MANIFEST) || file_exists(dir, CUPTI_LIB);
+}
+
 /* The directory holding the interception libraries into out; 0 or -1. */
 static int intercept_dir(char *out, size_t size)
 {
@@ -121,14 +134,13 @@ static int intercept_dir(char *out, size_t size)
         if (slash) {
             *slash = '\0';
             char cand[PATH_MAX], real[PATH_MAX];
-            if (path_join(cand, sizeof cand, exe, KTCLI_INTERCEPT_INSTALL_RELDIR) == 0 && realpath(cand, real) && (file_exists(real, CL_INTERCEPT_LIB) || file_exists(real, VK_LAYER_MANIFEST))) {
+            if (path_join(cand, sizeof cand, exe, KTCLI_INTERCEPT_INSTALL_RELDIR) == 0 && realpath(cand, real) && has_shim(real)) {
                 snprintf(out, size, "%s", real);
                 return 0;
             }
         }
     }
-    if (KTCLI_INTERCEPT_BUILD_DIR[0] && (file_exists(KTCLI_INTERCEPT_BUILD_DIR, CL_INTERCEPT_LIB) ||
-                                         file_exists(KTCLI_INTERCEPT_BUILD_DIR, VK_LAYER_MANIFEST))) {
+    if (KTCLI_INTERCEPT_BUILD_DIR[0] && has_shim(KTCLI_INTERCEPT_BUILD_DIR)) {
         snprintf(out, size, "%s", KTCLI_INTERCEPT_BUILD_DIR);
         return 0;
     }
@@ -160,6 +172,10 @@ static int setup_env(const run_opts_t *o, const char *dir, const char *run_dir)
     char path[PATH_MAX];
     int have_cl = file_exists(dir, CL_INTERCEPT_LIB) && file_exists(dir, CL_DIRECT_LIB);
     int have_vk = file_exists(dir, VK_LAYER_MANIFEST);
+    int have_cuda = file_exists(dir, CUPTI_LIB);
+    const char *user_inject = getenv("CUDA_INJECTION64_PATH");
+    int cuda_user = user_inject && *user_inject; /* the user's injection library wins over ours */
+    int cuda_ours = o->cuda != RUN_OFF && have_cuda && !cuda_user;
     /* outputs are written by this command from the per-process snapshots, not by the program's core */
     unsetenv("KTIMING_OUTPUT");
     unsetenv("KTIMING_TRACE");
@@ -190,20 +206,34 @@ static int setup_env(const run_opts_t *o, const char *dir, const char *run_dir)
         if (env_join("VK_ADD_LAYER_PATH", dir, ":", 1) != 0 || env_join("VK_INSTANCE_LAYERS", VK_LAYER_NAME, ":", 0))
             return -1;
     }
+    if (o->cuda == RUN_ON && !have_cuda && !cuda_user) {
+        fprintf(stderr, "ktiming run: --cuda on: CUDA interception not built (no %s in %s)\n", CUPTI_LIB, dir);
+        return -2;
+    }
+    if (cuda_ours) {
+        if (path_join(path, sizeof path, dir, CUPTI_LIB) != 0 || setenv("CUDA_INJECTION64_PATH", path, 1) != 0)
+            return -1;
+    } else if (o->cuda != RUN_OFF && cuda_user && o->verbose) {
+        fprintf(stderr, "ktiming run: CUDA_INJECTION64_PATH is already set (%s): kept, CUDA kernels are not timed "
+                        "by ktiming\n", user_inject);
+    } else if (o->cuda != RUN_OFF && o->verbose) {
+        fprintf(stderr, "ktiming run: CUDA interception not built (no %s in %s)\n", CUPTI_LIB, dir);
+    }
     /* A sanitizer build's libraries need the ASan runtime loaded first, even in a program built without it.
      * Leak checking is then off in the program: its leaks and its drivers' (some from libraries unloaded
      * before exit, which no suppression can name) are not ktiming's, and would change its exit status. */
-    if (KTCLI_ASAN_RUNTIME[0] && ((o->opencl != RUN_OFF && have_cl) || (o->vulkan != RUN_OFF && have_vk)) &&
+    if (KTCLI_ASAN_RUNTIME[0] && ((o->opencl != RUN_OFF && have_cl) || (o->vulkan != RUN_OFF && have_vk) || cuda_ours) &&
         (env_join("LD_PRELOAD", KTCLI_ASAN_RUNTIME, ":", 1) != 0 ||
          env_join("ASAN_OPTIONS", "detect_leaks=0", ":", 0) != 0))
         return -1;
     if (o->verbose)
-        fprintf(stderr, "ktiming run: OpenCL %s, Vulkan %s, libraries in %s\n",
+        fprintf(stderr, "ktiming run: OpenCL %s, Vulkan %s, CUDA %s, libraries in %s\n",
                 o->opencl == RUN_OFF || !have_cl ? "off"
                 : o->opencl == RUN_LAYER         ? "loader layer"
                 : o->opencl == RUN_PRELOAD       ? "LD_PRELOAD"
                                                  : "loader layer + LD_PRELOAD fallback",
-                o->vulkan == RUN_OFF || !have_vk ? "off" : "timing layer", dir);
+                o->vulkan == RUN_OFF || !have_vk ? "off" : "timing layer",
+                cuda_ours ? "CUPTI injection (CUDA_INJECTION64_PATH)" : "off", dir);
     return 0;
 }
 
@@ -310,7 +340,7 @@ static int report(const run_opts_t *o, const char *run_dir, pid_t child)
     if (d)
         closedir(d);
     if (!primary[0]) {
-        fprintf(stderr, "ktiming run: nothing was timed (the program ran no OpenCL/Vulkan kernels, or it ended "
+        fprintf(stderr, "ktiming run: nothing was timed (the program ran no OpenCL/Vulkan/CUDA kernels, or it ended "
                         "without running its exit handlers)\n");
         return o->output || o->trace || o->html ? -1 : 0;
     }
@@ -376,9 +406,9 @@ int ktcli_cmd_run(int argc, char **argv)
         {"output", required_argument, NULL, 'o'}, {"trace", required_argument, NULL, 't'},
         {"html", required_argument, NULL, 'H'},   {"format", required_argument, NULL, 'f'},
         {"verbose", no_argument, NULL, 'v'},      {"opencl", required_argument, NULL, 'C'},
-        {"vulkan", required_argument, NULL, 'K'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    run_opts_t o = {NULL, NULL, NULL, "text", 0, RUN_AUTO, RUN_AUTO};
+        {"vulkan", required_argument, NULL, 'K'}, {"cuda", required_argument, NULL, 'U'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    run_opts_t o = {NULL, NULL, NULL, "text", 0, RUN_AUTO, RUN_AUTO, RUN_AUTO};
     int c;
     optind = 1;
     /* '+': stop at the first non-option, so the program's own options are left alone */
@@ -396,14 +426,20 @@ int ktcli_cmd_run(int argc, char **argv)
             break;
         case 'v': o.verbose = 1; break;
         case 'C':
-            if (parse_mode(optarg, &o.opencl) != 0) {
+            if (parse_mode(optarg, &o.opencl) != 0 || o.opencl == RUN_ON) {
                 fprintf(stderr, "ktiming run: --opencl takes auto, layer, preload or off\n");
                 return 2;
             }
             break;
         case 'K':
-            if (parse_mode(optarg, &o.vulkan) != 0 || o.vulkan == RUN_PRELOAD) {
+            if (parse_mode(optarg, &o.vulkan) != 0 || o.vulkan == RUN_PRELOAD || o.vulkan == RUN_ON) {
                 fprintf(stderr, "ktiming run: --vulkan takes auto or off\n");
+                return 2;
+            }
+            break;
+        case 'U':
+            if (parse_mode(optarg, &o.cuda) != 0 || (o.cuda != RUN_AUTO && o.cuda != RUN_ON && o.cuda != RUN_OFF)) {
+                fprintf(stderr, "ktiming run: --cuda takes auto, on or off\n");
                 return 2;
             }
             break;
@@ -428,8 +464,10 @@ int ktcli_cmd_run(int argc, char **argv)
                 strerror(errno));
         return 125;
     }
-    if (setup_env(&o, dir, run_dir) != 0) {
-        fprintf(stderr, "ktiming run: cannot set up the environment\n");
+    int env_rc = setup_env(&o, dir, run_dir);
+    if (env_rc != 0) {
+        if (env_rc == -1)
+            fprintf(stderr, "ktiming run: cannot set up the environment\n");
         remove_dir(run_dir);
         return 125;
     }
