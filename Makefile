@@ -1,5 +1,6 @@
 # Front door: `make demo` and `make test` work on a fresh Debian 12 machine (they install what is missing).
 BUILD      ?= build
+MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 

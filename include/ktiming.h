@@ -333,6 +333,11 @@ KT_API const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, con
                                                   kt_backend_t backend, const char *device);
 KT_API int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format);
 KT_API int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format);
+/* Self-contained HTML report of `after` with a speedup view against `before` (NULL: a plain report).
+ * compare_json: the JSON `ktiming compare` writes (ktiming/compare.h, KT_COMPARE_JSON), shown with its
+ * verdicts and confidence intervals; NULL: ratios of sample medians without verdicts. 0, KT_EINVAL, KT_EIO. */
+KT_API int kt_report_compare_html(FILE *out, const kt_snapshot_t *before, const kt_snapshot_t *after,
+                                  const char *compare_json);
 
 /* CPU backend. */
 KT_API kt_zone_t kt_zone_begin(kt_kernel_id_t *site_cache, const char *name);
@@ -414,6 +419,9 @@ static inline int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_forma
 { (void)out; (void)snap; (void)format; return KT_EDISABLED; }
 static inline int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format)
 { (void)path; (void)snap; (void)format; return KT_EDISABLED; }
+static inline int kt_report_compare_html(FILE *out, const kt_snapshot_t *before, const kt_snapshot_t *after,
+                                         const char *compare_json)
+{ (void)out; (void)before; (void)after; (void)compare_json; return KT_EDISABLED; }
 static inline kt_zone_t kt_zone_begin(kt_kernel_id_t *site_cache, const char *name)
 { kt_zone_t z = {0, 0}; (void)site_cache; (void)name; return z; }
 static inline void kt_zone_end(const kt_zone_t *zone) { (void)zone; }

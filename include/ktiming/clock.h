@@ -12,7 +12,7 @@
  *
  * The error bound of a mapping at device time d is
  *
- *     bound(d) = bracket_ns + spread_ns + 1 ns + dist(d) * (k * drift_se_ppm + max_drift_ppm) * 1e-6
+ *     bound(d) = bracket_ns + spread_ns + 1 ns + dist(d) * (drift_bound_ppm + max_drift_ppm) * 1e-6
  *
  *   bracket_ns   the largest error the position of each device read inside its bracket can cause anywhere in
  *                the fitted span: max over the span of sum_i |c_i(x)| * halfwidth_i, where c_i(x) are the
@@ -22,7 +22,12 @@
  *                (max_i |residual_i| - halfwidth_i: device jitter, quantisation) and k times the (HC3)
  *                standard error of the prediction at the span ends (small fits of noisy clocks).
  *   dist(d)      distance from the fitted span (0 inside it), in ns.
- *   k            3 plus a small-sample allowance; drift_se_ppm is the drift's standard error.
+ *   drift_bound_ppm  bound on the fitted drift's error: k * drift_se_ppm (k = 3 plus a small-sample allowance,
+ *                drift_se_ppm the drift's standard error from the residuals) plus the slope error read positions
+ *                inside their brackets can cause (sum_i |b_i| * halfwidth_i, b_i the slope's coefficients; large
+ *                over a span of a few ms, and invisible in the residuals). Where that interval reaches past the
+ *                prior |drift| <= KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM, the drift is the overlap's value nearest 0
+ *                and the bound reaches the overlap's far edge.
  *   max_drift_ppm  the assumed worst change of the rate since the fit (default 10 ppm for device clocks).
  * docs/calibration.md gives the measured accuracy and containment of this bound per strategy and scenario.
  *
@@ -69,6 +74,8 @@ typedef struct kt_clock_sample_t {
 
 #define KT_CLOCK_MIN_SAMPLES 10
 #define KT_CLOCK_DEFAULT_MAX_DRIFT_PPM 10.0 /* max_drift_ppm a fit starts with (device oscillators) */
+#define KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM 500.0 /* |drift| of any device oscillator against the host is below this:
+                                                  bounds the drift when a short span cannot */
 
 /* A fitted device-clock model. Fields are plain data: copy freely; kt_clock_fit() fills every one. */
 typedef struct kt_clock_model_t {
@@ -94,7 +101,10 @@ typedef struct kt_clock_model_t {
     double spread_ns;              /* bound term from residuals the brackets do not explain and the
                                       statistical error of the line */
     double drift_se_ppm;           /* standard error of drift_ppm (from the kept residuals) */
-    double drift_k;                /* multiplier of drift_se_ppm in the extrapolation term */
+    double drift_k;                /* multiplier of drift_se_ppm in the statistical part of drift_bound_ppm */
+    double drift_bound_ppm;        /* bound on |drift_ppm - true drift| at the fit: k * drift_se_ppm plus what
+                                      read positions can do to the slope, capped by the prior (header comment);
+                                      the extrapolation grows by this plus max_drift_ppm */
 } kt_clock_model_t;
 
 /* Fit a model. KT_ESAMPLES under KT_CLOCK_MIN_SAMPLES samples (or when a robust strategy keeps fewer than 5);
@@ -200,14 +210,17 @@ typedef struct kt_clock_tracker_desc_t {
     uint32_t batch;                      /* bracketed reads per later poll; 0 = 8 */
     uint32_t keep;                       /* tightest of each batch pushed to the ring; 0 = 2 (<= batch) */
     uint32_t refit_every;                /* refit after this many new samples; 0 = 16 */
-    uint64_t refit_interval_ns;          /* poll samples and refits when the newest sample is older; 0 = 1 s */
+    uint64_t refit_interval_ns;          /* poll samples and refits when the newest sample is older; 0 = 1 s.
+                                            A model spanning less is refreshed sooner: once the newest sample
+                                            is as old as the span (at least 100 ms), so the second fit comes
+                                            ~100 ms after the first and the span doubles until this cap */
     uint64_t min_poll_interval_ns;       /* polls driven by max_error_ns come at most this often; 0 = 1 ms */
     uint64_t window_ns;                  /* samples older than this (host time) leave the ring; 0 = 120 s */
     double max_error_ns;                 /* poll samples when the bound at now exceeds this; 0 = no limit */
     double max_drift_ppm;                /* max_drift_ppm of the fitted models; 0 = 10 */
-    double drift_prior_ppm;              /* if non-zero, |drift| is known to be below this: a fit that measures
-                                            drift less precisely fixes drift at 0 and extrapolates with the prior
-                                            (short rings of host-domain pairs); 0 = none */
+    double drift_prior_ppm;              /* |drift| is known to be below this: where a fit's drift interval
+                                            reaches past it (short spans), drift and its bound come from the
+                                            overlap; 0 = KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM (500), negative = none */
     uint64_t step_ns;                    /* a new sample this far (beyond the bound) from the model means the
                                             clock was stepped or reset: the ring restarts; 0 = 1 ms */
 } kt_clock_tracker_desc_t;
@@ -220,10 +233,10 @@ KT_API int kt_clock_tracker_create(kt_fit_strategy_t strategy, kt_clock_domain_t
                                    const kt_clock_tracker_desc_t *desc, kt_clock_tracker_t **out);
 KT_API void kt_clock_tracker_destroy(kt_clock_tracker_t *t);
 /* Push samples taken elsewhere (oldest first); refits when refit_every new samples arrived, when the model is
- * older than refit_interval_ns, or when none exists yet and the ring holds enough. Returns 0 or the fit's
+ * older than the refresh interval (refit_interval_ns, shorter for young models), or when none exists yet and the ring holds enough. Returns 0 or the fit's
  * error (the previous model stays in use); KT_EINVAL for a bracket with after < before (nothing pushed). */
 KT_API int kt_clock_tracker_add(kt_clock_tracker_t *t, const kt_clock_sample_t *samples, size_t n);
-/* If a refresh is due at host time now_ns (no model yet, newest sample older than refit_interval_ns, or the
+/* If a refresh is due at host time now_ns (no model yet, newest sample older than the refresh interval, or the
  * bound at now above max_error_ns and min_poll_interval_ns elapsed), take one batch through read_device
  * (initial_samples for the first, else batch reads keeping the `keep` tightest; failed reads retried at most
  * once each) and refit. Returns 1 when it refreshed, 0 when nothing was due, negative KT_E* on failure

@@ -8,8 +8,10 @@
 #include <stdint.h>
 #include <time.h>
 
-/* Fit with an optional prior on |drift| (ppm, 0 = none): when the samples measure the drift less precisely
- * than the prior, drift is fixed at 0 and drift_se_ppm is set so the extrapolation term uses the prior. */
+/* Fit with an optional prior on |drift| (ppm, 0 = none): when the data's drift interval (drift +- its bound)
+ * reaches past +-prior, the drift becomes the overlap's value nearest 0 and its bound the distance to the
+ * overlap's far edge
+ * (kt_clock_fit uses KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM). */
 int kt__clock_fit_ex(const kt_clock_sample_t *samples, size_t n, kt_fit_strategy_t strategy,
                      kt_clock_domain_t host_domain, double drift_prior_ppm, kt_clock_model_t *out);
 

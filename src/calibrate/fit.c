@@ -115,10 +115,9 @@ static void residuals(fit_data_t *f, line_t l)
 
 /* (1 - leverage)^2 of sample i: dividing squared residuals by it (HC3) undoes their shrinkage at the ends of
  * small fits, where the line is pulled towards each sample. */
-static double lev1(const fit_data_t *f, const wls_t *q, size_t i, int fixed_rate)
+static double lev1(const fit_data_t *f, const wls_t *q, size_t i)
 {
-    double h = f->v[i] / q->V;
-    if (!fixed_rate) h += f->v[i] * (f->x[i] - q->xbar) * (f->x[i] - q->xbar) / q->sxx;
+    double h = f->v[i] / q->V + f->v[i] * (f->x[i] - q->xbar) * (f->x[i] - q->xbar) / q->sxx;
     double one = 1.0 - h;
     if (one < 0.05) one = 0.05;
     return one * one;
@@ -126,22 +125,34 @@ static double lev1(const fit_data_t *f, const wls_t *q, size_t i, int fixed_rate
 
 /* The two bound terms at x, from the fit's coefficients c_i(x) (prediction at x = sum c_i(x) z_i):
  * brk = sum |c_i(x)| w_i, the worst error bracket positions can cause; var = sum c_i(x)^2 r_i^2 / (1-h_i)^2,
- * the heteroscedasticity-consistent (HC3) variance of the prediction from the residuals. */
-static void bound_terms(const fit_data_t *f, const wls_t *q, double x, int fixed_rate, double *brk, double *var)
+ * the heteroscedasticity-consistent (HC3) variance of the prediction from the residuals. With mean_only, the
+ * coefficients of the weighted mean (the line's value at xbar) whatever x is. */
+static void bound_terms(const fit_data_t *f, const wls_t *q, double x, int mean_only, double *brk, double *var)
 {
     double b = 0, v = 0;
     for (size_t i = 0; i < f->n; i++) {
         if (!f->keep[i]) continue;
         double ci = f->v[i] / q->V;
-        if (!fixed_rate) ci += (x - q->xbar) * f->v[i] * (f->x[i] - q->xbar) / q->sxx;
+        if (!mean_only) ci += (x - q->xbar) * f->v[i] * (f->x[i] - q->xbar) / q->sxx;
         b += fabs(ci) * f->w[i];
-        v += ci * ci * f->r[i] * f->r[i] / lev1(f, q, i, fixed_rate);
+        v += ci * ci * f->r[i] * f->r[i] / lev1(f, q, i);
     }
     *brk = b;
     *var = v;
 }
 
-/* Turn the final kept set and weights into the model (bound terms, span, drift and its standard error). */
+/* Turn the final kept set and weights into the model (bound terms, span, drift and the bound on its error).
+ *
+ * The slope's error has two parts: the statistical one (k HC3 standard errors, from the residuals) and the one
+ * read positions inside their brackets can cause, sum_i |b_i| w_i (b_i the slope coefficients). Residuals
+ * cannot reveal the second: reads that sit late in their brackets early in the batch and early later on (a
+ * warming-up path) tilt the line while the residuals stay small. Over a long span it is negligible; over the
+ * few ms of a first batch it is hundreds to thousands of ppm, which is what the extrapolation must carry.
+ *
+ * With a prior (|drift| <= prior_ppm), when [drift - u, drift + u] reaches past [-prior, prior], the drift
+ * becomes the value of their overlap nearest 0 and its bound the distance to the overlap's far edge: it shrinks
+ * towards 0 only as far as the data allows. A data interval entirely outside the prior keeps the data (the prior
+ * was wrong for that clock). */
 static int finish(fit_data_t *f, kt_fit_strategy_t strategy, kt_clock_domain_t domain, double prior_ppm,
                   kt_clock_model_t *out)
 {
@@ -151,63 +162,95 @@ static int finish(fit_data_t *f, kt_fit_strategy_t strategy, kt_clock_domain_t d
     if (m < 5) return KT_ESAMPLES;
     residuals(f, q.line);
 
-    /* standard error of the slope, heteroscedasticity-consistent (HC3): var(c) = sum b_i^2 r_i^2 / (1-h_i)^2,
-     * b_i the slope coefficients */
-    double var_c = 0;
+    /* slope error: HC3 variance var(c) = sum b_i^2 r_i^2 / (1-h_i)^2, and the bracket part sum |b_i| w_i */
+    double var_c = 0, brk_c = 0;
     for (size_t i = 0; i < f->n; i++) {
         if (!f->keep[i]) continue;
         double bi = f->v[i] * (f->x[i] - q.xbar) / q.sxx;
-        var_c += bi * bi * f->r[i] * f->r[i] / lev1(f, &q, i, 0);
+        var_c += bi * bi * f->r[i] * f->r[i] / lev1(f, &q, i);
+        brk_c += fabs(bi) * f->w[i];
     }
     double se_c = sqrt(var_c);
     double k = 3.0 + 8.0 / (double)(m - 2);
+    double c = q.line.c;
+    if (!(1.0 + c > 0) || !isfinite(c) || !isfinite(q.line.a)) return KT_EINVAL;
+    double g_c = k * se_c + brk_c; /* bound on the slope's error, host ns per device ns */
+    double drift = -c / (1.0 + c) * 1e6;
+    double drift_bound = g_c / ((1.0 + c) * (1.0 + c)) * 1e6;
+    double drift_se = se_c / ((1.0 + c) * (1.0 + c)) * 1e6;
 
-    int fixed_rate = 0;
-    if (prior_ppm > 0 && k * se_c * 1e6 > prior_ppm) {
-        /* the samples span too little time to measure the rate: keep rate 1, fit the offset only */
-        fixed_rate = 1;
-        q.line.c = 0;
-        double sz = 0;
-        for (size_t i = 0; i < f->n; i++)
-            if (f->keep[i]) sz += f->v[i] * f->z[i];
-        q.line.a = sz / q.V;
-        residuals(f, q.line);
-        se_c = prior_ppm * 1e-6 / k;
+    int constrained = 0;
+    if (prior_ppm > 0) {
+        double lo = drift - drift_bound, hi = drift + drift_bound;
+        if (lo < -prior_ppm) lo = -prior_ppm;
+        if (hi > prior_ppm) hi = prior_ppm;
+        if (lo <= hi && (lo > drift - drift_bound || hi < drift + drift_bound)) {
+            constrained = 1;
+            /* the rate nearest 0 both allow (device oscillators cluster near the host's rate; a short batch's
+             * noise then does not stretch or shrink durations), bounded by the overlap's far edge */
+            drift = lo > 0 ? lo : hi < 0 ? hi : 0.0;
+            drift_bound = hi - drift > drift - lo ? hi - drift : drift - lo;
+            double D = drift * 1e-6;
+            c = -D / (1.0 + D);
+            /* |dc| = |dD| / ((1 + D1)(1 + D2)) <= |dD| / (1 + lo)^2 for rates in [lo, hi] */
+            g_c = drift_bound * 1e-6 / ((1.0 + lo * 1e-6) * (1.0 + lo * 1e-6));
+            q.line.c = c;
+        }
     }
 
     size_t ilo = SIZE_MAX, ihi = SIZE_MAX;
-    double excess = 0, ss = 0;
+    double excess = 0;
     for (size_t i = 0; i < f->n; i++) {
         if (!f->keep[i]) continue;
         if (ilo == SIZE_MAX || f->x[i] < f->x[ilo]) ilo = i;
         if (ihi == SIZE_MAX || f->x[i] > f->x[ihi]) ihi = i;
         double ex = fabs(f->r[i]) - f->w[i];
         if (ex > excess) excess = ex;
-        ss += f->r[i] * f->r[i];
     }
-    /* both terms are convex in x: their largest values over the span are at its ends */
-    double b_lo, b_hi, v_lo, v_hi;
-    bound_terms(f, &q, f->x[ilo], fixed_rate, &b_lo, &v_lo);
-    bound_terms(f, &q, f->x[ihi], fixed_rate, &b_hi, &v_hi);
+    double b_lo, b_hi, v_lo, v_hi, slope_part = 0;
+    if (!constrained) {
+        /* both terms are convex in x: their largest values over the span are at its ends */
+        bound_terms(f, &q, f->x[ilo], 0, &b_lo, &v_lo);
+        bound_terms(f, &q, f->x[ihi], 0, &b_hi, &v_hi);
+    } else {
+        /* the line goes through the weighted mean at xbar with the prior-bounded slope: error at x is the
+         * mean's error plus |x - xbar| times the slope's */
+        bound_terms(f, &q, q.xbar, 1, &b_lo, &v_lo);
+        b_hi = b_lo;
+        v_hi = v_lo;
+        double zbar = 0;
+        for (size_t i = 0; i < f->n; i++)
+            if (f->keep[i]) zbar += f->v[i] * f->z[i];
+        zbar /= q.V;
+        q.line.a = zbar - c * q.xbar;
+        double dlo = fabs(f->x[ilo] - q.xbar), dhi = fabs(f->x[ihi] - q.xbar);
+        slope_part = (dlo > dhi ? dlo : dhi) * g_c;
+    }
     double stat = k * sqrt(v_lo > v_hi ? v_lo : v_hi);
-    double spread = excess > stat ? excess : stat;
+    double spread = (excess > stat ? excess : stat) + slope_part;
+    double ss = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        if (!f->keep[i]) continue;
+        double r = f->z[i] - (q.line.a + c * f->x[i]);
+        ss += r * r;
+    }
+    if (!isfinite(q.line.a) || !isfinite(g_c)) return KT_EINVAL;
 
-    double c = q.line.c;
-    if (!(1.0 + c > 0) || !isfinite(c) || !isfinite(q.line.a)) return KT_EINVAL;
     memset(out, 0, sizeof(*out));
     out->host_domain = domain;
     out->strategy = strategy;
     out->device_ref_ns = f->dref;
     out->host_ref_ns = f->href;
     out->offset_ns = q.line.a;
-    out->drift_ppm = fixed_rate ? 0.0 : -c / (1.0 + c) * 1e6;
+    out->drift_ppm = drift;
     out->bracket_ns = b_lo > b_hi ? b_lo : b_hi;
     out->spread_ns = spread;
     out->error_ns = out->bracket_ns + out->spread_ns + 1.0;
     out->residual_ns = sqrt(ss / (double)m);
     out->max_drift_ppm = KT_CLOCK_DEFAULT_MAX_DRIFT_PPM;
-    out->drift_se_ppm = se_c / ((1.0 + c) * (1.0 + c)) * 1e6;
+    out->drift_se_ppm = drift_se;
     out->drift_k = k;
+    out->drift_bound_ppm = g_c * 1e6;
     out->samples = (uint32_t)(f->n > UINT32_MAX ? UINT32_MAX : f->n);
     out->inliers = (uint32_t)(m > UINT32_MAX ? UINT32_MAX : m);
     const kt_clock_sample_t *lo = &f->s[ilo], *hi = &f->s[ihi];
@@ -487,5 +530,5 @@ int kt__clock_fit_ex(const kt_clock_sample_t *samples, size_t n, kt_fit_strategy
 int kt_clock_fit(const kt_clock_sample_t *samples, size_t n, kt_fit_strategy_t strategy,
                  kt_clock_domain_t host_domain, kt_clock_model_t *out)
 {
-    return kt__clock_fit_ex(samples, n, strategy, host_domain, 0.0, out);
+    return kt__clock_fit_ex(samples, n, strategy, host_domain, KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM, out);
 }

@@ -8,7 +8,9 @@
 /* Bound growth per ns outside the fitted span (dimensionless). */
 static double growth(const kt_clock_model_t *m)
 {
-    double g = (m->drift_k * m->drift_se_ppm + m->max_drift_ppm) * 1e-6;
+    /* fitted models carry drift_bound_ppm; one built by hand may carry only the standard error */
+    double d = m->drift_bound_ppm > 0 ? m->drift_bound_ppm : m->drift_k * m->drift_se_ppm;
+    double g = (d + m->max_drift_ppm) * 1e-6;
     return g > 0 && isfinite(g) ? g : (g > 0 ? INFINITY : 0.0);
 }
 

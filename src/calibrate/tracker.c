@@ -56,7 +56,8 @@ int kt_clock_tracker_create(kt_fit_strategy_t strategy, kt_clock_domain_t host_d
     if (!d.min_poll_interval_ns) d.min_poll_interval_ns = 1000000ull;
     if (!d.window_ns) d.window_ns = 120000000000ull;
     if (!(d.max_drift_ppm > 0)) d.max_drift_ppm = KT_CLOCK_DEFAULT_MAX_DRIFT_PPM;
-    if (!(d.drift_prior_ppm > 0)) d.drift_prior_ppm = 0;
+    if (d.drift_prior_ppm == 0) d.drift_prior_ppm = KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM;
+    if (!(d.drift_prior_ppm > 0)) d.drift_prior_ppm = 0; /* negative (or NaN): no prior */
     if (!(d.max_error_ns > 0)) d.max_error_ns = 0;
     if (!d.step_ns) d.step_ns = 1000000ull;
 
@@ -199,12 +200,27 @@ static int refit_locked(kt_clock_tracker_t *t)
     return 0;
 }
 
+/* How old the newest sample may get before the next refresh. A young model (a first batch spans a few ms, too
+ * little to measure the drift) is refreshed once the time since its span ends reaches the span's own length, at
+ * least EARLY_REFRESH_NS: the second fit comes ~100 ms after the first and the span about doubles with each
+ * refresh until refit_interval_ns takes over. Bound at the refresh: about error_ns + span * drift bound. */
+#define EARLY_REFRESH_NS 100000000ll
+
+static int64_t refresh_interval(const kt_clock_tracker_t *t)
+{
+    int64_t cap = (int64_t)t->d.refit_interval_ns;
+    if (!t->has_model) return cap;
+    int64_t span = kt__diff(t->model.fitted_at_ns, t->model.host_first_ns);
+    if (span < EARLY_REFRESH_NS) span = EARLY_REFRESH_NS;
+    return span < cap ? span : cap;
+}
+
 static int refit_due(const kt_clock_tracker_t *t)
 {
     if (t->count < KT_CLOCK_MIN_SAMPLES || t->fresh == 0) return 0;
     if (!t->has_model || t->fresh >= t->d.refit_every) return 1;
     const kt_clock_sample_t *newest = ring_at(t, t->count - 1);
-    return kt__diff(midpoint(newest), t->model.fitted_at_ns) >= (int64_t)t->d.refit_interval_ns;
+    return kt__diff(midpoint(newest), t->model.fitted_at_ns) >= refresh_interval(t);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -269,7 +285,7 @@ int kt_clock_tracker_poll(kt_clock_tracker_t *t, uint64_t now_ns)
     pthread_mutex_lock(&t->lock);
     int need_initial = !t->has_model || t->count < KT_CLOCK_MIN_SAMPLES;
     int due = need_initial;
-    if (!due && t->count > 0 && kt__diff(now_ns, midpoint(ring_at(t, t->count - 1))) >= (int64_t)t->d.refit_interval_ns)
+    if (!due && t->count > 0 && kt__diff(now_ns, midpoint(ring_at(t, t->count - 1))) >= refresh_interval(t))
         due = 1;
     if (!due && t->d.max_error_ns > 0 && kt_clock_error_at(&t->model, now_ns) > t->d.max_error_ns &&
         kt__diff(now_ns, t->last_poll_ns) >= (int64_t)t->d.min_poll_interval_ns)

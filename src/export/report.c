@@ -18,8 +18,8 @@ static int export_dispatch(FILE *out, const kt_snapshot_t *snap, kt_format_t for
     case KT_FORMAT_TEXT: return kt__export_text(out, snap);
     case KT_FORMAT_CSV: return kt__export_csv(out, snap);
     case KT_FORMAT_JSON: return kt__export_json(out, snap);
-    case KT_FORMAT_CHROME: return KT_ENOTSUP; /* kt__export_chrome (written by the timeline area) */
-    case KT_FORMAT_HTML: return KT_ENOTSUP;   /* kt__export_html (written by the timeline area) */
+    case KT_FORMAT_CHROME: return kt__export_chrome(out, snap);
+    case KT_FORMAT_HTML: return kt__export_html(out, snap);
     }
     return KT_EINVAL;
 }

@@ -63,11 +63,13 @@ uint32_t kt_median_ci_rank(uint32_t n, double confidence)
     }
     /* Exact: the largest j with P(B <= j-1) <= tail, B ~ Binomial(n, 1/2); then
      * P(x(j) <= median <= x(n+1-j)) = 1 - 2 P(B <= j-1) >= confidence. */
-    double lfact_n = lgamma((double)n + 1.0), ln2n = (double)n * log(2.0);
+    /* lgamma_r, not lgamma: lgamma writes the global signgam, a data race when threads run harnesses. */
+    int sign;
+    double lfact_n = lgamma_r((double)n + 1.0, &sign), ln2n = (double)n * log(2.0);
     double cdf = 0.0;
     uint32_t j = 0;
     for (uint32_t k = 0; k <= n / 2; k++) {
-        cdf += exp(lfact_n - lgamma((double)k + 1.0) - lgamma((double)(n - k) + 1.0) - ln2n);
+        cdf += exp(lfact_n - lgamma_r((double)k + 1.0, &sign) - lgamma_r((double)(n - k) + 1.0, &sign) - ln2n);
         if (cdf > tail * (1.0 + 1e-12)) break;
         j = k + 1;
     }

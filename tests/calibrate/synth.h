@@ -94,6 +94,42 @@ static inline void synth_generate(synth_scenario_t sc, uint64_t seed, kt_clock_s
     }
 }
 
+/* A short first batch, as right after attach on a loaded 2-core machine: n samples spread evenly over 2-5 ms,
+ * device read anywhere inside a bracket of 0.3-3 us each side, 8 % of brackets stretched on one side by a
+ * preemption of 50-500 us (the device read stays inside). With warmup set, reads are slow at first: the read
+ * sits up to 10 us late in the first quarter of the batch, a position trend the residuals cannot reveal. */
+static inline void synth_generate_short(uint64_t seed, int warmup, kt_clock_sample_t *out, size_t n,
+                                        synth_truth_t *truth)
+{
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 0x5157u + (uint64_t)warmup;
+    memset(truth, 0, sizeof(*truth));
+    truth->drift_ppm = synth_range(&s, -100.0, 100.0);
+    truth->host0 = 1000000000000ull + (synth_next(&s) % 1000000000000ull);
+    truth->dev0 = 5000000000ull + (synth_next(&s) % 10000000000000ull);
+    double span = synth_range(&s, 2e6, 5e6), step = span / (double)(n - 1);
+    double rate = 1.0 + truth->drift_ppm * 1e-6;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t t = truth->host0 + (uint64_t)((double)i * step + synth_range(&s, 0.0, 0.2 * step));
+        double db = synth_range(&s, 300.0, 3000.0), da = synth_range(&s, 300.0, 3000.0);
+        if (warmup && i < n / 4) db += 10000.0 * (1.0 - (double)i / (double)(n / 4));
+        if (synth_unif(&s) < 0.08) {
+            if (synth_unif(&s) < 0.5)
+                db += synth_range(&s, 50000.0, 500000.0);
+            else
+                da += synth_range(&s, 50000.0, 500000.0);
+        }
+        out[i].device_ns = truth->dev0 + (uint64_t)floor((double)(t - truth->host0) * rate);
+        out[i].host_before_ns = t - (uint64_t)db;
+        out[i].host_after_ns = t + (uint64_t)da;
+    }
+}
+
+/* Device reading of the synthetic clock at true host time host_ns (host_ns >= host0). */
+static inline uint64_t synth_device_at(const synth_truth_t *tr, uint64_t host_ns)
+{
+    return tr->dev0 + (uint64_t)floor((double)(host_ns - tr->host0) * (1.0 + tr->drift_ppm * 1e-6));
+}
+
 /* Error of a mapped host time for device reading device_ns: mapped minus the true host time at which the
  * device clock read device_ns (the middle of its quantum for quantised clocks). */
 static inline double synth_error(const synth_truth_t *tr, uint64_t device_ns, uint64_t host_ns)

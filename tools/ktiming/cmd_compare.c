@@ -31,7 +31,8 @@ static void compare_usage(FILE *out)
             "  --bootstrap N         bootstrap resamples (default 2000)\n"
             "  --seed N              bootstrap seed (default fixed: results are reproducible)\n"
             "  --fail-on-regression  exit 1 when any kernel is SLOWER (significant and beyond the threshold)\n"
-            "  --format FMT          text (default), markdown or json\n"
+            "  --format FMT          text (default), markdown, json, or html (AFTER's HTML report with the\n"
+            "                        speedups, confidence intervals and verdicts; best written with -o)\n"
             "  -o, --output FILE     write there (replaced atomically) instead of standard output\n"
             "  -h, --help            this text\n"
             "\n"
@@ -74,6 +75,7 @@ typedef struct compare_args_t {
     const char *paths[2];   /* BEFORE, AFTER */
     kt_compare_opts_t opts; /* statistics options */
     kt_compare_format_t format; /* output format */
+    int html;               /* --format html: kt_report_compare_html instead of kt_compare_print */
     const char *output;     /* NULL = stdout */
     int fail_on_regression; /* exit 1 on SLOWER */
 } compare_args_t;
@@ -139,7 +141,8 @@ static int parse_args(int argc, char **argv, compare_args_t *a)
             if (!strcmp(val, "text")) a->format = KT_COMPARE_TEXT;
             else if (!strcmp(val, "markdown") || !strcmp(val, "md")) a->format = KT_COMPARE_MARKDOWN;
             else if (!strcmp(val, "json")) a->format = KT_COMPARE_JSON;
-            else return usage_error("--format: expected text, markdown or json, not '%s'", val);
+            else if (!strcmp(val, "html")) a->html = 1;
+            else return usage_error("--format: expected text, markdown, json or html, not '%s'", val);
         } else {
             a->output = val;
         }
@@ -152,9 +155,31 @@ static int parse_args(int argc, char **argv, compare_args_t *a)
     return -1;
 }
 
+/* The HTML report of AFTER with the comparison: the result as JSON, handed to the page. */
+static int print_html(FILE *out, kt_snapshot_t *const snap[2], const kt_compare_result_t *res)
+{
+    char *json = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&json, &len);
+    if (!m) return KT_ENOMEM;
+    int rc = kt_compare_print(m, res, KT_COMPARE_JSON);
+    if (fclose(m) != 0 && !rc) rc = KT_ENOMEM;
+    if (!rc) rc = kt_report_compare_html(out, snap[0], snap[1], json);
+    free(json);
+    return rc;
+}
+
+/* The comparison in the chosen format; snap non-NULL selects the HTML report. */
+static int print_any(FILE *out, kt_snapshot_t *const *snap, const kt_compare_result_t *res,
+                     kt_compare_format_t format)
+{
+    return snap ? print_html(out, snap, res) : kt_compare_print(out, res, format);
+}
+
 /* Print into a temporary file beside path, then rename it over path: readers never see half a comparison,
  * and a failure leaves an existing file as it was. */
-static int write_atomic(const char *path, const kt_compare_result_t *res, kt_compare_format_t format)
+static int write_atomic(const char *path, kt_snapshot_t *const *snap, const kt_compare_result_t *res,
+                        kt_compare_format_t format)
 {
     size_t len = strlen(path);
     char *tmp = malloc(len + 16);
@@ -168,7 +193,7 @@ static int write_atomic(const char *path, const kt_compare_result_t *res, kt_com
         return KT_EIO;
     }
     FILE *f = fdopen(fd, "w");
-    int rc = f ? kt_compare_print(f, res, format) : KT_EIO;
+    int rc = f ? print_any(f, snap, res, format) : KT_EIO;
     if (f && fclose(f) != 0 && !rc) rc = KT_EIO;
     if (!f) close(fd);
     if (!rc && rename(tmp, path) != 0) {
@@ -199,18 +224,21 @@ int ktcli_cmd_compare(int argc, char **argv)
     }
     kt_compare_result_t res;
     int rc = kt_compare(snap[0], snap[1], &a.opts, &res);
-    kt_snapshot_free(snap[0]);
-    kt_snapshot_free(snap[1]);
     if (rc) {
+        kt_snapshot_free(snap[0]);
+        kt_snapshot_free(snap[1]);
         fprintf(stderr, "ktiming compare: %s\n", kt_strerror(rc));
         kt_compare_free(&res);
         return rc == KT_EINVAL ? KTCLI_EXIT_USAGE : KTCLI_EXIT_INPUT;
     }
 
-    rc = a.output ? write_atomic(a.output, &res, a.format) : kt_compare_print(stdout, &res, a.format);
+    kt_snapshot_t *const *html = a.html ? snap : NULL;
+    rc = a.output ? write_atomic(a.output, html, &res, a.format) : print_any(stdout, html, &res, a.format);
+    kt_snapshot_free(snap[0]);
+    kt_snapshot_free(snap[1]);
     if (!a.output && fflush(stdout) != 0 && !rc) rc = KT_EIO;
     int regression = res.slower > 0;
-    if (regression && a.format != KT_COMPARE_JSON)
+    if (regression && (a.html || a.format != KT_COMPARE_JSON))
         fprintf(stderr, "ktiming compare: %zu kernel%s SLOWER (regression)\n", res.slower, res.slower == 1 ? "" : "s");
     kt_compare_free(&res);
     if (rc) {

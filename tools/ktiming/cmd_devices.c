@@ -75,7 +75,7 @@ static int print_host_clocks(FILE *out)
                 snprintf(offset, sizeof(offset), "%+lld ns +- %llu ns", (long long)(int64_t)(t - raw),
                          (unsigned long long)unc);
                 snprintf(rate, sizeof(rate), "%+.3f ppm +- %.3f (%u samples over %.1f ms)", m.drift_ppm,
-                         m.drift_k * m.drift_se_ppm, m.samples, (double)(m.fitted_at_ns - m.host_first_ns) / 1e6);
+                         m.drift_bound_ppm, m.samples, (double)(m.fitted_at_ns - m.host_first_ns) / 1e6);
             }
         }
         fprintf(out, "  %-20s %10s %10s  %-36s %s\n", kt_clock_domain_name(d), res, cost, offset, rate);

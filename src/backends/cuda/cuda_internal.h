@@ -15,8 +15,9 @@
 #define KT__CUDA_ANCHOR_SAMPLES 32
 /* Device positions in an anchor chain are offset by this so ones a little before the chain start stay >= 0. */
 #define KT__CUDA_CHAIN_BASE_NS (1ull << 40)
-/* Drift assumed between device and host clocks before a model is fitted (ppm). */
-#define KT__CUDA_ASSUMED_DRIFT_PPM 100.0
+/* Drift bound between device and host clocks before a model is fitted (ppm): the calibration module's prior,
+ * so the unfitted bound is as honest as a fitted one (100 ppm did not cover the 200 ppm test clock). */
+#define KT__CUDA_ASSUMED_DRIFT_PPM KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM
 
 /* One pooled (start, end) event pair, owned by the pool, a span/timer, or a stream queue. */
 typedef struct kt__cuda_pair_t {

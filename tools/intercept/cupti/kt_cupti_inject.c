@@ -2,8 +2,12 @@
  * a CUDA program initialises; CUPTI's activity API then delivers a record per kernel with GPU start/end times,
  * which are mapped to the host timeline (CLOCK_MONOTONIC_RAW) through a clock model fitted on
  * cuptiGetTimestamp() reads bracketed by host reads, and recorded into ktiming. KTIMING_OUTPUT / KTIMING_REPORT /
- * KTIMING_TRACE then write the results at exit. Compile-tested only: it has not been run on a GPU. */
+ * KTIMING_TRACE then write the results at exit, and under `ktiming run` (KTIMING_RUN_DIR) the process's snapshot
+ * goes to KTIMING_RUN_DIR/<pid>.json. Without a usable driver/CUPTI, InitializeInjection returns 0 and nothing is
+ * written. Tested without a GPU only (load, failure path, exit order against a CUPTI test double). */
 #include <cupti.h>
+
+#include "common/kti_run.h"
 
 #include <ktiming.h>
 #include <ktiming/clock.h>
@@ -153,7 +157,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     free(buffer);
 }
 
-/* Runs before ktiming's own exit handler (registered after it), so the output written at exit has every kernel. */
+/* Registered after the run-snapshot writer and ktiming's own exit handler, so it runs before both: the snapshot and
+ * any output written at exit hold every kernel CUPTI still had buffered. */
 static void flush_at_exit(void)
 {
     cuptiActivityFlushAll(1);
@@ -167,7 +172,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
         return 1;
     }
     kt_desc_t desc = {0};
-    kt_init(&desc); /* ktiming sets up (and registers its exit handler) before ours, so ours runs first */
+    kt_init(&desc);
     CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
     if (r == CUPTI_SUCCESS) {
         CUptiResult rd = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);
@@ -184,6 +189,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
     calibrate_locked();
     S.initialized = 1;
     pthread_mutex_unlock(&S.lock);
-    atexit(flush_at_exit);
+    kti_run_exit_register(); /* ktiming's exit handler, then the snapshot writer (KTIMING_RUN_DIR) */
+    atexit(flush_at_exit);   /* last registered: runs first */
     return 1;
 }

@@ -1,0 +1,166 @@
+/* vulkan_overhead.c — submit throughput of small compute dispatches: untimed; with the same timestamp commands
+ * ktiming records but written by hand and never read (what the driver charges for timestamps); timed with
+ * kt_vk_begin/kt_vk_end and collected after every submission. Interleaved round by round in one run.
+ * Last line: vulkan_overhead: timed_vs_untimed=<median of per-round throughput ratios>. */
+#include "vk_app.h"
+
+#include "saxpy_spv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N 1024u          /* floats: a small dispatch (4 workgroups) */
+#define PER_SUBMIT 8     /* dispatches per command buffer */
+#define IN_FLIGHT 2      /* command buffers in flight */
+#define ROUNDS 9
+#define ROUND_NS UINT64_C(300000000) /* per variant per round */
+
+enum { UNTIMED = 0, RAW = 1, TIMED = 2, VARIANTS = 3 };
+static const char *const kVariant[VARIANTS] = {"untimed", "raw timestamps", "ktiming"};
+
+/* The bench's Vulkan objects. */
+typedef struct bench_t {
+    ktcli_vk_device_t dev;
+    ktcli_vk_buffer_t x, y;
+    ktcli_vk_pipeline_t saxpy;
+    VkCommandBuffer cmd[IN_FLIGHT];
+    VkFence fence[IN_FLIGHT];
+    kt_vk_ctx_t *kv;
+    kt_kernel_id_t kernel;
+    VkQueryPool raw_pool;      /* hand-written timestamps of the RAW variant */
+} bench_t;
+
+/* Run submissions of one variant for about ROUND_NS; returns dispatches per second. */
+static double run(bench_t *b, int variant)
+{
+    const ktcli_vk_fn_t *vk = &b->dev.app->vk;
+    int timed = variant == TIMED;
+    struct { uint32_t n; float a; } push = {N, 0.5f};
+    uint64_t t0 = kt_now_ns(), dispatches = 0;
+    int busy[IN_FLIGHT] = {0};
+    uint64_t i = 0;
+    for (;; i++) {
+        int k = (int)(i % IN_FLIGHT);
+        if (busy[k]) {
+            if (ktcli_vk_wait(&b->dev, b->fence[k]) != 0)
+                exit(1);
+            busy[k] = 0;
+            if (timed)
+                kt_vk_collect(b->kv);
+        }
+        if (kt_now_ns() - t0 >= ROUND_NS)
+            break;
+        if (ktcli_vk_cmd_begin(&b->dev, b->cmd[k]) != 0)
+            exit(1);
+        for (int d = 0; d < PER_SUBMIT; d++) {
+            uint32_t q = (uint32_t)(2 * (k * PER_SUBMIT + d));
+            if (timed)
+                kt_vk_begin_id(b->kv, b->cmd[k], b->kernel);
+            if (variant == RAW) {
+                vk->vkCmdResetQueryPool(b->cmd[k], b->raw_pool, q, 2);
+                vk->vkCmdWriteTimestamp(b->cmd[k], VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, b->raw_pool, q);
+            }
+            ktcli_vk_dispatch(&b->dev, b->cmd[k], &b->saxpy, &push, N / 256u, 1);
+            if (variant == RAW)
+                vk->vkCmdWriteTimestamp(b->cmd[k], VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b->raw_pool, q + 1);
+            if (timed)
+                kt_vk_end(b->kv, b->cmd[k]);
+            ktcli_vk_barrier(&b->dev, b->cmd[k]);
+        }
+        if (ktcli_vk_cmd_end(&b->dev, b->cmd[k]) != 0 || ktcli_vk_submit(&b->dev, b->cmd[k], b->fence[k]) != 0)
+            exit(1);
+        busy[k] = 1;
+        dispatches += PER_SUBMIT;
+    }
+    for (int k = 0; k < IN_FLIGHT; k++)
+        if (busy[k] && ktcli_vk_wait(&b->dev, b->fence[k]) != 0)
+            exit(1);
+    if (timed)
+        kt_vk_collect_wait(b->kv, UINT64_C(5000000000));
+    return (double)dispatches / ((double)(kt_now_ns() - t0) / 1e9);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(void)
+{
+    static ktcli_vk_app_t app;
+    static bench_t b;
+    if (ktcli_vk_app_init(&app, 0) != 0 || ktcli_vk_device_open(&app, 0, NULL, &b.dev) != 0) {
+        printf("vulkan_overhead: skipped (no Vulkan device)\n");
+        return 0;
+    }
+    kt_vk_desc_t desc = ktcli_vk_device_desc(&b.dev);
+    const char *mode = getenv("KTIMING_BENCH_VK_READBACK"); /* "copy" or "thread": compare the two */
+    if (mode)
+        desc.readback = !strcmp(mode, "copy") ? KT_VK_READBACK_COPY : KT_VK_READBACK_THREAD;
+    const ktcli_vk_buffer_t *xy[2] = {&b.x, &b.y};
+    if (kt_vk_ctx_create(&desc, &b.kv) != 0 || ktcli_vk_buffer_create(&b.dev, N * sizeof(float), &b.x) != 0 ||
+        ktcli_vk_buffer_create(&b.dev, N * sizeof(float), &b.y) != 0 ||
+        ktcli_vk_pipeline_create(&b.dev, saxpy_spv, sizeof(saxpy_spv), xy, 2, 8, &b.saxpy) != 0) {
+        fprintf(stderr, "vulkan_overhead: setup failed\n");
+        return 1;
+    }
+    for (int k = 0; k < IN_FLIGHT; k++)
+        if (ktcli_vk_cmd_alloc(&b.dev, &b.cmd[k]) != 0 || ktcli_vk_fence_create(&b.dev, &b.fence[k]) != 0)
+            return 1;
+    VkQueryPoolCreateInfo qpi = {
+        .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+        .queryType = VK_QUERY_TYPE_TIMESTAMP,
+        .queryCount = 2 * IN_FLIGHT * PER_SUBMIT,
+    };
+    if (app.vk.vkCreateQueryPool(b.dev.device, &qpi, NULL, &b.raw_pool) != VK_SUCCESS)
+        return 1;
+    b.kernel = kt_vk_kernel(b.kv, "bench_saxpy");
+    printf("device: %s, %u floats per dispatch, %d dispatches per submit, %d submits in flight\n",
+           b.dev.props.deviceName, N, PER_SUBMIT, IN_FLIGHT);
+
+    kt_vk_stats_t st;
+    kt_vk_stats(b.kv, &st);
+    printf("ktiming readback: %s\n", st.readback == KT_VK_READBACK_COPY ? "copies (kt_vk_end)" : "collector thread");
+    for (int v = 0; v < VARIANTS; v++) /* warm-up: shader compilation, allocator, ring */
+        run(&b, v);
+    double ratio[VARIANTS][ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        double rate[VARIANTS];
+        for (int i = 0; i < VARIANTS; i++) { /* rotate the order so drift in machine load cancels */
+            int v = (i + r) % VARIANTS;
+            rate[v] = run(&b, v);
+        }
+        for (int v = 0; v < VARIANTS; v++)
+            ratio[v][r] = rate[v] / rate[UNTIMED];
+        printf("round %2d: untimed %8.0f/s  raw timestamps %8.0f/s (%.3f)  ktiming %8.0f/s (%.3f, %.3f of raw)\n", r,
+               rate[UNTIMED], rate[RAW], ratio[RAW][r], rate[TIMED], ratio[TIMED][r], rate[TIMED] / rate[RAW]);
+    }
+    double vs_raw[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++)
+        vs_raw[r] = ratio[TIMED][r] / ratio[RAW][r];
+    for (int v = 0; v < VARIANTS; v++)
+        qsort(ratio[v], ROUNDS, sizeof(double), cmp_double);
+    qsort(vs_raw, ROUNDS, sizeof(double), cmp_double);
+    printf("median throughput vs untimed: %s %.3f, %s %.3f; ktiming vs raw timestamps %.3f\n", kVariant[RAW],
+           ratio[RAW][ROUNDS / 2], kVariant[TIMED], ratio[TIMED][ROUNDS / 2], vs_raw[ROUNDS / 2]);
+    kt_vk_stats(b.kv, &st);
+    printf("timed dispatches collected %llu, dropped %llu, longest collect %.3f ms\n",
+           (unsigned long long)st.collected, (unsigned long long)st.dropped, (double)st.collect_max_ns / 1e6);
+
+    app.vk.vkDeviceWaitIdle(b.dev.device);
+    kt_vk_ctx_destroy(b.kv);
+    app.vk.vkDestroyQueryPool(b.dev.device, b.raw_pool, NULL);
+    for (int k = 0; k < IN_FLIGHT; k++) {
+        ktcli_vk_fence_destroy(&b.dev, b.fence[k]);
+        ktcli_vk_cmd_free(&b.dev, b.cmd[k]);
+    }
+    ktcli_vk_pipeline_destroy(&b.dev, &b.saxpy);
+    ktcli_vk_buffer_destroy(&b.dev, &b.y);
+    ktcli_vk_buffer_destroy(&b.dev, &b.x);
+    ktcli_vk_device_close(&b.dev);
+    ktcli_vk_app_fini(&app);
+    printf("vulkan_overhead: timed_vs_untimed=%.3f\n", ratio[TIMED][ROUNDS / 2]);
+    return 0;
+}

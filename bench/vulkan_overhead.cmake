@@ -1,0 +1,7 @@
+# vulkan_overhead: submit throughput of small compute dispatches with and without ktiming timestamps.
+include(${PROJECT_SOURCE_DIR}/cmake/KtimingSpirv.cmake)
+if(KTIMING_HAVE_VULKAN AND KTIMING_GLSLANG)
+  kt_add_bench(vulkan_overhead ${CMAKE_CURRENT_LIST_DIR}/vulkan_overhead.c ${PROJECT_SOURCE_DIR}/tools/ktiming/vk_app.c)
+  target_include_directories(vulkan_overhead PRIVATE ${PROJECT_SOURCE_DIR}/tools/ktiming)
+  kt_add_spirv(vulkan_overhead ${PROJECT_SOURCE_DIR}/tools/ktiming/shaders/saxpy.comp)
+endif()

@@ -1,0 +1,212 @@
+/* ktiming/vk.h — Vulkan backend: timestamp queries around dispatches, non-blocking collection, clock mapping.
+ *
+ * Vulkan is never linked: ktiming dlopen()s libvulkan.so.1 (env KTIMING_VULKAN_LIBRARY overrides the path, or
+ * pass your own vkGetInstanceProcAddr in the desc) and fetches every function through vkGet*ProcAddr. Only the
+ * Vulkan headers are needed to compile against this header.
+ *
+ *     kt_vk_ctx_t *kv;
+ *     kt_vk_ctx_create(&(kt_vk_desc_t){.instance = inst, .physical_device = pd, .device = dev,
+ *                                      .queue_family = qf, .queue = q, .host_query_reset = 1}, &kv);
+ *     vkBeginCommandBuffer(cmd, &bi);
+ *     kt_vk_begin(kv, cmd, "blur");          // timestamp before
+ *     vkCmdDispatch(cmd, gx, gy, 1);
+ *     kt_vk_end(kv, cmd);                    // timestamp after, results copied to ktiming's readback buffer
+ *     vkEndCommandBuffer(cmd);
+ *     vkQueueSubmit(q, 1, &si, fence);
+ *     ...
+ *     kt_vk_collect(kv);                     // any time, any thread: records what has completed, never waits
+ *     kt_vk_ctx_destroy(kv);                 // before vkDestroyDevice, once the timed work has finished
+ *
+ * One context per (device, queue family). It owns a ring of `ring_size` slots; each slot is two timestamp
+ * queries (begin, end).
+ *
+ * Collection rule (why kt_vk_collect never blocks): kt_vk_collect() only moves results that are already on
+ * the host into the recorder, oldest first, resuming at the oldest slot not yet collected. It never asks the
+ * driver for query results. How results reach the host is the readback mode:
+ *   KT_VK_READBACK_THREAD  a collector thread per context polls the outstanding slots with
+ *       vkGetQueryPoolResults (availability, no WAIT) every poll_us while some are outstanding, sleeps
+ *       otherwise, and parks what it read in the ring. Nothing changes in the command stream.
+ *   KT_VK_READBACK_COPY    kt_vk_end() also records a vkCmdCopyQueryPoolResults of its slot (64-bit values
+ *       + availability, WAIT) into a host-visible coherent buffer and a TRANSFER->HOST barrier; kt_vk_collect()
+ *       reads that memory. No thread and no driver call at collection, but the copy waits on the device for
+ *       the slot's timestamps, which serialises timed dispatches on a GPU. Reads made before the application
+ *       waited on the submission's fence rely on coherent memory (how readback works on desktop drivers);
+ *       after that wait they are visible by the Vulkan memory model.
+ *   KT_VK_READBACK_AUTO (default) COPY on CPU implementations (VK_PHYSICAL_DEVICE_TYPE_CPU: lavapipe,
+ *       SwiftShader), THREAD on GPUs. lavapipe's vkGetQueryPoolResults waits for the whole device to go idle
+ *       even without VK_QUERY_RESULT_WAIT_BIT and even for queries that completed long ago (so a fence check
+ *       before reading would not help), which lets a polling thread fall behind a busy queue until the ring
+ *       fills, and it reads the pool's query objects while the queue thread replaces them; dispatches run one
+ *       after the other there anyway, so the copies change nothing about execution.
+ * kt_vk_collect_wait() is the one collection call that waits: after the application waited for its work, it
+ * asks the collector for a fresh pass and waits for it (bounded) before collecting.
+ *
+ * Resets: kt_vk_begin() records a vkCmdResetQueryPool of its two queries just before the begin timestamp.
+ * Resetting on the host right after reading (hostQueryReset) would save that command but is only valid once the
+ * whole submission that wrote the queries has completed (VUID-vkResetQueryPool-firstQuery-02741), which ktiming
+ * cannot know without the application's fence (the validation layer flags it). hostQueryReset is used for the
+ * one reset of the whole pool at creation when the application enabled it (say so in host_query_reset);
+ * otherwise that reset is a submission on desc.queue, and with neither the context uses COPY readback.
+ * Until a reused slot's reset has run, the collector thread sees the previous use's values: it recognises them
+ * (device timestamps never repeat) and waits for the new ones.
+ *
+ * Rules for the application:
+ *   - kt_vk_begin/kt_vk_end go outside render pass instances (compute), in a command buffer of the context's
+ *     queue family; pairs nest (up to 8 deep per command buffer); each begin needs its end in the same
+ *     command buffer.
+ *   - A command buffer carrying slots is submitted once (ONE_TIME_SUBMIT): re-submitting it rewrites the
+ *     same slots. If you reset or free a command buffer without submitting it, call kt_vk_discard() first,
+ *     or its slots stay pending (and, once the ring wraps onto them, new dispatches are dropped).
+ *   - A full ring (slots still pending) drops the dispatch: counted in `dropped`, never an overwritten slot.
+ *   - Destroy the context after the command buffers using it have completed and before vkDestroyDevice.
+ *   - kt_flush(), kt_shutdown() and process exit ask each live context's collector for one more pass
+ *     (waiting at most 200 ms for it) and collect.
+ *
+ * Timestamps: durations are (end - begin) modulo 2^timestampValidBits times timestampPeriod. Placement on
+ * the host timeline (CLOCK_MONOTONIC_RAW) uses VK_KHR/EXT_calibrated_timestamps when the device has it
+ * enabled (host domain CLOCK_MONOTONIC_RAW, else CLOCK_MONOTONIC converted with kt_clock_domain_convert):
+ * bursts of samples with bounded retries, maxDeviation as each sample's bracket, a refit every
+ * recalibrate_ns from collect. Without it, the model is fitted from timestamps bracketed by host reads around
+ * a tiny submission on desc.queue, at creation and on kt_vk_recalibrate() (its error bound grows with age).
+ * Each span carries the model's error bound as uncertainty_ns.
+ *
+ * Thread safety: kt_vk_begin/end/collect/discard may be called from any thread concurrently (command buffers
+ * are, as Vulkan requires, used by one thread at a time). kt_vk_recalibrate and primitives submit to
+ * desc.queue: the caller must hold that queue as for vkQueueSubmit.
+ */
+#ifndef KTIMING_VK_H
+#define KTIMING_VK_H
+
+#include <ktiming.h>
+#include <ktiming/clock.h>
+#include <ktiming/primitive.h>
+#include <vulkan/vulkan_core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KT_VK_RING_DEFAULT 4096u
+
+/* How query results reach the host (see "Collection rule" above). */
+typedef enum kt_vk_readback_t {
+    KT_VK_READBACK_AUTO = 0,   /* COPY on CPU implementations, THREAD on GPUs */
+    KT_VK_READBACK_THREAD = 1, /* a collector thread polls vkGetQueryPoolResults */
+    KT_VK_READBACK_COPY = 2    /* kt_vk_end copies each slot's results into a host-visible buffer */
+} kt_vk_readback_t;
+#define KT_VK_MAX_NESTING 8u
+
+/* Context description. Zero-initialise; 0 / NULL means the default. */
+typedef struct kt_vk_desc_t {
+    VkInstance instance;                              /* the application's instance (required) */
+    VkPhysicalDevice physical_device;                 /* the device's physical device (required) */
+    VkDevice device;                                  /* the application's device (required) */
+    uint32_t queue_family;                            /* family of the queue timed work is submitted to */
+    VkQueue queue;                                    /* a queue of that family: bracketing calibration and
+                                                         primitives use it (NULL: neither is available) */
+    PFN_vkGetInstanceProcAddr get_instance_proc_addr; /* NULL: ktiming's own dlopen of the loader */
+    uint32_t ring_size;                               /* slots (dispatches in flight); 0 = KT_VK_RING_DEFAULT */
+    int host_query_reset;                             /* non-zero: the app enabled the hostQueryReset feature
+                                                         (used for the initial reset of the pool) */
+    uint32_t timestamp_valid_bits;                    /* 0 = the family's; fewer bits mask the timestamps
+                                                         (exercises counter-wrap handling in tests) */
+    uint64_t recalibrate_ns;                          /* calibrated-timestamps refit period; 0 = 1 s */
+    kt_vk_readback_t readback;                        /* readback mode; AUTO by default */
+    uint32_t poll_us;                                 /* THREAD: poll period while results are outstanding;
+                                                         0 = 500 us */
+    const char *label;                                /* queue label for timelines; NULL = "queue family N" */
+} kt_vk_desc_t;
+
+/* Counters of a context (monotonic since creation). */
+typedef struct kt_vk_stats_t {
+    uint64_t begun;             /* kt_vk_begin calls that got a slot */
+    uint64_t collected;         /* dispatches handed to the recorder */
+    uint64_t dropped;           /* dispatches lost to a full ring / nesting / command-buffer table */
+    uint64_t discarded;         /* slots abandoned with kt_vk_discard */
+    uint64_t pending;           /* slots in flight now */
+    uint64_t collect_calls;     /* kt_vk_collect calls (including flushes) */
+    uint64_t collect_max_ns;    /* longest kt_vk_collect call */
+    uint64_t recalibrations;    /* clock-model fits done */
+    uint64_t polls;             /* collector-thread reads of the driver */
+    uint32_t ring_size;         /* slots */
+    uint32_t valid_bits;        /* timestamp valid bits in use */
+    double period_ns;           /* timestampPeriod */
+    int host_query_reset;       /* 1 when the pool was reset on the host at creation */
+    int calibrated;             /* 1 when VK_KHR/EXT_calibrated_timestamps feeds the clock model */
+    kt_vk_readback_t readback;  /* mode in use: THREAD or COPY */
+    kt_clock_domain_t host_domain;   /* host domain the clock model maps to before conversion to the timeline */
+    kt_clock_domain_t device_domain; /* detected time base of the device timestamps (DEVICE = own epoch) */
+} kt_vk_stats_t;
+
+typedef struct kt_vk_ctx_t kt_vk_ctx_t;
+
+#if KT_ENABLED
+
+/* The loader's vkGetInstanceProcAddr (dlopen on first use), or NULL when no Vulkan loader is installed. */
+KT_API PFN_vkGetInstanceProcAddr kt_vk_loader(void);
+
+/* KT_EUNAVAILABLE: no loader, or the queue family has no timestamps; KT_EINVAL: missing handles. */
+KT_API int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out);
+/* Collects what is available, then releases everything. NULL is fine. */
+KT_API void kt_vk_ctx_destroy(kt_vk_ctx_t *ctx);
+
+/* Write the begin timestamp of a dispatch of `name` into cmd. 0, or KT_EFULL when dropped (counted). */
+KT_API int kt_vk_begin(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, const char *name);
+/* Same with an id from kt_vk_kernel() (no name lookup). */
+KT_API int kt_vk_begin_id(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t kernel);
+/* Write the end timestamp of the innermost open kt_vk_begin of cmd. KT_ESTATE when none is open. */
+KT_API int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
+/* The recorder id of a kernel name on this context's device. */
+KT_API kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name);
+
+/* Record every completed dispatch read so far; never waits for the device. Returns how many were recorded. */
+KT_API int kt_vk_collect(kt_vk_ctx_t *ctx);
+/* After your own wait for the timed work (fence, vkQueueWaitIdle): ask the collector for a fresh pass, wait for
+ * it (at most timeout_ns) and collect. The one collection call that may wait; kt_vk_collect in COPY mode. */
+KT_API int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns);
+/* Forget cmd's uncollected slots (after collecting what completed), e.g. before resetting it unsubmitted. */
+KT_API int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
+
+/* Refit the clock model now (bracketing needs desc.queue; the caller holds it). */
+KT_API int kt_vk_recalibrate(kt_vk_ctx_t *ctx);
+/* Map a raw timestamp (as written by vkCmdWriteTimestamp) to the host timeline with its error bound. */
+KT_API int kt_vk_timestamp_to_host(kt_vk_ctx_t *ctx, uint64_t timestamp, uint64_t *host_ns,
+                                   uint64_t *uncertainty_ns);
+/* Clock facts as published to reports. */
+KT_API int kt_vk_device_info(kt_vk_ctx_t *ctx, kt_device_info_t *out);
+KT_API int kt_vk_stats(kt_vk_ctx_t *ctx, kt_vk_stats_t *out);
+
+/* A primitive backend on ctx's device and desc.queue (see ktiming/primitive.h). The encoder handed to kernel
+ * callbacks is the primitive's own VkCommandBuffer. */
+KT_API int kt_vk_primitive_backend_create(kt_vk_ctx_t *ctx, kt_primitive_backend_t *out);
+
+#else /* !KT_ENABLED */
+
+static inline PFN_vkGetInstanceProcAddr kt_vk_loader(void) { return NULL; }
+static inline int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
+{ (void)desc; if (out) *out = NULL; return KT_EDISABLED; }
+static inline void kt_vk_ctx_destroy(kt_vk_ctx_t *ctx) { (void)ctx; }
+static inline int kt_vk_begin(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, const char *name)
+{ (void)ctx; (void)cmd; (void)name; return 0; }
+static inline int kt_vk_begin_id(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t kernel)
+{ (void)ctx; (void)cmd; (void)kernel; return 0; }
+static inline int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
+static inline kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name) { (void)ctx; (void)name; return 0; }
+static inline int kt_vk_collect(kt_vk_ctx_t *ctx) { (void)ctx; return 0; }
+static inline int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns) { (void)ctx; (void)timeout_ns; return 0; }
+static inline int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
+static inline int kt_vk_recalibrate(kt_vk_ctx_t *ctx) { (void)ctx; return KT_EDISABLED; }
+static inline int kt_vk_timestamp_to_host(kt_vk_ctx_t *ctx, uint64_t timestamp, uint64_t *host_ns,
+                                          uint64_t *uncertainty_ns)
+{ (void)ctx; (void)timestamp; (void)host_ns; (void)uncertainty_ns; return KT_EDISABLED; }
+static inline int kt_vk_device_info(kt_vk_ctx_t *ctx, kt_device_info_t *out) { (void)ctx; (void)out; return KT_EDISABLED; }
+static inline int kt_vk_stats(kt_vk_ctx_t *ctx, kt_vk_stats_t *out) { (void)ctx; (void)out; return KT_EDISABLED; }
+static inline int kt_vk_primitive_backend_create(kt_vk_ctx_t *ctx, kt_primitive_backend_t *out)
+{ (void)ctx; (void)out; return KT_EDISABLED; }
+
+#endif /* KT_ENABLED */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KTIMING_VK_H */

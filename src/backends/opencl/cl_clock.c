@@ -1,0 +1,273 @@
+/* cl_clock.c — per-device profiling clocks: detect their time base, map stamps to the host timeline. */
+#include "backends/opencl/cl_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REFRESH_ERROR_NS 50000.0          /* a device-epoch model is refreshed once its bound passes 50 us */
+#define REFRESH_INTERVAL_NS 10000000000ull /* ... or its newest sample is 10 s old */
+#define DRIFT_PRIOR_PPM 500.0              /* any device oscillator is closer than this to the host's rate */
+
+static pthread_mutex_t g_devs_lock = PTHREAD_MUTEX_INITIALIZER;
+static kt__cl_dev_t *g_devs; /* registry, kept until exit */
+
+/* ---------------------------------------------------------------------------------------------------
+ * Reading the device clock
+ * ------------------------------------------------------------------------------------------------- */
+
+/* One device timestamp (ns) from clGetDeviceAndHostTimer, 0 on failure. */
+static uint64_t read_host_timer(void *user)
+{
+    kt__cl_dev_t *dev = user;
+    cl_ulong d = 0, h = 0;
+    if (kt__cl.clGetDeviceAndHostTimer(dev->id, &d, &h) != CL_SUCCESS)
+        return 0;
+    return (uint64_t)d;
+}
+
+/* One device timestamp (ns): the END stamp of a marker on the private profiling queue, waited on inside the
+ * caller's host bracket. 0 on failure. */
+static uint64_t read_marker(void *user)
+{
+    kt__cl_dev_t *dev = user;
+    cl_event ev = NULL;
+    cl_int rc;
+    if (kt__cl.clEnqueueMarkerWithWaitList && (dev->version_major > 1 || dev->version_minor >= 2))
+        rc = kt__cl.clEnqueueMarkerWithWaitList(dev->calib_queue, 0, NULL, &ev);
+    else if (kt__cl.clEnqueueMarker)
+        rc = kt__cl.clEnqueueMarker(dev->calib_queue, &ev);
+    else
+        return 0;
+    if (rc != CL_SUCCESS || !ev)
+        return 0;
+    uint64_t t = 0;
+    if (kt__cl.clWaitForEvents(1, &ev) == CL_SUCCESS) {
+        static const cl_profiling_info kOrder[] = {CL_PROFILING_COMMAND_END, CL_PROFILING_COMMAND_START,
+                                                   CL_PROFILING_COMMAND_QUEUED};
+        for (size_t i = 0; i < 3 && !t; i++) {
+            cl_ulong v = 0;
+            if (kt__cl.clGetEventProfilingInfo(ev, kOrder[i], sizeof v, &v, NULL) == CL_SUCCESS)
+                t = (uint64_t)v;
+        }
+    }
+    kt__cl.clReleaseEvent(ev);
+    return t;
+}
+
+static kt_device_clock_read_cb reader(const kt__cl_dev_t *dev)
+{
+    return dev->use_host_timer ? read_host_timer : read_marker;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Calibration
+ * ------------------------------------------------------------------------------------------------- */
+
+static int open_marker_queue(kt__cl_dev_t *dev)
+{
+    cl_int err = CL_SUCCESS;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev->platform, 0};
+    dev->calib_context = kt__cl.clCreateContext(props, 1, &dev->id, NULL, NULL, &err);
+    if (!dev->calib_context || err != CL_SUCCESS) {
+        dev->calib_context = NULL;
+        return KT_EBACKEND;
+    }
+    if (dev->version_major >= 2 && kt__cl.clCreateCommandQueueWithProperties) {
+        cl_queue_properties qp[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE, 0};
+        dev->calib_queue = kt__cl.clCreateCommandQueueWithProperties(dev->calib_context, dev->id, qp, &err);
+    } else if (kt__cl.clCreateCommandQueue) {
+        dev->calib_queue = kt__cl.clCreateCommandQueue(dev->calib_context, dev->id, CL_QUEUE_PROFILING_ENABLE,
+                                                      &err);
+    }
+    if (!dev->calib_queue || err != CL_SUCCESS) {
+        dev->calib_queue = NULL;
+        kt__cl.clReleaseContext(dev->calib_context);
+        dev->calib_context = NULL;
+        return KT_EBACKEND;
+    }
+    return 0;
+}
+
+/* Start tracking a device-epoch clock against CLOCK_MONOTONIC_RAW (takes the first batch of reads). Bracket
+ * widths vary with the load (marker round trips), so samples are weighted by width and outliers resisted. */
+static int track_clock(kt__cl_dev_t *dev)
+{
+    kt_clock_tracker_desc_t d;
+    memset(&d, 0, sizeof d);
+    d.read_device = reader(dev);
+    d.user = dev;
+    d.refit_interval_ns = REFRESH_INTERVAL_NS;
+    d.max_error_ns = REFRESH_ERROR_NS;
+    /* The first batch spans a few ms: too short to measure drift, so it is held at 0 with a bound growing at
+     * the prior until the ring spans long enough to measure it. */
+    d.drift_prior_ppm = DRIFT_PRIOR_PPM;
+    int rc = kt_clock_tracker_create(KT_FIT_ROBUST, KT_DOMAIN_MONOTONIC_RAW, &d, &dev->tracker);
+    if (rc < 0)
+        return rc;
+    rc = kt_clock_tracker_poll(dev->tracker, kt_now_ns());
+    return rc < 0 ? rc : 0;
+}
+
+static void publish(kt__cl_dev_t *dev)
+{
+    kt_device_info_t info;
+    kt__cl_dev_describe(dev, &info);
+    kt_device_publish(&info);
+}
+
+static void query_facts(kt__cl_dev_t *dev)
+{
+    char ver[256] = {0};
+    kt__cl.clGetDeviceInfo(dev->id, CL_DEVICE_NAME, sizeof dev->name - 1, dev->name, NULL);
+    if (!dev->name[0])
+        snprintf(dev->name, sizeof dev->name, "opencl device %p", (void *)dev->id);
+    kt__cl.clGetDeviceInfo(dev->id, CL_DEVICE_VERSION, sizeof ver - 1, ver, NULL);
+    if (sscanf(ver, "OpenCL %d.%d", &dev->version_major, &dev->version_minor) != 2) {
+        dev->version_major = 1;
+        dev->version_minor = 0;
+    }
+    size_t res = 0;
+    if (kt__cl.clGetDeviceInfo(dev->id, CL_DEVICE_PROFILING_TIMER_RESOLUTION, sizeof res, &res, NULL) == 0)
+        dev->resolution_ns = res;
+    kt__cl.clGetDeviceInfo(dev->id, CL_DEVICE_PLATFORM, sizeof dev->platform, &dev->platform, NULL);
+    int v21 = dev->version_major > 2 || (dev->version_major == 2 && dev->version_minor >= 1);
+    if (v21 && dev->platform) {
+        cl_ulong pres = 0;
+        if (kt__cl.clGetPlatformInfo(dev->platform, CL_PLATFORM_HOST_TIMER_RESOLUTION, sizeof pres, &pres,
+                                     NULL) == CL_SUCCESS)
+            dev->platform_timer_res = pres;
+    }
+    /* Only where the timer is advertised: on some 1.2 stacks the call through the loader never returns. */
+    dev->use_host_timer = v21 && dev->platform_timer_res != 0 && kt__cl.clGetDeviceAndHostTimer != NULL &&
+                          read_host_timer(dev) != 0;
+}
+
+static void calibrate(kt__cl_dev_t *dev)
+{
+    query_facts(dev);
+    int rc = 0;
+    if (!dev->use_host_timer)
+        rc = open_marker_queue(dev);
+    if (rc == 0)
+        rc = kt_clock_detect_domain(reader(dev), dev, 0, &dev->domain, &dev->domain_offset_ns);
+    if (rc == 0 && dev->domain == KT_DOMAIN_DEVICE)
+        rc = track_clock(dev);
+    if (rc < 0)
+        dev->domain = KT_DOMAIN_UNKNOWN;
+    if (dev->domain != KT_DOMAIN_DEVICE && dev->calib_queue) { /* only a device-epoch model refits */
+        kt__cl.clReleaseCommandQueue(dev->calib_queue);
+        kt__cl.clReleaseContext(dev->calib_context);
+        dev->calib_queue = NULL;
+        dev->calib_context = NULL;
+    }
+    dev->calib_error = rc;
+    dev->calibrated = 1;
+    publish(dev);
+}
+
+kt__cl_dev_t *kt__cl_dev_get(cl_device_id id)
+{
+    pthread_mutex_lock(&g_devs_lock);
+    kt__cl_dev_t *dev = g_devs;
+    while (dev && dev->id != id)
+        dev = dev->next;
+    if (!dev) {
+        dev = calloc(1, sizeof *dev);
+        if (dev) {
+            dev->id = id;
+            dev->domain = KT_DOMAIN_UNKNOWN;
+            /* Calibrating under the registry lock keeps it once per device; it is bounded (a few markers). */
+            calibrate(dev);
+            dev->next = g_devs;
+            g_devs = dev;
+        }
+    }
+    pthread_mutex_unlock(&g_devs_lock);
+    return dev;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Mapping
+ * ------------------------------------------------------------------------------------------------- */
+
+int kt__cl_dev_map(kt__cl_dev_t *dev, uint64_t device_ns, uint64_t *host_ns, uint64_t *uncertainty_ns)
+{
+    *host_ns = 0;
+    *uncertainty_ns = 0;
+    if (!device_ns)
+        return KT_EINVAL;
+    switch (dev->domain) {
+    case KT_DOMAIN_MONOTONIC_RAW: /* the timeline's own clock */
+        *host_ns = device_ns;
+        *uncertainty_ns = dev->resolution_ns > 1 ? dev->resolution_ns : 0;
+        return 0;
+    case KT_DOMAIN_MONOTONIC:
+    case KT_DOMAIN_REALTIME:
+        return kt_clock_domain_convert(device_ns, dev->domain, KT_DOMAIN_MONOTONIC_RAW, host_ns, uncertainty_ns);
+    case KT_DOMAIN_DEVICE:
+        if (!dev->tracker)
+            return KT_ESTATE;
+        if (dev->use_host_timer) /* non-blocking reads: keep the model fresh from here */
+            kt_clock_tracker_poll(dev->tracker, kt_now_ns());
+        return kt_clock_tracker_to_host(dev->tracker, device_ns, host_ns, uncertainty_ns);
+    default:
+        return KT_ESTATE;
+    }
+}
+
+void kt__cl_dev_refresh(kt__cl_dev_t *dev)
+{
+    if (dev->domain != KT_DOMAIN_DEVICE || !dev->tracker)
+        return;
+    if (kt_clock_tracker_poll(dev->tracker, kt_now_ns()) == 1)
+        publish(dev);
+}
+
+void kt__cl_dev_describe(kt__cl_dev_t *dev, kt_device_info_t *info)
+{
+    memset(info, 0, sizeof *info);
+    info->backend = KT_BACKEND_OPENCL;
+    snprintf(info->name, sizeof info->name, "%s", dev->name);
+    snprintf(info->clock_domain, sizeof info->clock_domain, "%s", kt_clock_domain_name(dev->domain));
+    info->resolution_ns = dev->resolution_ns;
+    info->frequency_hz = 1000000000ull; /* OpenCL profiling stamps are specified in ns */
+    info->valid_bits = 64;
+    uint64_t now = kt_now_ns();
+    kt_clock_model_t m;
+    if (dev->domain == KT_DOMAIN_DEVICE && dev->tracker && kt_clock_tracker_model(dev->tracker, &m) == 0) {
+        info->error_bound_ns = (uint64_t)(kt_clock_error_at(&m, now) + 0.5);
+        info->drift_ppm = m.drift_ppm;
+        info->model_samples = m.samples;
+    } else if (dev->domain == KT_DOMAIN_MONOTONIC || dev->domain == KT_DOMAIN_REALTIME) {
+        uint64_t host = 0, unc = 0;
+        if (kt_clock_domain_convert(kt_clock_now(dev->domain), dev->domain, KT_DOMAIN_MONOTONIC_RAW, &host,
+                                    &unc) == 0)
+            info->error_bound_ns = unc;
+        if (kt_clock_domain_model(dev->domain, &m) == 0) {
+            info->drift_ppm = m.drift_ppm;
+            info->model_samples = m.samples;
+        }
+    }
+}
+
+int kt_cl_device_info(cl_device_id device, kt_cl_device_info_t *info)
+{
+    if (!device || !info)
+        return KT_EINVAL;
+    int rc = kt_cl_load(NULL);
+    if (rc < 0)
+        return rc;
+    kt__cl_dev_t *dev = kt__cl_dev_get(device);
+    if (!dev)
+        return KT_ENOMEM;
+    kt__cl_dev_refresh(dev);
+    memset(info, 0, sizeof *info);
+    kt__cl_dev_describe(dev, &info->clock);
+    info->version_major = dev->version_major;
+    info->version_minor = dev->version_minor;
+    info->host_timer_resolution_ns = dev->platform_timer_res;
+    info->uses_host_timer = dev->use_host_timer;
+    info->domain_offset_ns = dev->domain_offset_ns;
+    return dev->calib_error;
+}

@@ -1,0 +1,203 @@
+/* vk_internal.h — internal: the Vulkan backend's function table, context layout and cross-file helpers. */
+#ifndef KT_VK_INTERNAL_H
+#define KT_VK_INTERNAL_H
+
+#ifndef VK_NO_PROTOTYPES
+#define VK_NO_PROTOTYPES
+#endif
+#include <ktiming.h>
+#include <ktiming/clock.h>
+#include <ktiming/vk.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "backends/vulkan/vk_ticks.h"
+
+/* ---------------------------------------------------------------------------------------------------
+ * Function table (resolved per context through vkGetInstanceProcAddr / vkGetDeviceProcAddr)
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Instance-level functions ktiming needs: X(name, required). */
+#define KT_VK_INSTANCE_FUNCS(X)                                                                            \
+    X(vkGetDeviceProcAddr, 1)                                                                              \
+    X(vkGetPhysicalDeviceProperties, 1)                                                                    \
+    X(vkGetPhysicalDeviceQueueFamilyProperties, 1)                                                         \
+    X(vkGetPhysicalDeviceMemoryProperties, 1)                                                              \
+    X(vkGetPhysicalDeviceCalibrateableTimeDomainsEXT, 0)
+
+/* Device-level functions: X(name, required). */
+#define KT_VK_DEVICE_FUNCS(X)                                                                              \
+    X(vkCreateQueryPool, 1)                                                                                \
+    X(vkDestroyQueryPool, 1)                                                                               \
+    X(vkGetQueryPoolResults, 1)                                                                            \
+    X(vkResetQueryPool, 0)                                                                                 \
+    X(vkResetQueryPoolEXT, 0)                                                                              \
+    X(vkCmdResetQueryPool, 1)                                                                              \
+    X(vkCmdWriteTimestamp, 1)                                                                              \
+    X(vkCmdCopyQueryPoolResults, 1)                                                                        \
+    X(vkCmdPipelineBarrier, 1)                                                                             \
+    X(vkCreateBuffer, 1)                                                                                   \
+    X(vkDestroyBuffer, 1)                                                                                  \
+    X(vkGetBufferMemoryRequirements, 1)                                                                    \
+    X(vkAllocateMemory, 1)                                                                                 \
+    X(vkFreeMemory, 1)                                                                                     \
+    X(vkBindBufferMemory, 1)                                                                               \
+    X(vkMapMemory, 1)                                                                                      \
+    X(vkUnmapMemory, 1)                                                                                    \
+    X(vkCreateCommandPool, 1)                                                                              \
+    X(vkDestroyCommandPool, 1)                                                                             \
+    X(vkAllocateCommandBuffers, 1)                                                                         \
+    X(vkFreeCommandBuffers, 1)                                                                             \
+    X(vkBeginCommandBuffer, 1)                                                                             \
+    X(vkEndCommandBuffer, 1)                                                                               \
+    X(vkResetCommandBuffer, 1)                                                                             \
+    X(vkQueueSubmit, 1)                                                                                    \
+    X(vkQueueWaitIdle, 1)                                                                                  \
+    X(vkCreateFence, 1)                                                                                    \
+    X(vkDestroyFence, 1)                                                                                   \
+    X(vkWaitForFences, 1)                                                                                  \
+    X(vkResetFences, 1)                                                                                    \
+    X(vkGetCalibratedTimestampsEXT, 0)
+
+/* Resolved pointers; NULL for optional functions the device does not expose. */
+typedef struct kt__vk_table_t {
+#define KT__VK_FIELD(name, req) PFN_##name name;
+    PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
+    KT_VK_INSTANCE_FUNCS(KT__VK_FIELD)
+    KT_VK_DEVICE_FUNCS(KT__VK_FIELD)
+#undef KT__VK_FIELD
+    PFN_vkResetQueryPool reset_query_pool;             /* core or EXT entry, NULL if neither */
+    PFN_vkGetCalibratedTimestampsEXT get_calibrated;   /* KHR or EXT entry (same ABI), NULL if not enabled */
+    PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT get_domains; /* KHR or EXT entry */
+} kt__vk_table_t;
+
+/* Fill `t` for (instance, device). KT_EUNAVAILABLE when a required function is missing. */
+int kt__vk_table_load(kt__vk_table_t *t, PFN_vkGetInstanceProcAddr gipa, VkInstance instance, VkDevice device);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Context
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Slot life: FREE -> OPEN (begin written) -> CLOSED (end written) -> READY (values read by the collector thread;
+ * copy mode skips it) -> DONE (handed to the recorder, or discarded) -> FREE (tail passed). */
+enum {
+    KT__VK_SLOT_FREE = 0,
+    KT__VK_SLOT_OPEN = 1,
+    KT__VK_SLOT_CLOSED = 2,
+    KT__VK_SLOT_READY = 3,
+    KT__VK_SLOT_DONE = 4
+};
+
+/* Bookkeeping of one ring slot (two queries: 2*i begin, 2*i+1 end). */
+typedef struct kt__vk_slot_t {
+    int state;               /* KT__VK_SLOT_* (under ctx->lock) */
+    kt_kernel_id_t kernel;   /* what is timed */
+    uint32_t thread;         /* kt_thread_ordinal() of the recording thread */
+    uint32_t gen;            /* bumped on every allocation: tells a reused slot from its previous use */
+    VkCommandBuffer cmd;     /* command buffer it was recorded into */
+    uint64_t enqueue_ns;     /* host time of kt_vk_begin */
+    uint64_t begin_raw;      /* begin timestamp once READY */
+    uint64_t end_raw;        /* end timestamp once READY (kept: the queries' last values, to spot stale reads) */
+    int read_once;           /* begin_raw/end_raw hold values read from the pool */
+} kt__vk_slot_t;
+
+#define KT__VK_SLOT_DROPPED UINT32_MAX
+
+/* A command buffer with open kt_vk_begin pairs. */
+typedef struct kt__vk_open_t {
+    VkCommandBuffer cmd;                  /* NULL = unused entry */
+    uint32_t depth;                       /* open pairs */
+    uint32_t stack[KT_VK_MAX_NESTING];    /* their slots (KT__VK_SLOT_DROPPED for dropped begins) */
+    uint32_t overflow;                    /* dropped begins nested deeper than the stack */
+} kt__vk_open_t;
+
+#define KT__VK_OPEN_MAX 64u
+#define KT__VK_NAME_CACHE 64u
+
+/* Name -> id cache entry (keyed by the caller's pointer, verified by content). */
+typedef struct kt__vk_name_t {
+    const char *key;     /* caller's pointer */
+    char *copy;          /* its content when cached */
+    kt_kernel_id_t id;   /* interned id */
+} kt__vk_name_t;
+
+struct kt_vk_ctx_t {
+    kt__vk_table_t vk;                  /* functions */
+    VkInstance instance;                /* application's */
+    VkPhysicalDevice physical_device;   /* application's */
+    VkDevice device;                    /* application's */
+    VkQueue queue;                      /* optional application queue (calibration, primitives) */
+    uint32_t queue_family;              /* timed family */
+    char device_name[128];              /* deviceName (truncated as in kt_device_info_t) */
+    uint32_t queue_id;                  /* kt_queue_register id */
+    double period_ns;                   /* timestampPeriod */
+    uint32_t valid_bits;                /* in use (desc override or family's) */
+    uint32_t family_valid_bits;         /* the family's */
+    int host_reset;                     /* pool reset on the host at creation (hostQueryReset enabled) */
+    uint64_t recalibrate_ns;            /* refit period for calibrated timestamps */
+
+    /* ring */
+    uint32_t cap;                       /* slots */
+    VkQueryPool pool;                   /* 2*cap ring queries + 1 calibration query */
+    VkBuffer buffer;                    /* readback: 32 bytes per slot + 1 calibration record */
+    VkDeviceMemory memory;              /* host-visible, coherent */
+    uint64_t *words;                    /* mapped buffer: per slot {begin, avail, end, avail} (atomic loads) */
+    kt__vk_slot_t *slots;               /* cap entries */
+    uint64_t head;                      /* next slot to hand out (monotonic) */
+    uint64_t tail;                      /* oldest slot not yet freed */
+    kt__vk_open_t open[KT__VK_OPEN_MAX];/* command buffers with open pairs */
+    uint32_t orphans;                   /* dropped begins of command buffers the open table had no room for */
+    kt__vk_name_t names[KT__VK_NAME_CACHE]; /* name cache */
+    pthread_mutex_t lock;               /* ring, open table, name cache, counters */
+
+    /* readback */
+    int copy_readback;                  /* 1: kt_vk_end copies results into `words`; 0: collector thread */
+    uint64_t poll_ns;                   /* collector poll period while slots are outstanding */
+    pthread_t thread;                   /* collector thread (thread mode) */
+    int thread_started;                 /* thread is running */
+    pthread_cond_t wake;                /* wakes the collector (under lock) */
+    pthread_cond_t pass_done;           /* signalled after every poll pass (under lock) */
+    int thread_stop;                    /* ask the collector to exit */
+    int thread_idle;                    /* collector waits for work: kt_vk_end signals `wake` */
+    int pass_requested;                 /* a flush wants a pass now */
+    uint64_t passes;                    /* completed poll passes */
+    uint64_t closed_unread;             /* CLOSED slots not read yet (thread mode) */
+
+    /* clock model (under model_lock) */
+    pthread_mutex_t model_lock;         /* model, unwrap state, calibration objects */
+    pthread_mutex_t collect_lock;       /* one collector at a time (others return at once) */
+    kt__vk_unwrap_t unwrap;             /* device counter unwrapping */
+    uint64_t base_ns;                   /* device ns of the unwrap base (the model's device timeline) */
+    int calibrated;                     /* VK_*_calibrated_timestamps in use */
+    VkTimeDomainEXT cal_host_domain;    /* host domain sampled with the device */
+    kt_clock_domain_t host_domain;      /* same as a ktiming domain */
+    kt_clock_domain_t device_domain;    /* detected time base */
+    int have_model;                     /* model valid */
+    kt_clock_model_t model;             /* device ns -> host_domain: the tracker's current model, cached */
+    kt_clock_tracker_t *tracker;        /* ring of recent samples and periodic refits (calibrate module) */
+    uint64_t last_fit_ns;               /* kt_now_ns of the last fit */
+    VkCommandPool cal_pool;             /* bracketing: tiny command buffer + fence */
+    VkCommandBuffer cal_cmd;
+    VkFence cal_fence;
+
+    /* counters */
+    atomic_uint_fast64_t begun, collected, dropped, discarded, collect_calls, collect_max_ns, recalibrations;
+    atomic_uint_fast64_t polls;         /* collector-thread driver reads */
+
+    struct kt_vk_ctx_t *next_live;      /* registry of live contexts for kt_flush */
+};
+
+/* Clock (vk_clock.c). model_lock held by the caller for the *_locked functions. */
+int kt__vk_clock_init(kt_vk_ctx_t *ctx);
+void kt__vk_clock_fini(kt_vk_ctx_t *ctx);
+int kt__vk_clock_refit_locked(kt_vk_ctx_t *ctx, int full);
+void kt__vk_clock_maybe_refit(kt_vk_ctx_t *ctx);
+/* Raw timestamp -> unwrapped device ns (model_lock held). host_ref_ns: host time (ktiming timeline) just before
+ * the timestamp was taken, used to resolve counter wrap through the model; 0 = unwrap by sequence only. */
+uint64_t kt__vk_device_ns_locked(kt_vk_ctx_t *ctx, uint64_t raw, uint64_t host_ref_ns);
+/* Device ns -> host timeline (model_lock held). */
+int kt__vk_map_locked(kt_vk_ctx_t *ctx, uint64_t device_ns, uint64_t *host_ns, uint64_t *uncertainty_ns);
+void kt__vk_publish(kt_vk_ctx_t *ctx);
+
+#endif

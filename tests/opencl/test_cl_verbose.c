@@ -1,0 +1,192 @@
+/* test_cl_verbose.c — KTIMING_VERBOSE=profile_exec: one line per completed command, printed from the
+ * completion path (the enqueuing thread only waits for the line to appear), with the documented fields. */
+#include "cl_test_util.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+static int g_saved_stdout = -1;
+static char g_path[64];
+
+/* Send stdout (where verbose lines go) to a temporary file. */
+static void capture_begin(void)
+{
+    fflush(stdout);
+    snprintf(g_path, sizeof g_path, "/tmp/kt_cl_verbose_XXXXXX");
+    int fd = mkstemp(g_path);
+    assert_true(fd >= 0);
+    g_saved_stdout = dup(1);
+    dup2(fd, 1);
+    close(fd);
+}
+
+static void capture_end(void)
+{
+    fflush(stdout);
+    dup2(g_saved_stdout, 1);
+    close(g_saved_stdout);
+}
+
+static char *read_capture(void)
+{
+    FILE *f = fopen(g_path, "r");
+    assert_non_null(f);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Split a line into comma-separated fields (in place); returns the count. */
+static int split(char *line, char **fields, int cap)
+{
+    int n = 0;
+    char *p = line;
+    while (n < cap) {
+        fields[n++] = p;
+        char *c = strchr(p, ',');
+        if (!c)
+            break;
+        *c = '\0';
+        p = c + 1;
+    }
+    return n;
+}
+
+/* The first line containing both needles, copied into out. */
+static int find_line(const char *text, const char *a, const char *b, char *out, size_t cap)
+{
+    for (const char *p = text; *p;) {
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len < cap) {
+            memcpy(out, p, len);
+            out[len] = '\0';
+            if (strstr(out, a) && strstr(out, b))
+                return 1;
+        }
+        p += len + (end ? 1 : 0);
+    }
+    return 0;
+}
+
+static void test_verbose_lines(void **state)
+{
+    (void)state;
+    cl_command_queue q = clt_queue(CL_QUEUE_PROFILING_ENABLE);
+    cl_command_queue qn = clt_queue(0);
+    cl_mem buf = clt_buffer(64);
+    cl_kernel tiny = clt_kernel("tiny", buf);
+    cl_kernel busy = clt_kernel("busy", buf);
+    clt_busy_iterations(q, busy, 5.0);
+    kt_cl_ctx_t *kc = NULL, *kn = NULL;
+    assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
+    assert_int_equal(kt_cl_attach(qn, NULL, &kn), 0);
+    kt_cl_ctx_info_t info;
+    kt_cl_ctx_query(kc, &info);
+    assert_int_equal(info.mode, KT_CL_MODE_ASYNC);
+
+    capture_begin();
+    cl_int err = 0;
+    cl_event gate = clt.api->clCreateUserEvent(clt.context, &err);
+    size_t g = 64;
+    assert_int_equal(kt_cl_enqueue_ndrange(kc, tiny, 1, NULL, &g, NULL, 1, &gate, NULL), CL_SUCCESS);
+    clt_sleep_ms(20);
+    fflush(stdout);
+    int early = strstr(read_capture(), ",tiny,") != NULL;
+    clt.api->clSetUserEventStatus(gate, CL_COMPLETE);
+    /* No ktiming or OpenCL call from here on this thread: the line must come from the completion path. */
+    int seen = 0;
+    for (int i = 0; i < 10000 && !seen; i++) {
+        clt_sleep_ms(1);
+        seen = strstr(read_capture(), ",tiny,") != NULL;
+    }
+    assert_int_equal(kt_cl_enqueue_ndrange(kc, busy, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
+    cl_event gate2 = clt.api->clCreateUserEvent(clt.context, &err);
+    cl_event failing = NULL;
+    assert_int_equal(clt.api->clEnqueueNDRangeKernel(q, tiny, 1, NULL, &g, NULL, 1, &gate2, &failing), CL_SUCCESS);
+    assert_int_equal(kt_cl_track(kc, failing, "fail,ing"), 0);
+    clt.api->clSetUserEventStatus(gate2, -3);
+    assert_int_equal(kt_cl_enqueue_ndrange(kn, busy, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
+    assert_int_equal(kt_cl_flush(NULL, 0), 0);
+    capture_end();
+
+    assert_false(early);
+    assert_true(seen);
+    const char *text = read_capture();
+    printf("%s", text);
+    char line[512], *f[16];
+    char dev[128];
+    snprintf(dev, sizeof dev, "%s", clt.device_name);
+    for (char *p = dev; *p; p++)
+        if (*p == ',')
+            *p = ';';
+
+    assert_true(find_line(text, ",tiny,", ",device", line, sizeof line));
+    assert_int_equal(split(line, f, 16), 9);
+    assert_string_equal(f[0], "ktiming");
+    assert_string_equal(f[1], "exec");
+    assert_string_equal(f[2], "opencl");
+    assert_string_equal(f[3], dev);
+    assert_string_equal(f[4], "tiny");
+    assert_true(atof(f[5]) >= 0.0);
+    assert_true(atof(f[7]) >= 0.0);
+    assert_string_equal(f[8], "device");
+
+    /* The busy line's time is the recorded duration (device) — 5 ms-ish, not the gate wait. */
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = clt_find(s, "busy");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 2);
+    assert_true(find_line(text, ",busy,", ",device", line, sizeof line));
+    assert_int_equal(split(line, f, 16), 9);
+    double ms = atof(f[5]);
+    assert_true(ms > 0.0);
+    int matched = 0;
+    for (size_t i = 0; i < s->span_count; i++)
+        if (&s->entries[s->spans[i].entry] == e && (s->spans[i].flags & KT_SPAN_DEVICE))
+            matched |= fabs((double)s->spans[i].duration_ns / 1e6 - ms) < 1e-5;
+    assert_true(matched);
+    kt_snapshot_free(s);
+
+    /* Host-timed fallback line (queue without profiling): empty stage delays, "host". */
+    assert_true(find_line(text, ",busy,", ",host", line, sizeof line));
+    assert_int_equal(split(line, f, 16), 9);
+    assert_string_equal(f[4], "busy");
+    assert_string_equal(f[6], "");
+    assert_string_equal(f[7], "");
+    assert_string_equal(f[8], "host");
+
+    /* The failed command: an error line, name sanitised, negative status. */
+    assert_true(find_line(text, "ktiming,error,", "", line, sizeof line));
+    assert_int_equal(split(line, f, 16), 6);
+    assert_string_equal(f[2], "opencl");
+    assert_string_equal(f[4], "fail;ing");
+    assert_true(atoi(f[5]) < 0);
+
+    unlink(g_path);
+    assert_int_equal(kt_cl_detach(kc), 0);
+    assert_int_equal(kt_cl_detach(kn), 0);
+    clt.api->clReleaseEvent(failing);
+    clt.api->clReleaseEvent(gate);
+    clt.api->clReleaseEvent(gate2);
+    clt.api->clReleaseKernel(tiny);
+    clt.api->clReleaseKernel(busy);
+    clt.api->clReleaseMemObject(buf);
+    clt.api->clReleaseCommandQueue(q);
+    clt.api->clReleaseCommandQueue(qn);
+}
+
+int main(void)
+{
+    if (clt_init() != 0) {
+        fprintf(stderr, "no OpenCL device: skipped\n");
+        return KT_TEST_SKIP;
+    }
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_verbose_lines)};
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    clt.api->clReleaseProgram(clt.program);
+    clt.api->clReleaseContext(clt.context);
+    return rc;
+}

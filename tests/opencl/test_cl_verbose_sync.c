@@ -1,0 +1,72 @@
+/* test_cl_verbose_sync.c — KTIMING_VERBOSE_SYNC=1: the blocking baseline. The enqueue returns only after the
+ * command completed and was recorded, with its verbose line already written, on the enqueuing thread. */
+#include "cl_test_util.h"
+
+#include <unistd.h>
+
+static void test_sync_mode(void **state)
+{
+    (void)state;
+    cl_command_queue q = clt_queue(CL_QUEUE_PROFILING_ENABLE);
+    cl_mem buf = clt_buffer(64);
+    cl_kernel busy = clt_kernel("busy", buf);
+    clt_busy_iterations(q, busy, 5.0);
+    kt_cl_ctx_t *kc = NULL;
+    assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
+    kt_cl_ctx_info_t info;
+    kt_cl_ctx_query(kc, &info);
+    assert_int_equal(info.mode, KT_CL_MODE_SYNC);
+
+    fflush(stdout);
+    char path[] = "/tmp/kt_cl_vsync_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    int saved = dup(1);
+    dup2(fd, 1);
+    size_t g = 64;
+    cl_event ev = NULL;
+    uint64_t t0 = kt_now_ns();
+    assert_int_equal(kt_cl_enqueue_ndrange(kc, busy, 1, NULL, &g, NULL, 0, NULL, &ev), CL_SUCCESS);
+    uint64_t t1 = kt_now_ns();
+    cl_int status = clt_event_status(ev); /* before any flush or wait of ours */
+    kt_cl_ctx_query(kc, &info);
+    dup2(saved, 1);
+    close(saved);
+
+    assert_int_equal(status, CL_COMPLETE);
+    assert_int_equal(info.in_flight, 0);
+    assert_int_equal(info.tracked, 1);
+    char text[4096] = {0};
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    close(fd);
+    unlink(path);
+    assert_true(n > 0);
+    printf("%s", text);
+    assert_non_null(strstr(text, "ktiming,exec,opencl,"));
+    assert_non_null(strstr(text, ",busy,"));
+    assert_non_null(strstr(text, ",device\n"));
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = clt_find(s, "busy");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 1);
+    assert_true(e->last_ns <= t1 - t0); /* the wait covered the whole command */
+    kt_snapshot_free(s);
+    assert_int_equal(kt_cl_detach(kc), 0);
+    clt.api->clReleaseEvent(ev);
+    clt.api->clReleaseKernel(busy);
+    clt.api->clReleaseMemObject(buf);
+    clt.api->clReleaseCommandQueue(q);
+}
+
+int main(void)
+{
+    if (clt_init() != 0) {
+        fprintf(stderr, "no OpenCL device: skipped\n");
+        return KT_TEST_SKIP;
+    }
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_sync_mode)};
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    clt.api->clReleaseProgram(clt.program);
+    clt.api->clReleaseContext(clt.context);
+    return rc;
+}

@@ -1,0 +1,255 @@
+/* clprog.c — a small, ordinary OpenCL program (no ktiming inside) that the `ktiming run` tests and the
+ * run_overhead bench time from outside. Its stdout is deterministic so runs with and without ktiming compare.
+ *
+ *   clprog [--no-events] [--iterations N] [--size N]
+ *     per iteration: vadd x2 on queue A (clCreateCommandQueue, no profiling asked), scale x1 on queue B
+ *     (clCreateCommandQueueWithProperties, a property list without profiling); once: fill via clEnqueueTask,
+ *     a vadd with global size 0 (an empty, successful command since OpenCL 2.1 — it is a dispatch too) and
+ *     one that fails (a kernel with unset arguments). With events it waits on and releases them; with
+ *     --no-events it passes NULL and uses clFinish. Dispatches: vadd 2N+1, scale N, fill 1.
+ *   Prints checksums, the return codes, and what the program can observe of its queues: CL_QUEUE_PROPERTIES,
+ *   CL_QUEUE_PROPERTIES_ARRAY, clGetEventProfilingInfo on a queue-A event (reference counts are left out:
+ *   drivers count their own internal references, so they vary from run to run).
+ *
+ * Built twice: clprog links -lOpenCL; clprog_dl (CLPROG_DLOPEN) has no link to OpenCL at all, dlopens
+ * libOpenCL.so.1 and fetches every entry point with dlsym — clEnqueueNDRangeKernel first through
+ * clGetExtensionFunctionAddressForPlatform, as some programs do. Exits 77 when there is no OpenCL device.
+ */
+#define CL_TARGET_OPENCL_VERSION 300
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
+#define CL_USE_DEPRECATED_OPENCL_1_1_APIS
+#include <CL/cl.h>
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The entry points used, filled from the linked loader or with dlsym. */
+#define CLPROG_FUNCS(X)                                                                                          \
+    X(clGetPlatformIDs) X(clGetDeviceIDs) X(clCreateContext) X(clReleaseContext) X(clCreateCommandQueue)         \
+    X(clCreateCommandQueueWithProperties) X(clReleaseCommandQueue) X(clGetCommandQueueInfo)                     \
+    X(clCreateProgramWithSource) X(clBuildProgram) X(clReleaseProgram) X(clCreateKernel) X(clReleaseKernel)     \
+    X(clSetKernelArg) X(clCreateBuffer) X(clReleaseMemObject) X(clEnqueueReadBuffer) X(clEnqueueWriteBuffer)    \
+    X(clEnqueueNDRangeKernel) X(clEnqueueTask) X(clWaitForEvents) X(clReleaseEvent) X(clFinish)                 \
+    X(clGetEventProfilingInfo) X(clGetExtensionFunctionAddressForPlatform)
+
+/* The program's OpenCL entry points. */
+typedef struct clprog_api_t {
+#define CLPROG_FIELD(fn) __typeof__(&fn) fn;
+    CLPROG_FUNCS(CLPROG_FIELD)
+#undef CLPROG_FIELD
+} clprog_api_t;
+
+static clprog_api_t cl;
+
+static int load_api(cl_platform_id *platform)
+{
+#ifdef CLPROG_DLOPEN
+    void *h = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return -1;
+#define CLPROG_SYM(fn) *(void **)&cl.fn = dlsym(h, #fn);
+    CLPROG_FUNCS(CLPROG_SYM)
+#undef CLPROG_SYM
+#else
+#define CLPROG_LINK(fn) cl.fn = fn;
+    CLPROG_FUNCS(CLPROG_LINK)
+#undef CLPROG_LINK
+#endif
+    cl_uint n = 0;
+    if (!cl.clGetPlatformIDs || cl.clGetPlatformIDs(1, platform, &n) != CL_SUCCESS || n == 0)
+        return -1;
+#ifdef CLPROG_DLOPEN
+    /* the extension-address route first (loaders and drivers may or may not answer for core names) */
+    void *fn = cl.clGetExtensionFunctionAddressForPlatform
+                   ? cl.clGetExtensionFunctionAddressForPlatform(*platform, "clEnqueueNDRangeKernel")
+                   : NULL;
+    if (fn)
+        *(void **)&cl.clEnqueueNDRangeKernel = fn;
+    fprintf(stderr, "clprog_dl: clEnqueueNDRangeKernel from %s\n", fn ? "clGetExtensionFunctionAddressForPlatform"
+                                                                      : "dlsym");
+#endif
+    return 0;
+}
+
+static const char kSource[] =
+    "kernel void vadd(global const float *a, global const float *b, global float *c) {\n"
+    "  size_t i = get_global_id(0); c[i] = a[i] + b[i]; }\n"
+    "kernel void scale(global float *x, float k) { size_t i = get_global_id(0); x[i] = x[i] * k; }\n"
+    "kernel void fill(global float *x, int n, float v) { for (int i = 0; i < n; i++) x[i] = v + (float)i; }\n";
+
+#define CHECK(call)                                                                                              \
+    do {                                                                                                         \
+        cl_int rc_ = (call);                                                                                     \
+        if (rc_ != CL_SUCCESS) {                                                                                 \
+            fprintf(stderr, "clprog: %s failed: %d\n", #call, rc_);                                              \
+            exit(1);                                                                                             \
+        }                                                                                                        \
+    } while (0)
+
+static double checksum(const float *v, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += (double)v[i] * (double)((i % 7) + 1);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    int events = 1, iterations = 4;
+    size_t n = 1 << 16;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--no-events"))
+            events = 0;
+        else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
+            iterations = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc)
+            n = (size_t)strtoull(argv[++i], NULL, 10);
+        else {
+            fprintf(stderr, "usage: clprog [--no-events] [--iterations N] [--size N]\n");
+            return 2;
+        }
+    }
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_uint ndev = 0;
+    if (load_api(&platform) != 0 || cl.clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device, &ndev) != CL_SUCCESS ||
+        ndev == 0) {
+        fprintf(stderr, "clprog: no OpenCL device\n");
+        return 77;
+    }
+    cl_int err;
+    cl_context ctx = cl.clCreateContext(NULL, 1, &device, NULL, NULL, &err);
+    CHECK(err);
+    cl_command_queue qa = cl.clCreateCommandQueue(ctx, device, 0, &err);
+    CHECK(err);
+    const cl_queue_properties bprops[] = {CL_QUEUE_PROPERTIES, 0, 0};
+    cl_command_queue qb = cl.clCreateCommandQueueWithProperties(ctx, device, bprops, &err);
+    CHECK(err);
+    const char *src = kSource;
+    cl_program prog = cl.clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    CHECK(err);
+    CHECK(cl.clBuildProgram(prog, 1, &device, "", NULL, NULL));
+    cl_kernel kvadd = cl.clCreateKernel(prog, "vadd", &err);
+    CHECK(err);
+    cl_kernel kscale = cl.clCreateKernel(prog, "scale", &err);
+    CHECK(err);
+    cl_kernel kfill = cl.clCreateKernel(prog, "fill", &err);
+    CHECK(err);
+
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
+    if (!a || !b || !c)
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (float)(i % 1000) * 0.5f;
+        b[i] = (float)(i % 37);
+    }
+    cl_mem ba = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof *a, a, &err);
+    CHECK(err);
+    cl_mem bb = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof *b, b, &err);
+    CHECK(err);
+    cl_mem bc = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * sizeof *c, NULL, &err);
+    CHECK(err);
+    CHECK(cl.clSetKernelArg(kvadd, 0, sizeof ba, &ba));
+    CHECK(cl.clSetKernelArg(kvadd, 1, sizeof bb, &bb));
+    CHECK(cl.clSetKernelArg(kvadd, 2, sizeof bc, &bc));
+    float k = 1.0009765625f;
+    CHECK(cl.clSetKernelArg(kscale, 0, sizeof bc, &bc));
+    CHECK(cl.clSetKernelArg(kscale, 1, sizeof k, &k));
+
+    size_t gws = n;
+    cl_event probe = NULL;
+    for (int it = 0; it < iterations; it++) {
+        cl_event ev[3] = {NULL, NULL, NULL};
+        CHECK(cl.clEnqueueNDRangeKernel(qa, kvadd, 1, NULL, &gws, NULL, 0, NULL, events ? &ev[0] : NULL));
+        CHECK(cl.clEnqueueNDRangeKernel(qa, kvadd, 1, NULL, &gws, NULL, 0, NULL, events ? &ev[1] : NULL));
+        if (events) {
+            CHECK(cl.clWaitForEvents(2, ev));
+            CHECK(cl.clEnqueueNDRangeKernel(qb, kscale, 1, NULL, &gws, NULL, 0, NULL, &ev[2]));
+            CHECK(cl.clWaitForEvents(1, &ev[2]));
+            if (!probe) {
+                probe = ev[0];
+                ev[0] = NULL;
+            }
+            for (int e = 0; e < 3; e++)
+                if (ev[e])
+                    CHECK(cl.clReleaseEvent(ev[e]));
+        } else {
+            CHECK(cl.clFinish(qa));
+            CHECK(cl.clEnqueueNDRangeKernel(qb, kscale, 1, NULL, &gws, NULL, 0, NULL, NULL));
+            CHECK(cl.clFinish(qb));
+        }
+    }
+    CHECK(cl.clEnqueueReadBuffer(qa, bc, CL_TRUE, 0, n * sizeof *c, c, 0, NULL, NULL));
+    printf("checksum c = %.6f\n", checksum(c, n));
+
+    /* a single work-item kernel through clEnqueueTask */
+    int fill_n = 1024;
+    float fill_v = 3.0f;
+    CHECK(cl.clSetKernelArg(kfill, 0, sizeof ba, &ba));
+    CHECK(cl.clSetKernelArg(kfill, 1, sizeof fill_n, &fill_n));
+    CHECK(cl.clSetKernelArg(kfill, 2, sizeof fill_v, &fill_v));
+    cl_event tev = NULL;
+    CHECK(cl.clEnqueueTask(qa, kfill, 0, NULL, events ? &tev : NULL));
+    if (tev) {
+        CHECK(cl.clWaitForEvents(1, &tev));
+        CHECK(cl.clReleaseEvent(tev));
+    }
+    CHECK(cl.clEnqueueReadBuffer(qa, ba, CL_TRUE, 0, n * sizeof *a, a, 0, NULL, NULL));
+    printf("checksum a = %.6f\n", checksum(a, n));
+
+    /* errors the program must see unchanged */
+    size_t zero = 0;
+    cl_event bad = NULL;
+    printf("enqueue with global size 0 -> %d\n",
+           cl.clEnqueueNDRangeKernel(qa, kvadd, 1, NULL, &zero, NULL, 0, NULL, &bad));
+    cl_kernel unset = cl.clCreateKernel(prog, "vadd", &err);
+    CHECK(err);
+    printf("enqueue with unset arguments -> %d\n",
+           cl.clEnqueueNDRangeKernel(qa, unset, 1, NULL, &gws, NULL, 0, NULL, NULL));
+    printf("event of the size-0 enqueue: %s\n", bad ? "set" : "untouched");
+    if (bad) {
+        CHECK(cl.clWaitForEvents(1, &bad));
+        CHECK(cl.clReleaseEvent(bad));
+    }
+
+    /* what the program can see of its queues */
+    cl_command_queue_properties pa = 0, pb = 0;
+    CHECK(cl.clGetCommandQueueInfo(qa, CL_QUEUE_PROPERTIES, sizeof pa, &pa, NULL));
+    CHECK(cl.clGetCommandQueueInfo(qb, CL_QUEUE_PROPERTIES, sizeof pb, &pb, NULL));
+    printf("queue A properties = 0x%llx, queue B properties = 0x%llx\n", (unsigned long long)pa,
+           (unsigned long long)pb);
+    size_t arr_size = 0;
+    cl_queue_properties arr[16] = {0};
+    cl_int arr_rc = cl.clGetCommandQueueInfo(qb, CL_QUEUE_PROPERTIES_ARRAY, sizeof arr, arr, &arr_size);
+    printf("queue B properties array -> %d, %zu entries:", arr_rc, arr_size / sizeof arr[0]);
+    for (size_t i = 0; arr_rc == CL_SUCCESS && i < arr_size / sizeof arr[0] && i < 16; i++)
+        printf(" 0x%llx", (unsigned long long)arr[i]);
+    printf("\n");
+    if (probe) {
+        cl_ulong t = 0;
+        printf("profiling info of a queue-A event -> %d\n",
+               cl.clGetEventProfilingInfo(probe, CL_PROFILING_COMMAND_END, sizeof t, &t, NULL));
+        CHECK(cl.clReleaseEvent(probe));
+    }
+
+    CHECK(cl.clReleaseKernel(unset));
+    CHECK(cl.clReleaseKernel(kvadd));
+    CHECK(cl.clReleaseKernel(kscale));
+    CHECK(cl.clReleaseKernel(kfill));
+    CHECK(cl.clReleaseProgram(prog));
+    CHECK(cl.clReleaseMemObject(ba));
+    CHECK(cl.clReleaseMemObject(bb));
+    CHECK(cl.clReleaseMemObject(bc));
+    CHECK(cl.clReleaseCommandQueue(qa));
+    CHECK(cl.clReleaseCommandQueue(qb));
+    CHECK(cl.clReleaseContext(ctx));
+    free(a);
+    free(b);
+    free(c);
+    printf("done: %d iterations, %s\n", iterations, events ? "events" : "no events");
+    return 0;
+}

@@ -1,0 +1,216 @@
+/* test_run_opencl.c — `ktiming run` on an unmodified OpenCL program (clprog): kernels timed with the right
+ * names and counts on device timestamps, the program's stdout and exit status unchanged; with events, without
+ * events, through dlopen + dlsym (loader layer), LD_PRELOAD only; the trace and HTML outputs; a program
+ * without OpenCL. Exits 77 when there is no OpenCL device. */
+#include "run_util.h"
+
+#include <cjson/cJSON.h>
+
+#define ITERATIONS 4
+#define N_VADD (2 * ITERATIONS + 1) /* two per iteration, plus the empty size-0 one */
+#define N_SCALE ITERATIONS
+#define N_FILL 1
+
+/* clprog [arg] under ktiming run with --opencl mode [and more]. */
+static kt_snapshot_t *both(const char *prog, const char *arg, const char *mode, const char *trace, const char *html)
+{
+    const char *p[] = {prog, arg, NULL};
+    const char *k[8] = {"--opencl", mode};
+    int n = 2;
+    if (trace) {
+        k[n++] = "--trace";
+        k[n++] = trace;
+    }
+    if (html) {
+        k[n++] = "--html";
+        k[n++] = html;
+    }
+    k[n] = NULL;
+    return ru_run_both(p, k);
+}
+
+/* Names and counts of the OpenCL kernels, and every span of them on device timestamps. */
+static void assert_timed(const kt_snapshot_t *s)
+{
+    assert_non_null(s);
+    const char *names[] = {"vadd", "scale", "fill"};
+    const uint64_t counts[] = {N_VADD, N_SCALE, N_FILL};
+    size_t opencl_entries = 0;
+    for (size_t i = 0; i < s->count; i++)
+        opencl_entries += s->entries[i].backend == KT_BACKEND_OPENCL;
+    assert_int_equal(opencl_entries, 3);
+    for (int k = 0; k < 3; k++) {
+        const kt_kernel_timing_t *e = NULL;
+        for (size_t i = 0; i < s->count; i++)
+            if (s->entries[i].backend == KT_BACKEND_OPENCL && !strcmp(s->entries[i].name, names[k]))
+                e = &s->entries[i];
+        if (!e)
+            fail_msg("kernel %s not in the snapshot", names[k]);
+        if (e->dispatch_count != counts[k])
+            fail_msg("kernel %s: %llu dispatches, expected %llu", names[k], (unsigned long long)e->dispatch_count,
+                     (unsigned long long)counts[k]);
+        assert_int_equal(e->errors, 0);
+        assert_int_equal(e->dropped, 0);
+        assert_true(e->max_ns > 0);
+    }
+    size_t device_spans = 0;
+    for (size_t i = 0; i < s->span_count; i++) {
+        const kt_span_t *sp = &s->spans[i];
+        if (s->entries[sp->entry].backend != KT_BACKEND_OPENCL)
+            continue;
+        assert_true(sp->flags & KT_SPAN_DEVICE);         /* profiling was forced on... */
+        assert_false(sp->flags & KT_SPAN_HOST_TIMED);    /* ...so no host-timed fallback */
+        assert_true(sp->enqueue_ns > 0 && sp->enqueue_ns <= sp->start_ns + sp->uncertainty_ns + 1000000);
+        device_spans++;
+    }
+    assert_int_equal(device_spans, N_VADD + N_SCALE + N_FILL);
+    assert_int_equal(s->queue_count, 2);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Tests
+ * ------------------------------------------------------------------------------------------------- */
+
+static void test_events(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = both(CLPROG, NULL, "auto", NULL, NULL);
+    assert_timed(s);
+    kt_snapshot_free(s);
+}
+
+static void test_no_events(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = both(CLPROG, "--no-events", "auto", NULL, NULL);
+    assert_timed(s);
+    kt_snapshot_free(s);
+}
+
+/* dlopen("libOpenCL.so.1") + dlsym: an LD_PRELOAD hook never sees these calls; the loader layer does. */
+static void test_dlopen_layer(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = both(CLPROG_DL, NULL, "auto", NULL, NULL);
+    assert_timed(s);
+    kt_snapshot_free(s);
+    s = both(CLPROG_DL, "--no-events", "layer", NULL, NULL);
+    assert_timed(s);
+    kt_snapshot_free(s);
+}
+
+/* LD_PRELOAD alone (what a loader without layers gets): linked programs are timed, dlopen ones are not. */
+static void test_preload_only(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = both(CLPROG, NULL, "preload", NULL, NULL);
+    assert_timed(s);
+    kt_snapshot_free(s);
+    s = both(CLPROG_DL, NULL, "preload", NULL, NULL);
+    assert_null(s); /* ran unchanged, untimed */
+}
+
+/* --trace and --html from the same run: the trace has the host thread, both queues, matched flows. */
+static void test_outputs(void **state)
+{
+    (void)state;
+    char *trace = ru_path("trace.json"), *html = ru_path("report.html");
+    kt_snapshot_t *s = both(CLPROG, NULL, "auto", trace, html);
+    assert_timed(s);
+    kt_snapshot_free(s);
+    FILE *f = fopen(trace, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    cJSON *doc = cJSON_Parse(buf);
+    free(buf);
+    assert_non_null(doc);
+    const cJSON *ev, *events = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
+    int device_x = 0, enqueue_x = 0, s_n = 0, f_n = 0, queue_tracks = 0, host_threads = 0;
+    long ids_s = 0, ids_f = 0;
+    cJSON_ArrayForEach(ev, events) {
+        const char *ph = cJSON_GetObjectItemCaseSensitive(ev, "ph")->valuestring;
+        const char *cat = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "cat"));
+        int pid = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ev, "pid"));
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "name"));
+        if (!strcmp(ph, "X") && cat && !strcmp(cat, "OpenCL"))
+            device_x++;
+        if (!strcmp(ph, "X") && cat && !strcmp(cat, "enqueue"))
+            enqueue_x++;
+        if (!strcmp(ph, "s")) {
+            s_n++;
+            ids_s += (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ev, "id"));
+        }
+        if (!strcmp(ph, "f")) {
+            f_n++;
+            ids_f += (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ev, "id"));
+        }
+        if (!strcmp(ph, "M") && !strcmp(name, "thread_name")) {
+            if (pid == 1)
+                host_threads++;
+            else
+                queue_tracks++;
+        }
+    }
+    assert_int_equal(device_x, N_VADD + N_SCALE + N_FILL);
+    assert_int_equal(enqueue_x, device_x);
+    assert_int_equal(s_n, device_x);
+    assert_int_equal(f_n, device_x);
+    assert_true(ids_s == ids_f);
+    assert_true(queue_tracks >= 2);  /* two queues (more lanes if kernels overlapped) */
+    assert_int_equal(host_threads, 1); /* clprog enqueues from its main thread only */
+    cJSON_Delete(doc);
+    f = fopen(html, "rb");
+    assert_non_null(f);
+    char head[64] = "";
+    assert_true(fread(head, 1, sizeof head - 1, f) > 0);
+    fclose(f);
+    assert_non_null(strstr(head, "<!DOCTYPE html>"));
+}
+
+/* Exit status passes through; a program without OpenCL runs as usual and nothing is written. */
+static void test_status_and_no_opencl(void **state)
+{
+    (void)state;
+    char *argv[] = {KT_CLI, "run", "--", "/bin/sh", "-c", "echo hello; exit 3", NULL};
+    int st = -1;
+    char *out = ru_run(argv, &st);
+    assert_int_equal(st, 3);
+    assert_string_equal(out, "hello\n");
+    free(out);
+    char *argv2[] = {KT_CLI, "run", "--", "/bin/sh", "-c", "kill -TERM $$", NULL};
+    out = ru_run(argv2, &st);
+    assert_int_equal(st, 128 + 15);
+    free(out);
+    char *argv3[] = {KT_CLI, "run", "--", "/nonexistent/program", NULL};
+    out = ru_run(argv3, &st);
+    assert_int_equal(st, 127);
+    free(out);
+}
+
+int main(void)
+{
+    char *probe_argv[] = {CLPROG, "--iterations", "1", "--size", "64", NULL};
+    int st = -1;
+    char *out = ru_run(probe_argv, &st);
+    free(out);
+    if (st == 77) {
+        fprintf(stderr, "test_run_opencl: no OpenCL device, skipping\n");
+        return 77;
+    }
+    if (ru_setup() != 0)
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_events),       cmocka_unit_test(test_no_events),
+        cmocka_unit_test(test_dlopen_layer), cmocka_unit_test(test_preload_only),
+        cmocka_unit_test(test_outputs),      cmocka_unit_test(test_status_and_no_opencl),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    ru_teardown();
+    return rc;
+}

@@ -1,0 +1,373 @@
+/* vkprog.c — a small, ordinary Vulkan compute program (no ktiming inside) for the `ktiming run` tests. It loads
+ * Vulkan the way an LD_PRELOAD hook can't see: dlopen("libvulkan.so.1") and every function through
+ * vkGetInstanceProcAddr / vkGetDeviceProcAddr. stdout is deterministic, to compare runs with and without ktiming.
+ *
+ *   vkprog [--validation] [--reuse] [--iterations N] [--size N]
+ *     per iteration, one ONE_TIME_SUBMIT command buffer: vadd (entry point "vadd"), barrier, scale (entry point
+ *     "main", pipeline named "scale" with VK_EXT_debug_utils), submitted and waited on with a fence.
+ *     --reuse: then one command buffer recorded once (no ONE_TIME_SUBMIT) with a scale dispatch, submitted 3
+ *     times. --validation: enables VK_LAYER_KHRONOS_validation; every warning or error it reports is printed
+ *     on stderr and makes the exit status 3.
+ *   Exits 77 when there is no Vulkan device with a compute queue.
+ */
+#define VK_NO_PROTOTYPES
+#include <vulkan/vulkan.h>
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vadd_spv.h"
+#include "scale_spv.h"
+
+/* ---------------------------------------------------------------------------------------------------
+ * Entry points, all fetched at run time
+ * ------------------------------------------------------------------------------------------------- */
+#define VKP_INSTANCE_FUNCS(X)                                                                                    \
+    X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceQueueFamilyProperties)               \
+    X(vkGetPhysicalDeviceMemoryProperties) X(vkCreateDevice) X(vkGetDeviceProcAddr)                             \
+    X(vkCreateDebugUtilsMessengerEXT) X(vkDestroyDebugUtilsMessengerEXT)
+#define VKP_DEVICE_FUNCS(X)                                                                                      \
+    X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkCreateBuffer) X(vkDestroyBuffer) X(vkGetBufferMemoryRequirements)   \
+    X(vkAllocateMemory) X(vkFreeMemory) X(vkBindBufferMemory) X(vkMapMemory) X(vkUnmapMemory)                    \
+    X(vkCreateShaderModule) X(vkDestroyShaderModule) X(vkCreateDescriptorSetLayout)                              \
+    X(vkDestroyDescriptorSetLayout) X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout)                         \
+    X(vkCreateComputePipelines) X(vkDestroyPipeline) X(vkCreateDescriptorPool) X(vkDestroyDescriptorPool)        \
+    X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets) X(vkCreateCommandPool) X(vkDestroyCommandPool)         \
+    X(vkAllocateCommandBuffers) X(vkFreeCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)            \
+    X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) X(vkCmdDispatch)                       \
+    X(vkCmdPipelineBarrier) X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences)               \
+    X(vkResetFences) X(vkDeviceWaitIdle) X(vkSetDebugUtilsObjectNameEXT)
+
+#define VKP_DECLARE(fn) static PFN_##fn fn;
+static PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
+static PFN_vkCreateInstance vkCreateInstance;
+static PFN_vkEnumerateInstanceLayerProperties vkEnumerateInstanceLayerProperties;
+VKP_INSTANCE_FUNCS(VKP_DECLARE)
+VKP_DEVICE_FUNCS(VKP_DECLARE)
+#undef VKP_DECLARE
+
+static int g_validation_messages;
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                 VkDebugUtilsMessageTypeFlagsEXT types,
+                                                 const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
+{
+    (void)types;
+    (void)user;
+    if (severity & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)) {
+        g_validation_messages++;
+        fprintf(stderr, "vkprog: validation: %s\n", data && data->pMessage ? data->pMessage : "?");
+    }
+    return VK_FALSE;
+}
+
+#define CHECK(call)                                                                                              \
+    do {                                                                                                         \
+        VkResult r_ = (call);                                                                                    \
+        if (r_ != VK_SUCCESS) {                                                                                  \
+            fprintf(stderr, "vkprog: %s failed: %d\n", #call, (int)r_);                                          \
+            exit(1);                                                                                             \
+        }                                                                                                        \
+    } while (0)
+
+/* A host-visible buffer. */
+typedef struct vkp_buf_t {
+    VkBuffer buf;       /* buffer */
+    VkDeviceMemory mem; /* its memory */
+    float *map;         /* mapped */
+} vkp_buf_t;
+
+static void buf_create(VkDevice dev, const VkPhysicalDeviceMemoryProperties *mp, size_t bytes, vkp_buf_t *b)
+{
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = bytes,
+                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    CHECK(vkCreateBuffer(dev, &bi, NULL, &b->buf));
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(dev, b->buf, &req);
+    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    uint32_t type = UINT32_MAX;
+    for (uint32_t i = 0; i < mp->memoryTypeCount && type == UINT32_MAX; i++)
+        if ((req.memoryTypeBits & (1u << i)) && (mp->memoryTypes[i].propertyFlags & want) == want)
+            type = i;
+    if (type == UINT32_MAX) {
+        fprintf(stderr, "vkprog: no host-visible coherent memory\n");
+        exit(1);
+    }
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
+                               .memoryTypeIndex = type};
+    CHECK(vkAllocateMemory(dev, &ai, NULL, &b->mem));
+    CHECK(vkBindBufferMemory(dev, b->buf, b->mem, 0));
+    CHECK(vkMapMemory(dev, b->mem, 0, VK_WHOLE_SIZE, 0, (void **)&b->map));
+}
+
+static double checksum(const float *v, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += (double)v[i] * (double)((i % 7) + 1);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    int validation = 0, reuse = 0, iterations = 4;
+    uint32_t n = 1u << 16;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--validation"))
+            validation = 1;
+        else if (!strcmp(argv[i], "--reuse"))
+            reuse = 1;
+        else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
+            iterations = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc)
+            n = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else {
+            fprintf(stderr, "usage: vkprog [--validation] [--reuse] [--iterations N] [--size N]\n");
+            return 2;
+        }
+    }
+    void *lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib || !(*(void **)&vkGetInstanceProcAddr = dlsym(lib, "vkGetInstanceProcAddr"))) {
+        fprintf(stderr, "vkprog: no Vulkan loader\n");
+        return 77;
+    }
+    *(void **)&vkCreateInstance = (void *)vkGetInstanceProcAddr(NULL, "vkCreateInstance");
+    *(void **)&vkEnumerateInstanceLayerProperties =
+        (void *)vkGetInstanceProcAddr(NULL, "vkEnumerateInstanceLayerProperties");
+
+    const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
+    uint32_t nlayers = 0;
+    if (validation) {
+        uint32_t count = 0;
+        vkEnumerateInstanceLayerProperties(&count, NULL);
+        VkLayerProperties *props = calloc(count ? count : 1, sizeof *props);
+        vkEnumerateInstanceLayerProperties(&count, props);
+        for (uint32_t i = 0; i < count; i++)
+            if (!strcmp(props[i].layerName, layers[0]))
+                nlayers = 1;
+        free(props);
+        if (!nlayers) {
+            fprintf(stderr, "vkprog: VK_LAYER_KHRONOS_validation is not installed\n");
+            return 77;
+        }
+    }
+    const char *exts[1] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "vkprog",
+                             .apiVersion = VK_API_VERSION_1_1};
+    VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app,
+                                .enabledLayerCount = nlayers, .ppEnabledLayerNames = layers,
+                                .enabledExtensionCount = 1, .ppEnabledExtensionNames = exts};
+    VkInstance inst;
+    if (vkCreateInstance(&ici, NULL, &inst) != VK_SUCCESS) {
+        fprintf(stderr, "vkprog: no Vulkan instance\n");
+        return 77;
+    }
+#define VKP_LOAD_I(fn) *(void **)&fn = (void *)vkGetInstanceProcAddr(inst, #fn);
+    VKP_INSTANCE_FUNCS(VKP_LOAD_I)
+#undef VKP_LOAD_I
+    VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
+    if (validation) {
+        VkDebugUtilsMessengerCreateInfoEXT mi = {
+            .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+            .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                               VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+            .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                           VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+            .pfnUserCallback = on_message};
+        CHECK(vkCreateDebugUtilsMessengerEXT(inst, &mi, NULL, &messenger));
+    }
+
+    uint32_t ndev = 0;
+    vkEnumeratePhysicalDevices(inst, &ndev, NULL);
+    if (ndev == 0) {
+        fprintf(stderr, "vkprog: no Vulkan device\n");
+        return 77;
+    }
+    VkPhysicalDevice *pds = calloc(ndev, sizeof *pds);
+    vkEnumeratePhysicalDevices(inst, &ndev, pds);
+    VkPhysicalDevice pd = pds[0];
+    free(pds);
+    uint32_t nfam = 0, family = UINT32_MAX;
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &nfam, NULL);
+    VkQueueFamilyProperties *fams = calloc(nfam ? nfam : 1, sizeof *fams);
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &nfam, fams);
+    for (uint32_t i = 0; i < nfam && family == UINT32_MAX; i++)
+        if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT)
+            family = i;
+    free(fams);
+    if (family == UINT32_MAX) {
+        fprintf(stderr, "vkprog: no compute queue\n");
+        return 77;
+    }
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = family,
+                                   .queueCount = 1, .pQueuePriorities = &prio};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci};
+    VkDevice dev;
+    CHECK(vkCreateDevice(pd, &dci, NULL, &dev));
+#define VKP_LOAD_D(fn) *(void **)&fn = (void *)vkGetDeviceProcAddr(dev, #fn);
+    VKP_DEVICE_FUNCS(VKP_LOAD_D)
+#undef VKP_LOAD_D
+    VkQueue queue;
+    vkGetDeviceQueue(dev, family, 0, &queue);
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+
+    vkp_buf_t a, b, c;
+    size_t bytes = (size_t)n * sizeof(float);
+    buf_create(dev, &mp, bytes, &a);
+    buf_create(dev, &mp, bytes, &b);
+    buf_create(dev, &mp, bytes, &c);
+    for (uint32_t i = 0; i < n; i++) {
+        a.map[i] = (float)(i % 1000) * 0.5f;
+        b.map[i] = (float)(i % 37);
+        c.map[i] = 0.0f;
+    }
+
+    VkDescriptorSetLayoutBinding binds[3];
+    for (uint32_t i = 0; i < 3; i++)
+        binds[i] = (VkDescriptorSetLayoutBinding){.binding = i, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                  .descriptorCount = 1, .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    VkDescriptorSetLayoutCreateInfo dli = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                           .bindingCount = 3, .pBindings = binds};
+    VkDescriptorSetLayout dsl;
+    CHECK(vkCreateDescriptorSetLayout(dev, &dli, NULL, &dsl));
+    VkPushConstantRange pcr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = sizeof(float)};
+    VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1,
+                                      .pSetLayouts = &dsl, .pushConstantRangeCount = 1, .pPushConstantRanges = &pcr};
+    VkPipelineLayout layout;
+    CHECK(vkCreatePipelineLayout(dev, &pli, NULL, &layout));
+
+    VkShaderModule mods[2];
+    const uint32_t *codes[2] = {vadd_spv, scale_spv};
+    const size_t sizes[2] = {sizeof vadd_spv, sizeof scale_spv};
+    for (int i = 0; i < 2; i++) {
+        VkShaderModuleCreateInfo si = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = sizes[i],
+                                       .pCode = codes[i]};
+        CHECK(vkCreateShaderModule(dev, &si, NULL, &mods[i]));
+    }
+    VkComputePipelineCreateInfo cpi[2];
+    const char *entries[2] = {"vadd", "main"};
+    for (int i = 0; i < 2; i++)
+        cpi[i] = (VkComputePipelineCreateInfo){
+            .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+            .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                      .module = mods[i], .pName = entries[i]},
+            .layout = layout};
+    VkPipeline pipes[2];
+    CHECK(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 2, cpi, NULL, pipes));
+    if (vkSetDebugUtilsObjectNameEXT) {
+        VkDebugUtilsObjectNameInfoEXT ni = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_OBJECT_NAME_INFO_EXT,
+                                            .objectType = VK_OBJECT_TYPE_PIPELINE,
+                                            .objectHandle = (uint64_t)pipes[1], .pObjectName = "scale"};
+        CHECK(vkSetDebugUtilsObjectNameEXT(dev, &ni));
+    }
+
+    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = 3};
+    VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 1,
+                                      .poolSizeCount = 1, .pPoolSizes = &ps};
+    VkDescriptorPool dpool;
+    CHECK(vkCreateDescriptorPool(dev, &dpi, NULL, &dpool));
+    VkDescriptorSetAllocateInfo dai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                       .descriptorPool = dpool, .descriptorSetCount = 1, .pSetLayouts = &dsl};
+    VkDescriptorSet set;
+    CHECK(vkAllocateDescriptorSets(dev, &dai, &set));
+    VkDescriptorBufferInfo dbi[3] = {{a.buf, 0, VK_WHOLE_SIZE}, {b.buf, 0, VK_WHOLE_SIZE}, {c.buf, 0, VK_WHOLE_SIZE}};
+    VkWriteDescriptorSet w[3];
+    for (uint32_t i = 0; i < 3; i++)
+        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set, .dstBinding = i,
+                                      .descriptorCount = 1, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                      .pBufferInfo = &dbi[i]};
+    vkUpdateDescriptorSets(dev, 3, w, 0, NULL);
+
+    VkCommandPoolCreateInfo cpci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                    .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                    .queueFamilyIndex = family};
+    VkCommandPool cpool;
+    CHECK(vkCreateCommandPool(dev, &cpci, NULL, &cpool));
+    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = cpool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+    VkCommandBuffer cmd;
+    CHECK(vkAllocateCommandBuffers(dev, &cai, &cmd));
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkFence fence;
+    CHECK(vkCreateFence(dev, &fci, NULL, &fence));
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+    VkMemoryBarrier hb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    const float k = 1.0009765625f;
+    const uint32_t groups = (n + 63) / 64;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
+
+    for (int it = 0; it < iterations; it++) {
+        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+        CHECK(vkBeginCommandBuffer(cmd, &bi));
+        vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
+        vkCmdPushConstants(cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof k, &k);
+        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipes[0]);
+        vkCmdDispatch(cmd, groups, 1, 1);
+        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                             &mb, 0, NULL, 0, NULL);
+        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipes[1]);
+        vkCmdDispatch(cmd, groups, 1, 1);
+        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &hb, 0,
+                             NULL, 0, NULL);
+        CHECK(vkEndCommandBuffer(cmd));
+        CHECK(vkQueueSubmit(queue, 1, &si, fence));
+        CHECK(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX));
+        CHECK(vkResetFences(dev, 1, &fence));
+    }
+    printf("checksum after %d iterations = %.6f\n", iterations, checksum(c.map, n));
+    if (reuse) {
+        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+        CHECK(vkBeginCommandBuffer(cmd, &bi));
+        vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
+        vkCmdPushConstants(cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof k, &k);
+        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipes[1]);
+        vkCmdDispatch(cmd, groups, 1, 1);
+        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &hb, 0,
+                             NULL, 0, NULL);
+        CHECK(vkEndCommandBuffer(cmd));
+        for (int r = 0; r < 3; r++) {
+            CHECK(vkQueueSubmit(queue, 1, &si, fence));
+            CHECK(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX));
+            CHECK(vkResetFences(dev, 1, &fence));
+        }
+        printf("checksum after 3 resubmissions = %.6f\n", checksum(c.map, n));
+    }
+    CHECK(vkDeviceWaitIdle(dev));
+
+    vkDestroyFence(dev, fence, NULL);
+    vkFreeCommandBuffers(dev, cpool, 1, &cmd);
+    vkDestroyCommandPool(dev, cpool, NULL);
+    vkDestroyDescriptorPool(dev, dpool, NULL);
+    for (int i = 0; i < 2; i++) {
+        vkDestroyPipeline(dev, pipes[i], NULL);
+        vkDestroyShaderModule(dev, mods[i], NULL);
+    }
+    vkDestroyPipelineLayout(dev, layout, NULL);
+    vkDestroyDescriptorSetLayout(dev, dsl, NULL);
+    vkp_buf_t *bufs[3] = {&a, &b, &c};
+    for (int i = 0; i < 3; i++) {
+        vkUnmapMemory(dev, bufs[i]->mem);
+        vkDestroyBuffer(dev, bufs[i]->buf, NULL);
+        vkFreeMemory(dev, bufs[i]->mem, NULL);
+    }
+    vkDestroyDevice(dev, NULL);
+    if (messenger)
+        vkDestroyDebugUtilsMessengerEXT(inst, messenger, NULL);
+    vkDestroyInstance(inst, NULL);
+    printf("done: %d iterations%s\n", iterations, reuse ? ", reuse" : "");
+    if (g_validation_messages) {
+        fprintf(stderr, "vkprog: %d validation messages\n", g_validation_messages);
+        return 3;
+    }
+    return 0;
+}

@@ -1,0 +1,269 @@
+/* test_html.c — the HTML report renders in headless Chromium without script errors: the page marks itself
+ * data-kt-status="ok" after drawing, script errors set data-kt-errors; the DOM is dumped and checked for both
+ * and for what each view must draw. Plain, comparison, broken comparison JSON, empty and large snapshots.
+ * Exits 77 when Chromium is not installed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <ktiming.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "timeline/tl_fixture.h"
+
+#ifndef KT_CHROMIUM
+#define KT_CHROMIUM "/usr/bin/chromium"
+#endif
+
+/* ---------------------------------------------------------------------------------------------------
+ * Rendering
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef int (*write_fn)(FILE *out, void *arg);
+
+/* Writes a page with fn to a temporary file, renders it headless, returns the dumped DOM (malloc). */
+static char *render(write_fn fn, void *arg)
+{
+    char dir[] = "/tmp/kt_html_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char page[256], profile[256], dom[256], cmd[2048];
+    snprintf(page, sizeof page, "%s/report.html", dir);
+    snprintf(profile, sizeof profile, "%s/profile", dir);
+    snprintf(dom, sizeof dom, "%s/dom.html", dir);
+    FILE *f = fopen(page, "w");
+    assert_non_null(f);
+    assert_int_equal(fn(f, arg), 0);
+    assert_int_equal(fclose(f), 0);
+    snprintf(cmd, sizeof cmd,
+             "timeout 120 " KT_CHROMIUM " --headless --no-sandbox --disable-gpu --disable-background-networking "
+             "--disable-component-update --disable-sync --no-first-run --user-data-dir=%s --enable-logging=stderr "
+             "--v=0 --virtual-time-budget=5000 --dump-dom file://%s > %s 2> %s/chromium.log",
+             profile, page, dom, dir);
+    int rc = system(cmd);
+    f = fopen(dom, "rb");
+    char *out = NULL;
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        long n = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        out = calloc(1, (size_t)n + 1);
+        if (out && fread(out, 1, (size_t)n, f) != (size_t)n) {
+            free(out);
+            out = NULL;
+        }
+        fclose(f);
+    }
+    if (!out || rc != 0) {
+        snprintf(cmd, sizeof cmd, "tail -20 %s/chromium.log >&2", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "(no chromium log)\n");
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    assert_int_equal(rc, 0);
+    assert_non_null(out);
+    return out;
+}
+
+/* The page drew everything and recorded no script error. */
+static void assert_drawn(const char *dom)
+{
+    const char *root = strstr(dom, "<html");
+    assert_non_null(root);
+    const char *end = strchr(root, '>');
+    assert_non_null(end);
+    char tag[512];
+    snprintf(tag, sizeof tag, "%.*s", (int)(end - root), root);
+    if (!strstr(tag, "data-kt-status=\"ok\"") || strstr(tag, "data-kt-errors")) {
+        const char *banner = strstr(dom, "id=\"kt-error\"");
+        fail_msg("page not drawn cleanly: %s ... %.400s", tag, banner ? banner : "");
+    }
+}
+
+static int write_plain(FILE *out, void *arg)
+{
+    return kt_report_print(out, (const kt_snapshot_t *)arg, KT_FORMAT_HTML);
+}
+
+/* Arguments of write_compare. */
+typedef struct compare_arg_t {
+    const kt_snapshot_t *before; /* before snapshot */
+    const kt_snapshot_t *after;  /* after snapshot */
+    const char *json;            /* compare document or NULL */
+} compare_arg_t;
+
+static int write_compare(FILE *out, void *arg)
+{
+    const compare_arg_t *c = arg;
+    return kt_report_compare_html(out, c->before, c->after, c->json);
+}
+
+/* The plain report followed by a script that hovers the timeline until a tooltip shows, zooms with the
+ * wheel, and highlights a kernel from the legend; it reports through attributes on the root element. */
+static const char kInteract[] =
+    "<script>(function(){var R=document.documentElement;try{"
+    "var c=document.querySelector('#kt-timeline canvas'),tip=document.querySelector('.tip'),r=c.getBoundingClientRect(),"
+    "found='';"
+    "for(var y=r.top+26;y<r.bottom&&!found;y+=3)for(var x=r.left+232;x<r.right&&!found;x+=2){"
+    "c.dispatchEvent(new MouseEvent('mousemove',{clientX:x,clientY:y,bubbles:true}));"
+    "if(tip.style.display==='block')found=tip.textContent;}"
+    "c.dispatchEvent(new WheelEvent('wheel',{clientX:r.left+400,clientY:r.top+40,deltaY:-400,bubbles:true,"
+    "cancelable:true}));"
+    "c.dispatchEvent(new MouseEvent('mousedown',{clientX:r.left+400,clientY:r.top+40,bubbles:true}));"
+    "c.dispatchEvent(new MouseEvent('mousemove',{clientX:r.left+300,clientY:r.top+40,bubbles:true}));"
+    "window.dispatchEvent(new MouseEvent('mouseup',{}));"
+    "document.querySelector('.legend span').click();"
+    "var dimmed=document.querySelectorAll('.legend span.dim').length;"
+    "R.setAttribute('data-kt-hover',found?'yes':'no');R.setAttribute('data-kt-dimmed',String(dimmed));"
+    "var t=document.createElement('pre');t.id='kt-tip-text';t.textContent=found;document.body.appendChild(t);"
+    "}catch(e){R.setAttribute('data-kt-hover','error '+e.message);}})();</script>";
+
+static int write_interactive(FILE *out, void *arg)
+{
+    int rc = kt_report_print(out, (const kt_snapshot_t *)arg, KT_FORMAT_HTML);
+    fputs(kInteract, out);
+    return rc;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Tests
+ * ------------------------------------------------------------------------------------------------- */
+
+static void test_plain(void **state)
+{
+    (void)state;
+    kt_snapshot_t *snap = tlf_snapshot(1);
+    char *dom = render(write_plain, snap);
+    assert_drawn(dom);
+    /* the kernel table has one row per entry, the distributions one card each, the timeline a canvas */
+    const char *table = strstr(dom, "id=\"kt-kernels\"");
+    assert_non_null(table);
+    assert_int_equal(count(dom, "class=\"dist\""), TLF_ENTRY_COUNT);
+    assert_int_equal(count(dom, "aria-label=\"duration histogram of "), TLF_ENTRY_COUNT);
+    assert_non_null(strstr(dom, "<canvas"));
+    assert_non_null(strstr(dom, "saxpy"));
+    assert_non_null(strstr(dom, "llvmpipe (LLVM 15.0.6, 256 bits)"));
+    /* the hostile kernel name arrives as text, not markup */
+    assert_non_null(strstr(dom, "we\"ird&lt;/script&gt;&lt;b&gt;&amp;"));
+    assert_null(strstr(dom, "id=\"kt-compare-view\""));
+    free(dom);
+    kt_snapshot_free(snap);
+}
+
+static void test_interaction(void **state)
+{
+    (void)state;
+    kt_snapshot_t *snap = tlf_snapshot(1);
+    char *dom = render(write_interactive, snap);
+    assert_drawn(dom);
+    if (!strstr(dom, "data-kt-hover=\"yes\"")) {
+        const char *h = strstr(dom, "data-kt-hover");
+        fail_msg("no tooltip while hovering the timeline: %.120s", h ? h : "(no attribute)");
+    }
+    const char *tip = strstr(dom, "id=\"kt-tip-text\"");
+    assert_non_null(tip);
+    assert_non_null(strstr(tip, "duration")); /* the tooltip lists the span's times */
+    /* one kernel highlighted from the legend: every other one dimmed */
+    char want[64];
+    snprintf(want, sizeof want, "data-kt-dimmed=\"%d\"", TLF_ENTRY_COUNT - 1);
+    assert_non_null(strstr(dom, want));
+    free(dom);
+    kt_snapshot_free(snap);
+}
+
+static void test_compare(void **state)
+{
+    (void)state;
+    kt_snapshot_t *after = tlf_snapshot(1), *before = tlf_before_snapshot();
+    compare_arg_t arg = {before, after, tlf_compare_json};
+    char *dom = render(write_compare, &arg);
+    assert_drawn(dom);
+    assert_non_null(strstr(dom, "Speedup per kernel"));
+    assert_non_null(strstr(dom, "aria-label=\"speedup per kernel\""));
+    assert_int_equal(count(dom, "class=\"tag FASTER\""), 1);
+    assert_int_equal(count(dom, "class=\"tag SLOWER\""), 1);
+    assert_int_equal(count(dom, "class=\"tag SAME\""), 1);
+    assert_non_null(strstr(dom, "1.50\xc3\x97"));               /* blur's speedup */
+    assert_non_null(strstr(dom, "Only in before: host_prep_v0")); /* one-sided kernels listed */
+    free(dom);
+
+    /* without a compare document: ratios of medians, no verdicts */
+    arg.json = NULL;
+    dom = render(write_compare, &arg);
+    assert_drawn(dom);
+    assert_non_null(strstr(dom, "No `ktiming compare` result was given"));
+    assert_int_equal(count(dom, "class=\"tag FASTER\""), 0);
+    free(dom);
+
+    /* a broken document (with a script-ending sequence in it) is reported on the page, which still draws */
+    arg.json = "{\"rows\":[</script><script>window.KT_INJECTED=1</script>";
+    dom = render(write_compare, &arg);
+    assert_drawn(dom);
+    assert_non_null(strstr(dom, "The comparison document did not parse"));
+    free(dom);
+    kt_snapshot_free(after);
+    kt_snapshot_free(before);
+}
+
+static void test_empty(void **state)
+{
+    (void)state;
+    kt_snapshot_t *empty = calloc(1, sizeof *empty);
+    char *dom = render(write_plain, empty);
+    assert_drawn(dom);
+    assert_non_null(strstr(dom, "No kernels were recorded."));
+    assert_non_null(strstr(dom, "No spans were recorded"));
+    free(dom);
+    kt_snapshot_free(empty);
+}
+
+/* Many spans and samples: still drawn (the timeline culls and merges sub-pixel spans). */
+static void test_large(void **state)
+{
+    (void)state;
+    kt_snapshot_t *snap = tlf_snapshot(8);
+    size_t n = 40000;
+    kt_span_t *spans = calloc(n, sizeof *spans);
+    assert_non_null(spans);
+    for (size_t i = 0; i < n; i++)
+        tlf_span(&spans[i], (uint32_t)(i % 3 ? TLF_SAXPY_CL : TLF_BLUR_CL), (uint32_t)(i % 2), (uint32_t)(i % 2),
+                 KT_SPAN_DEVICE, TLF_BASE_NS + i * 1000, TLF_BASE_NS + 5000 + i * 1000, 900);
+    free(snap->spans);
+    snap->spans = spans;
+    snap->span_count = n;
+    char *dom = render(write_plain, snap);
+    assert_drawn(dom);
+    assert_non_null(strstr(dom, "<canvas"));
+    free(dom);
+    kt_snapshot_free(snap);
+}
+
+int main(void)
+{
+    if (access(KT_CHROMIUM, X_OK) != 0) {
+        fprintf(stderr, "test_html: %s not found, skipping\n", KT_CHROMIUM);
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plain),
+        cmocka_unit_test(test_interaction),
+        cmocka_unit_test(test_compare),
+        cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_large),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,199 @@
+/* vk_ring_test.c — the Vulkan timestamp ring: overflow counted as dropped (never overwritten), slots reused after
+ * collection (pool first reset on the host or by a submission; copy readback), nesting, discard. Fails on any
+ * validation message. */
+#include "vk_test.h"
+
+static kt_vk_ctx_t *open_ctx_mode(uint32_t ring, kt_vk_readback_t readback)
+{
+    kt_vk_desc_t d = ktcli_vk_device_desc(&g_vkt.dev);
+    d.ring_size = ring;
+    d.readback = readback;
+    kt_vk_ctx_t *kv = NULL;
+    assert_int_equal(kt_vk_ctx_create(&d, &kv), 0);
+    kt_vk_stats_t st;
+    assert_int_equal(kt_vk_stats(kv, &st), 0);
+    if (readback != KT_VK_READBACK_AUTO)
+        assert_int_equal(st.readback, readback);
+    assert_int_equal(st.host_query_reset, g_vkt.dev.host_query_reset);
+    return kv;
+}
+
+static kt_vk_ctx_t *open_ctx(uint32_t ring)
+{
+    return open_ctx_mode(ring, KT_VK_READBACK_AUTO);
+}
+
+/* Record `pairs` timed tiny dispatches of `name`; returns how many begins were dropped. */
+static int record_pairs(kt_vk_ctx_t *kv, VkCommandBuffer cmd, const char *name, int pairs)
+{
+    int dropped = 0;
+    for (int i = 0; i < pairs; i++) {
+        int rc = kt_vk_begin(kv, cmd, name);
+        assert_true(rc == 0 || rc == KT_EFULL);
+        dropped += rc == KT_EFULL;
+        vkt_busy(cmd, 1);
+        assert_int_equal(kt_vk_end(kv, cmd), 0);
+    }
+    return dropped;
+}
+
+static void overflow_rounds(const char *name, kt_vk_readback_t readback)
+{
+    kt_reset();
+    kt_vk_ctx_t *kv = open_ctx_mode(4, readback);
+    VkCommandBuffer cmd;
+    VkFence fence;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, cmd), 0);
+        assert_int_equal(record_pairs(kv, cmd, name, 10), 6); /* 4 slots: 6 of 10 dropped */
+        assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, cmd), 0);
+        vkt_submit_wait(cmd, fence);
+        assert_int_equal(kt_vk_collect_wait(kv, UINT64_C(5000000000)), 4); /* and the slots are free again for the next round */
+    }
+    kt_vk_stats_t st;
+    assert_int_equal(kt_vk_stats(kv, &st), 0);
+    assert_int_equal(st.begun, 12);
+    assert_int_equal(st.collected, 12);
+    assert_int_equal(st.dropped, 18);
+    assert_int_equal(st.pending, 0);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = vkt_find(s, name);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 12);
+    assert_int_equal(e->dropped, 18);
+    assert_true(e->min_ns > 0);
+    kt_snapshot_free(s);
+    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
+    ktcli_vk_cmd_free(&g_vkt.dev, cmd);
+    kt_vk_ctx_destroy(kv);
+}
+
+static void test_overflow_thread(void **state)
+{
+    (void)state;
+    if (!g_vkt.dev.host_query_reset)
+        skip();
+    overflow_rounds("ovf_thread", KT_VK_READBACK_THREAD);
+}
+
+static void test_overflow_copy_readback(void **state)
+{
+    (void)state;
+    overflow_rounds("ovf_copy", KT_VK_READBACK_COPY);
+}
+
+static void test_overflow_no_host_reset(void **state)
+{
+    (void)state;
+    /* Same on a device created without hostQueryReset: the pool's first reset is a submission. */
+    ktcli_vk_device_t saved = g_vkt.dev;
+    ktcli_vk_pipeline_t busy_saved = g_vkt.busy;
+    ktcli_vk_buffer_t out_saved = g_vkt.out;
+    ktcli_vk_device_opts_t o = {.no_host_query_reset = 1};
+    assert_int_equal(ktcli_vk_device_open(&g_vkt.app, 0, &o, &g_vkt.dev), 0);
+    assert_int_equal(g_vkt.dev.host_query_reset, 0);
+    vkt_busy_init();
+    overflow_rounds("ovf_no_host_reset", KT_VK_READBACK_THREAD);
+    vkt_busy_fini();
+    ktcli_vk_device_close(&g_vkt.dev);
+    g_vkt.dev = saved;
+    g_vkt.busy = busy_saved;
+    g_vkt.out = out_saved;
+}
+
+static void test_nesting_and_errors(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_vk_ctx_t *kv = open_ctx(16);
+    VkCommandBuffer cmd;
+    VkFence fence;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, cmd), 0);
+    assert_int_equal(kt_vk_end(kv, cmd), KT_ESTATE); /* nothing open */
+    assert_int_equal(kt_vk_begin(kv, cmd, "outer"), 0);
+    vkt_busy(cmd, 1);
+    assert_int_equal(kt_vk_begin_id(kv, cmd, kt_vk_kernel(kv, "inner")), 0);
+    vkt_busy(cmd, 2);
+    assert_int_equal(kt_vk_end(kv, cmd), 0);
+    assert_int_equal(kt_vk_end(kv, cmd), 0);
+    assert_int_equal(kt_vk_end(kv, cmd), KT_ESTATE);
+    assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, cmd), 0);
+    vkt_submit_wait(cmd, fence);
+    assert_int_equal(kt_vk_collect_wait(kv, UINT64_C(5000000000)), 2);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *outer = vkt_find(s, "outer"), *inner = vkt_find(s, "inner");
+    assert_non_null(outer);
+    assert_non_null(inner);
+    assert_true(outer->total_ns > inner->total_ns);
+    kt_snapshot_free(s);
+    assert_int_equal(kt_vk_begin(kv, NULL, "x"), KT_EINVAL);
+    assert_int_equal(kt_vk_begin(NULL, cmd, "x"), KT_EINVAL);
+    assert_int_equal(kt_vk_collect(NULL), KT_EINVAL);
+    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
+    ktcli_vk_cmd_free(&g_vkt.dev, cmd);
+    kt_vk_ctx_destroy(kv);
+}
+
+static void test_discard(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_vk_ctx_t *kv = open_ctx(4);
+    VkCommandBuffer cmd;
+    VkFence fence;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    /* Recorded, never submitted: the slots would stay pending forever; discard gives them back. */
+    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, cmd), 0);
+    assert_int_equal(record_pairs(kv, cmd, "never", 3), 0);
+    assert_int_equal(kt_vk_begin(kv, cmd, "open"), 0);
+    assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, cmd), 0);
+    kt_vk_stats_t st;
+    assert_int_equal(kt_vk_stats(kv, &st), 0);
+    assert_int_equal(st.pending, 4);
+    assert_int_equal(kt_vk_discard(kv, cmd), 4);
+    assert_int_equal(kt_vk_stats(kv, &st), 0);
+    assert_int_equal(st.pending, 0);
+    assert_int_equal(st.discarded, 4);
+    /* The whole ring is usable again. */
+    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, cmd), 0);
+    assert_int_equal(record_pairs(kv, cmd, "after", 4), 0);
+    assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, cmd), 0);
+    vkt_submit_wait(cmd, fence);
+    assert_int_equal(kt_vk_collect_wait(kv, UINT64_C(5000000000)), 4);
+    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
+    ktcli_vk_cmd_free(&g_vkt.dev, cmd);
+    kt_vk_ctx_destroy(kv);
+}
+
+static void test_validation_clean(void **state)
+{
+    (void)state;
+    vkt_busy_fini();
+    vkt_close_and_check();
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    vkt_open_or_skip(NULL);
+    vkt_busy_init();
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_overflow_thread),
+        cmocka_unit_test(test_overflow_no_host_reset),
+        cmocka_unit_test(test_overflow_copy_readback),
+        cmocka_unit_test(test_nesting_and_errors),
+        cmocka_unit_test(test_discard),
+        cmocka_unit_test(test_validation_clean),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

@@ -1,0 +1,149 @@
+/* vk_test.h — shared fixture of the Vulkan tests: instance with a counting validation messenger, one device, a
+ * busy shader whose duration is tuned at run time, and helpers to find recorded spans. */
+#ifndef KT_TEST_VK_TEST_H
+#define KT_TEST_VK_TEST_H
+
+#include "vk_app.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "busy_spv.h"
+
+#define BUSY_ITERS 60000u
+
+/* Everything a Vulkan test uses. */
+typedef struct vkt_t {
+    ktcli_vk_app_t app;          /* instance + messenger */
+    ktcli_vk_device_t dev;       /* device 0 */
+    ktcli_vk_buffer_t out;       /* busy shader output */
+    ktcli_vk_pipeline_t busy;    /* busy shader */
+    double ns_per_group;         /* measured cost of one busy workgroup */
+} vkt_t;
+
+static vkt_t g_vkt;
+
+/* Keep the Vulkan drivers and layers that are loaded now mapped until exit (RTLD_NODELETE): the loader unloads
+ * them at vkDestroyInstance, after which LeakSanitizer can no longer name their frames, so the driver-only
+ * suppressions in tests/lsan.supp could not match. */
+static int vkt_pin_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    const char *n = info->dlpi_name;
+    if (n && (strstr(n, "libvulkan_") || strstr(n, "libVkLayer") || strstr(n, "libLLVM")))
+        dlopen(n, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    return 0;
+}
+
+/* Exit 77 (skipped) when there is no Vulkan device; otherwise instance (validation messages counted) + device. */
+static inline void vkt_open_or_skip(const ktcli_vk_device_opts_t *opts)
+{
+    int rc = ktcli_vk_app_init(&g_vkt.app, 1);
+    if (rc == KT_EUNAVAILABLE) {
+        fprintf(stderr, "no Vulkan device: skipped\n");
+        exit(77);
+    }
+    if (rc) {
+        fprintf(stderr, "Vulkan instance: %s\n", kt_strerror(rc));
+        exit(1);
+    }
+    if (ktcli_vk_device_open(&g_vkt.app, 0, opts, &g_vkt.dev) != 0) {
+        fprintf(stderr, "cannot open Vulkan device 0\n");
+        exit(1);
+    }
+    dl_iterate_phdr(vkt_pin_cb, NULL);
+    const char *layers = getenv("VK_INSTANCE_LAYERS");
+    fprintf(stderr, "device: %s; layers: %s\n", g_vkt.dev.props.deviceName, layers ? layers : "(none)");
+}
+
+/* The busy pipeline over a small output buffer. */
+static inline void vkt_busy_init(void)
+{
+    assert_int_equal(ktcli_vk_buffer_create(&g_vkt.dev, 64 * sizeof(uint32_t), &g_vkt.out), 0);
+    const ktcli_vk_buffer_t *b[1] = {&g_vkt.out};
+    assert_int_equal(ktcli_vk_pipeline_create(&g_vkt.dev, busy_spv, sizeof(busy_spv), b, 1, sizeof(uint32_t),
+                                              &g_vkt.busy), 0);
+}
+
+/* Record one busy dispatch of `groups` workgroups. */
+static inline void vkt_busy(VkCommandBuffer cmd, uint32_t groups)
+{
+    uint32_t iters = BUSY_ITERS;
+    ktcli_vk_dispatch(&g_vkt.dev, cmd, &g_vkt.busy, &iters, groups, 1);
+}
+
+/* Submit cmd, wait; host ns from before submit to after the fence. */
+static inline uint64_t vkt_submit_wait(VkCommandBuffer cmd, VkFence fence)
+{
+    uint64_t t0 = kt_now_ns();
+    assert_int_equal(ktcli_vk_submit(&g_vkt.dev, cmd, fence), 0);
+    assert_int_equal(ktcli_vk_wait(&g_vkt.dev, fence), 0);
+    return kt_now_ns() - t0;
+}
+
+/* Workgroups of the busy shader that take about `ms` milliseconds (measured now, at least 1). */
+static inline uint32_t vkt_busy_groups(double ms)
+{
+    if (g_vkt.ns_per_group == 0) {
+        VkCommandBuffer cmd;
+        VkFence fence;
+        assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
+        assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+        double best = 1e30;
+        for (int rep = 0; rep < 3; rep++) {
+            assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, cmd), 0);
+            vkt_busy(cmd, 16);
+            assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, cmd), 0);
+            double t = (double)vkt_submit_wait(cmd, fence);
+            if (rep > 0 && t < best) /* the first run compiles the shader */
+                best = t;
+        }
+        ktcli_vk_fence_destroy(&g_vkt.dev, fence);
+        ktcli_vk_cmd_free(&g_vkt.dev, cmd);
+        g_vkt.ns_per_group = best / 16.0;
+    }
+    double g = ms * 1e6 / g_vkt.ns_per_group;
+    return g < 1 ? 1u : (uint32_t)g;
+}
+
+static inline void vkt_busy_fini(void)
+{
+    ktcli_vk_pipeline_destroy(&g_vkt.dev, &g_vkt.busy);
+    ktcli_vk_buffer_destroy(&g_vkt.dev, &g_vkt.out);
+}
+
+/* Close everything and fail if the validation layer (or the loader) reported a warning or an error. */
+static inline void vkt_close_and_check(void)
+{
+    ktcli_vk_device_close(&g_vkt.dev);
+    ktcli_vk_app_fini(&g_vkt.app);
+    int errors = atomic_load(&g_vkt.app.errors), warnings = atomic_load(&g_vkt.app.warnings);
+    if (errors || warnings)
+        fprintf(stderr, "validation: %d errors, %d warnings\n", errors, warnings);
+    assert_int_equal(errors, 0);
+    assert_int_equal(warnings, 0);
+}
+
+/* The snapshot entry of a kernel on the test device (NULL if none). */
+static inline const kt_kernel_timing_t *vkt_find(const kt_snapshot_t *s, const char *name)
+{
+    return kt_snapshot_find(s, name, KT_BACKEND_VULKAN, g_vkt.dev.props.deviceName);
+}
+
+/* Index of an entry in the snapshot (for matching spans), or SIZE_MAX. */
+static inline size_t vkt_entry_index(const kt_snapshot_t *s, const kt_kernel_timing_t *e)
+{
+    return e ? (size_t)(e - s->entries) : SIZE_MAX;
+}
+
+#endif

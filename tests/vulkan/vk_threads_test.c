@@ -1,0 +1,182 @@
+/* vk_threads_test.c — several threads record timed dispatches into their own command buffers while another thread
+ * collects continuously: every dispatch is recorded exactly once, none dropped. Fails on validation messages. */
+#include "vk_test.h"
+
+#include <pthread.h>
+
+#define THREADS 4
+#define ITERATIONS 40
+#define PAIRS 4
+
+static kt_vk_ctx_t *g_kv;
+static pthread_mutex_t g_queue_lock = PTHREAD_MUTEX_INITIALIZER; /* VkQueue is externally synchronized */
+static atomic_int g_stop;
+static atomic_int g_failures;
+
+/* One recording thread's objects. */
+typedef struct worker_t {
+    int index;               /* 0..THREADS-1 */
+    VkCommandPool pool;      /* pools are externally synchronized: one per thread */
+    VkCommandBuffer cmd;
+    VkFence fence;
+    kt_kernel_id_t own;      /* per-thread kernel id */
+} worker_t;
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
+    VkDevice dev = g_vkt.dev.device;
+    VkCommandBufferBeginInfo bi = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+    };
+    for (int it = 0; it < ITERATIONS; it++) {
+        if (vk->vkResetCommandBuffer(w->cmd, 0) != VK_SUCCESS || vk->vkBeginCommandBuffer(w->cmd, &bi) != VK_SUCCESS)
+            atomic_fetch_add(&g_failures, 1);
+        for (int p = 0; p < PAIRS; p++) {
+            int rc = (p & 1) ? kt_vk_begin_id(g_kv, w->cmd, w->own) : kt_vk_begin(g_kv, w->cmd, "mt_shared");
+            if (rc)
+                atomic_fetch_add(&g_failures, 1);
+            vkt_busy(w->cmd, 1);
+            if (kt_vk_end(g_kv, w->cmd))
+                atomic_fetch_add(&g_failures, 1);
+        }
+        if (vk->vkEndCommandBuffer(w->cmd) != VK_SUCCESS)
+            atomic_fetch_add(&g_failures, 1);
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &w->cmd};
+        pthread_mutex_lock(&g_queue_lock);
+        VkResult r = vk->vkQueueSubmit(g_vkt.dev.queue, 1, &si, w->fence);
+        pthread_mutex_unlock(&g_queue_lock);
+        if (r != VK_SUCCESS || vk->vkWaitForFences(dev, 1, &w->fence, VK_TRUE, UINT64_C(60000000000)) != VK_SUCCESS ||
+            vk->vkResetFences(dev, 1, &w->fence) != VK_SUCCESS)
+            atomic_fetch_add(&g_failures, 1);
+    }
+    return NULL;
+}
+
+static void *collector_main(void *arg)
+{
+    atomic_int *collected = arg;
+    while (!atomic_load(&g_stop)) {
+        int n = kt_vk_collect(g_kv);
+        if (n < 0)
+            atomic_fetch_add(&g_failures, 1);
+        else
+            atomic_fetch_add(collected, n);
+    }
+    return NULL;
+}
+
+static void run_threads(kt_vk_readback_t mode)
+{
+    kt_reset();
+    atomic_store(&g_failures, 0);
+    kt_vk_desc_t d = ktcli_vk_device_desc(&g_vkt.dev);
+    d.readback = mode;
+    assert_int_equal(kt_vk_ctx_create(&d, &g_kv), 0);
+    const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
+    worker_t w[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        memset(&w[i], 0, sizeof(w[i]));
+        w[i].index = i;
+        VkCommandPoolCreateInfo pci = {
+            .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+            .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+            .queueFamilyIndex = g_vkt.dev.family,
+        };
+        assert_int_equal(vk->vkCreateCommandPool(g_vkt.dev.device, &pci, NULL, &w[i].pool), VK_SUCCESS);
+        VkCommandBufferAllocateInfo ai = {
+            .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+            .commandPool = w[i].pool,
+            .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+            .commandBufferCount = 1,
+        };
+        assert_int_equal(vk->vkAllocateCommandBuffers(g_vkt.dev.device, &ai, &w[i].cmd), VK_SUCCESS);
+        assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &w[i].fence), 0);
+        char name[32];
+        snprintf(name, sizeof(name), "mt_thread%d", i);
+        w[i].own = kt_vk_kernel(g_kv, name);
+        assert_true(w[i].own != 0);
+    }
+    atomic_int collected;
+    atomic_init(&collected, 0);
+    atomic_store(&g_stop, 0);
+    pthread_t tc, tw[THREADS];
+    assert_int_equal(pthread_create(&tc, NULL, collector_main, &collected), 0);
+    for (int i = 0; i < THREADS; i++)
+        assert_int_equal(pthread_create(&tw[i], NULL, worker_main, &w[i]), 0);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(tw[i], NULL);
+    atomic_store(&g_stop, 1);
+    pthread_join(tc, NULL);
+    atomic_fetch_add(&collected, kt_vk_collect_wait(g_kv, UINT64_C(5000000000)));
+
+    const int total = THREADS * ITERATIONS * PAIRS;
+    kt_vk_stats_t st;
+    assert_int_equal(kt_vk_stats(g_kv, &st), 0);
+    assert_int_equal(st.readback, mode);
+    fprintf(stderr, "threads (%s): begun %llu collected %llu dropped %llu, %llu collect calls, longest %.3f ms\n",
+            mode == KT_VK_READBACK_COPY ? "copy" : "thread", (unsigned long long)st.begun, (unsigned long long)st.collected, (unsigned long long)st.dropped,
+            (unsigned long long)st.collect_calls, (double)st.collect_max_ns / 1e6);
+    assert_int_equal(atomic_load(&g_failures), 0);
+    assert_int_equal(st.begun, total);
+    assert_int_equal(st.collected, total);
+    assert_int_equal(atomic_load(&collected), total);
+    assert_int_equal(st.dropped, 0);
+    assert_int_equal(st.pending, 0);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *shared = vkt_find(s, "mt_shared");
+    assert_non_null(shared);
+    assert_int_equal(shared->dispatch_count, total / 2);
+    for (int i = 0; i < THREADS; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "mt_thread%d", i);
+        const kt_kernel_timing_t *e = vkt_find(s, name);
+        assert_non_null(e);
+        assert_int_equal(e->dispatch_count, ITERATIONS * PAIRS / 2);
+    }
+    kt_snapshot_free(s);
+    kt_vk_ctx_destroy(g_kv);
+    for (int i = 0; i < THREADS; i++) {
+        ktcli_vk_fence_destroy(&g_vkt.dev, w[i].fence);
+        vk->vkDestroyCommandPool(g_vkt.dev.device, w[i].pool, NULL);
+    }
+}
+
+static void test_threads_collector(void **state)
+{
+    (void)state;
+    run_threads(KT_VK_READBACK_THREAD);
+}
+
+static void test_threads_copy(void **state)
+{
+    (void)state;
+    run_threads(KT_VK_READBACK_COPY);
+}
+
+static void test_validation_clean(void **state)
+{
+    (void)state;
+    vkt_busy_fini();
+    vkt_close_and_check();
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    vkt_open_or_skip(NULL);
+    vkt_busy_init();
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_threads_collector),
+        cmocka_unit_test(test_threads_copy),
+        cmocka_unit_test(test_validation_clean),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

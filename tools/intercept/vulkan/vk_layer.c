@@ -1,0 +1,886 @@
+/* vk_layer.c — libktiming_vk_layer.so, the Vulkan layer VK_LAYER_KTIMING_timing: times every vkCmdDispatch
+ * (and DispatchBase / DispatchIndirect) of an unmodified program with the Vulkan backend's timestamp ring.
+ *
+ * A layer sees programs that load Vulkan with dlopen and fetch everything through vkGet*ProcAddr, which an
+ * LD_PRELOAD hook cannot. `ktiming run` enables it with VK_ADD_LAYER_PATH + VK_INSTANCE_LAYERS.
+ *
+ * What it does:
+ *  - vkCreateDevice: enables VK_KHR/EXT_calibrated_timestamps when the device has it and the program did not
+ *    (so device timestamps are placed on the host timeline without submitting anything of ours);
+ *  - one kt_vk_ctx_t per (device, queue family), created on the first timed dispatch; ktiming's own Vulkan calls
+ *    go to the next layer down (never through these hooks). It is given no queue: ktiming submits nothing of
+ *    its own (a command buffer it allocated below the loader would lack the loader's dispatch data), so its
+ *    query pool starts with a host reset when the program enabled hostQueryReset, and otherwise results come
+ *    back through copies recorded after each dispatch (the backend's COPY readback);
+ *  - each dispatch is bracketed with kt_vk_begin_id / kt_vk_end in the program's command buffer, under the name
+ *    of the bound compute pipeline: its VK_EXT_debug_utils name, else its shader module's, else the entry point
+ *    when it is not "main", else "main#<n>" (n-th compute pipeline of the device);
+ *  - completed dispatches are collected (never waiting) after submits and after the program's own waits
+ *    (fences, queue/device idle); command buffers re-begun, reset or freed are collected, then discarded;
+ *  - a command buffer submitted again without being re-recorded runs its timestamps into slots already read:
+ *    those re-executions are not timed and are counted as dropped (record per submission with
+ *    ONE_TIME_SUBMIT command buffers). If the ring wraps (KT_VK_RING_DEFAULT dispatches) while such a buffer is
+ *    still being resubmitted, the stale writes can land in reused slots; the backend's readback has no
+ *    per-use generation to tell them apart.
+ * The snapshot is written at exit for `ktiming run` (KTIMING_RUN_DIR).
+ */
+#include <vulkan/vk_layer.h>
+#include <vulkan/vulkan.h>
+
+#include <ktiming.h>
+#include <ktiming/vk.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/kti_map.h"
+#include "common/kti_run.h"
+
+#define KTI_EXPORT __attribute__((visibility("default")))
+#define KTI_MAX_FAMILIES 16u
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* every map and record below */
+
+/* The loader's dispatch table pointer, shared by an instance or device and the objects made from it. */
+static inline uint64_t dispatch_key(const void *handle)
+{
+    return (uint64_t)(uintptr_t) * (void *const *)handle;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Instances and devices
+ * ------------------------------------------------------------------------------------------------- */
+
+/* One instance. */
+typedef struct kti_instance_t {
+    VkInstance instance;                               /* handle */
+    PFN_vkGetInstanceProcAddr next_gipa;               /* next layer's vkGetInstanceProcAddr */
+    PFN_vkDestroyInstance destroy;                     /* next vkDestroyInstance */
+    PFN_vkEnumerateDeviceExtensionProperties enum_ext; /* next vkEnumerateDeviceExtensionProperties */
+} kti_instance_t;
+
+/* Next layer's entry points of a device, for the functions hooked. */
+#define KTI_DEVICE_HOOKS(X)                                                                                      \
+    X(vkDestroyDevice) X(vkCreateComputePipelines) X(vkDestroyPipeline) X(vkDestroyShaderModule)                 \
+    X(vkCreateCommandPool) X(vkDestroyCommandPool) X(vkResetCommandPool)                \
+    X(vkAllocateCommandBuffers) X(vkFreeCommandBuffers) X(vkBeginCommandBuffer) X(vkResetCommandBuffer)          \
+    X(vkCmdBindPipeline) X(vkCmdDispatch) X(vkCmdDispatchIndirect) X(vkCmdDispatchBase) X(vkCmdDispatchBaseKHR)  \
+    X(vkCmdExecuteCommands) X(vkQueueSubmit) X(vkQueueSubmit2) X(vkQueueSubmit2KHR) X(vkQueueWaitIdle)           \
+    X(vkDeviceWaitIdle) X(vkWaitForFences) X(vkGetFenceStatus) X(vkSetDebugUtilsObjectNameEXT)
+
+/* One device. */
+typedef struct kti_device_t {
+    VkDevice device;                   /* handle */
+    VkPhysicalDevice physical_device;  /* its physical device */
+    VkInstance instance;               /* its instance */
+    PFN_vkGetInstanceProcAddr next_gipa; /* next layer's, from the device link */
+    PFN_vkGetDeviceProcAddr next_gdpa; /* next layer's vkGetDeviceProcAddr */
+    int host_query_reset;              /* the program enabled hostQueryReset */
+    kt_vk_ctx_t *ctx[KTI_MAX_FAMILIES];/* per queue family, created on first use */
+    int ctx_failed[KTI_MAX_FAMILIES];  /* creation failed: do not retry */
+    uint32_t compute_pipelines;        /* compute pipelines created, for default names */
+    kti_map_t pipelines;               /* VkPipeline -> kti_pipeline_t */
+    kti_map_t modules;                 /* VkShaderModule -> char * (debug name) */
+    kti_map_t pools;                   /* VkCommandPool -> (family + 1) */
+    kti_map_t cmds;                    /* VkCommandBuffer -> kti_cmd_t */
+#define KTI_FIELD(fn) PFN_##fn fn;
+    KTI_DEVICE_HOOKS(KTI_FIELD)
+#undef KTI_FIELD
+} kti_device_t;
+
+/* A compute pipeline's timing name. */
+typedef struct kti_pipeline_t {
+    char name[128];         /* kernel name */
+    uint32_t family;        /* family of the id below, UINT32_MAX when not resolved yet */
+    kt_kernel_id_t kernel;  /* kt_vk_kernel(ctx of family, name) */
+} kti_pipeline_t;
+
+/* A command buffer's state for the current recording. */
+typedef struct kti_cmd_t {
+    VkCommandPool pool;          /* its pool */
+    uint32_t family;             /* the pool's queue family */
+    kt_vk_ctx_t *ctx;            /* context of the family (NULL until a dispatch is timed) */
+    kti_pipeline_t *pipeline;    /* bound compute pipeline */
+    uint32_t submits;            /* submissions since it was begun */
+    uint32_t nkernels;           /* timed dispatches recorded (including executed secondaries) */
+    uint32_t cap;                /* kernels allocated */
+    kt_kernel_id_t *kernels;     /* their kernels, to count re-executions as dropped */
+} kti_cmd_t;
+
+static kti_map_t g_instances; /* dispatch key -> kti_instance_t */
+static kti_map_t g_devices;   /* dispatch key -> kti_device_t */
+
+static kti_instance_t *instance_of(const void *handle)
+{
+    pthread_mutex_lock(&g_lock);
+    kti_instance_t *i = kti_map_get(&g_instances, dispatch_key(handle));
+    pthread_mutex_unlock(&g_lock);
+    return i;
+}
+
+static kti_device_t *device_of(const void *handle)
+{
+    pthread_mutex_lock(&g_lock);
+    kti_device_t *d = kti_map_get(&g_devices, dispatch_key(handle));
+    pthread_mutex_unlock(&g_lock);
+    return d;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * What ktiming's backend gets as vkGetInstanceProcAddr: the next layer's functions, so its own calls
+ * (query pools, timestamps, copies, barriers) never come back through this layer
+ * ------------------------------------------------------------------------------------------------- */
+
+static PFN_vkVoidFunction VKAPI_CALL backend_gdpa(VkDevice device, const char *name)
+{
+    kti_device_t *d = device_of(device);
+    return d ? d->next_gdpa(device, name) : NULL;
+}
+
+static PFN_vkVoidFunction VKAPI_CALL backend_gipa(VkInstance instance, const char *name)
+{
+    if (!strcmp(name, "vkGetDeviceProcAddr"))
+        return (PFN_vkVoidFunction)backend_gdpa;
+    kti_instance_t *i = instance ? instance_of(instance) : NULL;
+    return i ? i->next_gipa(instance, name) : NULL;
+}
+
+/* The context timing a family of d (created on first use); NULL when timestamps can't be had there. */
+static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
+{
+    if (family >= KTI_MAX_FAMILIES)
+        return NULL;
+    pthread_mutex_lock(&g_lock);
+    kt_vk_ctx_t *ctx = d->ctx[family];
+    int failed = d->ctx_failed[family];
+    pthread_mutex_unlock(&g_lock);
+    if (ctx || failed)
+        return ctx;
+    kt_vk_desc_t desc;
+    memset(&desc, 0, sizeof desc);
+    desc.instance = d->instance;
+    desc.physical_device = d->physical_device;
+    desc.device = d->device;
+    desc.queue_family = family;
+    desc.queue = VK_NULL_HANDLE; /* no submissions of ours: calibrated timestamps or durations only */
+    desc.get_instance_proc_addr = backend_gipa;
+    desc.host_query_reset = d->host_query_reset;
+    int rc = kt_vk_ctx_create(&desc, &ctx);
+    pthread_mutex_lock(&g_lock);
+    if (rc == 0 && d->ctx[family]) { /* another thread won */
+        kt_vk_ctx_t *mine = ctx;
+        ctx = d->ctx[family];
+        pthread_mutex_unlock(&g_lock);
+        kt_vk_ctx_destroy(mine);
+        return ctx;
+    }
+    if (rc == 0)
+        d->ctx[family] = ctx;
+    else
+        d->ctx_failed[family] = 1;
+    pthread_mutex_unlock(&g_lock);
+    if (rc != 0 && getenv("KTIMING_RUN_VERBOSE"))
+        fprintf(stderr, "ktiming: Vulkan queue family %u not timed: %s\n", family, kt_strerror(rc));
+    if (rc == 0)
+        kti_run_exit_register();
+    return rc == 0 ? ctx : NULL;
+}
+
+static void collect_device(kti_device_t *d)
+{
+    kt_vk_ctx_t *ctx[KTI_MAX_FAMILIES];
+    pthread_mutex_lock(&g_lock);
+    memcpy(ctx, d->ctx, sizeof ctx);
+    pthread_mutex_unlock(&g_lock);
+    for (uint32_t f = 0; f < KTI_MAX_FAMILIES; f++)
+        if (ctx[f])
+            kt_vk_collect(ctx[f]);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Command buffers
+ * ------------------------------------------------------------------------------------------------- */
+
+static kti_cmd_t *cmd_get(kti_device_t *d, VkCommandBuffer cb)
+{
+    pthread_mutex_lock(&g_lock);
+    kti_cmd_t *c = kti_map_get(&d->cmds, (uint64_t)(uintptr_t)cb);
+    pthread_mutex_unlock(&g_lock);
+    return c;
+}
+
+/* Ends a recording's life: what completed is recorded, the rest of its slots released. */
+static void cmd_retire(kti_cmd_t *c, VkCommandBuffer cb)
+{
+    if (c->ctx && c->nkernels) {
+        kt_vk_collect(c->ctx);
+        kt_vk_discard(c->ctx, cb);
+    }
+    c->pipeline = NULL;
+    c->submits = 0;
+    c->nkernels = 0;
+}
+
+static void cmd_note_kernel(kti_cmd_t *c, kt_kernel_id_t k)
+{
+    if (c->nkernels == c->cap) {
+        uint32_t cap = c->cap ? 2 * c->cap : 8;
+        kt_kernel_id_t *p = realloc(c->kernels, cap * sizeof *p);
+        if (!p)
+            return;
+        c->kernels = p;
+        c->cap = cap;
+    }
+    c->kernels[c->nkernels++] = k;
+}
+
+/* A submission: a re-execution of a recording already submitted is not timed (its slots were read). */
+static void cmd_submitted(kti_device_t *d, VkCommandBuffer cb)
+{
+    kti_cmd_t *c = cmd_get(d, cb);
+    if (!c)
+        return;
+    pthread_mutex_lock(&g_lock);
+    uint32_t again = c->submits++;
+    pthread_mutex_unlock(&g_lock);
+    if (again)
+        for (uint32_t i = 0; i < c->nkernels; i++)
+            kt_record_drop(c->kernels[i]);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Hooks
+ * ------------------------------------------------------------------------------------------------- */
+
+static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, kti_cmd_t **out)
+{
+    *out = NULL;
+    kti_cmd_t *c = cmd_get(d, cb);
+    if (!c || !c->pipeline || !kt_is_enabled())
+        return;
+    kt_vk_ctx_t *ctx = c->ctx ? c->ctx : family_ctx(d, c->family);
+    if (!ctx)
+        return;
+    kti_pipeline_t *p = c->pipeline;
+    pthread_mutex_lock(&g_lock);
+    int resolve = p->family != c->family;
+    pthread_mutex_unlock(&g_lock);
+    if (resolve) {
+        kt_kernel_id_t k = kt_vk_kernel(ctx, p->name);
+        pthread_mutex_lock(&g_lock);
+        p->kernel = k;
+        p->family = c->family;
+        pthread_mutex_unlock(&g_lock);
+    }
+    c->ctx = ctx;
+    if (kt_vk_begin_id(ctx, cb, p->kernel) == 0) {
+        cmd_note_kernel(c, p->kernel);
+        *out = c;
+    }
+}
+
+static void VKAPI_CALL hook_CmdDispatch(VkCommandBuffer cb, uint32_t x, uint32_t y, uint32_t z)
+{
+    kti_device_t *d = device_of(cb);
+    kti_cmd_t *c;
+    timed_dispatch_begin(d, cb, &c);
+    d->vkCmdDispatch(cb, x, y, z);
+    if (c)
+        kt_vk_end(c->ctx, cb);
+}
+
+static void VKAPI_CALL hook_CmdDispatchBase(VkCommandBuffer cb, uint32_t bx, uint32_t by, uint32_t bz, uint32_t x,
+                                            uint32_t y, uint32_t z)
+{
+    kti_device_t *d = device_of(cb);
+    kti_cmd_t *c;
+    timed_dispatch_begin(d, cb, &c);
+    (d->vkCmdDispatchBase ? d->vkCmdDispatchBase : d->vkCmdDispatchBaseKHR)(cb, bx, by, bz, x, y, z);
+    if (c)
+        kt_vk_end(c->ctx, cb);
+}
+
+static void VKAPI_CALL hook_CmdDispatchIndirect(VkCommandBuffer cb, VkBuffer buf, VkDeviceSize off)
+{
+    kti_device_t *d = device_of(cb);
+    kti_cmd_t *c;
+    timed_dispatch_begin(d, cb, &c);
+    d->vkCmdDispatchIndirect(cb, buf, off);
+    if (c)
+        kt_vk_end(c->ctx, cb);
+}
+
+static void VKAPI_CALL hook_CmdBindPipeline(VkCommandBuffer cb, VkPipelineBindPoint bp, VkPipeline pipeline)
+{
+    kti_device_t *d = device_of(cb);
+    if (bp == VK_PIPELINE_BIND_POINT_COMPUTE) {
+        pthread_mutex_lock(&g_lock);
+        kti_cmd_t *c = kti_map_get(&d->cmds, (uint64_t)(uintptr_t)cb);
+        if (c)
+            c->pipeline = kti_map_get(&d->pipelines, (uint64_t)pipeline);
+        pthread_mutex_unlock(&g_lock);
+    }
+    d->vkCmdBindPipeline(cb, bp, pipeline);
+}
+
+static void VKAPI_CALL hook_CmdExecuteCommands(VkCommandBuffer cb, uint32_t n, const VkCommandBuffer *secondaries)
+{
+    kti_device_t *d = device_of(cb);
+    d->vkCmdExecuteCommands(cb, n, secondaries);
+    kti_cmd_t *c = cmd_get(d, cb);
+    for (uint32_t i = 0; c && i < n; i++) {
+        kti_cmd_t *s = cmd_get(d, secondaries[i]);
+        for (uint32_t k = 0; s && k < s->nkernels; k++)
+            cmd_note_kernel(c, s->kernels[k]);
+    }
+}
+
+static VkResult VKAPI_CALL hook_BeginCommandBuffer(VkCommandBuffer cb, const VkCommandBufferBeginInfo *bi)
+{
+    kti_device_t *d = device_of(cb);
+    kti_cmd_t *c = cmd_get(d, cb);
+    if (c)
+        cmd_retire(c, cb);
+    return d->vkBeginCommandBuffer(cb, bi);
+}
+
+static VkResult VKAPI_CALL hook_ResetCommandBuffer(VkCommandBuffer cb, VkCommandBufferResetFlags flags)
+{
+    kti_device_t *d = device_of(cb);
+    kti_cmd_t *c = cmd_get(d, cb);
+    if (c)
+        cmd_retire(c, cb);
+    return d->vkResetCommandBuffer(cb, flags);
+}
+
+static VkResult VKAPI_CALL hook_AllocateCommandBuffers(VkDevice device, const VkCommandBufferAllocateInfo *ai,
+                                                       VkCommandBuffer *out)
+{
+    kti_device_t *d = device_of(device);
+    VkResult r = d->vkAllocateCommandBuffers(device, ai, out);
+    if (r != VK_SUCCESS)
+        return r;
+    pthread_mutex_lock(&g_lock);
+    uintptr_t fam = (uintptr_t)kti_map_get(&d->pools, (uint64_t)ai->commandPool);
+    for (uint32_t i = 0; fam && i < ai->commandBufferCount; i++) {
+        kti_cmd_t *c = calloc(1, sizeof *c);
+        if (!c)
+            break;
+        c->pool = ai->commandPool;
+        c->family = (uint32_t)(fam - 1);
+        if (kti_map_put(&d->cmds, (uint64_t)(uintptr_t)out[i], c) != 0)
+            free(c);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return r;
+}
+
+static void cmd_forget(kti_device_t *d, VkCommandBuffer cb)
+{
+    pthread_mutex_lock(&g_lock);
+    kti_cmd_t *c = kti_map_del(&d->cmds, (uint64_t)(uintptr_t)cb);
+    pthread_mutex_unlock(&g_lock);
+    if (c) {
+        cmd_retire(c, cb);
+        free(c->kernels);
+        free(c);
+    }
+}
+
+static void VKAPI_CALL hook_FreeCommandBuffers(VkDevice device, VkCommandPool pool, uint32_t n,
+                                               const VkCommandBuffer *cbs)
+{
+    kti_device_t *d = device_of(device);
+    for (uint32_t i = 0; i < n; i++)
+        if (cbs[i])
+            cmd_forget(d, cbs[i]);
+    d->vkFreeCommandBuffers(device, pool, n, cbs);
+}
+
+/* The command buffers of pool (malloc'ed array; *n entries). */
+static VkCommandBuffer *pool_cmds(kti_device_t *d, VkCommandPool pool, size_t *n)
+{
+    pthread_mutex_lock(&g_lock);
+    VkCommandBuffer *list = malloc((d->cmds.n ? d->cmds.n : 1) * sizeof *list);
+    *n = 0;
+    for (size_t i = 0; list && i < d->cmds.cap; i++)
+        if (d->cmds.keys[i] && ((kti_cmd_t *)d->cmds.vals[i])->pool == pool)
+            list[(*n)++] = (VkCommandBuffer)(uintptr_t)d->cmds.keys[i];
+    pthread_mutex_unlock(&g_lock);
+    return list;
+}
+
+static VkResult VKAPI_CALL hook_ResetCommandPool(VkDevice device, VkCommandPool pool, VkCommandPoolResetFlags f)
+{
+    kti_device_t *d = device_of(device);
+    size_t n;
+    VkCommandBuffer *list = pool_cmds(d, pool, &n);
+    for (size_t i = 0; i < n; i++) {
+        kti_cmd_t *c = cmd_get(d, list[i]);
+        if (c)
+            cmd_retire(c, list[i]);
+    }
+    free(list);
+    return d->vkResetCommandPool(device, pool, f);
+}
+
+static VkResult VKAPI_CALL hook_CreateCommandPool(VkDevice device, const VkCommandPoolCreateInfo *ci,
+                                                  const VkAllocationCallbacks *a, VkCommandPool *out)
+{
+    kti_device_t *d = device_of(device);
+    VkResult r = d->vkCreateCommandPool(device, ci, a, out);
+    if (r == VK_SUCCESS) {
+        pthread_mutex_lock(&g_lock);
+        kti_map_put(&d->pools, (uint64_t)*out, (void *)(uintptr_t)(ci->queueFamilyIndex + 1u));
+        pthread_mutex_unlock(&g_lock);
+    }
+    return r;
+}
+
+static void VKAPI_CALL hook_DestroyCommandPool(VkDevice device, VkCommandPool pool, const VkAllocationCallbacks *a)
+{
+    kti_device_t *d = device_of(device);
+    if (pool) {
+        size_t n;
+        VkCommandBuffer *list = pool_cmds(d, pool, &n);
+        for (size_t i = 0; i < n; i++)
+            cmd_forget(d, list[i]);
+        free(list);
+        pthread_mutex_lock(&g_lock);
+        kti_map_del(&d->pools, (uint64_t)pool);
+        pthread_mutex_unlock(&g_lock);
+    }
+    d->vkDestroyCommandPool(device, pool, a);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Pipelines and their names
+ * ------------------------------------------------------------------------------------------------- */
+
+static void VKAPI_CALL hook_DestroyShaderModule(VkDevice device, VkShaderModule m, const VkAllocationCallbacks *a)
+{
+    kti_device_t *d = device_of(device);
+    pthread_mutex_lock(&g_lock);
+    free(kti_map_del(&d->modules, (uint64_t)m));
+    pthread_mutex_unlock(&g_lock);
+    d->vkDestroyShaderModule(device, m, a);
+}
+
+static VkResult VKAPI_CALL hook_CreateComputePipelines(VkDevice device, VkPipelineCache cache, uint32_t n,
+                                                       const VkComputePipelineCreateInfo *ci,
+                                                       const VkAllocationCallbacks *a, VkPipeline *out)
+{
+    kti_device_t *d = device_of(device);
+    VkResult r = d->vkCreateComputePipelines(device, cache, n, ci, a, out);
+    pthread_mutex_lock(&g_lock);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!out[i])
+            continue;
+        kti_pipeline_t *p = calloc(1, sizeof *p);
+        if (!p)
+            continue;
+        const char *entry = ci[i].stage.pName ? ci[i].stage.pName : "main";
+        const char *module_name = kti_map_get(&d->modules, (uint64_t)ci[i].stage.module);
+        uint32_t ordinal = ++d->compute_pipelines;
+        if (module_name)
+            snprintf(p->name, sizeof p->name, "%s", module_name);
+        else if (strcmp(entry, "main") != 0)
+            snprintf(p->name, sizeof p->name, "%s", entry);
+        else
+            snprintf(p->name, sizeof p->name, "main#%u", ordinal);
+        p->family = UINT32_MAX;
+        if (kti_map_put(&d->pipelines, (uint64_t)out[i], p) != 0)
+            free(p);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return r;
+}
+
+static void VKAPI_CALL hook_DestroyPipeline(VkDevice device, VkPipeline pipeline, const VkAllocationCallbacks *a)
+{
+    kti_device_t *d = device_of(device);
+    pthread_mutex_lock(&g_lock);
+    kti_pipeline_t *p = kti_map_del(&d->pipelines, (uint64_t)pipeline);
+    /* a recording command buffer may still point at it (it can't be submitted then); forget the binding */
+    for (size_t i = 0; p && i < d->cmds.cap; i++)
+        if (d->cmds.keys[i] && ((kti_cmd_t *)d->cmds.vals[i])->pipeline == p)
+            ((kti_cmd_t *)d->cmds.vals[i])->pipeline = NULL;
+    pthread_mutex_unlock(&g_lock);
+    free(p);
+    d->vkDestroyPipeline(device, pipeline, a);
+}
+
+static VkResult VKAPI_CALL hook_SetDebugUtilsObjectNameEXT(VkDevice device, const VkDebugUtilsObjectNameInfoEXT *ni)
+{
+    kti_device_t *d = device_of(device);
+    if (ni && ni->pObjectName && ni->pObjectName[0]) {
+        pthread_mutex_lock(&g_lock);
+        if (ni->objectType == VK_OBJECT_TYPE_PIPELINE) {
+            kti_pipeline_t *p = kti_map_get(&d->pipelines, ni->objectHandle);
+            if (p) {
+                snprintf(p->name, sizeof p->name, "%s", ni->pObjectName);
+                p->family = UINT32_MAX; /* re-resolve the kernel id under the new name */
+            }
+        } else if (ni->objectType == VK_OBJECT_TYPE_SHADER_MODULE) {
+            size_t len = strlen(ni->pObjectName) + 1;
+            char *copy = malloc(len);
+            if (copy) {
+                memcpy(copy, ni->pObjectName, len);
+                free(kti_map_del(&d->modules, ni->objectHandle));
+                if (kti_map_put(&d->modules, ni->objectHandle, copy) != 0)
+                    free(copy);
+            }
+        }
+        pthread_mutex_unlock(&g_lock);
+    }
+    return d->vkSetDebugUtilsObjectNameEXT ? d->vkSetDebugUtilsObjectNameEXT(device, ni) : VK_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Submissions and waits
+ * ------------------------------------------------------------------------------------------------- */
+
+static VkResult VKAPI_CALL hook_QueueSubmit(VkQueue q, uint32_t n, const VkSubmitInfo *si, VkFence fence)
+{
+    kti_device_t *d = device_of(q);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t k = 0; k < si[i].commandBufferCount; k++)
+            cmd_submitted(d, si[i].pCommandBuffers[k]);
+    VkResult r = d->vkQueueSubmit(q, n, si, fence);
+    collect_device(d);
+    return r;
+}
+
+static VkResult submit2(kti_device_t *d, PFN_vkQueueSubmit2 next, VkQueue q, uint32_t n, const VkSubmitInfo2 *si,
+                        VkFence fence)
+{
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t k = 0; k < si[i].commandBufferInfoCount; k++)
+            cmd_submitted(d, si[i].pCommandBufferInfos[k].commandBuffer);
+    VkResult r = next(q, n, si, fence);
+    collect_device(d);
+    return r;
+}
+
+static VkResult VKAPI_CALL hook_QueueSubmit2(VkQueue q, uint32_t n, const VkSubmitInfo2 *si, VkFence fence)
+{
+    kti_device_t *d = device_of(q);
+    return submit2(d, d->vkQueueSubmit2, q, n, si, fence);
+}
+
+static VkResult VKAPI_CALL hook_QueueSubmit2KHR(VkQueue q, uint32_t n, const VkSubmitInfo2 *si, VkFence fence)
+{
+    kti_device_t *d = device_of(q);
+    return submit2(d, d->vkQueueSubmit2KHR, q, n, si, fence);
+}
+
+static VkResult VKAPI_CALL hook_QueueWaitIdle(VkQueue q)
+{
+    kti_device_t *d = device_of(q);
+    VkResult r = d->vkQueueWaitIdle(q);
+    collect_device(d);
+    return r;
+}
+
+static VkResult VKAPI_CALL hook_DeviceWaitIdle(VkDevice device)
+{
+    kti_device_t *d = device_of(device);
+    VkResult r = d->vkDeviceWaitIdle(device);
+    collect_device(d);
+    return r;
+}
+
+static VkResult VKAPI_CALL hook_WaitForFences(VkDevice device, uint32_t n, const VkFence *f, VkBool32 all,
+                                              uint64_t timeout)
+{
+    kti_device_t *d = device_of(device);
+    VkResult r = d->vkWaitForFences(device, n, f, all, timeout);
+    if (r == VK_SUCCESS)
+        collect_device(d);
+    return r;
+}
+
+static VkResult VKAPI_CALL hook_GetFenceStatus(VkDevice device, VkFence f)
+{
+    kti_device_t *d = device_of(device);
+    VkResult r = d->vkGetFenceStatus(device, f);
+    if (r == VK_SUCCESS)
+        collect_device(d);
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Device and instance creation
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Whether the program's device create info enables hostQueryReset. */
+static int enables_host_query_reset(const VkDeviceCreateInfo *ci)
+{
+    for (const VkBaseInStructure *s = ci->pNext; s; s = s->pNext) {
+        if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_HOST_QUERY_RESET_FEATURES &&
+            ((const VkPhysicalDeviceHostQueryResetFeatures *)s)->hostQueryReset)
+            return 1;
+        if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES &&
+            ((const VkPhysicalDeviceVulkan12Features *)s)->hostQueryReset)
+            return 1;
+    }
+    return 0;
+}
+
+/* The calibrated-timestamps extension the device offers and the program did not enable, or NULL. */
+static const char *missing_calibration_ext(kti_instance_t *inst, VkPhysicalDevice pd, const VkDeviceCreateInfo *ci)
+{
+    static const char *const kExts[] = {"VK_KHR_calibrated_timestamps", VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME};
+    for (uint32_t i = 0; i < ci->enabledExtensionCount; i++)
+        for (int k = 0; k < 2; k++)
+            if (!strcmp(ci->ppEnabledExtensionNames[i], kExts[k]))
+                return NULL;
+    uint32_t n = 0;
+    if (!inst->enum_ext || inst->enum_ext(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+        return NULL;
+    VkExtensionProperties *props = calloc(n, sizeof *props);
+    const char *found = NULL;
+    if (props && inst->enum_ext(pd, NULL, &n, props) == VK_SUCCESS)
+        for (int k = 0; k < 2 && !found; k++)
+            for (uint32_t i = 0; i < n && !found; i++)
+                if (!strcmp(props[i].extensionName, kExts[k]))
+                    found = kExts[k];
+    free(props);
+    return found;
+}
+
+static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDeviceCreateInfo *ci,
+                                             const VkAllocationCallbacks *a, VkDevice *out)
+{
+    VkLayerDeviceCreateInfo *link = (VkLayerDeviceCreateInfo *)ci->pNext;
+    while (link && !(link->sType == VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO && link->function == VK_LAYER_LINK_INFO))
+        link = (VkLayerDeviceCreateInfo *)link->pNext;
+    kti_instance_t *inst = instance_of(pd);
+    if (!link || !inst)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    PFN_vkGetInstanceProcAddr gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
+    PFN_vkGetDeviceProcAddr gdpa = link->u.pLayerInfo->pfnNextGetDeviceProcAddr;
+    link->u.pLayerInfo = link->u.pLayerInfo->pNext;
+    VkLayerDeviceLink *below = link->u.pLayerInfo; /* the next layer advances it again: restore for a retry */
+    PFN_vkCreateDevice create = (PFN_vkCreateDevice)gipa(inst->instance, "vkCreateDevice");
+    if (!create)
+        return VK_ERROR_INITIALIZATION_FAILED;
+
+    VkResult r = VK_ERROR_INITIALIZATION_FAILED;
+    const char *add = missing_calibration_ext(inst, pd, ci);
+    if (add) {
+        const char **names = malloc((ci->enabledExtensionCount + 1) * sizeof *names);
+        if (names) {
+            if (ci->enabledExtensionCount)
+                memcpy(names, ci->ppEnabledExtensionNames, ci->enabledExtensionCount * sizeof *names);
+            names[ci->enabledExtensionCount] = add;
+            VkDeviceCreateInfo mine = *ci;
+            mine.enabledExtensionCount = ci->enabledExtensionCount + 1;
+            mine.ppEnabledExtensionNames = names;
+            r = create(pd, &mine, a, out);
+            free(names);
+        }
+    }
+    if (!add || r != VK_SUCCESS) {
+        link->u.pLayerInfo = below;
+        r = create(pd, ci, a, out); /* as the program asked */
+    }
+    if (r != VK_SUCCESS)
+        return r;
+
+    kti_device_t *d = calloc(1, sizeof *d);
+    if (!d) { /* every hook needs the record: a clean failure rather than a device we can't serve */
+        PFN_vkDestroyDevice destroy = (PFN_vkDestroyDevice)gdpa(*out, "vkDestroyDevice");
+        if (destroy)
+            destroy(*out, a);
+        return VK_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    d->device = *out;
+    d->physical_device = pd;
+    d->instance = inst->instance;
+    d->next_gipa = gipa;
+    d->next_gdpa = gdpa;
+    d->host_query_reset = enables_host_query_reset(ci);
+#define KTI_LOAD(fn) d->fn = (PFN_##fn)gdpa(*out, #fn);
+    KTI_DEVICE_HOOKS(KTI_LOAD)
+#undef KTI_LOAD
+    pthread_mutex_lock(&g_lock);
+    int put = kti_map_put(&g_devices, dispatch_key(*out), d);
+    pthread_mutex_unlock(&g_lock);
+    if (put != 0) {
+        d->vkDestroyDevice(*out, a);
+        free(d);
+        return VK_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    return r;
+}
+
+static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCallbacks *a)
+{
+    if (!device)
+        return;
+    pthread_mutex_lock(&g_lock);
+    kti_device_t *d = kti_map_del(&g_devices, dispatch_key(device));
+    if (!g_devices.n)
+        kti_map_free(&g_devices);
+    pthread_mutex_unlock(&g_lock);
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->cmds.cap; i++)
+        if (d->cmds.keys[i]) {
+            kti_cmd_t *c = d->cmds.vals[i];
+            free(c->kernels);
+            free(c);
+        }
+    for (uint32_t f = 0; f < KTI_MAX_FAMILIES; f++)
+        kt_vk_ctx_destroy(d->ctx[f]); /* collects what completed; the program idled the device first */
+    for (size_t i = 0; i < d->pipelines.cap; i++)
+        if (d->pipelines.keys[i])
+            free(d->pipelines.vals[i]);
+    for (size_t i = 0; i < d->modules.cap; i++)
+        if (d->modules.keys[i])
+            free(d->modules.vals[i]);
+    kti_map_free(&d->pipelines);
+    kti_map_free(&d->modules);
+    kti_map_free(&d->pools);
+    kti_map_free(&d->cmds);
+    PFN_vkDestroyDevice destroy = d->vkDestroyDevice;
+    free(d);
+    destroy(device, a);
+}
+
+static VkResult VKAPI_CALL hook_CreateInstance(const VkInstanceCreateInfo *ci, const VkAllocationCallbacks *a,
+                                               VkInstance *out)
+{
+    VkLayerInstanceCreateInfo *link = (VkLayerInstanceCreateInfo *)ci->pNext;
+    while (link &&
+           !(link->sType == VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO && link->function == VK_LAYER_LINK_INFO))
+        link = (VkLayerInstanceCreateInfo *)link->pNext;
+    if (!link)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    PFN_vkGetInstanceProcAddr gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
+    link->u.pLayerInfo = link->u.pLayerInfo->pNext;
+    PFN_vkCreateInstance create = (PFN_vkCreateInstance)gipa(VK_NULL_HANDLE, "vkCreateInstance");
+    if (!create)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    VkResult r = create(ci, a, out);
+    if (r != VK_SUCCESS)
+        return r;
+    kti_instance_t *i = calloc(1, sizeof *i);
+    if (i) {
+        i->instance = *out;
+        i->next_gipa = gipa;
+        i->destroy = (PFN_vkDestroyInstance)gipa(*out, "vkDestroyInstance");
+        i->enum_ext = (PFN_vkEnumerateDeviceExtensionProperties)gipa(*out, "vkEnumerateDeviceExtensionProperties");
+        pthread_mutex_lock(&g_lock);
+        if (kti_map_put(&g_instances, dispatch_key(*out), i) != 0) {
+            free(i);
+            i = NULL;
+        }
+        pthread_mutex_unlock(&g_lock);
+    }
+    if (!i) { /* cannot track it: undo, so the program sees a clean failure rather than a half-layered instance */
+        PFN_vkDestroyInstance destroy = (PFN_vkDestroyInstance)gipa(*out, "vkDestroyInstance");
+        if (destroy)
+            destroy(*out, a);
+        return VK_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    return r;
+}
+
+static void VKAPI_CALL hook_DestroyInstance(VkInstance instance, const VkAllocationCallbacks *a)
+{
+    if (!instance)
+        return;
+    pthread_mutex_lock(&g_lock);
+    kti_instance_t *i = kti_map_del(&g_instances, dispatch_key(instance));
+    if (!g_instances.n)
+        kti_map_free(&g_instances);
+    pthread_mutex_unlock(&g_lock);
+    if (!i)
+        return;
+    PFN_vkDestroyInstance destroy = i->destroy;
+    free(i);
+    destroy(instance, a);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Proc addresses and the loader interface
+ * ------------------------------------------------------------------------------------------------- */
+
+/* A device hook by name. */
+typedef struct kti_hook_t {
+    const char *name;      /* Vulkan name */
+    PFN_vkVoidFunction fn; /* ours */
+} kti_hook_t;
+
+#define KTI_HOOK(name) {"vk" #name, (PFN_vkVoidFunction)hook_##name}
+static const kti_hook_t kDeviceHooks[] = {
+    KTI_HOOK(DestroyDevice),         KTI_HOOK(CreateComputePipelines), KTI_HOOK(DestroyPipeline),
+    KTI_HOOK(DestroyShaderModule),    KTI_HOOK(CreateCommandPool),
+    KTI_HOOK(DestroyCommandPool),    KTI_HOOK(ResetCommandPool),       KTI_HOOK(AllocateCommandBuffers),
+    KTI_HOOK(FreeCommandBuffers),    KTI_HOOK(BeginCommandBuffer),     KTI_HOOK(ResetCommandBuffer),
+    KTI_HOOK(CmdBindPipeline),       KTI_HOOK(CmdDispatch),            KTI_HOOK(CmdDispatchIndirect),
+    KTI_HOOK(CmdExecuteCommands),    KTI_HOOK(QueueSubmit),            KTI_HOOK(QueueSubmit2),
+    KTI_HOOK(QueueSubmit2KHR),       KTI_HOOK(QueueWaitIdle),          KTI_HOOK(DeviceWaitIdle),
+    KTI_HOOK(WaitForFences),         KTI_HOOK(GetFenceStatus),         KTI_HOOK(SetDebugUtilsObjectNameEXT),
+    {"vkCmdDispatchBase", (PFN_vkVoidFunction)hook_CmdDispatchBase},
+    {"vkCmdDispatchBaseKHR", (PFN_vkVoidFunction)hook_CmdDispatchBase},
+};
+#undef KTI_HOOK
+
+static PFN_vkVoidFunction device_hook(const char *name)
+{
+    for (size_t i = 0; i < sizeof kDeviceHooks / sizeof kDeviceHooks[0]; i++)
+        if (!strcmp(name, kDeviceHooks[i].name))
+            return kDeviceHooks[i].fn;
+    return NULL;
+}
+
+static PFN_vkVoidFunction VKAPI_CALL layer_gdpa(VkDevice device, const char *name);
+
+static PFN_vkVoidFunction VKAPI_CALL layer_gipa(VkInstance instance, const char *name)
+{
+    if (!strcmp(name, "vkGetInstanceProcAddr"))
+        return (PFN_vkVoidFunction)layer_gipa;
+    if (!strcmp(name, "vkGetDeviceProcAddr"))
+        return (PFN_vkVoidFunction)layer_gdpa;
+    if (!strcmp(name, "vkCreateInstance"))
+        return (PFN_vkVoidFunction)hook_CreateInstance;
+    if (!strcmp(name, "vkDestroyInstance"))
+        return (PFN_vkVoidFunction)hook_DestroyInstance;
+    if (!strcmp(name, "vkCreateDevice"))
+        return (PFN_vkVoidFunction)hook_CreateDevice;
+    kti_instance_t *i = instance ? instance_of(instance) : NULL;
+    if (!i)
+        return NULL;
+    PFN_vkVoidFunction next = i->next_gipa(instance, name);
+    /* device functions fetched through the instance: ours, when the driver has the function at all */
+    PFN_vkVoidFunction hook = next ? device_hook(name) : NULL;
+    return hook ? hook : next;
+}
+
+static PFN_vkVoidFunction VKAPI_CALL layer_gdpa(VkDevice device, const char *name)
+{
+    if (!strcmp(name, "vkGetDeviceProcAddr"))
+        return (PFN_vkVoidFunction)layer_gdpa;
+    kti_device_t *d = device ? device_of(device) : NULL;
+    if (!d)
+        return NULL;
+    PFN_vkVoidFunction next = d->next_gdpa(device, name);
+    PFN_vkVoidFunction hook = next ? device_hook(name) : NULL;
+    return hook ? hook : next;
+}
+
+KTI_EXPORT VKAPI_ATTR VkResult VKAPI_CALL vkNegotiateLoaderLayerInterfaceVersion(VkNegotiateLayerInterface *v)
+{
+    if (!v || v->sType != LAYER_NEGOTIATE_INTERFACE_STRUCT || v->loaderLayerInterfaceVersion < 2)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    v->loaderLayerInterfaceVersion = 2;
+    v->pfnGetInstanceProcAddr = layer_gipa;
+    v->pfnGetDeviceProcAddr = layer_gdpa;
+    v->pfnGetPhysicalDeviceProcAddr = NULL;
+    return VK_SUCCESS;
+}

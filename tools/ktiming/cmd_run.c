@@ -1,0 +1,482 @@
+/* cmd_run.c — `ktiming run [options] -- PROGRAM ARGS`: time every kernel of an unmodified program.
+ *
+ * The program runs with ktiming's interception libraries enabled through its environment: for OpenCL the
+ * intercept library as a loader layer (OPENCL_LAYERS) and as an LD_PRELOAD fallback for loaders without
+ * layers, libktiming pointed at the direct library (KTIMING_OPENCL_LIBRARY); for Vulkan the timing layer
+ * (VK_ADD_LAYER_PATH + VK_INSTANCE_LAYERS) when it is built; for CUDA the CUPTI injection library
+ * (CUDA_INJECTION64_PATH) when it is built and the user has not set one. Each timed process writes its snapshot to
+ * KTIMING_RUN_DIR/<pid>.json at exit; afterwards this command writes the requested files from the program's
+ * snapshot and prints the summary on stderr. The program's stdin, stdout, stderr and exit status are its own.
+ */
+#include "cli.h"
+
+#include <ktiming/analysis.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef KTCLI_INTERCEPT_BUILD_DIR
+#define KTCLI_INTERCEPT_BUILD_DIR ""
+#endif
+#ifndef KTCLI_INTERCEPT_INSTALL_RELDIR
+#define KTCLI_INTERCEPT_INSTALL_RELDIR "../lib/ktiming"
+#endif
+#ifndef KTCLI_ASAN_RUNTIME
+#define KTCLI_ASAN_RUNTIME ""
+#endif
+
+#define CL_INTERCEPT_LIB "libktiming_cl_intercept.so"
+#define CL_DIRECT_LIB "libktiming_cl_direct.so"
+#define VK_LAYER_MANIFEST "ktiming_vk_layer.json"
+#define VK_LAYER_NAME "VK_LAYER_KTIMING_timing"
+#define CUPTI_LIB "libktiming_cupti.so"
+
+/* How an API is intercepted. */
+typedef enum run_mode_t {
+    RUN_AUTO = 0,    /* OpenCL: layer + LD_PRELOAD fallback; Vulkan: layer */
+    RUN_LAYER = 1,   /* loader layer only */
+    RUN_PRELOAD = 2, /* OpenCL: LD_PRELOAD only (programs that dlopen the loader are not timed) */
+    RUN_OFF = 3,     /* not intercepted */
+    RUN_ON = 4       /* CUDA: the injection library is required (an error when it was not built) */
+} run_mode_t;
+
+/* Parsed options. */
+typedef struct run_opts_t {
+    const char *output;  /* -o: snapshot JSON */
+    const char *trace;   /* --trace: Chrome trace */
+    const char *html;    /* --html: HTML report */
+    const char *format;  /* --format: summary on stderr (text, csv, json, none) */
+    int verbose;         /* --verbose */
+    run_mode_t opencl;   /* --opencl */
+    run_mode_t vulkan;   /* --vulkan */
+    run_mode_t cuda;     /* --cuda: RUN_AUTO, RUN_ON or RUN_OFF */
+} run_opts_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: ktiming run [options] -- PROGRAM [ARGS...]\n"
+            "Times every kernel of an unmodified OpenCL, Vulkan or CUDA program; prints a summary on stderr.\n\n"
+            "  -o, --output FILE   write the snapshot (JSON, for ktiming report / compare) to FILE\n"
+            "  --trace FILE        write a Chrome trace / Perfetto timeline to FILE\n"
+            "  --html FILE         write the self-contained HTML report to FILE\n"
+            "  -f, --format FMT    summary format: text (default), csv, json, none\n"
+            "  -v, --verbose       one line per completed kernel (KTIMING_VERBOSE=profile_exec) and setup notes\n"
+            "  --opencl MODE       auto (loader layer, LD_PRELOAD fallback), layer, preload, off\n"
+            "  --vulkan MODE       auto (timing layer), off\n"
+            "  --cuda MODE         auto (CUPTI injection library when built), on (required), off; a\n"
+            "                      CUDA_INJECTION64_PATH already set is kept\n\n"
+            "The exit status is the program's (128+N when it dies of signal N); when the program succeeded but\n"
+            "an output asked for could not be written, 125.\n"
+            "Env KTIMING_INTERCEPT_DIR overrides where the interception libraries are looked for.\n");
+}
+
+static int parse_mode(const char *s, run_mode_t *m)
+{
+    static const struct {
+        const char *name;
+        run_mode_t mode;
+    } kModes[] = {{"auto", RUN_AUTO},       {"layer", RUN_LAYER}, {"preload", RUN_PRELOAD},
+                  {"off", RUN_OFF},         {"on", RUN_ON}};
+    for (size_t i = 0; i < sizeof kModes / sizeof kModes[0]; i++)
+        if (!strcmp(s, kModes[i].name)) {
+            *m = kModes[i].mode;
+            return 0;
+        }
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Finding the interception libraries
+ * ------------------------------------------------------------------------------------------------- */
+
+/* dir/name into out; 0, or -1 when it does not fit. */
+static int path_join(char *out, size_t size, const char *dir, const char *name)
+{
+    int n = snprintf(out, size, "%s/%s", dir, name);
+    return n >= 0 && (size_t)n < size ? 0 : -1;
+}
+
+static int file_exists(const char *dir, const char *name)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    return path_join(path, sizeof path, dir, name) == 0 && stat(path, &st) == 0;
+}
+
+/* A directory holding at least one of the interception libraries. */
+static int has_shim(const char *dir)
+{
+    return file_exists(dir, CL_INTERCEPT_LIB) || file_exists(dir, VK_LAYER_MANIFEST) || file_exists(dir, CUPTI_LIB);
+}
+
+/* The directory holding the interception libraries into out; 0 or -1. */
+static int intercept_dir(char *out, size_t size)
+{
+    const char *env = getenv("KTIMING_INTERCEPT_DIR");
+    if (env && *env) {
+        snprintf(out, size, "%s", env);
+        return 0;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            char cand[PATH_MAX], real[PATH_MAX];
+            if (path_join(cand, sizeof cand, exe, KTCLI_INTERCEPT_INSTALL_RELDIR) == 0 && realpath(cand, real) && has_shim(real)) {
+                snprintf(out, size, "%s", real);
+                return 0;
+            }
+        }
+    }
+    if (KTCLI_INTERCEPT_BUILD_DIR[0] && has_shim(KTCLI_INTERCEPT_BUILD_DIR)) {
+        snprintf(out, size, "%s", KTCLI_INTERCEPT_BUILD_DIR);
+        return 0;
+    }
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * The program's environment
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Sets name to value, or to value SEP old (prepend) / old SEP value (append) when it is already set. */
+static int env_join(const char *name, const char *value, const char *sep, int prepend)
+{
+    const char *old = getenv(name);
+    if (!old || !*old)
+        return setenv(name, value, 1);
+    size_t len = strlen(old) + strlen(value) + strlen(sep) + 1;
+    char *buf = malloc(len);
+    if (!buf)
+        return -1;
+    snprintf(buf, len, "%s%s%s", prepend ? value : old, sep, prepend ? old : value);
+    int rc = setenv(name, buf, 1);
+    free(buf);
+    return rc;
+}
+
+static int setup_env(const run_opts_t *o, const char *dir, const char *run_dir)
+{
+    char path[PATH_MAX];
+    int have_cl = file_exists(dir, CL_INTERCEPT_LIB) && file_exists(dir, CL_DIRECT_LIB);
+    int have_vk = file_exists(dir, VK_LAYER_MANIFEST);
+    int have_cuda = file_exists(dir, CUPTI_LIB);
+    const char *user_inject = getenv("CUDA_INJECTION64_PATH");
+    int cuda_user = user_inject && *user_inject; /* the user's injection library wins over ours */
+    int cuda_ours = o->cuda != RUN_OFF && have_cuda && !cuda_user;
+    /* outputs are written by this command from the per-process snapshots, not by the program's core */
+    unsetenv("KTIMING_OUTPUT");
+    unsetenv("KTIMING_TRACE");
+    unsetenv("KTIMING_REPORT");
+    if (setenv("KTIMING_RUN_DIR", run_dir, 1) != 0)
+        return -1;
+    if (o->verbose) {
+        setenv("KTIMING_VERBOSE", "profile_exec", 1);
+        setenv("KTIMING_RUN_VERBOSE", "1", 1);
+    }
+    if (o->opencl != RUN_OFF && have_cl) {
+        const char *user_loader = getenv("KTIMING_OPENCL_LIBRARY");
+        if (user_loader && *user_loader && !strstr(user_loader, CL_DIRECT_LIB))
+            setenv("KTIMING_CL_INTERCEPT_LOADER", user_loader, 1);
+        if (path_join(path, sizeof path, dir, CL_DIRECT_LIB) != 0)
+            return -1;
+        setenv("KTIMING_OPENCL_LIBRARY", path, 1);
+        if (path_join(path, sizeof path, dir, CL_INTERCEPT_LIB) != 0)
+            return -1;
+        if (o->opencl != RUN_PRELOAD && env_join("OPENCL_LAYERS", path, ":", 0) != 0)
+            return -1;
+        if (o->opencl != RUN_LAYER && env_join("LD_PRELOAD", path, ":", 1) != 0)
+            return -1;
+    } else if (o->opencl != RUN_OFF && o->verbose) {
+        fprintf(stderr, "ktiming run: OpenCL interception not built (no %s in %s)\n", CL_INTERCEPT_LIB, dir);
+    }
+    if (o->vulkan != RUN_OFF && have_vk) {
+        if (env_join("VK_ADD_LAYER_PATH", dir, ":", 1) != 0 || env_join("VK_INSTANCE_LAYERS", VK_LAYER_NAME, ":", 0))
+            return -1;
+    }
+    if (o->cuda == RUN_ON && !have_cuda && !cuda_user) {
+        fprintf(stderr, "ktiming run: --cuda on: CUDA interception not built (no %s in %s)\n", CUPTI_LIB, dir);
+        return -2;
+    }
+    if (cuda_ours) {
+        if (path_join(path, sizeof path, dir, CUPTI_LIB) != 0 || setenv("CUDA_INJECTION64_PATH", path, 1) != 0)
+            return -1;
+    } else if (o->cuda != RUN_OFF && cuda_user && o->verbose) {
+        fprintf(stderr, "ktiming run: CUDA_INJECTION64_PATH is already set (%s): kept, CUDA kernels are not timed "
+                        "by ktiming\n", user_inject);
+    } else if (o->cuda != RUN_OFF && o->verbose) {
+        fprintf(stderr, "ktiming run: CUDA interception not built (no %s in %s)\n", CUPTI_LIB, dir);
+    }
+    /* A sanitizer build's libraries need the ASan runtime loaded first, even in a program built without it.
+     * Leak checking is then off in the program: its leaks and its drivers' (some from libraries unloaded
+     * before exit, which no suppression can name) are not ktiming's, and would change its exit status. */
+    if (KTCLI_ASAN_RUNTIME[0] && ((o->opencl != RUN_OFF && have_cl) || (o->vulkan != RUN_OFF && have_vk) || cuda_ours) &&
+        (env_join("LD_PRELOAD", KTCLI_ASAN_RUNTIME, ":", 1) != 0 ||
+         env_join("ASAN_OPTIONS", "detect_leaks=0", ":", 0) != 0))
+        return -1;
+    if (o->verbose)
+        fprintf(stderr, "ktiming run: OpenCL %s, Vulkan %s, CUDA %s, libraries in %s\n",
+                o->opencl == RUN_OFF || !have_cl ? "off"
+                : o->opencl == RUN_LAYER         ? "loader layer"
+                : o->opencl == RUN_PRELOAD       ? "LD_PRELOAD"
+                                                 : "loader layer + LD_PRELOAD fallback",
+                o->vulkan == RUN_OFF || !have_vk ? "off" : "timing layer",
+                cuda_ours ? "CUPTI injection (CUDA_INJECTION64_PATH)" : "off", dir);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Running the program
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Runs argv; returns its exit status as a shell would report it, *pid its process id. */
+static int run_program(char **argv, pid_t *pid)
+{
+    struct sigaction ign, old_int, old_quit;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    fflush(NULL);
+    pid_t child = fork();
+    if (child < 0) {
+        fprintf(stderr, "ktiming run: fork: %s\n", strerror(errno));
+        return 125;
+    }
+    if (child == 0) {
+        execvp(argv[0], argv);
+        int e = errno;
+        fprintf(stderr, "ktiming run: cannot run %s: %s\n", argv[0], strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    *pid = child;
+    /* like a shell waiting for a foreground job: ^C and ^\ go to the program, we keep going to report */
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGQUIT, &ign, &old_quit);
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGQUIT, &old_quit, NULL);
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) {
+        fprintf(stderr, "ktiming run: %s died of signal %d (%s)\n", argv[0], WTERMSIG(status),
+                strsignal(WTERMSIG(status)));
+        return 128 + WTERMSIG(status);
+    }
+    return 125;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Results
+ * ------------------------------------------------------------------------------------------------- */
+
+static int copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    char buf[65536];
+    size_t n;
+    int rc = in && out ? 0 : -1;
+    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n)
+            rc = -1;
+    if (in && ferror(in))
+        rc = -1;
+    if (in)
+        fclose(in);
+    if (out && fclose(out) != 0)
+        rc = -1;
+    return rc;
+}
+
+static int write_as(const char *what, const char *path, const kt_snapshot_t *snap, kt_format_t fmt)
+{
+    int rc = kt_report_write(path, snap, fmt);
+    if (rc != 0)
+        fprintf(stderr, "ktiming run: cannot write %s %s: %s\n", what, path, kt_strerror(rc));
+    return rc;
+}
+
+/* Writes the outputs and the summary from the program's snapshot; 0 or -1. */
+static int report(const run_opts_t *o, const char *run_dir, pid_t child)
+{
+    char primary[PATH_MAX] = "", path[PATH_MAX], name[32];
+    size_t others = 0;
+    snprintf(name, sizeof name, "%ld.json", (long)child);
+    if (path_join(path, sizeof path, run_dir, name) == 0 && access(path, R_OK) == 0)
+        memcpy(primary, path, sizeof path);
+    DIR *d = opendir(run_dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len < 6 || strcmp(de->d_name + len - 5, ".json") != 0)
+            continue;
+        if (path_join(path, sizeof path, run_dir, de->d_name) != 0 || !strcmp(path, primary))
+            continue;
+        if (!primary[0]) {
+            memcpy(primary, path, sizeof path);
+            continue;
+        }
+        others++;
+        if (o->output) { /* keep the other processes' snapshots beside the main one */
+            char keep[PATH_MAX + 64];
+            int kn = snprintf(keep, sizeof keep, "%s.%.*s", o->output, (int)(len - 5), de->d_name);
+            if (kn > 0 && (size_t)kn < sizeof keep && copy_file(path, keep) == 0)
+                fprintf(stderr, "ktiming run: another timed process's snapshot: %s\n", keep);
+        }
+    }
+    if (d)
+        closedir(d);
+    if (!primary[0]) {
+        fprintf(stderr, "ktiming run: nothing was timed (the program ran no OpenCL/Vulkan/CUDA kernels, or it ended "
+                        "without running its exit handlers)\n");
+        return o->output || o->trace || o->html ? -1 : 0;
+    }
+    kt_snapshot_t *snap = NULL;
+    char err[256] = "";
+    int rc = kt_snapshot_load(primary, &snap, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "ktiming run: cannot read the program's snapshot: %s\n", err[0] ? err : kt_strerror(rc));
+        return -1;
+    }
+    int bad = 0;
+    if (o->output && copy_file(primary, o->output) != 0) {
+        fprintf(stderr, "ktiming run: cannot write %s: %s\n", o->output, strerror(errno));
+        bad = 1;
+    }
+    if (o->trace && write_as("trace", o->trace, snap, KT_FORMAT_CHROME) != 0)
+        bad = 1;
+    if (o->html && write_as("HTML report", o->html, snap, KT_FORMAT_HTML) != 0)
+        bad = 1;
+    if (strcmp(o->format, "none") != 0) {
+        kt_format_t fmt = !strcmp(o->format, "csv") ? KT_FORMAT_CSV : !strcmp(o->format, "json") ? KT_FORMAT_JSON
+                                                                                                  : KT_FORMAT_TEXT;
+        kt_report_print(stderr, snap, fmt);
+    }
+    if (others)
+        fprintf(stderr, "ktiming run: %zu other process%s of the program timed kernels too%s\n", others,
+                others == 1 ? "" : "es", o->output ? " (snapshots kept beside the output)" : " (use -o to keep them)");
+    kt_snapshot_free(snap);
+    return bad ? -1 : 0;
+}
+
+static int dir_is_empty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int empty = 1;
+    while (d && empty && (de = readdir(d)))
+        empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+    if (d)
+        closedir(d);
+    return empty;
+}
+
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char path[PATH_MAX];
+    while (d && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        if (path_join(path, sizeof path, dir, de->d_name) == 0)
+            unlink(path);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+int ktcli_cmd_run(int argc, char **argv)
+{
+    static const struct option kLong[] = {
+        {"output", required_argument, NULL, 'o'}, {"trace", required_argument, NULL, 't'},
+        {"html", required_argument, NULL, 'H'},   {"format", required_argument, NULL, 'f'},
+        {"verbose", no_argument, NULL, 'v'},      {"opencl", required_argument, NULL, 'C'},
+        {"vulkan", required_argument, NULL, 'K'}, {"cuda", required_argument, NULL, 'U'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    run_opts_t o = {NULL, NULL, NULL, "text", 0, RUN_AUTO, RUN_AUTO, RUN_AUTO};
+    int c;
+    optind = 1;
+    /* '+': stop at the first non-option, so the program's own options are left alone */
+    while ((c = getopt_long(argc, argv, "+o:f:vh", kLong, NULL)) != -1) {
+        switch (c) {
+        case 'o': o.output = optarg; break;
+        case 't': o.trace = optarg; break;
+        case 'H': o.html = optarg; break;
+        case 'f':
+            if (strcmp(optarg, "text") && strcmp(optarg, "csv") && strcmp(optarg, "json") && strcmp(optarg, "none")) {
+                fprintf(stderr, "ktiming run: unknown summary format '%s' (text, csv, json, none)\n", optarg);
+                return 2;
+            }
+            o.format = optarg;
+            break;
+        case 'v': o.verbose = 1; break;
+        case 'C':
+            if (parse_mode(optarg, &o.opencl) != 0 || o.opencl == RUN_ON) {
+                fprintf(stderr, "ktiming run: --opencl takes auto, layer, preload or off\n");
+                return 2;
+            }
+            break;
+        case 'K':
+            if (parse_mode(optarg, &o.vulkan) != 0 || o.vulkan == RUN_PRELOAD || o.vulkan == RUN_ON) {
+                fprintf(stderr, "ktiming run: --vulkan takes auto or off\n");
+                return 2;
+            }
+            break;
+        case 'U':
+            if (parse_mode(optarg, &o.cuda) != 0 || (o.cuda != RUN_AUTO && o.cuda != RUN_ON && o.cuda != RUN_OFF)) {
+                fprintf(stderr, "ktiming run: --cuda takes auto, on or off\n");
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    char dir[PATH_MAX];
+    if (intercept_dir(dir, sizeof dir) != 0) {
+        fprintf(stderr, "ktiming run: interception libraries not found (set KTIMING_INTERCEPT_DIR)\n");
+        return 125;
+    }
+    const char *tmp = getenv("TMPDIR");
+    char run_dir[PATH_MAX];
+    snprintf(run_dir, sizeof run_dir, "%s/ktiming-run.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(run_dir)) {
+        fprintf(stderr, "ktiming run: cannot create a directory in %s: %s\n", tmp && *tmp ? tmp : "/tmp",
+                strerror(errno));
+        return 125;
+    }
+    int env_rc = setup_env(&o, dir, run_dir);
+    if (env_rc != 0) {
+        if (env_rc == -1)
+            fprintf(stderr, "ktiming run: cannot set up the environment\n");
+        remove_dir(run_dir);
+        return 125;
+    }
+    pid_t child = 0;
+    int status = run_program(argv + optind, &child);
+    /* a program that could not be started (126/127 from our child) timed nothing: no second message */
+    int started = child > 0 && !((status == 126 || status == 127) && dir_is_empty(run_dir));
+    int rc = started ? report(&o, run_dir, child) : 0;
+    remove_dir(run_dir);
+    /* the program's status wins; a failure to write what was asked for shows when the program succeeded */
+    return status != 0 ? status : (rc != 0 ? 125 : 0);
+}
