@@ -28,8 +28,18 @@
  * A kernel is the triple (name, backend, device); device NULL means "host" for the CPU, "default" otherwise.
  * Each thread writes only its own store (no lock, no shared cache line on the hot path); kt_snapshot() merges
  * them. Counts and totals are exact under any contention, a thread's records stay after it exits, and
- * kt_snapshot() and kt_reset() may run while other threads record. A snapshot taken during a reset shows each
- * kernel's counts either before or after it. At most 65535 kernels; interning more returns id 0 (records ignored).
+ * kt_snapshot() and kt_reset() may run while other threads record. At most 65535 kernels; interning more
+ * returns id 0 (records ignored).
+ *
+ * Snapshots and resets. kt_reset() starts a new generation: a snapshot taken after kt_reset() returned holds
+ * no record, sample or span made before kt_reset() was called (a record racing with the reset counts on one
+ * side or the other, or not at all). A reset waits for a snapshot in progress, so one snapshot never mixes two
+ * generations. While threads record, a snapshot reads each thread's data for a kernel at some moment during
+ * the call (different threads and kernels at slightly different moments, not one global instant), and each
+ * entry is consistent in itself: every sample, percentile and the mean lie in [min_ns, max_ns];
+ * sample_count <= dispatch_count; the histogram behind the percentiles counts only dispatches in
+ * dispatch_count; every span belongs to a dispatch its entry counts (dispatch_count, or errors for a span
+ * flagged KT_SPAN_ERROR), so a successful span's duration lies in [min_ns, max_ns] too. Recorders never wait.
  *
  * Statistics (kt_kernel_timing_t): count, total, min, max exact; mean exact; stddev the exact sample standard
  * deviation (n-1), from 128-bit integer sums; p50/p90/p99 the nearest-rank percentile (the ceil(p*n)-th
@@ -293,7 +303,7 @@ KT_API const char *kt_version(void);
 KT_API void kt_enable(void);
 KT_API void kt_disable(void);
 KT_API int kt_is_enabled(void);
-KT_API void kt_reset(void); /* clears aggregates, samples and spans; interned ids stay valid */
+KT_API void kt_reset(void); /* clears aggregates, samples and spans (waits for a snapshot in progress); ids stay */
 
 /* Recording. */
 KT_API void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns);

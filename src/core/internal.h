@@ -84,8 +84,10 @@ void kt__thread_refresh(uint32_t ordinal);
 typedef _Atomic uint64_t kt__au64;
 typedef _Atomic(kt__au64 *) kt__u64_ptr;
 
-/* One kernel's aggregates in one shard. Only the owning thread writes; snapshots read the scalar block
- * under the seqlock `seq`, the histogram and samples with relaxed loads. */
+/* One kernel's aggregates in one shard. Only the owning thread writes. A record stores its scalars (under the
+ * seqlock `seq`) before its histogram count and reservoir sample, each a release store; a snapshot reads
+ * samples and histogram first (acquire), then the scalars, so every value it copied belongs to a record those
+ * scalars count (min <= sample <= max within one generation: see kt_snapshot in snapshot.c). */
 typedef struct kt__slot_t {
     /* First cache line: what every record reads and writes. */
     _Atomic uint64_t seq;        /* seqlock: odd while the owner updates the scalars */
@@ -101,6 +103,7 @@ typedef struct kt__slot_t {
     _Atomic uint64_t errors;     /* dispatches that ended in error */
     _Atomic uint64_t dropped;    /* dispatches lost before reaching the recorder (kt_record_drop) */
     _Atomic uint64_t spans_dropped;            /* spans not kept: span log full */
+    _Atomic uint32_t res_fill;                 /* samples[0..res_fill) hold values (= count until full) */
     double res_w;                              /* owner only: Algorithm L's running W */
     kt__u64_ptr samples;                       /* reservoir, kt__cfg.sample_capacity entries (after the struct) */
     kt__u64_ptr hist[KT__HIST_BLOCKS];         /* histogram blocks of KT__HIST_BLOCK counters, lazily allocated */
@@ -151,6 +154,10 @@ kt__shard_t *kt__shard_self(void);
 kt__shard_t *kt__shards_head(void);
 /* Current reset generation. */
 uint64_t kt__generation(void);
+/* kt_reset() waits between these two calls: a snapshot holds the generation still while it reads, so no shard
+ * it reads is cleared under it (recorders never wait on this). */
+void kt__reset_hold(void);
+void kt__reset_release(void);
 
 /* Randomness shared by recorder and snapshot. */
 static inline uint64_t kt__splitmix(uint64_t *s)

@@ -15,6 +15,7 @@ static pthread_mutex_t g_shards_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(kt__shard_t *) g_shards; /* newest first; a shard's `next` never changes once published */
 static uint32_t g_shard_count;          /* guarded by g_shards_lock */
 static _Atomic uint64_t g_gen = 1;      /* reset generation: kt_reset() bumps it, owners clear lazily */
+static pthread_mutex_t g_reset_lock = PTHREAD_MUTEX_INITIALIZER; /* kt_reset() vs snapshots reading */
 static pthread_key_t g_key;             /* its destructor releases a thread's shard at thread exit */
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
@@ -23,6 +24,8 @@ static __thread uint32_t tl_ordinal __attribute__((tls_model("initial-exec")));
 
 kt__shard_t *kt__shards_head(void) { return KT__LDA(&g_shards); }
 uint64_t kt__generation(void) { return KT__LDA(&g_gen); }
+void kt__reset_hold(void) { pthread_mutex_lock(&g_reset_lock); }
+void kt__reset_release(void) { pthread_mutex_unlock(&g_reset_lock); }
 
 /* Thread exit: the shard and its records stay in the list for snapshots and for a later thread to adopt. */
 static void shard_release(void *p)
@@ -83,6 +86,7 @@ static void slot_clear(kt__slot_t *sl)
     KT__STR(&sl->spans_dropped, 0);
     KT__STR(&sl->seq, q + 2);
     sl->res_next = 0;
+    KT__ST(&sl->res_fill, 0);
     for (uint32_t b = 0; b < KT__HIST_BLOCKS; b++) {
         _Atomic uint64_t *blk = KT__LD(&sl->hist[b]);
         if (blk)
@@ -91,7 +95,9 @@ static void slot_clear(kt__slot_t *sl)
     }
 }
 
-/* The owner saw a newer generation: clear its data, then say which generation it now holds. */
+/* The owner saw a newer generation: clear its data, then say which generation it now holds. No snapshot reads
+ * the shard meanwhile: one that began before the reset holds kt_reset() off until it ends, and one that begins
+ * after it skips a shard whose `gen` is not the current generation. */
 static void shard_renew(kt__shard_t *s)
 {
     uint64_t gen = KT__LD(&g_gen);
@@ -170,20 +176,22 @@ static inline kt__shard_t *shard_ready(void)
 
 /* Algorithm L (Li 1994): after the reservoir fills, jump straight to the next record that enters it, so the
  * common case costs one comparison. Uniform over every record of the shard. `res_next` is the count at which
- * the slow path must run next: while the reservoir fills that is every record. */
+ * the slow path must run next: while the reservoir fills that is every record. Called after the record's
+ * scalars are stored (n is the count before it). */
 static void reservoir_step(kt__shard_t *s, kt__slot_t *sl, uint64_t n, uint64_t v)
 {
     uint32_t cap = kt__cfg.sample_capacity;
     kt__au64 *smp = KT__LD(&sl->samples);
     if (n < cap) {
-        KT__ST(&smp[n], v); /* written before the count that exposes it */
+        KT__STR(&smp[n], v);
+        KT__STR(&sl->res_fill, (uint32_t)n + 1u); /* exposes the sample just written */
         if (n + 1 < cap) {
             sl->res_next = n + 1;
             return;
         }
         sl->res_w = exp(log(kt__rand_open01(&s->rng)) / cap);
     } else {
-        KT__ST(&smp[kt__rand_below(&s->rng, cap)], v);
+        KT__STR(&smp[kt__rand_below(&s->rng, cap)], v);
         sl->res_w *= exp(log(kt__rand_open01(&s->rng)) / cap);
     }
     double skip = floor(log(kt__rand_open01(&s->rng)) / log1p(-sl->res_w));
@@ -216,6 +224,9 @@ static inline void slot_scalars(kt__slot_t *sl, uint64_t n, uint64_t v, uint64_t
     KT__STR(&sl->seq, q + 2);
 }
 
+/* A histogram count, after the scalars of its record: a snapshot that sees the count sees those scalars. */
+static inline void hist_bump(kt__au64 *c) { KT__STR(c, KT__LD(c) + 1); }
+
 /* The common case, with no call and no allocation: returns 0 (having changed nothing) when the record needs
  * the reservoir or a new histogram block, which slot_add_full handles. */
 static inline int slot_add_fast(kt__slot_t *sl, uint64_t v, uint64_t stamp)
@@ -227,23 +238,23 @@ static inline int slot_add_fast(kt__slot_t *sl, uint64_t v, uint64_t stamp)
     kt__au64 *blk = KT__LD(&sl->hist[idx / KT__HIST_BLOCK]);
     if (__builtin_expect(!blk, 0))
         return 0;
-    KT__ST(&blk[idx % KT__HIST_BLOCK], KT__LD(&blk[idx % KT__HIST_BLOCK]) + 1);
     slot_scalars(sl, n, v, stamp);
+    hist_bump(&blk[idx % KT__HIST_BLOCK]);
     return 1;
 }
 
 static __attribute__((noinline)) void slot_add_full(kt__shard_t *s, kt__slot_t *sl, uint64_t v, uint64_t stamp)
 {
     uint64_t n = KT__LD(&sl->count);
-    if (n == sl->res_next)
-        reservoir_step(s, sl, n, v);
     uint32_t idx = kt__hist_index(v);
     kt__au64 *blk = KT__LD(&sl->hist[idx / KT__HIST_BLOCK]);
     if (!blk && (blk = calloc(KT__HIST_BLOCK, sizeof *blk)) != NULL)
         KT__STR(&sl->hist[idx / KT__HIST_BLOCK], blk);
-    if (blk) /* out of memory: percentiles then miss this record, the exact aggregates do not */
-        KT__ST(&blk[idx % KT__HIST_BLOCK], KT__LD(&blk[idx % KT__HIST_BLOCK]) + 1);
     slot_scalars(sl, n, v, stamp);
+    if (n == sl->res_next)
+        reservoir_step(s, sl, n, v);
+    if (blk) /* out of memory: percentiles then miss this record, the exact aggregates do not */
+        hist_bump(&blk[idx % KT__HIST_BLOCK]);
 }
 
 static inline void slot_add(kt__shard_t *s, kt__slot_t *sl, uint64_t v, uint64_t stamp)
@@ -485,4 +496,10 @@ void kt_record_drop(kt_kernel_id_t kernel)
         counter_add(&sl->dropped);
 }
 
-void kt_reset(void) { atomic_fetch_add_explicit(&g_gen, 1, memory_order_acq_rel); }
+/* Waits for a snapshot in progress: a snapshot reads one generation from start to end. */
+void kt_reset(void)
+{
+    pthread_mutex_lock(&g_reset_lock);
+    atomic_fetch_add_explicit(&g_gen, 1, memory_order_acq_rel);
+    pthread_mutex_unlock(&g_reset_lock);
+}

@@ -87,7 +87,8 @@ static void hist_percentiles(const uint64_t *h, uint64_t used, uint64_t n, kt_ke
         *out[k] = *out[k] < t->min_ns ? t->min_ns : *out[k] > t->max_ns ? t->max_ns : *out[k];
 }
 
-/* Uniform sample of min(cap, N) of the N records behind the shards' reservoirs: draw without replacement,
+/* Uniform sample of min(cap, N) of the N records behind the shards' reservoirs (N = the pools' `remaining`
+ * summed): draw without replacement,
  * choosing a shard in proportion to its records not yet drawn, then a random unused sample of that shard (a
  * uniform subset of a uniform reservoir is a uniform subset of the shard's records). */
 static uint32_t merge_samples(pool_t *pools, uint32_t npools, uint64_t total, uint32_t cap, uint64_t *out,
@@ -100,7 +101,7 @@ static uint32_t merge_samples(pool_t *pools, uint32_t npools, uint64_t total, ui
         while (i + 1 < npools && r >= pools[i].remaining)
             r -= pools[i++].remaining;
         pool_t *p = &pools[i];
-        if (!p->size) /* only if a reservoir was read mid-reset: stop rather than invent */
+        if (!p->size) /* defensive: remaining >= size in every pool and at most cap draws keep size above 0 */
             return t;
         uint32_t j = (uint32_t)kt__rand_below(rng, p->size);
         out[t] = p->buf[j];
@@ -150,6 +151,14 @@ static double stddev_exact(uint64_t n, unsigned __int128 s, unsigned __int128 q)
  * kt_snapshot
  * ------------------------------------------------------------------------------------------------- */
 
+/* Consistency (the guarantee ktiming.h states): kt_reset() waits while a snapshot runs, so the generation read
+ * here holds to the end and no shard read is cleared under it; a shard still holding an older generation has
+ * no record of this one and is skipped. Within the generation every owner writes in this order: a record's
+ * scalars, then its histogram count and reservoir sample, then (zones, dispatches) its span and the shard's
+ * span_count, each published by a release store. The snapshot reads in the opposite order with acquire
+ * loads: span counts, then per slot the reservoir and histogram, then the scalars. So every span, sample and
+ * histogram count it copies belongs to a record the scalars it reads afterwards include, and as min only
+ * falls and max only rises within a generation, every sample lies in [min_ns, max_ns]. */
 kt_snapshot_t *kt_snapshot(void)
 {
     kt__ensure_init();
@@ -163,8 +172,8 @@ kt_snapshot_t *kt_snapshot(void)
         snap->host[0] = 0;
     snap->host[sizeof snap->host - 1] = 0;
 
+    kt__reset_hold();
     uint64_t gen = kt__generation();
-    uint32_t nk = kt__kernel_count();
     uint32_t cap = kt__cfg.sample_capacity;
 
     /* Shards holding this generation's data (a shard not yet renewed after a reset holds none). */
@@ -173,24 +182,36 @@ kt_snapshot_t *kt_snapshot(void)
     for (kt__shard_t *s = head; s; s = s->next)
         ns++;
     kt__shard_t **shards = calloc(ns ? ns : 1, sizeof *shards);
+    uint32_t *span_n = calloc(ns ? ns : 1, sizeof *span_n); /* each shard's spans, counted before the slots */
     pool_t *pools = calloc(ns ? ns : 1, sizeof *pools);
     size_t poolcap = cap, poolused; /* poolbuf grows to the largest kernel's reservoirs, not ns x cap */
     uint64_t *poolbuf = malloc(poolcap * sizeof(uint64_t));
     uint64_t *hist = calloc(KT__HIST_BUCKETS, sizeof(uint64_t)); /* zeroed again block by block after use */
-    entry_build_t *eb = calloc(nk ? nk : 1, sizeof *eb);
-    uint32_t *kid_entry = malloc(((size_t)nk + 1) * sizeof *kid_entry);
-    if (!shards || !pools || !poolbuf || !hist || !eb || !kid_entry)
+    entry_build_t *eb = NULL;
+    uint32_t *kid_entry = NULL;
+    if (!shards || !span_n || !pools || !poolbuf || !hist)
         goto fail;
     uint32_t nvalid = 0;
-    {
-        for (kt__shard_t *s = head; s; s = s->next)
-            if (KT__LDA(&s->gen) == gen)
-                shards[nvalid++] = s;
-    }
+    for (kt__shard_t *s = head; s; s = s->next)
+        if (KT__LDA(&s->gen) == gen) {
+            span_n[nvalid] = KT__LDA(&s->span_count);
+            shards[nvalid++] = s;
+        }
+    /* After the span counts: every kernel a counted span names is at most nk. */
+    uint32_t nk = kt__kernel_count();
+    eb = calloc(nk ? nk : 1, sizeof *eb);
+    kid_entry = malloc(((size_t)nk + 1) * sizeof *kid_entry);
+    if (!eb || !kid_entry)
+        goto fail;
     uint64_t rng = 0x736e617073686f74ull ^ gen;
     uint32_t ne = 0;
+    uint64_t used = 0; /* histogram blocks holding counts, zeroed again before the next kernel */
 
     for (uint32_t id = 1; id <= nk; id++) {
+        for (uint32_t b = 0; b < KT__HIST_BLOCKS; b++)
+            if (used >> b & 1)
+                memset(hist + b * KT__HIST_BLOCK, 0, KT__HIST_BLOCK * sizeof(uint64_t));
+        used = 0;
         kid_entry[id] = UINT32_MAX;
         kt_kernel_timing_t t;
         memset(&t, 0, sizeof t);
@@ -198,13 +219,38 @@ kt_snapshot_t *kt_snapshot(void)
         uint64_t best_stamp = 0;
         uint32_t best_shard = 0, npools = 0;
         int any = 0;
-        uint64_t hist_n = 0, used = 0; /* counts merged into hist, and which blocks hold them */
+        uint64_t hist_n = 0;           /* counts merged into hist */
+        uint64_t pool_total = 0;       /* records the pools stand for */
         poolused = 0;
 
         for (uint32_t si = 0; si < nvalid; si++) {
             kt__slot_t *sl = shard_slot(shards[si], id);
             if (!sl)
                 continue;
+            /* Reservoir and histogram before the scalars (see the comment above kt_snapshot). */
+            uint32_t fill = KT__LDA(&sl->res_fill);
+            if (poolused + fill > poolcap) {
+                size_t nc = poolcap * 2 > poolused + fill ? poolcap * 2 : poolused + fill;
+                uint64_t *nb = realloc(poolbuf, nc * sizeof(uint64_t));
+                if (!nb)
+                    goto fail_entries;
+                poolbuf = nb;
+                poolcap = nc;
+            }
+            _Atomic uint64_t *smp = KT__LD(&sl->samples);
+            for (uint32_t j = 0; j < fill; j++)
+                poolbuf[poolused + j] = KT__LDA(&smp[j]);
+            for (uint32_t b = 0; b < KT__HIST_BLOCKS; b++) {
+                _Atomic uint64_t *blk = KT__LDA(&sl->hist[b]);
+                if (!blk)
+                    continue;
+                used |= (uint64_t)1 << b;
+                for (uint32_t j = 0; j < KT__HIST_BLOCK; j++) {
+                    uint64_t c = KT__LDA(&blk[j]);
+                    hist[b * KT__HIST_BLOCK + j] += c;
+                    hist_n += c;
+                }
+            }
             slot_read_t r;
             slot_read(sl, &r);
             t.errors += KT__LD(&sl->errors);
@@ -227,35 +273,15 @@ kt_snapshot_t *kt_snapshot(void)
             t.dispatch_count += r.count;
             sum += r.total;
             sq += (unsigned __int128)r.sq_hi << 64 | r.sq_lo;
-            for (uint32_t b = 0; b < KT__HIST_BLOCKS; b++) {
-                _Atomic uint64_t *blk = KT__LDA(&sl->hist[b]);
-                if (!blk)
-                    continue;
-                used |= (uint64_t)1 << b;
-                for (uint32_t j = 0; j < KT__HIST_BLOCK; j++) {
-                    uint64_t c = KT__LD(&blk[j]);
-                    hist[b * KT__HIST_BLOCK + j] += c;
-                    hist_n += c;
-                }
-            }
-            pool_t *p = &pools[npools];
-            p->remaining = r.count;
-            p->size = r.count < cap ? (uint32_t)r.count : cap;
-            if (poolused + p->size > poolcap) {
-                size_t nc = poolcap * 2 > poolused + p->size ? poolcap * 2 : poolused + p->size;
-                uint64_t *nb = realloc(poolbuf, nc * sizeof(uint64_t));
-                if (!nb)
-                    goto fail_entries;
-                poolbuf = nb;
-                poolcap = nc;
-            }
+            /* A reservoir still filling holds exactly its first `fill` records (a record being stored may be
+             * counted already); a full one is a uniform sample of the shard's records. */
+            pool_t *p = &pools[npools++];
+            p->size = fill;
+            p->remaining = fill < cap ? fill : r.count;
             p->buf = NULL;
             p->off = poolused;
-            _Atomic uint64_t *smp = KT__LD(&sl->samples);
-            for (uint32_t j = 0; j < p->size; j++)
-                poolbuf[poolused + j] = KT__LD(&smp[j]);
-            poolused += p->size;
-            npools++;
+            pool_total += p->remaining;
+            poolused += fill;
         }
         for (uint32_t i = 0; i < npools; i++) /* poolbuf may have moved while growing */
             pools[i].buf = poolbuf + pools[i].off;
@@ -276,9 +302,6 @@ kt_snapshot_t *kt_snapshot(void)
             t.mean_ns = (double)sum / (double)t.dispatch_count;
             t.stddev_ns = stddev_exact(t.dispatch_count, sum, sq);
             hist_percentiles(hist, used, hist_n, &t);
-            for (uint32_t b = 0; b < KT__HIST_BLOCKS; b++)
-                if (used >> b & 1)
-                    memset(hist + b * KT__HIST_BLOCK, 0, KT__HIST_BLOCK * sizeof(uint64_t));
             uint32_t want = t.dispatch_count < cap ? (uint32_t)t.dispatch_count : cap;
             t.samples = malloc(want * sizeof(uint64_t));
             if (!t.samples) {
@@ -286,7 +309,7 @@ kt_snapshot_t *kt_snapshot(void)
                 free((void *)t.device);
                 goto fail_entries;
             }
-            t.sample_count = merge_samples(pools, npools, t.dispatch_count, cap, t.samples, &rng);
+            t.sample_count = merge_samples(pools, npools, pool_total, cap, t.samples, &rng);
         }
         eb[ne].t = t;
         eb[ne].kernel = id;
@@ -306,10 +329,10 @@ kt_snapshot_t *kt_snapshot(void)
     }
     ne = 0; /* owned by snap from here */
 
-    /* Spans: every published span of the shards read above. */
+    /* Spans: those each shard had published before its slots were read (all counted in the entries). */
     size_t nspan = 0;
     for (uint32_t si = 0; si < nvalid; si++)
-        nspan += KT__LDA(&shards[si]->span_count);
+        nspan += span_n[si];
     if (nspan) {
         snap->spans = malloc(nspan * sizeof *snap->spans);
         if (!snap->spans)
@@ -317,7 +340,7 @@ kt_snapshot_t *kt_snapshot(void)
         size_t w = 0;
         for (uint32_t si = 0; si < nvalid && w < nspan; si++) {
             kt__shard_t *s = shards[si];
-            uint32_t n = KT__LDA(&s->span_count);
+            uint32_t n = span_n[si];
             kt__span_rec_t *log = KT__LDA(&s->spans);
             for (uint32_t i = 0; log && i < n && w < nspan; i++) {
                 uint32_t kid = KT__LD(&log[i].kernel);
@@ -340,13 +363,16 @@ kt_snapshot_t *kt_snapshot(void)
             }
         }
         snap->span_count = w;
-        qsort(snap->spans, w, sizeof *snap->spans, span_cmp);
     }
+    kt__reset_release();
+    if (snap->span_count)
+        qsort(snap->spans, snap->span_count, sizeof *snap->spans, span_cmp);
     snap->queues = kt__queues_copy(&snap->queue_count);
     snap->threads = kt__threads_copy(&snap->thread_count);
     snap->devices = kt__devices_copy(&snap->device_count);
 
     free(shards);
+    free(span_n);
     free(pools);
     free(poolbuf);
     free(hist);
@@ -361,7 +387,9 @@ fail_entries:
         free(eb[i].t.samples);
     }
 fail:
+    kt__reset_release();
     free(shards);
+    free(span_n);
     free(pools);
     free(poolbuf);
     free(hist);
