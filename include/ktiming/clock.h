@@ -25,9 +25,11 @@
  *   drift_bound_ppm  bound on the fitted drift's error: k * drift_se_ppm (k = 3 plus a small-sample allowance,
  *                drift_se_ppm the drift's standard error from the residuals) plus the slope error read positions
  *                inside their brackets can cause (sum_i |b_i| * halfwidth_i, b_i the slope's coefficients; large
- *                over a span of a few ms, and invisible in the residuals). Where that interval reaches past the
- *                prior |drift| <= KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM, the drift is the overlap's value nearest 0
- *                and the bound reaches the overlap's far edge.
+ *                over a span of a few ms, and invisible in the residuals). That interval is cut at
+ *                +-KT_CLOCK_DRIFT_LIMIT_PPM. Where it reaches past the prior |drift| <=
+ *                KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM, the drift is the overlap's value nearest 0, but the bound
+ *                still reaches the far edge of the data's (cut) interval: a clock outside the prior (a 2,000 ppm
+ *                oscillator) stays contained, and the prior only steadies the estimate.
  *   max_drift_ppm  the assumed worst change of the rate since the fit (default 10 ppm for device clocks).
  * docs/calibration.md gives the measured accuracy and containment of this bound per strategy and scenario.
  *
@@ -74,8 +76,9 @@ typedef struct kt_clock_sample_t {
 
 #define KT_CLOCK_MIN_SAMPLES 10
 #define KT_CLOCK_DEFAULT_MAX_DRIFT_PPM 10.0 /* max_drift_ppm a fit starts with (device oscillators) */
-#define KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM 500.0 /* |drift| of any device oscillator against the host is below this:
-                                                  bounds the drift when a short span cannot */
+#define KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM 500.0 /* |drift| of device oscillators against the host is usually below
+                                                  this: the drift estimate of a short span shrinks towards it */
+#define KT_CLOCK_DRIFT_LIMIT_PPM 5000.0 /* no clock is further off than this: bounds never reach past it */
 
 /* A fitted device-clock model. Fields are plain data: copy freely; kt_clock_fit() fills every one. */
 typedef struct kt_clock_model_t {
@@ -219,8 +222,10 @@ typedef struct kt_clock_tracker_desc_t {
     double max_error_ns;                 /* poll samples when the bound at now exceeds this; 0 = no limit */
     double max_drift_ppm;                /* max_drift_ppm of the fitted models; 0 = 10 */
     double drift_prior_ppm;              /* |drift| is known to be below this: where a fit's drift interval
-                                            reaches past it (short spans), drift and its bound come from the
-                                            overlap; 0 = KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM (500), negative = none */
+                                            reaches past it (short spans), the drift comes from the overlap and
+                                            the bound from the data (cut at KT_CLOCK_DRIFT_LIMIT_PPM or this,
+                                            the larger); 0 = KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM (500), negative =
+                                            none */
     uint64_t step_ns;                    /* a new sample this far (beyond the bound) from the model means the
                                             clock was stepped or reset: the ring restarts; 0 = 1 ms */
 } kt_clock_tracker_desc_t;
