@@ -186,6 +186,38 @@ KT_API int kt_clock_sample(kt_device_clock_read_cb read_device, void *user, kt_c
                            kt_clock_sample_t *out, size_t n);
 
 /* ---------------------------------------------------------------------------------------------------
+ * The host timeline's own counter (docs/host-clock.md)
+ *
+ * kt_now_ns(), zones, kt_cpu_dispatch_2d and backends' host brackets read the cheapest trustworthy counter: the
+ * TSC on x86-64 when it is invariant (CPUID 0x80000007 EDX bit 8, Linux's constant_tsc and nonstop_tsc, the
+ * kernel's clocksource is tsc) and agrees across every CPU the process may run on; CNTVCT_EL0 on aarch64 when
+ * the clocksource is arch_sys_counter; else clock_gettime(CLOCK_MONOTONIC_RAW). KTIMING_CLOCK=auto|tsc|
+ * monotonic_raw overrides ("tsc" means the CPU counter on either architecture). Counter ticks become
+ * CLOCK_MONOTONIC_RAW ns by a multiply-shift fitted with a kt_clock_tracker_t (WEIGHTED) on brackets of
+ * clock_gettime around the counter, refreshed by the first read after the refresh point (2 ms after start,
+ * then as long as the fitted span, at most 1 s); a refit slews onto the new model (no step back in time).
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Facts about the host counter in force. */
+typedef struct kt_host_clock_info_t {
+    char counter[32];        /* "tsc", "cntvct" or "CLOCK_MONOTONIC_RAW" (clock_gettime) */
+    char reason[192];        /* why this counter: the checks passed, the override, or why the counter fell back */
+    uint64_t frequency_hz;   /* fitted counter rate against CLOCK_MONOTONIC_RAW; 1e9 for clock_gettime */
+    uint64_t nominal_hz;     /* the rate the model is relative to (start-up estimate, CNTFRQ_EL0 on aarch64) */
+    double drift_ppm;        /* fitted rate against nominal_hz (> 0: counter fast) */
+    double drift_bound_ppm;  /* bound on drift_ppm's error */
+    double error_bound_ns;   /* bound on |converted - CLOCK_MONOTONIC_RAW| of any timestamp converted by the
+                                current model (until its next refresh, including the slew onto it), plus 1 ns
+                                of rounding; 0 for clock_gettime */
+    uint32_t model_samples;  /* samples in the current model */
+    double span_ms;          /* host time the current model's samples span */
+    uint64_t fits;           /* models fitted since start */
+} kt_host_clock_info_t;
+
+/* Fill *out (initialising ktiming if needed). KT_EINVAL when out is NULL. */
+KT_API int kt_host_clock_info(kt_host_clock_info_t *out);
+
+/* ---------------------------------------------------------------------------------------------------
  * Periodic refit: a tracker keeps a ring of recent samples of one device clock and a current model
  *
  * Use from a backend:

@@ -3,6 +3,7 @@
 #define KT_CORE_INTERNAL_H
 
 #include "ktiming.h"
+#include "core/hclock.h"
 #include "core/hist.h"
 
 #include <stdatomic.h>
@@ -42,13 +43,12 @@ void kt__exit_write(void);
 /* Records one host-timed dispatch with its span on the host thread's track (CPU zones, kt_cpu_dispatch_2d). */
 void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end_ns);
 
-/* Host clock without the call through the exported symbol. */
-static inline uint64_t kt__now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* Host clock without the call through the exported symbol: CLOCK_MONOTONIC_RAW ns from the counter chosen by
+ * kt__hclock_init (hclock.h, clock.c). */
+static inline uint64_t kt__now(void) { return kt__hc_now(); }
+
+/* Choose and calibrate the host counter, publish the host device record (first initialisation, clock.c). */
+void kt__hclock_init(void);
 
 /* ---------------------------------------------------------------------------------------------------
  * Registry: kernels, queues, threads, devices (registry.c)
