@@ -173,8 +173,26 @@ static double model_bound(const kt_clock_model_t *m, uint64_t due_host)
 
 static void hc_store(_Atomic uint64_t *p, uint64_t v) { atomic_store_explicit(p, v, memory_order_relaxed); }
 
-/* Install the tracker's model from tick `now` on: a slew piece from the current conversion to the model, then
- * the model; next refresh when the model is as old as its span. Lock held. */
+/* The fitted model's piece, waiting for the slew piece in force to end at kt__hc.due. Lock held. */
+static int g_pending;                 /* a piece waits */
+static uint64_t g_pend_tick0, g_pend_ns0, g_pend_mult, g_pend_due; /* it, and the refresh point after it */
+
+/* Rewrite the piece in force and the next call-out point. Lock held. */
+static void piece_store(uint64_t tick0, uint64_t ns0, uint64_t mult, uint64_t due)
+{
+    uint32_t s = atomic_load_explicit(&kt__hc.seq, memory_order_relaxed);
+    atomic_store_explicit(&kt__hc.seq, s + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    hc_store(&kt__hc.tick0, tick0);
+    hc_store(&kt__hc.ns0, ns0);
+    hc_store(&kt__hc.mult, mult);
+    atomic_store_explicit(&kt__hc.seq, s + 2, memory_order_release);
+    hc_store(&kt__hc.due, due);
+}
+
+/* Install the tracker's model from tick `now` on: a slew piece from the current conversion onto the model (at
+ * SLEW_PPM, at least SLEW_MIN_NS, never past the next refresh), then the model's own piece; next refresh when
+ * the model is as old as its span. Lock held. */
 static int install(uint64_t now, int first)
 {
     kt_clock_model_t m;
@@ -189,35 +207,31 @@ static int install(uint64_t now, int first)
         wait = REFRESH_MIN_NS;
     if (wait > g_refresh_max_ns)
         wait = g_refresh_max_ns;
-    long double ticks_per_ns = (long double)(1u << (KT__HC_SHIFT - 32)) * 4294967296.0L / (long double)mult;
+    long double ticks_per_ns = (long double)(1ull << KT__HC_SHIFT) / (long double)mult;
     uint64_t wait_ticks = (uint64_t)((long double)wait * ticks_per_ns);
 
-    uint64_t a_ns0 = first ? ns_now : kt__hc_convert(now);
-    int64_t jump = (int64_t)(ns_now - a_ns0);
-    double slew_ns = fabs((double)jump) / (SLEW_PPM * 1e-6);
+    uint64_t cur = first ? ns_now : kt__hc_convert(now);
+    double jump = fabs((double)(int64_t)(ns_now - cur));
+    double slew_ns = jump / (SLEW_PPM * 1e-6);
     if (slew_ns < (double)SLEW_MIN_NS)
         slew_ns = (double)SLEW_MIN_NS;
     if (slew_ns > (double)wait)
         slew_ns = (double)wait;
-    uint64_t until = first ? now : now + (uint64_t)((long double)slew_ns * ticks_per_ns);
-    uint64_t b_at_until = kt__hc_seg_ns(now, ns_now, mult, until);
-    uint64_t a_mult = mult;
-    if (!first && until != now)
-        a_mult = (uint64_t)((long double)(b_at_until - a_ns0) * (long double)(1ull << KT__HC_SHIFT) /
-                            (long double)(until - now) + 0.5L);
-
-    uint32_t s = atomic_load_explicit(&kt__hc.seq, memory_order_relaxed);
-    atomic_store_explicit(&kt__hc.seq, s + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
-    hc_store(&kt__hc.a_tick0, now);
-    hc_store(&kt__hc.a_ns0, a_ns0);
-    hc_store(&kt__hc.a_mult, a_mult);
-    hc_store(&kt__hc.b_tick0, now);
-    hc_store(&kt__hc.b_ns0, ns_now);
-    hc_store(&kt__hc.b_mult, mult);
-    hc_store(&kt__hc.until, until);
-    atomic_store_explicit(&kt__hc.seq, s + 2, memory_order_release);
-    hc_store(&kt__hc.due, now + wait_ticks);
+    uint64_t until = now + (uint64_t)((long double)slew_ns * ticks_per_ns);
+    g_pending = 0;
+    if (first || until == now) {
+        piece_store(now, ns_now, mult, now + wait_ticks);
+    } else {
+        uint64_t target = kt__hc_seg_ns(now, ns_now, mult, until);
+        uint64_t slew_mult = (uint64_t)((long double)(target - cur) * (long double)(1ull << KT__HC_SHIFT) /
+                                        (long double)(until - now) + 0.5L);
+        g_pending = 1;
+        g_pend_tick0 = until;
+        g_pend_ns0 = target;
+        g_pend_mult = mult;
+        g_pend_due = now + wait_ticks;
+        piece_store(now, cur, slew_mult, until);
+    }
     g_tick_ns_q32 = mult >> (KT__HC_SHIFT - 32);
 
     /* while slewing, a timestamp lies between the old model and the new: the larger bound holds */
@@ -288,7 +302,17 @@ void kt__hclock_refresh(uint64_t tick)
 {
     if (pthread_mutex_trylock(&g_lock) != 0)
         return; /* another thread refreshes; this read converts with the model in force */
-    if ((int64_t)(tick - atomic_load_explicit(&kt__hc.due, memory_order_relaxed)) >= 0) {
+    if ((int64_t)(tick - atomic_load_explicit(&kt__hc.due, memory_order_relaxed)) < 0) {
+        pthread_mutex_unlock(&g_lock);
+        return;
+    }
+    if (g_pending) {
+        /* the slew ends: the fitted model's piece takes over (no sampling) */
+        g_pending = 0;
+        piece_store(g_pend_tick0, g_pend_ns0, g_pend_mult, g_pend_due);
+        g_info.error_bound_ns = g_prev_bound;
+        publish();
+    } else {
         if (refresh_locked(kt__hc_tick()) != 0) {
             /* keep the model in force; try again after its own span */
             uint64_t wait = REFRESH_MIN_NS * (g_tick_ns_q32 ? 4294967296ull / g_tick_ns_q32 : 1);

@@ -46,6 +46,8 @@ void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end
 /* Host clock without the call through the exported symbol: CLOCK_MONOTONIC_RAW ns from the counter chosen by
  * kt__hclock_init (hclock.h, clock.c). */
 static inline uint64_t kt__now(void) { return kt__hc_now(); }
+/* The same for CPU zone edges (an unordered counter read: hclock.h says why). */
+static inline uint64_t kt__now_zone(void) { return kt__hc_now_zone(); }
 
 /* Choose and calibrate the host counter, publish the host device record (first initialisation, clock.c). */
 void kt__hclock_init(void);

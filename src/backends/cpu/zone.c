@@ -20,13 +20,13 @@ kt_zone_t kt_zone_begin(kt_kernel_id_t *site_cache, const char *name)
         }
     }
     z.kernel = id;
-    z.start_ns = kt__now();
+    z.start_ns = kt__now_zone();
     return z;
 }
 
 void kt__zone_end_id(kt_kernel_id_t kernel, uint64_t start_ns)
 {
-    uint64_t end = kt__now();
+    uint64_t end = kt__now_zone();
     /* a refit slews, so time never steps back; a read converted across the refit may still land 1 ns early */
     if ((int64_t)(end - start_ns) < 0)
         end = start_ns;
