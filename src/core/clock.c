@@ -293,6 +293,15 @@ static int refresh_locked(uint64_t now)
     int rc = kt_clock_tracker_add(g_tracker, s, REFRESH_KEEP);
     if (rc == 0)
         rc = kt_clock_tracker_refit(g_tracker);
+    if (rc == KT_ESAMPLES) {
+        /* the tracker saw the counter step and restarted its ring: refill it now rather than over 5 refreshes */
+        kt_clock_sample_t b[FIRST_SAMPLES];
+        for (unsigned i = 0; i < FIRST_SAMPLES; i++)
+            b[i] = bracket();
+        rc = kt_clock_tracker_add(g_tracker, b, FIRST_SAMPLES);
+        if (rc == 0)
+            rc = kt_clock_tracker_refit(g_tracker);
+    }
     if (rc == 0)
         rc = install(now, 0);
     return rc;
