@@ -58,6 +58,7 @@ static int read_line(const char *path, char *buf, size_t n)
     return 0;
 }
 
+#if defined(__x86_64__)
 /* Does the first "flags" line of /proc/cpuinfo list `word`? */
 static int cpuinfo_flag(const char *line, const char *word)
 {
@@ -67,6 +68,7 @@ static int cpuinfo_flag(const char *line, const char *word)
             return 1;
     return 0;
 }
+#endif
 
 static void gather_facts(kt__hc_facts_t *f)
 {
