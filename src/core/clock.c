@@ -184,10 +184,9 @@ static void piece_store(uint64_t tick0, uint64_t ns0, uint64_t mult, uint64_t du
 {
     uint32_t s = atomic_load_explicit(&kt__hc.seq, memory_order_relaxed);
     atomic_store_explicit(&kt__hc.seq, s + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
-    hc_store(&kt__hc.tick0, tick0);
-    hc_store(&kt__hc.ns0, ns0);
-    hc_store(&kt__hc.mult, mult);
+    atomic_store_explicit(&kt__hc.tick0, tick0, memory_order_release);
+    atomic_store_explicit(&kt__hc.ns0, ns0, memory_order_release);
+    atomic_store_explicit(&kt__hc.mult, mult, memory_order_release);
     atomic_store_explicit(&kt__hc.seq, s + 2, memory_order_release);
     hc_store(&kt__hc.due, due);
 }

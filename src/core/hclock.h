@@ -99,12 +99,14 @@ static inline uint64_t kt__hc_seg_ns(uint64_t tick0, uint64_t ns0, uint64_t mult
 /* Convert a tick with the piece in force (lock-free; retried while a refit rewrites it). */
 static inline uint64_t kt__hc_convert(uint64_t t)
 {
+    /* Seqlock without fences (TSan models none, as in the recorder): the writer's data stores are releases, so a
+     * reader whose acquire load sees one of them also sees the odd sequence number stored before it; the
+     * acquire loads keep the second sequence load after them. On x86 all of these are plain moves. */
     for (;;) {
         uint32_t s = atomic_load_explicit(&kt__hc.seq, memory_order_acquire);
-        uint64_t t0 = atomic_load_explicit(&kt__hc.tick0, memory_order_relaxed);
-        uint64_t n0 = atomic_load_explicit(&kt__hc.ns0, memory_order_relaxed);
-        uint64_t m = atomic_load_explicit(&kt__hc.mult, memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
+        uint64_t t0 = atomic_load_explicit(&kt__hc.tick0, memory_order_acquire);
+        uint64_t n0 = atomic_load_explicit(&kt__hc.ns0, memory_order_acquire);
+        uint64_t m = atomic_load_explicit(&kt__hc.mult, memory_order_acquire);
         if (__builtin_expect(!(s & 1u) && s == atomic_load_explicit(&kt__hc.seq, memory_order_relaxed), 1))
             return kt__hc_seg_ns(t0, n0, m, t);
     }
