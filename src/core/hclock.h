@@ -152,4 +152,22 @@ static inline uint64_t kt__hc_now_zone(void)
     return kt__hc_gettime();
 }
 
+/* For the start of an interval (zone begin, a dispatch's or timer's start): when a refresh is due it runs
+ * first and the counter is read again, so the refresh's few us never land inside the interval being timed. An
+ * end read needs nothing: its tick is taken before any refresh. `fast`: the unordered read. */
+static inline uint64_t kt__hc_now_begin(int fast)
+{
+#if KT__HC_HAVE_COUNTER
+    if (kt__hc_counting()) {
+        uint64_t t = fast ? kt__hc_tick_fast() : kt__hc_tick();
+        if (__builtin_expect((int64_t)(t - atomic_load_explicit(&kt__hc.due, memory_order_relaxed)) >= 0, 0)) {
+            kt__hclock_refresh(t);
+            t = fast ? kt__hc_tick_fast() : kt__hc_tick();
+        }
+        return kt__hc_convert(t);
+    }
+#endif
+    return kt__hc_gettime();
+}
+
 #endif

@@ -20,7 +20,7 @@ kt_zone_t kt_zone_begin(kt_kernel_id_t *site_cache, const char *name)
         }
     }
     z.kernel = id;
-    z.start_ns = kt__now_zone();
+    z.start_ns = kt__now_zone_begin();
     return z;
 }
 
@@ -48,7 +48,7 @@ void kt_cpu_timer_start(kt_cpu_timer_t *t)
 {
     if (!t)
         return;
-    t->start_ns = kt__now();
+    t->start_ns = kt__now_begin();
     t->stop_ns = 0;
     t->running = 1;
 }
