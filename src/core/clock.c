@@ -2,6 +2,7 @@
  * calibrated against clock_gettime with a stated bound; the fallback, the resolution and the cost of a read. */
 #include "core/hclock_decide.h"
 #include "core/internal.h"
+#include "core/service.h"
 
 #include <ktiming/clock.h>
 
@@ -433,7 +434,7 @@ void kt__hclock_init(void)
     }
     kt__hc_facts_t f;
     gather_facts(&f);
-    int req = kt__hc_request_parse(secure_getenv("KTIMING_CLOCK"));
+    int req = kt__hc_request_parse(kt__env("KTIMING_CLOCK"));
     char reason[sizeof g_info.reason];
     int use = kt__hc_decide(&f, req, reason, sizeof reason);
     if (use && first_fit(!strcmp(f.clocksource, f.expected_clocksource)) != 0) {
