@@ -274,6 +274,8 @@ static cJSON *build_json(const kt_compare_result_t *r)
                add_num(o, "p_value", row->p_value) | add_num(o, "u", row->u);
         bad |= !cJSON_AddStringToObject(o, "verdict", kt_verdict_name(row->verdict));
         bad |= !cJSON_AddStringToObject(o, "reason", row->reason ? row->reason : "");
+        if (row->verdict == KT_VERDICT_UNSURE && row->presence == KT_PRESENT_BOTH)
+            bad |= add_num(o, "decide_samples", (double)row->decide_samples);
     }
     bad |= add_num(gm, "kernels", (double)r->geomean_kernels) | add_num(gm, "speedup", r->geomean_speedup) |
            add_num(gm, "ci_lo", r->geomean_ci_lo) | add_num(gm, "ci_hi", r->geomean_ci_hi);
