@@ -279,6 +279,7 @@ typedef enum kt_sort_t {
 typedef struct kt_report_opts_t {
     kt_sort_t sort;     /* row order of text, markdown and CSV */
     const char *filter; /* fnmatch(3) glob on kernel names for text, markdown and CSV rows; NULL = every kernel */
+    int by_api;         /* text and markdown: first the total time per API (the `ktiming run` summary) */
 } kt_report_opts_t;
 
 /* Host-clock timer shared in shape with the GPU timers (seed 001).

@@ -223,6 +223,62 @@ static void row_notes(FILE *out, const kt_kernel_timing_t *e, unsigned esc)
  * Writers
  * ------------------------------------------------------------------------------------------------- */
 
+/* Totals of one API in the per-API summary. */
+typedef struct api_total_t {
+    uint64_t entries;    /* kernels */
+    uint64_t dispatches; /* their dispatches */
+    long double total;   /* their time, ns */
+} api_total_t;
+
+/* The per-API block of the `ktiming run` summary: for each API that recorded something, its kernels, their
+ * dispatches and total time with its share, then the sum over the APIs. */
+static void write_api_summary(FILE *out, const kt_snapshot_t *snap, int markdown)
+{
+    api_total_t api[KT_BACKEND_COUNT + 1];
+    memset(api, 0, sizeof api);
+    long double all = 0.0L;
+    uint64_t all_n = 0;
+    for (size_t i = 0; i < snap->count; i++) {
+        const kt_kernel_timing_t *e = &snap->entries[i];
+        size_t b = (unsigned)e->backend < KT_BACKEND_COUNT ? (size_t)e->backend : KT_BACKEND_COUNT;
+        api[b].entries++;
+        api[b].dispatches += e->dispatch_count;
+        api[b].total += (long double)e->total_ns;
+        all += (long double)e->total_ns;
+        all_n += e->dispatch_count;
+    }
+    char cell[3][TIME_CELL];
+    if (markdown)
+        fputs("| API | kernels | dispatches | total | % |\n|---|---:|---:|---:|---:|\n", out);
+    else
+        fputs("[timing] API      kernels  dispatches      total       %\n", out);
+    for (size_t b = 0; b <= KT_BACKEND_COUNT; b++) {
+        int last = b == KT_BACKEND_COUNT; /* the sum row */
+        if (!last && !api[b].entries)
+            continue;
+        const char *label = last ? "all" : backend_label((kt_backend_t)b);
+        uint64_t entries = last ? snap->count : api[b].entries, n = last ? all_n : api[b].dispatches;
+        long double total = last ? all : api[b].total;
+        kt__format_duration(cell[0], TIME_CELL, (double)total);
+        if (all > 0.0L)
+            snprintf(cell[1], TIME_CELL, "%.1f%%", (double)(100.0L * total / all));
+        else
+            snprintf(cell[1], TIME_CELL, "-");
+        if (markdown) {
+            fprintf(out, "| %s%s%s | %" PRIu64 " | %" PRIu64 " | %s | %s |\n", last ? "**" : "", label, last ? "**" : "",
+                    entries, n, cell[0], cell[1]);
+            continue;
+        }
+        fprintf(out, "[timing] %-8s %7" PRIu64 "  %10" PRIu64 "  ", label, entries, n);
+        write_right(out, cell[0], 9);
+        fputs("  ", out);
+        write_right(out, cell[1], 6);
+        fputc('\n', out);
+    }
+    if (markdown)
+        fputc('\n', out);
+}
+
 static void write_text(FILE *out, text_row_t *rows, size_t n, const kt_snapshot_t *snap, size_t shown)
 {
     size_t name_cols = NAME_MIN_COLS, backend_cols = strlen("backend"), w[C_COUNT];
@@ -321,6 +377,8 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
         else
             row_cells(&rows[i], all_total);
     }
+    if (!rc && opts && opts->by_api)
+        write_api_summary(out, snap, markdown);
     if (!rc) {
         if (markdown)
             write_markdown(out, rows, n);

@@ -46,7 +46,7 @@ static char *render_opts(const kt_snapshot_t *s, kt_format_t fmt, kt_sort_t sort
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    kt_report_opts_t o = {sort, filter};
+    kt_report_opts_t o = {.sort = sort, .filter = filter};
     *rc = kt_report_print_opts(f, s, fmt, &o);
     fclose(f);
     return buf;
@@ -146,6 +146,44 @@ static void test_sort_and_filter(void **state)
     out = render_opts(s, KT_FORMAT_TEXT, (kt_sort_t)9, NULL, &rc);
     assert_int_equal(rc, KT_EINVAL);
     free(out);
+    fx_free(s);
+}
+
+/* by_api (the `ktiming run` summary): per API its kernels, dispatches, total and share, then the sum, then the
+ * table; markdown has the same block as a table. */
+static void test_per_api_summary(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = fx_snapshot_new(3);
+    fx_entry(s, 0, "a", KT_BACKEND_OPENCL, "gpu", 10, 1000000, 900000, 1100000);  /* 10 ms */
+    fx_entry(s, 1, "b", KT_BACKEND_OPENCL, "gpu", 5, 2000000, 1900000, 2100000);  /* 10 ms */
+    fx_entry(s, 2, "c", KT_BACKEND_VULKAN, "gpu", 100, 50000, 40000, 60000);     /* 5 ms */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    kt_report_opts_t o = {.sort = KT_SORT_TOTAL, .filter = NULL, .by_api = 1};
+    assert_int_equal(kt_report_print_opts(f, s, KT_FORMAT_TEXT, &o), 0);
+    fclose(f);
+    char *lines[16] = {0};
+    size_t n = split_lines(buf, lines, 16);
+    assert_int_equal(n, 4 + 4);
+    assert_string_equal(lines[0], "[timing] API      kernels  dispatches      total       %");
+    assert_string_equal(lines[1], "[timing] OpenCL         2          15   20.00 ms   80.0%");
+    assert_string_equal(lines[2], "[timing] Vulkan         1         100   5.000 ms   20.0%");
+    assert_string_equal(lines[3], "[timing] all            3         115   25.00 ms  100.0%");
+    assert_memory_equal(lines[4], "[timing] kernel ", 16);
+    assert_memory_equal(lines[5], "[timing] a ", 11); /* 10 ms, tie with b broken by name */
+    assert_memory_equal(lines[6], "[timing] b ", 11);
+    assert_memory_equal(lines[7], "[timing] c ", 11);
+    free(buf);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    assert_int_equal(kt_report_print_opts(f, s, KT_FORMAT_MARKDOWN, &o), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "| API | kernels | dispatches | total | % |\n"));
+    assert_non_null(strstr(buf, "| OpenCL | 2 | 15 | 20.00 ms | 80.0% |\n"));
+    assert_non_null(strstr(buf, "| **all** | 3 | 115 | 25.00 ms | 100.0% |\n\n| kernel |"));
+    free(buf);
     fx_free(s);
 }
 
@@ -319,6 +357,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_header_columns_and_units),
         cmocka_unit_test(test_sort_and_filter),
+        cmocka_unit_test(test_per_api_summary),
         cmocka_unit_test(test_counts_device_and_backend_column),
         cmocka_unit_test(test_long_and_unicode_names),
         cmocka_unit_test(test_hostile_names_text),

@@ -36,7 +36,7 @@ int ktcli_cmd_report(int argc, char **argv)
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
     kt_format_t format = KT_FORMAT_TEXT;
-    kt_report_opts_t ropts = {KT_SORT_TOTAL, NULL};
+    kt_report_opts_t ropts = {.sort = KT_SORT_TOTAL, .filter = NULL};
     const char *format_name = "text";
     const char *out_path = NULL;
     int c;
