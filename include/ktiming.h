@@ -10,7 +10,7 @@
  *     KT_CPU_END(z);
  *     kt_record("upload", KT_BACKEND_CPU, 1500);   // or record a duration you measured (ns)
  *     kt_snapshot_t *s = kt_snapshot();            // merged, sorted by name, backend, device
- *     kt_report_print(stdout, s, KT_FORMAT_TEXT);  // [timing] blur  CPU  avg= ... n=...
+ *     kt_report_print(stdout, s, KT_FORMAT_TEXT);  // [timing] blur  CPU  20  24.68 ms ...
  *     kt_snapshot_free(s);
  *
  * Reading snapshots back (kt_snapshot_load, <ktiming/analysis.h>) and comparing them (kt_compare,
