@@ -324,6 +324,8 @@ static void test_hostile_names_csv(void **state)
 {
     (void)state;
     kt_snapshot_t *s = hostile_snapshot();
+    free((void *)s->entries[0].name);
+    free((void *)s->entries[0].device);
     fx_entry(s, 0, "+1", KT_BACKEND_CPU, "-dev", 3, 1000, 900, 1100);
     int rc;
     char *out = render_opts(s, KT_FORMAT_CSV, KT_SORT_NAME, NULL, &rc);
