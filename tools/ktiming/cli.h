@@ -29,10 +29,14 @@ typedef struct ktcli_progress_t {
     int enabled;                  /* a terminal: the thread runs */
     int shown;                    /* the line was drawn (and must be erased) */
     uint64_t start_ns;            /* CLOCK_MONOTONIC at begin */
+    uint64_t after_ns;            /* drawn once the work has taken this long */
     pthread_t thread;             /* the redrawing thread */
     pthread_mutex_t lock;         /* guards stage */
 } ktcli_progress_t;
 void ktcli_progress_begin(ktcli_progress_t *p, const char *command, const char *stage, const char *unit);
+/* The same with another delay than KTCLI_PROGRESS_AFTER_NS (the tests use 0). */
+void ktcli_progress_begin_after(ktcli_progress_t *p, const char *command, const char *stage, const char *unit,
+                                uint64_t after_ns);
 void ktcli_progress_stage(ktcli_progress_t *p, const char *stage); /* new stage, count back to 0; p may be NULL */
 static inline void ktcli_progress_add(ktcli_progress_t *p, unsigned long long n)
 {

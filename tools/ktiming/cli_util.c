@@ -121,7 +121,7 @@ static void *progress_main(void *arg)
     while (!atomic_load(&p->stop)) {
         nanosleep(&tick, NULL);
         uint64_t now = mono_ns();
-        if (!atomic_load(&p->stop) && now - p->start_ns >= KTCLI_PROGRESS_AFTER_NS)
+        if (!atomic_load(&p->stop) && now - p->start_ns >= p->after_ns)
             progress_draw(p, now);
     }
     return NULL;
@@ -129,7 +129,14 @@ static void *progress_main(void *arg)
 
 void ktcli_progress_begin(ktcli_progress_t *p, const char *command, const char *stage, const char *unit)
 {
+    ktcli_progress_begin_after(p, command, stage, unit, KTCLI_PROGRESS_AFTER_NS);
+}
+
+void ktcli_progress_begin_after(ktcli_progress_t *p, const char *command, const char *stage, const char *unit,
+                                uint64_t after_ns)
+{
     memset(p, 0, sizeof *p);
+    p->after_ns = after_ns;
     p->command = command;
     snprintf(p->stage, sizeof p->stage, "%s", stage ? stage : "");
     p->unit = unit ? unit : "";
