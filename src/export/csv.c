@@ -46,7 +46,7 @@ int kt__export_csv(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t 
     if (rc)
         return rc;
     fputs("name,backend,device,dispatch_count,total_ns,min_ns,max_ns,last_ns,mean_ns,stddev_ns,p50_ns,p90_ns,"
-          "p99_ns,errors,dropped,spans_dropped,sample_count\r\n",
+          "p99_ns,errors,dropped,spans_dropped,sample_count,bytes,last_error\r\n",
           out);
     for (size_t r = 0; r < count; r++) {
         const kt_kernel_timing_t *e = &snap->entries[rows[r]];
@@ -69,6 +69,9 @@ int kt__export_csv(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t 
         csv_u64(out, e->dropped);
         csv_u64(out, e->spans_dropped);
         csv_u64(out, e->samples ? e->sample_count : 0);
+        csv_u64(out, e->bytes);
+        fputc(',', out);
+        csv_field(out, e->last_error);
         fputs("\r\n", out);
     }
     free(rows);

@@ -204,77 +204,148 @@ static void name_write(FILE *out, const char *name, size_t cols, size_t width)
     fputs(p, out);
 }
 
-/* The notes that follow a row when they apply: error and drop counts, then the device. */
-static void row_notes(FILE *out, const kt_kernel_timing_t *e, unsigned esc)
+/* Bytes for people: "512 B", "12.50 KB", "3.000 GB" (decimal units, as bandwidths are quoted). */
+static void format_bytes(char *buf, size_t size, double b)
 {
-    if (e->errors)
+    static const char *const kUnits[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+    size_t u = 0;
+    while (b >= 999.95 && u + 1 < sizeof kUnits / sizeof kUnits[0]) {
+        b /= 1000.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%.0f B", b);
+    else
+        snprintf(buf, size, "%.*f %s", b < 9.9995 ? 3 : b < 99.995 ? 2 : 1, b, kUnits[u]);
+}
+
+/* The notes that follow a row when they apply: bytes moved and bandwidth (transfers), error count with the
+ * last error's name, drop counts with their reasons, spans not kept, then the device. */
+static void row_notes(FILE *out, const kt_kernel_timing_t *e, unsigned esc, int with_device)
+{
+    if (e->bytes) {
+        char b[32], bw[32];
+        format_bytes(b, sizeof b, (double)e->bytes);
+        fprintf(out, " bytes=%s", b);
+        if (e->total_ns) {
+            format_bytes(bw, sizeof bw, (double)e->bytes * 1e9 / (double)e->total_ns);
+            fprintf(out, " (%s/s)", bw);
+        }
+    }
+    if (e->errors) {
         fprintf(out, " errors=%" PRIu64, e->errors);
-    if (e->dropped)
+        if (e->last_error[0]) {
+            fputs(" (last ", out);
+            kt__escape_write(out, e->last_error, esc);
+            fputc(')', out);
+        }
+    }
+    if (e->dropped) {
         fprintf(out, " dropped=%" PRIu64, e->dropped);
+        int first = 1;
+        for (int r = 0; r < KT_DROP_REASON_COUNT; r++) {
+            if (!e->dropped_by[r])
+                continue;
+            fprintf(out, "%s%s %" PRIu64, first ? " (" : ", ", kt_drop_reason_name((kt_drop_reason_t)r),
+                    e->dropped_by[r]);
+            first = 0;
+        }
+        if (!first)
+            fputc(')', out);
+    }
     if (e->spans_dropped)
-        fprintf(out, " spans_dropped=%" PRIu64, e->spans_dropped);
-    if (e->backend != KT_BACKEND_CPU || !is_host_device(e->device)) {
+        fprintf(out, esc == KT_ESC_MARKDOWN ? " spans\\_dropped=%" PRIu64 : " spans_dropped=%" PRIu64,
+                e->spans_dropped);
+    if (with_device && (e->backend != KT_BACKEND_CPU || !is_host_device(e->device))) {
         fputs(" on ", out);
         kt__escape_write(out, e->device, esc);
     }
+}
+
+/* The line about records whose kernel could not be interned (the kernel table was full); nothing when none. */
+static void write_kernels_dropped(FILE *out, const kt_snapshot_t *snap, int markdown)
+{
+    if (!snap->kernels_dropped)
+        return;
+    fprintf(out, "%s%" PRIu64 " record%s lost: the kernel table was full (%s)\n",
+            markdown ? "\n**warning:** " : "[timing] warning: ", snap->kernels_dropped,
+            snap->kernels_dropped == 1 ? "" : "s", markdown ? "kernels\\_dropped" : "kernels_dropped");
 }
 
 /* ---------------------------------------------------------------------------------------------------
  * Writers
  * ------------------------------------------------------------------------------------------------- */
 
-/* Totals of one API in the per-API summary. */
+/* Totals of one API's kernels or transfers in the per-API summary. */
 typedef struct api_total_t {
-    uint64_t entries;    /* kernels */
+    uint64_t entries;    /* kernels (or transfer commands) */
     uint64_t dispatches; /* their dispatches */
+    uint64_t bytes;      /* bytes moved (transfers) */
     long double total;   /* their time, ns */
 } api_total_t;
 
-/* The per-API block of the `ktiming run` summary: for each API that recorded something, its kernels, their
- * dispatches and total time with its share, then the sum over the APIs. */
+/* One row of the per-API block. */
+static void api_row(FILE *out, const char *api, const char *kind, const api_total_t *t, long double all, int markdown,
+                    int with_bandwidth)
+{
+    char total[TIME_CELL], share[TIME_CELL], moved[64] = "";
+    kt__format_duration(total, TIME_CELL, (double)t->total);
+    if (all > 0.0L)
+        snprintf(share, sizeof share, "%.1f%%", (double)(100.0L * t->total / all));
+    else
+        snprintf(share, sizeof share, "-");
+    if (t->bytes) {
+        char b[32], bw[32] = "";
+        format_bytes(b, sizeof b, (double)t->bytes);
+        if (with_bandwidth && t->total > 0.0L)
+            format_bytes(bw, sizeof bw, (double)((long double)t->bytes * 1e9L / t->total));
+        snprintf(moved, sizeof moved, "%s%s%s%s", b, bw[0] ? ", " : "", bw, bw[0] ? "/s" : "");
+    }
+    if (markdown) {
+        fprintf(out, "| %s | %s | %" PRIu64 " | %" PRIu64 " | %s | %s | %s |\n", api, kind, t->entries, t->dispatches,
+                total, share, moved);
+        return;
+    }
+    fprintf(out, "[timing] %-8s %-9s %7" PRIu64 "  %10" PRIu64 "  ", api, kind, t->entries, t->dispatches);
+    write_right(out, total, 9);
+    fputs("  ", out);
+    write_right(out, share, 6);
+    if (moved[0])
+        fprintf(out, "  %s", moved);
+    fputc('\n', out);
+}
+
+/* The per-API block of the `ktiming run` summary: for each API that recorded something, its kernels and its
+ * transfers (entries that moved bytes) apart — how many, their dispatches, total time and share, bytes and
+ * bandwidth — then the sum over everything. */
 static void write_api_summary(FILE *out, const kt_snapshot_t *snap, int markdown)
 {
-    api_total_t api[KT_BACKEND_COUNT + 1];
+    api_total_t api[KT_BACKEND_COUNT + 1][2], sum;
     memset(api, 0, sizeof api);
-    long double all = 0.0L;
-    uint64_t all_n = 0;
+    memset(&sum, 0, sizeof sum);
     for (size_t i = 0; i < snap->count; i++) {
         const kt_kernel_timing_t *e = &snap->entries[i];
         size_t b = (unsigned)e->backend < KT_BACKEND_COUNT ? (size_t)e->backend : KT_BACKEND_COUNT;
-        api[b].entries++;
-        api[b].dispatches += e->dispatch_count;
-        api[b].total += (long double)e->total_ns;
-        all += (long double)e->total_ns;
-        all_n += e->dispatch_count;
+        api_total_t *t = &api[b][e->bytes > 0];
+        t->entries++;
+        t->dispatches += e->dispatch_count;
+        t->bytes += e->bytes;
+        t->total += (long double)e->total_ns;
+        sum.entries++;
+        sum.dispatches += e->dispatch_count;
+        sum.bytes += e->bytes;
+        sum.total += (long double)e->total_ns;
     }
-    char cell[3][TIME_CELL];
     if (markdown)
-        fputs("| API | kernels | dispatches | total | % |\n|---|---:|---:|---:|---:|\n", out);
+        fputs("| API | what | count | dispatches | total | % | moved |\n|---|---|---:|---:|---:|---:|---|\n", out);
     else
-        fputs("[timing] API      kernels  dispatches      total       %\n", out);
-    for (size_t b = 0; b <= KT_BACKEND_COUNT; b++) {
-        int last = b == KT_BACKEND_COUNT; /* the sum row */
-        if (!last && !api[b].entries)
-            continue;
-        const char *label = last ? "all" : backend_label((kt_backend_t)b);
-        uint64_t entries = last ? snap->count : api[b].entries, n = last ? all_n : api[b].dispatches;
-        long double total = last ? all : api[b].total;
-        kt__format_duration(cell[0], TIME_CELL, (double)total);
-        if (all > 0.0L)
-            snprintf(cell[1], TIME_CELL, "%.1f%%", (double)(100.0L * total / all));
-        else
-            snprintf(cell[1], TIME_CELL, "-");
-        if (markdown) {
-            fprintf(out, "| %s%s%s | %" PRIu64 " | %" PRIu64 " | %s | %s |\n", last ? "**" : "", label, last ? "**" : "",
-                    entries, n, cell[0], cell[1]);
-            continue;
-        }
-        fprintf(out, "[timing] %-8s %7" PRIu64 "  %10" PRIu64 "  ", label, entries, n);
-        write_right(out, cell[0], 9);
-        fputs("  ", out);
-        write_right(out, cell[1], 6);
-        fputc('\n', out);
-    }
+        fputs("[timing] API      what        count  dispatches      total       %\n", out);
+    for (size_t b = 0; b <= KT_BACKEND_COUNT; b++)
+        for (int k = 0; k < 2; k++)
+            if (api[b][k].entries)
+                api_row(out, b < KT_BACKEND_COUNT ? backend_label((kt_backend_t)b) : "?", k ? "transfers" : "kernels",
+                        &api[b][k], sum.total, markdown, 1);
+    api_row(out, markdown ? "**all**" : "all", "", &sum, sum.total, markdown, 0); /* time not all spent moving */
     if (markdown)
         fputc('\n', out);
 }
@@ -313,7 +384,7 @@ static void write_text(FILE *out, text_row_t *rows, size_t n, const kt_snapshot_
             fputs("  ", out);
             write_right(out, rows[i].cell[c], w[c]);
         }
-        row_notes(out, rows[i].e, KT_ESC_TEXT);
+        row_notes(out, rows[i].e, KT_ESC_TEXT, 1);
         fputc('\n', out);
     }
     if (shown < snap->count)
@@ -338,12 +409,7 @@ static void write_markdown(FILE *out, text_row_t *rows, size_t n)
         for (size_t c = 0; c < C_COUNT; c++)
             fprintf(out, " | %s", rows[i].cell[c]);
         fputs(" |", out);
-        if (e->errors)
-            fprintf(out, " errors=%" PRIu64, e->errors);
-        if (e->dropped)
-            fprintf(out, " dropped=%" PRIu64, e->dropped);
-        if (e->spans_dropped)
-            fprintf(out, " spans\\_dropped=%" PRIu64, e->spans_dropped);
+        row_notes(out, e, KT_ESC_MARKDOWN, 0);
         fputs(" |\n", out);
     }
 }
@@ -354,6 +420,7 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
         return KT_EINVAL;
     if (snap->count == 0 && !markdown) {
         fputs("[timing] no kernels recorded\n", out);
+        write_kernels_dropped(out, snap, 0);
         return ferror(out) ? KT_EIO : 0;
     }
     size_t *idx = NULL, n = 0;
@@ -384,6 +451,7 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
             write_markdown(out, rows, n);
         else
             write_text(out, rows, n, snap, n);
+        write_kernels_dropped(out, snap, markdown);
     }
     for (size_t i = 0; i < n; i++)
         free(rows[i].name);

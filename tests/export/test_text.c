@@ -149,14 +149,16 @@ static void test_sort_and_filter(void **state)
     fx_free(s);
 }
 
-/* by_api (the `ktiming run` summary): per API its kernels, dispatches, total and share, then the sum, then the
- * table; markdown has the same block as a table. */
+/* by_api (the `ktiming run` summary): per API its kernels and its transfers (entries with bytes) apart, with
+ * count, dispatches, total, share, bytes and bandwidth, then the sum, then the table; markdown has the same
+ * block as a table. */
 static void test_per_api_summary(void **state)
 {
     (void)state;
     kt_snapshot_t *s = fx_snapshot_new(3);
     fx_entry(s, 0, "a", KT_BACKEND_OPENCL, "gpu", 10, 1000000, 900000, 1100000);  /* 10 ms */
-    fx_entry(s, 1, "b", KT_BACKEND_OPENCL, "gpu", 5, 2000000, 1900000, 2100000);  /* 10 ms */
+    fx_entry(s, 1, "clEnqueueWriteBuffer", KT_BACKEND_OPENCL, "gpu", 5, 2000000, 1900000, 2100000); /* 10 ms */
+    s->entries[1].bytes = 40000000; /* 40 MB in 10 ms: 4 GB/s */
     fx_entry(s, 2, "c", KT_BACKEND_VULKAN, "gpu", 100, 50000, 40000, 60000);     /* 5 ms */
     char *buf = NULL;
     size_t len = 0;
@@ -166,24 +168,68 @@ static void test_per_api_summary(void **state)
     fclose(f);
     char *lines[16] = {0};
     size_t n = split_lines(buf, lines, 16);
-    assert_int_equal(n, 4 + 4);
-    assert_string_equal(lines[0], "[timing] API      kernels  dispatches      total       %");
-    assert_string_equal(lines[1], "[timing] OpenCL         2          15   20.00 ms   80.0%");
-    assert_string_equal(lines[2], "[timing] Vulkan         1         100   5.000 ms   20.0%");
-    assert_string_equal(lines[3], "[timing] all            3         115   25.00 ms  100.0%");
-    assert_memory_equal(lines[4], "[timing] kernel ", 16);
-    assert_memory_equal(lines[5], "[timing] a ", 11); /* 10 ms, tie with b broken by name */
-    assert_memory_equal(lines[6], "[timing] b ", 11);
-    assert_memory_equal(lines[7], "[timing] c ", 11);
+    assert_int_equal(n, 5 + 4);
+    assert_string_equal(lines[0], "[timing] API      what        count  dispatches      total       %");
+    assert_string_equal(lines[1], "[timing] OpenCL   kernels         1          10   10.00 ms   40.0%");
+    assert_string_equal(lines[2], "[timing] OpenCL   transfers       1           5   10.00 ms   40.0%  40.00 MB, 4.000 GB/s");
+    assert_string_equal(lines[3], "[timing] Vulkan   kernels         1         100   5.000 ms   20.0%");
+    assert_string_equal(lines[4], "[timing] all                      3         115   25.00 ms  100.0%  40.00 MB");
+    assert_memory_equal(lines[5], "[timing] kernel ", 16);
+    assert_memory_equal(lines[6], "[timing] a ", 11); /* 10 ms, tie with the transfer broken by name */
+    assert_memory_equal(lines[7], "[timing] clEnqueueWriteBuffer ", 30);
+    assert_non_null(strstr(lines[7], " bytes=40.00 MB (4.000 GB/s) on gpu"));
+    assert_memory_equal(lines[8], "[timing] c ", 11);
     free(buf);
     buf = NULL;
     f = open_memstream(&buf, &len);
     assert_int_equal(kt_report_print_opts(f, s, KT_FORMAT_MARKDOWN, &o), 0);
     fclose(f);
-    assert_non_null(strstr(buf, "| API | kernels | dispatches | total | % |\n"));
-    assert_non_null(strstr(buf, "| OpenCL | 2 | 15 | 20.00 ms | 80.0% |\n"));
-    assert_non_null(strstr(buf, "| **all** | 3 | 115 | 25.00 ms | 100.0% |\n\n| kernel |"));
+    assert_non_null(strstr(buf, "| API | what | count | dispatches | total | % | moved |\n"));
+    assert_non_null(strstr(buf, "| OpenCL | transfers | 1 | 5 | 10.00 ms | 40.0% | 40.00 MB, 4.000 GB/s |\n"));
+    assert_non_null(strstr(buf, "| **all** |  | 3 | 115 | 25.00 ms | 100.0% | 40.00 MB |\n\n| kernel |"));
     free(buf);
+    fx_free(s);
+}
+
+/* Errors with the last error's name, drops by reason and lost kernels are shown, names escaped. */
+static void test_errors_drops_and_lost_kernels(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = fx_snapshot_new(1);
+    fx_entry(s, 0, "k", KT_BACKEND_OPENCL, "gpu", 10, 1000, 900, 1100);
+    s->entries[0].errors = 3;
+    snprintf(s->entries[0].last_error, sizeof s->entries[0].last_error, "CL_INVALID_WORK_GROUP_SIZE");
+    s->entries[0].dropped = 5;
+    s->entries[0].dropped_by[KT_DROP_RING_FULL] = 2;
+    s->entries[0].dropped_by[KT_DROP_DEVICE_LOST] = 3;
+    s->kernels_dropped = 7;
+    int rc;
+    char *out = fx_render(s, KT_FORMAT_TEXT, &rc);
+    assert_int_equal(rc, 0);
+    char want[160];
+    snprintf(want, sizeof want, " errors=3 (last CL_INVALID_WORK_GROUP_SIZE) dropped=5 (%s 2, %s 3) on gpu\n",
+             kt_drop_reason_name(KT_DROP_RING_FULL), kt_drop_reason_name(KT_DROP_DEVICE_LOST));
+    assert_non_null(strstr(out, want));
+    assert_non_null(strstr(out, "\n[timing] warning: 7 records lost: the kernel table was full (kernels_dropped)\n"));
+    free(out);
+    out = fx_render(s, KT_FORMAT_MARKDOWN, &rc);
+    assert_non_null(strstr(out, "| errors=3 (last CL\\_INVALID\\_WORK\\_GROUP\\_SIZE) dropped=5 ("));
+    assert_non_null(strstr(out, "**warning:** 7 records lost"));
+    free(out);
+    /* a hostile error name is escaped like a kernel name */
+    snprintf(s->entries[0].last_error, sizeof s->entries[0].last_error, "E\x1b]0;x\x07");
+    out = fx_render(s, KT_FORMAT_TEXT, &rc);
+    assert_non_null(strstr(out, "(last E\\x1b]0;x\\x07)"));
+    assert_null(strchr(out, '\x1b'));
+    free(out);
+    /* an empty snapshot still says records were lost */
+    kt_snapshot_t *e = fx_snapshot_new(0);
+    e->kernels_dropped = 1;
+    out = fx_render(e, KT_FORMAT_TEXT, &rc);
+    assert_string_equal(out, "[timing] no kernels recorded\n[timing] warning: 1 record lost: the kernel table was full "
+                             "(kernels_dropped)\n");
+    free(out);
+    fx_free(e);
     fx_free(s);
 }
 
@@ -360,6 +406,7 @@ int main(void)
         cmocka_unit_test(test_header_columns_and_units),
         cmocka_unit_test(test_sort_and_filter),
         cmocka_unit_test(test_per_api_summary),
+        cmocka_unit_test(test_errors_drops_and_lost_kernels),
         cmocka_unit_test(test_counts_device_and_backend_column),
         cmocka_unit_test(test_long_and_unicode_names),
         cmocka_unit_test(test_hostile_names_text),

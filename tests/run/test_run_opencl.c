@@ -195,7 +195,7 @@ static void test_summary(void **state)
     size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
     text[n] = '\0';
-    const char *api = strstr(text, "[timing] API      kernels  dispatches");
+    const char *api = strstr(text, "[timing] API      what        count  dispatches");
     if (!api)
         fail_msg("no per-API block in:\n%s", text);
     const char *cl = strstr(api, "\n[timing] OpenCL "), *all = strstr(api, "\n[timing] all "),
@@ -205,7 +205,7 @@ static void test_summary(void **state)
     assert_non_null(table);
     assert_true(api < cl && cl < all && all < table);
     unsigned long long kernels = 0, dispatches = 0;
-    assert_int_equal(sscanf(cl + 1, "[timing] OpenCL %llu %llu", &kernels, &dispatches), 2);
+    assert_int_equal(sscanf(cl + 1, "[timing] OpenCL kernels %llu %llu", &kernels, &dispatches), 2);
     assert_int_equal(kernels, 3);
     assert_int_equal(dispatches, N_VADD + N_SCALE + N_FILL);
     /* the table's rows in order of total time */
