@@ -2,7 +2,6 @@
  * for whole snapshots, and the progress line on a terminal. */
 #include "cli.h"
 
-#include <errno.h>
 #include <fnmatch.h>
 #include <stdarg.h>
 #include <stdlib.h>
