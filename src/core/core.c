@@ -77,9 +77,7 @@ static void update_recording(void)
 static void at_exit(void)
 {
     kt__flush_all();
-#ifdef KT_HAVE_EXIT_WRITER
     kt__exit_write();
-#endif
 }
 
 static uint32_t spans_from_env(void)
