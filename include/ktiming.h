@@ -332,6 +332,8 @@ KT_API void kt_snapshot_free(kt_snapshot_t *snap);
 KT_API const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, const char *name,
                                                   kt_backend_t backend, const char *device);
 KT_API int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format);
+/* Writes the report to path atomically (a temporary file beside it, then rename). On KT_EIO errno holds the
+ * system's reason (strerror(errno): "No such file or directory", "Permission denied", ...). */
 KT_API int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format);
 /* Self-contained HTML report of `after` with a speedup view against `before` (NULL: a plain report).
  * compare_json: the JSON `ktiming compare` writes (ktiming/compare.h, KT_COMPARE_JSON), shown with its

@@ -9,6 +9,12 @@ kt_fail() { echo "FAIL: $*" >&2; exit 1; }
 # kt_runpath FILE: the RUNPATH (or RPATH) of an ELF file, empty when it has none.
 kt_runpath() { readelf -d "$1" | sed -n 's/.*(R\(UN\)\{0,1\}PATH).*\[\(.*\)\]/\2/p'; }
 
+# kt_resolves FILE LIB DIR: the dynamic loader finds LIB for FILE in DIR (paths compared canonically).
+kt_resolves() {
+    got=$(ldd "$1" | sed -n "s|^[[:space:]]*$2 => \(.*\) (0x.*|\1|p")
+    [ -n "$got" ] && [ "$(readlink -f "$got")" = "$(readlink -f "$3/$2")" ]
+}
+
 kt_check_prefix() {
     P=$1 L=$2 W=$3
     mkdir -p "$W"
@@ -26,10 +32,10 @@ kt_check_prefix() {
         [ -e "$so" ] || continue
         shims=$((shims + 1))
         case "$(kt_runpath "$so")" in *'$ORIGIN/..'*) ;; *) kt_fail "$so RUNPATH lacks \$ORIGIN/.." ;; esac
-        ldd "$so" | grep -q "libktiming.so.0 => $P/$L/libktiming.so.0" || \
+        kt_resolves "$so" libktiming.so.0 "$P/$L" || \
             case "$so" in *cl_direct*) ;; *) kt_fail "$so does not resolve libktiming inside $P: $(ldd "$so")" ;; esac
     done
-    ldd "$P/bin/ktiming" | grep -q "libktiming_analysis.so.0 => $P/$L/" || \
+    kt_resolves "$P/bin/ktiming" libktiming_analysis.so.0 "$P/$L" || \
         kt_fail "bin/ktiming does not resolve libktiming_analysis inside $P: $(ldd "$P/bin/ktiming")"
 
     # The CLI starts from anywhere.
@@ -68,6 +74,10 @@ kt_check_prefix() {
     $CC $KT_CFLAGS -Wall -Wextra -Werror -DKTIMING_ENABLE=1 -I"$P/include" "$SRC/tests/install/app.c" \
         -L"$P/$L" -Wl,-rpath,"$P/$L" -lktiming -o "$W/app_cc" || kt_fail "plain cc consumer does not build"
     "$W/app_cc" | grep -q consumer_kernel || kt_fail "plain cc consumer printed no table"
+    # A file the exit writer cannot create is reported with the system's reason.
+    KTIMING_OUTPUT=/nonexistent/dir/x.json "$W/app_cc" >/dev/null 2>"$W/exit_err.txt" || kt_fail "app failed on a bad KTIMING_OUTPUT"
+    grep -q "KTIMING_OUTPUT=/nonexistent/dir/x.json: No such file or directory" "$W/exit_err.txt" || \
+        kt_fail "a bad KTIMING_OUTPUT is not reported with strerror: $(cat "$W/exit_err.txt")"
 
     # Compiled out: no KTIMING_ENABLE or KTIMING_ENABLE=0 (also next to the .pc Cflags), no library, no output.
     for def in "" "-DKTIMING_ENABLE=0"; do
