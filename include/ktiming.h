@@ -64,7 +64,7 @@
  * Environment: KTIMING_SPANS=N (span log entries per thread, 0 = off), KTIMING_CPU_THREADS=N (pool size for
  * kt_cpu_dispatch_2d, default the online cores), and at process exit (an atexit handler installed on first
  * use, after backends flush): KTIMING_OUTPUT=path.json writes the snapshot as JSON, KTIMING_TRACE=path a
- * Chrome trace, KTIMING_REPORT=1 prints the text table on stderr.
+ * Chrome trace, KTIMING_REPORT=1 prints the text table on stderr. Every variable: docs/environment.md.
  *
  * Without KTIMING_ENABLE (or with it 0) every KT_* macro expands to nothing and every function below is a
  * static inline no-op, while the types stay: instrumented code compiles unchanged and needs no library.
