@@ -43,6 +43,9 @@ kt_check_prefix() {
     [ "$v" = "ktiming $KT_VERSION" ] || kt_fail "ktiming --version printed '$v', want 'ktiming $KT_VERSION'"
     (cd / && "$P/bin/ktiming" devices >"$W/devices.txt" 2>&1) || { cat "$W/devices.txt" >&2; kt_fail "ktiming devices failed"; }
     grep -q "^backends" "$W/devices.txt" || kt_fail "ktiming devices printed no backend list"
+    # `ktiming run` finds the shims of this tree, beside it, not the build tree's.
+    (cd / && "$P/bin/ktiming" run -v -- /bin/true >"$W/run.txt" 2>&1) || { cat "$W/run.txt" >&2; kt_fail "ktiming run failed"; }
+    grep -q "libraries in $(readlink -f "$P/$L/ktiming")\$" "$W/run.txt" || kt_fail "ktiming run does not use $P/$L/ktiming: $(cat "$W/run.txt")"
 
     # pkg-config: relocatable, final newline, KTIMING_ENABLE left to the consumer.
     export PKG_CONFIG_PATH="$P/$L/pkgconfig"
