@@ -278,3 +278,50 @@ kt_device_info_t *kt__devices_copy(size_t *count)
     pthread_mutex_unlock(&g_reg_lock);
     return p;
 }
+
+/* ---------------------------------------------------------------------------------------------------
+ * Last error per kernel (rare: a lock is fine)
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct kt__last_error_t {
+    uint64_t gen;  /* reset generation it was set in; another generation reads as none */
+    char name[48]; /* the API's error name */
+} kt__last_error_t;
+
+static pthread_mutex_t g_err_lock = PTHREAD_MUTEX_INITIALIZER;
+static kt__last_error_t *g_errs; /* index = kernel id, grown on demand (under g_err_lock) */
+static uint32_t g_err_cap;
+
+void kt__kernel_set_error(kt_kernel_id_t id, const char *name)
+{
+    if (!id || !name)
+        return;
+    pthread_mutex_lock(&g_err_lock);
+    if (id >= g_err_cap) {
+        uint32_t cap = g_err_cap ? g_err_cap : 64;
+        while (cap <= id)
+            cap *= 2;
+        kt__last_error_t *n = realloc(g_errs, cap * sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&g_err_lock);
+            return; /* the error is still counted; only its name is lost */
+        }
+        memset(n + g_err_cap, 0, (cap - g_err_cap) * sizeof *n);
+        g_errs = n;
+        g_err_cap = cap;
+    }
+    g_errs[id].gen = kt__generation();
+    copy_str(g_errs[id].name, sizeof g_errs[id].name, name);
+    pthread_mutex_unlock(&g_err_lock);
+}
+
+void kt__kernel_last_error(kt_kernel_id_t id, char *buf, size_t size)
+{
+    if (!size)
+        return;
+    buf[0] = 0;
+    pthread_mutex_lock(&g_err_lock);
+    if (id < g_err_cap && g_errs[id].gen == kt__generation())
+        copy_str(buf, size, g_errs[id].name);
+    pthread_mutex_unlock(&g_err_lock);
+}
