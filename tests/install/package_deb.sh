@@ -12,14 +12,15 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 "$CMAKE" --install "$BUILD" --prefix "$WORK/stage" >"$WORK/install.log" 2>&1 || { cat "$WORK/install.log" >&2; kt_fail "cmake --install failed"; }
 (cd "$BUILD" && "$CPACK" --config CPackConfig.cmake -G DEB -B "$WORK/pkg" -D CPACK_INSTALL_CMAKE_PROJECTS= \
     -D "CPACK_INSTALLED_DIRECTORIES=$WORK/stage;usr") >"$WORK/cpack.log" 2>&1 || { cat "$WORK/cpack.log" >&2; kt_fail "cpack -G DEB failed"; }
-dpkg-deb -c "$(ls "$WORK"/pkg/ktiming_*.deb | head -n 1)" | grep -q " ./usr/bin/ktiming$" || kt_fail "the package has no /usr/bin/ktiming"
 deb=$(ls "$WORK"/pkg/ktiming_*.deb 2>/dev/null | head -n 1)
 [ -n "$deb" ] || kt_fail "cpack wrote no ktiming_*.deb: $(ls "$WORK/pkg")"
 info=$(dpkg-deb -f "$deb" Package Version Depends)
 echo "$info" | grep -q "^Package: ktiming$" || kt_fail "package name: $info"
 echo "$info" | grep -q "^Version: $KT_VERSION$" || kt_fail "package version: $info"
 echo "$info" | grep -q "libc6" || kt_fail "package depends on no libc6 (dpkg-shlibdeps): $info"
-dpkg-deb -c "$deb" | grep -q "usr/share/doc/ktiming/LICENSE" || kt_fail "the package has no LICENSE"
+dpkg-deb -c "$deb" >"$WORK/contents.txt"
+grep -q " ./usr/bin/ktiming$" "$WORK/contents.txt" || kt_fail "the package has no /usr/bin/ktiming"
+grep -q "usr/share/doc/ktiming/LICENSE" "$WORK/contents.txt" || kt_fail "the package has no LICENSE"
 dpkg-deb -x "$deb" "$WORK/root"
 kt_check_prefix "$WORK/root/usr" "$LIBDIR" "$WORK/check"
 rm -rf "$WORK"
