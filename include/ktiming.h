@@ -64,7 +64,7 @@
  * Environment: KTIMING_SPANS=N (span log entries per thread, 0 = off), KTIMING_CPU_THREADS=N (pool size for
  * kt_cpu_dispatch_2d, default the online cores), and at process exit (an atexit handler installed on first
  * use, after backends flush): KTIMING_OUTPUT=path.json writes the snapshot as JSON, KTIMING_TRACE=path a
- * Chrome trace, KTIMING_REPORT=1 prints the text table on stderr.
+ * Chrome trace, KTIMING_REPORT=1 prints the text table on stderr. Every variable: docs/environment.md.
  *
  * Without KTIMING_ENABLE (or with it 0) every KT_* macro expands to nothing and every function below is a
  * static inline no-op, while the types stay: instrumented code compiles unchanged and needs no library. The
@@ -405,6 +405,8 @@ KT_API void kt_snapshot_free(kt_snapshot_t *snap);
 KT_API const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, const char *name,
                                                   kt_backend_t backend, const char *device);
 KT_API int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format);
+/* Writes the report to path atomically (a temporary file beside it, then rename). On KT_EIO errno holds the
+ * system's reason (strerror(errno): "No such file or directory", "Permission denied", ...). */
 KT_API int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format);
 /* As kt_report_print / kt_report_write with options: row order, name filter, per-API block (NULL = defaults). */
 KT_API int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t format,
