@@ -214,6 +214,11 @@ typedef struct kt_cl_device_info_t {
  * 0, or KT_EUNAVAILABLE when the library or a required entry point is missing. */
 KT_API int kt_cl_load(const kt_cl_api_t **api);
 
+/* Choose the loader library before the first kt_cl_load (overrides KTIMING_OPENCL_LIBRARY; an interception
+ * layer points libktiming at its pass-through library this way, without setenv). 0, KT_EINVAL (NULL, empty or
+ * too long), KT_ESTATE (already loaded: the choice is ignored). */
+KT_API int kt_cl_use_library(const char *path);
+
 /* Attach a command queue. Retains the queue until kt_cl_detach. Calibrates the device clock on the first
  * attach to a device (a few ms: a private queue on a private context, markers waited on). Attaching an
  * attached queue returns the same context (and ignores desc). KT_EUNAVAILABLE without a loader, KT_EINVAL
@@ -233,6 +238,28 @@ KT_API int kt_cl_track(kt_cl_ctx_t *ctx, cl_event event, const char *name);
 KT_API int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name,
                               uint64_t enqueue_ns);
 
+/* Track any other command (a transfer, a fill, a map): like kt_cl_track, with the bytes it moves (counted in the
+ * entry's `bytes` and the dispatch's bytes; 0 for none) and its enqueue time (0: now). Shims name transfers
+ * after their entry point ("clEnqueueWriteBuffer"). */
+KT_API int kt_cl_track_command(kt_cl_ctx_t *ctx, cl_event event, const char *name, uint64_t bytes,
+                               uint64_t enqueue_ns);
+
+/* An enqueue the driver refused (error != CL_SUCCESS): counted in `errors` of the kernel (name NULL: its
+ * CL_KERNEL_FUNCTION_NAME) or command `name`, with the error's name (kt_cl_error_name) as the entry's
+ * last_error. kt_cl_enqueue_ndrange does this itself. */
+KT_API void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error);
+
+/* The name of an OpenCL error code ("CL_INVALID_WORK_GROUP_SIZE"); "CL_UNKNOWN_ERROR" for others. */
+KT_API const char *kt_cl_error_name(cl_int error);
+
+/* The cl_int of the last OpenCL failure ktiming saw (a refused enqueue, a command that ended with a negative
+ * status, a failed query at attach), 0 if none. Process-wide. */
+KT_API int kt_cl_last_error(void);
+
+/* Whether transfers and other commands are timed too (KTIMING_OPENCL_COMMANDS=all, the default) or only
+ * kernels (KTIMING_OPENCL_COMMANDS=kernels). For shims. */
+KT_API int kt_cl_commands_all(void);
+
 /* clEnqueueNDRangeKernel on the attached queue, tracked under the kernel's function name. Same arguments
  * and return value as clEnqueueNDRangeKernel; when event is NULL an event is created for tracking and
  * released by ktiming. Returns CL_INVALID_COMMAND_QUEUE for a NULL ctx. Tracking problems never change the
@@ -251,6 +278,18 @@ KT_API int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns);
  * as dropped, release the queue and free ctx. 0, or KT_ETIMEDOUT when something had to be dropped (ctx is
  * freed either way). Do not call from an event callback. */
 KT_API int kt_cl_detach(kt_cl_ctx_t *ctx);
+
+/* Detach without waiting (for a shim's clReleaseCommandQueue, which is no synchronisation point, and may be
+ * called from an event callback): the context is no longer found or tracked into; its commands in flight are
+ * still recorded as they complete, and then ktiming releases its queue reference and frees the context. Do
+ * not use ctx afterwards. */
+KT_API int kt_cl_detach_async(kt_cl_ctx_t *ctx);
+
+/* Final collection for OpenCL alone, before the drivers go away (a loader layer's clDeinitLayer): waits for
+ * commands in flight up to KTIMING_EXIT_WAIT_MS, counts the rest as dropped (in flight at exit), stops the
+ * collector and releases every attached queue. Afterwards ktiming makes no OpenCL call until the next
+ * kt_cl_attach; contexts from before are gone. */
+KT_API void kt_cl_shutdown(void);
 
 /* Facts about an attached queue. */
 KT_API int kt_cl_ctx_query(const kt_cl_ctx_t *ctx, kt_cl_ctx_info_t *info);
@@ -282,6 +321,17 @@ static inline int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel
 { (void)ctx; (void)event; (void)kernel; (void)name; (void)enqueue_ns; return 0; }
 static inline int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns) { (void)ctx; (void)timeout_ns; return 0; }
 static inline int kt_cl_detach(kt_cl_ctx_t *ctx) { (void)ctx; return 0; }
+static inline int kt_cl_detach_async(kt_cl_ctx_t *ctx) { (void)ctx; return 0; }
+static inline void kt_cl_shutdown(void) {}
+static inline int kt_cl_track_command(kt_cl_ctx_t *ctx, cl_event event, const char *name, uint64_t bytes,
+                                      uint64_t enqueue_ns)
+{ (void)ctx; (void)event; (void)name; (void)bytes; (void)enqueue_ns; return 0; }
+static inline void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error)
+{ (void)ctx; (void)kernel; (void)name; (void)error; }
+static inline const char *kt_cl_error_name(cl_int error) { (void)error; return ""; }
+static inline int kt_cl_last_error(void) { return 0; }
+static inline int kt_cl_commands_all(void) { return 0; }
+static inline int kt_cl_use_library(const char *path) { (void)path; return KT_EDISABLED; }
 static inline int kt_cl_ctx_query(const kt_cl_ctx_t *ctx, kt_cl_ctx_info_t *info)
 { (void)ctx; (void)info; return KT_EDISABLED; }
 static inline int kt_cl_device_info(cl_device_id device, kt_cl_device_info_t *info)

@@ -118,7 +118,8 @@ typedef struct kti_queue_t {
     uint32_t refs;               /* the program's references: create 1, clRetainCommandQueue +1, release -1 */
     int forced;                  /* 1: created with CL_QUEUE_PROFILING_ENABLE the program did not ask for */
     cl_queue_properties *props;  /* forced: the program's property list for CL_QUEUE_PROPERTIES_ARRAY (malloc) */
-    size_t nprops;               /* entries in props including the terminating 0; 0 when it passed NULL */
+    size_t nprops;               /* entries in props including the terminating 0; 0 when it passed NULL or
+                                  * used clCreateCommandQueue (the array is then empty, as the spec says) */
 } kti_queue_t;
 
 static pthread_mutex_t g_queues_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -214,13 +215,13 @@ static int queue_props_array(cl_command_queue q, size_t size, void *value, size_
     pthread_mutex_lock(&g_queues_lock);
     const kti_queue_t *e = queue_find_locked(q);
     int answered = 0;
-    if (e && e->forced && e->props) {
+    if (e && e->forced) {
         size_t bytes = e->nprops * sizeof(cl_queue_properties);
         answered = 1;
         if (value && size < bytes) {
             *rc = CL_INVALID_VALUE;
         } else {
-            if (value)
+            if (value && bytes)
                 memcpy(value, e->props, bytes);
             if (size_ret)
                 *size_ret = bytes;
@@ -328,7 +329,9 @@ static cl_int hook_retain_queue(const kti_next_t *n, cl_command_queue q)
     return rc;
 }
 
-/* The program's last release: ktiming collects everything of the queue and lets go of it first. */
+/* The program's last release: ktiming detaches without waiting (a release is no synchronisation point and may
+ * come from an event callback). Its commands still in flight are recorded as they complete; ktiming's own
+ * reference keeps the queue alive until then. */
 static cl_int hook_release_queue(const kti_next_t *n, cl_command_queue q)
 {
     if (!n->release_queue)
@@ -337,7 +340,7 @@ static cl_int hook_release_queue(const kti_next_t *n, cl_command_queue q)
         kt_cl_ctx_t *kc = kt_cl_find(q);
         atomic_fetch_add_explicit(&g_attach_gen, 1u, memory_order_acq_rel);
         if (kc)
-            kt_cl_detach(kc);
+            kt_cl_detach_async(kc);
     }
     return n->release_queue(q);
 }
@@ -562,8 +565,7 @@ static int bind_direct(const cl_icd_dispatch *target)
         return -1;
     }
     bind(target);
-    if (path == buf) /* libktiming has not loaded OpenCL yet: the hooks only run after this */
-        setenv("KTIMING_OPENCL_LIBRARY", path, 1);
+    kt_cl_use_library(path); /* libktiming has not loaded OpenCL yet: the hooks only run after this */
     return 0;
 }
 
@@ -593,9 +595,8 @@ KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clGetLayerInfo(cl_layer_info param, s
     return CL_INVALID_VALUE;
 }
 
-KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_dispatch *target,
-                                                       cl_uint *num_entries_ret,
-                                                       const cl_icd_dispatch **layer_dispatch_ret)
+static cl_int init_layer(cl_uint num_entries, const cl_icd_dispatch *target, cl_uint *num_entries_ret,
+                         const cl_icd_dispatch **layer_dispatch_ret)
 {
     const cl_uint ours = (cl_uint)(sizeof(cl_icd_dispatch) / sizeof(void *));
     if (!target || !num_entries_ret || !layer_dispatch_ret)
@@ -639,6 +640,39 @@ KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clInitLayer(cl_uint num_entries, cons
     atomic_store(&g_layer_active, 1);
     if (getenv("KTIMING_RUN_VERBOSE"))
         fprintf(stderr, "ktiming: OpenCL loader layer active\n");
+    return CL_SUCCESS;
+}
+
+/* ocl-icd and Khronos loaders before 2024 (and later ones with OCL_ICD_FORCE_LEGACY_TERMINATION). */
+KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_dispatch *target,
+                                                       cl_uint *num_entries_ret,
+                                                       const cl_icd_dispatch **layer_dispatch_ret)
+{
+    return init_layer(num_entries, target, num_entries_ret, layer_dispatch_ret);
+}
+
+/* The layer properties of newer Khronos loaders (cl_layer_properties: a 0-terminated list of cl_properties). */
+typedef cl_properties kti_layer_properties;
+
+/* Newer Khronos loaders look this up instead of clInitLayer. No property is defined yet: any is refused, as
+ * the loader-layer document asks of unknown properties. */
+KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clInitLayerWithProperties(cl_uint num_entries,
+                                                                     const cl_icd_dispatch *target,
+                                                                     cl_uint *num_entries_ret,
+                                                                     const cl_icd_dispatch **layer_dispatch_ret,
+                                                                     const kti_layer_properties *properties)
+{
+    if (properties && properties[0] != 0)
+        return CL_INVALID_PROPERTY;
+    return init_layer(num_entries, target, num_entries_ret, layer_dispatch_ret);
+}
+
+/* The loader is about to unload the drivers: collect what is in flight (bounded) and let go of every queue,
+ * so nothing calls into a driver afterwards; the exit snapshot still holds everything recorded. */
+KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clDeinitLayer(void)
+{
+    if (atomic_exchange(&g_layer_active, 0))
+        kt_cl_shutdown();
     return CL_SUCCESS;
 }
 
