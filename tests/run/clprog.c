@@ -10,6 +10,8 @@
  *   clprog --pipeline [--size N]: instead, PIPE_REPS times write -> vadd -> read on a queue created with NULL
  *     properties (transfers timed as their own entries), one clEnqueueNativeKernel where the device runs
  *     native kernels, and that queue's CL_QUEUE_PROPERTIES_ARRAY (empty: it was created with NULL).
+ *   clprog --tiny N: instead, N tiny kernels (scale on 64 floats, no events) with a clFinish after every 100
+ *     (the dispatch-heavy case of the run_overhead bench).
  *   Prints checksums, the return codes, and what the program can observe of its queues: CL_QUEUE_PROPERTIES,
  *   CL_QUEUE_PROPERTIES_ARRAY, clGetEventProfilingInfo on a queue-A event (reference counts are left out:
  *   drivers count their own internal references, so they vary from run to run).
@@ -156,19 +158,21 @@ static int pipeline(cl_context ctx, cl_device_id device, cl_kernel kvadd, size_t
 
 int main(int argc, char **argv)
 {
-    int events = 1, iterations = 4, pipe = 0;
+    int events = 1, iterations = 4, pipe = 0, tiny = 0;
     size_t n = 1 << 16;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-events"))
             events = 0;
         else if (!strcmp(argv[i], "--pipeline"))
             pipe = 1;
+        else if (!strcmp(argv[i], "--tiny") && i + 1 < argc)
+            tiny = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
             iterations = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
             n = (size_t)strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--iterations N] [--size N]\n");
+            fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--tiny N] [--iterations N] [--size N]\n");
             return 2;
         }
     }
@@ -202,6 +206,23 @@ int main(int argc, char **argv)
         int rc = pipeline(ctx, device, kvadd, n);
         printf("done: pipeline\n");
         return rc;
+    }
+    if (tiny > 0) {
+        cl_mem small = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+        CHECK(err);
+        float one = 1.0f;
+        size_t g = 64;
+        CHECK(cl.clSetKernelArg(kscale, 0, sizeof small, &small));
+        CHECK(cl.clSetKernelArg(kscale, 1, sizeof one, &one));
+        for (int i = 0; i < tiny; i++) {
+            CHECK(cl.clEnqueueNDRangeKernel(qa, kscale, 1, NULL, &g, NULL, 0, NULL, NULL));
+            if (i % 100 == 99)
+                CHECK(cl.clFinish(qa));
+        }
+        CHECK(cl.clFinish(qa));
+        CHECK(cl.clReleaseMemObject(small));
+        printf("done: %d tiny kernels\n", tiny);
+        return 0;
     }
 
     float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
