@@ -1,7 +1,8 @@
-/* cl_intercept.c — libktiming_cl_intercept.so: times every kernel of an unmodified OpenCL program (`ktiming run`).
+/* cl_intercept.c — libktiming_cl_intercept.so: times every command of an unmodified OpenCL program (`ktiming run`).
  *
  * Two ways in, one set of hooks:
- *  - an OpenCL loader layer (OPENCL_LAYERS=<this .so>; ocl-icd >= 2.3, Khronos loader >= 2020.06): the loader
+ *  - an OpenCL loader layer (OPENCL_LAYERS=<this .so>; ocl-icd >= 2.3 calls clInitLayer, current Khronos loaders
+ *    clInitLayerWithProperties and, before unloading drivers, clDeinitLayer): the loader
  *    routes every call through the dispatch table clInitLayer returns, so programs that dlopen the loader and
  *    dlsym their entry points are timed as well as programs linked with -lOpenCL;
  *  - LD_PRELOAD of the same .so, for loaders without layers: the cl* symbols exported below interpose the
@@ -15,13 +16,16 @@
  *    request is made instead); CL_QUEUE_PROPERTIES / CL_QUEUE_PROPERTIES_ARRAY answers and
  *    clGetEventProfilingInfo on such queues still say "no profiling", and CL_QUEUE_REFERENCE_COUNT leaves out
  *    the reference ktiming holds;
- *  - clEnqueueNDRangeKernel / clEnqueueTask are tracked under the kernel's function name (an event is made and
- *    released by ktiming when the program passed none); the driver's return value is returned unchanged;
+ *  - clEnqueueNDRangeKernel / clEnqueueTask are tracked under the kernel's function name, clEnqueueNativeKernel
+ *    and (unless KTIMING_OPENCL_COMMANDS=kernels) transfers, fills, maps, unmaps and migrations under their entry
+ *    point's name with the bytes they move (an event is made and released by ktiming when the program passed
+ *    none); the driver's return value is returned unchanged, a refused enqueue is counted as an error of that
+ *    kernel or command with the error's name, and the program's event variable is the driver's business only;
  *  - clRetainCommandQueue / clReleaseCommandQueue count the program's own references (ktiming holds one
- *    too, and drivers add internal ones): before the program's last release, ktiming collects everything of
- *    the queue and detaches (kt_cl_detach);
- *  - clGetExtensionFunctionAddress[ForPlatform] answers for the enqueue and queue-creation entry points are
- *    wrapped when the driver returns one (ocl-icd and PoCL return NULL for core names: nothing to wrap there).
+ *    too, and drivers add internal ones): at the program's last release ktiming detaches without waiting
+ *    (kt_cl_detach_async): commands still in flight are recorded as they complete;
+ *  - clGetExtensionFunctionAddress[ForPlatform] answers for the enqueue and queue-creation entry points
+ *    (clCreateCommandQueueWithPropertiesKHR included) are wrapped when the driver returns one (ocl-icd and PoCL return NULL for core names: nothing to wrap there).
  * At exit (when KTIMING_RUN_DIR is set) the snapshot is written to <dir>/<pid>.json for `ktiming run`.
  */
 #define CL_TARGET_OPENCL_VERSION 300
