@@ -242,8 +242,8 @@ static void calibrate(kt__cl_dev_t *dev)
         dev->calib_context = NULL;
     }
     dev->calib_error = rc;
-    dev->calibrated = 1;
     publish(dev);
+    atomic_store_explicit(&dev->calibrated, 1, memory_order_release);
 }
 
 kt__cl_dev_t *kt__cl_dev_get(cl_device_id id)
@@ -257,13 +257,22 @@ kt__cl_dev_t *kt__cl_dev_get(cl_device_id id)
         if (dev) {
             dev->id = id;
             dev->domain = KT_DOMAIN_UNKNOWN;
-            /* Calibrating under the registry lock keeps it once per device; it is bounded (a few markers). */
-            calibrate(dev);
+            pthread_mutex_init(&dev->calib_lock, NULL);
             dev->next = g_devs;
             g_devs = dev;
         }
     }
     pthread_mutex_unlock(&g_devs_lock);
+    if (!dev)
+        return NULL;
+    /* Calibration (driver calls, a few markers waited on) runs under the device's own lock, not the registry's:
+     * other devices' first uses go on meanwhile; users of this device wait for its clock facts. */
+    if (!atomic_load_explicit(&dev->calibrated, memory_order_acquire)) {
+        pthread_mutex_lock(&dev->calib_lock);
+        if (!atomic_load_explicit(&dev->calibrated, memory_order_relaxed))
+            calibrate(dev);
+        pthread_mutex_unlock(&dev->calib_lock);
+    }
     return dev;
 }
 
