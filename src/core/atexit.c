@@ -5,9 +5,9 @@
 
 void kt__exit_write(void)
 {
-    const char *out = getenv("KTIMING_OUTPUT");
-    const char *rep = getenv("KTIMING_REPORT");
-    const char *trace = getenv("KTIMING_TRACE");
+    const char *out = secure_getenv("KTIMING_OUTPUT");
+    const char *rep = secure_getenv("KTIMING_REPORT");
+    const char *trace = secure_getenv("KTIMING_TRACE");
     int want_report = rep && *rep && !(rep[0] == '0' && rep[1] == 0);
     if (!(out && *out) && !want_report && !(trace && *trace))
         return;

@@ -84,7 +84,7 @@ static void at_exit(void)
 
 static uint32_t spans_from_env(void)
 {
-    const char *e = getenv("KTIMING_SPANS");
+    const char *e = secure_getenv("KTIMING_SPANS");
     if (!e || !*e)
         return KT_SPANS_DEFAULT;
     char *end;

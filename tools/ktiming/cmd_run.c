@@ -121,7 +121,7 @@ static int has_shim(const char *dir)
 /* The directory holding the interception libraries into out; 0 or -1. */
 static int intercept_dir(char *out, size_t size)
 {
-    const char *env = getenv("KTIMING_INTERCEPT_DIR");
+    const char *env = secure_getenv("KTIMING_INTERCEPT_DIR");
     if (env && *env) {
         snprintf(out, size, "%s", env);
         return 0;
@@ -187,7 +187,7 @@ static int setup_env(const run_opts_t *o, const char *dir, const char *run_dir)
         setenv("KTIMING_RUN_VERBOSE", "1", 1);
     }
     if (o->opencl != RUN_OFF && have_cl) {
-        const char *user_loader = getenv("KTIMING_OPENCL_LIBRARY");
+        const char *user_loader = secure_getenv("KTIMING_OPENCL_LIBRARY");
         if (user_loader && *user_loader && !strstr(user_loader, CL_DIRECT_LIB))
             setenv("KTIMING_CL_INTERCEPT_LOADER", user_loader, 1);
         if (path_join(path, sizeof path, dir, CL_DIRECT_LIB) != 0)

@@ -43,7 +43,7 @@ static const cl_sym_t kSyms[] = {
 
 static void load_once(void)
 {
-    const char *path = getenv("KTIMING_OPENCL_LIBRARY");
+    const char *path = secure_getenv("KTIMING_OPENCL_LIBRARY");
     if (!path || !*path)
         path = "libOpenCL.so.1";
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -79,7 +79,7 @@ int kt_cl_load(const kt_cl_api_t **api)
 
 uint64_t kt__cl_timeout_ns(void)
 {
-    const char *s = getenv("KTIMING_OPENCL_TIMEOUT_MS");
+    const char *s = secure_getenv("KTIMING_OPENCL_TIMEOUT_MS");
     if (s && *s) {
         char *end;
         unsigned long long ms = strtoull(s, &end, 10);

@@ -198,7 +198,7 @@ static int g_sync_default; /* KTIMING_VERBOSE_SYNC=1 */
 
 static void read_env(void)
 {
-    const char *v = getenv("KTIMING_VERBOSE");
+    const char *v = secure_getenv("KTIMING_VERBOSE");
     if (v) {
         char buf[256];
         snprintf(buf, sizeof buf, "%s", v);
@@ -206,7 +206,7 @@ static void read_env(void)
             if (!strcmp(tok, "profile_exec") || !strcmp(tok, "all"))
                 g_verbose = 1;
     }
-    const char *s = getenv("KTIMING_VERBOSE_SYNC");
+    const char *s = secure_getenv("KTIMING_VERBOSE_SYNC");
     g_sync_default = s && *s && strcmp(s, "0") != 0;
 }
 
@@ -515,7 +515,7 @@ static void coll_fork_child(void)
 static void coll_start(void)
 {
     ring_init();
-    const char *v = getenv("KTIMING_OPENCL_COLLECTOR");
+    const char *v = secure_getenv("KTIMING_OPENCL_COLLECTOR");
     if (v && !strcmp(v, "0"))
         return;
     pthread_atfork(coll_fork_prepare, coll_fork_parent, coll_fork_child);

@@ -6,7 +6,13 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/auxv.h>
 #include <unistd.h>
+
+/* Secure-execution mode (setuid, setgid or file capabilities: AT_SECURE): the interception libraries stay
+ * inert -- they forward every call untouched, time nothing and write nothing -- and no KTIMING_* variable is
+ * read (secure_getenv). */
+static inline int kti_secure(void) { return getauxval(AT_SECURE) != 0; }
 
 static pthread_once_t kti_exit_once = PTHREAD_ONCE_INIT;
 static pid_t kti_exit_pid; /* the process that registered (a forked child that exits skips the write) */
@@ -17,7 +23,7 @@ static pid_t kti_exit_pid; /* the process that registered (a forked child that e
  * fsync (which kt_report_write does and which can cost tens of ms). */
 static void kti_write_run_snapshot(void)
 {
-    const char *dir = getenv("KTIMING_RUN_DIR");
+    const char *dir = secure_getenv("KTIMING_RUN_DIR");
     if (!dir || !*dir || getpid() != kti_exit_pid)
         return;
     kt_flush();
@@ -47,6 +53,8 @@ static void kti_register_exit(void)
 /* Call once something is being timed. */
 static inline void kti_run_exit_register(void)
 {
+    if (kti_secure())
+        return;
     pthread_once(&kti_exit_once, kti_register_exit);
 }
 
