@@ -3,6 +3,7 @@
 
 #include <ktiming/analysis.h>
 #include <ktiming/compare.h>
+#include <ktiming/output.h>
 
 #include <errno.h>
 #include <math.h>
@@ -176,32 +177,19 @@ static int print_any(FILE *out, kt_snapshot_t *const *snap, const kt_compare_res
     return snap ? print_html(out, snap, res) : kt_compare_print(out, res, format);
 }
 
-/* Print into a temporary file beside path, then rename it over path: readers never see half a comparison,
- * and a failure leaves an existing file as it was. */
+/* Through the output writer (ktiming/output.h): readers never see half a comparison, a failure leaves an
+ * existing file as it was, a FIFO or device is written through. */
 static int write_atomic(const char *path, kt_snapshot_t *const *snap, const kt_compare_result_t *res,
                         kt_compare_format_t format)
 {
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 16);
-    if (!tmp) return KT_ENOMEM;
-    memcpy(tmp, path, len);
-    memcpy(tmp + len, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        fprintf(stderr, "ktiming compare: %s: %s\n", path, strerror(errno));
-        free(tmp);
-        return KT_EIO;
+    kt_output_t *o = NULL;
+    int rc = kt_output_open(path, 0, &o);
+    if (!rc) {
+        rc = print_any(kt_output_file(o), snap, res, format);
+        if (rc) kt_output_abort(o);
+        else rc = kt_output_commit(o);
     }
-    FILE *f = fdopen(fd, "w");
-    int rc = f ? print_any(f, snap, res, format) : KT_EIO;
-    if (f && fclose(f) != 0 && !rc) rc = KT_EIO;
-    if (!f) close(fd);
-    if (!rc && rename(tmp, path) != 0) {
-        fprintf(stderr, "ktiming compare: %s: %s\n", path, strerror(errno));
-        rc = KT_EIO;
-    }
-    if (rc) unlink(tmp);
-    free(tmp);
+    if (rc == KT_EIO) fprintf(stderr, "ktiming compare: %s: %s\n", path, strerror(errno));
     return rc;
 }
 

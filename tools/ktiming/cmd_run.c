@@ -11,6 +11,7 @@
 #include "cli.h"
 
 #include <ktiming/analysis.h>
+#include <ktiming/output.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -283,29 +284,43 @@ static int run_program(char **argv, pid_t *pid)
  * Results
  * ------------------------------------------------------------------------------------------------- */
 
+/* Copies from to `to` through the output writer (atomic replacement, special files written through); 0, or
+ * -1 with errno. */
 static int copy_file(const char *from, const char *to)
 {
-    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    FILE *in = fopen(from, "rb");
+    if (!in)
+        return -1;
+    kt_output_t *o = NULL;
+    if (kt_output_open(to, 0, &o) != 0) {
+        int e = errno;
+        fclose(in);
+        errno = e;
+        return -1;
+    }
     char buf[65536];
     size_t n;
-    int rc = in && out ? 0 : -1;
-    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, out) != n)
-            rc = -1;
-    if (in && ferror(in))
-        rc = -1;
-    if (in)
-        fclose(in);
-    if (out && fclose(out) != 0)
-        rc = -1;
-    return rc;
+    int bad = 0;
+    while (!bad && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        bad = fwrite(buf, 1, n, kt_output_file(o)) != n;
+    int e = errno;
+    bad = bad || ferror(in);
+    fclose(in);
+    if (bad) {
+        kt_output_abort(o);
+        errno = e ? e : EIO;
+        return -1;
+    }
+    return kt_output_commit(o) == 0 ? 0 : -1;
 }
 
 static int write_as(const char *what, const char *path, const kt_snapshot_t *snap, kt_format_t fmt)
 {
+    errno = 0;
     int rc = kt_report_write(path, snap, fmt);
     if (rc != 0)
-        fprintf(stderr, "ktiming run: cannot write %s %s: %s\n", what, path, kt_strerror(rc));
+        fprintf(stderr, "ktiming run: cannot write %s %s: %s\n", what, path,
+                rc == KT_EIO && errno ? strerror(errno) : kt_strerror(rc));
     return rc;
 }
 
@@ -451,6 +466,13 @@ int ktcli_cmd_run(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    const char *outs[3] = {o.output, o.trace, o.html};
+    for (int i = 0; i < 3; i++)
+        for (int j = i + 1; j < 3; j++)
+            if (outs[i] && outs[j] && kt_output_same(outs[i], outs[j])) {
+                fprintf(stderr, "ktiming run: two outputs name the same file (%s)\n", outs[j]);
+                return 2;
+            }
     char dir[PATH_MAX];
     if (intercept_dir(dir, sizeof dir) != 0) {
         fprintf(stderr, "ktiming run: interception libraries not found (set KTIMING_INTERCEPT_DIR)\n");

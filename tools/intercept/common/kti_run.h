@@ -3,9 +3,13 @@
 #define KTI_RUN_H
 
 #include <ktiming.h>
+#include <ktiming/output.h>
+
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/auxv.h>
 #include <unistd.h>
 
@@ -18,9 +22,9 @@ static pthread_once_t kti_exit_once = PTHREAD_ONCE_INIT;
 static pid_t kti_exit_pid; /* the process that registered (a forked child that exits skips the write) */
 
 /* Runs before the core's own exit handler (registered earlier, so called later): collects every outstanding
- * command (kt_flush) and writes the snapshot to KTIMING_RUN_DIR/<pid>.json. Both interception libraries may
- * do so in one process; the later write holds everything. A scratch file read once the process is gone: no
- * fsync (which kt_report_write does and which can cost tens of ms). */
+ * command (kt_flush) and writes the snapshot to KTIMING_RUN_DIR/<pid>.json through the output writer. Both
+ * interception libraries may do so in one process; the later write holds everything. A scratch file read once
+ * the process is gone: atomic but not synced (KT_OUTPUT_NOSYNC; an fsync can cost tens of ms). */
 static void kti_write_run_snapshot(void)
 {
     const char *dir = secure_getenv("KTIMING_RUN_DIR");
@@ -32,14 +36,18 @@ static void kti_write_run_snapshot(void)
         return;
     char path[4096];
     snprintf(path, sizeof path, "%s/%ld.json", dir, (long)getpid());
-    FILE *f = fopen(path, "w");
-    int rc = f ? kt_report_print(f, snap, KT_FORMAT_JSON) : KT_EIO;
-    if (f && fclose(f) != 0 && rc == 0)
-        rc = KT_EIO;
-    if (rc != 0) {
-        fprintf(stderr, "ktiming: could not write %s: %s\n", path, kt_strerror(rc));
-        unlink(path);
+    kt_output_t *o = NULL;
+    errno = 0;
+    int rc = kt_output_open(path, KT_OUTPUT_NOSYNC, &o);
+    if (rc == 0) {
+        rc = kt_report_print(kt_output_file(o), snap, KT_FORMAT_JSON);
+        if (rc != 0)
+            kt_output_abort(o);
+        else
+            rc = kt_output_commit(o);
     }
+    if (rc != 0)
+        fprintf(stderr, "ktiming: could not write %s: %s\n", path, errno ? strerror(errno) : kt_strerror(rc));
     kt_snapshot_free(snap);
 }
 
