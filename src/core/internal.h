@@ -120,16 +120,17 @@ typedef struct kt__span_rec_t {
     _Atomic uint64_t t[7];     /* duration, enqueue, queued, submit, start, end, uncertainty (ns) */
 } kt__span_rec_t;
 
-/* Per-thread pointer cache entry for kt_record(name, ...): verified by comparing the string. */
+/* Per-thread pointer cache entry for kt_record(name, ...). A hit is confirmed by comparing the caller's string
+ * with the interned copy: the pointer alone proves nothing (a buffer reused for another name, or a library
+ * unloaded and another loaded at the same address with its own literal there). */
 typedef struct kt__name_cache_t {
     const char *ptr;       /* the caller's pointer */
+    const char *name;      /* the interned copy it matched (immutable, never freed) */
     kt_kernel_id_t id;     /* what it interned to */
-    uint32_t tag;          /* backend | read-only flag << 8 | first byte << 16 (see cache_tag in recorder.c);
-                              read-only: ptr is in a non-writable segment, so its bytes cannot have changed */
+    uint32_t backend;      /* backend + 1; 0 = empty entry */
 } kt__name_cache_t;
 
 #define KT__NAME_CACHE 128u
-#define KT__RO_RANGES 4u
 
 /* A recording thread's private store. Shards outlive their thread (an exiting thread's records stay) and
  * are adopted by later threads. */
@@ -143,9 +144,6 @@ typedef struct kt__shard_t {
     _Atomic uint32_t span_count;                /* spans published (never above the capacity) */
     uint64_t rng;                               /* owner only: PRNG state for the reservoirs */
     kt__name_cache_t names[KT__NAME_CACHE];     /* owner only: kt_record() pointer cache */
-    uintptr_t ro_lo[KT__RO_RANGES];             /* owner only: read-only segments seen (start) ... */
-    uintptr_t ro_hi[KT__RO_RANGES];             /* ... and end */
-    uint32_t ro_next;                           /* owner only: next ro range to replace */
 } kt__shard_t;
 
 /* The calling thread's shard (created or adopted on first use). NULL only when out of memory. */

@@ -1,7 +1,6 @@
 /* recorder.c — the hot path: each thread writes its own shard, indexed by kernel id; no lock on record. */
 #include "core/internal.h"
 
-#include <link.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -317,84 +316,39 @@ void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns)
  * kt_record(name, ...): the per-thread pointer cache
  * ------------------------------------------------------------------------------------------------- */
 
-/* Is p inside a mapped segment that is not writable (string literals are)? Then the bytes behind a cached
- * pointer cannot change, and a hit needs no string comparison. */
-typedef struct ro_query_t {
-    uintptr_t addr;  /* the address asked about */
-    uintptr_t lo;    /* result: containing segment */
-    uintptr_t hi;    /* its end */
-    int found;       /* 1 = in a read-only segment, -1 = in a writable one, 0 = not in any */
-} ro_query_t;
-
-static int ro_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    ro_query_t *q = arg;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD)
-            continue;
-        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-        if (q->addr >= lo && q->addr < hi) {
-            q->found = (ph->p_flags & PF_W) ? -1 : 1;
-            q->lo = lo;
-            q->hi = hi;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static int ptr_readonly(kt__shard_t *s, const char *p)
-{
-    uintptr_t a = (uintptr_t)p;
-    for (uint32_t i = 0; i < KT__RO_RANGES; i++)
-        if (a >= s->ro_lo[i] && a < s->ro_hi[i])
-            return 1;
-    ro_query_t q = {a, 0, 0, 0};
-    dl_iterate_phdr(ro_cb, &q);
-    if (q.found != 1)
-        return 0;
-    uint32_t i = s->ro_next++ % KT__RO_RANGES;
-    s->ro_lo[i] = q.lo;
-    s->ro_hi[i] = q.hi;
-    return 1;
-}
-
 static inline kt__name_cache_t *cache_entry(kt__shard_t *s, const char *name, kt_backend_t backend)
 {
     uintptr_t p = (uintptr_t)name;
     return &s->names[((p >> 3) ^ (p >> 11) ^ (uint32_t)backend) & (KT__NAME_CACHE - 1u)];
 }
 
-/* Backend, read-only flag and first byte in one word, so a hit is two comparisons. */
-static inline uint32_t cache_tag(kt_backend_t backend, int ro, char c0)
+/* Same pointer, same backend, same bytes as the interned name it stood for. The bytes are compared on every
+ * hit: whether the memory is read-only says nothing once a library can be unloaded and another loaded at its
+ * address (dlclose/dlopen), and no cheap unload signal exists for the hot path. */
+static inline int cache_hit(const kt__name_cache_t *e, const char *name, kt_backend_t backend)
 {
-    return (uint32_t)backend | (uint32_t)(ro != 0) << 8 | (uint32_t)(uint8_t)c0 << 16;
+    if (e->ptr != name || e->backend != (uint32_t)backend + 1u)
+        return 0;
+    /* inline: a kernel name is short, and a library call would cost more than the bytes */
+    const char *a = name, *b = e->name;
+    while (*a == *b && *a)
+        a++, b++;
+    return *a == *b;
 }
 
-/* A hit that needs no comparison: same pointer into read-only memory (first byte checked for good measure). */
-static inline int cache_hit_ro(const kt__name_cache_t *e, const char *name, kt_backend_t backend)
-{
-    return e->ptr == name && e->tag == cache_tag(backend, 1, name[0]);
-}
-
-/* Full lookup: a cached pointer in writable memory is confirmed by comparing the string with the interned
- * copy (a reused buffer holding another name misses); a miss interns and refills the entry. */
+/* A hit, or intern and refill the entry. */
 static kt_kernel_id_t lookup_cached(kt__shard_t *s, const char *name, kt_backend_t backend)
 {
     kt__name_cache_t *e = cache_entry(s, name, backend);
-    if (e->ptr == name && (e->tag & 0xffu) == (uint32_t)backend) {
-        if (e->tag == cache_tag(backend, 1, name[0]))
-            return e->id;
-        if (strcmp(kt__kernel_get(e->id)->name, name) == 0)
-            return e->id;
-    }
+    if (cache_hit(e, name, backend))
+        return e->id;
     kt_kernel_id_t id = kt_kernel_intern(name, backend, NULL);
-    if (id) {
+    const kt__kernel_t *k = kt__kernel_get(id);
+    if (k) {
         e->ptr = name;
+        e->name = k->name;
         e->id = id;
-        e->tag = cache_tag(backend, ptr_readonly(s, name), name[0]);
+        e->backend = (uint32_t)backend + 1u;
     }
     return id;
 }
@@ -425,7 +379,7 @@ void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns)
     if (__builtin_expect(s != NULL, 1)) {
         const kt__name_cache_t *e = cache_entry(s, name, backend);
         kt__slot_t *sl;
-        if (__builtin_expect(cache_hit_ro(e, name, backend) && (sl = slot_peek(s, e->id)) &&
+        if (__builtin_expect(cache_hit(e, name, backend) && (sl = slot_peek(s, e->id)) &&
                                  slot_add_fast(sl, elapsed_ns, 0),
                              1))
             return;
