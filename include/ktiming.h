@@ -21,9 +21,9 @@
  * Recording. Pick the cheapest call that fits the site:
  *   KT_CPU_BEGIN/KT_CPU_END   a scoped CPU zone; the id is cached in a static at the site (name must not vary).
  *   KT_RECORD(name, b, ns)    a duration you measured, id cached at the site (name must not vary).
- *   kt_record(name, b, ns)    any string, copied on first use. A per-thread pointer cache avoids hashing: a
- *                             literal (read-only memory) is recognised by its address, a string in writable
- *                             memory is compared with the interned copy, so reusing a buffer is safe.
+ *   kt_record(name, b, ns)    any string, copied on first use. A per-thread pointer cache avoids hashing; a
+ *                             hit is confirmed by comparing the string with the interned copy, so reusing a
+ *                             buffer, or a library unloaded and another loaded at its address, is safe.
  *   kt_kernel_intern + kt_record_id / kt_record_dispatch   what backends use (ids are dense, from 1).
  * A kernel is the triple (name, backend, device); device NULL means "host" for the CPU, "default" otherwise.
  * Each thread writes only its own store (no lock, no shared cache line on the hot path); kt_snapshot() merges
