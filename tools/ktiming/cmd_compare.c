@@ -35,6 +35,7 @@ static void compare_usage(FILE *out)
             "  --format FMT          text (default), markdown, json, or html (AFTER's HTML report with the\n"
             "                        speedups, confidence intervals and verdicts; best written with -o)\n"
             "  -o, --output FILE     write there (replaced atomically) instead of standard output\n"
+            "  --max-input-mb N      refuse a snapshot larger than N MiB (default 1024)\n"
             "  -h, --help            this text\n"
             "\n"
             "exit status: 0 compared (no regression, or not asked), 1 regression with --fail-on-regression,\n"
@@ -78,6 +79,7 @@ typedef struct compare_args_t {
     kt_compare_format_t format; /* output format */
     int html;               /* --format html: kt_report_compare_html instead of kt_compare_print */
     const char *output;     /* NULL = stdout */
+    size_t max_input;       /* --max-input-mb, in bytes */
     int fail_on_regression; /* exit 1 on SLOWER */
 } compare_args_t;
 
@@ -109,7 +111,8 @@ static int parse_args(int argc, char **argv, compare_args_t *a)
         name[len] = '\0';
         int known = !strcmp(name, "--threshold") || !strcmp(name, "--alpha") || !strcmp(name, "--confidence") ||
                     !strcmp(name, "--min-samples") || !strcmp(name, "--bootstrap") || !strcmp(name, "--seed") ||
-                    !strcmp(name, "--format") || !strcmp(name, "-o") || !strcmp(name, "--output");
+                    !strcmp(name, "--format") || !strcmp(name, "-o") || !strcmp(name, "--output") ||
+                    !strcmp(name, "--max-input-mb");
         if (!known) return usage_error("unknown option '%s'", arg);
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
@@ -144,6 +147,9 @@ static int parse_args(int argc, char **argv, compare_args_t *a)
             else if (!strcmp(val, "json")) a->format = KT_COMPARE_JSON;
             else if (!strcmp(val, "html")) a->html = 1;
             else return usage_error("--format: expected text, markdown, json or html, not '%s'", val);
+        } else if (!strcmp(name, "--max-input-mb")) {
+            if (ktcli_parse_max_input_mb(val, &a->max_input))
+                return usage_error("--max-input-mb: not a size in MiB (1..1048576): '%s'", val);
         } else {
             a->output = val;
         }
@@ -197,13 +203,14 @@ int ktcli_cmd_compare(int argc, char **argv)
 {
     compare_args_t a;
     memset(&a, 0, sizeof a);
+    a.max_input = (size_t)KTCLI_MAX_INPUT_MB_DEFAULT << 20;
     int code = parse_args(argc, argv, &a);
     if (code >= 0) return code;
 
     kt_snapshot_t *snap[2] = {NULL, NULL};
     char err[512];
     for (int i = 0; i < 2; i++) {
-        int rc = kt_snapshot_load(a.paths[i], &snap[i], err, sizeof err);
+        int rc = kt_snapshot_load_max(a.paths[i], a.max_input, &snap[i], err, sizeof err);
         if (rc) {
             fprintf(stderr, "ktiming compare: %s\n", err[0] ? err : kt_strerror(rc));
             kt_snapshot_free(snap[0]);

@@ -9,7 +9,7 @@
 static void report_usage(FILE *out)
 {
     fprintf(out,
-            "usage: ktiming report FILE.json [--format text|csv|json|chrome|html] [-o OUT]\n"
+            "usage: ktiming report FILE.json [--format text|csv|json|chrome|html] [-o OUT] [--max-input-mb N]\n"
             "\n"
             "Prints or converts a snapshot saved by KTIMING_OUTPUT=..., `ktiming demo -o` or kt_report_write().\n"
             "FILE '-' reads standard input.\n"
@@ -17,6 +17,7 @@ static void report_usage(FILE *out)
             "  -f, --format FMT   text (default: the [timing] table), csv, json (schema ktiming.snapshot),\n"
             "                     chrome (Chrome trace / Perfetto), html (self-contained report)\n"
             "  -o, --output OUT   write to OUT (replaced atomically) instead of standard output\n"
+            "  --max-input-mb N   refuse a snapshot larger than N MiB (default 1024)\n"
             "  -h, --help         this help\n"
             "\n"
             "exit status: 0 done, 1 unreadable or invalid snapshot or failed write, 2 usage error\n");
@@ -41,7 +42,9 @@ int ktcli_cmd_report(int argc, char **argv)
     static const struct option kLong[] = {{"format", required_argument, NULL, 'f'},
                                           {"output", required_argument, NULL, 'o'},
                                           {"help", no_argument, NULL, 'h'},
+                                          {"max-input-mb", required_argument, NULL, 'M'},
                                           {NULL, 0, NULL, 0}};
+    size_t max_input = (size_t)KTCLI_MAX_INPUT_MB_DEFAULT << 20;
     int format = KT_FORMAT_TEXT;
     const char *format_name = "text";
     const char *out_path = NULL;
@@ -59,6 +62,13 @@ int ktcli_cmd_report(int argc, char **argv)
             format_name = optarg;
             break;
         case 'o': out_path = optarg; break;
+        case 'M':
+            if (ktcli_parse_max_input_mb(optarg, &max_input) != 0) {
+                fprintf(stderr, "ktiming report: --max-input-mb: not a size in MiB (1..%u): '%s'\n",
+                        KTCLI_MAX_INPUT_MB_MAX, optarg);
+                return 2;
+            }
+            break;
         case 'h': report_usage(stdout); return 0;
         case ':':
             fprintf(stderr, "ktiming report: %s needs a value\n", argv[optind - 1]);
@@ -79,7 +89,7 @@ int ktcli_cmd_report(int argc, char **argv)
 
     kt_snapshot_t *snap = NULL;
     char err[512];
-    int rc = kt_snapshot_load(in_path, &snap, err, sizeof err);
+    int rc = kt_snapshot_load_max(in_path, max_input, &snap, err, sizeof err);
     if (rc) {
         fprintf(stderr, "ktiming report: %s\n", err);
         return 1;
