@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Writes one output; names the variable, the path and why it failed. */
 static void exit_write_one(const char *var, const char *path, const kt_snapshot_t *snap, kt_format_t format)
@@ -16,6 +17,25 @@ static void exit_write_one(const char *var, const char *path, const kt_snapshot_
         fprintf(stderr, "ktiming: %s=%s: %s\n", var, path, strerror(errno));
     else if (rc != 0)
         fprintf(stderr, "ktiming: %s=%s: %s\n", var, path, kt_strerror(rc));
+}
+
+/* Did this process record anything (a forked child starts empty and writes only what it recorded)? */
+static int snapshot_has_records(const kt_snapshot_t *snap)
+{
+    for (size_t i = 0; i < snap->count; i++)
+        if (snap->entries[i].dispatch_count || snap->entries[i].errors || snap->entries[i].dropped)
+            return 1;
+    return 0;
+}
+
+/* A forked child's own path: PATH.PID, never the parent's file (malloc'ed; NULL when out of memory). */
+static char *child_path(const char *path)
+{
+    size_t n = strlen(path) + 32;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s.%ld", path, (long)getpid());
+    return p;
 }
 
 void kt__exit_write(void)
@@ -36,6 +56,17 @@ void kt__exit_write(void)
         fprintf(stderr, "ktiming: no snapshot at exit (out of memory)\n");
         return;
     }
+    char *own_out = NULL, *own_trace = NULL;
+    if (getpid() != kt__init_pid()) { /* a forked child: its own files, and only when it recorded something */
+        if (!snapshot_has_records(snap)) {
+            kt_snapshot_free(snap);
+            return;
+        }
+        if (out && *out && !(out = own_out = child_path(out)))
+            fprintf(stderr, "ktiming: KTIMING_OUTPUT: out of memory\n");
+        if (trace && *trace && !(trace = own_trace = child_path(trace)))
+            fprintf(stderr, "ktiming: KTIMING_TRACE: out of memory\n");
+    }
     if (out && *out)
         exit_write_one("KTIMING_OUTPUT", out, snap, KT_FORMAT_JSON);
     if (trace && *trace)
@@ -43,4 +74,6 @@ void kt__exit_write(void)
     if (want_report)
         kt_report_print(stderr, snap, KT_FORMAT_TEXT);
     kt_snapshot_free(snap);
+    free(own_out);
+    free(own_trace);
 }

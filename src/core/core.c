@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------------------
  * State
@@ -74,6 +75,38 @@ static void update_recording(void)
     __atomic_store_n(&kt__recording, on, __ATOMIC_RELAXED);
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * fork: every core lock is taken before fork and released after it in both processes, so a child forked
+ * while another thread held one (registering a name, adopting a shard, taking a snapshot) finds it usable.
+ * The child starts with empty statistics (kt__recorder_fork_child) and writes its own outputs at exit.
+ * ------------------------------------------------------------------------------------------------- */
+
+static pid_t g_init_pid; /* set once by first_init */
+
+pid_t kt__init_pid(void) { return g_init_pid; }
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&g_life_lock);
+    pthread_mutex_lock(&g_flush_lock);
+    kt__recorder_fork_prepare();
+    kt__registry_fork_prepare();
+}
+
+static void fork_release(void)
+{
+    kt__registry_fork_release();
+    kt__recorder_fork_release();
+    pthread_mutex_unlock(&g_flush_lock);
+    pthread_mutex_unlock(&g_life_lock);
+}
+
+static void fork_child(void)
+{
+    fork_release();
+    kt__recorder_fork_child();
+}
+
 static void at_exit(void)
 {
     kt__flush_all();
@@ -118,6 +151,8 @@ static void first_init(const kt_desc_t *d)
     host.valid_bits = 64;
     kt_device_publish(&host);
 
+    g_init_pid = getpid();
+    pthread_atfork(fork_prepare, fork_release, fork_child);
     atexit(at_exit);
     atomic_store_explicit(&g_state, KT__RUNNING, memory_order_release);
     update_recording();

@@ -7,6 +7,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #define KT__LD(p) atomic_load_explicit((p), memory_order_relaxed)
@@ -38,6 +39,17 @@ void kt__ensure_init(void);
 
 /* Writes KTIMING_OUTPUT / KTIMING_REPORT / KTIMING_TRACE at process exit (atexit.c, built with src/export). */
 void kt__exit_write(void);
+
+/* The process that initialised ktiming; any other pid at exit is a forked child (see fork handlers in core.c). */
+pid_t kt__init_pid(void);
+
+/* fork: each lock-owning file's part of core.c's pthread_atfork handlers. prepare takes its locks (in the
+ * order life, flush, reset, shards, registry), release gives them back in parent and child. */
+void kt__recorder_fork_prepare(void);
+void kt__recorder_fork_release(void);
+void kt__recorder_fork_child(void);
+void kt__registry_fork_prepare(void);
+void kt__registry_fork_release(void);
 
 /* Records one host-timed dispatch with its span on the host thread's track (CPU zones, kt_cpu_dispatch_2d). */
 void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end_ns);

@@ -457,3 +457,22 @@ void kt_reset(void)
     atomic_fetch_add_explicit(&g_gen, 1, memory_order_acq_rel);
     pthread_mutex_unlock(&g_reset_lock);
 }
+
+/* fork (core.c's handlers): the reset lock, then the shard list lock, held across fork. */
+void kt__recorder_fork_prepare(void)
+{
+    pthread_mutex_lock(&g_reset_lock);
+    pthread_mutex_lock(&g_shards_lock);
+}
+
+void kt__recorder_fork_release(void)
+{
+    pthread_mutex_unlock(&g_shards_lock);
+    pthread_mutex_unlock(&g_reset_lock);
+}
+
+/* In the child, after the locks are released. Only the forking thread exists; the other threads' shards stay
+ * marked owned and are never adopted: their owners may have been mid-record at the fork (a slot's seqlock odd
+ * forever), and they belong to the parent's generation, which snapshots skip. The child starts empty (a new
+ * generation, as kt_reset), so what it writes is what it recorded itself, never a copy of the parent's. */
+void kt__recorder_fork_child(void) { atomic_fetch_add_explicit(&g_gen, 1, memory_order_acq_rel); }

@@ -278,3 +278,7 @@ kt_device_info_t *kt__devices_copy(size_t *count)
     pthread_mutex_unlock(&g_reg_lock);
     return p;
 }
+
+/* fork (core.c's handlers): the registry lock is held across fork, so the child gets it unlocked and consistent. */
+void kt__registry_fork_prepare(void) { pthread_mutex_lock(&g_reg_lock); }
+void kt__registry_fork_release(void) { pthread_mutex_unlock(&g_reg_lock); }

@@ -19,7 +19,7 @@
 static inline int kti_secure(void) { return getauxval(AT_SECURE) != 0; }
 
 static pthread_once_t kti_exit_once = PTHREAD_ONCE_INIT;
-static pid_t kti_exit_pid; /* the process that registered (a forked child that exits skips the write) */
+static pid_t kti_exit_pid; /* the process that registered (a forked child writes only what it recorded) */
 
 /* Runs before the core's own exit handler (registered earlier, so called later): collects every outstanding
  * command (kt_flush) and writes the snapshot to KTIMING_RUN_DIR/<pid>.json through the output writer. Both
@@ -28,12 +28,21 @@ static pid_t kti_exit_pid; /* the process that registered (a forked child that e
 static void kti_write_run_snapshot(void)
 {
     const char *dir = secure_getenv("KTIMING_RUN_DIR");
-    if (!dir || !*dir || getpid() != kti_exit_pid)
+    if (!dir || !*dir)
         return;
     kt_flush();
     kt_snapshot_t *snap = kt_snapshot();
     if (!snap)
         return;
+    /* A forked child starts with empty statistics (ktiming's fork handler): one that timed nothing itself
+     * writes nothing, one that did writes its own <pid>.json. */
+    int any = getpid() == kti_exit_pid;
+    for (size_t i = 0; !any && i < snap->count; i++)
+        any = snap->entries[i].dispatch_count || snap->entries[i].errors || snap->entries[i].dropped;
+    if (!any) {
+        kt_snapshot_free(snap);
+        return;
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/%ld.json", dir, (long)getpid());
     kt_output_t *o = NULL;
