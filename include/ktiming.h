@@ -67,7 +67,11 @@
  * Chrome trace, KTIMING_REPORT=1 prints the text table on stderr.
  *
  * Without KTIMING_ENABLE (or with it 0) every KT_* macro expands to nothing and every function below is a
- * static inline no-op, while the types stay: instrumented code compiles unchanged and needs no library.
+ * static inline no-op, while the types stay: instrumented code compiles unchanged and needs no library. The
+ * same holds for the backend headers (cl.h, vk.h, cuda.h), harness.h, primitive.h and stats.h. Exceptions,
+ * checked by the test core_headers: clock.h (clock-model math a program calls deliberately: its types stay,
+ * its functions need the library in both modes) and the analysis library's analysis.h and compare.h (they
+ * refuse to compile without KTIMING_ENABLE=1).
  * Compiled in but runtime-disabled (kt_disable), a KT_CPU zone costs one load and a branch.
  *
  * Times are nanoseconds on the host timeline, which is CLOCK_MONOTONIC_RAW (kt_now_ns): a clock NTP never
@@ -140,6 +144,34 @@ typedef enum kt_errno_t {
     KT_OK = 0
 } kt_errno_t;
 
+/* Why a dispatch was dropped (lost before it could be timed): one counter per reason per kernel, so a report
+ * can say what was lost and why. Name, identifier written in the JSON snapshot. */
+#define KT_DROP_REASON_MAP(XX)                                                                             \
+    XX(UNSPECIFIED, "unspecified")           /* kt_record_drop(): no reason given */                       \
+    XX(RING_FULL, "ring full")               /* a backend's query/event ring had no free slot */           \
+    XX(IN_FLIGHT_AT_EXIT, "in flight at exit") /* not complete when the bounded exit wait ran out */       \
+    XX(SIMULTANEOUS_USE, "simultaneous-use command buffer") /* executions that overlap cannot be told apart */ \
+    XX(NEVER_SUBMITTED, "never submitted")   /* recorded into a command buffer that was freed unsubmitted */ \
+    XX(DEVICE_LOST, "device lost")           /* the device or context was lost with the command pending */  \
+    XX(CONTEXT_RESET, "context reset")       /* the context/device was destroyed or reset under it */      \
+    XX(GRAPH_CAPTURE, "graph capture")       /* begun on a stream that was capturing a graph */            \
+    XX(NO_TIMING, "no timing")               /* the driver delivered the command without timestamps */     \
+    XX(READ_FAILED, "read failed")           /* reading the timestamps failed */                           \
+    XX(INVALID_TIMES, "invalid times")       /* timestamps failed a sanity check (end before start, ...) */
+
+typedef enum kt_drop_reason_t {
+#define KT__DROP_ENUM(name, text) KT_DROP_##name,
+    KT_DROP_REASON_MAP(KT__DROP_ENUM)
+#undef KT__DROP_ENUM
+    KT_DROP_REASON_COUNT
+} kt_drop_reason_t;
+
+/* An unsigned 128-bit integer as two halves (exact sums that a uint64_t could overflow). */
+typedef struct kt_u128_t {
+    uint64_t lo; /* low 64 bits */
+    uint64_t hi; /* high 64 bits */
+} kt_u128_t;
+
 /* Interned (name, backend, device) triple; 0 is never a valid id, so a zeroed static means "not yet". */
 typedef uint32_t kt_kernel_id_t;
 
@@ -171,6 +203,7 @@ typedef struct kt_dispatch_t {
     uint64_t start_ns;       /* execution start on the host timeline */
     uint64_t end_ns;         /* execution end on the host timeline */
     uint64_t uncertainty_ns; /* error bound of start/end placement (clock model), 0 for host clocks */
+    uint64_t bytes;          /* bytes the command moved (transfers), 0 for kernels */
 } kt_dispatch_t;
 
 /* A recorded span as kept in a snapshot. */
@@ -221,13 +254,15 @@ typedef struct kt_kernel_timing_t {
     kt_backend_t backend;    /* API */
     const char *device;      /* device name (owned by the snapshot); "host" for CPU */
     uint64_t dispatch_count; /* successful dispatches aggregated */
-    uint64_t total_ns;       /* sum of durations */
+    uint64_t total_ns;       /* sum of durations, saturating at UINT64_MAX (584 years) instead of wrapping;
+                                total128 is the exact sum */
     uint64_t min_ns;         /* 0 when dispatch_count is 0 */
     uint64_t max_ns;
     uint64_t last_ns;        /* most recent dispatch (latest end time; see the top of this file) */
     double mean_ns;          /* exact */
-    double stddev_ns;        /* exact sample standard deviation (n-1 denominator), 0 under 2 dispatches */
-    uint64_t p50_ns;         /* percentiles from a log-linear histogram, within 1 % relative error */
+    double stddev_ns;        /* exact sample standard deviation (n-1 denominator), 0 under 2 dispatches; NaN
+                                when the sum of squares passed 2^128 ns^2 (durations near 2^64 ns) */
+    uint64_t p50_ns;         /* percentiles from a log-linear histogram, within 0.8 % relative error */
     uint64_t p90_ns;
     uint64_t p99_ns;
     uint64_t errors;         /* dispatches that ended in error (not in the aggregates) */
@@ -237,6 +272,13 @@ typedef struct kt_kernel_timing_t {
                                 full ("span log overflow"): the aggregates above still include them */
     uint32_t sample_count;   /* raw durations in samples[] (uniform reservoir over all dispatches) */
     uint64_t *samples;       /* owned by the snapshot */
+    kt_u128_t total128;      /* exact sum of durations (ns) */
+    kt_u128_t sumsq128;      /* exact sum of squared durations (ns^2): with total128 and dispatch_count, what an
+                                exact merge of two snapshots needs for the sample stddev */
+    uint64_t bytes;          /* bytes moved by the successful dispatches (transfers); 0 for kernels */
+    uint64_t dropped_by[KT_DROP_REASON_COUNT]; /* `dropped` split by reason (kt_drop_reason_t); sums to dropped */
+    char last_error[48];     /* name of the most recent error (e.g. "CL_INVALID_WORK_GROUP_SIZE"), "" if none
+                                named; `errors` counts them all */
 } kt_kernel_timing_t;
 
 /* A merged, immutable view of everything recorded. Memory contract (shared by kt_snapshot() and the loader in
@@ -255,18 +297,23 @@ typedef struct kt_snapshot_t {
     kt_device_info_t *devices;
     uint64_t taken_ns;            /* host time the snapshot was taken */
     char host[64];                /* machine name */
+    int64_t pid;                  /* process that recorded it; 0 if unknown (older snapshots) */
+    int32_t rank;                 /* MPI-style rank of that process (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
+                                     SLURM_PROCID), -1 if none */
+    uint64_t kernels_dropped;     /* records lost because their kernel could not be interned (kernel table
+                                     full, see kt_kernel_intern): counted, never silent */
 } kt_snapshot_t;
 
 /* Output formats. */
 typedef enum kt_format_t {
-    KT_FORMAT_TEXT = 0,   /* the seed's [timing] lines plus percentiles */
+    KT_FORMAT_TEXT = 0,   /* the [timing] table: one line per kernel with its statistics */
     KT_FORMAT_CSV = 1,    /* one row per entry, header first */
     KT_FORMAT_JSON = 2,   /* versioned schema, docs/json-schema.md */
     KT_FORMAT_CHROME = 3, /* Chrome trace / Perfetto JSON from spans */
     KT_FORMAT_HTML = 4    /* self-contained HTML report */
 } kt_format_t;
 
-/* Host-clock timer shared in shape with the GPU timers (seed 001).
+/* Host-clock timer with the same interface as the GPU timers (kt_cuda_timer_t).
  * start() begins an interval; elapsed_ms() while running is the time since the last start() (so it can be
  * read repeatedly: cumulative time since start); stop() freezes the interval and elapsed_ms() then returns
  * start→stop. A timer never started reads 0. */
@@ -296,6 +343,7 @@ KT_API int kt_init(const kt_desc_t *desc); /* optional; KT_ESTATE if already ini
 KT_API void kt_shutdown(void);             /* flushes backends; further records are dropped until kt_init */
 KT_API void kt_flush(void);                /* collect every outstanding GPU completion into the recorder now */
 KT_API const char *kt_strerror(int err);
+KT_API const char *kt_err_name(int err); /* "KT_EINVAL", ..., "KT_OK"; "KT_E?" for an unknown code */
 KT_API const char *kt_backend_name(kt_backend_t backend); /* "CPU", "OpenCL", "Vulkan", "CUDA", "Metal" */
 KT_API const char *kt_version(void);
 
@@ -316,6 +364,11 @@ KT_API void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns);
 KT_API void kt_record_dispatch(const kt_dispatch_t *d);
 KT_API void kt_record_error(kt_kernel_id_t kernel); /* a dispatch that failed: `errors` */
 KT_API void kt_record_drop(kt_kernel_id_t kernel);  /* a dispatch lost before it could be timed: `dropped` */
+/* kt_record_drop with its reason (counted in dropped and dropped_by[reason]). */
+KT_API void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason);
+/* A dispatch that failed, with the API's name for the error (copied; the entry's last_error): `errors`. */
+KT_API void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name);
+KT_API const char *kt_drop_reason_name(kt_drop_reason_t reason); /* "ring full", ...; "unknown" if out of range */
 KT_API uint32_t kt_queue_register(kt_backend_t backend, const char *device, const char *label);
 KT_API uint32_t kt_thread_ordinal(void); /* stable small number for the calling thread, from 1 */
 KT_API void kt_device_publish(const kt_device_info_t *info); /* backends publish clock facts for reports */
@@ -387,6 +440,7 @@ static inline int kt_init(const kt_desc_t *desc) { (void)desc; return 0; }
 static inline void kt_shutdown(void) {}
 static inline void kt_flush(void) {}
 static inline const char *kt_strerror(int err) { (void)err; return "ktiming compiled out"; }
+static inline const char *kt_err_name(int err) { (void)err; return "KT_EDISABLED"; }
 static inline const char *kt_backend_name(kt_backend_t backend) { (void)backend; return ""; }
 static inline const char *kt_version(void) { return KT_VERSION_STRING; }
 static inline void kt_enable(void) {}
@@ -403,6 +457,9 @@ static inline void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns) { (v
 static inline void kt_record_dispatch(const kt_dispatch_t *d) { (void)d; }
 static inline void kt_record_error(kt_kernel_id_t kernel) { (void)kernel; }
 static inline void kt_record_drop(kt_kernel_id_t kernel) { (void)kernel; }
+static inline void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason) { (void)kernel; (void)reason; }
+static inline void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name) { (void)kernel; (void)error_name; }
+static inline const char *kt_drop_reason_name(kt_drop_reason_t reason) { (void)reason; return ""; }
 static inline uint32_t kt_queue_register(kt_backend_t backend, const char *device, const char *label)
 { (void)backend; (void)device; (void)label; return 0; }
 static inline uint32_t kt_thread_ordinal(void) { return 0; }
@@ -439,7 +496,7 @@ static inline int kt_cpu_threads(void) { return 1; }
 #endif /* KT_ENABLED */
 
 /* ---------------------------------------------------------------------------------------------------
- * Helpers on timings (header-only, both modes), as in the seed
+ * Helpers on timings (header-only, both modes)
  * ------------------------------------------------------------------------------------------------- */
 static inline uint64_t kt_timing_avg_ns(const kt_kernel_timing_t *t)
 { return t->dispatch_count ? t->total_ns / t->dispatch_count : 0; }

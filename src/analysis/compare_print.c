@@ -61,11 +61,7 @@ static void make_cells(const kt_compare_row_t *r, cells_t *c)
     snprintf(c->n, sizeof c->n, "%u/%u", r->before.samples, r->after.samples);
 }
 
-static const char *backend_label(kt_backend_t b)
-{
-    static const char *const names[] = {"CPU", "OpenCL", "Vulkan", "CUDA", "Metal"};
-    return (unsigned)b < sizeof names / sizeof names[0] ? names[b] : "?";
-}
+static const char *backend_label(kt_backend_t b) { return kt_backend_name(b); }
 
 static int width_of(const char *s, int w)
 {

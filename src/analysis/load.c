@@ -3,6 +3,8 @@
  * KT_EPARSE with a message naming the position or the member. */
 #include <ktiming/analysis.h>
 
+#include "common/shared.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <locale.h>
@@ -13,7 +15,7 @@
 #include <sys/stat.h>
 #include <strings.h>
 
-#define SCHEMA_NAME "ktiming.snapshot"
+#define SCHEMA_NAME KT_SNAPSHOT_SCHEMA_NAME
 #define MAX_SAFE_INT 9007199254740991.0 /* 2^53 - 1: above it a JSON number may already have been rounded */
 
 /* Parsing state: where errors go and which member is being read. */
@@ -142,6 +144,36 @@ static int get_u32(load_ctx_t *c, const cJSON *obj, const char *key, int require
     return 0;
 }
 
+/* An unsigned 128-bit integer: a number up to 2^53-1 or a decimal string (as kt__json_write_u128 writes). */
+static int get_u128(load_ctx_t *c, const cJSON *obj, const char *key, int *present, kt_u128_t *out)
+{
+    int rc;
+    const cJSON *v = member(c, obj, key, &rc);
+    const char *why = NULL;
+    *present = 0;
+    if (rc || !v)
+        return rc;
+    if (cJSON_IsString(v) && v->valuestring && *v->valuestring) {
+        unsigned __int128 x = 0;
+        for (const char *p = v->valuestring; *p; p++) {
+            unsigned dgt = (unsigned)(*p - '0');
+            if (dgt > 9)
+                return fail_member(c, key, "expected a non-negative integer (string with a non-digit)");
+            if (x > (~(unsigned __int128)0 - dgt) / 10)
+                return fail_member(c, key, "integer does not fit in 128 bits");
+            x = x * 10 + dgt;
+        }
+        out->lo = (uint64_t)x;
+        out->hi = (uint64_t)(x >> 64);
+    } else {
+        out->hi = 0;
+        if (value_u64(v, &out->lo, &why))
+            return fail_member(c, key, why);
+    }
+    *present = 1;
+    return 0;
+}
+
 /* A double: a finite number, or null for "not a number" (what the writer emits for non-finite values). */
 static int get_double(load_ctx_t *c, const cJSON *obj, const char *key, double *out)
 {
@@ -163,35 +195,9 @@ static int get_double(load_ctx_t *c, const cJSON *obj, const char *key, double *
  * must be; cJSON passes raw bytes through unchecked, so this is where a file with stray bytes is refused. */
 static int utf8_valid(const unsigned char *s)
 {
-    while (*s) {
-        unsigned char b = *s;
-        size_t n;
-        uint32_t cp;
-        if (b < 0x80) {
-            s++;
-            continue;
-        }
-        if (b >= 0xC2 && b <= 0xDF) {
-            n = 2;
-            cp = b & 0x1Fu;
-        } else if (b >= 0xE0 && b <= 0xEF) {
-            n = 3;
-            cp = b & 0x0Fu;
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            n = 4;
-            cp = b & 0x07u;
-        } else {
+    for (size_t n; *s; s += n)
+        if ((n = kt__utf8_len(s, SIZE_MAX)) == 0)
             return 0;
-        }
-        for (size_t i = 1; i < n; i++) {
-            if ((s[i] & 0xC0u) != 0x80u)
-                return 0;
-            cp = (cp << 6) | (s[i] & 0x3Fu);
-        }
-        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
-            return 0;
-        s += n;
-    }
     return 1;
 }
 
@@ -243,8 +249,6 @@ static int get_str_dup(load_ctx_t *c, const cJSON *obj, const char *key, int req
     return 0;
 }
 
-static const char *const kBackendIds[KT_BACKEND_COUNT] = {"cpu", "opencl", "vulkan", "cuda", "metal"};
-
 static int get_backend(load_ctx_t *c, const cJSON *obj, kt_backend_t *out)
 {
     const char *s = NULL;
@@ -252,7 +256,7 @@ static int get_backend(load_ctx_t *c, const cJSON *obj, kt_backend_t *out)
     if (rc)
         return rc;
     for (int b = 0; b < KT_BACKEND_COUNT; b++)
-        if (!strcasecmp(s, kBackendIds[b])) {
+        if (!strcasecmp(s, kt__backend_id((kt_backend_t)b))) {
             *out = (kt_backend_t)b;
             return 0;
         }
@@ -285,6 +289,56 @@ static int expect_object(load_ctx_t *c, const cJSON *v)
  * Sections
  * ------------------------------------------------------------------------------------------------- */
 
+/* Members schema 2 added (all optional; a version-1 file derives what it can): exact sums, bytes, the last
+ * error's name, drops by reason. */
+static int read_entry_v2(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e)
+{
+    int rc, has_sum = 0, has_sq = 0;
+    const cJSON *by;
+    if ((rc = get_u128(c, o, "sum_ns", &has_sum, &e->total128)) ||
+        (rc = get_u128(c, o, "sumsq_ns2", &has_sq, &e->sumsq128)) || (rc = get_u64(c, o, "bytes", 0, &e->bytes)) ||
+        (rc = get_str_into(c, o, "last_error", 0, e->last_error, sizeof e->last_error)))
+        return rc;
+    if (has_sum && (e->total128.hi ? UINT64_MAX : e->total128.lo) != e->total_ns)
+        return fail_member(c, "sum_ns", "does not match total_ns (total_ns is the sum, saturated at 2^64-1)");
+    if (!has_sum || !has_sq) { /* version 1: derive them */
+        if (!has_sum)
+            e->total128 = (kt_u128_t){0, 0};
+        e->sumsq128 = (kt_u128_t){0, 0};
+        kt__entry_sums(e, &e->total128, &e->sumsq128);
+    }
+    by = member(c, o, "dropped_by", &rc);
+    if (rc)
+        return rc;
+    if (!by) {
+        e->dropped_by[KT_DROP_UNSPECIFIED] = e->dropped;
+        return 0;
+    }
+    if (!cJSON_IsObject(by))
+        return fail_member(c, "dropped_by", "expected an object of reason: count");
+    uint64_t total = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, by)
+    {
+        int r;
+        for (r = 0; r < KT_DROP_REASON_COUNT && strcmp(it->string ? it->string : "", kt__drop_reason_id(r)); r++)
+            ;
+        if (r == KT_DROP_REASON_COUNT)
+            r = KT_DROP_UNSPECIFIED; /* a reason from a newer ktiming: still counted */
+        uint64_t v = 0;
+        const char *why = NULL;
+        if (value_u64(it, &v, &why))
+            return fail_member(c, "dropped_by", why);
+        if (v > UINT64_MAX - e->dropped_by[r] || v > UINT64_MAX - total)
+            return fail_member(c, "dropped_by", "counts overflow 64 bits");
+        e->dropped_by[r] += v;
+        total += v;
+    }
+    if (total != e->dropped)
+        return fail_member(c, "dropped_by", "counts do not add up to dropped");
+    return 0;
+}
+
 static int read_entry(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e)
 {
     const cJSON *samples;
@@ -305,6 +359,8 @@ static int read_entry(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e)
         (rc = get_u64(c, o, "dropped", 0, &e->dropped)) ||
         (rc = get_u64(c, o, "spans_dropped", 0, &e->spans_dropped)) ||
         (rc = get_array(c, o, "samples", &samples, &n)))
+        return rc;
+    if ((rc = read_entry_v2(c, o, e)))
         return rc;
     declared = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
     if ((rc = get_u32(c, o, "sample_count", 0, &declared)))
@@ -394,16 +450,6 @@ static int alloc_array(load_ctx_t *c, void **out, size_t count, size_t size)
  * Ordering: entries by (name, backend, device), spans by start_ns, as kt_snapshot() delivers them
  * ------------------------------------------------------------------------------------------------- */
 
-static int entry_cmp(const kt_kernel_timing_t *a, const kt_kernel_timing_t *b)
-{
-    int r = strcmp(a->name, b->name);
-    if (r)
-        return r;
-    if (a->backend != b->backend)
-        return a->backend < b->backend ? -1 : 1;
-    return strcmp(a->device, b->device);
-}
-
 /* An element with its position in the file, so sorts are stable and indices can be remapped. */
 typedef struct entry_pos_t {
     kt_kernel_timing_t e; /* the entry */
@@ -418,7 +464,7 @@ typedef struct span_pos_t {
 static int entry_pos_cmp(const void *a, const void *b)
 {
     const entry_pos_t *x = a, *y = b;
-    int r = entry_cmp(&x->e, &y->e);
+    int r = kt__entry_order(&x->e, &y->e);
     return r ? r : (x->from < y->from ? -1 : x->from > y->from);
 }
 
@@ -434,7 +480,7 @@ static int sort_entries(load_ctx_t *c, kt_snapshot_t *s)
 {
     size_t i;
     for (i = 1; i < s->count; i++)
-        if (entry_cmp(&s->entries[i - 1], &s->entries[i]) >= 0)
+        if (kt__entry_order(&s->entries[i - 1], &s->entries[i]) >= 0)
             break;
     if (i >= s->count)
         return 0;
@@ -457,7 +503,7 @@ static int sort_entries(load_ctx_t *c, kt_snapshot_t *s)
     for (i = 0; i < s->span_count; i++)
         s->spans[i].entry = (uint32_t)to[s->spans[i].entry];
     for (i = 1; i < s->count; i++)
-        if (entry_cmp(&tmp[i - 1].e, &tmp[i].e) == 0)
+        if (kt__entry_order(&tmp[i - 1].e, &tmp[i].e) == 0)
             break;
     int rc = 0;
     if (i < s->count)
@@ -524,8 +570,21 @@ static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
                     KT_SNAPSHOT_SCHEMA_VERSION);
 
     if ((rc = get_str_into(c, root, "host", 0, s->host, sizeof s->host)) ||
-        (rc = get_u64(c, root, "taken_ns", 0, &s->taken_ns)))
+        (rc = get_u64(c, root, "taken_ns", 0, &s->taken_ns)) ||
+        (rc = get_u64(c, root, "kernels_dropped", 0, &s->kernels_dropped)))
         return rc;
+    s->rank = -1;
+    const cJSON *pv = member(c, root, "pid", &rc), *rv = rc ? NULL : member(c, root, "rank", &rc);
+    if (rc)
+        return rc;
+    if (pv && (!cJSON_IsNumber(pv) || pv->valuedouble != floor(pv->valuedouble) || pv->valuedouble < 0 ||
+               pv->valuedouble > MAX_SAFE_INT))
+        return fail(c, KT_EPARSE, "pid: expected a non-negative integer");
+    if (rv && (!cJSON_IsNumber(rv) || rv->valuedouble != floor(rv->valuedouble) || rv->valuedouble < -1 ||
+               rv->valuedouble > 2147483647.0))
+        return fail(c, KT_EPARSE, "rank: expected an integer from -1 (none) to 2^31-1");
+    s->pid = pv ? (int64_t)pv->valuedouble : 0;
+    s->rank = rv ? (int32_t)rv->valuedouble : -1;
 
     /* Lookup tables first: spans refer to entries, queues and threads by index. */
     if ((rc = get_array(c, root, "entries", &arr, &n)))

@@ -1,9 +1,11 @@
 /* atexit.c — at process exit, writes the snapshot where KTIMING_OUTPUT / KTIMING_REPORT / KTIMING_TRACE ask. */
 #include "core/internal.h"
+#include "core/service.h"
 
 #include <ktiming/output.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,25 +30,36 @@ static int snapshot_has_records(const kt_snapshot_t *snap)
     return 0;
 }
 
-/* A forked child's own path: PATH.PID, never the parent's file (malloc'ed; NULL when out of memory). */
-static char *child_path(const char *path)
+/* The path an output goes to: the template expanded (%p %h %r %%, kt__path_expand), and in a forked child
+ * whose template has no %p, PATH.PID -- never the parent's file. NULL when it does not fit. */
+static const char *out_path(const char *tmpl, char *buf, size_t size)
 {
-    size_t n = strlen(path) + 32;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s.%ld", path, (long)getpid());
-    return p;
+    if (kt__path_expand(tmpl, -1, buf, size) != 0)
+        return NULL;
+    if (kt__forked_child() && !strstr(tmpl, "%p")) {
+        size_t n = strlen(buf);
+        int k = snprintf(buf + n, size - n, ".%ld", (long)getpid());
+        if (k < 0 || (size_t)k >= size - n)
+            return NULL;
+    }
+    return buf;
 }
 
 void kt__exit_write(void)
 {
-    const char *out = secure_getenv("KTIMING_OUTPUT");
-    const char *rep = secure_getenv("KTIMING_REPORT");
-    const char *trace = secure_getenv("KTIMING_TRACE");
+    const char *out_t = kt__env("KTIMING_OUTPUT");
+    const char *rep = kt__env("KTIMING_REPORT");
+    const char *trace_t = kt__env("KTIMING_TRACE");
     int want_report = rep && *rep && !(rep[0] == '0' && rep[1] == 0);
-    if (!(out && *out) && !want_report && !(trace && *trace))
+    if (!(out_t && *out_t) && !want_report && !(trace_t && *trace_t))
         return;
-    if (out && *out && trace && *trace && kt_output_same(out, trace)) {
+    char out_buf[PATH_MAX], trace_buf[PATH_MAX];
+    const char *out = NULL, *trace = NULL;
+    if (out_t && *out_t && !(out = out_path(out_t, out_buf, sizeof out_buf)))
+        fprintf(stderr, "ktiming: KTIMING_OUTPUT=%s: %s\n", out_t, strerror(ENAMETOOLONG));
+    if (trace_t && *trace_t && !(trace = out_path(trace_t, trace_buf, sizeof trace_buf)))
+        fprintf(stderr, "ktiming: KTIMING_TRACE=%s: %s\n", trace_t, strerror(ENAMETOOLONG));
+    if (out && trace && kt_output_same(out, trace)) {
         fprintf(stderr, "ktiming: KTIMING_OUTPUT and KTIMING_TRACE name the same file (%s): neither written\n",
                 out);
         out = trace = NULL;
@@ -56,24 +69,14 @@ void kt__exit_write(void)
         fprintf(stderr, "ktiming: no snapshot at exit (out of memory)\n");
         return;
     }
-    char *own_out = NULL, *own_trace = NULL;
-    if (getpid() != kt__init_pid()) { /* a forked child: its own files, and only when it recorded something */
-        if (!snapshot_has_records(snap)) {
-            kt_snapshot_free(snap);
-            return;
-        }
-        if (out && *out && !(out = own_out = child_path(out)))
-            fprintf(stderr, "ktiming: KTIMING_OUTPUT: out of memory\n");
-        if (trace && *trace && !(trace = own_trace = child_path(trace)))
-            fprintf(stderr, "ktiming: KTIMING_TRACE: out of memory\n");
+    /* a forked child starts empty (fork handlers): it writes only what it recorded itself */
+    if (!kt__forked_child() || snapshot_has_records(snap)) {
+        if (out)
+            exit_write_one("KTIMING_OUTPUT", out, snap, KT_FORMAT_JSON);
+        if (trace)
+            exit_write_one("KTIMING_TRACE", trace, snap, KT_FORMAT_CHROME);
+        if (want_report)
+            kt_report_print(stderr, snap, KT_FORMAT_TEXT);
     }
-    if (out && *out)
-        exit_write_one("KTIMING_OUTPUT", out, snap, KT_FORMAT_JSON);
-    if (trace && *trace)
-        exit_write_one("KTIMING_TRACE", trace, snap, KT_FORMAT_CHROME);
-    if (want_report)
-        kt_report_print(stderr, snap, KT_FORMAT_TEXT);
     kt_snapshot_free(snap);
-    free(own_out);
-    free(own_trace);
 }

@@ -1,6 +1,6 @@
 /* core.c — lifecycle (lazy init, kt_init/kt_shutdown/kt_flush), runtime switch, error strings, backend hooks. */
-#include "core/hooks.h"
 #include "core/internal.h"
+#include "core/service.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -25,47 +25,6 @@ static _Atomic int g_state = KT__UNINIT; /* KT__UNINIT / KT__RUNNING / KT__SHUTD
 static int g_user_enabled = 1;           /* kt_enable / kt_disable, guarded by g_life_lock */
 
 /* ---------------------------------------------------------------------------------------------------
- * Backend flush hooks (hooks.h)
- * ------------------------------------------------------------------------------------------------- */
-
-#define KT__MAX_FLUSH 32
-
-static pthread_mutex_t g_flush_lock = PTHREAD_MUTEX_INITIALIZER;
-static kt__flush_cb g_flush[KT__MAX_FLUSH];
-static int g_flush_count;
-
-int kt__register_flush(kt__flush_cb fn)
-{
-    int rc = 0;
-    if (!fn)
-        return KT_EINVAL;
-    pthread_mutex_lock(&g_flush_lock);
-    int i;
-    for (i = 0; i < g_flush_count && g_flush[i] != fn; i++)
-        ;
-    if (i == g_flush_count) {
-        if (g_flush_count == KT__MAX_FLUSH)
-            rc = KT_EFULL;
-        else
-            g_flush[g_flush_count++] = fn;
-    }
-    pthread_mutex_unlock(&g_flush_lock);
-    return rc;
-}
-
-void kt__flush_all(void)
-{
-    kt__flush_cb fns[KT__MAX_FLUSH];
-    pthread_mutex_lock(&g_flush_lock);
-    int n = g_flush_count;
-    memcpy(fns, g_flush, sizeof(fns[0]) * (size_t)n);
-    pthread_mutex_unlock(&g_flush_lock);
-    /* Called outside the lock: a flush may record, or even register another hook. */
-    for (int i = 0; i < n; i++)
-        fns[i]();
-}
-
-/* ---------------------------------------------------------------------------------------------------
  * Initialisation
  * ------------------------------------------------------------------------------------------------- */
 
@@ -76,40 +35,34 @@ static void update_recording(void)
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * fork: every core lock is taken before fork and released after it in both processes, so a child forked
- * while another thread held one (registering a name, adopting a shard, taking a snapshot) finds it usable.
- * The child starts with empty statistics (kt__recorder_fork_child) and writes its own outputs at exit.
+ * fork (called from the service layer's one pthread_atfork registration, after the backends' prepare and
+ * before their release): every core lock is taken before fork and released after it in both processes, so a
+ * child forked while another thread held one (registering a name, adopting a shard, taking a snapshot) finds
+ * it usable. The child starts with empty statistics (kt__recorder_fork_child) and writes its own outputs.
  * ------------------------------------------------------------------------------------------------- */
 
-static pid_t g_init_pid; /* set once by first_init */
-
-pid_t kt__init_pid(void) { return g_init_pid; }
-
-static void fork_prepare(void)
+void kt__core_fork_prepare(void)
 {
     pthread_mutex_lock(&g_life_lock);
-    pthread_mutex_lock(&g_flush_lock);
     kt__recorder_fork_prepare();
     kt__registry_fork_prepare();
 }
 
-static void fork_release(void)
+void kt__core_fork_release(int child)
 {
     kt__registry_fork_release();
     kt__recorder_fork_release();
-    pthread_mutex_unlock(&g_flush_lock);
     pthread_mutex_unlock(&g_life_lock);
+    if (child)
+        kt__recorder_fork_child();
 }
 
-static void fork_child(void)
-{
-    fork_release();
-    kt__recorder_fork_child();
-}
-
+/* At exit, in the process that initialised ktiming: one bounded wait for work in flight (KTIMING_EXIT_WAIT_MS),
+ * leftovers counted as dropped, then the outputs. A forked child does not touch the parent's drivers. */
 static void at_exit(void)
 {
-    kt__flush_all();
+    if (!kt__forked_child())
+        kt__backends_stop(kt__now() + kt__exit_wait_ns());
 #ifdef KT_HAVE_EXIT_WRITER
     kt__exit_write();
 #endif
@@ -117,7 +70,7 @@ static void at_exit(void)
 
 static uint32_t spans_from_env(void)
 {
-    const char *e = secure_getenv("KTIMING_SPANS");
+    const char *e = kt__env("KTIMING_SPANS");
     if (!e || !*e)
         return KT_SPANS_DEFAULT;
     char *end;
@@ -151,8 +104,7 @@ static void first_init(const kt_desc_t *d)
     host.valid_bits = 64;
     kt_device_publish(&host);
 
-    g_init_pid = getpid();
-    pthread_atfork(fork_prepare, fork_release, fork_child);
+    kt__fork_install(kt__core_fork_prepare, kt__core_fork_release);
     atexit(at_exit);
     atomic_store_explicit(&g_state, KT__RUNNING, memory_order_release);
     update_recording();
@@ -197,7 +149,7 @@ int kt_init(const kt_desc_t *desc)
 
 void kt_shutdown(void)
 {
-    kt__flush_all();
+    kt__backends_stop(kt__now() + kt__exit_wait_ns());
     pthread_mutex_lock(&g_life_lock);
     if (atomic_load(&g_state) != KT__UNINIT) {
         atomic_store(&g_state, KT__SHUTDOWN);
@@ -206,7 +158,7 @@ void kt_shutdown(void)
     pthread_mutex_unlock(&g_life_lock);
 }
 
-void kt_flush(void) { kt__flush_all(); }
+void kt_flush(void) { kt__backends_flush(kt__now() + KT__FLUSH_WAIT_NS); }
 
 /* ---------------------------------------------------------------------------------------------------
  * Runtime switch
@@ -247,6 +199,31 @@ const char *kt_strerror(int err)
     default:
         return "unknown error";
     }
+}
+
+const char *kt_err_name(int err)
+{
+    switch (err) {
+    case KT_OK:
+        return "KT_OK";
+#define KT__ERRNAME_CASE(name, val, msg)                                                                   \
+    case KT_##name:                                                                                        \
+        return "KT_" #name;
+        KT_ERRNO_MAP(KT__ERRNAME_CASE)
+#undef KT__ERRNAME_CASE
+    default:
+        return "KT_E?";
+    }
+}
+
+const char *kt_drop_reason_name(kt_drop_reason_t reason)
+{
+    static const char *const names[KT_DROP_REASON_COUNT] = {
+#define KT__DROP_NAME(name, text) text,
+        KT_DROP_REASON_MAP(KT__DROP_NAME)
+#undef KT__DROP_NAME
+    };
+    return (unsigned)reason < KT_DROP_REASON_COUNT ? names[reason] : "unknown";
 }
 
 const char *kt_backend_name(kt_backend_t backend)

@@ -7,7 +7,6 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
-#include <sys/types.h>
 #include <time.h>
 
 #define KT__LD(p) atomic_load_explicit((p), memory_order_relaxed)
@@ -40,11 +39,11 @@ void kt__ensure_init(void);
 /* Writes KTIMING_OUTPUT / KTIMING_REPORT / KTIMING_TRACE at process exit (atexit.c, built with src/export). */
 void kt__exit_write(void);
 
-/* The process that initialised ktiming; any other pid at exit is a forked child (see fork handlers in core.c). */
-pid_t kt__init_pid(void);
-
-/* fork: each lock-owning file's part of core.c's pthread_atfork handlers. prepare takes its locks (in the
- * order life, flush, reset, shards, registry), release gives them back in parent and child. */
+/* fork, called from the service layer's atfork handlers (service.h): prepare takes every core lock (life,
+ * reset, shards, registry, last error), release gives them back in parent and child (child = 1 also starts
+ * the child's statistics empty). Each lock-owning file provides its part. */
+void kt__core_fork_prepare(void);
+void kt__core_fork_release(int child);
 void kt__recorder_fork_prepare(void);
 void kt__recorder_fork_release(void);
 void kt__recorder_fork_child(void);
@@ -82,6 +81,12 @@ uint32_t kt__kernel_count(void);
 /* Intern through the calling thread's pointer cache (for call sites that pass a string each time). */
 kt_kernel_id_t kt__kernel_lookup_cached(const char *name, kt_backend_t backend);
 
+/* The API's name of the kernel's most recent error (kt_record_error_name) in this reset generation, copied
+ * into buf ("" if none). */
+void kt__kernel_last_error(kt_kernel_id_t id, char *buf, size_t size);
+/* Sets it (copied, truncated to 47 bytes). Errors are rare: this takes a lock. */
+void kt__kernel_set_error(kt_kernel_id_t id, const char *name);
+
 /* Copies for snapshots (malloc'ed arrays, NULL when empty). */
 kt_queue_info_t *kt__queues_copy(size_t *count);
 kt_thread_info_t *kt__threads_copy(size_t *count);
@@ -112,8 +117,11 @@ typedef struct kt__slot_t {
     _Atomic uint64_t last;       /* most recent duration in this shard */
     uint64_t res_next;           /* owner only: count at which the reservoir takes the next record */
     _Atomic uint64_t last_stamp; /* host end time of that dispatch, 0 when the record carried none */
+    _Atomic uint64_t total_hi;   /* carries out of total: the exact sum is total_hi * 2^64 + total */
     _Atomic uint64_t errors;     /* dispatches that ended in error */
     _Atomic uint64_t dropped;    /* dispatches lost before reaching the recorder (kt_record_drop) */
+    _Atomic uint64_t dropped_by[KT_DROP_REASON_COUNT]; /* `dropped` by reason */
+    _Atomic uint64_t bytes;      /* bytes moved by counted dispatches; stored after their scalars */
     _Atomic uint64_t spans_dropped;            /* spans not kept: span log full */
     _Atomic uint32_t res_fill;                 /* samples[0..res_fill) hold values (= count until full) */
     double res_w;                              /* owner only: Algorithm L's running W */

@@ -82,6 +82,10 @@ static void slot_clear(kt__slot_t *sl)
     KT__STR(&sl->last_stamp, 0);
     KT__STR(&sl->errors, 0);
     KT__STR(&sl->dropped, 0);
+    for (int d = 0; d < KT_DROP_REASON_COUNT; d++)
+        KT__STR(&sl->dropped_by[d], 0);
+    KT__STR(&sl->bytes, 0);
+    KT__STR(&sl->total_hi, 0);
     KT__STR(&sl->spans_dropped, 0);
     KT__STR(&sl->seq, q + 2);
     sl->res_next = 0;
@@ -200,14 +204,19 @@ static void reservoir_step(kt__shard_t *s, kt__slot_t *sl, uint64_t n, uint64_t 
 /* The scalars, under the slot's seqlock. */
 static inline void slot_scalars(kt__slot_t *sl, uint64_t n, uint64_t v, uint64_t stamp)
 {
-    unsigned __int128 sq = ((unsigned __int128)KT__LD(&sl->sq_hi) << 64 | KT__LD(&sl->sq_lo)) +
-                           (unsigned __int128)v * v;
+    unsigned __int128 sq0 = (unsigned __int128)KT__LD(&sl->sq_hi) << 64 | KT__LD(&sl->sq_lo);
+    unsigned __int128 sq = sq0 + (unsigned __int128)v * v;
+    if (__builtin_expect(sq < sq0, 0)) /* past 2^128 ns^2 (durations near 2^64 ns): saturate, stddev unknown */
+        sq = ~(unsigned __int128)0;
     /* Seqlock without fences (TSan models none): the data stores are releases, so a reader that sees any of
      * them also sees the odd sequence number stored before them; on x86 these are plain moves. */
     uint64_t q = KT__LD(&sl->seq);
     KT__ST(&sl->seq, q + 1);
     KT__STR(&sl->count, n + 1);
-    KT__STR(&sl->total, KT__LD(&sl->total) + v);
+    uint64_t total = KT__LD(&sl->total) + v;
+    KT__STR(&sl->total, total);
+    if (__builtin_expect(total < v, 0)) /* carry: totals never wrap */
+        KT__STR(&sl->total_hi, KT__LD(&sl->total_hi) + 1);
     KT__STR(&sl->sq_lo, (uint64_t)sq);
     KT__STR(&sl->sq_hi, (uint64_t)(sq >> 64));
     if (v < KT__LD(&sl->min)) /* min starts at UINT64_MAX */
@@ -407,10 +416,13 @@ void kt_record_dispatch(const kt_dispatch_t *d)
     kt__slot_t *sl = s ? slot_for(s, d->kernel) : NULL;
     if (!sl)
         return;
-    if (d->flags & KT_SPAN_ERROR)
+    if (d->flags & KT_SPAN_ERROR) {
         counter_add(&sl->errors);
-    else
+    } else {
         slot_add(s, sl, d->duration_ns, d->end_ns);
+        if (d->bytes) /* after the scalars: a snapshot reads bytes first, so it counts no uncounted dispatch */
+            KT__STR(&sl->bytes, KT__LD(&sl->bytes) + d->bytes);
+    }
     if (d->start_ns || d->end_ns) {
         const uint64_t t[7] = {d->duration_ns, d->enqueue_ns, d->queued_ns, d->submit_ns,
                                d->start_ns,    d->end_ns,     d->uncertainty_ns};
@@ -430,25 +442,37 @@ void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end
     span_push(s, sl, kernel, 0, 0, 0, t);
 }
 
-void kt_record_error(kt_kernel_id_t kernel)
+
+void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name)
 {
     if (!kt__on())
         return;
     kt__shard_t *s = shard_for_write();
     kt__slot_t *sl = s ? slot_for(s, kernel) : NULL;
-    if (sl)
-        counter_add(&sl->errors);
+    if (!sl)
+        return;
+    if (error_name && *error_name)
+        kt__kernel_set_error(kernel, error_name);
+    counter_add(&sl->errors);
 }
 
-void kt_record_drop(kt_kernel_id_t kernel)
+void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason)
 {
     if (!kt__on())
         return;
     kt__shard_t *s = shard_for_write();
     kt__slot_t *sl = s ? slot_for(s, kernel) : NULL;
-    if (sl)
-        counter_add(&sl->dropped);
+    if (!sl)
+        return;
+    if ((unsigned)reason >= KT_DROP_REASON_COUNT)
+        reason = KT_DROP_UNSPECIFIED;
+    counter_add(&sl->dropped_by[reason]);
+    counter_add(&sl->dropped);
 }
+
+void kt_record_drop(kt_kernel_id_t kernel) { kt_record_drop_reason(kernel, KT_DROP_UNSPECIFIED); }
+
+void kt_record_error(kt_kernel_id_t kernel) { kt_record_error_name(kernel, NULL); }
 
 /* Waits for a snapshot in progress: a snapshot reads one generation from start to end. */
 void kt_reset(void)

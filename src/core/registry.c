@@ -279,6 +279,63 @@ kt_device_info_t *kt__devices_copy(size_t *count)
     return p;
 }
 
-/* fork (core.c's handlers): the registry lock is held across fork, so the child gets it unlocked and consistent. */
-void kt__registry_fork_prepare(void) { pthread_mutex_lock(&g_reg_lock); }
-void kt__registry_fork_release(void) { pthread_mutex_unlock(&g_reg_lock); }
+/* ---------------------------------------------------------------------------------------------------
+ * Last error per kernel (rare: a lock is fine)
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct kt__last_error_t {
+    uint64_t gen;  /* reset generation it was set in; another generation reads as none */
+    char name[48]; /* the API's error name */
+} kt__last_error_t;
+
+static pthread_mutex_t g_err_lock = PTHREAD_MUTEX_INITIALIZER;
+static kt__last_error_t *g_errs; /* index = kernel id, grown on demand (under g_err_lock) */
+static uint32_t g_err_cap;
+
+void kt__kernel_set_error(kt_kernel_id_t id, const char *name)
+{
+    if (!id || !name)
+        return;
+    pthread_mutex_lock(&g_err_lock);
+    if (id >= g_err_cap) {
+        uint32_t cap = g_err_cap ? g_err_cap : 64;
+        while (cap <= id)
+            cap *= 2;
+        kt__last_error_t *n = realloc(g_errs, cap * sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&g_err_lock);
+            return; /* the error is still counted; only its name is lost */
+        }
+        memset(n + g_err_cap, 0, (cap - g_err_cap) * sizeof *n);
+        g_errs = n;
+        g_err_cap = cap;
+    }
+    g_errs[id].gen = kt__generation();
+    copy_str(g_errs[id].name, sizeof g_errs[id].name, name);
+    pthread_mutex_unlock(&g_err_lock);
+}
+
+void kt__kernel_last_error(kt_kernel_id_t id, char *buf, size_t size)
+{
+    if (!size)
+        return;
+    buf[0] = 0;
+    pthread_mutex_lock(&g_err_lock);
+    if (id < g_err_cap && g_errs[id].gen == kt__generation())
+        copy_str(buf, size, g_errs[id].name);
+    pthread_mutex_unlock(&g_err_lock);
+}
+
+/* fork (core.c's handlers): the registry and last-error locks are held across fork, so the child gets them
+ * unlocked and consistent. */
+void kt__registry_fork_prepare(void)
+{
+    pthread_mutex_lock(&g_reg_lock);
+    pthread_mutex_lock(&g_err_lock);
+}
+
+void kt__registry_fork_release(void)
+{
+    pthread_mutex_unlock(&g_err_lock);
+    pthread_mutex_unlock(&g_reg_lock);
+}

@@ -1,6 +1,7 @@
 /* snapshot.c — merge every shard into a sorted, immutable kt_snapshot_t; find and free. */
-#include "core/hooks.h"
 #include "core/internal.h"
+#include "core/service.h"
+#include "common/shared.h"
 
 #include <math.h>
 #include <sched.h>
@@ -24,7 +25,7 @@ typedef struct pool_t {
 
 /* Scalars of one slot, read under its seqlock. */
 typedef struct slot_read_t {
-    uint64_t count, total, sq_lo, sq_hi, min, max, last, last_stamp;
+    uint64_t count, total, total_hi, sq_lo, sq_hi, min, max, last, last_stamp, bytes;
 } slot_read_t;
 
 static void slot_read(kt__slot_t *sl, slot_read_t *r)
@@ -34,6 +35,7 @@ static void slot_read(kt__slot_t *sl, slot_read_t *r)
         uint64_t q1 = KT__LDA(&sl->seq);
         r->count = KT__LDA(&sl->count);
         r->total = KT__LDA(&sl->total);
+        r->total_hi = KT__LDA(&sl->total_hi);
         r->sq_lo = KT__LDA(&sl->sq_lo);
         r->sq_hi = KT__LDA(&sl->sq_hi);
         r->min = KT__LDA(&sl->min);
@@ -114,13 +116,7 @@ static uint32_t merge_samples(pool_t *pools, uint32_t npools, uint64_t total, ui
 
 static int entry_cmp(const void *a, const void *b)
 {
-    const kt_kernel_timing_t *x = &((const entry_build_t *)a)->t, *y = &((const entry_build_t *)b)->t;
-    int c = strcmp(x->name, y->name);
-    if (c)
-        return c;
-    if (x->backend != y->backend)
-        return x->backend < y->backend ? -1 : 1;
-    return strcmp(x->device, y->device);
+    return kt__entry_order(&((const entry_build_t *)a)->t, &((const entry_build_t *)b)->t);
 }
 
 static int span_cmp(const void *a, const void *b)
@@ -139,7 +135,13 @@ static double stddev_exact(uint64_t n, unsigned __int128 s, unsigned __int128 q)
 {
     if (n < 2)
         return 0.0;
-    /* s < 2^64 whenever total_ns fits its field, so s*s fits 128 bits. */
+    if (q == ~(unsigned __int128)0) /* the sum of squares saturated (recorder.c): not known */
+        return NAN;
+    if (s >> 64) { /* totals past 2^64 ns (only hostile or synthetic durations): s*s would not fit 128 bits */
+        long double mean = (long double)s / (long double)n;
+        long double var = ((long double)q - mean * (long double)s) / (long double)(n - 1);
+        return var > 0 ? sqrt((double)var) : 0.0;
+    }
     unsigned __int128 s2 = s * s, quo = s2 / n, rem = s2 % n;
     double num = q >= quo ? (double)(q - quo) - (double)rem / (double)n : 0.0;
     if (num < 0)
@@ -162,7 +164,7 @@ static double stddev_exact(uint64_t n, unsigned __int128 s, unsigned __int128 q)
 kt_snapshot_t *kt_snapshot(void)
 {
     kt__ensure_init();
-    kt__flush_all();
+    kt__backends_flush(kt__now() + KT__FLUSH_WAIT_NS);
 
     kt_snapshot_t *snap = calloc(1, sizeof *snap);
     if (!snap)
@@ -171,6 +173,8 @@ kt_snapshot_t *kt_snapshot(void)
     if (gethostname(snap->host, sizeof snap->host) != 0)
         snap->host[0] = 0;
     snap->host[sizeof snap->host - 1] = 0;
+    snap->pid = (int64_t)getpid();
+    snap->rank = kt__rank();
 
     kt__reset_hold();
     uint64_t gen = kt__generation();
@@ -252,9 +256,13 @@ kt_snapshot_t *kt_snapshot(void)
                 }
             }
             slot_read_t r;
+            uint64_t bytes = KT__LDA(&sl->bytes); /* before the scalars: only bytes of counted dispatches */
             slot_read(sl, &r);
+            r.bytes = bytes;
             t.errors += KT__LD(&sl->errors);
             t.dropped += KT__LD(&sl->dropped);
+            for (int d = 0; d < KT_DROP_REASON_COUNT; d++)
+                t.dropped_by[d] += KT__LD(&sl->dropped_by[d]);
             t.spans_dropped += KT__LD(&sl->spans_dropped);
             if (!r.count)
                 continue;
@@ -271,7 +279,8 @@ kt_snapshot_t *kt_snapshot(void)
             }
             any = 1;
             t.dispatch_count += r.count;
-            sum += r.total;
+            t.bytes += r.bytes;
+            sum += (unsigned __int128)r.total_hi << 64 | r.total;
             sq += (unsigned __int128)r.sq_hi << 64 | r.sq_lo;
             /* A reservoir still filling holds exactly its first `fill` records (a record being stored may be
              * counted already); a full one is a uniform sample of the shard's records. */
@@ -297,7 +306,10 @@ kt_snapshot_t *kt_snapshot(void)
             free((void *)t.device);
             goto fail_entries;
         }
-        t.total_ns = (uint64_t)sum;
+        t.total_ns = sum > UINT64_MAX ? UINT64_MAX : (uint64_t)sum;
+        t.total128 = (kt_u128_t){(uint64_t)sum, (uint64_t)(sum >> 64)};
+        t.sumsq128 = (kt_u128_t){(uint64_t)sq, (uint64_t)(sq >> 64)};
+        kt__kernel_last_error(id, t.last_error, sizeof t.last_error);
         if (t.dispatch_count) {
             t.mean_ns = (double)sum / (double)t.dispatch_count;
             t.stddev_ns = stddev_exact(t.dispatch_count, sum, sq);

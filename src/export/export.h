@@ -6,10 +6,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Schema identity written into every JSON snapshot (docs/json-schema.md). */
-#define KT_JSON_SCHEMA_NAME "ktiming.snapshot"
-#define KT_JSON_SCHEMA_VERSION 1
-
 /* Largest integer written as a bare JSON number: 2^53 - 1, the largest n such that every integer up to n is
  * exact in an IEEE double (JavaScript's Number.MAX_SAFE_INTEGER). Larger uint64 values are written as
  * decimal strings so that readers that parse numbers into doubles (cJSON, browsers) never round them. */
@@ -36,6 +32,9 @@ void kt__json_write_string(FILE *out, const char *s, size_t maxlen);
 
 /* Writes v as a JSON number when v <= KT_JSON_MAX_SAFE_INT, else as a quoted decimal string. */
 void kt__json_write_u64(FILE *out, uint64_t v);
+
+/* Writes a 128-bit integer like kt__json_write_u64 (a decimal string above 2^53 - 1). */
+void kt__json_write_u128(FILE *out, kt_u128_t v);
 
 /* Writes v with the fewest significant digits (up to 17) that read back as exactly v; non-finite values
  * (which JSON cannot carry) are written as null. */

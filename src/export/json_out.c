@@ -1,4 +1,5 @@
-/* json_out.c — the JSON snapshot exporter (schema ktiming.snapshot v1) and the JSON value writers it uses. */
+/* json_out.c — the JSON snapshot exporter (schema ktiming.snapshot v2) and the JSON value writers it uses. */
+#include "common/shared.h"
 #include "export/export.h"
 
 #include <inttypes.h>
@@ -10,39 +11,7 @@
  * Value writers
  * ------------------------------------------------------------------------------------------------- */
 
-/* Like kt__utf8_seq_len, but never looks at more than avail bytes. */
-static size_t utf8_seq_len_n(const unsigned char *s, size_t avail)
-{
-    unsigned char c = s[0];
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-        cp = c & 0x1Fu;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        cp = c & 0x0Fu;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        cp = c & 0x07u;
-    } else {
-        return 0;
-    }
-    if (n > avail)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0u) != 0x80u)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3Fu);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
-}
-
-size_t kt__utf8_seq_len(const unsigned char *s) { return utf8_seq_len_n(s, SIZE_MAX); }
+size_t kt__utf8_seq_len(const unsigned char *s) { return kt__utf8_len(s, SIZE_MAX); }
 
 void kt__json_write_string(FILE *out, const char *s, size_t maxlen)
 {
@@ -71,7 +40,7 @@ void kt__json_write_string(FILE *out, const char *s, size_t maxlen)
             left--;
             continue;
         }
-        n = utf8_seq_len_n(p, left);
+        n = kt__utf8_len(p, left);
         if (n == 0) {
             fputs("\\ufffd", out);
             p++;
@@ -95,6 +64,22 @@ void kt__json_write_u64(FILE *out, uint64_t v)
         fprintf(out, "%" PRIu64, v);
     else
         fprintf(out, "\"%" PRIu64 "\"", v);
+}
+
+void kt__json_write_u128(FILE *out, kt_u128_t v)
+{
+    if (!v.hi) {
+        kt__json_write_u64(out, v.lo);
+        return;
+    }
+    char buf[48], *p = buf + sizeof buf;
+    unsigned __int128 x = (unsigned __int128)v.hi << 64 | v.lo;
+    *--p = 0;
+    do {
+        *--p = (char)('0' + (int)(x % 10));
+        x /= 10;
+    } while (x);
+    fprintf(out, "\"%s\"", p);
 }
 
 char *kt__format_double(char *buf, size_t size, double v)
@@ -124,9 +109,6 @@ void kt__json_write_double(FILE *out, double v)
 /* ---------------------------------------------------------------------------------------------------
  * Snapshot document
  * ------------------------------------------------------------------------------------------------- */
-
-/* Backend identifiers of the schema (stable: never the display names, which may change). */
-static const char *const kBackendIds[KT_BACKEND_COUNT] = {"cpu", "opencl", "vulkan", "cuda", "metal"};
 
 static int backend_ok(kt_backend_t b) { return (int)b >= 0 && (int)b < KT_BACKEND_COUNT; }
 
@@ -179,7 +161,7 @@ static void write_entry(FILE *out, const kt_kernel_timing_t *e)
     uint32_t samples = e->samples ? e->sample_count : 0;
     fputs("    {", out);
     field_string(out, "", "name", e->name, SIZE_MAX);
-    fprintf(out, ", \"backend\": \"%s\"", kBackendIds[e->backend]);
+    fprintf(out, ", \"backend\": \"%s\"", kt__backend_id(e->backend));
     field_string(out, ", ", "device", e->device, SIZE_MAX);
     field_u64(out, ",\n     ", "dispatch_count", e->dispatch_count);
     field_u64(out, ", ", "total_ns", e->total_ns);
@@ -194,7 +176,30 @@ static void write_entry(FILE *out, const kt_kernel_timing_t *e)
     field_u64(out, ",\n     ", "errors", e->errors);
     field_u64(out, ", ", "dropped", e->dropped);
     field_u64(out, ", ", "spans_dropped", e->spans_dropped);
-    field_u64(out, ", ", "sample_count", samples);
+    kt_u128_t sum, sumsq;
+    kt__entry_sums(e, &sum, &sumsq);
+    fputs(",\n     \"sum_ns\": ", out);
+    kt__json_write_u128(out, sum);
+    fputs(", \"sumsq_ns2\": ", out);
+    kt__json_write_u128(out, sumsq);
+    if (e->bytes)
+        field_u64(out, ", ", "bytes", e->bytes);
+    if (e->last_error[0])
+        field_string(out, ", ", "last_error", e->last_error, sizeof e->last_error);
+    if (e->dropped) {
+        uint64_t by[KT_DROP_REASON_COUNT];
+        kt__entry_dropped_by(e, by);
+        fputs(", \"dropped_by\": {", out);
+        const char *sep = "";
+        for (int r = 0; r < KT_DROP_REASON_COUNT; r++)
+            if (by[r]) {
+                fprintf(out, "%s\"%s\": ", sep, kt__drop_reason_id(r));
+                kt__json_write_u64(out, by[r]);
+                sep = ", ";
+            }
+        fputc('}', out);
+    }
+    field_u64(out, ",\n     ", "sample_count", samples);
     fputs(",\n     \"samples\": [", out);
     for (uint32_t i = 0; i < samples; i++) {
         if (i)
@@ -229,7 +234,7 @@ static void write_span(FILE *out, const kt_span_t *s)
 
 static void write_device(FILE *out, const kt_device_info_t *d)
 {
-    fprintf(out, "    {\"backend\": \"%s\"", kBackendIds[d->backend]);
+    fprintf(out, "    {\"backend\": \"%s\"", kt__backend_id(d->backend));
     field_string(out, ", ", "name", d->name, sizeof d->name);
     field_string(out, ", ", "clock_domain", d->clock_domain, sizeof d->clock_domain);
     field_u64(out, ",\n     ", "resolution_ns", d->resolution_ns);
@@ -253,9 +258,11 @@ int kt__export_json(FILE *out, const kt_snapshot_t *snap)
     int rc = validate(snap);
     if (rc)
         return rc;
-    fprintf(out, "{\n  \"schema\": \"%s\",\n  \"version\": %d,\n  \"generator\": \"ktiming %s\"", KT_JSON_SCHEMA_NAME,
-            KT_JSON_SCHEMA_VERSION, KT_VERSION_STRING);
+    fprintf(out, "{\n  \"schema\": \"%s\",\n  \"version\": %d,\n  \"generator\": \"ktiming %s\"",
+            KT_SNAPSHOT_SCHEMA_NAME, KT_SNAPSHOT_SCHEMA_WRITTEN, KT_VERSION_STRING);
     field_string(out, ",\n  ", "host", snap->host, sizeof snap->host);
+    fprintf(out, ",\n  \"pid\": %" PRId64 ", \"rank\": %" PRId32, snap->pid, snap->rank);
+    field_u64(out, ", ", "kernels_dropped", snap->kernels_dropped);
     field_u64(out, ",\n  ", "taken_ns", snap->taken_ns);
 
     array_open(out, "entries", snap->count);
@@ -279,7 +286,7 @@ int kt__export_json(FILE *out, const kt_snapshot_t *snap)
         const kt_queue_info_t *q = &snap->queues[i];
         if (i)
             fputs(",\n", out);
-        fprintf(out, "    {\"backend\": \"%s\"", kBackendIds[q->backend]);
+        fprintf(out, "    {\"backend\": \"%s\"", kt__backend_id(q->backend));
         field_string(out, ", ", "device", q->device, sizeof q->device);
         field_string(out, ", ", "label", q->label, sizeof q->label);
         fputc('}', out);

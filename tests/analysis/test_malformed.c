@@ -98,8 +98,8 @@ static void test_schema_and_version(void **state)
     reject("{\"schema\":\"chrome.trace\",\"version\":1,\"entries\":[]}", "schema is \"chrome.trace\"");
     reject("{\"schema\":7,\"version\":1,\"entries\":[]}", "schema: expected a string");
     reject("{\"schema\":\"ktiming.snapshot\",\"entries\":[]}", "version: missing");
-    reject("{\"schema\":\"ktiming.snapshot\",\"version\":2,\"entries\":[]}",
-           "unsupported schema version 2: this ktiming (" KT_VERSION_STRING ") reads versions up to 1");
+    reject("{\"schema\":\"ktiming.snapshot\",\"version\":3,\"entries\":[]}",
+           "unsupported schema version 3: this ktiming (" KT_VERSION_STRING ") reads versions up to 2");
     reject("{\"schema\":\"ktiming.snapshot\",\"version\":1e300,\"entries\":[]}", "unsupported schema version");
     reject("{\"schema\":\"ktiming.snapshot\",\"version\":0,\"entries\":[]}", "version: expected a positive integer");
     reject("{\"schema\":\"ktiming.snapshot\",\"version\":1.5,\"entries\":[]}", "version: expected a positive integer");

@@ -172,7 +172,7 @@ static void test_report_errors(void **state)
 
     /* A newer schema version is refused by name. */
     char *v2 = fx_path(g_dir, "v2.json");
-    char *p = strstr(text, "\"version\": 1");
+    char *p = strstr(text, "\"version\": 2");
     assert_non_null(p);
     p[11] = '7';
     assert_int_equal(fx_write_file(v2, text, len), 0);

@@ -65,8 +65,9 @@ static void test_primitive_trials(void **state)
     assert_int_equal(p.calls[1], 3 * 9);
     assert_true(r8.gpu_ns[0] > 0 && r8.gpu_ns[1] > 0);
     assert_true(r8.gpu_ns[0] == r8.gpu_total_ns[0] / 8);
-    double ratio = (double)r8.gpu_total_ns[0] / (double)r1.gpu_total_ns[0];
-    assert_true(ratio > 3.0 && ratio < 48.0); /* ~8; wide: a loaded machine slows long runs more */
+    assert_true(r1.gpu_total_ns[0] > 0 && r1.gpu_ns[0] == r1.gpu_total_ns[0]);
+    /* Containment, not ratios (the machine may be loaded): device time lies inside the host bracket. */
+    assert_true(r1.cpu_total_ns >= r1.gpu_total_ns[0] + r1.gpu_total_ns[1]);
     assert_true(r8.cpu_total_ns >= r8.gpu_total_ns[0] + r8.gpu_total_ns[1]);
 
     kt_snapshot_t *s = kt_snapshot();

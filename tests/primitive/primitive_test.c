@@ -45,8 +45,9 @@ static void test_cpu_trials(void **state)
     assert_int_equal(r.kernel_count, 2);
     assert_int_equal(r.trials, 5);
     assert_true(r.gpu_total_ns[0] >= 5 * a && r.gpu_total_ns[1] >= 5 * b);
-    assert_true(r.gpu_ns[0] >= a && r.gpu_ns[0] < 3 * a); /* generous: shared machine */
-    assert_true(r.gpu_ns[1] >= b && r.gpu_ns[1] < 3 * b);
+    /* Lower bounds only: a spin of a ns lasts at least a ns; a loaded machine may stretch it without limit. */
+    assert_true(r.gpu_ns[0] >= a);
+    assert_true(r.gpu_ns[1] >= b);
     assert_true(r.cpu_total_ns >= r.gpu_total_ns[0] + r.gpu_total_ns[1]);
     assert_true(r.cpu_ns == r.cpu_total_ns / 5);
     kt_snapshot_t *s = kt_snapshot();

@@ -2,7 +2,7 @@
  * anchors that place device events on the host timeline, flush/release/shutdown, and the GPU timer. */
 #include "cuda_internal.h"
 
-#include "core/hooks.h"
+#include "core/service.h"
 
 #include <math.h>
 #include <sched.h>
@@ -37,7 +37,6 @@ static struct {
     int collector_running;    /* the thread exists */
     int collector_stop;       /* asks it to exit */
     int exiting;              /* process exit began: no new collector */
-    int hooks_registered;     /* flush hook and atexit handler installed */
 } G = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .wake = PTHREAD_COND_INITIALIZER,
@@ -64,8 +63,9 @@ static void sleep_us(uint32_t us)
  * Initialisation
  * ------------------------------------------------------------------------------------------------- */
 
-static void flush_hook(void);
-static void atexit_handler(void);
+static void atexit_handler(uint64_t deadline_ns);
+static void flush_hook(uint64_t deadline_ns);
+static const kt__backend_ops_t kOps = {.name = "CUDA", .flush = flush_hook, .stop = atexit_handler};
 
 static void fill_defaults(kt_cuda_desc_t *d)
 {
@@ -106,11 +106,7 @@ static int init_locked(const kt_cuda_desc_t *desc)
         return KT_EUNAVAILABLE;
     }
     G.desc = want;
-    if (!G.hooks_registered) {
-        G.hooks_registered = 1;
-        kt__register_flush(flush_hook);
-        atexit(atexit_handler);
-    }
+    kt__backend_register(&kOps); /* idempotent; again after a kt_shutdown() stopped it */
     atomic_store(&G.state, KT__CUDA_READY);
     return 0;
 }
@@ -742,8 +738,9 @@ static void collector_stop(void)
     pthread_mutex_unlock(&G.lock);
 }
 
-static void flush_hook(void)
+static void flush_hook(uint64_t deadline_ns)
 {
+    (void)deadline_ns; /* bounded by flush_timeout_ms */
     if (atomic_load(&G.state) != KT__CUDA_READY)
         return;
     collect_wait(NULL, G.desc.flush_timeout_ms, 0);
@@ -758,8 +755,9 @@ static void flush_hook(void)
 
 /* At exit: stop the collector so no thread is inside the driver while it is torn down, then collect what is
  * left. Contexts are not destroyed here (other threads may still use them). */
-static void atexit_handler(void)
+static void atexit_handler(uint64_t deadline_ns)
 {
+    (void)deadline_ns; /* bounded by flush_timeout_ms */
     pthread_mutex_lock(&G.lock);
     G.exiting = 1;
     pthread_mutex_unlock(&G.lock);

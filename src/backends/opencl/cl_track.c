@@ -1,6 +1,6 @@
 /* cl_track.c — attached queues and tracked events: completion callbacks, polling flush, verbose lines. */
 #include "backends/opencl/cl_internal.h"
-#include "core/hooks.h"
+#include "core/service.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -670,10 +670,13 @@ int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns)
     return rc;
 }
 
-static void flush_hook(void)
+static void flush_hook(uint64_t deadline_ns)
 {
+    (void)deadline_ns; /* kt_cl_flush bounds its own wait */
     kt_cl_flush(NULL, 0);
 }
+
+static const kt__backend_ops_t kOps = {.name = "OpenCL", .flush = flush_hook, .stop = flush_hook};
 
 /* ---------------------------------------------------------------------------------------------------
  * Attach / detach
@@ -711,7 +714,7 @@ int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_
     pthread_once(&g_env_once, read_env);
     if (!desc)
         desc = &kDefault;
-    kt__register_flush(flush_hook); /* outside g_ctx_lock: the core may hold its own lock while flushing */
+    kt__backend_register(&kOps); /* outside g_ctx_lock: the core may hold its own lock while flushing */
 
     pthread_mutex_lock(&g_ctx_lock);
     kt_cl_ctx_t *c = find_locked(queue);

@@ -367,17 +367,6 @@ int kt_vk_timestamp_to_host(kt_vk_ctx_t *ctx, uint64_t timestamp, uint64_t *host
     return rc;
 }
 
-static const char *domain_label(kt_clock_domain_t d)
-{
-    switch (d) {
-    case KT_DOMAIN_MONOTONIC_RAW: return "CLOCK_MONOTONIC_RAW";
-    case KT_DOMAIN_MONOTONIC: return "CLOCK_MONOTONIC";
-    case KT_DOMAIN_REALTIME: return "CLOCK_REALTIME";
-    case KT_DOMAIN_DEVICE: return "device";
-    default: return "unknown";
-    }
-}
-
 int kt_vk_device_info(kt_vk_ctx_t *ctx, kt_device_info_t *out)
 {
     if (!ctx || !out)
@@ -389,7 +378,7 @@ int kt_vk_device_info(kt_vk_ctx_t *ctx, kt_device_info_t *out)
     out->frequency_hz = (uint64_t)llround(1e9 / ctx->period_ns);
     out->valid_bits = ctx->valid_bits;
     pthread_mutex_lock(&ctx->model_lock);
-    snprintf(out->clock_domain, sizeof(out->clock_domain), "%s", domain_label(ctx->device_domain));
+    snprintf(out->clock_domain, sizeof(out->clock_domain), "%s", kt_clock_domain_name(ctx->device_domain));
     if (ctx->have_model) {
         uint64_t now = kt_clock_now(ctx->host_domain);
         out->error_bound_ns = (uint64_t)ceil(kt_clock_error_at(&ctx->model, now));

@@ -1,6 +1,6 @@
 /* vk_context.c — Vulkan contexts: the timestamp ring, begin/end recording, non-blocking collection, flush. */
 #include "backends/vulkan/vk_internal.h"
-#include "core/hooks.h"
+#include "core/service.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +23,9 @@ static void *collector_main(void *arg);
 static pthread_mutex_t g_live_lock = PTHREAD_MUTEX_INITIALIZER;
 static kt_vk_ctx_t *g_live;
 
-static void flush_all(void)
+static void flush_all(uint64_t deadline_ns)
 {
+    (void)deadline_ns; /* each context bounds its own wait */
     pthread_mutex_lock(&g_live_lock);
     for (kt_vk_ctx_t *c = g_live; c; c = c->next_live)
         kt_vk_collect_wait(c, KT__VK_FLUSH_WAIT_NS);
@@ -37,7 +38,8 @@ static void live_add(kt_vk_ctx_t *ctx)
     ctx->next_live = g_live;
     g_live = ctx;
     pthread_mutex_unlock(&g_live_lock);
-    kt__register_flush(flush_all);
+    static const kt__backend_ops_t kOps = {.name = "Vulkan", .flush = flush_all, .stop = flush_all};
+    kt__backend_register(&kOps);
 }
 
 static void live_remove(kt_vk_ctx_t *ctx)

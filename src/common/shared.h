@@ -1,0 +1,124 @@
+/* shared.h — internal, header-only: the facts both libraries (libktiming, libktiming_analysis) must agree on.
+ * Everything here is static inline or a macro, so each library keeps its own copy and no internal symbol is
+ * exported across the shared-library boundary. */
+#ifndef KT_COMMON_SHARED_H
+#define KT_COMMON_SHARED_H
+
+#include <ktiming.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Identity of the JSON snapshot schema (docs/json-schema.md). Version 2 added exact sums, bytes, drop reasons,
+ * last errors, pid/rank/kernels_dropped; readers accept 1 and 2. */
+#define KT_SNAPSHOT_SCHEMA_NAME "ktiming.snapshot"
+#define KT_SNAPSHOT_SCHEMA_WRITTEN 2
+
+/* Backend identifiers of the schema (stable: never the display names, which may change). */
+static inline const char *kt__backend_id(kt_backend_t b)
+{
+    static const char *const ids[KT_BACKEND_COUNT] = {"cpu", "opencl", "vulkan", "cuda", "metal"};
+    return (unsigned)b < KT_BACKEND_COUNT ? ids[b] : NULL;
+}
+
+/* The backend whose identifier is id, or -1. */
+static inline int kt__backend_from_id(const char *id)
+{
+    for (int b = 0; b < KT_BACKEND_COUNT; b++)
+        if (!strcmp(id, kt__backend_id((kt_backend_t)b)))
+            return b;
+    return -1;
+}
+
+/* Identifiers of the drop reasons in the schema: lower-case, words joined by '_' ("ring_full"). */
+static inline const char *kt__drop_reason_id(int r)
+{
+    static const char *const ids[KT_DROP_REASON_COUNT] = {
+        "unspecified",   "ring_full",   "in_flight_at_exit", "simultaneous_use", "never_submitted", "device_lost",
+        "context_reset", "graph_capture", "no_timing",       "read_failed",      "invalid_times"};
+    return (unsigned)r < KT_DROP_REASON_COUNT ? ids[r] : NULL;
+}
+
+/* The exact sums of an entry. total128/sumsq128 are authoritative when consistent with total_ns (a snapshot
+ * kt_snapshot() made, or a version-2 file); otherwise (a struct filled by hand, a version-1 file) the sum is
+ * total_ns and the sum of squares is rebuilt from mean and stddev, exact to double precision. */
+static inline void kt__entry_sums(const kt_kernel_timing_t *e, kt_u128_t *sum, kt_u128_t *sumsq)
+{
+    if ((e->total128.hi ? UINT64_MAX : e->total128.lo) == e->total_ns) {
+        *sum = e->total128;
+        if (e->sumsq128.lo || e->sumsq128.hi || !e->dispatch_count || !e->total_ns) {
+            *sumsq = e->sumsq128;
+            return;
+        }
+    } else {
+        *sum = (kt_u128_t){e->total_ns, 0};
+    }
+    long double n = (long double)e->dispatch_count, m = (long double)e->mean_ns, sd = (long double)e->stddev_ns;
+    long double q = n > 1 ? (n - 1) * sd * sd + n * m * m : n * m * m;
+    unsigned __int128 qi = (!(q >= 0) || q > 3.4e38L) ? 0 : (unsigned __int128)(q + 0.5L);
+    *sumsq = (kt_u128_t){(uint64_t)qi, (uint64_t)(qi >> 64)};
+}
+
+/* dropped_by of an entry made consistent with dropped: what the reasons do not account for (a struct filled by
+ * hand, a version-1 file) is "unspecified"; reasons adding up to more than dropped are scaled back to it. */
+static inline void kt__entry_dropped_by(const kt_kernel_timing_t *e, uint64_t out[KT_DROP_REASON_COUNT])
+{
+    uint64_t sum = 0;
+    for (int r = 0; r < KT_DROP_REASON_COUNT; r++) {
+        out[r] = e->dropped_by[r];
+        sum = sum + out[r] < sum ? UINT64_MAX : sum + out[r];
+    }
+    if (sum <= e->dropped) {
+        out[KT_DROP_UNSPECIFIED] += e->dropped - sum;
+        return;
+    }
+    memset(out, 0, sizeof(uint64_t) * KT_DROP_REASON_COUNT);
+    out[KT_DROP_UNSPECIFIED] = e->dropped;
+}
+
+/* The order of a snapshot's entries: by name, then backend, then device. */
+static inline int kt__entry_order(const kt_kernel_timing_t *a, const kt_kernel_timing_t *b)
+{
+    int r = strcmp(a->name, b->name);
+    if (r)
+        return r;
+    if (a->backend != b->backend)
+        return a->backend < b->backend ? -1 : 1;
+    return strcmp(a->device, b->device);
+}
+
+/* Length of the well-formed UTF-8 sequence (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF) at
+ * s, looking at no more than avail bytes: 1..4, or 0 when the bytes there are not valid UTF-8. */
+static inline size_t kt__utf8_len(const unsigned char *s, size_t avail)
+{
+    unsigned char c = s[0];
+    size_t n;
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        n = 2;
+        cp = c & 0x1Fu;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        cp = c & 0x0Fu;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        cp = c & 0x07u;
+    } else {
+        return 0;
+    }
+    if (n > avail)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xC0u) != 0x80u)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3Fu);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return n;
+}
+
+#endif

@@ -1,0 +1,389 @@
+/* service.c — the backend service layer: registration, flush/stop at a deadline, collector threads, fork. */
+#include "core/service.h"
+#include "core/internal.h"
+#include "ktiming/clock.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------------------------------------------
+ * Environment
+ * ------------------------------------------------------------------------------------------------- */
+
+const char *kt__env(const char *name) { return secure_getenv(name); }
+
+/* ---------------------------------------------------------------------------------------------------
+ * Registration
+ * ------------------------------------------------------------------------------------------------- */
+
+#define KT__MAX_BACKENDS 16
+
+static pthread_mutex_t g_svc_lock = PTHREAD_MUTEX_INITIALIZER;
+static const kt__backend_ops_t *g_ops[KT__MAX_BACKENDS]; /* guarded by g_svc_lock */
+static int g_nops;                                        /* guarded by g_svc_lock */
+
+static void fork_prepare(void);
+static void fork_parent(void);
+static void fork_child(void);
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+static pid_t g_owner_pid; /* process that installed the handlers: a child sees another pid */
+static void atfork_install(void)
+{
+    g_owner_pid = getpid();
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static void (*g_core_prepare)(void);     /* the core's own fork hooks (kt__fork_install), set once */
+static void (*g_core_release)(int child);
+static void (*g_fork_core_release)(int child); /* what this fork's prepare took (read once per fork) */
+
+void kt__fork_install(void (*core_prepare)(void), void (*core_release)(int child))
+{
+    /* no lock: the caller holds the core's life-cycle lock, which fork_prepare takes after g_svc_lock */
+    __atomic_store_n(&g_core_release, core_release, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_core_prepare, core_prepare, __ATOMIC_RELEASE);
+    pthread_once(&g_atfork_once, atfork_install);
+}
+
+int kt__backend_register(const kt__backend_ops_t *ops)
+{
+    if (!ops)
+        return KT_EINVAL;
+    pthread_once(&g_atfork_once, atfork_install);
+    int rc = 0, i;
+    pthread_mutex_lock(&g_svc_lock);
+    for (i = 0; i < g_nops && g_ops[i] != ops; i++)
+        ;
+    if (i == g_nops) {
+        if (g_nops == KT__MAX_BACKENDS)
+            rc = KT_EFULL;
+        else
+            g_ops[g_nops++] = ops;
+    }
+    pthread_mutex_unlock(&g_svc_lock);
+    return rc;
+}
+
+/* A copy of the table, so callbacks run outside the lock (a flush may record or register). */
+static int ops_copy(const kt__backend_ops_t **out)
+{
+    pthread_mutex_lock(&g_svc_lock);
+    int n = g_nops;
+    memcpy(out, g_ops, sizeof out[0] * (size_t)n);
+    pthread_mutex_unlock(&g_svc_lock);
+    return n;
+}
+
+void kt__backends_flush(uint64_t deadline_ns)
+{
+    const kt__backend_ops_t *ops[KT__MAX_BACKENDS];
+    int n = ops_copy(ops);
+    for (int i = 0; i < n; i++)
+        if (ops[i]->flush)
+            ops[i]->flush(deadline_ns);
+}
+
+void kt__backends_stop(uint64_t deadline_ns)
+{
+    const kt__backend_ops_t *ops[KT__MAX_BACKENDS];
+    pthread_mutex_lock(&g_svc_lock);
+    int n = g_nops;
+    memcpy(ops, g_ops, sizeof ops[0] * (size_t)n);
+    g_nops = 0; /* each stop runs once; a backend used again registers again */
+    pthread_mutex_unlock(&g_svc_lock);
+    for (int i = 0; i < n; i++)
+        if (ops[i]->stop)
+            ops[i]->stop(deadline_ns);
+}
+
+uint64_t kt__exit_wait_ns(void)
+{
+    const char *e = kt__env("KTIMING_EXIT_WAIT_MS");
+    if (e && *e) {
+        char *end;
+        errno = 0;
+        unsigned long long ms = strtoull(e, &end, 10);
+        if (!errno && !*end && e[0] != '-' && ms <= 3600000ull)
+            return ms * 1000000ull;
+    }
+    return 2000ull * 1000000ull;
+}
+
+int kt__forked_child(void)
+{
+    pid_t owner = __atomic_load_n(&g_owner_pid, __ATOMIC_RELAXED);
+    return owner != 0 && owner != getpid();
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Collector threads
+ * ------------------------------------------------------------------------------------------------- */
+
+static pthread_mutex_t g_coll_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static kt__collector_t *g_colls; /* every collector ever started (structs are static in their backends) */
+
+void kt__nap_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static void *collector_main(void *p)
+{
+    kt__collector_t *c = p;
+    pthread_setname_np(pthread_self(), c->name);
+    while (!atomic_load(&c->stop_req)) {
+        atomic_store(&c->wake_req, 0);
+        if (c->step(c->arg))
+            continue;
+        pthread_mutex_lock(&c->lock);
+        atomic_store(&c->sleeping, 1); /* seq_cst: paired with wake's store of wake_req then load of sleeping */
+        if (!atomic_load(&c->wake_req) && !atomic_load(&c->stop_req)) {
+            if (c->nap_ns) {
+                struct timespec ts;
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                uint64_t t = (uint64_t)ts.tv_nsec + c->nap_ns;
+                ts.tv_sec += (time_t)(t / 1000000000ull);
+                ts.tv_nsec = (long)(t % 1000000000ull);
+                pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+            } else {
+                pthread_cond_wait(&c->cond, &c->lock);
+            }
+        }
+        atomic_store(&c->sleeping, 0);
+        pthread_mutex_unlock(&c->lock);
+    }
+    return NULL;
+}
+
+/* A fresh condition variable timed on CLOCK_MONOTONIC. Not pthread_cond_destroy first: in a forked child the
+ * parent's collector may have been waiting on it, and glibc's destroy would wait for that thread forever. */
+static void cond_init_monotonic(pthread_cond_t *cond)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    memset(cond, 0, sizeof *cond);
+    pthread_cond_init(cond, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+int kt__collector_start(kt__collector_t *c, const char *name, kt__collector_step_cb step, void *arg,
+                        uint64_t nap_ns)
+{
+    if (!c || !step)
+        return KT_EINVAL;
+    pthread_once(&g_atfork_once, atfork_install);
+    pthread_mutex_lock(&c->lock);
+    if (atomic_load(&c->running)) {
+        pthread_mutex_unlock(&c->lock);
+        return 0;
+    }
+    c->step = step;
+    c->arg = arg;
+    c->nap_ns = nap_ns;
+    snprintf(c->name, sizeof c->name, "%s", name ? name : "kt-collector");
+    atomic_store(&c->stop_req, 0);
+    atomic_store(&c->wake_req, 0);
+    atomic_store(&c->sleeping, 0);
+
+    if (!c->cond_ready) {
+        cond_init_monotonic(&c->cond);
+        c->cond_ready = 1;
+    }
+
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread inherits the mask: no program signal reaches it */
+    int err = pthread_create(&c->thread, NULL, collector_main, c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err == 0) {
+        atomic_store(&c->running, 1);
+        pthread_mutex_lock(&g_coll_list_lock);
+        kt__collector_t *it;
+        for (it = g_colls; it && it != c; it = it->next)
+            ;
+        if (!it) {
+            c->next = g_colls;
+            g_colls = c;
+        }
+        pthread_mutex_unlock(&g_coll_list_lock);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return err == 0 ? 0 : KT_ENOMEM;
+}
+
+void kt__collector_wake(kt__collector_t *c)
+{
+    atomic_store(&c->wake_req, 1); /* seq_cst, before the sleeping load (see collector_main) */
+    if (atomic_load(&c->sleeping)) {
+        pthread_mutex_lock(&c->lock);
+        pthread_cond_signal(&c->cond);
+        pthread_mutex_unlock(&c->lock);
+    }
+}
+
+int kt__collector_running(kt__collector_t *c) { return atomic_load(&c->running); }
+
+int kt__collector_stopping(kt__collector_t *c) { return atomic_load(&c->stop_req); }
+
+int kt__collector_is_self(kt__collector_t *c)
+{
+    return atomic_load(&c->running) && pthread_equal(c->thread, pthread_self());
+}
+
+void kt__collector_stop(kt__collector_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    if (!atomic_load(&c->running)) {
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    atomic_store(&c->stop_req, 1);
+    pthread_cond_broadcast(&c->cond);
+    if (pthread_equal(c->thread, pthread_self())) {
+        pthread_mutex_unlock(&c->lock); /* the loop ends after this step; nobody joins: detach */
+        pthread_detach(c->thread);
+        atomic_store(&c->running, 0);
+        return;
+    }
+    pthread_t th = c->thread;
+    pthread_mutex_unlock(&c->lock);
+    pthread_join(th, NULL);
+    atomic_store(&c->running, 0);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * fork
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Prepare takes, in order: the registration lock (the backend list is then fixed), each backend's locks, each
+ * collector's lock. Parent and child release in reverse. In the child the collector threads do not exist. */
+static const kt__backend_ops_t *g_fork_ops[KT__MAX_BACKENDS];
+static int g_fork_n;
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&g_svc_lock);
+    g_fork_n = g_nops;
+    memcpy(g_fork_ops, g_ops, sizeof g_ops[0] * (size_t)g_nops);
+    for (int i = 0; i < g_fork_n; i++)
+        if (g_fork_ops[i]->fork_prepare)
+            g_fork_ops[i]->fork_prepare();
+    pthread_mutex_lock(&g_coll_list_lock);
+    for (kt__collector_t *c = g_colls; c; c = c->next)
+        pthread_mutex_lock(&c->lock);
+    g_fork_core_release = __atomic_load_n(&g_core_release, __ATOMIC_ACQUIRE);
+    void (*core_prepare)(void) = __atomic_load_n(&g_core_prepare, __ATOMIC_ACQUIRE);
+    if (core_prepare && g_fork_core_release) /* last: a backend may record (core locks) holding its own */
+        core_prepare();
+    else
+        g_fork_core_release = NULL;
+}
+
+static void fork_release(int child)
+{
+    if (g_fork_core_release)
+        g_fork_core_release(child);
+    for (kt__collector_t *c = g_colls; c; c = c->next) {
+        if (child) {
+            atomic_store(&c->running, 0);
+            atomic_store(&c->sleeping, 0);
+            cond_init_monotonic(&c->cond); /* the parent's waiter does not exist here */
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+    pthread_mutex_unlock(&g_coll_list_lock);
+    for (int i = g_fork_n - 1; i >= 0; i--) {
+        void (*fn)(void) = child ? g_fork_ops[i]->fork_child : g_fork_ops[i]->fork_parent;
+        if (fn)
+            fn();
+    }
+    pthread_mutex_unlock(&g_svc_lock);
+}
+
+static void fork_parent(void) { fork_release(0); }
+static void fork_child(void) { fork_release(1); }
+
+/* ---------------------------------------------------------------------------------------------------
+ * Device clock facts
+ * ------------------------------------------------------------------------------------------------- */
+
+void kt__device_publish_model(kt_device_info_t *info, const struct kt_clock_model_t *m, uint64_t now_ns)
+{
+    if (m) {
+        double b = kt_clock_error_at(m, now_ns);
+        info->error_bound_ns = b > 0 ? (uint64_t)(b + 0.999) : 0;
+        info->drift_ppm = m->drift_ppm;
+        info->model_samples = m->inliers;
+    }
+    kt_device_publish(info);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Output path templates
+ * ------------------------------------------------------------------------------------------------- */
+
+int32_t kt__rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]); /* set by launchers, not ktiming's: read like any other program */
+        if (!v || !*v)
+            continue;
+        char *end;
+        errno = 0;
+        long r = strtol(v, &end, 10);
+        if (!errno && !*end && r >= 0 && r <= INT32_MAX)
+            return (int32_t)r;
+    }
+    return -1;
+}
+
+int kt__path_expand(const char *tmpl, long pid, char *out, size_t size)
+{
+    if (!tmpl || !out || !size)
+        return KT_EINVAL;
+    size_t o = 0;
+    char buf[256];
+    for (const char *p = tmpl; *p; p++) {
+        const char *add = buf;
+        if (p[0] == '%' && p[1] == 'p') {
+            snprintf(buf, sizeof buf, "%ld", pid < 0 ? (long)getpid() : pid);
+            p++;
+        } else if (p[0] == '%' && p[1] == 'h') {
+            if (gethostname(buf, sizeof buf) != 0)
+                snprintf(buf, sizeof buf, "unknown");
+            buf[sizeof buf - 1] = 0;
+            for (char *q = buf; *q; q++) /* a host name never adds a directory level */
+                if (*q == '/')
+                    *q = '_';
+            p++;
+        } else if (p[0] == '%' && p[1] == 'r') {
+            int32_t r = kt__rank();
+            snprintf(buf, sizeof buf, "%d", r < 0 ? 0 : (int)r);
+            p++;
+        } else if (p[0] == '%' && p[1] == '%') {
+            buf[0] = '%', buf[1] = 0;
+            p++;
+        } else {
+            buf[0] = *p, buf[1] = 0;
+        }
+        size_t n = strlen(add);
+        if (o + n >= size) {
+            out[0] = 0;
+            return KT_EFULL;
+        }
+        memcpy(out + o, add, n);
+        o += n;
+    }
+    out[o] = 0;
+    return 0;
+}

@@ -1,0 +1,141 @@
+/* test_v2.c — schema 2 members through JSON and back (exact sums past 2^64, bytes, last errors, drops by reason,
+ * pid and rank), version-1 files read with derived sums, and the consistency rules the reader enforces. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <ktiming.h>
+#include <ktiming/analysis.h>
+
+static char *render(const kt_snapshot_t *s)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(kt_report_print(f, s, KT_FORMAT_JSON), 0);
+    fclose(f);
+    return buf;
+}
+
+static void test_roundtrip_v2(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_kernel_id_t k = kt_kernel_intern("v2", KT_BACKEND_OPENCL, "dev");
+    kt_record_id(k, UINT64_MAX - 1);
+    kt_record_id(k, 7);
+    kt_record_drop_reason(k, KT_DROP_IN_FLIGHT_AT_EXIT);
+    kt_record_drop_reason(k, KT_DROP_RING_FULL);
+    kt_record_drop(k);
+    kt_record_error_name(k, "CL_OUT_OF_RESOURCES");
+    kt_kernel_id_t w = kt_kernel_intern("clEnqueueWriteBuffer", KT_BACKEND_OPENCL, "dev");
+    kt_dispatch_t d;
+    memset(&d, 0, sizeof d);
+    d.kernel = w;
+    d.duration_ns = 10;
+    d.bytes = 1u << 20;
+    kt_record_dispatch(&d);
+    setenv("PMIX_RANK", "12", 1);
+    kt_snapshot_t *s = kt_snapshot();
+    unsetenv("PMIX_RANK");
+    char *json = render(s);
+    assert_non_null(strstr(json, "\"version\": 2"));
+    kt_snapshot_t *r = NULL;
+    char err[256];
+    if (kt_snapshot_parse(json, strlen(json), &r, err, sizeof err) != 0)
+        fail_msg("parse: %s", err);
+    assert_int_equal(r->pid, s->pid);
+    assert_int_equal(r->rank, 12);
+    const kt_kernel_timing_t *a = kt_snapshot_find(s, "v2", KT_BACKEND_OPENCL, "dev");
+    const kt_kernel_timing_t *b = kt_snapshot_find(r, "v2", KT_BACKEND_OPENCL, "dev");
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(b->total_ns, UINT64_MAX);
+    assert_int_equal(b->total128.hi, 1);
+    assert_int_equal(b->total128.lo, a->total128.lo);
+    assert_memory_equal(&b->sumsq128, &a->sumsq128, sizeof a->sumsq128);
+    assert_int_equal(b->dropped, 3);
+    assert_int_equal(b->dropped_by[KT_DROP_IN_FLIGHT_AT_EXIT], 1);
+    assert_int_equal(b->dropped_by[KT_DROP_RING_FULL], 1);
+    assert_int_equal(b->dropped_by[KT_DROP_UNSPECIFIED], 1);
+    assert_string_equal(b->last_error, "CL_OUT_OF_RESOURCES");
+    assert_int_equal(b->errors, 1);
+    const kt_kernel_timing_t *t = kt_snapshot_find(r, "clEnqueueWriteBuffer", KT_BACKEND_OPENCL, "dev");
+    assert_non_null(t);
+    assert_int_equal(t->bytes, 1u << 20);
+    kt_snapshot_free(r);
+    kt_snapshot_free(s);
+    free(json);
+}
+
+static const char kV1[] = "{\"schema\":\"ktiming.snapshot\",\"version\":1,\"entries\":[{\"name\":\"k\",\"backend\":\"cpu\","
+                          "\"dispatch_count\":3,\"total_ns\":60,\"min_ns\":10,\"max_ns\":30,\"mean_ns\":20,"
+                          "\"stddev_ns\":10,\"dropped\":4}]}";
+
+static void test_read_v1(void **state)
+{
+    (void)state;
+    kt_snapshot_t *r = NULL;
+    char err[256];
+    if (kt_snapshot_parse(kV1, strlen(kV1), &r, err, sizeof err) != 0)
+        fail_msg("parse: %s", err);
+    const kt_kernel_timing_t *e = &r->entries[0];
+    assert_int_equal(e->total128.lo, 60);
+    assert_int_equal(e->total128.hi, 0);
+    assert_int_equal(e->sumsq128.lo, 100 + 400 + 900); /* (n-1) sd^2 + n mean^2 = 200 + 1200 */
+    assert_int_equal(e->dropped_by[KT_DROP_UNSPECIFIED], 4);
+    assert_int_equal(r->rank, -1);
+    assert_int_equal(r->pid, 0);
+    kt_snapshot_free(r);
+}
+
+static void expect_reject(const char *json, const char *want)
+{
+    kt_snapshot_t *r = NULL;
+    char err[256] = "";
+    assert_int_equal(kt_snapshot_parse(json, strlen(json), &r, err, sizeof err), KT_EPARSE);
+    assert_null(r);
+    if (!strstr(err, want))
+        fail_msg("message \"%s\" lacks \"%s\"", err, want);
+}
+
+static void test_consistency(void **state)
+{
+    (void)state;
+    expect_reject("{\"schema\":\"ktiming.snapshot\",\"version\":2,\"entries\":[{\"name\":\"k\",\"backend\":\"cpu\","
+                  "\"dispatch_count\":1,\"total_ns\":5,\"min_ns\":5,\"max_ns\":5,\"sum_ns\":6}]}",
+                  "entries[0].sum_ns: does not match total_ns");
+    expect_reject("{\"schema\":\"ktiming.snapshot\",\"version\":2,\"entries\":[{\"name\":\"k\",\"backend\":\"cpu\","
+                  "\"dispatch_count\":0,\"total_ns\":0,\"min_ns\":0,\"max_ns\":0,\"dropped\":2,"
+                  "\"dropped_by\":{\"ring_full\":1}}]}",
+                  "entries[0].dropped_by: counts do not add up to dropped");
+    expect_reject("{\"schema\":\"ktiming.snapshot\",\"version\":2,\"entries\":[{\"name\":\"k\",\"backend\":\"cpu\","
+                  "\"dispatch_count\":1,\"total_ns\":5,\"min_ns\":5,\"max_ns\":5,"
+                  "\"sum_ns\":\"999999999999999999999999999999999999999999\"}]}",
+                  "does not fit in 128 bits");
+    expect_reject("{\"schema\":\"ktiming.snapshot\",\"version\":2,\"rank\":-2,\"entries\":[]}", "rank:");
+    /* A reason from a newer writer still counts, as unspecified. */
+    const char *newer = "{\"schema\":\"ktiming.snapshot\",\"version\":2,\"entries\":[{\"name\":\"k\",\"backend\":\"cpu\","
+                        "\"dispatch_count\":0,\"total_ns\":0,\"min_ns\":0,\"max_ns\":0,\"dropped\":2,"
+                        "\"dropped_by\":{\"ring_full\":1,\"solar_flare\":1}}]}";
+    kt_snapshot_t *r = NULL;
+    assert_int_equal(kt_snapshot_parse(newer, strlen(newer), &r, NULL, 0), 0);
+    assert_int_equal(r->entries[0].dropped_by[KT_DROP_UNSPECIFIED], 1);
+    assert_int_equal(r->entries[0].dropped_by[KT_DROP_RING_FULL], 1);
+    kt_snapshot_free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip_v2),
+        cmocka_unit_test(test_read_v1),
+        cmocka_unit_test(test_consistency),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
