@@ -50,6 +50,11 @@
  * of up to sample_capacity durations over all dispatches and threads (per-thread reservoirs, Algorithm L,
  * merged weighting each thread by its count); the generator is seeded, so a run's samples are reproducible.
  *
+ * Memory, per thread and kernel that thread recorded: about 0.8 KB of aggregates, 512 bytes per histogram
+ * block the durations touched (64 buckets; usually one or two), and samples that grow with use: 128 bytes up
+ * to 16 samples, doubling up to sample_capacity x 8 bytes (8 KB at the default 1024). At most 65,535 kernels
+ * (names x backends x devices) are interned; records for more are counted in kernels_dropped, never silent.
+ *
  * Spans (for timelines) come from records that carry times: zones, kt_cpu_dispatch_2d, and kt_record_dispatch
  * with a start or end; kt_record/kt_record_id carry a duration only and add none. Each thread keeps up to
  * span_capacity spans (desc, else env KTIMING_SPANS, else 16384; 0 = off). A full log never blocks and never

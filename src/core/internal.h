@@ -101,6 +101,28 @@ void kt__thread_refresh(uint32_t ordinal);
 typedef _Atomic uint64_t kt__au64;
 typedef _Atomic(kt__au64 *) kt__u64_ptr;
 
+/* A slot's reservoir grows with use: block 0 holds samples [0, 16), block k >= 1 holds [16 * 2^(k-1), 16 * 2^k),
+ * each allocated when the first sample reaches it and never moved (a snapshot may read while the owner
+ * writes). 17 blocks cover the largest capacity (2^20). A kernel recorded once by a thread costs one slot
+ * (~0.3 KB) plus 128 bytes of samples; one with a full 1024-sample reservoir 8 KB. */
+#define KT__SMP_FIRST 16u
+#define KT__SMP_BLOCKS 17u
+
+/* The block holding sample index i, and i's offset in it. */
+static inline uint32_t kt__smp_block(uint32_t i, uint32_t *off)
+{
+    if (i < KT__SMP_FIRST) {
+        *off = i;
+        return 0;
+    }
+    uint32_t k = 32u - (uint32_t)__builtin_clz(i / KT__SMP_FIRST);
+    *off = i - (KT__SMP_FIRST << (k - 1u));
+    return k;
+}
+
+/* Entries in block k. */
+static inline uint32_t kt__smp_block_size(uint32_t k) { return k ? KT__SMP_FIRST << (k - 1u) : KT__SMP_FIRST; }
+
 /* One kernel's aggregates in one shard. Only the owning thread writes. A record stores its scalars (under the
  * seqlock `seq`) before its histogram count and reservoir sample, each a release store; a snapshot reads
  * samples and histogram first (acquire), then the scalars, so every value it copied belongs to a record those
@@ -123,9 +145,9 @@ typedef struct kt__slot_t {
     _Atomic uint64_t dropped_by[KT_DROP_REASON_COUNT]; /* `dropped` by reason */
     _Atomic uint64_t bytes;      /* bytes moved by counted dispatches; stored after their scalars */
     _Atomic uint64_t spans_dropped;            /* spans not kept: span log full */
-    _Atomic uint32_t res_fill;                 /* samples[0..res_fill) hold values (= count until full) */
+    _Atomic uint32_t res_fill;                 /* samples [0, res_fill) hold values (= count until full) */
     double res_w;                              /* owner only: Algorithm L's running W */
-    kt__u64_ptr samples;                       /* reservoir, kt__cfg.sample_capacity entries (after the struct) */
+    kt__u64_ptr smp[KT__SMP_BLOCKS];           /* reservoir in blocks that grow with use (kt__smp_block) */
     kt__u64_ptr hist[KT__HIST_BLOCKS];         /* histogram blocks of KT__HIST_BLOCK counters, lazily allocated */
 } kt__slot_t;
 
@@ -170,6 +192,8 @@ typedef struct kt__shard_t {
 kt__shard_t *kt__shard_self(void);
 /* First shard of the list (each shard's `next` is immutable); iterate with the acquire load done here. */
 kt__shard_t *kt__shards_head(void);
+/* Records dropped since the last reset because their kernel could not be interned (table full). */
+uint64_t kt__kernels_dropped(void);
 /* Current reset generation. */
 uint64_t kt__generation(void);
 /* kt_reset() waits between these two calls: a snapshot holds the generation still while it reads, so no shard

@@ -141,11 +141,9 @@ static kt__slot_t *slot_create(kt__shard_t *s, kt_kernel_id_t id)
             return NULL;
         KT__STR(&s->dir[id >> KT__CHUNK_BITS], chunk);
     }
-    /* The slot and its reservoir are one block: the reservoir follows the struct. */
-    kt__slot_t *sl = calloc(1, sizeof *sl + (size_t)kt__cfg.sample_capacity * sizeof(uint64_t));
+    kt__slot_t *sl = calloc(1, sizeof *sl); /* the reservoir's blocks come with the samples (reservoir_step) */
     if (!sl)
         return NULL;
-    KT__ST(&sl->samples, (kt__au64 *)(void *)(sl + 1));
     KT__ST(&sl->min, UINT64_MAX);
     KT__STR(&chunk[id & (KT__CHUNK - 1u)], sl);
     return sl;
@@ -160,10 +158,24 @@ static inline kt__slot_t *slot_peek(kt__shard_t *s, kt_kernel_id_t id)
     return chunk ? KT__LD(&chunk[id & (KT__CHUNK - 1u)]) : NULL;
 }
 
+/* Records whose kernel could not be interned (kernel table full: the id is 0) or was never handed out. */
+static _Atomic uint64_t g_kernels_dropped;
+
+uint64_t kt__kernels_dropped(void) { return KT__LD(&g_kernels_dropped); }
+
 static inline kt__slot_t *slot_for(kt__shard_t *s, kt_kernel_id_t id)
 {
     kt__slot_t *sl = slot_peek(s, id);
     return __builtin_expect(sl != NULL, 1) || (uint32_t)(id - 1u) >= KT__MAX_KERNELS ? sl : slot_create(s, id);
+}
+
+/* slot_for on the slow paths: a record without a valid kernel is counted in kernels_dropped. */
+static kt__slot_t *slot_for_counted(kt__shard_t *s, kt_kernel_id_t id)
+{
+    kt__slot_t *sl = slot_for(s, id);
+    if (!sl && !kt__kernel_get(id))
+        atomic_fetch_add_explicit(&g_kernels_dropped, 1, memory_order_relaxed);
+    return sl;
 }
 
 /* The calling thread's shard if it exists and holds the current generation (the hot path's only check). */
@@ -183,18 +195,28 @@ static inline kt__shard_t *shard_ready(void)
  * scalars are stored (n is the count before it). */
 static void reservoir_step(kt__shard_t *s, kt__slot_t *sl, uint64_t n, uint64_t v)
 {
-    uint32_t cap = kt__cfg.sample_capacity;
-    kt__au64 *smp = KT__LD(&sl->samples);
+    uint32_t cap = kt__cfg.sample_capacity, off;
     if (n < cap) {
-        KT__STR(&smp[n], v);
-        KT__STR(&sl->res_fill, (uint32_t)n + 1u); /* exposes the sample just written */
+        /* Filling: the next position (n, unless a block could not be allocated before). */
+        uint32_t pos = KT__LD(&sl->res_fill), k = kt__smp_block(pos, &off);
+        kt__au64 *blk = KT__LD(&sl->smp[k]);
+        if (!blk && (blk = calloc(kt__smp_block_size(k), sizeof *blk)) != NULL)
+            KT__STR(&sl->smp[k], blk);
+        if (blk) { /* out of memory: the sample is lost, the exact aggregates are not */
+            KT__STR(&blk[off], v);
+            KT__STR(&sl->res_fill, pos + 1u); /* exposes the sample just written */
+        }
         if (n + 1 < cap) {
             sl->res_next = n + 1;
             return;
         }
         sl->res_w = exp(log(kt__rand_open01(&s->rng)) / cap);
     } else {
-        KT__STR(&smp[kt__rand_below(&s->rng, cap)], v);
+        uint32_t fill = KT__LD(&sl->res_fill); /* = cap unless memory ran out while filling */
+        if (fill) {
+            uint32_t k = kt__smp_block((uint32_t)kt__rand_below(&s->rng, fill), &off);
+            KT__STR(&KT__LD(&sl->smp[k])[off], v);
+        }
         sl->res_w *= exp(log(kt__rand_open01(&s->rng)) / cap);
     }
     double skip = floor(log(kt__rand_open01(&s->rng)) / log1p(-sl->res_w));
@@ -305,7 +327,7 @@ static void span_push(kt__shard_t *s, kt__slot_t *sl, kt_kernel_id_t kernel, uin
 static __attribute__((noinline)) void record_id_slow(kt_kernel_id_t kernel, uint64_t elapsed_ns)
 {
     kt__shard_t *s = shard_for_write();
-    kt__slot_t *sl = s ? slot_for(s, kernel) : NULL;
+    kt__slot_t *sl = s ? slot_for_counted(s, kernel) : NULL;
     if (sl)
         slot_add_full(s, sl, elapsed_ns, 0);
 }
@@ -375,7 +397,7 @@ static __attribute__((noinline)) void record_name_slow(const char *name, kt_back
     if ((unsigned)backend >= KT_BACKEND_COUNT)
         return;
     kt__shard_t *s = shard_for_write();
-    kt__slot_t *sl = s ? slot_for(s, lookup_cached(s, name, backend)) : NULL;
+    kt__slot_t *sl = s ? slot_for_counted(s, lookup_cached(s, name, backend)) : NULL;
     if (sl)
         slot_add(s, sl, elapsed_ns, 0);
 }
@@ -413,7 +435,7 @@ void kt_record_dispatch(const kt_dispatch_t *d)
     if (!kt__on() || !d)
         return;
     kt__shard_t *s = shard_for_write();
-    kt__slot_t *sl = s ? slot_for(s, d->kernel) : NULL;
+    kt__slot_t *sl = s ? slot_for_counted(s, d->kernel) : NULL;
     if (!sl)
         return;
     if (d->flags & KT_SPAN_ERROR) {
@@ -433,7 +455,7 @@ void kt_record_dispatch(const kt_dispatch_t *d)
 void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end_ns)
 {
     kt__shard_t *s = shard_for_write();
-    kt__slot_t *sl = s ? slot_for(s, kernel) : NULL;
+    kt__slot_t *sl = s ? slot_for_counted(s, kernel) : NULL;
     if (!sl)
         return;
     uint64_t dur = end_ns - start_ns;
@@ -448,7 +470,7 @@ void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name)
     if (!kt__on())
         return;
     kt__shard_t *s = shard_for_write();
-    kt__slot_t *sl = s ? slot_for(s, kernel) : NULL;
+    kt__slot_t *sl = s ? slot_for_counted(s, kernel) : NULL;
     if (!sl)
         return;
     if (error_name && *error_name)
@@ -461,7 +483,7 @@ void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason)
     if (!kt__on())
         return;
     kt__shard_t *s = shard_for_write();
-    kt__slot_t *sl = s ? slot_for(s, kernel) : NULL;
+    kt__slot_t *sl = s ? slot_for_counted(s, kernel) : NULL;
     if (!sl)
         return;
     if ((unsigned)reason >= KT_DROP_REASON_COUNT)
@@ -479,6 +501,7 @@ void kt_reset(void)
 {
     pthread_mutex_lock(&g_reset_lock);
     atomic_fetch_add_explicit(&g_gen, 1, memory_order_acq_rel);
+    KT__ST(&g_kernels_dropped, 0);
     pthread_mutex_unlock(&g_reset_lock);
 }
 
@@ -499,4 +522,8 @@ void kt__recorder_fork_release(void)
  * marked owned and are never adopted: their owners may have been mid-record at the fork (a slot's seqlock odd
  * forever), and they belong to the parent's generation, which snapshots skip. The child starts empty (a new
  * generation, as kt_reset), so what it writes is what it recorded itself, never a copy of the parent's. */
-void kt__recorder_fork_child(void) { atomic_fetch_add_explicit(&g_gen, 1, memory_order_acq_rel); }
+void kt__recorder_fork_child(void)
+{
+    atomic_fetch_add_explicit(&g_gen, 1, memory_order_acq_rel);
+    KT__ST(&g_kernels_dropped, 0);
+}

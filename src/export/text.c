@@ -99,10 +99,19 @@ static const char *backend_label(kt_backend_t b)
     return s ? s : "?";
 }
 
+/* Records lost because the kernel table was full: one line under the table. */
+static void kernels_dropped_line(FILE *out, const kt_snapshot_t *snap)
+{
+    if (snap->kernels_dropped)
+        fprintf(out, "[timing] %" PRIu64 " records dropped: kernel table full (kernels_dropped)\n",
+                snap->kernels_dropped);
+}
+
 int kt__export_text(FILE *out, const kt_snapshot_t *snap)
 {
     if (snap->count == 0) {
         fputs("[timing] no kernels recorded\n", out);
+        kernels_dropped_line(out, snap);
         return ferror(out) ? KT_EIO : 0;
     }
     if (!snap->entries)
@@ -169,6 +178,8 @@ int kt__export_text(FILE *out, const kt_snapshot_t *snap)
             fputc('\n', out);
         }
     }
+    if (!rc)
+        kernels_dropped_line(out, snap);
     for (size_t i = 0; i < snap->count; i++)
         name_release(&names[i]);
     free(names);
