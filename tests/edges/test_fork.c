@@ -151,7 +151,7 @@ static void test_fork_while_registering(void **state)
     for (int i = 0; i < 200; i++) {
         pid_t pid = fork();
         if (pid == 0) {
-            alarm(30); /* a child stuck on a lock dies of SIGALRM instead of hanging the test */
+            alarm(120); /* a child stuck on a lock dies of SIGALRM instead of hanging the test (generous: CI is loaded) */
             char name[64];
             snprintf(name, sizeof name, "child_%d", i);
             kt_kernel_id_t id = kt_kernel_intern(name, KT_BACKEND_CPU, NULL);
