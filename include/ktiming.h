@@ -21,9 +21,9 @@
  * Recording. Pick the cheapest call that fits the site:
  *   KT_CPU_BEGIN/KT_CPU_END   a scoped CPU zone; the id is cached in a static at the site (name must not vary).
  *   KT_RECORD(name, b, ns)    a duration you measured, id cached at the site (name must not vary).
- *   kt_record(name, b, ns)    any string, copied on first use. A per-thread pointer cache avoids hashing: a
- *                             literal (read-only memory) is recognised by its address, a string in writable
- *                             memory is compared with the interned copy, so reusing a buffer is safe.
+ *   kt_record(name, b, ns)    any string, copied on first use. A per-thread pointer cache avoids hashing; a
+ *                             hit is confirmed by comparing the string with the interned copy, so reusing a
+ *                             buffer, or a library unloaded and another loaded at its address, is safe.
  *   kt_kernel_intern + kt_record_id / kt_record_dispatch   what backends use (ids are dense, from 1).
  * A kernel is the triple (name, backend, device); device NULL means "host" for the CPU, "default" otherwise.
  * Each thread writes only its own store (no lock, no shared cache line on the hot path); kt_snapshot() merges
@@ -49,6 +49,11 @@
  * across threads one thread's last is taken. samples[] is a uniform random sample
  * of up to sample_capacity durations over all dispatches and threads (per-thread reservoirs, Algorithm L,
  * merged weighting each thread by its count); the generator is seeded, so a run's samples are reproducible.
+ *
+ * Memory, per thread and kernel that thread recorded: about 0.8 KB of aggregates, 512 bytes per histogram
+ * block the durations touched (64 buckets; usually one or two), and samples that grow with use: 128 bytes up
+ * to 16 samples, doubling up to sample_capacity x 8 bytes (8 KB at the default 1024). At most 65,535 kernels
+ * (names x backends x devices) are interned; records for more are counted in kernels_dropped, never silent.
  *
  * Spans (for timelines) come from records that carry times: zones, kt_cpu_dispatch_2d, and kt_record_dispatch
  * with a start or end; kt_record/kt_record_id carry a duration only and add none. Each thread keeps up to

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the whole suite three ways: normal, ASan+UBSan, and TSan for the tests labelled threaded;
-# then fuzzes the snapshot loader for a bounded time. `--stress [N]`: the normal suite N times under load.
-# Warnings are errors here (KTIMING_WERROR=ON).
+# then fuzzes the snapshot loader, compare pairs and the exporters for a bounded time. `--stress [N]`: the
+# normal suite N times under load. Warnings are errors here (KTIMING_WERROR=ON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
@@ -41,10 +41,11 @@ TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppression
   run "$BUILD-tsan" -DKTIMING_SANITIZE=thread -DKTIMING_THREADED_ONLY=ON -DKTIMING_BUILD_TOOLS=OFF \
       -DKTIMING_BUILD_EXAMPLES=OFF
 
-# Fuzz smoke: the snapshot loader under libFuzzer (clang, ASan+UBSan) for a bounded time, starting from the
-# committed corpus and every past crasher. KTIMING_FUZZ_SECONDS=0 skips it. A crash leaves its input in
-# $BUILD-fuzz/artifacts/: add it to tests/analysis/regress/ as a regression test.
-FUZZ_SECONDS=${KTIMING_FUZZ_SECONDS:-30}
+# Fuzz smoke under libFuzzer (clang, ASan+UBSan) for a bounded time, each target starting from the committed
+# corpus and every past crasher: the snapshot loader (half the budget), compare pairs and the Chrome/HTML
+# exporters fed from loaded snapshots (a quarter each). KTIMING_FUZZ_SECONDS (default 60) is the whole step's
+# budget; 0 skips it. A crash leaves its input in $BUILD-fuzz/artifacts/: add it to tests/analysis/regress/.
+FUZZ_SECONDS=${KTIMING_FUZZ_SECONDS:-60}
 if [ "$FUZZ_SECONDS" != 0 ]; then
   if ! command -v clang >/dev/null 2>&1; then
     echo "run-tests: clang not found (scripts/install-deps.sh installs it); cannot run the fuzz step" >&2
@@ -55,14 +56,18 @@ if [ "$FUZZ_SECONDS" != 0 ]; then
   cmake -S . -B "$fz" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DKTIMING_FUZZ=ON -DKTIMING_WERROR=ON -DKTIMING_SANITIZE=address,undefined -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link \
     -DBUILD_SHARED_LIBS=OFF -DKTIMING_BUILD_BENCH=OFF -DKTIMING_BUILD_EXAMPLES=OFF -DKTIMING_BUILD_TOOLS=OFF >/dev/null
-  cmake --build "$fz" -j "$JOBS" --target fuzz_snapshot_parse
-  rm -rf "$fz/corpus" && mkdir -p "$fz/corpus" "$fz/artifacts"
-  echo "== fuzz kt_snapshot_parse for ${FUZZ_SECONDS}s"
-  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-    "$fz/tests/fuzz/fuzz_snapshot_parse" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
-      -max_len=8192 -dict=tests/fuzz/snapshot.dict -artifact_prefix="$fz/artifacts/" -print_final_stats=1 \
-      "$fz/corpus" tests/fuzz/corpus tests/analysis/regress 2>"$fz/fuzz.log" \
-    || { tail -n 60 "$fz/fuzz.log" >&2; echo "run-tests: the fuzzer found a failing input (see $fz/artifacts/)" >&2; exit 1; }
-  grep -E "^stat::number_of_executed_units|^#[0-9]+.*DONE" "$fz/fuzz.log" | tail -n 2 || true
+  cmake --build "$fz" -j "$JOBS" --target fuzz_snapshot_parse fuzz_compare_pair fuzz_export
+  half=$(( (FUZZ_SECONDS + 1) / 2 )); quarter=$(( (FUZZ_SECONDS + 3) / 4 ))
+  for spec in "fuzz_snapshot_parse:$half" "fuzz_compare_pair:$quarter" "fuzz_export:$quarter"; do
+    t=${spec%%:*}; secs=${spec##*:}
+    rm -rf "$fz/corpus-$t" && mkdir -p "$fz/corpus-$t" "$fz/artifacts"
+    echo "== fuzz $t for ${secs}s"
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+      "$fz/tests/fuzz/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+        -max_len=8192 -dict=tests/fuzz/snapshot.dict -artifact_prefix="$fz/artifacts/$t-" -print_final_stats=1 \
+        "$fz/corpus-$t" tests/fuzz/corpus tests/analysis/regress 2>"$fz/$t.log" \
+      || { tail -n 60 "$fz/$t.log" >&2; echo "run-tests: $t found a failing input (see $fz/artifacts/)" >&2; exit 1; }
+    grep -E "^stat::number_of_executed_units|^#[0-9]+.*DONE" "$fz/$t.log" | tail -n 2 || true
+  done
 fi
 echo "run-tests: normal, ASan+UBSan and TSan runs passed; fuzz step: ${FUZZ_SECONDS}s"

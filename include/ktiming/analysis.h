@@ -35,10 +35,19 @@ extern "C" {
  * (byte 52)") or the offending member ("entries[3].min_ns: expected a non-negative integer"). */
 KT_API int kt_snapshot_parse(const char *json, size_t len, kt_snapshot_t **out, char *errbuf, size_t errlen);
 
+/* Input size limit of kt_snapshot_load (1 GiB): well above any snapshot ktiming writes, below what would take
+ * the parser's memory beyond a workstation's. */
+#define KT_SNAPSHOT_MAX_INPUT_DEFAULT ((size_t)1024 << 20)
+
 /* Reads the file at path and parses it as kt_snapshot_parse() does; "-" reads standard input. Returns the
  * same codes plus KT_EIO when the file cannot be read (errno is kept, the message names path). Messages
- * start with the path. */
+ * start with the path. Bounded: a regular file larger than KT_SNAPSHOT_MAX_INPUT_DEFAULT is refused before
+ * reading, a stream after that many bytes (KT_EFULL); an input whose first byte after whitespace is not '{'
+ * is refused at once (KT_EPARSE), so `/dev/zero` or a binary file fails fast. */
 KT_API int kt_snapshot_load(const char *path, kt_snapshot_t **out, char *errbuf, size_t errlen);
+/* kt_snapshot_load with another size limit (max_bytes > 0). */
+KT_API int kt_snapshot_load_max(const char *path, size_t max_bytes, kt_snapshot_t **out, char *errbuf,
+                                size_t errlen);
 
 #ifdef __cplusplus
 }

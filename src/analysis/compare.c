@@ -558,36 +558,24 @@ static int apply_defaults(const kt_compare_opts_t *in, kt_compare_opts_t *o)
     return 0;
 }
 
-/* Geometric mean over rows compared on samples, with the interval from the per-row replicates. */
-static int summarise(kt_compare_result_t *r, double *const *reps)
+/* Geometric mean over rows compared on samples, with the interval from the replicates: gsum[j] is the sum
+ * over those rows of their j-th replicate (accumulated row by row, so no row keeps its replicates). */
+static void summarise(kt_compare_result_t *r, double *gsum, size_t k, double log_sum)
 {
     const kt_compare_opts_t *o = &r->opts;
     r->geomean_speedup = r->geomean_ci_lo = r->geomean_ci_hi = NAN;
     r->geomean_verdict = KT_VERDICT_UNSURE;
-    size_t k = 0;
-    double sum = 0.0;
-    for (size_t i = 0; i < r->count; i++)
-        if (reps[i] && !isnan(r->rows[i].speedup_median)) {
-            sum += log(r->rows[i].speedup_median);
-            k++;
-        }
     r->geomean_kernels = k;
-    if (!k) return 0;
-    r->geomean_speedup = exp(sum / (double)k);
-    double *g = calloc(o->bootstrap, sizeof *g);
-    if (!g) return KT_ENOMEM;
-    for (size_t i = 0; i < r->count; i++)
-        if (reps[i] && !isnan(r->rows[i].speedup_median))
-            for (uint32_t j = 0; j < o->bootstrap; j++) g[j] += reps[i][j] / (double)k;
+    if (!k) return;
+    r->geomean_speedup = exp(log_sum / (double)k);
+    for (uint32_t j = 0; j < o->bootstrap; j++) gsum[j] /= (double)k;
     double lo, hi;
-    percentile_interval(g, o->bootstrap, o->confidence, &lo, &hi);
-    free(g);
+    percentile_interval(gsum, o->bootstrap, o->confidence, &lo, &hi);
     r->geomean_ci_lo = exp(lo);
     r->geomean_ci_hi = exp(hi);
     int why;
     r->geomean_verdict = decide(r->geomean_speedup, r->geomean_ci_lo, r->geomean_ci_hi, NAN, o->alpha,
                                 o->threshold_pct / 100.0, -1.0, &why);
-    return 0;
 }
 
 int kt_compare(const kt_snapshot_t *before, const kt_snapshot_t *after, const kt_compare_opts_t *opts,
@@ -604,9 +592,12 @@ int kt_compare(const kt_snapshot_t *before, const kt_snapshot_t *after, const kt
     const kt_kernel_timing_t **vb = sorted_entries(before), **va = sorted_entries(after);
     size_t cap = before->count + after->count;
     out->rows = calloc(cap ? cap : 1, sizeof *out->rows);
-    double **reps = calloc(cap ? cap : 1, sizeof *reps);
-    double *rep_buf = NULL;
-    if (!vb || !va || !out->rows || !reps) {
+    /* One replicate buffer reused by every row and one running sum for the geometric mean: memory is the rows
+     * plus 2 x bootstrap doubles, whatever the number of kernels. */
+    double *rep_buf = calloc(o->bootstrap, sizeof *rep_buf), *gsum = calloc(o->bootstrap, sizeof *gsum);
+    size_t geo_k = 0;
+    double geo_log_sum = 0.0;
+    if (!vb || !va || !out->rows || !rep_buf || !gsum) {
         rc = KT_ENOMEM;
         goto done;
     }
@@ -633,15 +624,12 @@ int kt_compare(const kt_snapshot_t *before, const kt_snapshot_t *after, const kt
             if ((rc = fill_key(row, b))) goto done;
             row->presence = KT_PRESENT_BOTH;
             if ((rc = fill_side(b, &row->before)) || (rc = fill_side(a, &row->after))) goto done;
-            if (!rep_buf && !(rep_buf = malloc((size_t)o->bootstrap * sizeof *rep_buf))) {
-                rc = KT_ENOMEM;
-                goto done;
-            }
             int has = 0;
             if ((rc = fill_matched(row, b, a, o, rep_buf, &has))) goto done;
-            if (has) {
-                reps[out->count - 1] = rep_buf;
-                rep_buf = NULL;
+            if (has && !isnan(row->speedup_median)) {
+                for (uint32_t j = 0; j < o->bootstrap; j++) gsum[j] += rep_buf[j];
+                geo_log_sum += log(row->speedup_median);
+                geo_k++;
             }
             out->matched++;
             switch (row->verdict) {
@@ -656,12 +644,10 @@ int kt_compare(const kt_snapshot_t *before, const kt_snapshot_t *after, const kt
             goto done;
         }
     }
-    rc = summarise(out, reps);
+    summarise(out, gsum, geo_k, geo_log_sum);
 
 done:
-    if (reps)
-        for (size_t i = 0; i < cap; i++) free(reps[i]);
-    free(reps);
+    free(gsum);
     free(rep_buf);
     free(vb);
     free(va);

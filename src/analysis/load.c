@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 
 #define SCHEMA_NAME KT_SNAPSHOT_SCHEMA_NAME
@@ -933,16 +934,38 @@ int kt_snapshot_parse(const char *json, size_t len, kt_snapshot_t **out, char *e
  * Files
  * ------------------------------------------------------------------------------------------------- */
 
-/* Reads all of f into a malloc'd buffer. */
-static int read_all(FILE *f, char **data, size_t *len)
+/* Reads all of f into a malloc'd buffer, refusing early what cannot be a snapshot: more than max bytes
+ * (KT_EFULL, nothing more is read), or a first byte after leading whitespace that cannot start a JSON object
+ * (KT_EPARSE, *bad holds the byte and *bad_at its offset), checked before the rest is read. */
+static int read_all(FILE *f, size_t max, char **data, size_t *len, int *bad, size_t *bad_at)
 {
     size_t cap = 1 << 16, n = 0;
+    int seen_start = 0;
     char *buf = malloc(cap);
     if (!buf)
         return KT_ENOMEM;
     for (;;) {
-        size_t got = fread(buf + n, 1, cap - n, f);
+        size_t want = cap - n;
+        if (max - n < want) /* one byte past the limit tells "too large" */
+            want = max - n + 1;
+        size_t got = fread(buf + n, 1, want, f);
+        for (size_t i = n; !seen_start && i < n + got; i++) {
+            unsigned char ch = (unsigned char)buf[i];
+            if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r')
+                continue;
+            seen_start = 1;
+            if (ch != '{') {
+                *bad = ch;
+                *bad_at = i;
+                free(buf);
+                return KT_EPARSE;
+            }
+        }
         n += got;
+        if (n > max) {
+            free(buf);
+            return KT_EFULL;
+        }
         if (got == 0) {
             if (ferror(f)) {
                 free(buf);
@@ -967,11 +990,16 @@ static int read_all(FILE *f, char **data, size_t *len)
 
 int kt_snapshot_load(const char *path, kt_snapshot_t **out, char *errbuf, size_t errlen)
 {
+    return kt_snapshot_load_max(path, KT_SNAPSHOT_MAX_INPUT_DEFAULT, out, errbuf, errlen);
+}
+
+int kt_snapshot_load_max(const char *path, size_t max_bytes, kt_snapshot_t **out, char *errbuf, size_t errlen)
+{
     load_ctx_t c = {errbuf, errlen, ""};
     if (out)
         *out = NULL;
-    if (!path || !out)
-        return fail(&c, KT_EINVAL, "no path or output pointer");
+    if (!path || !out || !max_bytes)
+        return fail(&c, KT_EINVAL, "no path, output pointer or size limit");
     int from_stdin = !strcmp(path, "-");
     FILE *f = from_stdin ? stdin : fopen(path, "rb");
     if (!f) {
@@ -980,12 +1008,27 @@ int kt_snapshot_load(const char *path, kt_snapshot_t **out, char *errbuf, size_t
         errno = saved;
         return KT_EIO;
     }
+    const double mib = (double)max_bytes / (1024.0 * 1024.0);
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > (uint64_t)max_bytes) {
+        if (!from_stdin)
+            fclose(f);
+        return fail(&c, KT_EFULL, "%s: %lld bytes, larger than the input limit of %.0f MiB (--max-input-mb)",
+                    path, (long long)st.st_size, mib);
+    }
     char *data = NULL;
-    size_t len = 0;
-    int rc = read_all(f, &data, &len);
+    size_t len = 0, bad_at = 0;
+    int bad = 0;
+    int rc = read_all(f, max_bytes, &data, &len, &bad, &bad_at);
     int saved = errno;
     if (!from_stdin)
         fclose(f);
+    if (rc == KT_EFULL)
+        return fail(&c, rc, "%s: larger than the input limit of %.0f MiB (--max-input-mb); stopped reading",
+                    path, mib);
+    if (rc == KT_EPARSE)
+        return fail(&c, rc, "%s: not a ktiming snapshot: byte 0x%02x at offset %zu (a JSON object starts with '{')",
+                    path, bad, bad_at);
     if (rc) {
         fail(&c, rc, "%s: %s", path, rc == KT_EIO ? strerror(saved) : "out of memory");
         errno = saved;

@@ -1,36 +1,82 @@
 /* atexit.c — at process exit, writes the snapshot where KTIMING_OUTPUT / KTIMING_REPORT / KTIMING_TRACE ask. */
 #include "core/internal.h"
+#include "core/service.h"
+
+#include <ktiming/output.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-/* Writes snap to path in format; on failure says why on stderr, with the system's reason for a file error. */
-static void write_one(const char *var, const char *path, const kt_snapshot_t *snap, kt_format_t format)
+/* Writes one output; names the variable, the path and why it failed. */
+static void exit_write_one(const char *var, const char *path, const kt_snapshot_t *snap, kt_format_t format)
 {
+    errno = 0;
     int rc = kt_report_write(path, snap, format);
-    if (rc != 0)
-        fprintf(stderr, "ktiming: %s=%s: %s\n", var, path, rc == KT_EIO ? strerror(errno) : kt_strerror(rc));
+    if (rc == KT_EIO && errno)
+        fprintf(stderr, "ktiming: %s=%s: %s\n", var, path, strerror(errno));
+    else if (rc != 0)
+        fprintf(stderr, "ktiming: %s=%s: %s\n", var, path, kt_strerror(rc));
+}
+
+/* Did this process record anything (a forked child starts empty and writes only what it recorded)? */
+static int snapshot_has_records(const kt_snapshot_t *snap)
+{
+    for (size_t i = 0; i < snap->count; i++)
+        if (snap->entries[i].dispatch_count || snap->entries[i].errors || snap->entries[i].dropped)
+            return 1;
+    return 0;
+}
+
+/* The path an output goes to: the template expanded (%p %h %r %%, kt__path_expand), and in a forked child
+ * whose template has no %p, PATH.PID -- never the parent's file. NULL when it does not fit. */
+static const char *out_path(const char *tmpl, char *buf, size_t size)
+{
+    if (kt__path_expand(tmpl, -1, buf, size) != 0)
+        return NULL;
+    if (kt__forked_child() && !strstr(tmpl, "%p")) {
+        size_t n = strlen(buf);
+        int k = snprintf(buf + n, size - n, ".%ld", (long)getpid());
+        if (k < 0 || (size_t)k >= size - n)
+            return NULL;
+    }
+    return buf;
 }
 
 void kt__exit_write(void)
 {
-    const char *out = getenv("KTIMING_OUTPUT");
-    const char *rep = getenv("KTIMING_REPORT");
-    const char *trace = getenv("KTIMING_TRACE");
+    const char *out_t = kt__env("KTIMING_OUTPUT");
+    const char *rep = kt__env("KTIMING_REPORT");
+    const char *trace_t = kt__env("KTIMING_TRACE");
     int want_report = rep && *rep && !(rep[0] == '0' && rep[1] == 0);
-    if (!(out && *out) && !want_report && !(trace && *trace))
+    if (!(out_t && *out_t) && !want_report && !(trace_t && *trace_t))
         return;
+    char out_buf[PATH_MAX], trace_buf[PATH_MAX];
+    const char *out = NULL, *trace = NULL;
+    if (out_t && *out_t && !(out = out_path(out_t, out_buf, sizeof out_buf)))
+        fprintf(stderr, "ktiming: KTIMING_OUTPUT=%s: %s\n", out_t, strerror(ENAMETOOLONG));
+    if (trace_t && *trace_t && !(trace = out_path(trace_t, trace_buf, sizeof trace_buf)))
+        fprintf(stderr, "ktiming: KTIMING_TRACE=%s: %s\n", trace_t, strerror(ENAMETOOLONG));
+    if (out && trace && kt_output_same(out, trace)) {
+        fprintf(stderr, "ktiming: KTIMING_OUTPUT and KTIMING_TRACE name the same file (%s): neither written\n",
+                out);
+        out = trace = NULL;
+    }
     kt_snapshot_t *snap = kt_snapshot();
     if (!snap) {
         fprintf(stderr, "ktiming: no snapshot at exit (out of memory)\n");
         return;
     }
-    if (out && *out)
-        write_one("KTIMING_OUTPUT", out, snap, KT_FORMAT_JSON);
-    if (trace && *trace)
-        write_one("KTIMING_TRACE", trace, snap, KT_FORMAT_CHROME);
-    if (want_report)
-        kt_report_print(stderr, snap, KT_FORMAT_TEXT);
+    /* a forked child starts empty (fork handlers): it writes only what it recorded itself */
+    if (!kt__forked_child() || snapshot_has_records(snap)) {
+        if (out)
+            exit_write_one("KTIMING_OUTPUT", out, snap, KT_FORMAT_JSON);
+        if (trace)
+            exit_write_one("KTIMING_TRACE", trace, snap, KT_FORMAT_CHROME);
+        if (want_report)
+            kt_report_print(stderr, snap, KT_FORMAT_TEXT);
+    }
     kt_snapshot_free(snap);
 }

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------------------
  * State
@@ -31,6 +32,29 @@ static void update_recording(void)
 {
     int on = g_user_enabled && atomic_load(&g_state) != KT__SHUTDOWN;
     __atomic_store_n(&kt__recording, on, __ATOMIC_RELAXED);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * fork (called from the service layer's one pthread_atfork registration, after the backends' prepare and
+ * before their release): every core lock is taken before fork and released after it in both processes, so a
+ * child forked while another thread held one (registering a name, adopting a shard, taking a snapshot) finds
+ * it usable. The child starts with empty statistics (kt__recorder_fork_child) and writes its own outputs.
+ * ------------------------------------------------------------------------------------------------- */
+
+void kt__core_fork_prepare(void)
+{
+    pthread_mutex_lock(&g_life_lock);
+    kt__recorder_fork_prepare();
+    kt__registry_fork_prepare();
+}
+
+void kt__core_fork_release(int child)
+{
+    kt__registry_fork_release();
+    kt__recorder_fork_release();
+    pthread_mutex_unlock(&g_life_lock);
+    if (child)
+        kt__recorder_fork_child();
 }
 
 /* At exit, in the process that initialised ktiming: one bounded wait for work in flight (KTIMING_EXIT_WAIT_MS),
@@ -70,6 +94,7 @@ static void first_init(const kt_desc_t *d)
 
     kt__hclock_init(); /* publishes the host device record */
 
+    kt__fork_install(kt__core_fork_prepare, kt__core_fork_release);
     atexit(at_exit);
     atomic_store_explicit(&g_state, KT__RUNNING, memory_order_release);
     update_recording();

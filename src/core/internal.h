@@ -40,6 +40,17 @@ void kt__ensure_init(void);
 /* Writes KTIMING_OUTPUT / KTIMING_REPORT / KTIMING_TRACE at process exit (atexit.c, built with src/export). */
 void kt__exit_write(void);
 
+/* fork, called from the service layer's atfork handlers (service.h): prepare takes every core lock (life,
+ * reset, shards, registry, last error), release gives them back in parent and child (child = 1 also starts
+ * the child's statistics empty). Each lock-owning file provides its part. */
+void kt__core_fork_prepare(void);
+void kt__core_fork_release(int child);
+void kt__recorder_fork_prepare(void);
+void kt__recorder_fork_release(void);
+void kt__recorder_fork_child(void);
+void kt__registry_fork_prepare(void);
+void kt__registry_fork_release(void);
+
 /* Records one host-timed dispatch with its span on the host thread's track (CPU zones, kt_cpu_dispatch_2d). */
 void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end_ns);
 
@@ -95,6 +106,28 @@ void kt__thread_refresh(uint32_t ordinal);
 typedef _Atomic uint64_t kt__au64;
 typedef _Atomic(kt__au64 *) kt__u64_ptr;
 
+/* A slot's reservoir grows with use: block 0 holds samples [0, 16), block k >= 1 holds [16 * 2^(k-1), 16 * 2^k),
+ * each allocated when the first sample reaches it and never moved (a snapshot may read while the owner
+ * writes). 17 blocks cover the largest capacity (2^20). A kernel recorded once by a thread costs one slot
+ * (~0.3 KB) plus 128 bytes of samples; one with a full 1024-sample reservoir 8 KB. */
+#define KT__SMP_FIRST 16u
+#define KT__SMP_BLOCKS 17u
+
+/* The block holding sample index i, and i's offset in it. */
+static inline uint32_t kt__smp_block(uint32_t i, uint32_t *off)
+{
+    if (i < KT__SMP_FIRST) {
+        *off = i;
+        return 0;
+    }
+    uint32_t k = 32u - (uint32_t)__builtin_clz(i / KT__SMP_FIRST);
+    *off = i - (KT__SMP_FIRST << (k - 1u));
+    return k;
+}
+
+/* Entries in block k. */
+static inline uint32_t kt__smp_block_size(uint32_t k) { return k ? KT__SMP_FIRST << (k - 1u) : KT__SMP_FIRST; }
+
 /* One kernel's aggregates in one shard. Only the owning thread writes. A record stores its scalars (under the
  * seqlock `seq`) before its histogram count and reservoir sample, each a release store; a snapshot reads
  * samples and histogram first (acquire), then the scalars, so every value it copied belongs to a record those
@@ -117,9 +150,9 @@ typedef struct kt__slot_t {
     _Atomic uint64_t dropped_by[KT_DROP_REASON_COUNT]; /* `dropped` by reason */
     _Atomic uint64_t bytes;      /* bytes moved by counted dispatches; stored after their scalars */
     _Atomic uint64_t spans_dropped;            /* spans not kept: span log full */
-    _Atomic uint32_t res_fill;                 /* samples[0..res_fill) hold values (= count until full) */
+    _Atomic uint32_t res_fill;                 /* samples [0, res_fill) hold values (= count until full) */
     double res_w;                              /* owner only: Algorithm L's running W */
-    kt__u64_ptr samples;                       /* reservoir, kt__cfg.sample_capacity entries (after the struct) */
+    kt__u64_ptr smp[KT__SMP_BLOCKS];           /* reservoir in blocks that grow with use (kt__smp_block) */
     kt__u64_ptr hist[KT__HIST_BLOCKS];         /* histogram blocks of KT__HIST_BLOCK counters, lazily allocated */
 } kt__slot_t;
 
@@ -134,16 +167,17 @@ typedef struct kt__span_rec_t {
     _Atomic uint64_t t[7];     /* duration, enqueue, queued, submit, start, end, uncertainty (ns) */
 } kt__span_rec_t;
 
-/* Per-thread pointer cache entry for kt_record(name, ...): verified by comparing the string. */
+/* Per-thread pointer cache entry for kt_record(name, ...). A hit is confirmed by comparing the caller's string
+ * with the interned copy: the pointer alone proves nothing (a buffer reused for another name, or a library
+ * unloaded and another loaded at the same address with its own literal there). */
 typedef struct kt__name_cache_t {
     const char *ptr;       /* the caller's pointer */
+    const char *name;      /* the interned copy it matched (immutable, never freed) */
     kt_kernel_id_t id;     /* what it interned to */
-    uint32_t tag;          /* backend | read-only flag << 8 | first byte << 16 (see cache_tag in recorder.c);
-                              read-only: ptr is in a non-writable segment, so its bytes cannot have changed */
+    uint32_t backend;      /* backend + 1; 0 = empty entry */
 } kt__name_cache_t;
 
 #define KT__NAME_CACHE 128u
-#define KT__RO_RANGES 4u
 
 /* A recording thread's private store. Shards outlive their thread (an exiting thread's records stay) and
  * are adopted by later threads. */
@@ -157,15 +191,14 @@ typedef struct kt__shard_t {
     _Atomic uint32_t span_count;                /* spans published (never above the capacity) */
     uint64_t rng;                               /* owner only: PRNG state for the reservoirs */
     kt__name_cache_t names[KT__NAME_CACHE];     /* owner only: kt_record() pointer cache */
-    uintptr_t ro_lo[KT__RO_RANGES];             /* owner only: read-only segments seen (start) ... */
-    uintptr_t ro_hi[KT__RO_RANGES];             /* ... and end */
-    uint32_t ro_next;                           /* owner only: next ro range to replace */
 } kt__shard_t;
 
 /* The calling thread's shard (created or adopted on first use). NULL only when out of memory. */
 kt__shard_t *kt__shard_self(void);
 /* First shard of the list (each shard's `next` is immutable); iterate with the acquire load done here. */
 kt__shard_t *kt__shards_head(void);
+/* Records dropped since the last reset because their kernel could not be interned (table full). */
+uint64_t kt__kernels_dropped(void);
 /* Current reset generation. */
 uint64_t kt__generation(void);
 /* kt_reset() waits between these two calls: a snapshot holds the generation still while it reads, so no shard

@@ -1,7 +1,6 @@
 /* recorder.c — the hot path: each thread writes its own shard, indexed by kernel id; no lock on record. */
 #include "core/internal.h"
 
-#include <link.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -160,11 +159,9 @@ static kt__slot_t *slot_create(kt__shard_t *s, kt_kernel_id_t id)
             return NULL;
         KT__STR(&s->dir[id >> KT__CHUNK_BITS], chunk);
     }
-    /* The slot and its reservoir are one block: the reservoir follows the struct. */
-    kt__slot_t *sl = calloc(1, sizeof *sl + (size_t)kt__cfg.sample_capacity * sizeof(uint64_t));
+    kt__slot_t *sl = calloc(1, sizeof *sl); /* the reservoir's blocks come with the samples (reservoir_step) */
     if (!sl)
         return NULL;
-    KT__ST(&sl->samples, (kt__au64 *)(void *)(sl + 1));
     KT__ST(&sl->min, UINT64_MAX);
     KT__STR(&chunk[id & (KT__CHUNK - 1u)], sl);
     return sl;
@@ -179,10 +176,24 @@ static inline kt__slot_t *slot_peek(kt__shard_t *s, kt_kernel_id_t id)
     return chunk ? KT__LD(&chunk[id & (KT__CHUNK - 1u)]) : NULL;
 }
 
+/* Records whose kernel could not be interned (kernel table full: the id is 0) or was never handed out. */
+static _Atomic uint64_t g_kernels_dropped;
+
+uint64_t kt__kernels_dropped(void) { return KT__LD(&g_kernels_dropped); }
+
 static inline kt__slot_t *slot_for(kt__shard_t *s, kt_kernel_id_t id)
 {
     kt__slot_t *sl = slot_peek(s, id);
     return __builtin_expect(sl != NULL, 1) || (uint32_t)(id - 1u) >= KT__MAX_KERNELS ? sl : slot_create(s, id);
+}
+
+/* slot_for on the slow paths: a record without a valid kernel is counted in kernels_dropped. */
+static kt__slot_t *slot_for_counted(kt__shard_t *s, kt_kernel_id_t id)
+{
+    kt__slot_t *sl = slot_for(s, id);
+    if (!sl && !kt__kernel_get(id))
+        atomic_fetch_add_explicit(&g_kernels_dropped, 1, memory_order_relaxed);
+    return sl;
 }
 
 /* The calling thread's shard if it exists and holds the current generation (the hot path's only check). */
@@ -202,18 +213,28 @@ static inline kt__shard_t *shard_ready(void)
  * scalars are stored (n is the count before it). */
 static void reservoir_step(kt__shard_t *s, kt__slot_t *sl, uint64_t n, uint64_t v)
 {
-    uint32_t cap = kt__cfg.sample_capacity;
-    kt__au64 *smp = KT__LD(&sl->samples);
+    uint32_t cap = kt__cfg.sample_capacity, off;
     if (n < cap) {
-        KT__STR(&smp[n], v);
-        KT__STR(&sl->res_fill, (uint32_t)n + 1u); /* exposes the sample just written */
+        /* Filling: the next position (n, unless a block could not be allocated before). */
+        uint32_t pos = KT__LD(&sl->res_fill), k = kt__smp_block(pos, &off);
+        kt__au64 *blk = KT__LD(&sl->smp[k]);
+        if (!blk && (blk = calloc(kt__smp_block_size(k), sizeof *blk)) != NULL)
+            KT__STR(&sl->smp[k], blk);
+        if (blk) { /* out of memory: the sample is lost, the exact aggregates are not */
+            KT__STR(&blk[off], v);
+            KT__STR(&sl->res_fill, pos + 1u); /* exposes the sample just written */
+        }
         if (n + 1 < cap) {
             sl->res_next = n + 1;
             return;
         }
         sl->res_w = exp(log(kt__rand_open01(&s->rng)) / cap);
     } else {
-        KT__STR(&smp[kt__rand_below(&s->rng, cap)], v);
+        uint32_t fill = KT__LD(&sl->res_fill); /* = cap unless memory ran out while filling */
+        if (fill) {
+            uint32_t k = kt__smp_block((uint32_t)kt__rand_below(&s->rng, fill), &off);
+            KT__STR(&KT__LD(&sl->smp[k])[off], v);
+        }
         sl->res_w *= exp(log(kt__rand_open01(&s->rng)) / cap);
     }
     double skip = floor(log(kt__rand_open01(&s->rng)) / log1p(-sl->res_w));
@@ -324,7 +345,7 @@ static void span_push(kt__shard_t *s, kt__slot_t *sl, kt_kernel_id_t kernel, uin
 static __attribute__((noinline)) void record_id_slow(kt_kernel_id_t kernel, uint64_t elapsed_ns)
 {
     kt__shard_t *s = shard_for_write();
-    kt__slot_t *sl = s ? slot_for(s, kernel) : NULL;
+    kt__slot_t *sl = s ? slot_for_counted(s, kernel) : NULL;
     if (sl)
         slot_add_full(s, sl, elapsed_ns, 0);
 }
@@ -344,84 +365,39 @@ void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns)
  * kt_record(name, ...): the per-thread pointer cache
  * ------------------------------------------------------------------------------------------------- */
 
-/* Is p inside a mapped segment that is not writable (string literals are)? Then the bytes behind a cached
- * pointer cannot change, and a hit needs no string comparison. */
-typedef struct ro_query_t {
-    uintptr_t addr;  /* the address asked about */
-    uintptr_t lo;    /* result: containing segment */
-    uintptr_t hi;    /* its end */
-    int found;       /* 1 = in a read-only segment, -1 = in a writable one, 0 = not in any */
-} ro_query_t;
-
-static int ro_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    ro_query_t *q = arg;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD)
-            continue;
-        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-        if (q->addr >= lo && q->addr < hi) {
-            q->found = (ph->p_flags & PF_W) ? -1 : 1;
-            q->lo = lo;
-            q->hi = hi;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static int ptr_readonly(kt__shard_t *s, const char *p)
-{
-    uintptr_t a = (uintptr_t)p;
-    for (uint32_t i = 0; i < KT__RO_RANGES; i++)
-        if (a >= s->ro_lo[i] && a < s->ro_hi[i])
-            return 1;
-    ro_query_t q = {a, 0, 0, 0};
-    dl_iterate_phdr(ro_cb, &q);
-    if (q.found != 1)
-        return 0;
-    uint32_t i = s->ro_next++ % KT__RO_RANGES;
-    s->ro_lo[i] = q.lo;
-    s->ro_hi[i] = q.hi;
-    return 1;
-}
-
 static inline kt__name_cache_t *cache_entry(kt__shard_t *s, const char *name, kt_backend_t backend)
 {
     uintptr_t p = (uintptr_t)name;
     return &s->names[((p >> 3) ^ (p >> 11) ^ (uint32_t)backend) & (KT__NAME_CACHE - 1u)];
 }
 
-/* Backend, read-only flag and first byte in one word, so a hit is two comparisons. */
-static inline uint32_t cache_tag(kt_backend_t backend, int ro, char c0)
+/* Same pointer, same backend, same bytes as the interned name it stood for. The bytes are compared on every
+ * hit: whether the memory is read-only says nothing once a library can be unloaded and another loaded at its
+ * address (dlclose/dlopen), and no cheap unload signal exists for the hot path. */
+static inline int cache_hit(const kt__name_cache_t *e, const char *name, kt_backend_t backend)
 {
-    return (uint32_t)backend | (uint32_t)(ro != 0) << 8 | (uint32_t)(uint8_t)c0 << 16;
+    if (e->ptr != name || e->backend != (uint32_t)backend + 1u)
+        return 0;
+    /* inline: a kernel name is short, and a library call would cost more than the bytes */
+    const char *a = name, *b = e->name;
+    while (*a == *b && *a)
+        a++, b++;
+    return *a == *b;
 }
 
-/* A hit that needs no comparison: same pointer into read-only memory (first byte checked for good measure). */
-static inline int cache_hit_ro(const kt__name_cache_t *e, const char *name, kt_backend_t backend)
-{
-    return e->ptr == name && e->tag == cache_tag(backend, 1, name[0]);
-}
-
-/* Full lookup: a cached pointer in writable memory is confirmed by comparing the string with the interned
- * copy (a reused buffer holding another name misses); a miss interns and refills the entry. */
+/* A hit, or intern and refill the entry. */
 static kt_kernel_id_t lookup_cached(kt__shard_t *s, const char *name, kt_backend_t backend)
 {
     kt__name_cache_t *e = cache_entry(s, name, backend);
-    if (e->ptr == name && (e->tag & 0xffu) == (uint32_t)backend) {
-        if (e->tag == cache_tag(backend, 1, name[0]))
-            return e->id;
-        if (strcmp(kt__kernel_get(e->id)->name, name) == 0)
-            return e->id;
-    }
+    if (cache_hit(e, name, backend))
+        return e->id;
     kt_kernel_id_t id = kt_kernel_intern(name, backend, NULL);
-    if (id) {
+    const kt__kernel_t *k = kt__kernel_get(id);
+    if (k) {
         e->ptr = name;
+        e->name = k->name;
         e->id = id;
-        e->tag = cache_tag(backend, ptr_readonly(s, name), name[0]);
+        e->backend = (uint32_t)backend + 1u;
     }
     return id;
 }
@@ -439,7 +415,7 @@ static __attribute__((noinline)) void record_name_slow(const char *name, kt_back
     if ((unsigned)backend >= KT_BACKEND_COUNT)
         return;
     kt__shard_t *s = shard_for_write();
-    kt__slot_t *sl = s ? slot_for(s, lookup_cached(s, name, backend)) : NULL;
+    kt__slot_t *sl = s ? slot_for_counted(s, lookup_cached(s, name, backend)) : NULL;
     if (sl)
         slot_add(s, sl, elapsed_ns, 0);
 }
@@ -452,7 +428,7 @@ void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns)
     if (__builtin_expect(s != NULL, 1)) {
         const kt__name_cache_t *e = cache_entry(s, name, backend);
         kt__slot_t *sl;
-        if (__builtin_expect(cache_hit_ro(e, name, backend) && (sl = slot_peek(s, e->id)) &&
+        if (__builtin_expect(cache_hit(e, name, backend) && (sl = slot_peek(s, e->id)) &&
                                  slot_add_fast(sl, elapsed_ns, 0),
                              1))
             return;
@@ -477,7 +453,7 @@ void kt_record_dispatch(const kt_dispatch_t *d)
     if (!kt__on() || !d)
         return;
     kt__shard_t *s = shard_for_write();
-    kt__slot_t *sl = s ? slot_for(s, d->kernel) : NULL;
+    kt__slot_t *sl = s ? slot_for_counted(s, d->kernel) : NULL;
     if (!sl)
         return;
     if (d->flags & KT_SPAN_ERROR) {
@@ -497,7 +473,7 @@ void kt_record_dispatch(const kt_dispatch_t *d)
 void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end_ns)
 {
     kt__shard_t *s = shard_for_write();
-    kt__slot_t *sl = s ? slot_for(s, kernel) : NULL;
+    kt__slot_t *sl = s ? slot_for_counted(s, kernel) : NULL;
     if (!sl)
         return;
     uint64_t dur = end_ns - start_ns;
@@ -512,7 +488,7 @@ void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name)
     if (!kt__on())
         return;
     kt__shard_t *s = shard_for_write();
-    kt__slot_t *sl = s ? slot_for(s, kernel) : NULL;
+    kt__slot_t *sl = s ? slot_for_counted(s, kernel) : NULL;
     if (!sl)
         return;
     if (error_name && *error_name)
@@ -525,7 +501,7 @@ void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason)
     if (!kt__on())
         return;
     kt__shard_t *s = shard_for_write();
-    kt__slot_t *sl = s ? slot_for(s, kernel) : NULL;
+    kt__slot_t *sl = s ? slot_for_counted(s, kernel) : NULL;
     if (!sl)
         return;
     if ((unsigned)reason >= KT_DROP_REASON_COUNT)
@@ -543,5 +519,29 @@ void kt_reset(void)
 {
     pthread_mutex_lock(&g_reset_lock);
     atomic_fetch_add_explicit(&g_gen, 1, memory_order_acq_rel);
+    KT__ST(&g_kernels_dropped, 0);
     pthread_mutex_unlock(&g_reset_lock);
+}
+
+/* fork (core.c's handlers): the reset lock, then the shard list lock, held across fork. */
+void kt__recorder_fork_prepare(void)
+{
+    pthread_mutex_lock(&g_reset_lock);
+    pthread_mutex_lock(&g_shards_lock);
+}
+
+void kt__recorder_fork_release(void)
+{
+    pthread_mutex_unlock(&g_shards_lock);
+    pthread_mutex_unlock(&g_reset_lock);
+}
+
+/* In the child, after the locks are released. Only the forking thread exists; the other threads' shards stay
+ * marked owned and are never adopted: their owners may have been mid-record at the fork (a slot's seqlock odd
+ * forever), and they belong to the parent's generation, which snapshots skip. The child starts empty (a new
+ * generation, as kt_reset), so what it writes is what it recorded itself, never a copy of the parent's. */
+void kt__recorder_fork_child(void)
+{
+    atomic_fetch_add_explicit(&g_gen, 1, memory_order_acq_rel);
+    KT__ST(&g_kernels_dropped, 0);
 }

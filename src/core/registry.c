@@ -325,3 +325,17 @@ void kt__kernel_last_error(kt_kernel_id_t id, char *buf, size_t size)
         copy_str(buf, size, g_errs[id].name);
     pthread_mutex_unlock(&g_err_lock);
 }
+
+/* fork (core.c's handlers): the registry and last-error locks are held across fork, so the child gets them
+ * unlocked and consistent. */
+void kt__registry_fork_prepare(void)
+{
+    pthread_mutex_lock(&g_reg_lock);
+    pthread_mutex_lock(&g_err_lock);
+}
+
+void kt__registry_fork_release(void)
+{
+    pthread_mutex_unlock(&g_err_lock);
+    pthread_mutex_unlock(&g_reg_lock);
+}

@@ -39,6 +39,18 @@ static void atfork_install(void)
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
+static void (*g_core_prepare)(void);     /* the core's own fork hooks (kt__fork_install), set once */
+static void (*g_core_release)(int child);
+static void (*g_fork_core_release)(int child); /* what this fork's prepare took (read once per fork) */
+
+void kt__fork_install(void (*core_prepare)(void), void (*core_release)(int child))
+{
+    /* no lock: the caller holds the core's life-cycle lock, which fork_prepare takes after g_svc_lock */
+    __atomic_store_n(&g_core_release, core_release, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_core_prepare, core_prepare, __ATOMIC_RELEASE);
+    pthread_once(&g_atfork_once, atfork_install);
+}
+
 int kt__backend_register(const kt__backend_ops_t *ops)
 {
     if (!ops)
@@ -70,6 +82,8 @@ static int ops_copy(const kt__backend_ops_t **out)
 
 void kt__backends_flush(uint64_t deadline_ns)
 {
+    if (kt__forked_child()) /* the driver state is the parent's: never waited on here */
+        return;
     const kt__backend_ops_t *ops[KT__MAX_BACKENDS];
     int n = ops_copy(ops);
     for (int i = 0; i < n; i++)
@@ -85,6 +99,8 @@ void kt__backends_stop(uint64_t deadline_ns)
     memcpy(ops, g_ops, sizeof ops[0] * (size_t)n);
     g_nops = 0; /* each stop runs once; a backend used again registers again */
     pthread_mutex_unlock(&g_svc_lock);
+    if (kt__forked_child()) /* unregistered, but the parent's drivers are not touched from a child */
+        return;
     for (int i = 0; i < n; i++)
         if (ops[i]->stop)
             ops[i]->stop(deadline_ns);
@@ -268,10 +284,18 @@ static void fork_prepare(void)
     pthread_mutex_lock(&g_coll_list_lock);
     for (kt__collector_t *c = g_colls; c; c = c->next)
         pthread_mutex_lock(&c->lock);
+    g_fork_core_release = __atomic_load_n(&g_core_release, __ATOMIC_ACQUIRE);
+    void (*core_prepare)(void) = __atomic_load_n(&g_core_prepare, __ATOMIC_ACQUIRE);
+    if (core_prepare && g_fork_core_release) /* last: a backend may record (core locks) holding its own */
+        core_prepare();
+    else
+        g_fork_core_release = NULL;
 }
 
 static void fork_release(int child)
 {
+    if (g_fork_core_release)
+        g_fork_core_release(child);
     for (kt__collector_t *c = g_colls; c; c = c->next) {
         if (child) {
             atomic_store(&c->running, 0);

@@ -36,10 +36,11 @@ typedef struct kt__backend_ops_t {
 /* Registers ops (the pointer must stay valid; idempotent per pointer). 0, KT_EINVAL or KT_EFULL. */
 int kt__backend_register(const kt__backend_ops_t *ops);
 
-/* Calls every registered flush with this deadline (registration order). */
+/* Calls every registered flush with this deadline (registration order); nothing in a forked child. */
 void kt__backends_flush(uint64_t deadline_ns);
 
-/* Calls every registered stop once with this deadline and unregisters them (registration order). */
+/* Calls every registered stop once with this deadline and unregisters them (registration order); in a forked
+ * child it only unregisters them. */
 void kt__backends_stop(uint64_t deadline_ns);
 
 /* How long exit and kt_shutdown() wait for work in flight: KTIMING_EXIT_WAIT_MS (default 2000 ms), in ns. */
@@ -48,6 +49,11 @@ uint64_t kt__exit_wait_ns(void);
 /* How long kt_flush() / kt_snapshot() wait for work in flight before returning: 10 s. A command that never
  * completes (waiting on an event the program never sets) costs this once per flush, not once per command. */
 #define KT__FLUSH_WAIT_NS 10000000000ull
+
+/* Installs the one pthread_atfork registration (backends' callbacks, collector threads, then the core's own
+ * locks through core_prepare / core_release(child)); idempotent. The core's first initialisation calls it with
+ * kt__core_fork_prepare / kt__core_fork_release. */
+void kt__fork_install(void (*core_prepare)(void), void (*core_release)(int child));
 
 /* Non-zero in a process forked from the one that initialised ktiming (exit-time backend work is skipped). */
 int kt__forked_child(void);

@@ -175,6 +175,7 @@ kt_snapshot_t *kt_snapshot(void)
     snap->host[sizeof snap->host - 1] = 0;
     snap->pid = (int64_t)getpid();
     snap->rank = kt__rank();
+    snap->kernels_dropped = kt__kernels_dropped();
 
     kt__reset_hold();
     uint64_t gen = kt__generation();
@@ -241,9 +242,10 @@ kt_snapshot_t *kt_snapshot(void)
                 poolbuf = nb;
                 poolcap = nc;
             }
-            _Atomic uint64_t *smp = KT__LD(&sl->samples);
-            for (uint32_t j = 0; j < fill; j++)
-                poolbuf[poolused + j] = KT__LDA(&smp[j]);
+            for (uint32_t j = 0, off; j < fill; j++) { /* every block below res_fill is published */
+                uint32_t k = kt__smp_block(j, &off);
+                poolbuf[poolused + j] = KT__LDA(&KT__LDA(&sl->smp[k])[off]);
+            }
             for (uint32_t b = 0; b < KT__HIST_BLOCKS; b++) {
                 _Atomic uint64_t *blk = KT__LDA(&sl->hist[b]);
                 if (!blk)

@@ -1,14 +1,11 @@
-/* report.c — kt_report_print() and kt_report_write(): format dispatch, C numeric locale, atomic file writes. */
+/* report.c — kt_report_print() and kt_report_write(): format dispatch, C numeric locale, file writes. */
 #include "export/export.h"
 
-#include <errno.h>
-#include <fcntl.h>
+#include <ktiming/output.h>
+
 #include <locale.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* Every format writes numbers with '.', whatever LC_NUMERIC the host program chose: the numeric locale is
  * switched for this thread only (uselocale), never for the process. */
@@ -46,14 +43,8 @@ int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t forma
     return rc;
 }
 
-/* ---------------------------------------------------------------------------------------------------
- * Atomic write: the document goes to a temporary file beside `path` (same file system), is flushed to disk,
- * then renamed over `path`. Readers see the old file or the whole new one, never a part; on any failure the
- * temporary file is removed and `path` is untouched.
- * ------------------------------------------------------------------------------------------------- */
-
-static atomic_uint g_tmp_counter;
-
+/* Through the one output writer (ktiming/output.h): atomic replacement of a regular file, write-through of a
+ * FIFO or device, a symlink's target replaced. */
 int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format)
 {
     return kt_report_write_opts(path, snap, format, NULL);
@@ -63,47 +54,14 @@ int kt_report_write_opts(const char *path, const kt_snapshot_t *snap, kt_format_
 {
     if (!path || !*path || !snap || (unsigned)format > KT_FORMAT_MARKDOWN)
         return KT_EINVAL;
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 64);
-    if (!tmp)
-        return KT_ENOMEM;
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        snprintf(tmp, plen + 64, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&g_tmp_counter, 1u));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666); /* 0666 & ~umask, as fopen does */
-        if (fd < 0 && errno != EEXIST)
-            break;
-    }
-    if (fd < 0) {
-        int saved = errno;
-        free(tmp);
-        errno = saved;
-        return KT_EIO;
-    }
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        int saved = errno;
-        close(fd);
-        unlink(tmp);
-        free(tmp);
-        errno = saved;
-        return KT_ENOMEM;
-    }
-    int rc = kt_report_print_opts(f, snap, format, opts);
-    if (rc == 0 && fsync(fileno(f)) != 0)
-        rc = KT_EIO;
-    int saved = errno;
-    if (fclose(f) != 0 && rc == 0) {
-        rc = KT_EIO;
-        saved = errno;
-    }
-    if (rc == 0 && rename(tmp, path) != 0) {
-        rc = KT_EIO;
-        saved = errno;
-    }
+    kt_output_t *o;
+    int rc = kt_output_open(path, 0, &o);
     if (rc != 0)
-        unlink(tmp);
-    free(tmp);
-    errno = saved;
-    return rc;
+        return rc;
+    rc = kt_report_print_opts(kt_output_file(o), snap, format, opts);
+    if (rc != 0) {
+        kt_output_abort(o);
+        return rc;
+    }
+    return kt_output_commit(o);
 }

@@ -85,4 +85,24 @@ int ktcli_devices_opencl(FILE *out);
 int ktcli_devices_vulkan(FILE *out);
 int ktcli_devices_cuda(FILE *out);
 
+/* --max-input-mb for commands that read snapshots: default and largest accepted value (MiB). */
+#define KTCLI_MAX_INPUT_MB_DEFAULT 1024u
+#define KTCLI_MAX_INPUT_MB_MAX (1u << 20)
+
+/* Parses a --max-input-mb value (a whole number of MiB in [1, KTCLI_MAX_INPUT_MB_MAX]) into bytes; 0 or -1. */
+static inline int ktcli_parse_max_input_mb(const char *s, size_t *bytes)
+{
+    unsigned long long v = 0;
+    if (!s || !*s)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || (v = v * 10u + (unsigned)(*s - '0')) > KTCLI_MAX_INPUT_MB_MAX)
+            return -1;
+    }
+    if (v == 0)
+        return -1;
+    *bytes = (size_t)v << 20;
+    return 0;
+}
+
 #endif

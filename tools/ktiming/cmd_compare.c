@@ -3,6 +3,7 @@
 
 #include <ktiming/analysis.h>
 #include <ktiming/compare.h>
+#include <ktiming/output.h>
 
 #include <errno.h>
 #include <getopt.h>
@@ -34,6 +35,7 @@ static void compare_usage(FILE *out)
             "  -f, --format FMT      text (default), markdown, json, or html (AFTER's HTML report with the\n"
             "                        speedups, confidence intervals and verdicts; best written with -o)\n"
             "  -o, --output FILE     write there (replaced atomically) instead of standard output\n"
+            "  --max-input-mb N      refuse a snapshot larger than N MiB (default 1024)\n"
             "  -h, --help            this text\n"
             "\n"
             "exit status: 0 compared (no regression, or not asked), 1 regression with --fail-on-regression,\n"
@@ -72,13 +74,14 @@ typedef struct compare_args_t {
     int html;               /* --format html: kt_report_compare_html instead of kt_compare_print */
     const char *output;     /* NULL = stdout */
     const char *filter;     /* fnmatch glob on kernel names; NULL = all */
+    size_t max_input;       /* --max-input-mb, in bytes */
     int fail_on_regression; /* exit 1 on SLOWER */
 } compare_args_t;
 
 /* Returns -1 to continue, or an exit code (0 after --help). */
 static int parse_args(int argc, char **argv, compare_args_t *a)
 {
-    enum { O_THRESHOLD = 256, O_ALPHA, O_CONFIDENCE, O_MIN_SAMPLES, O_BOOTSTRAP, O_SEED, O_FAIL };
+    enum { O_THRESHOLD = 256, O_ALPHA, O_CONFIDENCE, O_MIN_SAMPLES, O_BOOTSTRAP, O_SEED, O_FAIL, O_MAX_INPUT };
     static const struct option kLong[] = {{"threshold", required_argument, NULL, O_THRESHOLD},
                                           {"alpha", required_argument, NULL, O_ALPHA},
                                           {"confidence", required_argument, NULL, O_CONFIDENCE},
@@ -86,6 +89,7 @@ static int parse_args(int argc, char **argv, compare_args_t *a)
                                           {"bootstrap", required_argument, NULL, O_BOOTSTRAP},
                                           {"seed", required_argument, NULL, O_SEED},
                                           {"fail-on-regression", no_argument, NULL, O_FAIL},
+                                          {"max-input-mb", required_argument, NULL, O_MAX_INPUT},
                                           {"filter", required_argument, NULL, 'k'},
                                           {"format", required_argument, NULL, 'f'},
                                           {"output", required_argument, NULL, 'o'},
@@ -127,6 +131,10 @@ static int parse_args(int argc, char **argv, compare_args_t *a)
             a->opts.seed = u;
             break;
         case O_FAIL: a->fail_on_regression = 1; break;
+        case O_MAX_INPUT:
+            if (ktcli_parse_max_input_mb(val, &a->max_input))
+                return usage_error("--max-input-mb: not a size in MiB (1..1048576): '%s'", val);
+            break;
         case 'k': a->filter = val; break;
         case 'f':
             if (!strcmp(val, "text")) a->format = KT_COMPARE_TEXT;
@@ -169,32 +177,19 @@ static int print_any(FILE *out, kt_snapshot_t *const *snap, const kt_compare_res
     return snap ? print_html(out, snap, res) : kt_compare_print(out, res, format);
 }
 
-/* Print into a temporary file beside path, then rename it over path: readers never see half a comparison,
- * and a failure leaves an existing file as it was. */
+/* Through the output writer (ktiming/output.h): readers never see half a comparison, a failure leaves an
+ * existing file as it was, a FIFO or device is written through. */
 static int write_atomic(const char *path, kt_snapshot_t *const *snap, const kt_compare_result_t *res,
                         kt_compare_format_t format)
 {
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 16);
-    if (!tmp) return KT_ENOMEM;
-    memcpy(tmp, path, len);
-    memcpy(tmp + len, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        fprintf(stderr, "ktiming compare: %s: %s\n", path, strerror(errno));
-        free(tmp);
-        return KT_EIO;
+    kt_output_t *o = NULL;
+    int rc = kt_output_open(path, 0, &o);
+    if (!rc) {
+        rc = print_any(kt_output_file(o), snap, res, format);
+        if (rc) kt_output_abort(o);
+        else rc = kt_output_commit(o);
     }
-    FILE *f = fdopen(fd, "w");
-    int rc = f ? print_any(f, snap, res, format) : KT_EIO;
-    if (f && fclose(f) != 0 && !rc) rc = KT_EIO;
-    if (!f) close(fd);
-    if (!rc && rename(tmp, path) != 0) {
-        fprintf(stderr, "ktiming compare: %s: %s\n", path, strerror(errno));
-        rc = KT_EIO;
-    }
-    if (rc) unlink(tmp);
-    free(tmp);
+    if (rc == KT_EIO) fprintf(stderr, "ktiming compare: %s: %s\n", path, strerror(errno));
     return rc;
 }
 
@@ -202,13 +197,14 @@ int ktcli_cmd_compare(int argc, char **argv)
 {
     compare_args_t a;
     memset(&a, 0, sizeof a);
+    a.max_input = (size_t)KTCLI_MAX_INPUT_MB_DEFAULT << 20;
     int code = parse_args(argc, argv, &a);
     if (code >= 0) return code;
 
     kt_snapshot_t *snap[2] = {NULL, NULL};
     char err[512];
     for (int i = 0; i < 2; i++) {
-        int rc = kt_snapshot_load(a.paths[i], &snap[i], err, sizeof err);
+        int rc = kt_snapshot_load_max(a.paths[i], a.max_input, &snap[i], err, sizeof err);
         if (rc) {
             fprintf(stderr, "ktiming compare: %s\n", err[0] ? err : kt_strerror(rc));
             kt_snapshot_free(snap[0]);

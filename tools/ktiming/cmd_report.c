@@ -10,7 +10,7 @@
 static void report_usage(FILE *out)
 {
     fprintf(out,
-            "usage: ktiming report FILE.json [-f FORMAT] [--sort KEY] [--filter GLOB] [-o OUT]\n"
+            "usage: ktiming report FILE.json [-f FORMAT] [--sort KEY] [--filter GLOB] [-o OUT] [--max-input-mb N]\n"
             "\n"
             "Prints or converts a snapshot saved by KTIMING_OUTPUT=..., `ktiming demo -o`, `ktiming run -o` or\n"
             "kt_report_write(). FILE '-' reads standard input.\n"
@@ -22,6 +22,7 @@ static void report_usage(FILE *out)
             "                     mean, count\n"
             "  -k, --filter GLOB  only kernels whose name matches the shell pattern GLOB (fnmatch), e.g. 'blur*'\n"
             "  -o, --output OUT   write to OUT (replaced atomically) instead of standard output\n"
+            "  --max-input-mb N   refuse a snapshot larger than N MiB (default 1024)\n"
             "  -h, --help         this help\n"
             "\n"
             "exit status: 0 done, 1 unreadable or invalid snapshot or failed write, 2 usage error\n");
@@ -34,7 +35,9 @@ int ktcli_cmd_report(int argc, char **argv)
                                           {"sort", required_argument, NULL, 's'},
                                           {"filter", required_argument, NULL, 'k'},
                                           {"help", no_argument, NULL, 'h'},
+                                          {"max-input-mb", required_argument, NULL, 'M'},
                                           {NULL, 0, NULL, 0}};
+    size_t max_input = (size_t)KTCLI_MAX_INPUT_MB_DEFAULT << 20;
     kt_format_t format = KT_FORMAT_TEXT;
     kt_report_opts_t ropts = {.sort = KT_SORT_TOTAL, .filter = NULL};
     const char *format_name = "text";
@@ -56,6 +59,10 @@ int ktcli_cmd_report(int argc, char **argv)
             break;
         case 'k': ropts.filter = optarg; break;
         case 'o': out_path = optarg; break;
+        case 'M':
+            if (ktcli_parse_max_input_mb(optarg, &max_input) != 0)
+                return ktcli_usage_error("report", "--max-input-mb: not a size in MiB (1..1048576): '%s'", optarg);
+            break;
         case 'h': report_usage(stdout); return 0;
         default: return ktcli_getopt_error("report", c, argc, argv);
         }
@@ -66,7 +73,7 @@ int ktcli_cmd_report(int argc, char **argv)
 
     kt_snapshot_t *snap = NULL;
     char err[512];
-    int rc = kt_snapshot_load(in_path, &snap, err, sizeof err);
+    int rc = kt_snapshot_load_max(in_path, max_input, &snap, err, sizeof err);
     if (rc) {
         fprintf(stderr, "ktiming report: %s\n", err);
         return 1;

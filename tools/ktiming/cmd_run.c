@@ -11,6 +11,7 @@
 #include "cli.h"
 
 #include <ktiming/analysis.h>
+#include <ktiming/output.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -38,6 +39,10 @@
 #define VK_LAYER_MANIFEST "ktiming_vk_layer.json"
 #define VK_LAYER_NAME "VK_LAYER_KTIMING_timing"
 #define CUPTI_LIB "libktiming_cupti.so"
+
+/* run's own failures (usage, setup, outputs not written), as env(1) and timeout(1) use it: distinct from any
+ * status the program itself is likely to return. */
+#define KTCLI_RUN_ERROR 125
 
 /* How an API is intercepted. */
 typedef enum run_mode_t {
@@ -75,8 +80,10 @@ static void usage(FILE *out)
             "  --vulkan MODE       auto (timing layer), off\n"
             "  --cuda MODE         auto (CUPTI injection library when built), on (required), off; a\n"
             "                      CUDA_INJECTION64_PATH already set is kept\n\n"
-            "The exit status is the program's (128+N when it dies of signal N); when the program succeeded but\n"
-            "an output asked for could not be written, 125.\n"
+            "The exit status is the program's (128+N when it dies of signal N); 125 for run's own errors (usage,\n"
+            "setup, or an output that could not be written when the program succeeded). SIGINT, SIGTERM, SIGHUP\n"
+            "and SIGQUIT sent to run are passed on to the program; run then waits, writes what was timed and\n"
+            "removes its temporary directory.\n"
             "Env KTIMING_INTERCEPT_DIR overrides where the interception libraries are looked for.\n");
 }
 
@@ -122,7 +129,7 @@ static int has_shim(const char *dir)
 /* The directory holding the interception libraries into out; 0 or -1. */
 static int intercept_dir(char *out, size_t size)
 {
-    const char *env = getenv("KTIMING_INTERCEPT_DIR");
+    const char *env = secure_getenv("KTIMING_INTERCEPT_DIR");
     if (env && *env) {
         snprintf(out, size, "%s", env);
         return 0;
@@ -188,7 +195,7 @@ static int setup_env(const run_opts_t *o, const char *dir, const char *run_dir)
         setenv("KTIMING_RUN_VERBOSE", "1", 1);
     }
     if (o->opencl != RUN_OFF && have_cl) {
-        const char *user_loader = getenv("KTIMING_OPENCL_LIBRARY");
+        const char *user_loader = secure_getenv("KTIMING_OPENCL_LIBRARY");
         if (user_loader && *user_loader && !strstr(user_loader, CL_DIRECT_LIB))
             setenv("KTIMING_CL_INTERCEPT_LOADER", user_loader, 1);
         if (path_join(path, sizeof path, dir, CL_DIRECT_LIB) != 0)
@@ -242,34 +249,69 @@ static int setup_env(const run_opts_t *o, const char *dir, const char *run_dir)
  * Running the program
  * ------------------------------------------------------------------------------------------------- */
 
+/* Signals `ktiming run` passes on to the program; it then waits for the program, writes what was timed and
+ * removes its directory, instead of dying at once and leaving the program orphaned. */
+static const int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+#define N_FORWARDED (sizeof kForwarded / sizeof kForwarded[0])
+
+static volatile sig_atomic_t g_child; /* the program's pid while it runs, else 0 */
+
+/* A signal sent to us (kill, timeout, a service manager) goes on to the program. One the terminal generated
+ * (^C, ^\, hang-up: si_code SI_KERNEL) already reached the program, which shares our process group: passing it
+ * on would deliver it twice. */
+static void forward_signal(int sig, siginfo_t *info, void *ctx)
+{
+    (void)ctx;
+    int saved = errno;
+    pid_t child = (pid_t)g_child;
+    if (child > 0 && (!info || info->si_code != SI_KERNEL))
+        kill(child, sig);
+    errno = saved;
+}
+
 /* Runs argv; returns its exit status as a shell would report it, *pid its process id. */
 static int run_program(char **argv, pid_t *pid)
 {
-    struct sigaction ign, old_int, old_quit;
-    memset(&ign, 0, sizeof ign);
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
+    sigset_t block, old_mask;
+    sigemptyset(&block);
+    for (size_t i = 0; i < N_FORWARDED; i++)
+        sigaddset(&block, kForwarded[i]);
     fflush(NULL);
+    /* blocked across fork: a signal arriving before the handlers know the child waits for them */
+    sigprocmask(SIG_BLOCK, &block, &old_mask);
     pid_t child = fork();
     if (child < 0) {
-        fprintf(stderr, "ktiming run: fork: %s\n", strerror(errno));
-        return 125;
+        int e = errno;
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
+        fprintf(stderr, "ktiming run: fork: %s\n", strerror(e));
+        return KTCLI_RUN_ERROR;
     }
-    if (child == 0) {
+    if (child == 0) { /* the program gets our dispositions (an ignored SIGINT stays ignored) and mask */
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
         execvp(argv[0], argv);
         int e = errno;
         fprintf(stderr, "ktiming run: cannot run %s: %s\n", argv[0], strerror(e));
         _exit(e == ENOENT ? 127 : 126);
     }
     *pid = child;
-    /* like a shell waiting for a foreground job: ^C and ^\ go to the program, we keep going to report */
-    sigaction(SIGINT, &ign, &old_int);
-    sigaction(SIGQUIT, &ign, &old_quit);
+    g_child = child;
+    struct sigaction fwd, old[N_FORWARDED];
+    memset(&fwd, 0, sizeof fwd);
+    fwd.sa_sigaction = forward_signal;
+    fwd.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&fwd.sa_mask);
+    for (size_t i = 0; i < N_FORWARDED; i++) {
+        sigaction(kForwarded[i], NULL, &old[i]);
+        if (old[i].sa_handler != SIG_IGN) /* a signal we were started ignoring stays ignored */
+            sigaction(kForwarded[i], &fwd, NULL);
+    }
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
     int status = 0;
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGQUIT, &old_quit, NULL);
+    g_child = 0;
+    for (size_t i = 0; i < N_FORWARDED; i++)
+        sigaction(kForwarded[i], &old[i], NULL);
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     if (WIFSIGNALED(status)) {
@@ -277,37 +319,50 @@ static int run_program(char **argv, pid_t *pid)
                 strsignal(WTERMSIG(status)));
         return 128 + WTERMSIG(status);
     }
-    return 125;
+    return KTCLI_RUN_ERROR;
 }
 
 /* ---------------------------------------------------------------------------------------------------
  * Results
  * ------------------------------------------------------------------------------------------------- */
 
+/* Copies from to `to` through the output writer (atomic replacement, special files written through); 0, or
+ * -1 with errno. */
 static int copy_file(const char *from, const char *to)
 {
-    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    FILE *in = fopen(from, "rb");
+    if (!in)
+        return -1;
+    kt_output_t *o = NULL;
+    if (kt_output_open(to, 0, &o) != 0) {
+        int e = errno;
+        fclose(in);
+        errno = e;
+        return -1;
+    }
     char buf[65536];
     size_t n;
-    int rc = in && out ? 0 : -1;
-    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, out) != n)
-            rc = -1;
-    if (in && ferror(in))
-        rc = -1;
-    if (in)
-        fclose(in);
-    if (out && fclose(out) != 0)
-        rc = -1;
-    return rc;
+    int bad = 0;
+    while (!bad && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        bad = fwrite(buf, 1, n, kt_output_file(o)) != n;
+    int e = errno;
+    bad = bad || ferror(in);
+    fclose(in);
+    if (bad) {
+        kt_output_abort(o);
+        errno = e ? e : EIO;
+        return -1;
+    }
+    return kt_output_commit(o) == 0 ? 0 : -1;
 }
 
 static int write_as(const char *what, const char *path, const kt_snapshot_t *snap, kt_format_t fmt)
 {
+    errno = 0;
     int rc = kt_report_write(path, snap, fmt);
     if (rc != 0)
         fprintf(stderr, "ktiming run: cannot write %s %s: %s\n", what, path,
-                rc == KT_EIO ? strerror(errno) : kt_strerror(rc));
+                rc == KT_EIO && errno ? strerror(errno) : kt_strerror(rc));
     return rc;
 }
 
@@ -431,7 +486,7 @@ int ktcli_cmd_run(int argc, char **argv)
             if (strcmp(optarg, "text") && strcmp(optarg, "markdown") && strcmp(optarg, "md") && strcmp(optarg, "csv") &&
                 strcmp(optarg, "json") && strcmp(optarg, "none")) {
                 fprintf(stderr, "ktiming run: unknown summary format '%s' (text, markdown, csv, json, none)\n", optarg);
-                return 2;
+                return KTCLI_RUN_ERROR;
             }
             o.format = optarg;
             break;
@@ -439,33 +494,40 @@ int ktcli_cmd_run(int argc, char **argv)
         case 'C':
             if (parse_mode(optarg, &o.opencl) != 0 || o.opencl == RUN_ON) {
                 fprintf(stderr, "ktiming run: --opencl takes auto, layer, preload or off\n");
-                return 2;
+                return KTCLI_RUN_ERROR;
             }
             break;
         case 'K':
             if (parse_mode(optarg, &o.vulkan) != 0 || o.vulkan == RUN_PRELOAD || o.vulkan == RUN_ON) {
                 fprintf(stderr, "ktiming run: --vulkan takes auto or off\n");
-                return 2;
+                return KTCLI_RUN_ERROR;
             }
             break;
         case 'U':
             if (parse_mode(optarg, &o.cuda) != 0 || (o.cuda != RUN_AUTO && o.cuda != RUN_ON && o.cuda != RUN_OFF)) {
                 fprintf(stderr, "ktiming run: --cuda takes auto, on or off\n");
-                return 2;
+                return KTCLI_RUN_ERROR;
             }
             break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: usage(stderr); return KTCLI_RUN_ERROR;
         }
     }
     if (optind >= argc) {
         usage(stderr);
-        return 2;
+        return KTCLI_RUN_ERROR;
     }
+    const char *outs[3] = {o.output, o.trace, o.html};
+    for (int i = 0; i < 3; i++)
+        for (int j = i + 1; j < 3; j++)
+            if (outs[i] && outs[j] && kt_output_same(outs[i], outs[j])) {
+                fprintf(stderr, "ktiming run: two outputs name the same file (%s)\n", outs[j]);
+                return KTCLI_RUN_ERROR;
+            }
     char dir[PATH_MAX];
     if (intercept_dir(dir, sizeof dir) != 0) {
         fprintf(stderr, "ktiming run: interception libraries not found (set KTIMING_INTERCEPT_DIR)\n");
-        return 125;
+        return KTCLI_RUN_ERROR;
     }
     const char *tmp = getenv("TMPDIR");
     char run_dir[PATH_MAX];
@@ -473,14 +535,14 @@ int ktcli_cmd_run(int argc, char **argv)
     if (!mkdtemp(run_dir)) {
         fprintf(stderr, "ktiming run: cannot create a directory in %s: %s\n", tmp && *tmp ? tmp : "/tmp",
                 strerror(errno));
-        return 125;
+        return KTCLI_RUN_ERROR;
     }
     int env_rc = setup_env(&o, dir, run_dir);
     if (env_rc != 0) {
         if (env_rc == -1)
             fprintf(stderr, "ktiming run: cannot set up the environment\n");
         remove_dir(run_dir);
-        return 125;
+        return KTCLI_RUN_ERROR;
     }
     pid_t child = 0;
     int status = run_program(argv + optind, &child);
@@ -489,5 +551,5 @@ int ktcli_cmd_run(int argc, char **argv)
     int rc = started ? report(&o, run_dir, child) : 0;
     remove_dir(run_dir);
     /* the program's status wins; a failure to write what was asked for shows when the program succeeded */
-    return status != 0 ? status : (rc != 0 ? 125 : 0);
+    return status != 0 ? status : (rc != 0 ? KTCLI_RUN_ERROR : 0);
 }

@@ -35,7 +35,7 @@ static __thread int tl_pool_worker;       /* set in pool threads: a nested dispa
 static void conf(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *e = getenv("KTIMING_CPU_THREADS");
+    const char *e = secure_getenv("KTIMING_CPU_THREADS");
     if (e && *e) {
         char *end;
         errno = 0;

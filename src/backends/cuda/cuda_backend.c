@@ -80,7 +80,7 @@ static void fill_defaults(kt_cuda_desc_t *d)
     if (!d->flush_timeout_ms)
         d->flush_timeout_ms = 2000;
     if (!d->sync) {
-        const char *s = getenv("KTIMING_CUDA_SYNC");
+        const char *s = secure_getenv("KTIMING_CUDA_SYNC");
         d->sync = s && s[0] && strcmp(s, "0") != 0;
     }
 }

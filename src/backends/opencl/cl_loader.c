@@ -100,7 +100,7 @@ int kt_cl_load(const kt_cl_api_t **api)
 
 uint64_t kt__cl_timeout_ns(void)
 {
-    const char *s = getenv("KTIMING_OPENCL_TIMEOUT_MS");
+    const char *s = secure_getenv("KTIMING_OPENCL_TIMEOUT_MS");
     if (s && *s) {
         char *end;
         unsigned long long ms = strtoull(s, &end, 10);

@@ -10,7 +10,7 @@ static PFN_vkGetInstanceProcAddr g_gipa;
 
 static void loader_open(void)
 {
-    const char *path = getenv("KTIMING_VULKAN_LIBRARY");
+    const char *path = secure_getenv("KTIMING_VULKAN_LIBRARY");
     if (!path || !*path)
         path = "libvulkan.so.1";
     /* Kept open for the life of the process: contexts and exit-time flushes call into it. */

@@ -3,13 +3,23 @@
 #define KTI_RUN_H
 
 #include <ktiming.h>
+#include <ktiming/output.h>
+
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
+/* Secure-execution mode (setuid, setgid or file capabilities: AT_SECURE): the interception libraries stay
+ * inert -- they forward every call untouched, time nothing and write nothing -- and no KTIMING_* variable is
+ * read (secure_getenv). */
+static inline int kti_secure(void) { return getauxval(AT_SECURE) != 0; }
+
 static pthread_once_t kti_exit_once = PTHREAD_ONCE_INIT;
-static pid_t kti_exit_pid; /* the process that registered (a forked child that exits skips the write) */
+static pid_t kti_exit_pid; /* the process that registered (a forked child writes only what it recorded) */
 
 /* Runs before the core's own exit handler (registered earlier, so called later): one bounded wait for the
  * commands in flight (kt_shutdown: KTIMING_EXIT_WAIT_MS, default 2 s; what is left is counted as dropped, in
@@ -18,23 +28,36 @@ static pid_t kti_exit_pid; /* the process that registered (a forked child that e
  * fsync (which kt_report_write does and which can cost tens of ms). */
 static void kti_write_run_snapshot(void)
 {
-    const char *dir = getenv("KTIMING_RUN_DIR");
-    if (!dir || !*dir || getpid() != kti_exit_pid)
+    const char *dir = secure_getenv("KTIMING_RUN_DIR");
+    if (!dir || !*dir)
         return;
     kt_shutdown(); /* the backends are then unregistered: kt_snapshot does not wait again */
     kt_snapshot_t *snap = kt_snapshot();
     if (!snap)
         return;
+    /* A forked child starts with empty statistics (ktiming's fork handler): one that timed nothing itself
+     * writes nothing, one that did writes its own <pid>.json. */
+    int any = getpid() == kti_exit_pid;
+    for (size_t i = 0; !any && i < snap->count; i++)
+        any = snap->entries[i].dispatch_count || snap->entries[i].errors || snap->entries[i].dropped;
+    if (!any) {
+        kt_snapshot_free(snap);
+        return;
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/%ld.json", dir, (long)getpid());
-    FILE *f = fopen(path, "w");
-    int rc = f ? kt_report_print(f, snap, KT_FORMAT_JSON) : KT_EIO;
-    if (f && fclose(f) != 0 && rc == 0)
-        rc = KT_EIO;
-    if (rc != 0) {
-        fprintf(stderr, "ktiming: could not write %s: %s\n", path, kt_strerror(rc));
-        unlink(path);
+    kt_output_t *o = NULL;
+    errno = 0;
+    int rc = kt_output_open(path, KT_OUTPUT_NOSYNC, &o);
+    if (rc == 0) {
+        rc = kt_report_print(kt_output_file(o), snap, KT_FORMAT_JSON);
+        if (rc != 0)
+            kt_output_abort(o);
+        else
+            rc = kt_output_commit(o);
     }
+    if (rc != 0)
+        fprintf(stderr, "ktiming: could not write %s: %s\n", path, errno ? strerror(errno) : kt_strerror(rc));
     kt_snapshot_free(snap);
 }
 
@@ -48,6 +71,8 @@ static void kti_register_exit(void)
 /* Call once something is being timed. */
 static inline void kti_run_exit_register(void)
 {
+    if (kti_secure())
+        return;
     pthread_once(&kti_exit_once, kti_register_exit);
 }
 

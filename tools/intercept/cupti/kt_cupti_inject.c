@@ -166,6 +166,8 @@ static void flush_at_exit(void)
 
 __attribute__((visibility("default"))) int InitializeInjection(void)
 {
+    if (kti_secure()) /* secure-execution mode: CUPTI is left alone, nothing is timed */
+        return 0;
     pthread_mutex_lock(&S.lock);
     if (S.initialized) {
         pthread_mutex_unlock(&S.lock);

@@ -108,7 +108,7 @@ static pthread_once_t g_loader_once = PTHREAD_ONCE_INIT;
 
 static void loader_resolve(void)
 {
-    const char *path = getenv("KTIMING_CL_INTERCEPT_LOADER");
+    const char *path = secure_getenv("KTIMING_CL_INTERCEPT_LOADER");
     void *h = dlopen(path && *path ? path : "libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return;

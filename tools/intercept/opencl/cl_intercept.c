@@ -74,11 +74,15 @@ static kti_next_t g_preload_next; /* the loader's own exports, found past this l
 static atomic_int g_layer_active; /* 1 once the loader called clInitLayer */
 static pthread_once_t g_preload_once = PTHREAD_ONCE_INIT;
 
+/* The LD_PRELOAD entry points only forward: the loader layer does the timing, or the process runs in
+ * secure-execution mode (setuid/setgid/capabilities), where ktiming stays out of the way entirely. */
+static int preload_forwards(void) { return atomic_load(&g_layer_active) || kti_secure(); }
+
 static void *resolve_loader_symbol(const char *name)
 {
     void *fn = dlsym(RTLD_NEXT, name);
     if (!fn) {
-        const char *path = getenv("KTIMING_CL_INTERCEPT_LOADER");
+        const char *path = secure_getenv("KTIMING_CL_INTERCEPT_LOADER");
         void *h = dlopen(path && *path ? path : "libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
         if (h)
             fn = dlsym(h, name); /* the handle stays open: the program uses this loader for its lifetime */
@@ -856,7 +860,7 @@ static void layer_cmd_init(cl_uint num_entries, const cl_icd_dispatch *target)
 /* Points libktiming at libktiming_cl_direct.so (beside this library) and hands it the target dispatch. */
 static int bind_direct(const cl_icd_dispatch *target)
 {
-    const char *path = getenv("KTIMING_OPENCL_LIBRARY");
+    const char *path = secure_getenv("KTIMING_OPENCL_LIBRARY");
     char buf[4096];
     if (!path || !*path || !strstr(path, "libktiming_cl_direct")) {
         Dl_info info;
@@ -917,7 +921,7 @@ static cl_int init_layer(cl_uint num_entries, const cl_icd_dispatch *target, cl_
         return CL_INVALID_VALUE;
     memset(&g_layer_dispatch, 0, sizeof g_layer_dispatch);
     memcpy(&g_layer_dispatch, target, (num_entries < ours ? num_entries : ours) * sizeof(void *));
-    if (bind_direct(target) != 0) { /* pass everything through untouched */
+    if (kti_secure() || bind_direct(target) != 0) { /* pass everything through untouched */
         *layer_dispatch_ret = &g_layer_dispatch;
         *num_entries_ret = num_entries < ours ? num_entries : ours;
         return CL_SUCCESS;
@@ -950,7 +954,7 @@ static cl_int init_layer(cl_uint num_entries, const cl_icd_dispatch *target, cl_
     *layer_dispatch_ret = &g_layer_dispatch;
     *num_entries_ret = num_entries < ours ? num_entries : ours;
     atomic_store(&g_layer_active, 1);
-    if (getenv("KTIMING_RUN_VERBOSE"))
+    if (secure_getenv("KTIMING_RUN_VERBOSE"))
         fprintf(stderr, "ktiming: OpenCL loader layer active\n");
     return CL_SUCCESS;
 }
@@ -998,7 +1002,7 @@ KTI_EXPORT CL_API_ENTRY cl_command_queue CL_API_CALL clCreateCommandQueue(cl_con
                                                                          cl_int *err)
 {
     const kti_next_t *n = preload_next();
-    if (atomic_load(&g_layer_active))
+    if (preload_forwards())
         return n->create_queue ? n->create_queue(c, d, p, err) : NULL;
     return hook_create_queue(n, c, d, p, err);
 }
@@ -1007,7 +1011,7 @@ KTI_EXPORT CL_API_ENTRY cl_command_queue CL_API_CALL clCreateCommandQueueWithPro
     cl_context c, cl_device_id d, const cl_queue_properties *props, cl_int *err)
 {
     const kti_next_t *n = preload_next();
-    if (atomic_load(&g_layer_active))
+    if (preload_forwards())
         return n->create_queue_props ? n->create_queue_props(c, d, props, err) : NULL;
     return hook_create_queue_props(n, c, d, props, err);
 }
@@ -1015,7 +1019,7 @@ KTI_EXPORT CL_API_ENTRY cl_command_queue CL_API_CALL clCreateCommandQueueWithPro
 KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clRetainCommandQueue(cl_command_queue q)
 {
     const kti_next_t *n = preload_next();
-    if (atomic_load(&g_layer_active))
+    if (preload_forwards())
         return n->retain_queue ? n->retain_queue(q) : CL_INVALID_COMMAND_QUEUE;
     return hook_retain_queue(n, q);
 }
@@ -1023,7 +1027,7 @@ KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clRetainCommandQueue(cl_command_queue
 KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clReleaseCommandQueue(cl_command_queue q)
 {
     const kti_next_t *n = preload_next();
-    if (atomic_load(&g_layer_active))
+    if (preload_forwards())
         return n->release_queue ? n->release_queue(q) : CL_INVALID_COMMAND_QUEUE;
     return hook_release_queue(n, q);
 }
@@ -1032,7 +1036,7 @@ KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clGetCommandQueueInfo(cl_command_queu
                                                                 size_t size, void *value, size_t *size_ret)
 {
     const kti_next_t *n = preload_next();
-    if (atomic_load(&g_layer_active))
+    if (preload_forwards())
         return n->queue_info ? n->queue_info(q, param, size, value, size_ret) : CL_INVALID_COMMAND_QUEUE;
     return hook_queue_info(n, q, param, size, value, size_ret);
 }
@@ -1041,7 +1045,7 @@ KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clGetEventProfilingInfo(cl_event ev, 
                                                                   size_t size, void *value, size_t *size_ret)
 {
     const kti_next_t *n = preload_next();
-    if (atomic_load(&g_layer_active))
+    if (preload_forwards())
         return n->profiling_info ? n->profiling_info(ev, param, size, value, size_ret) : CL_INVALID_EVENT;
     return hook_profiling_info(n, ev, param, size, value, size_ret);
 }
@@ -1052,7 +1056,7 @@ KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clEnqueueNDRangeKernel(cl_command_que
                                                                  const cl_event *wait, cl_event *ev)
 {
     const kti_next_t *n = preload_next();
-    if (atomic_load(&g_layer_active))
+    if (preload_forwards())
         return n->ndrange ? n->ndrange(q, k, dim, off, gws, lws, nwait, wait, ev) : CL_INVALID_COMMAND_QUEUE;
     return hook_ndrange(n, q, k, dim, off, gws, lws, nwait, wait, ev);
 }
@@ -1061,7 +1065,7 @@ KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clEnqueueTask(cl_command_queue q, cl_
                                                         const cl_event *wait, cl_event *ev)
 {
     const kti_next_t *n = preload_next();
-    if (atomic_load(&g_layer_active))
+    if (preload_forwards())
         return n->task ? n->task(q, k, nwait, wait, ev) : CL_INVALID_COMMAND_QUEUE;
     return hook_task(n, q, k, nwait, wait, ev);
 }
@@ -1070,7 +1074,7 @@ KTI_EXPORT CL_API_ENTRY void *CL_API_CALL clGetExtensionFunctionAddress(const ch
 {
     const kti_next_t *n = preload_next();
     void *fn = n->ext ? n->ext(name) : NULL; /* first: this may be what initialises the loader (and layer) */
-    return atomic_load(&g_layer_active) ? fn : wrap_ext(n, name, fn);
+    return preload_forwards() ? fn : wrap_ext(n, name, fn);
 }
 
 KTI_EXPORT CL_API_ENTRY void *CL_API_CALL clGetExtensionFunctionAddressForPlatform(cl_platform_id p,
@@ -1078,5 +1082,5 @@ KTI_EXPORT CL_API_ENTRY void *CL_API_CALL clGetExtensionFunctionAddressForPlatfo
 {
     const kti_next_t *n = preload_next();
     void *fn = n->ext_platform ? n->ext_platform(p, name) : NULL;
-    return atomic_load(&g_layer_active) ? fn : wrap_ext(n, name, fn);
+    return preload_forwards() ? fn : wrap_ext(n, name, fn);
 }

@@ -150,7 +150,7 @@ static PFN_vkVoidFunction VKAPI_CALL backend_gipa(VkInstance instance, const cha
 /* The context timing a family of d (created on first use); NULL when timestamps can't be had there. */
 static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
 {
-    if (family >= KTI_MAX_FAMILIES)
+    if (family >= KTI_MAX_FAMILIES || kti_secure()) /* secure-execution mode: nothing is timed */
         return NULL;
     pthread_mutex_lock(&g_lock);
     kt_vk_ctx_t *ctx = d->ctx[family];
@@ -181,7 +181,7 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     else
         d->ctx_failed[family] = 1;
     pthread_mutex_unlock(&g_lock);
-    if (rc != 0 && getenv("KTIMING_RUN_VERBOSE"))
+    if (rc != 0 && secure_getenv("KTIMING_RUN_VERBOSE"))
         fprintf(stderr, "ktiming: Vulkan queue family %u not timed: %s\n", family, kt_strerror(rc));
     if (rc == 0)
         kti_run_exit_register();

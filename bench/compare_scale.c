@@ -1,0 +1,119 @@
+/* compare_scale.c — `ktiming compare` at scale: two snapshots of 100,000 kernels (32 samples each, the AFTER
+ * side 0-20 % slower per kernel) compared by the CLI as a user runs it; wall seconds and the compare process's
+ * peak RSS (wait4 rusage). The bound checked is the issue's: <= 10 s and <= 300 MB.
+ * `compare_scale --keep` leaves the two snapshots in place (for profiling).
+ * Last line: compare_scale: kernels=100000 seconds=<s> max_rss_mb=<m>
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef KERNELS
+#define KERNELS 100000u
+#endif
+#define SAMPLES 32u
+
+static uint64_t rng(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A schema-1 snapshot of KERNELS kernels; `slow` scales kernel i by 1 + (i % 5) * 5 %. */
+static int write_snapshot(const char *path, int slow, uint64_t seed)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "{\"schema\": \"ktiming.snapshot\", \"version\": 1, \"generator\": \"compare_scale\", \"host\": \"bench\",\n"
+               " \"taken_ns\": 1, \"entries\": [\n");
+    for (uint32_t k = 0; k < KERNELS; k++) {
+        uint64_t v[SAMPLES], sum = 0, base = 10000 + (k % 997) * 37;
+        if (slow)
+            base += base * (k % 5) * 5 / 100;
+        for (uint32_t i = 0; i < SAMPLES; i++) {
+            v[i] = base + rng(&seed) % (base / 10 + 1);
+            sum += v[i];
+        }
+        uint64_t sorted[SAMPLES];
+        memcpy(sorted, v, sizeof v);
+        qsort(sorted, SAMPLES, sizeof sorted[0], cmp_u64);
+        fprintf(f,
+                "%s{\"name\": \"kernel_%06u\", \"backend\": \"cpu\", \"device\": \"host\", \"dispatch_count\": %u, "
+                "\"total_ns\": %llu, \"min_ns\": %llu, \"max_ns\": %llu, \"last_ns\": %llu, \"mean_ns\": %llu, "
+                "\"stddev_ns\": 1, \"p50_ns\": %llu, \"p90_ns\": %llu, \"p99_ns\": %llu, \"errors\": 0, "
+                "\"dropped\": 0, \"spans_dropped\": 0, \"sample_count\": %u, \"samples\": [",
+                k ? ",\n" : "", k, SAMPLES, (unsigned long long)sum, (unsigned long long)sorted[0],
+                (unsigned long long)sorted[SAMPLES - 1], (unsigned long long)v[SAMPLES - 1],
+                (unsigned long long)(sum / SAMPLES), (unsigned long long)sorted[SAMPLES / 2],
+                (unsigned long long)sorted[SAMPLES * 9 / 10], (unsigned long long)sorted[SAMPLES - 1], SAMPLES);
+        for (uint32_t i = 0; i < SAMPLES; i++)
+            fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)v[i]);
+        fputs("]}", f);
+    }
+    fputs("\n], \"spans\": [], \"queues\": [], \"threads\": [], \"devices\": []}\n", f);
+    return fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    int keep = argc > 1 && !strcmp(argv[1], "--keep"); /* leave the snapshots for a profiler */
+    char dir[] = "/tmp/kt-compare-scale.XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("compare_scale: mkdtemp");
+        return 1;
+    }
+    char before[512], after[512];
+    snprintf(before, sizeof before, "%s/before.json", dir);
+    snprintf(after, sizeof after, "%s/after.json", dir);
+    if (write_snapshot(before, 0, 1) != 0 || write_snapshot(after, 1, 2) != 0) {
+        perror("compare_scale: writing the snapshots");
+        return 1;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execl(KT_CLI, KT_CLI, "compare", before, after, "--format", "json", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    struct rusage ru;
+    while (wait4(pid, &st, 0, &ru) < 0 && errno == EINTR) {
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (keep) {
+        printf("compare_scale: snapshots kept: %s %s\n", before, after);
+    } else {
+        unlink(before);
+        unlink(after);
+        rmdir(dir);
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "compare_scale: ktiming compare failed (status %d)\n", st);
+        return 1;
+    }
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    double rss_mb = (double)ru.ru_maxrss / 1024.0;
+    printf("compare_scale: %u kernels x %u samples per side, ktiming compare --format json\n", KERNELS, SAMPLES);
+    printf("compare_scale: bound 10 s and 300 MB: %s\n", secs <= 10.0 && rss_mb <= 300.0 ? "met" : "NOT met");
+    printf("compare_scale: kernels=%u seconds=%.2f max_rss_mb=%.0f\n", KERNELS, secs, rss_mb);
+    return 0;
+}

@@ -1,0 +1,51 @@
+/* ktiming/output.h — the one writer behind every file ktiming writes (kt_report_write, KTIMING_OUTPUT and
+ * KTIMING_TRACE at exit, `ktiming report/compare/run -o`, the interception libraries' run snapshots).
+ *
+ * What a path gets:
+ *   - a regular file, or a path that does not exist yet: replaced atomically. The document is written to an
+ *     anonymous file in the same directory (O_TMPFILE), flushed to disk (fsync), given a temporary name
+ *     (linkat) and renamed over the path. Readers see the old file or the whole new one; a writer killed
+ *     before the rename leaves nothing behind (where O_TMPFILE is unavailable a named temporary
+ *     "PATH.tmp.PID.N" is used, removed on every failure the process survives). A failed write (full disk,
+ *     file size limit) leaves the old file as it was.
+ *   - a symbolic link: its final target is what gets replaced (the link stays a link).
+ *   - an existing FIFO, character or block device, socket, or a path through /dev or /proc (/dev/stdout,
+ *     /dev/fd/N, /proc/self/fd/N): written through -- opened for writing (regular targets truncated, as a
+ *     shell's `>` does) and never replaced, renamed or created.
+ *   - a directory: KT_EIO with errno EISDIR.
+ * New files get mode 0666 & ~umask, whatever the file they replace had. On failure the functions return a
+ * negative KT_E* code with errno saying why (strerror(errno) names it).
+ */
+#ifndef KTIMING_OUTPUT_H
+#define KTIMING_OUTPUT_H
+
+#include <ktiming.h>
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An output being written: open, write through kt_output_file(), then commit (or abort). */
+typedef struct kt_output_t kt_output_t;
+
+/* kt_output_open flags. */
+#define KT_OUTPUT_NOSYNC 1u /* skip the fsync: scratch files read back at once (still atomic, not durable) */
+
+/* Starts writing `path` as described above. 0, KT_EINVAL, KT_ENOMEM or KT_EIO (errno set). */
+KT_API int kt_output_open(const char *path, unsigned flags, kt_output_t **out);
+/* The stream to write the document to (fully buffered). */
+KT_API FILE *kt_output_file(kt_output_t *o);
+/* Flushes, syncs and puts the document in place; frees o in every case. 0 or KT_EIO (errno set). */
+KT_API int kt_output_commit(kt_output_t *o);
+/* Discards what was written (a replaced file keeps its old content); frees o. NULL is a no-op. */
+KT_API void kt_output_abort(kt_output_t *o);
+/* 1 when a and b would write the same file (same inode, or the same resolved new path), else 0. */
+KT_API int kt_output_same(const char *a, const char *b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,150 @@
+/* test_run_signal.c — `ktiming run` passes SIGINT/SIGTERM/SIGHUP/SIGQUIT on to the program, waits for it (no
+ * orphan), removes its temporary directory and returns the program's status; its own errors exit 125. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Starts `ktiming run ARGS...` with TMPDIR=tmpdir, output silenced; its pid. */
+static pid_t spawn(const char *tmpdir, char *const args[])
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (tmpdir)
+            setenv("TMPDIR", tmpdir, 1);
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        char *argv[16] = {(char *)KT_CLI, (char *)"run"};
+        int n = 2;
+        for (int i = 0; args[i] && n < 15; i++)
+            argv[n++] = args[i];
+        argv[n] = NULL;
+        execv(KT_CLI, argv);
+        _exit(99);
+    }
+    return pid;
+}
+
+static int wait_status(pid_t pid)
+{
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int run_status(char *const args[]) { return wait_status(spawn(NULL, args)); }
+
+static int count_prefix(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int n = 0;
+    while (d && (de = readdir(d)))
+        n += strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static long read_long(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+static void remove_all(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char p[600];
+    while (d && (de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            unlink(p);
+        }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+static void check_signal(int sig)
+{
+    char dir[] = "/tmp/kt-runsig.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char pidf[600], mark[600];
+    snprintf(pidf, sizeof pidf, "%s/pid", dir);
+    snprintf(mark, sizeof mark, "%s/mark", dir);
+    char *args[] = {(char *)"--", (char *)SIGPROG, pidf, mark, NULL};
+    pid_t run = spawn(dir, args);
+    assert_true(run > 0);
+    /* bounded wait for the program to publish its pid (generous: CI machines are loaded) */
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    long child = -1;
+    for (int i = 0; i < 6000 && (child = read_long(pidf)) <= 0; i++)
+        nanosleep(&nap, NULL);
+    assert_true(child > 0);
+    assert_int_equal(count_prefix(dir, "ktiming-run."), 1); /* run's directory exists while it runs */
+    assert_int_equal(kill(run, sig), 0);
+    assert_int_equal(wait_status(run), 10 + sig); /* the program's own status, after it got the signal */
+    assert_int_equal(read_long(mark), sig);
+    errno = 0;
+    assert_int_equal(kill((pid_t)child, 0), -1); /* reaped, not orphaned */
+    assert_int_equal(errno, ESRCH);
+    assert_int_equal(count_prefix(dir, "ktiming-run."), 0);
+    remove_all(dir);
+}
+
+static void test_sigterm(void **state) { (void)state; check_signal(SIGTERM); }
+static void test_sighup(void **state) { (void)state; check_signal(SIGHUP); }
+static void test_sigint(void **state) { (void)state; check_signal(SIGINT); }
+static void test_sigquit(void **state) { (void)state; check_signal(SIGQUIT); }
+
+static void test_own_errors_125(void **state)
+{
+    (void)state;
+    char *bogus[] = {(char *)"--bogus", (char *)"--", (char *)"true", NULL};
+    char *none[] = {NULL};
+    char *fmt[] = {(char *)"-f", (char *)"yaml", (char *)"--", (char *)"true", NULL};
+    char *same[] = {(char *)"-o", (char *)"/tmp/kt-runsig-same.json", (char *)"--trace",
+                    (char *)"/tmp/./kt-runsig-same.json", (char *)"--", (char *)"true", NULL};
+    char *prog2[] = {(char *)"--", (char *)"sh", (char *)"-c", (char *)"exit 2", NULL};
+    assert_int_equal(run_status(bogus), 125);
+    assert_int_equal(run_status(none), 125);
+    assert_int_equal(run_status(fmt), 125);
+    assert_int_equal(run_status(same), 125);
+    assert_int_equal(run_status(prog2), 2); /* the program's 2 is its own */
+}
+
+int main(void)
+{
+    char *probe[] = {(char *)"--", (char *)"true", NULL};
+    if (run_status(probe) == 125) {
+        fprintf(stderr, "test_run_signal: ktiming run cannot run here (no interception libraries), skipping\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sigterm), cmocka_unit_test(test_sighup),         cmocka_unit_test(test_sigint),
+        cmocka_unit_test(test_sigquit), cmocka_unit_test(test_own_errors_125),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
