@@ -1139,7 +1139,9 @@ int kt_cuda_end(kt_cuda_span_t *span)
     kt__cuda_ctx_t *c = span->context;
     span->pair = NULL;
     if (!valid_ctx(c, span->generation)) {
-        if (c && atomic_load(&c->gone) && span->generation == atomic_load(&G.generation)) {
+        /* Same backend generation: c's memory is still held (live or retired), so it may be read. */
+        if (c && span->generation == atomic_load(&G.generation) && atomic_load(&G.state) == KT__CUDA_READY &&
+            atomic_load(&c->gone)) {
             kt_record_drop_reason(p->kernel, KT_DROP_CONTEXT_RESET);
             kt__cuda_set_error(KT__CU_ERROR_CONTEXT_IS_DESTROYED,
                                "kt_cuda_end: the CUDA context was reset or destroyed since kt_cuda_begin");

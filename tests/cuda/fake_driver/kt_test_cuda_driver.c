@@ -1318,7 +1318,8 @@ EXPORT size_t kt_test_cuda_driver_record_log(struct CUstream_st *stream, uint64_
     size_t n = 0;
     if (s) {
         n = s->log_len < max ? s->log_len : max;
-        memcpy(ts, s->log, n * sizeof *ts);
+        if (n)
+            memcpy(ts, s->log, n * sizeof *ts);
     }
     pthread_mutex_unlock(&F.lock);
     return n;
