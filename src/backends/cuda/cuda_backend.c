@@ -431,6 +431,17 @@ static int pool_grow_locked(kt__cuda_ctx_t *c)
         }
         chunk->count++;
     }
+    if (chunk->count && !kt__cuda_ctx_alive(c)) {
+        /* Reset while growing: these events may belong to the context's next life, which ktiming would then
+         * never destroy (a retired context's handles are not touched). Give them back now. */
+        for (uint32_t i = 0; i < chunk->count; i++) {
+            kt__cu.cuEventDestroy_v2(chunk->pairs[i].start);
+            kt__cu.cuEventDestroy_v2(chunk->pairs[i].end);
+        }
+        chunk->count = 0;
+        rc = KT_EBACKEND;
+        kt__cuda_set_error(KT__CU_ERROR_CONTEXT_IS_DESTROYED, "CUDA context %p was reset", (void *)c->ctx);
+    }
     kt__cuda_ctx_leave(pushed);
     if (chunk->count == 0) {
         free(chunk);
@@ -518,6 +529,7 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
             return;
         }
     }
+    int made = 0;
     for (int i = 0; i < 2; i++) { /* both at once: no event is created later in the context's life */
         if (c->anchor_ev[i])
             continue;
@@ -527,9 +539,19 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
             kt__cuda_fail("cuEventCreate (anchor)", r);
             return;
         }
+        made = 1;
         pthread_mutex_lock(&c->lock);
         c->events_created++;
         pthread_mutex_unlock(&c->lock);
+    }
+    if (made && !kt__cuda_ctx_alive(c)) { /* reset meanwhile: do not leave them to the context's next life */
+        for (int i = 0; i < 2; i++) {
+            kt__cu.cuEventDestroy_v2(c->anchor_ev[i]);
+            c->anchor_ev[i] = NULL;
+        }
+        kt__cu.cuStreamDestroy_v2(c->anchor_stream);
+        c->anchor_stream = NULL;
+        return;
     }
     int nxt = c->anchor_cur < 0 ? 0 : 1 - c->anchor_cur;
     kt__cuevent ev = c->anchor_ev[nxt];
