@@ -41,7 +41,10 @@
  *
  * Cleanup. kt_cuda_context_release(ctx) must be called before destroying a context you created; it collects
  * what is outstanding and destroys every event, stream, module and buffer ktiming made in it. kt_cuda_shutdown()
- * does that for every context. At process exit the collector is stopped and outstanding work flushed.
+ * does that for every context. At kt_shutdown() and process exit the collector is stopped and outstanding work
+ * collected until KTIMING_EXIT_WAIT_MS (default 2 s); what is still in flight is counted as dropped ("in flight at
+ * exit"), at once if the driver is already torn down. A context destroyed or reset without the call is noticed
+ * (see kt_cuda_begin), its in-flight work counted as dropped ("context reset").
  *
  * Device side (nvcc): <ktiming/cuda_device.cuh> has KT_GLOBALTIMER(), KT_KERNEL_ENTER()/KT_KERNEL_EXIT() writing
  * entry/exit stamps into a slot (see kt_cuda_slots_* below) and a batch-timestamp kernel.
@@ -201,7 +204,7 @@ KT_API double kt_cuda_timer_elapsed_ms(const kt_cuda_timer_t *t); /* 0 on failur
 KT_API int kt_cuda_timer_elapsed(const kt_cuda_timer_t *t, double *ms); /* same, with the error code */
 KT_API void kt_cuda_timer_destroy(kt_cuda_timer_t *t);
 
-/* %globaltimer through small kernels ktiming embeds as PTX (JIT-compiled by the driver, sm_52 and later).
+/* %globaltimer through small kernels ktiming embeds as PTX (ISA 6.0, JIT-compiled by the driver, sm_50 and later).
  * read: one value; batch: n consecutive reads by one thread in one launch (minimal skew between them);
  * resolution: the smallest non-zero step seen in a batch of 1024 reads, i.e. the update granularity (1 us has
  * been seen); frequency: the counter's unit (1 GHz, it counts ns) and the SM clock for clock64() cycles. */
