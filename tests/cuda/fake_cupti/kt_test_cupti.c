@@ -8,7 +8,7 @@
  *   "kt_fake_cupti_kernel"  (context 2, stream 7: the same stream id in another context)
  *   "kt_fake_untimed"       start = end = 0 (CUPTI could not time it)
  *   a 4096-byte HtoD memcpy and a 1024-byte memset (context 1, stream 7)
- * Every timed record lies within the 200 us before the flush. The exported kt_test_cupti_settings() reports
+ * Every timed record lies within the 23 us before the flush. The exported kt_test_cupti_settings() reports
  * what the library configured (flush period, latency timestamps, timestamp callback). */
 #include <cupti.h>
 
@@ -130,8 +130,8 @@ static void kernel(uint8_t *slot, const char *name, uint32_t context, uint64_t s
     k.start = start;
     k.end = start ? start + len : 0;
     if (latency && start) {
-        k.queued = start - 30000;
-        k.submitted = start - 20000;
+        k.queued = start - 3000;
+        k.submitted = start - 2000;
     }
     k.deviceId = 0;
     k.contextId = context;
@@ -155,8 +155,8 @@ static CUptiResult deliver(void (*make)(uint8_t *buf, uint64_t now), size_t n)
 
 static void first_buffer(uint8_t *buf, uint64_t now)
 {
-    kernel(buf, "_ZN2kt4fake12saxpy_kernelEifPfS1_", 1, now - 200000, 50000, g_latency);
-    kernel(buf + KT_FAKE_RECORD_BYTES, "kt_fake_cupti_kernel", 2, now - 150000, 50000, g_latency);
+    kernel(buf, "_ZN2kt4fake12saxpy_kernelEifPfS1_", 1, now - 20000, 5000, g_latency);
+    kernel(buf + KT_FAKE_RECORD_BYTES, "kt_fake_cupti_kernel", 2, now - 15000, 5000, g_latency);
 }
 
 static void second_buffer(uint8_t *buf, uint64_t now)
@@ -167,8 +167,8 @@ static void second_buffer(uint8_t *buf, uint64_t now)
     m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
     m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
     m.bytes = 4096;
-    m.start = now - 90000;
-    m.end = now - 80000;
+    m.start = now - 9000;
+    m.end = now - 8000;
     m.contextId = 1;
     m.streamId = 7;
     memcpy(buf + KT_FAKE_RECORD_BYTES, &m, sizeof m);
@@ -176,8 +176,8 @@ static void second_buffer(uint8_t *buf, uint64_t now)
     memset(&s, 0, sizeof s);
     s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
     s.bytes = 1024;
-    s.start = now - 70000;
-    s.end = now - 65000;
+    s.start = now - 7000;
+    s.end = now - 6500;
     s.contextId = 1;
     s.streamId = 7;
     memcpy(buf + 2 * KT_FAKE_RECORD_BYTES, &s, sizeof s);
