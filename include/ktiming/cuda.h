@@ -41,7 +41,10 @@
  *
  * Cleanup. kt_cuda_context_release(ctx) must be called before destroying a context you created; it collects
  * what is outstanding and destroys every event, stream, module and buffer ktiming made in it. kt_cuda_shutdown()
- * does that for every context. At process exit the collector is stopped and outstanding work flushed.
+ * does that for every context. At kt_shutdown() and process exit the collector is stopped and outstanding work
+ * collected until KTIMING_EXIT_WAIT_MS (default 2 s); what is still in flight is counted as dropped ("in flight at
+ * exit"), at once if the driver is already torn down. A context destroyed or reset without the call is noticed
+ * (see kt_cuda_begin), its in-flight work counted as dropped ("context reset").
  *
  * Device side (nvcc): <ktiming/cuda_device.cuh> has KT_GLOBALTIMER(), KT_KERNEL_ENTER()/KT_KERNEL_EXIT() writing
  * entry/exit stamps into a slot (see kt_cuda_slots_* below) and a batch-timestamp kernel.
@@ -76,6 +79,10 @@ typedef struct kt_cuda_desc_t {
     uint32_t poll_us;          /* collector poll interval while work is pending; 0 = 100 */
     uint32_t anchor_period_ms; /* anchor refresh period while work is pending; 0 = 100 */
     uint32_t flush_timeout_ms; /* how long a flush waits for pending dispatches; 0 = 2000 */
+    int per_thread_default_stream; /* non-zero: a NULL stream is the calling thread's per-thread default stream
+                                    * (CU_STREAM_PER_THREAD), as in programs built with nvcc --default-stream
+                                    * per-thread (env KTIMING_CUDA_PER_THREAD_STREAM=1; automatic for spans
+                                    * begun in code compiled that way, see kt_cuda_begin) */
 } kt_cuda_desc_t;
 
 /* A dispatch in flight between kt_cuda_begin and kt_cuda_end. Treat as opaque. */
@@ -159,9 +166,30 @@ KT_API int kt_cuda_device_primary(int ordinal, struct CUctx_st **ctx);
 
 /* Time one dispatch: begin before the launch, end after it, on the same stream. ctx NULL = the calling thread's
  * current context, or device 0's primary context when none is current (what the runtime API would use). When
- * recording is disabled both are no-ops returning 0. */
+ * recording is disabled both are no-ops returning 0.
+ *   Launch latency: the start event is enqueued before the launch, so on an idle stream the span also holds the
+ *   host's launch time of the kernel (a few us). For kernels under ~20 us that bias dominates; time them in a
+ *   batch, or hold the stream as the harness does (ktiming/harness.h), or use KT_KERNEL_ENTER/EXIT stamps.
+ *   Graph capture: a span begun (or ended) on a stream that is capturing a graph is skipped, 0 returned, and
+ *   counted as dropped with reason "graph capture"; time the graph's launch instead (a span around
+ *   cuGraphLaunch/cudaGraphLaunch is one dispatch). The collector thread sets its capture mode to relaxed, so a
+ *   capture in global mode elsewhere is neither failed nor invalidated by it.
+ *   Device reset: after cudaDeviceReset / cuDevicePrimaryCtxReset or cuCtxDestroy, ktiming notices (the
+ *   context's id changed, CUDA 12.0+ drivers), forgets the context's events without touching them and counts
+ *   what was in flight as dropped ("context reset"); a span open across the reset ends with KT_ESTATE.
+ *   Per-thread default stream: a NULL stream is the legacy default stream unless per_thread_default_stream is
+ *   set, or this header is compiled with nvcc --default-stream per-thread (CUDA_API_PER_THREAD_DEFAULT_STREAM):
+ *   then spans on stream NULL go to the calling thread's per-thread default stream (CU_STREAM_PER_THREAD). */
 KT_API int kt_cuda_begin(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_st *stream, const char *name);
 KT_API int kt_cuda_end(kt_cuda_span_t *span);
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+/* Code built with --default-stream per-thread: its stream 0 is the per-thread default stream. */
+static inline struct CUstream_st *kt__cuda_ptds_stream(struct CUstream_st *stream)
+{
+    return stream ? stream : (struct CUstream_st *)0x2; /* CU_STREAM_PER_THREAD */
+}
+#define kt_cuda_begin(span, ctx, stream, name) (kt_cuda_begin)((span), (ctx), kt__cuda_ptds_stream(stream), (name))
+#endif
 /* Collect ktiming's state for a context before you destroy it (waits up to flush_timeout_ms), then destroy
  * its events. No span, timer or slot buffer of that context may be in use during or after the call. */
 KT_API int kt_cuda_context_release(struct CUctx_st *ctx);
@@ -176,7 +204,7 @@ KT_API double kt_cuda_timer_elapsed_ms(const kt_cuda_timer_t *t); /* 0 on failur
 KT_API int kt_cuda_timer_elapsed(const kt_cuda_timer_t *t, double *ms); /* same, with the error code */
 KT_API void kt_cuda_timer_destroy(kt_cuda_timer_t *t);
 
-/* %globaltimer through small kernels ktiming embeds as PTX (JIT-compiled by the driver, sm_52 and later).
+/* %globaltimer through small kernels ktiming embeds as PTX (ISA 6.0, JIT-compiled by the driver, sm_50 and later).
  * read: one value; batch: n consecutive reads by one thread in one launch (minimal skew between them);
  * resolution: the smallest non-zero step seen in a batch of 1024 reads, i.e. the update granularity (1 us has
  * been seen); frequency: the counter's unit (1 GHz, it counts ns) and the SM clock for clock64() cycles. */

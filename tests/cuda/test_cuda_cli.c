@@ -1,10 +1,13 @@
 /* test_cuda_cli.c — the CLI's CUDA hooks: `ktiming devices` lists the device with its clock facts and
  * `ktiming demo` times its kernels (run by the driver TEST DOUBLE, which simulates them by name); with
- * KT_TEST_EXPECT_UNAVAILABLE=1 (no driver) both report the reason and return KT_EUNAVAILABLE. */
+ * KT_TEST_EXPECT_UNAVAILABLE=1 (no driver) both report the reason and return KT_EUNAVAILABLE; with
+ * KT_TEST_EXPECT_DEMO_ERROR=NAME (a driver too old for the demo's PTX) the demo fails naming the driver's code;
+ * KT_TEST_EXPECT_CC overrides the compute capability `devices` must show. */
 #include "cuda_test_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -33,7 +36,15 @@ static void test_devices(void **state)
     }
     assert_int_equal(n, 1);
     assert_non_null(strstr(buf, "ktiming test double (not a GPU) #0"));
-    assert_non_null(strstr(buf, "compute capability 9.0"));
+    char cc[64];
+    const char *want = getenv("KT_TEST_EXPECT_CC");
+    snprintf(cc, sizeof cc, "compute capability %s", want && want[0] ? want : "9.0");
+    assert_non_null(strstr(buf, cc));
+    const char *demo_error = getenv("KT_TEST_EXPECT_DEMO_ERROR");
+    if (demo_error && demo_error[0]) { /* a driver too old for any PTX ktiming has: no %globaltimer facts */
+        assert_non_null(strstr(buf, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"));
+        return;
+    }
     assert_non_null(strstr(buf, "update granularity 1000 ns"));
     assert_non_null(strstr(buf, "calibration vs CLOCK_MONOTONIC_RAW"));
 }
@@ -42,6 +53,30 @@ static void test_demo(void **state)
 {
     (void)state;
     ktcli_demo_opts_t opts = {.warmup = 1, .dispatches = 12, .bytes = 1 << 16, .verbose = 1};
+    const char *demo_error = getenv("KT_TEST_EXPECT_DEMO_ERROR");
+    if (demo_error && demo_error[0]) { /* capture what the demo says on stderr */
+        char path[] = "/tmp/kt_cuda_cli_XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        fflush(stderr);
+        int saved = dup(2);
+        dup2(fd, 2);
+        int rc = ktcli_demo_cuda(&opts);
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        char buf[4096] = {0};
+        ssize_t len = pread(fd, buf, sizeof buf - 1, 0);
+        close(fd);
+        unlink(path);
+        print_message("%s", len > 0 ? buf : "");
+        assert_int_equal(rc, KT_EBACKEND);
+        assert_non_null(strstr(buf, "cuModuleLoadData"));
+        assert_non_null(strstr(buf, demo_error));
+        assert_non_null(strstr(buf, "(222)"));
+        kt_cuda_shutdown();
+        return;
+    }
     int rc = ktcli_demo_cuda(&opts);
 #if defined(KTCLI_CUDA_DEMO_PTX)
     if (!expect_unavailable()) {

@@ -1,8 +1,11 @@
 /* test_cuda_cupti_inject.c — the CUPTI injection library builds as a loadable shared object exporting
  * InitializeInjection (what CUDA_INJECTION64_PATH needs); where no CUDA driver can be loaded, calling it reports
  * failure (0) instead of crashing and the process writes no `ktiming run` snapshot; with the CUPTI test double it
- * flushes CUPTI's buffers at exit before writing KTIMING_RUN_DIR/<pid>.json. Its kernel recording has not been
- * run on a GPU. */
+ * flushes CUPTI's buffers at exit before writing KTIMING_RUN_DIR/<pid>.json, and that snapshot shows the records
+ * were handled as a real CUPTI needs: placed on the host timeline although CUPTI's REALTIME stepped (timestamp
+ * callback), delivered in two buffers, C++ names demangled, zero-timing records counted as dropped, copies and
+ * memsets as their own entries with bytes, tracks per (context, stream), latency timestamps and a flush period
+ * configured. Its recording has not been run on a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +18,15 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+static uint64_t raw_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static int driver_installed(void)
 {
@@ -66,13 +77,25 @@ static int child_initialize(const char *run_dir, const char *first, pid_t *pid)
         int (*init)(void) = NULL;
         if (!lib || !(*(void **)&init = dlsym(lib, "InitializeInjection")))
             _exit(3);
-        exit(10 + init());
+        int rc = init();
+        void (*settings)(uint32_t *, int *, int *) = NULL;
+        *(void **)&settings = first ? dlsym(RTLD_DEFAULT, "kt_test_cupti_settings") : NULL;
+        if (settings) { /* what the library asked of CUPTI: a flush period, latency stamps, its own clock */
+            uint32_t period = 0;
+            int latency = 0, clock_cb = 0;
+            settings(&period, &latency, &clock_cb);
+            if (!period || !latency || !clock_cb)
+                rc += 100;
+        }
+        exit(10 + rc);
     }
     int st = 0;
     assert_int_equal(waitpid(*pid, &st, 0), *pid);
     assert_true(WIFEXITED(st));
     return WEXITSTATUS(st);
 }
+
+static uint64_t g_t0, g_t1; /* CLOCK_MONOTONIC_RAW around the child's life */
 
 static size_t count_files(const char *dir)
 {
@@ -124,14 +147,52 @@ static void test_exit_flushes_then_writes_snapshot(void **state)
     char dir[] = "/tmp/kt_cupti_run_XXXXXX";
     assert_non_null(mkdtemp(dir));
     pid_t pid = 0;
+    g_t0 = raw_now();
     assert_int_equal(child_initialize(dir, fake, &pid), 11);
+    g_t1 = raw_now();
     assert_int_equal(count_files(dir), 1);
     char path[128];
     snprintf(path, sizeof path, "%s/%ld.json", dir, (long)pid);
     const char *json = read_all(path);
     assert_non_null(json);
     assert_non_null(strstr(json, "\"kt_fake_cupti_kernel\""));
-    assert_non_null(strstr(json, "stream 7"));
+    /* Demangled. */
+    assert_non_null(strstr(json, "\"kt::fake::saxpy_kernel(int, float, float*, float*)\""));
+    assert_null(strstr(json, "_ZN2kt4fake"));
+    /* Zero-timing record: dropped ("no timing"), not a 0 ns dispatch. */
+    const char *e = strstr(json, "\"kt_fake_untimed\"");
+    assert_non_null(e);
+    const char *next = strstr(e + 1, "{\"name\"");
+    const char *cnt = strstr(e, "\"dispatch_count\": 0,");
+    assert_true(cnt && (!next || cnt < next));
+    const char *why = strstr(e, "\"no_timing\": 1");
+    assert_true(why && (!next || why < next));
+    /* Copies and memsets as their own entries, with bytes. */
+    e = strstr(json, "\"memcpy HtoD\"");
+    assert_non_null(e);
+    assert_non_null(strstr(e, "\"bytes\": 4096"));
+    e = strstr(json, "\"memset\"");
+    assert_non_null(e);
+    assert_non_null(strstr(e, "\"bytes\": 1024"));
+    /* One track per (context, stream): stream 7 of two contexts. */
+    assert_non_null(strstr(json, "stream 7 (context 1)"));
+    assert_non_null(strstr(json, "stream 7 (context 2)"));
+    /* Every span placed within the child's life on this host's CLOCK_MONOTONIC_RAW (CUPTI's REALTIME stepped by
+     * 30 s meanwhile), kernels with their queued time. */
+    const char *spans = strstr(json, "\"spans\"");
+    assert_non_null(spans);
+    size_t placed = 0, queued = 0;
+    for (const char *p = strstr(spans, "\"start_ns\": "); p; p = strstr(p + 1, "\"start_ns\": ")) {
+        unsigned long long start = strtoull(p + 12, NULL, 10);
+        print_message("span start %llu within [%llu, %llu]\n", start, (unsigned long long)g_t0,
+                      (unsigned long long)g_t1);
+        assert_true(start >= g_t0 && start <= g_t1);
+        placed++;
+    }
+    for (const char *p = strstr(spans, "\"queued_ns\": "); p; p = strstr(p + 1, "\"queued_ns\": "))
+        queued++;
+    assert_int_equal(placed, 4); /* two kernels, the copy, the memset */
+    assert_int_equal(queued, 2);
     unlink(path);
     rmdir(dir);
 }

@@ -90,11 +90,11 @@ static void test_calibration(void **state)
 }
 
 static const char kStampModule[] =
-    ".version 6.0\n.target sm_52\n.address_size 64\n"
+    ".version 6.0\n.target sm_50\n.address_size 64\n"
     ".global .align 8 .u64 kt_cuda_slot_ptr;\n"
     ".visible .entry kt_test_stamp(\n\t.param .u64 work_ns\n)\n{\n\tret;\n}\n";
 static const char kPlainModule[] =
-    ".version 6.0\n.target sm_52\n.address_size 64\n"
+    ".version 6.0\n.target sm_50\n.address_size 64\n"
     ".visible .entry plain(\n\t.param .u64 work_ns\n)\n{\n\tret;\n}\n";
 
 static void test_slots(void **state)

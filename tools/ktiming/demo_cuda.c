@@ -1,4 +1,4 @@
-/* demo_cuda.c — `ktiming demo` on CUDA: runs two small kernels (PTX compiled by nvcc at build time and embedded)
+/* demo_cuda.c — `ktiming demo` on CUDA: runs two small kernels (checked-in PTX for sm_50, embedded at build time)
  * through the driver API, each dispatch timed with kt_cuda_begin/end. Without a driver it says why and returns
  * KT_EUNAVAILABLE. It has been run against ktiming's driver test double only, not on a GPU. */
 #include "cli.h"
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ktcli_demo_cuda_ptx.h" /* ktcli_demo_cuda_ptx[]: the kernels nvcc compiled at build time */
+#include "ktcli_demo_cuda_ptx.h" /* ktcli_demo_cuda_ptx[]: demo_cuda_kernels.ptx, embedded */
 
 /* The driver entry points the demo itself calls (ktiming's own table is internal). */
 typedef struct ktcli_cu_t {
@@ -28,7 +28,19 @@ typedef struct ktcli_cu_t {
     int (*cuStreamCreate)(struct CUstream_st **, unsigned);                      /* the demo's stream */
     int (*cuStreamDestroy_v2)(struct CUstream_st *);
     int (*cuStreamSynchronize)(struct CUstream_st *);
+    int (*cuGetErrorName)(int, const char **);                                   /* names a CUresult (optional) */
 } ktcli_cu_t;
+
+/* Prints which call failed with the driver's own error name and code; returns KT_EBACKEND. */
+static int fail(const ktcli_cu_t *cu, const char *what, int r)
+{
+    const char *name = NULL;
+    if (!cu->cuGetErrorName || cu->cuGetErrorName(r, &name) != 0 || !name)
+        name = "unnamed CUDA error";
+    fprintf(stderr, "CUDA: %s failed: %s (%d)%s\n", what, name, r,
+            r == 222 || r == 218 ? " (the driver is older than the demo's PTX needs)" : "");
+    return KT_EBACKEND;
+}
 
 static int load(ktcli_cu_t *cu)
 {
@@ -53,6 +65,7 @@ static int load(ktcli_cu_t *cu)
     KTCLI_SYM(cuStreamDestroy_v2)
     KTCLI_SYM(cuStreamSynchronize)
 #undef KTCLI_SYM
+    *(void **)&cu->cuGetErrorName = dlsym(cu->lib, "cuGetErrorName");
     return 0;
 }
 
@@ -67,10 +80,8 @@ static int run(const ktcli_cu_t *cu, struct CUctx_st *ctx, struct CUstream_st *s
         int r = cu->cuLaunchKernel(fn, grid, 1, 1, 256, 1, 1, 0, s, params, NULL);
         if (name)
             kt_cuda_end(&span);
-        if (r) {
-            fprintf(stderr, "CUDA: cuLaunchKernel failed (%d)\n", r);
-            return KT_EBACKEND;
-        }
+        if (r)
+            return fail(cu, "cuLaunchKernel", r);
     }
     return 0;
 }
@@ -99,10 +110,19 @@ int ktcli_demo_cuda(const ktcli_demo_opts_t *opts)
     unsigned long long x = 0, y = 0;
     rc = KT_EBACKEND;
     cu.cuCtxPushCurrent_v2(ctx);
-    if (cu.cuModuleLoadData(&mod, ktcli_demo_cuda_ptx) || cu.cuModuleGetFunction(&saxpy, mod, "kt_demo_saxpy") ||
-        cu.cuModuleGetFunction(&scale, mod, "kt_demo_scale") || cu.cuMemAlloc_v2(&x, n * sizeof(float)) ||
-        cu.cuMemAlloc_v2(&y, n * sizeof(float)) || cu.cuStreamCreate(&s, 0)) {
-        fprintf(stderr, "CUDA: could not set up the demo kernels\n");
+    int r = 0;
+    const char *what = NULL;
+    if ((r = cu.cuModuleLoadData(&mod, ktcli_demo_cuda_ptx)) != 0)
+        what = "cuModuleLoadData (demo kernels, PTX ISA 6.0, sm_50)";
+    else if ((r = cu.cuModuleGetFunction(&saxpy, mod, "kt_demo_saxpy")) != 0 ||
+             (r = cu.cuModuleGetFunction(&scale, mod, "kt_demo_scale")) != 0)
+        what = "cuModuleGetFunction";
+    else if ((r = cu.cuMemAlloc_v2(&x, n * sizeof(float))) != 0 || (r = cu.cuMemAlloc_v2(&y, n * sizeof(float))) != 0)
+        what = "cuMemAlloc";
+    else if ((r = cu.cuStreamCreate(&s, 0)) != 0)
+        what = "cuStreamCreate";
+    if (what) {
+        fail(&cu, what, r);
     } else {
         float a = 2.0f, b = 0.5f;
         void *p_saxpy[] = {&a, &x, &y, &n};
@@ -118,8 +138,8 @@ int ktcli_demo_cuda(const ktcli_demo_opts_t *opts)
             rc = run(&cu, ctx, s, saxpy, p_saxpy, grid, "saxpy", dispatches);
         if (!rc)
             rc = run(&cu, ctx, s, scale, p_scale, 128, "scale", dispatches);
-        if (cu.cuStreamSynchronize(s) && !rc)
-            rc = KT_EBACKEND;
+        if ((r = cu.cuStreamSynchronize(s)) != 0 && !rc)
+            rc = fail(&cu, "cuStreamSynchronize", r);
         kt_flush();
     }
     if (s)
@@ -136,7 +156,7 @@ int ktcli_demo_cuda(const ktcli_demo_opts_t *opts)
     return rc;
 }
 
-#else /* built without nvcc: no kernels to run */
+#else /* built without the embedded demo PTX: no kernels to run */
 
 int ktcli_demo_cuda(const ktcli_demo_opts_t *opts)
 {
@@ -146,7 +166,7 @@ int ktcli_demo_cuda(const ktcli_demo_opts_t *opts)
         fprintf(stderr, "CUDA: driver unavailable: %s\n", kt_cuda_last_error());
         return rc;
     }
-    fprintf(stderr, "CUDA: this ktiming was built without nvcc, so it has no CUDA demo kernels\n");
+    fprintf(stderr, "CUDA: this ktiming was built without the CUDA demo kernels\n");
     return KT_EUNAVAILABLE;
 }
 

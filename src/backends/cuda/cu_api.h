@@ -28,14 +28,25 @@ typedef struct CUfunc_st *kt__cufunction;    /* CUfunction */
 #define KT__CU_ERROR_DEINITIALIZED 4
 #define KT__CU_ERROR_STUB_LIBRARY 34
 #define KT__CU_ERROR_NO_DEVICE 100
+#define KT__CU_ERROR_NO_BINARY_FOR_GPU 209
 #define KT__CU_ERROR_INVALID_CONTEXT 201
+#define KT__CU_ERROR_INVALID_PTX 218
+#define KT__CU_ERROR_UNSUPPORTED_PTX_VERSION 222
 #define KT__CU_ERROR_INVALID_HANDLE 400
 #define KT__CU_ERROR_NOT_FOUND 500
 #define KT__CU_ERROR_NOT_READY 600
+#define KT__CU_ERROR_CONTEXT_IS_DESTROYED 709
+#define KT__CU_ERROR_STREAM_CAPTURE_UNSUPPORTED 900
+#define KT__CU_ERROR_STREAM_CAPTURE_INVALIDATED 901
+#define KT__CU_ERROR_CAPTURED_EVENT 907
 
 /* Flags and attributes. */
 #define KT__CU_EVENT_DEFAULT 0x0
 #define KT__CU_STREAM_NON_BLOCKING 0x1
+#define KT__CU_STREAM_LEGACY ((kt__custream)0x1)     /* CU_STREAM_LEGACY */
+#define KT__CU_STREAM_PER_THREAD ((kt__custream)0x2) /* CU_STREAM_PER_THREAD */
+#define KT__CU_STREAM_CAPTURE_STATUS_NONE 0
+#define KT__CU_STREAM_CAPTURE_MODE_RELAXED 2
 #define KT__CU_DEVICE_ATTRIBUTE_CLOCK_RATE 13 /* kHz */
 #define KT__CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
 #define KT__CU_DEVICE_ATTRIBUTE_PCI_BUS_ID 33
@@ -65,8 +76,12 @@ typedef struct CUfunc_st *kt__cufunction;    /* CUfunction */
     X(cuStreamDestroy_v2, kt__curesult, (kt__custream stream))                                             \
     X(cuStreamSynchronize, kt__curesult, (kt__custream stream))
 
-/* Needed only by the globaltimer and slot features (KT_ENOTSUP when absent). */
+/* Optional: the globaltimer and slot features (KT_ENOTSUP when absent); context identity (cuCtxGetId, CUDA
+ * 12.0+: a reset or destroyed context is told by its id) and graph capture (CUDA 10.1+), used when present. */
 #define KT__CU_OPTIONAL(X)                                                                                 \
+    X(cuCtxGetId, kt__curesult, (kt__cuctx ctx, unsigned long long *id))                                  \
+    X(cuStreamIsCapturing, kt__curesult, (kt__custream stream, int *status))                               \
+    X(cuThreadExchangeStreamCaptureMode, kt__curesult, (int *mode))                                        \
     X(cuGetErrorName, kt__curesult, (kt__curesult err, const char **name))                                 \
     X(cuModuleLoadData, kt__curesult, (kt__cumodule * mod, const void *image))                             \
     X(cuModuleUnload, kt__curesult, (kt__cumodule mod))                                                    \

@@ -23,7 +23,6 @@ enum { KT__CUDA_UNINIT = 0, KT__CUDA_READY = 1, KT__CUDA_UNAVAILABLE = 2 };
 /* Backend-wide state. */
 static struct {
     pthread_mutex_t lock;     /* state, settings, context list, collector lifecycle */
-    pthread_cond_t wake;      /* the collector sleeps here while nothing is pending */
     pthread_mutex_t consumer; /* one consumer of completions at a time (collector pass, flush, sync end, cleanup) */
     atomic_int state;         /* KT__CUDA_* */
     kt_cuda_desc_t desc;      /* settings in force, defaults filled in */
@@ -31,18 +30,17 @@ static struct {
     int load_res;             /* CUresult behind load_msg */
     kt__cuda_ctx_t *ctxs;     /* contexts seen (prepended; nodes are removed only under `consumer`) */
     atomic_uint generation;   /* bumped by shutdown: older spans and timers are invalid */
-    atomic_uint ctx_epoch;    /* bumped whenever a context's state is freed (release, shutdown) */
+    atomic_uint ctx_epoch;    /* bumped whenever a context's state is freed (release, shutdown, reset) */
     atomic_uint pending;      /* ended dispatches not yet collected, all contexts */
-    pthread_t collector;      /* collector thread */
-    int collector_running;    /* the thread exists */
-    int collector_stop;       /* asks it to exit */
-    int exiting;              /* process exit began: no new collector */
+    kt__cuda_ctx_t *retired;  /* contexts reset or destroyed under ktiming, freed by kt_cuda_shutdown */
+    kt__collector_t collector; /* the background collector (core helper) */
+    atomic_int stopped;       /* the core's stop ran: no collector until the backend is used again */
 } G = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
-    .wake = PTHREAD_COND_INITIALIZER,
     .consumer = PTHREAD_MUTEX_INITIALIZER,
     .generation = 1,
     .ctx_epoch = 1,
+    .collector = KT__COLLECTOR_INIT,
 };
 
 /* The calling thread's last context look-up, valid while G.ctx_epoch is unchanged (spares the global lock on
@@ -53,19 +51,13 @@ static _Thread_local struct {
     uint32_t epoch;    /* G.ctx_epoch when cached */
 } t_ctx_cache;
 
-static void sleep_us(uint32_t us)
-{
-    struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
-    nanosleep(&ts, NULL);
-}
-
 /* ---------------------------------------------------------------------------------------------------
  * Initialisation
  * ------------------------------------------------------------------------------------------------- */
 
-static void atexit_handler(uint64_t deadline_ns);
+static void stop_hook(uint64_t deadline_ns);
 static void flush_hook(uint64_t deadline_ns);
-static const kt__backend_ops_t kOps = {.name = "CUDA", .flush = flush_hook, .stop = atexit_handler};
+static const kt__backend_ops_t kOps = {.name = "CUDA", .flush = flush_hook, .stop = stop_hook};
 
 static void fill_defaults(kt_cuda_desc_t *d)
 {
@@ -79,6 +71,10 @@ static void fill_defaults(kt_cuda_desc_t *d)
         d->anchor_period_ms = 100;
     if (!d->flush_timeout_ms)
         d->flush_timeout_ms = 2000;
+    if (!d->per_thread_default_stream) {
+        const char *s = getenv("KTIMING_CUDA_PER_THREAD_STREAM");
+        d->per_thread_default_stream = s && s[0] && strcmp(s, "0") != 0;
+    }
     if (!d->sync) {
         const char *s = secure_getenv("KTIMING_CUDA_SYNC");
         d->sync = s && s[0] && strcmp(s, "0") != 0;
@@ -107,6 +103,7 @@ static int init_locked(const kt_cuda_desc_t *desc)
     }
     G.desc = want;
     kt__backend_register(&kOps); /* idempotent; again after a kt_shutdown() stopped it */
+    atomic_store(&G.stopped, 0);
     atomic_store(&G.state, KT__CUDA_READY);
     return 0;
 }
@@ -169,6 +166,8 @@ void kt__cuda_ctx_leave(int pushed)
 void kt__cuda_publish(kt__cuda_ctx_t *c)
 {
     kt_device_info_t info;
+    kt_clock_model_t model;
+    int have_model = 0;
     pthread_mutex_lock(&c->lock);
     memset(&info, 0, sizeof info);
     info.backend = KT_BACKEND_CUDA;
@@ -181,14 +180,29 @@ void kt__cuda_publish(kt__cuda_ctx_t *c)
     info.frequency_hz = KT_CUDA_GLOBALTIMER_HZ;
     info.valid_bits = 64;
     if (c->event_model_valid) {
-        info.error_bound_ns = (uint64_t)llround(c->event_model.error_ns);
-        info.drift_ppm = c->event_model.drift_ppm;
-        info.model_samples = c->event_model.inliers;
+        model = c->event_model;
+        have_model = 1;
     } else if (c->anchor_cur >= 0) {
-        info.error_bound_ns = c->anchor_half_ns;
+        info.error_bound_ns = c->anchor_half_ns; /* one anchor: its bracket, drift not yet known */
     }
     pthread_mutex_unlock(&c->lock);
-    kt_device_publish(&info);
+    kt__device_publish_model(&info, have_model ? &model : NULL, kt_now_ns());
+}
+
+int kt__cuda_ctx_alive(kt__cuda_ctx_t *c)
+{
+    if (atomic_load(&c->gone))
+        return 0;
+    if (!kt__cu.cuCtxGetId || !c->ctx_id)
+        return 1;
+    unsigned long long id = 0;
+    kt__curesult r = kt__cu.cuCtxGetId(c->ctx, &id);
+    if (r == KT__CU_SUCCESS && id == c->ctx_id)
+        return 1;
+    if (r == KT__CU_ERROR_DEINITIALIZED || r == KT__CU_ERROR_NOT_INITIALIZED)
+        return 1; /* the whole driver is gone (exit): not this context's reset */
+    atomic_store(&c->gone, 1);
+    return 0;
 }
 
 /* G.lock held. */
@@ -226,6 +240,8 @@ static int ctx_create(kt__cuctx handle, int retained, kt__cuda_ctx_t **out)
         free(c);
         return rc;
     }
+    if (kt__cu.cuCtxGetId && kt__cu.cuCtxGetId(handle, &c->ctx_id) != KT__CU_SUCCESS)
+        c->ctx_id = 0;
     if (kt__cu.cuDeviceGetName(c->device_name, (int)sizeof c->device_name - 1, c->device) != KT__CU_SUCCESS)
         snprintf(c->device_name, sizeof c->device_name, "CUDA device %d", c->device);
     kt__cu.cuDeviceGetAttribute(&c->cc_major, KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->device);
@@ -275,6 +291,9 @@ static int ctx_primary_locked(int ordinal, kt__cuda_ctx_t **out, int *created)
     return ctx_lookup_locked(ctx, 1, dev, out, created);
 }
 
+/* The context of c was reset or destroyed: retire its state (defined with the collection code). */
+static void ctx_retire(kt__cuda_ctx_t *c);
+
 int kt__cuda_ctx_get(kt__cuctx ctx, kt__cuda_ctx_t **out)
 {
     int rc = kt__cuda_ready();
@@ -285,34 +304,47 @@ int kt__cuda_ctx_get(kt__cuctx ctx, kt__cuda_ctx_t **out)
         if (r)
             return kt__cuda_fail("cuCtxGetCurrent", r);
     }
-    uint32_t epoch = atomic_load(&G.ctx_epoch);
-    if (ctx && t_ctx_cache.handle == ctx && t_ctx_cache.epoch == epoch) {
-        *out = t_ctx_cache.c;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        uint32_t epoch = atomic_load(&G.ctx_epoch);
+        kt__cuda_ctx_t *c = NULL;
+        int created = 0;
+        if (ctx && t_ctx_cache.handle == ctx && t_ctx_cache.epoch == epoch) {
+            c = t_ctx_cache.c;
+        } else {
+            pthread_mutex_lock(&G.lock);
+            c = ctx ? ctx_find_locked(ctx) : NULL;
+            if (!c && ctx)
+                rc = ctx_lookup_locked(ctx, 0, 0, &c, &created);
+            else if (!c) {
+                /* No current context: device 0's primary context, as the runtime API would use. */
+                for (kt__cuda_ctx_t *it = G.ctxs; it && !c; it = it->next)
+                    if (it->retained_primary && it->device == 0)
+                        c = it;
+                if (!c)
+                    rc = ctx_primary_locked(0, &c, &created);
+            }
+            pthread_mutex_unlock(&G.lock);
+            if (rc)
+                return rc;
+        }
+        /* Re-validate by the context's identity: a primary context reset (cudaDeviceReset) or a destroyed
+         * context leaves the same handle with none of ktiming's events, streams or buffers behind it. */
+        if (!created && !kt__cuda_ctx_alive(c)) {
+            pthread_mutex_lock(&G.consumer);
+            ctx_retire(c);
+            pthread_mutex_unlock(&G.consumer);
+            continue; /* make fresh state for the handle, once */
+        }
+        if (created)
+            kt__cuda_publish(c);
+        t_ctx_cache.handle = c->ctx;
+        t_ctx_cache.c = c;
+        t_ctx_cache.epoch = epoch;
+        *out = c;
         return 0;
     }
-    int created = 0;
-    pthread_mutex_lock(&G.lock);
-    kt__cuda_ctx_t *c = ctx ? ctx_find_locked(ctx) : NULL;
-    if (!c && ctx)
-        rc = ctx_lookup_locked(ctx, 0, 0, &c, &created);
-    else if (!c) {
-        /* No current context: device 0's primary context, as the runtime API would use. */
-        for (kt__cuda_ctx_t *it = G.ctxs; it && !c; it = it->next)
-            if (it->retained_primary && it->device == 0)
-                c = it;
-        if (!c)
-            rc = ctx_primary_locked(0, &c, &created);
-    }
-    pthread_mutex_unlock(&G.lock);
-    if (rc)
-        return rc;
-    if (created)
-        kt__cuda_publish(c);
-    t_ctx_cache.handle = c->ctx;
-    t_ctx_cache.c = c;
-    t_ctx_cache.epoch = epoch;
-    *out = c;
-    return 0;
+    kt__cuda_set_error(KT__CU_ERROR_CONTEXT_IS_DESTROYED, "CUDA context %p is destroyed", (void *)ctx);
+    return KT_EBACKEND;
 }
 
 int kt_cuda_device_primary(int ordinal, struct CUctx_st **ctx)
@@ -399,6 +431,17 @@ static int pool_grow_locked(kt__cuda_ctx_t *c)
         }
         chunk->count++;
     }
+    if (chunk->count && !kt__cuda_ctx_alive(c)) {
+        /* Reset while growing: these events may belong to the context's next life, which ktiming would then
+         * never destroy (a retired context's handles are not touched). Give them back now. */
+        for (uint32_t i = 0; i < chunk->count; i++) {
+            kt__cu.cuEventDestroy_v2(chunk->pairs[i].start);
+            kt__cu.cuEventDestroy_v2(chunk->pairs[i].end);
+        }
+        chunk->count = 0;
+        rc = KT_EBACKEND;
+        kt__cuda_set_error(KT__CU_ERROR_CONTEXT_IS_DESTROYED, "CUDA context %p was reset", (void *)c->ctx);
+    }
     kt__cuda_ctx_leave(pushed);
     if (chunk->count == 0) {
         free(chunk);
@@ -442,17 +485,23 @@ static void pool_put(kt__cuda_ctx_t *c, kt__cuda_pair_t *p)
 }
 
 /* c->lock held: the queue of a stream, created (and registered as a timeline track) on first sight. */
-static kt__cuda_squeue_t *squeue_get_locked(kt__cuda_ctx_t *c, kt__custream stream)
+static kt__cuda_squeue_t *squeue_get_locked(kt__cuda_ctx_t *c, kt__custream stream, uint32_t thread)
 {
+    uint32_t owner = stream == KT__CU_STREAM_PER_THREAD ? thread : 0; /* one per-thread stream per thread */
     for (kt__cuda_squeue_t *q = c->queues; q; q = q->next)
-        if (q->stream == stream)
+        if (q->stream == stream && q->thread == owner)
             return q;
     kt__cuda_squeue_t *q = calloc(1, sizeof *q);
     if (!q)
         return NULL;
     q->stream = stream;
+    q->thread = owner;
     char label[64];
-    if (stream)
+    if (stream == KT__CU_STREAM_PER_THREAD)
+        snprintf(label, sizeof label, "stream per-thread default (thread %u)", owner);
+    else if (stream == KT__CU_STREAM_LEGACY)
+        snprintf(label, sizeof label, "stream default (ctx %p)", (void *)c->ctx);
+    else if (stream)
         snprintf(label, sizeof label, "stream %p", (void *)stream);
     else
         snprintf(label, sizeof label, "stream default (ctx %p)", (void *)c->ctx);
@@ -480,6 +529,7 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
             return;
         }
     }
+    int made = 0;
     for (int i = 0; i < 2; i++) { /* both at once: no event is created later in the context's life */
         if (c->anchor_ev[i])
             continue;
@@ -489,9 +539,19 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
             kt__cuda_fail("cuEventCreate (anchor)", r);
             return;
         }
+        made = 1;
         pthread_mutex_lock(&c->lock);
         c->events_created++;
         pthread_mutex_unlock(&c->lock);
+    }
+    if (made && !kt__cuda_ctx_alive(c)) { /* reset meanwhile: do not leave them to the context's next life */
+        for (int i = 0; i < 2; i++) {
+            kt__cu.cuEventDestroy_v2(c->anchor_ev[i]);
+            c->anchor_ev[i] = NULL;
+        }
+        kt__cu.cuStreamDestroy_v2(c->anchor_stream);
+        c->anchor_stream = NULL;
+        return;
     }
     int nxt = c->anchor_cur < 0 ? 0 : 1 - c->anchor_cur;
     kt__cuevent ev = c->anchor_ev[nxt];
@@ -593,28 +653,51 @@ static int pair_place(kt__cuda_ctx_t *c, const kt__cuda_pair_t *p, kt_dispatch_t
  * Collection (consumer lock held)
  * ------------------------------------------------------------------------------------------------- */
 
-/* Collect completed dispatches of one context; returns how many remain pending. */
-static uint32_t collect_ctx(kt__cuda_ctx_t *c)
+/* Whether the driver is torn down (process exit after the runtime's own atexit): nothing can be collected. */
+static int result_is_deinit(kt__curesult r)
 {
+    return r == KT__CU_ERROR_DEINITIALIZED || r == KT__CU_ERROR_NOT_INITIALIZED;
+}
+
+/* Collect completed dispatches of one context; returns how many remain pending. Sets *gone when the context
+ * died under ktiming (reset, destroyed) or the driver is torn down: the caller then stops using it. */
+static uint32_t collect_ctx(kt__cuda_ctx_t *c, int *gone)
+{
+    if (atomic_load(&c->gone)) {
+        *gone = 1;
+        return 0;
+    }
     pthread_mutex_lock(&c->lock);
     uint32_t pending = c->pending;
     pthread_mutex_unlock(&c->lock);
     if (!pending)
         return 0;
-    int pushed = 0;
-    if (kt__cuda_ctx_enter(c, &pushed))
+    if (!kt__cuda_ctx_alive(c)) { /* reset or destroyed: none of its events may be queried */
+        *gone = 1;
         return pending;
+    }
+    int pushed = 0;
+    if (kt__cuda_ctx_enter(c, &pushed)) {
+        if (result_is_deinit(kt_cuda_last_result()) || !kt__cuda_ctx_alive(c))
+            *gone = 1;
+        return pending;
+    }
     anchor_refresh(c);
     for (;;) {
         kt__cuda_pair_t *done[KT__CUDA_BATCH];
         kt__curesult status[KT__CUDA_BATCH];
         uint32_t n = 0;
+        int dead = 0;
         pthread_mutex_lock(&c->lock);
-        for (kt__cuda_squeue_t *q = c->queues; q && n < KT__CUDA_BATCH; q = q->next) {
+        for (kt__cuda_squeue_t *q = c->queues; q && n < KT__CUDA_BATCH && !dead; q = q->next) {
             while (q->head && n < KT__CUDA_BATCH) {
                 kt__curesult r = kt__cu.cuEventQuery(q->head->end);
                 if (r == KT__CU_ERROR_NOT_READY)
                     break;
+                if (r != KT__CU_SUCCESS && (result_is_deinit(r) || !kt__cuda_ctx_alive(c))) {
+                    dead = 1; /* never a dispatch error: its context is gone, the caller drops the rest */
+                    break;
+                }
                 kt__cuda_pair_t *p = q->head;
                 q->head = p->next;
                 if (!q->head)
@@ -627,24 +710,28 @@ static uint32_t collect_ctx(kt__cuda_ctx_t *c)
         }
         pending = c->pending;
         pthread_mutex_unlock(&c->lock);
+        if (dead)
+            *gone = 1;
         if (!n)
             break;
         kt_dispatch_t d[KT__CUDA_BATCH];
-        int ok[KT__CUDA_BATCH];
+        const char *err[KT__CUDA_BATCH];
         for (uint32_t i = 0; i < n; i++) {
-            ok[i] = status[i] == KT__CU_SUCCESS;
-            if (!ok[i])
+            err[i] = NULL;
+            if (status[i] != KT__CU_SUCCESS) {
                 kt__cuda_fail("cuEventQuery", status[i]);
-            else if (pair_place(c, done[i], &d[i]) != 0)
-                ok[i] = 0;
+                err[i] = kt__cuda_result_name(status[i]);
+            } else if (pair_place(c, done[i], &d[i]) != 0) {
+                err[i] = kt__cuda_result_name(kt_cuda_last_result());
+            }
         }
         uint64_t recorded = 0, errors = 0;
         for (uint32_t i = 0; i < n; i++) {
-            if (ok[i]) {
+            if (!err[i]) {
                 kt_record_dispatch(&d[i]);
                 recorded++;
             } else {
-                kt_record_error(done[i]->kernel);
+                kt_record_error_name(done[i]->kernel, err[i]);
                 errors++;
             }
         }
@@ -659,91 +746,167 @@ static uint32_t collect_ctx(kt__cuda_ctx_t *c)
         c->errors += errors;
         pthread_mutex_unlock(&c->lock);
         atomic_fetch_sub(&G.pending, n);
+        if (dead)
+            break;
     }
     kt__cuda_ctx_leave(pushed);
     return pending;
 }
 
-/* Collect every context (or only `only`), waiting up to timeout_ms for pending dispatches. Takes the consumer
- * lock per pass unless the caller holds it (held = 1). */
-static uint32_t collect_wait(kt__cuda_ctx_t *only, uint32_t timeout_ms, int held)
+/* Consumer lock held: count every dispatch still queued in c as dropped for `reason` and return its pairs to
+ * the pool (their events are not touched). */
+static uint32_t drop_pending(kt__cuda_ctx_t *c, kt_drop_reason_t reason)
 {
-    uint64_t deadline = kt_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint32_t dropped = 0;
+    pthread_mutex_lock(&c->lock);
+    for (kt__cuda_squeue_t *q = c->queues; q; q = q->next) {
+        for (kt__cuda_pair_t *p = q->head, *pn; p; p = pn) {
+            pn = p->next;
+            kt_record_drop_reason(p->kernel, reason);
+            p->queue = NULL;
+            p->next = c->free_list;
+            c->free_list = p;
+            c->free_count++;
+            dropped++;
+        }
+        q->head = q->tail = NULL;
+    }
+    c->pending -= dropped;
+    c->dropped += dropped;
+    pthread_mutex_unlock(&c->lock);
+    if (dropped)
+        atomic_fetch_sub(&G.pending, dropped);
+    return dropped;
+}
+
+/* Consumer lock held: c's context was reset or destroyed under ktiming. Unlink its state, count what was in
+ * flight as dropped (context reset), and keep the host memory (open spans and timers may still point at it)
+ * on the retired list until kt_cuda_shutdown. None of its driver handles is used again. */
+static void ctx_retire(kt__cuda_ctx_t *c)
+{
+    atomic_store(&c->gone, 1);
+    pthread_mutex_lock(&G.lock);
+    int linked = 0;
+    for (kt__cuda_ctx_t **pp = &G.ctxs; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            linked = 1;
+            break;
+        }
+    if (linked) {
+        c->next = G.retired;
+        G.retired = c;
+    }
+    atomic_fetch_add(&G.ctx_epoch, 1);
+    pthread_mutex_unlock(&G.lock);
+    if (!linked)
+        return;
+    uint32_t n = drop_pending(c, KT_DROP_CONTEXT_RESET);
+    kt__cuda_set_error(KT__CU_ERROR_CONTEXT_IS_DESTROYED,
+                       "CUDA context %p was reset or destroyed: %u dispatches in flight were dropped",
+                       (void *)c->ctx, n);
+    kt__cuda_publish(c);
+}
+
+/* One collection pass over every context (consumer lock held). Returns what is still pending; *deinit is set
+ * when the driver is torn down. */
+static uint32_t collect_all(int *deinit)
+{
+    uint32_t left = 0;
+    pthread_mutex_lock(&G.lock);
+    kt__cuda_ctx_t *c = G.ctxs;
+    pthread_mutex_unlock(&G.lock);
+    while (c) {
+        pthread_mutex_lock(&G.lock);
+        kt__cuda_ctx_t *next = c->next; /* read before a retire unlinks c */
+        pthread_mutex_unlock(&G.lock);
+        int gone = 0;
+        left += collect_ctx(c, &gone);
+        if (gone) {
+            if (result_is_deinit(kt_cuda_last_result())) {
+                *deinit = 1;
+                return left;
+            }
+            ctx_retire(c);
+        }
+        c = next;
+    }
+    return left;
+}
+
+/* Collect every context (or only `only`) until nothing is pending or `deadline_ns` (kt_now_ns time) passes.
+ * Gives up at once when the driver is torn down (*deinit set, if given). Takes the consumer lock per pass
+ * unless the caller holds it (held = 1). Returns what is left. */
+static uint32_t collect_until(kt__cuda_ctx_t *only, uint64_t deadline_ns, int held, int *deinit)
+{
+    int dead = 0;
     for (;;) {
         uint32_t left = 0;
         if (!held)
             pthread_mutex_lock(&G.consumer);
         if (only) {
-            left = collect_ctx(only);
+            int gone = 0;
+            left = collect_ctx(only, &gone);
+            if (gone)
+                dead = 1;
         } else {
-            pthread_mutex_lock(&G.lock);
-            kt__cuda_ctx_t *head = G.ctxs;
-            pthread_mutex_unlock(&G.lock);
-            for (kt__cuda_ctx_t *c = head; c; c = c->next)
-                left += collect_ctx(c);
+            left = collect_all(&dead);
         }
         if (!held)
             pthread_mutex_unlock(&G.consumer);
-        if (!left || kt_now_ns() >= deadline)
+        if (dead && deinit)
+            *deinit = 1;
+        if (!left || dead || kt_now_ns() >= deadline_ns)
             return left;
-        sleep_us(G.desc.poll_us);
+        kt__nap_ns((uint64_t)G.desc.poll_us * 1000u);
     }
 }
 
-static void *collector_main(void *arg)
+static uint64_t deadline_in_ms(uint32_t ms)
+{
+    return kt_now_ns() + (uint64_t)ms * 1000000ull;
+}
+
+/* One step of the collector thread: collect what completed, with the thread's capture mode relaxed so that a
+ * graph capture in global mode elsewhere in the program neither fails nor is invalidated by its queries. */
+static int collector_step(void *arg)
 {
     (void)arg;
-#if defined(__linux__)
-    pthread_setname_np(pthread_self(), "kt-cuda-collect");
-#endif
-    pthread_mutex_lock(&G.lock);
-    while (!G.collector_stop) {
-        if (atomic_load(&G.pending) == 0) {
-            pthread_cond_wait(&G.wake, &G.lock);
-            continue;
-        }
-        uint32_t poll = G.desc.poll_us;
-        pthread_mutex_unlock(&G.lock);
-        collect_wait(NULL, 0, 0);
-        sleep_us(poll);
-        pthread_mutex_lock(&G.lock);
-    }
-    pthread_mutex_unlock(&G.lock);
-    return NULL;
+    if (atomic_load(&G.pending) == 0)
+        return 0; /* sleep until kt_cuda_end wakes it */
+    int mode = KT__CU_STREAM_CAPTURE_MODE_RELAXED;
+    int relaxed = kt__cu.cuThreadExchangeStreamCaptureMode &&
+                  kt__cu.cuThreadExchangeStreamCaptureMode(&mode) == KT__CU_SUCCESS;
+    pthread_mutex_lock(&G.consumer);
+    int deinit = 0;
+    uint32_t left = collect_all(&deinit);
+    pthread_mutex_unlock(&G.consumer);
+    if (relaxed)
+        kt__cu.cuThreadExchangeStreamCaptureMode(&mode);
+    if (!left || deinit)
+        return 0;
+    kt__nap_ns((uint64_t)G.desc.poll_us * 1000u);
+    return !kt__collector_stopping(&G.collector);
 }
 
-static void collector_wake(void)
+/* Called when the first dispatch becomes pending: starts the collector if needed and wakes it. */
+static void collector_kick(void)
 {
+    if (atomic_load(&G.stopped))
+        return;
     pthread_mutex_lock(&G.lock);
-    if (!G.collector_running && !G.exiting && !G.collector_stop) {
-        if (pthread_create(&G.collector, NULL, collector_main, NULL) == 0)
-            G.collector_running = 1;
-    }
-    pthread_cond_signal(&G.wake);
+    if (!atomic_load(&G.stopped))
+        kt__collector_start(&G.collector, "kt-cuda-collect", collector_step, NULL, 0);
     pthread_mutex_unlock(&G.lock);
-}
-
-static void collector_stop(void)
-{
-    pthread_mutex_lock(&G.lock);
-    int running = G.collector_running;
-    G.collector_stop = 1;
-    pthread_cond_broadcast(&G.wake);
-    pthread_mutex_unlock(&G.lock);
-    if (running)
-        pthread_join(G.collector, NULL);
-    pthread_mutex_lock(&G.lock);
-    G.collector_running = 0;
-    G.collector_stop = 0;
-    pthread_mutex_unlock(&G.lock);
+    kt__collector_wake(&G.collector);
 }
 
 static void flush_hook(uint64_t deadline_ns)
 {
-    (void)deadline_ns; /* bounded by flush_timeout_ms */
-    if (atomic_load(&G.state) != KT__CUDA_READY)
+    if (atomic_load(&G.state) != KT__CUDA_READY || atomic_load(&G.stopped))
         return;
-    collect_wait(NULL, G.desc.flush_timeout_ms, 0);
+    uint64_t own = deadline_in_ms(G.desc.flush_timeout_ms);
+    collect_until(NULL, deadline_ns && deadline_ns < own ? deadline_ns : own, 0, NULL);
     pthread_mutex_lock(&G.lock);
     kt__cuda_ctx_t *head = G.ctxs;
     pthread_mutex_unlock(&G.lock);
@@ -753,56 +916,82 @@ static void flush_hook(uint64_t deadline_ns)
     pthread_mutex_unlock(&G.consumer);
 }
 
-/* At exit: stop the collector so no thread is inside the driver while it is torn down, then collect what is
- * left. Contexts are not destroyed here (other threads may still use them). */
-static void atexit_handler(uint64_t deadline_ns)
+/* kt_shutdown() and process exit (once): stop the collector so no thread of ktiming is inside the driver while
+ * it is torn down, collect until the deadline (at once if the driver is already gone), and count what is left
+ * as dropped (in flight at exit). Contexts are not destroyed (other threads may still use them). */
+static void stop_hook(uint64_t deadline_ns)
 {
-    (void)deadline_ns; /* bounded by flush_timeout_ms */
     pthread_mutex_lock(&G.lock);
-    G.exiting = 1;
+    atomic_store(&G.stopped, 1);
     pthread_mutex_unlock(&G.lock);
-    collector_stop();
-    if (atomic_load(&G.state) == KT__CUDA_READY)
-        collect_wait(NULL, G.desc.flush_timeout_ms, 0);
+    kt__collector_stop(&G.collector);
+    if (atomic_load(&G.state) != KT__CUDA_READY)
+        return;
+    collect_until(NULL, deadline_ns, 0, NULL);
+    pthread_mutex_lock(&G.consumer);
+    pthread_mutex_lock(&G.lock);
+    kt__cuda_ctx_t *head = G.ctxs;
+    pthread_mutex_unlock(&G.lock);
+    for (kt__cuda_ctx_t *c = head; c; c = c->next)
+        drop_pending(c, KT_DROP_IN_FLIGHT_AT_EXIT);
+    pthread_mutex_unlock(&G.consumer);
+}
+
+/* After the core's stop, the next span registers the backend again (kt_init after kt_shutdown). */
+static void restart_if_stopped(void)
+{
+    if (!atomic_load(&G.stopped))
+        return;
+    pthread_mutex_lock(&G.lock);
+    if (atomic_load(&G.stopped)) {
+        kt__backend_register(&kOps);
+        atomic_store(&G.stopped, 0);
+    }
+    pthread_mutex_unlock(&G.lock);
 }
 
 /* ---------------------------------------------------------------------------------------------------
  * Cleanup (consumer lock held; c unlinked)
  * ------------------------------------------------------------------------------------------------- */
 
+/* Frees ktiming's state for a context. A live context's events, streams, module and buffers are destroyed in
+ * it; a retired one's (reset, destroyed) are not touched: the driver already freed them. */
 static void ctx_destroy(kt__cuda_ctx_t *c)
 {
+    int alive = !atomic_load(&c->gone);
     int pushed = 0;
-    int entered = kt__cuda_ctx_enter(c, &pushed) == 0;
-    uint32_t dropped = 0;
+    int entered = alive && kt__cuda_ctx_enter(c, &pushed) == 0;
+    drop_pending(c, alive ? KT_DROP_IN_FLIGHT_AT_EXIT : KT_DROP_CONTEXT_RESET);
     for (kt__cuda_squeue_t *q = c->queues, *qn; q; q = qn) {
         qn = q->next;
-        for (kt__cuda_pair_t *p = q->head; p; p = p->next) {
-            kt_record_drop(p->kernel);
-            dropped++;
-        }
         free(q);
     }
-    if (dropped)
-        atomic_fetch_sub(&G.pending, dropped);
     for (kt__cuda_chunk_t *ch = c->chunks, *chn; ch; ch = chn) {
         chn = ch->next;
-        for (uint32_t i = 0; i < ch->count; i++) {
+        for (uint32_t i = 0; entered && i < ch->count; i++) {
             kt__cu.cuEventDestroy_v2(ch->pairs[i].start);
             kt__cu.cuEventDestroy_v2(ch->pairs[i].end);
         }
         free(ch);
     }
-    for (int i = 0; i < 2; i++)
-        if (c->anchor_ev[i])
-            kt__cu.cuEventDestroy_v2(c->anchor_ev[i]);
-    if (c->anchor_stream)
-        kt__cu.cuStreamDestroy_v2(c->anchor_stream);
-    kt__cuda_gt_cleanup(c);
-    if (entered)
+    if (entered) {
+        for (int i = 0; i < 2; i++)
+            if (c->anchor_ev[i])
+                kt__cu.cuEventDestroy_v2(c->anchor_ev[i]);
+        if (c->anchor_stream)
+            kt__cu.cuStreamDestroy_v2(c->anchor_stream);
+        pthread_mutex_lock(&c->gt_lock); /* the %globaltimer resources (cuda_globaltimer.c fills them) */
+        if (c->module)
+            kt__cu.cuModuleUnload(c->module);
+        if (c->scratch)
+            kt__cu.cuMemFree_v2(c->scratch);
+        if (c->gt_stream)
+            kt__cu.cuStreamDestroy_v2(c->gt_stream);
+        pthread_mutex_unlock(&c->gt_lock);
         kt__cuda_ctx_leave(pushed);
+    }
     if (c->retained_primary)
-        kt__cu.cuDevicePrimaryCtxRelease_v2(c->device);
+        kt__cu.cuDevicePrimaryCtxRelease_v2(c->device); /* by device: valid across a reset */
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->gt_lock);
     free(c);
@@ -822,7 +1011,7 @@ int kt_cuda_context_release(struct CUctx_st *ctx)
         pthread_mutex_unlock(&G.consumer);
         return 0;
     }
-    collect_wait(c, G.desc.flush_timeout_ms, 1);
+    collect_until(c, deadline_in_ms(G.desc.flush_timeout_ms), 1, NULL);
     kt__cuda_publish(c);
     pthread_mutex_lock(&G.lock);
     for (kt__cuda_ctx_t **pp = &G.ctxs; *pp; pp = &(*pp)->next)
@@ -847,12 +1036,14 @@ void kt_cuda_shutdown(void)
         return;
     }
     pthread_mutex_unlock(&G.lock);
-    collector_stop();
-    collect_wait(NULL, G.desc.flush_timeout_ms, 0);
+    kt__collector_stop(&G.collector);
+    collect_until(NULL, deadline_in_ms(G.desc.flush_timeout_ms), 0, NULL);
     pthread_mutex_lock(&G.consumer);
     pthread_mutex_lock(&G.lock);
     kt__cuda_ctx_t *list = G.ctxs;
+    kt__cuda_ctx_t *retired = G.retired;
     G.ctxs = NULL;
+    G.retired = NULL;
     atomic_fetch_add(&G.generation, 1);
     atomic_fetch_add(&G.ctx_epoch, 1);
     atomic_store(&G.state, KT__CUDA_UNINIT);
@@ -860,6 +1051,10 @@ void kt_cuda_shutdown(void)
     for (kt__cuda_ctx_t *c = list, *cn; c; c = cn) {
         cn = c->next;
         kt__cuda_publish(c);
+        ctx_destroy(c);
+    }
+    for (kt__cuda_ctx_t *c = retired, *cn; c; c = cn) {
+        cn = c->next;
         ctx_destroy(c);
     }
     atomic_store(&G.pending, 0);
@@ -872,10 +1067,33 @@ void kt_cuda_shutdown(void)
 
 static int valid_ctx(const kt__cuda_ctx_t *c, uint32_t generation)
 {
-    return c && atomic_load(&G.state) == KT__CUDA_READY && generation == atomic_load(&G.generation);
+    return c && atomic_load(&G.state) == KT__CUDA_READY && generation == atomic_load(&G.generation) &&
+           !atomic_load(&c->gone);
 }
 
-int kt_cuda_begin(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_st *stream, const char *name)
+/* The stream ktiming records on for the user's `stream`: NULL is the per-thread default stream when the
+ * program uses it (per_thread_default_stream, KTIMING_CUDA_PER_THREAD_STREAM=1, or ktiming/cuda.h compiled with
+ * nvcc --default-stream per-thread), else the legacy default stream. */
+static kt__custream stream_resolve(kt__custream stream)
+{
+    return !stream && G.desc.per_thread_default_stream ? KT__CU_STREAM_PER_THREAD : stream;
+}
+
+/* Whether `stream` is capturing a graph (context current). Events recorded there would become graph nodes
+ * (queries then fail with CUDA_ERROR_CAPTURED_EVENT), so such spans are skipped. A capture error from the query
+ * itself (an implicit legacy-stream dependency on a capture) counts as capturing too. */
+static int stream_capturing(kt__custream stream)
+{
+    if (!kt__cu.cuStreamIsCapturing)
+        return 0;
+    int status = KT__CU_STREAM_CAPTURE_STATUS_NONE;
+    kt__curesult r = kt__cu.cuStreamIsCapturing(stream, &status);
+    if (r >= KT__CU_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= KT__CU_ERROR_CAPTURED_EVENT + 1)
+        return 1;
+    return r == KT__CU_SUCCESS && status != KT__CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+int(kt_cuda_begin)(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_st *stream, const char *name)
 {
     if (!span)
         return KT_EINVAL;
@@ -884,34 +1102,44 @@ int kt_cuda_begin(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_st
     span->generation = 0;
     if (!kt_is_enabled())
         return 0;
+    restart_if_stopped();
     kt__cuda_ctx_t *c;
     int rc = kt__cuda_ctx_get(ctx, &c);
     if (rc)
         return rc;
+    stream = stream_resolve(stream);
     kt_kernel_id_t id = kt_kernel_intern(name && name[0] ? name : "(unnamed)", KT_BACKEND_CUDA, c->device_name);
+    uint32_t thread = kt_thread_ordinal();
+    int pushed = 0;
+    rc = kt__cuda_ctx_enter(c, &pushed);
+    if (rc)
+        return rc;
+    if (stream_capturing(stream)) {
+        kt__cuda_ctx_leave(pushed);
+        kt_record_drop_reason(id, KT_DROP_GRAPH_CAPTURE);
+        pthread_mutex_lock(&c->lock);
+        c->dropped++;
+        pthread_mutex_unlock(&c->lock);
+        return 0; /* not an error: the span is skipped (kt_cuda_end does nothing) */
+    }
     kt__cuda_pair_t *p = NULL;
     pthread_mutex_lock(&c->lock);
-    kt__cuda_squeue_t *q = squeue_get_locked(c, stream);
+    kt__cuda_squeue_t *q = squeue_get_locked(c, stream, thread);
     rc = q ? pool_take_locked(c, &p) : KT_ENOMEM;
     if (rc == KT_EFULL)
         c->dropped++;
     pthread_mutex_unlock(&c->lock);
     if (rc) {
+        kt__cuda_ctx_leave(pushed);
         if (rc == KT_EFULL) {
-            kt_record_drop(id);
+            kt_record_drop_reason(id, KT_DROP_RING_FULL);
             kt__cuda_set_error(0, "CUDA event-pair pool full (%u pairs in flight)", G.desc.max_pairs);
         }
         return rc;
     }
     p->kernel = id;
     p->queue = q;
-    p->thread = kt_thread_ordinal();
-    int pushed = 0;
-    rc = kt__cuda_ctx_enter(c, &pushed);
-    if (rc) {
-        pool_put(c, p);
-        return rc;
-    }
+    p->thread = thread;
     p->enqueue_ns = kt_now_ns();
     kt__curesult r = kt__cu.cuEventRecord(p->start, stream);
     kt__cuda_ctx_leave(pushed);
@@ -933,20 +1161,39 @@ int kt_cuda_end(kt_cuda_span_t *span)
     kt__cuda_ctx_t *c = span->context;
     span->pair = NULL;
     if (!valid_ctx(c, span->generation)) {
-        kt__cuda_set_error(0, "kt_cuda_end: the backend was shut down since kt_cuda_begin");
+        /* Same backend generation: c's memory is still held (live or retired), so it may be read. */
+        if (c && span->generation == atomic_load(&G.generation) && atomic_load(&G.state) == KT__CUDA_READY &&
+            atomic_load(&c->gone)) {
+            kt_record_drop_reason(p->kernel, KT_DROP_CONTEXT_RESET);
+            kt__cuda_set_error(KT__CU_ERROR_CONTEXT_IS_DESTROYED,
+                               "kt_cuda_end: the CUDA context was reset or destroyed since kt_cuda_begin");
+        } else {
+            kt__cuda_set_error(0, "kt_cuda_end: the backend was shut down since kt_cuda_begin");
+        }
         return KT_ESTATE;
     }
     int pushed = 0;
     int rc = kt__cuda_ctx_enter(c, &pushed);
     kt__curesult r = KT__CU_SUCCESS;
+    int captured = 0;
     if (rc == 0) {
-        r = kt__cu.cuEventRecord(p->end, p->queue->stream);
+        captured = stream_capturing(p->queue->stream); /* capture began between begin and end */
+        if (!captured)
+            r = kt__cu.cuEventRecord(p->end, p->queue->stream);
         kt__cuda_ctx_leave(pushed);
         if (r)
             rc = kt__cuda_fail("cuEventRecord", r);
     }
+    if (captured) {
+        kt_record_drop_reason(p->kernel, KT_DROP_GRAPH_CAPTURE);
+        pthread_mutex_lock(&c->lock);
+        c->dropped++;
+        pthread_mutex_unlock(&c->lock);
+        pool_put(c, p);
+        return 0;
+    }
     if (rc) {
-        kt_record_error(p->kernel);
+        kt_record_error_name(p->kernel, kt__cuda_result_name(r ? r : kt_cuda_last_result()));
         pthread_mutex_lock(&c->lock);
         c->errors++;
         pthread_mutex_unlock(&c->lock);
@@ -971,7 +1218,7 @@ int kt_cuda_end(kt_cuda_span_t *span)
         if (rc == 0)
             kt_record_dispatch(&d);
         else
-            kt_record_error(p->kernel);
+            kt_record_error_name(p->kernel, kt__cuda_result_name(kt_cuda_last_result()));
         pthread_mutex_lock(&c->lock);
         if (rc == 0)
             c->recorded++;
@@ -992,7 +1239,7 @@ int kt_cuda_end(kt_cuda_span_t *span)
     c->pending++;
     pthread_mutex_unlock(&c->lock);
     if (atomic_fetch_add(&G.pending, 1) == 0)
-        collector_wake();
+        collector_kick();
     return 0;
 }
 
@@ -1065,7 +1312,7 @@ static int timer_record(const kt_cuda_timer_t *t, int end)
     int rc = kt__cuda_ctx_enter(c, &pushed);
     if (rc)
         return rc;
-    kt__curesult r = kt__cu.cuEventRecord(end ? p->end : p->start, t->stream);
+    kt__curesult r = kt__cu.cuEventRecord(end ? p->end : p->start, stream_resolve(t->stream));
     kt__cuda_ctx_leave(pushed);
     return r ? kt__cuda_fail("cuEventRecord", r) : 0;
 }

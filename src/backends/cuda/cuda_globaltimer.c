@@ -78,22 +78,6 @@ static int gt_prepare(kt__cuda_ctx_t *c, size_t scratch_bytes)
     return 0;
 }
 
-void kt__cuda_gt_cleanup(kt__cuda_ctx_t *c)
-{
-    pthread_mutex_lock(&c->gt_lock);
-    if (c->module)
-        kt__cu.cuModuleUnload(c->module);
-    if (c->scratch)
-        kt__cu.cuMemFree_v2(c->scratch);
-    if (c->gt_stream)
-        kt__cu.cuStreamDestroy_v2(c->gt_stream);
-    c->module = NULL;
-    c->scratch = 0;
-    c->scratch_bytes = 0;
-    c->gt_stream = NULL;
-    pthread_mutex_unlock(&c->gt_lock);
-}
-
 static int gt_launch_read(kt__cuda_ctx_t *c, kt__cudeviceptr dst)
 {
     void *params[] = {&dst};
@@ -354,6 +338,10 @@ static int slots_valid(const kt_cuda_slots_t *s, uint32_t index)
         return KT_EINVAL;
     if (s->generation != kt__cuda_generation()) {
         kt__cuda_set_error(0, "stamp slots outlived kt_cuda_shutdown");
+        return KT_ESTATE;
+    }
+    if (!kt__cuda_ctx_alive(s->c)) {
+        kt__cuda_set_error(KT__CU_ERROR_CONTEXT_IS_DESTROYED, "stamp slots outlived their context (reset or destroyed)");
         return KT_ESTATE;
     }
     return kt__cuda_ready();

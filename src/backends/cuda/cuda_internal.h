@@ -39,7 +39,8 @@ typedef struct kt__cuda_chunk_t {
 
 /* Pending dispatches of one stream, in record order (a stream completes in order). */
 typedef struct kt__cuda_squeue_t {
-    kt__custream stream;            /* the user's stream (NULL = legacy default) */
+    kt__custream stream;            /* the stream recorded on (NULL = legacy default, 0x2 = per-thread) */
+    uint32_t thread;                /* owning thread's ordinal for the per-thread default stream, else 0 */
     uint32_t queue_id;              /* kt_queue_register id */
     kt__cuda_pair_t *head;          /* oldest pending pair */
     kt__cuda_pair_t *tail;          /* newest pending pair */
@@ -54,6 +55,8 @@ typedef struct kt__cuda_ctx_t {
     char device_name[128];       /* cuDeviceGetName */
     int cc_major, cc_minor;      /* compute capability */
     uint32_t generation;         /* backend generation it was made in */
+    unsigned long long ctx_id;   /* cuCtxGetId when made (0: the driver has no ids): a reset changes it */
+    atomic_int gone;             /* 1 once the context was found reset or destroyed: no handle is used again */
 
     pthread_mutex_t lock;        /* pool, stream queues, counters */
     kt__cuda_pair_t *free_list;  /* pairs ready for reuse */
@@ -115,8 +118,8 @@ int kt__cuda_ctx_get(kt__cuctx ctx, kt__cuda_ctx_t **out);
 int kt__cuda_ctx_enter(kt__cuda_ctx_t *c, int *pushed);
 void kt__cuda_ctx_leave(int pushed);
 void kt__cuda_publish(kt__cuda_ctx_t *c);
-
-/* cuda_globaltimer.c */
-void kt__cuda_gt_cleanup(kt__cuda_ctx_t *c); /* context current; frees module, stream, scratch */
+/* Whether c's context is still the one ktiming made its state in (not reset, not destroyed); marks it gone
+ * otherwise. Without cuCtxGetId in the driver: 1 unless already marked. */
+int kt__cuda_ctx_alive(kt__cuda_ctx_t *c);
 
 #endif

@@ -1,7 +1,15 @@
-/* kt_test_cupti.c — CUPTI TEST DOUBLE (not CUPTI) for the injection library's exit path: built with the real
- * libcupti's soname and loaded first, it accepts the activity setup and delivers one kernel record, named
- * "kt_fake_cupti_kernel", only when cuptiActivityFlushAll is called. A snapshot holding that kernel proves the
- * library flushed CUPTI before writing it. Timestamps are CLOCK_MONOTONIC_RAW + 1 s. */
+/* kt_test_cupti.c — CUPTI TEST DOUBLE (not CUPTI) for the injection library: built with the real libcupti's
+ * soname and loaded first, it accepts the activity setup and delivers its records only when
+ * cuptiActivityFlushAll is called, in two buffers (the first only partly filled), as CUPTI's worker delivers
+ * what completed. Like CUPTI on Linux it stamps with CLOCK_REALTIME unless a timestamp callback was registered,
+ * and its REALTIME takes an NTP-like step of +KT_TEST_CUPTI_STEP_S seconds (default 30) once activity was
+ * enabled, so a library that fitted REALTIME at start-up misplaces every record. Records delivered:
+ *   "_ZN2kt4fake12saxpy_kernelEifPfS1_" (mangled C++, context 1, stream 7), queued/submitted/start/end
+ *   "kt_fake_cupti_kernel"  (context 2, stream 7: the same stream id in another context)
+ *   "kt_fake_untimed"       start = end = 0 (CUPTI could not time it)
+ *   a 4096-byte HtoD memcpy and a 1024-byte memset (context 1, stream 7)
+ * Every timed record lies within the 23 us before the flush. The exported kt_test_cupti_settings() reports
+ * what the library configured (flush period, latency timestamps, timestamp callback). */
 #include <cupti.h>
 
 #include <stdlib.h>
@@ -9,9 +17,42 @@
 #include <time.h>
 
 #define KT_FAKE_CUPTI_API __attribute__((visibility("default")))
+#define KT_FAKE_RECORD_BYTES sizeof(CUpti_ActivityKernel10) /* one stride for every record kind */
+
+_Static_assert(sizeof(CUpti_ActivityMemcpy6) <= KT_FAKE_RECORD_BYTES, "memcpy record fits the stride");
+_Static_assert(sizeof(CUpti_ActivityMemset4) <= KT_FAKE_RECORD_BYTES, "memset record fits the stride");
 
 static CUpti_BuffersCallbackRequestFunc g_request;   /* the tool's buffer allocator */
 static CUpti_BuffersCallbackCompleteFunc g_complete; /* the tool's record consumer */
+static CUpti_TimestampCallbackFunc g_timestamp;      /* the tool's clock, if registered */
+static int g_enabled;                                /* an activity kind was enabled: REALTIME has stepped */
+static uint32_t g_flush_period_ms;                   /* cuptiActivityFlushPeriod */
+static int g_latency;                                /* cuptiActivityEnableLatencyTimestamps */
+
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    if (g_enabled) {
+        const char *s = getenv("KT_TEST_CUPTI_STEP_S");
+        t += (s && s[0] ? strtoull(s, NULL, 10) : 30ull) * 1000000000ull;
+    }
+    return t;
+}
+
+/* CUPTI's notion of now: the tool's callback when registered, else (stepping) REALTIME. */
+static uint64_t stamp_now(void)
+{
+    return g_timestamp ? g_timestamp() : realtime_ns();
+}
+
+KT_FAKE_CUPTI_API void kt_test_cupti_settings(uint32_t *flush_period_ms, int *latency, int *timestamp_callback)
+{
+    *flush_period_ms = g_flush_period_ms;
+    *latency = g_latency;
+    *timestamp_callback = g_timestamp != NULL;
+}
 
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
                                                                       CUpti_BuffersCallbackCompleteFunc done)
@@ -21,17 +62,36 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_Buff
     return CUPTI_SUCCESS;
 }
 
+KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc f)
+{
+    if (g_enabled)
+        return CUPTI_ERROR_INVALID_OPERATION; /* must come before any kind is enabled */
+    g_timestamp = f;
+    return CUPTI_SUCCESS;
+}
+
+KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityFlushPeriod(uint32_t ms)
+{
+    g_flush_period_ms = ms;
+    return CUPTI_SUCCESS;
+}
+
+KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityEnableLatencyTimestamps(uint8_t enable)
+{
+    g_latency = enable != 0;
+    return CUPTI_SUCCESS;
+}
+
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
 {
     (void)kind;
+    g_enabled = 1;
     return CUPTI_SUCCESS;
 }
 
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t *timestamp)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-    *timestamp = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + 1000000000ull;
+    *timestamp = stamp_now();
     return CUPTI_SUCCESS;
 }
 
@@ -45,8 +105,8 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, 
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid,
                                                                   CUpti_Activity **record)
 {
-    uint8_t *next = *record ? (uint8_t *)*record + sizeof(CUpti_ActivityKernel10) : buffer;
-    if ((size_t)(next - buffer) + sizeof(CUpti_ActivityKernel10) > valid)
+    uint8_t *next = *record ? (uint8_t *)*record + KT_FAKE_RECORD_BYTES : buffer;
+    if ((size_t)(next - buffer) + KT_FAKE_RECORD_BYTES > valid)
         return CUPTI_ERROR_MAX_LIMIT_REACHED;
     *record = (CUpti_Activity *)(void *)next;
     return CUPTI_SUCCESS;
@@ -61,27 +121,73 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUconte
     return CUPTI_SUCCESS;
 }
 
+static void kernel(uint8_t *slot, const char *name, uint32_t context, uint64_t start, uint64_t len, int latency)
+{
+    CUpti_ActivityKernel10 k;
+    memset(&k, 0, sizeof k);
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.name = name;
+    k.start = start;
+    k.end = start ? start + len : 0;
+    if (latency && start) {
+        k.queued = start - 3000;
+        k.submitted = start - 2000;
+    }
+    k.deviceId = 0;
+    k.contextId = context;
+    k.streamId = 7;
+    memcpy(slot, &k, sizeof k);
+}
+
+/* Fills a fresh buffer with `n` records from `make` and hands it to the tool; `partial`: valid < size. */
+static CUptiResult deliver(void (*make)(uint8_t *buf, uint64_t now), size_t n)
+{
+    uint8_t *buf = NULL;
+    size_t size = 0, max_records = 0;
+    g_request(&buf, &size, &max_records);
+    if (!buf || size < 8 * KT_FAKE_RECORD_BYTES)
+        return CUPTI_ERROR_OUT_OF_MEMORY;
+    memset(buf, 0, 8 * KT_FAKE_RECORD_BYTES);
+    make(buf, stamp_now());
+    g_complete(NULL, 0, buf, size, n * KT_FAKE_RECORD_BYTES); /* the tool frees buf */
+    return CUPTI_SUCCESS;
+}
+
+static void first_buffer(uint8_t *buf, uint64_t now)
+{
+    kernel(buf, "_ZN2kt4fake12saxpy_kernelEifPfS1_", 1, now - 20000, 5000, g_latency);
+    kernel(buf + KT_FAKE_RECORD_BYTES, "kt_fake_cupti_kernel", 2, now - 15000, 5000, g_latency);
+}
+
+static void second_buffer(uint8_t *buf, uint64_t now)
+{
+    kernel(buf, "kt_fake_untimed", 1, 0, 0, 0);
+    CUpti_ActivityMemcpy6 m;
+    memset(&m, 0, sizeof m);
+    m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+    m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+    m.bytes = 4096;
+    m.start = now - 9000;
+    m.end = now - 8000;
+    m.contextId = 1;
+    m.streamId = 7;
+    memcpy(buf + KT_FAKE_RECORD_BYTES, &m, sizeof m);
+    CUpti_ActivityMemset4 s;
+    memset(&s, 0, sizeof s);
+    s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+    s.bytes = 1024;
+    s.start = now - 7000;
+    s.end = now - 6500;
+    s.contextId = 1;
+    s.streamId = 7;
+    memcpy(buf + 2 * KT_FAKE_RECORD_BYTES, &s, sizeof s);
+}
+
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
 {
     (void)flag;
     if (!g_request || !g_complete)
         return CUPTI_ERROR_NOT_INITIALIZED;
-    uint8_t *buf = NULL;
-    size_t size = 0, max_records = 0;
-    g_request(&buf, &size, &max_records);
-    if (!buf || size < sizeof(CUpti_ActivityKernel10))
-        return CUPTI_ERROR_OUT_OF_MEMORY;
-    CUpti_ActivityKernel10 k;
-    memset(&k, 0, sizeof k);
-    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    k.name = "kt_fake_cupti_kernel";
-    cuptiGetTimestamp(&k.queued);
-    k.submitted = k.queued + 1000;
-    k.start = k.queued + 2000;
-    k.end = k.start + 50000;
-    k.deviceId = 0;
-    k.streamId = 7;
-    memcpy(buf, &k, sizeof k);
-    g_complete(NULL, 0, buf, size, sizeof k); /* the tool frees buf */
-    return CUPTI_SUCCESS;
+    CUptiResult r = deliver(first_buffer, 2);
+    return r == CUPTI_SUCCESS ? deliver(second_buffer, 3) : r;
 }

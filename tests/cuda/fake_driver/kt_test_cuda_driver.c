@@ -20,14 +20,26 @@ enum {
     OK = 0,
     E_INVALID_VALUE = 1,
     E_NOT_INITIALIZED = 3,
+    E_DEINITIALIZED = 4,
     E_STUB = 34,
     E_NO_DEVICE = 100,
     E_INVALID_DEVICE = 101,
     E_INVALID_CONTEXT = 201,
+    E_NO_BINARY_FOR_GPU = 209,
+    E_UNSUPPORTED_PTX_VERSION = 222,
     E_INVALID_HANDLE = 400,
     E_NOT_FOUND = 500,
     E_NOT_READY = 600,
+    E_ILLEGAL_STATE = 401,
+    E_CONTEXT_IS_DESTROYED = 709,
+    E_CAPTURE_UNSUPPORTED = 900,
+    E_CAPTURE_INVALIDATED = 901,
+    E_CAPTURED_EVENT = 907,
 };
+
+enum { CAPTURE_GLOBAL = 0, CAPTURE_THREAD_LOCAL = 1, CAPTURE_RELAXED = 2 };
+#define STREAM_LEGACY ((struct CUstream_st *)0x1)
+#define STREAM_PER_THREAD ((struct CUstream_st *)0x2)
 
 #define MAGIC_EVENT 0x45564e54u
 #define MAGIC_STREAM 0x5354524du
@@ -48,6 +60,7 @@ struct CUevent_st {
     int done;              /* the latest record completed */
     uint64_t gen;          /* record generation: only the latest record completes the event */
     uint64_t ts;           /* device timestamp of the latest completed record */
+    int captured;          /* the latest record was captured into a graph (queries fail) */
     struct CUevent_st *all_next; /* list of every event */
 };
 
@@ -56,6 +69,7 @@ typedef struct op_t {
     enum { OP_RECORD, OP_WORK, OP_VWORK, OP_LAUNCH, OP_COPY } kind; /* what to do */
     struct CUevent_st *event; /* OP_RECORD */
     uint64_t gen;             /* OP_RECORD generation */
+    uint64_t ready_host;      /* host CLOCK_MONOTONIC_RAW time before which it cannot start (launch latency) */
     uint64_t ns;              /* OP_WORK / OP_VWORK */
     struct CUfunc_st *fn;     /* OP_LAUNCH */
     unsigned char params[64]; /* OP_LAUNCH parameter values, packed in declaration order */
@@ -75,6 +89,12 @@ struct CUstream_st {
     int held;                /* kt_test_cuda_driver_hold */
     int stop;                /* worker exits when the queue drains */
     pthread_t worker;        /* the host thread */
+    int joined;              /* the worker was joined (cuStreamDestroy) */
+    int capturing;           /* 1 while capturing a graph (ops are captured, not executed) */
+    int cap_mode;            /* capture mode given to cuStreamBeginCapture */
+    int cap_invalid;         /* the capture was invalidated by an unsafe call elsewhere */
+    uint64_t cap_work_ns;    /* simulated (slept) work captured so far */
+    uint64_t cap_vwork_ns;   /* virtual work captured so far */
     uint64_t *log;           /* completed record timestamps */
     size_t log_len, log_cap; /* log size */
     struct CUstream_st *all_next; /* list of every stream */
@@ -85,6 +105,19 @@ struct CUctx_st {
     CUdevice device;                  /* device ordinal */
     int retains;                      /* primary-context retain count */
     struct CUstream_st *null_stream;  /* legacy default stream, made on first use */
+    unsigned long long id;            /* cuCtxGetId: changes when a primary context is reset */
+    int destroyed;                    /* cuCtxDestroy'ed (user context; the struct is kept, so misuse is an error) */
+    struct CUctx_st *all_next;        /* list of user contexts */
+};
+
+/* A captured graph and its instantiation: the simulated work captured, replayed as one op per launch. */
+struct CUgraph_st {
+    uint64_t work_ns;     /* captured simulated (slept) work */
+    uint64_t vwork_ns;    /* captured virtual work */
+};
+struct CUgraphExec_st {
+    uint64_t work_ns;     /* from the graph */
+    uint64_t vwork_ns;    /* from the graph */
 };
 
 /* A parsed module function. */
@@ -123,6 +156,13 @@ static struct {
     uint64_t event_res;   /* event timestamp resolution */
     uint64_t gt_gran;     /* globaltimer granularity */
     uint64_t kernel_ns;   /* default simulated kernel duration */
+    uint64_t launch_ns;   /* launch latency: an op starts no earlier than this after it was enqueued */
+    int driver_version;   /* cuDriverGetVersion */
+    int cc;               /* compute capability of every device, e.g. 90 */
+    int deinit;           /* the driver is torn down: calls return CUDA_ERROR_DEINITIALIZED */
+    int global_captures;  /* streams capturing in global mode */
+    unsigned long long next_ctx_id; /* cuCtxGetId source */
+    struct CUctx_st *user_ctxs;      /* cuCtxCreate'd contexts */
     int frozen;           /* the device clock advances only by virtual work */
     uint64_t frozen_dev;  /* device time (without virtual jumps) when it was frozen */
     struct CUctx_st ctx[MAX_DEVICES]; /* primary contexts */
@@ -135,6 +175,8 @@ static struct {
 static _Thread_local struct CUctx_st *t_stack[16];
 static _Thread_local int t_depth;
 static _Thread_local int t_watched;
+static _Thread_local int t_capture_mode;                /* cuThreadExchangeStreamCaptureMode (0 = global) */
+static _Thread_local struct CUstream_st *t_ptds[MAX_DEVICES + 8]; /* per-thread default streams, by context slot */
 
 static uint64_t host_raw(void)
 {
@@ -231,10 +273,19 @@ static void *worker_main(void *arg)
         if (!s->head && s->stop)
             break;
         op_t *op = s->head;
+        uint64_t now = host_raw();
+        if (op->ready_host > now && !s->stop) { /* launch latency: the device sees the op this much later */
+            s->busy = 1;
+            pthread_mutex_unlock(&F.lock);
+            sleep_ns(op->ready_host - now);
+            pthread_mutex_lock(&F.lock);
+            s->busy = 0;
+            continue;
+        }
         s->busy = 1;
         switch (op->kind) {
         case OP_RECORD:
-            if (op->event->gen == op->gen && op->event->magic == MAGIC_EVENT) {
+            if (op->event->gen == op->gen && op->event->magic == MAGIC_EVENT && !op->event->captured) {
                 uint64_t res = F.event_res ? F.event_res : 1;
                 op->event->ts = dev_now_locked() / res * res;
                 op->event->done = 1;
@@ -292,20 +343,55 @@ static struct CUstream_st *stream_new_locked(struct CUctx_st *ctx)
 /* F.lock held: the stream an operation goes to (NULL = current context's legacy default stream). */
 static struct CUstream_st *resolve_locked(struct CUstream_st *s)
 {
-    if (s)
+    if (s && s != STREAM_LEGACY && s != STREAM_PER_THREAD)
         return s->magic == MAGIC_STREAM ? s : NULL;
     struct CUctx_st *c = current();
-    if (!c)
+    if (!c || c->destroyed)
         return NULL;
-    if (!c->null_stream)
+    if (s == STREAM_PER_THREAD) { /* the calling thread's own default stream in this context */
+        size_t n = sizeof t_ptds / sizeof t_ptds[0];
+        size_t slot = c >= F.ctx && c < F.ctx + MAX_DEVICES ? (size_t)(c - F.ctx) : MAX_DEVICES + ((uintptr_t)c >> 6) % 8;
+        if (slot >= n)
+            slot = n - 1;
+        if (!t_ptds[slot] || t_ptds[slot]->magic != MAGIC_STREAM || t_ptds[slot]->ctx != c)
+            t_ptds[slot] = stream_new_locked(c);
+        return t_ptds[slot];
+    }
+    if (!c->null_stream || c->null_stream->magic != MAGIC_STREAM)
         c->null_stream = stream_new_locked(c);
     return c->null_stream;
+}
+
+/* F.lock held: a call the CUDA headers call potentially unsafe during stream capture (synchronising, querying).
+ * While a stream captures in global mode, such a call from a thread not in relaxed mode fails and invalidates
+ * the capture, as the driver does. */
+static CUresult capture_unsafe_locked(void)
+{
+    if (F.global_captures == 0 || t_capture_mode == CAPTURE_RELAXED)
+        return OK;
+    F.st.capture_violations++;
+    for (struct CUstream_st *s = F.streams; s; s = s->all_next)
+        if (s->capturing && s->cap_mode == CAPTURE_GLOBAL)
+            s->cap_invalid = 1;
+    return E_CAPTURE_UNSUPPORTED;
+}
+
+/* Whether the driver was torn down (kt_test_cuda_driver_deinit): counts the call. */
+static int deinit_call(void)
+{
+    if (!__atomic_load_n(&F.deinit, __ATOMIC_ACQUIRE))
+        return 0;
+    pthread_mutex_lock(&F.lock);
+    F.st.calls_after_deinit++;
+    pthread_mutex_unlock(&F.lock);
+    return 1;
 }
 
 /* F.lock held. */
 static void push_locked(struct CUstream_st *s, op_t *op)
 {
     op->next = NULL;
+    op->ready_host = host_raw() + F.launch_ns;
     if (s->tail)
         s->tail->next = op;
     else
@@ -324,6 +410,16 @@ static CUresult enqueue(struct CUstream_st *stream, op_t *op)
         free(op);
         return stream ? E_INVALID_HANDLE : E_INVALID_CONTEXT;
     }
+    if (s->capturing) { /* captured into the graph, not executed */
+        if (op->kind == OP_VWORK)
+            s->cap_vwork_ns += op->ns;
+        else
+            s->cap_work_ns += op->kind == OP_LAUNCH ? F.kernel_ns : op->kind == OP_COPY ? 0 : op->ns;
+        pthread_mutex_unlock(&F.lock);
+        free(op->staged);
+        free(op);
+        return OK;
+    }
     push_locked(s, op);
     pthread_mutex_unlock(&F.lock);
     return OK;
@@ -340,7 +436,7 @@ __attribute__((destructor)) static void fake_fini(void)
     pthread_cond_broadcast(&F.cond);
     pthread_mutex_unlock(&F.lock);
     for (struct CUstream_st *s = F.streams; s; s = s->all_next)
-        if (s->magic != MAGIC_DEAD)
+        if (!s->joined)
             pthread_join(s->worker, NULL);
 }
 
@@ -355,13 +451,22 @@ static const struct {
     {0, "CUDA_SUCCESS"},
     {1, "CUDA_ERROR_INVALID_VALUE"},
     {3, "CUDA_ERROR_NOT_INITIALIZED"},
+    {4, "CUDA_ERROR_DEINITIALIZED"},
     {34, "CUDA_ERROR_STUB_LIBRARY"},
     {100, "CUDA_ERROR_NO_DEVICE"},
     {101, "CUDA_ERROR_INVALID_DEVICE"},
     {201, "CUDA_ERROR_INVALID_CONTEXT"},
+    {209, "CUDA_ERROR_NO_BINARY_FOR_GPU"},
+    {218, "CUDA_ERROR_INVALID_PTX"},
+    {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"},
+    {401, "CUDA_ERROR_ILLEGAL_STATE"},
     {400, "CUDA_ERROR_INVALID_HANDLE"},
     {500, "CUDA_ERROR_NOT_FOUND"},
     {600, "CUDA_ERROR_NOT_READY"},
+    {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED"},
+    {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"},
+    {901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"},
+    {907, "CUDA_ERROR_CAPTURED_EVENT"},
 };
 
 EXPORT CUresult cuInit(unsigned int flags)
@@ -381,12 +486,16 @@ EXPORT CUresult cuInit(unsigned int flags)
         F.offset_ns = env_u64("KT_TEST_CUDA_CLOCK_OFFSET_NS", 1000000000000000ull);
         const char *d = getenv("KT_TEST_CUDA_DRIFT_PPM");
         F.drift_ppm = d ? strtod(d, NULL) : 0.0;
-        F.event_res = env_u64("KT_TEST_CUDA_EVENT_RES_NS", 32);
+        F.event_res = env_u64("KT_TEST_CUDA_EVENT_RES_NS", 512);
+        F.launch_ns = env_u64("KT_TEST_CUDA_LAUNCH_NS", 4000);
+        F.cc = (int)env_u64("KT_TEST_CUDA_CC", 90);
         F.gt_gran = env_u64("KT_TEST_CUDA_GT_GRANULARITY_NS", 1000);
         F.kernel_ns = env_u64("KT_TEST_CUDA_KERNEL_NS", 20000);
         F.raw0 = host_raw();
-        for (int i = 0; i < MAX_DEVICES; i++)
+        for (int i = 0; i < MAX_DEVICES; i++) {
             F.ctx[i].device = i;
+            F.ctx[i].id = ++F.next_ctx_id;
+        }
         F.initialized = 1;
     }
     pthread_mutex_unlock(&F.lock);
@@ -407,7 +516,7 @@ EXPORT CUresult cuGetErrorName(CUresult err, const char **name)
 
 EXPORT CUresult cuDriverGetVersion(int *v)
 {
-    *v = 13000;
+    *v = (int)env_u64("KT_TEST_CUDA_DRIVER_VERSION", 13000);
     return F.mode == 1 ? E_STUB : OK;
 }
 
@@ -442,8 +551,8 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attrib, CUdevice d)
     if (d < 0 || d >= F.devices)
         return E_INVALID_DEVICE;
     switch (attrib) {
-    case 75: *v = 9; break;       /* compute capability major */
-    case 76: *v = 0; break;       /* minor */
+    case 75: *v = (F.cc ? F.cc : 90) / 10; break; /* compute capability major */
+    case 76: *v = (F.cc ? F.cc : 90) % 10; break; /* minor */
     case 13: *v = 1500000; break; /* clock rate, kHz */
     case 16: *v = 4; break;       /* multiprocessors */
     default: *v = 0; break;
@@ -481,8 +590,102 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
     return OK;
 }
 
+/* F.lock held: every event and stream of c is freed (marked dead; a later use is an error, counted). */
+static void ctx_kill_locked(struct CUctx_st *c)
+{
+    for (struct CUevent_st *e = F.events; e; e = e->all_next)
+        if (e->ctx == c && e->magic == MAGIC_EVENT) {
+            e->magic = MAGIC_DEAD;
+            F.live_events--;
+            F.st.events_freed_by_reset++;
+        }
+    for (struct CUstream_st *s = F.streams; s; s = s->all_next)
+        if (s->ctx == c && s->magic == MAGIC_STREAM) {
+            s->magic = MAGIC_DEAD;
+            s->stop = 1;
+            s->held = 0;
+            if (s->capturing && s->cap_mode == CAPTURE_GLOBAL)
+                F.global_captures--;
+            s->capturing = 0;
+        }
+    c->null_stream = NULL;
+    pthread_cond_broadcast(&F.cond);
+}
+
+/* cudaDeviceReset: all resources of the primary context are destroyed, whoever retains it; the context
+ * handle stays usable and gets a new id. */
+EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice d)
+{
+    if (d < 0 || d >= F.devices)
+        return E_INVALID_DEVICE;
+    pthread_mutex_lock(&F.lock);
+    ctx_kill_locked(&F.ctx[d]);
+    F.ctx[d].id = ++F.next_ctx_id;
+    F.st.resets++;
+    pthread_mutex_unlock(&F.lock);
+    return OK;
+}
+EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d)
+{
+    return cuDevicePrimaryCtxReset(d);
+}
+
+EXPORT CUresult cuCtxCreate_v2(struct CUctx_st **out, unsigned int flags, CUdevice d)
+{
+    (void)flags;
+    if (d < 0 || d >= F.devices || t_depth >= 16)
+        return E_INVALID_DEVICE;
+    struct CUctx_st *c = calloc(1, sizeof *c);
+    if (!c)
+        return 2;
+    pthread_mutex_lock(&F.lock);
+    c->device = d;
+    c->id = ++F.next_ctx_id;
+    c->all_next = F.user_ctxs;
+    F.user_ctxs = c;
+    pthread_mutex_unlock(&F.lock);
+    t_stack[t_depth++] = c;
+    *out = c;
+    return OK;
+}
+
+EXPORT CUresult cuCtxDestroy_v2(struct CUctx_st *c)
+{
+    if (!c || c->destroyed)
+        return E_INVALID_CONTEXT;
+    pthread_mutex_lock(&F.lock);
+    ctx_kill_locked(c);
+    c->destroyed = 1;
+    pthread_mutex_unlock(&F.lock);
+    for (int i = 0; i < t_depth; i++)
+        if (t_stack[i] == c) {
+            memmove(&t_stack[i], &t_stack[i + 1], (size_t)(t_depth - i - 1) * sizeof t_stack[0]);
+            t_depth--;
+            break;
+        }
+    return OK;
+}
+
+EXPORT CUresult cuCtxGetId(struct CUctx_st *c, unsigned long long *id)
+{
+    if (deinit_call())
+        return E_DEINITIALIZED;
+    if (!c)
+        c = current();
+    if (!c)
+        return E_INVALID_CONTEXT;
+    pthread_mutex_lock(&F.lock);
+    CUresult r = c->destroyed ? E_CONTEXT_IS_DESTROYED : OK;
+    if (r == OK)
+        *id = c->id;
+    pthread_mutex_unlock(&F.lock);
+    return r;
+}
+
 EXPORT CUresult cuCtxGetCurrent(struct CUctx_st **ctx)
 {
+    if (deinit_call())
+        return E_DEINITIALIZED;
     if (!F.initialized)
         return E_NOT_INITIALIZED;
     *ctx = current();
@@ -491,7 +694,9 @@ EXPORT CUresult cuCtxGetCurrent(struct CUctx_st **ctx)
 
 EXPORT CUresult cuCtxPushCurrent_v2(struct CUctx_st *ctx)
 {
-    if (!ctx || t_depth >= 16)
+    if (deinit_call())
+        return E_DEINITIALIZED;
+    if (!ctx || t_depth >= 16 || ctx->destroyed)
         return E_INVALID_CONTEXT;
     t_stack[t_depth++] = ctx;
     return OK;
@@ -552,6 +757,8 @@ EXPORT CUresult cuEventCreate(struct CUevent_st **ev, unsigned int flags)
 
 EXPORT CUresult cuEventDestroy_v2(struct CUevent_st *e)
 {
+    if (deinit_call())
+        return E_DEINITIALIZED;
     pthread_mutex_lock(&F.lock);
     if (!event_ok_locked(e)) {
         pthread_mutex_unlock(&F.lock);
@@ -566,6 +773,8 @@ EXPORT CUresult cuEventDestroy_v2(struct CUevent_st *e)
 
 EXPORT CUresult cuEventRecord(struct CUevent_st *e, struct CUstream_st *stream)
 {
+    if (deinit_call())
+        return E_DEINITIALIZED;
     pthread_mutex_lock(&F.lock);
     F.st.event_records++;
     if (!event_ok_locked(e)) {
@@ -577,12 +786,18 @@ EXPORT CUresult cuEventRecord(struct CUevent_st *e, struct CUstream_st *stream)
         pthread_mutex_unlock(&F.lock);
         return s ? E_INVALID_HANDLE : E_INVALID_CONTEXT;
     }
+    e->recorded = 1;
+    e->done = 0;
+    e->gen++;
+    e->captured = s->capturing; /* an event record node of the graph: never completes on its own */
+    if (s->capturing) {
+        pthread_mutex_unlock(&F.lock);
+        return OK;
+    }
     op_t *op = calloc(1, sizeof *op);
     op->kind = OP_RECORD;
     op->event = e;
-    op->gen = ++e->gen;
-    e->recorded = 1;
-    e->done = 0;
+    op->gen = e->gen;
     push_locked(s, op);
     pthread_mutex_unlock(&F.lock);
     return OK;
@@ -590,11 +805,16 @@ EXPORT CUresult cuEventRecord(struct CUevent_st *e, struct CUstream_st *stream)
 
 EXPORT CUresult cuEventQuery(struct CUevent_st *e)
 {
+    if (deinit_call())
+        return E_DEINITIALIZED;
     pthread_mutex_lock(&F.lock);
     F.st.event_queries++;
     if (t_watched)
         F.st.watched_queries++;
-    CUresult r = !event_ok_locked(e) ? E_INVALID_HANDLE : (!e->recorded || e->done) ? OK : E_NOT_READY;
+    CUresult r = capture_unsafe_locked();
+    if (r == OK)
+        r = !event_ok_locked(e) ? E_INVALID_HANDLE : e->captured ? E_CAPTURED_EVENT
+                                 : (!e->recorded || e->done) ? OK : E_NOT_READY;
     pthread_mutex_unlock(&F.lock);
     return r;
 }
@@ -605,9 +825,10 @@ EXPORT CUresult cuEventSynchronize(struct CUevent_st *e)
     F.st.event_syncs++;
     if (t_watched)
         F.st.watched_blocking++;
-    if (!event_ok_locked(e)) {
+    CUresult cr = capture_unsafe_locked();
+    if (cr != OK || !event_ok_locked(e) || e->captured) {
         pthread_mutex_unlock(&F.lock);
-        return E_INVALID_HANDLE;
+        return cr != OK ? cr : e->magic == MAGIC_EVENT ? E_CAPTURED_EVENT : E_INVALID_HANDLE;
     }
     while (e->recorded && !e->done && e->magic == MAGIC_EVENT)
         pthread_cond_wait(&F.cond, &F.lock);
@@ -624,6 +845,8 @@ static CUresult elapsed(float *ms, struct CUevent_st *a, struct CUevent_st *b)
     CUresult r = OK;
     if (!event_ok_locked(a) || !event_ok_locked(b) || !a->recorded || !b->recorded || a->ctx != b->ctx)
         r = E_INVALID_HANDLE;
+    else if (a->captured || b->captured)
+        r = E_CAPTURED_EVENT;
     else if (!a->done || !b->done)
         r = E_NOT_READY;
     else
@@ -676,6 +899,7 @@ EXPORT CUresult cuStreamDestroy_v2(struct CUstream_st *s)
     pthread_mutex_unlock(&F.lock);
     pthread_join(s->worker, NULL);
     pthread_mutex_lock(&F.lock);
+    s->joined = 1;
     s->magic = MAGIC_DEAD;
     F.st.stream_destroys++;
     pthread_mutex_unlock(&F.lock);
@@ -688,14 +912,133 @@ EXPORT CUresult cuStreamSynchronize(struct CUstream_st *stream)
     F.st.stream_syncs++;
     if (t_watched)
         F.st.watched_blocking++;
-    struct CUstream_st *s = resolve_locked(stream);
+    CUresult cr = capture_unsafe_locked();
+    struct CUstream_st *s = cr == OK ? resolve_locked(stream) : NULL;
     if (!s) {
         pthread_mutex_unlock(&F.lock);
-        return E_INVALID_HANDLE;
+        return cr != OK ? cr : E_INVALID_HANDLE;
     }
     while (s->head || s->busy)
         pthread_cond_wait(&F.cond, &F.lock);
     pthread_mutex_unlock(&F.lock);
+    return OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Stream capture and graphs
+ * ------------------------------------------------------------------------------------------------- */
+
+EXPORT CUresult cuStreamBeginCapture_v2(struct CUstream_st *stream, int mode)
+{
+    pthread_mutex_lock(&F.lock);
+    struct CUstream_st *s = stream && stream != STREAM_LEGACY ? resolve_locked(stream) : NULL;
+    CUresult r = !s ? (stream ? E_INVALID_HANDLE : E_CAPTURE_UNSUPPORTED) : s->capturing ? E_ILLEGAL_STATE : OK;
+    if (r == OK) {
+        s->capturing = 1;
+        s->cap_mode = mode;
+        s->cap_invalid = 0;
+        s->cap_work_ns = 0;
+        s->cap_vwork_ns = 0;
+        if (mode == CAPTURE_GLOBAL)
+            F.global_captures++;
+    }
+    pthread_mutex_unlock(&F.lock);
+    return r;
+}
+
+EXPORT CUresult cuStreamEndCapture(struct CUstream_st *stream, struct CUgraph_st **graph)
+{
+    pthread_mutex_lock(&F.lock);
+    struct CUstream_st *s = resolve_locked(stream);
+    if (!s || !s->capturing) {
+        pthread_mutex_unlock(&F.lock);
+        return E_ILLEGAL_STATE;
+    }
+    s->capturing = 0;
+    if (s->cap_mode == CAPTURE_GLOBAL)
+        F.global_captures--;
+    int invalid = s->cap_invalid;
+    uint64_t work = s->cap_work_ns, vwork = s->cap_vwork_ns;
+    pthread_mutex_unlock(&F.lock);
+    *graph = NULL;
+    if (invalid)
+        return E_CAPTURE_INVALIDATED;
+    struct CUgraph_st *g = calloc(1, sizeof *g);
+    if (!g)
+        return 2;
+    g->work_ns = work;
+    g->vwork_ns = vwork;
+    *graph = g;
+    return OK;
+}
+
+EXPORT CUresult cuStreamIsCapturing(struct CUstream_st *stream, int *status)
+{
+    if (deinit_call())
+        return E_DEINITIALIZED;
+    pthread_mutex_lock(&F.lock);
+    struct CUstream_st *s = resolve_locked(stream);
+    CUresult r = s ? OK : E_INVALID_HANDLE;
+    if (s)
+        *status = !s->capturing ? 0 : s->cap_invalid ? 2 : 1;
+    pthread_mutex_unlock(&F.lock);
+    return r;
+}
+
+EXPORT CUresult cuThreadExchangeStreamCaptureMode(int *mode)
+{
+    if (!mode)
+        return E_INVALID_VALUE;
+    int old = t_capture_mode;
+    t_capture_mode = *mode;
+    *mode = old;
+    return OK;
+}
+
+EXPORT CUresult cuGraphInstantiateWithFlags(struct CUgraphExec_st **exec, struct CUgraph_st *g,
+                                            unsigned long long flags)
+{
+    (void)flags;
+    if (!g)
+        return E_INVALID_VALUE;
+    struct CUgraphExec_st *x = calloc(1, sizeof *x);
+    if (!x)
+        return 2;
+    x->work_ns = g->work_ns;
+    x->vwork_ns = g->vwork_ns;
+    *exec = x;
+    return OK;
+}
+
+EXPORT CUresult cuGraphLaunch(struct CUgraphExec_st *exec, struct CUstream_st *stream)
+{
+    if (!exec)
+        return E_INVALID_VALUE;
+    op_t *op = calloc(1, sizeof *op); /* the whole graph as one op: slept work, then the virtual jump */
+    op->kind = exec->vwork_ns ? OP_VWORK : OP_WORK;
+    op->ns = exec->vwork_ns ? exec->vwork_ns : exec->work_ns;
+    if (exec->vwork_ns && exec->work_ns) {
+        op_t *w = calloc(1, sizeof *w);
+        w->kind = OP_WORK;
+        w->ns = exec->work_ns;
+        CUresult r = enqueue(stream, w);
+        if (r != OK) {
+            free(op);
+            return r;
+        }
+    }
+    return enqueue(stream, op);
+}
+
+EXPORT CUresult cuGraphExecDestroy(struct CUgraphExec_st *exec)
+{
+    free(exec);
+    return OK;
+}
+
+EXPORT CUresult cuGraphDestroy(struct CUgraph_st *g)
+{
+    free(g);
     return OK;
 }
 
@@ -728,11 +1071,34 @@ static void read_ident(const char *p, char *out, size_t n)
 }
 
 /* Parses the PTX text for `.entry NAME(.param .T a, ...)` and module-scope `.global .T NAME;`. */
+/* Newest PTX ISA (x10) a driver version JIT-compiles (from the PTX ISA release notes; approximate). */
+static int ptx_isa_max(int driver)
+{
+    static const int table[][2] = {{13000, 90}, {12090, 88}, {12080, 87}, {12070, 86}, {12050, 85}, {12040, 84},
+                                   {12030, 83}, {12020, 82}, {12010, 81}, {12000, 80}, {11080, 78}, {11040, 74},
+                                   {11000, 70}, {10020, 65}, {10000, 63}, {9000, 60}};
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (driver >= table[i][0])
+            return table[i][1];
+    return 0;
+}
+
 EXPORT CUresult cuModuleLoadData(struct CUmod_st **out, const void *image)
 {
     if (!current())
         return E_INVALID_CONTEXT;
     const char *t = image;
+    const char *ver = strstr(t, ".version");
+    const char *tgt = strstr(t, ".target");
+    if (!ver || !tgt)
+        return 218; /* CUDA_ERROR_INVALID_PTX */
+    unsigned vmaj = 0, vmin = 0, sm = 0;
+    if (sscanf(ver, ".version %u.%u", &vmaj, &vmin) != 2 || sscanf(tgt, ".target sm_%u", &sm) != 1)
+        return 218;
+    if ((int)(vmaj * 10 + vmin) > ptx_isa_max((int)env_u64("KT_TEST_CUDA_DRIVER_VERSION", 13000)))
+        return E_UNSUPPORTED_PTX_VERSION;
+    if ((int)sm > (F.cc ? F.cc : 90))
+        return E_NO_BINARY_FOR_GPU;
     struct CUmod_st *m = calloc(1, sizeof *m);
     if (!m)
         return 2;
@@ -890,6 +1256,11 @@ EXPORT void kt_test_cuda_driver_stats(kt_test_cuda_stats_t *out)
     pthread_mutex_unlock(&F.lock);
 }
 
+EXPORT void kt_test_cuda_driver_deinit(int on)
+{
+    __atomic_store_n(&F.deinit, on, __ATOMIC_RELEASE);
+}
+
 EXPORT uint64_t kt_test_cuda_driver_live_events(void)
 {
     pthread_mutex_lock(&F.lock);
@@ -947,7 +1318,8 @@ EXPORT size_t kt_test_cuda_driver_record_log(struct CUstream_st *stream, uint64_
     size_t n = 0;
     if (s) {
         n = s->log_len < max ? s->log_len : max;
-        memcpy(ts, s->log, n * sizeof *ts);
+        if (n)
+            memcpy(ts, s->log, n * sizeof *ts);
     }
     pthread_mutex_unlock(&F.lock);
     return n;

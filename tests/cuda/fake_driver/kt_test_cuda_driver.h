@@ -13,6 +13,21 @@
  *   KT_TEST_CUDA_EVENT_RES_NS=N             event timestamp resolution (default 32)
  *   KT_TEST_CUDA_GT_GRANULARITY_NS=N        %globaltimer update granularity (default 1000)
  *   KT_TEST_CUDA_KERNEL_NS=N                duration of a launched kernel the double does not know (default 20000)
+ *   KT_TEST_CUDA_LAUNCH_NS=N                launch latency: an enqueued op starts no earlier than N ns after the
+ *                                           call that enqueued it (default 4000)
+ *   KT_TEST_CUDA_DRIVER_VERSION=N           cuDriverGetVersion (default 13000); cuModuleLoadData rejects PTX newer
+ *                                           than that driver JIT-compiles (CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+ *   KT_TEST_CUDA_CC=NN                      compute capability of every device (default 90); PTX for a newer
+ *                                           .target fails with CUDA_ERROR_NO_BINARY_FOR_GPU
+ *
+ * Sharper than a happy path (issue 18): events default to 512 ns resolution (~0.5 us, as documented for CUDA
+ * events); cuDevicePrimaryCtxReset and cuCtxDestroy free the context's events and streams (a later use returns
+ * CUDA_ERROR_INVALID_HANDLE and counts in event_bad_handles) and change its cuCtxGetId; CU_STREAM_PER_THREAD
+ * (0x2) is a per-thread stream, CU_STREAM_LEGACY (0x1) the legacy one; cuStreamBeginCapture_v2 captures a
+ * stream's work (events recorded there fail queries with CUDA_ERROR_CAPTURED_EVENT), and while a stream captures
+ * in global mode a query or synchronise from a thread not in relaxed mode (cuThreadExchangeStreamCaptureMode)
+ * fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture; cuGraphLaunch replays the
+ * captured work as one op. Not modelled: the legacy stream's implicit synchronisation with blocking streams.
  *
  * Kernels it knows by name (from the PTX given to cuModuleLoadData): kt_globaltimer_read,
  * kt_globaltimer_batch, and kt_test_stamp(u64 work_ns), which stamps its module's kt_cuda_slot_ptr slot like
@@ -52,6 +67,10 @@ typedef struct kt_test_cuda_stats_t {
     uint64_t primary_releases;       /* cuDevicePrimaryCtxRelease_v2 */
     uint64_t watched_blocking;       /* cuEventSynchronize/cuStreamSynchronize from watched threads */
     uint64_t watched_queries;        /* cuEventQuery/cuEventElapsedTime from watched threads */
+    uint64_t resets;                 /* cuDevicePrimaryCtxReset */
+    uint64_t events_freed_by_reset;  /* events freed by a reset or cuCtxDestroy */
+    uint64_t capture_violations;     /* unsafe calls during a global-mode capture (each invalidates it) */
+    uint64_t calls_after_deinit;     /* calls made after kt_test_cuda_driver_deinit(1) */
 } kt_test_cuda_stats_t;
 
 void kt_test_cuda_driver_stats(kt_test_cuda_stats_t *out);
@@ -75,6 +94,9 @@ void kt_test_cuda_driver_set_clock(uint64_t offset_ns, double drift_ppm, uint64_
 /* Freeze the device clock (on = 1): it then advances only by virtual work, so event times differ by exactly
  * the virtual work enqueued between them, however the host threads are scheduled. */
 void kt_test_cuda_driver_freeze_clock(int on);
+/* Tear the driver down (on = 1): every later call returns CUDA_ERROR_DEINITIALIZED, as at process exit after
+ * the CUDA runtime's own exit handler ran. */
+void kt_test_cuda_driver_deinit(int on);
 /* Events created and not destroyed. */
 uint64_t kt_test_cuda_driver_live_events(void);
 

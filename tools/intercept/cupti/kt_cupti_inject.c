@@ -1,10 +1,18 @@
 /* kt_cupti_inject.c — CUDA injection library (CUDA_INJECTION64_PATH): the driver calls InitializeInjection() when
- * a CUDA program initialises; CUPTI's activity API then delivers a record per kernel with GPU start/end times,
- * which are mapped to the host timeline (CLOCK_MONOTONIC_RAW) through a clock model fitted on
- * cuptiGetTimestamp() reads bracketed by host reads, and recorded into ktiming. KTIMING_OUTPUT / KTIMING_REPORT /
- * KTIMING_TRACE then write the results at exit, and under `ktiming run` (KTIMING_RUN_DIR) the process's snapshot
- * goes to KTIMING_RUN_DIR/<pid>.json. Without a usable driver/CUPTI, InitializeInjection returns 0 and nothing is
- * written. Tested without a GPU only (load, failure path, exit order against a CUPTI test double). */
+ * a CUDA program initialises; CUPTI's activity API then delivers a record per kernel, memory copy and memset with
+ * GPU start/end times, recorded into ktiming. KTIMING_OUTPUT / KTIMING_REPORT / KTIMING_TRACE then write the
+ * results at exit, and under `ktiming run` (KTIMING_RUN_DIR) the process's snapshot goes to
+ * KTIMING_RUN_DIR/<pid>.json. Without a usable driver/CUPTI, InitializeInjection returns 0 and nothing is written.
+ *
+ * Clock: CUPTI stamps with CLOCK_REALTIME on Linux, which NTP steps. The library registers a timestamp callback
+ * (cuptiActivityRegisterTimestampCallback) returning ktiming's host clock (CLOCK_MONOTONIC_RAW), so records are
+ * on the host timeline as delivered; only a CUPTI without that entry point falls back to a model fitted on
+ * cuptiGetTimestamp() reads (refitted every second, so a step misplaces at most the records in between).
+ * Delivery: a flush period (KTIMING_CUPTI_FLUSH_MS, default 100 ms) bounds how long completed records wait; at
+ * exit everything is flushed. Latency timestamps (queued, submitted) are on. Records CUPTI could not time
+ * (start = end = 0) are counted as dropped ("no timing"), not recorded as 0 ns. C++ kernel names are demangled
+ * with the C++ runtime's __cxa_demangle, looked up at run time (libstdc++.so.6 is loaded for it in C programs). Tracks are keyed by (context, stream): CUPTI's
+ * stream ids repeat across contexts. Tested without a GPU only, against a CUPTI test double. */
 #include <cupti.h>
 
 #include "common/kti_run.h"
@@ -12,35 +20,56 @@
 #include <ktiming.h>
 #include <ktiming/clock.h>
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define KT_CUPTI_BUFFER_BYTES (4u << 20)
+#define KT_CUPTI_BUFFER_BYTES (1u << 20)
 #define KT_CUPTI_SAMPLES 32
 #define KT_CUPTI_MAX_DEVICES 64
-#define KT_CUPTI_MAX_QUEUES 256
-/* Refit the CUPTI-clock model when it is older than this. */
+/* Refit the CUPTI-clock model (fallback only) when it is older than this. */
 #define KT_CUPTI_REFIT_NS 1000000000ull
+/* Default flush period (ms). */
+#define KT_CUPTI_FLUSH_MS 100u
 
-/* A (device, stream) track registered with the recorder. */
+/* A (context, stream) track registered with the recorder. */
 typedef struct kt_cupti_queue_t {
-    uint32_t device;   /* CUPTI device id */
+    uint32_t context;  /* CUPTI context id */
     uint32_t stream;   /* CUPTI stream id */
     uint32_t queue_id; /* kt_queue_register */
+    int used;          /* slot taken */
 } kt_cupti_queue_t;
+
+/* A kernel name as CUPTI gave it and the id of its demangled form on one device. */
+typedef struct kt_cupti_name_t {
+    const char *raw;       /* CUPTI's name pointer (stable for the function's life) */
+    uint32_t device;       /* CUPTI device id */
+    kt_kernel_id_t id;     /* interned demangled name */
+} kt_cupti_name_t;
+
+typedef char *(*kt_cupti_demangle_fn)(const char *mangled, char *out, size_t *len, int *status);
 
 static struct {
     pthread_mutex_t lock;                          /* everything below */
     int initialized;                               /* InitializeInjection succeeded */
-    kt_clock_model_t model;                        /* CUPTI timestamps → host timeline */
+    int host_stamps;                               /* the timestamp callback is in force: stamps are host ns */
+    kt_clock_model_t model;                        /* fallback: CUPTI timestamps → host timeline */
     int model_valid;                               /* model usable */
     char devices[KT_CUPTI_MAX_DEVICES][128];       /* device names by CUPTI id, from DEVICE records */
-    kt_cupti_queue_t queues[KT_CUPTI_MAX_QUEUES];  /* tracks seen */
+    kt_cupti_queue_t *queues;                      /* open-addressing table of tracks */
+    uint32_t queue_cap;                            /* its size (power of two), 0 before first use */
     uint32_t queue_count;                          /* tracks used */
+    kt_cupti_name_t names[1024];                   /* cache of demangled kernel names (direct-mapped) */
+    kt_cupti_demangle_fn demangle;                 /* __cxa_demangle, NULL when no C++ runtime is loaded */
     uint64_t dropped;                              /* records CUPTI dropped */
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t CUPTIAPI host_timestamp(void)
+{
+    return kt_now_ns();
+}
 
 static uint64_t cupti_now(void *user)
 {
@@ -78,49 +107,155 @@ static const char *device_name_locked(uint32_t id)
     return fallback[slot];
 }
 
-/* S.lock held. */
-static uint32_t queue_locked(uint32_t device, uint32_t stream)
+static uint32_t track_hash(uint32_t context, uint32_t stream)
 {
-    for (uint32_t i = 0; i < S.queue_count; i++)
-        if (S.queues[i].device == device && S.queues[i].stream == stream)
-            return S.queues[i].queue_id;
+    uint64_t k = ((uint64_t)context << 32 | stream) * 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(k >> 32);
+}
+
+/* S.lock held: grows the track table to hold one more. 0 or -1 (no memory: the track is then not cached). */
+static int tracks_reserve_locked(void)
+{
+    if (S.queue_cap && (S.queue_count + 1) * 4 <= S.queue_cap * 3)
+        return 0;
+    uint32_t cap = S.queue_cap ? S.queue_cap * 2 : 64;
+    kt_cupti_queue_t *t = calloc(cap, sizeof *t);
+    if (!t)
+        return -1;
+    for (uint32_t i = 0; i < S.queue_cap; i++) {
+        if (!S.queues[i].used)
+            continue;
+        uint32_t h = track_hash(S.queues[i].context, S.queues[i].stream) & (cap - 1);
+        while (t[h].used)
+            h = (h + 1) & (cap - 1);
+        t[h] = S.queues[i];
+    }
+    free(S.queues);
+    S.queues = t;
+    S.queue_cap = cap;
+    return 0;
+}
+
+/* S.lock held: the track of (context, stream) on a device, registered on first sight. */
+static uint32_t queue_locked(uint32_t device, uint32_t context, uint32_t stream)
+{
+    if (S.queue_cap) {
+        for (uint32_t h = track_hash(context, stream) & (S.queue_cap - 1); S.queues[h].used;
+             h = (h + 1) & (S.queue_cap - 1))
+            if (S.queues[h].context == context && S.queues[h].stream == stream)
+                return S.queues[h].queue_id;
+    }
     char label[64];
-    snprintf(label, sizeof label, "stream %u", stream);
+    snprintf(label, sizeof label, "stream %u (context %u)", stream, context);
     uint32_t id = kt_queue_register(KT_BACKEND_CUDA, device_name_locked(device), label);
-    if (S.queue_count < KT_CUPTI_MAX_QUEUES)
-        S.queues[S.queue_count++] = (kt_cupti_queue_t){device, stream, id};
+    if (tracks_reserve_locked() == 0) {
+        uint32_t h = track_hash(context, stream) & (S.queue_cap - 1);
+        while (S.queues[h].used)
+            h = (h + 1) & (S.queue_cap - 1);
+        S.queues[h] = (kt_cupti_queue_t){context, stream, id, 1};
+        S.queue_count++;
+    }
+    return id;
+}
+
+/* S.lock held: the kernel id of a CUPTI kernel name, demangled ("_Z..." names) when the C++ runtime is there. */
+static kt_kernel_id_t kernel_locked(const char *raw, uint32_t device)
+{
+    if (!raw)
+        return kt_kernel_intern("(unnamed kernel)", KT_BACKEND_CUDA, device_name_locked(device));
+    kt_cupti_name_t *slot = &S.names[((uintptr_t)raw >> 4 ^ device) % (sizeof S.names / sizeof S.names[0])];
+    if (slot->raw == raw && slot->device == device)
+        return slot->id;
+    char *plain = NULL;
+    if (S.demangle && raw[0] == '_' && raw[1] == 'Z') {
+        int status = -1;
+        plain = S.demangle(raw, NULL, NULL, &status);
+        if (status != 0) {
+            free(plain);
+            plain = NULL;
+        }
+    }
+    kt_kernel_id_t id = kt_kernel_intern(plain ? plain : raw, KT_BACKEND_CUDA, device_name_locked(device));
+    free(plain);
+    *slot = (kt_cupti_name_t){raw, device, id};
     return id;
 }
 
 /* S.lock held: a CUPTI timestamp on the host timeline (0 when unknown). */
 static uint64_t to_host_locked(uint64_t t, uint64_t *unc)
 {
+    if (t == 0 || t == (uint64_t)CUPTI_TIMESTAMP_UNKNOWN)
+        return 0;
+    if (S.host_stamps)
+        return t; /* the timestamp callback already gave host ns */
     uint64_t host = 0, u = 0;
-    if (t == (uint64_t)CUPTI_TIMESTAMP_UNKNOWN || !S.model_valid || kt_clock_to_host(&S.model, t, &host, &u) != 0)
+    if (!S.model_valid || kt_clock_to_host(&S.model, t, &host, &u) != 0)
         return 0;
     if (unc && u > *unc)
         *unc = u;
     return host;
 }
 
-static void record_kernel(const CUpti_ActivityKernel10 *k)
+/* One timed GPU command: kernel, copy or memset. */
+static void record_command(kt_kernel_id_t (*name)(const void *rec, uint32_t device), const void *rec,
+                           uint32_t device, uint32_t context, uint32_t stream, uint64_t start, uint64_t end,
+                           uint64_t queued, uint64_t submitted, uint64_t bytes)
 {
     pthread_mutex_lock(&S.lock);
-    if (!S.model_valid || kt_clock_is_stale(&S.model, kt_now_ns(), 0.0, KT_CUPTI_REFIT_NS))
+    if (!S.host_stamps && (!S.model_valid || kt_clock_is_stale(&S.model, kt_now_ns(), 0.0, KT_CUPTI_REFIT_NS)))
         calibrate_locked();
-    const char *device = device_name_locked(k->deviceId);
     kt_dispatch_t d;
     memset(&d, 0, sizeof d);
-    d.kernel = kt_kernel_intern(k->name ? k->name : "(unnamed kernel)", KT_BACKEND_CUDA, device);
-    d.queue = queue_locked(k->deviceId, k->streamId);
+    d.kernel = name(rec, device);
+    if (start == 0 && end == 0) { /* CUPTI delivered it without timing */
+        pthread_mutex_unlock(&S.lock);
+        kt_record_drop_reason(d.kernel, KT_DROP_NO_TIMING);
+        return;
+    }
+    if (end < start) {
+        pthread_mutex_unlock(&S.lock);
+        kt_record_drop_reason(d.kernel, KT_DROP_INVALID_TIMES);
+        return;
+    }
+    d.queue = queue_locked(device, context, stream);
     d.flags = KT_SPAN_DEVICE;
-    d.duration_ns = k->end > k->start ? k->end - k->start : 0;
-    d.start_ns = to_host_locked(k->start, &d.uncertainty_ns);
+    d.duration_ns = end - start;
+    d.bytes = bytes;
+    d.start_ns = to_host_locked(start, &d.uncertainty_ns);
     d.end_ns = d.start_ns ? d.start_ns + d.duration_ns : 0;
-    d.queued_ns = to_host_locked(k->queued, NULL);
-    d.submit_ns = to_host_locked(k->submitted, NULL);
+    d.queued_ns = to_host_locked(queued, NULL);
+    d.submit_ns = to_host_locked(submitted, NULL);
     pthread_mutex_unlock(&S.lock);
     kt_record_dispatch(&d);
+}
+
+static kt_kernel_id_t kernel_name(const void *rec, uint32_t device)
+{
+    return kernel_locked(((const CUpti_ActivityKernel10 *)rec)->name, device);
+}
+
+static const char *copy_kind_name(uint8_t kind)
+{
+    switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "memcpy HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "memcpy DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "memcpy DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "memcpy HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "memcpy PtoP";
+    default: return "memcpy";
+    }
+}
+
+static kt_kernel_id_t memcpy_name(const void *rec, uint32_t device)
+{
+    const CUpti_ActivityMemcpy6 *m = rec;
+    return kt_kernel_intern(copy_kind_name(m->copyKind), KT_BACKEND_CUDA, device_name_locked(device));
+}
+
+static kt_kernel_id_t memset_name(const void *rec, uint32_t device)
+{
+    (void)rec;
+    return kt_kernel_intern("memset", KT_BACKEND_CUDA, device_name_locked(device));
 }
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
@@ -136,7 +271,17 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     CUpti_Activity *rec = NULL;
     while (valid && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
-            record_kernel((const CUpti_ActivityKernel10 *)(const void *)rec);
+            const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)(const void *)rec;
+            record_command(kernel_name, k, k->deviceId, k->contextId, k->streamId, k->start, k->end, k->queued,
+                           k->submitted, 0);
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+            const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)(const void *)rec;
+            record_command(memcpy_name, m, m->deviceId, m->contextId, m->streamId, m->start, m->end, 0, 0,
+                           m->bytes);
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+            const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)(const void *)rec;
+            record_command(memset_name, m, m->deviceId, m->contextId, m->streamId, m->start, m->end, 0, 0,
+                           m->bytes);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_DEVICE) {
             const CUpti_ActivityDevice5 *dev = (const CUpti_ActivityDevice5 *)(const void *)rec;
             pthread_mutex_lock(&S.lock);
@@ -152,7 +297,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         pthread_mutex_unlock(&S.lock);
         kt_kernel_id_t id = kt_kernel_intern("(CUPTI records dropped)", KT_BACKEND_CUDA, NULL);
         for (size_t i = 0; i < dropped; i++)
-            kt_record_drop(id);
+            kt_record_drop_reason(id, KT_DROP_RING_FULL);
     }
     free(buffer);
 }
@@ -162,6 +307,32 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 static void flush_at_exit(void)
 {
     cuptiActivityFlushAll(1);
+}
+
+/* CUPTI entry points newer than the oldest CUPTI the library runs with: looked up, used when present. */
+static void setup_optional(void)
+{
+    CUptiResult (*reg_ts)(CUpti_TimestampCallbackFunc) = NULL;
+    CUptiResult (*period)(uint32_t) = NULL;
+    CUptiResult (*latency)(uint8_t) = NULL;
+    *(void **)&reg_ts = dlsym(RTLD_DEFAULT, "cuptiActivityRegisterTimestampCallback");
+    *(void **)&period = dlsym(RTLD_DEFAULT, "cuptiActivityFlushPeriod");
+    *(void **)&latency = dlsym(RTLD_DEFAULT, "cuptiActivityEnableLatencyTimestamps");
+    S.host_stamps = reg_ts && reg_ts(host_timestamp) == CUPTI_SUCCESS; /* before any kind is enabled */
+    const char *ms = getenv("KTIMING_CUPTI_FLUSH_MS");
+    uint32_t flush_ms = ms && ms[0] ? (uint32_t)strtoul(ms, NULL, 10) : KT_CUPTI_FLUSH_MS;
+    if (period && flush_ms)
+        period(flush_ms);
+    if (latency)
+        latency(1);
+    *(void **)&S.demangle = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    if (!S.demangle) { /* a C program: the C++ runtime CUDA's own libraries bring, else the system's */
+        void *cxx = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+        if (!cxx)
+            cxx = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+        if (cxx)
+            *(void **)&S.demangle = dlsym(cxx, "__cxa_demangle"); /* kept loaded for the process's life */
+    }
 }
 
 __attribute__((visibility("default"))) int InitializeInjection(void)
@@ -177,6 +348,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
     kt_init(&desc);
     CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
     if (r == CUPTI_SUCCESS) {
+        setup_optional();
         CUptiResult rd = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);
         (void)rd;
         r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
@@ -188,7 +360,11 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
         fprintf(stderr, "ktiming-cupti: kernel activity unavailable: %s\n", result_name(r));
         return 0;
     }
-    calibrate_locked();
+    if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS)
+        fprintf(stderr, "ktiming-cupti: memory copy/set activity unavailable: only kernels are timed\n");
+    if (!S.host_stamps)
+        calibrate_locked();
     S.initialized = 1;
     pthread_mutex_unlock(&S.lock);
     kti_run_exit_register(); /* ktiming's exit handler, then the snapshot writer (KTIMING_RUN_DIR) */

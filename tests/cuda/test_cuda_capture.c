@@ -1,0 +1,135 @@
+/* test_cuda_capture.c — graph capture: a span begun on a capturing stream is skipped and counted ("graph
+ * capture"), never turned into a capture error; the collector thread polls with its capture mode relaxed, so a
+ * global-mode capture elsewhere is not invalidated; a span around a graph launch is one dispatch. */
+#include "cuda_test_util.h"
+
+struct CUgraph_st;
+struct CUgraphExec_st;
+int cuStreamBeginCapture_v2(struct CUstream_st *s, int mode);
+int cuStreamEndCapture(struct CUstream_st *s, struct CUgraph_st **g);
+int cuGraphInstantiateWithFlags(struct CUgraphExec_st **x, struct CUgraph_st *g, unsigned long long flags);
+int cuGraphLaunch(struct CUgraphExec_st *x, struct CUstream_st *s);
+int cuGraphExecDestroy(struct CUgraphExec_st *x);
+int cuGraphDestroy(struct CUgraph_st *g);
+
+enum { MODE_GLOBAL = 0 };
+
+static struct CUctx_st *g_ctx;
+
+static int setup(void **state)
+{
+    (void)state;
+    g_ctx = kt_test_ctx_enter();
+    return kt_cuda_init(NULL);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    kt_cuda_shutdown();
+    kt_test_ctx_leave();
+    return 0;
+}
+
+static void test_span_on_capturing_stream_is_skipped(void **state)
+{
+    (void)state;
+    struct CUstream_st *s = kt_test_stream();
+    assert_int_equal(cuStreamBeginCapture_v2(s, MODE_GLOBAL), 0);
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, g_ctx, s, "captured"), 0);
+    assert_int_equal(kt_test_cuda_driver_work(s, 1000, 1), 0);
+    assert_int_equal(kt_cuda_end(&span), 0);
+    struct CUgraph_st *g = NULL;
+    assert_int_equal(cuStreamEndCapture(s, &g), 0); /* the capture is intact */
+    assert_int_equal(cuGraphDestroy(g), 0);
+    kt_flush();
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "captured");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 0);
+    assert_int_equal(e->errors, 0);
+    assert_int_equal(e->dropped_by[KT_DROP_GRAPH_CAPTURE], 1);
+    kt_snapshot_free(snap);
+    assert_int_equal(cuStreamDestroy_v2(s), 0);
+}
+
+static void test_collector_does_not_break_a_global_capture(void **state)
+{
+    (void)state;
+    struct CUstream_st *cap = kt_test_stream();
+    struct CUstream_st *work = kt_test_stream();
+    kt_test_cuda_stats_t before, now;
+    assert_int_equal(kt_test_cuda_driver_hold(work, 1), 0);
+    assert_int_equal(cuStreamBeginCapture_v2(cap, MODE_GLOBAL), 0);
+    kt_test_cuda_driver_stats(&before);
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, g_ctx, work, "beside-capture"), 0);
+    assert_int_equal(kt_cuda_end(&span), 0);
+    /* Let the collector poll the held stream's event a few times while the capture is open. */
+    int polled = 0;
+    for (int i = 0; i < 5000 && !polled; i++) {
+        kt_test_cuda_driver_stats(&now);
+        polled = now.event_queries - before.event_queries >= 3;
+        if (!polled)
+            kt_test_sleep_ms(1);
+    }
+    assert_true(polled);
+    struct CUgraph_st *g = NULL;
+    assert_int_equal(cuStreamEndCapture(cap, &g), 0); /* not CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */
+    kt_test_cuda_driver_stats(&now);
+    assert_int_equal(now.capture_violations, before.capture_violations);
+    assert_int_equal(cuGraphDestroy(g), 0);
+    assert_int_equal(kt_test_cuda_driver_hold(work, 0), 0);
+    kt_flush();
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "beside-capture");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 1);
+    kt_snapshot_free(snap);
+    assert_int_equal(cuStreamDestroy_v2(cap), 0);
+    assert_int_equal(cuStreamDestroy_v2(work), 0);
+}
+
+static void test_graph_launch_is_one_dispatch(void **state)
+{
+    (void)state;
+    struct CUstream_st *cap = kt_test_stream();
+    struct CUstream_st *run = kt_test_stream();
+    assert_int_equal(cuStreamBeginCapture_v2(cap, MODE_GLOBAL), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(kt_test_cuda_driver_work(cap, 30000, 1), 0);
+    struct CUgraph_st *g = NULL;
+    struct CUgraphExec_st *x = NULL;
+    assert_int_equal(cuStreamEndCapture(cap, &g), 0);
+    assert_int_equal(cuGraphInstantiateWithFlags(&x, g, 0), 0);
+    kt_test_cuda_driver_freeze_clock(1); /* event times then differ by the virtual work only */
+    for (int i = 0; i < 2; i++) {
+        kt_cuda_span_t span;
+        assert_int_equal(kt_cuda_begin(&span, g_ctx, run, "graph"), 0);
+        assert_int_equal(cuGraphLaunch(x, run), 0);
+        assert_int_equal(kt_cuda_end(&span), 0);
+    }
+    kt_flush();
+    kt_test_cuda_driver_freeze_clock(0);
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "graph");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 2);
+    assert_true(e->min_ns >= 90000 - 1024 && e->max_ns <= 90000 + 1024); /* the three captured works, 512 ns res */
+    kt_snapshot_free(snap);
+    assert_int_equal(cuGraphExecDestroy(x), 0);
+    assert_int_equal(cuGraphDestroy(g), 0);
+    assert_int_equal(cuStreamDestroy_v2(cap), 0);
+    assert_int_equal(cuStreamDestroy_v2(run), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_span_on_capturing_stream_is_skipped),
+        cmocka_unit_test(test_collector_does_not_break_a_global_capture),
+        cmocka_unit_test(test_graph_launch_is_one_dispatch),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,112 @@
+/* test_cuda_reset.c — a device reset (cuDevicePrimaryCtxReset, what cudaDeviceReset does) or cuCtxDestroy under
+ * ktiming: the double frees the context's events and streams (a later use is an error it counts); ktiming notices
+ * by the context's id, counts what was in flight as dropped ("context reset"), never records it as an error,
+ * never destroys the freed handles again, and times new work in the reset context. */
+#include "cuda_test_util.h"
+
+int cuDevicePrimaryCtxReset(int dev);
+int cuCtxCreate_v2(struct CUctx_st **ctx, unsigned int flags, int dev);
+int cuCtxDestroy_v2(struct CUctx_st *ctx);
+
+static struct CUctx_st *g_ctx;
+
+static int setup(void **state)
+{
+    (void)state;
+    g_ctx = kt_test_ctx_enter();
+    return kt_cuda_init(NULL);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    kt_cuda_shutdown();
+    kt_test_ctx_leave();
+    return 0;
+}
+
+static void test_primary_reset(void **state)
+{
+    (void)state;
+    struct CUstream_st *s = kt_test_stream();
+    assert_int_equal(kt_test_cuda_driver_hold(s, 1), 0);
+    for (int i = 0; i < 5; i++) {
+        kt_cuda_span_t span;
+        assert_int_equal(kt_cuda_begin(&span, g_ctx, s, "before-reset"), 0);
+        assert_int_equal(kt_cuda_end(&span), 0);
+    }
+    kt_cuda_span_t open_span;
+    assert_int_equal(kt_cuda_begin(&open_span, g_ctx, s, "open-across-reset"), 0);
+    assert_int_equal(cuDevicePrimaryCtxReset(0), 0); /* s and every ktiming event die here */
+
+    struct CUstream_st *s2 = kt_test_stream();
+    for (int i = 0; i < 3; i++) {
+        kt_cuda_span_t span;
+        assert_int_equal(kt_cuda_begin(&span, g_ctx, s2, "after-reset"), 0);
+        assert_int_equal(kt_cuda_end(&span), 0);
+    }
+    assert_int_equal(kt_cuda_end(&open_span), KT_ESTATE);
+    kt_flush();
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "before-reset");
+    assert_non_null(e);
+    assert_int_equal(e->errors, 0);
+    assert_int_equal(e->dispatch_count, 0);
+    assert_int_equal(e->dropped_by[KT_DROP_CONTEXT_RESET], 5);
+    e = kt_test_find(snap, "open-across-reset");
+    assert_non_null(e);
+    assert_int_equal(e->dropped_by[KT_DROP_CONTEXT_RESET], 1);
+    e = kt_test_find(snap, "after-reset");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 3);
+    assert_int_equal(e->errors, 0);
+    kt_snapshot_free(snap);
+
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    print_message("dead-handle uses before shutdown: %llu\n", (unsigned long long)before.event_bad_handles);
+    /* At most one collector pass racing the reset (its anchor record and one query; the driver answers both with
+     * an error, which is how ktiming learns of it): never a polling loop on dead events. */
+    assert_true(before.event_bad_handles <= 2);
+    kt_cuda_shutdown();
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.event_bad_handles, before.event_bad_handles); /* freed handles not destroyed again */
+    assert_int_equal(kt_test_cuda_driver_live_events(), 0);
+    assert_int_equal(cuStreamDestroy_v2(s2), 0);
+}
+
+static void test_context_destroyed(void **state)
+{
+    (void)state;
+    struct CUctx_st *user = NULL;
+    assert_int_equal(cuCtxCreate_v2(&user, 0, 0), 0); /* current on this thread */
+    struct CUstream_st *s = kt_test_stream();
+    assert_int_equal(kt_test_cuda_driver_hold(s, 1), 0);
+    for (int i = 0; i < 4; i++) {
+        kt_cuda_span_t span;
+        assert_int_equal(kt_cuda_begin(&span, user, s, "destroyed-ctx"), 0);
+        assert_int_equal(kt_cuda_end(&span), 0);
+    }
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    assert_int_equal(cuCtxDestroy_v2(user), 0); /* no kt_cuda_context_release: the program forgot it */
+    kt_flush();
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "destroyed-ctx");
+    assert_non_null(e);
+    assert_int_equal(e->errors, 0);
+    assert_int_equal(e->dropped_by[KT_DROP_CONTEXT_RESET], 4);
+    kt_snapshot_free(snap);
+    kt_cuda_shutdown();
+    kt_test_cuda_driver_stats(&after);
+    assert_true(after.event_bad_handles - before.event_bad_handles <= 2); /* a collector pass racing it, at most */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_primary_reset),
+        cmocka_unit_test(test_context_destroyed),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

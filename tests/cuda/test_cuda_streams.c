@@ -1,0 +1,102 @@
+/* test_cuda_streams.c — per-thread default streams: code compiled as with nvcc --default-stream per-thread
+ * (CUDA_API_PER_THREAD_DEFAULT_STREAM) has its stream-0 spans recorded on the calling thread's per-thread stream,
+ * not on the legacy stream; so does every stream-0 span with desc.per_thread_default_stream; the legacy stream
+ * stays reachable as CU_STREAM_LEGACY. */
+#define CUDA_API_PER_THREAD_DEFAULT_STREAM 1
+#include "cuda_test_util.h"
+
+#include <pthread.h>
+
+#define STREAM_LEGACY ((struct CUstream_st *)0x1)
+#define STREAM_PER_THREAD ((struct CUstream_st *)0x2)
+
+static struct CUctx_st *g_ctx;
+
+static int setup(void **state)
+{
+    (void)state;
+    g_ctx = kt_test_ctx_enter();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    kt_cuda_shutdown();
+    kt_test_ctx_leave();
+    return 0;
+}
+
+static size_t log_len(struct CUstream_st *s)
+{
+    uint64_t ts[256];
+    return kt_test_cuda_driver_record_log(s, ts, 256);
+}
+
+/* One thread's spans on stream 0 (macro path) land on its own per-thread stream. */
+static void *thread_spans(void *arg)
+{
+    (void)arg;
+    cuCtxPushCurrent_v2(g_ctx);
+    size_t pt0 = log_len(STREAM_PER_THREAD), legacy0 = log_len(NULL);
+    for (int i = 0; i < 3; i++) {
+        kt_cuda_span_t span;
+        if (kt_cuda_begin(&span, g_ctx, NULL, "ptds") != 0 || kt_cuda_end(&span) != 0)
+            return (void *)1;
+    }
+    cuStreamSynchronize(STREAM_PER_THREAD);
+    size_t pt = log_len(STREAM_PER_THREAD) - pt0, legacy = log_len(NULL) - legacy0;
+    struct CUctx_st *popped;
+    cuCtxPopCurrent_v2(&popped);
+    return (pt == 6 && legacy == 0) ? NULL : (void *)2;
+}
+
+static void test_compiled_per_thread(void **state)
+{
+    (void)state;
+    assert_int_equal(kt_cuda_init(NULL), 0); /* the backend is not told: the header maps stream 0 */
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, thread_spans, NULL), 0);
+    for (int i = 0; i < 2; i++) {
+        void *rv = (void *)9;
+        pthread_join(th[i], &rv);
+        assert_null(rv);
+    }
+    /* The legacy stream, asked for explicitly. */
+    size_t legacy0 = log_len(NULL);
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, g_ctx, STREAM_LEGACY, "legacy"), 0);
+    assert_int_equal(kt_cuda_end(&span), 0);
+    kt_flush();
+    assert_int_equal(log_len(NULL) - legacy0, 2);
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "ptds");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 6);
+    kt_snapshot_free(snap);
+    kt_cuda_shutdown();
+}
+
+static void test_desc_per_thread(void **state)
+{
+    (void)state;
+    assert_int_equal(kt_cuda_init(&(kt_cuda_desc_t){.per_thread_default_stream = 1}), 0);
+    size_t pt0 = log_len(STREAM_PER_THREAD), legacy0 = log_len(NULL);
+    kt_cuda_span_t span;
+    assert_int_equal((kt_cuda_begin)(&span, g_ctx, NULL, "desc-ptds"), 0); /* the function, not the macro */
+    assert_int_equal(kt_cuda_end(&span), 0);
+    kt_flush();
+    assert_int_equal(log_len(STREAM_PER_THREAD) - pt0, 2);
+    assert_int_equal(log_len(NULL) - legacy0, 0);
+    kt_cuda_shutdown();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_compiled_per_thread),
+        cmocka_unit_test(test_desc_per_thread),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
