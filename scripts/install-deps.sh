@@ -9,6 +9,7 @@ PKGS=(
   ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo    # OpenCL on the CPU
   libvulkan1 libvulkan-dev mesa-vulkan-drivers glslang-tools vulkan-validationlayers vulkan-tools  # lavapipe
   chromium                                   # renders the HTML report in a test
+  libopenmpi-dev openmpi-bin                 # libktiming_mpi and its multi-rank tests (optional at build time)
 )
 
 missing=()

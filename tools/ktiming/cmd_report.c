@@ -9,7 +9,7 @@
 static void report_usage(FILE *out)
 {
     fprintf(out,
-            "usage: ktiming report FILE.json [--format text|csv|json|chrome|html] [-o OUT]\n"
+            "usage: ktiming report FILE.json [--format text|csv|json|chrome|html] [--by-rank] [-o OUT]\n"
             "\n"
             "Prints or converts a snapshot saved by KTIMING_OUTPUT=..., `ktiming demo -o` or kt_report_write().\n"
             "FILE '-' reads standard input.\n"
@@ -17,6 +17,7 @@ static void report_usage(FILE *out)
             "  -f, --format FMT   text (default: the [timing] table), csv, json (schema ktiming.snapshot),\n"
             "                     chrome (Chrome trace / Perfetto), html (self-contained report)\n"
             "  -o, --output OUT   write to OUT (replaced atomically) instead of standard output\n"
+            "  -r, --by-rank      a merged snapshot's per-rank load balance (ktiming merge) instead of the table\n"
             "  -h, --help         this help\n"
             "\n"
             "exit status: 0 done, 1 unreadable or invalid snapshot or failed write, 2 usage error\n");
@@ -40,15 +41,16 @@ int ktcli_cmd_report(int argc, char **argv)
 {
     static const struct option kLong[] = {{"format", required_argument, NULL, 'f'},
                                           {"output", required_argument, NULL, 'o'},
+                                          {"by-rank", no_argument, NULL, 'r'},
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
     int format = KT_FORMAT_TEXT;
     const char *format_name = "text";
     const char *out_path = NULL;
-    int c;
+    int c, by_rank = 0;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":f:o:h", kLong, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":f:o:rh", kLong, NULL)) != -1) {
         switch (c) {
         case 'f':
             format = parse_format(optarg);
@@ -59,6 +61,7 @@ int ktcli_cmd_report(int argc, char **argv)
             format_name = optarg;
             break;
         case 'o': out_path = optarg; break;
+        case 'r': by_rank = 1; break;
         case 'h': report_usage(stdout); return 0;
         case ':':
             fprintf(stderr, "ktiming report: %s needs a value\n", argv[optind - 1]);
@@ -84,7 +87,17 @@ int ktcli_cmd_report(int argc, char **argv)
         fprintf(stderr, "ktiming report: %s\n", err);
         return 1;
     }
-    if (out_path && strcmp(out_path, "-"))
+    if (by_rank) {
+        FILE *f = out_path && strcmp(out_path, "-") ? fopen(out_path, "w") : stdout;
+        rc = f ? kt_report_by_rank(f, snap) : KT_EIO;
+        if (f && f != stdout && fclose(f) && !rc)
+            rc = KT_EIO;
+        if (rc == KT_EINVAL) {
+            fprintf(stderr, "ktiming report: --by-rank needs a merged snapshot (ktiming merge)\n");
+            kt_snapshot_free(snap);
+            return 1;
+        }
+    } else if (out_path && strcmp(out_path, "-"))
         rc = kt_report_write(out_path, snap, (kt_format_t)format);
     else
         rc = kt_report_print(stdout, snap, (kt_format_t)format);

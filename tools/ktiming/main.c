@@ -26,6 +26,9 @@ static const ktcli_cmd_t kCommands[] = {
 #ifdef KTCLI_HAVE_CMD_RUN
     {"run", ktcli_cmd_run, "time every kernel of an unmodified program"},
 #endif
+#ifdef KTCLI_HAVE_CMD_MERGE
+    {"merge", ktcli_cmd_merge, "merge snapshots of several processes or ranks (load balance: --by-rank)"},
+#endif
 };
 static const size_t kCommandCount = sizeof(kCommands) / sizeof(kCommands[0]);
 
