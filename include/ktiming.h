@@ -67,7 +67,11 @@
  * Chrome trace, KTIMING_REPORT=1 prints the text table on stderr.
  *
  * Without KTIMING_ENABLE (or with it 0) every KT_* macro expands to nothing and every function below is a
- * static inline no-op, while the types stay: instrumented code compiles unchanged and needs no library.
+ * static inline no-op, while the types stay: instrumented code compiles unchanged and needs no library. The
+ * same holds for the backend headers (cl.h, vk.h, cuda.h), harness.h, primitive.h and stats.h. Exceptions,
+ * checked by the test core_headers: clock.h (clock-model math a program calls deliberately: its types stay,
+ * its functions need the library in both modes) and the analysis library's analysis.h and compare.h (they
+ * refuse to compile without KTIMING_ENABLE=1).
  * Compiled in but runtime-disabled (kt_disable), a KT_CPU zone costs one load and a branch.
  *
  * Times are nanoseconds on the host timeline, which is CLOCK_MONOTONIC_RAW (kt_now_ns): a clock NTP never
@@ -284,7 +288,7 @@ typedef struct kt_kernel_timing_t {
     double mean_ns;          /* exact */
     double stddev_ns;        /* exact sample standard deviation (n-1 denominator), 0 under 2 dispatches; NaN
                                 when the sum of squares passed 2^128 ns^2 (durations near 2^64 ns) */
-    uint64_t p50_ns;         /* percentiles from a log-linear histogram, within 1 % relative error */
+    uint64_t p50_ns;         /* percentiles from a log-linear histogram, within 0.8 % relative error */
     uint64_t p90_ns;
     uint64_t p99_ns;
     uint64_t errors;         /* dispatches that ended in error (not in the aggregates) */
@@ -335,14 +339,14 @@ typedef struct kt_snapshot_t {
 
 /* Output formats. */
 typedef enum kt_format_t {
-    KT_FORMAT_TEXT = 0,   /* the seed's [timing] lines plus percentiles */
+    KT_FORMAT_TEXT = 0,   /* the [timing] table: one line per kernel with its statistics */
     KT_FORMAT_CSV = 1,    /* one row per entry, header first */
     KT_FORMAT_JSON = 2,   /* versioned schema, docs/json-schema.md */
     KT_FORMAT_CHROME = 3, /* Chrome trace / Perfetto JSON from spans */
     KT_FORMAT_HTML = 4    /* self-contained HTML report */
 } kt_format_t;
 
-/* Host-clock timer shared in shape with the GPU timers (seed 001).
+/* Host-clock timer with the same interface as the GPU timers (kt_cuda_timer_t).
  * start() begins an interval; elapsed_ms() while running is the time since the last start() (so it can be
  * read repeatedly: cumulative time since start); stop() freezes the interval and elapsed_ms() then returns
  * start→stop. A timer never started reads 0. */
@@ -525,7 +529,7 @@ static inline int kt_cpu_threads(void) { return 1; }
 #endif /* KT_ENABLED */
 
 /* ---------------------------------------------------------------------------------------------------
- * Helpers on timings (header-only, both modes), as in the seed
+ * Helpers on timings (header-only, both modes)
  * ------------------------------------------------------------------------------------------------- */
 static inline uint64_t kt_timing_avg_ns(const kt_kernel_timing_t *t)
 { return t->dispatch_count ? t->total_ns / t->dispatch_count : 0; }
