@@ -64,7 +64,8 @@
  * Environment: KTIMING_SPANS=N (span log entries per thread, 0 = off), KTIMING_CPU_THREADS=N (pool size for
  * kt_cpu_dispatch_2d, default the online cores), and at process exit (an atexit handler installed on first
  * use, after backends flush): KTIMING_OUTPUT=path.json writes the snapshot as JSON, KTIMING_TRACE=path a
- * Chrome trace, KTIMING_REPORT=1 prints the text table on stderr.
+ * Chrome trace, KTIMING_REPORT=1 prints the text table on stderr. Both paths are templates (kt_path_expand:
+ * %p pid, %h host, %r rank, %%), so every process or MPI rank of a job writes its own file.
  *
  * Without KTIMING_ENABLE (or with it 0) every KT_* macro expands to nothing and every function below is a
  * static inline no-op, while the types stay: instrumented code compiles unchanged and needs no library. The
@@ -419,6 +420,10 @@ KT_API const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, con
                                                   kt_backend_t backend, const char *device);
 KT_API int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format);
 KT_API int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format);
+/* Expands an output path template as KTIMING_OUTPUT / KTIMING_TRACE / `ktiming run -o` do: %p the pid (pid < 0:
+ * the calling process's), %h the host name, %r the MPI-style rank (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
+ * SLURM_PROCID; 0 without one), %% a '%'; anything else is kept. 0, KT_EINVAL, or KT_EFULL (out too small). */
+KT_API int kt_path_expand(const char *tmpl, long pid, char *out, size_t size);
 /* Self-contained HTML report of `after` with a speedup view against `before` (NULL: a plain report).
  * compare_json: the JSON `ktiming compare` writes (ktiming/compare.h, KT_COMPARE_JSON), shown with its
  * verdicts and confidence intervals; NULL: ratios of sample medians without verdicts. 0, KT_EINVAL, KT_EIO. */
@@ -509,6 +514,8 @@ static inline int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_forma
 { (void)out; (void)snap; (void)format; return KT_EDISABLED; }
 static inline int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format)
 { (void)path; (void)snap; (void)format; return KT_EDISABLED; }
+static inline int kt_path_expand(const char *tmpl, long pid, char *out, size_t size)
+{ (void)tmpl; (void)pid; (void)out; (void)size; return KT_EDISABLED; }
 static inline int kt_report_compare_html(FILE *out, const kt_snapshot_t *before, const kt_snapshot_t *after,
                                          const char *compare_json)
 { (void)out; (void)before; (void)after; (void)compare_json; return KT_EDISABLED; }
