@@ -43,7 +43,8 @@
  *
  * Statistics (kt_kernel_timing_t): count, total, min, max exact; mean exact; stddev the exact sample standard
  * deviation (n-1), from 128-bit integer sums; p50/p90/p99 the nearest-rank percentile (the ceil(p*n)-th
- * smallest) read from a log-linear histogram (64 buckets per power of two, exact below 128 ns): within 0.8 %.
+ * smallest) read from a log-linear histogram (64 buckets per power of two, exact below 128 ns): within 0.8 %;
+ * its non-empty buckets are in hist[], so merged snapshots (ktiming/analysis.h) keep that bound.
  * last_ns: the dispatch that ended latest when records carry an end time (zones, backends: completions that
  * arrive out of order do not matter); duration-only records count in record order within a thread, and
  * across threads one thread's last is taken. samples[] is a uniform random sample

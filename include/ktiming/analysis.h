@@ -40,6 +40,12 @@ KT_API int kt_snapshot_parse(const char *json, size_t len, kt_snapshot_t **out, 
  * start with the path. */
 KT_API int kt_snapshot_load(const char *path, kt_snapshot_t **out, char *errbuf, size_t errlen);
 
+/* Loads n files as kt_snapshot_load() does, on `threads` threads (<= 0: the online cores, at most 16), into
+ * out[0..n) in order. On the first failure every loaded snapshot is freed, out[] is all NULL, and the code and
+ * message (naming the file) are that failure's. */
+KT_API int kt_snapshot_load_many(const char *const *paths, size_t n, kt_snapshot_t **out, int threads,
+                                 char *errbuf, size_t errlen);
+
 /* ---------------------------------------------------------------------------------------------------
  * Merging snapshots (several processes, ranks or runs into one; docs/scale.md)
  *

@@ -63,9 +63,8 @@ int ktcli_cmd_merge(int argc, char **argv)
     kt_snapshot_t **in = calloc(n, sizeof *in), *merged = NULL;
     int rc = in ? 0 : KT_ENOMEM, status = 1;
     char err[512];
-    for (size_t i = 0; i < n && !rc; i++)
-        if ((rc = kt_snapshot_load(argv[optind + (int)i], &in[i], err, sizeof err)))
-            fprintf(stderr, "ktiming merge: %s\n", err);
+    if (!rc && (rc = kt_snapshot_load_many((const char *const *)argv + optind, n, in, 0, err, sizeof err)))
+        fprintf(stderr, "ktiming merge: %s\n", err);
     if (!rc && (rc = kt_snapshot_merge((const kt_snapshot_t *const *)in, n, NULL, &merged)))
         fprintf(stderr, "ktiming merge: %s\n", kt_strerror(rc));
     for (size_t i = 0; in && i < n; i++)
