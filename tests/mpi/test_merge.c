@@ -1,5 +1,6 @@
 /* test_merge.c — kt_snapshot_merge: exact against statistics computed directly from the recorded durations,
- * associative in every statistic, sources/threads/spans kept; a version-1 file merges with a version-2 one. */
+ * associative in every statistic, sources/threads/spans kept; a version-1 file merges with a version-2 one;
+ * output path templates (KTIMING_OUTPUT, KTIMING_TRACE, kt_path_expand). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* Durations of three "processes" (kt_reset between them): kernel "k" in all three, "only_b" in one. */
 static uint64_t dur(int part, int i) { return (uint64_t)(100 + part * 37) + (uint64_t)((i * 7919) % (500 + part * 1000)); }
@@ -258,12 +261,54 @@ static void test_invalid(void **state)
     assert_int_equal(kt_rank_balance(&plain, &b, &n), KT_EINVAL); /* not a merge */
 }
 
+/* KTIMING_OUTPUT and KTIMING_TRACE are templates, expanded where the file is written (at exit). */
+static void test_output_template(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/kt_tmpl_XXXXXX", want[256], trace[256];
+    assert_non_null(mkdtemp(dir));
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char out[256], tr[256];
+        snprintf(out, sizeof out, "%s/out-%%p-r%%r-%%%%.json", dir);
+        snprintf(tr, sizeof tr, "%s/trace-%%r.json", dir);
+        setenv("KTIMING_OUTPUT", out, 1);
+        setenv("KTIMING_TRACE", tr, 1);
+        setenv("OMPI_COMM_WORLD_RANK", "5", 1);
+        kt_record("templated", KT_BACKEND_CPU, 10);
+        exit(0);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    snprintf(want, sizeof want, "%s/out-%ld-r5-%%.json", dir, (long)pid);
+    snprintf(trace, sizeof trace, "%s/trace-5.json", dir);
+    kt_snapshot_t *s;
+    char err[256];
+    assert_int_equal(kt_snapshot_load(want, &s, err, sizeof err), 0);
+    assert_int_equal(s->pid, pid);
+    assert_int_equal(s->rank, 5);
+    assert_non_null(kt_snapshot_find(s, "templated", KT_BACKEND_CPU, NULL));
+    kt_snapshot_free(s);
+    assert_int_equal(access(trace, R_OK), 0);
+    char path_out[64];
+    assert_int_equal(kt_path_expand("p%p-%x", 42, path_out, sizeof path_out), 0);
+    assert_string_equal(path_out, "p42-%x"); /* unknown conversions kept */
+    assert_int_equal(kt_path_expand("%p", 42, path_out, 2), KT_EFULL);
+    unlink(want);
+    unlink(trace);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_and_associative),
         cmocka_unit_test(test_v1_with_v2),
         cmocka_unit_test(test_invalid),
+        cmocka_unit_test(test_output_template),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
