@@ -10,7 +10,7 @@
  *     KT_CPU_END(z);
  *     kt_record("upload", KT_BACKEND_CPU, 1500);   // or record a duration you measured (ns)
  *     kt_snapshot_t *s = kt_snapshot();            // merged, sorted by name, backend, device
- *     kt_report_print(stdout, s, KT_FORMAT_TEXT);  // [timing] blur  CPU  avg= ... n=...
+ *     kt_report_print(stdout, s, KT_FORMAT_TEXT);  // [timing] blur  CPU  20  24.68 ms ...
  *     kt_snapshot_free(s);
  *
  * Reading snapshots back (kt_snapshot_load, <ktiming/analysis.h>) and comparing them (kt_compare,
@@ -345,8 +345,24 @@ typedef enum kt_format_t {
     KT_FORMAT_CSV = 1,    /* one row per entry, header first */
     KT_FORMAT_JSON = 2,   /* versioned schema, docs/json-schema.md */
     KT_FORMAT_CHROME = 3, /* Chrome trace / Perfetto JSON from spans */
-    KT_FORMAT_HTML = 4    /* self-contained HTML report */
+    KT_FORMAT_HTML = 4,   /* self-contained HTML report */
+    KT_FORMAT_MARKDOWN = 5 /* the text table as a GitHub-flavoured markdown table */
 } kt_format_t;
+
+/* Row order of the text, markdown and CSV reports. */
+typedef enum kt_sort_t {
+    KT_SORT_TOTAL = 0, /* total time, largest first (the default) */
+    KT_SORT_NAME = 1,  /* name, then backend, then device (the snapshot's order) */
+    KT_SORT_MEAN = 2,  /* mean time per dispatch, largest first */
+    KT_SORT_COUNT = 3  /* dispatch count, largest first */
+} kt_sort_t;
+
+/* Options of kt_report_print_opts / kt_report_write_opts. Zero-initialised = the defaults. */
+typedef struct kt_report_opts_t {
+    kt_sort_t sort;     /* row order of text, markdown and CSV */
+    const char *filter; /* fnmatch(3) glob on kernel names for text, markdown and CSV rows; NULL = every kernel */
+    int by_api;         /* text and markdown: first the total time per API (the `ktiming run` summary) */
+} kt_report_opts_t;
 
 /* Host-clock timer with the same interface as the GPU timers (kt_cuda_timer_t).
  * start() begins an interval; elapsed_ms() while running is the time since the last start() (so it can be
@@ -425,6 +441,11 @@ KT_API int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_forma
  * the calling process's), %h the host name, %r the MPI-style rank (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
  * SLURM_PROCID; 0 without one), %% a '%'; anything else is kept. 0, KT_EINVAL, or KT_EFULL (out too small). */
 KT_API int kt_path_expand(const char *tmpl, long pid, char *out, size_t size);
+/* As kt_report_print / kt_report_write with options: row order, name filter, per-API block (NULL = defaults). */
+KT_API int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t format,
+                                const kt_report_opts_t *opts);
+KT_API int kt_report_write_opts(const char *path, const kt_snapshot_t *snap, kt_format_t format,
+                                const kt_report_opts_t *opts);
 /* Self-contained HTML report of `after` with a speedup view against `before` (NULL: a plain report).
  * compare_json: the JSON `ktiming compare` writes (ktiming/compare.h, KT_COMPARE_JSON), shown with its
  * verdicts and confidence intervals; NULL: ratios of sample medians without verdicts. 0, KT_EINVAL, KT_EIO. */
@@ -517,6 +538,12 @@ static inline int kt_report_write(const char *path, const kt_snapshot_t *snap, k
 { (void)path; (void)snap; (void)format; return KT_EDISABLED; }
 static inline int kt_path_expand(const char *tmpl, long pid, char *out, size_t size)
 { (void)tmpl; (void)pid; (void)out; (void)size; return KT_EDISABLED; }
+static inline int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t format,
+                                       const kt_report_opts_t *opts)
+{ (void)out; (void)snap; (void)format; (void)opts; return KT_EDISABLED; }
+static inline int kt_report_write_opts(const char *path, const kt_snapshot_t *snap, kt_format_t format,
+                                       const kt_report_opts_t *opts)
+{ (void)path; (void)snap; (void)format; (void)opts; return KT_EDISABLED; }
 static inline int kt_report_compare_html(FILE *out, const kt_snapshot_t *before, const kt_snapshot_t *after,
                                          const char *compare_json)
 { (void)out; (void)before; (void)after; (void)compare_json; return KT_EDISABLED; }

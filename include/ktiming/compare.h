@@ -91,6 +91,9 @@ typedef struct kt_compare_row_t {
     double u;                 /* U statistic of BEFORE (count of pairs where before > after, ties half) */
     kt_verdict_t verdict;     /* for one-sided rows: UNSURE */
     const char *reason;       /* one line explaining the verdict (owned by the result) */
+    uint64_t decide_samples;  /* UNSURE on samples: about how many samples (dispatches) per side would decide it
+                                 at the observed noise and effect (docs/compare.md, "How many more"); 0 when
+                                 more samples would not help (a change within the noise) or cannot be estimated */
 } kt_compare_row_t;
 
 /* The comparison. Release with kt_compare_free(). */

@@ -44,22 +44,12 @@ int ktcli_cmd_merge(int argc, char **argv)
         case 'r': by_rank = 1; break;
         case 't': trace_path = optarg; break;
         case 'h': merge_usage(stdout); return 0;
-        case ':':
-            fprintf(stderr, "ktiming merge: %s needs a value\n", argv[optind - 1]);
-            merge_usage(stderr);
-            return 2;
-        default:
-            fprintf(stderr, "ktiming merge: unknown option '%s'\n", argv[optind - 1]);
-            merge_usage(stderr);
-            return 2;
+        default: return ktcli_getopt_error("merge", c, argc, argv);
         }
     }
     size_t n = (size_t)(argc - optind);
-    if (n < 1) {
-        fprintf(stderr, "ktiming merge: no snapshot file given\n");
-        merge_usage(stderr);
-        return 2;
-    }
+    if (n < 1)
+        return ktcli_usage_error("merge", "no snapshot file given");
     kt_snapshot_t **in = calloc(n, sizeof *in), *merged = NULL;
     int rc = in ? 0 : KT_ENOMEM, status = 1;
     char err[512];
