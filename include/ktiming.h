@@ -330,7 +330,8 @@ typedef struct kt_snapshot_t {
     kt_device_info_t *devices;
     uint64_t taken_ns;            /* host time the snapshot was taken */
     char host[64];                /* machine name */
-    int64_t pid;                  /* process that recorded it; 0 if unknown (older snapshots) */
+    int64_t pid;                  /* process that recorded it; 0 if unknown (older snapshots) or a merge (see
+                                     sources) */
     int32_t rank;                 /* MPI-style rank of that process (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
                                      SLURM_PROCID), -1 if none */
     uint64_t kernels_dropped;     /* records lost because their kernel could not be interned (kernel table
