@@ -66,12 +66,6 @@ static int ref_cmp(const void *a, const void *b)
     return x->entry < y->entry ? -1 : x->entry > y->entry;
 }
 
-static int bin_cmp(const void *a, const void *b)
-{
-    const kt_hist_bin_t *x = a, *y = b;
-    return x->lower_ns < y->lower_ns ? -1 : x->lower_ns > y->lower_ns;
-}
-
 static int span_key_cmp(const void *a, const void *b)
 {
     const span_key_t *x = a, *y = b;
@@ -96,60 +90,59 @@ static uint64_t hash_str(uint64_t h, const char *s)
     return h;
 }
 
-/* Histogram of the group: input histograms added; an input without one (version 1) adds its samples, each
- * standing for count/sample_count dispatches (or its mean for all of them): *approx is then set. */
+/* Histogram of the group: input histograms added bucket by bucket (counted by bucket index, O(bins + buckets));
+ * an input without one (version 1) adds its samples, each standing for count/sample_count dispatches (or its
+ * mean for all of them): *approx is then set. */
 static int merge_hist(const ref_t *g, size_t m, kt_hist_bin_t **out, uint32_t *nout, int *approx)
 {
-    size_t cap = 0, n = 0;
     *approx = 0;
-    for (size_t i = 0; i < m; i++) {
-        const kt_kernel_timing_t *e = g[i].e;
-        if (!e->dispatch_count)
-            continue;
-        if (e->hist && e->hist_count) {
-            cap += e->hist_count;
-        } else {
-            *approx = 1;
-            cap += e->samples && e->sample_count ? e->sample_count : 1;
-        }
-    }
     *out = NULL;
     *nout = 0;
-    if (!cap)
+    int any = 0;
+    for (size_t i = 0; i < m && !any; i++)
+        any = g[i].e->dispatch_count != 0;
+    if (!any)
         return 0;
-    kt_hist_bin_t *b = malloc(cap * sizeof *b);
-    if (!b)
+    uint64_t *cnt = calloc(KT__HIST_BUCKETS, sizeof *cnt);
+    if (!cnt)
         return KT_ENOMEM;
     for (size_t i = 0; i < m; i++) {
         const kt_kernel_timing_t *e = g[i].e;
         if (!e->dispatch_count)
             continue;
         if (e->hist && e->hist_count) {
-            memcpy(b + n, e->hist, e->hist_count * sizeof *b);
-            n += e->hist_count;
-        } else if (e->samples && e->sample_count) {
+            for (uint32_t k = 0; k < e->hist_count; k++) {
+                uint64_t *c = &cnt[kt__hist_index(e->hist[k].lower_ns)];
+                *c = sat_add(*c, e->hist[k].count);
+            }
+            continue;
+        }
+        *approx = 1;
+        if (e->samples && e->sample_count) {
             uint64_t each = e->dispatch_count / e->sample_count, extra = e->dispatch_count % e->sample_count;
             for (uint32_t k = 0; k < e->sample_count; k++) {
-                uint64_t v = e->samples[k];
-                b[n++] = (kt_hist_bin_t){kt__hist_lower(kt__hist_index(v)), each + (k < extra)};
+                uint64_t *c = &cnt[kt__hist_index(e->samples[k])];
+                *c = sat_add(*c, each + (k < extra));
             }
         } else {
-            uint64_t v = (uint64_t)llround(e->mean_ns);
-            b[n++] = (kt_hist_bin_t){kt__hist_lower(kt__hist_index(v)), e->dispatch_count};
+            uint64_t *c = &cnt[kt__hist_index((uint64_t)llround(e->mean_ns))];
+            *c = sat_add(*c, e->dispatch_count);
         }
     }
-    qsort(b, n, sizeof *b, bin_cmp);
-    size_t w = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!b[i].count)
-            continue;
-        if (w && b[w - 1].lower_ns == b[i].lower_ns)
-            b[w - 1].count = sat_add(b[w - 1].count, b[i].count);
-        else
-            b[w++] = b[i];
+    uint32_t n = 0;
+    for (uint32_t b = 0; b < KT__HIST_BUCKETS; b++)
+        n += cnt[b] != 0;
+    kt_hist_bin_t *bins = n ? malloc(n * sizeof *bins) : NULL;
+    if (n && !bins) {
+        free(cnt);
+        return KT_ENOMEM;
     }
-    *out = b;
-    *nout = (uint32_t)w;
+    for (uint32_t b = 0, w = 0; b < KT__HIST_BUCKETS; b++)
+        if (cnt[b])
+            bins[w++] = (kt_hist_bin_t){kt__hist_lower(b), cnt[b]};
+    free(cnt);
+    *out = bins;
+    *nout = n;
     return 0;
 }
 
