@@ -77,9 +77,13 @@
  * Compiled in but runtime-disabled (kt_disable), a KT_CPU zone costs one load and a branch.
  *
  * Times are nanoseconds on the host timeline, which is CLOCK_MONOTONIC_RAW (kt_now_ns): a clock NTP never
- * slews, so a duration measured on it is the hardware's, and the clock PoCL stamps OpenCL events with.
+ * slews, so a duration measured on it is the hardware's, and the clock PoCL stamps OpenCL events with. Where
+ * the CPU's counter is trustworthy (invariant TSC that Linux itself uses as its clocksource; CNTVCT_EL0 on
+ * aarch64) host times are read from it and converted to CLOCK_MONOTONIC_RAW by a fitted multiply-shift with a
+ * published error bound (the "host" device record, kt_host_clock_info in ktiming/clock.h, `ktiming devices`);
+ * else clock_gettime is called. KTIMING_CLOCK=auto|tsc|monotonic_raw overrides (docs/host-clock.md).
  * kt_clock_resolution_ns() is what clock_getres reports; kt_clock_read_cost_ns() is measured on first call
- * (cheapest of 16 batches of 1000 reads). Functions that can fail return 0 or a negative KT_E* code;
+ * (cheapest of 16 batches of 1000 reads of the host timeline, whichever counter it comes from). Functions that can fail return 0 or a negative KT_E* code;
  * kt_strerror() names it.
  */
 #ifndef KTIMING_H
@@ -426,7 +430,7 @@ KT_API uint32_t kt_thread_ordinal(void); /* stable small number for the calling 
 KT_API void kt_device_publish(const kt_device_info_t *info); /* backends publish clock facts for reports */
 
 /* Host clock. */
-KT_API uint64_t kt_now_ns(void);            /* CLOCK_MONOTONIC_RAW in ns */
+KT_API uint64_t kt_now_ns(void);            /* CLOCK_MONOTONIC_RAW in ns (from the host counter, see above) */
 KT_API uint64_t kt_clock_resolution_ns(void);
 KT_API double kt_clock_read_cost_ns(void);  /* measured once, cached */
 

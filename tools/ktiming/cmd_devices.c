@@ -16,7 +16,9 @@ static void devices_usage(FILE *out)
             "usage: ktiming devices [--help]\n"
             "\n"
             "Lists the host clocks (resolution, cost of one read, offset and rate of each domain against\n"
-            "CLOCK_MONOTONIC_RAW, the ktiming timeline, with their error bounds), then every backend and device\n"
+            "CLOCK_MONOTONIC_RAW, the ktiming timeline, with their error bounds), the counter host timestamps\n"
+            "come from (TSC, CNTVCT_EL0 or clock_gettime; its rate, drift, bound, and why it was chosen; set\n"
+            "KTIMING_CLOCK=auto|tsc|monotonic_raw to override), then every backend and device\n"
             "found, with its clock model, error bound, resolution and the time domain its timestamps follow.\n"
             "A backend whose runtime or device is absent is listed as unavailable; that is not an error.\n");
 }
@@ -81,6 +83,17 @@ static int print_host_clocks(FILE *out)
             }
         }
         fprintf(out, "  %-20s %10s %10s  %-36s %s\n", kt_clock_domain_name(d), res, cost, offset, rate);
+    }
+    kt_host_clock_info_t hc;
+    if (kt_host_clock_info(&hc) == 0) {
+        fprintf(out, "  host timestamps: %s", hc.counter);
+        if (strcmp(hc.counter, "CLOCK_MONOTONIC_RAW") != 0)
+            fprintf(out, " at %.6f MHz (nominal %.6f MHz, drift %+.3f ppm +- %.3f), converted to CLOCK_MONOTONIC_RAW "
+                    "+- %.0f ns (%u samples over %.1f ms, %llu fits), read cost %.1f ns",
+                    (double)hc.frequency_hz / 1e6, (double)hc.nominal_hz / 1e6, hc.drift_ppm, hc.drift_bound_ppm,
+                    hc.error_bound_ns, hc.model_samples, hc.span_ms, (unsigned long long)hc.fits,
+                    kt_clock_read_cost_ns());
+        fprintf(out, "\n  why: %s\n", hc.reason);
     }
     return rc;
 }
