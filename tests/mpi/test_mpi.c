@@ -1,7 +1,8 @@
 /* test_mpi.c — libktiming_mpi on 4 ranks (mpirun on loopback): the gathered snapshot names rank 2 slowest with
  * imbalance 2 (from the recorded durations: rank 2 runs three times the work), an artificial per-rank clock
  * offset (KTIMING_TEST_CLOCK_OFFSET_NS) is removed within the reported bound, and `ktiming run --mpi` with a
- * path template plus `ktiming merge`-style merging gives the same statistics as the in-process gather.
+ * path template plus `ktiming merge`-style merging gives the same statistics as the in-process gather; above
+ * KTIMING_MPI_SPAN_RANKS ranks the spans stay in per-rank files.
  * Exits 77 (skipped) when MPI was not found at build time. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -249,6 +250,28 @@ static void test_explicit_gather(void **state)
     kt_snapshot_free(s);
 }
 
+/* Above KTIMING_MPI_SPAN_RANKS ranks only aggregates travel; each rank keeps its spans in its own file. */
+static void test_spans_per_rank_files(void **state)
+{
+    (void)state;
+    char env[512];
+    snprintf(env, sizeof env, "KTIMING_MPI_SPAN_RANKS=2 KTIMING_MPI_OUTPUT=%s", path("agg.json"));
+    assert_int_equal(mpirun(env, MPI_PROG, NULL), 0);
+    kt_snapshot_t *s = load(path("agg.json"));
+    assert_int_equal(s->span_count, 0); /* no spans travelled */
+    assert_work_exact(s);                /* the statistics did */
+    assert_balance(s);
+    kt_snapshot_free(s);
+    for (int r = 0; r < 4; r++) {
+        char name[32];
+        snprintf(name, sizeof name, "agg.rank%d.json", r);
+        kt_snapshot_t *own = load(path(name));
+        assert_int_equal(own->rank, r);
+        assert_int_equal(own->span_count, (size_t)(70 * (r == 2 ? 3 : 1) + 35));
+        kt_snapshot_free(own);
+    }
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -264,8 +287,11 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-int main(void)
+/* Without an argument: the first scenario; with one, the scenario of that name (CMake registers one ctest per
+ * scenario, so each mpirun run stays well under the per-test budget). */
+int main(int argc, char **argv)
 {
+    cmocka_set_test_filter(argc > 1 ? argv[1] : "test_gather_offset_and_balance");
     if (access(KT_MPIEXEC, X_OK) != 0) {
         fprintf(stderr, "mpirun not found: skipped\n");
         return 77;
@@ -274,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_gather_offset_and_balance),
         cmocka_unit_test(test_run_template_matches_gather),
         cmocka_unit_test(test_explicit_gather),
+        cmocka_unit_test(test_spans_per_rank_files),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
