@@ -66,7 +66,8 @@
  * kt_cpu_dispatch_2d, default the online cores), and at process exit (an atexit handler installed on first
  * use, after backends flush): KTIMING_OUTPUT=path.json writes the snapshot as JSON, KTIMING_TRACE=path a
  * Chrome trace, KTIMING_REPORT=1 prints the text table on stderr. Both paths are templates (kt_path_expand:
- * %p pid, %h host, %r rank, %%), so every process or MPI rank of a job writes its own file.
+ * %p pid, %h host, %r rank, %%), so every process or MPI rank of a job writes its own file. Every variable:
+ * docs/environment.md.
  *
  * Without KTIMING_ENABLE (or with it 0) every KT_* macro expands to nothing and every function below is a
  * static inline no-op, while the types stay: instrumented code compiles unchanged and needs no library. The
@@ -441,6 +442,8 @@ KT_API void kt_snapshot_free(kt_snapshot_t *snap);
 KT_API const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, const char *name,
                                                   kt_backend_t backend, const char *device);
 KT_API int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format);
+/* Writes the report to path atomically (a temporary file beside it, then rename). On KT_EIO errno holds the
+ * system's reason (strerror(errno): "No such file or directory", "Permission denied", ...). */
 KT_API int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format);
 /* Expands an output path template as KTIMING_OUTPUT / KTIMING_TRACE / `ktiming run -o` do: %p the pid (pid < 0:
  * the calling process's), %h the host name, %r the MPI-style rank (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,

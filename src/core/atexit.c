@@ -2,7 +2,21 @@
 #include "core/internal.h"
 #include "core/service.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* Writes snap to path in format; on failure says why on stderr, with the system's reason for a file error. */
+static void write_one(const char *var, const char *tmpl, const kt_snapshot_t *snap, kt_format_t format)
+{
+    char path[4096];
+    /* the path is a template (%p %h %r %%), expanded here, where the file is written */
+    int rc = kt__path_expand(tmpl, -1, path, sizeof path);
+    if (rc == 0)
+        rc = kt_report_write(path, snap, format);
+    if (rc != 0)
+        fprintf(stderr, "ktiming: %s=%s: %s\n", var, tmpl, rc == KT_EIO ? strerror(errno) : kt_strerror(rc));
+}
 
 void kt__exit_write(void)
 {
@@ -17,15 +31,10 @@ void kt__exit_write(void)
         fprintf(stderr, "ktiming: no snapshot at exit (out of memory)\n");
         return;
     }
-    int rc;
-    char path[4096];
-    /* Paths are templates (%p %h %r %%), expanded here, where the file is written. */
-    if (out && *out && ((rc = kt__path_expand(out, -1, path, sizeof path)) != 0 ||
-                        (rc = kt_report_write(path, snap, KT_FORMAT_JSON)) != 0))
-        fprintf(stderr, "ktiming: KTIMING_OUTPUT=%s: %s\n", out, kt_strerror(rc));
-    if (trace && *trace && ((rc = kt__path_expand(trace, -1, path, sizeof path)) != 0 ||
-                            (rc = kt_report_write(path, snap, KT_FORMAT_CHROME)) != 0))
-        fprintf(stderr, "ktiming: KTIMING_TRACE=%s: %s\n", trace, kt_strerror(rc));
+    if (out && *out)
+        write_one("KTIMING_OUTPUT", out, snap, KT_FORMAT_JSON);
+    if (trace && *trace)
+        write_one("KTIMING_TRACE", trace, snap, KT_FORMAT_CHROME);
     if (want_report)
         kt_report_print(stderr, snap, KT_FORMAT_TEXT);
     kt_snapshot_free(snap);

@@ -39,9 +39,7 @@ static void at_exit(void)
 {
     if (!kt__forked_child())
         kt__backends_stop(kt__now() + kt__exit_wait_ns());
-#ifdef KT_HAVE_EXIT_WRITER
     kt__exit_write();
-#endif
 }
 
 static uint32_t spans_from_env(void)
