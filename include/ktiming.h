@@ -43,7 +43,8 @@
  *
  * Statistics (kt_kernel_timing_t): count, total, min, max exact; mean exact; stddev the exact sample standard
  * deviation (n-1), from 128-bit integer sums; p50/p90/p99 the nearest-rank percentile (the ceil(p*n)-th
- * smallest) read from a log-linear histogram (64 buckets per power of two, exact below 128 ns): within 0.8 %.
+ * smallest) read from a log-linear histogram (64 buckets per power of two, exact below 128 ns): within 0.8 %;
+ * its non-empty buckets are in hist[], so merged snapshots (ktiming/analysis.h) keep that bound.
  * last_ns: the dispatch that ended latest when records carry an end time (zones, backends: completions that
  * arrive out of order do not matter); duration-only records count in record order within a thread, and
  * across threads one thread's last is taken. samples[] is a uniform random sample
@@ -69,7 +70,9 @@
  * Environment: KTIMING_SPANS=N (span log entries per thread, 0 = off), KTIMING_CPU_THREADS=N (pool size for
  * kt_cpu_dispatch_2d, default the online cores), and at process exit (an atexit handler installed on first
  * use, after backends flush): KTIMING_OUTPUT=path.json writes the snapshot as JSON, KTIMING_TRACE=path a
- * Chrome trace, KTIMING_REPORT=1 prints the text table on stderr. Every variable: docs/environment.md.
+ * Chrome trace, KTIMING_REPORT=1 prints the text table on stderr. Both paths are templates (kt_path_expand:
+ * %p pid, %h host, %r rank, %%), so every process or MPI rank of a job writes its own file. Every variable:
+ * docs/environment.md.
  *
  * Without KTIMING_ENABLE (or with it 0) every KT_* macro expands to nothing and every function below is a
  * static inline no-op, while the types stay: instrumented code compiles unchanged and needs no library. The
@@ -249,13 +252,39 @@ typedef struct kt_queue_info_t {
     kt_backend_t backend; /* which API */
     char device[128];     /* device name */
     char label[64];       /* e.g. "queue 0x55d0..." or "stream 1" */
+    uint32_t source;      /* index into kt_snapshot_t.sources (0 when the snapshot has none) */
 } kt_queue_info_t;
 
 /* A host thread that recorded or enqueued. */
 typedef struct kt_thread_info_t {
     uint64_t os_tid;  /* gettid() */
     char name[32];    /* pthread name if set */
+    uint32_t source;  /* index into kt_snapshot_t.sources (0 when the snapshot has none) */
 } kt_thread_info_t;
+
+/* One process a merged snapshot holds data of (kt_snapshot_merge in ktiming/analysis.h, the MPI gather). Its
+ * span times were moved onto the merged snapshot's timeline by adding offset_ns. */
+typedef struct kt_source_info_t {
+    char host[64];            /* machine name */
+    int64_t pid;              /* process id, 0 if unknown */
+    int32_t rank;             /* MPI-style rank, -1 if none */
+    int64_t offset_ns;        /* added to this source's host times to put them on the merged timeline */
+    uint64_t offset_bound_ns; /* error bound of offset_ns; UINT64_MAX: unknown (another host's clock, no sync) */
+} kt_source_info_t;
+
+/* One source's share of a merged entry (fixed size per source and kernel, whatever the span count). */
+typedef struct kt_source_total_t {
+    uint32_t source;         /* index into kt_snapshot_t.sources */
+    uint64_t dispatch_count; /* that source's successful dispatches of the kernel */
+    uint64_t total_ns;       /* their summed duration (saturating) */
+} kt_source_total_t;
+
+/* One non-empty bucket of an entry's log-linear duration histogram (64 buckets per power of two, one per ns
+ * below 128 ns): what merging snapshots needs to keep percentiles within their stated error. */
+typedef struct kt_hist_bin_t {
+    uint64_t lower_ns; /* lowest duration the bucket holds */
+    uint64_t count;    /* dispatches in it */
+} kt_hist_bin_t;
 
 /* Statistics for one (kernel, backend, device), accumulated across dispatches. */
 typedef struct kt_kernel_timing_t {
@@ -288,11 +317,16 @@ typedef struct kt_kernel_timing_t {
     uint64_t dropped_by[KT_DROP_REASON_COUNT]; /* `dropped` split by reason (kt_drop_reason_t); sums to dropped */
     char last_error[48];     /* name of the most recent error (e.g. "CL_INVALID_WORK_GROUP_SIZE"), "" if none
                                 named; `errors` counts them all */
+    uint32_t hist_count;     /* non-empty histogram buckets in hist[] (0: none, e.g. a version-1 file) */
+    kt_hist_bin_t *hist;     /* the histogram behind p50/p90/p99, ascending (owned by the snapshot) */
+    uint32_t by_source_count; /* entries in by_source[] (a merged snapshot; 0 otherwise) */
+    kt_source_total_t *by_source; /* this kernel's count and total per source, ascending by source (owned by the
+                                     snapshot): what per-rank load balance is computed from */
 } kt_kernel_timing_t;
 
 /* A merged, immutable view of everything recorded. Memory contract (shared by kt_snapshot() and the loader in
- * ktiming/analysis.h): the struct, each array, and each entry's name, device and samples are separate malloc
- * blocks (NULL when empty), released by kt_snapshot_free(). */
+ * ktiming/analysis.h): the struct, each array, and each entry's name, device, samples, hist and by_source are separate
+ * malloc blocks (NULL when empty), released by kt_snapshot_free(). */
 typedef struct kt_snapshot_t {
     size_t count;                 /* entries */
     kt_kernel_timing_t *entries;  /* sorted by name, then backend, then device */
@@ -306,11 +340,14 @@ typedef struct kt_snapshot_t {
     kt_device_info_t *devices;
     uint64_t taken_ns;            /* host time the snapshot was taken */
     char host[64];                /* machine name */
-    int64_t pid;                  /* process that recorded it; 0 if unknown (older snapshots) */
+    int64_t pid;                  /* process that recorded it; 0 if unknown (older snapshots) or a merge (see
+                                     sources) */
     int32_t rank;                 /* MPI-style rank of that process (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
                                      SLURM_PROCID), -1 if none */
     uint64_t kernels_dropped;     /* records lost because their kernel could not be interned (kernel table
                                      full, see kt_kernel_intern): counted, never silent */
+    size_t source_count;          /* processes a merged snapshot holds (0: one process, the one above) */
+    kt_source_info_t *sources;    /* threads and queues name theirs by index */
 } kt_snapshot_t;
 
 /* Output formats. */
@@ -413,6 +450,10 @@ KT_API int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t for
 /* Writes the report to path atomically (a temporary file beside it, then rename). On KT_EIO errno holds the
  * system's reason (strerror(errno): "No such file or directory", "Permission denied", ...). */
 KT_API int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format);
+/* Expands an output path template as KTIMING_OUTPUT / KTIMING_TRACE / `ktiming run -o` do: %p the pid (pid < 0:
+ * the calling process's), %h the host name, %r the MPI-style rank (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
+ * SLURM_PROCID; 0 without one), %% a '%'; anything else is kept. 0, KT_EINVAL, or KT_EFULL (out too small). */
+KT_API int kt_path_expand(const char *tmpl, long pid, char *out, size_t size);
 /* As kt_report_print / kt_report_write with options: row order, name filter, per-API block (NULL = defaults). */
 KT_API int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t format,
                                 const kt_report_opts_t *opts);
@@ -508,6 +549,8 @@ static inline int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_forma
 { (void)out; (void)snap; (void)format; return KT_EDISABLED; }
 static inline int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format)
 { (void)path; (void)snap; (void)format; return KT_EDISABLED; }
+static inline int kt_path_expand(const char *tmpl, long pid, char *out, size_t size)
+{ (void)tmpl; (void)pid; (void)out; (void)size; return KT_EDISABLED; }
 static inline int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t format,
                                        const kt_report_opts_t *opts)
 { (void)out; (void)snap; (void)format; (void)opts; return KT_EDISABLED; }

@@ -11,6 +11,7 @@ BUILD_PKGS=(
   libcjson-dev                               # snapshot loading (analysis library)
   ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd          # OpenCL on the CPU
   libvulkan1 libvulkan-dev mesa-vulkan-drivers glslang-tools                     # Vulkan on the CPU (lavapipe)
+  libopenmpi-dev openmpi-bin                 # libktiming_mpi and its 4-rank tests (optional: built when found)
 )
 TEST_PKGS=(
   libcmocka-dev                              # test assertions

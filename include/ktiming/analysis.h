@@ -49,6 +49,69 @@ KT_API int kt_snapshot_load(const char *path, kt_snapshot_t **out, char *errbuf,
 KT_API int kt_snapshot_load_max(const char *path, size_t max_bytes, kt_snapshot_t **out, char *errbuf,
                                 size_t errlen);
 
+/* Loads n files as kt_snapshot_load() does, on `threads` threads (<= 0: the online cores, at most 16), into
+ * out[0..n) in order. On the first failure every loaded snapshot is freed, out[] is all NULL, and the code and
+ * message (naming the file) are that failure's. */
+KT_API int kt_snapshot_load_many(const char *const *paths, size_t n, kt_snapshot_t **out, int threads,
+                                 char *errbuf, size_t errlen);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Merging snapshots (several processes, ranks or runs into one; docs/scale.md)
+ *
+ * Entries with the same (name, backend, device) are merged: dispatch_count, total_ns/total128, sumsq128,
+ * errors, dropped, dropped_by, spans_dropped, bytes summed; min/max exact; mean and the sample stddev computed
+ * from the exact sums (so they equal what one process recording every duration would report); histograms
+ * added bucket by bucket, so p50/p90/p99 are what that one process would report (within 0.8 %). An input entry
+ * without a histogram (a version-1 file) contributes its samples, each standing for count/sample_count
+ * dispatches; the merged percentiles are then estimates and the merged entry carries no histogram. The samples
+ * are a uniform sample of all dispatches: drawn without replacement from the inputs' reservoirs, an input
+ * chosen in proportion to its dispatches not yet drawn (deterministic: a fixed seed); capacity that of the largest
+ * full input reservoir, or, when none was full, all samples up to 1024 (the default capacity). last_ns and last_error come from the input taken last (on the merged timeline).
+ * Merging is associative in every statistic but the samples' identity (each is a uniform sample).
+ *
+ * Spans keep their source: the result lists every input process in `sources` (an input that is itself a
+ * merge contributes its sources), threads and queues name their source, spans move onto the merged timeline
+ * by their source's offset (their uncertainty_ns grows by its bound), and each entry's by_source holds every
+ * source's dispatch count and total. Devices are listed once per (backend, name), with the largest bound.
+ * The result's host, taken_ns are the first input's host and the latest taken_ns; pid 0, rank -1.
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Where each input's times go on the merged timeline. */
+typedef struct kt_merge_opts_t {
+    const int64_t *offset_ns;  /* per input, added to its host times (NULL: all 0, i.e. the same clock) */
+    const uint64_t *bound_ns;  /* per input, the offset's error bound (NULL: 0 for inputs on the first input's
+                                  host, UINT64_MAX = unknown for the others: their clocks are not comparable) */
+} kt_merge_opts_t;
+
+/* Merges n snapshots into a new one in *out (released with kt_snapshot_free). opts may be NULL. 0, KT_EINVAL
+ * (NULL arguments, n == 0, an inconsistent input), KT_ENOMEM. The inputs are not modified. */
+KT_API int kt_snapshot_merge(const kt_snapshot_t *const *in, size_t n, const kt_merge_opts_t *opts,
+                             kt_snapshot_t **out);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Load balance across ranks (from a merged snapshot's by_source totals)
+ * ------------------------------------------------------------------------------------------------- */
+
+/* One kernel across the sources of a merged snapshot. A source that never ran the kernel counts with total 0. */
+typedef struct kt_rank_balance_t {
+    size_t entry;            /* index into the snapshot's entries */
+    uint32_t sources;        /* sources counted: all of the snapshot's */
+    uint64_t min_total_ns;   /* smallest per-source total */
+    uint64_t max_total_ns;   /* largest per-source total */
+    double mean_total_ns;    /* mean of the per-source totals */
+    double imbalance;        /* max / mean (1 = perfectly balanced; 0 when the mean is 0) */
+    uint32_t slowest_source; /* source with the largest total (the lowest index on a tie) */
+    uint32_t fastest_source; /* source with the smallest total (the lowest index on a tie) */
+} kt_rank_balance_t;
+
+/* Per-kernel balance of a merged snapshot, one item per entry in entry order, in a new array *out of *count
+ * items (free() it). KT_EINVAL when the snapshot has no sources (not a merge). 0, KT_EINVAL, KT_ENOMEM. */
+KT_API int kt_rank_balance(const kt_snapshot_t *snap, kt_rank_balance_t **out, size_t *count);
+
+/* The `--by-rank` text report: per kernel min / mean / max of the per-rank totals, imbalance, slowest rank;
+ * then each rank's total per kernel. 0, KT_EINVAL (not a merged snapshot), KT_ENOMEM, KT_EIO. */
+KT_API int kt_report_by_rank(FILE *out, const kt_snapshot_t *snap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <locale.h>
 #include <math.h>
 #include <stdarg.h>
@@ -280,6 +281,30 @@ static int get_array(load_ctx_t *c, const cJSON *obj, const char *key, const cJS
     return 0;
 }
 
+/* A signed integer member in [lo, hi] (a JSON number; absent keeps *out). */
+static int get_i64(load_ctx_t *c, const cJSON *obj, const char *key, double lo, double hi, int64_t *out)
+{
+    int rc;
+    const cJSON *v = member(c, obj, key, &rc);
+    if (rc || !v)
+        return rc;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi)
+        return fail_member(c, key, "expected an integer in range");
+    *out = (int64_t)v->valuedouble;
+    return 0;
+}
+
+/* The "source" member of a thread or queue: an index into sources (absent: 0). */
+static int get_source(load_ctx_t *c, const cJSON *obj, const kt_snapshot_t *s, uint32_t *out)
+{
+    int rc = get_u32(c, obj, "source", 0, out);
+    if (rc)
+        return rc;
+    if (*out && *out >= s->source_count)
+        return fail_member(c, "source", "index out of range of sources");
+    return 0;
+}
+
 static int expect_object(load_ctx_t *c, const cJSON *v)
 {
     return cJSON_IsObject(v) ? 0 : fail(c, KT_EPARSE, "%s: expected an object", c->where);
@@ -339,7 +364,73 @@ static int read_entry_v2(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e)
     return 0;
 }
 
-static int read_entry(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e)
+/* "hist": [[lower_ns, count], ...] -- the non-empty buckets of the log-linear histogram, ascending, each lower_ns a
+ * bucket's lowest value, each count > 0, together at most dispatch_count. */
+static int read_hist(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e)
+{
+    const cJSON *arr, *it;
+    size_t n, i = 0;
+    int rc;
+    if ((rc = get_array(c, o, "hist", &arr, &n)) || !n)
+        return rc;
+    if (n > KT__HIST_BUCKETS)
+        return fail_member(c, "hist", "more buckets than the histogram has");
+    e->hist = malloc(n * sizeof *e->hist);
+    if (!e->hist)
+        return fail(c, KT_ENOMEM, "out of memory");
+    uint64_t total = 0;
+    cJSON_ArrayForEach(it, arr)
+    {
+        const char *why = NULL;
+        kt_hist_bin_t *b = &e->hist[i];
+        if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2 || value_u64(it->child, &b->lower_ns, &why) ||
+            value_u64(it->child->next, &b->count, &why))
+            return fail(c, KT_EPARSE, "%s.hist[%zu]: %s", c->where, i, why ? why : "expected [lower_ns, count]");
+        if (kt__hist_lower(kt__hist_index(b->lower_ns)) != b->lower_ns)
+            return fail(c, KT_EPARSE, "%s.hist[%zu]: %" PRIu64 " is not the lower bound of a bucket", c->where, i,
+                        b->lower_ns);
+        if (!b->count || (i && b->lower_ns <= e->hist[i - 1].lower_ns))
+            return fail(c, KT_EPARSE, "%s.hist[%zu]: buckets must be ascending with non-zero counts", c->where, i);
+        if (b->count > e->dispatch_count - total)
+            return fail(c, KT_EPARSE, "%s.hist: counts add up to more than dispatch_count", c->where);
+        total += b->count;
+        e->hist_count = (uint32_t)++i;
+    }
+    return 0;
+}
+
+/* "by_source": [[source, dispatch_count, total_ns], ...] -- a merged entry's share per source, ascending. */
+static int read_by_source(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e, size_t nsources)
+{
+    const cJSON *arr, *it;
+    size_t n, i = 0;
+    int rc;
+    if ((rc = get_array(c, o, "by_source", &arr, &n)) || !n)
+        return rc;
+    if (n > nsources)
+        return fail_member(c, "by_source", "more items than sources");
+    e->by_source = malloc(n * sizeof *e->by_source);
+    if (!e->by_source)
+        return fail(c, KT_ENOMEM, "out of memory");
+    cJSON_ArrayForEach(it, arr)
+    {
+        const char *why = NULL;
+        uint64_t src = 0;
+        kt_source_total_t *b = &e->by_source[i];
+        if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 3 || value_u64(it->child, &src, &why) ||
+            value_u64(it->child->next, &b->dispatch_count, &why) ||
+            value_u64(it->child->next->next, &b->total_ns, &why))
+            return fail(c, KT_EPARSE, "%s.by_source[%zu]: %s", c->where, i,
+                        why ? why : "expected [source, dispatch_count, total_ns]");
+        if (src >= nsources || (i && src <= e->by_source[i - 1].source))
+            return fail(c, KT_EPARSE, "%s.by_source[%zu]: source out of range or not ascending", c->where, i);
+        b->source = (uint32_t)src;
+        e->by_source_count = (uint32_t)++i;
+    }
+    return 0;
+}
+
+static int read_entry(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e, size_t nsources)
 {
     const cJSON *samples;
     size_t n;
@@ -360,7 +451,8 @@ static int read_entry(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e)
         (rc = get_u64(c, o, "spans_dropped", 0, &e->spans_dropped)) ||
         (rc = get_array(c, o, "samples", &samples, &n)))
         return rc;
-    if ((rc = read_entry_v2(c, o, e)))
+    if ((rc = read_entry_v2(c, o, e)) || (rc = read_hist(c, o, e)) ||
+        (rc = read_by_source(c, o, e, nsources)))
         return rc;
     declared = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
     if ((rc = get_u32(c, o, "sample_count", 0, &declared)))
@@ -721,6 +813,33 @@ static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
     s->pid = pv ? (int64_t)pv->valuedouble : 0;
     s->rank = rv ? (int32_t)rv->valuedouble : -1;
 
+    /* Sources (a merged snapshot): queues and threads name theirs by index. */
+    if ((rc = get_array(c, root, "sources", &arr, &n)) ||
+        (rc = alloc_array(c, (void **)&s->sources, n, sizeof *s->sources)))
+        return rc;
+    s->source_count = n;
+    i = 0;
+    cJSON_ArrayForEach(it, arr)
+    {
+        kt_source_info_t *so = &s->sources[i];
+        uint64_t pid = 0, off = 0;
+        int64_t soff = 0;
+        set_where(c, "sources", i++);
+        so->rank = -1;
+        if ((rc = expect_object(c, it)) || (rc = get_str_into(c, it, "host", 0, so->host, sizeof so->host)) ||
+            (rc = get_u64(c, it, "pid", 0, &pid)) || (rc = get_i64(c, it, "rank", -1, INT32_MAX, &soff)))
+            return rc;
+        so->rank = (int32_t)soff;
+        so->pid = (int64_t)(pid > INT64_MAX ? INT64_MAX : pid);
+        soff = 0;
+        if ((rc = get_i64(c, it, "offset_ns", -(double)MAX_SAFE_INT, MAX_SAFE_INT, &soff)) ||
+            (rc = get_u64(c, it, "offset_bound_ns", 0, &off)))
+            return rc;
+        so->offset_ns = soff;
+        so->offset_bound_ns = off;
+    }
+    c->where[0] = '\0';
+
     /* Lookup tables first: spans refer to entries, queues and threads by index. */
     if ((rc = get_array(c, root, "entries", &arr, &n)))
         return rc;
@@ -733,7 +852,7 @@ static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
     cJSON_ArrayForEach(it, arr)
     {
         set_where(c, "entries", i);
-        if ((rc = read_entry(c, it, &s->entries[i])))
+        if ((rc = read_entry(c, it, &s->entries[i], s->source_count)))
             return rc;
         i++;
     }
@@ -750,7 +869,8 @@ static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
         set_where(c, "queues", i++);
         if ((rc = expect_object(c, it)) || (rc = get_backend(c, it, &q->backend)) ||
             (rc = get_str_into(c, it, "device", 0, q->device, sizeof q->device)) ||
-            (rc = get_str_into(c, it, "label", 0, q->label, sizeof q->label)))
+            (rc = get_str_into(c, it, "label", 0, q->label, sizeof q->label)) ||
+            (rc = get_source(c, it, s, &q->source)))
             return rc;
     }
 
@@ -765,7 +885,8 @@ static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
         kt_thread_info_t *t = &s->threads[i];
         set_where(c, "threads", i++);
         if ((rc = expect_object(c, it)) || (rc = get_u64(c, it, "os_tid", 0, &t->os_tid)) ||
-            (rc = get_str_into(c, it, "name", 0, t->name, sizeof t->name)))
+            (rc = get_str_into(c, it, "name", 0, t->name, sizeof t->name)) ||
+            (rc = get_source(c, it, s, &t->source)))
             return rc;
     }
 

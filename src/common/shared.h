@@ -6,8 +6,11 @@
 
 #include <ktiming.h>
 
+#include "core/hist.h"
+
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 /* Identity of the JSON snapshot schema (docs/json-schema.md). Version 2 added exact sums, bytes, drop reasons,
@@ -66,6 +69,52 @@ static inline void kt__entry_dropped_by(const kt_kernel_timing_t *e, uint64_t ou
     }
     memset(out, 0, sizeof(uint64_t) * KT_DROP_REASON_COUNT);
     out[KT_DROP_UNSPECIFIED] = e->dropped;
+}
+
+/* Sample standard deviation from exact integer sums: (Q - S^2/n) / (n - 1), with S^2/n split into quotient
+ * and remainder so no precision is lost before the final division. */
+static inline double kt__stddev_exact(uint64_t n, unsigned __int128 s, unsigned __int128 q)
+{
+    if (n < 2)
+        return 0.0;
+    if (q == ~(unsigned __int128)0) /* the sum of squares saturated (recorder.c) or passed 2^128: not known */
+        return NAN;
+    if (s >> 64) { /* totals past 2^64 ns (only hostile or synthetic durations): s*s would not fit 128 bits */
+        long double mean = (long double)s / (long double)n;
+        long double var = ((long double)q - mean * (long double)s) / (long double)(n - 1);
+        return var > 0 ? sqrt((double)var) : 0.0;
+    }
+    unsigned __int128 s2 = s * s, quo = s2 / n, rem = s2 % n;
+    double num = q >= quo ? (double)(q - quo) - (double)rem / (double)n : 0.0;
+    if (num < 0)
+        num = 0;
+    return sqrt(num / (double)(n - 1));
+}
+
+/* Nearest-rank percentile (the ceil(p*n)-th smallest of n) from ascending histogram buckets, as the
+ * representative value of its bucket (kt__hist_value), clamped to [lo, hi]; hi when there are no buckets. */
+static inline uint64_t kt__bins_percentile(const kt_hist_bin_t *bins, uint32_t nbins, double p, uint64_t lo,
+                                           uint64_t hi)
+{
+    uint64_t n = 0, cum = 0, v = hi;
+    for (uint32_t i = 0; i < nbins; i++)
+        n += bins[i].count;
+    if (!n)
+        return hi;
+    double want = p * (double)n;
+    uint64_t rank = (uint64_t)want;
+    if ((double)rank < want)
+        rank++;
+    if (rank < 1)
+        rank = 1;
+    for (uint32_t i = 0; i < nbins; i++) {
+        cum += bins[i].count;
+        if (cum >= rank) {
+            v = kt__hist_value(kt__hist_index(bins[i].lower_ns));
+            break;
+        }
+    }
+    return v < lo ? lo : v > hi ? hi : v;
 }
 
 /* The order of a snapshot's entries: by name, then backend, then device. */

@@ -80,3 +80,5 @@ void kt__exit_write(void)
     }
     kt_snapshot_free(snap);
 }
+
+int kt_path_expand(const char *tmpl, long pid, char *out, size_t size) { return kt__path_expand(tmpl, pid, out, size); }

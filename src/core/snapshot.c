@@ -89,6 +89,28 @@ static void hist_percentiles(const uint64_t *h, uint64_t used, uint64_t n, kt_ke
         *out[k] = *out[k] < t->min_ns ? t->min_ns : *out[k] > t->max_ns ? t->max_ns : *out[k];
 }
 
+/* The merged histogram's non-empty buckets into t->hist (what merging snapshots needs). 0 or KT_ENOMEM. */
+static int hist_bins(const uint64_t *h, uint64_t used, kt_kernel_timing_t *t)
+{
+    uint32_t n = 0;
+    for (uint32_t b = 0; b < KT__HIST_BLOCKS; b++)
+        for (uint32_t j = 0; (used >> b & 1) && j < KT__HIST_BLOCK; j++)
+            n += h[b * KT__HIST_BLOCK + j] != 0;
+    if (!n)
+        return 0;
+    t->hist = malloc(n * sizeof *t->hist);
+    if (!t->hist)
+        return KT_ENOMEM;
+    for (uint32_t b = 0, w = 0; b < KT__HIST_BLOCKS; b++)
+        for (uint32_t j = 0; (used >> b & 1) && j < KT__HIST_BLOCK; j++) {
+            uint32_t i = b * KT__HIST_BLOCK + j;
+            if (h[i])
+                t->hist[w++] = (kt_hist_bin_t){kt__hist_lower(i), h[i]};
+        }
+    t->hist_count = n;
+    return 0;
+}
+
 /* Uniform sample of min(cap, N) of the N records behind the shards' reservoirs (N = the pools' `remaining`
  * summed): draw without replacement,
  * choosing a shard in proportion to its records not yet drawn, then a random unused sample of that shard (a
@@ -127,26 +149,6 @@ static int span_cmp(const void *a, const void *b)
     if (x->end_ns != y->end_ns)
         return x->end_ns < y->end_ns ? -1 : 1;
     return x->entry < y->entry ? -1 : x->entry > y->entry;
-}
-
-/* Sample standard deviation from exact integer sums: (Q - S^2/n) / (n - 1), with S^2/n split into quotient
- * and remainder so no precision is lost before the final division. */
-static double stddev_exact(uint64_t n, unsigned __int128 s, unsigned __int128 q)
-{
-    if (n < 2)
-        return 0.0;
-    if (q == ~(unsigned __int128)0) /* the sum of squares saturated (recorder.c): not known */
-        return NAN;
-    if (s >> 64) { /* totals past 2^64 ns (only hostile or synthetic durations): s*s would not fit 128 bits */
-        long double mean = (long double)s / (long double)n;
-        long double var = ((long double)q - mean * (long double)s) / (long double)(n - 1);
-        return var > 0 ? sqrt((double)var) : 0.0;
-    }
-    unsigned __int128 s2 = s * s, quo = s2 / n, rem = s2 % n;
-    double num = q >= quo ? (double)(q - quo) - (double)rem / (double)n : 0.0;
-    if (num < 0)
-        num = 0;
-    return sqrt(num / (double)(n - 1));
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -314,11 +316,17 @@ kt_snapshot_t *kt_snapshot(void)
         kt__kernel_last_error(id, t.last_error, sizeof t.last_error);
         if (t.dispatch_count) {
             t.mean_ns = (double)sum / (double)t.dispatch_count;
-            t.stddev_ns = stddev_exact(t.dispatch_count, sum, sq);
+            t.stddev_ns = kt__stddev_exact(t.dispatch_count, sum, sq);
             hist_percentiles(hist, used, hist_n, &t);
+            if (hist_bins(hist, used, &t) != 0) {
+                free((void *)t.name);
+                free((void *)t.device);
+                goto fail_entries;
+            }
             uint32_t want = t.dispatch_count < cap ? (uint32_t)t.dispatch_count : cap;
             t.samples = malloc(want * sizeof(uint64_t));
             if (!t.samples) {
+                free(t.hist);
                 free((void *)t.name);
                 free((void *)t.device);
                 goto fail_entries;
@@ -399,6 +407,7 @@ fail_entries:
         free((void *)eb[i].t.name);
         free((void *)eb[i].t.device);
         free(eb[i].t.samples);
+        free(eb[i].t.hist);
     }
 fail:
     kt__reset_release();
@@ -421,8 +430,11 @@ void kt_snapshot_free(kt_snapshot_t *snap)
         free((void *)snap->entries[i].name);
         free((void *)snap->entries[i].device);
         free(snap->entries[i].samples);
+        free(snap->entries[i].hist);
+        free(snap->entries[i].by_source);
     }
     free(snap->entries);
+    free(snap->sources);
     free(snap->spans);
     free(snap->queues);
     free(snap->threads);

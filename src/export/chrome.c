@@ -256,6 +256,7 @@ static void ev_flow(tl_writer_t *w, char ph, uint32_t id, uint32_t pid, uint32_t
 
 /* A device process: the queues of one (backend, device). */
 typedef struct tl_proc_t {
+    uint32_t source;      /* source (kt_snapshot_t.sources) whose queues these are; 0 without sources */
     kt_backend_t backend; /* API */
     const char *device;   /* device name (borrowed from the snapshot) */
     uint32_t pid;         /* trace process id */
@@ -330,9 +331,10 @@ int kt__export_chrome(FILE *out, const kt_snapshot_t *snap)
         goto done;
 
     /* thread ids: host threads in snapshot order, each lane its own id; device queues grouped by device */
-    uint32_t tid = 1;
+    /* One host process group per source (a merged snapshot), pid 1 + source; device groups after them. */
+    uint32_t nsrc = snap->source_count ? (uint32_t)snap->source_count : 1, tid = 1;
     for (size_t i = 0; i < nth; i++) {
-        threads[i].pid = 1;
+        threads[i].pid = 1 + (i < snap->thread_count && snap->source_count ? snap->threads[i].source : 0);
         threads[i].tid = tid;
         if (threads[i].n)
             tid += threads[i].lanes;
@@ -342,12 +344,13 @@ int kt__export_chrome(FILE *out, const kt_snapshot_t *snap)
             continue;
         kt_backend_t be = q < snap->queue_count ? snap->queues[q].backend : KT_BACKEND_COUNT;
         const char *dev = q < snap->queue_count ? snap->queues[q].device : "unknown device";
+        uint32_t src = q < snap->queue_count && snap->source_count ? snap->queues[q].source : 0;
         size_t p;
         for (p = 0; p < nprocs; p++)
-            if (procs[p].backend == be && !strcmp(procs[p].device, dev))
+            if (procs[p].source == src && procs[p].backend == be && !strcmp(procs[p].device, dev))
                 break;
         if (p == nprocs)
-            procs[nprocs++] = (tl_proc_t){be, dev, (uint32_t)(2 + p), 1};
+            procs[nprocs++] = (tl_proc_t){src, be, dev, (uint32_t)(1 + nsrc + p), 1};
         queues[q].pid = procs[p].pid;
         queues[q].tid = procs[p].next_tid;
         procs[p].next_tid += queues[q].lanes;
@@ -366,9 +369,26 @@ int kt__export_chrome(FILE *out, const kt_snapshot_t *snap)
 
     tl_writer_t w = {out, 1};
     char base[256], name[300];
-    snprintf(base, sizeof base, "host %s", snap->host[0] ? snap->host : "");
-    ev_meta_name(&w, "process_name", 1, 0, base);
-    ev_meta_sort(&w, "process_sort_index", 1, 0, 0);
+    if (!snap->source_count) {
+        snprintf(base, sizeof base, "host %s", snap->host[0] ? snap->host : "");
+        ev_meta_name(&w, "process_name", 1, 0, base);
+        ev_meta_sort(&w, "process_sort_index", 1, 0, 0);
+    }
+    for (uint32_t so = 0; so < snap->source_count; so++) {
+        const kt_source_info_t *si = &snap->sources[so];
+        int k = si->rank >= 0
+                    ? snprintf(base, sizeof base, "rank %" PRId32 ": host %s pid %" PRId64, si->rank, si->host, si->pid)
+                    : snprintf(base, sizeof base, "host %s pid %" PRId64, si->host, si->pid);
+        if (k > 0 && (size_t)k < sizeof base) {
+            if (si->offset_bound_ns == UINT64_MAX)
+                snprintf(base + k, sizeof base - (size_t)k, " (own clock)");
+            else if (si->offset_ns || si->offset_bound_ns)
+                snprintf(base + k, sizeof base - (size_t)k, " (clock %+" PRId64 " ns \xc2\xb1 %" PRIu64 " ns)",
+                         si->offset_ns, si->offset_bound_ns);
+        }
+        ev_meta_name(&w, "process_name", 1 + so, 0, base);
+        ev_meta_sort(&w, "process_sort_index", 1 + so, 0, so);
+    }
     for (size_t i = 0; i < nth; i++) {
         if (!threads[i].n)
             continue;
@@ -383,14 +403,21 @@ int kt__export_chrome(FILE *out, const kt_snapshot_t *snap)
         }
         for (uint32_t l = 0; l < threads[i].lanes; l++) {
             lane_name(name, sizeof name, base, l);
-            ev_meta_name(&w, "thread_name", 1, threads[i].tid + l, name);
-            ev_meta_sort(&w, "thread_sort_index", 1, threads[i].tid + l, threads[i].tid + l);
+            ev_meta_name(&w, "thread_name", threads[i].pid, threads[i].tid + l, name);
+            ev_meta_sort(&w, "thread_sort_index", threads[i].pid, threads[i].tid + l, threads[i].tid + l);
         }
     }
     for (size_t p = 0; p < nprocs; p++) {
         const char *be = procs[p].backend < KT_BACKEND_COUNT ? kt_backend_name(procs[p].backend) : "?";
         const kt_device_info_t *di = find_device(snap, procs[p].backend, procs[p].device);
-        snprintf(base, sizeof base, "%s %s", be, procs[p].device);
+        if (snap->source_count && snap->sources[procs[p].source].rank >= 0)
+            snprintf(base, sizeof base, "rank %" PRId32 ": %s %s", snap->sources[procs[p].source].rank, be,
+                     procs[p].device);
+        else if (snap->source_count)
+            snprintf(base, sizeof base, "pid %" PRId64 ": %s %s", snap->sources[procs[p].source].pid, be,
+                     procs[p].device);
+        else
+            snprintf(base, sizeof base, "%s %s", be, procs[p].device);
         ev_meta_name(&w, "process_name", procs[p].pid, 0, base);
         ev_meta_sort(&w, "process_sort_index", procs[p].pid, 0, procs[p].pid);
         if (di) {
@@ -426,7 +453,7 @@ int kt__export_chrome(FILE *out, const kt_snapshot_t *snap)
             const tl_item_t *it = &threads[i].items[k];
             ev_slice(&w, snap, &threads[i], it);
             if (it->kind == ITEM_ENQUEUE)
-                ev_flow(&w, 's', it->span + 1, 1, threads[i].tid + it->lane, mid(it));
+                ev_flow(&w, 's', it->span + 1, threads[i].pid, threads[i].tid + it->lane, mid(it));
         }
     fputs("\n]}\n", out);
     if (ferror(out))

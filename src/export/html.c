@@ -86,16 +86,39 @@ static void write_snapshot(FILE *out, const kt_snapshot_t *snap, int with_spans)
         kv_u64(out, "errors", e->errors);
         kv_u64(out, "dropped", e->dropped);
         kv_u64(out, "spans_dropped", e->spans_dropped);
+        if (e->by_source && e->by_source_count) { /* a merged snapshot: [source, total] per source */
+            fputs(",\"by_source\":[", out);
+            for (uint32_t k = 0; k < e->by_source_count; k++)
+                fprintf(out, "%s[%" PRIu32 ",%" PRIu64 "]", k ? "," : "", e->by_source[k].source,
+                        e->by_source[k].total_ns);
+            fputs("]", out);
+        }
         fputs(",\"samples\":[", out);
         for (uint32_t k = 0; e->samples && k < e->sample_count; k++)
             fprintf(out, k ? ",%" PRIu64 : "%" PRIu64, e->samples[k]);
         fputs("]}", out);
     }
+    /* a merged snapshot's sources: one timeline group and one bar per source (rank) */
+    fputs("],\n\"sources\":[", out);
+    for (size_t i = 0; i < snap->source_count; i++) {
+        const kt_source_info_t *so = &snap->sources[i];
+        char label[128];
+        if (so->rank >= 0)
+            snprintf(label, sizeof label, "rank %" PRId32, so->rank);
+        else
+            snprintf(label, sizeof label, "pid %" PRId64 "@%s", so->pid, so->host);
+        fputs(i ? ",{" : "{", out);
+        kv_str(out, "label", label, 0);
+        kv_str(out, "host", so->host, 1);
+        fprintf(out, ",\"pid\":%" PRId64 ",\"rank\":%" PRId32 ",\"offset_ns\":%" PRId64, so->pid, so->rank,
+                so->offset_ns);
+        fprintf(out, ",\"bound_ns\":%.0f}", so->offset_bound_ns == UINT64_MAX ? -1.0 : (double)so->offset_bound_ns);
+    }
     fputs("],\n\"threads\":[", out);
     for (size_t i = 0; i < snap->thread_count; i++) {
         fprintf(out, "%s{\"tid\":%" PRIu64, i ? "," : "", snap->threads[i].os_tid);
         kv_str(out, "name", snap->threads[i].name, 1);
-        fputs("}", out);
+        fprintf(out, ",\"src\":%" PRIu32 "}", snap->threads[i].source);
     }
     fputs("],\n\"queues\":[", out);
     for (size_t i = 0; i < snap->queue_count; i++) {
@@ -104,7 +127,7 @@ static void write_snapshot(FILE *out, const kt_snapshot_t *snap, int with_spans)
         kv_str(out, "backend", backend_str(q->backend), 0);
         kv_str(out, "device", q->device, 1);
         kv_str(out, "label", q->label, 1);
-        fputs("}", out);
+        fprintf(out, ",\"src\":%" PRIu32 "}", q->source);
     }
     fputs("],\n\"devices\":[", out);
     for (size_t i = 0; i < snap->device_count; i++) {
@@ -166,6 +189,7 @@ static const char kBody[] =
     "<div id=\"kt-table\"></div></section>\n"
     "<section><h2>Duration distributions<span class=\"hint\">histogram of the kept samples; box = "
     "quartiles, whiskers = p5\xe2\x80\x93p95, dots = min/max</span></h2><div id=\"kt-dists\"></div></section>\n"
+    "<section id=\"kt-ranks\"></section>\n"
     "<section><h2>Timeline<span class=\"hint\">one track per host thread and per device queue</span></h2>"
     "<div id=\"kt-timeline\"></div></section>\n"
     "<section id=\"kt-devices\"><h2>Devices and clocks</h2></section>\n"

@@ -116,14 +116,22 @@ static int backend_ok(kt_backend_t b) { return (int)b >= 0 && (int)b < KT_BACKEN
 static int validate(const kt_snapshot_t *snap)
 {
     if ((snap->count && !snap->entries) || (snap->span_count && !snap->spans) ||
+        (snap->source_count && !snap->sources) ||
         (snap->queue_count && !snap->queues) || (snap->thread_count && !snap->threads) ||
         (snap->device_count && !snap->devices))
         return KT_EINVAL;
-    for (size_t i = 0; i < snap->count; i++)
+    for (size_t i = 0; i < snap->count; i++) {
         if (!backend_ok(snap->entries[i].backend))
             return KT_EINVAL;
+        for (uint32_t k = 0; snap->entries[i].by_source && k < snap->entries[i].by_source_count; k++)
+            if (snap->entries[i].by_source[k].source >= snap->source_count)
+                return KT_EINVAL;
+    }
     for (size_t i = 0; i < snap->queue_count; i++)
-        if (!backend_ok(snap->queues[i].backend))
+        if (!backend_ok(snap->queues[i].backend) || (snap->source_count && snap->queues[i].source >= snap->source_count))
+            return KT_EINVAL;
+    for (size_t i = 0; i < snap->thread_count; i++)
+        if (snap->source_count && snap->threads[i].source >= snap->source_count)
             return KT_EINVAL;
     for (size_t i = 0; i < snap->device_count; i++)
         if (!backend_ok(snap->devices[i].backend))
@@ -198,6 +206,28 @@ static void write_entry(FILE *out, const kt_kernel_timing_t *e)
                 sep = ", ";
             }
         fputc('}', out);
+    }
+    if (e->hist && e->hist_count) { /* [lower_ns, count] per non-empty bucket: what a merge needs */
+        fputs(",\n     \"hist\": [", out);
+        for (uint32_t i = 0; i < e->hist_count; i++) {
+            fputs(i ? ", [" : "[", out);
+            kt__json_write_u64(out, e->hist[i].lower_ns);
+            fputs(", ", out);
+            kt__json_write_u64(out, e->hist[i].count);
+            fputc(']', out);
+        }
+        fputc(']', out);
+    }
+    if (e->by_source && e->by_source_count) { /* [source, dispatch_count, total_ns] per source */
+        fputs(",\n     \"by_source\": [", out);
+        for (uint32_t i = 0; i < e->by_source_count; i++) {
+            fprintf(out, "%s[%" PRIu32 ", ", i ? ", " : "", e->by_source[i].source);
+            kt__json_write_u64(out, e->by_source[i].dispatch_count);
+            fputs(", ", out);
+            kt__json_write_u64(out, e->by_source[i].total_ns);
+            fputc(']', out);
+        }
+        fputc(']', out);
     }
     field_u64(out, ",\n     ", "sample_count", samples);
     fputs(",\n     \"samples\": [", out);
@@ -344,6 +374,19 @@ int kt__export_json(FILE *out, const kt_snapshot_t *snap)
     fprintf(out, ",\n  \"pid\": %" PRId64 ", \"rank\": %" PRId32, snap->pid, snap->rank);
     field_u64(out, ", ", "kernels_dropped", snap->kernels_dropped);
     field_u64(out, ",\n  ", "taken_ns", snap->taken_ns);
+    if (snap->source_count) { /* a merged snapshot: the processes it holds */
+        array_open(out, "sources", snap->source_count);
+        for (size_t i = 0; i < snap->source_count; i++) {
+            const kt_source_info_t *so = &snap->sources[i];
+            fputs(i ? ",\n    {" : "    {", out);
+            field_string(out, "", "host", so->host, sizeof so->host);
+            fprintf(out, ", \"pid\": %" PRId64 ", \"rank\": %" PRId32 ", \"offset_ns\": %" PRId64, so->pid, so->rank,
+                    so->offset_ns);
+            field_u64(out, ", ", "offset_bound_ns", so->offset_bound_ns);
+            fputc('}', out);
+        }
+        array_close(out, snap->source_count);
+    }
 
     array_open(out, "entries", snap->count);
     for (size_t i = 0; i < snap->count; i++) {
@@ -364,6 +407,8 @@ int kt__export_json(FILE *out, const kt_snapshot_t *snap)
         fprintf(out, "    {\"backend\": \"%s\"", kt__backend_id(q->backend));
         field_string(out, ", ", "device", q->device, sizeof q->device);
         field_string(out, ", ", "label", q->label, sizeof q->label);
+        if (snap->source_count)
+            fprintf(out, ", \"source\": %" PRIu32, q->source);
         fputc('}', out);
     }
     array_close(out, snap->queue_count);
@@ -376,6 +421,8 @@ int kt__export_json(FILE *out, const kt_snapshot_t *snap)
         fputs("    {", out);
         field_u64(out, "", "os_tid", t->os_tid);
         field_string(out, ", ", "name", t->name, sizeof t->name);
+        if (snap->source_count)
+            fprintf(out, ", \"source\": %" PRIu32, t->source);
         fputc('}', out);
     }
     array_close(out, snap->thread_count);

@@ -105,9 +105,9 @@ static inline kt_snapshot_t *tlf_snapshot(uint32_t scale)
 
     s->queue_count = 3;
     s->queues = calloc(3, sizeof *s->queues);
-    s->queues[0] = (kt_queue_info_t){KT_BACKEND_OPENCL, "pthread-cpu", "queue 0x5501"};
-    s->queues[1] = (kt_queue_info_t){KT_BACKEND_OPENCL, "pthread-cpu", "queue 0x5502 (out-of-order)"};
-    s->queues[2] = (kt_queue_info_t){KT_BACKEND_VULKAN, "llvmpipe (LLVM 15.0.6, 256 bits)", "queue family 0 #0"};
+    s->queues[0] = (kt_queue_info_t){KT_BACKEND_OPENCL, "pthread-cpu", "queue 0x5501", 0};
+    s->queues[1] = (kt_queue_info_t){KT_BACKEND_OPENCL, "pthread-cpu", "queue 0x5502 (out-of-order)", 0};
+    s->queues[2] = (kt_queue_info_t){KT_BACKEND_VULKAN, "llvmpipe (LLVM 15.0.6, 256 bits)", "queue family 0 #0", 0};
 
     s->device_count = 2;
     s->devices = calloc(2, sizeof *s->devices);

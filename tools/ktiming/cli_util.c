@@ -74,6 +74,8 @@ void ktcli_snapshot_filter(kt_snapshot_t *snap, const char *glob)
         free((void *)e->name);
         free((void *)e->device);
         free(e->samples);
+        free(e->hist);
+        free(e->by_source);
     }
     size_t total = snap->count, spans = 0;
     snap->count = kept;

@@ -6,11 +6,13 @@
 #include <getopt.h>
 #include <string.h>
 #include <ktiming/analysis.h>
+#include <ktiming/output.h>
 
 static void report_usage(FILE *out)
 {
     fprintf(out,
-            "usage: ktiming report FILE.json [-f FORMAT] [--sort KEY] [--filter GLOB] [-o OUT] [--max-input-mb N]\n"
+            "usage: ktiming report FILE.json [-f FORMAT] [--sort KEY] [--filter GLOB] [--by-rank] [-o OUT]\n"
+            "                      [--max-input-mb N]\n"
             "\n"
             "Prints or converts a snapshot saved by KTIMING_OUTPUT=..., `ktiming demo -o`, `ktiming run -o` or\n"
             "kt_report_write(). FILE '-' reads standard input.\n"
@@ -23,6 +25,7 @@ static void report_usage(FILE *out)
             "  -k, --filter GLOB  only kernels whose name matches the shell pattern GLOB (fnmatch), e.g. 'blur*'\n"
             "  -o, --output OUT   write to OUT (replaced atomically) instead of standard output\n"
             "  --max-input-mb N   refuse a snapshot larger than N MiB (default 1024)\n"
+            "  -r, --by-rank      a merged snapshot's per-rank load balance (ktiming merge) instead of the table\n"
             "  -h, --help         this help\n"
             "\n"
             "exit status: 0 done, 1 unreadable or invalid snapshot or failed write, 2 usage error\n");
@@ -34,6 +37,7 @@ int ktcli_cmd_report(int argc, char **argv)
                                           {"output", required_argument, NULL, 'o'},
                                           {"sort", required_argument, NULL, 's'},
                                           {"filter", required_argument, NULL, 'k'},
+                                          {"by-rank", no_argument, NULL, 'r'},
                                           {"help", no_argument, NULL, 'h'},
                                           {"max-input-mb", required_argument, NULL, 'M'},
                                           {NULL, 0, NULL, 0}};
@@ -42,10 +46,10 @@ int ktcli_cmd_report(int argc, char **argv)
     kt_report_opts_t ropts = {.sort = KT_SORT_TOTAL, .filter = NULL};
     const char *format_name = "text";
     const char *out_path = NULL;
-    int c;
+    int c, by_rank = 0;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":f:o:s:k:h", kLong, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":f:o:s:k:rh", kLong, NULL)) != -1) {
         switch (c) {
         case 'f':
             if (ktcli_parse_format(optarg, &format) != 0)
@@ -63,6 +67,7 @@ int ktcli_cmd_report(int argc, char **argv)
             if (ktcli_parse_max_input_mb(optarg, &max_input) != 0)
                 return ktcli_usage_error("report", "--max-input-mb: not a size in MiB (1..1048576): '%s'", optarg);
             break;
+        case 'r': by_rank = 1; break;
         case 'h': report_usage(stdout); return 0;
         default: return ktcli_getopt_error("report", c, argc, argv);
         }
@@ -80,9 +85,25 @@ int ktcli_cmd_report(int argc, char **argv)
     }
     /* tables filter their rows (and say how many they show); the other formats get a filtered snapshot */
     int table = format == KT_FORMAT_TEXT || format == KT_FORMAT_MARKDOWN || format == KT_FORMAT_CSV;
-    if (!table)
+    if (!table || by_rank)
         ktcli_snapshot_filter(snap, ropts.filter);
-    if (out_path && strcmp(out_path, "-"))
+    if (by_rank) {
+        kt_output_t *o = NULL; /* the one output writer: atomic replace, FIFOs and devices written through */
+        if (out_path && strcmp(out_path, "-")) {
+            rc = kt_output_open(out_path, 0, &o);
+            if (rc == 0 && (rc = kt_report_by_rank(kt_output_file(o), snap)) != 0)
+                kt_output_abort(o);
+            else if (rc == 0)
+                rc = kt_output_commit(o);
+        } else {
+            rc = kt_report_by_rank(stdout, snap);
+        }
+        if (rc == KT_EINVAL) {
+            fprintf(stderr, "ktiming report: --by-rank needs a merged snapshot (ktiming merge)\n");
+            kt_snapshot_free(snap);
+            return 1;
+        }
+    } else if (out_path && strcmp(out_path, "-"))
         rc = kt_report_write_opts(out_path, snap, format, &ropts);
     else
         rc = kt_report_print_opts(stdout, snap, format, &ropts);

@@ -39,6 +39,7 @@
 #define VK_LAYER_MANIFEST "ktiming_vk_layer.json"
 #define VK_LAYER_NAME "VK_LAYER_KTIMING_timing"
 #define CUPTI_LIB "libktiming_cupti.so"
+#define MPI_LIB "libktiming_mpi.so"
 
 /* run's own failures (usage, setup, outputs not written), as env(1) and timeout(1) use it: distinct from any
  * status the program itself is likely to return. */
@@ -63,6 +64,8 @@ typedef struct run_opts_t {
     run_mode_t opencl;   /* --opencl */
     run_mode_t vulkan;   /* --vulkan */
     run_mode_t cuda;     /* --cuda: RUN_AUTO, RUN_ON or RUN_OFF */
+    int mpi;             /* --mpi: preload libktiming_mpi (gather at MPI_Finalize) */
+    const char *merged;  /* --merged: where rank 0 writes the gathered snapshot (KTIMING_MPI_OUTPUT) */
 } run_opts_t;
 
 static void usage(FILE *out)
@@ -79,7 +82,14 @@ static void usage(FILE *out)
             "  --opencl MODE       auto (loader layer, LD_PRELOAD fallback), layer, preload, off\n"
             "  --vulkan MODE       auto (timing layer), off\n"
             "  --cuda MODE         auto (CUPTI injection library when built), on (required), off; a\n"
-            "                      CUDA_INJECTION64_PATH already set is kept\n\n"
+            "                      CUDA_INJECTION64_PATH already set is kept\n"
+            "  --mpi               an MPI program: preload libktiming_mpi, which at MPI_Finalize aligns every\n"
+            "                      rank's clock to rank 0's and gathers the snapshots there; each rank's own\n"
+            "                      snapshot still goes to -o (use a template: -o prof-%%r.json); only rank 0\n"
+            "                      prints the summary. Run it under mpirun: mpirun -np 4 ktiming run --mpi ...\n"
+            "  --merged FILE       with --mpi: where rank 0 writes the gathered snapshot (default\n"
+            "                      ktiming-mpi.json; a template)\n"
+            "Output paths are templates: %%p the program's pid, %%h the host, %%r the MPI rank, %%%% a '%%'.\n\n"
             "The exit status is the program's (128+N when it dies of signal N); 125 for run's own errors (usage,\n"
             "setup, or an output that could not be written when the program succeeded). SIGINT, SIGTERM, SIGHUP\n"
             "and SIGQUIT sent to run are passed on to the program; run then waits, writes what was timed and\n"
@@ -227,6 +237,17 @@ static int setup_env(const run_opts_t *o, const char *dir, const char *run_dir)
     } else if (o->cuda != RUN_OFF && o->verbose) {
         fprintf(stderr, "ktiming run: CUDA interception not built (no %s in %s)\n", CUPTI_LIB, dir);
     }
+    if (o->mpi) {
+        if (!file_exists(dir, MPI_LIB)) {
+            fprintf(stderr, "ktiming run: --mpi: libktiming_mpi not built (no %s in %s; needs MPI at build time)\n",
+                    MPI_LIB, dir);
+            return -2;
+        }
+        if (path_join(path, sizeof path, dir, MPI_LIB) != 0 || env_join("LD_PRELOAD", path, ":", 1) != 0)
+            return -1;
+        if (o->merged && setenv("KTIMING_MPI_OUTPUT", o->merged, 1) != 0)
+            return -1;
+    }
     /* A sanitizer build's libraries need the ASan runtime loaded first, even in a program built without it.
      * Leak checking is then off in the program: its leaks and its drivers' (some from libraries unloaded
      * before exit, which no suppression can name) are not ktiming's, and would change its exit status. */
@@ -367,9 +388,30 @@ static int write_as(const char *what, const char *path, const kt_snapshot_t *sna
 }
 
 /* Writes the outputs and the summary from the program's snapshot; 0 or -1. */
-static int report(const run_opts_t *o, const char *run_dir, pid_t child)
+/* *dst = tmpl with %p (the program's pid), %h, %r, %% expanded into buf (kt_path_expand); 0 or -1. */
+static int expand_path(const char *what, const char *tmpl, pid_t child, char *buf, size_t size, const char **dst)
+{
+    if (!tmpl)
+        return 0;
+    int rc = kt_path_expand(tmpl, (long)child, buf, size);
+    if (rc != 0) {
+        fprintf(stderr, "ktiming run: %s %s: %s\n", what, tmpl, kt_strerror(rc));
+        return -1;
+    }
+    *dst = buf;
+    return 0;
+}
+
+static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
 {
     char primary[PATH_MAX] = "", path[PATH_MAX], name[32];
+    char out_buf[PATH_MAX], trace_buf[PATH_MAX], html_buf[PATH_MAX];
+    run_opts_t expanded = *opts;
+    const run_opts_t *o = &expanded;
+    if (expand_path("output", opts->output, child, out_buf, sizeof out_buf, &expanded.output) ||
+        expand_path("trace", opts->trace, child, trace_buf, sizeof trace_buf, &expanded.trace) ||
+        expand_path("HTML report", opts->html, child, html_buf, sizeof html_buf, &expanded.html))
+        return -1;
     size_t others = 0;
     snprintf(name, sizeof name, "%ld.json", (long)child);
     if (path_join(path, sizeof path, run_dir, name) == 0 && access(path, R_OK) == 0)
@@ -423,7 +465,10 @@ static int report(const run_opts_t *o, const char *run_dir, pid_t child)
     if (o->html && write_as("HTML report", o->html, snap, KT_FORMAT_HTML) != 0)
         bad = 1;
     ktcli_progress_end(&progress);
-    if (strcmp(o->format, "none") != 0) {
+    char rank[16] = "0";
+    if (o->mpi) /* one summary per job, not one per rank */
+        kt_path_expand("%r", -1, rank, sizeof rank);
+    if (strcmp(o->format, "none") != 0 && !strcmp(rank, "0")) {
         /* the summary: time per API first, then the kernels by total time */
         kt_format_t fmt = KT_FORMAT_TEXT;
         ktcli_parse_format(o->format, &fmt);
@@ -472,8 +517,9 @@ int ktcli_cmd_run(int argc, char **argv)
         {"html", required_argument, NULL, 'H'},   {"format", required_argument, NULL, 'f'},
         {"verbose", no_argument, NULL, 'v'},      {"opencl", required_argument, NULL, 'C'},
         {"vulkan", required_argument, NULL, 'K'}, {"cuda", required_argument, NULL, 'U'},
+        {"mpi", no_argument, NULL, 'M'},          {"merged", required_argument, NULL, 'm'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
-    run_opts_t o = {NULL, NULL, NULL, "text", 0, RUN_AUTO, RUN_AUTO, RUN_AUTO};
+    run_opts_t o = {NULL, NULL, NULL, "text", 0, RUN_AUTO, RUN_AUTO, RUN_AUTO, 0, NULL};
     int c;
     optind = 1;
     /* '+': stop at the first non-option, so the program's own options are left alone */
@@ -509,6 +555,8 @@ int ktcli_cmd_run(int argc, char **argv)
                 return KTCLI_RUN_ERROR;
             }
             break;
+        case 'M': o.mpi = 1; break;
+        case 'm': o.merged = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return KTCLI_RUN_ERROR;
         }

@@ -1,7 +1,9 @@
 /* report.js — draws the ktiming HTML report from the JSON embedded in the page (no network, no libraries).
  * Embedded into libktiming at build time; html.c writes the data into <script type="application/json"> tags:
  * #kt-data = {generator, after: SNAP, before: SNAP|null}, #kt-compare = `ktiming compare` JSON or null.
- * SNAP = {host, taken_ns, t0, entries: [...], threads, queues, devices, spans: flat 11-tuples (see html.c)}.
+ * SNAP = {host, taken_ns, t0, entries: [...], sources, threads, queues, devices, spans: flat 11-tuples (see
+ * html.c)}; a merged snapshot (several processes / MPI ranks) has sources, entries' by_source [[source, total]],
+ * and threads/queues name their source (src): one timeline group and one bar per source.
  * When everything is drawn the root element gets data-kt-status="ok"; script errors are shown on the page
  * and counted in data-kt-errors (the headless-browser test checks both). */
 (function () {
@@ -334,6 +336,37 @@
   }
 
   /* ---------------------------------------------------------------------------------------------
+   * Load balance across sources (ranks) of a merged snapshot: per kernel a bar per rank
+   * ------------------------------------------------------------------------------------------- */
+  function renderRanks() {
+    var srcs = after.sources || [], sec = $('kt-ranks');
+    if (!srcs.length || !sec) return;
+    append(sec, h('h2', { text: 'Load balance across ranks' }, [h('span', { class: 'hint', text: 'per-rank total time of each kernel; imbalance = max / mean; the slowest rank in red' })]));
+    var grid = h('div', { class: 'grid' });
+    after.entries.slice().sort(function (a, b) { return b.total - a.total; }).forEach(function (e) {
+      var tot = srcs.map(function () { return 0; });
+      (e.by_source || []).forEach(function (p) { if (p[0] < tot.length) tot[p[0]] += p[1]; });
+      var max = Math.max.apply(null, tot), mean = tot.reduce(function (a, b) { return a + b; }, 0) / tot.length;
+      var slow = tot.indexOf(max), W = 320, bh = Math.max(3, Math.min(16, Math.floor(160 / tot.length))), H = bh * tot.length + 4;
+      var svg = s('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, class: 'kt-rank-bars' });
+      tot.forEach(function (v, i) {
+        var w = max > 0 ? Math.max(1, (W - 90) * v / max) : 1;
+        var bar = s('rect', { x: 80, y: 2 + i * bh, width: w, height: Math.max(1, bh - 1), fill: i === slow ? '#d83b3b' : color(e) });
+        append(bar, s('title', { text: srcs[i].label + ': ' + fmtNs(v) }));
+        append(svg, bar);
+        if (bh >= 9) append(svg, s('text', { x: 76, y: 2 + i * bh + bh - 2, 'text-anchor': 'end', 'font-size': Math.min(11, bh - 1), text: srcs[i].label }));
+      });
+      var card = h('div', { class: 'card', 'data-kernel': key(e) }, [
+        h('div', { class: 'title', text: e.name + ' (' + e.backend + ')' }),
+        h('div', { class: 'sub', text: 'imbalance ' + (mean > 0 ? (max / mean).toFixed(3) : '\u2013') + ' \u00b7 slowest ' + srcs[slow].label +
+          ' \u00b7 min ' + fmtNs(Math.min.apply(null, tot)) + ' mean ' + fmtNs(mean) + ' max ' + fmtNs(max) })]);
+      append(card, svg);
+      append(grid, card);
+    });
+    append(sec, grid);
+  }
+
+  /* ---------------------------------------------------------------------------------------------
    * Comparison (speedup per kernel)
    * ------------------------------------------------------------------------------------------- */
   function num(o, names) {
@@ -439,11 +472,19 @@
    * Timeline (canvas): one track per host thread, one per device queue; zoom, pan, hover, flows
    * ------------------------------------------------------------------------------------------- */
   function buildTracks(snap) {
-    var S = snap.spans, n = S.length / SPAN_FIELDS, hosts = [], queues = [], end = 0;
+    var S = snap.spans, n = S.length / SPAN_FIELDS, hosts = [], queues = [], end = 0, srcs = snap.sources || [];
+    function srcLabel(i) { return srcs.length && srcs[i] ? srcs[i].label + ': ' : ''; }
+    function srcTitle(i) {
+      var so = srcs[i];
+      if (!so) return 'unknown source';
+      return so.label + ' \u00b7 host ' + so.host + ' pid ' + so.pid +
+        (so.bound_ns < 0 ? ' (own clock)' : so.offset_ns || so.bound_ns ? ' (clock ' + fmtNs(so.offset_ns) + ' \u00b1 ' + fmtNs(so.bound_ns) + ')' : '');
+    }
     function hostTrack(t) {
       if (!hosts[t]) {
         var ti = snap.threads[t];
-        hosts[t] = { title: ti ? (ti.name || 'thread ' + (t + 1)) + ' (tid ' + ti.tid + ')' : 'unknown thread', host: true, items: [], enq: [] };
+        hosts[t] = { title: ti ? (ti.name || 'thread ' + (t + 1)) + ' (tid ' + ti.tid + ')' : 'unknown thread', host: true, items: [], enq: [],
+                     src: ti ? ti.src : 0 };
       }
       return hosts[t];
     }
@@ -457,7 +498,7 @@
       else {
         if (!queues[sp.q]) {
           var qi = snap.queues[sp.q] || { label: 'unknown queue', backend: '?', device: '?' };
-          queues[sp.q] = { title: qi.label, group: qi.backend + ' \u00b7 ' + qi.device, items: [], enq: [] };
+          queues[sp.q] = { title: qi.label, group: srcLabel(qi.src) + qi.backend + ' \u00b7 ' + qi.device, items: [], enq: [] };
         }
         queues[sp.q].items.push(sp);
         if (sp.enq >= 0) hostTrack(sp.th).enq.push(sp);
@@ -465,7 +506,13 @@
     }
     var tracks = [];
     var hostList = hosts.filter(Boolean);
-    hostList.forEach(function (t, i) { t.group = i === 0 ? 'host ' + (snap.host || '') : null; tracks.push(t); });
+    if (srcs.length) { /* one group per source (rank), in source order */
+      hostList.sort(function (a, b) { return a.src - b.src; });
+      var lastSrc = -1;
+      hostList.forEach(function (t) { t.group = t.src !== lastSrc ? srcTitle(t.src) : null; lastSrc = t.src; tracks.push(t); });
+    } else {
+      hostList.forEach(function (t, i) { t.group = i === 0 ? 'host ' + (snap.host || '') : null; tracks.push(t); });
+    }
     var lastGroup = null;
     queues.filter(Boolean).sort(function (a, b) { return a.group < b.group ? -1 : a.group > b.group ? 1 : 0; }).forEach(function (t) {
       var g = t.group; t.group = g !== lastGroup ? g : null; lastGroup = g; tracks.push(t);
@@ -765,6 +812,7 @@
   renderCompare();
   renderTable();
   renderDists();
+  renderRanks();
   renderTimeline();
   renderDevices();
   if (!root.getAttribute('data-kt-errors')) root.setAttribute('data-kt-status', 'ok');

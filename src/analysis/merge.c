@@ -1,0 +1,540 @@
+/* merge.c — kt_snapshot_merge(): several snapshots (processes, ranks, runs) into one, exact where the schema
+ * carries what exactness needs (see ktiming/analysis.h for the rules). */
+#include <ktiming/analysis.h>
+
+#include "common/shared.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Reservoir size kept when no input's reservoir was full (kt_desc_t.sample_capacity's default). */
+#define MERGE_SAMPLES_DEFAULT 1024u
+
+/* One input entry, for grouping equal (name, backend, device) triples. */
+typedef struct ref_t {
+    const kt_kernel_timing_t *e; /* the entry */
+    uint32_t input;              /* which input */
+    uint32_t entry;              /* its index there */
+} ref_t;
+
+/* Per-input facts the merge needs. */
+typedef struct input_t {
+    const kt_snapshot_t *s;    /* the snapshot */
+    int64_t offset;            /* added to its times */
+    uint64_t bound;            /* error bound of offset, UINT64_MAX unknown */
+    __int128 taken;            /* taken_ns on the merged timeline */
+    uint32_t source_base;      /* its first source in the result */
+    uint32_t thread_base;      /* its first thread in the result */
+    uint32_t queue_base;       /* its first queue in the result */
+    uint32_t *entry_map;       /* its entry index -> the result's */
+} input_t;
+
+/* A reservoir being drawn from. */
+typedef struct pool_t {
+    uint64_t remaining; /* dispatches of the input not yet accounted for */
+    uint32_t size;      /* samples left in buf */
+    uint64_t *buf;      /* copy of the input's samples */
+} pool_t;
+
+/* A span with its position, for a stable sort by start. */
+typedef struct span_key_t {
+    uint64_t start; /* start_ns */
+    size_t at;      /* position in concatenation order */
+} span_key_t;
+
+static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+static uint64_t rng_next(uint64_t *s) /* splitmix64 */
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rng_below(uint64_t *s, uint64_t n) { return (uint64_t)(((unsigned __int128)rng_next(s) * n) >> 64); }
+
+static int ref_cmp(const void *a, const void *b)
+{
+    const ref_t *x = a, *y = b;
+    int r = kt__entry_order(x->e, y->e);
+    if (r)
+        return r;
+    if (x->input != y->input)
+        return x->input < y->input ? -1 : 1;
+    return x->entry < y->entry ? -1 : x->entry > y->entry;
+}
+
+static int span_key_cmp(const void *a, const void *b)
+{
+    const span_key_t *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* A host time moved by off; 0 (unknown) stays 0, results clamp to [1, UINT64_MAX]. */
+static uint64_t shift(uint64_t t, int64_t off)
+{
+    if (!t || !off)
+        return t;
+    __int128 v = (__int128)t + off;
+    return v < 1 ? 1 : v > (__int128)UINT64_MAX ? UINT64_MAX : (uint64_t)v;
+}
+
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* Histogram of the group: input histograms added bucket by bucket (counted by bucket index, O(bins + buckets));
+ * an input without one (version 1) adds its samples, each standing for count/sample_count dispatches (or its
+ * mean for all of them): *approx is then set. */
+static int merge_hist(const ref_t *g, size_t m, kt_hist_bin_t **out, uint32_t *nout, int *approx)
+{
+    *approx = 0;
+    *out = NULL;
+    *nout = 0;
+    int any = 0;
+    for (size_t i = 0; i < m && !any; i++)
+        any = g[i].e->dispatch_count != 0;
+    if (!any)
+        return 0;
+    uint64_t *cnt = calloc(KT__HIST_BUCKETS, sizeof *cnt);
+    if (!cnt)
+        return KT_ENOMEM;
+    for (size_t i = 0; i < m; i++) {
+        const kt_kernel_timing_t *e = g[i].e;
+        if (!e->dispatch_count)
+            continue;
+        if (e->hist && e->hist_count) {
+            for (uint32_t k = 0; k < e->hist_count; k++) {
+                uint64_t *c = &cnt[kt__hist_index(e->hist[k].lower_ns)];
+                *c = sat_add(*c, e->hist[k].count);
+            }
+            continue;
+        }
+        *approx = 1;
+        if (e->samples && e->sample_count) {
+            uint64_t each = e->dispatch_count / e->sample_count, extra = e->dispatch_count % e->sample_count;
+            for (uint32_t k = 0; k < e->sample_count; k++) {
+                uint64_t *c = &cnt[kt__hist_index(e->samples[k])];
+                *c = sat_add(*c, each + (k < extra));
+            }
+        } else {
+            uint64_t *c = &cnt[kt__hist_index((uint64_t)llround(e->mean_ns))];
+            *c = sat_add(*c, e->dispatch_count);
+        }
+    }
+    uint32_t n = 0;
+    for (uint32_t b = 0; b < KT__HIST_BUCKETS; b++)
+        n += cnt[b] != 0;
+    kt_hist_bin_t *bins = n ? malloc(n * sizeof *bins) : NULL;
+    if (n && !bins) {
+        free(cnt);
+        return KT_ENOMEM;
+    }
+    for (uint32_t b = 0, w = 0; b < KT__HIST_BUCKETS; b++)
+        if (cnt[b])
+            bins[w++] = (kt_hist_bin_t){kt__hist_lower(b), cnt[b]};
+    free(cnt);
+    *out = bins;
+    *nout = n;
+    return 0;
+}
+
+/* Uniform sample without replacement of the group's dispatches, from the inputs' reservoirs. */
+static int merge_samples(const ref_t *g, size_t m, kt_kernel_timing_t *t, uint64_t seed)
+{
+    /* Capacity: that of the largest full reservoir (fewer samples than dispatches); when no input ever filled
+     * its reservoir, all samples are kept, up to the default capacity. */
+    uint32_t cap = 0;
+    size_t all = 0;
+    for (size_t i = 0; i < m; i++)
+        if (g[i].e->samples && g[i].e->sample_count) {
+            if (g[i].e->sample_count < g[i].e->dispatch_count && g[i].e->sample_count > cap)
+                cap = g[i].e->sample_count;
+            all += g[i].e->sample_count;
+        }
+    if (!all)
+        return 0;
+    if (!cap)
+        cap = all < MERGE_SAMPLES_DEFAULT ? (uint32_t)all : MERGE_SAMPLES_DEFAULT;
+    pool_t *pools = calloc(m, sizeof *pools);
+    uint64_t *buf = malloc(all * sizeof *buf);
+    t->samples = malloc((size_t)cap * sizeof *t->samples);
+    if (!pools || !buf || !t->samples) {
+        free(pools);
+        free(buf);
+        free(t->samples);
+        t->samples = NULL;
+        return KT_ENOMEM;
+    }
+    uint64_t total = 0;
+    size_t off = 0;
+    for (size_t i = 0; i < m; i++) {
+        const kt_kernel_timing_t *e = g[i].e;
+        uint32_t sc = e->samples ? e->sample_count : 0;
+        pools[i].buf = buf + off;
+        pools[i].size = sc;
+        pools[i].remaining = sc ? (e->dispatch_count > sc ? e->dispatch_count : sc) : 0;
+        if (sc)
+            memcpy(buf + off, e->samples, sc * sizeof *buf);
+        off += sc;
+        total += pools[i].remaining;
+    }
+    uint32_t k = 0;
+    while (k < cap && total) {
+        uint64_t r = rng_below(&seed, total);
+        size_t i = 0;
+        while (i + 1 < m && r >= pools[i].remaining)
+            r -= pools[i++].remaining;
+        pool_t *p = &pools[i];
+        if (!p->size) { /* a smaller reservoir than the others ran out: it can give no more */
+            total -= p->remaining;
+            p->remaining = 0;
+            continue;
+        }
+        uint32_t j = (uint32_t)rng_below(&seed, p->size);
+        t->samples[k++] = p->buf[j];
+        p->buf[j] = p->buf[--p->size];
+        p->remaining--;
+        total--;
+    }
+    t->sample_count = k;
+    free(pools);
+    free(buf);
+    return 0;
+}
+
+/* One merged entry from the group g[0..m) (all the same triple, ascending by input). */
+static int merge_group(const ref_t *g, size_t m, const input_t *in, kt_kernel_timing_t *t)
+{
+    unsigned __int128 sum = 0, sq = 0;
+    int sq_unknown = 0, have_last = 0, have_err = 0;
+    __int128 last_at = 0, err_at = 0;
+    size_t nsrc = 0;
+    memset(t, 0, sizeof *t);
+    t->backend = g[0].e->backend;
+    t->name = strdup(g[0].e->name);
+    t->device = strdup(g[0].e->device);
+    if (!t->name || !t->device)
+        return KT_ENOMEM;
+    for (size_t i = 0; i < m; i++) {
+        const kt_kernel_timing_t *e = g[i].e;
+        const input_t *ip = &in[g[i].input];
+        kt_u128_t s, q;
+        uint64_t by[KT_DROP_REASON_COUNT];
+        kt__entry_sums(e, &s, &q);
+        unsigned __int128 s1 = (unsigned __int128)s.hi << 64 | s.lo, q1 = (unsigned __int128)q.hi << 64 | q.lo;
+        sum = sum + s1 < sum ? ~(unsigned __int128)0 : sum + s1;
+        if (q1 == ~(unsigned __int128)0 || sq + q1 < sq)
+            sq_unknown = 1;
+        sq += q1;
+        if (e->dispatch_count) {
+            if (!t->dispatch_count || e->min_ns < t->min_ns)
+                t->min_ns = e->min_ns;
+            if (e->max_ns > t->max_ns)
+                t->max_ns = e->max_ns;
+            if (!have_last || ip->taken >= last_at) {
+                t->last_ns = e->last_ns;
+                last_at = ip->taken;
+                have_last = 1;
+            }
+        }
+        if (e->last_error[0] && (!have_err || ip->taken >= err_at)) {
+            memcpy(t->last_error, e->last_error, sizeof t->last_error);
+            t->last_error[sizeof t->last_error - 1] = 0;
+            err_at = ip->taken;
+            have_err = 1;
+        }
+        t->dispatch_count = sat_add(t->dispatch_count, e->dispatch_count);
+        t->errors = sat_add(t->errors, e->errors);
+        t->dropped = sat_add(t->dropped, e->dropped);
+        t->spans_dropped = sat_add(t->spans_dropped, e->spans_dropped);
+        t->bytes = sat_add(t->bytes, e->bytes);
+        kt__entry_dropped_by(e, by);
+        for (int r = 0; r < KT_DROP_REASON_COUNT; r++)
+            t->dropped_by[r] = sat_add(t->dropped_by[r], by[r]);
+        nsrc += ip->s->source_count ? (e->by_source ? e->by_source_count : 0) : 1;
+    }
+    if (sq_unknown)
+        sq = ~(unsigned __int128)0;
+    t->total128 = (kt_u128_t){(uint64_t)sum, (uint64_t)(sum >> 64)};
+    t->sumsq128 = (kt_u128_t){(uint64_t)sq, (uint64_t)(sq >> 64)};
+    t->total_ns = sum > UINT64_MAX ? UINT64_MAX : (uint64_t)sum;
+    if (t->dispatch_count) {
+        t->mean_ns = (double)sum / (double)t->dispatch_count;
+        t->stddev_ns = kt__stddev_exact(t->dispatch_count, sum, sq);
+    }
+
+    /* per-source shares */
+    if (nsrc) {
+        t->by_source = malloc(nsrc * sizeof *t->by_source);
+        if (!t->by_source)
+            return KT_ENOMEM;
+        for (size_t i = 0; i < m; i++) {
+            const kt_kernel_timing_t *e = g[i].e;
+            const input_t *ip = &in[g[i].input];
+            if (!ip->s->source_count) {
+                t->by_source[t->by_source_count++] =
+                    (kt_source_total_t){ip->source_base, e->dispatch_count, e->total_ns};
+                continue;
+            }
+            for (uint32_t k = 0; e->by_source && k < e->by_source_count; k++) {
+                kt_source_total_t b = e->by_source[k];
+                b.source += ip->source_base;
+                t->by_source[t->by_source_count++] = b;
+            }
+        }
+    }
+
+    int approx, rc = merge_hist(g, m, &t->hist, &t->hist_count, &approx);
+    if (rc)
+        return rc;
+    if (t->dispatch_count) {
+        t->p50_ns = kt__bins_percentile(t->hist, t->hist_count, 0.50, t->min_ns, t->max_ns);
+        t->p90_ns = kt__bins_percentile(t->hist, t->hist_count, 0.90, t->min_ns, t->max_ns);
+        t->p99_ns = kt__bins_percentile(t->hist, t->hist_count, 0.99, t->min_ns, t->max_ns);
+    }
+    if (approx) { /* estimates: not passed on as if they were the exact histogram */
+        free(t->hist);
+        t->hist = NULL;
+        t->hist_count = 0;
+    }
+    uint64_t seed = hash_str(hash_str(0xcbf29ce484222325ull, t->name), t->device) ^ (uint64_t)t->backend;
+    return merge_samples(g, m, t, seed);
+}
+
+/* Whether the input's indices are in range (the exporters' own check, so a result is always writable). */
+static int input_ok(const kt_snapshot_t *s)
+{
+    if ((s->count && !s->entries) || (s->span_count && !s->spans) || (s->queue_count && !s->queues) ||
+        (s->thread_count && !s->threads) || (s->device_count && !s->devices) || (s->source_count && !s->sources))
+        return 0;
+    for (size_t i = 0; i < s->count; i++) {
+        if (!s->entries[i].name || !s->entries[i].device)
+            return 0;
+        for (uint32_t k = 0; s->entries[i].by_source && k < s->entries[i].by_source_count; k++)
+            if (s->entries[i].by_source[k].source >= s->source_count)
+                return 0;
+    }
+    for (size_t i = 0; i < s->span_count; i++) {
+        const kt_span_t *sp = &s->spans[i];
+        if (sp->entry >= s->count || sp->thread >= s->thread_count ||
+            (sp->queue != UINT32_MAX && sp->queue >= s->queue_count))
+            return 0;
+    }
+    for (size_t i = 0; s->source_count && i < s->thread_count; i++)
+        if (s->threads[i].source >= s->source_count)
+            return 0;
+    for (size_t i = 0; s->source_count && i < s->queue_count; i++)
+        if (s->queues[i].source >= s->source_count)
+            return 0;
+    return 1;
+}
+
+static int merge_tables(input_t *in, size_t n, kt_snapshot_t *o)
+{
+    size_t ns = 0, nt = 0, nq = 0, nd = 0;
+    for (size_t i = 0; i < n; i++) {
+        ns += in[i].s->source_count ? in[i].s->source_count : 1;
+        nt += in[i].s->thread_count;
+        nq += in[i].s->queue_count;
+        nd += in[i].s->device_count;
+    }
+    o->sources = calloc(ns, sizeof *o->sources);
+    o->threads = nt ? malloc(nt * sizeof *o->threads) : NULL;
+    o->queues = nq ? malloc(nq * sizeof *o->queues) : NULL;
+    o->devices = nd ? malloc(nd * sizeof *o->devices) : NULL;
+    if (!o->sources || (nt && !o->threads) || (nq && !o->queues) || (nd && !o->devices))
+        return KT_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const kt_snapshot_t *s = in[i].s;
+        in[i].source_base = (uint32_t)o->source_count;
+        in[i].thread_base = (uint32_t)o->thread_count;
+        in[i].queue_base = (uint32_t)o->queue_count;
+        if (!s->source_count) {
+            kt_source_info_t *so = &o->sources[o->source_count++];
+            memcpy(so->host, s->host, sizeof so->host);
+            so->host[sizeof so->host - 1] = 0;
+            so->pid = s->pid;
+            so->rank = s->rank;
+            so->offset_ns = in[i].offset;
+            so->offset_bound_ns = in[i].bound;
+        }
+        for (size_t k = 0; k < s->source_count; k++) {
+            kt_source_info_t so = s->sources[k];
+            __int128 off = (__int128)so.offset_ns + in[i].offset;
+            so.offset_ns = off > INT64_MAX ? INT64_MAX : off < INT64_MIN ? INT64_MIN : (int64_t)off;
+            so.offset_bound_ns = sat_add(so.offset_bound_ns, in[i].bound);
+            o->sources[o->source_count++] = so;
+        }
+        uint32_t single = in[i].source_base;
+        for (size_t k = 0; k < s->thread_count; k++) {
+            kt_thread_info_t t = s->threads[k];
+            t.source = s->source_count ? in[i].source_base + t.source : single;
+            o->threads[o->thread_count++] = t;
+        }
+        for (size_t k = 0; k < s->queue_count; k++) {
+            kt_queue_info_t q = s->queues[k];
+            q.source = s->source_count ? in[i].source_base + q.source : single;
+            o->queues[o->queue_count++] = q;
+        }
+        for (size_t k = 0; k < s->device_count; k++) {
+            const kt_device_info_t *d = &s->devices[k];
+            size_t j;
+            for (j = 0; j < o->device_count; j++)
+                if (o->devices[j].backend == d->backend && !strcmp(o->devices[j].name, d->name))
+                    break;
+            if (j == o->device_count)
+                o->devices[o->device_count++] = *d;
+            else if (d->error_bound_ns > o->devices[j].error_bound_ns)
+                o->devices[j].error_bound_ns = d->error_bound_ns;
+        }
+    }
+    return 0;
+}
+
+static int merge_entries(input_t *in, size_t n, kt_snapshot_t *o)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += in[i].s->count;
+    if (!total)
+        return 0;
+    ref_t *refs = malloc(total * sizeof *refs);
+    if (!refs)
+        return KT_ENOMEM;
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (in[i].s->count && !(in[i].entry_map = malloc(in[i].s->count * sizeof *in[i].entry_map))) {
+            free(refs);
+            return KT_ENOMEM;
+        }
+        for (size_t k = 0; k < in[i].s->count; k++)
+            refs[w++] = (ref_t){&in[i].s->entries[k], (uint32_t)i, (uint32_t)k};
+    }
+    qsort(refs, total, sizeof *refs, ref_cmp);
+    size_t groups = 0;
+    for (size_t i = 0; i < total; i++)
+        groups += !i || kt__entry_order(refs[i - 1].e, refs[i].e);
+    o->entries = calloc(groups, sizeof *o->entries);
+    if (!o->entries) {
+        free(refs);
+        return KT_ENOMEM;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < total && !rc;) {
+        size_t j = i + 1;
+        while (j < total && !kt__entry_order(refs[i].e, refs[j].e))
+            j++;
+        for (size_t k = i; k < j; k++)
+            in[refs[k].input].entry_map[refs[k].entry] = (uint32_t)o->count;
+        rc = merge_group(refs + i, j - i, in, &o->entries[o->count]);
+        o->count++; /* also on failure: kt_snapshot_free releases what the entry holds */
+        i = j;
+    }
+    free(refs);
+    return rc;
+}
+
+static int merge_spans(const input_t *in, size_t n, kt_snapshot_t *o)
+{
+    size_t total = 0, w = 0;
+    for (size_t i = 0; i < n; i++)
+        total += in[i].s->span_count;
+    if (!total)
+        return 0;
+    kt_span_t *cat = malloc(total * sizeof *cat);
+    span_key_t *keys = malloc(total * sizeof *keys);
+    o->spans = malloc(total * sizeof *o->spans);
+    if (!cat || !keys || !o->spans) {
+        free(cat);
+        free(keys);
+        return KT_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const kt_snapshot_t *s = in[i].s;
+        for (size_t k = 0; k < s->span_count; k++) {
+            kt_span_t sp = s->spans[k];
+            int64_t off = in[i].offset; /* a merged input's spans are on its timeline already */
+            uint64_t bound = in[i].bound;
+            sp.entry = in[i].entry_map[sp.entry];
+            sp.thread += in[i].thread_base;
+            if (sp.queue != UINT32_MAX)
+                sp.queue += in[i].queue_base;
+            sp.enqueue_ns = shift(sp.enqueue_ns, off);
+            sp.queued_ns = shift(sp.queued_ns, off);
+            sp.submit_ns = shift(sp.submit_ns, off);
+            sp.start_ns = shift(sp.start_ns, off);
+            sp.end_ns = shift(sp.end_ns, off);
+            if (bound != UINT64_MAX)
+                sp.uncertainty_ns = sat_add(sp.uncertainty_ns, bound);
+            keys[w] = (span_key_t){sp.start_ns, w};
+            cat[w++] = sp;
+        }
+    }
+    qsort(keys, total, sizeof *keys, span_key_cmp);
+    for (size_t k = 0; k < total; k++)
+        o->spans[k] = cat[keys[k].at];
+    o->span_count = total;
+    free(cat);
+    free(keys);
+    return 0;
+}
+
+int kt_snapshot_merge(const kt_snapshot_t *const *inputs, size_t n, const kt_merge_opts_t *opts, kt_snapshot_t **out)
+{
+    if (!out)
+        return KT_EINVAL;
+    *out = NULL;
+    if (!inputs || !n || n > UINT32_MAX)
+        return KT_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!inputs[i] || !input_ok(inputs[i]))
+            return KT_EINVAL;
+    input_t *in = calloc(n, sizeof *in);
+    kt_snapshot_t *o = calloc(1, sizeof *o);
+    if (!in || !o) {
+        free(in);
+        free(o);
+        return KT_ENOMEM;
+    }
+    __int128 latest = 0;
+    for (size_t i = 0; i < n; i++) {
+        const kt_snapshot_t *s = inputs[i];
+        in[i].s = s;
+        in[i].offset = opts && opts->offset_ns ? opts->offset_ns[i] : 0;
+        if (opts && opts->bound_ns)
+            in[i].bound = opts->bound_ns[i];
+        else
+            in[i].bound = strncmp(s->host, inputs[0]->host, sizeof s->host) ? UINT64_MAX : 0;
+        in[i].taken = (__int128)s->taken_ns + in[i].offset;
+        if (in[i].taken > latest)
+            latest = in[i].taken;
+        o->kernels_dropped = sat_add(o->kernels_dropped, s->kernels_dropped);
+    }
+    memcpy(o->host, inputs[0]->host, sizeof o->host);
+    o->host[sizeof o->host - 1] = 0;
+    o->pid = 0;
+    o->rank = -1;
+    o->taken_ns = latest > (__int128)UINT64_MAX ? UINT64_MAX : (uint64_t)latest;
+    int rc = merge_tables(in, n, o);
+    if (!rc)
+        rc = merge_entries(in, n, o);
+    if (!rc)
+        rc = merge_spans(in, n, o);
+    for (size_t i = 0; i < n; i++)
+        free(in[i].entry_map);
+    free(in);
+    if (rc) {
+        kt_snapshot_free(o);
+        return rc;
+    }
+    *out = o;
+    return 0;
+}
