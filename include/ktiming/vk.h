@@ -96,6 +96,14 @@ typedef enum kt_vk_readback_t {
 } kt_vk_readback_t;
 #define KT_VK_MAX_NESTING 8u
 
+/* Which calibrated-timestamps extension the application enabled on the device (the clock model's source). */
+typedef enum kt_vk_calibration_t {
+    KT_VK_CALIBRATION_AUTO = 0, /* the one the physical device reports (KHR before EXT); enable it yourself */
+    KT_VK_CALIBRATION_NONE = 1, /* neither is enabled: no vkGetCalibratedTimestamps* call is made */
+    KT_VK_CALIBRATION_KHR = 2,  /* VK_KHR_calibrated_timestamps */
+    KT_VK_CALIBRATION_EXT = 3   /* VK_EXT_calibrated_timestamps */
+} kt_vk_calibration_t;
+
 /* Context description. Zero-initialise; 0 / NULL means the default. */
 typedef struct kt_vk_desc_t {
     VkInstance instance;                              /* the application's instance (required) */
@@ -115,6 +123,7 @@ typedef struct kt_vk_desc_t {
     uint32_t poll_us;                                 /* THREAD: poll period while results are outstanding;
                                                          0 = 500 us */
     const char *label;                                /* queue label for timelines; NULL = "queue family N" */
+    kt_vk_calibration_t calibration;                  /* calibrated-timestamps extension enabled; AUTO default */
 } kt_vk_desc_t;
 
 /* Counters of a context (monotonic since creation). */

@@ -205,7 +205,8 @@ int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
     ctx->cap = desc->ring_size ? desc->ring_size : KT_VK_RING_DEFAULT;
     ctx->recalibrate_ns = desc->recalibrate_ns ? desc->recalibrate_ns : UINT64_C(1000000000);
 
-    int rc = kt__vk_table_load(&ctx->vk, gipa, desc->instance, desc->device);
+    int rc = kt__vk_table_load(&ctx->vk, gipa, desc->instance, desc->physical_device, desc->device,
+                               desc->calibration);
     if (rc)
         goto fail;
     const kt__vk_table_t *vk = &ctx->vk;

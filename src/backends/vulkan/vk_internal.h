@@ -24,7 +24,8 @@
     X(vkGetPhysicalDeviceProperties, 1)                                                                    \
     X(vkGetPhysicalDeviceQueueFamilyProperties, 1)                                                         \
     X(vkGetPhysicalDeviceMemoryProperties, 1)                                                              \
-    X(vkGetPhysicalDeviceCalibrateableTimeDomainsEXT, 0)
+    X(vkGetPhysicalDeviceCalibrateableTimeDomainsEXT, 0)                                                   \
+    X(vkEnumerateDeviceExtensionProperties, 0)
 
 /* Device-level functions: X(name, required). */
 #define KT_VK_DEVICE_FUNCS(X)                                                                              \
@@ -72,8 +73,10 @@ typedef struct kt__vk_table_t {
     PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT get_domains; /* KHR or EXT entry */
 } kt__vk_table_t;
 
-/* Fill `t` for (instance, device). KT_EUNAVAILABLE when a required function is missing. */
-int kt__vk_table_load(kt__vk_table_t *t, PFN_vkGetInstanceProcAddr gipa, VkInstance instance, VkDevice device);
+/* Fill `t` for (instance, pd, device); the calibrated-timestamp entries from the extension `calibration` names
+ * (AUTO: the one pd reports). KT_EUNAVAILABLE when a required function is missing. */
+int kt__vk_table_load(kt__vk_table_t *t, PFN_vkGetInstanceProcAddr gipa, VkInstance instance, VkPhysicalDevice pd,
+                      VkDevice device, kt_vk_calibration_t calibration);
 
 /* ---------------------------------------------------------------------------------------------------
  * Context
