@@ -59,6 +59,9 @@ typedef struct kti_instance_t {
     PFN_vkGetInstanceProcAddr next_gipa;               /* next layer's vkGetInstanceProcAddr */
     PFN_vkDestroyInstance destroy;                     /* next vkDestroyInstance */
     PFN_vkEnumerateDeviceExtensionProperties enum_ext; /* next vkEnumerateDeviceExtensionProperties */
+    PFN_vkGetPhysicalDeviceProperties props;           /* next vkGetPhysicalDeviceProperties */
+    uint32_t api_version;                              /* the program's VkApplicationInfo::apiVersion (1.0 if none) */
+    int props2;                                        /* the program enabled VK_KHR_get_physical_device_properties2 */
 } kti_instance_t;
 
 /* Next layer's entry points of a device, for the functions hooked. */
@@ -78,6 +81,7 @@ typedef struct kti_device_t {
     PFN_vkGetInstanceProcAddr next_gipa; /* next layer's, from the device link */
     PFN_vkGetDeviceProcAddr next_gdpa; /* next layer's vkGetDeviceProcAddr */
     int host_query_reset;              /* the program enabled hostQueryReset */
+    kt_vk_calibration_t calibration;   /* calibrated-timestamps extension enabled on the device (ours or its) */
     kt_vk_ctx_t *ctx[KTI_MAX_FAMILIES];/* per queue family, created on first use */
     int ctx_failed[KTI_MAX_FAMILIES];  /* creation failed: do not retry */
     uint32_t compute_pipelines;        /* compute pipelines created, for default names */
@@ -167,6 +171,7 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     desc.queue = VK_NULL_HANDLE; /* no submissions of ours: calibrated timestamps or durations only */
     desc.get_instance_proc_addr = backend_gipa;
     desc.host_query_reset = d->host_query_reset;
+    desc.calibration = d->calibration;
     int rc = kt_vk_ctx_create(&desc, &ctx);
     pthread_mutex_lock(&g_lock);
     if (rc == 0 && d->ctx[family]) { /* another thread won */
@@ -629,24 +634,46 @@ static int enables_host_query_reset(const VkDeviceCreateInfo *ci)
     return 0;
 }
 
-/* The calibrated-timestamps extension the device offers and the program did not enable, or NULL. */
-static const char *missing_calibration_ext(kti_instance_t *inst, VkPhysicalDevice pd, const VkDeviceCreateInfo *ci)
+static const char *const kCalibrationExts[2] = {"VK_KHR_calibrated_timestamps",
+                                                VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME};
+
+/* Which calibrated-timestamps extension the program enabled itself. */
+static kt_vk_calibration_t enabled_calibration(const VkDeviceCreateInfo *ci)
 {
-    static const char *const kExts[] = {"VK_KHR_calibrated_timestamps", VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME};
-    for (uint32_t i = 0; i < ci->enabledExtensionCount; i++)
-        for (int k = 0; k < 2; k++)
-            if (!strcmp(ci->ppEnabledExtensionNames[i], kExts[k]))
-                return NULL;
+    for (uint32_t i = 0; i < ci->enabledExtensionCount; i++) {
+        if (!strcmp(ci->ppEnabledExtensionNames[i], kCalibrationExts[0]))
+            return KT_VK_CALIBRATION_KHR;
+        if (!strcmp(ci->ppEnabledExtensionNames[i], kCalibrationExts[1]))
+            return KT_VK_CALIBRATION_EXT;
+    }
+    return KT_VK_CALIBRATION_NONE;
+}
+
+/* The calibrated-timestamps extension we may add to the program's device, or NULL. Both depend on
+ * VK_KHR_get_physical_device_properties2 or Vulkan 1.1 (VUID-vkCreateDevice-ppEnabledExtensionNames-01387): the
+ * program's instance must have enabled the former, or asked for apiVersion >= 1.1 on a device that has it.
+ * Adding the dependency ourselves would change the program's instance, so where neither holds the device is left
+ * as the program made it and dispatches are timed by durations (bracketing needs a submission of ours). */
+static const char *addable_calibration_ext(kti_instance_t *inst, VkPhysicalDevice pd, const VkDeviceCreateInfo *ci)
+{
+    if (enabled_calibration(ci) != KT_VK_CALIBRATION_NONE)
+        return NULL;
+    int legal = inst->props2;
+    if (!legal && inst->api_version >= VK_API_VERSION_1_1 && inst->props) {
+        VkPhysicalDeviceProperties p;
+        inst->props(pd, &p);
+        legal = p.apiVersion >= VK_API_VERSION_1_1;
+    }
     uint32_t n = 0;
-    if (!inst->enum_ext || inst->enum_ext(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+    if (!legal || !inst->enum_ext || inst->enum_ext(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0)
         return NULL;
     VkExtensionProperties *props = calloc(n, sizeof *props);
     const char *found = NULL;
     if (props && inst->enum_ext(pd, NULL, &n, props) == VK_SUCCESS)
         for (int k = 0; k < 2 && !found; k++)
             for (uint32_t i = 0; i < n && !found; i++)
-                if (!strcmp(props[i].extensionName, kExts[k]))
-                    found = kExts[k];
+                if (!strcmp(props[i].extensionName, kCalibrationExts[k]))
+                    found = kCalibrationExts[k];
     free(props);
     return found;
 }
@@ -669,7 +696,8 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
         return VK_ERROR_INITIALIZATION_FAILED;
 
     VkResult r = VK_ERROR_INITIALIZATION_FAILED;
-    const char *add = missing_calibration_ext(inst, pd, ci);
+    const char *add = addable_calibration_ext(inst, pd, ci);
+    kt_vk_calibration_t calibration = enabled_calibration(ci);
     if (add) {
         const char **names = malloc((ci->enabledExtensionCount + 1) * sizeof *names);
         if (names) {
@@ -683,6 +711,8 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
             free(names);
         }
     }
+    if (add && r == VK_SUCCESS)
+        calibration = add == kCalibrationExts[0] ? KT_VK_CALIBRATION_KHR : KT_VK_CALIBRATION_EXT;
     if (!add || r != VK_SUCCESS) {
         link->u.pLayerInfo = below;
         r = create(pd, ci, a, out); /* as the program asked */
@@ -703,6 +733,7 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     d->next_gipa = gipa;
     d->next_gdpa = gdpa;
     d->host_query_reset = enables_host_query_reset(ci);
+    d->calibration = calibration;
 #define KTI_LOAD(fn) d->fn = (PFN_##fn)gdpa(*out, #fn);
     KTI_DEVICE_HOOKS(KTI_LOAD)
 #undef KTI_LOAD
@@ -728,6 +759,11 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
     pthread_mutex_unlock(&g_lock);
     if (!d)
         return;
+    /* The program may destroy its device with work still in flight (the driver's vkDestroyDevice drains it). Our
+     * query pool and readback buffer are written by that work: wait for it through the next layer before
+     * collecting and freeing them, so what finished is recorded and nothing we free is still written. */
+    if (d->vkDeviceWaitIdle)
+        d->vkDeviceWaitIdle(device);
     for (size_t i = 0; i < d->cmds.cap; i++)
         if (d->cmds.keys[i]) {
             kti_cmd_t *c = d->cmds.vals[i];
@@ -735,7 +771,7 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
             free(c);
         }
     for (uint32_t f = 0; f < KTI_MAX_FAMILIES; f++)
-        kt_vk_ctx_destroy(d->ctx[f]); /* collects what completed; the program idled the device first */
+        kt_vk_ctx_destroy(d->ctx[f]); /* collects what completed: the device is idle */
     for (size_t i = 0; i < d->pipelines.cap; i++)
         if (d->pipelines.keys[i])
             free(d->pipelines.vals[i]);
@@ -774,6 +810,11 @@ static VkResult VKAPI_CALL hook_CreateInstance(const VkInstanceCreateInfo *ci, c
         i->next_gipa = gipa;
         i->destroy = (PFN_vkDestroyInstance)gipa(*out, "vkDestroyInstance");
         i->enum_ext = (PFN_vkEnumerateDeviceExtensionProperties)gipa(*out, "vkEnumerateDeviceExtensionProperties");
+        i->props = (PFN_vkGetPhysicalDeviceProperties)gipa(*out, "vkGetPhysicalDeviceProperties");
+        i->api_version = ci->pApplicationInfo && ci->pApplicationInfo->apiVersion ? ci->pApplicationInfo->apiVersion
+                                                                                  : VK_API_VERSION_1_0;
+        for (uint32_t k = 0; k < ci->enabledExtensionCount; k++)
+            i->props2 |= !strcmp(ci->ppEnabledExtensionNames[k], "VK_KHR_get_physical_device_properties2");
         pthread_mutex_lock(&g_lock);
         if (kti_map_put(&g_instances, dispatch_key(*out), i) != 0) {
             free(i);
