@@ -184,6 +184,9 @@ KT_API int kt_vk_timestamp_to_host(kt_vk_ctx_t *ctx, uint64_t timestamp, uint64_
 /* Clock facts as published to reports. */
 KT_API int kt_vk_device_info(kt_vk_ctx_t *ctx, kt_device_info_t *out);
 KT_API int kt_vk_stats(kt_vk_ctx_t *ctx, kt_vk_stats_t *out);
+/* The driver's VkResult of the context's last failed Vulkan call (VK_SUCCESS if none). With ctx NULL: that of
+ * the last kt_vk_ctx_create on the calling thread (VK_SUCCESS when it failed for a reason of ktiming's own). */
+KT_API VkResult kt_vk_last_error(kt_vk_ctx_t *ctx);
 
 /* A primitive backend on ctx's device and desc.queue (see ktiming/primitive.h). The encoder handed to kernel
  * callbacks is the primitive's own VkCommandBuffer. */
@@ -210,6 +213,7 @@ static inline int kt_vk_timestamp_to_host(kt_vk_ctx_t *ctx, uint64_t timestamp, 
 { (void)ctx; (void)timestamp; (void)host_ns; (void)uncertainty_ns; return KT_EDISABLED; }
 static inline int kt_vk_device_info(kt_vk_ctx_t *ctx, kt_device_info_t *out) { (void)ctx; (void)out; return KT_EDISABLED; }
 static inline int kt_vk_stats(kt_vk_ctx_t *ctx, kt_vk_stats_t *out) { (void)ctx; (void)out; return KT_EDISABLED; }
+static inline VkResult kt_vk_last_error(kt_vk_ctx_t *ctx) { (void)ctx; return VK_SUCCESS; }
 static inline int kt_vk_primitive_backend_create(kt_vk_ctx_t *ctx, kt_primitive_backend_t *out)
 { (void)ctx; (void)out; return KT_EDISABLED; }
 

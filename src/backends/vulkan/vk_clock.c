@@ -1,5 +1,6 @@
 /* vk_clock.c — Vulkan device clock: counter unwrapping, calibrated-timestamp or bracketed sampling, model fits. */
 #include "backends/vulkan/vk_internal.h"
+#include "core/service.h"
 
 #include <math.h>
 #include <string.h>
@@ -392,6 +393,12 @@ int kt_vk_device_info(kt_vk_ctx_t *ctx, kt_device_info_t *out)
 void kt__vk_publish(kt_vk_ctx_t *ctx)
 {
     kt_device_info_t info;
-    if (kt_vk_device_info(ctx, &info) == 0)
-        kt_device_publish(&info);
+    if (kt_vk_device_info(ctx, &info) != 0)
+        return;
+    pthread_mutex_lock(&ctx->model_lock);
+    kt_clock_model_t m = ctx->model;
+    int have = ctx->have_model;
+    uint64_t now = kt_clock_now(ctx->host_domain);
+    pthread_mutex_unlock(&ctx->model_lock);
+    kt__device_publish_model(&info, have ? &m : NULL, now);
 }
