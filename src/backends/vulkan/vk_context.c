@@ -12,7 +12,7 @@
 #define KT__VK_COLLECT_BATCH 128u
 #define KT__VK_POLL_CHUNK 128u    /* slots per vkGetQueryPoolResults call of the collector */
 
-static int poll_pass_locked(kt_vk_ctx_t *ctx);
+static int poll_pass_locked(kt_vk_ctx_t *ctx, VkCommandBuffer only);
 static void slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot);
 static void flush_all(uint64_t deadline_ns);
 static void stop_all(uint64_t deadline_ns);
@@ -39,7 +39,7 @@ static int collector_step(void *arg)
         pthread_mutex_lock(&c->lock);
         if (c->closed_unread || c->pass_requested) {
             c->pass_requested = 0;
-            poll_pass_locked(c);
+            poll_pass_locked(c, VK_NULL_HANDLE);
             c->passes++;
             pthread_cond_broadcast(&c->pass_done);
         }
@@ -269,7 +269,6 @@ static void destroy_objects(kt_vk_ctx_t *ctx)
         free(ctx->names[i].copy);
     free(ctx->slots);
     free(ctx->free_q);
-    free(ctx->poll_gen);
     pthread_mutex_destroy(&ctx->lock);
     pthread_mutex_destroy(&ctx->model_lock);
     pthread_mutex_destroy(&ctx->collect_lock);
@@ -405,8 +404,7 @@ static int create_ring(kt_vk_ctx_t *ctx)
         return rc;
     ctx->slots = calloc(ctx->cap, sizeof(*ctx->slots));
     ctx->free_q = calloc(ctx->cap, sizeof(*ctx->free_q));
-    ctx->poll_gen = calloc(ctx->cap, sizeof(*ctx->poll_gen));
-    if (!ctx->slots || !ctx->free_q || !ctx->poll_gen)
+    if (!ctx->slots || !ctx->free_q)
         return KT_ENOMEM;
     for (uint32_t i = 0; i < ctx->cap; i++) {
         ctx->free_q[i] = i;
@@ -470,7 +468,7 @@ void kt_vk_ctx_destroy(kt_vk_ctx_t *ctx)
     if (!ctx->copy_readback) {
         /* The timed work has finished (the destroy rule), so a last pass here cannot wait long. */
         pthread_mutex_lock(&ctx->lock);
-        poll_pass_locked(ctx);
+        poll_pass_locked(ctx, VK_NULL_HANDLE);
         pthread_mutex_unlock(&ctx->lock);
     }
     kt_vk_collect(ctx);
@@ -823,28 +821,32 @@ int kt_vk_collect(kt_vk_ctx_t *ctx)
  * Thread readback: the collector's poll pass, the only place the driver is asked for query results
  * ------------------------------------------------------------------------------------------------- */
 
-/* One pass over the CLOSED slots, in runs contiguous in the query pool. Called and returns with ctx->lock held;
- * drops it around driver calls (the generations snapshot tells a slot reused meanwhile). Returns slots read. */
-static int poll_pass_locked(kt_vk_ctx_t *ctx)
+/* One pass over the CLOSED slots (of `only`, unless VK_NULL_HANDLE), in runs contiguous in the query pool.
+ * Called and returns with ctx->lock held; drops it around driver calls (the generations snapshot tells a slot
+ * reused meanwhile). Passes may run concurrently (collector, discard, destroy): each has its own snapshot and
+ * reads every slot it marked itself. Returns slots read. */
+static int poll_pass_locked(kt_vk_ctx_t *ctx, VkCommandBuffer only)
 {
     int read = 0;
+    uint32_t *mark = calloc(ctx->cap, sizeof(*mark));
+    if (!mark)
+        return 0;
     /* Snapshot the generations of the CLOSED slots: the list may change while the lock is dropped. */
     uint32_t nclosed = 0;
     for (uint32_t i = ctx->used_first; i != KT__VK_NONE; i = ctx->slots[i].next)
-        if (ctx->slots[i].state == KT__VK_SLOT_CLOSED) {
-            ctx->poll_gen[i] = ctx->slots[i].gen | 0x80000000u; /* high bit: polled in this pass */
+        if (ctx->slots[i].state == KT__VK_SLOT_CLOSED && (!only || ctx->slots[i].cmd == only)) {
+            mark[i] = ctx->slots[i].gen | 0x80000000u; /* high bit: polled in this pass */
             nclosed++;
         }
     for (uint32_t first = 0; first < ctx->cap && nclosed;) {
-        if (!(ctx->poll_gen[first] & 0x80000000u)) {
+        if (!(mark[first] & 0x80000000u)) {
             first++;
             continue;
         }
         uint32_t gens[KT__VK_POLL_CHUNK], count = 0;
         while (count < KT__VK_POLL_CHUNK && first + count < ctx->cap &&
-               (ctx->poll_gen[first + count] & 0x80000000u)) {
-            gens[count] = ctx->poll_gen[first + count] & 0x7fffffffu;
-            ctx->poll_gen[first + count] = 0;
+               (mark[first + count] & 0x80000000u)) {
+            gens[count] = mark[first + count] & 0x7fffffffu;
             count++;
         }
         nclosed -= count;
@@ -879,6 +881,7 @@ static int poll_pass_locked(kt_vk_ctx_t *ctx)
         }
         first += count;
     }
+    free(mark);
     return read;
 }
 
@@ -904,7 +907,7 @@ int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
         for (uint32_t i = ctx->used_first; i != KT__VK_NONE && !mine; i = ctx->slots[i].next)
             mine = ctx->slots[i].cmd == cmd && ctx->slots[i].state == KT__VK_SLOT_CLOSED;
         if (mine)
-            poll_pass_locked(ctx);
+            poll_pass_locked(ctx, cmd);
         pthread_mutex_unlock(&ctx->lock);
     }
     kt_vk_collect(ctx);

@@ -155,7 +155,6 @@ struct kt_vk_ctx_t {
     uint32_t used;                      /* slots in use */
     uint32_t *free_q;                   /* FIFO of free slots (cap entries, circular) */
     uint32_t free_head;                 /* index of the oldest free slot in free_q */
-    uint32_t *poll_gen;                 /* a poll pass's snapshot of slot generations (cap entries) */
     kt__vk_open_t open[KT__VK_OPEN_MAX];/* command buffers with open pairs */
     uint32_t orphans;                   /* dropped begins of command buffers the open table had no room for */
     kt__vk_name_t names[KT__VK_NAME_CACHE]; /* name cache */
