@@ -100,6 +100,29 @@ static void test_destroy_in_flight(void **state)
     kt_snapshot_free(s);
 }
 
+/* The program returns from main with N dispatches never waited for: at exit they are waited for (bounded) and
+ * recorded, or counted as dropped with the reason "in flight at exit" -- never lost. With
+ * KTIMING_EXIT_WAIT_MS=0 nothing is waited for: the same sum holds. */
+static void exit_case(const char *wait_ms)
+{
+    setenv("KTIMING_EXIT_WAIT_MS", wait_ms, 1);
+    const char *prog[] = {VKPROG, "--in-flight", "exit", "--iterations", "12", "--size", "262144", NULL};
+    kt_snapshot_t *s = ru_run_both(prog, NULL);
+    unsetenv("KTIMING_EXIT_WAIT_MS");
+    assert_non_null(s);
+    const kt_kernel_timing_t *vadd = entry(s, "vadd");
+    assert_int_equal(vadd->dispatch_count + vadd->dropped, 12);
+    assert_int_equal(vadd->dropped, vadd->dropped_by[KT_DROP_IN_FLIGHT_AT_EXIT]);
+    kt_snapshot_free(s);
+}
+
+static void test_exit_in_flight(void **state)
+{
+    (void)state;
+    exit_case("2000");
+    exit_case("0");
+}
+
 /* --vulkan off: nothing timed, the program unchanged. */
 static void test_off(void **state)
 {
@@ -125,6 +148,7 @@ int main(void)
         cmocka_unit_test(test_validation_and_reuse),
         cmocka_unit_test(test_api_versions),
         cmocka_unit_test(test_destroy_in_flight),
+        cmocka_unit_test(test_exit_in_flight),
         cmocka_unit_test(test_off),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

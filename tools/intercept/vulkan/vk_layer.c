@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/kti_map.h"
 #include "common/kti_run.h"
@@ -151,6 +152,36 @@ static PFN_vkVoidFunction VKAPI_CALL backend_gipa(VkInstance instance, const cha
     return i ? i->next_gipa(instance, name) : NULL;
 }
 
+static pid_t g_exit_pid; /* the process that registered the exit handler below */
+
+/* At exit, before the snapshot is written (registered after kti_run's writer, so called before it): dispatches
+ * of command buffers never submitted are counted as such, then kt_shutdown() waits (KTIMING_EXIT_WAIT_MS) for
+ * the work still in flight -- a program may return from main without waiting -- records it and counts what is
+ * left as dropped, in flight at exit. */
+static void layer_at_exit(void)
+{
+    if (getpid() != g_exit_pid)
+        return;
+    pthread_mutex_lock(&g_lock);
+    for (size_t i = 0; i < g_devices.cap; i++) {
+        kti_device_t *d = g_devices.keys[i] ? g_devices.vals[i] : NULL;
+        for (size_t k = 0; d && k < d->cmds.cap; k++) {
+            kti_cmd_t *c = d->cmds.keys[k] ? d->cmds.vals[k] : NULL;
+            if (c && c->ctx && c->nkernels && !c->submits)
+                kt_vk_discard(c->ctx, (VkCommandBuffer)(uintptr_t)d->cmds.keys[k]);
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    kt_shutdown();
+}
+
+static void register_exit(void)
+{
+    kti_run_exit_register();
+    g_exit_pid = getpid();
+    atexit(layer_at_exit);
+}
+
 /* The context timing a family of d (created on first use); NULL when timestamps can't be had there. */
 static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
 {
@@ -188,8 +219,9 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     pthread_mutex_unlock(&g_lock);
     if (rc != 0 && getenv("KTIMING_RUN_VERBOSE"))
         fprintf(stderr, "ktiming: Vulkan queue family %u not timed: %s\n", family, kt_strerror(rc));
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
     if (rc == 0)
-        kti_run_exit_register();
+        pthread_once(&once, register_exit);
     return rc == 0 ? ctx : NULL;
 }
 
