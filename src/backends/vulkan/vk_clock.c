@@ -15,10 +15,15 @@
  * Device timeline
  * ------------------------------------------------------------------------------------------------- */
 
+/* Unwrapped ticks to device ns, in integer arithmetic (absolute device times reach 2^60 ns and more). */
 static uint64_t ext_to_ns(const kt_vk_ctx_t *ctx, int64_t ext)
 {
-    double ns = (double)ctx->base_ns + (double)ext * ctx->period_ns;
-    return ns <= 0 ? 0 : (uint64_t)llround(ns);
+    if (ext >= 0) {
+        uint64_t d = kt__vk_ticks_to_ns((uint64_t)ext, ctx->period_ns);
+        return d > UINT64_MAX - ctx->base_ns ? UINT64_MAX : ctx->base_ns + d;
+    }
+    uint64_t d = kt__vk_ticks_to_ns((uint64_t)0 - (uint64_t)ext, ctx->period_ns);
+    return d >= ctx->base_ns ? 0 : ctx->base_ns - d;
 }
 
 /* Host time (ktiming timeline) to the model's host domain. */
