@@ -582,10 +582,11 @@ static VkResult VKAPI_CALL hook_SetDebugUtilsObjectNameEXT(VkDevice device, cons
 static VkResult VKAPI_CALL hook_QueueSubmit(VkQueue q, uint32_t n, const VkSubmitInfo *si, VkFence fence)
 {
     kti_device_t *d = device_of(q);
-    for (uint32_t i = 0; i < n; i++)
+    VkResult r = d->vkQueueSubmit(q, n, si, fence);
+    /* A failed submission executes nothing: not counted as one (a re-execution would be counted dropped). */
+    for (uint32_t i = 0; r == VK_SUCCESS && i < n; i++)
         for (uint32_t k = 0; k < si[i].commandBufferCount; k++)
             cmd_submitted(d, si[i].pCommandBuffers[k]);
-    VkResult r = d->vkQueueSubmit(q, n, si, fence);
     collect_device(d);
     return r;
 }
@@ -593,10 +594,10 @@ static VkResult VKAPI_CALL hook_QueueSubmit(VkQueue q, uint32_t n, const VkSubmi
 static VkResult submit2(kti_device_t *d, PFN_vkQueueSubmit2 next, VkQueue q, uint32_t n, const VkSubmitInfo2 *si,
                         VkFence fence)
 {
-    for (uint32_t i = 0; i < n; i++)
+    VkResult r = next(q, n, si, fence);
+    for (uint32_t i = 0; r == VK_SUCCESS && i < n; i++)
         for (uint32_t k = 0; k < si[i].commandBufferInfoCount; k++)
             cmd_submitted(d, si[i].pCommandBufferInfos[k].commandBuffer);
-    VkResult r = next(q, n, si, fence);
     collect_device(d);
     return r;
 }
