@@ -123,6 +123,21 @@ static void test_exit_in_flight(void **state)
     exit_case("0");
 }
 
+/* A loader older than 1.3.207 ignores VK_ADD_LAYER_PATH: `ktiming run` says so on stderr instead of timing
+ * nothing silently (a stand-in loader reports 1.3.200; the program itself runs on the real one). */
+static void test_old_loader_warns(void **state)
+{
+    (void)state;
+    setenv("KTIMING_VULKAN_LIBRARY", FAKE_VKLOADER, 1);
+    char *argv[] = {"/bin/sh", "-c", "exec \"$0\" run -- \"$1\" --iterations 1 2>&1", KT_CLI, VKPROG, NULL};
+    int st = -1;
+    char *out = ru_run(argv, &st); /* stdout and stderr */
+    assert_int_equal(st, 0);
+    unsetenv("KTIMING_VULKAN_LIBRARY");
+    assert_non_null(strstr(out, "older than 1.3.207"));
+    free(out);
+}
+
 /* --vulkan off: nothing timed, the program unchanged. */
 static void test_off(void **state)
 {
@@ -149,6 +164,7 @@ int main(void)
         cmocka_unit_test(test_api_versions),
         cmocka_unit_test(test_destroy_in_flight),
         cmocka_unit_test(test_exit_in_flight),
+        cmocka_unit_test(test_old_loader_warns),
         cmocka_unit_test(test_off),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
