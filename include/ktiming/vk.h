@@ -124,6 +124,10 @@ typedef struct kt_vk_desc_t {
                                                          0 = 500 us */
     const char *label;                                /* queue label for timelines; NULL = "queue family N" */
     kt_vk_calibration_t calibration;                  /* calibrated-timestamps extension enabled; AUTO default */
+    int copy_at_end;                                  /* COPY readback: kt_vk_end records no copy; call
+                                                         kt_vk_cmd_end() before vkEndCommandBuffer, which copies
+                                                         all of the command buffer's slots at once (no wait
+                                                         between the timed dispatches) */
 } kt_vk_desc_t;
 
 /* Counters of a context (monotonic since creation). */
@@ -165,6 +169,9 @@ KT_API int kt_vk_begin(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, const char *name);
 KT_API int kt_vk_begin_id(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t kernel);
 /* Write the end timestamp of the innermost open kt_vk_begin of cmd. KT_ESTATE when none is open. */
 KT_API int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
+/* With desc.copy_at_end: record the readback of every slot cmd closed since it began (or since the last call),
+ * once, at the end of cmd; call just before vkEndCommandBuffer. 0 (nothing to do in THREAD readback). */
+KT_API int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 /* The recorder id of a kernel name on this context's device. */
 KT_API kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name);
 
@@ -203,6 +210,7 @@ static inline int kt_vk_begin(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, const char 
 static inline int kt_vk_begin_id(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t kernel)
 { (void)ctx; (void)cmd; (void)kernel; return 0; }
 static inline int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
+static inline int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
 static inline kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name) { (void)ctx; (void)name; return 0; }
 static inline int kt_vk_collect(kt_vk_ctx_t *ctx) { (void)ctx; return 0; }
 static inline int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns) { (void)ctx; (void)timeout_ns; return 0; }

@@ -379,6 +379,7 @@ static int query_device(kt_vk_ctx_t *ctx, const kt_vk_desc_t *desc)
     int cpu_device = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     ctx->copy_readback = desc->readback == KT_VK_READBACK_COPY ||
                          (desc->readback == KT_VK_READBACK_AUTO && cpu_device) || !(ctx->host_reset || ctx->queue);
+    ctx->copy_at_end = ctx->copy_readback && desc->copy_at_end;
     return 0;
 }
 
@@ -603,6 +604,7 @@ static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
     if (slot != KT__VK_SLOT_DROPPED) {
         kt__vk_slot_t *s = &ctx->slots[slot];
         s->state = KT__VK_SLOT_OPEN;
+        s->copy_pending = 0;
         s->gen++;
         s->kernel = kernel;
         s->cmd = cmd;
@@ -655,6 +657,28 @@ int kt_vk_begin_id(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t kernel)
     return begin_common(ctx, cmd, kernel, NULL);
 }
 
+/* Copy mode: the slot's two results (64-bit values + availability, waiting for them) into the readback buffer. */
+static void record_copy(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint32_t slot)
+{
+    ctx->vk.vkCmdCopyQueryPoolResults(cmd, ctx->pool, 2 * slot, 2, ctx->buffer,
+                                      (VkDeviceSize)slot * KT__VK_WORDS_PER_SLOT * sizeof(uint64_t),
+                                      2 * sizeof(uint64_t),
+                                      VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT |
+                                          VK_QUERY_RESULT_WITH_AVAILABILITY_BIT);
+}
+
+/* Makes the copies above visible to host reads. */
+static void record_host_barrier(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
+{
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
+    };
+    ctx->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL,
+                                 0, NULL);
+}
+
 int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
 {
     if (!ctx || !cmd)
@@ -680,6 +704,7 @@ int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
         o->cmd = NULL;
     if (slot != KT__VK_SLOT_DROPPED) {
         ctx->slots[slot].state = KT__VK_SLOT_CLOSED;
+        ctx->slots[slot].copy_pending = ctx->copy_at_end;
         if (!ctx->copy_readback)
             wake = ctx->closed_unread++ == 0;
     }
@@ -691,20 +716,33 @@ int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
 
     const kt__vk_table_t *vk = &ctx->vk;
     vk->vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, ctx->pool, 2 * slot + 1);
-    if (!ctx->copy_readback)
+    if (!ctx->copy_readback || ctx->copy_at_end)
         return 0;
-    vk->vkCmdCopyQueryPoolResults(cmd, ctx->pool, 2 * slot, 2, ctx->buffer,
-                                  (VkDeviceSize)slot * KT__VK_WORDS_PER_SLOT * sizeof(uint64_t),
-                                  2 * sizeof(uint64_t),
-                                  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT |
-                                      VK_QUERY_RESULT_WITH_AVAILABILITY_BIT);
-    VkMemoryBarrier mb = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
-    };
-    vk->vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL,
-                             0, NULL);
+    record_copy(ctx, cmd, slot);
+    record_host_barrier(ctx, cmd);
+    return 0;
+}
+
+int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
+{
+    if (!ctx || !cmd)
+        return KT_EINVAL;
+    if (!ctx->copy_at_end)
+        return 0;
+    uint32_t n = 0;
+    pthread_mutex_lock(&ctx->lock);
+    /* The slots stay in use while we record: collection releases a slot only once its copy has run. */
+    for (uint32_t i = ctx->used_first; i != KT__VK_NONE; i = ctx->slots[i].next) {
+        kt__vk_slot_t *s = &ctx->slots[i];
+        if (s->cmd != cmd || !s->copy_pending)
+            continue;
+        s->copy_pending = 0;
+        record_copy(ctx, cmd, i);
+        n++;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    if (n)
+        record_host_barrier(ctx, cmd);
     return 0;
 }
 

@@ -107,6 +107,7 @@ typedef struct kt__vk_slot_t {
     uint64_t begin_raw;      /* begin timestamp once READY; afterwards the queries' last values read */
     uint64_t end_raw;        /* end timestamp once READY; afterwards the queries' last values read */
     int read_once;           /* begin_raw/end_raw hold values read from the pool (to spot stale reads) */
+    int copy_pending;        /* copy_at_end: CLOSED, its copy not recorded yet (kt_vk_cmd_end) */
 } kt__vk_slot_t;
 
 #define KT__VK_SLOT_DROPPED UINT32_MAX
@@ -162,6 +163,7 @@ struct kt_vk_ctx_t {
 
     /* readback */
     int copy_readback;                  /* 1: kt_vk_end copies results into `words`; 0: collector thread */
+    int copy_at_end;                    /* copy mode: the copies are recorded by kt_vk_cmd_end, not kt_vk_end */
     uint64_t poll_ns;                   /* collector poll period while slots are outstanding */
     pthread_cond_t pass_done;           /* signalled after every poll pass of this context (under lock) */
     int pass_requested;                 /* a flush wants a pass now */

@@ -70,6 +70,7 @@ typedef struct kti_instance_t {
     X(vkDestroyDevice) X(vkCreateComputePipelines) X(vkDestroyPipeline) X(vkDestroyShaderModule)                 \
     X(vkCreateCommandPool) X(vkDestroyCommandPool) X(vkResetCommandPool)                \
     X(vkAllocateCommandBuffers) X(vkFreeCommandBuffers) X(vkBeginCommandBuffer) X(vkResetCommandBuffer)          \
+    X(vkEndCommandBuffer)                                                                                      \
     X(vkCmdBindPipeline) X(vkCmdDispatch) X(vkCmdDispatchIndirect) X(vkCmdDispatchBase) X(vkCmdDispatchBaseKHR)  \
     X(vkCmdExecuteCommands) X(vkQueueSubmit) X(vkQueueSubmit2) X(vkQueueSubmit2KHR) X(vkQueueWaitIdle)           \
     X(vkDeviceWaitIdle) X(vkWaitForFences) X(vkGetFenceStatus) X(vkSetDebugUtilsObjectNameEXT)
@@ -203,6 +204,7 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     desc.get_instance_proc_addr = backend_gipa;
     desc.host_query_reset = d->host_query_reset;
     desc.calibration = d->calibration;
+    desc.copy_at_end = 1; /* copy readback: one set of copies per recording, at vkEndCommandBuffer */
     int rc = kt_vk_ctx_create(&desc, &ctx);
     pthread_mutex_lock(&g_lock);
     if (rc == 0 && d->ctx[family]) { /* another thread won */
@@ -381,6 +383,15 @@ static VkResult VKAPI_CALL hook_BeginCommandBuffer(VkCommandBuffer cb, const VkC
     if (c)
         cmd_retire(c, cb);
     return d->vkBeginCommandBuffer(cb, bi);
+}
+
+static VkResult VKAPI_CALL hook_EndCommandBuffer(VkCommandBuffer cb)
+{
+    kti_device_t *d = device_of(cb);
+    kti_cmd_t *c = cmd_get(d, cb);
+    if (c && c->ctx && c->nkernels)
+        kt_vk_cmd_end(c->ctx, cb); /* the readback of the whole recording, after its last dispatch */
+    return d->vkEndCommandBuffer(cb);
 }
 
 static VkResult VKAPI_CALL hook_ResetCommandBuffer(VkCommandBuffer cb, VkCommandBufferResetFlags flags)
@@ -896,6 +907,7 @@ static const kti_hook_t kDeviceHooks[] = {
     KTI_HOOK(DestroyShaderModule),    KTI_HOOK(CreateCommandPool),
     KTI_HOOK(DestroyCommandPool),    KTI_HOOK(ResetCommandPool),       KTI_HOOK(AllocateCommandBuffers),
     KTI_HOOK(FreeCommandBuffers),    KTI_HOOK(BeginCommandBuffer),     KTI_HOOK(ResetCommandBuffer),
+    KTI_HOOK(EndCommandBuffer),
     KTI_HOOK(CmdBindPipeline),       KTI_HOOK(CmdDispatch),            KTI_HOOK(CmdDispatchIndirect),
     KTI_HOOK(CmdExecuteCommands),    KTI_HOOK(QueueSubmit),            KTI_HOOK(QueueSubmit2),
     KTI_HOOK(QueueSubmit2KHR),       KTI_HOOK(QueueWaitIdle),          KTI_HOOK(DeviceWaitIdle),
