@@ -128,6 +128,9 @@ typedef struct kt_vk_desc_t {
                                                          kt_vk_cmd_end() before vkEndCommandBuffer, which copies
                                                          all of the command buffer's slots at once (no wait
                                                          between the timed dispatches) */
+    const char *device_label;                         /* device name kernels, queues and clock facts are recorded
+                                                         under; NULL = deviceName (set it to tell two VkDevices
+                                                         of one physical device apart) */
 } kt_vk_desc_t;
 
 /* Counters of a context (monotonic since creation). */

@@ -138,6 +138,39 @@ static void test_old_loader_warns(void **state)
     free(out);
 }
 
+/* The name of the one Vulkan entry starting with "main#", or NULL. */
+static char *main_hash_name(const kt_snapshot_t *s)
+{
+    char *found = NULL;
+    for (size_t i = 0; i < s->count; i++)
+        if (s->entries[i].backend == KT_BACKEND_VULKAN && !strncmp(s->entries[i].name, "main#", 5)) {
+            assert_null(found);
+            assert_int_equal(s->entries[i].dispatch_count, ITERATIONS);
+            found = strdup(s->entries[i].name);
+        }
+    return found;
+}
+
+/* A pipeline with entry point "main" and no debug name is named after its SPIR-V content: the same in two runs. */
+static void test_stable_unnamed(void **state)
+{
+    (void)state;
+    const char *prog[] = {VKPROG, "--unnamed", NULL};
+    char *names[2];
+    for (int run = 0; run < 2; run++) {
+        kt_snapshot_t *s = ru_run_both(prog, NULL);
+        assert_non_null(s);
+        names[run] = main_hash_name(s);
+        assert_non_null(names[run]);
+        assert_null(ru_find(s, "scale", KT_BACKEND_VULKAN));
+        kt_snapshot_free(s);
+    }
+    assert_string_equal(names[0], names[1]);
+    assert_int_equal(strlen(names[0]), strlen("main#") + 8);
+    free(names[0]);
+    free(names[1]);
+}
+
 /* --vulkan off: nothing timed, the program unchanged. */
 static void test_off(void **state)
 {
@@ -165,6 +198,7 @@ int main(void)
         cmocka_unit_test(test_destroy_in_flight),
         cmocka_unit_test(test_exit_in_flight),
         cmocka_unit_test(test_old_loader_warns),
+        cmocka_unit_test(test_stable_unnamed),
         cmocka_unit_test(test_off),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

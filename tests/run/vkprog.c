@@ -9,6 +9,7 @@
  *     --reuse: then one command buffer recorded once (no ONE_TIME_SUBMIT) with a scale dispatch, submitted 3
  *     times. --validation: enables VK_LAYER_KHRONOS_validation; every warning or error it reports is printed
  *     on stderr and makes the exit status 3.
+ *     --unnamed: the "scale" pipeline gets no debug name.
  *     --api: the instance's apiVersion (default 1.1); --props2: also enable VK_KHR_get_physical_device_properties2.
  *     --in-flight: instead of the loop, one command buffer with N = iterations vadd dispatches is submitted and
  *     never waited for; then the device is destroyed at once (destroy) or main returns at once (exit).
@@ -117,7 +118,7 @@ static double checksum(const float *v, size_t n)
 
 int main(int argc, char **argv)
 {
-    int validation = 0, reuse = 0, iterations = 4, props2 = 0;
+    int validation = 0, reuse = 0, iterations = 4, props2 = 0, unnamed = 0;
     uint32_t api = VK_API_VERSION_1_1;
     const char *in_flight = NULL;
     uint32_t n = 1u << 16;
@@ -137,12 +138,14 @@ int main(int argc, char **argv)
             api = VK_MAKE_API_VERSION(0, 1, minor, 0);
         } else if (!strcmp(argv[i], "--props2"))
             props2 = 1;
+        else if (!strcmp(argv[i], "--unnamed"))
+            unnamed = 1;
         else if (!strcmp(argv[i], "--in-flight") && i + 1 < argc &&
                  (!strcmp(argv[i + 1], "destroy") || !strcmp(argv[i + 1], "exit")))
             in_flight = argv[++i];
         else {
             fprintf(stderr, "usage: vkprog [--validation] [--reuse] [--iterations N] [--size N] [--api 1.N] "
-                            "[--props2] [--in-flight destroy|exit]\n");
+                            "[--props2] [--unnamed] [--in-flight destroy|exit]\n");
             return 2;
         }
     }
@@ -277,7 +280,7 @@ int main(int argc, char **argv)
             .layout = layout};
     VkPipeline pipes[2];
     CHECK(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 2, cpi, NULL, pipes));
-    if (vkSetDebugUtilsObjectNameEXT) {
+    if (vkSetDebugUtilsObjectNameEXT && !unnamed) {
         VkDebugUtilsObjectNameInfoEXT ni = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_OBJECT_NAME_INFO_EXT,
                                             .objectType = VK_OBJECT_TYPE_PIPELINE,
                                             .objectHandle = (uint64_t)pipes[1], .pObjectName = "scale"};

@@ -349,7 +349,8 @@ static int query_device(kt_vk_ctx_t *ctx, const kt_vk_desc_t *desc)
     const kt__vk_table_t *vk = &ctx->vk;
     VkPhysicalDeviceProperties props;
     vk->vkGetPhysicalDeviceProperties(ctx->physical_device, &props);
-    snprintf(ctx->device_name, sizeof(ctx->device_name), "%.127s", props.deviceName);
+    snprintf(ctx->device_name, sizeof(ctx->device_name), "%.127s",
+             desc->device_label && *desc->device_label ? desc->device_label : props.deviceName);
     ctx->period_ns = props.limits.timestampPeriod > 0 ? (double)props.limits.timestampPeriod : 1.0;
 
     uint32_t nfam = 0;

@@ -68,6 +68,7 @@ typedef struct kti_instance_t {
 /* Next layer's entry points of a device, for the functions hooked. */
 #define KTI_DEVICE_HOOKS(X)                                                                                      \
     X(vkDestroyDevice) X(vkCreateComputePipelines) X(vkDestroyPipeline) X(vkDestroyShaderModule)                 \
+    X(vkCreateShaderModule)                                                                                    \
     X(vkCreateCommandPool) X(vkDestroyCommandPool) X(vkResetCommandPool)                \
     X(vkAllocateCommandBuffers) X(vkFreeCommandBuffers) X(vkBeginCommandBuffer) X(vkResetCommandBuffer)          \
     X(vkEndCommandBuffer)                                                                                      \
@@ -89,6 +90,9 @@ typedef struct kti_device_t {
     uint32_t compute_pipelines;        /* compute pipelines created, for default names */
     kti_map_t pipelines;               /* VkPipeline -> kti_pipeline_t */
     kti_map_t modules;                 /* VkShaderModule -> char * (debug name) */
+    kti_map_t hashes;                  /* VkShaderModule -> content hash of its SPIR-V (| 1, never 0) */
+    char label[160];                   /* device name recorded: deviceName, "#k" added for the k-th VkDevice of
+                                          the same physical device (k >= 2) */
     kti_map_t pools;                   /* VkCommandPool -> (family + 1) */
     kti_map_t cmds;                    /* VkCommandBuffer -> kti_cmd_t */
 #define KTI_FIELD(fn) PFN_##fn fn;
@@ -117,6 +121,7 @@ typedef struct kti_cmd_t {
 
 static kti_map_t g_instances; /* dispatch key -> kti_instance_t */
 static kti_map_t g_devices;   /* dispatch key -> kti_device_t */
+static kti_map_t g_pd_devices; /* VkPhysicalDevice -> VkDevices created on it so far (for device labels) */
 
 static kti_instance_t *instance_of(const void *handle)
 {
@@ -204,6 +209,7 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     desc.get_instance_proc_addr = backend_gipa;
     desc.host_query_reset = d->host_query_reset;
     desc.calibration = d->calibration;
+    desc.device_label = d->label;
     desc.copy_at_end = 1; /* copy readback: one set of copies per recording, at vkEndCommandBuffer */
     int rc = kt_vk_ctx_create(&desc, &ctx);
     pthread_mutex_lock(&g_lock);
@@ -507,11 +513,37 @@ static void VKAPI_CALL hook_DestroyCommandPool(VkDevice device, VkCommandPool po
  * Pipelines and their names
  * ------------------------------------------------------------------------------------------------- */
 
+/* FNV-1a over SPIR-V words: a name for an unnamed "main" that is the same in every run (creation order is not,
+ * with pipelines created on several threads). Never 0. */
+static uint64_t spirv_hash(const uint32_t *code, size_t bytes)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    const unsigned char *p = (const unsigned char *)code;
+    for (size_t i = 0; code && i < bytes; i++)
+        h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+    return h | 1u;
+}
+
+static VkResult VKAPI_CALL hook_CreateShaderModule(VkDevice device, const VkShaderModuleCreateInfo *ci,
+                                                   const VkAllocationCallbacks *a, VkShaderModule *out)
+{
+    kti_device_t *d = device_of(device);
+    VkResult r = d->vkCreateShaderModule(device, ci, a, out);
+    if (r == VK_SUCCESS) {
+        uint64_t h = spirv_hash(ci->pCode, ci->codeSize);
+        pthread_mutex_lock(&g_lock);
+        kti_map_put(&d->hashes, (uint64_t)*out, (void *)(uintptr_t)h);
+        pthread_mutex_unlock(&g_lock);
+    }
+    return r;
+}
+
 static void VKAPI_CALL hook_DestroyShaderModule(VkDevice device, VkShaderModule m, const VkAllocationCallbacks *a)
 {
     kti_device_t *d = device_of(device);
     pthread_mutex_lock(&g_lock);
     free(kti_map_del(&d->modules, (uint64_t)m));
+    kti_map_del(&d->hashes, (uint64_t)m);
     pthread_mutex_unlock(&g_lock);
     d->vkDestroyShaderModule(device, m, a);
 }
@@ -531,11 +563,18 @@ static VkResult VKAPI_CALL hook_CreateComputePipelines(VkDevice device, VkPipeli
             continue;
         const char *entry = ci[i].stage.pName ? ci[i].stage.pName : "main";
         const char *module_name = kti_map_get(&d->modules, (uint64_t)ci[i].stage.module);
+        uint64_t hash = (uint64_t)(uintptr_t)kti_map_get(&d->hashes, (uint64_t)ci[i].stage.module);
+        for (const VkBaseInStructure *x = ci[i].stage.pNext; !hash && x; x = x->pNext) /* inline module */
+            if (x->sType == VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO)
+                hash = spirv_hash(((const VkShaderModuleCreateInfo *)x)->pCode,
+                                  ((const VkShaderModuleCreateInfo *)x)->codeSize);
         uint32_t ordinal = ++d->compute_pipelines;
         if (module_name)
             snprintf(p->name, sizeof p->name, "%s", module_name);
         else if (strcmp(entry, "main") != 0)
             snprintf(p->name, sizeof p->name, "%s", entry);
+        else if (hash)
+            snprintf(p->name, sizeof p->name, "%s#%08x", entry, (unsigned)(hash >> 32));
         else
             snprintf(p->name, sizeof p->name, "main#%u", ordinal);
         p->family = UINT32_MAX;
@@ -778,6 +817,18 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     d->next_gdpa = gdpa;
     d->host_query_reset = enables_host_query_reset(ci);
     d->calibration = calibration;
+    if (inst->props) {
+        VkPhysicalDeviceProperties pp;
+        inst->props(pd, &pp);
+        pthread_mutex_lock(&g_lock);
+        uint32_t k = (uint32_t)(uintptr_t)kti_map_get(&g_pd_devices, (uint64_t)(uintptr_t)pd) + 1;
+        kti_map_put(&g_pd_devices, (uint64_t)(uintptr_t)pd, (void *)(uintptr_t)k);
+        pthread_mutex_unlock(&g_lock);
+        if (k > 1)
+            snprintf(d->label, sizeof d->label, "%.127s #%u", pp.deviceName, k);
+        else
+            snprintf(d->label, sizeof d->label, "%.127s", pp.deviceName);
+    }
 #define KTI_LOAD(fn) d->fn = (PFN_##fn)gdpa(*out, #fn);
     KTI_DEVICE_HOOKS(KTI_LOAD)
 #undef KTI_LOAD
@@ -824,6 +875,7 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
             free(d->modules.vals[i]);
     kti_map_free(&d->pipelines);
     kti_map_free(&d->modules);
+    kti_map_free(&d->hashes);
     kti_map_free(&d->pools);
     kti_map_free(&d->cmds);
     PFN_vkDestroyDevice destroy = d->vkDestroyDevice;
@@ -904,7 +956,7 @@ typedef struct kti_hook_t {
 #define KTI_HOOK(name) {"vk" #name, (PFN_vkVoidFunction)hook_##name}
 static const kti_hook_t kDeviceHooks[] = {
     KTI_HOOK(DestroyDevice),         KTI_HOOK(CreateComputePipelines), KTI_HOOK(DestroyPipeline),
-    KTI_HOOK(DestroyShaderModule),    KTI_HOOK(CreateCommandPool),
+    KTI_HOOK(DestroyShaderModule),    KTI_HOOK(CreateShaderModule),     KTI_HOOK(CreateCommandPool),
     KTI_HOOK(DestroyCommandPool),    KTI_HOOK(ResetCommandPool),       KTI_HOOK(AllocateCommandBuffers),
     KTI_HOOK(FreeCommandBuffers),    KTI_HOOK(BeginCommandBuffer),     KTI_HOOK(ResetCommandBuffer),
     KTI_HOOK(EndCommandBuffer),
