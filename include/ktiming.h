@@ -10,7 +10,7 @@
  *     KT_CPU_END(z);
  *     kt_record("upload", KT_BACKEND_CPU, 1500);   // or record a duration you measured (ns)
  *     kt_snapshot_t *s = kt_snapshot();            // merged, sorted by name, backend, device
- *     kt_report_print(stdout, s, KT_FORMAT_TEXT);  // [timing] blur  CPU  avg= ... n=...
+ *     kt_report_print(stdout, s, KT_FORMAT_TEXT);  // [timing] blur  CPU  20  24.68 ms ...
  *     kt_snapshot_free(s);
  *
  * Reading snapshots back (kt_snapshot_load, <ktiming/analysis.h>) and comparing them (kt_compare,
@@ -67,7 +67,11 @@
  * Chrome trace, KTIMING_REPORT=1 prints the text table on stderr.
  *
  * Without KTIMING_ENABLE (or with it 0) every KT_* macro expands to nothing and every function below is a
- * static inline no-op, while the types stay: instrumented code compiles unchanged and needs no library.
+ * static inline no-op, while the types stay: instrumented code compiles unchanged and needs no library. The
+ * same holds for the backend headers (cl.h, vk.h, cuda.h), harness.h, primitive.h and stats.h. Exceptions,
+ * checked by the test core_headers: clock.h (clock-model math a program calls deliberately: its types stay,
+ * its functions need the library in both modes) and the analysis library's analysis.h and compare.h (they
+ * refuse to compile without KTIMING_ENABLE=1).
  * Compiled in but runtime-disabled (kt_disable), a KT_CPU zone costs one load and a branch.
  *
  * Times are nanoseconds on the host timeline, which is CLOCK_MONOTONIC_RAW (kt_now_ns): a clock NTP never
@@ -258,7 +262,7 @@ typedef struct kt_kernel_timing_t {
     double mean_ns;          /* exact */
     double stddev_ns;        /* exact sample standard deviation (n-1 denominator), 0 under 2 dispatches; NaN
                                 when the sum of squares passed 2^128 ns^2 (durations near 2^64 ns) */
-    uint64_t p50_ns;         /* percentiles from a log-linear histogram, within 1 % relative error */
+    uint64_t p50_ns;         /* percentiles from a log-linear histogram, within 0.8 % relative error */
     uint64_t p90_ns;
     uint64_t p99_ns;
     uint64_t errors;         /* dispatches that ended in error (not in the aggregates) */
@@ -302,14 +306,30 @@ typedef struct kt_snapshot_t {
 
 /* Output formats. */
 typedef enum kt_format_t {
-    KT_FORMAT_TEXT = 0,   /* the seed's [timing] lines plus percentiles */
+    KT_FORMAT_TEXT = 0,   /* the [timing] table: one line per kernel with its statistics */
     KT_FORMAT_CSV = 1,    /* one row per entry, header first */
     KT_FORMAT_JSON = 2,   /* versioned schema, docs/json-schema.md */
     KT_FORMAT_CHROME = 3, /* Chrome trace / Perfetto JSON from spans */
-    KT_FORMAT_HTML = 4    /* self-contained HTML report */
+    KT_FORMAT_HTML = 4,   /* self-contained HTML report */
+    KT_FORMAT_MARKDOWN = 5 /* the text table as a GitHub-flavoured markdown table */
 } kt_format_t;
 
-/* Host-clock timer shared in shape with the GPU timers (seed 001).
+/* Row order of the text, markdown and CSV reports. */
+typedef enum kt_sort_t {
+    KT_SORT_TOTAL = 0, /* total time, largest first (the default) */
+    KT_SORT_NAME = 1,  /* name, then backend, then device (the snapshot's order) */
+    KT_SORT_MEAN = 2,  /* mean time per dispatch, largest first */
+    KT_SORT_COUNT = 3  /* dispatch count, largest first */
+} kt_sort_t;
+
+/* Options of kt_report_print_opts / kt_report_write_opts. Zero-initialised = the defaults. */
+typedef struct kt_report_opts_t {
+    kt_sort_t sort;     /* row order of text, markdown and CSV */
+    const char *filter; /* fnmatch(3) glob on kernel names for text, markdown and CSV rows; NULL = every kernel */
+    int by_api;         /* text and markdown: first the total time per API (the `ktiming run` summary) */
+} kt_report_opts_t;
+
+/* Host-clock timer with the same interface as the GPU timers (kt_cuda_timer_t).
  * start() begins an interval; elapsed_ms() while running is the time since the last start() (so it can be
  * read repeatedly: cumulative time since start); stop() freezes the interval and elapsed_ms() then returns
  * start→stop. A timer never started reads 0. */
@@ -382,6 +402,11 @@ KT_API const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, con
                                                   kt_backend_t backend, const char *device);
 KT_API int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format);
 KT_API int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format);
+/* As kt_report_print / kt_report_write with options: row order, name filter, per-API block (NULL = defaults). */
+KT_API int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t format,
+                                const kt_report_opts_t *opts);
+KT_API int kt_report_write_opts(const char *path, const kt_snapshot_t *snap, kt_format_t format,
+                                const kt_report_opts_t *opts);
 /* Self-contained HTML report of `after` with a speedup view against `before` (NULL: a plain report).
  * compare_json: the JSON `ktiming compare` writes (ktiming/compare.h, KT_COMPARE_JSON), shown with its
  * verdicts and confidence intervals; NULL: ratios of sample medians without verdicts. 0, KT_EINVAL, KT_EIO. */
@@ -472,6 +497,12 @@ static inline int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_forma
 { (void)out; (void)snap; (void)format; return KT_EDISABLED; }
 static inline int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format)
 { (void)path; (void)snap; (void)format; return KT_EDISABLED; }
+static inline int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t format,
+                                       const kt_report_opts_t *opts)
+{ (void)out; (void)snap; (void)format; (void)opts; return KT_EDISABLED; }
+static inline int kt_report_write_opts(const char *path, const kt_snapshot_t *snap, kt_format_t format,
+                                       const kt_report_opts_t *opts)
+{ (void)path; (void)snap; (void)format; (void)opts; return KT_EDISABLED; }
 static inline int kt_report_compare_html(FILE *out, const kt_snapshot_t *before, const kt_snapshot_t *after,
                                          const char *compare_json)
 { (void)out; (void)before; (void)after; (void)compare_json; return KT_EDISABLED; }
@@ -492,7 +523,7 @@ static inline int kt_cpu_threads(void) { return 1; }
 #endif /* KT_ENABLED */
 
 /* ---------------------------------------------------------------------------------------------------
- * Helpers on timings (header-only, both modes), as in the seed
+ * Helpers on timings (header-only, both modes)
  * ------------------------------------------------------------------------------------------------- */
 static inline uint64_t kt_timing_avg_ns(const kt_kernel_timing_t *t)
 { return t->dispatch_count ? t->total_ns / t->dispatch_count : 0; }

@@ -63,7 +63,7 @@
  *     a failed command prints  ktiming,error,opencl,<device>,<kernel>,<cl_status>
  *     Commas in names are replaced by ';'. ("all" also enables it.)
  *   KTIMING_VERBOSE_SYNC=1       blocking mode: kt_cl_track waits for the command on the enqueuing thread and
- *     records it there (the baseline seed 004 argues against; also the fallback when callbacks can't be set)
+ *     records it there (a blocking design this backend avoids; also the fallback when callbacks can't be set)
  *   KTIMING_OPENCL_TIMEOUT_MS=n  bound on collection waits in flush/detach/exit (default 10000)
  *   KTIMING_OPENCL_COLLECTOR=0   no collector thread: callbacks finish records on the driver's thread
  *

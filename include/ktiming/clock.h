@@ -53,7 +53,7 @@ typedef enum kt_clock_domain_t {
     KT_DOMAIN_UNKNOWN = 4
 } kt_clock_domain_t;
 
-/* Fitting strategies (seed 002). Every strategy ends in a (weighted) least-squares fit over the samples it
+/* Fitting strategies. Every strategy ends in a (weighted) least-squares fit over the samples it
  * keeps, so the bound terms above are computed the same way for all of them. */
 typedef enum kt_fit_strategy_t {
     KT_FIT_BASIC = 0,    /* least squares on bracket midpoints, every sample kept */
@@ -134,8 +134,9 @@ KT_API double kt_clock_error_at(const kt_clock_model_t *m, uint64_t now_ns);
 KT_API int kt_clock_is_stale(const kt_clock_model_t *m, uint64_t now_ns, double max_error_ns, uint64_t max_age_ns);
 
 /* Fill the clock fields of a device-info record: clock_domain gets the name of `device_domain` (the detected
- * time base, kt_clock_domain_name), and from the model (may be NULL) error_bound_ns, drift_ppm and
- * model_samples. Other fields (resolution, frequency, valid bits, name) are the backend's. */
+ * time base, kt_clock_domain_name), and from the model (may be NULL) error_bound_ns (the bound at the fit;
+ * backends publish the bound at the time of publishing), drift_ppm and model_samples (the samples the fit
+ * kept, its inliers). Other fields (resolution, frequency, valid bits, name) are the backend's. */
 KT_API void kt_clock_model_describe(const kt_clock_model_t *m, kt_clock_domain_t device_domain,
                                     kt_device_info_t *info);
 

@@ -25,6 +25,10 @@
 
 #include <ktiming.h>
 
+#if !KT_ENABLED
+#error "ktiming/compare.h needs KTIMING_ENABLE=1 (link ktiming::analysis, which defines it)"
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -53,7 +57,7 @@ typedef enum kt_compare_format_t {
 
 /* Options. Zero-initialise (or pass NULL); every 0 means the default in the field's comment. */
 typedef struct kt_compare_opts_t {
-    double threshold_pct;   /* smallest change that counts, percent of speedup (1.05 = 5 %); 0 = 5, negative = 0 */
+    double threshold_pct;   /* smallest change that counts, in percent (5 means a 5 % change, a speedup ratio of 1.05); 0 = 5, negative = 0 */
     double alpha;           /* significance level of the Mann-Whitney U test; 0 = 0.05 */
     double confidence;      /* confidence level of the intervals; 0 = 0.95 */
     uint32_t min_samples;   /* fewer samples on either side → UNSURE; 0 = 9 (Google Benchmark's warning) */
@@ -87,6 +91,9 @@ typedef struct kt_compare_row_t {
     double u;                 /* U statistic of BEFORE (count of pairs where before > after, ties half) */
     kt_verdict_t verdict;     /* for one-sided rows: UNSURE */
     const char *reason;       /* one line explaining the verdict (owned by the result) */
+    uint64_t decide_samples;  /* UNSURE on samples: about how many samples (dispatches) per side would decide it
+                                 at the observed noise and effect (docs/compare.md, "How many more"); 0 when
+                                 more samples would not help (a change within the noise) or cannot be estimated */
 } kt_compare_row_t;
 
 /* The comparison. Release with kt_compare_free(). */

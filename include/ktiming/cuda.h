@@ -85,7 +85,7 @@ typedef struct kt_cuda_span_t {
     uint32_t generation; /* backend generation at begin (a shutdown in between invalidates the span) */
 } kt_cuda_span_t;
 
-/* GPU timer with kt_cpu_timer_t's interface (seed 001): start() records the start event on the stream, stop()
+/* GPU timer with kt_cpu_timer_t's interface: start() records the start event on the stream, stop()
  * the stop event; neither waits. elapsed_ms() enforces the synchronisation rule itself: it waits for the stop
  * event (not the whole stream), so its value is always start→stop of the work on the stream, never a read of
  * unfinished events. While running (no stop yet) elapsed_ms() records a lap event now and waits for it: the

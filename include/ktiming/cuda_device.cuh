@@ -11,14 +11,14 @@
  *     // host, runtime API: kt_cuda_slot_bind(kt_cuda_slots_device_ptr(slots, i), stream); blur<<<...>>>(...);
  *     // later:             kt_cuda_slots_record(slots, i, "blur");   // mapped to host time via calibration
  *
- * Why a module variable and not seed 002's "parameter slot 0": injecting a `long *timestamps` first parameter
+ * Why a module variable and not a "parameter slot 0": injecting a `long *timestamps` first parameter
  * changes every kernel signature and every launch site, and breaks kernels launched by code you do not own.
  * Here each module (translation unit) has one `__device__` pointer, kt_cuda_slot_ptr, that the host sets with a
  * stream-ordered copy just before the launch (cuModuleGetGlobal/cudaMemcpyToSymbolAsync), so successive launches
  * on a stream each see their own slot and the kernel's parameters stay as they are. The costs: two small async
  * copies per bound launch, and one launch per stream between binds (launches on different streams racing for
  * the same module variable must use KT_KERNEL_ENTER_AT(ptr)/KT_KERNEL_EXIT_AT(ptr) with a pointer you pass, which
- * is the seed's scheme, kept for that case). When no slot is bound (kt_cuda_slot_ptr NULL) the macros do nothing.
+ * is that older scheme, kept for that case). When no slot is bound (kt_cuda_slot_ptr NULL) the macros do nothing.
  *
  * Stamps are %globaltimer values (ns, update granularity GPU-dependent, 1 us has been seen): enter_ns is the
  * minimum over blocks of thread 0's read at KT_KERNEL_ENTER (one atomicMin per block, skipped when a smaller

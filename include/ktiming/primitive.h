@@ -1,10 +1,10 @@
 /* ktiming/primitive.h — multi-kernel primitives run with trials: one GPU time per kernel plus the CPU time.
  *
- * A primitive is a named sequence of kernels (Gridwise's Primitive, seed 003). Executing it with trials = n
+ * A primitive is a named sequence of kernels (as Gridwise's Primitive). Executing it with trials = n
  * replaces every dispatch with n consecutive dispatches and returns:
  *   - per kernel, the device time from before its first dispatch to after its last (gpu_total_ns) and that
  *     divided by the trials (gpu_ns: one dispatch);
- *   - the CPU time of the whole primitive measured the seed's way: drain the queue, read the host clock,
+ *   - the CPU time of the whole primitive measured as Gridwise does: drain the queue, read the host clock,
  *     submit, wait until the queue is idle again, read the host clock (cpu_total_ns; cpu_ns = / trials).
  *
  *     kt_primitive_backend_t be;
@@ -61,7 +61,7 @@ typedef struct kt_primitive_ops_t {
     int (*mark)(void *be, void *encoder, uint32_t index);
     /* Finish recording the batch. */
     int (*close)(void *be, void *encoder);
-    /* Wait until the queue has no work left (the seed's onSubmittedWorkDone before the CPU clock starts). */
+    /* Wait until the queue has no work left (WebGPU's onSubmittedWorkDone before the CPU clock starts). */
     int (*drain)(void *be);
     /* Submit the closed batch. */
     int (*submit)(void *be, void *encoder);
@@ -111,7 +111,7 @@ typedef struct kt_primitive_run_t {
 typedef struct kt_primitive_result_t {
     uint32_t kernel_count;                           /* kernels in the primitive */
     uint32_t trials;                                 /* trials used */
-    uint64_t gpu_total_ns[KT_PRIMITIVE_MAX_KERNELS]; /* per kernel: all its trials (the seed's list) */
+    uint64_t gpu_total_ns[KT_PRIMITIVE_MAX_KERNELS]; /* per kernel: all its trials */
     uint64_t gpu_ns[KT_PRIMITIVE_MAX_KERNELS];       /* per kernel: gpu_total_ns / trials */
     uint64_t cpu_total_ns;                           /* drain; clock; submit + wait; clock */
     uint64_t cpu_ns;                                 /* cpu_total_ns / trials */

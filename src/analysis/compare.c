@@ -356,6 +356,62 @@ static kt_verdict_t decide(double speedup, double lo, double hi, double p, doubl
     return KT_VERDICT_UNSURE;
 }
 
+/* The standard normal quantile: x with P(Z <= x) = p, 0 < p < 1 (bisection on erfc; 1e-12 is plenty here). */
+static double normal_quantile(double p)
+{
+    double lo = -40.0, hi = 40.0;
+    for (int i = 0; i < 200 && hi - lo > 1e-12; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (0.5 * erfc(-mid / M_SQRT2) < p) lo = mid;
+        else hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+#define KT_CMP_DECIDE_POWER 0.8      /* chance the estimated sample count reaches a verdict if the effect is real */
+#define KT_CMP_DECIDE_MAX 1000000000.0 /* beyond this the estimate says "not in practice" (0) */
+
+/* About how many samples per side would decide an UNSURE row (docs/compare.md, "How many more"): the
+ * standard error of the log-ratio of medians observed in the bootstrap interval, scaled as 1/n per side, must
+ * become small enough that the interval excludes 1 (an effect beyond the threshold: FASTER/SLOWER) or lies
+ * inside the threshold band (an effect inside it: SAME), with KT_CMP_DECIDE_POWER. 0 = more samples would not
+ * help: the change is within the per-sample noise, or it sits on the threshold. */
+static uint64_t decide_samples(const kt_compare_row_t *row, const kt_compare_opts_t *o, double noise)
+{
+    uint32_t nb = row->before.samples, na = row->after.samples;
+    double s = row->speedup_median, lo = row->ci_lo, hi = row->ci_hi;
+    if (!nb || !na || !(s > 0.0) || !(lo > 0.0) || !(hi >= lo) || !isfinite(hi)) return 0;
+    double z_conf = normal_quantile(0.5 + 0.5 * o->confidence);
+    double z_alpha = normal_quantile(1.0 - 0.5 * o->alpha);
+    double z_pow = normal_quantile(KT_CMP_DECIDE_POWER);
+    double se = (log(hi) - log(lo)) / (2.0 * z_conf);
+    double per_sample_var = se * se / (1.0 / nb + 1.0 / na); /* var of the log-ratio = v (1/nb + 1/na) */
+    double d = fabs(log(s)), band = log(1.0 + o->threshold_pct / 100.0), margin, z;
+    if (d > band) {               /* to call FASTER/SLOWER the interval must exclude 1 */
+        if (noise > d) return 0;  /* and the change exceed the noise, which more samples do not shrink */
+        margin = d;
+        z = (z_conf > z_alpha ? z_conf : z_alpha) + z_pow;
+    } else {                      /* to call SAME the interval must fit inside the band */
+        margin = band - d;
+        z = z_conf + z_pow;
+    }
+    if (!(margin > 0.0)) return 0;
+    double n = 2.0 * per_sample_var * z * z / (margin * margin);
+    if (!isfinite(n) || n > KT_CMP_DECIDE_MAX) return 0;
+    n = ceil(n);
+    if (n < o->min_samples) n = o->min_samples;
+    return (uint64_t)n;
+}
+
+/* " (about N samples per side would decide it at this noise)" or the reason none would, into buf. */
+static void decide_note(char *buf, size_t cap, uint64_t n)
+{
+    if (n)
+        snprintf(buf, cap, "; about %llu dispatches per side would decide it at this noise", (unsigned long long)n);
+    else
+        snprintf(buf, cap, "; more dispatches would not decide it at this noise");
+}
+
 static void pct_band(double t, char *buf, size_t cap) { snprintf(buf, cap, "%.3g %%", 100.0 * t); }
 
 /* Compute a matched row; reps receives the bootstrap replicates (opts->bootstrap of them) when the row is
@@ -393,13 +449,18 @@ static int fill_matched(kt_compare_row_t *row, const kt_kernel_timing_t *b, cons
     row->ci_lo = exp(llo);
     row->ci_hi = exp(lhi);
     double s = row->speedup_median;
+    double noise = row->before.noise > row->after.noise ? row->before.noise : row->after.noise;
+    char note[96];
     if (nb < o->min_samples || na < o->min_samples) {
         row->verdict = KT_VERDICT_UNSURE;
+        row->decide_samples = isnan(s) ? 0 : decide_samples(row, o, noise);
+        if (row->decide_samples) decide_note(note, sizeof note, row->decide_samples);
+        else note[0] = '\0';
         if (nb < o->min_samples && na < o->min_samples)
-            row->reason = fmt_reason("only %u and %u samples (need %u on each side)", nb, na, o->min_samples);
+            row->reason = fmt_reason("only %u and %u samples (need %u on each side)%s", nb, na, o->min_samples, note);
         else
-            row->reason = fmt_reason("only %u samples in %s (need %u)", nb < na ? nb : na,
-                                     nb < na ? "BEFORE" : "AFTER", o->min_samples);
+            row->reason = fmt_reason("only %u samples in %s (need %u)%s", nb < na ? nb : na,
+                                     nb < na ? "BEFORE" : "AFTER", o->min_samples, note);
         return row->reason ? 0 : KT_ENOMEM;
     }
     *has_reps = 1;
@@ -408,9 +469,12 @@ static int fill_matched(kt_compare_row_t *row, const kt_kernel_timing_t *b, cons
         row->reason = fmt_reason("a median of 0 ns: below the clock's resolution");
         return row->reason ? 0 : KT_ENOMEM;
     }
-    double noise = row->before.noise > row->after.noise ? row->before.noise : row->after.noise;
     int why = 0;
     row->verdict = decide(s, row->ci_lo, row->ci_hi, row->p_value, o->alpha, t, noise, &why);
+    if (row->verdict == KT_VERDICT_UNSURE) {
+        row->decide_samples = why == 1 ? 0 : decide_samples(row, o, noise);
+        decide_note(note, sizeof note, row->decide_samples);
+    }
     int conf = (int)lround(o->confidence * 100.0);
     switch (row->verdict) {
     case KT_VERDICT_FASTER:
@@ -426,16 +490,15 @@ static int fill_matched(kt_compare_row_t *row, const kt_kernel_timing_t *b, cons
     default:
         if (why == 1)
             row->reason = fmt_reason("the change (|ln speedup| = %.1f %%) is within the noise (%.1f %%, "
-                                     "1.4826 MAD / median)",
-                                     100.0 * fabs(log(s)), 100.0 * noise);
+                                     "1.4826 MAD / median)%s",
+                                     100.0 * fabs(log(s)), 100.0 * noise, note);
         else if (why == 3)
             row->reason = fmt_reason("significant (p = %.2g) but below the %s threshold, and the %d %% CI "
-                                     "[%.3fx, %.3fx] reaches beyond it",
-                                     row->p_value, band, conf, row->ci_lo, row->ci_hi);
+                                     "[%.3fx, %.3fx] reaches beyond it%s",
+                                     row->p_value, band, conf, row->ci_lo, row->ci_hi, note);
         else
-            row->reason = fmt_reason("inconclusive: p = %.2g, %d %% CI [%.3fx, %.3fx] reaches beyond +/-%s; take "
-                                     "more samples",
-                                     row->p_value, conf, row->ci_lo, row->ci_hi, band);
+            row->reason = fmt_reason("inconclusive: p = %.2g, %d %% CI [%.3fx, %.3fx] reaches beyond +/-%s%s",
+                                     row->p_value, conf, row->ci_lo, row->ci_hi, band, note);
         break;
     }
     return row->reason ? 0 : KT_ENOMEM;

@@ -1,6 +1,8 @@
 /* compare_print.c — the comparison as an aligned text table, a markdown table, or JSON. */
 #include <ktiming/compare.h>
 
+#include "export/escape.h"
+
 #include <cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -69,6 +71,15 @@ static int width_of(const char *s, int w)
     return n > w ? n : w;
 }
 
+/* Display width of s once escaped for a terminal, or w when that is larger. */
+static int esc_width_of(const char *s, int w)
+{
+    size_t cols = 0;
+    char *e = kt__escape(s, SIZE_MAX, KT_ESC_TEXT, &cols);
+    free(e);
+    return (int)cols > w ? (int)cols : w;
+}
+
 /* ---------------------------------------------------------------------------------------------------
  * Text
  * ------------------------------------------------------------------------------------------------- */
@@ -90,9 +101,9 @@ static void print_text(FILE *out, const kt_compare_result_t *r)
         if (row->presence != KT_PRESENT_BOTH) continue;
         cells_t c;
         make_cells(row, &c);
-        wk = width_of(row->name, wk);
+        wk = esc_width_of(row->name, wk);
         wb = width_of(backend_label(row->backend), wb);
-        wd = width_of(row->device, wd);
+        wd = esc_width_of(row->device, wd);
         wci = width_of(c.ci, wci);
     }
     char gm[32];
@@ -106,9 +117,11 @@ static void print_text(FILE *out, const kt_compare_result_t *r)
             if (row->presence != KT_PRESENT_BOTH) continue;
             cells_t c;
             make_cells(row, &c);
-            fprintf(out, "%-*s  %-*s  %-*s  %12s  %12s  %8s  %-*s  %8s  %7s  %11s  %s\n", wk, row->name, wb,
-                    backend_label(row->backend), wd, row->device, c.before, c.after, c.speedup, wci, c.ci, c.mean,
-                    c.p, c.n, kt_verdict_name(row->verdict));
+            kt__escape_write_padded(out, row->name, KT_ESC_TEXT, (size_t)wk);
+            fprintf(out, "  %-*s  ", wb, backend_label(row->backend));
+            kt__escape_write_padded(out, row->device, KT_ESC_TEXT, (size_t)wd);
+            fprintf(out, "  %12s  %12s  %8s  %-*s  %8s  %7s  %11s  %s\n", c.before, c.after, c.speedup, wci, c.ci,
+                    c.mean, c.p, c.n, kt_verdict_name(row->verdict));
         }
         char gx[24], gci[40];
         fmt_x(gx, sizeof gx, r->geomean_speedup);
@@ -121,7 +134,13 @@ static void print_text(FILE *out, const kt_compare_result_t *r)
         const kt_compare_row_t *row = &r->rows[i];
         if (row->presence != KT_PRESENT_BOTH || row->verdict != KT_VERDICT_UNSURE) continue;
         if (!notes++) fputs("\n", out);
-        fprintf(out, "UNSURE %s (%s, %s): %s\n", row->name, backend_label(row->backend), row->device, row->reason);
+        fputs("UNSURE ", out);
+        kt__escape_write(out, row->name, KT_ESC_TEXT);
+        fprintf(out, " (%s, ", backend_label(row->backend));
+        kt__escape_write(out, row->device, KT_ESC_TEXT);
+        fputs("): ", out);
+        kt__escape_write(out, row->reason, KT_ESC_TEXT);
+        fputc('\n', out);
     }
     for (int side = 1; side <= 2; side++) {
         int first = 1;
@@ -129,7 +148,11 @@ static void print_text(FILE *out, const kt_compare_result_t *r)
             const kt_compare_row_t *row = &r->rows[i];
             if ((int)row->presence != side) continue;
             if (first) fprintf(out, "\nonly in %s:", side == 1 ? "BEFORE" : "AFTER");
-            fprintf(out, "%s %s (%s, %s)", first ? "" : ",", row->name, backend_label(row->backend), row->device);
+            fprintf(out, "%s ", first ? "" : ",");
+            kt__escape_write(out, row->name, KT_ESC_TEXT);
+            fprintf(out, " (%s, ", backend_label(row->backend));
+            kt__escape_write(out, row->device, KT_ESC_TEXT);
+            fputc(')', out);
             first = 0;
         }
         if (!first) fputs("\n", out);
@@ -141,13 +164,7 @@ static void print_text(FILE *out, const kt_compare_result_t *r)
  * Markdown
  * ------------------------------------------------------------------------------------------------- */
 
-static void md_text(FILE *out, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '|' || *s == '\\' || *s == '`' || *s == '*' || *s == '_') fputc('\\', out);
-        fputc(*s == '\n' ? ' ' : *s, out);
-    }
-}
+static void md_text(FILE *out, const char *s) { kt__escape_write(out, s, KT_ESC_MARKDOWN); }
 
 static void print_markdown(FILE *out, const kt_compare_result_t *r)
 {
@@ -253,6 +270,8 @@ static cJSON *build_json(const kt_compare_result_t *r)
                add_num(o, "p_value", row->p_value) | add_num(o, "u", row->u);
         bad |= !cJSON_AddStringToObject(o, "verdict", kt_verdict_name(row->verdict));
         bad |= !cJSON_AddStringToObject(o, "reason", row->reason ? row->reason : "");
+        if (row->verdict == KT_VERDICT_UNSURE && row->presence == KT_PRESENT_BOTH)
+            bad |= add_num(o, "decide_samples", (double)row->decide_samples);
     }
     bad |= add_num(gm, "kernels", (double)r->geomean_kernels) | add_num(gm, "speedup", r->geomean_speedup) |
            add_num(gm, "ci_lo", r->geomean_ci_lo) | add_num(gm, "ci_hi", r->geomean_ci_hi);

@@ -679,6 +679,30 @@ static void line_col(const char *text, size_t pos, size_t *line, size_t *col)
     *col = pos - start + 1;
 }
 
+/* Offset of the first "\u0000" escape inside a JSON string of text[0..len), or len when there is none. A C string
+ * cannot hold U+0000: cJSON would cut the string there, so a name "a\u0000b" would silently become "a" (and could
+ * then merge with the real "a"). The loader refuses such a document instead (docs/json-schema.md). */
+static size_t find_escaped_nul(const char *text, size_t len)
+{
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = text[i];
+        if (!in_string) {
+            in_string = ch == '"';
+            continue;
+        }
+        if (ch == '"') {
+            in_string = 0;
+        } else if (ch == '\\' && i + 1 < len) {
+            if (text[i + 1] == 'u' && i + 5 < len && text[i + 2] == '0' && text[i + 3] == '0' && text[i + 4] == '0' &&
+                text[i + 5] == '0')
+                return i;
+            i++; /* the escaped character (a quote or backslash among them) */
+        }
+    }
+    return len;
+}
+
 int kt_snapshot_parse(const char *json, size_t len, kt_snapshot_t **out, char *errbuf, size_t errlen)
 {
     load_ctx_t c = {errbuf, errlen, ""};
@@ -731,6 +755,16 @@ int kt_snapshot_parse(const char *json, size_t len, kt_snapshot_t **out, char *e
         return rc;
     }
 
+    size_t nul = find_escaped_nul(text, len);
+    if (nul < len) {
+        size_t line, col;
+        line_col(text, nul, &line, &col);
+        rc = fail(&c, KT_EPARSE, "a string holds \\u0000 (NUL) at line %zu, column %zu: names cannot contain NUL; "
+                  "refused rather than cut short", line, col);
+        cJSON_Delete(root);
+        free(text);
+        return rc;
+    }
     kt_snapshot_t *snap = calloc(1, sizeof *snap);
     if (!snap)
         rc = fail(&c, KT_ENOMEM, "out of memory");

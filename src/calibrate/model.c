@@ -123,9 +123,10 @@ void kt_clock_model_describe(const kt_clock_model_t *m, kt_clock_domain_t device
     const char *name = kt_clock_domain_name(device_domain);
     snprintf(info->clock_domain, sizeof(info->clock_domain), "%s", name);
     if (!model_ok(m)) return;
-    info->error_bound_ns = to_u64_ceil(m->error_ns);
+    info->error_bound_ns = to_u64_ceil(kt_clock_error_at(m, m->fitted_at_ns)); /* at the fit; publishers refresh
+                                                                                 it to "now" */
     info->drift_ppm = m->drift_ppm;
-    info->model_samples = m->samples;
+    info->model_samples = m->inliers; /* the samples the fit kept: one meaning for every backend */
 }
 
 uint64_t kt_clock_extend(uint64_t near, uint64_t raw, uint32_t valid_bits)

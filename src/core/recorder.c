@@ -488,15 +488,6 @@ void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end
     span_push(s, sl, kernel, 0, 0, 0, t);
 }
 
-void kt_record_error(kt_kernel_id_t kernel)
-{
-    if (!kt__on())
-        return;
-    kt__shard_t *s = shard_for_write();
-    kt__slot_t *sl = s ? slot_for(s, kernel) : NULL;
-    if (sl)
-        counter_add(&sl->errors);
-}
 
 void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name)
 {
@@ -526,6 +517,8 @@ void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason)
 }
 
 void kt_record_drop(kt_kernel_id_t kernel) { kt_record_drop_reason(kernel, KT_DROP_UNSPECIFIED); }
+
+void kt_record_error(kt_kernel_id_t kernel) { kt_record_error_name(kernel, NULL); }
 
 /* Waits for a snapshot in progress: a snapshot reads one generation from start to end. */
 void kt_reset(void)

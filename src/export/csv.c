@@ -1,19 +1,27 @@
-/* csv.c — one CSV row per kernel entry, header first, RFC 4180 (CRLF line ends, quoted fields when needed). */
+/* csv.c — one CSV row per kernel entry, header first, RFC 4180 (CRLF line ends, quoted fields when needed);
+ * a text cell a spreadsheet would run as a formula is neutralised with a leading single quote. */
+#include "export/escape.h"
 #include "export/export.h"
+
+#include <stdlib.h>
 
 #include <inttypes.h>
 #include <string.h>
 
-/* Writes one field, quoted (with inner quotes doubled) when it holds a comma, quote, CR or LF. */
+/* Writes one text field, quoted (with inner quotes doubled) when it holds a comma, quote, CR or LF, and
+ * prefixed with ' when it starts like a formula (= + - @ tab CR). */
 static void csv_field(FILE *out, const char *s)
 {
     if (!s)
         s = "";
+    const char *prefix = kt__csv_is_formula(s) ? "'" : "";
     if (!strpbrk(s, ",\"\r\n")) {
+        fputs(prefix, out);
         fputs(s, out);
         return;
     }
     fputc('"', out);
+    fputs(prefix, out);
     for (; *s; s++) {
         if (*s == '"')
             fputc('"', out);
@@ -31,15 +39,17 @@ static void csv_double(FILE *out, double v)
     fprintf(out, ",%s", strcmp(buf, "null") ? buf : "");
 }
 
-int kt__export_csv(FILE *out, const kt_snapshot_t *snap)
+int kt__export_csv(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts)
 {
-    if (snap->count && !snap->entries)
-        return KT_EINVAL;
+    size_t *rows = NULL, count = 0;
+    int rc = kt__report_rows(snap, opts, &rows, &count);
+    if (rc)
+        return rc;
     fputs("name,backend,device,dispatch_count,total_ns,min_ns,max_ns,last_ns,mean_ns,stddev_ns,p50_ns,p90_ns,"
-          "p99_ns,errors,dropped,spans_dropped,sample_count\r\n",
+          "p99_ns,errors,dropped,spans_dropped,sample_count,bytes,last_error\r\n",
           out);
-    for (size_t i = 0; i < snap->count; i++) {
-        const kt_kernel_timing_t *e = &snap->entries[i];
+    for (size_t r = 0; r < count; r++) {
+        const kt_kernel_timing_t *e = &snap->entries[rows[r]];
         csv_field(out, e->name);
         fputc(',', out);
         csv_field(out, kt_backend_name(e->backend));
@@ -59,7 +69,11 @@ int kt__export_csv(FILE *out, const kt_snapshot_t *snap)
         csv_u64(out, e->dropped);
         csv_u64(out, e->spans_dropped);
         csv_u64(out, e->samples ? e->sample_count : 0);
+        csv_u64(out, e->bytes);
+        fputc(',', out);
+        csv_field(out, e->last_error);
         fputs("\r\n", out);
     }
+    free(rows);
     return ferror(out) ? KT_EIO : 0;
 }

@@ -15,11 +15,21 @@
  * Exporters: each writes one whole document for snap to out and returns 0, KT_EINVAL or KT_EIO.
  * They assume the C numeric locale (kt_report_print switches to it around the call).
  * ------------------------------------------------------------------------------------------------- */
-int kt__export_text(FILE *out, const kt_snapshot_t *snap);
-int kt__export_csv(FILE *out, const kt_snapshot_t *snap);
+int kt__export_text(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts);
+int kt__export_markdown(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts);
+int kt__export_csv(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts);
 int kt__export_json(FILE *out, const kt_snapshot_t *snap);
 int kt__export_chrome(FILE *out, const kt_snapshot_t *snap); /* written by the timeline area */
 int kt__export_html(FILE *out, const kt_snapshot_t *snap);   /* written by the timeline area */
+
+/* The rows a table report shows: indices into snap->entries matching opts->filter (fnmatch), in opts->sort
+ * order (ties in snapshot order); opts NULL = every entry by total time. *rows is malloc'd (free it).
+ * Returns 0, KT_EINVAL or KT_ENOMEM. */
+int kt__report_rows(const kt_snapshot_t *snap, const kt_report_opts_t *opts, size_t **rows, size_t *count);
+
+/* A duration for people: "812 ns", "12.34 µs", "1.099 ms", "2.500 s" (four significant digits, the unit chosen
+ * per value); "-" for a negative or non-finite value. */
+void kt__format_duration(char *buf, size_t size, double ns);
 
 /* ---------------------------------------------------------------------------------------------------
  * JSON writing helpers

@@ -12,11 +12,12 @@
 
 /* Every format writes numbers with '.', whatever LC_NUMERIC the host program chose: the numeric locale is
  * switched for this thread only (uselocale), never for the process. */
-static int export_dispatch(FILE *out, const kt_snapshot_t *snap, kt_format_t format)
+static int export_dispatch(FILE *out, const kt_snapshot_t *snap, kt_format_t format, const kt_report_opts_t *opts)
 {
     switch (format) {
-    case KT_FORMAT_TEXT: return kt__export_text(out, snap);
-    case KT_FORMAT_CSV: return kt__export_csv(out, snap);
+    case KT_FORMAT_TEXT: return kt__export_text(out, snap, opts);
+    case KT_FORMAT_MARKDOWN: return kt__export_markdown(out, snap, opts);
+    case KT_FORMAT_CSV: return kt__export_csv(out, snap, opts);
     case KT_FORMAT_JSON: return kt__export_json(out, snap);
     case KT_FORMAT_CHROME: return kt__export_chrome(out, snap);
     case KT_FORMAT_HTML: return kt__export_html(out, snap);
@@ -26,11 +27,16 @@ static int export_dispatch(FILE *out, const kt_snapshot_t *snap, kt_format_t for
 
 int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format)
 {
-    if (!out || !snap)
+    return kt_report_print_opts(out, snap, format, NULL);
+}
+
+int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t format, const kt_report_opts_t *opts)
+{
+    if (!out || !snap || (opts && (unsigned)opts->sort > KT_SORT_COUNT))
         return KT_EINVAL;
     locale_t c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
     locale_t previous = c_numeric ? uselocale(c_numeric) : (locale_t)0;
-    int rc = export_dispatch(out, snap, format);
+    int rc = export_dispatch(out, snap, format, opts);
     if (c_numeric) {
         uselocale(previous);
         freelocale(c_numeric);
@@ -50,7 +56,12 @@ static atomic_uint g_tmp_counter;
 
 int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format)
 {
-    if (!path || !*path || !snap || (unsigned)format > KT_FORMAT_HTML)
+    return kt_report_write_opts(path, snap, format, NULL);
+}
+
+int kt_report_write_opts(const char *path, const kt_snapshot_t *snap, kt_format_t format, const kt_report_opts_t *opts)
+{
+    if (!path || !*path || !snap || (unsigned)format > KT_FORMAT_MARKDOWN)
         return KT_EINVAL;
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 64);
@@ -78,7 +89,7 @@ int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t for
         errno = saved;
         return KT_ENOMEM;
     }
-    int rc = kt_report_print(f, snap, format);
+    int rc = kt_report_print_opts(f, snap, format, opts);
     if (rc == 0 && fsync(fileno(f)) != 0)
         rc = KT_EIO;
     int saved = errno;

@@ -1,94 +1,160 @@
-/* text.c — the human-readable table: the seed's "[timing] name backend avg= min= max= n=" line per kernel,
- * followed by percentiles, error/drop counts when non-zero and the device for GPU backends. */
+/* text.c — the human-readable kernel table ("[timing]" lines for terminals, or a markdown table): per kernel
+ * n, total, share of the total, mean, stddev, min, p50, p90, p99, max with a unit chosen per value, rows sorted
+ * and filtered as asked; also the row selection (sort + fnmatch filter) the CSV exporter shares. */
+#include "export/escape.h"
 #include "export/export.h"
 
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define NAME_MIN_COLS 20 /* the seed's {:20s} */
+#define NAME_MIN_COLS 6  /* "kernel" */
 #define NAME_MAX_COLS 40 /* longer names are shortened in the middle so the columns stay aligned */
-#define BACKEND_MIN_COLS 5
-#define MS_INT_DIGITS 4  /* the seed's {:7.2} leaves 4 digits before the point */
+#define TIME_CELL 24     /* bytes of one formatted time cell */
 
-/* A name prepared for a terminal: control characters and invalid UTF-8 shown as '?', and the byte offset of
- * every code point so it can be cut and padded by display columns (one column per code point). */
-typedef struct text_name_t {
-    char *bytes;   /* sanitised UTF-8, NUL-terminated */
-    size_t *cp;    /* cp[i] = byte offset of code point i; cp[cols] = total length */
-    size_t cols;   /* code points */
-} text_name_t;
+/* ---------------------------------------------------------------------------------------------------
+ * Row selection
+ * ------------------------------------------------------------------------------------------------- */
 
-static int name_prepare(text_name_t *tn, const char *s, size_t maxlen)
+/* A row being sorted: the entry and its position in the snapshot (the tie-break, so the order is total). */
+typedef struct sort_row_t {
+    const kt_kernel_timing_t *e; /* the entry */
+    size_t index;                /* its index in snap->entries */
+} sort_row_t;
+
+static int cmp_index(const sort_row_t *a, const sort_row_t *b) { return (a->index > b->index) - (a->index < b->index); }
+
+static int cmp_desc_u64(uint64_t a, uint64_t b) { return (a < b) - (a > b); }
+
+static int cmp_total(const void *pa, const void *pb)
 {
-    const unsigned char *p = (const unsigned char *)(s ? s : "");
-    size_t len = s ? strnlen(s, maxlen) : 0, o = 0, n = 0;
-    tn->bytes = malloc(len + 1);
-    tn->cp = malloc((len + 1) * sizeof *tn->cp);
-    if (!tn->bytes || !tn->cp) {
-        free(tn->bytes);
-        free(tn->cp);
+    const sort_row_t *a = pa, *b = pb;
+    int r = cmp_desc_u64(a->e->total_ns, b->e->total_ns);
+    return r ? r : cmp_index(a, b);
+}
+
+static int cmp_name(const void *pa, const void *pb) { return cmp_index(pa, pb); }
+
+static int cmp_mean(const void *pa, const void *pb)
+{
+    const sort_row_t *a = pa, *b = pb;
+    double x = a->e->mean_ns, y = b->e->mean_ns;
+    int r = (x < y) - (x > y);
+    return r ? r : cmp_index(a, b);
+}
+
+static int cmp_count(const void *pa, const void *pb)
+{
+    const sort_row_t *a = pa, *b = pb;
+    int r = cmp_desc_u64(a->e->dispatch_count, b->e->dispatch_count);
+    return r ? r : cmp_index(a, b);
+}
+
+int kt__report_rows(const kt_snapshot_t *snap, const kt_report_opts_t *opts, size_t **rows, size_t *count)
+{
+    *rows = NULL;
+    *count = 0;
+    if (snap->count && !snap->entries)
+        return KT_EINVAL;
+    kt_sort_t sort = opts ? opts->sort : KT_SORT_TOTAL;
+    const char *filter = opts && opts->filter && *opts->filter ? opts->filter : NULL;
+    if ((unsigned)sort > KT_SORT_COUNT)
+        return KT_EINVAL;
+    sort_row_t *tmp = malloc((snap->count ? snap->count : 1) * sizeof *tmp);
+    size_t *idx = malloc((snap->count ? snap->count : 1) * sizeof *idx);
+    if (!tmp || !idx) {
+        free(tmp);
+        free(idx);
         return KT_ENOMEM;
     }
-    for (size_t i = 0; i < len;) {
-        size_t k = (p[i] < 0x20 || p[i] == 0x7f) ? 0 : kt__utf8_seq_len(p + i);
-        if (k == 0 || i + k > len) { /* replace one bad byte, resynchronise on the next */
-            tn->cp[n++] = o;
-            tn->bytes[o++] = '?';
-            i++;
+    size_t n = 0;
+    for (size_t i = 0; i < snap->count; i++) {
+        const kt_kernel_timing_t *e = &snap->entries[i];
+        if (filter && fnmatch(filter, e->name ? e->name : "", 0) != 0)
             continue;
-        }
-        tn->cp[n++] = o;
-        memcpy(tn->bytes + o, p + i, k);
-        o += k;
-        i += k;
+        tmp[n].e = e;
+        tmp[n].index = i;
+        n++;
     }
-    tn->cp[n] = o;
-    tn->bytes[o] = '\0';
-    tn->cols = n;
+    static int (*const kCmp[])(const void *, const void *) = {cmp_total, cmp_name, cmp_mean, cmp_count};
+    qsort(tmp, n, sizeof *tmp, kCmp[sort]);
+    for (size_t i = 0; i < n; i++)
+        idx[i] = tmp[i].index;
+    free(tmp);
+    *rows = idx;
+    *count = n;
     return 0;
 }
 
-static void name_release(text_name_t *tn)
-{
-    free(tn->bytes);
-    free(tn->cp);
-}
+/* ---------------------------------------------------------------------------------------------------
+ * Cells
+ * ------------------------------------------------------------------------------------------------- */
 
-/* Writes tn in exactly `cols` columns: padded on the right, or shortened as "head...tail". */
-static void name_write(FILE *out, const text_name_t *tn, size_t cols)
+void kt__format_duration(char *buf, size_t size, double ns)
 {
-    if (tn->cols <= cols) {
-        fwrite(tn->bytes, 1, tn->cp[tn->cols], out);
-        for (size_t i = tn->cols; i < cols; i++)
-            fputc(' ', out);
+    static const struct {
+        const char *unit; /* suffix */
+        double scale;     /* ns per unit */
+    } kUnits[] = {{"ns", 1.0}, {"\xc2\xb5s", 1e3}, {"ms", 1e6}, {"s", 1e9}};
+    if (!isfinite(ns) || ns < 0.0) {
+        snprintf(buf, size, "-");
         return;
     }
-    size_t keep = cols - 3, head = (keep + 1) / 2, tail = keep - head;
-    fwrite(tn->bytes, 1, tn->cp[head], out);
-    fputs("...", out);
-    fwrite(tn->bytes + tn->cp[tn->cols - tail], 1, tn->cp[tn->cols] - tn->cp[tn->cols - tail], out);
-}
-
-/* Decimals so that the smallest non-zero time shown keeps 3 significant digits: 2 (the seed) for times of
- * 1 ms and up, more for sub-millisecond kernels, at most 6 (1 ns). */
-static int pick_decimals(double smallest_ms)
-{
-    if (!(smallest_ms > 0.0) || smallest_ms >= 1.0)
-        return 2;
-    int d = 2 - (int)floor(log10(smallest_ms));
-    return d > 6 ? 6 : d;
-}
-
-static int digits_u64(uint64_t v)
-{
-    int d = 1;
-    while (v >= 10) {
-        v /= 10;
-        d++;
+    if (ns < 999.5) {
+        snprintf(buf, size, "%.0f ns", ns);
+        return;
     }
-    return d;
+    /* four significant digits in the largest unit that keeps at least 1 before the point */
+    for (size_t u = 1; u < sizeof kUnits / sizeof kUnits[0]; u++) {
+        double v = ns / kUnits[u].scale;
+        int dec = v < 9.9995 ? 3 : v < 99.995 ? 2 : v < 999.95 ? 1 : 0;
+        if (dec == 0 && u + 1 < sizeof kUnits / sizeof kUnits[0])
+            continue;
+        snprintf(buf, size, "%.*f %s", dec, v, kUnits[u].unit);
+        return;
+    }
+}
+
+/* part as a percentage of whole, one decimal; "-" when whole is 0. */
+static void format_share(char *buf, size_t size, uint64_t part, long double whole)
+{
+    if (!(whole > 0.0L))
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%.1f%%", (double)(100.0L * (long double)part / whole));
+}
+
+/* Column indices of the table. */
+enum {
+    C_N, C_TOTAL, C_SHARE, C_MEAN, C_STDDEV, C_MIN, C_P50, C_P90, C_P99, C_MAX, C_COUNT
+};
+static const char *const kHeads[C_COUNT] = {"n",   "total", "%",   "mean", "stddev",
+                                            "min", "p50",   "p90", "p99",  "max"};
+
+/* One formatted row. */
+typedef struct text_row_t {
+    const kt_kernel_timing_t *e; /* the entry */
+    char *name;                  /* escaped name */
+    size_t name_cols;            /* its display width */
+    char cell[C_COUNT][TIME_CELL]; /* formatted numbers */
+} text_row_t;
+
+static void row_cells(text_row_t *r, long double all_total)
+{
+    const kt_kernel_timing_t *e = r->e;
+    snprintf(r->cell[C_N], TIME_CELL, "%" PRIu64, e->dispatch_count);
+    int none = e->dispatch_count == 0;
+    kt__format_duration(r->cell[C_TOTAL], TIME_CELL, none ? -1.0 : (double)e->total_ns);
+    format_share(r->cell[C_SHARE], TIME_CELL, e->total_ns, all_total);
+    kt__format_duration(r->cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns);
+    kt__format_duration(r->cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns);
+    kt__format_duration(r->cell[C_MIN], TIME_CELL, none ? -1.0 : (double)e->min_ns);
+    kt__format_duration(r->cell[C_P50], TIME_CELL, none ? -1.0 : (double)e->p50_ns);
+    kt__format_duration(r->cell[C_P90], TIME_CELL, none ? -1.0 : (double)e->p90_ns);
+    kt__format_duration(r->cell[C_P99], TIME_CELL, none ? -1.0 : (double)e->p99_ns);
+    kt__format_duration(r->cell[C_MAX], TIME_CELL, none ? -1.0 : (double)e->max_ns);
 }
 
 static int is_host_device(const char *dev) { return !dev || !*dev || !strcmp(dev, "host"); }
@@ -99,80 +165,309 @@ static const char *backend_label(kt_backend_t b)
     return s ? s : "?";
 }
 
-int kt__export_text(FILE *out, const kt_snapshot_t *snap)
+static void pad(FILE *out, size_t n)
 {
-    if (snap->count == 0) {
-        fputs("[timing] no kernels recorded\n", out);
-        return ferror(out) ? KT_EIO : 0;
-    }
-    if (!snap->entries)
-        return KT_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        fputc(' ', out);
+}
 
-    text_name_t *names = calloc(snap->count, sizeof *names);
-    if (!names)
-        return KT_ENOMEM;
-    int rc = 0;
-    size_t name_cols = NAME_MIN_COLS, backend_cols = BACKEND_MIN_COLS;
-    double smallest = 0.0, largest = 0.0;
-    uint64_t most_dispatches = 0;
-    for (size_t i = 0; i < snap->count && !rc; i++) {
-        const kt_kernel_timing_t *e = &snap->entries[i];
-        rc = name_prepare(&names[i], e->name, SIZE_MAX);
-        if (rc)
+static void write_right(FILE *out, const char *s, size_t width)
+{
+    size_t c = kt__text_cols(s);
+    pad(out, c < width ? width - c : 0);
+    fputs(s, out);
+}
+
+/* Writes name (escaped, `cols` wide) in exactly `width` columns: padded on the right, or shortened in the
+ * middle as "head...tail". */
+static void name_write(FILE *out, const char *name, size_t cols, size_t width)
+{
+    if (cols <= width) {
+        fputs(name, out);
+        pad(out, width - cols);
+        return;
+    }
+    size_t keep = width - 3, head = (keep + 1) / 2, tail = keep - head, col = 0;
+    const char *p = name;
+    for (; *p; p++) { /* escaped text is valid UTF-8: count lead bytes */
+        if (((unsigned char)*p & 0xC0u) != 0x80u) {
+            if (col == head)
+                break;
+            col++;
+        }
+        fputc(*p, out);
+    }
+    fputs("...", out);
+    for (; *p; p++)
+        if (((unsigned char)*p & 0xC0u) != 0x80u && col++ >= cols - tail)
             break;
-        if (names[i].cols > name_cols)
-            name_cols = names[i].cols > NAME_MAX_COLS ? NAME_MAX_COLS : names[i].cols;
-        size_t bl = strlen(backend_label(e->backend));
+    fputs(p, out);
+}
+
+/* Bytes for people: "512 B", "12.50 KB", "3.000 GB" (decimal units, as bandwidths are quoted). */
+static void format_bytes(char *buf, size_t size, double b)
+{
+    static const char *const kUnits[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+    size_t u = 0;
+    while (b >= 999.95 && u + 1 < sizeof kUnits / sizeof kUnits[0]) {
+        b /= 1000.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%.0f B", b);
+    else
+        snprintf(buf, size, "%.*f %s", b < 9.9995 ? 3 : b < 99.995 ? 2 : 1, b, kUnits[u]);
+}
+
+/* The notes that follow a row when they apply: bytes moved and bandwidth (transfers), error count with the
+ * last error's name, drop counts with their reasons, spans not kept, then the device. */
+static void row_notes(FILE *out, const kt_kernel_timing_t *e, unsigned esc, int with_device)
+{
+    if (e->bytes) {
+        char b[32], bw[32];
+        format_bytes(b, sizeof b, (double)e->bytes);
+        fprintf(out, " bytes=%s", b);
+        if (e->total_ns) {
+            format_bytes(bw, sizeof bw, (double)e->bytes * 1e9 / (double)e->total_ns);
+            fprintf(out, " (%s/s)", bw);
+        }
+    }
+    if (e->errors) {
+        fprintf(out, " errors=%" PRIu64, e->errors);
+        if (e->last_error[0]) {
+            fputs(" (last ", out);
+            kt__escape_write(out, e->last_error, esc);
+            fputc(')', out);
+        }
+    }
+    if (e->dropped) {
+        fprintf(out, " dropped=%" PRIu64, e->dropped);
+        int first = 1;
+        for (int r = 0; r < KT_DROP_REASON_COUNT; r++) {
+            if (!e->dropped_by[r])
+                continue;
+            fprintf(out, "%s%s %" PRIu64, first ? " (" : ", ", kt_drop_reason_name((kt_drop_reason_t)r),
+                    e->dropped_by[r]);
+            first = 0;
+        }
+        if (!first)
+            fputc(')', out);
+    }
+    if (e->spans_dropped)
+        fprintf(out, esc == KT_ESC_MARKDOWN ? " spans\\_dropped=%" PRIu64 : " spans_dropped=%" PRIu64,
+                e->spans_dropped);
+    if (with_device && (e->backend != KT_BACKEND_CPU || !is_host_device(e->device))) {
+        fputs(" on ", out);
+        kt__escape_write(out, e->device, esc);
+    }
+}
+
+/* The line about records whose kernel could not be interned (the kernel table was full); nothing when none. */
+static void write_kernels_dropped(FILE *out, const kt_snapshot_t *snap, int markdown)
+{
+    if (!snap->kernels_dropped)
+        return;
+    fprintf(out, "%s%" PRIu64 " record%s lost: the kernel table was full (%s)\n",
+            markdown ? "\n**warning:** " : "[timing] warning: ", snap->kernels_dropped,
+            snap->kernels_dropped == 1 ? "" : "s", markdown ? "kernels\\_dropped" : "kernels_dropped");
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Writers
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Totals of one API's kernels or transfers in the per-API summary. */
+typedef struct api_total_t {
+    uint64_t entries;    /* kernels (or transfer commands) */
+    uint64_t dispatches; /* their dispatches */
+    uint64_t bytes;      /* bytes moved (transfers) */
+    long double total;   /* their time, ns */
+} api_total_t;
+
+/* One row of the per-API block. */
+static void api_row(FILE *out, const char *api, const char *kind, const api_total_t *t, long double all, int markdown,
+                    int with_bandwidth)
+{
+    char total[TIME_CELL], share[TIME_CELL], moved[64] = "";
+    kt__format_duration(total, TIME_CELL, (double)t->total);
+    if (all > 0.0L)
+        snprintf(share, sizeof share, "%.1f%%", (double)(100.0L * t->total / all));
+    else
+        snprintf(share, sizeof share, "-");
+    if (t->bytes) {
+        char b[32], bw[32] = "";
+        format_bytes(b, sizeof b, (double)t->bytes);
+        if (with_bandwidth && t->total > 0.0L)
+            format_bytes(bw, sizeof bw, (double)((long double)t->bytes * 1e9L / t->total));
+        snprintf(moved, sizeof moved, "%s%s%s%s", b, bw[0] ? ", " : "", bw, bw[0] ? "/s" : "");
+    }
+    if (markdown) {
+        fprintf(out, "| %s | %s | %" PRIu64 " | %" PRIu64 " | %s | %s | %s |\n", api, kind, t->entries, t->dispatches,
+                total, share, moved);
+        return;
+    }
+    fprintf(out, "[timing] %-8s %-9s %7" PRIu64 "  %10" PRIu64 "  ", api, kind, t->entries, t->dispatches);
+    write_right(out, total, 9);
+    fputs("  ", out);
+    write_right(out, share, 6);
+    if (moved[0])
+        fprintf(out, "  %s", moved);
+    fputc('\n', out);
+}
+
+/* The per-API block of the `ktiming run` summary: for each API that recorded something, its kernels and its
+ * transfers (entries that moved bytes) apart — how many, their dispatches, total time and share, bytes and
+ * bandwidth — then the sum over everything. */
+static void write_api_summary(FILE *out, const kt_snapshot_t *snap, int markdown)
+{
+    api_total_t api[KT_BACKEND_COUNT + 1][2], sum;
+    memset(api, 0, sizeof api);
+    memset(&sum, 0, sizeof sum);
+    for (size_t i = 0; i < snap->count; i++) {
+        const kt_kernel_timing_t *e = &snap->entries[i];
+        size_t b = (unsigned)e->backend < KT_BACKEND_COUNT ? (size_t)e->backend : KT_BACKEND_COUNT;
+        api_total_t *t = &api[b][e->bytes > 0];
+        t->entries++;
+        t->dispatches += e->dispatch_count;
+        t->bytes += e->bytes;
+        t->total += (long double)e->total_ns;
+        sum.entries++;
+        sum.dispatches += e->dispatch_count;
+        sum.bytes += e->bytes;
+        sum.total += (long double)e->total_ns;
+    }
+    if (markdown)
+        fputs("| API | what | count | dispatches | total | % | moved |\n|---|---|---:|---:|---:|---:|---|\n", out);
+    else
+        fputs("[timing] API      what        count  dispatches      total       %\n", out);
+    for (size_t b = 0; b <= KT_BACKEND_COUNT; b++)
+        for (int k = 0; k < 2; k++)
+            if (api[b][k].entries)
+                api_row(out, b < KT_BACKEND_COUNT ? backend_label((kt_backend_t)b) : "?", k ? "transfers" : "kernels",
+                        &api[b][k], sum.total, markdown, 1);
+    api_row(out, markdown ? "**all**" : "all", "", &sum, sum.total, markdown, 0); /* time not all spent moving */
+    if (markdown)
+        fputc('\n', out);
+}
+
+static void write_text(FILE *out, text_row_t *rows, size_t n, const kt_snapshot_t *snap, size_t shown)
+{
+    size_t name_cols = NAME_MIN_COLS, backend_cols = strlen("backend"), w[C_COUNT];
+    for (size_t c = 0; c < C_COUNT; c++)
+        w[c] = strlen(kHeads[c]);
+    for (size_t i = 0; i < n; i++) {
+        size_t nc = rows[i].name_cols > NAME_MAX_COLS ? NAME_MAX_COLS : rows[i].name_cols;
+        if (nc > name_cols)
+            name_cols = nc;
+        size_t bl = strlen(backend_label(rows[i].e->backend));
         if (bl > backend_cols)
             backend_cols = bl;
-        const double shown[] = {kt_timing_avg_ms(e), kt_timing_min_ms(e), kt_timing_max_ms(e),
-                                (double)e->p50_ns / 1e6, (double)e->p90_ns / 1e6, (double)e->p99_ns / 1e6};
-        for (size_t k = 0; k < sizeof shown / sizeof shown[0]; k++) {
-            if (shown[k] > 0.0 && (smallest == 0.0 || shown[k] < smallest))
-                smallest = shown[k];
-            if (shown[k] > largest)
-                largest = shown[k];
+        for (size_t c = 0; c < C_COUNT; c++) {
+            size_t cc = kt__text_cols(rows[i].cell[c]);
+            if (cc > w[c])
+                w[c] = cc;
         }
-        if (e->dispatch_count > most_dispatches)
-            most_dispatches = e->dispatch_count;
     }
+    fputs("[timing] ", out);
+    name_write(out, "kernel", 6, name_cols);
+    fprintf(out, " %-*s", (int)backend_cols, "backend");
+    for (size_t c = 0; c < C_COUNT; c++) {
+        fputs("  ", out);
+        write_right(out, kHeads[c], w[c]);
+    }
+    fputc('\n', out);
+    for (size_t i = 0; i < n; i++) {
+        fputs("[timing] ", out);
+        name_write(out, rows[i].name, rows[i].name_cols, name_cols);
+        fprintf(out, " %-*s", (int)backend_cols, backend_label(rows[i].e->backend));
+        for (size_t c = 0; c < C_COUNT; c++) {
+            fputs("  ", out);
+            write_right(out, rows[i].cell[c], w[c]);
+        }
+        row_notes(out, rows[i].e, KT_ESC_TEXT, 1);
+        fputc('\n', out);
+    }
+    if (shown < snap->count)
+        fprintf(out, "[timing] %zu of %zu kernels shown (filter)\n", shown, snap->count);
+}
 
-    if (!rc) {
-        int dec = pick_decimals(smallest);
-        int int_digits = digits_u64((uint64_t)largest);
-        int width = (int_digits > MS_INT_DIGITS ? int_digits : MS_INT_DIGITS) + 1 + dec;
-        int n_cols = digits_u64(most_dispatches);
-        for (size_t i = 0; i < snap->count; i++) {
-            const kt_kernel_timing_t *e = &snap->entries[i];
-            fputs("[timing] ", out);
-            name_write(out, &names[i], name_cols);
-            fprintf(out, " %-*s avg=%*.*fms min=%*.*fms max=%*.*fms n=%-*" PRIu64, (int)backend_cols,
-                    backend_label(e->backend), width, dec, kt_timing_avg_ms(e), width, dec, kt_timing_min_ms(e),
-                    width, dec, kt_timing_max_ms(e), n_cols, e->dispatch_count);
-            fprintf(out, " p50=%*.*fms p90=%*.*fms p99=%*.*fms", width, dec, (double)e->p50_ns / 1e6, width, dec,
-                    (double)e->p90_ns / 1e6, width, dec, (double)e->p99_ns / 1e6);
-            if (e->errors)
-                fprintf(out, " errors=%" PRIu64, e->errors);
-            if (e->dropped)
-                fprintf(out, " dropped=%" PRIu64, e->dropped);
-            if (e->spans_dropped)
-                fprintf(out, " spans_dropped=%" PRIu64, e->spans_dropped);
-            if (e->backend != KT_BACKEND_CPU || !is_host_device(e->device)) {
-                text_name_t dev;
-                rc = name_prepare(&dev, e->device, SIZE_MAX);
-                if (rc)
-                    break;
-                fputs(" on ", out);
-                name_write(out, &dev, dev.cols);
-                name_release(&dev);
-            }
-            fputc('\n', out);
-        }
+static void write_markdown(FILE *out, text_row_t *rows, size_t n)
+{
+    fputs("| kernel | backend | device", out);
+    for (size_t c = 0; c < C_COUNT; c++)
+        fprintf(out, " | %s", kHeads[c]);
+    fputs(" | notes |\n|---|---|---", out);
+    for (size_t c = 0; c < C_COUNT; c++)
+        fputs("|---:", out);
+    fputs("|---|\n", out);
+    for (size_t i = 0; i < n; i++) {
+        const kt_kernel_timing_t *e = rows[i].e;
+        fputs("| ", out);
+        fputs(rows[i].name, out);
+        fprintf(out, " | %s | ", backend_label(e->backend));
+        kt__escape_write(out, e->device, KT_ESC_MARKDOWN);
+        for (size_t c = 0; c < C_COUNT; c++)
+            fprintf(out, " | %s", rows[i].cell[c]);
+        fputs(" |", out);
+        row_notes(out, e, KT_ESC_MARKDOWN, 0);
+        fputs(" |\n", out);
     }
+}
+
+static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts, int markdown)
+{
+    if (snap->count && !snap->entries)
+        return KT_EINVAL;
+    if (snap->count == 0 && !markdown) {
+        fputs("[timing] no kernels recorded\n", out);
+        write_kernels_dropped(out, snap, 0);
+        return ferror(out) ? KT_EIO : 0;
+    }
+    size_t *idx = NULL, n = 0;
+    int rc = kt__report_rows(snap, opts, &idx, &n);
+    if (rc)
+        return rc;
+    text_row_t *rows = calloc(n ? n : 1, sizeof *rows);
+    if (!rows) {
+        free(idx);
+        return KT_ENOMEM;
+    }
+    long double all_total = 0.0L;
     for (size_t i = 0; i < snap->count; i++)
-        name_release(&names[i]);
-    free(names);
+        all_total += (long double)snap->entries[i].total_ns;
+    for (size_t i = 0; i < n && !rc; i++) {
+        rows[i].e = &snap->entries[idx[i]];
+        rows[i].name = kt__escape(rows[i].e->name, SIZE_MAX, markdown ? KT_ESC_MARKDOWN : KT_ESC_TEXT,
+                                  &rows[i].name_cols);
+        if (!rows[i].name)
+            rc = KT_ENOMEM;
+        else
+            row_cells(&rows[i], all_total);
+    }
+    if (!rc && opts && opts->by_api)
+        write_api_summary(out, snap, markdown);
+    if (!rc) {
+        if (markdown)
+            write_markdown(out, rows, n);
+        else
+            write_text(out, rows, n, snap, n);
+        write_kernels_dropped(out, snap, markdown);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(rows[i].name);
+    free(rows);
+    free(idx);
     if (!rc && ferror(out))
         rc = KT_EIO;
     return rc;
+}
+
+int kt__export_text(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts)
+{
+    return export_table(out, snap, opts, 0);
+}
+
+int kt__export_markdown(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts)
+{
+    return export_table(out, snap, opts, 1);
 }

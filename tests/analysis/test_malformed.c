@@ -195,6 +195,23 @@ static void test_member_errors(void **state)
     expect_exact(HEAD "\"entries\":[" E0 "}],\"queues\":{}}", "queues: expected an array");
 }
 
+/* A name with \u0000 is refused (a C string would cut it short), wherever the string is; an escaped
+ * backslash followed by "u0000" is an ordinary name and loads. */
+static void test_escaped_nul_refused(void **state)
+{
+    (void)state;
+    reject(HEAD "\"entries\":[{\"name\":\"a\\u0000b\",\"backend\":\"CPU\",\"device\":\"host\",\"dispatch_count\":0}]}",
+           "a string holds \\u0000 (NUL) at line 1");
+    reject(HEAD "\"entries\":[{\"name\":\"a\",\"backend\":\"CPU\",\"device\":\"h\\u0000\",\"dispatch_count\":0}]}",
+           "names cannot contain NUL");
+    const char *ok = HEAD "\"entries\":[{\"name\":\"a\\\\u0000b\",\"backend\":\"cpu\",\"min_ns\":9," REST "}]}";
+    kt_snapshot_t *s = NULL;
+    char err[256] = "";
+    assert_int_equal(kt_snapshot_parse(ok, strlen(ok), &s, err, sizeof err), 0);
+    assert_string_equal(s->entries[0].name, "a\\u0000b");
+    fx_free(s);
+}
+
 static void test_arguments(void **state)
 {
     (void)state;
@@ -273,6 +290,7 @@ int main(void)
         cmocka_unit_test(test_syntax_positions),
         cmocka_unit_test(test_schema_and_version),
         cmocka_unit_test(test_member_errors),
+        cmocka_unit_test(test_escaped_nul_refused),
         cmocka_unit_test(test_arguments),
         cmocka_unit_test(test_random_corruption),
     };

@@ -110,6 +110,14 @@ static void test_formats(void **state)
     snprintf(json_path, sizeof json_path, "%s/out.json", g_dir);
     assert_int_equal(CLI(g_base, g_slow, "--format", "json", "-o", json_path), 0);
     assert_int_equal(CLI(g_base, g_slow, "--format", "json", "-o", json_path), 0); /* replaces it */
+    /* the short option of every command, options after the files, --filter keeping nothing */
+    assert_int_equal(CLI("-f", "json", g_base, g_slow, "-o", json_path), 0);
+    assert_int_equal(CLI(g_base, g_slow, "-f", "json", "--filter", "no_such*", "-o", json_path), 0);
+    char *none = slurp(json_path);
+    assert_non_null(none);
+    assert_null(strstr(none, "kernel_a"));
+    free(none);
+    assert_int_equal(CLI(g_base, g_slow, "-f", "json", "--filter", "kernel_*", "-o", json_path), 0);
     DIR *d = opendir(g_dir);
     assert_non_null(d);
     for (struct dirent *e; (e = readdir(d));) assert_null(strstr(e->d_name, ".tmp.")); /* no leftovers */

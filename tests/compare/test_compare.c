@@ -145,6 +145,9 @@ static void test_noise_exceeds_change_unsure(void **state)
     assert_true(r.rows[0].speedup_median > 1.05);
     assert_int_equal(r.rows[0].verdict, KT_VERDICT_UNSURE);
     assert_non_null(strstr(r.rows[0].reason, "noise"));
+    /* more samples do not shrink the noise: no estimate, and the reason says so */
+    assert_int_equal(r.rows[0].decide_samples, 0);
+    assert_non_null(strstr(r.rows[0].reason, "more dispatches would not decide it"));
     kt_compare_free(&r);
     synth_free(a);
     synth_free(b);
@@ -412,6 +415,90 @@ static void test_output_formats(void **state)
     synth_free(b);
 }
 
+/* An UNSURE row gets an estimate of the samples per side that would decide it; drawing that many from the same
+ * distributions decides most trials (the estimate aims at 80 %), while the original size decides few. Both an
+ * effect beyond the threshold (decided as FASTER) and one inside it (decided as SAME) are checked. */
+static void test_unsure_estimate_decides(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t n;         /* samples per side at first */
+        double shift;       /* true speedup */
+        double sigma;       /* lognormal spread */
+        kt_verdict_t want;  /* the verdict enough samples reach */
+    } kCases[] = {{5, 1.08, 0.05, KT_VERDICT_FASTER}, {12, 1.0, 0.10, KT_VERDICT_SAME}};
+    for (size_t k = 0; k < sizeof kCases / sizeof kCases[0]; k++) {
+        kt_snapshot_t *b = synth_snapshot(1), *a = synth_snapshot(1);
+        synth_add(b, "k", KT_BACKEND_CPU, "host", kCases[k].n, 1000000.0, kCases[k].sigma, 100 + k);
+        synth_add(a, "k", KT_BACKEND_CPU, "host", kCases[k].n, 1000000.0 / kCases[k].shift, kCases[k].sigma, 200 + k);
+        kt_compare_opts_t o = {.bootstrap = 500};
+        kt_compare_result_t r;
+        assert_int_equal(kt_compare(b, a, &o, &r), 0);
+        assert_int_equal(r.rows[0].verdict, KT_VERDICT_UNSURE);
+        uint64_t n = r.rows[0].decide_samples;
+        print_message("shift %.2f: %u samples UNSURE (%s); estimate %llu per side\n", kCases[k].shift, kCases[k].n,
+                      r.rows[0].reason, (unsigned long long)n);
+        assert_true(n > kCases[k].n && n < 100000);
+        assert_non_null(strstr(r.rows[0].reason, "dispatches per side would decide it"));
+        kt_compare_free(&r);
+        synth_free(a);
+        synth_free(b);
+        int decided = 0, trials = 20;
+        for (int t = 0; t < trials; t++) {
+            b = synth_snapshot(1);
+            a = synth_snapshot(1);
+            synth_add(b, "k", KT_BACKEND_CPU, "host", (uint32_t)n, 1000000.0, kCases[k].sigma, 1000 + 2 * t);
+            synth_add(a, "k", KT_BACKEND_CPU, "host", (uint32_t)n, 1000000.0 / kCases[k].shift, kCases[k].sigma,
+                      1001 + 2 * t);
+            assert_int_equal(kt_compare(b, a, &o, &r), 0);
+            decided += r.rows[0].verdict == kCases[k].want;
+            kt_compare_free(&r);
+            synth_free(a);
+            synth_free(b);
+        }
+        print_message("  with %llu per side: %s in %d / %d trials\n", (unsigned long long)n,
+                      kt_verdict_name(kCases[k].want), decided, trials);
+        assert_true(decided >= trials / 2);
+    }
+}
+
+/* Hostile names in the comparison's text and markdown: escaped, no fake rows, no raw HTML or pipes. */
+static void test_hostile_names(void **state)
+{
+    (void)state;
+    static const char *const kNames[] = {"t\x1b]0;owned\x07", "c\x1b[2J", "r\rfake\nrow", "bidi\xe2\x80\xae" "exe",
+                                         "csi\xc2\x9b" "31m", "<img src=x>|"};
+    size_t count = sizeof kNames / sizeof kNames[0];
+    kt_snapshot_t *b = synth_snapshot(count), *a = synth_snapshot(count);
+    for (size_t i = 0; i < count; i++) {
+        synth_add(b, kNames[i], KT_BACKEND_CPU, "host", 20, 1000000.0, 0.02, 10 + i);
+        synth_add(a, kNames[i], KT_BACKEND_CPU, i == 0 ? "dev\x1b[1m" : "host", 20, 1000000.0, 0.02, 30 + i);
+    }
+    kt_compare_result_t r;
+    assert_int_equal(kt_compare(b, a, NULL, &r), 0);
+    for (int f = 0; f < 2; f++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&buf, &len);
+        assert_int_equal(kt_compare_print(m, &r, f ? KT_COMPARE_MARKDOWN : KT_COMPARE_TEXT), 0);
+        fclose(m);
+        for (const unsigned char *p = (const unsigned char *)buf; *p; p++) {
+            assert_false((*p < 0x20 && *p != '\n') || *p == 0x7f);
+            assert_false(*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f);
+            assert_false(*p == 0xe2 && p[1] == 0x80 && p[2] == 0xae);
+        }
+        if (f)
+            assert_null(strstr(buf, "<img"));
+        assert_non_null(strstr(buf, f ? "r\\\\x0dfake\\\\x0arow" : "r\\x0dfake\\x0arow"));
+        if (f)
+            assert_non_null(strstr(buf, "&lt;img src=x&gt;\\|"));
+        free(buf);
+    }
+    kt_compare_free(&r);
+    synth_free(a);
+    synth_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +513,8 @@ int main(void)
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_mann_whitney_values),
         cmocka_unit_test(test_output_formats),
+        cmocka_unit_test(test_unsure_estimate_decides),
+        cmocka_unit_test(test_hostile_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

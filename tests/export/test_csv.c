@@ -82,13 +82,13 @@ static void test_header_and_rows(void **state)
     char *out = fx_render(s, KT_FORMAT_CSV, &rc);
     assert_int_equal(rc, 0);
     const char *header = "name,backend,device,dispatch_count,total_ns,min_ns,max_ns,last_ns,mean_ns,stddev_ns,"
-                         "p50_ns,p90_ns,p99_ns,errors,dropped,spans_dropped,sample_count\r\n";
+                         "p50_ns,p90_ns,p99_ns,errors,dropped,spans_dropped,sample_count,bytes,last_error\r\n";
     assert_memory_equal(out, header, strlen(header));
     csv_doc_t d;
     assert_int_equal(csv_parse(out, &d), 0);
     assert_int_equal(d.records, 1 + s->count);
     for (size_t r = 0; r < d.records; r++)
-        assert_int_equal(d.fields[r], 17);
+        assert_int_equal(d.fields[r], 19);
     assert_string_equal(d.field[1][0], "blur");
     assert_string_equal(d.field[1][1], "CPU");
     assert_string_equal(d.field[1][3], "3");
@@ -125,7 +125,7 @@ static void test_quoting(void **state)
     assert_int_equal(csv_parse(out, &d), 0);
     assert_int_equal(d.records, 1 + k);
     for (size_t i = 0; i < k; i++) {
-        assert_int_equal(d.fields[1 + i], 17);
+        assert_int_equal(d.fields[1 + i], 19);
         assert_string_equal(d.field[1 + i][0], names[i]);
     }
     /* Doubles are written exactly (shortest round-trip form). */

@@ -173,6 +173,59 @@ static void test_outputs(void **state)
     assert_non_null(strstr(head, "<!DOCTYPE html>"));
 }
 
+/* The summary on stderr: time per API first (OpenCL: 3 kernels and every dispatch, then the sum), then the
+ * kernel table with the kernels in order of total time, largest first. */
+static void test_summary(void **state)
+{
+    (void)state;
+    char *out = ru_path("summary.json"), *err = ru_path("summary.txt");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "exec '%s' run -o '%s' -- '%s' 2> '%s'", KT_CLI, out, CLPROG, err);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    int st = -1;
+    free(ru_run(argv, &st));
+    assert_int_equal(st, 0);
+    kt_snapshot_t *s = NULL;
+    char why[256];
+    if (kt_snapshot_load(out, &s, why, sizeof why) != 0)
+        fail_msg("snapshot: %s", why);
+    FILE *f = fopen(err, "rb");
+    assert_non_null(f);
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    const char *api = strstr(text, "[timing] API      what        count  dispatches");
+    if (!api)
+        fail_msg("no per-API block in:\n%s", text);
+    const char *cl = strstr(api, "\n[timing] OpenCL "), *all = strstr(api, "\n[timing] all "),
+               *table = strstr(api, "\n[timing] kernel ");
+    assert_non_null(cl);
+    assert_non_null(all);
+    assert_non_null(table);
+    assert_true(api < cl && cl < all && all < table);
+    unsigned long long kernels = 0, dispatches = 0;
+    assert_int_equal(sscanf(cl + 1, "[timing] OpenCL kernels %llu %llu", &kernels, &dispatches), 2);
+    assert_int_equal(kernels, 3);
+    assert_int_equal(dispatches, N_VADD + N_SCALE + N_FILL);
+    /* the table's rows in order of total time */
+    const char *names[] = {"vadd", "scale", "fill"};
+    const char *pos[3];
+    uint64_t totals[3];
+    for (int k = 0; k < 3; k++) {
+        char row[64];
+        snprintf(row, sizeof row, "\n[timing] %s ", names[k]);
+        pos[k] = strstr(table, row);
+        assert_non_null(pos[k]);
+        totals[k] = ru_find(s, names[k], KT_BACKEND_OPENCL)->total_ns;
+    }
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            if (totals[a] > totals[b])
+                assert_true(pos[a] < pos[b]);
+    kt_snapshot_free(s);
+}
+
 /* Exit status passes through; a program without OpenCL runs as usual and nothing is written. */
 static void test_status_and_no_opencl(void **state)
 {
@@ -209,6 +262,7 @@ int main(void)
         cmocka_unit_test(test_events),       cmocka_unit_test(test_no_events),
         cmocka_unit_test(test_dlopen_layer), cmocka_unit_test(test_preload_only),
         cmocka_unit_test(test_outputs),      cmocka_unit_test(test_status_and_no_opencl),
+        cmocka_unit_test(test_summary),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ru_teardown();

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <ktiming.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,6 +253,137 @@ static void test_large(void **state)
     kt_snapshot_free(snap);
 }
 
+/* A script run after the report: checks the axis labels of every distribution plot (no two label boxes
+ * intersect, none reaches outside its plot) and of the timeline (inside the canvas), reads the flow-arrow
+ * count of the timeline, and lists each kernel's colour from the legend, as attributes and a <pre>. */
+static const char kLayout[] =
+    "<script>(function(){var R=document.documentElement;try{"
+    "var overlaps=0,clipped=0,labels=0;"
+    "Array.prototype.forEach.call(document.querySelectorAll('.dist svg'),function(svg){"
+    "var sr=svg.getBoundingClientRect(),b=Array.prototype.map.call(svg.querySelectorAll('text.tick'),"
+    "function(t){return t.getBoundingClientRect();});labels+=b.length;"
+    "b.forEach(function(r,i){if(r.left<sr.left-0.5||r.right>sr.right+0.5)clipped++;"
+    "for(var j=i+1;j<b.length;j++){var q=b[j];if(r.left<q.right&&q.left<r.right&&r.top<q.bottom&&q.top<r.bottom)"
+    "overlaps++;}});});"
+    "R.setAttribute('data-kt-ticklabels',String(labels));R.setAttribute('data-kt-overlaps',String(overlaps));"
+    "R.setAttribute('data-kt-clipped',String(clipped));"
+    "var c=document.querySelector('#kt-timeline canvas'),ax=(c&&c.getAttribute('data-kt-axis')||'').split(',');"
+    "R.setAttribute('data-kt-axis-inside',ax.length===3&&+ax[0]>=0&&+ax[1]<=+ax[2]?'yes':'no '+ax.join(','));"
+    "R.setAttribute('data-kt-flowinfo',c?c.getAttribute('data-kt-flows')||'':'');"
+    "var cols=Array.prototype.map.call(document.querySelectorAll('.legend span'),function(sp){"
+    "return sp.textContent+'='+sp.querySelector('.swatch').style.background;}).sort();"
+    "var t=document.createElement('pre');t.id='kt-colors';t.textContent=cols.join('\\n');document.body.appendChild(t);"
+    "}catch(e){R.setAttribute('data-kt-layout','error '+e.message);}})();</script>";
+
+static int write_layout(FILE *out, void *arg)
+{
+    int rc = kt_report_print(out, (const kt_snapshot_t *)arg, KT_FORMAT_HTML);
+    fputs(kLayout, out);
+    return rc;
+}
+
+/* The value of attribute `name` on the root element, copied into buf. */
+static const char *root_attr(const char *dom, const char *name, char *buf, size_t cap)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "%s=\"", name);
+    const char *root = strstr(dom, "<html"), *end = root ? strchr(root, '>') : NULL, *at = root ? strstr(root, pat) : NULL;
+    if (!at || at > end)
+        fail_msg("no %s on the root element", name);
+    at += strlen(pat);
+    const char *q = strchr(at, '"');
+    snprintf(buf, cap, "%.*s", (int)(q - at), at);
+    return buf;
+}
+
+/* Gives entry i samples spread log-uniformly over [lo, hi]: a distribution plot with a log axis and many
+ * candidate tick labels (500 us, 1 ms, 2 ms, ...). */
+static void spread_samples(kt_snapshot_t *s, size_t i, double lo, double hi)
+{
+    kt_kernel_timing_t *e = &s->entries[i];
+    for (uint32_t k = 0; k < e->sample_count; k++)
+        e->samples[k] = (uint64_t)(lo * pow(hi / lo, (double)k / (e->sample_count - 1)));
+}
+
+/* The <pre id="kt-colors"> list, malloc'd. */
+static char *colors_of(const char *dom)
+{
+    const char *at = strstr(dom, "id=\"kt-colors\">");
+    assert_non_null(at);
+    at = strchr(at, '>') + 1;
+    const char *end = strstr(at, "</pre>");
+    assert_non_null(end);
+    char *out = calloc(1, (size_t)(end - at) + 1);
+    memcpy(out, at, (size_t)(end - at));
+    return out;
+}
+
+static void test_labels_colors_flows(void **state)
+{
+    (void)state;
+    char buf[128];
+    /* report 1: log axes with many ticks, 1,000 dispatches with flows on the timeline */
+    kt_snapshot_t *one = tlf_snapshot(25);
+    spread_samples(one, TLF_BLUR_CL, 90000.0, 60000000.0);
+    spread_samples(one, TLF_SAXPY_CL, 400.0, 3000000.0);
+    size_t n = 1000;
+    kt_span_t *spans = calloc(n, sizeof *spans);
+    assert_non_null(spans);
+    for (size_t i = 0; i < n; i++) {
+        tlf_span(&spans[i], (uint32_t)(i % 2 ? TLF_SAXPY_CL : TLF_BLUR_CL), (uint32_t)(i % 2), 0, KT_SPAN_DEVICE,
+                 TLF_BASE_NS + i * 20000, TLF_BASE_NS + 15000 + i * 20000, 900);
+        spans[i].enqueue_ns = TLF_BASE_NS + i * 20000 - 5000;
+    }
+    free(one->spans);
+    one->spans = spans;
+    one->span_count = n;
+    char *dom = render(write_layout, one);
+    assert_drawn(dom);
+    print_message("tick labels %s, overlaps %s, clipped %s; timeline axis inside: %s; flows: %s\n",
+                  root_attr(dom, "data-kt-ticklabels", buf, sizeof buf), root_attr(dom, "data-kt-overlaps", buf + 16, 16),
+                  root_attr(dom, "data-kt-clipped", buf + 32, 16), root_attr(dom, "data-kt-axis-inside", buf + 48, 40),
+                  root_attr(dom, "data-kt-flowinfo", buf + 88, 40));
+    assert_true(atoi(root_attr(dom, "data-kt-ticklabels", buf, sizeof buf)) >= 2 * TLF_ENTRY_COUNT);
+    assert_string_equal(root_attr(dom, "data-kt-overlaps", buf, sizeof buf), "0");
+    assert_string_equal(root_attr(dom, "data-kt-clipped", buf, sizeof buf), "0");
+    assert_string_equal(root_attr(dom, "data-kt-axis-inside", buf, sizeof buf), "yes");
+    /* 1,000 flows are bundled: far fewer curves than flows */
+    int drawn = -1, bundles = -1, flows = -1;
+    assert_int_equal(sscanf(root_attr(dom, "data-kt-flowinfo", buf, sizeof buf), "%d drawn, %d bundles, %d flows", &drawn,
+                            &bundles, &flows),
+                     3);
+    assert_true(flows >= 900);
+    assert_true(bundles > 0 && drawn <= 300);
+    char *c1 = colors_of(dom);
+    free(dom);
+
+    /* report 2: the same program's kernels in another run (other totals, one kernel missing, another order) */
+    kt_snapshot_t *two = tlf_snapshot(1);
+    free((void *)two->entries[TLF_HOST_PREP].name);
+    two->entries[TLF_HOST_PREP].name = strdup("zz_other");
+    two->entries[TLF_SCAN_VK].total_ns *= 1000;
+    dom = render(write_layout, two);
+    assert_drawn(dom);
+    char *c2 = colors_of(dom);
+    free(dom);
+    /* every kernel present in both has the same colour */
+    size_t common = 0;
+    for (char *line = strtok(c2, "\n"); line; line = strtok(NULL, "\n")) {
+        char *eq = strrchr(line, '=');
+        assert_non_null(eq);
+        if (strncmp(line, "zz_other", 8) == 0)
+            continue;
+        assert_non_null(strstr(c1, line));
+        common++;
+    }
+    assert_int_equal(common, TLF_ENTRY_COUNT - 1);
+    print_message("colours report 1:\n%s\n", c1);
+    free(c1);
+    free(c2);
+    kt_snapshot_free(one);
+    kt_snapshot_free(two);
+}
+
 int main(void)
 {
     if (access(KT_CHROMIUM, X_OK) != 0) {
@@ -264,6 +396,7 @@ int main(void)
         cmocka_unit_test(test_compare),
         cmocka_unit_test(test_empty),
         cmocka_unit_test(test_large),
+        cmocka_unit_test(test_labels_colors_flows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

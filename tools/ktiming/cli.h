@@ -3,8 +3,58 @@
 #define KTCLI_H
 
 #include <ktiming.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+
+/* Exit statuses (docs/cli.md has the table). */
+#define KTCLI_EXIT_OK 0         /* done */
+#define KTCLI_EXIT_FAIL 1       /* the work failed (demo, report); compare: a regression with --fail-on-regression */
+#define KTCLI_EXIT_USAGE 2      /* usage error: unknown option, bad value, missing argument */
+#define KTCLI_EXIT_INPUT 3      /* compare: a snapshot could not be read, or the output not written */
+#define KTCLI_EXIT_RUN_OWN 125  /* run: ktiming's own failure (usage, setup, an output not written) */
+
+/* A progress line on standard error, drawn only when it is a terminal and only once the work has taken
+ * KTCLI_PROGRESS_AFTER_NS; a background thread redraws it every 200 ms and ktcli_progress_end erases it, so
+ * nothing remains in the terminal, and a redirected stderr never sees it. */
+#define KTCLI_PROGRESS_AFTER_NS 1000000000ull
+typedef struct ktcli_progress_t {
+    const char *command;          /* "ktiming demo" */
+    char stage[96];               /* what is being done now */
+    const char *unit;             /* what `done` counts ("dispatches") */
+    atomic_ullong done;           /* units done in this stage (0: only the elapsed time is shown) */
+    atomic_int stop;              /* set by ktcli_progress_end */
+    int enabled;                  /* a terminal: the thread runs */
+    int shown;                    /* the line was drawn (and must be erased) */
+    uint64_t start_ns;            /* CLOCK_MONOTONIC at begin */
+    uint64_t after_ns;            /* drawn once the work has taken this long */
+    pthread_t thread;             /* the redrawing thread */
+    pthread_mutex_t lock;         /* guards stage */
+} ktcli_progress_t;
+void ktcli_progress_begin(ktcli_progress_t *p, const char *command, const char *stage, const char *unit);
+/* The same with another delay than KTCLI_PROGRESS_AFTER_NS (the tests use 0). */
+void ktcli_progress_begin_after(ktcli_progress_t *p, const char *command, const char *stage, const char *unit,
+                                uint64_t after_ns);
+void ktcli_progress_stage(ktcli_progress_t *p, const char *stage); /* new stage, count back to 0; p may be NULL */
+static inline void ktcli_progress_add(ktcli_progress_t *p, unsigned long long n)
+{
+    if (p)
+        atomic_fetch_add_explicit(&p->done, n, memory_order_relaxed);
+}
+void ktcli_progress_end(ktcli_progress_t *p);
+
+/* "ktiming CMD: MESSAGE" and a pointer to --help on stderr; returns KTCLI_EXIT_USAGE. */
+int ktcli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The usage error for getopt_long's ':' (missing value) or '?' (unknown option); returns KTCLI_EXIT_USAGE. */
+int ktcli_getopt_error(const char *cmd, int c, int argc, char **argv);
+/* Report format and sort words ("text", "csv", "json", "chrome", "html", "markdown"/"md"; "total", "name",
+ * "mean", "count"); 0, or -1 when unknown. */
+int ktcli_parse_format(const char *s, kt_format_t *out);
+int ktcli_parse_sort(const char *s, kt_sort_t *out);
+/* Keeps the entries whose name matches the fnmatch(3) glob (and their spans, re-indexed); frees the others. */
+void ktcli_snapshot_filter(kt_snapshot_t *snap, const char *glob);
 
 /* Options of `ktiming demo`, shared by every backend's demo. */
 typedef struct ktcli_demo_opts_t {
@@ -12,6 +62,7 @@ typedef struct ktcli_demo_opts_t {
     int dispatches;   /* timed dispatches per kernel (>= 10) */
     size_t bytes;     /* working-set size of the demo kernels */
     int verbose;      /* print progress lines */
+    ktcli_progress_t *progress; /* counts dispatches for the progress line; may be NULL */
 } ktcli_demo_opts_t;
 
 /* Subcommands: each takes argv after the subcommand name (argv[0] is the subcommand) and returns an exit code. */

@@ -5,14 +5,13 @@
 #include <ktiming/compare.h>
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define KTCLI_EXIT_REGRESSION 1
-#define KTCLI_EXIT_USAGE 2
-#define KTCLI_EXIT_INPUT 3
+#define KTCLI_EXIT_REGRESSION KTCLI_EXIT_FAIL
 
 static void compare_usage(FILE *out)
 {
@@ -31,7 +30,8 @@ static void compare_usage(FILE *out)
             "  --bootstrap N         bootstrap resamples (default 2000)\n"
             "  --seed N              bootstrap seed (default fixed: results are reproducible)\n"
             "  --fail-on-regression  exit 1 when any kernel is SLOWER (significant and beyond the threshold)\n"
-            "  --format FMT          text (default), markdown, json, or html (AFTER's HTML report with the\n"
+            "  -k, --filter GLOB     only kernels whose name matches the shell pattern GLOB (fnmatch)\n"
+            "  -f, --format FMT      text (default), markdown, json, or html (AFTER's HTML report with the\n"
             "                        speedups, confidence intervals and verdicts; best written with -o)\n"
             "  -o, --output FILE     write there (replaced atomically) instead of standard output\n"
             "  -h, --help            this text\n"
@@ -41,13 +41,7 @@ static void compare_usage(FILE *out)
             "docs/compare.md explains the statistics.\n");
 }
 
-static int usage_error(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "ktiming compare: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(try 'ktiming compare --help')\n");
-    return KTCLI_EXIT_USAGE;
-}
+#define usage_error(...) ktcli_usage_error("compare", __VA_ARGS__)
 
 static int parse_double(const char *s, double *out)
 {
@@ -77,81 +71,80 @@ typedef struct compare_args_t {
     kt_compare_format_t format; /* output format */
     int html;               /* --format html: kt_report_compare_html instead of kt_compare_print */
     const char *output;     /* NULL = stdout */
+    const char *filter;     /* fnmatch glob on kernel names; NULL = all */
     int fail_on_regression; /* exit 1 on SLOWER */
 } compare_args_t;
 
 /* Returns -1 to continue, or an exit code (0 after --help). */
 static int parse_args(int argc, char **argv, compare_args_t *a)
 {
-    int npaths = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i], *val = NULL;
-        char name[32];
-        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
-            compare_usage(stdout);
-            return 0;
-        }
-        if (!strcmp(arg, "--fail-on-regression")) {
-            a->fail_on_regression = 1;
-            continue;
-        }
-        if (arg[0] != '-' || !strcmp(arg, "-")) {
-            if (npaths == 2) return usage_error("unexpected argument '%s' (two snapshots expected)", arg);
-            a->paths[npaths++] = arg;
-            continue;
-        }
-        /* options with a value: "--name VALUE" or "--name=VALUE" */
-        const char *eq = strchr(arg, '=');
-        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-        if (len >= sizeof name) return usage_error("unknown option '%s'", arg);
-        memcpy(name, arg, len);
-        name[len] = '\0';
-        int known = !strcmp(name, "--threshold") || !strcmp(name, "--alpha") || !strcmp(name, "--confidence") ||
-                    !strcmp(name, "--min-samples") || !strcmp(name, "--bootstrap") || !strcmp(name, "--seed") ||
-                    !strcmp(name, "--format") || !strcmp(name, "-o") || !strcmp(name, "--output");
-        if (!known) return usage_error("unknown option '%s'", arg);
-        if (eq) val = eq + 1;
-        else if (i + 1 < argc) val = argv[++i];
-        else return usage_error("option '%s' needs a value", name);
-
-        double d;
-        unsigned long long u;
-        if (!strcmp(name, "--threshold")) {
+    enum { O_THRESHOLD = 256, O_ALPHA, O_CONFIDENCE, O_MIN_SAMPLES, O_BOOTSTRAP, O_SEED, O_FAIL };
+    static const struct option kLong[] = {{"threshold", required_argument, NULL, O_THRESHOLD},
+                                          {"alpha", required_argument, NULL, O_ALPHA},
+                                          {"confidence", required_argument, NULL, O_CONFIDENCE},
+                                          {"min-samples", required_argument, NULL, O_MIN_SAMPLES},
+                                          {"bootstrap", required_argument, NULL, O_BOOTSTRAP},
+                                          {"seed", required_argument, NULL, O_SEED},
+                                          {"fail-on-regression", no_argument, NULL, O_FAIL},
+                                          {"filter", required_argument, NULL, 'k'},
+                                          {"format", required_argument, NULL, 'f'},
+                                          {"output", required_argument, NULL, 'o'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {NULL, 0, NULL, 0}};
+    int c;
+    double d;
+    unsigned long long u;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":k:f:o:h", kLong, NULL)) != -1) {
+        const char *val = optarg;
+        switch (c) {
+        case O_THRESHOLD:
             if (parse_double(val, &d) || d < 0.0) return usage_error("--threshold: not a percentage >= 0: '%s'", val);
             a->opts.threshold_pct = d == 0.0 ? -1.0 : d; /* negative asks for exactly 0 */
-        } else if (!strcmp(name, "--alpha")) {
+            break;
+        case O_ALPHA:
             if (parse_double(val, &d) || !(d > 0.0 && d < 1.0))
                 return usage_error("--alpha: not a level in (0, 1): '%s'", val);
             a->opts.alpha = d;
-        } else if (!strcmp(name, "--confidence")) {
+            break;
+        case O_CONFIDENCE:
             if (parse_double(val, &d) || !(d > 0.0 && d < 1.0))
                 return usage_error("--confidence: not a level in (0, 1): '%s'", val);
             a->opts.confidence = d;
-        } else if (!strcmp(name, "--min-samples")) {
+            break;
+        case O_MIN_SAMPLES:
             if (parse_u64(val, 1000000000ull, &u) || u == 0) return usage_error("--min-samples: not a count: '%s'", val);
             a->opts.min_samples = (uint32_t)u;
-        } else if (!strcmp(name, "--bootstrap")) {
+            break;
+        case O_BOOTSTRAP:
             if (parse_u64(val, 10000000ull, &u) || u < 100)
                 return usage_error("--bootstrap: not a count in [100, 1e7]: '%s'", val);
             a->opts.bootstrap = (uint32_t)u;
-        } else if (!strcmp(name, "--seed")) {
+            break;
+        case O_SEED:
             if (parse_u64(val, ~0ull, &u)) return usage_error("--seed: not an unsigned integer: '%s'", val);
             a->opts.seed = u;
-        } else if (!strcmp(name, "--format")) {
+            break;
+        case O_FAIL: a->fail_on_regression = 1; break;
+        case 'k': a->filter = val; break;
+        case 'f':
             if (!strcmp(val, "text")) a->format = KT_COMPARE_TEXT;
             else if (!strcmp(val, "markdown") || !strcmp(val, "md")) a->format = KT_COMPARE_MARKDOWN;
             else if (!strcmp(val, "json")) a->format = KT_COMPARE_JSON;
             else if (!strcmp(val, "html")) a->html = 1;
             else return usage_error("--format: expected text, markdown, json or html, not '%s'", val);
-        } else {
-            a->output = val;
+            break;
+        case 'o': a->output = val; break;
+        case 'h': compare_usage(stdout); return 0;
+        default: return ktcli_getopt_error("compare", c, argc, argv);
         }
     }
-    if (npaths != 2) {
-        fprintf(stderr, "ktiming compare: two snapshots expected (BEFORE.json AFTER.json)\n\n");
-        compare_usage(stderr);
-        return KTCLI_EXIT_USAGE;
-    }
+    if (argc - optind != 2)
+        return usage_error("%s", argc - optind < 2 ? "two snapshots expected (BEFORE.json AFTER.json)"
+                                                   : "more than two snapshots given (BEFORE.json AFTER.json)");
+    a->paths[0] = argv[optind];
+    a->paths[1] = argv[optind + 1];
     return -1;
 }
 
@@ -222,6 +215,8 @@ int ktcli_cmd_compare(int argc, char **argv)
             return KTCLI_EXIT_INPUT;
         }
     }
+    ktcli_snapshot_filter(snap[0], a.filter);
+    ktcli_snapshot_filter(snap[1], a.filter);
     kt_compare_result_t res;
     int rc = kt_compare(snap[0], snap[1], &a.opts, &res);
     if (rc) {

@@ -49,7 +49,8 @@ static void demo_usage(FILE *out)
             "  -s, --size MB        working set per kernel in MiB (default 8)\n"
             "  -b, --backend B      cpu, opencl, vulkan, cuda or all (default all; may be repeated)\n"
             "  -o, --output FILE    also save the snapshot as JSON (schema ktiming.snapshot)\n"
-            "  -v, --verbose        progress lines on standard error\n"
+            "  -v, --verbose        setup notes on standard error (a terminal also shows a progress line\n"
+            "                       once the run takes over a second)\n"
             "  -h, --help           this help\n"
             "\n"
             "exit status: 0 done, 1 a kernel or the snapshot write failed, 2 usage error\n");
@@ -127,23 +128,16 @@ int ktcli_cmd_demo(int argc, char **argv)
         case 'o': out_path = optarg; break;
         case 'v': opts.verbose = 1; break;
         case 'h': demo_usage(stdout); return 0;
-        case ':':
-            fprintf(stderr, "ktiming demo: %s needs a value\n", argv[optind - 1]);
-            demo_usage(stderr);
-            return 2;
-        default:
-            fprintf(stderr, "ktiming demo: unknown option '%s'\n", argv[optind - 1]);
-            demo_usage(stderr);
-            return 2;
+        default: return ktcli_getopt_error("demo", c, argc, argv);
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "ktiming demo: unexpected argument '%s'\n", argv[optind]);
-        demo_usage(stderr);
-        return 2;
-    }
+    if (optind < argc)
+        return ktcli_usage_error("demo", "unexpected argument '%s'", argv[optind]);
 
     int status = 0;
+    ktcli_progress_t progress; /* "ktiming demo: cpu, 1234 dispatches, 3 s" on a terminal after a second */
+    ktcli_progress_begin(&progress, "ktiming demo", "starting", "dispatches");
+    opts.progress = &progress;
     for (size_t i = 0; i < BACKEND_COUNT; i++) {
         if (selected && !(selected & (1u << i)))
             continue;
@@ -154,6 +148,7 @@ int ktcli_cmd_demo(int argc, char **argv)
         }
         if (opts.verbose)
             fprintf(stderr, "ktiming demo: %s ...\n", kBackends[i].name);
+        ktcli_progress_stage(&progress, kBackends[i].name);
         int rc = kBackends[i].run(&opts);
         if (rc == KT_EUNAVAILABLE) {
             if (opts.verbose)
@@ -165,6 +160,8 @@ int ktcli_cmd_demo(int argc, char **argv)
     }
 
     kt_flush();
+    ktcli_progress_end(&progress);
+    opts.progress = NULL;
     kt_snapshot_t *snap = kt_snapshot();
     if (!snap) {
         fprintf(stderr, "ktiming demo: no snapshot: %s\n", kt_strerror(KT_ENOMEM));

@@ -1,6 +1,8 @@
 /* cmd_devices.c — `ktiming devices`: the host clock domains, then every backend's devices with their clock models. */
 #include "cli.h"
 
+#include <getopt.h>
+
 #include <ktiming/clock.h>
 
 #include <math.h>
@@ -107,15 +109,18 @@ static int list_backend(FILE *out, const char *name, int (*fn)(FILE *))
 
 int ktcli_cmd_devices(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            devices_usage(stdout);
-            return 0;
-        }
-        fprintf(stderr, "ktiming devices: unknown option '%s'\n", argv[i]);
-        devices_usage(stderr);
-        return 2;
+    static const struct option kLong[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":h", kLong, NULL)) != -1) {
+        if (c != 'h')
+            return ktcli_getopt_error("devices", c, argc, argv);
+        devices_usage(stdout);
+        return 0;
     }
+    if (optind < argc)
+        return ktcli_usage_error("devices", "unexpected argument '%s'", argv[optind]);
     int failed = print_host_clocks(stdout) != 0;
     fprintf(stdout, "\nbackends\n");
 #ifdef KTCLI_HAVE_DEVICES_OPENCL

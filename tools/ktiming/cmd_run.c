@@ -69,7 +69,8 @@ static void usage(FILE *out)
             "  -o, --output FILE   write the snapshot (JSON, for ktiming report / compare) to FILE\n"
             "  --trace FILE        write a Chrome trace / Perfetto timeline to FILE\n"
             "  --html FILE         write the self-contained HTML report to FILE\n"
-            "  -f, --format FMT    summary format: text (default), csv, json, none\n"
+            "  -f, --format FMT    summary format: text (default: time per API, then the kernels by total\n"
+            "                      time), markdown, csv, json, none\n"
             "  -v, --verbose       one line per completed kernel (KTIMING_VERBOSE=profile_exec) and setup notes\n"
             "  --opencl MODE       auto (loader layer, LD_PRELOAD fallback), layer, preload, off\n"
             "  --vulkan MODE       auto (timing layer), off\n"
@@ -381,8 +382,13 @@ static int report(const run_opts_t *o, const char *run_dir, pid_t child)
     }
     kt_snapshot_t *snap = NULL;
     char err[256] = "";
+    ktcli_progress_t progress; /* a large snapshot takes a while to read and convert: say so on a terminal */
+    ktcli_progress_begin(&progress, "ktiming run", "reading the program's snapshot", NULL);
     int rc = kt_snapshot_load(primary, &snap, err, sizeof err);
+    if (rc == 0)
+        ktcli_progress_stage(&progress, "writing the outputs");
     if (rc != 0) {
+        ktcli_progress_end(&progress);
         fprintf(stderr, "ktiming run: cannot read the program's snapshot: %s\n", err[0] ? err : kt_strerror(rc));
         return -1;
     }
@@ -395,10 +401,13 @@ static int report(const run_opts_t *o, const char *run_dir, pid_t child)
         bad = 1;
     if (o->html && write_as("HTML report", o->html, snap, KT_FORMAT_HTML) != 0)
         bad = 1;
+    ktcli_progress_end(&progress);
     if (strcmp(o->format, "none") != 0) {
-        kt_format_t fmt = !strcmp(o->format, "csv") ? KT_FORMAT_CSV : !strcmp(o->format, "json") ? KT_FORMAT_JSON
-                                                                                                  : KT_FORMAT_TEXT;
-        kt_report_print(stderr, snap, fmt);
+        /* the summary: time per API first, then the kernels by total time */
+        kt_format_t fmt = KT_FORMAT_TEXT;
+        ktcli_parse_format(o->format, &fmt);
+        kt_report_opts_t ropts = {.sort = KT_SORT_TOTAL, .filter = NULL, .by_api = 1};
+        kt_report_print_opts(stderr, snap, fmt, &ropts);
     }
     if (others)
         fprintf(stderr, "ktiming run: %zu other process%s of the program timed kernels too%s\n", others,
@@ -453,8 +462,9 @@ int ktcli_cmd_run(int argc, char **argv)
         case 't': o.trace = optarg; break;
         case 'H': o.html = optarg; break;
         case 'f':
-            if (strcmp(optarg, "text") && strcmp(optarg, "csv") && strcmp(optarg, "json") && strcmp(optarg, "none")) {
-                fprintf(stderr, "ktiming run: unknown summary format '%s' (text, csv, json, none)\n", optarg);
+            if (strcmp(optarg, "text") && strcmp(optarg, "markdown") && strcmp(optarg, "md") && strcmp(optarg, "csv") &&
+                strcmp(optarg, "json") && strcmp(optarg, "none")) {
+                fprintf(stderr, "ktiming run: unknown summary format '%s' (text, markdown, csv, json, none)\n", optarg);
                 return 2;
             }
             o.format = optarg;

@@ -107,13 +107,17 @@ static int run_kernel(const ktcli_demo_opts_t *o, step_cb step, void *ctx)
     int rc = 0;
     if (o->warmup > 0) {
         kt_disable(); /* warm-up dispatches warm caches, pages and the pool; they are not measurements */
-        for (int i = 0; i < o->warmup && !rc; i++)
+        for (int i = 0; i < o->warmup && !rc; i++) {
             rc = step(ctx);
+            ktcli_progress_add(o->progress, 1);
+        }
         if (was_enabled)
             kt_enable();
     }
-    for (int i = 0; i < o->dispatches && !rc; i++)
+    for (int i = 0; i < o->dispatches && !rc; i++) {
         rc = step(ctx);
+        ktcli_progress_add(o->progress, 1);
+    }
     return rc;
 }
 

@@ -237,12 +237,12 @@ static int demo_device(cl_demo_t *d, const ktcli_demo_opts_t *o)
                         "timed dispatches each (the first launch includes compilation)\n",
                 d->name, ROW_WIDTH, d->h, (size_t)ROW_WIDTH * d->h, d->red_n, o->warmup, o->dispatches);
     for (int k = 0; k < 3; k++) {
-        for (int i = 0; i < o->warmup; i++)
+        for (int i = 0; i < o->warmup; i++, ktcli_progress_add(o->progress, 1))
             if (enqueue(d, k, 0) != CL_SUCCESS)
                 return KT_EBACKEND;
         if (cl->clFinish(d->queue) != CL_SUCCESS) /* warm-up done before the timed run starts */
             return KT_EBACKEND;
-        for (int i = 0; i < o->dispatches; i++)
+        for (int i = 0; i < o->dispatches; i++, ktcli_progress_add(o->progress, 1))
             if (enqueue(d, k, 1) != CL_SUCCESS)
                 return KT_EBACKEND;
     }

@@ -34,14 +34,33 @@ static void usage(FILE *out)
     fprintf(out, "usage: ktiming <command> [options]\n       ktiming --help | --version\n\ncommands:\n");
     for (size_t i = 0; i < kCommandCount; i++)
         fprintf(out, "  %-9s %s\n", kCommands[i].name, kCommands[i].summary);
-    fprintf(out, "\n'ktiming <command> --help' describes a command.\n");
+    fprintf(out, "\n'ktiming help <command>' or 'ktiming <command> --help' describes a command;\n"
+                 "man ktiming has them all, with the exit statuses.\n");
+}
+
+static const ktcli_cmd_t *find_command(const char *name)
+{
+    for (size_t i = 0; i < kCommandCount; i++)
+        if (!strcmp(name, kCommands[i].name))
+            return &kCommands[i];
+    return NULL;
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
-        return 2;
+        return KTCLI_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "help") && argc > 2) { /* `ktiming help CMD` is `ktiming CMD --help` */
+        const ktcli_cmd_t *cmd = find_command(argv[2]);
+        if (!cmd) {
+            fprintf(stderr, "ktiming help: unknown command '%s'\n\n", argv[2]);
+            usage(stderr);
+            return KTCLI_EXIT_USAGE;
+        }
+        char *args[] = {argv[2], "--help", NULL};
+        return cmd->fn(2, args);
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
@@ -51,10 +70,10 @@ int main(int argc, char **argv)
         printf("ktiming %s\n", kt_version());
         return 0;
     }
-    for (size_t i = 0; i < kCommandCount; i++)
-        if (!strcmp(argv[1], kCommands[i].name))
-            return kCommands[i].fn(argc - 1, argv + 1);
+    const ktcli_cmd_t *cmd = find_command(argv[1]);
+    if (cmd)
+        return cmd->fn(argc - 1, argv + 1);
     fprintf(stderr, "ktiming: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
-    return 2;
+    return KTCLI_EXIT_USAGE;
 }

@@ -71,15 +71,20 @@
   }
   function median(e) { return e.samples && e.samples.length ? quantile(sorted(e.samples), 0.5) : e.p50; }
 
-  var PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7',
-                 '#9c755f', '#86bcb6', '#d37295', '#a0cbe8', '#8cd17d', '#b6992d', '#f1ce63', '#79706e'];
+  /* A kernel's colour comes from its name alone (FNV-1a over the UTF-16 code units): the same kernel has the
+   * same colour in every report, whatever else the program ran or in what order. The hash picks a hue on a
+   * 360-step wheel and one of three lightness/saturation steps, so neighbours in hue still differ. */
   var colorOf = {};
-  function assignColors(entries) { /* by total time, heaviest first; keys already coloured keep theirs */
-    var rank = Object.keys(colorOf).length;
-    entries.slice().sort(function (a, b) { return b.total - a.total; }).forEach(function (e) {
-      if (!colorOf[key(e)]) colorOf[key(e)] = PALETTE[rank++ % PALETTE.length];
-    });
+  function nameHash(str) {
+    var x = 0x811c9dc5;
+    for (var i = 0; i < str.length; i++) { x ^= str.charCodeAt(i); x = Math.imul(x, 0x01000193) >>> 0; }
+    return x >>> 0;
   }
+  function nameColor(name) {
+    var x = nameHash(String(name)), hue = x % 360, step = Math.floor(x / 360) % 3;
+    return 'hsl(' + hue + ',' + [62, 52, 70][step] + '%,' + [46, 38, 55][step] + '%)';
+  }
+  function assignColors(entries) { entries.forEach(function (e) { colorOf[key(e)] = nameColor(e.name); }); }
   function color(e) { return colorOf[key(e)] || '#888'; }
 
   /* Nice tick values covering [lo, hi] (linear). */
@@ -95,6 +100,29 @@
     var out = [];
     for (var p = Math.floor(Math.log10(lo)); p <= Math.ceil(Math.log10(hi)); p++)
       [1, 2, 5].forEach(function (m) { var v = m * Math.pow(10, p); if (v >= lo && v <= hi) out.push(v); });
+    return out;
+  }
+
+  /* Width in px of text in the given CSS font (canvas metrics: no layout needed). */
+  var measureCtx = null;
+  function textWidth(text, font) {
+    if (!measureCtx) measureCtx = document.createElement('canvas').getContext('2d');
+    measureCtx.font = font;
+    return measureCtx.measureText(text).width;
+  }
+  /* Axis labels that fit: each label is centred on its tick, moved inside [x0, x1] at the ends (so none is
+   * clipped), and a label whose box would come within `gap` px of the last one kept is left out. Returns
+   * [{v, x, w, anchor}] with anchor 'start' | 'middle' | 'end'. */
+  function placeLabels(values, X, fmt, font, x0, x1, gap) {
+    var out = [], right = -Infinity;
+    values.forEach(function (v) {
+      var x = X(v), w = textWidth(fmt(v), font), a = x - w / 2, anchor = 'middle';
+      if (a < x0) { a = x0; anchor = 'start'; }
+      if (a + w > x1) { a = x1 - w; anchor = 'end'; }
+      if (a < right + gap) return;
+      out.push({ v: v, x: anchor === 'start' ? a : anchor === 'end' ? a + w : x, w: w, anchor: anchor, left: a });
+      right = a + w;
+    });
     return out;
   }
 
@@ -215,6 +243,7 @@
     });
     return counts;
   }
+  var AXIS_FONT = '11px system-ui, -apple-system, "Segoe UI", "DejaVu Sans", Roboto, sans-serif';
   function distCard(e, prev) {
     var W = 320, H = 150, padL = 34, padR = 22, top = 8, hh = 78;
     var A = sorted(e.samples || []), B = prev ? sorted(prev.samples || []) : [];
@@ -275,10 +304,9 @@
     if (B.length) { box(B, yb, '#e4e7ed', 'before'); yb += 14; }
     box(A, yb, col, B.length ? 'after' : 'samples');
     var tv = logx ? logTicks(lo, hi) : ticks(lo, hi, 4);
-    if (tv.length > 6) tv = tv.filter(function (v, i) { return i % Math.ceil(tv.length / 6) === 0; });
-    tv.forEach(function (v) {
-      append(svg, s('line', { class: 'axis', x1: X(v), x2: X(v), y1: top + hh, y2: top + hh + 3 }));
-      append(svg, s('text', { x: X(v), y: H - 4, 'text-anchor': 'middle', text: fmtNs(v) }));
+    placeLabels(tv, X, fmtNs, AXIS_FONT, 1, W - 1, 8).forEach(function (l) {
+      append(svg, s('line', { class: 'axis', x1: X(l.v), x2: X(l.v), y1: top + hh, y2: top + hh + 3 }));
+      append(svg, s('text', { class: 'tick', x: l.x, y: H - 4, 'text-anchor': l.anchor, text: fmtNs(l.v) }));
     });
     append(card, svg);
     var med = quantile(A, 0.5);
@@ -467,6 +495,7 @@
       return;
     }
     var LABEL = 230, AXIS = 24, ROW = 20, ENQ = 10, GROUP = 20;
+    var FLOW_EACH = 300, FLOW_BIN = 24; /* flow arrows drawn one by one up to FLOW_EACH, then bundled */
     var showFlows = true;
     var tools = h('div', { class: 'tl-tools' });
     var reset = h('button', { type: 'button', text: 'reset zoom' });
@@ -508,14 +537,17 @@
       g.fillStyle = '#fff'; g.fillRect(0, 0, W, H);
       g.font = '11px system-ui, sans-serif'; g.textBaseline = 'middle';
       /* axis */
-      var tv = ticks(view.a, view.b, Math.max(2, Math.floor((W - LABEL) / 110)));
-      g.strokeStyle = '#eef0f4'; g.fillStyle = '#667085'; g.textAlign = 'center';
-      tv.forEach(function (v) {
-        var x = X(v);
-        if (x < LABEL) return;
+      var tv = ticks(view.a, view.b, Math.max(2, Math.floor((W - LABEL) / 110))).filter(function (v) { return X(v) >= LABEL; });
+      g.strokeStyle = '#eef0f4'; g.fillStyle = '#667085';
+      var axisLabels = placeLabels(tv, X, fmtNs, g.font, LABEL, W - 2, 10), axisMin = Infinity, axisMax = -Infinity;
+      axisLabels.forEach(function (l) {
+        var x = X(l.v);
         g.beginPath(); g.moveTo(x + 0.5, AXIS - 4); g.lineTo(x + 0.5, H); g.stroke();
-        g.fillText(fmtNs(v), x, 10);
+        g.textAlign = l.anchor === 'start' ? 'left' : l.anchor === 'end' ? 'right' : 'center';
+        g.fillText(fmtNs(l.v), l.x, 10);
+        axisMin = Math.min(axisMin, l.left); axisMax = Math.max(axisMax, l.left + l.w);
       });
+      canvas.setAttribute('data-kt-axis', axisLabels.length ? axisMin.toFixed(1) + ',' + axisMax.toFixed(1) + ',' + W : '');
       /* tracks */
       T.tracks.forEach(function (t, ti) {
         if (t.group) {
@@ -579,16 +611,42 @@
         g.beginPath(); g.moveTo(xa, ya); g.bezierCurveTo(xa, (ya + yb) / 2, xb, (ya + yb) / 2, xb, yb); g.stroke();
         g.beginPath(); g.arc(xb, yb, strong ? 3 : 2, 0, 7); g.fillStyle = g.strokeStyle; g.fill();
       }
+      var flowsDrawn = 0, flowBundles = 0;
       if (showFlows) {
-        var budget = 1500;
+        /* Up to FLOW_EACH visible arrows are drawn one by one; above that they are bundled: arrows between the
+         * same host thread and queue whose ends fall in the same FLOW_BIN-px columns become one, drawn from
+         * the mean enqueue to the mean start, thicker with the log of its count. */
+        var cand = [];
         T.tracks.forEach(function (t) {
           t.items.forEach(function (sp) {
-            if (budget <= 0 || sp.enq < 0 || sp.q < 0) return;
+            if (sp.enq < 0 || sp.q < 0 || !hostOf[sp.i]) return;
             if ((sp.s < view.a || sp.enq > view.b) || (selected && key(entryOf(sp)) !== selected)) return;
-            budget--; flow(sp, t, false);
+            cand.push([sp, t]);
           });
         });
+        if (cand.length <= FLOW_EACH) {
+          cand.forEach(function (c) { flow(c[0], c[1], false); });
+          flowsDrawn = cand.length;
+        } else {
+          var groups = {}, order = [];
+          cand.forEach(function (c) {
+            var sp = c[0], t = c[1], ht = hostOf[sp.i];
+            var k = ht.y + '>' + t.y + '>' + sp.lane + '>' + Math.floor(X(sp.enq) / FLOW_BIN) + '>' + Math.floor(X(sp.s) / FLOW_BIN);
+            var gr = groups[k];
+            if (!gr) { gr = groups[k] = { n: 0, xa: 0, xb: 0, ht: ht, t: t, lane: sp.lane }; order.push(gr); }
+            gr.n++; gr.xa += X(sp.enq); gr.xb += X(sp.s);
+          });
+          order.forEach(function (gr) {
+            var xa = gr.xa / gr.n, xb = gr.xb / gr.n, ya = gr.ht.y + gr.ht.lanes.length * ROW + ENQ - 1, yb = laneY(gr.t, gr.lane) + ROW / 2;
+            g.strokeStyle = 'rgba(48,56,74,.45)'; g.lineWidth = Math.min(6, 1 + Math.log2(gr.n));
+            g.beginPath(); g.moveTo(xa, ya); g.bezierCurveTo(xa, (ya + yb) / 2, xb, (ya + yb) / 2, xb, yb); g.stroke();
+            g.beginPath(); g.arc(xb, yb, 2 + Math.min(3, Math.log2(gr.n) / 2), 0, 7); g.fillStyle = g.strokeStyle; g.fill();
+          });
+          flowBundles = order.length;
+          flowsDrawn = order.length;
+        }
       }
+      canvas.setAttribute('data-kt-flows', flowsDrawn + ' drawn, ' + flowBundles + ' bundles, ' + (showFlows ? cand.length : 0) + ' flows');
       if (hover && hover.sp.q >= 0 && hover.sp.enq >= 0) flow(hover.sp, hover.t, true);
       g.restore();
       g.lineWidth = 1;

@@ -1,0 +1,38 @@
+/* escape.h — internal: the one place that makes names safe for human-readable output (terminal text, markdown)
+ * and for spreadsheets (CSV). Used by the text and markdown reports, the CSV exporter, the compare tables
+ * (analysis library, which compiles escape.c in too) and the `ktiming run` summary. */
+#ifndef KT_EXPORT_ESCAPE_H
+#define KT_EXPORT_ESCAPE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* kt__escape flags. */
+#define KT_ESC_TEXT 0u     /* terminal text: controls, C1 controls, bidi controls, invalid UTF-8 and '\' escaped */
+#define KT_ESC_MARKDOWN 1u /* also a markdown table cell: & < > as HTML entities, | ` * _ [ ] ~ \ backslashed */
+
+/* Returns a malloc'd copy of at most maxlen bytes of s (NULL is "") in which nothing can move the cursor,
+ * change the terminal, reorder the line or inject markup:
+ *   bytes 0x00-0x1F and 0x7F            -> \xHH        (ESC -> \x1b, CR -> \x0d, LF -> \x0a)
+ *   bytes that are not valid UTF-8      -> \xHH        (a lone 0x9b -> \x9b)
+ *   C1 controls U+0080-U+009F           -> \u0080..\u009f
+ *   bidi and line controls U+061C, U+200E, U+200F, U+2028-U+202E, U+2066-U+2069 -> \u202e etc.
+ *   '\'                                 -> \\          (so an escape in the output is never ambiguous)
+ * Everything else (valid printable UTF-8) is kept. *cols (when not NULL) receives the output's display width
+ * counted as one column per code point. Returns NULL when out of memory. */
+char *kt__escape(const char *s, size_t maxlen, unsigned flags, size_t *cols);
+
+/* Writes kt__escape(s) to out; on allocation failure writes "?" (never the raw bytes). */
+void kt__escape_write(FILE *out, const char *s, unsigned flags);
+
+/* Writes kt__escape(s) to out padded with spaces on the right to `width` columns (never cut). */
+void kt__escape_write_padded(FILE *out, const char *s, unsigned flags, size_t width);
+
+/* Display columns (code points) of a valid UTF-8 string, such as kt__escape's output. */
+size_t kt__text_cols(const char *s);
+
+/* 1 when a spreadsheet would take a CSV cell starting like s as a formula (=, +, -, @, tab or CR first):
+ * the CSV writer then prefixes the cell with a single quote (OWASP's CSV-injection rule). */
+int kt__csv_is_formula(const char *s);
+
+#endif
