@@ -171,6 +171,21 @@ static void test_stable_unnamed(void **state)
     free(names[1]);
 }
 
+/* -v: one line per Vulkan dispatch on stderr (stdout stays the program's). */
+static void test_verbose_lines(void **state)
+{
+    (void)state;
+    char *argv[] = {"/bin/sh", "-c", "exec \"$0\" run -v -- \"$1\" 2>&1 >/dev/null", KT_CLI, VKPROG, NULL};
+    int st = -1;
+    char *err = ru_run(argv, &st); /* stderr only */
+    assert_int_equal(st, 0);
+    int lines = 0;
+    for (const char *p = err; (p = strstr(p, "ktiming,exec,vulkan,")) != NULL; p++)
+        lines++;
+    assert_int_equal(lines, 2 * ITERATIONS);
+    free(err);
+}
+
 /* --vulkan off: nothing timed, the program unchanged. */
 static void test_off(void **state)
 {
@@ -199,6 +214,7 @@ int main(void)
         cmocka_unit_test(test_exit_in_flight),
         cmocka_unit_test(test_old_loader_warns),
         cmocka_unit_test(test_stable_unnamed),
+        cmocka_unit_test(test_verbose_lines),
         cmocka_unit_test(test_off),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

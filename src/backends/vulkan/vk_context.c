@@ -1,5 +1,6 @@
 /* vk_context.c — Vulkan contexts: the timestamp ring, begin/end recording, non-blocking collection, flush. */
 #include "backends/vulkan/vk_internal.h"
+#include "core/internal.h"
 #include "core/service.h"
 
 #include <stdio.h>
@@ -801,8 +802,36 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
     return n;
 }
 
+static pthread_once_t g_verbose_once = PTHREAD_ONCE_INIT;
+static int g_verbose; /* KTIMING_VERBOSE contains profile_exec or all (`ktiming run -v`) */
+
+static void read_verbose(void)
+{
+    const char *v = kt__env("KTIMING_VERBOSE");
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v ? v : "");
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        g_verbose |= !strcmp(tok, "profile_exec") || !strcmp(tok, "all");
+}
+
+/* One line per recorded dispatch on stderr (the program's stdout stays its own):
+ * ktiming,exec,vulkan,<device>,<kernel>,<duration ms>,<start ns or empty>,device */
+static void verbose_line(const kt_vk_ctx_t *ctx, const kt_dispatch_t *r)
+{
+    const kt__kernel_t *k = kt__kernel_get(r->kernel);
+    char line[512];
+    if (r->start_ns)
+        snprintf(line, sizeof line, "ktiming,exec,vulkan,%s,%s,%.6f,%llu,device\n", ctx->device_name,
+                 k ? k->name : "?", (double)r->duration_ns / 1e6, (unsigned long long)r->start_ns);
+    else
+        snprintf(line, sizeof line, "ktiming,exec,vulkan,%s,%s,%.6f,,device\n", ctx->device_name, k ? k->name : "?",
+                 (double)r->duration_ns / 1e6);
+    fputs(line, stderr);
+}
+
 static void record_done(kt_vk_ctx_t *ctx, const kt__vk_done_t *d, uint32_t n)
 {
+    pthread_once(&g_verbose_once, read_verbose);
     pthread_mutex_lock(&ctx->model_lock);
     for (uint32_t i = 0; i < n; i++) {
         kt_dispatch_t r = {0};
@@ -821,6 +850,8 @@ static void record_done(kt_vk_ctx_t *ctx, const kt__vk_done_t *d, uint32_t n)
             r.uncertainty_ns = unc;
         }
         kt_record_dispatch(&r);
+        if (g_verbose)
+            verbose_line(ctx, &r);
     }
     pthread_mutex_unlock(&ctx->model_lock);
 }
