@@ -23,12 +23,13 @@
  * Collection rule (why kt_vk_collect never blocks): kt_vk_collect() only moves results that are already on
  * the host into the recorder, oldest first, resuming at the oldest slot not yet collected. It never asks the
  * driver for query results. How results reach the host is the readback mode:
- *   KT_VK_READBACK_THREAD  a collector thread per context polls the outstanding slots with
+ *   KT_VK_READBACK_THREAD  one collector thread (for all contexts) polls the outstanding slots with
  *       vkGetQueryPoolResults (availability, no WAIT) every poll_us while some are outstanding, sleeps
  *       otherwise, and parks what it read in the ring. Nothing changes in the command stream.
  *   KT_VK_READBACK_COPY    kt_vk_end() also records a vkCmdCopyQueryPoolResults of its slot (64-bit values
- *       + availability, WAIT) into a host-visible coherent buffer and a TRANSFER->HOST barrier; kt_vk_collect()
- *       reads that memory. No thread and no driver call at collection, but the copy waits on the device for
+ *       + availability, WAIT) into a host-visible coherent buffer and a TRANSFER->HOST barrier (with
+ *       desc.copy_at_end, kt_vk_cmd_end() records all of a command buffer's copies once, at its end);
+ *       kt_vk_collect() reads that memory. No thread and no driver call at collection, but the copy waits on the device for
  *       the slot's timestamps, which serialises timed dispatches on a GPU. Reads made before the application
  *       waited on the submission's fence rely on coherent memory (how readback works on desktop drivers);
  *       after that wait they are visible by the Vulkan memory model.
@@ -48,23 +49,27 @@
  * one reset of the whole pool at creation when the application enabled it (say so in host_query_reset);
  * otherwise that reset is a submission on desc.queue, and with neither the context uses COPY readback.
  * Until a reused slot's reset has run, the collector thread sees the previous use's values: it recognises them
- * (device timestamps never repeat) and waits for the new ones.
+ * (device timestamps never repeat) and waits for the new ones. It knows them because a slot is released only
+ * after its values were read, or (kt_vk_discard) after its command buffer was found never executed.
  *
  * Rules for the application:
  *   - kt_vk_begin/kt_vk_end go outside render pass instances (compute), in a command buffer of the context's
  *     queue family; pairs nest (up to 8 deep per command buffer); each begin needs its end in the same
  *     command buffer.
  *   - A command buffer carrying slots is submitted once (ONE_TIME_SUBMIT): re-submitting it rewrites the
- *     same slots. If you reset or free a command buffer without submitting it, call kt_vk_discard() first,
- *     or its slots stay pending (and, once the ring wraps onto them, new dispatches are dropped).
+ *     same slots. Before you re-begin, reset or free a command buffer, call kt_vk_discard(): it reads what the
+ *     buffer's execution wrote (it is not pending any more) and counts the rest as dropped, never submitted.
+ *     Without it the slots stay pending; they pin only themselves, the other slots keep being reused.
  *   - A full ring (slots still pending) drops the dispatch: counted in `dropped`, never an overwritten slot.
  *   - Destroy the context after the command buffers using it have completed and before vkDestroyDevice.
- *   - kt_flush(), kt_shutdown() and process exit ask each live context's collector for one more pass
- *     (waiting at most 200 ms for it) and collect.
+ *   - kt_flush() and kt_snapshot() record what has completed (a fresh collector pass, bounded); kt_shutdown()
+ *     and process exit wait up to KTIMING_EXIT_WAIT_MS (default 2000) for every slot still outstanding, record
+ *     it, and count the rest as dropped with the reason "in flight at exit".
  *
  * Timestamps: durations are (end - begin) modulo 2^timestampValidBits times timestampPeriod. Placement on
  * the host timeline (CLOCK_MONOTONIC_RAW) uses VK_KHR/EXT_calibrated_timestamps when the device has it
- * enabled (host domain CLOCK_MONOTONIC_RAW, else CLOCK_MONOTONIC converted with kt_clock_domain_convert):
+ * enabled (desc.calibration says which; AUTO: the one the physical device reports; host domain
+ * CLOCK_MONOTONIC_RAW, else CLOCK_MONOTONIC converted with kt_clock_domain_convert):
  * bursts of samples with bounded retries, maxDeviation as each sample's bracket, a refit every
  * recalibrate_ns from collect. Without it, the model is fitted from timestamps bracketed by host reads around
  * a tiny submission on desc.queue, at creation and on kt_vk_recalibrate() (its error bound grows with age).

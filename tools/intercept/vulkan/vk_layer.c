@@ -5,24 +5,30 @@
  * LD_PRELOAD hook cannot. `ktiming run` enables it with VK_ADD_LAYER_PATH + VK_INSTANCE_LAYERS.
  *
  * What it does:
- *  - vkCreateDevice: enables VK_KHR/EXT_calibrated_timestamps when the device has it and the program did not
- *    (so device timestamps are placed on the host timeline without submitting anything of ours);
+ *  - vkCreateDevice: enables VK_KHR/EXT_calibrated_timestamps when the device has it, the program did not, and
+ *    it is legal (VK_KHR_get_physical_device_properties2 enabled, or Vulkan 1.1 instance and device), so device
+ *    timestamps are placed on the host timeline without submitting anything of ours; vkDestroyDevice waits for
+ *    the device before the backend frees what the work in flight writes;
  *  - one kt_vk_ctx_t per (device, queue family), created on the first timed dispatch; ktiming's own Vulkan calls
  *    go to the next layer down (never through these hooks). It is given no queue: ktiming submits nothing of
  *    its own (a command buffer it allocated below the loader would lack the loader's dispatch data), so its
  *    query pool starts with a host reset when the program enabled hostQueryReset, and otherwise results come
- *    back through copies recorded after each dispatch (the backend's COPY readback);
+ *    back through copies recorded once per recording at vkEndCommandBuffer (COPY readback, copy_at_end);
  *  - each dispatch is bracketed with kt_vk_begin_id / kt_vk_end in the program's command buffer, under the name
  *    of the bound compute pipeline: its VK_EXT_debug_utils name, else its shader module's, else the entry point
- *    when it is not "main", else "main#<n>" (n-th compute pipeline of the device);
+ *    when it is not "main", else "main#<hash>" (of the SPIR-V: stable across runs); the k-th VkDevice of a
+ *    physical device records as "<deviceName> #k";
  *  - completed dispatches are collected (never waiting) after submits and after the program's own waits
- *    (fences, queue/device idle); command buffers re-begun, reset or freed are collected, then discarded;
+ *    (fences, queue/device idle); command buffers re-begun, reset or freed are read and collected, then
+ *    discarded (kt_vk_discard: what never ran counts as dropped, never submitted);
  *  - a command buffer submitted again without being re-recorded runs its timestamps into slots already read:
  *    those re-executions are not timed and are counted as dropped (record per submission with
  *    ONE_TIME_SUBMIT command buffers). If the ring wraps (KT_VK_RING_DEFAULT dispatches) while such a buffer is
  *    still being resubmitted, the stale writes can land in reused slots; the backend's readback has no
  *    per-use generation to tell them apart.
- * The snapshot is written at exit for `ktiming run` (KTIMING_RUN_DIR).
+ * At exit, never-submitted recordings are counted, kt_shutdown() waits (bounded) for work in flight, and the
+ * snapshot is written for `ktiming run` (KTIMING_RUN_DIR). docs/vulkan.md has the reasoning and what is not
+ * done yet (per-submission timing of re-submitted buffers, the layer's own submissions).
  */
 #include <vulkan/vk_layer.h>
 #include <vulkan/vulkan.h>
