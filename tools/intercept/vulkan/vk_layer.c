@@ -309,25 +309,35 @@ static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, kti_cmd_t 
 {
     *out = NULL;
     kti_cmd_t *c = cmd_get(d, cb);
-    if (!c || !c->pipeline || !kt_is_enabled())
+    if (!c || !kt_is_enabled())
         return;
     kt_vk_ctx_t *ctx = c->ctx ? c->ctx : family_ctx(d, c->family);
     if (!ctx)
         return;
-    kti_pipeline_t *p = c->pipeline;
+    /* The pipeline record may be renamed (vkSetDebugUtilsObjectNameEXT) or destroyed on another thread: read it
+     * under the lock, and write the resolved id back only while this command buffer still has it bound. */
+    char name[sizeof c->pipeline->name];
     pthread_mutex_lock(&g_lock);
-    int resolve = p->family != c->family;
+    kti_pipeline_t *p = c->pipeline;
+    int resolve = p && p->family != c->family;
+    kt_kernel_id_t k = p ? p->kernel : 0;
+    if (resolve)
+        memcpy(name, p->name, sizeof name);
     pthread_mutex_unlock(&g_lock);
+    if (!p)
+        return;
     if (resolve) {
-        kt_kernel_id_t k = kt_vk_kernel(ctx, p->name);
+        k = kt_vk_kernel(ctx, name);
         pthread_mutex_lock(&g_lock);
-        p->kernel = k;
-        p->family = c->family;
+        if (c->pipeline == p) {
+            p->kernel = k;
+            p->family = c->family;
+        }
         pthread_mutex_unlock(&g_lock);
     }
     c->ctx = ctx;
-    if (kt_vk_begin_id(ctx, cb, p->kernel) == 0) {
-        cmd_note_kernel(c, p->kernel);
+    if (kt_vk_begin_id(ctx, cb, k) == 0) {
+        cmd_note_kernel(c, k);
         *out = c;
     }
 }
