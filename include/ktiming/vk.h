@@ -191,6 +191,9 @@ KT_API int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns);
 /* Forget cmd's uncollected slots (after collecting what completed), e.g. before resetting it unsubmitted. */
 KT_API int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 
+/* The device was lost (a call returned VK_ERROR_DEVICE_LOST): every slot still pending is counted as dropped with
+ * the reason "device lost" and released, and the context is no longer polled. Returns how many were dropped. */
+KT_API int kt_vk_device_lost(kt_vk_ctx_t *ctx);
 /* Refit the clock model now (bracketing needs desc.queue; the caller holds it). */
 KT_API int kt_vk_recalibrate(kt_vk_ctx_t *ctx);
 /* Map a raw timestamp (as written by vkCmdWriteTimestamp) to the host timeline with its error bound. */
@@ -223,6 +226,7 @@ static inline kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name) { 
 static inline int kt_vk_collect(kt_vk_ctx_t *ctx) { (void)ctx; return 0; }
 static inline int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns) { (void)ctx; (void)timeout_ns; return 0; }
 static inline int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
+static inline int kt_vk_device_lost(kt_vk_ctx_t *ctx) { (void)ctx; return 0; }
 static inline int kt_vk_recalibrate(kt_vk_ctx_t *ctx) { (void)ctx; return KT_EDISABLED; }
 static inline int kt_vk_timestamp_to_host(kt_vk_ctx_t *ctx, uint64_t timestamp, uint64_t *host_ns,
                                           uint64_t *uncertainty_ns)

@@ -292,6 +292,31 @@ static void test_pinned_unsubmitted_thread(void **state)
     pinned_rounds(KT_VK_READBACK_THREAD);
 }
 
+/* kt_vk_device_lost: pending slots are counted as dropped, device lost, and released. */
+static void test_device_lost(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_vk_ctx_t *kv = open_ctx(8);
+    VkCommandBuffer cmd;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
+    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, cmd), 0);
+    assert_int_equal(record_pairs(kv, cmd, "lost", 3), 0);
+    assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, cmd), 0);
+    assert_int_equal(kt_vk_device_lost(kv), 3);
+    assert_int_equal(kt_vk_last_error(kv), VK_ERROR_DEVICE_LOST);
+    kt_vk_stats_t st;
+    assert_int_equal(kt_vk_stats(kv, &st), 0);
+    assert_int_equal(st.pending, 0);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = vkt_find(s, "lost");
+    assert_non_null(e);
+    assert_int_equal(e->dropped_by[KT_DROP_DEVICE_LOST], 3);
+    kt_snapshot_free(s);
+    ktcli_vk_cmd_free(&g_vkt.dev, cmd);
+    kt_vk_ctx_destroy(kv);
+}
+
 static void test_validation_clean(void **state)
 {
     (void)state;
@@ -318,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_retire_long_short_short),
         cmocka_unit_test(test_pinned_unsubmitted_copy),
         cmocka_unit_test(test_pinned_unsubmitted_thread),
+        cmocka_unit_test(test_device_lost),
         cmocka_unit_test(test_validation_clean),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

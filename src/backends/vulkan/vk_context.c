@@ -35,7 +35,7 @@ static int collector_step(void *arg)
     uint64_t nap = 0;
     pthread_mutex_lock(&g_live_lock);
     for (kt_vk_ctx_t *c = g_live; c; c = c->next_live) {
-        if (c->copy_readback)
+        if (c->copy_readback || atomic_load(&c->lost))
             continue;
         pthread_mutex_lock(&c->lock);
         if (c->closed_unread || c->pass_requested) {
@@ -478,6 +478,16 @@ void kt_vk_ctx_destroy(kt_vk_ctx_t *ctx)
     pthread_mutex_lock(&ctx->collect_lock); /* wait out a collect still running on another thread */
     pthread_mutex_unlock(&ctx->collect_lock);
     destroy_objects(ctx);
+}
+
+int kt_vk_device_lost(kt_vk_ctx_t *ctx)
+{
+    if (!ctx)
+        return KT_EINVAL;
+    atomic_store(&ctx->lost, 1);
+    atomic_store(&ctx->last_error, (int)VK_ERROR_DEVICE_LOST);
+    kt_vk_collect(ctx); /* what reached the host before the loss is real */
+    return (int)drop_pending(ctx, KT_DROP_DEVICE_LOST);
 }
 
 VkResult kt_vk_last_error(kt_vk_ctx_t *ctx)

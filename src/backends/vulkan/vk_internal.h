@@ -188,6 +188,7 @@ struct kt_vk_ctx_t {
     VkCommandBuffer cal_cmd;
     VkFence cal_fence;
 
+    _Atomic int lost;                   /* kt_vk_device_lost was called: no more polling */
     _Atomic int last_error;             /* VkResult of the last failed driver call (kt_vk_last_error) */
 
     /* counters */

@@ -239,6 +239,18 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     return rc == 0 ? ctx : NULL;
 }
 
+/* After a call returned VK_ERROR_DEVICE_LOST: what is pending on the device will never complete. */
+static void device_lost(kti_device_t *d)
+{
+    kt_vk_ctx_t *ctx[KTI_MAX_FAMILIES];
+    pthread_mutex_lock(&g_lock);
+    memcpy(ctx, d->ctx, sizeof ctx);
+    pthread_mutex_unlock(&g_lock);
+    for (uint32_t f = 0; f < KTI_MAX_FAMILIES; f++)
+        if (ctx[f])
+            kt_vk_device_lost(ctx[f]);
+}
+
 static void collect_device(kti_device_t *d)
 {
     kt_vk_ctx_t *ctx[KTI_MAX_FAMILIES];
@@ -653,6 +665,8 @@ static VkResult VKAPI_CALL hook_QueueSubmit(VkQueue q, uint32_t n, const VkSubmi
     for (uint32_t i = 0; r == VK_SUCCESS && i < n; i++)
         for (uint32_t k = 0; k < si[i].commandBufferCount; k++)
             cmd_submitted(d, si[i].pCommandBuffers[k]);
+    if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
     collect_device(d);
     return r;
 }
@@ -664,6 +678,8 @@ static VkResult submit2(kti_device_t *d, PFN_vkQueueSubmit2 next, VkQueue q, uin
     for (uint32_t i = 0; r == VK_SUCCESS && i < n; i++)
         for (uint32_t k = 0; k < si[i].commandBufferInfoCount; k++)
             cmd_submitted(d, si[i].pCommandBufferInfos[k].commandBuffer);
+    if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
     collect_device(d);
     return r;
 }
@@ -684,6 +700,8 @@ static VkResult VKAPI_CALL hook_QueueWaitIdle(VkQueue q)
 {
     kti_device_t *d = device_of(q);
     VkResult r = d->vkQueueWaitIdle(q);
+    if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
     collect_device(d);
     return r;
 }
@@ -692,6 +710,8 @@ static VkResult VKAPI_CALL hook_DeviceWaitIdle(VkDevice device)
 {
     kti_device_t *d = device_of(device);
     VkResult r = d->vkDeviceWaitIdle(device);
+    if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
     collect_device(d);
     return r;
 }
@@ -702,7 +722,9 @@ static VkResult VKAPI_CALL hook_WaitForFences(VkDevice device, uint32_t n, const
     kti_device_t *d = device_of(device);
     VkResult r = d->vkWaitForFences(device, n, f, all, timeout);
     if (r == VK_SUCCESS)
-        collect_device(d);
+        if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
+    collect_device(d);
     return r;
 }
 
@@ -711,7 +733,9 @@ static VkResult VKAPI_CALL hook_GetFenceStatus(VkDevice device, VkFence f)
     kti_device_t *d = device_of(device);
     VkResult r = d->vkGetFenceStatus(device, f);
     if (r == VK_SUCCESS)
-        collect_device(d);
+        if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
+    collect_device(d);
     return r;
 }
 
