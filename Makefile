@@ -3,8 +3,10 @@ BUILD      ?= build
 MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
+# The test suite is configured when cmocka is installed (`make test` installs it): building never needs it.
+TESTS      ?= $(shell pkg-config --exists cmocka 2>/dev/null && echo ON || echo OFF)
 
-.PHONY: all deps build demo test test-fast bench install clean help
+.PHONY: all deps test-deps build demo test test-fast bench install package clean help
 
 all: build
 
@@ -14,24 +16,30 @@ help:
 	@echo "make test-fast  the normal build's tests only"
 	@echo "make bench   build and run every benchmark under bench/"
 	@echo "make install PREFIX=/usr/local"
+	@echo "make package a Debian package (CPack) in $(BUILD)/"
+	@echo "make, make build, make demo install only what building needs; make test adds the test tools"
 
 deps:
 	@scripts/install-deps.sh
 
+test-deps:
+	@scripts/install-deps.sh --test
+
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) >/dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKTIMING_BUILD_TESTS=$(TESTS) $(CMAKE_ARGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
 	./$(BUILD)/tools/ktiming/ktiming demo
 
-test: deps
+test: test-deps
 	scripts/run-tests.sh
 
-test-fast: build
+test-fast: test-deps
+	@$(MAKE) build TESTS=ON
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-bench: deps
+bench: test-deps
 	cmake -S . -B $(BUILD)-bench -DCMAKE_BUILD_TYPE=Release -DKTIMING_BUILD_TESTS=OFF >/dev/null
 	cmake --build $(BUILD)-bench -j $(JOBS)
 	@scripts/run-benches.sh $(BUILD)-bench
@@ -39,6 +47,9 @@ bench: deps
 PREFIX ?= /usr/local
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+package: build
+	cmake --build $(BUILD) --target package
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-bench $(BUILD)-fuzz

@@ -52,12 +52,3 @@ function(kt_nvcc out src mode)
       ${N_DEPENDS}
     COMMENT "nvcc ${mode} ${src}" VERBATIM)
 endfunction()
-
-# kt_embed_text(<output.c> <input> <symbol>): at build time, write a C file defining `const char <symbol>[]`
-# holding the input's text (used for PTX produced by nvcc during the build).
-function(kt_embed_text out in symbol)
-  add_custom_command(OUTPUT ${out}
-    COMMAND ${CMAKE_COMMAND} -DIN=${in} -DOUT=${out} -DSYMBOL=${symbol} -P ${PROJECT_SOURCE_DIR}/cmake/KtimingEmbed.cmake
-    DEPENDS ${in} ${PROJECT_SOURCE_DIR}/cmake/KtimingEmbed.cmake
-    COMMENT "embed ${in}" VERBATIM)
-endfunction()

@@ -64,7 +64,7 @@
  * Environment: KTIMING_SPANS=N (span log entries per thread, 0 = off), KTIMING_CPU_THREADS=N (pool size for
  * kt_cpu_dispatch_2d, default the online cores), and at process exit (an atexit handler installed on first
  * use, after backends flush): KTIMING_OUTPUT=path.json writes the snapshot as JSON, KTIMING_TRACE=path a
- * Chrome trace, KTIMING_REPORT=1 prints the text table on stderr.
+ * Chrome trace, KTIMING_REPORT=1 prints the text table on stderr. Every variable: docs/environment.md.
  *
  * Without KTIMING_ENABLE (or with it 0) every KT_* macro expands to nothing and every function below is a
  * static inline no-op, while the types stay: instrumented code compiles unchanged and needs no library. The
@@ -75,9 +75,13 @@
  * Compiled in but runtime-disabled (kt_disable), a KT_CPU zone costs one load and a branch.
  *
  * Times are nanoseconds on the host timeline, which is CLOCK_MONOTONIC_RAW (kt_now_ns): a clock NTP never
- * slews, so a duration measured on it is the hardware's, and the clock PoCL stamps OpenCL events with.
+ * slews, so a duration measured on it is the hardware's, and the clock PoCL stamps OpenCL events with. Where
+ * the CPU's counter is trustworthy (invariant TSC that Linux itself uses as its clocksource; CNTVCT_EL0 on
+ * aarch64) host times are read from it and converted to CLOCK_MONOTONIC_RAW by a fitted multiply-shift with a
+ * published error bound (the "host" device record, kt_host_clock_info in ktiming/clock.h, `ktiming devices`);
+ * else clock_gettime is called. KTIMING_CLOCK=auto|tsc|monotonic_raw overrides (docs/host-clock.md).
  * kt_clock_resolution_ns() is what clock_getres reports; kt_clock_read_cost_ns() is measured on first call
- * (cheapest of 16 batches of 1000 reads). Functions that can fail return 0 or a negative KT_E* code;
+ * (cheapest of 16 batches of 1000 reads of the host timeline, whichever counter it comes from). Functions that can fail return 0 or a negative KT_E* code;
  * kt_strerror() names it.
  */
 #ifndef KTIMING_H
@@ -390,7 +394,7 @@ KT_API uint32_t kt_thread_ordinal(void); /* stable small number for the calling 
 KT_API void kt_device_publish(const kt_device_info_t *info); /* backends publish clock facts for reports */
 
 /* Host clock. */
-KT_API uint64_t kt_now_ns(void);            /* CLOCK_MONOTONIC_RAW in ns */
+KT_API uint64_t kt_now_ns(void);            /* CLOCK_MONOTONIC_RAW in ns (from the host counter, see above) */
 KT_API uint64_t kt_clock_resolution_ns(void);
 KT_API double kt_clock_read_cost_ns(void);  /* measured once, cached */
 
@@ -401,6 +405,8 @@ KT_API void kt_snapshot_free(kt_snapshot_t *snap);
 KT_API const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, const char *name,
                                                   kt_backend_t backend, const char *device);
 KT_API int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format);
+/* Writes the report to path atomically (a temporary file beside it, then rename). On KT_EIO errno holds the
+ * system's reason (strerror(errno): "No such file or directory", "Permission denied", ...). */
 KT_API int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format);
 /* As kt_report_print / kt_report_write with options: row order, name filter, per-API block (NULL = defaults). */
 KT_API int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t format,

@@ -1,15 +1,29 @@
 #!/usr/bin/env bash
-# Installs the Debian packages ktiming needs to build, test and demo, skipping what is already there.
+# Installs the Debian packages ktiming needs, skipping what is already there.
+#   scripts/install-deps.sh          what building and `make demo` need (toolchain, cJSON, GPU API headers and the
+#                                    CPU drivers PoCL and lavapipe the demo runs on)
+#   scripts/install-deps.sh --test   that plus what the test suite needs (cmocka, clang for the fuzz step,
+#                                    chromium for the HTML test, the Vulkan validation layer, clinfo/vulkaninfo)
 set -euo pipefail
 
-PKGS=(
-  build-essential cmake pkg-config          # toolchain
-  libcmocka-dev libcjson-dev                 # tests; snapshot loading (analysis library)
-  clang                                      # libFuzzer target for the snapshot loader
-  ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo    # OpenCL on the CPU
-  libvulkan1 libvulkan-dev mesa-vulkan-drivers glslang-tools vulkan-validationlayers vulkan-tools  # lavapipe
-  chromium                                   # renders the HTML report in a test
+BUILD_PKGS=(
+  build-essential cmake pkg-config          # toolchain (dpkg-dev, in build-essential, for `make package`)
+  libcjson-dev                               # snapshot loading (analysis library)
+  ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd          # OpenCL on the CPU
+  libvulkan1 libvulkan-dev mesa-vulkan-drivers glslang-tools                     # Vulkan on the CPU (lavapipe)
 )
+TEST_PKGS=(
+  libcmocka-dev                              # test assertions
+  clang                                      # libFuzzer target for the snapshot loader
+  chromium                                   # renders the HTML report in a test
+  vulkan-validationlayers vulkan-tools clinfo                                    # Vulkan tests run validated
+)
+
+case "${1:-}" in
+  "") PKGS=("${BUILD_PKGS[@]}") ;;
+  --test) PKGS=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}") ;;
+  *) echo "usage: $0 [--test]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the whole suite three ways: normal, ASan+UBSan, and TSan for the tests labelled threaded;
 # then fuzzes the snapshot loader for a bounded time. `--stress [N]`: the normal suite N times under load.
+# Warnings are errors here (KTIMING_WERROR=ON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
@@ -9,7 +10,7 @@ BUILD=${BUILD:-build}
 run() { # dir, extra cmake args...
   local dir=$1; shift
   echo "== configure $dir $*"
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKTIMING_BUILD_BENCH=OFF "$@" >/dev/null
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKTIMING_BUILD_BENCH=OFF -DKTIMING_WERROR=ON "$@" >/dev/null
   cmake --build "$dir" -j "$JOBS"
   (cd "$dir" && ctest --output-on-failure -j "$JOBS" --timeout 600)
 }
@@ -18,7 +19,7 @@ run() { # dir, extra cmake args...
 # loaded CI machine would; stops at the first failure. Tests must assert order and containment, never ratios.
 if [ "${1:-}" = "--stress" ]; then
   rounds=${2:-3}
-  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKTIMING_BUILD_BENCH=OFF >/dev/null
+  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKTIMING_BUILD_BENCH=OFF -DKTIMING_WERROR=ON >/dev/null
   cmake --build "$BUILD" -j "$JOBS"
   pids=()
   for _ in 1 2; do (while :; do :; done) & pids+=($!); done
@@ -52,7 +53,7 @@ if [ "$FUZZ_SECONDS" != 0 ]; then
   fz="$BUILD-fuzz"
   echo "== configure $fz (clang, libFuzzer, address,undefined)"
   cmake -S . -B "$fz" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DKTIMING_FUZZ=ON -DKTIMING_SANITIZE=address,undefined -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link \
+    -DKTIMING_FUZZ=ON -DKTIMING_WERROR=ON -DKTIMING_SANITIZE=address,undefined -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link \
     -DBUILD_SHARED_LIBS=OFF -DKTIMING_BUILD_BENCH=OFF -DKTIMING_BUILD_EXAMPLES=OFF -DKTIMING_BUILD_TOOLS=OFF >/dev/null
   cmake --build "$fz" -j "$JOBS" --target fuzz_snapshot_parse
   rm -rf "$fz/corpus" && mkdir -p "$fz/corpus" "$fz/artifacts"

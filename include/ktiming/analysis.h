@@ -18,7 +18,7 @@
 #include <ktiming.h>
 
 #if !KT_ENABLED
-#error "ktiming/analysis.h needs KTIMING_ENABLE=1 (link ktiming::analysis, which defines it)"
+#error "ktiming/analysis.h needs KTIMING_ENABLE=1: define it where you include this header (README, \"Link\")"
 #endif
 
 #ifdef __cplusplus

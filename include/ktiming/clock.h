@@ -25,9 +25,11 @@
  *   drift_bound_ppm  bound on the fitted drift's error: k * drift_se_ppm (k = 3 plus a small-sample allowance,
  *                drift_se_ppm the drift's standard error from the residuals) plus the slope error read positions
  *                inside their brackets can cause (sum_i |b_i| * halfwidth_i, b_i the slope's coefficients; large
- *                over a span of a few ms, and invisible in the residuals). Where that interval reaches past the
- *                prior |drift| <= KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM, the drift is the overlap's value nearest 0
- *                and the bound reaches the overlap's far edge.
+ *                over a span of a few ms, and invisible in the residuals). That interval is cut at
+ *                +-KT_CLOCK_DRIFT_LIMIT_PPM. Where it reaches past the prior |drift| <=
+ *                KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM, the drift is the overlap's value nearest 0, but the bound
+ *                still reaches the far edge of the data's (cut) interval: a clock outside the prior (a 2,000 ppm
+ *                oscillator) stays contained, and the prior only steadies the estimate.
  *   max_drift_ppm  the assumed worst change of the rate since the fit (default 10 ppm for device clocks).
  * docs/calibration.md gives the measured accuracy and containment of this bound per strategy and scenario.
  *
@@ -74,8 +76,9 @@ typedef struct kt_clock_sample_t {
 
 #define KT_CLOCK_MIN_SAMPLES 10
 #define KT_CLOCK_DEFAULT_MAX_DRIFT_PPM 10.0 /* max_drift_ppm a fit starts with (device oscillators) */
-#define KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM 500.0 /* |drift| of any device oscillator against the host is below this:
-                                                  bounds the drift when a short span cannot */
+#define KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM 500.0 /* |drift| of device oscillators against the host is usually below
+                                                  this: the drift estimate of a short span shrinks towards it */
+#define KT_CLOCK_DRIFT_LIMIT_PPM 5000.0 /* no clock is further off than this: bounds never reach past it */
 
 /* A fitted device-clock model. Fields are plain data: copy freely; kt_clock_fit() fills every one. */
 typedef struct kt_clock_model_t {
@@ -184,6 +187,38 @@ KT_API int kt_clock_sample(kt_device_clock_read_cb read_device, void *user, kt_c
                            kt_clock_sample_t *out, size_t n);
 
 /* ---------------------------------------------------------------------------------------------------
+ * The host timeline's own counter (docs/host-clock.md)
+ *
+ * kt_now_ns(), zones, kt_cpu_dispatch_2d and backends' host brackets read the cheapest trustworthy counter: the
+ * TSC on x86-64 when it is invariant (CPUID 0x80000007 EDX bit 8, Linux's constant_tsc and nonstop_tsc, the
+ * kernel's clocksource is tsc) and agrees across every CPU the process may run on; CNTVCT_EL0 on aarch64 when
+ * the clocksource is arch_sys_counter; else clock_gettime(CLOCK_MONOTONIC_RAW). KTIMING_CLOCK=auto|tsc|
+ * monotonic_raw overrides ("tsc" means the CPU counter on either architecture). Counter ticks become
+ * CLOCK_MONOTONIC_RAW ns by a multiply-shift fitted with a kt_clock_tracker_t (WEIGHTED) on brackets of
+ * clock_gettime around the counter, refreshed by the first read after the refresh point (2 ms after start,
+ * then as long as the fitted span, at most 1 s); a refit slews onto the new model (no step back in time).
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Facts about the host counter in force. */
+typedef struct kt_host_clock_info_t {
+    char counter[32];        /* "tsc", "cntvct" or "CLOCK_MONOTONIC_RAW" (clock_gettime) */
+    char reason[192];        /* why this counter: the checks passed, the override, or why the counter fell back */
+    uint64_t frequency_hz;   /* fitted counter rate against CLOCK_MONOTONIC_RAW; 1e9 for clock_gettime */
+    uint64_t nominal_hz;     /* the rate the model is relative to (start-up estimate, CNTFRQ_EL0 on aarch64) */
+    double drift_ppm;        /* fitted rate against nominal_hz (> 0: counter fast) */
+    double drift_bound_ppm;  /* bound on drift_ppm's error */
+    double error_bound_ns;   /* bound on |converted - CLOCK_MONOTONIC_RAW| of any timestamp converted by the
+                                current model (until its next refresh, including the slew onto it), plus 1 ns
+                                of rounding; 0 for clock_gettime */
+    uint32_t model_samples;  /* samples in the current model */
+    double span_ms;          /* host time the current model's samples span */
+    uint64_t fits;           /* models fitted since start */
+} kt_host_clock_info_t;
+
+/* Fill *out (initialising ktiming if needed). KT_EINVAL when out is NULL. */
+KT_API int kt_host_clock_info(kt_host_clock_info_t *out);
+
+/* ---------------------------------------------------------------------------------------------------
  * Periodic refit: a tracker keeps a ring of recent samples of one device clock and a current model
  *
  * Use from a backend:
@@ -220,8 +255,10 @@ typedef struct kt_clock_tracker_desc_t {
     double max_error_ns;                 /* poll samples when the bound at now exceeds this; 0 = no limit */
     double max_drift_ppm;                /* max_drift_ppm of the fitted models; 0 = 10 */
     double drift_prior_ppm;              /* |drift| is known to be below this: where a fit's drift interval
-                                            reaches past it (short spans), drift and its bound come from the
-                                            overlap; 0 = KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM (500), negative = none */
+                                            reaches past it (short spans), the drift comes from the overlap and
+                                            the bound from the data (cut at KT_CLOCK_DRIFT_LIMIT_PPM or this,
+                                            the larger); 0 = KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM (500), negative =
+                                            none */
     uint64_t step_ns;                    /* a new sample this far (beyond the bound) from the model means the
                                             clock was stepped or reset: the ring restarts; 0 = 1 ms */
 } kt_clock_tracker_desc_t;

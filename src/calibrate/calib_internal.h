@@ -8,12 +8,16 @@
 #include <stdint.h>
 #include <time.h>
 
-/* Fit with an optional prior on |drift| (ppm, 0 = none): when the data's drift interval (drift +- its bound)
- * reaches past +-prior, the drift becomes the overlap's value nearest 0 and its bound the distance to the
- * overlap's far edge
- * (kt_clock_fit uses KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM). */
+/* Fit with an optional prior on |drift| (ppm, 0 = none) and a hard limit (ppm, 0 = none): the data's drift
+ * interval (drift +- its bound) is cut at +-limit; where it reaches past +-prior, the drift becomes the overlap's
+ * value nearest 0, and the bound reaches the cut interval's far edge (fit.c, finish). kt_clock_fit uses
+ * KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM and KT_CLOCK_DRIFT_LIMIT_PPM. */
 int kt__clock_fit_ex(const kt_clock_sample_t *samples, size_t n, kt_fit_strategy_t strategy,
-                     kt_clock_domain_t host_domain, double drift_prior_ppm, kt_clock_model_t *out);
+                     kt_clock_domain_t host_domain, double drift_prior_ppm, double drift_limit_ppm,
+                     kt_clock_model_t *out);
+/* Set a tracker's hard drift limit (default KT_CLOCK_DRIFT_LIMIT_PPM, never below its prior): for clocks whose
+ * rate is known to stay within the prior (host domains: the kernel caps NTP slew). */
+void kt__clock_tracker_set_limit(kt_clock_tracker_t *t, double limit_ppm);
 
 /* k-th smallest of v[0..n) (reorders v). n > 0, k < n. */
 double kt__select(double *v, size_t n, size_t k);

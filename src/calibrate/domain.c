@@ -146,10 +146,15 @@ static kt_clock_tracker_desc_t domain_desc(kt_device_clock_read_cb read)
 static void domains_init(void)
 {
     kt_clock_tracker_desc_t dm = domain_desc(read_monotonic), dr = domain_desc(read_realtime);
-    if (kt_clock_tracker_create(DOMAIN_FIT, KT_DOMAIN_MONOTONIC_RAW, &dm, &g_domains[KT_DOMAIN_MONOTONIC]) == 0)
+    /* the kernel caps the slew: the prior is a hard limit here */
+    if (kt_clock_tracker_create(DOMAIN_FIT, KT_DOMAIN_MONOTONIC_RAW, &dm, &g_domains[KT_DOMAIN_MONOTONIC]) == 0) {
+        kt__clock_tracker_set_limit(g_domains[KT_DOMAIN_MONOTONIC], DOMAIN_SLEW_PPM);
         kt_clock_tracker_poll(g_domains[KT_DOMAIN_MONOTONIC], kt__clock_read(CLOCK_MONOTONIC_RAW));
-    if (kt_clock_tracker_create(DOMAIN_FIT, KT_DOMAIN_MONOTONIC_RAW, &dr, &g_domains[KT_DOMAIN_REALTIME]) == 0)
+    }
+    if (kt_clock_tracker_create(DOMAIN_FIT, KT_DOMAIN_MONOTONIC_RAW, &dr, &g_domains[KT_DOMAIN_REALTIME]) == 0) {
+        kt__clock_tracker_set_limit(g_domains[KT_DOMAIN_REALTIME], DOMAIN_SLEW_PPM);
         kt_clock_tracker_poll(g_domains[KT_DOMAIN_REALTIME], kt__clock_read(CLOCK_MONOTONIC_RAW));
+    }
 }
 
 /* Current model of a non-RAW domain against RAW, refreshed if due. While another thread rebuilds the ring
@@ -166,7 +171,7 @@ static int domain_model(kt_clock_domain_t domain, kt_clock_model_t *out)
     rc = kt_clock_sample(domain == KT_DOMAIN_MONOTONIC ? read_monotonic : read_realtime, NULL,
                          KT_DOMAIN_MONOTONIC_RAW, s, 16);
     if (rc != 0) return rc;
-    rc = kt__clock_fit_ex(s, 16, DOMAIN_FIT, KT_DOMAIN_MONOTONIC_RAW, DOMAIN_SLEW_PPM, out);
+    rc = kt__clock_fit_ex(s, 16, DOMAIN_FIT, KT_DOMAIN_MONOTONIC_RAW, DOMAIN_SLEW_PPM, DOMAIN_SLEW_PPM, out);
     if (rc == 0) out->max_drift_ppm = DOMAIN_SLEW_PPM;
     return rc;
 }

@@ -149,12 +149,14 @@ static void bound_terms(const fit_data_t *f, const wls_t *q, double x, int mean_
  * warming-up path) tilt the line while the residuals stay small. Over a long span it is negligible; over the
  * few ms of a first batch it is hundreds to thousands of ppm, which is what the extrapolation must carry.
  *
- * With a prior (|drift| <= prior_ppm), when [drift - u, drift + u] reaches past [-prior, prior], the drift
- * becomes the value of their overlap nearest 0 and its bound the distance to the overlap's far edge: it shrinks
- * towards 0 only as far as the data allows. A data interval entirely outside the prior keeps the data (the prior
- * was wrong for that clock). */
+ * The data's interval [drift - u, drift + u] is first cut at +-limit_ppm (no clock is further off; ignored when
+ * the interval lies entirely outside). With a prior (|drift| <= prior_ppm, what device oscillators usually
+ * satisfy), when the interval reaches past [-prior, prior], the drift becomes the value of their overlap nearest
+ * 0: it shrinks towards 0 only as far as the data allow. The bound always reaches the far edge of the (cut) data
+ * interval, so a clock outside the prior is still contained; with limit = prior (host domains, whose rate the
+ * kernel bounds) this is the overlap's far edge. */
 static int finish(fit_data_t *f, kt_fit_strategy_t strategy, kt_clock_domain_t domain, double prior_ppm,
-                  kt_clock_model_t *out)
+                  double limit_ppm, kt_clock_model_t *out)
 {
     wls_t q;
     if (wls_fit(f, &q) != 0) return KT_ESAMPLES;
@@ -180,22 +182,32 @@ static int finish(fit_data_t *f, kt_fit_strategy_t strategy, kt_clock_domain_t d
     double drift_se = se_c / ((1.0 + c) * (1.0 + c)) * 1e6;
 
     int constrained = 0;
-    if (prior_ppm > 0) {
-        double lo = drift - drift_bound, hi = drift + drift_bound;
-        if (lo < -prior_ppm) lo = -prior_ppm;
-        if (hi > prior_ppm) hi = prior_ppm;
-        if (lo <= hi && (lo > drift - drift_bound || hi < drift + drift_bound)) {
-            constrained = 1;
-            /* the rate nearest 0 both allow (device oscillators cluster near the host's rate; a short batch's
-             * noise then does not stretch or shrink durations), bounded by the overlap's far edge */
-            drift = lo > 0 ? lo : hi < 0 ? hi : 0.0;
-            drift_bound = hi - drift > drift - lo ? hi - drift : drift - lo;
-            double D = drift * 1e-6;
-            c = -D / (1.0 + D);
-            /* |dc| = |dD| / ((1 + D1)(1 + D2)) <= |dD| / (1 + lo)^2 for rates in [lo, hi] */
-            g_c = drift_bound * 1e-6 / ((1.0 + lo * 1e-6) * (1.0 + lo * 1e-6));
-            q.line.c = c;
-        }
+    double dlo = drift - drift_bound, dhi = drift + drift_bound; /* the data's own interval */
+    if (limit_ppm > 0 && dlo < limit_ppm && dhi > -limit_ppm) {
+        /* no clock is that far off: the interval ends at the limit */
+        if (dlo < -limit_ppm) dlo = -limit_ppm;
+        if (dhi > limit_ppm) dhi = limit_ppm;
+    }
+    double est = drift;
+    if (prior_ppm > 0 && drift - drift_bound < prior_ppm && drift + drift_bound > -prior_ppm &&
+        (drift - drift_bound < -prior_ppm || drift + drift_bound > prior_ppm)) {
+        /* the estimate: the rate nearest 0 that both the data and the prior allow (device oscillators cluster
+         * near the host's rate; a short batch's noise then does not stretch or shrink durations) */
+        double plo = drift - drift_bound > -prior_ppm ? drift - drift_bound : -prior_ppm;
+        double phi = drift + drift_bound < prior_ppm ? drift + drift_bound : prior_ppm;
+        est = plo > 0 ? plo : phi < 0 ? phi : 0.0;
+    }
+    if (est != drift || dlo > drift - drift_bound || dhi < drift + drift_bound) {
+        constrained = 1;
+        /* the bound still reaches both ends of the data's interval (within the limit), not only the prior's:
+         * the prior may be wrong for this clock (a 2,000 ppm oscillator), and then only the data are honest */
+        drift = est;
+        drift_bound = dhi - drift > drift - dlo ? dhi - drift : drift - dlo;
+        double D = drift * 1e-6, L = (dlo < drift ? dlo : drift) * 1e-6;
+        c = -D / (1.0 + D);
+        /* |dc| = |dD| / ((1 + D1)(1 + D2)) <= |dD| / (1 + L)^2 for rates in [L, dhi] */
+        g_c = drift_bound * 1e-6 / ((1.0 + L) * (1.0 + L));
+        q.line.c = c;
     }
 
     size_t ilo = SIZE_MAX, ihi = SIZE_MAX;
@@ -223,8 +235,8 @@ static int finish(fit_data_t *f, kt_fit_strategy_t strategy, kt_clock_domain_t d
             if (f->keep[i]) zbar += f->v[i] * f->z[i];
         zbar /= q.V;
         q.line.a = zbar - c * q.xbar;
-        double dlo = fabs(f->x[ilo] - q.xbar), dhi = fabs(f->x[ihi] - q.xbar);
-        slope_part = (dlo > dhi ? dlo : dhi) * g_c;
+        double xlo = fabs(f->x[ilo] - q.xbar), xhi = fabs(f->x[ihi] - q.xbar);
+        slope_part = (xlo > xhi ? xlo : xhi) * g_c;
     }
     double stat = k * sqrt(v_lo > v_hi ? v_lo : v_hi);
     double spread = (excess > stat ? excess : stat) + slope_part;
@@ -454,7 +466,8 @@ static void refine(fit_data_t *f, double scale, line_t start)
  * ------------------------------------------------------------------------------------------------- */
 
 int kt__clock_fit_ex(const kt_clock_sample_t *samples, size_t n, kt_fit_strategy_t strategy,
-                     kt_clock_domain_t host_domain, double drift_prior_ppm, kt_clock_model_t *out)
+                     kt_clock_domain_t host_domain, double drift_prior_ppm, double drift_limit_ppm,
+                     kt_clock_model_t *out)
 {
     if (!samples || !out) return KT_EINVAL;
     if (n < KT_CLOCK_MIN_SAMPLES) return KT_ESAMPLES;
@@ -521,7 +534,7 @@ int kt__clock_fit_ex(const kt_clock_sample_t *samples, size_t n, kt_fit_strategy
         if (rc == 0) rc = strategy == KT_FIT_ROBUST ? theil_sen(&f, &start) : ransac(&f, scale, &start);
         if (rc == 0) refine(&f, scale, start);
     }
-    if (rc == 0) rc = finish(&f, strategy, host_domain, drift_prior_ppm, out);
+    if (rc == 0) rc = finish(&f, strategy, host_domain, drift_prior_ppm, drift_limit_ppm, out);
     free(mem);
     free(f.keep);
     return rc;
@@ -530,5 +543,6 @@ int kt__clock_fit_ex(const kt_clock_sample_t *samples, size_t n, kt_fit_strategy
 int kt_clock_fit(const kt_clock_sample_t *samples, size_t n, kt_fit_strategy_t strategy,
                  kt_clock_domain_t host_domain, kt_clock_model_t *out)
 {
-    return kt__clock_fit_ex(samples, n, strategy, host_domain, KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM, out);
+    return kt__clock_fit_ex(samples, n, strategy, host_domain, KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM,
+                            KT_CLOCK_DRIFT_LIMIT_PPM, out);
 }

@@ -1,4 +1,5 @@
-/* model.c — using a fitted clock model: mapping both ways, error bound at a point, staleness, descriptions. */
+/* model.c — using a fitted clock model: mapping both ways, error bound at a point, staleness, descriptions.
+ * Calls nothing else in src/calibrate (domain.c and tracker.c build on it, not the other way round). */
 #include "calib_internal.h"
 
 #include <math.h>
@@ -83,9 +84,10 @@ int kt_clock_is_stale(const kt_clock_model_t *m, uint64_t now_ns, double max_err
 
 int kt_clock_model_identity(kt_clock_domain_t domain, uint64_t resolution_ns, kt_clock_model_t *out)
 {
-    if (!out || (int)domain < KT_DOMAIN_MONOTONIC_RAW || (int)domain > KT_DOMAIN_REALTIME) return KT_EINVAL;
+    clockid_t id;
+    if (!out || kt__domain_clockid(domain, &id) != 0) return KT_EINVAL;
     memset(out, 0, sizeof(*out));
-    uint64_t now = kt_clock_now(domain);
+    uint64_t now = kt__clock_read(id);
     out->host_domain = domain;
     out->strategy = KT_FIT_BASIC;
     out->device_ref_ns = now;

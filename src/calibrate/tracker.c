@@ -12,6 +12,7 @@ struct kt_clock_tracker_t {
     kt_clock_domain_t domain;       /* host domain of the brackets */
     clockid_t clk;                  /* its clockid */
     kt_clock_tracker_desc_t d;      /* tunables with defaults resolved */
+    double limit_ppm;               /* hard drift limit of the fits (kt__clock_fit_ex) */
     kt_clock_sample_t *ring;        /* capacity samples, time order from `first` */
     uint32_t first;                 /* index of the oldest sample */
     uint32_t count;                 /* samples in the ring */
@@ -78,8 +79,16 @@ int kt_clock_tracker_create(kt_fit_strategy_t strategy, kt_clock_domain_t host_d
     t->domain = host_domain;
     t->clk = clk;
     t->d = d;
+    t->limit_ppm = KT_CLOCK_DRIFT_LIMIT_PPM > d.drift_prior_ppm ? KT_CLOCK_DRIFT_LIMIT_PPM : d.drift_prior_ppm;
     *out = t;
     return 0;
+}
+
+void kt__clock_tracker_set_limit(kt_clock_tracker_t *t, double limit_ppm)
+{
+    pthread_mutex_lock(&t->lock);
+    t->limit_ppm = limit_ppm > t->d.drift_prior_ppm ? limit_ppm : t->d.drift_prior_ppm;
+    pthread_mutex_unlock(&t->lock);
 }
 
 void kt_clock_tracker_destroy(kt_clock_tracker_t *t)
@@ -184,7 +193,7 @@ static int refit_locked(kt_clock_tracker_t *t)
     t->fresh = 0;
     pthread_mutex_unlock(&t->lock);
     kt_clock_model_t m;
-    int rc = kt__clock_fit_ex(t->fit_buf, n, t->strategy, t->domain, t->d.drift_prior_ppm, &m);
+    int rc = kt__clock_fit_ex(t->fit_buf, n, t->strategy, t->domain, t->d.drift_prior_ppm, t->limit_ppm, &m);
     pthread_mutex_lock(&t->lock);
     t->fitting = 0;
     if (rc != 0) {

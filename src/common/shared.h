@@ -15,20 +15,11 @@
 #define KT_SNAPSHOT_SCHEMA_NAME "ktiming.snapshot"
 #define KT_SNAPSHOT_SCHEMA_WRITTEN 2
 
-/* Backend identifiers of the schema (stable: never the display names, which may change). */
+/* Backend identifiers of the schema (stable: never the display names, which may change); "unknown" out of range. */
 static inline const char *kt__backend_id(kt_backend_t b)
 {
     static const char *const ids[KT_BACKEND_COUNT] = {"cpu", "opencl", "vulkan", "cuda", "metal"};
-    return (unsigned)b < KT_BACKEND_COUNT ? ids[b] : NULL;
-}
-
-/* The backend whose identifier is id, or -1. */
-static inline int kt__backend_from_id(const char *id)
-{
-    for (int b = 0; b < KT_BACKEND_COUNT; b++)
-        if (!strcmp(id, kt__backend_id((kt_backend_t)b)))
-            return b;
-    return -1;
+    return (unsigned)b < KT_BACKEND_COUNT ? ids[b] : "unknown";
 }
 
 /* Identifiers of the drop reasons in the schema: lower-case, words joined by '_' ("ring_full"). */
@@ -37,7 +28,7 @@ static inline const char *kt__drop_reason_id(int r)
     static const char *const ids[KT_DROP_REASON_COUNT] = {
         "unspecified",   "ring_full",   "in_flight_at_exit", "simultaneous_use", "never_submitted", "device_lost",
         "context_reset", "graph_capture", "no_timing",       "read_failed",      "invalid_times"};
-    return (unsigned)r < KT_DROP_REASON_COUNT ? ids[r] : NULL;
+    return (unsigned)r < KT_DROP_REASON_COUNT ? ids[r] : "unknown";
 }
 
 /* The exact sums of an entry. total128/sumsq128 are authoritative when consistent with total_ns (a snapshot

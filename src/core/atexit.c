@@ -1,7 +1,17 @@
 /* atexit.c — at process exit, writes the snapshot where KTIMING_OUTPUT / KTIMING_REPORT / KTIMING_TRACE ask. */
 #include "core/internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* Writes snap to path in format; on failure says why on stderr, with the system's reason for a file error. */
+static void write_one(const char *var, const char *path, const kt_snapshot_t *snap, kt_format_t format)
+{
+    int rc = kt_report_write(path, snap, format);
+    if (rc != 0)
+        fprintf(stderr, "ktiming: %s=%s: %s\n", var, path, rc == KT_EIO ? strerror(errno) : kt_strerror(rc));
+}
 
 void kt__exit_write(void)
 {
@@ -16,11 +26,10 @@ void kt__exit_write(void)
         fprintf(stderr, "ktiming: no snapshot at exit (out of memory)\n");
         return;
     }
-    int rc;
-    if (out && *out && (rc = kt_report_write(out, snap, KT_FORMAT_JSON)) != 0)
-        fprintf(stderr, "ktiming: KTIMING_OUTPUT=%s: %s\n", out, kt_strerror(rc));
-    if (trace && *trace && (rc = kt_report_write(trace, snap, KT_FORMAT_CHROME)) != 0)
-        fprintf(stderr, "ktiming: KTIMING_TRACE=%s: %s\n", trace, kt_strerror(rc));
+    if (out && *out)
+        write_one("KTIMING_OUTPUT", out, snap, KT_FORMAT_JSON);
+    if (trace && *trace)
+        write_one("KTIMING_TRACE", trace, snap, KT_FORMAT_CHROME);
     if (want_report)
         kt_report_print(stderr, snap, KT_FORMAT_TEXT);
     kt_snapshot_free(snap);

@@ -39,9 +39,7 @@ static void at_exit(void)
 {
     if (!kt__forked_child())
         kt__backends_stop(kt__now() + kt__exit_wait_ns());
-#ifdef KT_HAVE_EXIT_WRITER
     kt__exit_write();
-#endif
 }
 
 static uint32_t spans_from_env(void)
@@ -70,15 +68,7 @@ static void first_init(const kt_desc_t *d)
     kt__cfg.sample_capacity = sc > KT__SAMPLE_MAX ? KT__SAMPLE_MAX : sc;
     g_user_enabled = !d->start_disabled;
 
-    kt_device_info_t host;
-    memset(&host, 0, sizeof host);
-    host.backend = KT_BACKEND_CPU;
-    strcpy(host.name, "host");
-    strcpy(host.clock_domain, "CLOCK_MONOTONIC_RAW");
-    host.resolution_ns = kt_clock_resolution_ns();
-    host.frequency_hz = 1000000000u;
-    host.valid_bits = 64;
-    kt_device_publish(&host);
+    kt__hclock_init(); /* publishes the host device record */
 
     atexit(at_exit);
     atomic_store_explicit(&g_state, KT__RUNNING, memory_order_release);

@@ -3,6 +3,7 @@
 #define KT_CORE_INTERNAL_H
 
 #include "ktiming.h"
+#include "core/hclock.h"
 #include "core/hist.h"
 
 #include <stdatomic.h>
@@ -42,13 +43,17 @@ void kt__exit_write(void);
 /* Records one host-timed dispatch with its span on the host thread's track (CPU zones, kt_cpu_dispatch_2d). */
 void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end_ns);
 
-/* Host clock without the call through the exported symbol. */
-static inline uint64_t kt__now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* Host clock without the call through the exported symbol: CLOCK_MONOTONIC_RAW ns from the counter chosen by
+ * kt__hclock_init (hclock.h, clock.c). */
+static inline uint64_t kt__now(void) { return kt__hc_now(); }
+/* The same for CPU zone ends (an unordered counter read: hclock.h says why). */
+static inline uint64_t kt__now_zone(void) { return kt__hc_now_zone(); }
+/* Starts of intervals: a due model refresh runs before the read, not inside the interval (hclock.h). */
+static inline uint64_t kt__now_zone_begin(void) { return kt__hc_now_begin(1); }
+static inline uint64_t kt__now_begin(void) { return kt__hc_now_begin(0); }
+
+/* Choose and calibrate the host counter, publish the host device record (first initialisation, clock.c). */
+void kt__hclock_init(void);
 
 /* ---------------------------------------------------------------------------------------------------
  * Registry: kernels, queues, threads, devices (registry.c)

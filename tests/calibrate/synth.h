@@ -98,12 +98,13 @@ static inline void synth_generate(synth_scenario_t sc, uint64_t seed, kt_clock_s
  * device read anywhere inside a bracket of 0.3-3 us each side, 8 % of brackets stretched on one side by a
  * preemption of 50-500 us (the device read stays inside). With warmup set, reads are slow at first: the read
  * sits up to 10 us late in the first quarter of the batch, a position trend the residuals cannot reveal. */
-static inline void synth_generate_short(uint64_t seed, int warmup, kt_clock_sample_t *out, size_t n,
-                                        synth_truth_t *truth)
+static inline void synth_short_impl(uint64_t seed, int warmup, const double *drift_ppm, kt_clock_sample_t *out,
+                                    size_t n, synth_truth_t *truth)
 {
     uint64_t s = seed * 0x9e3779b97f4a7c15ull + 0x5157u + (uint64_t)warmup;
     memset(truth, 0, sizeof(*truth));
     truth->drift_ppm = synth_range(&s, -100.0, 100.0);
+    if (drift_ppm) truth->drift_ppm = *drift_ppm;
     truth->host0 = 1000000000000ull + (synth_next(&s) % 1000000000000ull);
     truth->dev0 = 5000000000ull + (synth_next(&s) % 10000000000000ull);
     double span = synth_range(&s, 2e6, 5e6), step = span / (double)(n - 1);
@@ -122,6 +123,19 @@ static inline void synth_generate_short(uint64_t seed, int warmup, kt_clock_samp
         out[i].host_before_ns = t - (uint64_t)db;
         out[i].host_after_ns = t + (uint64_t)da;
     }
+}
+
+static inline void synth_generate_short(uint64_t seed, int warmup, kt_clock_sample_t *out, size_t n,
+                                        synth_truth_t *truth)
+{
+    synth_short_impl(seed, warmup, NULL, out, n, truth);
+}
+
+/* The same short batch of a clock with the given drift (e.g. far outside the default prior). */
+static inline void synth_generate_short_drift(uint64_t seed, int warmup, double drift_ppm, kt_clock_sample_t *out,
+                                              size_t n, synth_truth_t *truth)
+{
+    synth_short_impl(seed, warmup, &drift_ppm, out, n, truth);
 }
 
 /* Device reading of the synthetic clock at true host time host_ns (host_ns >= host0). */

@@ -44,8 +44,9 @@ static int check_model(const kt_clock_model_t *m, const synth_truth_t *tr, const
 }
 
 /* kt_clock_fit on 32 reads over 2-5 ms, with and without slow first reads: every strategy's bound contains the
- * true error 0.7-10 s later in >= 99 % of (trial, point) pairs, the drift stays within the 500 ppm prior, and
- * ROBUST/RANSAC/WEIGHTED bounds at 0.7 s stay near what the prior implies (0.7 s x 510 ppm + the in-span bound). */
+ * true error 0.7-10 s later in >= 99 % of (trial, point) pairs, the drift estimate stays within the 500 ppm prior,
+ * and ROBUST/RANSAC/WEIGHTED bounds at 0.7 s stay within what the hard limit implies (0.7 s x (5,000 + 500 +
+ * 10) ppm + the in-span bound): the prior steadies the estimate, the data alone set the bound. */
 static void test_short_fit_default_prior(void **state)
 {
     (void)state;
@@ -69,7 +70,8 @@ static void test_short_fit_default_prior(void **state)
                           kNames[k], warm, pct, worst_drift, worst_b07 / 1e3);
             assert_true(pct >= 99.0);
             assert_true(worst_drift <= KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM);
-            if (k != KT_FIT_BASIC) assert_true(worst_b07 < 0.7e9 * 510e-6 + 20000.0);
+            if (k != KT_FIT_BASIC)
+                assert_true(worst_b07 < 0.7e9 * (KT_CLOCK_DRIFT_LIMIT_PPM + KT_CLOCK_DEFAULT_DRIFT_PRIOR_PPM + 10.0) * 1e-6 + 20000.0);
         }
     }
 }
@@ -109,6 +111,40 @@ static void test_short_fit_no_prior(void **state)
             /* a few ms of us-wide brackets cannot measure the drift: the bound must say so */
             assert_true(min_bound_ppm > 300.0);
         }
+    }
+}
+
+/* Clocks whose drift lies outside the default 500 ppm prior (up to 5,000 ppm), on the same 32-read, 2-5 ms first
+ * batches: a fit whose own drift reaches past the prior is not pulled inside it, so the bound still contains the
+ * truth at the span and 0.1-10 s later in >= 99 % of (trial, point) pairs for every drift and strategy. */
+static void test_short_fit_outside_prior(void **state)
+{
+    (void)state;
+    static const double drifts[] = {-5000, -3500, -2000, -1000, -700, -550, 550, 700, 1000, 2000, 3500, 5000};
+    kt_clock_sample_t s[N_FIRST];
+    for (int k = KT_FIT_BASIC; k <= KT_FIT_RANSAC; k++) {
+        double worst = 100.0, worst_drift = 0;
+        for (size_t di = 0; di < sizeof(drifts) / sizeof(drifts[0]); di++) {
+            int pts = 0, in = 0;
+            for (int warm = 0; warm < 2; warm++) {
+                for (int trial = 0; trial < TRIALS / 4; trial++) {
+                    synth_truth_t tr;
+                    synth_generate_short_drift((uint64_t)trial + 4242u * di, warm, drifts[di], s, N_FIRST, &tr);
+                    kt_clock_model_t m;
+                    assert_int_equal(kt_clock_fit(s, N_FIRST, (kt_fit_strategy_t)k, KT_DOMAIN_MONOTONIC_RAW, &m), 0);
+                    double b07 = 0;
+                    pts += check_model(&m, &tr, s, N_FIRST, &in, &b07);
+                }
+            }
+            double pct = 100.0 * in / pts;
+            if (pct < worst) {
+                worst = pct;
+                worst_drift = drifts[di];
+            }
+            if (pct < 99.0) print_message("  %s drift %.0f: %.2f%%\n", kNames[k], drifts[di], pct);
+        }
+        print_message("outside prior %s: worst containment %.2f%% (drift %.0f ppm)\n", kNames[k], worst, worst_drift);
+        assert_true(worst >= 99.0);
     }
 }
 
@@ -209,6 +245,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_short_fit_default_prior),
         cmocka_unit_test(test_short_fit_no_prior),
+        cmocka_unit_test(test_short_fit_outside_prior),
         cmocka_unit_test(test_tracker_early_refit),
         cmocka_unit_test(test_poll_early),
     };

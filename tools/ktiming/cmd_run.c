@@ -341,7 +341,8 @@ static int write_as(const char *what, const char *path, const kt_snapshot_t *sna
 {
     int rc = kt_report_write(path, snap, fmt);
     if (rc != 0)
-        fprintf(stderr, "ktiming run: cannot write %s %s: %s\n", what, path, kt_strerror(rc));
+        fprintf(stderr, "ktiming run: cannot write %s %s: %s\n", what, path,
+                rc == KT_EIO ? strerror(errno) : kt_strerror(rc));
     return rc;
 }
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const char ktcli_demo_cuda_ptx[];
+#include "ktcli_demo_cuda_ptx.h" /* ktcli_demo_cuda_ptx[]: the kernels nvcc compiled at build time */
 
 /* The driver entry points the demo itself calls (ktiming's own table is internal). */
 typedef struct ktcli_cu_t {

@@ -1,4 +1,4 @@
-/* main.c — the ktiming command-line tool: dispatches to subcommands that were built in. */
+/* main.c — the ktiming command-line tool: dispatches to its subcommands. */
 #include "cli.h"
 
 #include <string.h>
@@ -11,21 +11,11 @@ typedef struct ktcli_cmd_t {
 } ktcli_cmd_t;
 
 static const ktcli_cmd_t kCommands[] = {
-#ifdef KTCLI_HAVE_CMD_DEMO
     {"demo", ktcli_cmd_demo, "run the built-in kernels on every backend found and print the table"},
-#endif
-#ifdef KTCLI_HAVE_CMD_REPORT
     {"report", ktcli_cmd_report, "print or convert a snapshot (text, csv, json, chrome, html)"},
-#endif
-#ifdef KTCLI_HAVE_CMD_DEVICES
     {"devices", ktcli_cmd_devices, "list backends and devices with their clock models"},
-#endif
-#ifdef KTCLI_HAVE_CMD_COMPARE
     {"compare", ktcli_cmd_compare, "compare two snapshots kernel by kernel (before/after verdicts)"},
-#endif
-#ifdef KTCLI_HAVE_CMD_RUN
     {"run", ktcli_cmd_run, "time every kernel of an unmodified program"},
-#endif
 };
 static const size_t kCommandCount = sizeof(kCommands) / sizeof(kCommands[0]);
 

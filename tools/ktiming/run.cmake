@@ -1,16 +1,14 @@
 # `ktiming run`: where the interception libraries are (build tree and install tree), and for a sanitizer build
 # the ASan runtime to preload ahead of them into programs built without it.
-if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/cmd_run.c)
-  file(RELATIVE_PATH _kt_run_rel ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR}/ktiming)
-  target_compile_definitions(ktiming_cli PRIVATE
-    KTCLI_INTERCEPT_BUILD_DIR="${PROJECT_BINARY_DIR}/lib/ktiming"
-    KTCLI_INTERCEPT_INSTALL_RELDIR="${_kt_run_rel}")
-  if(KTIMING_SANITIZE MATCHES "address")
-    execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
-      OUTPUT_VARIABLE _kt_asan_rt OUTPUT_STRIP_TRAILING_WHITESPACE)
-    if(_kt_asan_rt AND EXISTS "${_kt_asan_rt}")
-      get_filename_component(_kt_asan_rt "${_kt_asan_rt}" REALPATH)
-      target_compile_definitions(ktiming_cli PRIVATE KTCLI_ASAN_RUNTIME="${_kt_asan_rt}")
-    endif()
+file(RELATIVE_PATH _kt_run_rel ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR}/ktiming)
+target_compile_definitions(ktiming_cli PRIVATE
+  KTCLI_INTERCEPT_BUILD_DIR="${PROJECT_BINARY_DIR}/lib/ktiming"
+  KTCLI_INTERCEPT_INSTALL_RELDIR="${_kt_run_rel}")
+if(KTIMING_SANITIZE MATCHES "address")
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
+    OUTPUT_VARIABLE _kt_asan_rt OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(_kt_asan_rt AND EXISTS "${_kt_asan_rt}")
+    get_filename_component(_kt_asan_rt "${_kt_asan_rt}" REALPATH)
+    target_compile_definitions(ktiming_cli PRIVATE KTCLI_ASAN_RUNTIME="${_kt_asan_rt}")
   endif()
 endif()

@@ -20,13 +20,16 @@ kt_zone_t kt_zone_begin(kt_kernel_id_t *site_cache, const char *name)
         }
     }
     z.kernel = id;
-    z.start_ns = kt__now();
+    z.start_ns = kt__now_zone_begin();
     return z;
 }
 
 void kt__zone_end_id(kt_kernel_id_t kernel, uint64_t start_ns)
 {
-    uint64_t end = kt__now();
+    uint64_t end = kt__now_zone();
+    /* a refit slews, so time never steps back; a read converted across the refit may still land 1 ns early */
+    if ((int64_t)(end - start_ns) < 0)
+        end = start_ns;
     if (kernel && kt__on())
         kt__record_host_span(kernel, start_ns, end);
 }
@@ -45,7 +48,7 @@ void kt_cpu_timer_start(kt_cpu_timer_t *t)
 {
     if (!t)
         return;
-    t->start_ns = kt__now();
+    t->start_ns = kt__now_begin();
     t->stop_ns = 0;
     t->running = 1;
 }

@@ -119,7 +119,4 @@ void kt__cuda_publish(kt__cuda_ctx_t *c);
 /* cuda_globaltimer.c */
 void kt__cuda_gt_cleanup(kt__cuda_ctx_t *c); /* context current; frees module, stream, scratch */
 
-/* The embedded PTX (generated from kt_cuda_kernels.ptx at build time). */
-extern const char kt__cuda_ptx[];
-
 #endif
