@@ -1,20 +1,29 @@
 /* run_overhead.c — wall time of an unmodified OpenCL program alone and under `ktiming run` (every kernel timed,
  * snapshot written, summary printed), in back-to-back pairs whose order alternates, so the load of a shared
  * machine hits both sides of a pair alike. The verdict is the median of the per-pair ratios (the ratio of the
- * two medians is printed too).
- * Last line: run_overhead: ratio=<median of timed/alone over the pairs>   (target <= 1.05) */
+ * two medians is printed too). Two cases, default settings (spans on, transfers timed):
+ *   typical: clprog, 300 iterations of 3 large kernels plus its reads;
+ *   heavy:   clprog --tiny 20000: 20,000 tiny kernels, clFinish every 100 (dispatch-bound; the snapshot holds
+ *            up to 16,384 spans per thread).
+ * Also measured (not part of the verdict): writing and reading back a JSON snapshot of 100,000 spans.
+ * Last line: run_overhead: ratio=<typical median ratio> heavy_ratio=<heavy median ratio>
+ *            (targets <= 1.05 and <= 1.10) */
 #include <ktiming.h>
+#include <ktiming/analysis.h>
 #include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define PAIRS 15
-#define BUDGET_NS 32000000000ull /* stop adding pairs after 32 s (the whole bench stays under ~40 s) */
+#define BUDGET_NS 32000000000ull /* stop adding pairs after 32 s per case */
+#define TINY "20000"             /* heavy case: tiny kernels */
+#define SPANS 100000             /* spans in the snapshot write/read measurement */
 #define ITERATIONS "300"         /* clprog: 3 dispatches per iteration (900 timed), about 0.5 s alone here */
 #define SIZE "2097152"           /* floats per buffer */
 
@@ -62,31 +71,15 @@ static int cmp_dbl(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int main(void)
+/* Runs `alone` and `timed` in alternating pairs; prints the details; the median per-pair ratio (NAN if none). */
+static double measure(const char *label, char *const alone[], char *const timed[])
 {
-    char *alone[] = {CLPROG, "--iterations", ITERATIONS, "--size", SIZE, NULL};
-    char *timed[] = {KT_CLI, "run", "-o", NULL, "--", CLPROG, "--iterations", ITERATIONS, "--size", SIZE, NULL};
-    char out[] = "/tmp/kt_run_overhead_XXXXXX.json";
-    int fd = mkstemps(out, 5);
-    if (fd < 0)
-        return 1;
-    close(fd);
-    timed[3] = out;
     int st = 0;
     uint64_t cpu_a = 0, cpu_t = 0;
-    /* warm-up of both (PoCL's kernel cache, page cache) and the device check */
-    if (!run_ns(alone, &st, &cpu_a)) {
-        printf("run_overhead: the OpenCL program did not run (status %d%s)\n", st,
-               st == 77 ? ": no OpenCL device" : "");
-        printf("run_overhead: ratio=nan\n");
-        unlink(out);
-        return 0;
-    }
-    if (!run_ns(timed, &st, &cpu_t)) {
-        printf("run_overhead: ktiming run failed (status %d)\n", st);
-        printf("run_overhead: ratio=nan\n");
-        unlink(out);
-        return 1;
+    /* warm-up of both (PoCL's kernel cache, page cache) */
+    if (!run_ns(alone, &st, &cpu_a) || !run_ns(timed, &st, &cpu_t)) {
+        printf("run_overhead: %s: a warm-up run failed (status %d)\n", label, st);
+        return NAN;
     }
     uint64_t a[PAIRS], t[PAIRS], start = kt_now_ns();
     double r[PAIRS], rc[PAIRS];
@@ -102,7 +95,7 @@ int main(void)
             y = run_ns(timed, &st, &cpu_t);
         }
         if (!x || !y) {
-            printf("run_overhead: a run failed (status %d)\n", st);
+            printf("run_overhead: %s: a run failed (status %d)\n", label, st);
             continue;
         }
         a[n] = x;
@@ -111,24 +104,108 @@ int main(void)
         rc[n] = cpu_a ? (double)cpu_t / (double)cpu_a : 0;
         n++;
     }
-    unlink(out);
-    if (n == 0) {
-        printf("run_overhead: ratio=nan\n");
-        return 1;
-    }
+    if (n == 0)
+        return NAN;
     qsort(r, (size_t)n, sizeof *r, cmp_dbl);
     qsort(rc, (size_t)n, sizeof *rc, cmp_dbl);
     double ratio = n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
     double cpu_ratio = n % 2 ? rc[n / 2] : (rc[n / 2 - 1] + rc[n / 2]) / 2;
     double ma = median_ms(a, n), mt = median_ms(t, n);
-    printf("run_overhead: %d alternating pairs of clprog (%s iterations of 3 kernels on %s floats), the timed one\n"
-           "run_overhead: writing its snapshot with -o and printing the summary (to /dev/null)\n",
-           n, ITERATIONS, SIZE);
-    printf("run_overhead: alone median %.1f ms [%.1f .. %.1f], under ktiming run median %.1f ms [%.1f .. %.1f]\n",
-           ma, (double)a[0] / 1e6, (double)a[n - 1] / 1e6, mt, (double)t[0] / 1e6, (double)t[n - 1] / 1e6);
-    printf("run_overhead: ratio of medians %.3f; per-pair ratios %.3f .. %.3f\n", mt / ma, r[0], r[n - 1]);
-    printf("run_overhead: CPU time (user+sys, less sensitive to other load) median per-pair ratio %.3f\n",
-           cpu_ratio);
-    printf("run_overhead: ratio=%.3f\n", ratio);
-    return 0;
+    printf("run_overhead: %s: %d alternating pairs; alone median %.1f ms [%.1f .. %.1f], under ktiming run median "
+           "%.1f ms [%.1f .. %.1f]\n",
+           label, n, ma, (double)a[0] / 1e6, (double)a[n - 1] / 1e6, mt, (double)t[0] / 1e6, (double)t[n - 1] / 1e6);
+    printf("run_overhead: %s: ratio of medians %.3f; per-pair ratios %.3f .. %.3f; CPU time median ratio %.3f\n",
+           label, mt / ma, r[0], r[n - 1], cpu_ratio);
+    return ratio;
+}
+
+/* A snapshot of SPANS spans (recorded here), written as JSON and loaded back: time and size of each. */
+static void measure_span_snapshot(void)
+{
+    kt_desc_t d;
+    memset(&d, 0, sizeof d);
+    d.span_capacity = SPANS;
+    kt_init(&d);
+    kt_kernel_id_t k = kt_kernel_intern("span_bench", KT_BACKEND_OPENCL, "bench device");
+    uint32_t q = kt_queue_register(KT_BACKEND_OPENCL, "bench device", "queue");
+    uint64_t t = kt_now_ns();
+    for (int i = 0; i < SPANS; i++) {
+        kt_dispatch_t dd;
+        memset(&dd, 0, sizeof dd);
+        dd.kernel = k;
+        dd.queue = q;
+        dd.thread = kt_thread_ordinal();
+        dd.flags = KT_SPAN_DEVICE;
+        dd.enqueue_ns = t + (uint64_t)i * 5000;
+        dd.queued_ns = dd.enqueue_ns + 700;
+        dd.submit_ns = dd.queued_ns + 1100;
+        dd.start_ns = dd.submit_ns + 900 + (uint64_t)(i % 7) * 13;
+        dd.duration_ns = 2000 + (uint64_t)(i % 101) * 3;
+        dd.end_ns = dd.start_ns + dd.duration_ns;
+        dd.uncertainty_ns = 40;
+        kt_record_dispatch(&dd);
+    }
+    kt_snapshot_t *snap = kt_snapshot();
+    char path[] = "/tmp/kt_span_bench_XXXXXX.json";
+    int fd = mkstemps(path, 5);
+    if (!snap || fd < 0) {
+        printf("run_overhead: span snapshot: could not set up\n");
+        kt_snapshot_free(snap);
+        return;
+    }
+    close(fd);
+    uint64_t w0 = kt_now_ns();
+    FILE *f = fopen(path, "w");
+    int rc = f ? kt_report_print(f, snap, KT_FORMAT_JSON) : KT_EIO;
+    if (f)
+        fclose(f);
+    uint64_t w1 = kt_now_ns();
+    kt_snapshot_t *back = NULL;
+    char err[256];
+    int lrc = kt_snapshot_load(path, &back, err, sizeof err);
+    uint64_t r1 = kt_now_ns();
+    struct stat stt;
+    long long size = stat(path, &stt) == 0 ? (long long)stt.st_size : -1;
+    printf("run_overhead: span snapshot: %zu spans, JSON %.2f MB (%.1f bytes/span), write %.1f ms, read %.1f ms%s\n",
+           snap->span_count, (double)size / 1e6, snap->span_count ? (double)size / (double)snap->span_count : 0.0,
+           (double)(w1 - w0) / 1e6, (double)(r1 - w1) / 1e6,
+           rc || lrc || !back || back->span_count != snap->span_count ? " (FAILED)" : "");
+    kt_snapshot_free(back);
+    kt_snapshot_free(snap);
+    if (getenv("KT_BENCH_KEEP_SNAPSHOT"))
+        printf("run_overhead: span snapshot kept at %s\n", path);
+    else
+        unlink(path);
+}
+
+int main(void)
+{
+    char *alone[] = {CLPROG, "--iterations", ITERATIONS, "--size", SIZE, NULL};
+    char *timed[] = {KT_CLI, "run", "-o", NULL, "--", CLPROG, "--iterations", ITERATIONS, "--size", SIZE, NULL};
+    char *alone_heavy[] = {CLPROG, "--tiny", TINY, NULL};
+    char *timed_heavy[] = {KT_CLI, "run", "-o", NULL, "--", CLPROG, "--tiny", TINY, NULL};
+    char out[] = "/tmp/kt_run_overhead_XXXXXX.json";
+    int fd = mkstemps(out, 5);
+    if (fd < 0)
+        return 1;
+    close(fd);
+    timed[3] = timed_heavy[3] = out;
+    int st = 0;
+    uint64_t cpu = 0;
+    if (!run_ns(alone, &st, &cpu)) {
+        printf("run_overhead: the OpenCL program did not run (status %d%s)\n", st,
+               st == 77 ? ": no OpenCL device" : "");
+        printf("run_overhead: ratio=nan heavy_ratio=nan\n");
+        unlink(out);
+        return 0;
+    }
+    printf("run_overhead: typical: clprog, %s iterations of 3 kernels on %s floats; heavy: clprog --tiny %s "
+           "(clFinish every 100); the timed runs write a snapshot with -o and print the summary (to /dev/null)\n",
+           ITERATIONS, SIZE, TINY);
+    double ratio = measure("typical", alone, timed);
+    double heavy = measure("heavy", alone_heavy, timed_heavy);
+    unlink(out);
+    measure_span_snapshot();
+    printf("run_overhead: ratio=%.3f heavy_ratio=%.3f\n", ratio, heavy);
+    return isnan(ratio) || isnan(heavy) ? 1 : 0;
 }

@@ -17,7 +17,9 @@
  * Completion. kt_cl_track retains the event and registers a CL_COMPLETE callback (clSetEventCallback). The
  * callback runs on whatever thread the driver chooses (PoCL: the worker that executes commands, so work there
  * delays the next command), and does only the minimum: it claims the record and pushes it onto a lock-free
- * queue. A ktiming collector thread (started at the first tracked command) pops it, reads the profiling
+ * queue. The record is held through clSetEventCallback itself, so no flush can release the event while the
+ * driver is still inside that call (a callback arriving meanwhile is finished by the tracking thread once the
+ * call returns). A ktiming collector thread (the core's collector helper, started at the first attach) pops it, reads the profiling
  * stamps and records one dispatch: duration END-START in device time, the stage delays QUEUED->SUBMIT->START,
  * and start/end placed on the host timeline (CLOCK_MONOTONIC_RAW) through the device's clock model, whose
  * error bound goes into the span's uncertainty; then it releases the event. The collector drains about every
@@ -27,10 +29,14 @@
  * is finished right there. The enqueuing thread never waits. The event is released exactly once. Commands may
  * finish in any order (out-of-order queues, several queues, several threads).
  *
- * Failures. A command whose status ends negative is counted in the kernel's `errors`. PoCL fires no callback
- * for failed events, so kt_cl_flush / kt_cl_detach / kt_flush / kt_shutdown / process exit poll the status of
- * every tracked event (bounded by a timeout) and record what they find. Commands still unfinished when
- * kt_cl_detach times out are counted as `dropped`.
+ * Failures. A command whose status ends negative is counted in the kernel's `errors`, with the status's name
+ * (kt_cl_error_name) as the entry's last_error; so is an enqueue the driver refuses (kt_cl_enqueue_ndrange
+ * records it itself and leaves the caller's event variable untouched; kt_cl_enqueue_failed for other calls).
+ * kt_cl_last_error() is the last failing cl_int. PoCL fires no callback for failed events, so kt_cl_flush /
+ * kt_cl_detach / kt_flush / kt_shutdown / process exit poll the status of every tracked event (bounded) and
+ * record what they find. Commands still unfinished when kt_cl_detach times out are counted as `dropped`; at
+ * exit (and kt_shutdown) the core calls the backend's stop once, which waits at most KTIMING_EXIT_WAIT_MS
+ * (default 2 s) and counts what is left as dropped "in flight at exit". A forked child waits for nothing.
  *
  * Queues without CL_QUEUE_PROFILING_ENABLE. By default attach succeeds and every record is an explicit
  * host-timed fallback, flagged KT_SPAN_HOST_TIMED: start = the enqueue time (or, on an in-order queue, the
@@ -49,22 +55,29 @@
  * its bound growing in between. The facts are published with kt_device_publish() for reports.
  *
  * Threads. Every function is thread-safe and a context may be shared by enqueuing threads; kt_cl_detach must
- * not race with tracking on the same context. Compiled out (no KTIMING_ENABLE), kt_cl_attach hands back the
+ * not race with tracking on the same context. No ktiming lock is held across a driver call or a wait: queue
+ * lookups are a hash under a short lock, a device's first calibration runs outside it, flushes wait on a
+ * pinned copy of the queue list. Compiled out (no KTIMING_ENABLE), kt_cl_attach hands back the
  * queue itself as the context and kt_cl_enqueue_ndrange is a plain clEnqueueNDRangeKernel of the program's
  * own OpenCL; the rest does nothing.
  *
  * Environment.
  *   KTIMING_OPENCL_LIBRARY=path  loader to dlopen instead of libOpenCL.so.1
- *   KTIMING_VERBOSE=profile_exec print one line per completed command to stdout, from the completion path
+ *   KTIMING_VERBOSE=profile_exec print one line per completed command to stderr (or KTIMING_LOG), never to the
+ *     program's stdout, from the completion path
  *     (the collector thread; a flushing thread for what it drains; the enqueuing thread for a command that had
  *     completed before its callback was set, or in blocking mode):
  *       ktiming,exec,opencl,<device>,<kernel>,<exec_ms>,<queued_to_submit_ms>,<submit_to_start_ms>,<timing>
  *     <timing> is "device" (profiling stamps) or "host" (host-timed fallback, stage delays then empty);
- *     a failed command prints  ktiming,error,opencl,<device>,<kernel>,<cl_status>
+ *     a failed or refused command prints  ktiming,error,opencl,<device>,<kernel>,<cl_status>,<CL_ERROR_NAME>
  *     Commas in names are replaced by ';'. ("all" also enables it.)
  *   KTIMING_VERBOSE_SYNC=1       blocking mode: kt_cl_track waits for the command on the enqueuing thread and
  *     records it there (a blocking design this backend avoids; also the fallback when callbacks can't be set)
- *   KTIMING_OPENCL_TIMEOUT_MS=n  bound on collection waits in flush/detach/exit (default 10000)
+ *   KTIMING_LOG=path             verbose lines appended to this file instead of stderr (%p %h %r expanded)
+ *   KTIMING_OPENCL_TIMEOUT_MS=n  bound on kt_cl_flush / kt_cl_detach waits (default 10000); exit uses
+ *     KTIMING_EXIT_WAIT_MS
+ *   KTIMING_OPENCL_COMMANDS=kernels|all  what an interception shim times (kt_cl_commands_all): kernels only, or
+ *     transfers and other commands too (default all)
  *   KTIMING_OPENCL_COLLECTOR=0   no collector thread: callbacks finish records on the driver's thread
  *
  * For an interception shim (LD_PRELOAD, `ktiming run`): kt_cl_load() hands out the real entry points of the
@@ -82,8 +95,9 @@
  * reference untouched when it passed one, and returns exactly what the driver returned. ktiming holds a
  * reference of its own on an attached queue, so CL_QUEUE_REFERENCE_COUNT cannot tell when the program lets go
  * (drivers add internal references too): the shim counts the program's references itself (create = 1,
- * clRetainCommandQueue +1, clReleaseCommandQueue -1) and calls kt_cl_detach before forwarding the release
- * that drops the last one. At exit, kt_shutdown / the exit handler collect every tracked event first.
+ * clRetainCommandQueue +1, clReleaseCommandQueue -1) and calls kt_cl_detach_async (which never waits) before
+ * forwarding the release that drops the last one. At exit, kt_shutdown / the exit handler collect every tracked
+ * event first (bounded); a loader layer's clDeinitLayer calls kt_cl_shutdown before drivers are unloaded.
  */
 #ifndef KTIMING_CL_H
 #define KTIMING_CL_H
@@ -214,6 +228,11 @@ typedef struct kt_cl_device_info_t {
  * 0, or KT_EUNAVAILABLE when the library or a required entry point is missing. */
 KT_API int kt_cl_load(const kt_cl_api_t **api);
 
+/* Choose the loader library before the first kt_cl_load (overrides KTIMING_OPENCL_LIBRARY; an interception
+ * layer points libktiming at its pass-through library this way, without setenv). 0, KT_EINVAL (NULL, empty or
+ * too long), KT_ESTATE (already loaded: the choice is ignored). */
+KT_API int kt_cl_use_library(const char *path);
+
 /* Attach a command queue. Retains the queue until kt_cl_detach. Calibrates the device clock on the first
  * attach to a device (a few ms: a private queue on a private context, markers waited on). Attaching an
  * attached queue returns the same context (and ignores desc). KT_EUNAVAILABLE without a loader, KT_EINVAL
@@ -233,6 +252,28 @@ KT_API int kt_cl_track(kt_cl_ctx_t *ctx, cl_event event, const char *name);
 KT_API int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name,
                               uint64_t enqueue_ns);
 
+/* Track any other command (a transfer, a fill, a map): like kt_cl_track, with the bytes it moves (counted in the
+ * entry's `bytes` and the dispatch's bytes; 0 for none) and its enqueue time (0: now). Shims name transfers
+ * after their entry point ("clEnqueueWriteBuffer"). */
+KT_API int kt_cl_track_command(kt_cl_ctx_t *ctx, cl_event event, const char *name, uint64_t bytes,
+                               uint64_t enqueue_ns);
+
+/* An enqueue the driver refused (error != CL_SUCCESS): counted in `errors` of the kernel (name NULL: its
+ * CL_KERNEL_FUNCTION_NAME) or command `name`, with the error's name (kt_cl_error_name) as the entry's
+ * last_error. kt_cl_enqueue_ndrange does this itself. */
+KT_API void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error);
+
+/* The name of an OpenCL error code ("CL_INVALID_WORK_GROUP_SIZE"); "CL_UNKNOWN_ERROR" for others. */
+KT_API const char *kt_cl_error_name(cl_int error);
+
+/* The cl_int of the last OpenCL failure ktiming saw (a refused enqueue, a command that ended with a negative
+ * status, a failed query at attach), 0 if none. Process-wide. */
+KT_API int kt_cl_last_error(void);
+
+/* Whether transfers and other commands are timed too (KTIMING_OPENCL_COMMANDS=all, the default) or only
+ * kernels (KTIMING_OPENCL_COMMANDS=kernels). For shims. */
+KT_API int kt_cl_commands_all(void);
+
 /* clEnqueueNDRangeKernel on the attached queue, tracked under the kernel's function name. Same arguments
  * and return value as clEnqueueNDRangeKernel; when event is NULL an event is created for tracking and
  * released by ktiming. Returns CL_INVALID_COMMAND_QUEUE for a NULL ctx. Tracking problems never change the
@@ -251,6 +292,18 @@ KT_API int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns);
  * as dropped, release the queue and free ctx. 0, or KT_ETIMEDOUT when something had to be dropped (ctx is
  * freed either way). Do not call from an event callback. */
 KT_API int kt_cl_detach(kt_cl_ctx_t *ctx);
+
+/* Detach without waiting (for a shim's clReleaseCommandQueue, which is no synchronisation point, and may be
+ * called from an event callback): the context is no longer found or tracked into; its commands in flight are
+ * still recorded as they complete, and then ktiming releases its queue reference and frees the context. Do
+ * not use ctx afterwards. */
+KT_API int kt_cl_detach_async(kt_cl_ctx_t *ctx);
+
+/* Final collection for OpenCL alone, before the drivers go away (a loader layer's clDeinitLayer): waits for
+ * commands in flight up to KTIMING_EXIT_WAIT_MS, counts the rest as dropped (in flight at exit), stops the
+ * collector and releases every attached queue. Afterwards ktiming makes no OpenCL call until the next
+ * kt_cl_attach; contexts from before are gone. */
+KT_API void kt_cl_shutdown(void);
 
 /* Facts about an attached queue. */
 KT_API int kt_cl_ctx_query(const kt_cl_ctx_t *ctx, kt_cl_ctx_info_t *info);
@@ -282,6 +335,17 @@ static inline int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel
 { (void)ctx; (void)event; (void)kernel; (void)name; (void)enqueue_ns; return 0; }
 static inline int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns) { (void)ctx; (void)timeout_ns; return 0; }
 static inline int kt_cl_detach(kt_cl_ctx_t *ctx) { (void)ctx; return 0; }
+static inline int kt_cl_detach_async(kt_cl_ctx_t *ctx) { (void)ctx; return 0; }
+static inline void kt_cl_shutdown(void) {}
+static inline int kt_cl_track_command(kt_cl_ctx_t *ctx, cl_event event, const char *name, uint64_t bytes,
+                                      uint64_t enqueue_ns)
+{ (void)ctx; (void)event; (void)name; (void)bytes; (void)enqueue_ns; return 0; }
+static inline void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error)
+{ (void)ctx; (void)kernel; (void)name; (void)error; }
+static inline const char *kt_cl_error_name(cl_int error) { (void)error; return ""; }
+static inline int kt_cl_last_error(void) { return 0; }
+static inline int kt_cl_commands_all(void) { return 0; }
+static inline int kt_cl_use_library(const char *path) { (void)path; return KT_EDISABLED; }
 static inline int kt_cl_ctx_query(const kt_cl_ctx_t *ctx, kt_cl_ctx_info_t *info)
 { (void)ctx; (void)info; return KT_EDISABLED; }
 static inline int kt_cl_device_info(cl_device_id device, kt_cl_device_info_t *info)

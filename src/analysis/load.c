@@ -418,6 +418,141 @@ static int read_span(load_ctx_t *c, const cJSON *o, kt_span_t *s, const kt_snaps
     return 0;
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * span_table (schema 2): one string per column, `count` space-separated decimal integers each; start_ns as
+ * deltas from the previous span's start, end/enqueue/queued/submit as offsets from the span's start (signed,
+ * modulo 2^64); "-" marks an absent value.
+ * ------------------------------------------------------------------------------------------------- */
+
+/* The next value of a column: 0 with *v (and *absent) set, 1 at the end, -1 on a malformed value. */
+static int col_next(const char **pp, uint64_t *v, int *absent)
+{
+    const char *p = *pp;
+    while (*p == ' ')
+        p++;
+    if (!*p)
+        return 1;
+    int neg = 0;
+    *absent = 0;
+    if (*p == '-') {
+        p++;
+        if (*p == ' ' || !*p) {
+            *absent = 1;
+            *v = 0;
+            *pp = p;
+            return 0;
+        }
+        neg = 1;
+    }
+    if (*p < '0' || *p > '9')
+        return -1;
+    uint64_t x = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (x > (UINT64_MAX - d) / 10)
+            return -1;
+        x = x * 10 + d;
+    }
+    if (*p && *p != ' ')
+        return -1;
+    if (neg && x > (uint64_t)INT64_MAX + 1)
+        return -1;
+    *v = neg ? 0 - x : x;
+    *pp = p;
+    return 0;
+}
+
+static int alloc_array(load_ctx_t *c, void **out, size_t count, size_t size);
+
+static int read_span_table(load_ctx_t *c, const cJSON *t, kt_snapshot_t *s)
+{
+    static const char *const cols[] = {"entry",      "queue",     "thread",     "flags",
+                                       "duration_ns", "start_ns", "end_ns",     "enqueue_ns",
+                                       "queued_ns",  "submit_ns", "uncertainty_ns"};
+    enum { NCOL = sizeof cols / sizeof cols[0] };
+    int rc;
+    uint64_t count = 0;
+    snprintf(c->where, sizeof c->where, "span_table");
+    if ((rc = expect_object(c, t)) || (rc = get_u64(c, t, "count", 1, &count)))
+        return rc;
+    if (count > SIZE_MAX / sizeof *s->spans)
+        return fail_member(c, "count", "too many spans");
+    const char *text[NCOL];
+    for (int k = 0; k < NCOL; k++) {
+        text[k] = "";
+        if ((rc = get_str(c, t, cols[k], k < 7, &text[k])))
+            return rc;
+    }
+    if ((rc = alloc_array(c, (void **)&s->spans, (size_t)count, sizeof *s->spans)))
+        return rc;
+    s->span_count = (size_t)count;
+    for (int k = 0; k < NCOL; k++) {
+        const char *p = text[k];
+        uint64_t prev = 0;
+        int optional_empty = k >= 7 && !*p; /* an optional column left out entirely */
+        for (size_t i = 0; i < count; i++) {
+            kt_span_t *sp = &s->spans[i];
+            uint64_t v = 0;
+            int absent = 1, r = optional_empty ? 0 : col_next(&p, &v, &absent);
+            if (r != 0) {
+                char why[96];
+                if (r > 0)
+                    snprintf(why, sizeof why, "%zu values, count says %llu", i, (unsigned long long)count);
+                else
+                    snprintf(why, sizeof why, "malformed value at span %zu", i);
+                return fail_member(c, cols[k], why);
+            }
+            if (absent && k != 1 && k < 7)
+                return fail_member(c, cols[k], "absent value in a required column");
+            switch (k) {
+            case 0:
+            case 2:
+            case 3:
+                if (v > UINT32_MAX)
+                    return fail_member(c, cols[k], "integer does not fit in 32 bits");
+                if (k == 0)
+                    sp->entry = (uint32_t)v;
+                else if (k == 2)
+                    sp->thread = (uint32_t)v;
+                else
+                    sp->flags = (uint32_t)v;
+                break;
+            case 1:
+                if (!absent && v >= UINT32_MAX)
+                    return fail_member(c, cols[k], "integer does not fit in 32 bits");
+                sp->queue = absent ? UINT32_MAX : (uint32_t)v;
+                break;
+            case 4: sp->duration_ns = v; break;
+            case 5:
+                sp->start_ns = prev + v;
+                prev = sp->start_ns;
+                break;
+            case 6: sp->end_ns = sp->start_ns + v; break;
+            case 7: sp->enqueue_ns = absent ? 0 : sp->start_ns + v; break;
+            case 8: sp->queued_ns = absent ? 0 : sp->start_ns + v; break;
+            case 9: sp->submit_ns = absent ? 0 : sp->start_ns + v; break;
+            default: sp->uncertainty_ns = v; break;
+            }
+        }
+        uint64_t extra;
+        int absent;
+        if (!optional_empty && col_next(&p, &extra, &absent) != 1)
+            return fail_member(c, cols[k], "more values than count");
+    }
+    for (size_t i = 0; i < s->span_count; i++) {
+        const kt_span_t *sp = &s->spans[i];
+        set_where(c, "span_table", i);
+        if (sp->entry >= s->count)
+            return fail_member(c, "entry", "index out of range of entries");
+        if (sp->queue != UINT32_MAX && sp->queue >= s->queue_count)
+            return fail_member(c, "queue", "index out of range of queues");
+        if (sp->thread >= s->thread_count)
+            return fail_member(c, "thread", "index out of range of threads");
+    }
+    c->where[0] = '\0';
+    return 0;
+}
+
 static int read_device(load_ctx_t *c, const cJSON *o, kt_device_info_t *d)
 {
     int rc;
@@ -648,9 +783,22 @@ static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
     }
 
     c->where[0] = '\0';
-    if ((rc = get_array(c, root, "spans", &arr, &n)) ||
-        (rc = alloc_array(c, (void **)&s->spans, n, sizeof *s->spans)))
+    const cJSON *table = member(c, root, "span_table", &rc);
+    if (rc)
         return rc;
+    if ((rc = get_array(c, root, "spans", &arr, &n)))
+        return rc;
+    if (table && arr && n)
+        return fail(c, KT_EPARSE, "spans and span_table: only one may hold spans");
+    if (table && !cJSON_IsNull(table)) {
+        if ((rc = read_span_table(c, table, s)))
+            return rc;
+        n = 0; /* nothing more to read */
+    } else if ((rc = alloc_array(c, (void **)&s->spans, n, sizeof *s->spans))) {
+        return rc;
+    }
+    if (!n)
+        goto spans_done;
     s->span_count = n;
     i = 0;
     cJSON_ArrayForEach(it, arr)
@@ -660,6 +808,7 @@ static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
             return rc;
         i++;
     }
+spans_done:
     c->where[0] = '\0';
     if ((rc = sort_entries(c, s)) || (rc = sort_spans(c, s)))
         return rc;

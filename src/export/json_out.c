@@ -209,27 +209,107 @@ static void write_entry(FILE *out, const kt_kernel_timing_t *e)
     fputs("]}", out);
 }
 
-static void write_span(FILE *out, const kt_span_t *s)
+/* ---------------------------------------------------------------------------------------------------
+ * The span table: spans as columns, each column one string of space-separated decimal integers (a number per
+ * span), so a snapshot of many spans is small and reads without a JSON node per value (docs/json-schema.md,
+ * "span_table"). Start times are deltas from the previous span's start, the other times offsets from the
+ * span's own start (both modulo 2^64, written as signed 64-bit); "-" is an absent value (0, or no queue).
+ * ------------------------------------------------------------------------------------------------- */
+
+#define SPAN_BUF 65536
+
+/* A column being written: a buffer flushed to out as it fills. */
+typedef struct span_col_t {
+    FILE *out;           /* destination */
+    char buf[SPAN_BUF];  /* pending text */
+    size_t len;          /* bytes pending */
+    int first;           /* no value written yet */
+} span_col_t;
+
+static void col_flush(span_col_t *c)
 {
-    fprintf(out, "    {\"entry\": %" PRIu32 ", \"queue\": ", s->entry);
-    if (s->queue == UINT32_MAX)
-        fputs("null", out);
-    else
-        fprintf(out, "%" PRIu32, s->queue);
-    fprintf(out, ", \"thread\": %" PRIu32 ", \"flags\": %" PRIu32, s->thread, s->flags);
-    field_u64(out, ", ", "duration_ns", s->duration_ns);
-    field_u64(out, ", ", "start_ns", s->start_ns);
-    field_u64(out, ", ", "end_ns", s->end_ns);
-    /* Optional members: absent means 0 (unknown), which keeps large span logs small. */
-    if (s->enqueue_ns)
-        field_u64(out, ", ", "enqueue_ns", s->enqueue_ns);
-    if (s->queued_ns)
-        field_u64(out, ", ", "queued_ns", s->queued_ns);
-    if (s->submit_ns)
-        field_u64(out, ", ", "submit_ns", s->submit_ns);
-    if (s->uncertainty_ns)
-        field_u64(out, ", ", "uncertainty_ns", s->uncertainty_ns);
-    fputc('}', out);
+    fwrite(c->buf, 1, c->len, c->out);
+    c->len = 0;
+}
+
+/* Appends one value: v as unsigned, or as signed when is_signed, or "-" when absent. */
+static void col_put(span_col_t *c, uint64_t v, int is_signed, int absent)
+{
+    if (c->len > SPAN_BUF - 32)
+        col_flush(c);
+    char *p = c->buf + c->len;
+    if (!c->first)
+        *p++ = ' ';
+    c->first = 0;
+    if (absent) {
+        *p++ = '-';
+    } else {
+        if (is_signed && (int64_t)v < 0) {
+            *p++ = '-';
+            v = 0 - v;
+        }
+        char tmp[24];
+        int n = 0;
+        do {
+            tmp[n++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        while (n)
+            *p++ = tmp[--n];
+    }
+    c->len = (size_t)(p - c->buf);
+}
+
+/* Which column of a span. */
+enum { COL_ENTRY, COL_QUEUE, COL_THREAD, COL_FLAGS, COL_DURATION, COL_START, COL_END, COL_ENQUEUE, COL_QUEUED,
+       COL_SUBMIT, COL_UNCERTAINTY, COL_COUNT };
+
+static const char *const kSpanCols[COL_COUNT] = {"entry",      "queue",     "thread",     "flags",
+                                                  "duration_ns", "start_ns", "end_ns",     "enqueue_ns",
+                                                  "queued_ns",  "submit_ns", "uncertainty_ns"};
+
+static void write_span_column(span_col_t *c, const kt_snapshot_t *snap, int col)
+{
+    uint64_t prev = 0;
+    for (size_t i = 0; i < snap->span_count; i++) {
+        const kt_span_t *s = &snap->spans[i];
+        switch (col) {
+        case COL_ENTRY: col_put(c, s->entry, 0, 0); break;
+        case COL_QUEUE: col_put(c, s->queue, 0, s->queue == UINT32_MAX); break;
+        case COL_THREAD: col_put(c, s->thread, 0, 0); break;
+        case COL_FLAGS: col_put(c, s->flags, 0, 0); break;
+        case COL_DURATION: col_put(c, s->duration_ns, 0, 0); break;
+        case COL_START:
+            col_put(c, s->start_ns - prev, 1, 0);
+            prev = s->start_ns;
+            break;
+        case COL_END: col_put(c, s->end_ns - s->start_ns, 1, 0); break;
+        case COL_ENQUEUE: col_put(c, s->enqueue_ns - s->start_ns, 1, s->enqueue_ns == 0); break;
+        case COL_QUEUED: col_put(c, s->queued_ns - s->start_ns, 1, s->queued_ns == 0); break;
+        case COL_SUBMIT: col_put(c, s->submit_ns - s->start_ns, 1, s->submit_ns == 0); break;
+        default: col_put(c, s->uncertainty_ns, 0, s->uncertainty_ns == 0); break;
+        }
+    }
+}
+
+static int write_span_table(FILE *out, const kt_snapshot_t *snap)
+{
+    span_col_t *c = malloc(sizeof *c);
+    if (!c)
+        return KT_ENOMEM;
+    fprintf(out, ",\n  \"span_table\": {\"count\": %zu", snap->span_count);
+    for (int col = 0; col < COL_COUNT; col++) {
+        fprintf(out, ",\n    \"%s\": \"", kSpanCols[col]);
+        c->out = out;
+        c->len = 0;
+        c->first = 1;
+        write_span_column(c, snap, col);
+        col_flush(c);
+        fputc('"', out);
+    }
+    fputs("}", out);
+    free(c);
+    return 0;
 }
 
 static void write_device(FILE *out, const kt_device_info_t *d)
@@ -273,13 +353,8 @@ int kt__export_json(FILE *out, const kt_snapshot_t *snap)
     }
     array_close(out, snap->count);
 
-    array_open(out, "spans", snap->span_count);
-    for (size_t i = 0; i < snap->span_count; i++) {
-        if (i)
-            fputs(",\n", out);
-        write_span(out, &snap->spans[i]);
-    }
-    array_close(out, snap->span_count);
+    if ((rc = write_span_table(out, snap)))
+        return rc;
 
     array_open(out, "queues", snap->queue_count);
     for (size_t i = 0; i < snap->queue_count; i++) {

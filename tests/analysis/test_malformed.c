@@ -165,6 +165,30 @@ static void test_member_errors(void **state)
 
     reject(HEAD "\"entries\":[" E0 "}]," TH ",\"spans\":[{\"entry\":1,\"thread\":0,\"start_ns\":1,\"end_ns\":2}]}",
            "spans[0].entry: index out of range of entries");
+    /* span_table (schema 2, columns): a good one, then counts, values and indices that do not hold */
+#define ST_COLS(entry, start) "\"entry\":\"" entry "\",\"queue\":\"- -\",\"thread\":\"0 0\",\"flags\":\"1 1\"," \
+    "\"duration_ns\":\"3 4\",\"start_ns\":\"" start "\",\"end_ns\":\"3 4\""
+    const char *table = HEAD "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":2," ST_COLS("0 0", "100 -10")
+                             ",\"enqueue_ns\":\"-5 -\"}}";
+    assert_int_equal(kt_snapshot_parse(table, strlen(table), &ok, NULL, 0), 0);
+    assert_int_equal(ok->span_count, 2);
+    assert_int_equal(ok->spans[0].start_ns, 90); /* sorted by start: the second span (100 - 10) first */
+    assert_int_equal(ok->spans[1].start_ns, 100);
+    assert_int_equal(ok->spans[1].enqueue_ns, 95);
+    assert_int_equal(ok->spans[0].enqueue_ns, 0);
+    assert_int_equal(ok->spans[0].queue, UINT32_MAX);
+    fx_free(ok);
+    reject(HEAD "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3," ST_COLS("0 0", "1 1") "}}",
+           "span_table.entry: 2 values, count says 3");
+    reject(HEAD "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":1," ST_COLS("0 0", "1 1") "}}",
+           "span_table.entry: more values than count");
+    reject(HEAD "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":2," ST_COLS("0 x", "1 1") "}}",
+           "span_table.entry: malformed value at span 1");
+    reject(HEAD "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":2," ST_COLS("0 -", "1 1") "}}",
+           "span_table.entry: absent value in a required column");
+    reject(HEAD "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":2," ST_COLS("0 1", "1 1") "}}",
+           "span_table[1].entry: index out of range of entries");
+#undef ST_COLS
     reject(HEAD "\"entries\":[" E0 "}]," TH ",\"spans\":[{\"entry\":0,\"thread\":1,\"start_ns\":1,\"end_ns\":2}]}",
            "spans[0].thread: index out of range of threads");
     reject(HEAD "\"entries\":[" E0 "}]," TH

@@ -37,7 +37,9 @@ static void test_header_and_sections(void **state)
     assert_true(cJSON_IsString(cJSON_GetObjectItem(root, "generator")));
     assert_string_equal(cJSON_GetObjectItem(root, "host")->valuestring, "testhost");
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "entries")), 3);
-    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "spans")), 4);
+    cJSON *table = cJSON_GetObjectItem(root, "span_table");
+    assert_int_equal(cJSON_GetObjectItem(table, "count")->valueint, 4);
+    assert_null(cJSON_GetObjectItem(root, "spans")); /* spans are written as columns only */
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "queues")), 2);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "threads")), 2);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "devices")), 2);
@@ -45,12 +47,16 @@ static void test_header_and_sections(void **state)
     assert_string_equal(cJSON_GetObjectItem(e1, "backend")->valuestring, "opencl");
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(e1, "samples")), 20);
     assert_int_equal(cJSON_GetObjectItem(e1, "errors")->valueint, 2);
-    cJSON *sp0 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "spans"), 0);
-    assert_true(cJSON_IsNull(cJSON_GetObjectItem(sp0, "queue")));
-    assert_null(cJSON_GetObjectItem(sp0, "enqueue_ns")); /* zero optional members are left out */
-    cJSON *sp1 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "spans"), 1);
-    assert_int_equal(cJSON_GetObjectItem(sp1, "queue")->valueint, 1);
-    assert_int_equal(cJSON_GetObjectItem(sp1, "uncertainty_ns")->valueint, 250);
+    /* columns: span 0 has no queue and no enqueue time ("-"), span 1 queue 1 and an uncertainty of 250 */
+    char first[32], second[32];
+    assert_int_equal(sscanf(cJSON_GetObjectItem(table, "queue")->valuestring, "%31s %31s", first, second), 2);
+    assert_string_equal(first, "-");
+    assert_string_equal(second, "1");
+    assert_int_equal(sscanf(cJSON_GetObjectItem(table, "enqueue_ns")->valuestring, "%31s", first), 1);
+    assert_string_equal(first, "-");
+    assert_int_equal(sscanf(cJSON_GetObjectItem(table, "uncertainty_ns")->valuestring, "%31s %31s", first, second),
+                     2);
+    assert_string_equal(second, "250");
     cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "devices"), 0);
     assert_true(cJSON_GetObjectItem(d0, "drift_ppm")->valuedouble == -0.125);
     cJSON_Delete(root);

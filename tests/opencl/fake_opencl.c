@@ -8,6 +8,8 @@
  *   FAKE_CL_CLOCK=raw|realtime|device          FAKE_CL_HANG_TIMER=1 (clGetDeviceAndHostTimer blocks forever)
  *   FAKE_CL_INLINE=1 (commands complete inside the enqueue; callbacks on the caller's thread)
  *   FAKE_CL_ERROR_CALLBACKS=1 (CL_COMPLETE callbacks also fire, with the negative status, for failed commands)
+ *   FAKE_CL_SETCB_DELAY_US=n (clSetEventCallback is slow to start: it reads the event only after n us, as when
+ *     the calling thread is preempted there)
  * A kernel's first argument, if a cl_uint, is its run time in microseconds. */
 #define CL_TARGET_OPENCL_VERSION 300
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
@@ -388,6 +390,11 @@ FAKE_API cl_int clSetEventCallback(cl_event e, cl_int type, void (CL_CALLBACK *f
 {
     if (type != CL_COMPLETE)
         return CL_INVALID_VALUE;
+    int delay = env_int("FAKE_CL_SETCB_DELAY_US", 0);
+    if (delay > 0) {
+        struct timespec ts = {0, (long)delay * 1000L};
+        nanosleep(&ts, NULL);
+    }
     pthread_mutex_lock(&G);
     cl_int st = e->status;
     if (st > CL_COMPLETE) {

@@ -8,22 +8,22 @@
 static int g_saved_stdout = -1;
 static char g_path[64];
 
-/* Send stdout (where verbose lines go) to a temporary file. */
+/* Send stderr (where verbose lines go: never the program's stdout) to a temporary file. */
 static void capture_begin(void)
 {
-    fflush(stdout);
+    fflush(stderr);
     snprintf(g_path, sizeof g_path, "/tmp/kt_cl_verbose_XXXXXX");
     int fd = mkstemp(g_path);
     assert_true(fd >= 0);
-    g_saved_stdout = dup(1);
-    dup2(fd, 1);
+    g_saved_stdout = dup(2);
+    dup2(fd, 2);
     close(fd);
 }
 
 static void capture_end(void)
 {
-    fflush(stdout);
-    dup2(g_saved_stdout, 1);
+    fflush(stderr);
+    dup2(g_saved_stdout, 2);
     close(g_saved_stdout);
 }
 
@@ -93,7 +93,7 @@ static void test_verbose_lines(void **state)
     size_t g = 64;
     assert_int_equal(kt_cl_enqueue_ndrange(kc, tiny, 1, NULL, &g, NULL, 1, &gate, NULL), CL_SUCCESS);
     clt_sleep_ms(20);
-    fflush(stdout);
+    fflush(stderr);
     int early = strstr(read_capture(), ",tiny,") != NULL;
     clt.api->clSetUserEventStatus(gate, CL_COMPLETE);
     /* No ktiming or OpenCL call from here on this thread: the line must come from the completion path. */
@@ -160,10 +160,11 @@ static void test_verbose_lines(void **state)
 
     /* The failed command: an error line, name sanitised, negative status. */
     assert_true(find_line(text, "ktiming,error,", "", line, sizeof line));
-    assert_int_equal(split(line, f, 16), 6);
+    assert_int_equal(split(line, f, 16), 7);
     assert_string_equal(f[2], "opencl");
     assert_string_equal(f[4], "fail;ing");
     assert_true(atoi(f[5]) < 0);
+    assert_string_equal(f[6], kt_cl_error_name(atoi(f[5]))); /* the status by name */
 
     unlink(g_path);
     assert_int_equal(kt_cl_detach(kc), 0);

@@ -7,6 +7,11 @@
  *     a vadd with global size 0 (an empty, successful command since OpenCL 2.1 — it is a dispatch too) and
  *     one that fails (a kernel with unset arguments). With events it waits on and releases them; with
  *     --no-events it passes NULL and uses clFinish. Dispatches: vadd 2N+1, scale N, fill 1.
+ *   clprog --pipeline [--size N]: instead, PIPE_REPS times write -> vadd -> read on a queue created with NULL
+ *     properties (transfers timed as their own entries), one clEnqueueNativeKernel where the device runs
+ *     native kernels, and that queue's CL_QUEUE_PROPERTIES_ARRAY (empty: it was created with NULL).
+ *   clprog --tiny N: instead, N tiny kernels (scale on 64 floats, no events) with a clFinish after every 100
+ *     (the dispatch-heavy case of the run_overhead bench).
  *   Prints checksums, the return codes, and what the program can observe of its queues: CL_QUEUE_PROPERTIES,
  *   CL_QUEUE_PROPERTIES_ARRAY, clGetEventProfilingInfo on a queue-A event (reference counts are left out:
  *   drivers count their own internal references, so they vary from run to run).
@@ -33,7 +38,8 @@
     X(clCreateProgramWithSource) X(clBuildProgram) X(clReleaseProgram) X(clCreateKernel) X(clReleaseKernel)     \
     X(clSetKernelArg) X(clCreateBuffer) X(clReleaseMemObject) X(clEnqueueReadBuffer) X(clEnqueueWriteBuffer)    \
     X(clEnqueueNDRangeKernel) X(clEnqueueTask) X(clWaitForEvents) X(clReleaseEvent) X(clFinish)                 \
-    X(clGetEventProfilingInfo) X(clGetExtensionFunctionAddressForPlatform)
+    X(clGetEventProfilingInfo) X(clGetExtensionFunctionAddressForPlatform) X(clGetDeviceInfo)                    \
+    X(clEnqueueNativeKernel)
 
 /* The program's OpenCL entry points. */
 typedef struct clprog_api_t {
@@ -97,19 +103,76 @@ static double checksum(const float *v, size_t n)
     return s;
 }
 
+#define PIPE_REPS 3
+
+static void CL_CALLBACK native_double(void *args)
+{
+    float *v = args;
+    *v *= 2.0f;
+}
+
+/* write -> vadd -> read, PIPE_REPS times, on a queue made with NULL properties; a native kernel. */
+static int pipeline(cl_context ctx, cl_device_id device, cl_kernel kvadd, size_t n)
+{
+    cl_int err;
+    cl_command_queue q = cl.clCreateCommandQueueWithProperties(ctx, device, NULL, &err);
+    CHECK(err);
+    float *a = malloc(n * sizeof *a), *c = malloc(n * sizeof *c);
+    if (!a || !c)
+        return 1;
+    cl_mem ba = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * sizeof *a, NULL, &err);
+    CHECK(err);
+    cl_mem bc = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * sizeof *c, NULL, &err);
+    CHECK(err);
+    CHECK(cl.clSetKernelArg(kvadd, 0, sizeof ba, &ba));
+    CHECK(cl.clSetKernelArg(kvadd, 1, sizeof ba, &ba));
+    CHECK(cl.clSetKernelArg(kvadd, 2, sizeof bc, &bc));
+    size_t gws = n;
+    for (int r = 0; r < PIPE_REPS; r++) {
+        for (size_t i = 0; i < n; i++)
+            a[i] = (float)((i + (size_t)r) % 100);
+        CHECK(cl.clEnqueueWriteBuffer(q, ba, CL_FALSE, 0, n * sizeof *a, a, 0, NULL, NULL));
+        CHECK(cl.clEnqueueNDRangeKernel(q, kvadd, 1, NULL, &gws, NULL, 0, NULL, NULL));
+        CHECK(cl.clEnqueueReadBuffer(q, bc, CL_TRUE, 0, n * sizeof *c, c, 0, NULL, NULL));
+        printf("pipeline %d: checksum %.6f\n", r, checksum(c, n));
+    }
+    cl_device_exec_capabilities caps = 0;
+    CHECK(cl.clGetDeviceInfo(device, CL_DEVICE_EXECUTION_CAPABILITIES, sizeof caps, &caps, NULL));
+    if (caps & CL_EXEC_NATIVE_KERNEL) {
+        float v = 21.0f;
+        CHECK(cl.clEnqueueNativeKernel(q, native_double, &v, sizeof v, 0, NULL, NULL, 0, NULL, NULL));
+        CHECK(cl.clFinish(q));
+    }
+    printf("native kernel: %s\n", caps & CL_EXEC_NATIVE_KERNEL ? "run" : "not supported");
+    size_t arr_size = 1234;
+    cl_queue_properties arr[16] = {0};
+    cl_int rc = cl.clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES_ARRAY, sizeof arr, arr, &arr_size);
+    printf("NULL-properties queue array -> %d, %zu bytes\n", rc, arr_size);
+    CHECK(cl.clReleaseMemObject(ba));
+    CHECK(cl.clReleaseMemObject(bc));
+    CHECK(cl.clReleaseCommandQueue(q));
+    free(a);
+    free(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int events = 1, iterations = 4;
+    int events = 1, iterations = 4, pipe = 0, tiny = 0;
     size_t n = 1 << 16;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-events"))
             events = 0;
+        else if (!strcmp(argv[i], "--pipeline"))
+            pipe = 1;
+        else if (!strcmp(argv[i], "--tiny") && i + 1 < argc)
+            tiny = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
             iterations = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
             n = (size_t)strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: clprog [--no-events] [--iterations N] [--size N]\n");
+            fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--tiny N] [--iterations N] [--size N]\n");
             return 2;
         }
     }
@@ -139,6 +202,28 @@ int main(int argc, char **argv)
     CHECK(err);
     cl_kernel kfill = cl.clCreateKernel(prog, "fill", &err);
     CHECK(err);
+    if (pipe) {
+        int rc = pipeline(ctx, device, kvadd, n);
+        printf("done: pipeline\n");
+        return rc;
+    }
+    if (tiny > 0) {
+        cl_mem small = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+        CHECK(err);
+        float one = 1.0f;
+        size_t g = 64;
+        CHECK(cl.clSetKernelArg(kscale, 0, sizeof small, &small));
+        CHECK(cl.clSetKernelArg(kscale, 1, sizeof one, &one));
+        for (int i = 0; i < tiny; i++) {
+            CHECK(cl.clEnqueueNDRangeKernel(qa, kscale, 1, NULL, &g, NULL, 0, NULL, NULL));
+            if (i % 100 == 99)
+                CHECK(cl.clFinish(qa));
+        }
+        CHECK(cl.clFinish(qa));
+        CHECK(cl.clReleaseMemObject(small));
+        printf("done: %d tiny kernels\n", tiny);
+        return 0;
+    }
 
     float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
     if (!a || !b || !c)

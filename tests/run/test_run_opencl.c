@@ -10,6 +10,9 @@
 #define N_VADD (2 * ITERATIONS + 1) /* two per iteration, plus the empty size-0 one */
 #define N_SCALE ITERATIONS
 #define N_FILL 1
+#define N_READS 2 /* clEnqueueReadBuffer: c after the loop, a after the task */
+#define PIPE_REPS 3
+#define PIPE_BYTES ((uint64_t)(1 << 16) * sizeof(float)) /* clprog's default size */
 
 /* clprog [arg] under ktiming run with --opencl mode [and more]. */
 static kt_snapshot_t *both(const char *prog, const char *arg, const char *mode, const char *trace, const char *html)
@@ -38,7 +41,11 @@ static void assert_timed(const kt_snapshot_t *s)
     size_t opencl_entries = 0;
     for (size_t i = 0; i < s->count; i++)
         opencl_entries += s->entries[i].backend == KT_BACKEND_OPENCL;
-    assert_int_equal(opencl_entries, 3);
+    assert_int_equal(opencl_entries, 4); /* the three kernels and clprog's two blocking reads */
+    const kt_kernel_timing_t *reads = ru_find(s, "clEnqueueReadBuffer", KT_BACKEND_OPENCL);
+    assert_non_null(reads);
+    assert_int_equal(reads->dispatch_count, N_READS);
+    assert_true(reads->bytes > 0);
     for (int k = 0; k < 3; k++) {
         const kt_kernel_timing_t *e = NULL;
         for (size_t i = 0; i < s->count; i++)
@@ -49,7 +56,9 @@ static void assert_timed(const kt_snapshot_t *s)
         if (e->dispatch_count != counts[k])
             fail_msg("kernel %s: %llu dispatches, expected %llu", names[k], (unsigned long long)e->dispatch_count,
                      (unsigned long long)counts[k]);
-        assert_int_equal(e->errors, 0);
+        /* the enqueue clprog makes with unset arguments, refused by the driver, counts for vadd with its name */
+        assert_int_equal(e->errors, k == 0 ? 1 : 0);
+        assert_string_equal(e->last_error, k == 0 ? "CL_INVALID_KERNEL_ARGS" : "");
         assert_int_equal(e->dropped, 0);
         assert_true(e->max_ns > 0);
     }
@@ -63,7 +72,7 @@ static void assert_timed(const kt_snapshot_t *s)
         assert_true(sp->enqueue_ns > 0 && sp->enqueue_ns <= sp->start_ns + sp->uncertainty_ns + 1000000);
         device_spans++;
     }
-    assert_int_equal(device_spans, N_VADD + N_SCALE + N_FILL);
+    assert_int_equal(device_spans, N_VADD + N_SCALE + N_FILL + N_READS);
     assert_int_equal(s->queue_count, 2);
 }
 
@@ -157,7 +166,7 @@ static void test_outputs(void **state)
                 queue_tracks++;
         }
     }
-    assert_int_equal(device_x, N_VADD + N_SCALE + N_FILL);
+    assert_int_equal(device_x, N_VADD + N_SCALE + N_FILL + N_READS);
     assert_int_equal(enqueue_x, device_x);
     assert_int_equal(s_n, device_x);
     assert_int_equal(f_n, device_x);
@@ -171,6 +180,51 @@ static void test_outputs(void **state)
     assert_true(fread(head, 1, sizeof head - 1, f) > 0);
     fclose(f);
     assert_non_null(strstr(head, "<!DOCTYPE html>"));
+}
+
+/* write -> kernel -> read: three entries with the right counts and bytes (transfers are timed by default);
+ * clEnqueueNativeKernel timed; the NULL-properties queue's CL_QUEUE_PROPERTIES_ARRAY is what the program
+ * passed (empty) -- clprog prints it, and its stdout must match the run alone. */
+static void test_pipeline(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = both(CLPROG, "--pipeline", "auto", NULL, NULL);
+    assert_non_null(s);
+    const kt_kernel_timing_t *w = ru_find(s, "clEnqueueWriteBuffer", KT_BACKEND_OPENCL);
+    const kt_kernel_timing_t *k = ru_find(s, "vadd", KT_BACKEND_OPENCL);
+    const kt_kernel_timing_t *r = ru_find(s, "clEnqueueReadBuffer", KT_BACKEND_OPENCL);
+    assert_non_null(w);
+    assert_non_null(k);
+    assert_non_null(r);
+    assert_int_equal(w->dispatch_count, PIPE_REPS);
+    assert_int_equal(k->dispatch_count, PIPE_REPS);
+    assert_int_equal(r->dispatch_count, PIPE_REPS);
+    assert_int_equal(w->bytes, PIPE_REPS * PIPE_BYTES);
+    assert_int_equal(r->bytes, PIPE_REPS * PIPE_BYTES);
+    assert_int_equal(k->bytes, 0);
+    const kt_kernel_timing_t *native = ru_find(s, "clEnqueueNativeKernel", KT_BACKEND_OPENCL);
+    assert_non_null(native); /* PoCL's CPU devices run native kernels */
+    assert_int_equal(native->dispatch_count, 1);
+    kt_snapshot_free(s);
+    /* kernels only: the transfers are left untimed */
+    setenv("KTIMING_OPENCL_COMMANDS", "kernels", 1);
+    s = both(CLPROG, "--pipeline", "auto", NULL, NULL);
+    unsetenv("KTIMING_OPENCL_COMMANDS");
+    assert_non_null(s);
+    assert_null(ru_find(s, "clEnqueueWriteBuffer", KT_BACKEND_OPENCL));
+    assert_non_null(ru_find(s, "vadd", KT_BACKEND_OPENCL));
+    kt_snapshot_free(s);
+}
+
+/* -v prints one line per command inside the program: on stderr, never into the program's stdout. */
+static void test_verbose_keeps_stdout(void **state)
+{
+    (void)state;
+    const char *p[] = {CLPROG, NULL};
+    const char *k[] = {"--opencl", "auto", "-v", NULL};
+    kt_snapshot_t *s = ru_run_both(p, k); /* fails when stdout differs from the run alone */
+    assert_non_null(s);
+    kt_snapshot_free(s);
 }
 
 /* The summary on stderr: time per API first (OpenCL: 3 kernels and every dispatch, then the sum), then the
@@ -262,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_events),       cmocka_unit_test(test_no_events),
         cmocka_unit_test(test_dlopen_layer), cmocka_unit_test(test_preload_only),
         cmocka_unit_test(test_outputs),      cmocka_unit_test(test_status_and_no_opencl),
+        cmocka_unit_test(test_pipeline),     cmocka_unit_test(test_verbose_keeps_stdout),
         cmocka_unit_test(test_summary),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

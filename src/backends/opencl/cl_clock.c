@@ -1,6 +1,10 @@
 /* cl_clock.c — per-device profiling clocks: detect their time base, map stamps to the host timeline. */
 #include "backends/opencl/cl_internal.h"
 
+#include "core/service.h"
+
+#include <CL/cl_ext.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,11 +113,86 @@ static int track_clock(kt__cl_dev_t *dev)
     return rc < 0 ? rc : 0;
 }
 
+/* Publishes the device's clock facts, the bound and fit taken from its model (kt__device_publish_model). */
 static void publish(kt__cl_dev_t *dev)
 {
     kt_device_info_t info;
     kt__cl_dev_describe(dev, &info);
-    kt_device_publish(&info);
+    kt_clock_model_t m;
+    const kt_clock_model_t *model = NULL;
+    if (dev->domain == KT_DOMAIN_DEVICE && dev->tracker && kt_clock_tracker_model(dev->tracker, &m) == 0)
+        model = &m;
+    else if ((dev->domain == KT_DOMAIN_MONOTONIC || dev->domain == KT_DOMAIN_REALTIME) &&
+             kt_clock_domain_model(dev->domain, &m) == 0)
+        model = &m;
+    kt__device_publish_model(&info, model, kt_now_ns());
+}
+
+/* Whether the device lists an extension. */
+static int has_extension(cl_device_id id, const char *ext)
+{
+    size_t len = 0;
+    if (kt__cl.clGetDeviceInfo(id, CL_DEVICE_EXTENSIONS, 0, NULL, &len) != CL_SUCCESS || len == 0)
+        return 0;
+    char *list = malloc(len + 1);
+    if (!list)
+        return 0;
+    int found = 0;
+    if (kt__cl.clGetDeviceInfo(id, CL_DEVICE_EXTENSIONS, len, list, NULL) == CL_SUCCESS) {
+        list[len] = '\0';
+        size_t n = strlen(ext);
+        for (const char *p = strstr(list, ext); p && !found; p = strstr(p + 1, ext))
+            found = (p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0');
+    }
+    free(list);
+    return found;
+}
+
+/* Devices are told apart by identity, not by name: when another device of the same platform reports the same
+ * CL_DEVICE_NAME (two identical GPUs, PoCL's POCL_DEVICES="pthread pthread"), the name gets the device's PCI
+ * address (cl_khr_pci_bus_info), else its UUID (cl_khr_device_uuid), else its index within the platform, so
+ * each device has its own entries and its own clock facts. */
+static void make_name_unique(kt__cl_dev_t *dev)
+{
+    cl_uint n = 0;
+    if (!dev->platform || kt__cl.clGetDeviceIDs(dev->platform, CL_DEVICE_TYPE_ALL, 0, NULL, &n) != CL_SUCCESS ||
+        n < 2)
+        return;
+    cl_device_id *ids = calloc(n, sizeof *ids);
+    if (!ids || kt__cl.clGetDeviceIDs(dev->platform, CL_DEVICE_TYPE_ALL, n, ids, NULL) != CL_SUCCESS) {
+        free(ids);
+        return;
+    }
+    int index = -1, twins = 0;
+    for (cl_uint i = 0; i < n; i++) {
+        if (ids[i] == dev->id) {
+            index = (int)i;
+            continue;
+        }
+        char other[sizeof dev->name] = {0};
+        kt__cl.clGetDeviceInfo(ids[i], CL_DEVICE_NAME, sizeof other - 1, other, NULL);
+        twins += !strcmp(other, dev->name);
+    }
+    free(ids);
+    if (!twins || index < 0)
+        return;
+    char suffix[64];
+    cl_device_pci_bus_info_khr pci;
+    cl_uchar uuid[CL_UUID_SIZE_KHR];
+    if (has_extension(dev->id, "cl_khr_pci_bus_info") &&
+        kt__cl.clGetDeviceInfo(dev->id, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof pci, &pci, NULL) == CL_SUCCESS)
+        snprintf(suffix, sizeof suffix, " @%04x:%02x:%02x.%x", pci.pci_domain, pci.pci_bus, pci.pci_device,
+                 pci.pci_function);
+    else if (has_extension(dev->id, "cl_khr_device_uuid") &&
+             kt__cl.clGetDeviceInfo(dev->id, CL_DEVICE_UUID_KHR, sizeof uuid, uuid, NULL) == CL_SUCCESS)
+        snprintf(suffix, sizeof suffix, " uuid %02x%02x%02x%02x-%02x%02x", uuid[0], uuid[1], uuid[2], uuid[3],
+                 uuid[4], uuid[5]);
+    else
+        snprintf(suffix, sizeof suffix, " #%d", index);
+    size_t len = strlen(dev->name), add = strlen(suffix);
+    if (len + add >= sizeof dev->name)
+        len = sizeof dev->name - 1 - add;
+    memcpy(dev->name + len, suffix, add + 1);
 }
 
 static void query_facts(kt__cl_dev_t *dev)
@@ -131,6 +210,7 @@ static void query_facts(kt__cl_dev_t *dev)
     if (kt__cl.clGetDeviceInfo(dev->id, CL_DEVICE_PROFILING_TIMER_RESOLUTION, sizeof res, &res, NULL) == 0)
         dev->resolution_ns = res;
     kt__cl.clGetDeviceInfo(dev->id, CL_DEVICE_PLATFORM, sizeof dev->platform, &dev->platform, NULL);
+    make_name_unique(dev);
     int v21 = dev->version_major > 2 || (dev->version_major == 2 && dev->version_minor >= 1);
     if (v21 && dev->platform) {
         cl_ulong pres = 0;
@@ -162,8 +242,8 @@ static void calibrate(kt__cl_dev_t *dev)
         dev->calib_context = NULL;
     }
     dev->calib_error = rc;
-    dev->calibrated = 1;
     publish(dev);
+    atomic_store_explicit(&dev->calibrated, 1, memory_order_release);
 }
 
 kt__cl_dev_t *kt__cl_dev_get(cl_device_id id)
@@ -177,13 +257,22 @@ kt__cl_dev_t *kt__cl_dev_get(cl_device_id id)
         if (dev) {
             dev->id = id;
             dev->domain = KT_DOMAIN_UNKNOWN;
-            /* Calibrating under the registry lock keeps it once per device; it is bounded (a few markers). */
-            calibrate(dev);
+            pthread_mutex_init(&dev->calib_lock, NULL);
             dev->next = g_devs;
             g_devs = dev;
         }
     }
     pthread_mutex_unlock(&g_devs_lock);
+    if (!dev)
+        return NULL;
+    /* Calibration (driver calls, a few markers waited on) runs under the device's own lock, not the registry's:
+     * other devices' first uses go on meanwhile; users of this device wait for its clock facts. */
+    if (!atomic_load_explicit(&dev->calibrated, memory_order_acquire)) {
+        pthread_mutex_lock(&dev->calib_lock);
+        if (!atomic_load_explicit(&dev->calibrated, memory_order_relaxed))
+            calibrate(dev);
+        pthread_mutex_unlock(&dev->calib_lock);
+    }
     return dev;
 }
 
@@ -238,7 +327,7 @@ void kt__cl_dev_describe(kt__cl_dev_t *dev, kt_device_info_t *info)
     if (dev->domain == KT_DOMAIN_DEVICE && dev->tracker && kt_clock_tracker_model(dev->tracker, &m) == 0) {
         info->error_bound_ns = (uint64_t)(kt_clock_error_at(&m, now) + 0.5);
         info->drift_ppm = m.drift_ppm;
-        info->model_samples = m.samples;
+        info->model_samples = m.inliers;
     } else if (dev->domain == KT_DOMAIN_MONOTONIC || dev->domain == KT_DOMAIN_REALTIME) {
         uint64_t host = 0, unc = 0;
         if (kt_clock_domain_convert(kt_clock_now(dev->domain), dev->domain, KT_DOMAIN_MONOTONIC_RAW, &host,
@@ -246,7 +335,7 @@ void kt__cl_dev_describe(kt__cl_dev_t *dev, kt_device_info_t *info)
             info->error_bound_ns = unc;
         if (kt_clock_domain_model(dev->domain, &m) == 0) {
             info->drift_ppm = m.drift_ppm;
-            info->model_samples = m.samples;
+            info->model_samples = m.inliers;
         }
     }
 }

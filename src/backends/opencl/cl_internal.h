@@ -6,6 +6,7 @@
 #include <ktiming/clock.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 /* The loaded entry points (valid after kt_cl_load() returned 0). */
@@ -26,7 +27,8 @@ typedef struct kt__cl_dev_t {
     int use_host_timer;            /* clGetDeviceAndHostTimer allowed (version >= 2.1 and resolution != 0) */
     kt_clock_domain_t domain;      /* detected time base of the profiling stamps */
     int64_t domain_offset_ns;      /* offset to that domain the detection measured */
-    int calibrated;                /* detection ran (successfully or not) */
+    _Atomic int calibrated;        /* detection ran (successfully or not); set last, with release order */
+    pthread_mutex_t calib_lock;    /* held through the first calibration (not the registry lock) */
     int calib_error;               /* 0, or the KT_E* detection ended with */
     kt_clock_tracker_t *tracker;   /* device-epoch clocks only: samples + periodically refitted model */
     cl_context calib_context;      /* private context for marker reads (NULL when the host timer is used) */
@@ -34,7 +36,8 @@ typedef struct kt__cl_dev_t {
     struct kt__cl_dev_t *next;     /* registry list */
 } kt__cl_dev_t;
 
-/* Find or create the device entry and calibrate it once (blocking, bounded). Never NULL unless out of memory. */
+/* Find or create the device entry and calibrate it once (blocking, bounded; under the device's own lock, never
+ * the registry's). Never NULL unless out of memory. */
 kt__cl_dev_t *kt__cl_dev_get(cl_device_id id);
 /* Map a device profiling stamp to the host timeline. 0 on success; uncertainty in ns. Never blocks: a
  * device-epoch model is refreshed here only when reads are clGetDeviceAndHostTimer; marker reads wait for the

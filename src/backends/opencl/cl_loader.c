@@ -1,5 +1,6 @@
 /* cl_loader.c — loads the OpenCL ICD loader with dlopen and resolves the entry points ktiming uses. */
 #include "backends/opencl/cl_internal.h"
+#include "core/service.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -9,6 +10,9 @@ kt_cl_api_t kt__cl;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_status = KT_EUNAVAILABLE;
+static char g_chosen[4096]; /* kt_cl_use_library's path ("" = none), read once by load_once */
+static pthread_mutex_t g_chosen_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_loading; /* load_once has read g_chosen (later choices are refused) */
 
 /* One entry point to resolve: its name, where it goes in kt__cl, and whether the backend needs it. */
 typedef struct cl_sym_t {
@@ -43,7 +47,12 @@ static const cl_sym_t kSyms[] = {
 
 static void load_once(void)
 {
-    const char *path = getenv("KTIMING_OPENCL_LIBRARY");
+    char chosen[sizeof g_chosen];
+    pthread_mutex_lock(&g_chosen_lock);
+    memcpy(chosen, g_chosen, sizeof chosen);
+    g_loading = 1;
+    pthread_mutex_unlock(&g_chosen_lock);
+    const char *path = chosen[0] ? chosen : kt__env("KTIMING_OPENCL_LIBRARY");
     if (!path || !*path)
         path = "libOpenCL.so.1";
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -67,6 +76,18 @@ static void load_once(void)
     }
     kt__cl = api;
     g_status = 0;
+}
+
+int kt_cl_use_library(const char *path)
+{
+    if (!path || !*path || strlen(path) >= sizeof g_chosen)
+        return KT_EINVAL;
+    pthread_mutex_lock(&g_chosen_lock);
+    int rc = g_loading ? KT_ESTATE : 0;
+    if (!rc)
+        memcpy(g_chosen, path, strlen(path) + 1);
+    pthread_mutex_unlock(&g_chosen_lock);
+    return rc;
 }
 
 int kt_cl_load(const kt_cl_api_t **api)

@@ -47,9 +47,16 @@ static int prim_mark(void *be, void *encoder, uint32_t index)
     if (index >= p->count)
         return KT_EINVAL;
     /* A marker completes once every command enqueued before it has (in-order and out-of-order queues). */
-    cl_int rc = kt__cl.clEnqueueMarkerWithWaitList
-                    ? kt__cl.clEnqueueMarkerWithWaitList((cl_command_queue)encoder, 0, NULL, &p->marks[index])
-                    : kt__cl.clEnqueueMarker((cl_command_queue)encoder, &p->marks[index]);
+    /* clEnqueueMarkerWithWaitList only from 1.2 on: a 1.1 driver's dispatch slot for it may be NULL even when the
+     * loader exports the name. */
+    int v12 = p->dev->version_major > 1 || p->dev->version_minor >= 2;
+    cl_int rc;
+    if (v12 && kt__cl.clEnqueueMarkerWithWaitList)
+        rc = kt__cl.clEnqueueMarkerWithWaitList((cl_command_queue)encoder, 0, NULL, &p->marks[index]);
+    else if (kt__cl.clEnqueueMarker)
+        rc = kt__cl.clEnqueueMarker((cl_command_queue)encoder, &p->marks[index]);
+    else
+        return KT_ENOTSUP;
     return rc == CL_SUCCESS ? 0 : KT_EBACKEND;
 }
 

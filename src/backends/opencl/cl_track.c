@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
-#include <signal.h>
-#include <time.h>
 
 /* ---------------------------------------------------------------------------------------------------
  * Tracked-command records
@@ -19,7 +17,10 @@
  * Ownership moves by compare-and-swap on the tag: PENDING -> CLAIMED (a callback or a flush completes it)
  * or PENDING -> PEEKED (a flush looks at the event's status; a callback arriving meanwhile leaves its status
  * and flips PEEKED -> PEEKED_CB, and the flush completes the record for it). Whoever moves a record to
- * CLAIMED records it, releases the event (exactly once) and frees the slot.
+ * CLAIMED records it, releases the event (exactly once) and frees the slot. The tracking thread publishes a
+ * record as PEEKED and holds it so through clSetEventCallback: no flush can claim it (and release what may be
+ * the event's only reference) while the driver is still inside that call, and a callback that fires during it
+ * leaves its status for the tracking thread, which finishes the record once the call has returned.
  * ------------------------------------------------------------------------------------------------- */
 
 #define SLOT_BITS 24u
@@ -55,6 +56,7 @@ _Static_assert(sizeof(rec_t) == 64, "a record is one cache line");
 /* A chunk of records. */
 typedef struct chunk_t {
     rec_t rec[CHUNK_SIZE];        /* the records */
+    uint64_t bytes[CHUNK_SIZE];   /* bytes each record's command moves (transfers; 0 for kernels) */
     char (*names)[NAME_CAP];      /* verbose mode only: kernel name of each record, for its line */
 } chunk_t;
 
@@ -70,6 +72,11 @@ static rec_t *slot_rec(uint32_t slot)
 {
     chunk_t *chunk = atomic_load_explicit(&g_chunks[slot >> CHUNK_SHIFT], memory_order_acquire);
     return chunk ? &chunk->rec[slot & (CHUNK_SIZE - 1)] : NULL;
+}
+
+static chunk_t *slot_chunk(uint32_t slot)
+{
+    return atomic_load_explicit(&g_chunks[slot >> CHUNK_SHIFT], memory_order_acquire);
 }
 
 /* The verbose-mode name buffer of a record ("" when verbose is off). */
@@ -181,7 +188,10 @@ struct kt_cl_ctx_t {
     int profiling;                /* CL_QUEUE_PROFILING_ENABLE set */
     int out_of_order;             /* CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE set */
     kt_cl_mode_t mode;            /* ASYNC or SYNC */
-    _Atomic int detaching;        /* set by kt_cl_detach: new tracks are refused */
+    _Atomic int detaching;        /* set by kt_cl_detach / kt_cl_detach_async: new tracks are refused */
+    struct kt_cl_ctx_t *hnext;    /* chain in g_hash while attached */
+    struct kt_cl_ctx_t *rnext;    /* link in g_retired once detached */
+    size_t index;                 /* position in g_ctxs while attached */
     /* In flight = tracked - finished. Two counters on their own cache lines, each written by one side (the
      * enqueuing threads, the completion paths), so tracking does not bounce a line between cores. */
     _Alignas(64) _Atomic uint64_t tracked; /* commands handed to kt_cl_track* since attach */
@@ -189,16 +199,28 @@ struct kt_cl_ctx_t {
     _Alignas(64) _Atomic uint64_t last_end_ns; /* host-timed fallback, in-order queues: latest command's end */
 };
 
-static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER; /* guards g_ctxs; held by global flushes */
-static kt_cl_ctx_t **g_ctxs;                                   /* attached queues */
-static size_t g_ctx_count, g_ctx_cap;
+/* Attached queues: a hash from queue to context (lookups) and an array (flushes walk it). Detached contexts
+ * wait on g_retired until their last record is finished and no flush holds a copy of the list (g_pins), then
+ * the queue is released and the context freed. g_ctx_lock guards all of it and is never held across a driver
+ * call or a wait. */
+static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static kt_cl_ctx_t **g_ctxs;               /* attached contexts */
+static size_t g_ctx_count, g_ctx_cap;      /* used / allocated entries of g_ctxs */
+static kt_cl_ctx_t **g_hash;               /* buckets (power of two), chained through hnext */
+static size_t g_hash_cap;                  /* number of buckets */
+static kt_cl_ctx_t *g_retired;             /* detached contexts not yet freed */
+static _Atomic size_t g_retired_count;     /* entries on g_retired (read without the lock by the collector) */
+static unsigned g_pins;                    /* flushes walking a copy of the lists: nothing is freed meanwhile */
 
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
-static int g_sync_default; /* KTIMING_VERBOSE_SYNC=1 */
+static int g_sync_default;     /* KTIMING_VERBOSE_SYNC=1 */
+static int g_kernels_only;     /* KTIMING_OPENCL_COMMANDS=kernels: transfers and other commands untimed */
+static FILE *g_log;            /* verbose lines: KTIMING_LOG=path, else stderr (never the program's stdout) */
+static _Atomic int g_last_error; /* the last failing cl_int ktiming saw (kt_cl_last_error) */
 
 static void read_env(void)
 {
-    const char *v = getenv("KTIMING_VERBOSE");
+    const char *v = kt__env("KTIMING_VERBOSE");
     if (v) {
         char buf[256];
         snprintf(buf, sizeof buf, "%s", v);
@@ -206,8 +228,43 @@ static void read_env(void)
             if (!strcmp(tok, "profile_exec") || !strcmp(tok, "all"))
                 g_verbose = 1;
     }
-    const char *s = getenv("KTIMING_VERBOSE_SYNC");
+    const char *s = kt__env("KTIMING_VERBOSE_SYNC");
     g_sync_default = s && *s && strcmp(s, "0") != 0;
+    const char *c = kt__env("KTIMING_OPENCL_COMMANDS");
+    g_kernels_only = c && !strcmp(c, "kernels");
+    g_log = stderr;
+    const char *log = kt__env("KTIMING_LOG");
+    char path[4096];
+    if (g_verbose && log && *log && kt__path_expand(log, -1, path, sizeof path) == 0) {
+        FILE *f = fopen(path, "a");
+        if (f) {
+            setvbuf(f, NULL, _IOLBF, 0);
+            g_log = f;
+        }
+    }
+}
+
+/* One verbose line (already newline-terminated), written whole. */
+static void log_line(const char *line)
+{
+    fputs(line, g_log);
+    fflush(g_log);
+}
+
+int kt_cl_commands_all(void)
+{
+    pthread_once(&g_env_once, read_env);
+    return !g_kernels_only;
+}
+
+int kt_cl_last_error(void)
+{
+    return atomic_load_explicit(&g_last_error, memory_order_relaxed);
+}
+
+static void note_error(cl_int rc)
+{
+    atomic_store_explicit(&g_last_error, (int)rc, memory_order_relaxed);
 }
 
 static void csv_copy(char *dst, size_t cap, const char *src)
@@ -230,6 +287,7 @@ typedef struct outcome_t {
     uint32_t thread;       /* enqueuing thread ordinal */
     uint64_t enqueue_ns;   /* host time of the enqueue */
     const char *name;      /* kernel name for verbose lines (may be empty) */
+    uint64_t bytes;        /* bytes the command moves (transfers), 0 for kernels */
 } outcome_t;
 
 static int prof(cl_event ev, cl_profiling_info what, uint64_t *out)
@@ -255,12 +313,13 @@ static void record_outcome(const outcome_t *o, cl_int status, uint64_t observed_
 {
     kt_cl_ctx_t *c = o->ctx;
     if (status < 0) {
-        kt_record_error(o->kernel);
+        note_error(status);
+        kt_record_error_name(o->kernel, kt_cl_error_name(status));
         if (g_verbose) {
             char line[512];
-            snprintf(line, sizeof line, "ktiming,error,opencl,%s,%s,%d\n", c->device_csv, o->name, (int)status);
-            fputs(line, stdout);
-            fflush(stdout);
+            snprintf(line, sizeof line, "ktiming,error,opencl,%s,%s,%d,%s\n", c->device_csv, o->name, (int)status,
+                     kt_cl_error_name(status));
+            log_line(line);
         }
         return;
     }
@@ -270,6 +329,7 @@ static void record_outcome(const outcome_t *o, cl_int status, uint64_t observed_
     d.queue = c->queue_id;
     d.thread = o->thread;
     d.enqueue_ns = o->enqueue_ns;
+    d.bytes = o->bytes;
     uint64_t q = 0, s = 0, b = 0, e = 0;
     int device = c->profiling && prof(o->event, CL_PROFILING_COMMAND_START, &b) &&
                  prof(o->event, CL_PROFILING_COMMAND_END, &e) && b != 0 && e >= b;
@@ -317,8 +377,7 @@ static void record_outcome(const outcome_t *o, cl_int status, uint64_t observed_
         else
             snprintf(line, sizeof line, "ktiming,exec,opencl,%s,%s,%.6f,,,host\n", c->device_csv, o->name,
                      (double)d.duration_ns / 1e6);
-        fputs(line, stdout);
-        fflush(stdout);
+        log_line(line);
     }
 }
 
@@ -330,16 +389,18 @@ static void rec_outcome(const rec_t *r, outcome_t *o)
     o->thread = r->thread;
     o->enqueue_ns = r->enqueue_ns;
     o->name = rec_name(r);
+    o->bytes = slot_chunk(r->slot)->bytes[r->slot & (CHUNK_SIZE - 1)];
 }
 
-/* The owner (CLAIMED) finishes a record: record it (or count it dropped), release the event, free the slot.
- * The context is touched last, by the `finished` increment kt_cl_detach waits for. */
+/* The owner (CLAIMED) finishes a record: record it (or count it dropped: drop is 1 + a kt_drop_reason_t),
+ * release the event, free the slot. The context is touched last, by the `finished` increment that detaching
+ * and freeing wait for. */
 static void rec_finish(rec_t *r, cl_int status, uint64_t observed_ns, int drop)
 {
     outcome_t o;
     rec_outcome(r, &o);
     if (drop)
-        kt_record_drop(o.kernel);
+        kt_record_drop_reason(o.kernel, (kt_drop_reason_t)(drop - 1));
     else
         record_outcome(&o, status, observed_ns);
     kt__cl.clReleaseEvent(o.event);
@@ -353,16 +414,17 @@ static void rec_finish(rec_t *r, cl_int status, uint64_t observed_ns, int drop)
  * The driver runs completion callbacks on its own execution thread (PoCL: the worker that ran the command),
  * so whatever a callback does delays the next command. A callback therefore only claims its record and
  * pushes the slot into a bounded lock-free ring (Vyukov's sequence-numbered cells; producers are any driver
- * threads). The collector, a ktiming thread, pops slots and does the rest: profiling reads, clock mapping,
- * kt_record_dispatch, the verbose line, clReleaseEvent. A flush drains the ring itself too, so nothing waits
- * on the collector being scheduled. A full ring, or no collector, means the callback finishes the record
- * itself, as before. The collector polls while completions keep coming and sleeps on a condition variable
- * after a quiet spell; a callback signals it only when it is asleep (no system call per command otherwise).
+ * threads). The collector (the core's collector helper, kt__collector_t) pops slots and does the rest:
+ * profiling reads, clock mapping, kt_record_dispatch, the verbose line, clReleaseEvent; it also frees detached
+ * queues whose last command is done. A flush drains the ring itself too, so nothing waits on the collector
+ * being scheduled. A full ring, or no collector, means the callback finishes the record itself. The collector
+ * polls every millisecond while completions keep coming and, after a quiet spell, sleeps until a callback
+ * wakes it; a callback wakes it only then (no system call per command otherwise).
  * ------------------------------------------------------------------------------------------------- */
 
 #define RING_CAP (1u << 16) /* completions buffered: about 150 ms of the fastest PoCL dispatches */
 #define COLLECT_POLL_NS 1000000u /* collector's nap between drains while completions keep coming */
-#define COLLECT_IDLE_NAPS 100   /* empty naps before it sleeps until signalled */
+#define COLLECT_IDLE_NAPS 100   /* empty naps before it sleeps until woken */
 
 /* One ring cell: seq says whose turn it is (pos: free for the producer of pos; pos+1: holds pos's slot). */
 typedef struct ring_cell_t {
@@ -374,17 +436,19 @@ static ring_cell_t g_ring[RING_CAP];
 static _Alignas(64) _Atomic uint64_t g_ring_head;         /* next position producers claim */
 static _Alignas(64) uint64_t g_ring_tail;                 /* next position to pop (under g_drain_lock) */
 static pthread_mutex_t g_drain_lock = PTHREAD_MUTEX_INITIALIZER; /* one consumer at a time */
-static _Alignas(64) _Atomic int g_coll_sleeping;          /* collector waits on g_coll_cond until cleared */
-static pthread_mutex_t g_coll_lock = PTHREAD_MUTEX_INITIALIZER;  /* guards the collector's sleep */
-static pthread_cond_t g_coll_cond = PTHREAD_COND_INITIALIZER;    /* signalled when g_coll_sleeping is cleared */
-static _Atomic int g_coll_running;                        /* the collector thread exists */
-static _Thread_local int t_setting_cb;                    /* inside clSetEventCallback: a callback now is inline */
-static pthread_once_t g_coll_once = PTHREAD_ONCE_INIT;
+static _Alignas(64) _Atomic int g_coll_deep;              /* the collector sleeps until woken */
+static kt__collector_t g_coll = KT__COLLECTOR_INIT;       /* the collector thread */
+static int g_coll_idle;                                   /* collector: empty naps in a row (its thread only) */
+static _Atomic int g_coll_off;                            /* KTIMING_OPENCL_COLLECTOR=0 */
+static _Atomic int g_stopped;                             /* stop ran: the next track registers again */
+static pthread_once_t g_ring_once = PTHREAD_ONCE_INIT;
 
 static void ring_init(void)
 {
     for (uint64_t i = 0; i < RING_CAP; i++)
         atomic_store_explicit(&g_ring[i].seq, i, memory_order_relaxed);
+    const char *v = kt__env("KTIMING_OPENCL_COLLECTOR");
+    atomic_store(&g_coll_off, v && !strcmp(v, "0"));
 }
 
 /* Push a claimed slot; 0, or -1 when the ring is full. */
@@ -397,7 +461,7 @@ static int ring_push(uint32_t slot)
         uint64_t seq = atomic_load_explicit(&cell->seq, memory_order_acquire);
         int64_t diff = (int64_t)(seq - pos);
         if (diff == 0) {
-            /* seq_cst: with the load in coll_wake and the collector's exchange + head load, either the collector
+            /* seq_cst: with the load in coll_wake and the collector's store + head load, either the collector
              * sees this position claimed or the producer sees it asleep */
             if (atomic_compare_exchange_weak_explicit(&g_ring_head, &pos, pos + 1, memory_order_seq_cst,
                                                       memory_order_relaxed))
@@ -427,7 +491,10 @@ static int ring_pop(uint32_t *slot)
 
 static int ring_nonempty(void)
 {
-    return atomic_load(&g_ring_head) != g_ring_tail;
+    pthread_mutex_lock(&g_drain_lock);
+    int r = atomic_load(&g_ring_head) != g_ring_tail;
+    pthread_mutex_unlock(&g_drain_lock);
+    return r;
 }
 
 /* Finish the queued records (at most max); with `wait`, wait for another drainer instead of leaving. */
@@ -448,88 +515,82 @@ static unsigned ring_drain(unsigned max, int wait)
     return n;
 }
 
-static void coll_nap(uint64_t ns)
+static void retire_locked(kt_cl_ctx_t *c);
+
+static uint64_t in_flight(kt_cl_ctx_t *c)
 {
-    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
-    nanosleep(&ts, NULL);
+    uint64_t done = atomic_load(&c->finished); /* first: both only grow, so this never underflows */
+    return atomic_load(&c->tracked) - done;
 }
 
-/* The collector: drain, nap 1 ms, repeat; after COLLECT_IDLE_NAPS empty naps, sleep until a callback wakes it.
- * Measured on PoCL (2 cores, loaded): 1 ms naps beat 100-200 us ones, whose extra wake-ups cost more CPU than
- * the shorter leftover for the flush saved; one callback finishing everything itself was 0.03 lower. */
-static void *collector_main(void *unused)
+/* Frees the detached contexts whose last record is finished, unless a flush holds a copy of the lists: the
+ * queue reference ktiming held is released outside the lock. */
+static void reap(void)
+{
+    if (atomic_load_explicit(&g_retired_count, memory_order_relaxed) == 0)
+        return;
+    kt_cl_ctx_t *done = NULL;
+    pthread_mutex_lock(&g_ctx_lock);
+    if (g_pins == 0) {
+        for (kt_cl_ctx_t **p = &g_retired; *p;) {
+            kt_cl_ctx_t *c = *p;
+            if (in_flight(c) == 0) {
+                *p = c->rnext;
+                c->rnext = done;
+                done = c;
+                atomic_fetch_sub(&g_retired_count, 1);
+            } else {
+                p = &c->rnext;
+            }
+        }
+    }
+    pthread_mutex_unlock(&g_ctx_lock);
+    while (done) {
+        kt_cl_ctx_t *next = done->rnext;
+        kt__cl.clReleaseCommandQueue(done->queue);
+        free(done);
+        done = next;
+    }
+}
+
+/* One collector pass: drain; while completions keep coming nap 1 ms and drain again; after COLLECT_IDLE_NAPS
+ * empty naps return 0, and the helper sleeps until a callback wakes it. Measured on PoCL (2 cores, loaded):
+ * 1 ms naps beat 100-200 us ones, whose extra wake-ups cost more CPU than the shorter leftover for the flush
+ * saved. */
+static int collector_step(void *unused)
 {
     (void)unused;
-    int idle = 0;
-    for (;;) {
-        if (ring_drain(256, 1)) {
-            idle = 0;
-            continue;
-        }
-        if (idle++ < COLLECT_IDLE_NAPS) {
-            coll_nap(COLLECT_POLL_NS);
-            continue;
-        }
-        pthread_mutex_lock(&g_coll_lock);
-        atomic_exchange(&g_coll_sleeping, 1); /* seq_cst, before the head load in ring_nonempty */
-        pthread_mutex_lock(&g_drain_lock);
-        int pending = ring_nonempty();
-        pthread_mutex_unlock(&g_drain_lock);
-        if (pending)
-            atomic_store(&g_coll_sleeping, 0);
-        while (atomic_load(&g_coll_sleeping))
-            pthread_cond_wait(&g_coll_cond, &g_coll_lock);
-        pthread_mutex_unlock(&g_coll_lock);
-        idle = 0;
+    reap();
+    if (ring_drain(256, 1)) {
+        g_coll_idle = 0;
+        return 1;
     }
-    return NULL;
+    if (g_coll_idle++ < COLLECT_IDLE_NAPS) {
+        kt__nap_ns(COLLECT_POLL_NS);
+        return 1;
+    }
+    atomic_store(&g_coll_deep, 1); /* seq_cst, before the head load in ring_nonempty */
+    if (ring_nonempty() || atomic_load(&g_retired_count)) {
+        atomic_store(&g_coll_deep, 0);
+        g_coll_idle = atomic_load(&g_retired_count) ? 0 : g_coll_idle;
+        return 1;
+    }
+    g_coll_idle = 0;
+    return 0;
 }
 
 /* After a push: wake the collector if it went to sleep. */
 static void coll_wake(void)
 {
-    if (atomic_load(&g_coll_sleeping) && atomic_exchange(&g_coll_sleeping, 0)) { /* seq_cst, after the head CAS */
-        pthread_mutex_lock(&g_coll_lock);
-        pthread_cond_signal(&g_coll_cond);
-        pthread_mutex_unlock(&g_coll_lock);
-    }
-}
-
-/* fork: the child has no collector (callbacks finish records themselves again) and a consistent drain lock. */
-static void coll_fork_prepare(void)
-{
-    pthread_mutex_lock(&g_drain_lock);
-}
-
-static void coll_fork_parent(void)
-{
-    pthread_mutex_unlock(&g_drain_lock);
-}
-
-static void coll_fork_child(void)
-{
-    atomic_store(&g_coll_running, 0);
-    pthread_mutex_unlock(&g_drain_lock);
+    if (atomic_load(&g_coll_deep) && atomic_exchange(&g_coll_deep, 0)) /* seq_cst, after the head CAS */
+        kt__collector_wake(&g_coll);
 }
 
 static void coll_start(void)
 {
-    ring_init();
-    const char *v = getenv("KTIMING_OPENCL_COLLECTOR");
-    if (v && !strcmp(v, "0"))
-        return;
-    pthread_atfork(coll_fork_prepare, coll_fork_parent, coll_fork_child);
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are never delivered to the collector */
-    pthread_t th;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &attr, collector_main, NULL) == 0)
-        atomic_store(&g_coll_running, 1);
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_once(&g_ring_once, ring_init);
+    if (!atomic_load(&g_coll_off) && !kt__collector_running(&g_coll))
+        kt__collector_start(&g_coll, "kt-opencl", collector_step, NULL, 0);
 }
 
 static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user)
@@ -549,10 +610,7 @@ static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user)
             if (atomic_compare_exchange_weak(&r->tag, &t, TAG(TAG_GEN(t), ST_CLAIMED))) {
                 r->observed_ns = r->ctx->profiling ? 0 : kt_now_ns();
                 atomic_store_explicit(&r->cb_status, (int)status, memory_order_relaxed);
-                /* Inline (the event had completed before clSetEventCallback returned): the enqueuing thread is
-                 * already paying, finish here so the record is done when kt_cl_track returns. */
-                if (!t_setting_cb && atomic_load_explicit(&g_coll_running, memory_order_relaxed) &&
-                    ring_push(r->slot) == 0)
+                if (kt__collector_running(&g_coll) && ring_push(r->slot) == 0)
                     coll_wake();
                 else
                     rec_finish(r, status, r->observed_ns, 0);
@@ -561,7 +619,7 @@ static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user)
         } else if (st == ST_PEEKED) {
             atomic_store(&r->cb_status, (int)status);
             if (atomic_compare_exchange_weak(&r->tag, &t, TAG(TAG_GEN(t), ST_PEEKED_CB)))
-                return; /* the peeking flush completes it */
+                return; /* the peeking flush (or the tracking thread) completes it */
         } else {
             return;
         }
@@ -573,7 +631,7 @@ static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user)
  * ------------------------------------------------------------------------------------------------- */
 
 /* One pass over every record: complete those of `only` (NULL: any queue) that finished or failed; with
- * `abandon`, drop the unfinished ones too. */
+ * `abandon` (1 + a kt_drop_reason_t), count the unfinished ones as dropped for that reason. */
 static void collect_pass(const kt_cl_ctx_t *only, int abandon)
 {
     ring_drain(UINT32_MAX, 0); /* claimed by callbacks, queued for the collector: finish them here */
@@ -595,7 +653,7 @@ static void collect_pass(const kt_cl_ctx_t *only, int abandon)
             status = CL_INVALID_EVENT;
         if (mine && (status <= CL_COMPLETE || abandon)) {
             atomic_store(&r->tag, TAG(gen, ST_CLAIMED)); /* a callback that lands now finds it claimed */
-            rec_finish(r, status, kt_now_ns(), status > CL_COMPLETE);
+            rec_finish(r, status, kt_now_ns(), status > CL_COMPLETE ? abandon : 0);
             continue;
         }
         uint64_t peeked = TAG(gen, ST_PEEKED);
@@ -607,18 +665,6 @@ static void collect_pass(const kt_cl_ctx_t *only, int abandon)
     }
 }
 
-static void sleep_ns(uint64_t ns)
-{
-    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
-    nanosleep(&ts, NULL);
-}
-
-static uint64_t in_flight(kt_cl_ctx_t *c)
-{
-    uint64_t done = atomic_load(&c->finished); /* first: both only grow, so this never underflows */
-    return atomic_load(&c->tracked) - done;
-}
-
 static uint64_t pending_of(kt_cl_ctx_t *const *ctxs, size_t n)
 {
     uint64_t p = 0;
@@ -627,11 +673,10 @@ static uint64_t pending_of(kt_cl_ctx_t *const *ctxs, size_t n)
     return p;
 }
 
-/* Collect for the given contexts until none is in flight or the deadline passes. */
-static int flush_ctxs(kt_cl_ctx_t *const *ctxs, size_t n, const kt_cl_ctx_t *only, uint64_t timeout_ns)
+/* Collect for the given contexts until none is in flight or the deadline (kt_now_ns time) passes. */
+static int flush_ctxs(kt_cl_ctx_t *const *ctxs, size_t n, const kt_cl_ctx_t *only, uint64_t deadline)
 {
     uint64_t start = kt_now_ns();
-    uint64_t deadline = start + (timeout_ns ? timeout_ns : kt__cl_timeout_ns());
     uint64_t nap = 50000;
     for (size_t i = 0; i < n; i++) {
         kt__cl.clFlush(ctxs[i]->queue); /* commands never submitted would never finish */
@@ -652,10 +697,59 @@ static int flush_ctxs(kt_cl_ctx_t *const *ctxs, size_t n, const kt_cl_ctx_t *onl
             sched_yield();
             continue;
         }
-        sleep_ns(nap);
+        uint64_t left = deadline - now;
+        kt__nap_ns(nap < left ? nap : left);
         if (nap < 2000000)
             nap *= 2;
     }
+}
+
+/* A copy of every context (attached and retired), pinned: none is freed until unpin. NULL when there is none
+ * (or no memory: *n is then 0 too). */
+static kt_cl_ctx_t **pin_all(size_t *n)
+{
+    pthread_mutex_lock(&g_ctx_lock);
+    size_t count = g_ctx_count + atomic_load(&g_retired_count);
+    kt_cl_ctx_t **all = count ? malloc(count * sizeof *all) : NULL;
+    size_t k = 0;
+    if (all) {
+        for (size_t i = 0; i < g_ctx_count; i++)
+            all[k++] = g_ctxs[i];
+        for (kt_cl_ctx_t *c = g_retired; c; c = c->rnext)
+            all[k++] = c;
+        g_pins++;
+    }
+    pthread_mutex_unlock(&g_ctx_lock);
+    *n = k;
+    return all;
+}
+
+static void unpin(kt_cl_ctx_t **all)
+{
+    if (!all)
+        return;
+    pthread_mutex_lock(&g_ctx_lock);
+    g_pins--;
+    pthread_mutex_unlock(&g_ctx_lock);
+    free(all);
+    reap();
+}
+
+static uint64_t deadline_after(uint64_t timeout_ns)
+{
+    return kt_now_ns() + (timeout_ns ? timeout_ns : kt__cl_timeout_ns());
+}
+
+/* Every queue, until the deadline; no lock is held while waiting. */
+static int flush_all(uint64_t deadline)
+{
+    size_t n;
+    kt_cl_ctx_t **all = pin_all(&n);
+    int rc = n ? flush_ctxs(all, n, NULL, deadline) : 0;
+    if (!n)
+        collect_pass(NULL, 0);
+    unpin(all);
+    return rc;
 }
 
 int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns)
@@ -663,31 +757,134 @@ int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns)
     if (kt_cl_load(NULL) < 0)
         return ctx ? KT_EUNAVAILABLE : 0;
     if (ctx)
-        return flush_ctxs(&ctx, 1, ctx, timeout_ns);
-    pthread_mutex_lock(&g_ctx_lock); /* keeps every context alive while we look at it */
-    int rc = flush_ctxs(g_ctxs, g_ctx_count, NULL, timeout_ns);
-    pthread_mutex_unlock(&g_ctx_lock);
-    return rc;
+        return flush_ctxs(&ctx, 1, ctx, deadline_after(timeout_ns));
+    return flush_all(deadline_after(timeout_ns));
 }
 
+/* kt_flush / kt_snapshot: bounded by the core's deadline. Not in a forked child: the driver's state there is
+ * the parent's. */
 static void flush_hook(uint64_t deadline_ns)
 {
-    (void)deadline_ns; /* kt_cl_flush bounds its own wait */
-    kt_cl_flush(NULL, 0);
+    if (kt__forked_child())
+        return;
+    flush_all(deadline_ns);
 }
 
-static const kt__backend_ops_t kOps = {.name = "OpenCL", .flush = flush_hook, .stop = flush_hook};
+/* Exit and kt_shutdown: one bounded wait, then whatever is still in flight is counted as dropped (in flight at
+ * exit) and the collector ends. */
+static void stop_hook(uint64_t deadline_ns)
+{
+    if (kt__forked_child())
+        return;
+    atomic_store(&g_stopped, 1);
+    flush_all(deadline_ns);
+    collect_pass(NULL, 1 + KT_DROP_IN_FLIGHT_AT_EXIT);
+    kt__collector_stop(&g_coll);
+    reap();
+}
+
+void kt_cl_shutdown(void)
+{
+    if (kt_cl_load(NULL) < 0 || kt__forked_child())
+        return;
+    stop_hook(kt_now_ns() + kt__exit_wait_ns());
+    pthread_mutex_lock(&g_ctx_lock);
+    while (g_ctx_count) {
+        kt_cl_ctx_t *c = g_ctxs[g_ctx_count - 1];
+        atomic_store(&c->detaching, 1);
+        retire_locked(c);
+    }
+    pthread_mutex_unlock(&g_ctx_lock);
+    reap();
+}
+
+/* fork: a consistent drain lock and registry in both processes (the helper ends the collector in the child). */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&g_ctx_lock);
+    pthread_mutex_lock(&g_drain_lock);
+}
+
+static void fork_release(void)
+{
+    pthread_mutex_unlock(&g_drain_lock);
+    pthread_mutex_unlock(&g_ctx_lock);
+}
+
+static const kt__backend_ops_t kOps = {.name = "OpenCL",
+                                       .flush = flush_hook,
+                                       .stop = stop_hook,
+                                       .fork_prepare = fork_prepare,
+                                       .fork_parent = fork_release,
+                                       .fork_child = fork_release};
 
 /* ---------------------------------------------------------------------------------------------------
  * Attach / detach
  * ------------------------------------------------------------------------------------------------- */
 
+static size_t hash_of(cl_command_queue q, size_t cap)
+{
+    uint64_t h = (uint64_t)(uintptr_t)q * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 32) & (cap - 1);
+}
+
 static kt_cl_ctx_t *find_locked(cl_command_queue queue)
 {
-    for (size_t i = 0; i < g_ctx_count; i++)
-        if (g_ctxs[i]->queue == queue)
-            return g_ctxs[i];
-    return NULL;
+    if (!g_hash_cap)
+        return NULL;
+    kt_cl_ctx_t *c = g_hash[hash_of(queue, g_hash_cap)];
+    while (c && c->queue != queue)
+        c = c->hnext;
+    return c;
+}
+
+/* Adds an attached context to the array and the hash (growing both). 0 or KT_ENOMEM. */
+static int list_add_locked(kt_cl_ctx_t *c)
+{
+    if (g_ctx_count == g_ctx_cap) {
+        size_t cap = g_ctx_cap ? g_ctx_cap * 2 : 8;
+        kt_cl_ctx_t **grown = realloc(g_ctxs, cap * sizeof *grown);
+        if (!grown)
+            return KT_ENOMEM;
+        g_ctxs = grown;
+        g_ctx_cap = cap;
+    }
+    if ((g_ctx_count + 1) * 4 > g_hash_cap * 3) {
+        size_t cap = g_hash_cap ? g_hash_cap * 2 : 16;
+        kt_cl_ctx_t **h = calloc(cap, sizeof *h);
+        if (!h)
+            return KT_ENOMEM;
+        for (size_t i = 0; i < g_ctx_count; i++) {
+            kt_cl_ctx_t *e = g_ctxs[i];
+            size_t b = hash_of(e->queue, cap);
+            e->hnext = h[b];
+            h[b] = e;
+        }
+        free(g_hash);
+        g_hash = h;
+        g_hash_cap = cap;
+    }
+    size_t b = hash_of(c->queue, g_hash_cap);
+    c->hnext = g_hash[b];
+    g_hash[b] = c;
+    c->index = g_ctx_count;
+    g_ctxs[g_ctx_count++] = c;
+    return 0;
+}
+
+/* Takes a context off the array and the hash and puts it on the retired list. */
+static void retire_locked(kt_cl_ctx_t *c)
+{
+    kt_cl_ctx_t **p = &g_hash[hash_of(c->queue, g_hash_cap)];
+    while (*p && *p != c)
+        p = &(*p)->hnext;
+    if (*p)
+        *p = c->hnext;
+    g_ctxs[c->index] = g_ctxs[--g_ctx_count];
+    g_ctxs[c->index]->index = c->index;
+    c->rnext = g_retired;
+    g_retired = c;
+    atomic_fetch_add(&g_retired_count, 1);
 }
 
 kt_cl_ctx_t *kt_cl_find(cl_command_queue queue)
@@ -698,6 +895,14 @@ kt_cl_ctx_t *kt_cl_find(cl_command_queue queue)
     kt_cl_ctx_t *c = find_locked(queue);
     pthread_mutex_unlock(&g_ctx_lock);
     return c;
+}
+
+/* Registers with the core (again after a stop) and starts the collector. */
+static void arm(void)
+{
+    atomic_store(&g_stopped, 0);
+    kt__backend_register(&kOps); /* outside g_ctx_lock: the core may hold its own lock while flushing */
+    coll_start();
 }
 
 int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_ctx_t **out)
@@ -714,44 +919,35 @@ int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_
     pthread_once(&g_env_once, read_env);
     if (!desc)
         desc = &kDefault;
-    kt__backend_register(&kOps); /* outside g_ctx_lock: the core may hold its own lock while flushing */
+    arm();
 
     pthread_mutex_lock(&g_ctx_lock);
     kt_cl_ctx_t *c = find_locked(queue);
+    pthread_mutex_unlock(&g_ctx_lock);
     if (c) {
-        pthread_mutex_unlock(&g_ctx_lock);
         *out = c;
         return 0;
     }
+    reap();
+    /* Driver queries and the device's first calibration run without g_ctx_lock: other threads' lookups,
+     * releases and flushes go on meanwhile. A racing attach of the same queue is resolved below. */
     cl_device_id device = NULL;
     cl_command_queue_properties props = 0;
-    if (kt__cl.clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof device, &device, NULL) != CL_SUCCESS ||
-        kt__cl.clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL) != CL_SUCCESS) {
-        rc = KT_EINVAL;
-        goto out;
+    cl_int err = kt__cl.clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof device, &device, NULL);
+    if (err == CL_SUCCESS)
+        err = kt__cl.clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+    if (err != CL_SUCCESS) {
+        note_error(err);
+        return KT_EINVAL;
     }
-    if (!(props & CL_QUEUE_PROFILING_ENABLE) && desc->require_profiling) {
-        rc = KT_ENOTSUP;
-        goto out;
-    }
-    if (g_ctx_count == g_ctx_cap) {
-        size_t cap = g_ctx_cap ? g_ctx_cap * 2 : 8;
-        kt_cl_ctx_t **grown = realloc(g_ctxs, cap * sizeof *grown);
-        if (!grown) {
-            rc = KT_ENOMEM;
-            goto out;
-        }
-        g_ctxs = grown;
-        g_ctx_cap = cap;
-    }
+    if (!(props & CL_QUEUE_PROFILING_ENABLE) && desc->require_profiling)
+        return KT_ENOTSUP;
     c = calloc(1, sizeof *c);
     kt__cl_dev_t *dev = c ? kt__cl_dev_get(device) : NULL;
     if (!dev) {
         free(c);
-        rc = KT_ENOMEM;
-        goto out;
+        return KT_ENOMEM;
     }
-    kt__cl.clRetainCommandQueue(queue);
     c->queue = queue;
     c->dev = dev;
     csv_copy(c->device_csv, sizeof c->device_csv, dev->name);
@@ -760,18 +956,26 @@ int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_
     c->mode = desc->mode != KT_CL_MODE_DEFAULT ? desc->mode : g_sync_default ? KT_CL_MODE_SYNC : KT_CL_MODE_ASYNC;
     if (!kt__cl.clSetEventCallback)
         c->mode = KT_CL_MODE_SYNC;
+    kt__cl.clRetainCommandQueue(queue);
+
+    pthread_mutex_lock(&g_ctx_lock);
+    kt_cl_ctx_t *other = find_locked(queue);
+    rc = other ? 0 : list_add_locked(c);
+    pthread_mutex_unlock(&g_ctx_lock);
+    if (other || rc < 0) {
+        kt__cl.clReleaseCommandQueue(queue);
+        free(c);
+        *out = other;
+        return rc;
+    }
     char label[64];
     if (desc->label)
         snprintf(label, sizeof label, "%s", desc->label);
     else
         snprintf(label, sizeof label, "queue %p", (void *)queue);
     c->queue_id = kt_queue_register(KT_BACKEND_OPENCL, dev->name, label);
-    g_ctxs[g_ctx_count++] = c;
     *out = c;
-    rc = 0;
-out:
-    pthread_mutex_unlock(&g_ctx_lock);
-    return rc;
+    return 0;
 }
 
 int kt_cl_detach(kt_cl_ctx_t *ctx)
@@ -779,23 +983,38 @@ int kt_cl_detach(kt_cl_ctx_t *ctx)
     if (!ctx)
         return KT_EINVAL;
     atomic_store(&ctx->detaching, 1);
-    int rc = flush_ctxs(&ctx, 1, ctx, 0);
+    int rc = flush_ctxs(&ctx, 1, ctx, deadline_after(0));
     /* Whatever is still unfinished is dropped (counted); records other threads hold are waited for. */
     for (int spins = 0; in_flight(ctx) != 0; spins++) {
-        collect_pass(ctx, 1);
+        collect_pass(ctx, 1 + KT_DROP_UNSPECIFIED);
         if (in_flight(ctx) != 0)
-            sleep_ns(spins < 100 ? 100000 : 1000000);
+            kt__nap_ns(spins < 100 ? 100000 : 1000000);
     }
     pthread_mutex_lock(&g_ctx_lock);
-    for (size_t i = 0; i < g_ctx_count; i++)
-        if (g_ctxs[i] == ctx) {
-            g_ctxs[i] = g_ctxs[--g_ctx_count];
-            break;
-        }
+    if (find_locked(ctx->queue) == ctx)
+        retire_locked(ctx);
     pthread_mutex_unlock(&g_ctx_lock);
-    kt__cl.clReleaseCommandQueue(ctx->queue);
-    free(ctx);
+    reap();
     return rc;
+}
+
+int kt_cl_detach_async(kt_cl_ctx_t *ctx)
+{
+    if (!ctx)
+        return KT_EINVAL;
+    atomic_store(&ctx->detaching, 1);
+    pthread_mutex_lock(&g_ctx_lock);
+    if (find_locked(ctx->queue) == ctx)
+        retire_locked(ctx);
+    pthread_mutex_unlock(&g_ctx_lock);
+    if (in_flight(ctx) != 0) {
+        kt__cl.clFlush(ctx->queue); /* a command never submitted would never complete */
+        atomic_store(&g_coll_deep, 0);
+        kt__collector_wake(&g_coll);
+        return 0;
+    }
+    reap();
+    return 0;
 }
 
 int kt_cl_ctx_query(const kt_cl_ctx_t *ctx, kt_cl_ctx_info_t *info)
@@ -889,14 +1108,15 @@ static kt_kernel_id_t intern_cached(cl_kernel kernel, const kt__cl_dev_t *dev, c
 }
 
 /* Blocking mode: wait here and record on this thread. */
-static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64_t enqueue_ns, const char *name)
+static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64_t enqueue_ns, const char *name,
+                       uint64_t bytes)
 {
     cl_int status = CL_COMPLETE;
     kt__cl.clWaitForEvents(1, &event);
     uint64_t observed = kt_now_ns();
     if (kt__cl.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) != CL_SUCCESS)
         status = CL_INVALID_EVENT;
-    outcome_t o = {c, event, id, kt_thread_ordinal(), enqueue_ns, name};
+    outcome_t o = {c, event, id, kt_thread_ordinal(), enqueue_ns, name, bytes};
     char csv[NAME_CAP];
     if (g_verbose) {
         csv_copy(csv, sizeof csv, name);
@@ -908,12 +1128,15 @@ static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64
 }
 
 /* Track; with `owned` the caller hands over its reference (no retain here, and it is released on failure). */
-static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name, uint64_t enqueue_ns, int owned)
+static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name, uint64_t enqueue_ns,
+                 uint64_t bytes, int owned)
 {
     if (!ctx || !event)
         return KT_EINVAL;
     if (!enqueue_ns)
         enqueue_ns = kt_now_ns();
+    if (atomic_load_explicit(&g_stopped, memory_order_relaxed))
+        arm(); /* used again after kt_shutdown (and kt_init) */
     char buf[128];
     char *heap = NULL;
     kt_kernel_id_t id;
@@ -925,7 +1148,7 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
     }
     int rc = 0;
     if (ctx->mode == KT_CL_MODE_SYNC) {
-        track_sync(ctx, event, id, enqueue_ns, name);
+        track_sync(ctx, event, id, enqueue_ns, name, bytes);
         if (owned)
             kt__cl.clReleaseEvent(event);
         goto out;
@@ -938,7 +1161,6 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
         rc = KT_ESTATE;
         goto out;
     }
-    pthread_once(&g_coll_once, coll_start);
     rec_t *r = slot_alloc();
     if (!r || (!owned && kt__cl.clRetainEvent(event) != CL_SUCCESS)) {
         if (r)
@@ -946,7 +1168,7 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
         else if (owned)
             kt__cl.clReleaseEvent(event);
         atomic_fetch_add(&ctx->finished, 1);
-        kt_record_drop(id);
+        kt_record_drop_reason(id, r ? KT_DROP_UNSPECIFIED : KT_DROP_RING_FULL);
         rc = r ? KT_EINVAL : KT_EFULL;
         goto out;
     }
@@ -955,24 +1177,29 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
     r->kernel = id;
     r->thread = kt_thread_ordinal();
     r->enqueue_ns = enqueue_ns;
+    slot_chunk(r->slot)->bytes[r->slot & (CHUNK_SIZE - 1)] = bytes;
     if (g_verbose)
         csv_copy(rec_name(r), NAME_CAP, name);
     uint64_t gen = TAG_GEN(atomic_load(&r->tag));
-    atomic_store(&r->tag, TAG(gen, ST_PENDING)); /* published: from here a flush may collect it */
-    t_setting_cb = 1;
+    /* Published but held (PEEKED) through clSetEventCallback: flushes pass it by, a callback leaves its status. */
+    atomic_store(&r->tag, TAG(gen, ST_PEEKED));
     cl_int set = kt__cl.clSetEventCallback(event, CL_COMPLETE, on_complete, rec_handle(r, gen));
-    t_setting_cb = 0;
-    if (set != CL_SUCCESS) {
-        /* No callback: fall back to waiting here, if nobody collected it meanwhile. */
-        uint64_t t = TAG(gen, ST_PENDING);
-        if (atomic_compare_exchange_strong(&r->tag, &t, TAG(gen, ST_CLAIMED))) {
-            cl_int status = CL_COMPLETE;
-            kt__cl.clWaitForEvents(1, &event);
-            if (kt__cl.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
-                CL_SUCCESS)
-                status = CL_INVALID_EVENT;
-            rec_finish(r, status, kt_now_ns(), 0);
-        }
+    uint64_t t = TAG(gen, ST_PEEKED);
+    if (set == CL_SUCCESS && atomic_compare_exchange_strong(&r->tag, &t, TAG(gen, ST_PENDING)))
+        goto out; /* from here its callback or a flush completes it */
+    atomic_store(&r->tag, TAG(gen, ST_CLAIMED));
+    if (set == CL_SUCCESS) {
+        /* The callback came during the call (inline, or on a driver thread): finish it here, now the driver is
+         * done with the event. */
+        rec_finish(r, (cl_int)atomic_load(&r->cb_status), kt_now_ns(), 0);
+    } else {
+        /* No callback: wait here. */
+        cl_int status = CL_COMPLETE;
+        kt__cl.clWaitForEvents(1, &event);
+        if (kt__cl.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
+            CL_SUCCESS)
+            status = CL_INVALID_EVENT;
+        rec_finish(r, status, kt_now_ns(), 0);
     }
 out:
     free(heap);
@@ -981,12 +1208,38 @@ out:
 
 int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name, uint64_t enqueue_ns)
 {
-    return track(ctx, event, kernel, name, enqueue_ns, 0);
+    return track(ctx, event, kernel, name, enqueue_ns, 0, 0);
 }
 
 int kt_cl_track(kt_cl_ctx_t *ctx, cl_event event, const char *name)
 {
     return kt_cl_track_kernel(ctx, event, NULL, name, 0);
+}
+
+int kt_cl_track_command(kt_cl_ctx_t *ctx, cl_event event, const char *name, uint64_t bytes, uint64_t enqueue_ns)
+{
+    return track(ctx, event, NULL, name, enqueue_ns, bytes, 0);
+}
+
+void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error)
+{
+    if (!ctx || error == CL_SUCCESS)
+        return;
+    note_error(error);
+    char buf[128];
+    char *heap = NULL;
+    if (!name)
+        name = kernel ? kernel_name(kernel, buf, sizeof buf, &heap) : "opencl_command";
+    kt_kernel_id_t id = intern_cached(kernel, ctx->dev, name);
+    kt_record_error_name(id, kt_cl_error_name(error));
+    if (g_verbose) {
+        char csv[NAME_CAP], line[512];
+        csv_copy(csv, sizeof csv, name);
+        snprintf(line, sizeof line, "ktiming,error,opencl,%s,%s,%d,%s\n", ctx->device_csv, csv, (int)error,
+                 kt_cl_error_name(error));
+        log_line(line);
+    }
+    free(heap);
 }
 
 cl_int kt_cl_enqueue_ndrange(kt_cl_ctx_t *ctx, cl_kernel kernel, cl_uint work_dim, const size_t *global_offset,
@@ -999,16 +1252,17 @@ cl_int kt_cl_enqueue_ndrange(kt_cl_ctx_t *ctx, cl_kernel kernel, cl_uint work_di
     uint64_t t0 = kt_now_ns();
     cl_int rc = kt__cl.clEnqueueNDRangeKernel(ctx->queue, kernel, work_dim, global_offset, global_size, local_size,
                                               num_events, wait_list, &ev);
-    if (rc != CL_SUCCESS || !ev) {
-        if (event)
-            *event = ev;
+    if (rc != CL_SUCCESS) { /* the program's event variable stays as it was, as the driver leaves it */
+        kt_cl_enqueue_failed(ctx, kernel, NULL, rc);
         return rc;
     }
+    if (!ev)
+        return rc;
     if (event) {
         *event = ev;
-        track(ctx, ev, kernel, NULL, t0, 0);
+        track(ctx, ev, kernel, NULL, t0, 0, 0);
     } else {
-        track(ctx, ev, kernel, NULL, t0, 1); /* the event exists only for ktiming: hand it over */
+        track(ctx, ev, kernel, NULL, t0, 0, 1); /* the event exists only for ktiming: hand it over */
     }
     return rc;
 }

@@ -11,8 +11,9 @@
 static pthread_once_t kti_exit_once = PTHREAD_ONCE_INIT;
 static pid_t kti_exit_pid; /* the process that registered (a forked child that exits skips the write) */
 
-/* Runs before the core's own exit handler (registered earlier, so called later): collects every outstanding
- * command (kt_flush) and writes the snapshot to KTIMING_RUN_DIR/<pid>.json. Both interception libraries may
+/* Runs before the core's own exit handler (registered earlier, so called later): one bounded wait for the
+ * commands in flight (kt_shutdown: KTIMING_EXIT_WAIT_MS, default 2 s; what is left is counted as dropped, in
+ * flight at exit) and writes the snapshot to KTIMING_RUN_DIR/<pid>.json. Both interception libraries may
  * do so in one process; the later write holds everything. A scratch file read once the process is gone: no
  * fsync (which kt_report_write does and which can cost tens of ms). */
 static void kti_write_run_snapshot(void)
@@ -20,7 +21,7 @@ static void kti_write_run_snapshot(void)
     const char *dir = getenv("KTIMING_RUN_DIR");
     if (!dir || !*dir || getpid() != kti_exit_pid)
         return;
-    kt_flush();
+    kt_shutdown(); /* the backends are then unregistered: kt_snapshot does not wait again */
     kt_snapshot_t *snap = kt_snapshot();
     if (!snap)
         return;

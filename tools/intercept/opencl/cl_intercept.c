@@ -1,7 +1,8 @@
-/* cl_intercept.c — libktiming_cl_intercept.so: times every kernel of an unmodified OpenCL program (`ktiming run`).
+/* cl_intercept.c — libktiming_cl_intercept.so: times every command of an unmodified OpenCL program (`ktiming run`).
  *
  * Two ways in, one set of hooks:
- *  - an OpenCL loader layer (OPENCL_LAYERS=<this .so>; ocl-icd >= 2.3, Khronos loader >= 2020.06): the loader
+ *  - an OpenCL loader layer (OPENCL_LAYERS=<this .so>; ocl-icd >= 2.3 calls clInitLayer, current Khronos loaders
+ *    clInitLayerWithProperties and, before unloading drivers, clDeinitLayer): the loader
  *    routes every call through the dispatch table clInitLayer returns, so programs that dlopen the loader and
  *    dlsym their entry points are timed as well as programs linked with -lOpenCL;
  *  - LD_PRELOAD of the same .so, for loaders without layers: the cl* symbols exported below interpose the
@@ -15,13 +16,16 @@
  *    request is made instead); CL_QUEUE_PROPERTIES / CL_QUEUE_PROPERTIES_ARRAY answers and
  *    clGetEventProfilingInfo on such queues still say "no profiling", and CL_QUEUE_REFERENCE_COUNT leaves out
  *    the reference ktiming holds;
- *  - clEnqueueNDRangeKernel / clEnqueueTask are tracked under the kernel's function name (an event is made and
- *    released by ktiming when the program passed none); the driver's return value is returned unchanged;
+ *  - clEnqueueNDRangeKernel / clEnqueueTask are tracked under the kernel's function name, clEnqueueNativeKernel
+ *    and (unless KTIMING_OPENCL_COMMANDS=kernels) transfers, fills, maps, unmaps and migrations under their entry
+ *    point's name with the bytes they move (an event is made and released by ktiming when the program passed
+ *    none); the driver's return value is returned unchanged, a refused enqueue is counted as an error of that
+ *    kernel or command with the error's name, and the program's event variable is the driver's business only;
  *  - clRetainCommandQueue / clReleaseCommandQueue count the program's own references (ktiming holds one
- *    too, and drivers add internal ones): before the program's last release, ktiming collects everything of
- *    the queue and detaches (kt_cl_detach);
- *  - clGetExtensionFunctionAddress[ForPlatform] answers for the enqueue and queue-creation entry points are
- *    wrapped when the driver returns one (ocl-icd and PoCL return NULL for core names: nothing to wrap there).
+ *    too, and drivers add internal ones): at the program's last release ktiming detaches without waiting
+ *    (kt_cl_detach_async): commands still in flight are recorded as they complete;
+ *  - clGetExtensionFunctionAddress[ForPlatform] answers for the enqueue and queue-creation entry points
+ *    (clCreateCommandQueueWithPropertiesKHR included) are wrapped when the driver returns one (ocl-icd and PoCL return NULL for core names: nothing to wrap there).
  * At exit (when KTIMING_RUN_DIR is set) the snapshot is written to <dir>/<pid>.json for `ktiming run`.
  */
 #define CL_TARGET_OPENCL_VERSION 300
@@ -33,6 +37,7 @@
 #include <ktiming/cl.h>
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -118,7 +123,8 @@ typedef struct kti_queue_t {
     uint32_t refs;               /* the program's references: create 1, clRetainCommandQueue +1, release -1 */
     int forced;                  /* 1: created with CL_QUEUE_PROFILING_ENABLE the program did not ask for */
     cl_queue_properties *props;  /* forced: the program's property list for CL_QUEUE_PROPERTIES_ARRAY (malloc) */
-    size_t nprops;               /* entries in props including the terminating 0; 0 when it passed NULL */
+    size_t nprops;               /* entries in props including the terminating 0; 0 when it passed NULL or
+                                  * used clCreateCommandQueue (the array is then empty, as the spec says) */
 } kti_queue_t;
 
 static pthread_mutex_t g_queues_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -214,13 +220,13 @@ static int queue_props_array(cl_command_queue q, size_t size, void *value, size_
     pthread_mutex_lock(&g_queues_lock);
     const kti_queue_t *e = queue_find_locked(q);
     int answered = 0;
-    if (e && e->forced && e->props) {
+    if (e && e->forced) {
         size_t bytes = e->nprops * sizeof(cl_queue_properties);
         answered = 1;
         if (value && size < bytes) {
             *rc = CL_INVALID_VALUE;
         } else {
-            if (value)
+            if (value && bytes)
                 memcpy(value, e->props, bytes);
             if (size_ret)
                 *size_ret = bytes;
@@ -328,7 +334,9 @@ static cl_int hook_retain_queue(const kti_next_t *n, cl_command_queue q)
     return rc;
 }
 
-/* The program's last release: ktiming collects everything of the queue and lets go of it first. */
+/* The program's last release: ktiming detaches without waiting (a release is no synchronisation point and may
+ * come from an event callback). Its commands still in flight are recorded as they complete; ktiming's own
+ * reference keeps the queue alive until then. */
 static cl_int hook_release_queue(const kti_next_t *n, cl_command_queue q)
 {
     if (!n->release_queue)
@@ -337,7 +345,7 @@ static cl_int hook_release_queue(const kti_next_t *n, cl_command_queue q)
         kt_cl_ctx_t *kc = kt_cl_find(q);
         atomic_fetch_add_explicit(&g_attach_gen, 1u, memory_order_acq_rel);
         if (kc)
-            kt_cl_detach(kc);
+            kt_cl_detach_async(kc);
     }
     return n->release_queue(q);
 }
@@ -442,6 +450,14 @@ static cl_command_queue CL_API_CALL ext_create_queue_props(cl_context c, cl_devi
     return hook_create_queue_props(&g_ext_next, c, d, props, err);
 }
 
+static kti_next_t g_ext_khr; /* clCreateCommandQueueWithPropertiesKHR as the driver returned it */
+
+static cl_command_queue CL_API_CALL ext_create_queue_props_khr(cl_context c, cl_device_id d,
+                                                               const cl_queue_properties *props, cl_int *err)
+{
+    return hook_create_queue_props(&g_ext_khr, c, d, props, err);
+}
+
 /* The wrapper for fn returned under name, or fn itself when it is not one we time (or a different pointer
  * was already wrapped under that name, e.g. by a second platform). */
 static void *wrap_ext(const kti_next_t *n, const char *name, void *fn)
@@ -461,6 +477,9 @@ static void *wrap_ext(const kti_next_t *n, const char *name, void *fn)
     } else if (!strcmp(name, "clCreateCommandQueueWithProperties")) {
         slot = (void **)&g_ext_next.create_queue_props;
         wrapper = (void *)ext_create_queue_props;
+    } else if (!strcmp(name, "clCreateCommandQueueWithPropertiesKHR")) { /* cl_khr_create_command_queue */
+        slot = (void **)&g_ext_khr.create_queue_props;
+        wrapper = (void *)ext_create_queue_props_khr;
     } else {
         return fn;
     }
@@ -539,6 +558,301 @@ static void *CL_API_CALL layer_ext_platform(cl_platform_id p, const char *name)
     return wrap_ext(&g_layer_next, name, g_layer_next.ext_platform ? g_layer_next.ext_platform(p, name) : NULL);
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * Transfers and other commands: each timed as its own entry named after its entry point, with the bytes it
+ * moves (KTIMING_OPENCL_COMMANDS=kernels leaves them untimed; clEnqueueNativeKernel is a kernel and always
+ * timed). Markers, barriers and waits are never timed.
+ * ------------------------------------------------------------------------------------------------- */
+
+#define KTI_UNPACK(...) __VA_ARGS__
+
+/* X(name, (parameters), (arguments without the event), bytes moved, 1 for a kernel) for every timed command
+ * returning a cl_int; q is the queue, ev the program's event pointer. */
+#define KTI_COMMANDS(X)                                                                                          \
+    X(clEnqueueReadBuffer,                                                                                       \
+      (cl_command_queue q, cl_mem m, cl_bool blk, size_t off, size_t sz, void *p, cl_uint nw, const cl_event *w, \
+       cl_event *ev),                                                                                            \
+      (q, m, blk, off, sz, p, nw, w), sz, 0)                                                                     \
+    X(clEnqueueWriteBuffer,                                                                                      \
+      (cl_command_queue q, cl_mem m, cl_bool blk, size_t off, size_t sz, const void *p, cl_uint nw,              \
+       const cl_event *w, cl_event *ev),                                                                         \
+      (q, m, blk, off, sz, p, nw, w), sz, 0)                                                                     \
+    X(clEnqueueCopyBuffer,                                                                                       \
+      (cl_command_queue q, cl_mem s, cl_mem d, size_t so, size_t dof, size_t sz, cl_uint nw, const cl_event *w,  \
+       cl_event *ev),                                                                                            \
+      (q, s, d, so, dof, sz, nw, w), sz, 0)                                                                      \
+    X(clEnqueueFillBuffer,                                                                                       \
+      (cl_command_queue q, cl_mem m, const void *pat, size_t psz, size_t off, size_t sz, cl_uint nw,             \
+       const cl_event *w, cl_event *ev),                                                                         \
+      (q, m, pat, psz, off, sz, nw, w), sz, 0)                                                                   \
+    X(clEnqueueReadBufferRect,                                                                                   \
+      (cl_command_queue q, cl_mem m, cl_bool blk, const size_t *bo, const size_t *ho, const size_t *r,           \
+       size_t brp, size_t bsp, size_t hrp, size_t hsp, void *p, cl_uint nw, const cl_event *w, cl_event *ev),    \
+      (q, m, blk, bo, ho, r, brp, bsp, hrp, hsp, p, nw, w), region_bytes(r, 1), 0)                               \
+    X(clEnqueueWriteBufferRect,                                                                                  \
+      (cl_command_queue q, cl_mem m, cl_bool blk, const size_t *bo, const size_t *ho, const size_t *r,           \
+       size_t brp, size_t bsp, size_t hrp, size_t hsp, const void *p, cl_uint nw, const cl_event *w,             \
+       cl_event *ev),                                                                                            \
+      (q, m, blk, bo, ho, r, brp, bsp, hrp, hsp, p, nw, w), region_bytes(r, 1), 0)                               \
+    X(clEnqueueCopyBufferRect,                                                                                   \
+      (cl_command_queue q, cl_mem s, cl_mem d, const size_t *so, const size_t *dof, const size_t *r, size_t srp, \
+       size_t ssp, size_t drp, size_t dsp, cl_uint nw, const cl_event *w, cl_event *ev),                         \
+      (q, s, d, so, dof, r, srp, ssp, drp, dsp, nw, w), region_bytes(r, 1), 0)                                   \
+    X(clEnqueueReadImage,                                                                                        \
+      (cl_command_queue q, cl_mem m, cl_bool blk, const size_t *o, const size_t *r, size_t rp, size_t sp,        \
+       void *p, cl_uint nw, const cl_event *w, cl_event *ev),                                                    \
+      (q, m, blk, o, r, rp, sp, p, nw, w), region_bytes(r, image_elem(n, m)), 0)                                 \
+    X(clEnqueueWriteImage,                                                                                       \
+      (cl_command_queue q, cl_mem m, cl_bool blk, const size_t *o, const size_t *r, size_t rp, size_t sp,        \
+       const void *p, cl_uint nw, const cl_event *w, cl_event *ev),                                              \
+      (q, m, blk, o, r, rp, sp, p, nw, w), region_bytes(r, image_elem(n, m)), 0)                                 \
+    X(clEnqueueCopyImage,                                                                                        \
+      (cl_command_queue q, cl_mem s, cl_mem d, const size_t *so, const size_t *dof, const size_t *r, cl_uint nw, \
+       const cl_event *w, cl_event *ev),                                                                         \
+      (q, s, d, so, dof, r, nw, w), region_bytes(r, image_elem(n, s)), 0)                                        \
+    X(clEnqueueFillImage,                                                                                        \
+      (cl_command_queue q, cl_mem m, const void *color, const size_t *o, const size_t *r, cl_uint nw,            \
+       const cl_event *w, cl_event *ev),                                                                         \
+      (q, m, color, o, r, nw, w), region_bytes(r, image_elem(n, m)), 0)                                          \
+    X(clEnqueueCopyImageToBuffer,                                                                                \
+      (cl_command_queue q, cl_mem s, cl_mem d, const size_t *so, const size_t *r, size_t dof, cl_uint nw,        \
+       const cl_event *w, cl_event *ev),                                                                         \
+      (q, s, d, so, r, dof, nw, w), region_bytes(r, image_elem(n, s)), 0)                                        \
+    X(clEnqueueCopyBufferToImage,                                                                                \
+      (cl_command_queue q, cl_mem s, cl_mem d, size_t so, const size_t *dof, const size_t *r, cl_uint nw,        \
+       const cl_event *w, cl_event *ev),                                                                         \
+      (q, s, d, so, dof, r, nw, w), region_bytes(r, image_elem(n, d)), 0)                                        \
+    X(clEnqueueUnmapMemObject,                                                                                   \
+      (cl_command_queue q, cl_mem m, void *p, cl_uint nw, const cl_event *w, cl_event *ev), (q, m, p, nw, w), 0, \
+      0)                                                                                                         \
+    X(clEnqueueMigrateMemObjects,                                                                                \
+      (cl_command_queue q, cl_uint nm, const cl_mem *ms, cl_mem_migration_flags f, cl_uint nw,                   \
+       const cl_event *w, cl_event *ev),                                                                         \
+      (q, nm, ms, f, nw, w), migrate_bytes(n, nm, ms, f), 0)                                                     \
+    X(clEnqueueNativeKernel,                                                                                     \
+      (cl_command_queue q, void(CL_CALLBACK * fn)(void *), void *args, size_t cb, cl_uint nmo, const cl_mem *ml, \
+       const void **aml, cl_uint nw, const cl_event *w, cl_event *ev),                                           \
+      (q, fn, args, cb, nmo, ml, aml, nw, w), 0, 1)
+
+/* The entry points the command hooks forward to (one table for the layer, one for LD_PRELOAD). */
+typedef struct kti_cmd_t {
+#define KTI_FIELD(name, params, args, bytes, kernel) cl_api_##name name; /* the next layer's name */
+    KTI_COMMANDS(KTI_FIELD)
+#undef KTI_FIELD
+    cl_api_clEnqueueMapBuffer clEnqueueMapBuffer; /* clEnqueueMapBuffer */
+    cl_api_clEnqueueMapImage clEnqueueMapImage;   /* clEnqueueMapImage */
+    cl_api_clGetImageInfo clGetImageInfo;         /* bytes per pixel of an image */
+    cl_api_clGetMemObjectInfo clGetMemObjectInfo; /* size of a migrated buffer */
+    cl_api_clReleaseEvent clReleaseEvent;         /* releases the event made for ktiming */
+} kti_cmd_t;
+
+static kti_cmd_t g_layer_cmd;   /* the layer's target dispatch */
+static kti_cmd_t g_preload_cmd; /* the loader's exports (LD_PRELOAD) */
+static pthread_once_t g_preload_cmd_once = PTHREAD_ONCE_INIT;
+
+static void preload_cmd_resolve(void)
+{
+    kti_cmd_t n;
+    memset(&n, 0, sizeof n);
+#define KTI_RESOLVE(name, params, args, bytes, kernel) *(void **)&n.name = resolve_loader_symbol(#name);
+    KTI_COMMANDS(KTI_RESOLVE)
+    KTI_RESOLVE(clEnqueueMapBuffer, , , , )
+    KTI_RESOLVE(clEnqueueMapImage, , , , )
+    KTI_RESOLVE(clGetImageInfo, , , , )
+    KTI_RESOLVE(clGetMemObjectInfo, , , , )
+    KTI_RESOLVE(clReleaseEvent, , , , )
+#undef KTI_RESOLVE
+    g_preload_cmd = n;
+}
+
+static const kti_cmd_t *preload_cmd(void)
+{
+    pthread_once(&g_preload_cmd_once, preload_cmd_resolve);
+    return &g_preload_cmd;
+}
+
+static uint64_t region_bytes(const size_t *r, uint64_t elem)
+{
+    return r ? (uint64_t)r[0] * r[1] * r[2] * elem : 0;
+}
+
+static uint64_t image_elem(const kti_cmd_t *n, cl_mem img)
+{
+    size_t e = 0;
+    if (!n->clGetImageInfo || n->clGetImageInfo(img, CL_IMAGE_ELEMENT_SIZE, sizeof e, &e, NULL) != CL_SUCCESS)
+        return 0;
+    return e;
+}
+
+static uint64_t migrate_bytes(const kti_cmd_t *n, cl_uint nm, const cl_mem *ms, cl_mem_migration_flags f)
+{
+    if ((f & CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED) || !ms || !n->clGetMemObjectInfo)
+        return 0; /* nothing is copied */
+    uint64_t total = 0;
+    for (cl_uint i = 0; i < nm; i++) {
+        size_t sz = 0;
+        if (n->clGetMemObjectInfo(ms[i], CL_MEM_SIZE, sizeof sz, &sz, NULL) == CL_SUCCESS)
+            total += sz;
+    }
+    return total;
+}
+
+/* The context a command on q is timed in, or NULL (untimed: not attachable, or kernels only). */
+static kt_cl_ctx_t *command_ctx(cl_command_queue q, int kernel)
+{
+    if (!kernel && !kt_cl_commands_all())
+        return NULL;
+    return attach(q);
+}
+
+/* After the driver returned rc for a timed command: count a refusal, or track the event (and release the one
+ * made for ktiming). The program's event variable is the driver's business only. */
+static void command_done(const kti_cmd_t *n, kt_cl_ctx_t *kc, cl_int rc, const char *name, uint64_t bytes,
+                         uint64_t t0, cl_event *evp, cl_event mine)
+{
+    if (rc != CL_SUCCESS) {
+        kt_cl_enqueue_failed(kc, NULL, name, rc);
+        return;
+    }
+    if (evp && *evp)
+        kt_cl_track_command(kc, *evp, name, bytes, t0);
+    if (mine && n->clReleaseEvent)
+        n->clReleaseEvent(mine);
+}
+
+#define KTI_CMD_BODY(name, args, bytes, kernel)                                                                  \
+    if (!n->name)                                                                                                \
+        return CL_INVALID_OPERATION;                                                                             \
+    kt_cl_ctx_t *kc = command_ctx(q, kernel);                                                                    \
+    if (!kc)                                                                                                     \
+        return n->name(KTI_UNPACK args, ev);                                                                     \
+    cl_event mine = NULL;                                                                                        \
+    cl_event *evp = ev ? ev : &mine;                                                                             \
+    uint64_t t0 = kt_now_ns();                                                                                   \
+    cl_int rc = n->name(KTI_UNPACK args, evp);                                                                   \
+    command_done(n, kc, rc, #name, rc == CL_SUCCESS ? (uint64_t)(bytes) : 0, t0, evp, mine);                     \
+    return rc;
+
+/* The layer's hooks and the LD_PRELOAD entry points (forwarding only once the layer is active). */
+#define KTI_CMD_FUNCS(name, params, args, bytes, kernel)                                                         \
+    static cl_int CL_API_CALL layer_##name params                                                                \
+    {                                                                                                            \
+        const kti_cmd_t *n = &g_layer_cmd;                                                                       \
+        KTI_CMD_BODY(name, args, bytes, kernel)                                                                  \
+    }                                                                                                            \
+    KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL name params                                                       \
+    {                                                                                                            \
+        const kti_cmd_t *n = preload_cmd();                                                                      \
+        if (atomic_load(&g_layer_active))                                                                        \
+            return n->name ? n->name(KTI_UNPACK args, ev) : CL_INVALID_OPERATION;                                \
+        KTI_CMD_BODY(name, args, bytes, kernel)                                                                  \
+    }
+KTI_COMMANDS(KTI_CMD_FUNCS)
+#undef KTI_CMD_FUNCS
+
+/* Map commands return the mapped pointer and report errors through *err. */
+static void *map_buffer(const kti_cmd_t *n, cl_command_queue q, cl_mem m, cl_bool blk, cl_map_flags f, size_t off,
+                        size_t sz, cl_uint nw, const cl_event *w, cl_event *ev, cl_int *err)
+{
+    if (!n->clEnqueueMapBuffer) {
+        if (err)
+            *err = CL_INVALID_OPERATION;
+        return NULL;
+    }
+    kt_cl_ctx_t *kc = command_ctx(q, 0);
+    if (!kc)
+        return n->clEnqueueMapBuffer(q, m, blk, f, off, sz, nw, w, ev, err);
+    cl_event mine = NULL;
+    cl_event *evp = ev ? ev : &mine;
+    cl_int rc = CL_SUCCESS;
+    uint64_t t0 = kt_now_ns();
+    void *p = n->clEnqueueMapBuffer(q, m, blk, f, off, sz, nw, w, evp, &rc);
+    if (err)
+        *err = rc;
+    command_done(n, kc, rc, "clEnqueueMapBuffer", rc == CL_SUCCESS ? sz : 0, t0, evp, mine);
+    return p;
+}
+
+static void *map_image(const kti_cmd_t *n, cl_command_queue q, cl_mem m, cl_bool blk, cl_map_flags f,
+                       const size_t *o, const size_t *r, size_t *rp, size_t *sp, cl_uint nw, const cl_event *w,
+                       cl_event *ev, cl_int *err)
+{
+    if (!n->clEnqueueMapImage) {
+        if (err)
+            *err = CL_INVALID_OPERATION;
+        return NULL;
+    }
+    kt_cl_ctx_t *kc = command_ctx(q, 0);
+    if (!kc)
+        return n->clEnqueueMapImage(q, m, blk, f, o, r, rp, sp, nw, w, ev, err);
+    cl_event mine = NULL;
+    cl_event *evp = ev ? ev : &mine;
+    cl_int rc = CL_SUCCESS;
+    uint64_t t0 = kt_now_ns();
+    void *p = n->clEnqueueMapImage(q, m, blk, f, o, r, rp, sp, nw, w, evp, &rc);
+    if (err)
+        *err = rc;
+    command_done(n, kc, rc, "clEnqueueMapImage", rc == CL_SUCCESS ? region_bytes(r, image_elem(n, m)) : 0, t0, evp,
+                 mine);
+    return p;
+}
+
+static void *CL_API_CALL layer_clEnqueueMapBuffer(cl_command_queue q, cl_mem m, cl_bool blk, cl_map_flags f,
+                                                  size_t off, size_t sz, cl_uint nw, const cl_event *w,
+                                                  cl_event *ev, cl_int *err)
+{
+    return map_buffer(&g_layer_cmd, q, m, blk, f, off, sz, nw, w, ev, err);
+}
+
+static void *CL_API_CALL layer_clEnqueueMapImage(cl_command_queue q, cl_mem m, cl_bool blk, cl_map_flags f,
+                                                 const size_t *o, const size_t *r, size_t *rp, size_t *sp,
+                                                 cl_uint nw, const cl_event *w, cl_event *ev, cl_int *err)
+{
+    return map_image(&g_layer_cmd, q, m, blk, f, o, r, rp, sp, nw, w, ev, err);
+}
+
+KTI_EXPORT CL_API_ENTRY void *CL_API_CALL clEnqueueMapBuffer(cl_command_queue q, cl_mem m, cl_bool blk,
+                                                             cl_map_flags f, size_t off, size_t sz, cl_uint nw,
+                                                             const cl_event *w, cl_event *ev, cl_int *err)
+{
+    const kti_cmd_t *n = preload_cmd();
+    if (atomic_load(&g_layer_active) && n->clEnqueueMapBuffer)
+        return n->clEnqueueMapBuffer(q, m, blk, f, off, sz, nw, w, ev, err);
+    return map_buffer(n, q, m, blk, f, off, sz, nw, w, ev, err);
+}
+
+KTI_EXPORT CL_API_ENTRY void *CL_API_CALL clEnqueueMapImage(cl_command_queue q, cl_mem m, cl_bool blk,
+                                                            cl_map_flags f, const size_t *o, const size_t *r,
+                                                            size_t *rp, size_t *sp, cl_uint nw, const cl_event *w,
+                                                            cl_event *ev, cl_int *err)
+{
+    const kti_cmd_t *n = preload_cmd();
+    if (atomic_load(&g_layer_active) && n->clEnqueueMapImage)
+        return n->clEnqueueMapImage(q, m, blk, f, o, r, rp, sp, nw, w, ev, err);
+    return map_image(n, q, m, blk, f, o, r, rp, sp, nw, w, ev, err);
+}
+
+/* Fills the layer's command table from the target dispatch (entries past num_entries stay NULL) and points
+ * the layer's dispatch at the hooks. */
+static void layer_cmd_init(cl_uint num_entries, const cl_icd_dispatch *target)
+{
+    kti_cmd_t n;
+    memset(&n, 0, sizeof n);
+#define KTI_TAKE(name, params, args, bytes, kernel)                                                              \
+    if (offsetof(cl_icd_dispatch, name) < num_entries * sizeof(void *)) {                                        \
+        n.name = target->name;                                                                                   \
+        g_layer_dispatch.name = layer_##name;                                                                    \
+    }
+    KTI_COMMANDS(KTI_TAKE)
+    KTI_TAKE(clEnqueueMapBuffer, , , , )
+    KTI_TAKE(clEnqueueMapImage, , , , )
+#undef KTI_TAKE
+    n.clGetImageInfo = target->clGetImageInfo;
+    n.clGetMemObjectInfo = target->clGetMemObjectInfo;
+    n.clReleaseEvent = target->clReleaseEvent;
+    g_layer_cmd = n;
+}
+
 /* Points libktiming at libktiming_cl_direct.so (beside this library) and hands it the target dispatch. */
 static int bind_direct(const cl_icd_dispatch *target)
 {
@@ -562,8 +876,7 @@ static int bind_direct(const cl_icd_dispatch *target)
         return -1;
     }
     bind(target);
-    if (path == buf) /* libktiming has not loaded OpenCL yet: the hooks only run after this */
-        setenv("KTIMING_OPENCL_LIBRARY", path, 1);
+    kt_cl_use_library(path); /* libktiming has not loaded OpenCL yet: the hooks only run after this */
     return 0;
 }
 
@@ -593,9 +906,8 @@ KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clGetLayerInfo(cl_layer_info param, s
     return CL_INVALID_VALUE;
 }
 
-KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_dispatch *target,
-                                                       cl_uint *num_entries_ret,
-                                                       const cl_icd_dispatch **layer_dispatch_ret)
+static cl_int init_layer(cl_uint num_entries, const cl_icd_dispatch *target, cl_uint *num_entries_ret,
+                         const cl_icd_dispatch **layer_dispatch_ret)
 {
     const cl_uint ours = (cl_uint)(sizeof(cl_icd_dispatch) / sizeof(void *));
     if (!target || !num_entries_ret || !layer_dispatch_ret)
@@ -634,11 +946,45 @@ KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clInitLayer(cl_uint num_entries, cons
     g_layer_dispatch.clEnqueueTask = layer_task;
     g_layer_dispatch.clGetExtensionFunctionAddress = layer_ext;
     g_layer_dispatch.clGetExtensionFunctionAddressForPlatform = layer_ext_platform;
+    layer_cmd_init(num_entries, target);
     *layer_dispatch_ret = &g_layer_dispatch;
     *num_entries_ret = num_entries < ours ? num_entries : ours;
     atomic_store(&g_layer_active, 1);
     if (getenv("KTIMING_RUN_VERBOSE"))
         fprintf(stderr, "ktiming: OpenCL loader layer active\n");
+    return CL_SUCCESS;
+}
+
+/* ocl-icd and Khronos loaders before 2024 (and later ones with OCL_ICD_FORCE_LEGACY_TERMINATION). */
+KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_dispatch *target,
+                                                       cl_uint *num_entries_ret,
+                                                       const cl_icd_dispatch **layer_dispatch_ret)
+{
+    return init_layer(num_entries, target, num_entries_ret, layer_dispatch_ret);
+}
+
+/* The layer properties of newer Khronos loaders (cl_layer_properties: a 0-terminated list of cl_properties). */
+typedef cl_properties kti_layer_properties;
+
+/* Newer Khronos loaders look this up instead of clInitLayer. No property is defined yet: any is refused, as
+ * the loader-layer document asks of unknown properties. */
+KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clInitLayerWithProperties(cl_uint num_entries,
+                                                                     const cl_icd_dispatch *target,
+                                                                     cl_uint *num_entries_ret,
+                                                                     const cl_icd_dispatch **layer_dispatch_ret,
+                                                                     const kti_layer_properties *properties)
+{
+    if (properties && properties[0] != 0)
+        return CL_INVALID_PROPERTY;
+    return init_layer(num_entries, target, num_entries_ret, layer_dispatch_ret);
+}
+
+/* The loader is about to unload the drivers: collect what is in flight (bounded) and let go of every queue,
+ * so nothing calls into a driver afterwards; the exit snapshot still holds everything recorded. */
+KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clDeinitLayer(void)
+{
+    if (atomic_exchange(&g_layer_active, 0))
+        kt_cl_shutdown();
     return CL_SUCCESS;
 }
 

@@ -1,0 +1,219 @@
+/* test_cl_defects.c — the OpenCL backend's guarantees against a misbehaving or slow driver, on the test double
+ * fake_opencl.c: no use-after-free when a flush races with clSetEventCallback (FAKE_CL_SETCB_DELAY_US makes
+ * the window wide; run under ASan/TSan), a detach that never waits yet still times a gated command, a refused
+ * enqueue that leaves the program's event variable alone and is counted with the error's name, and one bounded
+ * wait at exit whose leftovers are counted as in flight at exit (checked by an atexit handler that runs after
+ * ktiming's). */
+#include <ktiming.h>
+#include <ktiming/cl.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const kt_cl_api_t *cl;
+static cl_device_id g_dev;
+static cl_context g_ctx;
+
+static cl_command_queue make_queue(void)
+{
+    cl_int err = 0;
+    cl_command_queue q = cl->clCreateCommandQueue(g_ctx, g_dev, CL_QUEUE_PROFILING_ENABLE, &err);
+    assert_non_null(q);
+    return q;
+}
+
+static cl_kernel make_kernel(const char *name, cl_uint us)
+{
+    cl_int err = 0;
+    cl_kernel k = cl->clCreateKernel(NULL, name, &err);
+    cl->clSetKernelArg(k, 0, sizeof us, &us);
+    return k;
+}
+
+static const kt_kernel_timing_t *find(const kt_snapshot_t *s, const char *name)
+{
+    return kt_snapshot_find(s, name, KT_BACKEND_OPENCL, "ktiming fake device");
+}
+
+static _Atomic int g_enqueuing;
+
+static void *flusher(void *unused)
+{
+    (void)unused;
+    while (atomic_load(&g_enqueuing))
+        kt_cl_flush(NULL, 1000000);
+    return NULL;
+}
+
+/* Commands without a program event (ktiming holds the only reference) while another thread flushes all the
+ * time, with clSetEventCallback slow to read the event: every command is recorded once, nothing is freed
+ * under the driver. */
+static void test_flush_races_set_callback(void **state)
+{
+    (void)state;
+    kt_reset();
+    cl_command_queue q = make_queue();
+    cl_kernel k = make_kernel("raced", 0);
+    kt_cl_ctx_t *kc;
+    assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
+    enum { N = 400 };
+    atomic_store(&g_enqueuing, 1);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, flusher, NULL), 0);
+    size_t g = 1;
+    for (int i = 0; i < N; i++)
+        assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
+    atomic_store(&g_enqueuing, 0);
+    pthread_join(th, NULL);
+    assert_int_equal(kt_cl_detach(kc), 0);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = find(s, "raced");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, N);
+    assert_int_equal(e->dropped, 0);
+    kt_snapshot_free(s);
+    cl->clReleaseKernel(k);
+    cl->clReleaseCommandQueue(q);
+}
+
+/* kt_cl_detach_async with a command held back by a user event: it returns while the command cannot have run
+ * (the event is set only afterwards, by this thread), the queue is no longer found, and the command is still
+ * timed once it runs. */
+static void test_detach_async_keeps_gated_command(void **state)
+{
+    (void)state;
+    kt_reset();
+    cl_command_queue q = make_queue();
+    cl_kernel k = make_kernel("gated", 100);
+    kt_cl_ctx_t *kc;
+    assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
+    cl_int err = 0;
+    cl_event gate = cl->clCreateUserEvent(g_ctx, &err);
+    size_t g = 1;
+    assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 1, &gate, NULL), CL_SUCCESS);
+    assert_int_equal(kt_cl_detach_async(kc), 0);
+    assert_null(kt_cl_find(q));
+    cl->clReleaseCommandQueue(q); /* the program's last reference: ktiming's keeps the queue alive */
+    cl->clSetUserEventStatus(gate, CL_COMPLETE);
+    kt_flush();
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = find(s, "gated");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 1);
+    assert_int_equal(e->dropped, 0);
+    kt_snapshot_free(s);
+    cl->clReleaseEvent(gate);
+    cl->clReleaseKernel(k);
+}
+
+/* A refused enqueue: the driver's code comes back unchanged, the program's event variable is untouched, and
+ * the kernel's entry counts the error under the error's name (also kt_cl_last_error). */
+static void test_refused_enqueue(void **state)
+{
+    (void)state;
+    kt_reset();
+    cl_command_queue q = make_queue();
+    cl_kernel k = make_kernel("refused", 0);
+    kt_cl_ctx_t *kc;
+    assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
+    cl_event sentinel = (cl_event)(uintptr_t)0x5eed;
+    cl_event ev = sentinel;
+    size_t g = 1;
+    assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 0, NULL, &g, NULL, 0, NULL, &ev), CL_INVALID_WORK_DIMENSION);
+    assert_ptr_equal(ev, sentinel);
+    assert_int_equal(kt_cl_last_error(), CL_INVALID_WORK_DIMENSION);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = find(s, "refused");
+    assert_non_null(e);
+    assert_int_equal(e->errors, 1);
+    assert_int_equal(e->dispatch_count, 0);
+    assert_string_equal(e->last_error, "CL_INVALID_WORK_DIMENSION");
+    kt_snapshot_free(s);
+    assert_int_equal(kt_cl_detach(kc), 0);
+    cl->clReleaseKernel(k);
+    cl->clReleaseCommandQueue(q);
+}
+
+/* Transfers tracked as their own entries, with the bytes they moved. */
+static void test_command_bytes(void **state)
+{
+    (void)state;
+    kt_reset();
+    cl_command_queue q = make_queue();
+    kt_cl_ctx_t *kc;
+    assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
+    cl_int err = 0;
+    cl_mem m = cl->clCreateBuffer(g_ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
+    char host[4096] = {0};
+    for (int i = 0; i < 3; i++) {
+        cl_event ev = NULL;
+        assert_int_equal(cl->clEnqueueWriteBuffer(q, m, CL_FALSE, 0, 1000, host, 0, NULL, &ev), CL_SUCCESS);
+        assert_int_equal(kt_cl_track_command(kc, ev, "clEnqueueWriteBuffer", 1000, 0), 0);
+        cl->clReleaseEvent(ev);
+    }
+    assert_int_equal(kt_cl_detach(kc), 0);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = find(s, "clEnqueueWriteBuffer");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 3);
+    assert_int_equal(e->bytes, 3000);
+    kt_snapshot_free(s);
+    cl->clReleaseMemObject(m);
+    cl->clReleaseCommandQueue(q);
+}
+
+static kt_cl_ctx_t *g_stuck_ctx;
+
+/* Runs after ktiming's exit handler: the stuck command was waited for once (KTIMING_EXIT_WAIT_MS) and counted. */
+static void verify_at_exit(void)
+{
+    if (!g_stuck_ctx)
+        return;
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = s ? find(s, "stuck") : NULL;
+    int ok = e && e->dispatch_count == 0 && e->dropped == 1 && e->dropped_by[KT_DROP_IN_FLIGHT_AT_EXIT] == 1;
+    fprintf(stderr, "at exit: stuck command %s\n", ok ? "counted as in flight at exit" : "NOT counted");
+    kt_snapshot_free(s);
+    fflush(stderr);
+    _exit(ok ? 0 : 1);
+}
+
+int main(void)
+{
+    atexit(verify_at_exit); /* before any ktiming call: runs after ktiming's exit handler */
+    if (kt_cl_load(&cl) != 0) {
+        fprintf(stderr, "the fake OpenCL library did not load\n");
+        return 1;
+    }
+    cl_platform_id p;
+    cl->clGetPlatformIDs(1, &p, NULL);
+    cl->clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &g_dev, NULL);
+    cl_int err = 0;
+    g_ctx = cl->clCreateContext(NULL, 1, &g_dev, NULL, NULL, &err);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_flush_races_set_callback),
+        cmocka_unit_test(test_detach_async_keeps_gated_command),
+        cmocka_unit_test(test_refused_enqueue),
+        cmocka_unit_test(test_command_bytes),
+    };
+    if (cmocka_run_group_tests(tests, NULL, NULL) != 0)
+        _exit(1);
+    /* Leave with a command that can never run (its user event is never set). */
+    kt_reset();
+    cl_command_queue q = make_queue();
+    cl_kernel k = make_kernel("stuck", 0);
+    cl_event never = cl->clCreateUserEvent(g_ctx, &err);
+    size_t g = 1;
+    if (kt_cl_attach(q, NULL, &g_stuck_ctx) != 0 ||
+        kt_cl_enqueue_ndrange(g_stuck_ctx, k, 1, NULL, &g, NULL, 1, &never, NULL) != CL_SUCCESS)
+        _exit(1);
+    return 0;
+}

@@ -1,0 +1,97 @@
+/* test_cl_layer_props.c — a loader double that behaves like current Khronos ICD loaders: it asks the layer only
+ * for clInitLayerWithProperties (never clInitLayer), hands it a target dispatch (here the test double of the
+ * driver, fake_opencl.c), calls through the returned dispatch, and calls clDeinitLayer before "unloading the
+ * driver". Kernels enqueued through the layer are timed; an unknown layer property is refused; after
+ * clDeinitLayer the snapshot still holds them and nothing is in flight. */
+#define CL_TARGET_OPENCL_VERSION 300
+#define CL_USE_DEPRECATED_OPENCL_1_0_APIS
+#define CL_USE_DEPRECATED_OPENCL_1_1_APIS
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
+#include <CL/cl_icd.h>
+#include <ktiming.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+/* clInitLayerWithProperties as current Khronos loaders declare it (cl_layer_properties: cl_properties). */
+typedef cl_int(CL_API_CALL *init_props_fn)(cl_uint, const cl_icd_dispatch *, cl_uint *, const cl_icd_dispatch **,
+                                           const cl_properties *);
+typedef cl_int(CL_API_CALL *deinit_fn)(void);
+
+/* The driver entry points the double fills into the target dispatch. */
+#define TARGET_FUNCS(X)                                                                                          \
+    X(clGetPlatformIDs) X(clGetPlatformInfo) X(clGetDeviceIDs) X(clGetDeviceInfo) X(clCreateContext)             \
+    X(clReleaseContext) X(clCreateCommandQueue) X(clCreateCommandQueueWithProperties) X(clRetainCommandQueue)    \
+    X(clReleaseCommandQueue) X(clGetCommandQueueInfo) X(clFlush) X(clFinish) X(clCreateKernel) X(clReleaseKernel) \
+    X(clSetKernelArg) X(clGetKernelInfo) X(clCreateBuffer) X(clReleaseMemObject) X(clEnqueueReadBuffer)          \
+    X(clEnqueueWriteBuffer) X(clEnqueueNDRangeKernel) X(clEnqueueMarker) X(clEnqueueMarkerWithWaitList)          \
+    X(clWaitForEvents) X(clGetEventInfo) X(clGetEventProfilingInfo) X(clRetainEvent) X(clReleaseEvent)           \
+    X(clSetEventCallback) X(clCreateUserEvent) X(clSetUserEventStatus) X(clGetDeviceAndHostTimer)
+
+static cl_icd_dispatch g_target;
+static const cl_icd_dispatch *g_layer;
+static void *g_intercept;
+
+static void test_layer_with_properties(void **state)
+{
+    (void)state;
+    init_props_fn init = (init_props_fn)dlsym(g_intercept, "clInitLayerWithProperties");
+    deinit_fn deinit = (deinit_fn)dlsym(g_intercept, "clDeinitLayer");
+    assert_non_null(init);
+    assert_non_null(deinit);
+    const cl_uint entries = (cl_uint)(sizeof g_target / sizeof(void *));
+    cl_uint got = 0;
+    const cl_properties unknown[] = {0x7777, 1, 0};
+    assert_int_equal(init(entries, &g_target, &got, &g_layer, unknown), CL_INVALID_PROPERTY);
+    const cl_properties none[] = {0};
+    assert_int_equal(init(entries, &g_target, &got, &g_layer, none), CL_SUCCESS);
+    assert_non_null(g_layer);
+    assert_true(got > 0 && got <= entries);
+
+    cl_platform_id p;
+    cl_device_id d;
+    cl_int err = 0;
+    assert_int_equal(g_layer->clGetPlatformIDs(1, &p, NULL), CL_SUCCESS);
+    assert_int_equal(g_layer->clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &d, NULL), CL_SUCCESS);
+    cl_context ctx = g_layer->clCreateContext(NULL, 1, &d, NULL, NULL, &err);
+    cl_command_queue q = g_layer->clCreateCommandQueue(ctx, d, 0, &err);
+    assert_non_null(q);
+    cl_kernel k = g_layer->clCreateKernel(NULL, "layered", &err);
+    cl_uint us = 0;
+    g_layer->clSetKernelArg(k, 0, sizeof us, &us);
+    size_t g = 1;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(g_layer->clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
+    assert_int_equal(g_layer->clFinish(q), CL_SUCCESS);
+    assert_int_equal(g_layer->clReleaseCommandQueue(q), CL_SUCCESS);
+    assert_int_equal(deinit(), CL_SUCCESS); /* the loader unloads drivers after this */
+    g_layer->clReleaseKernel(k);
+    g_layer->clReleaseContext(ctx);
+
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_snapshot_find(s, "layered", KT_BACKEND_OPENCL, "ktiming fake device");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 3);
+    assert_int_equal(e->dropped, 0);
+    kt_snapshot_free(s);
+}
+
+int main(void)
+{
+    void *driver = dlopen(FAKE_OPENCL, RTLD_NOW | RTLD_LOCAL);
+    g_intercept = dlopen(CL_INTERCEPT, RTLD_NOW | RTLD_LOCAL);
+    if (!driver || !g_intercept) {
+        fprintf(stderr, "cannot load the driver double or the layer: %s\n", dlerror());
+        return 1;
+    }
+#define FILL(fn) *(void **)&g_target.fn = dlsym(driver, #fn);
+    TARGET_FUNCS(FILL)
+#undef FILL
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_layer_with_properties)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
