@@ -1,11 +1,14 @@
-/* vulkan_overhead.c — submit throughput of small compute dispatches: untimed; with the same timestamp commands
- * ktiming records but written by hand and never read (what the driver charges for timestamps); timed with
- * kt_vk_begin/kt_vk_end and collected after every submission. Interleaved round by round in one run.
+/* vulkan_overhead.c — submit throughput of small compute dispatches recorded by 2 threads (each its own command
+ * pool, one queue shared under a mutex): untimed; with the same timestamp commands ktiming records but written by
+ * hand and never read (what the driver charges for timestamps); timed with kt_vk_begin/kt_vk_end and collected
+ * after every submission (the recording threads contend on the context as a multi-threaded engine's would).
+ * Interleaved round by round in one run.
  * Last line: vulkan_overhead: timed_vs_untimed=<median of per-round throughput ratios>. */
 #include "vk_app.h"
 
 #include "saxpy_spv.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,68 +18,112 @@
 #define IN_FLIGHT 2      /* command buffers in flight */
 #define ROUNDS 9
 #define ROUND_NS UINT64_C(300000000) /* per variant per round */
+#define LANES 2          /* recording threads */
 
 enum { UNTIMED = 0, RAW = 1, TIMED = 2, VARIANTS = 3 };
 static const char *const kVariant[VARIANTS] = {"untimed", "raw timestamps", "ktiming"};
+
+/* One recording thread's objects (command pools are externally synchronised: one per thread). */
+typedef struct lane_t {
+    VkCommandPool pool;
+    VkCommandBuffer cmd[IN_FLIGHT];
+    VkFence fence[IN_FLIGHT];
+    VkQueryPool raw_pool;      /* hand-written timestamps of the RAW variant */
+} lane_t;
 
 /* The bench's Vulkan objects. */
 typedef struct bench_t {
     ktcli_vk_device_t dev;
     ktcli_vk_buffer_t x, y;
     ktcli_vk_pipeline_t saxpy;
-    VkCommandBuffer cmd[IN_FLIGHT];
-    VkFence fence[IN_FLIGHT];
+    lane_t lane[LANES];
+    pthread_mutex_t queue_lock; /* VkQueue is externally synchronised */
     kt_vk_ctx_t *kv;
     kt_kernel_id_t kernel;
-    VkQueryPool raw_pool;      /* hand-written timestamps of the RAW variant */
 } bench_t;
 
-/* Run submissions of one variant for about ROUND_NS; returns dispatches per second. */
-static double run(bench_t *b, int variant)
+/* One thread's share of a variant's round. */
+typedef struct lane_run_t {
+    bench_t *b;
+    lane_t *l;
+    int variant;
+    uint64_t t0;
+    uint64_t dispatches; /* out */
+} lane_run_t;
+
+static int submit(bench_t *b, VkCommandBuffer cmd, VkFence fence)
 {
+    pthread_mutex_lock(&b->queue_lock);
+    int rc = ktcli_vk_submit(&b->dev, cmd, fence);
+    pthread_mutex_unlock(&b->queue_lock);
+    return rc;
+}
+
+static void *lane_main(void *arg)
+{
+    lane_run_t *r = arg;
+    bench_t *b = r->b;
+    lane_t *l = r->l;
     const ktcli_vk_fn_t *vk = &b->dev.app->vk;
-    int timed = variant == TIMED;
+    int timed = r->variant == TIMED;
     struct { uint32_t n; float a; } push = {N, 0.5f};
-    uint64_t t0 = kt_now_ns(), dispatches = 0;
     int busy[IN_FLIGHT] = {0};
-    uint64_t i = 0;
-    for (;; i++) {
+    for (uint64_t i = 0;; i++) {
         int k = (int)(i % IN_FLIGHT);
         if (busy[k]) {
-            if (ktcli_vk_wait(&b->dev, b->fence[k]) != 0)
+            if (ktcli_vk_wait(&b->dev, l->fence[k]) != 0)
                 exit(1);
             busy[k] = 0;
             if (timed)
                 kt_vk_collect(b->kv);
         }
-        if (kt_now_ns() - t0 >= ROUND_NS)
+        if (kt_now_ns() - r->t0 >= ROUND_NS)
             break;
-        if (ktcli_vk_cmd_begin(&b->dev, b->cmd[k]) != 0)
+        if (ktcli_vk_cmd_begin(&b->dev, l->cmd[k]) != 0)
             exit(1);
         for (int d = 0; d < PER_SUBMIT; d++) {
             uint32_t q = (uint32_t)(2 * (k * PER_SUBMIT + d));
             if (timed)
-                kt_vk_begin_id(b->kv, b->cmd[k], b->kernel);
-            if (variant == RAW) {
-                vk->vkCmdResetQueryPool(b->cmd[k], b->raw_pool, q, 2);
-                vk->vkCmdWriteTimestamp(b->cmd[k], VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, b->raw_pool, q);
+                kt_vk_begin_id(b->kv, l->cmd[k], b->kernel);
+            if (r->variant == RAW) {
+                vk->vkCmdResetQueryPool(l->cmd[k], l->raw_pool, q, 2);
+                vk->vkCmdWriteTimestamp(l->cmd[k], VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, l->raw_pool, q);
             }
-            ktcli_vk_dispatch(&b->dev, b->cmd[k], &b->saxpy, &push, N / 256u, 1);
-            if (variant == RAW)
-                vk->vkCmdWriteTimestamp(b->cmd[k], VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b->raw_pool, q + 1);
+            ktcli_vk_dispatch(&b->dev, l->cmd[k], &b->saxpy, &push, N / 256u, 1);
+            if (r->variant == RAW)
+                vk->vkCmdWriteTimestamp(l->cmd[k], VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, l->raw_pool, q + 1);
             if (timed)
-                kt_vk_end(b->kv, b->cmd[k]);
-            ktcli_vk_barrier(&b->dev, b->cmd[k]);
+                kt_vk_end(b->kv, l->cmd[k]);
+            ktcli_vk_barrier(&b->dev, l->cmd[k]);
         }
-        if (ktcli_vk_cmd_end(&b->dev, b->cmd[k]) != 0 || ktcli_vk_submit(&b->dev, b->cmd[k], b->fence[k]) != 0)
+        if (ktcli_vk_cmd_end(&b->dev, l->cmd[k]) != 0 || submit(b, l->cmd[k], l->fence[k]) != 0)
             exit(1);
         busy[k] = 1;
-        dispatches += PER_SUBMIT;
+        r->dispatches += PER_SUBMIT;
     }
     for (int k = 0; k < IN_FLIGHT; k++)
-        if (busy[k] && ktcli_vk_wait(&b->dev, b->fence[k]) != 0)
+        if (busy[k] && ktcli_vk_wait(&b->dev, l->fence[k]) != 0)
             exit(1);
-    if (timed)
+    return NULL;
+}
+
+/* Run submissions of one variant on LANES threads for about ROUND_NS; returns dispatches per second. */
+static double run(bench_t *b, int variant)
+{
+    lane_run_t r[LANES];
+    pthread_t th[LANES];
+    uint64_t t0 = kt_now_ns();
+    for (int i = 0; i < LANES; i++) {
+        r[i] = (lane_run_t){.b = b, .l = &b->lane[i], .variant = variant, .t0 = t0};
+        if (pthread_create(&th[i], NULL, lane_main, &r[i]) != 0)
+            exit(1);
+    }
+    uint64_t dispatches = 0;
+    for (int i = 0; i < LANES; i++) {
+        pthread_join(th[i], NULL);
+        dispatches += r[i].dispatches;
+    }
+    if (variant == TIMED)
         kt_vk_collect_wait(b->kv, UINT64_C(5000000000));
     return (double)dispatches / ((double)(kt_now_ns() - t0) / 1e9);
 }
@@ -106,19 +153,34 @@ int main(void)
         fprintf(stderr, "vulkan_overhead: setup failed\n");
         return 1;
     }
-    for (int k = 0; k < IN_FLIGHT; k++)
-        if (ktcli_vk_cmd_alloc(&b.dev, &b.cmd[k]) != 0 || ktcli_vk_fence_create(&b.dev, &b.fence[k]) != 0)
-            return 1;
+    pthread_mutex_init(&b.queue_lock, NULL);
     VkQueryPoolCreateInfo qpi = {
         .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
         .queryType = VK_QUERY_TYPE_TIMESTAMP,
         .queryCount = 2 * IN_FLIGHT * PER_SUBMIT,
     };
-    if (app.vk.vkCreateQueryPool(b.dev.device, &qpi, NULL, &b.raw_pool) != VK_SUCCESS)
-        return 1;
+    VkCommandPoolCreateInfo pci = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+        .queueFamilyIndex = b.dev.family,
+    };
+    for (int i = 0; i < LANES; i++) {
+        lane_t *l = &b.lane[i];
+        if (app.vk.vkCreateCommandPool(b.dev.device, &pci, NULL, &l->pool) != VK_SUCCESS ||
+            app.vk.vkCreateQueryPool(b.dev.device, &qpi, NULL, &l->raw_pool) != VK_SUCCESS)
+            return 1;
+        VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                          .commandPool = l->pool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                          .commandBufferCount = IN_FLIGHT};
+        if (app.vk.vkAllocateCommandBuffers(b.dev.device, &ai, l->cmd) != VK_SUCCESS)
+            return 1;
+        for (int k = 0; k < IN_FLIGHT; k++)
+            if (ktcli_vk_fence_create(&b.dev, &l->fence[k]) != 0)
+                return 1;
+    }
     b.kernel = kt_vk_kernel(b.kv, "bench_saxpy");
-    printf("device: %s, %u floats per dispatch, %d dispatches per submit, %d submits in flight\n",
-           b.dev.props.deviceName, N, PER_SUBMIT, IN_FLIGHT);
+    printf("device: %s, %u floats per dispatch, %d dispatches per submit, %d submits in flight per thread, %d "
+           "recording threads\n", b.dev.props.deviceName, N, PER_SUBMIT, IN_FLIGHT, LANES);
 
     kt_vk_stats_t st;
     kt_vk_stats(b.kv, &st);
@@ -151,10 +213,11 @@ int main(void)
 
     app.vk.vkDeviceWaitIdle(b.dev.device);
     kt_vk_ctx_destroy(b.kv);
-    app.vk.vkDestroyQueryPool(b.dev.device, b.raw_pool, NULL);
-    for (int k = 0; k < IN_FLIGHT; k++) {
-        ktcli_vk_fence_destroy(&b.dev, b.fence[k]);
-        ktcli_vk_cmd_free(&b.dev, b.cmd[k]);
+    for (int i = 0; i < LANES; i++) {
+        app.vk.vkDestroyQueryPool(b.dev.device, b.lane[i].raw_pool, NULL);
+        for (int k = 0; k < IN_FLIGHT; k++)
+            ktcli_vk_fence_destroy(&b.dev, b.lane[i].fence[k]);
+        app.vk.vkDestroyCommandPool(b.dev.device, b.lane[i].pool, NULL);
     }
     ktcli_vk_pipeline_destroy(&b.dev, &b.saxpy);
     ktcli_vk_buffer_destroy(&b.dev, &b.y);

@@ -23,12 +23,13 @@
  * Collection rule (why kt_vk_collect never blocks): kt_vk_collect() only moves results that are already on
  * the host into the recorder, oldest first, resuming at the oldest slot not yet collected. It never asks the
  * driver for query results. How results reach the host is the readback mode:
- *   KT_VK_READBACK_THREAD  a collector thread per context polls the outstanding slots with
+ *   KT_VK_READBACK_THREAD  one collector thread (for all contexts) polls the outstanding slots with
  *       vkGetQueryPoolResults (availability, no WAIT) every poll_us while some are outstanding, sleeps
  *       otherwise, and parks what it read in the ring. Nothing changes in the command stream.
  *   KT_VK_READBACK_COPY    kt_vk_end() also records a vkCmdCopyQueryPoolResults of its slot (64-bit values
- *       + availability, WAIT) into a host-visible coherent buffer and a TRANSFER->HOST barrier; kt_vk_collect()
- *       reads that memory. No thread and no driver call at collection, but the copy waits on the device for
+ *       + availability, WAIT) into a host-visible coherent buffer and a TRANSFER->HOST barrier (with
+ *       desc.copy_at_end, kt_vk_cmd_end() records all of a command buffer's copies once, at its end);
+ *       kt_vk_collect() reads that memory. No thread and no driver call at collection, but the copy waits on the device for
  *       the slot's timestamps, which serialises timed dispatches on a GPU. Reads made before the application
  *       waited on the submission's fence rely on coherent memory (how readback works on desktop drivers);
  *       after that wait they are visible by the Vulkan memory model.
@@ -48,23 +49,27 @@
  * one reset of the whole pool at creation when the application enabled it (say so in host_query_reset);
  * otherwise that reset is a submission on desc.queue, and with neither the context uses COPY readback.
  * Until a reused slot's reset has run, the collector thread sees the previous use's values: it recognises them
- * (device timestamps never repeat) and waits for the new ones.
+ * (device timestamps never repeat) and waits for the new ones. It knows them because a slot is released only
+ * after its values were read, or (kt_vk_discard) after its command buffer was found never executed.
  *
  * Rules for the application:
  *   - kt_vk_begin/kt_vk_end go outside render pass instances (compute), in a command buffer of the context's
  *     queue family; pairs nest (up to 8 deep per command buffer); each begin needs its end in the same
  *     command buffer.
  *   - A command buffer carrying slots is submitted once (ONE_TIME_SUBMIT): re-submitting it rewrites the
- *     same slots. If you reset or free a command buffer without submitting it, call kt_vk_discard() first,
- *     or its slots stay pending (and, once the ring wraps onto them, new dispatches are dropped).
+ *     same slots. Before you re-begin, reset or free a command buffer, call kt_vk_discard(): it reads what the
+ *     buffer's execution wrote (it is not pending any more) and counts the rest as dropped, never submitted.
+ *     Without it the slots stay pending; they pin only themselves, the other slots keep being reused.
  *   - A full ring (slots still pending) drops the dispatch: counted in `dropped`, never an overwritten slot.
  *   - Destroy the context after the command buffers using it have completed and before vkDestroyDevice.
- *   - kt_flush(), kt_shutdown() and process exit ask each live context's collector for one more pass
- *     (waiting at most 200 ms for it) and collect.
+ *   - kt_flush() and kt_snapshot() record what has completed (a fresh collector pass, bounded); kt_shutdown()
+ *     and process exit wait up to KTIMING_EXIT_WAIT_MS (default 2000) for every slot still outstanding, record
+ *     it, and count the rest as dropped with the reason "in flight at exit".
  *
  * Timestamps: durations are (end - begin) modulo 2^timestampValidBits times timestampPeriod. Placement on
  * the host timeline (CLOCK_MONOTONIC_RAW) uses VK_KHR/EXT_calibrated_timestamps when the device has it
- * enabled (host domain CLOCK_MONOTONIC_RAW, else CLOCK_MONOTONIC converted with kt_clock_domain_convert):
+ * enabled (desc.calibration says which; AUTO: the one the physical device reports; host domain
+ * CLOCK_MONOTONIC_RAW, else CLOCK_MONOTONIC converted with kt_clock_domain_convert):
  * bursts of samples with bounded retries, maxDeviation as each sample's bracket, a refit every
  * recalibrate_ns from collect. Without it, the model is fitted from timestamps bracketed by host reads around
  * a tiny submission on desc.queue, at creation and on kt_vk_recalibrate() (its error bound grows with age).
@@ -96,6 +101,14 @@ typedef enum kt_vk_readback_t {
 } kt_vk_readback_t;
 #define KT_VK_MAX_NESTING 8u
 
+/* Which calibrated-timestamps extension the application enabled on the device (the clock model's source). */
+typedef enum kt_vk_calibration_t {
+    KT_VK_CALIBRATION_AUTO = 0, /* the one the physical device reports (KHR before EXT); enable it yourself */
+    KT_VK_CALIBRATION_NONE = 1, /* neither is enabled: no vkGetCalibratedTimestamps* call is made */
+    KT_VK_CALIBRATION_KHR = 2,  /* VK_KHR_calibrated_timestamps */
+    KT_VK_CALIBRATION_EXT = 3   /* VK_EXT_calibrated_timestamps */
+} kt_vk_calibration_t;
+
 /* Context description. Zero-initialise; 0 / NULL means the default. */
 typedef struct kt_vk_desc_t {
     VkInstance instance;                              /* the application's instance (required) */
@@ -115,6 +128,14 @@ typedef struct kt_vk_desc_t {
     uint32_t poll_us;                                 /* THREAD: poll period while results are outstanding;
                                                          0 = 500 us */
     const char *label;                                /* queue label for timelines; NULL = "queue family N" */
+    kt_vk_calibration_t calibration;                  /* calibrated-timestamps extension enabled; AUTO default */
+    int copy_at_end;                                  /* COPY readback: kt_vk_end records no copy; call
+                                                         kt_vk_cmd_end() before vkEndCommandBuffer, which copies
+                                                         all of the command buffer's slots at once (no wait
+                                                         between the timed dispatches) */
+    const char *device_label;                         /* device name kernels, queues and clock facts are recorded
+                                                         under; NULL = deviceName (set it to tell two VkDevices
+                                                         of one physical device apart) */
 } kt_vk_desc_t;
 
 /* Counters of a context (monotonic since creation). */
@@ -156,6 +177,9 @@ KT_API int kt_vk_begin(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, const char *name);
 KT_API int kt_vk_begin_id(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t kernel);
 /* Write the end timestamp of the innermost open kt_vk_begin of cmd. KT_ESTATE when none is open. */
 KT_API int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
+/* With desc.copy_at_end: record the readback of every slot cmd closed since it began (or since the last call),
+ * once, at the end of cmd; call just before vkEndCommandBuffer. 0 (nothing to do in THREAD readback). */
+KT_API int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 /* The recorder id of a kernel name on this context's device. */
 KT_API kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name);
 
@@ -167,6 +191,9 @@ KT_API int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns);
 /* Forget cmd's uncollected slots (after collecting what completed), e.g. before resetting it unsubmitted. */
 KT_API int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 
+/* The device was lost (a call returned VK_ERROR_DEVICE_LOST): every slot still pending is counted as dropped with
+ * the reason "device lost" and released, and the context is no longer polled. Returns how many were dropped. */
+KT_API int kt_vk_device_lost(kt_vk_ctx_t *ctx);
 /* Refit the clock model now (bracketing needs desc.queue; the caller holds it). */
 KT_API int kt_vk_recalibrate(kt_vk_ctx_t *ctx);
 /* Map a raw timestamp (as written by vkCmdWriteTimestamp) to the host timeline with its error bound. */
@@ -175,6 +202,9 @@ KT_API int kt_vk_timestamp_to_host(kt_vk_ctx_t *ctx, uint64_t timestamp, uint64_
 /* Clock facts as published to reports. */
 KT_API int kt_vk_device_info(kt_vk_ctx_t *ctx, kt_device_info_t *out);
 KT_API int kt_vk_stats(kt_vk_ctx_t *ctx, kt_vk_stats_t *out);
+/* The driver's VkResult of the context's last failed Vulkan call (VK_SUCCESS if none). With ctx NULL: that of
+ * the last kt_vk_ctx_create on the calling thread (VK_SUCCESS when it failed for a reason of ktiming's own). */
+KT_API VkResult kt_vk_last_error(kt_vk_ctx_t *ctx);
 
 /* A primitive backend on ctx's device and desc.queue (see ktiming/primitive.h). The encoder handed to kernel
  * callbacks is the primitive's own VkCommandBuffer. */
@@ -191,16 +221,19 @@ static inline int kt_vk_begin(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, const char 
 static inline int kt_vk_begin_id(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t kernel)
 { (void)ctx; (void)cmd; (void)kernel; return 0; }
 static inline int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
+static inline int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
 static inline kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name) { (void)ctx; (void)name; return 0; }
 static inline int kt_vk_collect(kt_vk_ctx_t *ctx) { (void)ctx; return 0; }
 static inline int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns) { (void)ctx; (void)timeout_ns; return 0; }
 static inline int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
+static inline int kt_vk_device_lost(kt_vk_ctx_t *ctx) { (void)ctx; return 0; }
 static inline int kt_vk_recalibrate(kt_vk_ctx_t *ctx) { (void)ctx; return KT_EDISABLED; }
 static inline int kt_vk_timestamp_to_host(kt_vk_ctx_t *ctx, uint64_t timestamp, uint64_t *host_ns,
                                           uint64_t *uncertainty_ns)
 { (void)ctx; (void)timestamp; (void)host_ns; (void)uncertainty_ns; return KT_EDISABLED; }
 static inline int kt_vk_device_info(kt_vk_ctx_t *ctx, kt_device_info_t *out) { (void)ctx; (void)out; return KT_EDISABLED; }
 static inline int kt_vk_stats(kt_vk_ctx_t *ctx, kt_vk_stats_t *out) { (void)ctx; (void)out; return KT_EDISABLED; }
+static inline VkResult kt_vk_last_error(kt_vk_ctx_t *ctx) { (void)ctx; return VK_SUCCESS; }
 static inline int kt_vk_primitive_backend_create(kt_vk_ctx_t *ctx, kt_primitive_backend_t *out)
 { (void)ctx; (void)out; return KT_EDISABLED; }
 

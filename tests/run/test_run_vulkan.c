@@ -66,6 +66,126 @@ static void test_validation_and_reuse(void **state)
     kt_snapshot_free(s);
 }
 
+/* apiVersion 1.0 .. 1.3, with and without VK_KHR_get_physical_device_properties2: the validation layer reports
+ * nothing (vkprog exits 3 otherwise) -- the layer enables VK_EXT_calibrated_timestamps only where its dependency
+ * holds -- and every dispatch is timed. */
+static void test_api_versions(void **state)
+{
+    (void)state;
+    static const char *const kApis[] = {"1.0", "1.1", "1.2", "1.3"};
+    for (int a = 0; a < 4; a++)
+        for (int props2 = 0; props2 < 2; props2++) {
+            const char *prog[] = {VKPROG, "--validation", "--api", kApis[a], props2 ? "--props2" : NULL, NULL};
+            kt_snapshot_t *s = ru_run_both(prog, NULL);
+            assert_non_null(s);
+            const kt_kernel_timing_t *vadd = entry(s, "vadd"), *scale = entry(s, "scale");
+            assert_int_equal(vadd->dispatch_count, ITERATIONS);
+            assert_int_equal(scale->dispatch_count, ITERATIONS);
+            assert_int_equal(vadd->dropped + scale->dropped, 0);
+            kt_snapshot_free(s);
+        }
+}
+
+/* The program destroys its device with N dispatches in flight: no crash (the layer waits for its own reads
+ * before freeing), every dispatch recorded. */
+static void test_destroy_in_flight(void **state)
+{
+    (void)state;
+    const char *prog[] = {VKPROG, "--in-flight", "destroy", "--iterations", "12", "--size", "262144", NULL};
+    kt_snapshot_t *s = ru_run_both(prog, NULL);
+    assert_non_null(s);
+    const kt_kernel_timing_t *vadd = entry(s, "vadd");
+    assert_int_equal(vadd->dispatch_count, 12);
+    assert_int_equal(vadd->dropped, 0);
+    kt_snapshot_free(s);
+}
+
+/* The program returns from main with N dispatches never waited for: at exit they are waited for (bounded) and
+ * recorded, or counted as dropped with the reason "in flight at exit" -- never lost. With
+ * KTIMING_EXIT_WAIT_MS=0 nothing is waited for: the same sum holds. */
+static void exit_case(const char *wait_ms)
+{
+    setenv("KTIMING_EXIT_WAIT_MS", wait_ms, 1);
+    const char *prog[] = {VKPROG, "--in-flight", "exit", "--iterations", "12", "--size", "262144", NULL};
+    kt_snapshot_t *s = ru_run_both(prog, NULL);
+    unsetenv("KTIMING_EXIT_WAIT_MS");
+    assert_non_null(s);
+    const kt_kernel_timing_t *vadd = entry(s, "vadd");
+    assert_int_equal(vadd->dispatch_count + vadd->dropped, 12);
+    assert_int_equal(vadd->dropped, vadd->dropped_by[KT_DROP_IN_FLIGHT_AT_EXIT]);
+    kt_snapshot_free(s);
+}
+
+static void test_exit_in_flight(void **state)
+{
+    (void)state;
+    exit_case("2000");
+    exit_case("0");
+}
+
+/* A loader older than 1.3.207 ignores VK_ADD_LAYER_PATH: `ktiming run` says so on stderr instead of timing
+ * nothing silently (a stand-in loader reports 1.3.200; the program itself runs on the real one). */
+static void test_old_loader_warns(void **state)
+{
+    (void)state;
+    setenv("KTIMING_VULKAN_LIBRARY", FAKE_VKLOADER, 1);
+    char *argv[] = {"/bin/sh", "-c", "exec \"$0\" run -- \"$1\" --iterations 1 2>&1", KT_CLI, VKPROG, NULL};
+    int st = -1;
+    char *out = ru_run(argv, &st); /* stdout and stderr */
+    assert_int_equal(st, 0);
+    unsetenv("KTIMING_VULKAN_LIBRARY");
+    assert_non_null(strstr(out, "older than 1.3.207"));
+    free(out);
+}
+
+/* The name of the one Vulkan entry starting with "main#", or NULL. */
+static char *main_hash_name(const kt_snapshot_t *s)
+{
+    char *found = NULL;
+    for (size_t i = 0; i < s->count; i++)
+        if (s->entries[i].backend == KT_BACKEND_VULKAN && !strncmp(s->entries[i].name, "main#", 5)) {
+            assert_null(found);
+            assert_int_equal(s->entries[i].dispatch_count, ITERATIONS);
+            found = strdup(s->entries[i].name);
+        }
+    return found;
+}
+
+/* A pipeline with entry point "main" and no debug name is named after its SPIR-V content: the same in two runs. */
+static void test_stable_unnamed(void **state)
+{
+    (void)state;
+    const char *prog[] = {VKPROG, "--unnamed", NULL};
+    char *names[2];
+    for (int run = 0; run < 2; run++) {
+        kt_snapshot_t *s = ru_run_both(prog, NULL);
+        assert_non_null(s);
+        names[run] = main_hash_name(s);
+        assert_non_null(names[run]);
+        assert_null(ru_find(s, "scale", KT_BACKEND_VULKAN));
+        kt_snapshot_free(s);
+    }
+    assert_string_equal(names[0], names[1]);
+    assert_int_equal(strlen(names[0]), strlen("main#") + 8);
+    free(names[0]);
+    free(names[1]);
+}
+
+/* -v: one line per Vulkan dispatch on stderr (stdout stays the program's). */
+static void test_verbose_lines(void **state)
+{
+    (void)state;
+    char *argv[] = {"/bin/sh", "-c", "exec \"$0\" run -v -- \"$1\" 2>&1 >/dev/null", KT_CLI, VKPROG, NULL};
+    int st = -1;
+    char *err = ru_run(argv, &st); /* stderr only */
+    assert_int_equal(st, 0);
+    int lines = 0;
+    for (const char *p = err; (p = strstr(p, "ktiming,exec,vulkan,")) != NULL; p++)
+        lines++;
+    assert_int_equal(lines, 2 * ITERATIONS);
+    free(err);
+}
+
 /* --vulkan off: nothing timed, the program unchanged. */
 static void test_off(void **state)
 {
@@ -89,6 +209,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dispatches),
         cmocka_unit_test(test_validation_and_reuse),
+        cmocka_unit_test(test_api_versions),
+        cmocka_unit_test(test_destroy_in_flight),
+        cmocka_unit_test(test_exit_in_flight),
+        cmocka_unit_test(test_old_loader_warns),
+        cmocka_unit_test(test_stable_unnamed),
+        cmocka_unit_test(test_verbose_lines),
         cmocka_unit_test(test_off),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

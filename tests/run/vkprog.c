@@ -2,12 +2,17 @@
  * Vulkan the way an LD_PRELOAD hook can't see: dlopen("libvulkan.so.1") and every function through
  * vkGetInstanceProcAddr / vkGetDeviceProcAddr. stdout is deterministic, to compare runs with and without ktiming.
  *
- *   vkprog [--validation] [--reuse] [--iterations N] [--size N]
+ *   vkprog [--validation] [--reuse] [--iterations N] [--size N] [--api 1.0|1.1|1.2|1.3] [--props2]
+ *          [--in-flight destroy|exit]
  *     per iteration, one ONE_TIME_SUBMIT command buffer: vadd (entry point "vadd"), barrier, scale (entry point
  *     "main", pipeline named "scale" with VK_EXT_debug_utils), submitted and waited on with a fence.
  *     --reuse: then one command buffer recorded once (no ONE_TIME_SUBMIT) with a scale dispatch, submitted 3
  *     times. --validation: enables VK_LAYER_KHRONOS_validation; every warning or error it reports is printed
  *     on stderr and makes the exit status 3.
+ *     --unnamed: the "scale" pipeline gets no debug name.
+ *     --api: the instance's apiVersion (default 1.1); --props2: also enable VK_KHR_get_physical_device_properties2.
+ *     --in-flight: instead of the loop, one command buffer with N = iterations vadd dispatches is submitted and
+ *     never waited for; then the device is destroyed at once (destroy) or main returns at once (exit).
  *   Exits 77 when there is no Vulkan device with a compute queue.
  */
 #define VK_NO_PROTOTYPES
@@ -113,7 +118,9 @@ static double checksum(const float *v, size_t n)
 
 int main(int argc, char **argv)
 {
-    int validation = 0, reuse = 0, iterations = 4;
+    int validation = 0, reuse = 0, iterations = 4, props2 = 0, unnamed = 0;
+    uint32_t api = VK_API_VERSION_1_1;
+    const char *in_flight = NULL;
     uint32_t n = 1u << 16;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--validation"))
@@ -124,8 +131,21 @@ int main(int argc, char **argv)
             iterations = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
             n = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--api") && i + 1 < argc) {
+            unsigned minor = 0;
+            if (sscanf(argv[++i], "1.%u", &minor) != 1 || minor > 3)
+                return 2;
+            api = VK_MAKE_API_VERSION(0, 1, minor, 0);
+        } else if (!strcmp(argv[i], "--props2"))
+            props2 = 1;
+        else if (!strcmp(argv[i], "--unnamed"))
+            unnamed = 1;
+        else if (!strcmp(argv[i], "--in-flight") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "destroy") || !strcmp(argv[i + 1], "exit")))
+            in_flight = argv[++i];
         else {
-            fprintf(stderr, "usage: vkprog [--validation] [--reuse] [--iterations N] [--size N]\n");
+            fprintf(stderr, "usage: vkprog [--validation] [--reuse] [--iterations N] [--size N] [--api 1.N] "
+                            "[--props2] [--unnamed] [--in-flight destroy|exit]\n");
             return 2;
         }
     }
@@ -154,12 +174,12 @@ int main(int argc, char **argv)
             return 77;
         }
     }
-    const char *exts[1] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
+    const char *exts[2] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME, "VK_KHR_get_physical_device_properties2"};
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "vkprog",
-                             .apiVersion = VK_API_VERSION_1_1};
+                             .apiVersion = api};
     VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app,
                                 .enabledLayerCount = nlayers, .ppEnabledLayerNames = layers,
-                                .enabledExtensionCount = 1, .ppEnabledExtensionNames = exts};
+                                .enabledExtensionCount = props2 ? 2 : 1, .ppEnabledExtensionNames = exts};
     VkInstance inst;
     if (vkCreateInstance(&ici, NULL, &inst) != VK_SUCCESS) {
         fprintf(stderr, "vkprog: no Vulkan instance\n");
@@ -260,7 +280,7 @@ int main(int argc, char **argv)
             .layout = layout};
     VkPipeline pipes[2];
     CHECK(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 2, cpi, NULL, pipes));
-    if (vkSetDebugUtilsObjectNameEXT) {
+    if (vkSetDebugUtilsObjectNameEXT && !unnamed) {
         VkDebugUtilsObjectNameInfoEXT ni = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_OBJECT_NAME_INFO_EXT,
                                             .objectType = VK_OBJECT_TYPE_PIPELINE,
                                             .objectHandle = (uint64_t)pipes[1], .pObjectName = "scale"};
@@ -304,6 +324,29 @@ int main(int argc, char **argv)
     const float k = 1.0009765625f;
     const uint32_t groups = (n + 63) / 64;
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
+
+    if (in_flight) {
+        /* N dispatches submitted and never waited for */
+        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+        CHECK(vkBeginCommandBuffer(cmd, &bi));
+        vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
+        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipes[0]);
+        for (int it = 0; it < iterations; it++) {
+            vkCmdDispatch(cmd, groups, 1, 1);
+            vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
+                                 1, &mb, 0, NULL, 0, NULL);
+        }
+        CHECK(vkEndCommandBuffer(cmd));
+        CHECK(vkQueueSubmit(queue, 1, &si, VK_NULL_HANDLE));
+        printf("submitted %d dispatches, not waited for (%s)\n", iterations, in_flight);
+        fflush(stdout);
+        if (!strcmp(in_flight, "exit"))
+            return 0;
+        vkDestroyDevice(dev, NULL);
+        vkDestroyInstance(inst, NULL);
+        return 0;
+    }
 
     for (int it = 0; it < iterations; it++) {
         VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,

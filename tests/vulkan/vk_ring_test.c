@@ -170,6 +170,153 @@ static void test_discard(void **state)
     kt_vk_ctx_destroy(kv);
 }
 
+/* Thread readback, a command buffer re-begun right after its fence (the layer discards its slots then, before the
+ * collector has polled them): long/short/short across many ring wraps. Every dispatch is read before its slot
+ * is reused -- none discarded, none dropped -- and no "short" is credited a long kernel's time (a stale read). */
+static void test_retire_long_short_short(void **state)
+{
+    (void)state;
+    if (!g_vkt.dev.host_query_reset)
+        skip();
+    kt_reset();
+    kt_vk_desc_t d = ktcli_vk_device_desc(&g_vkt.dev);
+    d.ring_size = 8;
+    d.readback = KT_VK_READBACK_THREAD;
+    d.poll_us = 1000000; /* the collector polls rarely: the discard after each fence finds unread slots */
+    kt_vk_ctx_t *kv = NULL;
+    assert_int_equal(kt_vk_ctx_create(&d, &kv), 0);
+    uint32_t long_groups = vkt_busy_groups(20.0);
+    VkCommandBuffer cmd;
+    VkFence fence;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    const int rounds = 12; /* 36 dispatches through 8 slots */
+    for (int r = 0; r < rounds; r++) {
+        assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, cmd), 0);
+        assert_int_equal(kt_vk_begin(kv, cmd, "lss_long"), 0);
+        vkt_busy(cmd, long_groups);
+        assert_int_equal(kt_vk_end(kv, cmd), 0);
+        for (int k = 0; k < 2; k++) {
+            uint32_t one = 1; /* one loop iteration of one workgroup: microseconds */
+            assert_int_equal(kt_vk_begin(kv, cmd, "lss_short"), 0);
+            ktcli_vk_dispatch(&g_vkt.dev, cmd, &g_vkt.busy, &one, 1, 1);
+            assert_int_equal(kt_vk_end(kv, cmd), 0);
+        }
+        assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, cmd), 0);
+        vkt_submit_wait(cmd, fence);
+        assert_int_equal(kt_vk_discard(kv, cmd), 0); /* what the layer does when the buffer is re-begun */
+    }
+    kt_vk_collect_wait(kv, UINT64_C(5000000000));
+    kt_vk_stats_t st;
+    assert_int_equal(kt_vk_stats(kv, &st), 0);
+    assert_int_equal(st.discarded, 0);
+    assert_int_equal(st.dropped, 0);
+    assert_int_equal(st.collected, 3 * rounds);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *lo = vkt_find(s, "lss_long"), *sh = vkt_find(s, "lss_short");
+    assert_non_null(lo);
+    assert_non_null(sh);
+    assert_int_equal(lo->dispatch_count, rounds);
+    assert_int_equal(sh->dispatch_count, 2 * rounds);
+    assert_int_equal(lo->dropped + sh->dropped, 0);
+    /* The dispatches ran one after the other: on the timeline (spans sorted by start) they must read long,
+     * short, short, long, ... A stale read would carry an earlier use's timestamps into a later kernel: the
+     * same start as another span, out of this order. (No duration bound: CI load stretches any kernel.) */
+    const kt_kernel_timing_t *order[3] = {lo, sh, sh};
+    size_t k = 0;
+    for (size_t i = 0; i < s->span_count; i++) {
+        const kt_span_t *sp = &s->spans[i];
+        if (sp->entry != vkt_entry_index(s, lo) && sp->entry != vkt_entry_index(s, sh))
+            continue;
+        assert_int_equal(sp->entry, vkt_entry_index(s, order[k % 3]));
+        if (k)
+            assert_true(sp->start_ns > s->spans[i - 1].start_ns);
+        k++;
+    }
+    assert_int_equal(k, 3 * rounds);
+    kt_snapshot_free(s);
+    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
+    ktcli_vk_cmd_free(&g_vkt.dev, cmd);
+    kt_vk_ctx_destroy(kv);
+}
+
+/* A command buffer recorded and kept unsubmitted pins its slots only: 40 later dispatches through a ring of 8 are
+ * all timed. Discarding it at last counts its dispatches as dropped, never submitted. */
+static void pinned_rounds(kt_vk_readback_t mode)
+{
+    kt_reset();
+    kt_vk_ctx_t *kv = open_ctx_mode(8, mode);
+    VkCommandBuffer pinned, cmd;
+    VkFence fence;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &pinned), 0);
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, pinned), 0);
+    assert_int_equal(record_pairs(kv, pinned, "pin_never", 3), 0);
+    assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, pinned), 0);
+    for (int r = 0; r < 10; r++) {
+        assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, cmd), 0);
+        assert_int_equal(record_pairs(kv, cmd, "pin_after", 4), 0);
+        assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, cmd), 0);
+        vkt_submit_wait(cmd, fence);
+        assert_int_equal(kt_vk_collect_wait(kv, UINT64_C(5000000000)), 4);
+    }
+    assert_int_equal(kt_vk_discard(kv, pinned), 3);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *after = vkt_find(s, "pin_after"), *never = vkt_find(s, "pin_never");
+    assert_non_null(after);
+    assert_non_null(never);
+    assert_int_equal(after->dispatch_count, 40);
+    assert_int_equal(after->dropped, 0);
+    assert_int_equal(never->dispatch_count, 0);
+    assert_int_equal(never->dropped, 3);
+    assert_int_equal(never->dropped_by[KT_DROP_NEVER_SUBMITTED], 3);
+    kt_snapshot_free(s);
+    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
+    ktcli_vk_cmd_free(&g_vkt.dev, cmd);
+    ktcli_vk_cmd_free(&g_vkt.dev, pinned);
+    kt_vk_ctx_destroy(kv);
+}
+
+static void test_pinned_unsubmitted_copy(void **state)
+{
+    (void)state;
+    pinned_rounds(KT_VK_READBACK_COPY);
+}
+
+static void test_pinned_unsubmitted_thread(void **state)
+{
+    (void)state;
+    if (!g_vkt.dev.host_query_reset)
+        skip();
+    pinned_rounds(KT_VK_READBACK_THREAD);
+}
+
+/* kt_vk_device_lost: pending slots are counted as dropped, device lost, and released. */
+static void test_device_lost(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_vk_ctx_t *kv = open_ctx(8);
+    VkCommandBuffer cmd;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
+    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, cmd), 0);
+    assert_int_equal(record_pairs(kv, cmd, "lost", 3), 0);
+    assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, cmd), 0);
+    assert_int_equal(kt_vk_device_lost(kv), 3);
+    assert_int_equal(kt_vk_last_error(kv), VK_ERROR_DEVICE_LOST);
+    kt_vk_stats_t st;
+    assert_int_equal(kt_vk_stats(kv, &st), 0);
+    assert_int_equal(st.pending, 0);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = vkt_find(s, "lost");
+    assert_non_null(e);
+    assert_int_equal(e->dropped_by[KT_DROP_DEVICE_LOST], 3);
+    kt_snapshot_free(s);
+    ktcli_vk_cmd_free(&g_vkt.dev, cmd);
+    kt_vk_ctx_destroy(kv);
+}
+
 static void test_validation_clean(void **state)
 {
     (void)state;
@@ -193,6 +340,10 @@ int main(void)
         cmocka_unit_test(test_overflow_copy_readback),
         cmocka_unit_test(test_nesting_and_errors),
         cmocka_unit_test(test_discard),
+        cmocka_unit_test(test_retire_long_short_short),
+        cmocka_unit_test(test_pinned_unsubmitted_copy),
+        cmocka_unit_test(test_pinned_unsubmitted_thread),
+        cmocka_unit_test(test_device_lost),
         cmocka_unit_test(test_validation_clean),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

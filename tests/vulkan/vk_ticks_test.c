@@ -76,6 +76,10 @@ static void test_period(void **state)
     assert_true(kt__vk_ticks_to_ns(12, 83.333333) == 1000);        /* 12 MHz counter */
     assert_true(kt__vk_ticks_to_ns(1000000, 52.083333) == 52083333); /* 19.2 MHz counter */
     assert_true(kt__vk_ticks_to_ns(kt__vk_ticks_delta(UINT64_C(0xfffffff0), 0x10, 32), 10.0) == 320);
+    /* Absolute device times near 2^61 ns: exact, where a double product loses the low bits. */
+    assert_true(kt__vk_ticks_to_ns((UINT64_C(1) << 61) + 1, 3.0) == (UINT64_C(3) << 61) + 3);
+    assert_true(kt__vk_ticks_to_ns((UINT64_C(1) << 60) + 1, 1.5) == (UINT64_C(3) << 59) + 2); /* 1.5 rounds up */
+    assert_true(kt__vk_ticks_to_ns(UINT64_C(1) << 62, 8.0) == UINT64_MAX);                   /* saturates */
 }
 
 int main(void)

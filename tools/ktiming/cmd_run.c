@@ -14,6 +14,7 @@
 #include <ktiming/output.h>
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -185,6 +186,39 @@ static int env_join(const char *name, const char *value, const char *sep, int pr
     return rc;
 }
 
+/* The Vulkan loader's version (vkEnumerateInstanceVersion; 1.0.0 when it lacks it), or 0 when there is none.
+ * KTIMING_VULKAN_LIBRARY names the loader as for the library; otherwise libvulkan.so.1. */
+static uint32_t vulkan_loader_version(void)
+{
+    const char *path = getenv("KTIMING_VULKAN_LIBRARY");
+    void *h = dlopen(path && *path ? path : "libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return 0;
+    typedef void (*(*gipa_t)(void *, const char *))(void);
+    typedef int (*enum_version_t)(uint32_t *);
+    gipa_t gipa = (gipa_t)(uintptr_t)dlsym(h, "vkGetInstanceProcAddr");
+    enum_version_t ev = gipa ? (enum_version_t)(uintptr_t)gipa(NULL, "vkEnumerateInstanceVersion") : NULL;
+    uint32_t v = 1u << 22; /* 1.0.0 */
+    if (ev && ev(&v) != 0)
+        v = 1u << 22;
+    dlclose(h);
+    return v;
+}
+
+/* Loaders before 1.3.207 ignore VK_ADD_LAYER_PATH (they warn about an unknown layer at most): the layer would
+ * silently time nothing. Says so on stderr (always, not only with -v); the program still runs. */
+static void check_vulkan_loader(void)
+{
+    uint32_t v = vulkan_loader_version();
+    const uint32_t need = (1u << 22) | (3u << 12) | 207u; /* VK_MAKE_API_VERSION(0, 1, 3, 207) */
+    if (v == 0 || (v & 0x1fffffffu) >= need)
+        return;
+    fprintf(stderr,
+            "ktiming run: the Vulkan loader is %u.%u.%u, older than 1.3.207, which ignores VK_ADD_LAYER_PATH: Vulkan "
+            "dispatches will not be timed (install a newer loader, or point VK_LAYER_PATH at the directory of %s)\n",
+            (v >> 22) & 0x7fu, (v >> 12) & 0x3ffu, v & 0xfffu, VK_LAYER_MANIFEST);
+}
+
 static int setup_env(const run_opts_t *o, const char *dir, const char *run_dir)
 {
     char path[PATH_MAX];
@@ -221,6 +255,7 @@ static int setup_env(const run_opts_t *o, const char *dir, const char *run_dir)
         fprintf(stderr, "ktiming run: OpenCL interception not built (no %s in %s)\n", CL_INTERCEPT_LIB, dir);
     }
     if (o->vulkan != RUN_OFF && have_vk) {
+        check_vulkan_loader();
         if (env_join("VK_ADD_LAYER_PATH", dir, ":", 1) != 0 || env_join("VK_INSTANCE_LAYERS", VK_LAYER_NAME, ":", 0))
             return -1;
     }

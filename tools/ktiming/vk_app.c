@@ -268,6 +268,9 @@ kt_vk_desc_t ktcli_vk_device_desc(const ktcli_vk_device_t *dev)
     d.queue = dev->queue;
     d.get_instance_proc_addr = dev->app->vk.vkGetInstanceProcAddr;
     d.host_query_reset = dev->host_query_reset;
+    d.calibration = !dev->calibrated_ext                                          ? KT_VK_CALIBRATION_NONE
+                    : !strcmp(dev->calibrated_ext, "VK_KHR_calibrated_timestamps") ? KT_VK_CALIBRATION_KHR
+                                                                                   : KT_VK_CALIBRATION_EXT;
     return d;
 }
 

@@ -1,5 +1,6 @@
 /* vk_clock.c — Vulkan device clock: counter unwrapping, calibrated-timestamp or bracketed sampling, model fits. */
 #include "backends/vulkan/vk_internal.h"
+#include "core/service.h"
 
 #include <math.h>
 #include <string.h>
@@ -14,10 +15,15 @@
  * Device timeline
  * ------------------------------------------------------------------------------------------------- */
 
+/* Unwrapped ticks to device ns, in integer arithmetic (absolute device times reach 2^60 ns and more). */
 static uint64_t ext_to_ns(const kt_vk_ctx_t *ctx, int64_t ext)
 {
-    double ns = (double)ctx->base_ns + (double)ext * ctx->period_ns;
-    return ns <= 0 ? 0 : (uint64_t)llround(ns);
+    if (ext >= 0) {
+        uint64_t d = kt__vk_ticks_to_ns((uint64_t)ext, ctx->period_ns);
+        return d > UINT64_MAX - ctx->base_ns ? UINT64_MAX : ctx->base_ns + d;
+    }
+    uint64_t d = kt__vk_ticks_to_ns((uint64_t)0 - (uint64_t)ext, ctx->period_ns);
+    return d >= ctx->base_ns ? 0 : ctx->base_ns - d;
 }
 
 /* Host time (ktiming timeline) to the model's host domain. */
@@ -392,6 +398,12 @@ int kt_vk_device_info(kt_vk_ctx_t *ctx, kt_device_info_t *out)
 void kt__vk_publish(kt_vk_ctx_t *ctx)
 {
     kt_device_info_t info;
-    if (kt_vk_device_info(ctx, &info) == 0)
-        kt_device_publish(&info);
+    if (kt_vk_device_info(ctx, &info) != 0)
+        return;
+    pthread_mutex_lock(&ctx->model_lock);
+    kt_clock_model_t m = ctx->model;
+    int have = ctx->have_model;
+    uint64_t now = kt_clock_now(ctx->host_domain);
+    pthread_mutex_unlock(&ctx->model_lock);
+    kt__device_publish_model(&info, have ? &m : NULL, now);
 }

@@ -1,5 +1,6 @@
 /* vk_context.c — Vulkan contexts: the timestamp ring, begin/end recording, non-blocking collection, flush. */
 #include "backends/vulkan/vk_internal.h"
+#include "core/internal.h"
 #include "core/service.h"
 
 #include <stdio.h>
@@ -11,37 +12,60 @@
 #define KT__VK_RING_MAX (1u << 20)
 #define KT__VK_COLLECT_BATCH 128u
 #define KT__VK_POLL_CHUNK 128u    /* slots per vkGetQueryPoolResults call of the collector */
-#define KT__VK_FLUSH_WAIT_NS UINT64_C(200000000)
 
-static void poll_pass_locked(kt_vk_ctx_t *ctx);
-static void *collector_main(void *arg);
+static int poll_pass_locked(kt_vk_ctx_t *ctx, VkCommandBuffer only);
+static void slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot);
+static void flush_all(uint64_t deadline_ns);
+static void stop_all(uint64_t deadline_ns);
 
 /* ---------------------------------------------------------------------------------------------------
- * Registry of live contexts (for kt_flush / exit)
+ * Registry of live contexts, the one collector thread (thread readback) and the core's flush / stop
  * ------------------------------------------------------------------------------------------------- */
 
-static pthread_mutex_t g_live_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_live_lock = PTHREAD_MUTEX_INITIALIZER; /* the list; held by the collector's step */
 static kt_vk_ctx_t *g_live;
+static kt__collector_t g_collector = KT__COLLECTOR_INIT;         /* polls every thread-readback context */
+static const kt__backend_ops_t kOps = {.name = "Vulkan", .flush = flush_all, .stop = stop_all};
 
-static void flush_all(uint64_t deadline_ns)
+/* Thread readback: one pass over every context with slots outstanding (or a pass asked for). Naps the shortest
+ * poll period while results are outstanding, otherwise until kt_vk_end or a flush wakes it. */
+static int collector_step(void *arg)
 {
-    (void)deadline_ns; /* each context bounds its own wait */
+    (void)arg;
+    uint64_t nap = 0;
     pthread_mutex_lock(&g_live_lock);
-    for (kt_vk_ctx_t *c = g_live; c; c = c->next_live)
-        kt_vk_collect_wait(c, KT__VK_FLUSH_WAIT_NS);
+    for (kt_vk_ctx_t *c = g_live; c; c = c->next_live) {
+        if (c->copy_readback || atomic_load(&c->lost))
+            continue;
+        pthread_mutex_lock(&c->lock);
+        if (c->closed_unread || c->pass_requested) {
+            c->pass_requested = 0;
+            poll_pass_locked(c, VK_NULL_HANDLE);
+            c->passes++;
+            pthread_cond_broadcast(&c->pass_done);
+        }
+        if (c->closed_unread && (!nap || c->poll_ns < nap))
+            nap = c->poll_ns;
+        pthread_mutex_unlock(&c->lock);
+    }
     pthread_mutex_unlock(&g_live_lock);
+    g_collector.nap_ns = nap; /* read by the collector thread itself, after this step */
+    return 0;
 }
 
-static void live_add(kt_vk_ctx_t *ctx)
+static int live_add(kt_vk_ctx_t *ctx)
 {
     pthread_mutex_lock(&g_live_lock);
     ctx->next_live = g_live;
     g_live = ctx;
     pthread_mutex_unlock(&g_live_lock);
-    static const kt__backend_ops_t kOps = {.name = "Vulkan", .flush = flush_all, .stop = flush_all};
-    kt__backend_register(&kOps);
+    kt__backend_register(&kOps); /* again after a stop (kt_shutdown, then use after kt_init) */
+    if (!ctx->copy_readback && kt__collector_start(&g_collector, "kt-vulkan", collector_step, NULL, 0) != 0)
+        return KT_ENOMEM;
+    return 0;
 }
 
+/* Unlinks ctx; on return the collector is not looking at it. */
 static void live_remove(kt_vk_ctx_t *ctx)
 {
     pthread_mutex_lock(&g_live_lock);
@@ -53,9 +77,130 @@ static void live_remove(kt_vk_ctx_t *ctx)
     pthread_mutex_unlock(&g_live_lock);
 }
 
+/* Thread readback: ask for passes and wait (until the deadline, kt_now_ns time) for one that began after this
+ * call, or until nothing is outstanding. */
+static void wait_fresh_pass(kt_vk_ctx_t *ctx, uint64_t deadline_ns)
+{
+    if (ctx->copy_readback || !kt__collector_running(&g_collector))
+        return;
+    pthread_mutex_lock(&ctx->lock);
+    uint64_t target = ctx->passes + 2; /* the next pass may have begun before the caller's work completed */
+    while (ctx->closed_unread && ctx->passes < target) {
+        uint64_t now = kt_now_ns();
+        if (now >= deadline_ns)
+            break;
+        ctx->pass_requested = 1;
+        pthread_mutex_unlock(&ctx->lock);
+        kt__collector_wake(&g_collector);
+        pthread_mutex_lock(&ctx->lock);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t step = deadline_ns - now < 10000000u ? deadline_ns - now : 10000000u;
+        uint64_t ns = (uint64_t)ts.tv_nsec + step;
+        ts.tv_sec += (time_t)(ns / 1000000000u);
+        ts.tv_nsec = (long)(ns % 1000000000u);
+        pthread_cond_timedwait(&ctx->pass_done, &ctx->lock, &ts);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+/* kt_flush / kt_snapshot: what has completed by now (a fresh pass, bounded by the deadline), recorded. Slots of
+ * command buffers not submitted yet are left alone: waiting for them would cost every snapshot its deadline. */
+static void flush_all(uint64_t deadline_ns)
+{
+    pthread_mutex_lock(&g_live_lock);
+    kt_vk_ctx_t *list[64];
+    size_t n = 0;
+    for (kt_vk_ctx_t *c = g_live; c && n < 64; c = c->next_live)
+        if (!c->stopped)
+            list[n++] = c;
+    pthread_mutex_unlock(&g_live_lock);
+    /* Contexts are destroyed by their owner, never by a flush; the owner must not destroy one while calling
+     * kt_flush concurrently (the same rule as for every other call on a context). */
+    for (size_t i = 0; i < n; i++) {
+        wait_fresh_pass(list[i], deadline_ns);
+        kt_vk_collect(list[i]);
+    }
+}
+
+/* Slots not yet read at stop: counted as dropped with KT_DROP_IN_FLIGHT_AT_EXIT and released. */
+static uint64_t drop_pending(kt_vk_ctx_t *ctx, kt_drop_reason_t reason)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&ctx->lock);
+    uint32_t i = ctx->used_first;
+    while (i != KT__VK_NONE) {
+        uint32_t next = ctx->slots[i].next;
+        if (ctx->slots[i].state != KT__VK_SLOT_READY) {
+            kt_record_drop_reason(ctx->slots[i].kernel, reason);
+            slot_release_locked(ctx, i);
+            n++;
+        }
+        i = next;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    atomic_fetch_add(&ctx->dropped, n);
+    return n;
+}
+
+/* Whether ctx still has slots whose values have not reached the host. */
+static int outstanding(kt_vk_ctx_t *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    int any = 0;
+    for (uint32_t i = ctx->used_first; i != KT__VK_NONE && !any; i = ctx->slots[i].next)
+        any = ctx->slots[i].state != KT__VK_SLOT_READY;
+    pthread_mutex_unlock(&ctx->lock);
+    return any;
+}
+
+/* kt_shutdown / exit: wait (until the deadline) for every slot in flight, record it, count the rest as dropped
+ * (in flight at exit), stop the collector. Flushes return at once afterwards. */
+static void stop_all(uint64_t deadline_ns)
+{
+    pthread_mutex_lock(&g_live_lock);
+    kt_vk_ctx_t *list[64];
+    size_t n = 0;
+    for (kt_vk_ctx_t *c = g_live; c && n < 64; c = c->next_live)
+        if (!c->stopped)
+            list[n++] = c;
+    pthread_mutex_unlock(&g_live_lock);
+    for (;;) {
+        int busy = 0;
+        for (size_t i = 0; i < n; i++) {
+            wait_fresh_pass(list[i], deadline_ns);
+            kt_vk_collect(list[i]);
+            busy |= outstanding(list[i]);
+        }
+        if (!busy || kt_now_ns() >= deadline_ns)
+            break;
+        kt__nap_ns(200000);
+    }
+    for (size_t i = 0; i < n; i++) {
+        kt_vk_collect(list[i]);
+        drop_pending(list[i], KT_DROP_IN_FLIGHT_AT_EXIT);
+        }
+    pthread_mutex_lock(&g_live_lock);
+    for (size_t i = 0; i < n; i++)
+        list[i]->stopped = 1;
+    pthread_mutex_unlock(&g_live_lock);
+    kt__collector_stop(&g_collector);
+}
+
 /* ---------------------------------------------------------------------------------------------------
  * Creation and destruction
  * ------------------------------------------------------------------------------------------------- */
+
+/* Thread-local: the VkResult of the last failed driver call of a kt_vk_ctx_create on this thread. */
+static _Thread_local int t_create_error;
+
+/* Notes a failed driver call (kt_vk_last_error) and returns the ktiming error for it. */
+static int vk_fail(kt_vk_ctx_t *ctx, VkResult r, int rc)
+{
+    atomic_store(&ctx->last_error, (int)r);
+    t_create_error = (int)r;
+    return r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY ? KT_ENOMEM : rc;
+}
 
 static int find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits)
 {
@@ -82,8 +227,9 @@ static int create_readback(kt_vk_ctx_t *ctx)
         .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT,
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
-    if (vk->vkCreateBuffer(ctx->device, &bci, NULL, &ctx->buffer) != VK_SUCCESS)
-        return KT_EBACKEND;
+    VkResult r = vk->vkCreateBuffer(ctx->device, &bci, NULL, &ctx->buffer);
+    if (r != VK_SUCCESS)
+        return vk_fail(ctx, r, KT_EBACKEND);
     VkMemoryRequirements mr;
     vk->vkGetBufferMemoryRequirements(ctx->device, ctx->buffer, &mr);
     VkPhysicalDeviceMemoryProperties mp;
@@ -96,13 +242,13 @@ static int create_readback(kt_vk_ctx_t *ctx)
         .allocationSize = mr.size,
         .memoryTypeIndex = (uint32_t)type,
     };
-    if (vk->vkAllocateMemory(ctx->device, &mai, NULL, &ctx->memory) != VK_SUCCESS)
-        return KT_ENOMEM;
-    if (vk->vkBindBufferMemory(ctx->device, ctx->buffer, ctx->memory, 0) != VK_SUCCESS)
-        return KT_EBACKEND;
+    if ((r = vk->vkAllocateMemory(ctx->device, &mai, NULL, &ctx->memory)) != VK_SUCCESS)
+        return vk_fail(ctx, r, KT_ENOMEM);
+    if ((r = vk->vkBindBufferMemory(ctx->device, ctx->buffer, ctx->memory, 0)) != VK_SUCCESS)
+        return vk_fail(ctx, r, KT_EBACKEND);
     void *map = NULL;
-    if (vk->vkMapMemory(ctx->device, ctx->memory, 0, VK_WHOLE_SIZE, 0, &map) != VK_SUCCESS)
-        return KT_EBACKEND;
+    if ((r = vk->vkMapMemory(ctx->device, ctx->memory, 0, VK_WHOLE_SIZE, 0, &map)) != VK_SUCCESS)
+        return vk_fail(ctx, r, KT_EBACKEND);
     ctx->words = map;
     memset(map, 0, (size_t)size);
     return 0;
@@ -123,10 +269,10 @@ static void destroy_objects(kt_vk_ctx_t *ctx)
     for (uint32_t i = 0; i < KT__VK_NAME_CACHE; i++)
         free(ctx->names[i].copy);
     free(ctx->slots);
+    free(ctx->free_q);
     pthread_mutex_destroy(&ctx->lock);
     pthread_mutex_destroy(&ctx->model_lock);
     pthread_mutex_destroy(&ctx->collect_lock);
-    pthread_cond_destroy(&ctx->wake);
     pthread_cond_destroy(&ctx->pass_done);
     free(ctx);
 }
@@ -172,29 +318,18 @@ static int reset_by_submission(kt_vk_ctx_t *ctx)
     return rc;
 }
 
-int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
+/* A zeroed context with its locks and the desc's plain settings. */
+static kt_vk_ctx_t *ctx_alloc(const kt_vk_desc_t *desc)
 {
-    if (!out)
-        return KT_EINVAL;
-    *out = NULL;
-    if (!desc || !desc->instance || !desc->physical_device || !desc->device)
-        return KT_EINVAL;
-    if (desc->ring_size > KT__VK_RING_MAX)
-        return KT_EINVAL;
-    PFN_vkGetInstanceProcAddr gipa = desc->get_instance_proc_addr ? desc->get_instance_proc_addr : kt_vk_loader();
-    if (!gipa)
-        return KT_EUNAVAILABLE;
-
     kt_vk_ctx_t *ctx = calloc(1, sizeof(*ctx));
     if (!ctx)
-        return KT_ENOMEM;
+        return NULL;
     pthread_mutex_init(&ctx->lock, NULL);
     pthread_mutex_init(&ctx->model_lock, NULL);
     pthread_mutex_init(&ctx->collect_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&ctx->wake, &ca);
     pthread_cond_init(&ctx->pass_done, &ca);
     pthread_condattr_destroy(&ca);
     ctx->instance = desc->instance;
@@ -204,45 +339,41 @@ int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
     ctx->queue_family = desc->queue_family;
     ctx->cap = desc->ring_size ? desc->ring_size : KT_VK_RING_DEFAULT;
     ctx->recalibrate_ns = desc->recalibrate_ns ? desc->recalibrate_ns : UINT64_C(1000000000);
+    ctx->poll_ns = (uint64_t)(desc->poll_us ? desc->poll_us : 500u) * 1000u;
+    ctx->used_first = ctx->used_last = KT__VK_NONE;
+    return ctx;
+}
 
-    int rc = kt__vk_table_load(&ctx->vk, gipa, desc->instance, desc->device);
-    if (rc)
-        goto fail;
+/* Device name, timestamp period and valid bits of the timed family; the readback mode. */
+static int query_device(kt_vk_ctx_t *ctx, const kt_vk_desc_t *desc)
+{
     const kt__vk_table_t *vk = &ctx->vk;
-
     VkPhysicalDeviceProperties props;
     vk->vkGetPhysicalDeviceProperties(ctx->physical_device, &props);
-    snprintf(ctx->device_name, sizeof(ctx->device_name), "%.127s", props.deviceName);
+    snprintf(ctx->device_name, sizeof(ctx->device_name), "%.127s",
+             desc->device_label && *desc->device_label ? desc->device_label : props.deviceName);
     ctx->period_ns = props.limits.timestampPeriod > 0 ? (double)props.limits.timestampPeriod : 1.0;
 
     uint32_t nfam = 0;
     vk->vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical_device, &nfam, NULL);
-    if (ctx->queue_family >= nfam) {
-        rc = KT_EINVAL;
-        goto fail;
-    }
+    if (ctx->queue_family >= nfam)
+        return KT_EINVAL;
     VkQueueFamilyProperties *fam = calloc(nfam, sizeof(*fam));
-    if (!fam) {
-        rc = KT_ENOMEM;
-        goto fail;
-    }
+    if (!fam)
+        return KT_ENOMEM;
     vk->vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical_device, &nfam, fam);
     VkQueueFamilyProperties qf = fam[ctx->queue_family];
     free(fam);
     /* Timestamps need valid bits; reading them back with vkCmdCopyQueryPoolResults needs a compute or
      * graphics queue. */
-    if (qf.timestampValidBits == 0 || !(qf.queueFlags & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT))) {
-        rc = KT_EUNAVAILABLE;
-        goto fail;
-    }
+    if (qf.timestampValidBits == 0 || !(qf.queueFlags & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT)))
+        return KT_EUNAVAILABLE;
     ctx->family_valid_bits = qf.timestampValidBits;
     ctx->valid_bits = qf.timestampValidBits;
     if (desc->timestamp_valid_bits && desc->timestamp_valid_bits < ctx->valid_bits)
         ctx->valid_bits = desc->timestamp_valid_bits;
-    if (ctx->valid_bits < 8) {
-        rc = KT_EINVAL;
-        goto fail;
-    }
+    if (ctx->valid_bits < 8)
+        return KT_EINVAL;
     /* hostQueryReset cannot be queried as enabled: the application says so and ktiming needs the entry. */
     ctx->host_reset = desc->host_query_reset && vk->reset_query_pool != NULL;
     /* Polling needs every query reset once before its first use (the collector may look at a slot before its
@@ -250,49 +381,80 @@ int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
     int cpu_device = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     ctx->copy_readback = desc->readback == KT_VK_READBACK_COPY ||
                          (desc->readback == KT_VK_READBACK_AUTO && cpu_device) || !(ctx->host_reset || ctx->queue);
-    ctx->poll_ns = (uint64_t)(desc->poll_us ? desc->poll_us : 500u) * 1000u;
+    ctx->copy_at_end = ctx->copy_readback && desc->copy_at_end;
+    return 0;
+}
 
+/* Query pool (reset once), readback buffer and the slot bookkeeping. */
+static int create_ring(kt_vk_ctx_t *ctx)
+{
+    const kt__vk_table_t *vk = &ctx->vk;
     VkQueryPoolCreateInfo qpi = {
         .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
         .queryType = VK_QUERY_TYPE_TIMESTAMP,
         .queryCount = 2 * ctx->cap + 1,
     };
-    if (vk->vkCreateQueryPool(ctx->device, &qpi, NULL, &ctx->pool) != VK_SUCCESS) {
-        rc = KT_EBACKEND;
-        goto fail;
-    }
+    VkResult r = vk->vkCreateQueryPool(ctx->device, &qpi, NULL, &ctx->pool);
+    if (r != VK_SUCCESS)
+        return vk_fail(ctx, r, KT_EBACKEND);
+    int rc = 0;
     if (ctx->host_reset)
         vk->reset_query_pool(ctx->device, ctx->pool, 0, 2 * ctx->cap + 1);
     else if (!ctx->copy_readback && (rc = reset_by_submission(ctx)) != 0)
-        goto fail;
+        return rc;
     rc = create_readback(ctx);
     if (rc)
-        goto fail;
+        return rc;
     ctx->slots = calloc(ctx->cap, sizeof(*ctx->slots));
-    if (!ctx->slots) {
-        rc = KT_ENOMEM;
-        goto fail;
+    ctx->free_q = calloc(ctx->cap, sizeof(*ctx->free_q));
+    if (!ctx->slots || !ctx->free_q)
+        return KT_ENOMEM;
+    for (uint32_t i = 0; i < ctx->cap; i++) {
+        ctx->free_q[i] = i;
+        ctx->slots[i].prev = ctx->slots[i].next = KT__VK_NONE;
     }
+    return 0;
+}
 
+int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
+{
+    if (!out)
+        return KT_EINVAL;
+    *out = NULL;
+    t_create_error = VK_SUCCESS;
+    if (!desc || !desc->instance || !desc->physical_device || !desc->device)
+        return KT_EINVAL;
+    if (desc->ring_size > KT__VK_RING_MAX)
+        return KT_EINVAL;
+    PFN_vkGetInstanceProcAddr gipa = desc->get_instance_proc_addr ? desc->get_instance_proc_addr : kt_vk_loader();
+    if (!gipa)
+        return KT_EUNAVAILABLE;
+    kt_vk_ctx_t *ctx = ctx_alloc(desc);
+    if (!ctx)
+        return KT_ENOMEM;
+    int rc = kt__vk_table_load(&ctx->vk, gipa, desc->instance, desc->physical_device, desc->device,
+                               desc->calibration);
+    if (!rc)
+        rc = query_device(ctx, desc);
+    if (!rc)
+        rc = create_ring(ctx);
+    if (rc)
+        goto fail;
     char label[64];
     if (desc->label)
         snprintf(label, sizeof(label), "%s", desc->label);
     else
         snprintf(label, sizeof(label), "queue family %u", ctx->queue_family);
     ctx->queue_id = kt_queue_register(KT_BACKEND_VULKAN, ctx->device_name, label);
-
     rc = kt__vk_clock_init(ctx);
     if (rc)
         goto fail;
     kt__vk_publish(ctx);
-    if (!ctx->copy_readback) {
-        if (pthread_create(&ctx->thread, NULL, collector_main, ctx) != 0) {
-            rc = KT_ENOMEM;
-            goto fail;
-        }
-        ctx->thread_started = 1;
+    rc = live_add(ctx);
+    if (rc) {
+        live_remove(ctx);
+        goto fail;
     }
-    live_add(ctx);
     *out = ctx;
     return 0;
 
@@ -305,23 +467,32 @@ void kt_vk_ctx_destroy(kt_vk_ctx_t *ctx)
 {
     if (!ctx)
         return;
-    live_remove(ctx);
-    if (ctx->thread_started) {
-        pthread_mutex_lock(&ctx->lock);
-        ctx->thread_stop = 1;
-        pthread_cond_broadcast(&ctx->wake);
-        pthread_mutex_unlock(&ctx->lock);
-        pthread_join(ctx->thread, NULL);
-        ctx->thread_started = 0;
+    live_remove(ctx); /* the collector thread no longer looks at it */
+    if (!ctx->copy_readback) {
         /* The timed work has finished (the destroy rule), so a last pass here cannot wait long. */
         pthread_mutex_lock(&ctx->lock);
-        poll_pass_locked(ctx);
+        poll_pass_locked(ctx, VK_NULL_HANDLE);
         pthread_mutex_unlock(&ctx->lock);
     }
     kt_vk_collect(ctx);
     pthread_mutex_lock(&ctx->collect_lock); /* wait out a collect still running on another thread */
     pthread_mutex_unlock(&ctx->collect_lock);
     destroy_objects(ctx);
+}
+
+int kt_vk_device_lost(kt_vk_ctx_t *ctx)
+{
+    if (!ctx)
+        return KT_EINVAL;
+    atomic_store(&ctx->lost, 1);
+    atomic_store(&ctx->last_error, (int)VK_ERROR_DEVICE_LOST);
+    kt_vk_collect(ctx); /* what reached the host before the loss is real */
+    return (int)drop_pending(ctx, KT_DROP_DEVICE_LOST);
+}
+
+VkResult kt_vk_last_error(kt_vk_ctx_t *ctx)
+{
+    return (VkResult)(ctx ? atomic_load(&ctx->last_error) : t_create_error);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -382,6 +553,52 @@ static kt__vk_open_t *open_find(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, int add)
     return add ? freee : NULL;
 }
 
+/* Takes the oldest free slot and appends it to the in-use list; KT__VK_SLOT_DROPPED when none is free. */
+static uint32_t slot_alloc_locked(kt_vk_ctx_t *ctx)
+{
+    if (ctx->used == ctx->cap)
+        return KT__VK_SLOT_DROPPED;
+    uint32_t slot = ctx->free_q[ctx->free_head];
+    ctx->free_head = (ctx->free_head + 1) % ctx->cap;
+    ctx->used++;
+    kt__vk_slot_t *s = &ctx->slots[slot];
+    s->prev = ctx->used_last;
+    s->next = KT__VK_NONE;
+    if (ctx->used_last != KT__VK_NONE)
+        ctx->slots[ctx->used_last].next = slot;
+    else
+        ctx->used_first = slot;
+    ctx->used_last = slot;
+    return slot;
+}
+
+/* A slot leaves the in-use list (read, or given up) and goes to the back of the free FIFO. Its last values read
+ * stay in begin_raw/end_raw for the stale check of its next use. */
+static void slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot)
+{
+    kt__vk_slot_t *s = &ctx->slots[slot];
+    if (ctx->copy_readback) {
+        uint64_t *w = ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT;
+        for (uint32_t i = 0; i < KT__VK_WORDS_PER_SLOT; i++)
+            __atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);
+    } else if (s->state == KT__VK_SLOT_CLOSED) {
+        ctx->closed_unread--;
+    }
+    if (s->prev != KT__VK_NONE)
+        ctx->slots[s->prev].next = s->next;
+    else
+        ctx->used_first = s->next;
+    if (s->next != KT__VK_NONE)
+        ctx->slots[s->next].prev = s->prev;
+    else
+        ctx->used_last = s->prev;
+    s->prev = s->next = KT__VK_NONE;
+    s->state = KT__VK_SLOT_FREE;
+    s->cmd = NULL;
+    ctx->free_q[(ctx->free_head + ctx->cap - ctx->used) % ctx->cap] = slot;
+    ctx->used--;
+}
+
 static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t kernel, uint64_t now,
                         uint32_t *slot_out)
 {
@@ -395,12 +612,11 @@ static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
         o->overflow++;
         return KT_EFULL;
     }
-    uint32_t slot = KT__VK_SLOT_DROPPED;
-    if (ctx->head - ctx->tail < ctx->cap) {
-        slot = (uint32_t)(ctx->head % ctx->cap);
-        ctx->head++;
+    uint32_t slot = slot_alloc_locked(ctx);
+    if (slot != KT__VK_SLOT_DROPPED) {
         kt__vk_slot_t *s = &ctx->slots[slot];
         s->state = KT__VK_SLOT_OPEN;
+        s->copy_pending = 0;
         s->gen++;
         s->kernel = kernel;
         s->cmd = cmd;
@@ -427,14 +643,17 @@ static int begin_common(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
     pthread_mutex_unlock(&ctx->lock);
     if (rc) {
         atomic_fetch_add(&ctx->dropped, 1);
-        kt_record_drop(kernel);
+        kt_record_drop_reason(kernel, KT_DROP_RING_FULL);
         return rc;
     }
     atomic_fetch_add(&ctx->begun, 1);
     /* Reset in the command buffer, not on the host after reading: a host reset is only valid once the whole
      * submission that wrote the queries has completed, which ktiming cannot know without the app's fence. */
     ctx->vk.vkCmdResetQueryPool(cmd, ctx->pool, 2 * slot, 2);
-    ctx->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, ctx->pool, 2 * slot);
+    /* COMPUTE_SHADER, not TOP_OF_PIPE: a timestamp at a stage is written once every earlier command has
+     * completed that stage, so the begin waits for the previous dispatch's shaders instead of being taken while
+     * they still run (GPUs that write TOP_OF_PIPE timestamps from the command processor). */
+    ctx->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, ctx->pool, 2 * slot);
     return 0;
 }
 
@@ -450,10 +669,33 @@ int kt_vk_begin_id(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t kernel)
     return begin_common(ctx, cmd, kernel, NULL);
 }
 
+/* Copy mode: the slot's two results (64-bit values + availability, waiting for them) into the readback buffer. */
+static void record_copy(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint32_t slot)
+{
+    ctx->vk.vkCmdCopyQueryPoolResults(cmd, ctx->pool, 2 * slot, 2, ctx->buffer,
+                                      (VkDeviceSize)slot * KT__VK_WORDS_PER_SLOT * sizeof(uint64_t),
+                                      2 * sizeof(uint64_t),
+                                      VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT |
+                                          VK_QUERY_RESULT_WITH_AVAILABILITY_BIT);
+}
+
+/* Makes the copies above visible to host reads. */
+static void record_host_barrier(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
+{
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
+    };
+    ctx->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL,
+                                 0, NULL);
+}
+
 int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
 {
     if (!ctx || !cmd)
         return KT_EINVAL;
+    int wake = 0;
     pthread_mutex_lock(&ctx->lock);
     kt__vk_open_t *o = open_find(ctx, cmd, 0);
     if (o && o->overflow) {
@@ -474,32 +716,45 @@ int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
         o->cmd = NULL;
     if (slot != KT__VK_SLOT_DROPPED) {
         ctx->slots[slot].state = KT__VK_SLOT_CLOSED;
-        if (!ctx->copy_readback) {
-            ctx->closed_unread++;
-            if (ctx->thread_idle)
-                pthread_cond_signal(&ctx->wake);
-        }
+        ctx->slots[slot].copy_pending = ctx->copy_at_end;
+        if (!ctx->copy_readback)
+            wake = ctx->closed_unread++ == 0;
     }
     pthread_mutex_unlock(&ctx->lock);
     if (slot == KT__VK_SLOT_DROPPED)
         return 0;
+    if (wake)
+        kt__collector_wake(&g_collector);
 
     const kt__vk_table_t *vk = &ctx->vk;
     vk->vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, ctx->pool, 2 * slot + 1);
-    if (!ctx->copy_readback)
+    if (!ctx->copy_readback || ctx->copy_at_end)
         return 0;
-    vk->vkCmdCopyQueryPoolResults(cmd, ctx->pool, 2 * slot, 2, ctx->buffer,
-                                  (VkDeviceSize)slot * KT__VK_WORDS_PER_SLOT * sizeof(uint64_t),
-                                  2 * sizeof(uint64_t),
-                                  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT |
-                                      VK_QUERY_RESULT_WITH_AVAILABILITY_BIT);
-    VkMemoryBarrier mb = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
-    };
-    vk->vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL,
-                             0, NULL);
+    record_copy(ctx, cmd, slot);
+    record_host_barrier(ctx, cmd);
+    return 0;
+}
+
+int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
+{
+    if (!ctx || !cmd)
+        return KT_EINVAL;
+    if (!ctx->copy_at_end)
+        return 0;
+    uint32_t n = 0;
+    pthread_mutex_lock(&ctx->lock);
+    /* The slots stay in use while we record: collection releases a slot only once its copy has run. */
+    for (uint32_t i = ctx->used_first; i != KT__VK_NONE; i = ctx->slots[i].next) {
+        kt__vk_slot_t *s = &ctx->slots[i];
+        if (s->cmd != cmd || !s->copy_pending)
+            continue;
+        s->copy_pending = 0;
+        record_copy(ctx, cmd, i);
+        n++;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    if (n)
+        record_host_barrier(ctx, cmd);
     return 0;
 }
 
@@ -509,10 +764,10 @@ int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
 
 /* A completed slot copied out of the ring. */
 typedef struct kt__vk_done_t {
-    kt_kernel_id_t kernel;
-    uint32_t thread;
-    uint64_t enqueue_ns;
-    uint64_t begin_raw;
+    kt_kernel_id_t kernel; /* what was timed */
+    uint32_t thread;       /* recording thread */
+    uint64_t enqueue_ns;   /* host time of the begin */
+    uint64_t begin_raw;    /* device timestamps */
     uint64_t end_raw;
 } kt__vk_done_t;
 
@@ -523,45 +778,27 @@ static int slot_copied(const kt_vk_ctx_t *ctx, uint32_t slot)
     return __atomic_load_n(&w[1], __ATOMIC_ACQUIRE) != 0 && __atomic_load_n(&w[3], __ATOMIC_ACQUIRE) != 0;
 }
 
-/* A slot leaves the ring's pending set (read or abandoned): make it reusable once the tail passes it. */
-static void slot_finish_locked(kt_vk_ctx_t *ctx, uint32_t slot)
-{
-    kt__vk_slot_t *s = &ctx->slots[slot];
-    if (ctx->copy_readback) {
-        uint64_t *w = ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT;
-        for (uint32_t i = 0; i < KT__VK_WORDS_PER_SLOT; i++)
-            __atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);
-    } else if (s->state == KT__VK_SLOT_CLOSED) {
-        ctx->closed_unread--; /* discarded before the collector read it; never submitted, nothing to reset */
-    }
-    s->state = KT__VK_SLOT_DONE;
-    s->cmd = NULL;
-}
-
-static void advance_tail_locked(kt_vk_ctx_t *ctx)
-{
-    while (ctx->tail < ctx->head && ctx->slots[ctx->tail % ctx->cap].state == KT__VK_SLOT_DONE) {
-        ctx->slots[ctx->tail % ctx->cap].state = KT__VK_SLOT_FREE;
-        ctx->tail++;
-    }
-}
-
 /* Take up to max completed slots out of the ring (oldest first). */
 static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t max)
 {
     uint32_t n = 0;
-    for (uint64_t pos = ctx->tail; pos < ctx->head && n < max; pos++) {
-        uint32_t slot = (uint32_t)(pos % ctx->cap);
+    uint32_t slot = ctx->used_first;
+    while (slot != KT__VK_NONE && n < max) {
         kt__vk_slot_t *s = &ctx->slots[slot];
+        uint32_t next = s->next;
         if (ctx->copy_readback) {
-            if (s->state != KT__VK_SLOT_CLOSED || !slot_copied(ctx, slot))
+            if (s->state != KT__VK_SLOT_CLOSED || !slot_copied(ctx, slot)) {
+                slot = next;
                 continue;
+            }
             const uint64_t *w = ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT;
             out[n].begin_raw = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
             out[n].end_raw = __atomic_load_n(&w[2], __ATOMIC_RELAXED);
         } else {
-            if (s->state != KT__VK_SLOT_READY)
+            if (s->state != KT__VK_SLOT_READY) {
+                slot = next;
                 continue;
+            }
             out[n].begin_raw = s->begin_raw;
             out[n].end_raw = s->end_raw;
         }
@@ -569,14 +806,42 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
         out[n].thread = s->thread;
         out[n].enqueue_ns = s->enqueue_ns;
         n++;
-        slot_finish_locked(ctx, slot);
+        slot_release_locked(ctx, slot);
+        slot = next;
     }
-    advance_tail_locked(ctx);
     return n;
+}
+
+static pthread_once_t g_verbose_once = PTHREAD_ONCE_INIT;
+static int g_verbose; /* KTIMING_VERBOSE contains profile_exec or all (`ktiming run -v`) */
+
+static void read_verbose(void)
+{
+    const char *v = kt__env("KTIMING_VERBOSE");
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v ? v : "");
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        g_verbose |= !strcmp(tok, "profile_exec") || !strcmp(tok, "all");
+}
+
+/* One line per recorded dispatch on stderr (the program's stdout stays its own):
+ * ktiming,exec,vulkan,<device>,<kernel>,<duration ms>,<start ns or empty>,device */
+static void verbose_line(const kt_vk_ctx_t *ctx, const kt_dispatch_t *r)
+{
+    const kt__kernel_t *k = kt__kernel_get(r->kernel);
+    char line[512];
+    if (r->start_ns)
+        snprintf(line, sizeof line, "ktiming,exec,vulkan,%s,%s,%.6f,%llu,device\n", ctx->device_name,
+                 k ? k->name : "?", (double)r->duration_ns / 1e6, (unsigned long long)r->start_ns);
+    else
+        snprintf(line, sizeof line, "ktiming,exec,vulkan,%s,%s,%.6f,,device\n", ctx->device_name, k ? k->name : "?",
+                 (double)r->duration_ns / 1e6);
+    fputs(line, stderr);
 }
 
 static void record_done(kt_vk_ctx_t *ctx, const kt__vk_done_t *d, uint32_t n)
 {
+    pthread_once(&g_verbose_once, read_verbose);
     pthread_mutex_lock(&ctx->model_lock);
     for (uint32_t i = 0; i < n; i++) {
         kt_dispatch_t r = {0};
@@ -595,6 +860,8 @@ static void record_done(kt_vk_ctx_t *ctx, const kt__vk_done_t *d, uint32_t n)
             r.uncertainty_ns = unc;
         }
         kt_record_dispatch(&r);
+        if (g_verbose)
+            verbose_line(ctx, &r);
     }
     pthread_mutex_unlock(&ctx->model_lock);
 }
@@ -603,8 +870,9 @@ int kt_vk_collect(kt_vk_ctx_t *ctx)
 {
     if (!ctx)
         return KT_EINVAL;
-    if (pthread_mutex_trylock(&ctx->collect_lock) != 0)
-        return 0; /* another thread is collecting this context right now */
+    /* One collector at a time, and callers wait for it rather than return 0 while it runs: a caller that has
+     * just waited for its work (kt_vk_collect_wait, flushes) must see that work recorded when this returns. */
+    pthread_mutex_lock(&ctx->collect_lock);
     uint64_t t0 = kt_now_ns();
     kt__vk_clock_maybe_refit(ctx);
     int total = 0;
@@ -630,26 +898,38 @@ int kt_vk_collect(kt_vk_ctx_t *ctx)
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * Collector thread (thread mode): the only place the driver is asked for query results
+ * Thread readback: the collector's poll pass, the only place the driver is asked for query results
  * ------------------------------------------------------------------------------------------------- */
 
-/* One pass over the outstanding slots. Called and returns with ctx->lock held; drops it around driver calls. */
-static void poll_pass_locked(kt_vk_ctx_t *ctx)
+/* One pass over the CLOSED slots (of `only`, unless VK_NULL_HANDLE), in runs contiguous in the query pool.
+ * Called and returns with ctx->lock held; drops it around driver calls (the generations snapshot tells a slot
+ * reused meanwhile). Passes may run concurrently (collector, discard, destroy): each has its own snapshot and
+ * reads every slot it marked itself. Returns slots read. */
+static int poll_pass_locked(kt_vk_ctx_t *ctx, VkCommandBuffer only)
 {
-    uint64_t pos = ctx->tail;
-    while (pos < ctx->head) {
-        /* The next run of CLOSED slots, contiguous in the query pool. */
-        uint32_t first = (uint32_t)(pos % ctx->cap);
-        if (ctx->slots[first].state != KT__VK_SLOT_CLOSED) {
-            pos++;
+    int read = 0;
+    uint32_t *mark = calloc(ctx->cap, sizeof(*mark));
+    if (!mark)
+        return 0;
+    /* Snapshot the generations of the CLOSED slots: the list may change while the lock is dropped. */
+    uint32_t nclosed = 0;
+    for (uint32_t i = ctx->used_first; i != KT__VK_NONE; i = ctx->slots[i].next)
+        if (ctx->slots[i].state == KT__VK_SLOT_CLOSED && (!only || ctx->slots[i].cmd == only)) {
+            mark[i] = ctx->slots[i].gen | 0x80000000u; /* high bit: polled in this pass */
+            nclosed++;
+        }
+    for (uint32_t first = 0; first < ctx->cap && nclosed;) {
+        if (!(mark[first] & 0x80000000u)) {
+            first++;
             continue;
         }
         uint32_t gens[KT__VK_POLL_CHUNK], count = 0;
-        while (count < KT__VK_POLL_CHUNK && pos + count < ctx->head && first + count < ctx->cap &&
-               ctx->slots[first + count].state == KT__VK_SLOT_CLOSED) {
-            gens[count] = ctx->slots[first + count].gen;
+        while (count < KT__VK_POLL_CHUNK && first + count < ctx->cap &&
+               (mark[first + count] & 0x80000000u)) {
+            gens[count] = mark[first + count] & 0x7fffffffu;
             count++;
         }
+        nclosed -= count;
         pthread_mutex_unlock(&ctx->lock);
         uint64_t vals[4 * KT__VK_POLL_CHUNK];
         VkResult r = ctx->vk.vkGetQueryPoolResults(ctx->device, ctx->pool, 2 * first, 2 * count,
@@ -657,13 +937,18 @@ static void poll_pass_locked(kt_vk_ctx_t *ctx)
                                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WITH_AVAILABILITY_BIT);
         atomic_fetch_add(&ctx->polls, 1);
         pthread_mutex_lock(&ctx->lock);
+        if (r != VK_SUCCESS && r != VK_NOT_READY)
+            atomic_store(&ctx->last_error, (int)r);
         if (r == VK_SUCCESS || r == VK_NOT_READY) {
             for (uint32_t i = 0; i < count; i++) {
                 kt__vk_slot_t *s = &ctx->slots[first + i];
-                if (s->state != KT__VK_SLOT_CLOSED || s->gen != gens[i] || !vals[4 * i + 1] || !vals[4 * i + 3])
+                if (s->state != KT__VK_SLOT_CLOSED || (s->gen & 0x7fffffffu) != gens[i] || !vals[4 * i + 1] ||
+                    !vals[4 * i + 3])
                     continue;
-                /* Until the reset kt_vk_begin recorded has run, the queries still hold the previous use's
-                 * values, available: timestamps never repeat, so equal values mean "not this use yet". */
+                /* Until the reset kt_vk_begin recorded has run, the queries still hold the values they held
+                 * when the slot was last released, available: timestamps never repeat, so equal values mean
+                 * "not this use yet". Every release after a use that ran follows a read of it (collection, or
+                 * the pass kt_vk_discard makes first), so those are the values kept here. */
                 if (s->read_once && vals[4 * i] == s->begin_raw && vals[4 * i + 2] == s->end_raw)
                     continue;
                 s->begin_raw = vals[4 * i];
@@ -671,64 +956,21 @@ static void poll_pass_locked(kt_vk_ctx_t *ctx)
                 s->read_once = 1;
                 s->state = KT__VK_SLOT_READY;
                 ctx->closed_unread--;
+                read++;
             }
         }
-        pos += count;
-        if (pos < ctx->tail)
-            pos = ctx->tail;
+        first += count;
     }
-}
-
-static void *collector_main(void *arg)
-{
-    kt_vk_ctx_t *ctx = arg;
-    pthread_mutex_lock(&ctx->lock);
-    while (!ctx->thread_stop) {
-        if (ctx->closed_unread == 0 && !ctx->pass_requested) {
-            ctx->thread_idle = 1;
-            pthread_cond_wait(&ctx->wake, &ctx->lock);
-            ctx->thread_idle = 0;
-            continue;
-        }
-        ctx->pass_requested = 0;
-        poll_pass_locked(ctx);
-        ctx->passes++;
-        pthread_cond_broadcast(&ctx->pass_done);
-        if (ctx->closed_unread && !ctx->pass_requested && !ctx->thread_stop) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            uint64_t ns = (uint64_t)ts.tv_nsec + ctx->poll_ns;
-            ts.tv_sec += (time_t)(ns / 1000000000u);
-            ts.tv_nsec = (long)(ns % 1000000000u);
-            pthread_cond_timedwait(&ctx->wake, &ctx->lock, &ts);
-        }
-    }
-    pthread_mutex_unlock(&ctx->lock);
-    return NULL;
+    free(mark);
+    return read;
 }
 
 int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns)
 {
     if (!ctx)
         return KT_EINVAL;
-    if (ctx->thread_started) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + timeout_ns;
-        ts.tv_sec += (time_t)(ns / 1000000000u);
-        ts.tv_nsec = (long)(ns % 1000000000u);
-        pthread_mutex_lock(&ctx->lock);
-        if (ctx->closed_unread) {
-            /* Two passes from now: the first may have begun before the caller's work completed. */
-            uint64_t target = ctx->passes + 2;
-            ctx->pass_requested = 1;
-            pthread_cond_signal(&ctx->wake);
-            while (ctx->passes < target && ctx->closed_unread)
-                if (pthread_cond_timedwait(&ctx->pass_done, &ctx->lock, &ts) != 0)
-                    break;
-        }
-        pthread_mutex_unlock(&ctx->lock);
-    }
+    uint64_t now = kt_now_ns();
+    wait_fresh_pass(ctx, timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns);
     return kt_vk_collect(ctx);
 }
 
@@ -736,6 +978,18 @@ int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
 {
     if (!ctx || !cmd)
         return KT_EINVAL;
+    /* The command buffer is not pending (re-begun, reset or freed), so every execution of it has completed:
+     * read its slots now rather than release values the device has written, which the next use of the slot
+     * would otherwise take for its own (the stale check knows only values it has read). */
+    if (!ctx->copy_readback) {
+        pthread_mutex_lock(&ctx->lock);
+        int mine = 0;
+        for (uint32_t i = ctx->used_first; i != KT__VK_NONE && !mine; i = ctx->slots[i].next)
+            mine = ctx->slots[i].cmd == cmd && ctx->slots[i].state == KT__VK_SLOT_CLOSED;
+        if (mine)
+            poll_pass_locked(ctx, cmd);
+        pthread_mutex_unlock(&ctx->lock);
+    }
     kt_vk_collect(ctx);
     uint64_t n = 0;
     pthread_mutex_lock(&ctx->lock);
@@ -745,15 +999,17 @@ int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
         o->depth = 0;
         o->overflow = 0;
     }
-    for (uint64_t pos = ctx->tail; pos < ctx->head; pos++) {
-        uint32_t slot = (uint32_t)(pos % ctx->cap);
+    uint32_t slot = ctx->used_first;
+    while (slot != KT__VK_NONE) {
         kt__vk_slot_t *s = &ctx->slots[slot];
+        uint32_t next = s->next;
         if ((s->state == KT__VK_SLOT_OPEN || s->state == KT__VK_SLOT_CLOSED) && s->cmd == cmd) {
-            slot_finish_locked(ctx, slot);
+            kt_record_drop_reason(s->kernel, KT_DROP_NEVER_SUBMITTED);
+            slot_release_locked(ctx, slot);
             n++;
         }
+        slot = next;
     }
-    advance_tail_locked(ctx);
     pthread_mutex_unlock(&ctx->lock);
     atomic_fetch_add(&ctx->discarded, n);
     return (int)n;
@@ -778,11 +1034,7 @@ int kt_vk_stats(kt_vk_ctx_t *ctx, kt_vk_stats_t *out)
     out->polls = atomic_load(&ctx->polls);
     out->readback = ctx->copy_readback ? KT_VK_READBACK_COPY : KT_VK_READBACK_THREAD;
     pthread_mutex_lock(&ctx->lock);
-    for (uint64_t pos = ctx->tail; pos < ctx->head; pos++) {
-        int st = ctx->slots[pos % ctx->cap].state;
-        if (st == KT__VK_SLOT_OPEN || st == KT__VK_SLOT_CLOSED || st == KT__VK_SLOT_READY)
-            out->pending++;
-    }
+    out->pending = ctx->used;
     pthread_mutex_unlock(&ctx->lock);
     out->ring_size = ctx->cap;
     out->valid_bits = ctx->valid_bits;

@@ -24,7 +24,8 @@
     X(vkGetPhysicalDeviceProperties, 1)                                                                    \
     X(vkGetPhysicalDeviceQueueFamilyProperties, 1)                                                         \
     X(vkGetPhysicalDeviceMemoryProperties, 1)                                                              \
-    X(vkGetPhysicalDeviceCalibrateableTimeDomainsEXT, 0)
+    X(vkGetPhysicalDeviceCalibrateableTimeDomainsEXT, 0)                                                   \
+    X(vkEnumerateDeviceExtensionProperties, 0)
 
 /* Device-level functions: X(name, required). */
 #define KT_VK_DEVICE_FUNCS(X)                                                                              \
@@ -72,22 +73,27 @@ typedef struct kt__vk_table_t {
     PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT get_domains; /* KHR or EXT entry */
 } kt__vk_table_t;
 
-/* Fill `t` for (instance, device). KT_EUNAVAILABLE when a required function is missing. */
-int kt__vk_table_load(kt__vk_table_t *t, PFN_vkGetInstanceProcAddr gipa, VkInstance instance, VkDevice device);
+/* Fill `t` for (instance, pd, device); the calibrated-timestamp entries from the extension `calibration` names
+ * (AUTO: the one pd reports). KT_EUNAVAILABLE when a required function is missing. */
+int kt__vk_table_load(kt__vk_table_t *t, PFN_vkGetInstanceProcAddr gipa, VkInstance instance, VkPhysicalDevice pd,
+                      VkDevice device, kt_vk_calibration_t calibration);
 
 /* ---------------------------------------------------------------------------------------------------
  * Context
  * ------------------------------------------------------------------------------------------------- */
 
 /* Slot life: FREE -> OPEN (begin written) -> CLOSED (end written) -> READY (values read by the collector thread;
- * copy mode skips it) -> DONE (handed to the recorder, or discarded) -> FREE (tail passed). */
+ * copy mode skips it) -> FREE (handed to the recorder, or released by kt_vk_discard / stop). Slots in use sit on a
+ * list in allocation order (collection goes oldest first) and free ones in a FIFO, so a slot held by a command
+ * buffer that is never submitted does not stop the others from being reused. */
 enum {
     KT__VK_SLOT_FREE = 0,
     KT__VK_SLOT_OPEN = 1,
     KT__VK_SLOT_CLOSED = 2,
-    KT__VK_SLOT_READY = 3,
-    KT__VK_SLOT_DONE = 4
+    KT__VK_SLOT_READY = 3
 };
+
+#define KT__VK_NONE UINT32_MAX
 
 /* Bookkeeping of one ring slot (two queries: 2*i begin, 2*i+1 end). */
 typedef struct kt__vk_slot_t {
@@ -95,11 +101,13 @@ typedef struct kt__vk_slot_t {
     kt_kernel_id_t kernel;   /* what is timed */
     uint32_t thread;         /* kt_thread_ordinal() of the recording thread */
     uint32_t gen;            /* bumped on every allocation: tells a reused slot from its previous use */
+    uint32_t prev, next;     /* neighbours on the in-use list (KT__VK_NONE at the ends) */
     VkCommandBuffer cmd;     /* command buffer it was recorded into */
     uint64_t enqueue_ns;     /* host time of kt_vk_begin */
-    uint64_t begin_raw;      /* begin timestamp once READY */
-    uint64_t end_raw;        /* end timestamp once READY (kept: the queries' last values, to spot stale reads) */
-    int read_once;           /* begin_raw/end_raw hold values read from the pool */
+    uint64_t begin_raw;      /* begin timestamp once READY; afterwards the queries' last values read */
+    uint64_t end_raw;        /* end timestamp once READY; afterwards the queries' last values read */
+    int read_once;           /* begin_raw/end_raw hold values read from the pool (to spot stale reads) */
+    int copy_pending;        /* copy_at_end: CLOSED, its copy not recorded yet (kt_vk_cmd_end) */
 } kt__vk_slot_t;
 
 #define KT__VK_SLOT_DROPPED UINT32_MAX
@@ -144,8 +152,10 @@ struct kt_vk_ctx_t {
     VkDeviceMemory memory;              /* host-visible, coherent */
     uint64_t *words;                    /* mapped buffer: per slot {begin, avail, end, avail} (atomic loads) */
     kt__vk_slot_t *slots;               /* cap entries */
-    uint64_t head;                      /* next slot to hand out (monotonic) */
-    uint64_t tail;                      /* oldest slot not yet freed */
+    uint32_t used_first, used_last;     /* in-use list in allocation order (KT__VK_NONE when empty) */
+    uint32_t used;                      /* slots in use */
+    uint32_t *free_q;                   /* FIFO of free slots (cap entries, circular) */
+    uint32_t free_head;                 /* index of the oldest free slot in free_q */
     kt__vk_open_t open[KT__VK_OPEN_MAX];/* command buffers with open pairs */
     uint32_t orphans;                   /* dropped begins of command buffers the open table had no room for */
     kt__vk_name_t names[KT__VK_NAME_CACHE]; /* name cache */
@@ -153,14 +163,11 @@ struct kt_vk_ctx_t {
 
     /* readback */
     int copy_readback;                  /* 1: kt_vk_end copies results into `words`; 0: collector thread */
+    int copy_at_end;                    /* copy mode: the copies are recorded by kt_vk_cmd_end, not kt_vk_end */
     uint64_t poll_ns;                   /* collector poll period while slots are outstanding */
-    pthread_t thread;                   /* collector thread (thread mode) */
-    int thread_started;                 /* thread is running */
-    pthread_cond_t wake;                /* wakes the collector (under lock) */
-    pthread_cond_t pass_done;           /* signalled after every poll pass (under lock) */
-    int thread_stop;                    /* ask the collector to exit */
-    int thread_idle;                    /* collector waits for work: kt_vk_end signals `wake` */
+    pthread_cond_t pass_done;           /* signalled after every poll pass of this context (under lock) */
     int pass_requested;                 /* a flush wants a pass now */
+    int stopped;                        /* stop ran: flushes return at once, nothing more is waited for */
     uint64_t passes;                    /* completed poll passes */
     uint64_t closed_unread;             /* CLOSED slots not read yet (thread mode) */
 
@@ -180,6 +187,9 @@ struct kt_vk_ctx_t {
     VkCommandPool cal_pool;             /* bracketing: tiny command buffer + fence */
     VkCommandBuffer cal_cmd;
     VkFence cal_fence;
+
+    _Atomic int lost;                   /* kt_vk_device_lost was called: no more polling */
+    _Atomic int last_error;             /* VkResult of the last failed driver call (kt_vk_last_error) */
 
     /* counters */
     atomic_uint_fast64_t begun, collected, dropped, discarded, collect_calls, collect_max_ns, recalibrations;

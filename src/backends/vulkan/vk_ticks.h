@@ -29,12 +29,34 @@ static inline int64_t kt__vk_ticks_signed_delta(uint64_t from, uint64_t to, uint
     return d >= half ? (int64_t)d - (int64_t)(half << 1) : (int64_t)d;
 }
 
-/* Scale ticks to ns by timestampPeriod (ns per tick), rounded. Exact for period 1. */
+/* Scale ticks to ns by timestampPeriod (ns per tick), rounded to the nearest ns, in integer arithmetic: the
+ * period (a float widened to double) is exactly m * 2^e, so ticks * m is exact in 128 bits and the shift
+ * rounds once. A double product would be off by hundreds of ns at absolute device times near 2^60 ns.
+ * Saturates at UINT64_MAX. */
 static inline uint64_t kt__vk_ticks_to_ns(uint64_t ticks, double period_ns)
 {
-    if (period_ns == 1.0)
+    if (period_ns == 1.0 || ticks == 0)
         return ticks;
-    return (uint64_t)llround((double)ticks * period_ns);
+    if (!(period_ns > 0) || isinf(period_ns))
+        return 0;
+    int e = 0;
+    double f = frexp(period_ns, &e);                     /* period = f * 2^e, f in [0.5, 1) */
+    uint64_t m = (uint64_t)ldexp(f, 53);                 /* exact: a double has 53 mantissa bits */
+    e -= 53;
+    while (!(m & 1u)) {
+        m >>= 1;
+        e++;
+    }
+    unsigned __int128 p = (unsigned __int128)ticks * m;  /* < 2^117 */
+    if (e >= 0) {
+        if (e >= 64 || (p >> (64 - e)) != 0)
+            return UINT64_MAX;
+        return (uint64_t)(p << e);
+    }
+    if (-e >= 127)
+        return 0;
+    p = (p + ((unsigned __int128)1 << (-e - 1))) >> -e;
+    return p > UINT64_MAX ? UINT64_MAX : (uint64_t)p;
 }
 
 /* Unwraps a masked counter into a 64-bit tick count relative to a base value. */

@@ -5,24 +5,30 @@
  * LD_PRELOAD hook cannot. `ktiming run` enables it with VK_ADD_LAYER_PATH + VK_INSTANCE_LAYERS.
  *
  * What it does:
- *  - vkCreateDevice: enables VK_KHR/EXT_calibrated_timestamps when the device has it and the program did not
- *    (so device timestamps are placed on the host timeline without submitting anything of ours);
+ *  - vkCreateDevice: enables VK_KHR/EXT_calibrated_timestamps when the device has it, the program did not, and
+ *    it is legal (VK_KHR_get_physical_device_properties2 enabled, or Vulkan 1.1 instance and device), so device
+ *    timestamps are placed on the host timeline without submitting anything of ours; vkDestroyDevice waits for
+ *    the device before the backend frees what the work in flight writes;
  *  - one kt_vk_ctx_t per (device, queue family), created on the first timed dispatch; ktiming's own Vulkan calls
  *    go to the next layer down (never through these hooks). It is given no queue: ktiming submits nothing of
  *    its own (a command buffer it allocated below the loader would lack the loader's dispatch data), so its
  *    query pool starts with a host reset when the program enabled hostQueryReset, and otherwise results come
- *    back through copies recorded after each dispatch (the backend's COPY readback);
+ *    back through copies recorded once per recording at vkEndCommandBuffer (COPY readback, copy_at_end);
  *  - each dispatch is bracketed with kt_vk_begin_id / kt_vk_end in the program's command buffer, under the name
  *    of the bound compute pipeline: its VK_EXT_debug_utils name, else its shader module's, else the entry point
- *    when it is not "main", else "main#<n>" (n-th compute pipeline of the device);
+ *    when it is not "main", else "main#<hash>" (of the SPIR-V: stable across runs); the k-th VkDevice of a
+ *    physical device records as "<deviceName> #k";
  *  - completed dispatches are collected (never waiting) after submits and after the program's own waits
- *    (fences, queue/device idle); command buffers re-begun, reset or freed are collected, then discarded;
+ *    (fences, queue/device idle); command buffers re-begun, reset or freed are read and collected, then
+ *    discarded (kt_vk_discard: what never ran counts as dropped, never submitted);
  *  - a command buffer submitted again without being re-recorded runs its timestamps into slots already read:
  *    those re-executions are not timed and are counted as dropped (record per submission with
  *    ONE_TIME_SUBMIT command buffers). If the ring wraps (KT_VK_RING_DEFAULT dispatches) while such a buffer is
  *    still being resubmitted, the stale writes can land in reused slots; the backend's readback has no
  *    per-use generation to tell them apart.
- * The snapshot is written at exit for `ktiming run` (KTIMING_RUN_DIR).
+ * At exit, never-submitted recordings are counted, kt_shutdown() waits (bounded) for work in flight, and the
+ * snapshot is written for `ktiming run` (KTIMING_RUN_DIR). docs/vulkan.md has the reasoning and what is not
+ * done yet (per-submission timing of re-submitted buffers, the layer's own submissions).
  */
 #include <vulkan/vk_layer.h>
 #include <vulkan/vulkan.h>
@@ -34,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/kti_map.h"
 #include "common/kti_run.h"
@@ -59,13 +66,18 @@ typedef struct kti_instance_t {
     PFN_vkGetInstanceProcAddr next_gipa;               /* next layer's vkGetInstanceProcAddr */
     PFN_vkDestroyInstance destroy;                     /* next vkDestroyInstance */
     PFN_vkEnumerateDeviceExtensionProperties enum_ext; /* next vkEnumerateDeviceExtensionProperties */
+    PFN_vkGetPhysicalDeviceProperties props;           /* next vkGetPhysicalDeviceProperties */
+    uint32_t api_version;                              /* the program's VkApplicationInfo::apiVersion (1.0 if none) */
+    int props2;                                        /* the program enabled VK_KHR_get_physical_device_properties2 */
 } kti_instance_t;
 
 /* Next layer's entry points of a device, for the functions hooked. */
 #define KTI_DEVICE_HOOKS(X)                                                                                      \
     X(vkDestroyDevice) X(vkCreateComputePipelines) X(vkDestroyPipeline) X(vkDestroyShaderModule)                 \
+    X(vkCreateShaderModule)                                                                                    \
     X(vkCreateCommandPool) X(vkDestroyCommandPool) X(vkResetCommandPool)                \
     X(vkAllocateCommandBuffers) X(vkFreeCommandBuffers) X(vkBeginCommandBuffer) X(vkResetCommandBuffer)          \
+    X(vkEndCommandBuffer)                                                                                      \
     X(vkCmdBindPipeline) X(vkCmdDispatch) X(vkCmdDispatchIndirect) X(vkCmdDispatchBase) X(vkCmdDispatchBaseKHR)  \
     X(vkCmdExecuteCommands) X(vkQueueSubmit) X(vkQueueSubmit2) X(vkQueueSubmit2KHR) X(vkQueueWaitIdle)           \
     X(vkDeviceWaitIdle) X(vkWaitForFences) X(vkGetFenceStatus) X(vkSetDebugUtilsObjectNameEXT)
@@ -78,11 +90,15 @@ typedef struct kti_device_t {
     PFN_vkGetInstanceProcAddr next_gipa; /* next layer's, from the device link */
     PFN_vkGetDeviceProcAddr next_gdpa; /* next layer's vkGetDeviceProcAddr */
     int host_query_reset;              /* the program enabled hostQueryReset */
+    kt_vk_calibration_t calibration;   /* calibrated-timestamps extension enabled on the device (ours or its) */
     kt_vk_ctx_t *ctx[KTI_MAX_FAMILIES];/* per queue family, created on first use */
     int ctx_failed[KTI_MAX_FAMILIES];  /* creation failed: do not retry */
     uint32_t compute_pipelines;        /* compute pipelines created, for default names */
     kti_map_t pipelines;               /* VkPipeline -> kti_pipeline_t */
     kti_map_t modules;                 /* VkShaderModule -> char * (debug name) */
+    kti_map_t hashes;                  /* VkShaderModule -> content hash of its SPIR-V (| 1, never 0) */
+    char label[160];                   /* device name recorded: deviceName, "#k" added for the k-th VkDevice of
+                                          the same physical device (k >= 2) */
     kti_map_t pools;                   /* VkCommandPool -> (family + 1) */
     kti_map_t cmds;                    /* VkCommandBuffer -> kti_cmd_t */
 #define KTI_FIELD(fn) PFN_##fn fn;
@@ -111,6 +127,7 @@ typedef struct kti_cmd_t {
 
 static kti_map_t g_instances; /* dispatch key -> kti_instance_t */
 static kti_map_t g_devices;   /* dispatch key -> kti_device_t */
+static kti_map_t g_pd_devices; /* VkPhysicalDevice -> VkDevices created on it so far (for device labels) */
 
 static kti_instance_t *instance_of(const void *handle)
 {
@@ -147,6 +164,36 @@ static PFN_vkVoidFunction VKAPI_CALL backend_gipa(VkInstance instance, const cha
     return i ? i->next_gipa(instance, name) : NULL;
 }
 
+static pid_t g_exit_pid; /* the process that registered the exit handler below */
+
+/* At exit, before the snapshot is written (registered after kti_run's writer, so called before it): dispatches
+ * of command buffers never submitted are counted as such, then kt_shutdown() waits (KTIMING_EXIT_WAIT_MS) for
+ * the work still in flight -- a program may return from main without waiting -- records it and counts what is
+ * left as dropped, in flight at exit. */
+static void layer_at_exit(void)
+{
+    if (getpid() != g_exit_pid)
+        return;
+    pthread_mutex_lock(&g_lock);
+    for (size_t i = 0; i < g_devices.cap; i++) {
+        kti_device_t *d = g_devices.keys[i] ? g_devices.vals[i] : NULL;
+        for (size_t k = 0; d && k < d->cmds.cap; k++) {
+            kti_cmd_t *c = d->cmds.keys[k] ? d->cmds.vals[k] : NULL;
+            if (c && c->ctx && c->nkernels && !c->submits)
+                kt_vk_discard(c->ctx, (VkCommandBuffer)(uintptr_t)d->cmds.keys[k]);
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    kt_shutdown();
+}
+
+static void register_exit(void)
+{
+    kti_run_exit_register();
+    g_exit_pid = getpid();
+    atexit(layer_at_exit);
+}
+
 /* The context timing a family of d (created on first use); NULL when timestamps can't be had there. */
 static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
 {
@@ -167,6 +214,9 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     desc.queue = VK_NULL_HANDLE; /* no submissions of ours: calibrated timestamps or durations only */
     desc.get_instance_proc_addr = backend_gipa;
     desc.host_query_reset = d->host_query_reset;
+    desc.calibration = d->calibration;
+    desc.device_label = d->label;
+    desc.copy_at_end = 1; /* copy readback: one set of copies per recording, at vkEndCommandBuffer */
     int rc = kt_vk_ctx_create(&desc, &ctx);
     pthread_mutex_lock(&g_lock);
     if (rc == 0 && d->ctx[family]) { /* another thread won */
@@ -183,9 +233,22 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     pthread_mutex_unlock(&g_lock);
     if (rc != 0 && secure_getenv("KTIMING_RUN_VERBOSE"))
         fprintf(stderr, "ktiming: Vulkan queue family %u not timed: %s\n", family, kt_strerror(rc));
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
     if (rc == 0)
-        kti_run_exit_register();
+        pthread_once(&once, register_exit);
     return rc == 0 ? ctx : NULL;
+}
+
+/* After a call returned VK_ERROR_DEVICE_LOST: what is pending on the device will never complete. */
+static void device_lost(kti_device_t *d)
+{
+    kt_vk_ctx_t *ctx[KTI_MAX_FAMILIES];
+    pthread_mutex_lock(&g_lock);
+    memcpy(ctx, d->ctx, sizeof ctx);
+    pthread_mutex_unlock(&g_lock);
+    for (uint32_t f = 0; f < KTI_MAX_FAMILIES; f++)
+        if (ctx[f])
+            kt_vk_device_lost(ctx[f]);
 }
 
 static void collect_device(kti_device_t *d)
@@ -258,25 +321,35 @@ static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, kti_cmd_t 
 {
     *out = NULL;
     kti_cmd_t *c = cmd_get(d, cb);
-    if (!c || !c->pipeline || !kt_is_enabled())
+    if (!c || !kt_is_enabled())
         return;
     kt_vk_ctx_t *ctx = c->ctx ? c->ctx : family_ctx(d, c->family);
     if (!ctx)
         return;
-    kti_pipeline_t *p = c->pipeline;
+    /* The pipeline record may be renamed (vkSetDebugUtilsObjectNameEXT) or destroyed on another thread: read it
+     * under the lock, and write the resolved id back only while this command buffer still has it bound. */
+    char name[sizeof c->pipeline->name];
     pthread_mutex_lock(&g_lock);
-    int resolve = p->family != c->family;
+    kti_pipeline_t *p = c->pipeline;
+    int resolve = p && p->family != c->family;
+    kt_kernel_id_t k = p ? p->kernel : 0;
+    if (resolve)
+        memcpy(name, p->name, sizeof name);
     pthread_mutex_unlock(&g_lock);
+    if (!p)
+        return;
     if (resolve) {
-        kt_kernel_id_t k = kt_vk_kernel(ctx, p->name);
+        k = kt_vk_kernel(ctx, name);
         pthread_mutex_lock(&g_lock);
-        p->kernel = k;
-        p->family = c->family;
+        if (c->pipeline == p) {
+            p->kernel = k;
+            p->family = c->family;
+        }
         pthread_mutex_unlock(&g_lock);
     }
     c->ctx = ctx;
-    if (kt_vk_begin_id(ctx, cb, p->kernel) == 0) {
-        cmd_note_kernel(c, p->kernel);
+    if (kt_vk_begin_id(ctx, cb, k) == 0) {
+        cmd_note_kernel(c, k);
         *out = c;
     }
 }
@@ -344,6 +417,15 @@ static VkResult VKAPI_CALL hook_BeginCommandBuffer(VkCommandBuffer cb, const VkC
     if (c)
         cmd_retire(c, cb);
     return d->vkBeginCommandBuffer(cb, bi);
+}
+
+static VkResult VKAPI_CALL hook_EndCommandBuffer(VkCommandBuffer cb)
+{
+    kti_device_t *d = device_of(cb);
+    kti_cmd_t *c = cmd_get(d, cb);
+    if (c && c->ctx && c->nkernels)
+        kt_vk_cmd_end(c->ctx, cb); /* the readback of the whole recording, after its last dispatch */
+    return d->vkEndCommandBuffer(cb);
 }
 
 static VkResult VKAPI_CALL hook_ResetCommandBuffer(VkCommandBuffer cb, VkCommandBufferResetFlags flags)
@@ -459,11 +541,37 @@ static void VKAPI_CALL hook_DestroyCommandPool(VkDevice device, VkCommandPool po
  * Pipelines and their names
  * ------------------------------------------------------------------------------------------------- */
 
+/* FNV-1a over SPIR-V words: a name for an unnamed "main" that is the same in every run (creation order is not,
+ * with pipelines created on several threads). Never 0. */
+static uint64_t spirv_hash(const uint32_t *code, size_t bytes)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    const unsigned char *p = (const unsigned char *)code;
+    for (size_t i = 0; code && i < bytes; i++)
+        h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+    return h | 1u;
+}
+
+static VkResult VKAPI_CALL hook_CreateShaderModule(VkDevice device, const VkShaderModuleCreateInfo *ci,
+                                                   const VkAllocationCallbacks *a, VkShaderModule *out)
+{
+    kti_device_t *d = device_of(device);
+    VkResult r = d->vkCreateShaderModule(device, ci, a, out);
+    if (r == VK_SUCCESS) {
+        uint64_t h = spirv_hash(ci->pCode, ci->codeSize);
+        pthread_mutex_lock(&g_lock);
+        kti_map_put(&d->hashes, (uint64_t)*out, (void *)(uintptr_t)h);
+        pthread_mutex_unlock(&g_lock);
+    }
+    return r;
+}
+
 static void VKAPI_CALL hook_DestroyShaderModule(VkDevice device, VkShaderModule m, const VkAllocationCallbacks *a)
 {
     kti_device_t *d = device_of(device);
     pthread_mutex_lock(&g_lock);
     free(kti_map_del(&d->modules, (uint64_t)m));
+    kti_map_del(&d->hashes, (uint64_t)m);
     pthread_mutex_unlock(&g_lock);
     d->vkDestroyShaderModule(device, m, a);
 }
@@ -483,11 +591,18 @@ static VkResult VKAPI_CALL hook_CreateComputePipelines(VkDevice device, VkPipeli
             continue;
         const char *entry = ci[i].stage.pName ? ci[i].stage.pName : "main";
         const char *module_name = kti_map_get(&d->modules, (uint64_t)ci[i].stage.module);
+        uint64_t hash = (uint64_t)(uintptr_t)kti_map_get(&d->hashes, (uint64_t)ci[i].stage.module);
+        for (const VkBaseInStructure *x = ci[i].stage.pNext; !hash && x; x = x->pNext) /* inline module */
+            if (x->sType == VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO)
+                hash = spirv_hash(((const VkShaderModuleCreateInfo *)x)->pCode,
+                                  ((const VkShaderModuleCreateInfo *)x)->codeSize);
         uint32_t ordinal = ++d->compute_pipelines;
         if (module_name)
             snprintf(p->name, sizeof p->name, "%s", module_name);
         else if (strcmp(entry, "main") != 0)
             snprintf(p->name, sizeof p->name, "%s", entry);
+        else if (hash)
+            snprintf(p->name, sizeof p->name, "%s#%08x", entry, (unsigned)(hash >> 32));
         else
             snprintf(p->name, sizeof p->name, "main#%u", ordinal);
         p->family = UINT32_MAX;
@@ -545,10 +660,13 @@ static VkResult VKAPI_CALL hook_SetDebugUtilsObjectNameEXT(VkDevice device, cons
 static VkResult VKAPI_CALL hook_QueueSubmit(VkQueue q, uint32_t n, const VkSubmitInfo *si, VkFence fence)
 {
     kti_device_t *d = device_of(q);
-    for (uint32_t i = 0; i < n; i++)
+    VkResult r = d->vkQueueSubmit(q, n, si, fence);
+    /* A failed submission executes nothing: not counted as one (a re-execution would be counted dropped). */
+    for (uint32_t i = 0; r == VK_SUCCESS && i < n; i++)
         for (uint32_t k = 0; k < si[i].commandBufferCount; k++)
             cmd_submitted(d, si[i].pCommandBuffers[k]);
-    VkResult r = d->vkQueueSubmit(q, n, si, fence);
+    if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
     collect_device(d);
     return r;
 }
@@ -556,10 +674,12 @@ static VkResult VKAPI_CALL hook_QueueSubmit(VkQueue q, uint32_t n, const VkSubmi
 static VkResult submit2(kti_device_t *d, PFN_vkQueueSubmit2 next, VkQueue q, uint32_t n, const VkSubmitInfo2 *si,
                         VkFence fence)
 {
-    for (uint32_t i = 0; i < n; i++)
+    VkResult r = next(q, n, si, fence);
+    for (uint32_t i = 0; r == VK_SUCCESS && i < n; i++)
         for (uint32_t k = 0; k < si[i].commandBufferInfoCount; k++)
             cmd_submitted(d, si[i].pCommandBufferInfos[k].commandBuffer);
-    VkResult r = next(q, n, si, fence);
+    if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
     collect_device(d);
     return r;
 }
@@ -580,6 +700,8 @@ static VkResult VKAPI_CALL hook_QueueWaitIdle(VkQueue q)
 {
     kti_device_t *d = device_of(q);
     VkResult r = d->vkQueueWaitIdle(q);
+    if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
     collect_device(d);
     return r;
 }
@@ -588,6 +710,8 @@ static VkResult VKAPI_CALL hook_DeviceWaitIdle(VkDevice device)
 {
     kti_device_t *d = device_of(device);
     VkResult r = d->vkDeviceWaitIdle(device);
+    if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
     collect_device(d);
     return r;
 }
@@ -598,7 +722,9 @@ static VkResult VKAPI_CALL hook_WaitForFences(VkDevice device, uint32_t n, const
     kti_device_t *d = device_of(device);
     VkResult r = d->vkWaitForFences(device, n, f, all, timeout);
     if (r == VK_SUCCESS)
-        collect_device(d);
+        if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
+    collect_device(d);
     return r;
 }
 
@@ -607,7 +733,9 @@ static VkResult VKAPI_CALL hook_GetFenceStatus(VkDevice device, VkFence f)
     kti_device_t *d = device_of(device);
     VkResult r = d->vkGetFenceStatus(device, f);
     if (r == VK_SUCCESS)
-        collect_device(d);
+        if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
+    collect_device(d);
     return r;
 }
 
@@ -629,24 +757,46 @@ static int enables_host_query_reset(const VkDeviceCreateInfo *ci)
     return 0;
 }
 
-/* The calibrated-timestamps extension the device offers and the program did not enable, or NULL. */
-static const char *missing_calibration_ext(kti_instance_t *inst, VkPhysicalDevice pd, const VkDeviceCreateInfo *ci)
+static const char *const kCalibrationExts[2] = {"VK_KHR_calibrated_timestamps",
+                                                VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME};
+
+/* Which calibrated-timestamps extension the program enabled itself. */
+static kt_vk_calibration_t enabled_calibration(const VkDeviceCreateInfo *ci)
 {
-    static const char *const kExts[] = {"VK_KHR_calibrated_timestamps", VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME};
-    for (uint32_t i = 0; i < ci->enabledExtensionCount; i++)
-        for (int k = 0; k < 2; k++)
-            if (!strcmp(ci->ppEnabledExtensionNames[i], kExts[k]))
-                return NULL;
+    for (uint32_t i = 0; i < ci->enabledExtensionCount; i++) {
+        if (!strcmp(ci->ppEnabledExtensionNames[i], kCalibrationExts[0]))
+            return KT_VK_CALIBRATION_KHR;
+        if (!strcmp(ci->ppEnabledExtensionNames[i], kCalibrationExts[1]))
+            return KT_VK_CALIBRATION_EXT;
+    }
+    return KT_VK_CALIBRATION_NONE;
+}
+
+/* The calibrated-timestamps extension we may add to the program's device, or NULL. Both depend on
+ * VK_KHR_get_physical_device_properties2 or Vulkan 1.1 (VUID-vkCreateDevice-ppEnabledExtensionNames-01387): the
+ * program's instance must have enabled the former, or asked for apiVersion >= 1.1 on a device that has it.
+ * Adding the dependency ourselves would change the program's instance, so where neither holds the device is left
+ * as the program made it and dispatches are timed by durations (bracketing needs a submission of ours). */
+static const char *addable_calibration_ext(kti_instance_t *inst, VkPhysicalDevice pd, const VkDeviceCreateInfo *ci)
+{
+    if (enabled_calibration(ci) != KT_VK_CALIBRATION_NONE)
+        return NULL;
+    int legal = inst->props2;
+    if (!legal && inst->api_version >= VK_API_VERSION_1_1 && inst->props) {
+        VkPhysicalDeviceProperties p;
+        inst->props(pd, &p);
+        legal = p.apiVersion >= VK_API_VERSION_1_1;
+    }
     uint32_t n = 0;
-    if (!inst->enum_ext || inst->enum_ext(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+    if (!legal || !inst->enum_ext || inst->enum_ext(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0)
         return NULL;
     VkExtensionProperties *props = calloc(n, sizeof *props);
     const char *found = NULL;
     if (props && inst->enum_ext(pd, NULL, &n, props) == VK_SUCCESS)
         for (int k = 0; k < 2 && !found; k++)
             for (uint32_t i = 0; i < n && !found; i++)
-                if (!strcmp(props[i].extensionName, kExts[k]))
-                    found = kExts[k];
+                if (!strcmp(props[i].extensionName, kCalibrationExts[k]))
+                    found = kCalibrationExts[k];
     free(props);
     return found;
 }
@@ -669,7 +819,8 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
         return VK_ERROR_INITIALIZATION_FAILED;
 
     VkResult r = VK_ERROR_INITIALIZATION_FAILED;
-    const char *add = missing_calibration_ext(inst, pd, ci);
+    const char *add = addable_calibration_ext(inst, pd, ci);
+    kt_vk_calibration_t calibration = enabled_calibration(ci);
     if (add) {
         const char **names = malloc((ci->enabledExtensionCount + 1) * sizeof *names);
         if (names) {
@@ -683,6 +834,8 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
             free(names);
         }
     }
+    if (add && r == VK_SUCCESS)
+        calibration = add == kCalibrationExts[0] ? KT_VK_CALIBRATION_KHR : KT_VK_CALIBRATION_EXT;
     if (!add || r != VK_SUCCESS) {
         link->u.pLayerInfo = below;
         r = create(pd, ci, a, out); /* as the program asked */
@@ -703,6 +856,19 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     d->next_gipa = gipa;
     d->next_gdpa = gdpa;
     d->host_query_reset = enables_host_query_reset(ci);
+    d->calibration = calibration;
+    if (inst->props) {
+        VkPhysicalDeviceProperties pp;
+        inst->props(pd, &pp);
+        pthread_mutex_lock(&g_lock);
+        uint32_t k = (uint32_t)(uintptr_t)kti_map_get(&g_pd_devices, (uint64_t)(uintptr_t)pd) + 1;
+        kti_map_put(&g_pd_devices, (uint64_t)(uintptr_t)pd, (void *)(uintptr_t)k);
+        pthread_mutex_unlock(&g_lock);
+        if (k > 1)
+            snprintf(d->label, sizeof d->label, "%.127s #%u", pp.deviceName, k);
+        else
+            snprintf(d->label, sizeof d->label, "%.127s", pp.deviceName);
+    }
 #define KTI_LOAD(fn) d->fn = (PFN_##fn)gdpa(*out, #fn);
     KTI_DEVICE_HOOKS(KTI_LOAD)
 #undef KTI_LOAD
@@ -728,6 +894,11 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
     pthread_mutex_unlock(&g_lock);
     if (!d)
         return;
+    /* The program may destroy its device with work still in flight (the driver's vkDestroyDevice drains it). Our
+     * query pool and readback buffer are written by that work: wait for it through the next layer before
+     * collecting and freeing them, so what finished is recorded and nothing we free is still written. */
+    if (d->vkDeviceWaitIdle)
+        d->vkDeviceWaitIdle(device);
     for (size_t i = 0; i < d->cmds.cap; i++)
         if (d->cmds.keys[i]) {
             kti_cmd_t *c = d->cmds.vals[i];
@@ -735,7 +906,7 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
             free(c);
         }
     for (uint32_t f = 0; f < KTI_MAX_FAMILIES; f++)
-        kt_vk_ctx_destroy(d->ctx[f]); /* collects what completed; the program idled the device first */
+        kt_vk_ctx_destroy(d->ctx[f]); /* collects what completed: the device is idle */
     for (size_t i = 0; i < d->pipelines.cap; i++)
         if (d->pipelines.keys[i])
             free(d->pipelines.vals[i]);
@@ -744,6 +915,7 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
             free(d->modules.vals[i]);
     kti_map_free(&d->pipelines);
     kti_map_free(&d->modules);
+    kti_map_free(&d->hashes);
     kti_map_free(&d->pools);
     kti_map_free(&d->cmds);
     PFN_vkDestroyDevice destroy = d->vkDestroyDevice;
@@ -774,6 +946,11 @@ static VkResult VKAPI_CALL hook_CreateInstance(const VkInstanceCreateInfo *ci, c
         i->next_gipa = gipa;
         i->destroy = (PFN_vkDestroyInstance)gipa(*out, "vkDestroyInstance");
         i->enum_ext = (PFN_vkEnumerateDeviceExtensionProperties)gipa(*out, "vkEnumerateDeviceExtensionProperties");
+        i->props = (PFN_vkGetPhysicalDeviceProperties)gipa(*out, "vkGetPhysicalDeviceProperties");
+        i->api_version = ci->pApplicationInfo && ci->pApplicationInfo->apiVersion ? ci->pApplicationInfo->apiVersion
+                                                                                  : VK_API_VERSION_1_0;
+        for (uint32_t k = 0; k < ci->enabledExtensionCount; k++)
+            i->props2 |= !strcmp(ci->ppEnabledExtensionNames[k], "VK_KHR_get_physical_device_properties2");
         pthread_mutex_lock(&g_lock);
         if (kti_map_put(&g_instances, dispatch_key(*out), i) != 0) {
             free(i);
@@ -819,9 +996,10 @@ typedef struct kti_hook_t {
 #define KTI_HOOK(name) {"vk" #name, (PFN_vkVoidFunction)hook_##name}
 static const kti_hook_t kDeviceHooks[] = {
     KTI_HOOK(DestroyDevice),         KTI_HOOK(CreateComputePipelines), KTI_HOOK(DestroyPipeline),
-    KTI_HOOK(DestroyShaderModule),    KTI_HOOK(CreateCommandPool),
+    KTI_HOOK(DestroyShaderModule),    KTI_HOOK(CreateShaderModule),     KTI_HOOK(CreateCommandPool),
     KTI_HOOK(DestroyCommandPool),    KTI_HOOK(ResetCommandPool),       KTI_HOOK(AllocateCommandBuffers),
     KTI_HOOK(FreeCommandBuffers),    KTI_HOOK(BeginCommandBuffer),     KTI_HOOK(ResetCommandBuffer),
+    KTI_HOOK(EndCommandBuffer),
     KTI_HOOK(CmdBindPipeline),       KTI_HOOK(CmdDispatch),            KTI_HOOK(CmdDispatchIndirect),
     KTI_HOOK(CmdExecuteCommands),    KTI_HOOK(QueueSubmit),            KTI_HOOK(QueueSubmit2),
     KTI_HOOK(QueueSubmit2KHR),       KTI_HOOK(QueueWaitIdle),          KTI_HOOK(DeviceWaitIdle),
