@@ -142,6 +142,12 @@ static void *spawner(void *arg)
 static void test_fork_while_registering(void **state)
 {
     (void)state;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    /* The sanitizer runtimes' own locks are not fork-safe: a child forked while another thread is inside the
+     * runtime (here: creating threads) can hang in the runtime itself before reaching ktiming (seen: the first
+     * pthread_create in the child waiting on ASan's thread registry). The normal build runs this test. */
+    skip();
+#endif
     pthread_t th[3];
     atomic_store(&g_stop, 0);
     assert_int_equal(pthread_create(&th[0], NULL, registrar, NULL), 0);
