@@ -24,7 +24,6 @@ if [ "${1:-}" = "--stress" ]; then
   pids=()
   for _ in 1 2; do (while :; do :; done) & pids+=($!); done
   trap 'kill "${pids[@]}" 2>/dev/null' EXIT
-  export KTIMING_TEST_FORK_STRESS=1 # edges_fork's fork-while-registering stress (not yet reliable: not in CI)
   for i in $(seq 1 "$rounds"); do
     echo "== stress round $i of $rounds (two busy loops running)"
     (cd "$BUILD" && ctest --output-on-failure -j "$JOBS" --timeout 900)

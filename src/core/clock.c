@@ -422,8 +422,9 @@ static void cross_cpu_check(kt__hc_facts_t *f)
     sched_setaffinity(0, sizeof orig, &orig);
 }
 
-static void atfork_prepare(void) { pthread_mutex_lock(&g_lock); }
-static void atfork_release(void) { pthread_mutex_unlock(&g_lock); }
+/* fork (core.c's handlers, in the core's lock order: after the recorder's locks, before the registry's). */
+void kt__hclock_fork_prepare(void) { pthread_mutex_lock(&g_lock); }
+void kt__hclock_fork_release(void) { pthread_mutex_unlock(&g_lock); }
 
 void kt__hclock_init(void)
 {
@@ -464,7 +465,6 @@ void kt__hclock_init(void)
         g_info.fits = 0;
     }
     publish();
-    pthread_atfork(atfork_prepare, atfork_release, atfork_release);
     pthread_mutex_unlock(&g_lock);
 }
 

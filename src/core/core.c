@@ -45,16 +45,25 @@ void kt__core_fork_prepare(void)
 {
     pthread_mutex_lock(&g_life_lock);
     kt__recorder_fork_prepare();
+    kt__hclock_fork_prepare(); /* before the registry: a clock refresh publishes the host record holding it */
     kt__registry_fork_prepare();
 }
 
 void kt__core_fork_release(int child)
 {
     kt__registry_fork_release();
+    kt__hclock_fork_release();
     kt__recorder_fork_release();
     pthread_mutex_unlock(&g_life_lock);
     if (child)
         kt__recorder_fork_child();
+}
+
+/* The fork handlers exist from load on: a fork on one thread while another is inside first_init (holding
+ * g_life_lock through the clock's calibration) is then prepared like any other. */
+__attribute__((constructor)) static void fork_handlers_at_load(void)
+{
+    kt__fork_install(kt__core_fork_prepare, kt__core_fork_release);
 }
 
 /* At exit, in the process that initialised ktiming: one bounded wait for work in flight (KTIMING_EXIT_WAIT_MS),
@@ -94,7 +103,7 @@ static void first_init(const kt_desc_t *d)
 
     kt__hclock_init(); /* publishes the host device record */
 
-    kt__fork_install(kt__core_fork_prepare, kt__core_fork_release);
+    kt__fork_owner_mark();
     atexit(at_exit);
     atomic_store_explicit(&g_state, KT__RUNNING, memory_order_release);
     update_recording();

@@ -41,13 +41,15 @@ void kt__ensure_init(void);
 void kt__exit_write(void);
 
 /* fork, called from the service layer's atfork handlers (service.h): prepare takes every core lock (life,
- * reset, shards, registry, last error), release gives them back in parent and child (child = 1 also starts
+ * reset, shards, host clock, registry, last error -- the one order every other path also follows), release gives them back in parent and child (child = 1 also starts
  * the child's statistics empty). Each lock-owning file provides its part. */
 void kt__core_fork_prepare(void);
 void kt__core_fork_release(int child);
 void kt__recorder_fork_prepare(void);
 void kt__recorder_fork_release(void);
 void kt__recorder_fork_child(void);
+void kt__hclock_fork_prepare(void);
+void kt__hclock_fork_release(void);
 void kt__registry_fork_prepare(void);
 void kt__registry_fork_release(void);
 

@@ -32,11 +32,16 @@ static void fork_prepare(void);
 static void fork_parent(void);
 static void fork_child(void);
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
-static pid_t g_owner_pid; /* process that installed the handlers: a child sees another pid */
-static void atfork_install(void)
+static void atfork_install(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
+/* The process that first initialised ktiming or registered a backend: a forked child sees another pid. Set
+ * then, not when the handlers are installed (at load), so a child of a process that never used ktiming and
+ * that uses it itself is its own owner. */
+static pid_t g_owner_pid;
+void kt__fork_owner_mark(void)
 {
-    g_owner_pid = getpid();
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    pid_t none = 0;
+    __atomic_compare_exchange_n(&g_owner_pid, &none, getpid(), 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
 static void (*g_core_prepare)(void);     /* the core's own fork hooks (kt__fork_install), set once */
@@ -45,7 +50,7 @@ static void (*g_fork_core_release)(int child); /* what this fork's prepare took 
 
 void kt__fork_install(void (*core_prepare)(void), void (*core_release)(int child))
 {
-    /* no lock: the caller holds the core's life-cycle lock, which fork_prepare takes after g_svc_lock */
+    /* no lock: called from the core's load-time constructor, before any thread of this library exists */
     __atomic_store_n(&g_core_release, core_release, __ATOMIC_RELEASE);
     __atomic_store_n(&g_core_prepare, core_prepare, __ATOMIC_RELEASE);
     pthread_once(&g_atfork_once, atfork_install);
@@ -56,6 +61,7 @@ int kt__backend_register(const kt__backend_ops_t *ops)
     if (!ops)
         return KT_EINVAL;
     pthread_once(&g_atfork_once, atfork_install);
+    kt__fork_owner_mark();
     int rc = 0, i;
     pthread_mutex_lock(&g_svc_lock);
     for (i = 0; i < g_nops && g_ops[i] != ops; i++)
@@ -185,6 +191,17 @@ int kt__collector_start(kt__collector_t *c, const char *name, kt__collector_step
     if (!c || !step)
         return KT_EINVAL;
     pthread_once(&g_atfork_once, atfork_install);
+    /* Listed first, under the list lock alone (fork_prepare takes the list lock, then each collector's): a
+     * fork from here on finds this collector and, in the child, marks it not running. */
+    pthread_mutex_lock(&g_coll_list_lock);
+    kt__collector_t *it;
+    for (it = g_colls; it && it != c; it = it->next)
+        ;
+    if (!it) {
+        c->next = g_colls;
+        g_colls = c;
+    }
+    pthread_mutex_unlock(&g_coll_list_lock);
     pthread_mutex_lock(&c->lock);
     if (atomic_load(&c->running)) {
         pthread_mutex_unlock(&c->lock);
@@ -208,18 +225,8 @@ int kt__collector_start(kt__collector_t *c, const char *name, kt__collector_step
     pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread inherits the mask: no program signal reaches it */
     int err = pthread_create(&c->thread, NULL, collector_main, c);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (err == 0) {
+    if (err == 0)
         atomic_store(&c->running, 1);
-        pthread_mutex_lock(&g_coll_list_lock);
-        kt__collector_t *it;
-        for (it = g_colls; it && it != c; it = it->next)
-            ;
-        if (!it) {
-            c->next = g_colls;
-            g_colls = c;
-        }
-        pthread_mutex_unlock(&g_coll_list_lock);
-    }
     pthread_mutex_unlock(&c->lock);
     return err == 0 ? 0 : KT_ENOMEM;
 }

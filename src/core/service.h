@@ -51,9 +51,13 @@ uint64_t kt__exit_wait_ns(void);
 #define KT__FLUSH_WAIT_NS 10000000000ull
 
 /* Installs the one pthread_atfork registration (backends' callbacks, collector threads, then the core's own
- * locks through core_prepare / core_release(child)); idempotent. The core's first initialisation calls it with
- * kt__core_fork_prepare / kt__core_fork_release. */
+ * locks through core_prepare / core_release(child)); idempotent. The core calls it from a load-time
+ * constructor with kt__core_fork_prepare / kt__core_fork_release, so no fork can find a core lock held
+ * without the handlers that take it (first initialisation holds the life-cycle lock while it calibrates). */
 void kt__fork_install(void (*core_prepare)(void), void (*core_release)(int child));
+
+/* Marks this process as the owner (first initialisation, first backend registration); idempotent. */
+void kt__fork_owner_mark(void);
 
 /* Non-zero in a process forked from the one that initialised ktiming (exit-time backend work is skipped). */
 int kt__forked_child(void);
