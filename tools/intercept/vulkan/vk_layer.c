@@ -72,6 +72,12 @@ typedef struct kti_instance_t {
 } kti_instance_t;
 
 /* Next layer's entry points of a device, for the functions hooked. */
+#ifndef VK_EXT_shader_object /* headers before 1.3.246: the one entry point hooked, declared here */
+VK_DEFINE_NON_DISPATCHABLE_HANDLE(VkShaderEXT)
+typedef void(VKAPI_PTR *PFN_vkCmdBindShadersEXT)(VkCommandBuffer, uint32_t, const VkShaderStageFlagBits *,
+                                                 const VkShaderEXT *);
+#endif
+
 #define KTI_DEVICE_HOOKS(X)                                                                                      \
     X(vkDestroyDevice) X(vkCreateComputePipelines) X(vkDestroyPipeline) X(vkDestroyShaderModule)                 \
     X(vkCreateShaderModule)                                                                                    \
@@ -80,7 +86,8 @@ typedef struct kti_instance_t {
     X(vkEndCommandBuffer)                                                                                      \
     X(vkCmdBindPipeline) X(vkCmdDispatch) X(vkCmdDispatchIndirect) X(vkCmdDispatchBase) X(vkCmdDispatchBaseKHR)  \
     X(vkCmdExecuteCommands) X(vkQueueSubmit) X(vkQueueSubmit2) X(vkQueueSubmit2KHR) X(vkQueueWaitIdle)           \
-    X(vkDeviceWaitIdle) X(vkWaitForFences) X(vkGetFenceStatus) X(vkSetDebugUtilsObjectNameEXT)
+    X(vkDeviceWaitIdle) X(vkWaitForFences) X(vkGetFenceStatus) X(vkSetDebugUtilsObjectNameEXT)  \
+    X(vkCmdBindShadersEXT)
 
 /* One device. */
 typedef struct kti_device_t {
@@ -398,6 +405,24 @@ static void VKAPI_CALL hook_CmdBindPipeline(VkCommandBuffer cb, VkPipelineBindPo
     d->vkCmdBindPipeline(cb, bp, pipeline);
 }
 
+/* VK_EXT_shader_object: binding a compute shader object (or unbinding it) replaces the bound compute pipeline.
+ * Dispatches using a shader object are not timed (no name is kept for shader objects yet); before this hook they
+ * were credited to the pipeline bound earlier. */
+static void VKAPI_CALL hook_CmdBindShadersEXT(VkCommandBuffer cb, uint32_t n, const VkShaderStageFlagBits *stages,
+                                              const VkShaderEXT *shaders)
+{
+    kti_device_t *d = device_of(cb);
+    for (uint32_t i = 0; i < n; i++)
+        if (stages[i] == VK_SHADER_STAGE_COMPUTE_BIT) {
+            pthread_mutex_lock(&g_lock);
+            kti_cmd_t *c = kti_map_get(&d->cmds, (uint64_t)(uintptr_t)cb);
+            if (c)
+                c->pipeline = NULL;
+            pthread_mutex_unlock(&g_lock);
+        }
+    d->vkCmdBindShadersEXT(cb, n, stages, shaders);
+}
+
 static void VKAPI_CALL hook_CmdExecuteCommands(VkCommandBuffer cb, uint32_t n, const VkCommandBuffer *secondaries)
 {
     kti_device_t *d = device_of(cb);
@@ -513,7 +538,9 @@ static VkResult VKAPI_CALL hook_CreateCommandPool(VkDevice device, const VkComma
 {
     kti_device_t *d = device_of(device);
     VkResult r = d->vkCreateCommandPool(device, ci, a, out);
-    if (r == VK_SUCCESS) {
+    /* A protected pool's command buffers are never written to: a protected command buffer may not copy query
+     * results into our (unprotected) readback buffer, so its buffers are left out of the map (not timed). */
+    if (r == VK_SUCCESS && !(ci->flags & VK_COMMAND_POOL_CREATE_PROTECTED_BIT)) {
         pthread_mutex_lock(&g_lock);
         kti_map_put(&d->pools, (uint64_t)*out, (void *)(uintptr_t)(ci->queueFamilyIndex + 1u));
         pthread_mutex_unlock(&g_lock);
@@ -721,10 +748,12 @@ static VkResult VKAPI_CALL hook_WaitForFences(VkDevice device, uint32_t n, const
 {
     kti_device_t *d = device_of(device);
     VkResult r = d->vkWaitForFences(device, n, f, all, timeout);
-    if (r == VK_SUCCESS)
-        if (r == VK_ERROR_DEVICE_LOST)
+    /* Lost: pending slots counted `device lost`; collected only when the wait succeeded (a VK_TIMEOUT poll with a
+     * zero timeout, or VK_NOT_READY, must not read the rings on every call). */
+    if (r == VK_ERROR_DEVICE_LOST)
         device_lost(d);
-    collect_device(d);
+    else if (r == VK_SUCCESS)
+        collect_device(d);
     return r;
 }
 
@@ -732,10 +761,12 @@ static VkResult VKAPI_CALL hook_GetFenceStatus(VkDevice device, VkFence f)
 {
     kti_device_t *d = device_of(device);
     VkResult r = d->vkGetFenceStatus(device, f);
-    if (r == VK_SUCCESS)
-        if (r == VK_ERROR_DEVICE_LOST)
+    /* Lost: pending slots counted `device lost`; collected only when the wait succeeded (a VK_TIMEOUT poll with a
+     * zero timeout, or VK_NOT_READY, must not read the rings on every call). */
+    if (r == VK_ERROR_DEVICE_LOST)
         device_lost(d);
-    collect_device(d);
+    else if (r == VK_SUCCESS)
+        collect_device(d);
     return r;
 }
 
@@ -1004,6 +1035,7 @@ static const kti_hook_t kDeviceHooks[] = {
     KTI_HOOK(CmdExecuteCommands),    KTI_HOOK(QueueSubmit),            KTI_HOOK(QueueSubmit2),
     KTI_HOOK(QueueSubmit2KHR),       KTI_HOOK(QueueWaitIdle),          KTI_HOOK(DeviceWaitIdle),
     KTI_HOOK(WaitForFences),         KTI_HOOK(GetFenceStatus),         KTI_HOOK(SetDebugUtilsObjectNameEXT),
+    KTI_HOOK(CmdBindShadersEXT),
     {"vkCmdDispatchBase", (PFN_vkVoidFunction)hook_CmdDispatchBase},
     {"vkCmdDispatchBaseKHR", (PFN_vkVoidFunction)hook_CmdDispatchBase},
 };
