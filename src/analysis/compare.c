@@ -111,26 +111,367 @@ static double resample_median(const uint64_t *sorted, uint32_t n, rng_t *r)
     return 0.5 * ((double)sorted[i] + (double)sorted[j]);
 }
 
-static int cmp_double(const void *a, const void *b)
+/* ---------------------------------------------------------------------------------------------------
+ * The law of a resample's median, tabulated (small samples)
+ *
+ * A resample of n sorted values is n iid uniform indices in [0, n); its median is a function of the m-th
+ * (and, for even n, the (m+1)-th) smallest index only, and the law of those does not depend on the values. For
+ * n <= MED_TABLE_MAX that law is computed once per n from binomial probabilities and sampled with an alias
+ * table: one random number per draw instead of two Gamma variates (about six logarithms and cosines). With
+ * A = #indices below i and E = #indices equal to i, X(m) = i iff A < m <= A + E, so
+ *   P(X(m) <= i) = P(Bin(n, (i+1)/n) >= m),
+ *   P(X(m) = i, X(m+1) > i) = P(A + E = m) - P(A = m, E = 0)            (the next index lies above i)
+ *                           = C(n,m) q^m (1-q)^(n-m) - C(n,m) p^m (1-q)^(n-m),   q = (i+1)/n, p = i/n,
+ * and the rest of P(X(m) = i) is X(m+1) = i. Given X(m) = i < X(m+1), the n-m indices above i are iid uniform
+ * on the K = n-1-i values above i, so X(m+1) = i + 1 + T with T their minimum: P(T >= s) = ((K-s)/K)^(n-m).
+ * For n <= MED_PAIR_TABLE_MAX the joint law of (X(m), X(m+1)) is tabulated whole, one cell per pair i <= j, so a
+ * draw is one random number and one table look-up; above, T is drawn by inversion (one pow). Exact: the tables
+ * hold the probabilities to double precision and draws resolve them to 2^-64.
+ * ------------------------------------------------------------------------------------------------- */
+
+#define MED_TABLE_MAX 512u      /* tabulated law up to this n (O(n^2) to build, 24 n bytes to keep) */
+#define MED_PAIR_TABLE_MAX 128u /* even n: the joint law of both indices tabulated up to this n (8 n^2 bytes) */
+
+typedef struct alias_t {
+    uint64_t *keep; /* cell k is kept when the draw's fraction is below keep[k] (2^64 scale), else alias[k] */
+    uint32_t *alias;
+    uint32_t cells;
+} alias_t;
+
+typedef struct med_law_t {
+    uint32_t n, m;
+    alias_t first;   /* odd n: cell i is X(m) = i; even n: cell 2i is (i, tie), cell 2i+1 is (i, next above) */
+    alias_t pairs;   /* even n <= MED_PAIR_TABLE_MAX: cell c is (pair_i[c], pair_j[c]); first is then unused */
+    uint8_t *pair_i, *pair_j;
+} med_law_t;
+
+typedef struct med_cache_t {
+    med_law_t *law[MED_TABLE_MAX + 1];                           /* built on first use, per n */
+    double lv[2][MED_TABLE_MAX];                                 /* the row's log memos (side_t), reused */
+    double pair[2][MED_PAIR_TABLE_MAX * (MED_PAIR_TABLE_MAX + 1) / 2];
+} med_cache_t;
+
+/* Vose's alias method over p[0..cells) (non-negative, any sum > 0). */
+static int alias_build(alias_t *a, const double *p, uint32_t cells)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    a->cells = cells;
+    a->keep = malloc((size_t)cells * sizeof *a->keep);
+    a->alias = malloc((size_t)cells * sizeof *a->alias);
+    double *w = malloc((size_t)cells * sizeof *w);
+    uint32_t *small = malloc((size_t)cells * sizeof *small), *large = malloc((size_t)cells * sizeof *large);
+    int ok = a->keep && a->alias && w && small && large;
+    if (ok) {
+        double sum = 0.0;
+        for (uint32_t k = 0; k < cells; k++) sum += p[k];
+        uint32_t ns = 0, nl = 0;
+        for (uint32_t k = 0; k < cells; k++) {
+            w[k] = p[k] * (double)cells / sum;
+            a->alias[k] = k;
+            if (w[k] < 1.0) small[ns++] = k;
+            else large[nl++] = k;
+        }
+        while (ns && nl) {
+            uint32_t s = small[--ns], l = large[nl - 1];
+            a->keep[s] = w[s] <= 0.0 ? 0 : (uint64_t)ldexp(w[s], 64);
+            a->alias[s] = l;
+            w[l] -= 1.0 - w[s];
+            if (w[l] < 1.0) {
+                nl--;
+                small[ns++] = l;
+            }
+        }
+        while (nl) a->keep[large[--nl]] = UINT64_MAX; /* rounding leaves these at ~1: always kept */
+        while (ns) a->keep[small[--ns]] = UINT64_MAX;
+    }
+    free(w);
+    free(small);
+    free(large);
+    if (!ok) {
+        free(a->keep);
+        free(a->alias);
+        a->keep = NULL;
+        a->alias = NULL;
+    }
+    return ok ? 0 : KT_ENOMEM;
 }
 
-/* Percentile interval of sorted-in-place values (linear interpolation). */
+static uint32_t alias_draw(const alias_t *a, rng_t *r)
+{
+    unsigned __int128 x = (unsigned __int128)rng_next(r) * a->cells;
+    uint32_t k = (uint32_t)(x >> 64);
+    return (uint64_t)x < a->keep[k] ? k : a->alias[k];
+}
+
+static void alias_free(alias_t *a)
+{
+    free(a->keep);
+    free(a->alias);
+}
+
+static void med_law_free(med_law_t *l)
+{
+    if (!l) return;
+    alias_free(&l->first);
+    alias_free(&l->pairs);
+    free(l->pair_i);
+    free(l->pair_j);
+    free(l);
+}
+
+/* log P(Bin(n, p) = k) */
+static double binom_log_pmf(uint32_t n, uint32_t k, double p)
+{
+    if (p <= 0.0) return k == 0 ? 0.0 : -INFINITY;
+    if (p >= 1.0) return k == n ? 0.0 : -INFINITY;
+    return lgamma(n + 1.0) - lgamma(k + 1.0) - lgamma((double)(n - k) + 1.0) + k * log(p) + (double)(n - k) * log1p(-p);
+}
+
+/* P(Bin(n, c/n) >= m), summing the pmf upward from m by its ratio recurrence. */
+static double binom_tail(uint32_t n, uint32_t m, uint32_t c)
+{
+    if (c == 0) return 0.0;
+    if (c >= n) return 1.0;
+    double p = (double)c / n, odds = p / (1.0 - p), term = exp(binom_log_pmf(n, m, p)), sum = 0.0;
+    for (uint32_t k = m; k <= n && term > 0.0; k++) {
+        sum += term;
+        term *= (double)(n - k) / (double)(k + 1) * odds;
+    }
+    return sum > 1.0 ? 1.0 : sum;
+}
+
+/* Even n <= MED_PAIR_TABLE_MAX: the joint law of the median's two indices from the split law in first_p (cell 2i
+ * is (i, i), cell 2i+1 is (i, above i)), with the gap T above i, P(T >= s) = ((K-s)/K)^(n-m), spread out. */
+static int med_pairs_build(med_law_t *l, const double *first_p)
+{
+    uint32_t n = l->n, cells = n * (n + 1) / 2, c = 0;
+    double *p = malloc((size_t)cells * sizeof *p);
+    l->pair_i = malloc(cells);
+    l->pair_j = malloc(cells);
+    if (!p || !l->pair_i || !l->pair_j) {
+        free(p);
+        return KT_ENOMEM;
+    }
+    double r = (double)(n - l->m);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t K = n - 1 - i;
+        l->pair_i[c] = l->pair_j[c] = (uint8_t)i;
+        p[c++] = first_p[2 * i];
+        for (uint32_t t = 0; t < K; t++) {
+            l->pair_i[c] = (uint8_t)i;
+            l->pair_j[c] = (uint8_t)(i + 1 + t);
+            p[c++] = first_p[2 * i + 1] * (pow((double)(K - t) / K, r) - pow((double)(K - t - 1) / K, r));
+        }
+    }
+    int rc = alias_build(&l->pairs, p, cells);
+    free(p);
+    return rc;
+}
+
+/* The law for n (1 <= n <= MED_TABLE_MAX), or NULL when out of memory. */
+static med_law_t *med_law_build(uint32_t n)
+{
+    med_law_t *l = calloc(1, sizeof *l);
+    double *p = malloc(2 * (size_t)n * sizeof *p), *tail = malloc(((size_t)n + 1) * sizeof *tail);
+    int rc = l && p && tail ? 0 : KT_ENOMEM;
+    if (!rc) {
+        l->n = n;
+        l->m = (n + 1) / 2;
+        uint32_t m = l->m;
+        for (uint32_t c = 0; c <= n; c++) tail[c] = binom_tail(n, m, c); /* P(X(m) <= c-1) */
+        for (uint32_t i = 0; i < n; i++) {
+            double at = tail[i + 1] - tail[i];
+            at = at > 0.0 ? at : 0.0;
+            if (n & 1) {
+                p[i] = at;
+                continue;
+            }
+            double q = (double)(i + 1) / n, pl = (double)i / n;
+            double lc = lgamma(n + 1.0) - lgamma(m + 1.0) - lgamma((double)(n - m) + 1.0);
+            double above = i + 1 >= n ? 0.0
+                                      : exp(lc + m * log(q) + (double)(n - m) * log1p(-q)) -
+                                            (i ? exp(lc + m * log(pl) + (double)(n - m) * log1p(-q)) : 0.0);
+            above = above > 0.0 ? (above < at ? above : at) : 0.0;
+            p[2 * i] = at - above;
+            p[2 * i + 1] = above;
+        }
+        rc = alias_build(&l->first, p, n & 1 ? n : 2 * n);
+    }
+    if (!rc && !(n & 1) && n <= MED_PAIR_TABLE_MAX) rc = med_pairs_build(l, p);
+    free(p);
+    free(tail);
+    if (rc) {
+        med_law_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+static void med_cache_free(med_cache_t *c)
+{
+    if (!c) return;
+    for (uint32_t n = 0; n <= MED_TABLE_MAX; n++) med_law_free(c->law[n]);
+    free(c);
+}
+
+/* The median's sorted indices (i, j) of one resample, j = i for odd n or a tie (first-index law: odd n, or even
+ * n above MED_PAIR_TABLE_MAX). */
+static void med_law_draw(const med_law_t *l, rng_t *r, uint32_t *i, uint32_t *j)
+{
+    uint32_t k = alias_draw(&l->first, r);
+    if (l->n & 1) {
+        *i = *j = k;
+        return;
+    }
+    *i = k >> 1;
+    if (!(k & 1)) {
+        *j = *i;
+        return;
+    }
+    uint32_t K = l->n - 1 - *i;
+    double v = 1.0 - pow(rng_u01(r), 1.0 / (double)(l->n - l->m)); /* the minimum of n-m uniforms */
+    double x = floor(v * K);
+    *j = *i + 1 + (x >= K ? K - 1 : (uint32_t)x);
+}
+
+/* One side of a row: its sorted samples and, when tabulated, its law and logarithm memos. */
+typedef struct side_t {
+    const uint64_t *s;
+    uint32_t n;
+    const med_law_t *law; /* NULL: draw with resample_median */
+    double *lv;           /* lv[i] = log of s[i] (nudged), tabulated sides */
+    double *pair;         /* even n <= MED_PAIR_TABLE_MAX: the log median of pair cell c, NaN until used */
+} side_t;
+
+static double log_nudged(double v) { return log(v > 0.0 ? v : 0.5); }
+
+static double side_log_median(side_t *sd, rng_t *r)
+{
+    const med_law_t *l = sd->law;
+    if (!l) return log_nudged(resample_median(sd->s, sd->n, r));
+    if (sd->pair) {
+        uint32_t c = alias_draw(&l->pairs, r);
+        double *slot = &sd->pair[c];
+        if (isnan(*slot)) *slot = log_nudged(0.5 * ((double)sd->s[l->pair_i[c]] + (double)sd->s[l->pair_j[c]]));
+        return *slot;
+    }
+    uint32_t i, j;
+    med_law_draw(l, r, &i, &j);
+    return i == j ? sd->lv[i] : log_nudged(0.5 * ((double)sd->s[i] + (double)sd->s[j]));
+}
+
+/* Rearranges v[0..n) so that v[k] holds the k-th smallest value, nothing larger before it and nothing smaller
+ * after it (quickselect with a three-way partition: the many equal replicates of small samples cost nothing). */
+static void select_kth(double *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        double x = v[lo], y = v[lo + (hi - lo) / 2], z = v[hi - 1];
+        double piv = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        size_t lt = lo, i = lo, gt = hi;
+        while (i < gt) {
+            double t = v[i];
+            if (t < piv) {
+                v[i++] = v[lt];
+                v[lt++] = t;
+            } else if (t > piv) {
+                v[i] = v[--gt];
+                v[gt] = t;
+            } else {
+                i++;
+            }
+        }
+        if (k < lt) hi = lt;
+        else if (k >= gt) lo = gt;
+        else return;
+    }
+}
+
+/* The k-th and (k+1)-th smallest of v[0..n) (k + 1 < n), v rearranged. */
+static void order_pair(double *v, size_t n, size_t k, double *at, double *next)
+{
+    select_kth(v, n, k);
+    double m = v[k + 1];
+    for (size_t i = k + 2; i < n; i++)
+        if (v[i] < m) m = v[i];
+    *at = v[k];
+    *next = m;
+}
+
+/* A max-heap keeping the cap smallest values offered: the interval's tails in one pass over the replicates, and
+ * when cap is small against their number almost every value costs one comparison with the root. */
+typedef struct tail_heap_t {
+    double *h;
+    size_t cap, len;
+} tail_heap_t;
+
+static void tail_heap_offer(tail_heap_t *t, double x)
+{
+    double *h = t->h;
+    size_t c;
+    if (t->len < t->cap) { /* filling: sift the new leaf up */
+        for (c = t->len++; c > 0 && h[(c - 1) / 2] < x; c = (c - 1) / 2) h[c] = h[(c - 1) / 2];
+        h[c] = x;
+        return;
+    }
+    if (!(x < h[0])) return;
+    for (c = 0;;) { /* replace the root: sift down */
+        size_t l = 2 * c + 1, big;
+        if (l >= t->cap) break;
+        big = l + 1 < t->cap && h[l + 1] > h[l] ? l + 1 : l;
+        if (!(h[big] > x)) break;
+        h[c] = h[big];
+        c = big;
+    }
+    h[c] = x;
+}
+
+/* The two largest in a full heap (cap >= 2): the (cap-1)-th and cap-th smallest offered, 1-based. */
+static void tail_heap_top2(const tail_heap_t *t, double *second, double *first)
+{
+    *first = t->h[0];
+    *second = t->cap > 2 && t->h[2] > t->h[1] ? t->h[2] : t->h[1];
+}
+
+/* Percentile interval of the values (linear interpolation between order statistics, as if sorted; v may be
+ * rearranged). Selection, not a sort: the usual tails (each within an eighth of its end) by two bounded heaps
+ * in one pass, anything else by quickselect. */
 static void percentile_interval(double *v, size_t n, double confidence, double *lo, double *hi)
 {
-    qsort(v, n, sizeof *v, cmp_double);
     double tail = 0.5 * (1.0 - confidence);
-    double q[2] = {tail, 1.0 - tail}, out[2];
-    for (int i = 0; i < 2; i++) {
-        double pos = q[i] * (double)(n - 1);
-        size_t k = (size_t)pos;
-        if (k >= n - 1) out[i] = v[n - 1];
-        else out[i] = v[k] + (pos - (double)k) * (v[k + 1] - v[k]);
+    double q[2] = {tail, 1.0 - tail}, pos[2], at[2], next[2];
+    size_t k[2];
+    for (int e = 0; e < 2; e++) {
+        pos[e] = q[e] * (double)(n - 1);
+        k[e] = (size_t)pos[e];
     }
-    *lo = out[0];
-    *hi = out[1];
+    /* the low end's v[k], v[k+1] are the top two of a heap of the k+2 smallest; the high end's, negated, the top
+     * two of a heap of the n-k smallest of -v */
+    size_t cap[2] = {k[0] + 2, n - k[1]};
+    double *buf = k[1] < n - 1 && cap[0] <= n / 8 && cap[1] <= n / 8 ? malloc((cap[0] + cap[1]) * sizeof *buf) : NULL;
+    if (buf) {
+        tail_heap_t low = {buf, cap[0], 0}, high = {buf + cap[0], cap[1], 0};
+        for (size_t i = 0; i < n; i++) { /* the root test inline: most values stop there */
+            if (low.len < low.cap || v[i] < low.h[0]) tail_heap_offer(&low, v[i]);
+            if (high.len < high.cap || -v[i] < high.h[0]) tail_heap_offer(&high, -v[i]);
+        }
+        double a, b;
+        tail_heap_top2(&low, &at[0], &next[0]);
+        tail_heap_top2(&high, &a, &b);
+        at[1] = -b;
+        next[1] = -a;
+        free(buf);
+    } else {
+        for (int e = 0; e < 2; e++) {
+            if (k[e] >= n - 1) {
+                select_kth(v, n, n - 1);
+                at[e] = next[e] = v[n - 1];
+            } else {
+                order_pair(v, n, k[e], &at[e], &next[e]);
+            }
+        }
+    }
+    *lo = at[0] + (pos[0] - (double)k[0]) * (next[0] - at[0]);
+    *hi = at[1] + (pos[1] - (double)k[1]) * (next[1] - at[1]);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -235,26 +576,48 @@ static uint64_t *sorted_copy(const uint64_t *v, uint32_t n)
     return s;
 }
 
-/* reps[i] = ln(median(resampled before) / median(resampled after)) for i < count. */
+/* Prepares one side: sorted samples, the tabulated law when n is small enough (built into the cache on first
+ * use) and its memos. */
+static int side_init(side_t *sd, const uint64_t *sorted, uint32_t n, med_cache_t *cache, int which)
+{
+    memset(sd, 0, sizeof *sd);
+    sd->s = sorted;
+    sd->n = n;
+    if (!cache || n > MED_TABLE_MAX) return 0;
+    if (!cache->law[n] && !(cache->law[n] = med_law_build(n))) return KT_ENOMEM;
+    sd->law = cache->law[n];
+    if (sd->law->pair_i) {
+        sd->pair = cache->pair[which];
+        for (size_t k = 0; k < (size_t)n * (n + 1) / 2; k++) sd->pair[k] = NAN;
+    } else {
+        sd->lv = cache->lv[which];
+        for (uint32_t i = 0; i < n; i++) sd->lv[i] = log_nudged((double)sorted[i]);
+    }
+    return 0;
+}
+
+/* reps[i] = ln(median(resampled before) / median(resampled after)) for i < count. A zero median (durations
+ * below clock resolution) is nudged to 0.5 ns to keep the logarithm finite. cache NULL: every median is drawn
+ * with resample_median. */
 static int bootstrap_log_ratio(const uint64_t *b, uint32_t nb, const uint64_t *a, uint32_t na, uint32_t count,
-                               uint64_t seed, double *reps)
+                               uint64_t seed, double *reps, med_cache_t *cache)
 {
     uint64_t *sb = sorted_copy(b, nb), *sa = sorted_copy(a, na);
-    if (!sb || !sa) {
-        free(sb);
-        free(sa);
-        return KT_ENOMEM;
-    }
-    rng_t r;
-    rng_seed(&r, seed);
-    for (uint32_t it = 0; it < count; it++) {
-        double mb = resample_median(sb, nb, &r), ma = resample_median(sa, na, &r);
-        /* A zero median (durations below clock resolution) is nudged to keep the logarithm finite. */
-        reps[it] = log((mb > 0.0 ? mb : 0.5) / (ma > 0.0 ? ma : 0.5));
+    side_t db, da;
+    int rc = !sb || !sa ? KT_ENOMEM : 0;
+    if (!rc) rc = side_init(&db, sb, nb, cache, 0);
+    if (!rc) rc = side_init(&da, sa, na, cache, 1);
+    if (!rc) {
+        rng_t r;
+        rng_seed(&r, seed);
+        for (uint32_t it = 0; it < count; it++) {
+            double lb = side_log_median(&db, &r);
+            reps[it] = lb - side_log_median(&da, &r);
+        }
     }
     free(sb);
     free(sa);
-    return 0;
+    return rc;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -417,7 +780,7 @@ static void pct_band(double t, char *buf, size_t cap) { snprintf(buf, cap, "%.3g
 /* Compute a matched row; reps receives the bootstrap replicates (opts->bootstrap of them) when the row is
  * compared on samples, and *has_reps says so. */
 static int fill_matched(kt_compare_row_t *row, const kt_kernel_timing_t *b, const kt_kernel_timing_t *a,
-                        const kt_compare_opts_t *o, double *reps, int *has_reps)
+                        const kt_compare_opts_t *o, double *reps, int *has_reps, med_cache_t *cache)
 {
     *has_reps = 0;
     row->speedup_median = ratio(row->before.median_ns, row->after.median_ns);
@@ -438,7 +801,7 @@ static int fill_matched(kt_compare_row_t *row, const kt_kernel_timing_t *b, cons
     int rc = kt_mann_whitney(b->samples, nb, a->samples, na, &row->u, &row->p_value);
     if (rc) return rc;
     uint64_t seed = o->seed ^ key_hash(row->name, row->backend, row->device);
-    rc = bootstrap_log_ratio(b->samples, nb, a->samples, na, o->bootstrap, seed, reps);
+    rc = bootstrap_log_ratio(b->samples, nb, a->samples, na, o->bootstrap, seed, reps, cache);
     if (rc) return rc;
     double *sorted = malloc((size_t)o->bootstrap * sizeof *sorted);
     if (!sorted) return KT_ENOMEM;
@@ -595,9 +958,10 @@ int kt_compare(const kt_snapshot_t *before, const kt_snapshot_t *after, const kt
     /* One replicate buffer reused by every row and one running sum for the geometric mean: memory is the rows
      * plus 2 x bootstrap doubles, whatever the number of kernels. */
     double *rep_buf = calloc(o->bootstrap, sizeof *rep_buf), *gsum = calloc(o->bootstrap, sizeof *gsum);
+    med_cache_t *cache = calloc(1, sizeof *cache); /* the median laws of the sample counts seen */
     size_t geo_k = 0;
     double geo_log_sum = 0.0;
-    if (!vb || !va || !out->rows || !rep_buf || !gsum) {
+    if (!vb || !va || !out->rows || !rep_buf || !gsum || !cache) {
         rc = KT_ENOMEM;
         goto done;
     }
@@ -625,7 +989,7 @@ int kt_compare(const kt_snapshot_t *before, const kt_snapshot_t *after, const kt
             row->presence = KT_PRESENT_BOTH;
             if ((rc = fill_side(b, &row->before)) || (rc = fill_side(a, &row->after))) goto done;
             int has = 0;
-            if ((rc = fill_matched(row, b, a, o, rep_buf, &has))) goto done;
+            if ((rc = fill_matched(row, b, a, o, rep_buf, &has, cache))) goto done;
             if (has && !isnan(row->speedup_median)) {
                 for (uint32_t j = 0; j < o->bootstrap; j++) gsum[j] += rep_buf[j];
                 geo_log_sum += log(row->speedup_median);
@@ -647,6 +1011,7 @@ int kt_compare(const kt_snapshot_t *before, const kt_snapshot_t *after, const kt
     summarise(out, gsum, geo_k, geo_log_sum);
 
 done:
+    med_cache_free(cache);
     free(gsum);
     free(rep_buf);
     free(vb);
