@@ -42,9 +42,9 @@ TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppression
       -DKTIMING_BUILD_EXAMPLES=OFF
 
 # Fuzz smoke under libFuzzer (clang, ASan+UBSan) for a bounded time, each target starting from the committed
-# corpus and every past crasher: the snapshot loader (half the budget), compare pairs and the Chrome/HTML
-# exporters fed from loaded snapshots (a quarter each). KTIMING_FUZZ_SECONDS (default 60) is the whole step's
-# budget; 0 skips it. A crash leaves its input in $BUILD-fuzz/artifacts/: add it to tests/analysis/regress/.
+# corpus and every past crasher: the snapshot loader (two fifths of the budget), compare pairs, the Chrome/HTML
+# exporters fed from loaded snapshots and the command line of report/compare/merge (a fifth each).
+# KTIMING_FUZZ_SECONDS (default 60) is the whole step's budget; 0 skips it. A crash leaves its input in $BUILD-fuzz/artifacts/: add it to tests/analysis/regress/.
 FUZZ_SECONDS=${KTIMING_FUZZ_SECONDS:-60}
 if [ "$FUZZ_SECONDS" != 0 ]; then
   if ! command -v clang >/dev/null 2>&1; then
@@ -56,16 +56,20 @@ if [ "$FUZZ_SECONDS" != 0 ]; then
   cmake -S . -B "$fz" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DKTIMING_FUZZ=ON -DKTIMING_WERROR=ON -DKTIMING_SANITIZE=address,undefined -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link \
     -DBUILD_SHARED_LIBS=OFF -DKTIMING_BUILD_BENCH=OFF -DKTIMING_BUILD_EXAMPLES=OFF -DKTIMING_BUILD_TOOLS=OFF >/dev/null
-  cmake --build "$fz" -j "$JOBS" --target fuzz_snapshot_parse fuzz_compare_pair fuzz_export
-  half=$(( (FUZZ_SECONDS + 1) / 2 )); quarter=$(( (FUZZ_SECONDS + 3) / 4 ))
-  for spec in "fuzz_snapshot_parse:$half" "fuzz_compare_pair:$quarter" "fuzz_export:$quarter"; do
-    t=${spec%%:*}; secs=${spec##*:}
+  cmake --build "$fz" -j "$JOBS" --target fuzz_snapshot_parse fuzz_compare_pair fuzz_export fuzz_cli
+  two_fifths=$(( (2 * FUZZ_SECONDS + 4) / 5 )); fifth=$(( (FUZZ_SECONDS + 4) / 5 ))
+  snap_inputs="tests/fuzz/corpus tests/analysis/regress"
+  for spec in "fuzz_snapshot_parse:$two_fifths:snapshot" "fuzz_compare_pair:$fifth:snapshot" \
+              "fuzz_export:$fifth:snapshot" "fuzz_cli:$fifth:cli"; do
+    t=${spec%%:*}; rest=${spec#*:}; secs=${rest%%:*}; kind=${rest#*:}
+    if [ "$kind" = cli ]; then dict=tests/fuzz/cli.dict; inputs="tests/fuzz/corpus-cli"
+    else dict=tests/fuzz/snapshot.dict; inputs=$snap_inputs; fi
     rm -rf "$fz/corpus-$t" && mkdir -p "$fz/corpus-$t" "$fz/artifacts"
     echo "== fuzz $t for ${secs}s"
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
       "$fz/tests/fuzz/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-        -max_len=8192 -dict=tests/fuzz/snapshot.dict -artifact_prefix="$fz/artifacts/$t-" -print_final_stats=1 \
-        "$fz/corpus-$t" tests/fuzz/corpus tests/analysis/regress 2>"$fz/$t.log" \
+        -max_len=8192 -dict="$dict" -artifact_prefix="$fz/artifacts/$t-" -print_final_stats=1 \
+        "$fz/corpus-$t" $inputs 2>"$fz/$t.log" \
       || { tail -n 60 "$fz/$t.log" >&2; echo "run-tests: $t found a failing input (see $fz/artifacts/)" >&2; exit 1; }
     grep -E "^stat::number_of_executed_units|^#[0-9]+.*DONE" "$fz/$t.log" | tail -n 2 || true
   done
