@@ -1,6 +1,7 @@
 /* test_html.c — the HTML report renders in headless Chromium without script errors: the page marks itself
  * data-kt-status="ok" after drawing, script errors set data-kt-errors; the DOM is dumped and checked for both
- * and for what each view must draw. Plain, comparison, broken comparison JSON, empty and large snapshots.
+ * and for what each view must draw. Plain, comparison, broken comparison JSON, empty and large snapshots, and a
+ * merged snapshot's load balance across ranks.
  * Exits 77 when Chromium is not installed. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,6 +9,7 @@
 #include <cmocka.h>
 
 #include <ktiming.h>
+#include <ktiming/analysis.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -384,6 +386,43 @@ static void test_labels_colors_flows(void **state)
     kt_snapshot_free(two);
 }
 
+/* A merged snapshot of four ranks draws the load-balance section: per kernel one bar per rank, the slowest rank's
+ * bar red, and the imbalance (max / mean of the per-rank totals) and slowest rank named. */
+static void test_ranks(void **state)
+{
+    (void)state;
+    /* per rank, the total of k1 and of k2: rank 2 is slowest on k1 (imbalance 200 / 125 = 1.600), rank 0 on k2
+     * (400 / 175 = 2.286) */
+    const unsigned k1[4] = {100, 100, 200, 100}, k2[4] = {400, 100, 100, 100};
+    kt_snapshot_t *in[4];
+    for (int r = 0; r < 4; r++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"schema\":\"ktiming.snapshot\",\"version\":2,\"host\":\"node%d\",\"pid\":%d,\"rank\":%d,"
+                 "\"entries\":[{\"name\":\"k1\",\"backend\":\"cpu\",\"dispatch_count\":1,\"total_ns\":%u,"
+                 "\"min_ns\":%u,\"max_ns\":%u},{\"name\":\"k2\",\"backend\":\"cpu\",\"dispatch_count\":1,"
+                 "\"total_ns\":%u,\"min_ns\":%u,\"max_ns\":%u}]}",
+                 r / 2, 100 + r, r, k1[r], k1[r], k1[r], k2[r], k2[r], k2[r]);
+        char err[256] = "";
+        if (kt_snapshot_parse(json, strlen(json), &in[r], err, sizeof err) != 0)
+            fail_msg("rank %d: %s", r, err);
+    }
+    kt_snapshot_t *merged = NULL;
+    assert_int_equal(kt_snapshot_merge((const kt_snapshot_t *const *)in, 4, NULL, &merged), 0);
+    assert_int_equal(merged->source_count, 4);
+    char *dom = render(write_plain, merged);
+    assert_drawn(dom);
+    assert_non_null(strstr(dom, "Load balance across ranks"));
+    assert_int_equal(count(dom, "class=\"kt-rank-bars\""), 2);
+    assert_int_equal(count(dom, "fill=\"#d83b3b\""), 2); /* one slowest bar per kernel */
+    assert_non_null(strstr(dom, "imbalance 1.600 · slowest rank 2"));
+    assert_non_null(strstr(dom, "imbalance 2.286 · slowest rank 0"));
+    assert_non_null(strstr(dom, "<title>rank 3: "));
+    free(dom);
+    kt_snapshot_free(merged);
+    for (int r = 0; r < 4; r++) kt_snapshot_free(in[r]);
+}
+
 int main(void)
 {
     if (access(KT_CHROMIUM, X_OK) != 0) {
@@ -397,6 +436,7 @@ int main(void)
         cmocka_unit_test(test_empty),
         cmocka_unit_test(test_large),
         cmocka_unit_test(test_labels_colors_flows),
+        cmocka_unit_test(test_ranks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
