@@ -65,6 +65,49 @@ static const char *markdown_replacement(unsigned char c)
     }
 }
 
+#define ESC_FIELD 0x100u /* internal flag (kt__escape_field): ',' is escaped too */
+#define ESC_UNIT_MAX 16   /* longest output of one unit ("\\\\\\\\" or "\\\\u202e" and the like) */
+
+/* Escapes the unit (one byte or code point) at p[0..avail) into buf[ESC_UNIT_MAX]: returns its length there;
+ * *used receives the input bytes taken and *cols the display columns the output takes. */
+static size_t escape_unit(const unsigned char *p, size_t avail, unsigned flags, char *buf, size_t *used,
+                          size_t *cols)
+{
+    uint32_t cp = 0;
+    size_t k = utf8_decode(p, avail, &cp);
+    int md = (flags & KT_ESC_MARKDOWN) != 0;
+    if (k == 0 || cp < 0x20 || cp == 0x7F || (cp == ',' && (flags & ESC_FIELD))) {
+        /* one byte shown as \xHH; resynchronise on the next */
+        static const char kHex[] = "0123456789abcdef";
+        size_t o = 0;
+        if (md) buf[o++] = '\\';
+        buf[o++] = '\\';
+        buf[o++] = 'x';
+        buf[o++] = kHex[p[0] >> 4];
+        buf[o++] = kHex[p[0] & 15u];
+        *used = 1;
+        *cols = 4;
+        return o;
+    }
+    *used = k;
+    if (cp_is_hidden_control(cp)) {
+        *cols = 6;
+        return (size_t)snprintf(buf, ESC_UNIT_MAX, "%s\\u%04x", md ? "\\" : "", (unsigned)cp);
+    }
+    const char *r = cp == '\\' ? (md ? "\\\\\\\\" : "\\\\") /* renders as \\ in markdown */
+                    : md && cp < 0x80 ? markdown_replacement((unsigned char)cp)
+                                      : NULL;
+    if (r) {
+        size_t rl = strlen(r);
+        memcpy(buf, r, rl);
+        *cols = cp == '\\' ? 2 : r[0] == '&' ? 1 : rl; /* an entity renders as one character */
+        return rl;
+    }
+    memcpy(buf, p, k);
+    *cols = 1;
+    return k;
+}
+
 char *kt__escape(const char *s, size_t maxlen, unsigned flags, size_t *cols)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
@@ -75,57 +118,33 @@ char *kt__escape(const char *s, size_t maxlen, unsigned flags, size_t *cols)
         return NULL;
     size_t o = 0, n = 0;
     for (size_t i = 0; i < len;) {
-        uint32_t cp = 0;
-        size_t k = utf8_decode(p + i, len - i, &cp);
-        if (k == 0 || cp < 0x20 || cp == 0x7F) { /* one byte shown as \xHH; resynchronise on the next */
-            static const char kHex[] = "0123456789abcdef";
-            const char *bs = (flags & KT_ESC_MARKDOWN) ? "\\\\" : "\\";
-            size_t bl = strlen(bs);
-            memcpy(out + o, bs, bl);
-            o += bl;
-            out[o++] = 'x';
-            out[o++] = kHex[p[i] >> 4];
-            out[o++] = kHex[p[i] & 15u];
-            n += 4;
-            i++;
-            continue;
-        }
-        if (cp_is_hidden_control(cp)) {
-            char buf[16];
-            int bl = snprintf(buf, sizeof buf, "%s\\u%04x", (flags & KT_ESC_MARKDOWN) ? "\\" : "", (unsigned)cp);
-            memcpy(out + o, buf, (size_t)bl);
-            o += (size_t)bl;
-            n += 6;
-            i += k;
-            continue;
-        }
-        if (cp == '\\') {
-            const char *r = (flags & KT_ESC_MARKDOWN) ? "\\\\\\\\" : "\\\\"; /* renders as \\ in markdown */
-            size_t rl = strlen(r);
-            memcpy(out + o, r, rl);
-            o += rl;
-            n += 2;
-            i++;
-            continue;
-        }
-        const char *r = (flags & KT_ESC_MARKDOWN) && cp < 0x80 ? markdown_replacement((unsigned char)cp) : NULL;
-        if (r) {
-            size_t rl = strlen(r);
-            memcpy(out + o, r, rl);
-            o += rl;
-            n += r[0] == '&' ? 1 : rl; /* an entity renders as one character */
-            i++;
-            continue;
-        }
-        memcpy(out + o, p + i, k);
-        o += k;
-        i += k;
-        n++;
+        char buf[ESC_UNIT_MAX];
+        size_t used, c, bl = escape_unit(p + i, len - i, flags, buf, &used, &c);
+        memcpy(out + o, buf, bl);
+        o += bl;
+        n += c;
+        i += used;
     }
     out[o] = '\0';
     if (cols)
         *cols = n;
     return out;
+}
+
+void kt__escape_field(char *dst, size_t cap, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t len = strlen((const char *)p), o = 0;
+    for (size_t i = 0; i < len;) {
+        char buf[ESC_UNIT_MAX];
+        size_t used, c, bl = escape_unit(p + i, len - i, KT_ESC_TEXT | ESC_FIELD, buf, &used, &c);
+        if (o + bl >= cap)
+            break;
+        memcpy(dst + o, buf, bl);
+        o += bl;
+        i += used;
+    }
+    dst[o] = '\0';
 }
 
 void kt__escape_write(FILE *out, const char *s, unsigned flags)

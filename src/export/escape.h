@@ -1,6 +1,6 @@
 /* escape.h — internal: the one place that makes names safe for human-readable output (terminal text, markdown)
  * and for spreadsheets (CSV). Used by the text and markdown reports, the CSV exporter, the compare tables
- * (analysis library, which compiles escape.c in too) and the `ktiming run` summary. */
+ * (analysis library, which compiles escape.c in too), the `ktiming run` summary and the backends' `-v` lines. */
 #ifndef KT_EXPORT_ESCAPE_H
 #define KT_EXPORT_ESCAPE_H
 
@@ -27,6 +27,10 @@ void kt__escape_write(FILE *out, const char *s, unsigned flags);
 
 /* Writes kt__escape(s) to out padded with spaces on the right to `width` columns (never cut). */
 void kt__escape_write_padded(FILE *out, const char *s, unsigned flags, size_t width);
+
+/* One field of a comma-separated log line (`ktiming run -v`): kt__escape(s, KT_ESC_TEXT) with ',' written as
+ * "\x2c", cut at a code point to fit dst[cap] (cap >= 1; NUL-terminated). Never allocates. */
+void kt__escape_field(char *dst, size_t cap, const char *s);
 
 /* Display columns (code points) of a valid UTF-8 string, such as kt__escape's output. */
 size_t kt__text_cols(const char *s);
