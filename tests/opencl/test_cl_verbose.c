@@ -106,7 +106,7 @@ static void test_verbose_lines(void **state)
     cl_event gate2 = clt.api->clCreateUserEvent(clt.context, &err);
     cl_event failing = NULL;
     assert_int_equal(clt.api->clEnqueueNDRangeKernel(q, tiny, 1, NULL, &g, NULL, 1, &gate2, &failing), CL_SUCCESS);
-    assert_int_equal(kt_cl_track(kc, failing, "fail,ing"), 0);
+    assert_int_equal(kt_cl_track(kc, failing, "fail,ing\x1b[2J"), 0); /* a hostile name */
     clt.api->clSetUserEventStatus(gate2, -3);
     assert_int_equal(kt_cl_enqueue_ndrange(kn, busy, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
     assert_int_equal(kt_cl_flush(NULL, 0), 0);
@@ -117,11 +117,17 @@ static void test_verbose_lines(void **state)
     const char *text = read_capture();
     printf("%s", text);
     char line[512], *f[16];
-    char dev[128];
-    snprintf(dev, sizeof dev, "%s", clt.device_name);
-    for (char *p = dev; *p; p++)
-        if (*p == ',')
-            *p = ';';
+    char dev[512]; /* the device name as a field: commas as \x2c */
+    size_t dn = 0;
+    for (const char *p = clt.device_name; *p && dn + 5 < sizeof dev; p++) {
+        if (*p == ',') {
+            memcpy(dev + dn, "\\x2c", 4);
+            dn += 4;
+        } else {
+            dev[dn++] = *p;
+        }
+    }
+    dev[dn] = '\0';
 
     assert_true(find_line(text, ",tiny,", ",device", line, sizeof line));
     assert_int_equal(split(line, f, 16), 9);
@@ -158,11 +164,13 @@ static void test_verbose_lines(void **state)
     assert_string_equal(f[7], "");
     assert_string_equal(f[8], "host");
 
-    /* The failed command: an error line, name sanitised, negative status. */
+    /* The failed command: an error line, the name escaped (its comma and escape sequence shown, not acted on),
+     * negative status. */
     assert_true(find_line(text, "ktiming,error,", "", line, sizeof line));
     assert_int_equal(split(line, f, 16), 7);
     assert_string_equal(f[2], "opencl");
-    assert_string_equal(f[4], "fail;ing");
+    assert_string_equal(f[4], "fail\\x2cing\\x1b[2J");
+    assert_null(strchr(text, '\x1b'));
     assert_true(atoi(f[5]) < 0);
     assert_string_equal(f[6], kt_cl_error_name(atoi(f[5]))); /* the status by name */
 

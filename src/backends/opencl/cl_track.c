@@ -1,6 +1,7 @@
 /* cl_track.c — attached queues and tracked events: completion callbacks, polling flush, verbose lines. */
 #include "backends/opencl/cl_internal.h"
 #include "core/service.h"
+#include "export/escape.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -183,7 +184,7 @@ static void *rec_handle(const rec_t *r, uint64_t gen)
 struct kt_cl_ctx_t {
     cl_command_queue queue;       /* retained while attached */
     kt__cl_dev_t *dev;            /* its device (clock model) */
-    char device_csv[128];         /* device name with commas replaced, for verbose lines */
+    char device_csv[128];         /* device name escaped as a -v line field (kt__escape_field) */
     uint32_t queue_id;            /* kt_queue_register() id */
     int profiling;                /* CL_QUEUE_PROFILING_ENABLE set */
     int out_of_order;             /* CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE set */
@@ -265,14 +266,6 @@ int kt_cl_last_error(void)
 static void note_error(cl_int rc)
 {
     atomic_store_explicit(&g_last_error, (int)rc, memory_order_relaxed);
-}
-
-static void csv_copy(char *dst, size_t cap, const char *src)
-{
-    size_t i = 0;
-    for (; src[i] && i + 1 < cap; i++)
-        dst[i] = (src[i] == ',' || src[i] == '\n' || src[i] == '\r') ? ';' : src[i];
-    dst[i] = '\0';
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -950,7 +943,7 @@ int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_
     }
     c->queue = queue;
     c->dev = dev;
-    csv_copy(c->device_csv, sizeof c->device_csv, dev->name);
+    kt__escape_field(c->device_csv, sizeof c->device_csv, dev->name);
     c->profiling = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
     c->out_of_order = (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0;
     c->mode = desc->mode != KT_CL_MODE_DEFAULT ? desc->mode : g_sync_default ? KT_CL_MODE_SYNC : KT_CL_MODE_ASYNC;
@@ -1119,7 +1112,7 @@ static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64
     outcome_t o = {c, event, id, kt_thread_ordinal(), enqueue_ns, name, bytes};
     char csv[NAME_CAP];
     if (g_verbose) {
-        csv_copy(csv, sizeof csv, name);
+        kt__escape_field(csv, sizeof csv, name);
         o.name = csv;
     }
     atomic_fetch_add(&c->tracked, 1);
@@ -1179,7 +1172,7 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
     r->enqueue_ns = enqueue_ns;
     slot_chunk(r->slot)->bytes[r->slot & (CHUNK_SIZE - 1)] = bytes;
     if (g_verbose)
-        csv_copy(rec_name(r), NAME_CAP, name);
+        kt__escape_field(rec_name(r), NAME_CAP, name);
     uint64_t gen = TAG_GEN(atomic_load(&r->tag));
     /* Published but held (PEEKED) through clSetEventCallback: flushes pass it by, a callback leaves its status. */
     atomic_store(&r->tag, TAG(gen, ST_PEEKED));
@@ -1234,7 +1227,7 @@ void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, 
     kt_record_error_name(id, kt_cl_error_name(error));
     if (g_verbose) {
         char csv[NAME_CAP], line[512];
-        csv_copy(csv, sizeof csv, name);
+        kt__escape_field(csv, sizeof csv, name);
         snprintf(line, sizeof line, "ktiming,error,opencl,%s,%s,%d,%s\n", ctx->device_csv, csv, (int)error,
                  kt_cl_error_name(error));
         log_line(line);

@@ -2,6 +2,7 @@
 #include "backends/vulkan/vk_internal.h"
 #include "core/internal.h"
 #include "core/service.h"
+#include "export/escape.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -829,12 +830,14 @@ static void read_verbose(void)
 static void verbose_line(const kt_vk_ctx_t *ctx, const kt_dispatch_t *r)
 {
     const kt__kernel_t *k = kt__kernel_get(r->kernel);
-    char line[512];
+    char line[768], dev[160], name[256]; /* the names escaped: no control byte reaches the terminal, no comma */
+    kt__escape_field(dev, sizeof dev, ctx->device_name);
+    kt__escape_field(name, sizeof name, k ? k->name : "?");
     if (r->start_ns)
-        snprintf(line, sizeof line, "ktiming,exec,vulkan,%s,%s,%.6f,%llu,device\n", ctx->device_name,
-                 k ? k->name : "?", (double)r->duration_ns / 1e6, (unsigned long long)r->start_ns);
+        snprintf(line, sizeof line, "ktiming,exec,vulkan,%s,%s,%.6f,%llu,device\n", dev, name,
+                 (double)r->duration_ns / 1e6, (unsigned long long)r->start_ns);
     else
-        snprintf(line, sizeof line, "ktiming,exec,vulkan,%s,%s,%.6f,,device\n", ctx->device_name, k ? k->name : "?",
+        snprintf(line, sizeof line, "ktiming,exec,vulkan,%s,%s,%.6f,,device\n", dev, name,
                  (double)r->duration_ns / 1e6);
     fputs(line, stderr);
 }
