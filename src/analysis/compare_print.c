@@ -206,6 +206,14 @@ static int add_num(cJSON *obj, const char *key, double v)
     return item && cJSON_AddItemToObject(obj, key, item) ? 0 : -1;
 }
 
+/* o when it was built whole, else NULL (o freed). */
+static cJSON *built(cJSON *o, int bad)
+{
+    if (!bad) return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
 static cJSON *side_json(const kt_compare_side_t *s)
 {
     cJSON *o = cJSON_CreateObject();
@@ -213,11 +221,7 @@ static cJSON *side_json(const kt_compare_side_t *s)
     int bad = add_num(o, "dispatches", (double)s->dispatches) | add_num(o, "samples", (double)s->samples) |
               add_num(o, "median_ns", s->median_ns) | add_num(o, "mean_ns", s->mean_ns) |
               add_num(o, "noise", s->noise) | add_num(o, "stdrel", s->stdrel);
-    if (bad) {
-        cJSON_Delete(o);
-        return NULL;
-    }
-    return o;
+    return built(o, bad);
 }
 
 static const char *presence_name(kt_presence_t p)
@@ -225,68 +229,89 @@ static const char *presence_name(kt_presence_t p)
     return p == KT_PRESENT_BOTH ? "both" : p == KT_PRESENT_BEFORE ? "before_only" : "after_only";
 }
 
-static cJSON *build_json(const kt_compare_result_t *r)
+static cJSON *opts_json(const kt_compare_result_t *r)
 {
-    cJSON *root = cJSON_CreateObject(), *opts = cJSON_CreateObject(), *rows = cJSON_CreateArray(),
-          *gm = cJSON_CreateObject(), *sum = cJSON_CreateObject();
-    int bad = !root || !opts || !rows || !gm || !sum;
-    if (bad) {
-        cJSON_Delete(root);
-        cJSON_Delete(opts);
-        cJSON_Delete(rows);
-        cJSON_Delete(gm);
-        cJSON_Delete(sum);
-        return NULL;
-    }
-    cJSON_AddItemToObject(root, "opts", opts);
-    cJSON_AddItemToObject(root, "kernels", rows);
-    cJSON_AddItemToObject(root, "geomean", gm);
-    cJSON_AddItemToObject(root, "summary", sum);
-    bad |= add_num(root, "ktiming_compare", 1);
-    bad |= add_num(opts, "threshold_pct", r->opts.threshold_pct) | add_num(opts, "alpha", r->opts.alpha) |
-           add_num(opts, "confidence", r->opts.confidence) | add_num(opts, "min_samples", r->opts.min_samples) |
-           add_num(opts, "bootstrap", r->opts.bootstrap);
+    cJSON *o = cJSON_CreateObject();
     char seed[24];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->opts.seed);
-    bad |= !cJSON_AddStringToObject(opts, "seed", seed);
-    for (size_t i = 0; i < r->count && !bad; i++) {
-        const kt_compare_row_t *row = &r->rows[i];
-        cJSON *o = cJSON_CreateObject();
-        if (!o || !cJSON_AddItemToArray(rows, o)) {
-            cJSON_Delete(o);
-            bad = 1;
-            break;
-        }
-        bad |= !cJSON_AddStringToObject(o, "name", row->name);
-        bad |= !cJSON_AddStringToObject(o, "backend", backend_label(row->backend));
-        bad |= !cJSON_AddStringToObject(o, "device", row->device);
-        bad |= !cJSON_AddStringToObject(o, "presence", presence_name(row->presence));
-        cJSON *b = side_json(&row->before), *a = side_json(&row->after);
-        if (b) cJSON_AddItemToObject(o, "before", b);
-        if (a) cJSON_AddItemToObject(o, "after", a);
-        bad |= !a || !b;
-        bad |= add_num(o, "speedup_median", row->speedup_median) | add_num(o, "speedup_mean", row->speedup_mean) |
-               add_num(o, "ci_lo", row->ci_lo) | add_num(o, "ci_hi", row->ci_hi) |
-               add_num(o, "p_value", row->p_value) | add_num(o, "u", row->u);
-        bad |= !cJSON_AddStringToObject(o, "verdict", kt_verdict_name(row->verdict));
-        bad |= !cJSON_AddStringToObject(o, "reason", row->reason ? row->reason : "");
-        if (row->verdict == KT_VERDICT_UNSURE && row->presence == KT_PRESENT_BOTH)
-            bad |= add_num(o, "decide_samples", (double)row->decide_samples);
-    }
-    bad |= add_num(gm, "kernels", (double)r->geomean_kernels) | add_num(gm, "speedup", r->geomean_speedup) |
-           add_num(gm, "ci_lo", r->geomean_ci_lo) | add_num(gm, "ci_hi", r->geomean_ci_hi);
-    bad |= !cJSON_AddStringToObject(gm, "verdict", r->geomean_kernels ? kt_verdict_name(r->geomean_verdict)
-                                                                       : "UNSURE");
-    bad |= add_num(sum, "matched", (double)r->matched) | add_num(sum, "faster", (double)r->faster) |
-           add_num(sum, "slower", (double)r->slower) | add_num(sum, "same", (double)r->same) |
-           add_num(sum, "unsure", (double)r->unsure) | add_num(sum, "before_only", (double)r->before_only) |
-           add_num(sum, "after_only", (double)r->after_only);
-    bad |= !cJSON_AddBoolToObject(sum, "regression", r->slower > 0);
-    if (bad) {
-        cJSON_Delete(root);
-        return NULL;
-    }
-    return root;
+    int bad = !o || (add_num(o, "threshold_pct", r->opts.threshold_pct) | add_num(o, "alpha", r->opts.alpha) |
+                     add_num(o, "confidence", r->opts.confidence) | add_num(o, "min_samples", r->opts.min_samples) |
+                     add_num(o, "bootstrap", r->opts.bootstrap)) ||
+              !cJSON_AddStringToObject(o, "seed", seed);
+    return built(o, bad);
+}
+
+static cJSON *row_json(const kt_compare_row_t *row)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    int bad = !cJSON_AddStringToObject(o, "name", row->name);
+    bad |= !cJSON_AddStringToObject(o, "backend", backend_label(row->backend));
+    bad |= !cJSON_AddStringToObject(o, "device", row->device);
+    bad |= !cJSON_AddStringToObject(o, "presence", presence_name(row->presence));
+    cJSON *b = side_json(&row->before), *a = side_json(&row->after);
+    if (b) cJSON_AddItemToObject(o, "before", b);
+    if (a) cJSON_AddItemToObject(o, "after", a);
+    bad |= !a || !b;
+    bad |= add_num(o, "speedup_median", row->speedup_median) | add_num(o, "speedup_mean", row->speedup_mean) |
+           add_num(o, "ci_lo", row->ci_lo) | add_num(o, "ci_hi", row->ci_hi) | add_num(o, "p_value", row->p_value) |
+           add_num(o, "u", row->u);
+    bad |= !cJSON_AddStringToObject(o, "verdict", kt_verdict_name(row->verdict));
+    bad |= !cJSON_AddStringToObject(o, "reason", row->reason ? row->reason : "");
+    if (row->verdict == KT_VERDICT_UNSURE && row->presence == KT_PRESENT_BOTH)
+        bad |= add_num(o, "decide_samples", (double)row->decide_samples);
+    return built(o, bad);
+}
+
+static cJSON *geomean_json(const kt_compare_result_t *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    int bad = !o || (add_num(o, "kernels", (double)r->geomean_kernels) | add_num(o, "speedup", r->geomean_speedup) |
+                     add_num(o, "ci_lo", r->geomean_ci_lo) | add_num(o, "ci_hi", r->geomean_ci_hi)) ||
+              !cJSON_AddStringToObject(o, "verdict",
+                                       r->geomean_kernels ? kt_verdict_name(r->geomean_verdict) : "UNSURE");
+    return built(o, bad);
+}
+
+static cJSON *summary_json(const kt_compare_result_t *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    int bad = !o || (add_num(o, "matched", (double)r->matched) | add_num(o, "faster", (double)r->faster) |
+                     add_num(o, "slower", (double)r->slower) | add_num(o, "same", (double)r->same) |
+                     add_num(o, "unsure", (double)r->unsure) | add_num(o, "before_only", (double)r->before_only) |
+                     add_num(o, "after_only", (double)r->after_only)) ||
+              !cJSON_AddBoolToObject(o, "regression", r->slower > 0);
+    return built(o, bad);
+}
+
+/* Writes v (consumed) unformatted after prefix; 0 or KT_ENOMEM. */
+static int put_json(FILE *out, const char *prefix, cJSON *v)
+{
+    char *s = v ? cJSON_PrintUnformatted(v) : NULL;
+    cJSON_Delete(v);
+    if (!s) return KT_ENOMEM;
+    fputs(prefix, out);
+    fputs(s, out);
+    cJSON_free(s);
+    return 0;
+}
+
+/* The comparison as one JSON object, written as it is built: one kernel per line, so the memory is one row's
+ * tree whatever the number of kernels. */
+static int print_json(FILE *out, const kt_compare_result_t *r)
+{
+    int rc;
+    fputs("{\n  \"ktiming_compare\": 1,\n", out);
+    if ((rc = put_json(out, "  \"opts\": ", opts_json(r)))) return rc;
+    fputs(",\n  \"kernels\": [", out);
+    for (size_t i = 0; i < r->count; i++)
+        if ((rc = put_json(out, i ? ",\n    " : "\n    ", row_json(&r->rows[i])))) return rc;
+    fputs(r->count ? "\n  ],\n" : "],\n", out);
+    if ((rc = put_json(out, "  \"geomean\": ", geomean_json(r))) ||
+        (rc = put_json(out, ",\n  \"summary\": ", summary_json(r))))
+        return rc;
+    fputs("\n}\n", out);
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -300,14 +325,8 @@ int kt_compare_print(FILE *out, const kt_compare_result_t *result, kt_compare_fo
     case KT_COMPARE_TEXT: print_text(out, result); break;
     case KT_COMPARE_MARKDOWN: print_markdown(out, result); break;
     case KT_COMPARE_JSON: {
-        cJSON *root = build_json(result);
-        if (!root) return KT_ENOMEM;
-        char *s = cJSON_Print(root);
-        cJSON_Delete(root);
-        if (!s) return KT_ENOMEM;
-        fputs(s, out);
-        fputc('\n', out);
-        cJSON_free(s);
+        int rc = print_json(out, result);
+        if (rc) return rc;
         break;
     }
     default: return KT_EINVAL;

@@ -3,6 +3,7 @@
  * KT_EPARSE with a message naming the position or the member. */
 #include <ktiming/analysis.h>
 
+#include "analysis/json_scan.h"
 #include "common/shared.h"
 
 #include <cjson/cJSON.h>
@@ -19,12 +20,28 @@
 #define SCHEMA_NAME KT_SNAPSHOT_SCHEMA_NAME
 #define MAX_SAFE_INT 9007199254740991.0 /* 2^53 - 1: above it a JSON number may already have been rounded */
 
-/* Parsing state: where errors go and which member is being read. */
+/* The document's large arrays, whose elements are parsed one at a time from the text (json_scan.h). */
+enum { LAZY_ENTRIES, LAZY_SPANS, LAZY_COUNT };
+
+/* Parsing state: where errors go, which member is being read, the text, and the member index. */
 typedef struct load_ctx_t {
     char *err;        /* caller's buffer, may be NULL */
     size_t errlen;    /* its size */
     char where[96];   /* path of the object being read, e.g. "entries[3]"; "" at the top level */
+    const char *text; /* the whole document (NUL-terminated), for lazy elements and error positions */
+    size_t len;       /* its length */
+    kt__json_array_at_t lazy[LAZY_COUNT]; /* found: that array's elements are parsed when read */
+    const cJSON *idx_obj; /* the object idx describes (NULL: none) */
+    const cJSON **idx;    /* its members sorted by name, for member() */
+    size_t idx_n, idx_cap;
 } load_ctx_t;
+
+static void ctx_init(load_ctx_t *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    c->err = err;
+    c->errlen = errlen;
+}
 
 /* ---------------------------------------------------------------------------------------------------
  * Messages
@@ -54,12 +71,62 @@ static void set_where(load_ctx_t *c, const char *array, size_t index)
 
 /* ---------------------------------------------------------------------------------------------------
  * Member lookup: a member named twice is ambiguous (RFC 8259 leaves it to the reader), so it is refused.
+ * The members of the object being read are sorted by name once, so reading an object of k members costs
+ * O(k log k), not a scan of every member per lookup.
  * ------------------------------------------------------------------------------------------------- */
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* Sorts obj's named members into c->idx; -1 when out of memory (member() then scans). */
+static int index_build(load_ctx_t *c, const cJSON *obj)
+{
+    const cJSON *it;
+    c->idx_obj = NULL;
+    c->idx_n = 0;
+    cJSON_ArrayForEach(it, obj)
+    {
+        if (!it->string)
+            continue;
+        if (c->idx_n == c->idx_cap) {
+            size_t cap = c->idx_cap ? 2 * c->idx_cap : 32;
+            const cJSON **bigger = realloc(c->idx, cap * sizeof *bigger);
+            if (!bigger)
+                return -1;
+            c->idx = bigger;
+            c->idx_cap = cap;
+        }
+        c->idx[c->idx_n++] = it;
+    }
+    if (c->idx_n > 1)
+        qsort(c->idx, c->idx_n, sizeof *c->idx, by_name);
+    c->idx_obj = obj;
+    return 0;
+}
 
 static const cJSON *member(load_ctx_t *c, const cJSON *obj, const char *key, int *rc)
 {
     const cJSON *found = NULL, *it;
     *rc = 0;
+    if (obj == c->idx_obj || index_build(c, obj) == 0) {
+        size_t lo = 0, hi = c->idx_n;
+        while (lo < hi) { /* the first member not below key */
+            size_t mid = lo + (hi - lo) / 2;
+            if (strcmp(c->idx[mid]->string, key) < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == c->idx_n || strcmp(c->idx[lo]->string, key))
+            return NULL;
+        if (lo + 1 < c->idx_n && !strcmp(c->idx[lo + 1]->string, key)) {
+            *rc = fail_member(c, key, "member appears more than once");
+            return NULL;
+        }
+        return c->idx[lo];
+    }
     cJSON_ArrayForEach(it, obj)
     {
         if (it->string && !strcmp(it->string, key)) {
@@ -71,6 +138,89 @@ static const cJSON *member(load_ctx_t *c, const cJSON *obj, const char *key, int
         }
     }
     return found;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Elements of an array member: from the tree, or -- the large arrays -- parsed one at a time from the text,
+ * each freed before the next is parsed, so the document is never held whole as a tree.
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct elems_t {
+    int present;                    /* the member exists and is not null */
+    const cJSON *dom;               /* tree: the next element */
+    const kt__json_array_at_t *lz;  /* text: the array's elements (NULL: tree) */
+    size_t i;                       /* text: the next element's index */
+    cJSON *own;                     /* text: the element returned last */
+} elems_t;
+
+static int is_ws(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
+
+/* 1-based line and column (in bytes) of offset pos in text. */
+static void line_col(const char *text, size_t pos, size_t *line, size_t *col)
+{
+    size_t l = 1, start = 0;
+    for (size_t i = 0; i < pos; i++)
+        if (text[i] == '\n') {
+            l++;
+            start = i + 1;
+        }
+    *line = l;
+    *col = pos - start + 1;
+}
+
+/* A syntax error at byte pos of the document. */
+static int fail_syntax(load_ctx_t *c, size_t pos)
+{
+    size_t line, col;
+    line_col(c->text, pos, &line, &col);
+    return fail(c, KT_EPARSE, "JSON syntax error at line %zu, column %zu (byte %zu of %zu)%s", line, col, pos, c->len,
+                pos + 1 >= c->len ? ": the input ends early (truncated?)" : "");
+}
+
+static void elems_release(load_ctx_t *c, elems_t *e)
+{
+    if (!e->own)
+        return;
+    if (c->idx_obj == e->own) /* the next element may be allocated at the same address */
+        c->idx_obj = NULL;
+    cJSON_Delete(e->own);
+    e->own = NULL;
+}
+
+/* The next element in *out, NULL after the last; 0, or KT_EPARSE for a syntax error in an element read from
+ * the text. The element stays valid until the next call or elems_release. */
+static int elems_next(load_ctx_t *c, elems_t *e, const cJSON **out)
+{
+    elems_release(c, e);
+    *out = NULL;
+    if (!e->lz) {
+        if (e->dom) {
+            *out = e->dom;
+            e->dom = e->dom->next;
+        }
+        return 0;
+    }
+    if (e->i >= e->lz->count)
+        return 0;
+    size_t at = e->lz->start[e->i], lim = e->lz->close;
+    const char *end = NULL;
+    cJSON *v = at < lim ? cJSON_ParseWithLengthOpts(c->text + at, lim - at, &end, 0) : NULL;
+    if (!v)
+        return fail_syntax(c, end && end >= c->text + at && end <= c->text + lim ? (size_t)(end - c->text) : at);
+    size_t p = (size_t)(end - c->text), next;
+    int last = e->i + 1 == e->lz->count;
+    while (p < lim && is_ws(c->text[p]))
+        p++;
+    for (next = p + 1; !last && next < lim && is_ws(c->text[next]); next++)
+        ;
+    if (last ? p != lim : c->text[p] != ',' || e->lz->start[e->i + 1] != next) {
+        cJSON_Delete(v);
+        return fail_syntax(c, p);
+    }
+    e->i++;
+    e->own = v;
+    *out = v;
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -767,13 +917,30 @@ static int sort_spans(load_ctx_t *c, kt_snapshot_t *s)
  * Document
  * ------------------------------------------------------------------------------------------------- */
 
-static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
+/* An array member's elements (absent or null: none). lazy is the member's LAZY_* slot, or -1: when the scan
+ * found that array in the text, its elements are parsed from there one at a time. */
+static int get_elems(load_ctx_t *c, const cJSON *obj, const char *key, int lazy, elems_t *e, size_t *n)
 {
-    const cJSON *arr, *it, *ver;
-    const char *schema = NULL;
-    size_t i, n;
-    int rc;
+    const cJSON *arr;
+    int rc = get_array(c, obj, key, &arr, n);
+    memset(e, 0, sizeof *e);
+    if (rc)
+        return rc;
+    e->present = arr != NULL;
+    e->dom = arr ? arr->child : NULL;
+    if (arr && lazy >= 0 && c->lazy[lazy].found) {
+        e->lz = &c->lazy[lazy];
+        *n = e->lz->count;
+    }
+    return 0;
+}
 
+/* schema, version, and the scalars of the top level. */
+static int read_header(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
+{
+    const cJSON *ver;
+    const char *schema = NULL;
+    int rc;
     if (!cJSON_IsObject(root))
         return fail(c, KT_EPARSE, "not a ktiming snapshot: the document is not a JSON object");
     if ((rc = get_str(c, root, "schema", 0, &schema)))
@@ -800,7 +967,6 @@ static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
         (rc = get_u64(c, root, "taken_ns", 0, &s->taken_ns)) ||
         (rc = get_u64(c, root, "kernels_dropped", 0, &s->kernels_dropped)))
         return rc;
-    s->rank = -1;
     const cJSON *pv = member(c, root, "pid", &rc), *rv = rc ? NULL : member(c, root, "rank", &rc);
     if (rc)
         return rc;
@@ -812,142 +978,132 @@ static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
         return fail(c, KT_EPARSE, "rank: expected an integer from -1 (none) to 2^31-1");
     s->pid = pv ? (int64_t)pv->valuedouble : 0;
     s->rank = rv ? (int32_t)rv->valuedouble : -1;
+    return 0;
+}
 
-    /* Sources (a merged snapshot): queues and threads name theirs by index. */
-    if ((rc = get_array(c, root, "sources", &arr, &n)) ||
-        (rc = alloc_array(c, (void **)&s->sources, n, sizeof *s->sources)))
+static int read_source(load_ctx_t *c, const cJSON *o, kt_source_info_t *so)
+{
+    uint64_t pid = 0, off = 0;
+    int64_t v = 0;
+    int rc;
+    so->rank = -1;
+    if ((rc = expect_object(c, o)) || (rc = get_str_into(c, o, "host", 0, so->host, sizeof so->host)) ||
+        (rc = get_u64(c, o, "pid", 0, &pid)) || (rc = get_i64(c, o, "rank", -1, INT32_MAX, &v)))
         return rc;
-    s->source_count = n;
-    i = 0;
-    cJSON_ArrayForEach(it, arr)
-    {
-        kt_source_info_t *so = &s->sources[i];
-        uint64_t pid = 0, off = 0;
-        int64_t soff = 0;
-        set_where(c, "sources", i++);
-        so->rank = -1;
-        if ((rc = expect_object(c, it)) || (rc = get_str_into(c, it, "host", 0, so->host, sizeof so->host)) ||
-            (rc = get_u64(c, it, "pid", 0, &pid)) || (rc = get_i64(c, it, "rank", -1, INT32_MAX, &soff)))
-            return rc;
-        so->rank = (int32_t)soff;
-        so->pid = (int64_t)(pid > INT64_MAX ? INT64_MAX : pid);
-        soff = 0;
-        if ((rc = get_i64(c, it, "offset_ns", -(double)MAX_SAFE_INT, MAX_SAFE_INT, &soff)) ||
-            (rc = get_u64(c, it, "offset_bound_ns", 0, &off)))
-            return rc;
-        so->offset_ns = soff;
-        so->offset_bound_ns = off;
-    }
-    c->where[0] = '\0';
+    so->rank = (int32_t)v;
+    so->pid = (int64_t)(pid > INT64_MAX ? INT64_MAX : pid);
+    v = 0;
+    if ((rc = get_i64(c, o, "offset_ns", -(double)MAX_SAFE_INT, MAX_SAFE_INT, &v)) ||
+        (rc = get_u64(c, o, "offset_bound_ns", 0, &off)))
+        return rc;
+    so->offset_ns = v;
+    so->offset_bound_ns = off;
+    return 0;
+}
 
-    /* Lookup tables first: spans refer to entries, queues and threads by index. */
-    if ((rc = get_array(c, root, "entries", &arr, &n)))
-        return rc;
-    if (!arr)
-        return fail(c, KT_EPARSE, "entries: missing");
-    if ((rc = alloc_array(c, (void **)&s->entries, n, sizeof *s->entries)))
-        return rc;
-    s->count = n; /* only now: kt_snapshot_free() walks entries[0..count) */
-    i = 0;
-    cJSON_ArrayForEach(it, arr)
-    {
-        set_where(c, "entries", i);
-        if ((rc = read_entry(c, it, &s->entries[i], s->source_count)))
-            return rc;
-        i++;
-    }
-
-    c->where[0] = '\0';
-    if ((rc = get_array(c, root, "queues", &arr, &n)) ||
-        (rc = alloc_array(c, (void **)&s->queues, n, sizeof *s->queues)))
-        return rc;
-    s->queue_count = n;
-    i = 0;
-    cJSON_ArrayForEach(it, arr)
-    {
-        kt_queue_info_t *q = &s->queues[i];
-        set_where(c, "queues", i++);
-        if ((rc = expect_object(c, it)) || (rc = get_backend(c, it, &q->backend)) ||
-            (rc = get_str_into(c, it, "device", 0, q->device, sizeof q->device)) ||
-            (rc = get_str_into(c, it, "label", 0, q->label, sizeof q->label)) ||
-            (rc = get_source(c, it, s, &q->source)))
-            return rc;
-    }
-
-    c->where[0] = '\0';
-    if ((rc = get_array(c, root, "threads", &arr, &n)) ||
-        (rc = alloc_array(c, (void **)&s->threads, n, sizeof *s->threads)))
-        return rc;
-    s->thread_count = n;
-    i = 0;
-    cJSON_ArrayForEach(it, arr)
-    {
-        kt_thread_info_t *t = &s->threads[i];
-        set_where(c, "threads", i++);
-        if ((rc = expect_object(c, it)) || (rc = get_u64(c, it, "os_tid", 0, &t->os_tid)) ||
-            (rc = get_str_into(c, it, "name", 0, t->name, sizeof t->name)) ||
-            (rc = get_source(c, it, s, &t->source)))
-            return rc;
-    }
-
-    c->where[0] = '\0';
-    if ((rc = get_array(c, root, "devices", &arr, &n)) ||
-        (rc = alloc_array(c, (void **)&s->devices, n, sizeof *s->devices)))
-        return rc;
-    s->device_count = n;
-    i = 0;
-    cJSON_ArrayForEach(it, arr)
-    {
-        set_where(c, "devices", i);
-        if ((rc = read_device(c, it, &s->devices[i])))
-            return rc;
-        i++;
-    }
-
-    c->where[0] = '\0';
-    const cJSON *table = member(c, root, "span_table", &rc);
-    if (rc)
-        return rc;
-    if ((rc = get_array(c, root, "spans", &arr, &n)))
-        return rc;
-    if (table && arr && n)
-        return fail(c, KT_EPARSE, "spans and span_table: only one may hold spans");
-    if (table && !cJSON_IsNull(table)) {
-        if ((rc = read_span_table(c, table, s)))
-            return rc;
-        n = 0; /* nothing more to read */
-    } else if ((rc = alloc_array(c, (void **)&s->spans, n, sizeof *s->spans))) {
-        return rc;
-    }
-    if (!n)
-        goto spans_done;
-    s->span_count = n;
-    i = 0;
-    cJSON_ArrayForEach(it, arr)
-    {
-        set_where(c, "spans", i);
-        if ((rc = read_span(c, it, &s->spans[i], s)))
-            return rc;
-        i++;
-    }
-spans_done:
-    c->where[0] = '\0';
-    if ((rc = sort_entries(c, s)) || (rc = sort_spans(c, s)))
+static int read_queue(load_ctx_t *c, const cJSON *o, kt_queue_info_t *q, const kt_snapshot_t *s)
+{
+    int rc;
+    if ((rc = expect_object(c, o)) || (rc = get_backend(c, o, &q->backend)) ||
+        (rc = get_str_into(c, o, "device", 0, q->device, sizeof q->device)) ||
+        (rc = get_str_into(c, o, "label", 0, q->label, sizeof q->label)) || (rc = get_source(c, o, s, &q->source)))
         return rc;
     return 0;
 }
 
-/* 1-based line and column (in bytes) of offset pos in text. */
-static void line_col(const char *text, size_t pos, size_t *line, size_t *col)
+static int read_thread(load_ctx_t *c, const cJSON *o, kt_thread_info_t *t, const kt_snapshot_t *s)
 {
-    size_t l = 1, start = 0;
-    for (size_t i = 0; i < pos; i++)
-        if (text[i] == '\n') {
-            l++;
-            start = i + 1;
-        }
-    *line = l;
-    *col = pos - start + 1;
+    int rc;
+    if ((rc = expect_object(c, o)) || (rc = get_u64(c, o, "os_tid", 0, &t->os_tid)) ||
+        (rc = get_str_into(c, o, "name", 0, t->name, sizeof t->name)) || (rc = get_source(c, o, s, &t->source)))
+        return rc;
+    return 0;
+}
+
+/* The sections that are arrays of objects, in the order they are read: spans refer to entries, queues and
+ * threads by index, and entries, queues and threads to sources. */
+typedef enum section_t { SEC_SOURCES, SEC_ENTRIES, SEC_QUEUES, SEC_THREADS, SEC_DEVICES, SEC_SPANS } section_t;
+
+/* Reads element i of a section into its array. */
+static int read_element(load_ctx_t *c, section_t sec, const cJSON *o, size_t i, kt_snapshot_t *s)
+{
+    switch (sec) {
+    case SEC_SOURCES: return read_source(c, o, &s->sources[i]);
+    case SEC_ENTRIES: return read_entry(c, o, &s->entries[i], s->source_count);
+    case SEC_QUEUES: return read_queue(c, o, &s->queues[i], s);
+    case SEC_THREADS: return read_thread(c, o, &s->threads[i], s);
+    case SEC_DEVICES: return read_device(c, o, &s->devices[i]);
+    default: return read_span(c, o, &s->spans[i], s);
+    }
+}
+
+/* One section: its array allocated, then each element read (and, for the large ones, parsed) in turn. */
+static int read_section(load_ctx_t *c, const cJSON *root, section_t sec, kt_snapshot_t *s)
+{
+    static const struct {
+        const char *key;
+        int lazy;
+        size_t size;
+    } kSec[] = {{"sources", -1, sizeof *s->sources}, {"entries", LAZY_ENTRIES, sizeof *s->entries},
+                {"queues", -1, sizeof *s->queues},   {"threads", -1, sizeof *s->threads},
+                {"devices", -1, sizeof *s->devices}, {"spans", LAZY_SPANS, sizeof *s->spans}};
+    void **arrays[] = {(void **)&s->sources, (void **)&s->entries, (void **)&s->queues,
+                       (void **)&s->threads, (void **)&s->devices, (void **)&s->spans};
+    size_t *counts[] = {&s->source_count, &s->count, &s->queue_count, &s->thread_count, &s->device_count,
+                        &s->span_count};
+    elems_t e;
+    size_t n = 0;
+    const cJSON *it;
+    int rc;
+    c->where[0] = '\0';
+    if ((rc = get_elems(c, root, kSec[sec].key, kSec[sec].lazy, &e, &n)))
+        return rc;
+    if (sec == SEC_ENTRIES && !e.present)
+        return fail(c, KT_EPARSE, "entries: missing");
+    if (sec == SEC_SPANS && n) {
+        const cJSON *table = member(c, root, "span_table", &rc);
+        if (rc)
+            return rc;
+        if (table)
+            return fail(c, KT_EPARSE, "spans and span_table: only one may hold spans");
+    }
+    if ((rc = alloc_array(c, arrays[sec], n, kSec[sec].size)))
+        return rc;
+    *counts[sec] = n; /* only now: kt_snapshot_free() walks entries[0..count) */
+    for (size_t i = 0; i < n; i++) {
+        if ((rc = elems_next(c, &e, &it)))
+            break;
+        set_where(c, kSec[sec].key, i);
+        if ((rc = read_element(c, sec, it, i, s)))
+            break;
+    }
+    elems_release(c, &e);
+    if (!rc)
+        c->where[0] = '\0';
+    return rc;
+}
+
+static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
+{
+    int rc;
+    s->rank = -1;
+    if ((rc = read_header(c, root, s)))
+        return rc;
+    for (section_t sec = SEC_SOURCES; sec < SEC_SPANS; sec++)
+        if ((rc = read_section(c, root, sec, s)))
+            return rc;
+    c->where[0] = '\0';
+    const cJSON *table = member(c, root, "span_table", &rc);
+    if (rc)
+        return rc;
+    if ((rc = read_section(c, root, SEC_SPANS, s)))
+        return rc;
+    if (!s->span_count && table && !cJSON_IsNull(table) && (rc = read_span_table(c, table, s)))
+        return rc;
+    c->where[0] = '\0';
+    if ((rc = sort_entries(c, s)) || (rc = sort_spans(c, s)))
+        return rc;
+    return 0;
 }
 
 /* Offset of the first "\u0000" escape inside a JSON string of text[0..len), or len when there is none. A C string
@@ -974,9 +1130,147 @@ static size_t find_escaped_nul(const char *text, size_t len)
     return len;
 }
 
+/* The root object without the insides of its large arrays (their elements are parsed from the full text when
+ * read): at most LAZY_COUNT cuts, each keeping the brackets. Offsets in it map back to the full text. */
+typedef struct root_text_t {
+    char *text;                  /* NUL-terminated (NULL: the full text is parsed as it is) */
+    size_t len;
+    size_t cut_at[LAZY_COUNT];   /* offset in text where cut k's removed bytes were (ascending) */
+    size_t cut_len[LAZY_COUNT];  /* how many */
+    int cuts;
+} root_text_t;
+
+static int root_text_build(const load_ctx_t *c, root_text_t *r)
+{
+    const kt__json_array_at_t *order[LAZY_COUNT];
+    int n = 0;
+    memset(r, 0, sizeof *r);
+    for (int k = 0; k < LAZY_COUNT; k++)
+        if (c->lazy[k].found)
+            order[n++] = &c->lazy[k];
+    if (n == 2 && order[1]->open < order[0]->open) {
+        const kt__json_array_at_t *t = order[0];
+        order[0] = order[1];
+        order[1] = t;
+    }
+    size_t removed = 0;
+    for (int k = 0; k < n; k++)
+        removed += order[k]->close - order[k]->open - 1;
+    if (!n)
+        return 0;
+    r->text = malloc(c->len - removed + 1);
+    if (!r->text)
+        return KT_ENOMEM;
+    size_t from = 0;
+    for (int k = 0; k < n; k++) {
+        size_t keep = order[k]->open + 1 - from;
+        memcpy(r->text + r->len, c->text + from, keep);
+        r->len += keep;
+        r->cut_at[k] = r->len;
+        r->cut_len[k] = order[k]->close - order[k]->open - 1;
+        from = order[k]->close;
+    }
+    memcpy(r->text + r->len, c->text + from, c->len - from);
+    r->len += c->len - from;
+    r->text[r->len] = '\0';
+    r->cuts = n;
+    return 0;
+}
+
+/* An offset in the root text as an offset in the full text. */
+static size_t root_to_full(const root_text_t *r, size_t pos)
+{
+    size_t full = pos;
+    for (int k = 0; k < r->cuts; k++)
+        if (pos >= r->cut_at[k])
+            full += r->cut_len[k];
+    return full;
+}
+
+/* Parses the (root) text: the tree in *root, or KT_EPARSE naming the position in the full text. */
+static int parse_root(load_ctx_t *c, const root_text_t *r, cJSON **root)
+{
+    const char *text = r->text ? r->text : c->text;
+    size_t len = r->text ? r->len : c->len;
+    const char *end = NULL;
+    *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!*root)
+        return fail_syntax(c, root_to_full(r, end && end >= text && end <= text + len ? (size_t)(end - text) : len));
+    /* Only whitespace may follow the document. */
+    size_t pos = (size_t)(end - text);
+    while (pos < len && is_ws(text[pos]))
+        pos++;
+    if (pos < len) {
+        size_t line, col, full = root_to_full(r, pos);
+        line_col(c->text, full, &line, &col);
+        cJSON_Delete(*root);
+        *root = NULL;
+        return fail(c, KT_EPARSE, "unexpected data after the JSON document at line %zu, column %zu (byte %zu of %zu)",
+                    line, col, full, c->len);
+    }
+    size_t nul = find_escaped_nul(c->text, c->len);
+    if (nul < c->len) {
+        size_t line, col;
+        line_col(c->text, nul, &line, &col);
+        cJSON_Delete(*root);
+        *root = NULL;
+        return fail(c, KT_EPARSE, "a string holds \\u0000 (NUL) at line %zu, column %zu: names cannot contain NUL; "
+                    "refused rather than cut short", line, col);
+    }
+    return 0;
+}
+
+/* Parses text[0..len), NUL-terminated at len, into *out. The large arrays ("entries", the version-1 "spans")
+ * are found by a structural scan and their elements parsed one at a time, so the peak memory is the text, the
+ * snapshot and one element's tree; a document the scan cannot follow is parsed whole (cJSON then names the
+ * error). */
+static int parse_text(load_ctx_t *c, const char *text, size_t len, kt_snapshot_t **out)
+{
+    c->text = text;
+    c->len = len;
+    c->lazy[LAZY_ENTRIES].key = "entries";
+    c->lazy[LAZY_SPANS].key = "spans";
+    if (kt__json_scan_root(text, len, c->lazy, LAZY_COUNT) != 0)
+        kt__json_arrays_free(c->lazy, LAZY_COUNT); /* parsed whole */
+    root_text_t r;
+    int rc = root_text_build(c, &r);
+    if (rc) {
+        kt__json_arrays_free(c->lazy, LAZY_COUNT);
+        return fail(c, rc, "out of memory");
+    }
+    /* cJSON reads numbers with strtod, which follows LC_NUMERIC: parse under the C locale (this thread only). */
+    locale_t c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    locale_t previous = c_numeric ? uselocale(c_numeric) : (locale_t)0;
+    cJSON *root = NULL;
+    kt_snapshot_t *snap = NULL;
+    rc = parse_root(c, &r, &root);
+    free(r.text);
+    if (!rc && !(snap = calloc(1, sizeof *snap)))
+        rc = fail(c, KT_ENOMEM, "out of memory");
+    if (!rc)
+        rc = read_document(c, root, snap);
+    if (c_numeric) {
+        uselocale(previous);
+        freelocale(c_numeric);
+    }
+    c->idx_obj = NULL;
+    cJSON_Delete(root);
+    free(c->idx);
+    c->idx = NULL;
+    c->idx_n = c->idx_cap = 0;
+    kt__json_arrays_free(c->lazy, LAZY_COUNT);
+    if (rc) {
+        kt_snapshot_free(snap);
+        return rc;
+    }
+    *out = snap;
+    return 0;
+}
+
 int kt_snapshot_parse(const char *json, size_t len, kt_snapshot_t **out, char *errbuf, size_t errlen)
 {
-    load_ctx_t c = {errbuf, errlen, ""};
+    load_ctx_t c;
+    ctx_init(&c, errbuf, errlen);
     if (errbuf && errlen)
         errbuf[0] = '\0';
     if (!out)
@@ -986,76 +1280,22 @@ int kt_snapshot_parse(const char *json, size_t len, kt_snapshot_t **out, char *e
         return fail(&c, KT_EINVAL, "no input");
     if (len == 0)
         return fail(&c, KT_EPARSE, "empty input: expected a JSON object");
-
     /* A private NUL-terminated copy: cJSON then never reads past the data, whatever the caller passed. */
     char *text = malloc(len + 1);
     if (!text)
         return fail(&c, KT_ENOMEM, "out of memory");
     memcpy(text, json, len);
     text[len] = '\0';
-
-    /* cJSON reads numbers with strtod, which follows LC_NUMERIC: parse under the C locale (this thread only). */
-    const char *end = NULL;
-    locale_t c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
-    locale_t previous = c_numeric ? uselocale(c_numeric) : (locale_t)0;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (c_numeric) {
-        uselocale(previous);
-        freelocale(c_numeric);
-    }
-    int rc = 0;
-    if (!root) {
-        size_t pos = end && end >= text && end <= text + len ? (size_t)(end - text) : len, line, col;
-        line_col(text, pos, &line, &col);
-        rc = fail(&c, KT_EPARSE, "JSON syntax error at line %zu, column %zu (byte %zu of %zu)%s", line, col, pos, len,
-                  pos + 1 >= len ? ": the input ends early (truncated?)" : "");
-        free(text);
-        return rc;
-    }
-    /* Only whitespace may follow the document. */
-    size_t pos = (size_t)(end - text);
-    while (pos < len && (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' || text[pos] == '\r'))
-        pos++;
-    if (pos < len) {
-        size_t line, col;
-        line_col(text, pos, &line, &col);
-        rc = fail(&c, KT_EPARSE, "unexpected data after the JSON document at line %zu, column %zu (byte %zu of %zu)",
-                  line, col, pos, len);
-        cJSON_Delete(root);
-        free(text);
-        return rc;
-    }
-
-    size_t nul = find_escaped_nul(text, len);
-    if (nul < len) {
-        size_t line, col;
-        line_col(text, nul, &line, &col);
-        rc = fail(&c, KT_EPARSE, "a string holds \\u0000 (NUL) at line %zu, column %zu: names cannot contain NUL; "
-                  "refused rather than cut short", line, col);
-        cJSON_Delete(root);
-        free(text);
-        return rc;
-    }
-    kt_snapshot_t *snap = calloc(1, sizeof *snap);
-    if (!snap)
-        rc = fail(&c, KT_ENOMEM, "out of memory");
-    else
-        rc = read_document(&c, root, snap);
-    cJSON_Delete(root);
+    int rc = parse_text(&c, text, len, out);
     free(text);
-    if (rc) {
-        kt_snapshot_free(snap);
-        return rc;
-    }
-    *out = snap;
-    return 0;
+    return rc;
 }
 
 /* ---------------------------------------------------------------------------------------------------
  * Files
  * ------------------------------------------------------------------------------------------------- */
 
-/* Reads all of f into a malloc'd buffer, refusing early what cannot be a snapshot: more than max bytes
+/* Reads all of f into a malloc'd buffer with at least one byte to spare after the data, refusing early what cannot be a snapshot: more than max bytes
  * (KT_EFULL, nothing more is read), or a first byte after leading whitespace that cannot start a JSON object
  * (KT_EPARSE, *bad holds the byte and *bad_at its offset), checked before the rest is read. */
 static int read_all(FILE *f, size_t max, char **data, size_t *len, int *bad, size_t *bad_at)
@@ -1116,7 +1356,8 @@ int kt_snapshot_load(const char *path, kt_snapshot_t **out, char *errbuf, size_t
 
 int kt_snapshot_load_max(const char *path, size_t max_bytes, kt_snapshot_t **out, char *errbuf, size_t errlen)
 {
-    load_ctx_t c = {errbuf, errlen, ""};
+    load_ctx_t c;
+    ctx_init(&c, errbuf, errlen);
     if (out)
         *out = NULL;
     if (!path || !out || !max_bytes)
@@ -1156,7 +1397,14 @@ int kt_snapshot_load_max(const char *path, size_t max_bytes, kt_snapshot_t **out
         return rc;
     }
     char msg[512] = "";
-    rc = kt_snapshot_parse(data, len, out, msg, sizeof msg);
+    load_ctx_t pc;
+        ctx_init(&pc, msg, sizeof msg);
+    if (len == 0) {
+        rc = fail(&pc, KT_EPARSE, "empty input: expected a JSON object");
+    } else {
+        data[len] = '\0'; /* read_all leaves room: parsed in place, not copied */
+        rc = parse_text(&pc, data, len, out);
+    }
     free(data);
     if (rc)
         fail(&c, rc, "%s: %s", path, msg);

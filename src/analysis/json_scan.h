@@ -1,0 +1,27 @@
+/* json_scan.h — internal to the analysis library: finding a JSON document's large top-level arrays by their
+ * bytes, without building them, so the loader (load.c) can parse their elements one at a time instead of
+ * holding the whole document as a tree (a snapshot of 100,000 kernels is ~55 MB of text and was ~600 MB of
+ * cJSON nodes). The scan follows structure only (strings, nesting, commas); cJSON still parses every byte. */
+#ifndef KT_ANALYSIS_JSON_SCAN_H
+#define KT_ANALYSIS_JSON_SCAN_H
+
+#include <stddef.h>
+
+/* One top-level array member to locate. */
+typedef struct kt__json_array_at_t {
+    const char *key; /* its name as written between the quotes (a name written with escapes is not matched) */
+    int found;       /* set: the member exists and holds an array; open, close and start[] describe it */
+    size_t open;     /* offset of its '[' */
+    size_t close;    /* offset of its ']' */
+    size_t *start;   /* offset of each element's first byte (malloc'd; NULL when count is 0) */
+    size_t count;    /* its elements */
+} kt__json_array_at_t;
+
+/* Scans the object that text[0..len) holds for the members arrays[0..n) name. Returns 0 when the structure
+ * was followed to the end of the root object, -1 when not (not an object, unbalanced, unterminated, a member
+ * named twice, out of memory): the caller then parses the document whole, and cJSON reports what is wrong.
+ * Release with kt__json_arrays_free whatever the result. */
+int kt__json_scan_root(const char *text, size_t len, kt__json_array_at_t *arrays, size_t n);
+void kt__json_arrays_free(kt__json_array_at_t *arrays, size_t n);
+
+#endif
