@@ -163,6 +163,278 @@ static int span_cmp(const void *a, const void *b)
  * loads: span counts, then per slot the reservoir and histogram, then the scalars. So every span, sample and
  * histogram count it copies belongs to a record the scalars it reads afterwards include, and as min only
  * falls and max only rises within a generation, every sample lies in [min_ns, max_ns]. */
+/* The working state of one snapshot: the shards of the generation being read, the reservoir pools and the
+ * merged histogram of the kernel being built, and the entries built so far (owned here until published). */
+typedef struct build_t {
+    uint32_t cap;            /* sample capacity */
+    kt__shard_t **shards;    /* shards holding this generation's data */
+    uint32_t *span_n;        /* each shard's spans, counted before the slots */
+    uint32_t nvalid;         /* shards[0..nvalid) */
+    pool_t *pools;           /* one per shard holding the kernel */
+    uint64_t *poolbuf;       /* their samples; grows to the largest kernel's reservoirs, not nvalid x cap */
+    size_t poolcap, poolused;
+    uint64_t *hist;          /* the kernel's merged histogram */
+    uint64_t used;           /* its blocks holding counts, zeroed again before the next kernel */
+    uint64_t hist_n;         /* the counts it holds */
+    entry_build_t *eb;       /* entries built */
+    uint32_t ne;             /* eb[0..ne) owned here */
+    uint32_t *kid_entry;     /* kernel id -> entry index (UINT32_MAX: none) */
+    uint32_t nk;             /* kernel ids 1..nk */
+    uint64_t rng;            /* reservoir merging */
+} build_t;
+
+static void build_free(build_t *b)
+{
+    for (uint32_t i = 0; i < b->ne; i++) {
+        free((void *)b->eb[i].t.name);
+        free((void *)b->eb[i].t.device);
+        free(b->eb[i].t.samples);
+        free(b->eb[i].t.hist);
+    }
+    free(b->shards);
+    free(b->span_n);
+    free(b->pools);
+    free(b->poolbuf);
+    free(b->hist);
+    free(b->eb);
+    free(b->kid_entry);
+}
+
+/* Host, pid, rank, time and the kernel-limit count. */
+static void snapshot_header(kt_snapshot_t *snap)
+{
+    snap->taken_ns = kt__now();
+    if (gethostname(snap->host, sizeof snap->host) != 0)
+        snap->host[0] = 0;
+    snap->host[sizeof snap->host - 1] = 0;
+    snap->pid = (int64_t)getpid();
+    snap->rank = kt__rank();
+    snap->kernels_dropped = kt__kernels_dropped();
+}
+
+/* The shards of generation gen (a shard not yet renewed after a reset holds none), their span counts, then the
+ * kernel count: every kernel a counted span names is at most nk. -1 when out of memory. */
+static int build_init(build_t *b, uint64_t gen)
+{
+    memset(b, 0, sizeof *b);
+    b->cap = kt__cfg.sample_capacity;
+    kt__shard_t *head = kt__shards_head(); /* shards are pushed at the head: the list from here is fixed */
+    uint32_t ns = 0;
+    for (kt__shard_t *s = head; s; s = s->next)
+        ns++;
+    b->shards = calloc(ns ? ns : 1, sizeof *b->shards);
+    b->span_n = calloc(ns ? ns : 1, sizeof *b->span_n);
+    b->pools = calloc(ns ? ns : 1, sizeof *b->pools);
+    b->poolcap = b->cap;
+    b->poolbuf = malloc(b->poolcap * sizeof(uint64_t));
+    b->hist = calloc(KT__HIST_BUCKETS, sizeof(uint64_t));
+    if (!b->shards || !b->span_n || !b->pools || !b->poolbuf || !b->hist)
+        return -1;
+    for (kt__shard_t *s = head; s; s = s->next)
+        if (KT__LDA(&s->gen) == gen) {
+            b->span_n[b->nvalid] = KT__LDA(&s->span_count);
+            b->shards[b->nvalid++] = s;
+        }
+    b->nk = kt__kernel_count();
+    b->eb = calloc(b->nk ? b->nk : 1, sizeof *b->eb);
+    b->kid_entry = malloc(((size_t)b->nk + 1) * sizeof *b->kid_entry);
+    b->rng = 0x736e617073686f74ull ^ gen;
+    return b->eb && b->kid_entry ? 0 : -1;
+}
+
+/* Copies a slot's reservoir to the pool buffer and adds its histogram to the merged one (reservoir and
+ * histogram before the scalars: see the comment above kt_snapshot). Returns the reservoir's fill, or -1. */
+static int64_t gather_samples(build_t *b, kt__slot_t *sl)
+{
+    uint32_t fill = KT__LDA(&sl->res_fill);
+    if (b->poolused + fill > b->poolcap) {
+        size_t nc = b->poolcap * 2 > b->poolused + fill ? b->poolcap * 2 : b->poolused + fill;
+        uint64_t *nb = realloc(b->poolbuf, nc * sizeof(uint64_t));
+        if (!nb)
+            return -1;
+        b->poolbuf = nb;
+        b->poolcap = nc;
+    }
+    for (uint32_t j = 0, off; j < fill; j++) { /* every block below res_fill is published */
+        uint32_t k = kt__smp_block(j, &off);
+        b->poolbuf[b->poolused + j] = KT__LDA(&KT__LDA(&sl->smp[k])[off]);
+    }
+    for (uint32_t blk_i = 0; blk_i < KT__HIST_BLOCKS; blk_i++) {
+        _Atomic uint64_t *blk = KT__LDA(&sl->hist[blk_i]);
+        if (!blk)
+            continue;
+        b->used |= (uint64_t)1 << blk_i;
+        for (uint32_t j = 0; j < KT__HIST_BLOCK; j++) {
+            uint64_t c = KT__LDA(&blk[j]);
+            b->hist[blk_i * KT__HIST_BLOCK + j] += c;
+            b->hist_n += c;
+        }
+    }
+    return fill;
+}
+
+/* What gather_kernel merges besides the entry's own fields. */
+typedef struct gathered_t {
+    unsigned __int128 sum, sq; /* exact total and sum of squares */
+    uint32_t npools;           /* reservoirs in b->pools */
+    uint64_t pool_total;       /* the records they stand for */
+} gathered_t;
+
+/* One kernel's records across the shards, merged: scalars into t, exact sums and the reservoirs into g. 1 when
+ * any shard counted a dispatch, 0 when none, -1 when out of memory. */
+
+static int gather_kernel(build_t *b, uint32_t id, kt_kernel_timing_t *t, gathered_t *g)
+{
+    uint64_t best_stamp = 0;
+    uint32_t best_shard = 0;
+    int any = 0;
+    b->poolused = 0;
+    for (uint32_t si = 0; si < b->nvalid; si++) {
+        kt__slot_t *sl = shard_slot(b->shards[si], id);
+        if (!sl)
+            continue;
+        int64_t fill = gather_samples(b, sl);
+        if (fill < 0)
+            return -1;
+        slot_read_t r;
+        uint64_t bytes = KT__LDA(&sl->bytes); /* before the scalars: only bytes of counted dispatches */
+        slot_read(sl, &r);
+        t->errors += KT__LD(&sl->errors);
+        t->dropped += KT__LD(&sl->dropped);
+        for (int d = 0; d < KT_DROP_REASON_COUNT; d++)
+            t->dropped_by[d] += KT__LD(&sl->dropped_by[d]);
+        t->spans_dropped += KT__LD(&sl->spans_dropped);
+        if (!r.count)
+            continue;
+        if (!any || r.min < t->min_ns)
+            t->min_ns = r.min;
+        if (r.max > t->max_ns)
+            t->max_ns = r.max;
+        /* Latest by end time when records carry one; else the most recently created shard's last. */
+        uint32_t idx = b->shards[si]->index;
+        if (!any || r.last_stamp > best_stamp || (r.last_stamp == best_stamp && idx > best_shard)) {
+            best_stamp = r.last_stamp;
+            best_shard = idx;
+            t->last_ns = r.last;
+        }
+        any = 1;
+        t->dispatch_count += r.count;
+        t->bytes += bytes;
+        g->sum += (unsigned __int128)r.total_hi << 64 | r.total;
+        g->sq += (unsigned __int128)r.sq_hi << 64 | r.sq_lo;
+        /* A reservoir still filling holds exactly its first `fill` records (a record being stored may be
+         * counted already); a full one is a uniform sample of the shard's records. */
+        pool_t *p = &b->pools[g->npools++];
+        p->size = (uint32_t)fill;
+        p->remaining = fill < b->cap ? (uint64_t)fill : r.count;
+        p->buf = NULL;
+        p->off = b->poolused;
+        g->pool_total += p->remaining;
+        b->poolused += (size_t)fill;
+    }
+    for (uint32_t i = 0; i < g->npools; i++) /* poolbuf may have moved while growing */
+        b->pools[i].buf = b->poolbuf + b->pools[i].off;
+    return any;
+}
+
+/* Kernel id's entry appended to b->eb (nothing when it recorded nothing); -1 when out of memory. */
+static int build_entry(build_t *b, uint32_t id)
+{
+    for (uint32_t blk = 0; blk < KT__HIST_BLOCKS; blk++)
+        if (b->used >> blk & 1)
+            memset(b->hist + blk * KT__HIST_BLOCK, 0, KT__HIST_BLOCK * sizeof(uint64_t));
+    b->used = b->hist_n = 0;
+    b->kid_entry[id] = UINT32_MAX;
+    kt_kernel_timing_t t;
+    memset(&t, 0, sizeof t);
+    gathered_t g;
+    memset(&g, 0, sizeof g);
+    int any = gather_kernel(b, id, &t, &g);
+    if (any < 0)
+        return -1;
+    if (!any && !t.errors && !t.dropped && !t.spans_dropped)
+        return 0;
+    /* t's allocations go into eb at once, so build_free releases them whatever fails next */
+    entry_build_t *e = &b->eb[b->ne++];
+    e->kernel = id;
+    const kt__kernel_t *k = kt__kernel_get(id);
+    t.backend = k->backend;
+    t.name = strdup(k->name);
+    t.device = strdup(k->device);
+    t.total_ns = g.sum > UINT64_MAX ? UINT64_MAX : (uint64_t)g.sum;
+    t.total128 = (kt_u128_t){(uint64_t)g.sum, (uint64_t)(g.sum >> 64)};
+    t.sumsq128 = (kt_u128_t){(uint64_t)g.sq, (uint64_t)(g.sq >> 64)};
+    kt__kernel_last_error(id, t.last_error, sizeof t.last_error);
+    e->t = t;
+    if (!t.name || !t.device)
+        return -1;
+    if (!t.dispatch_count)
+        return 0;
+    e->t.mean_ns = (double)g.sum / (double)t.dispatch_count;
+    e->t.stddev_ns = kt__stddev_exact(t.dispatch_count, g.sum, g.sq);
+    hist_percentiles(b->hist, b->used, b->hist_n, &e->t);
+    if (hist_bins(b->hist, b->used, &e->t) != 0)
+        return -1;
+    uint32_t want = t.dispatch_count < b->cap ? (uint32_t)t.dispatch_count : b->cap;
+    if (!(e->t.samples = malloc(want * sizeof(uint64_t))))
+        return -1;
+    e->t.sample_count = merge_samples(b->pools, g.npools, g.pool_total, b->cap, e->t.samples, &b->rng);
+    return 0;
+}
+
+/* The built entries, sorted, handed to snap (b->kid_entry then maps kernel ids to their index). */
+static int publish_entries(build_t *b, kt_snapshot_t *snap)
+{
+    qsort(b->eb, b->ne, sizeof *b->eb, entry_cmp);
+    if (!b->ne)
+        return 0;
+    snap->entries = malloc(b->ne * sizeof *snap->entries);
+    if (!snap->entries)
+        return -1;
+    for (uint32_t i = 0; i < b->ne; i++) {
+        snap->entries[i] = b->eb[i].t;
+        b->kid_entry[b->eb[i].kernel] = i;
+    }
+    snap->count = b->ne;
+    b->ne = 0; /* owned by snap from here */
+    return 0;
+}
+
+/* Spans: those each shard had published before its slots were read (all counted in the entries). */
+static int copy_spans(const build_t *b, kt_snapshot_t *snap)
+{
+    size_t nspan = 0, w = 0;
+    for (uint32_t si = 0; si < b->nvalid; si++)
+        nspan += b->span_n[si];
+    if (!nspan)
+        return 0;
+    if (!(snap->spans = malloc(nspan * sizeof *snap->spans)))
+        return -1;
+    for (uint32_t si = 0; si < b->nvalid && w < nspan; si++) {
+        kt__span_rec_t *log = KT__LDA(&b->shards[si]->spans);
+        for (uint32_t i = 0; log && i < b->span_n[si] && w < nspan; i++) {
+            uint32_t kid = KT__LD(&log[i].kernel);
+            if (kid == 0 || kid > b->nk || b->kid_entry[kid] == UINT32_MAX)
+                continue;
+            kt_span_t *o = &snap->spans[w++];
+            o->entry = b->kid_entry[kid];
+            uint32_t q = KT__LD(&log[i].queue), th = KT__LD(&log[i].thread);
+            o->queue = q ? q - 1 : UINT32_MAX;
+            o->thread = th ? th - 1 : 0;
+            o->flags = KT__LD(&log[i].flags);
+            o->duration_ns = KT__LD(&log[i].t[0]);
+            o->enqueue_ns = KT__LD(&log[i].t[1]);
+            o->queued_ns = KT__LD(&log[i].t[2]);
+            o->submit_ns = KT__LD(&log[i].t[3]);
+            o->start_ns = KT__LD(&log[i].t[4]);
+            o->end_ns = KT__LD(&log[i].t[5]);
+            o->uncertainty_ns = KT__LD(&log[i].t[6]);
+        }
+    }
+    snap->span_count = w;
+    return 0;
+}
+
 kt_snapshot_t *kt_snapshot(void)
 {
     kt__ensure_init();
@@ -171,255 +443,29 @@ kt_snapshot_t *kt_snapshot(void)
     kt_snapshot_t *snap = calloc(1, sizeof *snap);
     if (!snap)
         return NULL;
-    snap->taken_ns = kt__now();
-    if (gethostname(snap->host, sizeof snap->host) != 0)
-        snap->host[0] = 0;
-    snap->host[sizeof snap->host - 1] = 0;
-    snap->pid = (int64_t)getpid();
-    snap->rank = kt__rank();
-    snap->kernels_dropped = kt__kernels_dropped();
+    snapshot_header(snap);
 
     kt__reset_hold();
-    uint64_t gen = kt__generation();
-    uint32_t cap = kt__cfg.sample_capacity;
-
-    /* Shards holding this generation's data (a shard not yet renewed after a reset holds none). */
-    kt__shard_t *head = kt__shards_head(); /* shards are pushed at the head: the list from here is fixed */
-    uint32_t ns = 0;
-    for (kt__shard_t *s = head; s; s = s->next)
-        ns++;
-    kt__shard_t **shards = calloc(ns ? ns : 1, sizeof *shards);
-    uint32_t *span_n = calloc(ns ? ns : 1, sizeof *span_n); /* each shard's spans, counted before the slots */
-    pool_t *pools = calloc(ns ? ns : 1, sizeof *pools);
-    size_t poolcap = cap, poolused; /* poolbuf grows to the largest kernel's reservoirs, not ns x cap */
-    uint64_t *poolbuf = malloc(poolcap * sizeof(uint64_t));
-    uint64_t *hist = calloc(KT__HIST_BUCKETS, sizeof(uint64_t)); /* zeroed again block by block after use */
-    entry_build_t *eb = NULL;
-    uint32_t *kid_entry = NULL;
-    if (!shards || !span_n || !pools || !poolbuf || !hist)
-        goto fail;
-    uint32_t nvalid = 0;
-    for (kt__shard_t *s = head; s; s = s->next)
-        if (KT__LDA(&s->gen) == gen) {
-            span_n[nvalid] = KT__LDA(&s->span_count);
-            shards[nvalid++] = s;
-        }
-    /* After the span counts: every kernel a counted span names is at most nk. */
-    uint32_t nk = kt__kernel_count();
-    eb = calloc(nk ? nk : 1, sizeof *eb);
-    kid_entry = malloc(((size_t)nk + 1) * sizeof *kid_entry);
-    if (!eb || !kid_entry)
-        goto fail;
-    uint64_t rng = 0x736e617073686f74ull ^ gen;
-    uint32_t ne = 0;
-    uint64_t used = 0; /* histogram blocks holding counts, zeroed again before the next kernel */
-
-    for (uint32_t id = 1; id <= nk; id++) {
-        for (uint32_t b = 0; b < KT__HIST_BLOCKS; b++)
-            if (used >> b & 1)
-                memset(hist + b * KT__HIST_BLOCK, 0, KT__HIST_BLOCK * sizeof(uint64_t));
-        used = 0;
-        kid_entry[id] = UINT32_MAX;
-        kt_kernel_timing_t t;
-        memset(&t, 0, sizeof t);
-        unsigned __int128 sum = 0, sq = 0;
-        uint64_t best_stamp = 0;
-        uint32_t best_shard = 0, npools = 0;
-        int any = 0;
-        uint64_t hist_n = 0;           /* counts merged into hist */
-        uint64_t pool_total = 0;       /* records the pools stand for */
-        poolused = 0;
-
-        for (uint32_t si = 0; si < nvalid; si++) {
-            kt__slot_t *sl = shard_slot(shards[si], id);
-            if (!sl)
-                continue;
-            /* Reservoir and histogram before the scalars (see the comment above kt_snapshot). */
-            uint32_t fill = KT__LDA(&sl->res_fill);
-            if (poolused + fill > poolcap) {
-                size_t nc = poolcap * 2 > poolused + fill ? poolcap * 2 : poolused + fill;
-                uint64_t *nb = realloc(poolbuf, nc * sizeof(uint64_t));
-                if (!nb)
-                    goto fail_entries;
-                poolbuf = nb;
-                poolcap = nc;
-            }
-            for (uint32_t j = 0, off; j < fill; j++) { /* every block below res_fill is published */
-                uint32_t k = kt__smp_block(j, &off);
-                poolbuf[poolused + j] = KT__LDA(&KT__LDA(&sl->smp[k])[off]);
-            }
-            for (uint32_t b = 0; b < KT__HIST_BLOCKS; b++) {
-                _Atomic uint64_t *blk = KT__LDA(&sl->hist[b]);
-                if (!blk)
-                    continue;
-                used |= (uint64_t)1 << b;
-                for (uint32_t j = 0; j < KT__HIST_BLOCK; j++) {
-                    uint64_t c = KT__LDA(&blk[j]);
-                    hist[b * KT__HIST_BLOCK + j] += c;
-                    hist_n += c;
-                }
-            }
-            slot_read_t r;
-            uint64_t bytes = KT__LDA(&sl->bytes); /* before the scalars: only bytes of counted dispatches */
-            slot_read(sl, &r);
-            r.bytes = bytes;
-            t.errors += KT__LD(&sl->errors);
-            t.dropped += KT__LD(&sl->dropped);
-            for (int d = 0; d < KT_DROP_REASON_COUNT; d++)
-                t.dropped_by[d] += KT__LD(&sl->dropped_by[d]);
-            t.spans_dropped += KT__LD(&sl->spans_dropped);
-            if (!r.count)
-                continue;
-            if (!any || r.min < t.min_ns)
-                t.min_ns = r.min;
-            if (r.max > t.max_ns)
-                t.max_ns = r.max;
-            /* Latest by end time when records carry one; else the most recently created shard's last. */
-            uint32_t idx = shards[si]->index;
-            if (!any || r.last_stamp > best_stamp || (r.last_stamp == best_stamp && idx > best_shard)) {
-                best_stamp = r.last_stamp;
-                best_shard = idx;
-                t.last_ns = r.last;
-            }
-            any = 1;
-            t.dispatch_count += r.count;
-            t.bytes += r.bytes;
-            sum += (unsigned __int128)r.total_hi << 64 | r.total;
-            sq += (unsigned __int128)r.sq_hi << 64 | r.sq_lo;
-            /* A reservoir still filling holds exactly its first `fill` records (a record being stored may be
-             * counted already); a full one is a uniform sample of the shard's records. */
-            pool_t *p = &pools[npools++];
-            p->size = fill;
-            p->remaining = fill < cap ? fill : r.count;
-            p->buf = NULL;
-            p->off = poolused;
-            pool_total += p->remaining;
-            poolused += fill;
-        }
-        for (uint32_t i = 0; i < npools; i++) /* poolbuf may have moved while growing */
-            pools[i].buf = poolbuf + pools[i].off;
-        if (!any && !t.errors && !t.dropped && !t.spans_dropped)
-            continue;
-
-        const kt__kernel_t *k = kt__kernel_get(id);
-        t.backend = k->backend;
-        t.name = strdup(k->name);
-        t.device = strdup(k->device);
-        if (!t.name || !t.device) {
-            free((void *)t.name);
-            free((void *)t.device);
-            goto fail_entries;
-        }
-        t.total_ns = sum > UINT64_MAX ? UINT64_MAX : (uint64_t)sum;
-        t.total128 = (kt_u128_t){(uint64_t)sum, (uint64_t)(sum >> 64)};
-        t.sumsq128 = (kt_u128_t){(uint64_t)sq, (uint64_t)(sq >> 64)};
-        kt__kernel_last_error(id, t.last_error, sizeof t.last_error);
-        if (t.dispatch_count) {
-            t.mean_ns = (double)sum / (double)t.dispatch_count;
-            t.stddev_ns = kt__stddev_exact(t.dispatch_count, sum, sq);
-            hist_percentiles(hist, used, hist_n, &t);
-            if (hist_bins(hist, used, &t) != 0) {
-                free((void *)t.name);
-                free((void *)t.device);
-                goto fail_entries;
-            }
-            uint32_t want = t.dispatch_count < cap ? (uint32_t)t.dispatch_count : cap;
-            t.samples = malloc(want * sizeof(uint64_t));
-            if (!t.samples) {
-                free(t.hist);
-                free((void *)t.name);
-                free((void *)t.device);
-                goto fail_entries;
-            }
-            t.sample_count = merge_samples(pools, npools, pool_total, cap, t.samples, &rng);
-        }
-        eb[ne].t = t;
-        eb[ne].kernel = id;
-        ne++;
-    }
-
-    qsort(eb, ne, sizeof *eb, entry_cmp);
-    if (ne) {
-        snap->entries = malloc(ne * sizeof *snap->entries);
-        if (!snap->entries)
-            goto fail_entries;
-        for (uint32_t i = 0; i < ne; i++) {
-            snap->entries[i] = eb[i].t;
-            kid_entry[eb[i].kernel] = i;
-        }
-        snap->count = ne;
-    }
-    ne = 0; /* owned by snap from here */
-
-    /* Spans: those each shard had published before its slots were read (all counted in the entries). */
-    size_t nspan = 0;
-    for (uint32_t si = 0; si < nvalid; si++)
-        nspan += span_n[si];
-    if (nspan) {
-        snap->spans = malloc(nspan * sizeof *snap->spans);
-        if (!snap->spans)
-            goto fail_entries;
-        size_t w = 0;
-        for (uint32_t si = 0; si < nvalid && w < nspan; si++) {
-            kt__shard_t *s = shards[si];
-            uint32_t n = span_n[si];
-            kt__span_rec_t *log = KT__LDA(&s->spans);
-            for (uint32_t i = 0; log && i < n && w < nspan; i++) {
-                uint32_t kid = KT__LD(&log[i].kernel);
-                if (kid == 0 || kid > nk || kid_entry[kid] == UINT32_MAX)
-                    continue;
-                kt_span_t *o = &snap->spans[w++];
-                o->entry = kid_entry[kid];
-                uint32_t q = KT__LD(&log[i].queue);
-                o->queue = q ? q - 1 : UINT32_MAX;
-                uint32_t th = KT__LD(&log[i].thread);
-                o->thread = th ? th - 1 : 0;
-                o->flags = KT__LD(&log[i].flags);
-                o->duration_ns = KT__LD(&log[i].t[0]);
-                o->enqueue_ns = KT__LD(&log[i].t[1]);
-                o->queued_ns = KT__LD(&log[i].t[2]);
-                o->submit_ns = KT__LD(&log[i].t[3]);
-                o->start_ns = KT__LD(&log[i].t[4]);
-                o->end_ns = KT__LD(&log[i].t[5]);
-                o->uncertainty_ns = KT__LD(&log[i].t[6]);
-            }
-        }
-        snap->span_count = w;
-    }
+    build_t b;
+    int rc = build_init(&b, kt__generation());
+    for (uint32_t id = 1; !rc && id <= b.nk; id++)
+        rc = build_entry(&b, id);
+    if (!rc)
+        rc = publish_entries(&b, snap);
+    if (!rc)
+        rc = copy_spans(&b, snap);
     kt__reset_release();
+    build_free(&b);
+    if (rc) {
+        kt_snapshot_free(snap);
+        return NULL;
+    }
     if (snap->span_count)
         qsort(snap->spans, snap->span_count, sizeof *snap->spans, span_cmp);
     snap->queues = kt__queues_copy(&snap->queue_count);
     snap->threads = kt__threads_copy(&snap->thread_count);
     snap->devices = kt__devices_copy(&snap->device_count);
-
-    free(shards);
-    free(span_n);
-    free(pools);
-    free(poolbuf);
-    free(hist);
-    free(eb);
-    free(kid_entry);
     return snap;
-
-fail_entries:
-    for (uint32_t i = 0; i < ne; i++) {
-        free((void *)eb[i].t.name);
-        free((void *)eb[i].t.device);
-        free(eb[i].t.samples);
-        free(eb[i].t.hist);
-    }
-fail:
-    kt__reset_release();
-    free(shards);
-    free(span_n);
-    free(pools);
-    free(poolbuf);
-    free(hist);
-    free(eb);
-    free(kid_entry);
-    kt_snapshot_free(snap);
-    return NULL;
 }
 
 void kt_snapshot_free(kt_snapshot_t *snap)
