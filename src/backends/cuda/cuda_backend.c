@@ -659,12 +659,17 @@ static int result_is_deinit(kt__curesult r)
     return r == KT__CU_ERROR_DEINITIALIZED || r == KT__CU_ERROR_NOT_INITIALIZED;
 }
 
-/* Collect completed dispatches of one context; returns how many remain pending. Sets *gone when the context
- * died under ktiming (reset, destroyed) or the driver is torn down: the caller then stops using it. */
+/* Why collect_ctx stopped using a context. The two are counted differently: a reset's pending dispatches are
+ * dropped as KT_DROP_CONTEXT_RESET, a torn-down driver's (process exit) as in flight at exit. */
+enum { CTX_LIVE = 0, CTX_RESET = 1, CTX_DRIVER_GONE = 2 };
+
+/* Collect completed dispatches of one context; returns how many remain pending. Sets *gone to CTX_RESET when
+ * the context died under ktiming (reset, destroyed) or CTX_DRIVER_GONE when the driver is torn down: the
+ * caller then stops using it. */
 static uint32_t collect_ctx(kt__cuda_ctx_t *c, int *gone)
 {
     if (atomic_load(&c->gone)) {
-        *gone = 1;
+        *gone = CTX_RESET;
         return 0;
     }
     pthread_mutex_lock(&c->lock);
@@ -673,13 +678,15 @@ static uint32_t collect_ctx(kt__cuda_ctx_t *c, int *gone)
     if (!pending)
         return 0;
     if (!kt__cuda_ctx_alive(c)) { /* reset or destroyed: none of its events may be queried */
-        *gone = 1;
+        *gone = CTX_RESET;
         return pending;
     }
     int pushed = 0;
     if (kt__cuda_ctx_enter(c, &pushed)) {
-        if (result_is_deinit(kt_cuda_last_result()) || !kt__cuda_ctx_alive(c))
-            *gone = 1;
+        if (result_is_deinit(kt_cuda_last_result()))
+            *gone = CTX_DRIVER_GONE;
+        else if (!kt__cuda_ctx_alive(c))
+            *gone = CTX_RESET;
         return pending;
     }
     anchor_refresh(c);
@@ -687,15 +694,20 @@ static uint32_t collect_ctx(kt__cuda_ctx_t *c, int *gone)
         kt__cuda_pair_t *done[KT__CUDA_BATCH];
         kt__curesult status[KT__CUDA_BATCH];
         uint32_t n = 0;
-        int dead = 0;
+        int dead = CTX_LIVE;
         pthread_mutex_lock(&c->lock);
         for (kt__cuda_squeue_t *q = c->queues; q && n < KT__CUDA_BATCH && !dead; q = q->next) {
             while (q->head && n < KT__CUDA_BATCH) {
                 kt__curesult r = kt__cu.cuEventQuery(q->head->end);
                 if (r == KT__CU_ERROR_NOT_READY)
                     break;
-                if (r != KT__CU_SUCCESS && (result_is_deinit(r) || !kt__cuda_ctx_alive(c))) {
-                    dead = 1; /* never a dispatch error: its context is gone, the caller drops the rest */
+                /* never a dispatch error: the driver or the context is gone, the caller drops the rest */
+                if (r != KT__CU_SUCCESS && result_is_deinit(r)) {
+                    dead = CTX_DRIVER_GONE;
+                    break;
+                }
+                if (r != KT__CU_SUCCESS && !kt__cuda_ctx_alive(c)) {
+                    dead = CTX_RESET;
                     break;
                 }
                 kt__cuda_pair_t *p = q->head;
@@ -711,7 +723,7 @@ static uint32_t collect_ctx(kt__cuda_ctx_t *c, int *gone)
         pending = c->pending;
         pthread_mutex_unlock(&c->lock);
         if (dead)
-            *gone = 1;
+            *gone = dead;
         if (!n)
             break;
         kt_dispatch_t d[KT__CUDA_BATCH];
@@ -820,15 +832,14 @@ static uint32_t collect_all(int *deinit)
         pthread_mutex_lock(&G.lock);
         kt__cuda_ctx_t *next = c->next; /* read before a retire unlinks c */
         pthread_mutex_unlock(&G.lock);
-        int gone = 0;
+        int gone = CTX_LIVE;
         left += collect_ctx(c, &gone);
-        if (gone) {
-            if (result_is_deinit(kt_cuda_last_result())) {
-                *deinit = 1;
-                return left;
-            }
-            ctx_retire(c);
+        if (gone == CTX_DRIVER_GONE) { /* exit: the stop hook counts what is left as in flight at exit */
+            *deinit = 1;
+            return left;
         }
+        if (gone == CTX_RESET)
+            ctx_retire(c);
         c = next;
     }
     return left;
