@@ -310,54 +310,49 @@ static int build_tracks(const kt_snapshot_t *snap, tl_track_t *threads, tl_track
     return 0;
 }
 
-int kt__export_chrome(FILE *out, const kt_snapshot_t *snap)
-{
-    if (!out || !snap)
-        return KT_EINVAL;
-    size_t nth = snap->thread_count + 1, nq = snap->queue_count + 1; /* +1: spans naming no known track */
-    tl_track_t *threads = calloc(nth, sizeof *threads);
-    tl_track_t *queues = calloc(nq, sizeof *queues);
-    tl_proc_t *procs = calloc(nq, sizeof *procs);
-    size_t nprocs = 0;
-    uint64_t unplaced = 0, spans_dropped = 0;
-    int rc = (threads && queues && procs) ? 0 : KT_ENOMEM;
-    if (rc == 0)
-        rc = build_tracks(snap, threads, queues, &unplaced);
-    for (size_t i = 0; rc == 0 && i < nth; i++)
-        rc = track_layout(&threads[i]);
-    for (size_t i = 0; rc == 0 && i < nq; i++)
-        rc = track_layout(&queues[i]);
-    if (rc)
-        goto done;
+/* The timeline's tracks: host threads and device queues (each +1 for spans naming no known track), and the
+ * device process groups the queues are gathered into. */
+typedef struct tl_layout_t {
+    tl_track_t *threads, *queues;
+    size_t nth, nq;
+    tl_proc_t *procs;
+    size_t nprocs;
+} tl_layout_t;
 
-    /* thread ids: host threads in snapshot order, each lane its own id; device queues grouped by device */
-    /* One host process group per source (a merged snapshot), pid 1 + source; device groups after them. */
+/* Thread ids: host threads in snapshot order, each lane its own id, one host process group per source (a merged
+ * snapshot: pid 1 + source); device queues grouped by (source, backend, device), their groups after those. */
+static void assign_ids(const kt_snapshot_t *snap, tl_layout_t *L)
+{
     uint32_t nsrc = snap->source_count ? (uint32_t)snap->source_count : 1, tid = 1;
-    for (size_t i = 0; i < nth; i++) {
-        threads[i].pid = 1 + (i < snap->thread_count && snap->source_count ? snap->threads[i].source : 0);
-        threads[i].tid = tid;
-        if (threads[i].n)
-            tid += threads[i].lanes;
+    for (size_t i = 0; i < L->nth; i++) {
+        L->threads[i].pid = 1 + (i < snap->thread_count && snap->source_count ? snap->threads[i].source : 0);
+        L->threads[i].tid = tid;
+        if (L->threads[i].n)
+            tid += L->threads[i].lanes;
     }
-    for (size_t q = 0; q < nq; q++) {
-        if (!queues[q].n)
+    for (size_t q = 0; q < L->nq; q++) {
+        if (!L->queues[q].n)
             continue;
         kt_backend_t be = q < snap->queue_count ? snap->queues[q].backend : KT_BACKEND_COUNT;
         const char *dev = q < snap->queue_count ? snap->queues[q].device : "unknown device";
         uint32_t src = q < snap->queue_count && snap->source_count ? snap->queues[q].source : 0;
         size_t p;
-        for (p = 0; p < nprocs; p++)
-            if (procs[p].source == src && procs[p].backend == be && !strcmp(procs[p].device, dev))
+        for (p = 0; p < L->nprocs; p++)
+            if (L->procs[p].source == src && L->procs[p].backend == be && !strcmp(L->procs[p].device, dev))
                 break;
-        if (p == nprocs)
-            procs[nprocs++] = (tl_proc_t){src, be, dev, (uint32_t)(1 + nsrc + p), 1};
-        queues[q].pid = procs[p].pid;
-        queues[q].tid = procs[p].next_tid;
-        procs[p].next_tid += queues[q].lanes;
+        if (p == L->nprocs)
+            L->procs[L->nprocs++] = (tl_proc_t){src, be, dev, (uint32_t)(1 + nsrc + p), 1};
+        L->queues[q].pid = L->procs[p].pid;
+        L->queues[q].tid = L->procs[p].next_tid;
+        L->procs[p].next_tid += L->queues[q].lanes;
     }
+}
+
+static void write_header(FILE *out, const kt_snapshot_t *snap, uint64_t unplaced)
+{
+    uint64_t spans_dropped = 0;
     for (size_t i = 0; i < snap->count; i++)
         spans_dropped += snap->entries[i].spans_dropped;
-
     fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"ktiming ", out);
     fputs(kt_version(), out);
     fputs("\",\"host\":", out);
@@ -366,13 +361,17 @@ int kt__export_chrome(FILE *out, const kt_snapshot_t *snap)
             ",\"clock\":\"CLOCK_MONOTONIC_RAW\",\"taken_ns\":%" PRIu64 ",\"spans\":%zu,\"spans_dropped\":%" PRIu64
             ",\"spans_unplaced\":%" PRIu64 "},\n\"traceEvents\":[",
             snap->taken_ns, snap->span_count, spans_dropped, unplaced);
+}
 
-    tl_writer_t w = {out, 1};
-    char base[256], name[300];
+/* One host process group per source ("rank 2: host node07 pid 4242 (clock +12 ns ± 3 ns)"), or one for the
+ * host. */
+static void write_host_groups(tl_writer_t *w, const kt_snapshot_t *snap)
+{
+    char base[256];
     if (!snap->source_count) {
         snprintf(base, sizeof base, "host %s", snap->host[0] ? snap->host : "");
-        ev_meta_name(&w, "process_name", 1, 0, base);
-        ev_meta_sort(&w, "process_sort_index", 1, 0, 0);
+        ev_meta_name(w, "process_name", 1, 0, base);
+        ev_meta_sort(w, "process_sort_index", 1, 0, 0);
     }
     for (uint32_t so = 0; so < snap->source_count; so++) {
         const kt_source_info_t *si = &snap->sources[so];
@@ -386,11 +385,27 @@ int kt__export_chrome(FILE *out, const kt_snapshot_t *snap)
                 snprintf(base + k, sizeof base - (size_t)k, " (clock %+" PRId64 " ns \xc2\xb1 %" PRIu64 " ns)",
                          si->offset_ns, si->offset_bound_ns);
         }
-        ev_meta_name(&w, "process_name", 1 + so, 0, base);
-        ev_meta_sort(&w, "process_sort_index", 1 + so, 0, so);
+        ev_meta_name(w, "process_name", 1 + so, 0, base);
+        ev_meta_sort(w, "process_sort_index", 1 + so, 0, so);
     }
-    for (size_t i = 0; i < nth; i++) {
-        if (!threads[i].n)
+}
+
+/* A track's lanes named "base", "base (2)", ... in their order. */
+static void write_lane_names(tl_writer_t *w, const tl_track_t *t, const char *base)
+{
+    char name[300];
+    for (uint32_t l = 0; l < t->lanes; l++) {
+        lane_name(name, sizeof name, base, l);
+        ev_meta_name(w, "thread_name", t->pid, t->tid + l, name);
+        ev_meta_sort(w, "thread_sort_index", t->pid, t->tid + l, t->tid + l);
+    }
+}
+
+static void write_thread_names(tl_writer_t *w, const kt_snapshot_t *snap, const tl_layout_t *L)
+{
+    char base[256];
+    for (size_t i = 0; i < L->nth; i++) {
+        if (!L->threads[i].n)
             continue;
         if (i < snap->thread_count) {
             const kt_thread_info_t *ti = &snap->threads[i];
@@ -401,70 +416,93 @@ int kt__export_chrome(FILE *out, const kt_snapshot_t *snap)
         } else {
             snprintf(base, sizeof base, "unknown thread");
         }
-        for (uint32_t l = 0; l < threads[i].lanes; l++) {
-            lane_name(name, sizeof name, base, l);
-            ev_meta_name(&w, "thread_name", threads[i].pid, threads[i].tid + l, name);
-            ev_meta_sort(&w, "thread_sort_index", threads[i].pid, threads[i].tid + l, threads[i].tid + l);
-        }
+        write_lane_names(w, &L->threads[i], base);
     }
-    for (size_t p = 0; p < nprocs; p++) {
-        const char *be = procs[p].backend < KT_BACKEND_COUNT ? kt_backend_name(procs[p].backend) : "?";
-        const kt_device_info_t *di = find_device(snap, procs[p].backend, procs[p].device);
-        if (snap->source_count && snap->sources[procs[p].source].rank >= 0)
-            snprintf(base, sizeof base, "rank %" PRId32 ": %s %s", snap->sources[procs[p].source].rank, be,
-                     procs[p].device);
-        else if (snap->source_count)
-            snprintf(base, sizeof base, "pid %" PRId64 ": %s %s", snap->sources[procs[p].source].pid, be,
-                     procs[p].device);
-        else
-            snprintf(base, sizeof base, "%s %s", be, procs[p].device);
-        ev_meta_name(&w, "process_name", procs[p].pid, 0, base);
-        ev_meta_sort(&w, "process_sort_index", procs[p].pid, 0, procs[p].pid);
-        if (di) {
-            snprintf(base, sizeof base, "clock %s, error bound %" PRIu64 " ns", di->clock_domain,
-                     di->error_bound_ns);
-            ev_open(&w);
-            fprintf(out, "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":%" PRIu32 ",\"tid\":0,\"args\":{"
-                         "\"labels\":", procs[p].pid);
-            kt__tl_json_string(out, base);
-            fputs("}}", out);
-        }
-    }
-    for (size_t q = 0; q < nq; q++) {
-        if (!queues[q].n)
-            continue;
-        snprintf(base, sizeof base, "%s", q < snap->queue_count ? snap->queues[q].label : "unknown queue");
-        for (uint32_t l = 0; l < queues[q].lanes; l++) {
-            lane_name(name, sizeof name, base, l);
-            ev_meta_name(&w, "thread_name", queues[q].pid, queues[q].tid + l, name);
-            ev_meta_sort(&w, "thread_sort_index", queues[q].pid, queues[q].tid + l, queues[q].tid + l);
-        }
-    }
+}
 
-    for (size_t q = 0; q < nq; q++)
-        for (size_t k = 0; k < queues[q].n; k++) {
-            const tl_item_t *it = &queues[q].items[k];
-            ev_slice(&w, snap, &queues[q], it);
+/* Device process groups ("rank 2: OpenCL <device>"), labelled with their clock and error bound. */
+static void write_device_groups(tl_writer_t *w, const kt_snapshot_t *snap, const tl_layout_t *L)
+{
+    char base[256];
+    for (size_t p = 0; p < L->nprocs; p++) {
+        const tl_proc_t *pr = &L->procs[p];
+        const char *be = pr->backend < KT_BACKEND_COUNT ? kt_backend_name(pr->backend) : "?";
+        const kt_device_info_t *di = find_device(snap, pr->backend, pr->device);
+        if (snap->source_count && snap->sources[pr->source].rank >= 0)
+            snprintf(base, sizeof base, "rank %" PRId32 ": %s %s", snap->sources[pr->source].rank, be, pr->device);
+        else if (snap->source_count)
+            snprintf(base, sizeof base, "pid %" PRId64 ": %s %s", snap->sources[pr->source].pid, be, pr->device);
+        else
+            snprintf(base, sizeof base, "%s %s", be, pr->device);
+        ev_meta_name(w, "process_name", pr->pid, 0, base);
+        ev_meta_sort(w, "process_sort_index", pr->pid, 0, pr->pid);
+        if (di) {
+            snprintf(base, sizeof base, "clock %s, error bound %" PRIu64 " ns", di->clock_domain, di->error_bound_ns);
+            ev_open(w);
+            fprintf(w->out, "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":%" PRIu32 ",\"tid\":0,\"args\":{"
+                            "\"labels\":", pr->pid);
+            kt__tl_json_string(w->out, base);
+            fputs("}}", w->out);
+        }
+    }
+    for (size_t q = 0; q < L->nq; q++)
+        if (L->queues[q].n)
+            write_lane_names(w, &L->queues[q], q < snap->queue_count ? snap->queues[q].label : "unknown queue");
+}
+
+/* Every slice, with a flow arrow from each enqueue to its execution. */
+static void write_slices(tl_writer_t *w, const kt_snapshot_t *snap, const tl_layout_t *L)
+{
+    for (size_t q = 0; q < L->nq; q++)
+        for (size_t k = 0; k < L->queues[q].n; k++) {
+            const tl_item_t *it = &L->queues[q].items[k];
+            ev_slice(w, snap, &L->queues[q], it);
             if (snap->spans[it->span].enqueue_ns)
-                ev_flow(&w, 'f', it->span + 1, queues[q].pid, queues[q].tid + it->lane, mid(it));
+                ev_flow(w, 'f', it->span + 1, L->queues[q].pid, L->queues[q].tid + it->lane, mid(it));
         }
-    for (size_t i = 0; i < nth; i++)
-        for (size_t k = 0; k < threads[i].n; k++) {
-            const tl_item_t *it = &threads[i].items[k];
-            ev_slice(&w, snap, &threads[i], it);
+    for (size_t i = 0; i < L->nth; i++)
+        for (size_t k = 0; k < L->threads[i].n; k++) {
+            const tl_item_t *it = &L->threads[i].items[k];
+            ev_slice(w, snap, &L->threads[i], it);
             if (it->kind == ITEM_ENQUEUE)
-                ev_flow(&w, 's', it->span + 1, threads[i].pid, threads[i].tid + it->lane, mid(it));
+                ev_flow(w, 's', it->span + 1, L->threads[i].pid, L->threads[i].tid + it->lane, mid(it));
         }
-    fputs("\n]}\n", out);
-    if (ferror(out))
-        rc = KT_EIO;
-done:
-    for (size_t i = 0; threads && i < nth; i++)
-        free(threads[i].items);
-    for (size_t i = 0; queues && i < nq; i++)
-        free(queues[i].items);
-    free(threads);
-    free(queues);
-    free(procs);
+}
+
+int kt__export_chrome(FILE *out, const kt_snapshot_t *snap)
+{
+    if (!out || !snap)
+        return KT_EINVAL;
+    tl_layout_t L = {NULL, NULL, snap->thread_count + 1, snap->queue_count + 1, NULL, 0};
+    L.threads = calloc(L.nth, sizeof *L.threads);
+    L.queues = calloc(L.nq, sizeof *L.queues);
+    L.procs = calloc(L.nq, sizeof *L.procs);
+    uint64_t unplaced = 0;
+    int rc = (L.threads && L.queues && L.procs) ? 0 : KT_ENOMEM;
+    if (rc == 0)
+        rc = build_tracks(snap, L.threads, L.queues, &unplaced);
+    for (size_t i = 0; rc == 0 && i < L.nth; i++)
+        rc = track_layout(&L.threads[i]);
+    for (size_t i = 0; rc == 0 && i < L.nq; i++)
+        rc = track_layout(&L.queues[i]);
+    if (rc == 0) {
+        assign_ids(snap, &L);
+        write_header(out, snap, unplaced);
+        tl_writer_t w = {out, 1};
+        write_host_groups(&w, snap);
+        write_thread_names(&w, snap, &L);
+        write_device_groups(&w, snap, &L);
+        write_slices(&w, snap, &L);
+        fputs("\n]}\n", out);
+        if (ferror(out))
+            rc = KT_EIO;
+    }
+    for (size_t i = 0; L.threads && i < L.nth; i++)
+        free(L.threads[i].items);
+    for (size_t i = 0; L.queues && i < L.nq; i++)
+        free(L.queues[i].items);
+    free(L.threads);
+    free(L.queues);
+    free(L.procs);
     return rc;
 }
