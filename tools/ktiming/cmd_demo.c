@@ -56,7 +56,30 @@ static int parse_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-int ktcli_cmd_demo(int argc, char **argv)
+/* What the command line asks of the demo. */
+typedef struct demo_args_t {
+    ktcli_demo_opts_t opts;
+    unsigned selected;    /* bit i: kBackends[i]; 0 = all */
+    const char *out_path; /* -o: the snapshot as JSON */
+} demo_args_t;
+
+/* --backend NAME: its bit in a->selected ("all" clears them); 0, or 2 after the usage error. */
+static int select_backend(demo_args_t *a, const char *name)
+{
+    if (!strcmp(name, "all")) {
+        a->selected = 0;
+        return 0;
+    }
+    for (size_t i = 0; i < BACKEND_COUNT; i++)
+        if (!strcmp(name, kBackends[i].name)) {
+            a->selected |= 1u << i;
+            return 0;
+        }
+    return ktcli_usage_error("demo", "unknown backend '%s' (cpu, opencl, vulkan, cuda, all)", name);
+}
+
+/* Parses the options into a: -1 to go on, else the exit status (help printed, or a usage error). */
+static int demo_parse(int argc, char **argv, demo_args_t *a)
 {
     static const struct option kLong[] = {{"dispatches", required_argument, NULL, 'n'},
                                           {"warmup", required_argument, NULL, 'w'},
@@ -66,9 +89,6 @@ int ktcli_cmd_demo(int argc, char **argv)
                                           {"verbose", no_argument, NULL, 'v'},
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
-    ktcli_demo_opts_t opts = {.warmup = 3, .dispatches = 20, .bytes = (size_t)8 << 20, .verbose = 0};
-    unsigned selected = 0; /* bit i: kBackends[i]; 0 = all */
-    const char *out_path = NULL;
     long v;
     int c;
     opterr = 0;
@@ -76,95 +96,97 @@ int ktcli_cmd_demo(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":n:w:s:b:o:vh", kLong, NULL)) != -1) {
         switch (c) {
         case 'n':
-            if (parse_int(optarg, 1, 1000000, &v)) {
-                fprintf(stderr, "ktiming demo: --dispatches wants a whole number from 1 to 1000000, not '%s'\n",
-                        optarg);
-                return 2;
-            }
-            opts.dispatches = (int)v;
+            if (parse_int(optarg, 1, 1000000, &v))
+                return ktcli_usage_error("demo", "--dispatches wants a whole number from 1 to 1000000, not '%s'",
+                                         optarg);
+            a->opts.dispatches = (int)v;
             break;
         case 'w':
-            if (parse_int(optarg, 0, 1000000, &v)) {
-                fprintf(stderr, "ktiming demo: --warmup wants a whole number from 0 to 1000000, not '%s'\n", optarg);
-                return 2;
-            }
-            opts.warmup = (int)v;
+            if (parse_int(optarg, 0, 1000000, &v))
+                return ktcli_usage_error("demo", "--warmup wants a whole number from 0 to 1000000, not '%s'", optarg);
+            a->opts.warmup = (int)v;
             break;
         case 's':
-            if (parse_int(optarg, 1, 4096, &v)) {
-                fprintf(stderr, "ktiming demo: --size wants MiB from 1 to 4096, not '%s'\n", optarg);
-                return 2;
-            }
-            opts.bytes = (size_t)v << 20;
+            if (parse_int(optarg, 1, 4096, &v))
+                return ktcli_usage_error("demo", "--size wants MiB from 1 to 4096, not '%s'", optarg);
+            a->opts.bytes = (size_t)v << 20;
             break;
-        case 'b': {
-            size_t i;
-            if (!strcmp(optarg, "all")) {
-                selected = 0;
-                break;
-            }
-            for (i = 0; i < BACKEND_COUNT; i++)
-                if (!strcmp(optarg, kBackends[i].name))
-                    break;
-            if (i == BACKEND_COUNT) {
-                fprintf(stderr, "ktiming demo: unknown backend '%s' (cpu, opencl, vulkan, cuda, all)\n", optarg);
-                return 2;
-            }
-            selected |= 1u << i;
+        case 'b':
+            if (select_backend(a, optarg))
+                return KTCLI_EXIT_USAGE;
             break;
-        }
-        case 'o': out_path = optarg; break;
-        case 'v': opts.verbose = 1; break;
+        case 'o': a->out_path = optarg; break;
+        case 'v': a->opts.verbose = 1; break;
         case 'h': demo_usage(stdout); return 0;
         default: return ktcli_getopt_error("demo", c, argc, argv);
         }
     }
     if (optind < argc)
         return ktcli_usage_error("demo", "unexpected argument '%s'", argv[optind]);
+    return -1;
+}
 
+/* Runs the selected backends' demos (an unavailable one is skipped); 1 when one failed. */
+static int demo_run(demo_args_t *a)
+{
     int status = 0;
     ktcli_progress_t progress; /* "ktiming demo: cpu, 1234 dispatches, 3 s" on a terminal after a second */
     ktcli_progress_begin(&progress, "ktiming demo", "starting", "dispatches");
-    opts.progress = &progress;
+    a->opts.progress = &progress;
     for (size_t i = 0; i < BACKEND_COUNT; i++) {
-        if (selected && !(selected & (1u << i)))
+        if (a->selected && !(a->selected & (1u << i)))
             continue;
-        if (opts.verbose)
+        if (a->opts.verbose)
             fprintf(stderr, "ktiming demo: %s ...\n", kBackends[i].name);
         ktcli_progress_stage(&progress, kBackends[i].name);
-        int rc = kBackends[i].run(&opts);
+        int rc = kBackends[i].run(&a->opts);
         if (rc == KT_EUNAVAILABLE) {
-            if (opts.verbose)
+            if (a->opts.verbose)
                 fprintf(stderr, "ktiming demo: %s unavailable here, skipped\n", kBackends[i].name);
         } else if (rc) {
             fprintf(stderr, "ktiming demo: the %s demo failed: %s\n", kBackends[i].name, kt_strerror(rc));
             status = 1;
         }
     }
-
     kt_flush();
     ktcli_progress_end(&progress);
-    opts.progress = NULL;
+    a->opts.progress = NULL;
+    return status;
+}
+
+/* The table on stdout and, with -o, the snapshot; 1 when either failed. */
+static int demo_report(const demo_args_t *a)
+{
     kt_snapshot_t *snap = kt_snapshot();
     if (!snap) {
         fprintf(stderr, "ktiming demo: no snapshot: %s\n", kt_strerror(KT_ENOMEM));
         return 1;
     }
-    int rc = kt_report_print(stdout, snap, KT_FORMAT_TEXT);
+    int status = 0, rc = kt_report_print(stdout, snap, KT_FORMAT_TEXT);
     if (rc) {
         fprintf(stderr, "ktiming demo: cannot print the table: %s\n", kt_strerror(rc));
         status = 1;
     }
-    if (out_path) {
-        rc = kt_report_write(out_path, snap, KT_FORMAT_JSON);
+    if (a->out_path) {
+        rc = kt_report_write(a->out_path, snap, KT_FORMAT_JSON);
         if (rc) {
-            fprintf(stderr, "ktiming demo: cannot write %s: %s\n", out_path,
+            fprintf(stderr, "ktiming demo: cannot write %s: %s\n", a->out_path,
                     rc == KT_EIO ? strerror(errno) : kt_strerror(rc));
             status = 1;
-        } else if (opts.verbose) {
-            fprintf(stderr, "ktiming demo: snapshot saved to %s\n", out_path);
+        } else if (a->opts.verbose) {
+            fprintf(stderr, "ktiming demo: snapshot saved to %s\n", a->out_path);
         }
     }
     kt_snapshot_free(snap);
     return status;
+}
+
+int ktcli_cmd_demo(int argc, char **argv)
+{
+    demo_args_t a = {.opts = {.warmup = 3, .dispatches = 20, .bytes = (size_t)8 << 20, .verbose = 0}};
+    int rc = demo_parse(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    int status = demo_run(&a);
+    return demo_report(&a) | status;
 }
