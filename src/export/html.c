@@ -59,6 +59,86 @@ static void span_time(FILE *out, uint64_t v, uint64_t t0)
         fputs(",-1", out);
 }
 
+static void write_entry(FILE *out, const kt_kernel_timing_t *e)
+{
+    kv_str(out, "name", e->name, 0);
+    kv_str(out, "backend", backend_str(e->backend), 1);
+    kv_str(out, "device", e->device, 1);
+    kv_u64(out, "n", e->dispatch_count);
+    kv_u64(out, "total", e->total_ns);
+    kv_u64(out, "min", e->min_ns);
+    kv_u64(out, "max", e->max_ns);
+    kv_u64(out, "last", e->last_ns);
+    kv_dbl(out, "mean", e->mean_ns);
+    kv_dbl(out, "stddev", e->stddev_ns);
+    kv_u64(out, "p50", e->p50_ns);
+    kv_u64(out, "p90", e->p90_ns);
+    kv_u64(out, "p99", e->p99_ns);
+    kv_u64(out, "errors", e->errors);
+    kv_u64(out, "dropped", e->dropped);
+    kv_u64(out, "spans_dropped", e->spans_dropped);
+    if (e->by_source && e->by_source_count) { /* a merged snapshot: [source, total] per source */
+        fputs(",\"by_source\":[", out);
+        for (uint32_t k = 0; k < e->by_source_count; k++)
+            fprintf(out, "%s[%" PRIu32 ",%" PRIu64 "]", k ? "," : "", e->by_source[k].source,
+                    e->by_source[k].total_ns);
+        fputs("]", out);
+    }
+    fputs(",\"samples\":[", out);
+    for (uint32_t k = 0; e->samples && k < e->sample_count; k++)
+        fprintf(out, k ? ",%" PRIu64 : "%" PRIu64, e->samples[k]);
+}
+
+/* A merged snapshot's sources: one timeline group and one bar per source (rank). */
+static void write_source(FILE *out, const kt_source_info_t *so)
+{
+    char label[128];
+    if (so->rank >= 0)
+        snprintf(label, sizeof label, "rank %" PRId32, so->rank);
+    else
+        snprintf(label, sizeof label, "pid %" PRId64 "@%s", so->pid, so->host);
+    kv_str(out, "label", label, 0);
+    kv_str(out, "host", so->host, 1);
+    fprintf(out, ",\"pid\":%" PRId64 ",\"rank\":%" PRId32 ",\"offset_ns\":%" PRId64, so->pid, so->rank,
+            so->offset_ns);
+    fprintf(out, ",\"bound_ns\":%.0f", so->offset_bound_ns == UINT64_MAX ? -1.0 : (double)so->offset_bound_ns);
+}
+
+static void write_device(FILE *out, const kt_device_info_t *d)
+{
+    kv_str(out, "backend", backend_str(d->backend), 0);
+    kv_str(out, "name", d->name, 1);
+    kv_str(out, "clock_domain", d->clock_domain, 1);
+    kv_u64(out, "resolution_ns", d->resolution_ns);
+    kv_u64(out, "frequency_hz", d->frequency_hz);
+    kv_u64(out, "valid_bits", d->valid_bits);
+    kv_u64(out, "error_bound_ns", d->error_bound_ns);
+    kv_dbl(out, "drift_ppm", d->drift_ppm);
+    kv_u64(out, "model_samples", d->model_samples);
+}
+
+/* Spans as flat tuples [entry, queue|-1, thread, flags, start, end, enqueue, queued, submit, uncertainty,
+ * duration], times relative to t0, -1 when unknown; eight to a line. */
+static void write_spans(FILE *out, const kt_snapshot_t *snap, uint64_t t0)
+{
+    for (size_t i = 0; i < snap->span_count; i++) {
+        const kt_span_t *sp = &snap->spans[i];
+        uint64_t end = sp->end_ns >= sp->start_ns && sp->end_ns ? sp->end_ns : sp->start_ns + sp->duration_ns;
+        fprintf(out, "%s%" PRIu32 ",", i ? (i % 8 ? "," : ",\n") : "", sp->entry);
+        if (sp->queue == UINT32_MAX)
+            fputs("-1", out);
+        else
+            fprintf(out, "%" PRIu32, sp->queue);
+        fprintf(out, ",%" PRIu32 ",%" PRIu32, sp->thread, sp->flags);
+        span_time(out, sp->start_ns, t0);
+        span_time(out, sp->start_ns ? end : 0, t0);
+        span_time(out, sp->enqueue_ns, t0);
+        span_time(out, sp->queued_ns, t0);
+        span_time(out, sp->submit_ns, t0);
+        fprintf(out, ",%" PRIu64 ",%" PRIu64, sp->uncertainty_ns, sp->duration_ns);
+    }
+}
+
 static void write_snapshot(FILE *out, const kt_snapshot_t *snap, int with_spans)
 {
     uint64_t t0 = spans_origin(snap);
@@ -68,51 +148,15 @@ static void write_snapshot(FILE *out, const kt_snapshot_t *snap, int with_spans)
     kv_u64(out, "t0", t0);
     fputs(",\"entries\":[", out);
     for (size_t i = 0; i < snap->count; i++) {
-        const kt_kernel_timing_t *e = &snap->entries[i];
         fputs(i ? ",\n{" : "\n{", out);
-        kv_str(out, "name", e->name, 0);
-        kv_str(out, "backend", backend_str(e->backend), 1);
-        kv_str(out, "device", e->device, 1);
-        kv_u64(out, "n", e->dispatch_count);
-        kv_u64(out, "total", e->total_ns);
-        kv_u64(out, "min", e->min_ns);
-        kv_u64(out, "max", e->max_ns);
-        kv_u64(out, "last", e->last_ns);
-        kv_dbl(out, "mean", e->mean_ns);
-        kv_dbl(out, "stddev", e->stddev_ns);
-        kv_u64(out, "p50", e->p50_ns);
-        kv_u64(out, "p90", e->p90_ns);
-        kv_u64(out, "p99", e->p99_ns);
-        kv_u64(out, "errors", e->errors);
-        kv_u64(out, "dropped", e->dropped);
-        kv_u64(out, "spans_dropped", e->spans_dropped);
-        if (e->by_source && e->by_source_count) { /* a merged snapshot: [source, total] per source */
-            fputs(",\"by_source\":[", out);
-            for (uint32_t k = 0; k < e->by_source_count; k++)
-                fprintf(out, "%s[%" PRIu32 ",%" PRIu64 "]", k ? "," : "", e->by_source[k].source,
-                        e->by_source[k].total_ns);
-            fputs("]", out);
-        }
-        fputs(",\"samples\":[", out);
-        for (uint32_t k = 0; e->samples && k < e->sample_count; k++)
-            fprintf(out, k ? ",%" PRIu64 : "%" PRIu64, e->samples[k]);
+        write_entry(out, &snap->entries[i]);
         fputs("]}", out);
     }
-    /* a merged snapshot's sources: one timeline group and one bar per source (rank) */
     fputs("],\n\"sources\":[", out);
     for (size_t i = 0; i < snap->source_count; i++) {
-        const kt_source_info_t *so = &snap->sources[i];
-        char label[128];
-        if (so->rank >= 0)
-            snprintf(label, sizeof label, "rank %" PRId32, so->rank);
-        else
-            snprintf(label, sizeof label, "pid %" PRId64 "@%s", so->pid, so->host);
         fputs(i ? ",{" : "{", out);
-        kv_str(out, "label", label, 0);
-        kv_str(out, "host", so->host, 1);
-        fprintf(out, ",\"pid\":%" PRId64 ",\"rank\":%" PRId32 ",\"offset_ns\":%" PRId64, so->pid, so->rank,
-                so->offset_ns);
-        fprintf(out, ",\"bound_ns\":%.0f}", so->offset_bound_ns == UINT64_MAX ? -1.0 : (double)so->offset_bound_ns);
+        write_source(out, &snap->sources[i]);
+        fputs("}", out);
     }
     fputs("],\n\"threads\":[", out);
     for (size_t i = 0; i < snap->thread_count; i++) {
@@ -131,38 +175,13 @@ static void write_snapshot(FILE *out, const kt_snapshot_t *snap, int with_spans)
     }
     fputs("],\n\"devices\":[", out);
     for (size_t i = 0; i < snap->device_count; i++) {
-        const kt_device_info_t *d = &snap->devices[i];
         fputs(i ? ",{" : "{", out);
-        kv_str(out, "backend", backend_str(d->backend), 0);
-        kv_str(out, "name", d->name, 1);
-        kv_str(out, "clock_domain", d->clock_domain, 1);
-        kv_u64(out, "resolution_ns", d->resolution_ns);
-        kv_u64(out, "frequency_hz", d->frequency_hz);
-        kv_u64(out, "valid_bits", d->valid_bits);
-        kv_u64(out, "error_bound_ns", d->error_bound_ns);
-        kv_dbl(out, "drift_ppm", d->drift_ppm);
-        kv_u64(out, "model_samples", d->model_samples);
+        write_device(out, &snap->devices[i]);
         fputs("}", out);
     }
-    /* spans: flat tuples [entry, queue|-1, thread, flags, start, end, enqueue, queued, submit, uncertainty,
-     * duration], times relative to t0, -1 when unknown */
     fputs("],\n\"spans\":[", out);
-    for (size_t i = 0; with_spans && i < snap->span_count; i++) {
-        const kt_span_t *sp = &snap->spans[i];
-        uint64_t end = sp->end_ns >= sp->start_ns && sp->end_ns ? sp->end_ns : sp->start_ns + sp->duration_ns;
-        fprintf(out, "%s%" PRIu32 ",", i ? (i % 8 ? "," : ",\n") : "", sp->entry);
-        if (sp->queue == UINT32_MAX)
-            fputs("-1", out);
-        else
-            fprintf(out, "%" PRIu32, sp->queue);
-        fprintf(out, ",%" PRIu32 ",%" PRIu32, sp->thread, sp->flags);
-        span_time(out, sp->start_ns, t0);
-        span_time(out, sp->start_ns ? end : 0, t0);
-        span_time(out, sp->enqueue_ns, t0);
-        span_time(out, sp->queued_ns, t0);
-        span_time(out, sp->submit_ns, t0);
-        fprintf(out, ",%" PRIu64 ",%" PRIu64, sp->uncertainty_ns, sp->duration_ns);
-    }
+    if (with_spans)
+        write_spans(out, snap, t0);
     fputs("]}", out);
 }
 
