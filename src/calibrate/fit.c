@@ -155,6 +155,87 @@ static void bound_terms(const fit_data_t *f, const wls_t *q, double x, int mean_
  * 0: it shrinks towards 0 only as far as the data allow. The bound always reaches the far edge of the (cut) data
  * interval, so a clock outside the prior is still contained; with limit = prior (host domains, whose rate the
  * kernel bounds) this is the overlap's far edge. */
+/* The slope's error: its HC3 standard error, var(c) = sum b_i^2 r_i^2 / (1-h_i)^2, and the brackets' part
+ * sum |b_i| w_i. */
+static void slope_error(const fit_data_t *f, const wls_t *q, double *se_c, double *brk_c)
+{
+    double var_c = 0;
+    *brk_c = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        if (!f->keep[i]) continue;
+        double bi = f->v[i] * (f->x[i] - q->xbar) / q->sxx;
+        var_c += bi * bi * f->r[i] * f->r[i] / lev1(f, q, i);
+        *brk_c += fabs(bi) * f->w[i];
+    }
+    *se_c = sqrt(var_c);
+}
+
+/* The fitted drift and what the prior and the limit make of it. */
+typedef struct drift_t {
+    double drift;  /* ppm */
+    double bound;  /* ppm, either side */
+    double c;      /* the line's slope (host ns per device ns, minus 1) */
+    double g_c;    /* bound on the slope's error */
+} drift_t;
+
+/* Applies the limit (no clock is that far off: the data's interval ends there) and the prior (the estimate is
+ * the rate nearest 0 that both the data and the prior allow: device oscillators cluster near the host's rate,
+ * and a short batch's noise then does not stretch or shrink durations). Returns 1 when either changed d. */
+static int constrain_drift(drift_t *d, double prior_ppm, double limit_ppm)
+{
+    double dlo = d->drift - d->bound, dhi = d->drift + d->bound; /* the data's own interval */
+    if (limit_ppm > 0 && dlo < limit_ppm && dhi > -limit_ppm) {
+        if (dlo < -limit_ppm) dlo = -limit_ppm;
+        if (dhi > limit_ppm) dhi = limit_ppm;
+    }
+    double est = d->drift, lo = d->drift - d->bound, hi = d->drift + d->bound;
+    if (prior_ppm > 0 && lo < prior_ppm && hi > -prior_ppm && (lo < -prior_ppm || hi > prior_ppm)) {
+        double plo = lo > -prior_ppm ? lo : -prior_ppm, phi = hi < prior_ppm ? hi : prior_ppm;
+        est = plo > 0 ? plo : phi < 0 ? phi : 0.0;
+    }
+    if (est == d->drift && dlo <= lo && dhi >= hi)
+        return 0;
+    /* the bound still reaches both ends of the data's interval (within the limit), not only the prior's: the
+     * prior may be wrong for this clock (a 2,000 ppm oscillator), and then only the data are honest */
+    d->drift = est;
+    d->bound = dhi - est > est - dlo ? dhi - est : est - dlo;
+    double D = est * 1e-6, L = (dlo < est ? dlo : est) * 1e-6;
+    d->c = -D / (1.0 + D);
+    /* |dc| = |dD| / ((1 + D1)(1 + D2)) <= |dD| / (1 + L)^2 for rates in [L, dhi] */
+    d->g_c = d->bound * 1e-6 / ((1.0 + L) * (1.0 + L));
+    return 1;
+}
+
+/* The kept samples at the ends of the span (smallest and largest x), and the largest residual beyond its
+ * bracket. */
+static void span_ends(const fit_data_t *f, size_t *ilo, size_t *ihi, double *excess)
+{
+    *ilo = *ihi = SIZE_MAX;
+    *excess = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        if (!f->keep[i]) continue;
+        if (*ilo == SIZE_MAX || f->x[i] < f->x[*ilo]) *ilo = i;
+        if (*ihi == SIZE_MAX || f->x[i] > f->x[*ihi]) *ihi = i;
+        double ex = fabs(f->r[i]) - f->w[i];
+        if (ex > *excess) *excess = ex;
+    }
+}
+
+static void fill_model(const fit_data_t *f, const wls_t *q, size_t ilo, size_t ihi, kt_clock_model_t *out)
+{
+    out->device_ref_ns = f->dref;
+    out->host_ref_ns = f->href;
+    out->offset_ns = q->line.a;
+    out->max_drift_ppm = KT_CLOCK_DEFAULT_MAX_DRIFT_PPM;
+    out->samples = (uint32_t)(f->n > UINT32_MAX ? UINT32_MAX : f->n);
+    out->inliers = (uint32_t)(q->m > UINT32_MAX ? UINT32_MAX : q->m);
+    const kt_clock_sample_t *lo = &f->s[ilo], *hi = &f->s[ihi];
+    out->device_first_ns = lo->device_ns;
+    out->host_first_ns = lo->host_before_ns + (lo->host_after_ns - lo->host_before_ns) / 2;
+    out->device_fitted_at_ns = hi->device_ns;
+    out->fitted_at_ns = hi->host_before_ns + (hi->host_after_ns - hi->host_before_ns) / 2;
+}
+
 static int finish(fit_data_t *f, kt_fit_strategy_t strategy, kt_clock_domain_t domain, double prior_ppm,
                   double limit_ppm, kt_clock_model_t *out)
 {
@@ -164,61 +245,22 @@ static int finish(fit_data_t *f, kt_fit_strategy_t strategy, kt_clock_domain_t d
     if (m < 5) return KT_ESAMPLES;
     residuals(f, q.line);
 
-    /* slope error: HC3 variance var(c) = sum b_i^2 r_i^2 / (1-h_i)^2, and the bracket part sum |b_i| w_i */
-    double var_c = 0, brk_c = 0;
-    for (size_t i = 0; i < f->n; i++) {
-        if (!f->keep[i]) continue;
-        double bi = f->v[i] * (f->x[i] - q.xbar) / q.sxx;
-        var_c += bi * bi * f->r[i] * f->r[i] / lev1(f, &q, i);
-        brk_c += fabs(bi) * f->w[i];
-    }
-    double se_c = sqrt(var_c);
-    double k = 3.0 + 8.0 / (double)(m - 2);
-    double c = q.line.c;
+    double se_c, brk_c;
+    slope_error(f, &q, &se_c, &brk_c);
+    double k = 3.0 + 8.0 / (double)(m - 2), c = q.line.c;
     if (!(1.0 + c > 0) || !isfinite(c) || !isfinite(q.line.a)) return KT_EINVAL;
-    double g_c = k * se_c + brk_c; /* bound on the slope's error, host ns per device ns */
-    double drift = -c / (1.0 + c) * 1e6;
-    double drift_bound = g_c / ((1.0 + c) * (1.0 + c)) * 1e6;
+    drift_t d;
+    d.c = c;
+    d.g_c = k * se_c + brk_c; /* bound on the slope's error, host ns per device ns */
+    d.drift = -c / (1.0 + c) * 1e6;
+    d.bound = d.g_c / ((1.0 + c) * (1.0 + c)) * 1e6;
     double drift_se = se_c / ((1.0 + c) * (1.0 + c)) * 1e6;
+    int constrained = constrain_drift(&d, prior_ppm, limit_ppm);
+    c = q.line.c = d.c;
 
-    int constrained = 0;
-    double dlo = drift - drift_bound, dhi = drift + drift_bound; /* the data's own interval */
-    if (limit_ppm > 0 && dlo < limit_ppm && dhi > -limit_ppm) {
-        /* no clock is that far off: the interval ends at the limit */
-        if (dlo < -limit_ppm) dlo = -limit_ppm;
-        if (dhi > limit_ppm) dhi = limit_ppm;
-    }
-    double est = drift;
-    if (prior_ppm > 0 && drift - drift_bound < prior_ppm && drift + drift_bound > -prior_ppm &&
-        (drift - drift_bound < -prior_ppm || drift + drift_bound > prior_ppm)) {
-        /* the estimate: the rate nearest 0 that both the data and the prior allow (device oscillators cluster
-         * near the host's rate; a short batch's noise then does not stretch or shrink durations) */
-        double plo = drift - drift_bound > -prior_ppm ? drift - drift_bound : -prior_ppm;
-        double phi = drift + drift_bound < prior_ppm ? drift + drift_bound : prior_ppm;
-        est = plo > 0 ? plo : phi < 0 ? phi : 0.0;
-    }
-    if (est != drift || dlo > drift - drift_bound || dhi < drift + drift_bound) {
-        constrained = 1;
-        /* the bound still reaches both ends of the data's interval (within the limit), not only the prior's:
-         * the prior may be wrong for this clock (a 2,000 ppm oscillator), and then only the data are honest */
-        drift = est;
-        drift_bound = dhi - drift > drift - dlo ? dhi - drift : drift - dlo;
-        double D = drift * 1e-6, L = (dlo < drift ? dlo : drift) * 1e-6;
-        c = -D / (1.0 + D);
-        /* |dc| = |dD| / ((1 + D1)(1 + D2)) <= |dD| / (1 + L)^2 for rates in [L, dhi] */
-        g_c = drift_bound * 1e-6 / ((1.0 + L) * (1.0 + L));
-        q.line.c = c;
-    }
-
-    size_t ilo = SIZE_MAX, ihi = SIZE_MAX;
-    double excess = 0;
-    for (size_t i = 0; i < f->n; i++) {
-        if (!f->keep[i]) continue;
-        if (ilo == SIZE_MAX || f->x[i] < f->x[ilo]) ilo = i;
-        if (ihi == SIZE_MAX || f->x[i] > f->x[ihi]) ihi = i;
-        double ex = fabs(f->r[i]) - f->w[i];
-        if (ex > excess) excess = ex;
-    }
+    size_t ilo, ihi;
+    double excess;
+    span_ends(f, &ilo, &ihi, &excess);
     double b_lo, b_hi, v_lo, v_hi, slope_part = 0;
     if (!constrained) {
         /* both terms are convex in x: their largest values over the span are at its ends */
@@ -236,40 +278,29 @@ static int finish(fit_data_t *f, kt_fit_strategy_t strategy, kt_clock_domain_t d
         zbar /= q.V;
         q.line.a = zbar - c * q.xbar;
         double xlo = fabs(f->x[ilo] - q.xbar), xhi = fabs(f->x[ihi] - q.xbar);
-        slope_part = (xlo > xhi ? xlo : xhi) * g_c;
+        slope_part = (xlo > xhi ? xlo : xhi) * d.g_c;
     }
     double stat = k * sqrt(v_lo > v_hi ? v_lo : v_hi);
-    double spread = (excess > stat ? excess : stat) + slope_part;
     double ss = 0;
     for (size_t i = 0; i < f->n; i++) {
         if (!f->keep[i]) continue;
         double r = f->z[i] - (q.line.a + c * f->x[i]);
         ss += r * r;
     }
-    if (!isfinite(q.line.a) || !isfinite(g_c)) return KT_EINVAL;
+    if (!isfinite(q.line.a) || !isfinite(d.g_c)) return KT_EINVAL;
 
     memset(out, 0, sizeof(*out));
     out->host_domain = domain;
     out->strategy = strategy;
-    out->device_ref_ns = f->dref;
-    out->host_ref_ns = f->href;
-    out->offset_ns = q.line.a;
-    out->drift_ppm = drift;
+    out->drift_ppm = d.drift;
     out->bracket_ns = b_lo > b_hi ? b_lo : b_hi;
-    out->spread_ns = spread;
+    out->spread_ns = (excess > stat ? excess : stat) + slope_part;
     out->error_ns = out->bracket_ns + out->spread_ns + 1.0;
     out->residual_ns = sqrt(ss / (double)m);
-    out->max_drift_ppm = KT_CLOCK_DEFAULT_MAX_DRIFT_PPM;
     out->drift_se_ppm = drift_se;
     out->drift_k = k;
-    out->drift_bound_ppm = g_c * 1e6;
-    out->samples = (uint32_t)(f->n > UINT32_MAX ? UINT32_MAX : f->n);
-    out->inliers = (uint32_t)(m > UINT32_MAX ? UINT32_MAX : m);
-    const kt_clock_sample_t *lo = &f->s[ilo], *hi = &f->s[ihi];
-    out->device_first_ns = lo->device_ns;
-    out->host_first_ns = lo->host_before_ns + (lo->host_after_ns - lo->host_before_ns) / 2;
-    out->device_fitted_at_ns = hi->device_ns;
-    out->fitted_at_ns = hi->host_before_ns + (hi->host_after_ns - hi->host_before_ns) / 2;
+    out->drift_bound_ppm = d.g_c * 1e6;
+    fill_model(f, &q, ilo, ihi, out);
     return 0;
 }
 
