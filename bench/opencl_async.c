@@ -229,9 +229,9 @@ int main(int argc, char **argv)
     report("minimal kernel (64 work-items)", &rm);
     report("small kernel (saxpy, 16 Ki floats)", &rs);
 
-    kt_cl_ctx_info_t ia, is;
-    kt_cl_ctx_query(async_ctx, &ia);
-    kt_cl_ctx_query(sync_ctx, &is);
+    kt_cl_stats_t ia, is;
+    kt_cl_stats(async_ctx, &ia);
+    kt_cl_stats(sync_ctx, &is);
     kt_snapshot_t *s = kt_snapshot();
     const kt_kernel_timing_t *e1 = kt_snapshot_find(s, "saxpy_small", KT_BACKEND_OPENCL, NULL);
     const kt_kernel_timing_t *e2 = kt_snapshot_find(s, "add_minimal", KT_BACKEND_OPENCL, NULL);

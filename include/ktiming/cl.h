@@ -196,8 +196,8 @@ typedef struct kt_cl_attach_desc_t {
     const char *label;     /* timeline label of the queue; NULL = "queue <n>" (copied) */
 } kt_cl_attach_desc_t;
 
-/* What kt_cl_ctx_query reports about an attached queue. */
-typedef struct kt_cl_ctx_info_t {
+/* What kt_cl_stats reports about an attached queue. */
+typedef struct kt_cl_stats_t {
     cl_command_queue queue;   /* the queue */
     cl_device_id device;      /* its device */
     char device_name[128];    /* as reported by the driver */
@@ -207,7 +207,7 @@ typedef struct kt_cl_ctx_info_t {
     kt_cl_mode_t mode;        /* ASYNC or SYNC (never DEFAULT) */
     uint64_t tracked;         /* commands tracked since attach */
     uint64_t in_flight;       /* tracked, not yet recorded */
-} kt_cl_ctx_info_t;
+} kt_cl_stats_t;
 
 /* What ktiming knows about a device's profiling clock. */
 typedef struct kt_cl_device_info_t {
@@ -306,7 +306,7 @@ KT_API int kt_cl_detach_async(kt_cl_ctx_t *ctx);
 KT_API void kt_cl_shutdown(void);
 
 /* Facts about an attached queue. */
-KT_API int kt_cl_ctx_query(const kt_cl_ctx_t *ctx, kt_cl_ctx_info_t *info);
+KT_API int kt_cl_stats(const kt_cl_ctx_t *ctx, kt_cl_stats_t *info);
 
 /* Clock facts of a device (calibrating it on first use, as attach does). info is filled either way; the
  * return is 0, or the KT_E* the detection ended with (clock.clock_domain then reads "unknown"). */
@@ -346,7 +346,7 @@ static inline const char *kt_cl_error_name(cl_int error) { (void)error; return "
 static inline int kt_cl_last_error(void) { return 0; }
 static inline int kt_cl_commands_all(void) { return 0; }
 static inline int kt_cl_use_library(const char *path) { (void)path; return KT_EDISABLED; }
-static inline int kt_cl_ctx_query(const kt_cl_ctx_t *ctx, kt_cl_ctx_info_t *info)
+static inline int kt_cl_stats(const kt_cl_ctx_t *ctx, kt_cl_stats_t *info)
 { (void)ctx; (void)info; return KT_EDISABLED; }
 static inline int kt_cl_device_info(cl_device_id device, kt_cl_device_info_t *info)
 { (void)device; (void)info; return KT_EDISABLED; }

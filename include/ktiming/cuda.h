@@ -159,7 +159,7 @@ KT_API int kt_cuda_last_result(void);
 /* Number of CUDA devices, or KT_EUNAVAILABLE. */
 KT_API int kt_cuda_device_count(void);
 /* Facts about device `ordinal`. */
-KT_API int kt_cuda_device_get(int ordinal, kt_cuda_device_t *out);
+KT_API int kt_cuda_device_info(int ordinal, kt_cuda_device_t *out);
 /* The primary context of device `ordinal`, retained by ktiming until kt_cuda_shutdown (usable as `ctx` below;
  * the runtime API uses the same context). */
 KT_API int kt_cuda_device_primary(int ordinal, struct CUctx_st **ctx);
@@ -249,7 +249,7 @@ static inline void kt_cuda_shutdown(void) {}
 static inline const char *kt_cuda_last_error(void) { return ""; }
 static inline int kt_cuda_last_result(void) { return 0; }
 static inline int kt_cuda_device_count(void) { return 0; }
-static inline int kt_cuda_device_get(int ordinal, kt_cuda_device_t *out) { (void)ordinal; (void)out; return KT_EDISABLED; }
+static inline int kt_cuda_device_info(int ordinal, kt_cuda_device_t *out) { (void)ordinal; (void)out; return KT_EDISABLED; }
 static inline int kt_cuda_device_primary(int ordinal, struct CUctx_st **ctx)
 { (void)ordinal; if (ctx) *ctx = 0; return KT_EDISABLED; }
 static inline int kt_cuda_begin(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_st *stream,

@@ -25,8 +25,8 @@ static void test_flush_drains_queue(void **state)
                              CL_SUCCESS);
         clt.api->clFinish(q);
         assert_int_equal(kt_cl_flush(kc, 0), 0);
-        kt_cl_ctx_info_t info;
-        assert_int_equal(kt_cl_ctx_query(kc, &info), 0);
+        kt_cl_stats_t info;
+        assert_int_equal(kt_cl_stats(kc, &info), 0);
         assert_int_equal(info.in_flight, 0);
         assert_int_equal(info.tracked, (uint64_t)(r + 1) * N);
         kt_snapshot_t *s = kt_snapshot();
@@ -63,9 +63,9 @@ static void test_sleeping_collector_wakes(void **state)
     for (int i = 0; i < 10; i++)
         assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
     clt.api->clFlush(q);
-    kt_cl_ctx_info_t info;
+    kt_cl_stats_t info;
     for (int i = 0; i < 5000; i++) { /* no ktiming flush: only completion paths may record */
-        kt_cl_ctx_query(kc, &info);
+        kt_cl_stats(kc, &info);
         if (!info.in_flight)
             break;
         clt_sleep_ms(1);

@@ -180,13 +180,13 @@ static void test_burst(void **state)
     size_t g = 1;
     for (int i = 0; i < 500; i++)
         assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
-    kt_cl_ctx_info_t info;
+    kt_cl_stats_t info;
     if (env_on("FAKE_CL_INLINE")) { /* everything completed inside the enqueues: nothing can be in flight */
-        kt_cl_ctx_query(kc, &info);
+        kt_cl_stats(kc, &info);
         assert_int_equal(info.in_flight, 0);
     }
     for (int i = 0; i < 20000; i++) {
-        kt_cl_ctx_query(kc, &info);
+        kt_cl_stats(kc, &info);
         if (!info.in_flight)
             break;
         struct timespec ts = {0, 1000000};

@@ -11,8 +11,8 @@ static kt_cl_ctx_t *g_kc;
 
 static void verify_at_exit(void)
 {
-    kt_cl_ctx_info_t info;
-    int ok = kt_cl_ctx_query(g_kc, &info) == 0 && info.in_flight == 0 && info.tracked == N;
+    kt_cl_stats_t info;
+    int ok = kt_cl_stats(g_kc, &info) == 0 && info.in_flight == 0 && info.tracked == N;
     kt_snapshot_t *s = kt_snapshot();
     const kt_kernel_timing_t *e = s ? clt_find(s, "busy") : NULL;
     ok = ok && e && e->dispatch_count == N && e->dropped == 0;
@@ -37,8 +37,8 @@ static void test_shutdown_collects(void **state)
     for (int i = 0; i < N; i++)
         assert_int_equal(kt_cl_enqueue_ndrange(kc, busy, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
     kt_shutdown();
-    kt_cl_ctx_info_t info;
-    kt_cl_ctx_query(kc, &info);
+    kt_cl_stats_t info;
+    kt_cl_stats(kc, &info);
     assert_int_equal(info.in_flight, 0);
     kt_snapshot_t *s = kt_snapshot();
     const kt_kernel_timing_t *e = clt_find(s, "other");
@@ -72,8 +72,8 @@ int main(void)
     for (int i = 0; i < N; i++)
         if (kt_cl_enqueue_ndrange(g_kc, busy, 1, NULL, &g, NULL, 0, NULL, NULL) != CL_SUCCESS)
             _exit(1);
-    kt_cl_ctx_info_t info;
-    kt_cl_ctx_query(g_kc, &info);
+    kt_cl_stats_t info;
+    kt_cl_stats(g_kc, &info);
     fprintf(stderr, "leaving main with %llu of %d commands in flight\n", (unsigned long long)info.in_flight, N);
     return 0;
 }

@@ -96,9 +96,9 @@ static void test_async_without_finish(void **state)
         assert_int_equal(kt_cl_enqueue_ndrange(kc, busy, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
     uint64_t enqueue_ns = kt_now_ns() - t0;
     clt.api->clFlush(q);
-    kt_cl_ctx_info_t info;
+    kt_cl_stats_t info;
     for (int i = 0; i < 30000; i++) {
-        assert_int_equal(kt_cl_ctx_query(kc, &info), 0);
+        assert_int_equal(kt_cl_stats(kc, &info), 0);
         if (info.in_flight == 0)
             break;
         clt_sleep_ms(1);
@@ -132,8 +132,8 @@ static void test_out_of_order(void **state)
     clt_busy_iterations(q, busy, 40.0);
     kt_cl_ctx_t *kc = NULL;
     assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
-    kt_cl_ctx_info_t info;
-    assert_int_equal(kt_cl_ctx_query(kc, &info), 0);
+    kt_cl_stats_t info;
+    assert_int_equal(kt_cl_stats(kc, &info), 0);
     assert_int_equal(info.out_of_order, 1);
     size_t g = 64;
     cl_event evs[21];
@@ -196,9 +196,9 @@ static void test_failed_command_counted(void **state)
     for (int i = 0; i < 50; i++)
         assert_int_equal(kt_cl_enqueue_ndrange(kc, tiny, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
     clt.api->clFlush(q);
-    kt_cl_ctx_info_t info;
+    kt_cl_stats_t info;
     for (int i = 0; i < 10000; i++) {
-        kt_cl_ctx_query(kc, &info);
+        kt_cl_stats(kc, &info);
         if (info.in_flight == 0)
             break;
         clt_sleep_ms(1);
@@ -237,8 +237,8 @@ static void test_queue_without_profiling(void **state)
     assert_int_equal(kt_cl_attach(q, &strict, &kc), KT_ENOTSUP);
     assert_null(kc);
     assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
-    kt_cl_ctx_info_t info;
-    kt_cl_ctx_query(kc, &info);
+    kt_cl_stats_t info;
+    kt_cl_stats(kc, &info);
     assert_int_equal(info.profiling, 0);
     size_t g = 64;
     uint64_t t0 = kt_now_ns();
@@ -286,8 +286,8 @@ static void test_detach_in_flight(void **state)
     size_t g = 64;
     for (int i = 0; i < N; i++)
         assert_int_equal(kt_cl_enqueue_ndrange(kc, busy, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
-    kt_cl_ctx_info_t info;
-    kt_cl_ctx_query(kc, &info);
+    kt_cl_stats_t info;
+    kt_cl_stats(kc, &info);
     assert_true(info.in_flight > 0); /* still running when we detach */
     assert_int_equal(kt_cl_detach(kc), 0);
     kt_snapshot_t *s = kt_snapshot();
@@ -362,8 +362,8 @@ static void test_names_and_references(void **state)
     clt_settle(q, other);
     assert_int_equal(clt_event_refs(ev), 1);
     assert_int_equal(clt_event_refs(ev2), 1);
-    kt_cl_ctx_info_t info;
-    kt_cl_ctx_query(kc, &info);
+    kt_cl_stats_t info;
+    kt_cl_stats(kc, &info);
     assert_int_equal(info.tracked, 3);
     assert_string_equal(info.device_name, clt.device_name);
     assert_int_equal(kt_cl_detach(kc), 0);

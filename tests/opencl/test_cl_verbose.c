@@ -83,8 +83,8 @@ static void test_verbose_lines(void **state)
     kt_cl_ctx_t *kc = NULL, *kn = NULL;
     assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
     assert_int_equal(kt_cl_attach(qn, NULL, &kn), 0);
-    kt_cl_ctx_info_t info;
-    kt_cl_ctx_query(kc, &info);
+    kt_cl_stats_t info;
+    kt_cl_stats(kc, &info);
     assert_int_equal(info.mode, KT_CL_MODE_ASYNC);
 
     capture_begin();

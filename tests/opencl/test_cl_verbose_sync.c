@@ -17,8 +17,8 @@ static void test_sync_mode(void **state)
     clt_busy_iterations(q, busy, 5.0);
     kt_cl_ctx_t *kc = NULL;
     assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
-    kt_cl_ctx_info_t info;
-    kt_cl_ctx_query(kc, &info);
+    kt_cl_stats_t info;
+    kt_cl_stats(kc, &info);
     assert_int_equal(info.mode, KT_CL_MODE_SYNC);
 
     fflush(stdout);
@@ -29,7 +29,7 @@ static void test_sync_mode(void **state)
     assert_int_equal(kt_cl_enqueue_ndrange(kc, busy, 1, NULL, &g, NULL, 0, NULL, &ev), CL_SUCCESS);
     uint64_t t1 = kt_now_ns();
     cl_int status = clt_event_status(ev); /* before any flush or wait of ours */
-    kt_cl_ctx_query(kc, &info);
+    kt_cl_stats(kc, &info);
     assert_true(ftell(stdout) == before); /* nothing went to the program's stdout */
 
     assert_int_equal(status, CL_COMPLETE);

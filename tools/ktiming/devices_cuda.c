@@ -15,7 +15,7 @@ int ktcli_devices_cuda(FILE *out)
     }
     for (int i = 0; i < n; i++) {
         kt_cuda_device_t d;
-        int rc = kt_cuda_device_get(i, &d);
+        int rc = kt_cuda_device_info(i, &d);
         if (rc) {
             fprintf(out, "CUDA device %d: %s\n", i, kt_cuda_last_error());
             continue;

@@ -368,7 +368,7 @@ int kt_cuda_device_primary(int ordinal, struct CUctx_st **ctx)
     return 0;
 }
 
-int kt_cuda_device_get(int ordinal, kt_cuda_device_t *out)
+int kt_cuda_device_info(int ordinal, kt_cuda_device_t *out)
 {
     if (!out)
         return KT_EINVAL;

@@ -1010,7 +1010,7 @@ int kt_cl_detach_async(kt_cl_ctx_t *ctx)
     return 0;
 }
 
-int kt_cl_ctx_query(const kt_cl_ctx_t *ctx, kt_cl_ctx_info_t *info)
+int kt_cl_stats(const kt_cl_ctx_t *ctx, kt_cl_stats_t *info)
 {
     if (!ctx || !info)
         return KT_EINVAL;
