@@ -10,6 +10,10 @@
  *   clprog --pipeline [--size N]: instead, PIPE_REPS times write -> vadd -> read on a queue created with NULL
  *     properties (transfers timed as their own entries), one clEnqueueNativeKernel where the device runs
  *     native kernels, and that queue's CL_QUEUE_PROPERTIES_ARRAY (empty: it was created with NULL).
+ *   clprog --queues N: instead, N queues made three ways (clCreateCommandQueue, NULL properties, a property list
+ *     without profiling), a third of them retained once more; one scale kernel on each; then released in an
+ *     interleaved order, every surviving queue's CL_QUEUE_PROPERTIES and CL_QUEUE_PROPERTIES_ARRAY checked against
+ *     what the program asked for after each round. Prints "queues: N created, M mismatches".
  *   clprog --tiny N: instead, N tiny kernels (scale on 64 floats, no events) with a clFinish after every 100
  *     (the dispatch-heavy case of the run_overhead bench).
  *   Prints checksums, the return codes, and what the program can observe of its queues: CL_QUEUE_PROPERTIES,
@@ -39,7 +43,7 @@
     X(clSetKernelArg) X(clCreateBuffer) X(clReleaseMemObject) X(clEnqueueReadBuffer) X(clEnqueueWriteBuffer)    \
     X(clEnqueueNDRangeKernel) X(clEnqueueTask) X(clWaitForEvents) X(clReleaseEvent) X(clFinish)                 \
     X(clGetEventProfilingInfo) X(clGetExtensionFunctionAddressForPlatform) X(clGetDeviceInfo)                    \
-    X(clEnqueueNativeKernel)
+    X(clEnqueueNativeKernel) X(clRetainCommandQueue)
 
 /* The program's OpenCL entry points. */
 typedef struct clprog_api_t {
@@ -156,9 +160,81 @@ static int pipeline(cl_context ctx, cl_device_id device, cl_kernel kvadd, size_t
     return 0;
 }
 
+/* What the program asked for queue i of many_queues: 0 clCreateCommandQueue, 1 NULL properties, 2 a list. */
+static const cl_queue_properties kListProps[] = {CL_QUEUE_PROPERTIES, 0, 0};
+
+/* 1 when q shows exactly what the program asked for (no profiling bit it did not set, its own property array). */
+static int queue_as_asked(cl_command_queue q, int how)
+{
+    cl_command_queue_properties props = 1234;
+    cl_queue_properties arr[8];
+    size_t arr_size = 1234;
+    if (cl.clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL) != CL_SUCCESS ||
+        cl.clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES_ARRAY, sizeof arr, arr, &arr_size) != CL_SUCCESS)
+        return 0;
+    if (props & CL_QUEUE_PROFILING_ENABLE)
+        return 0;
+    if (how == 2)
+        return arr_size == sizeof kListProps && !memcmp(arr, kListProps, sizeof kListProps);
+    return arr_size == 0;
+}
+
+/* A 64-float buffer with kscale's arguments set on it (x *= 1): the tiny kernel of --queues and --tiny. */
+static cl_mem tiny_scale(cl_context ctx, cl_kernel kscale)
+{
+    cl_int err;
+    cl_mem small = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+    CHECK(err);
+    float one = 1.0f;
+    CHECK(cl.clSetKernelArg(kscale, 0, sizeof small, &small));
+    CHECK(cl.clSetKernelArg(kscale, 1, sizeof one, &one));
+    return small;
+}
+
+static int many_queues(cl_context ctx, cl_device_id device, cl_kernel kscale, int nq)
+{
+    cl_int err;
+    cl_command_queue *q = calloc((size_t)nq, sizeof *q);
+    int *refs = calloc((size_t)nq, sizeof *refs), mismatches = 0;
+    cl_mem small = tiny_scale(ctx, kscale);
+    size_t g = 64;
+    for (int i = 0; i < nq; i++) {
+        int how = i % 3;
+        q[i] = how == 0   ? cl.clCreateCommandQueue(ctx, device, 0, &err)
+               : how == 1 ? cl.clCreateCommandQueueWithProperties(ctx, device, NULL, &err)
+                          : cl.clCreateCommandQueueWithProperties(ctx, device, kListProps, &err);
+        CHECK(err);
+        refs[i] = 1;
+        if (i % 3 == 1) {
+            CHECK(cl.clRetainCommandQueue(q[i]));
+            refs[i]++;
+        }
+        CHECK(cl.clEnqueueNDRangeKernel(q[i], kscale, 1, NULL, &g, NULL, 0, NULL, NULL));
+    }
+    for (int i = 0; i < nq; i++)
+        CHECK(cl.clFinish(q[i]));
+    /* rounds of releases in a stride order, so entries leave the lookup from everywhere */
+    for (int round = 0, left = nq; left > 0; round++) {
+        for (int i = round % 7; i < nq; i += 7)
+            if (refs[i] > 0) {
+                CHECK(cl.clReleaseCommandQueue(q[i]));
+                if (--refs[i] == 0)
+                    left--;
+            }
+        for (int i = 0; i < nq; i++)
+            if (refs[i] > 0 && !queue_as_asked(q[i], i % 3))
+                mismatches++;
+    }
+    CHECK(cl.clReleaseMemObject(small));
+    printf("queues: %d created, %d mismatches\n", nq, mismatches);
+    free(q);
+    free(refs);
+    return mismatches ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
-    int events = 1, iterations = 4, pipe = 0, tiny = 0;
+    int events = 1, iterations = 4, pipe = 0, tiny = 0, queues = 0;
     size_t n = 1 << 16;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-events"))
@@ -167,12 +243,15 @@ int main(int argc, char **argv)
             pipe = 1;
         else if (!strcmp(argv[i], "--tiny") && i + 1 < argc)
             tiny = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--queues") && i + 1 < argc)
+            queues = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
             iterations = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
             n = (size_t)strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--tiny N] [--iterations N] [--size N]\n");
+            fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--queues N] [--tiny N] [--iterations N] "
+                            "[--size N]\n");
             return 2;
         }
     }
@@ -207,13 +286,14 @@ int main(int argc, char **argv)
         printf("done: pipeline\n");
         return rc;
     }
+    if (queues > 0) {
+        int rc = many_queues(ctx, device, kscale, queues);
+        printf("done: queues\n");
+        return rc;
+    }
     if (tiny > 0) {
-        cl_mem small = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
-        CHECK(err);
-        float one = 1.0f;
+        cl_mem small = tiny_scale(ctx, kscale);
         size_t g = 64;
-        CHECK(cl.clSetKernelArg(kscale, 0, sizeof small, &small));
-        CHECK(cl.clSetKernelArg(kscale, 1, sizeof one, &one));
         for (int i = 0; i < tiny; i++) {
             CHECK(cl.clEnqueueNDRangeKernel(qa, kscale, 1, NULL, &g, NULL, 0, NULL, NULL));
             if (i % 100 == 99)

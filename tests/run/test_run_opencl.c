@@ -182,6 +182,24 @@ static void test_outputs(void **state)
     assert_non_null(strstr(head, "<!DOCTYPE html>"));
 }
 
+/* Many queues made three ways, some retained twice, released in a stride order: under the interposer (which
+ * forces profiling on and keeps every queue in its lookup) each surviving queue still shows the program exactly
+ * what it asked for, after every round of releases; clprog prints the mismatches, the same as alone (0), and
+ * each queue's one kernel is timed. */
+static void test_many_queues(void **state)
+{
+    (void)state;
+    enum { NQ = 240 };
+    const char *p[] = {CLPROG, "--queues", "240", NULL}, *k[] = {"--opencl", "auto", NULL};
+    kt_snapshot_t *s = ru_run_both(p, k);
+    assert_non_null(s);
+    const kt_kernel_timing_t *e = ru_find(s, "scale", KT_BACKEND_OPENCL);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, NQ);
+    assert_int_equal(e->errors, 0);
+    kt_snapshot_free(s);
+}
+
 /* write -> kernel -> read: three entries with the right counts and bytes (transfers are timed by default);
  * clEnqueueNativeKernel timed; the NULL-properties queue's CL_QUEUE_PROPERTIES_ARRAY is what the program
  * passed (empty) -- clprog prints it, and its stdout must match the run alone. */
@@ -316,7 +334,7 @@ int main(void)
         cmocka_unit_test(test_events),       cmocka_unit_test(test_no_events),
         cmocka_unit_test(test_dlopen_layer), cmocka_unit_test(test_preload_only),
         cmocka_unit_test(test_outputs),      cmocka_unit_test(test_status_and_no_opencl),
-        cmocka_unit_test(test_pipeline),     cmocka_unit_test(test_verbose_keeps_stdout),
+        cmocka_unit_test(test_pipeline),     cmocka_unit_test(test_many_queues),     cmocka_unit_test(test_verbose_keeps_stdout),
         cmocka_unit_test(test_summary),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,8 +36,11 @@
 #include <ktiming.h>
 #include <ktiming/cl.h>
 
+#include "common/kti_map.h"
+
 #include <dlfcn.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -132,9 +135,7 @@ typedef struct kti_queue_t {
 } kti_queue_t;
 
 static pthread_mutex_t g_queues_lock = PTHREAD_MUTEX_INITIALIZER;
-static kti_queue_t *g_queues;        /* live queues */
-static size_t g_queues_n;            /* entries used */
-static size_t g_queues_cap;          /* entries allocated */
+static kti_map_t g_queues;           /* live queues: cl_command_queue -> kti_queue_t (malloc'd) */
 static atomic_size_t g_forced_count; /* forced queues, readable without the lock for the fast paths */
 
 static void queue_add(cl_command_queue q, int forced, const cl_queue_properties *props)
@@ -151,32 +152,32 @@ static void queue_add(cl_command_queue q, int forced, const cl_queue_properties 
         else
             n = 0;
     }
+    kti_queue_t *e = malloc(sizeof *e);
+    if (e)
+        *e = (kti_queue_t){q, 1, forced, copy, n};
     pthread_mutex_lock(&g_queues_lock);
-    if (g_queues_n == g_queues_cap) {
-        size_t cap = g_queues_cap ? 2 * g_queues_cap : 16;
-        kti_queue_t *p = realloc(g_queues, cap * sizeof *p);
-        if (p) {
-            g_queues = p;
-            g_queues_cap = cap;
-        }
-    }
-    if (g_queues_n < g_queues_cap) {
-        g_queues[g_queues_n++] = (kti_queue_t){q, 1, forced, copy, n};
-        copy = NULL;
-        if (forced)
-            atomic_fetch_add(&g_forced_count, 1);
-    }
+    /* a handle the driver hands out again after the program released it replaces the stale entry */
+    kti_queue_t *old = e ? kti_map_del(&g_queues, (uint64_t)(uintptr_t)q) : NULL;
+    int added = e && kti_map_put(&g_queues, (uint64_t)(uintptr_t)q, e) == 0;
+    if (old && old->forced)
+        atomic_fetch_sub(&g_forced_count, 1);
+    if (added && forced)
+        atomic_fetch_add(&g_forced_count, 1);
     pthread_mutex_unlock(&g_queues_lock);
-    free(copy);
+    if (old) {
+        free(old->props);
+        free(old);
+    }
+    if (!added) { /* out of memory: the queue is served as if ktiming had not changed it */
+        free(copy);
+        free(e);
+    }
 }
 
 /* The entry of q, or NULL. Caller holds g_queues_lock. */
 static kti_queue_t *queue_find_locked(cl_command_queue q)
 {
-    for (size_t i = 0; q && i < g_queues_n; i++)
-        if (g_queues[i].queue == q)
-            return &g_queues[i];
-    return NULL;
+    return q ? kti_map_get(&g_queues, (uint64_t)(uintptr_t)q) : NULL;
 }
 
 static int queue_forced(cl_command_queue q)
@@ -209,10 +210,15 @@ static int queue_released(cl_command_queue q)
         last = 1;
         if (e->forced)
             atomic_fetch_sub(&g_forced_count, 1);
-        free(e->props);
-        *e = g_queues[--g_queues_n];
+        kti_map_del(&g_queues, (uint64_t)(uintptr_t)q);
+    } else {
+        e = NULL;
     }
     pthread_mutex_unlock(&g_queues_lock);
+    if (e) {
+        free(e->props);
+        free(e);
+    }
     return last;
 }
 
