@@ -1,4 +1,4 @@
-/* concurrent.c — snapshots and resets while other threads record: consistent entries, exact totals after. */
+/* test_concurrent.c — snapshots and resets while other threads record: consistent entries, exact totals after. */
 #include "test_util.h"
 
 #include <pthread.h>

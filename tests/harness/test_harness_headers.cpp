@@ -1,4 +1,4 @@
-// headers_cxx.cpp — the harness, stats and compare headers used from C++ (linkage, no C-only constructs).
+// test_harness_headers.cpp — the harness, stats and compare headers used from C++ (linkage, no C-only constructs).
 #include <ktiming/compare.h>
 #include <ktiming/harness.h>
 #include <ktiming/stats.h>

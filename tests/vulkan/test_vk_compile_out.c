@@ -1,4 +1,4 @@
-/* vk_compile_out.c — built without KTIMING_ENABLE: every kt_vk_* and kt_primitive_* call is the header's inline
+/* test_vk_compile_out.c — built without KTIMING_ENABLE: every kt_vk_* and kt_primitive_* call is the header's inline
  * no-op (KT_EDISABLED or 0), so instrumented Vulkan code compiles unchanged and needs no library. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* reservoir.c — samples[] is a uniform sample over all dispatches and threads (statistical, seeded). */
+/* test_reservoir.c — samples[] is a uniform sample over all dispatches and threads (statistical, seeded). */
 #include "test_util.h"
 
 #include <pthread.h>

@@ -1,4 +1,4 @@
-// cxx_on.cpp — include/ktiming.h compiled as C++ with KTIMING_ENABLE (from the ktiming target): it records.
+// test_cxx_on.cpp — include/ktiming.h compiled as C++ with KTIMING_ENABLE (from the ktiming target): it records.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

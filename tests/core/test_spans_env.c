@@ -1,4 +1,4 @@
-/* spans_env.c — KTIMING_SPANS sets the span log size (0 = off); run with KTIMING_SPANS=0 and =3. */
+/* test_spans_env.c — KTIMING_SPANS sets the span log size (0 = off); run with KTIMING_SPANS=0 and =3. */
 #include "test_util.h"
 
 static void test_env(void **state)

@@ -1,4 +1,4 @@
-/* compile_out.c — without KTIMING_ENABLE, instrumented code leaves no trace: no kt_ symbol to link and .text
+/* test_compile_out.c — without KTIMING_ENABLE, instrumented code leaves no trace: no kt_ symbol to link and .text
  * byte-identical to the same file with the instrumentation removed (objects built by tests/core/CMakeLists). */
 #include "test_util.h"
 

@@ -1,4 +1,4 @@
-/* service.c — the backend service layer: registration, flush/stop order and deadlines, collector threads
+/* test_service.c — the backend service layer: registration, flush/stop order and deadlines, collector threads
  * (signals blocked, wake, stop, fork), path templates, the exit wait setting. Built with src/core/service.c
  * compiled in, since its functions are internal to the library. */
 #include "test_util.h"

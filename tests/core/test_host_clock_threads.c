@@ -1,4 +1,4 @@
-/* host_clock_threads.c — the counter path under concurrent readers while the model is refreshed: conversions
+/* test_host_clock_threads.c — the counter path under concurrent readers while the model is refreshed: conversions
  * stay consistent (seqlock), time seen by one thread never goes back by more than the bound allows, and zones
  * recorded meanwhile all count. Run with KTIMING_CLOCK=tsc (and under TSan with the threaded label). */
 #include <ktiming.h>

@@ -1,4 +1,4 @@
-/* host_clock.c — the host counter: conversion arithmetic, the trust decision, and counter timestamps against
+/* test_host_clock.c — the host counter: conversion arithmetic, the trust decision, and counter timestamps against
  * clock_gettime brackets on every CPU (containment within the published bound, never a duration). The same file
  * runs with KTIMING_CLOCK unset, =tsc and =monotonic_raw (tests/core/CMakeLists.txt). */
 #include "core/hclock.h"

@@ -1,4 +1,4 @@
-/* thread_exit.c — records of threads that have exited stay in snapshots; their slots are reused, not lost. */
+/* test_thread_exit.c — records of threads that have exited stay in snapshots; their slots are reused, not lost. */
 #include "test_util.h"
 
 #include <pthread.h>

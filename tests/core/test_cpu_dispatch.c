@@ -1,4 +1,4 @@
-/* cpu_dispatch.c — kt_cpu_dispatch_2d covers every row once on the pool and records exactly one dispatch. */
+/* test_cpu_dispatch.c — kt_cpu_dispatch_2d covers every row once on the pool and records exactly one dispatch. */
 #include "test_util.h"
 
 #include <pthread.h>

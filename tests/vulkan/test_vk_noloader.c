@@ -1,4 +1,4 @@
-/* vk_noloader_test.c — without a Vulkan loader (KTIMING_VULKAN_LIBRARY points nowhere) the backend reports
+/* test_vk_noloader.c — without a Vulkan loader (KTIMING_VULKAN_LIBRARY points nowhere) the backend reports
  * KT_EUNAVAILABLE instead of crashing, and the CPU primitive backend still works. */
 #include <setjmp.h>
 #include <stdarg.h>

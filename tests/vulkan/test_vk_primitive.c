@@ -1,4 +1,4 @@
-/* vk_primitive_test.c — a two-kernel primitive on Vulkan run with trials: one GPU time per kernel (scaling with the
+/* test_vk_primitive.c — a two-kernel primitive on Vulkan run with trials: one GPU time per kernel (scaling with the
  * trials), a CPU total covering them, every trial really dispatched, records in the snapshot. */
 #include "vk_test.h"
 

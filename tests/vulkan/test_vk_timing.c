@@ -1,4 +1,4 @@
-/* vk_timing_test.c — Vulkan timing on a real device: busy-shader durations against host brackets, collection that
+/* test_vk_timing.c — Vulkan timing on a real device: busy-shader durations against host brackets, collection that
  * never blocks on running work, calibrated and bracketed clock mapping inside their error bounds, and counter
  * wrap with a synthetic 28-bit timestamp width. Fails on any validation message. */
 #include "vk_test.h"

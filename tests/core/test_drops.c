@@ -1,4 +1,4 @@
-/* drops.c — drop reasons, named errors, bytes, exact 128-bit sums and saturating totals, error-code names,
+/* test_drops.c — drop reasons, named errors, bytes, exact 128-bit sums and saturating totals, error-code names,
  * pid and rank in snapshots. */
 #include "test_util.h"
 

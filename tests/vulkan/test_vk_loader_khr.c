@@ -1,4 +1,4 @@
-/* vk_loader_khr_test.c — a test double of loaders >= 1.3.273: their vkGetInstanceProcAddr returns a terminator for
+/* test_vk_loader_khr.c — a test double of loaders >= 1.3.273: their vkGetInstanceProcAddr returns a terminator for
  * vkGetPhysicalDeviceCalibrateableTimeDomainsKHR (and devices may answer vkGetCalibratedTimestampsKHR) whatever
  * the driver supports, and that terminator aborts when the driver has only the EXT extension. The backend must
  * pick the entry points by the extension the device reports: no KHR call when it reports EXT only, KHR calls

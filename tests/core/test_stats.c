@@ -1,4 +1,4 @@
-/* stats.c — snapshot statistics against exact computation on known distributions. */
+/* test_stats.c — snapshot statistics against exact computation on known distributions. */
 #include "test_util.h"
 
 /* Records v[0..n) under `name` and checks every statistic of its entry against the exact values. */

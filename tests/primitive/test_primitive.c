@@ -1,4 +1,4 @@
-/* primitive_test.c — the primitive engine: CPU backend times per kernel and in total with trials, the order of
+/* test_primitive.c — the primitive engine: CPU backend times per kernel and in total with trials, the order of
  * backend operations for deferred and immediate backends (the contract OpenCL/CUDA plug into), errors. */
 #include <setjmp.h>
 #include <stdarg.h>

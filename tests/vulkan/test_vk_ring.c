@@ -1,4 +1,4 @@
-/* vk_ring_test.c — the Vulkan timestamp ring: overflow counted as dropped (never overwritten), slots reused after
+/* test_vk_ring.c — the Vulkan timestamp ring: overflow counted as dropped (never overwritten), slots reused after
  * collection (pool first reset on the host or by a submission; copy readback), nesting, discard. Fails on any
  * validation message. */
 #include "vk_test.h"

@@ -1,4 +1,4 @@
-/* vk_ticks_test.c — timestamp arithmetic of the Vulkan backend with synthetic valid-bits values: masking,
+/* test_vk_ticks.c — timestamp arithmetic of the Vulkan backend with synthetic valid-bits values: masking,
  * durations across a wrap, sequential and model-guided unwrapping, period scaling. No device needed. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* vk_threads_test.c — several threads record timed dispatches into their own command buffers while another thread
+/* test_vk_threads.c — several threads record timed dispatches into their own command buffers while another thread
  * collects continuously: every dispatch is recorded exactly once, none dropped. Fails on validation messages. */
 #include "vk_test.h"
 

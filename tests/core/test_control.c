@@ -1,4 +1,4 @@
-/* control.c — enable/disable/reset/init/shutdown semantics, interning rules, errors and names. */
+/* test_control.c — enable/disable/reset/init/shutdown semantics, interning rules, errors and names. */
 #include "test_util.h"
 
 static uint64_t count_of(const char *name, kt_backend_t b)

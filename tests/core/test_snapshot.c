@@ -1,4 +1,4 @@
-/* snapshot.c — snapshot ordering, lookup, spans mapped to entries/queues/threads, devices, last-by-time. */
+/* test_snapshot.c — snapshot ordering, lookup, spans mapped to entries/queues/threads, devices, last-by-time. */
 #include "test_util.h"
 
 #include <pthread.h>

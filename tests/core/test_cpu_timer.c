@@ -1,4 +1,4 @@
-/* cpu_timer.c — host clock facts, the cumulative-elapsed timer semantics, CPU zones and KT_RECORD. */
+/* test_cpu_timer.c — host clock facts, the cumulative-elapsed timer semantics, CPU zones and KT_RECORD. */
 #include "test_util.h"
 
 #include <time.h>

@@ -1,4 +1,4 @@
-/* spans.c — a bounded span log per thread: overflow is counted in spans_dropped, never overwrites, never blocks. */
+/* test_spans.c — a bounded span log per thread: overflow is counted in spans_dropped, never overwrites, never blocks. */
 #include "test_util.h"
 
 #include <pthread.h>

@@ -1,4 +1,4 @@
-/* threads.c — 2, 4 and 8 threads x 100 000 records each: exact counts, totals, extremes under contention. */
+/* test_threads.c — 2, 4 and 8 threads x 100 000 records each: exact counts, totals, extremes under contention. */
 #include "test_util.h"
 
 #include <pthread.h>
