@@ -168,7 +168,8 @@ KT_API PFN_vkGetInstanceProcAddr kt_vk_loader(void);
 
 /* KT_EUNAVAILABLE: no loader, or the queue family has no timestamps; KT_EINVAL: missing handles. */
 KT_API int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out);
-/* Collects what is available, then releases everything. NULL is fine. */
+/* Collects what is available, then releases everything. A dispatch still unread is counted as dropped: never
+ * submitted, or read failed when the driver made only one of its two timestamps available. NULL is fine. */
 KT_API void kt_vk_ctx_destroy(kt_vk_ctx_t *ctx);
 
 /* Write the begin timestamp of a dispatch of `name` into cmd. 0, or KT_EFULL when dropped (counted). */

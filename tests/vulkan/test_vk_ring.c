@@ -317,6 +317,62 @@ static void test_device_lost(void **state)
     kt_vk_ctx_destroy(kv);
 }
 
+/* kt_vk_ctx_destroy with dispatches still unread (a command buffer recorded and never submitted, one pair left
+ * open) counts them as dropped, never submitted, instead of freeing them silently; what completed is recorded. */
+static void destroy_unread(kt_vk_readback_t mode)
+{
+    kt_reset();
+    kt_vk_ctx_t *kv = open_ctx_mode(8, mode);
+    VkCommandBuffer done, never;
+    VkFence fence;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &done), 0);
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &never), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, done), 0);
+    assert_int_equal(record_pairs(kv, done, "destroy_done", 2), 0);
+    assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, done), 0);
+    vkt_submit_wait(done, fence);
+    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, never), 0);
+    assert_int_equal(record_pairs(kv, never, "destroy_never", 3), 0);
+    assert_int_equal(kt_vk_begin(kv, never, "destroy_open"), 0);
+    kt_vk_stats_t st;
+    assert_int_equal(kt_vk_stats(kv, &st), 0);
+    assert_int_equal(st.begun, 6);
+    kt_vk_ctx_destroy(kv);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *d = vkt_find(s, "destroy_done"), *n = vkt_find(s, "destroy_never"),
+                             *o = vkt_find(s, "destroy_open");
+    assert_non_null(d);
+    assert_non_null(n);
+    assert_non_null(o);
+    assert_int_equal(d->dispatch_count, 2);
+    assert_int_equal(d->dropped, 0);
+    assert_int_equal(n->dispatch_count, 0);
+    assert_int_equal(n->dropped, 3);
+    assert_int_equal(n->dropped_by[KT_DROP_NEVER_SUBMITTED], 3);
+    assert_int_equal(o->dispatch_count, 0);
+    assert_int_equal(o->dropped, 1);
+    assert_int_equal(o->dropped_by[KT_DROP_NEVER_SUBMITTED], 1);
+    kt_snapshot_free(s);
+    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
+    ktcli_vk_cmd_free(&g_vkt.dev, done);
+    ktcli_vk_cmd_free(&g_vkt.dev, never);
+}
+
+static void test_destroy_unread_copy(void **state)
+{
+    (void)state;
+    destroy_unread(KT_VK_READBACK_COPY);
+}
+
+static void test_destroy_unread_thread(void **state)
+{
+    (void)state;
+    if (!g_vkt.dev.host_query_reset)
+        skip();
+    destroy_unread(KT_VK_READBACK_THREAD);
+}
+
 static void test_validation_clean(void **state)
 {
     (void)state;
@@ -344,6 +400,8 @@ int main(void)
         cmocka_unit_test(test_pinned_unsubmitted_copy),
         cmocka_unit_test(test_pinned_unsubmitted_thread),
         cmocka_unit_test(test_device_lost),
+        cmocka_unit_test(test_destroy_unread_copy),
+        cmocka_unit_test(test_destroy_unread_thread),
         cmocka_unit_test(test_validation_clean),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

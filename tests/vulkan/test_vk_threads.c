@@ -1,5 +1,6 @@
 /* test_vk_threads.c — several threads record timed dispatches into their own command buffers while another thread
- * collects continuously: every dispatch is recorded exactly once, none dropped. Fails on validation messages. */
+ * collects continuously: every dispatch is recorded exactly once or (lavapipe under THREAD readback only) counted as
+ * dropped with a reason, none lost silently. Fails on validation messages. */
 #include "vk_test.h"
 
 #include <pthread.h>
@@ -115,35 +116,51 @@ static void run_threads(kt_vk_readback_t mode)
     const int total = THREADS * ITERATIONS * PAIRS;
     kt_vk_stats_t st;
     assert_int_equal(kt_vk_stats(g_kv, &st), 0);
-    assert_int_equal(st.readback, mode);
-    fprintf(stderr, "threads (%s): begun %llu collected %llu dropped %llu, %llu collect calls, longest %.3f ms\n",
-            mode == KT_VK_READBACK_COPY ? "copy" : "thread", (unsigned long long)st.begun, (unsigned long long)st.collected, (unsigned long long)st.dropped,
-            (unsigned long long)st.collect_calls, (double)st.collect_max_ns / 1e6);
-    assert_int_equal(atomic_load(&g_failures), 0);
-    assert_int_equal(st.begun, total);
-    assert_int_equal(st.collected, total);
-    /* Every record is returned by exactly one kt_vk_collect call (collect waits for a concurrent collector
-     * instead of returning 0 while it runs). */
-    assert_int_equal(atomic_load(&collected), total);
-    assert_int_equal(st.dropped, 0);
-    assert_int_equal(st.pending, 0);
-    kt_snapshot_t *s = kt_snapshot();
-    const kt_kernel_timing_t *shared = vkt_find(s, "mt_shared");
-    assert_non_null(shared);
-    assert_int_equal(shared->dispatch_count, total / 2);
-    for (int i = 0; i < THREADS; i++) {
-        char name[32];
-        snprintf(name, sizeof(name), "mt_thread%d", i);
-        const kt_kernel_timing_t *e = vkt_find(s, name);
-        assert_non_null(e);
-        assert_int_equal(e->dispatch_count, ITERATIONS * PAIRS / 2);
-    }
-    kt_snapshot_free(s);
+    fprintf(stderr, "threads (%s): begun %llu collected %llu dropped %llu pending %llu, %llu collect calls, longest %.3f ms\n",
+            mode == KT_VK_READBACK_COPY ? "copy" : "thread", (unsigned long long)st.begun, (unsigned long long)st.collected,
+            (unsigned long long)st.dropped, (unsigned long long)st.pending, (unsigned long long)st.collect_calls,
+            (double)st.collect_max_ns / 1e6);
+    /* Release everything before asserting: a failed assertion must not leave the collector polling a device the
+     * suite destroys next. The destroy counts what is still unread as dropped, with a reason. */
     kt_vk_ctx_destroy(g_kv);
+    g_kv = NULL;
     for (int i = 0; i < THREADS; i++) {
         ktcli_vk_fence_destroy(&g_vkt.dev, w[i].fence);
         vk->vkDestroyCommandPool(g_vkt.dev.device, w[i].pool, NULL);
     }
+    assert_int_equal(st.readback, mode);
+    assert_int_equal(atomic_load(&g_failures), 0);
+    assert_int_equal(st.begun, total);
+    assert_int_equal(st.dropped, 0);
+    /* Every record is returned by exactly one kt_vk_collect call (collect waits for a concurrent collector
+     * instead of returning 0 while it runs) or is still pending. */
+    assert_int_equal(atomic_load(&collected), st.collected);
+    assert_int_equal(st.collected + st.pending, total);
+    /* lavapipe replaces query objects on its queue thread while vkGetQueryPoolResults reads them (vk.h, why
+     * AUTO picks COPY there): under THREAD readback one timestamp of a pair can stay unavailable for good. Such a
+     * dispatch is never recorded, and never lost silently either: the destroy counts it, read failed. Any other
+     * device, and COPY readback everywhere, must deliver every one. */
+    int racy = mode == KT_VK_READBACK_THREAD && g_vkt.dev.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    if (!racy)
+        assert_int_equal(st.pending, 0);
+    kt_snapshot_t *s = kt_snapshot();
+    uint64_t recorded = 0, read_failed = 0;
+    for (int i = -1; i < THREADS; i++) {
+        char name[32];
+        if (i < 0)
+            snprintf(name, sizeof(name), "mt_shared");
+        else
+            snprintf(name, sizeof(name), "mt_thread%d", i);
+        const kt_kernel_timing_t *e = vkt_find(s, name);
+        assert_non_null(e);
+        assert_int_equal(e->dispatch_count + e->dropped, i < 0 ? total / 2 : ITERATIONS * PAIRS / 2);
+        assert_int_equal(e->dropped, e->dropped_by[KT_DROP_READ_FAILED]);
+        recorded += e->dispatch_count;
+        read_failed += e->dropped;
+    }
+    assert_int_equal(recorded, st.collected);
+    assert_int_equal(read_failed, st.pending);
+    kt_snapshot_free(s);
 }
 
 static void test_threads_collector(void **state)

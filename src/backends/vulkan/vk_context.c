@@ -124,16 +124,21 @@ static void flush_all(uint64_t deadline_ns)
     }
 }
 
-/* Slots not yet read at stop: counted as dropped with KT_DROP_IN_FLIGHT_AT_EXIT and released. */
-static uint64_t drop_pending(kt_vk_ctx_t *ctx, kt_drop_reason_t reason)
+/* Slots not read yet, counted as dropped and released: at stop (KT_DROP_IN_FLIGHT_AT_EXIT), device loss, or
+ * kt_vk_ctx_destroy. At destroy the timed work has finished (the destroy rule), so a slot still unread never ran
+ * (its end never recorded, or its command buffer never submitted: `reason`) unless a poll saw one of its two
+ * timestamps available and never both: the driver lost the other (`half_read_reason`; lavapipe replaces query
+ * objects on its queue thread while vkGetQueryPoolResults reads them). Never freed silently. */
+static uint64_t drop_pending(kt_vk_ctx_t *ctx, kt_drop_reason_t reason, kt_drop_reason_t half_read_reason)
 {
     uint64_t n = 0;
     pthread_mutex_lock(&ctx->lock);
     uint32_t i = ctx->used_first;
     while (i != KT__VK_NONE) {
-        uint32_t next = ctx->slots[i].next;
-        if (ctx->slots[i].state != KT__VK_SLOT_READY) {
-            kt_record_drop_reason(ctx->slots[i].kernel, reason);
+        kt__vk_slot_t *s = &ctx->slots[i];
+        uint32_t next = s->next;
+        if (s->state != KT__VK_SLOT_READY) {
+            kt_record_drop_reason(s->kernel, s->half_read ? half_read_reason : reason);
             slot_release_locked(ctx, i);
             n++;
         }
@@ -179,7 +184,7 @@ static void stop_all(uint64_t deadline_ns)
     }
     for (size_t i = 0; i < n; i++) {
         kt_vk_collect(list[i]);
-        drop_pending(list[i], KT_DROP_IN_FLIGHT_AT_EXIT);
+        drop_pending(list[i], KT_DROP_IN_FLIGHT_AT_EXIT, KT_DROP_IN_FLIGHT_AT_EXIT);
         }
     pthread_mutex_lock(&g_live_lock);
     for (size_t i = 0; i < n; i++)
@@ -478,6 +483,7 @@ void kt_vk_ctx_destroy(kt_vk_ctx_t *ctx)
     kt_vk_collect(ctx);
     pthread_mutex_lock(&ctx->collect_lock); /* wait out a collect still running on another thread */
     pthread_mutex_unlock(&ctx->collect_lock);
+    drop_pending(ctx, KT_DROP_NEVER_SUBMITTED, KT_DROP_READ_FAILED);
     destroy_objects(ctx);
 }
 
@@ -488,7 +494,7 @@ int kt_vk_device_lost(kt_vk_ctx_t *ctx)
     atomic_store(&ctx->lost, 1);
     atomic_store(&ctx->last_error, (int)VK_ERROR_DEVICE_LOST);
     kt_vk_collect(ctx); /* what reached the host before the loss is real */
-    return (int)drop_pending(ctx, KT_DROP_DEVICE_LOST);
+    return (int)drop_pending(ctx, KT_DROP_DEVICE_LOST, KT_DROP_DEVICE_LOST);
 }
 
 VkResult kt_vk_last_error(kt_vk_ctx_t *ctx)
@@ -618,6 +624,7 @@ static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
         kt__vk_slot_t *s = &ctx->slots[slot];
         s->state = KT__VK_SLOT_OPEN;
         s->copy_pending = 0;
+        s->half_read = 0;
         s->gen++;
         s->kernel = kernel;
         s->cmd = cmd;
@@ -945,9 +952,12 @@ static int poll_pass_locked(kt_vk_ctx_t *ctx, VkCommandBuffer only)
         if (r == VK_SUCCESS || r == VK_NOT_READY) {
             for (uint32_t i = 0; i < count; i++) {
                 kt__vk_slot_t *s = &ctx->slots[first + i];
-                if (s->state != KT__VK_SLOT_CLOSED || (s->gen & 0x7fffffffu) != gens[i] || !vals[4 * i + 1] ||
-                    !vals[4 * i + 3])
+                if (s->state != KT__VK_SLOT_CLOSED || (s->gen & 0x7fffffffu) != gens[i])
                     continue;
+                if (!vals[4 * i + 1] || !vals[4 * i + 3]) {
+                    s->half_read |= !vals[4 * i + 1] != !vals[4 * i + 3];
+                    continue;
+                }
                 /* Until the reset kt_vk_begin recorded has run, the queries still hold the values they held
                  * when the slot was last released, available: timestamps never repeat, so equal values mean
                  * "not this use yet". Every release after a use that ran follows a read of it (collection, or

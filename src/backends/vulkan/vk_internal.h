@@ -108,6 +108,7 @@ typedef struct kt__vk_slot_t {
     uint64_t end_raw;        /* end timestamp once READY; afterwards the queries' last values read */
     int read_once;           /* begin_raw/end_raw hold values read from the pool (to spot stale reads) */
     int copy_pending;        /* copy_at_end: CLOSED, its copy not recorded yet (kt_vk_cmd_end) */
+    int half_read;           /* thread readback: a poll of this use found one timestamp available, not both */
 } kt__vk_slot_t;
 
 #define KT__VK_SLOT_DROPPED UINT32_MAX
