@@ -28,9 +28,9 @@ static size_t replay_dir(const char *dir, int check_names)
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.')
             continue;
-        char *path = fx_path(dir, de->d_name);
+        char *path = ktt_path(dir, de->d_name);
         size_t len = 0;
-        char *data = fx_read_file(path, &len);
+        char *data = ktt_read_file(path, &len);
         assert_non_null(data);
         int accepted = kt_fuzz_check((const unsigned char *)data, len);
         if (check_names && ends_with(de->d_name, ".reject.json") && accepted)

@@ -76,8 +76,8 @@ static int both_paths(const char *doc, size_t len, const char *what)
 
 static char *corpus(const char *name, size_t *len)
 {
-    char *path = fx_path(KT_FUZZ_CORPUS_DIR, name);
-    char *data = fx_read_file(path, len);
+    char *path = ktt_path(KT_FUZZ_CORPUS_DIR, name);
+    char *data = ktt_read_file(path, len);
     assert_non_null(data);
     free(path);
     return data;

@@ -16,7 +16,7 @@ static char *g_dir;
 static int setup(void **state)
 {
     (void)state;
-    g_dir = fx_tempdir();
+    g_dir = ktt_tmpdir("locale");
     return g_dir ? 0 : -1;
 }
 
@@ -24,7 +24,7 @@ static int teardown(void **state)
 {
     (void)state;
     setlocale(LC_ALL, "C");
-    fx_rmtree(g_dir);
+    ktt_rmtree(g_dir);
     free(g_dir);
     return 0;
 }

@@ -132,8 +132,8 @@ static void test_doubles_exact(void **state)
 static void test_load_file(void **state)
 {
     (void)state;
-    char *dir = fx_tempdir();
-    char *path = fx_path(dir, "snap.json");
+    char *dir = ktt_tmpdir("roundtrip");
+    char *path = ktt_path(dir, "snap.json");
     kt_snapshot_t *s = fx_snapshot_full();
     assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON), 0);
     kt_snapshot_t *back = NULL;
@@ -143,7 +143,7 @@ static void test_load_file(void **state)
     assert_int_equal(fx_snapshot_diff(s, back, why, sizeof why), 0);
     fx_free(back);
 
-    char *missing = fx_path(dir, "nope.json");
+    char *missing = ktt_path(dir, "nope.json");
     back = (kt_snapshot_t *)1;
     assert_int_equal(kt_snapshot_load(missing, &back, err, sizeof err), KT_EIO);
     assert_int_equal(errno, ENOENT);
@@ -156,7 +156,7 @@ static void test_load_file(void **state)
     free(missing);
     fx_free(s);
     free(path);
-    fx_rmtree(dir);
+    ktt_rmtree(dir);
     free(dir);
 }
 

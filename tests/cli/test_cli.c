@@ -6,11 +6,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <fcntl.h>
 #include <regex.h>
-#include <sys/wait.h>
 #include <ktiming/analysis.h>
 
+#include "common/proc.h"
 #include "export/fixture.h"
 
 static char *g_dir;              /* scratch directory for this run */
@@ -36,30 +35,13 @@ static run_t run_cli(const char *in, ...)
         argv[argc++] = a;
     va_end(ap);
     argv[argc] = NULL;
-    char *outp = fx_path(g_dir, "stdout"), *errp = fx_path(g_dir, "stderr");
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fi = open(in ? in : "/dev/null", O_RDONLY);
-        int fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fi < 0 || fo < 0 || fe < 0)
-            _exit(126);
-        dup2(fi, 0);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        for (size_t i = 0; g_env[i]; i++)
-            putenv((char *)g_env[i]);
-        execv(KT_CLI_PATH, (char *const *)argv);
-        _exit(127);
-    }
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
+    char *outp = ktt_path(g_dir, "stdout"), *errp = ktt_path(g_dir, "stderr");
     run_t r;
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    r.out = fx_read_file(outp, NULL);
-    r.err = fx_read_file(errp, NULL);
+    r.status = ktt_run((char *const *)argv, &(ktt_spawn_t){.in = in ? in : KTT_DEVNULL, .out = outp, .err = errp,
+                                                          .env = g_env});
+    assert_true(r.status >= 0);
+    r.out = ktt_read_file(outp, NULL);
+    r.err = ktt_read_file(errp, NULL);
     free(outp);
     free(errp);
     return r;
@@ -83,7 +65,7 @@ static void expect(run_t r, int status, const char *where, const char *want)
 
 static char *write_fixture(const char *name)
 {
-    char *path = fx_path(g_dir, name);
+    char *path = ktt_path(g_dir, name);
     kt_snapshot_t *s = fx_snapshot_full();
     assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON), 0);
     fx_free(s);
@@ -140,7 +122,7 @@ static void test_report_ok(void **state)
     expect(r, 0, r.out, "\r\nsaxpy,OpenCL,pthread-cpu,20,");
 
     /* JSON to a file reads back identical to the source snapshot. */
-    char *copy = fx_path(g_dir, "copy.json");
+    char *copy = ktt_path(g_dir, "copy.json");
     r = run_cli(NULL, "report", snap, "--format", "json", "-o", copy, NULL);
     assert_string_equal(r.out, "");
     expect(r, 0, r.err, NULL);
@@ -174,35 +156,35 @@ static void test_report_errors(void **state)
     r = run_cli(NULL, "report", snap, "--sort", "speed", NULL);
     expect(r, 2, r.err, "unknown sort key 'speed'");
 
-    char *missing = fx_path(g_dir, "missing.json");
+    char *missing = ktt_path(g_dir, "missing.json");
     r = run_cli(NULL, "report", missing, NULL);
     expect(r, 1, r.err, "missing.json: No such file or directory");
     free(missing);
 
     /* A truncated file: the message names the position. */
     size_t len = 0;
-    char *text = fx_read_file(snap, &len);
+    char *text = ktt_read_file(snap, &len);
     assert_non_null(text);
-    char *cut = fx_path(g_dir, "cut.json");
-    assert_int_equal(fx_write_file(cut, text, len / 2), 0);
+    char *cut = ktt_path(g_dir, "cut.json");
+    assert_int_equal(ktt_write_file(cut, text, len / 2), 0);
     r = run_cli(NULL, "report", cut, NULL);
     assert_string_equal(r.out, "");
     expect(r, 1, r.err, "cut.json: JSON syntax error at line ");
     free(cut);
 
     /* A newer schema version is refused by name. */
-    char *v2 = fx_path(g_dir, "v2.json");
+    char *v2 = ktt_path(g_dir, "v2.json");
     char *p = strstr(text, "\"version\": 2");
     assert_non_null(p);
     p[11] = '7';
-    assert_int_equal(fx_write_file(v2, text, len), 0);
+    assert_int_equal(ktt_write_file(v2, text, len), 0);
     r = run_cli(NULL, "report", v2, NULL);
     expect(r, 1, r.err, "unsupported schema version 7");
     free(v2);
     free(text);
 
     /* An unwritable destination. */
-    char *nodir = fx_path(g_dir, "no/such/dir/out.txt");
+    char *nodir = ktt_path(g_dir, "no/such/dir/out.txt");
     r = run_cli(NULL, "report", snap, "-o", nodir, NULL);
     expect(r, 1, r.err, "No such file or directory");
     free(nodir);
@@ -223,7 +205,7 @@ static void test_demo(void **state)
     r = run_cli(NULL, "demo", "extra", NULL);
     expect(r, 2, r.err, "unexpected argument 'extra'");
 
-    char *out = fx_path(g_dir, "demo.json");
+    char *out = ktt_path(g_dir, "demo.json");
     r = run_cli(NULL, "demo", "--backend", "cpu", "--dispatches", "10", "--warmup", "1", "--size", "1", "-o", out,
                 NULL);
     if (r.status != 0)
@@ -265,7 +247,7 @@ static void test_demo(void **state)
     free(out);
 
     /* The exit writer: KTIMING_OUTPUT saves the snapshot, KTIMING_REPORT=1 prints the table on stderr. */
-    char *atexit_json = fx_path(g_dir, "atexit.json");
+    char *atexit_json = ktt_path(g_dir, "atexit.json");
     char env_out[600];
     snprintf(env_out, sizeof env_out, "KTIMING_OUTPUT=%s", atexit_json);
     g_env[0] = env_out;
@@ -320,7 +302,7 @@ static void test_report_hostile_names(void **state)
     fx_entry(s, 0, "t\x1b]0;owned\x07\x1b[2J\r\nfake", KT_BACKEND_CPU, "host", 3, 1000, 900, 1100);
     fx_entry(s, 1, "bidi\xe2\x80\xae" "exe\xc2\x9b", KT_BACKEND_CPU, "host", 3, 2000, 900, 3100);
     fx_entry(s, 2, "<script>|x", KT_BACKEND_CPU, "host", 3, 3000, 900, 5100);
-    char *path = fx_path(g_dir, "hostile.json");
+    char *path = ktt_path(g_dir, "hostile.json");
     assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON), 0);
     fx_free(s);
     for (int md = 0; md < 2; md++) {
@@ -352,8 +334,8 @@ static void test_bash_completion(void **state)
              "COMP_WORDS=(ktiming help \"\"); COMP_CWORD=2; _ktiming; echo \"4:${COMPREPLY[*]}\"' > %s/compl.txt 2>&1",
              KT_COMPLETION_PATH, g_dir);
     assert_int_equal(system(cmd), 0);
-    char *path = fx_path(g_dir, "compl.txt");
-    char *out = fx_read_file(path, NULL);
+    char *path = ktt_path(g_dir, "compl.txt");
+    char *out = ktt_read_file(path, NULL);
     assert_non_null(out);
     assert_non_null(strstr(out, "1:"));
     for (const char *w = "demo report devices compare run help"; *w;) {
@@ -382,8 +364,8 @@ static void test_man_page(void **state)
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "groff -t -man -Tutf8 -P-bou -ww '%s' > %s/man.txt 2> %s/man.err", KT_MAN_PATH, g_dir, g_dir);
     assert_int_equal(system(cmd), 0);
-    char *errp = fx_path(g_dir, "man.err"), *outp = fx_path(g_dir, "man.txt");
-    char *err = fx_read_file(errp, NULL), *out = fx_read_file(outp, NULL);
+    char *errp = ktt_path(g_dir, "man.err"), *outp = ktt_path(g_dir, "man.txt");
+    char *err = ktt_read_file(errp, NULL), *out = ktt_read_file(outp, NULL);
     assert_non_null(err);
     assert_non_null(out);
     if (*err)
@@ -402,14 +384,14 @@ static void test_man_page(void **state)
 static int setup(void **state)
 {
     (void)state;
-    g_dir = fx_tempdir();
+    g_dir = ktt_tmpdir("cli");
     return g_dir ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    fx_rmtree(g_dir);
+    ktt_rmtree(g_dir);
     free(g_dir);
     return 0;
 }

@@ -1,5 +1,6 @@
 /* test_cli_compare.c — `ktiming compare` on snapshot files: exit codes, thresholds, formats. */
-#include "compare/run_util.h"
+#include "common/files.h"
+#include "common/proc.h"
 #include "compare/synth.h"
 
 #include <ktiming.h>
@@ -11,7 +12,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-static char g_dir[] = "/tmp/kt_cli_compare_XXXXXX";
+static char *g_dir; /* the test's private directory */
 static char g_base[4096], g_same[4096], g_slow[4096], g_fast[4096], g_bad[4096], g_out[4096];
 
 static void path_in(char *buf, const char *file) { snprintf(buf, 4096, "%s/%s", g_dir, file); }
@@ -28,7 +29,7 @@ static void write_snapshot(const char *path, double median_ns, uint64_t seed)
 static int setup(void **state)
 {
     (void)state;
-    if (!mkdtemp(g_dir)) return -1;
+    if (!(g_dir = ktt_tmpdir("cli-compare"))) return -1;
     path_in(g_base, "base.json");
     path_in(g_same, "same.json");
     path_in(g_slow, "slow.json");
@@ -48,18 +49,17 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    const char *files[] = {g_base, g_same, g_slow, g_fast, g_bad, g_out};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(files[i]);
-    rmdir(g_dir);
+    ktt_rmtree(g_dir);
+    free(g_dir);
     return 0;
 }
 
-#define CLI(...) run_program((char *const[]){KT_CLI_PATH, "compare", __VA_ARGS__, NULL}, g_out)
+#define CLI(...) ktt_run_to((char *const[]){KT_CLI_PATH, "compare", __VA_ARGS__, NULL}, g_out)
 
 static void test_usage_errors(void **state)
 {
     (void)state;
-    assert_int_equal(run_program((char *const[]){KT_CLI_PATH, "compare", NULL}, NULL), 2);
+    assert_int_equal(ktt_run_to((char *const[]){KT_CLI_PATH, "compare", NULL}, NULL), 2);
     assert_int_equal(CLI(g_base), 2);
     assert_int_equal(CLI(g_base, g_same, g_fast), 2);
     assert_int_equal(CLI(g_base, g_same, "--format", "xml"), 2);
@@ -69,7 +69,7 @@ static void test_usage_errors(void **state)
     assert_int_equal(CLI(g_base, g_same, "--bogus"), 2);
     assert_int_equal(CLI(g_base, g_same, "--alpha"), 2);
     assert_int_equal(CLI("--help"), 0);
-    char *help = slurp(g_out);
+    char *help = ktt_read_file(g_out, NULL);
     assert_non_null(help);
     assert_non_null(strstr(help, "--fail-on-regression"));
     free(help);
@@ -96,7 +96,7 @@ static void test_regression_exit_codes(void **state)
     assert_int_equal(CLI(g_base, g_slow, "--fail-on-regression"), 1);    /* 25 % slower */
     assert_int_equal(CLI(g_base, g_slow, "--fail-on-regression", "--threshold", "30"), 0); /* under 30 % */
     assert_int_equal(CLI(g_base, g_slow, "--fail-on-regression", "--threshold=20"), 1);
-    char *text = slurp(g_out);
+    char *text = ktt_read_file(g_out, NULL);
     assert_non_null(text);
     assert_non_null(strstr(text, "SLOWER"));
     assert_non_null(strstr(text, "kernel_a"));
@@ -113,7 +113,7 @@ static void test_formats(void **state)
     /* the short option of every command, options after the files, --filter keeping nothing */
     assert_int_equal(CLI("-f", "json", g_base, g_slow, "-o", json_path), 0);
     assert_int_equal(CLI(g_base, g_slow, "-f", "json", "--filter", "no_such*", "-o", json_path), 0);
-    char *none = slurp(json_path);
+    char *none = ktt_read_file(json_path, NULL);
     assert_non_null(none);
     assert_null(strstr(none, "kernel_a"));
     free(none);
@@ -122,7 +122,7 @@ static void test_formats(void **state)
     assert_non_null(d);
     for (struct dirent *e; (e = readdir(d));) assert_null(strstr(e->d_name, ".tmp.")); /* no leftovers */
     closedir(d);
-    char *js = slurp(json_path);
+    char *js = ktt_read_file(json_path, NULL);
     unlink(json_path);
     assert_non_null(js);
     cJSON *root = cJSON_Parse(js);
@@ -136,7 +136,7 @@ static void test_formats(void **state)
     cJSON_Delete(root);
 
     assert_int_equal(CLI(g_base, g_fast, "--format", "markdown"), 0);
-    char *md = slurp(g_out);
+    char *md = ktt_read_file(g_out, NULL);
     assert_non_null(md);
     assert_non_null(strstr(md, "| kernel |"));
     assert_non_null(strstr(md, "**FASTER**"));

@@ -1,7 +1,8 @@
 /* test_example_compare.c — the validation plan end to end: a before_after example (CPU, or OpenCL when built with
  * KT_EXAMPLE_BACKEND "OpenCL") writes two snapshots, `ktiming compare` judges them, and the optimised blur must
  * come out FASTER with a speedup above 1. An example exiting 77 (no device) skips the test. */
-#include "compare/run_util.h"
+#include "common/files.h"
+#include "common/proc.h"
 
 #include <cJSON.h>
 #include <setjmp.h>
@@ -19,24 +20,25 @@ static int g_skipped;
  * the example has no device. */
 static int run_once(char verdict[16])
 {
-    char dir[] = "/tmp/kt_example_compare_XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char *dir = ktt_tmpdir("example-compare");
+    assert_non_null(dir);
     char before[4200], after[4200], out[4200];
     snprintf(before, sizeof before, "%s/before.json", dir);
     snprintf(after, sizeof after, "%s/after.json", dir);
     snprintf(out, sizeof out, "%s/compare.json", dir);
 
-    int rc = run_program((char *const[]){KT_EXAMPLE_PATH, "--quick", "--dir", dir, NULL}, NULL);
+    int rc = ktt_run_to((char *const[]){KT_EXAMPLE_PATH, "--quick", "--dir", dir, NULL}, NULL);
     if (rc == 77) {
-        rmdir(dir);
+        ktt_rmtree(dir);
+        free(dir);
         return 77;
     }
     assert_int_equal(rc, 0);
-    assert_int_equal(run_program((char *const[]){KT_CLI_PATH, "compare", before, after, "--format", "json", "-o",
+    assert_int_equal(ktt_run_to((char *const[]){KT_CLI_PATH, "compare", before, after, "--format", "json", "-o",
                                                  out, NULL},
                                  NULL),
                      0);
-    char *js = slurp(out);
+    char *js = ktt_read_file(out, NULL);
     assert_non_null(js);
     cJSON *root = cJSON_Parse(js);
     free(js);
@@ -57,10 +59,8 @@ static int run_once(char verdict[16])
     assert_true(speedup > 1.0);
     assert_true(strcmp(verdict, "FASTER") || lo > 1.0);
     cJSON_Delete(root);
-    unlink(before);
-    unlink(after);
-    unlink(out);
-    rmdir(dir);
+    ktt_rmtree(dir);
+    free(dir);
     return 0;
 }
 

@@ -23,6 +23,8 @@
 
 #include <ktiming/analysis.h>
 
+#include "common/files.h"
+
 static uint64_t raw_now(void)
 {
     struct timespec ts;
@@ -111,18 +113,6 @@ static size_t count_files(const char *dir)
     return n;
 }
 
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
-
 /* Without a driver, InitializeInjection fails and the process's exit writes nothing for `ktiming run` (which then
  * says "nothing was timed"), rather than an empty or partial snapshot. */
 static void test_no_driver_writes_no_snapshot(void **state)
@@ -130,12 +120,13 @@ static void test_no_driver_writes_no_snapshot(void **state)
     (void)state;
     if (driver_installed())
         skip();
-    char dir[] = "/tmp/kt_cupti_run_XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char *dir = ktt_tmpdir("cupti-run");
+    assert_non_null(dir);
     pid_t pid = 0;
     assert_int_equal(child_initialize(dir, NULL, &pid), 10);
     assert_int_equal(count_files(dir), 0);
-    rmdir(dir);
+    ktt_rmtree(dir);
+    free(dir);
 }
 
 /* With the CUPTI test double, whose only kernel record is delivered by cuptiActivityFlushAll: the snapshot the
@@ -146,16 +137,16 @@ static void test_exit_flushes_then_writes_snapshot(void **state)
     const char *fake = getenv("KT_TEST_FAKE_CUPTI");
     if (!fake)
         skip();
-    char dir[] = "/tmp/kt_cupti_run_XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char *dir = ktt_tmpdir("cupti-run");
+    assert_non_null(dir);
     pid_t pid = 0;
     g_t0 = raw_now();
     assert_int_equal(child_initialize(dir, fake, &pid), 11);
     g_t1 = raw_now();
     assert_int_equal(count_files(dir), 1);
-    char path[128];
+    char path[4200];
     snprintf(path, sizeof path, "%s/%ld.json", dir, (long)pid);
-    const char *json = read_all(path);
+    char *json = ktt_read_file(path, NULL);
     assert_non_null(json);
     assert_non_null(strstr(json, "\"kt_fake_cupti_kernel\""));
     /* Demangled. */
@@ -197,8 +188,9 @@ static void test_exit_flushes_then_writes_snapshot(void **state)
     kt_snapshot_free(snap);
     assert_int_equal(placed, 4); /* two kernels, the copy, the memset */
     assert_int_equal(queued, 2);
-    unlink(path);
-    rmdir(dir);
+    free(json);
+    ktt_rmtree(dir);
+    free(dir);
 }
 
 int main(void)

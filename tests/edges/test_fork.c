@@ -21,6 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/files.h"
+
 static int wait_exit(pid_t pid)
 {
     int st = 0;
@@ -40,9 +42,9 @@ static uint64_t count_of(const kt_snapshot_t *s, const char *name)
 static void test_fork_clobber(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/kt-fork.XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char out[600];
+    char *dir = ktt_tmpdir("fork");
+    assert_non_null(dir);
+    char out[4200];
     snprintf(out, sizeof out, "%s/out.json", dir);
     int pfd[2];
     assert_int_equal(pipe(pfd), 0);
@@ -80,7 +82,7 @@ static void test_fork_clobber(void **state)
     assert_int_equal(count_of(ps, "parent_before"), 1);
     assert_int_equal(count_of(ps, "parent_after"), 1); /* recorded after the child exited: not clobbered */
     assert_int_equal(count_of(ps, "child_kernel"), 0);
-    char child_out[700], idle_out[700];
+    char child_out[4300], idle_out[4300];
     snprintf(child_out, sizeof child_out, "%s.%ld", out, pids[0]);
     snprintf(idle_out, sizeof idle_out, "%s.%ld", out, pids[1]);
     assert_int_equal(kt_snapshot_load(child_out, &cs, err, sizeof err), 0);
@@ -90,9 +92,8 @@ static void test_fork_clobber(void **state)
     assert_int_not_equal(stat(idle_out, &st), 0);
     kt_snapshot_free(ps);
     kt_snapshot_free(cs);
-    unlink(out);
-    unlink(child_out);
-    rmdir(dir);
+    ktt_rmtree(dir);
+    free(dir);
 }
 
 static atomic_int g_stop;

@@ -21,7 +21,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char g_dir[] = "/tmp/kt-output.XXXXXX";
+#include "common/files.h"
+
+static char *g_dir; /* the test's private directory */
 static kt_snapshot_t *g_snap;
 
 static const char *in_dir(const char *name)
@@ -315,7 +317,7 @@ static void test_exit_same_file(void **state)
 
 int main(void)
 {
-    if (!mkdtemp(g_dir))
+    if (!(g_dir = ktt_tmpdir("output")))
         return 1;
     kt_record("edge_kernel", KT_BACKEND_CPU, 1000);
     g_snap = kt_snapshot();
@@ -333,7 +335,7 @@ int main(void)
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     kt_snapshot_free(g_snap);
-    clear_dir();
-    rmdir(g_dir);
+    ktt_rmtree(g_dir);
+    free(g_dir);
     return rc;
 }

@@ -17,36 +17,24 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Starts `ktiming run ARGS...` with TMPDIR=tmpdir, output silenced; its pid. */
+#include "common/files.h"
+#include "common/proc.h"
+
+/* Starts `ktiming run ARGS...` with TMPDIR=tmpdir (when given), output silenced; its pid. */
 static pid_t spawn(const char *tmpdir, char *const args[])
 {
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (tmpdir)
-            setenv("TMPDIR", tmpdir, 1);
-        int fd = open("/dev/null", O_WRONLY);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        char *argv[16] = {(char *)KT_CLI, (char *)"run"};
-        int n = 2;
-        for (int i = 0; args[i] && n < 15; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(KT_CLI, argv);
-        _exit(99);
-    }
-    return pid;
+    char *argv[16] = {(char *)KT_CLI, (char *)"run"};
+    int n = 2;
+    for (int i = 0; args[i] && n < 15; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    static char env_tmpdir[4200];
+    snprintf(env_tmpdir, sizeof env_tmpdir, "TMPDIR=%s", tmpdir ? tmpdir : "");
+    const char *env[] = {env_tmpdir, NULL};
+    return ktt_spawn(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = KTT_DEVNULL, .env = tmpdir ? env : NULL});
 }
 
-static int wait_status(pid_t pid)
-{
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static int run_status(char *const args[]) { return wait_status(spawn(NULL, args)); }
+static int run_status(char *const args[]) { return ktt_wait(spawn(NULL, args)); }
 
 static int count_prefix(const char *dir, const char *prefix)
 {
@@ -72,26 +60,11 @@ static long read_long(const char *path)
     return v;
 }
 
-static void remove_all(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    char p[600];
-    while (d && (de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-            unlink(p);
-        }
-    if (d)
-        closedir(d);
-    rmdir(dir);
-}
-
 static void check_signal(int sig)
 {
-    char dir[] = "/tmp/kt-runsig.XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char pidf[600], mark[600];
+    char *dir = ktt_tmpdir("runsig");
+    assert_non_null(dir);
+    char pidf[4200], mark[4200];
     snprintf(pidf, sizeof pidf, "%s/pid", dir);
     snprintf(mark, sizeof mark, "%s/mark", dir);
     char *args[] = {(char *)"--", (char *)SIGPROG, pidf, mark, NULL};
@@ -105,13 +78,14 @@ static void check_signal(int sig)
     assert_true(child > 0);
     assert_int_equal(count_prefix(dir, "ktiming-run."), 1); /* run's directory exists while it runs */
     assert_int_equal(kill(run, sig), 0);
-    assert_int_equal(wait_status(run), 10 + sig); /* the program's own status, after it got the signal */
+    assert_int_equal(ktt_wait(run), 10 + sig); /* the program's own status, after it got the signal */
     assert_int_equal(read_long(mark), sig);
     errno = 0;
     assert_int_equal(kill((pid_t)child, 0), -1); /* reaped, not orphaned */
     assert_int_equal(errno, ESRCH);
     assert_int_equal(count_prefix(dir, "ktiming-run."), 0);
-    remove_all(dir);
+    ktt_rmtree(dir);
+    free(dir);
 }
 
 static void test_sigterm(void **state) { (void)state; check_signal(SIGTERM); }

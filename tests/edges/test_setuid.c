@@ -13,8 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char g_dir[] = "/tmp/kt-setuid.XXXXXX";
-static char g_probe[256], g_out[256];
+#include "common/files.h"
+
+static char *g_dir; /* the test's private directory (0777: the unprivileged run writes in it) */
+static char g_probe[4200], g_out[4200];
 
 static int copy_probe(const char *to)
 {
@@ -71,7 +73,7 @@ int main(void)
         fprintf(stderr, "test_setuid: no unprivileged user 'nobody', skipping\n");
         return 77;
     }
-    if (!mkdtemp(g_dir) || chmod(g_dir, 0777) != 0)
+    if (!(g_dir = ktt_tmpdir("setuid")) || chmod(g_dir, 0777) != 0)
         return 1;
     snprintf(g_probe, sizeof g_probe, "%s/probe", g_dir);
     snprintf(g_out, sizeof g_out, "%s/out.json", g_dir);
@@ -99,8 +101,7 @@ int main(void)
     printf("test_setuid: setuid run wrote nothing, plain run wrote its file\n");
     rc = 0;
 out:
-    unlink(g_out);
-    unlink(g_probe);
-    rmdir(g_dir);
+    ktt_rmtree(g_dir);
+    free(g_dir);
     return rc;
 }

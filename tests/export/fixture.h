@@ -1,8 +1,9 @@
 /* fixture.h — hand-built snapshots for the exporter, loader and CLI tests (memory contract of ktiming.h), and
- * small file helpers. Header-only; include from tests as "export/fixture.h". */
+ * the file helpers of tests/common. Header-only; include from tests as "export/fixture.h". */
 #ifndef KT_TESTS_EXPORT_FIXTURE_H
 #define KT_TESTS_EXPORT_FIXTURE_H
 
+#include "common/files.h"
 #include <ktiming.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -211,63 +212,6 @@ static inline char *fx_render(const kt_snapshot_t *s, kt_format_t fmt, int *rc)
     if (rc)
         *rc = r;
     return buf;
-}
-
-/* Whole file into a malloc'd NUL-terminated buffer (NULL if unreadable). */
-static inline char *fx_read_file(const char *path, size_t *len)
-{
-    if (len)
-        *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    fclose(f);
-    buf[got] = '\0';
-    if (len)
-        *len = got;
-    return buf;
-}
-
-static inline int fx_write_file(const char *path, const char *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t put = fwrite(data, 1, len, f);
-    return (fclose(f) == 0 && put == len) ? 0 : -1;
-}
-
-/* A fresh private directory for a test's files (under TMPDIR or /tmp); caller frees the string. */
-static inline char *fx_tempdir(void)
-{
-    const char *base = getenv("TMPDIR");
-    char tmpl[512];
-    snprintf(tmpl, sizeof tmpl, "%s/kt-test-XXXXXX", base && *base ? base : "/tmp");
-    char *d = mkdtemp(tmpl);
-    return d ? fx_strdup(d) : NULL;
-}
-
-/* Path join into a malloc'd string. */
-static inline char *fx_path(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-/* Removes dir and the plain files in it. */
-static inline void fx_rmtree(const char *dir)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "fx_rmtree: could not remove %s\n", dir);
 }
 
 #endif

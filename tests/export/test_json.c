@@ -169,9 +169,9 @@ static size_t count_dir_entries(const char *dir)
 static void test_report_write_atomic(void **state)
 {
     (void)state;
-    char *dir = fx_tempdir();
+    char *dir = ktt_tmpdir("json");
     assert_non_null(dir);
-    char *path = fx_path(dir, "out.json");
+    char *path = ktt_path(dir, "out.json");
     kt_snapshot_t *s = fx_snapshot_full();
 
     /* A successful write holds exactly what kt_report_print produces. */
@@ -179,17 +179,17 @@ static void test_report_write_atomic(void **state)
     int rc;
     char *expect = fx_render(s, KT_FORMAT_JSON, &rc);
     size_t len;
-    char *got = fx_read_file(path, &len);
+    char *got = ktt_read_file(path, &len);
     assert_non_null(got);
     assert_string_equal(got, expect);
     free(got);
     free(expect);
 
     /* A failing write (inconsistent snapshot) leaves the old file whole and no temporary file behind. */
-    assert_int_equal(fx_write_file(path, "old contents\n", 13), 0);
+    assert_int_equal(ktt_write_file(path, "old contents\n", 13), 0);
     s->spans[0].entry = 99;
     assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON), KT_EINVAL);
-    got = fx_read_file(path, &len);
+    got = ktt_read_file(path, &len);
     assert_string_equal(got, "old contents\n");
     free(got);
     assert_int_equal(count_dir_entries(dir), 1);
@@ -197,14 +197,14 @@ static void test_report_write_atomic(void **state)
 
     /* Replacing works; text and CSV too. */
     assert_int_equal(kt_report_write(path, s, KT_FORMAT_TEXT), 0);
-    got = fx_read_file(path, &len);
+    got = ktt_read_file(path, &len);
     assert_memory_equal(got, "[timing] kernel", 15);
     assert_non_null(strstr(got, "\n[timing] blur "));
     free(got);
     assert_int_equal(count_dir_entries(dir), 1);
 
     /* Unwritable places and bad arguments fail cleanly. */
-    char *nodir = fx_path(dir, "missing/out.json");
+    char *nodir = ktt_path(dir, "missing/out.json");
     assert_int_equal(kt_report_write(nodir, s, KT_FORMAT_JSON), KT_EIO);
     assert_int_equal(errno, ENOENT);
     assert_int_equal(kt_report_write(path, NULL, KT_FORMAT_JSON), KT_EINVAL);
@@ -215,7 +215,7 @@ static void test_report_write_atomic(void **state)
     free(nodir);
     fx_free(s);
     free(path);
-    fx_rmtree(dir);
+    ktt_rmtree(dir);
     free(dir);
 }
 

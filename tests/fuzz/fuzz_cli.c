@@ -6,6 +6,7 @@
  * committed corpus) and nothing else. Standard input is /dev/null and standard output is discarded.
  * Whatever the arguments, a command returns one of its documented exit statuses and never crashes or leaks. */
 #include "cli.h"
+#include "common/files.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -28,7 +29,7 @@ static const struct {
     int (*fn)(int argc, char **argv);
 } kCommands[] = {{"report", ktcli_cmd_report}, {"compare", ktcli_cmd_compare}, {"merge", ktcli_cmd_merge}};
 
-static char g_dir[64];                         /* the private directory */
+static char *g_dir;                            /* the private directory */
 static int g_home = -1;                        /* the working directory libFuzzer started in */
 static char *g_seed[2];                        /* contents of a.json and b.json */
 static size_t g_seed_len[2];
@@ -42,18 +43,9 @@ static void fail(const char *what)
 
 static char *slurp(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) fail(path);
-    char *buf = NULL;
-    size_t cap = 0, n = 0, got;
-    do {
-        if (n == cap && !(buf = realloc(buf, cap = cap ? 2 * cap : 4096))) fail("realloc");
-        got = fread(buf + n, 1, cap - n, f);
-        n += got;
-    } while (got);
-    fclose(f);
-    *len = n;
-    return buf;
+    char *text = ktt_read_file(path, len);
+    if (!text) fail(path);
+    return text;
 }
 
 /* Empties the private directory, then writes the two seed snapshots. */
@@ -73,14 +65,7 @@ static void reset_dir(void)
 
 static void remove_dir(void)
 {
-    if (!g_dir[0] || chdir(g_dir)) return;
-    /* only files: reset_dir left no directory behind */
-    DIR *d = opendir(".");
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) (void)unlink(e->d_name);
-    if (d) closedir(d);
-    if (!chdir("/")) (void)rmdir(g_dir);
+    if (chdir("/") == 0) ktt_rmtree(g_dir);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -89,8 +74,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     g_seed[0] = slurp(KT_FUZZ_CLI_SEED_DIR "/full.json", &g_seed_len[0]);
     g_seed[1] = slurp(KT_FUZZ_CLI_SEED_DIR "/version2.json", &g_seed_len[1]);
-    strcpy(g_dir, "/tmp/kt-fuzz-cli.XXXXXX");
-    if (!mkdtemp(g_dir)) fail("private directory");
+    if (!(g_dir = ktt_tmpdir("fuzz-cli"))) fail("private directory");
     if ((g_home = open(".", O_RDONLY | O_DIRECTORY)) < 0) fail("working directory");
     atexit(remove_dir);
     int null_fd = open("/dev/null", O_RDWR);

@@ -13,15 +13,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/files.h"
+
 #define FILES 24
 
-static char dir[] = "/tmp/kt_many_XXXXXX";
-static char paths[FILES][256];
+static char paths[FILES][4096];
 
 static void test_load_many(void **state)
 {
     (void)state;
-    assert_non_null(mkdtemp(dir));
+    char *dir = ktt_tmpdir("load-many");
+    assert_non_null(dir);
     kt_kernel_id_t k = kt_kernel_intern("many", KT_BACKEND_CPU, NULL);
     for (int i = 0; i < FILES; i++) {
         kt_reset();
@@ -52,9 +54,8 @@ static void test_load_many(void **state)
     assert_non_null(strstr(err, "f07.json"));
     for (int i = 0; i < FILES; i++)
         assert_null(out[i]);
-    for (int i = 0; i < FILES; i++)
-        unlink(paths[i]);
-    rmdir(dir);
+    ktt_rmtree(dir);
+    free(dir);
 }
 
 int main(void)

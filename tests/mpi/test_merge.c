@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/files.h"
+
 /* Durations of three "processes" (kt_reset between them): kernel "k" in all three, "only_b" in one. */
 static uint64_t dur(int part, int i) { return (uint64_t)(100 + part * 37) + (uint64_t)((i * 7919) % (500 + part * 1000)); }
 static const int kN[3] = {300, 1700, 50};
@@ -265,13 +267,14 @@ static void test_invalid(void **state)
 static void test_output_template(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/kt_tmpl_XXXXXX", want[256], trace[256];
-    assert_non_null(mkdtemp(dir));
+    char want[4096], trace[4096];
+    char *dir = ktt_tmpdir("template");
+    assert_non_null(dir);
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        char out[256], tr[256];
+        char out[4096], tr[4096];
         snprintf(out, sizeof out, "%s/out-%%p-r%%r-%%%%.json", dir);
         snprintf(tr, sizeof tr, "%s/trace-%%r.json", dir);
         setenv("KTIMING_OUTPUT", out, 1);
@@ -298,9 +301,8 @@ static void test_output_template(void **state)
     assert_int_equal(kt_path_expand("p%p-%x", 42, path_out, sizeof path_out), 0);
     assert_string_equal(path_out, "p42-%x"); /* unknown conversions kept */
     assert_int_equal(kt_path_expand("%p", 42, path_out, 2), KT_EFULL);
-    unlink(want);
-    unlink(trace);
-    rmdir(dir);
+    ktt_rmtree(dir);
+    free(dir);
 }
 
 int main(void)

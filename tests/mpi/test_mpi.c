@@ -18,15 +18,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/files.h"
+
 #ifdef KT_HAVE_MPI
 
-static char dir[64];
+static char *dir; /* the test's private directory */
 
 /* mpirun with 4 ranks on loopback only; env (may be "") goes before the program; returns the exit status and,
  * when out is set, the ranks' stdout in *out (malloc). */
 static int mpirun(const char *env, const char *prog_and_args, char **out)
 {
-    char cmd[4096], log[256];
+    char cmd[8192], log[4096];
     snprintf(log, sizeof log, "%s/stdout.txt", dir);
     snprintf(cmd, sizeof cmd,
              "OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo "
@@ -38,22 +40,18 @@ static int mpirun(const char *env, const char *prog_and_args, char **out)
              KT_MPIEXEC, env, prog_and_args, log);
     int st = system(cmd);
     if (out) {
-        FILE *f = fopen(log, "r");
-        assert_non_null(f);
-        *out = calloc(1, 1 << 16);
-        size_t n = fread(*out, 1, (1 << 16) - 1, f);
-        (*out)[n] = 0;
-        fclose(f);
+        *out = ktt_read_file(log, NULL);
+        assert_non_null(*out);
     }
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
 static char *path(const char *name)
 {
-    static char buf[8][256];
+    static char buf[8][4096];
     static int i;
     char *p = buf[i++ % 8];
-    snprintf(p, 256, "%s/%s", dir, name);
+    snprintf(p, sizeof buf[0], "%s/%s", dir, name);
     return p;
 }
 
@@ -275,16 +273,17 @@ static void test_spans_per_rank_files(void **state)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/kt_mpi_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    dir = ktt_tmpdir("mpi");
+    return dir ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    ktt_rmtree(dir);
+    free(dir);
+    dir = NULL;
+    return 0;
 }
 
 /* Without an argument: the first scenario; with one, the scenario of that name (CMake registers one ctest per

@@ -8,73 +8,47 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "common/files.h"
+#include "common/proc.h"
 #include <ktiming.h>
 #include <ktiming/analysis.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-static char ru_dir[64]; /* scratch directory of the test */
+static char *ru_dir; /* scratch directory of the test */
 
 /* Creates the scratch directory; 0 or -1. */
 static inline int ru_setup(void)
 {
-    snprintf(ru_dir, sizeof ru_dir, "/tmp/kt_run_XXXXXX");
-    return mkdtemp(ru_dir) ? 0 : -1;
+    ru_dir = ktt_tmpdir("run");
+    return ru_dir ? 0 : -1;
 }
 
 static inline void ru_teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", ru_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", ru_dir);
+    ktt_rmtree(ru_dir);
+    free(ru_dir);
+    ru_dir = NULL;
 }
 
 /* A path in the scratch directory (one of 4 rotating buffers). */
 static inline char *ru_path(const char *name)
 {
-    static char buf[4][256];
+    static char buf[4][4096];
     static int i;
     char *p = buf[i++ % 4];
-    snprintf(p, 256, "%s/%s", ru_dir, name);
+    snprintf(p, sizeof buf[0], "%s/%s", ru_dir, name);
     return p;
 }
 
 /* Runs argv, returns its stdout (malloc) and *status (exit code, or 128+signal); stderr passes through. */
 static inline char *ru_run(char *const argv[], int *status)
 {
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    ssize_t n;
-    while ((n = read(fds[0], buf + len, cap - len - 1)) > 0) {
-        len += (size_t)n;
-        if (cap - len < 1024) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-        }
-    }
-    close(fds[0]);
-    buf[len] = '\0';
-    int st = 0;
-    waitpid(pid, &st, 0);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    return buf;
+    char *out = ktt_run_capture(argv, NULL, status);
+    assert_non_null(out);
+    return out;
 }
 
 /* The program (prog + args, NULL-terminated) alone, then under `ktiming run -o out.json <kt_args> -- ...`: same

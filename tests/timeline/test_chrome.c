@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/files.h"
+#include "common/proc.h"
 #include "timeline/tl_fixture.h"
 
 /* ---------------------------------------------------------------------------------------------------
@@ -298,34 +300,23 @@ static void test_empty(void **state)
 static void test_trace_at_exit(void **state)
 {
     (void)state;
-    char path[] = "/tmp/kt_trace_XXXXXX.json";
-    int fd = mkstemps(path, 5);
-    assert_true(fd >= 0);
-    close(fd);
-    unlink(path);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        setenv("KTIMING_TRACE", path, 1);
-        char self[4096];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (n <= 0)
-            _exit(3);
-        self[n] = '\0';
-        execl(self, self, "--record-and-exit", (char *)NULL);
-        _exit(4);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    char buf[1 << 16];
-    size_t len = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    unlink(path);
-    buf[len] = '\0';
+    char *dir = ktt_tmpdir("trace");
+    assert_non_null(dir);
+    char *path = ktt_path(dir, "trace.json");
+    char self[4096], env[4200];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    assert_true(n > 0);
+    self[n] = '\0';
+    snprintf(env, sizeof env, "KTIMING_TRACE=%s", path);
+    const char *envs[] = {env, NULL};
+    assert_int_equal(ktt_run((char *const[]){self, "--record-and-exit", NULL}, &(ktt_spawn_t){.env = envs}), 0);
+    char *buf = ktt_read_file(path, NULL);
+    assert_non_null(buf);
+    ktt_rmtree(dir);
+    free(dir);
+    free(path);
     cJSON *doc = cJSON_Parse(buf);
+    free(buf);
     assert_non_null(doc);
     const cJSON *events = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
     assert_int_equal(count_x(events, -1, -1, "OpenCL"), 2);

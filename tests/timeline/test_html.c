@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/files.h"
 #include "timeline/tl_fixture.h"
 
 #ifndef KT_CHROMIUM
@@ -32,12 +33,13 @@ typedef int (*write_fn)(FILE *out, void *arg);
 /* Writes a page with fn to a temporary file, renders it headless, returns the dumped DOM (malloc). */
 static char *render(write_fn fn, void *arg)
 {
-    char dir[] = "/tmp/kt_html_XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char page[256], profile[256], dom[256], cmd[2048];
+    char *dir = ktt_tmpdir("html");
+    assert_non_null(dir);
+    char page[1024], profile[1024], dom[1024], log[1024], cmd[8192];
     snprintf(page, sizeof page, "%s/report.html", dir);
     snprintf(profile, sizeof profile, "%s/profile", dir);
     snprintf(dom, sizeof dom, "%s/dom.html", dir);
+    snprintf(log, sizeof log, "%s/chromium.log", dir);
     FILE *f = fopen(page, "w");
     assert_non_null(f);
     assert_int_equal(fn(f, arg), 0);
@@ -45,30 +47,18 @@ static char *render(write_fn fn, void *arg)
     snprintf(cmd, sizeof cmd,
              "timeout 120 " KT_CHROMIUM " --headless --no-sandbox --disable-gpu --disable-background-networking "
              "--disable-component-update --disable-sync --no-first-run --user-data-dir=%s --enable-logging=stderr "
-             "--v=0 --virtual-time-budget=5000 --dump-dom file://%s > %s 2> %s/chromium.log",
-             profile, page, dom, dir);
+             "--v=0 --virtual-time-budget=5000 --dump-dom file://%s > %s 2> %s",
+             profile, page, dom, log);
     int rc = system(cmd);
-    f = fopen(dom, "rb");
-    char *out = NULL;
-    if (f) {
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        out = calloc(1, (size_t)n + 1);
-        if (out && fread(out, 1, (size_t)n, f) != (size_t)n) {
-            free(out);
-            out = NULL;
-        }
-        fclose(f);
-    }
+    char *out = ktt_read_file(dom, NULL);
     if (!out || rc != 0) {
-        snprintf(cmd, sizeof cmd, "tail -20 %s/chromium.log >&2", dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "(no chromium log)\n");
+        size_t n = 0;
+        char *text = ktt_read_file(log, &n);
+        fprintf(stderr, "chromium log (end):\n%s\n", text ? text + (n > 2000 ? n - 2000 : 0) : "(none)");
+        free(text);
     }
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    ktt_rmtree(dir);
+    free(dir);
     assert_int_equal(rc, 0);
     assert_non_null(out);
     return out;

@@ -11,44 +11,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/files.h"
+#include "common/proc.h"
 #include "timeline/tl_fixture.h"
 
-static char g_dir[64];
+static char *g_dir; /* the test's private directory */
 
+/* The whole file (the test fails when it cannot be read). */
 static char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    char *text = ktt_read_file(path, NULL);
+    assert_non_null(text);
+    return text;
 }
 
 static int report(const char *in, const char *format, const char *out)
 {
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        execl(KT_CLI, KT_CLI, "report", in, "--format", format, "-o", out, (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    return ktt_run((char *const[]){KT_CLI, "report", (char *)in, "--format", (char *)format, "-o", (char *)out, NULL},
+                   NULL);
 }
 
 static void test_chrome_and_html(void **state)
 {
     (void)state;
-    char in[128], trace[128], html[128];
+    char in[1024], trace[1024], html[1024];
     snprintf(in, sizeof in, "%s/snap.json", g_dir);
     snprintf(trace, sizeof trace, "%s/trace.json", g_dir);
     snprintf(html, sizeof html, "%s/report.html", g_dir);
@@ -93,7 +81,7 @@ static void test_chrome_and_html(void **state)
 static void test_compare_html(void **state)
 {
     (void)state;
-    char before[128], after[128], out[128];
+    char before[1024], after[1024], out[1024];
     snprintf(before, sizeof before, "%s/before.json", g_dir);
     snprintf(after, sizeof after, "%s/after.json", g_dir);
     snprintf(out, sizeof out, "%s/compare.html", g_dir);
@@ -102,15 +90,9 @@ static void test_compare_html(void **state)
     assert_int_equal(kt_report_write(after, a, KT_FORMAT_JSON), 0);
     kt_snapshot_free(b);
     kt_snapshot_free(a);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        execl(KT_CLI, KT_CLI, "compare", before, after, "--format", "html", "-o", out, (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(ktt_run((char *const[]){KT_CLI, "compare", before, after, "--format", "html", "-o", out, NULL},
+                             NULL),
+                     0);
     char *text = slurp(out);
     assert_true(!strncmp(text, "<!DOCTYPE html>", 15));
     const char *cmp = strstr(text, "id=\"kt-compare\">");
@@ -123,14 +105,11 @@ static void test_compare_html(void **state)
 
 int main(void)
 {
-    snprintf(g_dir, sizeof g_dir, "/tmp/kt_report_XXXXXX");
-    if (!mkdtemp(g_dir))
+    if (!(g_dir = ktt_tmpdir("report-cli")))
         return 1;
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_chrome_and_html), cmocka_unit_test(test_compare_html)};
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", g_dir);
+    ktt_rmtree(g_dir);
+    free(g_dir);
     return rc;
 }
