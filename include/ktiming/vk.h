@@ -142,7 +142,8 @@ typedef struct kt_vk_desc_t {
 typedef struct kt_vk_stats_t {
     uint64_t begun;             /* kt_vk_begin calls that got a slot */
     uint64_t collected;         /* dispatches handed to the recorder */
-    uint64_t dropped;           /* dispatches lost to a full ring / nesting / command-buffer table */
+    uint64_t dropped;           /* dispatches lost: full ring, nesting, command-buffer table, device lost, times that
+                                   failed the sanity check (longer than the host time from begin to collection) */
     uint64_t discarded;         /* slots abandoned with kt_vk_discard */
     uint64_t pending;           /* slots in flight now */
     uint64_t collect_calls;     /* kt_vk_collect calls (including flushes) */

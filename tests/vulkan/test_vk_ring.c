@@ -3,6 +3,8 @@
  * validation message. */
 #include "vk_test.h"
 
+#include "backends/vulkan/vk_internal.h" /* white box: the readback words of a slot */
+
 static kt_vk_ctx_t *open_ctx_mode(uint32_t ring, kt_vk_readback_t readback)
 {
     kt_vk_desc_t d = ktcli_vk_device_desc(&g_vkt.dev);
@@ -373,6 +375,48 @@ static void test_destroy_unread_thread(void **state)
     destroy_unread(KT_VK_READBACK_THREAD);
 }
 
+/* Copy readback: values in the readback buffer that cannot be true (here an end 10^15 ticks after the begin,
+ * far longer than the time since kt_vk_begin) are dropped, invalid times, never recorded as a duration. */
+static void test_insane_values_dropped(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_vk_ctx_t *kv = open_ctx_mode(8, KT_VK_READBACK_COPY);
+    VkCommandBuffer cmd;
+    VkFence fence;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, cmd), 0);
+    assert_int_equal(record_pairs(kv, cmd, "sane_first", 1), 0);
+    assert_int_equal(record_pairs(kv, cmd, "sane_second", 1), 0);
+    assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, cmd), 0);
+    vkt_submit_wait(cmd, fence);
+    /* The oldest slot in use is the first pair's; its copy has landed (the fence). */
+    uint32_t slot = kv->used_first;
+    assert_int_not_equal(slot, KT__VK_NONE);
+    uint64_t *w = kv->words + (size_t)slot * KT__VK_WORDS_PER_SLOT;
+    assert_true(w[1] != 0 && w[3] != 0);
+    uint64_t far = kv->valid_bits >= 51 ? UINT64_C(1000000000000000) : UINT64_C(1) << (kv->valid_bits - 1);
+    __atomic_store_n(&w[2], w[0] + far, __ATOMIC_RELEASE);
+    assert_int_equal(kt_vk_collect(kv), 1);
+    kt_vk_stats_t st;
+    assert_int_equal(kt_vk_stats(kv, &st), 0);
+    assert_int_equal(st.collected, 1);
+    assert_int_equal(st.dropped, 1);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *bad = vkt_find(s, "sane_first"), *good = vkt_find(s, "sane_second");
+    assert_non_null(bad);
+    assert_non_null(good);
+    assert_int_equal(bad->dispatch_count, 0);
+    assert_int_equal(bad->dropped_by[KT_DROP_INVALID_TIMES], 1);
+    assert_int_equal(good->dispatch_count, 1);
+    assert_int_equal(good->dropped, 0);
+    kt_snapshot_free(s);
+    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
+    ktcli_vk_cmd_free(&g_vkt.dev, cmd);
+    kt_vk_ctx_destroy(kv);
+}
+
 static void test_validation_clean(void **state)
 {
     (void)state;
@@ -402,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_device_lost),
         cmocka_unit_test(test_destroy_unread_copy),
         cmocka_unit_test(test_destroy_unread_thread),
+        cmocka_unit_test(test_insane_values_dropped),
         cmocka_unit_test(test_validation_clean),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

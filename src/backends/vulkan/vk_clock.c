@@ -105,7 +105,7 @@ static int read_submitted(kt_vk_ctx_t *ctx, uint64_t *raw)
 {
     const kt__vk_table_t *vk = &ctx->vk;
     uint32_t q = 2 * ctx->cap;
-    uint64_t *w = ctx->words + (size_t)ctx->cap * 4;
+    uint64_t *w = ctx->words + (size_t)ctx->cap * KT__VK_WORDS_PER_SLOT;
     if (vk->vkResetCommandBuffer(ctx->cal_cmd, 0) != VK_SUCCESS)
         return KT_EBACKEND;
     VkCommandBufferBeginInfo bi = {

@@ -94,6 +94,7 @@ enum {
 };
 
 #define KT__VK_NONE UINT32_MAX
+#define KT__VK_WORDS_PER_SLOT 4u /* readback words of a slot: begin value, begin availability, end value, end availability */
 
 /* Bookkeeping of one ring slot (two queries: 2*i begin, 2*i+1 end). */
 typedef struct kt__vk_slot_t {
