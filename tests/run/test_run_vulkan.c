@@ -88,6 +88,50 @@ static void test_api_versions(void **state)
 
 /* The program destroys its device with N dispatches in flight: no crash (the layer waits for its own reads
  * before freeing), every dispatch recorded. */
+/* Two VkDevices of one physical device, each driven by its own thread at the same time: every dispatch is
+ * timed under its own device ("<name>" and "<name> #2"), and the two devices' spans lie on separate queue
+ * tracks. Under the validation layer (a message makes vkprog exit 3). */
+static void test_two_devices(void **state)
+{
+    (void)state;
+    const char *prog[] = {VKPROG, "--validation", "--devices", "2", NULL};
+    kt_snapshot_t *s = ru_run_both(prog, NULL);
+    assert_non_null(s);
+    const kt_kernel_timing_t *first = entry(s, "vadd"); /* one of the two: gives the device's name */
+    char base[300], second[310];
+    snprintf(base, sizeof base, "%s", first->device);
+    char *mark = strstr(base, " #2");
+    if (mark)
+        *mark = '\0';
+    snprintf(second, sizeof second, "%s #2", base);
+    uint32_t queue_of[2] = {UINT32_MAX, UINT32_MAX};
+    for (int d = 0; d < 2; d++) {
+        const char *dev = d ? second : base;
+        for (int k = 0; k < 2; k++) {
+            const char *name = k ? "scale" : "vadd";
+            const kt_kernel_timing_t *e = kt_snapshot_find(s, name, KT_BACKEND_VULKAN, dev);
+            if (!e)
+                fail_msg("%s on %s not in the snapshot", name, dev);
+            assert_int_equal(e->dispatch_count, ITERATIONS);
+            assert_int_equal(e->dropped, 0);
+            size_t idx = (size_t)(e - s->entries);
+            for (size_t i = 0; i < s->span_count; i++) {
+                if (s->spans[i].entry != idx)
+                    continue;
+                uint32_t q = s->spans[i].queue;
+                assert_true(q != UINT32_MAX);
+                if (queue_of[d] == UINT32_MAX)
+                    queue_of[d] = q;
+                assert_int_equal(q, queue_of[d]); /* one track per device */
+            }
+        }
+    }
+    assert_true(queue_of[0] != UINT32_MAX && queue_of[1] != UINT32_MAX);
+    assert_int_not_equal(queue_of[0], queue_of[1]);
+    assert_spans(s, 4 * ITERATIONS);
+    kt_snapshot_free(s);
+}
+
 static void test_destroy_in_flight(void **state)
 {
     (void)state;
@@ -210,6 +254,7 @@ int main(void)
         cmocka_unit_test(test_dispatches),
         cmocka_unit_test(test_validation_and_reuse),
         cmocka_unit_test(test_api_versions),
+        cmocka_unit_test(test_two_devices),
         cmocka_unit_test(test_destroy_in_flight),
         cmocka_unit_test(test_exit_in_flight),
         cmocka_unit_test(test_old_loader_warns),

@@ -3,7 +3,7 @@
  * vkGetInstanceProcAddr / vkGetDeviceProcAddr. stdout is deterministic, to compare runs with and without ktiming.
  *
  *   vkprog [--validation] [--reuse] [--iterations N] [--size N] [--api 1.0|1.1|1.2|1.3] [--props2]
- *          [--in-flight destroy|exit]
+ *          [--in-flight destroy|exit] [--devices N]
  *     per iteration, one ONE_TIME_SUBMIT command buffer: vadd (entry point "vadd"), barrier, scale (entry point
  *     "main", pipeline named "scale" with VK_EXT_debug_utils), submitted and waited on with a fence.
  *     --reuse: then one command buffer recorded once (no ONE_TIME_SUBMIT) with a scale dispatch, submitted 3
@@ -13,12 +13,16 @@
  *     --api: the instance's apiVersion (default 1.1); --props2: also enable VK_KHR_get_physical_device_properties2.
  *     --in-flight: instead of the loop, one command buffer with N = iterations vadd dispatches is submitted and
  *     never waited for; then the device is destroyed at once (destroy) or main returns at once (exit).
+ *     --devices N (1-4): N VkDevices on the first physical device, each running the whole program on its own
+ *     thread at the same time; each device's lines are printed after all finished, in device order.
  *   Exits 77 when there is no Vulkan device with a compute queue.
  */
 #define VK_NO_PROTOTYPES
 #include <vulkan/vulkan.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +67,7 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
     (void)types;
     (void)user;
     if (severity & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)) {
-        g_validation_messages++;
+        __atomic_fetch_add(&g_validation_messages, 1, __ATOMIC_RELAXED);
         fprintf(stderr, "vkprog: validation: %s\n", data && data->pMessage ? data->pMessage : "?");
     }
     return VK_FALSE;
@@ -116,100 +120,52 @@ static double checksum(const float *v, size_t n)
     return s;
 }
 
-int main(int argc, char **argv)
+/* One device's run: everything from the queue to the device's destruction. */
+typedef struct vkp_job_t {
+    VkPhysicalDevice pd;   /* the physical device */
+    int reuse, iterations, unnamed;
+    const char *in_flight; /* --in-flight, or NULL */
+    uint32_t n;            /* elements per buffer */
+    char out[1024];        /* the device's stdout lines, printed by main in device order */
+    size_t len;
+    int rc;                /* 0, 77 (no compute queue), or VKP_RETURN_NOW / VKP_DESTROYED_EARLY (--in-flight) */
+} vkp_job_t;
+
+#define VKP_RETURN_NOW 1001
+#define VKP_DESTROYED_EARLY 1002
+
+static void job_printf(vkp_job_t *job, const char *fmt, ...)
 {
-    int validation = 0, reuse = 0, iterations = 4, props2 = 0, unnamed = 0;
-    uint32_t api = VK_API_VERSION_1_1;
-    const char *in_flight = NULL;
-    uint32_t n = 1u << 16;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--validation"))
-            validation = 1;
-        else if (!strcmp(argv[i], "--reuse"))
-            reuse = 1;
-        else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
-            iterations = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--size") && i + 1 < argc)
-            n = (uint32_t)strtoul(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--api") && i + 1 < argc) {
-            unsigned minor = 0;
-            if (sscanf(argv[++i], "1.%u", &minor) != 1 || minor > 3)
-                return 2;
-            api = VK_MAKE_API_VERSION(0, 1, minor, 0);
-        } else if (!strcmp(argv[i], "--props2"))
-            props2 = 1;
-        else if (!strcmp(argv[i], "--unnamed"))
-            unnamed = 1;
-        else if (!strcmp(argv[i], "--in-flight") && i + 1 < argc &&
-                 (!strcmp(argv[i + 1], "destroy") || !strcmp(argv[i + 1], "exit")))
-            in_flight = argv[++i];
-        else {
-            fprintf(stderr, "usage: vkprog [--validation] [--reuse] [--iterations N] [--size N] [--api 1.N] "
-                            "[--props2] [--unnamed] [--in-flight destroy|exit]\n");
-            return 2;
-        }
-    }
-    void *lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib || !(*(void **)&vkGetInstanceProcAddr = dlsym(lib, "vkGetInstanceProcAddr"))) {
-        fprintf(stderr, "vkprog: no Vulkan loader\n");
-        return 77;
-    }
-    *(void **)&vkCreateInstance = (void *)vkGetInstanceProcAddr(NULL, "vkCreateInstance");
-    *(void **)&vkEnumerateInstanceLayerProperties =
-        (void *)vkGetInstanceProcAddr(NULL, "vkEnumerateInstanceLayerProperties");
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(job->out + job->len, sizeof job->out - job->len, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        job->len = job->len + (size_t)k < sizeof job->out ? job->len + (size_t)k : sizeof job->out - 1;
+}
 
-    const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
-    uint32_t nlayers = 0;
-    if (validation) {
-        uint32_t count = 0;
-        vkEnumerateInstanceLayerProperties(&count, NULL);
-        VkLayerProperties *props = calloc(count ? count : 1, sizeof *props);
-        vkEnumerateInstanceLayerProperties(&count, props);
-        for (uint32_t i = 0; i < count; i++)
-            if (!strcmp(props[i].layerName, layers[0]))
-                nlayers = 1;
-        free(props);
-        if (!nlayers) {
-            fprintf(stderr, "vkprog: VK_LAYER_KHRONOS_validation is not installed\n");
-            return 77;
-        }
+/* Device-level entry points, fetched once: through the layers they are the same for every device. */
+static void load_device_funcs(VkDevice dev)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static int loaded;
+    pthread_mutex_lock(&lock);
+    if (!loaded) {
+#define VKP_LOAD_D(fn) *(void **)&fn = (void *)vkGetDeviceProcAddr(dev, #fn);
+        VKP_DEVICE_FUNCS(VKP_LOAD_D)
+#undef VKP_LOAD_D
+        loaded = 1;
     }
-    const char *exts[2] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME, "VK_KHR_get_physical_device_properties2"};
-    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "vkprog",
-                             .apiVersion = api};
-    VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app,
-                                .enabledLayerCount = nlayers, .ppEnabledLayerNames = layers,
-                                .enabledExtensionCount = props2 ? 2 : 1, .ppEnabledExtensionNames = exts};
-    VkInstance inst;
-    if (vkCreateInstance(&ici, NULL, &inst) != VK_SUCCESS) {
-        fprintf(stderr, "vkprog: no Vulkan instance\n");
-        return 77;
-    }
-#define VKP_LOAD_I(fn) *(void **)&fn = (void *)vkGetInstanceProcAddr(inst, #fn);
-    VKP_INSTANCE_FUNCS(VKP_LOAD_I)
-#undef VKP_LOAD_I
-    VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
-    if (validation) {
-        VkDebugUtilsMessengerCreateInfoEXT mi = {
-            .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
-            .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
-                               VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
-            .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-                           VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
-            .pfnUserCallback = on_message};
-        CHECK(vkCreateDebugUtilsMessengerEXT(inst, &mi, NULL, &messenger));
-    }
+    pthread_mutex_unlock(&lock);
+}
 
-    uint32_t ndev = 0;
-    vkEnumeratePhysicalDevices(inst, &ndev, NULL);
-    if (ndev == 0) {
-        fprintf(stderr, "vkprog: no Vulkan device\n");
-        return 77;
-    }
-    VkPhysicalDevice *pds = calloc(ndev, sizeof *pds);
-    vkEnumeratePhysicalDevices(inst, &ndev, pds);
-    VkPhysicalDevice pd = pds[0];
-    free(pds);
+static void *run_device(void *arg)
+{
+    vkp_job_t *job = arg;
+    VkPhysicalDevice pd = job->pd;
+    const int reuse = job->reuse, iterations = job->iterations, unnamed = job->unnamed;
+    const char *in_flight = job->in_flight;
+    const uint32_t n = job->n;
     uint32_t nfam = 0, family = UINT32_MAX;
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &nfam, NULL);
     VkQueueFamilyProperties *fams = calloc(nfam ? nfam : 1, sizeof *fams);
@@ -220,7 +176,8 @@ int main(int argc, char **argv)
     free(fams);
     if (family == UINT32_MAX) {
         fprintf(stderr, "vkprog: no compute queue\n");
-        return 77;
+        job->rc = 77;
+        return NULL;
     }
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = family,
@@ -229,9 +186,7 @@ int main(int argc, char **argv)
                               .pQueueCreateInfos = &qci};
     VkDevice dev;
     CHECK(vkCreateDevice(pd, &dci, NULL, &dev));
-#define VKP_LOAD_D(fn) *(void **)&fn = (void *)vkGetDeviceProcAddr(dev, #fn);
-    VKP_DEVICE_FUNCS(VKP_LOAD_D)
-#undef VKP_LOAD_D
+    load_device_funcs(dev);
     VkQueue queue;
     vkGetDeviceQueue(dev, family, 0, &queue);
     VkPhysicalDeviceMemoryProperties mp;
@@ -341,11 +296,13 @@ int main(int argc, char **argv)
         CHECK(vkQueueSubmit(queue, 1, &si, VK_NULL_HANDLE));
         printf("submitted %d dispatches, not waited for (%s)\n", iterations, in_flight);
         fflush(stdout);
-        if (!strcmp(in_flight, "exit"))
-            return 0;
+        if (!strcmp(in_flight, "exit")) {
+            job->rc = VKP_RETURN_NOW;
+            return NULL;
+        }
         vkDestroyDevice(dev, NULL);
-        vkDestroyInstance(inst, NULL);
-        return 0;
+        job->rc = VKP_DESTROYED_EARLY;
+        return NULL;
     }
 
     for (int it = 0; it < iterations; it++) {
@@ -367,7 +324,7 @@ int main(int argc, char **argv)
         CHECK(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX));
         CHECK(vkResetFences(dev, 1, &fence));
     }
-    printf("checksum after %d iterations = %.6f\n", iterations, checksum(c.map, n));
+    job_printf(job, "checksum after %d iterations = %.6f\n", iterations, checksum(c.map, n));
     if (reuse) {
         VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
         CHECK(vkBeginCommandBuffer(cmd, &bi));
@@ -383,7 +340,7 @@ int main(int argc, char **argv)
             CHECK(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX));
             CHECK(vkResetFences(dev, 1, &fence));
         }
-        printf("checksum after 3 resubmissions = %.6f\n", checksum(c.map, n));
+        job_printf(job, "checksum after 3 resubmissions = %.6f\n", checksum(c.map, n));
     }
     CHECK(vkDeviceWaitIdle(dev));
 
@@ -404,6 +361,135 @@ int main(int argc, char **argv)
         vkFreeMemory(dev, bufs[i]->mem, NULL);
     }
     vkDestroyDevice(dev, NULL);
+    job->rc = 0;
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int validation = 0, reuse = 0, iterations = 4, props2 = 0, unnamed = 0, devices = 1;
+    uint32_t api = VK_API_VERSION_1_1;
+    const char *in_flight = NULL;
+    uint32_t n = 1u << 16;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--validation"))
+            validation = 1;
+        else if (!strcmp(argv[i], "--reuse"))
+            reuse = 1;
+        else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
+            iterations = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc)
+            n = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--api") && i + 1 < argc) {
+            unsigned minor = 0;
+            if (sscanf(argv[++i], "1.%u", &minor) != 1 || minor > 3)
+                return 2;
+            api = VK_MAKE_API_VERSION(0, 1, minor, 0);
+        } else if (!strcmp(argv[i], "--props2"))
+            props2 = 1;
+        else if (!strcmp(argv[i], "--unnamed"))
+            unnamed = 1;
+        else if (!strcmp(argv[i], "--in-flight") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "destroy") || !strcmp(argv[i + 1], "exit")))
+            in_flight = argv[++i];
+        else if (!strcmp(argv[i], "--devices") && i + 1 < argc && (devices = atoi(argv[++i])) >= 1 && devices <= 4)
+            ;
+        else {
+            fprintf(stderr, "usage: vkprog [--validation] [--reuse] [--iterations N] [--size N] [--api 1.N] "
+                            "[--props2] [--unnamed] [--in-flight destroy|exit] [--devices 1-4]\n");
+            return 2;
+        }
+    }
+    if (in_flight && devices > 1) {
+        fprintf(stderr, "vkprog: --in-flight runs on one device\n");
+        return 2;
+    }
+    void *lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib || !(*(void **)&vkGetInstanceProcAddr = dlsym(lib, "vkGetInstanceProcAddr"))) {
+        fprintf(stderr, "vkprog: no Vulkan loader\n");
+        return 77;
+    }
+    *(void **)&vkCreateInstance = (void *)vkGetInstanceProcAddr(NULL, "vkCreateInstance");
+    *(void **)&vkEnumerateInstanceLayerProperties =
+        (void *)vkGetInstanceProcAddr(NULL, "vkEnumerateInstanceLayerProperties");
+
+    const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
+    uint32_t nlayers = 0;
+    if (validation) {
+        uint32_t count = 0;
+        vkEnumerateInstanceLayerProperties(&count, NULL);
+        VkLayerProperties *props = calloc(count ? count : 1, sizeof *props);
+        vkEnumerateInstanceLayerProperties(&count, props);
+        for (uint32_t i = 0; i < count; i++)
+            if (!strcmp(props[i].layerName, layers[0]))
+                nlayers = 1;
+        free(props);
+        if (!nlayers) {
+            fprintf(stderr, "vkprog: VK_LAYER_KHRONOS_validation is not installed\n");
+            return 77;
+        }
+    }
+    const char *exts[2] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME, "VK_KHR_get_physical_device_properties2"};
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "vkprog",
+                             .apiVersion = api};
+    VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app,
+                                .enabledLayerCount = nlayers, .ppEnabledLayerNames = layers,
+                                .enabledExtensionCount = props2 ? 2 : 1, .ppEnabledExtensionNames = exts};
+    VkInstance inst;
+    if (vkCreateInstance(&ici, NULL, &inst) != VK_SUCCESS) {
+        fprintf(stderr, "vkprog: no Vulkan instance\n");
+        return 77;
+    }
+#define VKP_LOAD_I(fn) *(void **)&fn = (void *)vkGetInstanceProcAddr(inst, #fn);
+    VKP_INSTANCE_FUNCS(VKP_LOAD_I)
+#undef VKP_LOAD_I
+    VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
+    if (validation) {
+        VkDebugUtilsMessengerCreateInfoEXT mi = {
+            .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+            .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                               VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+            .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                           VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+            .pfnUserCallback = on_message};
+        CHECK(vkCreateDebugUtilsMessengerEXT(inst, &mi, NULL, &messenger));
+    }
+
+    uint32_t ndev = 0;
+    vkEnumeratePhysicalDevices(inst, &ndev, NULL);
+    if (ndev == 0) {
+        fprintf(stderr, "vkprog: no Vulkan device\n");
+        return 77;
+    }
+    VkPhysicalDevice *pds = calloc(ndev, sizeof *pds);
+    vkEnumeratePhysicalDevices(inst, &ndev, pds);
+    VkPhysicalDevice pd = pds[0];
+    free(pds);
+    vkp_job_t jobs[4];
+    pthread_t threads[4];
+    for (int d = 0; d < devices; d++) {
+        jobs[d] = (vkp_job_t){.pd = pd, .reuse = reuse, .iterations = iterations, .unnamed = unnamed,
+                              .in_flight = in_flight, .n = n};
+        if (devices == 1)
+            run_device(&jobs[d]);
+        else if (pthread_create(&threads[d], NULL, run_device, &jobs[d]) != 0) {
+            fprintf(stderr, "vkprog: pthread_create failed\n");
+            return 1;
+        }
+    }
+    for (int d = 0; devices > 1 && d < devices; d++)
+        pthread_join(threads[d], NULL);
+    for (int d = 0; d < devices; d++) {
+        if (jobs[d].rc == 77 || jobs[d].rc == VKP_RETURN_NOW)
+            return jobs[d].rc == 77 ? 77 : 0;
+        if (devices > 1)
+            printf("device %d:\n", d + 1);
+        fputs(jobs[d].out, stdout);
+    }
+    if (jobs[0].rc == VKP_DESTROYED_EARLY) {
+        vkDestroyInstance(inst, NULL);
+        return 0;
+    }
     if (messenger)
         vkDestroyDebugUtilsMessengerEXT(inst, messenger, NULL);
     vkDestroyInstance(inst, NULL);
