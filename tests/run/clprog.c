@@ -14,6 +14,10 @@
  *     without profiling), a third of them retained once more; one scale kernel on each; then released in an
  *     interleaved order, every surviving queue's CL_QUEUE_PROPERTIES and CL_QUEUE_PROPERTIES_ARRAY checked against
  *     what the program asked for after each round. Prints "queues: N created, M mismatches".
+ *   clprog --cmdbuf N: instead, with cl_khr_command_buffer (entry points from
+ *     clGetExtensionFunctionAddressForPlatform): one command buffer recording vadd then scale (ordered by a sync
+ *     point), finalized, enqueued N times, each waited for (on its event for odd runs, clFinish for even ones
+ *     that pass none). Prints the result's checksum. Exits 77 when the device lacks the extension.
  *   clprog --tiny N: instead, N tiny kernels (scale on 64 floats, no events) with a clFinish after every 100
  *     (the dispatch-heavy case of the run_overhead bench).
  *   Prints checksums, the return codes, and what the program can observe of its queues: CL_QUEUE_PROPERTIES,
@@ -28,6 +32,7 @@
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #define CL_USE_DEPRECATED_OPENCL_1_1_APIS
 #include <CL/cl.h>
+#include <CL/cl_ext.h>
 
 #include <dlfcn.h>
 #include <stdint.h>
@@ -232,9 +237,85 @@ static int many_queues(cl_context ctx, cl_device_id device, cl_kernel kscale, in
     return mismatches ? 1 : 0;
 }
 
+/* cl_khr_command_buffer's entry points, from clGetExtensionFunctionAddressForPlatform. */
+typedef struct clprog_cmdbuf_api_t {
+    clCreateCommandBufferKHR_fn create;
+    clCommandNDRangeKernelKHR_fn ndrange;
+    clFinalizeCommandBufferKHR_fn finalize;
+    clEnqueueCommandBufferKHR_fn enqueue;
+    clReleaseCommandBufferKHR_fn release;
+} clprog_cmdbuf_api_t;
+
+static int cmdbuf_api(cl_platform_id platform, cl_device_id device, clprog_cmdbuf_api_t *cb)
+{
+    char ext[8192] = "";
+    if (cl.clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL) != CL_SUCCESS ||
+        !strstr(ext, "cl_khr_command_buffer"))
+        return -1;
+#define CLPROG_EXT(field, fn) *(void **)&cb->field = cl.clGetExtensionFunctionAddressForPlatform(platform, #fn);
+    CLPROG_EXT(create, clCreateCommandBufferKHR)
+    CLPROG_EXT(ndrange, clCommandNDRangeKernelKHR)
+    CLPROG_EXT(finalize, clFinalizeCommandBufferKHR)
+    CLPROG_EXT(enqueue, clEnqueueCommandBufferKHR)
+    CLPROG_EXT(release, clReleaseCommandBufferKHR)
+#undef CLPROG_EXT
+    return cb->create && cb->ndrange && cb->finalize && cb->enqueue && cb->release ? 0 : -1;
+}
+
+/* One command buffer (vadd, then scale after it) enqueued reps times. */
+static int command_buffer(cl_platform_id platform, cl_context ctx, cl_device_id device, cl_kernel kvadd,
+                          cl_kernel kscale, int reps)
+{
+    clprog_cmdbuf_api_t cb;
+    if (cmdbuf_api(platform, device, &cb) != 0) {
+        fprintf(stderr, "clprog: no cl_khr_command_buffer\n");
+        return 77;
+    }
+    cl_int err;
+    cl_command_queue q = cl.clCreateCommandQueueWithProperties(ctx, device, NULL, &err);
+    CHECK(err);
+    const size_t n = 1024;
+    float host[1024];
+    for (size_t i = 0; i < n; i++)
+        host[i] = (float)(i % 17);
+    cl_mem m[3];
+    for (int i = 0; i < 3; i++) {
+        m[i] = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof host, host, &err);
+        CHECK(err);
+    }
+    float k = 0.5f;
+    for (int i = 0; i < 3; i++)
+        CHECK(cl.clSetKernelArg(kvadd, (cl_uint)i, sizeof m[i], &m[i]));
+    CHECK(cl.clSetKernelArg(kscale, 0, sizeof m[2], &m[2]));
+    CHECK(cl.clSetKernelArg(kscale, 1, sizeof k, &k));
+    cl_command_buffer_khr buf = cb.create(1, &q, NULL, &err);
+    CHECK(err);
+    cl_sync_point_khr after_vadd = 0;
+    CHECK(cb.ndrange(buf, NULL, NULL, kvadd, 1, NULL, &n, NULL, 0, NULL, &after_vadd, NULL));
+    CHECK(cb.ndrange(buf, NULL, NULL, kscale, 1, NULL, &n, NULL, 1, &after_vadd, NULL, NULL));
+    CHECK(cb.finalize(buf));
+    for (int r = 0; r < reps; r++) {
+        cl_event ev = NULL;
+        CHECK(cb.enqueue(0, NULL, buf, 0, NULL, (r & 1) ? &ev : NULL));
+        if (ev) {
+            CHECK(cl.clWaitForEvents(1, &ev));
+            CHECK(cl.clReleaseEvent(ev));
+        } else {
+            CHECK(cl.clFinish(q)); /* not simultaneous-use: the next enqueue needs this one complete */
+        }
+    }
+    CHECK(cl.clEnqueueReadBuffer(q, m[2], CL_TRUE, 0, sizeof host, host, 0, NULL, NULL));
+    printf("command buffer: %d executions, checksum %.3f\n", reps, checksum(host, n));
+    CHECK(cb.release(buf));
+    for (int i = 0; i < 3; i++)
+        CHECK(cl.clReleaseMemObject(m[i]));
+    CHECK(cl.clReleaseCommandQueue(q));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int events = 1, iterations = 4, pipe = 0, tiny = 0, queues = 0;
+    int events = 1, iterations = 4, pipe = 0, tiny = 0, queues = 0, cmdbuf = 0;
     size_t n = 1 << 16;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-events"))
@@ -245,13 +326,15 @@ int main(int argc, char **argv)
             tiny = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--queues") && i + 1 < argc)
             queues = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--cmdbuf") && i + 1 < argc)
+            cmdbuf = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
             iterations = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
             n = (size_t)strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--queues N] [--tiny N] [--iterations N] "
-                            "[--size N]\n");
+            fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--queues N] [--cmdbuf N] [--tiny N] "
+                            "[--iterations N] [--size N]\n");
             return 2;
         }
     }
@@ -289,6 +372,11 @@ int main(int argc, char **argv)
     if (queues > 0) {
         int rc = many_queues(ctx, device, kscale, queues);
         printf("done: queues\n");
+        return rc;
+    }
+    if (cmdbuf > 0) {
+        int rc = command_buffer(platform, ctx, device, kvadd, kscale, cmdbuf);
+        printf("done: command buffer\n");
         return rc;
     }
     if (tiny > 0) {

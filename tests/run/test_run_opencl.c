@@ -200,6 +200,34 @@ static void test_many_queues(void **state)
     kt_snapshot_free(s);
 }
 
+/* cl_khr_command_buffer: each of the N executions of one command buffer (vadd, then scale) is timed as one
+ * command named after its kernels, through the loader layer (clprog_dl, entry points from
+ * clGetExtensionFunctionAddressForPlatform) and through LD_PRELOAD (clprog); the kernels inside are not timed
+ * one by one, and the program's output is unchanged. Skipped where the device lacks the extension. */
+static void test_command_buffer(void **state)
+{
+    (void)state;
+    const char *probe[] = {CLPROG, "--cmdbuf", "1", NULL};
+    int st = -1;
+    free(ru_run((char *const *)probe, &st));
+    if (st == 77)
+        skip();
+    assert_int_equal(st, 0);
+    const char *progs[2] = {CLPROG_DL, CLPROG}, *modes[2] = {"layer", "preload"};
+    for (int i = 0; i < 2; i++) {
+        const char *p[] = {progs[i], "--cmdbuf", "6", NULL}, *k[] = {"--opencl", modes[i], NULL};
+        kt_snapshot_t *s = ru_run_both(p, k);
+        assert_non_null(s);
+        const kt_kernel_timing_t *e = ru_find(s, "cmdbuf:vadd+scale", KT_BACKEND_OPENCL);
+        if (!e)
+            fail_msg("no cmdbuf:vadd+scale entry (%s)", modes[i]);
+        assert_int_equal(e->dispatch_count, 6);
+        assert_int_equal(e->dropped + e->errors, 0);
+        assert_null(ru_find(s, "vadd", KT_BACKEND_OPENCL));
+        kt_snapshot_free(s);
+    }
+}
+
 /* write -> kernel -> read: three entries with the right counts and bytes (transfers are timed by default);
  * clEnqueueNativeKernel timed; the NULL-properties queue's CL_QUEUE_PROPERTIES_ARRAY is what the program
  * passed (empty) -- clprog prints it, and its stdout must match the run alone. */
@@ -334,7 +362,7 @@ int main(void)
         cmocka_unit_test(test_events),       cmocka_unit_test(test_no_events),
         cmocka_unit_test(test_dlopen_layer), cmocka_unit_test(test_preload_only),
         cmocka_unit_test(test_outputs),      cmocka_unit_test(test_status_and_no_opencl),
-        cmocka_unit_test(test_pipeline),     cmocka_unit_test(test_many_queues),     cmocka_unit_test(test_verbose_keeps_stdout),
+        cmocka_unit_test(test_pipeline),     cmocka_unit_test(test_many_queues),     cmocka_unit_test(test_command_buffer),     cmocka_unit_test(test_verbose_keeps_stdout),
         cmocka_unit_test(test_summary),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

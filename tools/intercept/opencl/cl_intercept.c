@@ -25,7 +25,10 @@
  *    too, and drivers add internal ones): at the program's last release ktiming detaches without waiting
  *    (kt_cl_detach_async): commands still in flight are recorded as they complete;
  *  - clGetExtensionFunctionAddress[ForPlatform] answers for the enqueue and queue-creation entry points
- *    (clCreateCommandQueueWithPropertiesKHR included) are wrapped when the driver returns one (ocl-icd and PoCL return NULL for core names: nothing to wrap there).
+ *    (clCreateCommandQueueWithPropertiesKHR included) are wrapped when the driver returns one (ocl-icd and PoCL
+ *    return NULL for core names: nothing to wrap there);
+ *  - cl_khr_command_buffer: each clEnqueueCommandBufferKHR is timed as one command named after the kernels
+ *    recorded into the buffer ("cmdbuf:<k1>+<k2>"; the wrapped create/record/release keep those names).
  * At exit (when KTIMING_RUN_DIR is set) the snapshot is written to <dir>/<pid>.json for `ktiming run`.
  */
 #define CL_TARGET_OPENCL_VERSION 300
@@ -68,6 +71,7 @@ typedef struct kti_next_t {
     cl_api_clGetEventProfilingInfo profiling_info;              /* clGetEventProfilingInfo */
     cl_api_clGetEventInfo event_info;                           /* clGetEventInfo */
     cl_api_clReleaseEvent release_event;                        /* clReleaseEvent */
+    cl_api_clGetKernelInfo kernel_info;                         /* clGetKernelInfo */
     cl_api_clGetExtensionFunctionAddress ext;                   /* clGetExtensionFunctionAddress */
     cl_api_clGetExtensionFunctionAddressForPlatform ext_platform; /* ...ForPlatform */
 } kti_next_t;
@@ -107,6 +111,7 @@ static void preload_resolve(void)
     R(profiling_info, clGetEventProfilingInfo);
     R(event_info, clGetEventInfo);
     R(release_event, clReleaseEvent);
+    R(kernel_info, clGetKernelInfo);
     R(ext, clGetExtensionFunctionAddress);
     R(ext_platform, clGetExtensionFunctionAddressForPlatform);
 #undef R
@@ -468,39 +473,184 @@ static cl_command_queue CL_API_CALL ext_create_queue_props_khr(cl_context c, cl_
     return hook_create_queue_props(&g_ext_khr, c, d, props, err);
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * cl_khr_command_buffer: every clEnqueueCommandBufferKHR is one timed command (the spec's event covers the
+ * whole execution), named after the kernels recorded into the buffer: "cmdbuf:<k1>+<k2>..." (at most
+ * KTI_CMDBUF_NAME - 1 bytes, "+..." when names were left out; "cmdbuf" with no kernel recorded). The names
+ * are kept per buffer from clCreateCommandBufferKHR (a reused handle starts afresh) to its last release.
+ * ------------------------------------------------------------------------------------------------- */
+
+#define KTI_CMDBUF_NAME 160
+
+/* What ktiming keeps of one command buffer. */
+typedef struct kti_cmdbuf_t {
+    cl_command_queue queue;     /* its queue (what it runs on when enqueued with no queue list) */
+    char name[KTI_CMDBUF_NAME]; /* the entry's name */
+    int cut;                    /* a kernel's name did not fit: "+..." ends the name */
+} kti_cmdbuf_t;
+
+static struct {
+    pthread_mutex_t lock;                     /* bufs (the pointers below are set under g_ext_lock) */
+    kti_map_t bufs;                           /* cl_command_buffer_khr -> kti_cmdbuf_t (malloc'd) */
+    clCreateCommandBufferKHR_fn create;       /* the driver's entry points as handed out (first wins) */
+    clCommandNDRangeKernelKHR_fn record;
+    clEnqueueCommandBufferKHR_fn enqueue;
+    clReleaseCommandBufferKHR_fn release;
+    clGetCommandBufferInfoKHR_fn info;        /* looked up by ktiming: the reference count at release */
+    cl_api_clGetKernelInfo kernel_info;       /* from the caller's table */
+} g_cb = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static cl_command_buffer_khr CL_API_CALL cb_create(cl_uint nq, const cl_command_queue *qs,
+                                                   const cl_command_buffer_properties_khr *props, cl_int *err)
+{
+    cl_command_buffer_khr b = g_cb.create(nq, qs, props, err);
+    if (!b)
+        return b;
+    kti_cmdbuf_t *e = calloc(1, sizeof *e);
+    if (e) {
+        e->queue = nq && qs ? qs[0] : NULL;
+        snprintf(e->name, sizeof e->name, "cmdbuf");
+    }
+    pthread_mutex_lock(&g_cb.lock);
+    free(kti_map_del(&g_cb.bufs, (uint64_t)(uintptr_t)b)); /* a handle reused after a release we missed */
+    if (e && kti_map_put(&g_cb.bufs, (uint64_t)(uintptr_t)b, e) != 0)
+        free(e);
+    pthread_mutex_unlock(&g_cb.lock);
+    return b;
+}
+
+/* Appends a kernel's name to the buffer's entry name (under g_cb.lock). */
+static void cb_add_name(kti_cmdbuf_t *e, const char *kernel)
+{
+    if (e->cut)
+        return;
+    size_t len = strlen(e->name), add = strlen(kernel) + 1;
+    if (len + add + 4 >= sizeof e->name) { /* room for "+..." */
+        snprintf(e->name + len, sizeof e->name - len, "+...");
+        e->cut = 1;
+        return;
+    }
+    snprintf(e->name + len, sizeof e->name - len, "%c%s", strchr(e->name, ':') ? '+' : ':', kernel);
+}
+
+static cl_int CL_API_CALL cb_record(cl_command_buffer_khr b, cl_command_queue q,
+                                    const cl_ndrange_kernel_command_properties_khr *props, cl_kernel k, cl_uint dim,
+                                    const size_t *off, const size_t *gws, const size_t *lws, cl_uint nsync,
+                                    const cl_sync_point_khr *sync, cl_sync_point_khr *point,
+                                    cl_mutable_command_khr *mutable_handle)
+{
+    cl_int rc = g_cb.record(b, q, props, k, dim, off, gws, lws, nsync, sync, point, mutable_handle);
+    if (rc != CL_SUCCESS)
+        return rc;
+    char kname[KTI_CMDBUF_NAME];
+    size_t len = 0;
+    if (!g_cb.kernel_info || g_cb.kernel_info(k, CL_KERNEL_FUNCTION_NAME, sizeof kname, kname, &len) != CL_SUCCESS)
+        snprintf(kname, sizeof kname, "kernel");
+    pthread_mutex_lock(&g_cb.lock);
+    kti_cmdbuf_t *e = kti_map_get(&g_cb.bufs, (uint64_t)(uintptr_t)b);
+    if (e)
+        cb_add_name(e, kname);
+    pthread_mutex_unlock(&g_cb.lock);
+    return rc;
+}
+
+static cl_int CL_API_CALL cb_enqueue(cl_uint nq, cl_command_queue *qs, cl_command_buffer_khr b, cl_uint nwait,
+                                     const cl_event *wait, cl_event *ev)
+{
+    char name[KTI_CMDBUF_NAME] = "cmdbuf";
+    cl_command_queue q = nq && qs ? qs[0] : NULL;
+    pthread_mutex_lock(&g_cb.lock);
+    const kti_cmdbuf_t *e = kti_map_get(&g_cb.bufs, (uint64_t)(uintptr_t)b);
+    if (e) {
+        memcpy(name, e->name, sizeof name);
+        if (!q)
+            q = e->queue;
+    }
+    pthread_mutex_unlock(&g_cb.lock);
+    kt_cl_ctx_t *kc = q ? attach(q) : NULL;
+    if (!kc)
+        return g_cb.enqueue(nq, qs, b, nwait, wait, ev);
+    uint64_t t = kt_now_ns();
+    cl_event mine = NULL;
+    cl_int rc = g_cb.enqueue(nq, qs, b, nwait, wait, ev ? ev : &mine);
+    if (rc != CL_SUCCESS) {
+        kt_cl_enqueue_failed(kc, NULL, name, rc);
+        return rc;
+    }
+    kt_cl_track_kernel(kc, ev ? *ev : mine, NULL, name, t);
+    if (mine && g_ext_next.release_event)
+        g_ext_next.release_event(mine);
+    return rc;
+}
+
+/* At the program's last release the names go too (when two threads release the last two references at once,
+ * neither sees the count at 1: the entry then stays until the handle is reused by clCreateCommandBufferKHR). */
+static cl_int CL_API_CALL cb_release(cl_command_buffer_khr b)
+{
+    cl_uint refs = 0;
+    int last = g_cb.info && g_cb.info(b, CL_COMMAND_BUFFER_REFERENCE_COUNT_KHR, sizeof refs, &refs, NULL) ==
+                                CL_SUCCESS && refs == 1;
+    cl_int rc = g_cb.release(b);
+    if (rc == CL_SUCCESS && last) {
+        pthread_mutex_lock(&g_cb.lock);
+        free(kti_map_del(&g_cb.bufs, (uint64_t)(uintptr_t)b));
+        pthread_mutex_unlock(&g_cb.lock);
+    }
+    return rc;
+}
+
 /* The wrapper for fn returned under name, or fn itself when it is not one we time (or a different pointer
  * was already wrapped under that name, e.g. by a second platform). */
-static void *wrap_ext(const kti_next_t *n, const char *name, void *fn)
+/* An entry point handed out by clGetExtensionFunctionAddress[ForPlatform] that ktiming wraps. */
+typedef struct kti_ext_hook_t {
+    const char *name; /* its name */
+    void **slot;      /* where the driver's pointer goes (first one wins) */
+    void *wrapper;    /* what the program gets */
+    int cmdbuf;       /* a cl_khr_command_buffer entry point */
+} kti_ext_hook_t;
+
+static const kti_ext_hook_t kExtHooks[] = {
+    {"clEnqueueNDRangeKernel", (void **)&g_ext_next.ndrange, (void *)ext_ndrange, 0},
+    {"clEnqueueTask", (void **)&g_ext_next.task, (void *)ext_task, 0},
+    {"clCreateCommandQueue", (void **)&g_ext_next.create_queue, (void *)ext_create_queue, 0},
+    {"clCreateCommandQueueWithProperties", (void **)&g_ext_next.create_queue_props, (void *)ext_create_queue_props, 0},
+    /* cl_khr_create_command_queue */
+    {"clCreateCommandQueueWithPropertiesKHR", (void **)&g_ext_khr.create_queue_props,
+     (void *)ext_create_queue_props_khr, 0},
+    {"clCreateCommandBufferKHR", (void **)&g_cb.create, (void *)cb_create, 1},
+    {"clCommandNDRangeKernelKHR", (void **)&g_cb.record, (void *)cb_record, 1},
+    {"clEnqueueCommandBufferKHR", (void **)&g_cb.enqueue, (void *)cb_enqueue, 1},
+    {"clReleaseCommandBufferKHR", (void **)&g_cb.release, (void *)cb_release, 1},
+};
+
+static void *wrap_ext(const kti_next_t *n, cl_platform_id p, const char *name, void *fn)
 {
     if (!fn || !name)
         return fn;
-    void **slot = NULL, *wrapper = NULL;
-    if (!strcmp(name, "clEnqueueNDRangeKernel")) {
-        slot = (void **)&g_ext_next.ndrange;
-        wrapper = (void *)ext_ndrange;
-    } else if (!strcmp(name, "clEnqueueTask")) {
-        slot = (void **)&g_ext_next.task;
-        wrapper = (void *)ext_task;
-    } else if (!strcmp(name, "clCreateCommandQueue")) {
-        slot = (void **)&g_ext_next.create_queue;
-        wrapper = (void *)ext_create_queue;
-    } else if (!strcmp(name, "clCreateCommandQueueWithProperties")) {
-        slot = (void **)&g_ext_next.create_queue_props;
-        wrapper = (void *)ext_create_queue_props;
-    } else if (!strcmp(name, "clCreateCommandQueueWithPropertiesKHR")) { /* cl_khr_create_command_queue */
-        slot = (void **)&g_ext_khr.create_queue_props;
-        wrapper = (void *)ext_create_queue_props_khr;
-    } else {
+    const kti_ext_hook_t *h = NULL;
+    for (size_t i = 0; i < sizeof kExtHooks / sizeof kExtHooks[0] && !h; i++)
+        if (!strcmp(name, kExtHooks[i].name))
+            h = &kExtHooks[i];
+    if (!h)
         return fn;
+    void *info = NULL; /* the command-buffer wrappers read the reference count with it */
+    if (h->cmdbuf) {
+        const char *info_name = "clGetCommandBufferInfoKHR";
+        info = p && n->ext_platform ? n->ext_platform(p, info_name) : n->ext ? n->ext(info_name) : NULL;
     }
+    void *wrapper = h->wrapper;
     pthread_mutex_lock(&g_ext_lock);
-    if (!*slot)
-        *slot = fn;
-    if (*slot != fn)
+    if (!*h->slot)
+        *h->slot = fn;
+    if (*h->slot != fn)
         wrapper = fn;
-    /* the wrappers' other needs (release an event we made) go where the caller's table goes */
+    /* the wrappers' other needs (release an event we made, a kernel's name) go where the caller's table goes */
     if (!g_ext_next.release_event)
         g_ext_next.release_event = n->release_event;
+    if (!g_cb.kernel_info)
+        g_cb.kernel_info = n->kernel_info;
+    if (!g_cb.info && info)
+        *(void **)&g_cb.info = info;
     pthread_mutex_unlock(&g_ext_lock);
     return wrapper;
 }
@@ -560,12 +710,12 @@ static cl_int CL_API_CALL layer_task(cl_command_queue q, cl_kernel k, cl_uint nw
 
 static void *CL_API_CALL layer_ext(const char *name)
 {
-    return wrap_ext(&g_layer_next, name, g_layer_next.ext ? g_layer_next.ext(name) : NULL);
+    return wrap_ext(&g_layer_next, NULL, name, g_layer_next.ext ? g_layer_next.ext(name) : NULL);
 }
 
 static void *CL_API_CALL layer_ext_platform(cl_platform_id p, const char *name)
 {
-    return wrap_ext(&g_layer_next, name, g_layer_next.ext_platform ? g_layer_next.ext_platform(p, name) : NULL);
+    return wrap_ext(&g_layer_next, p, name, g_layer_next.ext_platform ? g_layer_next.ext_platform(p, name) : NULL);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -943,6 +1093,7 @@ static cl_int init_layer(cl_uint num_entries, const cl_icd_dispatch *target, cl_
     n.profiling_info = target->clGetEventProfilingInfo;
     n.event_info = target->clGetEventInfo;
     n.release_event = target->clReleaseEvent;
+    n.kernel_info = target->clGetKernelInfo;
     n.ext = target->clGetExtensionFunctionAddress;
     n.ext_platform = target->clGetExtensionFunctionAddressForPlatform;
     g_layer_next = n;
@@ -1080,7 +1231,7 @@ KTI_EXPORT CL_API_ENTRY void *CL_API_CALL clGetExtensionFunctionAddress(const ch
 {
     const kti_next_t *n = preload_next();
     void *fn = n->ext ? n->ext(name) : NULL; /* first: this may be what initialises the loader (and layer) */
-    return preload_forwards() ? fn : wrap_ext(n, name, fn);
+    return preload_forwards() ? fn : wrap_ext(n, NULL, name, fn);
 }
 
 KTI_EXPORT CL_API_ENTRY void *CL_API_CALL clGetExtensionFunctionAddressForPlatform(cl_platform_id p,
@@ -1088,5 +1239,5 @@ KTI_EXPORT CL_API_ENTRY void *CL_API_CALL clGetExtensionFunctionAddressForPlatfo
 {
     const kti_next_t *n = preload_next();
     void *fn = n->ext_platform ? n->ext_platform(p, name) : NULL;
-    return preload_forwards() ? fn : wrap_ext(n, name, fn);
+    return preload_forwards() ? fn : wrap_ext(n, p, name, fn);
 }
