@@ -169,7 +169,8 @@ typedef enum kt_errno_t {
     XX(GRAPH_CAPTURE, "graph capture")       /* begun on a stream that was capturing a graph */            \
     XX(NO_TIMING, "no timing")               /* the driver delivered the command without timestamps */     \
     XX(READ_FAILED, "read failed")           /* reading the timestamps failed */                           \
-    XX(INVALID_TIMES, "invalid times")       /* timestamps failed a sanity check (end before start, ...) */
+    XX(INVALID_TIMES, "invalid times")       /* timestamps failed a sanity check (end before start, ...) */ \
+    XX(RESUBMITTED, "re-executed")           /* a recording run again without re-recording: timed once */
 
 typedef enum kt_drop_reason_t {
 #define KT__DROP_ENUM(name, text) KT_DROP_##name,

@@ -30,7 +30,7 @@ static inline const char *kt__drop_reason_id(int r)
 {
     static const char *const ids[KT_DROP_REASON_COUNT] = {
         "unspecified",   "ring_full",   "in_flight_at_exit", "simultaneous_use", "never_submitted", "device_lost",
-        "context_reset", "graph_capture", "no_timing",       "read_failed",      "invalid_times"};
+        "context_reset", "graph_capture", "no_timing",       "read_failed",      "invalid_times",   "resubmitted"};
     return (unsigned)r < KT_DROP_REASON_COUNT ? ids[r] : "unknown";
 }
 

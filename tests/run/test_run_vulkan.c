@@ -50,7 +50,7 @@ static void test_dispatches(void **state)
 }
 
 /* With the validation layer on (vkprog exits 3 on any warning or error) and a re-submitted command buffer:
- * its first execution is timed, the two re-executions counted as dropped. */
+ * its first execution is timed, the two re-executions counted as dropped, re-executed. */
 static void test_validation_and_reuse(void **state)
 {
     (void)state;
@@ -61,8 +61,24 @@ static void test_validation_and_reuse(void **state)
     assert_int_equal(vadd->dispatch_count, ITERATIONS);
     assert_int_equal(scale->dispatch_count, ITERATIONS + 1);
     assert_int_equal(scale->dropped, 2);
+    assert_int_equal(scale->dropped_by[KT_DROP_RESUBMITTED], 2);
     assert_int_equal(vadd->dropped, 0);
     assert_spans(s, 2 * ITERATIONS + 1);
+    kt_snapshot_free(s);
+}
+
+/* A secondary command buffer recorded 4 times into one primary: its slots hold one execution, so one is timed
+ * and the other three are counted as dropped, re-executed -- never silently lost (they were before). */
+static void test_secondary_executed_4_times(void **state)
+{
+    (void)state;
+    const char *prog[] = {VKPROG, "--validation", "--secondary", "4", NULL};
+    kt_snapshot_t *s = ru_run_both(prog, NULL);
+    assert_non_null(s);
+    const kt_kernel_timing_t *scale = entry(s, "scale");
+    assert_int_equal(scale->dispatch_count + scale->dropped, ITERATIONS + 4);
+    assert_int_equal(scale->dispatch_count, ITERATIONS + 1);
+    assert_int_equal(scale->dropped_by[KT_DROP_RESUBMITTED], 3);
     kt_snapshot_free(s);
 }
 
@@ -255,6 +271,7 @@ int main(void)
         cmocka_unit_test(test_validation_and_reuse),
         cmocka_unit_test(test_api_versions),
         cmocka_unit_test(test_two_devices),
+        cmocka_unit_test(test_secondary_executed_4_times),
         cmocka_unit_test(test_destroy_in_flight),
         cmocka_unit_test(test_exit_in_flight),
         cmocka_unit_test(test_old_loader_warns),

@@ -3,7 +3,7 @@
  * vkGetInstanceProcAddr / vkGetDeviceProcAddr. stdout is deterministic, to compare runs with and without ktiming.
  *
  *   vkprog [--validation] [--reuse] [--iterations N] [--size N] [--api 1.0|1.1|1.2|1.3] [--props2]
- *          [--in-flight destroy|exit] [--devices N]
+ *          [--in-flight destroy|exit] [--devices N] [--secondary K]
  *     per iteration, one ONE_TIME_SUBMIT command buffer: vadd (entry point "vadd"), barrier, scale (entry point
  *     "main", pipeline named "scale" with VK_EXT_debug_utils), submitted and waited on with a fence.
  *     --reuse: then one command buffer recorded once (no ONE_TIME_SUBMIT) with a scale dispatch, submitted 3
@@ -13,6 +13,8 @@
  *     --api: the instance's apiVersion (default 1.1); --props2: also enable VK_KHR_get_physical_device_properties2.
  *     --in-flight: instead of the loop, one command buffer with N = iterations vadd dispatches is submitted and
  *     never waited for; then the device is destroyed at once (destroy) or main returns at once (exit).
+ *     --secondary K: then one secondary command buffer (SIMULTANEOUS_USE) with a scale dispatch, recorded K
+ *     times into one primary submitted once.
  *     --devices N (1-4): N VkDevices on the first physical device, each running the whole program on its own
  *     thread at the same time; each device's lines are printed after all finished, in device order.
  *   Exits 77 when there is no Vulkan device with a compute queue.
@@ -48,7 +50,7 @@
     X(vkAllocateCommandBuffers) X(vkFreeCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)            \
     X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) X(vkCmdDispatch)                       \
     X(vkCmdPipelineBarrier) X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences)               \
-    X(vkResetFences) X(vkDeviceWaitIdle) X(vkSetDebugUtilsObjectNameEXT)
+    X(vkResetFences) X(vkDeviceWaitIdle) X(vkSetDebugUtilsObjectNameEXT) X(vkCmdExecuteCommands)
 
 #define VKP_DECLARE(fn) static PFN_##fn fn;
 static PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
@@ -123,7 +125,7 @@ static double checksum(const float *v, size_t n)
 /* One device's run: everything from the queue to the device's destruction. */
 typedef struct vkp_job_t {
     VkPhysicalDevice pd;   /* the physical device */
-    int reuse, iterations, unnamed;
+    int reuse, iterations, unnamed, secondary;
     const char *in_flight; /* --in-flight, or NULL */
     uint32_t n;            /* elements per buffer */
     char out[1024];        /* the device's stdout lines, printed by main in device order */
@@ -159,11 +161,23 @@ static void load_device_funcs(VkDevice dev)
     pthread_mutex_unlock(&lock);
 }
 
+/* Ends cmd after a barrier making the shaders' writes visible to the host, submits it and waits for it. */
+static void end_submit_wait(VkDevice dev, VkQueue queue, VkCommandBuffer cmd, VkFence fence, const VkMemoryBarrier *hb)
+{
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, hb, 0, NULL, 0,
+                         NULL);
+    CHECK(vkEndCommandBuffer(cmd));
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
+    CHECK(vkQueueSubmit(queue, 1, &si, fence));
+    CHECK(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX));
+    CHECK(vkResetFences(dev, 1, &fence));
+}
+
 static void *run_device(void *arg)
 {
     vkp_job_t *job = arg;
     VkPhysicalDevice pd = job->pd;
-    const int reuse = job->reuse, iterations = job->iterations, unnamed = job->unnamed;
+    const int reuse = job->reuse, iterations = job->iterations, unnamed = job->unnamed, secondary = job->secondary;
     const char *in_flight = job->in_flight;
     const uint32_t n = job->n;
     uint32_t nfam = 0, family = UINT32_MAX;
@@ -317,12 +331,7 @@ static void *run_device(void *arg)
                              &mb, 0, NULL, 0, NULL);
         vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipes[1]);
         vkCmdDispatch(cmd, groups, 1, 1);
-        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &hb, 0,
-                             NULL, 0, NULL);
-        CHECK(vkEndCommandBuffer(cmd));
-        CHECK(vkQueueSubmit(queue, 1, &si, fence));
-        CHECK(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX));
-        CHECK(vkResetFences(dev, 1, &fence));
+        end_submit_wait(dev, queue, cmd, fence, &hb);
     }
     job_printf(job, "checksum after %d iterations = %.6f\n", iterations, checksum(c.map, n));
     if (reuse) {
@@ -341,6 +350,34 @@ static void *run_device(void *arg)
             CHECK(vkResetFences(dev, 1, &fence));
         }
         job_printf(job, "checksum after 3 resubmissions = %.6f\n", checksum(c.map, n));
+    }
+    if (secondary > 0) {
+        VkCommandBufferAllocateInfo sai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                           .commandPool = cpool, .level = VK_COMMAND_BUFFER_LEVEL_SECONDARY,
+                                           .commandBufferCount = 1};
+        VkCommandBuffer sec;
+        CHECK(vkAllocateCommandBuffers(dev, &sai, &sec));
+        VkCommandBufferInheritanceInfo inh = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO};
+        VkCommandBufferBeginInfo sbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                        .flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT,
+                                        .pInheritanceInfo = &inh};
+        CHECK(vkBeginCommandBuffer(sec, &sbi));
+        vkCmdBindDescriptorSets(sec, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
+        vkCmdPushConstants(sec, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof k, &k);
+        vkCmdBindPipeline(sec, VK_PIPELINE_BIND_POINT_COMPUTE, pipes[1]);
+        vkCmdDispatch(sec, groups, 1, 1);
+        CHECK(vkEndCommandBuffer(sec));
+        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+        CHECK(vkBeginCommandBuffer(cmd, &bi));
+        for (int r = 0; r < secondary; r++) {
+            vkCmdExecuteCommands(cmd, 1, &sec);
+            vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                                 &mb, 0, NULL, 0, NULL);
+        }
+        end_submit_wait(dev, queue, cmd, fence, &hb);
+        job_printf(job, "checksum after %d secondary executions = %.6f\n", secondary, checksum(c.map, n));
+        vkFreeCommandBuffers(dev, cpool, 1, &sec);
     }
     CHECK(vkDeviceWaitIdle(dev));
 
@@ -367,7 +404,7 @@ static void *run_device(void *arg)
 
 int main(int argc, char **argv)
 {
-    int validation = 0, reuse = 0, iterations = 4, props2 = 0, unnamed = 0, devices = 1;
+    int validation = 0, reuse = 0, iterations = 4, props2 = 0, unnamed = 0, devices = 1, secondary = 0;
     uint32_t api = VK_API_VERSION_1_1;
     const char *in_flight = NULL;
     uint32_t n = 1u << 16;
@@ -394,9 +431,11 @@ int main(int argc, char **argv)
             in_flight = argv[++i];
         else if (!strcmp(argv[i], "--devices") && i + 1 < argc && (devices = atoi(argv[++i])) >= 1 && devices <= 4)
             ;
+        else if (!strcmp(argv[i], "--secondary") && i + 1 < argc && (secondary = atoi(argv[++i])) >= 1)
+            ;
         else {
             fprintf(stderr, "usage: vkprog [--validation] [--reuse] [--iterations N] [--size N] [--api 1.N] "
-                            "[--props2] [--unnamed] [--in-flight destroy|exit] [--devices 1-4]\n");
+                            "[--props2] [--unnamed] [--in-flight destroy|exit] [--devices 1-4] [--secondary K]\n");
             return 2;
         }
     }
@@ -469,7 +508,7 @@ int main(int argc, char **argv)
     pthread_t threads[4];
     for (int d = 0; d < devices; d++) {
         jobs[d] = (vkp_job_t){.pd = pd, .reuse = reuse, .iterations = iterations, .unnamed = unnamed,
-                              .in_flight = in_flight, .n = n};
+                              .secondary = secondary, .in_flight = in_flight, .n = n};
         if (devices == 1)
             run_device(&jobs[d]);
         else if (pthread_create(&threads[d], NULL, run_device, &jobs[d]) != 0) {

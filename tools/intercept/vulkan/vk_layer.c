@@ -22,8 +22,8 @@
  *    (fences, queue/device idle); command buffers re-begun, reset or freed are read and collected, then
  *    discarded (kt_vk_discard: what never ran counts as dropped, never submitted);
  *  - a command buffer submitted again without being re-recorded runs its timestamps into slots already read:
- *    those re-executions are not timed and are counted as dropped (record per submission with
- *    ONE_TIME_SUBMIT command buffers). If the ring wraps (KT_VK_RING_DEFAULT dispatches) while such a buffer is
+ *    those re-executions are not timed and are counted as dropped, re-executed (record per submission with
+ *    ONE_TIME_SUBMIT command buffers); so is every occurrence of a secondary after its first in a primary. If the ring wraps (KT_VK_RING_DEFAULT dispatches) while such a buffer is
  *    still being resubmitted, the stale writes can land in reused slots; the backend's readback has no
  *    per-use generation to tell them apart.
  * At exit, never-submitted recordings are counted, kt_shutdown() waits (bounded) for work in flight, and the
@@ -121,15 +121,35 @@ typedef struct kti_pipeline_t {
 } kti_pipeline_t;
 
 /* A command buffer's state for the current recording. */
+/* A growable list of kernel ids. */
+typedef struct kti_kernels_t {
+    uint32_t n, cap;
+    kt_kernel_id_t *ids;
+} kti_kernels_t;
+
+static void kernels_add(kti_kernels_t *l, kt_kernel_id_t k)
+{
+    if (l->n == l->cap) {
+        uint32_t cap = l->cap ? 2 * l->cap : 8;
+        kt_kernel_id_t *p = realloc(l->ids, cap * sizeof *p);
+        if (!p)
+            return;
+        l->ids = p;
+        l->cap = cap;
+    }
+    l->ids[l->n++] = k;
+}
+
 typedef struct kti_cmd_t {
     VkCommandPool pool;          /* its pool */
     uint32_t family;             /* the pool's queue family */
     kt_vk_ctx_t *ctx;            /* context of the family (NULL until a dispatch is timed) */
     kti_pipeline_t *pipeline;    /* bound compute pipeline */
     uint32_t submits;            /* submissions since it was begun */
-    uint32_t nkernels;           /* timed dispatches recorded (including executed secondaries) */
-    uint32_t cap;                /* kernels allocated */
-    kt_kernel_id_t *kernels;     /* their kernels, to count re-executions as dropped */
+    kti_kernels_t kernels;       /* kernels of its timed dispatches (executed secondaries' too), to count
+                                    re-executions as dropped */
+    uint32_t executed;           /* a secondary: vkCmdExecuteCommands that recorded it since it was begun */
+    kti_kernels_t repeats;       /* kernels of secondaries recorded here once more: untimed at every execution */
 } kti_cmd_t;
 
 static kti_map_t g_instances; /* dispatch key -> kti_instance_t */
@@ -186,7 +206,7 @@ static void layer_at_exit(void)
         kti_device_t *d = g_devices.keys[i] ? g_devices.vals[i] : NULL;
         for (size_t k = 0; d && k < d->cmds.cap; k++) {
             kti_cmd_t *c = d->cmds.keys[k] ? d->cmds.vals[k] : NULL;
-            if (c && c->ctx && c->nkernels && !c->submits)
+            if (c && c->ctx && c->kernels.n && !c->submits)
                 kt_vk_discard(c->ctx, (VkCommandBuffer)(uintptr_t)d->cmds.keys[k]);
         }
     }
@@ -284,29 +304,20 @@ static kti_cmd_t *cmd_get(kti_device_t *d, VkCommandBuffer cb)
 /* Ends a recording's life: what completed is recorded, the rest of its slots released. */
 static void cmd_retire(kti_cmd_t *c, VkCommandBuffer cb)
 {
-    if (c->ctx && c->nkernels) {
+    if (c->ctx && c->kernels.n) {
         kt_vk_collect(c->ctx);
         kt_vk_discard(c->ctx, cb);
     }
     c->pipeline = NULL;
     c->submits = 0;
-    c->nkernels = 0;
+    c->kernels.n = 0;
+    c->executed = 0;
+    c->repeats.n = 0;
 }
 
-static void cmd_note_kernel(kti_cmd_t *c, kt_kernel_id_t k)
-{
-    if (c->nkernels == c->cap) {
-        uint32_t cap = c->cap ? 2 * c->cap : 8;
-        kt_kernel_id_t *p = realloc(c->kernels, cap * sizeof *p);
-        if (!p)
-            return;
-        c->kernels = p;
-        c->cap = cap;
-    }
-    c->kernels[c->nkernels++] = k;
-}
-
-/* A submission: a re-execution of a recording already submitted is not timed (its slots were read). */
+/* A submission: a re-execution of a recording already submitted is not timed (its slots were read), nor is a
+ * secondary's second and later occurrence in it (its slots hold one execution): both count as dropped,
+ * re-executed. */
 static void cmd_submitted(kti_device_t *d, VkCommandBuffer cb)
 {
     kti_cmd_t *c = cmd_get(d, cb);
@@ -316,8 +327,10 @@ static void cmd_submitted(kti_device_t *d, VkCommandBuffer cb)
     uint32_t again = c->submits++;
     pthread_mutex_unlock(&g_lock);
     if (again)
-        for (uint32_t i = 0; i < c->nkernels; i++)
-            kt_record_drop(c->kernels[i]);
+        for (uint32_t i = 0; i < c->kernels.n; i++)
+            kt_record_drop_reason(c->kernels.ids[i], KT_DROP_RESUBMITTED);
+    for (uint32_t i = 0; i < c->repeats.n; i++)
+        kt_record_drop_reason(c->repeats.ids[i], KT_DROP_RESUBMITTED);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -356,7 +369,7 @@ static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, kti_cmd_t 
     }
     c->ctx = ctx;
     if (kt_vk_begin_id(ctx, cb, k) == 0) {
-        cmd_note_kernel(c, k);
+        kernels_add(&c->kernels, k);
         *out = c;
     }
 }
@@ -430,8 +443,17 @@ static void VKAPI_CALL hook_CmdExecuteCommands(VkCommandBuffer cb, uint32_t n, c
     kti_cmd_t *c = cmd_get(d, cb);
     for (uint32_t i = 0; c && i < n; i++) {
         kti_cmd_t *s = cmd_get(d, secondaries[i]);
-        for (uint32_t k = 0; s && k < s->nkernels; k++)
-            cmd_note_kernel(c, s->kernels[k]);
+        if (!s)
+            continue;
+        pthread_mutex_lock(&g_lock);
+        uint32_t before = s->executed++;
+        pthread_mutex_unlock(&g_lock);
+        for (uint32_t k = 0; k < s->kernels.n; k++) {
+            if (before)
+                kernels_add(&c->repeats, s->kernels.ids[k]);
+            else
+                kernels_add(&c->kernels, s->kernels.ids[k]);
+        }
     }
 }
 
@@ -448,7 +470,7 @@ static VkResult VKAPI_CALL hook_EndCommandBuffer(VkCommandBuffer cb)
 {
     kti_device_t *d = device_of(cb);
     kti_cmd_t *c = cmd_get(d, cb);
-    if (c && c->ctx && c->nkernels)
+    if (c && c->ctx && c->kernels.n)
         kt_vk_cmd_end(c->ctx, cb); /* the readback of the whole recording, after its last dispatch */
     return d->vkEndCommandBuffer(cb);
 }
@@ -491,7 +513,8 @@ static void cmd_forget(kti_device_t *d, VkCommandBuffer cb)
     pthread_mutex_unlock(&g_lock);
     if (c) {
         cmd_retire(c, cb);
-        free(c->kernels);
+        free(c->kernels.ids);
+        free(c->repeats.ids);
         free(c);
     }
 }
@@ -933,7 +956,8 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
     for (size_t i = 0; i < d->cmds.cap; i++)
         if (d->cmds.keys[i]) {
             kti_cmd_t *c = d->cmds.vals[i];
-            free(c->kernels);
+            free(c->kernels.ids);
+        free(c->repeats.ids);
             free(c);
         }
     for (uint32_t f = 0; f < KTI_MAX_FAMILIES; f++)
