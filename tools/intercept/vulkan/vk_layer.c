@@ -120,7 +120,6 @@ typedef struct kti_pipeline_t {
     kt_kernel_id_t kernel;  /* kt_vk_kernel(ctx of family, name) */
 } kti_pipeline_t;
 
-/* A command buffer's state for the current recording. */
 /* A growable list of kernel ids. */
 typedef struct kti_kernels_t {
     uint32_t n, cap;
@@ -140,6 +139,7 @@ static void kernels_add(kti_kernels_t *l, kt_kernel_id_t k)
     l->ids[l->n++] = k;
 }
 
+/* A command buffer's state for the current recording. */
 typedef struct kti_cmd_t {
     VkCommandPool pool;          /* its pool */
     uint32_t family;             /* the pool's queue family */
