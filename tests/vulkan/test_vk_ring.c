@@ -417,21 +417,6 @@ static void test_insane_values_dropped(void **state)
     kt_vk_ctx_destroy(kv);
 }
 
-static void test_validation_clean(void **state)
-{
-    (void)state;
-    vkt_busy_fini();
-    vkt_close_and_check();
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    vkt_open_or_skip(NULL);
-    vkt_busy_init();
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -447,7 +432,7 @@ int main(void)
         cmocka_unit_test(test_destroy_unread_copy),
         cmocka_unit_test(test_destroy_unread_thread),
         cmocka_unit_test(test_insane_values_dropped),
-        cmocka_unit_test(test_validation_clean),
+        cmocka_unit_test(vkt_test_validation_clean),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, vkt_setup_busy, NULL);
 }

@@ -184,27 +184,12 @@ static void test_threads_copy(void **state)
     run_threads(KT_VK_READBACK_COPY);
 }
 
-static void test_validation_clean(void **state)
-{
-    (void)state;
-    vkt_busy_fini();
-    vkt_close_and_check();
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    vkt_open_or_skip(NULL);
-    vkt_busy_init();
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_collector),
         cmocka_unit_test(test_threads_copy),
-        cmocka_unit_test(test_validation_clean),
+        cmocka_unit_test(vkt_test_validation_clean),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, vkt_setup_busy, NULL);
 }

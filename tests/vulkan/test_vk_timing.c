@@ -342,22 +342,6 @@ static void test_wrap_synthetic_bits(void **state)
     rig_close(&full);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    vkt_open_or_skip(NULL);
-    vkt_busy_init();
-    return 0;
-}
-
-/* Last: release everything and require a silent validation layer. */
-static void test_validation_clean(void **state)
-{
-    (void)state;
-    vkt_busy_fini();
-    vkt_close_and_check();
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -367,7 +351,7 @@ int main(void)
         cmocka_unit_test(test_mapping_calibrated),
         cmocka_unit_test(test_mapping_bracketed),
         cmocka_unit_test(test_wrap_synthetic_bits),
-        cmocka_unit_test(test_validation_clean),
+        cmocka_unit_test(vkt_test_validation_clean),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, vkt_setup_busy, NULL);
 }

@@ -134,6 +134,23 @@ static inline void vkt_close_and_check(void)
     assert_int_equal(warnings, 0);
 }
 
+/* Group setup of the tests that record busy dispatches: the device (or the group skips), then the busy pipeline. */
+static inline int vkt_setup_busy(void **state)
+{
+    (void)state;
+    vkt_open_or_skip(NULL);
+    vkt_busy_init();
+    return 0;
+}
+
+/* The last test of such a group: release everything and require a silent validation layer. */
+static inline void vkt_test_validation_clean(void **state)
+{
+    (void)state;
+    vkt_busy_fini();
+    vkt_close_and_check();
+}
+
 /* The snapshot entry of a kernel on the test device (NULL if none). */
 static inline const kt_kernel_timing_t *vkt_find(const kt_snapshot_t *s, const char *name)
 {
