@@ -362,7 +362,8 @@ int main(void)
         cmocka_unit_test(test_events),       cmocka_unit_test(test_no_events),
         cmocka_unit_test(test_dlopen_layer), cmocka_unit_test(test_preload_only),
         cmocka_unit_test(test_outputs),      cmocka_unit_test(test_status_and_no_opencl),
-        cmocka_unit_test(test_pipeline),     cmocka_unit_test(test_many_queues),     cmocka_unit_test(test_command_buffer),     cmocka_unit_test(test_verbose_keeps_stdout),
+        cmocka_unit_test(test_pipeline),     cmocka_unit_test(test_many_queues),
+        cmocka_unit_test(test_command_buffer), cmocka_unit_test(test_verbose_keeps_stdout),
         cmocka_unit_test(test_summary),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

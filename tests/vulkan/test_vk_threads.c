@@ -118,9 +118,10 @@ static void run_threads(kt_vk_readback_t mode)
     const int total = THREADS * ITERATIONS * PAIRS;
     kt_vk_stats_t st;
     assert_int_equal(kt_vk_stats(g_kv, &st), 0);
-    fprintf(stderr, "threads (%s): begun %llu collected %llu dropped %llu pending %llu, %llu collect calls, longest %.3f ms\n",
-            mode == KT_VK_READBACK_COPY ? "copy" : "thread", (unsigned long long)st.begun, (unsigned long long)st.collected,
-            (unsigned long long)st.dropped, (unsigned long long)st.pending, (unsigned long long)st.collect_calls,
+    fprintf(stderr,
+            "threads (%s): begun %llu collected %llu dropped %llu pending %llu, %llu collect calls, longest %.3f ms\n",
+            mode == KT_VK_READBACK_COPY ? "copy" : "thread", (unsigned long long)st.begun,
+            (unsigned long long)st.collected, (unsigned long long)st.dropped, (unsigned long long)st.pending, (unsigned long long)st.collect_calls,
             (double)st.collect_max_ns / 1e6);
     /* Release everything before asserting: a failed assertion must not leave the collector polling a device the
      * suite destroys next. The destroy counts what is still unread as dropped, with a reason. */

@@ -473,6 +473,21 @@ static cl_command_queue CL_API_CALL ext_create_queue_props_khr(cl_context c, cl_
     return hook_create_queue_props(&g_ext_khr, c, d, props, err);
 }
 
+/* After the driver returned rc for a timed command: count a refusal, or track the event (and release the one
+ * made for ktiming with `release`). The program's event variable is the driver's business only. */
+static void command_done(cl_api_clReleaseEvent release, kt_cl_ctx_t *kc, cl_int rc, const char *name,
+                         uint64_t bytes, uint64_t t0, cl_event *evp, cl_event mine)
+{
+    if (rc != CL_SUCCESS) {
+        kt_cl_enqueue_failed(kc, NULL, name, rc);
+        return;
+    }
+    if (evp && *evp)
+        kt_cl_track_command(kc, *evp, name, bytes, t0);
+    if (mine && release)
+        release(mine);
+}
+
 /* ---------------------------------------------------------------------------------------------------
  * cl_khr_command_buffer: every clEnqueueCommandBufferKHR is one timed command (the spec's event covers the
  * whole execution), named after the kernels recorded into the buffer: "cmdbuf:<k1>+<k2>..." (at most
@@ -570,16 +585,11 @@ static cl_int CL_API_CALL cb_enqueue(cl_uint nq, cl_command_queue *qs, cl_comman
     kt_cl_ctx_t *kc = q ? attach(q) : NULL;
     if (!kc)
         return g_cb.enqueue(nq, qs, b, nwait, wait, ev);
-    uint64_t t = kt_now_ns();
     cl_event mine = NULL;
-    cl_int rc = g_cb.enqueue(nq, qs, b, nwait, wait, ev ? ev : &mine);
-    if (rc != CL_SUCCESS) {
-        kt_cl_enqueue_failed(kc, NULL, name, rc);
-        return rc;
-    }
-    kt_cl_track_kernel(kc, ev ? *ev : mine, NULL, name, t);
-    if (mine && g_ext_next.release_event)
-        g_ext_next.release_event(mine);
+    cl_event *evp = ev ? ev : &mine;
+    uint64_t t0 = kt_now_ns();
+    cl_int rc = g_cb.enqueue(nq, qs, b, nwait, wait, evp);
+    command_done(g_ext_next.release_event, kc, rc, name, 0, t0, evp, mine);
     return rc;
 }
 
@@ -865,21 +875,6 @@ static kt_cl_ctx_t *command_ctx(cl_command_queue q, int kernel)
     return attach(q);
 }
 
-/* After the driver returned rc for a timed command: count a refusal, or track the event (and release the one
- * made for ktiming). The program's event variable is the driver's business only. */
-static void command_done(const kti_cmd_t *n, kt_cl_ctx_t *kc, cl_int rc, const char *name, uint64_t bytes,
-                         uint64_t t0, cl_event *evp, cl_event mine)
-{
-    if (rc != CL_SUCCESS) {
-        kt_cl_enqueue_failed(kc, NULL, name, rc);
-        return;
-    }
-    if (evp && *evp)
-        kt_cl_track_command(kc, *evp, name, bytes, t0);
-    if (mine && n->clReleaseEvent)
-        n->clReleaseEvent(mine);
-}
-
 #define KTI_CMD_BODY(name, args, bytes, kernel)                                                                  \
     if (!n->name)                                                                                                \
         return CL_INVALID_OPERATION;                                                                             \
@@ -890,7 +885,7 @@ static void command_done(const kti_cmd_t *n, kt_cl_ctx_t *kc, cl_int rc, const c
     cl_event *evp = ev ? ev : &mine;                                                                             \
     uint64_t t0 = kt_now_ns();                                                                                   \
     cl_int rc = n->name(KTI_UNPACK args, evp);                                                                   \
-    command_done(n, kc, rc, #name, rc == CL_SUCCESS ? (uint64_t)(bytes) : 0, t0, evp, mine);                     \
+    command_done(n->clReleaseEvent, kc, rc, #name, rc == CL_SUCCESS ? (uint64_t)(bytes) : 0, t0, evp, mine);     \
     return rc;
 
 /* The layer's hooks and the LD_PRELOAD entry points (forwarding only once the layer is active). */
@@ -929,7 +924,7 @@ static void *map_buffer(const kti_cmd_t *n, cl_command_queue q, cl_mem m, cl_boo
     void *p = n->clEnqueueMapBuffer(q, m, blk, f, off, sz, nw, w, evp, &rc);
     if (err)
         *err = rc;
-    command_done(n, kc, rc, "clEnqueueMapBuffer", rc == CL_SUCCESS ? sz : 0, t0, evp, mine);
+    command_done(n->clReleaseEvent, kc, rc, "clEnqueueMapBuffer", rc == CL_SUCCESS ? sz : 0, t0, evp, mine);
     return p;
 }
 
@@ -952,8 +947,8 @@ static void *map_image(const kti_cmd_t *n, cl_command_queue q, cl_mem m, cl_bool
     void *p = n->clEnqueueMapImage(q, m, blk, f, o, r, rp, sp, nw, w, evp, &rc);
     if (err)
         *err = rc;
-    command_done(n, kc, rc, "clEnqueueMapImage", rc == CL_SUCCESS ? region_bytes(r, image_elem(n, m)) : 0, t0, evp,
-                 mine);
+    command_done(n->clReleaseEvent, kc, rc, "clEnqueueMapImage",
+                 rc == CL_SUCCESS ? region_bytes(r, image_elem(n, m)) : 0, t0, evp, mine);
     return p;
 }
 

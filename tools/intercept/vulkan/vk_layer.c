@@ -23,7 +23,8 @@
  *    discarded (kt_vk_discard: what never ran counts as dropped, never submitted);
  *  - a command buffer submitted again without being re-recorded runs its timestamps into slots already read:
  *    those re-executions are not timed and are counted as dropped, re-executed (record per submission with
- *    ONE_TIME_SUBMIT command buffers); so is every occurrence of a secondary after its first in a primary. If the ring wraps (KT_VK_RING_DEFAULT dispatches) while such a buffer is
+ *    ONE_TIME_SUBMIT command buffers); so is every occurrence of a secondary after its first in a primary.
+ *    If the ring wraps (KT_VK_RING_DEFAULT dispatches) while such a buffer is
  *    still being resubmitted, the stale writes can land in reused slots; the backend's readback has no
  *    per-use generation to tell them apart.
  * At exit, never-submitted recordings are counted, kt_shutdown() waits (bounded) for work in flight, and the
