@@ -111,8 +111,11 @@ static inline char *ktt_run_capture(char *const argv[], const ktt_spawn_t *how, 
     size_t cap = 4096, len = 0;
     char *buf = pid < 0 ? NULL : malloc(cap);
     for (ssize_t n; buf && (n = read(fds[0], buf + len, cap - len - 1)) != 0;) {
-        if (n < 0)
-            continue; /* EINTR */
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
         len += (size_t)n;
         if (cap - len < 1024) {
             char *bigger = realloc(buf, cap *= 2);
