@@ -18,9 +18,9 @@
 static char *g_dir; /* the test's private directory (0777: the unprivileged run writes in it) */
 static char g_probe[4200], g_out[4200];
 
-static int copy_probe(const char *to)
+static int copy_file(const char *from, const char *to)
 {
-    int in = open(KT_SETUID_PROBE, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+    int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0755);
     char buf[65536];
     ssize_t n;
     int rc = in >= 0 && out >= 0 ? 0 : -1;
@@ -32,6 +32,22 @@ static int copy_probe(const char *to)
     if (out >= 0 && close(out) != 0)
         rc = -1;
     return rc;
+}
+
+/* The probe into the test's directory, with libktiming beside it (found through $ORIGIN by the unprivileged
+ * control run, which may not be able to read the build tree). */
+static int copy_probe(void)
+{
+    if (copy_file(KT_SETUID_PROBE, g_probe) != 0)
+        return -1;
+#ifdef KT_SETUID_LIB
+    char *lib = ktt_path(g_dir, KT_SETUID_LIB_NAME);
+    int rc = lib ? copy_file(KT_SETUID_LIB, lib) : -1;
+    free(lib);
+    return rc;
+#else
+    return 0;
+#endif
 }
 
 /* Runs the probe as uid/gid of `pw` with KTIMING_OUTPUT set; returns the AT_SECURE it printed, -1 on failure. */
@@ -79,7 +95,7 @@ int main(void)
     snprintf(g_out, sizeof g_out, "%s/out.json", g_dir);
     int rc = 1;
     struct stat st;
-    if (copy_probe(g_probe) != 0 || chown(g_probe, 0, 0) != 0 || chmod(g_probe, 04755) != 0) {
+    if (copy_probe() != 0 || chown(g_probe, 0, 0) != 0 || chmod(g_probe, 04755) != 0) {
         fprintf(stderr, "test_setuid: cannot prepare %s: %s\n", g_probe, strerror(errno));
         goto out;
     }
