@@ -43,7 +43,7 @@ static void test_primitive_trials(void **state)
 {
     (void)state;
     kt_reset();
-    kt_vk_desc_t d = ktcli_vk_device_desc(&g_vkt.dev);
+    kt_vk_desc_t d = vkt_desc();
     kt_vk_ctx_t *kv = NULL;
     assert_int_equal(kt_vk_ctx_create(&d, &kv), 0);
     kt_primitive_backend_t be;

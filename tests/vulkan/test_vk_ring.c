@@ -5,17 +5,37 @@
 
 #include "backends/vulkan/vk_internal.h" /* white box: the readback words of a slot */
 
+/* The context of the test running: its teardown destroys it when an assertion ended the test early, so no
+ * collector keeps polling into the next test (or into a device a test swapped in and closed). */
+static kt_vk_ctx_t *g_kv_open;
+
+static void close_ctx(kt_vk_ctx_t *kv)
+{
+    kt_vk_ctx_destroy(kv);
+    g_kv_open = NULL;
+}
+
+static int teardown_ctx(void **state)
+{
+    (void)state;
+    if (g_kv_open)
+        close_ctx(g_kv_open);
+    return 0;
+}
+
 static kt_vk_ctx_t *open_ctx_mode(uint32_t ring, kt_vk_readback_t readback)
 {
-    kt_vk_desc_t d = ktcli_vk_device_desc(&g_vkt.dev);
+    kt_vk_desc_t d = vkt_desc();
     d.ring_size = ring;
     d.readback = readback;
     kt_vk_ctx_t *kv = NULL;
     assert_int_equal(kt_vk_ctx_create(&d, &kv), 0);
+    g_kv_open = kv;
     kt_vk_stats_t st;
     assert_int_equal(kt_vk_stats(kv, &st), 0);
     if (readback != KT_VK_READBACK_AUTO)
         assert_int_equal(st.readback, readback);
+    assert_non_null(g_vkt_real_results); /* the backend reads query results through vkt_desc's lock */
     assert_int_equal(st.host_query_reset, g_vkt.dev.host_query_reset);
     return kv;
 }
@@ -69,7 +89,7 @@ static void overflow_rounds(const char *name, kt_vk_readback_t readback)
     kt_snapshot_free(s);
     ktcli_vk_fence_destroy(&g_vkt.dev, fence);
     ktcli_vk_cmd_free(&g_vkt.dev, cmd);
-    kt_vk_ctx_destroy(kv);
+    close_ctx(kv);
 }
 
 static void test_overflow_thread(void **state)
@@ -86,23 +106,43 @@ static void test_overflow_copy_readback(void **state)
     overflow_rounds("ovf_copy", KT_VK_READBACK_COPY);
 }
 
+/* Same on a device created without hostQueryReset: the pool's first reset is a submission. The suite's device is
+ * swapped for such a device by the setup and back by the teardown, which runs after a failed assertion too. */
+static ktcli_vk_device_t g_saved_dev;
+static ktcli_vk_pipeline_t g_saved_busy;
+static ktcli_vk_buffer_t g_saved_out;
+
+static int setup_no_host_reset(void **state)
+{
+    (void)state;
+    g_saved_dev = g_vkt.dev;
+    g_saved_busy = g_vkt.busy;
+    g_saved_out = g_vkt.out;
+    ktcli_vk_device_opts_t o = {.no_host_query_reset = 1};
+    if (ktcli_vk_device_open(&g_vkt.app, 0, &o, &g_vkt.dev) != 0) {
+        g_vkt.dev = g_saved_dev;
+        return -1;
+    }
+    vkt_busy_init();
+    return 0;
+}
+
+static int teardown_no_host_reset(void **state)
+{
+    teardown_ctx(state);
+    vkt_busy_fini();
+    ktcli_vk_device_close(&g_vkt.dev);
+    g_vkt.dev = g_saved_dev;
+    g_vkt.busy = g_saved_busy;
+    g_vkt.out = g_saved_out;
+    return 0;
+}
+
 static void test_overflow_no_host_reset(void **state)
 {
     (void)state;
-    /* Same on a device created without hostQueryReset: the pool's first reset is a submission. */
-    ktcli_vk_device_t saved = g_vkt.dev;
-    ktcli_vk_pipeline_t busy_saved = g_vkt.busy;
-    ktcli_vk_buffer_t out_saved = g_vkt.out;
-    ktcli_vk_device_opts_t o = {.no_host_query_reset = 1};
-    assert_int_equal(ktcli_vk_device_open(&g_vkt.app, 0, &o, &g_vkt.dev), 0);
     assert_int_equal(g_vkt.dev.host_query_reset, 0);
-    vkt_busy_init();
     overflow_rounds("ovf_no_host_reset", KT_VK_READBACK_THREAD);
-    vkt_busy_fini();
-    ktcli_vk_device_close(&g_vkt.dev);
-    g_vkt.dev = saved;
-    g_vkt.busy = busy_saved;
-    g_vkt.out = out_saved;
 }
 
 static void test_nesting_and_errors(void **state)
@@ -137,7 +177,7 @@ static void test_nesting_and_errors(void **state)
     assert_int_equal(kt_vk_collect(NULL), KT_EINVAL);
     ktcli_vk_fence_destroy(&g_vkt.dev, fence);
     ktcli_vk_cmd_free(&g_vkt.dev, cmd);
-    kt_vk_ctx_destroy(kv);
+    close_ctx(kv);
 }
 
 static void test_discard(void **state)
@@ -169,7 +209,7 @@ static void test_discard(void **state)
     assert_int_equal(kt_vk_collect_wait(kv, UINT64_C(5000000000)), 4);
     ktcli_vk_fence_destroy(&g_vkt.dev, fence);
     ktcli_vk_cmd_free(&g_vkt.dev, cmd);
-    kt_vk_ctx_destroy(kv);
+    close_ctx(kv);
 }
 
 /* Thread readback, a command buffer re-begun right after its fence (the layer discards its slots then, before the
@@ -181,12 +221,13 @@ static void test_retire_long_short_short(void **state)
     if (!g_vkt.dev.host_query_reset)
         skip();
     kt_reset();
-    kt_vk_desc_t d = ktcli_vk_device_desc(&g_vkt.dev);
+    kt_vk_desc_t d = vkt_desc();
     d.ring_size = 8;
     d.readback = KT_VK_READBACK_THREAD;
     d.poll_us = 1000000; /* the collector polls rarely: the discard after each fence finds unread slots */
     kt_vk_ctx_t *kv = NULL;
     assert_int_equal(kt_vk_ctx_create(&d, &kv), 0);
+    g_kv_open = kv;
     uint32_t long_groups = vkt_busy_groups(20.0);
     VkCommandBuffer cmd;
     VkFence fence;
@@ -239,7 +280,7 @@ static void test_retire_long_short_short(void **state)
     kt_snapshot_free(s);
     ktcli_vk_fence_destroy(&g_vkt.dev, fence);
     ktcli_vk_cmd_free(&g_vkt.dev, cmd);
-    kt_vk_ctx_destroy(kv);
+    close_ctx(kv);
 }
 
 /* A command buffer recorded and kept unsubmitted pins its slots only: 40 later dispatches through a ring of 8 are
@@ -277,7 +318,7 @@ static void pinned_rounds(kt_vk_readback_t mode)
     ktcli_vk_fence_destroy(&g_vkt.dev, fence);
     ktcli_vk_cmd_free(&g_vkt.dev, cmd);
     ktcli_vk_cmd_free(&g_vkt.dev, pinned);
-    kt_vk_ctx_destroy(kv);
+    close_ctx(kv);
 }
 
 static void test_pinned_unsubmitted_copy(void **state)
@@ -316,7 +357,7 @@ static void test_device_lost(void **state)
     assert_int_equal(e->dropped_by[KT_DROP_DEVICE_LOST], 3);
     kt_snapshot_free(s);
     ktcli_vk_cmd_free(&g_vkt.dev, cmd);
-    kt_vk_ctx_destroy(kv);
+    close_ctx(kv);
 }
 
 /* kt_vk_ctx_destroy with dispatches still unread (a command buffer recorded and never submitted, one pair left
@@ -340,7 +381,7 @@ static void destroy_unread(kt_vk_readback_t mode)
     kt_vk_stats_t st;
     assert_int_equal(kt_vk_stats(kv, &st), 0);
     assert_int_equal(st.begun, 6);
-    kt_vk_ctx_destroy(kv);
+    close_ctx(kv);
     kt_snapshot_t *s = kt_snapshot();
     const kt_kernel_timing_t *d = vkt_find(s, "destroy_done"), *n = vkt_find(s, "destroy_never"),
                              *o = vkt_find(s, "destroy_open");
@@ -414,24 +455,25 @@ static void test_insane_values_dropped(void **state)
     kt_snapshot_free(s);
     ktcli_vk_fence_destroy(&g_vkt.dev, fence);
     ktcli_vk_cmd_free(&g_vkt.dev, cmd);
-    kt_vk_ctx_destroy(kv);
+    close_ctx(kv);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_overflow_thread),
-        cmocka_unit_test(test_overflow_no_host_reset),
-        cmocka_unit_test(test_overflow_copy_readback),
-        cmocka_unit_test(test_nesting_and_errors),
-        cmocka_unit_test(test_discard),
-        cmocka_unit_test(test_retire_long_short_short),
-        cmocka_unit_test(test_pinned_unsubmitted_copy),
-        cmocka_unit_test(test_pinned_unsubmitted_thread),
-        cmocka_unit_test(test_device_lost),
-        cmocka_unit_test(test_destroy_unread_copy),
-        cmocka_unit_test(test_destroy_unread_thread),
-        cmocka_unit_test(test_insane_values_dropped),
+        cmocka_unit_test_teardown(test_overflow_thread, teardown_ctx),
+        cmocka_unit_test_setup_teardown(test_overflow_no_host_reset, setup_no_host_reset,
+                                        teardown_no_host_reset),
+        cmocka_unit_test_teardown(test_overflow_copy_readback, teardown_ctx),
+        cmocka_unit_test_teardown(test_nesting_and_errors, teardown_ctx),
+        cmocka_unit_test_teardown(test_discard, teardown_ctx),
+        cmocka_unit_test_teardown(test_retire_long_short_short, teardown_ctx),
+        cmocka_unit_test_teardown(test_pinned_unsubmitted_copy, teardown_ctx),
+        cmocka_unit_test_teardown(test_pinned_unsubmitted_thread, teardown_ctx),
+        cmocka_unit_test_teardown(test_device_lost, teardown_ctx),
+        cmocka_unit_test_teardown(test_destroy_unread_copy, teardown_ctx),
+        cmocka_unit_test_teardown(test_destroy_unread_thread, teardown_ctx),
+        cmocka_unit_test_teardown(test_insane_values_dropped, teardown_ctx),
         cmocka_unit_test(vkt_test_validation_clean),
     };
     return cmocka_run_group_tests(tests, vkt_setup_busy, NULL);

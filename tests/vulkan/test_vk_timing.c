@@ -16,7 +16,7 @@ typedef struct rig_t {
 
 static void rig_open(rig_t *r, const kt_vk_desc_t *override)
 {
-    kt_vk_desc_t d = ktcli_vk_device_desc(&g_vkt.dev);
+    kt_vk_desc_t d = vkt_desc();
     if (override) {
         d.ring_size = override->ring_size;
         d.timestamp_valid_bits = override->timestamp_valid_bits;
@@ -119,7 +119,7 @@ static void collect_never_blocks(kt_vk_readback_t mode)
     vkt_busy(cmd2, groups);
     assert_int_equal(kt_vk_end(r.kv, cmd2), 0);
     assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, cmd2), 0);
-    assert_int_equal(ktcli_vk_submit(&g_vkt.dev, cmd2, fence2), 0);
+    vkt_submit(cmd2, fence2);
     uint64_t worst = 0;
     int got = 0;
     for (int i = 0; i < 20; i++) {
@@ -199,7 +199,7 @@ static void check_mapping(const char *name, int expect_calibrated)
         assert_int_equal(kt_vk_end(r.kv, r.cmd), 0);
         assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, r.cmd), 0);
         b[i].before = kt_now_ns();
-        assert_int_equal(ktcli_vk_submit(&g_vkt.dev, r.cmd, r.fence), 0);
+        vkt_submit(r.cmd, r.fence);
         assert_int_equal(ktcli_vk_wait(&g_vkt.dev, r.fence), 0);
         b[i].after = kt_now_ns();
     }
@@ -299,7 +299,7 @@ static void test_wrap_synthetic_bits(void **state)
         assert_int_equal(kt_vk_end(full.kv, full.cmd), 0);
         assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, full.cmd), 0);
         b[i].before = kt_now_ns();
-        assert_int_equal(ktcli_vk_submit(&g_vkt.dev, full.cmd, full.fence), 0);
+        vkt_submit(full.cmd, full.fence);
         assert_int_equal(ktcli_vk_wait(&g_vkt.dev, full.fence), 0);
         b[i].after = kt_now_ns();
     }
