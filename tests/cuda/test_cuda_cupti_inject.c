@@ -5,7 +5,8 @@
  * were handled as a real CUPTI needs: placed on the host timeline although CUPTI's REALTIME stepped (timestamp
  * callback), delivered in two buffers, C++ names demangled, zero-timing records counted as dropped, copies and
  * memsets as their own entries with bytes, tracks per (context, stream), latency timestamps and a flush period
- * configured. Its recording has not been run on a GPU. */
+ * configured; a context destroyed has its records delivered then (CUPTI resource callback), or at exit when
+ * another CUPTI client holds the callback subscription. Its recording has not been run on a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -62,10 +63,18 @@ static void test_exports_initialize_injection(void **state)
     dlclose(lib);
 }
 
+/* What the child does after InitializeInjection. */
+typedef enum child_mode_t {
+    CHILD_EXIT = 0,          /* exit at once */
+    CHILD_DESTROY = 1,       /* the test double destroys context 1 first */
+    CHILD_DESTROY_OTHER = 2, /* the same while another CUPTI client holds the one callback subscription */
+} child_mode_t;
+
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
- * calls InitializeInjection and exits normally (exit handlers run); its exit status is 10 + the result. Returns
- * that status and the child's pid. */
-static int child_initialize(const char *run_dir, const char *first, pid_t *pid)
+ * calls InitializeInjection and exits normally (exit handlers run); its exit status is 10 + the result, or with a
+ * context destroyed, 30 + the records CUPTI delivered during the destroy. Returns that status and the child's
+ * pid. */
+static int child_initialize_mode(const char *run_dir, const char *first, child_mode_t mode, pid_t *pid)
 {
     fflush(NULL);
     *pid = fork();
@@ -75,6 +84,8 @@ static int child_initialize(const char *run_dir, const char *first, pid_t *pid)
         unsetenv("KTIMING_OUTPUT");
         unsetenv("KTIMING_TRACE");
         unsetenv("KTIMING_REPORT");
+        if (mode == CHILD_DESTROY_OTHER)
+            setenv("KT_TEST_CUPTI_OTHER_SUBSCRIBER", "1", 1);
         if (first && !dlopen(first, RTLD_NOW | RTLD_GLOBAL))
             _exit(2);
         void *lib = dlopen(getenv("KT_TEST_CUPTI_INJECT"), RTLD_NOW | RTLD_LOCAL);
@@ -91,12 +102,21 @@ static int child_initialize(const char *run_dir, const char *first, pid_t *pid)
             if (!period || !latency || !clock_cb)
                 rc += 100;
         }
+        size_t (*destroy)(uint32_t) = NULL;
+        *(void **)&destroy = mode != CHILD_EXIT ? dlsym(RTLD_DEFAULT, "kt_test_cupti_destroy_context") : NULL;
+        if (destroy && rc == 1)
+            exit(30 + (int)destroy(1));
         exit(10 + rc);
     }
     int st = 0;
     assert_int_equal(waitpid(*pid, &st, 0), *pid);
     assert_true(WIFEXITED(st));
     return WEXITSTATUS(st);
+}
+
+static int child_initialize(const char *run_dir, const char *first, pid_t *pid)
+{
+    return child_initialize_mode(run_dir, first, CHILD_EXIT, pid);
 }
 
 static uint64_t g_t0, g_t1; /* CLOCK_MONOTONIC_RAW around the child's life */
@@ -129,26 +149,19 @@ static void test_no_driver_writes_no_snapshot(void **state)
     free(dir);
 }
 
-/* With the CUPTI test double, whose only kernel record is delivered by cuptiActivityFlushAll: the snapshot the
- * process writes at exit holds it, so CUPTI was flushed before the snapshot was taken. */
-static void test_exit_flushes_then_writes_snapshot(void **state)
+/* The snapshot the child wrote holds the test double's records, each once, handled as a real CUPTI needs. */
+static void check_snapshot(const char *dir, pid_t pid)
 {
-    (void)state;
-    const char *fake = getenv("KT_TEST_FAKE_CUPTI");
-    if (!fake)
-        skip();
-    char *dir = ktt_tmpdir("cupti-run");
-    assert_non_null(dir);
-    pid_t pid = 0;
-    g_t0 = raw_now();
-    assert_int_equal(child_initialize(dir, fake, &pid), 11);
-    g_t1 = raw_now();
     assert_int_equal(count_files(dir), 1);
     char path[4200];
     snprintf(path, sizeof path, "%s/%ld.json", dir, (long)pid);
     char *json = ktt_read_file(path, NULL);
     assert_non_null(json);
-    assert_non_null(strstr(json, "\"kt_fake_cupti_kernel\""));
+    const char *k = strstr(json, "\"kt_fake_cupti_kernel\"");
+    assert_non_null(k);
+    const char *after = strstr(k + 1, "{\"name\"");
+    const char *once = strstr(k, "\"dispatch_count\": 1,");
+    assert_true(once && (!after || once < after)); /* delivered once, recorded once */
     /* Demangled. */
     assert_non_null(strstr(json, "\"kt::fake::saxpy_kernel(int, float, float*, float*)\""));
     assert_null(strstr(json, "_ZN2kt4fake"));
@@ -189,14 +202,56 @@ static void test_exit_flushes_then_writes_snapshot(void **state)
     assert_int_equal(placed, 4); /* two kernels, the copy, the memset */
     assert_int_equal(queued, 2);
     free(json);
+}
+
+/* Runs a child with the CUPTI test double in `mode`, expects exit status `status`, checks its snapshot. */
+static void run_with_double(child_mode_t mode, int status)
+{
+    const char *fake = getenv("KT_TEST_FAKE_CUPTI");
+    if (!fake)
+        skip();
+    char *dir = ktt_tmpdir("cupti-run");
+    assert_non_null(dir);
+    pid_t pid = 0;
+    g_t0 = raw_now();
+    assert_int_equal(child_initialize_mode(dir, fake, mode, &pid), status);
+    g_t1 = raw_now();
+    check_snapshot(dir, pid);
     ktt_rmtree(dir);
     free(dir);
+}
+
+/* With the CUPTI test double, whose records are delivered by cuptiActivityFlushAll only: the snapshot the
+ * process writes at exit holds them, so CUPTI was flushed before the snapshot was taken. */
+static void test_exit_flushes_then_writes_snapshot(void **state)
+{
+    (void)state;
+    run_with_double(CHILD_EXIT, 11);
+}
+
+/* A context destroyed (cuCtxDestroy, cudaDeviceReset): the library's resource callback flushes CUPTI while the
+ * context still exists, so all 5 records are delivered during the destroy (before: 0, they waited for exit),
+ * and the flush at exit delivers none twice. */
+static void test_context_destroy_flushes(void **state)
+{
+    (void)state;
+    run_with_double(CHILD_DESTROY, 35);
+}
+
+/* Another CUPTI client holds the one callback subscription: the library still times everything, and the records
+ * arrive with the flush at exit (none during the destroy). */
+static void test_other_subscriber_still_times(void **state)
+{
+    (void)state;
+    run_with_double(CHILD_DESTROY_OTHER, 30);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_exports_initialize_injection),
                                        cmocka_unit_test(test_no_driver_writes_no_snapshot),
-                                       cmocka_unit_test(test_exit_flushes_then_writes_snapshot)};
+                                       cmocka_unit_test(test_exit_flushes_then_writes_snapshot),
+                                       cmocka_unit_test(test_context_destroy_flushes),
+                                       cmocka_unit_test(test_other_subscriber_still_times)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

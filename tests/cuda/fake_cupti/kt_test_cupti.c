@@ -8,10 +8,15 @@
  *   "kt_fake_cupti_kernel"  (context 2, stream 7: the same stream id in another context)
  *   "kt_fake_untimed"       start = end = 0 (CUPTI could not time it)
  *   a 4096-byte HtoD memcpy and a 1024-byte memset (context 1, stream 7)
- * Every timed record lies within the 23 us before the flush. The exported kt_test_cupti_settings() reports
- * what the library configured (flush period, latency timestamps, timestamp callback). */
+ * Every timed record lies within the 23 us before the flush. Like CUPTI it delivers a record once: later
+ * flushes find nothing new. One callback subscriber at a time (KT_TEST_CUPTI_OTHER_SUBSCRIBER=1: another
+ * client already has it, as under Nsight tools). The exported kt_test_cupti_settings() reports what the
+ * library configured (flush period, latency timestamps, timestamp callback); kt_test_cupti_destroy_context()
+ * plays the driver's part in cuCtxDestroy: it calls the resource callback at CONTEXT_DESTROY_STARTING when one
+ * is enabled and returns how many records were delivered during it. */
 #include <cupti.h>
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,6 +33,11 @@ static CUpti_TimestampCallbackFunc g_timestamp;      /* the tool's clock, if reg
 static int g_enabled;                                /* an activity kind was enabled: REALTIME has stepped */
 static uint32_t g_flush_period_ms;                   /* cuptiActivityFlushPeriod */
 static int g_latency;                                /* cuptiActivityEnableLatencyTimestamps */
+static int g_delivered_all;                          /* the records went out (CUPTI delivers each once) */
+static size_t g_records_out;                         /* records handed to the tool so far */
+static CUpti_CallbackFunc g_callback;                /* the one subscriber's callback, NULL: none */
+static void *g_callback_user;
+static int g_destroy_enabled;                        /* CONTEXT_DESTROY_STARTING enabled for it */
 
 static uint64_t realtime_ns(void)
 {
@@ -150,6 +160,7 @@ static CUptiResult deliver(void (*make)(uint8_t *buf, uint64_t now), size_t n)
     memset(buf, 0, 8 * KT_FAKE_RECORD_BYTES);
     make(buf, stamp_now());
     g_complete(NULL, 0, buf, size, n * KT_FAKE_RECORD_BYTES); /* the tool frees buf */
+    g_records_out += n;
     return CUPTI_SUCCESS;
 }
 
@@ -188,6 +199,53 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
     (void)flag;
     if (!g_request || !g_complete)
         return CUPTI_ERROR_NOT_INITIALIZED;
+    if (g_delivered_all)
+        return CUPTI_SUCCESS;
+    g_delivered_all = 1;
     CUptiResult r = deliver(first_buffer, 2);
     return r == CUPTI_SUCCESS ? deliver(second_buffer, 3) : r;
+}
+
+KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc f, void *user)
+{
+    if (!sub)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    const char *other = getenv("KT_TEST_CUPTI_OTHER_SUBSCRIBER");
+    if (g_callback || (other && other[0] == '1'))
+        return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    g_callback = f;
+    g_callback_user = user;
+    *sub = (CUpti_SubscriberHandle)(void *)&g_callback;
+    return CUPTI_SUCCESS;
+}
+
+KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle sub)
+{
+    if (!g_callback || sub != (CUpti_SubscriberHandle)(void *)&g_callback)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    g_callback = NULL;
+    g_destroy_enabled = 0;
+    return CUPTI_SUCCESS;
+}
+
+KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle sub,
+                                                            CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+{
+    if (!g_callback || sub != (CUpti_SubscriberHandle)(void *)&g_callback)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
+        g_destroy_enabled = enable != 0;
+    return CUPTI_SUCCESS;
+}
+
+KT_FAKE_CUPTI_API size_t kt_test_cupti_destroy_context(uint32_t context)
+{
+    size_t before = g_records_out;
+    if (g_callback && g_destroy_enabled) {
+        CUpti_ResourceData d;
+        memset(&d, 0, sizeof d);
+        d.context = (CUcontext)(uintptr_t)context;
+        g_callback(g_callback_user, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, &d);
+    }
+    return g_records_out - before;
 }

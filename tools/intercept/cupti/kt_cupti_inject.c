@@ -11,8 +11,12 @@
  * Delivery: a flush period (KTIMING_CUPTI_FLUSH_MS, default 100 ms) bounds how long completed records wait; at
  * exit everything is flushed. Latency timestamps (queued, submitted) are on. Records CUPTI could not time
  * (start = end = 0) are counted as dropped ("no timing"), not recorded as 0 ns. C++ kernel names are demangled
- * with the C++ runtime's __cxa_demangle, looked up at run time (libstdc++.so.6 is loaded for it in C programs). Tracks are keyed by (context, stream): CUPTI's
- * stream ids repeat across contexts. Tested without a GPU only, against a CUPTI test double. */
+ * with the C++ runtime's __cxa_demangle, looked up at run time (libstdc++.so.6 is loaded for it in C programs).
+ * Tracks are keyed by (context, stream): CUPTI's stream ids repeat across contexts. Context destruction
+ * (cuCtxDestroy, or cuDevicePrimaryCtxReset behind cudaDeviceReset): a CUPTI resource callback at
+ * CONTEXT_DESTROY_STARTING flushes every buffer (forced) while the context still exists, so its completed
+ * records are recorded then rather than at the next flush period or at exit; no handle of the context is kept
+ * (records carry CUPTI's ids). Tested without a GPU only, against a CUPTI test double. */
 #include <cupti.h>
 
 #include "common/kti_run.h"
@@ -64,6 +68,7 @@ static struct {
     kt_cupti_name_t names[1024];                   /* cache of demangled kernel names (direct-mapped) */
     kt_cupti_demangle_fn demangle;                 /* __cxa_demangle, NULL when no C++ runtime is loaded */
     uint64_t dropped;                              /* records CUPTI dropped */
+    CUpti_SubscriberHandle subscriber;             /* resource callbacks (NULL: another CUPTI client has them) */
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint64_t CUPTIAPI host_timestamp(void)
@@ -309,6 +314,36 @@ static void flush_at_exit(void)
     cuptiActivityFlushAll(1);
 }
 
+/* A context is about to be destroyed: deliver what CUPTI holds now, the context's completed records among them. */
+static void CUPTIAPI resource_callback(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                       const void *data)
+{
+    (void)user;
+    (void)data;
+    if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
+        cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+}
+
+/* CUPTI allows one callback subscriber: under Nsight tools, cuda-gdb or a program with its own CUPTI client the
+ * subscription fails, and a destroyed context's records then arrive with the next flush (period or exit). */
+static void subscribe_resources(void)
+{
+    CUptiResult r = cuptiSubscribe(&S.subscriber, resource_callback, NULL);
+    if (r == CUPTI_SUCCESS) {
+        r = cuptiEnableCallback(1, S.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+        if (r != CUPTI_SUCCESS) {
+            cuptiUnsubscribe(S.subscriber);
+            S.subscriber = NULL;
+        }
+    } else {
+        S.subscriber = NULL;
+    }
+    if (r != CUPTI_SUCCESS && secure_getenv("KTIMING_RUN_VERBOSE"))
+        fprintf(stderr, "ktiming-cupti: no context-destroy callback (%s): records of a destroyed context arrive "
+                        "with the next flush\n", result_name(r));
+}
+
 /* CUPTI entry points newer than the oldest CUPTI the library runs with: looked up, used when present. */
 static void setup_optional(void)
 {
@@ -365,6 +400,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
         fprintf(stderr, "ktiming-cupti: memory copy/set activity unavailable: only kernels are timed\n");
     if (!S.host_stamps)
         calibrate_locked();
+    subscribe_resources();
     S.initialized = 1;
     pthread_mutex_unlock(&S.lock);
     kti_run_exit_register(); /* ktiming's exit handler, then the snapshot writer (KTIMING_RUN_DIR) */
