@@ -108,7 +108,11 @@ static void test_placement_with_drift(void **state)
             worst = err;
         if ((double)unc[i] > worst_unc)
             worst_unc = (double)unc[i];
-        outside += err > (double)unc[i];
+        if (err > (double)unc[i]) { /* seen once in CI (TSan phase, 1 span of 60); the details for next time */
+            print_message("span %zu outside its bound: error %.1f us, stated %.1f us\n", i, err / 1e3,
+                          (double)unc[i] / 1e3);
+            outside++;
+        }
     }
     print_message("placement vs truth: mean %.1f us, worst %.1f us; largest stated uncertainty %.1f us; "
                   "outside bound %d/%d\n", sum / N / 1e3, worst / 1e3, worst_unc / 1e3, outside, N);
