@@ -38,7 +38,7 @@ LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppression
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
   run "$BUILD-asan" -DKTIMING_SANITIZE=address,undefined -DKTIMING_BUILD_EXAMPLES=OFF
 TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp} \
-  run "$BUILD-tsan" -DKTIMING_SANITIZE=thread -DKTIMING_THREADED_ONLY=ON -DKTIMING_BUILD_TOOLS=OFF \
+  run "$BUILD-tsan" -DKTIMING_SANITIZE=thread -DKTIMING_THREADED_ONLY=ON \
       -DKTIMING_BUILD_EXAMPLES=OFF
 
 # Fuzz smoke under libFuzzer (clang, ASan+UBSan) for a bounded time, each target starting from the committed

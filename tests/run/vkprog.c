@@ -17,6 +17,9 @@
  *     times into one primary submitted once.
  *     --devices N (1-4): N VkDevices on the first physical device, each running the whole program on its own
  *     thread at the same time; each device's lines are printed after all finished, in device order.
+ *     --record-threads T (1-8): then T threads of one device each record and submit `iterations` command
+ *     buffers with one scale dispatch (own command pool, the queue shared under a mutex) while another thread
+ *     keeps creating, naming, renaming and destroying compute pipelines of its own.
  *   Exits 77 when there is no Vulkan device with a compute queue.
  */
 #define VK_NO_PROTOTYPES
@@ -125,7 +128,7 @@ static double checksum(const float *v, size_t n)
 /* One device's run: everything from the queue to the device's destruction. */
 typedef struct vkp_job_t {
     VkPhysicalDevice pd;   /* the physical device */
-    int reuse, iterations, unnamed, secondary;
+    int reuse, iterations, unnamed, secondary, record_threads;
     const char *in_flight; /* --in-flight, or NULL */
     uint32_t n;            /* elements per buffer */
     char out[1024];        /* the device's stdout lines, printed by main in device order */
@@ -171,6 +174,141 @@ static void end_submit_wait(VkDevice dev, VkQueue queue, VkCommandBuffer cmd, Vk
     CHECK(vkQueueSubmit(queue, 1, &si, fence));
     CHECK(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX));
     CHECK(vkResetFences(dev, 1, &fence));
+}
+
+/* --record-threads: what the recording threads and the pipeline churner share. */
+typedef struct vkp_rec_t {
+    VkDevice dev;
+    VkQueue queue;
+    pthread_mutex_t *lock;       /* the queue (VkQueue is externally synchronized) and the two counters below */
+    pthread_cond_t *cond;        /* `made` moved */
+    uint32_t family, groups;
+    VkPipelineLayout layout;
+    VkDescriptorSet set;
+    VkPipeline scale;            /* bound by the recorders */
+    VkShaderModule module;       /* what the churner's pipelines are made of */
+    int iterations;
+    float k;
+    int *made;                   /* pipelines the churner created so far */
+    int *done;                   /* recorders finished */
+} vkp_rec_t;
+
+#define VKP_CHURN_BATCH 48 /* alive at once: with the program's own two, a 64-slot handle map grows */
+
+static void *record_thread(void *arg)
+{
+    const vkp_rec_t *r = arg;
+    VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                   .queueFamilyIndex = r->family};
+    VkCommandPool pool;
+    CHECK(vkCreateCommandPool(r->dev, &pci, NULL, &pool));
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = pool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+    VkCommandBuffer cmd;
+    CHECK(vkAllocateCommandBuffers(r->dev, &ai, &cmd));
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkFence fence;
+    CHECK(vkCreateFence(r->dev, &fci, NULL, &fence));
+    VkMemoryBarrier hb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    for (int it = 0; it < r->iterations; it++) {
+        /* in step with the churner: iteration `it` starts once it made its share of a batch, so bindings and
+         * dispatches interleave with its creations (and the map's growth) whatever the machine's speed */
+        pthread_mutex_lock(r->lock);
+        while (*r->made < it * VKP_CHURN_BATCH / r->iterations)
+            pthread_cond_wait(r->cond, r->lock);
+        pthread_mutex_unlock(r->lock);
+        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+        CHECK(vkBeginCommandBuffer(cmd, &bi));
+        vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, r->layout, 0, 1, &r->set, 0, NULL);
+        vkCmdPushConstants(cmd, r->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof r->k, &r->k);
+        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, r->scale);
+        vkCmdDispatch(cmd, r->groups, 1, 1);
+        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &hb, 0,
+                             NULL, 0, NULL);
+        CHECK(vkEndCommandBuffer(cmd));
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
+        pthread_mutex_lock(r->lock);
+        VkResult res = vkQueueSubmit(r->queue, 1, &si, fence);
+        pthread_mutex_unlock(r->lock);
+        CHECK(res);
+        CHECK(vkWaitForFences(r->dev, 1, &fence, VK_TRUE, UINT64_MAX));
+        CHECK(vkResetFences(r->dev, 1, &fence));
+    }
+    vkDestroyFence(r->dev, fence, NULL);
+    vkFreeCommandBuffers(r->dev, pool, 1, &cmd);
+    vkDestroyCommandPool(r->dev, pool, NULL);
+    return NULL;
+}
+
+/* Creates pipelines one by one, names and renames each, and destroys them VKP_CHURN_BATCH at a time, until the
+ * recorders are done: the layer's pipeline map grows and shrinks, and names change, while they bind and dispatch. */
+static void *churn_thread(void *arg)
+{
+    const vkp_rec_t *r = arg;
+    VkPipeline p[VKP_CHURN_BATCH];
+    int alive = 0;
+    for (;;) {
+        pthread_mutex_lock(r->lock);
+        int done = *r->done;
+        pthread_mutex_unlock(r->lock);
+        if (done)
+            break;
+        if (alive == VKP_CHURN_BATCH) {
+            for (int k = 0; k < alive; k++)
+                vkDestroyPipeline(r->dev, p[k], NULL);
+            alive = 0;
+        }
+        VkComputePipelineCreateInfo ci = {
+            .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+            .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                      .module = r->module, .pName = "vadd"},
+            .layout = r->layout};
+        CHECK(vkCreateComputePipelines(r->dev, VK_NULL_HANDLE, 1, &ci, NULL, &p[alive]));
+        const char *names[2] = {"churn_a", "churn_b"};
+        for (int i = 0; i < 2 && vkSetDebugUtilsObjectNameEXT; i++) {
+            VkDebugUtilsObjectNameInfoEXT ni = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_OBJECT_NAME_INFO_EXT,
+                                                .objectType = VK_OBJECT_TYPE_PIPELINE,
+                                                .objectHandle = (uint64_t)p[alive], .pObjectName = names[i]};
+            CHECK(vkSetDebugUtilsObjectNameEXT(r->dev, &ni));
+        }
+        alive++;
+        pthread_mutex_lock(r->lock);
+        (*r->made)++;
+        pthread_cond_broadcast(r->cond);
+        pthread_mutex_unlock(r->lock);
+    }
+    for (int k = 0; k < alive; k++)
+        vkDestroyPipeline(r->dev, p[k], NULL);
+    return NULL;
+}
+
+/* --record-threads: T recorders and the churner on one device; returns the dispatches recorded. */
+static int record_on_threads(const vkp_rec_t *proto, int threads)
+{
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+    int made = 0, done = 0;
+    vkp_rec_t r = *proto;
+    r.lock = &lock;
+    r.cond = &cond;
+    r.made = &made;
+    r.done = &done;
+    pthread_t rec[8], churn;
+    if (pthread_create(&churn, NULL, churn_thread, &r) != 0)
+        exit(1);
+    for (int t = 0; t < threads; t++)
+        if (pthread_create(&rec[t], NULL, record_thread, &r) != 0)
+            exit(1);
+    for (int t = 0; t < threads; t++)
+        pthread_join(rec[t], NULL);
+    pthread_mutex_lock(&lock);
+    done = 1;
+    pthread_mutex_unlock(&lock);
+    pthread_join(churn, NULL);
+    return threads * r.iterations;
 }
 
 static void *run_device(void *arg)
@@ -334,6 +472,13 @@ static void *run_device(void *arg)
         end_submit_wait(dev, queue, cmd, fence, &hb);
     }
     job_printf(job, "checksum after %d iterations = %.6f\n", iterations, checksum(c.map, n));
+    if (job->record_threads > 0) {
+        vkp_rec_t rec = {.dev = dev, .queue = queue, .family = family, .groups = groups, .layout = layout,
+                         .set = set, .scale = pipes[1], .module = mods[0], .iterations = iterations,
+                         .k = k};
+        int nd = record_on_threads(&rec, job->record_threads);
+        job_printf(job, "recorded %d scale dispatches on %d threads\n", nd, job->record_threads);
+    }
     if (reuse) {
         VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
         CHECK(vkBeginCommandBuffer(cmd, &bi));
@@ -405,6 +550,7 @@ static void *run_device(void *arg)
 int main(int argc, char **argv)
 {
     int validation = 0, reuse = 0, iterations = 4, props2 = 0, unnamed = 0, devices = 1, secondary = 0;
+    int record_threads = 0;
     uint32_t api = VK_API_VERSION_1_1;
     const char *in_flight = NULL;
     uint32_t n = 1u << 16;
@@ -433,9 +579,13 @@ int main(int argc, char **argv)
             ;
         else if (!strcmp(argv[i], "--secondary") && i + 1 < argc && (secondary = atoi(argv[++i])) >= 1)
             ;
+        else if (!strcmp(argv[i], "--record-threads") && i + 1 < argc &&
+                 (record_threads = atoi(argv[++i])) >= 1 && record_threads <= 8)
+            ;
         else {
             fprintf(stderr, "usage: vkprog [--validation] [--reuse] [--iterations N] [--size N] [--api 1.N] "
-                            "[--props2] [--unnamed] [--in-flight destroy|exit] [--devices 1-4] [--secondary K]\n");
+                            "[--props2] [--unnamed] [--in-flight destroy|exit] [--devices 1-4] [--secondary K] "
+                            "[--record-threads 1-8]\n");
             return 2;
         }
     }
@@ -508,7 +658,8 @@ int main(int argc, char **argv)
     pthread_t threads[4];
     for (int d = 0; d < devices; d++) {
         jobs[d] = (vkp_job_t){.pd = pd, .reuse = reuse, .iterations = iterations, .unnamed = unnamed,
-                              .secondary = secondary, .in_flight = in_flight, .n = n};
+                              .secondary = secondary, .in_flight = in_flight, .n = n,
+                              .record_threads = record_threads};
         if (devices == 1)
             run_device(&jobs[d]);
         else if (pthread_create(&threads[d], NULL, run_device, &jobs[d]) != 0) {

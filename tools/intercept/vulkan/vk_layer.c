@@ -17,7 +17,10 @@
  *  - each dispatch is bracketed with kt_vk_begin_id / kt_vk_end in the program's command buffer, under the name
  *    of the bound compute pipeline: its VK_EXT_debug_utils name, else its shader module's, else the entry point
  *    when it is not "main", else "main#<hash>" (of the SPIR-V: stable across runs); the k-th VkDevice of a
- *    physical device records as "<deviceName> #k";
+ *    physical device records as "<deviceName> #k". The command buffer copies the name when the pipeline is
+ *    bound: a rename (or a destroy) on another thread takes effect at the next bind;
+ *  - the dispatch path takes no process-wide lock: devices and command buffers are found through per-thread
+ *    caches, and the binding is the command buffer's own state (see the locks below);
  *  - completed dispatches are collected (never waiting) after submits and after the program's own waits
  *    (fences, queue/device idle); command buffers re-begun, reset or freed are read and collected, then
  *    discarded (kt_vk_discard: what never ran counts as dropped, never submitted);
@@ -38,6 +41,7 @@
 #include <ktiming/vk.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +53,12 @@
 #define KTI_EXPORT __attribute__((visibility("default")))
 #define KTI_MAX_FAMILIES 16u
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* every map and record below */
+/* Locks. g_lock guards the process-wide maps (instances, devices, devices per physical device); each device's own
+ * `lock` guards its maps and the fields of its records that several threads touch. The dispatch hot path takes
+ * neither in the steady state: device_of and cmd_get answer from a per-thread cache (below), and a command buffer's
+ * binding is its own state (a command buffer is recorded by one thread at a time: the spec requires its pool to be
+ * externally synchronized). */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The loader's dispatch table pointer, shared by an instance or device and the objects made from it. */
 static inline uint64_t dispatch_key(const void *handle)
@@ -92,6 +101,10 @@ typedef void(VKAPI_PTR *PFN_vkCmdBindShadersEXT)(VkCommandBuffer, uint32_t, cons
 
 /* One device. */
 typedef struct kti_device_t {
+    pthread_mutex_t lock;              /* the maps below, ctx[], ctx_failed[], compute_pipelines, and the
+                                          cross-thread fields of its command buffer records */
+    atomic_ulong pipeline_epoch;       /* moves when a pipeline is renamed or destroyed: a command buffer
+                                          rebinding the pipeline it has bound reuses its copy only while unmoved */
     VkDevice device;                   /* handle */
     VkPhysicalDevice physical_device;  /* its physical device */
     VkInstance instance;               /* its instance */
@@ -114,9 +127,11 @@ typedef struct kti_device_t {
 #undef KTI_FIELD
 } kti_device_t;
 
+#define KTI_NAME_MAX 128u
+
 /* A compute pipeline's timing name. */
 typedef struct kti_pipeline_t {
-    char name[128];         /* kernel name */
+    char name[KTI_NAME_MAX]; /* kernel name */
     uint32_t family;        /* family of the id below, UINT32_MAX when not resolved yet */
     kt_kernel_id_t kernel;  /* kt_vk_kernel(ctx of family, name) */
 } kti_pipeline_t;
@@ -145,11 +160,18 @@ typedef struct kti_cmd_t {
     VkCommandPool pool;          /* its pool */
     uint32_t family;             /* the pool's queue family */
     kt_vk_ctx_t *ctx;            /* context of the family (NULL until a dispatch is timed) */
-    kti_pipeline_t *pipeline;    /* bound compute pipeline */
-    uint32_t submits;            /* submissions since it was begun */
+    VkPipeline bound;            /* bound compute pipeline we know a name of; VK_NULL_HANDLE: none (or a shader
+                                    object): dispatches are not timed */
+    unsigned long bound_epoch;   /* the device's pipeline_epoch when the copy below was taken */
+    uint32_t kernel_family;      /* family `kernel` was resolved in; UINT32_MAX: not resolved yet */
+    kt_kernel_id_t kernel;       /* the bound pipeline's kernel id */
+    char name[KTI_NAME_MAX];     /* the bound pipeline's name when it was bound (a copy: another thread may
+                                    rename or destroy the pipeline record meanwhile) */
+    uint32_t submits;            /* submissions since it was begun (device lock) */
     kti_kernels_t kernels;       /* kernels of its timed dispatches (executed secondaries' too), to count
                                     re-executions as dropped */
-    uint32_t executed;           /* a secondary: vkCmdExecuteCommands that recorded it since it was begun */
+    uint32_t executed;           /* a secondary: vkCmdExecuteCommands that recorded it since it was begun (device
+                                    lock) */
     kti_kernels_t repeats;       /* kernels of secondaries recorded here once more: untimed at every execution */
 } kti_cmd_t;
 
@@ -165,11 +187,42 @@ static kti_instance_t *instance_of(const void *handle)
     return i;
 }
 
+/* The per-thread lookup caches. g_device_epoch moves (under g_lock) when a device record is removed, g_cmd_epoch when
+ * a command buffer record is; both before the record is freed. A cached answer is used only while the epoch it was
+ * taken at is current, so a handle value reused by a later device or command buffer is looked up again. A thread
+ * can hold a record that is freed under it only by using a handle another thread is destroying, which the spec
+ * forbids. */
+static atomic_ulong g_device_epoch = 1;
+static atomic_ulong g_cmd_epoch = 1;
+
+typedef struct kti_dev_cache_t {
+    uint64_t key;        /* dispatch key */
+    kti_device_t *d;     /* its record */
+    unsigned long epoch; /* g_device_epoch when looked up */
+} kti_dev_cache_t;
+
+typedef struct kti_cmd_cache_t {
+    VkCommandBuffer cb;  /* handle */
+    void *d;             /* its device (kti_device_t) */
+    void *c;             /* its record (kti_cmd_t), NULL when the command buffer is not tracked */
+    unsigned long epoch; /* g_cmd_epoch when looked up */
+} kti_cmd_cache_t;
+
+static __thread kti_dev_cache_t t_dev;
+static __thread kti_cmd_cache_t t_cmd;
+
 static kti_device_t *device_of(const void *handle)
 {
+    uint64_t key = dispatch_key(handle);
+    unsigned long epoch = atomic_load_explicit(&g_device_epoch, memory_order_acquire);
+    if (t_dev.d && t_dev.key == key && t_dev.epoch == epoch)
+        return t_dev.d;
     pthread_mutex_lock(&g_lock);
-    kti_device_t *d = kti_map_get(&g_devices, dispatch_key(handle));
+    epoch = atomic_load_explicit(&g_device_epoch, memory_order_relaxed);
+    kti_device_t *d = kti_map_get(&g_devices, key);
     pthread_mutex_unlock(&g_lock);
+    if (d)
+        t_dev = (kti_dev_cache_t){key, d, epoch};
     return d;
 }
 
@@ -205,11 +258,15 @@ static void layer_at_exit(void)
     pthread_mutex_lock(&g_lock);
     for (size_t i = 0; i < g_devices.cap; i++) {
         kti_device_t *d = g_devices.keys[i] ? g_devices.vals[i] : NULL;
-        for (size_t k = 0; d && k < d->cmds.cap; k++) {
+        if (!d)
+            continue;
+        pthread_mutex_lock(&d->lock);
+        for (size_t k = 0; k < d->cmds.cap; k++) {
             kti_cmd_t *c = d->cmds.keys[k] ? d->cmds.vals[k] : NULL;
             if (c && c->ctx && c->kernels.n && !c->submits)
                 kt_vk_discard(c->ctx, (VkCommandBuffer)(uintptr_t)d->cmds.keys[k]);
         }
+        pthread_mutex_unlock(&d->lock);
     }
     pthread_mutex_unlock(&g_lock);
     kt_shutdown();
@@ -227,10 +284,10 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
 {
     if (family >= KTI_MAX_FAMILIES || kti_secure()) /* secure-execution mode: nothing is timed */
         return NULL;
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&d->lock);
     kt_vk_ctx_t *ctx = d->ctx[family];
     int failed = d->ctx_failed[family];
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&d->lock);
     if (ctx || failed)
         return ctx;
     kt_vk_desc_t desc;
@@ -246,11 +303,11 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     desc.device_label = d->label;
     desc.copy_at_end = 1; /* copy readback: one set of copies per recording, at vkEndCommandBuffer */
     int rc = kt_vk_ctx_create(&desc, &ctx);
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&d->lock);
     if (rc == 0 && d->ctx[family]) { /* another thread won */
         kt_vk_ctx_t *mine = ctx;
         ctx = d->ctx[family];
-        pthread_mutex_unlock(&g_lock);
+        pthread_mutex_unlock(&d->lock);
         kt_vk_ctx_destroy(mine);
         return ctx;
     }
@@ -258,7 +315,7 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
         d->ctx[family] = ctx;
     else
         d->ctx_failed[family] = 1;
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&d->lock);
     if (rc != 0 && secure_getenv("KTIMING_RUN_VERBOSE"))
         fprintf(stderr, "ktiming: Vulkan queue family %u not timed: %s\n", family, kt_strerror(rc));
     static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -271,9 +328,9 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
 static void device_lost(kti_device_t *d)
 {
     kt_vk_ctx_t *ctx[KTI_MAX_FAMILIES];
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&d->lock);
     memcpy(ctx, d->ctx, sizeof ctx);
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&d->lock);
     for (uint32_t f = 0; f < KTI_MAX_FAMILIES; f++)
         if (ctx[f])
             kt_vk_device_lost(ctx[f]);
@@ -282,9 +339,9 @@ static void device_lost(kti_device_t *d)
 static void collect_device(kti_device_t *d)
 {
     kt_vk_ctx_t *ctx[KTI_MAX_FAMILIES];
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&d->lock);
     memcpy(ctx, d->ctx, sizeof ctx);
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&d->lock);
     for (uint32_t f = 0; f < KTI_MAX_FAMILIES; f++)
         if (ctx[f])
             kt_vk_collect(ctx[f]);
@@ -294,26 +351,34 @@ static void collect_device(kti_device_t *d)
  * Command buffers
  * ------------------------------------------------------------------------------------------------- */
 
+/* The record of a command buffer of d, or NULL when it is not tracked (a protected pool's). */
 static kti_cmd_t *cmd_get(kti_device_t *d, VkCommandBuffer cb)
 {
-    pthread_mutex_lock(&g_lock);
+    unsigned long epoch = atomic_load_explicit(&g_cmd_epoch, memory_order_acquire);
+    if (t_cmd.cb == cb && t_cmd.d == d && t_cmd.epoch == epoch)
+        return t_cmd.c;
+    pthread_mutex_lock(&d->lock);
+    epoch = atomic_load_explicit(&g_cmd_epoch, memory_order_relaxed);
     kti_cmd_t *c = kti_map_get(&d->cmds, (uint64_t)(uintptr_t)cb);
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&d->lock);
+    t_cmd = (kti_cmd_cache_t){cb, d, c, epoch}; /* "not tracked" too: it stays so until the handle is freed */
     return c;
 }
 
 /* Ends a recording's life: what completed is recorded, the rest of its slots released. */
-static void cmd_retire(kti_cmd_t *c, VkCommandBuffer cb)
+static void cmd_retire(kti_device_t *d, kti_cmd_t *c, VkCommandBuffer cb)
 {
     if (c->ctx && c->kernels.n) {
         kt_vk_collect(c->ctx);
         kt_vk_discard(c->ctx, cb);
     }
-    c->pipeline = NULL;
-    c->submits = 0;
+    c->bound = VK_NULL_HANDLE;
     c->kernels.n = 0;
-    c->executed = 0;
     c->repeats.n = 0;
+    pthread_mutex_lock(&d->lock);
+    c->submits = 0;
+    c->executed = 0;
+    pthread_mutex_unlock(&d->lock);
 }
 
 /* A submission: a re-execution of a recording already submitted is not timed (its slots were read), nor is a
@@ -324,9 +389,9 @@ static void cmd_submitted(kti_device_t *d, VkCommandBuffer cb)
     kti_cmd_t *c = cmd_get(d, cb);
     if (!c)
         return;
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&d->lock);
     uint32_t again = c->submits++;
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&d->lock);
     if (again)
         for (uint32_t i = 0; i < c->kernels.n; i++)
             kt_record_drop_reason(c->kernels.ids[i], KT_DROP_RESUBMITTED);
@@ -338,39 +403,38 @@ static void cmd_submitted(kti_device_t *d, VkCommandBuffer cb)
  * Hooks
  * ------------------------------------------------------------------------------------------------- */
 
+/* The bound pipeline's kernel id was resolved for a command buffer: kept in the pipeline record too (so later
+ * bindings copy it), unless the record was renamed or destroyed since the binding. */
+static void pipeline_resolved(kti_device_t *d, const kti_cmd_t *c)
+{
+    pthread_mutex_lock(&d->lock);
+    kti_pipeline_t *p = kti_map_get(&d->pipelines, (uint64_t)c->bound);
+    if (p && !strcmp(p->name, c->name)) {
+        p->kernel = c->kernel;
+        p->family = c->kernel_family;
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* Before a dispatch: its begin timestamp, under the name of the pipeline bound. No lock of the layer's once the
+ * command buffer's context and kernel are known (the backend's ring takes its context's). */
 static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, kti_cmd_t **out)
 {
     *out = NULL;
     kti_cmd_t *c = cmd_get(d, cb);
-    if (!c || !kt_is_enabled())
+    if (!c || !c->bound || !kt_is_enabled())
         return;
     kt_vk_ctx_t *ctx = c->ctx ? c->ctx : family_ctx(d, c->family);
     if (!ctx)
         return;
-    /* The pipeline record may be renamed (vkSetDebugUtilsObjectNameEXT) or destroyed on another thread: read it
-     * under the lock, and write the resolved id back only while this command buffer still has it bound. */
-    char name[sizeof c->pipeline->name];
-    pthread_mutex_lock(&g_lock);
-    kti_pipeline_t *p = c->pipeline;
-    int resolve = p && p->family != c->family;
-    kt_kernel_id_t k = p ? p->kernel : 0;
-    if (resolve)
-        memcpy(name, p->name, sizeof name);
-    pthread_mutex_unlock(&g_lock);
-    if (!p)
-        return;
-    if (resolve) {
-        k = kt_vk_kernel(ctx, name);
-        pthread_mutex_lock(&g_lock);
-        if (c->pipeline == p) {
-            p->kernel = k;
-            p->family = c->family;
-        }
-        pthread_mutex_unlock(&g_lock);
-    }
     c->ctx = ctx;
-    if (kt_vk_begin_id(ctx, cb, k) == 0) {
-        kernels_add(&c->kernels, k);
+    if (c->kernel_family != c->family) {
+        c->kernel = kt_vk_kernel(ctx, c->name);
+        c->kernel_family = c->family;
+        pipeline_resolved(d, c);
+    }
+    if (kt_vk_begin_id(ctx, cb, c->kernel) == 0) {
+        kernels_add(&c->kernels, c->kernel);
         *out = c;
     }
 }
@@ -409,12 +473,20 @@ static void VKAPI_CALL hook_CmdDispatchIndirect(VkCommandBuffer cb, VkBuffer buf
 static void VKAPI_CALL hook_CmdBindPipeline(VkCommandBuffer cb, VkPipelineBindPoint bp, VkPipeline pipeline)
 {
     kti_device_t *d = device_of(cb);
-    if (bp == VK_PIPELINE_BIND_POINT_COMPUTE) {
-        pthread_mutex_lock(&g_lock);
-        kti_cmd_t *c = kti_map_get(&d->cmds, (uint64_t)(uintptr_t)cb);
-        if (c)
-            c->pipeline = kti_map_get(&d->pipelines, (uint64_t)pipeline);
-        pthread_mutex_unlock(&g_lock);
+    kti_cmd_t *c = bp == VK_PIPELINE_BIND_POINT_COMPUTE ? cmd_get(d, cb) : NULL;
+    /* The same pipeline bound again, neither renamed nor destroyed since: the copy holds. */
+    if (c && !(c->bound == pipeline && pipeline &&
+               c->bound_epoch == atomic_load_explicit(&d->pipeline_epoch, memory_order_acquire))) {
+        pthread_mutex_lock(&d->lock);
+        kti_pipeline_t *p = kti_map_get(&d->pipelines, (uint64_t)pipeline);
+        c->bound = p ? pipeline : VK_NULL_HANDLE;
+        c->bound_epoch = atomic_load_explicit(&d->pipeline_epoch, memory_order_relaxed);
+        if (p) {
+            memcpy(c->name, p->name, sizeof c->name);
+            c->kernel = p->kernel;
+            c->kernel_family = p->family;
+        }
+        pthread_mutex_unlock(&d->lock);
     }
     d->vkCmdBindPipeline(cb, bp, pipeline);
 }
@@ -426,14 +498,10 @@ static void VKAPI_CALL hook_CmdBindShadersEXT(VkCommandBuffer cb, uint32_t n, co
                                               const VkShaderEXT *shaders)
 {
     kti_device_t *d = device_of(cb);
-    for (uint32_t i = 0; i < n; i++)
-        if (stages[i] == VK_SHADER_STAGE_COMPUTE_BIT) {
-            pthread_mutex_lock(&g_lock);
-            kti_cmd_t *c = kti_map_get(&d->cmds, (uint64_t)(uintptr_t)cb);
-            if (c)
-                c->pipeline = NULL;
-            pthread_mutex_unlock(&g_lock);
-        }
+    kti_cmd_t *c = cmd_get(d, cb);
+    for (uint32_t i = 0; c && i < n; i++)
+        if (stages[i] == VK_SHADER_STAGE_COMPUTE_BIT)
+            c->bound = VK_NULL_HANDLE;
     d->vkCmdBindShadersEXT(cb, n, stages, shaders);
 }
 
@@ -446,9 +514,9 @@ static void VKAPI_CALL hook_CmdExecuteCommands(VkCommandBuffer cb, uint32_t n, c
         kti_cmd_t *s = cmd_get(d, secondaries[i]);
         if (!s)
             continue;
-        pthread_mutex_lock(&g_lock);
+        pthread_mutex_lock(&d->lock);
         uint32_t before = s->executed++;
-        pthread_mutex_unlock(&g_lock);
+        pthread_mutex_unlock(&d->lock);
         for (uint32_t k = 0; k < s->kernels.n; k++) {
             if (before)
                 kernels_add(&c->repeats, s->kernels.ids[k]);
@@ -463,7 +531,7 @@ static VkResult VKAPI_CALL hook_BeginCommandBuffer(VkCommandBuffer cb, const VkC
     kti_device_t *d = device_of(cb);
     kti_cmd_t *c = cmd_get(d, cb);
     if (c)
-        cmd_retire(c, cb);
+        cmd_retire(d, c, cb);
     return d->vkBeginCommandBuffer(cb, bi);
 }
 
@@ -481,7 +549,7 @@ static VkResult VKAPI_CALL hook_ResetCommandBuffer(VkCommandBuffer cb, VkCommand
     kti_device_t *d = device_of(cb);
     kti_cmd_t *c = cmd_get(d, cb);
     if (c)
-        cmd_retire(c, cb);
+        cmd_retire(d, c, cb);
     return d->vkResetCommandBuffer(cb, flags);
 }
 
@@ -492,7 +560,7 @@ static VkResult VKAPI_CALL hook_AllocateCommandBuffers(VkDevice device, const Vk
     VkResult r = d->vkAllocateCommandBuffers(device, ai, out);
     if (r != VK_SUCCESS)
         return r;
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&d->lock);
     uintptr_t fam = (uintptr_t)kti_map_get(&d->pools, (uint64_t)ai->commandPool);
     for (uint32_t i = 0; fam && i < ai->commandBufferCount; i++) {
         kti_cmd_t *c = calloc(1, sizeof *c);
@@ -503,17 +571,19 @@ static VkResult VKAPI_CALL hook_AllocateCommandBuffers(VkDevice device, const Vk
         if (kti_map_put(&d->cmds, (uint64_t)(uintptr_t)out[i], c) != 0)
             free(c);
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&d->lock);
     return r;
 }
 
 static void cmd_forget(kti_device_t *d, VkCommandBuffer cb)
 {
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&d->lock);
     kti_cmd_t *c = kti_map_del(&d->cmds, (uint64_t)(uintptr_t)cb);
-    pthread_mutex_unlock(&g_lock);
+    if (c) /* before the free: no thread's cache answers with it any more */
+        atomic_fetch_add_explicit(&g_cmd_epoch, 1, memory_order_release);
+    pthread_mutex_unlock(&d->lock);
     if (c) {
-        cmd_retire(c, cb);
+        cmd_retire(d, c, cb);
         free(c->kernels.ids);
         free(c->repeats.ids);
         free(c);
@@ -533,13 +603,13 @@ static void VKAPI_CALL hook_FreeCommandBuffers(VkDevice device, VkCommandPool po
 /* The command buffers of pool (malloc'ed array; *n entries). */
 static VkCommandBuffer *pool_cmds(kti_device_t *d, VkCommandPool pool, size_t *n)
 {
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&d->lock);
     VkCommandBuffer *list = malloc((d->cmds.n ? d->cmds.n : 1) * sizeof *list);
     *n = 0;
     for (size_t i = 0; list && i < d->cmds.cap; i++)
         if (d->cmds.keys[i] && ((kti_cmd_t *)d->cmds.vals[i])->pool == pool)
             list[(*n)++] = (VkCommandBuffer)(uintptr_t)d->cmds.keys[i];
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&d->lock);
     return list;
 }
 
@@ -551,7 +621,7 @@ static VkResult VKAPI_CALL hook_ResetCommandPool(VkDevice device, VkCommandPool 
     for (size_t i = 0; i < n; i++) {
         kti_cmd_t *c = cmd_get(d, list[i]);
         if (c)
-            cmd_retire(c, list[i]);
+            cmd_retire(d, c, list[i]);
     }
     free(list);
     return d->vkResetCommandPool(device, pool, f);
@@ -565,9 +635,9 @@ static VkResult VKAPI_CALL hook_CreateCommandPool(VkDevice device, const VkComma
     /* A protected pool's command buffers are never written to: a protected command buffer may not copy query
      * results into our (unprotected) readback buffer, so its buffers are left out of the map (not timed). */
     if (r == VK_SUCCESS && !(ci->flags & VK_COMMAND_POOL_CREATE_PROTECTED_BIT)) {
-        pthread_mutex_lock(&g_lock);
+        pthread_mutex_lock(&d->lock);
         kti_map_put(&d->pools, (uint64_t)*out, (void *)(uintptr_t)(ci->queueFamilyIndex + 1u));
-        pthread_mutex_unlock(&g_lock);
+        pthread_mutex_unlock(&d->lock);
     }
     return r;
 }
@@ -581,9 +651,9 @@ static void VKAPI_CALL hook_DestroyCommandPool(VkDevice device, VkCommandPool po
         for (size_t i = 0; i < n; i++)
             cmd_forget(d, list[i]);
         free(list);
-        pthread_mutex_lock(&g_lock);
+        pthread_mutex_lock(&d->lock);
         kti_map_del(&d->pools, (uint64_t)pool);
-        pthread_mutex_unlock(&g_lock);
+        pthread_mutex_unlock(&d->lock);
     }
     d->vkDestroyCommandPool(device, pool, a);
 }
@@ -610,9 +680,9 @@ static VkResult VKAPI_CALL hook_CreateShaderModule(VkDevice device, const VkShad
     VkResult r = d->vkCreateShaderModule(device, ci, a, out);
     if (r == VK_SUCCESS) {
         uint64_t h = spirv_hash(ci->pCode, ci->codeSize);
-        pthread_mutex_lock(&g_lock);
+        pthread_mutex_lock(&d->lock);
         kti_map_put(&d->hashes, (uint64_t)*out, (void *)(uintptr_t)h);
-        pthread_mutex_unlock(&g_lock);
+        pthread_mutex_unlock(&d->lock);
     }
     return r;
 }
@@ -620,10 +690,10 @@ static VkResult VKAPI_CALL hook_CreateShaderModule(VkDevice device, const VkShad
 static void VKAPI_CALL hook_DestroyShaderModule(VkDevice device, VkShaderModule m, const VkAllocationCallbacks *a)
 {
     kti_device_t *d = device_of(device);
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&d->lock);
     free(kti_map_del(&d->modules, (uint64_t)m));
     kti_map_del(&d->hashes, (uint64_t)m);
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&d->lock);
     d->vkDestroyShaderModule(device, m, a);
 }
 
@@ -633,7 +703,7 @@ static VkResult VKAPI_CALL hook_CreateComputePipelines(VkDevice device, VkPipeli
 {
     kti_device_t *d = device_of(device);
     VkResult r = d->vkCreateComputePipelines(device, cache, n, ci, a, out);
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&d->lock);
     for (uint32_t i = 0; i < n; i++) {
         if (!out[i])
             continue;
@@ -660,20 +730,19 @@ static VkResult VKAPI_CALL hook_CreateComputePipelines(VkDevice device, VkPipeli
         if (kti_map_put(&d->pipelines, (uint64_t)out[i], p) != 0)
             free(p);
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&d->lock);
     return r;
 }
 
 static void VKAPI_CALL hook_DestroyPipeline(VkDevice device, VkPipeline pipeline, const VkAllocationCallbacks *a)
 {
     kti_device_t *d = device_of(device);
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&d->lock);
     kti_pipeline_t *p = kti_map_del(&d->pipelines, (uint64_t)pipeline);
-    /* a recording command buffer may still point at it (it can't be submitted then); forget the binding */
-    for (size_t i = 0; p && i < d->cmds.cap; i++)
-        if (d->cmds.keys[i] && ((kti_cmd_t *)d->cmds.vals[i])->pipeline == p)
-            ((kti_cmd_t *)d->cmds.vals[i])->pipeline = NULL;
-    pthread_mutex_unlock(&g_lock);
+    /* command buffers that bound it keep their copy of its name; a later pipeline with the same handle value is
+     * looked up again when bound */
+    atomic_fetch_add_explicit(&d->pipeline_epoch, 1, memory_order_release);
+    pthread_mutex_unlock(&d->lock);
     free(p);
     d->vkDestroyPipeline(device, pipeline, a);
 }
@@ -682,12 +751,13 @@ static VkResult VKAPI_CALL hook_SetDebugUtilsObjectNameEXT(VkDevice device, cons
 {
     kti_device_t *d = device_of(device);
     if (ni && ni->pObjectName && ni->pObjectName[0]) {
-        pthread_mutex_lock(&g_lock);
+        pthread_mutex_lock(&d->lock);
         if (ni->objectType == VK_OBJECT_TYPE_PIPELINE) {
             kti_pipeline_t *p = kti_map_get(&d->pipelines, ni->objectHandle);
             if (p) {
                 snprintf(p->name, sizeof p->name, "%s", ni->pObjectName);
                 p->family = UINT32_MAX; /* re-resolve the kernel id under the new name */
+                atomic_fetch_add_explicit(&d->pipeline_epoch, 1, memory_order_release); /* at the next bind */
             }
         } else if (ni->objectType == VK_OBJECT_TYPE_SHADER_MODULE) {
             size_t len = strlen(ni->pObjectName) + 1;
@@ -699,7 +769,7 @@ static VkResult VKAPI_CALL hook_SetDebugUtilsObjectNameEXT(VkDevice device, cons
                     free(copy);
             }
         }
-        pthread_mutex_unlock(&g_lock);
+        pthread_mutex_unlock(&d->lock);
     }
     return d->vkSetDebugUtilsObjectNameEXT ? d->vkSetDebugUtilsObjectNameEXT(device, ni) : VK_SUCCESS;
 }
@@ -905,6 +975,8 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
             destroy(*out, a);
         return VK_ERROR_OUT_OF_HOST_MEMORY;
     }
+    pthread_mutex_init(&d->lock, NULL);
+    atomic_init(&d->pipeline_epoch, 1);
     d->device = *out;
     d->physical_device = pd;
     d->instance = inst->instance;
@@ -932,6 +1004,7 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     pthread_mutex_unlock(&g_lock);
     if (put != 0) {
         d->vkDestroyDevice(*out, a);
+        pthread_mutex_destroy(&d->lock);
         free(d);
         return VK_ERROR_OUT_OF_HOST_MEMORY;
     }
@@ -946,6 +1019,10 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
     kti_device_t *d = kti_map_del(&g_devices, dispatch_key(device));
     if (!g_devices.n)
         kti_map_free(&g_devices);
+    if (d) { /* before anything is freed: no thread's cache answers with the device or its command buffers */
+        atomic_fetch_add_explicit(&g_device_epoch, 1, memory_order_release);
+        atomic_fetch_add_explicit(&g_cmd_epoch, 1, memory_order_release);
+    }
     pthread_mutex_unlock(&g_lock);
     if (!d)
         return;
@@ -958,7 +1035,7 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
         if (d->cmds.keys[i]) {
             kti_cmd_t *c = d->cmds.vals[i];
             free(c->kernels.ids);
-        free(c->repeats.ids);
+            free(c->repeats.ids);
             free(c);
         }
     for (uint32_t f = 0; f < KTI_MAX_FAMILIES; f++)
@@ -975,6 +1052,7 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
     kti_map_free(&d->pools);
     kti_map_free(&d->cmds);
     PFN_vkDestroyDevice destroy = d->vkDestroyDevice;
+    pthread_mutex_destroy(&d->lock);
     free(d);
     destroy(device, a);
 }
