@@ -204,7 +204,7 @@ typedef struct kti_dev_cache_t {
 typedef struct kti_cmd_cache_t {
     VkCommandBuffer cb;  /* handle */
     void *d;             /* its device (kti_device_t) */
-    void *c;             /* its record (kti_cmd_t), NULL when the command buffer is not tracked */
+    void *c;             /* its record (kti_cmd_t) */
     unsigned long epoch; /* g_cmd_epoch when looked up */
 } kti_cmd_cache_t;
 
@@ -361,7 +361,9 @@ static kti_cmd_t *cmd_get(kti_device_t *d, VkCommandBuffer cb)
     epoch = atomic_load_explicit(&g_cmd_epoch, memory_order_relaxed);
     kti_cmd_t *c = kti_map_get(&d->cmds, (uint64_t)(uintptr_t)cb);
     pthread_mutex_unlock(&d->lock);
-    t_cmd = (kti_cmd_cache_t){cb, d, c, epoch}; /* "not tracked" too: it stays so until the handle is freed */
+    if (c) /* not "not tracked": freeing an untracked command buffer moves no epoch, and its handle value may
+            * come back as a tracked one */
+        t_cmd = (kti_cmd_cache_t){cb, d, c, epoch};
     return c;
 }
 
