@@ -164,16 +164,28 @@ static void load_device_funcs(VkDevice dev)
     pthread_mutex_unlock(&lock);
 }
 
-/* Ends cmd after a barrier making the shaders' writes visible to the host, submits it and waits for it. */
-static void end_submit_wait(VkDevice dev, VkQueue queue, VkCommandBuffer cmd, VkFence fence, const VkMemoryBarrier *hb)
+/* Ends cmd after a barrier making the shaders' writes visible to the host, submits it (holding queue_lock when
+ * given: VkQueue is externally synchronized) and waits for it. */
+static void end_submit_wait_locked(VkDevice dev, VkQueue queue, pthread_mutex_t *queue_lock, VkCommandBuffer cmd,
+                                   VkFence fence, const VkMemoryBarrier *hb)
 {
     vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, hb, 0, NULL, 0,
                          NULL);
     CHECK(vkEndCommandBuffer(cmd));
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
-    CHECK(vkQueueSubmit(queue, 1, &si, fence));
+    if (queue_lock)
+        pthread_mutex_lock(queue_lock);
+    VkResult r = vkQueueSubmit(queue, 1, &si, fence);
+    if (queue_lock)
+        pthread_mutex_unlock(queue_lock);
+    CHECK(r);
     CHECK(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX));
     CHECK(vkResetFences(dev, 1, &fence));
+}
+
+static void end_submit_wait(VkDevice dev, VkQueue queue, VkCommandBuffer cmd, VkFence fence, const VkMemoryBarrier *hb)
+{
+    end_submit_wait_locked(dev, queue, NULL, cmd, fence, hb);
 }
 
 /* --record-threads: what the recording threads and the pipeline churner share. */
@@ -226,16 +238,7 @@ static void *record_thread(void *arg)
         vkCmdPushConstants(cmd, r->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof r->k, &r->k);
         vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, r->scale);
         vkCmdDispatch(cmd, r->groups, 1, 1);
-        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &hb, 0,
-                             NULL, 0, NULL);
-        CHECK(vkEndCommandBuffer(cmd));
-        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
-        pthread_mutex_lock(r->lock);
-        VkResult res = vkQueueSubmit(r->queue, 1, &si, fence);
-        pthread_mutex_unlock(r->lock);
-        CHECK(res);
-        CHECK(vkWaitForFences(r->dev, 1, &fence, VK_TRUE, UINT64_MAX));
-        CHECK(vkResetFences(r->dev, 1, &fence));
+        end_submit_wait_locked(r->dev, r->queue, r->lock, cmd, fence, &hb);
     }
     vkDestroyFence(r->dev, fence, NULL);
     vkFreeCommandBuffers(r->dev, pool, 1, &cmd);

@@ -203,8 +203,8 @@ typedef struct kti_dev_cache_t {
 
 typedef struct kti_cmd_cache_t {
     VkCommandBuffer cb;  /* handle */
-    void *d;             /* its device (kti_device_t) */
-    void *c;             /* its record (kti_cmd_t) */
+    kti_device_t *d;     /* its device */
+    kti_cmd_t *c;        /* its record */
     unsigned long epoch; /* g_cmd_epoch when looked up */
 } kti_cmd_cache_t;
 
@@ -577,6 +577,13 @@ static VkResult VKAPI_CALL hook_AllocateCommandBuffers(VkDevice device, const Vk
     return r;
 }
 
+static void cmd_free(kti_cmd_t *c)
+{
+    free(c->kernels.ids);
+    free(c->repeats.ids);
+    free(c);
+}
+
 static void cmd_forget(kti_device_t *d, VkCommandBuffer cb)
 {
     pthread_mutex_lock(&d->lock);
@@ -586,9 +593,7 @@ static void cmd_forget(kti_device_t *d, VkCommandBuffer cb)
     pthread_mutex_unlock(&d->lock);
     if (c) {
         cmd_retire(d, c, cb);
-        free(c->kernels.ids);
-        free(c->repeats.ids);
-        free(c);
+        cmd_free(c);
     }
 }
 
@@ -1034,12 +1039,8 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
     if (d->vkDeviceWaitIdle)
         d->vkDeviceWaitIdle(device);
     for (size_t i = 0; i < d->cmds.cap; i++)
-        if (d->cmds.keys[i]) {
-            kti_cmd_t *c = d->cmds.vals[i];
-            free(c->kernels.ids);
-            free(c->repeats.ids);
-            free(c);
-        }
+        if (d->cmds.keys[i])
+            cmd_free(d->cmds.vals[i]);
     for (uint32_t f = 0; f < KTI_MAX_FAMILIES; f++)
         kt_vk_ctx_destroy(d->ctx[f]); /* collects what completed: the device is idle */
     for (size_t i = 0; i < d->pipelines.cap; i++)
