@@ -52,12 +52,23 @@
  * (device timestamps never repeat) and waits for the new ones. It knows them because a slot is released only
  * after its values were read, or (kt_vk_discard) after its command buffer was found never executed.
  *
+ * Every execution (desc.per_submission): a command buffer recorded once and submitted many times, as engines
+ * and benchmarks do, is timed at every execution when it is submitted with kt_vk_queue_submit (or _submit2).
+ * Each batch is bracketed by two command buffers of ktiming's own: the first writes a timestamp, the last
+ * writes another and copies the timestamps of every slot of the batch's primaries (WAIT) into a record of that
+ * execution; a fence of ktiming's (the submission's own when the application passed none, else an empty
+ * submission right after) says when those command buffers can be reused. The application's command buffers
+ * carry only resets and timestamps, so nothing waits between its dispatches. Each batch is also recorded as a
+ * span of its own, kernel "vkQueueSubmit", on the queue's track. Secondary command buffers are timed once (call
+ * kt_vk_cmd_end before their vkEndCommandBuffer, as with copy_at_end). A primary submitted without
+ * kt_vk_queue_submit is not read; kt_vk_discard counts its slots as never submitted.
+ *
  * Rules for the application:
  *   - kt_vk_begin/kt_vk_end go outside render pass instances (compute), in a command buffer of the context's
  *     queue family; pairs nest (up to 8 deep per command buffer); each begin needs its end in the same
  *     command buffer.
- *   - A command buffer carrying slots is submitted once (ONE_TIME_SUBMIT): re-submitting it rewrites the
- *     same slots. Before you re-begin, reset or free a command buffer, call kt_vk_discard(): it reads what the
+ *   - A command buffer carrying slots is submitted once (ONE_TIME_SUBMIT), unless desc.per_submission is set
+ *     and it is submitted with kt_vk_queue_submit (below): otherwise re-submitting it rewrites the same slots. Before you re-begin, reset or free a command buffer, call kt_vk_discard(): it reads what the
  *     buffer's execution wrote (it is not pending any more) and counts the rest as dropped, never submitted.
  *     Without it the slots stay pending; they pin only themselves, the other slots keep being reused.
  *   - A full ring (slots still pending) drops the dispatch: counted in `dropped`, never an overwritten slot.
@@ -136,6 +147,11 @@ typedef struct kt_vk_desc_t {
     const char *device_label;                         /* device name kernels, queues and clock facts are recorded
                                                          under; NULL = deviceName (set it to tell two VkDevices
                                                          of one physical device apart) */
+    int per_submission;                               /* time every execution: primary command buffers carrying
+                                                         slots are submitted with kt_vk_queue_submit[2] (see
+                                                         "Every execution" above); implies COPY readback */
+    VkResult (VKAPI_PTR *set_device_loader_data)(VkDevice, void *); /* a layer's pfnSetDeviceLoaderData: called
+                                                         on every command buffer ktiming allocates (NULL: none) */
 } kt_vk_desc_t;
 
 /* Counters of a context (monotonic since creation). */
@@ -193,6 +209,19 @@ KT_API int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns);
 /* Forget cmd's uncollected slots (after collecting what completed), e.g. before resetting it unsubmitted. */
 KT_API int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 
+/* desc.per_submission: vkQueueSubmit through ktiming. Every batch with command buffers gets a command buffer of
+ * ktiming's own before and after the application's: a "vkQueueSubmit" span around the batch, and copies of
+ * the timestamps of every slot its primaries carry, so each execution is recorded. Returns vkQueueSubmit's
+ * result; on failure nothing is counted as executed. Without per_submission: a plain vkQueueSubmit. The caller
+ * holds the queue as for vkQueueSubmit; `queue` is of the context's family. */
+KT_API VkResult kt_vk_queue_submit(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const VkSubmitInfo *si,
+                                   VkFence fence);
+#ifdef VK_VERSION_1_3
+/* The same for vkQueueSubmit2 (core 1.3, or VK_KHR_synchronization2's vkQueueSubmit2KHR). */
+KT_API VkResult kt_vk_queue_submit2(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const VkSubmitInfo2 *si,
+                                    VkFence fence);
+#endif
+
 /* The device was lost (a call returned VK_ERROR_DEVICE_LOST): every slot still pending is counted as dropped with
  * the reason "device lost" and released, and the context is no longer polled. Returns how many were dropped. */
 KT_API int kt_vk_device_lost(kt_vk_ctx_t *ctx);
@@ -228,6 +257,10 @@ static inline kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name) { 
 static inline int kt_vk_collect(kt_vk_ctx_t *ctx) { (void)ctx; return 0; }
 static inline int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns) { (void)ctx; (void)timeout_ns; return 0; }
 static inline int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
+/* Compiled out, the submission is the program's own vkQueueSubmit[2] (a prototype, or volk's pointer: a macro,
+ * expanded only where it is used). */
+#define kt_vk_queue_submit(ctx, queue, n, si, fence) ((void)(ctx), vkQueueSubmit((queue), (n), (si), (fence)))
+#define kt_vk_queue_submit2(ctx, queue, n, si, fence) ((void)(ctx), vkQueueSubmit2((queue), (n), (si), (fence)))
 static inline int kt_vk_device_lost(kt_vk_ctx_t *ctx) { (void)ctx; return 0; }
 static inline int kt_vk_recalibrate(kt_vk_ctx_t *ctx) { (void)ctx; return KT_EDISABLED; }
 static inline int kt_vk_timestamp_to_host(kt_vk_ctx_t *ctx, uint64_t timestamp, uint64_t *host_ns,

@@ -14,7 +14,6 @@
 #define KT__VK_POLL_CHUNK 128u    /* slots per vkGetQueryPoolResults call of the collector */
 
 static int poll_pass_locked(kt_vk_ctx_t *ctx, VkCommandBuffer only);
-static void slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot);
 static void flush_all(uint64_t deadline_ns);
 static void stop_all(uint64_t deadline_ns);
 
@@ -132,13 +131,26 @@ static uint64_t drop_pending(kt_vk_ctx_t *ctx, kt_drop_reason_t reason, kt_drop_
 {
     uint64_t n = 0;
     pthread_mutex_lock(&ctx->lock);
+    /* per_submission: each execution's record stands for itself; a batch's slot goes with its record, and a
+     * slot copied by the records of its submissions has nothing of its own left to read. */
+    for (uint32_t k = 0; k < ctx->exec_used; k++) {
+        uint32_t e = (ctx->exec_head + k) % ctx->exec_cap;
+        if (ctx->execs[e].state == KT__VK_EXEC_PENDING) {
+            kt_record_drop_reason(ctx->execs[e].kernel, reason);
+            kt__vk_exec_free_locked(ctx, e);
+            n++;
+        }
+    }
+    kt__vk_exec_reclaim_locked(ctx);
     uint32_t i = ctx->used_first;
     while (i != KT__VK_NONE) {
         kt__vk_slot_t *s = &ctx->slots[i];
         uint32_t next = s->next;
-        if (s->state != KT__VK_SLOT_READY) {
+        if (s->submission || (s->executions && !s->self_copy)) {
+            kt__vk_slot_release_locked(ctx, i);
+        } else if (s->state != KT__VK_SLOT_READY) {
             kt_record_drop_reason(s->kernel, s->half_read ? half_read_reason : reason);
-            slot_release_locked(ctx, i);
+            kt__vk_slot_release_locked(ctx, i);
             n++;
         }
         i = next;
@@ -153,8 +165,12 @@ static int outstanding(kt_vk_ctx_t *ctx)
 {
     pthread_mutex_lock(&ctx->lock);
     int any = 0;
-    for (uint32_t i = ctx->used_first; i != KT__VK_NONE && !any; i = ctx->slots[i].next)
-        any = ctx->slots[i].state != KT__VK_SLOT_READY;
+    for (uint32_t i = ctx->used_first; i != KT__VK_NONE && !any; i = ctx->slots[i].next) {
+        const kt__vk_slot_t *s = &ctx->slots[i];
+        /* per_submission: a primary's slot is read through its executions' records, never by itself */
+        any = s->state != KT__VK_SLOT_READY && !(ctx->per_submit && !s->self_copy);
+    }
+    any |= ctx->exec_pending != 0;
     pthread_mutex_unlock(&ctx->lock);
     return any;
 }
@@ -225,7 +241,7 @@ static int find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t
 static int create_readback(kt_vk_ctx_t *ctx)
 {
     const kt__vk_table_t *vk = &ctx->vk;
-    VkDeviceSize size = (VkDeviceSize)(ctx->cap + 1) * KT__VK_WORDS_PER_SLOT * sizeof(uint64_t);
+    VkDeviceSize size = (VkDeviceSize)(ctx->cap + 1 + ctx->exec_cap) * KT__VK_WORDS_PER_SLOT * sizeof(uint64_t);
     VkBufferCreateInfo bci = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
         .size = size,
@@ -275,6 +291,8 @@ static void destroy_objects(kt_vk_ctx_t *ctx)
         free(ctx->names[i].copy);
     free(ctx->slots);
     free(ctx->free_q);
+    free(ctx->execs);
+    pthread_mutex_destroy(&ctx->sub_lock);
     pthread_mutex_destroy(&ctx->lock);
     pthread_mutex_destroy(&ctx->model_lock);
     pthread_mutex_destroy(&ctx->collect_lock);
@@ -332,6 +350,7 @@ static kt_vk_ctx_t *ctx_alloc(const kt_vk_desc_t *desc)
     pthread_mutex_init(&ctx->lock, NULL);
     pthread_mutex_init(&ctx->model_lock, NULL);
     pthread_mutex_init(&ctx->collect_lock, NULL);
+    pthread_mutex_init(&ctx->sub_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -346,6 +365,9 @@ static kt_vk_ctx_t *ctx_alloc(const kt_vk_desc_t *desc)
     ctx->recalibrate_ns = desc->recalibrate_ns ? desc->recalibrate_ns : UINT64_C(1000000000);
     ctx->poll_ns = (uint64_t)(desc->poll_us ? desc->poll_us : 500u) * 1000u;
     ctx->used_first = ctx->used_last = KT__VK_NONE;
+    ctx->per_submit = desc->per_submission != 0;
+    ctx->set_loader_data = desc->set_device_loader_data;
+    ctx->exec_cap = ctx->per_submit ? ctx->cap : 0;
     return ctx;
 }
 
@@ -385,8 +407,11 @@ static int query_device(kt_vk_ctx_t *ctx, const kt_vk_desc_t *desc)
      * command buffer runs): on the host, or by a submission on desc.queue. Without either, use copies. */
     int cpu_device = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     ctx->copy_readback = desc->readback == KT_VK_READBACK_COPY ||
-                         (desc->readback == KT_VK_READBACK_AUTO && cpu_device) || !(ctx->host_reset || ctx->queue);
-    ctx->copy_at_end = ctx->copy_readback && desc->copy_at_end;
+                         (desc->readback == KT_VK_READBACK_AUTO && cpu_device) || !(ctx->host_reset || ctx->queue) ||
+                         ctx->per_submit;
+    /* per_submission: kt_vk_end records no copy; kt_vk_queue_submit copies a primary's slots per execution and
+     * kt_vk_cmd_end a secondary's once */
+    ctx->copy_at_end = ctx->copy_readback && (desc->copy_at_end || ctx->per_submit);
     return 0;
 }
 
@@ -414,6 +439,8 @@ static int create_ring(kt_vk_ctx_t *ctx)
     ctx->free_q = calloc(ctx->cap, sizeof(*ctx->free_q));
     if (!ctx->slots || !ctx->free_q)
         return KT_ENOMEM;
+    if (ctx->per_submit && (rc = kt__vk_submit_init(ctx)) != 0)
+        return rc;
     for (uint32_t i = 0; i < ctx->cap; i++) {
         ctx->free_q[i] = i;
         ctx->slots[i].prev = ctx->slots[i].next = KT__VK_NONE;
@@ -464,6 +491,7 @@ int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
     return 0;
 
 fail:
+    kt__vk_submit_fini(ctx);
     destroy_objects(ctx);
     return rc;
 }
@@ -483,6 +511,7 @@ void kt_vk_ctx_destroy(kt_vk_ctx_t *ctx)
     pthread_mutex_lock(&ctx->collect_lock); /* wait out a collect still running on another thread */
     pthread_mutex_unlock(&ctx->collect_lock);
     drop_pending(ctx, KT_DROP_NEVER_SUBMITTED, KT_DROP_READ_FAILED);
+    kt__vk_submit_fini(ctx);
     destroy_objects(ctx);
 }
 
@@ -560,7 +589,7 @@ static kt__vk_open_t *open_find(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, int add)
 }
 
 /* Takes the oldest free slot and appends it to the in-use list; KT__VK_SLOT_DROPPED when none is free. */
-static uint32_t slot_alloc_locked(kt_vk_ctx_t *ctx)
+uint32_t kt__vk_slot_alloc_locked(kt_vk_ctx_t *ctx)
 {
     if (ctx->used == ctx->cap)
         return KT__VK_SLOT_DROPPED;
@@ -580,7 +609,7 @@ static uint32_t slot_alloc_locked(kt_vk_ctx_t *ctx)
 
 /* A slot leaves the in-use list (read, or given up) and goes to the back of the free FIFO. Its last values read
  * stay in begin_raw/end_raw for the stale check of its next use. */
-static void slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot)
+void kt__vk_slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot)
 {
     kt__vk_slot_t *s = &ctx->slots[slot];
     if (ctx->copy_readback) {
@@ -601,6 +630,8 @@ static void slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot)
     s->prev = s->next = KT__VK_NONE;
     s->state = KT__VK_SLOT_FREE;
     s->cmd = NULL;
+    s->self_copy = s->submission = 0;
+    s->executions = 0;
     ctx->free_q[(ctx->free_head + ctx->cap - ctx->used) % ctx->cap] = slot;
     ctx->used--;
 }
@@ -618,12 +649,14 @@ static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
         o->overflow++;
         return KT_EFULL;
     }
-    uint32_t slot = slot_alloc_locked(ctx);
+    uint32_t slot = kt__vk_slot_alloc_locked(ctx);
     if (slot != KT__VK_SLOT_DROPPED) {
         kt__vk_slot_t *s = &ctx->slots[slot];
         s->state = KT__VK_SLOT_OPEN;
         s->copy_pending = 0;
         s->half_read = 0;
+        s->self_copy = s->submission = 0;
+        s->executions = 0;
         s->gen++;
         s->kernel = kernel;
         s->cmd = cmd;
@@ -756,6 +789,7 @@ int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
         if (s->cmd != cmd || !s->copy_pending)
             continue;
         s->copy_pending = 0;
+        s->self_copy = 1;
         record_copy(ctx, cmd, i);
         n++;
     }
@@ -784,11 +818,15 @@ typedef struct kt__vk_done_t {
  * read as 0 with its availability set, 11 of 640 dispatches of test_vk_threads, recorded as 584-year
  * durations before the sanity check). The words are zeroed at release and a timestamp is never 0 in practice,
  * so a value still 0 means "not yet". */
-static int slot_copied(const kt_vk_ctx_t *ctx, uint32_t slot)
+static int words_landed(const uint64_t *w)
 {
-    const uint64_t *w = ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT;
     return __atomic_load_n(&w[1], __ATOMIC_ACQUIRE) != 0 && __atomic_load_n(&w[3], __ATOMIC_ACQUIRE) != 0 &&
            __atomic_load_n(&w[0], __ATOMIC_ACQUIRE) != 0 && __atomic_load_n(&w[2], __ATOMIC_ACQUIRE) != 0;
+}
+
+static int slot_copied(const kt_vk_ctx_t *ctx, uint32_t slot)
+{
+    return words_landed(ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT);
 }
 
 /* Take up to max completed slots out of the ring (oldest first). */
@@ -796,6 +834,22 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
 {
     uint32_t n = 0;
     uint32_t slot = ctx->used_first;
+    /* per_submission: the execution records (each a dispatch's or a batch's execution) */
+    for (uint32_t k = 0; k < ctx->exec_used && n < max; k++) {
+        uint32_t e = (ctx->exec_head + k) % ctx->exec_cap;
+        kt__vk_exec_t *x = &ctx->execs[e];
+        const uint64_t *w = ctx->words + kt__vk_exec_word(ctx, e);
+        if (x->state != KT__VK_EXEC_PENDING || !words_landed(w))
+            continue;
+        out[n].begin_raw = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
+        out[n].end_raw = __atomic_load_n(&w[2], __ATOMIC_RELAXED);
+        out[n].kernel = x->kernel;
+        out[n].thread = x->thread;
+        out[n].enqueue_ns = x->enqueue_ns;
+        n++;
+        kt__vk_exec_free_locked(ctx, e);
+    }
+    kt__vk_exec_reclaim_locked(ctx);
     while (slot != KT__VK_NONE && n < max) {
         kt__vk_slot_t *s = &ctx->slots[slot];
         uint32_t next = s->next;
@@ -819,7 +873,7 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
         out[n].thread = s->thread;
         out[n].enqueue_ns = s->enqueue_ns;
         n++;
-        slot_release_locked(ctx, slot);
+        kt__vk_slot_release_locked(ctx, slot);
         slot = next;
     }
     return n;
@@ -1041,9 +1095,13 @@ int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
         kt__vk_slot_t *s = &ctx->slots[slot];
         uint32_t next = s->next;
         if ((s->state == KT__VK_SLOT_OPEN || s->state == KT__VK_SLOT_CLOSED) && s->cmd == cmd) {
-            kt_record_drop_reason(s->kernel, KT_DROP_NEVER_SUBMITTED);
-            slot_release_locked(ctx, slot);
-            n++;
+            if (s->executions && !s->self_copy) { /* every execution has its own record */
+                kt__vk_slot_release_locked(ctx, slot);
+            } else {
+                kt_record_drop_reason(s->kernel, KT_DROP_NEVER_SUBMITTED);
+                kt__vk_slot_release_locked(ctx, slot);
+                n++;
+            }
         }
         slot = next;
     }

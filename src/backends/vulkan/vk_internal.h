@@ -59,6 +59,9 @@
     X(vkDestroyFence, 1)                                                                                   \
     X(vkWaitForFences, 1)                                                                                  \
     X(vkResetFences, 1)                                                                                    \
+    X(vkGetFenceStatus, 1)                                                                                 \
+    X(vkQueueSubmit2, 0)                                                                                   \
+    X(vkQueueSubmit2KHR, 0)                                                                                \
     X(vkGetCalibratedTimestampsEXT, 0)
 
 /* Resolved pointers; NULL for optional functions the device does not expose. */
@@ -110,7 +113,28 @@ typedef struct kt__vk_slot_t {
     int read_once;           /* begin_raw/end_raw hold values read from the pool (to spot stale reads) */
     int copy_pending;        /* copy_at_end: CLOSED, its copy not recorded yet (kt_vk_cmd_end) */
     int half_read;           /* thread readback: a poll of this use found one timestamp available, not both */
+    int self_copy;           /* per_submission: kt_vk_cmd_end recorded its copy (a secondary: timed once) */
+    int submission;          /* per_submission: the timestamp pair around a batch (read through its record) */
+    uint32_t executions;     /* per_submission: submissions whose records copy it (ctx->lock) */
 } kt__vk_slot_t;
+
+/* per_submission: one execution of a slot (or of a batch) whose timestamps a copy of ktiming's brings to the
+ * host: FREE, RESERVED or PENDING. Records are taken in FIFO order (exec_head, exec_used) and freed as they are read. */
+enum { KT__VK_EXEC_FREE = 0, KT__VK_EXEC_PENDING = 1, KT__VK_EXEC_RESERVED = 2 /* its submission is being made */ };
+typedef struct kt__vk_exec_t {
+    int state;             /* KT__VK_EXEC_* */
+    kt_kernel_id_t kernel; /* what was timed */
+    uint32_t thread;       /* submitting thread */
+    uint32_t slot;         /* a batch's own slot, released when read; KT__VK_NONE for a dispatch's */
+    uint64_t enqueue_ns;   /* host time of the submission */
+} kt__vk_exec_t;
+
+/* per_submission: a vkQueueSubmit of ours in flight: its command buffers are reused once `fence` signalled. */
+typedef struct kt__vk_sub_t {
+    VkFence fence;
+    uint32_t ncmds;
+    VkCommandBuffer *cmds;   /* malloc'ed */
+} kt__vk_sub_t;
 
 #define KT__VK_SLOT_DROPPED UINT32_MAX
 
@@ -197,8 +221,40 @@ struct kt_vk_ctx_t {
     atomic_uint_fast64_t begun, collected, dropped, discarded, collect_calls, collect_max_ns, recalibrations;
     atomic_uint_fast64_t polls;         /* collector-thread driver reads */
 
+    /* every execution (desc.per_submission; vk_submit.c) */
+    int per_submit;                     /* kt_vk_queue_submit brackets batches and copies per execution */
+    VkResult (VKAPI_PTR *set_loader_data)(VkDevice, void *); /* a layer's pfnSetDeviceLoaderData, or NULL */
+    kt_kernel_id_t submit_kernel;       /* "vkQueueSubmit": the batch spans */
+    uint32_t exec_cap;                  /* execution records (readback words after the slots' and calibration's) */
+    kt__vk_exec_t *execs;               /* under lock */
+    uint32_t exec_head, exec_used;      /* FIFO of records in use (freed ones are skipped when head reaches them) */
+    uint32_t exec_pending;              /* PENDING records */
+    pthread_mutex_t sub_lock;           /* sub_pool, its command buffers and fences, subs */
+    VkCommandPool sub_pool;             /* ktiming's command buffers (RESET_COMMAND_BUFFER) */
+    kt__vk_sub_t *subs;                 /* submissions in flight, oldest first */
+    uint32_t nsubs;
+    VkCommandBuffer *free_cmds;         /* recorded-and-done command buffers to re-record */
+    uint32_t nfree_cmds, cap_free_cmds;
+    VkFence *free_fences;               /* unsignalled fences */
+    uint32_t nfree_fences, cap_free_fences;
+
     struct kt_vk_ctx_t *next_live;      /* registry of live contexts for kt_flush */
 };
+
+/* Every execution (vk_submit.c). */
+int kt__vk_submit_init(kt_vk_ctx_t *ctx);
+void kt__vk_submit_fini(kt_vk_ctx_t *ctx);
+/* Word offset (uint64_t index into ctx->words) of execution record e. */
+static inline size_t kt__vk_exec_word(const kt_vk_ctx_t *ctx, uint32_t e)
+{
+    return ((size_t)ctx->cap + 1u + e) * KT__VK_WORDS_PER_SLOT;
+}
+/* ctx->lock held: slot allocation and release, execution records. */
+uint32_t kt__vk_slot_alloc_locked(kt_vk_ctx_t *ctx);
+void kt__vk_slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot);
+/* Marks record e FREE (words zeroed, a batch's slot released); the FIFO's head moves in reclaim. */
+void kt__vk_exec_free_locked(kt_vk_ctx_t *ctx, uint32_t e);
+void kt__vk_exec_reclaim_locked(kt_vk_ctx_t *ctx);
 
 /* Clock (vk_clock.c). model_lock held by the caller for the *_locked functions. */
 int kt__vk_clock_init(kt_vk_ctx_t *ctx);

@@ -1,0 +1,570 @@
+/* vk_submit.c — every execution timed (kt_vk_desc_t.per_submission): ktiming's own command buffers around each
+ * batch of a vkQueueSubmit.
+ *
+ * A primary command buffer recorded once and submitted many times writes its timestamps into the same queries
+ * at every execution (kt_vk_begin records their reset too). What makes each execution readable is where the
+ * values go: per batch, a command buffer of ktiming's appended after the application's copies every slot of the
+ * batch's primaries into a fresh execution record of the readback buffer (WAIT + availability, as copy readback
+ * does), and one prepended to the batch writes the begin timestamp of the batch itself. The application's
+ * command buffers carry only resets and timestamps: no wait between its dispatches.
+ *
+ * ktiming's command buffers can be re-recorded once their submission completed: a fence of ours tells. It is the
+ * submission's own when the application passed none, else an empty vkQueueSubmit right after (a fence of a
+ * submission with no batches signals once all earlier work on the queue has completed).
+ */
+#include "backends/vulkan/vk_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define KT__VK_SUBS_MAX 1024u /* ktiming submissions in flight per context */
+#define KT__VK_BATCH_SLOTS 512u /* timed slots of one batch copied per execution (more: the rest dropped) */
+
+int kt__vk_submit_init(kt_vk_ctx_t *ctx)
+{
+    ctx->execs = calloc(ctx->exec_cap, sizeof(*ctx->execs));
+    ctx->subs = calloc(KT__VK_SUBS_MAX, sizeof(*ctx->subs));
+    if (!ctx->execs || !ctx->subs)
+        return KT_ENOMEM;
+    for (uint32_t e = 0; e < ctx->exec_cap; e++)
+        ctx->execs[e].slot = KT__VK_NONE;
+    ctx->submit_kernel = kt_kernel_intern("vkQueueSubmit", KT_BACKEND_VULKAN, ctx->device_name);
+    VkCommandPoolCreateInfo pci = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+        .queueFamilyIndex = ctx->queue_family,
+    };
+    VkResult r = ctx->vk.vkCreateCommandPool(ctx->device, &pci, NULL, &ctx->sub_pool);
+    if (r != VK_SUCCESS) {
+        ctx->sub_pool = VK_NULL_HANDLE;
+        atomic_store(&ctx->last_error, (int)r);
+        return KT_EBACKEND;
+    }
+    return 0;
+}
+
+/* After kt_vk_ctx_destroy's last collection (the timed work has finished, by the destroy rule): waits for our own
+ * submissions (bounded), then frees their fences and command buffers with the pool. */
+void kt__vk_submit_fini(kt_vk_ctx_t *ctx)
+{
+    const kt__vk_table_t *vk = &ctx->vk;
+    for (uint32_t i = 0; i < ctx->nsubs; i++) {
+        kt__vk_sub_t *s = &ctx->subs[i];
+        if (s->fence) {
+            vk->vkWaitForFences(ctx->device, 1, &s->fence, VK_TRUE, UINT64_C(2000000000));
+            vk->vkDestroyFence(ctx->device, s->fence, NULL);
+        }
+        free(s->cmds);
+    }
+    for (uint32_t i = 0; i < ctx->nfree_fences; i++)
+        vk->vkDestroyFence(ctx->device, ctx->free_fences[i], NULL);
+    if (ctx->sub_pool) /* frees its command buffers (also those whose submission could not be fenced) */
+        vk->vkDestroyCommandPool(ctx->device, ctx->sub_pool, NULL);
+    free(ctx->subs);
+    free(ctx->free_cmds);
+    free(ctx->free_fences);
+    ctx->subs = NULL;
+    ctx->free_cmds = NULL;
+    ctx->free_fences = NULL;
+    ctx->nsubs = ctx->nfree_fences = ctx->nfree_cmds = 0;
+    ctx->sub_pool = VK_NULL_HANDLE;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Execution records (ctx->lock held)
+ * ------------------------------------------------------------------------------------------------- */
+
+void kt__vk_exec_free_locked(kt_vk_ctx_t *ctx, uint32_t e)
+{
+    kt__vk_exec_t *x = &ctx->execs[e];
+    if (x->state == KT__VK_EXEC_PENDING)
+        ctx->exec_pending--;
+    x->state = KT__VK_EXEC_FREE;
+    uint64_t *w = ctx->words + kt__vk_exec_word(ctx, e);
+    for (uint32_t i = 0; i < KT__VK_WORDS_PER_SLOT; i++)
+        __atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);
+    if (x->slot != KT__VK_NONE)
+        kt__vk_slot_release_locked(ctx, x->slot);
+    x->slot = KT__VK_NONE;
+}
+
+void kt__vk_exec_reclaim_locked(kt_vk_ctx_t *ctx)
+{
+    while (ctx->exec_used && ctx->execs[ctx->exec_head].state == KT__VK_EXEC_FREE) {
+        ctx->exec_head = (ctx->exec_head + 1) % ctx->exec_cap;
+        ctx->exec_used--;
+    }
+}
+
+/* n consecutive records (modulo the ring) from *first; -1 when the ring has no room. */
+static int exec_alloc_locked(kt_vk_ctx_t *ctx, uint32_t n, uint32_t *first)
+{
+    kt__vk_exec_reclaim_locked(ctx);
+    if (n > ctx->exec_cap - ctx->exec_used)
+        return -1;
+    *first = (ctx->exec_head + ctx->exec_used) % ctx->exec_cap;
+    ctx->exec_used += n;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * One batch's plan
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct kt__vk_plan_t {
+    uint32_t nslots;                       /* timed slots of the batch's primaries */
+    uint32_t slots[KT__VK_BATCH_SLOTS];
+    uint32_t batch_slot;                   /* the batch's own timestamp pair */
+    uint32_t first_exec;                   /* records: first_exec .. + nslots for the slots, then the batch's */
+    int timed;                             /* 0: the batch goes as the application made it */
+    VkCommandBuffer head, tail;            /* ours */
+} kt__vk_plan_t;
+
+/* Whether a batch's extension structures let us add command buffers: a device-group submission gives one mask
+ * per command buffer, and a protected submission may only hold protected command buffers (ours are not). */
+static int batch_extensible(const void *pnext)
+{
+    for (const VkBaseInStructure *s = pnext; s; s = s->pNext) {
+        if (s->sType == VK_STRUCTURE_TYPE_DEVICE_GROUP_SUBMIT_INFO)
+            return 0;
+        if (s->sType == VK_STRUCTURE_TYPE_PROTECTED_SUBMIT_INFO && ((const VkProtectedSubmitInfo *)s)->protectedSubmit)
+            return 0;
+    }
+    return 1;
+}
+
+static int cmd_in(VkCommandBuffer cmd, const VkCommandBuffer *cmds, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (cmds[i] == cmd)
+            return 1;
+    return 0;
+}
+
+/* Under ctx->lock: this execution of the plan's slots and of its batch cannot be timed (ring full). */
+static void drop_slots_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p)
+{
+    for (uint32_t k = 0; k < p->nslots; k++) {
+        kt_record_drop_reason(ctx->slots[p->slots[k]].kernel, KT_DROP_RING_FULL);
+        ctx->slots[p->slots[k]].executions++;
+    }
+    kt_record_drop_reason(ctx->submit_kernel, KT_DROP_RING_FULL);
+    atomic_fetch_add(&ctx->dropped, p->nslots + 1u);
+}
+
+/* Under ctx->lock: finds the batch's timed slots and takes its records and its own slot. What cannot be had is
+ * counted as dropped (ring full), never left unread silently. */
+static void plan_locked(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t ncmds, int extensible,
+                        kt__vk_plan_t *p)
+{
+    p->nslots = 0;
+    p->timed = 0;
+    uint32_t overflow = 0;
+    for (uint32_t i = ctx->used_first; i != KT__VK_NONE; i = ctx->slots[i].next) {
+        const kt__vk_slot_t *s = &ctx->slots[i];
+        if (s->state != KT__VK_SLOT_CLOSED || s->self_copy || s->submission || !cmd_in(s->cmd, cmds, ncmds))
+            continue;
+        if (p->nslots < KT__VK_BATCH_SLOTS && extensible) {
+            p->slots[p->nslots++] = i;
+        } else { /* this execution is counted here, so a later discard does not count the slot again */
+            kt_record_drop_reason(s->kernel, extensible ? KT_DROP_RING_FULL : KT_DROP_NO_TIMING);
+            ctx->slots[i].executions++;
+            overflow++;
+        }
+    }
+    if (!extensible) {
+        atomic_fetch_add(&ctx->dropped, overflow);
+        return;
+    }
+    p->batch_slot = kt__vk_slot_alloc_locked(ctx);
+    if (p->batch_slot == KT__VK_SLOT_DROPPED || exec_alloc_locked(ctx, p->nslots + 1, &p->first_exec) != 0) {
+        if (p->batch_slot != KT__VK_SLOT_DROPPED)
+            kt__vk_slot_release_locked(ctx, p->batch_slot);
+        drop_slots_locked(ctx, p);
+        atomic_fetch_add(&ctx->dropped, overflow);
+        p->nslots = 0;
+        return;
+    }
+    atomic_fetch_add(&ctx->dropped, overflow);
+    for (uint32_t k = 0; k <= p->nslots; k++)
+        ctx->execs[(p->first_exec + k) % ctx->exec_cap].state = KT__VK_EXEC_RESERVED;
+    kt__vk_slot_t *b = &ctx->slots[p->batch_slot];
+    b->state = KT__VK_SLOT_CLOSED;
+    b->submission = 1;
+    b->kernel = ctx->submit_kernel;
+    b->cmd = VK_NULL_HANDLE;
+    b->gen++;
+    p->timed = 1;
+}
+
+/* Under ctx->lock, once the submission is accepted: the records wait for their copies. */
+static void plan_commit_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, uint64_t now, uint32_t thread)
+{
+    for (uint32_t k = 0; k <= p->nslots; k++) {
+        uint32_t e = (p->first_exec + k) % ctx->exec_cap;
+        kt__vk_exec_t *x = &ctx->execs[e];
+        x->state = KT__VK_EXEC_PENDING;
+        x->thread = thread;
+        x->enqueue_ns = now;
+        if (k < p->nslots) {
+            x->kernel = ctx->slots[p->slots[k]].kernel;
+            x->slot = KT__VK_NONE;
+            ctx->slots[p->slots[k]].executions++;
+        } else {
+            x->kernel = ctx->submit_kernel;
+            x->slot = p->batch_slot;
+        }
+        ctx->exec_pending++;
+    }
+    atomic_fetch_add(&ctx->begun, p->nslots + 1u);
+}
+
+/* Under ctx->lock, when the submission failed or was not made: nothing executed, nothing is counted. */
+static void plan_cancel_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p)
+{
+    for (uint32_t k = 0; k <= p->nslots; k++)
+        ctx->execs[(p->first_exec + k) % ctx->exec_cap].state = KT__VK_EXEC_FREE; /* never PENDING */
+    kt__vk_exec_reclaim_locked(ctx);
+    kt__vk_slot_release_locked(ctx, p->batch_slot);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * ktiming's command buffers and fences (ctx->sub_lock held)
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Completed submissions give their command buffers and fences back (oldest first, stopping at the first still
+ * running: a queue completes in order). */
+static void reclaim_locked(kt_vk_ctx_t *ctx)
+{
+    const kt__vk_table_t *vk = &ctx->vk;
+    uint32_t done = 0;
+    while (done < ctx->nsubs) {
+        kt__vk_sub_t *s = &ctx->subs[done];
+        if (vk->vkGetFenceStatus(ctx->device, s->fence) != VK_SUCCESS)
+            break;
+        if (ctx->nfree_cmds + s->ncmds > ctx->cap_free_cmds) {
+            uint32_t cap = ctx->cap_free_cmds ? 2 * ctx->cap_free_cmds : 16;
+            while (cap < ctx->nfree_cmds + s->ncmds)
+                cap *= 2;
+            VkCommandBuffer *p = realloc(ctx->free_cmds, cap * sizeof(*p));
+            if (!p)
+                break;
+            ctx->free_cmds = p;
+            ctx->cap_free_cmds = cap;
+        }
+        if (ctx->nfree_fences == ctx->cap_free_fences) {
+            uint32_t cap = ctx->cap_free_fences ? 2 * ctx->cap_free_fences : 8;
+            VkFence *p = realloc(ctx->free_fences, cap * sizeof(*p));
+            if (!p)
+                break;
+            ctx->free_fences = p;
+            ctx->cap_free_fences = cap;
+        }
+        memcpy(ctx->free_cmds + ctx->nfree_cmds, s->cmds, s->ncmds * sizeof(*s->cmds));
+        ctx->nfree_cmds += s->ncmds;
+        if (vk->vkResetFences(ctx->device, 1, &s->fence) == VK_SUCCESS)
+            ctx->free_fences[ctx->nfree_fences++] = s->fence;
+        else
+            vk->vkDestroyFence(ctx->device, s->fence, NULL);
+        free(s->cmds);
+        done++;
+    }
+    if (done) {
+        memmove(ctx->subs, ctx->subs + done, (ctx->nsubs - done) * sizeof(*ctx->subs));
+        ctx->nsubs -= done;
+    }
+}
+
+static VkCommandBuffer cmd_take_locked(kt_vk_ctx_t *ctx)
+{
+    if (ctx->nfree_cmds)
+        return ctx->free_cmds[--ctx->nfree_cmds];
+    VkCommandBufferAllocateInfo ai = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+        .commandPool = ctx->sub_pool,
+        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+        .commandBufferCount = 1,
+    };
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    if (ctx->vk.vkAllocateCommandBuffers(ctx->device, &ai, &cmd) != VK_SUCCESS)
+        return VK_NULL_HANDLE;
+    /* Under a layer, a dispatchable object made below the loader needs the loader's dispatch data. */
+    if (ctx->set_loader_data && ctx->set_loader_data(ctx->device, cmd) != VK_SUCCESS) {
+        ctx->vk.vkFreeCommandBuffers(ctx->device, ctx->sub_pool, 1, &cmd);
+        return VK_NULL_HANDLE;
+    }
+    return cmd;
+}
+
+static VkFence fence_take_locked(kt_vk_ctx_t *ctx)
+{
+    if (ctx->nfree_fences)
+        return ctx->free_fences[--ctx->nfree_fences];
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkFence f = VK_NULL_HANDLE;
+    if (ctx->vk.vkCreateFence(ctx->device, &fci, NULL, &f) != VK_SUCCESS)
+        return VK_NULL_HANDLE;
+    return f;
+}
+
+/* Records the batch's two command buffers: head = reset + begin timestamp of the batch; tail = its end timestamp,
+ * the copies of every timed slot and of the batch's pair into their records, and a barrier for host reads. */
+static int record_plan(kt_vk_ctx_t *ctx, kt__vk_plan_t *p)
+{
+    const kt__vk_table_t *vk = &ctx->vk;
+    VkCommandBufferBeginInfo bi = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+    };
+    const VkQueryResultFlags flags =
+        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT | VK_QUERY_RESULT_WITH_AVAILABILITY_BIT;
+    uint32_t q = 2 * p->batch_slot;
+    if (vk->vkBeginCommandBuffer(p->head, &bi) != VK_SUCCESS)
+        return -1;
+    vk->vkCmdResetQueryPool(p->head, ctx->pool, q, 2);
+    vk->vkCmdWriteTimestamp(p->head, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, ctx->pool, q);
+    if (vk->vkEndCommandBuffer(p->head) != VK_SUCCESS || vk->vkBeginCommandBuffer(p->tail, &bi) != VK_SUCCESS)
+        return -1;
+    vk->vkCmdWriteTimestamp(p->tail, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, ctx->pool, q + 1);
+    for (uint32_t k = 0; k <= p->nslots; k++) {
+        uint32_t e = (p->first_exec + k) % ctx->exec_cap;
+        uint32_t first = k < p->nslots ? 2 * p->slots[k] : q;
+        vk->vkCmdCopyQueryPoolResults(p->tail, ctx->pool, first, 2, ctx->buffer,
+                                      (VkDeviceSize)kt__vk_exec_word(ctx, e) * sizeof(uint64_t),
+                                      2 * sizeof(uint64_t), flags);
+    }
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
+    };
+    vk->vkCmdPipelineBarrier(p->tail, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0,
+                             NULL, 0, NULL);
+    return vk->vkEndCommandBuffer(p->tail) == VK_SUCCESS ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * The submission
+ * ------------------------------------------------------------------------------------------------- */
+
+/* A batch as both submit structures see it. */
+typedef struct kt__vk_batch_t {
+    const void *pnext;
+    const VkCommandBuffer *cmds;
+    uint32_t ncmds;
+} kt__vk_batch_t;
+
+/* Either submit: the original batches rewritten by `rewrite` into `scratch` (or left alone), then submitted. */
+typedef VkResult (*kt__vk_submit_fn)(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const void *orig,
+                                     const kt__vk_plan_t *plans, VkFence fence, void *fn);
+
+/* Plans, records and submits; `submit` makes the driver call with the batches rewritten from plans. */
+static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const kt__vk_batch_t *batches,
+                              const void *orig, VkFence fence, kt__vk_submit_fn submit, void *fn)
+{
+    kt__vk_plan_t *plans = calloc(n ? n : 1, sizeof(*plans));
+    if (!plans)
+        return submit(ctx, queue, n, orig, NULL, fence, fn);
+    uint64_t now = kt_now_ns();
+    uint32_t thread = kt_thread_ordinal(), ntimed = 0;
+    pthread_mutex_lock(&ctx->lock);
+    for (uint32_t i = 0; i < n; i++)
+        if (batches[i].ncmds)
+            plan_locked(ctx, batches[i].cmds, batches[i].ncmds, batch_extensible(batches[i].pnext), &plans[i]);
+    pthread_mutex_unlock(&ctx->lock);
+
+    pthread_mutex_lock(&ctx->sub_lock);
+    reclaim_locked(ctx);
+    VkFence ours = VK_NULL_HANDLE;
+    VkCommandBuffer *mine = NULL;
+    uint32_t nmine = 0;
+    int room = ctx->nsubs < KT__VK_SUBS_MAX;
+    for (uint32_t i = 0; i < n; i++)
+        ntimed += plans[i].timed;
+    if (ntimed && room && (mine = malloc(2 * ntimed * sizeof(*mine))) != NULL)
+        ours = fence_take_locked(ctx);
+    for (uint32_t i = 0; i < n; i++) {
+        kt__vk_plan_t *p = &plans[i];
+        if (!p->timed)
+            continue;
+        p->head = ours ? cmd_take_locked(ctx) : VK_NULL_HANDLE;
+        p->tail = p->head ? cmd_take_locked(ctx) : VK_NULL_HANDLE;
+        if (p->head)
+            mine[nmine++] = p->head;
+        if (p->tail)
+            mine[nmine++] = p->tail;
+        if (!p->head || !p->tail || record_plan(ctx, p) != 0) {
+            pthread_mutex_lock(&ctx->lock);
+            drop_slots_locked(ctx, p);
+            plan_cancel_locked(ctx, p);
+            pthread_mutex_unlock(&ctx->lock);
+            p->timed = 0;
+        }
+    }
+    ntimed = 0;
+    for (uint32_t i = 0; i < n; i++)
+        ntimed += plans[i].timed;
+
+    VkResult r = submit(ctx, queue, n, orig, plans, fence ? fence : (ntimed ? ours : VK_NULL_HANDLE), fn);
+    int fenced = r == VK_SUCCESS && ntimed && !fence;
+    if (r == VK_SUCCESS && ntimed && fence) /* the application's fence is its own: signal ours right after */
+        fenced = ctx->vk.vkQueueSubmit(queue, 0, NULL, ours) == VK_SUCCESS;
+
+    pthread_mutex_lock(&ctx->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!plans[i].timed)
+            continue;
+        if (r == VK_SUCCESS)
+            plan_commit_locked(ctx, &plans[i], now, thread);
+        else
+            plan_cancel_locked(ctx, &plans[i]);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    if (mine && nmine && r == VK_SUCCESS && ntimed) {
+        if (fenced) { /* in flight: reused once the fence signalled */
+            ctx->subs[ctx->nsubs++] = (kt__vk_sub_t){.fence = ours, .ncmds = nmine, .cmds = mine};
+            mine = NULL;
+        } else { /* the fence could not be submitted: the command buffers stay with the pool until destroy */
+            ctx->vk.vkDestroyFence(ctx->device, ours, NULL);
+        }
+    } else {
+        /* nothing of ours went to the queue (failed, or nothing timed): reusable at once */
+        for (uint32_t k = 0; k < nmine; k++)
+            if (ctx->nfree_cmds < ctx->cap_free_cmds)
+                ctx->free_cmds[ctx->nfree_cmds++] = mine[k];
+            else
+                ctx->vk.vkFreeCommandBuffers(ctx->device, ctx->sub_pool, 1, &mine[k]);
+        if (ours && ctx->nfree_fences < ctx->cap_free_fences)
+            ctx->free_fences[ctx->nfree_fences++] = ours;
+        else if (ours)
+            ctx->vk.vkDestroyFence(ctx->device, ours, NULL);
+    }
+    pthread_mutex_unlock(&ctx->sub_lock);
+    free(mine);
+    free(plans);
+    return r;
+}
+
+/* vkQueueSubmit with each timed batch's command buffers between our head and tail. */
+static VkResult submit1(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const void *orig, const kt__vk_plan_t *plans,
+                        VkFence fence, void *fn)
+{
+    (void)fn;
+    const VkSubmitInfo *si = orig;
+    if (!plans)
+        return ctx->vk.vkQueueSubmit(queue, n, si, fence);
+    VkSubmitInfo *mod = malloc((n ? n : 1) * sizeof(*mod));
+    size_t total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += plans[i].timed ? si[i].commandBufferCount + 2u : 0u;
+    VkCommandBuffer *cmds = malloc((total ? total : 1) * sizeof(*cmds));
+    if (!mod || !cmds) {
+        free(mod);
+        free(cmds);
+        return VK_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    VkCommandBuffer *at = cmds;
+    for (uint32_t i = 0; i < n; i++) {
+        mod[i] = si[i];
+        if (!plans[i].timed)
+            continue;
+        at[0] = plans[i].head;
+        memcpy(at + 1, si[i].pCommandBuffers, si[i].commandBufferCount * sizeof(*at));
+        at[si[i].commandBufferCount + 1] = plans[i].tail;
+        mod[i].pCommandBuffers = at;
+        mod[i].commandBufferCount = si[i].commandBufferCount + 2;
+        at += si[i].commandBufferCount + 2;
+    }
+    VkResult r = ctx->vk.vkQueueSubmit(queue, n, mod, fence);
+    free(mod);
+    free(cmds);
+    return r;
+}
+
+VkResult kt_vk_queue_submit(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const VkSubmitInfo *si, VkFence fence)
+{
+    if (!ctx)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    if (!ctx->per_submit || !kt_is_enabled() || atomic_load(&ctx->lost) || ctx->stopped)
+        return ctx->vk.vkQueueSubmit(queue, n, si, fence);
+    kt__vk_batch_t *b = calloc(n ? n : 1, sizeof(*b));
+    if (!b)
+        return ctx->vk.vkQueueSubmit(queue, n, si, fence);
+    for (uint32_t i = 0; i < n; i++)
+        b[i] = (kt__vk_batch_t){si[i].pNext, si[i].pCommandBuffers, si[i].commandBufferCount};
+    VkResult r = submit_common(ctx, queue, n, b, si, fence, submit1, NULL);
+    free(b);
+    return r;
+}
+
+/* vkQueueSubmit2: the same with VkCommandBufferSubmitInfo (ours with device mask 0: all devices). */
+static VkResult submit2(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const void *orig, const kt__vk_plan_t *plans,
+                        VkFence fence, void *fn)
+{
+    (void)ctx;
+    PFN_vkQueueSubmit2 call = (PFN_vkQueueSubmit2)fn;
+    const VkSubmitInfo2 *si = orig;
+    if (!plans)
+        return call(queue, n, si, fence);
+    VkSubmitInfo2 *mod = malloc((n ? n : 1) * sizeof(*mod));
+    size_t total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += plans[i].timed ? si[i].commandBufferInfoCount + 2u : 0u;
+    VkCommandBufferSubmitInfo *infos = calloc(total ? total : 1, sizeof(*infos));
+    if (!mod || !infos) {
+        free(mod);
+        free(infos);
+        return VK_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    VkCommandBufferSubmitInfo *at = infos;
+    for (uint32_t i = 0; i < n; i++) {
+        mod[i] = si[i];
+        if (!plans[i].timed)
+            continue;
+        uint32_t c = si[i].commandBufferInfoCount;
+        at[0] = (VkCommandBufferSubmitInfo){.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_SUBMIT_INFO,
+                                            .commandBuffer = plans[i].head};
+        memcpy(at + 1, si[i].pCommandBufferInfos, c * sizeof(*at));
+        at[c + 1] = (VkCommandBufferSubmitInfo){.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_SUBMIT_INFO,
+                                                .commandBuffer = plans[i].tail};
+        mod[i].pCommandBufferInfos = at;
+        mod[i].commandBufferInfoCount = c + 2;
+        at += c + 2;
+    }
+    VkResult r = call(queue, n, mod, fence);
+    free(mod);
+    free(infos);
+    return r;
+}
+
+VkResult kt_vk_queue_submit2(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const VkSubmitInfo2 *si, VkFence fence)
+{
+    if (!ctx)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    PFN_vkQueueSubmit2 call = ctx->vk.vkQueueSubmit2 ? ctx->vk.vkQueueSubmit2 : ctx->vk.vkQueueSubmit2KHR;
+    if (!call)
+        return VK_ERROR_FEATURE_NOT_PRESENT;
+    if (!ctx->per_submit || !kt_is_enabled() || atomic_load(&ctx->lost) || ctx->stopped)
+        return call(queue, n, si, fence);
+    uint32_t ncmd = 0;
+    for (uint32_t i = 0; i < n; i++)
+        ncmd += si[i].commandBufferInfoCount;
+    kt__vk_batch_t *b = calloc(n ? n : 1, sizeof(*b));
+    VkCommandBuffer *cmds = malloc((ncmd ? ncmd : 1) * sizeof(*cmds));
+    if (!b || !cmds) {
+        free(b);
+        free(cmds);
+        return call(queue, n, si, fence);
+    }
+    VkCommandBuffer *at = cmds;
+    for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t k = 0; k < si[i].commandBufferInfoCount; k++)
+            at[k] = si[i].pCommandBufferInfos[k].commandBuffer;
+        b[i] = (kt__vk_batch_t){si[i].pNext, at, si[i].commandBufferInfoCount};
+        at += si[i].commandBufferInfoCount;
+    }
+    VkResult r = submit_common(ctx, queue, n, b, si, fence, submit2, (void *)call);
+    free(b);
+    free(cmds);
+    return r;
+}

@@ -1,0 +1,215 @@
+/* test_vk_resubmit.c — every execution timed (kt_vk_desc_t.per_submission): one recording submitted many times
+ * through kt_vk_queue_submit is recorded at every execution, each dispatch inside its batch's "vkQueueSubmit" span;
+ * records the ring cannot hold are dropped as `ring full`; a primary submitted around ktiming is counted as never
+ * submitted. Fails on any validation message. */
+#include "vk_test.h"
+
+static kt_vk_ctx_t *g_kv_open;
+
+static int teardown_ctx(void **state)
+{
+    (void)state;
+    kt_vk_ctx_destroy(g_kv_open);
+    g_kv_open = NULL;
+    return 0;
+}
+
+static kt_vk_ctx_t *open_per_submission(uint32_t ring)
+{
+    kt_vk_desc_t d = vkt_desc();
+    d.ring_size = ring;
+    d.per_submission = 1;
+    kt_vk_ctx_t *kv = NULL;
+    assert_int_equal(kt_vk_ctx_create(&d, &kv), 0);
+    g_kv_open = kv;
+    kt_vk_stats_t st;
+    assert_int_equal(kt_vk_stats(kv, &st), 0);
+    assert_int_equal(st.readback, KT_VK_READBACK_COPY);
+    return kv;
+}
+
+/* A recording that may be submitted again (no ONE_TIME_SUBMIT): `n` timed dispatches named names[i]. */
+static void record_reusable(kt_vk_ctx_t *kv, VkCommandBuffer cmd, const char *const *names, int n, uint32_t groups)
+{
+    const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
+    assert_int_equal(vk->vkResetCommandBuffer(cmd, 0), VK_SUCCESS);
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    assert_int_equal(vk->vkBeginCommandBuffer(cmd, &bi), VK_SUCCESS);
+    for (int i = 0; i < n; i++) {
+        if (i)
+            ktcli_vk_barrier(&g_vkt.dev, cmd);
+        assert_int_equal(kt_vk_begin(kv, cmd, names[i]), 0);
+        vkt_busy(cmd, groups);
+        assert_int_equal(kt_vk_end(kv, cmd), 0);
+    }
+    assert_int_equal(vk->vkEndCommandBuffer(cmd), VK_SUCCESS);
+}
+
+static VkResult submit_kt(kt_vk_ctx_t *kv, VkCommandBuffer cmd, VkFence fence)
+{
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
+    pthread_mutex_lock(&g_vkt_driver_lock);
+    VkResult r = kt_vk_queue_submit(kv, g_vkt.dev.queue, 1, &si, fence);
+    pthread_mutex_unlock(&g_vkt_driver_lock);
+    return r;
+}
+
+static const kt_kernel_timing_t *find_ok(const kt_snapshot_t *s, const char *name)
+{
+    const kt_kernel_timing_t *e = vkt_find(s, name);
+    if (!e)
+        fail_msg("no entry for %s", name);
+    return e;
+}
+
+/* 100 executions of one recording (two dispatches), half with the application's fence, half without one: every
+ * execution recorded, nothing dropped, and each dispatch's span inside its own batch span, in order. */
+static void every_execution(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_vk_ctx_t *kv = open_per_submission(0);
+    VkCommandBuffer cmd;
+    VkFence fence;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    static const char *const names[2] = {"resubmit_a", "resubmit_b"};
+    record_reusable(kv, cmd, names, 2, 2);
+    const int runs = 100;
+    for (int i = 0; i < runs; i++) {
+        if (i % 2) {
+            assert_int_equal(submit_kt(kv, cmd, fence), VK_SUCCESS);
+            assert_int_equal(ktcli_vk_wait(&g_vkt.dev, fence), 0);
+        } else {
+            assert_int_equal(submit_kt(kv, cmd, VK_NULL_HANDLE), VK_SUCCESS);
+            pthread_mutex_lock(&g_vkt_driver_lock);
+            assert_int_equal(g_vkt.app.vk.vkQueueWaitIdle(g_vkt.dev.queue), VK_SUCCESS);
+            pthread_mutex_unlock(&g_vkt_driver_lock);
+        }
+        if (i % 10 == 9) /* collection interleaved with submissions: records are reused */
+            kt_vk_collect(kv);
+    }
+    kt_vk_collect_wait(kv, UINT64_C(5000000000));
+    record_reusable(kv, cmd, names, 2, 2); /* re-recording releases the slots: nothing counted as never submitted */
+
+    kt_snapshot_t *s = kt_snapshot();
+    assert_non_null(s);
+    const kt_kernel_timing_t *a = find_ok(s, "resubmit_a"), *b = find_ok(s, "resubmit_b");
+    const kt_kernel_timing_t *sub = find_ok(s, "vkQueueSubmit");
+    assert_int_equal(a->dispatch_count, runs);
+    assert_int_equal(b->dispatch_count, runs);
+    assert_int_equal(sub->dispatch_count, runs);
+    assert_int_equal(a->dropped + b->dropped + sub->dropped, 0);
+    /* containment: each batch span holds exactly one span of each dispatch, a before b */
+    size_t ia = vkt_entry_index(s, a), ib = vkt_entry_index(s, b), isub = vkt_entry_index(s, sub);
+    size_t batches = 0;
+    for (size_t i = 0; i < s->span_count; i++) {
+        const kt_span_t *bs = &s->spans[i];
+        if (bs->entry != isub)
+            continue;
+        assert_true(bs->start_ns > 0 && bs->end_ns >= bs->start_ns);
+        batches++;
+        int na = 0, nb = 0;
+        uint64_t a_end = 0, b_start = 0;
+        for (size_t k = 0; k < s->span_count; k++) {
+            const kt_span_t *d = &s->spans[k];
+            if ((d->entry != ia && d->entry != ib) || d->start_ns < bs->start_ns || d->end_ns > bs->end_ns)
+                continue;
+            assert_int_equal(d->queue, bs->queue);
+            if (d->entry == ia)
+                na++, a_end = d->end_ns;
+            else
+                nb++, b_start = d->start_ns;
+        }
+        assert_int_equal(na, 1);
+        assert_int_equal(nb, 1);
+        assert_true(a_end <= b_start);
+    }
+    assert_int_equal(batches, runs);
+    kt_snapshot_free(s);
+    kt_vk_discard(kv, cmd);
+    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
+    ktcli_vk_cmd_free(&g_vkt.dev, cmd);
+    teardown_ctx(NULL);
+}
+
+/* A ring of 4 records and a recording of 3 dispatches: one execution takes all 4 (3 + its batch), so a second
+ * submission before collection has no room: counted dropped, ring full, for each of its dispatches and batch. */
+static void records_full_dropped(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_vk_ctx_t *kv = open_per_submission(4);
+    VkCommandBuffer c1, c2;
+    VkFence fence;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &c1), 0);
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &c2), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    static const char *const n1[1] = {"full_one"};
+    static const char *const n2[2] = {"full_two", "full_two"};
+    record_reusable(kv, c1, n1, 1, 1); /* 1 slot */
+    record_reusable(kv, c2, n2, 2, 1); /* 2 slots: 3 of 4 slots held, 1 left for a batch */
+    assert_int_equal(submit_kt(kv, c2, fence), VK_SUCCESS); /* 3 records: 2 dispatches + the batch */
+    assert_int_equal(ktcli_vk_wait(&g_vkt.dev, fence), 0);
+    assert_int_equal(submit_kt(kv, c1, fence), VK_SUCCESS); /* needs 2 records, 1 free: dropped */
+    assert_int_equal(ktcli_vk_wait(&g_vkt.dev, fence), 0);
+    assert_int_equal(kt_vk_collect(kv), 3);
+    assert_int_equal(submit_kt(kv, c1, fence), VK_SUCCESS); /* room again */
+    assert_int_equal(ktcli_vk_wait(&g_vkt.dev, fence), 0);
+    assert_int_equal(kt_vk_collect(kv), 2);
+    kt_vk_discard(kv, c1);
+    kt_vk_discard(kv, c2);
+
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *one = find_ok(s, "full_one"), *two = find_ok(s, "full_two");
+    const kt_kernel_timing_t *sub = find_ok(s, "vkQueueSubmit");
+    assert_int_equal(one->dispatch_count, 1);
+    assert_int_equal(one->dropped, 1);
+    assert_int_equal(one->dropped_by[KT_DROP_RING_FULL], 1);
+    assert_int_equal(two->dispatch_count, 2);
+    assert_int_equal(two->dropped, 0); /* executed once, timed once: the discard counts nothing */
+    assert_int_equal(sub->dispatch_count, 2);
+    assert_int_equal(sub->dropped_by[KT_DROP_RING_FULL], 1);
+    kt_snapshot_free(s);
+    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
+    ktcli_vk_cmd_free(&g_vkt.dev, c1);
+    ktcli_vk_cmd_free(&g_vkt.dev, c2);
+    teardown_ctx(NULL);
+}
+
+/* A primary submitted with plain vkQueueSubmit is not read in this mode: its slots count as never submitted when
+ * it is re-recorded (docs: submit through kt_vk_queue_submit). */
+static void around_ktiming_counted(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_vk_ctx_t *kv = open_per_submission(0);
+    VkCommandBuffer cmd;
+    VkFence fence;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    static const char *const names[1] = {"around"};
+    record_reusable(kv, cmd, names, 1, 1);
+    vkt_submit_wait(cmd, fence);
+    assert_int_equal(kt_vk_collect(kv), 0);
+    assert_int_equal(kt_vk_discard(kv, cmd), 1);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = find_ok(s, "around");
+    assert_int_equal(e->dispatch_count, 0);
+    assert_int_equal(e->dropped_by[KT_DROP_NEVER_SUBMITTED], 1);
+    kt_snapshot_free(s);
+    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
+    ktcli_vk_cmd_free(&g_vkt.dev, cmd);
+    teardown_ctx(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(every_execution, teardown_ctx),
+        cmocka_unit_test_teardown(records_full_dropped, teardown_ctx),
+        cmocka_unit_test_teardown(around_ktiming_counted, teardown_ctx),
+        cmocka_unit_test(vkt_test_validation_clean),
+    };
+    return cmocka_run_group_tests(tests, vkt_setup_busy, NULL);
+}
