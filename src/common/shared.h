@@ -54,6 +54,14 @@ static inline void kt__entry_sums(const kt_kernel_timing_t *e, kt_u128_t *sum, k
     *sumsq = (kt_u128_t){(uint64_t)qi, (uint64_t)(qi >> 64)};
 }
 
+/* The kernel name under which the Vulkan backend records one span per submitted batch (its time contains the
+ * batch's dispatches, so reports leave it out of shares and sums). */
+#define KT__BATCH_NAME "vkQueueSubmit"
+static inline int kt__entry_is_batch(const kt_kernel_timing_t *e)
+{
+    return e->backend == KT_BACKEND_VULKAN && e->name && !strcmp(e->name, KT__BATCH_NAME);
+}
+
 /* dropped_by of an entry made consistent with dropped: what the reasons do not account for (a struct filled by
  * hand, a version-1 file) is "unspecified"; reasons adding up to more than dropped are scaled back to it. */
 static inline void kt__entry_dropped_by(const kt_kernel_timing_t *e, uint64_t out[KT_DROP_REASON_COUNT])

@@ -1,6 +1,7 @@
 /* text.c — the human-readable kernel table ("[timing]" lines for terminals, or a markdown table): per kernel
  * n, total, share of the total, mean, stddev, min, p50, p90, p99, max with a unit chosen per value, rows sorted
  * and filtered as asked; also the row selection (sort + fnmatch filter) the CSV exporter shares. */
+#include "common/shared.h"
 #include "export/escape.h"
 #include "export/export.h"
 
@@ -147,7 +148,7 @@ static void row_cells(text_row_t *r, long double all_total)
     snprintf(r->cell[C_N], TIME_CELL, "%" PRIu64, e->dispatch_count);
     int none = e->dispatch_count == 0;
     kt__format_duration(r->cell[C_TOTAL], TIME_CELL, none ? -1.0 : (double)e->total_ns);
-    format_share(r->cell[C_SHARE], TIME_CELL, e->total_ns, all_total);
+    format_share(r->cell[C_SHARE], TIME_CELL, e->total_ns, kt__entry_is_batch(e) ? 0.0L : all_total);
     kt__format_duration(r->cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns);
     kt__format_duration(r->cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns);
     kt__format_duration(r->cell[C_MIN], TIME_CELL, none ? -1.0 : (double)e->min_ns);
@@ -316,21 +317,25 @@ static void api_row(FILE *out, const char *api, const char *kind, const api_tota
 }
 
 /* The per-API block of the `ktiming run` summary: for each API that recorded something, its kernels and its
- * transfers (entries that moved bytes) apart — how many, their dispatches, total time and share, bytes and
+ * transfers (entries that moved bytes) and its submitted batches apart (Vulkan; a batch holds its dispatches, so it
+ * has no share and is not in the sum) — how many, their dispatches, total time and share, bytes and
  * bandwidth — then the sum over everything. */
 static void write_api_summary(FILE *out, const kt_snapshot_t *snap, int markdown)
 {
-    api_total_t api[KT_BACKEND_COUNT + 1][2], sum;
+    api_total_t api[KT_BACKEND_COUNT + 1][3], sum;
     memset(api, 0, sizeof api);
     memset(&sum, 0, sizeof sum);
     for (size_t i = 0; i < snap->count; i++) {
         const kt_kernel_timing_t *e = &snap->entries[i];
         size_t b = (unsigned)e->backend < KT_BACKEND_COUNT ? (size_t)e->backend : KT_BACKEND_COUNT;
-        api_total_t *t = &api[b][e->bytes > 0];
+        int batch = kt__entry_is_batch(e);
+        api_total_t *t = &api[b][batch ? 2 : e->bytes > 0];
         t->entries++;
         t->dispatches += e->dispatch_count;
         t->bytes += e->bytes;
         t->total += (long double)e->total_ns;
+        if (batch) /* submitted batches: their time holds their dispatches', not added again */
+            continue;
         sum.entries++;
         sum.dispatches += e->dispatch_count;
         sum.bytes += e->bytes;
@@ -340,11 +345,12 @@ static void write_api_summary(FILE *out, const kt_snapshot_t *snap, int markdown
         fputs("| API | what | count | dispatches | total | % | moved |\n|---|---|---:|---:|---:|---:|---|\n", out);
     else
         fputs("[timing] API      what        count  dispatches      total       %\n", out);
+    static const char *const kinds[3] = {"kernels", "transfers", "batches"};
     for (size_t b = 0; b <= KT_BACKEND_COUNT; b++)
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < 3; k++)
             if (api[b][k].entries)
-                api_row(out, b < KT_BACKEND_COUNT ? backend_label((kt_backend_t)b) : "?", k ? "transfers" : "kernels",
-                        &api[b][k], sum.total, markdown, 1);
+                api_row(out, b < KT_BACKEND_COUNT ? backend_label((kt_backend_t)b) : "?", kinds[k], &api[b][k],
+                        k == 2 ? 0.0L : sum.total, markdown, 1);
     api_row(out, markdown ? "**all**" : "all", "", &sum, sum.total, markdown, 0); /* time not all spent moving */
     if (markdown)
         fputc('\n', out);
@@ -434,7 +440,8 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
     }
     long double all_total = 0.0L;
     for (size_t i = 0; i < snap->count; i++)
-        all_total += (long double)snap->entries[i].total_ns;
+        if (!kt__entry_is_batch(&snap->entries[i])) /* a batch's time holds its dispatches' */
+            all_total += (long double)snap->entries[i].total_ns;
     for (size_t i = 0; i < n && !rc; i++) {
         rows[i].e = &snap->entries[idx[i]];
         rows[i].name = kt__escape(rows[i].e->name, SIZE_MAX, markdown ? KT_ESC_MARKDOWN : KT_ESC_TEXT,

@@ -18,14 +18,33 @@ static const kt_kernel_timing_t *entry(const kt_snapshot_t *s, const char *name)
     return e;
 }
 
-/* Every Vulkan span is a device span placed on the host timeline after its enqueue (within its bound). */
+static int is_batch(const kt_snapshot_t *s, const kt_span_t *sp)
+{
+    return !strcmp(s->entries[sp->entry].name, "vkQueueSubmit");
+}
+
+/* Whether sp lies inside one batch span ("vkQueueSubmit") of its queue. */
+static int in_a_batch(const kt_snapshot_t *s, const kt_span_t *sp)
+{
+    int n = 0;
+    for (size_t k = 0; k < s->span_count; k++) {
+        const kt_span_t *b = &s->spans[k];
+        n += is_batch(s, b) && b->queue == sp->queue && b->start_ns <= sp->start_ns && sp->end_ns <= b->end_ns;
+    }
+    return n == 1;
+}
+
+/* Every Vulkan span is a device span placed on the host timeline after its enqueue (within its bound); every
+ * dispatch span lies inside the span of the batch that ran it (every execution is timed per submission). */
 static void assert_spans(const kt_snapshot_t *s, size_t expected)
 {
     size_t n = 0;
     for (size_t i = 0; i < s->span_count; i++) {
         const kt_span_t *sp = &s->spans[i];
-        if (s->entries[sp->entry].backend != KT_BACKEND_VULKAN)
+        if (s->entries[sp->entry].backend != KT_BACKEND_VULKAN || is_batch(s, sp))
             continue;
+        if (!in_a_batch(s, sp))
+            fail_msg("span %zu of %s is not inside exactly one batch span", i, s->entries[sp->entry].name);
         n++;
         assert_true(sp->flags & KT_SPAN_DEVICE);
         assert_true(sp->start_ns > 0 && sp->end_ns >= sp->start_ns);
@@ -53,21 +72,53 @@ static void test_dispatches(void **state)
     kt_snapshot_free(s);
 }
 
-/* With the validation layer on (vkprog exits 3 on any warning or error) and a re-submitted command buffer:
- * its first execution is timed, the two re-executions counted as dropped, re-executed. */
+/* With the validation layer on (vkprog exits 3 on any warning or error) and a command buffer recorded once and
+ * submitted 3 (or 100) times: every execution timed, one batch span per submission, nothing dropped. */
+static void resubmit_case(const char *times, int n)
+{
+    const char *prog[] = {VKPROG, "--validation", "--resubmit", times, NULL};
+    kt_snapshot_t *s = ru_run_both(prog, NULL);
+    assert_non_null(s);
+    const kt_kernel_timing_t *vadd = entry(s, "vadd"), *scale = entry(s, "scale"), *b = entry(s, "vkQueueSubmit");
+    assert_int_equal(vadd->dispatch_count, ITERATIONS);
+    assert_int_equal(scale->dispatch_count, ITERATIONS + n);
+    assert_int_equal(b->dispatch_count, ITERATIONS + n);
+    assert_int_equal(vadd->dropped + scale->dropped + b->dropped, 0);
+    assert_spans(s, 2 * ITERATIONS + (size_t)n);
+    kt_snapshot_free(s);
+}
+
 static void test_validation_and_reuse(void **state)
 {
     (void)state;
+    resubmit_case("3", 3);
+    resubmit_case("100", 100);
+    /* KTIMING_VULKAN_ONCE: the recording is timed once, its re-executions counted as dropped, re-executed */
+    setenv("KTIMING_VULKAN_ONCE", "1", 1);
     const char *prog[] = {VKPROG, "--validation", "--reuse", NULL};
     kt_snapshot_t *s = ru_run_both(prog, NULL);
+    unsetenv("KTIMING_VULKAN_ONCE");
     assert_non_null(s);
-    const kt_kernel_timing_t *vadd = entry(s, "vadd"), *scale = entry(s, "scale");
-    assert_int_equal(vadd->dispatch_count, ITERATIONS);
+    const kt_kernel_timing_t *scale = entry(s, "scale");
     assert_int_equal(scale->dispatch_count, ITERATIONS + 1);
-    assert_int_equal(scale->dropped, 2);
     assert_int_equal(scale->dropped_by[KT_DROP_RESUBMITTED], 2);
-    assert_int_equal(vadd->dropped, 0);
-    assert_spans(s, 2 * ITERATIONS + 1);
+    assert_null(ru_find(s, "vkQueueSubmit", KT_BACKEND_VULKAN));
+    kt_snapshot_free(s);
+}
+
+/* A SIMULTANEOUS_USE recording submitted 3 times: its executions may overlap, so its dispatches are counted as
+ * dropped with that reason at every submission; each batch still has its span. */
+static void test_simultaneous_use(void **state)
+{
+    (void)state;
+    const char *prog[] = {VKPROG, "--validation", "--reuse", "--simultaneous", NULL};
+    kt_snapshot_t *s = ru_run_both(prog, NULL);
+    assert_non_null(s);
+    const kt_kernel_timing_t *scale = entry(s, "scale"), *b = entry(s, "vkQueueSubmit");
+    assert_int_equal(scale->dispatch_count, ITERATIONS);
+    assert_int_equal(scale->dropped, 3);
+    assert_int_equal(scale->dropped_by[KT_DROP_SIMULTANEOUS_USE], 3);
+    assert_int_equal(b->dispatch_count, ITERATIONS + 3);
     kt_snapshot_free(s);
 }
 
@@ -301,6 +352,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dispatches),
         cmocka_unit_test(test_validation_and_reuse),
+        cmocka_unit_test(test_simultaneous_use),
         cmocka_unit_test(test_api_versions),
         cmocka_unit_test(test_two_devices),
         cmocka_unit_test(test_secondary_executed_4_times),

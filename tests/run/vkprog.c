@@ -2,12 +2,12 @@
  * Vulkan the way an LD_PRELOAD hook can't see: dlopen("libvulkan.so.1") and every function through
  * vkGetInstanceProcAddr / vkGetDeviceProcAddr. stdout is deterministic, to compare runs with and without ktiming.
  *
- *   vkprog [--validation] [--reuse] [--iterations N] [--size N] [--api 1.0|1.1|1.2|1.3] [--props2]
+ *   vkprog [--validation] [--reuse] [--resubmit N] [--simultaneous] [--iterations N] [--size N] [--api 1.0|1.1|1.2|1.3] [--props2]
  *          [--in-flight destroy|exit] [--devices N] [--secondary K]
  *     per iteration, one ONE_TIME_SUBMIT command buffer: vadd (entry point "vadd"), barrier, scale (entry point
  *     "main", pipeline named "scale" with VK_EXT_debug_utils), submitted and waited on with a fence.
  *     --reuse: then one command buffer recorded once (no ONE_TIME_SUBMIT) with a scale dispatch, submitted 3
- *     times. --validation: enables VK_LAYER_KHRONOS_validation; every warning or error it reports is printed
+ *     times (--resubmit N: N times; --simultaneous: begun with SIMULTANEOUS_USE). --validation: enables VK_LAYER_KHRONOS_validation; every warning or error it reports is printed
  *     on stderr and makes the exit status 3.
  *     --unnamed: the "scale" pipeline gets no debug name.
  *     --api: the instance's apiVersion (default 1.1); --props2: also enable VK_KHR_get_physical_device_properties2.
@@ -128,7 +128,7 @@ static double checksum(const float *v, size_t n)
 /* One device's run: everything from the queue to the device's destruction. */
 typedef struct vkp_job_t {
     VkPhysicalDevice pd;   /* the physical device */
-    int reuse, iterations, unnamed, secondary, record_threads;
+    int reuse, iterations, unnamed, secondary, record_threads, simultaneous;
     const char *in_flight; /* --in-flight, or NULL */
     uint32_t n;            /* elements per buffer */
     char out[1024];        /* the device's stdout lines, printed by main in device order */
@@ -483,7 +483,8 @@ static void *run_device(void *arg)
         job_printf(job, "recorded %d scale dispatches on %d threads\n", nd, job->record_threads);
     }
     if (reuse) {
-        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                       .flags = job->simultaneous ? VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT : 0};
         CHECK(vkBeginCommandBuffer(cmd, &bi));
         vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
         vkCmdPushConstants(cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof k, &k);
@@ -492,12 +493,12 @@ static void *run_device(void *arg)
         vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &hb, 0,
                              NULL, 0, NULL);
         CHECK(vkEndCommandBuffer(cmd));
-        for (int r = 0; r < 3; r++) {
+        for (int r = 0; r < reuse; r++) {
             CHECK(vkQueueSubmit(queue, 1, &si, fence));
             CHECK(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX));
             CHECK(vkResetFences(dev, 1, &fence));
         }
-        job_printf(job, "checksum after 3 resubmissions = %.6f\n", checksum(c.map, n));
+        job_printf(job, "checksum after %d resubmissions = %.6f\n", reuse, checksum(c.map, n));
     }
     if (secondary > 0) {
         VkCommandBufferAllocateInfo sai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
@@ -553,6 +554,7 @@ static void *run_device(void *arg)
 int main(int argc, char **argv)
 {
     int validation = 0, reuse = 0, iterations = 4, props2 = 0, unnamed = 0, devices = 1, secondary = 0;
+    int simultaneous = 0;
     int record_threads = 0;
     uint32_t api = VK_API_VERSION_1_1;
     const char *in_flight = NULL;
@@ -561,7 +563,11 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--validation"))
             validation = 1;
         else if (!strcmp(argv[i], "--reuse"))
-            reuse = 1;
+            reuse = reuse ? reuse : 3;
+        else if (!strcmp(argv[i], "--resubmit") && i + 1 < argc && (reuse = atoi(argv[++i])) >= 1)
+            ;
+        else if (!strcmp(argv[i], "--simultaneous"))
+            simultaneous = 1;
         else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
             iterations = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
@@ -586,7 +592,8 @@ int main(int argc, char **argv)
                  (record_threads = atoi(argv[++i])) >= 1 && record_threads <= 8)
             ;
         else {
-            fprintf(stderr, "usage: vkprog [--validation] [--reuse] [--iterations N] [--size N] [--api 1.N] "
+            fprintf(stderr, "usage: vkprog [--validation] [--reuse] [--resubmit N] [--simultaneous] [--iterations N] "
+                            "[--size N] [--api 1.N] "
                             "[--props2] [--unnamed] [--in-flight destroy|exit] [--devices 1-4] [--secondary K] "
                             "[--record-threads 1-8]\n");
             return 2;
@@ -660,7 +667,8 @@ int main(int argc, char **argv)
     vkp_job_t jobs[4];
     pthread_t threads[4];
     for (int d = 0; d < devices; d++) {
-        jobs[d] = (vkp_job_t){.pd = pd, .reuse = reuse, .iterations = iterations, .unnamed = unnamed,
+        jobs[d] = (vkp_job_t){.pd = pd, .reuse = reuse, .simultaneous = simultaneous, .iterations = iterations,
+                              .unnamed = unnamed,
                               .secondary = secondary, .in_flight = in_flight, .n = n,
                               .record_threads = record_threads};
         if (devices == 1)

@@ -948,7 +948,7 @@ static uint32_t record_done(kt_vk_ctx_t *ctx, const kt__vk_done_t *d, uint32_t n
             r.uncertainty_ns = unc;
         }
         kt_record_dispatch(&r);
-        if (g_verbose)
+        if (g_verbose && (!ctx->per_submit || r.kernel != ctx->submit_kernel)) /* a line per dispatch */
             verbose_line(ctx, &r);
     }
     pthread_mutex_unlock(&ctx->model_lock);

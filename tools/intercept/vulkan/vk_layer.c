@@ -111,6 +111,8 @@ typedef struct kti_device_t {
     PFN_vkGetInstanceProcAddr next_gipa; /* next layer's, from the device link */
     PFN_vkGetDeviceProcAddr next_gdpa; /* next layer's vkGetDeviceProcAddr */
     int host_query_reset;              /* the program enabled hostQueryReset */
+    PFN_vkSetDeviceLoaderData set_loader_data; /* the loader's, for command buffers of ours; NULL: every execution
+                                          cannot be timed (re-executions are counted as dropped instead) */
     kt_vk_calibration_t calibration;   /* calibrated-timestamps extension enabled on the device (ours or its) */
     kt_vk_ctx_t *ctx[KTI_MAX_FAMILIES];/* per queue family, created on first use */
     int ctx_failed[KTI_MAX_FAMILIES];  /* creation failed: do not retry */
@@ -167,13 +169,24 @@ typedef struct kti_cmd_t {
     kt_kernel_id_t kernel;       /* the bound pipeline's kernel id */
     char name[KTI_NAME_MAX];     /* the bound pipeline's name when it was bound (a copy: another thread may
                                     rename or destroy the pipeline record meanwhile) */
+    int secondary;               /* VK_COMMAND_BUFFER_LEVEL_SECONDARY */
+    int simultaneous;            /* a primary begun with SIMULTANEOUS_USE while every execution is timed: its
+                                    executions may overlap, so its dispatches are counted, not timed */
     uint32_t submits;            /* submissions since it was begun (device lock) */
-    kti_kernels_t kernels;       /* kernels of its timed dispatches (executed secondaries' too), to count
-                                    re-executions as dropped */
+    kti_kernels_t kernels;       /* kernels of its own timed dispatches */
+    kti_kernels_t secondaries;   /* kernels of the secondaries it executes (their first occurrence): timed once */
+    kti_kernels_t untimed;       /* kernels of its dispatches not timed (simultaneous): dropped per submission */
     uint32_t executed;           /* a secondary: vkCmdExecuteCommands that recorded it since it was begun (device
                                     lock) */
     kti_kernels_t repeats;       /* kernels of secondaries recorded here once more: untimed at every execution */
 } kti_cmd_t;
+
+/* Whether d's contexts time every execution (kt_vk_queue_submit): the loader gave us its callback for objects
+ * of our own. */
+static int every_execution(const kti_device_t *d)
+{
+    return d->set_loader_data != NULL;
+}
 
 static kti_map_t g_instances; /* dispatch key -> kti_instance_t */
 static kti_map_t g_devices;   /* dispatch key -> kti_device_t */
@@ -302,6 +315,10 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     desc.calibration = d->calibration;
     desc.device_label = d->label;
     desc.copy_at_end = 1; /* copy readback: one set of copies per recording, at vkEndCommandBuffer */
+    /* every execution: our command buffers around each batch copy its primaries' timestamps (secondaries still
+     * copy their own once, at their vkEndCommandBuffer) */
+    desc.per_submission = d->set_loader_data != NULL;
+    desc.set_device_loader_data = d->set_loader_data;
     int rc = kt_vk_ctx_create(&desc, &ctx);
     pthread_mutex_lock(&d->lock);
     if (rc == 0 && d->ctx[family]) { /* another thread won */
@@ -376,16 +393,26 @@ static void cmd_retire(kti_device_t *d, kti_cmd_t *c, VkCommandBuffer cb)
     }
     c->bound = VK_NULL_HANDLE;
     c->kernels.n = 0;
+    c->secondaries.n = 0;
+    c->untimed.n = 0;
     c->repeats.n = 0;
+    c->simultaneous = 0;
     pthread_mutex_lock(&d->lock);
     c->submits = 0;
     c->executed = 0;
     pthread_mutex_unlock(&d->lock);
 }
 
-/* A submission: a re-execution of a recording already submitted is not timed (its slots were read), nor is a
- * secondary's second and later occurrence in it (its slots hold one execution): both count as dropped,
- * re-executed. */
+static void drop_all(const kti_kernels_t *l, kt_drop_reason_t reason)
+{
+    for (uint32_t i = 0; i < l->n; i++)
+        kt_record_drop_reason(l->ids[i], reason);
+}
+
+/* A submission. Timing every execution, a primary's dispatches are read per submission (kt_vk_queue_submit);
+ * otherwise a re-execution of a recording already submitted is not timed (its slots were read). A secondary is
+ * timed once: its later executions, and its second and later occurrences in one primary, count as dropped,
+ * re-executed. Dispatches of a simultaneous-use primary count as dropped at every submission. */
 static void cmd_submitted(kti_device_t *d, VkCommandBuffer cb)
 {
     kti_cmd_t *c = cmd_get(d, cb);
@@ -394,11 +421,20 @@ static void cmd_submitted(kti_device_t *d, VkCommandBuffer cb)
     pthread_mutex_lock(&d->lock);
     uint32_t again = c->submits++;
     pthread_mutex_unlock(&d->lock);
+    if (again && !every_execution(d))
+        drop_all(&c->kernels, KT_DROP_RESUBMITTED);
     if (again)
-        for (uint32_t i = 0; i < c->kernels.n; i++)
-            kt_record_drop_reason(c->kernels.ids[i], KT_DROP_RESUBMITTED);
-    for (uint32_t i = 0; i < c->repeats.n; i++)
-        kt_record_drop_reason(c->repeats.ids[i], KT_DROP_RESUBMITTED);
+        drop_all(&c->secondaries, KT_DROP_RESUBMITTED);
+    drop_all(&c->repeats, KT_DROP_RESUBMITTED);
+    drop_all(&c->untimed, KT_DROP_SIMULTANEOUS_USE);
+}
+
+/* The context that times a submission's command buffers (all of the queue's family), or NULL: none carries a
+ * timed dispatch, or every execution is not timed on d. */
+static kt_vk_ctx_t *submit_ctx(kti_device_t *d, VkCommandBuffer cb)
+{
+    kti_cmd_t *c = every_execution(d) ? cmd_get(d, cb) : NULL;
+    return c && (c->kernels.n || c->untimed.n || c->secondaries.n) ? c->ctx : NULL;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -434,6 +470,10 @@ static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, kti_cmd_t 
         c->kernel = kt_vk_kernel(ctx, c->name);
         c->kernel_family = c->family;
         pipeline_resolved(d, c);
+    }
+    if (c->simultaneous) { /* executions may overlap: counted at each submission, not timed */
+        kernels_add(&c->untimed, c->kernel);
+        return;
     }
     if (kt_vk_begin_id(ctx, cb, c->kernel) == 0) {
         kernels_add(&c->kernels, c->kernel);
@@ -519,12 +559,10 @@ static void VKAPI_CALL hook_CmdExecuteCommands(VkCommandBuffer cb, uint32_t n, c
         pthread_mutex_lock(&d->lock);
         uint32_t before = s->executed++;
         pthread_mutex_unlock(&d->lock);
-        for (uint32_t k = 0; k < s->kernels.n; k++) {
-            if (before)
-                kernels_add(&c->repeats, s->kernels.ids[k]);
-            else
-                kernels_add(&c->kernels, s->kernels.ids[k]);
-        }
+        for (uint32_t k = 0; k < s->kernels.n; k++)
+            kernels_add(before ? &c->repeats : &c->secondaries, s->kernels.ids[k]);
+        if (!c->ctx && s->ctx)
+            c->ctx = s->ctx; /* the primary's submissions go through the context that times its secondaries */
     }
 }
 
@@ -532,8 +570,11 @@ static VkResult VKAPI_CALL hook_BeginCommandBuffer(VkCommandBuffer cb, const VkC
 {
     kti_device_t *d = device_of(cb);
     kti_cmd_t *c = cmd_get(d, cb);
-    if (c)
+    if (c) {
         cmd_retire(d, c, cb);
+        c->simultaneous = !c->secondary && every_execution(d) && bi &&
+                          (bi->flags & VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT);
+    }
     return d->vkBeginCommandBuffer(cb, bi);
 }
 
@@ -541,8 +582,10 @@ static VkResult VKAPI_CALL hook_EndCommandBuffer(VkCommandBuffer cb)
 {
     kti_device_t *d = device_of(cb);
     kti_cmd_t *c = cmd_get(d, cb);
-    if (c && c->ctx && c->kernels.n)
-        kt_vk_cmd_end(c->ctx, cb); /* the readback of the whole recording, after its last dispatch */
+    /* the readback of the whole recording, after its last dispatch; timing every execution, only a secondary's
+     * (a primary's slots are copied per submission) */
+    if (c && c->ctx && c->kernels.n && (c->secondary || !every_execution(d)))
+        kt_vk_cmd_end(c->ctx, cb);
     return d->vkEndCommandBuffer(cb);
 }
 
@@ -570,6 +613,7 @@ static VkResult VKAPI_CALL hook_AllocateCommandBuffers(VkDevice device, const Vk
             break;
         c->pool = ai->commandPool;
         c->family = (uint32_t)(fam - 1);
+        c->secondary = ai->level == VK_COMMAND_BUFFER_LEVEL_SECONDARY;
         if (kti_map_put(&d->cmds, (uint64_t)(uintptr_t)out[i], c) != 0)
             free(c);
     }
@@ -580,6 +624,8 @@ static VkResult VKAPI_CALL hook_AllocateCommandBuffers(VkDevice device, const Vk
 static void cmd_free(kti_cmd_t *c)
 {
     free(c->kernels.ids);
+    free(c->secondaries.ids);
+    free(c->untimed.ids);
     free(c->repeats.ids);
     free(c);
 }
@@ -788,7 +834,11 @@ static VkResult VKAPI_CALL hook_SetDebugUtilsObjectNameEXT(VkDevice device, cons
 static VkResult VKAPI_CALL hook_QueueSubmit(VkQueue q, uint32_t n, const VkSubmitInfo *si, VkFence fence)
 {
     kti_device_t *d = device_of(q);
-    VkResult r = d->vkQueueSubmit(q, n, si, fence);
+    kt_vk_ctx_t *ctx = NULL;
+    for (uint32_t i = 0; i < n && !ctx; i++)
+        for (uint32_t k = 0; k < si[i].commandBufferCount && !ctx; k++)
+            ctx = submit_ctx(d, si[i].pCommandBuffers[k]);
+    VkResult r = ctx ? kt_vk_queue_submit(ctx, q, n, si, fence) : d->vkQueueSubmit(q, n, si, fence);
     /* A failed submission executes nothing: not counted as one (a re-execution would be counted dropped). */
     for (uint32_t i = 0; r == VK_SUCCESS && i < n; i++)
         for (uint32_t k = 0; k < si[i].commandBufferCount; k++)
@@ -802,7 +852,11 @@ static VkResult VKAPI_CALL hook_QueueSubmit(VkQueue q, uint32_t n, const VkSubmi
 static VkResult submit2(kti_device_t *d, PFN_vkQueueSubmit2 next, VkQueue q, uint32_t n, const VkSubmitInfo2 *si,
                         VkFence fence)
 {
-    VkResult r = next(q, n, si, fence);
+    kt_vk_ctx_t *ctx = NULL;
+    for (uint32_t i = 0; i < n && !ctx; i++)
+        for (uint32_t k = 0; k < si[i].commandBufferInfoCount && !ctx; k++)
+            ctx = submit_ctx(d, si[i].pCommandBufferInfos[k].commandBuffer);
+    VkResult r = ctx ? kt_vk_queue_submit2(ctx, q, n, si, fence) : next(q, n, si, fence);
     for (uint32_t i = 0; r == VK_SUCCESS && i < n; i++)
         for (uint32_t k = 0; k < si[i].commandBufferInfoCount; k++)
             cmd_submitted(d, si[i].pCommandBufferInfos[k].commandBuffer);
@@ -942,6 +996,10 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     kti_instance_t *inst = instance_of(pd);
     if (!link || !inst)
         return VK_ERROR_INITIALIZATION_FAILED;
+    PFN_vkSetDeviceLoaderData set_loader_data = NULL;
+    for (const VkLayerDeviceCreateInfo *l = ci->pNext; l; l = (const VkLayerDeviceCreateInfo *)l->pNext)
+        if (l->sType == VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO && l->function == VK_LOADER_DATA_CALLBACK)
+            set_loader_data = l->u.pfnSetDeviceLoaderData;
     PFN_vkGetInstanceProcAddr gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
     PFN_vkGetDeviceProcAddr gdpa = link->u.pLayerInfo->pfnNextGetDeviceProcAddr;
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
@@ -990,6 +1048,7 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     d->next_gipa = gipa;
     d->next_gdpa = gdpa;
     d->host_query_reset = enables_host_query_reset(ci);
+    d->set_loader_data = secure_getenv("KTIMING_VULKAN_ONCE") ? NULL : set_loader_data;
     d->calibration = calibration;
     if (inst->props) {
         VkPhysicalDeviceProperties pp;
