@@ -126,12 +126,17 @@ int main(void)
     for (int v = 0; v < VARIANTS; v++)
         qsort(ratio[v], ROUNDS, sizeof(double), cmp_double);
     kt_snapshot_t *s = kt_snapshot();
-    uint64_t timed = 0;
+    uint64_t timed = 0, batches = 0;
     for (size_t i = 0; s && i < s->count; i++)
-        if (s->entries[i].backend == KT_BACKEND_VULKAN)
-            timed += s->entries[i].dispatch_count;
+        if (s->entries[i].backend == KT_BACKEND_VULKAN) {
+            if (!strcmp(s->entries[i].name, "vkQueueSubmit"))
+                batches += s->entries[i].dispatch_count;
+            else
+                timed += s->entries[i].dispatch_count;
+        }
     kt_snapshot_free(s);
-    printf("dispatches timed by the layer: %llu\n", (unsigned long long)timed);
+    printf("dispatches timed by the layer: %llu (in %llu batches)\n", (unsigned long long)timed,
+           (unsigned long long)batches);
     close_dev(&layered);
     close_dev(&plain);
     printf("vulkan_latency: timed_vs_untimed=%.3f floor_vs_untimed=%.3f\n", ratio[TIMED][ROUNDS / 2],

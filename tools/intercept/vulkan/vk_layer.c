@@ -10,10 +10,12 @@
  *    timestamps are placed on the host timeline without submitting anything of ours; vkDestroyDevice waits for
  *    the device before the backend frees what the work in flight writes;
  *  - one kt_vk_ctx_t per (device, queue family), created on the first timed dispatch; ktiming's own Vulkan calls
- *    go to the next layer down (never through these hooks). It is given no queue: ktiming submits nothing of
- *    its own (a command buffer it allocated below the loader would lack the loader's dispatch data), so its
- *    query pool starts with a host reset when the program enabled hostQueryReset, and otherwise results come
- *    back through copies recorded once per recording at vkEndCommandBuffer (COPY readback, copy_at_end);
+ *    go to the next layer down (never through these hooks). Its command buffers get the loader's dispatch data
+ *    through pfnSetDeviceLoaderData (from the device chain), which lets it time every execution: a submission
+ *    carrying timed dispatches goes through kt_vk_queue_submit[2], which puts a command buffer of ktiming's
+ *    before and after the program's in each batch (the batch's own span, the copies of its dispatches'
+ *    timestamps into a record per execution). Its query pool starts with a host reset when the program enabled
+ *    hostQueryReset; the readback is by those copies (a secondary's: once, at its vkEndCommandBuffer);
  *  - each dispatch is bracketed with kt_vk_begin_id / kt_vk_end in the program's command buffer, under the name
  *    of the bound compute pipeline: its VK_EXT_debug_utils name, else its shader module's, else the entry point
  *    when it is not "main", else "main#<hash>" (of the SPIR-V: stable across runs); the k-th VkDevice of a
@@ -24,15 +26,14 @@
  *  - completed dispatches are collected (never waiting) after submits and after the program's own waits
  *    (fences, queue/device idle); command buffers re-begun, reset or freed are read and collected, then
  *    discarded (kt_vk_discard: what never ran counts as dropped, never submitted);
- *  - a command buffer submitted again without being re-recorded runs its timestamps into slots already read:
- *    those re-executions are not timed and are counted as dropped, re-executed (record per submission with
- *    ONE_TIME_SUBMIT command buffers); so is every occurrence of a secondary after its first in a primary.
- *    If the ring wraps (KT_VK_RING_DEFAULT dispatches) while such a buffer is
- *    still being resubmitted, the stale writes can land in reused slots; the backend's readback has no
- *    per-use generation to tell them apart.
+ *  - a primary submitted again without being re-recorded is timed at every execution; a secondary is timed once
+ *    (its later executions, and its second and later occurrences in a primary, count as dropped, re-executed);
+ *    a primary begun with SIMULTANEOUS_USE is not timed per dispatch (overlapping executions share its
+ *    queries): its dispatches count as dropped, simultaneous-use command buffer, its batches are timed.
+ *    KTIMING_VULKAN_ONCE (or a loader without the callback) times each recording once instead.
  * At exit, never-submitted recordings are counted, kt_shutdown() waits (bounded) for work in flight, and the
  * snapshot is written for `ktiming run` (KTIMING_RUN_DIR). docs/vulkan.md has the reasoning and what is not
- * done yet (per-submission timing of re-submitted buffers, the layer's own submissions).
+ * done yet (secondaries per execution, bracketed clock samples without calibrated timestamps).
  */
 #include <vulkan/vk_layer.h>
 #include <vulkan/vulkan.h>
