@@ -139,7 +139,7 @@ static void test_secondary_executed_4_times(void **state)
 
 /* apiVersion 1.0 .. 1.3, with and without VK_KHR_get_physical_device_properties2: the validation layer reports
  * nothing (vkprog exits 3 otherwise) -- the layer enables VK_EXT_calibrated_timestamps only where its dependency
- * holds -- and every dispatch is timed. */
+ * holds -- and every dispatch is timed and placed. */
 static void test_api_versions(void **state)
 {
     (void)state;
@@ -153,6 +153,9 @@ static void test_api_versions(void **state)
             assert_int_equal(vadd->dispatch_count, ITERATIONS);
             assert_int_equal(scale->dispatch_count, ITERATIONS);
             assert_int_equal(vadd->dropped + scale->dropped, 0);
+            /* placed on the host timeline in every case: by calibrated timestamps where the layer may enable
+             * them, else by bracketed samples of the layer's own submitted inside the program's vkQueueSubmit */
+            assert_spans(s, 2 * ITERATIONS);
             kt_snapshot_free(s);
         }
 }

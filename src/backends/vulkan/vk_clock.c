@@ -284,6 +284,8 @@ static int create_bracketing(kt_vk_ctx_t *ctx)
     };
     if (vk->vkAllocateCommandBuffers(ctx->device, &ai, &ctx->cal_cmd) != VK_SUCCESS)
         return KT_EBACKEND;
+    if (ctx->set_loader_data && ctx->set_loader_data(ctx->device, ctx->cal_cmd) != VK_SUCCESS)
+        return KT_EBACKEND; /* under a layer: the loader's dispatch data, or the command buffer is unusable */
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     if (vk->vkCreateFence(ctx->device, &fci, NULL, &ctx->cal_fence) != VK_SUCCESS)
         return KT_EBACKEND;
@@ -342,6 +344,34 @@ void kt__vk_clock_fini(kt_vk_ctx_t *ctx)
     ctx->cal_fence = VK_NULL_HANDLE;
     ctx->cal_pool = VK_NULL_HANDLE;
     ctx->cal_cmd = VK_NULL_HANDLE;
+}
+
+/* Inside a submission on `queue` (the caller holds it, as for vkQueueSubmit): without calibrated timestamps, a
+ * bracketed fit when none was made yet or the last one is older than recalibrate_ns. The samples are tiny
+ * submissions of ours waited for, so the caller asks only when none of its earlier submissions is in flight (the
+ * wait is then for these alone, not for the application's work). Returns 1 when a fit was made. */
+int kt__vk_clock_bracket_due(kt_vk_ctx_t *ctx, VkQueue queue)
+{
+    if (ctx->calibrated || !queue)
+        return 0;
+    pthread_mutex_lock(&ctx->model_lock);
+    uint64_t now = kt_now_ns();
+    int due = !ctx->last_fit_ns || now - ctx->last_fit_ns >= ctx->recalibrate_ns;
+    int rc = KT_EUNAVAILABLE;
+    if (due && !ctx->cal_pool)
+        create_bracketing(ctx); /* once: a failure leaves what it made for kt__vk_clock_fini */
+    if (due && ctx->cal_cmd && ctx->cal_fence) {
+        VkQueue own = ctx->queue;
+        ctx->queue = queue;
+        rc = kt__vk_clock_refit_locked(ctx, !ctx->have_model);
+        ctx->queue = own;
+    } else if (due) {
+        ctx->last_fit_ns = now; /* could not set up: tried again a period later, not on every submission */
+    }
+    pthread_mutex_unlock(&ctx->model_lock);
+    if (rc == 0)
+        kt__vk_publish(ctx);
+    return rc == 0;
 }
 
 /* ---------------------------------------------------------------------------------------------------

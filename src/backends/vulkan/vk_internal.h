@@ -267,5 +267,6 @@ uint64_t kt__vk_device_ns_locked(kt_vk_ctx_t *ctx, uint64_t raw, uint64_t host_r
 /* Device ns -> host timeline (model_lock held). */
 int kt__vk_map_locked(kt_vk_ctx_t *ctx, uint64_t device_ns, uint64_t *host_ns, uint64_t *uncertainty_ns);
 void kt__vk_publish(kt_vk_ctx_t *ctx);
+int kt__vk_clock_bracket_due(kt_vk_ctx_t *ctx, VkQueue queue);
 
 #endif

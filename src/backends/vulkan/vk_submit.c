@@ -381,6 +381,10 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
 
     pthread_mutex_lock(&ctx->sub_lock);
     reclaim_locked(ctx);
+    /* No calibrated timestamps: the clock model is fitted here, where we hold the queue (19.8), while none of our
+     * submissions is in flight (so the samples wait for themselves only). */
+    if (!ctx->calibrated && ctx->nsubs == 0)
+        kt__vk_clock_bracket_due(ctx, queue);
     VkFence ours = VK_NULL_HANDLE;
     VkCommandBuffer *mine = NULL;
     uint32_t nmine = 0;

@@ -7,7 +7,8 @@
  * What it does:
  *  - vkCreateDevice: enables VK_KHR/EXT_calibrated_timestamps when the device has it, the program did not, and
  *    it is legal (VK_KHR_get_physical_device_properties2 enabled, or Vulkan 1.1 instance and device), so device
- *    timestamps are placed on the host timeline without submitting anything of ours; vkDestroyDevice waits for
+ *    timestamps are placed on the host timeline without submitting anything of ours (otherwise the backend
+ *    brackets tiny submissions of its own inside the program's vkQueueSubmit); vkDestroyDevice waits for
  *    the device before the backend frees what the work in flight writes;
  *  - one kt_vk_ctx_t per (device, queue family), created on the first timed dispatch; ktiming's own Vulkan calls
  *    go to the next layer down (never through these hooks). Its command buffers get the loader's dispatch data
@@ -33,7 +34,7 @@
  *    KTIMING_VULKAN_ONCE (or a loader without the callback) times each recording once instead.
  * At exit, never-submitted recordings are counted, kt_shutdown() waits (bounded) for work in flight, and the
  * snapshot is written for `ktiming run` (KTIMING_RUN_DIR). docs/vulkan.md has the reasoning and what is not
- * done yet (secondaries per execution, bracketed clock samples without calibrated timestamps).
+ * done yet (secondaries per execution).
  */
 #include <vulkan/vk_layer.h>
 #include <vulkan/vulkan.h>
