@@ -93,6 +93,15 @@ static void test_validation_and_reuse(void **state)
     (void)state;
     resubmit_case("3", 3);
     resubmit_case("100", 100);
+    /* the same through vkQueueSubmit2 (a 1.3 device with synchronization2) */
+    const char *prog2[] = {VKPROG, "--validation", "--api", "1.3", "--resubmit", "5", "--submit2", NULL};
+    kt_snapshot_t *s2 = ru_run_both(prog2, NULL);
+    assert_non_null(s2);
+    assert_int_equal(entry(s2, "scale")->dispatch_count, ITERATIONS + 5);
+    assert_int_equal(entry(s2, "scale")->dropped, 0);
+    assert_int_equal(entry(s2, "vkQueueSubmit")->dispatch_count, ITERATIONS + 5);
+    assert_spans(s2, 2 * ITERATIONS + 5);
+    kt_snapshot_free(s2);
     /* KTIMING_VULKAN_ONCE: the recording is timed once, its re-executions counted as dropped, re-executed */
     setenv("KTIMING_VULKAN_ONCE", "1", 1);
     const char *prog[] = {VKPROG, "--validation", "--reuse", NULL};

@@ -7,7 +7,8 @@
  *     per iteration, one ONE_TIME_SUBMIT command buffer: vadd (entry point "vadd"), barrier, scale (entry point
  *     "main", pipeline named "scale" with VK_EXT_debug_utils), submitted and waited on with a fence.
  *     --reuse: then one command buffer recorded once (no ONE_TIME_SUBMIT) with a scale dispatch, submitted 3
- *     times (--resubmit N: N times; --simultaneous: begun with SIMULTANEOUS_USE). --validation: enables VK_LAYER_KHRONOS_validation; every warning or error it reports is printed
+ *     times (--resubmit N: N times; --simultaneous: begun with SIMULTANEOUS_USE; --submit2: with vkQueueSubmit2,
+ *     on a device with synchronization2 enabled, which needs --api 1.3). --validation: enables VK_LAYER_KHRONOS_validation; every warning or error it reports is printed
  *     on stderr and makes the exit status 3.
  *     --unnamed: the "scale" pipeline gets no debug name.
  *     --api: the instance's apiVersion (default 1.1); --props2: also enable VK_KHR_get_physical_device_properties2.
@@ -128,7 +129,7 @@ static double checksum(const float *v, size_t n)
 /* One device's run: everything from the queue to the device's destruction. */
 typedef struct vkp_job_t {
     VkPhysicalDevice pd;   /* the physical device */
-    int reuse, iterations, unnamed, secondary, record_threads, simultaneous;
+    int reuse, iterations, unnamed, secondary, record_threads, simultaneous, submit2;
     const char *in_flight; /* --in-flight, or NULL */
     uint32_t n;            /* elements per buffer */
     char out[1024];        /* the device's stdout lines, printed by main in device order */
@@ -337,11 +338,20 @@ static void *run_device(void *arg)
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = family,
                                    .queueCount = 1, .pQueuePriorities = &prio};
+    VkPhysicalDeviceVulkan13Features f13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
+                                            .synchronization2 = VK_TRUE};
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
-                              .pQueueCreateInfos = &qci};
+                              .pQueueCreateInfos = &qci, .pNext = job->submit2 ? &f13 : NULL};
     VkDevice dev;
     CHECK(vkCreateDevice(pd, &dci, NULL, &dev));
     load_device_funcs(dev);
+    PFN_vkQueueSubmit2 submit2 =
+        job->submit2 ? (PFN_vkQueueSubmit2)vkGetDeviceProcAddr(dev, "vkQueueSubmit2") : NULL;
+    if (job->submit2 && !submit2) {
+        fprintf(stderr, "vkprog: no vkQueueSubmit2\n");
+        job->rc = 77;
+        return NULL;
+    }
     VkQueue queue;
     vkGetDeviceQueue(dev, family, 0, &queue);
     VkPhysicalDeviceMemoryProperties mp;
@@ -493,8 +503,14 @@ static void *run_device(void *arg)
         vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &hb, 0,
                              NULL, 0, NULL);
         CHECK(vkEndCommandBuffer(cmd));
+        VkCommandBufferSubmitInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_SUBMIT_INFO, .commandBuffer = cmd};
+        VkSubmitInfo2 si2 = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO_2, .commandBufferInfoCount = 1,
+                             .pCommandBufferInfos = &cbi};
         for (int r = 0; r < reuse; r++) {
-            CHECK(vkQueueSubmit(queue, 1, &si, fence));
+            if (submit2)
+                CHECK(submit2(queue, 1, &si2, fence));
+            else
+                CHECK(vkQueueSubmit(queue, 1, &si, fence));
             CHECK(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX));
             CHECK(vkResetFences(dev, 1, &fence));
         }
@@ -554,7 +570,7 @@ static void *run_device(void *arg)
 int main(int argc, char **argv)
 {
     int validation = 0, reuse = 0, iterations = 4, props2 = 0, unnamed = 0, devices = 1, secondary = 0;
-    int simultaneous = 0;
+    int simultaneous = 0, submit2 = 0;
     int record_threads = 0;
     uint32_t api = VK_API_VERSION_1_1;
     const char *in_flight = NULL;
@@ -568,6 +584,8 @@ int main(int argc, char **argv)
             ;
         else if (!strcmp(argv[i], "--simultaneous"))
             simultaneous = 1;
+        else if (!strcmp(argv[i], "--submit2"))
+            submit2 = 1;
         else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
             iterations = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
@@ -592,7 +610,8 @@ int main(int argc, char **argv)
                  (record_threads = atoi(argv[++i])) >= 1 && record_threads <= 8)
             ;
         else {
-            fprintf(stderr, "usage: vkprog [--validation] [--reuse] [--resubmit N] [--simultaneous] [--iterations N] "
+            fprintf(stderr, "usage: vkprog [--validation] [--reuse] [--resubmit N] [--simultaneous] [--submit2] "
+                            "[--iterations N] "
                             "[--size N] [--api 1.N] "
                             "[--props2] [--unnamed] [--in-flight destroy|exit] [--devices 1-4] [--secondary K] "
                             "[--record-threads 1-8]\n");
@@ -667,7 +686,8 @@ int main(int argc, char **argv)
     vkp_job_t jobs[4];
     pthread_t threads[4];
     for (int d = 0; d < devices; d++) {
-        jobs[d] = (vkp_job_t){.pd = pd, .reuse = reuse, .simultaneous = simultaneous, .iterations = iterations,
+        jobs[d] = (vkp_job_t){.pd = pd, .reuse = reuse, .simultaneous = simultaneous, .submit2 = submit2,
+                              .iterations = iterations,
                               .unnamed = unnamed,
                               .secondary = secondary, .in_flight = in_flight, .n = n,
                               .record_threads = record_threads};
