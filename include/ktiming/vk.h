@@ -59,9 +59,10 @@
  * execution; a fence of ktiming's (the submission's own when the application passed none, else an empty
  * submission right after) says when those command buffers can be reused. The application's command buffers
  * carry only resets and timestamps, so nothing waits between its dispatches. Each batch is also recorded as a
- * span of its own, kernel "vkQueueSubmit", on the queue's track. Secondary command buffers are timed once (call
- * kt_vk_cmd_end before their vkEndCommandBuffer, as with copy_at_end). A primary submitted without
- * kt_vk_queue_submit is not read; kt_vk_discard counts its slots as never submitted.
+ * span of its own, kernel "vkQueueSubmit", on the queue's track. Secondary command buffers: call
+ * kt_vk_cmd_execute after each vkCmdExecuteCommands (every occurrence is then timed at every execution; the
+ * primary waits for them at that point), or kt_vk_cmd_end before their vkEndCommandBuffer (timed once). A
+ * primary submitted without kt_vk_queue_submit is not read; kt_vk_discard counts its slots as never submitted.
  *
  * Rules for the application:
  *   - kt_vk_begin/kt_vk_end go outside render pass instances (compute), in a command buffer of the context's
@@ -216,6 +217,13 @@ KT_API int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
  * holds the queue as for vkQueueSubmit; `queue` is of the context's family. */
 KT_API VkResult kt_vk_queue_submit(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const VkSubmitInfo *si,
                                    VkFence fence);
+/* desc.per_submission: call right after vkCmdExecuteCommands(primary, n, secondaries). Each timed dispatch of
+ * the secondaries is then recorded at every execution of the primary, once per occurrence: the primary copies
+ * their timestamps right after they ran (behind an execution barrier: the primary's next command waits for
+ * them), and each submission copies those values into its records. Don't call kt_vk_cmd_end for secondaries
+ * used this way. Returns the occurrences recorded; those the ring had no room for are counted as dropped. */
+KT_API int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n,
+                             const VkCommandBuffer *secondaries);
 #ifdef VK_VERSION_1_3
 /* The same for vkQueueSubmit2 (core 1.3, or VK_KHR_synchronization2's vkQueueSubmit2KHR). */
 KT_API VkResult kt_vk_queue_submit2(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const VkSubmitInfo2 *si,
@@ -260,6 +268,9 @@ static inline int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)c
 /* Compiled out, the submission is the program's own vkQueueSubmit[2] (a prototype, or volk's pointer: a macro,
  * expanded only where it is used). */
 #define kt_vk_queue_submit(ctx, queue, n, si, fence) ((void)(ctx), vkQueueSubmit((queue), (n), (si), (fence)))
+static inline int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n,
+                                    const VkCommandBuffer *secondaries)
+{ (void)ctx; (void)primary; (void)n; (void)secondaries; return 0; }
 #define kt_vk_queue_submit2(ctx, queue, n, si, fence) ((void)(ctx), vkQueueSubmit2((queue), (n), (si), (fence)))
 static inline int kt_vk_device_lost(kt_vk_ctx_t *ctx) { (void)ctx; return 0; }
 static inline int kt_vk_recalibrate(kt_vk_ctx_t *ctx) { (void)ctx; return KT_EDISABLED; }

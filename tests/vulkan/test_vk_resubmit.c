@@ -1,7 +1,7 @@
 /* test_vk_resubmit.c — every execution timed (kt_vk_desc_t.per_submission): one recording submitted many times
  * through kt_vk_queue_submit is recorded at every execution, each dispatch inside its batch's "vkQueueSubmit" span;
  * records the ring cannot hold are dropped as `ring full`; a primary submitted around ktiming is counted as never
- * submitted. Fails on any validation message. */
+ * submitted; a secondary is timed at every occurrence. Fails on any validation message. */
 #include "vk_test.h"
 
 static kt_vk_ctx_t *g_kv_open;
@@ -203,12 +203,78 @@ static void around_ktiming_counted(void **state)
     teardown_ctx(NULL);
 }
 
+/* A secondary with one timed dispatch, executed twice in a primary that is submitted 3 times: 6 records of its
+ * kernel (kt_vk_cmd_execute after each vkCmdExecuteCommands), each inside its batch span; discarding both
+ * buffers counts nothing as never submitted. */
+static void secondary_every_occurrence(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_vk_ctx_t *kv = open_per_submission(0);
+    const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
+    PFN_vkCmdExecuteCommands exec =
+        (PFN_vkCmdExecuteCommands)vk->vkGetInstanceProcAddr(g_vkt.app.instance, "vkCmdExecuteCommands");
+    assert_non_null(exec);
+    VkCommandBuffer prim, sec;
+    VkFence fence;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &prim), 0);
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                      .commandPool = g_vkt.dev.pool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_SECONDARY,
+                                      .commandBufferCount = 1};
+    assert_int_equal(vk->vkAllocateCommandBuffers(g_vkt.dev.device, &ai, &sec), VK_SUCCESS);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    VkCommandBufferInheritanceInfo inh = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO};
+    VkCommandBufferBeginInfo sbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .pInheritanceInfo = &inh,
+                                    .flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT}; /* recorded twice */
+    assert_int_equal(vk->vkBeginCommandBuffer(sec, &sbi), VK_SUCCESS);
+    assert_int_equal(kt_vk_begin(kv, sec, "in_secondary"), 0);
+    vkt_busy(sec, 1);
+    assert_int_equal(kt_vk_end(kv, sec), 0);
+    assert_int_equal(vk->vkEndCommandBuffer(sec), VK_SUCCESS);
+    VkCommandBufferBeginInfo pbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    assert_int_equal(vk->vkBeginCommandBuffer(prim, &pbi), VK_SUCCESS);
+    for (int k = 0; k < 2; k++) {
+        exec(prim, 1, &sec);
+        assert_int_equal(kt_vk_cmd_execute(kv, prim, 1, &sec), 1);
+    }
+    assert_int_equal(vk->vkEndCommandBuffer(prim), VK_SUCCESS);
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(submit_kt(kv, prim, fence), VK_SUCCESS);
+        assert_int_equal(ktcli_vk_wait(&g_vkt.dev, fence), 0);
+    }
+    assert_int_equal(kt_vk_collect(kv), 3 * 2 + 3);
+    assert_int_equal(kt_vk_discard(kv, prim), 0);
+    assert_int_equal(kt_vk_discard(kv, sec), 0);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = find_ok(s, "in_secondary"), *b = find_ok(s, "vkQueueSubmit");
+    assert_int_equal(e->dispatch_count, 6);
+    assert_int_equal(e->dropped, 0);
+    assert_int_equal(b->dispatch_count, 3);
+    size_t ie = vkt_entry_index(s, e), ib = vkt_entry_index(s, b);
+    for (size_t i = 0; i < s->span_count; i++) { /* each batch holds two occurrences */
+        if (s->spans[i].entry != ib)
+            continue;
+        int inside = 0;
+        for (size_t k = 0; k < s->span_count; k++)
+            inside += s->spans[k].entry == ie && s->spans[k].start_ns >= s->spans[i].start_ns &&
+                      s->spans[k].end_ns <= s->spans[i].end_ns;
+        assert_int_equal(inside, 2);
+    }
+    kt_snapshot_free(s);
+    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
+    ktcli_vk_cmd_free(&g_vkt.dev, prim);
+    ktcli_vk_cmd_free(&g_vkt.dev, sec);
+    teardown_ctx(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(every_execution, teardown_ctx),
         cmocka_unit_test_teardown(records_full_dropped, teardown_ctx),
         cmocka_unit_test_teardown(around_ktiming_counted, teardown_ctx),
+        cmocka_unit_test_teardown(secondary_every_occurrence, teardown_ctx),
         cmocka_unit_test(vkt_test_validation_clean),
     };
     return cmocka_run_group_tests(tests, vkt_setup_busy, NULL);

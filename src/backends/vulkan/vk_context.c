@@ -245,7 +245,7 @@ static int create_readback(kt_vk_ctx_t *ctx)
     VkBufferCreateInfo bci = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
         .size = size,
-        .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+        .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT, /* SRC: occurrence copies */
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
     VkResult r = vk->vkCreateBuffer(ctx->device, &bci, NULL, &ctx->buffer);
@@ -630,7 +630,7 @@ void kt__vk_slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot)
     s->prev = s->next = KT__VK_NONE;
     s->state = KT__VK_SLOT_FREE;
     s->cmd = NULL;
-    s->self_copy = s->submission = 0;
+    s->self_copy = s->submission = s->stage = 0;
     s->executions = 0;
     ctx->free_q[(ctx->free_head + ctx->cap - ctx->used) % ctx->cap] = slot;
     ctx->used--;
@@ -655,7 +655,7 @@ static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
         s->state = KT__VK_SLOT_OPEN;
         s->copy_pending = 0;
         s->half_read = 0;
-        s->self_copy = s->submission = 0;
+        s->self_copy = s->submission = s->stage = 0;
         s->executions = 0;
         s->gen++;
         s->kernel = kernel;
@@ -854,7 +854,8 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
         kt__vk_slot_t *s = &ctx->slots[slot];
         uint32_t next = s->next;
         if (ctx->copy_readback) {
-            if (s->state != KT__VK_SLOT_CLOSED || !slot_copied(ctx, slot)) {
+            /* per_submission: only a secondary's own copy is read here; the rest through execution records */
+            if (s->state != KT__VK_SLOT_CLOSED || (ctx->per_submit && !s->self_copy) || !slot_copied(ctx, slot)) {
                 slot = next;
                 continue;
             }

@@ -37,6 +37,7 @@
     X(vkCmdResetQueryPool, 1)                                                                              \
     X(vkCmdWriteTimestamp, 1)                                                                              \
     X(vkCmdCopyQueryPoolResults, 1)                                                                        \
+    X(vkCmdCopyBuffer, 1)                                                                                  \
     X(vkCmdPipelineBarrier, 1)                                                                             \
     X(vkCreateBuffer, 1)                                                                                   \
     X(vkDestroyBuffer, 1)                                                                                  \
@@ -114,6 +115,8 @@ typedef struct kt__vk_slot_t {
     int copy_pending;        /* copy_at_end: CLOSED, its copy not recorded yet (kt_vk_cmd_end) */
     int half_read;           /* thread readback: a poll of this use found one timestamp available, not both */
     int self_copy;           /* per_submission: kt_vk_cmd_end recorded its copy (a secondary: timed once) */
+    int stage;               /* per_submission: an occurrence of a secondary's slot in a primary: its words are
+                                a copy the primary makes after that vkCmdExecuteCommands, copied per submission */
     int submission;          /* per_submission: the timestamp pair around a batch (read through its record) */
     uint32_t executions;     /* per_submission: submissions whose records copy it (ctx->lock) */
 } kt__vk_slot_t;

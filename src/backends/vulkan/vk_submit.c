@@ -114,6 +114,7 @@ static int exec_alloc_locked(kt_vk_ctx_t *ctx, uint32_t n, uint32_t *first)
 typedef struct kt__vk_plan_t {
     uint32_t nslots;                       /* timed slots of the batch's primaries */
     uint32_t slots[KT__VK_BATCH_SLOTS];
+    uint8_t stage[KT__VK_BATCH_SLOTS];     /* the slot's words hold a secondary occurrence's copy */
     uint32_t batch_slot;                   /* the batch's own timestamp pair */
     uint32_t first_exec;                   /* records: first_exec .. + nslots for the slots, then the batch's */
     int timed;                             /* 0: the batch goes as the application made it */
@@ -165,6 +166,7 @@ static void plan_locked(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t 
         if (s->state != KT__VK_SLOT_CLOSED || s->self_copy || s->submission || !cmd_in(s->cmd, cmds, ncmds))
             continue;
         if (p->nslots < KT__VK_BATCH_SLOTS && extensible) {
+            p->stage[p->nslots] = (uint8_t)s->stage;
             p->slots[p->nslots++] = i;
         } else { /* this execution is counted here, so a later discard does not count the slot again */
             kt_record_drop_reason(s->kernel, extensible ? KT_DROP_RING_FULL : KT_DROP_NO_TIMING);
@@ -330,14 +332,26 @@ static int record_plan(kt_vk_ctx_t *ctx, kt__vk_plan_t *p)
      * WAIT then finds the values written. Without it lavapipe's WAIT copy costs a queue-wide wait per batch
      * (bench/vulkan_latency: timed_vs_untimed 3.3 without, 2.3 with, against a floor of 1.45-1.6 for two bare
      * timestamps). WAIT stays: it is what the spec orders the copy after the timestamp writes by. */
-    vk->vkCmdPipelineBarrier(p->tail, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 0, NULL,
-                             0, NULL, 0, NULL);
+    /* (also makes the primaries' copies of secondary occurrences visible to the buffer copies below) */
+    VkMemoryBarrier staged = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT,
+    };
+    vk->vkCmdPipelineBarrier(p->tail, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1,
+                             &staged, 0, NULL, 0, NULL);
     for (uint32_t k = 0; k <= p->nslots; k++) {
         uint32_t e = (p->first_exec + k) % ctx->exec_cap;
+        VkDeviceSize dst = (VkDeviceSize)kt__vk_exec_word(ctx, e) * sizeof(uint64_t);
+        if (k < p->nslots && p->stage[k]) { /* a secondary's occurrence: the primary's copy of it, as it is */
+            VkBufferCopy bc = {.srcOffset = (VkDeviceSize)p->slots[k] * KT__VK_WORDS_PER_SLOT * sizeof(uint64_t),
+                               .dstOffset = dst,
+                               .size = KT__VK_WORDS_PER_SLOT * sizeof(uint64_t)};
+            vk->vkCmdCopyBuffer(p->tail, ctx->buffer, ctx->buffer, 1, &bc);
+            continue;
+        }
         uint32_t first = k < p->nslots ? 2 * p->slots[k] : q;
-        vk->vkCmdCopyQueryPoolResults(p->tail, ctx->pool, first, 2, ctx->buffer,
-                                      (VkDeviceSize)kt__vk_exec_word(ctx, e) * sizeof(uint64_t),
-                                      2 * sizeof(uint64_t), flags);
+        vk->vkCmdCopyQueryPoolResults(p->tail, ctx->pool, first, 2, ctx->buffer, dst, 2 * sizeof(uint64_t), flags);
     }
     VkMemoryBarrier mb = {
         .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
@@ -577,4 +591,56 @@ VkResult kt_vk_queue_submit2(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const 
     free(b);
     free(cmds);
     return r;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Secondaries: one occurrence slot per timed slot per vkCmdExecuteCommands
+ * ------------------------------------------------------------------------------------------------- */
+
+int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n, const VkCommandBuffer *secondaries)
+{
+    if (!ctx || !primary || (n && !secondaries))
+        return KT_EINVAL;
+    if (!ctx->per_submit || !kt_is_enabled())
+        return 0;
+    const kt__vk_table_t *vk = &ctx->vk;
+    int made = 0, barrier = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        /* one pass per secondary: its slots, in recording order, each copied into an occurrence slot of the
+         * primary (recorded under the lock: slots and the primary are this caller's, the ring is shared) */
+        pthread_mutex_lock(&ctx->lock);
+        for (uint32_t slot = ctx->used_first; slot != KT__VK_NONE; slot = ctx->slots[slot].next) {
+            kt__vk_slot_t *s = &ctx->slots[slot];
+            if (s->cmd != secondaries[i] || s->state != KT__VK_SLOT_CLOSED || s->stage || s->submission)
+                continue;
+            s->executions++; /* accounted through its occurrences: its own discard counts nothing */
+            uint32_t o = kt__vk_slot_alloc_locked(ctx);
+            if (o == KT__VK_SLOT_DROPPED) {
+                kt_record_drop_reason(s->kernel, KT_DROP_RING_FULL);
+                atomic_fetch_add(&ctx->dropped, 1);
+                continue;
+            }
+            kt__vk_slot_t *os = &ctx->slots[o];
+            os->state = KT__VK_SLOT_CLOSED;
+            os->stage = 1;
+            os->gen++;
+            os->kernel = s->kernel;
+            os->thread = s->thread;
+            os->cmd = primary;
+            os->enqueue_ns = s->enqueue_ns;
+            if (!barrier) { /* the secondary's timestamps written before the copies read them */
+                vk->vkCmdPipelineBarrier(primary, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                         0, 0, NULL, 0, NULL, 0, NULL);
+                barrier = 1;
+            }
+            vk->vkCmdCopyQueryPoolResults(primary, ctx->pool, 2 * slot, 2, ctx->buffer,
+                                          (VkDeviceSize)o * KT__VK_WORDS_PER_SLOT * sizeof(uint64_t),
+                                          2 * sizeof(uint64_t),
+                                          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT |
+                                              VK_QUERY_RESULT_WITH_AVAILABILITY_BIT);
+            made++;
+        }
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    return made;
 }

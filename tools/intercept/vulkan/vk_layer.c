@@ -27,14 +27,14 @@
  *  - completed dispatches are collected (never waiting) after submits and after the program's own waits
  *    (fences, queue/device idle); command buffers re-begun, reset or freed are read and collected, then
  *    discarded (kt_vk_discard: what never ran counts as dropped, never submitted);
- *  - a primary submitted again without being re-recorded is timed at every execution; a secondary is timed once
- *    (its later executions, and its second and later occurrences in a primary, count as dropped, re-executed);
- *    a primary begun with SIMULTANEOUS_USE is not timed per dispatch (overlapping executions share its
+ *  - a primary submitted again without being re-recorded is timed at every execution, and so is every occurrence
+ *    of a secondary in it (kt_vk_cmd_execute after each vkCmdExecuteCommands: the primary copies the secondary's
+ *    timestamps right after it ran, behind an execution barrier); a primary begun with SIMULTANEOUS_USE is not timed per dispatch (overlapping executions share its
  *    queries): its dispatches count as dropped, simultaneous-use command buffer, its batches are timed.
  *    KTIMING_VULKAN_ONCE (or a loader without the callback) times each recording once instead.
  * At exit, never-submitted recordings are counted, kt_shutdown() waits (bounded) for work in flight, and the
  * snapshot is written for `ktiming run` (KTIMING_RUN_DIR). docs/vulkan.md has the reasoning and what is not
- * done yet (secondaries per execution).
+ * done yet.
  */
 #include <vulkan/vk_layer.h>
 #include <vulkan/vulkan.h>
@@ -558,6 +558,16 @@ static void VKAPI_CALL hook_CmdExecuteCommands(VkCommandBuffer cb, uint32_t n, c
         kti_cmd_t *s = cmd_get(d, secondaries[i]);
         if (!s)
             continue;
+        if (every_execution(d)) { /* every occurrence timed at every execution of the primary */
+            if (s->ctx && s->kernels.n) {
+                kt_vk_cmd_execute(s->ctx, cb, 1, &secondaries[i]);
+                for (uint32_t k = 0; k < s->kernels.n; k++)
+                    kernels_add(&c->kernels, s->kernels.ids[k]);
+                if (!c->ctx)
+                    c->ctx = s->ctx;
+            }
+            continue;
+        }
         pthread_mutex_lock(&d->lock);
         uint32_t before = s->executed++;
         pthread_mutex_unlock(&d->lock);
@@ -584,9 +594,9 @@ static VkResult VKAPI_CALL hook_EndCommandBuffer(VkCommandBuffer cb)
 {
     kti_device_t *d = device_of(cb);
     kti_cmd_t *c = cmd_get(d, cb);
-    /* the readback of the whole recording, after its last dispatch; timing every execution, only a secondary's
-     * (a primary's slots are copied per submission) */
-    if (c && c->ctx && c->kernels.n && (c->secondary || !every_execution(d)))
+    /* the readback of the whole recording, after its last dispatch; timing every execution, none (a primary's
+     * slots are copied per submission, a secondary's by its primary after each vkCmdExecuteCommands) */
+    if (c && c->ctx && c->kernels.n && !every_execution(d))
         kt_vk_cmd_end(c->ctx, cb);
     return d->vkEndCommandBuffer(cb);
 }
