@@ -155,6 +155,26 @@ static void test_secondary_executed_4_times(void **state)
     kt_snapshot_free(s);
 }
 
+/* A pipeline named with VK_EXT_debug_marker (here provided by the validation layer below ours) is timed under
+ * that name. */
+static void test_debug_marker_name(void **state)
+{
+    (void)state;
+    char *probe[] = {VKPROG, "--validation", "--debug-marker", "--iterations", "1", NULL};
+    int st = -1;
+    free(ru_run(probe, &st));
+    if (st == 77) {
+        fprintf(stderr, "VK_EXT_debug_marker not available: case skipped\n");
+        return;
+    }
+    const char *prog[] = {VKPROG, "--validation", "--debug-marker", NULL};
+    kt_snapshot_t *s = ru_run_both(prog, NULL);
+    assert_non_null(s);
+    assert_int_equal(entry(s, "scale_marker")->dispatch_count, ITERATIONS);
+    assert_null(ru_find(s, "scale", KT_BACKEND_VULKAN));
+    kt_snapshot_free(s);
+}
+
 /* apiVersion 1.0 .. 1.3, with and without VK_KHR_get_physical_device_properties2: the validation layer reports
  * nothing (vkprog exits 3 otherwise) -- the layer enables VK_EXT_calibrated_timestamps only where its dependency
  * holds -- and every dispatch is timed and placed. */
@@ -382,6 +402,7 @@ int main(void)
         cmocka_unit_test(test_exit_in_flight),
         cmocka_unit_test(test_old_loader_warns),
         cmocka_unit_test(test_stable_unnamed),
+        cmocka_unit_test(test_debug_marker_name),
         cmocka_unit_test(test_verbose_lines),
         cmocka_unit_test(test_off),
     };

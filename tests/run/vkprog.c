@@ -10,7 +10,8 @@
  *     times (--resubmit N: N times; --simultaneous: begun with SIMULTANEOUS_USE; --submit2: with vkQueueSubmit2,
  *     on a device with synchronization2 enabled, which needs --api 1.3). --validation: enables VK_LAYER_KHRONOS_validation; every warning or error it reports is printed
  *     on stderr and makes the exit status 3.
- *     --unnamed: the "scale" pipeline gets no debug name.
+ *     --unnamed: the "scale" pipeline gets no debug name; --debug-marker: it is named "scale_marker" with
+ *     VK_EXT_debug_marker instead (exits 77 when the device cannot enable that extension).
  *     --api: the instance's apiVersion (default 1.1); --props2: also enable VK_KHR_get_physical_device_properties2.
  *     --in-flight: instead of the loop, one command buffer with N = iterations vadd dispatches is submitted and
  *     never waited for; then the device is destroyed at once (destroy) or main returns at once (exit).
@@ -129,7 +130,7 @@ static double checksum(const float *v, size_t n)
 /* One device's run: everything from the queue to the device's destruction. */
 typedef struct vkp_job_t {
     VkPhysicalDevice pd;   /* the physical device */
-    int reuse, iterations, unnamed, secondary, record_threads, simultaneous, submit2;
+    int reuse, iterations, unnamed, secondary, record_threads, simultaneous, submit2, debug_marker;
     const char *in_flight; /* --in-flight, or NULL */
     uint32_t n;            /* elements per buffer */
     char out[1024];        /* the device's stdout lines, printed by main in device order */
@@ -340,10 +341,18 @@ static void *run_device(void *arg)
                                    .queueCount = 1, .pQueuePriorities = &prio};
     VkPhysicalDeviceVulkan13Features f13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
                                             .synchronization2 = VK_TRUE};
+    const char *marker_ext = VK_EXT_DEBUG_MARKER_EXTENSION_NAME;
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
-                              .pQueueCreateInfos = &qci, .pNext = job->submit2 ? &f13 : NULL};
+                              .pQueueCreateInfos = &qci, .pNext = job->submit2 ? &f13 : NULL,
+                              .enabledExtensionCount = job->debug_marker ? 1 : 0, .ppEnabledExtensionNames = &marker_ext};
     VkDevice dev;
-    CHECK(vkCreateDevice(pd, &dci, NULL, &dev));
+    if (job->debug_marker && vkCreateDevice(pd, &dci, NULL, &dev) != VK_SUCCESS) {
+        fprintf(stderr, "vkprog: %s not available\n", marker_ext);
+        job->rc = 77;
+        return NULL;
+    }
+    if (!job->debug_marker)
+        CHECK(vkCreateDevice(pd, &dci, NULL, &dev));
     load_device_funcs(dev);
     PFN_vkQueueSubmit2 submit2 =
         job->submit2 ? (PFN_vkQueueSubmit2)vkGetDeviceProcAddr(dev, "vkQueueSubmit2") : NULL;
@@ -400,7 +409,18 @@ static void *run_device(void *arg)
             .layout = layout};
     VkPipeline pipes[2];
     CHECK(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 2, cpi, NULL, pipes));
-    if (vkSetDebugUtilsObjectNameEXT && !unnamed) {
+    if (job->debug_marker) {
+        PFN_vkDebugMarkerSetObjectNameEXT set_marker =
+            (PFN_vkDebugMarkerSetObjectNameEXT)vkGetDeviceProcAddr(dev, "vkDebugMarkerSetObjectNameEXT");
+        VkDebugMarkerObjectNameInfoEXT mi = {.sType = VK_STRUCTURE_TYPE_DEBUG_MARKER_OBJECT_NAME_INFO_EXT,
+                                             .objectType = VK_DEBUG_REPORT_OBJECT_TYPE_PIPELINE_EXT,
+                                             .object = (uint64_t)pipes[1], .pObjectName = "scale_marker"};
+        if (!set_marker) {
+            fprintf(stderr, "vkprog: no vkDebugMarkerSetObjectNameEXT\n");
+            exit(1);
+        }
+        CHECK(set_marker(dev, &mi));
+    } else if (vkSetDebugUtilsObjectNameEXT && !unnamed) {
         VkDebugUtilsObjectNameInfoEXT ni = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_OBJECT_NAME_INFO_EXT,
                                             .objectType = VK_OBJECT_TYPE_PIPELINE,
                                             .objectHandle = (uint64_t)pipes[1], .pObjectName = "scale"};
@@ -570,7 +590,7 @@ static void *run_device(void *arg)
 int main(int argc, char **argv)
 {
     int validation = 0, reuse = 0, iterations = 4, props2 = 0, unnamed = 0, devices = 1, secondary = 0;
-    int simultaneous = 0, submit2 = 0;
+    int simultaneous = 0, submit2 = 0, debug_marker = 0;
     int record_threads = 0;
     uint32_t api = VK_API_VERSION_1_1;
     const char *in_flight = NULL;
@@ -586,6 +606,8 @@ int main(int argc, char **argv)
             simultaneous = 1;
         else if (!strcmp(argv[i], "--submit2"))
             submit2 = 1;
+        else if (!strcmp(argv[i], "--debug-marker"))
+            debug_marker = 1;
         else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
             iterations = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
@@ -613,7 +635,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: vkprog [--validation] [--reuse] [--resubmit N] [--simultaneous] [--submit2] "
                             "[--iterations N] "
                             "[--size N] [--api 1.N] "
-                            "[--props2] [--unnamed] [--in-flight destroy|exit] [--devices 1-4] [--secondary K] "
+                            "[--props2] [--unnamed] [--debug-marker] [--in-flight destroy|exit] [--devices 1-4] [--secondary K] "
                             "[--record-threads 1-8]\n");
             return 2;
         }
@@ -647,12 +669,17 @@ int main(int argc, char **argv)
             return 77;
         }
     }
-    const char *exts[2] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME, "VK_KHR_get_physical_device_properties2"};
+    const char *exts[3] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME, NULL, NULL};
+    uint32_t nexts = 1;
+    if (props2)
+        exts[nexts++] = "VK_KHR_get_physical_device_properties2";
+    if (debug_marker) /* VK_EXT_debug_marker's dependency */
+        exts[nexts++] = VK_EXT_DEBUG_REPORT_EXTENSION_NAME;
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "vkprog",
                              .apiVersion = api};
     VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app,
                                 .enabledLayerCount = nlayers, .ppEnabledLayerNames = layers,
-                                .enabledExtensionCount = props2 ? 2 : 1, .ppEnabledExtensionNames = exts};
+                                .enabledExtensionCount = nexts, .ppEnabledExtensionNames = exts};
     VkInstance inst;
     if (vkCreateInstance(&ici, NULL, &inst) != VK_SUCCESS) {
         fprintf(stderr, "vkprog: no Vulkan instance\n");
@@ -687,6 +714,7 @@ int main(int argc, char **argv)
     pthread_t threads[4];
     for (int d = 0; d < devices; d++) {
         jobs[d] = (vkp_job_t){.pd = pd, .reuse = reuse, .simultaneous = simultaneous, .submit2 = submit2,
+                              .debug_marker = debug_marker,
                               .iterations = iterations,
                               .unnamed = unnamed,
                               .secondary = secondary, .in_flight = in_flight, .n = n,

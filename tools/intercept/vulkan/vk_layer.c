@@ -18,7 +18,7 @@
  *    timestamps into a record per execution). Its query pool starts with a host reset when the program enabled
  *    hostQueryReset; the readback is by those copies (a secondary's: once, at its vkEndCommandBuffer);
  *  - each dispatch is bracketed with kt_vk_begin_id / kt_vk_end in the program's command buffer, under the name
- *    of the bound compute pipeline: its VK_EXT_debug_utils name, else its shader module's, else the entry point
+ *    of the bound compute pipeline: its VK_EXT_debug_utils (or debug_marker) name, else its shader module's, else the entry point
  *    when it is not "main", else "main#<hash>" (of the SPIR-V: stable across runs); the k-th VkDevice of a
  *    physical device records as "<deviceName> #k". The command buffer copies the name when the pipeline is
  *    bound: a rename (or a destroy) on another thread takes effect at the next bind;
@@ -99,6 +99,7 @@ typedef void(VKAPI_PTR *PFN_vkCmdBindShadersEXT)(VkCommandBuffer, uint32_t, cons
     X(vkCmdBindPipeline) X(vkCmdDispatch) X(vkCmdDispatchIndirect) X(vkCmdDispatchBase) X(vkCmdDispatchBaseKHR)  \
     X(vkCmdExecuteCommands) X(vkQueueSubmit) X(vkQueueSubmit2) X(vkQueueSubmit2KHR) X(vkQueueWaitIdle)           \
     X(vkDeviceWaitIdle) X(vkWaitForFences) X(vkGetFenceStatus) X(vkSetDebugUtilsObjectNameEXT)  \
+    X(vkDebugMarkerSetObjectNameEXT)                                                                           \
     X(vkCmdBindShadersEXT)
 
 /* One device. */
@@ -812,31 +813,48 @@ static void VKAPI_CALL hook_DestroyPipeline(VkDevice device, VkPipeline pipeline
     d->vkDestroyPipeline(device, pipeline, a);
 }
 
+/* A debug name given to a pipeline (its kernel name from the next bind) or a shader module (the default name of
+ * pipelines created from it later): by VK_EXT_debug_utils or VK_EXT_debug_marker, whichever the program uses. */
+static void name_object(kti_device_t *d, int pipeline, uint64_t handle, const char *name)
+{
+    if (!name || !name[0])
+        return;
+    pthread_mutex_lock(&d->lock);
+    if (pipeline) {
+        kti_pipeline_t *p = kti_map_get(&d->pipelines, handle);
+        if (p) {
+            snprintf(p->name, sizeof p->name, "%s", name);
+            p->family = UINT32_MAX; /* re-resolve the kernel id under the new name */
+            atomic_fetch_add_explicit(&d->pipeline_epoch, 1, memory_order_release); /* at the next bind */
+        }
+    } else {
+        size_t len = strlen(name) + 1;
+        char *copy = malloc(len);
+        if (copy) {
+            memcpy(copy, name, len);
+            free(kti_map_del(&d->modules, handle));
+            if (kti_map_put(&d->modules, handle, copy) != 0)
+                free(copy);
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
 static VkResult VKAPI_CALL hook_SetDebugUtilsObjectNameEXT(VkDevice device, const VkDebugUtilsObjectNameInfoEXT *ni)
 {
     kti_device_t *d = device_of(device);
-    if (ni && ni->pObjectName && ni->pObjectName[0]) {
-        pthread_mutex_lock(&d->lock);
-        if (ni->objectType == VK_OBJECT_TYPE_PIPELINE) {
-            kti_pipeline_t *p = kti_map_get(&d->pipelines, ni->objectHandle);
-            if (p) {
-                snprintf(p->name, sizeof p->name, "%s", ni->pObjectName);
-                p->family = UINT32_MAX; /* re-resolve the kernel id under the new name */
-                atomic_fetch_add_explicit(&d->pipeline_epoch, 1, memory_order_release); /* at the next bind */
-            }
-        } else if (ni->objectType == VK_OBJECT_TYPE_SHADER_MODULE) {
-            size_t len = strlen(ni->pObjectName) + 1;
-            char *copy = malloc(len);
-            if (copy) {
-                memcpy(copy, ni->pObjectName, len);
-                free(kti_map_del(&d->modules, ni->objectHandle));
-                if (kti_map_put(&d->modules, ni->objectHandle, copy) != 0)
-                    free(copy);
-            }
-        }
-        pthread_mutex_unlock(&d->lock);
-    }
+    if (ni && (ni->objectType == VK_OBJECT_TYPE_PIPELINE || ni->objectType == VK_OBJECT_TYPE_SHADER_MODULE))
+        name_object(d, ni->objectType == VK_OBJECT_TYPE_PIPELINE, ni->objectHandle, ni->pObjectName);
     return d->vkSetDebugUtilsObjectNameEXT ? d->vkSetDebugUtilsObjectNameEXT(device, ni) : VK_SUCCESS;
+}
+
+static VkResult VKAPI_CALL hook_DebugMarkerSetObjectNameEXT(VkDevice device, const VkDebugMarkerObjectNameInfoEXT *ni)
+{
+    kti_device_t *d = device_of(device);
+    if (ni && (ni->objectType == VK_DEBUG_REPORT_OBJECT_TYPE_PIPELINE_EXT ||
+               ni->objectType == VK_DEBUG_REPORT_OBJECT_TYPE_SHADER_MODULE_EXT))
+        name_object(d, ni->objectType == VK_DEBUG_REPORT_OBJECT_TYPE_PIPELINE_EXT, ni->object, ni->pObjectName);
+    return d->vkDebugMarkerSetObjectNameEXT ? d->vkDebugMarkerSetObjectNameEXT(device, ni) : VK_SUCCESS;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -1212,7 +1230,7 @@ static const kti_hook_t kDeviceHooks[] = {
     KTI_HOOK(CmdExecuteCommands),    KTI_HOOK(QueueSubmit),            KTI_HOOK(QueueSubmit2),
     KTI_HOOK(QueueSubmit2KHR),       KTI_HOOK(QueueWaitIdle),          KTI_HOOK(DeviceWaitIdle),
     KTI_HOOK(WaitForFences),         KTI_HOOK(GetFenceStatus),         KTI_HOOK(SetDebugUtilsObjectNameEXT),
-    KTI_HOOK(CmdBindShadersEXT),
+    KTI_HOOK(CmdBindShadersEXT),     KTI_HOOK(DebugMarkerSetObjectNameEXT),
     {"vkCmdDispatchBase", (PFN_vkVoidFunction)hook_CmdDispatchBase},
     {"vkCmdDispatchBaseKHR", (PFN_vkVoidFunction)hook_CmdDispatchBase},
 };
