@@ -324,10 +324,11 @@ static int record_plan(kt_vk_ctx_t *ctx, kt__vk_plan_t *p)
     if (vk->vkBeginCommandBuffer(p->head, &bi) != VK_SUCCESS)
         return -1;
     vk->vkCmdResetQueryPool(p->head, ctx->pool, q, 2);
-    /* The batch begins by the rule of a dispatch's begin (COMPUTE_SHADER: once earlier work finished its shaders),
-     * so its first dispatch never starts before it; at TOP_OF_PIPE a GPU's command processor could stamp it
-     * while the previous batch still runs, and at BOTTOM_OF_PIPE after transfers the dispatch need not wait for. */
-    vk->vkCmdWriteTimestamp(p->head, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, ctx->pool, q);
+    /* TOP_OF_PIPE: the batch begins when the queue reaches it, so none of its dispatches' begins (COMPUTE_SHADER)
+     * can precede it; on a GPU it may be stamped while the previous batch's work still drains (batch spans can
+     * then overlap on the queue track, dispatch spans do not). lavapipe flushes its rasterizer for a timestamp
+     * at any other stage (lvp_execute.c), one more scene per batch. */
+    vk->vkCmdWriteTimestamp(p->head, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, ctx->pool, q);
     if (vk->vkEndCommandBuffer(p->head) != VK_SUCCESS || vk->vkBeginCommandBuffer(p->tail, &bi) != VK_SUCCESS)
         return -1;
     vk->vkCmdWriteTimestamp(p->tail, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, ctx->pool, q + 1);
