@@ -380,6 +380,13 @@ static int query_device(kt_vk_ctx_t *ctx, const kt_vk_desc_t *desc)
     snprintf(ctx->device_name, sizeof(ctx->device_name), "%.127s",
              desc->device_label && *desc->device_label ? desc->device_label : props.deviceName);
     ctx->period_ns = props.limits.timestampPeriod > 0 ? (double)props.limits.timestampPeriod : 1.0;
+    /* A batch ends once all its work has: BOTTOM_OF_PIPE says so on every device. lavapipe (llvmpipe) runs a
+     * batch's commands one after another on its queue thread and takes a TOP_OF_PIPE timestamp when the
+     * rasterizer scene it was put in runs, after everything recorded before it; for any other stage it first
+     * flushes that scene, one more rasterizer round trip per batch (docs/vulkan.md, "Submit-and-wait latency"). */
+    ctx->batch_end_stage = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && !strncmp(props.deviceName, "llvmpipe", 8)
+                               ? VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT
+                               : VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT;
 
     uint32_t nfam = 0;
     vk->vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical_device, &nfam, NULL);

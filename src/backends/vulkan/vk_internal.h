@@ -228,6 +228,7 @@ struct kt_vk_ctx_t {
     int per_submit;                     /* kt_vk_queue_submit brackets batches and copies per execution */
     VkResult (VKAPI_PTR *set_loader_data)(VkDevice, void *); /* a layer's pfnSetDeviceLoaderData, or NULL */
     kt_kernel_id_t submit_kernel;       /* "vkQueueSubmit": the batch spans */
+    VkPipelineStageFlagBits batch_end_stage; /* of a batch's end timestamp (vk_submit.c record_plan) */
     uint32_t exec_cap;                  /* execution records (readback words after the slots' and calibration's) */
     kt__vk_exec_t *execs;               /* under lock */
     uint32_t exec_head, exec_used;      /* FIFO of records in use (freed ones are skipped when head reaches them) */

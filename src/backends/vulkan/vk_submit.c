@@ -331,7 +331,7 @@ static int record_plan(kt_vk_ctx_t *ctx, kt__vk_plan_t *p)
     vk->vkCmdWriteTimestamp(p->head, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, ctx->pool, q);
     if (vk->vkEndCommandBuffer(p->head) != VK_SUCCESS || vk->vkBeginCommandBuffer(p->tail, &bi) != VK_SUCCESS)
         return -1;
-    vk->vkCmdWriteTimestamp(p->tail, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, ctx->pool, q + 1);
+    vk->vkCmdWriteTimestamp(p->tail, ctx->batch_end_stage, ctx->pool, q + 1);
     /* An execution dependency on everything before (the batch's timestamps included) ahead of the copies: their
      * WAIT then finds the values written. Without it lavapipe's WAIT copy costs a queue-wide wait per batch
      * (bench/vulkan_latency: timed_vs_untimed 3.3 without, 2.3 with, against a floor of 1.45-1.6 for two bare
