@@ -1,7 +1,9 @@
 /* vulkan_latency.c — submit-and-wait latency of one empty compute dispatch: untimed; with two bare timestamps
  * around it (the driver's floor for timing it); timed through the layer VK_LAYER_KTIMING_timing (a second
- * instance created with the layer enabled, as `ktiming run` would). Interleaved round by round in one run.
- * Last line: vulkan_latency: timed_vs_untimed=<x> floor_vs_untimed=<y> (medians of per-round ratios). */
+ * instance created with the layer enabled, as `ktiming run` would). Interleaved in short rounds in one run, the
+ * order rotated each round. Last line: vulkan_latency: timed_vs_untimed=<x> floor_vs_untimed=<y>, ratios of the
+ * medians of every cycle of each variant (this machine's load moves in bursts of milliseconds; longer rounds
+ * compared one against another gave ratios wandering by ±20 %). */
 #include "vk_app.h"
 
 #include "empty_spv.h"
@@ -10,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ROUNDS 9
-#define PER_ROUND 300 /* submit-and-wait cycles per variant per round */
+#define ROUNDS 60
+#define PER_ROUND 40 /* submit-and-wait cycles per variant per round: short, so the variants see the same load */
 
 enum { UNTIMED = 0, FLOOR = 1, TIMED = 2, VARIANTS = 3 };
 
@@ -53,13 +55,12 @@ static void close_dev(lat_dev_t *d)
     ktcli_vk_app_fini(&d->app);
 }
 
-/* Median submit-and-wait latency (ns) of PER_ROUND cycles. */
-static double run(lat_dev_t *d, int floor_ts)
+/* n submit-and-wait cycles; their latencies (ns) into lat. */
+static void run(lat_dev_t *d, int floor_ts, uint64_t *lat, int n)
 {
     const ktcli_vk_fn_t *vk = &d->app.vk;
-    static uint64_t lat[PER_ROUND];
     uint32_t push = 0;
-    for (int i = 0; i < PER_ROUND; i++) {
+    for (int i = 0; i < n; i++) {
         uint64_t t0 = kt_now_ns();
         if (ktcli_vk_cmd_begin(&d->dev, d->cmd) != 0)
             exit(1);
@@ -75,25 +76,44 @@ static double run(lat_dev_t *d, int floor_ts)
             exit(1);
         lat[i] = kt_now_ns() - t0;
     }
-    for (int i = 1; i < PER_ROUND; i++) /* insertion sort: small */
-        for (int j = i; j > 0 && lat[j - 1] > lat[j]; j--) {
-            uint64_t t = lat[j];
-            lat[j] = lat[j - 1];
-            lat[j - 1] = t;
-        }
-    return (double)lat[PER_ROUND / 2];
 }
 
-static int cmp_double(const void *a, const void *b)
+static int cmp_u64(const void *a, const void *b)
 {
-    double x = *(const double *)a, y = *(const double *)b;
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
 }
 
-int main(void)
+/* Sorts lat[0..n) and returns its q-quantile (ns). */
+static double quantile(uint64_t *lat, int n, double q)
 {
-    static lat_dev_t plain, layered;
-    if (open_dev(&plain) != 0) {
+    qsort(lat, (size_t)n, sizeof(*lat), cmp_u64);
+    return (double)lat[(int)(q * (n - 1) + 0.5)];
+}
+
+/* `vulkan_latency timed|untimed|floor [cycles]`: that variant alone, for profilers (perf, strace); no verdict. */
+static int run_one(lat_dev_t *plain, lat_dev_t *layered, const char *which, int cycles)
+{
+    int v = !strcmp(which, "timed") ? TIMED : !strcmp(which, "floor") ? FLOOR : !strcmp(which, "untimed") ? UNTIMED : -1;
+    if (v < 0) {
+        fprintf(stderr, "usage: vulkan_latency [timed|untimed|floor [cycles]]\n");
+        return 2;
+    }
+    static uint64_t lat[ROUNDS * PER_ROUND];
+    if (cycles < 1 || cycles > ROUNDS * PER_ROUND)
+        cycles = ROUNDS * PER_ROUND;
+    run(v == TIMED ? layered : plain, v == FLOOR, lat, cycles);
+    printf("%s: median of %d cycles %.1f us\n", which, cycles, quantile(lat, cycles, 0.5) / 1e3);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    /* One device per variant: each idles while the other two run their rounds, so all three pay the same cost
+     * of waking their driver's threads again (with untimed and floor on one device, that device idled for one
+     * round in three and the timed one for two). */
+    static lat_dev_t plain, floor_dev, layered;
+    if (open_dev(&plain) != 0 || open_dev(&floor_dev) != 0) {
         printf("vulkan_latency: skipped (no Vulkan device)\n");
         return 0;
     }
@@ -107,24 +127,33 @@ int main(void)
         fprintf(stderr, "vulkan_latency: cannot open a device with the timing layer\n");
         return 1;
     }
+    if (argc > 1) {
+        rc = run_one(&plain, &layered, argv[1], argc > 2 ? atoi(argv[2]) : 0);
+        close_dev(&layered);
+        close_dev(&floor_dev);
+        close_dev(&plain);
+        return rc;
+    }
     printf("device: %s; %d submit-and-wait cycles per variant per round\n", plain.dev.props.deviceName, PER_ROUND);
-    run(&plain, 0); /* warm-up: shader compilation, the layer's context */
-    run(&plain, 1);
-    run(&layered, 0);
-    double ratio[VARIANTS][ROUNDS];
-    for (int r = 0; r < ROUNDS; r++) {
-        double ns[VARIANTS];
+    static uint64_t lat[VARIANTS][ROUNDS * PER_ROUND], warm[PER_ROUND];
+    run(&plain, 0, warm, PER_ROUND); /* warm-up: shader compilation, the layer's context */
+    run(&floor_dev, 1, warm, PER_ROUND);
+    run(&layered, 0, warm, PER_ROUND);
+    for (int r = 0; r < ROUNDS; r++)
         for (int i = 0; i < VARIANTS; i++) { /* rotate the order so drift in machine load cancels */
             int v = (i + r) % VARIANTS;
-            ns[v] = v == TIMED ? run(&layered, 0) : run(&plain, v == FLOOR);
+            run(v == TIMED ? &layered : v == FLOOR ? &floor_dev : &plain, v == FLOOR, lat[v] + r * PER_ROUND,
+                PER_ROUND);
         }
-        for (int v = 0; v < VARIANTS; v++)
-            ratio[v][r] = ns[v] / ns[UNTIMED];
-        printf("round %d: untimed %.1f us, two timestamps %.1f us (%.3f), timed through the layer %.1f us (%.3f)\n",
-               r, ns[UNTIMED] / 1e3, ns[FLOOR] / 1e3, ratio[FLOOR][r], ns[TIMED] / 1e3, ratio[TIMED][r]);
+    const int n = ROUNDS * PER_ROUND;
+    const char *label[VARIANTS] = {"untimed", "two timestamps", "timed through the layer"};
+    double med[VARIANTS];
+    for (int v = 0; v < VARIANTS; v++) {
+        double q1 = quantile(lat[v], n, 0.25);
+        med[v] = quantile(lat[v], n, 0.5);
+        printf("%-24s median %6.1f us  (quartiles %.1f .. %.1f us)\n", label[v], med[v] / 1e3, q1 / 1e3,
+               quantile(lat[v], n, 0.75) / 1e3);
     }
-    for (int v = 0; v < VARIANTS; v++)
-        qsort(ratio[v], ROUNDS, sizeof(double), cmp_double);
     kt_snapshot_t *s = kt_snapshot();
     uint64_t timed = 0, batches = 0;
     for (size_t i = 0; s && i < s->count; i++)
@@ -138,8 +167,9 @@ int main(void)
     printf("dispatches timed by the layer: %llu (in %llu batches)\n", (unsigned long long)timed,
            (unsigned long long)batches);
     close_dev(&layered);
+    close_dev(&floor_dev);
     close_dev(&plain);
-    printf("vulkan_latency: timed_vs_untimed=%.3f floor_vs_untimed=%.3f\n", ratio[TIMED][ROUNDS / 2],
-           ratio[FLOOR][ROUNDS / 2]);
+    printf("vulkan_latency: timed_vs_untimed=%.3f floor_vs_untimed=%.3f\n", med[TIMED] / med[UNTIMED],
+           med[FLOOR] / med[UNTIMED]);
     return 0;
 }
