@@ -146,6 +146,7 @@ typedef struct kt__slot_t {
     _Atomic uint64_t last;       /* most recent duration in this shard */
     uint64_t res_next;           /* owner only: count at which the reservoir takes the next record */
     _Atomic uint64_t last_stamp; /* host end time of that dispatch, 0 when the record carried none */
+    _Atomic uint64_t pend;       /* the newest record's duration, not in the histogram yet (while count > 0) */
     _Atomic uint64_t total_hi;   /* carries out of total: the exact sum is total_hi * 2^64 + total */
     _Atomic uint64_t errors;     /* dispatches that ended in error */
     _Atomic uint64_t dropped;    /* dispatches lost before reaching the recorder (kt_record_drop) */
@@ -155,7 +156,8 @@ typedef struct kt__slot_t {
     _Atomic uint32_t res_fill;                 /* samples [0, res_fill) hold values (= count until full) */
     double res_w;                              /* owner only: Algorithm L's running W */
     kt__u64_ptr smp[KT__SMP_BLOCKS];           /* reservoir in blocks that grow with use (kt__smp_block) */
-    kt__u64_ptr hist[KT__HIST_BLOCKS];         /* histogram blocks of KT__HIST_BLOCK counters, lazily allocated */
+    kt__u64_ptr hist[KT__HIST_BLOCKS];         /* histogram blocks of KT__HIST_BLOCK counters, lazily allocated;
+                                                * they hold every record but the newest (`pend`) */
 } kt__slot_t;
 
 typedef _Atomic(kt__slot_t *) kt__slot_ptr;

@@ -241,8 +241,14 @@ static void reservoir_step(kt__shard_t *s, kt__slot_t *sl, uint64_t n, uint64_t 
     sl->res_next = skip >= 1.8e19 ? UINT64_MAX : n + (uint64_t)skip + 1u;
 }
 
-/* The scalars, under the slot's seqlock. */
-static inline void slot_scalars(kt__slot_t *sl, uint64_t n, uint64_t v, uint64_t stamp)
+/* A histogram count (the previous record's, see slot_add_fast). */
+static inline void hist_bump(kt__au64 *c) { KT__STR(c, KT__LD(c) + 1); }
+
+/* The scalars, under the slot's seqlock, and the previous record's histogram count (`bump`, NULL for none). The
+ * count is stored inside the seqlock: a snapshot that reads it (before the scalars) then reads the sequence
+ * number of this record or a later one, so it never also takes that record from `pend`. */
+static inline __attribute__((always_inline)) void slot_scalars(kt__slot_t *sl, uint64_t n, uint64_t v, uint64_t stamp,
+                                                               kt__au64 *bump)
 {
     unsigned __int128 sq0 = (unsigned __int128)KT__LD(&sl->sq_hi) << 64 | KT__LD(&sl->sq_lo);
     unsigned __int128 sq = sq0 + (unsigned __int128)v * v;
@@ -252,6 +258,8 @@ static inline void slot_scalars(kt__slot_t *sl, uint64_t n, uint64_t v, uint64_t
      * them also sees the odd sequence number stored before them; on x86 these are plain moves. */
     uint64_t q = KT__LD(&sl->seq);
     KT__ST(&sl->seq, q + 1);
+    if (bump)
+        hist_bump(bump);
     KT__STR(&sl->count, n + 1);
     uint64_t total = KT__LD(&sl->total) + v;
     KT__STR(&sl->total, total);
@@ -269,40 +277,51 @@ static inline void slot_scalars(kt__slot_t *sl, uint64_t n, uint64_t v, uint64_t
         KT__STR(&sl->last, v);
         KT__STR(&sl->last_stamp, stamp);
     }
+    KT__STR(&sl->pend, v);
     KT__STR(&sl->seq, q + 2);
 }
 
-/* A histogram count, after the scalars of its record: a snapshot that sees the count sees those scalars. */
-static inline void hist_bump(kt__au64 *c) { KT__STR(c, KT__LD(c) + 1); }
+/* The histogram lags one record: each record bumps the bucket of the one before it (`pend`, stored with the
+ * scalars) and leaves its own value pending; a snapshot adds `pend` to what it reads. Why: the bucket's address
+ * depends on the duration, known only after a zone's last counter read, and a store whose address resolves that
+ * late held up the next zone (bench/zone_clock: 28.7 ns per aggregate-only zone, 20.7 ns with the lag, over a
+ * bare rdtsc pair of 19 ns). The previous record's value was stored long before: its bucket's address is ready
+ * at once. Each count still follows the scalars of the record it counts. */
 
 /* The common case, with no call and no allocation: returns 0 (having changed nothing) when the record needs
  * the reservoir or a new histogram block, which slot_add_full handles. */
-static inline int slot_add_fast(kt__slot_t *sl, uint64_t v, uint64_t stamp)
+static inline __attribute__((always_inline)) int slot_add_fast(kt__slot_t *sl, uint64_t v, uint64_t stamp)
 {
     uint64_t n = KT__LD(&sl->count);
     if (__builtin_expect(n == sl->res_next, 0))
         return 0;
-    uint32_t idx = kt__hist_index(v);
-    kt__au64 *blk = KT__LD(&sl->hist[idx / KT__HIST_BLOCK]);
-    if (__builtin_expect(!blk, 0))
-        return 0;
-    slot_scalars(sl, n, v, stamp);
-    hist_bump(&blk[idx % KT__HIST_BLOCK]);
+    kt__au64 *bump = NULL;
+    if (__builtin_expect(n != 0, 1)) {
+        uint32_t idx = kt__hist_index(KT__LD(&sl->pend));
+        kt__au64 *blk = KT__LD(&sl->hist[idx / KT__HIST_BLOCK]);
+        if (__builtin_expect(!blk, 0))
+            return 0;
+        bump = &blk[idx % KT__HIST_BLOCK];
+    }
+    slot_scalars(sl, n, v, stamp, bump);
     return 1;
 }
 
 static __attribute__((noinline)) void slot_add_full(kt__shard_t *s, kt__slot_t *sl, uint64_t v, uint64_t stamp)
 {
     uint64_t n = KT__LD(&sl->count);
-    uint32_t idx = kt__hist_index(v);
-    kt__au64 *blk = KT__LD(&sl->hist[idx / KT__HIST_BLOCK]);
-    if (!blk && (blk = calloc(KT__HIST_BLOCK, sizeof *blk)) != NULL)
-        KT__STR(&sl->hist[idx / KT__HIST_BLOCK], blk);
-    slot_scalars(sl, n, v, stamp);
+    kt__au64 *bump = NULL;
+    if (n) {
+        uint32_t idx = kt__hist_index(KT__LD(&sl->pend));
+        kt__au64 *blk = KT__LD(&sl->hist[idx / KT__HIST_BLOCK]);
+        if (!blk && (blk = calloc(KT__HIST_BLOCK, sizeof *blk)) != NULL)
+            KT__STR(&sl->hist[idx / KT__HIST_BLOCK], blk);
+        if (blk) /* out of memory: percentiles then miss this record, the exact aggregates do not */
+            bump = &blk[idx % KT__HIST_BLOCK];
+    }
+    slot_scalars(sl, n, v, stamp, bump);
     if (n == sl->res_next)
         reservoir_step(s, sl, n, v);
-    if (blk) /* out of memory: percentiles then miss this record, the exact aggregates do not */
-        hist_bump(&blk[idx % KT__HIST_BLOCK]);
 }
 
 static inline void slot_add(kt__shard_t *s, kt__slot_t *sl, uint64_t v, uint64_t stamp)
@@ -470,7 +489,8 @@ void kt_record_dispatch(const kt_dispatch_t *d)
     }
 }
 
-void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end_ns)
+static __attribute__((noinline)) void record_host_span_slow(kt_kernel_id_t kernel, uint64_t start_ns,
+                                                            uint64_t end_ns)
 {
     kt__shard_t *s = shard_for_write();
     kt__slot_t *sl = s ? slot_for_counted(s, kernel) : NULL;
@@ -480,6 +500,44 @@ void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end
     slot_add(s, sl, dur, end_ns);
     const uint64_t t[7] = {dur, start_ns, 0, 0, start_ns, end_ns, 0};
     span_push(s, sl, kernel, 0, 0, 0, t);
+}
+
+/* A zone's end: the common case with no call (shard ready, slot present, no reservoir step or new histogram
+ * block, span log allocated) written out here, so the path is one leaf function; anything else goes to the slow
+ * path. The span's stores match span_push's. */
+void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end_ns)
+{
+    kt__shard_t *s = shard_ready();
+    kt__slot_t *sl;
+    uint64_t dur = end_ns - start_ns;
+    if (__builtin_expect(!s || !(sl = slot_peek(s, kernel)) || !slot_add_fast(sl, dur, end_ns), 0)) {
+        record_host_span_slow(kernel, start_ns, end_ns);
+        return;
+    }
+    uint32_t cap = kt__cfg.span_capacity, n = KT__LD(&s->span_count);
+    kt__span_rec_t *log = KT__LD(&s->spans);
+    if (__builtin_expect(n >= cap || !log, 0)) {
+        if (cap && n >= cap) {
+            counter_add(&sl->spans_dropped);
+        } else if (cap) {
+            const uint64_t t[7] = {dur, start_ns, 0, 0, start_ns, end_ns, 0};
+            span_push(s, sl, kernel, 0, 0, 0, t);
+        }
+        return;
+    }
+    kt__span_rec_t *r = &log[n];
+    KT__ST(&r->kernel, kernel);
+    KT__ST(&r->queue, 0);
+    KT__ST(&r->thread, tl_ordinal);
+    KT__ST(&r->flags, 0);
+    KT__ST(&r->t[0], dur);
+    KT__ST(&r->t[1], start_ns);
+    KT__ST(&r->t[2], 0);
+    KT__ST(&r->t[3], 0);
+    KT__ST(&r->t[4], start_ns);
+    KT__ST(&r->t[5], end_ns);
+    KT__ST(&r->t[6], 0);
+    KT__STR(&s->span_count, n + 1);
 }
 
 

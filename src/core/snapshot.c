@@ -25,7 +25,7 @@ typedef struct pool_t {
 
 /* Scalars of one slot, read under its seqlock. */
 typedef struct slot_read_t {
-    uint64_t count, total, total_hi, sq_lo, sq_hi, min, max, last, last_stamp, bytes;
+    uint64_t count, total, total_hi, sq_lo, sq_hi, min, max, last, last_stamp, pend, bytes;
 } slot_read_t;
 
 static void slot_read(kt__slot_t *sl, slot_read_t *r)
@@ -42,6 +42,7 @@ static void slot_read(kt__slot_t *sl, slot_read_t *r)
         r->max = KT__LDA(&sl->max);
         r->last = KT__LDA(&sl->last);
         r->last_stamp = KT__LDA(&sl->last_stamp);
+        r->pend = KT__LDA(&sl->pend);
         uint64_t q2 = KT__LD(&sl->seq);
         if (q1 == q2 && !(q1 & 1))
             return;
@@ -158,11 +159,13 @@ static int span_cmp(const void *a, const void *b)
 /* Consistency (the guarantee ktiming.h states): kt_reset() waits while a snapshot runs, so the generation read
  * here holds to the end and no shard read is cleared under it; a shard still holding an older generation has
  * no record of this one and is skipped. Within the generation every owner writes in this order: a record's
- * scalars, then its histogram count and reservoir sample, then (zones, dispatches) its span and the shard's
- * span_count, each published by a release store. The snapshot reads in the opposite order with acquire
- * loads: span counts, then per slot the reservoir and histogram, then the scalars. So every span, sample and
- * histogram count it copies belongs to a record the scalars it reads afterwards include, and as min only
- * falls and max only rises within a generation, every sample lies in [min_ns, max_ns]. */
+ * scalars (with `pend`, its duration), then its reservoir sample, then (zones, dispatches) its span and the
+ * shard's span_count, each published by a release store; its histogram count is stored by the slot's next
+ * record, inside that record's seqlock (recorder.c, slot_add_fast). The snapshot reads in the opposite order
+ * with acquire loads: span counts, then per slot the reservoir and histogram, then the scalars and `pend`,
+ * whose bucket it adds. So every span, sample and histogram count it copies belongs to
+ * a record the scalars it reads afterwards include, `pend` is never a record already in the histogram it read,
+ * and as min only falls and max only rises within a generation, every sample lies in [min_ns, max_ns]. */
 /* The working state of one snapshot: the shards of the generation being read, the reservoir pools and the
  * merged histogram of the kernel being built, and the entries built so far (owned here until published). */
 typedef struct build_t {
@@ -318,6 +321,12 @@ static int gather_kernel(build_t *b, uint32_t id, kt_kernel_timing_t *t, gathere
             t->last_ns = r.last;
         }
         any = 1;
+        /* the newest record, not in the slot's histogram yet (recorder.c, slot_add_fast); read after the
+         * histogram, so it cannot be counted twice */
+        uint32_t hi = kt__hist_index(r.pend);
+        b->hist[hi]++;
+        b->hist_n++;
+        b->used |= (uint64_t)1 << (hi / KT__HIST_BLOCK);
         t->dispatch_count += r.count;
         t->bytes += bytes;
         g->sum += (unsigned __int128)r.total_hi << 64 | r.total;

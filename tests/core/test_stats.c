@@ -1,6 +1,8 @@
 /* test_stats.c — snapshot statistics against exact computation on known distributions. */
 #include "test_util.h"
 
+#include <pthread.h>
+
 /* Records v[0..n) under `name` and checks every statistic of its entry against the exact values. */
 static void check_distribution(const char *name, uint64_t *v, size_t n, int by_id)
 {
@@ -119,6 +121,65 @@ static void test_small_exact_values(void **state)
     free(v);
 }
 
+/* The histogram lags one record per thread and kernel (recorder.c: the newest waits in `pend`); a snapshot
+ * must still hold every record, the newest included, each once, across threads and resets. */
+static void *record_then_odd_one(void *arg)
+{
+    kt_kernel_id_t id = kt_kernel_intern("hist_newest", KT_BACKEND_CPU, NULL);
+    for (int i = 0; i < 100; i++)
+        kt_record_id(id, 40);
+    kt_record_id(id, (uint64_t)(uintptr_t)arg); /* each thread's newest: a value of its own */
+    return NULL;
+}
+
+static uint64_t hist_at(const kt_kernel_timing_t *t, uint64_t lower)
+{
+    for (uint32_t i = 0; i < t->hist_count; i++)
+        if (t->hist[i].lower_ns == lower)
+            return t->hist[i].count;
+    return 0;
+}
+
+static void test_hist_holds_newest(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_kernel_id_t id = kt_kernel_intern("hist_newest", KT_BACKEND_CPU, NULL);
+    kt_record_id(id, 7); /* a single record: only in `pend` */
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *t = kt_snapshot_find(s, "hist_newest", KT_BACKEND_CPU, NULL);
+    assert_non_null(t);
+    assert_int_equal(t->hist_count, 1);
+    assert_int_equal(hist_at(t, 7), 1);
+    assert_int_equal(t->p50_ns, 7);
+    kt_snapshot_free(s);
+
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, record_then_odd_one, (void *)(uintptr_t)(11 + i)), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    kt_record_id(id, 9); /* this thread's newest */
+    s = kt_snapshot();
+    t = kt_snapshot_find(s, "hist_newest", KT_BACKEND_CPU, NULL);
+    assert_int_equal(t->dispatch_count, 204);
+    assert_int_equal(hist_at(t, 7), 1);
+    assert_int_equal(hist_at(t, 9), 1);
+    assert_int_equal(hist_at(t, 11), 1);
+    assert_int_equal(hist_at(t, 12), 1);
+    assert_int_equal(hist_at(t, 40), 200);
+    kt_snapshot_free(s);
+
+    kt_reset(); /* nothing pending survives a reset */
+    kt_record_id(id, 3);
+    s = kt_snapshot();
+    t = kt_snapshot_find(s, "hist_newest", KT_BACKEND_CPU, NULL);
+    assert_int_equal(t->dispatch_count, 1);
+    assert_int_equal(t->hist_count, 1);
+    assert_int_equal(hist_at(t, 3), 1);
+    kt_snapshot_free(s);
+}
+
 /* A large mean with a small spread: naive sum-of-squares in double would lose the variance entirely. */
 static void test_large_offset_small_spread(void **state)
 {
@@ -149,6 +210,7 @@ int main(void)
         cmocka_unit_test(test_lognormal),
         cmocka_unit_test(test_bimodal),
         cmocka_unit_test(test_small_exact_values),
+        cmocka_unit_test(test_hist_holds_newest),
         cmocka_unit_test(test_large_offset_small_spread),
         cmocka_unit_test(test_constant_and_single),
     };
