@@ -49,6 +49,18 @@ KT_API int kt_snapshot_load(const char *path, kt_snapshot_t **out, char *errbuf,
 KT_API int kt_snapshot_load_max(const char *path, size_t max_bytes, kt_snapshot_t **out, char *errbuf,
                                 size_t errlen);
 
+/* Options of kt_snapshot_load_opts (zero-initialise for the defaults). */
+typedef struct kt_load_opts_t {
+    size_t max_bytes; /* input size limit; 0: KT_SNAPSHOT_MAX_INPUT_DEFAULT */
+    int skip_spans;   /* non-zero: statistics only; the span sections ("spans", "span_table") are neither read nor
+                       * checked, and the snapshot has span_count 0 (a summary of a large run loads several
+                       * times faster) */
+} kt_load_opts_t;
+
+/* kt_snapshot_load with options (opts NULL: the defaults). */
+KT_API int kt_snapshot_load_opts(const char *path, const kt_load_opts_t *opts, kt_snapshot_t **out, char *errbuf,
+                                 size_t errlen);
+
 /* Loads n files as kt_snapshot_load() does, on `threads` threads (<= 0: the online cores, at most 16), into
  * out[0..n) in order. On the first failure every loaded snapshot is freed, out[] is all NULL, and the code and
  * message (naming the file) are that failure's. */

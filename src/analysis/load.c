@@ -34,6 +34,7 @@ typedef struct load_ctx_t {
     const cJSON *idx_obj; /* the object idx describes (NULL: none) */
     const cJSON **idx;    /* its members sorted by name, for member() */
     size_t idx_n, idx_cap;
+    int skip_spans;       /* kt_load_opts_t.skip_spans: the span sections are neither read nor checked */
 } load_ctx_t;
 
 static void ctx_init(load_ctx_t *c, char *err, size_t errlen)
@@ -1093,6 +1094,8 @@ static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
         if ((rc = read_section(c, root, sec, s)))
             return rc;
     c->where[0] = '\0';
+    if (c->skip_spans)
+        return sort_entries(c, s);
     const cJSON *table = member(c, root, "span_table", &rc);
     if (rc)
         return rc;
@@ -1356,6 +1359,21 @@ int kt_snapshot_load(const char *path, kt_snapshot_t **out, char *errbuf, size_t
 
 int kt_snapshot_load_max(const char *path, size_t max_bytes, kt_snapshot_t **out, char *errbuf, size_t errlen)
 {
+    kt_load_opts_t o = {.max_bytes = max_bytes};
+    if (!max_bytes) { /* 0 is an error here, the default in kt_load_opts_t */
+        load_ctx_t c;
+        ctx_init(&c, errbuf, errlen);
+        if (out)
+            *out = NULL;
+        return fail(&c, KT_EINVAL, "no path, output pointer or size limit");
+    }
+    return kt_snapshot_load_opts(path, &o, out, errbuf, errlen);
+}
+
+int kt_snapshot_load_opts(const char *path, const kt_load_opts_t *opts, kt_snapshot_t **out, char *errbuf,
+                          size_t errlen)
+{
+    size_t max_bytes = opts && opts->max_bytes ? opts->max_bytes : KT_SNAPSHOT_MAX_INPUT_DEFAULT;
     load_ctx_t c;
     ctx_init(&c, errbuf, errlen);
     if (out)
@@ -1398,7 +1416,8 @@ int kt_snapshot_load_max(const char *path, size_t max_bytes, kt_snapshot_t **out
     }
     char msg[512] = "";
     load_ctx_t pc;
-        ctx_init(&pc, msg, sizeof msg);
+    ctx_init(&pc, msg, sizeof msg);
+    pc.skip_spans = opts && opts->skip_spans;
     if (len == 0) {
         rc = fail(&pc, KT_EPARSE, "empty input: expected a JSON object");
     } else {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <ktiming.h>
@@ -73,6 +74,72 @@ static void test_roundtrip_v2(void **state)
     free(json);
 }
 
+/* kt_snapshot_load_opts with skip_spans: the statistics as a full load gives them, no spans, and span sections
+ * that would be refused are not even read (what `ktiming run` uses for its summary). */
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_load_skip_spans(void **state)
+{
+    (void)state;
+    kt_reset();
+    for (int i = 0; i < 50; i++) {
+        KT_CPU_BEGIN(z, "skip_spans_zone");
+        KT_CPU_END(z);
+    }
+    kt_snapshot_t *s = kt_snapshot();
+    assert_true(s->span_count >= 50);
+    char *json = render(s);
+    char path[] = "/tmp/kt_skip_spans_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_text(path, json);
+    kt_snapshot_t *full = NULL, *stats = NULL;
+    char err[256];
+    assert_int_equal(kt_snapshot_load(path, &full, err, sizeof err), 0);
+    kt_load_opts_t o = {.skip_spans = 1};
+    if (kt_snapshot_load_opts(path, &o, &stats, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(full->span_count, s->span_count);
+    assert_int_equal(stats->span_count, 0);
+    assert_null(stats->spans);
+    assert_int_equal(stats->count, full->count);
+    const kt_kernel_timing_t *a = kt_snapshot_find(full, "skip_spans_zone", KT_BACKEND_CPU, NULL);
+    const kt_kernel_timing_t *b = kt_snapshot_find(stats, "skip_spans_zone", KT_BACKEND_CPU, NULL);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(b->dispatch_count, 50);
+    assert_int_equal(b->total_ns, a->total_ns);
+    assert_int_equal(b->p99_ns, a->p99_ns);
+    kt_snapshot_free(full);
+    kt_snapshot_free(stats);
+
+    /* a span table naming an entry that does not exist: a full load refuses it, a statistics load never reads it */
+    char *at = strstr(json, "\"span_table\"");
+    assert_non_null(at);
+    char *entry = strstr(at, "\"entry\": \"");
+    assert_non_null(entry);
+    entry[10] = '9'; /* the first span's entry index: 9..., beyond the one entry */
+    write_text(path, json);
+    assert_int_not_equal(kt_snapshot_load(path, &full, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load_opts(path, &o, &stats, err, sizeof err), 0);
+    assert_int_equal(stats->count, 1);
+    kt_snapshot_free(stats);
+    /* the size limit still holds */
+    kt_load_opts_t tiny = {.max_bytes = 16, .skip_spans = 1};
+    assert_int_equal(kt_snapshot_load_opts(path, &tiny, &stats, err, sizeof err), KT_EFULL);
+    assert_null(stats);
+    unlink(path);
+    free(json);
+    kt_snapshot_free(s);
+}
+
 static const char kV1[] = "{\"schema\":\"ktiming.snapshot\",\"version\":1,\"entries\":[{\"name\":\"k\",\"backend\":\"cpu\","
                           "\"dispatch_count\":3,\"total_ns\":60,\"min_ns\":10,\"max_ns\":30,\"mean_ns\":20,"
                           "\"stddev_ns\":10,\"dropped\":4}]}";
@@ -134,6 +201,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_v2),
+        cmocka_unit_test(test_load_skip_spans),
         cmocka_unit_test(test_read_v1),
         cmocka_unit_test(test_consistency),
     };

@@ -1,0 +1,93 @@
+/* test_run_env.c — what `ktiming run` sets in the program's environment beyond the backends' hooks: span logs
+ * off (KTIMING_SPANS=0) when only a summary is asked for, since nothing reads them then; kept when an output,
+ * a trace, an HTML report or --mpi may need them, and never overriding a KTIMING_SPANS of the user's. */
+#include "run/run_util.h"
+
+/* envprog KTIMING_SPANS under `ktiming run <args> --`; its stdout line (malloc, no newline). */
+static char *spans_seen(const char *const args[], int *status)
+{
+    char *argv[16];
+    int n = 0;
+    argv[n++] = KT_CLI;
+    argv[n++] = "run";
+    argv[n++] = "-f";
+    argv[n++] = "none";
+    for (int i = 0; args[i]; i++)
+        argv[n++] = (char *)args[i];
+    argv[n++] = "--";
+    argv[n++] = ENVPROG;
+    argv[n++] = "KTIMING_SPANS";
+    argv[n] = NULL;
+    char *out = ru_run(argv, status);
+    out[strcspn(out, "\n")] = '\0';
+    return out;
+}
+
+/* envprog times nothing: with an output asked for, run says so and exits 125 (KTCLI_RUN_ERROR); the program
+ * still ran with the environment under test. */
+static void expect(const char *const args[], const char *want, int want_status)
+{
+    int st = -1;
+    char *seen = spans_seen(args, &st);
+    assert_int_equal(st, want_status);
+    if (strcmp(seen, want) != 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "KTIMING_SPANS seen by the program: %s, expected %s (first option %s)", seen,
+                 want, args[0] ? args[0] : "none");
+        free(seen);
+        fail_msg("%s", msg);
+    }
+    free(seen);
+}
+
+static void test_summary_only_turns_spans_off(void **state)
+{
+    (void)state;
+    unsetenv("KTIMING_SPANS");
+    const char *const none[] = {NULL};
+    expect(none, "0", 0);
+}
+
+static void test_outputs_keep_spans(void **state)
+{
+    (void)state;
+    unsetenv("KTIMING_SPANS");
+    const char *const out[] = {"-o", ru_path("s.json"), NULL};
+    const char *const trace[] = {"--trace", ru_path("t.json"), NULL};
+    const char *const html[] = {"--html", ru_path("r.html"), NULL};
+    expect(out, "(unset)", 125);
+    expect(trace, "(unset)", 125);
+    expect(html, "(unset)", 125);
+}
+
+static void test_user_setting_kept(void **state)
+{
+    (void)state;
+    setenv("KTIMING_SPANS", "5", 1);
+    const char *const none[] = {NULL};
+    expect(none, "5", 0);
+    unsetenv("KTIMING_SPANS");
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    return ru_setup();
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ru_teardown();
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_summary_only_turns_spans_off),
+        cmocka_unit_test(test_outputs_keep_spans),
+        cmocka_unit_test(test_user_setting_kept),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
