@@ -6,7 +6,9 @@
  * callback), delivered in two buffers, C++ names demangled, zero-timing records counted as dropped, copies and
  * memsets as their own entries with bytes, tracks per (context, stream), latency timestamps and a flush period
  * configured; a context destroyed has its records delivered then (CUPTI resource callback), or at exit when
- * another CUPTI client holds the callback subscription. Its recording has not been run on a GPU. */
+ * another CUPTI client holds the callback subscription. Graph launches are one dispatch each ("graph <id>",
+ * CUPTI's graph-level records) by default, their nodes one by one with KTIMING_CUPTI_GRAPHS=node. Its recording
+ * has not been run on a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -68,6 +70,7 @@ typedef enum child_mode_t {
     CHILD_EXIT = 0,          /* exit at once */
     CHILD_DESTROY = 1,       /* the test double destroys context 1 first */
     CHILD_DESTROY_OTHER = 2, /* the same while another CUPTI client holds the one callback subscription */
+    CHILD_NODES = 3,         /* exit at once, with KTIMING_CUPTI_GRAPHS=node */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -86,6 +89,10 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
         unsetenv("KTIMING_REPORT");
         if (mode == CHILD_DESTROY_OTHER)
             setenv("KT_TEST_CUPTI_OTHER_SUBSCRIBER", "1", 1);
+        if (mode == CHILD_NODES)
+            setenv("KTIMING_CUPTI_GRAPHS", "node", 1);
+        else
+            unsetenv("KTIMING_CUPTI_GRAPHS");
         if (first && !dlopen(first, RTLD_NOW | RTLD_GLOBAL))
             _exit(2);
         void *lib = dlopen(getenv("KT_TEST_CUPTI_INJECT"), RTLD_NOW | RTLD_LOCAL);
@@ -103,7 +110,7 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
                 rc += 100;
         }
         size_t (*destroy)(uint32_t) = NULL;
-        *(void **)&destroy = mode != CHILD_EXIT ? dlsym(RTLD_DEFAULT, "kt_test_cupti_destroy_context") : NULL;
+        *(void **)&destroy = mode != CHILD_EXIT && mode != CHILD_NODES ? dlsym(RTLD_DEFAULT, "kt_test_cupti_destroy_context") : NULL;
         if (destroy && rc == 1)
             exit(30 + (int)destroy(1));
         exit(10 + rc);
@@ -149,8 +156,21 @@ static void test_no_driver_writes_no_snapshot(void **state)
     free(dir);
 }
 
-/* The snapshot the child wrote holds the test double's records, each once, handled as a real CUPTI needs. */
-static void check_snapshot(const char *dir, pid_t pid)
+/* The dispatch count of entry `name` in the JSON text, -1 when it is absent. */
+static long long entry_count(const char *json, const char *name)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\"%s\"", name);
+    const char *e = strstr(json, key);
+    if (!e)
+        return -1;
+    const char *c = strstr(e, "\"dispatch_count\": ");
+    return c ? strtoll(c + strlen("\"dispatch_count\": "), NULL, 10) : -1;
+}
+
+/* The snapshot the child wrote holds the test double's records, each once, handled as a real CUPTI needs; graph
+ * launches one dispatch each, or (nodes) their kernels one by one. */
+static void check_snapshot(const char *dir, pid_t pid, int nodes)
 {
     assert_int_equal(count_files(dir), 1);
     char path[4200];
@@ -183,6 +203,10 @@ static void check_snapshot(const char *dir, pid_t pid)
     /* One track per (context, stream): stream 7 of two contexts. */
     assert_non_null(strstr(json, "stream 7 (context 1)"));
     assert_non_null(strstr(json, "stream 7 (context 2)"));
+    /* Graph 3 launched twice with two kernel nodes each. */
+    assert_non_null(strstr(json, "stream 9 (context 1)"));
+    assert_int_equal(entry_count(json, "graph 3"), nodes ? -1 : 2);
+    assert_int_equal(entry_count(json, "kt_fake_graph_node"), nodes ? 4 : -1);
     /* Every span placed within the child's life on this host's CLOCK_MONOTONIC_RAW (CUPTI's REALTIME stepped by
      * 30 s meanwhile), kernels with their queued time. */
     kt_snapshot_t *snap = NULL;
@@ -199,7 +223,7 @@ static void check_snapshot(const char *dir, pid_t pid)
         queued += snap->spans[i].queued_ns != 0;
     }
     kt_snapshot_free(snap);
-    assert_int_equal(placed, 4); /* two kernels, the copy, the memset */
+    assert_int_equal(placed, nodes ? 8u : 6u); /* two kernels, the copy, the memset; two graphs or four nodes */
     assert_int_equal(queued, 2);
     free(json);
 }
@@ -216,7 +240,7 @@ static void run_with_double(child_mode_t mode, int status)
     g_t0 = raw_now();
     assert_int_equal(child_initialize_mode(dir, fake, mode, &pid), status);
     g_t1 = raw_now();
-    check_snapshot(dir, pid);
+    check_snapshot(dir, pid, mode == CHILD_NODES);
     ktt_rmtree(dir);
     free(dir);
 }
@@ -230,12 +254,19 @@ static void test_exit_flushes_then_writes_snapshot(void **state)
 }
 
 /* A context destroyed (cuCtxDestroy, cudaDeviceReset): the library's resource callback flushes CUPTI while the
- * context still exists, so all 5 records are delivered during the destroy (before: 0, they waited for exit),
- * and the flush at exit delivers none twice. */
+ * context still exists, so all 7 records (5, and 2 graph launches) are delivered during the destroy (before: 0,
+ * they waited for exit), and the flush at exit delivers none twice. */
 static void test_context_destroy_flushes(void **state)
 {
     (void)state;
-    run_with_double(CHILD_DESTROY, 35);
+    run_with_double(CHILD_DESTROY, 37);
+}
+
+/* KTIMING_CUPTI_GRAPHS=node: no graph-level records asked for, so CUPTI reports the graphs' kernels. */
+static void test_graph_nodes_one_by_one(void **state)
+{
+    (void)state;
+    run_with_double(CHILD_NODES, 11);
 }
 
 /* Another CUPTI client holds the one callback subscription: the library still times everything, and the records
@@ -252,6 +283,7 @@ int main(void)
                                        cmocka_unit_test(test_no_driver_writes_no_snapshot),
                                        cmocka_unit_test(test_exit_flushes_then_writes_snapshot),
                                        cmocka_unit_test(test_context_destroy_flushes),
+                                       cmocka_unit_test(test_graph_nodes_one_by_one),
                                        cmocka_unit_test(test_other_subscriber_still_times)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,9 @@
  *   "kt_fake_cupti_kernel"  (context 2, stream 7: the same stream id in another context)
  *   "kt_fake_untimed"       start = end = 0 (CUPTI could not time it)
  *   a 4096-byte HtoD memcpy and a 1024-byte memset (context 1, stream 7)
+ *   graph 3 launched twice (context 1, stream 9), each launch running two "kt_fake_graph_node" kernels: with
+ *   CUPTI_ACTIVITY_KIND_GRAPH_TRACE enabled one graph record per launch and no record of its nodes, as CUPTI
+ *   does at graph level; without it the four node kernels
  * Every timed record lies within the 23 us before the flush. Like CUPTI it delivers a record once: later
  * flushes find nothing new. One callback subscriber at a time (KT_TEST_CUPTI_OTHER_SUBSCRIBER=1: another
  * client already has it, as under Nsight tools). The exported kt_test_cupti_settings() reports what the
@@ -26,6 +29,7 @@
 
 _Static_assert(sizeof(CUpti_ActivityMemcpy6) <= KT_FAKE_RECORD_BYTES, "memcpy record fits the stride");
 _Static_assert(sizeof(CUpti_ActivityMemset4) <= KT_FAKE_RECORD_BYTES, "memset record fits the stride");
+_Static_assert(sizeof(CUpti_ActivityGraphTrace2) <= KT_FAKE_RECORD_BYTES, "graph record fits the stride");
 
 static CUpti_BuffersCallbackRequestFunc g_request;   /* the tool's buffer allocator */
 static CUpti_BuffersCallbackCompleteFunc g_complete; /* the tool's record consumer */
@@ -38,6 +42,7 @@ static size_t g_records_out;                         /* records handed to the to
 static CUpti_CallbackFunc g_callback;                /* the one subscriber's callback, NULL: none */
 static void *g_callback_user;
 static int g_destroy_enabled;                        /* CONTEXT_DESTROY_STARTING enabled for it */
+static int g_graph_trace;                            /* CUPTI_ACTIVITY_KIND_GRAPH_TRACE enabled */
 
 static uint64_t realtime_ns(void)
 {
@@ -94,7 +99,8 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityEnableLatencyTimestamps(uint
 
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
 {
-    (void)kind;
+    if (kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE)
+        g_graph_trace = 1;
     g_enabled = 1;
     return CUPTI_SUCCESS;
 }
@@ -131,7 +137,8 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUconte
     return CUPTI_SUCCESS;
 }
 
-static void kernel(uint8_t *slot, const char *name, uint32_t context, uint64_t start, uint64_t len, int latency)
+static void kernel_on(uint8_t *slot, const char *name, uint32_t context, uint32_t stream, uint64_t start,
+                      uint64_t len, int latency)
 {
     CUpti_ActivityKernel10 k;
     memset(&k, 0, sizeof k);
@@ -145,8 +152,13 @@ static void kernel(uint8_t *slot, const char *name, uint32_t context, uint64_t s
     }
     k.deviceId = 0;
     k.contextId = context;
-    k.streamId = 7;
+    k.streamId = stream;
     memcpy(slot, &k, sizeof k);
+}
+
+static void kernel(uint8_t *slot, const char *name, uint32_t context, uint64_t start, uint64_t len, int latency)
+{
+    kernel_on(slot, name, context, 7, start, len, latency);
 }
 
 /* Fills a fresh buffer with `n` records from `make` and hands it to the tool; `partial`: valid < size. */
@@ -194,6 +206,30 @@ static void second_buffer(uint8_t *buf, uint64_t now)
     memcpy(buf + 2 * KT_FAKE_RECORD_BYTES, &s, sizeof s);
 }
 
+/* Graph 3's two launches (launch i runs [now - 5000 + 2500 i, + 2000), its nodes 1000 ns each inside). */
+static void graph_buffer(uint8_t *buf, uint64_t now)
+{
+    for (int i = 0; i < 2; i++) {
+        uint64_t start = now - 5000 + 2500 * (uint64_t)i;
+        if (g_graph_trace) {
+            CUpti_ActivityGraphTrace2 g;
+            memset(&g, 0, sizeof g);
+            g.kind = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
+            g.correlationId = 100 + (uint32_t)i;
+            g.start = start;
+            g.end = start + 2000;
+            g.graphId = 3;
+            g.contextId = 1;
+            g.streamId = 9;
+            memcpy(buf + (size_t)i * KT_FAKE_RECORD_BYTES, &g, sizeof g);
+        } else {
+            kernel_on(buf + (size_t)(2 * i) * KT_FAKE_RECORD_BYTES, "kt_fake_graph_node", 1, 9, start, 1000, 0);
+            kernel_on(buf + (size_t)(2 * i + 1) * KT_FAKE_RECORD_BYTES, "kt_fake_graph_node", 1, 9, start + 1000,
+                      1000, 0);
+        }
+    }
+}
+
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
 {
     (void)flag;
@@ -203,7 +239,9 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
         return CUPTI_SUCCESS;
     g_delivered_all = 1;
     CUptiResult r = deliver(first_buffer, 2);
-    return r == CUPTI_SUCCESS ? deliver(second_buffer, 3) : r;
+    if (r == CUPTI_SUCCESS)
+        r = deliver(second_buffer, 3);
+    return r == CUPTI_SUCCESS ? deliver(graph_buffer, g_graph_trace ? 2 : 4) : r;
 }
 
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc f, void *user)
