@@ -143,6 +143,19 @@ typedef struct kt_cuda_stats_t {
     uint32_t model_samples;   /* anchors in the current event-clock model, 0 before it is fitted */
 } kt_cuda_stats_t;
 
+/* Held-stream timing (kt_cuda_time_held, the harness's CUDA path): enqueue `trials` launches of the work to time
+ * on `stream`, and return 0 (or a negative KT_E* to abort). The callback must only enqueue: the stream is held
+ * while it runs, so anything that waits for the stream (cuStreamSynchronize, a blocking copy on it, cudaFree)
+ * waits until hold_timeout_ms. */
+typedef int (*kt_cuda_enqueue_cb)(void *user, struct CUstream_st *stream, uint32_t trials);
+typedef struct kt_cuda_held_t {
+    struct CUctx_st *ctx;         /* NULL: current context, or device 0's primary context */
+    struct CUstream_st *stream;   /* the stream the work goes to (NULL: legacy default stream) */
+    kt_cuda_enqueue_cb enqueue;   /* enqueues the launches */
+    void *user;                   /* passed to enqueue */
+    uint32_t hold_timeout_ms;     /* the hold kernel gives up after this long (0: 10000) */
+} kt_cuda_held_t;
+
 #if KT_ENABLED
 
 /* Load the driver and initialise the backend (optional: every call does it lazily with defaults). Returns 0,
@@ -169,7 +182,8 @@ KT_API int kt_cuda_device_primary(int ordinal, struct CUctx_st **ctx);
  * recording is disabled both are no-ops returning 0.
  *   Launch latency: the start event is enqueued before the launch, so on an idle stream the span also holds the
  *   host's launch time of the kernel (a few us). For kernels under ~20 us that bias dominates; time them in a
- *   batch, or hold the stream as the harness does (ktiming/harness.h), or use KT_KERNEL_ENTER/EXIT stamps.
+ *   batch, or hold the stream (kt_cuda_time_held, kt_cuda_harness_run for the harness), or use
+ *   KT_KERNEL_ENTER/EXIT stamps.
  *   Graph capture: a span begun (or ended) on a stream that is capturing a graph is skipped, 0 returned, and
  *   counted as dropped with reason "graph capture"; time the graph's launch instead (a span around
  *   cuGraphLaunch/cudaGraphLaunch is one dispatch). The collector thread sets its capture mode to relaxed, so a
@@ -236,6 +250,19 @@ KT_API int kt_cuda_slots_read(kt_cuda_slots_t *slots, uint32_t index, kt_cuda_st
 KT_API int kt_cuda_slots_record(kt_cuda_slots_t *slots, uint32_t index, const char *name);
 KT_API void kt_cuda_slots_destroy(kt_cuda_slots_t *slots);
 
+/* Times `trials` launches on a held stream: a one-thread kernel spins on a host-mapped word at the head of the
+ * stream, the start event, h->enqueue's launches and the end event queue up behind it, then the host releases
+ * it. The event pair then brackets the launches back to back, without the host's launch time that an event
+ * pair on an idle stream holds (the bias of kt_cuda_begin/end for kernels under ~20 us). *duration_ns: the
+ * pair's elapsed time (cuEventElapsedTime: ~0.5 us resolution), for all trials together. Not recorded into the
+ * recorder by itself (the harness records its samples). KT_ETIMEDOUT when the hold kernel gave up first
+ * (kt_cuda_last_error says why); KT_ENOTSUP without mapped host memory or module entry points. One held timing
+ * at a time per context; the callback must not call it again. */
+KT_API int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns);
+/* kt_harness_run_cb (ktiming/harness.h) over kt_cuda_time_held: user is a const kt_cuda_held_t *. Use it with
+ * .timing = KT_HARNESS_TIME_REPORTED. */
+KT_API int kt_cuda_harness_run(void *user, uint32_t trials, uint64_t *duration_ns);
+
 /* Scoped form: KT_CUDA_BEGIN(s, ctx, stream, "blur"); launch; KT_CUDA_END(s); */
 #define KT_CUDA_BEGIN(span, ctx, stream, name)                                                             \
     kt_cuda_span_t span;                                                                                   \
@@ -290,6 +317,10 @@ static inline int kt_cuda_slots_read(kt_cuda_slots_t *slots, uint32_t index, kt_
 static inline int kt_cuda_slots_record(kt_cuda_slots_t *slots, uint32_t index, const char *name)
 { (void)slots; (void)index; (void)name; return KT_EDISABLED; }
 static inline void kt_cuda_slots_destroy(kt_cuda_slots_t *slots) { (void)slots; }
+static inline int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns)
+{ (void)h; (void)trials; if (duration_ns) *duration_ns = 0; return KT_EDISABLED; }
+static inline int kt_cuda_harness_run(void *user, uint32_t trials, uint64_t *duration_ns)
+{ (void)user; (void)trials; if (duration_ns) *duration_ns = 0; return KT_EDISABLED; }
 
 #define KT_CUDA_BEGIN(span, ctx, stream, name)
 #define KT_CUDA_END(span)

@@ -43,6 +43,7 @@ typedef struct CUfunc_st *kt__cufunction;    /* CUfunction */
 /* Flags and attributes. */
 #define KT__CU_EVENT_DEFAULT 0x0
 #define KT__CU_STREAM_NON_BLOCKING 0x1
+#define KT__CU_MEMHOSTALLOC_DEVICEMAP 0x02
 #define KT__CU_STREAM_LEGACY ((kt__custream)0x1)     /* CU_STREAM_LEGACY */
 #define KT__CU_STREAM_PER_THREAD ((kt__custream)0x2) /* CU_STREAM_PER_THREAD */
 #define KT__CU_STREAM_CAPTURE_STATUS_NONE 0
@@ -95,7 +96,10 @@ typedef struct CUfunc_st *kt__cufunction;    /* CUfunction */
     X(cuMemFree_v2, kt__curesult, (kt__cudeviceptr dptr))                                                  \
     X(cuMemcpyDtoHAsync_v2, kt__curesult, (void *dst, kt__cudeviceptr src, size_t bytes, kt__custream stream)) \
     X(cuMemcpyHtoDAsync_v2, kt__curesult,                                                                  \
-      (kt__cudeviceptr dst, const void *src, size_t bytes, kt__custream stream))
+      (kt__cudeviceptr dst, const void *src, size_t bytes, kt__custream stream))                           \
+    X(cuMemHostAlloc, kt__curesult, (void **p, size_t bytes, unsigned int flags))                          \
+    X(cuMemHostGetDevicePointer_v2, kt__curesult, (kt__cudeviceptr * dptr, void *p, unsigned int flags))    \
+    X(cuMemFreeHost, kt__curesult, (void *p))
 
 /* cuEventElapsedTime: "cuEventElapsedTime_v2" since CUDA 12.8, plain before; same signature. */
 typedef kt__curesult (*kt__cu_elapsed_fn)(float *ms, kt__cuevent start, kt__cuevent end);

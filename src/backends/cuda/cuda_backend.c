@@ -226,6 +226,7 @@ static int ctx_create(kt__cuctx handle, int retained, kt__cuda_ctx_t **out)
     c->generation = atomic_load(&G.generation);
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->gt_lock, NULL);
+    pthread_mutex_init(&c->hold_lock, NULL);
     int pushed = 0;
     int rc = kt__cuda_ctx_enter(c, &pushed);
     if (rc == 0) {
@@ -237,6 +238,7 @@ static int ctx_create(kt__cuctx handle, int retained, kt__cuda_ctx_t **out)
     if (rc) {
         pthread_mutex_destroy(&c->lock);
         pthread_mutex_destroy(&c->gt_lock);
+        pthread_mutex_destroy(&c->hold_lock);
         free(c);
         return rc;
     }
@@ -998,6 +1000,11 @@ static void ctx_destroy(kt__cuda_ctx_t *c)
             kt__cu.cuMemFree_v2(c->scratch);
         if (c->gt_stream)
             kt__cu.cuStreamDestroy_v2(c->gt_stream);
+        for (int i = 0; i < 2; i++)
+            if (c->hold_ev[i])
+                kt__cu.cuEventDestroy_v2(c->hold_ev[i]);
+        if (c->hold_flag && kt__cu.cuMemFreeHost)
+            kt__cu.cuMemFreeHost((void *)c->hold_flag);
         pthread_mutex_unlock(&c->gt_lock);
         kt__cuda_ctx_leave(pushed);
     }
@@ -1005,6 +1012,7 @@ static void ctx_destroy(kt__cuda_ctx_t *c)
         kt__cu.cuDevicePrimaryCtxRelease_v2(c->device); /* by device: valid across a reset */
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->gt_lock);
+    pthread_mutex_destroy(&c->hold_lock);
     free(c);
 }
 

@@ -529,3 +529,115 @@ void kt_cuda_slots_destroy(kt_cuda_slots_t *s)
     }
     free(s);
 }
+
+/* ---------------------------------------------------------------------------------------------------
+ * Held stream (kt_cuda_time_held)
+ *
+ * An event recorded before a launch on an idle stream completes at once, so an event pair around a short kernel
+ * also holds the host's time to launch it. Here a one-thread kernel (kt_hold_wait) spins on a host-mapped word
+ * first; the start event, the launches and the end event queue up behind it, and the host releases the word
+ * once all are enqueued: the pair then brackets the launches' execution only, back to back.
+ * ------------------------------------------------------------------------------------------------- */
+
+#define KT__CUDA_HOLD_TIMEOUT_MS 10000u
+
+/* gt_lock held, context current: the spin kernel, the flag words and the two events. */
+static int hold_prepare(kt__cuda_ctx_t *c)
+{
+    if (!kt__cu.cuMemHostAlloc || !kt__cu.cuMemHostGetDevicePointer_v2 || !kt__cu.cuMemFreeHost) {
+        kt__cuda_set_error(0, "the CUDA driver lacks mapped host memory entry points (cuMemHostAlloc)");
+        return KT_ENOTSUP;
+    }
+    int rc = gt_prepare(c, 0);
+    if (rc)
+        return rc;
+    kt__curesult r;
+    if (!c->fn_hold && (r = kt__cu.cuModuleGetFunction(&c->fn_hold, c->module, "kt_hold_wait")) != 0) {
+        c->fn_hold = NULL;
+        return kt__cuda_fail("cuModuleGetFunction (kt_hold_wait)", r);
+    }
+    if (!c->hold_flag) {
+        void *p = NULL;
+        if ((r = kt__cu.cuMemHostAlloc(&p, 64, KT__CU_MEMHOSTALLOC_DEVICEMAP)) != 0)
+            return kt__cuda_fail("cuMemHostAlloc (held stream flag)", r);
+        if ((r = kt__cu.cuMemHostGetDevicePointer_v2(&c->hold_dev, p, 0)) != 0) {
+            kt__cu.cuMemFreeHost(p);
+            return kt__cuda_fail("cuMemHostGetDevicePointer", r);
+        }
+        c->hold_flag = p;
+    }
+    for (int i = 0; i < 2; i++)
+        if (!c->hold_ev[i] && (r = kt__cu.cuEventCreate(&c->hold_ev[i], KT__CU_EVENT_DEFAULT)) != 0) {
+            c->hold_ev[i] = NULL;
+            return kt__cuda_fail("cuEventCreate", r);
+        }
+    return 0;
+}
+
+/* The spin kernel, then the start event, the caller's launches and the end event, then the release. */
+static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns)
+{
+    kt__custream stream = (kt__custream)h->stream;
+    uint64_t timeout_ns = (uint64_t)(h->hold_timeout_ms ? h->hold_timeout_ms : KT__CUDA_HOLD_TIMEOUT_MS) * 1000000u;
+    __atomic_store_n(&c->hold_flag[0], 0u, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->hold_flag[1], 0u, __ATOMIC_RELEASE);
+    kt__cudeviceptr flag = c->hold_dev;
+    void *params[] = {&flag, &timeout_ns};
+    kt__curesult r = kt__cu.cuLaunchKernel(c->fn_hold, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL);
+    if (r)
+        return kt__cuda_fail("cuLaunchKernel (kt_hold_wait)", r);
+    int rc = 0;
+    if ((r = kt__cu.cuEventRecord(c->hold_ev[0], stream)) != 0)
+        rc = kt__cuda_fail("cuEventRecord", r);
+    if (!rc && (rc = h->enqueue(h->user, h->stream, trials)) != 0)
+        kt__cuda_set_error(0, "the enqueue callback returned %d", rc);
+    if (!rc && (r = kt__cu.cuEventRecord(c->hold_ev[1], stream)) != 0)
+        rc = kt__cuda_fail("cuEventRecord", r);
+    __atomic_store_n(&c->hold_flag[0], 1u, __ATOMIC_RELEASE); /* release the stream, whatever happened */
+    if (rc)
+        return rc;
+    if ((r = kt__cu.cuEventSynchronize(c->hold_ev[1])) != 0)
+        return kt__cuda_fail("cuEventSynchronize", r);
+    if (__atomic_load_n(&c->hold_flag[1], __ATOMIC_ACQUIRE) == 2u) {
+        kt__cuda_set_error(0, "the stream was held for %u ms without being released: the enqueue callback waited "
+                              "on the stream, or enqueuing took longer than hold_timeout_ms",
+                           (unsigned)(timeout_ns / 1000000u));
+        return KT_ETIMEDOUT;
+    }
+    float ms = 0.0f;
+    if ((r = kt__cu.cuEventElapsedTime(&ms, c->hold_ev[0], c->hold_ev[1])) != 0)
+        return kt__cuda_fail("cuEventElapsedTime", r);
+    *duration_ns = ms > 0.0f ? (uint64_t)((double)ms * 1e6 + 0.5) : 0;
+    return 0;
+}
+
+int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns)
+{
+    if (!h || !h->enqueue || !duration_ns)
+        return KT_EINVAL;
+    *duration_ns = 0;
+    kt__cuda_ctx_t *c;
+    int rc = kt__cuda_ctx_get((kt__cuctx)h->ctx, &c);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&c->hold_lock);
+    int pushed = 0;
+    rc = kt__cuda_ctx_enter(c, &pushed);
+    if (rc) {
+        pthread_mutex_unlock(&c->hold_lock);
+        return rc;
+    }
+    pthread_mutex_lock(&c->gt_lock);
+    rc = hold_prepare(c);
+    pthread_mutex_unlock(&c->gt_lock);
+    if (!rc)
+        rc = hold_run(c, h, trials, duration_ns);
+    kt__cuda_ctx_leave(pushed);
+    pthread_mutex_unlock(&c->hold_lock);
+    return rc;
+}
+
+int kt_cuda_harness_run(void *user, uint32_t trials, uint64_t *duration_ns)
+{
+    return kt_cuda_time_held((const kt_cuda_held_t *)user, trials, duration_ns);
+}

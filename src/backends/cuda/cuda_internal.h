@@ -97,6 +97,13 @@ typedef struct kt__cuda_ctx_t {
     uint64_t gt_resolution_ns;   /* measured update granularity, 0 if not measured */
     uint32_t slots_queue;        /* queue id for spans from stamp slots, 0 until used */
 
+    /* Held stream (kt_cuda_time_held): made under gt_lock, used under hold_lock. */
+    pthread_mutex_t hold_lock;   /* one held timing at a time per context */
+    kt__cufunction fn_hold;      /* kt_hold_wait */
+    volatile uint32_t *hold_flag; /* host-mapped: [0] release (host), [1] 2 when the kernel gave up */
+    kt__cudeviceptr hold_dev;    /* its device address */
+    kt__cuevent hold_ev[2];      /* start and end of the held work */
+
     struct kt__cuda_ctx_t *next; /* backend's context list */
 } kt__cuda_ctx_t;
 

@@ -235,6 +235,23 @@ static void run_launch(struct CUstream_st *s, op_t *op)
         uint64_t *dst = (uint64_t *)(uintptr_t)out;
         for (uint32_t i = 0; i < n; i++)
             dst[i] = dev_now_locked() / gran * gran;
+    } else if (!strcmp(fn->name, "kt_hold_wait")) {
+        /* spins on the host-mapped word until the host releases it or the timeout passes (then flag[1] = 2) */
+        uint64_t flag, timeout;
+        memcpy(&flag, p, 8);
+        memcpy(&timeout, p + 8, 8);
+        volatile uint32_t *w = (volatile uint32_t *)(uintptr_t)flag;
+        uint64_t t0 = dev_now_locked();
+        F.st.holds++;
+        while (!__atomic_load_n(&w[0], __ATOMIC_ACQUIRE)) {
+            if (dev_now_locked() - t0 >= timeout) {
+                __atomic_store_n(&w[1], 2u, __ATOMIC_RELEASE);
+                break;
+            }
+            pthread_mutex_unlock(&F.lock);
+            sleep_ns(20000);
+            pthread_mutex_lock(&F.lock);
+        }
     } else if (!strcmp(fn->name, "kt_test_stamp")) {
         uint64_t work;
         memcpy(&work, p, 8);
@@ -1220,6 +1237,32 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
     F.st.mem_frees++;
     pthread_mutex_unlock(&F.lock);
     free((void *)(uintptr_t)dptr);
+    return OK;
+}
+
+/* Mapped pinned host memory: the host address is the device address too. */
+EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags)
+{
+    (void)flags;
+    if (!pp)
+        return E_INVALID_VALUE;
+    if (!current())
+        return E_INVALID_CONTEXT;
+    *pp = calloc(1, bytes ? bytes : 1);
+    return *pp ? OK : 2;
+}
+
+EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned int flags)
+{
+    if (!dptr || !p || flags)
+        return E_INVALID_VALUE;
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    return OK;
+}
+
+EXPORT CUresult cuMemFreeHost(void *p)
+{
+    free(p);
     return OK;
 }
 

@@ -30,8 +30,10 @@
  * captured work as one op. Not modelled: the legacy stream's implicit synchronisation with blocking streams.
  *
  * Kernels it knows by name (from the PTX given to cuModuleLoadData): kt_globaltimer_read,
- * kt_globaltimer_batch, and kt_test_stamp(u64 work_ns), which stamps its module's kt_cuda_slot_ptr slot like
- * KT_KERNEL_ENTER/EXIT around work_ns of simulated work.
+ * kt_globaltimer_batch, kt_hold_wait(u32 *flag, u64 timeout_ns), which holds its stream until flag[0] is
+ * non-zero or timeout_ns of device time passed (then flag[1] = 2), and kt_test_stamp(u64 work_ns), which stamps
+ * its module's kt_cuda_slot_ptr slot like KT_KERNEL_ENTER/EXIT around work_ns of simulated work. Mapped pinned
+ * host memory (cuMemHostAlloc, cuMemHostGetDevicePointer_v2) is host memory whose address is the device's.
  */
 #ifndef KT_TEST_CUDA_DRIVER_H
 #define KT_TEST_CUDA_DRIVER_H
@@ -71,6 +73,7 @@ typedef struct kt_test_cuda_stats_t {
     uint64_t events_freed_by_reset;  /* events freed by a reset or cuCtxDestroy */
     uint64_t capture_violations;     /* unsafe calls during a global-mode capture (each invalidates it) */
     uint64_t calls_after_deinit;     /* calls made after kt_test_cuda_driver_deinit(1) */
+    uint64_t holds;                  /* kt_hold_wait kernels run */
 } kt_test_cuda_stats_t;
 
 void kt_test_cuda_driver_stats(kt_test_cuda_stats_t *out);

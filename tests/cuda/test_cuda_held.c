@@ -1,0 +1,172 @@
+/* test_cuda_held.c — kt_cuda_time_held / kt_cuda_harness_run against the driver test double: the stream is held
+ * by the spin kernel while the callback enqueues, so the start event is stamped only after the enqueuing ended
+ * (an event pair on an idle stream is stamped while the host still prepares the launch); a callback that waits
+ * on the held stream ends in KT_ETIMEDOUT, not a hang; a failing callback's error comes back and the stream is
+ * released; the harness takes its samples through it. */
+#include "cuda_test_util.h"
+
+#include <ktiming/harness.h>
+
+int cuEventCreate(struct CUevent_st **e, unsigned int flags);
+int cuEventRecord(struct CUevent_st *e, struct CUstream_st *s);
+int cuEventSynchronize(struct CUevent_st *e);
+int cuEventDestroy_v2(struct CUevent_st *e);
+
+static uint64_t host_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* What the enqueue callbacks do. */
+typedef struct job_t {
+    uint64_t prep_ns;    /* host time spent before enqueuing (a slow launch path) */
+    uint64_t work_ns;    /* simulated work enqueued per trial */
+    uint64_t done_host;  /* host time when the callback finished enqueuing */
+    int wait_on_stream;  /* misbehave: synchronise the held stream */
+    int fail;            /* return this */
+    uint32_t calls;
+} job_t;
+
+static int enqueue(void *user, struct CUstream_st *stream, uint32_t trials)
+{
+    job_t *j = user;
+    j->calls++;
+    if (j->fail)
+        return j->fail;
+    struct timespec ts = {0, (long)j->prep_ns};
+    nanosleep(&ts, NULL);
+    for (uint32_t i = 0; i < trials; i++)
+        assert_int_equal(kt_test_cuda_driver_work(stream, j->work_ns, 0), 0);
+    if (j->wait_on_stream)
+        cuStreamSynchronize(stream);
+    j->done_host = host_now();
+    return 0;
+}
+
+/* The start event is stamped after the callback finished enqueuing (it queued behind the hold), although the
+ * callback spent 20 ms before its first launch; an unheld pair's start is stamped during those 20 ms. */
+static void test_start_waits_for_release(void **state)
+{
+    (void)state;
+    kt_test_ctx_enter();
+    struct CUstream_st *s = kt_test_stream();
+    job_t j = {.prep_ns = 20000000, .work_ns = 30000};
+    kt_cuda_held_t h = {.stream = s, .enqueue = enqueue, .user = &j};
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    uint64_t d = 0;
+    int rc = kt_cuda_time_held(&h, 3, &d);
+    if (rc)
+        fail_msg("kt_cuda_time_held: %d (%s)", rc, kt_cuda_last_error());
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.holds - before.holds, 1);
+    assert_true(d > 0);
+    uint64_t ts[8];
+    size_t n = kt_test_cuda_driver_record_log(s, ts, 8);
+    assert_int_equal(n, 2); /* the start and end events, on the caller's stream */
+    uint64_t start_host = kt_test_cuda_driver_device_to_host(ts[0]);
+    print_message("start event at host %llu, enqueuing ended at %llu\n", (unsigned long long)start_host,
+                  (unsigned long long)j.done_host);
+    assert_true(start_host + 1024 >= j.done_host); /* event resolution 512 ns, rounded down */
+    assert_true(ts[1] >= ts[0]);
+
+    /* The same callback around a plain event pair: its start is stamped before the enqueuing ended. */
+    struct CUevent_st *e0 = NULL, *e1 = NULL;
+    assert_int_equal(cuEventCreate(&e0, 0), 0);
+    assert_int_equal(cuEventCreate(&e1, 0), 0);
+    assert_int_equal(cuEventRecord(e0, s), 0);
+    enqueue(&j, s, 3);
+    assert_int_equal(cuEventRecord(e1, s), 0);
+    assert_int_equal(cuEventSynchronize(e1), 0);
+    n = kt_test_cuda_driver_record_log(s, ts, 8);
+    assert_int_equal(n, 4);
+    assert_true(kt_test_cuda_driver_device_to_host(ts[2]) + 1000000 < j.done_host);
+    cuEventDestroy_v2(e0);
+    cuEventDestroy_v2(e1);
+    cuStreamDestroy_v2(s);
+    kt_test_ctx_leave();
+}
+
+/* A callback that waits on the held stream would wait forever: the hold kernel gives up after hold_timeout_ms,
+ * the call says so, and the stream works again afterwards. */
+static void test_waiting_callback_times_out(void **state)
+{
+    (void)state;
+    kt_test_ctx_enter();
+    struct CUstream_st *s = kt_test_stream();
+    job_t j = {.work_ns = 1000, .wait_on_stream = 1};
+    kt_cuda_held_t h = {.stream = s, .enqueue = enqueue, .user = &j, .hold_timeout_ms = 30};
+    uint64_t d = 7;
+    assert_int_equal(kt_cuda_time_held(&h, 1, &d), KT_ETIMEDOUT);
+    assert_int_equal(d, 0);
+    assert_non_null(strstr(kt_cuda_last_error(), "held"));
+    j.wait_on_stream = 0;
+    h.hold_timeout_ms = 0;
+    assert_int_equal(kt_cuda_time_held(&h, 1, &d), 0);
+    assert_true(d > 0);
+    cuStreamDestroy_v2(s);
+    kt_test_ctx_leave();
+}
+
+/* A failing callback: its error comes back, and the stream is released (it drains). */
+static void test_callback_error_releases(void **state)
+{
+    (void)state;
+    kt_test_ctx_enter();
+    struct CUstream_st *s = kt_test_stream();
+    job_t j = {.fail = KT_EINVAL};
+    kt_cuda_held_t h = {.stream = s, .enqueue = enqueue, .user = &j, .hold_timeout_ms = 60000};
+    uint64_t d = 0;
+    assert_int_equal(kt_cuda_time_held(&h, 1, &d), KT_EINVAL);
+    assert_int_equal(cuStreamSynchronize(s), 0); /* would wait the full minute if the hold were not released */
+    assert_int_equal(kt_cuda_time_held(&h, 1, NULL), KT_EINVAL);
+    h.enqueue = NULL;
+    assert_int_equal(kt_cuda_time_held(&h, 1, &d), KT_EINVAL);
+    cuStreamDestroy_v2(s);
+    kt_test_ctx_leave();
+}
+
+/* The harness's CUDA path: samples taken through kt_cuda_harness_run, recorded under the kernel's name. */
+static void test_harness_path(void **state)
+{
+    (void)state;
+    kt_test_ctx_enter();
+    struct CUstream_st *s = kt_test_stream();
+    job_t j = {.work_ns = 20000};
+    kt_cuda_held_t h = {.stream = s, .enqueue = enqueue, .user = &j};
+    kt_harness_desc_t desc = {.name = "held_kernel",
+                              .backend = KT_BACKEND_CUDA,
+                              .run = kt_cuda_harness_run,
+                              .user = &h,
+                              .timing = KT_HARNESS_TIME_REPORTED,
+                              .trials = 4,
+                              .min_samples = 5,
+                              .max_samples = 12,
+                              .max_noise = 1e-9};
+    kt_harness_result_t r;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(kt_harness_run(&desc, &r), 0);
+    assert_true(r.sample_count >= 5);
+    assert_true(j.calls >= r.sample_count);
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_snapshot_find(snap, "held_kernel", KT_BACKEND_CUDA, NULL);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, r.sample_count); /* one per-dispatch duration per sample */
+    kt_snapshot_free(snap);
+    kt_harness_result_free(&r);
+    cuStreamDestroy_v2(s);
+    kt_test_ctx_leave();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_start_waits_for_release),
+        cmocka_unit_test(test_waiting_callback_times_out),
+        cmocka_unit_test(test_callback_error_releases),
+        cmocka_unit_test(test_harness_path),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
