@@ -33,6 +33,20 @@ static inline void ru_teardown(void)
     ru_dir = NULL;
 }
 
+/* The two as a cmocka group's setup and teardown. */
+static inline int ru_group_setup(void **state)
+{
+    (void)state;
+    return ru_setup();
+}
+
+static inline int ru_group_teardown(void **state)
+{
+    (void)state;
+    ru_teardown();
+    return 0;
+}
+
 /* A path in the scratch directory (one of 4 rotating buffers). */
 static inline char *ru_path(const char *name)
 {

@@ -105,19 +105,6 @@ static void test_bad_mode_is_usage_error(void **state)
     free(seen);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    return ru_setup();
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    ru_teardown();
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -125,5 +112,5 @@ int main(void)
         cmocka_unit_test(test_user_value_is_kept),          cmocka_unit_test(test_on_without_library_fails),
         cmocka_unit_test(test_bad_mode_is_usage_error),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, ru_group_setup, ru_group_teardown);
 }

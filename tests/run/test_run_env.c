@@ -69,19 +69,6 @@ static void test_user_setting_kept(void **state)
     unsetenv("KTIMING_SPANS");
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    return ru_setup();
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    ru_teardown();
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -89,5 +76,5 @@ int main(void)
         cmocka_unit_test(test_outputs_keep_spans),
         cmocka_unit_test(test_user_setting_kept),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, ru_group_setup, ru_group_teardown);
 }
