@@ -885,8 +885,10 @@ static uint64_t deadline_in_ms(uint32_t ms)
 static int collector_step(void *arg)
 {
     (void)arg;
-    if (atomic_load(&G.pending) == 0)
-        return 0; /* sleep until kt_cuda_end wakes it */
+    if (atomic_load(&G.pending) == 0) {
+        G.collector.nap_ns = 0; /* sleep until kt_cuda_end wakes it */
+        return 0;
+    }
     int mode = KT__CU_STREAM_CAPTURE_MODE_RELAXED;
     int relaxed = kt__cu.cuThreadExchangeStreamCaptureMode &&
                   kt__cu.cuThreadExchangeStreamCaptureMode(&mode) == KT__CU_SUCCESS;
@@ -896,10 +898,10 @@ static int collector_step(void *arg)
     pthread_mutex_unlock(&G.consumer);
     if (relaxed)
         kt__cu.cuThreadExchangeStreamCaptureMode(&mode);
-    if (!left || deinit)
-        return 0;
-    kt__nap_ns((uint64_t)G.desc.poll_us * 1000u);
-    return !kt__collector_stopping(&G.collector);
+    /* nap on the helper's condition variable (a stop wakes it at once; nanosleep made every exit wait out a
+     * poll), or sleep until woken when nothing is left */
+    G.collector.nap_ns = !left || deinit ? 0 : (uint64_t)G.desc.poll_us * 1000u;
+    return 0;
 }
 
 /* Called when the first dispatch becomes pending: starts the collector if needed and wakes it. */
