@@ -4,28 +4,44 @@
  * submitted; a secondary is timed at every occurrence. Fails on any validation message. */
 #include "vk_test.h"
 
-static kt_vk_ctx_t *g_kv_open;
+/* What a test opens: a per-submission context, two primary command buffers and a fence. The cmocka teardown
+ * releases it, also after a failed assertion. */
+static struct {
+    kt_vk_ctx_t *kv;
+    VkCommandBuffer cmd[2];
+    VkFence fence;
+} g_rig;
 
-static int teardown_ctx(void **state)
+static int rig_close(void **state)
 {
     (void)state;
-    kt_vk_ctx_destroy(g_kv_open);
-    g_kv_open = NULL;
+    ktcli_vk_fence_destroy(&g_vkt.dev, g_rig.fence);
+    for (int i = 0; i < 2; i++)
+        ktcli_vk_cmd_free(&g_vkt.dev, g_rig.cmd[i]);
+    kt_vk_ctx_destroy(g_rig.kv);
+    memset(&g_rig, 0, sizeof g_rig);
     return 0;
 }
 
-static kt_vk_ctx_t *open_per_submission(uint32_t ring)
+/* kt_reset, then the rig with a ring of `ring` slots (0: the default); cmd[1] at level `second`. */
+static kt_vk_ctx_t *rig_open(uint32_t ring, VkCommandBufferLevel second)
 {
+    kt_reset();
     kt_vk_desc_t d = vkt_desc();
     d.ring_size = ring;
     d.per_submission = 1;
-    kt_vk_ctx_t *kv = NULL;
-    assert_int_equal(kt_vk_ctx_create(&d, &kv), 0);
-    g_kv_open = kv;
+    assert_int_equal(kt_vk_ctx_create(&d, &g_rig.kv), 0);
     kt_vk_stats_t st;
-    assert_int_equal(kt_vk_stats(kv, &st), 0);
+    assert_int_equal(kt_vk_stats(g_rig.kv, &st), 0);
     assert_int_equal(st.readback, KT_VK_READBACK_COPY);
-    return kv;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &g_rig.cmd[0]), 0);
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                      .commandPool = g_vkt.dev.pool,
+                                      .level = second,
+                                      .commandBufferCount = 1};
+    assert_int_equal(g_vkt.app.vk.vkAllocateCommandBuffers(g_vkt.dev.device, &ai, &g_rig.cmd[1]), VK_SUCCESS);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &g_rig.fence), 0);
+    return g_rig.kv;
 }
 
 /* A recording that may be submitted again (no ONE_TIME_SUBMIT): `n` timed dispatches named names[i]. */
@@ -67,12 +83,9 @@ static const kt_kernel_timing_t *find_ok(const kt_snapshot_t *s, const char *nam
 static void every_execution(void **state)
 {
     (void)state;
-    kt_reset();
-    kt_vk_ctx_t *kv = open_per_submission(0);
-    VkCommandBuffer cmd;
-    VkFence fence;
-    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
-    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    kt_vk_ctx_t *kv = rig_open(0, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
+    VkCommandBuffer cmd = g_rig.cmd[0];
+    VkFence fence = g_rig.fence;
     static const char *const names[2] = {"resubmit_a", "resubmit_b"};
     record_reusable(kv, cmd, names, 2, 2);
     const int runs = 100;
@@ -128,9 +141,6 @@ static void every_execution(void **state)
     assert_int_equal(batches, runs);
     kt_snapshot_free(s);
     kt_vk_discard(kv, cmd);
-    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
-    ktcli_vk_cmd_free(&g_vkt.dev, cmd);
-    teardown_ctx(NULL);
 }
 
 /* A ring of 4 records and a recording of 3 dispatches: one execution takes all 4 (3 + its batch), so a second
@@ -138,13 +148,9 @@ static void every_execution(void **state)
 static void records_full_dropped(void **state)
 {
     (void)state;
-    kt_reset();
-    kt_vk_ctx_t *kv = open_per_submission(4);
-    VkCommandBuffer c1, c2;
-    VkFence fence;
-    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &c1), 0);
-    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &c2), 0);
-    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    kt_vk_ctx_t *kv = rig_open(4, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
+    VkCommandBuffer c1 = g_rig.cmd[0], c2 = g_rig.cmd[1];
+    VkFence fence = g_rig.fence;
     static const char *const n1[1] = {"full_one"};
     static const char *const n2[2] = {"full_two", "full_two"};
     record_reusable(kv, c1, n1, 1, 1); /* 1 slot */
@@ -171,10 +177,6 @@ static void records_full_dropped(void **state)
     assert_int_equal(sub->dispatch_count, 2);
     assert_int_equal(sub->dropped_by[KT_DROP_RING_FULL], 1);
     kt_snapshot_free(s);
-    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
-    ktcli_vk_cmd_free(&g_vkt.dev, c1);
-    ktcli_vk_cmd_free(&g_vkt.dev, c2);
-    teardown_ctx(NULL);
 }
 
 /* A primary submitted with plain vkQueueSubmit is not read in this mode: its slots count as never submitted when
@@ -182,15 +184,11 @@ static void records_full_dropped(void **state)
 static void around_ktiming_counted(void **state)
 {
     (void)state;
-    kt_reset();
-    kt_vk_ctx_t *kv = open_per_submission(0);
-    VkCommandBuffer cmd;
-    VkFence fence;
-    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
-    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    kt_vk_ctx_t *kv = rig_open(0, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
+    VkCommandBuffer cmd = g_rig.cmd[0];
     static const char *const names[1] = {"around"};
     record_reusable(kv, cmd, names, 1, 1);
-    vkt_submit_wait(cmd, fence);
+    vkt_submit_wait(cmd, g_rig.fence);
     assert_int_equal(kt_vk_collect(kv), 0);
     assert_int_equal(kt_vk_discard(kv, cmd), 1);
     kt_snapshot_t *s = kt_snapshot();
@@ -198,9 +196,6 @@ static void around_ktiming_counted(void **state)
     assert_int_equal(e->dispatch_count, 0);
     assert_int_equal(e->dropped_by[KT_DROP_NEVER_SUBMITTED], 1);
     kt_snapshot_free(s);
-    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
-    ktcli_vk_cmd_free(&g_vkt.dev, cmd);
-    teardown_ctx(NULL);
 }
 
 /* A secondary with one timed dispatch, executed twice in a primary that is submitted 3 times: 6 records of its
@@ -209,21 +204,13 @@ static void around_ktiming_counted(void **state)
 static void secondary_every_occurrence(void **state)
 {
     (void)state;
-    kt_reset();
-    kt_vk_ctx_t *kv = open_per_submission(0);
+    kt_vk_ctx_t *kv = rig_open(0, VK_COMMAND_BUFFER_LEVEL_SECONDARY);
     const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
     PFN_vkCmdExecuteCommands exec =
         (PFN_vkCmdExecuteCommands)vk->vkGetInstanceProcAddr(g_vkt.app.instance, "vkCmdExecuteCommands");
     assert_non_null(exec);
-    VkCommandBuffer prim, sec;
-    VkFence fence;
-    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &prim), 0);
-    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                      .commandPool = g_vkt.dev.pool,
-                                      .level = VK_COMMAND_BUFFER_LEVEL_SECONDARY,
-                                      .commandBufferCount = 1};
-    assert_int_equal(vk->vkAllocateCommandBuffers(g_vkt.dev.device, &ai, &sec), VK_SUCCESS);
-    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    VkCommandBuffer prim = g_rig.cmd[0], sec = g_rig.cmd[1];
+    VkFence fence = g_rig.fence;
     VkCommandBufferInheritanceInfo inh = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO};
     VkCommandBufferBeginInfo sbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .pInheritanceInfo = &inh,
                                     .flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT}; /* recorded twice */
@@ -262,19 +249,15 @@ static void secondary_every_occurrence(void **state)
         assert_int_equal(inside, 2);
     }
     kt_snapshot_free(s);
-    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
-    ktcli_vk_cmd_free(&g_vkt.dev, prim);
-    ktcli_vk_cmd_free(&g_vkt.dev, sec);
-    teardown_ctx(NULL);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(every_execution, teardown_ctx),
-        cmocka_unit_test_teardown(records_full_dropped, teardown_ctx),
-        cmocka_unit_test_teardown(around_ktiming_counted, teardown_ctx),
-        cmocka_unit_test_teardown(secondary_every_occurrence, teardown_ctx),
+        cmocka_unit_test_teardown(every_execution, rig_close),
+        cmocka_unit_test_teardown(records_full_dropped, rig_close),
+        cmocka_unit_test_teardown(around_ktiming_counted, rig_close),
+        cmocka_unit_test_teardown(secondary_every_occurrence, rig_close),
         cmocka_unit_test(vkt_test_validation_clean),
     };
     return cmocka_run_group_tests(tests, vkt_setup_busy, NULL);
