@@ -116,16 +116,8 @@ static int read_submitted(kt_vk_ctx_t *ctx, uint64_t *raw)
         return KT_EBACKEND;
     vk->vkCmdResetQueryPool(ctx->cal_cmd, ctx->pool, q, 1);
     vk->vkCmdWriteTimestamp(ctx->cal_cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, ctx->pool, q);
-    vk->vkCmdCopyQueryPoolResults(ctx->cal_cmd, ctx->pool, q, 1, ctx->buffer, (VkDeviceSize)ctx->cap * 32, 16,
-                                  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT |
-                                      VK_QUERY_RESULT_WITH_AVAILABILITY_BIT);
-    VkMemoryBarrier mb = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
-    };
-    vk->vkCmdPipelineBarrier(ctx->cal_cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0,
-                             NULL, 0, NULL);
+    kt__vk_copy_results(ctx, ctx->cal_cmd, q, 1, (VkDeviceSize)ctx->cap * 32);
+    kt__vk_host_barrier(ctx, ctx->cal_cmd);
     if (vk->vkEndCommandBuffer(ctx->cal_cmd) != VK_SUCCESS)
         return KT_EBACKEND;
     __atomic_store_n(&w[0], 0, __ATOMIC_RELAXED);

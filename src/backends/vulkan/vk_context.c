@@ -716,18 +716,20 @@ int kt_vk_begin_id(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t kernel)
     return begin_common(ctx, cmd, kernel, NULL);
 }
 
-/* Copy mode: the slot's two results (64-bit values + availability, waiting for them) into the readback buffer. */
-static void record_copy(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint32_t slot)
+void kt__vk_copy_results(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint32_t first, uint32_t count, VkDeviceSize dst)
 {
-    ctx->vk.vkCmdCopyQueryPoolResults(cmd, ctx->pool, 2 * slot, 2, ctx->buffer,
-                                      (VkDeviceSize)slot * KT__VK_WORDS_PER_SLOT * sizeof(uint64_t),
-                                      2 * sizeof(uint64_t),
+    ctx->vk.vkCmdCopyQueryPoolResults(cmd, ctx->pool, first, count, ctx->buffer, dst, 2 * sizeof(uint64_t),
                                       VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT |
                                           VK_QUERY_RESULT_WITH_AVAILABILITY_BIT);
 }
 
-/* Makes the copies above visible to host reads. */
-static void record_host_barrier(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
+/* Copy mode: the slot's two results into its words of the readback buffer. */
+static void record_copy(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint32_t slot)
+{
+    kt__vk_copy_results(ctx, cmd, 2 * slot, 2, (VkDeviceSize)slot * KT__VK_WORDS_PER_SLOT * sizeof(uint64_t));
+}
+
+void kt__vk_host_barrier(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
 {
     VkMemoryBarrier mb = {
         .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
@@ -778,7 +780,7 @@ int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
     if (!ctx->copy_readback || ctx->copy_at_end)
         return 0;
     record_copy(ctx, cmd, slot);
-    record_host_barrier(ctx, cmd);
+    kt__vk_host_barrier(ctx, cmd);
     return 0;
 }
 
@@ -802,7 +804,7 @@ int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
     }
     pthread_mutex_unlock(&ctx->lock);
     if (n)
-        record_host_barrier(ctx, cmd);
+        kt__vk_host_barrier(ctx, cmd);
     return 0;
 }
 

@@ -245,6 +245,12 @@ struct kt_vk_ctx_t {
     struct kt_vk_ctx_t *next_live;      /* registry of live contexts for kt_flush */
 };
 
+/* Recording helpers (vk_context.c). Copy `count` queries from `first` into the readback buffer at byte `dst`:
+ * 64-bit values with availability, waiting for them (two words per query). */
+void kt__vk_copy_results(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint32_t first, uint32_t count, VkDeviceSize dst);
+/* Makes transfer writes recorded before it visible to host reads. */
+void kt__vk_host_barrier(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
+
 /* Every execution (vk_submit.c). */
 int kt__vk_submit_init(kt_vk_ctx_t *ctx);
 void kt__vk_submit_fini(kt_vk_ctx_t *ctx);

@@ -318,8 +318,6 @@ static int record_plan(kt_vk_ctx_t *ctx, kt__vk_plan_t *p)
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
         .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
     };
-    const VkQueryResultFlags flags =
-        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT | VK_QUERY_RESULT_WITH_AVAILABILITY_BIT;
     uint32_t q = 2 * p->batch_slot;
     if (vk->vkBeginCommandBuffer(p->head, &bi) != VK_SUCCESS)
         return -1;
@@ -354,16 +352,9 @@ static int record_plan(kt_vk_ctx_t *ctx, kt__vk_plan_t *p)
             vk->vkCmdCopyBuffer(p->tail, ctx->buffer, ctx->buffer, 1, &bc);
             continue;
         }
-        uint32_t first = k < p->nslots ? 2 * p->slots[k] : q;
-        vk->vkCmdCopyQueryPoolResults(p->tail, ctx->pool, first, 2, ctx->buffer, dst, 2 * sizeof(uint64_t), flags);
+        kt__vk_copy_results(ctx, p->tail, k < p->nslots ? 2 * p->slots[k] : q, 2, dst);
     }
-    VkMemoryBarrier mb = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
-    };
-    vk->vkCmdPipelineBarrier(p->tail, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0,
-                             NULL, 0, NULL);
+    kt__vk_host_barrier(ctx, p->tail);
     return vk->vkEndCommandBuffer(p->tail) == VK_SUCCESS ? 0 : -1;
 }
 
@@ -637,11 +628,8 @@ int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n, con
                                          0, 0, NULL, 0, NULL, 0, NULL);
                 barrier = 1;
             }
-            vk->vkCmdCopyQueryPoolResults(primary, ctx->pool, 2 * slot, 2, ctx->buffer,
-                                          (VkDeviceSize)o * KT__VK_WORDS_PER_SLOT * sizeof(uint64_t),
-                                          2 * sizeof(uint64_t),
-                                          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT |
-                                              VK_QUERY_RESULT_WITH_AVAILABILITY_BIT);
+            kt__vk_copy_results(ctx, primary, 2 * slot, 2,
+                                (VkDeviceSize)o * KT__VK_WORDS_PER_SLOT * sizeof(uint64_t));
             made++;
         }
         pthread_mutex_unlock(&ctx->lock);
