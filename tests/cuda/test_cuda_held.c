@@ -7,11 +7,6 @@
 
 #include <ktiming/harness.h>
 
-int cuEventCreate(struct CUevent_st **e, unsigned int flags);
-int cuEventRecord(struct CUevent_st *e, struct CUstream_st *s);
-int cuEventSynchronize(struct CUevent_st *e);
-int cuEventDestroy_v2(struct CUevent_st *e);
-
 static uint64_t host_now(void)
 {
     struct timespec ts;
@@ -46,7 +41,10 @@ static int enqueue(void *user, struct CUstream_st *stream, uint32_t trials)
 }
 
 /* The start event is stamped after the callback finished enqueuing (it queued behind the hold), although the
- * callback spent 20 ms before its first launch; an unheld pair's start is stamped during those 20 ms. */
+ * callback spent 20 ms before its first launch: an order, not a duration. Released before the callback, the
+ * start would be stamped at once, inside those 20 ms (checked by moving the release: the test fails). An unheld
+ * pair is not compared here: when its start gets stamped depends on how the machine schedules the double's
+ * stream thread. */
 static void test_start_waits_for_release(void **state)
 {
     (void)state;
@@ -72,19 +70,6 @@ static void test_start_waits_for_release(void **state)
     assert_true(start_host + 1024 >= j.done_host); /* event resolution 512 ns, rounded down */
     assert_true(ts[1] >= ts[0]);
 
-    /* The same callback around a plain event pair: its start is stamped before the enqueuing ended. */
-    struct CUevent_st *e0 = NULL, *e1 = NULL;
-    assert_int_equal(cuEventCreate(&e0, 0), 0);
-    assert_int_equal(cuEventCreate(&e1, 0), 0);
-    assert_int_equal(cuEventRecord(e0, s), 0);
-    enqueue(&j, s, 3);
-    assert_int_equal(cuEventRecord(e1, s), 0);
-    assert_int_equal(cuEventSynchronize(e1), 0);
-    n = kt_test_cuda_driver_record_log(s, ts, 8);
-    assert_int_equal(n, 4);
-    assert_true(kt_test_cuda_driver_device_to_host(ts[2]) + 1000000 < j.done_host);
-    cuEventDestroy_v2(e0);
-    cuEventDestroy_v2(e1);
     cuStreamDestroy_v2(s);
     kt_test_ctx_leave();
 }
