@@ -94,7 +94,10 @@ static double quantile(uint64_t *lat, int n, double q)
 /* `vulkan_latency timed|untimed|floor [cycles]`: that variant alone, for profilers (perf, strace); no verdict. */
 static int run_one(lat_dev_t *plain, lat_dev_t *layered, const char *which, int cycles)
 {
-    int v = !strcmp(which, "timed") ? TIMED : !strcmp(which, "floor") ? FLOOR : !strcmp(which, "untimed") ? UNTIMED : -1;
+    int v = !strcmp(which, "timed")     ? TIMED
+            : !strcmp(which, "floor")   ? FLOOR
+            : !strcmp(which, "untimed") ? UNTIMED
+                                        : -1;
     if (v < 0) {
         fprintf(stderr, "usage: vulkan_latency [timed|untimed|floor [cycles]]\n");
         return 2;

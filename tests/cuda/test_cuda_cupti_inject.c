@@ -110,7 +110,8 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
                 rc += 100;
         }
         size_t (*destroy)(uint32_t) = NULL;
-        *(void **)&destroy = mode != CHILD_EXIT && mode != CHILD_NODES ? dlsym(RTLD_DEFAULT, "kt_test_cupti_destroy_context") : NULL;
+        if (mode == CHILD_DESTROY || mode == CHILD_DESTROY_OTHER)
+            *(void **)&destroy = dlsym(RTLD_DEFAULT, "kt_test_cupti_destroy_context");
         if (destroy && rc == 1)
             exit(30 + (int)destroy(1));
         exit(10 + rc);

@@ -122,7 +122,8 @@ typedef struct kt__vk_slot_t {
 } kt__vk_slot_t;
 
 /* per_submission: one execution of a slot (or of a batch) whose timestamps a copy of ktiming's brings to the
- * host: FREE, RESERVED or PENDING. Records are taken in FIFO order (exec_head, exec_used) and freed as they are read. */
+ * host: FREE, RESERVED or PENDING. Records are taken in FIFO order (exec_head, exec_used) and freed as they are
+ * read. */
 enum { KT__VK_EXEC_FREE = 0, KT__VK_EXEC_PENDING = 1, KT__VK_EXEC_RESERVED = 2 /* its submission is being made */ };
 typedef struct kt__vk_exec_t {
     int state;             /* KT__VK_EXEC_* */

@@ -16,12 +16,13 @@
  *    carrying timed dispatches goes through kt_vk_queue_submit[2], which puts a command buffer of ktiming's
  *    before and after the program's in each batch (the batch's own span, the copies of its dispatches'
  *    timestamps into a record per execution). Its query pool starts with a host reset when the program enabled
- *    hostQueryReset; the readback is by those copies (a secondary's: once, at its vkEndCommandBuffer);
+ *    hostQueryReset; the readback is by those copies (a secondary's by the primary that executes it, after each
+ *    vkCmdExecuteCommands);
  *  - each dispatch is bracketed with kt_vk_begin_id / kt_vk_end in the program's command buffer, under the name
- *    of the bound compute pipeline: its VK_EXT_debug_utils (or debug_marker) name, else its shader module's, else the entry point
- *    when it is not "main", else "main#<hash>" (of the SPIR-V: stable across runs); the k-th VkDevice of a
- *    physical device records as "<deviceName> #k". The command buffer copies the name when the pipeline is
- *    bound: a rename (or a destroy) on another thread takes effect at the next bind;
+ *    of the bound compute pipeline: its VK_EXT_debug_utils (or debug_marker) name, else its shader module's, else
+ *    the entry point when it is not "main", else "main#<hash>" (of the SPIR-V: stable across runs); the k-th
+ *    VkDevice of a physical device records as "<deviceName> #k". The command buffer copies the name when the
+ *    pipeline is bound: a rename (or a destroy) on another thread takes effect at the next bind;
  *  - the dispatch path takes no process-wide lock: devices and command buffers are found through per-thread
  *    caches, and the binding is the command buffer's own state (see the locks below);
  *  - completed dispatches are collected (never waiting) after submits and after the program's own waits
@@ -29,8 +30,9 @@
  *    discarded (kt_vk_discard: what never ran counts as dropped, never submitted);
  *  - a primary submitted again without being re-recorded is timed at every execution, and so is every occurrence
  *    of a secondary in it (kt_vk_cmd_execute after each vkCmdExecuteCommands: the primary copies the secondary's
- *    timestamps right after it ran, behind an execution barrier); a primary begun with SIMULTANEOUS_USE is not timed per dispatch (overlapping executions share its
- *    queries): its dispatches count as dropped, simultaneous-use command buffer, its batches are timed.
+ *    timestamps right after it ran, behind an execution barrier); a primary begun with SIMULTANEOUS_USE is not
+ *    timed per dispatch (overlapping executions share its queries): its dispatches count as dropped,
+ *    simultaneous-use command buffer, its batches are timed.
  *    KTIMING_VULKAN_ONCE (or a loader without the callback) times each recording once instead.
  * At exit, never-submitted recordings are counted, kt_shutdown() waits (bounded) for work in flight, and the
  * snapshot is written for `ktiming run` (KTIMING_RUN_DIR). docs/vulkan.md has the reasoning and what is not
@@ -318,9 +320,9 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     desc.calibration = d->calibration;
     desc.device_label = d->label;
     desc.copy_at_end = 1; /* copy readback: one set of copies per recording, at vkEndCommandBuffer */
-    /* every execution: our command buffers around each batch copy its primaries' timestamps (secondaries still
-     * copy their own once, at their vkEndCommandBuffer) */
-    desc.per_submission = d->set_loader_data != NULL;
+    /* every execution: our command buffers around each batch copy its primaries' timestamps, and a primary copies
+     * its secondaries' after each vkCmdExecuteCommands (kt_vk_cmd_execute) */
+    desc.per_submission = every_execution(d);
     desc.set_device_loader_data = d->set_loader_data;
     int rc = kt_vk_ctx_create(&desc, &ctx);
     pthread_mutex_lock(&d->lock);
