@@ -100,7 +100,7 @@ static int read_calibrated(kt_vk_ctx_t *ctx, uint64_t *raw, uint64_t *host, uint
     return 0;
 }
 
-/* One timestamp written by a tiny submission on desc.queue and read back after its fence. */
+/* One timestamp written by a tiny submission on cal_queue and read back after its fence (model_lock held). */
 static int read_submitted(kt_vk_ctx_t *ctx, uint64_t *raw)
 {
     const kt__vk_table_t *vk = &ctx->vk;
@@ -127,7 +127,7 @@ static int read_submitted(kt_vk_ctx_t *ctx, uint64_t *raw)
         .commandBufferCount = 1,
         .pCommandBuffers = &ctx->cal_cmd,
     };
-    if (vk->vkQueueSubmit(ctx->queue, 1, &si, ctx->cal_fence) != VK_SUCCESS)
+    if (vk->vkQueueSubmit(ctx->cal_queue, 1, &si, ctx->cal_fence) != VK_SUCCESS)
         return KT_EBACKEND;
     VkResult wr = vk->vkWaitForFences(ctx->device, 1, &ctx->cal_fence, VK_TRUE, KT__VK_FENCE_TIMEOUT_NS);
     if (wr != VK_SUCCESS)
@@ -202,7 +202,7 @@ int kt__vk_clock_refit_locked(kt_vk_ctx_t *ctx, int full)
                 s[0] = one; /* periodic: keep the tightest of the burst */
         }
     } else {
-        if (!ctx->queue || !ctx->cal_cmd)
+        if (!ctx->cal_queue || !ctx->cal_cmd)
             return KT_EUNAVAILABLE;
         int rc = kt_clock_sample(read_device_cb, ctx, ctx->host_domain, s, KT__VK_FULL_SAMPLES);
         if (rc)
@@ -353,10 +353,10 @@ int kt__vk_clock_bracket_due(kt_vk_ctx_t *ctx, VkQueue queue)
     if (due && !ctx->cal_pool)
         create_bracketing(ctx); /* once: a failure leaves what it made for kt__vk_clock_fini */
     if (due && ctx->cal_cmd && ctx->cal_fence) {
-        VkQueue own = ctx->queue;
-        ctx->queue = queue;
+        VkQueue own = ctx->cal_queue; /* model_lock held: only the bracketing reads it */
+        ctx->cal_queue = queue;
         rc = kt__vk_clock_refit_locked(ctx, !ctx->have_model);
-        ctx->queue = own;
+        ctx->cal_queue = own;
     } else if (due) {
         ctx->last_fit_ns = now; /* could not set up: tried again a period later, not on every submission */
     }

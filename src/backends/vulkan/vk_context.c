@@ -360,6 +360,7 @@ static kt_vk_ctx_t *ctx_alloc(const kt_vk_desc_t *desc)
     ctx->physical_device = desc->physical_device;
     ctx->device = desc->device;
     ctx->queue = desc->queue;
+    ctx->cal_queue = desc->queue;
     ctx->queue_family = desc->queue_family;
     ctx->cap = desc->ring_size ? desc->ring_size : KT_VK_RING_DEFAULT;
     ctx->recalibrate_ns = desc->recalibrate_ns ? desc->recalibrate_ns : UINT64_C(1000000000);

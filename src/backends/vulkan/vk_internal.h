@@ -166,6 +166,8 @@ struct kt_vk_ctx_t {
     VkPhysicalDevice physical_device;   /* application's */
     VkDevice device;                    /* application's */
     VkQueue queue;                      /* optional application queue (calibration, primitives) */
+    VkQueue cal_queue;                  /* where bracketing samples are submitted (model_lock): queue, or the
+                                           queue of the submission that asked for them (kt__vk_clock_bracket_due) */
     uint32_t queue_family;              /* timed family */
     char device_name[128];              /* deviceName (truncated as in kt_device_info_t) */
     uint32_t queue_id;                  /* kt_queue_register id */
