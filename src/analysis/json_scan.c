@@ -14,9 +14,15 @@ static size_t skip_ws(const char *t, size_t i, size_t len)
     return i;
 }
 
-/* At the opening quote of a string: moves *i past its closing quote; -1 when it is unterminated. */
+/* At the opening quote of a string: moves *i past its closing quote; -1 when it is unterminated. A string with
+ * no backslash before its first quote (the long columns of a span table among them) is passed with memchr. */
 static int skip_string(const char *t, size_t len, size_t *i)
 {
+    const char *q = *i + 1 < len ? memchr(t + *i + 1, '"', len - *i - 1) : NULL;
+    if (q && !memchr(t + *i + 1, '\\', (size_t)(q - (t + *i + 1)))) {
+        *i = (size_t)(q - t) + 1;
+        return 0;
+    }
     for (size_t k = *i + 1; k < len; k++) {
         if (t[k] == '\\')
             k++; /* the escaped character, a quote among them */
@@ -42,11 +48,13 @@ static int push_start(kt__json_array_at_t *a, size_t at, size_t *cap)
     return 0;
 }
 
-/* Moves *i past the value that starts there. With arr (the value must then be an array), records the first
- * byte of each of its elements and its brackets. Only structure is checked; -1 when it cannot be followed. */
+/* Moves *i past the value that starts there. With arr (the value must then be an array, or with arr->any an
+ * array or an object), records its brackets and, unless arr->any, the first byte of each of its elements.
+ * Only structure is checked; -1 when it cannot be followed. */
 static int skip_value(const char *t, size_t len, size_t *i, kt__json_array_at_t *arr)
 {
     size_t k = *i, cap = 0;
+    int starts = arr && !arr->any;
     if (k >= len)
         return -1;
     if (t[k] == '"')
@@ -58,7 +66,7 @@ static int skip_value(const char *t, size_t len, size_t *i, kt__json_array_at_t 
         return k < len ? 0 : -1;
     }
     if (arr) {
-        if (t[k] != '[')
+        if (t[k] != '[' && !arr->any)
             return -1;
         arr->open = k;
     }
@@ -75,7 +83,7 @@ static int skip_value(const char *t, size_t len, size_t *i, kt__json_array_at_t 
         if (ch == '{' || ch == '[') {
             depth++;
             k++;
-            if (arr && depth == 1) {
+            if (starts && depth == 1) {
                 size_t first = skip_ws(t, k, len);
                 if (first < len && t[first] != ']' && push_start(arr, first, &cap))
                     return -1;
@@ -85,7 +93,7 @@ static int skip_value(const char *t, size_t len, size_t *i, kt__json_array_at_t 
             k++;
             if (arr && depth == 0)
                 arr->close = k - 1;
-        } else if (ch == ',' && arr && depth == 1) {
+        } else if (ch == ',' && starts && depth == 1) {
             k++;
             if (push_start(arr, skip_ws(t, k, len), &cap))
                 return -1;
@@ -123,11 +131,11 @@ int kt__json_scan_root(const char *text, size_t len, kt__json_array_at_t *arrays
         i = skip_ws(text, i + 1, len);
         kt__json_array_at_t *want = NULL;
         for (size_t a = 0; a < n && !want; a++)
-            if (strlen(arrays[a].key) == key_len && !memcmp(text + key, arrays[a].key, key_len))
+            if (arrays[a].key && strlen(arrays[a].key) == key_len && !memcmp(text + key, arrays[a].key, key_len))
                 want = &arrays[a];
         if (want && want->found)
             return -1; /* named twice: the whole-document path reports it */
-        int is_array = want && i < len && text[i] == '[';
+        int is_array = want && i < len && (text[i] == '[' || (want->any && text[i] == '{'));
         if (skip_value(text, len, &i, is_array ? want : NULL))
             return -1;
         if (is_array)

@@ -9,8 +9,12 @@
 
 /* One top-level array member to locate. */
 typedef struct kt__json_array_at_t {
-    const char *key; /* its name as written between the quotes (a name written with escapes is not matched) */
-    int found;       /* set: the member exists and holds an array; open, close and start[] describe it */
+    const char *key; /* its name as written between the quotes (a name written with escapes is not matched);
+                      * NULL: this slot matches nothing */
+    int any;         /* set by the caller: an object is taken too, and only its brackets are recorded (open,
+                      * close; no element starts): a member to be cut out unread */
+    int found;       /* set: the member exists and holds an array (or, with any, an object); open, close and
+                      * start[] describe it */
     size_t open;     /* offset of its '[' */
     size_t close;    /* offset of its ']' */
     size_t *start;   /* offset of each element's first byte (malloc'd; NULL when count is 0) */

@@ -20,8 +20,9 @@
 #define SCHEMA_NAME KT_SNAPSHOT_SCHEMA_NAME
 #define MAX_SAFE_INT 9007199254740991.0 /* 2^53 - 1: above it a JSON number may already have been rounded */
 
-/* The document's large arrays, whose elements are parsed one at a time from the text (json_scan.h). */
-enum { LAZY_ENTRIES, LAZY_SPANS, LAZY_COUNT };
+/* The document's large members: arrays whose elements are parsed one at a time from the text (json_scan.h),
+ * and the span table, cut out unread when spans are skipped. */
+enum { LAZY_ENTRIES, LAZY_SPANS, LAZY_SPAN_TABLE, LAZY_COUNT };
 
 /* Parsing state: where errors go, which member is being read, the text, and the member index. */
 typedef struct load_ctx_t {
@@ -1114,6 +1115,8 @@ static int read_document(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
  * then merge with the real "a"). The loader refuses such a document instead (docs/json-schema.md). */
 static size_t find_escaped_nul(const char *text, size_t len)
 {
+    if (!memmem(text, len, "\\u0000", 6)) /* the usual case, without a byte-by-byte pass */
+        return len;
     int in_string = 0;
     for (size_t i = 0; i < len; i++) {
         char ch = text[i];
@@ -1148,13 +1151,13 @@ static int root_text_build(const load_ctx_t *c, root_text_t *r)
     const kt__json_array_at_t *order[LAZY_COUNT];
     int n = 0;
     memset(r, 0, sizeof *r);
-    for (int k = 0; k < LAZY_COUNT; k++)
-        if (c->lazy[k].found)
-            order[n++] = &c->lazy[k];
-    if (n == 2 && order[1]->open < order[0]->open) {
-        const kt__json_array_at_t *t = order[0];
-        order[0] = order[1];
-        order[1] = t;
+    for (int k = 0; k < LAZY_COUNT; k++) {
+        if (!c->lazy[k].found)
+            continue;
+        int at = n++; /* in text order */
+        for (; at > 0 && order[at - 1]->open > c->lazy[k].open; at--)
+            order[at] = order[at - 1];
+        order[at] = &c->lazy[k];
     }
     size_t removed = 0;
     for (int k = 0; k < n; k++)
@@ -1233,6 +1236,9 @@ static int parse_text(load_ctx_t *c, const char *text, size_t len, kt_snapshot_t
     c->len = len;
     c->lazy[LAZY_ENTRIES].key = "entries";
     c->lazy[LAZY_SPANS].key = "spans";
+    /* Skipping spans: the span table's text (most of a snapshot with a timeline) is not even tokenised. */
+    c->lazy[LAZY_SPAN_TABLE].key = c->skip_spans ? "span_table" : NULL;
+    c->lazy[LAZY_SPAN_TABLE].any = 1;
     if (kt__json_scan_root(text, len, c->lazy, LAZY_COUNT) != 0)
         kt__json_arrays_free(c->lazy, LAZY_COUNT); /* parsed whole */
     root_text_t r;
