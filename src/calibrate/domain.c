@@ -63,19 +63,39 @@ static int cmp_i64(const void *a, const void *b)
 }
 
 /* Offset device - bracket midpoint against one host domain: median over the tighter half of the reads. */
-static int offset_against(kt_device_clock_read_cb read_device, void *user, kt_clock_domain_t domain,
-                          int64_t *offset)
+static int64_t offset_of(kt_clock_sample_t *s)
 {
-    kt_clock_sample_t s[DETECT_READS];
-    int rc = kt_clock_sample(read_device, user, domain, s, DETECT_READS);
-    if (rc != 0) return rc;
     qsort(s, DETECT_READS, sizeof(s[0]), cmp_sample_width);
     int64_t o[DETECT_READS / 2];
     for (int i = 0; i < DETECT_READS / 2; i++)
         o[i] = kt__diff(s[i].device_ns, s[i].host_before_ns) -
                (int64_t)((s[i].host_after_ns - s[i].host_before_ns) / 2);
     qsort(o, DETECT_READS / 2, sizeof(o[0]), cmp_i64);
-    *offset = o[DETECT_READS / 4];
+    return o[DETECT_READS / 4];
+}
+
+/* DETECT_READS device reads, each bracketed by all n host domains at once (nested: ids[0] outermost), so one
+ * read serves every domain: a device read can be a marker round trip of ~50 us. s[k][i] is domain k's sample i.
+ * At most DETECT_READS retries for reads that fail (KT_EBACKEND after that). */
+static int sample_nested(kt_device_clock_read_cb read_device, void *user, const clockid_t *ids, int n,
+                         kt_clock_sample_t s[][DETECT_READS])
+{
+    int got = 0, retries = 0;
+    while (got < DETECT_READS) {
+        uint64_t b[3], a[3];
+        for (int k = 0; k < n; k++)
+            b[k] = kt__clock_read(ids[k]);
+        uint64_t d = read_device(user);
+        for (int k = n - 1; k >= 0; k--)
+            a[k] = kt__clock_read(ids[k]);
+        if (d == 0) {
+            if (++retries > DETECT_READS) return KT_EBACKEND;
+            continue;
+        }
+        for (int k = 0; k < n; k++)
+            s[k][got] = (kt_clock_sample_t){d, b[k], a[k]};
+        got++;
+    }
     return 0;
 }
 
@@ -87,11 +107,16 @@ int kt_clock_detect_domain(kt_device_clock_read_cb read_device, void *user, uint
     if (!read_device || !domain) return KT_EINVAL;
     if (!tolerance_ns) tolerance_ns = 1000000u;
     static const kt_clock_domain_t order[] = {KT_DOMAIN_MONOTONIC_RAW, KT_DOMAIN_MONOTONIC, KT_DOMAIN_REALTIME};
+    clockid_t ids[3];
+    for (int i = 0; i < 3; i++)
+        if (kt__domain_clockid(order[i], &ids[i]) != 0) return KT_EINVAL;
+    kt_clock_sample_t s[3][DETECT_READS];
+    int rc = sample_nested(read_device, user, ids, 3, s);
+    if (rc != 0) return rc;
     int64_t off[3];
     int best = -1;
     for (int i = 0; i < 3; i++) {
-        int rc = offset_against(read_device, user, order[i], &off[i]);
-        if (rc != 0) return rc;
+        off[i] = offset_of(s[i]);
         if (magnitude(off[i]) <= tolerance_ns && (best < 0 || magnitude(off[i]) < magnitude(off[best]))) best = i;
     }
     *domain = best >= 0 ? order[best] : KT_DOMAIN_DEVICE;
