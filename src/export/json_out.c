@@ -262,6 +262,11 @@ static void col_flush(span_col_t *c)
     c->len = 0;
 }
 
+/* "00".."99": two digits per step when writing a number (a span table is ~180,000 numbers for 16,384 spans). */
+static const char kDigits2[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                  "8081828384858687888990919293949596979899";
+
 /* Appends one value: v as unsigned, or as signed when is_signed, or "-" when absent. */
 static void col_put(span_col_t *c, uint64_t v, int is_signed, int absent)
 {
@@ -278,14 +283,23 @@ static void col_put(span_col_t *c, uint64_t v, int is_signed, int absent)
             *p++ = '-';
             v = 0 - v;
         }
-        char tmp[24];
-        int n = 0;
-        do {
-            tmp[n++] = (char)('0' + v % 10);
-            v /= 10;
-        } while (v);
-        while (n)
-            *p++ = tmp[--n];
+        unsigned len = 1; /* digits, counted first so they are written in place, right to left */
+        for (uint64_t t = v; t >= 10; t /= 10)
+            len++;
+        char *d = p + len;
+        while (v >= 100) {
+            unsigned r = (unsigned)(v % 100);
+            v /= 100;
+            d -= 2;
+            memcpy(d, kDigits2 + 2 * r, 2);
+        }
+        if (v >= 10) {
+            d -= 2;
+            memcpy(d, kDigits2 + 2 * v, 2);
+        } else {
+            *--d = (char)('0' + v);
+        }
+        p += len;
     }
     c->len = (size_t)(p - c->buf);
 }

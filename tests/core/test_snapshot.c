@@ -182,12 +182,68 @@ static void test_last_across_threads(void **state)
     kt_snapshot_free(s);
 }
 
+/* Spans come out sorted by (start, end, entry) however they were recorded: in order, as a few ascending runs
+ * (merged), as an odd number of runs, or scrambled (many runs: a full sort); none lost or duplicated. */
+static void record_span(kt_kernel_id_t k, uint64_t start, uint64_t end)
+{
+    kt_dispatch_t d;
+    memset(&d, 0, sizeof d);
+    d.kernel = k;
+    d.start_ns = start;
+    d.end_ns = end;
+    d.duration_ns = end - start;
+    d.flags = KT_SPAN_DEVICE;
+    kt_record_dispatch(&d);
+}
+
+static void check_span_order(size_t n, uint64_t sum_start)
+{
+    kt_snapshot_t *s = kt_snapshot();
+    assert_non_null(s);
+    assert_int_equal(s->span_count, n);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        sum += s->spans[i].start_ns;
+        if (i == 0)
+            continue;
+        const kt_span_t *a = &s->spans[i - 1], *b = &s->spans[i];
+        assert_true(a->start_ns < b->start_ns || (a->start_ns == b->start_ns && a->end_ns <= b->end_ns));
+    }
+    assert_int_equal(sum, sum_start);
+    kt_snapshot_free(s);
+}
+
+static void test_span_order(void **state)
+{
+    (void)state;
+    kt_kernel_id_t k = kt_kernel_intern("span_order", KT_BACKEND_OPENCL, "dev");
+    enum { N = 1000 };
+    for (int pattern = 0; pattern < 5; pattern++) {
+        kt_reset();
+        uint64_t sum = 0;
+        for (uint64_t i = 0; i < N; i++) {
+            uint64_t start;
+            switch (pattern) {
+            case 0: start = 1000 + i * 10; break;                        /* in order */
+            case 1: start = 1000 + (i % 500) * 10 + (i >= 500 ? 5 : 0); break; /* two interleaving runs */
+            case 2: start = 1000 + (i % 334) * 30 + (i / 334); break;   /* three runs (an odd count) */
+            case 3: start = 1000 + (i * 7919) % N; break;                /* scrambled */
+            default: start = 1000 + (N - i) / 2; break;                  /* descending, pairs of equal starts */
+            }
+            record_span(k, start, start + 1 + (i % 3));
+            sum += start;
+        }
+        check_span_order(N, sum);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ordering),
         cmocka_unit_test(test_dispatch_spans),
         cmocka_unit_test(test_last_across_threads),
+        cmocka_unit_test(test_span_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
