@@ -122,31 +122,48 @@ static kt_clock_sample_t bracket(void)
     return s;
 }
 
-/* Nominal rate: the tightest of 4 brackets now and 4 about FIRST_SPAN_NS later. */
-static int estimate_rate(void)
+/* One raw bracketed counter read. */
+typedef struct raw_read_t {
+    uint64_t before, tick, after; /* clock_gettime, counter, clock_gettime */
+} raw_read_t;
+
+/* The start-up window: FIRST_SAMPLES brackets spread over FIRST_SPAN_NS. Between reads the CPU is offered to
+ * any thread that wants it (sched_yield), so a start-up on a busy machine does not take a CPU from the program
+ * for the whole window. One window serves both the nominal rate and the first fit. */
+static void first_window(raw_read_t *r)
+{
+    uint64_t t0 = kt__hc_gettime();
+    for (unsigned i = 0; i < FIRST_SAMPLES; i++) {
+        uint64_t at = t0 + FIRST_SPAN_NS * i / (FIRST_SAMPLES - 1);
+        while (kt__hc_gettime() < at)
+            sched_yield();
+        r[i].before = kt__hc_gettime();
+        r[i].tick = kt__hc_tick();
+        r[i].after = kt__hc_gettime();
+    }
+}
+
+/* Nominal rate: the tightest of the window's first 4 brackets against the tightest of its last 4; ticks are
+ * counted from the window's first read. */
+static int estimate_rate(const raw_read_t *r)
 {
     uint64_t best_w[2] = {UINT64_MAX, UINT64_MAX}, tick[2] = {0, 0}, mid[2] = {0, 0};
     for (int end = 0; end < 2; end++) {
-        if (end) {
-            uint64_t until = mid[0] + FIRST_SPAN_NS;
-            while (kt__hc_gettime() < until)
-                ;
-        }
-        for (int i = 0; i < 4; i++) {
-            uint64_t b = kt__hc_gettime(), t = kt__hc_tick(), a = kt__hc_gettime();
-            if (a - b < best_w[end]) {
-                best_w[end] = a - b;
-                tick[end] = t;
-                mid[end] = b + (a - b) / 2;
+        for (unsigned i = 0; i < 4; i++) {
+            const raw_read_t *x = &r[end ? FIRST_SAMPLES - 4 + i : i];
+            if (x->after - x->before < best_w[end]) {
+                best_w[end] = x->after - x->before;
+                tick[end] = x->tick;
+                mid[end] = x->before + (x->after - x->before) / 2;
             }
         }
     }
-    if (tick[1] <= tick[0] || mid[1] <= mid[0])
+    if (tick[1] <= tick[0] || mid[1] <= mid[0] || r[0].tick > tick[0])
         return KT_EBACKEND;
     long double ns_per_tick = (long double)(mid[1] - mid[0]) / (long double)(tick[1] - tick[0]);
     if (!(ns_per_tick > 1e-3L && ns_per_tick < 1e3L))
         return KT_EBACKEND;
-    g_base_tick = tick[0];
+    g_base_tick = r[0].tick;
     g_nom_mult = (uint64_t)(ns_per_tick * 4294967296.0L + 0.5L);
     g_nom_hz = (uint64_t)(1e9L / ns_per_tick + 0.5L);
 #if defined(__aarch64__)
@@ -340,7 +357,9 @@ void kt__hclock_refresh(uint64_t tick)
 
 static int first_fit(int clocksource_is_counter)
 {
-    if (estimate_rate() != 0)
+    raw_read_t r[FIRST_SAMPLES];
+    first_window(r);
+    if (estimate_rate(r) != 0)
         return KT_EBACKEND;
     kt_clock_tracker_desc_t d;
     memset(&d, 0, sizeof d);
@@ -358,13 +377,8 @@ static int first_fit(int clocksource_is_counter)
     if (rc != 0)
         return rc;
     kt_clock_sample_t s[FIRST_SAMPLES];
-    uint64_t t0 = kt__hc_gettime();
-    for (unsigned i = 0; i < FIRST_SAMPLES; i++) {
-        uint64_t at = t0 + FIRST_SPAN_NS * i / (FIRST_SAMPLES - 1);
-        while (kt__hc_gettime() < at)
-            ;
-        s[i] = bracket();
-    }
+    for (unsigned i = 0; i < FIRST_SAMPLES; i++)
+        s[i] = (kt_clock_sample_t){dev_ns(r[i].tick), r[i].before, r[i].after};
     rc = kt_clock_tracker_add(g_tracker, s, FIRST_SAMPLES);
     if (rc == 0)
         rc = kt_clock_tracker_refit(g_tracker);
