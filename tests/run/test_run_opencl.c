@@ -182,6 +182,74 @@ static void test_outputs(void **state)
     assert_non_null(strstr(head, "<!DOCTYPE html>"));
 }
 
+/* `-o`: where the program's snapshot lands. A new path and an existing regular file get the snapshot (moved into
+ * place) with mode 0666 & ~umask whatever the old file had; a symbolic link stays a link and its target gets the
+ * snapshot; a path under /dev is written through. Each result loads with the program's kernels in it. */
+static int run_to(const char *out)
+{
+    char *argv[] = {KT_CLI, "run", "-f", "none", "-o", (char *)out, "--", CLPROG, "--tiny", "50", NULL};
+    int st = -1;
+    free(ru_run(argv, &st));
+    return st;
+}
+
+static void assert_snapshot_at(const char *path)
+{
+    kt_snapshot_t *s = NULL;
+    char err[256];
+    if (kt_snapshot_load(path, &s, err, sizeof err) != 0)
+        fail_msg("%s: %s", path, err);
+    const kt_kernel_timing_t *e = ru_find(s, "scale", KT_BACKEND_OPENCL);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 50);
+    kt_snapshot_free(s);
+}
+
+static void test_output_placement(void **state)
+{
+    (void)state;
+    mode_t old_mask = umask(022);
+    struct stat st;
+    char *fresh = ru_path("fresh.json");
+    unlink(fresh);
+    assert_int_equal(run_to(fresh), 0);
+    assert_snapshot_at(fresh);
+    assert_int_equal(stat(fresh, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644);
+
+    char *old = ru_path("old.json");
+    FILE *f = fopen(old, "w");
+    assert_non_null(f);
+    fputs("not a snapshot\n", f);
+    fclose(f);
+    assert_int_equal(chmod(old, 0600), 0);
+    assert_int_equal(run_to(old), 0);
+    assert_snapshot_at(old);
+    assert_int_equal(stat(old, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644);
+
+    char *target = ru_path("target.json"), *link = ru_path("link.json");
+    unlink(target);
+    unlink(link);
+    f = fopen(target, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(symlink(target, link), 0);
+    assert_int_equal(run_to(link), 0);
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_snapshot_at(target);
+
+    char shm[128];
+    snprintf(shm, sizeof shm, "/dev/shm/kt_run_place_%ld.json", (long)getpid());
+    if (access("/dev/shm", W_OK) == 0) { /* written through, as every /dev path */
+        assert_int_equal(run_to(shm), 0);
+        assert_snapshot_at(shm);
+        unlink(shm);
+    }
+    umask(old_mask);
+}
+
 /* Many queues made three ways, some retained twice, released in a stride order: under the interposer (which
  * forces profiling on and keeps every queue in its lookup) each surviving queue still shows the program exactly
  * what it asked for, after every round of releases; clprog prints the mismatches, the same as alone (0), and
@@ -364,7 +432,7 @@ int main(void)
         cmocka_unit_test(test_outputs),      cmocka_unit_test(test_status_and_no_opencl),
         cmocka_unit_test(test_pipeline),     cmocka_unit_test(test_many_queues),
         cmocka_unit_test(test_command_buffer), cmocka_unit_test(test_verbose_keeps_stdout),
-        cmocka_unit_test(test_summary),
+        cmocka_unit_test(test_summary),      cmocka_unit_test(test_output_placement),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ru_teardown();
