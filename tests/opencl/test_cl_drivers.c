@@ -181,7 +181,10 @@ static void test_burst(void **state)
     for (int i = 0; i < 500; i++)
         assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
     kt_cl_stats_t info;
-    if (env_on("FAKE_CL_INLINE")) { /* everything completed inside the enqueues: nothing can be in flight */
+    const char *how = getenv("KTIMING_OPENCL_COMPLETION");
+    if (env_on("FAKE_CL_INLINE") && how && !strcmp(how, "callback")) {
+        /* with callbacks, everything completed inside the enqueues: nothing can be in flight (polled records
+         * wait for the collector's next look) */
         kt_cl_stats(kc, &info);
         assert_int_equal(info.in_flight, 0);
     }

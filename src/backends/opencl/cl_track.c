@@ -3,6 +3,7 @@
 #include "core/service.h"
 #include "export/escape.h"
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,13 @@
  * record as PEEKED and holds it so through clSetEventCallback: no flush can claim it (and release what may be
  * the event's only reference) while the driver is still inside that call, and a callback that fires during it
  * leaves its status for the tracking thread, which finishes the record once the call has returned.
+ *
+ * Polled records (ST_POLLED) have no callback: on a profiling queue the stamps come from the event, not from
+ * when completion was seen, so the collector polls the event's status instead (KTIMING_OPENCL_COMPLETION,
+ * default poll). POLLED -> PEEKED while a poller looks, back to POLLED if the command is still running, or
+ * -> CLAIMED. On PoCL a completion callback runs on the worker that executes the commands, and registering
+ * and running one per command cost that worker ~0.4 us of every 2 us dispatch; polling costs the program
+ * nothing but the event it keeps.
  * ------------------------------------------------------------------------------------------------- */
 
 #define SLOT_BITS 24u
@@ -31,7 +39,7 @@
 #define MAX_CHUNKS (1u << (SLOT_BITS - CHUNK_SHIFT))
 #define NAME_CAP 96
 
-enum { ST_FREE = 0, ST_PENDING = 1, ST_PEEKED = 2, ST_PEEKED_CB = 3, ST_CLAIMED = 4 };
+enum { ST_FREE = 0, ST_PENDING = 1, ST_PEEKED = 2, ST_PEEKED_CB = 3, ST_CLAIMED = 4, ST_POLLED = 5 };
 #define TAG(gen, st) (((uint64_t)(gen) << 3) | (uint64_t)(st))
 #define TAG_GEN(t) ((t) >> 3)
 #define TAG_ST(t) ((unsigned)((t)&7u))
@@ -216,6 +224,7 @@ static unsigned g_pins;                    /* flushes walking a copy of the list
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
 static int g_sync_default;     /* KTIMING_VERBOSE_SYNC=1 */
 static int g_kernels_only;     /* KTIMING_OPENCL_COMMANDS=kernels: transfers and other commands untimed */
+static int g_callbacks;        /* KTIMING_OPENCL_COMPLETION=callback: profiled commands use callbacks too */
 static FILE *g_log;            /* verbose lines: KTIMING_LOG=path, else stderr (never the program's stdout) */
 static _Atomic int g_last_error; /* the last failing cl_int ktiming saw (kt_cl_last_error) */
 
@@ -233,6 +242,8 @@ static void read_env(void)
     g_sync_default = s && *s && strcmp(s, "0") != 0;
     const char *c = kt__env("KTIMING_OPENCL_COMMANDS");
     g_kernels_only = c && !strcmp(c, "kernels");
+    const char *how = kt__env("KTIMING_OPENCL_COMPLETION");
+    g_callbacks = how && !strcmp(how, "callback");
     g_log = stderr;
     const char *log = kt__env("KTIMING_LOG");
     char path[4096];
@@ -415,7 +426,7 @@ static void rec_finish(rec_t *r, cl_int status, uint64_t observed_ns, int drop)
  * wakes it; a callback wakes it only then (no system call per command otherwise).
  * ------------------------------------------------------------------------------------------------- */
 
-#define RING_CAP (1u << 16) /* completions buffered: about 150 ms of the fastest PoCL dispatches */
+#define RING_CAP (1u << 13) /* callback completions buffered (host-timed queues; profiled ones are polled) */
 #define COLLECT_POLL_NS 1000000u /* collector's nap between drains while completions keep coming */
 #define COLLECT_IDLE_NAPS 100   /* empty naps before it sleeps until woken */
 
@@ -546,6 +557,120 @@ static void reap(void)
     }
 }
 
+/* Whether a polled record is waiting (seq_cst tag loads: with the tracker's seq_cst publication and its load of
+ * g_coll_deep, either the collector sees the record or the tracker sees the collector asleep and wakes it). */
+static int any_polled(void)
+{
+    uint32_t n = atomic_load(&g_next_slot);
+    if (n > MAX_CHUNKS * CHUNK_SIZE)
+        n = MAX_CHUNKS * CHUNK_SIZE;
+    for (uint32_t i = 0; i < n; i++) {
+        rec_t *r = slot_rec(i);
+        unsigned st = r ? TAG_ST(atomic_load(&r->tag)) : ST_FREE;
+        if (st == ST_POLLED || st == ST_PEEKED)
+            return 1;
+    }
+    return 0;
+}
+
+static int cmp_enqueue(const void *a, const void *b)
+{
+    const rec_t *x = *(rec_t *const *)a, *y = *(rec_t *const *)b;
+    return (x->enqueue_ns > y->enqueue_ns) - (x->enqueue_ns < y->enqueue_ns);
+}
+
+/* Claims a polled record (POLLED -> PEEKED) and reads its command's status: 1 when the command is done (the
+ * record is then CLAIMED, *status set), 0 when it is still running (back to POLLED) or the record was not
+ * polled. */
+static int poll_claim(rec_t *r, cl_int *status)
+{
+    uint64_t t = atomic_load(&r->tag);
+    if (TAG_ST(t) != ST_POLLED || !atomic_compare_exchange_strong(&r->tag, &t, TAG(TAG_GEN(t), ST_PEEKED)))
+        return 0;
+    *status = CL_QUEUED;
+    if (kt__cl.clGetEventInfo(r->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof *status, status, NULL) !=
+        CL_SUCCESS)
+        *status = CL_INVALID_EVENT;
+    atomic_store(&r->tag, TAG(TAG_GEN(t), *status <= CL_COMPLETE ? ST_CLAIMED : ST_POLLED));
+    return *status <= CL_COMPLETE;
+}
+
+/* Claimed polled records waiting to be finished together, oldest enqueue first (so an entry's last duration is
+ * its newest command's): on the stack up to 256, then on the heap. Each record's status waits in cb_status. */
+typedef struct batch_t {
+    rec_t **v;          /* stack or heap */
+    unsigned n, cap;    /* held / room */
+    rec_t *stack[256];
+} batch_t;
+
+static void batch_init(batch_t *b)
+{
+    b->v = b->stack;
+    b->n = 0;
+    b->cap = 256;
+}
+
+static void batch_finish(batch_t *b)
+{
+    qsort(b->v, b->n, sizeof *b->v, cmp_enqueue);
+    for (unsigned k = 0; k < b->n; k++)
+        rec_finish(b->v[k], (cl_int)atomic_load_explicit(&b->v[k]->cb_status, memory_order_relaxed), 0, 0);
+    b->n = 0;
+}
+
+static void batch_push(batch_t *b, rec_t *r, cl_int status)
+{
+    atomic_store_explicit(&r->cb_status, (int)status, memory_order_relaxed);
+    if (b->n == b->cap) {
+        rec_t **grown = b->cap <= UINT_MAX / 2 ? malloc(2 * (size_t)b->cap * sizeof *grown) : NULL;
+        if (!grown) {
+            batch_finish(b); /* no memory: these in order among themselves */
+        } else {
+            memcpy(grown, b->v, b->n * sizeof *grown);
+            if (b->v != b->stack)
+                free(b->v);
+            b->v = grown;
+            b->cap *= 2;
+        }
+    }
+    b->v[b->n++] = r;
+}
+
+static void batch_done(batch_t *b)
+{
+    batch_finish(b);
+    if (b->v != b->stack)
+        free(b->v);
+    b->v = b->stack;
+}
+
+/* The collector's pass over polled records: finishes those whose command is done; *running gets how many are
+ * still in flight. */
+static unsigned poll_pass(unsigned *running)
+{
+    batch_t done;
+    batch_init(&done);
+    unsigned finished = 0;
+    *running = 0;
+    uint32_t n = atomic_load(&g_next_slot);
+    if (n > MAX_CHUNKS * CHUNK_SIZE)
+        n = MAX_CHUNKS * CHUNK_SIZE;
+    for (uint32_t i = 0; i < n; i++) {
+        rec_t *r = slot_rec(i);
+        if (!r || TAG_ST(atomic_load_explicit(&r->tag, memory_order_relaxed)) != ST_POLLED)
+            continue;
+        cl_int st;
+        if (!poll_claim(r, &st)) {
+            ++*running;
+            continue;
+        }
+        batch_push(&done, r, st);
+        finished++;
+    }
+    batch_done(&done);
+    return finished;
+}
+
 /* One collector pass: drain; while completions keep coming nap 1 ms and drain again; after COLLECT_IDLE_NAPS
  * empty naps return 0, and the helper sleeps until a callback wakes it. Measured on PoCL (2 cores, loaded):
  * 1 ms naps beat 100-200 us ones, whose extra wake-ups cost more CPU than the shorter leftover for the flush
@@ -554,9 +679,21 @@ static int collector_step(void *unused)
 {
     (void)unused;
     reap();
-    if (ring_drain(256, 1)) {
+    unsigned polled = 0;
+    unsigned done = poll_pass(&polled);
+    if (ring_drain(256, 1) || done) {
         g_coll_idle = 0;
-        return 1;
+        if (done && !polled) /* more may come at once: look again before napping */
+            return 1;
+        g_coll.nap_ns = COLLECT_POLL_NS;
+        return 0;
+    }
+    if (polled) { /* commands still running: keep polling, less often while nothing finishes */
+        g_coll_idle = 0;
+        g_coll.nap_ns = g_coll.nap_ns >= COLLECT_POLL_NS && g_coll.nap_ns < 8 * COLLECT_POLL_NS
+                            ? 2 * g_coll.nap_ns
+                            : COLLECT_POLL_NS;
+        return 0;
     }
     if (g_coll_idle++ < COLLECT_IDLE_NAPS) {
         /* the helper naps on its condition variable, not in nanosleep: a stop (exit, kt_shutdown) wakes it at once
@@ -565,8 +702,8 @@ static int collector_step(void *unused)
         g_coll.nap_ns = COLLECT_POLL_NS;
         return 0;
     }
-    atomic_store(&g_coll_deep, 1); /* seq_cst, before the head load in ring_nonempty */
-    if (ring_nonempty() || atomic_load(&g_retired_count)) {
+    atomic_store(&g_coll_deep, 1); /* seq_cst, before the head load in ring_nonempty and the tag loads */
+    if (ring_nonempty() || atomic_load(&g_retired_count) || any_polled()) {
         atomic_store(&g_coll_deep, 0);
         g_coll_idle = atomic_load(&g_retired_count) ? 0 : g_coll_idle;
         return 1;
@@ -632,6 +769,8 @@ static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user)
 static void collect_pass(const kt_cl_ctx_t *only, int abandon)
 {
     ring_drain(UINT32_MAX, 0); /* claimed by callbacks, queued for the collector: finish them here */
+    batch_t done; /* polled records that finished, recorded in enqueue order as the collector does */
+    batch_init(&done);
     uint32_t n = atomic_load(&g_next_slot);
     if (n > MAX_CHUNKS * CHUNK_SIZE)
         n = MAX_CHUNKS * CHUNK_SIZE;
@@ -640,7 +779,9 @@ static void collect_pass(const kt_cl_ctx_t *only, int abandon)
         if (!r)
             continue;
         uint64_t t = atomic_load(&r->tag);
-        if (TAG_ST(t) != ST_PENDING || !atomic_compare_exchange_strong(&r->tag, &t, TAG(TAG_GEN(t), ST_PEEKED)))
+        unsigned was = TAG_ST(t);
+        if ((was != ST_PENDING && was != ST_POLLED) ||
+            !atomic_compare_exchange_strong(&r->tag, &t, TAG(TAG_GEN(t), ST_PEEKED)))
             continue;
         uint64_t gen = TAG_GEN(t);
         cl_int status = CL_QUEUED;
@@ -650,16 +791,21 @@ static void collect_pass(const kt_cl_ctx_t *only, int abandon)
             status = CL_INVALID_EVENT;
         if (mine && (status <= CL_COMPLETE || abandon)) {
             atomic_store(&r->tag, TAG(gen, ST_CLAIMED)); /* a callback that lands now finds it claimed */
+            if (was == ST_POLLED && status <= CL_COMPLETE) {
+                batch_push(&done, r, status);
+                continue;
+            }
             rec_finish(r, status, kt_now_ns(), status > CL_COMPLETE ? abandon : 0);
             continue;
         }
         uint64_t peeked = TAG(gen, ST_PEEKED);
-        if (!atomic_compare_exchange_strong(&r->tag, &peeked, TAG(gen, ST_PENDING))) {
+        if (!atomic_compare_exchange_strong(&r->tag, &peeked, TAG(gen, was))) {
             /* The callback came while we looked: it left its status for us. */
             atomic_store(&r->tag, TAG(gen, ST_CLAIMED));
             rec_finish(r, (cl_int)atomic_load(&r->cb_status), kt_now_ns(), 0);
         }
     }
+    batch_done(&done);
 }
 
 static uint64_t pending_of(kt_cl_ctx_t *const *ctxs, size_t n)
@@ -1178,6 +1324,12 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
     if (g_verbose)
         kt__escape_field(rec_name(r), NAME_CAP, name);
     uint64_t gen = TAG_GEN(atomic_load(&r->tag));
+    if (ctx->profiling && !g_callbacks && kt__collector_running(&g_coll)) {
+        /* polled: the stamps are the event's, so the collector reads them whenever it sees the command done */
+        atomic_store(&r->tag, TAG(gen, ST_POLLED)); /* seq_cst, before the load in coll_wake (any_polled) */
+        coll_wake();
+        goto out;
+    }
     /* Published but held (PEEKED) through clSetEventCallback: flushes pass it by, a callback leaves its status. */
     atomic_store(&r->tag, TAG(gen, ST_PEEKED));
     cl_int set = kt__cl.clSetEventCallback(event, CL_COMPLETE, on_complete, rec_handle(r, gen));
