@@ -425,8 +425,8 @@ static int copy_file(const char *from, const char *to)
 static int place_file(const char *from, const char *to)
 {
     struct stat st;
-    int fresh = lstat(to, &st) != 0 && errno == ENOENT;
-    if ((fresh || S_ISREG(st.st_mode)) && strncmp(to, "/dev/", 5) != 0 && strncmp(to, "/proc/", 6) != 0 &&
+    int seen = lstat(to, &st) == 0, fresh = !seen && errno == ENOENT;
+    if ((fresh || (seen && S_ISREG(st.st_mode))) && strncmp(to, "/dev/", 5) != 0 && strncmp(to, "/proc/", 6) != 0 &&
         rename(from, to) == 0) {
         mode_t mask = umask(0); /* new files get 0666 & ~umask, whoever wrote them */
         umask(mask);
