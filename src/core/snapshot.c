@@ -152,9 +152,29 @@ static int span_cmp(const void *a, const void *b)
     return x->entry < y->entry ? -1 : x->entry > y->entry;
 }
 
+/* Merges the sorted runs a[lo, mid) and a[mid, hi) in place, through tmp (room for the shorter run). Stable. */
+static void merge_runs(kt_span_t *a, size_t lo, size_t mid, size_t hi, kt_span_t *tmp)
+{
+    size_t nl = mid - lo, nr = hi - mid;
+    if (nl <= nr) { /* the left run aside, merged forward: writes never pass the right run's next read */
+        memcpy(tmp, a + lo, nl * sizeof *a);
+        size_t i = 0, j = mid, w = lo;
+        while (i < nl && j < hi)
+            a[w++] = span_cmp(&a[j], &tmp[i]) < 0 ? a[j++] : tmp[i++];
+        memcpy(a + w, tmp + i, (nl - i) * sizeof *a);
+    } else { /* the right run aside, merged backward */
+        memcpy(tmp, a + mid, nr * sizeof *a);
+        size_t i = mid, j = nr, w = hi; /* one past the next to take */
+        while (i > lo && j > 0)
+            a[--w] = span_cmp(&tmp[j - 1], &a[i - 1]) < 0 ? a[--i] : tmp[--j];
+        memcpy(a + lo, tmp, j * sizeof *a);
+    }
+}
+
 /* Sorts spans by span_cmp. Each shard's log is usually in order already (a collector records in completion
- * order), so the spans are a few ascending runs: those are merged pairwise, O(n log runs), instead of a full
- * sort (16,384 spans: ~1 ms with qsort, ~0.1 ms merged). Many short runs, or no memory, fall back to qsort. */
+ * order), so the spans are a few ascending runs: those are merged pairwise in place, O(n log runs), through a
+ * buffer the size of the shorter run of each pair (a few spans when one shard holds nearly all), instead of a
+ * full sort (16,384 spans: ~1 ms with qsort). Many short runs, or no memory, fall back to qsort. */
 static void sort_spans(kt_span_t *a, size_t n)
 {
     if (n < 2)
@@ -165,9 +185,7 @@ static void sort_spans(kt_span_t *a, size_t n)
     if (runs == 1)
         return;
     size_t *edge = runs <= n / 16 ? malloc((runs + 1) * sizeof *edge) : NULL; /* run k is [edge[k], edge[k+1]) */
-    kt_span_t *tmp = edge ? malloc(n * sizeof *tmp) : NULL;
-    if (!tmp) {
-        free(edge);
+    if (!edge) {
         qsort(a, n, sizeof *a, span_cmp);
         return;
     }
@@ -177,27 +195,22 @@ static void sort_spans(kt_span_t *a, size_t n)
         if (span_cmp(&a[i - 1], &a[i]) > 0)
             edge[k++] = i;
     edge[k] = n;
-    kt_span_t *src = a, *dst = tmp;
-    while (runs > 1) {
-        size_t out = 0;
-        for (size_t r = 0; r < runs; r += 2) {
-            size_t lo = edge[r], mid = edge[r + 1], hi = r + 2 <= runs ? edge[r + 2] : mid;
-            size_t i = lo, j = mid, w = lo;
-            while (i < mid && j < hi)
-                dst[w++] = span_cmp(&src[j], &src[i]) < 0 ? src[j++] : src[i++];
-            memcpy(dst + w, src + i, (mid - i) * sizeof *src);
-            w += mid - i;
-            memcpy(dst + w, src + j, (hi - j) * sizeof *src);
-            edge[out++] = lo;
+    size_t need = 0; /* the largest shorter run of a pair, over every level */
+    for (size_t r = runs, level = 1; r > 1; r = (r + 1) / 2, level *= 2)
+        for (size_t p = 0; p + level < runs; p += 2 * level) {
+            size_t lo = edge[p], mid = edge[p + level], hi = edge[p + 2 * level < runs ? p + 2 * level : runs];
+            size_t m = mid - lo < hi - mid ? mid - lo : hi - mid;
+            need = m > need ? m : need;
         }
-        edge[out] = n;
-        runs = out;
-        kt_span_t *t = src;
-        src = dst;
-        dst = t;
+    kt_span_t *tmp = malloc(need * sizeof *tmp);
+    if (!tmp) {
+        free(edge);
+        qsort(a, n, sizeof *a, span_cmp);
+        return;
     }
-    if (src != a)
-        memcpy(a, src, n * sizeof *a);
+    for (size_t level = 1; level < runs; level *= 2)
+        for (size_t p = 0; p + level < runs; p += 2 * level)
+            merge_runs(a, edge[p], edge[p + level], edge[p + 2 * level < runs ? p + 2 * level : runs], tmp);
     free(tmp);
     free(edge);
 }

@@ -183,7 +183,8 @@ static void test_last_across_threads(void **state)
 }
 
 /* Spans come out sorted by (start, end, entry) however they were recorded: in order, as a few ascending runs
- * (merged), as an odd number of runs, or scrambled (many runs: a full sort); none lost or duplicated. */
+ * (merged), as an odd number of runs or five of unequal lengths (merged in place, forward and backward), or
+ * scrambled (many runs: a full sort); none lost or duplicated. */
 static void record_span(kt_kernel_id_t k, uint64_t start, uint64_t end)
 {
     kt_dispatch_t d;
@@ -218,7 +219,8 @@ static void test_span_order(void **state)
     (void)state;
     kt_kernel_id_t k = kt_kernel_intern("span_order", KT_BACKEND_OPENCL, "dev");
     enum { N = 1000 };
-    for (int pattern = 0; pattern < 5; pattern++) {
+    static const uint64_t kRun[5] = {100, 400, 50, 300, 150}; /* pattern 5: five runs of unequal lengths */
+    for (int pattern = 0; pattern < 6; pattern++) {
         kt_reset();
         uint64_t sum = 0;
         for (uint64_t i = 0; i < N; i++) {
@@ -228,7 +230,13 @@ static void test_span_order(void **state)
             case 1: start = 1000 + (i % 500) * 10 + (i >= 500 ? 5 : 0); break; /* two interleaving runs */
             case 2: start = 1000 + (i % 334) * 30 + (i / 334); break;   /* three runs (an odd count) */
             case 3: start = 1000 + (i * 7919) % N; break;                /* scrambled */
-            default: start = 1000 + (N - i) / 2; break;                  /* descending, pairs of equal starts */
+            case 4: start = 1000 + (N - i) / 2; break;                   /* descending, pairs of equal starts */
+            default: {                                                    /* interleaved runs, merged in place */
+                uint64_t r = 0, at = i;
+                while (at >= kRun[r])
+                    at -= kRun[r++];
+                start = 1000 + r * 3 + at * 5;
+            }
             }
             record_span(k, start, start + 1 + (i % 3));
             sum += start;
