@@ -573,10 +573,16 @@ static int any_polled(void)
     return 0;
 }
 
+/* A finished record with its sort key beside it: sorting touches this array only, not a cache line per record. */
+typedef struct done_t {
+    uint64_t enqueue_ns; /* the record's */
+    rec_t *r;
+} done_t;
+
 static int cmp_enqueue(const void *a, const void *b)
 {
-    const rec_t *x = *(rec_t *const *)a, *y = *(rec_t *const *)b;
-    return (x->enqueue_ns > y->enqueue_ns) - (x->enqueue_ns < y->enqueue_ns);
+    uint64_t x = ((const done_t *)a)->enqueue_ns, y = ((const done_t *)b)->enqueue_ns;
+    return (x > y) - (x < y);
 }
 
 /* Claims a polled record (POLLED -> PEEKED) and reads its command's status: 1 when the command is done (the
@@ -598,9 +604,9 @@ static int poll_claim(rec_t *r, cl_int *status)
 /* Claimed polled records waiting to be finished together, oldest enqueue first (so an entry's last duration is
  * its newest command's): on the stack up to 256, then on the heap. Each record's status waits in cb_status. */
 typedef struct batch_t {
-    rec_t **v;          /* stack or heap */
+    done_t *v;          /* stack or heap */
     unsigned n, cap;    /* held / room */
-    rec_t *stack[256];
+    done_t stack[256];
 } batch_t;
 
 static void batch_init(batch_t *b)
@@ -610,11 +616,33 @@ static void batch_init(batch_t *b)
     b->cap = 256;
 }
 
+/* In enqueue order. A pass meets records in slot order, which the free lists make ascending or descending in
+ * enqueue order as often as not: those are checked for first. */
+static void batch_sort(batch_t *b)
+{
+    unsigned up = 1, down = 1;
+    for (unsigned k = 1; k < b->n && (up || down); k++) {
+        up = up && b->v[k - 1].enqueue_ns <= b->v[k].enqueue_ns;
+        down = down && b->v[k - 1].enqueue_ns >= b->v[k].enqueue_ns;
+    }
+    if (up)
+        return;
+    if (down) {
+        for (unsigned i = 0, j = b->n - 1; i < j; i++, j--) {
+            done_t t = b->v[i];
+            b->v[i] = b->v[j];
+            b->v[j] = t;
+        }
+        return;
+    }
+    qsort(b->v, b->n, sizeof *b->v, cmp_enqueue);
+}
+
 static void batch_finish(batch_t *b)
 {
-    qsort(b->v, b->n, sizeof *b->v, cmp_enqueue);
+    batch_sort(b);
     for (unsigned k = 0; k < b->n; k++)
-        rec_finish(b->v[k], (cl_int)atomic_load_explicit(&b->v[k]->cb_status, memory_order_relaxed), 0, 0);
+        rec_finish(b->v[k].r, (cl_int)atomic_load_explicit(&b->v[k].r->cb_status, memory_order_relaxed), 0, 0);
     b->n = 0;
 }
 
@@ -622,7 +650,7 @@ static void batch_push(batch_t *b, rec_t *r, cl_int status)
 {
     atomic_store_explicit(&r->cb_status, (int)status, memory_order_relaxed);
     if (b->n == b->cap) {
-        rec_t **grown = b->cap <= UINT_MAX / 2 ? malloc(2 * (size_t)b->cap * sizeof *grown) : NULL;
+        done_t *grown = b->cap <= UINT_MAX / 2 ? malloc(2 * (size_t)b->cap * sizeof *grown) : NULL;
         if (!grown) {
             batch_finish(b); /* no memory: these in order among themselves */
         } else {
@@ -633,7 +661,7 @@ static void batch_push(batch_t *b, rec_t *r, cl_int status)
             b->cap *= 2;
         }
     }
-    b->v[b->n++] = r;
+    b->v[b->n++] = (done_t){r->enqueue_ns, r};
 }
 
 static void batch_done(batch_t *b)
