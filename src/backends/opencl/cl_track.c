@@ -699,8 +699,10 @@ static unsigned poll_pass(unsigned *running)
     return finished;
 }
 
-/* One collector pass: drain; while completions keep coming nap 1 ms and drain again; after COLLECT_IDLE_NAPS
- * empty naps return 0, and the helper sleeps until a callback wakes it. Measured on PoCL (2 cores, loaded):
+/* One collector pass: poll the polled records and drain the callbacks' ring; while completions keep coming nap
+ * 1 ms and look again (polled commands still running: 1, 2, 4, then every 8 ms while none finishes); after
+ * COLLECT_IDLE_NAPS empty naps with nothing in flight return 0, and the helper sleeps until a new record or a
+ * callback wakes it. Measured on PoCL (2 cores, loaded):
  * 1 ms naps beat 100-200 us ones, whose extra wake-ups cost more CPU than the shorter leftover for the flush
  * saved. */
 static int collector_step(void *unused)
@@ -709,18 +711,18 @@ static int collector_step(void *unused)
     reap();
     unsigned polled = 0;
     unsigned done = poll_pass(&polled);
-    if (ring_drain(256, 1) || done) {
+    unsigned drained = ring_drain(256, 1);
+    if (drained || done) {
         g_coll_idle = 0;
-        if (done && !polled) /* more may come at once: look again before napping */
+        if (drained || !polled) /* more may come at once: look again before napping */
             return 1;
         g_coll.nap_ns = COLLECT_POLL_NS;
         return 0;
     }
-    if (polled) { /* commands still running: keep polling, less often while nothing finishes */
+    if (polled) { /* commands still running: keep polling, less often (up to 8 ms) while none finishes */
         g_coll_idle = 0;
-        g_coll.nap_ns = g_coll.nap_ns >= COLLECT_POLL_NS && g_coll.nap_ns < 8 * COLLECT_POLL_NS
-                            ? 2 * g_coll.nap_ns
-                            : COLLECT_POLL_NS;
+        uint64_t nap = g_coll.nap_ns >= COLLECT_POLL_NS ? 2 * g_coll.nap_ns : COLLECT_POLL_NS;
+        g_coll.nap_ns = nap < 8ull * COLLECT_POLL_NS ? nap : 8ull * COLLECT_POLL_NS;
         return 0;
     }
     if (g_coll_idle++ < COLLECT_IDLE_NAPS) {
