@@ -97,6 +97,10 @@ void kt__backends_flush(uint64_t deadline_ns)
             ops[i]->flush(deadline_ns);
 }
 
+static _Atomic int g_stopping; /* backends' stop hooks running: what they record is the last of it */
+
+int kt__backends_stopping(void) { return atomic_load_explicit(&g_stopping, memory_order_relaxed); }
+
 void kt__backends_stop(uint64_t deadline_ns)
 {
     const kt__backend_ops_t *ops[KT__MAX_BACKENDS];
@@ -107,9 +111,11 @@ void kt__backends_stop(uint64_t deadline_ns)
     pthread_mutex_unlock(&g_svc_lock);
     if (kt__forked_child()) /* unregistered, but the parent's drivers are not touched from a child */
         return;
+    atomic_fetch_add(&g_stopping, 1);
     for (int i = 0; i < n; i++)
         if (ops[i]->stop)
             ops[i]->stop(deadline_ns);
+    atomic_fetch_sub(&g_stopping, 1);
 }
 
 uint64_t kt__exit_wait_ns(void)

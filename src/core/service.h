@@ -42,6 +42,9 @@ void kt__backends_flush(uint64_t deadline_ns);
 /* Calls every registered stop once with this deadline and unregisters them (registration order); in a forked
  * child it only unregisters them. */
 void kt__backends_stop(uint64_t deadline_ns);
+/* Nonzero while kt__backends_stop runs the stop hooks (exit, kt_shutdown): a thread recording only then (the exit
+ * flush) gets no prefaulted span log. */
+int kt__backends_stopping(void);
 
 /* How long exit and kt_shutdown() wait for work in flight: KTIMING_EXIT_WAIT_MS (default 2000 ms), in ns. */
 uint64_t kt__exit_wait_ns(void);

@@ -34,6 +34,10 @@ static void a_parent(void) { logc('x'); }
 static void b_parent(void) { logc('y'); }
 
 static const kt__backend_ops_t kA = {"a", a_flush, a_stop, a_prep, a_parent, NULL};
+static int g_stopping_seen = -1;
+static void c_flush(uint64_t d) { (void)d; g_stopping_seen = kt__backends_stopping(); }
+static void c_stop(uint64_t d) { (void)d; g_stopping_seen = kt__backends_stopping(); }
+static const kt__backend_ops_t kC = {"c", c_flush, c_stop, NULL, NULL, NULL};
 static const kt__backend_ops_t kB = {"b", b_flush, b_stop, b_prep, b_parent, NULL};
 
 static void test_register_flush_stop(void **state)
@@ -57,6 +61,20 @@ static void test_register_flush_stop(void **state)
     kt__backends_flush(7);
     assert_string_equal(g_log, "abABa");
     kt__backends_stop(7);
+}
+
+/* Stop hooks run with kt__backends_stopping() set (what the recorder reads to skip prefaulting a span log that
+ * only the exit flush will use); flush hooks, and everything after the stop, see it clear. */
+static void test_stopping_flag(void **state)
+{
+    (void)state;
+    assert_int_equal(kt__backends_stopping(), 0);
+    assert_int_equal(kt__backend_register(&kC), 0);
+    kt__backends_flush(1);
+    assert_int_equal(g_stopping_seen, 0);
+    kt__backends_stop(1);
+    assert_int_equal(g_stopping_seen, 1);
+    assert_int_equal(kt__backends_stopping(), 0);
 }
 
 static void test_fork_callbacks(void **state)
@@ -219,6 +237,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_register_flush_stop), cmocka_unit_test(test_fork_callbacks),
+        cmocka_unit_test(test_stopping_flag),
         cmocka_unit_test(test_collector),           cmocka_unit_test(test_path_expand),
         cmocka_unit_test(test_exit_wait),
     };
