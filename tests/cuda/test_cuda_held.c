@@ -40,6 +40,22 @@ static int enqueue(void *user, struct CUstream_st *stream, uint32_t trials)
     return 0;
 }
 
+/* Each test: a context entered and a stream of the double's (*state), both released even when it fails. */
+static int held_setup(void **state)
+{
+    kt_test_ctx_enter();
+    *state = kt_test_stream();
+    return *state ? 0 : -1;
+}
+
+static int held_teardown(void **state)
+{
+    if (*state)
+        cuStreamDestroy_v2(*state);
+    kt_test_ctx_leave();
+    return 0;
+}
+
 /* The start event is stamped after the callback finished enqueuing (it queued behind the hold), although the
  * callback spent 20 ms before its first launch: an order, not a duration. Released before the callback, the
  * start would be stamped at once, inside those 20 ms (checked by moving the release: the test fails). An unheld
@@ -47,9 +63,7 @@ static int enqueue(void *user, struct CUstream_st *stream, uint32_t trials)
  * stream thread. */
 static void test_start_waits_for_release(void **state)
 {
-    (void)state;
-    kt_test_ctx_enter();
-    struct CUstream_st *s = kt_test_stream();
+    struct CUstream_st *s = *state;
     job_t j = {.prep_ns = 20000000, .work_ns = 30000};
     kt_cuda_held_t h = {.stream = s, .enqueue = enqueue, .user = &j};
     kt_test_cuda_stats_t before, after;
@@ -70,17 +84,13 @@ static void test_start_waits_for_release(void **state)
     assert_true(start_host + 1024 >= j.done_host); /* event resolution 512 ns, rounded down */
     assert_true(ts[1] >= ts[0]);
 
-    cuStreamDestroy_v2(s);
-    kt_test_ctx_leave();
 }
 
 /* A callback that waits on the held stream would wait forever: the hold kernel gives up after hold_timeout_ms,
  * the call says so, and the stream works again afterwards. */
 static void test_waiting_callback_times_out(void **state)
 {
-    (void)state;
-    kt_test_ctx_enter();
-    struct CUstream_st *s = kt_test_stream();
+    struct CUstream_st *s = *state;
     job_t j = {.work_ns = 1000, .wait_on_stream = 1};
     kt_cuda_held_t h = {.stream = s, .enqueue = enqueue, .user = &j, .hold_timeout_ms = 30};
     uint64_t d = 7;
@@ -91,16 +101,12 @@ static void test_waiting_callback_times_out(void **state)
     h.hold_timeout_ms = 0;
     assert_int_equal(kt_cuda_time_held(&h, 1, &d), 0);
     assert_true(d > 0);
-    cuStreamDestroy_v2(s);
-    kt_test_ctx_leave();
 }
 
 /* A failing callback: its error comes back, and the stream is released (it drains). */
 static void test_callback_error_releases(void **state)
 {
-    (void)state;
-    kt_test_ctx_enter();
-    struct CUstream_st *s = kt_test_stream();
+    struct CUstream_st *s = *state;
     job_t j = {.fail = KT_EINVAL};
     kt_cuda_held_t h = {.stream = s, .enqueue = enqueue, .user = &j, .hold_timeout_ms = 60000};
     uint64_t d = 0;
@@ -109,16 +115,12 @@ static void test_callback_error_releases(void **state)
     assert_int_equal(kt_cuda_time_held(&h, 1, NULL), KT_EINVAL);
     h.enqueue = NULL;
     assert_int_equal(kt_cuda_time_held(&h, 1, &d), KT_EINVAL);
-    cuStreamDestroy_v2(s);
-    kt_test_ctx_leave();
 }
 
 /* The harness's CUDA path: samples taken through kt_cuda_harness_run, recorded under the kernel's name. */
 static void test_harness_path(void **state)
 {
-    (void)state;
-    kt_test_ctx_enter();
-    struct CUstream_st *s = kt_test_stream();
+    struct CUstream_st *s = *state;
     job_t j = {.work_ns = 20000};
     kt_cuda_held_t h = {.stream = s, .enqueue = enqueue, .user = &j};
     kt_harness_desc_t desc = {.name = "held_kernel",
@@ -141,17 +143,15 @@ static void test_harness_path(void **state)
     assert_int_equal(e->dispatch_count, r.sample_count); /* one per-dispatch duration per sample */
     kt_snapshot_free(snap);
     kt_harness_result_free(&r);
-    cuStreamDestroy_v2(s);
-    kt_test_ctx_leave();
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_start_waits_for_release),
-        cmocka_unit_test(test_waiting_callback_times_out),
-        cmocka_unit_test(test_callback_error_releases),
-        cmocka_unit_test(test_harness_path),
+        cmocka_unit_test_setup_teardown(test_start_waits_for_release, held_setup, held_teardown),
+        cmocka_unit_test_setup_teardown(test_waiting_callback_times_out, held_setup, held_teardown),
+        cmocka_unit_test_setup_teardown(test_callback_error_releases, held_setup, held_teardown),
+        cmocka_unit_test_setup_teardown(test_harness_path, held_setup, held_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
