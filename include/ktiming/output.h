@@ -41,6 +41,13 @@ KT_API FILE *kt_output_file(kt_output_t *o);
 KT_API int kt_output_commit(kt_output_t *o);
 /* Discards what was written (a replaced file keeps its old content); frees o. NULL is a no-op. */
 KT_API void kt_output_abort(kt_output_t *o);
+/* Puts the finished file `from` at `to` as the writer would have written it there, and removes `from`. Where
+ * `to` (its links followed) is new or a regular file on the same file system as `from`, `from` itself is
+ * renamed over it: no copy, atomic, fsynced first unless KT_OUTPUT_NOSYNC, mode 0666 & ~umask. Anything else
+ * (another file system, a descriptor path, a FIFO or device) is copied through kt_output_open/commit. For a
+ * scratch file the caller owns (`ktiming run`'s per-process snapshots). 0, KT_EINVAL, KT_ENOMEM or KT_EIO
+ * (errno set); on failure `from` is left where it was. */
+KT_API int kt_output_place(const char *from, const char *to, unsigned flags);
 /* 1 when a and b would write the same file (same inode, or the same resolved new path), else 0. */
 KT_API int kt_output_same(const char *a, const char *b);
 

@@ -253,6 +253,71 @@ int kt_output_commit(kt_output_t *o)
     return rc;
 }
 
+/* Copies the file `from` to `to` through the writer. 0, or a KT_E* code with errno set. */
+static int place_by_copy(const char *from, const char *to, unsigned flags)
+{
+    FILE *in = fopen(from, "rb");
+    if (!in)
+        return KT_EIO;
+    kt_output_t *o = NULL;
+    int rc = kt_output_open(to, flags, &o);
+    if (rc != 0) {
+        int e = errno;
+        fclose(in);
+        errno = e;
+        return rc;
+    }
+    char buf[65536];
+    size_t n;
+    int bad = 0;
+    while (!bad && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        bad = fwrite(buf, 1, n, o->f) != n;
+    int e = errno;
+    bad = bad || ferror(in);
+    fclose(in);
+    if (bad) {
+        kt_output_abort(o);
+        errno = e ? e : EIO;
+        return KT_EIO;
+    }
+    return kt_output_commit(o);
+}
+
+int kt_output_place(const char *from, const char *to, unsigned flags)
+{
+    if (!from || !*from || !to || !*to)
+        return KT_EINVAL;
+    int fd_path = 0;
+    char *path = path_resolve(to, &fd_path);
+    if (!path)
+        return errno == ENOMEM ? KT_ENOMEM : KT_EIO;
+    struct stat st;
+    int exists = stat(path, &st) == 0;
+    if (!fd_path && (!exists || S_ISREG(st.st_mode))) {
+        /* the file itself becomes the document: synced first unless NOSYNC, then one rename */
+        int ok = 1;
+        if (!(flags & KT_OUTPUT_NOSYNC)) {
+            int fd = open(from, O_RDONLY | O_CLOEXEC);
+            ok = fd >= 0 && fsync(fd) == 0;
+            if (fd >= 0)
+                close(fd);
+        }
+        if (ok && rename(from, path) == 0) {
+            mode_t mask = umask(0); /* 0666 & ~umask, as every file the writer makes */
+            umask(mask);
+            chmod(path, 0666 & ~mask);
+            free(path);
+            return 0;
+        }
+    }
+    free(path);
+    /* another file system, a descriptor path, a special file: through the writer */
+    int rc = place_by_copy(from, to, flags);
+    if (rc == 0)
+        unlink(from);
+    return rc;
+}
+
 /* The identity of what path would write: its inode when it exists, else its directory's real path + name. */
 typedef struct out_id_t {
     int exists;    /* 1: dev/ino valid */

@@ -1,6 +1,6 @@
 /* test_output.c — the output writer: regular files replaced atomically with 0666 & ~umask, symlink targets
  * replaced, FIFOs / devices / descriptor paths written through, failures and killed writers leave the old
- * file and no temporary, two outputs naming one file refused. */
+ * file and no temporary, two outputs naming one file refused; a finished file put in place (kt_output_place). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -315,6 +315,51 @@ static void test_exit_same_file(void **state)
     assert_int_equal(dir_entries(), 0);
 }
 
+/* kt_output_place: a finished file moved where the writer would write (new path, replaced regular file with the
+ * mode rule, a link's target), the same inode (renamed, not copied); a /dev path written through; the source
+ * gone on success and kept on failure. */
+static void test_place(void **state)
+{
+    (void)state;
+    mode_t old = umask(022);
+    struct stat st, src;
+    put(in_dir("from1"), "one");
+    assert_int_equal(chmod(in_dir("from1"), 0600), 0);
+    assert_int_equal(stat(in_dir("from1"), &src), 0);
+    assert_int_equal(kt_output_place(in_dir("from1"), in_dir("new.json"), KT_OUTPUT_NOSYNC), 0);
+    assert_int_equal(stat(in_dir("new.json"), &st), 0);
+    assert_int_equal(st.st_ino, src.st_ino);          /* moved, not copied */
+    assert_int_equal(st.st_mode & 0777, 0644);        /* 0666 & ~umask, whatever the scratch file had */
+    assert_int_not_equal(access(in_dir("from1"), F_OK), 0);
+    char buf[64];
+    put(in_dir("from2"), "two");
+    assert_int_equal(kt_output_place(in_dir("from2"), in_dir("new.json"), 0), 0); /* replaced, synced first */
+    assert_true(slurp(in_dir("new.json"), buf, sizeof buf) == 3 && !strcmp(buf, "two"));
+    /* a link stays a link; its target gets the file */
+    assert_int_equal(symlink("new.json", in_dir("link.json")), 0);
+    put(in_dir("from3"), "three");
+    assert_int_equal(kt_output_place(in_dir("from3"), in_dir("link.json"), KT_OUTPUT_NOSYNC), 0);
+    assert_int_equal(lstat(in_dir("link.json"), &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_true(slurp(in_dir("new.json"), buf, sizeof buf) == 5 && !strcmp(buf, "three"));
+    /* a device: written through (copied), the source removed */
+    put(in_dir("from4"), "four");
+    assert_int_equal(kt_output_place(in_dir("from4"), "/dev/null", 0), 0);
+    assert_int_not_equal(access(in_dir("from4"), F_OK), 0);
+    assert_int_equal(stat("/dev/null", &st), 0);
+    assert_true(S_ISCHR(st.st_mode));
+    /* failure: a directory that does not exist; the source stays */
+    put(in_dir("from5"), "five");
+    errno = 0;
+    assert_int_equal(kt_output_place(in_dir("from5"), in_dir("no/such/dir.json"), 0), KT_EIO);
+    assert_int_equal(errno, ENOENT);
+    assert_int_equal(access(in_dir("from5"), F_OK), 0);
+    assert_int_equal(kt_output_place(NULL, in_dir("x"), 0), KT_EINVAL);
+    assert_int_equal(kt_output_place(in_dir("from5"), "", 0), KT_EINVAL);
+    assert_int_equal(dir_entries(), 3); /* new.json, link.json, from5: nothing temporary left */
+    umask(old);
+}
+
 int main(void)
 {
     if (!(g_dir = ktt_tmpdir("output")))
@@ -332,6 +377,7 @@ int main(void)
         cmocka_unit_test_setup(test_directory_refused, setup),
         cmocka_unit_test_setup(test_same, setup),
         cmocka_unit_test_setup(test_exit_same_file, setup),
+        cmocka_unit_test_setup(test_place, setup),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     kt_snapshot_free(g_snap);

@@ -387,55 +387,6 @@ static int run_program(char **argv, pid_t *pid)
  * Results
  * ------------------------------------------------------------------------------------------------- */
 
-/* Copies from to `to` through the output writer (atomic replacement, special files written through); 0, or
- * -1 with errno. */
-static int copy_file(const char *from, const char *to)
-{
-    FILE *in = fopen(from, "rb");
-    if (!in)
-        return -1;
-    kt_output_t *o = NULL;
-    if (kt_output_open(to, 0, &o) != 0) {
-        int e = errno;
-        fclose(in);
-        errno = e;
-        return -1;
-    }
-    char buf[65536];
-    size_t n;
-    int bad = 0;
-    while (!bad && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        bad = fwrite(buf, 1, n, kt_output_file(o)) != n;
-    int e = errno;
-    bad = bad || ferror(in);
-    fclose(in);
-    if (bad) {
-        kt_output_abort(o);
-        errno = e ? e : EIO;
-        return -1;
-    }
-    return kt_output_commit(o) == 0 ? 0 : -1;
-}
-
-/* Puts the program's snapshot `from` (a scratch file of this run) at `to`. Moved there when it can be: `to` is
- * new or a regular file (not a link, not under /dev or /proc) on the same file system -- one atomic rename, no
- * copy, no fsync (the run is a measurement to repeat, and the copy and fsync of a 0.7 MB timeline were ~2% of
- * a 100 ms program's run). Otherwise copied through the output writer (links followed, special files written
- * through, as every output). 0, or -1 with errno. */
-static int place_file(const char *from, const char *to)
-{
-    struct stat st;
-    int seen = lstat(to, &st) == 0, fresh = !seen && errno == ENOENT;
-    if ((fresh || (seen && S_ISREG(st.st_mode))) && strncmp(to, "/dev/", 5) != 0 && strncmp(to, "/proc/", 6) != 0 &&
-        rename(from, to) == 0) {
-        mode_t mask = umask(0); /* new files get 0666 & ~umask, whoever wrote them */
-        umask(mask);
-        chmod(to, 0666 & ~mask);
-        return 0;
-    }
-    return copy_file(from, to);
-}
-
 static int write_as(const char *what, const char *path, const kt_snapshot_t *snap, kt_format_t fmt)
 {
     errno = 0;
@@ -491,7 +442,7 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
         if (o->output) { /* keep the other processes' snapshots beside the main one */
             char keep[PATH_MAX + 64];
             int kn = snprintf(keep, sizeof keep, "%s.%.*s", o->output, (int)(len - 5), de->d_name);
-            if (kn > 0 && (size_t)kn < sizeof keep && copy_file(path, keep) == 0)
+            if (kn > 0 && (size_t)kn < sizeof keep && kt_output_place(path, keep, 0) == 0)
                 fprintf(stderr, "ktiming run: another timed process's snapshot: %s\n", keep);
         }
     }
@@ -517,7 +468,9 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
         return -1;
     }
     int bad = 0;
-    if (o->output && place_file(primary, o->output) != 0) {
+    /* moved into place, not copied, where it can be, and not fsynced: the run is a measurement to repeat, and
+     * the copy and fsync of a 0.7 MB timeline were ~2% of a 100 ms program's run (docs/safety.md) */
+    if (o->output && kt_output_place(primary, o->output, KT_OUTPUT_NOSYNC) != 0) {
         fprintf(stderr, "ktiming run: cannot write %s: %s\n", o->output, strerror(errno));
         bad = 1;
     }
