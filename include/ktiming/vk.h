@@ -54,9 +54,9 @@
  *
  * Every execution (desc.per_submission): a command buffer recorded once and submitted many times, as engines
  * and benchmarks do, is timed at every execution when it is submitted with kt_vk_queue_submit (or _submit2).
- * Each batch is bracketed by two command buffers of ktiming's own: the first writes a timestamp, the last
- * writes another and copies the timestamps of every slot of the batch's primaries (WAIT) into a record of that
- * execution; a fence of ktiming's (the submission's own when the application passed none, else an empty
+ * Each batch is bracketed by two command buffers of ktiming's own (unless it is one one-time primary that times
+ * itself: kt_vk_cmd_begin): the first writes a timestamp, the last writes another and copies the timestamps of
+ * every slot of the batch's primaries (WAIT) into a record of that execution; a fence of ktiming's (the submission's own when the application passed none, else an empty
  * submission right after) says when those command buffers can be reused. The application's command buffers
  * carry only resets and timestamps, so nothing waits between its dispatches. Each batch is also recorded as a
  * span of its own, kernel "vkQueueSubmit", on the queue's track. Secondary command buffers: call
@@ -167,6 +167,8 @@ typedef struct kt_vk_stats_t {
     uint64_t collect_max_ns;    /* longest kt_vk_collect call */
     uint64_t recalibrations;    /* clock-model fits done */
     uint64_t polls;             /* collector-thread reads of the driver */
+    uint64_t direct_batches;    /* desc.per_submission: batches timed inside their one command buffer
+                                   (kt_vk_cmd_begin), with no command buffer of ktiming's added */
     uint32_t ring_size;         /* slots */
     uint32_t valid_bits;        /* timestamp valid bits in use */
     double period_ns;           /* timestampPeriod */
@@ -199,6 +201,14 @@ KT_API int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 /* With desc.copy_at_end: record the readback of every slot cmd closed since it began (or since the last call),
  * once, at the end of cmd; call just before vkEndCommandBuffer. 0 (nothing to do in THREAD readback). */
 KT_API int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
+/* desc.per_submission with COPY readback and copy_at_end: call right after vkBeginCommandBuffer of a primary
+ * begun with ONE_TIME_SUBMIT, and kt_vk_cmd_end just before its vkEndCommandBuffer. cmd then carries a
+ * timestamp pair around all of its work and the copies of its dispatches, so a batch made of cmd alone is
+ * timed inside it: kt_vk_queue_submit adds no command buffer of its own and no fence (counted in
+ * kt_vk_stats_t.direct_batches). In a batch with other command buffers, the pair goes unused and the batch is
+ * bracketed as usual; its dispatches are still read from their own copies. KT_EFULL when the ring had no slot
+ * (nothing is lost: its batches are bracketed as usual); 0 without those settings. */
+KT_API int kt_vk_cmd_begin(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 /* The recorder id of a kernel name on this context's device. */
 KT_API kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name);
 
@@ -212,7 +222,8 @@ KT_API int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 
 /* desc.per_submission: vkQueueSubmit through ktiming. Every batch with command buffers gets a command buffer of
  * ktiming's own before and after the application's: a "vkQueueSubmit" span around the batch, and copies of
- * the timestamps of every slot its primaries carry, so each execution is recorded. Returns vkQueueSubmit's
+ * the timestamps of every slot its primaries carry, so each execution is recorded. A batch of one one-time
+ * primary timing itself (kt_vk_cmd_begin) goes unchanged: its own pair is the batch's span. Returns vkQueueSubmit's
  * result; on failure nothing is counted as executed. Without per_submission: a plain vkQueueSubmit. The caller
  * holds the queue as for vkQueueSubmit; `queue` is of the context's family. */
 KT_API VkResult kt_vk_queue_submit(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const VkSubmitInfo *si,
@@ -261,6 +272,7 @@ static inline int kt_vk_begin_id(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kerne
 { (void)ctx; (void)cmd; (void)kernel; return 0; }
 static inline int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
 static inline int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
+static inline int kt_vk_cmd_begin(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
 static inline kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name) { (void)ctx; (void)name; return 0; }
 static inline int kt_vk_collect(kt_vk_ctx_t *ctx) { (void)ctx; return 0; }
 static inline int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns) { (void)ctx; (void)timeout_ns; return 0; }

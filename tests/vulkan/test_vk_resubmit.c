@@ -1,7 +1,8 @@
 /* test_vk_resubmit.c — every execution timed (kt_vk_desc_t.per_submission): one recording submitted many times
  * through kt_vk_queue_submit is recorded at every execution, each dispatch inside its batch's "vkQueueSubmit" span;
  * records the ring cannot hold are dropped as `ring full`; a primary submitted around ktiming is counted as never
- * submitted; a secondary is timed at every occurrence. Fails on any validation message. */
+ * submitted; a secondary is timed at every occurrence; a one-time primary alone in its batch times itself, with no
+ * command buffer of ktiming's added. Fails on any validation message. */
 #include "vk_test.h"
 
 /* What a test opens: a per-submission context, two primary command buffers and a fence. The cmocka teardown
@@ -61,60 +62,60 @@ static void record_reusable(kt_vk_ctx_t *kv, VkCommandBuffer cmd, const char *co
     assert_int_equal(vk->vkEndCommandBuffer(cmd), VK_SUCCESS);
 }
 
-static VkResult submit_kt(kt_vk_ctx_t *kv, VkCommandBuffer cmd, VkFence fence)
+/* A one-time primary timing itself: kt_vk_cmd_begin after its begin, kt_vk_cmd_end before its end. */
+static void record_one_time(kt_vk_ctx_t *kv, VkCommandBuffer cmd, const char *const *names, int n)
 {
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
+    const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
+    assert_int_equal(vk->vkResetCommandBuffer(cmd, 0), VK_SUCCESS);
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    assert_int_equal(vk->vkBeginCommandBuffer(cmd, &bi), VK_SUCCESS);
+    assert_int_equal(kt_vk_cmd_begin(kv, cmd), 0);
+    for (int i = 0; i < n; i++) {
+        if (i)
+            ktcli_vk_barrier(&g_vkt.dev, cmd);
+        assert_int_equal(kt_vk_begin(kv, cmd, names[i]), 0);
+        vkt_busy(cmd, 1);
+        assert_int_equal(kt_vk_end(kv, cmd), 0);
+    }
+    assert_int_equal(kt_vk_cmd_end(kv, cmd), 0);
+    assert_int_equal(vk->vkEndCommandBuffer(cmd), VK_SUCCESS);
+}
+
+/* One batch of `n` command buffers through kt_vk_queue_submit. */
+static VkResult submit_batch(kt_vk_ctx_t *kv, const VkCommandBuffer *cmds, uint32_t n, VkFence fence)
+{
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = n, .pCommandBuffers = cmds};
     pthread_mutex_lock(&g_vkt_driver_lock);
     VkResult r = kt_vk_queue_submit(kv, g_vkt.dev.queue, 1, &si, fence);
     pthread_mutex_unlock(&g_vkt_driver_lock);
     return r;
 }
 
-static const kt_kernel_timing_t *find_ok(const kt_snapshot_t *s, const char *name)
+static VkResult submit_kt(kt_vk_ctx_t *kv, VkCommandBuffer cmd, VkFence fence)
 {
-    const kt_kernel_timing_t *e = vkt_find(s, name);
-    if (!e)
-        fail_msg("no entry for %s", name);
-    return e;
+    return submit_batch(kv, &cmd, 1, fence);
 }
 
-/* 100 executions of one recording (two dispatches), half with the application's fence, half without one: every
- * execution recorded, nothing dropped, and each dispatch's span inside its own batch span, in order. */
-static void every_execution(void **state)
+/* Submission i of a test: odd ones with the application's fence (waited for), even ones without a fence
+ * (vkQueueWaitIdle): ktiming's fence is then the submission's own. */
+static void submit_wait_alternating(kt_vk_ctx_t *kv, VkCommandBuffer cmd, int i)
 {
-    (void)state;
-    kt_vk_ctx_t *kv = rig_open(0, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
-    VkCommandBuffer cmd = g_rig.cmd[0];
-    VkFence fence = g_rig.fence;
-    static const char *const names[2] = {"resubmit_a", "resubmit_b"};
-    record_reusable(kv, cmd, names, 2, 2);
-    const int runs = 100;
-    for (int i = 0; i < runs; i++) {
-        if (i % 2) {
-            assert_int_equal(submit_kt(kv, cmd, fence), VK_SUCCESS);
-            assert_int_equal(ktcli_vk_wait(&g_vkt.dev, fence), 0);
-        } else {
-            assert_int_equal(submit_kt(kv, cmd, VK_NULL_HANDLE), VK_SUCCESS);
-            pthread_mutex_lock(&g_vkt_driver_lock);
-            assert_int_equal(g_vkt.app.vk.vkQueueWaitIdle(g_vkt.dev.queue), VK_SUCCESS);
-            pthread_mutex_unlock(&g_vkt_driver_lock);
-        }
-        if (i % 10 == 9) /* collection interleaved with submissions: records are reused */
-            kt_vk_collect(kv);
+    if (i % 2) {
+        assert_int_equal(submit_kt(kv, cmd, g_rig.fence), VK_SUCCESS);
+        assert_int_equal(ktcli_vk_wait(&g_vkt.dev, g_rig.fence), 0);
+    } else {
+        assert_int_equal(submit_kt(kv, cmd, VK_NULL_HANDLE), VK_SUCCESS);
+        pthread_mutex_lock(&g_vkt_driver_lock);
+        assert_int_equal(g_vkt.app.vk.vkQueueWaitIdle(g_vkt.dev.queue), VK_SUCCESS);
+        pthread_mutex_unlock(&g_vkt_driver_lock);
     }
-    kt_vk_collect_wait(kv, UINT64_C(5000000000));
-    record_reusable(kv, cmd, names, 2, 2); /* re-recording releases the slots: nothing counted as never submitted */
+}
 
-    kt_snapshot_t *s = kt_snapshot();
-    assert_non_null(s);
-    const kt_kernel_timing_t *a = find_ok(s, "resubmit_a"), *b = find_ok(s, "resubmit_b");
-    const kt_kernel_timing_t *sub = find_ok(s, "vkQueueSubmit");
-    assert_int_equal(a->dispatch_count, runs);
-    assert_int_equal(b->dispatch_count, runs);
-    assert_int_equal(sub->dispatch_count, runs);
-    assert_int_equal(a->dropped + b->dropped + sub->dropped, 0);
-    /* containment: each batch span holds exactly one span of each dispatch, a before b */
-    size_t ia = vkt_entry_index(s, a), ib = vkt_entry_index(s, b), isub = vkt_entry_index(s, sub);
+/* Every "vkQueueSubmit" span of s holds exactly one span of entry ia and one of ib (on its queue), a before b;
+ * returns how many batch spans there are. */
+static size_t batches_hold_a_then_b(const kt_snapshot_t *s, size_t isub, size_t ia, size_t ib)
+{
     size_t batches = 0;
     for (size_t i = 0; i < s->span_count; i++) {
         const kt_span_t *bs = &s->spans[i];
@@ -138,9 +139,101 @@ static void every_execution(void **state)
         assert_int_equal(nb, 1);
         assert_true(a_end <= b_start);
     }
-    assert_int_equal(batches, runs);
+    return batches;
+}
+
+static const kt_kernel_timing_t *find_ok(const kt_snapshot_t *s, const char *name)
+{
+    const kt_kernel_timing_t *e = vkt_find(s, name);
+    if (!e)
+        fail_msg("no entry for %s", name);
+    return e;
+}
+
+/* 100 executions of one recording (two dispatches), half with the application's fence, half without one: every
+ * execution recorded, nothing dropped, and each dispatch's span inside its own batch span, in order. */
+static void every_execution(void **state)
+{
+    (void)state;
+    kt_vk_ctx_t *kv = rig_open(0, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
+    VkCommandBuffer cmd = g_rig.cmd[0];
+    static const char *const names[2] = {"resubmit_a", "resubmit_b"};
+    record_reusable(kv, cmd, names, 2, 2);
+    const int runs = 100;
+    for (int i = 0; i < runs; i++) {
+        submit_wait_alternating(kv, cmd, i);
+        if (i % 10 == 9) /* collection interleaved with submissions: records are reused */
+            kt_vk_collect(kv);
+    }
+    kt_vk_collect_wait(kv, UINT64_C(5000000000));
+    record_reusable(kv, cmd, names, 2, 2); /* re-recording releases the slots: nothing counted as never submitted */
+
+    kt_snapshot_t *s = kt_snapshot();
+    assert_non_null(s);
+    const kt_kernel_timing_t *a = find_ok(s, "resubmit_a"), *b = find_ok(s, "resubmit_b");
+    const kt_kernel_timing_t *sub = find_ok(s, "vkQueueSubmit");
+    assert_int_equal(a->dispatch_count, runs);
+    assert_int_equal(b->dispatch_count, runs);
+    assert_int_equal(sub->dispatch_count, runs);
+    assert_int_equal(a->dropped + b->dropped + sub->dropped, 0);
+    /* containment: each batch span holds exactly one span of each dispatch, a before b */
+    assert_int_equal(batches_hold_a_then_b(s, vkt_entry_index(s, sub), vkt_entry_index(s, a), vkt_entry_index(s, b)),
+                     runs);
     kt_snapshot_free(s);
     kt_vk_discard(kv, cmd);
+    kt_vk_stats_t st;
+    assert_int_equal(kt_vk_stats(kv, &st), 0);
+    assert_int_equal(st.direct_batches, 0); /* a reusable recording: every batch bracketed by ktiming */
+}
+
+/* One-time primaries timing themselves (kt_vk_cmd_begin, kt_vk_cmd_end): alone in a batch, the batch goes to the
+ * driver as recorded (direct_batches) and its span holds each of its dispatches. The same kind of recording in a
+ * batch of two is bracketed by ktiming's command buffers and its dispatches are still read. One never submitted
+ * counts its dispatch as never submitted, and no batch. */
+static void one_time_direct(void **state)
+{
+    (void)state;
+    kt_vk_ctx_t *kv = rig_open(0, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
+    VkCommandBuffer cmd = g_rig.cmd[0], other = g_rig.cmd[1];
+    static const char *const names[2] = {"direct_a", "direct_b"};
+    static const char *const other_name[1] = {"direct_other"};
+    const int runs = 20;
+    kt_vk_stats_t st;
+    for (int i = 0; i < runs; i++) {
+        record_one_time(kv, cmd, names, 2);
+        submit_wait_alternating(kv, cmd, i);
+        assert_int_equal(kt_vk_discard(kv, cmd), 0); /* read, nothing left to count */
+    }
+    assert_int_equal(kt_vk_stats(kv, &st), 0);
+    assert_int_equal(st.direct_batches, runs);
+
+    record_one_time(kv, cmd, names, 2);
+    record_reusable(kv, other, other_name, 1, 1);
+    VkCommandBuffer two[2] = {cmd, other};
+    assert_int_equal(submit_batch(kv, two, 2, g_rig.fence), VK_SUCCESS);
+    assert_int_equal(ktcli_vk_wait(&g_vkt.dev, g_rig.fence), 0);
+    assert_int_equal(kt_vk_discard(kv, cmd), 0);
+    assert_int_equal(kt_vk_discard(kv, other), 0);
+    assert_int_equal(kt_vk_stats(kv, &st), 0);
+    assert_int_equal(st.direct_batches, runs); /* not one of them */
+
+    record_one_time(kv, cmd, names, 1);
+    assert_int_equal(kt_vk_discard(kv, cmd), 1); /* its dispatch; its pair is no batch */
+
+    kt_snapshot_t *s = kt_snapshot();
+    assert_non_null(s);
+    const kt_kernel_timing_t *a = find_ok(s, "direct_a"), *b = find_ok(s, "direct_b");
+    const kt_kernel_timing_t *o = find_ok(s, "direct_other"), *sub = find_ok(s, "vkQueueSubmit");
+    assert_int_equal(a->dispatch_count, runs + 1);
+    assert_int_equal(b->dispatch_count, runs + 1);
+    assert_int_equal(o->dispatch_count, 1);
+    assert_int_equal(sub->dispatch_count, runs + 1);
+    assert_int_equal(a->dropped, 1);
+    assert_int_equal(a->dropped_by[KT_DROP_NEVER_SUBMITTED], 1);
+    assert_int_equal(b->dropped + o->dropped + sub->dropped, 0);
+    assert_int_equal(batches_hold_a_then_b(s, vkt_entry_index(s, sub), vkt_entry_index(s, a), vkt_entry_index(s, b)),
+                     runs + 1);
+    kt_snapshot_free(s);
 }
 
 /* A ring of 4 records and a recording of 3 dispatches: one execution takes all 4 (3 + its batch), so a second
@@ -255,6 +348,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(every_execution, rig_close),
+        cmocka_unit_test_teardown(one_time_direct, rig_close),
         cmocka_unit_test_teardown(records_full_dropped, rig_close),
         cmocka_unit_test_teardown(around_ktiming_counted, rig_close),
         cmocka_unit_test_teardown(secondary_every_occurrence, rig_close),

@@ -146,7 +146,8 @@ static uint64_t drop_pending(kt_vk_ctx_t *ctx, kt_drop_reason_t reason, kt_drop_
     while (i != KT__VK_NONE) {
         kt__vk_slot_t *s = &ctx->slots[i];
         uint32_t next = s->next;
-        if (s->submission || (s->executions && !s->self_copy)) {
+        /* (a one-time primary's pair is read through its own words once armed: in flight like a dispatch) */
+        if ((s->submission && !s->self_copy) || (s->executions && !s->self_copy)) {
             kt__vk_slot_release_locked(ctx, i);
         } else if (s->state != KT__VK_SLOT_READY) {
             kt_record_drop_reason(s->kernel, s->half_read ? half_read_reason : reason);
@@ -385,9 +386,8 @@ static int query_device(kt_vk_ctx_t *ctx, const kt_vk_desc_t *desc)
      * batch's commands one after another on its queue thread and takes a TOP_OF_PIPE timestamp when the
      * rasterizer scene it was put in runs, after everything recorded before it; for any other stage it first
      * flushes that scene, one more rasterizer round trip per batch (docs/vulkan.md, "Submit-and-wait latency"). */
-    ctx->batch_end_stage = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && !strncmp(props.deviceName, "llvmpipe", 8)
-                               ? VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT
-                               : VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT;
+    ctx->stamps_at_flush = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && !strncmp(props.deviceName, "llvmpipe", 8);
+    ctx->batch_end_stage = ctx->stamps_at_flush ? VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT : VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT;
 
     uint32_t nfam = 0;
     vk->vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical_device, &nfam, NULL);
@@ -452,6 +452,7 @@ static int create_ring(kt_vk_ctx_t *ctx)
     for (uint32_t i = 0; i < ctx->cap; i++) {
         ctx->free_q[i] = i;
         ctx->slots[i].prev = ctx->slots[i].next = KT__VK_NONE;
+        ctx->slots[i].batch_pair = ctx->slots[i].pair_first = KT__VK_NONE;
     }
     return 0;
 }
@@ -592,6 +593,7 @@ static kt__vk_open_t *open_find(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, int add)
         freee->cmd = cmd;
         freee->depth = 0;
         freee->overflow = 0;
+        freee->pair = KT__VK_NONE;
     }
     return add ? freee : NULL;
 }
@@ -638,17 +640,23 @@ void kt__vk_slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot)
     s->prev = s->next = KT__VK_NONE;
     s->state = KT__VK_SLOT_FREE;
     s->cmd = NULL;
-    s->self_copy = s->submission = s->stage = 0;
+    s->self_copy = s->submission = s->stage = s->cmd_pair = s->own_copy = s->copy_pending = 0;
+    s->batch_pair = KT__VK_NONE;
     s->executions = 0;
     ctx->free_q[(ctx->free_head + ctx->cap - ctx->used) % ctx->cap] = slot;
     ctx->used--;
 }
 
 static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t kernel, uint64_t now,
-                        uint32_t *slot_out)
+                        uint32_t *slot_out, uint32_t *pair_out)
 {
     kt__vk_open_t *o = open_find(ctx, cmd, 1);
     *slot_out = KT__VK_SLOT_DROPPED;
+    *pair_out = KT__VK_NONE;
+    if (o && o->pair != KT__VK_NONE && o->depth == 0) { /* the command buffer's first begin: the pair's too */
+        *pair_out = o->pair;
+        o->pair = KT__VK_NONE;
+    }
     if (!o) {
         ctx->orphans++; /* too many command buffers open at once */
         return KT_EFULL;
@@ -663,7 +671,8 @@ static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
         s->state = KT__VK_SLOT_OPEN;
         s->copy_pending = 0;
         s->half_read = 0;
-        s->self_copy = s->submission = s->stage = 0;
+        s->self_copy = s->submission = s->stage = s->cmd_pair = s->own_copy = 0;
+        s->batch_pair = KT__VK_NONE;
         s->executions = 0;
         s->gen++;
         s->kernel = kernel;
@@ -673,6 +682,10 @@ static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
     }
     o->stack[o->depth++] = slot;
     *slot_out = slot;
+    if (*pair_out != KT__VK_NONE && slot != KT__VK_SLOT_DROPPED) {
+        ctx->slots[*pair_out].pair_first = slot;
+        *pair_out = KT__VK_NONE; /* nothing to write: this begin's timestamp is the pair's */
+    }
     return slot == KT__VK_SLOT_DROPPED ? KT_EFULL : 0;
 }
 
@@ -683,13 +696,15 @@ static int begin_common(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
     if (!kt_is_enabled())
         return 0;
     uint64_t now = kt_now_ns();
-    uint32_t slot;
+    uint32_t slot, pair;
     pthread_mutex_lock(&ctx->lock);
     if (name)
         kernel = kernel_locked(ctx, name);
-    int rc = begin_locked(ctx, cmd, kernel, now, &slot);
+    int rc = begin_locked(ctx, cmd, kernel, now, &slot, &pair);
     pthread_mutex_unlock(&ctx->lock);
     if (rc) {
+        if (pair != KT__VK_NONE) /* no slot for this dispatch: the pair takes its own begin timestamp */
+            ctx->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, ctx->pool, 2 * pair);
         atomic_fetch_add(&ctx->dropped, 1);
         kt_record_drop_reason(kernel, KT_DROP_RING_FULL);
         return rc;
@@ -785,23 +800,89 @@ int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
     return 0;
 }
 
+int kt_vk_cmd_begin(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
+{
+    if (!ctx || !cmd)
+        return KT_EINVAL;
+    if (!ctx->per_submit || !ctx->copy_readback || !ctx->copy_at_end || !kt_is_enabled())
+        return 0;
+    uint64_t now = kt_now_ns();
+    pthread_mutex_lock(&ctx->lock);
+    uint32_t slot = kt__vk_slot_alloc_locked(ctx);
+    if (slot != KT__VK_SLOT_DROPPED) {
+        kt__vk_slot_t *s = &ctx->slots[slot];
+        s->state = KT__VK_SLOT_OPEN;
+        s->copy_pending = s->half_read = s->self_copy = s->stage = s->own_copy = 0;
+        s->submission = s->cmd_pair = 1; /* never one of the dispatches a batch's plan copies */
+        s->batch_pair = KT__VK_NONE;
+        s->executions = 0;
+        s->gen++;
+        s->kernel = ctx->submit_kernel;
+        s->cmd = cmd;
+        s->enqueue_ns = now;
+        s->thread = kt_thread_ordinal();
+    }
+    /* lavapipe takes a TOP_OF_PIPE timestamp when the rasterizer scene it joined runs. Written here, it would be
+     * taken at the flush the first dispatch's begin timestamp makes, in a scene of its own: one more rasterizer
+     * round trip per batch (bench/vulkan_latency: timed/floor 1.3-1.6 against 1.2-1.3). Instead the pair's begin
+     * is the begin timestamp of the command buffer's first kt_vk_begin (its slot kept in pair_first): the batch
+     * span starts with its first timed dispatch. A command buffer with no kt_vk_begin leaves the pair unused. */
+    kt__vk_open_t *o = slot != KT__VK_SLOT_DROPPED && ctx->stamps_at_flush ? open_find(ctx, cmd, 1) : NULL;
+    int deferred = o && o->depth == 0;
+    if (slot != KT__VK_SLOT_DROPPED)
+        ctx->slots[slot].pair_first = KT__VK_NONE;
+    if (deferred)
+        o->pair = slot;
+    pthread_mutex_unlock(&ctx->lock);
+    if (slot == KT__VK_SLOT_DROPPED) /* not a loss: a batch of it gets ktiming's own command buffers instead */
+        return KT_EFULL;
+    ctx->vk.vkCmdResetQueryPool(cmd, ctx->pool, 2 * slot, 2);
+    /* TOP_OF_PIPE, as the batch timestamp of ktiming's own first command buffer (record_plan in vk_submit.c) */
+    if (!deferred)
+        ctx->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, ctx->pool, 2 * slot);
+    return 0;
+}
+
 int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
 {
     if (!ctx || !cmd)
         return KT_EINVAL;
     if (!ctx->copy_at_end)
         return 0;
-    uint32_t n = 0;
+    uint32_t n = 0, pair = KT__VK_NONE;
     pthread_mutex_lock(&ctx->lock);
+    /* A one-time primary with its own pair (kt_vk_cmd_begin): the pair ends after everything recorded, and the
+     * copies wait to be read until a submission arms them (own_copy), so a recording never submitted is not
+     * waited for at exit. Without a pair (a secondary, or copy mode): read as soon as the copy lands. */
+    for (uint32_t i = ctx->used_first; i != KT__VK_NONE && pair == KT__VK_NONE; i = ctx->slots[i].next)
+        if (ctx->slots[i].cmd == cmd && ctx->slots[i].cmd_pair && ctx->slots[i].state == KT__VK_SLOT_OPEN)
+            pair = i;
     /* The slots stay in use while we record: collection releases a slot only once its copy has run. */
     for (uint32_t i = ctx->used_first; i != KT__VK_NONE; i = ctx->slots[i].next) {
         kt__vk_slot_t *s = &ctx->slots[i];
-        if (s->cmd != cmd || !s->copy_pending)
+        if (s->cmd != cmd || !s->copy_pending || s->stage || s->submission)
             continue;
+        if (!n && pair != KT__VK_NONE)
+            ctx->vk.vkCmdWriteTimestamp(cmd, ctx->batch_end_stage, ctx->pool, 2 * pair + 1);
         s->copy_pending = 0;
-        s->self_copy = 1;
+        if (pair != KT__VK_NONE)
+            s->own_copy = 1;
+        else
+            s->self_copy = 1;
         record_copy(ctx, cmd, i);
         n++;
+    }
+    if (n && pair != KT__VK_NONE) { /* a pair around no timed dispatch stays OPEN: unused, released at discard */
+        kt__vk_slot_t *ps = &ctx->slots[pair];
+        ps->state = KT__VK_SLOT_CLOSED;
+        ps->own_copy = 1;
+        VkDeviceSize at = (VkDeviceSize)pair * KT__VK_WORDS_PER_SLOT * sizeof(uint64_t);
+        if (ps->pair_first == KT__VK_NONE) {
+            record_copy(ctx, cmd, pair);
+        } else { /* begin: the first dispatch's begin; end: the pair's own */
+            kt__vk_copy_results(ctx, cmd, 2 * ps->pair_first, 1, at);
+            kt__vk_copy_results(ctx, cmd, 2 * pair + 1, 1, at + 2 * sizeof(uint64_t));
+        }
     }
     pthread_mutex_unlock(&ctx->lock);
     if (n)
@@ -820,6 +901,8 @@ typedef struct kt__vk_done_t {
     uint64_t enqueue_ns;   /* host time of the begin */
     uint64_t begin_raw;    /* device timestamps */
     uint64_t end_raw;
+    uint32_t begin_as;     /* index of the entry of this pass whose begin is the same device timestamp (a direct
+                              batch's pair, for its first dispatch), mapped once for both; KT__VK_NONE: none */
 } kt__vk_done_t;
 
 /* Copy mode: both availability words of the slot's copied results are set. */
@@ -839,9 +922,28 @@ static int slot_copied(const kt_vk_ctx_t *ctx, uint32_t slot)
     return words_landed(ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT);
 }
 
-/* Take up to max completed slots out of the ring (oldest first). */
-static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t max)
+/* A direct batch's pair and the dispatches it times are read in one pass: a dispatch not before its pair, and a
+ * pair whose begin is its first dispatch's (lavapipe, pair_first) not before that dispatch. Both land in one
+ * pass then (the pair's copy is the command buffer's last), and the pair comes first on the in-use list
+ * (allocated at kt_vk_cmd_begin). The shared begin is then mapped once (begin_as), so the batch span holds its
+ * first dispatch to the nanosecond, not only within the clock's bound: the host-domain conversion moves between
+ * two calls. */
+static int pair_pending(const kt_vk_ctx_t *ctx, const kt__vk_slot_t *s)
 {
+    if (s->cmd_pair)
+        return s->pair_first != KT__VK_NONE && !slot_copied(ctx, s->pair_first);
+    if (s->batch_pair == KT__VK_NONE)
+        return 0;
+    const kt__vk_slot_t *p = &ctx->slots[s->batch_pair];
+    if (p->gen != s->batch_pair_gen || p->state == KT__VK_SLOT_FREE) /* read already */
+        return 0;
+    return !slot_copied(ctx, s->batch_pair);
+}
+
+/* Take up to max completed slots out of the ring (oldest first). *more: stopped early, another pass has work. */
+static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t max, int *more)
+{
+    *more = 0;
     uint32_t n = 0;
     uint32_t slot = ctx->used_first;
     /* per_submission: the execution records (each a dispatch's or a batch's execution) */
@@ -853,6 +955,7 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
             continue;
         out[n].begin_raw = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
         out[n].end_raw = __atomic_load_n(&w[2], __ATOMIC_RELAXED);
+        out[n].begin_as = KT__VK_NONE;
         out[n].kernel = x->kernel;
         out[n].thread = x->thread;
         out[n].enqueue_ns = x->enqueue_ns;
@@ -860,15 +963,29 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
         kt__vk_exec_free_locked(ctx, e);
     }
     kt__vk_exec_reclaim_locked(ctx);
+    uint32_t firsts[KT__VK_COLLECT_BATCH], first_at[KT__VK_COLLECT_BATCH], nfirsts = 0; /* pair_first -> entry */
     while (slot != KT__VK_NONE && n < max) {
         kt__vk_slot_t *s = &ctx->slots[slot];
         uint32_t next = s->next;
+        out[n].begin_as = KT__VK_NONE;
         if (ctx->copy_readback) {
             /* per_submission: only a secondary's own copy is read here; the rest through execution records */
-            if (s->state != KT__VK_SLOT_CLOSED || (ctx->per_submit && !s->self_copy) || !slot_copied(ctx, slot)) {
+            if (s->state != KT__VK_SLOT_CLOSED || (ctx->per_submit && !s->self_copy) || !slot_copied(ctx, slot) ||
+                pair_pending(ctx, s)) {
                 slot = next;
                 continue;
             }
+            if (s->cmd_pair && s->pair_first != KT__VK_NONE) {
+                if (n + 2 > max || nfirsts == KT__VK_COLLECT_BATCH) {
+                    *more = 1; /* with its first dispatch, in the next pass */
+                    break;
+                }
+                firsts[nfirsts] = s->pair_first;
+                first_at[nfirsts++] = n;
+            }
+            for (uint32_t f = 0; f < nfirsts && !s->cmd_pair; f++)
+                if (firsts[f] == slot)
+                    out[n].begin_as = first_at[f];
             const uint64_t *w = ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT;
             out[n].begin_raw = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
             out[n].end_raw = __atomic_load_n(&w[2], __ATOMIC_RELAXED);
@@ -935,8 +1052,10 @@ static uint32_t record_done(kt_vk_ctx_t *ctx, const kt__vk_done_t *d, uint32_t n
     pthread_once(&g_verbose_once, read_verbose);
     uint32_t kept = 0;
     uint64_t now = kt_now_ns();
+    uint64_t starts[KT__VK_COLLECT_BATCH], uncs[KT__VK_COLLECT_BATCH]; /* mapped begins (0: none) */
     pthread_mutex_lock(&ctx->model_lock);
     for (uint32_t i = 0; i < n; i++) {
+        starts[i] = uncs[i] = 0;
         kt_dispatch_t r = {0};
         r.kernel = d[i].kernel;
         r.queue = ctx->queue_id;
@@ -952,8 +1071,18 @@ static uint32_t record_done(kt_vk_ctx_t *ctx, const kt__vk_done_t *d, uint32_t n
         }
         kept++;
         uint64_t start = 0, unc = 0;
-        uint64_t dev = kt__vk_device_ns_locked(ctx, d[i].begin_raw, d[i].enqueue_ns);
-        if (kt__vk_map_locked(ctx, dev, &start, &unc) == 0) {
+        uint32_t as = d[i].begin_as;
+        int mapped = as < i && starts[as] && d[as].begin_raw == d[i].begin_raw;
+        if (mapped) {
+            start = starts[as];
+            unc = uncs[as];
+        } else {
+            uint64_t dev = kt__vk_device_ns_locked(ctx, d[i].begin_raw, d[i].enqueue_ns);
+            mapped = kt__vk_map_locked(ctx, dev, &start, &unc) == 0;
+        }
+        if (mapped) {
+            starts[i] = start;
+            uncs[i] = unc;
             r.start_ns = start;
             r.end_ns = start + r.duration_ns;
             r.uncertainty_ns = unc;
@@ -978,12 +1107,13 @@ int kt_vk_collect(kt_vk_ctx_t *ctx)
     int total = 0;
     kt__vk_done_t batch[KT__VK_COLLECT_BATCH];
     for (;;) {
+        int more;
         pthread_mutex_lock(&ctx->lock);
-        uint32_t n = harvest_locked(ctx, batch, KT__VK_COLLECT_BATCH);
+        uint32_t n = harvest_locked(ctx, batch, KT__VK_COLLECT_BATCH, &more);
         pthread_mutex_unlock(&ctx->lock);
         if (n)
             total += (int)record_done(ctx, batch, n);
-        if (n < KT__VK_COLLECT_BATCH)
+        if (n < KT__VK_COLLECT_BATCH && !more)
             break;
     }
     atomic_fetch_add(&ctx->collected, (uint64_t)total);
@@ -1106,7 +1236,9 @@ int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
         kt__vk_slot_t *s = &ctx->slots[slot];
         uint32_t next = s->next;
         if ((s->state == KT__VK_SLOT_OPEN || s->state == KT__VK_SLOT_CLOSED) && s->cmd == cmd) {
-            if (s->executions && !s->self_copy) { /* every execution has its own record */
+            if (s->cmd_pair && !s->self_copy) { /* the batch span it could have been: none was made of it */
+                kt__vk_slot_release_locked(ctx, slot);
+            } else if (s->executions && !s->self_copy) { /* every execution has its own record */
                 kt__vk_slot_release_locked(ctx, slot);
             } else {
                 kt_record_drop_reason(s->kernel, KT_DROP_NEVER_SUBMITTED);
@@ -1138,6 +1270,7 @@ int kt_vk_stats(kt_vk_ctx_t *ctx, kt_vk_stats_t *out)
     out->collect_max_ns = atomic_load(&ctx->collect_max_ns);
     out->recalibrations = atomic_load(&ctx->recalibrations);
     out->polls = atomic_load(&ctx->polls);
+    out->direct_batches = atomic_load(&ctx->direct_batches);
     out->readback = ctx->copy_readback ? KT_VK_READBACK_COPY : KT_VK_READBACK_THREAD;
     pthread_mutex_lock(&ctx->lock);
     out->pending = ctx->used;

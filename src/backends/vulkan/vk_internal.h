@@ -117,7 +117,17 @@ typedef struct kt__vk_slot_t {
     int self_copy;           /* per_submission: kt_vk_cmd_end recorded its copy (a secondary: timed once) */
     int stage;               /* per_submission: an occurrence of a secondary's slot in a primary: its words are
                                 a copy the primary makes after that vkCmdExecuteCommands, copied per submission */
-    int submission;          /* per_submission: the timestamp pair around a batch (read through its record) */
+    int submission;          /* per_submission: the timestamp pair around a batch (read through its record, or
+                                through its own words when it is a one-time primary's pair) */
+    int cmd_pair;            /* per_submission: a one-time primary's own pair (kt_vk_cmd_begin), around all of it:
+                                its batch's span when it is submitted alone in its batch, else unused */
+    int own_copy;            /* per_submission: kt_vk_cmd_end of a one-time primary recorded the copy into the
+                                slot's words; they are read (self_copy set) once its submission is made */
+    uint32_t pair_first;     /* a cmd_pair on a stamps_at_flush device: the slot of the command buffer's first
+                                kt_vk_begin, whose begin timestamp is the pair's (KT__VK_NONE: its own) */
+    uint32_t batch_pair;     /* an own_copy dispatch armed in a batch its pair times: that pair (KT__VK_NONE:
+                                none), read in the same pass so both map through one clock model */
+    uint32_t batch_pair_gen; /* the pair's gen when armed (a pair read and reused since no longer holds it back) */
     uint32_t executions;     /* per_submission: submissions whose records copy it (ctx->lock) */
 } kt__vk_slot_t;
 
@@ -148,6 +158,8 @@ typedef struct kt__vk_open_t {
     uint32_t depth;                       /* open pairs */
     uint32_t stack[KT_VK_MAX_NESTING];    /* their slots (KT__VK_SLOT_DROPPED for dropped begins) */
     uint32_t overflow;                    /* dropped begins nested deeper than the stack */
+    uint32_t pair;                        /* a kt_vk_cmd_begin pair waiting for the first kt_vk_begin, whose
+                                             begin timestamp it takes (stamps_at_flush devices), or KT__VK_NONE */
 } kt__vk_open_t;
 
 #define KT__VK_OPEN_MAX 64u
@@ -226,12 +238,15 @@ struct kt_vk_ctx_t {
     /* counters */
     atomic_uint_fast64_t begun, collected, dropped, discarded, collect_calls, collect_max_ns, recalibrations;
     atomic_uint_fast64_t polls;         /* collector-thread driver reads */
+    atomic_uint_fast64_t direct_batches;/* per_submission: batches timed by a one-time primary's own pair */
 
     /* every execution (desc.per_submission; vk_submit.c) */
     int per_submit;                     /* kt_vk_queue_submit brackets batches and copies per execution */
     VkResult (VKAPI_PTR *set_loader_data)(VkDevice, void *); /* a layer's pfnSetDeviceLoaderData, or NULL */
     kt_kernel_id_t submit_kernel;       /* "vkQueueSubmit": the batch spans */
     VkPipelineStageFlagBits batch_end_stage; /* of a batch's end timestamp (vk_submit.c record_plan) */
+    int stamps_at_flush;                /* lavapipe: a TOP_OF_PIPE timestamp is taken when the rasterizer scene it
+                                           joined runs, at the next flush (any other stage flushes first) */
     uint32_t exec_cap;                  /* execution records (readback words after the slots' and calibration's) */
     kt__vk_exec_t *execs;               /* under lock */
     uint32_t exec_head, exec_used;      /* FIFO of records in use (freed ones are skipped when head reaches them) */

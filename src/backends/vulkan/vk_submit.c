@@ -118,6 +118,9 @@ typedef struct kt__vk_plan_t {
     uint32_t batch_slot;                   /* the batch's own timestamp pair */
     uint32_t first_exec;                   /* records: first_exec .. + nslots for the slots, then the batch's */
     int timed;                             /* 0: the batch goes as the application made it */
+    uint32_t pair;                         /* its one command buffer's own pair (kt_vk_cmd_begin), or NONE */
+    int direct;                            /* timed by that pair: no command buffer of ours, no batch slot */
+    int arm;                               /* slots copied into their own words (own_copy) wait for it */
     VkCommandBuffer head, tail;            /* ours */
 } kt__vk_plan_t;
 
@@ -159,11 +162,21 @@ static void plan_locked(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t 
                         kt__vk_plan_t *p)
 {
     p->nslots = 0;
-    p->timed = 0;
+    p->timed = p->direct = p->arm = 0;
+    p->pair = KT__VK_NONE;
     uint32_t overflow = 0;
     for (uint32_t i = ctx->used_first; i != KT__VK_NONE; i = ctx->slots[i].next) {
         const kt__vk_slot_t *s = &ctx->slots[i];
-        if (s->state != KT__VK_SLOT_CLOSED || s->self_copy || s->submission || !cmd_in(s->cmd, cmds, ncmds))
+        if (s->state != KT__VK_SLOT_CLOSED || s->self_copy || !cmd_in(s->cmd, cmds, ncmds))
+            continue;
+        if (s->own_copy) { /* a one-time primary's: read from its own words once submitted */
+            if (!s->cmd_pair)
+                p->arm = 1;
+            else if (ncmds == 1)
+                p->pair = i;
+            continue;
+        }
+        if (s->submission)
             continue;
         if (p->nslots < KT__VK_BATCH_SLOTS && extensible) {
             p->stage[p->nslots] = (uint8_t)s->stage;
@@ -174,7 +187,9 @@ static void plan_locked(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t 
             overflow++;
         }
     }
-    if (!extensible) {
+    /* A batch of one one-time primary timing itself needs nothing added (so it may be any batch) */
+    p->direct = p->pair != KT__VK_NONE && p->nslots == 0;
+    if (!extensible || p->direct) {
         atomic_fetch_add(&ctx->dropped, overflow);
         return;
     }
@@ -219,6 +234,32 @@ static void plan_commit_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, uint64_
         ctx->exec_pending++;
     }
     atomic_fetch_add(&ctx->begun, p->nslots + 1u);
+}
+
+/* Under ctx->lock, once the submission is accepted: the slots a one-time primary copied into their own words are
+ * read from there (and its pair, when it times the batch, is the batch's record). */
+static void plan_arm_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, const VkCommandBuffer *cmds, uint32_t ncmds,
+                            uint64_t now, uint32_t thread)
+{
+    if (!p->arm && !p->direct)
+        return;
+    for (uint32_t i = ctx->used_first; i != KT__VK_NONE; i = ctx->slots[i].next) {
+        kt__vk_slot_t *s = &ctx->slots[i];
+        if (s->state != KT__VK_SLOT_CLOSED || !s->own_copy || s->self_copy || !cmd_in(s->cmd, cmds, ncmds))
+            continue;
+        if (s->cmd_pair && !(p->direct && i == p->pair))
+            continue; /* unused: released when the command buffer is discarded */
+        s->self_copy = 1;
+        s->executions++;
+        s->batch_pair = p->direct ? p->pair : KT__VK_NONE;
+        s->batch_pair_gen = p->direct ? ctx->slots[p->pair].gen : 0;
+        if (s->cmd_pair) {
+            s->enqueue_ns = now;
+            s->thread = thread;
+            atomic_fetch_add(&ctx->begun, 1);
+            atomic_fetch_add(&ctx->direct_batches, 1);
+        }
+    }
 }
 
 /* Under ctx->lock, when the submission failed or was not made: nothing executed, nothing is counted. */
@@ -431,6 +472,8 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
 
     pthread_mutex_lock(&ctx->lock);
     for (uint32_t i = 0; i < n; i++) {
+        if (r == VK_SUCCESS)
+            plan_arm_locked(ctx, &plans[i], batches[i].cmds, batches[i].ncmds, now, thread);
         if (!plans[i].timed)
             continue;
         if (r == VK_SUCCESS)

@@ -177,6 +177,8 @@ typedef struct kti_cmd_t {
     int secondary;               /* VK_COMMAND_BUFFER_LEVEL_SECONDARY */
     int simultaneous;            /* a primary begun with SIMULTANEOUS_USE while every execution is timed: its
                                     executions may overlap, so its dispatches are counted, not timed */
+    int pair;                    /* a one-time primary timing every execution: kt_vk_cmd_begin gave it a pair of
+                                    its own around all of it, so its batch needs no command buffer of ours */
     uint32_t submits;            /* submissions since it was begun (device lock) */
     kti_kernels_t kernels;       /* kernels of its own timed dispatches */
     kti_kernels_t secondaries;   /* kernels of the secondaries it executes (their first occurrence): timed once */
@@ -392,10 +394,11 @@ static kti_cmd_t *cmd_get(kti_device_t *d, VkCommandBuffer cb)
 /* Ends a recording's life: what completed is recorded, the rest of its slots released. */
 static void cmd_retire(kti_device_t *d, kti_cmd_t *c, VkCommandBuffer cb)
 {
-    if (c->ctx && c->kernels.n) {
+    if (c->ctx && (c->kernels.n || c->pair)) {
         kt_vk_collect(c->ctx);
         kt_vk_discard(c->ctx, cb);
     }
+    c->pair = 0;
     c->bound = VK_NULL_HANDLE;
     c->kernels.n = 0;
     c->secondaries.n = 0;
@@ -590,7 +593,23 @@ static VkResult VKAPI_CALL hook_BeginCommandBuffer(VkCommandBuffer cb, const VkC
         c->simultaneous = !c->secondary && every_execution(d) && bi &&
                           (bi->flags & VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT);
     }
-    return d->vkBeginCommandBuffer(cb, bi);
+    VkResult r = d->vkBeginCommandBuffer(cb, bi);
+    /* A one-time primary (submitted once, so re-recorded for every execution, as per-frame recordings are):
+     * its dispatches are copied at its end and its own pair times its batch, so a batch of it alone goes to the
+     * driver as the program made it. Only once its family's context exists (a dispatch was timed there before):
+     * a program that never dispatches gets no context for it. */
+    if (r == VK_SUCCESS && c && every_execution(d) && !c->secondary && !c->simultaneous && bi &&
+        (bi->flags & VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT) && c->family < KTI_MAX_FAMILIES &&
+        kt_is_enabled()) {
+        pthread_mutex_lock(&d->lock);
+        kt_vk_ctx_t *ctx = d->ctx[c->family];
+        pthread_mutex_unlock(&d->lock);
+        if (ctx && kt_vk_cmd_begin(ctx, cb) == 0) {
+            c->ctx = ctx;
+            c->pair = 1;
+        }
+    }
+    return r;
 }
 
 static VkResult VKAPI_CALL hook_EndCommandBuffer(VkCommandBuffer cb)
@@ -598,8 +617,9 @@ static VkResult VKAPI_CALL hook_EndCommandBuffer(VkCommandBuffer cb)
     kti_device_t *d = device_of(cb);
     kti_cmd_t *c = cmd_get(d, cb);
     /* the readback of the whole recording, after its last dispatch; timing every execution, none (a primary's
-     * slots are copied per submission, a secondary's by its primary after each vkCmdExecuteCommands) */
-    if (c && c->ctx && c->kernels.n && !every_execution(d))
+     * slots are copied per submission, a secondary's by its primary after each vkCmdExecuteCommands) unless it is
+     * a one-time primary with its own pair */
+    if (c && c->ctx && c->kernels.n && (!every_execution(d) || c->pair))
         kt_vk_cmd_end(c->ctx, cb);
     return d->vkEndCommandBuffer(cb);
 }
