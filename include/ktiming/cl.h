@@ -19,8 +19,8 @@
  * such commands about every millisecond while any is in flight and records the finished ones, oldest enqueue
  * first (KTIMING_OPENCL_COMPLETION=poll, the default; a driver that runs callbacks on its execution thread,
  * as PoCL does, is then spared one per command). Otherwise (no profiling, KTIMING_OPENCL_COMPLETION=callback,
- * no collector thread) it registers a CL_COMPLETE callback (clSetEventCallback). The callback runs on whatever thread the driver chooses (PoCL: the worker that executes commands, so work there
- * delays the next command), and does only the minimum: it claims the record and pushes it onto a lock-free
+ * no collector thread) it registers a CL_COMPLETE callback (clSetEventCallback). The callback runs on whatever
+ * thread the driver chooses (PoCL: the worker that executes commands, so work there delays the next command), and does only the minimum: it claims the record and pushes it onto a lock-free
  * queue. The record is held through clSetEventCallback itself, so no flush can release the event while the
  * driver is still inside that call (a callback arriving meanwhile is finished by the tracking thread once the
  * call returns). A ktiming collector thread (the core's collector helper, started at the first attach) pops it, reads the profiling

@@ -173,8 +173,8 @@ KT_API int kt_clock_domain_model(kt_clock_domain_t domain, kt_clock_model_t *out
 
 /* Decide which host domain a device clock follows. read_device returns one device timestamp in ns (0 on
  * failure); the helper takes 16 reads, each bracketed by all three host domains at once (16 device reads in
- * all), takes per domain the median offset (device - bracket midpoint) of the tighter half, and picks the domain with the smallest |offset| that is within tolerance_ns
- * (0 = default 1 ms), else KT_DOMAIN_DEVICE. offset_ns (optional) gets the offset to the chosen domain, or to
+ * all), takes per domain the median offset (device - bracket midpoint) of the tighter half, and picks the
+ * domain with the smallest |offset| that is within tolerance_ns (0 = default 1 ms), else KT_DOMAIN_DEVICE. offset_ns (optional) gets the offset to the chosen domain, or to
  * MONOTONIC_RAW for KT_DOMAIN_DEVICE. Where two host domains are closer to each other than the tolerance
  * (MONOTONIC and RAW right after boot), the nearer one wins. KT_EBACKEND when reads keep failing. */
 typedef uint64_t (*kt_device_clock_read_cb)(void *user);

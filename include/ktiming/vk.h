@@ -56,10 +56,11 @@
  * and benchmarks do, is timed at every execution when it is submitted with kt_vk_queue_submit (or _submit2).
  * Each batch is bracketed by two command buffers of ktiming's own (unless it is one one-time primary that times
  * itself: kt_vk_cmd_begin): the first writes a timestamp, the last writes another and copies the timestamps of
- * every slot of the batch's primaries (WAIT) into a record of that execution; a fence of ktiming's (the submission's own when the application passed none, else an empty
- * submission right after) says when those command buffers can be reused. The application's command buffers
- * carry only resets and timestamps, so nothing waits between its dispatches. Each batch is also recorded as a
- * span of its own, kernel "vkQueueSubmit", on the queue's track. Secondary command buffers: call
+ * every slot of the batch's primaries (WAIT) into a record of that execution; a fence of ktiming's (the
+ * submission's own when the application passed none, else an empty submission right after) says when those
+ * command buffers can be reused. The application's command buffers carry only resets and timestamps, so
+ * nothing waits between its dispatches. Each batch is also recorded as a span of its own, kernel
+ * "vkQueueSubmit", on the queue's track. Secondary command buffers: call
  * kt_vk_cmd_execute after each vkCmdExecuteCommands (every occurrence is then timed at every execution; the
  * primary waits for them at that point), or kt_vk_cmd_end before their vkEndCommandBuffer (timed once). A
  * primary submitted without kt_vk_queue_submit is not read; kt_vk_discard counts its slots as never submitted.
@@ -223,8 +224,8 @@ KT_API int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 /* desc.per_submission: vkQueueSubmit through ktiming. Every batch with command buffers gets a command buffer of
  * ktiming's own before and after the application's: a "vkQueueSubmit" span around the batch, and copies of
  * the timestamps of every slot its primaries carry, so each execution is recorded. A batch of one one-time
- * primary timing itself (kt_vk_cmd_begin) goes unchanged: its own pair is the batch's span. Returns vkQueueSubmit's
- * result; on failure nothing is counted as executed. Without per_submission: a plain vkQueueSubmit. The caller
+ * primary timing itself (kt_vk_cmd_begin) goes unchanged: its own pair is the batch's span. Returns
+ * vkQueueSubmit's result; on failure nothing is counted as executed. Without per_submission: a plain vkQueueSubmit. The caller
  * holds the queue as for vkQueueSubmit; `queue` is of the context's family. */
 KT_API VkResult kt_vk_queue_submit(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const VkSubmitInfo *si,
                                    VkFence fence);

@@ -386,8 +386,10 @@ static int query_device(kt_vk_ctx_t *ctx, const kt_vk_desc_t *desc)
      * batch's commands one after another on its queue thread and takes a TOP_OF_PIPE timestamp when the
      * rasterizer scene it was put in runs, after everything recorded before it; for any other stage it first
      * flushes that scene, one more rasterizer round trip per batch (docs/vulkan.md, "Submit-and-wait latency"). */
-    ctx->stamps_at_flush = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && !strncmp(props.deviceName, "llvmpipe", 8);
-    ctx->batch_end_stage = ctx->stamps_at_flush ? VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT : VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT;
+    ctx->stamps_at_flush =
+        props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && !strncmp(props.deviceName, "llvmpipe", 8);
+    ctx->batch_end_stage =
+        ctx->stamps_at_flush ? VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT : VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT;
 
     uint32_t nfam = 0;
     vk->vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical_device, &nfam, NULL);
@@ -922,12 +924,11 @@ static int slot_copied(const kt_vk_ctx_t *ctx, uint32_t slot)
     return words_landed(ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT);
 }
 
-/* A direct batch's pair and the dispatches it times are read in one pass: a dispatch not before its pair, and a
- * pair whose begin is its first dispatch's (lavapipe, pair_first) not before that dispatch. Both land in one
- * pass then (the pair's copy is the command buffer's last), and the pair comes first on the in-use list
- * (allocated at kt_vk_cmd_begin). The shared begin is then mapped once (begin_as), so the batch span holds its
- * first dispatch to the nanosecond, not only within the clock's bound: the host-domain conversion moves between
- * two calls. */
+/* A direct batch whose begin is its first dispatch's (lavapipe, pair_first): the pair and that dispatch are read
+ * in one pass, neither before the other has landed (the pair's copy is the command buffer's last, and the pair
+ * comes first on the in-use list, allocated at kt_vk_cmd_begin). The shared begin is then mapped once
+ * (begin_as), so the batch span holds its first dispatch to the nanosecond, not only within the clock's bound:
+ * the host-domain conversion moves between two calls. */
 static int pair_pending(const kt_vk_ctx_t *ctx, const kt__vk_slot_t *s)
 {
     if (s->cmd_pair)

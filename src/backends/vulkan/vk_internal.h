@@ -125,8 +125,8 @@ typedef struct kt__vk_slot_t {
                                 slot's words; they are read (self_copy set) once its submission is made */
     uint32_t pair_first;     /* a cmd_pair on a stamps_at_flush device: the slot of the command buffer's first
                                 kt_vk_begin, whose begin timestamp is the pair's (KT__VK_NONE: its own) */
-    uint32_t batch_pair;     /* an own_copy dispatch armed in a batch its pair times: that pair (KT__VK_NONE:
-                                none), read in the same pass so both map through one clock model */
+    uint32_t batch_pair;     /* the own_copy dispatch whose begin timestamp is its direct batch's (pair_first):
+                                that pair, read in the same pass (KT__VK_NONE: none) */
     uint32_t batch_pair_gen; /* the pair's gen when armed (a pair read and reused since no longer holds it back) */
     uint32_t executions;     /* per_submission: submissions whose records copy it (ctx->lock) */
 } kt__vk_slot_t;

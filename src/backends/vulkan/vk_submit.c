@@ -251,8 +251,10 @@ static void plan_arm_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, const VkCo
             continue; /* unused: released when the command buffer is discarded */
         s->self_copy = 1;
         s->executions++;
-        s->batch_pair = p->direct ? p->pair : KT__VK_NONE;
-        s->batch_pair_gen = p->direct ? ctx->slots[p->pair].gen : 0;
+        /* the dispatch whose begin is the pair's: read with it (vk_context.c pair_pending) */
+        int first = p->direct && ctx->slots[p->pair].pair_first == i;
+        s->batch_pair = first ? p->pair : KT__VK_NONE;
+        s->batch_pair_gen = first ? ctx->slots[p->pair].gen : 0;
         if (s->cmd_pair) {
             s->enqueue_ns = now;
             s->thread = thread;
