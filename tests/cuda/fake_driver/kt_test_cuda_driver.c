@@ -668,9 +668,13 @@ EXPORT CUresult cuCtxCreate_v2(struct CUctx_st **out, unsigned int flags, CUdevi
 
 EXPORT CUresult cuCtxDestroy_v2(struct CUctx_st *c)
 {
-    if (!c || c->destroyed)
+    if (!c)
         return E_INVALID_CONTEXT;
-    pthread_mutex_lock(&F.lock);
+    pthread_mutex_lock(&F.lock); /* `destroyed` is read by other threads' calls too (a collector's push) */
+    if (c->destroyed) {
+        pthread_mutex_unlock(&F.lock);
+        return E_INVALID_CONTEXT;
+    }
     ctx_kill_locked(c);
     c->destroyed = 1;
     pthread_mutex_unlock(&F.lock);
@@ -713,7 +717,12 @@ EXPORT CUresult cuCtxPushCurrent_v2(struct CUctx_st *ctx)
 {
     if (deinit_call())
         return E_DEINITIALIZED;
-    if (!ctx || t_depth >= 16 || ctx->destroyed)
+    if (!ctx || t_depth >= 16)
+        return E_INVALID_CONTEXT;
+    pthread_mutex_lock(&F.lock); /* another thread may be destroying it: the real driver answers either way */
+    int destroyed = ctx->destroyed;
+    pthread_mutex_unlock(&F.lock);
+    if (destroyed)
         return E_INVALID_CONTEXT;
     t_stack[t_depth++] = ctx;
     return OK;
