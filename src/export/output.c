@@ -198,6 +198,29 @@ void kt_output_abort(kt_output_t *o)
     errno = e;
 }
 
+/* rename(from, to) for a document not synced to disk (NOSYNC). ext4 (auto_da_alloc) writes out a file's data
+ * before a rename that replaces another file, which for a 0.7 MB snapshot was ~1.5 ms of `ktiming run -o` onto
+ * an existing file: the two names are exchanged instead (atomic as a rename: the path always names the old or
+ * the new document), and the old one, now at `from`, is removed. A plain rename where the exchange is not
+ * supported. */
+static int replace_unsynced(const char *from, const char *to)
+{
+#ifdef RENAME_EXCHANGE
+    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE) == 0) {
+        if (unlink(from) == 0 || errno == ENOENT)
+            return 0;
+        /* what was at `to` is no file (a directory swapped in since it was checked): put both back */
+        int e = errno == EPERM ? EISDIR : errno;
+        renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE);
+        errno = e;
+        return -1;
+    }
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP && errno != ENOENT)
+        return -1;
+#endif
+    return rename(from, to);
+}
+
 /* Gives the anonymous file a name: the path itself when it is still free, else a temporary to rename. */
 static int anon_link(int fd, const char *to)
 {
@@ -229,7 +252,7 @@ int kt_output_commit(kt_output_t *o)
             if (errno != EEXIST || tmp_name(o) != 0 || anon_link(fileno(o->f), o->tmp) != 0) {
                 rc = KT_EIO;
                 e = errno ? errno : ENOMEM;
-            } else if (rename(o->tmp, o->path) != 0) {
+            } else if ((o->nosync ? replace_unsynced(o->tmp, o->path) : rename(o->tmp, o->path)) != 0) {
                 rc = KT_EIO;
                 e = errno;
                 unlink(o->tmp);
@@ -241,7 +264,7 @@ int kt_output_commit(kt_output_t *o)
         e = errno;
     }
     if (!o->through && !o->anon) {
-        if (rc == 0 && rename(o->tmp, o->path) != 0) {
+        if (rc == 0 && (o->nosync ? replace_unsynced(o->tmp, o->path) : rename(o->tmp, o->path)) != 0) {
             rc = KT_EIO;
             e = errno;
         }
@@ -302,7 +325,7 @@ int kt_output_place(const char *from, const char *to, unsigned flags)
             if (fd >= 0)
                 close(fd);
         }
-        if (ok && rename(from, path) == 0) {
+        if (ok && ((flags & KT_OUTPUT_NOSYNC) && exists ? replace_unsynced(from, path) : rename(from, path)) == 0) {
             mode_t mask = umask(0); /* 0666 & ~umask, as every file the writer makes */
             umask(mask);
             chmod(path, 0666 & ~mask);

@@ -338,10 +338,20 @@ static void test_place(void **state)
     /* a link stays a link; its target gets the file */
     assert_int_equal(symlink("new.json", in_dir("link.json")), 0);
     put(in_dir("from3"), "three");
+    assert_int_equal(stat(in_dir("from3"), &src), 0);
+    /* an existing file replaced without the sync (names exchanged, the old one removed): the old document is
+     * left untouched under its other name, the new one is the source's inode */
+    assert_int_equal(link(in_dir("new.json"), in_dir("old.json")), 0);
     assert_int_equal(kt_output_place(in_dir("from3"), in_dir("link.json"), KT_OUTPUT_NOSYNC), 0);
     assert_int_equal(lstat(in_dir("link.json"), &st), 0);
     assert_true(S_ISLNK(st.st_mode));
     assert_true(slurp(in_dir("new.json"), buf, sizeof buf) == 5 && !strcmp(buf, "three"));
+    assert_int_equal(stat(in_dir("new.json"), &st), 0);
+    assert_int_equal(st.st_ino, src.st_ino);
+    assert_int_equal(st.st_nlink, 1);
+    assert_true(slurp(in_dir("old.json"), buf, sizeof buf) == 3 && !strcmp(buf, "two"));
+    assert_int_not_equal(access(in_dir("from3"), F_OK), 0);
+    assert_int_equal(unlink(in_dir("old.json")), 0);
     /* a device: written through (copied), the source removed */
     put(in_dir("from4"), "four");
     assert_int_equal(kt_output_place(in_dir("from4"), "/dev/null", 0), 0);
