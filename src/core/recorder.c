@@ -151,6 +151,13 @@ static inline kt__shard_t *shard_for_write(void)
 
 kt__shard_t *kt__shard_self(void) { return shard_for_write(); }
 
+int kt__span_room(void)
+{
+    uint32_t cap = kt__cfg.span_capacity;
+    kt__shard_t *s = tl_shard;
+    return cap && (!s || KT__LD(&s->gen) != KT__LD(&g_gen) || KT__LD(&s->span_count) < cap);
+}
+
 static kt__slot_t *slot_create(kt__shard_t *s, kt_kernel_id_t id)
 {
     if (!kt__kernel_get(id))

@@ -125,6 +125,11 @@ void kt__nap_ns(uint64_t ns);
 struct kt_clock_model_t;
 void kt__device_publish_model(kt_device_info_t *info, const struct kt_clock_model_t *model, uint64_t now_ns);
 
+/* Whether a dispatch kt_record_dispatch records on the calling thread now would keep its span (spans on and
+ * the thread's log not full): a backend may skip reading stamps that only a span holds (OpenCL's queued and
+ * submit times). 1 when it cannot tell yet (no shard, or one a reset will clear). */
+int kt__span_room(void);
+
 /* ---------------------------------------------------------------------------------------------------
  * Output path templates
  * ------------------------------------------------------------------------------------------------- */

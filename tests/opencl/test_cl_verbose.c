@@ -187,13 +187,83 @@ static void test_verbose_lines(void **state)
     clt.api->clReleaseCommandQueue(qn);
 }
 
+/* Until every command tracked on kc is recorded (the collector's doing: no flush), at most ~10 s. */
+static void wait_recorded(kt_cl_ctx_t *kc)
+{
+    kt_cl_stats_t info;
+    for (int i = 0; i < 10000; i++) {
+        assert_int_equal(kt_cl_stats(kc, &info), 0);
+        if (info.in_flight == 0)
+            return;
+        clt_sleep_ms(1);
+    }
+    fail_msg("commands still in flight");
+}
+
+/* One in-order queue, the collector alone recording: its lines come in enqueue order, though after a few rounds
+ * the records' slots (reused through free lists) no longer are. 64 names in turn, so each line's name says where
+ * it belongs. */
+static void test_verbose_enqueue_order(void **state)
+{
+    (void)state;
+    enum { ROUNDS = 6, PER_ROUND = 300, NAMES = 64 };
+    cl_command_queue q = clt_queue(CL_QUEUE_PROFILING_ENABLE);
+    cl_mem buf = clt_buffer(64);
+    cl_kernel tiny = clt_kernel("tiny", buf);
+    kt_cl_ctx_t *kc = NULL;
+    assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
+    size_t g = 64;
+    for (int i = 0; i < 8; i++) /* the collector running before the lines counted here: every record polled */
+        assert_int_equal(kt_cl_enqueue_ndrange(kc, tiny, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
+    clt.api->clFinish(q);
+    wait_recorded(kc);
+    capture_begin();
+    int seq = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < PER_ROUND; i++, seq++) {
+            cl_event ev = NULL;
+            assert_int_equal(clt.api->clEnqueueNDRangeKernel(q, tiny, 1, NULL, &g, NULL, 0, NULL, &ev), CL_SUCCESS);
+            char name[16];
+            snprintf(name, sizeof name, "ord%02d", seq % NAMES);
+            assert_int_equal(kt_cl_track(kc, ev, name), 0);
+            clt.api->clReleaseEvent(ev);
+        }
+        clt.api->clFinish(q);
+        wait_recorded(kc);
+    }
+    capture_end();
+    FILE *f = fopen(g_path, "r");
+    assert_non_null(f);
+    char line[512];
+    int n = 0, prev = -1, out_of_order = 0;
+    while (fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, ",ord");
+        if (!p)
+            continue;
+        int k = atoi(p + 4);
+        if (prev >= 0 && k != (prev + 1) % NAMES)
+            out_of_order++;
+        prev = k;
+        n++;
+    }
+    fclose(f);
+    unlink(g_path);
+    assert_int_equal(n, ROUNDS * PER_ROUND);
+    assert_int_equal(out_of_order, 0);
+    assert_int_equal(kt_cl_detach(kc), 0);
+    clt.api->clReleaseKernel(tiny);
+    clt.api->clReleaseMemObject(buf);
+    clt.api->clReleaseCommandQueue(q);
+}
+
 int main(void)
 {
     if (clt_init() != 0) {
         fprintf(stderr, "no OpenCL device: skipped\n");
         return KT_TEST_SKIP;
     }
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_verbose_lines)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_verbose_lines),
+                                       cmocka_unit_test(test_verbose_enqueue_order)};
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     clt.api->clReleaseProgram(clt.program);
     clt.api->clReleaseContext(clt.context);
