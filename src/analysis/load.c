@@ -36,6 +36,7 @@ typedef struct load_ctx_t {
     const cJSON **idx;    /* its members sorted by name, for member() */
     size_t idx_n, idx_cap;
     int skip_spans;       /* kt_load_opts_t.skip_spans: the span sections are neither read nor checked */
+    int version;          /* the document's schema version */
 } load_ctx_t;
 
 static void ctx_init(load_ctx_t *c, char *err, size_t errlen)
@@ -664,31 +665,25 @@ static int read_span(load_ctx_t *c, const cJSON *o, kt_span_t *s, const kt_snaps
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * span_table (schema 2): one string per column, `count` space-separated decimal integers each; start_ns as
- * deltas from the previous span's start, end/enqueue/queued/submit as offsets from the span's start (signed,
- * modulo 2^64); "-" marks an absent value.
+ * span_table (schema 2 and 3): one string per column, `count` space-separated decimal integers each; start_ns as
+ * deltas from the previous span's start, enqueue/queued/submit as offsets from the span's start, end_ns from the
+ * start (version 2) or from start + duration (version 3), all signed, modulo 2^64; "-" marks an absent value.
+ * Version 3: "v*n" is v repeated n times (n >= 1).
  * ------------------------------------------------------------------------------------------------- */
 
-/* The next value of a column: 0 with *v (and *absent) set, 1 at the end, -1 on a malformed value. */
-static int col_next(const char **pp, uint64_t *v, int *absent)
+/* A column being read: where its text is, and the value of the current run with how many copies are left. */
+typedef struct col_reader_t {
+    const char *p; /* next token */
+    uint64_t v;    /* current run's value */
+    int absent;    /* ... "-" */
+    uint64_t left; /* copies of it still to hand out */
+    int runs;      /* "v*n" allowed (version 3) */
+} col_reader_t;
+
+/* Parses a decimal u64 at *pp (at least one digit); 0, or -1 when there is none or it overflows. */
+static int col_decimal(const char **pp, uint64_t *out)
 {
     const char *p = *pp;
-    while (*p == ' ')
-        p++;
-    if (!*p)
-        return 1;
-    int neg = 0;
-    *absent = 0;
-    if (*p == '-') {
-        p++;
-        if (*p == ' ' || !*p) {
-            *absent = 1;
-            *v = 0;
-            *pp = p;
-            return 0;
-        }
-        neg = 1;
-    }
     if (*p < '0' || *p > '9')
         return -1;
     uint64_t x = 0;
@@ -698,12 +693,53 @@ static int col_next(const char **pp, uint64_t *v, int *absent)
             return -1;
         x = x * 10 + d;
     }
+    *pp = p;
+    *out = x;
+    return 0;
+}
+
+/* The next value of a column: 0 with *v (and *absent) set, 1 at the end, -1 on a malformed value. */
+static int col_next(col_reader_t *r, uint64_t *v, int *absent)
+{
+    if (r->left) {
+        r->left--;
+        *v = r->v;
+        *absent = r->absent;
+        return 0;
+    }
+    const char *p = r->p;
+    while (*p == ' ')
+        p++;
+    if (!*p)
+        return 1;
+    int neg = 0;
+    *absent = 0;
+    uint64_t x = 0;
+    if (*p == '-') {
+        p++;
+        if (*p == ' ' || *p == '*' || !*p)
+            *absent = 1;
+        else
+            neg = 1;
+    }
+    if (!*absent) {
+        if (col_decimal(&p, &x) != 0 || (neg && x > (uint64_t)INT64_MAX + 1))
+            return -1;
+        x = neg ? 0 - x : x;
+    }
+    uint64_t n = 1;
+    if (*p == '*') {
+        p++;
+        if (!r->runs || col_decimal(&p, &n) != 0 || n == 0)
+            return -1;
+    }
     if (*p && *p != ' ')
         return -1;
-    if (neg && x > (uint64_t)INT64_MAX + 1)
-        return -1;
-    *v = neg ? 0 - x : x;
-    *pp = p;
+    r->p = p;
+    r->v = x;
+    r->absent = *absent;
+    r->left = n - 1;
+    *v = x;
     return 0;
 }
 
@@ -732,13 +768,13 @@ static int read_span_table(load_ctx_t *c, const cJSON *t, kt_snapshot_t *s)
         return rc;
     s->span_count = (size_t)count;
     for (int k = 0; k < NCOL; k++) {
-        const char *p = text[k];
+        col_reader_t rd = {.p = text[k], .runs = c->version >= 3};
         uint64_t prev = 0;
-        int optional_empty = k >= 7 && !*p; /* an optional column left out entirely */
+        int optional_empty = k >= 7 && !*rd.p; /* an optional column left out entirely */
         for (size_t i = 0; i < count; i++) {
             kt_span_t *sp = &s->spans[i];
             uint64_t v = 0;
-            int absent = 1, r = optional_empty ? 0 : col_next(&p, &v, &absent);
+            int absent = 1, r = optional_empty ? 0 : col_next(&rd, &v, &absent);
             if (r != 0) {
                 char why[96];
                 if (r > 0)
@@ -772,7 +808,7 @@ static int read_span_table(load_ctx_t *c, const cJSON *t, kt_snapshot_t *s)
                 sp->start_ns = prev + v;
                 prev = sp->start_ns;
                 break;
-            case 6: sp->end_ns = sp->start_ns + v; break;
+            case 6: sp->end_ns = sp->start_ns + (c->version >= 3 ? sp->duration_ns : 0) + v; break;
             case 7: sp->enqueue_ns = absent ? 0 : sp->start_ns + v; break;
             case 8: sp->queued_ns = absent ? 0 : sp->start_ns + v; break;
             case 9: sp->submit_ns = absent ? 0 : sp->start_ns + v; break;
@@ -781,7 +817,7 @@ static int read_span_table(load_ctx_t *c, const cJSON *t, kt_snapshot_t *s)
         }
         uint64_t extra;
         int absent;
-        if (!optional_empty && col_next(&p, &extra, &absent) != 1)
+        if (!optional_empty && col_next(&rd, &extra, &absent) != 1)
             return fail_member(c, cols[k], "more values than count");
     }
     for (size_t i = 0; i < s->span_count; i++) {
@@ -964,6 +1000,7 @@ static int read_header(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
                     "unsupported schema version %.0f: this ktiming (%s) reads versions up to %d; use a newer ktiming",
                     ver->valuedouble > 1e15 ? 1e15 : ver->valuedouble, KT_VERSION_STRING,
                     KT_SNAPSHOT_SCHEMA_VERSION);
+    c->version = (int)ver->valuedouble;
 
     if ((rc = get_str_into(c, root, "host", 0, s->host, sizeof s->host)) ||
         (rc = get_u64(c, root, "taken_ns", 0, &s->taken_ns)) ||

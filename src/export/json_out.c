@@ -242,18 +242,24 @@ static void write_entry(FILE *out, const kt_kernel_timing_t *e)
 /* ---------------------------------------------------------------------------------------------------
  * The span table: spans as columns, each column one string of space-separated decimal integers (a number per
  * span), so a snapshot of many spans is small and reads without a JSON node per value (docs/json-schema.md,
- * "span_table"). Start times are deltas from the previous span's start, the other times offsets from the
- * span's own start (both modulo 2^64, written as signed 64-bit); "-" is an absent value (0, or no queue).
+ * "span_table"). Start times are deltas from the previous span's start, end times offsets from the span's
+ * start plus its duration, the other times offsets from the span's start (all modulo 2^64, written as signed
+ * 64-bit); "-" is an absent value (0, or no queue). A value repeated n times in a row is written once as
+ * "v*n" (version 3): most columns of a program's spans hold one value throughout.
  * ------------------------------------------------------------------------------------------------- */
 
 #define SPAN_BUF 65536
 
-/* A column being written: a buffer flushed to out as it fills. */
+/* A column being written: a buffer flushed to out as it fills, and the run of equal values not yet written. */
 typedef struct span_col_t {
     FILE *out;           /* destination */
     char buf[SPAN_BUF];  /* pending text */
     size_t len;          /* bytes pending */
     int first;           /* no value written yet */
+    uint64_t run_v;      /* the value of the pending run */
+    int run_signed;      /* ... written as signed */
+    int run_absent;      /* ... absent ("-") */
+    uint64_t run_n;      /* its length, 0 = none */
 } span_col_t;
 
 static void col_flush(span_col_t *c)
@@ -267,41 +273,71 @@ static const char kDigits2[201] = "000102030405060708091011121314151617181920212
                                   "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
                                   "8081828384858687888990919293949596979899";
 
-/* Appends one value: v as unsigned, or as signed when is_signed, or "-" when absent. */
-static void col_put(span_col_t *c, uint64_t v, int is_signed, int absent)
+/* Writes v in decimal at p; returns the end. */
+static char *put_decimal(char *p, uint64_t v)
 {
-    if (c->len > SPAN_BUF - 32)
+    unsigned len = 1; /* digits, counted first so they are written in place, right to left */
+    for (uint64_t t = v; t >= 10; t /= 10)
+        len++;
+    char *d = p + len;
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        d -= 2;
+        memcpy(d, kDigits2 + 2 * r, 2);
+    }
+    if (v >= 10) {
+        d -= 2;
+        memcpy(d, kDigits2 + 2 * v, 2);
+    } else {
+        *--d = (char)('0' + v);
+    }
+    return p + len;
+}
+
+/* Writes the pending run: its value, and "*n" when it repeats. */
+static void col_run_out(span_col_t *c)
+{
+    if (!c->run_n)
+        return;
+    if (c->len > SPAN_BUF - 64)
         col_flush(c);
     char *p = c->buf + c->len;
     if (!c->first)
         *p++ = ' ';
     c->first = 0;
-    if (absent) {
+    uint64_t v = c->run_v;
+    if (c->run_absent) {
         *p++ = '-';
     } else {
-        if (is_signed && (int64_t)v < 0) {
+        if (c->run_signed && (int64_t)v < 0) {
             *p++ = '-';
             v = 0 - v;
         }
-        unsigned len = 1; /* digits, counted first so they are written in place, right to left */
-        for (uint64_t t = v; t >= 10; t /= 10)
-            len++;
-        char *d = p + len;
-        while (v >= 100) {
-            unsigned r = (unsigned)(v % 100);
-            v /= 100;
-            d -= 2;
-            memcpy(d, kDigits2 + 2 * r, 2);
-        }
-        if (v >= 10) {
-            d -= 2;
-            memcpy(d, kDigits2 + 2 * v, 2);
-        } else {
-            *--d = (char)('0' + v);
-        }
-        p += len;
+        p = put_decimal(p, v);
+    }
+    if (c->run_n > 1) {
+        *p++ = '*';
+        p = put_decimal(p, c->run_n);
     }
     c->len = (size_t)(p - c->buf);
+    c->run_n = 0;
+}
+
+/* Appends one value: v as unsigned, or as signed when is_signed, or "-" when absent. */
+static void col_put(span_col_t *c, uint64_t v, int is_signed, int absent)
+{
+    if (absent)
+        v = 0;
+    if (c->run_n && c->run_v == v && c->run_absent == absent && c->run_signed == is_signed) {
+        c->run_n++;
+        return;
+    }
+    col_run_out(c);
+    c->run_v = v;
+    c->run_signed = is_signed;
+    c->run_absent = absent;
+    c->run_n = 1;
 }
 
 /* Which column of a span. */
@@ -327,13 +363,14 @@ static void write_span_column(span_col_t *c, const kt_snapshot_t *snap, int col)
             col_put(c, s->start_ns - prev, 1, 0);
             prev = s->start_ns;
             break;
-        case COL_END: col_put(c, s->end_ns - s->start_ns, 1, 0); break;
+        case COL_END: col_put(c, s->end_ns - s->start_ns - s->duration_ns, 1, 0); break;
         case COL_ENQUEUE: col_put(c, s->enqueue_ns - s->start_ns, 1, s->enqueue_ns == 0); break;
         case COL_QUEUED: col_put(c, s->queued_ns - s->start_ns, 1, s->queued_ns == 0); break;
         case COL_SUBMIT: col_put(c, s->submit_ns - s->start_ns, 1, s->submit_ns == 0); break;
         default: col_put(c, s->uncertainty_ns, 0, s->uncertainty_ns == 0); break;
         }
     }
+    col_run_out(c);
 }
 
 static int write_span_table(FILE *out, const kt_snapshot_t *snap)
@@ -347,6 +384,7 @@ static int write_span_table(FILE *out, const kt_snapshot_t *snap)
         c->out = out;
         c->len = 0;
         c->first = 1;
+        c->run_n = 0;
         write_span_column(c, snap, col);
         col_flush(c);
         fputc('"', out);

@@ -98,8 +98,8 @@ static void test_schema_and_version(void **state)
     reject("{\"schema\":\"chrome.trace\",\"version\":1,\"entries\":[]}", "schema is \"chrome.trace\"");
     reject("{\"schema\":7,\"version\":1,\"entries\":[]}", "schema: expected a string");
     reject("{\"schema\":\"ktiming.snapshot\",\"entries\":[]}", "version: missing");
-    reject("{\"schema\":\"ktiming.snapshot\",\"version\":3,\"entries\":[]}",
-           "unsupported schema version 3: this ktiming (" KT_VERSION_STRING ") reads versions up to 2");
+    reject("{\"schema\":\"ktiming.snapshot\",\"version\":4,\"entries\":[]}",
+           "unsupported schema version 4: this ktiming (" KT_VERSION_STRING ") reads versions up to 3");
     reject("{\"schema\":\"ktiming.snapshot\",\"version\":1e300,\"entries\":[]}", "unsupported schema version");
     reject("{\"schema\":\"ktiming.snapshot\",\"version\":0,\"entries\":[]}", "version: expected a positive integer");
     reject("{\"schema\":\"ktiming.snapshot\",\"version\":1.5,\"entries\":[]}", "version: expected a positive integer");
@@ -188,6 +188,52 @@ static void test_member_errors(void **state)
            "span_table.entry: absent value in a required column");
     reject(HEAD "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":2," ST_COLS("0 1", "1 1") "}}",
            "span_table[1].entry: index out of range of entries");
+    /* version 3: "v*n" runs, end times as offsets from start + duration; runs are no part of versions 1 and 2 */
+#define HEAD3 "{\"schema\":\"ktiming.snapshot\",\"version\":3,"
+#define ST3(entry, queue, end) "\"entry\":\"" entry "\",\"queue\":\"" queue "\",\"thread\":\"0*3\",\"flags\":\"1*3\"," \
+    "\"duration_ns\":\"3 4 4\",\"start_ns\":\"100 10*2\",\"end_ns\":\"" end "\""
+    const char *runs = HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3," ST3("0*3", "-*3", "0*2 -1")
+                           ",\"enqueue_ns\":\"-5*2 -\",\"uncertainty_ns\":\"- 7*2\"}}";
+    assert_int_equal(kt_snapshot_parse(runs, strlen(runs), &ok, NULL, 0), 0);
+    assert_int_equal(ok->span_count, 3);
+    const uint64_t start[3] = {100, 110, 120}, end[3] = {103, 114, 123}, enq[3] = {95, 105, 0},
+                   unc[3] = {0, 7, 7};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ok->spans[i].entry, 0);
+        assert_int_equal(ok->spans[i].queue, UINT32_MAX);
+        assert_int_equal(ok->spans[i].thread, 0);
+        assert_int_equal(ok->spans[i].flags, 1);
+        assert_int_equal(ok->spans[i].start_ns, start[i]);
+        assert_int_equal(ok->spans[i].end_ns, end[i]); /* start + duration + offset */
+        assert_int_equal(ok->spans[i].enqueue_ns, enq[i]);
+        assert_int_equal(ok->spans[i].uncertainty_ns, unc[i]);
+    }
+    fx_free(ok);
+    reject(HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3," ST3("0*4", "-*3", "0*3") "}}",
+           "span_table.entry: more values than count");
+    reject(HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3," ST3("0*2", "-*3", "0*3") "}}",
+           "span_table.entry: 2 values, count says 3");
+    reject(HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3," ST3("0*0 0*3", "-*3", "0*3") "}}",
+           "span_table.entry: malformed value at span 0");
+    reject(HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3," ST3("0* 0 0", "-*3", "0*3") "}}",
+           "span_table.entry: malformed value at span 0");
+    reject(HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3," ST3("*3", "-*3", "0*3") "}}",
+           "span_table.entry: malformed value at span 0");
+    reject(HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3," ST3("0*3x", "-*3", "0*3") "}}",
+           "span_table.entry: malformed value at span 0");
+    reject(HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3,"
+                 ST3("0*99999999999999999999", "-*3", "0*3") "}}",
+           "span_table.entry: malformed value at span 0");
+    const char *absent_run = HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3,"
+                                 ST3("0*3", "-*3", "0*3") ",\"uncertainty_ns\":\"-*3\"}}";
+    assert_int_equal(kt_snapshot_parse(absent_run, strlen(absent_run), &ok, NULL, 0), 0);
+    assert_int_equal(ok->spans[2].uncertainty_ns, 0);
+    assert_int_equal(ok->spans[2].end_ns, 124);
+    fx_free(ok);
+    reject(HEAD "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":2," ST_COLS("0*2", "1 1") "}}",
+           "span_table.entry: malformed value at span 0"); /* version 1: no runs */
+#undef ST3
+#undef HEAD3
 #undef ST_COLS
     reject(HEAD "\"entries\":[" E0 "}]," TH ",\"spans\":[{\"entry\":0,\"thread\":1,\"start_ns\":1,\"end_ns\":2}]}",
            "spans[0].thread: index out of range of threads");

@@ -45,7 +45,7 @@ static void test_roundtrip_v2(void **state)
     kt_snapshot_t *s = kt_snapshot();
     unsetenv("PMIX_RANK");
     char *json = render(s);
-    assert_non_null(strstr(json, "\"version\": 2"));
+    assert_non_null(strstr(json, "\"version\": 3"));
     kt_snapshot_t *r = NULL;
     char err[256];
     if (kt_snapshot_parse(json, strlen(json), &r, err, sizeof err) != 0)
@@ -82,6 +82,56 @@ static void write_text(const char *path, const char *text)
     assert_non_null(f);
     assert_int_equal(fputs(text, f) >= 0, 1);
     assert_int_equal(fclose(f), 0);
+}
+
+/* Version 3's span table: repeated values written once as runs, end times as offsets from start + duration; every
+ * span reads back exactly (spans whose end is not start + duration, absent and negative offsets included). */
+static void test_span_table_runs(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_kernel_id_t k = kt_kernel_intern("runs", KT_BACKEND_OPENCL, "dev");
+    uint32_t q = kt_queue_register(KT_BACKEND_OPENCL, "dev", "queue");
+    for (int i = 0; i < 40; i++) {
+        kt_dispatch_t d;
+        memset(&d, 0, sizeof d);
+        d.kernel = k;
+        d.queue = q;
+        d.thread = kt_thread_ordinal();
+        d.flags = KT_SPAN_DEVICE;
+        d.start_ns = 1000000 + (uint64_t)i * 500;
+        d.duration_ns = i < 30 ? 100 : 100 + (uint64_t)i;
+        d.end_ns = d.start_ns + d.duration_ns + (i % 10 == 9 ? 3 : 0); /* a few ends past start + duration */
+        d.enqueue_ns = i % 4 ? d.start_ns - 50 : 0;
+        d.uncertainty_ns = 40;
+        kt_record_dispatch(&d);
+    }
+    kt_snapshot_t *s = kt_snapshot();
+    assert_int_equal(s->span_count, 40);
+    char *json = render(s);
+    assert_non_null(strstr(json, "\"entry\": \"0*40\""));
+    assert_non_null(strstr(json, "\"uncertainty_ns\": \"40*40\""));
+    assert_non_null(strstr(json, "\"start_ns\": \"1000000 500*39\""));
+    kt_snapshot_t *r = NULL;
+    char err[256];
+    if (kt_snapshot_parse(json, strlen(json), &r, err, sizeof err) != 0)
+        fail_msg("parse: %s", err);
+    assert_int_equal(r->span_count, s->span_count);
+    for (size_t i = 0; i < s->span_count; i++) {
+        const kt_span_t *a = &s->spans[i], *b = &r->spans[i];
+        assert_int_equal(b->entry, a->entry);
+        assert_int_equal(b->queue, a->queue);
+        assert_int_equal(b->flags, a->flags);
+        assert_int_equal(b->duration_ns, a->duration_ns);
+        assert_int_equal(b->start_ns, a->start_ns);
+        assert_int_equal(b->end_ns, a->end_ns);
+        assert_int_equal(b->enqueue_ns, a->enqueue_ns);
+        assert_int_equal(b->uncertainty_ns, a->uncertainty_ns);
+    }
+    assert_int_equal(r->spans[9].end_ns - r->spans[9].start_ns, 103);
+    kt_snapshot_free(r);
+    kt_snapshot_free(s);
+    free(json);
 }
 
 static void test_load_skip_spans(void **state)
@@ -216,6 +266,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_v2),
+        cmocka_unit_test(test_span_table_runs),
         cmocka_unit_test(test_load_skip_spans),
         cmocka_unit_test(test_read_v1),
         cmocka_unit_test(test_consistency),

@@ -33,7 +33,7 @@ static void test_header_and_sections(void **state)
     char *text;
     cJSON *root = render_parse(s, &text);
     assert_string_equal(cJSON_GetObjectItem(root, "schema")->valuestring, "ktiming.snapshot");
-    assert_int_equal(cJSON_GetObjectItem(root, "version")->valueint, 2);
+    assert_int_equal(cJSON_GetObjectItem(root, "version")->valueint, 3);
     assert_true(cJSON_IsString(cJSON_GetObjectItem(root, "generator")));
     assert_string_equal(cJSON_GetObjectItem(root, "host")->valuestring, "testhost");
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "entries")), 3);
@@ -47,7 +47,7 @@ static void test_header_and_sections(void **state)
     assert_string_equal(cJSON_GetObjectItem(e1, "backend")->valuestring, "opencl");
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(e1, "samples")), 20);
     assert_int_equal(cJSON_GetObjectItem(e1, "errors")->valueint, 2);
-    /* columns: span 0 has no queue and no enqueue time ("-"), span 1 queue 1 and an uncertainty of 250 */
+    /* columns: span 0 has no queue and no enqueue time ("-"), span 1 queue 1, spans 1 to 3 an uncertainty of 250 */
     char first[32], second[32];
     assert_int_equal(sscanf(cJSON_GetObjectItem(table, "queue")->valuestring, "%31s %31s", first, second), 2);
     assert_string_equal(first, "-");
@@ -56,7 +56,7 @@ static void test_header_and_sections(void **state)
     assert_string_equal(first, "-");
     assert_int_equal(sscanf(cJSON_GetObjectItem(table, "uncertainty_ns")->valuestring, "%31s %31s", first, second),
                      2);
-    assert_string_equal(second, "250");
+    assert_string_equal(second, "250*3"); /* spans 1-3: a run (version 3) */
     cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "devices"), 0);
     assert_true(cJSON_GetObjectItem(d0, "drift_ppm")->valuedouble == -0.125);
     cJSON_Delete(root);
