@@ -106,12 +106,38 @@ static void test_span_table_runs(void **state)
         d.uncertainty_ns = 40;
         kt_record_dispatch(&d);
     }
+    /* durations around every power of ten up to 2^64 - 1: each number's digits counted right */
+    kt_kernel_id_t k2 = kt_kernel_intern("digits", KT_BACKEND_OPENCL, "dev");
+    uint64_t p10 = 1;
+    int extra = 0;
+    for (int e = 0; e < 20; e++, p10 = e < 20 ? p10 * 10 : p10) {
+        const uint64_t around[3] = {p10 - 1, p10, p10 + 1};
+        for (int j = 0; j < 3; j++, extra++) {
+            kt_dispatch_t d;
+            memset(&d, 0, sizeof d);
+            d.kernel = k2;
+            d.thread = kt_thread_ordinal();
+            d.start_ns = 2000000 + (uint64_t)extra;
+            d.duration_ns = around[j];
+            d.end_ns = d.start_ns + 1;
+            kt_record_dispatch(&d);
+        }
+    }
+    kt_dispatch_t top;
+    memset(&top, 0, sizeof top);
+    top.kernel = k2;
+    top.thread = kt_thread_ordinal();
+    top.start_ns = UINT64_MAX - 5;
+    top.duration_ns = UINT64_MAX;
+    top.end_ns = UINT64_MAX;
+    kt_record_dispatch(&top);
+    extra++;
     kt_snapshot_t *s = kt_snapshot();
-    assert_int_equal(s->span_count, 40);
+    assert_int_equal(s->span_count, 40 + (size_t)extra);
     char *json = render(s);
-    assert_non_null(strstr(json, "\"entry\": \"0*40\""));
-    assert_non_null(strstr(json, "\"uncertainty_ns\": \"40*40\""));
-    assert_non_null(strstr(json, "\"start_ns\": \"1000000 500*39\""));
+    assert_non_null(strstr(json, "\"entry\": \"1*40 0*61\"")); /* "digits" sorts first */
+    assert_non_null(strstr(json, "\"uncertainty_ns\": \"40*40 -*61\""));
+    assert_non_null(strstr(json, "\"start_ns\": \"1000000 500*39 980500 1*59 "));
     kt_snapshot_t *r = NULL;
     char err[256];
     if (kt_snapshot_parse(json, strlen(json), &r, err, sizeof err) != 0)
@@ -129,6 +155,8 @@ static void test_span_table_runs(void **state)
         assert_int_equal(b->uncertainty_ns, a->uncertainty_ns);
     }
     assert_int_equal(r->spans[9].end_ns - r->spans[9].start_ns, 103);
+    assert_int_equal(r->spans[r->span_count - 1].duration_ns, UINT64_MAX);
+    assert_int_equal(r->spans[r->span_count - 1].start_ns, UINT64_MAX - 5);
     kt_snapshot_free(r);
     kt_snapshot_free(s);
     free(json);
