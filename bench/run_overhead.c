@@ -20,7 +20,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PAIRS 15
+#define PAIRS 15               /* typical case: ~0.5 s a pair */
+#define HEAVY_PAIRS 41         /* heavy case: ~0.2 s a pair, and a pair's ratio spreads 0.9-1.4 on a shared
+                                * 2-core machine: more pairs, a steadier median */
+#define MAX_PAIRS HEAVY_PAIRS
 #define BUDGET_NS 32000000000ull /* stop adding pairs after 32 s per case */
 #define TINY "20000"             /* heavy case: tiny kernels */
 #define SPANS 100000             /* spans in the snapshot write/read measurement */
@@ -72,7 +75,7 @@ static int cmp_dbl(const void *a, const void *b)
 }
 
 /* Runs `alone` and `timed` in alternating pairs; prints the details; the median per-pair ratio (NAN if none). */
-static double measure(const char *label, char *const alone[], char *const timed[])
+static double measure(const char *label, int pairs, char *const alone[], char *const timed[])
 {
     int st = 0;
     uint64_t cpu_a = 0, cpu_t = 0;
@@ -81,10 +84,12 @@ static double measure(const char *label, char *const alone[], char *const timed[
         printf("run_overhead: %s: a warm-up run failed (status %d)\n", label, st);
         return NAN;
     }
-    uint64_t a[PAIRS], t[PAIRS], start = kt_now_ns();
-    double r[PAIRS], rc[PAIRS];
+    uint64_t a[MAX_PAIRS], t[MAX_PAIRS], start = kt_now_ns();
+    double r[MAX_PAIRS], rc[MAX_PAIRS];
     int n = 0;
-    for (int i = 0; i < PAIRS && (n < 5 || kt_now_ns() - start < BUDGET_NS); i++) {
+    if (pairs > MAX_PAIRS)
+        pairs = MAX_PAIRS;
+    for (int i = 0; i < pairs && (n < 5 || kt_now_ns() - start < BUDGET_NS); i++) {
         /* alternate which goes first, so a drifting load favours neither */
         uint64_t x, y;
         if (i % 2) {
@@ -202,8 +207,8 @@ int main(void)
     printf("run_overhead: typical: clprog, %s iterations of 3 kernels on %s floats; heavy: clprog --tiny %s "
            "(clFinish every 100); the timed runs write a snapshot with -o and print the summary (to /dev/null)\n",
            ITERATIONS, SIZE, TINY);
-    double ratio = measure("typical", alone, timed);
-    double heavy = measure("heavy", alone_heavy, timed_heavy);
+    double ratio = measure("typical", PAIRS, alone, timed);
+    double heavy = measure("heavy", HEAVY_PAIRS, alone_heavy, timed_heavy);
     unlink(out);
     measure_span_snapshot();
     printf("run_overhead: ratio=%.3f heavy_ratio=%.3f\n", ratio, heavy);
