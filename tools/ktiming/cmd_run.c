@@ -18,14 +18,11 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -338,126 +335,14 @@ static void forward_signal(int sig, siginfo_t *info, void *ctx)
     errno = saved;
 }
 
-/* ---------------------------------------------------------------------------------------------------
- * The program's snapshot, read while its process is being torn down
- *
- * A process's snapshot is complete when its name appears in the run directory (the writer links or renames a
- * finished file in), and the kernel then still needs milliseconds to tear the process down (3 ms for a PoCL
- * program here) before waitpid returns. ktiming watches the directory (inotify) and the process (a pidfd) and
- * reads the program's own snapshot in that time; the report uses it if the file is still the one read.
- * Without inotify or pidfd_open, it waits and reads afterwards, as before.
- * ------------------------------------------------------------------------------------------------- */
-
-typedef struct early_t {
-    kt_snapshot_t *snap; /* the program's snapshot, read early (NULL: none) */
-    struct stat st;      /* the file it came from, as it was then */
-    char path[PATH_MAX]; /* its path */
-} early_t;
-
-static early_t g_early;
-
-static int same_file(const struct stat *a, const struct stat *b)
-{
-    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
-}
-
-/* Reads path into g_early (a failure leaves nothing: the report reads it again and says why). */
-static void early_load(const char *path, int skip_spans)
-{
-    struct stat before, after;
-    kt_load_opts_t lo = {.skip_spans = skip_spans};
-    kt_snapshot_t *snap = NULL;
-    if (stat(path, &before) != 0 || kt_snapshot_load_opts(path, &lo, &snap, NULL, 0) != 0)
-        return;
-    if (stat(path, &after) != 0 || !same_file(&before, &after) ||
-        snprintf(g_early.path, sizeof g_early.path, "%s", path) >= (int)sizeof g_early.path) {
-        kt_snapshot_free(snap);
-        return;
-    }
-    g_early.snap = snap;
-    g_early.st = after;
-}
-
-/* The early snapshot of path if the file is still the one it was read from (ownership passes), else NULL. */
-static kt_snapshot_t *early_take(const char *path)
-{
-    struct stat now;
-    kt_snapshot_t *snap = g_early.snap;
-    g_early.snap = NULL;
-    if (snap && (strcmp(path, g_early.path) != 0 || stat(path, &now) != 0 || !same_file(&now, &g_early.st))) {
-        kt_snapshot_free(snap);
-        snap = NULL;
-    }
-    return snap;
-}
-
-/* Waits for the child; meanwhile, when ino watches the run directory, reads the child's snapshot as soon as it
- * appears there. Returns waitpid's status. */
-static int wait_child(pid_t child, int ino, const char *run_dir, int skip_spans)
-{
-    int pidfd = -1;
-#ifdef SYS_pidfd_open
-    if (ino >= 0)
-        pidfd = (int)syscall(SYS_pidfd_open, child, 0);
-#endif
-    char want[32];
-    snprintf(want, sizeof want, "%ld.json", (long)child);
-    while (pidfd >= 0 && ino >= 0) {
-        struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = ino, .events = POLLIN}};
-        int n = poll(p, 2, -1);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            break;
-        int ended = (p[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
-        if (!(p[1].revents & POLLIN)) {
-            if (ended)
-                break;
-            continue;
-        }
-        /* the snapshot first, even when the process has ended meanwhile: it is read now or after the wait */
-        _Alignas(struct inotify_event) char buf[4096];
-        ssize_t got = read(ino, buf, sizeof buf);
-        for (ssize_t off = 0; got > 0 && off < got;) {
-            const struct inotify_event *ev = (const struct inotify_event *)(const void *)(buf + off);
-            off += (ssize_t)(sizeof *ev + ev->len);
-            char path[PATH_MAX];
-            if (ev->len && !strcmp(ev->name, want) && path_join(path, sizeof path, run_dir, ev->name) == 0) {
-                early_load(path, skip_spans);
-                close(ino); /* one snapshot per process: nothing more to watch */
-                ino = -1;
-                break;
-            }
-        }
-        if (ended)
-            break;
-    }
-    if (pidfd >= 0)
-        close(pidfd);
-    if (ino >= 0)
-        close(ino);
-    int status = 0;
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-    }
-    return status;
-}
-
-/* Runs argv; returns its exit status as a shell would report it, *pid its process id. With run_dir, the
- * program's snapshot there is read while its process ends (g_early). */
-static int run_program(char **argv, pid_t *pid, const char *run_dir, int skip_spans)
+/* Runs argv; returns its exit status as a shell would report it, *pid its process id. */
+static int run_program(char **argv, pid_t *pid)
 {
     sigset_t block, old_mask;
     sigemptyset(&block);
     for (size_t i = 0; i < N_FORWARDED; i++)
         sigaddset(&block, kForwarded[i]);
     fflush(NULL);
-    /* watching before the program starts: its snapshot cannot appear unseen */
-    int ino = run_dir ? inotify_init1(IN_CLOEXEC | IN_NONBLOCK) : -1;
-    if (ino >= 0 && inotify_add_watch(ino, run_dir, IN_CREATE | IN_MOVED_TO) < 0) {
-        close(ino);
-        ino = -1;
-    }
     /* blocked across the spawn: a signal arriving before the handlers know the child waits for them */
     sigprocmask(SIG_BLOCK, &block, &old_mask);
     /* posix_spawnp, not fork + exec: glibc's shares the address space until the exec (no page tables copied,
@@ -476,8 +361,6 @@ static int run_program(char **argv, pid_t *pid, const char *run_dir, int skip_sp
     }
     if (rc != 0) {
         sigprocmask(SIG_SETMASK, &old_mask, NULL);
-        if (ino >= 0)
-            close(ino);
         fprintf(stderr, "ktiming run: cannot run %s: %s\n", argv[0], strerror(rc));
         return rc == ENOENT ? 127 : 126; /* as a shell reports it */
     }
@@ -496,7 +379,9 @@ static int run_program(char **argv, pid_t *pid, const char *run_dir, int skip_sp
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     if (g_check_vulkan) /* while the program starts: it is only a warning */
         check_vulkan_loader();
-    int status = wait_child(child, ino, run_dir, skip_spans);
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
     g_child = 0;
     for (size_t i = 0; i < N_FORWARDED; i++)
         sigaction(kForwarded[i], &old[i], NULL);
@@ -586,7 +471,7 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
     ktcli_progress_begin(&progress, "ktiming run", "reading the program's snapshot", NULL);
     /* the summary and the JSON copy need no spans; the trace and the HTML report do */
     kt_load_opts_t lo = {.skip_spans = !o->trace && !o->html};
-    int rc = (snap = early_take(primary)) ? 0 : kt_snapshot_load_opts(primary, &lo, &snap, err, sizeof err);
+    int rc = kt_snapshot_load_opts(primary, &lo, &snap, err, sizeof err);
     if (rc == 0)
         ktcli_progress_stage(&progress, "writing the outputs");
     if (rc != 0) {
@@ -741,11 +626,10 @@ int ktcli_cmd_run(int argc, char **argv)
         return KTCLI_RUN_ERROR;
     }
     pid_t child = 0;
-    int status = run_program(argv + optind, &child, run_dir, !o.trace && !o.html);
+    int status = run_program(argv + optind, &child);
     /* a program that could not be started (126/127 from our child) timed nothing: no second message */
     int started = child > 0 && !((status == 126 || status == 127) && dir_is_empty(run_dir));
     int rc = started ? report(&o, run_dir, child) : 0;
-    kt_snapshot_free(early_take("")); /* not used (nothing reported, or another file): dropped */
     remove_dir(run_dir);
     /* the program's status wins; a failure to write what was asked for shows when the program succeeded */
     return status != 0 ? status : (rc != 0 ? KTCLI_RUN_ERROR : 0);
