@@ -153,6 +153,7 @@ kt__shard_t *kt__shard_self(void) { return shard_for_write(); }
 
 int kt__span_room(void)
 {
+    kt__ensure_init(); /* the capacity is set by the first initialisation: read it after that (acquire) */
     uint32_t cap = kt__cfg.span_capacity;
     kt__shard_t *s = tl_shard;
     return cap && (!s || KT__LD(&s->gen) != KT__LD(&g_gen) || KT__LD(&s->span_count) < cap);
