@@ -596,16 +596,21 @@ static int cmp_enqueue(const void *a, const void *b)
 }
 
 /* Claims a polled record (POLLED -> PEEKED) and finds out whether its command is done: 1 when it is (the
- * record is then CLAIMED, *status set), 0 when it is still running (back to POLLED) or the record was not
- * polled. The end stamp is asked for first: it is available only once the command is CL_COMPLETE (the
+ * record is then CLAIMED, *status set), -1 when it is still running (back to POLLED; *ctx, *in_order and
+ * *enqueue_ns say whose, on what kind of queue and since when, read while it was held), 0 when the record was
+ * not polled. The end stamp is asked for first: it is available only once the command is CL_COMPLETE (the
  * specification's rule for clGetEventProfilingInfo), and the record needs it anyway (*end_stamp), so a
  * finished command costs no status query. Without it, the status says whether the command failed (done too),
  * finished a moment ago, or is still running. */
-static int poll_claim(rec_t *r, cl_int *status, uint64_t *end_stamp)
+static int poll_claim(rec_t *r, cl_int *status, uint64_t *end_stamp, const kt_cl_ctx_t **ctx, int *in_order,
+                      uint64_t *enqueue_ns)
 {
     uint64_t t = atomic_load(&r->tag);
     if (TAG_ST(t) != ST_POLLED || !atomic_compare_exchange_strong(&r->tag, &t, TAG(TAG_GEN(t), ST_PEEKED)))
         return 0;
+    *ctx = r->ctx; /* alive while a record of it is unfinished */
+    *in_order = !r->ctx->out_of_order;
+    *enqueue_ns = r->enqueue_ns;
     cl_ulong end = 0;
     *end_stamp = 0;
     if (kt__cl.clGetEventProfilingInfo(r->event, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL) == CL_SUCCESS &&
@@ -619,7 +624,7 @@ static int poll_claim(rec_t *r, cl_int *status, uint64_t *end_stamp)
             *status = CL_INVALID_EVENT;
     }
     atomic_store(&r->tag, TAG(TAG_GEN(t), *status <= CL_COMPLETE ? ST_CLAIMED : ST_POLLED));
-    return *status <= CL_COMPLETE;
+    return *status <= CL_COMPLETE ? 1 : -1;
 }
 
 /* Claimed polled records waiting to be finished together, oldest enqueue first (so an entry's last duration is
@@ -738,11 +743,50 @@ static void batch_done(batch_t *b)
 
 /* The collector's pass over polled records: finishes those whose command is done; *running gets how many are
  * still in flight. */
+/* The oldest command a pass found still running, per queue (a few queues by name, the rest together). */
+#define RUN_MIN_QUEUES 8
+typedef struct run_min_t {
+    const kt_cl_ctx_t *ctx[RUN_MIN_QUEUES];
+    uint64_t min[RUN_MIN_QUEUES];
+    unsigned n;
+    uint64_t others; /* queues past RUN_MIN_QUEUES */
+} run_min_t;
+
+static void run_min_note(run_min_t *m, const kt_cl_ctx_t *ctx, uint64_t enqueue_ns)
+{
+    for (unsigned i = 0; i < m->n; i++)
+        if (m->ctx[i] == ctx) {
+            if (enqueue_ns < m->min[i])
+                m->min[i] = enqueue_ns;
+            return;
+        }
+    if (m->n < RUN_MIN_QUEUES) {
+        m->ctx[m->n] = ctx;
+        m->min[m->n++] = enqueue_ns;
+    } else if (enqueue_ns < m->others) {
+        m->others = enqueue_ns;
+    }
+}
+
+static uint64_t run_min_of(const run_min_t *m, const kt_cl_ctx_t *ctx)
+{
+    for (unsigned i = 0; i < m->n; i++)
+        if (m->ctx[i] == ctx)
+            return m->min[i] < m->others ? m->min[i] : m->others;
+    return m->others;
+}
+
+/* The collector's pass over polled records: finishes those whose command is done; *running gets how many are
+ * still in flight. A pass looks at the records one after another while commands keep finishing, so it can see
+ * a command still running and, later in the same pass, a newer command of the same in-order queue already
+ * done (both are done by then): the newer ones are put back for the next pass, and an in-order queue's records
+ * are recorded in enqueue order. */
 static unsigned poll_pass(unsigned *running)
 {
     batch_t done;
     batch_init(&done);
     unsigned finished = 0;
+    run_min_t rmin = {.n = 0, .others = UINT64_MAX};
     *running = 0;
     uint32_t n = atomic_load(&g_next_slot);
     if (n > MAX_CHUNKS * CHUNK_SIZE)
@@ -752,13 +796,33 @@ static unsigned poll_pass(unsigned *running)
         if (!r || TAG_ST(atomic_load_explicit(&r->tag, memory_order_relaxed)) != ST_POLLED)
             continue;
         cl_int st;
-        uint64_t end_stamp;
-        if (!poll_claim(r, &st, &end_stamp)) {
+        uint64_t end_stamp, enq;
+        const kt_cl_ctx_t *ctx; /* compared, never followed: it may be gone once the record is back */
+        int in_order;
+        int got = poll_claim(r, &st, &end_stamp, &ctx, &in_order, &enq);
+        if (got < 0) {
             ++*running;
-            continue;
+            if (in_order) /* an out-of-order queue's commands finish in any order */
+                run_min_note(&rmin, ctx, enq);
         }
+        if (got <= 0)
+            continue;
         batch_push(&done, r, st, end_stamp);
         finished++;
+    }
+    if (rmin.n) { /* hold back what is newer than a command of its (in-order) queue still running */
+        unsigned w = 0;
+        for (unsigned k = 0; k < done.n; k++) {
+            rec_t *r = done.v[k].r;
+            if (done.v[k].enqueue_ns > run_min_of(&rmin, r->ctx)) {
+                atomic_store(&r->tag, TAG(TAG_GEN(atomic_load(&r->tag)), ST_POLLED)); /* ours while CLAIMED */
+                ++*running;
+                finished--;
+            } else {
+                done.v[w++] = done.v[k];
+            }
+        }
+        done.n = w;
     }
     batch_done(&done);
     return finished;
