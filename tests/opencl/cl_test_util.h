@@ -123,6 +123,21 @@ static inline void clt_sleep_ms(double ms)
     nanosleep(&ts, NULL);
 }
 
+/* Waits in 1 ms naps, at most max_ms, until nothing tracked on kc is in flight, with no ktiming flush (only the
+ * completion paths and the collector record meanwhile); returns the last statistics for the caller to check. */
+static inline kt_cl_stats_t clt_wait_recorded(kt_cl_ctx_t *kc, int max_ms)
+{
+    kt_cl_stats_t info;
+    memset(&info, 0, sizeof info);
+    for (int i = 0; i < max_ms; i++) {
+        assert_int_equal(kt_cl_stats(kc, &info), 0);
+        if (info.in_flight == 0)
+            break;
+        clt_sleep_ms(1);
+    }
+    return info;
+}
+
 /* The snapshot entry of an OpenCL kernel on the test device (NULL if absent). */
 static inline const kt_kernel_timing_t *clt_find(const kt_snapshot_t *s, const char *name)
 {

@@ -63,13 +63,7 @@ static void test_sleeping_collector_wakes(void **state)
     for (int i = 0; i < 10; i++)
         assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
     clt.api->clFlush(q);
-    kt_cl_stats_t info;
-    for (int i = 0; i < 5000; i++) { /* no ktiming flush: only completion paths may record */
-        kt_cl_stats(kc, &info);
-        if (!info.in_flight)
-            break;
-        clt_sleep_ms(1);
-    }
+    kt_cl_stats_t info = clt_wait_recorded(kc, 5000); /* no ktiming flush: only completion paths may record */
     assert_int_equal(info.in_flight, 0);
     assert_int_equal(kt_cl_detach(kc), 0);
     clt.api->clReleaseKernel(k);

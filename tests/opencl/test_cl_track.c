@@ -96,13 +96,7 @@ static void test_async_without_finish(void **state)
         assert_int_equal(kt_cl_enqueue_ndrange(kc, busy, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
     uint64_t enqueue_ns = kt_now_ns() - t0;
     clt.api->clFlush(q);
-    kt_cl_stats_t info;
-    for (int i = 0; i < 30000; i++) {
-        assert_int_equal(kt_cl_stats(kc, &info), 0);
-        if (info.in_flight == 0)
-            break;
-        clt_sleep_ms(1);
-    }
+    kt_cl_stats_t info = clt_wait_recorded(kc, 30000);
     assert_int_equal(info.in_flight, 0);
     assert_int_equal(info.tracked, N);
     assert_int_equal(info.mode, KT_CL_MODE_ASYNC);

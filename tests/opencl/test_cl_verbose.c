@@ -187,19 +187,6 @@ static void test_verbose_lines(void **state)
     clt.api->clReleaseCommandQueue(qn);
 }
 
-/* Until every command tracked on kc is recorded (the collector's doing: no flush), at most ~10 s. */
-static void wait_recorded(kt_cl_ctx_t *kc)
-{
-    kt_cl_stats_t info;
-    for (int i = 0; i < 10000; i++) {
-        assert_int_equal(kt_cl_stats(kc, &info), 0);
-        if (info.in_flight == 0)
-            return;
-        clt_sleep_ms(1);
-    }
-    fail_msg("commands still in flight");
-}
-
 /* One in-order queue, the collector alone recording: its lines come in enqueue order, though after a few rounds
  * the records' slots (reused through free lists) no longer are. 64 names in turn, so each line's name says where
  * it belongs. */
@@ -216,7 +203,7 @@ static void test_verbose_enqueue_order(void **state)
     for (int i = 0; i < 8; i++) /* the collector running before the lines counted here: every record polled */
         assert_int_equal(kt_cl_enqueue_ndrange(kc, tiny, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
     clt.api->clFinish(q);
-    wait_recorded(kc);
+    assert_int_equal(clt_wait_recorded(kc, 10000).in_flight, 0);
     capture_begin();
     int seq = 0;
     for (int r = 0; r < ROUNDS; r++) {
@@ -229,7 +216,7 @@ static void test_verbose_enqueue_order(void **state)
             clt.api->clReleaseEvent(ev);
         }
         clt.api->clFinish(q);
-        wait_recorded(kc);
+        assert_int_equal(clt_wait_recorded(kc, 10000).in_flight, 0);
     }
     capture_end();
     FILE *f = fopen(g_path, "r");
