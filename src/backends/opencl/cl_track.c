@@ -26,10 +26,10 @@
  *
  * Polled records (ST_POLLED) have no callback: on a profiling queue the stamps come from the event, not from
  * when completion was seen, so the collector polls the event instead (KTIMING_OPENCL_COMPLETION, default
- * poll): its end stamp, which exists once the command is complete, else its status. POLLED -> PEEKED while a poller looks, back to POLLED if the command is still running, or
- * -> CLAIMED. On PoCL a completion callback runs on the worker that executes the commands, and registering
- * and running one per command cost that worker ~0.4 us of every 2 us dispatch; polling costs the program
- * nothing but the event it keeps.
+ * poll): its end stamp, which exists once the command is complete, else its status. POLLED -> PEEKED while a
+ * poller looks, back to POLLED if the command is still running, or -> CLAIMED. On PoCL a completion callback
+ * runs on the worker that executes the commands, and registering and running one per command cost that worker
+ * ~0.4 us of every 2 us dispatch; polling costs the program nothing but the event it keeps.
  * ------------------------------------------------------------------------------------------------- */
 
 #define SLOT_BITS 24u
@@ -741,8 +741,6 @@ static void batch_done(batch_t *b)
     b->v = b->stack;
 }
 
-/* The collector's pass over polled records: finishes those whose command is done; *running gets how many are
- * still in flight. */
 /* The oldest command a pass found still running, per queue (a few queues by name, the rest together). */
 #define RUN_MIN_QUEUES 8
 typedef struct run_min_t {
@@ -776,11 +774,30 @@ static uint64_t run_min_of(const run_min_t *m, const kt_cl_ctx_t *ctx)
     return m->others;
 }
 
-/* The collector's pass over polled records: finishes those whose command is done; *running gets how many are
- * still in flight. A pass looks at the records one after another while commands keep finishing, so it can see
- * a command still running and, later in the same pass, a newer command of the same in-order queue already
- * done (both are done by then): the newer ones are put back for the next pass, and an in-order queue's records
- * are recorded in enqueue order. */
+/* A pass looks at the records one after another while commands keep finishing, so it can see a command still
+ * running and, later in the same pass, a newer command of the same in-order queue already done (both are done
+ * by then). Such newer done records (claimed, in b) go back to POLLED for the next pass, so an in-order queue's
+ * records are recorded in enqueue order. Returns how many went back. */
+static unsigned batch_hold_back(batch_t *b, const run_min_t *m)
+{
+    if (!m->n && m->others == UINT64_MAX)
+        return 0;
+    unsigned w = 0, back = 0;
+    for (unsigned k = 0; k < b->n; k++) {
+        rec_t *r = b->v[k].r;
+        if (b->v[k].enqueue_ns > run_min_of(m, r->ctx)) {
+            atomic_store(&r->tag, TAG(TAG_GEN(atomic_load(&r->tag)), ST_POLLED)); /* ours while CLAIMED */
+            back++;
+        } else {
+            b->v[w++] = b->v[k];
+        }
+    }
+    b->n = w;
+    return back;
+}
+
+/* The collector's pass over polled records: finishes those whose command is done (an in-order queue's in
+ * enqueue order: batch_hold_back); *running gets how many are still in flight. */
 static unsigned poll_pass(unsigned *running)
 {
     batch_t done;
@@ -810,20 +827,9 @@ static unsigned poll_pass(unsigned *running)
         batch_push(&done, r, st, end_stamp);
         finished++;
     }
-    if (rmin.n) { /* hold back what is newer than a command of its (in-order) queue still running */
-        unsigned w = 0;
-        for (unsigned k = 0; k < done.n; k++) {
-            rec_t *r = done.v[k].r;
-            if (done.v[k].enqueue_ns > run_min_of(&rmin, r->ctx)) {
-                atomic_store(&r->tag, TAG(TAG_GEN(atomic_load(&r->tag)), ST_POLLED)); /* ours while CLAIMED */
-                ++*running;
-                finished--;
-            } else {
-                done.v[w++] = done.v[k];
-            }
-        }
-        done.n = w;
-    }
+    unsigned back = batch_hold_back(&done, &rmin);
+    *running += back;
+    finished -= back;
     batch_done(&done);
     return finished;
 }
@@ -930,6 +936,7 @@ static void collect_pass(const kt_cl_ctx_t *only, int abandon)
     ring_drain(UINT32_MAX, 0); /* claimed by callbacks, queued for the collector: finish them here */
     batch_t done; /* polled records that finished, recorded in enqueue order as the collector does */
     batch_init(&done);
+    run_min_t rmin = {.n = 0, .others = UINT64_MAX};
     uint32_t n = atomic_load(&g_next_slot);
     if (n > MAX_CHUNKS * CHUNK_SIZE)
         n = MAX_CHUNKS * CHUNK_SIZE;
@@ -957,6 +964,8 @@ static void collect_pass(const kt_cl_ctx_t *only, int abandon)
             rec_finish(r, status, kt_now_ns(), status > CL_COMPLETE ? abandon : 0);
             continue;
         }
+        if (mine && was == ST_POLLED && !r->ctx->out_of_order) /* read while held: the queue is alive */
+            run_min_note(&rmin, r->ctx, r->enqueue_ns);
         uint64_t peeked = TAG(gen, ST_PEEKED);
         if (!atomic_compare_exchange_strong(&r->tag, &peeked, TAG(gen, was))) {
             /* The callback came while we looked: it left its status for us. */
@@ -964,6 +973,7 @@ static void collect_pass(const kt_cl_ctx_t *only, int abandon)
             rec_finish(r, (cl_int)atomic_load(&r->cb_status), kt_now_ns(), 0);
         }
     }
+    batch_hold_back(&done, &rmin); /* a flush loops until nothing is in flight: they come in a later pass */
     batch_done(&done);
 }
 
