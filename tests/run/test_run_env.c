@@ -1,6 +1,8 @@
 /* test_run_env.c — what `ktiming run` sets in the program's environment beyond the backends' hooks: span logs
  * off (KTIMING_SPANS=0) when only a summary is asked for, since nothing reads them then; kept when an output,
- * a trace, an HTML report or --mpi may need them, and never overriding a KTIMING_SPANS of the user's. */
+ * a trace, an HTML report or --mpi may need them, and never overriding a KTIMING_SPANS of the user's. Also: the
+ * snapshot `ktiming run` reads while the program ends is the one the program left (a replaced file is read
+ * again). */
 #include "run/run_util.h"
 
 /* envprog KTIMING_SPANS under `ktiming run <args> --`; its stdout line (malloc, no newline). */
@@ -69,12 +71,42 @@ static void test_user_setting_kept(void **state)
     unsetenv("KTIMING_SPANS");
 }
 
+/* snapprog's snapshot is replaced 100 ms after it first appears (ktiming may read it then): the summary and the
+ * output are the replacement's. */
+static void test_replaced_snapshot_read_again(void **state)
+{
+    (void)state;
+    char *out = ru_path("replaced.json"), *err_path = ru_path("replaced.err");
+    char *argv[] = {KT_CLI, "run", "-o", out, "--", SNAPPROG, NULL};
+    ktt_spawn_t how = {.err = err_path};
+    int st = -1;
+    char *text = ktt_run_capture(argv, &how, &st);
+    assert_non_null(text);
+    assert_int_equal(st, 0);
+    assert_string_equal(text, "done\n");
+    free(text);
+    size_t len = 0;
+    char *summary = ktt_read_file(err_path, &len);
+    assert_non_null(summary);
+    if (!strstr(summary, "second") || strstr(summary, "first"))
+        fail_msg("the summary is not the replacement's:\n%s", summary);
+    free(summary);
+    kt_snapshot_t *s = NULL;
+    char err[256];
+    if (kt_snapshot_load(out, &s, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(s->count, 1);
+    assert_string_equal(s->entries[0].name, "second");
+    kt_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_summary_only_turns_spans_off),
         cmocka_unit_test(test_outputs_keep_spans),
         cmocka_unit_test(test_user_setting_kept),
+        cmocka_unit_test(test_replaced_snapshot_read_again),
     };
     return cmocka_run_group_tests(tests, ru_group_setup, ru_group_teardown);
 }

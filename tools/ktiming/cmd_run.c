@@ -17,12 +17,15 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -335,8 +338,126 @@ static void forward_signal(int sig, siginfo_t *info, void *ctx)
     errno = saved;
 }
 
-/* Runs argv; returns its exit status as a shell would report it, *pid its process id. */
-static int run_program(char **argv, pid_t *pid)
+/* ---------------------------------------------------------------------------------------------------
+ * The program's snapshot, read while its process is being torn down
+ *
+ * A timed process writes its snapshot at exit and then tells us through a FIFO in the run directory
+ * (RUN_FIFO: "<pid>\n", kti_run.h). The kernel still needs milliseconds to tear the process down after that
+ * (3 ms for a PoCL program here) before waitpid returns, so ktiming waits on the FIFO and on the process (a
+ * pidfd) together and reads the program's own snapshot in that time; the report uses it if the file is still
+ * the one read. Without the FIFO or pidfd_open, it waits and reads afterwards, as before. (An inotify watch
+ * would need no message, but closing one waits for an SRCU grace period: 10-20 ms.)
+ * ------------------------------------------------------------------------------------------------- */
+
+#define RUN_FIFO "notify.fifo" /* KTI_RUN_FIFO of tools/intercept/common/kti_run.h */
+
+typedef struct early_t {
+    kt_snapshot_t *snap; /* the program's snapshot, read early (NULL: none) */
+    struct stat st;      /* the file it came from, as it was then */
+    char path[PATH_MAX]; /* its path */
+} early_t;
+
+static early_t g_early;
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* Reads path into g_early (a failure leaves nothing: the report reads it again and says why). */
+static void early_load(const char *path, int skip_spans)
+{
+    struct stat before, after;
+    kt_load_opts_t lo = {.skip_spans = skip_spans};
+    kt_snapshot_t *snap = NULL;
+    if (stat(path, &before) != 0 || kt_snapshot_load_opts(path, &lo, &snap, NULL, 0) != 0)
+        return;
+    if (stat(path, &after) != 0 || !same_file(&before, &after) ||
+        snprintf(g_early.path, sizeof g_early.path, "%s", path) >= (int)sizeof g_early.path) {
+        kt_snapshot_free(snap);
+        return;
+    }
+    g_early.snap = snap;
+    g_early.st = after;
+}
+
+/* The early snapshot of path if the file is still the one it was read from (ownership passes), else NULL. */
+static kt_snapshot_t *early_take(const char *path)
+{
+    struct stat now;
+    kt_snapshot_t *snap = g_early.snap;
+    g_early.snap = NULL;
+    if (snap && (strcmp(path, g_early.path) != 0 || stat(path, &now) != 0 || !same_file(&now, &g_early.st))) {
+        kt_snapshot_free(snap);
+        snap = NULL;
+    }
+    return snap;
+}
+
+/* The run directory's FIFO, made and opened before the program starts (-1 when it cannot be: no early read).
+ * Opened read-write, so it never reports a hang-up when a writer closes and a writer's non-blocking open always
+ * finds a reader. */
+static int open_run_fifo(const char *run_dir)
+{
+    char path[PATH_MAX];
+    if (path_join(path, sizeof path, run_dir, RUN_FIFO) != 0 || mkfifo(path, 0600) != 0)
+        return -1;
+    return open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+}
+
+/* Does buf[0, n) hold the line "<child>\n"? */
+static int fifo_names(const char *buf, ssize_t n, pid_t child)
+{
+    char want[32];
+    int wl = snprintf(want, sizeof want, "%ld\n", (long)child);
+    for (ssize_t i = 0; i + wl <= n; i++)
+        if ((i == 0 || buf[i - 1] == '\n') && !memcmp(buf + i, want, (size_t)wl))
+            return 1;
+    return 0;
+}
+
+/* Waits for the child; meanwhile, when fifo is open, reads the child's snapshot once the child says it is
+ * complete. Returns waitpid's status. */
+static int wait_child(pid_t child, int fifo, const char *run_dir, int skip_spans)
+{
+    int pidfd = -1;
+#ifdef SYS_pidfd_open
+    if (fifo >= 0)
+        pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+#endif
+    while (pidfd >= 0 && fifo >= 0) {
+        struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = fifo, .events = POLLIN}};
+        int n = poll(p, 2, -1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break;
+        int ended = (p[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+        if (p[1].revents & POLLIN) { /* the snapshot first, even when the process has ended meanwhile */
+            char buf[4096], name[32], path[PATH_MAX];
+            ssize_t got = read(fifo, buf, sizeof buf);
+            snprintf(name, sizeof name, "%ld.json", (long)child);
+            if (got > 0 && fifo_names(buf, got, child)) {
+                if (path_join(path, sizeof path, run_dir, name) == 0)
+                    early_load(path, skip_spans);
+                break; /* one snapshot per process: nothing more to wait for but the process */
+            }
+        }
+        if (ended)
+            break;
+    }
+    if (pidfd >= 0)
+        close(pidfd);
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    return status;
+}
+
+/* Runs argv; returns its exit status as a shell would report it, *pid its process id. With fifo (the run
+ * directory's, else -1), the program's snapshot there is read while its process ends (g_early). */
+static int run_program(char **argv, pid_t *pid, int fifo, const char *run_dir, int skip_spans)
 {
     sigset_t block, old_mask;
     sigemptyset(&block);
@@ -379,9 +500,7 @@ static int run_program(char **argv, pid_t *pid)
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     if (g_check_vulkan) /* while the program starts: it is only a warning */
         check_vulkan_loader();
-    int status = 0;
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-    }
+    int status = wait_child(child, fifo, run_dir, skip_spans);
     g_child = 0;
     for (size_t i = 0; i < N_FORWARDED; i++)
         sigaction(kForwarded[i], &old[i], NULL);
@@ -471,7 +590,8 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
     ktcli_progress_begin(&progress, "ktiming run", "reading the program's snapshot", NULL);
     /* the summary and the JSON copy need no spans; the trace and the HTML report do */
     kt_load_opts_t lo = {.skip_spans = !o->trace && !o->html};
-    int rc = kt_snapshot_load_opts(primary, &lo, &snap, err, sizeof err);
+    snap = early_take(primary);
+    int rc = snap ? 0 : kt_snapshot_load_opts(primary, &lo, &snap, err, sizeof err);
     if (rc == 0)
         ktcli_progress_stage(&progress, "writing the outputs");
     if (rc != 0) {
@@ -521,7 +641,7 @@ static int dir_is_empty(const char *dir)
     struct dirent *de;
     int empty = 1;
     while (d && empty && (de = readdir(d)))
-        empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+        empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || !strcmp(de->d_name, RUN_FIFO);
     if (d)
         closedir(d);
     return empty;
@@ -626,10 +746,15 @@ int ktcli_cmd_run(int argc, char **argv)
         return KTCLI_RUN_ERROR;
     }
     pid_t child = 0;
-    int status = run_program(argv + optind, &child);
+    int fifo = open_run_fifo(run_dir);
+    int status = run_program(argv + optind, &child, fifo, run_dir, !o.trace && !o.html);
+    if (fifo >= 0)
+        close(fifo);
     /* a program that could not be started (126/127 from our child) timed nothing: no second message */
     int started = child > 0 && !((status == 126 || status == 127) && dir_is_empty(run_dir));
     int rc = started ? report(&o, run_dir, child) : 0;
+    kt_snapshot_free(g_early.snap); /* read early but not used (report took it otherwise) */
+    g_early.snap = NULL;
     remove_dir(run_dir);
     /* the program's status wins; a failure to write what was asked for shows when the program succeeded */
     return status != 0 ? status : (rc != 0 ? KTCLI_RUN_ERROR : 0);

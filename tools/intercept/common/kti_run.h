@@ -6,17 +6,40 @@
 #include <ktiming/output.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Secure-execution mode (setuid, setgid or file capabilities: AT_SECURE): the interception libraries stay
  * inert -- they forward every call untouched, time nothing and write nothing -- and no KTIMING_* variable is
  * read (secure_getenv). */
 static inline int kti_secure(void) { return getauxval(AT_SECURE) != 0; }
+
+/* Tells `ktiming run` that this process's snapshot is complete: "<pid>\n" into the FIFO it made in the run
+ * directory (cmd_run.c, KTI_RUN_FIFO there too), so it reads the snapshot while the process is still being torn
+ * down. Never blocks and never fails the program: without a reader (or with anything but a FIFO there) nothing
+ * is written, and ktiming then reads the snapshot after the process has ended. */
+#define KTI_RUN_FIFO "notify.fifo"
+static void kti_notify_run(const char *dir)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/" KTI_RUN_FIFO, dir) >= (int)sizeof path)
+        return;
+    int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return;
+    struct stat st;
+    char msg[32];
+    int n = snprintf(msg, sizeof msg, "%ld\n", (long)getpid());
+    if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && n > 0 && write(fd, msg, (size_t)n) < 0)
+        errno = 0; /* a full FIFO: ktiming reads the snapshot after the wait instead */
+    close(fd);
+}
 
 static pthread_once_t kti_exit_once = PTHREAD_ONCE_INIT;
 static pid_t kti_exit_pid; /* the process that registered (a forked child writes only what it recorded) */
@@ -58,6 +81,8 @@ static void kti_write_run_snapshot(void)
     }
     if (rc != 0)
         fprintf(stderr, "ktiming: could not write %s: %s\n", path, errno ? strerror(errno) : kt_strerror(rc));
+    else
+        kti_notify_run(dir);
     kt_snapshot_free(snap);
 }
 

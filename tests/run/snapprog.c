@@ -1,0 +1,55 @@
+/* snapprog.c — writes its own snapshot into KTIMING_RUN_DIR twice, as a process whose snapshot is replaced after
+ * `ktiming run` has read it early: <pid>.json holding one CPU entry named "first", announced complete through the
+ * run directory's FIFO as the interception libraries do (tools/intercept/common/kti_run.h), then, 100 ms later,
+ * one named "second" (each written to a temporary name and renamed in, as ktiming's writer does). `ktiming run`
+ * must report what the file holds when the program has ended. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+static int put(const char *dir, const char *name)
+{
+    char tmp[4096], path[4096];
+    snprintf(tmp, sizeof tmp, "%s/snapprog.tmp", dir);
+    snprintf(path, sizeof path, "%s/%ld.json", dir, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    fprintf(f,
+            "{\"schema\": \"ktiming.snapshot\", \"version\": 3, \"entries\": [{\"name\": \"%s\", \"backend\": "
+            "\"cpu\", \"dispatch_count\": 1, \"total_ns\": 5, \"min_ns\": 5, \"max_ns\": 5}]}\n",
+            name);
+    if (fclose(f) != 0)
+        return -1;
+    return rename(tmp, path);
+}
+
+int main(void)
+{
+    const char *dir = getenv("KTIMING_RUN_DIR");
+    if (!dir || !*dir) {
+        fprintf(stderr, "snapprog: no KTIMING_RUN_DIR\n");
+        return 2;
+    }
+    if (put(dir, "first") != 0)
+        return 1;
+    char fifo[4096], msg[32];
+    snprintf(fifo, sizeof fifo, "%s/notify.fifo", dir);
+    int fd = open(fifo, O_WRONLY | O_NONBLOCK);
+    int n = snprintf(msg, sizeof msg, "%ld\n", (long)getpid());
+    if (fd < 0 || write(fd, msg, (size_t)n) != n) {
+        fprintf(stderr, "snapprog: no FIFO from ktiming run in %s\n", dir);
+        return 1;
+    }
+    close(fd);
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL);
+    if (put(dir, "second") != 0)
+        return 1;
+    printf("done\n");
+    return 0;
+}
