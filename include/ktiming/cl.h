@@ -238,10 +238,20 @@ KT_API int kt_cl_load(const kt_cl_api_t **api);
 KT_API int kt_cl_use_library(const char *path);
 
 /* Attach a command queue. Retains the queue until kt_cl_detach. Calibrates the device clock on the first
- * attach to a device (a few ms: a private queue on a private context, markers waited on). Attaching an
+ * attach to a device (a few ms: a private queue on a private context, markers waited on), unless kt_cl_prepare
+ * did it already (or waits for the one it started). Attaching an
  * attached queue returns the same context (and ignores desc). KT_EUNAVAILABLE without a loader, KT_EINVAL
  * for a NULL/invalid queue, KT_ENOTSUP with require_profiling on a queue without profiling. */
 KT_API int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_ctx_t **ctx);
+
+/* Optional: start a device's first-attach work now, in the background (the collector thread): its clock
+ * calibration, and ktiming's own set-up with the host clock's calibration (as the first record would: call
+ * kt_init before this to choose sizes), so a later first kt_cl_attach of a queue on it finds them done instead
+ * of doing them (~1-3 ms) on the enqueuing thread. An interception shim calls it when the program creates a
+ * queue. Attaching waits for a calibration still under way; exit waits for it too. 0, KT_EUNAVAILABLE without a
+ * loader, KT_EINVAL for NULL, KT_ENOMEM. With KTIMING_OPENCL_COLLECTOR=0 nothing starts: the first attach
+ * calibrates as before. */
+KT_API int kt_cl_prepare(cl_device_id device);
 
 /* The context attached to a queue, or NULL. */
 KT_API kt_cl_ctx_t *kt_cl_find(cl_command_queue queue);
@@ -332,6 +342,7 @@ static inline int kt_cl_load(const kt_cl_api_t **api) { if (api) *api = NULL; re
 static inline int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_ctx_t **ctx)
 { (void)desc; if (ctx) *ctx = (kt_cl_ctx_t *)queue; return 0; }
 static inline kt_cl_ctx_t *kt_cl_find(cl_command_queue queue) { (void)queue; return NULL; }
+static inline int kt_cl_prepare(cl_device_id device) { (void)device; return 0; }
 static inline int kt_cl_track(kt_cl_ctx_t *ctx, cl_event event, const char *name)
 { (void)ctx; (void)event; (void)name; return 0; }
 static inline int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name,

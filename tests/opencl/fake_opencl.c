@@ -10,6 +10,10 @@
  *   FAKE_CL_ERROR_CALLBACKS=1 (CL_COMPLETE callbacks also fire, with the negative status, for failed commands)
  *   FAKE_CL_SETCB_DELAY_US=n (clSetEventCallback is slow to start: it reads the event only after n us, as when
  *     the calling thread is preempted there)
+ *   FAKE_CL_CONTEXT_DELAY_US=n (clCreateContext takes n us, after counting the call: a calibration's private
+ *     context is then slow enough to fork during it)
+ * fake_cl_context_calls() (exported, for the tests) tells how many clCreateContext calls began, and how many of
+ * them on a thread other than the process's main thread.
  * A kernel's first argument, if a cl_uint, is its run time in microseconds. */
 #define CL_TARGET_OPENCL_VERSION 300
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
@@ -213,11 +217,28 @@ FAKE_API cl_int clGetDeviceAndHostTimer(cl_device_id d, cl_ulong *dev, cl_ulong 
  * Contexts, programs, kernels, buffers (bookkeeping only)
  * ------------------------------------------------------------------------------------------------- */
 
+static int g_contexts_begun;    /* clCreateContext calls begun */
+static int g_contexts_off_main; /* ... on a thread other than the main thread */
+
+FAKE_API void fake_cl_context_calls(int *begun, int *off_main)
+{
+    *begun = __atomic_load_n(&g_contexts_begun, __ATOMIC_SEQ_CST);
+    *off_main = __atomic_load_n(&g_contexts_off_main, __ATOMIC_SEQ_CST);
+}
+
 FAKE_API cl_context clCreateContext(const cl_context_properties *p, cl_uint n, const cl_device_id *d,
                                     void (CL_CALLBACK *cb)(const char *, const void *, size_t, void *), void *u,
                                     cl_int *err)
 {
     (void)p, (void)n, (void)d, (void)cb, (void)u;
+    __atomic_add_fetch(&g_contexts_begun, 1, __ATOMIC_SEQ_CST);
+    if (gettid() != getpid())
+        __atomic_add_fetch(&g_contexts_off_main, 1, __ATOMIC_SEQ_CST);
+    int delay_us = env_int("FAKE_CL_CONTEXT_DELAY_US", 0);
+    if (delay_us > 0) {
+        struct timespec ts = {delay_us / 1000000, (long)(delay_us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
     cl_context c = calloc(1, sizeof *c);
     c->refs = 1;
     if (err)

@@ -246,7 +246,8 @@ static void calibrate(kt__cl_dev_t *dev)
     atomic_store_explicit(&dev->calibrated, 1, memory_order_release);
 }
 
-kt__cl_dev_t *kt__cl_dev_get(cl_device_id id)
+/* The registry's entry for id, made (not calibrated) if it is new; NULL without memory. */
+static kt__cl_dev_t *dev_entry(cl_device_id id)
 {
     pthread_mutex_lock(&g_devs_lock);
     kt__cl_dev_t *dev = g_devs;
@@ -263,17 +264,60 @@ kt__cl_dev_t *kt__cl_dev_get(cl_device_id id)
         }
     }
     pthread_mutex_unlock(&g_devs_lock);
-    if (!dev)
-        return NULL;
-    /* Calibration (driver calls, a few markers waited on) runs under the device's own lock, not the registry's:
-     * other devices' first uses go on meanwhile; users of this device wait for its clock facts. */
+    return dev;
+}
+
+/* Calibration (driver calls, a few markers waited on) runs under the device's own lock, not the registry's:
+ * other devices' first uses go on meanwhile; users of this device wait for its clock facts. */
+static void ensure_calibrated(kt__cl_dev_t *dev)
+{
     if (!atomic_load_explicit(&dev->calibrated, memory_order_acquire)) {
         pthread_mutex_lock(&dev->calib_lock);
         if (!atomic_load_explicit(&dev->calibrated, memory_order_relaxed))
             calibrate(dev);
         pthread_mutex_unlock(&dev->calib_lock);
     }
+}
+
+kt__cl_dev_t *kt__cl_dev_get(cl_device_id id)
+{
+    kt__cl_dev_t *dev = dev_entry(id);
+    if (dev)
+        ensure_calibrated(dev);
     return dev;
+}
+
+static _Atomic int g_devs_pending; /* kt__cl_dev_prepare listed a device the collector has not calibrated */
+
+int kt__cl_dev_prepare(cl_device_id id)
+{
+    kt__cl_dev_t *dev = dev_entry(id);
+    if (!dev)
+        return KT_ENOMEM;
+    if (!atomic_load_explicit(&dev->calibrated, memory_order_acquire))
+        atomic_store(&g_devs_pending, 1);
+    return 0;
+}
+
+int kt__cl_dev_any_pending(void) { return atomic_load(&g_devs_pending); }
+
+void kt__cl_dev_calibrate_pending(void)
+{
+    if (!atomic_load_explicit(&g_devs_pending, memory_order_relaxed) || !atomic_exchange(&g_devs_pending, 0))
+        return;
+    pthread_mutex_lock(&g_devs_lock);
+    kt__cl_dev_t *dev = g_devs; /* entries are never removed and are pushed at the head: the rest is fixed */
+    pthread_mutex_unlock(&g_devs_lock);
+    for (; dev; dev = dev->next)
+        ensure_calibrated(dev);
+}
+
+void kt__cl_dev_fork_child(void)
+{
+    pthread_mutex_init(&g_devs_lock, NULL);
+    for (kt__cl_dev_t *dev = g_devs; dev; dev = dev->next)
+        if (!atomic_load(&dev->calibrated)) /* another thread of the parent was calibrating it: again here */
+            pthread_mutex_init(&dev->calib_lock, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------------------

@@ -39,6 +39,13 @@ typedef struct kt__cl_dev_t {
 /* Find or create the device entry and calibrate it once (blocking, bounded; under the device's own lock, never
  * the registry's). Never NULL unless out of memory. */
 kt__cl_dev_t *kt__cl_dev_get(cl_device_id id);
+/* kt_cl_prepare: lists the device (not calibrated yet) for the collector's kt__cl_dev_calibrate_pending, which
+ * calibrates every listed device not calibrated yet; 0 or KT_ENOMEM. */
+int kt__cl_dev_prepare(cl_device_id id);
+void kt__cl_dev_calibrate_pending(void);
+int kt__cl_dev_any_pending(void); /* seq_cst: read after the collector announces it sleeps */
+/* fork, in the child: the registry's locks as if no other thread had held them (none runs there). */
+void kt__cl_dev_fork_child(void);
 /* Map a device profiling stamp to the host timeline. 0 on success; uncertainty in ns. Never blocks: a
  * device-epoch model is refreshed here only when reads are clGetDeviceAndHostTimer; marker reads wait for the
  * device, so those refreshes happen in kt__cl_dev_refresh (attach, flush). */

@@ -843,6 +843,10 @@ static unsigned poll_pass(unsigned *running)
 static int collector_step(void *unused)
 {
     (void)unused;
+    if (kt__cl_dev_any_pending()) { /* kt_cl_prepare's devices, before their commands come */
+        kt__ensure_init();              /* and the core (the host clock's calibration): here, off the program's threads */
+        kt__cl_dev_calibrate_pending();
+    }
     reap();
     unsigned polled = 0;
     unsigned done = poll_pass(&polled);
@@ -868,7 +872,7 @@ static int collector_step(void *unused)
         return 0;
     }
     atomic_store(&g_coll_deep, 1); /* seq_cst, before the head load in ring_nonempty and the tag loads */
-    if (ring_nonempty() || atomic_load(&g_retired_count) || any_polled()) {
+    if (ring_nonempty() || atomic_load(&g_retired_count) || any_polled() || kt__cl_dev_any_pending()) {
         atomic_store(&g_coll_deep, 0);
         g_coll_idle = atomic_load(&g_retired_count) ? 0 : g_coll_idle;
         return 1;
@@ -1123,12 +1127,18 @@ static void fork_release(void)
     pthread_mutex_unlock(&g_ctx_lock);
 }
 
+static void fork_child(void)
+{
+    fork_release();
+    kt__cl_dev_fork_child();
+}
+
 static const kt__backend_ops_t kOps = {.name = "OpenCL",
                                        .flush = flush_hook,
                                        .stop = stop_hook,
                                        .fork_prepare = fork_prepare,
                                        .fork_parent = fork_release,
-                                       .fork_child = fork_release};
+                                       .fork_child = fork_child};
 
 /* ---------------------------------------------------------------------------------------------------
  * Attach / detach
@@ -1217,6 +1227,30 @@ static void arm(void)
     coll_start();
 }
 
+/* The loader (kt_cl_load) and the environment, once; kt_cl_load's result. */
+static int load_and_read_env(void)
+{
+    int rc = kt_cl_load(NULL);
+    if (rc >= 0)
+        pthread_once(&g_env_once, read_env);
+    return rc;
+}
+
+int kt_cl_prepare(cl_device_id device)
+{
+    if (!device)
+        return KT_EINVAL;
+    int rc = load_and_read_env();
+    if (rc < 0)
+        return rc;
+    rc = kt__cl_dev_prepare(device);
+    if (rc < 0)
+        return rc;
+    arm(); /* registered, so exit stops (and joins) the collector even if nothing is ever attached */
+    coll_wake(); /* one already asleep: the pending flag is read before it sleeps again (collector_step) */
+    return 0;
+}
+
 int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_ctx_t **out)
 {
     static const kt_cl_attach_desc_t kDefault;
@@ -1225,10 +1259,9 @@ int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_
     *out = NULL;
     if (!queue)
         return KT_EINVAL;
-    int rc = kt_cl_load(NULL);
+    int rc = load_and_read_env();
     if (rc < 0)
         return rc;
-    pthread_once(&g_env_once, read_env);
     if (!desc)
         desc = &kDefault;
     arm();

@@ -143,8 +143,12 @@ static pthread_mutex_t g_queues_lock = PTHREAD_MUTEX_INITIALIZER;
 static kti_map_t g_queues;           /* live queues: cl_command_queue -> kti_queue_t (malloc'd) */
 static atomic_size_t g_forced_count; /* forced queues, readable without the lock for the fast paths */
 
-static void queue_add(cl_command_queue q, int forced, const cl_queue_properties *props)
+/* A queue the program made: listed (forced: ktiming added profiling; props: the program's own list), and its
+ * device's first-attach work (clock calibrations) started in the background, so the first enqueue on it does
+ * not wait for that. */
+static void queue_add(cl_command_queue q, cl_device_id d, int forced, const cl_queue_properties *props)
 {
+    kt_cl_prepare(d);
     size_t n = 0;
     cl_queue_properties *copy = NULL;
     if (forced && props) {
@@ -295,7 +299,7 @@ static cl_command_queue hook_create_queue(const kti_next_t *n, cl_context c, cl_
         cl_int e = CL_SUCCESS;
         cl_command_queue q = n->create_queue(c, d, p | CL_QUEUE_PROFILING_ENABLE, &e);
         if (q && e == CL_SUCCESS) {
-            queue_add(q, 1, NULL);
+            queue_add(q, d, 1, NULL);
             if (err)
                 *err = e;
             return q;
@@ -303,7 +307,7 @@ static cl_command_queue hook_create_queue(const kti_next_t *n, cl_context c, cl_
     }
     cl_command_queue q = n->create_queue(c, d, p, err);
     if (q)
-        queue_add(q, 0, NULL);
+        queue_add(q, d, 0, NULL);
     return q;
 }
 
@@ -326,7 +330,7 @@ static cl_command_queue hook_create_queue_props(const kti_next_t *n, cl_context 
             cl_int e = CL_SUCCESS;
             cl_command_queue q = n->create_queue_props(c, d, buf, &e);
             if (q && e == CL_SUCCESS) {
-                queue_add(q, 1, props);
+                queue_add(q, d, 1, props);
                 if (err)
                     *err = e;
                 return q;
@@ -335,7 +339,7 @@ static cl_command_queue hook_create_queue_props(const kti_next_t *n, cl_context 
     }
     cl_command_queue q = n->create_queue_props(c, d, props, err);
     if (q)
-        queue_add(q, 0, NULL);
+        queue_add(q, d, 0, NULL);
     return q;
 }
 

@@ -1,0 +1,138 @@
+/* test_cl_prepare.c — kt_cl_prepare on the test double (fake_opencl.c, whose clCreateContext is slowed by
+ * FAKE_CL_CONTEXT_DELAY_US and counted per thread): a device's clock calibration starts on the collector thread,
+ * not the caller's, and the first attach finds it done; a process forked while the collector is inside that
+ * calibration calibrates for itself instead of waiting forever for a lock its parent's thread held.
+ * The fake has one device, and a device is calibrated once per process, so each case runs in its own process:
+ * `test_cl_prepare background` and `test_cl_prepare fork`. */
+#include <ktiming.h>
+#include <ktiming/cl.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const kt_cl_api_t *cl;
+static cl_device_id g_dev;
+static cl_context g_ctx;
+static void (*g_context_calls)(int *begun, int *off_main); /* the fake's fake_cl_context_calls */
+
+static int contexts_off_main(void)
+{
+    int begun = 0, off = 0;
+    g_context_calls(&begun, &off);
+    return off;
+}
+
+static int contexts_begun(void)
+{
+    int begun = 0, off = 0;
+    g_context_calls(&begun, &off);
+    return begun;
+}
+
+/* Waits (polling, at most 30 s: a failure bound, not a timing claim) for a clCreateContext off the main thread. */
+static void wait_context_off_main(void)
+{
+    struct timespec ms = {0, 1000000};
+    for (int i = 0; i < 30000 && contexts_off_main() == 0; i++)
+        nanosleep(&ms, NULL);
+    if (contexts_off_main() == 0)
+        fail_msg("no clCreateContext on another thread: kt_cl_prepare started no calibration in the background");
+}
+
+/* kt_cl_prepare: the calibration's private context is made by another thread (the collector) while this one
+ * never attaches; kt_cl_device_info then waits for that calibration instead of doing its own, and a queue on
+ * the device is timed as usual. */
+static void test_background(void **state)
+{
+    (void)state;
+    assert_int_equal(kt_cl_prepare(NULL), KT_EINVAL);
+    assert_int_equal(contexts_off_main(), 0);
+    int before = contexts_begun(); /* this process's own context */
+    assert_int_equal(kt_cl_prepare(g_dev), 0);
+    wait_context_off_main();
+    kt_cl_device_info_t info;
+    assert_int_equal(kt_cl_device_info(g_dev, &info), 0);
+    assert_string_equal(info.clock.clock_domain, "CLOCK_MONOTONIC_RAW"); /* FAKE_CL_CLOCK=raw, detected */
+    assert_int_equal(contexts_begun(), before + 1); /* the collector's context, and no second calibration */
+    assert_int_equal(kt_cl_prepare(g_dev), 0);      /* again: nothing more to do */
+
+    cl_int err = 0;
+    cl_command_queue q = cl->clCreateCommandQueue(g_ctx, g_dev, CL_QUEUE_PROFILING_ENABLE, &err);
+    assert_non_null(q);
+    cl_kernel k = cl->clCreateKernel(NULL, "prepared", &err);
+    cl_uint us = 50;
+    cl->clSetKernelArg(k, 0, sizeof us, &us);
+    kt_cl_ctx_t *kc = NULL;
+    assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
+    size_t g = 1;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
+    assert_int_equal(kt_cl_detach(kc), 0);
+    assert_int_equal(contexts_begun(), before + 1); /* attaching calibrated nothing either */
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_snapshot_find(s, "prepared", KT_BACKEND_OPENCL, "ktiming fake device");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 3);
+    kt_snapshot_free(s);
+    cl->clReleaseKernel(k);
+    cl->clReleaseCommandQueue(q);
+}
+
+/* A fork while the collector is inside the calibration (its private context takes FAKE_CL_CONTEXT_DELAY_US):
+ * the child's own kt_cl_device_info calibrates there and returns; the parent's waits for the collector's. */
+static void test_fork(void **state)
+{
+    (void)state;
+    assert_int_equal(kt_cl_prepare(g_dev), 0);
+    wait_context_off_main(); /* the collector holds the device's calibration lock from here until it is done */
+    fflush(NULL);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        alarm(60); /* a child stuck on its parent's lock ends, and the parent sees a signal, not an exit */
+        kt_cl_device_info_t info;
+        int rc = kt_cl_device_info(g_dev, &info);
+        int ok = rc == 0 && !strcmp(info.clock.clock_domain, "CLOCK_MONOTONIC_RAW");
+        fprintf(stderr, "child: kt_cl_device_info %d, domain %s\n", rc, rc == 0 ? info.clock.clock_domain : "-");
+        fflush(stderr);
+        _exit(ok ? 0 : 1);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(child, &st, 0), child);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("the child forked during the calibration did not calibrate for itself (status 0x%x)", st);
+    kt_cl_device_info_t info;
+    assert_int_equal(kt_cl_device_info(g_dev, &info), 0);
+    assert_string_equal(info.clock.clock_domain, "CLOCK_MONOTONIC_RAW");
+}
+
+int main(int argc, char **argv)
+{
+    const char *lib = getenv("KTIMING_OPENCL_LIBRARY");
+    void *h = lib ? dlopen(lib, RTLD_NOW) : NULL; /* the library libktiming loads: the same handle */
+    g_context_calls = h ? (void (*)(int *, int *))dlsym(h, "fake_cl_context_calls") : NULL;
+    if (!g_context_calls || kt_cl_load(&cl) != 0) {
+        fprintf(stderr, "the fake OpenCL library did not load\n");
+        return 1;
+    }
+    cl_platform_id p;
+    cl->clGetPlatformIDs(1, &p, NULL);
+    cl->clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &g_dev, NULL);
+    cl_int err = 0;
+    g_ctx = cl->clCreateContext(NULL, 1, &g_dev, NULL, NULL, &err);
+    const struct CMUnitTest background[] = {cmocka_unit_test(test_background)};
+    const struct CMUnitTest fork_case[] = {cmocka_unit_test(test_fork)};
+    if (argc > 1 && !strcmp(argv[1], "fork"))
+        return cmocka_run_group_tests(fork_case, NULL, NULL);
+    return cmocka_run_group_tests(background, NULL, NULL);
+}
