@@ -125,10 +125,6 @@ void kt__nap_ns(uint64_t ns);
 struct kt_clock_model_t;
 void kt__device_publish_model(kt_device_info_t *info, const struct kt_clock_model_t *model, uint64_t now_ns);
 
-/* Sets the core up if nothing has yet (core.c; also declared in internal.h). A backend's collector thread calls
- * it before its first record, so the host clock's calibration (~1.5 ms) runs there, not on a program's thread. */
-void kt__ensure_init(void);
-
 /* Whether a dispatch kt_record_dispatch records on the calling thread now would keep its span (spans on and
  * the thread's log not full): a backend may skip reading stamps that only a span holds (OpenCL's queued and
  * submit times). 1 when it cannot tell yet (no shard, or one a reset will clear). */
