@@ -20,9 +20,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PAIRS 15               /* typical case: ~0.5 s a pair */
-#define HEAVY_PAIRS 41         /* heavy case: ~0.2 s a pair, and a pair's ratio spreads 0.9-1.4 on a shared
-                                * 2-core machine: more pairs, a steadier median */
+#define PAIRS 25               /* typical case: ~1 s a pair (its median moved 0.88-1.05 between runs with 15) */
+#define HEAVY_PAIRS 81         /* heavy case: ~0.2 s a pair, and a pair's ratio spreads 0.85-1.6 on a shared
+                                * 2-core machine: with 41 pairs the median moved 1.07-1.16 between runs */
 #define MAX_PAIRS HEAVY_PAIRS
 #define BUDGET_NS 32000000000ull /* stop adding pairs after 32 s per case */
 #define TINY "20000"             /* heavy case: tiny kernels */
