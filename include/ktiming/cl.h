@@ -14,24 +14,24 @@
  *     ...                                                   // nothing waits: completion callbacks record
  *     kt_cl_detach(kc);                                     // collects everything outstanding, then detaches
  *
- * Completion. kt_cl_track retains the event. On a queue with CL_QUEUE_PROFILING_ENABLE (the stamps come from the
- * event, not from when its completion is seen) it registers nothing: the collector thread reads the status of
- * such commands about every millisecond while any is in flight and records the finished ones, oldest enqueue
- * first (KTIMING_OPENCL_COMPLETION=poll, the default; a driver that runs callbacks on its execution thread,
- * as PoCL does, is then spared one per command). Otherwise (no profiling, KTIMING_OPENCL_COMPLETION=callback,
- * no collector thread) it registers a CL_COMPLETE callback (clSetEventCallback). The callback runs on whatever
- * thread the driver chooses (PoCL: the worker that executes commands, so work there delays the next command), and does only the minimum: it claims the record and pushes it onto a lock-free
- * queue. The record is held through clSetEventCallback itself, so no flush can release the event while the
- * driver is still inside that call (a callback arriving meanwhile is finished by the tracking thread once the
- * call returns). A ktiming collector thread (the core's collector helper, started at the first attach) pops it, reads the profiling
- * stamps and records one dispatch: duration END-START in device time, the stage delays QUEUED->SUBMIT->START,
- * and start/end placed on the host timeline (CLOCK_MONOTONIC_RAW) through the device's clock model, whose
- * error bound goes into the span's uncertainty; then it releases the event. The collector drains about every
- * millisecond while commands complete, and kt_cl_flush (and so kt_flush, kt_snapshot, kt_shutdown, exit)
- * drains the queue itself, so a flush never waits for the collector to be scheduled. When the event had
- * already completed (the driver calls back at once, on the enqueuing thread, inside kt_cl_track), the record
- * is finished right there. The enqueuing thread never waits. The event is released exactly once. Commands may
- * finish in any order (out-of-order queues, several queues, several threads).
+ * Completion. kt_cl_track retains the event. On a queue with CL_QUEUE_PROFILING_ENABLE (the stamps come from the event,
+ * not from when its completion is seen) it registers nothing: the collector thread reads the status of such commands
+ * about every millisecond while any is in flight and records the finished ones, oldest enqueue first
+ * (KTIMING_OPENCL_COMPLETION=poll, the default; a driver that runs callbacks on its execution thread, as PoCL does, is
+ * then spared one per command). Otherwise (no profiling, KTIMING_OPENCL_COMPLETION=callback, no collector thread) it
+ * registers a CL_COMPLETE callback (clSetEventCallback). The callback runs on whatever thread the driver chooses (PoCL:
+ * the worker that executes commands, so work there delays the next command), and does only the minimum: it claims the
+ * record and pushes it onto a lock-free queue. The record is held through clSetEventCallback itself, so no flush can
+ * release the event while the driver is still inside that call (a callback arriving meanwhile is finished by the
+ * tracking thread once the call returns). A ktiming collector thread (the core's collector helper, started at the first
+ * attach or kt_cl_prepare) pops it, reads the profiling stamps and records one dispatch: duration END-START in device
+ * time, the stage delays QUEUED->SUBMIT->START, and start/end placed on the host timeline (CLOCK_MONOTONIC_RAW) through
+ * the device's clock model, whose error bound goes into the span's uncertainty; then it releases the event. The
+ * collector drains about every millisecond while commands complete, and kt_cl_flush (and so kt_flush, kt_snapshot,
+ * kt_shutdown, exit) drains the queue itself, so a flush never waits for the collector to be scheduled. When the event
+ * had already completed (the driver calls back at once, on the enqueuing thread, inside kt_cl_track), the record is
+ * finished right there. The enqueuing thread never waits. The event is released exactly once. Commands may finish in
+ * any order (out-of-order queues, several queues, several threads).
  *
  * Failures. A command whose status ends negative is counted in the kernel's `errors`, with the status's name
  * (kt_cl_error_name) as the entry's last_error; so is an enqueue the driver refuses (kt_cl_enqueue_ndrange
