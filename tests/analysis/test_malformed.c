@@ -213,17 +213,13 @@ static void test_member_errors(void **state)
            "span_table.entry: more values than count");
     reject(HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3," ST3("0*2", "-*3", "0*3") "}}",
            "span_table.entry: 2 values, count says 3");
-    reject(HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3," ST3("0*0 0*3", "-*3", "0*3") "}}",
-           "span_table.entry: malformed value at span 0");
-    reject(HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3," ST3("0* 0 0", "-*3", "0*3") "}}",
-           "span_table.entry: malformed value at span 0");
-    reject(HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3," ST3("*3", "-*3", "0*3") "}}",
-           "span_table.entry: malformed value at span 0");
-    reject(HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3," ST3("0*3x", "-*3", "0*3") "}}",
-           "span_table.entry: malformed value at span 0");
-    reject(HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3,"
-                 ST3("0*99999999999999999999", "-*3", "0*3") "}}",
-           "span_table.entry: malformed value at span 0");
+    /* malformed runs: a zero count, a count apart from its value, no value, trailing junk, an overflowing count */
+#define BAD_RUN(run) HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3," ST3(run, "-*3", "0*3") "}}"
+    static const char *const kBadRuns[] = {BAD_RUN("0*0 0*3"), BAD_RUN("0* 0 0"), BAD_RUN("*3"), BAD_RUN("0*3x"),
+                                           BAD_RUN("0*99999999999999999999")};
+#undef BAD_RUN
+    for (size_t i = 0; i < sizeof kBadRuns / sizeof kBadRuns[0]; i++)
+        reject(kBadRuns[i], "span_table.entry: malformed value at span 0");
     const char *absent_run = HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3,"
                                  ST3("0*3", "-*3", "0*3") ",\"uncertainty_ns\":\"-*3\"}}";
     assert_int_equal(kt_snapshot_parse(absent_run, strlen(absent_run), &ok, NULL, 0), 0);

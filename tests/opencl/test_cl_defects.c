@@ -4,13 +4,8 @@
  * enqueue that leaves the program's event variable alone and is counted with the error's name, and one bounded
  * wait at exit whose leftovers are counted as in flight at exit (checked by an atexit handler that runs after
  * ktiming's). */
-#include <ktiming.h>
-#include <ktiming/cl.h>
+#include "opencl/fake_cl_util.h"
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <cmocka.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,31 +13,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static const kt_cl_api_t *cl;
-static cl_device_id g_dev;
-static cl_context g_ctx;
-
-static cl_command_queue make_queue(void)
-{
-    cl_int err = 0;
-    cl_command_queue q = cl->clCreateCommandQueue(g_ctx, g_dev, CL_QUEUE_PROFILING_ENABLE, &err);
-    assert_non_null(q);
-    return q;
-}
-
-static cl_kernel make_kernel(const char *name, cl_uint us)
-{
-    cl_int err = 0;
-    cl_kernel k = cl->clCreateKernel(NULL, name, &err);
-    cl->clSetKernelArg(k, 0, sizeof us, &us);
-    return k;
-}
-
-static const kt_kernel_timing_t *find(const kt_snapshot_t *s, const char *name)
-{
-    return kt_snapshot_find(s, name, KT_BACKEND_OPENCL, "ktiming fake device");
-}
 
 static _Atomic int g_enqueuing;
 
@@ -61,8 +31,8 @@ static void test_flush_races_set_callback(void **state)
 {
     (void)state;
     kt_reset();
-    cl_command_queue q = make_queue();
-    cl_kernel k = make_kernel("raced", 0);
+    cl_command_queue q = fake_queue();
+    cl_kernel k = fake_kernel("raced", 0);
     kt_cl_ctx_t *kc;
     assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
     enum { N = 400 };
@@ -76,7 +46,7 @@ static void test_flush_races_set_callback(void **state)
     pthread_join(th, NULL);
     assert_int_equal(kt_cl_detach(kc), 0);
     kt_snapshot_t *s = kt_snapshot();
-    const kt_kernel_timing_t *e = find(s, "raced");
+    const kt_kernel_timing_t *e = fake_find(s, "raced");
     assert_non_null(e);
     assert_int_equal(e->dispatch_count, N);
     assert_int_equal(e->dropped, 0);
@@ -92,8 +62,8 @@ static void test_detach_async_keeps_gated_command(void **state)
 {
     (void)state;
     kt_reset();
-    cl_command_queue q = make_queue();
-    cl_kernel k = make_kernel("gated", 100);
+    cl_command_queue q = fake_queue();
+    cl_kernel k = fake_kernel("gated", 100);
     kt_cl_ctx_t *kc;
     assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
     cl_int err = 0;
@@ -106,7 +76,7 @@ static void test_detach_async_keeps_gated_command(void **state)
     cl->clSetUserEventStatus(gate, CL_COMPLETE);
     kt_flush();
     kt_snapshot_t *s = kt_snapshot();
-    const kt_kernel_timing_t *e = find(s, "gated");
+    const kt_kernel_timing_t *e = fake_find(s, "gated");
     assert_non_null(e);
     assert_int_equal(e->dispatch_count, 1);
     assert_int_equal(e->dropped, 0);
@@ -121,8 +91,8 @@ static void test_refused_enqueue(void **state)
 {
     (void)state;
     kt_reset();
-    cl_command_queue q = make_queue();
-    cl_kernel k = make_kernel("refused", 0);
+    cl_command_queue q = fake_queue();
+    cl_kernel k = fake_kernel("refused", 0);
     kt_cl_ctx_t *kc;
     assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
     cl_event sentinel = (cl_event)(uintptr_t)0x5eed;
@@ -132,7 +102,7 @@ static void test_refused_enqueue(void **state)
     assert_ptr_equal(ev, sentinel);
     assert_int_equal(kt_cl_last_error(), CL_INVALID_WORK_DIMENSION);
     kt_snapshot_t *s = kt_snapshot();
-    const kt_kernel_timing_t *e = find(s, "refused");
+    const kt_kernel_timing_t *e = fake_find(s, "refused");
     assert_non_null(e);
     assert_int_equal(e->errors, 1);
     assert_int_equal(e->dispatch_count, 0);
@@ -148,7 +118,7 @@ static void test_command_bytes(void **state)
 {
     (void)state;
     kt_reset();
-    cl_command_queue q = make_queue();
+    cl_command_queue q = fake_queue();
     kt_cl_ctx_t *kc;
     assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
     cl_int err = 0;
@@ -162,7 +132,7 @@ static void test_command_bytes(void **state)
     }
     assert_int_equal(kt_cl_detach(kc), 0);
     kt_snapshot_t *s = kt_snapshot();
-    const kt_kernel_timing_t *e = find(s, "clEnqueueWriteBuffer");
+    const kt_kernel_timing_t *e = fake_find(s, "clEnqueueWriteBuffer");
     assert_non_null(e);
     assert_int_equal(e->dispatch_count, 3);
     assert_int_equal(e->bytes, 3000);
@@ -181,7 +151,7 @@ static void verify_at_exit(void)
     if (!g_stuck_ctx)
         return;
     kt_snapshot_t *s = kt_snapshot();
-    const kt_kernel_timing_t *e = s ? find(s, "stuck") : NULL;
+    const kt_kernel_timing_t *e = s ? fake_find(s, "stuck") : NULL;
     if (g_in_child) {
         int clean = s && (!e || (e->dispatch_count == 0 && e->dropped == 0));
         fprintf(stderr, "child at exit: stuck command %s\n", clean ? "left to the parent" : "counted in the child");
@@ -199,15 +169,9 @@ static void verify_at_exit(void)
 int main(void)
 {
     atexit(verify_at_exit); /* before any ktiming call: runs after ktiming's exit handler */
-    if (kt_cl_load(&cl) != 0) {
-        fprintf(stderr, "the fake OpenCL library did not load\n");
+    if (fake_open() != 0)
         return 1;
-    }
-    cl_platform_id p;
-    cl->clGetPlatformIDs(1, &p, NULL);
-    cl->clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &g_dev, NULL);
     cl_int err = 0;
-    g_ctx = cl->clCreateContext(NULL, 1, &g_dev, NULL, NULL, &err);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flush_races_set_callback),
         cmocka_unit_test(test_detach_async_keeps_gated_command),
@@ -218,8 +182,8 @@ int main(void)
         _exit(1);
     /* Leave with a command that can never run (its user event is never set). */
     kt_reset();
-    cl_command_queue q = make_queue();
-    cl_kernel k = make_kernel("stuck", 0);
+    cl_command_queue q = fake_queue();
+    cl_kernel k = fake_kernel("stuck", 0);
     cl_event never = cl->clCreateUserEvent(g_ctx, &err);
     size_t g = 1;
     if (kt_cl_attach(q, NULL, &g_stuck_ctx) != 0 ||

@@ -4,21 +4,12 @@
  * REALTIME, a device epoch with drift), clGetDeviceAndHostTimer is used only on >= 2.1 with a host timer (a
  * 1.2 stack where it never returns must not hang us), callbacks on the enqueuing thread, and callbacks for
  * failed commands counted once. */
-#include <ktiming.h>
-#include <ktiming/cl.h>
+#include "opencl/fake_cl_util.h"
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static const kt_cl_api_t *cl;
-static cl_device_id g_dev;
-static cl_context g_ctx;
 
 static int env_on(const char *name)
 {
@@ -54,23 +45,12 @@ static void test_clock_detected(void **state)
            (unsigned long long)info.clock.error_bound_ns, info.clock.drift_ppm);
 }
 
-static cl_command_queue make_queue(void)
-{
-    cl_int err = 0;
-    cl_command_queue q = cl->clCreateCommandQueue(g_ctx, g_dev, CL_QUEUE_PROFILING_ENABLE, &err);
-    assert_non_null(q);
-    return q;
-}
-
 /* Stamps placed on the host timeline land inside the host bracket of each command, within their bound. */
 static void spans_placed(uint64_t idle_ms)
 {
     kt_reset();
-    cl_command_queue q = make_queue();
-    cl_int err = 0;
-    cl_kernel k = cl->clCreateKernel(NULL, "spin", &err);
-    cl_uint us = 2000;
-    cl->clSetKernelArg(k, 0, sizeof us, &us);
+    cl_command_queue q = fake_queue();
+    cl_kernel k = fake_kernel("spin", 2000);
     kt_cl_ctx_t *kc;
     assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
     struct timespec idle = {(time_t)(idle_ms / 1000), (long)(idle_ms % 1000) * 1000000L};
@@ -86,7 +66,7 @@ static void spans_placed(uint64_t idle_ms)
     }
     assert_int_equal(kt_cl_detach(kc), 0);
     kt_snapshot_t *s = kt_snapshot();
-    const kt_kernel_timing_t *e = kt_snapshot_find(s, "spin", KT_BACKEND_OPENCL, "ktiming fake device");
+    const kt_kernel_timing_t *e = fake_find(s, "spin");
     assert_non_null(e);
     assert_int_equal(e->dispatch_count, REPS);
     int n = 0;
@@ -135,7 +115,7 @@ static void test_failure_counted_once(void **state)
 {
     (void)state;
     kt_reset();
-    cl_command_queue q = make_queue();
+    cl_command_queue q = fake_queue();
     cl_int err = 0;
     cl_kernel k = cl->clCreateKernel(NULL, "doomed", &err);
     kt_cl_ctx_t *kc;
@@ -150,7 +130,7 @@ static void test_failure_counted_once(void **state)
     assert_int_equal(kt_cl_flush(kc, 0), 0);
     assert_int_equal(kt_cl_detach(kc), 0);
     kt_snapshot_t *s = kt_snapshot();
-    const kt_kernel_timing_t *e = kt_snapshot_find(s, "doomed", KT_BACKEND_OPENCL, "ktiming fake device");
+    const kt_kernel_timing_t *e = fake_find(s, "doomed");
     assert_non_null(e);
     assert_int_equal(e->errors, 1);
     assert_int_equal(e->dispatch_count, 0);
@@ -170,11 +150,8 @@ static void test_burst(void **state)
 {
     (void)state;
     kt_reset();
-    cl_command_queue q = make_queue();
-    cl_int err = 0;
-    cl_kernel k = cl->clCreateKernel(NULL, "short", &err);
-    cl_uint us = 20;
-    cl->clSetKernelArg(k, 0, sizeof us, &us);
+    cl_command_queue q = fake_queue();
+    cl_kernel k = fake_kernel("short", 20);
     kt_cl_ctx_t *kc;
     assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
     size_t g = 1;
@@ -198,7 +175,7 @@ static void test_burst(void **state)
     assert_int_equal(info.in_flight, 0);
     assert_int_equal(kt_cl_detach(kc), 0);
     kt_snapshot_t *s = kt_snapshot();
-    const kt_kernel_timing_t *e = kt_snapshot_find(s, "short", KT_BACKEND_OPENCL, "ktiming fake device");
+    const kt_kernel_timing_t *e = fake_find(s, "short");
     assert_non_null(e);
     assert_int_equal(e->dispatch_count, 500);
     kt_snapshot_free(s);
@@ -208,16 +185,8 @@ static void test_burst(void **state)
 
 int main(void)
 {
-    if (kt_cl_load(&cl) != 0) {
-        fprintf(stderr, "the fake OpenCL library did not load (KTIMING_OPENCL_LIBRARY=%s)\n",
-                getenv("KTIMING_OPENCL_LIBRARY") ? getenv("KTIMING_OPENCL_LIBRARY") : "");
+    if (fake_open() != 0)
         return 1;
-    }
-    cl_platform_id p;
-    cl->clGetPlatformIDs(1, &p, NULL);
-    cl->clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &g_dev, NULL);
-    cl_int err = 0;
-    g_ctx = cl->clCreateContext(NULL, 1, &g_dev, NULL, NULL, &err);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clock_detected),
         cmocka_unit_test(test_spans_placed),

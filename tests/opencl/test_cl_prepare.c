@@ -4,13 +4,8 @@
  * calibration calibrates for itself instead of waiting forever for a lock its parent's thread held.
  * The fake has one device, and a device is calibrated once per process, so each case runs in its own process:
  * `test_cl_prepare background` and `test_cl_prepare fork`. */
-#include <ktiming.h>
-#include <ktiming/cl.h>
+#include "opencl/fake_cl_util.h"
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <cmocka.h>
 #include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,9 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static const kt_cl_api_t *cl;
-static cl_device_id g_dev;
-static cl_context g_ctx;
 static void (*g_context_calls)(int *begun, int *off_main); /* the fake's fake_cl_context_calls */
 
 static int contexts_off_main(void)
@@ -66,12 +58,8 @@ static void test_background(void **state)
     assert_int_equal(contexts_begun(), before + 1); /* the collector's context, and no second calibration */
     assert_int_equal(kt_cl_prepare(g_dev), 0);      /* again: nothing more to do */
 
-    cl_int err = 0;
-    cl_command_queue q = cl->clCreateCommandQueue(g_ctx, g_dev, CL_QUEUE_PROFILING_ENABLE, &err);
-    assert_non_null(q);
-    cl_kernel k = cl->clCreateKernel(NULL, "prepared", &err);
-    cl_uint us = 50;
-    cl->clSetKernelArg(k, 0, sizeof us, &us);
+    cl_command_queue q = fake_queue();
+    cl_kernel k = fake_kernel("prepared", 50);
     kt_cl_ctx_t *kc = NULL;
     assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
     size_t g = 1;
@@ -80,7 +68,7 @@ static void test_background(void **state)
     assert_int_equal(kt_cl_detach(kc), 0);
     assert_int_equal(contexts_begun(), before + 1); /* attaching calibrated nothing either */
     kt_snapshot_t *s = kt_snapshot();
-    const kt_kernel_timing_t *e = kt_snapshot_find(s, "prepared", KT_BACKEND_OPENCL, "ktiming fake device");
+    const kt_kernel_timing_t *e = fake_find(s, "prepared");
     assert_non_null(e);
     assert_int_equal(e->dispatch_count, 3);
     kt_snapshot_free(s);
@@ -121,15 +109,12 @@ int main(int argc, char **argv)
     const char *lib = getenv("KTIMING_OPENCL_LIBRARY");
     void *h = lib ? dlopen(lib, RTLD_NOW) : NULL; /* the library libktiming loads: the same handle */
     g_context_calls = h ? (void (*)(int *, int *))dlsym(h, "fake_cl_context_calls") : NULL;
-    if (!g_context_calls || kt_cl_load(&cl) != 0) {
-        fprintf(stderr, "the fake OpenCL library did not load\n");
+    if (!g_context_calls) {
+        fprintf(stderr, "fake_cl_context_calls not found in KTIMING_OPENCL_LIBRARY=%s\n", lib ? lib : "");
         return 1;
     }
-    cl_platform_id p;
-    cl->clGetPlatformIDs(1, &p, NULL);
-    cl->clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &g_dev, NULL);
-    cl_int err = 0;
-    g_ctx = cl->clCreateContext(NULL, 1, &g_dev, NULL, NULL, &err);
+    if (fake_open() != 0)
+        return 1;
     const struct CMUnitTest background[] = {cmocka_unit_test(test_background)};
     const struct CMUnitTest fork_case[] = {cmocka_unit_test(test_fork)};
     if (argc > 1 && !strcmp(argv[1], "fork"))
