@@ -343,7 +343,7 @@ static void forward_signal(int sig, siginfo_t *info, void *ctx)
  *
  * A timed process writes its snapshot at exit and then tells us through a FIFO in the run directory
  * (RUN_FIFO: "<pid>\n", kti_run.h). The kernel still needs milliseconds to tear the process down after that
- * (3 ms for a PoCL program here) before waitpid returns, so ktiming waits on the FIFO and on the process (a
+ * (4-5 ms for a PoCL program here) before waitpid returns, so ktiming waits on the FIFO and on the process (a
  * pidfd) together and reads the program's own snapshot in that time; the report uses it if the file is still
  * the one read. Without the FIFO or pidfd_open, it waits and reads afterwards, as before. (An inotify watch
  * would need no message, but closing one waits for an SRCU grace period: 10-20 ms.)

@@ -844,8 +844,10 @@ static unsigned poll_pass(unsigned *running)
 static int collector_step(void *unused)
 {
     (void)unused;
-    if (kt__cl_dev_any_pending()) { /* kt_cl_prepare's devices, before their commands come */
-        kt__ensure_init();              /* and the core (the host clock's calibration): here, off the program's threads */
+    /* kt_cl_prepare's devices, before their commands come, and the core set up with them (the host clock's
+     * calibration): here, off the program's threads */
+    if (kt__cl_dev_any_pending()) {
+        kt__ensure_init();
         kt__cl_dev_calibrate_pending();
     }
     reap();
