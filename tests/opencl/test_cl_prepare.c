@@ -1,7 +1,8 @@
 /* test_cl_prepare.c — kt_cl_prepare on the test double (fake_opencl.c, whose clCreateContext is slowed by
  * FAKE_CL_CONTEXT_DELAY_US and counted per thread): a device's clock calibration starts on the collector thread,
- * not the caller's, and the first attach finds it done; a process forked while the collector is inside that
- * calibration calibrates for itself instead of waiting forever for a lock its parent's thread held.
+ * not the caller's, and the first attach finds it done, as it finds the collector's shard and span log made; a
+ * process forked while the collector is inside that calibration calibrates for itself instead of waiting forever
+ * for a lock its parent's thread held.
  * The fake has one device, and a device is calibrated once per process, so each case runs in its own process:
  * `test_cl_prepare background` and `test_cl_prepare fork`. */
 #include "opencl/fake_cl_util.h"
@@ -41,6 +42,17 @@ static void wait_context_off_main(void)
         fail_msg("no clCreateContext on another thread: kt_cl_prepare started no calibration in the background");
 }
 
+/* Whether a snapshot lists a thread of this name. */
+static int thread_listed(const char *name)
+{
+    kt_snapshot_t *s = kt_snapshot();
+    int found = 0;
+    for (size_t i = 0; s && i < s->thread_count; i++)
+        found |= strcmp(s->threads[i].name, name) == 0;
+    kt_snapshot_free(s);
+    return found;
+}
+
 /* kt_cl_prepare: the calibration's private context is made by another thread (the collector) while this one
  * never attaches; kt_cl_device_info then waits for that calibration instead of doing its own, and a queue on
  * the device is timed as usual. */
@@ -57,6 +69,12 @@ static void test_background(void **state)
     assert_string_equal(info.clock.clock_domain, "CLOCK_MONOTONIC_RAW"); /* FAKE_CL_CLOCK=raw, detected */
     assert_int_equal(contexts_begun(), before + 1); /* the collector's context, and no second calibration */
     assert_int_equal(kt_cl_prepare(g_dev), 0);      /* again: nothing more to do */
+    /* the collector took its shard (with its span log) after the calibration, before any command: its thread is
+     * listed already (polled for at most 30 s: a failure bound) */
+    struct timespec ms = {0, 1000000};
+    for (int i = 0; i < 30000 && !thread_listed("kt-opencl"); i++)
+        nanosleep(&ms, NULL);
+    assert_true(thread_listed("kt-opencl"));
 
     cl_command_queue q = fake_queue();
     cl_kernel k = fake_kernel("prepared", 50);

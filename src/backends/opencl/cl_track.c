@@ -849,6 +849,9 @@ static int collector_step(void *unused)
     if (kt__cl_dev_any_pending()) {
         kt__ensure_init();
         kt__cl_dev_calibrate_pending();
+        /* this thread records the commands' spans: its shard and span log (288 pages written once, ~0.45 ms of
+         * CPU) are taken now, while the program builds its kernels, not at the first command of its loop */
+        kt__shard_self();
     }
     reap();
     unsigned polled = 0;
