@@ -30,7 +30,7 @@ build: deps
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	./$(BUILD)/tools/ktiming/ktiming demo
+	./$(BUILD)/bin/ktiming demo
 
 test: test-deps
 	scripts/run-tests.sh

@@ -1,5 +1,6 @@
-/* test_cli.c — runs the built `ktiming` binary: --help/--version, `report` (formats, -o, stdin, bad files,
- * usage errors and their exit codes) and `demo` (CPU kernels, table shape, saved snapshot). */
+/* test_cli.c — runs the built `ktiming` binary: --help/--version, no library taken from the current directory,
+ * `report` (formats, -o, stdin, bad files, usage errors and their exit codes) and `demo` (CPU kernels, table
+ * shape, saved snapshot). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +8,7 @@
 #include <cmocka.h>
 
 #include <regex.h>
+#include <sys/stat.h>
 #include <ktiming/analysis.h>
 
 #include "common/proc.h"
@@ -85,6 +87,32 @@ static void test_top_level(void **state)
     expect(run_cli(NULL, NULL), 2, "", NULL);
     r = run_cli(NULL, "frobnicate", NULL);
     expect(r, 2, r.err, "unknown command 'frobnicate'");
+}
+
+/* The built ktiming finds its libraries through its $ORIGIN RUNPATH and never in the directory it is started
+ * from (an empty RUNPATH entry, once padding in the build tree, is the current directory to the dynamic loader).
+ * Started where a junk file carries the name of each library it needs, it still runs. */
+static void test_no_libraries_from_cwd(void **state)
+{
+    (void)state;
+    char *dir = ktt_path(g_dir, "cwd-libs");
+    assert_int_equal(mkdir(dir, 0700), 0);
+    const char *names[] = {"libc.so.6", "libm.so.6", "libcjson.so.1", "libktiming.so.0", "libktiming_analysis.so.0"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *f = ktt_path(dir, names[i]);
+        assert_int_equal(ktt_write_file(f, "junk\n", 5), 0);
+        free(f);
+    }
+    char cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(dir), 0);
+    run_t r = run_cli(NULL, "--version", NULL);
+    assert_int_equal(chdir(cwd), 0);
+    if (r.status != 0)
+        fail_msg("ktiming --version started in %s: exit %d\nstderr: %s", dir, r.status, r.err);
+    assert_string_equal(r.out, "ktiming " KT_VERSION_STRING "\n");
+    run_free(&r);
+    free(dir);
 }
 
 static void test_report_ok(void **state)
@@ -400,6 +428,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_top_level),
+        cmocka_unit_test(test_no_libraries_from_cwd),
         cmocka_unit_test(test_report_ok),
         cmocka_unit_test(test_report_errors),
         cmocka_unit_test(test_demo),

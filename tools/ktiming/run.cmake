@@ -2,7 +2,7 @@
 # the ASan runtime to preload ahead of them into programs built without it.
 file(RELATIVE_PATH _kt_run_rel ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR}/ktiming)
 target_compile_definitions(ktiming_cli PRIVATE
-  KTCLI_INTERCEPT_BUILD_DIR="${PROJECT_BINARY_DIR}/lib/ktiming"
+  KTCLI_INTERCEPT_BUILD_DIR="${KT_BUILD_LIBDIR}/ktiming"
   KTCLI_INTERCEPT_INSTALL_RELDIR="${_kt_run_rel}")
 if(KTIMING_SANITIZE MATCHES "address")
   execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
