@@ -349,9 +349,19 @@ static int get_double(load_ctx_t *c, const cJSON *obj, const char *key, double *
  * must be; cJSON passes raw bytes through unchecked, so this is where a file with stray bytes is refused. */
 static int utf8_valid(const unsigned char *s)
 {
-    for (size_t n; *s; s += n)
-        if ((n = kt__utf8_len(s, SIZE_MAX)) == 0)
+    size_t len = strlen((const char *)s), i = 0;
+    while (i < len) {
+        /* ASCII eight bytes at a time: a snapshot's strings are nearly all ASCII, its span columns 2 MB of it */
+        uint64_t w;
+        while (i + 8 <= len && (memcpy(&w, s + i, 8), !(w & 0x8080808080808080ull)))
+            i += 8;
+        if (i >= len)
+            break;
+        size_t n = s[i] < 0x80 ? 1 : kt__utf8_len(s + i, len - i);
+        if (n == 0)
             return 0;
+        i += n;
+    }
     return 1;
 }
 
@@ -689,7 +699,8 @@ static int col_decimal(const char **pp, uint64_t *out)
     uint64_t x = 0;
     for (; *p >= '0' && *p <= '9'; p++) {
         unsigned d = (unsigned)(*p - '0');
-        if (x > (UINT64_MAX - d) / 10)
+        /* overflow, against constants: (UINT64_MAX - d) / 10 was a division per digit, most of the column reads */
+        if (x > UINT64_MAX / 10 || (x == UINT64_MAX / 10 && d > UINT64_MAX % 10))
             return -1;
         x = x * 10 + d;
     }
@@ -698,8 +709,9 @@ static int col_decimal(const char **pp, uint64_t *out)
     return 0;
 }
 
-/* The next value of a column: 0 with *v (and *absent) set, 1 at the end, -1 on a malformed value. */
-static int col_next(col_reader_t *r, uint64_t *v, int *absent)
+/* The next value of a column: 0 with *v (and *absent) set, 1 at the end, -1 on a malformed value. Inlined: called
+ * once per value (1.1 million for 100,000 spans), a call kept *v and *absent in memory (load 6.5 -> 4.8 ms). */
+static inline __attribute__((always_inline)) int col_next(col_reader_t *r, uint64_t *v, int *absent)
 {
     if (r->left) {
         r->left--;
@@ -820,15 +832,21 @@ static int read_span_table(load_ctx_t *c, const cJSON *t, kt_snapshot_t *s)
         if (!optional_empty && col_next(&rd, &extra, &absent) != 1)
             return fail_member(c, cols[k], "more values than count");
     }
+    /* the error's place is formatted only for a span that fails: for every span it was a third of the load of a
+     * 100,000-span snapshot */
     for (size_t i = 0; i < s->span_count; i++) {
         const kt_span_t *sp = &s->spans[i];
-        set_where(c, "span_table", i);
+        const char *col = NULL, *why = NULL;
         if (sp->entry >= s->count)
-            return fail_member(c, "entry", "index out of range of entries");
-        if (sp->queue != UINT32_MAX && sp->queue >= s->queue_count)
-            return fail_member(c, "queue", "index out of range of queues");
-        if (sp->thread >= s->thread_count)
-            return fail_member(c, "thread", "index out of range of threads");
+            col = "entry", why = "index out of range of entries";
+        else if (sp->queue != UINT32_MAX && sp->queue >= s->queue_count)
+            col = "queue", why = "index out of range of queues";
+        else if (sp->thread >= s->thread_count)
+            col = "thread", why = "index out of range of threads";
+        if (col) {
+            set_where(c, "span_table", i);
+            return fail_member(c, col, why);
+        }
     }
     c->where[0] = '\0';
     return 0;

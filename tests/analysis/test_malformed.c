@@ -161,6 +161,15 @@ static void test_member_errors(void **state)
     reject(HEAD "\"entries\":[5]}", "entries[0]: expected an object");
     reject(HEAD "\"entries\":[" E0_NO_NAME ",\"name\":\"bad\xff\"}]}", "entries[0].name: string is not valid UTF-8");
     reject(HEAD "\"entries\":[" E0_NO_NAME ",\"name\":\"\xed\xa0\x80\"}]}", "not valid UTF-8");
+    /* past the eight-byte ASCII steps: a stray byte, a sequence cut by the string's end, one valid in between */
+    reject(HEAD "\"entries\":[" E0_NO_NAME ",\"name\":\"abcdefghijklmnop\xff\"}]}", "not valid UTF-8");
+    reject(HEAD "\"entries\":[" E0_NO_NAME ",\"name\":\"abcdefghi\xc3\"}]}", "not valid UTF-8");
+    reject(HEAD "\"entries\":[" E0_NO_NAME ",\"name\":\"abcdefgh\xc3\xa9ijklmnopq\x80rs\"}]}", "not valid UTF-8");
+    const char *long_ok = HEAD "\"entries\":[" E0_NO_NAME ",\"name\":\"abcdefgh\xc3\xa9ijklmnopq\xe6\x97\xa5rs\"}]}";
+    kt_snapshot_t *named = NULL;
+    assert_int_equal(kt_snapshot_parse(long_ok, strlen(long_ok), &named, NULL, 0), 0);
+    assert_string_equal(named->entries[0].name, "abcdefgh\xc3\xa9ijklmnopq\xe6\x97\xa5rs");
+    fx_free(named);
     reject(HEAD "\"entries\":[" E0_NO_NAME ",\"name\":\"\\ud800\"}]}", NULL); /* lone surrogate escape */
 
     reject(HEAD "\"entries\":[" E0 "}]," TH ",\"spans\":[{\"entry\":1,\"thread\":0,\"start_ns\":1,\"end_ns\":2}]}",
@@ -226,6 +235,16 @@ static void test_member_errors(void **state)
     assert_int_equal(ok->spans[2].uncertainty_ns, 0);
     assert_int_equal(ok->spans[2].end_ns, 124);
     fx_free(ok);
+    /* the largest u64 reads back exactly; past it, by one or by a last digit, the value is refused */
+#define UNC(v) HEAD3 "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":3," ST3("0*3", "-*3", "0*3") \
+    ",\"uncertainty_ns\":\"" v "\"}}"
+    const char *max_u64 = UNC("18446744073709551615*3");
+    assert_int_equal(kt_snapshot_parse(max_u64, strlen(max_u64), &ok, NULL, 0), 0);
+    assert_true(ok->spans[2].uncertainty_ns == UINT64_MAX);
+    fx_free(ok);
+    reject(UNC("18446744073709551616*3"), "span_table.uncertainty_ns: malformed value at span 0");
+    reject(UNC("1 18446744073709551620*2"), "span_table.uncertainty_ns: malformed value at span 1");
+#undef UNC
     reject(HEAD "\"entries\":[" E0 "}]," TH ",\"span_table\":{\"count\":2," ST_COLS("0*2", "1 1") "}}",
            "span_table.entry: malformed value at span 0"); /* version 1: no runs */
 #undef ST3
