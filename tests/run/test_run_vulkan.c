@@ -4,6 +4,8 @@
  * by the program, below ours) reports nothing. Exits 77 when there is no Vulkan device. */
 #include "run_util.h"
 
+#include <inttypes.h>
+
 #ifdef KT_RUN_VULKAN_THREADS_ONLY /* one case registered: the others are compiled, not run */
 #pragma GCC diagnostic ignored "-Wunused-function"
 #endif
@@ -23,15 +25,24 @@ static int is_batch(const kt_snapshot_t *s, const kt_span_t *sp)
     return !strcmp(s->entries[sp->entry].name, "vkQueueSubmit");
 }
 
-/* Whether sp lies inside one batch span ("vkQueueSubmit") of its queue. */
-static int in_a_batch(const kt_snapshot_t *s, const kt_span_t *sp)
+/* How many batch spans ("vkQueueSubmit") of its queue sp lies inside; for the failure message, *before gets the
+ * last batch starting at or before it and *after the first one starting after it. */
+static int batches_holding(const kt_snapshot_t *s, const kt_span_t *sp, const kt_span_t **before,
+                           const kt_span_t **after)
 {
     int n = 0;
+    *before = *after = NULL;
     for (size_t k = 0; k < s->span_count; k++) {
         const kt_span_t *b = &s->spans[k];
-        n += is_batch(s, b) && b->queue == sp->queue && b->start_ns <= sp->start_ns && sp->end_ns <= b->end_ns;
+        if (!is_batch(s, b) || b->queue != sp->queue)
+            continue;
+        n += b->start_ns <= sp->start_ns && sp->end_ns <= b->end_ns;
+        if (b->start_ns <= sp->start_ns && (!*before || b->start_ns >= (*before)->start_ns))
+            *before = b;
+        if (b->start_ns > sp->start_ns && (!*after || b->start_ns < (*after)->start_ns))
+            *after = b;
     }
-    return n == 1;
+    return n;
 }
 
 /* Every Vulkan span is a device span placed on the host timeline after its enqueue (within its bound); every
@@ -43,8 +54,24 @@ static void assert_spans(const kt_snapshot_t *s, size_t expected)
         const kt_span_t *sp = &s->spans[i];
         if (s->entries[sp->entry].backend != KT_BACKEND_VULKAN || is_batch(s, sp))
             continue;
-        if (!in_a_batch(s, sp))
-            fail_msg("span %zu of %s is not inside exactly one batch span", i, s->entries[sp->entry].name);
+        const kt_span_t *b, *a;
+        int held = batches_holding(s, sp, &b, &a);
+        if (held != 1) {
+            /* what the batches' entry counted, dropped ones by reason */
+            const kt_kernel_timing_t *sub = ru_find(s, "vkQueueSubmit", KT_BACKEND_VULKAN);
+            char drops[256] = "";
+            size_t dn = 0;
+            for (int r = 0; sub && r < KT_DROP_REASON_COUNT && dn < sizeof drops - 48; r++)
+                if (sub->dropped_by[r])
+                    dn += (size_t)snprintf(drops + dn, sizeof drops - dn, " %s %" PRIu64 ";",
+                                           kt_drop_reason_name((kt_drop_reason_t)r), sub->dropped_by[r]);
+            fail_msg("span %zu of %s [%" PRIu64 ", %" PRIu64 "] (+-%" PRIu64 " ns, enqueued %" PRIu64 ") is inside %d "
+                     "batch spans; batches around it [%" PRIu64 ", %" PRIu64 "] and [%" PRIu64 ", %" PRIu64 "]; "
+                     "vkQueueSubmit: %" PRIu64 " batches, dropped:%s",
+                     i, s->entries[sp->entry].name, sp->start_ns, sp->end_ns, sp->uncertainty_ns, sp->enqueue_ns,
+                     held, b ? b->start_ns : 0, b ? b->end_ns : 0, a ? a->start_ns : 0, a ? a->end_ns : 0,
+                     sub ? sub->dispatch_count : 0, drops[0] ? drops : " none");
+        }
         n++;
         assert_true(sp->flags & KT_SPAN_DEVICE);
         assert_true(sp->start_ns > 0 && sp->end_ns >= sp->start_ns);
