@@ -934,10 +934,23 @@ static int slot_copied(const kt_vk_ctx_t *ctx, uint32_t slot)
  * comes first on the in-use list, allocated at kt_vk_cmd_begin). The shared begin is then mapped once
  * (begin_as), so the batch span holds its first dispatch to the nanosecond, not only within the clock's bound:
  * the host-domain conversion moves between two calls. */
+/* Whether the pair s still has its first dispatch to be read with: not when that dispatch was read in an earlier
+ * pass (its slot released, or taken since by another recording). A pass can read the dispatch without the pair
+ * (the dispatch first on the in-use list, the pass full before the pair); the pair then waited for words its
+ * released slot no longer held, and the discard of its command buffer counted the batch as never submitted
+ * (test_run_vulkan_threads `record_threads`, about 1 run in 100 under TSan on a loaded machine). */
+static int pair_first_unread(const kt_vk_ctx_t *ctx, const kt__vk_slot_t *s)
+{
+    if (s->pair_first == KT__VK_NONE)
+        return 0;
+    const kt__vk_slot_t *f = &ctx->slots[s->pair_first];
+    return f->state != KT__VK_SLOT_FREE && f->batch_pair == (uint32_t)(s - ctx->slots) && f->batch_pair_gen == s->gen;
+}
+
 static int pair_pending(const kt_vk_ctx_t *ctx, const kt__vk_slot_t *s)
 {
     if (s->cmd_pair)
-        return s->pair_first != KT__VK_NONE && !slot_copied(ctx, s->pair_first);
+        return pair_first_unread(ctx, s) && !slot_copied(ctx, s->pair_first);
     if (s->batch_pair == KT__VK_NONE)
         return 0;
     const kt__vk_slot_t *p = &ctx->slots[s->batch_pair];
@@ -981,7 +994,7 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
                 slot = next;
                 continue;
             }
-            if (s->cmd_pair && s->pair_first != KT__VK_NONE) {
+            if (s->cmd_pair && pair_first_unread(ctx, s)) {
                 if (n + 2 > max || nfirsts == KT__VK_COLLECT_BATCH) {
                     *more = 1; /* with its first dispatch, in the next pass */
                     break;
