@@ -56,4 +56,17 @@ static inline const kt_kernel_timing_t *fake_find(const kt_snapshot_t *s, const 
     return kt_snapshot_find(s, name, KT_BACKEND_OPENCL, "ktiming fake device");
 }
 
+/* A snapshot now holds the kernel `name` with this many dispatches timed and this many dropped. */
+static inline void fake_expect_counts(const char *name, uint64_t dispatches, uint64_t dropped)
+{
+    kt_snapshot_t *s = kt_snapshot();
+    assert_non_null(s);
+    const kt_kernel_timing_t *e = fake_find(s, name);
+    if (!e)
+        fail_msg("kernel %s not in the snapshot", name);
+    assert_int_equal(e->dispatch_count, dispatches);
+    assert_int_equal(e->dropped, dropped);
+    kt_snapshot_free(s);
+}
+
 #endif
