@@ -808,8 +808,8 @@ static unsigned batch_hold_back(batch_t *b, const run_min_t *m)
  * are reused in free-list order, not enqueue order: a record published after the pass went by its slot would be
  * missed while newer ones of its queue, in later slots, were finished (seen: 31 lines out of order in 1,800,
  * test_cl_verbose under TSan on a loaded machine). Every record stamped before the pass began was published
- * before the newer ones of its thread were stamped, so a pass that leaves out everything newer finishes a queue's
- * records in order. */
+ * before the newer ones of its thread were stamped (to within the few tens of cycles an enqueue's unordered
+ * counter read may run early), so a pass that leaves out everything newer finishes a queue's records in order. */
 static unsigned poll_pass(unsigned *running)
 {
     batch_t done;

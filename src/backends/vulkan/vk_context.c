@@ -929,11 +929,6 @@ static int slot_copied(const kt_vk_ctx_t *ctx, uint32_t slot)
     return words_landed(ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT);
 }
 
-/* A direct batch whose begin is its first dispatch's (lavapipe, pair_first): the pair and that dispatch are read
- * in one pass, neither before the other has landed (the pair's copy is the command buffer's last, and the pair
- * comes first on the in-use list, allocated at kt_vk_cmd_begin). The shared begin is then mapped once
- * (begin_as), so the batch span holds its first dispatch to the nanosecond, not only within the clock's bound:
- * the host-domain conversion moves between two calls. */
 /* Whether the pair s still has its first dispatch to be read with: not when that dispatch was read in an earlier
  * pass (its slot released, or taken since by another recording). A pass can read the dispatch without the pair
  * (the dispatch first on the in-use list, the pass full before the pair); the pair then waited for words its
@@ -947,6 +942,11 @@ static int pair_first_unread(const kt_vk_ctx_t *ctx, const kt__vk_slot_t *s)
     return f->state != KT__VK_SLOT_FREE && f->batch_pair == (uint32_t)(s - ctx->slots) && f->batch_pair_gen == s->gen;
 }
 
+/* A direct batch whose begin is its first dispatch's (lavapipe, pair_first): the pair and that dispatch are read
+ * in one pass, neither before the other has landed (the pair's copy is the command buffer's last, and the pair
+ * usually comes first on the in-use list, allocated at kt_vk_cmd_begin). The shared begin is then mapped once
+ * (begin_as), so the batch span holds its first dispatch to the nanosecond, not only within the clock's bound:
+ * the host-domain conversion moves between two calls. */
 static int pair_pending(const kt_vk_ctx_t *ctx, const kt__vk_slot_t *s)
 {
     if (s->cmd_pair)
