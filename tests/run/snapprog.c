@@ -2,7 +2,10 @@
  * `ktiming run` has read it early: <pid>.json holding one CPU entry named "first", announced complete through the
  * run directory's FIFO as the interception libraries do (tools/intercept/common/kti_run.h), then, 100 ms later,
  * one named "second" (each written to a temporary name and renamed in, as ktiming's writer does). `ktiming run`
- * must report what the file holds when the program has ended. */
+ * must report what the file holds when the program has ended.
+ *
+ *   snapprog --wait-moved: writes "first" and announces it, then waits (up to 20 s) for `ktiming run -o` to move
+ *   it out of the run directory while this process is still running, and prints "moved" (or "not moved"). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +31,21 @@ static int put(const char *dir, const char *name)
     return rename(tmp, path);
 }
 
-int main(void)
+/* Waits for path to vanish: 1 when it did within 20 s. */
+static int wait_gone(const char *path)
 {
+    struct timespec ts = {0, 1000000};
+    for (int i = 0; i < 20000; i++) {
+        if (access(path, F_OK) != 0)
+            return 1;
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int wait_moved = argc > 1 && !strcmp(argv[1], "--wait-moved");
     const char *dir = getenv("KTIMING_RUN_DIR");
     if (!dir || !*dir) {
         fprintf(stderr, "snapprog: no KTIMING_RUN_DIR\n");
@@ -46,6 +62,12 @@ int main(void)
         return 1;
     }
     close(fd);
+    if (wait_moved) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%ld.json", dir, (long)getpid());
+        printf("%s\n", wait_gone(path) ? "moved" : "not moved");
+        return 0;
+    }
     struct timespec ts = {0, 100000000};
     nanosleep(&ts, NULL);
     if (put(dir, "second") != 0)

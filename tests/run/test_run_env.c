@@ -2,7 +2,7 @@
  * off (KTIMING_SPANS=0) when only a summary is asked for, since nothing reads them then; kept when an output,
  * a trace, an HTML report or --mpi may need them, and never overriding a KTIMING_SPANS of the user's. Also: the
  * snapshot `ktiming run` reads while the program ends is the one the program left (a replaced file is read
- * again). */
+ * again), and the report is prepared from it before the program's process is gone. */
 #include "run/run_util.h"
 
 /* envprog KTIMING_SPANS under `ktiming run <args> --`; its stdout line (malloc, no newline). */
@@ -71,33 +71,72 @@ static void test_user_setting_kept(void **state)
     unsetenv("KTIMING_SPANS");
 }
 
-/* snapprog's snapshot is replaced 100 ms after it first appears (ktiming may read it then): the summary and the
- * output are the replacement's. */
-static void test_replaced_snapshot_read_again(void **state)
+/* `ktiming run [-o out] -- snapprog [mode]`: checks its status 0 and stdout `want_stdout`, that the summary names
+ * the entry `shown` and not `hidden` (NULL: nothing), and that out (when given) holds just `shown`. */
+static void run_snapprog(const char *out, const char *mode, const char *want_stdout, const char *shown,
+                         const char *hidden)
 {
-    (void)state;
-    char *out = ru_path("replaced.json"), *err_path = ru_path("replaced.err");
-    char *argv[] = {KT_CLI, "run", "-o", out, "--", SNAPPROG, NULL};
+    char *err_path = ru_path("snapprog.err");
+    char *argv[10];
+    int n = 0;
+    argv[n++] = KT_CLI;
+    argv[n++] = "run";
+    if (out) {
+        argv[n++] = "-o";
+        argv[n++] = (char *)out;
+    }
+    argv[n++] = "--";
+    argv[n++] = SNAPPROG;
+    if (mode)
+        argv[n++] = (char *)mode;
+    argv[n] = NULL;
     ktt_spawn_t how = {.err = err_path};
     int st = -1;
     char *text = ktt_run_capture(argv, &how, &st);
     assert_non_null(text);
     assert_int_equal(st, 0);
-    assert_string_equal(text, "done\n");
+    assert_string_equal(text, want_stdout);
     free(text);
     size_t len = 0;
     char *summary = ktt_read_file(err_path, &len);
     assert_non_null(summary);
-    if (!strstr(summary, "second") || strstr(summary, "first"))
-        fail_msg("the summary is not the replacement's:\n%s", summary);
+    if (!strstr(summary, shown) || (hidden && strstr(summary, hidden)))
+        fail_msg("the summary should show %s%s%s:\n%s", shown, hidden ? ", not " : "", hidden ? hidden : "",
+                 summary);
     free(summary);
+    if (!out)
+        return;
     kt_snapshot_t *s = NULL;
     char err[256];
     if (kt_snapshot_load(out, &s, err, sizeof err) != 0)
         fail_msg("%s", err);
     assert_int_equal(s->count, 1);
-    assert_string_equal(s->entries[0].name, "second");
+    assert_string_equal(s->entries[0].name, shown);
     kt_snapshot_free(s);
+}
+
+/* snapprog's snapshot is replaced 100 ms after it first appears (ktiming may read it then): the summary and the
+ * output are the replacement's. */
+static void test_replaced_snapshot_read_again(void **state)
+{
+    (void)state;
+    run_snapprog(ru_path("replaced.json"), NULL, "done\n", "second", "first");
+}
+
+/* The same without -o: the summary read while the program ended is dropped for the replacement's. */
+static void test_replaced_snapshot_summary_only(void **state)
+{
+    (void)state;
+    run_snapprog(NULL, NULL, "done\n", "second", "first");
+}
+
+/* The report is prepared while the program ends: the snapshot it announced is moved to -o before the process
+ * is gone (snapprog --wait-moved sees it leave the run directory), and the output and summary are that
+ * snapshot's. */
+static void test_output_placed_while_program_ends(void **state)
+{
+    (void)state;
+    run_snapprog(ru_path("placed_early.json"), "--wait-moved", "moved\n", "first", NULL);
 }
 
 int main(void)
@@ -107,6 +146,8 @@ int main(void)
         cmocka_unit_test(test_outputs_keep_spans),
         cmocka_unit_test(test_user_setting_kept),
         cmocka_unit_test(test_replaced_snapshot_read_again),
+        cmocka_unit_test(test_replaced_snapshot_summary_only),
+        cmocka_unit_test(test_output_placed_while_program_ends),
     };
     return cmocka_run_group_tests(tests, ru_group_setup, ru_group_teardown);
 }

@@ -355,9 +355,23 @@ typedef struct early_t {
     kt_snapshot_t *snap; /* the program's snapshot, read early (NULL: none) */
     struct stat st;      /* the file it came from, as it was then */
     char path[PATH_MAX]; /* its path */
+    /* The report prepared from it in the same time (prepare_report), used when the process wrote nothing after
+     * it; else the report starts again from the newer file. */
+    int prepared;        /* the fields below hold */
+    int placed;          /* the file was moved to -o (no longer in the run directory) */
+    int place_errno;     /* moving it there failed: why (0: it did not, or no -o) */
+    char *text;          /* the summary, rendered (NULL: none asked for, or it could not be) */
+    size_t text_len;
 } early_t;
 
 static early_t g_early;
+
+static void early_clear(void)
+{
+    kt_snapshot_free(g_early.snap);
+    free(g_early.text);
+    memset(&g_early, 0, sizeof g_early);
+}
 
 static int same_file(const struct stat *a, const struct stat *b)
 {
@@ -417,9 +431,11 @@ static int fifo_names(const char *buf, ssize_t n, pid_t child)
     return 0;
 }
 
+static void prepare_report(const run_opts_t *o, pid_t child);
+
 /* Waits for the child; meanwhile, when fifo is open, reads the child's snapshot once the child says it is
- * complete. Returns waitpid's status. */
-static int wait_child(pid_t child, int fifo, const char *run_dir, int skip_spans)
+ * complete, and prepares the report from it. Returns waitpid's status. */
+static int wait_child(pid_t child, int fifo, const char *run_dir, const run_opts_t *o)
 {
     int pidfd = -1;
 #ifdef SYS_pidfd_open
@@ -440,7 +456,9 @@ static int wait_child(pid_t child, int fifo, const char *run_dir, int skip_spans
             snprintf(name, sizeof name, "%ld.json", (long)child);
             if (got > 0 && fifo_names(buf, got, child)) {
                 if (path_join(path, sizeof path, run_dir, name) == 0)
-                    early_load(path, skip_spans);
+                    early_load(path, !o->trace && !o->html);
+                if (g_early.snap)
+                    prepare_report(o, child);
                 break; /* one snapshot per process: nothing more to wait for but the process */
             }
         }
@@ -457,7 +475,7 @@ static int wait_child(pid_t child, int fifo, const char *run_dir, int skip_spans
 
 /* Runs argv; returns its exit status as a shell would report it, *pid its process id. With fifo (the run
  * directory's, else -1), the program's snapshot there is read while its process ends (g_early). */
-static int run_program(char **argv, pid_t *pid, int fifo, const char *run_dir, int skip_spans)
+static int run_program(char **argv, pid_t *pid, int fifo, const char *run_dir, const run_opts_t *o)
 {
     sigset_t block, old_mask;
     sigemptyset(&block);
@@ -500,7 +518,7 @@ static int run_program(char **argv, pid_t *pid, int fifo, const char *run_dir, i
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     if (g_check_vulkan) /* while the program starts: it is only a warning */
         check_vulkan_loader();
-    int status = wait_child(child, fifo, run_dir, skip_spans);
+    int status = wait_child(child, fifo, run_dir, o);
     g_child = 0;
     for (size_t i = 0; i < N_FORWARDED; i++)
         sigaction(kForwarded[i], &old[i], NULL);
@@ -528,7 +546,6 @@ static int write_as(const char *what, const char *path, const kt_snapshot_t *sna
     return rc;
 }
 
-/* Writes the outputs and the summary from the program's snapshot; 0 or -1. */
 /* *dst = tmpl with %p (the program's pid), %h, %r, %% expanded into buf (kt_path_expand); 0 or -1. */
 static int expand_path(const char *what, const char *tmpl, pid_t child, char *buf, size_t size, const char **dst)
 {
@@ -543,6 +560,88 @@ static int expand_path(const char *what, const char *tmpl, pid_t child, char *bu
     return 0;
 }
 
+static void summary_print(FILE *out, const run_opts_t *o, const kt_snapshot_t *snap)
+{
+    kt_format_t fmt = KT_FORMAT_TEXT;
+    ktcli_parse_format(o->format, &fmt);
+    kt_report_opts_t ropts = {.sort = KT_SORT_TOTAL, .filter = NULL, .by_api = 1};
+    kt_report_print_opts(out, snap, fmt, &ropts);
+}
+
+/* The summary of snap as it goes to stderr: time per API first, then the kernels by total time. 0 when none
+ * is asked for (--format none, or not MPI rank 0); else 1, with *text the summary rendered in memory (NULL when
+ * it could not be: the caller prints it to stderr directly). */
+static int render_summary(const run_opts_t *o, const kt_snapshot_t *snap, char **text, size_t *len)
+{
+    *text = NULL;
+    *len = 0;
+    char rank[16] = "0";
+    if (o->mpi) /* one summary per job, not one per rank */
+        kt_path_expand("%r", -1, rank, sizeof rank);
+    if (!strcmp(o->format, "none") || strcmp(rank, "0"))
+        return 0;
+    /* built in memory and written at once: stderr is unbuffered, and the summary is ~100 small writes */
+    FILE *ms = open_memstream(text, len);
+    if (!ms)
+        return 1;
+    summary_print(ms, o, snap);
+    if (fclose(ms) != 0 || !*text) {
+        free(*text);
+        *text = NULL;
+        *len = 0;
+    }
+    return 1;
+}
+
+static void print_summary(const run_opts_t *o, const kt_snapshot_t *snap)
+{
+    char *text;
+    size_t len;
+    if (!render_summary(o, snap, &text, &len))
+        return;
+    if (text) {
+        fwrite(text, 1, len, stderr);
+        free(text);
+        return;
+    }
+    summary_print(stderr, o, snap);
+}
+
+/* Called once the program's snapshot has been read early (g_early), while its process is still being torn
+ * down (4-5 ms for a PoCL program): renders the summary and moves the snapshot to -o in that time, so that
+ * after the wait only printing is left (~0.3 ms less between the program's end and ours). Only for the
+ * summary and -o; --trace and --html are written afterwards. Nothing is printed here: the program may still
+ * flush its own output. */
+static void prepare_report(const run_opts_t *o, pid_t child)
+{
+    char out[PATH_MAX];
+    if (o->trace || o->html || (o->output && kt_path_expand(o->output, (long)child, out, sizeof out) != 0))
+        return; /* the report says why a path does not expand */
+    if (render_summary(o, g_early.snap, &g_early.text, &g_early.text_len) && !g_early.text)
+        return;
+    if (o->output) {
+        errno = 0;
+        if (kt_output_place(g_early.path, out, KT_OUTPUT_NOSYNC) == 0)
+            g_early.placed = 1;
+        else
+            g_early.place_errno = errno ? errno : EIO;
+    }
+    g_early.prepared = 1;
+}
+
+/* Does the report prepared early still hold for the program's snapshot at path: the process wrote no newer one
+ * after it (a second interception library's exit handler may: the later write holds everything)? */
+static int early_prepared(const char *path)
+{
+    if (!g_early.prepared || strcmp(path, g_early.path) != 0)
+        return 0;
+    struct stat now;
+    if (g_early.placed) /* moved to -o: any file there now is newer */
+        return stat(path, &now) != 0 && errno == ENOENT;
+    return stat(path, &now) == 0 && same_file(&now, &g_early.st);
+}
+
+/* Writes the outputs and the summary from the program's snapshot; 0 or -1. */
 static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
 {
     char primary[PATH_MAX] = "", path[PATH_MAX], name[32];
@@ -555,7 +654,9 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
         return -1;
     size_t others = 0;
     snprintf(name, sizeof name, "%ld.json", (long)child);
-    if (path_join(path, sizeof path, run_dir, name) == 0 && access(path, R_OK) == 0)
+    int joined = path_join(path, sizeof path, run_dir, name) == 0;
+    int early = joined && early_prepared(path);
+    if (joined && (early || access(path, R_OK) == 0))
         memcpy(primary, path, sizeof path);
     DIR *d = opendir(run_dir);
     struct dirent *de;
@@ -584,54 +685,47 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
                         "without running its exit handlers)\n");
         return o->output || o->trace || o->html ? -1 : 0;
     }
-    kt_snapshot_t *snap = NULL;
-    char err[256] = "";
-    ktcli_progress_t progress; /* a large snapshot takes a while to read and convert: say so on a terminal */
-    ktcli_progress_begin(&progress, "ktiming run", "reading the program's snapshot", NULL);
-    /* the summary and the JSON copy need no spans; the trace and the HTML report do */
-    kt_load_opts_t lo = {.skip_spans = !o->trace && !o->html};
-    snap = early_take(primary);
-    int rc = snap ? 0 : kt_snapshot_load_opts(primary, &lo, &snap, err, sizeof err);
-    if (rc == 0)
-        ktcli_progress_stage(&progress, "writing the outputs");
-    if (rc != 0) {
-        ktcli_progress_end(&progress);
-        fprintf(stderr, "ktiming run: cannot read the program's snapshot: %s\n", err[0] ? err : kt_strerror(rc));
-        return -1;
-    }
     int bad = 0;
-    /* moved into place, not copied, where it can be, and not fsynced: the run is a measurement to repeat, and
-     * the copy and fsync of a 0.7 MB timeline were ~2% of a 100 ms program's run (docs/safety.md) */
-    if (o->output && kt_output_place(primary, o->output, KT_OUTPUT_NOSYNC) != 0) {
-        fprintf(stderr, "ktiming run: cannot write %s: %s\n", o->output, strerror(errno));
-        bad = 1;
-    }
-    if (o->trace && write_as("trace", o->trace, snap, KT_FORMAT_CHROME) != 0)
-        bad = 1;
-    if (o->html && write_as("HTML report", o->html, snap, KT_FORMAT_HTML) != 0)
-        bad = 1;
-    ktcli_progress_end(&progress);
-    char rank[16] = "0";
-    if (o->mpi) /* one summary per job, not one per rank */
-        kt_path_expand("%r", -1, rank, sizeof rank);
-    if (strcmp(o->format, "none") != 0 && !strcmp(rank, "0")) {
-        /* the summary: time per API first, then the kernels by total time */
-        kt_format_t fmt = KT_FORMAT_TEXT;
-        ktcli_parse_format(o->format, &fmt);
-        kt_report_opts_t ropts = {.sort = KT_SORT_TOTAL, .filter = NULL, .by_api = 1};
-        /* built in memory and written at once: stderr is unbuffered, and the summary is ~100 small writes */
-        char *text = NULL;
-        size_t text_len = 0;
-        FILE *ms = open_memstream(&text, &text_len);
-        kt_report_print_opts(ms ? ms : stderr, snap, fmt, &ropts);
-        if (ms && fclose(ms) == 0 && text)
-            fwrite(text, 1, text_len, stderr);
-        free(text);
+    if (early) { /* placed and rendered while the process ended (prepare_report) */
+        if (g_early.place_errno) {
+            fprintf(stderr, "ktiming run: cannot write %s: %s\n", o->output, strerror(g_early.place_errno));
+            bad = 1;
+        }
+        if (g_early.text)
+            fwrite(g_early.text, 1, g_early.text_len, stderr);
+    } else {
+        kt_snapshot_t *snap = NULL;
+        char err[256] = "";
+        ktcli_progress_t progress; /* a large snapshot takes a while to read and convert: say so on a terminal */
+        ktcli_progress_begin(&progress, "ktiming run", "reading the program's snapshot", NULL);
+        /* the summary and the JSON copy need no spans; the trace and the HTML report do */
+        kt_load_opts_t lo = {.skip_spans = !o->trace && !o->html};
+        snap = early_take(primary);
+        int rc = snap ? 0 : kt_snapshot_load_opts(primary, &lo, &snap, err, sizeof err);
+        if (rc == 0)
+            ktcli_progress_stage(&progress, "writing the outputs");
+        if (rc != 0) {
+            ktcli_progress_end(&progress);
+            fprintf(stderr, "ktiming run: cannot read the program's snapshot: %s\n", err[0] ? err : kt_strerror(rc));
+            return -1;
+        }
+        /* moved into place, not copied, where it can be, and not fsynced: the run is a measurement to repeat, and
+         * the copy and fsync of a 0.7 MB timeline were ~2% of a 100 ms program's run (docs/safety.md) */
+        if (o->output && kt_output_place(primary, o->output, KT_OUTPUT_NOSYNC) != 0) {
+            fprintf(stderr, "ktiming run: cannot write %s: %s\n", o->output, strerror(errno));
+            bad = 1;
+        }
+        if (o->trace && write_as("trace", o->trace, snap, KT_FORMAT_CHROME) != 0)
+            bad = 1;
+        if (o->html && write_as("HTML report", o->html, snap, KT_FORMAT_HTML) != 0)
+            bad = 1;
+        ktcli_progress_end(&progress);
+        print_summary(o, snap);
+        kt_snapshot_free(snap);
     }
     if (others)
         fprintf(stderr, "ktiming run: %zu other process%s of the program timed kernels too%s\n", others,
                 others == 1 ? "" : "es", o->output ? " (snapshots kept beside the output)" : " (use -o to keep them)");
-    kt_snapshot_free(snap);
     return bad ? -1 : 0;
 }
 
@@ -747,14 +841,13 @@ int ktcli_cmd_run(int argc, char **argv)
     }
     pid_t child = 0;
     int fifo = open_run_fifo(run_dir);
-    int status = run_program(argv + optind, &child, fifo, run_dir, !o.trace && !o.html);
+    int status = run_program(argv + optind, &child, fifo, run_dir, &o);
     if (fifo >= 0)
         close(fifo);
     /* a program that could not be started (126/127 from our child) timed nothing: no second message */
     int started = child > 0 && !((status == 126 || status == 127) && dir_is_empty(run_dir));
     int rc = started ? report(&o, run_dir, child) : 0;
-    kt_snapshot_free(g_early.snap); /* read early but not used (report took it otherwise) */
-    g_early.snap = NULL;
+    early_clear(); /* read early but not used (report took it otherwise) */
     remove_dir(run_dir);
     /* the program's status wins; a failure to write what was asked for shows when the program succeeded */
     return status != 0 ? status : (rc != 0 ? KTCLI_RUN_ERROR : 0);
