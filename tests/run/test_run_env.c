@@ -2,8 +2,11 @@
  * off (KTIMING_SPANS=0) when only a summary is asked for, since nothing reads them then; kept when an output,
  * a trace, an HTML report or --mpi may need them, and never overriding a KTIMING_SPANS of the user's. Also: the
  * snapshot `ktiming run` reads while the program ends is the one the program left (a replaced file is read
- * again), and the report is prepared from it before the program's process is gone. */
+ * again), and the report is prepared from it before the program's process is gone; and where the run directory
+ * goes. */
 #include "run/run_util.h"
+
+#include <sys/statfs.h>
 
 /* envprog KTIMING_SPANS under `ktiming run <args> --`; its stdout line (malloc, no newline). */
 static char *spans_seen(const char *const args[], int *status)
@@ -139,6 +142,54 @@ static void test_output_placed_while_program_ends(void **state)
     run_snapprog(ru_path("placed_early.json"), "--wait-moved", "moved\n", "first", NULL);
 }
 
+/* KTIMING_RUN_DIR as envprog sees it under `ktiming run -f none` (malloc, no newline); the directory must be gone
+ * once run has returned. */
+static char *run_dir_seen(void)
+{
+    char *argv[] = {KT_CLI, "run", "-f", "none", "--", ENVPROG, "KTIMING_RUN_DIR", NULL};
+    int st = -1;
+    char *seen = ru_run(argv, &st);
+    assert_int_equal(st, 0);
+    seen[strcspn(seen, "\n")] = '\0';
+    if (access(seen, F_OK) == 0)
+        fail_msg("the run directory %s is still there", seen);
+    return seen;
+}
+
+static void expect_prefix(const char *seen, const char *dir)
+{
+    char want[4096];
+    snprintf(want, sizeof want, "%s/ktiming-run.", dir);
+    if (strncmp(seen, want, strlen(want)) != 0)
+        fail_msg("run directory %s, expected one in %s", seen, dir);
+}
+
+/* The run directory goes under TMPDIR when it is set; else in /dev/shm when that is a tmpfs we can write with at
+ * least 1 GiB free, else in /tmp. */
+static void test_run_dir_location(void **state)
+{
+    (void)state;
+    const char *saved = getenv("TMPDIR");
+    char *keep = saved ? strdup(saved) : NULL;
+    unsetenv("TMPDIR");
+    char *seen = run_dir_seen();
+    struct statfs fs;
+    int shm = statfs("/dev/shm", &fs) == 0 && (unsigned long)fs.f_type == 0x01021994ul &&
+              (unsigned long long)fs.f_bavail * (unsigned long long)fs.f_bsize >= (1ull << 30) &&
+              access("/dev/shm", W_OK | X_OK) == 0;
+    expect_prefix(seen, shm ? "/dev/shm" : "/tmp");
+    free(seen);
+    setenv("TMPDIR", ru_dir, 1);
+    seen = run_dir_seen();
+    expect_prefix(seen, ru_dir);
+    free(seen);
+    if (keep)
+        setenv("TMPDIR", keep, 1);
+    else
+        unsetenv("TMPDIR");
+    free(keep);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -148,6 +199,7 @@ int main(void)
         cmocka_unit_test(test_replaced_snapshot_read_again),
         cmocka_unit_test(test_replaced_snapshot_summary_only),
         cmocka_unit_test(test_output_placed_while_program_ends),
+        cmocka_unit_test(test_run_dir_location),
     };
     return cmocka_run_group_tests(tests, ru_group_setup, ru_group_teardown);
 }

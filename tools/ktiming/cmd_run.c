@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -729,6 +730,29 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
     return bad ? -1 : 0;
 }
 
+/* Where the run directory goes: TMPDIR when set; else /dev/shm when it is a tmpfs we can write with room to
+ * spare (RUN_SHM_MIN_FREE), else /tmp. The directory only holds the processes' snapshots until they are read:
+ * on a tmpfs they are written and read without the disk, and removing the directory takes 0.006 ms instead of
+ * 0.2-0.25 ms (an ext4 root mounted with `discard` on the 2-core VM, where the rmdir waits for the block
+ * layer, after the program has ended). A small /dev/shm (64 MB in a container by default) is left alone. */
+#define RUN_SHM "/dev/shm"
+#define RUN_SHM_MIN_FREE (1024ull * 1024 * 1024)
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+static const char *run_dir_base(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (tmp && *tmp)
+        return tmp;
+    struct statfs fs;
+    if (statfs(RUN_SHM, &fs) == 0 && (unsigned long)fs.f_type == (unsigned long)TMPFS_MAGIC &&
+        (unsigned long long)fs.f_bavail * (unsigned long long)fs.f_bsize >= RUN_SHM_MIN_FREE &&
+        access(RUN_SHM, W_OK | X_OK) == 0)
+        return RUN_SHM;
+    return "/tmp";
+}
+
 static int dir_is_empty(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -824,12 +848,11 @@ int ktcli_cmd_run(int argc, char **argv)
         fprintf(stderr, "ktiming run: interception libraries not found (set KTIMING_INTERCEPT_DIR)\n");
         return KTCLI_RUN_ERROR;
     }
-    const char *tmp = getenv("TMPDIR");
+    const char *base = run_dir_base();
     char run_dir[PATH_MAX];
-    snprintf(run_dir, sizeof run_dir, "%s/ktiming-run.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    snprintf(run_dir, sizeof run_dir, "%s/ktiming-run.XXXXXX", base);
     if (!mkdtemp(run_dir)) {
-        fprintf(stderr, "ktiming run: cannot create a directory in %s: %s\n", tmp && *tmp ? tmp : "/tmp",
-                strerror(errno));
+        fprintf(stderr, "ktiming run: cannot create a directory in %s: %s\n", base, strerror(errno));
         return KTCLI_RUN_ERROR;
     }
     int env_rc = setup_env(&o, dir, run_dir);
