@@ -2,9 +2,10 @@
  * FAKE_CL_CONTEXT_DELAY_US and counted per thread): a device's clock calibration starts on the collector thread,
  * not the caller's, and the first attach finds it done, as it finds the collector's shard and span log made; a
  * process forked while the collector is inside that calibration calibrates for itself instead of waiting forever
- * for a lock its parent's thread held.
+ * for a lock its parent's thread held; with a snapshot to come at exit, the collector also prepares the span array
+ * that snapshot copies into.
  * The fake has one device, and a device is calibrated once per process, so each case runs in its own process:
- * `test_cl_prepare background` and `test_cl_prepare fork`. */
+ * `test_cl_prepare background`, `test_cl_prepare fork` and `test_cl_prepare spare`. */
 #include "opencl/fake_cl_util.h"
 
 #include <dlfcn.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -118,6 +120,69 @@ static void test_fork(void **state)
     assert_string_equal(info.clock.clock_domain, "CLOCK_MONOTONIC_RAW");
 }
 
+/* Minor page faults of the calling thread so far (a count the kernel keeps, not a time). */
+static long thread_faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    return ru.ru_minflt;
+}
+
+#define SPARE_CAP 4096       /* KTIMING_SPANS of the `spare` case (main) */
+#define SPARE_COMMANDS 4000  /* spans the collector records */
+#define SPARE_ZONES 500      /* and this thread: 4,500 in all, more than the spare holds */
+
+/* With an exit snapshot to come (KTIMING_RUN_DIR, set by main), the collector allocates the next snapshot's span
+ * array after the calibration and writes its pages: the snapshot that copies the spans then takes (almost) no
+ * page faults -- 4,500 spans are 80 pages of fresh memory otherwise -- and grows that array in place when it
+ * holds more spans than one log (here the collector's 4,000 and this thread's 500 zones); the spans are all
+ * there, in order. */
+static void test_spare(void **state)
+{
+    (void)state;
+    assert_int_equal(kt_cl_prepare(g_dev), 0);
+    cl_command_queue q = fake_queue();
+    cl_kernel k = fake_kernel("spared", 1);
+    kt_cl_ctx_t *kc = NULL;
+    assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
+    size_t g = 1;
+    for (int i = 0; i < SPARE_COMMANDS; i++)
+        assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
+    assert_int_equal(kt_cl_detach(kc), 0); /* every command recorded, by the collector (after its reservation) */
+    for (int i = 0; i < SPARE_ZONES; i++) {
+        KT_CPU_BEGIN(z, "spare_zone");
+        KT_CPU_END(z);
+    }
+    long before = thread_faults();
+    kt_snapshot_t *s = kt_snapshot();
+    long faults = thread_faults() - before;
+    assert_non_null(s);
+    assert_int_equal(s->span_count, SPARE_COMMANDS + SPARE_ZONES);
+    long pages = (long)(s->span_count * sizeof *s->spans / 4096);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    /* (a sanitizer's shadow memory takes faults of its own, and its realloc copies: counted without them) */
+    if (faults >= pages / 3)
+        fail_msg("kt_snapshot took %ld page faults for %zu spans (%ld pages): the spare array was not used", faults,
+                 s->span_count, pages);
+#else
+    (void)faults;
+    (void)pages;
+#endif
+    size_t cmds = 0, zones = 0;
+    for (size_t i = 0; i < s->span_count; i++) {
+        const char *name = s->entries[s->spans[i].entry].name;
+        cmds += !strcmp(name, "spared");
+        zones += !strcmp(name, "spare_zone");
+        if (i && s->spans[i].start_ns < s->spans[i - 1].start_ns)
+            fail_msg("span %zu starts before span %zu", i, i - 1);
+    }
+    assert_int_equal(cmds, SPARE_COMMANDS);
+    assert_int_equal(zones, SPARE_ZONES);
+    kt_snapshot_free(s);
+    cl->clReleaseKernel(k);
+    cl->clReleaseCommandQueue(q);
+}
+
 int main(int argc, char **argv)
 {
     const char *lib = getenv("KTIMING_OPENCL_LIBRARY");
@@ -127,11 +192,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "fake_cl_context_calls not found in KTIMING_OPENCL_LIBRARY=%s\n", lib ? lib : "");
         return 1;
     }
+    int spare = argc > 1 && !strcmp(argv[1], "spare");
+    if (spare) { /* before ktiming starts: it reads these once */
+        setenv("KTIMING_RUN_DIR", "/nonexistent/ktiming-test-run-dir", 1); /* nothing here writes there */
+        char cap[16];
+        snprintf(cap, sizeof cap, "%d", SPARE_CAP);
+        setenv("KTIMING_SPANS", cap, 1);
+    }
     if (fake_open() != 0)
         return 1;
     const struct CMUnitTest background[] = {cmocka_unit_test(test_background)};
     const struct CMUnitTest fork_case[] = {cmocka_unit_test(test_fork)};
+    const struct CMUnitTest spare_case[] = {cmocka_unit_test(test_spare)};
     if (argc > 1 && !strcmp(argv[1], "fork"))
         return cmocka_run_group_tests(fork_case, NULL, NULL);
+    if (spare)
+        return cmocka_run_group_tests(spare_case, NULL, NULL);
     return cmocka_run_group_tests(background, NULL, NULL);
 }

@@ -861,8 +861,11 @@ static int collector_step(void *unused)
         kt__ensure_init();
         kt__cl_dev_calibrate_pending();
         /* this thread records the commands' spans: its shard and span log (288 pages written once, ~0.45 ms of
-         * CPU) are taken now, while the program builds its kernels, not at the first command of its loop */
+         * CPU) are taken now, while the program builds its kernels, not at the first command of its loop; and
+         * when a snapshot will be written at exit, the span array it copies into, likewise (~0.4 ms less in the
+         * program's exit handler) */
         kt__shard_self();
+        kt__snapshot_spare_reserve();
     }
     reap();
     unsigned polled = 0;
