@@ -87,6 +87,43 @@ static void test_large_integers_are_strings(void **state)
     fx_free(s);
 }
 
+/* A reservoir of 1,000 samples (written in chunks, several of them) comes out exactly and in order: every digit
+ * count from 1 to 20, the 2^53 boundary (a number below it, a string from it on) and UINT64_MAX. */
+static void test_samples_exact(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = fx_snapshot_new(1);
+    kt_kernel_timing_t *e = fx_entry(s, 0, "k", KT_BACKEND_CPU, "host", 1000, 5, 1, 9);
+    fx_samples(s, 0, 1000, 0, 1);
+    uint64_t p = 1;
+    for (uint32_t j = 0; j < 1000; j++) {
+        e->samples[j] = (p - 1) + (j % 7); /* 9..., 99..., 10^k + small */
+        p = p >= 1000000000000000000ull ? 1 : p * 10;
+    }
+    e->samples[500] = 9007199254740991ull; /* 2^53-1: a number */
+    e->samples[501] = 9007199254740992ull; /* 2^53: a string */
+    e->samples[999] = UINT64_MAX;
+    char *text;
+    cJSON *root = render_parse(s, &text);
+    cJSON *arr = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "entries"), 0), "samples");
+    assert_int_equal(cJSON_GetArraySize(arr), 1000);
+    for (uint32_t j = 0; j < 1000; j++) {
+        cJSON *it = cJSON_GetArrayItem(arr, (int)j);
+        char want[32];
+        snprintf(want, sizeof want, "%llu", (unsigned long long)e->samples[j]);
+        if (e->samples[j] > 9007199254740991ull) {
+            if (!cJSON_IsString(it) || strcmp(it->valuestring, want) != 0)
+                fail_msg("samples[%u]: want the string \"%s\"", j, want);
+        } else if (!cJSON_IsNumber(it) || it->valuedouble != (double)e->samples[j]) {
+            fail_msg("samples[%u]: want %s", j, want);
+        }
+    }
+    assert_non_null(strstr(text, ", 9007199254740991, \"9007199254740992\", "));
+    cJSON_Delete(root);
+    free(text);
+    fx_free(s);
+}
+
 static void test_string_escaping(void **state)
 {
     (void)state;
@@ -224,6 +261,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_header_and_sections),
         cmocka_unit_test(test_large_integers_are_strings),
+        cmocka_unit_test(test_samples_exact),
         cmocka_unit_test(test_string_escaping),
         cmocka_unit_test(test_doubles),
         cmocka_unit_test(test_inconsistent_snapshot_refused),
