@@ -45,13 +45,24 @@ static const char *out_path(const char *tmpl, char *buf, size_t size)
     return buf;
 }
 
+static int set(const char *v) { return v && *v; }
+
+/* KTIMING_REPORT asks for the text report unless it is empty or "0". */
+static int report_wanted(const char *rep) { return set(rep) && !(rep[0] == '0' && rep[1] == 0); }
+
+int kt__exit_snapshot_wanted(void)
+{
+    return set(kt__env("KTIMING_OUTPUT")) || set(kt__env("KTIMING_TRACE")) ||
+           report_wanted(kt__env("KTIMING_REPORT")) || set(kt__env("KTIMING_RUN_DIR"));
+}
+
 void kt__exit_write(void)
 {
     const char *out_t = kt__env("KTIMING_OUTPUT");
     const char *rep = kt__env("KTIMING_REPORT");
     const char *trace_t = kt__env("KTIMING_TRACE");
-    int want_report = rep && *rep && !(rep[0] == '0' && rep[1] == 0);
-    if (!(out_t && *out_t) && !want_report && !(trace_t && *trace_t))
+    int want_report = report_wanted(rep);
+    if (!set(out_t) && !want_report && !set(trace_t))
         return;
     char out_buf[PATH_MAX], trace_buf[PATH_MAX];
     const char *out = NULL, *trace = NULL;

@@ -39,6 +39,9 @@ void kt__ensure_init(void);
 
 /* Writes KTIMING_OUTPUT / KTIMING_REPORT / KTIMING_TRACE at process exit (atexit.c, built with src/export). */
 void kt__exit_write(void);
+/* Will a snapshot be written at this process's exit: KTIMING_OUTPUT, KTIMING_TRACE or KTIMING_REPORT (not "0")
+ * for kt__exit_write, or KTIMING_RUN_DIR for the interception libraries' handler (`ktiming run`)? */
+int kt__exit_snapshot_wanted(void);
 
 /* fork, called from the service layer's atfork handlers (service.h): prepare takes every core lock (life,
  * reset, shards, host clock, registry, last error -- the one order every other path also follows), release gives them back in parent and child (child = 1 also starts

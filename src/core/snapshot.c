@@ -481,21 +481,10 @@ static _Atomic(kt_span_t *) g_spare;
 static size_t g_spare_cap; /* its capacity in spans: written before g_spare is published, read after taking it */
 static atomic_flag g_spare_once = ATOMIC_FLAG_INIT;
 
-static int exit_snapshot_expected(void)
-{
-    static const char *const kVars[] = {"KTIMING_RUN_DIR", "KTIMING_OUTPUT", "KTIMING_TRACE", "KTIMING_REPORT"};
-    for (size_t i = 0; i < sizeof kVars / sizeof kVars[0]; i++) {
-        const char *v = kt__env(kVars[i]);
-        if (v && *v && !(i == 3 && !strcmp(v, "0")))
-            return 1;
-    }
-    return 0;
-}
-
 void kt__snapshot_spare_reserve(void)
 {
     uint32_t cap = kt__cfg.span_capacity;
-    if (!cap || !exit_snapshot_expected() || atomic_flag_test_and_set(&g_spare_once))
+    if (!cap || !kt__exit_snapshot_wanted() || atomic_flag_test_and_set(&g_spare_once))
         return;
     size_t bytes = (size_t)cap * sizeof(kt_span_t);
     kt_span_t *p = malloc(bytes);
