@@ -65,8 +65,9 @@ static void test_primary_reset(void **state)
     kt_test_cuda_stats_t before, after;
     kt_test_cuda_driver_stats(&before);
     print_message("dead-handle uses before shutdown: %llu\n", (unsigned long long)before.event_bad_handles);
-    /* At most one collector pass racing the reset (its anchor record and one query; the driver answers both with
-     * an error, which is how ktiming learns of it): never a polling loop on dead events. */
+    /* At most one collector pass racing the reset: its two anchor events destroyed when it made them just before
+     * the reset, or its anchor record and query (the driver answers with an error, which is how ktiming learns of
+     * it). Once it knows, no event of the context is queried: never a polling loop on dead events. */
     assert_true(before.event_bad_handles <= 2);
     kt_cuda_shutdown();
     kt_test_cuda_driver_stats(&after);

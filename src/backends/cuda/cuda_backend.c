@@ -569,6 +569,7 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
     r = kt__cu.cuEventRecord(ev, c->anchor_stream);
     if (r) {
         kt__cuda_fail("cuEventRecord (anchor)", r);
+        kt__cuda_ctx_alive(c); /* a reset answers this way too: then the caller queries nothing more */
         return;
     }
     uint32_t spins = 0;
@@ -581,6 +582,7 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
     uint64_t h1 = kt_now_ns();
     if (r) {
         kt__cuda_fail("cuEventQuery (anchor)", r);
+        kt__cuda_ctx_alive(c);
         return;
     }
     uint64_t mid = h0 + (h1 - h0) / 2;
@@ -700,6 +702,11 @@ static uint32_t collect_ctx(kt__cuda_ctx_t *c, int *gone)
         return pending;
     }
     anchor_refresh(c);
+    if (atomic_load(&c->gone)) { /* the anchor found it reset or destroyed: its events are not queried */
+        *gone = CTX_RESET;
+        kt__cuda_ctx_leave(pushed);
+        return pending;
+    }
     for (;;) {
         kt__cuda_pair_t *done[KT__CUDA_BATCH];
         kt__curesult status[KT__CUDA_BATCH];
