@@ -483,10 +483,13 @@ static atomic_flag g_spare_once = ATOMIC_FLAG_INIT;
 
 void kt__snapshot_spare_reserve(void)
 {
-    uint32_t cap = kt__cfg.span_capacity;
+    size_t cap = kt__cfg.span_capacity;
     if (!cap || !kt__exit_snapshot_wanted() || atomic_flag_test_and_set(&g_spare_once))
         return;
-    size_t bytes = (size_t)cap * sizeof(kt_span_t);
+    /* one full log and an eighth: the program's own threads add spans beside the collector's log (clprog --tiny
+     * 20000: 16,384 + ~370), and growing the array at exit is a mremap and fresh pages */
+    cap += cap / 8;
+    size_t bytes = cap * sizeof(kt_span_t);
     kt_span_t *p = malloc(bytes);
     if (!p)
         return;
