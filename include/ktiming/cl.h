@@ -27,7 +27,8 @@
  * attach or kt_cl_prepare) pops it, reads the profiling stamps and records one dispatch: duration END-START in device
  * time, the stage delays QUEUED->SUBMIT->START, and start/end placed on the host timeline (CLOCK_MONOTONIC_RAW) through
  * the device's clock model, whose error bound goes into the span's uncertainty; then it releases the event. The
- * collector drains about every millisecond while commands complete, and kt_cl_flush (and so kt_flush, kt_snapshot,
+ * collector drains about every millisecond while commands complete (up to every 8 ms while the program records
+ * them itself at its synchronisation points with kt_cl_collect), and kt_cl_flush (and so kt_flush, kt_snapshot,
  * kt_shutdown, exit) drains the queue itself, so a flush never waits for the collector to be scheduled. When the event
  * had already completed (the driver calls back at once, on the enqueuing thread, inside kt_cl_track), the record is
  * finished right there. The enqueuing thread never waits. The event is released exactly once. Commands may finish in
@@ -302,6 +303,15 @@ KT_API cl_int kt_cl_enqueue_ndrange(kt_cl_ctx_t *ctx, cl_kernel kernel, cl_uint 
  * is left in flight, KT_ETIMEDOUT otherwise (those stay tracked). Do not call from an event callback. */
 KT_API int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns);
 
+/* For the program's synchronisation points (call it right after a clFinish or clWaitForEvents that succeeded):
+ * record, on the calling thread, every tracked command that has finished by now, on any queue, without waiting
+ * for the rest and without flushing (a pass the collector is making is waited for first). While a program does
+ * this, the collector thread polls less often (up to every 8 ms), so the driver's threads are not contended while
+ * they run its next commands. Returns at once when ctx (if not NULL) has nothing in flight. 0, or KT_EUNAVAILABLE
+ * when OpenCL is not loaded and ctx is not NULL. `ktiming run` calls it at clFinish and clWaitForEvents. Do not
+ * call from an event callback. */
+KT_API int kt_cl_collect(kt_cl_ctx_t *ctx);
+
 /* Collect everything outstanding (as kt_cl_flush with the default timeout), count what is still unfinished
  * as dropped, release the queue and free ctx. 0, or KT_ETIMEDOUT when something had to be dropped (ctx is
  * freed either way). Do not call from an event callback. */
@@ -349,6 +359,7 @@ static inline int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel
                                      uint64_t enqueue_ns)
 { (void)ctx; (void)event; (void)kernel; (void)name; (void)enqueue_ns; return 0; }
 static inline int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns) { (void)ctx; (void)timeout_ns; return 0; }
+static inline int kt_cl_collect(kt_cl_ctx_t *ctx) { (void)ctx; return 0; }
 static inline int kt_cl_detach(kt_cl_ctx_t *ctx) { (void)ctx; return 0; }
 static inline int kt_cl_detach_async(kt_cl_ctx_t *ctx) { (void)ctx; return 0; }
 static inline void kt_cl_shutdown(void) {}
