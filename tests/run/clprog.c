@@ -19,7 +19,9 @@
  *     point), finalized, enqueued N times, each waited for (on its event for odd runs, clFinish for even ones
  *     that pass none). Prints the result's checksum. Exits 77 when the device lacks the extension.
  *   clprog --tiny N: instead, N tiny kernels (scale on 64 floats, no events) with a clFinish after every 100
- *     (the dispatch-heavy case of the run_overhead bench).
+ *     (the dispatch-heavy case of the run_overhead bench). With --wait-events, every 100th kernel gets an event
+ *     and clWaitForEvents on it stands in for clFinish; with --mark, "clprog: synced <k>" goes to stderr after
+ *     each of those waits (k kernels enqueued so far).
  *   Prints checksums, the return codes, and what the program can observe of its queues: CL_QUEUE_PROPERTIES,
  *   CL_QUEUE_PROPERTIES_ARRAY, clGetEventProfilingInfo on a queue-A event (reference counts are left out:
  *   drivers count their own internal references, so they vary from run to run).
@@ -315,7 +317,7 @@ static int command_buffer(cl_platform_id platform, cl_context ctx, cl_device_id 
 
 int main(int argc, char **argv)
 {
-    int events = 1, iterations = 4, pipe = 0, tiny = 0, queues = 0, cmdbuf = 0;
+    int events = 1, iterations = 4, pipe = 0, tiny = 0, queues = 0, cmdbuf = 0, mark = 0, wait_events = 0;
     size_t n = 1 << 16;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-events"))
@@ -324,6 +326,10 @@ int main(int argc, char **argv)
             pipe = 1;
         else if (!strcmp(argv[i], "--tiny") && i + 1 < argc)
             tiny = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--mark"))
+            mark = 1;
+        else if (!strcmp(argv[i], "--wait-events"))
+            wait_events = 1;
         else if (!strcmp(argv[i], "--queues") && i + 1 < argc)
             queues = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--cmdbuf") && i + 1 < argc)
@@ -333,8 +339,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
             n = (size_t)strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--queues N] [--cmdbuf N] [--tiny N] "
-                            "[--iterations N] [--size N]\n");
+            fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--queues N] [--cmdbuf N] [--tiny N "
+                            "[--wait-events] [--mark]] [--iterations N] [--size N]\n");
             return 2;
         }
     }
@@ -383,9 +389,19 @@ int main(int argc, char **argv)
         cl_mem small = tiny_scale(ctx, kscale);
         size_t g = 64;
         for (int i = 0; i < tiny; i++) {
-            CHECK(cl.clEnqueueNDRangeKernel(qa, kscale, 1, NULL, &g, NULL, 0, NULL, NULL));
-            if (i % 100 == 99)
+            int sync = i % 100 == 99;
+            cl_event ev = NULL;
+            CHECK(cl.clEnqueueNDRangeKernel(qa, kscale, 1, NULL, &g, NULL, 0, NULL, sync && wait_events ? &ev : NULL));
+            if (!sync)
+                continue;
+            if (ev) { /* an in-order queue: every earlier kernel is done too */
+                CHECK(cl.clWaitForEvents(1, &ev));
+                CHECK(cl.clReleaseEvent(ev));
+            } else {
                 CHECK(cl.clFinish(qa));
+            }
+            if (mark)
+                fprintf(stderr, "clprog: synced %d\n", i + 1);
         }
         CHECK(cl.clFinish(qa));
         CHECK(cl.clReleaseMemObject(small));

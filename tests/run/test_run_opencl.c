@@ -342,6 +342,45 @@ static void test_verbose_keeps_stdout(void **state)
     kt_snapshot_free(s);
 }
 
+/* A synchronisation point records what finished before it returns: under -v, the program's commands' lines are
+ * on its stderr before what it prints right after clFinish (or clWaitForEvents). Through the loader layer and
+ * LD_PRELOAD both. Without the hooks the collector records them a millisecond or more later. */
+static void test_sync_points_record(void **state)
+{
+    (void)state;
+    static const char *const variants[][3] = {{"auto", CLPROG, ""}, {"auto", CLPROG, "--wait-events"},
+                                              {"preload", CLPROG, ""}, {"layer", CLPROG_DL, "--wait-events"}};
+    enum { TINY = 400 };
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        char *out = ru_path("sync.json"), *err = ru_path("sync.txt");
+        char cmd[1536];
+        snprintf(cmd, sizeof cmd, "exec '%s' run -v --opencl %s -o '%s' -- '%s' --tiny %d --mark %s 2> '%s'", KT_CLI,
+                 variants[v][0], out, variants[v][1], TINY, variants[v][2], err);
+        char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+        int st = -1;
+        free(ru_run(argv, &st));
+        assert_int_equal(st, 0);
+        FILE *f = fopen(err, "rb");
+        assert_non_null(f);
+        char line[1024];
+        int lines = 0, marks = 0;
+        while (fgets(line, sizeof line, f)) {
+            int k = 0;
+            if (!strncmp(line, "ktiming,exec,opencl,", 20) && strstr(line, ",scale,"))
+                lines++;
+            else if (sscanf(line, "clprog: synced %d", &k) == 1) {
+                marks++;
+                if (lines < k)
+                    fail_msg("%s %s %s: %d kernels recorded when clprog had synced %d", variants[v][0],
+                             variants[v][1], variants[v][2], lines, k);
+            }
+        }
+        fclose(f);
+        assert_int_equal(marks, TINY / 100);
+        assert_int_equal(lines, TINY);
+    }
+}
+
 /* The summary on stderr: time per API first (OpenCL: 3 kernels and every dispatch, then the sum), then the
  * kernel table with the kernels in order of total time, largest first. */
 static void test_summary(void **state)
@@ -434,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_pipeline),     cmocka_unit_test(test_many_queues),
         cmocka_unit_test(test_command_buffer), cmocka_unit_test(test_verbose_keeps_stdout),
         cmocka_unit_test(test_summary),      cmocka_unit_test(test_output_placement),
+        cmocka_unit_test(test_sync_points_record),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ru_teardown();

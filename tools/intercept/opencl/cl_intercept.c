@@ -21,6 +21,9 @@
  *    point's name with the bytes they move (an event is made and released by ktiming when the program passed
  *    none); the driver's return value is returned unchanged, a refused enqueue is counted as an error of that
  *    kernel or command with the error's name, and the program's event variable is the driver's business only;
+ *  - after a clFinish or clWaitForEvents that succeeded, the commands finished by then are recorded on the
+ *    program's thread (kt_cl_collect), while the driver's threads are idle, instead of by the collector while
+ *    they run the next ones;
  *  - clRetainCommandQueue / clReleaseCommandQueue count the program's own references (ktiming holds one
  *    too, and drivers add internal ones): at the program's last release ktiming detaches without waiting
  *    (kt_cl_detach_async): commands still in flight are recorded as they complete;
@@ -74,6 +77,8 @@ typedef struct kti_next_t {
     cl_api_clGetKernelInfo kernel_info;                         /* clGetKernelInfo */
     cl_api_clGetExtensionFunctionAddress ext;                   /* clGetExtensionFunctionAddress */
     cl_api_clGetExtensionFunctionAddressForPlatform ext_platform; /* ...ForPlatform */
+    cl_api_clFinish finish;                                     /* clFinish */
+    cl_api_clWaitForEvents wait_events;                         /* clWaitForEvents */
 } kti_next_t;
 
 static kti_next_t g_layer_next;   /* the layer's target dispatch (valid once g_layer_active) */
@@ -114,6 +119,8 @@ static void preload_resolve(void)
     R(kernel_info, clGetKernelInfo);
     R(ext, clGetExtensionFunctionAddress);
     R(ext_platform, clGetExtensionFunctionAddressForPlatform);
+    R(finish, clFinish);
+    R(wait_events, clWaitForEvents);
 #undef R
     g_preload_next = n;
 }
@@ -415,6 +422,29 @@ static cl_int hook_ndrange(const kti_next_t *n, cl_command_queue q, cl_kernel k,
     if (kc)
         return kt_cl_enqueue_ndrange(kc, k, dim, off, gws, lws, nwait, wait, ev);
     return n->ndrange ? n->ndrange(q, k, dim, off, gws, lws, nwait, wait, ev) : CL_INVALID_COMMAND_QUEUE;
+}
+
+/* Synchronisation points: what the program waited for is done, and the driver's threads have nothing of its
+ * queue left to run, so the finished commands are recorded here, on its thread (kt_cl_collect), rather than by
+ * the collector while those threads run the next ones. The driver's answer is returned unchanged. */
+static cl_int hook_finish(const kti_next_t *n, cl_command_queue q)
+{
+    cl_int rc = n->finish ? n->finish(q) : CL_INVALID_COMMAND_QUEUE;
+    if (rc == CL_SUCCESS && q) {
+        unsigned gen = atomic_load_explicit(&g_attach_gen, memory_order_acquire);
+        kt_cl_ctx_t *kc = t_last.queue == q && t_last.gen == gen ? t_last.ctx : kt_cl_find(q);
+        if (kc) /* a queue ktiming does not time has nothing to record */
+            kt_cl_collect(kc);
+    }
+    return rc;
+}
+
+static cl_int hook_wait_events(const kti_next_t *n, cl_uint num, const cl_event *events)
+{
+    cl_int rc = n->wait_events ? n->wait_events(num, events) : CL_INVALID_EVENT;
+    if (rc == CL_SUCCESS)
+        kt_cl_collect(NULL);
+    return rc;
 }
 
 static cl_int hook_task(const kti_next_t *n, cl_command_queue q, cl_kernel k, cl_uint nwait, const cl_event *wait,
@@ -720,6 +750,13 @@ static cl_int CL_API_CALL layer_task(cl_command_queue q, cl_kernel k, cl_uint nw
                                      cl_event *ev)
 {
     return hook_task(&g_layer_next, q, k, nwait, wait, ev);
+}
+
+static cl_int CL_API_CALL layer_finish(cl_command_queue q) { return hook_finish(&g_layer_next, q); }
+
+static cl_int CL_API_CALL layer_wait_events(cl_uint num, const cl_event *events)
+{
+    return hook_wait_events(&g_layer_next, num, events);
 }
 
 static void *CL_API_CALL layer_ext(const char *name)
@@ -1095,6 +1132,8 @@ static cl_int init_layer(cl_uint num_entries, const cl_icd_dispatch *target, cl_
     n.kernel_info = target->clGetKernelInfo;
     n.ext = target->clGetExtensionFunctionAddress;
     n.ext_platform = target->clGetExtensionFunctionAddressForPlatform;
+    n.finish = target->clFinish;
+    n.wait_events = target->clWaitForEvents;
     g_layer_next = n;
     g_layer_dispatch.clCreateCommandQueue = layer_create_queue;
     g_layer_dispatch.clCreateCommandQueueWithProperties = layer_create_queue_props;
@@ -1104,6 +1143,8 @@ static cl_int init_layer(cl_uint num_entries, const cl_icd_dispatch *target, cl_
     g_layer_dispatch.clGetEventProfilingInfo = layer_profiling_info;
     g_layer_dispatch.clEnqueueNDRangeKernel = layer_ndrange;
     g_layer_dispatch.clEnqueueTask = layer_task;
+    g_layer_dispatch.clFinish = layer_finish;
+    g_layer_dispatch.clWaitForEvents = layer_wait_events;
     g_layer_dispatch.clGetExtensionFunctionAddress = layer_ext;
     g_layer_dispatch.clGetExtensionFunctionAddressForPlatform = layer_ext_platform;
     layer_cmd_init(num_entries, target);
@@ -1224,6 +1265,22 @@ KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clEnqueueTask(cl_command_queue q, cl_
     if (preload_forwards())
         return n->task ? n->task(q, k, nwait, wait, ev) : CL_INVALID_COMMAND_QUEUE;
     return hook_task(n, q, k, nwait, wait, ev);
+}
+
+KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clFinish(cl_command_queue q)
+{
+    const kti_next_t *n = preload_next();
+    if (preload_forwards())
+        return n->finish ? n->finish(q) : CL_INVALID_COMMAND_QUEUE;
+    return hook_finish(n, q);
+}
+
+KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clWaitForEvents(cl_uint num, const cl_event *events)
+{
+    const kti_next_t *n = preload_next();
+    if (preload_forwards())
+        return n->wait_events ? n->wait_events(num, events) : CL_INVALID_EVENT;
+    return hook_wait_events(n, num, events);
 }
 
 KTI_EXPORT CL_API_ENTRY void *CL_API_CALL clGetExtensionFunctionAddress(const char *name)
