@@ -303,14 +303,16 @@ KT_API cl_int kt_cl_enqueue_ndrange(kt_cl_ctx_t *ctx, cl_kernel kernel, cl_uint 
  * is left in flight, KT_ETIMEDOUT otherwise (those stay tracked). Do not call from an event callback. */
 KT_API int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns);
 
-/* For the program's synchronisation points (call it right after a clFinish or clWaitForEvents that succeeded):
- * record, on the calling thread, every tracked command that has finished by now, on any queue, without waiting
- * for the rest and without flushing (a pass the collector is making is waited for first). While a program does
- * this, the collector thread polls less often (up to every 8 ms), so the driver's threads are not contended while
- * they run its next commands. Returns at once when ctx (if not NULL) has nothing in flight. 0, or KT_EUNAVAILABLE
- * when OpenCL is not loaded and ctx is not NULL. `ktiming run` calls it at clFinish and clWaitForEvents. Do not
- * call from an event callback. */
-KT_API int kt_cl_collect(kt_cl_ctx_t *ctx);
+/* For a program's synchronisation points: record, on the calling thread, the tracked commands that have finished,
+ * of those enqueued before enqueued_before_ns (kt_now_ns time; 0: before now), on any queue, without waiting for
+ * the rest and without flushing (a pass the collector is making is waited for first). Right after a clFinish, 0
+ * records that queue's commands; at the start of the next one, the time the previous one began records them while
+ * the driver runs the new ones, and polls nothing still running. While a program does this, the collector thread
+ * polls less often (up to every 8 ms), so the driver's threads are not contended while they run its commands.
+ * Returns at once when ctx (if not NULL) has nothing in flight. 0, or KT_EUNAVAILABLE when OpenCL is not loaded and
+ * ctx is not NULL. `ktiming run` calls it at each clFinish and clWaitForEvents, with the time the thread's previous
+ * one began. Do not call from an event callback. */
+KT_API int kt_cl_collect(kt_cl_ctx_t *ctx, uint64_t enqueued_before_ns);
 
 /* Collect everything outstanding (as kt_cl_flush with the default timeout), count what is still unfinished
  * as dropped, release the queue and free ctx. 0, or KT_ETIMEDOUT when something had to be dropped (ctx is
@@ -359,7 +361,8 @@ static inline int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel
                                      uint64_t enqueue_ns)
 { (void)ctx; (void)event; (void)kernel; (void)name; (void)enqueue_ns; return 0; }
 static inline int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns) { (void)ctx; (void)timeout_ns; return 0; }
-static inline int kt_cl_collect(kt_cl_ctx_t *ctx) { (void)ctx; return 0; }
+static inline int kt_cl_collect(kt_cl_ctx_t *ctx, uint64_t enqueued_before_ns)
+{ (void)ctx; (void)enqueued_before_ns; return 0; }
 static inline int kt_cl_detach(kt_cl_ctx_t *ctx) { (void)ctx; return 0; }
 static inline int kt_cl_detach_async(kt_cl_ctx_t *ctx) { (void)ctx; return 0; }
 static inline void kt_cl_shutdown(void) {}

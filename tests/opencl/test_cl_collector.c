@@ -116,7 +116,7 @@ static void test_collect_after_finish(void **state)
     cl_command_queue q = t.q;
     cl_kernel k = t.k;
     kt_cl_ctx_t *kc = t.kc;
-    assert_int_equal(kt_cl_collect(kc), 0); /* nothing in flight */
+    assert_int_equal(kt_cl_collect(kc, 0), 0); /* nothing in flight */
     cl_int err;
     cl_event gate = clt.api->clCreateUserEvent(clt.context, &err);
     assert_int_equal(err, CL_SUCCESS);
@@ -125,19 +125,19 @@ static void test_collect_after_finish(void **state)
     for (int i = 1; i < COLLECT_N; i++) /* an in-order queue: none of these runs before the first */
         assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
     clt.api->clFlush(q);
-    assert_int_equal(kt_cl_collect(kc), 0);
-    assert_int_equal(kt_cl_collect(NULL), 0);
+    assert_int_equal(kt_cl_collect(kc, 0), 0);
+    assert_int_equal(kt_cl_collect(NULL, 0), 0);
     assert_int_equal(in_flight(kc), COLLECT_N); /* none could finish: none recorded, and collect did not wait */
 
     assert_int_equal(clt.api->clSetUserEventStatus(gate, CL_COMPLETE), CL_SUCCESS);
     assert_int_equal(clt.api->clFinish(q), CL_SUCCESS);
-    assert_int_equal(kt_cl_collect(kc), 0);
+    assert_int_equal(kt_cl_collect(kc, 0), 0);
     assert_int_equal(in_flight(kc), 0);
     for (int r = 1; r < COLLECT_ROUNDS; r++) { /* the program's loop: enqueue, finish, collect */
         for (int i = 0; i < COLLECT_N; i++)
             assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
         assert_int_equal(clt.api->clFinish(q), CL_SUCCESS);
-        assert_int_equal(kt_cl_collect(kc), 0);
+        assert_int_equal(kt_cl_collect(kc, 0), 0);
         assert_int_equal(in_flight(kc), 0);
     }
     kt_snapshot_t *s = kt_snapshot();
@@ -147,13 +147,28 @@ static void test_collect_after_finish(void **state)
     assert_int_equal(e->errors + e->dropped, 0);
     kt_snapshot_free(s);
 
+    /* As `ktiming run` does, at the start of a clFinish: the commands enqueued before the previous clFinish began
+     * are recorded, the newer ones (done by now too) are left for later. */
+    for (int i = 0; i < COLLECT_N; i++)
+        assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
+    uint64_t began = kt_now_ns();
+    assert_int_equal(clt.api->clFinish(q), CL_SUCCESS);
+    for (int i = 0; i < COLLECT_N; i++)
+        assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
+    assert_int_equal(clt.api->clFinish(q), CL_SUCCESS);
+    assert_int_equal(kt_cl_collect(kc, began), 0);
+    uint64_t left = in_flight(kc);
+    assert_true(left <= COLLECT_N); /* (the collector may take the newer ones meanwhile) */
+    assert_int_equal(kt_cl_collect(kc, 0), 0);
+    assert_int_equal(in_flight(kc), 0);
+
     /* The program stops collecting: the collector records what comes next without any flush. */
     for (int i = 0; i < 10; i++)
         assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
     clt.api->clFlush(q);
     kt_cl_stats_t info = clt_wait_recorded(kc, 5000);
     assert_int_equal(info.in_flight, 0);
-    assert_int_equal(info.tracked, (uint64_t)COLLECT_ROUNDS * COLLECT_N + 10);
+    assert_int_equal(info.tracked, (uint64_t)(COLLECT_ROUNDS + 2) * COLLECT_N + 10);
 
     clt.api->clReleaseEvent(gate);
     tiny_close(&t);

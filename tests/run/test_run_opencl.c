@@ -342,9 +342,10 @@ static void test_verbose_keeps_stdout(void **state)
     kt_snapshot_free(s);
 }
 
-/* A synchronisation point records what finished before it returns: under -v, the program's commands' lines are
- * on its stderr before what it prints right after clFinish (or clWaitForEvents). Through the loader layer and
- * LD_PRELOAD both. Without the hooks the collector records them a millisecond or more later. */
+/* A synchronisation point records, before it waits, what the thread's previous one waited for: under -v, the lines
+ * of the commands before a clFinish (or clWaitForEvents) are on the program's stderr before what it prints after
+ * the next one, and all of them by the end. Through the loader layer and LD_PRELOAD both. Without the hooks, at
+ * each mark only what the collector had recorded on its own (none of 100, with the code before them). */
 static void test_sync_points_record(void **state)
 {
     (void)state;
@@ -370,7 +371,7 @@ static void test_sync_points_record(void **state)
                 lines++;
             else if (sscanf(line, "clprog: synced %d", &k) == 1) {
                 marks++;
-                if (lines < k)
+                if (lines < k - 100)
                     fail_msg("%s %s %s: %d kernels recorded when clprog had synced %d", variants[v][0],
                              variants[v][1], variants[v][2], lines, k);
             }

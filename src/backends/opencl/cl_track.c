@@ -813,14 +813,13 @@ static unsigned batch_hold_back(batch_t *b, const run_min_t *m)
  * test_cl_verbose under TSan on a loaded machine). Every record stamped before the pass began was published
  * before the newer ones of its thread were stamped (to within the few tens of cycles an enqueue's unordered
  * counter read may run early), so a pass that leaves out everything newer finishes a queue's records in order. */
-static unsigned poll_pass(unsigned *running)
+static unsigned poll_pass(unsigned *running, uint64_t newest)
 {
     batch_t done;
     batch_init(&done);
     unsigned finished = 0;
     run_min_t rmin = {.n = 0, .others = UINT64_MAX};
     *running = 0;
-    uint64_t newest = kt_now_ns();
     uint32_t n = atomic_load(&g_next_slot);
     if (n > MAX_CHUNKS * CHUNK_SIZE)
         n = MAX_CHUNKS * CHUNK_SIZE;
@@ -886,7 +885,7 @@ static int collector_step(void *unused)
     }
     unsigned polled = 0;
     pthread_mutex_lock(&g_poll_lock);
-    unsigned done = poll_pass(&polled);
+    unsigned done = poll_pass(&polled, kt_now_ns());
     pthread_mutex_unlock(&g_poll_lock);
     unsigned drained = ring_drain(256, 1);
     if (drained || done) {
@@ -1106,7 +1105,7 @@ static int flush_all(uint64_t deadline)
     return rc;
 }
 
-int kt_cl_collect(kt_cl_ctx_t *ctx)
+int kt_cl_collect(kt_cl_ctx_t *ctx, uint64_t enqueued_before_ns)
 {
     if (kt_cl_load(NULL) < 0)
         return ctx ? KT_EUNAVAILABLE : 0;
@@ -1118,7 +1117,8 @@ int kt_cl_collect(kt_cl_ctx_t *ctx)
      * that what had finished before the call is recorded when it returns, in order */
     pthread_mutex_lock(&g_poll_lock);
     unsigned running = 0;
-    poll_pass(&running);
+    uint64_t now = kt_now_ns();
+    poll_pass(&running, enqueued_before_ns && enqueued_before_ns < now ? enqueued_before_ns : now);
     pthread_mutex_unlock(&g_poll_lock);
     atomic_fetch_add_explicit(&g_collects, 1, memory_order_relaxed);
     return 0;

@@ -21,9 +21,9 @@
  *    point's name with the bytes they move (an event is made and released by ktiming when the program passed
  *    none); the driver's return value is returned unchanged, a refused enqueue is counted as an error of that
  *    kernel or command with the error's name, and the program's event variable is the driver's business only;
- *  - after a clFinish or clWaitForEvents that succeeded, the commands finished by then are recorded on the
- *    program's thread (kt_cl_collect), while the driver's threads are idle, instead of by the collector while
- *    they run the next ones;
+ *  - at a clFinish or clWaitForEvents, before it waits, the commands the thread's previous one waited for are
+ *    recorded on the program's thread (kt_cl_collect), instead of by the collector while the driver's threads
+ *    run the next ones;
  *  - clRetainCommandQueue / clReleaseCommandQueue count the program's own references (ktiming holds one
  *    too, and drivers add internal ones): at the program's last release ktiming detaches without waiting
  *    (kt_cl_detach_async): commands still in flight are recorded as they complete;
@@ -424,26 +424,37 @@ static cl_int hook_ndrange(const kti_next_t *n, cl_command_queue q, cl_kernel k,
     return n->ndrange ? n->ndrange(q, k, dim, off, gws, lws, nwait, wait, ev) : CL_INVALID_COMMAND_QUEUE;
 }
 
-/* Synchronisation points: what the program waited for is done, and the driver's threads have nothing of its
- * queue left to run, so the finished commands are recorded here, on its thread (kt_cl_collect), rather than by
- * the collector while those threads run the next ones. The driver's answer is returned unchanged. */
+/* Synchronisation points. When one begins, everything enqueued before the thread's previous one (that succeeded)
+ * is done: those commands are recorded here, on the program's thread (kt_cl_collect), while the driver's threads run
+ * the commands just enqueued and the program would only wait; then the driver's call is made and its answer
+ * returned unchanged. Recording after the wait instead left the driver's threads idle until the program enqueued
+ * again, and recording on the collector contended with them (docs/opencl.md). The last commands are recorded by
+ * the collector or at exit. */
+static _Thread_local uint64_t t_synced_ns; /* when this thread's last successful clFinish/clWaitForEvents began */
+
 static cl_int hook_finish(const kti_next_t *n, cl_command_queue q)
 {
-    cl_int rc = n->finish ? n->finish(q) : CL_INVALID_COMMAND_QUEUE;
-    if (rc == CL_SUCCESS && q) {
+    if (t_synced_ns && q) {
         unsigned gen = atomic_load_explicit(&g_attach_gen, memory_order_acquire);
         kt_cl_ctx_t *kc = t_last.queue == q && t_last.gen == gen ? t_last.ctx : kt_cl_find(q);
         if (kc) /* a queue ktiming does not time has nothing to record */
-            kt_cl_collect(kc);
+            kt_cl_collect(kc, t_synced_ns);
     }
+    uint64_t began = kt_now_ns();
+    cl_int rc = n->finish ? n->finish(q) : CL_INVALID_COMMAND_QUEUE;
+    if (rc == CL_SUCCESS && q)
+        t_synced_ns = began;
     return rc;
 }
 
 static cl_int hook_wait_events(const kti_next_t *n, cl_uint num, const cl_event *events)
 {
+    if (t_synced_ns)
+        kt_cl_collect(NULL, t_synced_ns);
+    uint64_t began = kt_now_ns();
     cl_int rc = n->wait_events ? n->wait_events(num, events) : CL_INVALID_EVENT;
     if (rc == CL_SUCCESS)
-        kt_cl_collect(NULL);
+        t_synced_ns = began;
     return rc;
 }
 
