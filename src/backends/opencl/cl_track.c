@@ -873,9 +873,9 @@ static int collector_step(void *unused)
     uint64_t collects = atomic_load_explicit(&g_collects, memory_order_relaxed);
     if (collects != g_coll_seen_collects) {
         /* The program's thread polled at a synchronisation point since the last step (kt_cl_collect): it will
-         * again, with the driver's threads idle. Polling here too, while they run its next commands, is what cost
-         * (their locks contended: +45 ms of CPU per 20,000 tiny kernels when the VM was slow). Look less often
-         * (2, 4, then every 8 ms) while that goes on; callbacks are still drained. */
+         * again at its next one. Polling here too, while the driver's threads run its commands and it enqueues
+         * more, is what cost (their locks contended: +45 ms of CPU per 20,000 tiny kernels when the VM was slow).
+         * Look less often (2, 4, then every 8 ms) while that goes on; callbacks are still drained. */
         g_coll_seen_collects = collects;
         g_coll_idle = 0;
         uint64_t nap = g_coll.nap_ns >= COLLECT_POLL_NS ? 2 * g_coll.nap_ns : 2 * COLLECT_POLL_NS;
@@ -1114,7 +1114,7 @@ int kt_cl_collect(kt_cl_ctx_t *ctx, uint64_t enqueued_before_ns)
         return 0;
     ring_drain(UINT32_MAX, 0); /* callbacks' completions, unless another thread is draining them */
     /* after a pass the collector may be making (a short wait: it looks less often while programs collect), so
-     * that what had finished before the call is recorded when it returns, in order */
+     * that the commands within the bound that had finished before the call are recorded when it returns, in order */
     pthread_mutex_lock(&g_poll_lock);
     unsigned running = 0;
     uint64_t now = kt_now_ns();
