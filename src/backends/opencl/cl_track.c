@@ -854,6 +854,13 @@ static unsigned poll_pass(unsigned *running, uint64_t newest)
  * callback wakes it. Measured on PoCL (2 cores, loaded):
  * 1 ms naps beat 100-200 us ones, whose extra wake-ups cost more CPU than the shorter leftover for the flush
  * saved. */
+/* The collector's next nap: twice the last one (`first` after a short one), at most 8 ms. */
+static void nap_longer(uint64_t first)
+{
+    uint64_t nap = g_coll.nap_ns >= COLLECT_POLL_NS ? 2 * g_coll.nap_ns : first;
+    g_coll.nap_ns = nap < 8ull * COLLECT_POLL_NS ? nap : 8ull * COLLECT_POLL_NS;
+}
+
 static int collector_step(void *unused)
 {
     (void)unused;
@@ -878,8 +885,7 @@ static int collector_step(void *unused)
          * Look less often (2, 4, then every 8 ms) while that goes on; callbacks are still drained. */
         g_coll_seen_collects = collects;
         g_coll_idle = 0;
-        uint64_t nap = g_coll.nap_ns >= COLLECT_POLL_NS ? 2 * g_coll.nap_ns : 2 * COLLECT_POLL_NS;
-        g_coll.nap_ns = nap < 8ull * COLLECT_POLL_NS ? nap : 8ull * COLLECT_POLL_NS;
+        nap_longer(2 * COLLECT_POLL_NS);
         ring_drain(256, 1);
         return 0;
     }
@@ -897,8 +903,7 @@ static int collector_step(void *unused)
     }
     if (polled) { /* commands still running: keep polling, less often (up to 8 ms) while none finishes */
         g_coll_idle = 0;
-        uint64_t nap = g_coll.nap_ns >= COLLECT_POLL_NS ? 2 * g_coll.nap_ns : COLLECT_POLL_NS;
-        g_coll.nap_ns = nap < 8ull * COLLECT_POLL_NS ? nap : 8ull * COLLECT_POLL_NS;
+        nap_longer(COLLECT_POLL_NS);
         return 0;
     }
     if (g_coll_idle++ < COLLECT_IDLE_NAPS) {

@@ -277,13 +277,19 @@ static _Thread_local struct {
     unsigned gen;           /* g_attach_gen when cached */
 } t_last;
 
+/* The queue's context from this thread's cache, else NULL. */
+static kt_cl_ctx_t *cached(cl_command_queue q, unsigned gen)
+{
+    return q && t_last.queue == q && t_last.gen == gen ? t_last.ctx : NULL;
+}
+
 /* The ktiming context of a queue, attaching it on first use; NULL when it can't be timed. */
 static kt_cl_ctx_t *attach(cl_command_queue q)
 {
     unsigned gen = atomic_load_explicit(&g_attach_gen, memory_order_acquire);
-    if (q && t_last.queue == q && t_last.gen == gen)
-        return t_last.ctx;
-    kt_cl_ctx_t *kc = NULL;
+    kt_cl_ctx_t *kc = cached(q, gen);
+    if (kc)
+        return kc;
     if (!q || kt_cl_attach(q, NULL, &kc) != 0)
         return NULL;
     kti_run_exit_register();
@@ -435,9 +441,10 @@ static _Thread_local uint64_t t_synced_ns; /* when this thread's last successful
 static cl_int hook_finish(const kti_next_t *n, cl_command_queue q)
 {
     if (t_synced_ns && q) {
-        unsigned gen = atomic_load_explicit(&g_attach_gen, memory_order_acquire);
-        kt_cl_ctx_t *kc = t_last.queue == q && t_last.gen == gen ? t_last.ctx : kt_cl_find(q);
-        if (kc) /* a queue ktiming does not time has nothing to record */
+        kt_cl_ctx_t *kc = cached(q, atomic_load_explicit(&g_attach_gen, memory_order_acquire));
+        if (!kc)
+            kc = kt_cl_find(q); /* without attaching: a queue ktiming does not time has nothing to record */
+        if (kc)
             kt_cl_collect(kc, t_synced_ns);
     }
     uint64_t began = kt_now_ns();
