@@ -203,8 +203,8 @@ typedef struct kt__shard_t {
 /* The calling thread's shard (created or adopted on first use). NULL only when out of memory. */
 kt__shard_t *kt__shard_self(void);
 /* When the process will write a snapshot at exit (KTIMING_RUN_DIR, KTIMING_OUTPUT, KTIMING_TRACE or
- * KTIMING_REPORT set) with spans on: allocates the span array of the next snapshot now, sized for one span log,
- * and writes each of its pages once, so that the exit snapshot copies its spans into memory already mapped
+ * KTIMING_REPORT set) with spans on: allocates the span array of the next snapshot now, sized for one span log
+ * and an eighth, and writes each of its pages once, so that the exit snapshot copies its spans into memory already mapped
  * (snapshot.c). For a thread off the program's path (a backend's collector); once per process. */
 void kt__snapshot_spare_reserve(void);
 /* First shard of the list (each shard's `next` is immutable); iterate with the acquire load done here. */
