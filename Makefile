@@ -29,8 +29,12 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKTIMING_BUILD_TESTS=$(TESTS) $(CMAKE_ARGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
-	./$(BUILD)/bin/ktiming demo
+# The demo builds the CLI and what it links, never the test suite or the benches (whatever cmocka says): the
+# build tree keeps its KTIMING_BUILD_TESTS setting, only the targets built differ.
+demo: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKTIMING_BUILD_TESTS=$(TESTS) $(CMAKE_ARGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target ktiming_cli
+	$(abspath $(BUILD))/bin/ktiming demo
 
 test: test-deps
 	scripts/run-tests.sh
