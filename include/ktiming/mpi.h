@@ -1,4 +1,5 @@
-/* ktiming/mpi.h — MPI jobs on one timeline (library ktiming::mpi, libktiming_mpi; built when MPI is found).
+/* ktiming/mpi.h — MPI jobs on one timeline (libktiming_mpi, built when MPI is found; `ktiming::mpi` inside this
+ * project's build tree only: installed, it is lib/ktiming/libktiming_mpi.so, without a CMake package target or .pc).
  *
  * Two ways to use it:
  *   - Link libktiming_mpi (or LD_PRELOAD it; `ktiming run --mpi` does that): it intercepts MPI_Init,
