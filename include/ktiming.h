@@ -358,7 +358,9 @@ typedef enum kt_format_t {
     KT_FORMAT_JSON = 2,   /* versioned schema, docs/json-schema.md */
     KT_FORMAT_CHROME = 3, /* Chrome trace / Perfetto JSON from spans */
     KT_FORMAT_HTML = 4,   /* self-contained HTML report */
-    KT_FORMAT_MARKDOWN = 5 /* the text table as a GitHub-flavoured markdown table */
+    KT_FORMAT_MARKDOWN = 5, /* the text table as a GitHub-flavoured markdown table */
+    KT_FORMAT_LINES = 6     /* the grep-friendly seed format, one line per kernel:
+                               [timing] blur                 CPU   avg=  12.34ms min=  11.98ms max=  14.02ms n=3 */
 } kt_format_t;
 
 /* Row order of the text, markdown and CSV reports. */

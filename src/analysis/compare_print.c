@@ -28,7 +28,7 @@ static void fmt_time(char *buf, size_t cap, double ns)
 {
     if (!(ns > 0.0) || !isfinite(ns)) snprintf(buf, cap, "-");
     else if (ns < 1e3) snprintf(buf, cap, "%.0f ns", ns);
-    else if (ns < 1e6) snprintf(buf, cap, "%.2f us", ns / 1e3);
+    else if (ns < 1e6) snprintf(buf, cap, "%.2f %s", ns / 1e3, kt__unit_us());
     else if (ns < 1e9) snprintf(buf, cap, "%.2f ms", ns / 1e6);
     else snprintf(buf, cap, "%.3f s", ns / 1e9);
 }

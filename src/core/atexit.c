@@ -86,8 +86,8 @@ void kt__exit_write(void)
             exit_write_one("KTIMING_OUTPUT", out, snap, KT_FORMAT_JSON);
         if (trace)
             exit_write_one("KTIMING_TRACE", trace, snap, KT_FORMAT_CHROME);
-        if (want_report)
-            kt_report_print(stderr, snap, KT_FORMAT_TEXT);
+        if (want_report) /* KTIMING_REPORT=lines: the seed's grep-friendly lines; anything else: the table */
+            kt_report_print(stderr, snap, !strcmp(rep, "lines") ? KT_FORMAT_LINES : KT_FORMAT_TEXT);
     }
     kt_snapshot_free(snap);
 }

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Decodes the UTF-8 sequence at s (avail bytes): its length (1..4) and *cp, or 0 when not valid UTF-8. */
 static size_t utf8_decode(const unsigned char *s, size_t avail, uint32_t *cp)
@@ -176,4 +177,19 @@ size_t kt__text_cols(const char *s)
 int kt__csv_is_formula(const char *s)
 {
     return s && (s[0] == '=' || s[0] == '+' || s[0] == '-' || s[0] == '@' || s[0] == '\t' || s[0] == '\r');
+}
+
+const char *kt__unit_us(void)
+{
+    static const char *const kVars[] = {"LC_ALL", "LC_CTYPE", "LANG"};
+    for (size_t i = 0; i < sizeof kVars / sizeof kVars[0]; i++) {
+        const char *v = getenv(kVars[i]);
+        if (!v || !*v)
+            continue;
+        const char *dot = strchr(v, '.');
+        if (dot && (!strncasecmp(dot + 1, "utf-8", 5) || !strncasecmp(dot + 1, "utf8", 4)))
+            return "\xc2\xb5s";
+        return "us";
+    }
+    return "us";
 }

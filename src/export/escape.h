@@ -39,4 +39,9 @@ size_t kt__text_cols(const char *s);
  * the CSV writer then prefixes the cell with a single quote (OWASP's CSV-injection rule). */
 int kt__csv_is_formula(const char *s);
 
+/* The microsecond unit for human-readable output: "µs" when the environment's locale (LC_ALL, else LC_CTYPE,
+ * else LANG; the first one set and non-empty) names UTF-8, else "us" (LC_ALL=C, POSIX, unset, Latin-1), so a
+ * terminal or a log that is not UTF-8 never gets bytes it would show as mojibake. */
+const char *kt__unit_us(void);
+
 #endif

@@ -17,6 +17,9 @@
  * ------------------------------------------------------------------------------------------------- */
 int kt__export_text(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts);
 int kt__export_markdown(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts);
+/* KT_FORMAT_LINES: "[timing] %-20s %-5s avg=%7.2fms min=%7.2fms max=%7.2fms n=%llu" per kernel (the seed's format),
+ * rows in the text report's order and filter; names escaped as in the text report. */
+int kt__export_lines(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts);
 int kt__export_csv(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts);
 int kt__export_json(FILE *out, const kt_snapshot_t *snap);
 int kt__export_chrome(FILE *out, const kt_snapshot_t *snap); /* written by the timeline area */

@@ -14,6 +14,7 @@ static int export_dispatch(FILE *out, const kt_snapshot_t *snap, kt_format_t for
     switch (format) {
     case KT_FORMAT_TEXT: return kt__export_text(out, snap, opts);
     case KT_FORMAT_MARKDOWN: return kt__export_markdown(out, snap, opts);
+    case KT_FORMAT_LINES: return kt__export_lines(out, snap, opts);
     case KT_FORMAT_CSV: return kt__export_csv(out, snap, opts);
     case KT_FORMAT_JSON: return kt__export_json(out, snap);
     case KT_FORMAT_CHROME: return kt__export_chrome(out, snap);
@@ -52,7 +53,7 @@ int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t for
 
 int kt_report_write_opts(const char *path, const kt_snapshot_t *snap, kt_format_t format, const kt_report_opts_t *opts)
 {
-    if (!path || !*path || !snap || (unsigned)format > KT_FORMAT_MARKDOWN)
+    if (!path || !*path || !snap || (unsigned)format > KT_FORMAT_LINES)
         return KT_EINVAL;
     kt_output_t *o;
     int rc = kt_output_open(path, 0, &o);

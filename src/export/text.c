@@ -98,7 +98,7 @@ void kt__format_duration(char *buf, size_t size, double ns)
     static const struct {
         const char *unit; /* suffix */
         double scale;     /* ns per unit */
-    } kUnits[] = {{"ns", 1.0}, {"\xc2\xb5s", 1e3}, {"ms", 1e6}, {"s", 1e9}};
+    } kUnits[] = {{"ns", 1.0}, {NULL, 1e3}, {"ms", 1e6}, {"s", 1e9}}; /* NULL: kt__unit_us() */
     if (!isfinite(ns) || ns < 0.0) {
         snprintf(buf, size, "-");
         return;
@@ -113,7 +113,7 @@ void kt__format_duration(char *buf, size_t size, double ns)
         int dec = v < 9.9995 ? 3 : v < 99.995 ? 2 : v < 999.95 ? 1 : 0;
         if (dec == 0 && u + 1 < sizeof kUnits / sizeof kUnits[0])
             continue;
-        snprintf(buf, size, "%.*f %s", dec, v, kUnits[u].unit);
+        snprintf(buf, size, "%.*f %s", dec, v, kUnits[u].unit ? kUnits[u].unit : kt__unit_us());
         return;
     }
 }
@@ -420,8 +420,25 @@ static void write_markdown(FILE *out, text_row_t *rows, size_t n)
     }
 }
 
-static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts, int markdown)
+/* The seed's one-line-per-kernel format: milliseconds with two decimals, no device, no table header. */
+static void write_lines(FILE *out, text_row_t *rows, size_t n)
 {
+    for (size_t i = 0; i < n; i++) {
+        const kt_kernel_timing_t *e = rows[i].e;
+        fputs("[timing] ", out);
+        name_write(out, rows[i].name, rows[i].name_cols, 20);
+        fprintf(out, " %-5s avg=%7.2fms min=%7.2fms max=%7.2fms n=%llu\n", backend_label(e->backend),
+                e->mean_ns / 1e6, (double)e->min_ns / 1e6, (double)e->max_ns / 1e6,
+                (unsigned long long)e->dispatch_count);
+    }
+}
+
+/* The three shapes export_table writes. */
+enum { TABLE_TEXT, TABLE_MARKDOWN, TABLE_LINES };
+
+static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts, int shape)
+{
+    int markdown = shape == TABLE_MARKDOWN;
     if (snap->count && !snap->entries)
         return KT_EINVAL;
     if (snap->count == 0 && !markdown) {
@@ -451,10 +468,12 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
         else
             row_cells(&rows[i], all_total);
     }
-    if (!rc && opts && opts->by_api)
+    if (!rc && shape != TABLE_LINES && opts && opts->by_api)
         write_api_summary(out, snap, markdown);
     if (!rc) {
-        if (markdown)
+        if (shape == TABLE_LINES)
+            write_lines(out, rows, n);
+        else if (markdown)
             write_markdown(out, rows, n);
         else
             write_text(out, rows, n, snap, n);
@@ -471,10 +490,15 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
 
 int kt__export_text(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts)
 {
-    return export_table(out, snap, opts, 0);
+    return export_table(out, snap, opts, TABLE_TEXT);
 }
 
 int kt__export_markdown(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts)
 {
-    return export_table(out, snap, opts, 1);
+    return export_table(out, snap, opts, TABLE_MARKDOWN);
+}
+
+int kt__export_lines(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts)
+{
+    return export_table(out, snap, opts, TABLE_LINES);
 }

@@ -239,10 +239,10 @@ static void test_demo(void **state)
     if (r.status != 0)
         fail_msg("demo failed (%d): %s", r.status, r.err);
     regex_t re;
-    const char *t = "[0-9.]+ (ns|\xc2\xb5s|ms|s) +";
+    const char *t = "[0-9.]+ (ns|\xc2\xb5s|us|ms|s) +";
     char pattern[512];
     snprintf(pattern, sizeof pattern,
-             "^\\[timing\\] (box_blur|saxpy|reduce) +CPU +10 +%s[0-9.]+%% +%s%s%s%s%s%s[0-9.]+ (ns|\xc2\xb5s|ms|s)$", t, t, t, t,
+             "^\\[timing\\] (box_blur|saxpy|reduce) +CPU +10 +%s[0-9.]+%% +%s%s%s%s%s%s[0-9.]+ (ns|\xc2\xb5s|us|ms|s)$", t, t, t, t,
              t, t, t);
     assert_int_equal(regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB | REG_NEWLINE), 0);
     size_t lines = 0;
@@ -320,6 +320,104 @@ static void test_help_and_usage(void **state)
     expect(r, 2, r.err, "unknown command 'frobnicate'");
     r = run_cli(NULL, "help", NULL);
     expect(r, 0, r.out, "ktiming help <command>");
+}
+
+/* One error line in the documented shape for every misuse, and nothing misleading after it: unknown options of
+ * `run` and of ktiming itself, a bare `run`, `help help`, a compare output that cannot be written, a run that
+ * timed nothing with an output asked for; and the overview names every report format. */
+static void test_cli_consistency(void **state)
+{
+    (void)state;
+    run_t r = run_cli(NULL, "run", "--bogus", NULL);
+    expect(r, 125, r.err, "ktiming run: unknown option '--bogus'\n(try 'ktiming run --help')\n");
+    r = run_cli(NULL, "run", "--bogus", NULL);
+    assert_null(strstr(r.err, "usage:")); /* the one line, not getopt's message and the whole usage */
+    assert_null(strstr(r.err, "unrecognized"));
+    run_free(&r);
+    r = run_cli(NULL, "run", NULL);
+    expect(r, 125, r.err, "ktiming run: no program to run");
+    r = run_cli(NULL, "run", "--output", NULL);
+    expect(r, 125, r.err, "ktiming run: option '--output' needs a value");
+    static const char *const kOverview[] = {"help", "--help", "-h"};
+    for (size_t i = 0; i < sizeof kOverview / sizeof kOverview[0]; i++) {
+        r = run_cli(NULL, "help", kOverview[i], NULL);
+        expect(r, 0, r.out, "'ktiming help <command>'");
+    }
+    r = run_cli(NULL, "--bogus", NULL);
+    expect(r, 2, r.err, "ktiming: unknown option '--bogus'");
+    r = run_cli(NULL, NULL);
+    expect(r, 2, r.err, "ktiming: no command given");
+    r = run_cli(NULL, "--help", NULL);
+    expect(r, 0, r.out, "text, markdown, csv, json, chrome, html");
+
+    char *snap = write_fixture("consistency.json");
+    char *nodir = ktt_path(g_dir, "no/such/dir/cmp.txt");
+    r = run_cli(NULL, "compare", snap, snap, "-o", nodir, NULL);
+    assert_int_equal(r.status, 3); /* the output could not be written */
+    assert_non_null(strstr(r.err, "cmp.txt: No such file or directory\n"));
+    assert_null(strstr(r.err, "input/output error")); /* one line names the file and the cause, no second */
+    run_free(&r);
+    free(nodir);
+
+    char *out = ktt_path(g_dir, "nothing.json");
+    r = run_cli(NULL, "run", "-o", out, "--", "/bin/true", NULL);
+    assert_int_equal(r.status, 125);
+    assert_non_null(strstr(r.err, "nothing.json was not written"));
+    run_free(&r);
+    assert_int_equal(access(out, F_OK), -1);
+    free(out);
+    free(snap);
+}
+
+/* Units follow the environment's locale: "µs" under a UTF-8 locale, "us" under C/POSIX (never a byte that a
+ * non-UTF-8 terminal shows as mojibake), the same in report and compare. */
+static void test_units_follow_locale(void **state)
+{
+    (void)state;
+    char *snap = write_fixture("units.json");
+    g_env[0] = "LC_ALL=C";
+    run_t r = run_cli(NULL, "report", snap, NULL);
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.out, "\xc2"));
+    assert_non_null(strstr(r.out, " us "));
+    run_free(&r);
+    r = run_cli(NULL, "compare", snap, snap, NULL);
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.out, "\xc2"));
+    assert_non_null(strstr(r.out, " us"));
+    run_free(&r);
+    g_env[0] = "LC_ALL=C.UTF-8";
+    r = run_cli(NULL, "report", snap, NULL);
+    expect(r, 0, r.out, " \xc2\xb5s ");
+    r = run_cli(NULL, "compare", snap, snap, NULL);
+    expect(r, 0, r.out, " \xc2\xb5s");
+    g_env[0] = NULL;
+    free(snap);
+}
+
+/* `report -f lines` is the seed's grep-friendly format: one line per kernel, milliseconds with two decimals. */
+static void test_report_lines(void **state)
+{
+    (void)state;
+    char *snap = write_fixture("lines.json");
+    run_t r = run_cli(NULL, "report", snap, "-f", "lines", NULL);
+    assert_int_equal(r.status, 0);
+    regex_t line;
+    assert_int_equal(regcomp(&line,
+                             "^\\[timing\\] [^ ].{19} [A-Za-z]+ *avg= *[0-9]+\\.[0-9]{2}ms min= *[0-9]+\\.[0-9]{2}ms "
+                             "max= *[0-9]+\\.[0-9]{2}ms n=[0-9]+$",
+                             REG_EXTENDED | REG_NOSUB),
+                     0);
+    size_t lines = 0;
+    for (char *save = NULL, *l = strtok_r(r.out, "\n", &save); l; l = strtok_r(NULL, "\n", &save), lines++)
+        if (regexec(&line, l, 0, NULL, 0) != 0)
+            fail_msg("not a lines-format line: '%s'", l);
+    regfree(&line);
+    assert_true(lines >= 3);
+    run_free(&r);
+    r = run_cli(NULL, "report", snap, "-f", "lines", NULL);
+    expect(r, 0, r.out, "[timing] blur                 CPU   avg=  12.34ms min=  11.98ms max=  14.02ms n=3\n");
+    free(snap);
 }
 
 /* Hostile kernel names reach the terminal escaped through `ktiming report` (text and markdown). */
@@ -433,6 +531,9 @@ int main(void)
         cmocka_unit_test(test_report_errors),
         cmocka_unit_test(test_demo),
         cmocka_unit_test(test_help_and_usage),
+        cmocka_unit_test(test_cli_consistency),
+        cmocka_unit_test(test_units_follow_locale),
+        cmocka_unit_test(test_report_lines),
         cmocka_unit_test(test_report_hostile_names),
         cmocka_unit_test(test_bash_completion),
         cmocka_unit_test(test_man_page),

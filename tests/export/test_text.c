@@ -89,6 +89,14 @@ static void test_header_columns_and_units(void **state)
     assert_non_null(strstr(lines[3], " 812 ns "));    /* mean */
     assert_non_null(strstr(lines[3], " 2.500 \xc2\xb5s")); /* max, the last column */
     assert_null(strstr(out, "avg="));
+    /* the same table under a locale that is not UTF-8: "us", and no byte of the micro sign anywhere */
+    setenv("LC_ALL", "C", 1);
+    char *plain = fx_render(s, KT_FORMAT_TEXT, &rc);
+    setenv("LC_ALL", "C.UTF-8", 1);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(plain, " 812.0 us "));
+    assert_null(strstr(plain, "\xc2"));
+    free(plain);
     /* shares of the total add up: 5 s of 5.038 s */
     assert_non_null(strstr(lines[1], " 99.2% "));
     assert_non_null(strstr(lines[3], " 0.0% "));
@@ -402,6 +410,7 @@ static void test_empty_and_arguments(void **state)
 
 int main(void)
 {
+    setenv("LC_ALL", "C.UTF-8", 1); /* the units below are the UTF-8 ones (kt__unit_us follows the locale) */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_header_columns_and_units),
         cmocka_unit_test(test_sort_and_filter),

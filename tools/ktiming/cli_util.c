@@ -35,7 +35,7 @@ int ktcli_parse_format(const char *s, kt_format_t *out)
         kt_format_t fmt;  /* format */
     } kFormats[] = {{"text", KT_FORMAT_TEXT},     {"csv", KT_FORMAT_CSV},   {"json", KT_FORMAT_JSON},
                     {"chrome", KT_FORMAT_CHROME}, {"html", KT_FORMAT_HTML}, {"markdown", KT_FORMAT_MARKDOWN},
-                    {"md", KT_FORMAT_MARKDOWN}};
+                    {"md", KT_FORMAT_MARKDOWN},   {"lines", KT_FORMAT_LINES}};
     for (size_t i = 0; i < sizeof kFormats / sizeof kFormats[0]; i++)
         if (!strcmp(s, kFormats[i].name)) {
             *out = kFormats[i].fmt;

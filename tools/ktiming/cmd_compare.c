@@ -190,7 +190,8 @@ static int write_atomic(const char *path, kt_snapshot_t *const *snap, const kt_c
         else rc = kt_output_commit(o);
     }
     if (rc == KT_EIO) fprintf(stderr, "ktiming compare: %s: %s\n", path, strerror(errno));
-    return rc;
+    else if (rc) fprintf(stderr, "ktiming compare: %s: %s\n", path, kt_strerror(rc));
+    return rc; /* said once here: the caller adds no second line */
 }
 
 int ktcli_cmd_compare(int argc, char **argv)
@@ -233,7 +234,8 @@ int ktcli_cmd_compare(int argc, char **argv)
         fprintf(stderr, "ktiming compare: %zu kernel%s SLOWER (regression)\n", res.slower, res.slower == 1 ? "" : "s");
     kt_compare_free(&res);
     if (rc) {
-        fprintf(stderr, "ktiming compare: writing the comparison failed: %s\n", kt_strerror(rc));
+        if (!a.output) /* write_atomic named the file and the cause */
+            fprintf(stderr, "ktiming compare: writing the comparison failed: %s\n", kt_strerror(rc));
         return KTCLI_EXIT_INPUT;
     }
     return regression && a.fail_on_regression ? KTCLI_EXIT_REGRESSION : 0;

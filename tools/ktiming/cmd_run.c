@@ -83,7 +83,7 @@ static void usage(FILE *out)
             "  --trace FILE        write a Chrome trace / Perfetto timeline to FILE\n"
             "  --html FILE         write the self-contained HTML report to FILE\n"
             "  -f, --format FMT    summary format: text (default: time per API, then the kernels by total\n"
-            "                      time), markdown, csv, json, none\n"
+            "                      time), markdown, csv, json, lines (grep-friendly), none\n"
             "  -v, --verbose       one line per completed kernel (KTIMING_VERBOSE=profile_exec) and setup notes\n"
             "  --opencl MODE       auto (loader layer, LD_PRELOAD fallback), layer, preload, off\n"
             "  --vulkan MODE       auto (timing layer), off\n"
@@ -684,6 +684,10 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
     if (!primary[0]) {
         fprintf(stderr, "ktiming run: nothing was timed (the program ran no OpenCL/Vulkan/CUDA kernels, or it ended "
                         "without running its exit handlers)\n");
+        const char *asked[3] = {o->output, o->trace, o->html};
+        for (int i = 0; i < 3; i++)
+            if (asked[i])
+                fprintf(stderr, "ktiming run: %s was not written\n", asked[i]);
         return o->output || o->trace || o->html ? -1 : 0;
     }
     int bad = 0;
@@ -793,16 +797,18 @@ int ktcli_cmd_run(int argc, char **argv)
     run_opts_t o = {NULL, NULL, NULL, "text", 0, RUN_AUTO, RUN_AUTO, RUN_AUTO, 0, NULL};
     int c;
     optind = 1;
+    opterr = 0; /* our own one-line errors below, not getopt's */
     /* '+': stop at the first non-option, so the program's own options are left alone */
-    while ((c = getopt_long(argc, argv, "+o:f:vh", kLong, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:o:f:vh", kLong, NULL)) != -1) {
         switch (c) {
         case 'o': o.output = optarg; break;
         case 't': o.trace = optarg; break;
         case 'H': o.html = optarg; break;
         case 'f':
             if (strcmp(optarg, "text") && strcmp(optarg, "markdown") && strcmp(optarg, "md") && strcmp(optarg, "csv") &&
-                strcmp(optarg, "json") && strcmp(optarg, "none")) {
-                fprintf(stderr, "ktiming run: unknown summary format '%s' (text, markdown, csv, json, none)\n", optarg);
+                strcmp(optarg, "json") && strcmp(optarg, "lines") && strcmp(optarg, "none")) {
+                fprintf(stderr, "ktiming run: unknown summary format '%s' (text, markdown, csv, json, lines, none)\n",
+                        optarg);
                 return KTCLI_RUN_ERROR;
             }
             o.format = optarg;
@@ -829,11 +835,11 @@ int ktcli_cmd_run(int argc, char **argv)
         case 'M': o.mpi = 1; break;
         case 'm': o.merged = optarg; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return KTCLI_RUN_ERROR;
+        default: ktcli_getopt_error("run", c, argc, argv); return KTCLI_RUN_ERROR;
         }
     }
     if (optind >= argc) {
-        usage(stderr);
+        ktcli_usage_error("run", "no program to run (ktiming run [options] -- PROGRAM [ARGS...])");
         return KTCLI_RUN_ERROR;
     }
     const char *outs[3] = {o.output, o.trace, o.html};

@@ -12,7 +12,7 @@ typedef struct ktcli_cmd_t {
 
 static const ktcli_cmd_t kCommands[] = {
     {"demo", ktcli_cmd_demo, "run the built-in kernels on every backend found and print the table"},
-    {"report", ktcli_cmd_report, "print or convert a snapshot (text, csv, json, chrome, html)"},
+    {"report", ktcli_cmd_report, "print or convert a snapshot (text, markdown, csv, json, chrome, html)"},
     {"devices", ktcli_cmd_devices, "list backends and devices with their clock models"},
     {"compare", ktcli_cmd_compare, "compare two snapshots kernel by kernel (before/after verdicts)"},
     {"run", ktcli_cmd_run, "time every kernel of an unmodified program"},
@@ -40,10 +40,13 @@ static const ktcli_cmd_t *find_command(const char *name)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
+        fprintf(stderr, "ktiming: no command given\n\n");
         usage(stderr);
         return KTCLI_EXIT_USAGE;
     }
-    if (!strcmp(argv[1], "help") && argc > 2) { /* `ktiming help CMD` is `ktiming CMD --help` */
+    /* `ktiming help CMD` is `ktiming CMD --help`; `help help`, `help --help` and `help -h` are the overview */
+    if (!strcmp(argv[1], "help") && argc > 2 && strcmp(argv[2], "help") && strcmp(argv[2], "--help") &&
+        strcmp(argv[2], "-h")) {
         const ktcli_cmd_t *cmd = find_command(argv[2]);
         if (!cmd) {
             fprintf(stderr, "ktiming help: unknown command '%s'\n\n", argv[2]);
@@ -64,7 +67,11 @@ int main(int argc, char **argv)
     const ktcli_cmd_t *cmd = find_command(argv[1]);
     if (cmd)
         return cmd->fn(argc - 1, argv + 1);
-    fprintf(stderr, "ktiming: unknown command '%s'\n\n", argv[1]);
+    if (argv[1][0] == '-')
+        fprintf(stderr, "ktiming: unknown option '%s' (options go after the command: ktiming <command> --help)\n\n",
+                argv[1]);
+    else
+        fprintf(stderr, "ktiming: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return KTCLI_EXIT_USAGE;
 }
