@@ -86,8 +86,9 @@ static int esc_width_of(const char *s, int w)
 
 static void print_header_line(FILE *out, const kt_compare_result_t *r)
 {
+    /* before/after are sample medians; `report`'s p50 comes from the histogram of every dispatch and may differ */
     fprintf(out, "%zu kernel%s matched, %zu only in BEFORE, %zu only in AFTER (threshold %.3g %%, alpha %.3g, "
-                 "%.0f %% intervals)\n",
+                 "%.0f %% intervals; before/after: medians of the kept samples)\n",
             r->matched, r->matched == 1 ? "" : "s", r->before_only, r->after_only, r->opts.threshold_pct,
             r->opts.alpha, 100.0 * r->opts.confidence);
 }

@@ -30,6 +30,8 @@
 
 typedef int (*write_fn)(FILE *out, void *arg);
 
+static int g_width; /* window width for the next render (0: Chromium's default) */
+
 /* Writes a page with fn to a temporary file, renders it headless, returns the dumped DOM (malloc). */
 static char *render(write_fn fn, void *arg)
 {
@@ -44,11 +46,14 @@ static char *render(write_fn fn, void *arg)
     assert_non_null(f);
     assert_int_equal(fn(f, arg), 0);
     assert_int_equal(fclose(f), 0);
+    char size[64] = "";
+    if (g_width)
+        snprintf(size, sizeof size, "--window-size=%d,1200 --hide-scrollbars", g_width);
     snprintf(cmd, sizeof cmd,
              "timeout 120 " KT_CHROMIUM " --headless --no-sandbox --disable-gpu --disable-background-networking "
              "--disable-component-update --disable-sync --no-first-run --user-data-dir=%s --enable-logging=stderr "
-             "--v=0 --virtual-time-budget=5000 --dump-dom file://%s > %s 2> %s",
-             profile, page, dom, log);
+             "--v=0 --virtual-time-budget=5000 %s --dump-dom file://%s > %s 2> %s",
+             profile, size, page, dom, log);
     int rc = system(cmd);
     char *out = ktt_read_file(dom, NULL);
     if (!out || rc != 0) {
@@ -121,6 +126,47 @@ static int write_interactive(FILE *out, void *arg)
 {
     int rc = kt_report_print(out, (const kt_snapshot_t *)arg, KT_FORMAT_HTML);
     fputs(kInteract, out);
+    return rc;
+}
+
+/* A script run after the report has drawn: measures what a person would see and reports it as attributes of
+ * the root element: whether the kernel table fits its box, which of its columns are in view, empty cards,
+ * overlapping tick labels of the speedup plot, and whether each distribution caption's p50 is a p50 of the
+ * kernel table. */
+static const char kFit[] =
+    "<script>(function(){var R=document.documentElement;try{"
+    "var t=document.getElementById('kt-kernels');"
+    "if(t){var sc=t.parentNode,sr=sc.getBoundingClientRect();"
+    "R.setAttribute('data-kt-table-fits',sc.scrollWidth<=sc.clientWidth+1?'yes':'no '+sc.scrollWidth+'>'+sc.clientWidth);"
+    "var th=t.querySelectorAll('th'),vis=[],p50col=-1;"
+    "for(var i=0;i<th.length;i++){var r=th[i].getBoundingClientRect();if(th[i].textContent.indexOf('p50')===0)p50col=i;"
+    "if(r.width>0&&r.right<=sr.right+1)vis.push(th[i].textContent.replace(/[^a-z0-9]/g,''));}"
+    "R.setAttribute('data-kt-cols',vis.join(','));"
+    "var p50s={};t.querySelectorAll('tbody tr').forEach(function(tr){p50s[tr.children[p50col].textContent]=1;});"
+    "var bad=0;document.querySelectorAll('.dist').forEach(function(d){var sub=d.querySelectorAll('.sub');"
+    "var m=/p50 ([^\\u00b7]+) \\u00b7/.exec(sub[sub.length-1].textContent);if(!m||!p50s[m[1]])bad++;});"
+    "R.setAttribute('data-kt-caption-mismatch',String(bad));}"
+    "var empty=0;document.querySelectorAll('main section').forEach(function(s){"
+    "if(!s.textContent.trim()&&!s.querySelector('canvas,svg'))empty++;});"
+    "R.setAttribute('data-kt-empty-sections',String(empty));"
+    "var tk=document.querySelectorAll('.cmp-tick'),ov=0;"
+    "for(var a=0;a<tk.length;a++)for(var b=a+1;b<tk.length;b++){var x=tk[a].getBoundingClientRect(),"
+    "y=tk[b].getBoundingClientRect();if(x.left<y.right&&y.left<x.right&&x.top<y.bottom&&y.top<x.bottom)ov++;}"
+    "R.setAttribute('data-kt-tick-overlaps',String(ov)+' of '+tk.length);"
+    "}catch(e){R.setAttribute('data-kt-layout-error',e.message);}})();</script>";
+
+static int write_fit(FILE *out, void *arg)
+{
+    int rc = kt_report_print(out, (const kt_snapshot_t *)arg, KT_FORMAT_HTML);
+    fputs(kFit, out);
+    return rc;
+}
+
+static int write_compare_fit(FILE *out, void *arg)
+{
+    const compare_arg_t *c = arg;
+    int rc = kt_report_compare_html(out, c->before, c->after, c->json);
+    fputs(kFit, out);
     return rc;
 }
 
@@ -378,6 +424,84 @@ static void test_labels_colors_flows(void **state)
 
 /* A merged snapshot of four ranks draws the load-balance section: per kernel one bar per rank, the slowest rank's
  * bar red, and the imbalance (max / mean of the per-rank totals) and slowest rank named. */
+/* What a person sees at 1400 and 1000 px: the kernel table fits (errors and dropped always in view), no empty
+ * card, Vulkan submission batches neither in the table nor in the device time, long device titles on the timeline
+ * cut with an ellipsis inside the label column, one p50 per kernel (caption = table), and the speedup axis's labels
+ * apart. */
+static void test_layout(void **state)
+{
+    (void)state;
+    static const char kLongDev[] = "NVIDIA H100 80GB HBM3 with a long marketing name #3 (0000:41:00.0)";
+    kt_snapshot_t *snap = tlf_snapshot(1);
+    size_t n = snap->count;
+    snap->entries = realloc(snap->entries, (n + 2) * sizeof *snap->entries);
+    assert_non_null(snap->entries);
+    memset(&snap->entries[n], 0, 2 * sizeof *snap->entries);
+    /* a batch of 283.1 ms around the Vulkan dispatches, and a long-named kernel on a long-named device */
+    tlf_entry(&snap->entries[n], "vkQueueSubmit", KT_BACKEND_VULKAN, "llvmpipe (LLVM 15.0.6, 256 bits)", 2831000, 100);
+    tlf_entry(&snap->entries[n + 1], "very_long_kernel_name_from_a_template_instantiation<float, 256, true>::run",
+              KT_BACKEND_VULKAN, kLongDev, 3000, 10);
+    snap->entries[n + 1].errors = 3;
+    snap->entries[n + 1].dropped = 5;
+    snap->count = n + 2;
+    snprintf(snap->queues[2].device, sizeof snap->queues[2].device, "%s", kLongDev);
+    free((char *)snap->entries[TLF_SCAN_VK].device);
+    snap->entries[TLF_SCAN_VK].device = tlf_strdup(kLongDev);
+    snprintf(snap->devices[1].name, sizeof snap->devices[1].name, "%s", kLongDev);
+    uint64_t device_total = 0;
+    for (size_t i = 0; i < snap->count; i++)
+        if (snap->entries[i].backend != KT_BACKEND_CPU && i != n)
+            device_total += snap->entries[i].total_ns;
+    char want_dev[32];
+    snprintf(want_dev, sizeof want_dev, ">%.4g ms<", (double)device_total / 1e6);
+
+    static const int kWidths[] = {1400, 1000};
+    char buf[256];
+    for (size_t w = 0; w < sizeof kWidths / sizeof kWidths[0]; w++) {
+        g_width = kWidths[w];
+        char *dom = render(write_fit, snap);
+        g_width = 0;
+        assert_drawn(dom);
+        if (strcmp(root_attr(dom, "data-kt-table-fits", buf, sizeof buf), "yes"))
+            fail_msg("at %d px the kernel table does not fit: %s", kWidths[w], buf);
+        const char *cols = root_attr(dom, "data-kt-cols", buf, sizeof buf);
+        if (!strstr(cols, "errors") || !strstr(cols, "dropped") || !strstr(cols, "total"))
+            fail_msg("at %d px columns in view: %s", kWidths[w], cols);
+        assert_string_equal(root_attr(dom, "data-kt-empty-sections", buf, sizeof buf), "0");
+        assert_string_equal(root_attr(dom, "data-kt-caption-mismatch", buf, sizeof buf), "0");
+        /* the batch is a note under the table, not a row, and not in the device time */
+        const char *tbody = strstr(dom, "<tbody>"), *tend = tbody ? strstr(tbody, "</tbody>") : NULL;
+        assert_non_null(tend);
+        const char *in_table = strstr(tbody, ">vkQueueSubmit<");
+        assert_true(!in_table || in_table > tend);
+        assert_non_null(strstr(dom, "id=\"kt-batches\""));
+        if (!strstr(dom, want_dev))
+            fail_msg("device time card lacks %s", want_dev);
+        /* the long device's group title on the timeline is cut with an ellipsis */
+        const char *titles = strstr(dom, "data-kt-titles=\"");
+        assert_non_null(titles);
+        const char *cut = strstr(titles, "Vulkan \xc2\xb7 NVIDIA");
+        assert_non_null(cut);
+        const char *bar = strpbrk(cut, "|\"");
+        assert_non_null(bar);
+        assert_memory_equal(bar - 3, "\xe2\x80\xa6", 3);
+        free(dom);
+    }
+
+    kt_snapshot_t *before = tlf_before_snapshot();
+    compare_arg_t arg = {before, snap, tlf_compare_json};
+    g_width = 1400;
+    char *dom = render(write_compare_fit, &arg);
+    g_width = 0;
+    assert_drawn(dom);
+    const char *ov = root_attr(dom, "data-kt-tick-overlaps", buf, sizeof buf);
+    if (strncmp(ov, "0 of ", 5) != 0 || !strcmp(ov, "0 of 0"))
+        fail_msg("speedup axis labels overlap (or none drawn): %s", ov);
+    free(dom);
+    kt_snapshot_free(before);
+    kt_snapshot_free(snap);
+}
+
 static void test_ranks(void **state)
 {
     (void)state;
@@ -427,6 +551,7 @@ int main(void)
         cmocka_unit_test(test_large),
         cmocka_unit_test(test_labels_colors_flows),
         cmocka_unit_test(test_ranks),
+        cmocka_unit_test(test_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

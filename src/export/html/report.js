@@ -65,6 +65,18 @@
   function fmtP(p) { return !isFinite(p) ? '\u2013' : p < 1e-3 ? p.toExponential(1) : p.toPrecision(2); }
   function fmtX(r) { return isFinite(r) ? (r >= 10 ? r.toFixed(1) : r.toFixed(2)) + '\u00d7' : '\u2013'; }
   function key(e) { return JSON.stringify([e.name, e.backend, e.device]); }
+  /* A Vulkan submission batch (the layer's vkQueueSubmit entry): its time holds its dispatches', so it is
+   * neither a kernel nor part of the device time. */
+  function isBatch(e) { return e.backend === 'Vulkan' && e.name === 'vkQueueSubmit'; }
+  function kernelsOf(snap) { return snap.entries.filter(function (e) { return !isBatch(e); }); }
+  /* text cut with an ellipsis to fit maxW pixels in the canvas context's current font ('' when even the
+   * ellipsis does not fit) */
+  function fitText(g, text, maxW) {
+    if (g.measureText(text).width <= maxW) return text;
+    var lo = 0, hi = text.length;
+    while (lo < hi) { var m = (lo + hi + 1) >> 1; if (g.measureText(text.slice(0, m) + '\u2026').width <= maxW) lo = m; else hi = m - 1; }
+    return lo ? text.slice(0, lo) + '\u2026' : '';
+  }
   function sorted(a) { return a.slice().sort(function (x, y) { return x - y; }); }
   function quantile(srt, q) {
     if (!srt.length) return NaN;
@@ -155,7 +167,7 @@
     append(hd, h('div', { class: 'meta', text: meta }));
   }
   function renderCards() {
-    var E = after.entries, dispatches = 0, dev = 0, cpu = 0, errs = 0, dropped = 0, spansDropped = 0;
+    var E = kernelsOf(after), dispatches = 0, dev = 0, cpu = 0, errs = 0, dropped = 0, spansDropped = 0;
     E.forEach(function (e) {
       dispatches += e.n; errs += e.errors; dropped += e.dropped; spansDropped += e.spans_dropped;
       if (e.backend === 'CPU') cpu += e.total; else dev += e.total;
@@ -182,35 +194,38 @@
   }
 
   function renderTable() {
-    var E = after.entries, maxTotal = Math.max.apply(null, E.map(function (e) { return e.total; }).concat([1]));
+    var E = kernelsOf(after), B = after.entries.filter(isBatch);
+    var maxTotal = Math.max.apply(null, E.map(function (e) { return e.total; }).concat([1]));
     var cols = [
-      { t: 'kernel', l: 1, v: function (e) { return e.name; }, f: function (e) { return [h('span', { class: 'swatch', style: { background: color(e) } }), e.name]; }, c: 'name l' },
+      { t: 'kernel', l: 1, v: function (e) { return e.name; }, f: function (e) { return h('span', { title: e.name }, [h('span', { class: 'swatch', style: { background: color(e) } }), e.name]); }, c: 'name l' },
       { t: 'backend', l: 1, v: function (e) { return e.backend; } },
-      { t: 'device', l: 1, v: function (e) { return e.device; }, c: 'dev l' },
+      { t: 'device', l: 1, v: function (e) { return e.device; }, f: function (e) { return h('span', { title: e.device, text: e.device }); }, c: 'dev l' },
       { t: 'n', v: function (e) { return e.n; }, f: function (e) { return fmtInt(e.n); } },
+      /* failures next to the count, never behind a scrollbar */
+      { t: 'errors', v: function (e) { return e.errors; }, f: function (e) { return e.errors ? fmtInt(e.errors) : ''; } },
+      { t: 'dropped', v: function (e) { return e.dropped + e.spans_dropped; }, f: function (e) { return e.dropped || e.spans_dropped ? fmtInt(e.dropped) + ' / ' + fmtInt(e.spans_dropped) : ''; } },
       { t: 'mean', v: function (e) { return e.mean; }, ns: 1 },
       { t: 'p50', v: function (e) { return e.p50; }, ns: 1 },
-      { t: 'p90', v: function (e) { return e.p90; }, ns: 1 },
+      { t: 'p90', v: function (e) { return e.p90; }, ns: 1, w: 1 },
       { t: 'p99', v: function (e) { return e.p99; }, ns: 1 },
-      { t: 'min', v: function (e) { return e.min; }, ns: 1 },
+      { t: 'min', v: function (e) { return e.min; }, ns: 1, w: 1 },
       { t: 'max', v: function (e) { return e.max; }, ns: 1 },
-      { t: 'cv', v: function (e) { return e.mean > 0 ? e.stddev / e.mean : 0; }, f: function (e) { return e.mean > 0 ? (100 * e.stddev / e.mean).toFixed(1) + ' %' : '\u2013'; } },
-      { t: 'total', v: function (e) { return e.total; }, f: function (e) { return [h('span', { text: fmtNs(e.total) }), h('i', { style: { width: Math.max(1, 90 * e.total / maxTotal) + 'px' } })]; }, c: 'bar l' },
-      { t: 'errors', v: function (e) { return e.errors; }, f: function (e) { return e.errors ? fmtInt(e.errors) : ''; } },
-      { t: 'dropped', v: function (e) { return e.dropped + e.spans_dropped; }, f: function (e) { return e.dropped || e.spans_dropped ? fmtInt(e.dropped) + ' / ' + fmtInt(e.spans_dropped) : ''; } }
+      { t: 'cv', w: 1, v: function (e) { return e.mean > 0 ? e.stddev / e.mean : 0; }, f: function (e) { return e.mean > 0 ? (100 * e.stddev / e.mean).toFixed(1) + ' %' : '\u2013'; } },
+      { t: 'total', v: function (e) { return e.total; }, f: function (e) { return [h('span', { text: fmtNs(e.total) }), h('i', { style: { width: Math.max(1, 60 * e.total / maxTotal) + 'px' } })]; }, c: 'bar l' }
     ];
-    var state = { col: 11, asc: false };
+    /* w: a column left out under 1200 px (CSS .wide), so the table fits a 1000 px window */
+    var state = { col: cols.map(function (c) { return c.t; }).indexOf('total'), asc: false };
     var table = h('table', { id: 'kt-kernels' }), thead = h('thead'), tbody = h('tbody');
     var hr = h('tr');
     cols.forEach(function (c, i) {
-      append(hr, h('th', { class: (c.l ? 'l' : '') + (i === state.col ? ' sorted' : ''), text: c.t, title: 'sort by ' + c.t, onclick: function () {
+      append(hr, h('th', { class: (c.l ? 'l' : '') + (c.w ? ' wide' : '') + (i === state.col ? ' sorted' : ''), text: c.t, title: 'sort by ' + c.t, onclick: function () {
         state.asc = state.col === i ? !state.asc : !!c.l; state.col = i; fill();
       } }));
     });
     append(thead, hr); append(table, [thead, tbody]);
     function fill() {
       Array.prototype.forEach.call(hr.children, function (th, i) {
-        th.className = (cols[i].l ? 'l' : '') + (i === state.col ? ' sorted' + (state.asc ? ' asc' : '') : '');
+        th.className = (cols[i].l ? 'l' : '') + (cols[i].w ? ' wide' : '') + (i === state.col ? ' sorted' + (state.asc ? ' asc' : '') : '');
       });
       var c = cols[state.col];
       var rows = E.slice().sort(function (a, b) {
@@ -221,7 +236,7 @@
       rows.forEach(function (e) {
         var tr = h('tr', { class: selected === key(e) ? 'sel' : '', title: 'click to highlight in the plots', onclick: function () { select(key(e)); } });
         cols.forEach(function (col) {
-          append(tr, h('td', { class: col.c || (col.l ? 'l' : '') }, col.f ? col.f(e) : col.ns ? fmtNs(col.v(e)) : col.v(e)));
+          append(tr, h('td', { class: (col.c || (col.l ? 'l' : '')) + (col.w ? ' wide' : '') }, col.f ? col.f(e) : col.ns ? fmtNs(col.v(e)) : col.v(e)));
         });
         append(tbody, tr);
       });
@@ -231,6 +246,11 @@
     var sec = $('kt-table');
     if (!E.length) append(sec, h('p', { class: 'empty', text: 'No kernels were recorded.' }));
     else append(sec, [h('div', { class: 'scroll' }, table), h('p', { class: 'note', text: 'Percentiles come from a log-linear histogram over every dispatch (within 1 %); cv = stddev / mean. Click a row to highlight its kernel in the plots.' })]);
+    if (B.length) {
+      var bn = 0, bt = 0;
+      B.forEach(function (e) { bn += e.n; bt += e.total; });
+      append(sec, h('p', { class: 'note', id: 'kt-batches', text: 'Vulkan submission batches (vkQueueSubmit): ' + plural(bn, 'batch') + ', ' + fmtNs(bt) + ' from the first dispatch to the last of each; they hold the dispatches above, so they are not kernels and not part of the device time.' }));
+    }
   }
 
   /* ---------------------------------------------------------------------------------------------
@@ -311,9 +331,10 @@
       append(svg, s('text', { class: 'tick', x: l.x, y: H - 4, 'text-anchor': l.anchor, text: fmtNs(l.v) }));
     });
     append(card, svg);
+    /* the same p50/p90/p99 as the kernel table (histogram over every dispatch); the box is the kept samples */
     var med = quantile(A, 0.5);
-    var line = 'median ' + fmtNs(med) + ' \u00b7 p90 ' + fmtNs(quantile(A, 0.9)) + ' \u00b7 p99 ' + fmtNs(quantile(A, 0.99));
-    if (B.length) line += ' \u00b7 before ' + fmtNs(quantile(B, 0.5)) + ' (' + fmtX(quantile(B, 0.5) / med) + ')';
+    var line = 'p50 ' + fmtNs(e.p50) + ' \u00b7 p90 ' + fmtNs(e.p90) + ' \u00b7 p99 ' + fmtNs(e.p99) + ' (every dispatch)';
+    if (B.length) line += ' \u00b7 sample medians: before ' + fmtNs(quantile(B, 0.5)) + ', after ' + fmtNs(med) + ' (' + fmtX(quantile(B, 0.5) / med) + ')';
     if (logx) line += ' \u00b7 log scale';
     append(card, h('div', { class: 'sub', text: line }));
     return card;
@@ -322,7 +343,7 @@
     var sec = $('kt-dists'), grid = h('div', { class: 'grid' });
     var prev = {};
     if (before) before.entries.forEach(function (e) { prev[key(e)] = e; });
-    var E = after.entries.slice().sort(function (a, b) { return b.total - a.total; });
+    var E = kernelsOf(after).sort(function (a, b) { return b.total - a.total; });
     E.forEach(function (e) { append(grid, distCard(e, prev[key(e)])); });
     if (!E.length) append(sec, h('p', { class: 'empty', text: 'No kernels were recorded.' }));
     else append(sec, grid);
@@ -340,7 +361,8 @@
    * ------------------------------------------------------------------------------------------- */
   function renderRanks() {
     var srcs = after.sources || [], sec = $('kt-ranks');
-    if (!srcs.length || !sec) return;
+    if (!sec) return;
+    if (!srcs.length) { sec.parentNode.removeChild(sec); return; } /* one process: no empty card */
     append(sec, h('h2', { text: 'Load balance across ranks' }, [h('span', { class: 'hint', text: 'per-rank total time of each kernel; imbalance = max / mean; the slowest rank in red' })]));
     var grid = h('div', { class: 'grid' });
     after.entries.slice().sort(function (a, b) { return b.total - a.total; }).forEach(function (e) {
@@ -431,9 +453,10 @@
     var X = function (v) { return x0 + (Math.log(Math.max(1 / ext, Math.min(ext, v))) + Math.log(ext)) / (2 * Math.log(ext)) * (x1 - x0); };
     var svg = s('svg', { width: '100%', viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': 'speedup per kernel' });
     var tk = [1 / 8, 1 / 4, 1 / 2, 1 / 1.25, 1, 1.25, 2, 4, 8, 16, 64, 256].filter(function (v) { return v >= 1 / ext && v <= ext; });
-    tk.forEach(function (v) {
-      append(svg, s('line', { class: v === 1 ? 'axis' : 'gridline', x1: X(v), x2: X(v), y1: 4, y2: H - 22 }));
-      append(svg, s('text', { x: X(v), y: H - 6, 'text-anchor': 'middle', text: fmtX(v) }));
+    tk.forEach(function (v) { append(svg, s('line', { class: v === 1 ? 'axis' : 'gridline', x1: X(v), x2: X(v), y1: 4, y2: H - 22 })); });
+    /* labels that would touch their left neighbour are left out (0.80x 1.00x 1.25x ran together) */
+    placeLabels(tk, X, fmtX, AXIS_FONT, x0 - 30, W - 2, 10).forEach(function (l) {
+      append(svg, s('text', { x: l.x, y: H - 6, 'text-anchor': l.anchor, class: 'cmp-tick', text: fmtX(l.v) }));
     });
     var VC = { FASTER: '#1f9d55', SLOWER: '#d64545', SAME: '#8a94a6', UNSURE: '#c98a00' };
     rows.forEach(function (r, i) {
@@ -595,18 +618,23 @@
         axisMin = Math.min(axisMin, l.left); axisMax = Math.max(axisMax, l.left + l.w);
       });
       canvas.setAttribute('data-kt-axis', axisLabels.length ? axisMin.toFixed(1) + ',' + axisMax.toFixed(1) + ',' + W : '');
-      /* tracks */
+      /* tracks; the titles as drawn (cut to the label column) are kept on the canvas for tests and tools */
+      var drawn = [];
       T.tracks.forEach(function (t, ti) {
         if (t.group) {
           g.fillStyle = '#1d2330'; g.textAlign = 'left'; g.font = '600 12px system-ui, sans-serif';
-          g.fillText(t.group, 8, t.groupY + GROUP / 2 + 2);
+          var gt = fitText(g, t.group, LABEL - 14);
+          g.fillText(gt, 8, t.groupY + GROUP / 2 + 2);
+          drawn.push(gt);
           g.strokeStyle = '#c3c8d2'; g.beginPath(); g.moveTo(0, t.groupY + 0.5); g.lineTo(W, t.groupY + 0.5); g.stroke();
           g.font = '11px system-ui, sans-serif';
         }
         g.fillStyle = ti % 2 ? '#fafbfc' : '#f4f6f9'; g.fillRect(LABEL, t.y, W - LABEL, t.h);
         g.fillStyle = '#30384a'; g.textAlign = 'left';
         g.save(); g.beginPath(); g.rect(0, t.y, LABEL - 6, t.h); g.clip();
-        g.fillText(t.title + (t.lanes.length > 1 && !t.host ? ' \u00b7 ' + t.lanes.length + ' lanes' : ''), 14, t.y + ROW / 2);
+        var tt = fitText(g, t.title + (t.lanes.length > 1 && !t.host ? ' \u00b7 ' + t.lanes.length + ' lanes' : ''), LABEL - 22);
+        g.fillText(tt, 14, t.y + ROW / 2);
+        drawn.push(tt);
         g.restore();
         g.save(); g.beginPath(); g.rect(LABEL, t.y, W - LABEL, t.h); g.clip();
         t.lanes.forEach(function (L, l) {
@@ -626,7 +654,9 @@
             if (sp.fl & SPAN_HOST_TIMED) { g.setLineDash([3, 2]); g.strokeStyle = '#1d2330'; g.strokeRect(x0 + 0.5, yy + 0.5, Math.max(1, w - 1), ROW - 5); g.setLineDash([]); }
             if (w > 36) {
               g.fillStyle = '#fff'; g.save(); g.beginPath(); g.rect(x0, yy, w, ROW - 4); g.clip();
-              g.fillText(e.name + ' ' + fmtNs(sp.dur), Math.max(x0, LABEL) + 4, yy + (ROW - 4) / 2 + 1); g.restore();
+              var lx = Math.max(x0, LABEL) + 4, lt = fitText(g, e.name + ' ' + fmtNs(sp.dur), x1 - lx - 3);
+              if (lt.length > 2) g.fillText(lt, lx, yy + (ROW - 4) / 2 + 1);
+              g.restore();
             }
           }
           g.globalAlpha = 1;
@@ -646,6 +676,7 @@
         }
         g.restore();
       });
+      canvas.setAttribute('data-kt-titles', drawn.join('|'));
       /* flows: enqueue marker on the host thread → start of the span on its queue */
       var hostOf = {};
       T.tracks.forEach(function (t) { t.enq.forEach(function (sp) { hostOf[sp.i] = t; }); });
