@@ -122,12 +122,15 @@ static const char kInteract[] =
     "var t=document.createElement('pre');t.id='kt-tip-text';t.textContent=found;document.body.appendChild(t);"
     "}catch(e){R.setAttribute('data-kt-hover','error '+e.message);}})();</script>";
 
-static int write_interactive(FILE *out, void *arg)
+/* The plain report of snapshot arg followed by a test script. */
+static int plain_then(FILE *out, void *arg, const char *script)
 {
     int rc = kt_report_print(out, (const kt_snapshot_t *)arg, KT_FORMAT_HTML);
-    fputs(kInteract, out);
+    fputs(script, out);
     return rc;
 }
+
+static int write_interactive(FILE *out, void *arg) { return plain_then(out, arg, kInteract); }
 
 /* A script run after the report has drawn: measures what a person would see and reports it as attributes of
  * the root element: whether the kernel table fits its box, which of its columns are in view, empty cards,
@@ -155,12 +158,7 @@ static const char kFit[] =
     "R.setAttribute('data-kt-tick-overlaps',String(ov)+' of '+tk.length);"
     "}catch(e){R.setAttribute('data-kt-layout-error',e.message);}})();</script>";
 
-static int write_fit(FILE *out, void *arg)
-{
-    int rc = kt_report_print(out, (const kt_snapshot_t *)arg, KT_FORMAT_HTML);
-    fputs(kFit, out);
-    return rc;
-}
+static int write_fit(FILE *out, void *arg) { return plain_then(out, arg, kFit); }
 
 static int write_compare_fit(FILE *out, void *arg)
 {
@@ -313,12 +311,7 @@ static const char kLayout[] =
     "var t=document.createElement('pre');t.id='kt-colors';t.textContent=cols.join('\\n');document.body.appendChild(t);"
     "}catch(e){R.setAttribute('data-kt-layout','error '+e.message);}})();</script>";
 
-static int write_layout(FILE *out, void *arg)
-{
-    int rc = kt_report_print(out, (const kt_snapshot_t *)arg, KT_FORMAT_HTML);
-    fputs(kLayout, out);
-    return rc;
-}
+static int write_layout(FILE *out, void *arg) { return plain_then(out, arg, kLayout); }
 
 /* The value of attribute `name` on the root element, copied into buf. */
 static const char *root_attr(const char *dom, const char *name, char *buf, size_t cap)
