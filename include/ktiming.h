@@ -494,7 +494,8 @@ static inline kt_zone_t kt__zone_none(void) { kt_zone_t z = {0, 0}; return z; }
  * registers and a runtime-disabled zone folds to one load and a branch. */
 KT_API void kt__zone_end_id(kt_kernel_id_t kernel, uint64_t start_ns);
 
-/* Scoped CPU zone. `name` must be the same string every time this site runs (it is interned once). */
+/* Scoped CPU zone. `name` must be the same string every time this site runs (it is interned once; a debug build
+ * or KTIMING_CHECK=1 says so on stderr when it varies). For a name that varies, kt_zone_begin(NULL, name). */
 #define KT_CPU_BEGIN(zone, name)                                                                           \
     static kt_kernel_id_t zone##_kt_site_ = 0;                                                             \
     kt_zone_t zone = KT__ON() ? kt_zone_begin(&zone##_kt_site_, (name)) : kt__zone_none()

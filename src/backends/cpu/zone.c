@@ -1,9 +1,52 @@
 /* zone.c — CPU backend: scoped zones (KT_CPU_BEGIN / KT_CPU_END) and the host-clock timer. */
 #include "core/internal.h"
+#include "core/service.h"
+#include "export/escape.h"
+
+#include <stdio.h>
+#include <string.h>
 
 /* ---------------------------------------------------------------------------------------------------
  * Zones
  * ------------------------------------------------------------------------------------------------- */
+
+/* A KT_CPU_BEGIN site interns its name once and keeps the id: a site whose name varies records every dispatch
+ * under its first name. In debug builds (no NDEBUG) or with KTIMING_CHECK=1 a cached site compares the name it is
+ * given with its kernel's, and a difference is said once per kernel on stderr. 0 off, 1 on, -1 not read yet. */
+static int g_site_check = -1;
+
+static int site_check_on(void)
+{
+    int on = __atomic_load_n(&g_site_check, __ATOMIC_RELAXED);
+    if (__builtin_expect(on >= 0, 1))
+        return on;
+#ifdef NDEBUG
+    const char *v = kt__env("KTIMING_CHECK");
+    on = v && v[0] == '1' && v[1] == 0;
+#else
+    on = 1;
+#endif
+    __atomic_store_n(&g_site_check, on, __ATOMIC_RELAXED);
+    return on;
+}
+
+static void site_check(kt_kernel_id_t id, const char *name)
+{
+    static unsigned char warned[(KT__MAX_KERNELS + 8u) / 8u]; /* one bit per kernel said once */
+    const kt__kernel_t *k = kt__kernel_get(id);
+    if (!k || !strcmp(k->name, name))
+        return;
+    unsigned char bit = (unsigned char)(1u << (id & 7u));
+    if (__atomic_fetch_or(&warned[id >> 3], bit, __ATOMIC_RELAXED) & bit)
+        return;
+    char first[128], given[128];
+    kt__escape_field(first, sizeof first, k->name);
+    kt__escape_field(given, sizeof given, name);
+    fprintf(stderr,
+            "ktiming: a KT_CPU_BEGIN site first named '%s' was given '%s': a site's name must not vary, so its "
+            "dispatches are all recorded as '%s' (use one site per name, or kt_zone_begin(NULL, name))\n",
+            first, given, first);
+}
 
 kt_zone_t kt_zone_begin(kt_kernel_id_t *site_cache, const char *name)
 {
@@ -18,6 +61,8 @@ kt_zone_t kt_zone_begin(kt_kernel_id_t *site_cache, const char *name)
         } else {
             id = kt__kernel_lookup_cached(name, KT_BACKEND_CPU);
         }
+    } else if (__builtin_expect(site_check_on(), 0)) {
+        site_check(id, name);
     }
     z.kernel = id;
     z.start_ns = kt__now_zone_begin();
