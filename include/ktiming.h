@@ -131,7 +131,10 @@ typedef enum kt_backend_t {
     KT_BACKEND_VULKAN = 2,
     KT_BACKEND_CUDA = 3,
     KT_BACKEND_METAL = 4,
-    KT_BACKEND_COUNT = 5
+    KT_BACKEND_WEBGPU = 5, /* written by the JavaScript package bindings/webgpu (read back, never recorded in C) */
+    KT_BACKEND_HOST_API = 6, /* host API time: a program thread blocked in a GPU API call (clFinish, vkWaitForFences,
+                                ...), one entry per API function, recorded on the thread's track by `ktiming run` */
+    KT_BACKEND_COUNT = 7
 } kt_backend_t;
 
 /* Error codes: name, value, message. One table, as libuv's UV_ERRNO_MAP. */
@@ -409,7 +412,8 @@ KT_API void kt_shutdown(void);             /* flushes backends; further records 
 KT_API void kt_flush(void);                /* collect every outstanding GPU completion into the recorder now */
 KT_API const char *kt_strerror(int err);
 KT_API const char *kt_err_name(int err); /* "KT_EINVAL", ..., "KT_OK"; "KT_E?" for an unknown code */
-KT_API const char *kt_backend_name(kt_backend_t backend); /* "CPU", "OpenCL", "Vulkan", "CUDA", "Metal" */
+KT_API const char *kt_backend_name(kt_backend_t backend); /* "CPU", "OpenCL", "Vulkan", "CUDA", "Metal", "WebGPU",
+                                                            "host-api" */
 KT_API const char *kt_version(void);
 
 /* Recording control (enabled by default). */
@@ -493,6 +497,9 @@ static inline kt_zone_t kt__zone_none(void) { kt_zone_t z = {0, 0}; return z; }
 /* kt_zone_end taking the zone by value, for KT_CPU_END: the zone never has its address taken, so it stays in
  * registers and a runtime-disabled zone folds to one load and a branch. */
 KT_API void kt__zone_end_id(kt_kernel_id_t kernel, uint64_t start_ns);
+/* Host API time (used by `ktiming run`'s interception libraries): a zone of kernel `api` of KT_BACKEND_HOST_API
+ * around a blocking GPU API call, ended with kt_zone_end; one clock read at each end. */
+KT_API kt_zone_t kt__host_api_begin(kt_kernel_id_t *site_cache, const char *api);
 
 /* Scoped CPU zone. `name` must be the same string every time this site runs (it is interned once; a debug build
  * or KTIMING_CHECK=1 says so on stderr when it varies). For a name that varies, kt_zone_begin(NULL, name). */

@@ -22,7 +22,8 @@
 /* Backend identifiers of the schema (stable: never the display names, which may change); "unknown" out of range. */
 static inline const char *kt__backend_id(kt_backend_t b)
 {
-    static const char *const ids[KT_BACKEND_COUNT] = {"cpu", "opencl", "vulkan", "cuda", "metal"};
+    static const char *const ids[KT_BACKEND_COUNT] = {"cpu", "opencl", "vulkan", "cuda", "metal", "webgpu",
+                                                      "host-api"};
     return (unsigned)b < KT_BACKEND_COUNT ? ids[b] : "unknown";
 }
 
@@ -62,6 +63,10 @@ static inline int kt__entry_is_batch(const kt_kernel_timing_t *e)
 {
     return e->backend == KT_BACKEND_VULKAN && e->name && !strcmp(e->name, KT__BATCH_NAME);
 }
+
+/* Host API time (KT_BACKEND_HOST_API): a program thread blocked in a GPU API call. Like a batch, its time overlaps
+ * the kernels' (the thread waited while they ran), so it is neither kernel time nor part of a share. */
+static inline int kt__entry_is_wait(const kt_kernel_timing_t *e) { return e->backend == KT_BACKEND_HOST_API; }
 
 /* dropped_by of an entry made consistent with dropped: what the reasons do not account for (a struct filled by
  * hand, a version-1 file) is "unspecified"; reasons adding up to more than dropped are scaled back to it. */

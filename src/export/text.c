@@ -148,7 +148,8 @@ static void row_cells(text_row_t *r, long double all_total)
     snprintf(r->cell[C_N], TIME_CELL, "%" PRIu64, e->dispatch_count);
     int none = e->dispatch_count == 0;
     kt__format_duration(r->cell[C_TOTAL], TIME_CELL, none ? -1.0 : (double)e->total_ns);
-    format_share(r->cell[C_SHARE], TIME_CELL, e->total_ns, kt__entry_is_batch(e) ? 0.0L : all_total);
+    format_share(r->cell[C_SHARE], TIME_CELL, e->total_ns,
+                 kt__entry_is_batch(e) || kt__entry_is_wait(e) ? 0.0L : all_total);
     kt__format_duration(r->cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns);
     kt__format_duration(r->cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns);
     kt__format_duration(r->cell[C_MIN], TIME_CELL, none ? -1.0 : (double)e->min_ns);
@@ -322,19 +323,19 @@ static void api_row(FILE *out, const char *api, const char *kind, const api_tota
  * bandwidth — then the sum over everything. */
 static void write_api_summary(FILE *out, const kt_snapshot_t *snap, int markdown)
 {
-    api_total_t api[KT_BACKEND_COUNT + 1][3], sum;
+    api_total_t api[KT_BACKEND_COUNT + 1][4], sum;
     memset(api, 0, sizeof api);
     memset(&sum, 0, sizeof sum);
     for (size_t i = 0; i < snap->count; i++) {
         const kt_kernel_timing_t *e = &snap->entries[i];
         size_t b = (unsigned)e->backend < KT_BACKEND_COUNT ? (size_t)e->backend : KT_BACKEND_COUNT;
-        int batch = kt__entry_is_batch(e);
-        api_total_t *t = &api[b][batch ? 2 : e->bytes > 0];
+        int batch = kt__entry_is_batch(e), wait = kt__entry_is_wait(e);
+        api_total_t *t = &api[b][wait ? 3 : batch ? 2 : e->bytes > 0];
         t->entries++;
         t->dispatches += e->dispatch_count;
         t->bytes += e->bytes;
         t->total += (long double)e->total_ns;
-        if (batch) /* submitted batches: their time holds their dispatches', not added again */
+        if (batch || wait) /* batches hold their dispatches' time, waits overlap it: neither is added again */
             continue;
         sum.entries++;
         sum.dispatches += e->dispatch_count;
@@ -345,13 +346,25 @@ static void write_api_summary(FILE *out, const kt_snapshot_t *snap, int markdown
         fputs("| API | what | count | dispatches | total | % | moved |\n|---|---|---:|---:|---:|---:|---|\n", out);
     else
         fputs("[timing] API      what        count  dispatches      total       %\n", out);
-    static const char *const kinds[3] = {"kernels", "transfers", "batches"};
+    /* waits: host API time, count = API functions, dispatches = calls; time the program waited on the GPU */
+    static const char *const kinds[4] = {"kernels", "transfers", "batches", "waits"};
     for (size_t b = 0; b <= KT_BACKEND_COUNT; b++)
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 4; k++)
             if (api[b][k].entries)
                 api_row(out, b < KT_BACKEND_COUNT ? backend_label((kt_backend_t)b) : "?", kinds[k], &api[b][k],
-                        k == 2 ? 0.0L : sum.total, markdown, 1);
+                        k >= 2 ? 0.0L : sum.total, markdown, 1);
     api_row(out, markdown ? "**all**" : "all", "", &sum, sum.total, markdown, 0); /* time not all spent moving */
+    const api_total_t *w = &api[KT_BACKEND_HOST_API][3];
+    if (w->entries) {
+        char t[TIME_CELL];
+        kt__format_duration(t, TIME_CELL, (double)w->total);
+        fprintf(out,
+                markdown ? "\nThe program's threads waited on the GPU for **%s** in %" PRIu64
+                           " calls (host-api waits; this time overlaps the kernels').\n"
+                         : "[timing] the program's threads waited on the GPU for %s in %" PRIu64
+                           " calls (host-api waits, overlapping the kernels' time)\n",
+                t, w->dispatches);
+    }
     if (markdown)
         fputc('\n', out);
 }
@@ -457,7 +470,7 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
     }
     long double all_total = 0.0L;
     for (size_t i = 0; i < snap->count; i++)
-        if (!kt__entry_is_batch(&snap->entries[i])) /* a batch's time holds its dispatches' */
+        if (!kt__entry_is_batch(&snap->entries[i]) && !kt__entry_is_wait(&snap->entries[i])) /* overlap kernels */
             all_total += (long double)snap->entries[i].total_ns;
     for (size_t i = 0; i < n && !rc; i++) {
         rows[i].e = &snap->entries[idx[i]];

@@ -427,23 +427,25 @@ static void test_layout(void **state)
     static const char kLongDev[] = "NVIDIA H100 80GB HBM3 with a long marketing name #3 (0000:41:00.0)";
     kt_snapshot_t *snap = tlf_snapshot(1);
     size_t n = snap->count;
-    snap->entries = realloc(snap->entries, (n + 2) * sizeof *snap->entries);
+    snap->entries = realloc(snap->entries, (n + 3) * sizeof *snap->entries);
     assert_non_null(snap->entries);
-    memset(&snap->entries[n], 0, 2 * sizeof *snap->entries);
+    memset(&snap->entries[n], 0, 3 * sizeof *snap->entries);
     /* a batch of 283.1 ms around the Vulkan dispatches, and a long-named kernel on a long-named device */
     tlf_entry(&snap->entries[n], "vkQueueSubmit", KT_BACKEND_VULKAN, "llvmpipe (LLVM 15.0.6, 256 bits)", 2831000, 100);
     tlf_entry(&snap->entries[n + 1], "very_long_kernel_name_from_a_template_instantiation<float, 256, true>::run",
               KT_BACKEND_VULKAN, kLongDev, 3000, 10);
     snap->entries[n + 1].errors = 3;
     snap->entries[n + 1].dropped = 5;
-    snap->count = n + 2;
+    /* host API time: 7 calls of clFinish, a card of its own, not device time */
+    tlf_entry(&snap->entries[n + 2], "clFinish", KT_BACKEND_HOST_API, "host", 900000, 7);
+    snap->count = n + 3;
     snprintf(snap->queues[2].device, sizeof snap->queues[2].device, "%s", kLongDev);
     free((char *)snap->entries[TLF_SCAN_VK].device);
     snap->entries[TLF_SCAN_VK].device = tlf_strdup(kLongDev);
     snprintf(snap->devices[1].name, sizeof snap->devices[1].name, "%s", kLongDev);
     uint64_t device_total = 0;
     for (size_t i = 0; i < snap->count; i++)
-        if (snap->entries[i].backend != KT_BACKEND_CPU && i != n)
+        if (snap->entries[i].backend != KT_BACKEND_CPU && snap->entries[i].backend != KT_BACKEND_HOST_API && i != n)
             device_total += snap->entries[i].total_ns;
     char want_dev[32];
     snprintf(want_dev, sizeof want_dev, ">%.4g ms<", (double)device_total / 1e6);
@@ -470,6 +472,7 @@ static void test_layout(void **state)
         assert_non_null(strstr(dom, "id=\"kt-batches\""));
         if (!strstr(dom, want_dev))
             fail_msg("device time card lacks %s", want_dev);
+        assert_non_null(strstr(dom, "waited on the GPU (7 calls)"));
         /* the long device's group title on the timeline is cut with an ellipsis */
         const char *titles = strstr(dom, "data-kt-titles=\"");
         assert_non_null(titles);

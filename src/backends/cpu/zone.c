@@ -48,7 +48,9 @@ static void site_check(kt_kernel_id_t id, const char *name)
             first, given, first);
 }
 
-kt_zone_t kt_zone_begin(kt_kernel_id_t *site_cache, const char *name)
+/* A zone of kernel `name` of `backend`: the site's cached id (interned on its first run), or the calling thread's
+ * name cache when there is no site. */
+static kt_zone_t zone_begin(kt_kernel_id_t *site_cache, const char *name, kt_backend_t backend)
 {
     kt_zone_t z = {0, 0};
     if (!kt__on() || !name)
@@ -56,10 +58,10 @@ kt_zone_t kt_zone_begin(kt_kernel_id_t *site_cache, const char *name)
     kt_kernel_id_t id = site_cache ? __atomic_load_n(site_cache, __ATOMIC_RELAXED) : 0;
     if (__builtin_expect(!id, 0)) {
         if (site_cache) {
-            id = kt_kernel_intern(name, KT_BACKEND_CPU, NULL);
+            id = kt_kernel_intern(name, backend, "host"); /* host API waits run on the host too */
             __atomic_store_n(site_cache, id, __ATOMIC_RELAXED);
         } else {
-            id = kt__kernel_lookup_cached(name, KT_BACKEND_CPU);
+            id = kt__kernel_lookup_cached(name, backend);
         }
     } else if (__builtin_expect(site_check_on(), 0)) {
         site_check(id, name);
@@ -67,6 +69,16 @@ kt_zone_t kt_zone_begin(kt_kernel_id_t *site_cache, const char *name)
     z.kernel = id;
     z.start_ns = kt__now_zone_begin();
     return z;
+}
+
+kt_zone_t kt_zone_begin(kt_kernel_id_t *site_cache, const char *name)
+{
+    return zone_begin(site_cache, name, KT_BACKEND_CPU);
+}
+
+kt_zone_t kt__host_api_begin(kt_kernel_id_t *site_cache, const char *api)
+{
+    return zone_begin(site_cache, api, KT_BACKEND_HOST_API);
 }
 
 void kt__zone_end_id(kt_kernel_id_t kernel, uint64_t start_ns)

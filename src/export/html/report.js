@@ -167,14 +167,17 @@
     append(hd, h('div', { class: 'meta', text: meta }));
   }
   function renderCards() {
-    var E = kernelsOf(after), dispatches = 0, dev = 0, cpu = 0, errs = 0, dropped = 0, spansDropped = 0;
+    var E = kernelsOf(after), dispatches = 0, dev = 0, cpu = 0, wait = 0, waits = 0, errs = 0, dropped = 0, spansDropped = 0;
     E.forEach(function (e) {
+      if (e.backend === 'host-api') { wait += e.total; waits += e.n; return; } /* overlaps the kernels' time */
       dispatches += e.n; errs += e.errors; dropped += e.dropped; spansDropped += e.spans_dropped;
       if (e.backend === 'CPU') cpu += e.total; else dev += e.total;
     });
-    var cards = [['kernels', fmtInt(E.length)], ['dispatches', fmtInt(dispatches)]];
+    var cards = [['kernels', fmtInt(E.length - (waits ? E.filter(function (e) { return e.backend === 'host-api'; }).length : 0))],
+      ['dispatches', fmtInt(dispatches)]];
     if (dev || !cpu) cards.push(['device time', fmtNs(dev)]);
     if (cpu) cards.push(['CPU time', fmtNs(cpu)]);
+    if (waits) cards.push(['waited on the GPU (' + plural(waits, 'call') + ')', fmtNs(wait)]);
     cards.push(['spans', fmtInt(after.spans.length / SPAN_FIELDS)]);
     var box = $('kt-cards');
     cards.forEach(function (c) { append(box, h('div', { class: 'card' }, [h('div', { class: 'v', text: c[1] }), h('div', { class: 'k', text: c[0] })])); });
