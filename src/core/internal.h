@@ -75,10 +75,17 @@ void kt__hclock_init(void);
  * Registry: kernels, queues, threads, devices (registry.c)
  * ------------------------------------------------------------------------------------------------- */
 
+/* Kernel names are kept to KT__NAME_MAX bytes: a longer one keeps its first bytes (cut at a UTF-8 boundary) and
+ * ends in KT__NAME_MARK, and kt_snapshot_t.names_truncated counts such kernels. Every path from a caller's name
+ * reads at most KT__NAME_MAX + 1 of its bytes, so a record costs the same for a 1 MiB name as for a 4 KiB one. */
+#define KT__NAME_MAX 4096u
+#define KT__NAME_MARK "...[truncated]"
+
 /* One interned (name, backend, device); immutable once published. */
 typedef struct kt__kernel_t {
     const char *name;     /* owned copy */
     size_t name_len;      /* strlen(name) */
+    uint32_t name_keep;   /* a truncated name: the caller's bytes kept before KT__NAME_MARK; 0: not truncated */
     const char *device;   /* owned copy */
     kt_backend_t backend; /* API */
     uint32_t hash;        /* of the triple, for the intern table */
@@ -88,6 +95,8 @@ typedef struct kt__kernel_t {
 const kt__kernel_t *kt__kernel_get(kt_kernel_id_t id);
 /* Highest id handed out so far. */
 uint32_t kt__kernel_count(void);
+/* Kernels whose name was truncated (KT__NAME_MAX), since start. */
+uint64_t kt__names_truncated(void);
 /* Intern through the calling thread's pointer cache (for call sites that pass a string each time). */
 kt_kernel_id_t kt__kernel_lookup_cached(const char *name, kt_backend_t backend);
 
@@ -196,6 +205,7 @@ typedef struct kt__name_cache_t {
     const char *name;      /* the interned copy it matched (immutable, never freed) */
     kt_kernel_id_t id;     /* what it interned to */
     uint32_t backend;      /* backend + 1; 0 = empty entry */
+    uint32_t keep;         /* the interned name is truncated after this many bytes (0: it is whole) */
 } kt__name_cache_t;
 
 #define KT__NAME_CACHE 128u

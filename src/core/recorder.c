@@ -435,6 +435,17 @@ static inline int cache_hit(const kt__name_cache_t *e, const char *name, kt_back
         return 0;
     /* inline: a kernel name is short, and a library call would cost more than the bytes */
     const char *a = name, *b = e->name;
+    if (__builtin_expect(e->keep != 0, 0)) {
+        /* truncated when interned: the kept bytes match, and the caller's name still runs past KT__NAME_MAX
+         * (what made it truncate); nothing beyond byte KT__NAME_MAX is read, however long the name */
+        for (uint32_t i = 0; i < e->keep; i++)
+            if (a[i] != b[i])
+                return 0;
+        for (uint32_t i = e->keep; i <= KT__NAME_MAX; i++)
+            if (!a[i])
+                return 0;
+        return 1;
+    }
     while (*a == *b && *a)
         a++, b++;
     return *a == *b;
@@ -453,6 +464,7 @@ static kt_kernel_id_t lookup_cached(kt__shard_t *s, const char *name, kt_backend
         e->name = k->name;
         e->id = id;
         e->backend = (uint32_t)backend + 1u;
+        e->keep = k->name_keep;
     }
     return id;
 }

@@ -277,6 +277,7 @@ static void snapshot_header(kt_snapshot_t *snap)
     snap->pid = (int64_t)getpid();
     snap->rank = kt__rank();
     snap->kernels_dropped = kt__kernels_dropped();
+    snap->names_truncated = kt__names_truncated();
 }
 
 /* The shards of generation gen (a shard not yet renewed after a reset holds none), their span counts, then the
