@@ -218,8 +218,13 @@ static void cross_cpu_check(kt__hc_facts_t *f, double bound)
 }
 
 /* fork (core.c's handlers, in the core's lock order: after the recorder's locks, before the registry's). */
+static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER; /* not g_lock: the model publishes through it */
+static int g_inited;
+
+/* Lock order: g_init_lock, the model's lock, g_lock. */
 void kt__hclock_fork_prepare(void)
 {
+    pthread_mutex_lock(&g_init_lock);
     kt__hcm_fork_prepare();
     pthread_mutex_lock(&g_lock);
 }
@@ -228,10 +233,8 @@ void kt__hclock_fork_release(void)
 {
     pthread_mutex_unlock(&g_lock);
     kt__hcm_fork_release();
+    pthread_mutex_unlock(&g_init_lock);
 }
-
-static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER; /* not g_lock: the model publishes through it */
-static int g_inited;
 
 void kt__hclock_init(void)
 {
