@@ -130,8 +130,8 @@ static void info_from(const kt__hcm_stats_t *st)
         g_info.drift_ppm = g_info.drift_bound_ppm = g_info.error_bound_ns = 0;
         snprintf(g_info.counter, sizeof g_info.counter, "CLOCK_MONOTONIC_RAW");
         snprintf(g_info.reason, sizeof g_info.reason,
-                 "the counter disagreed with CLOCK_MONOTONIC_RAW %llu times (the guard fired): clock_gettime since",
-                 (unsigned long long)st->fires);
+                 "the counter stepped against CLOCK_MONOTONIC_RAW %llu times (the guard fired): clock_gettime since",
+                 (unsigned long long)st->steps);
     } else if (st->source_changes) {
         snprintf(g_info.reason, sizeof g_info.reason, "%.120s; clocksource changed to %s at run time", g_reason,
                  g_source);

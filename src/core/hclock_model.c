@@ -24,7 +24,9 @@
  * the new point, with the chord from the previous point and X = C until the epoch has two points of its own;
  * a larger one is a step: the new epoch keeps the old rate (X = C too). Either way the bound that follows holds
  * the remaining error. A switch of the kernel's clocksource (re-read at refresh) is a step, and C becomes the
- * wide assumption. After KT__HCM_MAX_FIRES fires, under `auto`, the counter is given up for clock_gettime.
+ * wide assumption. After KT__HCM_MAX_FIRES steps (disagreements no rate change up to C explains: timestamps
+ * before them may have left the bound), under `auto`, the counter is given up for clock_gettime. Fires that a
+ * rate change explains do not count: the bound held through them.
  *
  * Never backwards. A tick converted before this refresh had the old piece's value at `due` at most (every read
  * at or past `due` refreshes, or waits for the refresh, before converting). When the new model lies below that
@@ -299,7 +301,7 @@ static int refresh_locked(uint64_t tick)
     }
     if (!fired)
         fired = refit(&q);
-    if (fired && g_may_fall_back && g_st.fires >= KT__HCM_MAX_FIRES) {
+    if (fired && g_may_fall_back && g_st.steps >= KT__HCM_MAX_FIRES) {
         g_st.fell_back = 1;
         atomic_store_explicit(&kt__hc.mode, KT__HC_CLOCK_GETTIME, memory_order_release);
     }

@@ -24,7 +24,8 @@
  * re-read at every refresh, changes that). */
 #define KT__HCM_KERNEL_CHANGE_PPM 0.01
 #define KT__HCM_KERNEL_WAIT_NS 1000000000ull
-/* The guard fired this many times: the counter is given up for clock_gettime (when allowed). */
+/* The guard saw this many steps (disagreements beyond what the assumed rate change explains): the counter is given
+ * up for clock_gettime (under auto). */
 #define KT__HCM_MAX_FIRES 8u
 
 typedef struct kt__hcm_stats_t {
@@ -42,11 +43,11 @@ typedef struct kt__hcm_stats_t {
     uint64_t steps;             /* ... of which too large for a rate change: a step */
     uint64_t source_changes;    /* clocksource switches seen at a refresh */
     int kernel_counter;         /* the counter is the kernel's clocksource (the tight assumption) */
-    int fell_back;              /* the guard fired KT__HCM_MAX_FIRES times: clock_gettime from then on */
+    int fell_back;              /* KT__HCM_MAX_FIRES steps: clock_gettime from then on */
 } kt__hcm_stats_t;
 
 /* Calibrate from a first window (32 brackets over ~1 ms) and install the first piece. kernel_counter: the
- * counter is the kernel's clocksource; may_fall_back: give the counter up after KT__HCM_MAX_FIRES fires (auto).
+ * counter is the kernel's clocksource; may_fall_back: give the counter up after KT__HCM_MAX_FIRES steps (auto).
  * 0, or -1 when the counter cannot be calibrated. Sets kt__hc.mode to KT__HC_COUNTER on success. */
 int kt__hcm_start(int kernel_counter, int may_fall_back);
 void kt__hcm_stats(kt__hcm_stats_t *out);
