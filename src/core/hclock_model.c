@@ -143,23 +143,24 @@ static uint64_t wait_ns(void)
     return span < WAIT_MIN_NS ? WAIT_MIN_NS : span > g_wait_max ? g_wait_max : span;
 }
 
-/* Install the model from the caller's tick `from` on, above `floor` (the most any earlier conversion returned;
+/* Install the model from the caller's tick `from` on, above `top` (the most any earlier conversion returned;
  * 0 for none), and state its bound. Lock held. */
-static void install(uint64_t from, uint64_t floor)
+static void install(uint64_t from, uint64_t top)
 {
     uint64_t wait = wait_ns();
     uint64_t wait_ticks = (uint64_t)((double)wait / g_r);
-    double at_from = (double)g_last.m + model_off(from);
-    uint64_t ns_from = at_from <= 0 ? 0 : (uint64_t)at_from;
+    /* integer anchor plus a small double offset: the anchor itself may be past 2^53 ns (months of uptime) */
+    int64_t off = (int64_t)floor(model_off(from));
+    uint64_t ns_from = off < 0 && (uint64_t)-off > g_last.m ? 0 : g_last.m + (uint64_t)off;
     uint64_t mult = mult_of(g_r), due = from + wait_ticks;
     double over = 0;
-    if (floor > ns_from) {
+    if (top > ns_from) {
         /* slew: from the floor at SLEW_PPM below the model's rate; it meets the model after over / (r * s) ticks */
-        over = (double)(floor - ns_from);
+        over = (double)(top - ns_from);
         uint64_t meet = from + (uint64_t)(over / (g_r * SLEW_PPM * 1e-6)) + 1;
         if ((int64_t)(meet - due) < 0)
             due = meet; /* refresh where it meets: the model's own piece from there */
-        piece_store(from, floor, mult_of(g_r * (1.0 - SLEW_PPM * 1e-6)), due);
+        piece_store(from, top, mult_of(g_r * (1.0 - SLEW_PPM * 1e-6)), due);
     } else {
         piece_store(from, ns_from, mult, due);
     }
@@ -278,7 +279,7 @@ static int refresh_locked(uint64_t tick)
     uint64_t due = atomic_load_explicit(&kt__hc.due, memory_order_relaxed);
     /* the most any earlier conversion returned: the piece in force at min(tick, due) */
     uint64_t edge = (int64_t)(tick - due) < 0 ? tick : due;
-    uint64_t floor = kt__hc_seg_ns(atomic_load_explicit(&kt__hc.tick0, memory_order_relaxed),
+    uint64_t top = kt__hc_seg_ns(atomic_load_explicit(&kt__hc.tick0, memory_order_relaxed),
                                    atomic_load_explicit(&kt__hc.ns0, memory_order_relaxed),
                                    atomic_load_explicit(&kt__hc.mult, memory_order_relaxed), edge);
     point_t q = tightest(REFRESH_READS);
@@ -305,7 +306,7 @@ static int refresh_locked(uint64_t tick)
         g_st.fell_back = 1;
         atomic_store_explicit(&kt__hc.mode, KT__HC_CLOCK_GETTIME, memory_order_release);
     }
-    install(tick, floor);
+    install(tick, top);
     if (g_st.bound_ns > g_window_max)
         g_window_max = g_st.bound_ns;
     if (fired || g_st.bound_ns > g_pub_bound || q.m - g_pub_at >= PUBLISH_NS) {
