@@ -9,6 +9,14 @@
  * time would leave on the hot path) and the same pair with the multiply-shift of src/core/hclock.h.
  * The host counter is forced to the TSC (KTIMING_CLOCK=tsc unless set): the figures are those of the counter
  * path; the line "host timestamps" says which counter auto would pick on this machine and why.
+ * Before the last line (issue 43):
+ *   zone_clock_auto: clock=<tsc|monotonic_raw> zone_vs_rdtsc_pair=<d>
+ *     d = aggregate-only zone / bare rdtsc pair (1 thread) with the clock `auto` picks: measured in a child
+ *     process started without KTIMING_CLOCK (the clock is chosen once per process);
+ *   zone_clock_names: names=1000 zone_vs_one_name=<r>
+ *     r = aggregate-only zone cycling through 1,000 kernel names / the same loop on one name (forced counter,
+ *     1 thread), with every name at ~20,000 records (its reservoir replacing 1 record in 20 or fewer); the
+ *     same at ~2,000 records a name is printed on the line before.
  * Last line: zone_clock: zone_vs_rdtsc_pair=<a> zone_vs_clock_pair=<b> span_zone_vs_rdtsc_pair=<c>
  *   a = aggregate-only zone / bare rdtsc pair, b = aggregate-only zone / clock_gettime pair,
  *   c = span-keeping zone / bare rdtsc pair (1 thread).
@@ -20,6 +28,8 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -178,6 +188,84 @@ static double zones_disabled(void)
     return best;
 }
 
+static int cmp_double_fwd(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Aggregate-only zones cycling through the first `n` of `sites`/`names` (the span log is full: see
+ * zones_aggregate). The function API, as a loop over many kernels would use it. */
+#define NAMES 1000u
+static kt_kernel_id_t g_sites[NAMES];
+static char g_names[NAMES][24];
+
+static double zones_names(uint32_t n)
+{
+    double best = 1e30;
+    uint32_t j = 0;
+    for (uint32_t c = 0; c < N_ZONE / CHUNK; c++) {
+        uint64_t t0 = now();
+        for (uint32_t i = 0; i < CHUNK; i++) {
+            kt_zone_t z = kt_zone_begin(&g_sites[j], g_names[j]);
+            __asm__ volatile("" ::: "memory");
+            kt_zone_end(&z);
+            if (++j == n)
+                j = 0;
+        }
+        chunk_done(&best, t0, now(), CHUNK);
+    }
+    return best;
+}
+
+/* Medians of REPS interleaved runs of the one-name and the 1,000-name loop: *one, *many. */
+static void names_pair(double *one_med, double *many_med)
+{
+    double one[REPS], many[REPS];
+    for (int rep = 0; rep < REPS; rep++) {
+        one[rep] = zones_names(1);
+        many[rep] = zones_names(NAMES);
+    }
+    qsort(one, REPS, sizeof(double), cmp_double_fwd);
+    qsort(many, REPS, sizeof(double), cmp_double_fwd);
+    *one_med = one[REPS / 2];
+    *many_med = many[REPS / 2];
+}
+
+/* Bring every name to `records` records. */
+static void names_warm(uint32_t from, uint32_t records)
+{
+    for (uint64_t i = (uint64_t)from * NAMES; i < (uint64_t)records * NAMES; i++) {
+        kt_zone_t z = kt_zone_begin(&g_sites[i % NAMES], g_names[i % NAMES]);
+        kt_zone_end(&z);
+    }
+}
+
+/* zone_clock_names: r = 1,000 names / one name at 20,000 records a name. A kernel's reservoir replaces a sample
+ * with probability capacity / count (1,024 / count by default): at 2,000 records a name that is every other
+ * record, a random write into 8 KB per kernel plus Algorithm L's logarithms, a cost of the count and not of the
+ * number of kernels; it is printed too. */
+static double names_ratio(void)
+{
+    kt_reset();
+    for (uint32_t i = 0; i < NAMES; i++)
+        snprintf(g_names[i], sizeof g_names[i], "zone_name_%04u", i);
+    for (uint32_t i = 0; i < KT_SPANS_DEFAULT; i++) { /* fill the span log: aggregate only from here */
+        KT_CPU_BEGIN(f, "zone_fill");
+        KT_CPU_END(f);
+    }
+    double one, many;
+    names_warm(0, 2000);
+    names_pair(&one, &many);
+    printf("zone_clock: aggregate-only zone over %u names at ~2,000 records a name %.2f ns, over one name %.2f ns "
+           "(ratio %.2f: reservoir replacements)\n", NAMES, many, one, many / one);
+    names_warm(2000 + 7 * N_ZONE / NAMES, 20000);
+    names_pair(&one, &many);
+    printf("zone_clock: aggregate-only zone over %u names at ~20,000 records a name %.2f ns, over one name %.2f ns\n",
+           NAMES, many, one);
+    return many / one;
+}
+
 /* ---------------------------------------------------------------------------------------------------
  * One round of every figure on `threads` threads
  * ------------------------------------------------------------------------------------------------- */
@@ -248,8 +336,49 @@ static int cmp_double(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
+/* The child: the clock auto picks, one thread, aggregate-only zone against the bare rdtsc pair. */
+static int auto_child(void)
+{
+    kt_init(NULL);
+    kt_host_clock_info_t hc;
+    kt_host_clock_info(&hc);
+    double agg[REPS], pair[REPS];
+    for (int rep = 0; rep < REPS; rep++) {
+        pair[rep] = rdtsc_pair();
+        agg[rep] = zones_aggregate(1, NULL);
+    }
+    qsort(agg, REPS, sizeof(double), cmp_double_fwd);
+    qsort(pair, REPS, sizeof(double), cmp_double_fwd);
+    const char *clock = !strcmp(hc.counter, "CLOCK_MONOTONIC_RAW") ? "monotonic_raw" : hc.counter;
+    printf("zone_clock: auto picks %s (%s): zone %.2f ns, bare rdtsc pair %.2f ns\n", clock, hc.reason,
+           agg[REPS / 2], pair[REPS / 2]);
+    printf("zone_clock_auto: clock=%s zone_vs_rdtsc_pair=%.2f\n", clock, agg[REPS / 2] / pair[REPS / 2]);
+    return 0;
+}
+
+/* Run this program again as auto_child, without KTIMING_CLOCK; its lines go to our stdout. */
+static int run_auto_child(void)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        unsetenv("KTIMING_CLOCK");
+        setenv("ZONE_CLOCK_AUTO_CHILD", "1", 1);
+        execl("/proc/self/exe", "zone_clock", (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return -1;
+    return 0;
+}
+
 int main(void)
 {
+    if (getenv("ZONE_CLOCK_AUTO_CHILD"))
+        return auto_child();
     setenv("KTIMING_CLOCK", "tsc", 0);
     kt_init(NULL);
     kt_host_clock_info_t hc;
@@ -276,7 +405,14 @@ int main(void)
            "snapshot time would save at most that)\n", med[0][F_CONVERT] - med[0][F_FENCED]);
     printf("zone_clock: 2 threads: zone_vs_rdtsc_pair=%.2f zone_vs_clock_pair=%.2f span_zone_vs_rdtsc_pair=%.2f\n",
            med[1][F_AGG] / med[1][F_RDTSC], med[1][F_AGG] / med[1][F_CLOCK], med[1][F_SPAN] / med[1][F_RDTSC]);
+    double names = names_ratio();
+    int child = run_auto_child();
+    printf("zone_clock_names: names=%u zone_vs_one_name=%.2f\n", NAMES, names);
     printf("zone_clock: zone_vs_rdtsc_pair=%.2f zone_vs_clock_pair=%.2f span_zone_vs_rdtsc_pair=%.2f\n",
            med[0][F_AGG] / med[0][F_RDTSC], med[0][F_AGG] / med[0][F_CLOCK], med[0][F_SPAN] / med[0][F_RDTSC]);
+    if (child != 0) {
+        fprintf(stderr, "zone_clock: the auto-clock child failed\n");
+        return 1;
+    }
     return 0;
 }

@@ -51,7 +51,8 @@
  * of up to sample_capacity durations over all dispatches and threads (per-thread reservoirs, Algorithm L,
  * merged weighting each thread by its count); the generator is seeded, so a run's samples are reproducible.
  *
- * Memory, per thread and kernel that thread recorded: about 0.8 KB of aggregates, 512 bytes per histogram
+ * Memory, per thread and kernel that thread recorded: about 0.9 KB of aggregates (and 8 KB per block of 64
+ * consecutive kernel ids it records in: the part every record touches is kept dense), 512 bytes per histogram
  * block the durations touched (64 buckets; usually one or two), and samples that grow with use: 128 bytes up
  * to 16 samples, doubling up to sample_capacity x 8 bytes (8 KB at the default 1024). At most 65,535 kernels
  * (names x backends x devices) are interned; records for more are counted in kernels_dropped, never silent.
@@ -352,6 +353,8 @@ typedef struct kt_snapshot_t {
                                      full, see kt_kernel_intern): counted, never silent */
     size_t source_count;          /* processes a merged snapshot holds (0: one process, the one above) */
     kt_source_info_t *sources;    /* threads and queues name theirs by index */
+    uint64_t names_truncated;     /* kernels whose name passed 4,096 bytes: kept as its first bytes and
+                                     "...[truncated]" (names alike in those bytes share an entry) */
 } kt_snapshot_t;
 
 /* Output formats. */
@@ -426,6 +429,8 @@ KT_API void kt_reset(void); /* clears aggregates, samples and spans (waits for a
 KT_API void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns);
 /* kt_record with the id cached in *site (a zero-initialised static at the call site; see KT_RECORD). */
 KT_API void kt_record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns);
+/* Names past 4,096 bytes are kept as their first bytes and "...[truncated]" (counted in names_truncated); no
+ * call reads more than 4,097 bytes of a name. */
 KT_API kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device);
 KT_API void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns);
 /* One dispatch: aggregated (duration_ns), plus a span when start_ns or end_ns is set. With KT_SPAN_ERROR it
@@ -590,8 +595,27 @@ static inline int kt_cpu_threads(void) { return 1; }
 /* ---------------------------------------------------------------------------------------------------
  * Helpers on timings (header-only, both modes)
  * ------------------------------------------------------------------------------------------------- */
+/* The mean, rounded down. Past 2^64 ns total_ns saturates: the exact total128 is divided instead (a quotient
+ * under 2^64, since no duration reaches 2^64). */
 static inline uint64_t kt_timing_avg_ns(const kt_kernel_timing_t *t)
-{ return t->dispatch_count ? t->total_ns / t->dispatch_count : 0; }
+{
+    uint64_t n = t->dispatch_count, hi = t->total128.hi, lo = t->total128.lo, q = 0;
+    if (!n)
+        return 0;
+    if (t->total_ns != UINT64_MAX || !hi || hi >= n)
+        return t->total_ns / n;
+    for (int i = 0; i < 64; i++) { /* (hi:lo) / n by shift and subtract; hi < n throughout */
+        uint64_t top = hi >> 63;
+        hi = hi << 1 | lo >> 63;
+        lo <<= 1;
+        q <<= 1;
+        if (top || hi >= n) {
+            hi -= n;
+            q |= 1;
+        }
+    }
+    return q;
+}
 static inline double kt_timing_avg_ms(const kt_kernel_timing_t *t) { return (double)kt_timing_avg_ns(t) / 1e6; }
 static inline double kt_timing_min_ms(const kt_kernel_timing_t *t) { return (double)t->min_ns / 1e6; }
 static inline double kt_timing_max_ms(const kt_kernel_timing_t *t) { return (double)t->max_ns / 1e6; }

@@ -85,6 +85,20 @@ static inline void kt__entry_dropped_by(const kt_kernel_timing_t *e, uint64_t ou
     out[KT_DROP_UNSPECIFIED] = e->dropped;
 }
 
+/* a * b, 128 x 128 -> 256 bits, in 64-bit limbs from the least significant. */
+static inline void kt__mul128(unsigned __int128 a, unsigned __int128 b, uint64_t r[4])
+{
+    uint64_t a0 = (uint64_t)a, a1 = (uint64_t)(a >> 64), b0 = (uint64_t)b, b1 = (uint64_t)(b >> 64);
+    unsigned __int128 p00 = (unsigned __int128)a0 * b0, p01 = (unsigned __int128)a0 * b1;
+    unsigned __int128 p10 = (unsigned __int128)a1 * b0, p11 = (unsigned __int128)a1 * b1;
+    unsigned __int128 mid = (p00 >> 64) + (uint64_t)p01 + (uint64_t)p10;
+    unsigned __int128 high = (mid >> 64) + (p01 >> 64) + (p10 >> 64) + (uint64_t)p11;
+    r[0] = (uint64_t)p00;
+    r[1] = (uint64_t)mid;
+    r[2] = (uint64_t)high;
+    r[3] = (uint64_t)(high >> 64) + (uint64_t)(p11 >> 64);
+}
+
 /* Sample standard deviation from exact integer sums: (Q - S^2/n) / (n - 1), with S^2/n split into quotient
  * and remainder so no precision is lost before the final division. */
 static inline double kt__stddev_exact(uint64_t n, unsigned __int128 s, unsigned __int128 q)
@@ -93,10 +107,23 @@ static inline double kt__stddev_exact(uint64_t n, unsigned __int128 s, unsigned 
         return 0.0;
     if (q == ~(unsigned __int128)0) /* the sum of squares saturated (recorder.c) or passed 2^128: not known */
         return NAN;
-    if (s >> 64) { /* totals past 2^64 ns (only hostile or synthetic durations): s*s would not fit 128 bits */
-        long double mean = (long double)s / (long double)n;
-        long double var = ((long double)q - mean * (long double)s) / (long double)(n - 1);
-        return var > 0 ? sqrt((double)var) : 0.0;
+    if (s >> 64) {
+        /* Totals past 2^64 ns: s*s does not fit 128 bits, and Q - S^2/n in floating point cancels to nothing (8
+         * records of 2^61 +- 1e6 gave 0). n*Q - S^2 in 256-bit integers is exact (and below 2^192: S^2 <= nQ). */
+        uint64_t a[4], b[4], d[4];
+        kt__mul128(q, n, a);
+        kt__mul128(s, s, b);
+        unsigned borrow = 0;
+        for (int i = 0; i < 4; i++) {
+            uint64_t x = a[i] - b[i] - borrow;
+            borrow = (a[i] < b[i]) || (a[i] - b[i] < borrow);
+            d[i] = x;
+        }
+        if (borrow)
+            return 0.0; /* inconsistent sums */
+        long double num = (long double)d[0] + ldexpl((long double)d[1], 64) + ldexpl((long double)d[2], 128) +
+                          ldexpl((long double)d[3], 192);
+        return (double)sqrtl(num / ((long double)n * (long double)(n - 1)));
     }
     unsigned __int128 s2 = s * s, quo = s2 / n, rem = s2 % n;
     double num = q >= quo ? (double)(q - quo) - (double)rem / (double)n : 0.0;

@@ -1,6 +1,7 @@
 /* clock.c — the host timeline: CLOCK_MONOTONIC_RAW ns from the cheapest trustworthy counter (TSC, CNTVCT_EL0),
  * calibrated against clock_gettime with a stated bound; the fallback, the resolution and the cost of a read. */
 #include "core/hclock_decide.h"
+#include "core/hclock_model.h"
 #include "core/internal.h"
 #include "core/service.h"
 
@@ -15,32 +16,21 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
-
-kt__hclock_t kt__hc; /* mode 0: clock_gettime until kt__hclock_init trusts the counter */
+#include <fcntl.h>
+#include <unistd.h>
 
 #define NS_PER_S 1000000000ull
-#define FIRST_SAMPLES 32u             /* first batch, spread over FIRST_SPAN_NS */
-#define FIRST_SPAN_NS 1000000ull
-#define REFRESH_READS 8u              /* bracketed reads per refresh, the REFRESH_KEEP tightest kept */
-#define REFRESH_KEEP 2u
-#define REFRESH_MIN_NS 2000000ull     /* refresh when the model is as old as its span, within these */
-#define REFRESH_MAX_NS 1000000000ull  /* ... when the counter is the kernel's clocksource (a fixed rate) */
-#define REFRESH_MAX_OTHER_NS 100000000ull /* ... when it is not (the kernel may re-scale it, e.g. kvm-clock) */
-#define SLEW_PPM 100.0                /* a refit's correction is slewed in at this rate ... */
-#define SLEW_MIN_NS 1000000ull        /* ... over at least this long */
 #define CROSS_READS 4u                /* bracketed reads per CPU in the start-up check */
 #define CROSS_TOLERANCE_NS 1000.0     /* allowed beyond the bracket and the model's bound */
 
-/* Everything below is guarded by g_lock (the hot path reads only kt__hc). */
+/* What kt_host_clock_info reports and the host device record shows; guarded by g_lock. The model itself
+ * (hclock_model.c) has its own lock, taken first where both are. */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static kt_clock_tracker_t *g_tracker;  /* ring of (counter, clock_gettime) samples and the current model */
-static uint64_t g_base_tick;           /* counter value at start: device ns are measured from here */
-static uint64_t g_nom_mult;            /* nominal ns per tick * 2^32 (start-up estimate) */
-static uint64_t g_nom_hz;              /* nominal ticks per second */
-static kt_host_clock_info_t g_info;    /* what kt_host_clock_info reports */
-static double g_prev_bound;            /* the last model's bound, for the slew onto the next */
-static uint64_t g_tick_ns_q32;         /* current ns per tick * 2^32, for refresh scheduling */
-static uint64_t g_refresh_max_ns;      /* REFRESH_MAX_NS or REFRESH_MAX_OTHER_NS */
+static kt_host_clock_info_t g_info;
+static char g_reason[sizeof g_info.reason]; /* why the counter was chosen at start */
+static int g_source_fd = -1;               /* current_clocksource, kept open for the refresh's re-read */
+static char g_source[32];                  /* its last contents */
+static char g_expected[32];                /* the counter's own clocksource name */
 
 /* ---------------------------------------------------------------------------------------------------
  * Counter facts
@@ -103,171 +93,49 @@ static void gather_facts(kt__hc_facts_t *f)
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * Calibration: ticks -> "device ns" (nominal scale) for the tracker, its model -> the hot path's pieces
+ * What the model tells (hclock_model.c calls these)
  * ------------------------------------------------------------------------------------------------- */
 
-/* Device ns of a tick: nominal scale from the start, offset by 1 s (a device read of 0 means failure). */
-static uint64_t dev_ns(uint64_t tick)
+/* Re-read the clocksource with one pread of the file kept open (a few us; at most every 100 ms, or at the
+ * refresh of a kernel-clocksource counter, at most once a second after the first). */
+int kt__hcm_source_changed(int *kernel_counter)
 {
-    unsigned __int128 p = (unsigned __int128)(tick - g_base_tick) * g_nom_mult;
-    return NS_PER_S + (uint64_t)(p >> 32);
+    char buf[32];
+    if (g_source_fd < 0)
+        return 0;
+    ssize_t n = pread(g_source_fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    buf[strcspn(buf, "\n")] = 0;
+    if (!strcmp(buf, g_source))
+        return 0;
+    snprintf(g_source, sizeof g_source, "%s", buf);
+    *kernel_counter = g_expected[0] && !strcmp(g_source, g_expected);
+    return 1;
 }
 
-static kt_clock_sample_t bracket(void)
+static void info_from(const kt__hcm_stats_t *st)
 {
-    kt_clock_sample_t s;
-    s.host_before_ns = kt__hc_gettime();
-    s.device_ns = dev_ns(kt__hc_tick());
-    s.host_after_ns = kt__hc_gettime();
-    return s;
-}
-
-/* One raw bracketed counter read. */
-typedef struct raw_read_t {
-    uint64_t before, tick, after; /* clock_gettime, counter, clock_gettime */
-} raw_read_t;
-
-/* The start-up window: FIRST_SAMPLES brackets spread over FIRST_SPAN_NS. Between reads the CPU is offered to
- * any thread that wants it (sched_yield), so a start-up on a busy machine does not take a CPU from the program
- * for the whole window. One window serves both the nominal rate and the first fit. */
-static void first_window(raw_read_t *r)
-{
-    uint64_t t0 = kt__hc_gettime();
-    for (unsigned i = 0; i < FIRST_SAMPLES; i++) {
-        uint64_t at = t0 + FIRST_SPAN_NS * i / (FIRST_SAMPLES - 1);
-        while (kt__hc_gettime() < at)
-            sched_yield();
-        r[i].before = kt__hc_gettime();
-        r[i].tick = kt__hc_tick();
-        r[i].after = kt__hc_gettime();
+    g_info.frequency_hz = (uint64_t)(1e9 / st->ns_per_tick + 0.5);
+    g_info.nominal_hz = (uint64_t)(1e9 / st->nominal_ns_per_tick + 0.5);
+    g_info.drift_ppm = (st->nominal_ns_per_tick / st->ns_per_tick - 1.0) * 1e6;
+    g_info.drift_bound_ppm = st->rate_bound_ppm;
+    g_info.error_bound_ns = st->bound_ns;
+    g_info.model_samples = st->samples;
+    g_info.span_ms = st->span_ms;
+    g_info.fits = st->refreshes;
+    if (st->fell_back) {
+        g_info.frequency_hz = g_info.nominal_hz = NS_PER_S;
+        g_info.drift_ppm = g_info.drift_bound_ppm = g_info.error_bound_ns = 0;
+        snprintf(g_info.counter, sizeof g_info.counter, "CLOCK_MONOTONIC_RAW");
+        snprintf(g_info.reason, sizeof g_info.reason,
+                 "the counter stepped against CLOCK_MONOTONIC_RAW %llu times (the guard fired): clock_gettime since",
+                 (unsigned long long)st->steps);
+    } else if (st->source_changes) {
+        snprintf(g_info.reason, sizeof g_info.reason, "%.120s; clocksource changed to %s at run time", g_reason,
+                 g_source);
     }
-}
-
-/* Nominal rate: the tightest of the window's first 4 brackets against the tightest of its last 4; ticks are
- * counted from the window's first read. */
-static int estimate_rate(const raw_read_t *r)
-{
-    uint64_t best_w[2] = {UINT64_MAX, UINT64_MAX}, tick[2] = {0, 0}, mid[2] = {0, 0};
-    for (int end = 0; end < 2; end++) {
-        for (unsigned i = 0; i < 4; i++) {
-            const raw_read_t *x = &r[end ? FIRST_SAMPLES - 4 + i : i];
-            if (x->after - x->before < best_w[end]) {
-                best_w[end] = x->after - x->before;
-                tick[end] = x->tick;
-                mid[end] = x->before + (x->after - x->before) / 2;
-            }
-        }
-    }
-    if (tick[1] <= tick[0] || mid[1] <= mid[0] || r[0].tick > tick[0])
-        return KT_EBACKEND;
-    long double ns_per_tick = (long double)(mid[1] - mid[0]) / (long double)(tick[1] - tick[0]);
-    if (!(ns_per_tick > 1e-3L && ns_per_tick < 1e3L))
-        return KT_EBACKEND;
-    g_base_tick = r[0].tick;
-    g_nom_mult = (uint64_t)(ns_per_tick * 4294967296.0L + 0.5L);
-    g_nom_hz = (uint64_t)(1e9L / ns_per_tick + 0.5L);
-#if defined(__aarch64__)
-    uint64_t frq;
-    __asm__ volatile("mrs %0, cntfrq_el0" : "=r"(frq));
-    if (frq) {
-        g_nom_hz = frq;
-        g_nom_mult = (uint64_t)(1e9L * 4294967296.0L / (long double)frq + 0.5L);
-    }
-#endif
-    return 0;
-}
-
-/* ns per tick * 2^KT__HC_SHIFT of a model (device ns at the nominal scale, drift against it). */
-static uint64_t model_mult(const kt_clock_model_t *m)
-{
-    long double v = (long double)g_nom_mult * (long double)(1u << (KT__HC_SHIFT - 32)) /
-                    (1.0L + (long double)m->drift_ppm * 1e-6L);
-    return (uint64_t)(v + 0.5L);
-}
-
-/* Bound on every timestamp the model converts until its next refresh at host time due_host. */
-static double model_bound(const kt_clock_model_t *m, uint64_t due_host)
-{
-    return kt_clock_error_at(m, due_host) + 1.0;
-}
-
-static void hc_store(_Atomic uint64_t *p, uint64_t v) { atomic_store_explicit(p, v, memory_order_relaxed); }
-
-/* The fitted model's piece, waiting for the slew piece in force to end at kt__hc.due. Lock held. */
-static int g_pending;                 /* a piece waits */
-static uint64_t g_pend_tick0, g_pend_ns0, g_pend_mult, g_pend_due; /* it, and the refresh point after it */
-
-/* Rewrite the piece in force and the next call-out point. Lock held. */
-static void piece_store(uint64_t tick0, uint64_t ns0, uint64_t mult, uint64_t due)
-{
-    uint32_t s = atomic_load_explicit(&kt__hc.seq, memory_order_relaxed);
-    atomic_store_explicit(&kt__hc.seq, s + 1, memory_order_relaxed);
-    atomic_store_explicit(&kt__hc.tick0, tick0, memory_order_release);
-    atomic_store_explicit(&kt__hc.ns0, ns0, memory_order_release);
-    atomic_store_explicit(&kt__hc.mult, mult, memory_order_release);
-    atomic_store_explicit(&kt__hc.seq, s + 2, memory_order_release);
-    hc_store(&kt__hc.due, due);
-}
-
-/* Install the tracker's model from tick `now` on: a slew piece from the current conversion onto the model (at
- * SLEW_PPM, at least SLEW_MIN_NS, never past the next refresh), then the model's own piece; next refresh when
- * the model is as old as its span. Lock held. */
-static int install(uint64_t now, int first)
-{
-    kt_clock_model_t m;
-    int rc = kt_clock_tracker_model(g_tracker, &m);
-    if (rc != 0)
-        return rc;
-    uint64_t mult = model_mult(&m), ns_now;
-    if (kt_clock_to_host(&m, dev_ns(now), &ns_now, NULL) != 0 || mult == 0)
-        return KT_EINVAL;
-    uint64_t span = m.fitted_at_ns - m.host_first_ns, wait = span;
-    if (wait < REFRESH_MIN_NS)
-        wait = REFRESH_MIN_NS;
-    if (wait > g_refresh_max_ns)
-        wait = g_refresh_max_ns;
-    long double ticks_per_ns = (long double)(1ull << KT__HC_SHIFT) / (long double)mult;
-    uint64_t wait_ticks = (uint64_t)((long double)wait * ticks_per_ns);
-
-    uint64_t cur = first ? ns_now : kt__hc_convert(now);
-    double jump = fabs((double)(int64_t)(ns_now - cur));
-    double slew_ns = jump / (SLEW_PPM * 1e-6);
-    if (slew_ns < (double)SLEW_MIN_NS)
-        slew_ns = (double)SLEW_MIN_NS;
-    if (slew_ns > (double)wait)
-        slew_ns = (double)wait;
-    uint64_t until = now + (uint64_t)((long double)slew_ns * ticks_per_ns);
-    g_pending = 0;
-    if (first || until == now) {
-        piece_store(now, ns_now, mult, now + wait_ticks);
-    } else {
-        uint64_t target = kt__hc_seg_ns(now, ns_now, mult, until);
-        uint64_t slew_mult = (uint64_t)((long double)(target - cur) * (long double)(1ull << KT__HC_SHIFT) /
-                                        (long double)(until - now) + 0.5L);
-        g_pending = 1;
-        g_pend_tick0 = until;
-        g_pend_ns0 = target;
-        g_pend_mult = mult;
-        g_pend_due = now + wait_ticks;
-        piece_store(now, cur, slew_mult, until);
-    }
-    g_tick_ns_q32 = mult >> (KT__HC_SHIFT - 32);
-
-    /* while slewing, a timestamp lies between the old model and the new: the larger bound holds */
-    double bound = model_bound(&m, ns_now + wait);
-    double during = first ? 0.0 : g_prev_bound;
-    g_prev_bound = bound;
-    kt_clock_tracker_stats_t st;
-    kt_clock_tracker_stats(g_tracker, &st);
-    g_info.frequency_hz = (uint64_t)((long double)g_nom_hz * (1.0L + (long double)m.drift_ppm * 1e-6L) + 0.5L);
-    g_info.nominal_hz = g_nom_hz;
-    g_info.drift_ppm = m.drift_ppm;
-    g_info.drift_bound_ppm = m.drift_bound_ppm;
-    g_info.error_bound_ns = bound > during ? bound : during;
-    g_info.model_samples = m.samples;
-    g_info.span_ms = (double)span / 1e6;
-    g_info.fits = st.fits;
-    return 0;
 }
 
 static void publish(void)
@@ -280,7 +148,7 @@ static void publish(void)
     host.valid_bits = 64;
     if (atomic_load_explicit(&kt__hc.mode, memory_order_relaxed) == KT__HC_COUNTER) {
         host.frequency_hz = g_info.frequency_hz;
-        host.resolution_ns = g_tick_ns_q32 >> 32 ? g_tick_ns_q32 >> 32 : 1;
+        host.resolution_ns = g_info.frequency_hz >= NS_PER_S ? 1 : NS_PER_S / (g_info.frequency_hz | 1);
         host.error_bound_ns = (uint64_t)ceil(g_info.error_bound_ns);
         host.drift_ppm = g_info.drift_ppm;
         host.model_samples = g_info.model_samples;
@@ -291,109 +159,23 @@ static void publish(void)
     kt_device_publish(&host);
 }
 
-/* Take REFRESH_READS brackets, push the REFRESH_KEEP tightest, refit, install. Lock held. */
-static int refresh_locked(uint64_t now)
+void kt__hcm_published(const kt__hcm_stats_t *st)
 {
-    kt_clock_sample_t s[REFRESH_READS];
-    for (unsigned i = 0; i < REFRESH_READS; i++)
-        s[i] = bracket();
-    for (unsigned k = 0; k < REFRESH_KEEP; k++) /* selection of the tightest to the front */
-        for (unsigned i = k + 1; i < REFRESH_READS; i++)
-            if (s[i].host_after_ns - s[i].host_before_ns < s[k].host_after_ns - s[k].host_before_ns) {
-                kt_clock_sample_t t = s[k];
-                s[k] = s[i];
-                s[i] = t;
-            }
-    if (s[1].host_before_ns < s[0].host_before_ns) {
-        kt_clock_sample_t t = s[0];
-        s[0] = s[1];
-        s[1] = t;
-    }
-    int rc = kt_clock_tracker_add(g_tracker, s, REFRESH_KEEP);
-    if (rc == 0)
-        rc = kt_clock_tracker_refit(g_tracker);
-    if (rc == KT_ESAMPLES) {
-        /* the tracker saw the counter step and restarted its ring: refill it now rather than over 5 refreshes */
-        kt_clock_sample_t b[FIRST_SAMPLES];
-        for (unsigned i = 0; i < FIRST_SAMPLES; i++)
-            b[i] = bracket();
-        rc = kt_clock_tracker_add(g_tracker, b, FIRST_SAMPLES);
-        if (rc == 0)
-            rc = kt_clock_tracker_refit(g_tracker);
-    }
-    if (rc == 0)
-        rc = install(now, 0);
-    return rc;
-}
-
-void kt__hclock_refresh(uint64_t tick)
-{
-    if (pthread_mutex_trylock(&g_lock) != 0)
-        return; /* another thread refreshes; this read converts with the model in force */
-    if ((int64_t)(tick - atomic_load_explicit(&kt__hc.due, memory_order_relaxed)) < 0) {
-        pthread_mutex_unlock(&g_lock);
-        return;
-    }
-    if (g_pending) {
-        /* the slew ends: the fitted model's piece takes over (no sampling) */
-        g_pending = 0;
-        piece_store(g_pend_tick0, g_pend_ns0, g_pend_mult, g_pend_due);
-        g_info.error_bound_ns = g_prev_bound;
-        publish();
-    } else {
-        if (refresh_locked(kt__hc_tick()) != 0) {
-            /* keep the model in force; try again after its own span */
-            uint64_t wait = REFRESH_MIN_NS * (g_tick_ns_q32 ? 4294967296ull / g_tick_ns_q32 : 1);
-            hc_store(&kt__hc.due, tick + wait);
-        }
+    pthread_mutex_lock(&g_lock);
+    if (g_info.counter[0]) { /* not during kt__hclock_init: it publishes itself */
+        info_from(st);
         publish();
     }
     pthread_mutex_unlock(&g_lock);
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * Start-up: first batch, the per-CPU check, the decision
+ * Start-up: the decision, the first window, the per-CPU check
  * ------------------------------------------------------------------------------------------------- */
-
-static int first_fit(int clocksource_is_counter)
-{
-    raw_read_t r[FIRST_SAMPLES];
-    first_window(r);
-    if (estimate_rate(r) != 0)
-        return KT_EBACKEND;
-    kt_clock_tracker_desc_t d;
-    memset(&d, 0, sizeof d);
-    d.capacity = 256;
-    d.initial_samples = FIRST_SAMPLES;
-    d.refit_every = 1u << 30;   /* refits come from refresh_locked */
-    d.refit_interval_ns = UINT64_MAX / 4;
-    d.window_ns = 120 * NS_PER_S;
-    d.drift_prior_ppm = -1;     /* the nominal rate is our own estimate: no prior, the data set the bound */
-    /* with the counter as the kernel's clocksource, CLOCK_MONOTONIC_RAW is a fixed linear function of it */
-    d.max_drift_ppm = clocksource_is_counter ? 0.01 : KT_CLOCK_DEFAULT_MAX_DRIFT_PPM;
-    g_refresh_max_ns = clocksource_is_counter ? REFRESH_MAX_NS : REFRESH_MAX_OTHER_NS;
-    d.step_ns = 100000;
-    int rc = kt_clock_tracker_create(KT_FIT_WEIGHTED, KT_DOMAIN_MONOTONIC_RAW, &d, &g_tracker);
-    if (rc != 0)
-        return rc;
-    kt_clock_sample_t s[FIRST_SAMPLES];
-    for (unsigned i = 0; i < FIRST_SAMPLES; i++)
-        s[i] = (kt_clock_sample_t){dev_ns(r[i].tick), r[i].before, r[i].after};
-    rc = kt_clock_tracker_add(g_tracker, s, FIRST_SAMPLES);
-    if (rc == 0)
-        rc = kt_clock_tracker_refit(g_tracker);
-    if (rc == 0)
-        rc = install(kt__hc_tick(), 1);
-    if (rc != 0) {
-        kt_clock_tracker_destroy(g_tracker);
-        g_tracker = NULL;
-    }
-    return rc;
-}
 
 /* Every CPU this process may run on: after migrating there, the counter must not be behind the last CPU's
  * reading, and its conversion must fall inside a clock_gettime bracket (widened by the model's bound). */
-static void cross_cpu_check(kt__hc_facts_t *f)
+static void cross_cpu_check(kt__hc_facts_t *f, double bound)
 {
     cpu_set_t orig, one;
     f->cross_cpu_checked = 1;
@@ -425,10 +207,9 @@ static void cross_cpu_check(kt__hc_facts_t *f)
                 worst = off;
             last = k;
         }
-        if (worst > g_info.error_bound_ns + CROSS_TOLERANCE_NS) {
+        if (worst > bound + CROSS_TOLERANCE_NS) {
             snprintf(f->cross_cpu_note, sizeof f->cross_cpu_note,
-                     "the counter on cpu %d is %.0f ns off CLOCK_MONOTONIC_RAW (bound %.0f ns)", cpu, worst,
-                     g_info.error_bound_ns);
+                     "the counter on cpu %d is %.0f ns off CLOCK_MONOTONIC_RAW (bound %.0f ns)", cpu, worst, bound);
             f->cross_cpu_ok = 0;
         }
         last_cpu = cpu;
@@ -437,14 +218,29 @@ static void cross_cpu_check(kt__hc_facts_t *f)
 }
 
 /* fork (core.c's handlers, in the core's lock order: after the recorder's locks, before the registry's). */
-void kt__hclock_fork_prepare(void) { pthread_mutex_lock(&g_lock); }
-void kt__hclock_fork_release(void) { pthread_mutex_unlock(&g_lock); }
+static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER; /* not g_lock: the model publishes through it */
+static int g_inited;
+
+/* Lock order: g_init_lock, the model's lock, g_lock. */
+void kt__hclock_fork_prepare(void)
+{
+    pthread_mutex_lock(&g_init_lock);
+    kt__hcm_fork_prepare();
+    pthread_mutex_lock(&g_lock);
+}
+
+void kt__hclock_fork_release(void)
+{
+    pthread_mutex_unlock(&g_lock);
+    kt__hcm_fork_release();
+    pthread_mutex_unlock(&g_init_lock);
+}
 
 void kt__hclock_init(void)
 {
-    pthread_mutex_lock(&g_lock);
-    if (g_info.counter[0]) {
-        pthread_mutex_unlock(&g_lock);
+    pthread_mutex_lock(&g_init_lock);
+    if (g_inited) {
+        pthread_mutex_unlock(&g_init_lock);
         return;
     }
     kt__hc_facts_t f;
@@ -452,23 +248,35 @@ void kt__hclock_init(void)
     int req = kt__hc_request_parse(kt__env("KTIMING_CLOCK"));
     char reason[sizeof g_info.reason];
     int use = kt__hc_decide(&f, req, reason, sizeof reason);
-    if (use && first_fit(!strcmp(f.clocksource, f.expected_clocksource)) != 0) {
-        use = 0;
-        snprintf(reason, sizeof reason, "the counter could not be calibrated against clock_gettime");
-    }
     if (use) {
-        atomic_store_explicit(&kt__hc.mode, KT__HC_COUNTER, memory_order_release);
-        cross_cpu_check(&f);
+        snprintf(g_source, sizeof g_source, "%s", f.clocksource);
+        snprintf(g_expected, sizeof g_expected, "%s", f.expected_clocksource);
+        g_source_fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
+        if (kt__hcm_start(kt__hc_kernel_counter(&f), req == KT__HC_REQ_AUTO || req == KT__HC_REQ_INVALID) != 0) {
+            use = 0;
+            snprintf(reason, sizeof reason, "the counter could not be calibrated against clock_gettime");
+        }
+    }
+    kt__hcm_stats_t st;
+    memset(&st, 0, sizeof st);
+    if (use) {
+        kt__hcm_stats(&st);
+        cross_cpu_check(&f, st.bound_ns);
         if (!f.cross_cpu_ok) {
             use = kt__hc_decide(&f, req, reason, sizeof reason);
             if (!use)
                 atomic_store_explicit(&kt__hc.mode, KT__HC_CLOCK_GETTIME, memory_order_release);
         }
     }
+    pthread_mutex_lock(&g_lock);
     snprintf(g_info.counter, sizeof g_info.counter, "%s",
              !use ? "CLOCK_MONOTONIC_RAW" : f.is_x86 ? "tsc" : "cntvct");
     snprintf(g_info.reason, sizeof g_info.reason, "%s", reason);
-    if (!use) {
+    snprintf(g_reason, sizeof g_reason, "%s", reason);
+    if (use) {
+        kt__hcm_stats(&st); /* refreshes may have run meanwhile */
+        info_from(&st);
+    } else {
         g_info.frequency_hz = NS_PER_S;
         g_info.nominal_hz = NS_PER_S;
         g_info.drift_ppm = 0;
@@ -480,6 +288,8 @@ void kt__hclock_init(void)
     }
     publish();
     pthread_mutex_unlock(&g_lock);
+    g_inited = 1;
+    pthread_mutex_unlock(&g_init_lock);
 }
 
 int kt_host_clock_info(kt_host_clock_info_t *out)
@@ -488,7 +298,11 @@ int kt_host_clock_info(kt_host_clock_info_t *out)
         return KT_EINVAL;
     kt__ensure_init();
     (void)kt__hc_now(); /* a due refresh happens first */
+    kt__hcm_stats_t st;
+    kt__hcm_stats(&st);
     pthread_mutex_lock(&g_lock);
+    if (st.refreshes && strcmp(g_info.counter, "CLOCK_MONOTONIC_RAW") != 0)
+        info_from(&st); /* the bound in force now, not the largest published */
     *out = g_info;
     pthread_mutex_unlock(&g_lock);
     return 0;

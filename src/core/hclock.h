@@ -7,7 +7,15 @@
 #include <stdint.h>
 #include <time.h>
 
-#if defined(__x86_64__)
+#if defined(KT_HCLOCK_DOUBLES)
+/* Tests: the counter and clock_gettime are the test's doubles (tests/core/test_host_clock_model.c), and the
+ * model's symbols are renamed so they never meet the library's. */
+#define kt__hc kt__hc_dbl
+#define kt__hclock_refresh kt__hclock_dbl_refresh
+uint64_t kt__hc_double_tick(void);
+uint64_t kt__hc_double_gettime(void);
+#define KT__HC_HAVE_COUNTER 1
+#elif defined(__x86_64__)
 #include <x86intrin.h>
 #define KT__HC_HAVE_COUNTER 1
 #elif defined(__aarch64__)
@@ -22,9 +30,9 @@
 
 enum { KT__HC_CLOCK_GETTIME = 0, KT__HC_COUNTER = 1 };
 
-/* The conversion in force: ns = ns0 + (tick - tick0) * mult / 2^KT__HC_SHIFT. A refit first installs a slew
- * piece anchored at the old conversion's value (timestamps never jump) with `due` at its end, where the fitted
- * model's own piece takes over. Written only by clock.c under its lock, read lock-free through the seqlock. */
+/* The conversion in force: ns = ns0 + (tick - tick0) * mult / 2^KT__HC_SHIFT: the fitted model's own piece, or,
+ * when it lies below what the old piece may already have returned, a slew piece from there onto it (timestamps
+ * never step back). Written only by hclock_model.c under its lock, read lock-free through the seqlock. */
 typedef struct kt__hclock_t {
     _Atomic uint32_t mode;   /* KT__HC_CLOCK_GETTIME until the counter is trusted and calibrated */
     _Atomic uint32_t seq;    /* seqlock: odd while the piece is rewritten */
@@ -36,8 +44,8 @@ typedef struct kt__hclock_t {
 
 extern kt__hclock_t kt__hc;
 
-/* Called by the first read at or after `due` (clock.c): ends a slew, or refreshes the model; returns at once when
- * another thread is at it. */
+/* Called by the first read at or after `due` (hclock_model.c): refreshes the model; a thread that finds another
+ * at it waits for that refresh, so no tick past `due` is converted with a stale piece. */
 void kt__hclock_refresh(uint64_t tick);
 
 /* Counter reads, two orderings (docs/host-clock.md measures both).
@@ -54,7 +62,9 @@ void kt__hclock_refresh(uint64_t tick);
  * a zone's edges are fuzzy by that much, its clock is not (the same counter, the same conversion). */
 static inline uint64_t kt__hc_tick_fast(void)
 {
-#if defined(__x86_64__)
+#if defined(KT_HCLOCK_DOUBLES)
+    return kt__hc_double_tick();
+#elif defined(__x86_64__)
     return __rdtsc();
 #elif defined(__aarch64__)
     uint64_t t;
@@ -67,7 +77,9 @@ static inline uint64_t kt__hc_tick_fast(void)
 
 static inline uint64_t kt__hc_tick(void)
 {
-#if defined(__x86_64__)
+#if defined(KT_HCLOCK_DOUBLES)
+    return kt__hc_double_tick();
+#elif defined(__x86_64__)
     unsigned aux;
     uint64_t t = __rdtscp(&aux);
     _mm_lfence();
@@ -114,9 +126,13 @@ static inline uint64_t kt__hc_convert(uint64_t t)
 
 static inline uint64_t kt__hc_gettime(void)
 {
+#if defined(KT_HCLOCK_DOUBLES)
+    return kt__hc_double_gettime();
+#else
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#endif
 }
 
 /* A counter reading on the host timeline: refresh the model first when it is due. */

@@ -15,8 +15,10 @@ int kt__hc_request_parse(const char *env)
     return KT__HC_REQ_INVALID;
 }
 
-/* The first reason the counter cannot be trusted, or NULL. */
-static const char *distrust(const kt__hc_facts_t *f, char *buf, size_t n)
+/* The first reason the counter cannot be trusted, or NULL. The kernel's clocksource is no such reason: where it
+ * is not the counter (kvm-clock, hyperv_clocksource, xen), the model is checked against CLOCK_MONOTONIC_RAW every
+ * millisecond and its bound assumes a rate change of up to 1000 ppm (hclock_model.c). */
+static const char *distrust(const kt__hc_facts_t *f)
 {
     if (!f->have_counter)
         return "no invariant counter on this architecture";
@@ -26,20 +28,31 @@ static const char *distrust(const kt__hc_facts_t *f, char *buf, size_t n)
         return "Linux does not list constant_tsc";
     if (f->is_x86 && !f->nonstop_tsc)
         return "Linux does not list nonstop_tsc";
-    if (strcmp(f->clocksource, f->expected_clocksource) != 0) {
-        snprintf(buf, n, "the kernel's clocksource is %s, not %s", f->clocksource[0] ? f->clocksource : "unknown",
-                 f->expected_clocksource);
-        return buf;
-    }
     if (f->cross_cpu_checked && !f->cross_cpu_ok)
         return f->cross_cpu_note;
     return NULL;
 }
 
+int kt__hc_kernel_counter(const kt__hc_facts_t *f)
+{
+    return f->expected_clocksource[0] && !strcmp(f->clocksource, f->expected_clocksource);
+}
+
+/* Why the counter is trusted, in one phrase. */
+static void trusted(const kt__hc_facts_t *f, char *buf, size_t n)
+{
+    const char *inv = f->is_x86 ? "invariant TSC (CPUID 0x80000007 EDX bit 8)" : "invariant counter (architectural)";
+    if (kt__hc_kernel_counter(f))
+        snprintf(buf, n, "%s, the kernel's clocksource (%s)", inv, f->clocksource);
+    else
+        snprintf(buf, n, "%s; clocksource %s, so checked against CLOCK_MONOTONIC_RAW every 1 ms", inv,
+                 f->clocksource[0] ? f->clocksource : "unknown");
+}
+
 int kt__hc_decide(const kt__hc_facts_t *f, int request, char *reason, size_t n)
 {
-    char buf[128];
-    const char *why = distrust(f, buf, sizeof buf);
+    char buf[160];
+    const char *why = distrust(f);
     switch (request) {
     case KT__HC_REQ_GETTIME:
         snprintf(reason, n, "KTIMING_CLOCK=monotonic_raw");
@@ -59,14 +72,15 @@ int kt__hc_decide(const kt__hc_facts_t *f, int request, char *reason, size_t n)
             snprintf(reason, n, "KTIMING_CLOCK not auto|tsc|monotonic_raw; %s", why);
             return 0;
         }
-        snprintf(reason, n, "KTIMING_CLOCK not auto|tsc|monotonic_raw; invariant, the kernel's clocksource");
+        trusted(f, buf, sizeof buf);
+        snprintf(reason, n, "KTIMING_CLOCK not auto|tsc|monotonic_raw; %s", buf);
         return 1;
     default:
         if (why) {
             snprintf(reason, n, "%s", why);
             return 0;
         }
-        snprintf(reason, n, "invariant, the kernel's clocksource, consistent across CPUs");
+        trusted(f, reason, n);
         return 1;
     }
 }

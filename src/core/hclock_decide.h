@@ -26,5 +26,7 @@ int kt__hc_request_parse(const char *env);
 /* 1: use the counter, 0: clock_gettime. reason gets why, for `ktiming devices`. An invalid request acts as auto
  * and says so. */
 int kt__hc_decide(const kt__hc_facts_t *f, int request, char *reason, size_t n);
+/* The counter is the kernel's clocksource (CLOCK_MONOTONIC_RAW is then a fixed linear function of it). */
+int kt__hc_kernel_counter(const kt__hc_facts_t *f);
 
 #endif

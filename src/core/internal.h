@@ -75,10 +75,17 @@ void kt__hclock_init(void);
  * Registry: kernels, queues, threads, devices (registry.c)
  * ------------------------------------------------------------------------------------------------- */
 
+/* Kernel names are kept to KT__NAME_MAX bytes: a longer one keeps its first bytes (cut at a UTF-8 boundary) and
+ * ends in KT__NAME_MARK, and kt_snapshot_t.names_truncated counts such kernels. Every path from a caller's name
+ * reads at most KT__NAME_MAX + 1 of its bytes, so a record costs the same for a 1 MiB name as for a 4 KiB one. */
+#define KT__NAME_MAX 4096u
+#define KT__NAME_MARK "...[truncated]"
+
 /* One interned (name, backend, device); immutable once published. */
 typedef struct kt__kernel_t {
     const char *name;     /* owned copy */
     size_t name_len;      /* strlen(name) */
+    uint32_t name_keep;   /* a truncated name: the caller's bytes kept before KT__NAME_MARK; 0: not truncated */
     const char *device;   /* owned copy */
     kt_backend_t backend; /* API */
     uint32_t hash;        /* of the triple, for the intern table */
@@ -88,6 +95,8 @@ typedef struct kt__kernel_t {
 const kt__kernel_t *kt__kernel_get(kt_kernel_id_t id);
 /* Highest id handed out so far. */
 uint32_t kt__kernel_count(void);
+/* Kernels whose name was truncated (KT__NAME_MAX), since start. */
+uint64_t kt__names_truncated(void);
 /* Intern through the calling thread's pointer cache (for call sites that pass a string each time). */
 kt_kernel_id_t kt__kernel_lookup_cached(const char *name, kt_backend_t backend);
 
@@ -136,9 +145,27 @@ static inline uint32_t kt__smp_block_size(uint32_t k) { return k ? KT__SMP_FIRST
 /* One kernel's aggregates in one shard. Only the owning thread writes. A record stores its scalars (under the
  * seqlock `seq`) before its histogram count and reservoir sample, each a release store; a snapshot reads
  * samples and histogram first (acquire), then the scalars, so every value it copied belongs to a record those
- * scalars count (min <= sample <= max within one generation: see kt_snapshot in snapshot.c). */
+ * scalars count (min <= sample <= max within one generation: see kt_snapshot in snapshot.c).
+ *
+ * Layout (issue 43): the part every record touches is 128 bytes (two cache lines), and a shard keeps these parts
+ * dense, KT__CHUNK to a chunk in kernel-id order (s->dir): a loop over many kernels walks adjacent lines instead
+ * of pointer-chasing ~1 KB records scattered over the heap. The rest (other record kinds, the reservoir, the
+ * histogram's directory) lives in `cold`, allocated with the slot; the histogram block a record bumps is cached
+ * in the hot part. A slot exists once `cold` is published (release; snapshots acquire it). */
+typedef struct kt__slot_cold_t {
+    _Atomic uint64_t errors;     /* dispatches that ended in error */
+    _Atomic uint64_t dropped;    /* dispatches lost before reaching the recorder (kt_record_drop) */
+    _Atomic uint64_t dropped_by[KT_DROP_REASON_COUNT]; /* `dropped` by reason */
+    _Atomic uint64_t bytes;      /* bytes moved by counted dispatches; stored after their scalars */
+    double res_w;                /* owner only: Algorithm L's running W */
+    uint32_t res_idx;            /* owner only: the position the next replacement takes (drawn ahead) */
+    kt__u64_ptr smp[KT__SMP_BLOCKS];   /* reservoir in blocks that grow with use (kt__smp_block) */
+    kt__u64_ptr hist[KT__HIST_BLOCKS]; /* histogram blocks of KT__HIST_BLOCK counters, lazily allocated; they
+                                        * hold every record but the newest (`pend`) */
+} kt__slot_cold_t;
+
 typedef struct kt__slot_t {
-    /* First cache line: what every record reads and writes. */
+    /* Line 0: what every record reads and writes. */
     _Atomic uint64_t seq;        /* seqlock: odd while the owner updates the scalars */
     _Atomic uint64_t count;      /* successful dispatches */
     _Atomic uint64_t total;      /* sum of durations */
@@ -146,24 +173,20 @@ typedef struct kt__slot_t {
     _Atomic uint64_t sq_hi;      /* ... high 64 bits */
     _Atomic uint64_t min;        /* smallest duration; UINT64_MAX while count is 0 */
     _Atomic uint64_t max;        /* largest duration */
-    _Atomic uint64_t last;       /* most recent duration in this shard */
-    uint64_t res_next;           /* owner only: count at which the reservoir takes the next record */
-    _Atomic uint64_t last_stamp; /* host end time of that dispatch, 0 when the record carried none */
     _Atomic uint64_t pend;       /* the newest record's duration, not in the histogram yet (while count > 0) */
+    /* Line 1: read by every record, written by some. */
+    uint64_t res_next;           /* owner only: count at which the reservoir takes the next record */
+    _Atomic uint64_t last;       /* most recent duration in this shard */
+    _Atomic uint64_t last_stamp; /* host end time of that dispatch, 0 when the record carried none */
     _Atomic uint64_t total_hi;   /* carries out of total: the exact sum is total_hi * 2^64 + total */
-    _Atomic uint64_t errors;     /* dispatches that ended in error */
-    _Atomic uint64_t dropped;    /* dispatches lost before reaching the recorder (kt_record_drop) */
-    _Atomic uint64_t dropped_by[KT_DROP_REASON_COUNT]; /* `dropped` by reason */
-    _Atomic uint64_t bytes;      /* bytes moved by counted dispatches; stored after their scalars */
-    _Atomic uint64_t spans_dropped;            /* spans not kept: span log full */
-    _Atomic uint32_t res_fill;                 /* samples [0, res_fill) hold values (= count until full) */
-    double res_w;                              /* owner only: Algorithm L's running W */
-    kt__u64_ptr smp[KT__SMP_BLOCKS];           /* reservoir in blocks that grow with use (kt__smp_block) */
-    kt__u64_ptr hist[KT__HIST_BLOCKS];         /* histogram blocks of KT__HIST_BLOCK counters, lazily allocated;
-                                                * they hold every record but the newest (`pend`) */
+    _Atomic uint64_t spans_dropped; /* spans not kept: span log full */
+    _Atomic uint64_t *hcache;    /* owner only: the histogram block bumped last ... */
+    uint32_t hcache_block;       /* ... and its index (KT__HIST_BLOCKS: none) */
+    _Atomic uint32_t res_fill;   /* samples [0, res_fill) hold values (= count until full) */
+    _Atomic(kt__slot_cold_t *) cold; /* the rest; NULL: no slot here yet */
 } kt__slot_t;
+_Static_assert(sizeof(kt__slot_t) == 128, "a record's fields fill exactly two cache lines");
 
-typedef _Atomic(kt__slot_t *) kt__slot_ptr;
 
 /* One span as stored in a shard's log: every field atomic so a snapshot may read while a reset reuses it. */
 typedef struct kt__span_rec_t {
@@ -182,6 +205,7 @@ typedef struct kt__name_cache_t {
     const char *name;      /* the interned copy it matched (immutable, never freed) */
     kt_kernel_id_t id;     /* what it interned to */
     uint32_t backend;      /* backend + 1; 0 = empty entry */
+    uint32_t keep;         /* the interned name is truncated after this many bytes (0: it is whole) */
 } kt__name_cache_t;
 
 #define KT__NAME_CACHE 128u
@@ -193,7 +217,7 @@ typedef struct kt__shard_t {
     uint32_t index;                             /* creation order, from 0 */
     _Atomic uint64_t gen;                       /* reset generation the data belongs to */
     int owned;                                  /* a live thread writes here (guarded by the shard list lock) */
-    _Atomic(kt__slot_ptr *) dir[KT__DIR];       /* chunks of KT__CHUNK slot pointers, indexed by kernel id */
+    _Atomic(kt__slot_t *) dir[KT__DIR];         /* chunks of KT__CHUNK slots (64-byte aligned), by kernel id */
     _Atomic(kt__span_rec_t *) spans;            /* span log of kt__cfg.span_capacity, lazily allocated */
     _Atomic uint32_t span_count;                /* spans published (never above the capacity) */
     uint64_t rng;                               /* owner only: PRNG state for the reservoirs */

@@ -91,6 +91,7 @@ static kt__shard_t *shard_acquire(void)
 
 static void slot_clear(kt__slot_t *sl)
 {
+    kt__slot_cold_t *c = KT__LD(&sl->cold);
     uint64_t q = KT__LD(&sl->seq);
     KT__ST(&sl->seq, q + 1);
     KT__STR(&sl->count, 0);
@@ -101,18 +102,18 @@ static void slot_clear(kt__slot_t *sl)
     KT__STR(&sl->max, 0);
     KT__STR(&sl->last, 0);
     KT__STR(&sl->last_stamp, 0);
-    KT__STR(&sl->errors, 0);
-    KT__STR(&sl->dropped, 0);
+    KT__STR(&c->errors, 0);
+    KT__STR(&c->dropped, 0);
     for (int d = 0; d < KT_DROP_REASON_COUNT; d++)
-        KT__STR(&sl->dropped_by[d], 0);
-    KT__STR(&sl->bytes, 0);
+        KT__STR(&c->dropped_by[d], 0);
+    KT__STR(&c->bytes, 0);
     KT__STR(&sl->total_hi, 0);
     KT__STR(&sl->spans_dropped, 0);
     KT__STR(&sl->seq, q + 2);
     sl->res_next = 0;
     KT__ST(&sl->res_fill, 0);
     for (uint32_t b = 0; b < KT__HIST_BLOCKS; b++) {
-        _Atomic uint64_t *blk = KT__LD(&sl->hist[b]);
+        _Atomic uint64_t *blk = KT__LD(&c->hist[b]);
         if (blk)
             for (uint32_t i = 0; i < KT__HIST_BLOCK; i++)
                 KT__ST(&blk[i], 0);
@@ -126,14 +127,12 @@ static void shard_renew(kt__shard_t *s)
 {
     uint64_t gen = KT__LD(&g_gen);
     for (uint32_t c = 0; c < KT__DIR; c++) {
-        kt__slot_ptr *chunk = KT__LD(&s->dir[c]);
+        kt__slot_t *chunk = KT__LD(&s->dir[c]);
         if (!chunk)
             continue;
-        for (uint32_t i = 0; i < KT__CHUNK; i++) {
-            kt__slot_t *sl = KT__LD(&chunk[i]);
-            if (sl)
-                slot_clear(sl);
-        }
+        for (uint32_t i = 0; i < KT__CHUNK; i++)
+            if (KT__LD(&chunk[i].cold))
+                slot_clear(&chunk[i]);
     }
     KT__ST(&s->span_count, 0);
     KT__STR(&s->gen, gen);
@@ -163,18 +162,22 @@ static kt__slot_t *slot_create(kt__shard_t *s, kt_kernel_id_t id)
 {
     if (!kt__kernel_get(id))
         return NULL;
-    kt__slot_ptr *chunk = KT__LD(&s->dir[id >> KT__CHUNK_BITS]);
+    kt__slot_t *chunk = KT__LD(&s->dir[id >> KT__CHUNK_BITS]);
     if (!chunk) {
-        chunk = calloc(KT__CHUNK, sizeof *chunk);
-        if (!chunk)
+        /* aligned to a cache line by hand (chunks are never freed): each slot is exactly its two lines */
+        unsigned char *mem = calloc(1, KT__CHUNK * sizeof *chunk + 63u);
+        if (!mem)
             return NULL;
+        chunk = (kt__slot_t *)(void *)(mem + ((64u - ((uintptr_t)mem & 63u)) & 63u));
         KT__STR(&s->dir[id >> KT__CHUNK_BITS], chunk);
     }
-    kt__slot_t *sl = calloc(1, sizeof *sl); /* the reservoir's blocks come with the samples (reservoir_step) */
-    if (!sl)
+    kt__slot_cold_t *cold = calloc(1, sizeof *cold); /* the reservoir's blocks come with the samples */
+    if (!cold)
         return NULL;
+    kt__slot_t *sl = &chunk[id & (KT__CHUNK - 1u)];
     KT__ST(&sl->min, UINT64_MAX);
-    KT__STR(&chunk[id & (KT__CHUNK - 1u)], sl);
+    sl->hcache_block = KT__HIST_BLOCKS;
+    KT__STR(&sl->cold, cold); /* the slot exists from here */
     return sl;
 }
 
@@ -183,8 +186,11 @@ static inline kt__slot_t *slot_peek(kt__shard_t *s, kt_kernel_id_t id)
 {
     if (__builtin_expect((uint32_t)(id - 1u) >= KT__MAX_KERNELS, 0))
         return NULL;
-    kt__slot_ptr *chunk = KT__LD(&s->dir[id >> KT__CHUNK_BITS]);
-    return chunk ? KT__LD(&chunk[id & (KT__CHUNK - 1u)]) : NULL;
+    kt__slot_t *chunk = KT__LD(&s->dir[id >> KT__CHUNK_BITS]);
+    if (!chunk)
+        return NULL;
+    kt__slot_t *sl = &chunk[id & (KT__CHUNK - 1u)];
+    return KT__LD(&sl->cold) ? sl : NULL;
 }
 
 /* Records whose kernel could not be interned (kernel table full: the id is 0) or was never handed out. */
@@ -222,15 +228,28 @@ static inline kt__shard_t *shard_ready(void)
  * common case costs one comparison. Uniform over every record of the shard. `res_next` is the count at which
  * the slow path must run next: while the reservoir fills that is every record. Called after the record's
  * scalars are stored (n is the count before it). */
+/* Draw the reservoir position the next replacement will take, and start fetching its line (for writing): with
+ * many kernels in a loop the write would otherwise miss the caches on every replacement, and replacements are
+ * frequent while a kernel's count is a few times the capacity (probability capacity / count). */
+static void reservoir_aim(kt__shard_t *s, kt__slot_t *sl, kt__slot_cold_t *c)
+{
+    uint32_t fill = KT__LD(&sl->res_fill), off; /* = cap unless memory ran out while filling */
+    if (!fill)
+        return;
+    c->res_idx = (uint32_t)kt__rand_below(&s->rng, fill);
+    __builtin_prefetch((const void *)&KT__LD(&c->smp[kt__smp_block(c->res_idx, &off)])[off], 1, 3);
+}
+
 static void reservoir_step(kt__shard_t *s, kt__slot_t *sl, uint64_t n, uint64_t v)
 {
     uint32_t cap = kt__cfg.sample_capacity, off;
+    kt__slot_cold_t *c = KT__LD(&sl->cold);
     if (n < cap) {
         /* Filling: the next position (n, unless a block could not be allocated before). */
         uint32_t pos = KT__LD(&sl->res_fill), k = kt__smp_block(pos, &off);
-        kt__au64 *blk = KT__LD(&sl->smp[k]);
+        kt__au64 *blk = KT__LD(&c->smp[k]);
         if (!blk && (blk = calloc(kt__smp_block_size(k), sizeof *blk)) != NULL)
-            KT__STR(&sl->smp[k], blk);
+            KT__STR(&c->smp[k], blk);
         if (blk) { /* out of memory: the sample is lost, the exact aggregates are not */
             KT__STR(&blk[off], v);
             KT__STR(&sl->res_fill, pos + 1u); /* exposes the sample just written */
@@ -239,16 +258,16 @@ static void reservoir_step(kt__shard_t *s, kt__slot_t *sl, uint64_t n, uint64_t 
             sl->res_next = n + 1;
             return;
         }
-        sl->res_w = exp(log(kt__rand_open01(&s->rng)) / cap);
+        c->res_w = exp(log(kt__rand_open01(&s->rng)) / cap);
     } else {
-        uint32_t fill = KT__LD(&sl->res_fill); /* = cap unless memory ran out while filling */
-        if (fill) {
-            uint32_t k = kt__smp_block((uint32_t)kt__rand_below(&s->rng, fill), &off);
-            KT__STR(&KT__LD(&sl->smp[k])[off], v);
+        if (KT__LD(&sl->res_fill)) { /* the position drawn by the previous step (uniform, independent of v) */
+            uint32_t k = kt__smp_block(c->res_idx, &off);
+            KT__STR(&KT__LD(&c->smp[k])[off], v);
         }
-        sl->res_w *= exp(log(kt__rand_open01(&s->rng)) / cap);
+        c->res_w *= exp(log(kt__rand_open01(&s->rng)) / cap);
     }
-    double skip = floor(log(kt__rand_open01(&s->rng)) / log1p(-sl->res_w));
+    reservoir_aim(s, sl, c);
+    double skip = floor(log(kt__rand_open01(&s->rng)) / log1p(-c->res_w));
     sl->res_next = skip >= 1.8e19 ? UINT64_MAX : n + (uint64_t)skip + 1u;
 }
 
@@ -308,11 +327,16 @@ static inline __attribute__((always_inline)) int slot_add_fast(kt__slot_t *sl, u
         return 0;
     kt__au64 *bump = NULL;
     if (__builtin_expect(n != 0, 1)) {
+        /* the block bumped last, kept beside the scalars: the directory's line stays cold */
         uint32_t idx = kt__hist_index(KT__LD(&sl->pend));
-        kt__au64 *blk = KT__LD(&sl->hist[idx / KT__HIST_BLOCK]);
-        if (__builtin_expect(!blk, 0))
-            return 0;
-        bump = &blk[idx % KT__HIST_BLOCK];
+        if (__builtin_expect(idx / KT__HIST_BLOCK != sl->hcache_block, 0)) {
+            kt__au64 *blk = KT__LD(&KT__LD(&sl->cold)->hist[idx / KT__HIST_BLOCK]);
+            if (__builtin_expect(!blk, 0))
+                return 0;
+            sl->hcache = blk;
+            sl->hcache_block = idx / KT__HIST_BLOCK;
+        }
+        bump = &sl->hcache[idx % KT__HIST_BLOCK];
     }
     slot_scalars(sl, n, v, stamp, bump);
     return 1;
@@ -324,9 +348,10 @@ static __attribute__((noinline)) void slot_add_full(kt__shard_t *s, kt__slot_t *
     kt__au64 *bump = NULL;
     if (n) {
         uint32_t idx = kt__hist_index(KT__LD(&sl->pend));
-        kt__au64 *blk = KT__LD(&sl->hist[idx / KT__HIST_BLOCK]);
+        kt__slot_cold_t *c = KT__LD(&sl->cold);
+        kt__au64 *blk = KT__LD(&c->hist[idx / KT__HIST_BLOCK]);
         if (!blk && (blk = calloc(KT__HIST_BLOCK, sizeof *blk)) != NULL)
-            KT__STR(&sl->hist[idx / KT__HIST_BLOCK], blk);
+            KT__STR(&c->hist[idx / KT__HIST_BLOCK], blk);
         if (blk) /* out of memory: percentiles then miss this record, the exact aggregates do not */
             bump = &blk[idx % KT__HIST_BLOCK];
     }
@@ -410,6 +435,17 @@ static inline int cache_hit(const kt__name_cache_t *e, const char *name, kt_back
         return 0;
     /* inline: a kernel name is short, and a library call would cost more than the bytes */
     const char *a = name, *b = e->name;
+    if (__builtin_expect(e->keep != 0, 0)) {
+        /* truncated when interned: the kept bytes match, and the caller's name still runs past KT__NAME_MAX
+         * (what made it truncate); nothing beyond byte KT__NAME_MAX is read, however long the name */
+        for (uint32_t i = 0; i < e->keep; i++)
+            if (a[i] != b[i])
+                return 0;
+        for (uint32_t i = e->keep; i <= KT__NAME_MAX; i++)
+            if (!a[i])
+                return 0;
+        return 1;
+    }
     while (*a == *b && *a)
         a++, b++;
     return *a == *b;
@@ -428,6 +464,7 @@ static kt_kernel_id_t lookup_cached(kt__shard_t *s, const char *name, kt_backend
         e->name = k->name;
         e->id = id;
         e->backend = (uint32_t)backend + 1u;
+        e->keep = k->name_keep;
     }
     return id;
 }
@@ -487,11 +524,13 @@ void kt_record_dispatch(const kt_dispatch_t *d)
     if (!sl)
         return;
     if (d->flags & KT_SPAN_ERROR) {
-        counter_add(&sl->errors);
+        counter_add(&KT__LD(&sl->cold)->errors);
     } else {
         slot_add(s, sl, d->duration_ns, d->end_ns);
-        if (d->bytes) /* after the scalars: a snapshot reads bytes first, so it counts no uncounted dispatch */
-            KT__STR(&sl->bytes, KT__LD(&sl->bytes) + d->bytes);
+        if (d->bytes) { /* after the scalars: a snapshot reads bytes first, so it counts no uncounted dispatch */
+            kt__slot_cold_t *c = KT__LD(&sl->cold);
+            KT__STR(&c->bytes, KT__LD(&c->bytes) + d->bytes);
+        }
     }
     if (d->start_ns || d->end_ns) {
         const uint64_t t[7] = {d->duration_ns, d->enqueue_ns, d->queued_ns, d->submit_ns,
@@ -562,7 +601,7 @@ void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name)
         return;
     if (error_name && *error_name)
         kt__kernel_set_error(kernel, error_name);
-    counter_add(&sl->errors);
+    counter_add(&KT__LD(&sl->cold)->errors);
 }
 
 void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason)
@@ -575,8 +614,9 @@ void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason)
         return;
     if ((unsigned)reason >= KT_DROP_REASON_COUNT)
         reason = KT_DROP_UNSPECIFIED;
-    counter_add(&sl->dropped_by[reason]);
-    counter_add(&sl->dropped);
+    kt__slot_cold_t *c = KT__LD(&sl->cold);
+    counter_add(&c->dropped_by[reason]);
+    counter_add(&c->dropped);
 }
 
 void kt_record_drop(kt_kernel_id_t kernel) { kt_record_drop_reason(kernel, KT_DROP_UNSPECIFIED); }

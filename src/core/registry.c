@@ -72,12 +72,29 @@ static int htab_grow(void)
     return 0;
 }
 
+static _Atomic uint64_t g_names_truncated;
+
+uint64_t kt__names_truncated(void) { return KT__LDA(&g_names_truncated); }
+
 kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device)
 {
     if (!name || (unsigned)backend >= KT_BACKEND_COUNT)
         return 0;
     if (!device)
         device = default_device(backend);
+    /* a name past KT__NAME_MAX bytes: its first bytes, cut where a UTF-8 sequence starts, and the marker */
+    char *cut = NULL;
+    uint32_t keep = 0;
+    if (strnlen(name, KT__NAME_MAX + 1) > KT__NAME_MAX) {
+        keep = KT__NAME_MAX - (uint32_t)(sizeof KT__NAME_MARK - 1);
+        while (keep && ((unsigned char)name[keep] & 0xC0u) == 0x80u)
+            keep--;
+        if (!(cut = malloc(keep + sizeof KT__NAME_MARK)))
+            return 0;
+        memcpy(cut, name, keep);
+        memcpy(cut + keep, KT__NAME_MARK, sizeof KT__NAME_MARK);
+        name = cut;
+    }
     uint32_t h = hash_triple(name, backend, device);
     kt_kernel_id_t id = 0;
 
@@ -112,6 +129,9 @@ kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const ch
     }
     k->name = n;
     k->name_len = strlen(n);
+    k->name_keep = keep;
+    if (keep)
+        atomic_fetch_add_explicit(&g_names_truncated, 1, memory_order_relaxed);
     k->device = d;
     k->backend = backend;
     k->hash = h;
@@ -123,6 +143,7 @@ kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const ch
     id = next;
 out:
     pthread_mutex_unlock(&g_reg_lock);
+    free(cut);
     return id;
 }
 

@@ -53,8 +53,8 @@ static void slot_read(kt__slot_t *sl, slot_read_t *r)
 
 static kt__slot_t *shard_slot(kt__shard_t *s, uint32_t id)
 {
-    kt__slot_ptr *chunk = KT__LDA(&s->dir[id >> KT__CHUNK_BITS]);
-    return chunk ? KT__LDA(&chunk[id & (KT__CHUNK - 1u)]) : NULL;
+    kt__slot_t *chunk = KT__LDA(&s->dir[id >> KT__CHUNK_BITS]);
+    return chunk && KT__LDA(&chunk[id & (KT__CHUNK - 1u)].cold) ? &chunk[id & (KT__CHUNK - 1u)] : NULL;
 }
 
 /* Nearest-rank percentiles (the ceil(p*n)-th smallest) from the merged histogram, clamped to [min, max], all
@@ -277,6 +277,7 @@ static void snapshot_header(kt_snapshot_t *snap)
     snap->pid = (int64_t)getpid();
     snap->rank = kt__rank();
     snap->kernels_dropped = kt__kernels_dropped();
+    snap->names_truncated = kt__names_truncated();
 }
 
 /* The shards of generation gen (a shard not yet renewed after a reset holds none), their span counts, then the
@@ -324,10 +325,10 @@ static int64_t gather_samples(build_t *b, kt__slot_t *sl)
     }
     for (uint32_t j = 0, off; j < fill; j++) { /* every block below res_fill is published */
         uint32_t k = kt__smp_block(j, &off);
-        b->poolbuf[b->poolused + j] = KT__LDA(&KT__LDA(&sl->smp[k])[off]);
+        b->poolbuf[b->poolused + j] = KT__LDA(&KT__LDA(&KT__LDA(&sl->cold)->smp[k])[off]);
     }
     for (uint32_t blk_i = 0; blk_i < KT__HIST_BLOCKS; blk_i++) {
-        _Atomic uint64_t *blk = KT__LDA(&sl->hist[blk_i]);
+        _Atomic uint64_t *blk = KT__LDA(&KT__LDA(&sl->cold)->hist[blk_i]);
         if (!blk)
             continue;
         b->used |= (uint64_t)1 << blk_i;
@@ -364,12 +365,13 @@ static int gather_kernel(build_t *b, uint32_t id, kt_kernel_timing_t *t, gathere
         if (fill < 0)
             return -1;
         slot_read_t r;
-        uint64_t bytes = KT__LDA(&sl->bytes); /* before the scalars: only bytes of counted dispatches */
+        kt__slot_cold_t *cold = KT__LDA(&sl->cold);
+        uint64_t bytes = KT__LDA(&cold->bytes); /* before the scalars: only bytes of counted dispatches */
         slot_read(sl, &r);
-        t->errors += KT__LD(&sl->errors);
-        t->dropped += KT__LD(&sl->dropped);
+        t->errors += KT__LD(&cold->errors);
+        t->dropped += KT__LD(&cold->dropped);
         for (int d = 0; d < KT_DROP_REASON_COUNT; d++)
-            t->dropped_by[d] += KT__LD(&sl->dropped_by[d]);
+            t->dropped_by[d] += KT__LD(&cold->dropped_by[d]);
         t->spans_dropped += KT__LD(&sl->spans_dropped);
         if (!r.count)
             continue;

@@ -1,7 +1,8 @@
-/* test_clock_host.c — the host counter's model (src/core/clock.c) on synthetic counters with known truth: its
- * tracker set-up and refresh schedule, replayed against drifts up to 2,000 ppm off the nominal rate, bracket noise
- * with preemptions, a rate change and a step of the counter. The bound the host clock publishes (the model's
- * error at its next refresh) must contain the truth at every conversion until that refresh. */
+/* test_clock_host.c — the clock tracker on synthetic counters with known truth, under the set-up and refresh
+ * schedule the host clock used before its own guarded model (src/core/hclock_model.c, tested with test doubles
+ * in tests/core/test_host_clock_model.c): drifts up to 2,000 ppm off the nominal rate, bracket noise with
+ * preemptions, a rate change and a step of the counter. The tracker's bound at the next refresh must contain
+ * the truth at every conversion until that refresh. */
 #include "calibrate/synth.h"
 
 #include <ktiming/clock.h>

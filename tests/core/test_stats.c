@@ -203,6 +203,36 @@ static void test_constant_and_single(void **state)
     check_distribution("single", &one, 1, 0);
 }
 
+/* Totals past 2^64 ns (issue 43): 8 records of 2^61 plus deviations up to 2 ms. The stddev from the exact
+ * sums must not cancel to 0, and kt_timing_avg_ns must divide the exact total, not the saturated one. */
+static void test_total_past_2_64(void **state)
+{
+    (void)state;
+    static const int64_t dev[8] = {1000000, -1000000, 300000, -700000, 2000000, 0, -1500000, 100000};
+    const uint64_t base = 1ull << 61;
+    kt_kernel_id_t id = kt_kernel_intern("past_2_64", KT_BACKEND_CPU, NULL);
+    int64_t sum = 0;
+    for (int i = 0; i < 8; i++) {
+        kt_record_id(id, base + (uint64_t)dev[i]);
+        sum += dev[i];
+    }
+    long double mean_dev = (long double)sum / 8.0L, m2 = 0; /* deviations from base: exact in long double */
+    for (int i = 0; i < 8; i++)
+        m2 += ((long double)dev[i] - mean_dev) * ((long double)dev[i] - mean_dev);
+    double sd = (double)sqrtl(m2 / 7.0L);
+    kt_snapshot_t *s = kt_snapshot();
+    assert_non_null(s);
+    const kt_kernel_timing_t *t = kt_snapshot_find(s, "past_2_64", KT_BACKEND_CPU, "host");
+    assert_non_null(t);
+    assert_int_equal(t->total_ns, UINT64_MAX); /* saturated */
+    assert_int_equal(t->total128.hi, 1);
+    print_message("stddev %.1f ns (truth %.1f), mean %llu ns\n", t->stddev_ns, sd,
+                  (unsigned long long)kt_timing_avg_ns(t));
+    tu_assert_rel(t->stddev_ns, sd, 1e-9);
+    assert_int_equal(kt_timing_avg_ns(t), base + (uint64_t)(sum / 8));
+    kt_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -213,6 +243,7 @@ int main(void)
         cmocka_unit_test(test_hist_holds_newest),
         cmocka_unit_test(test_large_offset_small_spread),
         cmocka_unit_test(test_constant_and_single),
+        cmocka_unit_test(test_total_past_2_64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

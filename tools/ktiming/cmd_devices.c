@@ -86,14 +86,14 @@ static int print_host_clocks(FILE *out)
     }
     kt_host_clock_info_t hc;
     if (kt_host_clock_info(&hc) == 0) {
-        fprintf(out, "  host timestamps: %s", hc.counter);
+        /* one line: which clock, and why */
+        fprintf(out, "  host clock: %s, because %s\n", hc.counter, hc.reason);
         if (strcmp(hc.counter, "CLOCK_MONOTONIC_RAW") != 0)
-            fprintf(out, " at %.6f MHz (nominal %.6f MHz, drift %+.3f ppm +- %.3f), converted to CLOCK_MONOTONIC_RAW "
-                    "+- %.0f ns (%u samples over %.1f ms, %llu fits), read cost %.1f ns",
-                    (double)hc.frequency_hz / 1e6, (double)hc.nominal_hz / 1e6, hc.drift_ppm, hc.drift_bound_ppm,
-                    hc.error_bound_ns, hc.model_samples, hc.span_ms, (unsigned long long)hc.fits,
+            fprintf(out, "  host timestamps: %s at %.6f MHz (nominal %.6f MHz, drift %+.3f ppm +- %.3f), converted to CLOCK_MONOTONIC_RAW "
+                    "+- %.0f ns (%u samples over %.1f ms, %llu fits), read cost %.1f ns\n",
+                    hc.counter, (double)hc.frequency_hz / 1e6, (double)hc.nominal_hz / 1e6, hc.drift_ppm,
+                    hc.drift_bound_ppm, hc.error_bound_ns, hc.model_samples, hc.span_ms, (unsigned long long)hc.fits,
                     kt_clock_read_cost_ns());
-        fprintf(out, "\n  why: %s\n", hc.reason);
     }
     return rc;
 }
