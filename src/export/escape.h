@@ -32,6 +32,10 @@ void kt__escape_write_padded(FILE *out, const char *s, unsigned flags, size_t wi
  * "\x2c", cut at a code point to fit dst[cap] (cap >= 1; NUL-terminated). Never allocates. */
 void kt__escape_field(char *dst, size_t cap, const char *s);
 
+/* The code point of the n-byte UTF-8 sequence at p when it is one kt__escape shows as \uXXXX (C1 controls,
+ * bidi and line controls), else 0: the JSON writers write those as \uXXXX too (exact, and inert on a terminal). */
+unsigned kt__hidden_control(const unsigned char *p, size_t n);
+
 /* Display columns (code points) of a valid UTF-8 string, such as kt__escape's output. */
 size_t kt__text_cols(const char *s);
 
