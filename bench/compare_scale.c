@@ -18,7 +18,9 @@
 #ifndef KERNELS
 #define KERNELS 100000u
 #endif
+#ifndef SAMPLES
 #define SAMPLES 32u
+#endif
 
 static uint64_t rng(uint64_t *s)
 {
