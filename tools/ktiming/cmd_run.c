@@ -474,38 +474,49 @@ static int wait_child(pid_t child, int fifo, const char *run_dir, const run_opts
     return status;
 }
 
-/* errno of a failed exec, set by the vfork child (which shares our memory until it execs or exits). */
-static volatile int g_exec_errno;
-
 /* Starts argv[0] (PATH searched) with the signal mask *mask; 0 and *child, or an errno value. vfork + exec, as
  * glibc's posix_spawnp does it (the address space is shared until the exec: no page tables copied, no
  * copy-on-write faults in ktiming afterwards), because the child must first ask for PR_SET_PDEATHSIG: when
  * `ktiming run` itself is killed (SIGKILL, which it cannot forward) the program is killed too instead of running
- * on as an orphan. The program gets our dispositions (an ignored SIGINT stays ignored). */
+ * on as an orphan. The program gets our dispositions (an ignored SIGINT stays ignored). A failed exec is told
+ * through a close-on-exec pipe (also right where a sanitizer runtime turns vfork into fork). */
 static __attribute__((noinline)) int spawn_program(char **argv, const sigset_t *mask, pid_t *child)
 {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return errno;
     pid_t parent = getpid();
-    g_exec_errno = 0;
     pid_t pid = vfork();
     if (pid == 0) {
         /* only system calls here: the parent's memory is ours until execvp */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) /* run already gone: do not start */
-            _exit(127);
-        sigprocmask(SIG_SETMASK, mask, NULL);
-        execvp(argv[0], argv);
-        g_exec_errno = errno ? errno : ENOEXEC;
+        int e = 0;
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) { /* run already gone: do not start */
+            e = ECHILD;
+        } else {
+            sigprocmask(SIG_SETMASK, mask, NULL);
+            execvp(argv[0], argv);
+            e = errno ? errno : ENOEXEC;
+        }
+        if (write(fds[1], &e, sizeof e) < 0) {
+        }
         _exit(127);
     }
-    if (pid < 0)
-        return errno;
-    if (g_exec_errno) { /* the child has exited already (vfork returns after its exec or exit) */
-        int e = g_exec_errno;
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    int e = pid < 0 ? errno : 0;
+    close(fds[1]);
+    if (pid > 0) {
+        ssize_t got;
+        while ((got = read(fds[0], &e, sizeof e)) < 0 && errno == EINTR) {
         }
-        return e;
+        if (got != (ssize_t)sizeof e) /* closed by the exec: the program runs */
+            e = 0;
+        else
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+            }
     }
-    *child = pid;
-    return 0;
+    close(fds[0]);
+    if (e == 0)
+        *child = pid;
+    return e;
 }
 
 /* Runs argv; returns its exit status as a shell would report it, *pid its process id. With fifo (the run
