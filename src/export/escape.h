@@ -1,6 +1,8 @@
 /* escape.h — internal: the one place that makes names safe for human-readable output (terminal text, markdown)
- * and for spreadsheets (CSV). Used by the text and markdown reports, the CSV exporter, the compare tables
- * (analysis library, which compiles escape.c in too), the `ktiming run` summary and the backends' `-v` lines. */
+ * and for spreadsheets (CSV). Used by the text and markdown reports, the CSV exporter (names escaped as text, then
+ * quoted), the compare tables and the `--by-rank` report (analysis library, which compiles escape.c in too), the
+ * `ktiming run` summary and the backends' `-v` lines; the JSON writers use kt__hidden_control. Every format is fed
+ * the same hostile names by tests/analysis/test_hostile.c. */
 #ifndef KT_EXPORT_ESCAPE_H
 #define KT_EXPORT_ESCAPE_H
 
