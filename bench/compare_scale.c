@@ -1,8 +1,10 @@
 /* compare_scale.c — `ktiming compare` at scale: two snapshots of 100,000 kernels (32 samples each, the AFTER
  * side 0-20 % slower per kernel) compared by the CLI as a user runs it; wall seconds and the compare process's
- * peak RSS (wait4 rusage). The bound checked is the issue's: <= 10 s and <= 300 MB.
- * `compare_scale --keep` leaves the two snapshots in place (for profiling).
- * Last line: compare_scale: kernels=100000 seconds=<s> max_rss_mb=<m>
+ * peak RSS (wait4 rusage). The bound checked is the issue's: <= 10 s and <= 300 MB. Then two snapshots of
+ * 1,000,000 kernels without samples (about 215 bytes a kernel, 215 MB a file: the reader's scale, issue 39.9;
+ * bound <= 15 s and <= 600 MB). `compare_scale --keep` leaves the snapshots in place (for profiling).
+ * Last two lines: compare_scale: kernels=100000 seconds=<s> max_rss_mb=<m>
+ *                 compare_scale_1m: kernels=1000000 seconds=<s> max_rss_mb=<m>
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #define KERNELS 100000u
 #endif
 #define SAMPLES 32u
+#define KERNELS_1M 1000000u
 
 static uint64_t rng(uint64_t *s)
 {
@@ -34,35 +37,37 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* A schema-1 snapshot of KERNELS kernels; `slow` scales kernel i by 1 + (i % 5) * 5 %. */
-static int write_snapshot(const char *path, int slow, uint64_t seed)
+/* A schema-1 snapshot of `kernels` kernels with `samples` samples each (0 or SAMPLES); `slow` scales kernel i by
+ * 1 + (i % 5) * 5 %. */
+static int write_snapshot(const char *path, int slow, uint64_t seed, uint32_t kernels, uint32_t samples)
 {
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
     fprintf(f, "{\"schema\": \"ktiming.snapshot\", \"version\": 1, \"generator\": \"compare_scale\", \"host\": \"bench\",\n"
                " \"taken_ns\": 1, \"entries\": [\n");
-    for (uint32_t k = 0; k < KERNELS; k++) {
+    for (uint32_t k = 0; k < kernels; k++) {
         uint64_t v[SAMPLES], sum = 0, base = 10000 + (k % 997) * 37;
+        uint32_t n = samples ? samples : SAMPLES; /* without samples: the statistics of SAMPLES dispatches */
         if (slow)
             base += base * (k % 5) * 5 / 100;
-        for (uint32_t i = 0; i < SAMPLES; i++) {
+        for (uint32_t i = 0; i < n; i++) {
             v[i] = base + rng(&seed) % (base / 10 + 1);
             sum += v[i];
         }
         uint64_t sorted[SAMPLES];
         memcpy(sorted, v, sizeof v);
-        qsort(sorted, SAMPLES, sizeof sorted[0], cmp_u64);
+        qsort(sorted, n, sizeof sorted[0], cmp_u64);
         fprintf(f,
-                "%s{\"name\": \"kernel_%06u\", \"backend\": \"cpu\", \"device\": \"host\", \"dispatch_count\": %u, "
+                "%s{\"name\": \"kernel_%07u\", \"backend\": \"cpu\", \"device\": \"host\", \"dispatch_count\": %u, "
                 "\"total_ns\": %llu, \"min_ns\": %llu, \"max_ns\": %llu, \"last_ns\": %llu, \"mean_ns\": %llu, "
                 "\"stddev_ns\": 1, \"p50_ns\": %llu, \"p90_ns\": %llu, \"p99_ns\": %llu, \"errors\": 0, "
                 "\"dropped\": 0, \"spans_dropped\": 0, \"sample_count\": %u, \"samples\": [",
-                k ? ",\n" : "", k, SAMPLES, (unsigned long long)sum, (unsigned long long)sorted[0],
-                (unsigned long long)sorted[SAMPLES - 1], (unsigned long long)v[SAMPLES - 1],
-                (unsigned long long)(sum / SAMPLES), (unsigned long long)sorted[SAMPLES / 2],
-                (unsigned long long)sorted[SAMPLES * 9 / 10], (unsigned long long)sorted[SAMPLES - 1], SAMPLES);
-        for (uint32_t i = 0; i < SAMPLES; i++)
+                k ? ",\n" : "", k, n, (unsigned long long)sum, (unsigned long long)sorted[0],
+                (unsigned long long)sorted[n - 1], (unsigned long long)v[n - 1], (unsigned long long)(sum / n),
+                (unsigned long long)sorted[n / 2], (unsigned long long)sorted[n * 9 / 10],
+                (unsigned long long)sorted[n - 1], samples);
+        for (uint32_t i = 0; i < samples; i++)
             fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)v[i]);
         fputs("]}", f);
     }
@@ -70,18 +75,14 @@ static int write_snapshot(const char *path, int slow, uint64_t seed)
     return fclose(f);
 }
 
-int main(int argc, char **argv)
+/* Writes the two snapshots in dir, runs `ktiming compare` on them; 0 with *secs and *rss_mb, or 1. */
+static int measure(const char *dir, const char *tag, uint32_t kernels, uint32_t samples, int keep, double *secs,
+                   double *rss_mb)
 {
-    int keep = argc > 1 && !strcmp(argv[1], "--keep"); /* leave the snapshots for a profiler */
-    char dir[] = "/tmp/kt-compare-scale.XXXXXX";
-    if (!mkdtemp(dir)) {
-        perror("compare_scale: mkdtemp");
-        return 1;
-    }
     char before[512], after[512];
-    snprintf(before, sizeof before, "%s/before.json", dir);
-    snprintf(after, sizeof after, "%s/after.json", dir);
-    if (write_snapshot(before, 0, 1) != 0 || write_snapshot(after, 1, 2) != 0) {
+    snprintf(before, sizeof before, "%s/before%s.json", dir, tag);
+    snprintf(after, sizeof after, "%s/after%s.json", dir, tag);
+    if (write_snapshot(before, 0, 1, kernels, samples) != 0 || write_snapshot(after, 1, 2, kernels, samples) != 0) {
         perror("compare_scale: writing the snapshots");
         return 1;
     }
@@ -104,16 +105,36 @@ int main(int argc, char **argv)
     } else {
         unlink(before);
         unlink(after);
-        rmdir(dir);
     }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         fprintf(stderr, "compare_scale: ktiming compare failed (status %d)\n", st);
         return 1;
     }
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    double rss_mb = (double)ru.ru_maxrss / 1024.0;
+    *secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    *rss_mb = (double)ru.ru_maxrss / 1024.0;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int keep = argc > 1 && !strcmp(argv[1], "--keep"); /* leave the snapshots for a profiler */
+    char dir[] = "/tmp/kt-compare-scale.XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("compare_scale: mkdtemp");
+        return 1;
+    }
+    double secs = 0, rss_mb = 0, secs1m = 0, rss1m = 0;
+    int bad = measure(dir, "", KERNELS, SAMPLES, keep, &secs, &rss_mb) ||
+              measure(dir, "_1m", KERNELS_1M, 0, keep, &secs1m, &rss1m);
+    if (!keep)
+        rmdir(dir);
+    if (bad)
+        return 1;
     printf("compare_scale: %u kernels x %u samples per side, ktiming compare --format json\n", KERNELS, SAMPLES);
     printf("compare_scale: bound 10 s and 300 MB: %s\n", secs <= 10.0 && rss_mb <= 300.0 ? "met" : "NOT met");
+    printf("compare_scale_1m: %u kernels without samples per side: bound 15 s and 600 MB: %s\n", KERNELS_1M,
+           secs1m <= 15.0 && rss1m <= 600.0 ? "met" : "NOT met");
     printf("compare_scale: kernels=%u seconds=%.2f max_rss_mb=%.0f\n", KERNELS, secs, rss_mb);
+    printf("compare_scale_1m: kernels=%u seconds=%.2f max_rss_mb=%.0f\n", KERNELS_1M, secs1m, rss1m);
     return 0;
 }

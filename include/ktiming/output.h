@@ -8,12 +8,17 @@
  *     before the rename leaves nothing behind (where O_TMPFILE is unavailable a named temporary
  *     "PATH.tmp.PID.N" is used, removed on every failure the process survives). A failed write (full disk,
  *     file size limit) leaves the old file as it was.
- *   - a symbolic link: its final target is what gets replaced (the link stays a link).
- *   - an existing FIFO, character or block device, socket, or a path through /dev or /proc (/dev/stdout,
+ *   - a symbolic link: its final target is what gets replaced (the link stays a link) -- unless the kernel's
+ *     fs.protected_symlinks rule would refuse to follow it for this process (a link in a sticky world-writable
+ *     directory such as /tmp, owned by neither this user nor the directory's owner): KT_EIO with errno EACCES,
+ *     whatever the sysctl is set to.
+ *   - an existing FIFO: opened without blocking; when nobody reads it within KT_OUTPUT_FIFO_WAIT_MS, KT_EIO
+ *     with errno ENXIO (a program exiting never hangs on it).
+ *   - an existing character or block device, socket, or a path through /dev or /proc (/dev/stdout,
  *     /dev/fd/N, /proc/self/fd/N): written through -- opened for writing (regular targets truncated, as a
  *     shell's `>` does) and never replaced, renamed or created.
  *   - a directory: KT_EIO with errno EISDIR.
- * New files get mode 0666 & ~umask, whatever the file they replace had. On failure the functions return a
+ * New files get mode 0666 & ~umask; a replaced file's permission bits are kept (a 0600 file stays 0600). On failure the functions return a
  * negative KT_E* code with errno saying why (strerror(errno) names it).
  */
 #ifndef KTIMING_OUTPUT_H
@@ -33,6 +38,9 @@ typedef struct kt_output_t kt_output_t;
 /* kt_output_open flags. */
 #define KT_OUTPUT_NOSYNC 1u /* skip the fsync: scratch files read back at once (still atomic, not durable) */
 
+/* How long writing to a FIFO waits for a reader to open it, in ms. */
+#define KT_OUTPUT_FIFO_WAIT_MS 1000
+
 /* Starts writing `path` as described above. 0, KT_EINVAL, KT_ENOMEM or KT_EIO (errno set). */
 KT_API int kt_output_open(const char *path, unsigned flags, kt_output_t **out);
 /* The stream to write the document to (fully buffered). */
@@ -43,7 +51,8 @@ KT_API int kt_output_commit(kt_output_t *o);
 KT_API void kt_output_abort(kt_output_t *o);
 /* Puts the finished file `from` at `to` as the writer would have written it there, and removes `from`. Where
  * `to` (its links followed) is new or a regular file on the same file system as `from`, `from` itself is
- * renamed over it: no copy, atomic, fsynced first unless KT_OUTPUT_NOSYNC, mode 0666 & ~umask. Anything else
+ * renamed over it: no copy, atomic, fsynced first unless KT_OUTPUT_NOSYNC, mode 0666 & ~umask (or the replaced
+ * file's). Anything else
  * (another file system, a descriptor path, a FIFO or device) is copied through kt_output_open/commit. For a
  * scratch file the caller owns (`ktiming run`'s per-process snapshots). 0, KT_EINVAL, KT_ENOMEM or KT_EIO
  * (errno set); on failure `from` is left where it was. */

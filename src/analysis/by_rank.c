@@ -2,6 +2,8 @@
  * report (mpiP-style: per kernel the spread of per-rank totals, the imbalance max/mean and the slowest rank). */
 #include <ktiming/analysis.h>
 
+#include "export/escape.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,13 +61,17 @@ int kt_rank_balance(const kt_snapshot_t *snap, kt_rank_balance_t **out, size_t *
     return 0;
 }
 
-/* "rank 2", or "pid 4242@host" for a source without a rank. */
+/* "rank 2", or "pid 4242@host" for a source without a rank; the host name escaped as every text output's
+ * names are (a snapshot is input: its names may carry terminal controls). */
 static void source_label(char *buf, size_t size, const kt_source_info_t *so)
 {
-    if (so->rank >= 0)
+    if (so->rank >= 0) {
         snprintf(buf, size, "rank %" PRId32, so->rank);
-    else
-        snprintf(buf, size, "pid %" PRId64 "@%s", so->pid, so->host);
+    } else {
+        char *host = kt__escape(so->host, SIZE_MAX, KT_ESC_TEXT, NULL);
+        snprintf(buf, size, "pid %" PRId64 "@%s", so->pid, host ? host : "?");
+        free(host);
+    }
 }
 
 static void ms(char *buf, size_t size, double ns) { snprintf(buf, size, "%.3f ms", ns / 1e6); }
@@ -85,11 +91,13 @@ int kt_report_by_rank(FILE *out, const kt_snapshot_t *snap)
     for (size_t s = 0; s < snap->source_count; s++) {
         const kt_source_info_t *so = &snap->sources[s];
         source_label(who, sizeof who, so);
+        fprintf(out, "  %-12s host ", who);
+        kt__escape_write(out, so->host, KT_ESC_TEXT);
         if (so->offset_bound_ns == UINT64_MAX)
-            fprintf(out, "  %-12s host %s pid %" PRId64 ", clock offset unknown\n", who, so->host, so->pid);
+            fprintf(out, " pid %" PRId64 ", clock offset unknown\n", so->pid);
         else
-            fprintf(out, "  %-12s host %s pid %" PRId64 ", clock offset %+" PRId64 " ns +- %" PRIu64 " ns\n", who,
-                    so->host, so->pid, so->offset_ns, so->offset_bound_ns);
+            fprintf(out, " pid %" PRId64 ", clock offset %+" PRId64 " ns +- %" PRIu64 " ns\n", so->pid,
+                    so->offset_ns, so->offset_bound_ns);
     }
     fprintf(out, "%-28s %-8s %14s %14s %14s %9s  %s\n", "kernel", "backend", "min total", "mean total",
             "max total", "imbalance", "slowest");
@@ -99,8 +107,9 @@ int kt_report_by_rank(FILE *out, const kt_snapshot_t *snap)
         ms(mean, sizeof mean, b[i].mean_total_ns);
         ms(hi, sizeof hi, (double)b[i].max_total_ns);
         source_label(who, sizeof who, &snap->sources[b[i].slowest_source]);
-        fprintf(out, "%-28s %-8s %14s %14s %14s %9.3f  %s\n", e->name, kt_backend_name(e->backend), lo, mean, hi,
-                b[i].imbalance, who);
+        kt__escape_write_padded(out, e->name, KT_ESC_TEXT, 28);
+        fprintf(out, " %-8s %14s %14s %14s %9.3f  %s\n", kt_backend_name(e->backend), lo, mean, hi, b[i].imbalance,
+                who);
         if (snap->source_count > BY_RANK_DETAIL_MAX)
             continue;
         for (uint32_t k = 0; e->by_source && k < e->by_source_count; k++) {

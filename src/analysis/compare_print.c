@@ -292,7 +292,23 @@ static int put_json(FILE *out, const char *prefix, cJSON *v)
     cJSON_Delete(v);
     if (!s) return KT_ENOMEM;
     fputs(prefix, out);
-    fputs(s, out);
+    /* cJSON writes UTF-8 as it is: what kt__escape hides (C1, bidi, line controls; only ever inside strings)
+     * goes out as \uXXXX, the same value and inert on a terminal */
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        size_t n = *p == 0xC2 || *p == 0xD8 ? 2 : *p == 0xE2 ? 3 : 0;
+        unsigned cp = n && strnlen((const char *)p, n) == n ? kt__hidden_control(p, n) : 0;
+        if (cp) {
+            fprintf(out, "\\u%04x", cp);
+            p += n;
+        } else {
+            const unsigned char *q = p + 1;
+            while (*q && *q != 0xC2 && *q != 0xD8 && *q != 0xE2)
+                q++;
+            fwrite(p, 1, (size_t)(q - p), out);
+            p = q;
+        }
+    }
     cJSON_free(s);
     return 0;
 }

@@ -171,11 +171,40 @@ static void line_col(const char *text, size_t pos, size_t *line, size_t *col)
     *col = pos - start + 1;
 }
 
-/* A syntax error at byte pos of the document. */
+/* The deepest nesting of arrays and objects up to and including text[pos] (strings skipped; text is
+ * NUL-terminated): what tells a document cJSON refused for its nesting limit from one with a syntax error. Only
+ * ever run on the error path. */
+static size_t depth_at(const char *text, size_t pos)
+{
+    size_t depth = 0, max = 0;
+    int in_string = 0;
+    for (size_t i = 0; i <= pos && text[i]; i++) {
+        char ch = text[i];
+        if (in_string) {
+            if (ch == '\\' && text[i + 1])
+                i++;
+            else if (ch == '"')
+                in_string = 0;
+        } else if (ch == '"') {
+            in_string = 1;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > max)
+                max = depth;
+        } else if ((ch == ']' || ch == '}') && depth) {
+            depth--;
+        }
+    }
+    return max;
+}
+
+/* A syntax error at byte pos of the document ("too deep" when that is why cJSON stopped there). */
 static int fail_syntax(load_ctx_t *c, size_t pos)
 {
     size_t line, col;
     line_col(c->text, pos, &line, &col);
+    if (depth_at(c->text, pos) > CJSON_NESTING_LIMIT)
+        return fail(c, KT_EPARSE, "nesting too deep at line %zu, column %zu (byte %zu): more than %d levels of arrays "
+                    "and objects", line, col, pos, CJSON_NESTING_LIMIT);
     return fail(c, KT_EPARSE, "JSON syntax error at line %zu, column %zu (byte %zu of %zu)%s", line, col, pos, c->len,
                 pos + 1 >= c->len ? ": the input ends early (truncated?)" : "");
 }
@@ -614,6 +643,12 @@ static int read_entry(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e, size
         (rc = get_u64(c, o, "spans_dropped", 0, &e->spans_dropped)) ||
         (rc = get_array(c, o, "samples", &samples, &n)))
         return rc;
+    /* durations are u64 ns: a mean or stddev that is negative or beyond 2^64 (1e308) is no statistic of them,
+     * and would be printed as a 23-digit number (null, written for a value not known, stays NaN) */
+    if (!isnan(e->mean_ns) && !(e->mean_ns >= 0 && e->mean_ns <= 0x1p64))
+        return fail_member(c, "mean_ns", "expected a duration between 0 and 2^64 ns");
+    if (!isnan(e->stddev_ns) && !(e->stddev_ns >= 0 && e->stddev_ns <= 0x1p64))
+        return fail_member(c, "stddev_ns", "expected a duration between 0 and 2^64 ns");
     if ((rc = read_entry_v2(c, o, e)) || (rc = read_hist(c, o, e)) ||
         (rc = read_by_source(c, o, e, nsources)))
         return rc;
@@ -757,6 +792,11 @@ static inline __attribute__((always_inline)) int col_next(col_reader_t *r, uint6
 
 static int alloc_array(load_ctx_t *c, void **out, size_t count, size_t size);
 
+/* The most spans a span_table may expand to: KT_SPAN_TABLE_BASE + KT_SPANS_PER_INPUT_BYTE x the input's size
+ * (docs/json-schema.md). ktiming's writer takes at least 2 bytes a span (the start_ns column alone). */
+#define KT_SPAN_TABLE_BASE 65536u
+#define KT_SPANS_PER_INPUT_BYTE 16u
+
 static int read_span_table(load_ctx_t *c, const cJSON *t, kt_snapshot_t *s)
 {
     static const char *const cols[] = {"entry",      "queue",     "thread",     "flags",
@@ -770,6 +810,14 @@ static int read_span_table(load_ctx_t *c, const cJSON *t, kt_snapshot_t *s)
         return rc;
     if (count > SIZE_MAX / sizeof *s->spans)
         return fail_member(c, "count", "too many spans");
+    /* "v*n" runs make a few bytes stand for any number of spans: the expansion is bounded by the input's size
+     * (a written snapshot takes several bytes a span), so a 2 KB file cannot ask for gigabytes */
+    if (count > KT_SPAN_TABLE_BASE + (uint64_t)KT_SPANS_PER_INPUT_BYTE * c->len) {
+        char why[160];
+        snprintf(why, sizeof why, "%llu spans from a %zu-byte input: more than %u + %u per input byte",
+                 (unsigned long long)count, c->len, (unsigned)KT_SPAN_TABLE_BASE, (unsigned)KT_SPANS_PER_INPUT_BYTE);
+        return fail_member(c, "count", why);
+    }
     const char *text[NCOL];
     for (int k = 0; k < NCOL; k++) {
         text[k] = "";
@@ -1193,6 +1241,29 @@ static size_t find_escaped_nul(const char *text, size_t len)
     return len;
 }
 
+/* Offset of the first byte 0x00-0x1F other than tab, LF and CR in text[0..len), or len when there is none. JSON
+ * allows such a byte nowhere (in a string it must be escaped), and cJSON would copy it into a name: a raw 0x00
+ * would cut "al\0pha" to "al". Checked 64 bytes at a time without a branch per byte (the compiler vectorises it),
+ * so it costs little of a load. */
+static size_t find_raw_control(const char *text, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)text;
+    size_t i = 0;
+    for (; i + 64 <= len; i += 64) {
+        unsigned bad = 0;
+        for (size_t k = 0; k < 64; k++) {
+            unsigned char ch = u[i + k];
+            bad |= (unsigned)(ch < 0x20) & (unsigned)(ch != '\t') & (unsigned)(ch != '\n') & (unsigned)(ch != '\r');
+        }
+        if (bad)
+            break;
+    }
+    for (; i < len; i++)
+        if (u[i] < 0x20 && u[i] != '\t' && u[i] != '\n' && u[i] != '\r')
+            return i;
+    return len;
+}
+
 /* The root object without the insides of its large arrays (their elements are parsed from the full text when
  * read): at most LAZY_COUNT cuts, each keeping the brackets. Offsets in it map back to the full text. */
 typedef struct root_text_t {
@@ -1271,12 +1342,17 @@ static int parse_root(load_ctx_t *c, const root_text_t *r, cJSON **root)
         return fail(c, KT_EPARSE, "unexpected data after the JSON document at line %zu, column %zu (byte %zu of %zu)",
                     line, col, full, c->len);
     }
-    size_t nul = find_escaped_nul(c->text, c->len);
-    if (nul < c->len) {
-        size_t line, col;
-        line_col(c->text, nul, &line, &col);
+    /* bytes JSON allows only escaped, and \u0000: refused rather than let a name be cut short */
+    size_t raw = find_raw_control(c->text, c->len), nul = find_escaped_nul(c->text, c->len);
+    if (raw < c->len || nul < c->len) {
+        size_t line, col, at = raw < nul ? raw : nul;
+        line_col(c->text, at, &line, &col);
         cJSON_Delete(*root);
         *root = NULL;
+        if (at == raw)
+            return fail(c, KT_EPARSE, "raw control character 0x%02x at line %zu, column %zu (byte %zu): JSON allows "
+                        "it only escaped; refused rather than cut short", (unsigned)(unsigned char)c->text[raw], line,
+                        col, raw);
         return fail(c, KT_EPARSE, "a string holds \\u0000 (NUL) at line %zu, column %zu: names cannot contain NUL; "
                     "refused rather than cut short", line, col);
     }

@@ -15,7 +15,10 @@ static void exit_write_one(const char *var, const char *path, const kt_snapshot_
 {
     errno = 0;
     int rc = kt_report_write(path, snap, format);
-    if (rc == KT_EIO && errno)
+    if (rc == KT_EIO && errno == ENXIO)
+        fprintf(stderr, "ktiming: %s=%s: a FIFO nobody opened for reading within %d ms: not written\n", var, path,
+                KT_OUTPUT_FIFO_WAIT_MS);
+    else if (rc == KT_EIO && errno)
         fprintf(stderr, "ktiming: %s=%s: %s\n", var, path, strerror(errno));
     else if (rc != 0)
         fprintf(stderr, "ktiming: %s=%s: %s\n", var, path, kt_strerror(rc));

@@ -6,28 +6,31 @@
 #include <stdlib.h>
 
 #include <inttypes.h>
+#include <stdint.h>
 #include <string.h>
 
-/* Writes one text field, quoted (with inner quotes doubled) when it holds a comma, quote, CR or LF, and
- * prefixed with ' when it starts like a formula (= + - @ tab CR). */
-static void csv_field(FILE *out, const char *s)
+/* Writes one text field: escaped as every text output's names are (kt__escape: a CSV printed to a terminal must
+ * not reach it with controls), prefixed with ' when it starts like a formula (= + - @ tab CR), quoted (with
+ * inner quotes doubled) when it holds a comma or quote. */
+static void csv_field(FILE *out, const char *raw)
 {
-    if (!s)
-        s = "";
-    const char *prefix = kt__csv_is_formula(s) ? "'" : "";
-    if (!strpbrk(s, ",\"\r\n")) {
+    char *esc = kt__escape(raw, SIZE_MAX, KT_ESC_TEXT, NULL);
+    const char *s = esc ? esc : "?";
+    const char *prefix = kt__csv_is_formula(raw ? raw : "") ? "'" : "";
+    if (!strpbrk(s, ",\"")) {
         fputs(prefix, out);
         fputs(s, out);
-        return;
+    } else {
+        fputc('"', out);
+        fputs(prefix, out);
+        for (; *s; s++) {
+            if (*s == '"')
+                fputc('"', out);
+            fputc(*s, out);
+        }
+        fputc('"', out);
     }
-    fputc('"', out);
-    fputs(prefix, out);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', out);
-        fputc(*s, out);
-    }
-    fputc('"', out);
+    free(esc);
 }
 
 static void csv_u64(FILE *out, uint64_t v) { fprintf(out, ",%" PRIu64, v); }

@@ -48,6 +48,12 @@ static int cp_is_hidden_control(uint32_t cp)
            (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
+unsigned kt__hidden_control(const unsigned char *p, size_t n)
+{
+    uint32_t cp = 0;
+    return n >= 2 && utf8_decode(p, n, &cp) == n && cp_is_hidden_control(cp) ? (unsigned)cp : 0u;
+}
+
 /* The replacement for one ASCII byte in a markdown cell, or NULL to keep it. */
 static const char *markdown_replacement(unsigned char c)
 {

@@ -1,6 +1,8 @@
 /* escape.h — internal: the one place that makes names safe for human-readable output (terminal text, markdown)
- * and for spreadsheets (CSV). Used by the text and markdown reports, the CSV exporter, the compare tables
- * (analysis library, which compiles escape.c in too), the `ktiming run` summary and the backends' `-v` lines. */
+ * and for spreadsheets (CSV). Used by the text and markdown reports, the CSV exporter (names escaped as text, then
+ * quoted), the compare tables and the `--by-rank` report (analysis library, which compiles escape.c in too), the
+ * `ktiming run` summary and the backends' `-v` lines; the JSON writers use kt__hidden_control. Every format is fed
+ * the same hostile names by tests/analysis/test_hostile.c. */
 #ifndef KT_EXPORT_ESCAPE_H
 #define KT_EXPORT_ESCAPE_H
 
@@ -31,6 +33,10 @@ void kt__escape_write_padded(FILE *out, const char *s, unsigned flags, size_t wi
 /* One field of a comma-separated log line (`ktiming run -v`): kt__escape(s, KT_ESC_TEXT) with ',' written as
  * "\x2c", cut at a code point to fit dst[cap] (cap >= 1; NUL-terminated). Never allocates. */
 void kt__escape_field(char *dst, size_t cap, const char *s);
+
+/* The code point of the n-byte UTF-8 sequence at p when it is one kt__escape shows as \uXXXX (C1 controls,
+ * bidi and line controls), else 0: the JSON writers write those as \uXXXX too (exact, and inert on a terminal). */
+unsigned kt__hidden_control(const unsigned char *p, size_t n);
 
 /* Display columns (code points) of a valid UTF-8 string, such as kt__escape's output. */
 size_t kt__text_cols(const char *s);

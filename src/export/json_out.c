@@ -1,5 +1,6 @@
 /* json_out.c — the JSON snapshot exporter (schema ktiming.snapshot v2) and the JSON value writers it uses. */
 #include "common/shared.h"
+#include "export/escape.h"
 #include "export/export.h"
 
 #include <inttypes.h>
@@ -45,8 +46,10 @@ void kt__json_write_string(FILE *out, const char *s, size_t maxlen)
             fputs("\\ufffd", out);
             p++;
             left--;
-        } else if (n == 3 && p[0] == 0xE2 && p[1] == 0x80 && (p[2] == 0xA8 || p[2] == 0xA9)) {
-            fprintf(out, "\\u%04x", p[2] == 0xA8 ? 0x2028u : 0x2029u);
+        } else if ((n == 3 && p[0] == 0xE2 && p[1] == 0x80 && p[2] == 0xA9) || kt__hidden_control(p, n)) {
+            /* line separators and what kt__escape hides (C1, bidi): exact in JSON, inert on a terminal */
+            unsigned cp = kt__hidden_control(p, n);
+            fprintf(out, "\\u%04x", cp ? cp : 0x2029u);
             p += n;
             left -= n;
         } else {

@@ -1,5 +1,6 @@
 /* output.c — kt_output_*: the one file writer (atomic replacement of regular files, write-through of special
- * files, symlinks resolved to the target they name); see ktiming/output.h. */
+ * files, symlinks resolved to the target they name unless the kernel's protected_symlinks rule would refuse them,
+ * a replaced file's mode kept); see ktiming/output.h. */
 #include "export/export.h"
 
 #include <ktiming/output.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define KT__LINK_HOPS 40 /* as the kernel's own limit on symlinks followed in one lookup */
@@ -34,8 +36,27 @@ static int is_fd_path(const char *p)
            !strcmp(p, "/dev/stderr") || !strcmp(p, "/dev/stdin");
 }
 
+/* The directory part of p ("." when it has none), malloc'ed. */
+static char *dir_of(const char *p);
+
+/* 0 when the kernel's fs.protected_symlinks rule would refuse to follow the link at `link` (lstat'ed into *st)
+ * for this process: a link in a sticky, world-writable directory (/tmp), owned by neither this process's user
+ * nor the directory's owner. Applied whatever the sysctl says: resolving links here (to replace the final target
+ * by rename) must never give a planted link more than the kernel would. */
+static int link_followable(const char *link, const struct stat *st)
+{
+    if (st->st_uid == geteuid())
+        return 1;
+    char *dir = dir_of(link);
+    struct stat ds;
+    int ok = dir && stat(dir, &ds) == 0 &&
+             (!(ds.st_mode & S_ISVTX) || !(ds.st_mode & S_IWOTH) || ds.st_uid == st->st_uid);
+    free(dir);
+    return ok;
+}
+
 /* path with its symbolic links followed (malloc'ed); *fd_path = 1 when the chain reaches a descriptor path.
- * NULL with errno on failure (ELOOP, ENOMEM, readlink's errors). */
+ * NULL with errno on failure (ELOOP, ENOMEM, EACCES for a link the kernel would not follow, readlink's errors). */
 static char *path_resolve(const char *path, int *fd_path)
 {
     char *cur = strdup(path);
@@ -48,6 +69,11 @@ static char *path_resolve(const char *path, int *fd_path)
         }
         if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode))
             return cur;
+        if (!link_followable(cur, &st)) {
+            free(cur);
+            errno = EACCES;
+            return NULL;
+        }
         char target[PATH_MAX];
         ssize_t n = hop < KT__LINK_HOPS ? readlink(cur, target, sizeof target - 1) : -1;
         if (n < 0) {
@@ -71,7 +97,6 @@ static char *path_resolve(const char *path, int *fd_path)
     return NULL;
 }
 
-/* The directory part of p ("." when it has none), malloc'ed. */
 static char *dir_of(const char *p)
 {
     const char *slash = strrchr(p, '/');
@@ -103,6 +128,37 @@ static int tmp_name(kt_output_t *o)
     return 0;
 }
 
+/* The replacement of an existing file gets that file's permission bits (a 0600 file stays 0600; set-id bits are
+ * not carried over). 0 or -1 with errno. */
+static int keep_mode(int fd, const struct stat *old)
+{
+    return fchmod(fd, old->st_mode & 0777) == 0 ? 0 : -1;
+}
+
+/* Opens a FIFO for writing without blocking for ever: a FIFO nobody reads fails the non-blocking open (ENXIO),
+ * retried every 10 ms for KT_OUTPUT_FIFO_WAIT_MS, then given up with ENXIO. Once open the descriptor blocks
+ * again (a reader that is there gets the whole document). */
+static int fifo_open(const char *path)
+{
+    for (int waited = 0;; waited += 10) {
+        int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+        if (fd >= 0) {
+            int fl = fcntl(fd, F_GETFL);
+            if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+                int e = errno;
+                close(fd);
+                errno = e;
+                return -1;
+            }
+            return fd;
+        }
+        if (errno != ENXIO || waited >= KT_OUTPUT_FIFO_WAIT_MS)
+            return -1;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Opens the file the document goes to; the descriptor, or -1 with errno. */
 static int output_fd(kt_output_t *o, int fd_path)
 {
@@ -111,6 +167,10 @@ static int output_fd(kt_output_t *o, int fd_path)
     if (exists && S_ISDIR(st.st_mode)) {
         errno = EISDIR;
         return -1;
+    }
+    if (exists && S_ISFIFO(st.st_mode)) {
+        o->through = 1;
+        return fifo_open(o->path);
     }
     if (fd_path || (exists && !S_ISREG(st.st_mode))) {
         o->through = 1; /* no O_CREAT: a descriptor path that is gone is an error, not a new file */
@@ -127,6 +187,12 @@ static int output_fd(kt_output_t *o, int fd_path)
     free(dir);
     if (fd >= 0) {
         o->anon = 1;
+        if (exists && keep_mode(fd, &st) != 0) {
+            e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
         return fd;
     }
     if (e != EOPNOTSUPP && e != EISDIR && e != EINVAL) { /* file system or kernel without O_TMPFILE: fall back */
@@ -140,6 +206,13 @@ static int output_fd(kt_output_t *o, int fd_path)
             return -1;
         }
         int nfd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+        if (nfd >= 0 && exists && keep_mode(nfd, &st) != 0) {
+            int e2 = errno;
+            close(nfd);
+            unlink(o->tmp);
+            errno = e2;
+            return -1;
+        }
         if (nfd >= 0 || errno != EEXIST)
             return nfd;
     }
@@ -325,10 +398,14 @@ int kt_output_place(const char *from, const char *to, unsigned flags)
             if (fd >= 0)
                 close(fd);
         }
-        if (ok && ((flags & KT_OUTPUT_NOSYNC) && exists ? replace_unsynced(from, path) : rename(from, path)) == 0) {
+        mode_t mode = exists ? st.st_mode & 0777 : 0; /* a replaced file keeps its mode */
+        if (!exists) {
             mode_t mask = umask(0); /* 0666 & ~umask, as every file the writer makes */
             umask(mask);
-            chmod(path, 0666 & ~mask);
+            mode = 0666 & ~mask;
+        }
+        if (ok && chmod(from, mode) == 0 &&
+            ((flags & KT_OUTPUT_NOSYNC) && exists ? replace_unsynced(from, path) : rename(from, path)) == 0) {
             free(path);
             return 0;
         }

@@ -153,9 +153,11 @@ static void row_cells(text_row_t *r, long double all_total)
     kt__format_duration(r->cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns);
     kt__format_duration(r->cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns);
     kt__format_duration(r->cell[C_MIN], TIME_CELL, none ? -1.0 : (double)e->min_ns);
-    kt__format_duration(r->cell[C_P50], TIME_CELL, none ? -1.0 : (double)e->p50_ns);
-    kt__format_duration(r->cell[C_P90], TIME_CELL, none ? -1.0 : (double)e->p90_ns);
-    kt__format_duration(r->cell[C_P99], TIME_CELL, none ? -1.0 : (double)e->p99_ns);
+    /* a percentile of 0 under a positive min is none at all (a version-1 file without percentiles): "-" */
+    int no_pct = none || (e->min_ns > 0 && !e->p50_ns && !e->p90_ns && !e->p99_ns);
+    kt__format_duration(r->cell[C_P50], TIME_CELL, no_pct ? -1.0 : (double)e->p50_ns);
+    kt__format_duration(r->cell[C_P90], TIME_CELL, no_pct ? -1.0 : (double)e->p90_ns);
+    kt__format_duration(r->cell[C_P99], TIME_CELL, no_pct ? -1.0 : (double)e->p99_ns);
     kt__format_duration(r->cell[C_MAX], TIME_CELL, none ? -1.0 : (double)e->max_ns);
 }
 

@@ -1,6 +1,8 @@
 /* timeline_json.c — JSON string and time writers shared by the Chrome trace and HTML exporters. */
 #include "export/timeline.h"
 
+#include "export/escape.h"
+
 #include <inttypes.h>
 #include <string.h>
 
@@ -27,9 +29,12 @@ void kt__tl_json_chars(FILE *out, const char *s)
         if (n == 0) {
             fputs("\\ufffd", out);
             p++;
-        } else if (n == 3 && p[0] == 0xE2 && p[1] == 0x80 && (p[2] == 0xA8 || p[2] == 0xA9)) {
-            fputs(p[2] == 0xA8 ? "\\u2028" : "\\u2029", out);
+        } else if (n == 3 && p[0] == 0xE2 && p[1] == 0x80 && p[2] == 0xA9) {
+            fputs("\\u2029", out);
             p += 3;
+        } else if (kt__hidden_control(p, n)) { /* C1, bidi, U+2028: as kt__escape hides them */
+            fprintf(out, "\\u%04x", kt__hidden_control(p, n));
+            p += n;
         } else {
             fwrite(p, 1, n, out);
             p += n;

@@ -297,6 +297,81 @@ static void test_escaped_nul_refused(void **state)
     fx_free(s);
 }
 
+/* Raw control bytes are refused wherever they are (JSON allows them only escaped): a raw 0x00 in a name used to
+ * cut "al\0pha" to "al". */
+static void test_raw_controls_refused(void **state)
+{
+    (void)state;
+    static const char doc[] = HEAD "\"entries\":[{\"name\":\"al\0pha\",\"backend\":\"cpu\",\"min_ns\":9," REST "}]}";
+    expect_reject(doc, sizeof doc - 1, "raw control character 0x00 at line 1");
+    reject(HEAD "\"entries\":[{\"name\":\"a\x1b[2Jb\",\"backend\":\"cpu\",\"min_ns\":9," REST "}]}",
+           "raw control character 0x1b");
+    /* in a lazily parsed entry far into the document, past the first 64-byte blocks */
+    char big[4096];
+    size_t n = (size_t)snprintf(big, sizeof big, HEAD "\"entries\":[");
+    for (int i = 0; i < 20; i++)
+        n += (size_t)snprintf(big + n, sizeof big - n, "{\"name\":\"k%02d%s\",\"backend\":\"cpu\",\"min_ns\":9," REST "},",
+                              i, i == 17 ? "\x01" : "");
+    big[n - 1] = ']';
+    big[n++] = '}';
+    expect_reject(big, n, "raw control character 0x01");
+}
+
+/* Mean and stddev must be durations (0 .. 2^64 ns), not 1e308 or negative. */
+static void test_statistics_ranges(void **state)
+{
+    (void)state;
+    reject(HEAD "\"entries\":[" E0 ",\"mean_ns\":1e308}]}", "entries[0].mean_ns: expected a duration");
+    reject(HEAD "\"entries\":[" E0 ",\"mean_ns\":-5}]}", "entries[0].mean_ns: expected a duration");
+    reject(HEAD "\"entries\":[" E0 ",\"stddev_ns\":1e308}]}", "entries[0].stddev_ns: expected a duration");
+    reject(HEAD "\"entries\":[" E0 ",\"stddev_ns\":-0.5}]}", "entries[0].stddev_ns: expected a duration");
+    const char *ok = HEAD "\"entries\":[" E0 ",\"mean_ns\":10,\"stddev_ns\":1}]}";
+    kt_snapshot_t *s = NULL;
+    assert_int_equal(kt_snapshot_parse(ok, strlen(ok), &s, NULL, 0), 0);
+    fx_free(s);
+}
+
+/* Nesting beyond cJSON's 1,000 levels says so, not "syntax error". */
+static void test_too_deep(void **state)
+{
+    (void)state;
+    size_t depth = 1500, n = 0;
+    char *doc = malloc(2 * depth + 64);
+    assert_non_null(doc);
+    n += (size_t)sprintf(doc, "{\"x\":");
+    for (size_t i = 0; i < depth; i++)
+        doc[n++] = '[';
+    for (size_t i = 0; i < depth; i++)
+        doc[n++] = ']';
+    doc[n++] = '}';
+    doc[n] = '\0';
+    expect_reject(doc, n, "nesting too deep");
+    free(doc);
+}
+
+/* A span_table whose run-length tokens ask for far more spans than its size can hold is refused before anything
+ * is allocated (a 2 KB file asked for 10^8 spans: gigabytes and minutes). */
+static void test_span_expansion_bounded(void **state)
+{
+    (void)state;
+    const char *huge = "{\"schema\":\"ktiming.snapshot\",\"version\":3,\"entries\":[" E0 "}]," TH
+                       ",\"span_table\":{\"count\":100000000,\"entry\":\"0*100000000\",\"queue\":\"-*100000000\","
+                       "\"thread\":\"0*100000000\",\"flags\":\"0*100000000\",\"duration_ns\":\"1*100000000\","
+                       "\"start_ns\":\"1*100000000\",\"end_ns\":\"0*100000000\"}}";
+    reject(huge, "span_table.count: 100000000 spans from a");
+    /* within the bound: loads */
+    const char *fine = "{\"schema\":\"ktiming.snapshot\",\"version\":3,\"entries\":[" E0 "}]," TH
+                       ",\"span_table\":{\"count\":1000,\"entry\":\"0*1000\",\"queue\":\"-*1000\","
+                       "\"thread\":\"0*1000\",\"flags\":\"0*1000\",\"duration_ns\":\"1*1000\","
+                       "\"start_ns\":\"1*1000\",\"end_ns\":\"0*1000\"}}";
+    kt_snapshot_t *s = NULL;
+    char err[256] = "";
+    if (kt_snapshot_parse(fine, strlen(fine), &s, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(s->span_count, 1000);
+    kt_snapshot_free(s);
+}
+
 static void test_arguments(void **state)
 {
     (void)state;
@@ -376,6 +451,10 @@ int main(void)
         cmocka_unit_test(test_schema_and_version),
         cmocka_unit_test(test_member_errors),
         cmocka_unit_test(test_escaped_nul_refused),
+        cmocka_unit_test(test_raw_controls_refused),
+        cmocka_unit_test(test_statistics_ranges),
+        cmocka_unit_test(test_too_deep),
+        cmocka_unit_test(test_span_expansion_bounded),
         cmocka_unit_test(test_arguments),
         cmocka_unit_test(test_random_corruption),
     };

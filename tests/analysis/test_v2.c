@@ -12,16 +12,18 @@
 #include <ktiming.h>
 #include <ktiming/analysis.h>
 
-static char *render(const kt_snapshot_t *s)
+static char *render_as(const kt_snapshot_t *s, kt_format_t format)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    assert_int_equal(kt_report_print(f, s, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_print(f, s, format), 0);
     fclose(f);
     return buf;
 }
+
+static char *render(const kt_snapshot_t *s) { return render_as(s, KT_FORMAT_JSON); }
 
 static void test_roundtrip_v2(void **state)
 {
@@ -290,6 +292,22 @@ static void test_consistency(void **state)
     kt_snapshot_free(r);
 }
 
+/* A version-1 file without percentiles shows "-" for them in the text table, not "0 ns" below its min. */
+static void test_v1_percentiles_absent(void **state)
+{
+    (void)state;
+    kt_snapshot_t *r = NULL;
+    assert_int_equal(kt_snapshot_parse(kV1, strlen(kV1), &r, NULL, 0), 0);
+    char *buf = render_as(r, KT_FORMAT_TEXT);
+    const char *row = strstr(buf, "[timing] k ");
+    assert_non_null(row);
+    assert_null(strstr(row, " 0 ns"));
+    assert_non_null(strstr(row, "10 ns"));
+    assert_non_null(strstr(row, " - "));
+    free(buf);
+    kt_snapshot_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_span_table_runs),
         cmocka_unit_test(test_load_skip_spans),
         cmocka_unit_test(test_read_v1),
+        cmocka_unit_test(test_v1_percentiles_absent),
         cmocka_unit_test(test_consistency),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

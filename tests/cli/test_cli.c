@@ -445,6 +445,33 @@ static void test_report_hostile_names(void **state)
     free(path);
 }
 
+/* `merge` refuses inputs that hold the same process (the same file twice, an earlier merge caught by a glob):
+ * merging them would count its dispatches twice. --allow-same-process overrides. */
+static void test_merge_same_process_refused(void **state)
+{
+    (void)state;
+    char *paths[2];
+    for (int k = 0; k < 2; k++) {
+        kt_snapshot_t *s = fx_snapshot_full();
+        s->pid = 4100 + k;
+        paths[k] = ktt_path(g_dir, k ? "mb.json" : "ma.json");
+        assert_int_equal(kt_report_write(paths[k], s, KT_FORMAT_JSON), 0);
+        fx_free(s);
+    }
+    char *merged = ktt_path(g_dir, "mab.json");
+    run_t r = run_cli(NULL, "merge", paths[0], paths[0], NULL);
+    expect(r, 1, r.err, "(pid 4100)");
+    r = run_cli(NULL, "merge", paths[0], paths[1], "-o", merged, NULL);
+    expect(r, 0, r.err, NULL);
+    r = run_cli(NULL, "merge", paths[0], paths[1], merged, NULL); /* a glob that caught the earlier merge */
+    expect(r, 1, r.err, "count its dispatches twice");
+    r = run_cli(NULL, "merge", "--allow-same-process", paths[0], paths[0], NULL);
+    expect(r, 0, r.out, "\"sources\"");
+    free(merged);
+    free(paths[0]);
+    free(paths[1]);
+}
+
 /* The bash completion offers the commands, each command's options, and format words after -f. */
 static void test_bash_completion(void **state)
 {
@@ -535,6 +562,7 @@ int main(void)
         cmocka_unit_test(test_units_follow_locale),
         cmocka_unit_test(test_report_lines),
         cmocka_unit_test(test_report_hostile_names),
+        cmocka_unit_test(test_merge_same_process_refused),
         cmocka_unit_test(test_bash_completion),
         cmocka_unit_test(test_man_page),
     };

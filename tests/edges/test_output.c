@@ -1,5 +1,6 @@
-/* test_output.c — the output writer: regular files replaced atomically with 0666 & ~umask, symlink targets
- * replaced, FIFOs / devices / descriptor paths written through, failures and killed writers leave the old
+/* test_output.c — the output writer: regular files replaced atomically with 0666 & ~umask (a replaced file's
+ * mode kept), symlink targets replaced (not a link the kernel's protected_symlinks would refuse), a FIFO without
+ * a reader given up, FIFOs / devices / descriptor paths written through, failures and killed writers leave the old
  * file and no temporary, two outputs naming one file refused; a finished file put in place (kt_output_place). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -94,14 +95,20 @@ static void test_new_and_replaced_modes(void **state)
     struct stat st;
     assert_int_equal(stat(p, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0644);
-    /* an existing 0600 file is replaced by a new inode with the same mode rule */
+    /* an existing 0600 file is replaced by a new inode that keeps its mode (never widened by the umask) */
     assert_int_equal(chmod(p, 0600), 0);
     ino_t ino = st.st_ino;
-    umask(027);
+    umask(0);
     assert_int_equal(kt_report_write(p, g_snap, KT_FORMAT_CSV), 0);
     assert_int_equal(stat(p, &st), 0);
-    assert_int_equal(st.st_mode & 0777, 0640);
+    assert_int_equal(st.st_mode & 0777, 0600);
     assert_true(st.st_ino != ino);
+    /* kt_output_place keeps it too */
+    put(in_dir("scratch"), "x");
+    assert_int_equal(chmod(in_dir("scratch"), 0644), 0);
+    assert_int_equal(kt_output_place(in_dir("scratch"), p, KT_OUTPUT_NOSYNC), 0);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
     umask(old);
     assert_int_equal(dir_entries(), 1); /* no temporary left */
 }
@@ -126,6 +133,61 @@ static void test_symlink_target_replaced(void **state)
     assert_int_equal(stat(in_dir("new.json"), &st), 0);
     assert_true(S_ISREG(st.st_mode));
     assert_int_equal(dir_entries(), 4);
+}
+
+/* A link planted in a sticky world-writable directory by another user is not followed (fs.protected_symlinks):
+ * the root-only file it names keeps its content. Needs root (to own the link as someone else). */
+static void test_protected_symlink(void **state)
+{
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    const char *sticky = in_dir("sticky");
+    assert_int_equal(mkdir(sticky, 0777), 0);
+    assert_int_equal(chmod(sticky, 01777), 0);
+    put(in_dir("secret"), "secret");
+    assert_int_equal(chmod(in_dir("secret"), 0600), 0);
+    char link[600], target[600];
+    snprintf(link, sizeof link, "%s/out.json", sticky);
+    snprintf(target, sizeof target, "%s", in_dir("secret"));
+    assert_int_equal(symlink(target, link), 0);
+    assert_int_equal(lchown(link, 65534, 65534), 0); /* nobody's link */
+    errno = 0;
+    assert_int_equal(kt_report_write(link, g_snap, KT_FORMAT_JSON), KT_EIO);
+    assert_int_equal(errno, EACCES);
+    kt_output_t *o = NULL;
+    assert_int_equal(kt_output_open(link, 0, &o), KT_EIO);
+    char buf[64];
+    assert_true(slurp(target, buf, sizeof buf) == 6 && !strcmp(buf, "secret"));
+    /* the same link owned by the directory's owner (or by us) is followed */
+    assert_int_equal(lchown(link, 0, 0), 0);
+    assert_int_equal(kt_report_write(link, g_snap, KT_FORMAT_JSON), 0);
+    assert_true(slurp(target, buf, sizeof buf) > 6);
+    struct stat st;
+    assert_int_equal(stat(target, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    unlink(link);
+    rmdir(sticky);
+}
+
+/* A FIFO nobody reads: the writer gives up after its bounded wait instead of blocking for ever. */
+static void test_fifo_without_reader(void **state)
+{
+    (void)state;
+    const char *p = in_dir("lonely");
+    assert_int_equal(mkfifo(p, 0600), 0);
+    pid_t pid = fork();
+    if (pid == 0) { /* in a child, so a hang is seen as a kill below, not a stuck test */
+        alarm(30);
+        errno = 0;
+        int rc = kt_report_write(p, g_snap, KT_FORMAT_JSON);
+        _exit(rc == KT_EIO && errno == ENXIO ? 0 : 1);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    unlink(p);
 }
 
 static void test_fifo_written_through(void **state)
@@ -380,6 +442,8 @@ int main(void)
         cmocka_unit_test_setup(test_new_and_replaced_modes, setup),
         cmocka_unit_test_setup(test_symlink_target_replaced, setup),
         cmocka_unit_test_setup(test_fifo_written_through, setup),
+        cmocka_unit_test_setup(test_protected_symlink, setup),
+        cmocka_unit_test_setup(test_fifo_without_reader, setup),
         cmocka_unit_test_setup(test_char_devices, setup),
         cmocka_unit_test_setup(test_dev_stdout, setup),
         cmocka_unit_test_setup(test_killed_writer, setup),

@@ -1,5 +1,6 @@
 /* test_run_signal.c — `ktiming run` passes SIGINT/SIGTERM/SIGHUP/SIGQUIT on to the program, waits for it (no
- * orphan), removes its temporary directory and returns the program's status; its own errors exit 125. */
+ * orphan), removes its temporary directory and returns the program's status; its own errors exit 125; killed
+ * itself (SIGKILL), it takes the program with it and the next run removes what it left. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -93,6 +94,53 @@ static void test_sighup(void **state) { (void)state; check_signal(SIGHUP); }
 static void test_sigint(void **state) { (void)state; check_signal(SIGINT); }
 static void test_sigquit(void **state) { (void)state; check_signal(SIGQUIT); }
 
+/* Is the process gone (no such pid, or a zombie nobody has reaped yet)? */
+static int process_gone(long pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* SIGKILL to `ktiming run` (which it cannot pass on): the program dies with it (PR_SET_PDEATHSIG) instead of
+ * running on as an orphan, and the next run removes the directory the killed one left. */
+static void test_sigkill_run(void **state)
+{
+    (void)state;
+    char *dir = ktt_tmpdir("runkill");
+    assert_non_null(dir);
+    char pidf[4200], mark[4200];
+    snprintf(pidf, sizeof pidf, "%s/pid", dir);
+    snprintf(mark, sizeof mark, "%s/mark", dir);
+    char *args[] = {(char *)"--", (char *)SIGPROG, pidf, mark, NULL};
+    pid_t run = spawn(dir, args);
+    assert_true(run > 0);
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    long child = -1;
+    for (int i = 0; i < 6000 && (child = read_long(pidf)) <= 0; i++)
+        nanosleep(&nap, NULL);
+    assert_true(child > 0);
+    assert_int_equal(kill(run, SIGKILL), 0);
+    assert_int_equal(ktt_wait(run), 128 + SIGKILL);
+    int gone = 0;
+    for (int i = 0; i < 6000 && !(gone = process_gone(child)); i++) /* bounded: 60 s on a loaded machine */
+        nanosleep(&nap, NULL);
+    assert_true(gone);
+    assert_int_equal(count_prefix(dir, "ktiming-run."), 1); /* left behind by the killed run */
+    char *again[] = {(char *)"-f", (char *)"none", (char *)"--", (char *)"true", NULL};
+    assert_int_equal(ktt_wait(spawn(dir, again)), 0);
+    assert_int_equal(count_prefix(dir, "ktiming-run."), 0); /* removed by the next run */
+    ktt_rmtree(dir);
+    free(dir);
+}
+
 static void test_own_errors_125(void **state)
 {
     (void)state;
@@ -118,7 +166,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigterm), cmocka_unit_test(test_sighup),         cmocka_unit_test(test_sigint),
-        cmocka_unit_test(test_sigquit), cmocka_unit_test(test_own_errors_125),
+        cmocka_unit_test(test_sigquit), cmocka_unit_test(test_own_errors_125), cmocka_unit_test(test_sigkill_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

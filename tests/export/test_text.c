@@ -386,7 +386,7 @@ static void test_hostile_names_csv(void **state)
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "\r\n'=cmd|' /C calc'!A0,CPU,host,"));
     assert_non_null(strstr(out, "\r\n'+1,CPU,'-dev,"));
-    assert_non_null(strstr(out, "\r\n\"r\rfake\nrow\",")); /* quoted; CSV keeps the bytes */
+    assert_non_null(strstr(out, "\r\nr\\x0dfake\\x0arow,")); /* escaped as every text output's names */
     free(out);
     fx_free(s);
 }

@@ -190,6 +190,68 @@ static void test_run_dir_location(void **state)
     free(keep);
 }
 
+/* -o into a directory that does not exist is refused before the program runs (125, the program never started). */
+static void test_missing_output_dir_before_start(void **state)
+{
+    (void)state;
+    char mark[4096], out[4096], cmd[4200];
+    snprintf(mark, sizeof mark, "%s", ru_path("started.mark"));
+    snprintf(out, sizeof out, "%s", ru_path("no/such/dir/out.json"));
+    snprintf(cmd, sizeof cmd, "touch '%s'", mark);
+    unlink(mark);
+    char *argv[] = {KT_CLI, "run", "-o", out, "--", "/bin/sh", "-c", cmd, NULL};
+    char *err_path = ru_path("missing.err");
+    ktt_spawn_t how = {.err = err_path};
+    int st = -1;
+    char *text = ktt_run_capture(argv, &how, &st);
+    free(text);
+    assert_int_equal(st, 125);
+    assert_int_not_equal(access(mark, F_OK), 0); /* never started */
+    char *msg = ktt_read_file(err_path, NULL);
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "does not exist"));
+    free(msg);
+}
+
+/* -o whose directory goes away while the program runs: the snapshot is not deleted with the run directory but
+ * kept there, and the message says where. */
+static void test_late_output_failure_keeps_snapshot(void **state)
+{
+    (void)state;
+    char sub[4096], out[4200], cmd[8400];
+    snprintf(sub, sizeof sub, "%s", ru_path("vanishing"));
+    assert_int_equal(mkdir(sub, 0700), 0);
+    snprintf(out, sizeof out, "%s/out.json", sub);
+    snprintf(cmd, sizeof cmd, "rmdir '%s' && exec '%s'", sub, SNAPPROG);
+    char *argv[] = {KT_CLI, "run", "-o", out, "--", "/bin/sh", "-c", cmd, NULL};
+    char *err_path = ru_path("late.err");
+    ktt_spawn_t how = {.err = err_path};
+    int st = -1;
+    char *text = ktt_run_capture(argv, &how, &st);
+    free(text);
+    assert_int_equal(st, 125);
+    char *msg = ktt_read_file(err_path, NULL);
+    assert_non_null(msg);
+    const char *kept = strstr(msg, "snapshot is kept at ");
+    if (!kept)
+        fail_msg("no word of the kept snapshot:\n%s", msg);
+    char path[4096];
+    snprintf(path, sizeof path, "%s", kept + strlen("snapshot is kept at "));
+    path[strcspn(path, "\n")] = '\0';
+    kt_snapshot_t *s = NULL;
+    char err[256];
+    if (kt_snapshot_load(path, &s, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(s->count, 1);
+    kt_snapshot_free(s);
+    free(msg);
+    /* the user's to remove: the run directory and what it holds */
+    char *dir = strdup(path);
+    *strrchr(dir, '/') = '\0';
+    ktt_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -200,6 +262,8 @@ int main(void)
         cmocka_unit_test(test_replaced_snapshot_summary_only),
         cmocka_unit_test(test_output_placed_while_program_ends),
         cmocka_unit_test(test_run_dir_location),
+        cmocka_unit_test(test_missing_output_dir_before_start),
+        cmocka_unit_test(test_late_output_failure_keeps_snapshot),
     };
     return cmocka_run_group_tests(tests, ru_group_setup, ru_group_teardown);
 }

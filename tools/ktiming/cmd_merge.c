@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@ static void merge_usage(FILE *out)
 {
     fprintf(out,
             "usage: ktiming merge A.json B.json ... [-o OUT.json] [--by-rank] [--trace OUT.trace.json]\n"
+            "                     [--allow-same-process]\n"
             "\n"
             "Merges snapshots (e.g. one per MPI rank: `mpirun -np 4 ktiming run -o prof-%%r.json -- ./app`, then\n"
             "`ktiming merge prof-*.json -o all.json`). Entries with the same (kernel, backend, device) are merged\n"
@@ -22,9 +24,63 @@ static void merge_usage(FILE *out)
             "  -o, --output OUT     write the merged snapshot (JSON) to OUT; default: standard output\n"
             "  -r, --by-rank        print the per-rank load-balance report on standard output\n"
             "  -t, --trace OUT      write the merged timeline as a Chrome trace (one process group per source)\n"
+            "  --allow-same-process merge inputs that hold the same process (host, pid, rank) anyway; refused by\n"
+            "                       default: the same file twice, or a glob catching an earlier merge, would count\n"
+            "                       its dispatches twice (only a reused pid makes two processes look the same)\n"
             "  -h, --help           this help\n"
             "\n"
             "exit status: 0 done, 1 unreadable or invalid snapshot or failed write, 2 usage error\n");
+}
+
+/* One process an input holds: the input itself, or each source of a merged input. */
+static int same_process(const char *host_a, int64_t pid_a, int32_t rank_a, const char *host_b, int64_t pid_b,
+                        int32_t rank_b)
+{
+    return pid_a != 0 && pid_a == pid_b && rank_a == rank_b && !strcmp(host_a, host_b);
+}
+
+/* The process at index k of input s: host, pid, rank (k < max(1, source_count)). */
+static void process_of(const kt_snapshot_t *s, size_t k, const char **host, int64_t *pid, int32_t *rank)
+{
+    if (s->source_count) {
+        *host = s->sources[k].host;
+        *pid = s->sources[k].pid;
+        *rank = s->sources[k].rank;
+    } else {
+        *host = s->host;
+        *pid = s->pid;
+        *rank = s->rank;
+    }
+}
+
+/* 1 (and a message naming both files) when two inputs hold the same process: merging would count its
+ * dispatches twice. */
+static int report_same_process(kt_snapshot_t *const *in, size_t n, char *const *paths)
+{
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a + 1; b < n; b++)
+            for (size_t i = 0; i < (in[a]->source_count ? in[a]->source_count : 1); i++)
+                for (size_t j = 0; j < (in[b]->source_count ? in[b]->source_count : 1); j++) {
+                    const char *ha, *hb;
+                    int64_t pa, pb;
+                    int32_t ra, rb;
+                    process_of(in[a], i, &ha, &pa, &ra);
+                    process_of(in[b], j, &hb, &pb, &rb);
+                    if (!same_process(ha, pa, ra, hb, pb, rb))
+                        continue;
+                    /* the host name is not printed: it comes from the file (a name is escaped for a terminal
+                     * only by the report writers) */
+                    if (ra >= 0)
+                        fprintf(stderr, "ktiming merge: %s and %s both hold rank %" PRId32 " (pid %" PRId64 ") of "
+                                "the same host", paths[a], paths[b], ra, pa);
+                    else
+                        fprintf(stderr, "ktiming merge: %s and %s both hold process %" PRId64 " of the same host",
+                                paths[a], paths[b], pa);
+                    fprintf(stderr, ": merging would count its dispatches twice (the same file twice, or an earlier "
+                                    "merge among the inputs?); --allow-same-process merges anyway\n");
+                    return 1;
+                }
+    return 0;
 }
 
 int ktcli_cmd_merge(int argc, char **argv)
@@ -32,10 +88,11 @@ int ktcli_cmd_merge(int argc, char **argv)
     static const struct option kLong[] = {{"output", required_argument, NULL, 'o'},
                                           {"by-rank", no_argument, NULL, 'r'},
                                           {"trace", required_argument, NULL, 't'},
+                                          {"allow-same-process", no_argument, NULL, 'S'},
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
     const char *out_path = NULL, *trace_path = NULL;
-    int by_rank = 0, c;
+    int by_rank = 0, allow_same = 0, c;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":o:rt:h", kLong, NULL)) != -1) {
@@ -43,6 +100,7 @@ int ktcli_cmd_merge(int argc, char **argv)
         case 'o': out_path = optarg; break;
         case 'r': by_rank = 1; break;
         case 't': trace_path = optarg; break;
+        case 'S': allow_same = 1; break;
         case 'h': merge_usage(stdout); return 0;
         default: return ktcli_getopt_error("merge", c, argc, argv);
         }
@@ -55,7 +113,9 @@ int ktcli_cmd_merge(int argc, char **argv)
     char err[512];
     if (!rc && (rc = kt_snapshot_load_many((const char *const *)argv + optind, n, in, 0, err, sizeof err)))
         fprintf(stderr, "ktiming merge: %s\n", err);
-    if (!rc && (rc = kt_snapshot_merge((const kt_snapshot_t *const *)in, n, NULL, &merged)))
+    if (!rc && !allow_same && report_same_process(in, n, argv + optind))
+        rc = KT_EINVAL;
+    else if (!rc && (rc = kt_snapshot_merge((const kt_snapshot_t *const *)in, n, NULL, &merged)))
         fprintf(stderr, "ktiming merge: %s\n", kt_strerror(rc));
     for (size_t i = 0; in && i < n; i++)
         kt_snapshot_free(in[i]);

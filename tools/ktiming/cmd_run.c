@@ -21,7 +21,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -474,6 +474,51 @@ static int wait_child(pid_t child, int fifo, const char *run_dir, const run_opts
     return status;
 }
 
+/* Starts argv[0] (PATH searched) with the signal mask *mask; 0 and *child, or an errno value. vfork + exec, as
+ * glibc's posix_spawnp does it (the address space is shared until the exec: no page tables copied, no
+ * copy-on-write faults in ktiming afterwards), because the child must first ask for PR_SET_PDEATHSIG: when
+ * `ktiming run` itself is killed (SIGKILL, which it cannot forward) the program is killed too instead of running
+ * on as an orphan. The program gets our dispositions (an ignored SIGINT stays ignored). A failed exec is told
+ * through a close-on-exec pipe (also right where a sanitizer runtime turns vfork into fork). */
+static __attribute__((noinline)) int spawn_program(char **argv, const sigset_t *mask, pid_t *child)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return errno;
+    pid_t parent = getpid();
+    pid_t pid = vfork();
+    if (pid == 0) {
+        /* only system calls here: the parent's memory is ours until execvp */
+        int e = 0;
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) { /* run already gone: do not start */
+            e = ECHILD;
+        } else {
+            sigprocmask(SIG_SETMASK, mask, NULL);
+            execvp(argv[0], argv);
+            e = errno ? errno : ENOEXEC;
+        }
+        if (write(fds[1], &e, sizeof e) < 0) {
+        }
+        _exit(127);
+    }
+    int e = pid < 0 ? errno : 0;
+    close(fds[1]);
+    if (pid > 0) {
+        ssize_t got;
+        while ((got = read(fds[0], &e, sizeof e)) < 0 && errno == EINTR) {
+        }
+        if (got != (ssize_t)sizeof e) /* closed by the exec: the program runs */
+            e = 0;
+        else
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+            }
+    }
+    close(fds[0]);
+    if (e == 0)
+        *child = pid;
+    return e;
+}
+
 /* Runs argv; returns its exit status as a shell would report it, *pid its process id. With fifo (the run
  * directory's, else -1), the program's snapshot there is read while its process ends (g_early). */
 static int run_program(char **argv, pid_t *pid, int fifo, const char *run_dir, const run_opts_t *o)
@@ -485,20 +530,8 @@ static int run_program(char **argv, pid_t *pid, int fifo, const char *run_dir, c
     fflush(NULL);
     /* blocked across the spawn: a signal arriving before the handlers know the child waits for them */
     sigprocmask(SIG_BLOCK, &block, &old_mask);
-    /* posix_spawnp, not fork + exec: glibc's shares the address space until the exec (no page tables copied,
-     * no copy-on-write faults in ktiming afterwards), and reports a program that cannot be run. The program
-     * gets our dispositions (an ignored SIGINT stays ignored) and the mask we had. */
-    posix_spawnattr_t attr;
     pid_t child = -1;
-    int rc = posix_spawnattr_init(&attr);
-    if (rc == 0) {
-        rc = posix_spawnattr_setsigmask(&attr, &old_mask);
-        if (rc == 0)
-            rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-        if (rc == 0)
-            rc = posix_spawnp(&child, argv[0], NULL, &attr, argv, environ);
-        posix_spawnattr_destroy(&attr);
-    }
+    int rc = spawn_program(argv, &old_mask, &child);
     if (rc != 0) {
         sigprocmask(SIG_SETMASK, &old_mask, NULL);
         fprintf(stderr, "ktiming run: cannot run %s: %s\n", argv[0], strerror(rc));
@@ -642,6 +675,17 @@ static int early_prepared(const char *path)
     return stat(path, &now) == 0 && same_file(&now, &g_early.st);
 }
 
+/* Set when the program's snapshot could not be put where -o says: the run directory is then kept. */
+static int g_keep_run_dir;
+
+/* -o failed after the program ran: its snapshot stays in the run directory (never deleted with it), and where
+ * is said. */
+static void keep_snapshot(const char *path)
+{
+    g_keep_run_dir = 1;
+    fprintf(stderr, "ktiming run: the program's snapshot is kept at %s\n", path);
+}
+
 /* Writes the outputs and the summary from the program's snapshot; 0 or -1. */
 static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
 {
@@ -694,6 +738,7 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
     if (early) { /* placed and rendered while the process ended (prepare_report) */
         if (g_early.place_errno) {
             fprintf(stderr, "ktiming run: cannot write %s: %s\n", o->output, strerror(g_early.place_errno));
+            keep_snapshot(g_early.path);
             bad = 1;
         }
         if (g_early.text)
@@ -718,6 +763,7 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
          * the copy and fsync of a 0.7 MB timeline were ~2% of a 100 ms program's run (docs/safety.md) */
         if (o->output && kt_output_place(primary, o->output, KT_OUTPUT_NOSYNC) != 0) {
             fprintf(stderr, "ktiming run: cannot write %s: %s\n", o->output, strerror(errno));
+            keep_snapshot(primary);
             bad = 1;
         }
         if (o->trace && write_as("trace", o->trace, snap, KT_FORMAT_CHROME) != 0)
@@ -785,6 +831,82 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
+/* Run directories are named RUN_DIR_PREFIX<pid of run>.XXXXXX. One whose `ktiming run` is gone (killed by
+ * SIGKILL: no chance to clean up) and that holds no snapshot is removed by the next run in the same base
+ * directory; one holding a snapshot was announced (keep_snapshot) and is the user's to remove. */
+#define RUN_DIR_PREFIX "ktiming-run."
+
+static int dir_has_snapshot(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int found = 0;
+    while (d && !found && (de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        found = len > 5 && !strcmp(de->d_name + len - 5, ".json");
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+static void remove_dir(const char *dir);
+
+static void remove_stale_run_dirs(const char *base)
+{
+    DIR *d = opendir(base);
+    struct dirent *de;
+    size_t pl = strlen(RUN_DIR_PREFIX);
+    while (d && (de = readdir(d))) {
+        char *end;
+        if (strncmp(de->d_name, RUN_DIR_PREFIX, pl) != 0)
+            continue;
+        long pid = strtol(de->d_name + pl, &end, 10);
+        char path[PATH_MAX];
+        struct stat st;
+        if (end == de->d_name + pl || *end != '.' || strlen(end + 1) != 6 || pid <= 0 || pid == (long)getpid() ||
+            path_join(path, sizeof path, base, de->d_name) != 0 || lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) ||
+            st.st_uid != geteuid())
+            continue;
+        if ((kill((pid_t)pid, 0) == 0 || errno != ESRCH) || dir_has_snapshot(path))
+            continue;
+        remove_dir(path);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* An output whose directory does not exist (or cannot be written) is said before the program runs, not after
+ * (its whole run lost). The template is expanded with run's pid for %p: only the directory part matters. */
+static int check_output_dir(const char *what, const char *tmpl)
+{
+    char path[PATH_MAX];
+    if (!tmpl || kt_path_expand(tmpl, (long)getpid(), path, sizeof path) != 0)
+        return 0; /* a template that does not expand is reported where it is used */
+    char *slash = strrchr(path, '/');
+    if (!slash)
+        return 0; /* the current directory */
+    if (slash == path)
+        slash[1] = '\0';
+    else
+        *slash = '\0';
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "ktiming run: cannot write %s %s: directory %s %s\n", what, tmpl, path,
+                errno == ENOENT ? "does not exist" : strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "ktiming run: cannot write %s %s: %s is not a directory\n", what, tmpl, path);
+        return -1;
+    }
+    if (access(path, W_OK | X_OK) != 0) {
+        fprintf(stderr, "ktiming run: cannot write %s %s: directory %s: %s\n", what, tmpl, path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int ktcli_cmd_run(int argc, char **argv)
 {
     static const struct option kLong[] = {
@@ -849,6 +971,9 @@ int ktcli_cmd_run(int argc, char **argv)
                 fprintf(stderr, "ktiming run: two outputs name the same file (%s)\n", outs[j]);
                 return KTCLI_RUN_ERROR;
             }
+    if (check_output_dir("output", o.output) || check_output_dir("trace", o.trace) ||
+        check_output_dir("HTML report", o.html))
+        return KTCLI_RUN_ERROR;
     char dir[PATH_MAX];
     if (intercept_dir(dir, sizeof dir) != 0) {
         fprintf(stderr, "ktiming run: interception libraries not found (set KTIMING_INTERCEPT_DIR)\n");
@@ -856,7 +981,8 @@ int ktcli_cmd_run(int argc, char **argv)
     }
     const char *base = run_dir_base();
     char run_dir[PATH_MAX];
-    snprintf(run_dir, sizeof run_dir, "%s/ktiming-run.XXXXXX", base);
+    remove_stale_run_dirs(base);
+    snprintf(run_dir, sizeof run_dir, "%s/" RUN_DIR_PREFIX "%ld.XXXXXX", base, (long)getpid());
     if (!mkdtemp(run_dir)) {
         fprintf(stderr, "ktiming run: cannot create a directory in %s: %s\n", base, strerror(errno));
         return KTCLI_RUN_ERROR;
@@ -877,7 +1003,8 @@ int ktcli_cmd_run(int argc, char **argv)
     int started = child > 0 && !((status == 126 || status == 127) && dir_is_empty(run_dir));
     int rc = started ? report(&o, run_dir, child) : 0;
     early_clear(); /* read early but not used (report took it otherwise) */
-    remove_dir(run_dir);
+    if (!g_keep_run_dir)
+        remove_dir(run_dir);
     /* the program's status wins; a failure to write what was asked for shows when the program succeeded */
     return status != 0 ? status : (rc != 0 ? KTCLI_RUN_ERROR : 0);
 }
