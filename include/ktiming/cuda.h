@@ -128,6 +128,10 @@ typedef struct kt_cuda_device_t {
     int sm_count;         /* multiprocessors */
     uint64_t sm_clock_hz; /* SM clock (clock64() ticks per second), 0 if the driver does not say */
     int driver_version;   /* cuDriverGetVersion, e.g. 13000 */
+    char label[128];      /* the device's name in snapshots: `name`, or `name #<ordinal>` when another device of
+                             the process has the same name (8 GPUs of one model stay 8 devices) */
+    unsigned char uuid[16]; /* cuDeviceGetUuid (all zero when the driver cannot say) */
+    char pci_bus_id[16];  /* PCI domain:bus:device, e.g. "0000:17:00", "" when the driver cannot say */
 } kt_cuda_device_t;
 
 /* Counters of one context's pool, for tests and diagnostics. */

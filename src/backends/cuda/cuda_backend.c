@@ -142,25 +142,53 @@ int kt_cuda_device_count(void)
  * Contexts
  * ------------------------------------------------------------------------------------------------- */
 
+/* What kt__cuda_ctx_enter did, for kt__cuda_ctx_leave: bit 0 a context was pushed, bit 1 the capture mode was
+ * exchanged, bits 4.. the mode to restore. */
+#define KT__ENTER_PUSHED 0x1
+#define KT__ENTER_RELAXED 0x2
+#define KT__ENTER_MODE_SHIFT 4
+
 int kt__cuda_ctx_enter(kt__cuda_ctx_t *c, int *pushed)
 {
-    kt__cuctx cur = NULL;
+    /* Relaxed capture mode first, for every driver call ktiming makes until the leave: a graph captured in global
+     * mode anywhere in the program is then neither failed nor invalidated by ktiming's queries, synchronisations,
+     * allocations or module loads (cuThreadExchangeStreamCaptureMode is per thread and nests). */
     *pushed = 0;
+    int mode = KT__CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (kt__cu.cuThreadExchangeStreamCaptureMode &&
+        kt__cu.cuThreadExchangeStreamCaptureMode(&mode) == KT__CU_SUCCESS)
+        *pushed = KT__ENTER_RELAXED | (mode << KT__ENTER_MODE_SHIFT);
+    kt__cuctx cur = NULL;
     if (kt__cu.cuCtxGetCurrent(&cur) == KT__CU_SUCCESS && cur == c->ctx)
         return 0;
     kt__curesult r = kt__cu.cuCtxPushCurrent_v2(c->ctx);
-    if (r)
+    if (r) {
+        kt__cuda_ctx_leave(*pushed);
+        *pushed = 0;
         return kt__cuda_fail("cuCtxPushCurrent", r);
-    *pushed = 1;
+    }
+    *pushed |= KT__ENTER_PUSHED;
     return 0;
 }
 
 void kt__cuda_ctx_leave(int pushed)
 {
-    if (pushed) {
+    if (pushed & KT__ENTER_PUSHED) {
         kt__cuctx popped = NULL;
         kt__cu.cuCtxPopCurrent_v2(&popped);
     }
+    if (pushed & KT__ENTER_RELAXED) {
+        int mode = pushed >> KT__ENTER_MODE_SHIFT;
+        kt__cu.cuThreadExchangeStreamCaptureMode(&mode);
+    }
+}
+
+/* A query answered with a capture error (a capture elsewhere forbids it, or it would join one implicitly): not
+ * the dispatch's result, only "not now" (the capture ends, the query is asked again). */
+static int result_is_capture_busy(kt__curesult r)
+{
+    return r == KT__CU_ERROR_STREAM_CAPTURE_UNSUPPORTED || r == KT__CU_ERROR_STREAM_CAPTURE_INVALIDATED ||
+           r == KT__CU_ERROR_STREAM_CAPTURE_IMPLICIT;
 }
 
 void kt__cuda_publish(kt__cuda_ctx_t *c)
@@ -205,6 +233,31 @@ int kt__cuda_ctx_alive(kt__cuda_ctx_t *c)
     return 0;
 }
 
+void kt__cuda_device_label(kt__cudevice dev, char *out, size_t size)
+{
+    char name[128] = {0};
+    if (kt__cu.cuDeviceGetName(name, (int)sizeof name - 1, dev) != KT__CU_SUCCESS || !name[0])
+        snprintf(name, sizeof name, "CUDA device %d", dev);
+    /* Devices are told apart by their name in snapshots, so a node of identical GPUs must not fold into one
+     * entry (nor their clock facts into one device): a name another device shares gets its ordinal, as OpenCL
+     * root devices do. The ordinal follows CUDA's enumeration (CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES); the UUID
+     * and PCI id in kt_cuda_device_info say which board it is. */
+    int count = 0, twins = 0;
+    if (kt__cu.cuDeviceGetCount(&count) != KT__CU_SUCCESS)
+        count = 0;
+    for (int i = 0; i < count && !twins; i++) {
+        kt__cudevice other = 0;
+        char other_name[128] = {0};
+        if (kt__cu.cuDeviceGet(&other, i) == KT__CU_SUCCESS && other != dev &&
+            kt__cu.cuDeviceGetName(other_name, (int)sizeof other_name - 1, other) == KT__CU_SUCCESS)
+            twins = strcmp(other_name, name) == 0;
+    }
+    if (twins)
+        snprintf(out, size, "%s #%d", name, dev);
+    else
+        snprintf(out, size, "%s", name);
+}
+
 /* G.lock held. */
 static kt__cuda_ctx_t *ctx_find_locked(kt__cuctx ctx)
 {
@@ -244,8 +297,7 @@ static int ctx_create(kt__cuctx handle, int retained, kt__cuda_ctx_t **out)
     }
     if (kt__cu.cuCtxGetId && kt__cu.cuCtxGetId(handle, &c->ctx_id) != KT__CU_SUCCESS)
         c->ctx_id = 0;
-    if (kt__cu.cuDeviceGetName(c->device_name, (int)sizeof c->device_name - 1, c->device) != KT__CU_SUCCESS)
-        snprintf(c->device_name, sizeof c->device_name, "CUDA device %d", c->device);
+    kt__cuda_device_label(c->device, c->device_name, sizeof c->device_name);
     kt__cu.cuDeviceGetAttribute(&c->cc_major, KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->device);
     kt__cu.cuDeviceGetAttribute(&c->cc_minor, KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c->device);
     *out = c;
@@ -385,6 +437,15 @@ int kt_cuda_device_info(int ordinal, kt_cuda_device_t *out)
     out->ordinal = ordinal;
     if (kt__cu.cuDeviceGetName(out->name, (int)sizeof out->name - 1, dev) != KT__CU_SUCCESS)
         snprintf(out->name, sizeof out->name, "CUDA device %d", ordinal);
+    kt__cuda_device_label(dev, out->label, sizeof out->label);
+    if (kt__cu.cuDeviceGetUuid_v2 && kt__cu.cuDeviceGetUuid_v2(out->uuid, dev) != KT__CU_SUCCESS)
+        memset(out->uuid, 0, sizeof out->uuid);
+    int domain = 0, bus = 0, slot = 0;
+    if (kt__cu.cuDeviceGetAttribute(&domain, KT__CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev) == KT__CU_SUCCESS &&
+        kt__cu.cuDeviceGetAttribute(&bus, KT__CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev) == KT__CU_SUCCESS &&
+        kt__cu.cuDeviceGetAttribute(&slot, KT__CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev) == KT__CU_SUCCESS)
+        snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%04x:%02x:%02x", (unsigned)domain & 0xffffu,
+                 (unsigned)bus & 0xffu, (unsigned)slot & 0xffu);
     int khz = 0;
     kt__cu.cuDeviceGetAttribute(&out->cc_major, KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
     kt__cu.cuDeviceGetAttribute(&out->cc_minor, KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
@@ -573,8 +634,8 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
         return;
     }
     uint32_t spins = 0;
-    while ((r = kt__cu.cuEventQuery(ev)) == KT__CU_ERROR_NOT_READY) {
-        if (kt_now_ns() - h0 > KT__CUDA_ANCHOR_WAIT_NS)
+    while ((r = kt__cu.cuEventQuery(ev)) == KT__CU_ERROR_NOT_READY || result_is_capture_busy(r)) {
+        if (result_is_capture_busy(r) || kt_now_ns() - h0 > KT__CUDA_ANCHOR_WAIT_NS)
             return; /* the GPU is slow to reach it; try again next pass */
         if (++spins > 1000)
             sched_yield();
@@ -716,8 +777,8 @@ static uint32_t collect_ctx(kt__cuda_ctx_t *c, int *gone)
         for (kt__cuda_squeue_t *q = c->queues; q && n < KT__CUDA_BATCH && !dead; q = q->next) {
             while (q->head && n < KT__CUDA_BATCH) {
                 kt__curesult r = kt__cu.cuEventQuery(q->head->end);
-                if (r == KT__CU_ERROR_NOT_READY)
-                    break;
+                if (r == KT__CU_ERROR_NOT_READY || result_is_capture_busy(r))
+                    break; /* later: not complete, or a capture forbids the query now */
                 /* never a dispatch error: the driver or the context is gone, the caller drops the rest */
                 if (r != KT__CU_SUCCESS && result_is_deinit(r)) {
                     dead = CTX_DRIVER_GONE;
@@ -895,8 +956,7 @@ static uint64_t deadline_in_ms(uint32_t ms)
     return kt_now_ns() + (uint64_t)ms * 1000000ull;
 }
 
-/* One step of the collector thread: collect what completed, with the thread's capture mode relaxed so that a
- * graph capture in global mode elsewhere in the program neither fails nor is invalidated by its queries. */
+/* One step of the collector thread: collect what completed. */
 static int collector_step(void *arg)
 {
     (void)arg;
@@ -904,15 +964,10 @@ static int collector_step(void *arg)
         G.collector.nap_ns = 0; /* sleep until kt_cuda_end wakes it */
         return 0;
     }
-    int mode = KT__CU_STREAM_CAPTURE_MODE_RELAXED;
-    int relaxed = kt__cu.cuThreadExchangeStreamCaptureMode &&
-                  kt__cu.cuThreadExchangeStreamCaptureMode(&mode) == KT__CU_SUCCESS;
     pthread_mutex_lock(&G.consumer);
     int deinit = 0;
-    uint32_t left = collect_all(&deinit);
+    uint32_t left = collect_all(&deinit); /* its driver calls run relaxed (kt__cuda_ctx_enter) */
     pthread_mutex_unlock(&G.consumer);
-    if (relaxed)
-        kt__cu.cuThreadExchangeStreamCaptureMode(&mode);
     /* nap on the helper's condition variable (a stop wakes it at once; nanosleep made every exit wait out a
      * poll), or sleep until woken when nothing is left */
     G.collector.nap_ns = !left || deinit ? 0 : (uint64_t)G.desc.poll_us * 1000u;
@@ -1110,7 +1165,7 @@ static int valid_ctx(const kt__cuda_ctx_t *c, uint32_t generation)
 /* The stream ktiming records on for the user's `stream`: NULL is the per-thread default stream when the
  * program uses it (per_thread_default_stream, KTIMING_CUDA_PER_THREAD_STREAM=1, or ktiming/cuda.h compiled with
  * nvcc --default-stream per-thread), else the legacy default stream. */
-static kt__custream stream_resolve(kt__custream stream)
+kt__custream kt__cuda_stream_resolve(kt__custream stream)
 {
     return !stream && G.desc.per_thread_default_stream ? KT__CU_STREAM_PER_THREAD : stream;
 }
@@ -1143,7 +1198,7 @@ int(kt_cuda_begin)(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_s
     int rc = kt__cuda_ctx_get(ctx, &c);
     if (rc)
         return rc;
-    stream = stream_resolve(stream);
+    stream = kt__cuda_stream_resolve(stream);
     kt_kernel_id_t id = kt_kernel_intern(name && name[0] ? name : "(unnamed)", KT_BACKEND_CUDA, c->device_name);
     uint32_t thread = kt_thread_ordinal();
     int pushed = 0;
@@ -1237,10 +1292,13 @@ int kt_cuda_end(kt_cuda_span_t *span)
         return rc;
     }
     if (G.desc.sync) {
-        r = kt__cu.cuEventSynchronize(p->end);
         kt_dispatch_t d;
-        pthread_mutex_lock(&G.consumer);
         rc = kt__cuda_ctx_enter(c, &pushed);
+        r = rc == 0 ? kt__cu.cuEventSynchronize(p->end) : KT__CU_SUCCESS;
+        kt__cuda_ctx_leave(pushed);
+        pthread_mutex_lock(&G.consumer);
+        if (rc == 0)
+            rc = kt__cuda_ctx_enter(c, &pushed);
         if (rc == 0) {
             if (r)
                 rc = kt__cuda_fail("cuEventSynchronize", r);
@@ -1348,7 +1406,7 @@ static int timer_record(const kt_cuda_timer_t *t, int end)
     int rc = kt__cuda_ctx_enter(c, &pushed);
     if (rc)
         return rc;
-    kt__curesult r = kt__cu.cuEventRecord(end ? p->end : p->start, stream_resolve(t->stream));
+    kt__curesult r = kt__cu.cuEventRecord(end ? p->end : p->start, kt__cuda_stream_resolve(t->stream));
     kt__cuda_ctx_leave(pushed);
     return r ? kt__cuda_fail("cuEventRecord", r) : 0;
 }
@@ -1397,11 +1455,15 @@ int kt_cuda_timer_elapsed(const kt_cuda_timer_t *t, double *ms)
             return rc;
     }
     kt__cuda_pair_t *p = t->pair;
-    kt__curesult r = kt__cu.cuEventSynchronize(p->end);
-    if (r)
-        return kt__cuda_fail("cuEventSynchronize", r);
+    int pushed = 0;
+    int rc = kt__cuda_ctx_enter(t->context, &pushed);
+    if (rc)
+        return rc;
     float f = 0.0f;
-    r = kt__cu.cuEventElapsedTime(&f, p->start, p->end);
+    kt__curesult r = kt__cu.cuEventSynchronize(p->end);
+    if (r == KT__CU_SUCCESS)
+        r = kt__cu.cuEventElapsedTime(&f, p->start, p->end);
+    kt__cuda_ctx_leave(pushed);
     if (r)
         return kt__cuda_fail("cuEventElapsedTime", r);
     *ms = (double)f;

@@ -574,10 +574,16 @@ static int hold_prepare(kt__cuda_ctx_t *c)
     return 0;
 }
 
-/* The spin kernel, then the start event, the caller's launches and the end event, then the release. */
-static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns)
+/* Launches queued behind the spin kernel per held batch: the driver's launch queue is finite, and once it is full
+ * cuLaunchKernel blocks, so the host would never reach the release (nvbench's blocking kernel documents a cap of
+ * about 32 launches). */
+#define KT__CUDA_HOLD_BATCH 32u
+
+/* One held batch: the spin kernel, then the start event, the caller's launches and the end event, then the
+ * release. */
+static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, kt__custream stream, uint32_t trials,
+                    uint64_t *duration_ns)
 {
-    kt__custream stream = (kt__custream)h->stream;
     uint64_t timeout_ns = (uint64_t)(h->hold_timeout_ms ? h->hold_timeout_ms : KT__CUDA_HOLD_TIMEOUT_MS) * 1000000u;
     __atomic_store_n(&c->hold_flag[0], 0u, __ATOMIC_RELEASE);
     __atomic_store_n(&c->hold_flag[1], 0u, __ATOMIC_RELEASE);
@@ -589,7 +595,7 @@ static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, uint32_t trials,
     int rc = 0;
     if ((r = kt__cu.cuEventRecord(c->hold_ev[0], stream)) != 0)
         rc = kt__cuda_fail("cuEventRecord", r);
-    if (!rc && (rc = h->enqueue(h->user, h->stream, trials)) != 0)
+    if (!rc && (rc = h->enqueue(h->user, stream, trials)) != 0)
         kt__cuda_set_error(0, "the enqueue callback returned %d", rc);
     if (!rc && (r = kt__cu.cuEventRecord(c->hold_ev[1], stream)) != 0)
         rc = kt__cuda_fail("cuEventRecord", r);
@@ -611,6 +617,26 @@ static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, uint32_t trials,
     return 0;
 }
 
+/* hold_lock held, context entered: the work once, unheld, the first time this callback is timed in the context.
+ * Under lazy loading (the default since CUDA 12.2) a kernel's first launch loads its module, which can
+ * synchronise the context: behind the spin kernel that would wait for the release that never comes. */
+static int hold_warm_up(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, kt__custream stream)
+{
+    if (c->hold_warm_fn == h->enqueue && c->hold_warm_user == h->user)
+        return 0;
+    int rc = h->enqueue(h->user, stream, 1);
+    if (rc) {
+        kt__cuda_set_error(0, "the enqueue callback returned %d (warm-up)", rc);
+        return rc;
+    }
+    kt__curesult r = kt__cu.cuStreamSynchronize(stream);
+    if (r)
+        return kt__cuda_fail("cuStreamSynchronize (held-stream warm-up)", r);
+    c->hold_warm_fn = h->enqueue;
+    c->hold_warm_user = h->user;
+    return 0;
+}
+
 int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns)
 {
     if (!h || !h->enqueue || !duration_ns)
@@ -620,6 +646,12 @@ int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *durati
     int rc = kt__cuda_ctx_get((kt__cuctx)h->ctx, &c);
     if (rc)
         return rc;
+    kt__custream stream = kt__cuda_stream_resolve((kt__custream)h->stream);
+    if (!stream || stream == KT__CU_STREAM_LEGACY) {
+        kt__cuda_set_error(0, "kt_cuda_time_held: the legacy default stream cannot be held (it synchronises with "
+                              "every blocking stream); pass a stream of your own");
+        return KT_EINVAL;
+    }
     pthread_mutex_lock(&c->hold_lock);
     int pushed = 0;
     rc = kt__cuda_ctx_enter(c, &pushed);
@@ -631,9 +663,21 @@ int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *durati
     rc = hold_prepare(c);
     pthread_mutex_unlock(&c->gt_lock);
     if (!rc)
-        rc = hold_run(c, h, trials, duration_ns);
+        rc = hold_warm_up(c, h, stream);
+    uint64_t total = 0;
+    for (uint32_t done = 0; !rc && (done < trials || (trials == 0 && done == 0));) {
+        uint32_t n = trials - done < KT__CUDA_HOLD_BATCH ? trials - done : KT__CUDA_HOLD_BATCH;
+        uint64_t ns = 0;
+        rc = hold_run(c, h, stream, n, &ns);
+        total += ns;
+        done += n;
+        if (n == 0)
+            break;
+    }
     kt__cuda_ctx_leave(pushed);
     pthread_mutex_unlock(&c->hold_lock);
+    if (!rc)
+        *duration_ns = total;
     return rc;
 }
 

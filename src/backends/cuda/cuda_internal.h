@@ -52,7 +52,7 @@ typedef struct kt__cuda_ctx_t {
     kt__cuctx ctx;               /* the CUDA context */
     kt__cudevice device;         /* its device */
     int retained_primary;        /* 1: ktiming retained this primary context and releases it at cleanup */
-    char device_name[128];       /* cuDeviceGetName */
+    char device_name[128];       /* kt__cuda_device_label: cuDeviceGetName, made unique among the devices */
     int cc_major, cc_minor;      /* compute capability */
     uint32_t generation;         /* backend generation it was made in */
     unsigned long long ctx_id;   /* cuCtxGetId when made (0: the driver has no ids): a reset changes it */
@@ -103,6 +103,8 @@ typedef struct kt__cuda_ctx_t {
     volatile uint32_t *hold_flag; /* host-mapped: [0] release (host), [1] 2 when the kernel gave up */
     kt__cudeviceptr hold_dev;    /* its device address */
     kt__cuevent hold_ev[2];      /* start and end of the held work */
+    kt_cuda_enqueue_cb hold_warm_fn; /* the enqueue callback (and user) last warmed up unheld */
+    void *hold_warm_user;
 
     struct kt__cuda_ctx_t *next; /* backend's context list */
 } kt__cuda_ctx_t;
@@ -128,5 +130,11 @@ void kt__cuda_publish(kt__cuda_ctx_t *c);
 /* Whether c's context is still the one ktiming made its state in (not reset, not destroyed); marks it gone
  * otherwise. Without cuCtxGetId in the driver: 1 unless already marked. */
 int kt__cuda_ctx_alive(kt__cuda_ctx_t *c);
+/* The stream ktiming uses for the program's `stream`: NULL is the per-thread default stream when the program uses
+ * it (kt_cuda_desc_t.per_thread_default_stream, KTIMING_CUDA_PER_THREAD_STREAM, nvcc --default-stream
+ * per-thread through ktiming/cuda.h), else the legacy default stream. */
+kt__custream kt__cuda_stream_resolve(kt__custream stream);
+/* The device's label in snapshots: its name, with " #<ordinal>" when another device has the same name. */
+void kt__cuda_device_label(kt__cudevice dev, char *out, size_t size);
 
 #endif

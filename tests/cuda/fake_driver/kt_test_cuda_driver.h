@@ -17,6 +17,9 @@
  *                                           call that enqueued it (default 4000)
  *   KT_TEST_CUDA_DRIVER_VERSION=N           cuDriverGetVersion (default 13000); cuModuleLoadData rejects PTX newer
  *                                           than that driver JIT-compiles (CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+ *   KT_TEST_CUDA_QUEUE_DEPTH=N              ops a stream queues behind a spinning kt_hold_wait kernel before
+ *                                           an enqueue blocks until it moves (default 64; real drivers: ~1000
+ *                                           launches, fewer with large parameter blocks)
  *   KT_TEST_CUDA_CC=NN                      compute capability of every device (default 90); PTX for a newer
  *                                           .target fails with CUDA_ERROR_NO_BINARY_FOR_GPU
  *
@@ -74,6 +77,8 @@ typedef struct kt_test_cuda_stats_t {
     uint64_t capture_violations;     /* unsafe calls during a global-mode capture (each invalidates it) */
     uint64_t calls_after_deinit;     /* calls made after kt_test_cuda_driver_deinit(1) */
     uint64_t holds;                  /* kt_hold_wait kernels run */
+    uint64_t queue_full_waits;       /* enqueues that blocked: the queue behind a spinning kernel was full */
+    uint64_t max_queued_behind_hold; /* most ops queued on a stream while a kt_hold_wait kernel spun */
 } kt_test_cuda_stats_t;
 
 void kt_test_cuda_driver_stats(kt_test_cuda_stats_t *out);
