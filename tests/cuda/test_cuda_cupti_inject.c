@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ktiming.h>
 #include <ktiming/analysis.h>
 
 #include "common/files.h"
@@ -71,6 +72,9 @@ typedef enum child_mode_t {
     CHILD_DESTROY = 1,       /* the test double destroys context 1 first */
     CHILD_DESTROY_OTHER = 2, /* the same while another CUPTI client holds the one callback subscription */
     CHILD_NODES = 3,         /* exit at once, with KTIMING_CUPTI_GRAPHS=node */
+    CHILD_LIVE = 4,          /* wait (up to 3 s) until its own kt_snapshot holds CUPTI's records, then _exit:
+                                status 50 + found, no exit handler, no snapshot */
+    CHILD_OTHER_CLIENT = 5,  /* a profiler in the program replaces the activity callbacks, then exit */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -93,6 +97,9 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             setenv("KTIMING_CUPTI_GRAPHS", "node", 1);
         else
             unsetenv("KTIMING_CUPTI_GRAPHS");
+        /* the flusher thread: every 20 ms where the test waits for it, else never within the child's life (so
+         * what a destroy or the exit delivers does not depend on scheduling) */
+        setenv("KTIMING_CUPTI_FLUSH_MS", mode == CHILD_LIVE ? "20" : "600000", 1);
         if (first && !dlopen(first, RTLD_NOW | RTLD_GLOBAL))
             _exit(2);
         void *lib = dlopen(getenv("KT_TEST_CUPTI_INJECT"), RTLD_NOW | RTLD_LOCAL);
@@ -106,8 +113,27 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             uint32_t period = 0;
             int latency = 0, clock_cb = 0;
             settings(&period, &latency, &clock_cb);
-            if (!period || !latency || !clock_cb)
+            if (!latency || !clock_cb)
                 rc += 100;
+        }
+        if (mode == CHILD_LIVE) {
+            int found = 0;
+            for (int i = 0; i < 300 && !found; i++) {
+                kt_snapshot_t *snap = kt_snapshot();
+                const kt_kernel_timing_t *e = kt_snapshot_find(snap, "kt_fake_cupti_kernel", KT_BACKEND_CUDA, NULL);
+                found = e && e->dispatch_count == 1;
+                kt_snapshot_free(snap);
+                if (!found)
+                    nanosleep(&(struct timespec){0, 10000000}, NULL);
+            }
+            _exit(50 + found);
+        }
+        if (mode == CHILD_OTHER_CLIENT) {
+            void (*other)(void) = NULL;
+            *(void **)&other = dlsym(RTLD_DEFAULT, "kt_test_cupti_other_client");
+            if (!other)
+                _exit(4);
+            other();
         }
         size_t (*destroy)(uint32_t) = NULL;
         if (mode == CHILD_DESTROY || mode == CHILD_DESTROY_OTHER)
@@ -201,6 +227,16 @@ static void check_snapshot(const char *dir, pid_t pid, int nodes)
     e = strstr(json, "\"memset\"");
     assert_non_null(e);
     assert_non_null(strstr(e, "\"bytes\": 1024"));
+    /* Peer-to-peer copies arrive as MEMCPY2 records, timed as transfers (issue 36.4). */
+    e = strstr(json, "\"memcpy PtoP\"");
+    assert_non_null(e);
+    assert_non_null(strstr(e, "\"bytes\": 8192"));
+    /* The command still running in context 2 went out only with the forced flush at exit, untimed. */
+    e = strstr(json, "\"kt_fake_running\"");
+    assert_non_null(e);
+    next = strstr(e + 1, "{\"name\"");
+    why = strstr(e, "\"no_timing\": 1");
+    assert_true(why && (!next || why < next));
     /* One track per (context, stream): stream 7 of two contexts. */
     assert_non_null(strstr(json, "stream 7 (context 1)"));
     assert_non_null(strstr(json, "stream 7 (context 2)"));
@@ -224,7 +260,7 @@ static void check_snapshot(const char *dir, pid_t pid, int nodes)
         queued += snap->spans[i].queued_ns != 0;
     }
     kt_snapshot_free(snap);
-    assert_int_equal(placed, nodes ? 8u : 6u); /* two kernels, the copy, the memset; two graphs or four nodes */
+    assert_int_equal(placed, nodes ? 9u : 7u); /* two kernels, two copies, the memset; two graphs or four nodes */
     assert_int_equal(queued, 2);
     free(json);
 }
@@ -255,12 +291,58 @@ static void test_exit_flushes_then_writes_snapshot(void **state)
 }
 
 /* A context destroyed (cuCtxDestroy, cudaDeviceReset): the library's resource callback flushes CUPTI while the
- * context still exists, so all 7 records (5, and 2 graph launches) are delivered during the destroy (before: 0,
- * they waited for exit), and the flush at exit delivers none twice. */
+ * context still exists, so all 8 completed records (5, 2 graph launches, the P2P copy) are delivered during the
+ * destroy (before: 0, they waited for exit), and the flush at exit delivers none twice. The flush there is not
+ * forced (issue 36.4): the command still running in another context is not handed over untimed (it would add
+ * 10 to the status). */
 static void test_context_destroy_flushes(void **state)
 {
     (void)state;
-    run_with_double(CHILD_DESTROY, 37);
+    run_with_double(CHILD_DESTROY, 38);
+}
+
+/* Issue 36.4: records reach the recorder while the program runs. CUPTI's flush period returns only full buffers;
+ * the library's flusher thread flushes completed records every period, so a process that then dies without its
+ * exit handlers (here _exit) had them recorded. */
+static void test_records_arrive_while_running(void **state)
+{
+    (void)state;
+    const char *fake = getenv("KT_TEST_FAKE_CUPTI");
+    if (!fake)
+        skip();
+    char *dir = ktt_tmpdir("cupti-run");
+    assert_non_null(dir);
+    pid_t pid = 0;
+    assert_int_equal(child_initialize_mode(dir, fake, CHILD_LIVE, &pid), 51);
+    ktt_rmtree(dir);
+    free(dir);
+}
+
+/* Issue 36.5: a profiler in the program (Kineto) replaces the activity callbacks after the library's: the buffers
+ * CUPTI held for ktiming go to it. The loss is counted, not a silent zero. */
+static void test_other_client_taking_callbacks_is_counted(void **state)
+{
+    (void)state;
+    const char *fake = getenv("KT_TEST_FAKE_CUPTI");
+    if (!fake)
+        skip();
+    char *dir = ktt_tmpdir("cupti-run");
+    assert_non_null(dir);
+    pid_t pid = 0;
+    assert_int_equal(child_initialize_mode(dir, fake, CHILD_OTHER_CLIENT, &pid), 11);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%ld.json", dir, (long)pid);
+    char *json = ktt_read_file(path, NULL);
+    assert_non_null(json);
+    const char *e = strstr(json, "\"(CUPTI buffers taken by another client)\"");
+    assert_non_null(e);
+    const char *next = strstr(e + 1, "{\"name\"");
+    const char *d = strstr(e, "\"dropped\": 1");
+    assert_true(d && (!next || d < next));
+    assert_null(strstr(json, "\"kt_fake_cupti_kernel\""));
+    free(json);
+    ktt_rmtree(dir);
+    free(dir);
 }
 
 /* KTIMING_CUPTI_GRAPHS=node: no graph-level records asked for, so CUPTI reports the graphs' kernels. */
@@ -285,6 +367,8 @@ int main(void)
                                        cmocka_unit_test(test_exit_flushes_then_writes_snapshot),
                                        cmocka_unit_test(test_context_destroy_flushes),
                                        cmocka_unit_test(test_graph_nodes_one_by_one),
-                                       cmocka_unit_test(test_other_subscriber_still_times)};
+                                       cmocka_unit_test(test_other_subscriber_still_times),
+                                       cmocka_unit_test(test_records_arrive_while_running),
+                                       cmocka_unit_test(test_other_client_taking_callbacks_is_counted)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
