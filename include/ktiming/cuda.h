@@ -266,6 +266,29 @@ KT_API int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t 
 /* kt_harness_run_cb (ktiming/harness.h) over kt_cuda_time_held: user is a const kt_cuda_held_t *. Use it with
  * .timing = KT_HARNESS_TIME_REPORTED. */
 KT_API int kt_cuda_harness_run(void *user, uint32_t trials, uint64_t *duration_ns);
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+/* Code built with --default-stream per-thread: stream 0 of its timers and held timings is its per-thread default
+ * stream too, as for its spans (kt_cuda_harness_run, passed as a pointer, is not mapped: give it a stream). */
+static inline void kt__cuda_ptds_timer_start(kt_cuda_timer_t *t)
+{
+    if (t && !t->stream)
+        t->stream = (struct CUstream_st *)0x2; /* CU_STREAM_PER_THREAD */
+    (kt_cuda_timer_start)(t);
+}
+static inline int kt__cuda_ptds_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns)
+{
+    kt_cuda_held_t mapped;
+    if (h) {
+        mapped = *h;
+        mapped.stream = kt__cuda_ptds_stream(h->stream);
+        h = &mapped;
+    }
+    return (kt_cuda_time_held)(h, trials, duration_ns);
+}
+#define kt_cuda_timer_init(t, ctx, stream) (kt_cuda_timer_init)((t), (ctx), kt__cuda_ptds_stream(stream))
+#define kt_cuda_timer_start(t) kt__cuda_ptds_timer_start(t)
+#define kt_cuda_time_held(h, trials, duration_ns) kt__cuda_ptds_time_held((h), (trials), (duration_ns))
+#endif
 
 /* Scoped form: KT_CUDA_BEGIN(s, ctx, stream, "blur"); launch; KT_CUDA_END(s); */
 #define KT_CUDA_BEGIN(span, ctx, stream, name)                                                             \

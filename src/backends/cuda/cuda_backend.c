@@ -57,7 +57,37 @@ static _Thread_local struct {
 
 static void stop_hook(uint64_t deadline_ns);
 static void flush_hook(uint64_t deadline_ns);
-static const kt__backend_ops_t kOps = {.name = "CUDA", .flush = flush_hook, .stop = stop_hook};
+
+/* fork: the consumer and state locks are taken around fork(), so the child's copies are consistent and free (the
+ * helper ends the collector in the child). CUDA cannot be used in a child forked after initialisation, so there
+ * every call returns KT_EUNAVAILABLE at once and touches no lock a vanished thread of the parent may have held. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&G.consumer); /* first: a collector pass takes G.lock under it */
+    pthread_mutex_lock(&G.lock);
+}
+
+static void fork_release(void)
+{
+    pthread_mutex_unlock(&G.lock);
+    pthread_mutex_unlock(&G.consumer);
+}
+
+static const kt__backend_ops_t kOps = {.name = "CUDA",
+                                       .flush = flush_hook,
+                                       .stop = stop_hook,
+                                       .fork_prepare = fork_prepare,
+                                       .fork_parent = fork_release,
+                                       .fork_child = fork_release};
+
+/* In a forked child: nothing of CUDA may be used (the driver says so too, CUDA_ERROR_INITIALIZATION_ERROR). */
+static int forked_child(void)
+{
+    if (!kt__forked_child())
+        return 0;
+    kt__cuda_set_error(0, "CUDA cannot be used in a process forked after CUDA was initialised");
+    return 1;
+}
 
 static void fill_defaults(kt_cuda_desc_t *d)
 {
@@ -118,6 +148,8 @@ int kt_cuda_init(const kt_cuda_desc_t *desc)
 
 int kt__cuda_ready(void)
 {
+    if (forked_child())
+        return KT_EUNAVAILABLE;
     if (atomic_load_explicit(&G.state, memory_order_acquire) == KT__CUDA_READY)
         return 0;
     return kt_cuda_init(NULL);
@@ -267,6 +299,8 @@ static kt__cuda_ctx_t *ctx_find_locked(kt__cuctx ctx)
     return NULL;
 }
 
+static void anchor_create(kt__cuda_ctx_t *c);
+
 static int ctx_create(kt__cuctx handle, int retained, kt__cuda_ctx_t **out)
 {
     kt__cuda_ctx_t *c = calloc(1, sizeof *c);
@@ -300,6 +334,7 @@ static int ctx_create(kt__cuctx handle, int retained, kt__cuda_ctx_t **out)
     kt__cuda_device_label(c->device, c->device_name, sizeof c->device_name);
     kt__cu.cuDeviceGetAttribute(&c->cc_major, KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->device);
     kt__cu.cuDeviceGetAttribute(&c->cc_minor, KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c->device);
+    anchor_create(c);
     *out = c;
     return 0;
 }
@@ -578,54 +613,43 @@ static kt__cuda_squeue_t *squeue_get_locked(kt__cuda_ctx_t *c, kt__custream stre
  * Anchors: device event time → host time (consumer lock held, context current)
  * ------------------------------------------------------------------------------------------------- */
 
+/* The anchor stream and its two events, made once when ktiming first sees the context, on the program's thread
+ * (like the pool's events): the collector thread then only uses handles, each after a context-id check, and never
+ * has to guess whether handles it made while a reset raced it belong to the context's old life or its new one. */
+static void anchor_create(kt__cuda_ctx_t *c)
+{
+    int pushed = 0;
+    if (kt__cuda_ctx_enter(c, &pushed))
+        return;
+    kt__curesult r = kt__cu.cuStreamCreate(&c->anchor_stream, KT__CU_STREAM_NON_BLOCKING);
+    if (r) {
+        c->anchor_stream = NULL;
+        kt__cuda_fail("cuStreamCreate (anchor stream)", r);
+    }
+    for (int i = 0; i < 2 && c->anchor_stream; i++) {
+        r = kt__cu.cuEventCreate(&c->anchor_ev[i], KT__CU_EVENT_DEFAULT);
+        if (r) {
+            c->anchor_ev[i] = NULL;
+            kt__cuda_fail("cuEventCreate (anchor)", r);
+            break;
+        }
+        c->events_created++;
+    }
+    kt__cuda_ctx_leave(pushed);
+}
+
 static void anchor_refresh(kt__cuda_ctx_t *c)
 {
     uint64_t now = kt_now_ns();
     if (c->anchor_cur >= 0 && now - c->anchor_mid_ns < (uint64_t)G.desc.anchor_period_ms * 1000000ull)
         return;
+    if (!c->anchor_stream || !c->anchor_ev[0] || !c->anchor_ev[1])
+        return; /* they could not be made: durations only */
     kt__curesult r;
-    if (!c->anchor_stream) {
-        r = kt__cu.cuStreamCreate(&c->anchor_stream, KT__CU_STREAM_NON_BLOCKING);
-        if (r) {
-            c->anchor_stream = NULL;
-            kt__cuda_fail("cuStreamCreate (anchor stream)", r);
-            return;
-        }
-    }
-    int made = 0;
-    for (int i = 0; i < 2; i++) { /* both at once: no event is created later in the context's life */
-        if (c->anchor_ev[i])
-            continue;
-        r = kt__cu.cuEventCreate(&c->anchor_ev[i], KT__CU_EVENT_DEFAULT);
-        if (r) {
-            c->anchor_ev[i] = NULL;
-            kt__cuda_fail("cuEventCreate (anchor)", r);
-            return;
-        }
-        made = 1;
-        pthread_mutex_lock(&c->lock);
-        c->events_created++;
-        pthread_mutex_unlock(&c->lock);
-    }
-    if (made && !kt__cuda_ctx_alive(c)) {
-        /* Reset meanwhile (the context answers with a new id): do not leave them to its next life. Destroyed
-         * meanwhile (it answers no id): they died with it, and destroying them again would hit freed handles
-         * (test_cuda_reset context_destroyed, a collector pass racing cuCtxDestroy: 13 of 300 TSan runs went over
-         * its bound of two dead-handle uses, none since). */
-        unsigned long long id = 0;
-        int destroyed = kt__cu.cuCtxGetId && kt__cu.cuCtxGetId(c->ctx, &id) != KT__CU_SUCCESS;
-        for (int i = 0; i < 2; i++) {
-            if (!destroyed)
-                kt__cu.cuEventDestroy_v2(c->anchor_ev[i]);
-            c->anchor_ev[i] = NULL;
-        }
-        if (!destroyed)
-            kt__cu.cuStreamDestroy_v2(c->anchor_stream);
-        c->anchor_stream = NULL;
-        return;
-    }
     int nxt = c->anchor_cur < 0 ? 0 : 1 - c->anchor_cur;
     kt__cuevent ev = c->anchor_ev[nxt];
+    if (!kt__cuda_ctx_alive(c)) /* before every use of a handle: a reset frees them all */
+        return;
     uint64_t h0 = kt_now_ns();
     r = kt__cu.cuEventRecord(ev, c->anchor_stream);
     if (r) {
@@ -634,7 +658,12 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
         return;
     }
     uint32_t spins = 0;
-    while ((r = kt__cu.cuEventQuery(ev)) == KT__CU_ERROR_NOT_READY || result_is_capture_busy(r)) {
+    for (;;) {
+        if (!kt__cuda_ctx_alive(c))
+            return;
+        r = kt__cu.cuEventQuery(ev);
+        if (r != KT__CU_ERROR_NOT_READY && !result_is_capture_busy(r))
+            break;
         if (result_is_capture_busy(r) || kt_now_ns() - h0 > KT__CUDA_ANCHOR_WAIT_NS)
             return; /* the GPU is slow to reach it; try again next pass */
         if (++spins > 1000)
@@ -651,7 +680,8 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
     int continues = 0;
     if (c->anchor_cur >= 0 && mid - c->anchor_mid_ns <= KT__CUDA_CHAIN_GAP_NS) {
         float step_ms = 0.0f;
-        if (kt__cu.cuEventElapsedTime(&step_ms, c->anchor_ev[c->anchor_cur], ev) == KT__CU_SUCCESS) {
+        if (kt__cuda_ctx_alive(c) &&
+            kt__cu.cuEventElapsedTime(&step_ms, c->anchor_ev[c->anchor_cur], ev) == KT__CU_SUCCESS) {
             pos = c->anchor_chain_ns + (int64_t)llround((double)step_ms * 1e6);
             continues = 1;
         }
@@ -686,6 +716,8 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
 static int pair_place(kt__cuda_ctx_t *c, const kt__cuda_pair_t *p, kt_dispatch_t *d)
 {
     float dur_ms = 0.0f;
+    if (!kt__cuda_ctx_alive(c))
+        return KT_ESTATE; /* reset since it completed: its events are gone (the caller drops it) */
     kt__curesult r = kt__cu.cuEventElapsedTime(&dur_ms, p->start, p->end);
     if (r)
         return kt__cuda_fail("cuEventElapsedTime", r);
@@ -699,7 +731,8 @@ static int pair_place(kt__cuda_ctx_t *c, const kt__cuda_pair_t *p, kt_dispatch_t
     if (c->anchor_cur < 0)
         return 0; /* no anchor yet: duration only, placement unknown (0) */
     float off_ms = 0.0f;
-    if (kt__cu.cuEventElapsedTime(&off_ms, c->anchor_ev[c->anchor_cur], p->start) != KT__CU_SUCCESS)
+    if (!kt__cuda_ctx_alive(c) ||
+        kt__cu.cuEventElapsedTime(&off_ms, c->anchor_ev[c->anchor_cur], p->start) != KT__CU_SUCCESS)
         return 0;
     double off_ns = (double)off_ms * 1e6;
     /* Half a float ulp of the offset, and half the event timestamp resolution. */
@@ -773,31 +806,49 @@ static uint32_t collect_ctx(kt__cuda_ctx_t *c, int *gone)
         kt__curesult status[KT__CUDA_BATCH];
         uint32_t n = 0;
         int dead = CTX_LIVE;
+        /* The queues' heads are read and popped under c->lock, but the driver is asked without it: kt_cuda_begin
+         * and kt_cuda_end never wait behind a query (only this consumer pops; producers append at the tail). */
         pthread_mutex_lock(&c->lock);
-        for (kt__cuda_squeue_t *q = c->queues; q && n < KT__CUDA_BATCH && !dead; q = q->next) {
-            while (q->head && n < KT__CUDA_BATCH) {
-                kt__curesult r = kt__cu.cuEventQuery(q->head->end);
-                if (r == KT__CU_ERROR_NOT_READY || result_is_capture_busy(r))
-                    break; /* later: not complete, or a capture forbids the query now */
-                /* never a dispatch error: the driver or the context is gone, the caller drops the rest */
-                if (r != KT__CU_SUCCESS && result_is_deinit(r)) {
-                    dead = CTX_DRIVER_GONE;
-                    break;
-                }
-                if (r != KT__CU_SUCCESS && !kt__cuda_ctx_alive(c)) {
-                    dead = CTX_RESET;
-                    break;
-                }
-                kt__cuda_pair_t *p = q->head;
-                q->head = p->next;
-                if (!q->head)
-                    q->tail = NULL;
-                p->next = NULL;
-                status[n] = r;
-                done[n++] = p;
-                c->pending--;
+        kt__cuda_squeue_t *q = c->queues;
+        pthread_mutex_unlock(&c->lock);
+        while (q && n < KT__CUDA_BATCH && !dead) {
+            pthread_mutex_lock(&c->lock);
+            kt__cuda_pair_t *head = q->head;
+            kt__cuda_squeue_t *qnext = q->next;
+            pthread_mutex_unlock(&c->lock);
+            if (!head) {
+                q = qnext;
+                continue;
             }
+            if (!kt__cuda_ctx_alive(c)) { /* before every use of a handle: a reset frees them all */
+                dead = CTX_RESET;
+                break;
+            }
+            kt__curesult r = kt__cu.cuEventQuery(head->end);
+            if (r == KT__CU_ERROR_NOT_READY || result_is_capture_busy(r)) {
+                q = qnext; /* later: not complete, or a capture forbids the query now */
+                continue;
+            }
+            /* never a dispatch error: the driver or the context is gone, the caller drops the rest */
+            if (r != KT__CU_SUCCESS && result_is_deinit(r)) {
+                dead = CTX_DRIVER_GONE;
+                break;
+            }
+            if (r != KT__CU_SUCCESS && !kt__cuda_ctx_alive(c)) {
+                dead = CTX_RESET;
+                break;
+            }
+            pthread_mutex_lock(&c->lock);
+            q->head = head->next;
+            if (!q->head)
+                q->tail = NULL;
+            head->next = NULL;
+            c->pending--;
+            pthread_mutex_unlock(&c->lock);
+            status[n] = r;
+            done[n++] = head;
         }
+        pthread_mutex_lock(&c->lock);
         pending = c->pending;
         pthread_mutex_unlock(&c->lock);
         if (dead)
@@ -806,20 +857,25 @@ static uint32_t collect_ctx(kt__cuda_ctx_t *c, int *gone)
             break;
         kt_dispatch_t d[KT__CUDA_BATCH];
         const char *err[KT__CUDA_BATCH];
+        static const char kReset[] = "context reset";
         for (uint32_t i = 0; i < n; i++) {
             err[i] = NULL;
+            int rc = 0;
             if (status[i] != KT__CU_SUCCESS) {
                 kt__cuda_fail("cuEventQuery", status[i]);
                 err[i] = kt__cuda_result_name(status[i]);
-            } else if (pair_place(c, done[i], &d[i]) != 0) {
-                err[i] = kt__cuda_result_name(kt_cuda_last_result());
+            } else if ((rc = pair_place(c, done[i], &d[i])) != 0) {
+                err[i] = rc == KT_ESTATE ? kReset : kt__cuda_result_name(kt_cuda_last_result());
             }
         }
-        uint64_t recorded = 0, errors = 0;
+        uint64_t recorded = 0, errors = 0, reset = 0;
         for (uint32_t i = 0; i < n; i++) {
             if (!err[i]) {
                 kt_record_dispatch(&d[i]);
                 recorded++;
+            } else if (err[i] == kReset) { /* completed, but reset before it could be read: dropped */
+                kt_record_drop_reason(done[i]->kernel, KT_DROP_CONTEXT_RESET);
+                reset++;
             } else {
                 kt_record_error_name(done[i]->kernel, err[i]);
                 errors++;
@@ -834,8 +890,11 @@ static uint32_t collect_ctx(kt__cuda_ctx_t *c, int *gone)
         }
         c->recorded += recorded;
         c->errors += errors;
+        c->dropped += reset;
         pthread_mutex_unlock(&c->lock);
         atomic_fetch_sub(&G.pending, n);
+        if (reset && !dead)
+            *gone = dead = CTX_RESET;
         if (dead)
             break;
     }
@@ -988,7 +1047,7 @@ static void collector_kick(void)
 
 static void flush_hook(uint64_t deadline_ns)
 {
-    if (atomic_load(&G.state) != KT__CUDA_READY || atomic_load(&G.stopped))
+    if (atomic_load(&G.state) != KT__CUDA_READY || atomic_load(&G.stopped) || kt__forked_child())
         return;
     uint64_t own = deadline_in_ms(G.desc.flush_timeout_ms);
     collect_until(NULL, deadline_ns && deadline_ns < own ? deadline_ns : own, 0, NULL);
@@ -1006,6 +1065,8 @@ static void flush_hook(uint64_t deadline_ns)
  * as dropped (in flight at exit). Contexts are not destroyed (other threads may still use them). */
 static void stop_hook(uint64_t deadline_ns)
 {
+    if (kt__forked_child())
+        return;
     pthread_mutex_lock(&G.lock);
     atomic_store(&G.stopped, 1);
     pthread_mutex_unlock(&G.lock);
@@ -1043,7 +1104,7 @@ static void restart_if_stopped(void)
  * it; a retired one's (reset, destroyed) are not touched: the driver already freed them. */
 static void ctx_destroy(kt__cuda_ctx_t *c)
 {
-    int alive = !atomic_load(&c->gone);
+    int alive = kt__cuda_ctx_alive(c); /* not only !gone: a reset ktiming has not noticed yet freed them too */
     int pushed = 0;
     int entered = alive && kt__cuda_ctx_enter(c, &pushed) == 0;
     drop_pending(c, alive ? KT_DROP_IN_FLIGHT_AT_EXIT : KT_DROP_CONTEXT_RESET);
@@ -1090,6 +1151,8 @@ static void ctx_destroy(kt__cuda_ctx_t *c)
 
 int kt_cuda_context_release(struct CUctx_st *ctx)
 {
+    if (forked_child())
+        return KT_EUNAVAILABLE;
     if (atomic_load(&G.state) != KT__CUDA_READY)
         return 0;
     if (!ctx && kt__cu.cuCtxGetCurrent(&ctx) != KT__CU_SUCCESS)
@@ -1119,6 +1182,8 @@ int kt_cuda_context_release(struct CUctx_st *ctx)
 
 void kt_cuda_shutdown(void)
 {
+    if (kt__forked_child())
+        return;
     pthread_mutex_lock(&G.lock);
     int state = atomic_load(&G.state);
     if (state != KT__CUDA_READY) {
@@ -1158,7 +1223,7 @@ void kt_cuda_shutdown(void)
 
 static int valid_ctx(const kt__cuda_ctx_t *c, uint32_t generation)
 {
-    return c && atomic_load(&G.state) == KT__CUDA_READY && generation == atomic_load(&G.generation) &&
+    return c && !kt__forked_child() && atomic_load(&G.state) == KT__CUDA_READY && generation == atomic_load(&G.generation) &&
            !atomic_load(&c->gone);
 }
 
@@ -1248,6 +1313,10 @@ int kt_cuda_end(kt_cuda_span_t *span)
 {
     if (!span || !span->pair)
         return 0;
+    if (forked_child()) { /* a span begun in the parent: the child does not touch the parent's pool */
+        span->pair = NULL;
+        return KT_EUNAVAILABLE;
+    }
     kt__cuda_pair_t *p = span->pair;
     kt__cuda_ctx_t *c = span->context;
     span->pair = NULL;
@@ -1388,7 +1457,7 @@ static int timer_acquire(kt_cuda_timer_t *t)
     return 0;
 }
 
-int kt_cuda_timer_init(kt_cuda_timer_t *t, struct CUctx_st *ctx, struct CUstream_st *stream)
+int(kt_cuda_timer_init)(kt_cuda_timer_t *t, struct CUctx_st *ctx, struct CUstream_st *stream)
 {
     if (!t)
         return KT_EINVAL;
@@ -1411,7 +1480,7 @@ static int timer_record(const kt_cuda_timer_t *t, int end)
     return r ? kt__cuda_fail("cuEventRecord", r) : 0;
 }
 
-void kt_cuda_timer_start(kt_cuda_timer_t *t)
+void(kt_cuda_timer_start)(kt_cuda_timer_t *t)
 {
     if (!t)
         return;

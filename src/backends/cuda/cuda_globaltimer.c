@@ -637,7 +637,7 @@ static int hold_warm_up(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, kt__custream
     return 0;
 }
 
-int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns)
+int(kt_cuda_time_held)(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns)
 {
     if (!h || !h->enqueue || !duration_ns)
         return KT_EINVAL;
