@@ -256,6 +256,7 @@ static void check_snapshot(const char *dir, pid_t pid, int nodes)
         print_message("span start %llu within [%llu, %llu]\n", start, (unsigned long long)g_t0,
                       (unsigned long long)g_t1);
         assert_true(start >= g_t0 && start <= g_t1);
+        assert_true(snap->spans[i].uncertainty_ns >= 1000); /* issue 36.7: CUPTI interpolates, never exact */
         placed++;
         queued += snap->spans[i].queued_ns != 0;
     }

@@ -312,6 +312,7 @@ static int ctx_create(kt__cuctx handle, int retained, kt__cuda_ctx_t **out)
     c->gt_domain = KT_DOMAIN_UNKNOWN;
     c->generation = atomic_load(&G.generation);
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->grow_lock, NULL);
     pthread_mutex_init(&c->gt_lock, NULL);
     pthread_mutex_init(&c->hold_lock, NULL);
     int pushed = 0;
@@ -324,6 +325,7 @@ static int ctx_create(kt__cuctx handle, int retained, kt__cuda_ctx_t **out)
     }
     if (rc) {
         pthread_mutex_destroy(&c->lock);
+        pthread_mutex_destroy(&c->grow_lock);
         pthread_mutex_destroy(&c->gt_lock);
         pthread_mutex_destroy(&c->hold_lock);
         free(c);
@@ -495,31 +497,48 @@ int kt_cuda_device_info(int ordinal, kt_cuda_device_t *out)
  * Event-pair pool
  * ------------------------------------------------------------------------------------------------- */
 
-/* c->lock held. Creates max(pool_chunk, capacity) pairs (the pool doubles), bounded by max_pairs. */
-static int pool_grow_locked(kt__cuda_ctx_t *c)
+/* Creates max(pool_chunk, capacity) pairs (the pool doubles), bounded by max_pairs. Called without c->lock: the
+ * driver calls (up to 65,536 events) run outside it, so kt_cuda_begin/end and the collector never wait behind
+ * them; grow_lock makes one thread grow at a time (a thread that finds the pool grown meanwhile returns). */
+static int pool_grow(kt__cuda_ctx_t *c)
 {
-    uint32_t want = c->capacity > G.desc.pool_chunk ? c->capacity : G.desc.pool_chunk;
-    if (want > G.desc.max_pairs - c->capacity)
-        want = G.desc.max_pairs - c->capacity;
-    if (want == 0)
+    pthread_mutex_lock(&c->grow_lock);
+    pthread_mutex_lock(&c->lock);
+    uint32_t capacity = c->capacity;
+    int grown = c->free_list != NULL;
+    pthread_mutex_unlock(&c->lock);
+    if (grown) {
+        pthread_mutex_unlock(&c->grow_lock);
+        return 0;
+    }
+    uint32_t want = capacity > G.desc.pool_chunk ? capacity : G.desc.pool_chunk;
+    if (want > G.desc.max_pairs - capacity)
+        want = G.desc.max_pairs - capacity;
+    if (want == 0) {
+        pthread_mutex_unlock(&c->grow_lock);
         return KT_EFULL;
+    }
     kt__cuda_chunk_t *chunk = calloc(1, sizeof *chunk + (size_t)want * sizeof(kt__cuda_pair_t));
-    if (!chunk)
+    if (!chunk) {
+        pthread_mutex_unlock(&c->grow_lock);
         return KT_ENOMEM;
+    }
     int pushed = 0;
     int rc = kt__cuda_ctx_enter(c, &pushed);
     if (rc) {
         free(chunk);
+        pthread_mutex_unlock(&c->grow_lock);
         return rc;
     }
+    uint64_t created = 0;
     for (uint32_t i = 0; i < want; i++) {
         kt__cuda_pair_t *p = &chunk->pairs[i];
         kt__curesult r = kt__cu.cuEventCreate(&p->start, KT__CU_EVENT_DEFAULT);
         if (r == KT__CU_SUCCESS) {
-            c->events_created++;
+            created++;
             r = kt__cu.cuEventCreate(&p->end, KT__CU_EVENT_DEFAULT);
             if (r == KT__CU_SUCCESS)
-                c->events_created++;
+                created++;
             else
                 kt__cu.cuEventDestroy_v2(p->start);
         }
@@ -541,26 +560,34 @@ static int pool_grow_locked(kt__cuda_ctx_t *c)
         kt__cuda_set_error(KT__CU_ERROR_CONTEXT_IS_DESTROYED, "CUDA context %p was reset", (void *)c->ctx);
     }
     kt__cuda_ctx_leave(pushed);
+    pthread_mutex_lock(&c->lock);
+    c->events_created += created;
+    if (chunk->count) {
+        chunk->next = c->chunks;
+        c->chunks = chunk;
+        for (uint32_t i = 0; i < chunk->count; i++) {
+            chunk->pairs[i].next = c->free_list;
+            c->free_list = &chunk->pairs[i];
+        }
+        c->capacity += chunk->count;
+        c->free_count += chunk->count;
+    }
+    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->grow_lock);
     if (chunk->count == 0) {
         free(chunk);
         return rc ? rc : KT_EBACKEND;
     }
-    chunk->next = c->chunks;
-    c->chunks = chunk;
-    for (uint32_t i = 0; i < chunk->count; i++) {
-        chunk->pairs[i].next = c->free_list;
-        c->free_list = &chunk->pairs[i];
-    }
-    c->capacity += chunk->count;
-    c->free_count += chunk->count;
     return 0;
 }
 
-/* c->lock held. */
+/* c->lock held (released while the pool grows). */
 static int pool_take_locked(kt__cuda_ctx_t *c, kt__cuda_pair_t **out)
 {
-    if (!c->free_list) {
-        int rc = pool_grow_locked(c);
+    while (!c->free_list) {
+        pthread_mutex_unlock(&c->lock);
+        int rc = pool_grow(c);
+        pthread_mutex_lock(&c->lock);
         if (rc)
             return rc;
     }
@@ -1144,6 +1171,7 @@ static void ctx_destroy(kt__cuda_ctx_t *c)
     if (c->retained_primary)
         kt__cu.cuDevicePrimaryCtxRelease_v2(c->device); /* by device: valid across a reset */
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->grow_lock);
     pthread_mutex_destroy(&c->gt_lock);
     pthread_mutex_destroy(&c->hold_lock);
     free(c);

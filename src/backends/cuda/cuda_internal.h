@@ -58,7 +58,8 @@ typedef struct kt__cuda_ctx_t {
     unsigned long long ctx_id;   /* cuCtxGetId when made (0: the driver has no ids): a reset changes it */
     atomic_int gone;             /* 1 once the context was found reset or destroyed: no handle is used again */
 
-    pthread_mutex_t lock;        /* pool, stream queues, counters */
+    pthread_mutex_t lock;        /* pool, stream queues, counters (never held across a driver call) */
+    pthread_mutex_t grow_lock;   /* one pool growth at a time (taken before lock) */
     kt__cuda_pair_t *free_list;  /* pairs ready for reuse */
     kt__cuda_chunk_t *chunks;    /* every pair ever created here (for cleanup) */
     uint32_t capacity;           /* pairs created */
