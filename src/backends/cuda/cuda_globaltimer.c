@@ -21,8 +21,13 @@ static const kt_cuda_stamp_t kSlotReset = {UINT64_MAX, 0};
  * of a few milliseconds. */
 #define KT__CUDA_CAL_SPAN_NS 20000000ull
 
-/* kt_cuda_slots_record recalibrates a %globaltimer model older than this. */
-#define KT__CUDA_GT_MAX_AGE_NS 10000000000ull
+/* kt_cuda_slots_record refreshes a %globaltimer model older than this, or whose bound at the time of use has
+ * grown past twice its bound at the fit (plus the timer's granularity): the fitted drift of a 20 ms calibration
+ * is uncertain, and extrapolated over seconds its bound grows by milliseconds. A refresh takes a few new brackets
+ * and refits on them together with the earlier ones (a ring of KT__CUDA_GT_RING), so the baseline lengthens and
+ * the drift, hence the bound, tightens instead of the same 20 ms of brackets being extrapolated for 10 s. */
+#define KT__CUDA_GT_MAX_AGE_NS 1000000000ull
+#define KT__CUDA_GT_REFRESH_SAMPLES 16u
 
 /* ---------------------------------------------------------------------------------------------------
  * Module, stream and scratch buffer (gt_lock held, context current)
@@ -239,12 +244,11 @@ static uint64_t gt_read_cb(void *user)
     return gt_read_locked(user, &ns) == 0 ? ns : 0;
 }
 
-int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t strategy, kt_clock_model_t *out,
-                      kt_clock_domain_t *domain)
+/* gt_lock held, context current: n launch+synchronise brackets paced over span_ns, appended to the context's ring
+ * (reset first when `fresh`), then a fit on the whole ring. */
+static int gt_sample_and_fit(kt__cuda_ctx_t *c, uint32_t n, uint64_t span_ns, int fresh, kt_fit_strategy_t strategy,
+                             kt_clock_model_t *m)
 {
-    uint32_t n = samples ? samples : 64;
-    if (n < KT_CLOCK_MIN_SAMPLES)
-        return KT_ESAMPLES;
     kt_clock_sample_t *s = calloc(n, sizeof *s);
     uint64_t *dev = calloc(n, sizeof *dev);
     if (!s || !dev) {
@@ -252,20 +256,12 @@ int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t 
         free(dev);
         return KT_ENOMEM;
     }
-    kt__cuda_ctx_t *c;
-    int pushed;
-    int rc = gt_begin(ctx, &c, &pushed);
-    if (rc) {
-        free(s);
-        free(dev);
-        return rc;
-    }
-    rc = gt_prepare(c, (size_t)n * sizeof(uint64_t));
+    int rc = gt_prepare(c, (size_t)n * sizeof(uint64_t));
     /* One launch per sample, each bracketed by host reads around launch + synchronise, paced so the samples
-     * span KT__CUDA_CAL_SPAN_NS; values copied after. */
+     * span span_ns; values copied after. */
     uint64_t t0 = kt_now_ns();
     for (uint32_t i = 0; i < n && !rc; i++) {
-        uint64_t due = t0 + KT__CUDA_CAL_SPAN_NS * i / n, now = kt_now_ns();
+        uint64_t due = t0 + span_ns * i / n, now = kt_now_ns();
         if (now < due) {
             struct timespec ts = {0, (long)(due - now)};
             nanosleep(&ts, NULL);
@@ -278,12 +274,38 @@ int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t 
     }
     if (!rc)
         rc = gt_copy_back(c, dev, c->scratch, (size_t)n * sizeof(uint64_t));
-    kt_clock_model_t m;
     if (!rc) {
-        for (uint32_t i = 0; i < n; i++)
+        if (fresh)
+            c->gt_ring_len = c->gt_ring_next = 0;
+        for (uint32_t i = 0; i < n; i++) {
             s[i].device_ns = dev[i];
-        rc = kt_clock_fit(s, n, strategy, KT_DOMAIN_MONOTONIC_RAW, &m);
+            c->gt_ring[c->gt_ring_next] = s[i];
+            c->gt_ring_next = (c->gt_ring_next + 1) % KT__CUDA_GT_RING;
+            if (c->gt_ring_len < KT__CUDA_GT_RING)
+                c->gt_ring_len++;
+        }
+        /* a calibration fits on all its samples; a refresh on the ring (earlier brackets and its own) */
+        rc = fresh ? kt_clock_fit(s, n, strategy, KT_DOMAIN_MONOTONIC_RAW, m)
+                   : kt_clock_fit(c->gt_ring, c->gt_ring_len, strategy, KT_DOMAIN_MONOTONIC_RAW, m);
     }
+    free(s);
+    free(dev);
+    return rc;
+}
+
+int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t strategy, kt_clock_model_t *out,
+                      kt_clock_domain_t *domain)
+{
+    uint32_t n = samples ? samples : 64;
+    if (n < KT_CLOCK_MIN_SAMPLES)
+        return KT_ESAMPLES;
+    kt__cuda_ctx_t *c;
+    int pushed;
+    int rc = gt_begin(ctx, &c, &pushed);
+    if (rc)
+        return rc;
+    kt_clock_model_t m;
+    rc = gt_sample_and_fit(c, n, KT__CUDA_CAL_SPAN_NS, 1, strategy, &m);
     kt_clock_domain_t dom = KT_DOMAIN_DEVICE;
     if (!rc) {
         int64_t off = 0;
@@ -292,8 +314,6 @@ int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t 
         c->gt_model = m;
     }
     gt_end(c, pushed);
-    free(s);
-    free(dev);
     if (rc)
         return rc;
     pthread_mutex_lock(&c->lock);
@@ -306,6 +326,32 @@ int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t 
     if (domain)
         *domain = dom;
     return 0;
+}
+
+/* kt_cuda_slots_record: the model, refreshed first when it is stale (see KT__CUDA_GT_MAX_AGE_NS), or made. */
+static int gt_model_fresh(kt__cuda_ctx_t *c, kt_clock_model_t *m)
+{
+    pthread_mutex_lock(&c->lock);
+    int valid = c->gt_valid;
+    uint64_t res = c->gt_resolution_ns;
+    pthread_mutex_unlock(&c->lock);
+    if (!valid)
+        return kt_cuda_calibrate(c->ctx, 32, KT_FIT_WEIGHTED, m, NULL);
+    int pushed;
+    pthread_mutex_lock(&c->gt_lock);
+    *m = c->gt_model;
+    double fit_bound = kt_clock_error_at(m, m->host_ref_ns);
+    int rc = 0;
+    if (kt_clock_is_stale(m, kt_now_ns(), 2.0 * fit_bound + (double)res, KT__CUDA_GT_MAX_AGE_NS) &&
+        (rc = kt__cuda_ctx_enter(c, &pushed)) == 0) {
+        kt_clock_model_t fresh;
+        rc = gt_sample_and_fit(c, KT__CUDA_GT_REFRESH_SAMPLES, KT__CUDA_CAL_SPAN_NS / 4, 0, m->strategy, &fresh);
+        kt__cuda_ctx_leave(pushed);
+        if (!rc)
+            *m = c->gt_model = fresh;
+    }
+    pthread_mutex_unlock(&c->gt_lock);
+    return rc;
 }
 
 int kt_cuda_globaltimer_to_host(struct CUctx_st *ctx, uint64_t device_ns, uint64_t *host_ns,
@@ -480,26 +526,25 @@ int kt_cuda_slots_record(kt_cuda_slots_t *s, uint32_t index, const char *name)
         kt_record_error(id);
         return KT_ESTATE;
     }
-    pthread_mutex_lock(&c->gt_lock);
-    kt_clock_model_t m = c->gt_model;
-    pthread_mutex_unlock(&c->gt_lock);
+    /* the timer's update granularity bounds each stamp: measured once if the program did not ask for it */
     pthread_mutex_lock(&c->lock);
-    int valid = c->gt_valid;
+    uint64_t res = c->gt_resolution_ns;
     pthread_mutex_unlock(&c->lock);
-    if ((!valid || kt_clock_is_stale(&m, kt_now_ns(), 0.0, KT__CUDA_GT_MAX_AGE_NS)) &&
-        (rc = kt_cuda_calibrate(c->ctx, 32, KT_FIT_WEIGHTED, NULL, NULL)) != 0)
+    if (!res && (rc = kt_cuda_globaltimer_resolution(c->ctx, &res)) != 0)
+        return rc;
+    kt_clock_model_t m;
+    if ((rc = gt_model_fresh(c, &m)) != 0)
         return rc;
     uint64_t h0 = 0, h1 = 0, u0 = 0, u1 = 0;
-    rc = kt_cuda_globaltimer_to_host(c->ctx, st.enter_ns, &h0, &u0);
+    rc = kt_clock_to_host(&m, st.enter_ns, &h0, &u0);
     if (!rc)
-        rc = kt_cuda_globaltimer_to_host(c->ctx, st.exit_ns, &h1, &u1);
+        rc = kt_clock_to_host(&m, st.exit_ns, &h1, &u1);
     if (rc)
         return rc;
     pthread_mutex_lock(&c->lock);
     if (!c->slots_queue)
         c->slots_queue = kt_queue_register(KT_BACKEND_CUDA, c->device_name, "kernel stamps");
     uint32_t queue = c->slots_queue;
-    uint64_t res = c->gt_resolution_ns;
     pthread_mutex_unlock(&c->lock);
     kt_dispatch_t d;
     memset(&d, 0, sizeof d);

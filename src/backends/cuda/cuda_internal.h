@@ -13,6 +13,8 @@
 /* Event-clock anchors: the newest and the one before it are kept as events; samples of the current chain feed
  * the clock model. */
 #define KT__CUDA_ANCHOR_SAMPLES 32
+/* %globaltimer brackets kept per context for refits (kt_cuda_slots_record's refreshes lengthen the baseline). */
+#define KT__CUDA_GT_RING 128
 /* Device positions in an anchor chain are offset by this so ones a little before the chain start stay >= 0. */
 #define KT__CUDA_CHAIN_BASE_NS (1ull << 40)
 /* Drift bound between device and host clocks before a model is fitted (ppm): the calibration module's prior,
@@ -93,6 +95,8 @@ typedef struct kt__cuda_ctx_t {
     kt__cudeviceptr scratch;     /* device buffer for timer reads */
     size_t scratch_bytes;        /* its size */
     kt_clock_model_t gt_model;   /* globaltimer → host model */
+    kt_clock_sample_t gt_ring[KT__CUDA_GT_RING]; /* the brackets it is fitted on (a calibration, then refreshes) */
+    uint32_t gt_ring_len, gt_ring_next;
     int gt_valid;                /* gt_model usable */
     kt_clock_domain_t gt_domain; /* host clock the globaltimer follows, KT_DOMAIN_DEVICE if none */
     uint64_t gt_resolution_ns;   /* measured update granularity, 0 if not measured */
