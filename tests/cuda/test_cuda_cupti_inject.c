@@ -8,7 +8,7 @@
  * configured; a context destroyed has its records delivered then (CUPTI resource callback), or at exit when
  * another CUPTI client holds the callback subscription. Graph launches are one dispatch each ("graph <id>",
  * CUPTI's graph-level records) by default, their nodes one by one with KTIMING_CUPTI_GRAPHS=node. Its recording
- * has not been run on a GPU. */
+ * is checked on a GPU by tests/gpu/run.sh. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

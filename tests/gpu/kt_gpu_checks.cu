@@ -14,6 +14,10 @@
 //   graphs N MS      a graph of 3 kernels + a memset, launched N times, MS ms apart (for ktiming run / SIGKILL)
 //   cupti-live MS    (under CUDA_INJECTION64_PATH) 100 kernels, then MS ms idle: all 100 CUPTI records reached the
 //                    recorder while the program still runs
+//   cupti-bracket    (under CUDA_INJECTION64_PATH) each CUPTI kernel span lies within the host's bracket around
+//                    its launch and synchronisation, widened by the span's stated bound
+//   stamps S         KT_KERNEL_ENTER/EXIT stamps recorded every 250 ms for S s: each within its host bracket
+//                    widened by its bound (the %globaltimer model is refreshed as it ages)
 //   ptds             (built with --default-stream per-thread) stream 0 spans and the timer use the per-thread
 //                    stream: a span on stream 0 of thread 2 is not serialised behind thread 1's held work
 #include <cuda.h>
@@ -21,6 +25,7 @@
 
 #include <ktiming.h>
 #include <ktiming/cuda.h>
+#include <ktiming/cuda_device.cuh>
 
 #include <atomic>
 #include <cstdarg>
@@ -272,6 +277,110 @@ static int check_calib(unsigned wait_s)
                   wait_s, worst_err, worst_unc, over, kt_clock_domain_name(dom));
 }
 
+// ---- spans against host brackets ----------------------------------------------------------------------------
+// Every span of entries named `prefix` (sorted by start, as the snapshot keeps them) must lie inside the host's
+// bracket [h0[i], h1[i]] around the launch and the synchronisation of launch i, widened by its stated bound.
+static int bracket_check(const char *check, const char *prefix, const uint64_t *h0, const uint64_t *h1, unsigned n)
+{
+    kt_snapshot_t *s = kt_snapshot();
+    unsigned k = 0, outside = 0;
+    uint64_t worst_unc = 0, min_unc = UINT64_MAX, worst_gap = 0;
+    for (size_t i = 0; s && i < s->span_count; i++) {
+        const kt_span_t *sp = &s->spans[i];
+        if (std::strncmp(s->entries[sp->entry].name, prefix, std::strlen(prefix)) != 0 || k >= n)
+            continue;
+        uint64_t u = sp->uncertainty_ns;
+        uint64_t gap = sp->start_ns + u < h0[k] ? h0[k] - sp->start_ns : sp->end_ns > h1[k] + u ? sp->end_ns - h1[k] : 0;
+        if (sp->start_ns + u < h0[k] || sp->end_ns > h1[k] + u)
+            outside++;
+        if (gap > worst_gap)
+            worst_gap = gap;
+        if (u > worst_unc)
+            worst_unc = u;
+        if (u < min_unc)
+            min_unc = u;
+        k++;
+    }
+    kt_snapshot_free(s);
+    return result(k == n && outside == 0, check, "%u of %u spans placed; %u outside their host bracket widened by "
+                  "their bound (worst by %llu ns); stated bounds %llu..%llu ns",
+                  k, n, outside, (unsigned long long)worst_gap, (unsigned long long)(k ? min_unc : 0),
+                  (unsigned long long)worst_unc);
+}
+
+// CUPTI's records (under CUDA_INJECTION64_PATH): 20 kernels, each launched and synchronised between host reads.
+static int check_cupti_bracket()
+{
+    if (!getenv("CUDA_INJECTION64_PATH"))
+        return result(false, "cupti-bracket", "run it with CUDA_INJECTION64_PATH");
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    kt_gpu_spin<<<1, 1, 0, s>>>(1000); // warm-up (module load)
+    cudaStreamSynchronize(s);
+    enum { N = 20 };
+    uint64_t h0[N], h1[N];
+    for (int i = 0; i < N; i++) {
+        h0[i] = kt_now_ns();
+        kt_gpu_spin<<<1, 1, 0, s>>>(20000);
+        cudaStreamSynchronize(s);
+        h1[i] = kt_now_ns();
+        usleep(20000);
+    }
+    usleep(400000); // the flusher delivers them
+    // the warm-up kernel is the first kt_gpu_spin span: skip it by bracketing it too
+    uint64_t b0[N + 1], b1[N + 1];
+    b0[0] = 0;
+    b1[0] = h0[0];
+    for (int i = 0; i < N; i++) {
+        b0[i + 1] = h0[i];
+        b1[i + 1] = h1[i];
+    }
+    return bracket_check("cupti-bracket", "kt_gpu_spin", b0, b1, N + 1);
+}
+
+// %globaltimer stamps (KT_KERNEL_ENTER/EXIT) recorded over S seconds: the calibration keeps its bound (the model is
+// refreshed as it ages) and every stamped span lies in its host bracket.
+__global__ void kt_gpu_stamped(unsigned long long ns)
+{
+    KT_KERNEL_ENTER();
+    unsigned long long t0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    for (;;) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if (t - t0 >= ns)
+            break;
+    }
+    KT_KERNEL_EXIT();
+}
+
+static int check_stamps(unsigned seconds)
+{
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    kt_cuda_slots_t *slots = nullptr;
+    if (kt_cuda_slots_create(&slots, nullptr, 1) != 0)
+        return result(false, "stamps", "kt_cuda_slots_create: %s", kt_cuda_last_error());
+    kt_gpu_stamped<<<1, 1, 0, s>>>(1000); // warm-up
+    cudaStreamSynchronize(s);
+    enum { MAXN = 64 };
+    uint64_t h0[MAXN], h1[MAXN];
+    unsigned n = seconds * 4 < MAXN ? seconds * 4 : MAXN;
+    for (unsigned i = 0; i < n; i++) {
+        kt_cuda_slot_bind(kt_cuda_slots_device_ptr(slots, 0), s);
+        cudaStreamSynchronize(s);
+        h0[i] = kt_now_ns();
+        kt_gpu_stamped<<<4, 64, 0, s>>>(20000);
+        cudaStreamSynchronize(s);
+        h1[i] = kt_now_ns();
+        if (kt_cuda_slots_record(slots, 0, "kt_stamped") != 0)
+            return result(false, "stamps", "kt_cuda_slots_record: %s", kt_cuda_last_error());
+        usleep(250000);
+    }
+    kt_cuda_slots_destroy(slots);
+    return bracket_check("stamps", "kt_stamped", h0, h1, n);
+}
+
 // ---- devices ----------------------------------------------------------------------------------------------------
 static int check_devices()
 {
@@ -401,6 +510,10 @@ int main(int argc, char **argv)
         rc = check_calib(argc > 2 ? (unsigned)atoi(argv[2]) : 3);
     else if (!std::strcmp(cmd, "devices"))
         rc = check_devices();
+    else if (!std::strcmp(cmd, "cupti-bracket"))
+        rc = check_cupti_bracket();
+    else if (!std::strcmp(cmd, "stamps"))
+        rc = check_stamps(argc > 2 ? (unsigned)atoi(argv[2]) : 4);
     else if (!std::strcmp(cmd, "cupti-live"))
         rc = check_cupti_live(argc > 2 ? (unsigned)atoi(argv[2]) : 1000);
     else if (!std::strcmp(cmd, "ptds"))

@@ -103,7 +103,7 @@ fi
 
 # --- CLI ---------------------------------------------------------------------------------------------------------
 if o=$("$bin/ktiming" devices 2>&1) && printf '%s\n' "$o" | grep -q '^CUDA device 0: '; then
-    line PASS devices "$(printf '%s\n' "$o" | grep -iA3 cuda | tr -s ' ' | tr '\n' ';' | head -c 400)"
+    line PASS devices "$(printf '%s\n' "$o" | grep -A2 '^CUDA device' | tr -s ' ' | tr '\n' ';' | head -c 500)"
 else
     line FAIL devices "$(printf '%s\n' "$o" | tail -n 3 | tr '\n' ';')"
 fi
@@ -147,7 +147,9 @@ run_check ptds "$checks-ptds" ptds
 run_check globaltimer "$checks" globaltimer
 run_check globaltimer-cupti env CUDA_INJECTION64_PATH="$inject" "$checks" globaltimer
 run_check calib "$checks" calib 3
+run_check stamps "$checks" stamps 4
 run_check cupti-live env CUDA_INJECTION64_PATH="$inject" "$checks" cupti-live 1000
+run_check cupti-bracket env CUDA_INJECTION64_PATH="$inject" "$checks" cupti-bracket
 
 # reset: under compute-sanitizer where it accepts the device; it reports every driver call that fails (a use of a
 # freed event or stream answers CUDA_ERROR_INVALID_HANDLE/INVALID_CONTEXT)

@@ -24,8 +24,8 @@
  * rather than left as a silent zero. Peer-to-peer copies (MEMCPY2 records) are timed as "memcpy PtoP". Graphs (KTIMING_CUPTI_GRAPHS): `graph` (default) enables
  * CUPTI_ACTIVITY_KIND_GRAPH_TRACE, so each graph launch is one dispatch, "graph <id>" on its stream, and CUPTI
  * then reports none of the graph's nodes; `node` leaves it off: the kernels, copies and memsets inside graphs
- * are recorded one by one. A CUPTI that refuses GRAPH_TRACE (before CUDA 11.7) gives node mode. Tested without
- * a GPU only, against a CUPTI test double. */
+ * are recorded one by one. A CUPTI that refuses GRAPH_TRACE (before CUDA 11.7) gives node mode. Tested against a
+ * CUPTI test double, and on a GPU by tests/gpu/run.sh (docs/cuda.md). */
 #include <cupti.h>
 
 #include "common/kti_run.h"
