@@ -13,6 +13,7 @@
  * that fitted REALTIME at start-up misplaces every record. Records:
  *   "_ZN2kt4fake12saxpy_kernelEifPfS1_" (mangled C++, context 1, stream 7), queued/submitted/start/end
  *   "kt_fake_cupti_kernel"  (context 2, stream 7: the same stream id in another context)
+ *   "kt_fake_module_v1", then "kt_fake_module_v2" from the same name address (a module reloaded)
  *   "kt_fake_untimed"       start = end = 0 (CUPTI could not time it)
  *   a 4096-byte HtoD memcpy and a 1024-byte memset (context 1, stream 7)
  *   graph 3 launched twice (context 1, stream 9), each launch running two "kt_fake_graph_node" kernels: with
@@ -241,14 +242,22 @@ static CUptiResult deliver(void (*make)(uint8_t *buf, uint64_t now), size_t n)
     return CUPTI_SUCCESS;
 }
 
+/* A kernel name CUPTI hands out from memory it reuses: a module unloaded and another loaded (Triton, Inductor)
+ * can give the same address to another kernel's name. */
+static char g_reused_name[32];
+
 static void first_buffer(uint8_t *buf, uint64_t now)
 {
     kernel(buf, "_ZN2kt4fake12saxpy_kernelEifPfS1_", 1, now - 20000, 5000, g_latency);
     kernel(buf + KT_FAKE_RECORD_BYTES, "kt_fake_cupti_kernel", 2, now - 15000, 5000, g_latency);
+    strcpy(g_reused_name, "kt_fake_module_v1");
+    kernel(buf + 2 * KT_FAKE_RECORD_BYTES, g_reused_name, 1, now - 14000, 1000, 0);
 }
 
 static void second_buffer(uint8_t *buf, uint64_t now)
 {
+    strcpy(g_reused_name, "kt_fake_module_v2"); /* same address, another kernel */
+    kernel(buf + 3 * KT_FAKE_RECORD_BYTES, g_reused_name, 1, now - 12000, 1000, 0);
     kernel(buf, "kt_fake_untimed", 1, 0, 0, 0);
     CUpti_ActivityMemcpy6 m;
     memset(&m, 0, sizeof m);
@@ -322,9 +331,9 @@ static CUptiResult deliver_completed(void)
     if (g_delivered_all)
         return CUPTI_SUCCESS;
     g_delivered_all = 1;
-    CUptiResult r = deliver(first_buffer, 2);
+    CUptiResult r = deliver(first_buffer, 3);
     if (r == CUPTI_SUCCESS)
-        r = deliver(second_buffer, 3);
+        r = deliver(second_buffer, 4);
     return r == CUPTI_SUCCESS ? deliver(graph_buffer, (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0)) : r;
 }
 
@@ -351,7 +360,7 @@ static void *worker_main(void *arg)
     for (;;) {
         usleep(5000);
         pthread_mutex_lock(&g_lock);
-        size_t completed = g_delivered_all ? 0 : 5 + (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0);
+        size_t completed = g_delivered_all ? 0 : 7 + (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0);
         if (g_flush_period_ms && g_complete && g_last_size && completed * KT_FAKE_RECORD_BYTES >= g_last_size)
             deliver_completed();
         pthread_mutex_unlock(&g_lock);
