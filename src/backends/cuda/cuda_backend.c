@@ -24,6 +24,7 @@ enum { KT__CUDA_UNINIT = 0, KT__CUDA_READY = 1, KT__CUDA_UNAVAILABLE = 2 };
 static struct {
     pthread_mutex_t lock;     /* state, settings, context list, collector lifecycle */
     pthread_mutex_t consumer; /* one consumer of completions at a time (collector pass, flush, sync end, cleanup) */
+    pthread_mutex_t reg;      /* registering with the core (never under lock or consumer) */
     atomic_int state;         /* KT__CUDA_* */
     kt_cuda_desc_t desc;      /* settings in force, defaults filled in */
     char load_msg[512];       /* why loading failed, re-reported on every KT_EUNAVAILABLE */
@@ -38,6 +39,7 @@ static struct {
 } G = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .consumer = PTHREAD_MUTEX_INITIALIZER,
+    .reg = PTHREAD_MUTEX_INITIALIZER,
     .generation = 1,
     .ctx_epoch = 1,
     .collector = KT__COLLECTOR_INIT,
@@ -132,17 +134,20 @@ static int init_locked(const kt_cuda_desc_t *desc)
         return KT_EUNAVAILABLE;
     }
     G.desc = want;
-    kt__backend_register(&kOps); /* idempotent; again after a kt_shutdown() stopped it */
-    atomic_store(&G.stopped, 0);
+    atomic_store(&G.stopped, 1); /* the caller registers the backend (restart_if_stopped), outside G.lock */
     atomic_store(&G.state, KT__CUDA_READY);
     return 0;
 }
+
+static void restart_if_stopped(void);
 
 int kt_cuda_init(const kt_cuda_desc_t *desc)
 {
     pthread_mutex_lock(&G.lock);
     int rc = init_locked(desc);
     pthread_mutex_unlock(&G.lock);
+    if (rc == 0)
+        restart_if_stopped();
     return rc;
 }
 
@@ -1115,12 +1120,14 @@ static void restart_if_stopped(void)
 {
     if (!atomic_load(&G.stopped))
         return;
-    pthread_mutex_lock(&G.lock);
+    /* Under its own lock, never G.lock: the core's registry lock is held around fork while fork_prepare takes
+     * G.consumer and G.lock, so registering under G.lock would close a lock-order cycle. */
+    pthread_mutex_lock(&G.reg);
     if (atomic_load(&G.stopped)) {
-        kt__backend_register(&kOps);
+        kt__backend_register(&kOps); /* idempotent; again after a kt_shutdown() stopped it */
         atomic_store(&G.stopped, 0);
     }
-    pthread_mutex_unlock(&G.lock);
+    pthread_mutex_unlock(&G.reg);
 }
 
 /* ---------------------------------------------------------------------------------------------------
