@@ -206,6 +206,27 @@ if [ -s "$tmp/kill.json" ]; then
 else
     line INFO run-sigkill "program SIGKILLed after ~2 s: ktiming run exit $rc, no snapshot: $(tail -n 2 "$tmp/kill.log" | tr '\n' ';')"
 fi
+# a profiler of the program's own beside the CUPTI library (Kineto through torch.profiler), where PyTorch is there:
+# what each side still gets, and what the library said
+if python3 -c 'import torch' >/dev/null 2>&1; then
+    o=$(cd "$tmp" && timeout 180 env CUDA_INJECTION64_PATH="$inject" KTIMING_OUTPUT="$tmp/torch.json" python3 -c '
+import torch
+x = torch.ones(1 << 20, device="cuda")
+torch.cuda.synchronize()
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
+    for _ in range(50):
+        x = x * 1.0001
+    torch.cuda.synchronize()
+ev = [e for e in p.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+print("torch.profiler CUDA events:", len(ev))
+' 2>&1)
+    said=$(printf '%s\n' "$o" | grep -E 'ktiming-cupti|CUPTI|torch.profiler CUDA events' | sort | uniq -c | tr -s ' ' | tr '\n' ';' | head -c 500)
+    snap="no snapshot"
+    [ -s "$tmp/torch.json" ] && snap=$(counts "$tmp/torch.json" | head -c 400)
+    line INFO torch-profiler "50 kernels under torch.profiler with the CUPTI library injected: $said ktiming: $snap"
+else
+    line SKIP torch-profiler "no PyTorch"
+fi
 rm -rf "$tmp"
 
 line INFO total "$(($(date +%s) - t_start)) s, $fails failed"

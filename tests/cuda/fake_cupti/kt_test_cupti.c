@@ -12,7 +12,8 @@
  * takes an NTP-like step of +KT_TEST_CUPTI_STEP_S seconds (default 30) once activity was enabled, so a library
  * that fitted REALTIME at start-up misplaces every record. Records:
  *   "_ZN2kt4fake12saxpy_kernelEifPfS1_" (mangled C++, context 1, stream 7), queued/submitted/start/end
- *   "kt_fake_cupti_kernel"  (context 2, stream 7: the same stream id in another context)
+ *   two DEVICE records, ids 0 and 1, both named "kt fake GPU" (two boards of one model)
+ *   "kt_fake_cupti_kernel"  (context 2, stream 7: the same stream id in another context; on device 1)
  *   "kt_fake_module_v1", then "kt_fake_module_v2" from the same name address (a module reloaded)
  *   "kt_fake_untimed"       start = end = 0 (CUPTI could not time it)
  *   a 4096-byte HtoD memcpy and a 1024-byte memset (context 1, stream 7)
@@ -42,6 +43,7 @@
 _Static_assert(sizeof(CUpti_ActivityMemcpy6) <= KT_FAKE_RECORD_BYTES, "memcpy record fits the stride");
 _Static_assert(sizeof(CUpti_ActivityMemset4) <= KT_FAKE_RECORD_BYTES, "memset record fits the stride");
 _Static_assert(sizeof(CUpti_ActivityGraphTrace2) <= KT_FAKE_RECORD_BYTES, "graph record fits the stride");
+_Static_assert(sizeof(CUpti_ActivityDevice5) <= KT_FAKE_RECORD_BYTES, "device record fits the stride");
 
 static CUpti_BuffersCallbackRequestFunc g_request;   /* the tool's buffer allocator */
 static CUpti_BuffersCallbackCompleteFunc g_complete; /* the tool's record consumer */
@@ -250,6 +252,7 @@ static void first_buffer(uint8_t *buf, uint64_t now)
 {
     kernel(buf, "_ZN2kt4fake12saxpy_kernelEifPfS1_", 1, now - 20000, 5000, g_latency);
     kernel(buf + KT_FAKE_RECORD_BYTES, "kt_fake_cupti_kernel", 2, now - 15000, 5000, g_latency);
+    ((CUpti_ActivityKernel10 *)(void *)(buf + KT_FAKE_RECORD_BYTES))->deviceId = 1; /* the second GPU */
     strcpy(g_reused_name, "kt_fake_module_v1");
     kernel(buf + 2 * KT_FAKE_RECORD_BYTES, g_reused_name, 1, now - 14000, 1000, 0);
 }
@@ -325,13 +328,29 @@ static void running_buffer(uint8_t *buf, uint64_t now)
     kernel(buf, "kt_fake_running", 2, 0, 0, 0);
 }
 
+/* Two GPUs of one model (DEVICE records 0 and 1, one name), as on a node of identical boards. */
+static void device_buffer(uint8_t *buf, uint64_t now)
+{
+    (void)now;
+    for (uint32_t i = 0; i < 2; i++) {
+        CUpti_ActivityDevice5 d;
+        memset(&d, 0, sizeof d);
+        d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+        d.id = i;
+        d.name = "kt fake GPU";
+        memcpy(buf + (size_t)i * KT_FAKE_RECORD_BYTES, &d, sizeof d);
+    }
+}
+
 /* g_lock held: hands over the completed records not yet delivered (each once). */
 static CUptiResult deliver_completed(void)
 {
     if (g_delivered_all)
         return CUPTI_SUCCESS;
     g_delivered_all = 1;
-    CUptiResult r = deliver(first_buffer, 3);
+    CUptiResult r = deliver(device_buffer, 2);
+    if (r == CUPTI_SUCCESS)
+        r = deliver(first_buffer, 3);
     if (r == CUPTI_SUCCESS)
         r = deliver(second_buffer, 4);
     return r == CUPTI_SUCCESS ? deliver(graph_buffer, (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0)) : r;
@@ -360,7 +379,7 @@ static void *worker_main(void *arg)
     for (;;) {
         usleep(5000);
         pthread_mutex_lock(&g_lock);
-        size_t completed = g_delivered_all ? 0 : 7 + (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0);
+        size_t completed = g_delivered_all ? 0 : 9 + (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0);
         if (g_flush_period_ms && g_complete && g_last_size && completed * KT_FAKE_RECORD_BYTES >= g_last_size)
             deliver_completed();
         pthread_mutex_unlock(&g_lock);
