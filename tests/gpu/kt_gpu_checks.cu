@@ -6,6 +6,7 @@
 //                    kt_flush, kt_snapshot and a kt_cuda_timer: the capture must end with cudaSuccess and the
 //                    span be recorded (no error)
 //   held N           kt_cuda_time_held with N launches of a short kernel: returns 0, well inside the hold timeout
+//   queue-depth      how many launches the driver queues behind a spinning kernel before cuLaunchKernel blocks
 //   reset            spans in flight across cudaDeviceReset, then more spans: none is an error, no crash (run
 //                    under compute-sanitizer by run.sh where it accepts the device)
 //   globaltimer      %globaltimer resolution and a calibration's bound (run.sh runs it with and without CUPTI)
@@ -160,6 +161,69 @@ static int check_capture()
                   "capture", "cudaStreamEndCapture=%s; span begin=%d end=%d recorded=%llu errors=%llu (%s); "
                   "timer init=%d %.3f ms",
                   cudaGetErrorName(g_end_capture), rb, re, t.n, t.errors, t.last_error, rt, ms);
+}
+
+// ---- the driver's launch queue behind a spinning kernel ----------------------------------------------------------
+// A kernel spins on host-mapped memory; the host launches up to 4096 tiny kernels behind it on the same stream
+// while a watchdog thread notes after 1 s how many launches had returned, then releases the spinner. Fewer than
+// 4096 means cuLaunchKernel blocked there: the queue was full (what the held stream's batches of 32 avoid).
+__global__ void kt_gpu_wait_flag(volatile unsigned *flag, unsigned long long timeout_ns)
+{
+    unsigned long long t0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    for (;;) {
+        if (*flag)
+            break;
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if (t - t0 >= timeout_ns)
+            break;
+    }
+}
+
+static std::atomic<unsigned> g_launched{0};
+static volatile unsigned *g_flag;
+static unsigned g_seen_at_1s;
+
+static void *queue_watchdog(void *)
+{
+    usleep(1000000);
+    g_seen_at_1s = g_launched.load();
+    *g_flag = 1;
+    return nullptr;
+}
+
+static int check_queue_depth()
+{
+    enum { N = 4096 };
+    unsigned *host = nullptr;
+    if (cudaHostAlloc((void **)&host, 64, cudaHostAllocMapped) != cudaSuccess)
+        return result(false, "queue-depth", "cudaHostAlloc failed");
+    host[0] = 0;
+    g_flag = host;
+    unsigned *dev = nullptr;
+    cudaHostGetDevicePointer((void **)&dev, host, 0);
+    float *x = nullptr;
+    cudaMalloc(&x, 4096);
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    kt_gpu_add<<<1, 32, 0, s>>>(x, 32); // loaded before the hold
+    cudaStreamSynchronize(s);
+    kt_gpu_wait_flag<<<1, 1, 0, s>>>(dev, 5000000000ull);
+    pthread_t th;
+    pthread_create(&th, nullptr, queue_watchdog, nullptr);
+    for (unsigned i = 0; i < N; i++) {
+        kt_gpu_add<<<1, 32, 0, s>>>(x, 32);
+        g_launched.store(i + 1);
+    }
+    pthread_join(th, nullptr);
+    cudaStreamSynchronize(s);
+    std::printf("INFO queue-depth: %u of %u launches behind a spinning kernel had returned after 1 s (%s)\n",
+                g_seen_at_1s, (unsigned)N, g_seen_at_1s < N ? "the launch queue was full: cuLaunchKernel blocked"
+                                                           : "no launch blocked");
+    cudaFreeHost(host);
+    cudaFree(x);
+    return 0;
 }
 
 // ---- held -----------------------------------------------------------------------------------------------------
@@ -510,6 +574,8 @@ int main(int argc, char **argv)
         rc = check_calib(argc > 2 ? (unsigned)atoi(argv[2]) : 3);
     else if (!std::strcmp(cmd, "devices"))
         rc = check_devices();
+    else if (!std::strcmp(cmd, "queue-depth"))
+        rc = check_queue_depth();
     else if (!std::strcmp(cmd, "cupti-bracket"))
         rc = check_cupti_bracket();
     else if (!std::strcmp(cmd, "stamps"))

@@ -18,8 +18,8 @@
  *   KT_TEST_CUDA_DRIVER_VERSION=N           cuDriverGetVersion (default 13000); cuModuleLoadData rejects PTX newer
  *                                           than that driver JIT-compiles (CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
  *   KT_TEST_CUDA_QUEUE_DEPTH=N              ops a stream queues behind a spinning kt_hold_wait kernel before
- *                                           an enqueue blocks until it moves (default 64; real drivers: ~1000
- *                                           launches, fewer with large parameter blocks)
+ *                                           an enqueue blocks until it moves (default 64; a real driver's
+ *                                           depth: docs/cuda.md, measured by tests/gpu/run.sh queue-depth)
  *   KT_TEST_CUDA_CC=NN                      compute capability of every device (default 90); PTX for a newer
  *                                           .target fails with CUDA_ERROR_NO_BINARY_FOR_GPU
  *
