@@ -75,6 +75,7 @@ typedef enum child_mode_t {
     CHILD_LIVE = 4,          /* wait (up to 3 s) until its own kt_snapshot holds CUPTI's records, then _exit:
                                 status 50 + found, no exit handler, no snapshot */
     CHILD_OTHER_CLIENT = 5,  /* a profiler in the program replaces the activity callbacks, then exit */
+    CHILD_DESTROY_NOSUB = 6, /* CHILD_DESTROY with KTIMING_CUPTI_SUBSCRIBE=0 */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -97,6 +98,10 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
         unsetenv("KTIMING_REPORT");
         if (mode == CHILD_DESTROY_OTHER)
             setenv("KT_TEST_CUPTI_OTHER_SUBSCRIBER", "1", 1);
+        if (mode == CHILD_DESTROY_NOSUB)
+            setenv("KTIMING_CUPTI_SUBSCRIBE", "0", 1);
+        else
+            unsetenv("KTIMING_CUPTI_SUBSCRIBE");
         if (mode == CHILD_NODES)
             setenv("KTIMING_CUPTI_GRAPHS", "node", 1);
         else
@@ -132,6 +137,13 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             }
             _exit(50 + found);
         }
+        if (mode == CHILD_DESTROY_NOSUB) { /* the program's own profiler can still subscribe */
+            int (*subscribe)(void **, void *, void *) = NULL;
+            *(void **)&subscribe = dlsym(RTLD_DEFAULT, "cuptiSubscribe");
+            void *handle = NULL;
+            if (!subscribe || subscribe(&handle, NULL, NULL) != 0)
+                _exit(6);
+        }
         if (mode == CHILD_OTHER_CLIENT) {
             void (*other)(void) = NULL;
             *(void **)&other = dlsym(RTLD_DEFAULT, "kt_test_cupti_other_client");
@@ -140,7 +152,7 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             other();
         }
         size_t (*destroy)(uint32_t) = NULL;
-        if (mode == CHILD_DESTROY || mode == CHILD_DESTROY_OTHER)
+        if (mode == CHILD_DESTROY || mode == CHILD_DESTROY_OTHER || mode == CHILD_DESTROY_NOSUB)
             *(void **)&destroy = dlsym(RTLD_DEFAULT, "kt_test_cupti_destroy_context");
         if (destroy && rc == 1)
             exit(30 + (int)destroy(1));
@@ -332,6 +344,15 @@ static void test_context_destroy_flushes(void **state)
     run_with_double(CHILD_DESTROY, 42);
 }
 
+/* KTIMING_CUPTI_SUBSCRIBE=0: the library leaves CUPTI's one subscription free for a profiler of the program's own
+ * (holding it, torch.profiler recorded no CUDA event on an H200): nothing is delivered during the destroy, all of it
+ * at exit, and the subscription is still free afterwards. */
+static void test_subscription_left_free(void **state)
+{
+    (void)state;
+    run_with_double(CHILD_DESTROY_NOSUB, 30);
+}
+
 /* Issue 36.4: records reach the recorder while the program runs. CUPTI's flush period returns only full buffers;
  * the library's flusher thread flushes completed records every period, so a process that then dies without its
  * exit handlers (here _exit) had them recorded. */
@@ -407,6 +428,7 @@ int main(void)
                                        cmocka_unit_test(test_graph_nodes_one_by_one),
                                        cmocka_unit_test(test_other_subscriber_still_times),
                                        cmocka_unit_test(test_records_arrive_while_running),
+                                       cmocka_unit_test(test_subscription_left_free),
                                        cmocka_unit_test(test_other_client_taking_callbacks_is_counted)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

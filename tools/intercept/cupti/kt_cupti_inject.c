@@ -495,6 +495,14 @@ static int g_said_subscriber;
  * subscription fails, and a destroyed context's records then arrive with the next flush (period or exit). */
 static void subscribe_resources(void)
 {
+    /* KTIMING_CUPTI_SUBSCRIBE=0 leaves CUPTI's one subscription to the program: holding it, the library makes a
+     * profiler of the program's own fail to initialise (on an H200, torch.profiler then recorded no CUDA event:
+     * docs/cuda.md). The flusher thread still delivers a destroyed context's completed records. */
+    const char *sub = getenv("KTIMING_CUPTI_SUBSCRIBE");
+    if (sub && !strcmp(sub, "0")) {
+        S.subscriber = NULL;
+        return;
+    }
     CUptiResult r = cuptiSubscribe(&S.subscriber, resource_callback, NULL);
     if (r == CUPTI_SUCCESS) {
         r = cuptiEnableCallback(1, S.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
@@ -509,6 +517,9 @@ static void subscribe_resources(void)
     if (r != CUPTI_SUCCESS)
         say_once(&g_said_subscriber, "ktiming-cupti: another CUPTI client holds the callback subscription (%s): "
                                      "records of a destroyed context arrive with the next flush\n", result_name(r));
+    else if (secure_getenv("KTIMING_RUN_VERBOSE"))
+        fprintf(stderr, "ktiming-cupti: holding CUPTI's callback subscription: a profiler in the program (Kineto, "
+                        "torch.profiler) cannot subscribe; KTIMING_CUPTI_SUBSCRIBE=0 leaves it free\n");
 }
 
 /* CUPTI entry points newer than the oldest CUPTI the library runs with: looked up, used when present. */
