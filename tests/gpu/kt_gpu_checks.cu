@@ -44,16 +44,24 @@ static double now_s()
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+__device__ unsigned long long gpu_now()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// Spins until ns of %globaltimer passed, or (flag given) until *flag is set.
+__device__ void spin_ns(unsigned long long ns, volatile unsigned *flag)
+{
+    unsigned long long t0 = gpu_now();
+    while (!(flag && *flag) && gpu_now() - t0 < ns) {
+    }
+}
+
 __global__ void kt_gpu_spin(unsigned long long ns)
 {
-    unsigned long long t0;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    for (;;) {
-        unsigned long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        if (t - t0 >= ns)
-            break;
-    }
+    spin_ns(ns, nullptr);
 }
 
 __global__ void kt_gpu_add(float *x, int n)
@@ -169,16 +177,7 @@ static int check_capture()
 // 4096 means cuLaunchKernel blocked there: the queue was full (what the held stream's batches of 32 avoid).
 __global__ void kt_gpu_wait_flag(volatile unsigned *flag, unsigned long long timeout_ns)
 {
-    unsigned long long t0;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    for (;;) {
-        if (*flag)
-            break;
-        unsigned long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        if (t - t0 >= timeout_ns)
-            break;
-    }
+    spin_ns(timeout_ns, flag);
 }
 
 static std::atomic<unsigned> g_launched{0};
@@ -407,14 +406,7 @@ static int check_cupti_bracket()
 __global__ void kt_gpu_stamped(unsigned long long ns)
 {
     KT_KERNEL_ENTER();
-    unsigned long long t0;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    for (;;) {
-        unsigned long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        if (t - t0 >= ns)
-            break;
-    }
+    spin_ns(ns, nullptr);
     KT_KERNEL_EXIT();
 }
 
@@ -550,44 +542,45 @@ static int check_ptds()
 #endif
 }
 
+// The checks by name; `arg` is argv[2] as a number, or the check's default.
+struct check_t {
+    const char *name;
+    int (*run)(unsigned arg);
+    unsigned default_arg;
+};
+static int no_arg(int (*f)(), unsigned) { return f(); }
+static const check_t kChecks[] = {
+    {"capture", [](unsigned a) { return no_arg(check_capture, a); }, 0},
+    {"held", check_held, 1000},
+    {"reset", [](unsigned a) { return no_arg(check_reset, a); }, 0},
+    {"globaltimer", [](unsigned a) { return no_arg(check_globaltimer, a); }, 0},
+    {"calib", check_calib, 3},
+    {"devices", [](unsigned a) { return no_arg(check_devices, a); }, 0},
+    {"queue-depth", [](unsigned a) { return no_arg(check_queue_depth, a); }, 0},
+    {"cupti-bracket", [](unsigned a) { return no_arg(check_cupti_bracket, a); }, 0},
+    {"stamps", check_stamps, 4},
+    {"cupti-live", check_cupti_live, 1000},
+    {"ptds", [](unsigned a) { return no_arg(check_ptds, a); }, 0},
+};
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s capture|held N|reset|globaltimer|calib S|devices|graphs N MS|ptds\n", argv[0]);
+        std::fprintf(stderr, "usage: %s CHECK [N] | graphs N MS (checks: see the top of kt_gpu_checks.cu)\n", argv[0]);
         return 2;
     }
     const char *cmd = argv[1];
     if (!std::strcmp(cmd, "graphs"))
         return run_graphs(argc > 2 ? (unsigned)atoi(argv[2]) : 100, argc > 3 ? (unsigned)atoi(argv[3]) : 0);
-    kt_desc_t desc = {};
-    kt_init(&desc);
-    int rc;
-    if (!std::strcmp(cmd, "capture"))
-        rc = check_capture();
-    else if (!std::strcmp(cmd, "held"))
-        rc = check_held(argc > 2 ? (unsigned)atoi(argv[2]) : 1000);
-    else if (!std::strcmp(cmd, "reset"))
-        rc = check_reset();
-    else if (!std::strcmp(cmd, "globaltimer"))
-        rc = check_globaltimer();
-    else if (!std::strcmp(cmd, "calib"))
-        rc = check_calib(argc > 2 ? (unsigned)atoi(argv[2]) : 3);
-    else if (!std::strcmp(cmd, "devices"))
-        rc = check_devices();
-    else if (!std::strcmp(cmd, "queue-depth"))
-        rc = check_queue_depth();
-    else if (!std::strcmp(cmd, "cupti-bracket"))
-        rc = check_cupti_bracket();
-    else if (!std::strcmp(cmd, "stamps"))
-        rc = check_stamps(argc > 2 ? (unsigned)atoi(argv[2]) : 4);
-    else if (!std::strcmp(cmd, "cupti-live"))
-        rc = check_cupti_live(argc > 2 ? (unsigned)atoi(argv[2]) : 1000);
-    else if (!std::strcmp(cmd, "ptds"))
-        rc = check_ptds();
-    else {
-        std::fprintf(stderr, "unknown check %s\n", cmd);
-        return 2;
+    for (const check_t &c : kChecks) {
+        if (std::strcmp(cmd, c.name) != 0)
+            continue;
+        kt_desc_t desc = {};
+        kt_init(&desc);
+        int rc = c.run(argc > 2 ? (unsigned)atoi(argv[2]) : c.default_arg);
+        kt_shutdown();
+        return rc;
     }
-    kt_shutdown();
-    return rc;
+    std::fprintf(stderr, "unknown check %s\n", cmd);
+    return 2;
 }
