@@ -128,6 +128,10 @@ typedef struct kt_cuda_device_t {
     int sm_count;         /* multiprocessors */
     uint64_t sm_clock_hz; /* SM clock (clock64() ticks per second), 0 if the driver does not say */
     int driver_version;   /* cuDriverGetVersion, e.g. 13000 */
+    char label[128];      /* the device's name in snapshots: `name`, or `name #<ordinal>` when another device of
+                             the process has the same name (8 GPUs of one model stay 8 devices) */
+    unsigned char uuid[16]; /* cuDeviceGetUuid (all zero when the driver cannot say) */
+    char pci_bus_id[16];  /* PCI domain:bus:device, e.g. "0000:17:00", "" when the driver cannot say */
 } kt_cuda_device_t;
 
 /* Counters of one context's pool, for tests and diagnostics. */
@@ -150,7 +154,7 @@ typedef struct kt_cuda_stats_t {
 typedef int (*kt_cuda_enqueue_cb)(void *user, struct CUstream_st *stream, uint32_t trials);
 typedef struct kt_cuda_held_t {
     struct CUctx_st *ctx;         /* NULL: current context, or device 0's primary context */
-    struct CUstream_st *stream;   /* the stream the work goes to (NULL: legacy default stream) */
+    struct CUstream_st *stream;   /* the stream the work goes to; not the legacy default stream (KT_EINVAL) */
     kt_cuda_enqueue_cb enqueue;   /* enqueues the launches */
     void *user;                   /* passed to enqueue */
     uint32_t hold_timeout_ms;     /* the hold kernel gives up after this long (0: 10000) */
@@ -186,11 +190,14 @@ KT_API int kt_cuda_device_primary(int ordinal, struct CUctx_st **ctx);
  *   KT_KERNEL_ENTER/EXIT stamps.
  *   Graph capture: a span begun (or ended) on a stream that is capturing a graph is skipped, 0 returned, and
  *   counted as dropped with reason "graph capture"; time the graph's launch instead (a span around
- *   cuGraphLaunch/cudaGraphLaunch is one dispatch). The collector thread sets its capture mode to relaxed, so a
- *   capture in global mode elsewhere is neither failed nor invalidated by it.
+ *   cuGraphLaunch/cudaGraphLaunch is one dispatch). Every driver call ktiming makes, on any thread (the
+ *   collector, and yours in kt_flush/kt_snapshot, sync mode, timers, calibration, slots, held timings), runs in
+ *   relaxed capture mode, so a capture in global mode elsewhere is neither failed nor invalidated by ktiming.
  *   Device reset: after cudaDeviceReset / cuDevicePrimaryCtxReset or cuCtxDestroy, ktiming notices (the
- *   context's id changed, CUDA 12.0+ drivers), forgets the context's events without touching them and counts
- *   what was in flight as dropped ("context reset"); a span open across the reset ends with KT_ESTATE.
+ *   context's id changed, CUDA 12.0+ drivers; checked before each use of its handles), forgets the context's
+ *   events without touching them and counts what was in flight as dropped ("context reset"); a span open
+ *   across the reset ends with KT_ESTATE. In a process forked after CUDA was initialised every call returns
+ *   KT_EUNAVAILABLE.
  *   Per-thread default stream: a NULL stream is the legacy default stream unless per_thread_default_stream is
  *   set, or this header is compiled with nvcc --default-stream per-thread (CUDA_API_PER_THREAD_DEFAULT_STREAM):
  *   then spans on stream NULL go to the calling thread's per-thread default stream (CU_STREAM_PER_THREAD). */
@@ -257,11 +264,37 @@ KT_API void kt_cuda_slots_destroy(kt_cuda_slots_t *slots);
  * pair's elapsed time (cuEventElapsedTime: ~0.5 us resolution), for all trials together. Not recorded into the
  * recorder by itself (the harness records its samples). KT_ETIMEDOUT when the hold kernel gave up first
  * (kt_cuda_last_error says why); KT_ENOTSUP without mapped host memory or module entry points. One held timing
- * at a time per context; the callback must not call it again. */
+ * at a time per context; the callback must not call it again. Trials are held in batches of at most 32 (a full
+ * launch queue would block the enqueuing before the release), the callback is called once per batch, and the first
+ * time it is timed in a context once more unheld (1 trial: a kernel's first launch may synchronise the context
+ * under lazy loading). The legacy default stream is refused (KT_EINVAL): it waits on every blocking stream. */
 KT_API int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns);
 /* kt_harness_run_cb (ktiming/harness.h) over kt_cuda_time_held: user is a const kt_cuda_held_t *. Use it with
  * .timing = KT_HARNESS_TIME_REPORTED. */
 KT_API int kt_cuda_harness_run(void *user, uint32_t trials, uint64_t *duration_ns);
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+/* Code built with --default-stream per-thread: stream 0 of its timers and held timings is its per-thread default
+ * stream too, as for its spans (kt_cuda_harness_run, passed as a pointer, is not mapped: give it a stream). */
+static inline void kt__cuda_ptds_timer_start(kt_cuda_timer_t *t)
+{
+    if (t && !t->stream)
+        t->stream = (struct CUstream_st *)0x2; /* CU_STREAM_PER_THREAD */
+    (kt_cuda_timer_start)(t);
+}
+static inline int kt__cuda_ptds_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns)
+{
+    kt_cuda_held_t mapped;
+    if (h) {
+        mapped = *h;
+        mapped.stream = kt__cuda_ptds_stream(h->stream);
+        h = &mapped;
+    }
+    return (kt_cuda_time_held)(h, trials, duration_ns);
+}
+#define kt_cuda_timer_init(t, ctx, stream) (kt_cuda_timer_init)((t), (ctx), kt__cuda_ptds_stream(stream))
+#define kt_cuda_timer_start(t) kt__cuda_ptds_timer_start(t)
+#define kt_cuda_time_held(h, trials, duration_ns) kt__cuda_ptds_time_held((h), (trials), (duration_ns))
+#endif
 
 /* Scoped form: KT_CUDA_BEGIN(s, ctx, stream, "blur"); launch; KT_CUDA_END(s); */
 #define KT_CUDA_BEGIN(span, ctx, stream, name)                                                             \

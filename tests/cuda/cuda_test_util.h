@@ -79,6 +79,27 @@ static inline int kt_test_wait_recorded(struct CUctx_st *ctx, uint64_t n, unsign
 }
 
 /* The CUDA entry named `name` in a snapshot (any device). */
+/* Blocks every cuEventQuery of the double, ends `span` (which wakes the collector) and waits (up to 5 s) until
+ * the collector waits inside its query; fails the test if it never does. */
+static inline void kt_test_end_into_blocked_query(kt_cuda_span_t *span)
+{
+    kt_test_cuda_stats_t st;
+    kt_test_cuda_driver_stats(&st);
+    uint64_t blocked0 = st.blocked_queries;
+    kt_test_cuda_driver_block_queries(1);
+    assert_int_equal(kt_cuda_end(span), 0);
+    for (int i = 0; i < 5000; i++) {
+        kt_test_cuda_driver_stats(&st);
+        if (st.blocked_queries > blocked0)
+            break;
+        kt_test_sleep_ms(1);
+    }
+    assert_true(st.blocked_queries > blocked0);
+}
+
+/* The one entry named `name` of a fresh snapshot (after kt_flush) has `count` dispatches. */
+static inline void kt_test_expect_count(const char *name, uint64_t count);
+
 static inline const kt_kernel_timing_t *kt_test_find(const kt_snapshot_t *s, const char *name)
 {
     for (size_t i = 0; s && i < s->count; i++)
@@ -94,6 +115,16 @@ static inline size_t kt_test_entry_index(const kt_snapshot_t *s, const char *nam
         if (s->entries[i].backend == KT_BACKEND_CUDA && !strcmp(s->entries[i].name, name))
             return i;
     return SIZE_MAX;
+}
+
+static inline void kt_test_expect_count(const char *name, uint64_t count)
+{
+    kt_flush();
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, name);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, count);
+    kt_snapshot_free(snap);
 }
 
 #endif

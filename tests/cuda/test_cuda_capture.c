@@ -1,6 +1,8 @@
 /* test_cuda_capture.c — graph capture: a span begun on a capturing stream is skipped and counted ("graph
  * capture"), never turned into a capture error; the collector thread polls with its capture mode relaxed, so a
- * global-mode capture elsewhere is not invalidated; a span around a graph launch is one dispatch. */
+ * global-mode capture elsewhere is not invalidated; a span around a graph launch is one dispatch; every other
+ * ktiming call on the program's threads (flush, snapshot, timer, %globaltimer, held stream) runs relaxed too, and the
+ * legacy stream beside a capture (906) is skipped, not failed. */
 #include "cuda_test_util.h"
 
 struct CUgraph_st;
@@ -91,6 +93,86 @@ static void test_collector_does_not_break_a_global_capture(void **state)
     assert_int_equal(cuStreamDestroy_v2(work), 0);
 }
 
+static int enqueue_work(void *user, struct CUstream_st *stream, uint32_t trials)
+{
+    (void)user;
+    for (uint32_t i = 0; i < trials; i++)
+        if (kt_test_cuda_driver_work(stream, 1000, 0) != 0)
+            return -1;
+    return 0;
+}
+
+/* Issue 36.1: every ktiming call a program makes while a graph is captured in global mode (PyTorch's CUDA graphs
+ * do this on one thread while others run) — a span, kt_flush, kt_snapshot, a sync-mode end, the timer, the
+ * %globaltimer (module load, allocation), the held stream (mapped host memory) — leaves the capture valid and
+ * records the healthy dispatch (not as an error). */
+static void test_program_calls_keep_a_global_capture(void **state)
+{
+    (void)state;
+    struct CUstream_st *cap = kt_test_stream();
+    struct CUstream_st *work = kt_test_stream();
+    kt_test_cuda_stats_t before, now;
+    assert_int_equal(kt_test_cuda_driver_hold(work, 1), 0);
+    assert_int_equal(cuStreamBeginCapture_v2(cap, MODE_GLOBAL), 0);
+    kt_test_cuda_driver_stats(&before);
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, g_ctx, work, "program-thread"), 0);
+    assert_int_equal(kt_cuda_end(&span), 0);
+    kt_flush(); /* the dispatch is still pending (held): its event is queried from this thread */
+    kt_snapshot_free(kt_snapshot());
+    assert_int_equal(kt_test_cuda_driver_hold(work, 0), 0);
+    kt_cuda_timer_t t;
+    assert_int_equal(kt_cuda_timer_init(&t, g_ctx, work), 0);
+    kt_cuda_timer_start(&t);
+    assert_int_equal(kt_test_cuda_driver_work(work, 1000, 0), 0);
+    kt_cuda_timer_stop(&t);
+    double ms = -1.0;
+    assert_int_equal(kt_cuda_timer_elapsed(&t, &ms), 0);
+    kt_cuda_timer_destroy(&t);
+    uint64_t gt = 0;
+    assert_int_equal(kt_cuda_globaltimer_read(g_ctx, &gt), 0);
+    kt_cuda_held_t h = {.ctx = g_ctx, .stream = work, .enqueue = enqueue_work};
+    uint64_t held_ns = 0;
+    assert_int_equal(kt_cuda_time_held(&h, 4, &held_ns), 0);
+    kt_flush();
+    kt_test_cuda_driver_stats(&now);
+    assert_int_equal(now.capture_violations, before.capture_violations);
+    struct CUgraph_st *g = NULL;
+    assert_int_equal(cuStreamEndCapture(cap, &g), 0); /* not CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901) */
+    assert_int_equal(cuGraphDestroy(g), 0);
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "program-thread");
+    assert_non_null(e);
+    assert_int_equal(e->errors, 0);
+    assert_int_equal(e->dispatch_count, 1);
+    kt_snapshot_free(snap);
+    assert_int_equal(cuStreamDestroy_v2(cap), 0);
+    assert_int_equal(cuStreamDestroy_v2(work), 0);
+}
+
+/* A span on the legacy stream while a blocking stream captures: cuStreamIsCapturing answers
+ * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (906) there, and the span is skipped as captured, not failed. */
+static void test_legacy_stream_beside_a_capture_is_skipped(void **state)
+{
+    (void)state;
+    struct CUstream_st *cap = kt_test_stream();
+    assert_int_equal(cuStreamBeginCapture_v2(cap, MODE_GLOBAL), 0);
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, g_ctx, NULL, "legacy-beside-capture"), 0);
+    assert_int_equal(kt_cuda_end(&span), 0);
+    struct CUgraph_st *g = NULL;
+    assert_int_equal(cuStreamEndCapture(cap, &g), 0);
+    assert_int_equal(cuGraphDestroy(g), 0);
+    kt_flush();
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "legacy-beside-capture");
+    assert_non_null(e);
+    assert_int_equal(e->errors, 0);
+    assert_int_equal(e->dropped_by[KT_DROP_GRAPH_CAPTURE], 1);
+    kt_snapshot_free(snap);
+    assert_int_equal(cuStreamDestroy_v2(cap), 0);
+}
+
 static void test_graph_launch_is_one_dispatch(void **state)
 {
     (void)state;
@@ -130,6 +212,8 @@ int main(void)
         cmocka_unit_test(test_span_on_capturing_stream_is_skipped),
         cmocka_unit_test(test_collector_does_not_break_a_global_capture),
         cmocka_unit_test(test_graph_launch_is_one_dispatch),
+        cmocka_unit_test(test_program_calls_keep_a_global_capture),
+        cmocka_unit_test(test_legacy_stream_beside_a_capture_is_skipped),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

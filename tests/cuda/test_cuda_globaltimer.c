@@ -158,12 +158,56 @@ static void test_slots(void **state)
     assert_int_equal(cuStreamDestroy_v2(s), 0);
 }
 
+/* Issue 36.7: a stamped span's bound holds the %globaltimer's update granularity whether or not the program
+ * measured it (fresh backend state: nobody called kt_cuda_globaltimer_resolution). */
+static void test_slots_granularity_always_counted(void **state)
+{
+    (void)state;
+    kt_cuda_shutdown();
+    assert_int_equal(kt_cuda_init(NULL), 0);
+    kt_test_cuda_driver_set_clock(900000000000000ull, 0.0, 32);
+    assert_int_equal(kt_cuda_calibrate(g_ctx, 32, KT_FIT_WEIGHTED, NULL, NULL), 0);
+    kt_reset();
+    struct CUstream_st *s = kt_test_stream();
+    struct CUmod_st *mod = NULL;
+    struct CUfunc_st *fn = NULL;
+    assert_int_equal(cuModuleLoadData(&mod, kStampModule), 0);
+    assert_int_equal(cuModuleGetFunction(&fn, mod, "kt_test_stamp"), 0);
+    kt_cuda_slots_t *slots = NULL;
+    assert_int_equal(kt_cuda_slots_create(&slots, g_ctx, 1), 0);
+    uint64_t work = 100000;
+    void *params[] = {&work};
+    assert_int_equal(kt_cuda_slots_bind(slots, mod, s, 0), 0);
+    assert_int_equal(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL), 0);
+    assert_int_equal(cuStreamSynchronize(s), 0);
+    assert_int_equal(kt_cuda_slots_record(slots, 0, "granular"), 0);
+    kt_cuda_stamp_t st;
+    assert_int_equal(kt_cuda_slots_read(slots, 0, &st), 0);
+    uint64_t h = 0, u0 = 0, u1 = 0;
+    assert_int_equal(kt_cuda_globaltimer_to_host(g_ctx, st.enter_ns, &h, &u0), 0);
+    assert_int_equal(kt_cuda_globaltimer_to_host(g_ctx, st.exit_ns, &h, &u1), 0);
+    kt_snapshot_t *snap = kt_snapshot();
+    size_t idx = kt_test_entry_index(snap, "granular");
+    size_t spans = 0;
+    for (size_t i = 0; i < snap->span_count; i++)
+        if (snap->spans[i].entry == idx) {
+            spans++;
+            assert_true(snap->spans[i].uncertainty_ns >= (u0 > u1 ? u0 : u1) + 32);
+        }
+    assert_int_equal(spans, 1);
+    kt_snapshot_free(snap);
+    kt_cuda_slots_destroy(slots);
+    assert_int_equal(cuModuleUnload(mod), 0);
+    assert_int_equal(cuStreamDestroy_v2(s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_batch_resolution),
         cmocka_unit_test(test_calibration),
         cmocka_unit_test(test_slots),
+        cmocka_unit_test(test_slots_granularity_always_counted),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -145,6 +145,48 @@ static void test_harness_path(void **state)
     kt_harness_result_free(&r);
 }
 
+/* Issue 36.2: 1,000 launches behind the spin kernel would fill the driver's launch queue (the double's holds 64):
+ * the enqueuing call would block until the hold timed out. ktiming holds the stream for batches of at most 32 and
+ * warms the work up once unheld (a kernel's first launch may synchronise the context under lazy loading), so the
+ * call returns 0 with every batch's time summed and no enqueue ever blocked. */
+static void test_thousand_launches_in_batches(void **state)
+{
+    struct CUstream_st *s = *state;
+    job_t j = {.work_ns = 0};
+    kt_cuda_held_t h = {.stream = s, .enqueue = enqueue, .user = &j, .hold_timeout_ms = 5000};
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    uint64_t d = 0;
+    int rc = kt_cuda_time_held(&h, 1000, &d);
+    if (rc)
+        fail_msg("kt_cuda_time_held: %d (%s)", rc, kt_cuda_last_error());
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.queue_full_waits, before.queue_full_waits);
+    assert_true(after.max_queued_behind_hold <= 32 + 2);
+    assert_int_equal(after.holds - before.holds, (1000 + 31) / 32); /* 32 batches */
+    assert_int_equal(j.calls, 1 + (1000 + 31) / 32);                  /* and the unheld warm-up */
+    assert_true(d > 0);
+    /* The same work again: warmed up already, no second warm-up call. */
+    j.calls = 0;
+    assert_int_equal(kt_cuda_time_held(&h, 64, &d), 0);
+    assert_int_equal(j.calls, 2);
+}
+
+/* The legacy default stream cannot be held: it synchronises with every blocking stream (all of the program's
+ * work would wait on the spin kernel). NULL means it unless the program uses the per-thread default stream. */
+static void test_legacy_stream_refused(void **state)
+{
+    (void)state;
+    job_t j = {.work_ns = 1000};
+    kt_cuda_held_t h = {.stream = NULL, .enqueue = enqueue, .user = &j};
+    uint64_t d = 0;
+    assert_int_equal(kt_cuda_time_held(&h, 1, &d), KT_EINVAL);
+    assert_non_null(strstr(kt_cuda_last_error(), "legacy"));
+    h.stream = (struct CUstream_st *)0x1; /* CU_STREAM_LEGACY */
+    assert_int_equal(kt_cuda_time_held(&h, 1, &d), KT_EINVAL);
+    assert_int_equal(j.calls, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -152,6 +194,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_waiting_callback_times_out, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_callback_error_releases, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_harness_path, held_setup, held_teardown),
+        cmocka_unit_test_setup_teardown(test_thousand_launches_in_batches, held_setup, held_teardown),
+        cmocka_unit_test_setup_teardown(test_legacy_stream_refused, held_setup, held_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -92,11 +92,48 @@ static void test_desc_per_thread(void **state)
     kt_cuda_shutdown();
 }
 
+static int enqueue_one(void *user, struct CUstream_st *stream, uint32_t trials)
+{
+    (void)user;
+    for (uint32_t i = 0; i < trials; i++)
+        if (kt_test_cuda_driver_work(stream, 1000, 0) != 0)
+            return -1;
+    return 0;
+}
+
+/* Issue 36.6: stream 0 means the per-thread default stream in such a build for the timer and the held stream too
+ * (a zeroed timer, kt_cuda_timer_init with stream 0, a kt_cuda_held_t with stream 0), never the legacy stream. */
+static void test_compiled_per_thread_timer_and_held(void **state)
+{
+    (void)state;
+    assert_int_equal(kt_cuda_init(NULL), 0);
+    size_t pt0 = log_len(STREAM_PER_THREAD), legacy0 = log_len(NULL);
+    kt_cuda_timer_t zeroed = {0};
+    kt_cuda_timer_start(&zeroed);
+    kt_cuda_timer_stop(&zeroed);
+    double ms = -1.0;
+    assert_int_equal(kt_cuda_timer_elapsed(&zeroed, &ms), 0);
+    kt_cuda_timer_destroy(&zeroed);
+    kt_cuda_timer_t t;
+    assert_int_equal(kt_cuda_timer_init(&t, g_ctx, NULL), 0);
+    kt_cuda_timer_start(&t);
+    kt_cuda_timer_stop(&t);
+    assert_int_equal(kt_cuda_timer_elapsed(&t, &ms), 0);
+    kt_cuda_timer_destroy(&t);
+    kt_cuda_held_t h = {.ctx = g_ctx, .stream = NULL, .enqueue = enqueue_one};
+    uint64_t d = 0;
+    assert_int_equal(kt_cuda_time_held(&h, 2, &d), 0); /* not refused as the legacy stream */
+    assert_int_equal(log_len(NULL) - legacy0, 0);
+    assert_int_equal(log_len(STREAM_PER_THREAD) - pt0, 6); /* two timers' pairs, the held pair */
+    kt_cuda_shutdown();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compiled_per_thread),
         cmocka_unit_test(test_desc_per_thread),
+        cmocka_unit_test(test_compiled_per_thread_timer_and_held),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

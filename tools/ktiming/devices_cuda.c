@@ -23,6 +23,11 @@ int ktcli_devices_cuda(FILE *out)
         fprintf(out, "CUDA device %d: %s, compute capability %d.%d, %d SMs, SM clock %.0f MHz, driver %d.%d\n", i,
                 d.name, d.cc_major, d.cc_minor, d.sm_count, (double)d.sm_clock_hz / 1e6, d.driver_version / 1000,
                 (d.driver_version % 1000) / 10);
+        fprintf(out, "  identity: recorded as \"%s\"; PCI %s; UUID %02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+                     "%02x%02x%02x%02x%02x%02x\n",
+                d.label, d.pci_bus_id[0] ? d.pci_bus_id : "unknown", d.uuid[0], d.uuid[1], d.uuid[2], d.uuid[3],
+                d.uuid[4], d.uuid[5], d.uuid[6], d.uuid[7], d.uuid[8], d.uuid[9], d.uuid[10], d.uuid[11], d.uuid[12],
+                d.uuid[13], d.uuid[14], d.uuid[15]);
         fprintf(out, "  events: cuEventElapsedTime, float ms, documented resolution %u ns\n",
                 KT_CUDA_EVENT_RESOLUTION_NS);
         struct CUctx_st *ctx = NULL;

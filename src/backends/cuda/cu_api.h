@@ -38,6 +38,7 @@ typedef struct CUfunc_st *kt__cufunction;    /* CUfunction */
 #define KT__CU_ERROR_CONTEXT_IS_DESTROYED 709
 #define KT__CU_ERROR_STREAM_CAPTURE_UNSUPPORTED 900
 #define KT__CU_ERROR_STREAM_CAPTURE_INVALIDATED 901
+#define KT__CU_ERROR_STREAM_CAPTURE_IMPLICIT 906
 #define KT__CU_ERROR_CAPTURED_EVENT 907
 
 /* Flags and attributes. */
@@ -51,6 +52,8 @@ typedef struct CUfunc_st *kt__cufunction;    /* CUfunction */
 #define KT__CU_DEVICE_ATTRIBUTE_CLOCK_RATE 13 /* kHz */
 #define KT__CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
 #define KT__CU_DEVICE_ATTRIBUTE_PCI_BUS_ID 33
+#define KT__CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID 34
+#define KT__CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID 50
 #define KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
 
@@ -78,9 +81,11 @@ typedef struct CUfunc_st *kt__cufunction;    /* CUfunction */
     X(cuStreamSynchronize, kt__curesult, (kt__custream stream))
 
 /* Optional: the globaltimer and slot features (KT_ENOTSUP when absent); context identity (cuCtxGetId, CUDA
- * 12.0+: a reset or destroyed context is told by its id) and graph capture (CUDA 10.1+), used when present. */
+ * 12.0+: a reset or destroyed context is told by its id), device identity (cuDeviceGetUuid_v2, CUDA 11.4+) and
+ * graph capture (CUDA 10.1+), used when present. */
 #define KT__CU_OPTIONAL(X)                                                                                 \
     X(cuCtxGetId, kt__curesult, (kt__cuctx ctx, unsigned long long *id))                                  \
+    X(cuDeviceGetUuid_v2, kt__curesult, (unsigned char *uuid16, kt__cudevice dev))                          \
     X(cuStreamIsCapturing, kt__curesult, (kt__custream stream, int *status))                               \
     X(cuThreadExchangeStreamCaptureMode, kt__curesult, (int *mode))                                        \
     X(cuGetErrorName, kt__curesult, (kt__curesult err, const char **name))                                 \

@@ -24,6 +24,7 @@ enum { KT__CUDA_UNINIT = 0, KT__CUDA_READY = 1, KT__CUDA_UNAVAILABLE = 2 };
 static struct {
     pthread_mutex_t lock;     /* state, settings, context list, collector lifecycle */
     pthread_mutex_t consumer; /* one consumer of completions at a time (collector pass, flush, sync end, cleanup) */
+    pthread_mutex_t reg;      /* registering with the core (never under lock or consumer) */
     atomic_int state;         /* KT__CUDA_* */
     kt_cuda_desc_t desc;      /* settings in force, defaults filled in */
     char load_msg[512];       /* why loading failed, re-reported on every KT_EUNAVAILABLE */
@@ -38,6 +39,7 @@ static struct {
 } G = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .consumer = PTHREAD_MUTEX_INITIALIZER,
+    .reg = PTHREAD_MUTEX_INITIALIZER,
     .generation = 1,
     .ctx_epoch = 1,
     .collector = KT__COLLECTOR_INIT,
@@ -57,7 +59,37 @@ static _Thread_local struct {
 
 static void stop_hook(uint64_t deadline_ns);
 static void flush_hook(uint64_t deadline_ns);
-static const kt__backend_ops_t kOps = {.name = "CUDA", .flush = flush_hook, .stop = stop_hook};
+
+/* fork: the consumer and state locks are taken around fork(), so the child's copies are consistent and free (the
+ * helper ends the collector in the child). CUDA cannot be used in a child forked after initialisation, so there
+ * every call returns KT_EUNAVAILABLE at once and touches no lock a vanished thread of the parent may have held. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&G.consumer); /* first: a collector pass takes G.lock under it */
+    pthread_mutex_lock(&G.lock);
+}
+
+static void fork_release(void)
+{
+    pthread_mutex_unlock(&G.lock);
+    pthread_mutex_unlock(&G.consumer);
+}
+
+static const kt__backend_ops_t kOps = {.name = "CUDA",
+                                       .flush = flush_hook,
+                                       .stop = stop_hook,
+                                       .fork_prepare = fork_prepare,
+                                       .fork_parent = fork_release,
+                                       .fork_child = fork_release};
+
+/* In a forked child: nothing of CUDA may be used (the driver says so too, CUDA_ERROR_INITIALIZATION_ERROR). */
+static int forked_child(void)
+{
+    if (!kt__forked_child())
+        return 0;
+    kt__cuda_set_error(0, "CUDA cannot be used in a process forked after CUDA was initialised");
+    return 1;
+}
 
 static void fill_defaults(kt_cuda_desc_t *d)
 {
@@ -102,22 +134,27 @@ static int init_locked(const kt_cuda_desc_t *desc)
         return KT_EUNAVAILABLE;
     }
     G.desc = want;
-    kt__backend_register(&kOps); /* idempotent; again after a kt_shutdown() stopped it */
-    atomic_store(&G.stopped, 0);
+    atomic_store(&G.stopped, 1); /* the caller registers the backend (restart_if_stopped), outside G.lock */
     atomic_store(&G.state, KT__CUDA_READY);
     return 0;
 }
+
+static void restart_if_stopped(void);
 
 int kt_cuda_init(const kt_cuda_desc_t *desc)
 {
     pthread_mutex_lock(&G.lock);
     int rc = init_locked(desc);
     pthread_mutex_unlock(&G.lock);
+    if (rc == 0)
+        restart_if_stopped();
     return rc;
 }
 
 int kt__cuda_ready(void)
 {
+    if (forked_child())
+        return KT_EUNAVAILABLE;
     if (atomic_load_explicit(&G.state, memory_order_acquire) == KT__CUDA_READY)
         return 0;
     return kt_cuda_init(NULL);
@@ -142,25 +179,53 @@ int kt_cuda_device_count(void)
  * Contexts
  * ------------------------------------------------------------------------------------------------- */
 
+/* What kt__cuda_ctx_enter did, for kt__cuda_ctx_leave: bit 0 a context was pushed, bit 1 the capture mode was
+ * exchanged, bits 4.. the mode to restore. */
+#define KT__ENTER_PUSHED 0x1
+#define KT__ENTER_RELAXED 0x2
+#define KT__ENTER_MODE_SHIFT 4
+
 int kt__cuda_ctx_enter(kt__cuda_ctx_t *c, int *pushed)
 {
-    kt__cuctx cur = NULL;
+    /* Relaxed capture mode first, for every driver call ktiming makes until the leave: a graph captured in global
+     * mode anywhere in the program is then neither failed nor invalidated by ktiming's queries, synchronisations,
+     * allocations or module loads (cuThreadExchangeStreamCaptureMode is per thread and nests). */
     *pushed = 0;
+    int mode = KT__CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (kt__cu.cuThreadExchangeStreamCaptureMode &&
+        kt__cu.cuThreadExchangeStreamCaptureMode(&mode) == KT__CU_SUCCESS)
+        *pushed = KT__ENTER_RELAXED | (mode << KT__ENTER_MODE_SHIFT);
+    kt__cuctx cur = NULL;
     if (kt__cu.cuCtxGetCurrent(&cur) == KT__CU_SUCCESS && cur == c->ctx)
         return 0;
     kt__curesult r = kt__cu.cuCtxPushCurrent_v2(c->ctx);
-    if (r)
+    if (r) {
+        kt__cuda_ctx_leave(*pushed);
+        *pushed = 0;
         return kt__cuda_fail("cuCtxPushCurrent", r);
-    *pushed = 1;
+    }
+    *pushed |= KT__ENTER_PUSHED;
     return 0;
 }
 
 void kt__cuda_ctx_leave(int pushed)
 {
-    if (pushed) {
+    if (pushed & KT__ENTER_PUSHED) {
         kt__cuctx popped = NULL;
         kt__cu.cuCtxPopCurrent_v2(&popped);
     }
+    if (pushed & KT__ENTER_RELAXED) {
+        int mode = pushed >> KT__ENTER_MODE_SHIFT;
+        kt__cu.cuThreadExchangeStreamCaptureMode(&mode);
+    }
+}
+
+/* A query answered with a capture error (a capture elsewhere forbids it, or it would join one implicitly): not
+ * the dispatch's result, only "not now" (the capture ends, the query is asked again). */
+static int result_is_capture_busy(kt__curesult r)
+{
+    return r == KT__CU_ERROR_STREAM_CAPTURE_UNSUPPORTED || r == KT__CU_ERROR_STREAM_CAPTURE_INVALIDATED ||
+           r == KT__CU_ERROR_STREAM_CAPTURE_IMPLICIT;
 }
 
 void kt__cuda_publish(kt__cuda_ctx_t *c)
@@ -205,6 +270,31 @@ int kt__cuda_ctx_alive(kt__cuda_ctx_t *c)
     return 0;
 }
 
+void kt__cuda_device_label(kt__cudevice dev, char *out, size_t size)
+{
+    char name[128] = {0};
+    if (kt__cu.cuDeviceGetName(name, (int)sizeof name - 1, dev) != KT__CU_SUCCESS || !name[0])
+        snprintf(name, sizeof name, "CUDA device %d", dev);
+    /* Devices are told apart by their name in snapshots, so a node of identical GPUs must not fold into one
+     * entry (nor their clock facts into one device): a name another device shares gets its ordinal, as OpenCL
+     * root devices do. The ordinal follows CUDA's enumeration (CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES); the UUID
+     * and PCI id in kt_cuda_device_info say which board it is. */
+    int count = 0, twins = 0;
+    if (kt__cu.cuDeviceGetCount(&count) != KT__CU_SUCCESS)
+        count = 0;
+    for (int i = 0; i < count && !twins; i++) {
+        kt__cudevice other = 0;
+        char other_name[128] = {0};
+        if (kt__cu.cuDeviceGet(&other, i) == KT__CU_SUCCESS && other != dev &&
+            kt__cu.cuDeviceGetName(other_name, (int)sizeof other_name - 1, other) == KT__CU_SUCCESS)
+            twins = strcmp(other_name, name) == 0;
+    }
+    if (twins)
+        snprintf(out, size, "%s #%d", name, dev);
+    else
+        snprintf(out, size, "%s", name);
+}
+
 /* G.lock held. */
 static kt__cuda_ctx_t *ctx_find_locked(kt__cuctx ctx)
 {
@@ -213,6 +303,8 @@ static kt__cuda_ctx_t *ctx_find_locked(kt__cuctx ctx)
             return c;
     return NULL;
 }
+
+static void anchor_create(kt__cuda_ctx_t *c);
 
 static int ctx_create(kt__cuctx handle, int retained, kt__cuda_ctx_t **out)
 {
@@ -225,6 +317,7 @@ static int ctx_create(kt__cuctx handle, int retained, kt__cuda_ctx_t **out)
     c->gt_domain = KT_DOMAIN_UNKNOWN;
     c->generation = atomic_load(&G.generation);
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->grow_lock, NULL);
     pthread_mutex_init(&c->gt_lock, NULL);
     pthread_mutex_init(&c->hold_lock, NULL);
     int pushed = 0;
@@ -237,6 +330,7 @@ static int ctx_create(kt__cuctx handle, int retained, kt__cuda_ctx_t **out)
     }
     if (rc) {
         pthread_mutex_destroy(&c->lock);
+        pthread_mutex_destroy(&c->grow_lock);
         pthread_mutex_destroy(&c->gt_lock);
         pthread_mutex_destroy(&c->hold_lock);
         free(c);
@@ -244,10 +338,10 @@ static int ctx_create(kt__cuctx handle, int retained, kt__cuda_ctx_t **out)
     }
     if (kt__cu.cuCtxGetId && kt__cu.cuCtxGetId(handle, &c->ctx_id) != KT__CU_SUCCESS)
         c->ctx_id = 0;
-    if (kt__cu.cuDeviceGetName(c->device_name, (int)sizeof c->device_name - 1, c->device) != KT__CU_SUCCESS)
-        snprintf(c->device_name, sizeof c->device_name, "CUDA device %d", c->device);
+    kt__cuda_device_label(c->device, c->device_name, sizeof c->device_name);
     kt__cu.cuDeviceGetAttribute(&c->cc_major, KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->device);
     kt__cu.cuDeviceGetAttribute(&c->cc_minor, KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c->device);
+    anchor_create(c);
     *out = c;
     return 0;
 }
@@ -385,6 +479,15 @@ int kt_cuda_device_info(int ordinal, kt_cuda_device_t *out)
     out->ordinal = ordinal;
     if (kt__cu.cuDeviceGetName(out->name, (int)sizeof out->name - 1, dev) != KT__CU_SUCCESS)
         snprintf(out->name, sizeof out->name, "CUDA device %d", ordinal);
+    kt__cuda_device_label(dev, out->label, sizeof out->label);
+    if (kt__cu.cuDeviceGetUuid_v2 && kt__cu.cuDeviceGetUuid_v2(out->uuid, dev) != KT__CU_SUCCESS)
+        memset(out->uuid, 0, sizeof out->uuid);
+    int domain = 0, bus = 0, slot = 0;
+    if (kt__cu.cuDeviceGetAttribute(&domain, KT__CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev) == KT__CU_SUCCESS &&
+        kt__cu.cuDeviceGetAttribute(&bus, KT__CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev) == KT__CU_SUCCESS &&
+        kt__cu.cuDeviceGetAttribute(&slot, KT__CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev) == KT__CU_SUCCESS)
+        snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%04x:%02x:%02x", (unsigned)domain & 0xffffu,
+                 (unsigned)bus & 0xffu, (unsigned)slot & 0xffu);
     int khz = 0;
     kt__cu.cuDeviceGetAttribute(&out->cc_major, KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
     kt__cu.cuDeviceGetAttribute(&out->cc_minor, KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
@@ -399,31 +502,48 @@ int kt_cuda_device_info(int ordinal, kt_cuda_device_t *out)
  * Event-pair pool
  * ------------------------------------------------------------------------------------------------- */
 
-/* c->lock held. Creates max(pool_chunk, capacity) pairs (the pool doubles), bounded by max_pairs. */
-static int pool_grow_locked(kt__cuda_ctx_t *c)
+/* Creates max(pool_chunk, capacity) pairs (the pool doubles), bounded by max_pairs. Called without c->lock: the
+ * driver calls (up to 65,536 events) run outside it, so kt_cuda_begin/end and the collector never wait behind
+ * them; grow_lock makes one thread grow at a time (a thread that finds the pool grown meanwhile returns). */
+static int pool_grow(kt__cuda_ctx_t *c)
 {
-    uint32_t want = c->capacity > G.desc.pool_chunk ? c->capacity : G.desc.pool_chunk;
-    if (want > G.desc.max_pairs - c->capacity)
-        want = G.desc.max_pairs - c->capacity;
-    if (want == 0)
+    pthread_mutex_lock(&c->grow_lock);
+    pthread_mutex_lock(&c->lock);
+    uint32_t capacity = c->capacity;
+    int grown = c->free_list != NULL;
+    pthread_mutex_unlock(&c->lock);
+    if (grown) {
+        pthread_mutex_unlock(&c->grow_lock);
+        return 0;
+    }
+    uint32_t want = capacity > G.desc.pool_chunk ? capacity : G.desc.pool_chunk;
+    if (want > G.desc.max_pairs - capacity)
+        want = G.desc.max_pairs - capacity;
+    if (want == 0) {
+        pthread_mutex_unlock(&c->grow_lock);
         return KT_EFULL;
+    }
     kt__cuda_chunk_t *chunk = calloc(1, sizeof *chunk + (size_t)want * sizeof(kt__cuda_pair_t));
-    if (!chunk)
+    if (!chunk) {
+        pthread_mutex_unlock(&c->grow_lock);
         return KT_ENOMEM;
+    }
     int pushed = 0;
     int rc = kt__cuda_ctx_enter(c, &pushed);
     if (rc) {
         free(chunk);
+        pthread_mutex_unlock(&c->grow_lock);
         return rc;
     }
+    uint64_t created = 0;
     for (uint32_t i = 0; i < want; i++) {
         kt__cuda_pair_t *p = &chunk->pairs[i];
         kt__curesult r = kt__cu.cuEventCreate(&p->start, KT__CU_EVENT_DEFAULT);
         if (r == KT__CU_SUCCESS) {
-            c->events_created++;
+            created++;
             r = kt__cu.cuEventCreate(&p->end, KT__CU_EVENT_DEFAULT);
             if (r == KT__CU_SUCCESS)
-                c->events_created++;
+                created++;
             else
                 kt__cu.cuEventDestroy_v2(p->start);
         }
@@ -445,26 +565,34 @@ static int pool_grow_locked(kt__cuda_ctx_t *c)
         kt__cuda_set_error(KT__CU_ERROR_CONTEXT_IS_DESTROYED, "CUDA context %p was reset", (void *)c->ctx);
     }
     kt__cuda_ctx_leave(pushed);
+    pthread_mutex_lock(&c->lock);
+    c->events_created += created;
+    if (chunk->count) {
+        chunk->next = c->chunks;
+        c->chunks = chunk;
+        for (uint32_t i = 0; i < chunk->count; i++) {
+            chunk->pairs[i].next = c->free_list;
+            c->free_list = &chunk->pairs[i];
+        }
+        c->capacity += chunk->count;
+        c->free_count += chunk->count;
+    }
+    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->grow_lock);
     if (chunk->count == 0) {
         free(chunk);
         return rc ? rc : KT_EBACKEND;
     }
-    chunk->next = c->chunks;
-    c->chunks = chunk;
-    for (uint32_t i = 0; i < chunk->count; i++) {
-        chunk->pairs[i].next = c->free_list;
-        c->free_list = &chunk->pairs[i];
-    }
-    c->capacity += chunk->count;
-    c->free_count += chunk->count;
     return 0;
 }
 
-/* c->lock held. */
+/* c->lock held (released while the pool grows). */
 static int pool_take_locked(kt__cuda_ctx_t *c, kt__cuda_pair_t **out)
 {
-    if (!c->free_list) {
-        int rc = pool_grow_locked(c);
+    while (!c->free_list) {
+        pthread_mutex_unlock(&c->lock);
+        int rc = pool_grow(c);
+        pthread_mutex_lock(&c->lock);
         if (rc)
             return rc;
     }
@@ -517,54 +645,43 @@ static kt__cuda_squeue_t *squeue_get_locked(kt__cuda_ctx_t *c, kt__custream stre
  * Anchors: device event time → host time (consumer lock held, context current)
  * ------------------------------------------------------------------------------------------------- */
 
+/* The anchor stream and its two events, made once when ktiming first sees the context, on the program's thread
+ * (like the pool's events): the collector thread then only uses handles, each after a context-id check, and never
+ * has to guess whether handles it made while a reset raced it belong to the context's old life or its new one. */
+static void anchor_create(kt__cuda_ctx_t *c)
+{
+    int pushed = 0;
+    if (kt__cuda_ctx_enter(c, &pushed))
+        return;
+    kt__curesult r = kt__cu.cuStreamCreate(&c->anchor_stream, KT__CU_STREAM_NON_BLOCKING);
+    if (r) {
+        c->anchor_stream = NULL;
+        kt__cuda_fail("cuStreamCreate (anchor stream)", r);
+    }
+    for (int i = 0; i < 2 && c->anchor_stream; i++) {
+        r = kt__cu.cuEventCreate(&c->anchor_ev[i], KT__CU_EVENT_DEFAULT);
+        if (r) {
+            c->anchor_ev[i] = NULL;
+            kt__cuda_fail("cuEventCreate (anchor)", r);
+            break;
+        }
+        c->events_created++;
+    }
+    kt__cuda_ctx_leave(pushed);
+}
+
 static void anchor_refresh(kt__cuda_ctx_t *c)
 {
     uint64_t now = kt_now_ns();
     if (c->anchor_cur >= 0 && now - c->anchor_mid_ns < (uint64_t)G.desc.anchor_period_ms * 1000000ull)
         return;
+    if (!c->anchor_stream || !c->anchor_ev[0] || !c->anchor_ev[1])
+        return; /* they could not be made: durations only */
     kt__curesult r;
-    if (!c->anchor_stream) {
-        r = kt__cu.cuStreamCreate(&c->anchor_stream, KT__CU_STREAM_NON_BLOCKING);
-        if (r) {
-            c->anchor_stream = NULL;
-            kt__cuda_fail("cuStreamCreate (anchor stream)", r);
-            return;
-        }
-    }
-    int made = 0;
-    for (int i = 0; i < 2; i++) { /* both at once: no event is created later in the context's life */
-        if (c->anchor_ev[i])
-            continue;
-        r = kt__cu.cuEventCreate(&c->anchor_ev[i], KT__CU_EVENT_DEFAULT);
-        if (r) {
-            c->anchor_ev[i] = NULL;
-            kt__cuda_fail("cuEventCreate (anchor)", r);
-            return;
-        }
-        made = 1;
-        pthread_mutex_lock(&c->lock);
-        c->events_created++;
-        pthread_mutex_unlock(&c->lock);
-    }
-    if (made && !kt__cuda_ctx_alive(c)) {
-        /* Reset meanwhile (the context answers with a new id): do not leave them to its next life. Destroyed
-         * meanwhile (it answers no id): they died with it, and destroying them again would hit freed handles
-         * (test_cuda_reset context_destroyed, a collector pass racing cuCtxDestroy: 13 of 300 TSan runs went over
-         * its bound of two dead-handle uses, none since). */
-        unsigned long long id = 0;
-        int destroyed = kt__cu.cuCtxGetId && kt__cu.cuCtxGetId(c->ctx, &id) != KT__CU_SUCCESS;
-        for (int i = 0; i < 2; i++) {
-            if (!destroyed)
-                kt__cu.cuEventDestroy_v2(c->anchor_ev[i]);
-            c->anchor_ev[i] = NULL;
-        }
-        if (!destroyed)
-            kt__cu.cuStreamDestroy_v2(c->anchor_stream);
-        c->anchor_stream = NULL;
-        return;
-    }
     int nxt = c->anchor_cur < 0 ? 0 : 1 - c->anchor_cur;
     kt__cuevent ev = c->anchor_ev[nxt];
+    if (!kt__cuda_ctx_alive(c)) /* before every use of a handle: a reset frees them all */
+        return;
     uint64_t h0 = kt_now_ns();
     r = kt__cu.cuEventRecord(ev, c->anchor_stream);
     if (r) {
@@ -573,8 +690,13 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
         return;
     }
     uint32_t spins = 0;
-    while ((r = kt__cu.cuEventQuery(ev)) == KT__CU_ERROR_NOT_READY) {
-        if (kt_now_ns() - h0 > KT__CUDA_ANCHOR_WAIT_NS)
+    for (;;) {
+        if (!kt__cuda_ctx_alive(c))
+            return;
+        r = kt__cu.cuEventQuery(ev);
+        if (r != KT__CU_ERROR_NOT_READY && !result_is_capture_busy(r))
+            break;
+        if (result_is_capture_busy(r) || kt_now_ns() - h0 > KT__CUDA_ANCHOR_WAIT_NS)
             return; /* the GPU is slow to reach it; try again next pass */
         if (++spins > 1000)
             sched_yield();
@@ -590,7 +712,8 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
     int continues = 0;
     if (c->anchor_cur >= 0 && mid - c->anchor_mid_ns <= KT__CUDA_CHAIN_GAP_NS) {
         float step_ms = 0.0f;
-        if (kt__cu.cuEventElapsedTime(&step_ms, c->anchor_ev[c->anchor_cur], ev) == KT__CU_SUCCESS) {
+        if (kt__cuda_ctx_alive(c) &&
+            kt__cu.cuEventElapsedTime(&step_ms, c->anchor_ev[c->anchor_cur], ev) == KT__CU_SUCCESS) {
             pos = c->anchor_chain_ns + (int64_t)llround((double)step_ms * 1e6);
             continues = 1;
         }
@@ -625,6 +748,8 @@ static void anchor_refresh(kt__cuda_ctx_t *c)
 static int pair_place(kt__cuda_ctx_t *c, const kt__cuda_pair_t *p, kt_dispatch_t *d)
 {
     float dur_ms = 0.0f;
+    if (!kt__cuda_ctx_alive(c))
+        return KT_ESTATE; /* reset since it completed: its events are gone (the caller drops it) */
     kt__curesult r = kt__cu.cuEventElapsedTime(&dur_ms, p->start, p->end);
     if (r)
         return kt__cuda_fail("cuEventElapsedTime", r);
@@ -638,7 +763,8 @@ static int pair_place(kt__cuda_ctx_t *c, const kt__cuda_pair_t *p, kt_dispatch_t
     if (c->anchor_cur < 0)
         return 0; /* no anchor yet: duration only, placement unknown (0) */
     float off_ms = 0.0f;
-    if (kt__cu.cuEventElapsedTime(&off_ms, c->anchor_ev[c->anchor_cur], p->start) != KT__CU_SUCCESS)
+    if (!kt__cuda_ctx_alive(c) ||
+        kt__cu.cuEventElapsedTime(&off_ms, c->anchor_ev[c->anchor_cur], p->start) != KT__CU_SUCCESS)
         return 0;
     double off_ns = (double)off_ms * 1e6;
     /* Half a float ulp of the offset, and half the event timestamp resolution. */
@@ -712,31 +838,49 @@ static uint32_t collect_ctx(kt__cuda_ctx_t *c, int *gone)
         kt__curesult status[KT__CUDA_BATCH];
         uint32_t n = 0;
         int dead = CTX_LIVE;
+        /* The queues' heads are read and popped under c->lock, but the driver is asked without it: kt_cuda_begin
+         * and kt_cuda_end never wait behind a query (only this consumer pops; producers append at the tail). */
         pthread_mutex_lock(&c->lock);
-        for (kt__cuda_squeue_t *q = c->queues; q && n < KT__CUDA_BATCH && !dead; q = q->next) {
-            while (q->head && n < KT__CUDA_BATCH) {
-                kt__curesult r = kt__cu.cuEventQuery(q->head->end);
-                if (r == KT__CU_ERROR_NOT_READY)
-                    break;
-                /* never a dispatch error: the driver or the context is gone, the caller drops the rest */
-                if (r != KT__CU_SUCCESS && result_is_deinit(r)) {
-                    dead = CTX_DRIVER_GONE;
-                    break;
-                }
-                if (r != KT__CU_SUCCESS && !kt__cuda_ctx_alive(c)) {
-                    dead = CTX_RESET;
-                    break;
-                }
-                kt__cuda_pair_t *p = q->head;
-                q->head = p->next;
-                if (!q->head)
-                    q->tail = NULL;
-                p->next = NULL;
-                status[n] = r;
-                done[n++] = p;
-                c->pending--;
+        kt__cuda_squeue_t *q = c->queues;
+        pthread_mutex_unlock(&c->lock);
+        while (q && n < KT__CUDA_BATCH && !dead) {
+            pthread_mutex_lock(&c->lock);
+            kt__cuda_pair_t *head = q->head;
+            kt__cuda_squeue_t *qnext = q->next;
+            pthread_mutex_unlock(&c->lock);
+            if (!head) {
+                q = qnext;
+                continue;
             }
+            if (!kt__cuda_ctx_alive(c)) { /* before every use of a handle: a reset frees them all */
+                dead = CTX_RESET;
+                break;
+            }
+            kt__curesult r = kt__cu.cuEventQuery(head->end);
+            if (r == KT__CU_ERROR_NOT_READY || result_is_capture_busy(r)) {
+                q = qnext; /* later: not complete, or a capture forbids the query now */
+                continue;
+            }
+            /* never a dispatch error: the driver or the context is gone, the caller drops the rest */
+            if (r != KT__CU_SUCCESS && result_is_deinit(r)) {
+                dead = CTX_DRIVER_GONE;
+                break;
+            }
+            if (r != KT__CU_SUCCESS && !kt__cuda_ctx_alive(c)) {
+                dead = CTX_RESET;
+                break;
+            }
+            pthread_mutex_lock(&c->lock);
+            q->head = head->next;
+            if (!q->head)
+                q->tail = NULL;
+            head->next = NULL;
+            c->pending--;
+            pthread_mutex_unlock(&c->lock);
+            status[n] = r;
+            done[n++] = head;
         }
+        pthread_mutex_lock(&c->lock);
         pending = c->pending;
         pthread_mutex_unlock(&c->lock);
         if (dead)
@@ -745,20 +889,25 @@ static uint32_t collect_ctx(kt__cuda_ctx_t *c, int *gone)
             break;
         kt_dispatch_t d[KT__CUDA_BATCH];
         const char *err[KT__CUDA_BATCH];
+        static const char kReset[] = "context reset";
         for (uint32_t i = 0; i < n; i++) {
             err[i] = NULL;
+            int rc = 0;
             if (status[i] != KT__CU_SUCCESS) {
                 kt__cuda_fail("cuEventQuery", status[i]);
                 err[i] = kt__cuda_result_name(status[i]);
-            } else if (pair_place(c, done[i], &d[i]) != 0) {
-                err[i] = kt__cuda_result_name(kt_cuda_last_result());
+            } else if ((rc = pair_place(c, done[i], &d[i])) != 0) {
+                err[i] = rc == KT_ESTATE ? kReset : kt__cuda_result_name(kt_cuda_last_result());
             }
         }
-        uint64_t recorded = 0, errors = 0;
+        uint64_t recorded = 0, errors = 0, reset = 0;
         for (uint32_t i = 0; i < n; i++) {
             if (!err[i]) {
                 kt_record_dispatch(&d[i]);
                 recorded++;
+            } else if (err[i] == kReset) { /* completed, but reset before it could be read: dropped */
+                kt_record_drop_reason(done[i]->kernel, KT_DROP_CONTEXT_RESET);
+                reset++;
             } else {
                 kt_record_error_name(done[i]->kernel, err[i]);
                 errors++;
@@ -773,8 +922,11 @@ static uint32_t collect_ctx(kt__cuda_ctx_t *c, int *gone)
         }
         c->recorded += recorded;
         c->errors += errors;
+        c->dropped += reset;
         pthread_mutex_unlock(&c->lock);
         atomic_fetch_sub(&G.pending, n);
+        if (reset && !dead)
+            *gone = dead = CTX_RESET;
         if (dead)
             break;
     }
@@ -895,8 +1047,7 @@ static uint64_t deadline_in_ms(uint32_t ms)
     return kt_now_ns() + (uint64_t)ms * 1000000ull;
 }
 
-/* One step of the collector thread: collect what completed, with the thread's capture mode relaxed so that a
- * graph capture in global mode elsewhere in the program neither fails nor is invalidated by its queries. */
+/* One step of the collector thread: collect what completed. */
 static int collector_step(void *arg)
 {
     (void)arg;
@@ -904,15 +1055,10 @@ static int collector_step(void *arg)
         G.collector.nap_ns = 0; /* sleep until kt_cuda_end wakes it */
         return 0;
     }
-    int mode = KT__CU_STREAM_CAPTURE_MODE_RELAXED;
-    int relaxed = kt__cu.cuThreadExchangeStreamCaptureMode &&
-                  kt__cu.cuThreadExchangeStreamCaptureMode(&mode) == KT__CU_SUCCESS;
     pthread_mutex_lock(&G.consumer);
     int deinit = 0;
-    uint32_t left = collect_all(&deinit);
+    uint32_t left = collect_all(&deinit); /* its driver calls run relaxed (kt__cuda_ctx_enter) */
     pthread_mutex_unlock(&G.consumer);
-    if (relaxed)
-        kt__cu.cuThreadExchangeStreamCaptureMode(&mode);
     /* nap on the helper's condition variable (a stop wakes it at once; nanosleep made every exit wait out a
      * poll), or sleep until woken when nothing is left */
     G.collector.nap_ns = !left || deinit ? 0 : (uint64_t)G.desc.poll_us * 1000u;
@@ -933,7 +1079,7 @@ static void collector_kick(void)
 
 static void flush_hook(uint64_t deadline_ns)
 {
-    if (atomic_load(&G.state) != KT__CUDA_READY || atomic_load(&G.stopped))
+    if (atomic_load(&G.state) != KT__CUDA_READY || atomic_load(&G.stopped) || kt__forked_child())
         return;
     uint64_t own = deadline_in_ms(G.desc.flush_timeout_ms);
     collect_until(NULL, deadline_ns && deadline_ns < own ? deadline_ns : own, 0, NULL);
@@ -951,6 +1097,8 @@ static void flush_hook(uint64_t deadline_ns)
  * as dropped (in flight at exit). Contexts are not destroyed (other threads may still use them). */
 static void stop_hook(uint64_t deadline_ns)
 {
+    if (kt__forked_child())
+        return;
     pthread_mutex_lock(&G.lock);
     atomic_store(&G.stopped, 1);
     pthread_mutex_unlock(&G.lock);
@@ -972,12 +1120,14 @@ static void restart_if_stopped(void)
 {
     if (!atomic_load(&G.stopped))
         return;
-    pthread_mutex_lock(&G.lock);
+    /* Under its own lock, never G.lock: the core's registry lock is held around fork while fork_prepare takes
+     * G.consumer and G.lock, so registering under G.lock would close a lock-order cycle. */
+    pthread_mutex_lock(&G.reg);
     if (atomic_load(&G.stopped)) {
-        kt__backend_register(&kOps);
+        kt__backend_register(&kOps); /* idempotent; again after a kt_shutdown() stopped it */
         atomic_store(&G.stopped, 0);
     }
-    pthread_mutex_unlock(&G.lock);
+    pthread_mutex_unlock(&G.reg);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -988,7 +1138,7 @@ static void restart_if_stopped(void)
  * it; a retired one's (reset, destroyed) are not touched: the driver already freed them. */
 static void ctx_destroy(kt__cuda_ctx_t *c)
 {
-    int alive = !atomic_load(&c->gone);
+    int alive = kt__cuda_ctx_alive(c); /* not only !gone: a reset ktiming has not noticed yet freed them too */
     int pushed = 0;
     int entered = alive && kt__cuda_ctx_enter(c, &pushed) == 0;
     drop_pending(c, alive ? KT_DROP_IN_FLIGHT_AT_EXIT : KT_DROP_CONTEXT_RESET);
@@ -1028,6 +1178,7 @@ static void ctx_destroy(kt__cuda_ctx_t *c)
     if (c->retained_primary)
         kt__cu.cuDevicePrimaryCtxRelease_v2(c->device); /* by device: valid across a reset */
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->grow_lock);
     pthread_mutex_destroy(&c->gt_lock);
     pthread_mutex_destroy(&c->hold_lock);
     free(c);
@@ -1035,6 +1186,8 @@ static void ctx_destroy(kt__cuda_ctx_t *c)
 
 int kt_cuda_context_release(struct CUctx_st *ctx)
 {
+    if (forked_child())
+        return KT_EUNAVAILABLE;
     if (atomic_load(&G.state) != KT__CUDA_READY)
         return 0;
     if (!ctx && kt__cu.cuCtxGetCurrent(&ctx) != KT__CU_SUCCESS)
@@ -1064,6 +1217,8 @@ int kt_cuda_context_release(struct CUctx_st *ctx)
 
 void kt_cuda_shutdown(void)
 {
+    if (kt__forked_child())
+        return;
     pthread_mutex_lock(&G.lock);
     int state = atomic_load(&G.state);
     if (state != KT__CUDA_READY) {
@@ -1103,14 +1258,14 @@ void kt_cuda_shutdown(void)
 
 static int valid_ctx(const kt__cuda_ctx_t *c, uint32_t generation)
 {
-    return c && atomic_load(&G.state) == KT__CUDA_READY && generation == atomic_load(&G.generation) &&
+    return c && !kt__forked_child() && atomic_load(&G.state) == KT__CUDA_READY && generation == atomic_load(&G.generation) &&
            !atomic_load(&c->gone);
 }
 
 /* The stream ktiming records on for the user's `stream`: NULL is the per-thread default stream when the
  * program uses it (per_thread_default_stream, KTIMING_CUDA_PER_THREAD_STREAM=1, or ktiming/cuda.h compiled with
  * nvcc --default-stream per-thread), else the legacy default stream. */
-static kt__custream stream_resolve(kt__custream stream)
+kt__custream kt__cuda_stream_resolve(kt__custream stream)
 {
     return !stream && G.desc.per_thread_default_stream ? KT__CU_STREAM_PER_THREAD : stream;
 }
@@ -1143,7 +1298,7 @@ int(kt_cuda_begin)(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_s
     int rc = kt__cuda_ctx_get(ctx, &c);
     if (rc)
         return rc;
-    stream = stream_resolve(stream);
+    stream = kt__cuda_stream_resolve(stream);
     kt_kernel_id_t id = kt_kernel_intern(name && name[0] ? name : "(unnamed)", KT_BACKEND_CUDA, c->device_name);
     uint32_t thread = kt_thread_ordinal();
     int pushed = 0;
@@ -1193,6 +1348,10 @@ int kt_cuda_end(kt_cuda_span_t *span)
 {
     if (!span || !span->pair)
         return 0;
+    if (forked_child()) { /* a span begun in the parent: the child does not touch the parent's pool */
+        span->pair = NULL;
+        return KT_EUNAVAILABLE;
+    }
     kt__cuda_pair_t *p = span->pair;
     kt__cuda_ctx_t *c = span->context;
     span->pair = NULL;
@@ -1237,10 +1396,13 @@ int kt_cuda_end(kt_cuda_span_t *span)
         return rc;
     }
     if (G.desc.sync) {
-        r = kt__cu.cuEventSynchronize(p->end);
         kt_dispatch_t d;
-        pthread_mutex_lock(&G.consumer);
         rc = kt__cuda_ctx_enter(c, &pushed);
+        r = rc == 0 ? kt__cu.cuEventSynchronize(p->end) : KT__CU_SUCCESS;
+        kt__cuda_ctx_leave(pushed);
+        pthread_mutex_lock(&G.consumer);
+        if (rc == 0)
+            rc = kt__cuda_ctx_enter(c, &pushed);
         if (rc == 0) {
             if (r)
                 rc = kt__cuda_fail("cuEventSynchronize", r);
@@ -1330,7 +1492,7 @@ static int timer_acquire(kt_cuda_timer_t *t)
     return 0;
 }
 
-int kt_cuda_timer_init(kt_cuda_timer_t *t, struct CUctx_st *ctx, struct CUstream_st *stream)
+int(kt_cuda_timer_init)(kt_cuda_timer_t *t, struct CUctx_st *ctx, struct CUstream_st *stream)
 {
     if (!t)
         return KT_EINVAL;
@@ -1348,12 +1510,12 @@ static int timer_record(const kt_cuda_timer_t *t, int end)
     int rc = kt__cuda_ctx_enter(c, &pushed);
     if (rc)
         return rc;
-    kt__curesult r = kt__cu.cuEventRecord(end ? p->end : p->start, stream_resolve(t->stream));
+    kt__curesult r = kt__cu.cuEventRecord(end ? p->end : p->start, kt__cuda_stream_resolve(t->stream));
     kt__cuda_ctx_leave(pushed);
     return r ? kt__cuda_fail("cuEventRecord", r) : 0;
 }
 
-void kt_cuda_timer_start(kt_cuda_timer_t *t)
+void(kt_cuda_timer_start)(kt_cuda_timer_t *t)
 {
     if (!t)
         return;
@@ -1397,11 +1559,15 @@ int kt_cuda_timer_elapsed(const kt_cuda_timer_t *t, double *ms)
             return rc;
     }
     kt__cuda_pair_t *p = t->pair;
-    kt__curesult r = kt__cu.cuEventSynchronize(p->end);
-    if (r)
-        return kt__cuda_fail("cuEventSynchronize", r);
+    int pushed = 0;
+    int rc = kt__cuda_ctx_enter(t->context, &pushed);
+    if (rc)
+        return rc;
     float f = 0.0f;
-    r = kt__cu.cuEventElapsedTime(&f, p->start, p->end);
+    kt__curesult r = kt__cu.cuEventSynchronize(p->end);
+    if (r == KT__CU_SUCCESS)
+        r = kt__cu.cuEventElapsedTime(&f, p->start, p->end);
+    kt__cuda_ctx_leave(pushed);
     if (r)
         return kt__cuda_fail("cuEventElapsedTime", r);
     *ms = (double)f;

@@ -21,8 +21,13 @@ static const kt_cuda_stamp_t kSlotReset = {UINT64_MAX, 0};
  * of a few milliseconds. */
 #define KT__CUDA_CAL_SPAN_NS 20000000ull
 
-/* kt_cuda_slots_record recalibrates a %globaltimer model older than this. */
-#define KT__CUDA_GT_MAX_AGE_NS 10000000000ull
+/* kt_cuda_slots_record refreshes a %globaltimer model older than this, or whose bound at the time of use has
+ * grown past twice its bound at the fit (plus the timer's granularity): the fitted drift of a 20 ms calibration
+ * is uncertain, and extrapolated over seconds its bound grows by milliseconds. A refresh takes a few new brackets
+ * and refits on them together with the earlier ones (a ring of KT__CUDA_GT_RING), so the baseline lengthens and
+ * the drift, hence the bound, tightens instead of the same 20 ms of brackets being extrapolated for 10 s. */
+#define KT__CUDA_GT_MAX_AGE_NS 1000000000ull
+#define KT__CUDA_GT_REFRESH_SAMPLES 16u
 
 /* ---------------------------------------------------------------------------------------------------
  * Module, stream and scratch buffer (gt_lock held, context current)
@@ -239,12 +244,11 @@ static uint64_t gt_read_cb(void *user)
     return gt_read_locked(user, &ns) == 0 ? ns : 0;
 }
 
-int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t strategy, kt_clock_model_t *out,
-                      kt_clock_domain_t *domain)
+/* gt_lock held, context current: n launch+synchronise brackets paced over span_ns, appended to the context's ring
+ * (reset first when `fresh`), then a fit on the whole ring. */
+static int gt_sample_and_fit(kt__cuda_ctx_t *c, uint32_t n, uint64_t span_ns, int fresh, kt_fit_strategy_t strategy,
+                             kt_clock_model_t *m)
 {
-    uint32_t n = samples ? samples : 64;
-    if (n < KT_CLOCK_MIN_SAMPLES)
-        return KT_ESAMPLES;
     kt_clock_sample_t *s = calloc(n, sizeof *s);
     uint64_t *dev = calloc(n, sizeof *dev);
     if (!s || !dev) {
@@ -252,20 +256,12 @@ int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t 
         free(dev);
         return KT_ENOMEM;
     }
-    kt__cuda_ctx_t *c;
-    int pushed;
-    int rc = gt_begin(ctx, &c, &pushed);
-    if (rc) {
-        free(s);
-        free(dev);
-        return rc;
-    }
-    rc = gt_prepare(c, (size_t)n * sizeof(uint64_t));
+    int rc = gt_prepare(c, (size_t)n * sizeof(uint64_t));
     /* One launch per sample, each bracketed by host reads around launch + synchronise, paced so the samples
-     * span KT__CUDA_CAL_SPAN_NS; values copied after. */
+     * span span_ns; values copied after. */
     uint64_t t0 = kt_now_ns();
     for (uint32_t i = 0; i < n && !rc; i++) {
-        uint64_t due = t0 + KT__CUDA_CAL_SPAN_NS * i / n, now = kt_now_ns();
+        uint64_t due = t0 + span_ns * i / n, now = kt_now_ns();
         if (now < due) {
             struct timespec ts = {0, (long)(due - now)};
             nanosleep(&ts, NULL);
@@ -278,12 +274,38 @@ int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t 
     }
     if (!rc)
         rc = gt_copy_back(c, dev, c->scratch, (size_t)n * sizeof(uint64_t));
-    kt_clock_model_t m;
     if (!rc) {
-        for (uint32_t i = 0; i < n; i++)
+        if (fresh)
+            c->gt_ring_len = c->gt_ring_next = 0;
+        for (uint32_t i = 0; i < n; i++) {
             s[i].device_ns = dev[i];
-        rc = kt_clock_fit(s, n, strategy, KT_DOMAIN_MONOTONIC_RAW, &m);
+            c->gt_ring[c->gt_ring_next] = s[i];
+            c->gt_ring_next = (c->gt_ring_next + 1) % KT__CUDA_GT_RING;
+            if (c->gt_ring_len < KT__CUDA_GT_RING)
+                c->gt_ring_len++;
+        }
+        /* a calibration fits on all its samples; a refresh on the ring (earlier brackets and its own) */
+        rc = fresh ? kt_clock_fit(s, n, strategy, KT_DOMAIN_MONOTONIC_RAW, m)
+                   : kt_clock_fit(c->gt_ring, c->gt_ring_len, strategy, KT_DOMAIN_MONOTONIC_RAW, m);
     }
+    free(s);
+    free(dev);
+    return rc;
+}
+
+int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t strategy, kt_clock_model_t *out,
+                      kt_clock_domain_t *domain)
+{
+    uint32_t n = samples ? samples : 64;
+    if (n < KT_CLOCK_MIN_SAMPLES)
+        return KT_ESAMPLES;
+    kt__cuda_ctx_t *c;
+    int pushed;
+    int rc = gt_begin(ctx, &c, &pushed);
+    if (rc)
+        return rc;
+    kt_clock_model_t m;
+    rc = gt_sample_and_fit(c, n, KT__CUDA_CAL_SPAN_NS, 1, strategy, &m);
     kt_clock_domain_t dom = KT_DOMAIN_DEVICE;
     if (!rc) {
         int64_t off = 0;
@@ -292,8 +314,6 @@ int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t 
         c->gt_model = m;
     }
     gt_end(c, pushed);
-    free(s);
-    free(dev);
     if (rc)
         return rc;
     pthread_mutex_lock(&c->lock);
@@ -306,6 +326,32 @@ int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t 
     if (domain)
         *domain = dom;
     return 0;
+}
+
+/* kt_cuda_slots_record: the model, refreshed first when it is stale (see KT__CUDA_GT_MAX_AGE_NS), or made. */
+static int gt_model_fresh(kt__cuda_ctx_t *c, kt_clock_model_t *m)
+{
+    pthread_mutex_lock(&c->lock);
+    int valid = c->gt_valid;
+    uint64_t res = c->gt_resolution_ns;
+    pthread_mutex_unlock(&c->lock);
+    if (!valid)
+        return kt_cuda_calibrate(c->ctx, 32, KT_FIT_WEIGHTED, m, NULL);
+    int pushed;
+    pthread_mutex_lock(&c->gt_lock);
+    *m = c->gt_model;
+    double fit_bound = kt_clock_error_at(m, m->host_ref_ns);
+    int rc = 0;
+    if (kt_clock_is_stale(m, kt_now_ns(), 2.0 * fit_bound + (double)res, KT__CUDA_GT_MAX_AGE_NS) &&
+        (rc = kt__cuda_ctx_enter(c, &pushed)) == 0) {
+        kt_clock_model_t fresh;
+        rc = gt_sample_and_fit(c, KT__CUDA_GT_REFRESH_SAMPLES, KT__CUDA_CAL_SPAN_NS / 4, 0, m->strategy, &fresh);
+        kt__cuda_ctx_leave(pushed);
+        if (!rc)
+            *m = c->gt_model = fresh;
+    }
+    pthread_mutex_unlock(&c->gt_lock);
+    return rc;
 }
 
 int kt_cuda_globaltimer_to_host(struct CUctx_st *ctx, uint64_t device_ns, uint64_t *host_ns,
@@ -480,26 +526,25 @@ int kt_cuda_slots_record(kt_cuda_slots_t *s, uint32_t index, const char *name)
         kt_record_error(id);
         return KT_ESTATE;
     }
-    pthread_mutex_lock(&c->gt_lock);
-    kt_clock_model_t m = c->gt_model;
-    pthread_mutex_unlock(&c->gt_lock);
+    /* the timer's update granularity bounds each stamp: measured once if the program did not ask for it */
     pthread_mutex_lock(&c->lock);
-    int valid = c->gt_valid;
+    uint64_t res = c->gt_resolution_ns;
     pthread_mutex_unlock(&c->lock);
-    if ((!valid || kt_clock_is_stale(&m, kt_now_ns(), 0.0, KT__CUDA_GT_MAX_AGE_NS)) &&
-        (rc = kt_cuda_calibrate(c->ctx, 32, KT_FIT_WEIGHTED, NULL, NULL)) != 0)
+    if (!res && (rc = kt_cuda_globaltimer_resolution(c->ctx, &res)) != 0)
+        return rc;
+    kt_clock_model_t m;
+    if ((rc = gt_model_fresh(c, &m)) != 0)
         return rc;
     uint64_t h0 = 0, h1 = 0, u0 = 0, u1 = 0;
-    rc = kt_cuda_globaltimer_to_host(c->ctx, st.enter_ns, &h0, &u0);
+    rc = kt_clock_to_host(&m, st.enter_ns, &h0, &u0);
     if (!rc)
-        rc = kt_cuda_globaltimer_to_host(c->ctx, st.exit_ns, &h1, &u1);
+        rc = kt_clock_to_host(&m, st.exit_ns, &h1, &u1);
     if (rc)
         return rc;
     pthread_mutex_lock(&c->lock);
     if (!c->slots_queue)
         c->slots_queue = kt_queue_register(KT_BACKEND_CUDA, c->device_name, "kernel stamps");
     uint32_t queue = c->slots_queue;
-    uint64_t res = c->gt_resolution_ns;
     pthread_mutex_unlock(&c->lock);
     kt_dispatch_t d;
     memset(&d, 0, sizeof d);
@@ -574,10 +619,16 @@ static int hold_prepare(kt__cuda_ctx_t *c)
     return 0;
 }
 
-/* The spin kernel, then the start event, the caller's launches and the end event, then the release. */
-static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns)
+/* Launches queued behind the spin kernel per held batch: the driver's launch queue is finite, and once it is full
+ * cuLaunchKernel blocks, so the host would never reach the release (nvbench's blocking kernel documents a cap of
+ * about 32 launches). */
+#define KT__CUDA_HOLD_BATCH 32u
+
+/* One held batch: the spin kernel, then the start event, the caller's launches and the end event, then the
+ * release. */
+static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, kt__custream stream, uint32_t trials,
+                    uint64_t *duration_ns)
 {
-    kt__custream stream = (kt__custream)h->stream;
     uint64_t timeout_ns = (uint64_t)(h->hold_timeout_ms ? h->hold_timeout_ms : KT__CUDA_HOLD_TIMEOUT_MS) * 1000000u;
     __atomic_store_n(&c->hold_flag[0], 0u, __ATOMIC_RELEASE);
     __atomic_store_n(&c->hold_flag[1], 0u, __ATOMIC_RELEASE);
@@ -589,7 +640,7 @@ static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, uint32_t trials,
     int rc = 0;
     if ((r = kt__cu.cuEventRecord(c->hold_ev[0], stream)) != 0)
         rc = kt__cuda_fail("cuEventRecord", r);
-    if (!rc && (rc = h->enqueue(h->user, h->stream, trials)) != 0)
+    if (!rc && (rc = h->enqueue(h->user, stream, trials)) != 0)
         kt__cuda_set_error(0, "the enqueue callback returned %d", rc);
     if (!rc && (r = kt__cu.cuEventRecord(c->hold_ev[1], stream)) != 0)
         rc = kt__cuda_fail("cuEventRecord", r);
@@ -611,7 +662,27 @@ static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, uint32_t trials,
     return 0;
 }
 
-int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns)
+/* hold_lock held, context entered: the work once, unheld, the first time this callback is timed in the context.
+ * Under lazy loading (the default since CUDA 12.2) a kernel's first launch loads its module, which can
+ * synchronise the context: behind the spin kernel that would wait for the release that never comes. */
+static int hold_warm_up(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, kt__custream stream)
+{
+    if (c->hold_warm_fn == h->enqueue && c->hold_warm_user == h->user)
+        return 0;
+    int rc = h->enqueue(h->user, stream, 1);
+    if (rc) {
+        kt__cuda_set_error(0, "the enqueue callback returned %d (warm-up)", rc);
+        return rc;
+    }
+    kt__curesult r = kt__cu.cuStreamSynchronize(stream);
+    if (r)
+        return kt__cuda_fail("cuStreamSynchronize (held-stream warm-up)", r);
+    c->hold_warm_fn = h->enqueue;
+    c->hold_warm_user = h->user;
+    return 0;
+}
+
+int(kt_cuda_time_held)(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns)
 {
     if (!h || !h->enqueue || !duration_ns)
         return KT_EINVAL;
@@ -620,6 +691,12 @@ int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *durati
     int rc = kt__cuda_ctx_get((kt__cuctx)h->ctx, &c);
     if (rc)
         return rc;
+    kt__custream stream = kt__cuda_stream_resolve((kt__custream)h->stream);
+    if (!stream || stream == KT__CU_STREAM_LEGACY) {
+        kt__cuda_set_error(0, "kt_cuda_time_held: the legacy default stream cannot be held (it synchronises with "
+                              "every blocking stream); pass a stream of your own");
+        return KT_EINVAL;
+    }
     pthread_mutex_lock(&c->hold_lock);
     int pushed = 0;
     rc = kt__cuda_ctx_enter(c, &pushed);
@@ -631,9 +708,21 @@ int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *durati
     rc = hold_prepare(c);
     pthread_mutex_unlock(&c->gt_lock);
     if (!rc)
-        rc = hold_run(c, h, trials, duration_ns);
+        rc = hold_warm_up(c, h, stream);
+    uint64_t total = 0;
+    for (uint32_t done = 0; !rc && (done < trials || (trials == 0 && done == 0));) {
+        uint32_t n = trials - done < KT__CUDA_HOLD_BATCH ? trials - done : KT__CUDA_HOLD_BATCH;
+        uint64_t ns = 0;
+        rc = hold_run(c, h, stream, n, &ns);
+        total += ns;
+        done += n;
+        if (n == 0)
+            break;
+    }
     kt__cuda_ctx_leave(pushed);
     pthread_mutex_unlock(&c->hold_lock);
+    if (!rc)
+        *duration_ns = total;
     return rc;
 }
 

@@ -13,6 +13,8 @@
 /* Event-clock anchors: the newest and the one before it are kept as events; samples of the current chain feed
  * the clock model. */
 #define KT__CUDA_ANCHOR_SAMPLES 32
+/* %globaltimer brackets kept per context for refits (kt_cuda_slots_record's refreshes lengthen the baseline). */
+#define KT__CUDA_GT_RING 128
 /* Device positions in an anchor chain are offset by this so ones a little before the chain start stay >= 0. */
 #define KT__CUDA_CHAIN_BASE_NS (1ull << 40)
 /* Drift bound between device and host clocks before a model is fitted (ppm): the calibration module's prior,
@@ -52,13 +54,14 @@ typedef struct kt__cuda_ctx_t {
     kt__cuctx ctx;               /* the CUDA context */
     kt__cudevice device;         /* its device */
     int retained_primary;        /* 1: ktiming retained this primary context and releases it at cleanup */
-    char device_name[128];       /* cuDeviceGetName */
+    char device_name[128];       /* kt__cuda_device_label: cuDeviceGetName, made unique among the devices */
     int cc_major, cc_minor;      /* compute capability */
     uint32_t generation;         /* backend generation it was made in */
     unsigned long long ctx_id;   /* cuCtxGetId when made (0: the driver has no ids): a reset changes it */
     atomic_int gone;             /* 1 once the context was found reset or destroyed: no handle is used again */
 
-    pthread_mutex_t lock;        /* pool, stream queues, counters */
+    pthread_mutex_t lock;        /* pool, stream queues, counters (never held across a driver call) */
+    pthread_mutex_t grow_lock;   /* one pool growth at a time (taken before lock) */
     kt__cuda_pair_t *free_list;  /* pairs ready for reuse */
     kt__cuda_chunk_t *chunks;    /* every pair ever created here (for cleanup) */
     uint32_t capacity;           /* pairs created */
@@ -92,6 +95,8 @@ typedef struct kt__cuda_ctx_t {
     kt__cudeviceptr scratch;     /* device buffer for timer reads */
     size_t scratch_bytes;        /* its size */
     kt_clock_model_t gt_model;   /* globaltimer → host model */
+    kt_clock_sample_t gt_ring[KT__CUDA_GT_RING]; /* the brackets it is fitted on (a calibration, then refreshes) */
+    uint32_t gt_ring_len, gt_ring_next;
     int gt_valid;                /* gt_model usable */
     kt_clock_domain_t gt_domain; /* host clock the globaltimer follows, KT_DOMAIN_DEVICE if none */
     uint64_t gt_resolution_ns;   /* measured update granularity, 0 if not measured */
@@ -103,6 +108,8 @@ typedef struct kt__cuda_ctx_t {
     volatile uint32_t *hold_flag; /* host-mapped: [0] release (host), [1] 2 when the kernel gave up */
     kt__cudeviceptr hold_dev;    /* its device address */
     kt__cuevent hold_ev[2];      /* start and end of the held work */
+    kt_cuda_enqueue_cb hold_warm_fn; /* the enqueue callback (and user) last warmed up unheld */
+    void *hold_warm_user;
 
     struct kt__cuda_ctx_t *next; /* backend's context list */
 } kt__cuda_ctx_t;
@@ -128,5 +135,11 @@ void kt__cuda_publish(kt__cuda_ctx_t *c);
 /* Whether c's context is still the one ktiming made its state in (not reset, not destroyed); marks it gone
  * otherwise. Without cuCtxGetId in the driver: 1 unless already marked. */
 int kt__cuda_ctx_alive(kt__cuda_ctx_t *c);
+/* The stream ktiming uses for the program's `stream`: NULL is the per-thread default stream when the program uses
+ * it (kt_cuda_desc_t.per_thread_default_stream, KTIMING_CUDA_PER_THREAD_STREAM, nvcc --default-stream
+ * per-thread through ktiming/cuda.h), else the legacy default stream. */
+kt__custream kt__cuda_stream_resolve(kt__custream stream);
+/* The device's label in snapshots: its name, with " #<ordinal>" when another device has the same name. */
+void kt__cuda_device_label(kt__cudevice dev, char *out, size_t size);
 
 #endif

@@ -1,7 +1,7 @@
 // kt_cuda_example.cu — compile-and-link test of device and host code together (nvcc + cudart_static +
 // libktiming): a kernel stamped with KT_KERNEL_ENTER/EXIT, timed with kt_cuda_begin/end, its stamps bound with
 // the runtime helper and recorded. On a machine without an NVIDIA driver it says why and exits 77 (skipped):
-// this program has not been run on a GPU.
+// tests/gpu/run.sh requires it to run (not skip) on a GPU.
 #include <cuda_runtime.h>
 
 #include <ktiming.h>

@@ -1,28 +1,41 @@
 /* kt_test_cupti.c — CUPTI TEST DOUBLE (not CUPTI) for the injection library: built with the real libcupti's
- * soname and loaded first, it accepts the activity setup and delivers its records only when
- * cuptiActivityFlushAll is called, in two buffers (the first only partly filled), as CUPTI's worker delivers
- * what completed. Like CUPTI on Linux it stamps with CLOCK_REALTIME unless a timestamp callback was registered,
- * and its REALTIME takes an NTP-like step of +KT_TEST_CUPTI_STEP_S seconds (default 30) once activity was
- * enabled, so a library that fitted REALTIME at start-up misplaces every record. Records delivered:
+ * soname and loaded first, it accepts the activity setup and delivers its records as CUPTI documents it:
+ *   - cuptiActivityFlushAll(0) hands over COMPLETED records, in the calling thread, in two buffers (the first only
+ *     partly filled); CUPTI_ACTIVITY_FLAG_FLUSH_FORCED also hands over records still in flight, untimed
+ *     (start = end = 0). A flush period (cuptiActivityFlushPeriod) makes the double's own worker thread deliver
+ *     FULL buffers only, as CUPTI's worker does: a few records never fill the tool's buffer, so they wait.
+ *   - a buffer shorter than the records it should hold: the rest are dropped and counted, per context, by
+ *     cuptiActivityGetNumDroppedRecords (reset when read); KT_TEST_CUPTI_SHORT=N honours only N records a buffer.
+ *   - the first buffer is requested when activity is enabled and held until a flush returns it; if another client
+ *     replaces the activity callbacks meanwhile (kt_test_cupti_other_client()), buffers go to that client.
+ * Like CUPTI on Linux it stamps with CLOCK_REALTIME unless a timestamp callback was registered, and its REALTIME
+ * takes an NTP-like step of +KT_TEST_CUPTI_STEP_S seconds (default 30) once activity was enabled, so a library
+ * that fitted REALTIME at start-up misplaces every record. Records:
  *   "_ZN2kt4fake12saxpy_kernelEifPfS1_" (mangled C++, context 1, stream 7), queued/submitted/start/end
- *   "kt_fake_cupti_kernel"  (context 2, stream 7: the same stream id in another context)
+ *   two DEVICE records, ids 0 and 1, both named "kt fake GPU" (two boards of one model)
+ *   "kt_fake_cupti_kernel"  (context 2, stream 7: the same stream id in another context; on device 1)
+ *   "kt_fake_module_v1", then "kt_fake_module_v2" from the same name address (a module reloaded)
  *   "kt_fake_untimed"       start = end = 0 (CUPTI could not time it)
  *   a 4096-byte HtoD memcpy and a 1024-byte memset (context 1, stream 7)
  *   graph 3 launched twice (context 1, stream 9), each launch running two "kt_fake_graph_node" kernels: with
  *   CUPTI_ACTIVITY_KIND_GRAPH_TRACE enabled one graph record per launch and no record of its nodes, as CUPTI
  *   does at graph level; without it the four node kernels
- * Every timed record lies within the 23 us before the flush. Like CUPTI it delivers a record once: later
- * flushes find nothing new. One callback subscriber at a time (KT_TEST_CUPTI_OTHER_SUBSCRIBER=1: another
- * client already has it, as under Nsight tools). The exported kt_test_cupti_settings() reports what the
- * library configured (flush period, latency timestamps, timestamp callback); kt_test_cupti_destroy_context()
- * plays the driver's part in cuCtxDestroy: it calls the resource callback at CONTEXT_DESTROY_STARTING when one
- * is enabled and returns how many records were delivered during it. */
+ *   an 8192-byte peer-to-peer copy (MEMCPY2 record, context 1, stream 7), only when MEMCPY2 was enabled
+ *   "kt_fake_running" (context 2) still running: delivered only by a forced flush, untimed
+ * Every timed record lies within the 23 us before its delivery. Like CUPTI it delivers a record once. One
+ * callback subscriber at a time (KT_TEST_CUPTI_OTHER_SUBSCRIBER=1: another client already has it, as under Nsight
+ * tools). The exported kt_test_cupti_settings() reports what the library configured (flush period, latency
+ * timestamps, timestamp callback); kt_test_cupti_destroy_context() plays the driver's part in cuCtxDestroy: it
+ * calls the resource callback at CONTEXT_DESTROY_STARTING when one is enabled and returns how many records were
+ * delivered during it, plus 10 for each in-flight record a forced flush handed over then. */
 #include <cupti.h>
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define KT_FAKE_CUPTI_API __attribute__((visibility("default")))
 #define KT_FAKE_RECORD_BYTES sizeof(CUpti_ActivityKernel10) /* one stride for every record kind */
@@ -30,6 +43,7 @@
 _Static_assert(sizeof(CUpti_ActivityMemcpy6) <= KT_FAKE_RECORD_BYTES, "memcpy record fits the stride");
 _Static_assert(sizeof(CUpti_ActivityMemset4) <= KT_FAKE_RECORD_BYTES, "memset record fits the stride");
 _Static_assert(sizeof(CUpti_ActivityGraphTrace2) <= KT_FAKE_RECORD_BYTES, "graph record fits the stride");
+_Static_assert(sizeof(CUpti_ActivityDevice5) <= KT_FAKE_RECORD_BYTES, "device record fits the stride");
 
 static CUpti_BuffersCallbackRequestFunc g_request;   /* the tool's buffer allocator */
 static CUpti_BuffersCallbackCompleteFunc g_complete; /* the tool's record consumer */
@@ -43,6 +57,16 @@ static CUpti_CallbackFunc g_callback;                /* the one subscriber's cal
 static void *g_callback_user;
 static int g_destroy_enabled;                        /* CONTEXT_DESTROY_STARTING enabled for it */
 static int g_graph_trace;                            /* CUPTI_ACTIVITY_KIND_GRAPH_TRACE enabled */
+static int g_memcpy2;                                /* CUPTI_ACTIVITY_KIND_MEMCPY2 enabled */
+static int g_running_out;                            /* the in-flight record was handed over (forced) */
+static size_t g_forced_inflight;                     /* in-flight records handed over by forced flushes */
+static size_t g_dropped[3];                          /* dropped records per context id (0: global), unread */
+static uint8_t *g_held;                              /* buffer requested at enable, held until a flush */
+static size_t g_held_size;
+static size_t g_last_size;                           /* size of the last buffer the tool gave */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* delivery (flushes, the worker) */
+static pthread_t g_worker;                           /* CUPTI's own thread: full buffers on the flush period */
+static int g_worker_started;
 
 static uint64_t realtime_ns(void)
 {
@@ -97,11 +121,33 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityEnableLatencyTimestamps(uint
     return CUPTI_SUCCESS;
 }
 
+static void *worker_main(void *arg);
+
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
 {
+    pthread_mutex_lock(&g_lock);
     if (kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE)
         g_graph_trace = 1;
+    if (kind == CUPTI_ACTIVITY_KIND_MEMCPY2)
+        g_memcpy2 = 1;
     g_enabled = 1;
+    if (!g_held && g_request) { /* a place for the first records, asked for up front as CUPTI does */
+        size_t max_records = 0;
+        g_request(&g_held, &g_held_size, &max_records);
+    }
+    if (!g_worker_started && pthread_create(&g_worker, NULL, worker_main, NULL) == 0) {
+        pthread_detach(g_worker);
+        g_worker_started = 1;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return CUPTI_SUCCESS;
+}
+
+KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiGetContextId(CUcontext context, uint32_t *id)
+{
+    if (!context || !id)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    *id = (uint32_t)(uintptr_t)context;
     return CUPTI_SUCCESS;
 }
 
@@ -128,12 +174,22 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t *buffe
     return CUPTI_SUCCESS;
 }
 
+/* Dropped records of a context (NULL: the global buffers, every context), reset when read, as CUPTI does. */
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream,
                                                                         size_t *dropped)
 {
-    (void)ctx;
     (void)stream;
+    uint32_t c = (uint32_t)(uintptr_t)ctx;
     *dropped = 0;
+    if (c == 0) {
+        for (int i = 0; i < 3; i++) {
+            *dropped += g_dropped[i];
+            g_dropped[i] = 0;
+        }
+    } else if (c < 3) {
+        *dropped = g_dropped[c];
+        g_dropped[c] = 0;
+    }
     return CUPTI_SUCCESS;
 }
 
@@ -161,29 +217,50 @@ static void kernel(uint8_t *slot, const char *name, uint32_t context, uint64_t s
     kernel_on(slot, name, context, 7, start, len, latency);
 }
 
-/* Fills a fresh buffer with `n` records from `make` and hands it to the tool; `partial`: valid < size. */
+/* g_lock held. Hands `n` records made by `make` to the tool in one buffer (the held one first, else a fresh one);
+ * records that do not fit (a short buffer, KT_TEST_CUPTI_SHORT) are dropped and counted for context 1. */
 static CUptiResult deliver(void (*make)(uint8_t *buf, uint64_t now), size_t n)
 {
-    uint8_t *buf = NULL;
-    size_t size = 0, max_records = 0;
-    g_request(&buf, &size, &max_records);
-    if (!buf || size < 8 * KT_FAKE_RECORD_BYTES)
+    uint8_t *buf = g_held;
+    size_t size = g_held_size, max_records = 0;
+    g_held = NULL;
+    if (!buf)
+        g_request(&buf, &size, &max_records);
+    if (!buf)
         return CUPTI_ERROR_OUT_OF_MEMORY;
-    memset(buf, 0, 8 * KT_FAKE_RECORD_BYTES);
-    make(buf, stamp_now());
-    g_complete(NULL, 0, buf, size, n * KT_FAKE_RECORD_BYTES); /* the tool frees buf */
-    g_records_out += n;
+    g_last_size = size;
+    uint8_t stage[8 * KT_FAKE_RECORD_BYTES];
+    memset(stage, 0, sizeof stage);
+    make(stage, stamp_now());
+    size_t fit = size / KT_FAKE_RECORD_BYTES;
+    const char *short_env = getenv("KT_TEST_CUPTI_SHORT");
+    if (short_env && short_env[0] && strtoul(short_env, NULL, 10) < fit)
+        fit = strtoul(short_env, NULL, 10);
+    size_t keep = n < fit ? n : fit;
+    g_dropped[1] += n - keep;
+    memcpy(buf, stage, keep * KT_FAKE_RECORD_BYTES);
+    g_complete(NULL, 0, buf, size, keep * KT_FAKE_RECORD_BYTES); /* the tool frees buf */
+    g_records_out += keep;
     return CUPTI_SUCCESS;
 }
+
+/* A kernel name CUPTI hands out from memory it reuses: a module unloaded and another loaded (Triton, Inductor)
+ * can give the same address to another kernel's name. */
+static char g_reused_name[32];
 
 static void first_buffer(uint8_t *buf, uint64_t now)
 {
     kernel(buf, "_ZN2kt4fake12saxpy_kernelEifPfS1_", 1, now - 20000, 5000, g_latency);
     kernel(buf + KT_FAKE_RECORD_BYTES, "kt_fake_cupti_kernel", 2, now - 15000, 5000, g_latency);
+    ((CUpti_ActivityKernel10 *)(void *)(buf + KT_FAKE_RECORD_BYTES))->deviceId = 1; /* the second GPU */
+    strcpy(g_reused_name, "kt_fake_module_v1");
+    kernel(buf + 2 * KT_FAKE_RECORD_BYTES, g_reused_name, 1, now - 14000, 1000, 0);
 }
 
 static void second_buffer(uint8_t *buf, uint64_t now)
 {
+    strcpy(g_reused_name, "kt_fake_module_v2"); /* same address, another kernel */
+    kernel(buf + 3 * KT_FAKE_RECORD_BYTES, g_reused_name, 1, now - 12000, 1000, 0);
     kernel(buf, "kt_fake_untimed", 1, 0, 0, 0);
     CUpti_ActivityMemcpy6 m;
     memset(&m, 0, sizeof m);
@@ -206,7 +283,8 @@ static void second_buffer(uint8_t *buf, uint64_t now)
     memcpy(buf + 2 * KT_FAKE_RECORD_BYTES, &s, sizeof s);
 }
 
-/* Graph 3's two launches (launch i runs [now - 5000 + 2500 i, + 2000), its nodes 1000 ns each inside). */
+/* Graph 3's two launches (launch i runs [now - 5000 + 2500 i, + 2000), its nodes 1000 ns each inside), then the
+ * peer-to-peer copy when MEMCPY2 is enabled. */
 static void graph_buffer(uint8_t *buf, uint64_t now)
 {
     for (int i = 0; i < 2; i++) {
@@ -228,20 +306,111 @@ static void graph_buffer(uint8_t *buf, uint64_t now)
                       1000, 0);
         }
     }
+    if (g_memcpy2) {
+        CUpti_ActivityMemcpyPtoP4 p;
+        memset(&p, 0, sizeof p);
+        p.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+        p.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+        p.bytes = 8192;
+        p.start = now - 1500;
+        p.end = now - 1000;
+        p.contextId = 1;
+        p.streamId = 7;
+        p.dstDeviceId = 1;
+        memcpy(buf + (size_t)(g_graph_trace ? 2 : 4) * KT_FAKE_RECORD_BYTES, &p, sizeof p);
+    }
+}
+
+/* The command still running in context 2: handed over only by a forced flush, without timing. */
+static void running_buffer(uint8_t *buf, uint64_t now)
+{
+    (void)now;
+    kernel(buf, "kt_fake_running", 2, 0, 0, 0);
+}
+
+/* Two GPUs of one model (DEVICE records 0 and 1, one name), as on a node of identical boards. */
+static void device_buffer(uint8_t *buf, uint64_t now)
+{
+    (void)now;
+    for (uint32_t i = 0; i < 2; i++) {
+        CUpti_ActivityDevice5 d;
+        memset(&d, 0, sizeof d);
+        d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+        d.id = i;
+        d.name = "kt fake GPU";
+        memcpy(buf + (size_t)i * KT_FAKE_RECORD_BYTES, &d, sizeof d);
+    }
+}
+
+/* g_lock held: hands over the completed records not yet delivered (each once). */
+static CUptiResult deliver_completed(void)
+{
+    if (g_delivered_all)
+        return CUPTI_SUCCESS;
+    g_delivered_all = 1;
+    CUptiResult r = deliver(device_buffer, 2);
+    if (r == CUPTI_SUCCESS)
+        r = deliver(first_buffer, 3);
+    if (r == CUPTI_SUCCESS)
+        r = deliver(second_buffer, 4);
+    return r == CUPTI_SUCCESS ? deliver(graph_buffer, (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0)) : r;
 }
 
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
 {
-    (void)flag;
     if (!g_request || !g_complete)
         return CUPTI_ERROR_NOT_INITIALIZED;
-    if (g_delivered_all)
-        return CUPTI_SUCCESS;
-    g_delivered_all = 1;
-    CUptiResult r = deliver(first_buffer, 2);
-    if (r == CUPTI_SUCCESS)
-        r = deliver(second_buffer, 3);
-    return r == CUPTI_SUCCESS ? deliver(graph_buffer, g_graph_trace ? 2 : 4) : r;
+    pthread_mutex_lock(&g_lock);
+    CUptiResult r = deliver_completed();
+    if (r == CUPTI_SUCCESS && (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) && !g_running_out) {
+        g_running_out = 1; /* a forced flush takes what is still in flight too, untimed */
+        g_forced_inflight++;
+        r = deliver(running_buffer, 1);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return r;
+}
+
+/* CUPTI's own worker: with a flush period it hands over FULL buffers only. The double's records never fill the
+ * tool's buffer, so it hands over nothing: they wait for a flush, as a slow program's records wait in CUPTI. */
+static void *worker_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        usleep(5000);
+        pthread_mutex_lock(&g_lock);
+        size_t completed = g_delivered_all ? 0 : 9 + (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0);
+        if (g_flush_period_ms && g_complete && g_last_size && completed * KT_FAKE_RECORD_BYTES >= g_last_size)
+            deliver_completed();
+        pthread_mutex_unlock(&g_lock);
+    }
+    return NULL;
+}
+
+/* Another CUPTI client (a profiler inside the program) registers its own activity callbacks: CUPTI then hands
+ * every buffer, ktiming's held one included, to it. */
+static void CUPTIAPI other_request(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    *buffer = malloc(1 << 16);
+    *size = *buffer ? 1 << 16 : 0;
+    *max_records = 0;
+}
+
+static void CUPTIAPI other_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
+{
+    (void)ctx;
+    (void)stream;
+    (void)size;
+    (void)valid;
+    free(buffer);
+}
+
+KT_FAKE_CUPTI_API void kt_test_cupti_other_client(void)
+{
+    pthread_mutex_lock(&g_lock);
+    g_request = other_request;
+    g_complete = other_complete;
+    pthread_mutex_unlock(&g_lock);
 }
 
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc f, void *user)
@@ -278,12 +447,12 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpt
 
 KT_FAKE_CUPTI_API size_t kt_test_cupti_destroy_context(uint32_t context)
 {
-    size_t before = g_records_out;
+    size_t before = g_records_out, forced = g_forced_inflight;
     if (g_callback && g_destroy_enabled) {
         CUpti_ResourceData d;
         memset(&d, 0, sizeof d);
         d.context = (CUcontext)(uintptr_t)context;
         g_callback(g_callback_user, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, &d);
     }
-    return g_records_out - before;
+    return g_records_out - before + 10 * (g_forced_inflight - forced);
 }

@@ -33,6 +33,7 @@ enum {
     E_ILLEGAL_STATE = 401,
     E_CONTEXT_IS_DESTROYED = 709,
     E_CAPTURE_UNSUPPORTED = 900,
+    E_CAPTURE_IMPLICIT = 906,
     E_CAPTURE_INVALIDATED = 901,
     E_CAPTURED_EVENT = 907,
 };
@@ -52,10 +53,13 @@ enum { CAPTURE_GLOBAL = 0, CAPTURE_THREAD_LOCAL = 1, CAPTURE_RELAXED = 2 };
 
 struct CUctx_st;
 
-/* A simulated event. Never freed (a destroyed one is marked dead), so misuse is counted, not a crash. */
+/* A simulated event. Never freed (a destroyed one is marked dead); a use of a dead one ABORTS (on a real driver
+ * it is a use after free), except the one use a context-id check just before could not prevent (a reset between
+ * cuCtxGetId and the call): counted in raced_handle_uses. */
 struct CUevent_st {
     uint32_t magic;        /* MAGIC_EVENT or MAGIC_DEAD */
     struct CUctx_st *ctx;  /* owning context */
+    unsigned long long ctx_id; /* the context's id when it was created */
     int recorded;          /* cuEventRecord was called at least once */
     int done;              /* the latest record completed */
     uint64_t gen;          /* record generation: only the latest record completes the event */
@@ -90,6 +94,10 @@ struct CUstream_st {
     int stop;                /* worker exits when the queue drains */
     pthread_t worker;        /* the host thread */
     int joined;              /* the worker was joined (cuStreamDestroy) */
+    int non_blocking;        /* created with CU_STREAM_NON_BLOCKING: no implicit sync with the legacy stream */
+    int legacy;              /* the context's legacy default stream */
+    int queued;              /* ops in head..tail */
+    int spinning;            /* a kt_hold_wait kernel is executing at its head */
     int capturing;           /* 1 while capturing a graph (ops are captured, not executed) */
     int cap_mode;            /* capture mode given to cuStreamBeginCapture */
     int cap_invalid;         /* the capture was invalidated by an unsafe call elsewhere */
@@ -161,6 +169,8 @@ static struct {
     int cc;               /* compute capability of every device, e.g. 90 */
     int deinit;           /* the driver is torn down: calls return CUDA_ERROR_DEINITIALIZED */
     int global_captures;  /* streams capturing in global mode */
+    int queue_depth;      /* ops a stream queues behind a spinning kernel before enqueuing blocks */
+    int block_queries;    /* kt_test_cuda_driver_block_queries: cuEventQuery waits until cleared */
     unsigned long long next_ctx_id; /* cuCtxGetId source */
     struct CUctx_st *user_ctxs;      /* cuCtxCreate'd contexts */
     int frozen;           /* the device clock advances only by virtual work */
@@ -176,6 +186,9 @@ static _Thread_local struct CUctx_st *t_stack[16];
 static _Thread_local int t_depth;
 static _Thread_local int t_watched;
 static _Thread_local int t_capture_mode;                /* cuThreadExchangeStreamCaptureMode (0 = global) */
+static _Thread_local struct CUctx_st *t_checked_ctx;    /* the context of this thread's last cuCtxGetId ... */
+static _Thread_local unsigned long long t_checked_id;   /* ... the id it answered ... */
+static _Thread_local int t_check_fresh;                 /* ... and no event was used since */
 static _Thread_local struct CUstream_st *t_ptds[MAX_DEVICES + 8]; /* per-thread default streams, by context slot */
 
 static uint64_t host_raw(void)
@@ -243,6 +256,7 @@ static void run_launch(struct CUstream_st *s, op_t *op)
         volatile uint32_t *w = (volatile uint32_t *)(uintptr_t)flag;
         uint64_t t0 = dev_now_locked();
         F.st.holds++;
+        s->spinning = 1;
         while (!__atomic_load_n(&w[0], __ATOMIC_ACQUIRE)) {
             if (dev_now_locked() - t0 >= timeout) {
                 __atomic_store_n(&w[1], 2u, __ATOMIC_RELEASE);
@@ -252,6 +266,8 @@ static void run_launch(struct CUstream_st *s, op_t *op)
             sleep_ns(20000);
             pthread_mutex_lock(&F.lock);
         }
+        s->spinning = 0;
+        pthread_cond_broadcast(&F.cond);
     } else if (!strcmp(fn->name, "kt_test_stamp")) {
         uint64_t work;
         memcpy(&work, p, 8);
@@ -331,6 +347,7 @@ static void *worker_main(void *arg)
         s->head = op->next;
         if (!s->head)
             s->tail = NULL;
+        s->queued--;
         s->busy = 0;
         free(op->staged);
         free(op);
@@ -374,8 +391,11 @@ static struct CUstream_st *resolve_locked(struct CUstream_st *s)
             t_ptds[slot] = stream_new_locked(c);
         return t_ptds[slot];
     }
-    if (!c->null_stream || c->null_stream->magic != MAGIC_STREAM)
+    if (!c->null_stream || c->null_stream->magic != MAGIC_STREAM) {
         c->null_stream = stream_new_locked(c);
+        if (c->null_stream)
+            c->null_stream->legacy = 1;
+    }
     return c->null_stream;
 }
 
@@ -393,6 +413,26 @@ static CUresult capture_unsafe_locked(void)
     return E_CAPTURE_UNSUPPORTED;
 }
 
+/* capture_unsafe_locked for calls that do not otherwise take the lock: allocation, freeing, module loading. The
+ * driver documents them as potentially unsafe during capture (they may synchronise the device). */
+static CUresult capture_unsafe(void)
+{
+    pthread_mutex_lock(&F.lock);
+    CUresult r = capture_unsafe_locked();
+    pthread_mutex_unlock(&F.lock);
+    return r;
+}
+
+/* F.lock held: whether a stream of `ctx` other than `s` captures in a mode that makes the legacy stream's implicit
+ * synchronisation with it illegal (what CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, 906, answers). */
+static int legacy_blocked_locked(struct CUstream_st *s)
+{
+    for (struct CUstream_st *o = F.streams; o; o = o->all_next)
+        if (o != s && o->capturing && o->ctx == s->ctx && !o->non_blocking)
+            return 1;
+    return 0;
+}
+
 /* Whether the driver was torn down (kt_test_cuda_driver_deinit): counts the call. */
 static int deinit_call(void)
 {
@@ -407,6 +447,15 @@ static int deinit_call(void)
 /* F.lock held. */
 static void push_locked(struct CUstream_st *s, op_t *op)
 {
+    /* Behind a spinning kernel the launch queue fills: the enqueuing call then blocks until the stream moves
+     * (as cuLaunchKernel does when the driver's push buffer is full). */
+    if (s->spinning && s->queued > F.queue_depth) {
+        F.st.queue_full_waits++;
+        while (s->spinning && s->queued > F.queue_depth && !s->stop)
+            pthread_cond_wait(&F.cond, &F.lock);
+    }
+    if (s->spinning && (uint64_t)s->queued > F.st.max_queued_behind_hold)
+        F.st.max_queued_behind_hold = (uint64_t)s->queued;
     op->next = NULL;
     op->ready_host = host_raw() + F.launch_ns;
     if (s->tail)
@@ -414,6 +463,7 @@ static void push_locked(struct CUstream_st *s, op_t *op)
     else
         s->head = op;
     s->tail = op;
+    s->queued++;
     pthread_cond_broadcast(&F.cond);
 }
 
@@ -506,6 +556,7 @@ EXPORT CUresult cuInit(unsigned int flags)
         F.event_res = env_u64("KT_TEST_CUDA_EVENT_RES_NS", 512);
         F.launch_ns = env_u64("KT_TEST_CUDA_LAUNCH_NS", 4000);
         F.cc = (int)env_u64("KT_TEST_CUDA_CC", 90);
+        F.queue_depth = (int)env_u64("KT_TEST_CUDA_QUEUE_DEPTH", 64);
         F.gt_gran = env_u64("KT_TEST_CUDA_GT_GRANULARITY_NS", 1000);
         F.kernel_ns = env_u64("KT_TEST_CUDA_KERNEL_NS", 20000);
         F.raw0 = host_raw();
@@ -559,7 +610,19 @@ EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d)
 {
     if (d < 0 || d >= F.devices)
         return E_INVALID_DEVICE;
-    snprintf(name, (size_t)len, "ktiming test double (not a GPU) #%d", d);
+    snprintf(name, (size_t)len, "ktiming test double (not a GPU)"); /* one model: every device has this name */
+    return OK;
+}
+
+/* Each device's own UUID and PCI address (bus 0x17 + 0x10 per ordinal, as on a node of identical boards). */
+EXPORT CUresult cuDeviceGetUuid_v2(unsigned char *uuid, CUdevice d)
+{
+    if (!uuid)
+        return E_INVALID_VALUE;
+    if (d < 0 || d >= F.devices)
+        return E_INVALID_DEVICE;
+    for (int i = 0; i < 16; i++)
+        uuid[i] = (unsigned char)(0xa0 + i * 7 + d * 0x31);
     return OK;
 }
 
@@ -572,6 +635,9 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attrib, CUdevice d)
     case 76: *v = (F.cc ? F.cc : 90) % 10; break; /* minor */
     case 13: *v = 1500000; break; /* clock rate, kHz */
     case 16: *v = 4; break;       /* multiprocessors */
+    case 33: *v = 0x17 + 0x10 * d; break; /* PCI bus */
+    case 34: *v = 0; break;               /* PCI device */
+    case 50: *v = 0; break;               /* PCI domain */
     default: *v = 0; break;
     }
     return OK;
@@ -699,6 +765,9 @@ EXPORT CUresult cuCtxGetId(struct CUctx_st *c, unsigned long long *id)
     CUresult r = c->destroyed ? E_CONTEXT_IS_DESTROYED : OK;
     if (r == OK)
         *id = c->id;
+    t_checked_ctx = c;
+    t_checked_id = c->id;
+    t_check_fresh = r == OK;
     pthread_mutex_unlock(&F.lock);
     return r;
 }
@@ -754,9 +823,20 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *d)
 /* F.lock held. */
 static int event_ok_locked(struct CUevent_st *e)
 {
+    int fresh = t_check_fresh;
+    t_check_fresh = 0;
     if (e && e->magic == MAGIC_EVENT)
         return 1;
     F.st.event_bad_handles++;
+    if (e && e->magic == MAGIC_DEAD && fresh && t_checked_ctx == e->ctx && t_checked_id == e->ctx_id) {
+        F.st.raced_handle_uses++; /* checked alive just before: the reset came between (unpreventable) */
+        return 0;
+    }
+    if (!getenv("KT_TEST_CUDA_LENIENT")) {
+        fprintf(stderr, "kt_test_cuda_driver: use of a destroyed or bogus event %p (%s): a use after free on a "
+                        "real driver\n", (void *)e, e && e->magic == MAGIC_DEAD ? "destroyed" : "not an event");
+        abort();
+    }
     return 0;
 }
 
@@ -772,6 +852,7 @@ EXPORT CUresult cuEventCreate(struct CUevent_st **ev, unsigned int flags)
     e->magic = MAGIC_EVENT;
     e->ctx = c;
     pthread_mutex_lock(&F.lock);
+    e->ctx_id = c->id;
     e->all_next = F.events;
     F.events = e;
     F.st.event_creates++;
@@ -834,6 +915,12 @@ EXPORT CUresult cuEventQuery(struct CUevent_st *e)
     if (deinit_call())
         return E_DEINITIALIZED;
     pthread_mutex_lock(&F.lock);
+    if (F.block_queries) { /* kt_test_cuda_driver_block_queries: wait inside the call, as a slow driver does */
+        F.st.blocked_queries++;
+        pthread_cond_broadcast(&F.cond);
+        while (F.block_queries)
+            pthread_cond_wait(&F.cond, &F.lock);
+    }
     F.st.event_queries++;
     if (t_watched)
         F.st.watched_queries++;
@@ -897,14 +984,15 @@ EXPORT CUresult cuEventElapsedTime_v2(float *ms, struct CUevent_st *a, struct CU
 
 EXPORT CUresult cuStreamCreate(struct CUstream_st **out, unsigned int flags)
 {
-    (void)flags;
     struct CUctx_st *c = current();
     if (!c)
         return E_INVALID_CONTEXT;
     pthread_mutex_lock(&F.lock);
     struct CUstream_st *s = stream_new_locked(c);
-    if (s)
+    if (s) {
         F.st.stream_creates++;
+        s->non_blocking = (flags & 0x1) != 0;
+    }
     pthread_mutex_unlock(&F.lock);
     if (!s)
         return 2;
@@ -1005,7 +1093,9 @@ EXPORT CUresult cuStreamIsCapturing(struct CUstream_st *stream, int *status)
     pthread_mutex_lock(&F.lock);
     struct CUstream_st *s = resolve_locked(stream);
     CUresult r = s ? OK : E_INVALID_HANDLE;
-    if (s)
+    if (s && s->legacy && !s->capturing && legacy_blocked_locked(s))
+        r = E_CAPTURE_IMPLICIT; /* the legacy stream would synchronise with a capturing blocking stream */
+    else if (s)
         *status = !s->capturing ? 0 : s->cap_invalid ? 2 : 1;
     pthread_mutex_unlock(&F.lock);
     return r;
@@ -1113,6 +1203,8 @@ EXPORT CUresult cuModuleLoadData(struct CUmod_st **out, const void *image)
 {
     if (!current())
         return E_INVALID_CONTEXT;
+    if (capture_unsafe() != OK)
+        return E_CAPTURE_UNSUPPORTED;
     const char *t = image;
     const char *ver = strstr(t, ".version");
     const char *tgt = strstr(t, ".target");
@@ -1169,6 +1261,8 @@ EXPORT CUresult cuModuleUnload(struct CUmod_st *m)
 {
     if (!m)
         return E_INVALID_HANDLE;
+    if (capture_unsafe() != OK)
+        return E_CAPTURE_UNSUPPORTED;
     pthread_mutex_lock(&F.lock);
     F.st.module_unloads++;
     pthread_mutex_unlock(&F.lock);
@@ -1230,6 +1324,8 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 {
     if (!current())
         return E_INVALID_CONTEXT;
+    if (capture_unsafe() != OK)
+        return E_CAPTURE_UNSUPPORTED;
     void *p = calloc(1, bytes ? bytes : 1);
     if (!p)
         return 2;
@@ -1242,6 +1338,8 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
+    if (capture_unsafe() != OK)
+        return E_CAPTURE_UNSUPPORTED;
     pthread_mutex_lock(&F.lock);
     F.st.mem_frees++;
     pthread_mutex_unlock(&F.lock);
@@ -1257,6 +1355,8 @@ EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags)
         return E_INVALID_VALUE;
     if (!current())
         return E_INVALID_CONTEXT;
+    if (capture_unsafe() != OK)
+        return E_CAPTURE_UNSUPPORTED;
     *pp = calloc(1, bytes ? bytes : 1);
     return *pp ? OK : 2;
 }
@@ -1271,6 +1371,8 @@ EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigne
 
 EXPORT CUresult cuMemFreeHost(void *p)
 {
+    if (capture_unsafe() != OK)
+        return E_CAPTURE_UNSUPPORTED;
     free(p);
     return OK;
 }
@@ -1305,6 +1407,14 @@ EXPORT void kt_test_cuda_driver_stats(kt_test_cuda_stats_t *out)
 {
     pthread_mutex_lock(&F.lock);
     *out = F.st;
+    pthread_mutex_unlock(&F.lock);
+}
+
+EXPORT void kt_test_cuda_driver_block_queries(int on)
+{
+    pthread_mutex_lock(&F.lock);
+    F.block_queries = on;
+    pthread_cond_broadcast(&F.cond);
     pthread_mutex_unlock(&F.lock);
 }
 

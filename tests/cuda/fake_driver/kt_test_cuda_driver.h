@@ -17,12 +17,15 @@
  *                                           call that enqueued it (default 4000)
  *   KT_TEST_CUDA_DRIVER_VERSION=N           cuDriverGetVersion (default 13000); cuModuleLoadData rejects PTX newer
  *                                           than that driver JIT-compiles (CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+ *   KT_TEST_CUDA_QUEUE_DEPTH=N              ops a stream queues behind a spinning kt_hold_wait kernel before
+ *                                           an enqueue blocks until it moves (default 64; a real driver's
+ *                                           depth: docs/cuda.md, measured by tests/gpu/run.sh queue-depth)
  *   KT_TEST_CUDA_CC=NN                      compute capability of every device (default 90); PTX for a newer
  *                                           .target fails with CUDA_ERROR_NO_BINARY_FOR_GPU
  *
  * Sharper than a happy path (issue 18): events default to 512 ns resolution (~0.5 us, as documented for CUDA
- * events); cuDevicePrimaryCtxReset and cuCtxDestroy free the context's events and streams (a later use returns
- * CUDA_ERROR_INVALID_HANDLE and counts in event_bad_handles) and change its cuCtxGetId; CU_STREAM_PER_THREAD
+ * events); cuDevicePrimaryCtxReset and cuCtxDestroy free the context's events and streams (a later use of such
+ * an event aborts the test, unless a cuCtxGetId on the same thread just before still answered the old id) and change its cuCtxGetId; CU_STREAM_PER_THREAD
  * (0x2) is a per-thread stream, CU_STREAM_LEGACY (0x1) the legacy one; cuStreamBeginCapture_v2 captures a
  * stream's work (events recorded there fail queries with CUDA_ERROR_CAPTURED_EVENT), and while a stream captures
  * in global mode a query or synchronise from a thread not in relaxed mode (cuThreadExchangeStreamCaptureMode)
@@ -52,7 +55,10 @@ struct CUevent_st;
 typedef struct kt_test_cuda_stats_t {
     uint64_t event_creates;          /* cuEventCreate successes */
     uint64_t event_destroys;         /* cuEventDestroy_v2 successes */
-    uint64_t event_bad_handles;      /* calls on destroyed or bogus events (must stay 0) */
+    uint64_t event_bad_handles;      /* calls on destroyed or bogus events: each ABORTS the process (a use after
+                                        free on a real driver; KT_TEST_CUDA_LENIENT=1 only counts), except ... */
+    uint64_t raced_handle_uses;      /* ... the one use right after a cuCtxGetId on the same thread that still
+                                        answered the event's context id (the reset came between: unpreventable) */
     uint64_t event_records;          /* cuEventRecord */
     uint64_t event_queries;          /* cuEventQuery */
     uint64_t event_syncs;            /* cuEventSynchronize */
@@ -74,6 +80,9 @@ typedef struct kt_test_cuda_stats_t {
     uint64_t capture_violations;     /* unsafe calls during a global-mode capture (each invalidates it) */
     uint64_t calls_after_deinit;     /* calls made after kt_test_cuda_driver_deinit(1) */
     uint64_t holds;                  /* kt_hold_wait kernels run */
+    uint64_t queue_full_waits;       /* enqueues that blocked: the queue behind a spinning kernel was full */
+    uint64_t max_queued_behind_hold; /* most ops queued on a stream while a kt_hold_wait kernel spun */
+    uint64_t blocked_queries;        /* cuEventQuery calls that waited in kt_test_cuda_driver_block_queries */
 } kt_test_cuda_stats_t;
 
 void kt_test_cuda_driver_stats(kt_test_cuda_stats_t *out);
@@ -97,6 +106,8 @@ void kt_test_cuda_driver_set_clock(uint64_t offset_ns, double drift_ppm, uint64_
 /* Freeze the device clock (on = 1): it then advances only by virtual work, so event times differ by exactly
  * the virtual work enqueued between them, however the host threads are scheduled. */
 void kt_test_cuda_driver_freeze_clock(int on);
+/* Make every cuEventQuery wait inside the driver (on = 1) until cleared (0), as a driver busy elsewhere does. */
+void kt_test_cuda_driver_block_queries(int on);
 /* Tear the driver down (on = 1): every later call returns CUDA_ERROR_DEINITIALIZED, as at process exit after
  * the CUDA runtime's own exit handler ran. */
 void kt_test_cuda_driver_deinit(int on);

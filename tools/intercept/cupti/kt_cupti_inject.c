@@ -8,19 +8,24 @@
  * (cuptiActivityRegisterTimestampCallback) returning ktiming's host clock (CLOCK_MONOTONIC_RAW), so records are
  * on the host timeline as delivered; only a CUPTI without that entry point falls back to a model fitted on
  * cuptiGetTimestamp() reads (refitted every second, so a step misplaces at most the records in between).
- * Delivery: a flush period (KTIMING_CUPTI_FLUSH_MS, default 100 ms) bounds how long completed records wait; at
- * exit everything is flushed. Latency timestamps (queued, submitted) are on. Records CUPTI could not time
+ * Delivery: CUPTI's own flush period returns only FULL buffers (a 1 MiB buffer holds ~4k kernel records), so a
+ * slow program's records would wait in CUPTI until exit, and SIGKILL, abort, _exit or MPI_Abort would lose them. A
+ * flusher thread therefore calls cuptiActivityFlushAll(0) every KTIMING_CUPTI_FLUSH_MS (default 100 ms), as the
+ * header advises: completed records reach the recorder within that period. At exit everything is flushed (forced). Latency timestamps (queued, submitted) are on. Records CUPTI could not time
  * (start = end = 0) are counted as dropped ("no timing"), not recorded as 0 ns. C++ kernel names are demangled
  * with the C++ runtime's __cxa_demangle, looked up at run time (libstdc++.so.6 is loaded for it in C programs).
  * Tracks are keyed by (context, stream): CUPTI's stream ids repeat across contexts. Context destruction
  * (cuCtxDestroy, or cuDevicePrimaryCtxReset behind cudaDeviceReset): a CUPTI resource callback at
- * CONTEXT_DESTROY_STARTING flushes every buffer (forced) while the context still exists, so its completed
- * records are recorded then rather than at the next flush period or at exit; no handle of the context is kept
- * (records carry CUPTI's ids). Graphs (KTIMING_CUPTI_GRAPHS): `graph` (default) enables
+ * CONTEXT_DESTROY_STARTING flushes completed records (flag 0: a forced flush would hand over other contexts'
+ * still running commands as untimed) while the context still exists; no handle of the context is kept (records
+ * carry CUPTI's ids). CUPTI allows one callback subscriber and one set of activity callbacks: when another client
+ * (Nsight, Kineto / torch.profiler) holds the subscription, or later replaces the activity callbacks, the library
+ * says so once on stderr, and buffers CUPTI never returned are counted ("(CUPTI buffers taken by another client)")
+ * rather than left as a silent zero. Peer-to-peer copies (MEMCPY2 records) are timed as "memcpy PtoP". Graphs (KTIMING_CUPTI_GRAPHS): `graph` (default) enables
  * CUPTI_ACTIVITY_KIND_GRAPH_TRACE, so each graph launch is one dispatch, "graph <id>" on its stream, and CUPTI
  * then reports none of the graph's nodes; `node` leaves it off: the kernels, copies and memsets inside graphs
- * are recorded one by one. A CUPTI that refuses GRAPH_TRACE (before CUDA 11.7) gives node mode. Tested without
- * a GPU only, against a CUPTI test double. */
+ * are recorded one by one. A CUPTI that refuses GRAPH_TRACE (before CUDA 11.7) gives node mode. Tested against a
+ * CUPTI test double, and on a GPU by tests/gpu/run.sh (docs/cuda.md). */
 #include <cupti.h>
 
 #include "common/kti_run.h"
@@ -29,7 +34,9 @@
 #include <ktiming/clock.h>
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +46,11 @@
 #define KT_CUPTI_MAX_DEVICES 64
 /* Refit the CUPTI-clock model (fallback only) when it is older than this. */
 #define KT_CUPTI_REFIT_NS 1000000000ull
+/* Bound on a record's placement when CUPTI already stamped it with ktiming's host clock: CUPTI reads GPU
+ * timestamps and converts them to the host clock by interpolating between its own CPU-GPU sync points, so a record
+ * is never exact. 1 us is the assumed bound; tests/gpu/run.sh (cupti-bracket) checks every CUPTI span against the
+ * host's bracket around its launch and completion on a real GPU. */
+#define KT_CUPTI_CONVERSION_NS 1000u
 /* Default flush period (ms). */
 #define KT_CUPTI_FLUSH_MS 100u
 
@@ -50,9 +62,12 @@ typedef struct kt_cupti_queue_t {
     int used;          /* slot taken */
 } kt_cupti_queue_t;
 
-/* A kernel name as CUPTI gave it and the id of its demangled form on one device. */
+/* A kernel name as CUPTI gave it and the id of its demangled form on one device. Keyed by the name's text (its
+ * hash, then a compare), not CUPTI's pointer: a program that unloads and reloads modules (Triton, Inductor) can
+ * get the same address back for another kernel. */
 typedef struct kt_cupti_name_t {
-    const char *raw;       /* CUPTI's name pointer (stable for the function's life) */
+    char *raw;             /* copy of CUPTI's name */
+    uint64_t hash;         /* its FNV-1a hash */
     uint32_t device;       /* CUPTI device id */
     kt_kernel_id_t id;     /* interned demangled name */
 } kt_cupti_name_t;
@@ -74,7 +89,13 @@ static struct {
     uint64_t dropped;                              /* records CUPTI dropped */
     int graph_level;                               /* GRAPH_TRACE enabled: one dispatch per graph launch */
     CUpti_SubscriberHandle subscriber;             /* resource callbacks (NULL: another CUPTI client has them) */
-} S = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    uint64_t buffers_out;                          /* buffers handed to CUPTI and not yet returned */
+    uint32_t flush_ms;                             /* flusher period, 0: no flusher thread */
+    pthread_t flusher;                             /* the flusher thread */
+    int flusher_running;                           /* started and not yet stopped */
+    int flusher_stop;                              /* asks it to end */
+    pthread_cond_t flusher_cond;                   /* wakes it (stop) */
+} S = {.lock = PTHREAD_MUTEX_INITIALIZER, .flusher_cond = PTHREAD_COND_INITIALIZER};
 
 static uint64_t CUPTIAPI host_timestamp(void)
 {
@@ -106,12 +127,21 @@ static const char *result_name(CUptiResult r)
     return cuptiGetResultString(r, &s) == CUPTI_SUCCESS && s ? s : "unknown CUPTI error";
 }
 
-/* S.lock held. */
+/* S.lock held. A device's name as recorded: CUPTI's DEVICE record name, with " #<id>" when another device has the
+ * same name (a node of identical GPUs stays one entry per GPU), as the CUDA backend labels them. */
 static const char *device_name_locked(uint32_t id)
 {
     static char fallback[KT_CUPTI_MAX_DEVICES][32];
-    if (id < KT_CUPTI_MAX_DEVICES && S.devices[id][0])
-        return S.devices[id];
+    static char labels[KT_CUPTI_MAX_DEVICES][160];
+    if (id < KT_CUPTI_MAX_DEVICES && S.devices[id][0]) {
+        int twins = 0;
+        for (uint32_t i = 0; i < KT_CUPTI_MAX_DEVICES && !twins; i++)
+            twins = i != id && !strcmp(S.devices[i], S.devices[id]);
+        if (!twins)
+            return S.devices[id];
+        snprintf(labels[id], sizeof labels[id], "%s #%u", S.devices[id], id);
+        return labels[id];
+    }
     uint32_t slot = id < KT_CUPTI_MAX_DEVICES ? id : KT_CUPTI_MAX_DEVICES - 1;
     snprintf(fallback[slot], sizeof fallback[slot], "CUDA device %u", id);
     return fallback[slot];
@@ -168,13 +198,22 @@ static uint32_t queue_locked(uint32_t device, uint32_t context, uint32_t stream)
     return id;
 }
 
+static uint64_t name_hash(const char *s, uint32_t device)
+{
+    uint64_t h = 1469598103934665603ull ^ device;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
 /* S.lock held: the kernel id of a CUPTI kernel name, demangled ("_Z..." names) when the C++ runtime is there. */
 static kt_kernel_id_t kernel_locked(const char *raw, uint32_t device)
 {
     if (!raw)
         return kt_kernel_intern("(unnamed kernel)", KT_BACKEND_CUDA, device_name_locked(device));
-    kt_cupti_name_t *slot = &S.names[((uintptr_t)raw >> 4 ^ device) % (sizeof S.names / sizeof S.names[0])];
-    if (slot->raw == raw && slot->device == device)
+    uint64_t h = name_hash(raw, device);
+    kt_cupti_name_t *slot = &S.names[h % (sizeof S.names / sizeof S.names[0])];
+    if (slot->raw && slot->hash == h && slot->device == device && !strcmp(slot->raw, raw))
         return slot->id;
     char *plain = NULL;
     if (S.demangle && raw[0] == '_' && raw[1] == 'Z') {
@@ -187,7 +226,11 @@ static kt_kernel_id_t kernel_locked(const char *raw, uint32_t device)
     }
     kt_kernel_id_t id = kt_kernel_intern(plain ? plain : raw, KT_BACKEND_CUDA, device_name_locked(device));
     free(plain);
-    *slot = (kt_cupti_name_t){raw, device, id};
+    char *copy = strdup(raw);
+    if (copy) { /* cached only when it could be copied */
+        free(slot->raw);
+        *slot = (kt_cupti_name_t){copy, h, device, id};
+    }
     return id;
 }
 
@@ -201,8 +244,8 @@ static uint64_t to_host_locked(uint64_t t, uint64_t *unc)
     uint64_t host = 0, u = 0;
     if (!S.model_valid || kt_clock_to_host(&S.model, t, &host, &u) != 0)
         return 0;
-    if (unc && u > *unc)
-        *unc = u;
+    if (unc)
+        *unc += u; /* the fallback model's bound on top of CUPTI's own conversion */
     return host;
 }
 
@@ -231,6 +274,7 @@ static void record_command(kt_kernel_id_t (*name)(const void *rec, uint32_t devi
     d.flags = KT_SPAN_DEVICE;
     d.duration_ns = end - start;
     d.bytes = bytes;
+    d.uncertainty_ns = KT_CUPTI_CONVERSION_NS;
     d.start_ns = to_host_locked(start, &d.uncertainty_ns);
     d.end_ns = d.start_ns ? d.start_ns + d.duration_ns : 0;
     d.queued_ns = to_host_locked(queued, NULL);
@@ -262,6 +306,13 @@ static kt_kernel_id_t memcpy_name(const void *rec, uint32_t device)
     return kt_kernel_intern(copy_kind_name(m->copyKind), KT_BACKEND_CUDA, device_name_locked(device));
 }
 
+/* A peer-to-peer copy (MEMCPY2 record): "memcpy PtoP" on the device that ran it. */
+static kt_kernel_id_t memcpy2_name(const void *rec, uint32_t device)
+{
+    (void)rec;
+    return kt_kernel_intern("memcpy PtoP", KT_BACKEND_CUDA, device_name_locked(device));
+}
+
 /* A graph launch: CUPTI's graph id is its only name (graphs have none of their own); ids are handed out in
  * creation order, so the same program names its graphs alike from run to run. */
 static kt_kernel_id_t graph_name(const void *rec, uint32_t device)
@@ -282,6 +333,8 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
     *buffer = aligned_alloc(8, KT_CUPTI_BUFFER_BYTES);
     *size = *buffer ? KT_CUPTI_BUFFER_BYTES : 0;
     *max_records = 0;
+    if (*buffer)
+        __atomic_add_fetch(&S.buffers_out, 1, __ATOMIC_RELAXED);
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
@@ -296,6 +349,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
             const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)(const void *)rec;
             record_command(memcpy_name, m, m->deviceId, m->contextId, m->streamId, m->start, m->end, 0, 0,
+                           m->bytes);
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY2) {
+            const CUpti_ActivityMemcpyPtoP4 *m = (const CUpti_ActivityMemcpyPtoP4 *)(const void *)rec;
+            record_command(memcpy2_name, m, m->deviceId, m->contextId, m->streamId, m->start, m->end, 0, 0,
                            m->bytes);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
             const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)(const void *)rec;
@@ -319,18 +376,107 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         pthread_mutex_lock(&S.lock);
         S.dropped += dropped;
         pthread_mutex_unlock(&S.lock);
-        kt_kernel_id_t id = kt_kernel_intern("(CUPTI records dropped)", KT_BACKEND_CUDA, NULL);
+        /* per context where CUPTI keeps per-context buffers; global buffers (ctx NULL) count for all */
+        char name[64] = "(CUPTI records dropped)";
+        uint32_t cid = 0;
+        if (ctx && cuptiGetContextId(ctx, &cid) == CUPTI_SUCCESS)
+            snprintf(name, sizeof name, "(CUPTI records dropped, context %u)", cid);
+        kt_kernel_id_t id = kt_kernel_intern(name, KT_BACKEND_CUDA, NULL);
         for (size_t i = 0; i < dropped; i++)
             kt_record_drop_reason(id, KT_DROP_RING_FULL);
     }
+    if (buffer)
+        __atomic_sub_fetch(&S.buffers_out, 1, __ATOMIC_RELAXED);
     free(buffer);
 }
 
+/* Says a CUPTI conflict once, on stderr or KTIMING_LOG. */
+static void say_once(int *said, const char *fmt, const char *arg)
+{
+    if (__atomic_exchange_n(said, 1, __ATOMIC_ACQ_REL))
+        return;
+    const char *path = getenv("KTIMING_LOG");
+    FILE *f = path && path[0] ? fopen(path, "ae") : NULL;
+    fprintf(f ? f : stderr, fmt, arg);
+    if (f)
+        fclose(f);
+}
+
+/* The flusher thread: completed records reach the recorder within a period, not at exit only. */
+static void *flusher_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&S.lock);
+    while (!S.flusher_stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)S.flush_ms * 1000000ull;
+        until.tv_sec += (time_t)(ns / 1000000000ull);
+        until.tv_nsec = (long)(ns % 1000000000ull);
+        int rc = 0;
+        while (!S.flusher_stop && rc != ETIMEDOUT)
+            rc = pthread_cond_timedwait(&S.flusher_cond, &S.lock, &until);
+        if (S.flusher_stop)
+            break;
+        pthread_mutex_unlock(&S.lock); /* buffer_completed takes it */
+        cuptiActivityFlushAll(0);
+        pthread_mutex_lock(&S.lock);
+    }
+    pthread_mutex_unlock(&S.lock);
+    return NULL;
+}
+
+static void flusher_stop(void)
+{
+    pthread_mutex_lock(&S.lock);
+    int running = S.flusher_running;
+    S.flusher_running = 0;
+    S.flusher_stop = 1;
+    pthread_cond_broadcast(&S.flusher_cond);
+    pthread_mutex_unlock(&S.lock);
+    if (running)
+        pthread_join(S.flusher, NULL);
+}
+
+/* A forked child has no flusher thread (only the forking thread survives a fork); it does not start one: CUDA
+ * itself is unusable in a child forked from an initialised process. */
+static void flusher_atfork_child(void)
+{
+    S.flusher_running = 0;
+    S.flusher_stop = 1;
+    pthread_mutex_init(&S.lock, NULL);
+}
+
+static void flusher_atfork_prepare(void)
+{
+    pthread_mutex_lock(&S.lock);
+}
+
+static void flusher_atfork_parent(void)
+{
+    pthread_mutex_unlock(&S.lock);
+}
+
+static int g_said_buffers;
+
 /* Registered after the run-snapshot writer and ktiming's own exit handler, so it runs before both: the snapshot and
- * any output written at exit hold every kernel CUPTI still had buffered. */
+ * any output written at exit hold every kernel CUPTI still had buffered. Buffers CUPTI still holds afterwards were
+ * given to another client (it replaced the activity callbacks): their records never arrive, and that is counted. */
 static void flush_at_exit(void)
 {
-    cuptiActivityFlushAll(1);
+    flusher_stop();
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    uint64_t lost = __atomic_load_n(&S.buffers_out, __ATOMIC_RELAXED);
+    if (lost) {
+        char n[32];
+        snprintf(n, sizeof n, "%llu", (unsigned long long)lost);
+        say_once(&g_said_buffers, "ktiming-cupti: %s CUPTI activity buffers were never returned: another CUPTI client "
+                                  "(a profiler in the program) replaced ktiming's activity callbacks, and the kernels "
+                                  "they held were not timed\n", n);
+        kt_kernel_id_t id = kt_kernel_intern("(CUPTI buffers taken by another client)", KT_BACKEND_CUDA, NULL);
+        for (uint64_t i = 0; i < lost; i++)
+            kt_record_drop_reason(id, KT_DROP_READ_FAILED);
+    }
 }
 
 /* A context is about to be destroyed: deliver what CUPTI holds now, the context's completed records among them. */
@@ -340,13 +486,23 @@ static void CUPTIAPI resource_callback(void *user, CUpti_CallbackDomain domain, 
     (void)user;
     (void)data;
     if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
-        cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        cuptiActivityFlushAll(0); /* completed records only: forced would hand over other contexts' running ones */
 }
+
+static int g_said_subscriber;
 
 /* CUPTI allows one callback subscriber: under Nsight tools, cuda-gdb or a program with its own CUPTI client the
  * subscription fails, and a destroyed context's records then arrive with the next flush (period or exit). */
 static void subscribe_resources(void)
 {
+    /* KTIMING_CUPTI_SUBSCRIBE=0 leaves CUPTI's one subscription to the program: holding it, the library makes a
+     * profiler of the program's own fail to initialise (on an H200, torch.profiler then recorded no CUDA event:
+     * docs/cuda.md). The flusher thread still delivers a destroyed context's completed records. */
+    const char *sub = getenv("KTIMING_CUPTI_SUBSCRIBE");
+    if (sub && !strcmp(sub, "0")) {
+        S.subscriber = NULL;
+        return;
+    }
     CUptiResult r = cuptiSubscribe(&S.subscriber, resource_callback, NULL);
     if (r == CUPTI_SUCCESS) {
         r = cuptiEnableCallback(1, S.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
@@ -358,25 +514,24 @@ static void subscribe_resources(void)
     } else {
         S.subscriber = NULL;
     }
-    if (r != CUPTI_SUCCESS && secure_getenv("KTIMING_RUN_VERBOSE"))
-        fprintf(stderr, "ktiming-cupti: no context-destroy callback (%s): records of a destroyed context arrive "
-                        "with the next flush\n", result_name(r));
+    if (r != CUPTI_SUCCESS)
+        say_once(&g_said_subscriber, "ktiming-cupti: another CUPTI client holds the callback subscription (%s): "
+                                     "records of a destroyed context arrive with the next flush\n", result_name(r));
+    else if (secure_getenv("KTIMING_RUN_VERBOSE"))
+        fprintf(stderr, "ktiming-cupti: holding CUPTI's callback subscription: a profiler in the program (Kineto, "
+                        "torch.profiler) cannot subscribe; KTIMING_CUPTI_SUBSCRIBE=0 leaves it free\n");
 }
 
 /* CUPTI entry points newer than the oldest CUPTI the library runs with: looked up, used when present. */
 static void setup_optional(void)
 {
     CUptiResult (*reg_ts)(CUpti_TimestampCallbackFunc) = NULL;
-    CUptiResult (*period)(uint32_t) = NULL;
     CUptiResult (*latency)(uint8_t) = NULL;
     *(void **)&reg_ts = dlsym(RTLD_DEFAULT, "cuptiActivityRegisterTimestampCallback");
-    *(void **)&period = dlsym(RTLD_DEFAULT, "cuptiActivityFlushPeriod");
     *(void **)&latency = dlsym(RTLD_DEFAULT, "cuptiActivityEnableLatencyTimestamps");
     S.host_stamps = reg_ts && reg_ts(host_timestamp) == CUPTI_SUCCESS; /* before any kind is enabled */
     const char *ms = getenv("KTIMING_CUPTI_FLUSH_MS");
-    uint32_t flush_ms = ms && ms[0] ? (uint32_t)strtoul(ms, NULL, 10) : KT_CUPTI_FLUSH_MS;
-    if (period && flush_ms)
-        period(flush_ms);
+    S.flush_ms = ms && ms[0] ? (uint32_t)strtoul(ms, NULL, 10) : KT_CUPTI_FLUSH_MS;
     if (latency)
         latency(1);
     *(void **)&S.demangle = dlsym(RTLD_DEFAULT, "__cxa_demangle");
@@ -427,17 +582,34 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
     }
     if (r != CUPTI_SUCCESS) {
         pthread_mutex_unlock(&S.lock);
-        fprintf(stderr, "ktiming-cupti: kernel activity unavailable: %s\n", result_name(r));
+        /* The usual cause: this library links the CUPTI of the toolkit it was built with (CUDA_VERSION below),
+         * which needs a driver of that CUDA version or newer. Say which driver this is. */
+        int drv = 0;
+        CUresult (*get_version)(int *) = NULL;
+        *(void **)&get_version = dlsym(RTLD_DEFAULT, "cuDriverGetVersion");
+        if (get_version && get_version(&drv) != CUDA_SUCCESS)
+            drv = 0;
+        char have[48] = "no CUDA driver answered";
+        if (drv)
+            snprintf(have, sizeof have, "the driver supports CUDA %d.%d", drv / 1000, (drv % 1000) / 10);
+        fprintf(stderr, "ktiming-cupti: kernel activity unavailable: %s; nothing is timed (%s; this library was "
+                        "built with CUDA %d.%d's CUPTI, which needs a driver for CUDA %d.0 or newer)\n",
+                result_name(r), have, CUDA_VERSION / 1000, (CUDA_VERSION % 1000) / 10, CUDA_VERSION / 1000);
         return 0;
     }
     if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS)
         fprintf(stderr, "ktiming-cupti: memory copy/set activity unavailable: only kernels are timed\n");
+    cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2); /* peer-to-peer copies: none before CUDA 4, then optional */
     enable_graphs();
     if (!S.host_stamps)
         calibrate_locked();
     subscribe_resources();
     S.initialized = 1;
+    if (S.flush_ms && pthread_create(&S.flusher, NULL, flusher_main, NULL) == 0) {
+        S.flusher_running = 1;
+        pthread_atfork(flusher_atfork_prepare, flusher_atfork_parent, flusher_atfork_child);
+    }
     pthread_mutex_unlock(&S.lock);
     kti_run_exit_register(); /* ktiming's exit handler, then the snapshot writer (KTIMING_RUN_DIR) */
     atexit(flush_at_exit);   /* last registered: runs first */
