@@ -103,22 +103,39 @@ static void wait_fresh_pass(kt_vk_ctx_t *ctx, uint64_t deadline_ns)
     pthread_mutex_unlock(&ctx->lock);
 }
 
+/* Up to `max` live contexts from position `start` of the live list (every context counts for the position,
+ * stopped or not, so marking some stopped does not move the others). Returns how many were copied; fewer than
+ * max means the list ended. The caller works through a chunk without g_live_lock (a pass waits for the
+ * collector, whose step holds it), so any number of contexts is flushed and stopped, never only the first 64. */
+#define KT__VK_CHUNK 64u
+static size_t live_chunk(size_t start, kt_vk_ctx_t **out, size_t max)
+{
+    size_t n = 0, at = 0;
+    pthread_mutex_lock(&g_live_lock);
+    for (kt_vk_ctx_t *c = g_live; c && n < max; c = c->next_live, at++)
+        if (at >= start)
+            out[n++] = c;
+    pthread_mutex_unlock(&g_live_lock);
+    return n;
+}
+
 /* kt_flush / kt_snapshot: what has completed by now (a fresh pass, bounded by the deadline), recorded. Slots of
  * command buffers not submitted yet are left alone: waiting for them would cost every snapshot its deadline. */
 static void flush_all(uint64_t deadline_ns)
 {
-    pthread_mutex_lock(&g_live_lock);
-    kt_vk_ctx_t *list[64];
-    size_t n = 0;
-    for (kt_vk_ctx_t *c = g_live; c && n < 64; c = c->next_live)
-        if (!c->stopped)
-            list[n++] = c;
-    pthread_mutex_unlock(&g_live_lock);
     /* Contexts are destroyed by their owner, never by a flush; the owner must not destroy one while calling
      * kt_flush concurrently (the same rule as for every other call on a context). */
-    for (size_t i = 0; i < n; i++) {
-        wait_fresh_pass(list[i], deadline_ns);
-        kt_vk_collect(list[i]);
+    kt_vk_ctx_t *list[KT__VK_CHUNK];
+    for (size_t start = 0;; start += KT__VK_CHUNK) {
+        size_t n = live_chunk(start, list, KT__VK_CHUNK);
+        for (size_t i = 0; i < n; i++) {
+            if (list[i]->stopped)
+                continue;
+            wait_fresh_pass(list[i], deadline_ns);
+            kt_vk_collect(list[i]);
+        }
+        if (n < KT__VK_CHUNK)
+            break;
     }
 }
 
@@ -177,35 +194,38 @@ static int outstanding(kt_vk_ctx_t *ctx)
 }
 
 /* kt_shutdown / exit: wait (until the deadline) for every slot in flight, record it, count the rest as dropped
- * (in flight at exit), stop the collector. Flushes return at once afterwards. */
+ * (in flight at exit), stop the collector. Flushes return at once afterwards. Contexts go in chunks of 64 (each
+ * waited for in turn against the one deadline). */
 static void stop_all(uint64_t deadline_ns)
 {
-    pthread_mutex_lock(&g_live_lock);
-    kt_vk_ctx_t *list[64];
-    size_t n = 0;
-    for (kt_vk_ctx_t *c = g_live; c && n < 64; c = c->next_live)
-        if (!c->stopped)
-            list[n++] = c;
-    pthread_mutex_unlock(&g_live_lock);
-    for (;;) {
-        int busy = 0;
+    kt_vk_ctx_t *list[KT__VK_CHUNK];
+    for (size_t start = 0;; start += KT__VK_CHUNK) {
+        size_t got = live_chunk(start, list, KT__VK_CHUNK), n = 0;
+        for (size_t i = 0; i < got; i++)
+            if (!list[i]->stopped)
+                list[n++] = list[i];
+        for (;;) {
+            int busy = 0;
+            for (size_t i = 0; i < n; i++) {
+                wait_fresh_pass(list[i], deadline_ns);
+                kt_vk_collect(list[i]);
+                busy |= outstanding(list[i]);
+            }
+            if (!busy || kt_now_ns() >= deadline_ns)
+                break;
+            kt__nap_ns(200000);
+        }
         for (size_t i = 0; i < n; i++) {
-            wait_fresh_pass(list[i], deadline_ns);
             kt_vk_collect(list[i]);
-            busy |= outstanding(list[i]);
+            drop_pending(list[i], KT_DROP_IN_FLIGHT_AT_EXIT, KT_DROP_IN_FLIGHT_AT_EXIT);
         }
-        if (!busy || kt_now_ns() >= deadline_ns)
+        pthread_mutex_lock(&g_live_lock);
+        for (size_t i = 0; i < n; i++)
+            list[i]->stopped = 1;
+        pthread_mutex_unlock(&g_live_lock);
+        if (got < KT__VK_CHUNK)
             break;
-        kt__nap_ns(200000);
     }
-    for (size_t i = 0; i < n; i++) {
-        kt_vk_collect(list[i]);
-        drop_pending(list[i], KT_DROP_IN_FLIGHT_AT_EXIT, KT_DROP_IN_FLIGHT_AT_EXIT);
-        }
-    pthread_mutex_lock(&g_live_lock);
-    for (size_t i = 0; i < n; i++)
-        list[i]->stopped = 1;
-    pthread_mutex_unlock(&g_live_lock);
     kt__collector_stop(&g_collector);
 }
 
