@@ -178,8 +178,9 @@ struct kt_vk_ctx_t {
     VkPhysicalDevice physical_device;   /* application's */
     VkDevice device;                    /* application's */
     VkQueue queue;                      /* optional application queue (calibration, primitives) */
-    VkQueue cal_queue;                  /* where bracketing samples are submitted (model_lock): queue, or the
-                                           queue of the submission that asked for them (kt__vk_clock_bracket_due) */
+    VkQueue cal_queue;                  /* where waited-for bracketing samples are submitted (creation,
+                                           kt_vk_recalibrate): desc.queue; the layer's go with the application's
+                                           submissions, never waited for (kt__vk_clock_bracket_submit) */
     uint32_t queue_family;              /* timed family */
     char device_name[128];              /* deviceName (truncated as in kt_device_info_t) */
     uint32_t queue_id;                  /* kt_queue_register id */
@@ -231,6 +232,13 @@ struct kt_vk_ctx_t {
     VkCommandPool cal_pool;             /* bracketing: tiny command buffer + fence */
     VkCommandBuffer cal_cmd;
     VkFence cal_fence;
+    int cal_pending;                    /* cal_cmd submitted without a wait and its fence not seen signalled: it is
+                                           never re-recorded or resubmitted before (vk_clock.c, bracket_submit) */
+    uint64_t cal_before_ns;             /* host time (model domain) just before that submission */
+    uint32_t cal_burst;                 /* samples still wanted by the current bracketed refit */
+    uint32_t cal_taken;                 /* bracketed samples observed so far */
+    kt_clock_sample_t cal_best;         /* the tightest of them (an offset-only model until a fit can be made) */
+    uint64_t cal_stuck_ns;              /* kt_now_ns since when a sample is due but the queue not seen idle */
 
     _Atomic int lost;                   /* kt_vk_device_lost was called: no more polling */
     _Atomic int last_error;             /* VkResult of the last failed driver call (kt_vk_last_error) */
@@ -295,6 +303,10 @@ uint64_t kt__vk_device_ns_locked(kt_vk_ctx_t *ctx, uint64_t raw, uint64_t host_r
 /* Device ns -> host timeline (model_lock held). */
 int kt__vk_map_locked(kt_vk_ctx_t *ctx, uint64_t device_ns, uint64_t *host_ns, uint64_t *uncertainty_ns);
 void kt__vk_publish(kt_vk_ctx_t *ctx);
-int kt__vk_clock_bracket_due(kt_vk_ctx_t *ctx, VkQueue queue);
+/* Bracketing without a wait (no calibrated timestamps): inside an application's submission on `queue` (the
+ * caller holds it), submits one sample of ours when one is due, none is pending and the queue was seen idle
+ * (`idle`); kt__vk_clock_bracket_poll, from every collection, takes a pending sample whose fence has signalled. */
+void kt__vk_clock_bracket_submit(kt_vk_ctx_t *ctx, VkQueue queue, int idle);
+void kt__vk_clock_bracket_poll(kt_vk_ctx_t *ctx);
 
 #endif

@@ -416,6 +416,19 @@ typedef struct kt__vk_batch_t {
 typedef VkResult (*kt__vk_submit_fn)(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const void *orig,
                                      const kt__vk_plan_t *plans, VkFence fence, void *fn);
 
+/* Whether everything timed that went to the queue through this context has been seen complete: no execution
+ * record unread, no one-time primary armed and unread (our own submissions: nsubs, checked by the caller). A
+ * bracketing sample submitted then is not queued behind the application's timed work. */
+static int seen_idle(kt_vk_ctx_t *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    int idle = ctx->exec_pending == 0;
+    for (uint32_t i = ctx->used_first; i != KT__VK_NONE && idle; i = ctx->slots[i].next)
+        idle = !(ctx->slots[i].self_copy && ctx->slots[i].state == KT__VK_SLOT_CLOSED);
+    pthread_mutex_unlock(&ctx->lock);
+    return idle;
+}
+
 /* Plans, records and submits; `submit` makes the driver call with the batches rewritten from plans. */
 static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const kt__vk_batch_t *batches,
                               const void *orig, VkFence fence, kt__vk_submit_fn submit, void *fn)
@@ -433,10 +446,11 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
 
     pthread_mutex_lock(&ctx->sub_lock);
     reclaim_locked(ctx);
-    /* No calibrated timestamps: the clock model is fitted here, where we hold the queue (19.8), while none of our
-     * submissions is in flight (so the samples wait for themselves only). */
-    if (!ctx->calibrated && ctx->nsubs == 0)
-        kt__vk_clock_bracket_due(ctx, queue);
+    /* No calibrated timestamps: a bracketing sample goes to the queue here, where we hold it, ahead of the
+     * application's batches and never waited for (issue 37.1: waiting made a submit behind work that waits on a
+     * host-set event block 17 s); a later collection takes it once its fence is seen signalled. */
+    if (!ctx->calibrated)
+        kt__vk_clock_bracket_submit(ctx, queue, ctx->nsubs == 0 && seen_idle(ctx));
     VkFence ours = VK_NULL_HANDLE;
     VkCommandBuffer *mine = NULL;
     uint32_t nmine = 0;
