@@ -341,6 +341,7 @@ int kt__vk_clock_init(kt_vk_ctx_t *ctx)
 {
     ctx->host_domain = KT_DOMAIN_MONOTONIC_RAW;
     ctx->device_domain = KT_DOMAIN_UNKNOWN;
+    ctx->cal_domain = KT_DOMAIN_UNKNOWN;
     choose_calibrated(ctx);
     if (!ctx->calibrated && ctx->queue) {
         int rc = create_bracketing(ctx);
@@ -426,6 +427,54 @@ static int bound_widened_locked(const kt_vk_ctx_t *ctx, uint64_t now_dom)
     return kt_clock_error_at(&ctx->model, now_dom) > 2.0 * at_fit + KT__VK_EARLY_SLACK_NS;
 }
 
+/* The host domain a bracketed sample's device time lies in (its bracket converted there, with the conversion's
+ * uncertainty and 1 us of slack), KT_DOMAIN_DEVICE for none. A device counter with an epoch of its own never
+ * lands inside a bracket of a host clock by chance (they differ by seconds or more); lavapipe's is CLOCK_MONOTONIC. */
+static kt_clock_domain_t sample_domain(const kt_clock_sample_t *s)
+{
+    static const kt_clock_domain_t kCandidates[2] = {KT_DOMAIN_MONOTONIC, KT_DOMAIN_MONOTONIC_RAW};
+    for (int i = 0; i < 2; i++) {
+        uint64_t lo = s->host_before_ns, hi = s->host_after_ns, ulo = 0, uhi = 0;
+        if (kCandidates[i] != KT_DOMAIN_MONOTONIC_RAW &&
+            (kt_clock_domain_convert(s->host_before_ns, KT_DOMAIN_MONOTONIC_RAW, kCandidates[i], &lo, &ulo) != 0 ||
+             kt_clock_domain_convert(s->host_after_ns, KT_DOMAIN_MONOTONIC_RAW, kCandidates[i], &hi, &uhi) != 0))
+            continue;
+        uint64_t slack = 1000 + (ulo > uhi ? ulo : uhi);
+        if (s->device_ns + slack >= lo && s->device_ns <= hi + slack)
+            return kCandidates[i];
+    }
+    return KT_DOMAIN_DEVICE;
+}
+
+/* Which model a new bracketed sample leaves (model_lock held): while every sample so far lay in one host domain,
+ * the device clock IS that domain (identity model, mapped to the timeline by the live domain conversion, as
+ * calibrated lavapipe is): exact from the first sample, and never moving between batches. Otherwise a fit of
+ * the tracker's samples, or an offset-only model until it has enough. */
+static void bracket_model_locked(kt_vk_ctx_t *ctx, const kt_clock_sample_t *one)
+{
+    kt_clock_domain_t d = sample_domain(one);
+    if (ctx->cal_domain == KT_DOMAIN_UNKNOWN)
+        ctx->cal_domain = d;
+    else if (ctx->cal_domain != d)
+        ctx->cal_domain = KT_DOMAIN_DEVICE; /* contradicted: fitted from now on */
+    kt_clock_model_t m;
+    if (ctx->cal_domain != KT_DOMAIN_DEVICE && kt_clock_model_identity(ctx->cal_domain, 1, &m) == 0) {
+        ctx->host_domain = ctx->cal_domain;
+        ctx->device_domain = ctx->cal_domain;
+        ctx->model = m;
+        ctx->have_model = 1;
+        return;
+    }
+    ctx->host_domain = KT_DOMAIN_MONOTONIC_RAW;
+    ctx->device_domain = KT_DOMAIN_DEVICE;
+    if (kt_clock_tracker_model(ctx->tracker, &m) == 0) {
+        ctx->model = m;
+        ctx->have_model = 1;
+    } else {
+        offset_model_locked(ctx, &ctx->cal_best);
+    }
+}
+
 void kt__vk_clock_bracket_poll(kt_vk_ctx_t *ctx)
 {
     if (ctx->calibrated)
@@ -433,13 +482,13 @@ void kt__vk_clock_bracket_poll(kt_vk_ctx_t *ctx)
     int fitted = 0;
     pthread_mutex_lock(&ctx->model_lock);
     if (ctx->cal_pending && ctx->vk.vkGetFenceStatus(ctx->device, ctx->cal_fence) == VK_SUCCESS) {
-        uint64_t after = kt_clock_now(ctx->host_domain), raw = 0;
+        uint64_t after = kt_clock_now(KT_DOMAIN_MONOTONIC_RAW), raw = 0; /* brackets: the tracker's domain */
         ctx->vk.vkResetFences(ctx->device, 1, &ctx->cal_fence);
         ctx->cal_pending = 0;
         if (sample_value(ctx, &raw) == 0 && after > ctx->cal_before_ns) {
             /* the timestamp was written after the submission began and before its fence was seen signalled */
             kt_clock_sample_t one = {
-                .device_ns = ext_to_ns(ctx, unwrap_locked(ctx, raw, ctx->cal_before_ns)),
+                .device_ns = ext_to_ns(ctx, unwrap_locked(ctx, raw, 0)),
                 .host_before_ns = ctx->cal_before_ns,
                 .host_after_ns = after,
             };
@@ -449,15 +498,9 @@ void kt__vk_clock_bracket_poll(kt_vk_ctx_t *ctx)
             if (ctx->cal_burst)
                 ctx->cal_burst--;
             int done = ctx->cal_burst == 0;
-            kt_clock_model_t m;
             if (kt_clock_tracker_add(ctx->tracker, &one, 1) == 0 && done)
                 kt_clock_tracker_refit(ctx->tracker);
-            if (kt_clock_tracker_model(ctx->tracker, &m) == 0) {
-                ctx->model = m;
-                ctx->have_model = 1;
-            } else {
-                offset_model_locked(ctx, &ctx->cal_best);
-            }
+            bracket_model_locked(ctx, &one);
             if (done) {
                 ctx->last_fit_ns = kt_now_ns();
                 atomic_fetch_add(&ctx->recalibrations, 1);
@@ -504,7 +547,7 @@ void kt__vk_clock_bracket_submit(kt_vk_ctx_t *ctx, VkQueue queue, int idle)
             .commandBufferCount = 1,
             .pCommandBuffers = &ctx->cal_cmd,
         };
-        ctx->cal_before_ns = kt_clock_now(ctx->host_domain);
+        ctx->cal_before_ns = kt_clock_now(KT_DOMAIN_MONOTONIC_RAW);
         if (ctx->vk.vkQueueSubmit(queue, 1, &si, ctx->cal_fence) == VK_SUCCESS)
             ctx->cal_pending = 1;
         else

@@ -238,6 +238,8 @@ struct kt_vk_ctx_t {
     uint32_t cal_burst;                 /* samples still wanted by the current bracketed refit */
     uint32_t cal_taken;                 /* bracketed samples observed so far */
     kt_clock_sample_t cal_best;         /* the tightest of them (an offset-only model until a fit can be made) */
+    kt_clock_domain_t cal_domain;       /* host domain every bracketed sample lay in (UNKNOWN before the first,
+                                           DEVICE once one did not) */
     uint64_t cal_stuck_ns;              /* kt_now_ns since when a sample is due but the queue not seen idle */
 
     _Atomic int lost;                   /* kt_vk_device_lost was called: no more polling */
