@@ -129,6 +129,8 @@ typedef struct kt__vk_slot_t {
                                 that pair, read in the same pass (KT__VK_NONE: none) */
     uint32_t batch_pair_gen; /* the pair's gen when armed (a pair read and reused since no longer holds it back) */
     uint32_t executions;     /* per_submission: submissions whose records copy it (ctx->lock) */
+    int unused;              /* a cmd_pair submitted in a batch of several (bracketed by ktiming's own command
+                                buffers): released unrecorded once its copy has landed, not held until discard */
 } kt__vk_slot_t;
 
 /* per_submission: one execution of a slot (or of a batch) whose timestamps a copy of ktiming's brings to the
@@ -158,11 +160,13 @@ typedef struct kt__vk_open_t {
     uint32_t depth;                       /* open pairs */
     uint32_t stack[KT_VK_MAX_NESTING];    /* their slots (KT__VK_SLOT_DROPPED for dropped begins) */
     uint32_t overflow;                    /* dropped begins nested deeper than the stack */
-    uint32_t pair;                        /* a kt_vk_cmd_begin pair waiting for the first kt_vk_begin, whose
-                                             begin timestamp it takes (stamps_at_flush devices), or KT__VK_NONE */
+    uint32_t pair;                        /* KT__VK_PAIR_WANTED: kt_vk_cmd_begin asked for a pair, made at the
+                                             first kt_vk_begin (nothing is held by a recording with none), or
+                                             KT__VK_NONE */
 } kt__vk_open_t;
 
-#define KT__VK_OPEN_MAX 64u
+#define KT__VK_PAIR_WANTED (UINT32_MAX - 1u)
+#define KT__VK_OPEN_INITIAL 64u /* entries of the open table at first; it doubles when full */
 #define KT__VK_NAME_CACHE 64u
 
 /* Name -> id cache entry (keyed by the caller's pointer, verified by content). */
@@ -201,7 +205,8 @@ struct kt_vk_ctx_t {
     uint32_t used;                      /* slots in use */
     uint32_t *free_q;                   /* FIFO of free slots (cap entries, circular) */
     uint32_t free_head;                 /* index of the oldest free slot in free_q */
-    kt__vk_open_t open[KT__VK_OPEN_MAX];/* command buffers with open pairs */
+    kt__vk_open_t *open;                /* command buffers with open pairs (nopen entries, grown by doubling) */
+    uint32_t nopen;
     uint32_t orphans;                   /* dropped begins of command buffers the open table had no room for */
     kt__vk_name_t names[KT__VK_NAME_CACHE]; /* name cache */
     pthread_mutex_t lock;               /* ring, open table, name cache, counters */

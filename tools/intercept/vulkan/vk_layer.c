@@ -299,6 +299,33 @@ static void register_exit(void)
     atexit(layer_at_exit);
 }
 
+static uint32_t g_ring_size; /* KTIMING_VULKAN_QUERIES, read once */
+
+static void read_ring_size(void)
+{
+    const char *v = secure_getenv("KTIMING_VULKAN_QUERIES");
+    if (!v || !*v)
+        return;
+    char *end = NULL;
+    unsigned long n = strtoul(v, &end, 10);
+    if (*end || n < 16 || n > (1ul << 20)) {
+        fprintf(stderr, "ktiming: KTIMING_VULKAN_QUERIES=%s is not a number of dispatches in 16..1048576: the default "
+                        "%u is used\n", v, KT_VK_RING_DEFAULT);
+        return;
+    }
+    g_ring_size = (uint32_t)n;
+}
+
+/* KTIMING_VULKAN_QUERIES: how many dispatches a context's ring holds in flight (each a pair of timestamp
+ * queries); 0 (KT_VK_RING_DEFAULT) when unset. A recording with more timed dispatches than this times the first
+ * ones and counts the rest as dropped, `ring full`. */
+static uint32_t ring_size(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_ring_size);
+    return g_ring_size;
+}
+
 /* The context timing a family of d (created on first use); NULL when timestamps can't be had there. */
 static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
 {
@@ -322,6 +349,7 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     desc.calibration = d->calibration;
     desc.device_label = d->label;
     desc.copy_at_end = 1; /* copy readback: one set of copies per recording, at vkEndCommandBuffer */
+    desc.ring_size = ring_size();
     /* every execution: our command buffers around each batch copy its primaries' timestamps, and a primary copies
      * its secondaries' after each vkCmdExecuteCommands (kt_vk_cmd_execute) */
     desc.per_submission = every_execution(d);
