@@ -8,8 +8,6 @@
 
 /* The backend's vkWaitForFences, counted while a test is inside kt_vk_queue_submit (and answered VK_TIMEOUT at
  * once there, so code that waits fails the count instead of hanging for its timeout). */
-static PFN_vkGetInstanceProcAddr g_next_gipa;
-static PFN_vkGetDeviceProcAddr g_next_gdpa;
 static PFN_vkWaitForFences g_real_wait;
 static atomic_int g_in_submit, g_waits_in_submit;
 
@@ -29,21 +27,6 @@ static PFN_vkVoidFunction wrap(const char *name, PFN_vkVoidFunction f)
         return (PFN_vkVoidFunction)counting_wait;
     }
     return f;
-}
-
-static PFN_vkVoidFunction VKAPI_CALL counting_gdpa(VkDevice dev, const char *name)
-{
-    return wrap(name, g_next_gdpa(dev, name));
-}
-
-static PFN_vkVoidFunction VKAPI_CALL counting_gipa(VkInstance inst, const char *name)
-{
-    PFN_vkVoidFunction f = g_next_gipa(inst, name);
-    if (f && !strcmp(name, "vkGetDeviceProcAddr")) {
-        g_next_gdpa = (PFN_vkGetDeviceProcAddr)f;
-        return (PFN_vkVoidFunction)counting_gdpa;
-    }
-    return wrap(name, f);
 }
 
 /* Event entry points (the shared fixture's table has none). */
@@ -126,8 +109,7 @@ static void submit_never_waits(void **state)
     events_load();
     const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
     kt_vk_desc_t d = vkt_desc();
-    g_next_gipa = d.get_instance_proc_addr;
-    d.get_instance_proc_addr = counting_gipa;
+    vkt_set_wrap(wrap);
     d.queue = VK_NULL_HANDLE; /* as under the layer: samples only inside the program's submissions */
     d.calibration = KT_VK_CALIBRATION_NONE;
     d.per_submission = 1;

@@ -457,6 +457,7 @@ typedef struct kt__vk_batch_t {
     const void *pnext;
     const VkCommandBuffer *cmds;
     uint32_t ncmds;
+    int sealed; /* VkSubmitInfo2 with VK_SUBMIT_PROTECTED_BIT: only protected command buffers may join it */
 } kt__vk_batch_t;
 
 /* Either submit: the original batches rewritten by `rewrite` into `scratch` (or left alone), then submitted. */
@@ -488,7 +489,8 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
     pthread_mutex_lock(&ctx->lock);
     for (uint32_t i = 0; i < n; i++)
         if (batches[i].ncmds)
-            plan_locked(ctx, batches[i].cmds, batches[i].ncmds, batch_extensible(batches[i].pnext), n, &plans[i]);
+            plan_locked(ctx, batches[i].cmds, batches[i].ncmds,
+                        !batches[i].sealed && batch_extensible(batches[i].pnext), n, &plans[i]);
     pthread_mutex_unlock(&ctx->lock);
 
     pthread_mutex_lock(&ctx->sub_lock);
@@ -624,7 +626,7 @@ VkResult kt_vk_queue_submit(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const V
     if (!b)
         return ctx->vk.vkQueueSubmit(queue, n, si, fence);
     for (uint32_t i = 0; i < n; i++)
-        b[i] = (kt__vk_batch_t){si[i].pNext, si[i].pCommandBuffers, si[i].commandBufferCount};
+        b[i] = (kt__vk_batch_t){si[i].pNext, si[i].pCommandBuffers, si[i].commandBufferCount, 0};
     VkResult r = submit_common(ctx, queue, n, b, si, fence, submit1, NULL);
     free(b);
     return r;
@@ -693,7 +695,10 @@ VkResult kt_vk_queue_submit2(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const 
     for (uint32_t i = 0; i < n; i++) {
         for (uint32_t k = 0; k < si[i].commandBufferInfoCount; k++)
             at[k] = si[i].pCommandBufferInfos[k].commandBuffer;
-        b[i] = (kt__vk_batch_t){si[i].pNext, at, si[i].commandBufferInfoCount};
+        /* a protected batch may hold only protected command buffers; ours are not (VUID-VkSubmitInfo2-flags-03886):
+         * left as the program made it, its dispatches counted as dropped, no timing */
+        b[i] = (kt__vk_batch_t){si[i].pNext, at, si[i].commandBufferInfoCount,
+                                (si[i].flags & VK_SUBMIT_PROTECTED_BIT) != 0};
         at += si[i].commandBufferInfoCount;
     }
     VkResult r = submit_common(ctx, queue, n, b, si, fence, submit2, (void *)call);
