@@ -318,6 +318,8 @@ static void secondary_every_occurrence(void **state)
     VkCommandBufferBeginInfo pbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     assert_int_equal(vk->vkBeginCommandBuffer(prim, &pbi), VK_SUCCESS);
     for (int k = 0; k < 2; k++) {
+        if (k) /* the two occurrences write one buffer: ordered (synchronization validation) */
+            ktcli_vk_barrier(&g_vkt.dev, prim);
         exec(prim, 1, &sec);
         assert_int_equal(kt_vk_cmd_execute(kv, prim, 1, &sec), 1);
     }
