@@ -513,7 +513,7 @@ void kt__vk_clock_bracket_poll(kt_vk_ctx_t *ctx)
         kt__vk_publish(ctx);
 }
 
-void kt__vk_clock_bracket_submit(kt_vk_ctx_t *ctx, VkQueue queue, int idle)
+void kt__vk_clock_bracket_submit(kt_vk_ctx_t *ctx, VkQueue queue, int (*seen_idle)(kt_vk_ctx_t *))
 {
     if (ctx->calibrated || !queue)
         return;
@@ -534,6 +534,7 @@ void kt__vk_clock_bracket_submit(kt_vk_ctx_t *ctx, VkQueue queue, int idle)
     }
     /* A sample queued behind the application's work would be as wide as that work: taken when the queue was
      * seen idle, or, when it never is, after a period of waiting for that (a wide bracket is still a true one). */
+    int idle = seen_idle(ctx); /* only when a sample is due: it walks the slots (lock order: model_lock, lock) */
     if (!idle && !ctx->cal_stuck_ns)
         ctx->cal_stuck_ns = now;
     if (!idle && now - ctx->cal_stuck_ns < ctx->recalibrate_ns) {

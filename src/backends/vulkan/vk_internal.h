@@ -312,8 +312,9 @@ int kt__vk_map_locked(kt_vk_ctx_t *ctx, uint64_t device_ns, uint64_t *host_ns, u
 void kt__vk_publish(kt_vk_ctx_t *ctx);
 /* Bracketing without a wait (no calibrated timestamps): inside an application's submission on `queue` (the
  * caller holds it), submits one sample of ours when one is due, none is pending and the queue was seen idle
- * (`idle`); kt__vk_clock_bracket_poll, from every collection, takes a pending sample whose fence has signalled. */
-void kt__vk_clock_bracket_submit(kt_vk_ctx_t *ctx, VkQueue queue, int idle);
+ * (`seen_idle`, asked only then, with model_lock held; it may take ctx->lock); kt__vk_clock_bracket_poll, from
+ * every collection, takes a pending sample whose fence has signalled. */
+void kt__vk_clock_bracket_submit(kt_vk_ctx_t *ctx, VkQueue queue, int (*seen_idle)(kt_vk_ctx_t *));
 void kt__vk_clock_bracket_poll(kt_vk_ctx_t *ctx);
 
 #endif

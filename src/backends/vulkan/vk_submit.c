@@ -464,11 +464,13 @@ typedef struct kt__vk_batch_t {
 typedef VkResult (*kt__vk_submit_fn)(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const void *orig,
                                      const kt__vk_plan_t *plans, VkFence fence, void *fn);
 
-/* Whether everything timed that went to the queue through this context has been seen complete: no execution
- * record unread, no one-time primary armed and unread (our own submissions: nsubs, checked by the caller). A
- * bracketing sample submitted then is not queued behind the application's timed work. */
+/* Whether everything timed that went to the queue through this context has been seen complete: no submission of
+ * ours in flight, no execution record unread, no one-time primary armed and unread. A bracketing sample
+ * submitted then is not queued behind the application's timed work. */
 static int seen_idle(kt_vk_ctx_t *ctx)
 {
+    if (ctx->nsubs) /* (sub_lock held by the caller) */
+        return 0;
     pthread_mutex_lock(&ctx->lock);
     int idle = ctx->exec_pending == 0;
     for (uint32_t i = ctx->used_first; i != KT__VK_NONE && idle; i = ctx->slots[i].next)
@@ -499,7 +501,7 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
      * application's batches and never waited for (issue 37.1: waiting made a submit behind work that waits on a
      * host-set event block 17 s); a later collection takes it once its fence is seen signalled. */
     if (!ctx->calibrated)
-        kt__vk_clock_bracket_submit(ctx, queue, ctx->nsubs == 0 && seen_idle(ctx));
+        kt__vk_clock_bracket_submit(ctx, queue, seen_idle);
     VkFence ours = VK_NULL_HANDLE;
     VkCommandBuffer *mine = NULL;
     uint32_t nmine = 0;
