@@ -207,16 +207,22 @@ static inline void vkt_busy_fini(void)
     ktcli_vk_buffer_destroy(&g_vkt.dev, &g_vkt.out);
 }
 
-/* Close everything and fail if the validation layer (or the loader) reported a warning or an error. */
-static inline void vkt_close_and_check(void)
+/* Close dev and app, and fail if the validation layer (or the loader) reported a warning or an error. */
+static inline void vkt_close_app_and_check(ktcli_vk_device_t *dev, ktcli_vk_app_t *app)
 {
-    ktcli_vk_device_close(&g_vkt.dev);
-    ktcli_vk_app_fini(&g_vkt.app);
-    int errors = atomic_load(&g_vkt.app.errors), warnings = atomic_load(&g_vkt.app.warnings);
+    ktcli_vk_device_close(dev);
+    ktcli_vk_app_fini(app);
+    int errors = atomic_load(&app->errors), warnings = atomic_load(&app->warnings);
     if (errors || warnings)
         fprintf(stderr, "validation: %d errors, %d warnings\n", errors, warnings);
     assert_int_equal(errors, 0);
     assert_int_equal(warnings, 0);
+}
+
+/* The suite's device and instance. */
+static inline void vkt_close_and_check(void)
+{
+    vkt_close_app_and_check(&g_vkt.dev, &g_vkt.app);
 }
 
 /* Group setup of the tests that record busy dispatches: the device (or the group skips), then the busy pipeline. */

@@ -102,7 +102,8 @@ typedef void(VKAPI_PTR *PFN_vkCmdBindShadersEXT)(VkCommandBuffer, uint32_t, cons
     X(vkCmdExecuteCommands) X(vkQueueSubmit) X(vkQueueSubmit2) X(vkQueueSubmit2KHR) X(vkQueueWaitIdle)           \
     X(vkDeviceWaitIdle) X(vkWaitForFences) X(vkGetFenceStatus) X(vkSetDebugUtilsObjectNameEXT)  \
     X(vkDebugMarkerSetObjectNameEXT)                                                                           \
-    X(vkCmdBindShadersEXT)
+    X(vkCmdBindShadersEXT) X(vkCmdBeginRendering) X(vkCmdBeginRenderingKHR) X(vkCmdEndRendering)              \
+    X(vkCmdEndRenderingKHR)
 
 /* One device. */
 typedef struct kti_device_t {
@@ -186,6 +187,10 @@ typedef struct kti_cmd_t {
     uint32_t executed;           /* a secondary: vkCmdExecuteCommands that recorded it since it was begun (device
                                     lock) */
     kti_kernels_t repeats;       /* kernels of secondaries recorded here once more: untimed at every execution */
+    VkRenderingFlags rendering;  /* flags of its last vkCmdBeginRendering */
+    int suspended;               /* its last dynamic render pass instance ended suspended (SUSPENDING_BIT): nothing
+                                    of ours may follow it in the command buffer (VUID-VkSubmitInfo-pCommandBuffers-
+                                    06015: no command between a suspend and its resume) */
 } kti_cmd_t;
 
 /* Whether d's contexts time every execution (kt_vk_queue_submit): the loader gave us its callback for objects
@@ -433,6 +438,8 @@ static void cmd_retire(kti_device_t *d, kti_cmd_t *c, VkCommandBuffer cb)
     c->untimed.n = 0;
     c->repeats.n = 0;
     c->simultaneous = 0;
+    c->rendering = 0;
+    c->suspended = 0;
     pthread_mutex_lock(&d->lock);
     c->submits = 0;
     c->executed = 0;
@@ -583,6 +590,53 @@ static void VKAPI_CALL hook_CmdBindShadersEXT(VkCommandBuffer cb, uint32_t n, co
     d->vkCmdBindShadersEXT(cb, n, stages, shaders);
 }
 
+/* Dynamic rendering: a render pass instance suspended at the end of a command buffer is resumed at the start of
+ * the next one in the batch, with nothing in between. A recording that ends suspended gets no copies of ours at
+ * its end (kt_vk_cmd_end): its dispatches are copied by the command buffer ktiming appends to the batch. */
+static void rendering_begun(kti_device_t *d, VkCommandBuffer cb, const VkRenderingInfo *ri)
+{
+    kti_cmd_t *c = cmd_get(d, cb);
+    if (c) {
+        c->rendering = ri ? ri->flags : 0;
+        c->suspended = 0;
+    }
+}
+
+static void rendering_ended(kti_device_t *d, VkCommandBuffer cb)
+{
+    kti_cmd_t *c = cmd_get(d, cb);
+    if (c)
+        c->suspended = (c->rendering & VK_RENDERING_SUSPENDING_BIT) != 0;
+}
+
+static void VKAPI_CALL hook_CmdBeginRendering(VkCommandBuffer cb, const VkRenderingInfo *ri)
+{
+    kti_device_t *d = device_of(cb);
+    rendering_begun(d, cb, ri);
+    d->vkCmdBeginRendering(cb, ri);
+}
+
+static void VKAPI_CALL hook_CmdBeginRenderingKHR(VkCommandBuffer cb, const VkRenderingInfo *ri)
+{
+    kti_device_t *d = device_of(cb);
+    rendering_begun(d, cb, ri);
+    d->vkCmdBeginRenderingKHR(cb, ri);
+}
+
+static void VKAPI_CALL hook_CmdEndRendering(VkCommandBuffer cb)
+{
+    kti_device_t *d = device_of(cb);
+    rendering_ended(d, cb);
+    d->vkCmdEndRendering(cb);
+}
+
+static void VKAPI_CALL hook_CmdEndRenderingKHR(VkCommandBuffer cb)
+{
+    kti_device_t *d = device_of(cb);
+    rendering_ended(d, cb);
+    d->vkCmdEndRenderingKHR(cb);
+}
+
 static void VKAPI_CALL hook_CmdExecuteCommands(VkCommandBuffer cb, uint32_t n, const VkCommandBuffer *secondaries)
 {
     kti_device_t *d = device_of(cb);
@@ -647,7 +701,7 @@ static VkResult VKAPI_CALL hook_EndCommandBuffer(VkCommandBuffer cb)
     /* the readback of the whole recording, after its last dispatch; timing every execution, none (a primary's
      * slots are copied per submission, a secondary's by its primary after each vkCmdExecuteCommands) unless it is
      * a one-time primary with its own pair */
-    if (c && c->ctx && c->kernels.n && (!every_execution(d) || c->pair))
+    if (c && c->ctx && c->kernels.n && (!every_execution(d) || c->pair) && !(c->suspended && every_execution(d)))
         kt_vk_cmd_end(c->ctx, cb);
     return d->vkEndCommandBuffer(cb);
 }
@@ -1281,6 +1335,8 @@ static const kti_hook_t kDeviceHooks[] = {
     KTI_HOOK(QueueSubmit2KHR),       KTI_HOOK(QueueWaitIdle),          KTI_HOOK(DeviceWaitIdle),
     KTI_HOOK(WaitForFences),         KTI_HOOK(GetFenceStatus),         KTI_HOOK(SetDebugUtilsObjectNameEXT),
     KTI_HOOK(CmdBindShadersEXT),     KTI_HOOK(DebugMarkerSetObjectNameEXT),
+    KTI_HOOK(CmdBeginRendering),     KTI_HOOK(CmdBeginRenderingKHR),   KTI_HOOK(CmdEndRendering),
+    KTI_HOOK(CmdEndRenderingKHR),
     {"vkCmdDispatchBase", (PFN_vkVoidFunction)hook_CmdDispatchBase},
     {"vkCmdDispatchBaseKHR", (PFN_vkVoidFunction)hook_CmdDispatchBase},
 };
