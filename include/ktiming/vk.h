@@ -204,11 +204,13 @@ KT_API int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 KT_API int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 /* desc.per_submission with COPY readback and copy_at_end: call right after vkBeginCommandBuffer of a primary
  * begun with ONE_TIME_SUBMIT, and kt_vk_cmd_end just before its vkEndCommandBuffer. cmd then carries a
- * timestamp pair around all of its work and the copies of its dispatches, so a batch made of cmd alone is
- * timed inside it: kt_vk_queue_submit adds no command buffer of its own and no fence (counted in
- * kt_vk_stats_t.direct_batches). In a batch with other command buffers, the pair goes unused and the batch is
- * bracketed as usual; its dispatches are still read from their own copies. KT_EFULL when the ring had no slot
- * (nothing is lost: its batches are bracketed as usual); 0 without those settings. */
+ * timestamp pair from its first kt_vk_begin to its end and the copies of its dispatches, so a batch made of cmd
+ * alone is timed inside it: kt_vk_queue_submit adds no command buffer of its own and no fence (counted in
+ * kt_vk_stats_t.direct_batches). The pair is made at the first kt_vk_begin: a recording with none holds no
+ * slot. In a batch with other command buffers, the pair goes unused (released once its copy has landed) and
+ * the batch is bracketed as usual; its dispatches are still read from their own copies. When the ring has no
+ * slot for the pair nothing is lost: its batches are bracketed as usual. KT_ENOMEM when ktiming's own table
+ * could not grow; 0 otherwise. */
 KT_API int kt_vk_cmd_begin(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 /* The recorder id of a kernel name on this context's device. */
 KT_API kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name);

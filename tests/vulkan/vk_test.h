@@ -77,8 +77,6 @@ static inline void vkt_open_or_skip(const ktcli_vk_device_opts_t *opts)
  * after it and waits for all of it. A driver defect, not ktiming's: AUTO picks COPY readback on CPU devices,
  * where nothing polls (vk.h); GPU drivers read query results from any thread. */
 static pthread_mutex_t g_vkt_driver_lock = PTHREAD_MUTEX_INITIALIZER;
-static PFN_vkGetInstanceProcAddr g_vkt_real_gipa;
-static PFN_vkGetDeviceProcAddr g_vkt_real_gdpa;
 static PFN_vkGetQueryPoolResults g_vkt_real_results;
 
 static inline VkResult VKAPI_CALL vkt_locked_results(VkDevice dev, VkQueryPool pool, uint32_t first, uint32_t count,
@@ -100,9 +98,28 @@ static inline PFN_vkVoidFunction vkt_lock_results(const char *name, PFN_vkVoidFu
     return (PFN_vkVoidFunction)vkt_locked_results;
 }
 
+/* Stand-ins for driver functions: after vkt_desc(), vkt_set_wrap(wrap) makes the backend resolve every function
+ * through wrap(name, function), which returns the one to use (a test's counting or recording stand-in). */
+typedef PFN_vkVoidFunction (*vkt_wrap_fn)(const char *name, PFN_vkVoidFunction f);
+static vkt_wrap_fn g_vkt_wrap;
+static PFN_vkGetInstanceProcAddr g_vkt_real_gipa;
+static PFN_vkGetDeviceProcAddr g_vkt_real_gdpa;
+
+static inline void vkt_set_wrap(vkt_wrap_fn wrap)
+{
+    g_vkt_wrap = wrap;
+}
+
+/* The locking vkGetQueryPoolResults, then the test's wrap. */
+static inline PFN_vkVoidFunction vkt_resolve(const char *name, PFN_vkVoidFunction f)
+{
+    f = vkt_lock_results(name, f);
+    return g_vkt_wrap ? g_vkt_wrap(name, f) : f;
+}
+
 static inline PFN_vkVoidFunction VKAPI_CALL vkt_locked_gdpa(VkDevice dev, const char *name)
 {
-    return vkt_lock_results(name, g_vkt_real_gdpa(dev, name));
+    return vkt_resolve(name, g_vkt_real_gdpa(dev, name));
 }
 
 static inline PFN_vkVoidFunction VKAPI_CALL vkt_locked_gipa(VkInstance inst, const char *name)
@@ -112,15 +129,16 @@ static inline PFN_vkVoidFunction VKAPI_CALL vkt_locked_gipa(VkInstance inst, con
         g_vkt_real_gdpa = (PFN_vkGetDeviceProcAddr)f;
         return (PFN_vkVoidFunction)vkt_locked_gdpa;
     }
-    return vkt_lock_results(name, f);
+    return vkt_resolve(name, f);
 }
 
-/* The description of the suite's device, its query reads serialised with the tests' submissions. */
+/* The description of the suite's device, its query reads serialised with the tests' submissions (no wrap). */
 static inline kt_vk_desc_t vkt_desc(void)
 {
     kt_vk_desc_t d = ktcli_vk_device_desc(&g_vkt.dev);
     g_vkt_real_gipa = d.get_instance_proc_addr;
     d.get_instance_proc_addr = vkt_locked_gipa;
+    g_vkt_wrap = NULL;
     return d;
 }
 
@@ -189,16 +207,22 @@ static inline void vkt_busy_fini(void)
     ktcli_vk_buffer_destroy(&g_vkt.dev, &g_vkt.out);
 }
 
-/* Close everything and fail if the validation layer (or the loader) reported a warning or an error. */
-static inline void vkt_close_and_check(void)
+/* Close dev and app, and fail if the validation layer (or the loader) reported a warning or an error. */
+static inline void vkt_close_app_and_check(ktcli_vk_device_t *dev, ktcli_vk_app_t *app)
 {
-    ktcli_vk_device_close(&g_vkt.dev);
-    ktcli_vk_app_fini(&g_vkt.app);
-    int errors = atomic_load(&g_vkt.app.errors), warnings = atomic_load(&g_vkt.app.warnings);
+    ktcli_vk_device_close(dev);
+    ktcli_vk_app_fini(app);
+    int errors = atomic_load(&app->errors), warnings = atomic_load(&app->warnings);
     if (errors || warnings)
         fprintf(stderr, "validation: %d errors, %d warnings\n", errors, warnings);
     assert_int_equal(errors, 0);
     assert_int_equal(warnings, 0);
+}
+
+/* The suite's device and instance. */
+static inline void vkt_close_and_check(void)
+{
+    vkt_close_app_and_check(&g_vkt.dev, &g_vkt.app);
 }
 
 /* Group setup of the tests that record busy dispatches: the device (or the group skips), then the busy pipeline. */

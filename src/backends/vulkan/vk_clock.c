@@ -10,6 +10,11 @@
 #define KT__VK_RETRIES 3u         /* extra attempts per sample when a read fails or is too loose */
 #define KT__VK_MAX_DEVIATION_NS 1000000u /* a calibrated sample looser than this is retried */
 #define KT__VK_FENCE_TIMEOUT_NS UINT64_C(1000000000)
+#define KT__VK_EARLY_SLACK_NS 1000.0  /* a bound grown past 2x its value at the fit plus this is refitted early */
+#define KT__VK_EARLY_MIN_NS UINT64_C(1000000) /* at most one early refit per ms */
+
+static int create_bracketing(kt_vk_ctx_t *ctx);
+static int bound_widened_locked(const kt_vk_ctx_t *ctx, uint64_t now_dom);
 
 /* ---------------------------------------------------------------------------------------------------
  * Device timeline
@@ -100,8 +105,9 @@ static int read_calibrated(kt_vk_ctx_t *ctx, uint64_t *raw, uint64_t *host, uint
     return 0;
 }
 
-/* One timestamp written by a tiny submission on cal_queue and read back after its fence (model_lock held). */
-static int read_submitted(kt_vk_ctx_t *ctx, uint64_t *raw)
+/* Records cal_cmd (not pending: the caller checked cal_pending) to write one timestamp into the calibration
+ * query and copy it to its readback words, which are zeroed (model_lock held). */
+static int record_sample(kt_vk_ctx_t *ctx)
 {
     const kt__vk_table_t *vk = &ctx->vk;
     uint32_t q = 2 * ctx->cap;
@@ -122,6 +128,39 @@ static int read_submitted(kt_vk_ctx_t *ctx, uint64_t *raw)
         return KT_EBACKEND;
     __atomic_store_n(&w[0], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&w[1], 0, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* The sample's raw timestamp once its copy has landed (model_lock held, its fence signalled). */
+static int sample_value(kt_vk_ctx_t *ctx, uint64_t *raw)
+{
+    const uint64_t *w = ctx->words + (size_t)ctx->cap * KT__VK_WORDS_PER_SLOT;
+    if (!__atomic_load_n(&w[1], __ATOMIC_ACQUIRE))
+        return KT_EBACKEND;
+    *raw = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* A sample submitted without a wait, still pending, is waited for and given up (model_lock held): only the
+ * explicit calls that wait by contract (context creation with desc.queue, kt_vk_recalibrate, destroy) get here. */
+static void settle_pending(kt_vk_ctx_t *ctx)
+{
+    if (!ctx->cal_pending)
+        return;
+    if (ctx->vk.vkWaitForFences(ctx->device, 1, &ctx->cal_fence, VK_TRUE, KT__VK_FENCE_TIMEOUT_NS) != VK_SUCCESS)
+        return; /* still pending: left alone (cal_cmd is not re-recorded while cal_pending) */
+    ctx->vk.vkResetFences(ctx->device, 1, &ctx->cal_fence);
+    ctx->cal_pending = 0;
+}
+
+/* One timestamp written by a tiny submission on cal_queue and read back after its fence (model_lock held). Used
+ * only where ktiming's own call may wait: kt_vk_ctx_create with desc.queue and kt_vk_recalibrate. */
+static int read_submitted(kt_vk_ctx_t *ctx, uint64_t *raw)
+{
+    const kt__vk_table_t *vk = &ctx->vk;
+    settle_pending(ctx);
+    if (ctx->cal_pending || record_sample(ctx) != 0)
+        return KT_EBACKEND;
     VkSubmitInfo si = {
         .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
         .commandBufferCount = 1,
@@ -129,14 +168,13 @@ static int read_submitted(kt_vk_ctx_t *ctx, uint64_t *raw)
     };
     if (vk->vkQueueSubmit(ctx->cal_queue, 1, &si, ctx->cal_fence) != VK_SUCCESS)
         return KT_EBACKEND;
+    ctx->cal_pending = 1;
     VkResult wr = vk->vkWaitForFences(ctx->device, 1, &ctx->cal_fence, VK_TRUE, KT__VK_FENCE_TIMEOUT_NS);
-    if (wr != VK_SUCCESS)
+    if (wr != VK_SUCCESS) /* still pending: never re-recorded until its fence is seen signalled */
         return wr == VK_TIMEOUT ? KT_ETIMEDOUT : KT_EBACKEND;
     vk->vkResetFences(ctx->device, 1, &ctx->cal_fence);
-    if (!__atomic_load_n(&w[1], __ATOMIC_ACQUIRE))
-        return KT_EBACKEND;
-    *raw = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
-    return 0;
+    ctx->cal_pending = 0;
+    return sample_value(ctx, raw);
 }
 
 /* kt_device_clock_read_cb over either method: device ns on the model's device timeline, 0 on failure. */
@@ -220,12 +258,27 @@ int kt__vk_clock_refit_locked(kt_vk_ctx_t *ctx, int full)
 
 void kt__vk_clock_maybe_refit(kt_vk_ctx_t *ctx)
 {
-    if (!ctx->calibrated)
+    if (!ctx->calibrated) {
+        kt__vk_clock_bracket_poll(ctx);
         return;
-    if (kt_now_ns() - ctx->last_fit_ns < ctx->recalibrate_ns)
+    }
+    uint64_t since = kt_now_ns() - ctx->last_fit_ns;
+    if (since < KT__VK_EARLY_MIN_NS)
         return;
     pthread_mutex_lock(&ctx->model_lock);
-    int rc = kt_now_ns() - ctx->last_fit_ns >= ctx->recalibrate_ns ? kt__vk_clock_refit_locked(ctx, 0) : 1;
+    int rc = 1;
+    since = kt_now_ns() - ctx->last_fit_ns;
+    if (since >= ctx->recalibrate_ns) {
+        rc = kt__vk_clock_refit_locked(ctx, 0);
+    } else if (since >= KT__VK_EARLY_MIN_NS && bound_widened_locked(ctx, kt_clock_now(ctx->host_domain))) {
+        /* young fit, wide drift interval: one more sample and a fit over the longer span now */
+        rc = kt__vk_clock_refit_locked(ctx, 0);
+        if (rc == 0 && kt_clock_tracker_refit(ctx->tracker) == 0) {
+            kt_clock_model_t m;
+            if (kt_clock_tracker_model(ctx->tracker, &m) == 0)
+                ctx->model = m;
+        }
+    }
     pthread_mutex_unlock(&ctx->model_lock);
     if (rc == 0)
         kt__vk_publish(ctx);
@@ -288,6 +341,7 @@ int kt__vk_clock_init(kt_vk_ctx_t *ctx)
 {
     ctx->host_domain = KT_DOMAIN_MONOTONIC_RAW;
     ctx->device_domain = KT_DOMAIN_UNKNOWN;
+    ctx->cal_domain = KT_DOMAIN_UNKNOWN;
     choose_calibrated(ctx);
     if (!ctx->calibrated && ctx->queue) {
         int rc = create_bracketing(ctx);
@@ -329,6 +383,8 @@ void kt__vk_clock_fini(kt_vk_ctx_t *ctx)
     const kt__vk_table_t *vk = &ctx->vk;
     kt_clock_tracker_destroy(ctx->tracker);
     ctx->tracker = NULL;
+    if (ctx->cal_fence) /* a sample still in flight is waited for (bounded) before its objects go */
+        settle_pending(ctx);
     if (ctx->cal_fence)
         vk->vkDestroyFence(ctx->device, ctx->cal_fence, NULL);
     if (ctx->cal_pool)
@@ -338,32 +394,167 @@ void kt__vk_clock_fini(kt_vk_ctx_t *ctx)
     ctx->cal_cmd = VK_NULL_HANDLE;
 }
 
-/* Inside a submission on `queue` (the caller holds it, as for vkQueueSubmit): without calibrated timestamps, a
- * bracketed fit when none was made yet or the last one is older than recalibrate_ns. The samples are tiny
- * submissions of ours waited for, so the caller asks only when none of its earlier submissions is in flight (the
- * wait is then for these alone, not for the application's work). Returns 1 when a fit was made. */
-int kt__vk_clock_bracket_due(kt_vk_ctx_t *ctx, VkQueue queue)
+/* An offset-only model from one bracketed sample (model_lock held): until the tracker has the samples a fit needs
+ * (KT_CLOCK_MIN_SAMPLES), spans are placed by the tightest sample so far, drift 0 and the bound growing from its
+ * half-width at the drift limit, so a program with few submissions still gets placed spans. */
+static void offset_model_locked(kt_vk_ctx_t *ctx, const kt_clock_sample_t *s)
 {
-    if (ctx->calibrated || !queue)
+    kt_clock_model_t m;
+    memset(&m, 0, sizeof m);
+    double half = (double)(s->host_after_ns - s->host_before_ns) / 2.0;
+    m.host_domain = ctx->host_domain;
+    m.strategy = KT_FIT_ROBUST;
+    m.device_ref_ns = m.device_first_ns = m.device_fitted_at_ns = s->device_ns;
+    m.host_ref_ns = m.host_first_ns = m.fitted_at_ns = s->host_before_ns + (s->host_after_ns - s->host_before_ns) / 2;
+    m.bracket_ns = half;
+    m.error_ns = half + 1.0;
+    m.max_drift_ppm = KT_CLOCK_DEFAULT_MAX_DRIFT_PPM;
+    m.drift_bound_ppm = KT_CLOCK_DRIFT_LIMIT_PPM; /* one sample says nothing of the rate */
+    m.drift_k = 3.0;
+    m.samples = m.inliers = 1;
+    ctx->model = m;
+    ctx->have_model = 1;
+}
+
+/* Whether the bound at host time now (model domain) has grown well past the bound at the fit: a young fit's
+ * drift interval is wide (a few samples over a short span), so its extrapolation widens fast. Refitting then,
+ * rather than only every recalibrate_ns, keeps the first second's spans as tight as the later ones. */
+static int bound_widened_locked(const kt_vk_ctx_t *ctx, uint64_t now_dom)
+{
+    if (!ctx->have_model)
         return 0;
+    double at_fit = ctx->model.error_ns;
+    return kt_clock_error_at(&ctx->model, now_dom) > 2.0 * at_fit + KT__VK_EARLY_SLACK_NS;
+}
+
+/* The host domain a bracketed sample's device time lies in (its bracket converted there, with the conversion's
+ * uncertainty and 1 us of slack), KT_DOMAIN_DEVICE for none. A device counter with an epoch of its own never
+ * lands inside a bracket of a host clock by chance (they differ by seconds or more); lavapipe's is CLOCK_MONOTONIC. */
+static kt_clock_domain_t sample_domain(const kt_clock_sample_t *s)
+{
+    static const kt_clock_domain_t kCandidates[2] = {KT_DOMAIN_MONOTONIC, KT_DOMAIN_MONOTONIC_RAW};
+    for (int i = 0; i < 2; i++) {
+        uint64_t lo = s->host_before_ns, hi = s->host_after_ns, ulo = 0, uhi = 0;
+        if (kCandidates[i] != KT_DOMAIN_MONOTONIC_RAW &&
+            (kt_clock_domain_convert(s->host_before_ns, KT_DOMAIN_MONOTONIC_RAW, kCandidates[i], &lo, &ulo) != 0 ||
+             kt_clock_domain_convert(s->host_after_ns, KT_DOMAIN_MONOTONIC_RAW, kCandidates[i], &hi, &uhi) != 0))
+            continue;
+        uint64_t slack = 1000 + (ulo > uhi ? ulo : uhi);
+        if (s->device_ns + slack >= lo && s->device_ns <= hi + slack)
+            return kCandidates[i];
+    }
+    return KT_DOMAIN_DEVICE;
+}
+
+/* Which model a new bracketed sample leaves (model_lock held): while every sample so far lay in one host domain,
+ * the device clock IS that domain (identity model, mapped to the timeline by the live domain conversion, as
+ * calibrated lavapipe is): exact from the first sample, and never moving between batches. Otherwise a fit of
+ * the tracker's samples, or an offset-only model until it has enough. */
+static void bracket_model_locked(kt_vk_ctx_t *ctx, const kt_clock_sample_t *one)
+{
+    kt_clock_domain_t d = sample_domain(one);
+    if (ctx->cal_domain == KT_DOMAIN_UNKNOWN)
+        ctx->cal_domain = d;
+    else if (ctx->cal_domain != d)
+        ctx->cal_domain = KT_DOMAIN_DEVICE; /* contradicted: fitted from now on */
+    kt_clock_model_t m;
+    if (ctx->cal_domain != KT_DOMAIN_DEVICE && kt_clock_model_identity(ctx->cal_domain, 1, &m) == 0) {
+        ctx->host_domain = ctx->cal_domain;
+        ctx->device_domain = ctx->cal_domain;
+        ctx->model = m;
+        ctx->have_model = 1;
+        return;
+    }
+    ctx->host_domain = KT_DOMAIN_MONOTONIC_RAW;
+    ctx->device_domain = KT_DOMAIN_DEVICE;
+    if (kt_clock_tracker_model(ctx->tracker, &m) == 0) {
+        ctx->model = m;
+        ctx->have_model = 1;
+    } else {
+        offset_model_locked(ctx, &ctx->cal_best);
+    }
+}
+
+void kt__vk_clock_bracket_poll(kt_vk_ctx_t *ctx)
+{
+    if (ctx->calibrated)
+        return;
+    int fitted = 0;
     pthread_mutex_lock(&ctx->model_lock);
-    uint64_t now = kt_now_ns();
-    int due = !ctx->last_fit_ns || now - ctx->last_fit_ns >= ctx->recalibrate_ns;
-    int rc = KT_EUNAVAILABLE;
-    if (due && !ctx->cal_pool)
-        create_bracketing(ctx); /* once: a failure leaves what it made for kt__vk_clock_fini */
-    if (due && ctx->cal_cmd && ctx->cal_fence) {
-        VkQueue own = ctx->cal_queue; /* model_lock held: only the bracketing reads it */
-        ctx->cal_queue = queue;
-        rc = kt__vk_clock_refit_locked(ctx, !ctx->have_model);
-        ctx->cal_queue = own;
-    } else if (due) {
-        ctx->last_fit_ns = now; /* could not set up: tried again a period later, not on every submission */
+    if (ctx->cal_pending && ctx->vk.vkGetFenceStatus(ctx->device, ctx->cal_fence) == VK_SUCCESS) {
+        uint64_t after = kt_clock_now(KT_DOMAIN_MONOTONIC_RAW), raw = 0; /* brackets: the tracker's domain */
+        ctx->vk.vkResetFences(ctx->device, 1, &ctx->cal_fence);
+        ctx->cal_pending = 0;
+        if (sample_value(ctx, &raw) == 0 && after > ctx->cal_before_ns) {
+            /* the timestamp was written after the submission began and before its fence was seen signalled */
+            kt_clock_sample_t one = {
+                .device_ns = ext_to_ns(ctx, unwrap_locked(ctx, raw, 0)),
+                .host_before_ns = ctx->cal_before_ns,
+                .host_after_ns = after,
+            };
+            if (!ctx->cal_taken++ ||
+                one.host_after_ns - one.host_before_ns < ctx->cal_best.host_after_ns - ctx->cal_best.host_before_ns)
+                ctx->cal_best = one;
+            if (ctx->cal_burst)
+                ctx->cal_burst--;
+            int done = ctx->cal_burst == 0;
+            if (kt_clock_tracker_add(ctx->tracker, &one, 1) == 0 && done)
+                kt_clock_tracker_refit(ctx->tracker);
+            bracket_model_locked(ctx, &one);
+            if (done) {
+                ctx->last_fit_ns = kt_now_ns();
+                atomic_fetch_add(&ctx->recalibrations, 1);
+            }
+            fitted = 1;
+        }
     }
     pthread_mutex_unlock(&ctx->model_lock);
-    if (rc == 0)
+    if (fitted)
         kt__vk_publish(ctx);
-    return rc == 0;
+}
+
+void kt__vk_clock_bracket_submit(kt_vk_ctx_t *ctx, VkQueue queue, int (*seen_idle)(kt_vk_ctx_t *))
+{
+    if (ctx->calibrated || !queue)
+        return;
+    kt__vk_clock_bracket_poll(ctx);
+    pthread_mutex_lock(&ctx->model_lock);
+    uint64_t now = kt_now_ns();
+    if (!ctx->cal_burst && !ctx->cal_pending &&
+        (!ctx->have_model || now - ctx->last_fit_ns >= ctx->recalibrate_ns ||
+         (now - ctx->last_fit_ns >= KT__VK_EARLY_MIN_NS && bound_widened_locked(ctx, kt_clock_now(ctx->host_domain))))) {
+        ctx->cal_burst = ctx->have_model ? KT__VK_BURST : KT__VK_FULL_SAMPLES;
+        ctx->cal_stuck_ns = 0;
+    }
+    if (ctx->cal_burst && !ctx->cal_pending && !ctx->cal_pool)
+        create_bracketing(ctx); /* once: a failure leaves what it made for kt__vk_clock_fini */
+    if (!ctx->cal_burst || ctx->cal_pending || !ctx->cal_cmd || !ctx->cal_fence) {
+        pthread_mutex_unlock(&ctx->model_lock);
+        return;
+    }
+    /* A sample queued behind the application's work would be as wide as that work: taken when the queue was
+     * seen idle, or, when it never is, after a period of waiting for that (a wide bracket is still a true one). */
+    int idle = seen_idle(ctx); /* only when a sample is due: it walks the slots (lock order: model_lock, lock) */
+    if (!idle && !ctx->cal_stuck_ns)
+        ctx->cal_stuck_ns = now;
+    if (!idle && now - ctx->cal_stuck_ns < ctx->recalibrate_ns) {
+        pthread_mutex_unlock(&ctx->model_lock);
+        return;
+    }
+    ctx->cal_stuck_ns = 0;
+    if (record_sample(ctx) == 0) {
+        VkSubmitInfo si = {
+            .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+            .commandBufferCount = 1,
+            .pCommandBuffers = &ctx->cal_cmd,
+        };
+        ctx->cal_before_ns = kt_clock_now(KT_DOMAIN_MONOTONIC_RAW);
+        if (ctx->vk.vkQueueSubmit(queue, 1, &si, ctx->cal_fence) == VK_SUCCESS)
+            ctx->cal_pending = 1;
+        else
+            ctx->cal_burst = 0, ctx->last_fit_ns = now; /* tried again a period later, not on every submission */
+    }
+    pthread_mutex_unlock(&ctx->model_lock);
 }
 
 /* ---------------------------------------------------------------------------------------------------

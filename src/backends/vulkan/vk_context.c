@@ -103,22 +103,39 @@ static void wait_fresh_pass(kt_vk_ctx_t *ctx, uint64_t deadline_ns)
     pthread_mutex_unlock(&ctx->lock);
 }
 
+/* Up to `max` live contexts from position `start` of the live list (every context counts for the position,
+ * stopped or not, so marking some stopped does not move the others). Returns how many were copied; fewer than
+ * max means the list ended. The caller works through a chunk without g_live_lock (a pass waits for the
+ * collector, whose step holds it), so any number of contexts is flushed and stopped, never only the first 64. */
+#define KT__VK_CHUNK 64u
+static size_t live_chunk(size_t start, kt_vk_ctx_t **out, size_t max)
+{
+    size_t n = 0, at = 0;
+    pthread_mutex_lock(&g_live_lock);
+    for (kt_vk_ctx_t *c = g_live; c && n < max; c = c->next_live, at++)
+        if (at >= start)
+            out[n++] = c;
+    pthread_mutex_unlock(&g_live_lock);
+    return n;
+}
+
 /* kt_flush / kt_snapshot: what has completed by now (a fresh pass, bounded by the deadline), recorded. Slots of
  * command buffers not submitted yet are left alone: waiting for them would cost every snapshot its deadline. */
 static void flush_all(uint64_t deadline_ns)
 {
-    pthread_mutex_lock(&g_live_lock);
-    kt_vk_ctx_t *list[64];
-    size_t n = 0;
-    for (kt_vk_ctx_t *c = g_live; c && n < 64; c = c->next_live)
-        if (!c->stopped)
-            list[n++] = c;
-    pthread_mutex_unlock(&g_live_lock);
     /* Contexts are destroyed by their owner, never by a flush; the owner must not destroy one while calling
      * kt_flush concurrently (the same rule as for every other call on a context). */
-    for (size_t i = 0; i < n; i++) {
-        wait_fresh_pass(list[i], deadline_ns);
-        kt_vk_collect(list[i]);
+    kt_vk_ctx_t *list[KT__VK_CHUNK];
+    for (size_t start = 0;; start += KT__VK_CHUNK) {
+        size_t n = live_chunk(start, list, KT__VK_CHUNK);
+        for (size_t i = 0; i < n; i++) {
+            if (list[i]->stopped)
+                continue;
+            wait_fresh_pass(list[i], deadline_ns);
+            kt_vk_collect(list[i]);
+        }
+        if (n < KT__VK_CHUNK)
+            break;
     }
 }
 
@@ -147,7 +164,7 @@ static uint64_t drop_pending(kt_vk_ctx_t *ctx, kt_drop_reason_t reason, kt_drop_
         kt__vk_slot_t *s = &ctx->slots[i];
         uint32_t next = s->next;
         /* (a one-time primary's pair is read through its own words once armed: in flight like a dispatch) */
-        if ((s->submission && !s->self_copy) || (s->executions && !s->self_copy)) {
+        if ((s->submission && !s->self_copy) || (s->executions && !s->self_copy) || s->unused) {
             kt__vk_slot_release_locked(ctx, i);
         } else if (s->state != KT__VK_SLOT_READY) {
             kt_record_drop_reason(s->kernel, s->half_read ? half_read_reason : reason);
@@ -177,35 +194,38 @@ static int outstanding(kt_vk_ctx_t *ctx)
 }
 
 /* kt_shutdown / exit: wait (until the deadline) for every slot in flight, record it, count the rest as dropped
- * (in flight at exit), stop the collector. Flushes return at once afterwards. */
+ * (in flight at exit), stop the collector. Flushes return at once afterwards. Contexts go in chunks of 64 (each
+ * waited for in turn against the one deadline). */
 static void stop_all(uint64_t deadline_ns)
 {
-    pthread_mutex_lock(&g_live_lock);
-    kt_vk_ctx_t *list[64];
-    size_t n = 0;
-    for (kt_vk_ctx_t *c = g_live; c && n < 64; c = c->next_live)
-        if (!c->stopped)
-            list[n++] = c;
-    pthread_mutex_unlock(&g_live_lock);
-    for (;;) {
-        int busy = 0;
+    kt_vk_ctx_t *list[KT__VK_CHUNK];
+    for (size_t start = 0;; start += KT__VK_CHUNK) {
+        size_t got = live_chunk(start, list, KT__VK_CHUNK), n = 0;
+        for (size_t i = 0; i < got; i++)
+            if (!list[i]->stopped)
+                list[n++] = list[i];
+        for (;;) {
+            int busy = 0;
+            for (size_t i = 0; i < n; i++) {
+                wait_fresh_pass(list[i], deadline_ns);
+                kt_vk_collect(list[i]);
+                busy |= outstanding(list[i]);
+            }
+            if (!busy || kt_now_ns() >= deadline_ns)
+                break;
+            kt__nap_ns(200000);
+        }
         for (size_t i = 0; i < n; i++) {
-            wait_fresh_pass(list[i], deadline_ns);
             kt_vk_collect(list[i]);
-            busy |= outstanding(list[i]);
+            drop_pending(list[i], KT_DROP_IN_FLIGHT_AT_EXIT, KT_DROP_IN_FLIGHT_AT_EXIT);
         }
-        if (!busy || kt_now_ns() >= deadline_ns)
+        pthread_mutex_lock(&g_live_lock);
+        for (size_t i = 0; i < n; i++)
+            list[i]->stopped = 1;
+        pthread_mutex_unlock(&g_live_lock);
+        if (got < KT__VK_CHUNK)
             break;
-        kt__nap_ns(200000);
     }
-    for (size_t i = 0; i < n; i++) {
-        kt_vk_collect(list[i]);
-        drop_pending(list[i], KT_DROP_IN_FLIGHT_AT_EXIT, KT_DROP_IN_FLIGHT_AT_EXIT);
-        }
-    pthread_mutex_lock(&g_live_lock);
-    for (size_t i = 0; i < n; i++)
-        list[i]->stopped = 1;
-    pthread_mutex_unlock(&g_live_lock);
     kt__collector_stop(&g_collector);
 }
 
@@ -291,6 +311,7 @@ static void destroy_objects(kt_vk_ctx_t *ctx)
     for (uint32_t i = 0; i < KT__VK_NAME_CACHE; i++)
         free(ctx->names[i].copy);
     free(ctx->slots);
+    free(ctx->open);
     free(ctx->free_q);
     free(ctx->execs);
     pthread_mutex_destroy(&ctx->sub_lock);
@@ -369,7 +390,8 @@ static kt_vk_ctx_t *ctx_alloc(const kt_vk_desc_t *desc)
     ctx->used_first = ctx->used_last = KT__VK_NONE;
     ctx->per_submit = desc->per_submission != 0;
     ctx->set_loader_data = desc->set_device_loader_data;
-    ctx->exec_cap = ctx->per_submit ? ctx->cap : 0;
+    /* two executions of a recording that holds every slot can be in flight at once */
+    ctx->exec_cap = ctx->per_submit ? 2 * ctx->cap : 0;
     return ctx;
 }
 
@@ -587,22 +609,34 @@ kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name)
  * Begin / end (hot path)
  * ------------------------------------------------------------------------------------------------- */
 
+/* The open-table entry of cmd; with `add`, a free one for it (the table doubles when full, so any number of
+ * command buffers may record at once). NULL when absent, or when it cannot grow (counted by the caller). */
 static kt__vk_open_t *open_find(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, int add)
 {
     kt__vk_open_t *freee = NULL;
-    for (uint32_t i = 0; i < KT__VK_OPEN_MAX; i++) {
+    for (uint32_t i = 0; i < ctx->nopen; i++) {
         if (ctx->open[i].cmd == cmd)
             return &ctx->open[i];
         if (!freee && !ctx->open[i].cmd)
             freee = &ctx->open[i];
     }
-    if (add && freee) {
-        freee->cmd = cmd;
-        freee->depth = 0;
-        freee->overflow = 0;
-        freee->pair = KT__VK_NONE;
+    if (!add)
+        return NULL;
+    if (!freee) {
+        uint32_t n = ctx->nopen ? 2 * ctx->nopen : KT__VK_OPEN_INITIAL;
+        kt__vk_open_t *grown = realloc(ctx->open, (size_t)n * sizeof(*grown));
+        if (!grown)
+            return NULL;
+        memset(grown + ctx->nopen, 0, (size_t)(n - ctx->nopen) * sizeof(*grown));
+        freee = grown + ctx->nopen;
+        ctx->open = grown;
+        ctx->nopen = n;
     }
-    return add ? freee : NULL;
+    freee->cmd = cmd;
+    freee->depth = 0;
+    freee->overflow = 0;
+    freee->pair = KT__VK_NONE;
+    return freee;
 }
 
 /* Takes the oldest free slot and appends it to the in-use list; KT__VK_SLOT_DROPPED when none is free. */
@@ -647,26 +681,52 @@ void kt__vk_slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot)
     s->prev = s->next = KT__VK_NONE;
     s->state = KT__VK_SLOT_FREE;
     s->cmd = NULL;
-    s->self_copy = s->submission = s->stage = s->cmd_pair = s->own_copy = s->copy_pending = 0;
+    s->self_copy = s->submission = s->stage = s->cmd_pair = s->own_copy = s->copy_pending = s->unused = 0;
     s->batch_pair = KT__VK_NONE;
     s->executions = 0;
     ctx->free_q[(ctx->free_head + ctx->cap - ctx->used) % ctx->cap] = slot;
     ctx->used--;
 }
 
+/* A one-time primary's own pair (kt_vk_cmd_begin), allocated at its first kt_vk_begin; KT__VK_SLOT_DROPPED when
+ * the ring is full (its batch then gets ktiming's own command buffers instead: not a loss). */
+static uint32_t pair_alloc_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint64_t now)
+{
+    uint32_t slot = kt__vk_slot_alloc_locked(ctx);
+    if (slot == KT__VK_SLOT_DROPPED)
+        return slot;
+    kt__vk_slot_t *s = &ctx->slots[slot];
+    s->state = KT__VK_SLOT_OPEN;
+    s->copy_pending = s->half_read = s->self_copy = s->stage = s->own_copy = s->unused = 0;
+    s->submission = s->cmd_pair = 1; /* never one of the dispatches a batch's plan copies */
+    s->batch_pair = s->pair_first = KT__VK_NONE;
+    s->executions = 0;
+    s->gen++;
+    s->kernel = ctx->submit_kernel;
+    s->cmd = cmd;
+    s->enqueue_ns = now;
+    s->thread = kt_thread_ordinal();
+    return slot;
+}
+
+/* *pair_out: a pair made by this begin (the command buffer's first) that needs a reset recorded, and with
+ * *pair_stamp its own begin timestamp (not on stamps_at_flush devices, where it takes this dispatch's). */
 static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t kernel, uint64_t now,
-                        uint32_t *slot_out, uint32_t *pair_out)
+                        uint32_t *slot_out, uint32_t *pair_out, int *pair_stamp)
 {
     kt__vk_open_t *o = open_find(ctx, cmd, 1);
     *slot_out = KT__VK_SLOT_DROPPED;
     *pair_out = KT__VK_NONE;
-    if (o && o->pair != KT__VK_NONE && o->depth == 0) { /* the command buffer's first begin: the pair's too */
-        *pair_out = o->pair;
-        o->pair = KT__VK_NONE;
-    }
+    *pair_stamp = 0;
     if (!o) {
-        ctx->orphans++; /* too many command buffers open at once */
+        ctx->orphans++; /* the open table could not grow */
         return KT_EFULL;
+    }
+    if (o->pair == KT__VK_PAIR_WANTED && o->depth == 0) { /* the command buffer's first begin: its pair now */
+        o->pair = KT__VK_NONE;
+        uint32_t p = pair_alloc_locked(ctx, cmd, now);
+        if (p != KT__VK_SLOT_DROPPED)
+            *pair_out = p;
     }
     if (o->depth >= KT_VK_MAX_NESTING) {
         o->overflow++;
@@ -678,7 +738,7 @@ static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
         s->state = KT__VK_SLOT_OPEN;
         s->copy_pending = 0;
         s->half_read = 0;
-        s->self_copy = s->submission = s->stage = s->cmd_pair = s->own_copy = 0;
+        s->self_copy = s->submission = s->stage = s->cmd_pair = s->own_copy = s->unused = 0;
         s->batch_pair = KT__VK_NONE;
         s->executions = 0;
         s->gen++;
@@ -689,9 +749,12 @@ static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
     }
     o->stack[o->depth++] = slot;
     *slot_out = slot;
-    if (*pair_out != KT__VK_NONE && slot != KT__VK_SLOT_DROPPED) {
-        ctx->slots[*pair_out].pair_first = slot;
-        *pair_out = KT__VK_NONE; /* nothing to write: this begin's timestamp is the pair's */
+    if (*pair_out != KT__VK_NONE) {
+        /* lavapipe: the pair's begin is this dispatch's begin timestamp (kt_vk_cmd_begin says why) */
+        if (ctx->stamps_at_flush && slot != KT__VK_SLOT_DROPPED)
+            ctx->slots[*pair_out].pair_first = slot;
+        else
+            *pair_stamp = 1;
     }
     return slot == KT__VK_SLOT_DROPPED ? KT_EFULL : 0;
 }
@@ -704,14 +767,19 @@ static int begin_common(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
         return 0;
     uint64_t now = kt_now_ns();
     uint32_t slot, pair;
+    int pair_stamp;
     pthread_mutex_lock(&ctx->lock);
     if (name)
         kernel = kernel_locked(ctx, name);
-    int rc = begin_locked(ctx, cmd, kernel, now, &slot, &pair);
+    int rc = begin_locked(ctx, cmd, kernel, now, &slot, &pair, &pair_stamp);
     pthread_mutex_unlock(&ctx->lock);
-    if (rc) {
-        if (pair != KT__VK_NONE) /* no slot for this dispatch: the pair takes its own begin timestamp */
+    if (pair != KT__VK_NONE) {
+        ctx->vk.vkCmdResetQueryPool(cmd, ctx->pool, 2 * pair, 2);
+        /* TOP_OF_PIPE, as the batch timestamp of ktiming's own first command buffer (record_plan in vk_submit.c) */
+        if (pair_stamp)
             ctx->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, ctx->pool, 2 * pair);
+    }
+    if (rc) {
         atomic_fetch_add(&ctx->dropped, 1);
         kt_record_drop_reason(kernel, KT_DROP_RING_FULL);
         return rc;
@@ -813,41 +881,22 @@ int kt_vk_cmd_begin(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
         return KT_EINVAL;
     if (!ctx->per_submit || !ctx->copy_readback || !ctx->copy_at_end || !kt_is_enabled())
         return 0;
-    uint64_t now = kt_now_ns();
+    /* Only a mark: the pair is made at the command buffer's first kt_vk_begin (begin_locked), so a recording
+     * with no timed dispatch holds no slot (per-frame command buffers that only fill or copy pinned the ring and
+     * the open table: 3 of 300 dispatches timed with 3 frames of 30 such buffers in flight).
+     *
+     * lavapipe takes a TOP_OF_PIPE timestamp when the rasterizer scene it joined runs. Written at the start,
+     * the pair's begin would be taken at the flush the first dispatch's begin timestamp makes, in a scene of its
+     * own: one more rasterizer round trip per batch (bench/vulkan_latency: timed/floor 1.3-1.6 against 1.2-1.3).
+     * There the pair's begin is the begin timestamp of the command buffer's first kt_vk_begin (pair_first);
+     * elsewhere a TOP_OF_PIPE timestamp of its own right before it. The batch span starts with its first timed
+     * dispatch either way. */
     pthread_mutex_lock(&ctx->lock);
-    uint32_t slot = kt__vk_slot_alloc_locked(ctx);
-    if (slot != KT__VK_SLOT_DROPPED) {
-        kt__vk_slot_t *s = &ctx->slots[slot];
-        s->state = KT__VK_SLOT_OPEN;
-        s->copy_pending = s->half_read = s->self_copy = s->stage = s->own_copy = 0;
-        s->submission = s->cmd_pair = 1; /* never one of the dispatches a batch's plan copies */
-        s->batch_pair = KT__VK_NONE;
-        s->executions = 0;
-        s->gen++;
-        s->kernel = ctx->submit_kernel;
-        s->cmd = cmd;
-        s->enqueue_ns = now;
-        s->thread = kt_thread_ordinal();
-    }
-    /* lavapipe takes a TOP_OF_PIPE timestamp when the rasterizer scene it joined runs. Written here, it would be
-     * taken at the flush the first dispatch's begin timestamp makes, in a scene of its own: one more rasterizer
-     * round trip per batch (bench/vulkan_latency: timed/floor 1.3-1.6 against 1.2-1.3). Instead the pair's begin
-     * is the begin timestamp of the command buffer's first kt_vk_begin (its slot kept in pair_first): the batch
-     * span starts with its first timed dispatch. A command buffer with no kt_vk_begin leaves the pair unused. */
-    kt__vk_open_t *o = slot != KT__VK_SLOT_DROPPED && ctx->stamps_at_flush ? open_find(ctx, cmd, 1) : NULL;
-    int deferred = o && o->depth == 0;
-    if (slot != KT__VK_SLOT_DROPPED)
-        ctx->slots[slot].pair_first = KT__VK_NONE;
-    if (deferred)
-        o->pair = slot;
+    kt__vk_open_t *o = open_find(ctx, cmd, 1);
+    if (o && o->depth == 0)
+        o->pair = KT__VK_PAIR_WANTED;
     pthread_mutex_unlock(&ctx->lock);
-    if (slot == KT__VK_SLOT_DROPPED) /* not a loss: a batch of it gets ktiming's own command buffers instead */
-        return KT_EFULL;
-    ctx->vk.vkCmdResetQueryPool(cmd, ctx->pool, 2 * slot, 2);
-    /* TOP_OF_PIPE, as the batch timestamp of ktiming's own first command buffer (record_plan in vk_submit.c) */
-    if (!deferred)
-        ctx->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, ctx->pool, 2 * slot);
-    return 0;
+    return o ? 0 : KT_ENOMEM; /* not a loss: a batch of it gets ktiming's own command buffers instead */
 }
 
 int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
@@ -891,6 +940,9 @@ int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
             kt__vk_copy_results(ctx, cmd, 2 * pair + 1, 1, at + 2 * sizeof(uint64_t));
         }
     }
+    kt__vk_open_t *o = open_find(ctx, cmd, 0); /* a pair asked for and never made: no timed dispatch */
+    if (o && o->depth == 0 && o->pair == KT__VK_PAIR_WANTED)
+        o->cmd = NULL;
     pthread_mutex_unlock(&ctx->lock);
     if (n)
         kt__vk_host_barrier(ctx, cmd);
@@ -1001,6 +1053,11 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
                 }
                 firsts[nfirsts] = s->pair_first;
                 first_at[nfirsts++] = n;
+            }
+            if (s->unused) { /* a pair its batch did not need: its copy has landed, nothing writes it now */
+                kt__vk_slot_release_locked(ctx, slot);
+                slot = next;
+                continue;
             }
             for (uint32_t f = 0; f < nfirsts && !s->cmd_pair; f++)
                 if (firsts[f] == slot)
@@ -1255,7 +1312,7 @@ int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
         kt__vk_slot_t *s = &ctx->slots[slot];
         uint32_t next = s->next;
         if ((s->state == KT__VK_SLOT_OPEN || s->state == KT__VK_SLOT_CLOSED) && s->cmd == cmd) {
-            if (s->cmd_pair && !s->self_copy) { /* the batch span it could have been: none was made of it */
+            if ((s->cmd_pair && !s->self_copy) || s->unused) { /* the batch span it could have been: none */
                 kt__vk_slot_release_locked(ctx, slot);
             } else if (s->executions && !s->self_copy) { /* every execution has its own record */
                 kt__vk_slot_release_locked(ctx, slot);

@@ -129,6 +129,8 @@ typedef struct kt__vk_slot_t {
                                 that pair, read in the same pass (KT__VK_NONE: none) */
     uint32_t batch_pair_gen; /* the pair's gen when armed (a pair read and reused since no longer holds it back) */
     uint32_t executions;     /* per_submission: submissions whose records copy it (ctx->lock) */
+    int unused;              /* a cmd_pair submitted in a batch of several (bracketed by ktiming's own command
+                                buffers): released unrecorded once its copy has landed, not held until discard */
 } kt__vk_slot_t;
 
 /* per_submission: one execution of a slot (or of a batch) whose timestamps a copy of ktiming's brings to the
@@ -158,11 +160,13 @@ typedef struct kt__vk_open_t {
     uint32_t depth;                       /* open pairs */
     uint32_t stack[KT_VK_MAX_NESTING];    /* their slots (KT__VK_SLOT_DROPPED for dropped begins) */
     uint32_t overflow;                    /* dropped begins nested deeper than the stack */
-    uint32_t pair;                        /* a kt_vk_cmd_begin pair waiting for the first kt_vk_begin, whose
-                                             begin timestamp it takes (stamps_at_flush devices), or KT__VK_NONE */
+    uint32_t pair;                        /* KT__VK_PAIR_WANTED: kt_vk_cmd_begin asked for a pair, made at the
+                                             first kt_vk_begin (nothing is held by a recording with none), or
+                                             KT__VK_NONE */
 } kt__vk_open_t;
 
-#define KT__VK_OPEN_MAX 64u
+#define KT__VK_PAIR_WANTED (UINT32_MAX - 1u)
+#define KT__VK_OPEN_INITIAL 64u /* entries of the open table at first; it doubles when full */
 #define KT__VK_NAME_CACHE 64u
 
 /* Name -> id cache entry (keyed by the caller's pointer, verified by content). */
@@ -178,8 +182,9 @@ struct kt_vk_ctx_t {
     VkPhysicalDevice physical_device;   /* application's */
     VkDevice device;                    /* application's */
     VkQueue queue;                      /* optional application queue (calibration, primitives) */
-    VkQueue cal_queue;                  /* where bracketing samples are submitted (model_lock): queue, or the
-                                           queue of the submission that asked for them (kt__vk_clock_bracket_due) */
+    VkQueue cal_queue;                  /* where waited-for bracketing samples are submitted (creation,
+                                           kt_vk_recalibrate): desc.queue; the layer's go with the application's
+                                           submissions, never waited for (kt__vk_clock_bracket_submit) */
     uint32_t queue_family;              /* timed family */
     char device_name[128];              /* deviceName (truncated as in kt_device_info_t) */
     uint32_t queue_id;                  /* kt_queue_register id */
@@ -200,7 +205,8 @@ struct kt_vk_ctx_t {
     uint32_t used;                      /* slots in use */
     uint32_t *free_q;                   /* FIFO of free slots (cap entries, circular) */
     uint32_t free_head;                 /* index of the oldest free slot in free_q */
-    kt__vk_open_t open[KT__VK_OPEN_MAX];/* command buffers with open pairs */
+    kt__vk_open_t *open;                /* command buffers with open pairs (nopen entries, grown by doubling) */
+    uint32_t nopen;
     uint32_t orphans;                   /* dropped begins of command buffers the open table had no room for */
     kt__vk_name_t names[KT__VK_NAME_CACHE]; /* name cache */
     pthread_mutex_t lock;               /* ring, open table, name cache, counters */
@@ -231,6 +237,15 @@ struct kt_vk_ctx_t {
     VkCommandPool cal_pool;             /* bracketing: tiny command buffer + fence */
     VkCommandBuffer cal_cmd;
     VkFence cal_fence;
+    int cal_pending;                    /* cal_cmd submitted without a wait and its fence not seen signalled: it is
+                                           never re-recorded or resubmitted before (vk_clock.c, bracket_submit) */
+    uint64_t cal_before_ns;             /* host time (model domain) just before that submission */
+    uint32_t cal_burst;                 /* samples still wanted by the current bracketed refit */
+    uint32_t cal_taken;                 /* bracketed samples observed so far */
+    kt_clock_sample_t cal_best;         /* the tightest of them (an offset-only model until a fit can be made) */
+    kt_clock_domain_t cal_domain;       /* host domain every bracketed sample lay in (UNKNOWN before the first,
+                                           DEVICE once one did not) */
+    uint64_t cal_stuck_ns;              /* kt_now_ns since when a sample is due but the queue not seen idle */
 
     _Atomic int lost;                   /* kt_vk_device_lost was called: no more polling */
     _Atomic int last_error;             /* VkResult of the last failed driver call (kt_vk_last_error) */
@@ -295,6 +310,11 @@ uint64_t kt__vk_device_ns_locked(kt_vk_ctx_t *ctx, uint64_t raw, uint64_t host_r
 /* Device ns -> host timeline (model_lock held). */
 int kt__vk_map_locked(kt_vk_ctx_t *ctx, uint64_t device_ns, uint64_t *host_ns, uint64_t *uncertainty_ns);
 void kt__vk_publish(kt_vk_ctx_t *ctx);
-int kt__vk_clock_bracket_due(kt_vk_ctx_t *ctx, VkQueue queue);
+/* Bracketing without a wait (no calibrated timestamps): inside an application's submission on `queue` (the
+ * caller holds it), submits one sample of ours when one is due, none is pending and the queue was seen idle
+ * (`seen_idle`, asked only then, with model_lock held; it may take ctx->lock); kt__vk_clock_bracket_poll, from
+ * every collection, takes a pending sample whose fence has signalled. */
+void kt__vk_clock_bracket_submit(kt_vk_ctx_t *ctx, VkQueue queue, int (*seen_idle)(kt_vk_ctx_t *));
+void kt__vk_clock_bracket_poll(kt_vk_ctx_t *ctx);
 
 #endif

@@ -102,7 +102,8 @@ typedef void(VKAPI_PTR *PFN_vkCmdBindShadersEXT)(VkCommandBuffer, uint32_t, cons
     X(vkCmdExecuteCommands) X(vkQueueSubmit) X(vkQueueSubmit2) X(vkQueueSubmit2KHR) X(vkQueueWaitIdle)           \
     X(vkDeviceWaitIdle) X(vkWaitForFences) X(vkGetFenceStatus) X(vkSetDebugUtilsObjectNameEXT)  \
     X(vkDebugMarkerSetObjectNameEXT)                                                                           \
-    X(vkCmdBindShadersEXT)
+    X(vkCmdBindShadersEXT) X(vkCmdBeginRendering) X(vkCmdBeginRenderingKHR) X(vkCmdEndRendering)              \
+    X(vkCmdEndRenderingKHR)
 
 /* One device. */
 typedef struct kti_device_t {
@@ -186,6 +187,10 @@ typedef struct kti_cmd_t {
     uint32_t executed;           /* a secondary: vkCmdExecuteCommands that recorded it since it was begun (device
                                     lock) */
     kti_kernels_t repeats;       /* kernels of secondaries recorded here once more: untimed at every execution */
+    VkRenderingFlags rendering;  /* flags of its last vkCmdBeginRendering */
+    int suspended;               /* its last dynamic render pass instance ended suspended (SUSPENDING_BIT): nothing
+                                    of ours may follow it in the command buffer (VUID-VkSubmitInfo-pCommandBuffers-
+                                    06015: no command between a suspend and its resume) */
 } kti_cmd_t;
 
 /* Whether d's contexts time every execution (kt_vk_queue_submit): the loader gave us its callback for objects
@@ -299,6 +304,33 @@ static void register_exit(void)
     atexit(layer_at_exit);
 }
 
+static uint32_t g_ring_size; /* KTIMING_VULKAN_QUERIES, read once */
+
+static void read_ring_size(void)
+{
+    const char *v = secure_getenv("KTIMING_VULKAN_QUERIES");
+    if (!v || !*v)
+        return;
+    char *end = NULL;
+    unsigned long n = strtoul(v, &end, 10);
+    if (*end || n < 16 || n > (1ul << 20)) {
+        fprintf(stderr, "ktiming: KTIMING_VULKAN_QUERIES=%s is not a number of dispatches in 16..1048576: the default "
+                        "%u is used\n", v, KT_VK_RING_DEFAULT);
+        return;
+    }
+    g_ring_size = (uint32_t)n;
+}
+
+/* KTIMING_VULKAN_QUERIES: how many dispatches a context's ring holds in flight (each a pair of timestamp
+ * queries); 0 (KT_VK_RING_DEFAULT) when unset. A recording with more timed dispatches than this times the first
+ * ones and counts the rest as dropped, `ring full`. */
+static uint32_t ring_size(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_ring_size);
+    return g_ring_size;
+}
+
 /* The context timing a family of d (created on first use); NULL when timestamps can't be had there. */
 static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
 {
@@ -322,6 +354,7 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     desc.calibration = d->calibration;
     desc.device_label = d->label;
     desc.copy_at_end = 1; /* copy readback: one set of copies per recording, at vkEndCommandBuffer */
+    desc.ring_size = ring_size();
     /* every execution: our command buffers around each batch copy its primaries' timestamps, and a primary copies
      * its secondaries' after each vkCmdExecuteCommands (kt_vk_cmd_execute) */
     desc.per_submission = every_execution(d);
@@ -405,6 +438,8 @@ static void cmd_retire(kti_device_t *d, kti_cmd_t *c, VkCommandBuffer cb)
     c->untimed.n = 0;
     c->repeats.n = 0;
     c->simultaneous = 0;
+    c->rendering = 0;
+    c->suspended = 0;
     pthread_mutex_lock(&d->lock);
     c->submits = 0;
     c->executed = 0;
@@ -555,6 +590,53 @@ static void VKAPI_CALL hook_CmdBindShadersEXT(VkCommandBuffer cb, uint32_t n, co
     d->vkCmdBindShadersEXT(cb, n, stages, shaders);
 }
 
+/* Dynamic rendering: a render pass instance suspended at the end of a command buffer is resumed at the start of
+ * the next one in the batch, with nothing in between. A recording that ends suspended gets no copies of ours at
+ * its end (kt_vk_cmd_end): its dispatches are copied by the command buffer ktiming appends to the batch. */
+static void rendering_begun(kti_device_t *d, VkCommandBuffer cb, const VkRenderingInfo *ri)
+{
+    kti_cmd_t *c = cmd_get(d, cb);
+    if (c) {
+        c->rendering = ri ? ri->flags : 0;
+        c->suspended = 0;
+    }
+}
+
+static void rendering_ended(kti_device_t *d, VkCommandBuffer cb)
+{
+    kti_cmd_t *c = cmd_get(d, cb);
+    if (c)
+        c->suspended = (c->rendering & VK_RENDERING_SUSPENDING_BIT) != 0;
+}
+
+static void VKAPI_CALL hook_CmdBeginRendering(VkCommandBuffer cb, const VkRenderingInfo *ri)
+{
+    kti_device_t *d = device_of(cb);
+    rendering_begun(d, cb, ri);
+    d->vkCmdBeginRendering(cb, ri);
+}
+
+static void VKAPI_CALL hook_CmdBeginRenderingKHR(VkCommandBuffer cb, const VkRenderingInfo *ri)
+{
+    kti_device_t *d = device_of(cb);
+    rendering_begun(d, cb, ri);
+    d->vkCmdBeginRenderingKHR(cb, ri);
+}
+
+static void VKAPI_CALL hook_CmdEndRendering(VkCommandBuffer cb)
+{
+    kti_device_t *d = device_of(cb);
+    rendering_ended(d, cb);
+    d->vkCmdEndRendering(cb);
+}
+
+static void VKAPI_CALL hook_CmdEndRenderingKHR(VkCommandBuffer cb)
+{
+    kti_device_t *d = device_of(cb);
+    rendering_ended(d, cb);
+    d->vkCmdEndRenderingKHR(cb);
+}
+
 static void VKAPI_CALL hook_CmdExecuteCommands(VkCommandBuffer cb, uint32_t n, const VkCommandBuffer *secondaries)
 {
     kti_device_t *d = device_of(cb);
@@ -619,7 +701,7 @@ static VkResult VKAPI_CALL hook_EndCommandBuffer(VkCommandBuffer cb)
     /* the readback of the whole recording, after its last dispatch; timing every execution, none (a primary's
      * slots are copied per submission, a secondary's by its primary after each vkCmdExecuteCommands) unless it is
      * a one-time primary with its own pair */
-    if (c && c->ctx && c->kernels.n && (!every_execution(d) || c->pair))
+    if (c && c->ctx && c->kernels.n && (!every_execution(d) || c->pair) && !(c->suspended && every_execution(d)))
         kt_vk_cmd_end(c->ctx, cb);
     return d->vkEndCommandBuffer(cb);
 }
@@ -1253,6 +1335,8 @@ static const kti_hook_t kDeviceHooks[] = {
     KTI_HOOK(QueueSubmit2KHR),       KTI_HOOK(QueueWaitIdle),          KTI_HOOK(DeviceWaitIdle),
     KTI_HOOK(WaitForFences),         KTI_HOOK(GetFenceStatus),         KTI_HOOK(SetDebugUtilsObjectNameEXT),
     KTI_HOOK(CmdBindShadersEXT),     KTI_HOOK(DebugMarkerSetObjectNameEXT),
+    KTI_HOOK(CmdBeginRendering),     KTI_HOOK(CmdBeginRenderingKHR),   KTI_HOOK(CmdEndRendering),
+    KTI_HOOK(CmdEndRenderingKHR),
     {"vkCmdDispatchBase", (PFN_vkVoidFunction)hook_CmdDispatchBase},
     {"vkCmdDispatchBaseKHR", (PFN_vkVoidFunction)hook_CmdDispatchBase},
 };

@@ -1,0 +1,118 @@
+/* test_vk_rules.c — batches ktiming must leave as the program made them: a vkQueueSubmit2 batch with
+ * VK_SUBMIT_PROTECTED_BIT may hold only protected command buffers (VUID-VkSubmitInfo2-flags-03886), so ktiming adds
+ * none of its own and counts the batch's dispatches as dropped, `no timing`. lavapipe has no protected memory: the
+ * test's vkQueueSubmit2 records what ktiming hands the driver and submits it without the flag (as vkQueueSubmit,
+ * so the device needs no synchronization2). Fails on any validation message. */
+#include "vk_test.h"
+
+static uint32_t g_seen_cmds;        /* command buffers of the last vkQueueSubmit2 batch */
+static VkSubmitFlags g_seen_flags;  /* its flags */
+
+static VkResult VKAPI_CALL stand_in_submit2(VkQueue queue, uint32_t n, const VkSubmitInfo2 *si, VkFence fence)
+{
+    assert_int_equal(n, 1);
+    g_seen_cmds = si[0].commandBufferInfoCount;
+    g_seen_flags = si[0].flags;
+    VkCommandBuffer cmds[8];
+    assert_true(g_seen_cmds <= 8);
+    for (uint32_t i = 0; i < g_seen_cmds; i++)
+        cmds[i] = si[0].pCommandBufferInfos[i].commandBuffer;
+    VkSubmitInfo one = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = g_seen_cmds, .pCommandBuffers = cmds};
+    return g_vkt.app.vk.vkQueueSubmit(queue, 1, &one, fence);
+}
+
+static PFN_vkVoidFunction wrap(const char *name, PFN_vkVoidFunction f)
+{
+    if (!strcmp(name, "vkQueueSubmit2") || !strcmp(name, "vkQueueSubmit2KHR"))
+        return (PFN_vkVoidFunction)stand_in_submit2;
+    return f;
+}
+
+static struct {
+    kt_vk_ctx_t *kv;
+    VkCommandBuffer cmd;
+    VkFence fence;
+} g_rig;
+
+static int rig_close(void **state)
+{
+    (void)state;
+    pthread_mutex_lock(&g_vkt_driver_lock);
+    g_vkt.app.vk.vkDeviceWaitIdle(g_vkt.dev.device);
+    pthread_mutex_unlock(&g_vkt_driver_lock);
+    if (g_rig.kv && g_rig.cmd)
+        kt_vk_discard(g_rig.kv, g_rig.cmd);
+    ktcli_vk_fence_destroy(&g_vkt.dev, g_rig.fence);
+    ktcli_vk_cmd_free(&g_vkt.dev, g_rig.cmd);
+    kt_vk_ctx_destroy(g_rig.kv);
+    memset(&g_rig, 0, sizeof g_rig);
+    return 0;
+}
+
+static void submit2(VkSubmitFlags flags)
+{
+    VkCommandBufferSubmitInfo ci = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_SUBMIT_INFO, .commandBuffer = g_rig.cmd};
+    VkSubmitInfo2 si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO_2,
+                        .flags = flags,
+                        .commandBufferInfoCount = 1,
+                        .pCommandBufferInfos = &ci};
+    pthread_mutex_lock(&g_vkt_driver_lock);
+    VkResult r = kt_vk_queue_submit2(g_rig.kv, g_vkt.dev.queue, 1, &si, g_rig.fence);
+    pthread_mutex_unlock(&g_vkt_driver_lock);
+    assert_int_equal(r, VK_SUCCESS);
+    assert_int_equal(ktcli_vk_wait(&g_vkt.dev, g_rig.fence), 0);
+    kt_vk_collect(g_rig.kv);
+}
+
+/* A protected batch reaches the driver with the program's one command buffer only, flag kept; its two dispatches
+ * count as dropped, no timing, and it has no batch span. The same recording in an ordinary batch is timed (with
+ * ktiming's two command buffers around it). Before: ktiming's unprotected command buffers joined the protected
+ * batch (3 command buffers). */
+static void protected_submit2_untimed(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_vk_desc_t d = vkt_desc();
+    vkt_set_wrap(wrap);
+    d.per_submission = 1;
+    assert_int_equal(kt_vk_ctx_create(&d, &g_rig.kv), 0);
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &g_rig.cmd), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &g_rig.fence), 0);
+    const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    assert_int_equal(vk->vkBeginCommandBuffer(g_rig.cmd, &bi), VK_SUCCESS);
+    for (int i = 0; i < 2; i++) {
+        if (i)
+            ktcli_vk_barrier(&g_vkt.dev, g_rig.cmd);
+        assert_int_equal(kt_vk_begin(g_rig.kv, g_rig.cmd, "protected_batch"), 0);
+        vkt_busy(g_rig.cmd, 1);
+        assert_int_equal(kt_vk_end(g_rig.kv, g_rig.cmd), 0);
+    }
+    assert_int_equal(vk->vkEndCommandBuffer(g_rig.cmd), VK_SUCCESS);
+
+    submit2(VK_SUBMIT_PROTECTED_BIT);
+    assert_int_equal(g_seen_cmds, 1);
+    assert_int_equal(g_seen_flags, VK_SUBMIT_PROTECTED_BIT);
+    submit2(0);
+    assert_int_equal(g_seen_cmds, 3);
+
+    kt_snapshot_t *s = kt_snapshot();
+    assert_non_null(s);
+    const kt_kernel_timing_t *e = vkt_find(s, "protected_batch"), *b = vkt_find(s, "vkQueueSubmit");
+    assert_non_null(e);
+    assert_non_null(b);
+    assert_int_equal(e->dispatch_count, 2);
+    assert_int_equal(e->dropped, 2);
+    assert_int_equal(e->dropped_by[KT_DROP_NO_TIMING], 2);
+    assert_int_equal(b->dispatch_count, 1);
+    kt_snapshot_free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(protected_submit2_untimed, rig_close),
+        cmocka_unit_test(vkt_test_validation_clean),
+    };
+    return cmocka_run_group_tests(tests, vkt_setup_busy, NULL);
+}
