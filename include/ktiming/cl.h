@@ -77,7 +77,9 @@
  *     a failed or refused command prints  ktiming,error,opencl,<device>,<kernel>,<cl_status>,<CL_ERROR_NAME>
  *     Commas in names are replaced by ';'. ("all" also enables it.)
  *   KTIMING_VERBOSE_SYNC=1       blocking mode: kt_cl_track waits for the command on the enqueuing thread and
- *     records it there (a blocking design this backend avoids; also the fallback when callbacks can't be set)
+ *     records it there (a blocking design this backend avoids), but only once the command has started and its
+ *     wait list is complete: one that may wait for a user event is left to the collector, as is every command
+ *     when callbacks can't be set (no thread of the program ever waits inside an enqueue for those)
  *   KTIMING_LOG=path             verbose lines appended to this file instead of stderr (%p %h %r expanded)
  *   KTIMING_OPENCL_TIMEOUT_MS=n  bound on kt_cl_flush / kt_cl_detach waits (default 10000); exit uses
  *     KTIMING_EXIT_WAIT_MS
@@ -178,7 +180,7 @@ typedef struct kt_cl_api_t {
     cl_int (CL_API_CALL *clRetainEvent)(cl_event);
     cl_int (CL_API_CALL *clReleaseEvent)(cl_event);
     cl_int (CL_API_CALL *clSetEventCallback)(cl_event, cl_int, void (CL_CALLBACK *)(cl_event, cl_int, void *),
-                                             void *); /* 1.1; may be NULL (then the blocking mode is used) */
+                                             void *); /* 1.1; may be NULL (then commands are polled) */
     cl_event (CL_API_CALL *clCreateUserEvent)(cl_context, cl_int *);          /* 1.1; may be NULL */
     cl_int (CL_API_CALL *clSetUserEventStatus)(cl_event, cl_int);             /* 1.1; may be NULL */
     cl_int (CL_API_CALL *clGetDeviceAndHostTimer)(cl_device_id, cl_ulong *, cl_ulong *); /* 2.1; may be NULL */
@@ -191,7 +193,7 @@ typedef struct kt_cl_ctx_t kt_cl_ctx_t;
 typedef enum kt_cl_mode_t {
     KT_CL_MODE_DEFAULT = 0, /* env KTIMING_VERBOSE_SYNC=1 selects SYNC, otherwise ASYNC */
     KT_CL_MODE_ASYNC = 1,   /* completion callbacks; the enqueuing thread never waits */
-    KT_CL_MODE_SYNC = 2     /* kt_cl_track waits for the command on the calling thread, then records it */
+    KT_CL_MODE_SYNC = 2     /* kt_cl_track waits for a started command on the calling thread, then records it */
 } kt_cl_mode_t;
 
 /* Attach options. Zero-initialise; 0 means the default. */

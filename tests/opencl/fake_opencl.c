@@ -10,6 +10,7 @@
  *   FAKE_CL_ERROR_CALLBACKS=1 (CL_COMPLETE callbacks also fire, with the negative status, for failed commands)
  *   FAKE_CL_SETCB_DELAY_US=n (clSetEventCallback is slow to start: it reads the event only after n us, as when
  *     the calling thread is preempted there)
+ *   FAKE_CL_SETCB_FAIL=1 (clSetEventCallback refuses every callback with CL_OUT_OF_RESOURCES)
  *   FAKE_CL_CONTEXT_DELAY_US=n (clCreateContext takes n us, after counting the call: a calibration's private
  *     context is then slow enough to fork during it)
  * fake_cl_context_calls() (exported, for the tests) tells how many clCreateContext calls began, and how many of
@@ -411,6 +412,8 @@ FAKE_API cl_int clSetEventCallback(cl_event e, cl_int type, void (CL_CALLBACK *f
 {
     if (type != CL_COMPLETE)
         return CL_INVALID_VALUE;
+    if (env_int("FAKE_CL_SETCB_FAIL", 0))
+        return CL_OUT_OF_RESOURCES;
     int delay = env_int("FAKE_CL_SETCB_DELAY_US", 0);
     if (delay > 0) {
         struct timespec ts = {0, (long)delay * 1000L};
@@ -511,6 +514,9 @@ static void run_command(cl_event e)
         return;
     }
     cl_ulong submit = device_now();
+    pthread_mutex_lock(&G);
+    e->status = CL_RUNNING;
+    pthread_mutex_unlock(&G);
     cl_ulong start = device_now(); /* before the deadline is read: END-START is never below the run time */
     uint64_t until = host_raw() + (uint64_t)e->run_us * 1000u;
     while (host_raw() < until) {

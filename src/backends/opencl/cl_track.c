@@ -1363,8 +1363,6 @@ int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_
     c->profiling = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
     c->out_of_order = (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0;
     c->mode = desc->mode != KT_CL_MODE_DEFAULT ? desc->mode : g_sync_default ? KT_CL_MODE_SYNC : KT_CL_MODE_ASYNC;
-    if (!kt__cl.clSetEventCallback)
-        c->mode = KT_CL_MODE_SYNC;
     kt__cl.clRetainCommandQueue(queue);
 
     pthread_mutex_lock(&g_ctx_lock);
@@ -1536,9 +1534,45 @@ static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64
     atomic_fetch_add(&c->finished, 1);
 }
 
+static cl_int event_status(cl_event ev)
+{
+    cl_int st = CL_QUEUED;
+    if (kt__cl.clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) != CL_SUCCESS)
+        st = CL_INVALID_EVENT;
+    return st;
+}
+
+/* Blocking mode may wait inside the enqueue only for a command that can no longer depend on anything the program
+ * does later: one whose wait list is complete and that the driver has started (CL_RUNNING) or finished. A command
+ * gated by a user event, directly (its wait list) or through a marker or barrier before it on its queue (not
+ * visible here: it then does not start within SYNC_START_GRACE_NS), would wait forever for the program's
+ * clSetUserEventStatus: it goes to the collector instead, like any asynchronous command. */
+#define SYNC_START_GRACE_NS 250000000ull
+static int sync_may_wait(kt_cl_ctx_t *c, cl_event event, cl_uint nwait, const cl_event *wait)
+{
+    for (cl_uint i = 0; wait && i < nwait; i++)
+        if (event_status(wait[i]) > CL_COMPLETE)
+            return 0;
+    kt__cl.clFlush(c->queue); /* a command never submitted would never start */
+    uint64_t deadline = kt_now_ns() + SYNC_START_GRACE_NS, nap = 20000;
+    for (unsigned spins = 0;; spins++) {
+        if (event_status(event) <= CL_RUNNING)
+            return 1;
+        if (kt_now_ns() >= deadline)
+            return 0;
+        if (spins < 64) {
+            sched_yield();
+            continue;
+        }
+        kt__nap_ns(nap);
+        if (nap < 2000000)
+            nap *= 2;
+    }
+}
+
 /* Track; with `owned` the caller hands over its reference (no retain here, and it is released on failure). */
 static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name, uint64_t enqueue_ns,
-                 uint64_t bytes, int owned)
+                 uint64_t bytes, int owned, cl_uint nwait, const cl_event *wait)
 {
     if (!ctx || !event)
         return KT_EINVAL;
@@ -1556,12 +1590,18 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
         id = kt_kernel_intern(name, KT_BACKEND_OPENCL, ctx->dev->name);
     }
     int rc = 0;
+    int force_poll = 0; /* no callback to rely on: the collector (or the next flush) polls it */
     if (ctx->mode == KT_CL_MODE_SYNC) {
-        track_sync(ctx, event, id, enqueue_ns, name, bytes);
-        if (owned)
-            kt__cl.clReleaseEvent(event);
-        goto out;
+        if (sync_may_wait(ctx, event, nwait, wait)) {
+            track_sync(ctx, event, id, enqueue_ns, name, bytes);
+            if (owned)
+                kt__cl.clReleaseEvent(event);
+            goto out;
+        }
+        force_poll = 1;
     }
+    if (!kt__cl.clSetEventCallback)
+        force_poll = 1;
     atomic_fetch_add(&ctx->tracked, 1);
     if (atomic_load(&ctx->detaching)) {
         atomic_fetch_add(&ctx->finished, 1);
@@ -1590,7 +1630,7 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
     if (g_verbose)
         kt__escape_field(rec_name(r), NAME_CAP, name);
     uint64_t gen = TAG_GEN(atomic_load(&r->tag));
-    if (ctx->profiling && !g_callbacks && kt__collector_running(&g_coll)) {
+    if (force_poll || (ctx->profiling && !g_callbacks && kt__collector_running(&g_coll))) {
         /* polled: the stamps are the event's, so the collector reads them whenever it sees the command done */
         atomic_store(&r->tag, TAG(gen, ST_POLLED)); /* seq_cst, before the load in coll_wake (any_polled) */
         coll_wake();
@@ -1602,20 +1642,17 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
     uint64_t t = TAG(gen, ST_PEEKED);
     if (set == CL_SUCCESS && atomic_compare_exchange_strong(&r->tag, &t, TAG(gen, ST_PENDING)))
         goto out; /* from here its callback or a flush completes it */
-    atomic_store(&r->tag, TAG(gen, ST_CLAIMED));
-    if (set == CL_SUCCESS) {
-        /* The callback came during the call (inline, or on a driver thread): finish it here, now the driver is
-         * done with the event. */
-        rec_finish(r, (cl_int)atomic_load(&r->cb_status), kt_now_ns(), 0);
-    } else {
-        /* No callback: wait here. */
-        cl_int status = CL_COMPLETE;
-        kt__cl.clWaitForEvents(1, &event);
-        if (kt__cl.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
-            CL_SUCCESS)
-            status = CL_INVALID_EVENT;
-        rec_finish(r, status, kt_now_ns(), 0);
+    if (set != CL_SUCCESS) {
+        /* No callback will come: the collector polls the command instead. Never a wait here: the command may be
+         * gated by a user event the program sets only after this enqueue returns. */
+        atomic_store(&r->tag, TAG(gen, ST_POLLED));
+        coll_wake();
+        goto out;
     }
+    /* The callback came during the call (inline, or on a driver thread): finish it here, now the driver is done
+     * with the event. */
+    atomic_store(&r->tag, TAG(gen, ST_CLAIMED));
+    rec_finish(r, (cl_int)atomic_load(&r->cb_status), kt_now_ns(), 0);
 out:
     free(heap);
     return rc;
@@ -1623,7 +1660,7 @@ out:
 
 int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name, uint64_t enqueue_ns)
 {
-    return track(ctx, event, kernel, name, enqueue_ns, 0, 0);
+    return track(ctx, event, kernel, name, enqueue_ns, 0, 0, 0, NULL);
 }
 
 int kt_cl_track(kt_cl_ctx_t *ctx, cl_event event, const char *name)
@@ -1633,7 +1670,7 @@ int kt_cl_track(kt_cl_ctx_t *ctx, cl_event event, const char *name)
 
 int kt_cl_track_command(kt_cl_ctx_t *ctx, cl_event event, const char *name, uint64_t bytes, uint64_t enqueue_ns)
 {
-    return track(ctx, event, NULL, name, enqueue_ns, bytes, 0);
+    return track(ctx, event, NULL, name, enqueue_ns, bytes, 0, 0, NULL);
 }
 
 void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error)
@@ -1677,9 +1714,10 @@ cl_int kt_cl_enqueue_ndrange(kt_cl_ctx_t *ctx, cl_kernel kernel, cl_uint work_di
         return rc;
     if (event) {
         *event = ev;
-        track(ctx, ev, kernel, NULL, t0, 0, 0);
+        track(ctx, ev, kernel, NULL, t0, 0, 0, num_events, wait_list);
     } else {
-        track(ctx, ev, kernel, NULL, t0, 0, 1); /* the event exists only for ktiming: hand it over */
+        /* the event exists only for ktiming: hand it over */
+        track(ctx, ev, kernel, NULL, t0, 0, 1, num_events, wait_list);
     }
     return rc;
 }
