@@ -291,6 +291,11 @@ KT_API int kt_cl_last_error(void);
  * kernels (KTIMING_OPENCL_COMMANDS=kernels). For shims. */
 KT_API int kt_cl_commands_all(void);
 
+/* Whether ktiming holds a reference to this event now (it retains a program's event while the command is in
+ * flight): a shim subtracts it from CL_EVENT_REFERENCE_COUNT so the program reads the count it would without
+ * ktiming. Looks through every record in flight: for such queries, not for a hot path. */
+KT_API int kt_cl_event_held(cl_event event);
+
 /* clEnqueueNDRangeKernel on the attached queue, tracked under the kernel's function name. Same arguments
  * and return value as clEnqueueNDRangeKernel; when event is NULL an event is created for tracking and
  * released by ktiming. Returns CL_INVALID_COMMAND_QUEUE for a NULL ctx. Tracking problems never change the
@@ -376,6 +381,7 @@ static inline void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, cons
 static inline const char *kt_cl_error_name(cl_int error) { (void)error; return ""; }
 static inline int kt_cl_last_error(void) { return 0; }
 static inline int kt_cl_commands_all(void) { return 0; }
+static inline int kt_cl_event_held(cl_event event) { (void)event; return 0; }
 static inline int kt_cl_use_library(const char *path) { (void)path; return KT_EDISABLED; }
 static inline int kt_cl_stats(const kt_cl_ctx_t *ctx, kt_cl_stats_t *info)
 { (void)ctx; (void)info; return KT_EDISABLED; }

@@ -436,6 +436,26 @@ static void test_summary(void **state)
 }
 
 /* Exit status passes through; a program without OpenCL runs as usual and nothing is written. */
+/* What the program sees is what it sees without ktiming (the outputs compare equal): a gated kernel's event
+ * reference count (ktiming's own reference left out), "no profiling" on an event of a queue made without it,
+ * also after the program released the queue; and every refused clEnqueueTask is counted, as a refused
+ * clEnqueueNDRangeKernel is. */
+static void test_truths(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = both(CLPROG, "--truths", "auto", NULL, NULL);
+    assert_non_null(s);
+    const kt_kernel_timing_t *fill = ru_find(s, "fill", KT_BACKEND_OPENCL);
+    assert_non_null(fill);
+    assert_int_equal(fill->errors, 3);
+    assert_string_equal(fill->last_error, "CL_INVALID_KERNEL_ARGS");
+    assert_int_equal(fill->dispatch_count, 0);
+    const kt_kernel_timing_t *scale = ru_find(s, "scale", KT_BACKEND_OPENCL);
+    assert_non_null(scale);
+    assert_int_equal(scale->dispatch_count, 1);
+    kt_snapshot_free(s);
+}
+
 static void test_status_and_no_opencl(void **state)
 {
     (void)state;
@@ -474,7 +494,7 @@ int main(void)
         cmocka_unit_test(test_pipeline),     cmocka_unit_test(test_many_queues),
         cmocka_unit_test(test_command_buffer), cmocka_unit_test(test_verbose_keeps_stdout),
         cmocka_unit_test(test_summary),      cmocka_unit_test(test_output_placement),
-        cmocka_unit_test(test_sync_points_record),
+        cmocka_unit_test(test_sync_points_record), cmocka_unit_test(test_truths),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ru_teardown();

@@ -1622,7 +1622,7 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
         goto out;
     }
     r->ctx = ctx;
-    r->event = event;
+    __atomic_store_n(&r->event, event, __ATOMIC_RELAXED); /* kt_cl_event_held reads it from any thread */
     r->kernel = id;
     r->thread = kt_thread_ordinal();
     r->enqueue_ns = enqueue_ns;
@@ -1671,6 +1671,24 @@ int kt_cl_track(kt_cl_ctx_t *ctx, cl_event event, const char *name)
 int kt_cl_track_command(kt_cl_ctx_t *ctx, cl_event event, const char *name, uint64_t bytes, uint64_t enqueue_ns)
 {
     return track(ctx, event, NULL, name, enqueue_ns, bytes, 0, 0, NULL);
+}
+
+int kt_cl_event_held(cl_event event)
+{
+    if (!event)
+        return 0;
+    uint32_t n = atomic_load(&g_next_slot);
+    if (n > MAX_CHUNKS * CHUNK_SIZE)
+        n = MAX_CHUNKS * CHUNK_SIZE;
+    for (uint32_t i = 0; i < n; i++) {
+        rec_t *r = slot_rec(i);
+        if (!r || TAG_ST(atomic_load(&r->tag)) == ST_FREE)
+            continue;
+        /* a record published (its tag set after its event) and not yet freed holds its event */
+        if (__atomic_load_n(&r->event, __ATOMIC_RELAXED) == event && TAG_ST(atomic_load(&r->tag)) != ST_FREE)
+            return 1;
+    }
+    return 0;
 }
 
 void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error)
