@@ -456,6 +456,40 @@ static void test_truths(void **state)
     kt_snapshot_free(s);
 }
 
+/* SVM commands are transfers like the buffer ones: PoCL has SVM (CL_DEVICE_SVM_CAPABILITIES 0xb here). */
+static void test_svm(void **state)
+{
+    (void)state;
+    char *probe[] = {CLPROG, "--svm", "1", NULL};
+    int st = -1;
+    free(ru_run(probe, &st));
+    if (st == 77) {
+        printf("the device has no SVM: nothing to check\n");
+        return;
+    }
+    const char *prog[] = {CLPROG, "--svm", "10", NULL};
+    const char *k[] = {"--opencl", "auto", NULL};
+    kt_snapshot_t *s = ru_run_both(prog, k);
+    assert_non_null(s);
+    const struct {
+        const char *name;
+        uint64_t count, bytes;
+    } want[] = {{"clEnqueueSVMMemFill", 10, 10u << 20}, {"clEnqueueSVMMemcpy", 10, 10u << 20},
+                {"clEnqueueSVMMap", 10, 10u << 20},     {"clEnqueueSVMUnmap", 10, 0},
+                {"clEnqueueSVMMigrateMem", 1, 0},       {"clEnqueueSVMFree", 1, 0},
+                {"scale", 10, 0}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const kt_kernel_timing_t *e = ru_find(s, want[i].name, KT_BACKEND_OPENCL);
+        if (!e)
+            fail_msg("%s not timed", want[i].name);
+        assert_int_equal(e->dispatch_count, want[i].count);
+        assert_int_equal(e->bytes, want[i].bytes);
+        assert_int_equal(e->errors, 0);
+        assert_int_equal(e->dropped, 0);
+    }
+    kt_snapshot_free(s);
+}
+
 static void test_status_and_no_opencl(void **state)
 {
     (void)state;
@@ -495,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_command_buffer), cmocka_unit_test(test_verbose_keeps_stdout),
         cmocka_unit_test(test_summary),      cmocka_unit_test(test_output_placement),
         cmocka_unit_test(test_sync_points_record), cmocka_unit_test(test_truths),
+        cmocka_unit_test(test_svm),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ru_teardown();
