@@ -184,6 +184,9 @@ typedef struct kt_cl_api_t {
     cl_event (CL_API_CALL *clCreateUserEvent)(cl_context, cl_int *);          /* 1.1; may be NULL */
     cl_int (CL_API_CALL *clSetUserEventStatus)(cl_event, cl_int);             /* 1.1; may be NULL */
     cl_int (CL_API_CALL *clGetDeviceAndHostTimer)(cl_device_id, cl_ulong *, cl_ulong *); /* 2.1; may be NULL */
+    cl_int (CL_API_CALL *clCreateSubDevices)(cl_device_id, const cl_device_partition_property *, cl_uint,
+                                             cl_device_id *, cl_uint *); /* 1.2; may be NULL (for tests) */
+    cl_int (CL_API_CALL *clReleaseDevice)(cl_device_id);                     /* 1.2; may be NULL */
 } kt_cl_api_t;
 
 /* A command queue attached to ktiming (opaque). */

@@ -490,6 +490,28 @@ static void test_svm(void **state)
     kt_snapshot_free(s);
 }
 
+/* `ktiming devices` labels identical devices as `ktiming run` reports do: #0 and #1 (PoCL with two pthread
+ * devices), and sub-devices and the rest the same way (both print the backend's device label). */
+static void test_devices_labels(void **state)
+{
+    (void)state;
+    char *argv[] = {KT_CLI, "devices", NULL};
+    const char *const env[] = {"POCL_DEVICES=pthread pthread", NULL};
+    ktt_spawn_t how = {.env = env, .err = KTT_QUIET};
+    int st = -1;
+    char *out = ktt_run_capture(argv, &how, &st);
+    assert_int_equal(st, 0);
+    assert_non_null(out);
+    if (!strstr(out, "Portable Computing Language")) {
+        printf("not PoCL: nothing to check\n");
+        free(out);
+        return;
+    }
+    assert_non_null(strstr(out, " #0  ("));
+    assert_non_null(strstr(out, " #1  ("));
+    free(out);
+}
+
 static void test_status_and_no_opencl(void **state)
 {
     (void)state;
@@ -529,7 +551,7 @@ int main(void)
         cmocka_unit_test(test_command_buffer), cmocka_unit_test(test_verbose_keeps_stdout),
         cmocka_unit_test(test_summary),      cmocka_unit_test(test_output_placement),
         cmocka_unit_test(test_sync_points_record), cmocka_unit_test(test_truths),
-        cmocka_unit_test(test_svm),
+        cmocka_unit_test(test_svm),        cmocka_unit_test(test_devices_labels),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ru_teardown();
