@@ -11,6 +11,8 @@
  *   FAKE_CL_SETCB_DELAY_US=n (clSetEventCallback is slow to start: it reads the event only after n us, as when
  *     the calling thread is preempted there)
  *   FAKE_CL_PLATFORMS=2 (two platforms, each with one device of the same name, as two drivers of one model)
+ *   FAKE_CL_FAILED_STATUS=n (a command whose dependency failed ends with execution status n, e.g. -1, instead of
+ *     CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST: drivers report their own negative statuses; read at that time)
  *   FAKE_CL_SETCB_FAIL=1 (clSetEventCallback refuses every callback with CL_OUT_OF_RESOURCES)
  *   FAKE_CL_CONTEXT_DELAY_US=n (clCreateContext takes n us, after counting the call: a calibration's private
  *     context is then slow enough to fork during it)
@@ -512,7 +514,7 @@ static void run_command(cl_event e)
     cl_int dep_status = e->dep ? e->dep->status : CL_COMPLETE;
     pthread_mutex_unlock(&G);
     if (dep_status < 0) {
-        event_finish(e, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+        event_finish(e, (cl_int)env_int("FAKE_CL_FAILED_STATUS", CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST));
         return;
     }
     cl_ulong submit = device_now();

@@ -314,17 +314,33 @@ static void map_stamp(kt__cl_dev_t *dev, uint64_t device_ns, uint64_t *host_ns, 
         *unc = u;
 }
 
+/* A command's negative execution status, in words. It is no enqueue error: -1 is no CL_DEVICE_NOT_FOUND, only
+ * "terminated abnormally" (the specification's words); a failed wait list has its own code; the resource codes
+ * drivers use there keep their names. */
+static void exec_status_name(cl_int status, char *out, size_t cap)
+{
+    if (status == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+        snprintf(out, cap, "%s", kt_cl_error_name(status));
+    else if (status == CL_OUT_OF_RESOURCES || status == CL_OUT_OF_HOST_MEMORY ||
+             status == CL_MEM_OBJECT_ALLOCATION_FAILURE)
+        snprintf(out, cap, "execution status %d (%s)", (int)status, kt_cl_error_name(status));
+    else
+        snprintf(out, cap, "execution status %d (terminated abnormally)", (int)status);
+}
+
 /* observed_ns: host time the completion was seen (0: now), used only by the host-timed fallback. */
 static void record_outcome(const outcome_t *o, cl_int status, uint64_t observed_ns)
 {
     kt_cl_ctx_t *c = o->ctx;
     if (status < 0) {
         note_error(status);
-        kt_record_error_name(o->kernel, kt_cl_error_name(status));
+        char what[64]; /* last_error keeps 47 characters: every status from -99 to -1 fits */
+        exec_status_name(status, what, sizeof what);
+        kt_record_error_name(o->kernel, what);
         if (g_verbose) {
             char line[512];
             snprintf(line, sizeof line, "ktiming,error,opencl,%s,%s,%d,%s\n", c->device_csv, o->name, (int)status,
-                     kt_cl_error_name(status));
+                     what);
             log_line(line);
         }
         return;
