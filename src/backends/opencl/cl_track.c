@@ -598,6 +598,8 @@ static void reap(void)
 /* Polled records in the queues' FIFOs. seq_cst: with the tracker's seq_cst increment before its load of g_coll_deep,
  * either the collector sees the record or the tracker sees the collector asleep and wakes it. */
 static _Atomic uint64_t g_polled;
+/* Callback records (PENDING, or PEEKED by a flush): a flush scans the slots for them only while there are any. */
+static _Atomic uint64_t g_pending_cb;
 
 static int any_polled(void)
 {
@@ -973,6 +975,7 @@ static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user)
         unsigned st = TAG_ST(t);
         if (st == ST_PENDING) {
             if (atomic_compare_exchange_weak(&r->tag, &t, TAG(TAG_GEN(t), ST_CLAIMED))) {
+                atomic_fetch_sub(&g_pending_cb, 1);
                 r->observed_ns = r->ctx->profiling ? 0 : kt_now_ns();
                 atomic_store_explicit(&r->cb_status, (int)status, memory_order_relaxed);
                 if (kt__collector_running(&g_coll) && ring_push(r->slot) == 0)
@@ -1001,7 +1004,8 @@ static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user)
 static void collect_pass(kt_cl_ctx_t *only, int abandon)
 {
     ring_drain(UINT32_MAX, 0); /* claimed by callbacks, queued for the collector: finish them here */
-    uint32_t n = atomic_load(&g_next_slot);
+    /* callback records are found by a scan of the slots: only while there are any */
+    uint32_t n = atomic_load(&g_pending_cb) ? atomic_load(&g_next_slot) : 0;
     if (n > MAX_CHUNKS * CHUNK_SIZE)
         n = MAX_CHUNKS * CHUNK_SIZE;
     for (uint32_t i = 0; i < n; i++) {
@@ -1019,6 +1023,7 @@ static void collect_pass(kt_cl_ctx_t *only, int abandon)
             status = CL_INVALID_EVENT;
         if (mine && (status <= CL_COMPLETE || abandon)) {
             atomic_store(&r->tag, TAG(gen, ST_CLAIMED)); /* a callback that lands now finds it claimed */
+            atomic_fetch_sub(&g_pending_cb, 1);
             rec_finish(r, status, kt_now_ns(), status > CL_COMPLETE ? abandon : 0);
             continue;
         }
@@ -1026,6 +1031,7 @@ static void collect_pass(kt_cl_ctx_t *only, int abandon)
         if (!atomic_compare_exchange_strong(&r->tag, &peeked, TAG(gen, ST_PENDING))) {
             /* The callback came while we looked: it left its status for us. */
             atomic_store(&r->tag, TAG(gen, ST_CLAIMED));
+            atomic_fetch_sub(&g_pending_cb, 1);
             rec_finish(r, (cl_int)atomic_load(&r->cb_status), kt_now_ns(), 0);
         }
     }
@@ -1688,8 +1694,10 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
     atomic_store(&r->tag, TAG(gen, ST_PEEKED));
     cl_int set = kt__cl.clSetEventCallback(event, CL_COMPLETE, on_complete, rec_handle(r, gen));
     uint64_t t = TAG(gen, ST_PEEKED);
+    atomic_fetch_add(&g_pending_cb, 1); /* before it can be claimed as PENDING */
     if (set == CL_SUCCESS && atomic_compare_exchange_strong(&r->tag, &t, TAG(gen, ST_PENDING)))
         goto out; /* from here its callback or a flush completes it */
+    atomic_fetch_sub(&g_pending_cb, 1);
     if (set != CL_SUCCESS) {
         /* No callback will come: the collector polls the command instead. Never a wait here: the command may be
          * gated by a user event the program sets only after this enqueue returns. */
