@@ -314,8 +314,10 @@ KT_API cl_int kt_cl_enqueue_ndrange(kt_cl_ctx_t *ctx, cl_kernel kernel, cl_uint 
 KT_API int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns);
 
 /* For a program's synchronisation points: record, on the calling thread, the tracked commands that have finished,
- * of those enqueued before enqueued_before_ns (kt_now_ns time; 0: before now), on any queue, without waiting for
- * the rest and without flushing (a pass the collector is making is waited for first). Right after a clFinish, 0
+ * of those enqueued before enqueued_before_ns (kt_now_ns time; 0: before now), on ctx's queue (NULL: on every
+ * queue), without waiting for the rest and without flushing (a pass the collector is making is waited for first).
+ * A queue is looked at from its oldest command to the first still running: the cost is what finished since the
+ * last call, not what else is pending. Right after a clFinish, 0
  * records that queue's commands; at the start of the next one, the time the previous one began records them while
  * the driver runs the new ones, and polls nothing still running. While a program does this, the collector thread
  * polls less often (up to every 8 ms), so the driver's threads are not contended while they run its commands.
