@@ -446,7 +446,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
             n = (size_t)strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--queues N] [--cmdbuf N] [--truths] [--svm N] [--tiny N "
+            fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--queues N] [--cmdbuf N] [--truths] [--svm N] "
+                            "[--tiny N "
                             "[--wait-events] [--mark]] [--iterations N] [--size N]\n");
             return 2;
         }

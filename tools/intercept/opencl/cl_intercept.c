@@ -464,9 +464,10 @@ static cl_int hook_ndrange(const kti_next_t *n, cl_command_queue q, cl_kernel k,
 /* Synchronisation points. When one begins, what the thread's previous one (that succeeded) waited for is done: the
  * commands enqueued before that one began are recorded here, on the program's thread (kt_cl_collect: clFinish's queue
  * only, clWaitForEvents' every queue up to its first command still running), while the driver's threads run the
- * commands just enqueued and the program would only wait; then the driver's call is made and its answer returned unchanged. Recording after the wait instead left
- * the driver's threads idle until the program enqueued again, and recording on the collector contended with them
- * (docs/opencl.md). The last commands are recorded by the collector or at exit. */
+ * commands just enqueued and the program would only wait; then the driver's call is made and its answer returned
+ * unchanged. Recording after the wait instead left the driver's threads idle until the program enqueued again, and
+ * recording on the collector contended with them (docs/opencl.md). The last commands are recorded by the collector or
+ * at exit. */
 static _Thread_local uint64_t t_synced_ns; /* when this thread's last successful clFinish/clWaitForEvents began */
 
 static cl_int hook_finish(const kti_next_t *n, cl_command_queue q)
