@@ -77,7 +77,9 @@
  *     a failed or refused command prints  ktiming,error,opencl,<device>,<kernel>,<cl_status>,<CL_ERROR_NAME>
  *     Commas in names are replaced by ';'. ("all" also enables it.)
  *   KTIMING_VERBOSE_SYNC=1       blocking mode: kt_cl_track waits for the command on the enqueuing thread and
- *     records it there (a blocking design this backend avoids; also the fallback when callbacks can't be set)
+ *     records it there (a blocking design this backend avoids), but only once the command has started and its
+ *     wait list is complete: one that may wait for a user event is left to the collector, as is every command
+ *     when callbacks can't be set (no thread of the program ever waits inside an enqueue for those)
  *   KTIMING_LOG=path             verbose lines appended to this file instead of stderr (%p %h %r expanded)
  *   KTIMING_OPENCL_TIMEOUT_MS=n  bound on kt_cl_flush / kt_cl_detach waits (default 10000); exit uses
  *     KTIMING_EXIT_WAIT_MS
@@ -178,10 +180,13 @@ typedef struct kt_cl_api_t {
     cl_int (CL_API_CALL *clRetainEvent)(cl_event);
     cl_int (CL_API_CALL *clReleaseEvent)(cl_event);
     cl_int (CL_API_CALL *clSetEventCallback)(cl_event, cl_int, void (CL_CALLBACK *)(cl_event, cl_int, void *),
-                                             void *); /* 1.1; may be NULL (then the blocking mode is used) */
+                                             void *); /* 1.1; may be NULL (then commands are polled) */
     cl_event (CL_API_CALL *clCreateUserEvent)(cl_context, cl_int *);          /* 1.1; may be NULL */
     cl_int (CL_API_CALL *clSetUserEventStatus)(cl_event, cl_int);             /* 1.1; may be NULL */
     cl_int (CL_API_CALL *clGetDeviceAndHostTimer)(cl_device_id, cl_ulong *, cl_ulong *); /* 2.1; may be NULL */
+    cl_int (CL_API_CALL *clCreateSubDevices)(cl_device_id, const cl_device_partition_property *, cl_uint,
+                                             cl_device_id *, cl_uint *); /* 1.2; may be NULL (for tests) */
+    cl_int (CL_API_CALL *clReleaseDevice)(cl_device_id);                     /* 1.2; may be NULL */
 } kt_cl_api_t;
 
 /* A command queue attached to ktiming (opaque). */
@@ -191,7 +196,7 @@ typedef struct kt_cl_ctx_t kt_cl_ctx_t;
 typedef enum kt_cl_mode_t {
     KT_CL_MODE_DEFAULT = 0, /* env KTIMING_VERBOSE_SYNC=1 selects SYNC, otherwise ASYNC */
     KT_CL_MODE_ASYNC = 1,   /* completion callbacks; the enqueuing thread never waits */
-    KT_CL_MODE_SYNC = 2     /* kt_cl_track waits for the command on the calling thread, then records it */
+    KT_CL_MODE_SYNC = 2     /* kt_cl_track waits for a started command on the calling thread, then records it */
 } kt_cl_mode_t;
 
 /* Attach options. Zero-initialise; 0 means the default. */
@@ -289,6 +294,11 @@ KT_API int kt_cl_last_error(void);
  * kernels (KTIMING_OPENCL_COMMANDS=kernels). For shims. */
 KT_API int kt_cl_commands_all(void);
 
+/* Whether ktiming holds a reference to this event now (it retains a program's event while the command is in
+ * flight): a shim subtracts it from CL_EVENT_REFERENCE_COUNT so the program reads the count it would without
+ * ktiming. Looks through every record in flight: for such queries, not for a hot path. */
+KT_API int kt_cl_event_held(cl_event event);
+
 /* clEnqueueNDRangeKernel on the attached queue, tracked under the kernel's function name. Same arguments
  * and return value as clEnqueueNDRangeKernel; when event is NULL an event is created for tracking and
  * released by ktiming. Returns CL_INVALID_COMMAND_QUEUE for a NULL ctx. Tracking problems never change the
@@ -304,8 +314,10 @@ KT_API cl_int kt_cl_enqueue_ndrange(kt_cl_ctx_t *ctx, cl_kernel kernel, cl_uint 
 KT_API int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns);
 
 /* For a program's synchronisation points: record, on the calling thread, the tracked commands that have finished,
- * of those enqueued before enqueued_before_ns (kt_now_ns time; 0: before now), on any queue, without waiting for
- * the rest and without flushing (a pass the collector is making is waited for first). Right after a clFinish, 0
+ * of those enqueued before enqueued_before_ns (kt_now_ns time; 0: before now), on ctx's queue (NULL: on every
+ * queue), without waiting for the rest and without flushing (a pass the collector is making is waited for first).
+ * A queue is looked at from its oldest command to the first still running: the cost is what finished since the
+ * last call, not what else is pending. Right after a clFinish, 0
  * records that queue's commands; at the start of the next one, the time the previous one began records them while
  * the driver runs the new ones, and polls nothing still running. While a program does this, the collector thread
  * polls less often (up to every 8 ms), so the driver's threads are not contended while they run its commands.
@@ -374,6 +386,7 @@ static inline void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, cons
 static inline const char *kt_cl_error_name(cl_int error) { (void)error; return ""; }
 static inline int kt_cl_last_error(void) { return 0; }
 static inline int kt_cl_commands_all(void) { return 0; }
+static inline int kt_cl_event_held(cl_event event) { (void)event; return 0; }
 static inline int kt_cl_use_library(const char *path) { (void)path; return KT_EDISABLED; }
 static inline int kt_cl_stats(const kt_cl_ctx_t *ctx, kt_cl_stats_t *info)
 { (void)ctx; (void)info; return KT_EDISABLED; }

@@ -10,6 +10,10 @@
  *   FAKE_CL_ERROR_CALLBACKS=1 (CL_COMPLETE callbacks also fire, with the negative status, for failed commands)
  *   FAKE_CL_SETCB_DELAY_US=n (clSetEventCallback is slow to start: it reads the event only after n us, as when
  *     the calling thread is preempted there)
+ *   FAKE_CL_PLATFORMS=2 (two platforms, each with one device of the same name, as two drivers of one model)
+ *   FAKE_CL_FAILED_STATUS=n (a command whose dependency failed ends with execution status n, e.g. -1, instead of
+ *     CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST: drivers report their own negative statuses; read at that time)
+ *   FAKE_CL_SETCB_FAIL=1 (clSetEventCallback refuses every callback with CL_OUT_OF_RESOURCES)
  *   FAKE_CL_CONTEXT_DELAY_US=n (clCreateContext takes n us, after counting the call: a calibration's private
  *     context is then slow enough to fork during it)
  * fake_cl_context_calls() (exported, for the tests) tells how many clCreateContext calls began, and how many of
@@ -35,8 +39,8 @@
  * Objects
  * ------------------------------------------------------------------------------------------------- */
 
-struct _cl_platform_id { int unused; /* the one platform */ };
-struct _cl_device_id { int unused; /* the one device */ };
+struct _cl_platform_id { int index; /* 0, or 1 with FAKE_CL_PLATFORMS=2 */ };
+struct _cl_device_id { int index; /* its platform's */ };
 struct _cl_context { int refs; /* reference count */ };
 struct _cl_program { int refs; /* reference count */ };
 struct _cl_mem { int refs; /* reference count */ size_t size; /* bytes */ void *data; /* contents */ };
@@ -70,14 +74,15 @@ struct _cl_command_queue {
     int refs;                              /* reference count */
     cl_command_queue_properties props;     /* as created */
     cl_context context;                    /* owner */
+    cl_device_id device;                   /* its device */
     cl_event head, tail;                   /* pending commands in order */
     int busy;                              /* the worker is running a command */
     int stop;                              /* worker exit request */
     pthread_t worker;                      /* runs commands (not in FAKE_CL_INLINE mode) */
 };
 
-static struct _cl_platform_id g_platform;
-static struct _cl_device_id g_device;
+static struct _cl_platform_id g_platforms[2] = {{0}, {1}};
+static struct _cl_device_id g_devices[2] = {{0}, {1}}; /* one per platform */
 static pthread_mutex_t G = PTHREAD_MUTEX_INITIALIZER; /* one lock for everything */
 static pthread_cond_t CV = PTHREAD_COND_INITIALIZER;  /* any state change */
 static uint64_t g_raw0;                               /* RAW time of the first clock read */
@@ -135,12 +140,14 @@ static cl_int copy_info(const void *src, size_t n, size_t cap, void *dst, size_t
  * Platform and device
  * ------------------------------------------------------------------------------------------------- */
 
+static cl_uint platform_count(void) { return env_int("FAKE_CL_PLATFORMS", 1) == 2 ? 2 : 1; }
+
 FAKE_API cl_int clGetPlatformIDs(cl_uint n, cl_platform_id *p, cl_uint *np)
 {
     if (np)
-        *np = 1;
-    if (p && n)
-        p[0] = &g_platform;
+        *np = platform_count();
+    for (cl_uint i = 0; p && i < n && i < platform_count(); i++)
+        p[i] = &g_platforms[i];
     return CL_SUCCESS;
 }
 
@@ -165,18 +172,16 @@ FAKE_API cl_int clGetPlatformInfo(cl_platform_id p, cl_platform_info what, size_
 
 FAKE_API cl_int clGetDeviceIDs(cl_platform_id p, cl_device_type t, cl_uint n, cl_device_id *d, cl_uint *nd)
 {
-    (void)p;
     (void)t;
     if (nd)
         *nd = 1;
     if (d && n)
-        d[0] = &g_device;
+        d[0] = &g_devices[p ? p->index : 0];
     return CL_SUCCESS;
 }
 
 FAKE_API cl_int clGetDeviceInfo(cl_device_id d, cl_device_info what, size_t cap, void *v, size_t *ret)
 {
-    (void)d;
     char buf[64];
     switch (what) {
     case CL_DEVICE_NAME: return copy_info("ktiming fake device", 20, cap, v, ret);
@@ -189,7 +194,7 @@ FAKE_API cl_int clGetDeviceInfo(cl_device_id d, cl_device_info what, size_t cap,
         return copy_info(&r, sizeof r, cap, v, ret);
     }
     case CL_DEVICE_PLATFORM: {
-        cl_platform_id p = &g_platform;
+        cl_platform_id p = &g_platforms[d->index];
         return copy_info(&p, sizeof p, cap, v, ret);
     }
     case CL_DEVICE_TYPE: {
@@ -411,6 +416,8 @@ FAKE_API cl_int clSetEventCallback(cl_event e, cl_int type, void (CL_CALLBACK *f
 {
     if (type != CL_COMPLETE)
         return CL_INVALID_VALUE;
+    if (env_int("FAKE_CL_SETCB_FAIL", 0))
+        return CL_OUT_OF_RESOURCES;
     int delay = env_int("FAKE_CL_SETCB_DELAY_US", 0);
     if (delay > 0) {
         struct timespec ts = {0, (long)delay * 1000L};
@@ -507,10 +514,13 @@ static void run_command(cl_event e)
     cl_int dep_status = e->dep ? e->dep->status : CL_COMPLETE;
     pthread_mutex_unlock(&G);
     if (dep_status < 0) {
-        event_finish(e, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+        event_finish(e, (cl_int)env_int("FAKE_CL_FAILED_STATUS", CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST));
         return;
     }
     cl_ulong submit = device_now();
+    pthread_mutex_lock(&G);
+    e->status = CL_RUNNING;
+    pthread_mutex_unlock(&G);
     cl_ulong start = device_now(); /* before the deadline is read: END-START is never below the run time */
     uint64_t until = host_raw() + (uint64_t)e->run_us * 1000u;
     while (host_raw() < until) {
@@ -549,10 +559,11 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static cl_command_queue queue_create(cl_command_queue_properties props, cl_int *err)
+static cl_command_queue queue_create(cl_device_id d, cl_command_queue_properties props, cl_int *err)
 {
     cl_command_queue q = calloc(1, sizeof *q);
     q->refs = 1;
+    q->device = d ? d : &g_devices[0];
     q->props = props;
     if (!env_int("FAKE_CL_INLINE", 0))
         pthread_create(&q->worker, NULL, worker_main, q);
@@ -564,14 +575,14 @@ static cl_command_queue queue_create(cl_command_queue_properties props, cl_int *
 FAKE_API cl_command_queue clCreateCommandQueue(cl_context c, cl_device_id d, cl_command_queue_properties props,
                                                cl_int *err)
 {
-    (void)c, (void)d;
-    return queue_create(props, err);
+    (void)c;
+    return queue_create(d, props, err);
 }
 
 FAKE_API cl_command_queue clCreateCommandQueueWithProperties(cl_context c, cl_device_id d,
                                                              const cl_queue_properties *p, cl_int *err)
 {
-    (void)c, (void)d;
+    (void)c;
     if (version_major() < 2) { /* a 1.2 loader would not have it; the backend must cope */
         if (err)
             *err = CL_INVALID_OPERATION;
@@ -581,7 +592,7 @@ FAKE_API cl_command_queue clCreateCommandQueueWithProperties(cl_context c, cl_de
     for (size_t i = 0; p && p[i]; i += 2)
         if (p[i] == CL_QUEUE_PROPERTIES)
             props = (cl_command_queue_properties)p[i + 1];
-    return queue_create(props, err);
+    return queue_create(d, props, err);
 }
 
 FAKE_API cl_int clRetainCommandQueue(cl_command_queue q)
@@ -626,7 +637,7 @@ FAKE_API cl_int clGetCommandQueueInfo(cl_command_queue q, cl_command_queue_info 
 {
     switch (what) {
     case CL_QUEUE_DEVICE: {
-        cl_device_id d = &g_device;
+        cl_device_id d = q->device;
         return copy_info(&d, sizeof d, cap, v, ret);
     }
     case CL_QUEUE_PROPERTIES: return copy_info(&q->props, sizeof q->props, cap, v, ret);

@@ -104,6 +104,47 @@ static void test_refused_enqueue(void **state)
 }
 
 /* Transfers tracked as their own entries, with the bytes they moved. */
+/* A command that ends with a negative execution status is an error of its kernel, worded as an execution status:
+ * -1 is no CL_DEVICE_NOT_FOUND (an enqueue error code) but "terminated abnormally"; a failed wait list keeps its
+ * own name. */
+static void test_execution_status_wording(void **state)
+{
+    (void)state;
+    const struct {
+        const char *status; /* FAKE_CL_FAILED_STATUS, NULL: the double's default */
+        const char *kernel;
+        const char *want;
+    } cases[] = {{"-1", "ended_minus_one", "execution status -1 (terminated abnormally)"},
+                 {"-5", "ended_minus_five", "execution status -5 (CL_OUT_OF_RESOURCES)"},
+                 {NULL, "ended_wait_list", "CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kt_reset();
+        if (cases[i].status)
+            setenv("FAKE_CL_FAILED_STATUS", cases[i].status, 1);
+        cl_command_queue q = fake_queue();
+        cl_kernel k = fake_kernel(cases[i].kernel, 0);
+        kt_cl_ctx_t *kc;
+        assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
+        cl_int err = 0;
+        cl_event gate = cl->clCreateUserEvent(g_ctx, &err);
+        size_t g = 1;
+        assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 1, &gate, NULL), CL_SUCCESS);
+        cl->clSetUserEventStatus(gate, -5);
+        cl->clFinish(q);
+        assert_int_equal(kt_cl_detach(kc), 0);
+        unsetenv("FAKE_CL_FAILED_STATUS");
+        kt_snapshot_t *s = kt_snapshot();
+        const kt_kernel_timing_t *e = fake_find(s, cases[i].kernel);
+        assert_non_null(e);
+        assert_int_equal(e->errors, 1);
+        assert_string_equal(e->last_error, cases[i].want);
+        kt_snapshot_free(s);
+        cl->clReleaseEvent(gate);
+        cl->clReleaseKernel(k);
+        cl->clReleaseCommandQueue(q);
+    }
+}
+
 static void test_command_bytes(void **state)
 {
     (void)state;
@@ -167,6 +208,7 @@ int main(void)
         cmocka_unit_test(test_detach_async_keeps_gated_command),
         cmocka_unit_test(test_refused_enqueue),
         cmocka_unit_test(test_command_bytes),
+        cmocka_unit_test(test_execution_status_wording),
     };
     if (cmocka_run_group_tests(tests, NULL, NULL) != 0)
         _exit(1);

@@ -10,6 +10,8 @@
 #include <CL/cl_icd.h>
 #include <ktiming.h>
 
+#include "opencl/cl_layer_double.h"
+
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -23,15 +25,6 @@ typedef cl_int(CL_API_CALL *init_props_fn)(cl_uint, const cl_icd_dispatch *, cl_
                                            const cl_properties *);
 typedef cl_int(CL_API_CALL *deinit_fn)(void);
 
-/* The driver entry points the double fills into the target dispatch. */
-#define TARGET_FUNCS(X)                                                                                          \
-    X(clGetPlatformIDs) X(clGetPlatformInfo) X(clGetDeviceIDs) X(clGetDeviceInfo) X(clCreateContext)             \
-    X(clReleaseContext) X(clCreateCommandQueue) X(clCreateCommandQueueWithProperties) X(clRetainCommandQueue)    \
-    X(clReleaseCommandQueue) X(clGetCommandQueueInfo) X(clFlush) X(clFinish) X(clCreateKernel) X(clReleaseKernel) \
-    X(clSetKernelArg) X(clGetKernelInfo) X(clCreateBuffer) X(clReleaseMemObject) X(clEnqueueReadBuffer)          \
-    X(clEnqueueWriteBuffer) X(clEnqueueNDRangeKernel) X(clEnqueueMarker) X(clEnqueueMarkerWithWaitList)          \
-    X(clWaitForEvents) X(clGetEventInfo) X(clGetEventProfilingInfo) X(clRetainEvent) X(clReleaseEvent)           \
-    X(clSetEventCallback) X(clCreateUserEvent) X(clSetUserEventStatus) X(clGetDeviceAndHostTimer)
 
 static cl_icd_dispatch g_target;
 static const cl_icd_dispatch *g_layer;
@@ -89,9 +82,7 @@ int main(void)
         fprintf(stderr, "cannot load the driver double or the layer: %s\n", dlerror());
         return 1;
     }
-#define FILL(fn) *(void **)&g_target.fn = dlsym(driver, #fn);
-    TARGET_FUNCS(FILL)
-#undef FILL
+    cl_layer_double_fill(&g_target, driver);
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_layer_with_properties)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,9 @@
-/* test_cl_two_devices.c — two identical devices (PoCL with POCL_DEVICES="pthread pthread") are two devices:
- * each has its own entries (3 and 5 dispatches, not one entry of 8) and its own published clock facts. */
+/* test_cl_two_devices.c — two devices of one model are two devices: each has its own entries (3 and 5 dispatches,
+ * not one entry of 8) and its own published clock facts, whichever way they are alike:
+ *   (no argument)  two identical root devices of one platform (PoCL with POCL_DEVICES="pthread pthread");
+ *   sub            two sub-devices of the first device (clCreateSubDevices, CL_DEVICE_PARTITION_EQUALLY; PoCL);
+ *   platforms      one device on each of two platforms with the same name (the driver double, FAKE_CL_PLATFORMS=2).
+ * Skipped (77) where the driver cannot give two such devices. */
 #include <ktiming.h>
 #include <ktiming/cl.h>
 
@@ -14,19 +18,22 @@
 
 static const kt_cl_api_t *cl;
 static cl_device_id g_devs[2];
-static cl_context g_ctx;
-static cl_program g_prog;
 
 static void test_two_entries(void **state)
 {
     (void)state;
-    cl_int err = 0;
-    cl_kernel k = cl->clCreateKernel(g_prog, "twin", &err);
-    assert_int_equal(err, CL_SUCCESS);
     const int counts[2] = {3, 5};
     size_t g = 1;
     for (int d = 0; d < 2; d++) {
-        cl_command_queue q = cl->clCreateCommandQueue(g_ctx, g_devs[d], CL_QUEUE_PROFILING_ENABLE, &err);
+        cl_int err = 0;
+        cl_context ctx = cl->clCreateContext(NULL, 1, &g_devs[d], NULL, NULL, &err);
+        assert_non_null(ctx);
+        const char *src = "__kernel void twin(void) {}";
+        cl_program prog = cl->clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+        assert_int_equal(cl->clBuildProgram(prog, 1, &g_devs[d], "", NULL, NULL), CL_SUCCESS);
+        cl_kernel k = cl->clCreateKernel(prog, "twin", &err);
+        assert_int_equal(err, CL_SUCCESS);
+        cl_command_queue q = cl->clCreateCommandQueue(ctx, g_devs[d], CL_QUEUE_PROFILING_ENABLE, &err);
         assert_non_null(q);
         kt_cl_ctx_t *kc;
         assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
@@ -34,6 +41,9 @@ static void test_two_entries(void **state)
             assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
         assert_int_equal(kt_cl_detach(kc), 0);
         cl->clReleaseCommandQueue(q);
+        cl->clReleaseKernel(k);
+        cl->clReleaseProgram(prog);
+        cl->clReleaseContext(ctx);
     }
     kt_snapshot_t *s = kt_snapshot();
     const kt_kernel_timing_t *found[2] = {NULL, NULL};
@@ -53,31 +63,58 @@ static void test_two_entries(void **state)
     printf("devices: \"%s\" (%llu), \"%s\" (%llu)\n", found[0]->device, (unsigned long long)a, found[1]->device,
            (unsigned long long)b);
     kt_snapshot_free(s);
-    cl->clReleaseKernel(k);
 }
 
-int main(void)
+/* Two devices of the kind the argument names into g_devs; 0, or KT_TEST_SKIP. */
+static int pick_devices(const char *how)
 {
-    if (kt_cl_load(&cl) != 0)
+    cl_platform_id p[2];
+    cl_uint np = 0, n = 0;
+    if (cl->clGetPlatformIDs(2, p, &np) != CL_SUCCESS || np == 0)
         return KT_TEST_SKIP;
-    cl_platform_id p;
-    cl_uint n = 0;
-    if (cl->clGetPlatformIDs(1, &p, NULL) != CL_SUCCESS ||
-        cl->clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 2, g_devs, &n) != CL_SUCCESS || n < 2) {
+    if (how && !strcmp(how, "platforms")) {
+        if (np < 2 || cl->clGetDeviceIDs(p[0], CL_DEVICE_TYPE_ALL, 1, &g_devs[0], NULL) != CL_SUCCESS ||
+            cl->clGetDeviceIDs(p[1], CL_DEVICE_TYPE_ALL, 1, &g_devs[1], NULL) != CL_SUCCESS) {
+            fprintf(stderr, "fewer than two OpenCL platforms: skipped\n");
+            return KT_TEST_SKIP;
+        }
+        char a[128] = {0}, b[128] = {0};
+        cl->clGetDeviceInfo(g_devs[0], CL_DEVICE_NAME, sizeof a - 1, a, NULL);
+        cl->clGetDeviceInfo(g_devs[1], CL_DEVICE_NAME, sizeof b - 1, b, NULL);
+        assert_string_equal(a, b); /* the case: equal names */
+        return 0;
+    }
+    if (how && !strcmp(how, "sub")) {
+        cl_device_id root;
+        cl_uint units = 0;
+        if (!cl->clCreateSubDevices || cl->clGetDeviceIDs(p[0], CL_DEVICE_TYPE_ALL, 1, &root, NULL) != CL_SUCCESS ||
+            cl->clGetDeviceInfo(root, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL) != CL_SUCCESS ||
+            units < 2) {
+            fprintf(stderr, "no device with two compute units to partition: skipped\n");
+            return KT_TEST_SKIP;
+        }
+        const cl_device_partition_property props[] = {CL_DEVICE_PARTITION_EQUALLY,
+                                                      (cl_device_partition_property)(units / 2), 0};
+        if (cl->clCreateSubDevices(root, props, 2, g_devs, &n) != CL_SUCCESS || n < 2) {
+            fprintf(stderr, "clCreateSubDevices gave no two sub-devices: skipped\n");
+            return KT_TEST_SKIP;
+        }
+        return 0;
+    }
+    if (cl->clGetDeviceIDs(p[0], CL_DEVICE_TYPE_ALL, 2, g_devs, &n) != CL_SUCCESS || n < 2) {
         fprintf(stderr, "fewer than two OpenCL devices: skipped\n");
         return KT_TEST_SKIP;
     }
-    cl_int err = 0;
-    g_ctx = cl->clCreateContext(NULL, 2, g_devs, NULL, NULL, &err);
-    const char *src = "__kernel void twin(void) {}";
-    g_prog = cl->clCreateProgramWithSource(g_ctx, 1, &src, NULL, &err);
-    if (!g_prog || cl->clBuildProgram(g_prog, 2, g_devs, "", NULL, NULL) != CL_SUCCESS) {
-        fprintf(stderr, "cannot build the kernel: skipped\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (kt_cl_load(&cl) != 0)
         return KT_TEST_SKIP;
-    }
+    int rc = pick_devices(argc > 1 ? argv[1] : NULL);
+    if (rc)
+        return rc;
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_entries)};
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    cl->clReleaseProgram(g_prog);
-    cl->clReleaseContext(g_ctx);
-    return rc;
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -172,7 +172,14 @@ static void test_verbose_lines(void **state)
     assert_string_equal(f[4], "fail\\x2cing\\x1b[2J");
     assert_null(strchr(text, '\x1b'));
     assert_true(atoi(f[5]) < 0);
-    assert_string_equal(f[6], kt_cl_error_name(atoi(f[5]))); /* the status by name */
+    /* the status in words: an execution status, not an enqueue error (PoCL ends it with -1: no CL_DEVICE_NOT_FOUND) */
+    if (atoi(f[5]) == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) {
+        assert_string_equal(f[6], kt_cl_error_name(atoi(f[5])));
+    } else {
+        char want[64];
+        snprintf(want, sizeof want, "execution status %d (", atoi(f[5]));
+        assert_true(!strncmp(f[6], want, strlen(want)));
+    }
 
     unlink(g_path);
     assert_int_equal(kt_cl_detach(kc), 0);

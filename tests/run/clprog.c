@@ -22,6 +22,14 @@
  *     (the dispatch-heavy case of the run_overhead bench). With --wait-events, every 100th kernel gets an event
  *     and clWaitForEvents on it stands in for clFinish; with --mark, "clprog: synced <k>" goes to stderr after
  *     each of those waits (k kernels enqueued so far).
+ *   clprog --truths: instead, what a program sees of its events and refusals: on a queue made without profiling,
+ *     a kernel gated by a user event (its CL_EVENT_REFERENCE_COUNT while gated), clGetEventProfilingInfo on its
+ *     event before and after the program released the queue, and three clEnqueueTask of a kernel whose
+ *     arguments are unset (refused: CL_INVALID_KERNEL_ARGS), each return code printed.
+ *   clprog --svm N: instead, with shared virtual memory (two 1 MiB coarse-grain allocations), N times each:
+ *     clEnqueueSVMMemFill, clEnqueueSVMMemcpy, clEnqueueSVMMap + clEnqueueSVMUnmap, a scale kernel on the SVM
+ *     pointer; then one clEnqueueSVMMigrateMem of both and one clEnqueueSVMFree. Prints a checksum. Exits 77 when
+ *     the device has no SVM.
  *   Prints checksums, the return codes, and what the program can observe of its queues: CL_QUEUE_PROPERTIES,
  *   CL_QUEUE_PROPERTIES_ARRAY, clGetEventProfilingInfo on a queue-A event (reference counts are left out:
  *   drivers count their own internal references, so they vary from run to run).
@@ -50,7 +58,9 @@
     X(clSetKernelArg) X(clCreateBuffer) X(clReleaseMemObject) X(clEnqueueReadBuffer) X(clEnqueueWriteBuffer)    \
     X(clEnqueueNDRangeKernel) X(clEnqueueTask) X(clWaitForEvents) X(clReleaseEvent) X(clFinish)                 \
     X(clGetEventProfilingInfo) X(clGetExtensionFunctionAddressForPlatform) X(clGetDeviceInfo)                    \
-    X(clEnqueueNativeKernel) X(clRetainCommandQueue)
+    X(clEnqueueNativeKernel) X(clRetainCommandQueue) X(clCreateUserEvent) X(clSetUserEventStatus)                \
+    X(clGetEventInfo) X(clSVMAlloc) X(clSVMFree) X(clSetKernelArgSVMPointer) X(clEnqueueSVMMemFill)             \
+    X(clEnqueueSVMMemcpy) X(clEnqueueSVMMap) X(clEnqueueSVMUnmap) X(clEnqueueSVMFree) X(clEnqueueSVMMigrateMem)
 
 /* The program's OpenCL entry points. */
 typedef struct clprog_api_t {
@@ -315,9 +325,102 @@ static int command_buffer(cl_platform_id platform, cl_context ctx, cl_device_id 
     return 0;
 }
 
+#define SVM_BYTES ((size_t)1 << 20)
+
+static void CL_CALLBACK svm_freed(cl_command_queue q, cl_uint n, void **ptrs, void *ctx)
+{
+    (void)q;
+    for (cl_uint i = 0; i < n; i++)
+        cl.clSVMFree((cl_context)ctx, ptrs[i]);
+}
+
+/* --svm N (see the header). */
+static int svm(cl_context ctx, cl_device_id device, cl_kernel kscale, int reps)
+{
+    cl_device_svm_capabilities caps = 0;
+    if (cl.clGetDeviceInfo(device, CL_DEVICE_SVM_CAPABILITIES, sizeof caps, &caps, NULL) != CL_SUCCESS || !caps ||
+        !cl.clSVMAlloc || !cl.clEnqueueSVMMemFill) {
+        fprintf(stderr, "clprog: no SVM on this device\n");
+        exit(77);
+    }
+    cl_int err;
+    cl_command_queue q = cl.clCreateCommandQueue(ctx, device, 0, &err);
+    CHECK(err);
+    float *a = cl.clSVMAlloc(ctx, CL_MEM_READ_WRITE, SVM_BYTES, 0);
+    float *b = cl.clSVMAlloc(ctx, CL_MEM_READ_WRITE, SVM_BYTES, 0);
+    if (!a || !b)
+        return 1;
+    float k = 1.5f;
+    CHECK(cl.clSetKernelArgSVMPointer(kscale, 0, b));
+    CHECK(cl.clSetKernelArg(kscale, 1, sizeof k, &k));
+    size_t n = SVM_BYTES / sizeof(float);
+    double sum = 0;
+    for (int i = 0; i < reps; i++) {
+        float v = (float)(i + 1);
+        CHECK(cl.clEnqueueSVMMemFill(q, a, &v, sizeof v, SVM_BYTES, 0, NULL, NULL));
+        CHECK(cl.clEnqueueSVMMemcpy(q, CL_FALSE, b, a, SVM_BYTES, 0, NULL, NULL));
+        CHECK(cl.clEnqueueNDRangeKernel(q, kscale, 1, NULL, &n, NULL, 0, NULL, NULL));
+        CHECK(cl.clEnqueueSVMMap(q, CL_TRUE, CL_MAP_READ, b, SVM_BYTES, 0, NULL, NULL));
+        sum += checksum(b, 1024);
+        CHECK(cl.clEnqueueSVMUnmap(q, b, 0, NULL, NULL));
+    }
+    const void *both[2] = {a, b};
+    CHECK(cl.clEnqueueSVMMigrateMem(q, 2, both, NULL, 0, 0, NULL, NULL));
+    void *frees[2] = {a, b};
+    CHECK(cl.clEnqueueSVMFree(q, 2, frees, svm_freed, ctx, 0, NULL, NULL));
+    CHECK(cl.clFinish(q));
+    CHECK(cl.clReleaseCommandQueue(q));
+    printf("svm checksum = %.3f\n", sum);
+    return 0;
+}
+
+/* --truths (see the header). */
+static int truths(cl_context ctx, cl_device_id device, cl_program prog, cl_kernel kscale)
+{
+    cl_int err;
+    cl_command_queue q = cl.clCreateCommandQueue(ctx, device, 0, &err);
+    CHECK(err);
+    cl_mem buf = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+    CHECK(err);
+    float k = 2.0f;
+    CHECK(cl.clSetKernelArg(kscale, 0, sizeof buf, &buf));
+    CHECK(cl.clSetKernelArg(kscale, 1, sizeof k, &k));
+    cl_event gate = cl.clCreateUserEvent(ctx, &err);
+    CHECK(err);
+    size_t g = 64;
+    cl_event ev = NULL;
+    CHECK(cl.clEnqueueNDRangeKernel(q, kscale, 1, NULL, &g, NULL, 1, &gate, &ev));
+    cl_uint refs = 0;
+    CHECK(cl.clGetEventInfo(ev, CL_EVENT_REFERENCE_COUNT, sizeof refs, &refs, NULL));
+    printf("reference count of a gated kernel's event = %u\n", refs);
+    CHECK(cl.clSetUserEventStatus(gate, CL_COMPLETE));
+    CHECK(cl.clFinish(q));
+    cl_ulong t = 0;
+    printf("profiling info before the queue's release -> %d\n",
+           cl.clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t, &t, NULL));
+    CHECK(cl.clReleaseCommandQueue(q));
+    printf("profiling info after the queue's release -> %d\n",
+           cl.clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t, &t, NULL));
+    CHECK(cl.clReleaseEvent(ev));
+    CHECK(cl.clReleaseEvent(gate));
+
+    q = cl.clCreateCommandQueue(ctx, device, 0, &err);
+    CHECK(err);
+    cl_kernel unset = cl.clCreateKernel(prog, "fill", &err);
+    CHECK(err);
+    for (int i = 0; i < 3; i++)
+        printf("clEnqueueTask with unset arguments -> %d\n", cl.clEnqueueTask(q, unset, 0, NULL, NULL));
+    CHECK(cl.clFinish(q));
+    CHECK(cl.clReleaseKernel(unset));
+    CHECK(cl.clReleaseCommandQueue(q));
+    CHECK(cl.clReleaseMemObject(buf));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int events = 1, iterations = 4, pipe = 0, tiny = 0, queues = 0, cmdbuf = 0, mark = 0, wait_events = 0;
+    int events = 1, iterations = 4, pipe = 0, tiny = 0, queues = 0, cmdbuf = 0, mark = 0, wait_events = 0, truth = 0,
+        svm_reps = 0;
     size_t n = 1 << 16;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-events"))
@@ -328,6 +431,10 @@ int main(int argc, char **argv)
             tiny = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--mark"))
             mark = 1;
+        else if (!strcmp(argv[i], "--svm") && i + 1 < argc)
+            svm_reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--truths"))
+            truth = 1;
         else if (!strcmp(argv[i], "--wait-events"))
             wait_events = 1;
         else if (!strcmp(argv[i], "--queues") && i + 1 < argc)
@@ -339,7 +446,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
             n = (size_t)strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--queues N] [--cmdbuf N] [--tiny N "
+            fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--queues N] [--cmdbuf N] [--truths] [--svm N] "
+                            "[--tiny N "
                             "[--wait-events] [--mark]] [--iterations N] [--size N]\n");
             return 2;
         }
@@ -378,6 +486,16 @@ int main(int argc, char **argv)
     if (queues > 0) {
         int rc = many_queues(ctx, device, kscale, queues);
         printf("done: queues\n");
+        return rc;
+    }
+    if (svm_reps > 0) {
+        int rc = svm(ctx, device, kscale, svm_reps);
+        printf("done: svm\n");
+        return rc;
+    }
+    if (truth) {
+        int rc = truths(ctx, device, prog, kscale);
+        printf("done: truths\n");
         return rc;
     }
     if (cmdbuf > 0) {

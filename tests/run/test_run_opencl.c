@@ -436,6 +436,82 @@ static void test_summary(void **state)
 }
 
 /* Exit status passes through; a program without OpenCL runs as usual and nothing is written. */
+/* What the program sees is what it sees without ktiming (the outputs compare equal): a gated kernel's event
+ * reference count (ktiming's own reference left out), "no profiling" on an event of a queue made without it,
+ * also after the program released the queue; and every refused clEnqueueTask is counted, as a refused
+ * clEnqueueNDRangeKernel is. */
+static void test_truths(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = both(CLPROG, "--truths", "auto", NULL, NULL);
+    assert_non_null(s);
+    const kt_kernel_timing_t *fill = ru_find(s, "fill", KT_BACKEND_OPENCL);
+    assert_non_null(fill);
+    assert_int_equal(fill->errors, 3);
+    assert_string_equal(fill->last_error, "CL_INVALID_KERNEL_ARGS");
+    assert_int_equal(fill->dispatch_count, 0);
+    const kt_kernel_timing_t *scale = ru_find(s, "scale", KT_BACKEND_OPENCL);
+    assert_non_null(scale);
+    assert_int_equal(scale->dispatch_count, 1);
+    kt_snapshot_free(s);
+}
+
+/* SVM commands are transfers like the buffer ones: PoCL has SVM (CL_DEVICE_SVM_CAPABILITIES 0xb here). */
+static void test_svm(void **state)
+{
+    (void)state;
+    char *probe[] = {CLPROG, "--svm", "1", NULL};
+    int st = -1;
+    free(ru_run(probe, &st));
+    if (st == 77) {
+        printf("the device has no SVM: nothing to check\n");
+        return;
+    }
+    const char *prog[] = {CLPROG, "--svm", "10", NULL};
+    const char *k[] = {"--opencl", "auto", NULL};
+    kt_snapshot_t *s = ru_run_both(prog, k);
+    assert_non_null(s);
+    const struct {
+        const char *name;
+        uint64_t count, bytes;
+    } want[] = {{"clEnqueueSVMMemFill", 10, 10u << 20}, {"clEnqueueSVMMemcpy", 10, 10u << 20},
+                {"clEnqueueSVMMap", 10, 10u << 20},     {"clEnqueueSVMUnmap", 10, 0},
+                {"clEnqueueSVMMigrateMem", 1, 0},       {"clEnqueueSVMFree", 1, 0},
+                {"scale", 10, 0}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const kt_kernel_timing_t *e = ru_find(s, want[i].name, KT_BACKEND_OPENCL);
+        if (!e)
+            fail_msg("%s not timed", want[i].name);
+        assert_int_equal(e->dispatch_count, want[i].count);
+        assert_int_equal(e->bytes, want[i].bytes);
+        assert_int_equal(e->errors, 0);
+        assert_int_equal(e->dropped, 0);
+    }
+    kt_snapshot_free(s);
+}
+
+/* `ktiming devices` labels identical devices as `ktiming run` reports do: #0 and #1 (PoCL with two pthread
+ * devices), and sub-devices and the rest the same way (both print the backend's device label). */
+static void test_devices_labels(void **state)
+{
+    (void)state;
+    char *argv[] = {KT_CLI, "devices", NULL};
+    const char *const env[] = {"POCL_DEVICES=pthread pthread", NULL};
+    ktt_spawn_t how = {.env = env, .err = KTT_QUIET};
+    int st = -1;
+    char *out = ktt_run_capture(argv, &how, &st);
+    assert_int_equal(st, 0);
+    assert_non_null(out);
+    if (!strstr(out, "Portable Computing Language")) {
+        printf("not PoCL: nothing to check\n");
+        free(out);
+        return;
+    }
+    assert_non_null(strstr(out, " #0  ("));
+    assert_non_null(strstr(out, " #1  ("));
+    free(out);
+}
+
 static void test_status_and_no_opencl(void **state)
 {
     (void)state;
@@ -474,7 +550,8 @@ int main(void)
         cmocka_unit_test(test_pipeline),     cmocka_unit_test(test_many_queues),
         cmocka_unit_test(test_command_buffer), cmocka_unit_test(test_verbose_keeps_stdout),
         cmocka_unit_test(test_summary),      cmocka_unit_test(test_output_placement),
-        cmocka_unit_test(test_sync_points_record),
+        cmocka_unit_test(test_sync_points_record), cmocka_unit_test(test_truths),
+        cmocka_unit_test(test_svm),        cmocka_unit_test(test_devices_labels),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ru_teardown();

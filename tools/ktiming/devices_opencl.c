@@ -25,10 +25,13 @@ static void print_device(FILE *out, const kt_cl_api_t *cl, cl_device_id id)
     cl->clGetDeviceInfo(id, CL_DEVICE_VERSION, sizeof version - 1, version, NULL);
     cl->clGetDeviceInfo(id, CL_DRIVER_VERSION, sizeof driver - 1, driver, NULL);
     cl->clGetDeviceInfo(id, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-    fprintf(out, "  device  %s  (%s, %s, driver %s)\n", name, device_type(type), version, driver);
     kt_cl_device_info_t info;
+    memset(&info, 0, sizeof info);
     int rc = kt_cl_device_info(id, &info);
     const kt_device_info_t *c = &info.clock;
+    /* the label `ktiming run` reports use (identical devices apart: "pthread-cpu #0", "#1") */
+    fprintf(out, "  device  %s  (%s, %s, driver %s)\n", c->name[0] ? c->name : name, device_type(type), version,
+            driver);
     fprintf(out, "    profiling timer resolution %llu ns; host timer (CL_PLATFORM_HOST_TIMER_RESOLUTION) %llu ns\n",
             (unsigned long long)c->resolution_ns, (unsigned long long)info.host_timer_resolution_ns);
     fprintf(out, "    clock reads: %s\n",

@@ -148,59 +148,156 @@ static int has_extension(cl_device_id id, const char *ext)
     return found;
 }
 
-/* Devices are told apart by identity, not by name: when another device of the same platform reports the same
- * CL_DEVICE_NAME (two identical GPUs, PoCL's POCL_DEVICES="pthread pthread"), the name gets the device's PCI
- * address (cl_khr_pci_bus_info), else its UUID (cl_khr_device_uuid), else its index within the platform, so
- * each device has its own entries and its own clock facts. */
-static void make_name_unique(kt__cl_dev_t *dev)
+/* Sub-devices ktiming has met, per parent in the order it met them: a sub-device's partition index. OpenCL does
+ * not say which part of its parent a sub-device is, so this is the order of first use (the same sub-device keeps
+ * its index for the process's life). */
+typedef struct sub_seen_t {
+    cl_device_id parent, child;
+    unsigned index;
+    struct sub_seen_t *next;
+} sub_seen_t;
+static pthread_mutex_t g_subs_lock = PTHREAD_MUTEX_INITIALIZER;
+static sub_seen_t *g_subs;
+
+static unsigned sub_index(cl_device_id parent, cl_device_id child)
 {
-    cl_uint n = 0;
-    if (!dev->platform || kt__cl.clGetDeviceIDs(dev->platform, CL_DEVICE_TYPE_ALL, 0, NULL, &n) != CL_SUCCESS ||
-        n < 2)
-        return;
-    cl_device_id *ids = calloc(n, sizeof *ids);
-    if (!ids || kt__cl.clGetDeviceIDs(dev->platform, CL_DEVICE_TYPE_ALL, n, ids, NULL) != CL_SUCCESS) {
-        free(ids);
-        return;
+    pthread_mutex_lock(&g_subs_lock);
+    unsigned n = 0;
+    for (sub_seen_t *s = g_subs; s; s = s->next) {
+        if (s->parent != parent)
+            continue;
+        if (s->child == child) {
+            n = s->index;
+            goto out;
+        }
+        n++;
     }
-    int index = -1, twins = 0;
-    for (cl_uint i = 0; i < n; i++) {
-        if (ids[i] == dev->id) {
-            index = (int)i;
+    sub_seen_t *fresh = malloc(sizeof *fresh);
+    if (fresh) { /* without memory the index is still unique until the next sub-device of this parent */
+        *fresh = (sub_seen_t){parent, child, n, g_subs};
+        g_subs = fresh;
+    }
+out:
+    pthread_mutex_unlock(&g_subs_lock);
+    return n;
+}
+
+/* Appends suffix to a label, cutting the label (not the suffix) when it does not fit. */
+static void label_append(char *label, size_t cap, const char *suffix)
+{
+    size_t len = strlen(label), add = strlen(suffix);
+    if (add >= cap)
+        return;
+    if (len + add >= cap)
+        len = cap - 1 - add;
+    memcpy(label + len, suffix, add + 1);
+}
+
+/* The index of platform p among all platforms, and whether a device of another platform has this name. */
+static int platform_twins(cl_platform_id p, const char *name, int *pindex)
+{
+    cl_uint np = 0;
+    *pindex = -1;
+    if (kt__cl.clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || np < 2)
+        return 0;
+    cl_platform_id *ps = calloc(np, sizeof *ps);
+    if (!ps || kt__cl.clGetPlatformIDs(np, ps, NULL) != CL_SUCCESS) {
+        free(ps);
+        return 0;
+    }
+    int twins = 0;
+    for (cl_uint i = 0; i < np; i++) {
+        if (ps[i] == p) {
+            *pindex = (int)i;
             continue;
         }
-        char other[sizeof dev->name] = {0};
-        kt__cl.clGetDeviceInfo(ids[i], CL_DEVICE_NAME, sizeof other - 1, other, NULL);
-        twins += !strcmp(other, dev->name);
+        cl_uint nd = 0;
+        if (kt__cl.clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS || nd == 0)
+            continue;
+        cl_device_id *ids = calloc(nd, sizeof *ids);
+        if (ids && kt__cl.clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, nd, ids, NULL) == CL_SUCCESS)
+            for (cl_uint k = 0; k < nd; k++) {
+                char other[128] = {0};
+                kt__cl.clGetDeviceInfo(ids[k], CL_DEVICE_NAME, sizeof other - 1, other, NULL);
+                twins += !strcmp(other, name);
+            }
+        free(ids);
+    }
+    free(ps);
+    return twins && *pindex >= 0;
+}
+
+/* Devices are told apart by identity, not by name: the registry is keyed by cl_device_id, and the label entries and
+ * device records go by is made unique the same way. A root device another device of its platform shares the
+ * CL_DEVICE_NAME with (two identical GPUs, PoCL's POCL_DEVICES="pthread pthread") gets its PCI address
+ * (cl_khr_pci_bus_info), else its UUID (cl_khr_device_uuid), else its index within the platform; one whose name a
+ * device of another platform has too gets its platform's index ("[platform 1]"); a sub-device (clCreateSubDevices)
+ * is its parent's label with its partition index ("pthread-cpu sub #1"), so each has its own entries and clock
+ * facts. */
+static void device_label(cl_device_id id, char *label, size_t cap)
+{
+    cl_device_id parent = NULL;
+    if (kt__cl.clGetDeviceInfo(id, CL_DEVICE_PARENT_DEVICE, sizeof parent, &parent, NULL) == CL_SUCCESS && parent &&
+        parent != id) {
+        device_label(parent, label, cap);
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, " sub #%u", sub_index(parent, id));
+        label_append(label, cap, suffix);
+        return;
+    }
+    memset(label, 0, cap);
+    kt__cl.clGetDeviceInfo(id, CL_DEVICE_NAME, cap - 1, label, NULL);
+    if (!label[0])
+        snprintf(label, cap, "opencl device %p", (void *)id);
+    char name[128];
+    snprintf(name, sizeof name, "%s", label);
+    cl_platform_id platform = NULL;
+    kt__cl.clGetDeviceInfo(id, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL);
+    cl_uint n = 0;
+    cl_device_id *ids = NULL;
+    if (platform && kt__cl.clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, NULL, &n) == CL_SUCCESS && n >= 2 &&
+        (ids = calloc(n, sizeof *ids)) != NULL &&
+        kt__cl.clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, n, ids, NULL) == CL_SUCCESS) {
+        int index = -1, twins = 0;
+        for (cl_uint i = 0; i < n; i++) {
+            if (ids[i] == id) {
+                index = (int)i;
+                continue;
+            }
+            char other[sizeof name] = {0};
+            kt__cl.clGetDeviceInfo(ids[i], CL_DEVICE_NAME, sizeof other - 1, other, NULL);
+            twins += !strcmp(other, name);
+        }
+        if (twins && index >= 0) {
+            char suffix[64];
+            cl_device_pci_bus_info_khr pci;
+            cl_uchar uuid[CL_UUID_SIZE_KHR];
+            if (has_extension(id, "cl_khr_pci_bus_info") &&
+                kt__cl.clGetDeviceInfo(id, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof pci, &pci, NULL) == CL_SUCCESS)
+                snprintf(suffix, sizeof suffix, " @%04x:%02x:%02x.%x", pci.pci_domain, pci.pci_bus, pci.pci_device,
+                         pci.pci_function);
+            else if (has_extension(id, "cl_khr_device_uuid") &&
+                     kt__cl.clGetDeviceInfo(id, CL_DEVICE_UUID_KHR, sizeof uuid, uuid, NULL) == CL_SUCCESS)
+                snprintf(suffix, sizeof suffix, " uuid %02x%02x%02x%02x-%02x%02x", uuid[0], uuid[1], uuid[2],
+                         uuid[3], uuid[4], uuid[5]);
+            else
+                snprintf(suffix, sizeof suffix, " #%d", index);
+            label_append(label, cap, suffix);
+        }
     }
     free(ids);
-    if (!twins || index < 0)
-        return;
-    char suffix[64];
-    cl_device_pci_bus_info_khr pci;
-    cl_uchar uuid[CL_UUID_SIZE_KHR];
-    if (has_extension(dev->id, "cl_khr_pci_bus_info") &&
-        kt__cl.clGetDeviceInfo(dev->id, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof pci, &pci, NULL) == CL_SUCCESS)
-        snprintf(suffix, sizeof suffix, " @%04x:%02x:%02x.%x", pci.pci_domain, pci.pci_bus, pci.pci_device,
-                 pci.pci_function);
-    else if (has_extension(dev->id, "cl_khr_device_uuid") &&
-             kt__cl.clGetDeviceInfo(dev->id, CL_DEVICE_UUID_KHR, sizeof uuid, uuid, NULL) == CL_SUCCESS)
-        snprintf(suffix, sizeof suffix, " uuid %02x%02x%02x%02x-%02x%02x", uuid[0], uuid[1], uuid[2], uuid[3],
-                 uuid[4], uuid[5]);
-    else
-        snprintf(suffix, sizeof suffix, " #%d", index);
-    size_t len = strlen(dev->name), add = strlen(suffix);
-    if (len + add >= sizeof dev->name)
-        len = sizeof dev->name - 1 - add;
-    memcpy(dev->name + len, suffix, add + 1);
+    int pindex;
+    if (platform && platform_twins(platform, name, &pindex)) {
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, " [platform %d]", pindex);
+        label_append(label, cap, suffix);
+    }
 }
 
 static void query_facts(kt__cl_dev_t *dev)
 {
     char ver[256] = {0};
-    kt__cl.clGetDeviceInfo(dev->id, CL_DEVICE_NAME, sizeof dev->name - 1, dev->name, NULL);
-    if (!dev->name[0])
-        snprintf(dev->name, sizeof dev->name, "opencl device %p", (void *)dev->id);
+    device_label(dev->id, dev->name, sizeof dev->name);
     kt__cl.clGetDeviceInfo(dev->id, CL_DEVICE_VERSION, sizeof ver - 1, ver, NULL);
     if (sscanf(ver, "OpenCL %d.%d", &dev->version_major, &dev->version_minor) != 2) {
         dev->version_major = 1;
@@ -210,7 +307,6 @@ static void query_facts(kt__cl_dev_t *dev)
     if (kt__cl.clGetDeviceInfo(dev->id, CL_DEVICE_PROFILING_TIMER_RESOLUTION, sizeof res, &res, NULL) == 0)
         dev->resolution_ns = res;
     kt__cl.clGetDeviceInfo(dev->id, CL_DEVICE_PLATFORM, sizeof dev->platform, &dev->platform, NULL);
-    make_name_unique(dev);
     int v21 = dev->version_major > 2 || (dev->version_major == 2 && dev->version_minor >= 1);
     if (v21 && dev->platform) {
         cl_ulong pres = 0;
@@ -315,6 +411,7 @@ void kt__cl_dev_calibrate_pending(void)
 void kt__cl_dev_fork_child(void)
 {
     pthread_mutex_init(&g_devs_lock, NULL);
+    pthread_mutex_init(&g_subs_lock, NULL);
     for (kt__cl_dev_t *dev = g_devs; dev; dev = dev->next)
         if (!atomic_load(&dev->calibrated)) /* another thread of the parent was calibrating it: again here */
             pthread_mutex_init(&dev->calib_lock, NULL);

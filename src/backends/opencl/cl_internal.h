@@ -19,7 +19,8 @@ uint64_t kt__cl_timeout_ns(void);
 typedef struct kt__cl_dev_t {
     cl_device_id id;               /* the device */
     cl_platform_id platform;       /* its platform */
-    char name[128];                /* CL_DEVICE_NAME (commas kept; verbose output sanitises) */
+    char name[128];                /* label: CL_DEVICE_NAME, made unique (device_label; commas kept, verbose output
+                                    * sanitises) */
     int version_major;             /* from CL_DEVICE_VERSION "OpenCL M.m ..." */
     int version_minor;
     uint64_t resolution_ns;        /* CL_DEVICE_PROFILING_TIMER_RESOLUTION */

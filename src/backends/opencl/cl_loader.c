@@ -41,7 +41,8 @@ static const cl_sym_t kSyms[] = {
     SYM(clGetEventProfilingInfo, 1), SYM(clRetainEvent, 1),
     SYM(clReleaseEvent, 1),          SYM(clSetEventCallback, 0),
     SYM(clCreateUserEvent, 0),       SYM(clSetUserEventStatus, 0),
-    SYM(clGetDeviceAndHostTimer, 0),
+    SYM(clGetDeviceAndHostTimer, 0), SYM(clCreateSubDevices, 0),
+    SYM(clReleaseDevice, 0),
 };
 #undef SYM
 

@@ -60,6 +60,7 @@ typedef struct rec_t {
     uint64_t enqueue_ns;               /* host time of the enqueue */
     uint64_t observed_ns;              /* host-timed queues: when the callback saw the completion (0: unknown) */
     uint32_t thread;                   /* kt_thread_ordinal() of the enqueuing thread */
+    _Atomic uint32_t qnext;            /* polled records: the next of its queue's FIFO (slot + 1, 0 = last) */
 } rec_t;
 _Static_assert(sizeof(rec_t) == 64, "a record is one cache line");
 
@@ -207,6 +208,13 @@ struct kt_cl_ctx_t {
     _Alignas(64) _Atomic uint64_t tracked; /* commands handed to kt_cl_track* since attach */
     _Alignas(64) _Atomic uint64_t finished; /* of those: recorded, dropped or refused */
     _Alignas(64) _Atomic uint64_t last_end_ns; /* host-timed fallback, in-order queues: latest command's end */
+    /* Its polled records in the order they were tracked (slot + 1, 0 = none): a poll looks at a queue's oldest
+     * first and, on an in-order queue, stops at the first one still running, so what a poll costs is what
+     * finished since the last one, not what is pending (other queues' included). Appended under fifo_lock by
+     * the enqueuing threads; unlinked only by the poller holding g_poll_lock (and fifo_lock to unlink). */
+    pthread_mutex_t fifo_lock;
+    _Atomic uint32_t fifo_head;
+    uint32_t fifo_tail; /* under fifo_lock */
 };
 
 /* Attached queues: a hash from queue to context (lookups) and an array (flushes walk it). Detached contexts
@@ -314,17 +322,33 @@ static void map_stamp(kt__cl_dev_t *dev, uint64_t device_ns, uint64_t *host_ns, 
         *unc = u;
 }
 
+/* A command's negative execution status, in words. It is no enqueue error: -1 is no CL_DEVICE_NOT_FOUND, only
+ * "terminated abnormally" (the specification's words); a failed wait list has its own code; the resource codes
+ * drivers use there keep their names. */
+static void exec_status_name(cl_int status, char *out, size_t cap)
+{
+    if (status == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+        snprintf(out, cap, "%s", kt_cl_error_name(status));
+    else if (status == CL_OUT_OF_RESOURCES || status == CL_OUT_OF_HOST_MEMORY ||
+             status == CL_MEM_OBJECT_ALLOCATION_FAILURE)
+        snprintf(out, cap, "execution status %d (%s)", (int)status, kt_cl_error_name(status));
+    else
+        snprintf(out, cap, "execution status %d (terminated abnormally)", (int)status);
+}
+
 /* observed_ns: host time the completion was seen (0: now), used only by the host-timed fallback. */
 static void record_outcome(const outcome_t *o, cl_int status, uint64_t observed_ns)
 {
     kt_cl_ctx_t *c = o->ctx;
     if (status < 0) {
         note_error(status);
-        kt_record_error_name(o->kernel, kt_cl_error_name(status));
+        char what[64]; /* last_error keeps 47 characters: every status from -99 to -1 fits */
+        exec_status_name(status, what, sizeof what);
+        kt_record_error_name(o->kernel, what);
         if (g_verbose) {
             char line[512];
             snprintf(line, sizeof line, "ktiming,error,opencl,%s,%s,%d,%s\n", c->device_csv, o->name, (int)status,
-                     kt_cl_error_name(status));
+                     what);
             log_line(line);
         }
         return;
@@ -450,7 +474,7 @@ static ring_cell_t g_ring[RING_CAP];
 static _Alignas(64) _Atomic uint64_t g_ring_head;         /* next position producers claim */
 static _Alignas(64) uint64_t g_ring_tail;                 /* next position to pop (under g_drain_lock) */
 static pthread_mutex_t g_drain_lock = PTHREAD_MUTEX_INITIALIZER; /* one consumer at a time */
-static pthread_mutex_t g_poll_lock = PTHREAD_MUTEX_INITIALIZER; /* one poll_pass at a time: records in order */
+static pthread_mutex_t g_poll_lock = PTHREAD_MUTEX_INITIALIZER; /* one FIFO poller at a time: records in order */
 static _Atomic uint64_t g_collects;    /* poll passes made by kt_cl_collect (the program's synchronisation points) */
 static uint64_t g_coll_seen_collects;  /* g_collects at the collector's last step (its thread only) */
 static _Alignas(64) _Atomic int g_coll_deep;              /* the collector sleeps until woken */
@@ -565,25 +589,50 @@ static void reap(void)
     while (done) {
         kt_cl_ctx_t *next = done->rnext;
         kt__cl.clReleaseCommandQueue(done->queue);
+        pthread_mutex_destroy(&done->fifo_lock);
         free(done);
         done = next;
     }
 }
 
-/* Whether a polled record is waiting (seq_cst tag loads: with the tracker's seq_cst publication and its load of
- * g_coll_deep, either the collector sees the record or the tracker sees the collector asleep and wakes it). */
+/* Polled records in the queues' FIFOs. seq_cst: with the tracker's seq_cst increment before its load of g_coll_deep,
+ * either the collector sees the record or the tracker sees the collector asleep and wakes it. */
+static _Atomic uint64_t g_polled;
+/* Callback records (PENDING, or PEEKED by a flush): a flush scans the slots for them only while there are any. */
+static _Atomic uint64_t g_pending_cb;
+
 static int any_polled(void)
 {
-    uint32_t n = atomic_load(&g_next_slot);
-    if (n > MAX_CHUNKS * CHUNK_SIZE)
-        n = MAX_CHUNKS * CHUNK_SIZE;
-    for (uint32_t i = 0; i < n; i++) {
-        rec_t *r = slot_rec(i);
-        unsigned st = r ? TAG_ST(atomic_load(&r->tag)) : ST_FREE;
-        if (st == ST_POLLED || st == ST_PEEKED)
-            return 1;
-    }
-    return 0;
+    return atomic_load(&g_polled) != 0;
+}
+
+/* Appends a record just published as POLLED to its queue's FIFO. */
+static void fifo_append(kt_cl_ctx_t *c, rec_t *r)
+{
+    atomic_store_explicit(&r->qnext, 0, memory_order_relaxed);
+    atomic_fetch_add(&g_polled, 1);
+    pthread_mutex_lock(&c->fifo_lock);
+    if (c->fifo_tail)
+        atomic_store_explicit(&slot_rec(c->fifo_tail - 1)->qnext, r->slot + 1, memory_order_release);
+    else
+        atomic_store_explicit(&c->fifo_head, r->slot + 1, memory_order_release);
+    c->fifo_tail = r->slot + 1;
+    pthread_mutex_unlock(&c->fifo_lock);
+}
+
+/* Unlinks r (whose predecessor in the FIFO is prev, NULL for the head). Caller holds g_poll_lock. */
+static void fifo_unlink(kt_cl_ctx_t *c, rec_t *prev, rec_t *r)
+{
+    pthread_mutex_lock(&c->fifo_lock);
+    uint32_t next = atomic_load_explicit(&r->qnext, memory_order_acquire);
+    if (prev)
+        atomic_store_explicit(&prev->qnext, next, memory_order_relaxed);
+    else
+        atomic_store_explicit(&c->fifo_head, next, memory_order_relaxed);
+    if (c->fifo_tail == r->slot + 1)
+        c->fifo_tail = prev ? prev->slot + 1 : 0;
+    pthread_mutex_unlock(&c->fifo_lock);
+    atomic_fetch_sub(&g_polled, 1);
 }
 
 /* A finished record with its sort key beside it: sorting touches this array only, not a cache line per record. */
@@ -750,103 +799,71 @@ static void batch_done(batch_t *b)
     b->v = b->stack;
 }
 
-/* The oldest command a pass found still running, per queue (a few queues by name, the rest together). */
-#define RUN_MIN_QUEUES 8
-typedef struct run_min_t {
-    const kt_cl_ctx_t *ctx[RUN_MIN_QUEUES];
-    uint64_t min[RUN_MIN_QUEUES];
-    unsigned n;
-    uint64_t others; /* queues past RUN_MIN_QUEUES */
-} run_min_t;
+/* How far a poll of a queue's FIFO goes. */
+typedef enum walk_t {
+    WALK_PREFIX, /* the finished records at its head (on an out-of-order queue too): a synchronisation point */
+    WALK_DONE,   /* every finished record: an out-of-order queue's finish in any order (the collector) */
+    WALK_ALL,    /* every record, the unfinished ones dropped for `abandon` (detach, exit) or left (flush) */
+} walk_t;
 
-static void run_min_note(run_min_t *m, const kt_cl_ctx_t *ctx, uint64_t enqueue_ns)
+/* Polls a queue's FIFO from its oldest record (caller holds g_poll_lock): finished ones go to b (recorded in
+ * enqueue order by batch_done), unlinked; an in-order queue stops at its first record still running (newer ones
+ * cannot be recorded before it), as does any walk at a record enqueued after `newest`. With `abandon` (1 + a
+ * kt_drop_reason_t; WALK_ALL) the unfinished ones are counted dropped. Returns how many are still running. */
+static unsigned fifo_walk(kt_cl_ctx_t *c, walk_t how, uint64_t newest, int abandon, batch_t *b, unsigned *finished)
 {
-    for (unsigned i = 0; i < m->n; i++)
-        if (m->ctx[i] == ctx) {
-            if (enqueue_ns < m->min[i])
-                m->min[i] = enqueue_ns;
-            return;
-        }
-    if (m->n < RUN_MIN_QUEUES) {
-        m->ctx[m->n] = ctx;
-        m->min[m->n++] = enqueue_ns;
-    } else if (enqueue_ns < m->others) {
-        m->others = enqueue_ns;
-    }
-}
-
-static uint64_t run_min_of(const run_min_t *m, const kt_cl_ctx_t *ctx)
-{
-    for (unsigned i = 0; i < m->n; i++)
-        if (m->ctx[i] == ctx)
-            return m->min[i] < m->others ? m->min[i] : m->others;
-    return m->others;
-}
-
-/* A pass looks at the records one after another while commands keep finishing, so it can see a command still
- * running and, later in the same pass, a newer command of the same in-order queue already done (both are done
- * by then). Such newer done records (claimed, in b) go back to POLLED for the next pass, so an in-order queue's
- * records are recorded in enqueue order. Returns how many went back. */
-static unsigned batch_hold_back(batch_t *b, const run_min_t *m)
-{
-    if (!m->n && m->others == UINT64_MAX)
-        return 0;
-    unsigned w = 0, back = 0;
-    for (unsigned k = 0; k < b->n; k++) {
-        rec_t *r = b->v[k].r;
-        if (b->v[k].enqueue_ns > run_min_of(m, r->ctx)) {
-            atomic_store(&r->tag, TAG(TAG_GEN(atomic_load(&r->tag)), ST_POLLED)); /* ours while CLAIMED */
-            back++;
+    unsigned running = 0;
+    rec_t *prev = NULL;
+    uint32_t cur = atomic_load_explicit(&c->fifo_head, memory_order_acquire);
+    int stop_at_running = how == WALK_PREFIX || (how == WALK_DONE && !c->out_of_order);
+    while (cur) {
+        rec_t *r = slot_rec(cur - 1);
+        uint32_t next = atomic_load_explicit(&r->qnext, memory_order_acquire);
+        cl_int st;
+        uint64_t end_stamp, enq;
+        const kt_cl_ctx_t *owner;
+        int in_order;
+        int got = poll_claim(r, &st, &end_stamp, &owner, &in_order, &enq, newest);
+        if (got == 1) {
+            fifo_unlink(c, prev, r);
+            batch_push(b, r, st, end_stamp);
+            ++*finished;
+        } else if (got == -1 && abandon) {
+            uint64_t t = atomic_load(&r->tag); /* POLLED again: ours while we hold g_poll_lock */
+            atomic_store(&r->tag, TAG(TAG_GEN(t), ST_CLAIMED));
+            fifo_unlink(c, prev, r);
+            rec_finish(r, st, kt_now_ns(), abandon);
         } else {
-            b->v[w++] = b->v[k];
+            running++;
+            if (got != -1 || stop_at_running) /* a newer record (-2): the rest are newer still */
+                break;
+            prev = r;
         }
+        cur = next;
     }
-    b->n = w;
-    return back;
+    if (cur) /* not looked at: in flight too (one is enough for the collector to keep polling) */
+        running++;
+    return running;
 }
 
-/* The collector's pass over polled records: finishes those whose command is done (an in-order queue's in
- * enqueue order: batch_hold_back); *running gets how many are still in flight.
- * Only records enqueued before the pass began are looked at. The pass reads the slots one after another, and slots
- * are reused in free-list order, not enqueue order: a record published after the pass went by its slot would be
- * missed while newer ones of its queue, in later slots, were finished (seen: 31 lines out of order in 1,800,
- * test_cl_verbose under TSan on a loaded machine). Every record stamped before the pass began was published
- * before the newer ones of its thread were stamped (to within the few tens of cycles an enqueue's unordered
- * counter read may run early), so a pass that leaves out everything newer finishes a queue's records in order. */
-static unsigned poll_pass(unsigned *running, uint64_t newest)
+/* Polls the FIFOs of the given contexts (caller holds g_poll_lock) and records what finished; *running gets how
+ * many are still in flight. */
+static unsigned poll_ctxs(kt_cl_ctx_t *const *ctxs, size_t n, walk_t how, uint64_t newest, int abandon,
+                          unsigned *running)
 {
     batch_t done;
     batch_init(&done);
     unsigned finished = 0;
-    run_min_t rmin = {.n = 0, .others = UINT64_MAX};
     *running = 0;
-    uint32_t n = atomic_load(&g_next_slot);
-    if (n > MAX_CHUNKS * CHUNK_SIZE)
-        n = MAX_CHUNKS * CHUNK_SIZE;
-    for (uint32_t i = 0; i < n; i++) {
-        rec_t *r = slot_rec(i);
-        if (!r || TAG_ST(atomic_load_explicit(&r->tag, memory_order_relaxed)) != ST_POLLED)
-            continue;
-        cl_int st;
-        uint64_t end_stamp, enq;
-        const kt_cl_ctx_t *ctx; /* compared, never followed: it may be gone once the record is back */
-        int in_order;
-        int got = poll_claim(r, &st, &end_stamp, &ctx, &in_order, &enq, newest);
-        if (got < 0)
-            ++*running;
-        if (got == -1 && in_order) /* an out-of-order queue's commands finish in any order */
-            run_min_note(&rmin, ctx, enq);
-        if (got <= 0)
-            continue;
-        batch_push(&done, r, st, end_stamp);
-        finished++;
-    }
-    unsigned back = batch_hold_back(&done, &rmin);
-    *running += back;
-    finished -= back;
+    for (size_t i = 0; i < n; i++)
+        if (atomic_load_explicit(&ctxs[i]->fifo_head, memory_order_acquire))
+            *running += fifo_walk(ctxs[i], how, newest, abandon, &done, &finished);
     batch_done(&done);
     return finished;
 }
+
+static kt_cl_ctx_t **pin_all(size_t *n);
+static void unpin(kt_cl_ctx_t **all);
 
 /* One collector pass: poll the polled records and drain the callbacks' ring; while completions keep coming nap
  * 1 ms and look again (polled commands still running: 1, 2, 4, then every 8 ms while none finishes); after
@@ -889,10 +906,15 @@ static int collector_step(void *unused)
         ring_drain(256, 1);
         return 0;
     }
-    unsigned polled = 0;
-    pthread_mutex_lock(&g_poll_lock);
-    unsigned done = poll_pass(&polled, kt_now_ns());
-    pthread_mutex_unlock(&g_poll_lock);
+    unsigned polled = 0, done = 0;
+    if (any_polled()) {
+        size_t n;
+        kt_cl_ctx_t **all = pin_all(&n);
+        pthread_mutex_lock(&g_poll_lock);
+        done = poll_ctxs(all, n, WALK_DONE, kt_now_ns(), 0, &polled);
+        pthread_mutex_unlock(&g_poll_lock);
+        unpin(all);
+    }
     unsigned drained = ring_drain(256, 1);
     if (drained || done) {
         g_coll_idle = 0;
@@ -953,6 +975,7 @@ static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user)
         unsigned st = TAG_ST(t);
         if (st == ST_PENDING) {
             if (atomic_compare_exchange_weak(&r->tag, &t, TAG(TAG_GEN(t), ST_CLAIMED))) {
+                atomic_fetch_sub(&g_pending_cb, 1);
                 r->observed_ns = r->ctx->profiling ? 0 : kt_now_ns();
                 atomic_store_explicit(&r->cb_status, (int)status, memory_order_relaxed);
                 if (kt__collector_running(&g_coll) && ring_push(r->slot) == 0)
@@ -976,14 +999,13 @@ static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user)
  * ------------------------------------------------------------------------------------------------- */
 
 /* One pass over every record: complete those of `only` (NULL: any queue) that finished or failed; with
- * `abandon` (1 + a kt_drop_reason_t), count the unfinished ones as dropped for that reason. */
-static void collect_pass(const kt_cl_ctx_t *only, int abandon)
+ * `abandon` (1 + a kt_drop_reason_t), count the unfinished ones as dropped for that reason. Callback records are
+ * found by their slots, polled ones through their queues' FIFOs. */
+static void collect_pass(kt_cl_ctx_t *only, int abandon)
 {
     ring_drain(UINT32_MAX, 0); /* claimed by callbacks, queued for the collector: finish them here */
-    batch_t done; /* polled records that finished, recorded in enqueue order as the collector does */
-    batch_init(&done);
-    run_min_t rmin = {.n = 0, .others = UINT64_MAX};
-    uint32_t n = atomic_load(&g_next_slot);
+    /* callback records are found by a scan of the slots: only while there are any */
+    uint32_t n = atomic_load(&g_pending_cb) ? atomic_load(&g_next_slot) : 0;
     if (n > MAX_CHUNKS * CHUNK_SIZE)
         n = MAX_CHUNKS * CHUNK_SIZE;
     for (uint32_t i = 0; i < n; i++) {
@@ -991,9 +1013,7 @@ static void collect_pass(const kt_cl_ctx_t *only, int abandon)
         if (!r)
             continue;
         uint64_t t = atomic_load(&r->tag);
-        unsigned was = TAG_ST(t);
-        if ((was != ST_PENDING && was != ST_POLLED) ||
-            !atomic_compare_exchange_strong(&r->tag, &t, TAG(TAG_GEN(t), ST_PEEKED)))
+        if (TAG_ST(t) != ST_PENDING || !atomic_compare_exchange_strong(&r->tag, &t, TAG(TAG_GEN(t), ST_PEEKED)))
             continue;
         uint64_t gen = TAG_GEN(t);
         cl_int status = CL_QUEUED;
@@ -1003,24 +1023,27 @@ static void collect_pass(const kt_cl_ctx_t *only, int abandon)
             status = CL_INVALID_EVENT;
         if (mine && (status <= CL_COMPLETE || abandon)) {
             atomic_store(&r->tag, TAG(gen, ST_CLAIMED)); /* a callback that lands now finds it claimed */
-            if (was == ST_POLLED && status <= CL_COMPLETE) {
-                batch_push(&done, r, status, 0);
-                continue;
-            }
+            atomic_fetch_sub(&g_pending_cb, 1);
             rec_finish(r, status, kt_now_ns(), status > CL_COMPLETE ? abandon : 0);
             continue;
         }
-        if (mine && was == ST_POLLED && !r->ctx->out_of_order) /* read while held: the queue is alive */
-            run_min_note(&rmin, r->ctx, r->enqueue_ns);
         uint64_t peeked = TAG(gen, ST_PEEKED);
-        if (!atomic_compare_exchange_strong(&r->tag, &peeked, TAG(gen, was))) {
+        if (!atomic_compare_exchange_strong(&r->tag, &peeked, TAG(gen, ST_PENDING))) {
             /* The callback came while we looked: it left its status for us. */
             atomic_store(&r->tag, TAG(gen, ST_CLAIMED));
+            atomic_fetch_sub(&g_pending_cb, 1);
             rec_finish(r, (cl_int)atomic_load(&r->cb_status), kt_now_ns(), 0);
         }
     }
-    batch_hold_back(&done, &rmin); /* a flush loops until nothing is in flight: they come in a later pass */
-    batch_done(&done);
+    if (!any_polled())
+        return;
+    size_t count = 1;
+    kt_cl_ctx_t **all = only ? NULL : pin_all(&count);
+    unsigned running;
+    pthread_mutex_lock(&g_poll_lock);
+    poll_ctxs(only ? &only : all, only ? 1 : count, WALK_ALL, UINT64_MAX, abandon, &running);
+    pthread_mutex_unlock(&g_poll_lock);
+    unpin(all);
 }
 
 static uint64_t pending_of(kt_cl_ctx_t *const *ctxs, size_t n)
@@ -1032,7 +1055,7 @@ static uint64_t pending_of(kt_cl_ctx_t *const *ctxs, size_t n)
 }
 
 /* Collect for the given contexts until none is in flight or the deadline (kt_now_ns time) passes. */
-static int flush_ctxs(kt_cl_ctx_t *const *ctxs, size_t n, const kt_cl_ctx_t *only, uint64_t deadline)
+static int flush_ctxs(kt_cl_ctx_t *const *ctxs, size_t n, kt_cl_ctx_t *only, uint64_t deadline)
 {
     uint64_t start = kt_now_ns();
     uint64_t nap = 50000;
@@ -1120,11 +1143,21 @@ int kt_cl_collect(kt_cl_ctx_t *ctx, uint64_t enqueued_before_ns)
     ring_drain(UINT32_MAX, 0); /* callbacks' completions, unless another thread is draining them */
     /* after a pass the collector may be making (a short wait: it looks less often while programs collect), so
      * that the commands within the bound that had finished before the call are recorded when it returns, in order */
-    pthread_mutex_lock(&g_poll_lock);
     unsigned running = 0;
     uint64_t now = kt_now_ns();
-    poll_pass(&running, enqueued_before_ns && enqueued_before_ns < now ? enqueued_before_ns : now);
-    pthread_mutex_unlock(&g_poll_lock);
+    uint64_t newest = enqueued_before_ns && enqueued_before_ns < now ? enqueued_before_ns : now;
+    if (ctx) { /* the caller's queue: only its finished prefix */
+        pthread_mutex_lock(&g_poll_lock);
+        poll_ctxs(&ctx, 1, WALK_PREFIX, newest, 0, &running);
+        pthread_mutex_unlock(&g_poll_lock);
+    } else if (any_polled()) { /* each queue's finished prefix: one look at a queue whose oldest still runs */
+        size_t n;
+        kt_cl_ctx_t **all = pin_all(&n);
+        pthread_mutex_lock(&g_poll_lock);
+        poll_ctxs(all, n, WALK_PREFIX, newest, 0, &running);
+        pthread_mutex_unlock(&g_poll_lock);
+        unpin(all);
+    }
     atomic_fetch_add_explicit(&g_collects, 1, memory_order_relaxed);
     return 0;
 }
@@ -1177,16 +1210,27 @@ void kt_cl_shutdown(void)
 
 /* fork: consistent poll and drain locks and registry in both processes (the helper ends the collector in the
  * child). */
+/* Every context's FIFO lock, taken or released (under g_ctx_lock): an enqueuing thread may hold one. */
+static void fifo_locks(int take)
+{
+    for (size_t i = 0; i < g_ctx_count; i++)
+        (take ? pthread_mutex_lock : pthread_mutex_unlock)(&g_ctxs[i]->fifo_lock);
+    for (kt_cl_ctx_t *c = g_retired; c; c = c->rnext)
+        (take ? pthread_mutex_lock : pthread_mutex_unlock)(&c->fifo_lock);
+}
+
 static void fork_prepare(void)
 {
-    pthread_mutex_lock(&g_poll_lock); /* first: a poll pass takes neither of the others while it holds it */
+    pthread_mutex_lock(&g_poll_lock); /* first: a FIFO poller takes g_ctx_lock only before it */
     pthread_mutex_lock(&g_ctx_lock);
+    fifo_locks(1);
     pthread_mutex_lock(&g_drain_lock);
 }
 
 static void fork_release(void)
 {
     pthread_mutex_unlock(&g_drain_lock);
+    fifo_locks(0);
     pthread_mutex_unlock(&g_ctx_lock);
     pthread_mutex_unlock(&g_poll_lock);
 }
@@ -1357,14 +1401,13 @@ int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_
         free(c);
         return KT_ENOMEM;
     }
+    pthread_mutex_init(&c->fifo_lock, NULL);
     c->queue = queue;
     c->dev = dev;
     kt__escape_field(c->device_csv, sizeof c->device_csv, dev->name);
     c->profiling = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
     c->out_of_order = (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0;
     c->mode = desc->mode != KT_CL_MODE_DEFAULT ? desc->mode : g_sync_default ? KT_CL_MODE_SYNC : KT_CL_MODE_ASYNC;
-    if (!kt__cl.clSetEventCallback)
-        c->mode = KT_CL_MODE_SYNC;
     kt__cl.clRetainCommandQueue(queue);
 
     pthread_mutex_lock(&g_ctx_lock);
@@ -1373,6 +1416,7 @@ int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_
     pthread_mutex_unlock(&g_ctx_lock);
     if (other || rc < 0) {
         kt__cl.clReleaseCommandQueue(queue);
+        pthread_mutex_destroy(&c->fifo_lock);
         free(c);
         *out = other;
         return rc;
@@ -1536,9 +1580,54 @@ static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64
     atomic_fetch_add(&c->finished, 1);
 }
 
+static cl_int event_status(cl_event ev)
+{
+    cl_int st = CL_QUEUED;
+    if (kt__cl.clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) != CL_SUCCESS)
+        st = CL_INVALID_EVENT;
+    return st;
+}
+
+/* Blocking mode may wait inside the enqueue only for a command that can no longer depend on anything the program
+ * does later: one whose wait list is complete and that the driver has started (CL_RUNNING) or finished. A command
+ * gated by a user event, directly (its wait list) or through a marker or barrier before it on its queue (not
+ * visible here: it then does not start within SYNC_START_GRACE_NS), would wait forever for the program's
+ * clSetUserEventStatus: it goes to the collector instead, like any asynchronous command. */
+#define SYNC_START_GRACE_NS 250000000ull
+static int sync_may_wait(kt_cl_ctx_t *c, cl_event event, cl_uint nwait, const cl_event *wait)
+{
+    for (cl_uint i = 0; wait && i < nwait; i++)
+        if (event_status(wait[i]) > CL_COMPLETE)
+            return 0;
+    kt__cl.clFlush(c->queue); /* a command never submitted would never start */
+    uint64_t deadline = kt_now_ns() + SYNC_START_GRACE_NS, nap = 20000;
+    for (unsigned spins = 0;; spins++) {
+        if (event_status(event) <= CL_RUNNING)
+            return 1;
+        if (kt_now_ns() >= deadline)
+            return 0;
+        if (spins < 64) {
+            sched_yield();
+            continue;
+        }
+        kt__nap_ns(nap);
+        if (nap < 2000000)
+            nap *= 2;
+    }
+}
+
+/* Publishes a record as polled: POLLED, on its queue's FIFO, and the collector woken if it sleeps (the FIFO's
+ * seq_cst count is raised before the load in coll_wake). */
+static void publish_polled(kt_cl_ctx_t *ctx, rec_t *r, uint64_t gen)
+{
+    atomic_store(&r->tag, TAG(gen, ST_POLLED));
+    fifo_append(ctx, r);
+    coll_wake();
+}
+
 /* Track; with `owned` the caller hands over its reference (no retain here, and it is released on failure). */
 static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name, uint64_t enqueue_ns,
-                 uint64_t bytes, int owned)
+                 uint64_t bytes, int owned, cl_uint nwait, const cl_event *wait)
 {
     if (!ctx || !event)
         return KT_EINVAL;
@@ -1556,12 +1645,18 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
         id = kt_kernel_intern(name, KT_BACKEND_OPENCL, ctx->dev->name);
     }
     int rc = 0;
+    int force_poll = 0; /* no callback to rely on: the collector (or the next flush) polls it */
     if (ctx->mode == KT_CL_MODE_SYNC) {
-        track_sync(ctx, event, id, enqueue_ns, name, bytes);
-        if (owned)
-            kt__cl.clReleaseEvent(event);
-        goto out;
+        if (sync_may_wait(ctx, event, nwait, wait)) {
+            track_sync(ctx, event, id, enqueue_ns, name, bytes);
+            if (owned)
+                kt__cl.clReleaseEvent(event);
+            goto out;
+        }
+        force_poll = 1;
     }
+    if (!kt__cl.clSetEventCallback)
+        force_poll = 1;
     atomic_fetch_add(&ctx->tracked, 1);
     if (atomic_load(&ctx->detaching)) {
         atomic_fetch_add(&ctx->finished, 1);
@@ -1582,7 +1677,7 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
         goto out;
     }
     r->ctx = ctx;
-    r->event = event;
+    __atomic_store_n(&r->event, event, __ATOMIC_RELAXED); /* kt_cl_event_held reads it from any thread */
     r->kernel = id;
     r->thread = kt_thread_ordinal();
     r->enqueue_ns = enqueue_ns;
@@ -1590,32 +1685,29 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
     if (g_verbose)
         kt__escape_field(rec_name(r), NAME_CAP, name);
     uint64_t gen = TAG_GEN(atomic_load(&r->tag));
-    if (ctx->profiling && !g_callbacks && kt__collector_running(&g_coll)) {
+    if (force_poll || (ctx->profiling && !g_callbacks && kt__collector_running(&g_coll))) {
         /* polled: the stamps are the event's, so the collector reads them whenever it sees the command done */
-        atomic_store(&r->tag, TAG(gen, ST_POLLED)); /* seq_cst, before the load in coll_wake (any_polled) */
-        coll_wake();
+        publish_polled(ctx, r, gen);
         goto out;
     }
     /* Published but held (PEEKED) through clSetEventCallback: flushes pass it by, a callback leaves its status. */
     atomic_store(&r->tag, TAG(gen, ST_PEEKED));
     cl_int set = kt__cl.clSetEventCallback(event, CL_COMPLETE, on_complete, rec_handle(r, gen));
     uint64_t t = TAG(gen, ST_PEEKED);
+    atomic_fetch_add(&g_pending_cb, 1); /* before it can be claimed as PENDING */
     if (set == CL_SUCCESS && atomic_compare_exchange_strong(&r->tag, &t, TAG(gen, ST_PENDING)))
         goto out; /* from here its callback or a flush completes it */
-    atomic_store(&r->tag, TAG(gen, ST_CLAIMED));
-    if (set == CL_SUCCESS) {
-        /* The callback came during the call (inline, or on a driver thread): finish it here, now the driver is
-         * done with the event. */
-        rec_finish(r, (cl_int)atomic_load(&r->cb_status), kt_now_ns(), 0);
-    } else {
-        /* No callback: wait here. */
-        cl_int status = CL_COMPLETE;
-        kt__cl.clWaitForEvents(1, &event);
-        if (kt__cl.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
-            CL_SUCCESS)
-            status = CL_INVALID_EVENT;
-        rec_finish(r, status, kt_now_ns(), 0);
+    atomic_fetch_sub(&g_pending_cb, 1);
+    if (set != CL_SUCCESS) {
+        /* No callback will come: the collector polls the command instead. Never a wait here: the command may be
+         * gated by a user event the program sets only after this enqueue returns. */
+        publish_polled(ctx, r, gen);
+        goto out;
     }
+    /* The callback came during the call (inline, or on a driver thread): finish it here, now the driver is done
+     * with the event. */
+    atomic_store(&r->tag, TAG(gen, ST_CLAIMED));
+    rec_finish(r, (cl_int)atomic_load(&r->cb_status), kt_now_ns(), 0);
 out:
     free(heap);
     return rc;
@@ -1623,7 +1715,7 @@ out:
 
 int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name, uint64_t enqueue_ns)
 {
-    return track(ctx, event, kernel, name, enqueue_ns, 0, 0);
+    return track(ctx, event, kernel, name, enqueue_ns, 0, 0, 0, NULL);
 }
 
 int kt_cl_track(kt_cl_ctx_t *ctx, cl_event event, const char *name)
@@ -1633,7 +1725,25 @@ int kt_cl_track(kt_cl_ctx_t *ctx, cl_event event, const char *name)
 
 int kt_cl_track_command(kt_cl_ctx_t *ctx, cl_event event, const char *name, uint64_t bytes, uint64_t enqueue_ns)
 {
-    return track(ctx, event, NULL, name, enqueue_ns, bytes, 0);
+    return track(ctx, event, NULL, name, enqueue_ns, bytes, 0, 0, NULL);
+}
+
+int kt_cl_event_held(cl_event event)
+{
+    if (!event)
+        return 0;
+    uint32_t n = atomic_load(&g_next_slot);
+    if (n > MAX_CHUNKS * CHUNK_SIZE)
+        n = MAX_CHUNKS * CHUNK_SIZE;
+    for (uint32_t i = 0; i < n; i++) {
+        rec_t *r = slot_rec(i);
+        if (!r || TAG_ST(atomic_load(&r->tag)) == ST_FREE)
+            continue;
+        /* a record published (its tag set after its event) and not yet freed holds its event */
+        if (__atomic_load_n(&r->event, __ATOMIC_RELAXED) == event && TAG_ST(atomic_load(&r->tag)) != ST_FREE)
+            return 1;
+    }
+    return 0;
 }
 
 void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error)
@@ -1677,9 +1787,10 @@ cl_int kt_cl_enqueue_ndrange(kt_cl_ctx_t *ctx, cl_kernel kernel, cl_uint work_di
         return rc;
     if (event) {
         *event = ev;
-        track(ctx, ev, kernel, NULL, t0, 0, 0);
+        track(ctx, ev, kernel, NULL, t0, 0, 0, num_events, wait_list);
     } else {
-        track(ctx, ev, kernel, NULL, t0, 0, 1); /* the event exists only for ktiming: hand it over */
+        /* the event exists only for ktiming: hand it over */
+        track(ctx, ev, kernel, NULL, t0, 0, 1, num_events, wait_list);
     }
     return rc;
 }

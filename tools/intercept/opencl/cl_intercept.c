@@ -14,8 +14,9 @@
  * What the hooks do, without changing what the program sees:
  *  - queues are created with CL_QUEUE_PROFILING_ENABLE added (if the driver refuses, the program's own
  *    request is made instead); CL_QUEUE_PROPERTIES / CL_QUEUE_PROPERTIES_ARRAY answers and
- *    clGetEventProfilingInfo on such queues still say "no profiling", and CL_QUEUE_REFERENCE_COUNT leaves out
- *    the reference ktiming holds;
+ *    clGetEventProfilingInfo on such queues still say "no profiling" (also after the program released the
+ *    queue: its events outlive it), and CL_QUEUE_REFERENCE_COUNT and CL_EVENT_REFERENCE_COUNT leave out the
+ *    reference ktiming holds;
  *  - clEnqueueNDRangeKernel / clEnqueueTask are tracked under the kernel's function name, clEnqueueNativeKernel
  *    and (unless KTIMING_OPENCL_COMMANDS=kernels) transfers, fills, maps, unmaps and migrations under their entry
  *    point's name with the bytes they move (an event is made and released by ktiming when the program passed
@@ -30,6 +31,9 @@
  *  - clGetExtensionFunctionAddress[ForPlatform] answers for the enqueue and queue-creation entry points
  *    (clCreateCommandQueueWithPropertiesKHR included) are wrapped when the driver returns one (ocl-icd and PoCL
  *    return NULL for core names: nothing to wrap there);
+ *  - SVM enqueues (clEnqueueSVMMemcpy / MemFill / Map / Unmap / Free / MigrateMem) are transfers like the buffer
+ *    ones, and so are the cl_intel_unified_shared_memory enqueues a driver hands out through
+ *    clGetExtensionFunctionAddress[ForPlatform] (MemFill, Memset, Memcpy, MigrateMem, MemAdvise);
  *  - cl_khr_command_buffer: each clEnqueueCommandBufferKHR is timed as one command named after the kernels
  *    recorded into the buffer ("cmdbuf:<k1>+<k2>"; the wrapped create/record/release keep those names).
  * At exit (when KTIMING_RUN_DIR is set) the snapshot is written to <dir>/<pid>.json for `ktiming run`.
@@ -216,21 +220,30 @@ static void queue_retained(cl_command_queue q)
     pthread_mutex_unlock(&g_queues_lock);
 }
 
-/* Counts a release of q; 1 when it is the program's last reference (the entry is then gone). */
+/* Counts a release of q; 1 when it is the program's last reference. The entry of a queue ktiming added profiling
+ * to stays (refs 0) until the handle is reused by a new queue (queue_add): the program's events of it outlive the
+ * queue, and clGetEventProfilingInfo on them must still say "no profiling". Other entries go. */
 static int queue_released(cl_command_queue q)
 {
     int last = 0;
     pthread_mutex_lock(&g_queues_lock);
     kti_queue_t *e = queue_find_locked(q);
+    cl_queue_properties *props = NULL;
     if (e && e->refs > 0 && --e->refs == 0) {
         last = 1;
-        if (e->forced)
-            atomic_fetch_sub(&g_forced_count, 1);
-        kti_map_del(&g_queues, (uint64_t)(uintptr_t)q);
+        if (e->forced) {
+            props = e->props; /* only CL_QUEUE_PROPERTIES_ARRAY needs them, and the queue is gone for the program */
+            e->props = NULL;
+            e->nprops = 0;
+            e = NULL;
+        } else {
+            kti_map_del(&g_queues, (uint64_t)(uintptr_t)q);
+        }
     } else {
         e = NULL;
     }
     pthread_mutex_unlock(&g_queues_lock);
+    free(props);
     if (e) {
         free(e->props);
         free(e);
@@ -421,6 +434,24 @@ static cl_int hook_profiling_info(const kti_next_t *n, cl_event ev, cl_profiling
     return n->profiling_info(ev, param, size, value, size_ret);
 }
 
+/* CL_EVENT_REFERENCE_COUNT without the reference ktiming holds while it tracks the command. */
+static cl_int hook_event_info(const kti_next_t *n, cl_event ev, cl_event_info param, size_t size, void *value,
+                              size_t *size_ret)
+{
+    if (!n->event_info)
+        return CL_INVALID_EVENT;
+    cl_int rc = n->event_info(ev, param, size, value, size_ret);
+    if (rc == CL_SUCCESS && param == CL_EVENT_REFERENCE_COUNT && value && size >= sizeof(cl_uint) &&
+        kt_cl_event_held(ev)) {
+        cl_uint refs;
+        memcpy(&refs, value, sizeof refs);
+        if (refs > 1)
+            refs--;
+        memcpy(value, &refs, sizeof refs);
+    }
+    return rc;
+}
+
 static cl_int hook_ndrange(const kti_next_t *n, cl_command_queue q, cl_kernel k, cl_uint dim, const size_t *off,
                            const size_t *gws, const size_t *lws, cl_uint nwait, const cl_event *wait, cl_event *ev)
 {
@@ -431,11 +462,12 @@ static cl_int hook_ndrange(const kti_next_t *n, cl_command_queue q, cl_kernel k,
 }
 
 /* Synchronisation points. When one begins, what the thread's previous one (that succeeded) waited for is done: the
- * commands enqueued before that one began are recorded here, on the program's thread (kt_cl_collect; those of other
- * queues only if they have finished), while the driver's threads run the commands just enqueued and the program would
- * only wait; then the driver's call is made and its answer returned unchanged. Recording after the wait instead left
- * the driver's threads idle until the program enqueued again, and recording on the collector contended with them
- * (docs/opencl.md). The last commands are recorded by the collector or at exit. */
+ * commands enqueued before that one began are recorded here, on the program's thread (kt_cl_collect: clFinish's queue
+ * only, clWaitForEvents' every queue up to its first command still running), while the driver's threads run the
+ * commands just enqueued and the program would only wait; then the driver's call is made and its answer returned
+ * unchanged. Recording after the wait instead left the driver's threads idle until the program enqueued again, and
+ * recording on the collector contended with them (docs/opencl.md). The last commands are recorded by the collector or
+ * at exit. */
 static _Thread_local uint64_t t_synced_ns; /* when this thread's last successful clFinish/clWaitForEvents began */
 
 static cl_int hook_finish(const kti_next_t *n, cl_command_queue q)
@@ -465,6 +497,9 @@ static cl_int hook_wait_events(const kti_next_t *n, cl_uint num, const cl_event 
     return rc;
 }
 
+static void command_done(cl_api_clReleaseEvent release, kt_cl_ctx_t *kc, cl_int rc, cl_kernel kernel,
+                         const char *name, uint64_t bytes, uint64_t t0, cl_event *evp, cl_event mine);
+
 static cl_int hook_task(const kti_next_t *n, cl_command_queue q, cl_kernel k, cl_uint nwait, const cl_event *wait,
                         cl_event *ev)
 {
@@ -475,12 +510,9 @@ static cl_int hook_task(const kti_next_t *n, cl_command_queue q, cl_kernel k, cl
         return n->task(q, k, nwait, wait, ev);
     uint64_t t = kt_now_ns();
     cl_event mine = NULL;
-    cl_int rc = n->task(q, k, nwait, wait, ev ? ev : &mine);
-    if (rc == CL_SUCCESS) {
-        kt_cl_track_kernel(kc, ev ? *ev : mine, k, NULL, t);
-        if (mine && n->release_event)
-            n->release_event(mine);
-    }
+    cl_event *evp = ev ? ev : &mine;
+    cl_int rc = n->task(q, k, nwait, wait, evp);
+    command_done(n->release_event, kc, rc, k, NULL, 0, t, evp, mine);
     return rc;
 }
 
@@ -525,17 +557,23 @@ static cl_command_queue CL_API_CALL ext_create_queue_props_khr(cl_context c, cl_
     return hook_create_queue_props(&g_ext_khr, c, d, props, err);
 }
 
-/* After the driver returned rc for a timed command: count a refusal, or track the event (and release the one
- * made for ktiming with `release`). The program's event variable is the driver's business only. */
-static void command_done(cl_api_clReleaseEvent release, kt_cl_ctx_t *kc, cl_int rc, const char *name,
-                         uint64_t bytes, uint64_t t0, cl_event *evp, cl_event mine)
+/* The one path every timed enqueue takes after the driver answered rc (clEnqueueNDRangeKernel's is the same inside
+ * kt_cl_enqueue_ndrange): a refusal is counted as an error of the kernel (its function name) or command (`name`)
+ * with the error's name; otherwise the event is tracked, and the one made for ktiming (`mine`) released after.
+ * The program's event variable is the driver's business only. */
+static void command_done(cl_api_clReleaseEvent release, kt_cl_ctx_t *kc, cl_int rc, cl_kernel kernel,
+                         const char *name, uint64_t bytes, uint64_t t0, cl_event *evp, cl_event mine)
 {
     if (rc != CL_SUCCESS) {
-        kt_cl_enqueue_failed(kc, NULL, name, rc);
+        kt_cl_enqueue_failed(kc, kernel, name, rc);
         return;
     }
-    if (evp && *evp)
-        kt_cl_track_command(kc, *evp, name, bytes, t0);
+    if (evp && *evp) {
+        if (kernel)
+            kt_cl_track_kernel(kc, *evp, kernel, NULL, t0);
+        else
+            kt_cl_track_command(kc, *evp, name, bytes, t0);
+    }
     if (mine && release)
         release(mine);
 }
@@ -641,7 +679,7 @@ static cl_int CL_API_CALL cb_enqueue(cl_uint nq, cl_command_queue *qs, cl_comman
     cl_event *evp = ev ? ev : &mine;
     uint64_t t0 = kt_now_ns();
     cl_int rc = g_cb.enqueue(nq, qs, b, nwait, wait, evp);
-    command_done(g_ext_next.release_event, kc, rc, name, 0, t0, evp, mine);
+    command_done(g_ext_next.release_event, kc, rc, NULL, name, 0, t0, evp, mine);
     return rc;
 }
 
@@ -660,6 +698,65 @@ static cl_int CL_API_CALL cb_release(cl_command_buffer_khr b)
     }
     return rc;
 }
+
+/* ---------------------------------------------------------------------------------------------------
+ * cl_intel_unified_shared_memory: the enqueues a driver hands out through clGetExtensionFunctionAddress
+ * [ForPlatform] are timed as transfers, under their entry point's name with the bytes they move (advice: none).
+ * ------------------------------------------------------------------------------------------------- */
+
+static kt_cl_ctx_t *command_ctx(cl_command_queue q, int kernel);
+
+static struct {
+    clEnqueueMemFillINTEL_fn fill; /* the driver's entry points as handed out (first one wins) */
+    clEnqueueMemsetINTEL_fn memset_;
+    clEnqueueMemcpyINTEL_fn memcpy_;
+    clEnqueueMigrateMemINTEL_fn migrate;
+    clEnqueueMemAdviseINTEL_fn advise;
+} g_usm;
+
+/* Runs `call` (the driver's enqueue, with evp as its event pointer) timed as `name` moving `bytes`. */
+#define KTI_USM_TIMED(name, bytes, call)                                                                         \
+    kt_cl_ctx_t *kc = command_ctx(q, 0);                                                                         \
+    cl_event mine = NULL;                                                                                        \
+    cl_event *evp = kc && !ev ? &mine : ev;                                                                      \
+    uint64_t t0 = kt_now_ns();                                                                                   \
+    cl_int rc = call;                                                                                            \
+    if (kc)                                                                                                      \
+        command_done(g_ext_next.release_event, kc, rc, NULL, name, rc == CL_SUCCESS ? (uint64_t)(bytes) : 0, t0, \
+                     evp, mine);                                                                                 \
+    return rc
+
+static cl_int CL_API_CALL usm_fill(cl_command_queue q, void *d, const void *pat, size_t psz, size_t sz, cl_uint nw,
+                                   const cl_event *w, cl_event *ev)
+{
+    KTI_USM_TIMED("clEnqueueMemFillINTEL", sz, g_usm.fill(q, d, pat, psz, sz, nw, w, evp));
+}
+
+static cl_int CL_API_CALL usm_memset(cl_command_queue q, void *d, cl_int v, size_t sz, cl_uint nw, const cl_event *w,
+                                     cl_event *ev)
+{
+    KTI_USM_TIMED("clEnqueueMemsetINTEL", sz, g_usm.memset_(q, d, v, sz, nw, w, evp));
+}
+
+static cl_int CL_API_CALL usm_memcpy(cl_command_queue q, cl_bool blk, void *d, const void *src, size_t sz, cl_uint nw,
+                                     const cl_event *w, cl_event *ev)
+{
+    KTI_USM_TIMED("clEnqueueMemcpyINTEL", sz, g_usm.memcpy_(q, blk, d, src, sz, nw, w, evp));
+}
+
+static cl_int CL_API_CALL usm_migrate(cl_command_queue q, const void *p, size_t sz, cl_mem_migration_flags f,
+                                      cl_uint nw, const cl_event *w, cl_event *ev)
+{
+    KTI_USM_TIMED("clEnqueueMigrateMemINTEL", (f & CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED) ? 0 : sz,
+                  g_usm.migrate(q, p, sz, f, nw, w, evp));
+}
+
+static cl_int CL_API_CALL usm_advise(cl_command_queue q, const void *p, size_t sz, cl_mem_advice_intel a, cl_uint nw,
+                                     const cl_event *w, cl_event *ev)
+{
+    KTI_USM_TIMED("clEnqueueMemAdviseINTEL", 0, g_usm.advise(q, p, sz, a, nw, w, evp));
+}
+#undef KTI_USM_TIMED
 
 /* The wrapper for fn returned under name, or fn itself when it is not one we time (or a different pointer
  * was already wrapped under that name, e.g. by a second platform). */
@@ -683,6 +780,12 @@ static const kti_ext_hook_t kExtHooks[] = {
     {"clCommandNDRangeKernelKHR", (void **)&g_cb.record, (void *)cb_record, 1},
     {"clEnqueueCommandBufferKHR", (void **)&g_cb.enqueue, (void *)cb_enqueue, 1},
     {"clReleaseCommandBufferKHR", (void **)&g_cb.release, (void *)cb_release, 1},
+    /* cl_intel_unified_shared_memory */
+    {"clEnqueueMemFillINTEL", (void **)&g_usm.fill, (void *)usm_fill, 0},
+    {"clEnqueueMemsetINTEL", (void **)&g_usm.memset_, (void *)usm_memset, 0},
+    {"clEnqueueMemcpyINTEL", (void **)&g_usm.memcpy_, (void *)usm_memcpy, 0},
+    {"clEnqueueMigrateMemINTEL", (void **)&g_usm.migrate, (void *)usm_migrate, 0},
+    {"clEnqueueMemAdviseINTEL", (void **)&g_usm.advise, (void *)usm_advise, 0},
 };
 
 static void *wrap_ext(const kti_next_t *n, cl_platform_id p, const char *name, void *fn)
@@ -755,6 +858,12 @@ static cl_int CL_API_CALL layer_profiling_info(cl_event ev, cl_profiling_info pa
                                                size_t *size_ret)
 {
     return hook_profiling_info(&g_layer_next, ev, param, size, value, size_ret);
+}
+
+static cl_int CL_API_CALL layer_event_info(cl_event ev, cl_event_info param, size_t size, void *value,
+                                           size_t *size_ret)
+{
+    return hook_event_info(&g_layer_next, ev, param, size, value, size_ret);
 }
 
 static cl_int CL_API_CALL layer_ndrange(cl_command_queue q, cl_kernel k, cl_uint dim, const size_t *off,
@@ -858,6 +967,29 @@ static void *CL_API_CALL layer_ext_platform(cl_platform_id p, const char *name)
       (cl_command_queue q, cl_uint nm, const cl_mem *ms, cl_mem_migration_flags f, cl_uint nw,                   \
        const cl_event *w, cl_event *ev),                                                                         \
       (q, nm, ms, f, nw, w), migrate_bytes(n, nm, ms, f), 0)                                                     \
+    X(clEnqueueSVMFree,                                                                                          \
+      (cl_command_queue q, cl_uint np, void **ps,                                                                \
+       void(CL_CALLBACK * fn)(cl_command_queue, cl_uint, void **, void *), void *ud, cl_uint nw,                 \
+       const cl_event *w, cl_event *ev),                                                                         \
+      (q, np, ps, fn, ud, nw, w), 0, 0)                                                                          \
+    X(clEnqueueSVMMemcpy,                                                                                        \
+      (cl_command_queue q, cl_bool blk, void *d, const void *src, size_t sz, cl_uint nw, const cl_event *w,      \
+       cl_event *ev),                                                                                            \
+      (q, blk, d, src, sz, nw, w), sz, 0)                                                                        \
+    X(clEnqueueSVMMemFill,                                                                                       \
+      (cl_command_queue q, void *p, const void *pat, size_t psz, size_t sz, cl_uint nw, const cl_event *w,       \
+       cl_event *ev),                                                                                            \
+      (q, p, pat, psz, sz, nw, w), sz, 0)                                                                        \
+    X(clEnqueueSVMMap,                                                                                           \
+      (cl_command_queue q, cl_bool blk, cl_map_flags f, void *p, size_t sz, cl_uint nw, const cl_event *w,       \
+       cl_event *ev),                                                                                            \
+      (q, blk, f, p, sz, nw, w), sz, 0)                                                                          \
+    X(clEnqueueSVMUnmap, (cl_command_queue q, void *p, cl_uint nw, const cl_event *w, cl_event *ev),             \
+      (q, p, nw, w), 0, 0)                                                                                       \
+    X(clEnqueueSVMMigrateMem,                                                                                    \
+      (cl_command_queue q, cl_uint np, const void **ps, const size_t *szs, cl_mem_migration_flags f, cl_uint nw, \
+       const cl_event *w, cl_event *ev),                                                                         \
+      (q, np, ps, szs, f, nw, w), svm_migrate_bytes(np, szs, f), 0)                                              \
     X(clEnqueueNativeKernel,                                                                                     \
       (cl_command_queue q, void(CL_CALLBACK * fn)(void *), void *args, size_t cb, cl_uint nmo, const cl_mem *ml, \
        const void **aml, cl_uint nw, const cl_event *w, cl_event *ev),                                           \
@@ -926,6 +1058,18 @@ static uint64_t migrate_bytes(const kti_cmd_t *n, cl_uint nm, const cl_mem *ms, 
     return total;
 }
 
+/* Bytes an SVM migration moves: the sizes given (0 means "the whole allocation", whose size OpenCL does not tell:
+ * counted as 0), nothing when the contents are left undefined. */
+static uint64_t svm_migrate_bytes(cl_uint np, const size_t *szs, cl_mem_migration_flags f)
+{
+    if ((f & CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED) || !szs)
+        return 0;
+    uint64_t total = 0;
+    for (cl_uint i = 0; i < np; i++)
+        total += szs[i];
+    return total;
+}
+
 /* The context a command on q is timed in, or NULL (untimed: not attachable, or kernels only). */
 static kt_cl_ctx_t *command_ctx(cl_command_queue q, int kernel)
 {
@@ -944,7 +1088,7 @@ static kt_cl_ctx_t *command_ctx(cl_command_queue q, int kernel)
     cl_event *evp = ev ? ev : &mine;                                                                             \
     uint64_t t0 = kt_now_ns();                                                                                   \
     cl_int rc = n->name(KTI_UNPACK args, evp);                                                                   \
-    command_done(n->clReleaseEvent, kc, rc, #name, rc == CL_SUCCESS ? (uint64_t)(bytes) : 0, t0, evp, mine);     \
+    command_done(n->clReleaseEvent, kc, rc, NULL, #name, rc == CL_SUCCESS ? (uint64_t)(bytes) : 0, t0, evp, mine); \
     return rc;
 
 /* The layer's hooks and the LD_PRELOAD entry points (forwarding only once the layer is active). */
@@ -983,7 +1127,7 @@ static void *map_buffer(const kti_cmd_t *n, cl_command_queue q, cl_mem m, cl_boo
     void *p = n->clEnqueueMapBuffer(q, m, blk, f, off, sz, nw, w, evp, &rc);
     if (err)
         *err = rc;
-    command_done(n->clReleaseEvent, kc, rc, "clEnqueueMapBuffer", rc == CL_SUCCESS ? sz : 0, t0, evp, mine);
+    command_done(n->clReleaseEvent, kc, rc, NULL, "clEnqueueMapBuffer", rc == CL_SUCCESS ? sz : 0, t0, evp, mine);
     return p;
 }
 
@@ -1006,7 +1150,7 @@ static void *map_image(const kti_cmd_t *n, cl_command_queue q, cl_mem m, cl_bool
     void *p = n->clEnqueueMapImage(q, m, blk, f, o, r, rp, sp, nw, w, evp, &rc);
     if (err)
         *err = rc;
-    command_done(n->clReleaseEvent, kc, rc, "clEnqueueMapImage",
+    command_done(n->clReleaseEvent, kc, rc, NULL, "clEnqueueMapImage",
                  rc == CL_SUCCESS ? region_bytes(r, image_elem(n, m)) : 0, t0, evp, mine);
     return p;
 }
@@ -1159,6 +1303,7 @@ static cl_int init_layer(cl_uint num_entries, const cl_icd_dispatch *target, cl_
     g_layer_dispatch.clReleaseCommandQueue = layer_release_queue;
     g_layer_dispatch.clGetCommandQueueInfo = layer_queue_info;
     g_layer_dispatch.clGetEventProfilingInfo = layer_profiling_info;
+    g_layer_dispatch.clGetEventInfo = layer_event_info;
     g_layer_dispatch.clEnqueueNDRangeKernel = layer_ndrange;
     g_layer_dispatch.clEnqueueTask = layer_task;
     g_layer_dispatch.clFinish = layer_finish;
@@ -1263,6 +1408,15 @@ KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clGetEventProfilingInfo(cl_event ev, 
     if (preload_forwards())
         return n->profiling_info ? n->profiling_info(ev, param, size, value, size_ret) : CL_INVALID_EVENT;
     return hook_profiling_info(n, ev, param, size, value, size_ret);
+}
+
+KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clGetEventInfo(cl_event ev, cl_event_info param, size_t size, void *value,
+                                                         size_t *size_ret)
+{
+    const kti_next_t *n = preload_next();
+    if (preload_forwards())
+        return n->event_info ? n->event_info(ev, param, size, value, size_ret) : CL_INVALID_EVENT;
+    return hook_event_info(n, ev, param, size, value, size_ret);
 }
 
 KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint dim,

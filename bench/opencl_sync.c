@@ -1,0 +1,154 @@
+/* opencl_sync.c — what recording costs the program's thread at a synchronisation point, and that it does not grow
+ * with work that is not the point's: pending commands of another queue, or how many commands were ever in flight.
+ *
+ * One process, PoCL (or whatever OpenCL device is first), ktiming's library API: a sync point is what `ktiming
+ * run`'s clFinish hook does, kt_cl_collect(queue, when the previous one began) then clFinish. Each round enqueues
+ * ROUND_KERNELS tiny kernels on queue A and syncs; the figure is the median, over ROUNDS rounds, of the calling
+ * thread's CPU time (CLOCK_THREAD_CPUTIME_ID) for that sync call, in three phases of the same run:
+ *   alone        nothing else in flight;
+ *   deep_other   DEEP commands on queue B held back by a user event (all pending through the phase);
+ *   after_burst  after BURST commands went through queue B and were recorded (slots handed out: BURST).
+ * alone and deep_other alternate in BLOCKS blocks (the machine's load changes over seconds: both see it alike);
+ * after_burst comes last (nothing after a burst is "before" it).
+ * The last line is the verdict, same-run ratios: `opencl_sync: deep_other_vs_alone=<x> after_burst_vs_alone=<y>`
+ * (both <= 1.5 wanted; issue 38 measured 3x-15x and ~10x before the FIFO per queue). */
+#include <ktiming.h>
+#include <ktiming/cl.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BLOCKS 6          /* alone and deep_other alternate in blocks, so load changes hit both alike */
+#define BLOCK_ROUNDS 41   /* rounds per block */
+#define ROUNDS (BLOCKS * BLOCK_ROUNDS)
+#define ROUND_KERNELS 100
+#define DEEP 5000
+#define BURST 100000
+
+static const kt_cl_api_t *cl;
+static cl_kernel g_tiny;
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The samples of one phase: CPU ns of each sync call, and of its kt_cl_collect part. */
+typedef struct phase_t {
+    const char *name;
+    uint64_t cpu[ROUNDS], col[ROUNDS];
+    int n;
+} phase_t;
+
+/* n rounds on queue A: ROUND_KERNELS tiny kernels, then a sync, its CPU time added to the phase. */
+static int rounds(kt_cl_ctx_t *kc, cl_command_queue q, phase_t *ph, int n)
+{
+    static uint64_t synced_ns; /* when the previous sync began (the hook's t_synced_ns) */
+    size_t g = 64;
+    for (int r = 0; r < n && ph->n < ROUNDS; r++) {
+        for (int k = 0; k < ROUND_KERNELS; k++)
+            if (kt_cl_enqueue_ndrange(kc, g_tiny, 1, NULL, &g, NULL, 0, NULL, NULL) != CL_SUCCESS)
+                return -1;
+        uint64_t c0 = thread_cpu_ns();
+        if (synced_ns)
+            kt_cl_collect(kc, synced_ns);
+        uint64_t c1 = thread_cpu_ns();
+        uint64_t began = kt_now_ns();
+        cl->clFinish(q);
+        synced_ns = began;
+        ph->cpu[ph->n] = thread_cpu_ns() - c0;
+        ph->col[ph->n++] = c1 - c0;
+    }
+    return 0;
+}
+
+/* Prints the phase; its median CPU ns per sync. */
+static double report(phase_t *ph)
+{
+    qsort(ph->cpu, (size_t)ph->n, sizeof ph->cpu[0], cmp_u64);
+    qsort(ph->col, (size_t)ph->n, sizeof ph->col[0], cmp_u64);
+    double med = (double)ph->cpu[ph->n / 2];
+    printf("opencl_sync: %-12s %8.2f us of the program's thread CPU per sync (median of %d; p10 %.2f, p90 %.2f), "
+           "of which recording (kt_cl_collect) %.2f\n",
+           ph->name, med / 1e3, ph->n, (double)ph->cpu[ph->n / 10] / 1e3, (double)ph->cpu[ph->n * 9 / 10] / 1e3,
+           (double)ph->col[ph->n / 2] / 1e3);
+    return med;
+}
+
+static phase_t g_warm = {.name = "warm-up"}, g_alone = {.name = "alone"}, g_deep = {.name = "deep_other"},
+               g_burst = {.name = "after_burst"};
+
+int main(void)
+{
+    cl_platform_id p;
+    cl_device_id d;
+    cl_uint n = 0;
+    if (kt_cl_load(&cl) != 0 || cl->clGetPlatformIDs(1, &p, &n) != CL_SUCCESS || !n ||
+        cl->clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &d, &n) != CL_SUCCESS || !n) {
+        printf("opencl_sync: no OpenCL device\nopencl_sync: deep_other_vs_alone=nan after_burst_vs_alone=nan\n");
+        return 0;
+    }
+    cl_int err = 0;
+    cl_context ctx = cl->clCreateContext(NULL, 1, &d, NULL, NULL, &err);
+    const char *src = "__kernel void tiny(__global float *a) { a[get_global_id(0)] += 1.0f; }\n";
+    cl_program prog = cl->clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    if (cl->clBuildProgram(prog, 1, &d, "", NULL, NULL) != CL_SUCCESS) {
+        printf("opencl_sync: the kernel did not build\n");
+        return 1;
+    }
+    g_tiny = cl->clCreateKernel(prog, "tiny", &err);
+    cl_mem buf = cl->clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+    cl->clSetKernelArg(g_tiny, 0, sizeof buf, &buf);
+    cl_command_queue qa = cl->clCreateCommandQueue(ctx, d, CL_QUEUE_PROFILING_ENABLE, &err);
+    cl_command_queue qb = cl->clCreateCommandQueue(ctx, d, CL_QUEUE_PROFILING_ENABLE, &err);
+    kt_cl_ctx_t *ka, *kb;
+    if (kt_cl_attach(qa, NULL, &ka) != 0 || kt_cl_attach(qb, NULL, &kb) != 0) {
+        printf("opencl_sync: cannot attach\n");
+        return 1;
+    }
+    printf("opencl_sync: %d rounds of %d tiny kernels on queue A, each ended by kt_cl_collect + clFinish (what "
+           "ktiming run's clFinish does); deep_other: %d commands on queue B held by a user event; after_burst: "
+           "after %d commands went through queue B\n",
+           ROUNDS, ROUND_KERNELS, DEEP, BURST);
+    rounds(ka, qa, &g_warm, BLOCK_ROUNDS);
+    size_t g = 64;
+    for (int blk = 0; blk < BLOCKS; blk++) {
+        rounds(ka, qa, &g_alone, BLOCK_ROUNDS);
+        cl_event gate = cl->clCreateUserEvent(ctx, &err);
+        for (int i = 0; i < DEEP; i++)
+            kt_cl_enqueue_ndrange(kb, g_tiny, 1, NULL, &g, NULL, i == 0, i == 0 ? &gate : NULL, NULL);
+        cl->clFlush(qb);
+        rounds(ka, qa, &g_deep, BLOCK_ROUNDS);
+        cl->clSetUserEventStatus(gate, CL_COMPLETE);
+        cl->clFinish(qb);
+        cl->clReleaseEvent(gate);
+    }
+    for (int i = 0; i < BURST; i++)
+        kt_cl_enqueue_ndrange(kb, g_tiny, 1, NULL, &g, NULL, 0, NULL, NULL);
+    cl->clFinish(qb);
+    kt_cl_flush(NULL, 0);
+    rounds(ka, qa, &g_burst, ROUNDS);
+    report(&g_warm);
+    double alone = report(&g_alone), deep = report(&g_deep), burst = report(&g_burst);
+
+    kt_cl_detach(ka);
+    kt_cl_detach(kb);
+    cl->clReleaseCommandQueue(qa);
+    cl->clReleaseCommandQueue(qb);
+    cl->clReleaseMemObject(buf);
+    cl->clReleaseKernel(g_tiny);
+    cl->clReleaseProgram(prog);
+    cl->clReleaseContext(ctx);
+    printf("opencl_sync: deep_other_vs_alone=%.3f after_burst_vs_alone=%.3f\n", deep / alone, burst / alone);
+    return alone > 0 && deep > 0 && burst > 0 ? 0 : 1;
+}
