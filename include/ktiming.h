@@ -131,7 +131,8 @@ typedef enum kt_backend_t {
     KT_BACKEND_VULKAN = 2,
     KT_BACKEND_CUDA = 3,
     KT_BACKEND_METAL = 4,
-    KT_BACKEND_COUNT = 5
+    KT_BACKEND_WEBGPU = 5, /* written by the JavaScript package bindings/webgpu (read back, never recorded in C) */
+    KT_BACKEND_COUNT = 6
 } kt_backend_t;
 
 /* Error codes: name, value, message. One table, as libuv's UV_ERRNO_MAP. */

@@ -424,7 +424,7 @@ static int get_backend(load_ctx_t *c, const cJSON *obj, kt_backend_t *out)
             *out = (kt_backend_t)b;
             return 0;
         }
-    return fail_member(c, "backend", "unknown backend (expected cpu, opencl, vulkan, cuda or metal)");
+    return fail_member(c, "backend", "unknown backend (expected cpu, opencl, vulkan, cuda, metal or webgpu)");
 }
 
 /* An optional array member: *arr is NULL when absent, *n its length. */

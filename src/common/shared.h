@@ -22,7 +22,7 @@
 /* Backend identifiers of the schema (stable: never the display names, which may change); "unknown" out of range. */
 static inline const char *kt__backend_id(kt_backend_t b)
 {
-    static const char *const ids[KT_BACKEND_COUNT] = {"cpu", "opencl", "vulkan", "cuda", "metal"};
+    static const char *const ids[KT_BACKEND_COUNT] = {"cpu", "opencl", "vulkan", "cuda", "metal", "webgpu"};
     return (unsigned)b < KT_BACKEND_COUNT ? ids[b] : "unknown";
 }
 

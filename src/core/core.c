@@ -227,7 +227,7 @@ const char *kt_drop_reason_name(kt_drop_reason_t reason)
 
 const char *kt_backend_name(kt_backend_t backend)
 {
-    static const char *const names[KT_BACKEND_COUNT] = {"CPU", "OpenCL", "Vulkan", "CUDA", "Metal"};
+    static const char *const names[KT_BACKEND_COUNT] = {"CPU", "OpenCL", "Vulkan", "CUDA", "Metal", "WebGPU"};
     return (unsigned)backend < KT_BACKEND_COUNT ? names[backend] : "unknown";
 }
 
