@@ -87,8 +87,8 @@ export class ClockModel {
     return this.fit;
   }
 
-  /** Fitted drift of the device clock against the host's, in ppm (positive: the device runs slow). */
-  get driftPpm() { const f = this._fit(); return f ? f.slope * 1e6 : 0; }
+  /** Fitted drift of the device clock against the host's, in ppm; positive: the device runs fast (as in C). */
+  get driftPpm() { const f = this._fit(); return f && f.slope ? -f.slope * 1e6 : 0; }
 
   /**
    * Places a device time on the host timeline.
