@@ -408,7 +408,7 @@ KT_API void kt_shutdown(void);             /* flushes backends; further records 
 KT_API void kt_flush(void);                /* collect every outstanding GPU completion into the recorder now */
 KT_API const char *kt_strerror(int err);
 KT_API const char *kt_err_name(int err); /* "KT_EINVAL", ..., "KT_OK"; "KT_E?" for an unknown code */
-KT_API const char *kt_backend_name(kt_backend_t backend); /* "CPU", "OpenCL", "Vulkan", "CUDA", "Metal" */
+KT_API const char *kt_backend_name(kt_backend_t backend); /* "CPU", "OpenCL", "Vulkan", "CUDA", "Metal", "WebGPU" */
 KT_API const char *kt_version(void);
 
 /* Recording control (enabled by default). */

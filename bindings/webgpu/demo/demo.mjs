@@ -4,7 +4,7 @@
 //   node demo.mjs -o snapshot.json [--dispatches N] [--warmup N] [--size MB] [--quantize] [--trace trace.json]
 // Exit status: 0 done, 1 a kernel or a check failed, 2 usage error, 3 no WebGPU here (no `webgpu` package, no
 // adapter or no timestamp-query): `ktiming demo` then skips the WebGPU rows.
-import { createNodeDevice, writeSnapshot, writeChromeTrace } from '../src/node.js';
+import { createNodeDevice, nodeRecorder, writeSnapshot, writeChromeTrace } from '../src/node.js';
 
 const WIDTH = 1024;
 
@@ -91,7 +91,8 @@ async function main() {
   const a = parseArgs(process.argv.slice(2));
   let ctx;
   try {
-    ctx = await createNodeDevice({ quantize: a.quantize });
+    // A span for every timed dispatch: `ktiming demo` records them from the snapshot.
+    ctx = await createNodeDevice({ quantize: a.quantize, recorder: nodeRecorder({ maxSpans: 3 * a.dispatches + 64 }) });
   } catch (e) {
     process.stderr.write(`demo.mjs: WebGPU unavailable: ${e.message}\n`);
     process.exit(3);

@@ -159,3 +159,13 @@ test('the CLI reads what the package wrote on Dawn (report, compare, merge)', { 
   assert.equal(merged.entries.find((e) => e.name === 'cli_kernel').dispatch_count, 24);
   writeFileSync(`${dir}/done`, '');
 });
+
+test('ktiming demo shows the three WGSL kernels as WebGPU rows', { skip: !process.env.KT_CLI && 'KT_CLI not set' }, () => {
+  const dir = mkdtempSync(`${tmpdir()}/ktiming-webgpu-demo-`);
+  const out = execFileSync(process.env.KT_CLI, ['demo', '--backend', 'webgpu', '--dispatches', '10', '--warmup', '1',
+    '--size', '1', '-o', `${dir}/demo.json`], { encoding: 'utf8' });
+  for (const k of ['box_blur', 'saxpy', 'reduce']) assert.match(out, new RegExp(`${k}\\s+WebGPU\\s+10\\b`));
+  const snap = JSON.parse(execFileSync(process.env.KT_CLI, ['report', `${dir}/demo.json`, '--format', 'json'], { encoding: 'utf8' }));
+  assert.equal(snap.entries.filter((e) => e.backend === 'webgpu').length, 3);
+  assert.equal(snap.span_table.count, 30);
+});
