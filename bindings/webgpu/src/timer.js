@@ -6,9 +6,10 @@
 //                     mappable read-back buffer) taken from a ring of slots; no free slot: the pass runs untimed
 //                     and is counted as dropped (ring_full), never silently.
 //   finish            resolves the slots the encoder used and copies them into their read-back buffers.
-//   submit            submits first, then brackets it: host time before the submit, and after
-//                     onSubmittedWorkDone(); only then maps the read-back buffers (mapAsync) and records. Nothing
-//                     is awaited inside the program's submit call.
+//   submit            submits first, noting the host time before it; once the program yields (a microtask),
+//                     one onSubmittedWorkDone() covers every submit made meanwhile, and the host time after it
+//                     closes their brackets; only then are the read-back buffers mapped (mapAsync) and the passes
+//                     recorded. Nothing is awaited inside the program's submit call.
 // Each pass is one dispatch of the kernel named by the pass label, else by the label of the first pipeline set.
 // Plain JavaScript (no imports beyond this package): runs in a browser and in Node.
 
@@ -68,6 +69,8 @@ export class WebGPUTimer {
     this.inflight = new Set();   // promises of submits not yet read back
     this.unsubmitted = new Set(); // slots filled by encoders whose command buffer was not submitted yet
     this.isLost = false;
+    this.batch = [];             // submits ({slots, h0}) whose read-back has not started
+    this.drainQueued = false;    // a microtask will start it
     this.queueIndex = this.recorder.queue(this.name, 'GPUQueue');
     this.recorder.device(this.name, () => this.deviceFacts());
     this.lost = device.lost ? device.lost.then((info) => { this.isLost = true; return info; }) : new Promise(() => {});
@@ -203,11 +206,24 @@ export class WebGPUTimer {
     }
     if (slots) {
       for (const s of slots) this.unsubmitted.delete(s);
-      const p = this._complete(slots, h0).catch(() => {});
-      this.inflight.add(p);
-      p.finally(() => this.inflight.delete(p));
+      this.batch.push({ slots, h0 });
+      if (!this.drainQueued) { // one completion wait for every submit made before the program yields
+        this.drainQueued = true;
+        queueMicrotask(() => this._drain());
+      }
     }
     return r;
+  }
+
+  // Starts the read-back of the submits batched so far.
+  _drain() {
+    this.drainQueued = false;
+    if (!this.batch.length) return;
+    const groups = this.batch;
+    this.batch = [];
+    const p = this._complete(groups).catch(() => {});
+    this.inflight.add(p);
+    p.finally(() => this.inflight.delete(p));
   }
 
   // -------------------------------------------------------------------------------------------------------
@@ -217,37 +233,41 @@ export class WebGPUTimer {
   // Resolves to 'lost' if the device is lost first (nothing waits forever on a destroyed device).
   _orLost(promise) { return Promise.race([promise, this.lost.then(() => 'lost')]); }
 
-  _dropAll(slots, reason) {
-    for (const s of slots) {
+  _dropAll(groups, reason) {
+    for (const s of groups.flatMap((g) => g.slots)) {
       for (const pass of s.passes) this.recorder.drop(this._entry(pass), reason);
       s.passes = [];
     }
   }
 
-  async _complete(slots, h0) {
+  // Waits for the submits of `groups` ({slots, h0}) to complete, maps their read-back buffers and records.
+  async _complete(groups) {
+    const slots = groups.flatMap((g) => g.slots);
     let h1;
     try {
       if (this.isLost || (await this._orLost(this.device.queue.onSubmittedWorkDone())) === 'lost') {
-        this._dropAll(slots, 'device_lost');
+        this._dropAll(groups, 'device_lost');
         return;
       }
       h1 = this.now();
       const maps = slots.map((s) => s.read.mapAsync(MAP_READ, 0, 16 * s.passes.length));
       if ((await this._orLost(Promise.all(maps))) === 'lost') {
         maps.forEach((m) => m.catch(() => {}));
-        this._dropAll(slots, 'device_lost');
+        this._dropAll(groups, 'device_lost');
         return;
       }
     } catch (e) {
-      this._dropAll(slots, this.isLost ? 'device_lost' : 'read_failed');
+      this._dropAll(groups, this.isLost ? 'device_lost' : 'read_failed');
       return;
     }
-    const stamps = slots.map((s) => {
-      const v = new BigUint64Array(s.read.getMappedRange(0, 16 * s.passes.length).slice(0));
-      s.read.unmap();
-      return v;
-    });
-    this._place(slots, stamps, h0, h1);
+    for (const g of groups) {
+      const stamps = g.slots.map((s) => {
+        const v = new BigUint64Array(s.read.getMappedRange(0, 16 * s.passes.length).slice(0));
+        s.read.unmap();
+        return v;
+      });
+      this._place(g.slots, stamps, g.h0, h1);
+    }
     for (const s of slots) {
       s.passes = [];
       this.free.push(s);
@@ -311,6 +331,7 @@ export class WebGPUTimer {
 
   /** Waits until every submitted pass is read back and recorded (or counted dropped). */
   async flush() {
+    this._drain();
     while (this.inflight.size) await Promise.all([...this.inflight]);
   }
 

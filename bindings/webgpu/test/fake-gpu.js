@@ -31,6 +31,7 @@ export class FakeGPU {
       submit(cbs) { if (!gpu.destroyed) for (const cb of cbs) gpu.queued.push(cb); },
       onSubmittedWorkDone() {
         if (gpu.destroyed) return new Promise(() => {}); // never resolves: the timer must not wait on it
+        if (!gpu.queued.length) return Promise.resolve(); // nothing in flight: done at once, as on a real queue
         const p = new Promise((r) => gpu.waiters.push(r));
         if (gpu.auto) setImmediate(() => gpu.complete());
         return p;
@@ -83,6 +84,7 @@ export class FakeGPU {
 
   /** Runs every queued command buffer in order, then resolves the pending onSubmittedWorkDone promises. */
   async complete() {
+    await Promise.resolve(); // the timer asks for completion in a microtask after the submits
     for (const cb of this.queued) {
       for (const o of cb.ops) {
         if (o.op === 'pass') {
