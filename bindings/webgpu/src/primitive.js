@@ -64,6 +64,7 @@ export class Primitive {
     const t = this.timer, d = t.device, q = d.queue;
     const gpu = opts.gpuTiming !== false && t.timestamps;
     const cpu = opts.cpuTiming !== false;
+    // out.cpuTotalNs is 0n exactly when CPU timing is off (a timed submit and wait take at least 1 ns)
     const res = gpu ? this._resources() : null;
     const enc = t.raw.createCommandEncoder({ label: this.name });
     this.kernels.forEach((k, i) => {
@@ -119,6 +120,7 @@ export class Primitive {
         });
       });
     }
+    if (!stamps && !out.cpuTotalNs) return; // timed neither way: nothing measured, nothing to record
     const self = rec.kernel(this.name, t.name);
     if (out.cpuTotalNs || !stamps) {
       rec.record(self, { duration: out.cpuNs, start: h0, end: h1, flags: SPAN_HOST_TIMED | trialFlag, done: h1 });

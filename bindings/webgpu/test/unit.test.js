@@ -170,6 +170,9 @@ test('a primitive: trials in one pass per kernel, time / trials, warm-up discard
   const g = await prim.execute({ trials: 1, cpuTiming: false });
   assert.equal(g.cpuTotalNs, 0n);
   assert.equal(entry(timer, 'scan').last, g.unitNs, 'without CPU timing the unit is the GPU time');
+  const none = await prim.execute({ gpuTiming: false, cpuTiming: false });
+  assert.deepEqual([none.gpuTotalNs, none.cpuTotalNs], [[0n, 0n], 0n]);
+  assert.equal(entry(timer, 'scan').count, 2n, 'an execution timed neither way records nothing');
   await assert.rejects(prim.execute({ trials: 0 }), RangeError);
 });
 
