@@ -40,6 +40,9 @@ print_env() {
   cat "$DEST/env.sh"
 }
 
+if [ -d "$DEST" ] && [ -n "$(ls -A "$DEST" | grep -vx '.lock')" ] && [ ! -f "$DEST/.lavapipe-owned" ]; then
+  die "$DEST exists, is not empty and was not made by this script; give an empty or new folder"
+fi
 mkdir -p "$DEST"
 # Two runs into one DEST (parallel builds) wait for each other instead of unpacking over each other.
 if command -v flock >/dev/null 2>&1; then exec 9>"$DEST/.lock"; flock 9; fi
@@ -48,9 +51,6 @@ if [ -f "$STAMP" ] && grep -qx "$MESA_UPSTREAM" "$STAMP" && [ -f "$DEST/lvp_icd.
   log "$DEST already holds lavapipe $MESA_UPSTREAM"
   print_env
   exit 0
-fi
-if [ -n "$(ls -A "$DEST" | grep -vx '.lock')" ] && [ ! -f "$DEST/.lavapipe-owned" ]; then
-  die "$DEST exists, is not empty and was not made by this script; give an empty or new folder"
 fi
 
 # The mirror: the URI the machine's own Debian sources use (deb822 .sources or one-line .list), else Debian's CDN.
