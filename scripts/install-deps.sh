@@ -3,7 +3,9 @@
 #   scripts/install-deps.sh          what building and `make demo` need (toolchain, cJSON, GPU API headers and the
 #                                    CPU drivers PoCL and lavapipe the demo runs on)
 #   scripts/install-deps.sh --test   that plus what the test suite needs (cmocka, clang for the fuzz step,
-#                                    chromium for the HTML test, the Vulkan validation layer, clinfo/vulkaninfo)
+#                                    chromium for the HTML test, the Vulkan validation layer, clinfo/vulkaninfo),
+#                                    and for the WebGPU tests Node (Debian's, if none), the npm package `webgpu`
+#                                    in bindings/webgpu/node_modules and the newer lavapipe in build/lvp25
 set -euo pipefail
 
 BUILD_PKGS=(
@@ -22,9 +24,24 @@ TEST_PKGS=(
 
 case "${1:-}" in
   "") PKGS=("${BUILD_PKGS[@]}") ;;
-  --test) PKGS=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}") ;;
+  --test) PKGS=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}")
+          command -v node >/dev/null 2>&1 || PKGS+=(nodejs npm) ;; # any Node >= 18 will do (bindings/webgpu)
   *) echo "usage: $0 [--test]" >&2; exit 2 ;;
 esac
+
+# --test, after the Debian packages: what the WebGPU tests need beside Node. Without network these fail with a
+# message and the WebGPU tests then report SKIPPED; nothing here touches the system's Vulkan driver.
+webgpu_deps() {
+  [ "${1:-}" = --test ] || return 0
+  local root
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  if [ ! -f "$root/bindings/webgpu/node_modules/webgpu/package.json" ] && command -v npm >/dev/null 2>&1; then
+    (cd "$root/bindings/webgpu" && npm install --no-save --no-package-lock --no-audit --no-fund --loglevel=error) ||
+      echo "install-deps: npm install in bindings/webgpu failed: the WebGPU tests will be skipped" >&2
+  fi
+  "$root/scripts/fetch-lavapipe25.sh" "$root/build/lvp25" >/dev/null ||
+    echo "install-deps: no newer lavapipe in build/lvp25: the WebGPU tests will be skipped" >&2
+}
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -34,6 +51,7 @@ for p in "${PKGS[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
+  webgpu_deps "${1:-}"
   exit 0
 fi
 
@@ -52,4 +70,5 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+webgpu_deps "${1:-}"
 echo "install-deps: done"

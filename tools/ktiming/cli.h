@@ -79,6 +79,7 @@ int ktcli_demo_cpu(const ktcli_demo_opts_t *opts);
 int ktcli_demo_opencl(const ktcli_demo_opts_t *opts);
 int ktcli_demo_vulkan(const ktcli_demo_opts_t *opts);
 int ktcli_demo_cuda(const ktcli_demo_opts_t *opts);
+int ktcli_demo_webgpu(const ktcli_demo_opts_t *opts); /* Node + bindings/webgpu; see demo_webgpu.c */
 
 /* Per-backend device listings for `ktiming devices`: prints devices with their clock facts; returns the
  * number of devices, or a negative KT_E* (KT_EUNAVAILABLE when the runtime is absent). */

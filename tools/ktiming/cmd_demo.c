@@ -19,13 +19,14 @@ static const demo_backend_t kBackends[] = {
     {"opencl", ktcli_demo_opencl},
     {"vulkan", ktcli_demo_vulkan},
     {"cuda", ktcli_demo_cuda},
+    {"webgpu", ktcli_demo_webgpu},
 };
 #define BACKEND_COUNT (sizeof kBackends / sizeof kBackends[0])
 
 static void demo_usage(FILE *out)
 {
     fprintf(out,
-            "usage: ktiming demo [--dispatches N] [--warmup N] [--size MB] [--backend cpu|opencl|vulkan|cuda|all]\n"
+            "usage: ktiming demo [--dispatches N] [--warmup N] [--size MB] [--backend cpu|opencl|vulkan|cuda|webgpu|all]\n"
             "                    [-o snapshot.json] [--verbose]\n"
             "\n"
             "Runs built-in kernels (CPU: box blur, saxpy, reduction; GPU backends add their own) with untimed\n"
@@ -35,7 +36,7 @@ static void demo_usage(FILE *out)
             "  -n, --dispatches N   timed dispatches per kernel (default 20)\n"
             "  -w, --warmup N       untimed warm-up dispatches per kernel (default 3)\n"
             "  -s, --size MB        working set per kernel in MiB (default 8)\n"
-            "  -b, --backend B      cpu, opencl, vulkan, cuda or all (default all; may be repeated)\n"
+            "  -b, --backend B      cpu, opencl, vulkan, cuda, webgpu or all (default all; may be repeated)\n"
             "  -o, --output FILE    also save the snapshot as JSON (schema ktiming.snapshot)\n"
             "  -v, --verbose        setup notes on standard error (a terminal also shows a progress line\n"
             "                       once the run takes over a second)\n"
@@ -75,7 +76,7 @@ static int select_backend(demo_args_t *a, const char *name)
             a->selected |= 1u << i;
             return 0;
         }
-    return ktcli_usage_error("demo", "unknown backend '%s' (cpu, opencl, vulkan, cuda, all)", name);
+    return ktcli_usage_error("demo", "unknown backend '%s' (cpu, opencl, vulkan, cuda, webgpu, all)", name);
 }
 
 /* Parses the options into a: -1 to go on, else the exit status (help printed, or a usage error). */

@@ -1,0 +1,368 @@
+// timer.js — times every compute pass of a GPUDevice with timestamp queries, without stalling the program.
+//
+// wrapDevice(device) patches, on that device's own objects only, createCommandEncoder (each encoder's
+// beginComputePass and finish) and queue.submit:
+//   beginComputePass  gets timestampWrites for two queries of a slot (a query set + its resolve buffer + a
+//                     mappable read-back buffer) taken from a ring of slots; no free slot: the pass runs untimed
+//                     and is counted as dropped (ring_full), never silently.
+//   finish            resolves the slots the encoder used and copies them into their read-back buffers.
+//   submit            submits first, noting the host time before it; once the program yields (a microtask),
+//                     one onSubmittedWorkDone() covers every submit made meanwhile, and the host time after it
+//                     closes their brackets; only then are the read-back buffers mapped (mapAsync) and the passes
+//                     recorded. Nothing is awaited inside the program's submit call.
+// Each pass is one dispatch of the kernel named by the pass label, else by the label of the first pipeline set.
+// Plain JavaScript (no imports beyond this package): runs in a browser and in Node.
+
+import { Recorder, SPAN_DEVICE, truncUtf8 } from './recorder.js';
+import { ClockModel, hostClock, hostClockName } from './clock.js';
+import { Primitive } from './primitive.js';
+
+// WebGPU constants, numeric so that no global (GPUBufferUsage...) is needed.
+const USAGE_MAP_READ = 0x1, USAGE_COPY_SRC = 0x4, USAGE_COPY_DST = 0x8, USAGE_QUERY_RESOLVE = 0x200;
+const MAP_READ = 0x1;
+
+function gcd(a, b) { while (b) [a, b] = [b, a % b]; return a; }
+
+/** A device's name from its GPUAdapterInfo (description, else vendor/architecture/device). */
+export function adapterName(info) {
+  if (!info) return 'WebGPU device';
+  const d = info.description || [info.vendor, info.architecture, info.device].filter(Boolean).join(' ');
+  return truncUtf8(d || 'WebGPU device', 127);
+}
+
+/**
+ * Wraps a GPUDevice so that every compute pass is timed. See WebGPUTimer.
+ * @param {GPUDevice} device
+ * @param {object} [opts] see WebGPUTimer
+ */
+export function wrapDevice(device, opts = {}) { return new WebGPUTimer(device, opts); }
+
+export class WebGPUTimer {
+  /**
+   * @param {GPUDevice} device  a device created with requiredFeatures ['timestamp-query'] (without it every
+   *                            pass is counted as dropped, reason no_timing)
+   * @param {object} [opts]
+   * @param {Recorder} [opts.recorder]      where to record (default: a new one)
+   * @param {GPUAdapterInfo} [opts.adapterInfo] names the device (default device.adapterInfo)
+   * @param {string} [opts.deviceName]      overrides the name
+   * @param {number} [opts.ringSize=256]    slots in the ring (made on demand)
+   * @param {number} [opts.passesPerSlot=16] passes one slot holds (one query set of 2x that)
+   * @param {bigint} [opts.quantumNs]       known timestamp quantum (default: detected from the stamps)
+   * @param {() => bigint} [opts.now]       host clock (default hostClock())
+   */
+  constructor(device, opts = {}) {
+    if (!device || typeof device.createCommandEncoder !== 'function') throw new TypeError('wrapDevice: not a GPUDevice');
+    this.device = device;
+    this.now = opts.now ?? hostClock();
+    this.recorder = opts.recorder ?? new Recorder({ now: this.now });
+    this.name = opts.deviceName ?? adapterName(opts.adapterInfo ?? device.adapterInfo);
+    this.ringSize = opts.ringSize ?? 256;
+    this.passesPerSlot = opts.passesPerSlot ?? 16;
+    this.knownQuantum = opts.quantumNs !== undefined ? BigInt(opts.quantumNs) : null;
+    this.timestamps = !!(device.features && device.features.has('timestamp-query'));
+    this.model = new ClockModel();
+    this.stampGcd = 0n;          // gcd of every device stamp read: the quantum
+    this.stampCount = 0;         // stamps read
+    this.slots = [];             // every slot made (made on demand up to ringSize)
+    this.free = [];              // slots ready for use
+    this.cbSlots = new WeakMap(); // command buffer -> slots its encoder filled
+    this.inflight = new Set();   // promises of submits not yet read back
+    this.unsubmitted = new Set(); // slots filled by encoders whose command buffer was not submitted yet
+    this.isLost = false;
+    this.batch = [];             // submits ({slots, h0}) whose read-back has not started
+    this.drainQueued = false;    // a microtask will start it
+    this.queueIndex = this.recorder.queue(this.name, 'GPUQueue');
+    this.recorder.device(this.name, () => this.deviceFacts());
+    this.lost = device.lost ? device.lost.then((info) => { this.isLost = true; return info; }) : new Promise(() => {});
+    this._install();
+  }
+
+  /** Timestamp quantum in ns: known, else the gcd of the stamps read so far (1 until two stamps were read). */
+  get quantumNs() {
+    if (this.knownQuantum !== null) return this.knownQuantum;
+    return this.stampCount >= 2 && this.stampGcd > 0n ? this.stampGcd : 1n;
+  }
+
+  /** Clock facts of the device as the snapshot's devices[] wants them. */
+  deviceFacts() {
+    const last = this.model.size ? this.model.map(this.model.samples[this.model.size - 1].device) : null;
+    return {
+      clockDomain: 'device', resolutionNs: this.quantumNs, frequencyHz: 1000000000n, validBits: 64,
+      errorBoundNs: last ? last.bound + this.quantumNs : 0n, driftPpm: this.model.driftPpm,
+      modelSamples: this.model.size, hostClock: hostClockName(),
+    };
+  }
+
+  // -------------------------------------------------------------------------------------------------------
+  // Patching the device's objects
+  // -------------------------------------------------------------------------------------------------------
+
+  _install() {
+    const device = this.device, queue = device.queue, self = this;
+    const createCommandEncoder = device.createCommandEncoder;
+    const submit = queue.submit;
+    this.raw = {
+      createCommandEncoder: (desc) => createCommandEncoder.call(device, desc),
+      submit: (cbs) => submit.call(queue, cbs),
+    };
+    this._restore = () => {
+      device.createCommandEncoder = createCommandEncoder;
+      queue.submit = submit;
+    };
+    device.createCommandEncoder = function (desc) {
+      const enc = createCommandEncoder.call(device, desc);
+      self._patchEncoder(enc);
+      return enc;
+    };
+    queue.submit = function (cbs) { return self._submit(cbs); };
+  }
+
+  _patchEncoder(enc) {
+    const begin = enc.beginComputePass, finish = enc.finish, self = this;
+    const st = { slots: [], cur: null };
+    enc.beginComputePass = function (desc) { return self._begin(enc, begin, st, desc || {}); };
+    enc.finish = function (desc) { return self._finish(enc, finish, st, desc); };
+  }
+
+  _takeSlot() {
+    let s = this.free.pop();
+    if (!s && this.slots.length < this.ringSize && !this.isLost) {
+      const n = this.passesPerSlot, d = this.device;
+      s = {
+        querySet: d.createQuerySet({ type: 'timestamp', count: 2 * n, label: 'ktiming queries' }),
+        resolve: d.createBuffer({ size: 16 * n, usage: USAGE_QUERY_RESOLVE | USAGE_COPY_SRC, label: 'ktiming resolve' }),
+        read: d.createBuffer({ size: 16 * n, usage: USAGE_MAP_READ | USAGE_COPY_DST, label: 'ktiming read-back' }),
+        passes: [],
+      };
+      this.slots.push(s);
+    }
+    return s || null;
+  }
+
+  _begin(enc, begin, st, desc) {
+    const pass = { label: desc.label || '', pipeline: '', enqueue: this.now(), slot: null, index: 0, why: null };
+    let d = desc;
+    if (desc.timestampWrites) pass.why = 'no_timing'; // the program times this pass itself: left alone
+    else if (!this.timestamps) pass.why = 'no_timing';
+    else {
+      if (!st.cur || st.cur.passes.length >= this.passesPerSlot) {
+        st.cur = this._takeSlot();
+        if (st.cur) {
+          st.slots.push(st.cur);
+          this.unsubmitted.add(st.cur);
+        }
+      }
+      if (!st.cur) pass.why = 'ring_full';
+      else {
+        pass.slot = st.cur;
+        pass.index = st.cur.passes.length;
+        st.cur.passes.push(pass);
+        d = { ...desc, timestampWrites: { querySet: st.cur.querySet, beginningOfPassWriteIndex: 2 * pass.index,
+          endOfPassWriteIndex: 2 * pass.index + 1 } };
+      }
+    }
+    const p = begin.call(enc, d);
+    if (!pass.label) { // the kernel's name comes from the first pipeline set
+      const setPipeline = p.setPipeline;
+      p.setPipeline = function (pipeline) {
+        if (!pass.pipeline && pipeline && pipeline.label) pass.pipeline = pipeline.label;
+        return setPipeline.call(p, pipeline);
+      };
+    }
+    if (pass.why) { // untimed: counted when the pass ends (its name is known then)
+      const end = p.end, self = this;
+      p.end = function () {
+        self.recorder.drop(self._entry(pass), pass.why);
+        return end.call(p);
+      };
+    }
+    return p;
+  }
+
+  _entry(pass) { return this.recorder.kernel(pass.label || pass.pipeline || '(unnamed pass)', this.name); }
+
+  _finish(enc, finish, st, desc) {
+    for (const s of st.slots) {
+      const n = s.passes.length;
+      enc.resolveQuerySet(s.querySet, 0, 2 * n, s.resolve, 0);
+      enc.copyBufferToBuffer(s.resolve, 0, s.read, 0, 16 * n);
+    }
+    const cb = finish.call(enc, desc);
+    if (st.slots.length) this.cbSlots.set(cb, st.slots);
+    st.slots = [];
+    st.cur = null;
+    return cb;
+  }
+
+  _submit(cbs) {
+    const h0 = this.now();
+    const r = this.raw.submit(cbs);
+    let slots = null;
+    for (const cb of cbs || []) {
+      const s = this.cbSlots.get(cb);
+      if (!s) continue;
+      this.cbSlots.delete(cb); // a command buffer is submitted once
+      (slots ||= []).push(...s);
+    }
+    if (slots) {
+      for (const s of slots) this.unsubmitted.delete(s);
+      this.batch.push({ slots, h0 });
+      if (!this.drainQueued) { // one completion wait for every submit made before the program yields
+        this.drainQueued = true;
+        queueMicrotask(() => this._drain());
+      }
+    }
+    return r;
+  }
+
+  // Starts the read-back of the submits batched so far.
+  _drain() {
+    this.drainQueued = false;
+    if (!this.batch.length) return;
+    const groups = this.batch;
+    this.batch = [];
+    const p = this._complete(groups).catch(() => {});
+    this.inflight.add(p);
+    p.finally(() => this.inflight.delete(p));
+  }
+
+  // -------------------------------------------------------------------------------------------------------
+  // Read-back, after the submit
+  // -------------------------------------------------------------------------------------------------------
+
+  // Resolves to 'lost' if the device is lost first (nothing waits forever on a destroyed device).
+  _orLost(promise) { return Promise.race([promise, this.lost.then(() => 'lost')]); }
+
+  _dropAll(groups, reason) {
+    for (const s of groups.flatMap((g) => g.slots)) {
+      for (const pass of s.passes) this.recorder.drop(this._entry(pass), reason);
+      s.passes = [];
+    }
+  }
+
+  // Waits for the submits of `groups` ({slots, h0}) to complete, maps their read-back buffers and records.
+  async _complete(groups) {
+    const slots = groups.flatMap((g) => g.slots);
+    let h1;
+    try {
+      if (this.isLost || (await this._orLost(this.device.queue.onSubmittedWorkDone())) === 'lost') {
+        this._dropAll(groups, 'device_lost');
+        return;
+      }
+      h1 = this.now();
+      const maps = slots.map((s) => s.read.mapAsync(MAP_READ, 0, 16 * s.passes.length));
+      if ((await this._orLost(Promise.all(maps))) === 'lost') {
+        maps.forEach((m) => m.catch(() => {}));
+        this._dropAll(groups, 'device_lost');
+        return;
+      }
+    } catch (e) {
+      this._dropAll(groups, this.isLost ? 'device_lost' : 'read_failed');
+      return;
+    }
+    for (const g of groups) {
+      const stamps = g.slots.map((s) => {
+        const v = new BigUint64Array(s.read.getMappedRange(0, 16 * s.passes.length).slice(0));
+        s.read.unmap();
+        return v;
+      });
+      this._place(g.slots, stamps, g.h0, h1);
+    }
+    for (const s of slots) {
+      s.passes = [];
+      this.free.push(s);
+    }
+  }
+
+  // Records the passes of one submit: durations from the stamps, placed on the host timeline by the model.
+  _place(slots, stamps, h0, h1) {
+    const valid = [];
+    let t0 = null, t1 = null;
+    slots.forEach((s, k) => {
+      s.passes.forEach((pass, i) => {
+        const b = stamps[k][2 * i], e = stamps[k][2 * i + 1];
+        if (b === 0n || e < b) { // not written, or out of order: nothing trustworthy to record
+          this.recorder.drop(this._entry(pass), 'invalid_times');
+          return;
+        }
+        this._noteStamps(b, e);
+        valid.push({ pass, b, e });
+        if (t0 === null || b < t0) t0 = b;
+        if (t1 === null || e > t1) t1 = e;
+      });
+    });
+    if (!valid.length) return;
+    // The first stamp happened in [h0, h1 - (t1 - t0)] on the host.
+    this.model.add(t0, h0, h1 - (t1 - t0));
+    for (const { pass, b, e } of valid) {
+      const dur = e - b;
+      const p = this.place(b, dur, h0, h1);
+      this.recorder.record(this._entry(pass), {
+        duration: dur, start: p.start, end: p.start + dur, flags: SPAN_DEVICE, queue: this.queueIndex,
+        enqueue: pass.enqueue, submit: h0, uncertainty: p.bound, done: h1,
+      });
+    }
+  }
+
+  // Notes device stamps read (the quantum is their gcd).
+  _noteStamps(...v) {
+    for (const x of v) this.stampGcd = gcd(this.stampGcd, x);
+    this.stampCount += v.length;
+  }
+
+  /**
+   * Host placement of device work that began at stamp `b` and lasted `dur`, submitted at host time h0 and seen
+   * complete at h1: the model's mapping, kept inside [h0, h1] (a hard limit: work cannot start before its
+   * submit or end after the wait), with its bound plus the timestamp quantum.
+   */
+  place(b, dur, h0, h1) {
+    const m = this.model.map(b);
+    let start = m.host;
+    if (h1 - h0 >= dur) {
+      if (start < h0) start = h0;
+      if (start + dur > h1) start = h1 - dur;
+    }
+    return { start, bound: m.bound + this.quantumNs };
+  }
+
+  // -------------------------------------------------------------------------------------------------------
+  // Public
+  // -------------------------------------------------------------------------------------------------------
+
+  /** Waits until every submitted pass is read back and recorded (or counted dropped). */
+  async flush() {
+    this._drain();
+    while (this.inflight.size) await Promise.all([...this.inflight]);
+  }
+
+  /**
+   * Flushes, counts passes whose command buffer was never submitted (never_submitted), restores the device's
+   * methods and frees the query sets and buffers. The recorder keeps everything recorded.
+   */
+  async close() {
+    await this.flush();
+    for (const s of this.unsubmitted) {
+      for (const pass of s.passes) this.recorder.drop(this._entry(pass), 'never_submitted');
+      s.passes = [];
+    }
+    this.unsubmitted.clear();
+    this._restore();
+    for (const s of this.slots) {
+      try { s.querySet.destroy(); s.resolve.destroy(); s.read.destroy(); } catch { /* device already gone */ }
+    }
+    this.slots = [];
+    this.free = [];
+  }
+
+  /**
+   * A Gridwise primitive on this device: `kernels` ({name, record(pass, trial)}) in execution order.
+   * @returns {Primitive}
+   */
+  primitive(name, kernels) { return new Primitive(this, name, kernels); }
+
+  /** The snapshot JSON text (ktiming.snapshot v3) of this timer's recorder. */
+  snapshotJSON() { return this.recorder.toJSON(); }
+
+  /** The Chrome trace JSON text of this timer's recorder. */
+  chromeTraceJSON() { return this.recorder.toChromeTrace(); }
+}

@@ -1,0 +1,66 @@
+// cli.test.js — the built `ktiming` CLI (KT_CLI) on snapshots and traces the package wrote (from the test-double
+// GPU, so it runs wherever Node does): report (text, json, html), compare, merge, all unchanged C code.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { FakeGPU, submitPasses } from './fake-gpu.js';
+import { wrapDevice, nodeRecorder, writeSnapshot, writeChromeTrace } from '../src/node.js';
+
+const CLI = process.env.KT_CLI;
+const dir = mkdtempSync(`${tmpdir()}/ktiming-webgpu-cli-`);
+
+async function write(name, passNs, quantum = 1n) {
+  const gpu = new FakeGPU({ passNs, quantum, hostStep: 3n });
+  const now = () => gpu.now();
+  const timer = wrapDevice(gpu.device, { recorder: nodeRecorder({ now }), now });
+  for (let i = 0; i < 4; i++) {
+    submitPasses(gpu.device, 'stencil', 10, 5);
+    submitPasses(gpu.device, 'scan "x"\n', 5);
+    await gpu.complete();
+  }
+  const prim = timer.primitive('sort', [{ name: 'histogram', record: (p) => p.dispatchWorkgroups(1) },
+    { name: 'scatter', record: (p) => p.dispatchWorkgroups(1) }]);
+  gpu.auto = true;
+  await prim.execute({ trials: 3 });
+  await timer.close();
+  const path = `${dir}/${name}.json`;
+  writeSnapshot(timer, path);
+  writeChromeTrace(timer, `${dir}/${name}.trace.json`);
+  return path;
+}
+
+const cli = (...args) => execFileSync(CLI, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+
+test('ktiming report, compare and merge read the package\'s snapshots', { skip: !CLI && 'KT_CLI not set' }, async () => {
+  const a = await write('before', 100_000n), b = await write('after', 200_000n, 65536n);
+  const text = cli('report', a);
+  assert.match(text, /stencil\s+WebGPU\s+40\b/);
+  assert.match(text, /sort\/histogram\s+WebGPU\s+1\b/);
+  assert.match(text, /on Fake GPU/);
+  const back = JSON.parse(cli('report', a, '--format', 'json'));
+  const st = back.entries.find((e) => e.name === 'stencil');
+  assert.equal(st.backend, 'webgpu');
+  assert.equal(st.dispatch_count, 40);
+  assert.equal(st.total_ns, 40 * 100000);
+  assert.equal(back.span_table.count, 63); // 60 passes, 2 kernels and the primitive
+  const cmp = cli('compare', a, b);
+  assert.match(cmp, /stencil.*SLOWER/);
+  const m = `${dir}/merged.json`;
+  cli('merge', a, b, '-o', m);
+  const merged = JSON.parse(cli('report', m, '--format', 'json'));
+  assert.equal(merged.entries.find((e) => e.name === 'stencil').dispatch_count, 80);
+  cli('report', a, '--format', 'html', '-o', `${dir}/r.html`);
+  assert.match(readFileSync(`${dir}/r.html`, 'utf8'), /stencil/);
+  const trace = JSON.parse(readFileSync(`${dir}/before.trace.json`, 'utf8'));
+  assert.equal(trace.traceEvents.filter((e) => e.ph === "X").length, 63);
+});
+
+test('a snapshot the package wrote and the C reader refuses is a failure, not a pass', { skip: !CLI && 'KT_CLI not set' }, async () => {
+  const a = await write('again', 5000n);
+  const bad = readFileSync(a, 'utf8').replace('"backend": "webgpu"', '"backend": "webgpux"');
+  const r = spawnSync(CLI, ['report', '-'], { input: bad, encoding: 'utf8' });
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /unknown backend/);
+});

@@ -1,0 +1,223 @@
+// unit.test.js — the timer, primitives, clock model and writers on a test-double GPU (fake-gpu.js): exact counts,
+// the ring, device loss, quantum, placement bounds that contain the truth, the snapshot format. No GPU needed.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { FakeGPU, submitPasses } from './fake-gpu.js';
+import { wrapDevice, Recorder, ClockModel, histIndex, histLower, histValue, SPAN_DEVICE, SPAN_HOST_TIMED, SPAN_TRIALS }
+  from '../src/index.js';
+
+function setup(opts = {}, timerOpts = {}) {
+  const gpu = new FakeGPU(opts);
+  const now = () => gpu.now();
+  const timer = wrapDevice(gpu.device, { recorder: new Recorder({ now, host: 'testhost', pid: 42 }), now, ...timerOpts });
+  return { gpu, timer, device: gpu.device };
+}
+
+const entry = (timer, name) => [...timer.recorder.entries.values()].find((e) => e.name === name);
+
+// Resolves to 'timeout' when p has not settled after the event loop turned `turns` times (no wall clock).
+async function settles(p, turns = 200) {
+  let done = false;
+  p.then(() => { done = true; }, () => { done = true; });
+  for (let i = 0; i < turns && !done; i++) await new Promise((r) => setImmediate(r));
+  return done;
+}
+
+test('histogram buckets are the C library\'s (src/core/hist.h)', () => {
+  assert.equal(histIndex(127n), 127);
+  assert.equal(histIndex(128n), 128);
+  assert.equal(histLower(histIndex(200n)), 200n);
+  assert.equal(histLower(histIndex(1000n)), 1000n);
+  assert.equal(histLower(histIndex(1001n)), 1000n);
+  for (const v of [129n, 4095n, 65536n, 65537n, 123456789n, (1n << 62n) + 12345n]) {
+    const i = histIndex(v);
+    assert.ok(histLower(i) <= v && v < histLower(i + 1), `bucket of ${v}`);
+    const mid = histValue(i);
+    assert.ok(mid >= histLower(i) && mid < histLower(i + 1));
+  }
+});
+
+test('every pass is one dispatch of its kernel, named by the pass label or the pipeline label', async () => {
+  const { gpu, timer, device } = setup();
+  submitPasses(device, 'alpha', 10, 3);
+  for (let i = 0; i < 4; i++) {
+    const enc = device.createCommandEncoder();
+    const p = enc.beginComputePass();
+    p.setPipeline({ label: 'beta_pipeline' });
+    p.dispatchWorkgroups(2);
+    p.end();
+    device.queue.submit([enc.finish()]);
+  }
+  assert.equal(timer.recorder.spans.length, 0, 'nothing is read back before the work completes');
+  await gpu.complete();
+  await timer.flush();
+  assert.equal(entry(timer, 'alpha').count, 10n);
+  assert.equal(entry(timer, 'beta_pipeline').count, 4n);
+  assert.equal(entry(timer, 'alpha').sum, 10n * gpu.passNs);
+  assert.equal(timer.recorder.spans.length, 14);
+  for (const s of timer.recorder.spans) {
+    assert.equal(s.flags, SPAN_DEVICE);
+    assert.ok(s.submit <= s.start && s.end <= s.done, 'span inside its host bracket');
+  }
+});
+
+test('the placement bound contains the true host time of every pass', async () => {
+  const { gpu, timer, device } = setup({ offset: -3_000_000n, hostStep: 7n });
+  for (let round = 0; round < 6; round++) {
+    submitPasses(device, 'k', 5);
+    await gpu.complete();
+  }
+  await timer.flush();
+  const truth = gpu.ran.filter((r) => r.label === 'k');
+  const spans = timer.recorder.spans.filter((s) => s.entry.name === 'k');
+  assert.equal(spans.length, truth.length);
+  spans.forEach((s, i) => {
+    const err = s.start > truth[i].begin ? s.start - truth[i].begin : truth[i].begin - s.start;
+    assert.ok(err <= s.uncertainty, `span ${i}: error ${err} > bound ${s.uncertainty}`);
+  });
+});
+
+test('a full ring is counted as dropped (ring_full), never silent', async () => {
+  const { gpu, timer, device } = setup({}, { ringSize: 2, passesPerSlot: 1 });
+  submitPasses(device, 'k', 5);
+  await gpu.complete();
+  await timer.flush();
+  const e = entry(timer, 'k');
+  assert.equal(e.count, 2n);
+  assert.equal(e.droppedTotal(), 3n);
+  const snap = JSON.parse(timer.snapshotJSON());
+  assert.deepEqual(snap.entries[0].dropped_by, { ring_full: 3 });
+  submitPasses(device, 'k', 2); // slots came back after the read-back
+  await gpu.complete();
+  await timer.flush();
+  assert.equal(e.count, 4n);
+  assert.equal(e.droppedTotal(), 3n);
+});
+
+test('a quantised device clock is detected and carried into every span\'s uncertainty', async () => {
+  const { gpu, timer, device } = setup({ quantum: 65536n, passNs: 300_000n });
+  submitPasses(device, 'q', 8);
+  await gpu.complete();
+  await timer.flush();
+  assert.equal(timer.quantumNs, 65536n);
+  for (const s of timer.recorder.spans) {
+    assert.equal(s.duration % 65536n, 0n);
+    assert.ok(s.uncertainty >= 65536n);
+  }
+  const dev = JSON.parse(timer.snapshotJSON()).devices[0];
+  assert.equal(dev.resolution_ns, 65536);
+  const fine = setup({ passNs: 300_001n });
+  submitPasses(fine.device, 'q', 8);
+  await fine.gpu.complete();
+  await fine.timer.flush();
+  assert.ok(fine.timer.quantumNs < 16n, `unquantised clock read as quantum ${fine.timer.quantumNs}`);
+});
+
+test('a device lost mid-run: nothing hangs, the passes in flight are counted device_lost', async () => {
+  const { gpu, timer, device } = setup();
+  submitPasses(device, 'k', 3);
+  await gpu.complete();
+  await timer.flush();
+  submitPasses(device, 'k', 4);
+  device.destroy();
+  assert.ok(await settles(timer.flush()), 'flush() settles after the device is lost');
+  const e = entry(timer, 'k');
+  assert.equal(e.count, 3n);
+  assert.equal(e.dropped[5], 4n); // device_lost
+  assert.ok(await settles(timer.close()));
+});
+
+test('passes never submitted are counted at close; passes the program times itself are left alone', async () => {
+  const { gpu, timer, device } = setup();
+  const enc = device.createCommandEncoder();
+  enc.beginComputePass({ label: 'orphan' }).end();
+  enc.finish(); // never submitted
+  const own = device.createCommandEncoder();
+  own.beginComputePass({ label: 'own', timestampWrites: { querySet: device.createQuerySet({ count: 2 }),
+    beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } }).end();
+  device.queue.submit([own.finish()]);
+  await gpu.complete();
+  await timer.close();
+  assert.equal(entry(timer, 'orphan').dropped[4], 1n); // never_submitted
+  assert.equal(entry(timer, 'own').dropped[8], 1n);    // no_timing
+  assert.equal(entry(timer, 'own').count, 0n);
+  assert.equal(typeof device.createCommandEncoder().beginComputePass, 'function');
+  assert.ok(!Object.prototype.hasOwnProperty.call(device.createCommandEncoder(), 'finish') ||
+    device.createCommandEncoder().finish.name === 'finish', 'close() restored the device');
+});
+
+test('a primitive: trials in one pass per kernel, time / trials, warm-up discarded, CPU time with a drain', async () => {
+  const { gpu, timer } = setup({ auto: true, passNs: 4000n });
+  const calls = { a: 0, b: 0 };
+  const prim = timer.primitive('scan', [
+    { name: 'up', record: (pass, trial) => { calls.a++; pass.dispatchWorkgroups(1); assert.ok(trial >= 0); } },
+    { name: 'down', record: (pass) => { calls.b++; pass.dispatchWorkgroups(1); } },
+  ]);
+  const r = await prim.execute({ trials: 4, warmup: 2 });
+  assert.equal(calls.a, 12);
+  assert.equal(calls.b, 12);
+  assert.equal(r.trials, 4);
+  assert.deepEqual(r.gpuTotalNs, [4000n, 4000n]); // the fake runs a pass in passNs whatever it holds
+  assert.deepEqual(r.gpuNs, [1000n, 1000n]);
+  assert.ok(r.unitTotalNs >= 8000n);
+  assert.ok(r.cpuTotalNs > 0n && r.cpuNs === r.cpuTotalNs / 4n);
+  assert.equal(entry(timer, 'scan/up').count, 1n, 'warm-up executions are not recorded');
+  assert.equal(entry(timer, 'scan/up').sum, 1000n);
+  assert.equal(entry(timer, 'scan').count, 1n);
+  const flags = Object.fromEntries(timer.recorder.spans.map((s) => [s.entry.name, s.flags]));
+  assert.equal(flags['scan/up'], SPAN_DEVICE | SPAN_TRIALS);
+  assert.equal(flags.scan, SPAN_HOST_TIMED | SPAN_TRIALS);
+  const g = await prim.execute({ trials: 1, cpuTiming: false });
+  assert.equal(g.cpuTotalNs, 0n);
+  assert.equal(entry(timer, 'scan').last, g.unitNs, 'without CPU timing the unit is the GPU time');
+  const none = await prim.execute({ gpuTiming: false, cpuTiming: false });
+  assert.deepEqual([none.gpuTotalNs, none.cpuTotalNs], [[0n, 0n], 0n]);
+  assert.equal(entry(timer, 'scan').count, 2n, 'an execution timed neither way records nothing');
+  await assert.rejects(prim.execute({ trials: 0 }), RangeError);
+});
+
+test('the clock model: bound contains the truth for bracketed samples of a drifting clock', () => {
+  const m = new ClockModel();
+  const truth = (d) => d - 1_000_000_000n + (d - 1_000_000_000n) / 10000n; // host = device + 100 ppm
+  for (let i = 0; i < 40; i++) {
+    const d = 1_000_000_000n + BigInt(i) * 50_000_000n; // 2 s of samples
+    const h = truth(d);
+    m.add(d, h - BigInt(1000 + (i % 7) * 300), h + BigInt(500 + (i % 5) * 400));
+  }
+  for (const d of [1_000_000_000n, 1_975_000_000n, 2_950_000_000n]) {
+    const p = m.map(d);
+    const err = p.host > truth(d) ? p.host - truth(d) : truth(d) - p.host;
+    assert.ok(err <= p.bound, `error ${err} > bound ${p.bound}`);
+  }
+  assert.ok(Math.abs(m.driftPpm + 100) < 20, `drift ${m.driftPpm}`);
+  assert.equal(new ClockModel().map(5n), null);
+});
+
+test('the snapshot: schema v3, sorted entries, exact sums, u64 past 2^53 as strings, a valid Chrome trace', async () => {
+  const { gpu, timer, device } = setup({ offset: (1n << 60n) });
+  submitPasses(device, 'zeta', 3);
+  submitPasses(device, 'Alpha', 2);
+  submitPasses(device, 'alpha', 1);
+  await gpu.complete();
+  await timer.flush();
+  const rec = timer.recorder;
+  rec.now = () => (1n << 55n) + 1n;
+  const text = timer.snapshotJSON();
+  const s = JSON.parse(text);
+  assert.equal(s.schema, 'ktiming.snapshot');
+  assert.equal(s.version, 3);
+  assert.equal(s.taken_ns, ((1n << 55n) + 1n).toString());
+  assert.deepEqual(s.entries.map((e) => e.name), ['Alpha', 'alpha', 'zeta']);
+  for (const e of s.entries) {
+    assert.equal(e.backend, 'webgpu');
+    assert.equal(e.device, 'Fake GPU "test double"');
+    assert.equal(e.sum_ns, e.total_ns);
+    assert.equal(e.sample_count, e.samples.length);
+    assert.equal(e.hist.reduce((a, b) => a + b[1], 0), e.dispatch_count);
+  }
+  assert.equal(s.span_table.count, 6);
+  assert.equal(s.span_table.entry.split(' ').length > 0, true);
+  assert.equal(s.threads[0].os_tid, 42);
+  const tr = JSON.parse(timer.chromeTraceJSON());
+  assert.equal(tr.traceEvents.filter((e) => e.ph === 'X').length, 6);
+});
