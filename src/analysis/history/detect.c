@@ -156,6 +156,7 @@ static double level(const double *x, size_t a, size_t b, double *tmp)
 
 typedef struct cand_t {
     kth_change_t c;  /* the change */
+    double robust;   /* the change of the median run median between the windows */
     int keep;        /* confirmed */
 } cand_t;
 
@@ -208,12 +209,13 @@ int kth_check(const kth_history_t *h, kth_samples_fn fn, void *ctx, const kth_ch
         double sigma = 1.4826 * median_of(tmp, n - 1) / sqrt(2.0);
         if (sigma < 1e-4)
             sigma = 1e-4;
-        /* A running median of three removes single outlier runs and keeps steps where they are. */
-        y[0] = x[0];
-        y[n - 1] = x[n - 1];
-        for (size_t i = 1; i + 1 < n; i++) {
-            double a = x[i - 1], b = x[i], c = x[i + 1];
-            y[i] = a > b ? (b > c ? b : a > c ? c : a) : (a > c ? a : b > c ? c : b);
+        /* A running median of five (clipped at the ends) removes up to two outlier runs close together and
+         * keeps steps where they are. */
+        for (size_t i = 0; i < n; i++) {
+            size_t a = i > 2 ? i - 2 : 0, b = i + 3 < n ? i + 3 : n;
+            double w[5];
+            memcpy(w, x + a, (b - a) * sizeof *w);
+            y[i] = median_of(w, b - a);
         }
         size_t k = kth_change_points(y, n, o.penalty * sigma * sigma * log((double)n), cps);
         for (size_t j = 0; !rc && j < k; j++) {
@@ -254,6 +256,9 @@ int kth_check(const kth_history_t *h, kth_samples_fn fn, void *ctx, const kth_ch
                     c->c.ci_lo = row->ci_hi > 0.0 ? 1.0 / row->ci_hi - 1.0 : NAN;
                     c->c.ci_hi = row->ci_lo > 0.0 ? 1.0 / row->ci_lo - 1.0 : NAN;
                     c->c.p = isfinite(row->p_value) ? row->p_value : 1.0;
+                    /* The runs' filtered medians either side must move by the threshold too: pooled samples alone
+                     * would let an outlier run or two in a window pass for a change. */
+                    c->robust = level(y, at, b, tmp) / level(y, a, at, tmp) - 1.0;
                     /* Fixed: a later segment back within the threshold of the level before the change. */
                     double before = level(x, prev, at, tmp);
                     for (size_t m = j + 1; c->c.change > 0 && m < k + 1 && !c->c.fixed; m++) {
@@ -289,7 +294,8 @@ int kth_check(const kth_history_t *h, kth_samples_fn fn, void *ctx, const kth_ch
         for (size_t i = 0; i < ncand; i++) {
             kth_change_t *c = &cands[i].c;
             int outside = c->change > 0 ? c->ci_lo > 0.0 : c->ci_hi < 0.0; /* the interval excludes no change */
-            cands[i].keep = c->q <= o.alpha && fabs(c->change) >= t && outside;
+            int same_way = (cands[i].robust > 0) == (c->change > 0);
+            cands[i].keep = c->q <= o.alpha && fabs(c->change) >= t && fabs(cands[i].robust) >= t && same_way && outside;
             kept += cands[i].keep;
         }
         out->changes = kept ? malloc(kept * sizeof *out->changes) : NULL;
