@@ -81,9 +81,11 @@ static void csv_str(FILE *o, const char *s)
     fputc('"', o);
 }
 
+/* Text for HTML: controls and invalid UTF-8 written as escapes (as in the text table), then the markup entities. */
 static void html_str(FILE *o, const char *s)
 {
-    for (const char *p = s ? s : ""; *p; p++) {
+    char *e = kt__escape(s ? s : "", s ? strlen(s) : 0, KT_ESC_TEXT, NULL);
+    for (const char *p = e ? e : "?"; *p; p++) {
         switch (*p) {
         case '&': fputs("&amp;", o); break;
         case '<': fputs("&lt;", o); break;
@@ -93,6 +95,7 @@ static void html_str(FILE *o, const char *s)
         default: fputc(*p, o);
         }
     }
+    free(e);
 }
 
 /* The commit URL from the template ("{commit}" replaced), written escaped for an HTML attribute or markdown. */
