@@ -310,6 +310,8 @@ int ktcli_cmd_history(int argc, char **argv)
         return 0;
     }
     const char *sub = argv[1];
+    if (sub[0] == '-')
+        return usage_error("unknown option '%s' (expected a subcommand first: add, show or check)", sub);
     if (strcmp(sub, "add") && strcmp(sub, "show") && strcmp(sub, "check"))
         return usage_error("unknown subcommand '%s' (add, show or check)", sub);
     history_args_t a;

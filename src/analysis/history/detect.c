@@ -221,6 +221,11 @@ int kth_check(const kth_history_t *h, kth_samples_fn fn, void *ctx, const kth_ch
         for (size_t j = 0; !rc && j < k; j++) {
             size_t at = cps[j], prev = j ? cps[j - 1] : 0, next = j + 1 < k ? cps[j + 1] : n;
             size_t a = at - prev > o.window ? at - o.window : prev, b = next - at > o.window ? at + o.window : next;
+            /* The runs' filtered medians either side must move by the threshold: pooled samples alone would let an
+             * outlier run or two in a window pass for a change. Checked first: it needs no samples. */
+            double robust = level(y, at, b, tmp) / level(y, a, at, tmp) - 1.0;
+            if (!(fabs(robust) >= t))
+                continue;
             uint64_t *bv = NULL, *av = NULL;
             size_t bn = 0, an = 0;
             if ((rc = pool(h, fn, ctx, s, a, at, &bv, &bn)) || (rc = pool(h, fn, ctx, s, at, b, &av, &an))) {
@@ -256,9 +261,7 @@ int kth_check(const kth_history_t *h, kth_samples_fn fn, void *ctx, const kth_ch
                     c->c.ci_lo = row->ci_hi > 0.0 ? 1.0 / row->ci_hi - 1.0 : NAN;
                     c->c.ci_hi = row->ci_lo > 0.0 ? 1.0 / row->ci_lo - 1.0 : NAN;
                     c->c.p = isfinite(row->p_value) ? row->p_value : 1.0;
-                    /* The runs' filtered medians either side must move by the threshold too: pooled samples alone
-                     * would let an outlier run or two in a window pass for a change. */
-                    c->robust = level(y, at, b, tmp) / level(y, a, at, tmp) - 1.0;
+                    c->robust = robust;
                     /* Fixed: a later segment back within the threshold of the level before the change. */
                     double before = level(x, prev, at, tmp);
                     for (size_t m = j + 1; c->c.change > 0 && m < k + 1 && !c->c.fixed; m++) {
@@ -276,7 +279,8 @@ int kth_check(const kth_history_t *h, kth_samples_fn fn, void *ctx, const kth_ch
         }
         out->candidates += k;
     }
-    /* Benjamini-Hochberg over max(candidates, series): a series with no candidate was tested too. */
+    /* Benjamini-Hochberg over max(candidates, series): a series with no candidate, and a candidate that moved less
+     * than the threshold, were tested too. */
     cand_t **order = ncand ? malloc(ncand * sizeof *order) : NULL;
     if (!rc && ncand && !order)
         rc = KT_ENOMEM;
@@ -284,7 +288,8 @@ int kth_check(const kth_history_t *h, kth_samples_fn fn, void *ctx, const kth_ch
         for (size_t i = 0; i < ncand; i++)
             order[i] = &cands[i];
         qsort(order, ncand, sizeof *order, cmp_cand_p);
-        double m = (double)(ncand > h->series_count ? ncand : h->series_count), run = 1.0;
+        size_t tested = out->candidates > h->series_count ? out->candidates : h->series_count;
+        double m = (double)tested, run = 1.0;
         for (size_t i = ncand; i-- > 0;) {
             double q = order[i]->c.p * m / (double)(i + 1);
             run = q < run ? q : run;

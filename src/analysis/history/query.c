@@ -289,8 +289,8 @@ static int row_blob(void *ctx, const kth_val_t *c, int n)
 int kth_load_samples(kth_db_t *db, int64_t series_id, int64_t run_id, uint64_t **out, size_t *n)
 {
     blob_ctx_t b = {NULL, 0, 0};
-    kth_val_t p[2] = {{.t = KTH_INT, .i = series_id}, {.t = KTH_INT, .i = run_id}};
-    int rc = kth_exec(db, "SELECT samples FROM kt_result WHERE series_id = $1 AND run_id = $2", p, 2, row_blob, &b);
+    kth_val_t p[2] = {{.t = KTH_INT, .i = run_id}, {.t = KTH_INT, .i = series_id}};
+    int rc = kth_exec(db, "SELECT samples FROM kt_result WHERE run_id = $1 AND series_id = $2", p, 2, row_blob, &b);
     if (!rc && b.rc) {
         snprintf(db->err, sizeof db->err, "%s: a stored reservoir is damaged (series %lld, run %lld)", db->where,
                  (long long)series_id, (long long)run_id);

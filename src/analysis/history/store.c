@@ -28,13 +28,13 @@ static const char *const kMigration1[] = {
     " stddev_ns DOUBLE PRECISION, p50_ns BIGINT NOT NULL, p90_ns BIGINT NOT NULL, p99_ns BIGINT NOT NULL,"
     " median_ns DOUBLE PRECISION NOT NULL, q1_ns DOUBLE PRECISION NOT NULL, q3_ns DOUBLE PRECISION NOT NULL,"
     " errors BIGINT NOT NULL, dropped BIGINT NOT NULL, bound_ns BIGINT NOT NULL, sample_count BIGINT NOT NULL,"
-    " samples @BLOB, PRIMARY KEY (series_id, run_id))",
+    " samples @BLOB, PRIMARY KEY (run_id, series_id))", /* run first: a run's rows append to the key's end */
     NULL};
-/* Version 2: run tags, and results found by run (deleting or listing one run's kernels). */
+/* Version 2: run tags, found by key and value too. */
 static const char *const kMigration2[] = {
     "CREATE TABLE kt_tag (run_id BIGINT NOT NULL REFERENCES kt_run (id), key TEXT NOT NULL, value TEXT NOT NULL,"
     " PRIMARY KEY (run_id, key))",
-    "CREATE INDEX kt_result_run ON kt_result (run_id)",
+    "CREATE INDEX kt_tag_key ON kt_tag (key, value)",
     NULL};
 static const char *const *const kMigrations[KTH_SCHEMA_VERSION] = {kMigration1, kMigration2};
 

@@ -145,7 +145,7 @@ int kth__sqlite_open(kth_db_t *db, const char *path)
     /* WAL: readers never block the writer. Switching needs the file's lock for a moment; a busy answer (another
      * process opening at the same moment) is retried by the busy handler set above. */
     static const char *const kPragmas[] = {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL",
-                                           "PRAGMA foreign_keys = ON", NULL};
+                                           "PRAGMA foreign_keys = ON", "PRAGMA cache_size = -32768", NULL};
     for (const char *const *pr = kPragmas; *pr; pr++) {
         char *msg = NULL;
         rc = sqlite3_exec(c, *pr, NULL, NULL, &msg);
