@@ -3,7 +3,8 @@
 #   scripts/install-deps.sh          what building and `make demo` need (toolchain, cJSON, GPU API headers and the
 #                                    CPU drivers PoCL and lavapipe the demo runs on)
 #   scripts/install-deps.sh --test   that plus what the test suite needs (cmocka, clang for the fuzz step,
-#                                    chromium for the HTML test, the Vulkan validation layer, clinfo/vulkaninfo)
+#                                    chromium for the HTML test, the Vulkan validation layer, clinfo/vulkaninfo,
+#                                    SQLite, libpq and a PostgreSQL server for `ktiming history` and its tests)
 set -euo pipefail
 
 BUILD_PKGS=(
@@ -18,6 +19,7 @@ TEST_PKGS=(
   clang                                      # libFuzzer target for the snapshot loader
   chromium                                   # renders the HTML report in a test
   vulkan-validationlayers vulkan-tools clinfo                                    # Vulkan tests run validated
+  libsqlite3-dev libpq-dev postgresql        # `ktiming history` (optional to the build) and its PostgreSQL test
 )
 
 case "${1:-}" in

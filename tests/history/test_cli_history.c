@@ -113,12 +113,62 @@ static void test_usage(void **state)
     assert_int_equal(st, 0);
     assert_non_null(strstr(help, "ktiming history add"));
     assert_non_null(strstr(help, "--fail-on-regression"));
+    /* `ktiming help history` is `ktiming history --help`; the top-level list names it. */
+    char *argv2[] = {KT_CLI_PATH, "help", "history", NULL};
+    char *same = ktt_run_capture(argv2, NULL, &st);
+    assert_int_equal(st, 0);
+    assert_string_equal(same, help);
+    free(same);
     free(help);
-    /* `ktiming help history` and the top-level list name it. */
-    char *argv2[] = {KT_CLI_PATH, "--help", NULL};
-    char *top = ktt_run_capture(argv2, NULL, &st);
-    assert_non_null(strstr(top, "history"));
+    char *argv3[] = {KT_CLI_PATH, "--help", NULL};
+    char *top = ktt_run_capture(argv3, NULL, &st);
+    assert_non_null(strstr(top, "  history "));
     free(top);
+    /* An unknown option has the shape of every command's. */
+    assert_int_equal(STATUS("--no-such-option"), 2);
+    assert_err_contains("ktiming history: unknown option '--no-such-option'");
+    assert_int_equal(STATUS("show", "--no-such-option"), 2);
+    assert_err_contains("ktiming history: unknown option '--no-such-option'");
+}
+
+/* The bash completion knows the subcommands, their options and the formats; the man page documents them. */
+static void test_completion_and_man(void **state)
+{
+    (void)state;
+    if (access("/bin/bash", X_OK) != 0)
+        skip();
+    char cmd[8192 + 1024], out[4200];
+    snprintf(out, sizeof out, "%s/compl.txt", g_dir);
+    snprintf(cmd, sizeof cmd,
+             "/bin/bash -c 'source \"%s\" && "
+             "COMP_WORDS=(ktiming \"\"); COMP_CWORD=1; _ktiming; echo \"1:${COMPREPLY[*]}\"; "
+             "COMP_WORDS=(ktiming history \"\"); COMP_CWORD=2; _ktiming; echo \"2:${COMPREPLY[*]}\"; "
+             "COMP_WORDS=(ktiming history check --f); COMP_CWORD=3; _ktiming; echo \"3:${COMPREPLY[*]}\"; "
+             "COMP_WORDS=(ktiming history show -f \"\"); COMP_CWORD=4; _ktiming; echo \"4:${COMPREPLY[*]}\"; "
+             "COMP_WORDS=(ktiming history add --c); COMP_CWORD=3; _ktiming; echo \"5:${COMPREPLY[*]}\"' > %s 2>&1",
+             KT_COMPLETION_PATH, out);
+    assert_int_equal(system(cmd), 0);
+    char *c = ktt_read_file(out, NULL);
+    assert_non_null(c);
+    assert_non_null(strstr(strstr(c, "1:"), "history"));
+    assert_non_null(strstr(c, "2:add show check"));
+    assert_non_null(strstr(strstr(c, "3:"), "--fail-on-regression"));
+    assert_non_null(strstr(strstr(c, "4:"), "html"));
+    assert_non_null(strstr(c, "5:--commit"));
+    assert_null(strstr(strstr(c, "5:"), "--commit-url")); /* a show/check option, not add's */
+    free(c);
+    if (access("/usr/bin/groff", X_OK) != 0)
+        return;
+    snprintf(out, sizeof out, "%s/man.txt", g_dir);
+    snprintf(cmd, sizeof cmd, "groff -t -man -Tutf8 -P-bou -ww '%s' > %s 2>&1", KT_MAN_PATH, out);
+    assert_int_equal(system(cmd), 0);
+    char *man = ktt_read_file(out, NULL);
+    assert_non_null(man);
+    assert_non_null(strstr(man, "ktiming history add|show|check"));
+    assert_non_null(strstr(man, "KTIMING_HISTORY"));
+    assert_non_null(strstr(man, "Benjamini"));
+    assert_null(strstr(man, "warning"));
+    free(man);
 }
 
 static void test_missing_and_bad(void **state)
@@ -262,6 +312,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_completion_and_man),
         cmocka_unit_test(test_missing_and_bad),
         cmocka_unit_test(test_add_show_check),
     };

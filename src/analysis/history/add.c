@@ -78,15 +78,30 @@ int kth_parse_time(const char *s, int64_t *out)
     return 0;
 }
 
-/* 128-bit FNV-1a digest (two 64-bit lanes with different bases) as 32 hex digits. */
+/* 128-bit digest of the bytes (two 64-bit lanes of multiply-xorshift over 8-byte words) as 32 hex digits: what
+ * tells one stored run from another, not a cryptographic hash. */
 static void digest(const char *s, size_t n, char out[33])
 {
-    uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
-    for (size_t i = 0; i < n; i++) {
-        a = (a ^ (uint8_t)s[i]) * 0x100000001b3ull;
-        b = (b ^ (uint8_t)s[i]) * 0x100000001b3ull;
+    uint64_t a = 0xcbf29ce484222325ull ^ n, b = 0x84222325cbf29ce4ull + n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        a = (a ^ w) * 0x100000001b3ull;
+        a ^= a >> 32;
+        b = (b + w) * 0x9e3779b97f4a7c15ull;
         b ^= b >> 29;
     }
+    for (; i < n; i++) {
+        a = (a ^ (uint8_t)s[i]) * 0x100000001b3ull;
+        b = (b + (uint8_t)s[i]) * 0x9e3779b97f4a7c15ull;
+    }
+    a ^= a >> 33;
+    a *= 0xff51afd7ed558ccdull;
+    a ^= a >> 33;
+    b ^= b >> 31;
+    b *= 0xc4ceb9fe1a85ec53ull;
+    b ^= b >> 33;
     snprintf(out, 33, "%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
 }
 
@@ -138,23 +153,23 @@ static int add_entry(kth_db_t *db, const kt_snapshot_t *s, const kt_kernel_timin
     if (rc)
         return rc;
     double med = (double)e->p50_ns, q1 = med, q3 = med;
+    uint64_t *v = NULL;
     if (e->sample_count) {
-        uint64_t *v = malloc(e->sample_count * sizeof *v);
-        if (!v)
+        if (!(v = malloc(e->sample_count * sizeof *v)))
             return KT_ENOMEM;
         memcpy(v, e->samples, e->sample_count * sizeof *v);
         kth__sort_u64(v, e->sample_count);
         med = kth__quantile(v, e->sample_count, 0.5);
         q1 = kth__quantile(v, e->sample_count, 0.25);
         q3 = kth__quantile(v, e->sample_count, 0.75);
-        free(v);
     }
     uint64_t bound = 0;
     for (size_t i = 0; i < s->device_count; i++)
         if (s->devices[i].backend == e->backend && e->device && !strcmp(s->devices[i].name, e->device))
             bound = s->devices[i].error_bound_ns;
     uint8_t *blob = NULL;
-    size_t blen = kth_samples_encode(e->samples, e->sample_count, &blob);
+    size_t blen = kth_samples_encode(v, e->sample_count, &blob); /* sorted already: encoded as they are */
+    free(v);
     if (e->sample_count && !blob)
         return KT_ENOMEM;
     static const char kRes[] =

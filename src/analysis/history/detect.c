@@ -16,16 +16,42 @@
  * Change points
  * ===================================================================================================== */
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int cmp_size(const void *a, const void *b)
 {
     size_t x = *(const size_t *)a, y = *(const size_t *)b;
     return x < y ? -1 : x > y;
+}
+
+/* The k-th smallest of v[0..n) (Hoare's selection; reorders v). */
+static double select_kth(double *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = v[lo + (hi - lo) / 2];
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return v[k];
+    }
+    return v[k];
 }
 
 /* Median of v[0..n) (reorders v). */
@@ -33,8 +59,13 @@ static double median_of(double *v, size_t n)
 {
     if (!n)
         return NAN;
-    qsort(v, n, sizeof *v, cmp_dbl);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    double hi = select_kth(v, n, n / 2);
+    if (n % 2)
+        return hi;
+    double lo = v[0]; /* the largest of the lower half, which selection left below n/2 */
+    for (size_t i = 1; i < n / 2; i++)
+        lo = v[i] > lo ? v[i] : lo;
+    return 0.5 * (lo + hi);
 }
 
 size_t kth_change_points(const double *x, size_t n, double penalty, size_t *cps)

@@ -22,6 +22,9 @@ typedef struct load_ctx_t {
     int64_t *series_ids;        /* series ids ascending */
     uint32_t *series_index;     /* their index in h->series */
     size_t *pcap;               /* per series: capacity of pts */
+    uint32_t *run_direct;       /* run id -> index when ids are dense (NULL otherwise) */
+    uint32_t *series_direct;    /* series id -> index, likewise */
+    int64_t run_max, series_max; /* largest id of each */
 } load_ctx_t;
 
 static int row_run(void *ctx, const kth_val_t *c, int n)
@@ -109,16 +112,25 @@ static long find_id(const int64_t *ids, size_t n, int64_t id)
     return lo < n && ids[lo] == id ? (long)lo : -1;
 }
 
+/* Index of an id: a direct table when the ids are dense (as auto-numbered ids are), else a binary search. */
+static long lookup(const int64_t *ids, const uint32_t *index, size_t n, const uint32_t *direct, int64_t max, int64_t id)
+{
+    if (direct)
+        return id >= 0 && id <= max && direct[id] != UINT32_MAX ? (long)direct[id] : -1;
+    long k = find_id(ids, n, id);
+    return k < 0 ? -1 : (long)index[k];
+}
+
 static int row_point(void *ctx, const kth_val_t *c, int n)
 {
     load_ctx_t *x = ctx;
     if (n < 6)
         return 0;
-    long si = find_id(x->series_ids, x->h->series_count, c[0].i);
-    long ri = si < 0 ? -1 : find_id(x->run_ids, x->h->run_count, c[1].i);
+    long si = lookup(x->series_ids, x->series_index, x->h->series_count, x->series_direct, x->series_max, c[0].i);
+    long ri = si < 0 ? -1 : lookup(x->run_ids, x->run_index, x->h->run_count, x->run_direct, x->run_max, c[1].i);
     if (ri < 0)
         return 0;
-    size_t s = x->series_index[si];
+    size_t s = (size_t)si;
     kth_series_t *se = &x->h->series[s];
     if (se->n == x->pcap[s]) {
         size_t cap = x->pcap[s] ? x->pcap[s] * 2 : 16;
@@ -131,7 +143,7 @@ static int row_point(void *ctx, const kth_val_t *c, int n)
         x->pcap[s] = cap;
     }
     kth_point_t *p = &se->pts[se->n++];
-    p->run = x->run_index[ri];
+    p->run = (uint32_t)ri;
     p->median = c[2].d;
     p->q1 = c[3].t == KTH_NULL ? p->median : c[3].d;
     p->q3 = c[4].t == KTH_NULL ? p->median : c[4].d;
@@ -166,6 +178,21 @@ static int cmp_point(const void *a, const void *b)
 {
     uint32_t x = ((const kth_point_t *)a)->run, y = ((const kth_point_t *)b)->run;
     return x < y ? -1 : x > y;
+}
+
+/* A direct id -> index table when the largest id is at most a few times the count; NULL otherwise. */
+static uint32_t *direct_table(const int64_t *ids, const uint32_t *index, size_t n, int64_t *max)
+{
+    *max = n ? ids[n - 1] : -1;
+    if (!n || ids[0] < 0 || *max > (int64_t)(4 * n + 1024))
+        return NULL;
+    uint32_t *t = malloc(((size_t)*max + 1) * sizeof *t);
+    if (!t)
+        return NULL; /* the binary search still works */
+    memset(t, 0xff, ((size_t)*max + 1) * sizeof *t);
+    for (size_t i = 0; i < n; i++)
+        t[ids[i]] = index[i];
+    return t;
 }
 
 /* ids[i], index[i] of n items given by get(i), ascending by id. */
@@ -217,6 +244,10 @@ int kth_load(kth_db_t *db, const kth_filter_t *f, kth_history_t *out)
             index_ids(out->series_count, out, 0, &x.series_ids, &x.series_index))
             x.oom = 1;
     }
+    if (!rc && !x.oom) {
+        x.run_direct = direct_table(x.run_ids, x.run_index, out->run_count, &x.run_max);
+        x.series_direct = direct_table(x.series_ids, x.series_index, out->series_count, &x.series_max);
+    }
     if (!rc && !x.oom && out->run_count && out->series_count)
         rc = kth_exec(db, "SELECT series_id, run_id, median_ns, q1_ns, q3_ns, sample_count FROM kt_result", NULL, 0,
                       row_point, &x);
@@ -240,6 +271,8 @@ int kth_load(kth_db_t *db, const kth_filter_t *f, kth_history_t *out)
     free(x.run_index);
     free(x.series_ids);
     free(x.series_index);
+    free(x.run_direct);
+    free(x.series_direct);
     if (x.oom && !rc)
         rc = KT_ENOMEM;
     if (rc) {

@@ -258,8 +258,17 @@ static int cmp_u64(const void *a, const void *b)
 
 void kth__sort_u64(uint64_t *v, size_t n)
 {
-    if (n > 1)
+    if (n > 48) {
         qsort(v, n, sizeof *v, cmp_u64);
+        return;
+    }
+    for (size_t i = 1; i < n; i++) { /* small reservoirs: insertion, no allocation */
+        uint64_t x = v[i];
+        size_t j = i;
+        for (; j > 0 && v[j - 1] > x; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
 }
 
 double kth__quantile(const uint64_t *v, size_t n, double q)
@@ -283,7 +292,11 @@ size_t kth_samples_encode(const uint64_t *v, size_t n, uint8_t **out)
         return 0;
     }
     memcpy(s, v, n * sizeof *s);
-    kth__sort_u64(s, n);
+    for (size_t i = 1; i < n; i++)
+        if (s[i] < s[i - 1]) { /* not sorted yet */
+            kth__sort_u64(s, n);
+            break;
+        }
     size_t len = 0;
     uint64_t prev = 0;
     for (size_t i = 0; i < n; i++) {
