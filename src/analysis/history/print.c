@@ -319,7 +319,9 @@ int kth_print_show(FILE *o, const kth_history_t *h, const kth_check_result_t *ch
         switch (fmt) {
         case KTH_FMT_TEXT:
             kt__escape_write_padded(o, se->kernel, KT_ESC_TEXT, wk);
-            fprintf(o, "  %-7s  ", se->backend);
+            fputs("  ", o);
+            kt__escape_write_padded(o, se->backend, KT_ESC_TEXT, 7);
+            fputs("  ", o);
             kt__escape_write_padded(o, se->device, KT_ESC_TEXT, wd);
             fputs("  ", o);
             kt__escape_write_padded(o, se->machine, KT_ESC_TEXT, wm);
@@ -428,8 +430,9 @@ int kth_print_check(FILE *o, const kth_history_t *h, const kth_check_result_t *r
             fputs(": ", o);
             fprintf(o, "%s at commit ", pct);
             kt__escape_write(o, short_commit(commit, sc), KT_ESC_TEXT);
-            fprintf(o, " (run %zu of %zu), %s -> %s, 95 %% CI [%s, %s], q %.2g: %s\n", c->at + 1, se->n, bf, af, lo, hi,
-                    c->q, st);
+            fprintf(o, " (run %zu of %zu), %s -> %s, 95 %% CI [%s, %s], q %.2g: ", c->at + 1, se->n, bf, af, lo, hi, c->q);
+            kt__escape_write(o, st, KT_ESC_TEXT); /* it may name a commit */
+            fputc('\n', o);
             break;
         case KTH_FMT_MARKDOWN:
             series_key(o, se, fmt);
@@ -443,7 +446,9 @@ int kth_print_check(FILE *o, const kth_history_t *h, const kth_check_result_t *r
             } else {
                 kt__escape_write(o, short_commit(commit, sc), KT_ESC_MARKDOWN);
             }
-            fprintf(o, " | %s | %s | %s | [%s, %s] | %.2g | %s |\n", bf, af, pct, lo, hi, c->q, st);
+            fprintf(o, " | %s | %s | %s | [%s, %s] | %.2g | ", bf, af, pct, lo, hi, c->q);
+            kt__escape_write(o, st, KT_ESC_MARKDOWN);
+            fputs(" |\n", o);
             break;
         case KTH_FMT_CSV:
             series_key(o, se, fmt);
