@@ -243,6 +243,17 @@ static void test_add_show_check(void **state)
     assert_int_equal(strncmp(csv, "kernel,backend,device,machine,runs,", 35), 0);
     assert_non_null(strstr(csv, "\"steady\",\"CPU\",\"host\",\"ci-box\",5,"));
     free(csv);
+    /* Filters on device and machine; none matching is said, not an error. */
+    char *none = CLI(&st, "show", "--device", "gpu*");
+    assert_int_equal(st, 0);
+    assert_null(strstr(none, "slowed"));
+    free(none);
+    assert_err_contains("no series match");
+    char *mach = CLI(&st, "show", "-f", "csv", "--machine", "ci-*", "--kernel", "steady");
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(mach, "\"steady\""));
+    assert_null(strstr(mach, "\"slowed\""));
+    free(mach);
     char *md = CLI(&st, "show", "-f", "markdown");
     assert_int_equal(st, 0);
     assert_non_null(strstr(md, "| kernel | backend |"));
