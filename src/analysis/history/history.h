@@ -42,8 +42,9 @@ typedef struct kth_engine_t {
     const char *id_type;    /* an auto-numbered 64-bit primary key column type */
     const char *blob_type;  /* a byte-string column type */
     const char *begin_write; /* starts a transaction that serialises writers (schema and adds) */
+    /* runs one statement with its parameters, calling cb per row: 0, cb's non-zero, or KT_EIO (db->err set) */
     int (*exec)(kth_db_t *db, const char *sql, const kth_val_t *params, int nparams, kth_row_cb cb, void *ctx);
-    void (*close)(kth_db_t *db);
+    void (*close)(kth_db_t *db); /* releases the connection and the cache (db itself stays) */
 } kth_engine_t;
 
 /* An open history. */
@@ -89,8 +90,8 @@ typedef struct kth_run_info_t {
     const char *branch;   /* --branch */
     const char *when;     /* --when, ISO 8601; NULL: now */
     const char *machine;  /* --machine; NULL: the snapshot's host */
-    const char *const *tags; /* "k=v" strings */
-    size_t tag_count;
+    const char *const *tags; /* "k=v" strings (--tag) */
+    size_t tag_count;        /* entries in tags */
 } kth_run_info_t;
 
 /* Parses an ISO 8601 time ("2026-11-27", "2026-11-27T01:02:03", with "Z" or "+hh:mm") to seconds since the
@@ -130,9 +131,9 @@ typedef struct kth_point_t {
 /* One (kernel, backend, device, machine) over runs, in time order. */
 typedef struct kth_series_t {
     int64_t id;        /* database id */
-    char *kernel, *backend, *device, *machine;
+    char *kernel, *backend, *device, *machine; /* the key (backend as kt_backend_name writes it) */
     size_t n;          /* points */
-    kth_point_t *pts;
+    kth_point_t *pts;  /* one per run the series appears in, in time order */
 } kth_series_t;
 
 /* What to read (NULL / 0: everything). */
@@ -144,11 +145,12 @@ typedef struct kth_filter_t {
     size_t last;         /* only the last N runs (after the filters above) */
 } kth_filter_t;
 
+/* What was read: runs and series (released with kth_history_free). */
 typedef struct kth_history_t {
-    size_t run_count;
-    kth_run_t *runs;     /* ascending by time, then id */
-    size_t series_count;
-    kth_series_t *series; /* by kernel, backend, device, machine */
+    size_t run_count;     /* runs kept by the filter */
+    kth_run_t *runs;      /* ascending by time, then id */
+    size_t series_count;  /* series with at least one point among those runs */
+    kth_series_t *series; /* by kernel, backend, device, machine (byte order) */
 } kth_history_t;
 
 int kth_load(kth_db_t *db, const kth_filter_t *f, kth_history_t *out);
@@ -185,7 +187,7 @@ typedef struct kth_change_t {
 } kth_change_t;
 
 typedef struct kth_check_result_t {
-    size_t count;
+    size_t count;          /* confirmed changes */
     kth_change_t *changes; /* by series, then point */
     size_t candidates;     /* change points proposed before confirmation */
     size_t regressions;    /* changes slower, not fixed since */
@@ -228,7 +230,7 @@ typedef struct kth_synth_opts_t {
     double drift;         /* largest relative drift over the whole history of a machine (linear) */
     double step_share;    /* share of kernels given one step */
     const double *steps;  /* step sizes chosen among (relative, e.g. 0.1) */
-    size_t step_kinds;
+    size_t step_kinds;    /* entries in steps */
 } kth_synth_opts_t;
 
 /* A generated history: the series' truth. */
@@ -236,7 +238,7 @@ typedef struct kth_synth_t {
     kth_history_t h;     /* runs and series (medians and quartiles of the generated samples) */
     double *step;        /* per series: its step (0 = stationary) */
     size_t *step_at;     /* per series: first point after the step */
-    kth_synth_opts_t opts;
+    kth_synth_opts_t opts; /* the options it was made with */
 } kth_synth_t;
 
 int kth_synth(const kth_synth_opts_t *o, kth_synth_t *out);

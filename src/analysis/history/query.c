@@ -153,8 +153,8 @@ static int row_point(void *ctx, const kth_val_t *c, int n)
 
 /* Sorting: ids with their index; series by key; points by run. */
 typedef struct id_ix_t {
-    int64_t id;
-    uint32_t ix;
+    int64_t id;  /* database id */
+    uint32_t ix; /* index in the history's array */
 } id_ix_t;
 
 static int cmp_id(const void *a, const void *b)
@@ -307,7 +307,7 @@ void kth_history_free(kth_history_t *h)
 
 typedef struct blob_ctx_t {
     uint64_t *v; /* decoded */
-    size_t n;
+    size_t n;    /* values in v */
     int rc;      /* decoding result */
 } blob_ctx_t;
 
