@@ -238,6 +238,46 @@ static void test_errors(void **state)
     assert_non_null(strstr(err, "not a ktiming history"));
 }
 
+#ifdef KT_CLI_PATH
+/* The CLI takes the server's URL as it takes a file: add, show, check. */
+static void test_cli(void **state)
+{
+    (void)state;
+    kth_synth_t sy;
+    assert_int_equal(hu_synth(&sy, 5, 3, 2), 0);
+    size_t len;
+    char *json = kth_synth_run_json(&sy, 0, &len);
+    char path[4200], out[4200], url[1200];
+    snprintf(path, sizeof path, "%s/run.json", g_dir);
+    snprintf(out, sizeof out, "%s/out.txt", g_dir);
+    snprintf(url, sizeof url, "%s&dbname=cli", g_url);
+    kth_db_t *db;
+    char err[512];
+    assert_int_equal(kth_open(g_url, &db, err, sizeof err), 0);
+    assert_int_equal(kth_exec(db, "CREATE DATABASE cli", NULL, 0, NULL, NULL), 0);
+    kth_close(db);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(json, 1, len, f), len);
+    fclose(f);
+    free(json);
+    assert_int_equal(ktt_run_to((char *const[]){KT_CLI_PATH, "history", "add", path, "--db", url, "--commit", "abc",
+                                                NULL},
+                                NULL),
+                     0);
+    assert_int_equal(ktt_run_to((char *const[]){KT_CLI_PATH, "history", "show", "-f", "csv", "--db", url, NULL}, out), 0);
+    char *csv = ktt_read_file(out, NULL);
+    assert_non_null(csv);
+    assert_non_null(strstr(csv, "\"k00001\",\"CPU\",\"host\",\"synth\",1,"));
+    free(csv);
+    assert_int_equal(ktt_run_to((char *const[]){KT_CLI_PATH, "history", "check", "--fail-on-regression", "--db", url,
+                                                NULL},
+                                NULL),
+                     0);
+    kth_synth_free(&sy);
+}
+#endif
+
 int main(void)
 {
     if (setup(NULL))
@@ -251,6 +291,9 @@ int main(void)
         cmocka_unit_test(test_same_as_sqlite),
         cmocka_unit_test(test_concurrent),
         cmocka_unit_test(test_errors),
+#ifdef KT_CLI_PATH
+        cmocka_unit_test(test_cli),
+#endif
     };
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     teardown(NULL);
