@@ -311,6 +311,7 @@ static void test_add_show_check(void **state)
     assert_non_null(strstr(page, "<svg"));
     assert_non_null(strstr(page, "class=\"band\""));
     assert_non_null(strstr(page, "href=\"https://example.org/c/c0ffee12\""));
+    assert_non_null(strstr(page, "<title>c0ffee12: ")); /* each run's tooltip names its commit */
     assert_null(strchr(page, '\x1b'));
     free(page);
     char *ckc = CLI(&st, "check", "-f", "csv");

@@ -10,6 +10,8 @@
 
 /* Points of the sparkline (the last N runs). */
 #define KTH_SPARK 24
+/* Runs up to which the HTML page draws a point with a tooltip per run. */
+#define KTH_HTML_POINTS 400
 /* Previous runs whose median is the baseline of "change". */
 #define KTH_PREV 5
 
@@ -194,7 +196,7 @@ static void html_page(FILE *o, const kth_history_t *h, const kth_check_result_t 
 {
     fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>ktiming history</title>\n<style>"
           "body{font:14px sans-serif;margin:1em 2em}svg{background:#fafafa;border:1px solid #ddd}"
-          ".band{fill:#9ecae1;opacity:.5}.med{fill:none;stroke:#08519c;stroke-width:1.5}"
+          ".band{fill:#9ecae1;opacity:.5}.med{fill:none;stroke:#08519c;stroke-width:1.5}.pt{fill:#08519c}"
           ".chg line{stroke:#d62728;stroke-width:1.5}.chg text{fill:#d62728;font-size:11px}"
           "h2{font-size:15px;margin:1.2em 0 .2em}</style></head><body>\n<h1>ktiming history</h1>\n",
           o);
@@ -238,6 +240,16 @@ static void html_page(FILE *o, const kth_history_t *h, const kth_check_result_t 
         for (size_t i = 0; i < se->n; i++)
             fprintf(o, "%.1f,%.1f ", KX(i), KY(se->pts[i].median));
         fputs("\"/>\n", o);
+        /* Each run a point whose tooltip names its commit and median (up to KTH_HTML_POINTS runs: the page stays
+         * small for long histories). */
+        for (size_t i = 0; se->n <= KTH_HTML_POINTS && i < se->n; i++) {
+            char med[32], sc[16];
+            fmt_ns(med, sizeof med, se->pts[i].median);
+            fprintf(o, "<circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\"><title>", KX(i), KY(se->pts[i].median));
+            html_str(o, short_commit(h->runs[se->pts[i].run].commit, sc));
+            fprintf(o, ": %s</title></circle>", med);
+        }
+        fputc('\n', o);
         for (size_t k = 0; c && k < c->count; k++) {
             const kth_change_t *ch = &c->changes[k];
             if (ch->series != s)
