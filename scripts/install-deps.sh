@@ -3,7 +3,8 @@
 #   scripts/install-deps.sh          what building and `make demo` need (toolchain, cJSON, GPU API headers and the
 #                                    CPU drivers PoCL and lavapipe the demo runs on)
 #   scripts/install-deps.sh --test   that plus what the test suite needs (cmocka, clang for the fuzz step,
-#                                    chromium for the HTML test, the Vulkan validation layer, clinfo/vulkaninfo),
+#                                    chromium for the HTML test, the Vulkan validation layer, clinfo/vulkaninfo,
+#                                    SQLite, libpq and a PostgreSQL server for `ktiming history` and its tests),
 #                                    and for the WebGPU tests Node (Debian's, if none), the npm package `webgpu`
 #                                    in bindings/webgpu/node_modules and the newer lavapipe in build/lvp25
 set -euo pipefail
@@ -20,6 +21,7 @@ TEST_PKGS=(
   clang                                      # libFuzzer target for the snapshot loader
   chromium                                   # renders the HTML report in a test
   vulkan-validationlayers vulkan-tools clinfo                                    # Vulkan tests run validated
+  libsqlite3-dev libpq-dev postgresql        # `ktiming history` (optional to the build) and its PostgreSQL test
 )
 
 case "${1:-}" in

@@ -72,6 +72,7 @@ int ktcli_cmd_devices(int argc, char **argv);
 int ktcli_cmd_compare(int argc, char **argv);
 int ktcli_cmd_run(int argc, char **argv);
 int ktcli_cmd_merge(int argc, char **argv);
+int ktcli_cmd_history(int argc, char **argv);
 
 /* Per-backend demo kernels: 0 on success, KT_EUNAVAILABLE when the backend has no device (after printing a
  * one-line note to stderr), another negative KT_E* on failure. */

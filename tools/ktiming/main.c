@@ -17,6 +17,7 @@ static const ktcli_cmd_t kCommands[] = {
     {"compare", ktcli_cmd_compare, "compare two snapshots kernel by kernel (before/after verdicts)"},
     {"run", ktcli_cmd_run, "time every kernel of an unmodified program"},
     {"merge", ktcli_cmd_merge, "merge snapshots of several processes or ranks (load balance: --by-rank)"},
+    {"history", ktcli_cmd_history, "kernel performance history in a database; regressions across commits"},
 };
 static const size_t kCommandCount = sizeof(kCommands) / sizeof(kCommands[0]);
 

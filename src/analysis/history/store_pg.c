@@ -1,0 +1,147 @@
+/* store_pg.c — the PostgreSQL engine of the history store (libpq): a fleet's shared history. Parameters go as
+ * text (blobs as binary), results come back as text and are typed by their column's type. Writers serialise on
+ * a transaction-scoped advisory lock, so concurrent adds never race on a series' row. */
+#include "history.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if KTH_HAVE_LIBPQ
+#include <libpq-fe.h>
+
+/* Type OIDs (pg_type.h): integers, floating point, bytea. */
+enum { OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_FLOAT4 = 700, OID_FLOAT8 = 701,
+       OID_NUMERIC = 1700 };
+
+static void pg_err(kth_db_t *db, const char *msg)
+{
+    snprintf(db->err, sizeof db->err, "%s: %s", db->where, msg && *msg ? msg : "PostgreSQL error");
+    for (char *c = db->err; *c; c++) /* one line */
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    size_t n = strlen(db->err);
+    while (n && db->err[n - 1] == ' ')
+        db->err[--n] = '\0';
+}
+
+static void quiet_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
+static int pg_exec(kth_db_t *db, const char *sql, const kth_val_t *p, int np, kth_row_cb cb, void *ctx)
+{
+    PGconn *c = db->conn;
+    const char *values[32];
+    int lengths[32], formats[32];
+    char num[32][40];
+    if (np > 32) {
+        pg_err(db, "too many parameters");
+        return KT_EINVAL;
+    }
+    for (int i = 0; i < np; i++) {
+        lengths[i] = 0;
+        formats[i] = 0;
+        switch (p[i].t) {
+        case KTH_NULL: values[i] = NULL; break;
+        case KTH_INT: snprintf(num[i], sizeof num[i], "%lld", (long long)p[i].i); values[i] = num[i]; break;
+        case KTH_REAL: snprintf(num[i], sizeof num[i], "%.17g", p[i].d); values[i] = num[i]; break;
+        case KTH_TEXT: values[i] = p[i].s; break;
+        case KTH_BLOB:
+            values[i] = p[i].b ? p[i].b : "";
+            lengths[i] = (int)p[i].len;
+            formats[i] = 1;
+            break;
+        }
+    }
+    PGresult *r = np ? PQexecParams(c, sql, np, NULL, values, lengths, formats, 0) : PQexec(c, sql);
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        pg_err(db, PQresultErrorMessage(r));
+        PQclear(r);
+        return KT_EIO;
+    }
+    int stop = 0, rows = PQntuples(r), n = PQnfields(r);
+    if (n > 32)
+        n = 32;
+    kth_val_t cols[32];
+    unsigned char *blobs[32];
+    for (int row = 0; cb && row < rows && !stop; row++) {
+        for (int i = 0; i < n; i++) {
+            kth_val_t *v = &cols[i];
+            memset(v, 0, sizeof *v);
+            blobs[i] = NULL;
+            if (PQgetisnull(r, row, i))
+                continue;
+            const char *s = PQgetvalue(r, row, i);
+            switch (PQftype(r, i)) {
+            case OID_INT8: case OID_INT2: case OID_INT4:
+                v->t = KTH_INT; v->i = strtoll(s, NULL, 10); v->d = (double)v->i; break;
+            case OID_FLOAT4: case OID_FLOAT8: case OID_NUMERIC:
+                v->t = KTH_REAL; v->d = strtod(s, NULL); v->i = (int64_t)v->d; break;
+            case OID_BYTEA: {
+                size_t len = 0;
+                blobs[i] = PQunescapeBytea((const unsigned char *)s, &len);
+                v->t = KTH_BLOB; v->b = blobs[i]; v->len = blobs[i] ? len : 0;
+                break;
+            }
+            default: v->t = KTH_TEXT; v->s = s; break;
+            }
+        }
+        stop = cb(ctx, cols, n);
+        for (int i = 0; i < n; i++)
+            if (blobs[i])
+                PQfreemem(blobs[i]);
+    }
+    PQclear(r);
+    return stop;
+}
+
+static void pg_close(kth_db_t *db)
+{
+    if (db->conn)
+        PQfinish(db->conn);
+    db->conn = NULL;
+}
+
+static const kth_engine_t kPostgres = {
+    .name = "postgresql",
+    .id_type = "BIGSERIAL PRIMARY KEY",
+    .blob_type = "BYTEA",
+    .begin_write = "BEGIN; SELECT pg_advisory_xact_lock(7306010842)",
+    .exec = pg_exec,
+    .close = pg_close,
+};
+
+int kth__pg_open(kth_db_t *db, const char *url)
+{
+    db->engine = &kPostgres;
+    /* Messages name the server without the password (postgresql://user:secret@host → postgresql://user@host). */
+    const char *at = strchr(url, '@'), *scheme = strstr(url, "://");
+    const char *colon = scheme ? strchr(scheme + 3, ':') : NULL;
+    if (at && colon && colon < at)
+        snprintf(db->where, sizeof db->where, "%.*s%s", (int)(colon - url), url, at);
+    else
+        snprintf(db->where, sizeof db->where, "%s", url);
+    PGconn *c = PQconnectdb(url);
+    db->conn = c;
+    if (!c || PQstatus(c) != CONNECTION_OK) {
+        pg_err(db, c ? PQerrorMessage(c) : "cannot connect");
+        return KT_EIO;
+    }
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    return 0;
+}
+
+#else /* !KTH_HAVE_LIBPQ */
+
+int kth__pg_open(kth_db_t *db, const char *url)
+{
+    (void)url;
+    snprintf(db->err, sizeof db->err, "%s", "history: this ktiming was built without PostgreSQL (libpq); "
+                                              "rebuild with libpq-dev installed");
+    return KT_ENOTSUP;
+}
+
+#endif

@@ -1,0 +1,159 @@
+/* store_sqlite.c — the SQLite engine of the history store: a file in WAL mode with a busy timeout, so several
+ * writers (CI jobs on one machine) queue instead of failing; prepared statements cached per SQL text. */
+#include "history.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How long a writer waits for another's transaction before giving up (ms). */
+#define KTH_SQLITE_BUSY_MS 120000
+/* Prepared statements kept (keyed by the SQL text's address, checked against the text). */
+#define KTH_SQLITE_CACHE 32
+
+typedef struct sqlite_cache_t {
+    const char *sql[KTH_SQLITE_CACHE];      /* key */
+    sqlite3_stmt *stmt[KTH_SQLITE_CACHE];   /* prepared */
+} sqlite_cache_t;
+
+static void sqlite_err(kth_db_t *db, int rc)
+{
+    sqlite3 *c = db->conn;
+    if (rc == SQLITE_NOTADB)
+        snprintf(db->err, sizeof db->err, "%s: not a ktiming history (not a SQLite database)", db->where);
+    else if (rc == SQLITE_CORRUPT)
+        snprintf(db->err, sizeof db->err, "%s: the SQLite database is corrupt (%s)", db->where,
+                 c ? sqlite3_errmsg(c) : sqlite3_errstr(rc));
+    else
+        snprintf(db->err, sizeof db->err, "%s: %s", db->where, c ? sqlite3_errmsg(c) : sqlite3_errstr(rc));
+}
+
+static sqlite3_stmt *prepare(kth_db_t *db, const char *sql, int *rc)
+{
+    sqlite_cache_t *cache = db->cache;
+    size_t h = ((uintptr_t)sql >> 3) % KTH_SQLITE_CACHE;
+    if (cache->sql[h] == sql && !strcmp(sqlite3_sql(cache->stmt[h]), sql)) { /* a buffer may be reused */
+        sqlite3_reset(cache->stmt[h]);
+        sqlite3_clear_bindings(cache->stmt[h]);
+        return cache->stmt[h];
+    }
+    sqlite3_stmt *st = NULL;
+    *rc = sqlite3_prepare_v2(db->conn, sql, -1, &st, NULL);
+    if (*rc != SQLITE_OK)
+        return NULL;
+    if (cache->stmt[h])
+        sqlite3_finalize(cache->stmt[h]);
+    cache->sql[h] = sql;
+    cache->stmt[h] = st;
+    return st;
+}
+
+static int sqlite_exec(kth_db_t *db, const char *sql, const kth_val_t *p, int np, kth_row_cb cb, void *ctx)
+{
+    int rc = SQLITE_OK;
+    sqlite3_stmt *st = prepare(db, sql, &rc);
+    if (!st) {
+        sqlite_err(db, rc);
+        return KT_EIO;
+    }
+    for (int i = 0; i < np; i++) {
+        switch (p[i].t) {
+        case KTH_NULL: rc = sqlite3_bind_null(st, i + 1); break;
+        case KTH_INT: rc = sqlite3_bind_int64(st, i + 1, p[i].i); break;
+        case KTH_REAL: rc = sqlite3_bind_double(st, i + 1, p[i].d); break;
+        case KTH_TEXT: rc = sqlite3_bind_text(st, i + 1, p[i].s, -1, SQLITE_STATIC); break;
+        case KTH_BLOB: rc = sqlite3_bind_blob64(st, i + 1, p[i].b ? p[i].b : "", p[i].len, SQLITE_STATIC); break;
+        }
+        if (rc != SQLITE_OK) {
+            sqlite_err(db, rc);
+            return KT_EIO;
+        }
+    }
+    kth_val_t cols[32];
+    int stop = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!cb || stop)
+            continue;
+        int n = sqlite3_column_count(st);
+        if (n > 32)
+            n = 32;
+        for (int i = 0; i < n; i++) {
+            kth_val_t *c = &cols[i];
+            memset(c, 0, sizeof *c);
+            switch (sqlite3_column_type(st, i)) {
+            case SQLITE_INTEGER: c->t = KTH_INT; c->i = sqlite3_column_int64(st, i); c->d = (double)c->i; break;
+            case SQLITE_FLOAT: c->t = KTH_REAL; c->d = sqlite3_column_double(st, i); c->i = (int64_t)c->d; break;
+            case SQLITE_TEXT: c->t = KTH_TEXT; c->s = (const char *)sqlite3_column_text(st, i); break;
+            case SQLITE_BLOB:
+                c->t = KTH_BLOB;
+                c->b = sqlite3_column_blob(st, i);
+                c->len = (size_t)sqlite3_column_bytes(st, i);
+                break;
+            default: c->t = KTH_NULL; break;
+            }
+        }
+        stop = cb(ctx, cols, n);
+    }
+    if (rc != SQLITE_DONE) {
+        sqlite_err(db, rc);
+        sqlite3_reset(st);
+        return KT_EIO;
+    }
+    sqlite3_reset(st);
+    return stop;
+}
+
+static void sqlite_close(kth_db_t *db)
+{
+    sqlite_cache_t *cache = db->cache;
+    for (size_t i = 0; cache && i < KTH_SQLITE_CACHE; i++)
+        if (cache->stmt[i])
+            sqlite3_finalize(cache->stmt[i]);
+    free(cache);
+    db->cache = NULL;
+    if (db->conn)
+        sqlite3_close(db->conn);
+    db->conn = NULL;
+}
+
+static const kth_engine_t kSqlite = {
+    .name = "sqlite",
+    .id_type = "INTEGER PRIMARY KEY",
+    .blob_type = "BLOB",
+    .begin_write = "BEGIN IMMEDIATE",
+    .exec = sqlite_exec,
+    .close = sqlite_close,
+};
+
+int kth__sqlite_open(kth_db_t *db, const char *path)
+{
+    db->engine = &kSqlite;
+    snprintf(db->where, sizeof db->where, "%s", path);
+    if (!(db->cache = calloc(1, sizeof(sqlite_cache_t)))) {
+        snprintf(db->err, sizeof db->err, "%s: out of memory", path);
+        return KT_ENOMEM;
+    }
+    sqlite3 *c = NULL;
+    int rc = sqlite3_open_v2(path, &c, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    db->conn = c;
+    if (rc != SQLITE_OK) {
+        sqlite_err(db, rc);
+        return KT_EIO;
+    }
+    sqlite3_busy_timeout(c, KTH_SQLITE_BUSY_MS);
+    sqlite3_extended_result_codes(c, 0);
+    /* WAL: readers never block the writer. Switching needs the file's lock for a moment; a busy answer (another
+     * process opening at the same moment) is retried by the busy handler set above. */
+    static const char *const kPragmas[] = {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL",
+                                           "PRAGMA foreign_keys = ON", "PRAGMA cache_size = -32768", NULL};
+    for (const char *const *pr = kPragmas; *pr; pr++) {
+        char *msg = NULL;
+        rc = sqlite3_exec(c, *pr, NULL, NULL, &msg);
+        sqlite3_free(msg);
+        if (rc != SQLITE_OK) {
+            sqlite_err(db, rc);
+            return KT_EIO;
+        }
+    }
+    return 0;
+}

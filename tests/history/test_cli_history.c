@@ -1,0 +1,332 @@
+/* test_cli_history.c — `ktiming history add|show|check` end to end on a SQLite file: usage errors, idempotent adds,
+ * every output format, a regression found at its commit (exit 1 with --fail-on-regression), one fixed later (not
+ * failing), hostile names escaped, and one-line errors with status 3 for missing, corrupt or foreign inputs. */
+#include "common/files.h"
+#include "common/proc.h"
+#include "compare/synth.h"
+
+#include <ktiming.h>
+
+#include <cJSON.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#define RUNS 20
+static char *g_dir;
+static char g_db[4096], g_err[4096], g_env[4200];
+static char g_run[RUNS][4096];
+
+/* Run i: "steady" flat, "slowed" 30 % slower from run 12 on, "fixed" 30 % slower for runs 8..13 only, and a
+ * kernel named with a terminal escape. */
+static void write_run(size_t i)
+{
+    kt_snapshot_t *s = synth_snapshot(4);
+    synth_add(s, "fixed", KT_BACKEND_CPU, "host", 40, i >= 8 && i < 14 ? 130000.0 : 100000.0, 0.02, i * 4 + 1);
+    synth_add(s, "slowed", KT_BACKEND_CPU, "host", 40, i >= 12 ? 65000.0 : 50000.0, 0.02, i * 4 + 2);
+    synth_add(s, "steady", KT_BACKEND_CPU, "host", 40, 20000.0, 0.02, i * 4 + 3);
+    synth_add(s, "\x1b[31mred", KT_BACKEND_CPU, "host", 40, 10000.0, 0.02, i * 4 + 4);
+    snprintf(s->host, sizeof s->host, "ci-box");
+    s->taken_ns = 1000 + i; /* distinct files */
+    assert_int_equal(kt_report_write(g_run[i], s, KT_FORMAT_JSON), 0);
+    synth_free(s);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (!(g_dir = ktt_tmpdir("cli-history")))
+        return -1;
+    snprintf(g_db, sizeof g_db, "%s/h.sqlite", g_dir);
+    snprintf(g_err, sizeof g_err, "%s/err.txt", g_dir);
+    snprintf(g_env, sizeof g_env, "KTIMING_HISTORY=%s", g_db);
+    for (size_t i = 0; i < RUNS; i++) {
+        snprintf(g_run[i], sizeof g_run[i], "%s/run%02zu.json", g_dir, i);
+        write_run(i);
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ktt_rmtree(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+/* Runs `ktiming history ARGS` with KTIMING_HISTORY set and stderr in g_err: stdout (malloc'd), *status. */
+static char *cli(int *status, char *const *args)
+{
+    char *argv[32] = {KT_CLI_PATH, "history"};
+    size_t n = 2;
+    for (; *args && n < 31; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    const char *env[] = {g_env, NULL};
+    char *out = ktt_run_capture(argv, &(ktt_spawn_t){.err = g_err, .env = env}, status);
+    assert_non_null(out);
+    return out;
+}
+#define CLI(st, ...) cli(st, (char *const[]){__VA_ARGS__, NULL})
+
+static int status_of(char *const *args)
+{
+    int st;
+    free(cli(&st, args));
+    return st;
+}
+#define STATUS(...) status_of((char *const[]){__VA_ARGS__, NULL})
+
+static char *err_text(void) { return ktt_read_file(g_err, NULL); }
+
+static void assert_err_contains(const char *needle)
+{
+    char *e = err_text();
+    assert_non_null(e);
+    if (!strstr(e, needle)) {
+        fprintf(stderr, "stderr: %s (expected '%s')\n", e, needle);
+        fail();
+    }
+    free(e);
+}
+
+static void test_usage(void **state)
+{
+    (void)state;
+    char *argv[] = {KT_CLI_PATH, "history", NULL};
+    assert_int_equal(ktt_run_to(argv, NULL), 2);
+    assert_int_equal(STATUS("frobnicate"), 2);
+    assert_int_equal(STATUS("add"), 2);
+    assert_int_equal(STATUS("add", g_run[0], "--when", "tuesday"), 2);
+    assert_int_equal(STATUS("add", g_run[0], "--tag", "novalue"), 2);
+    assert_int_equal(STATUS("show", "--commit", "abc"), 2); /* an add option */
+    assert_int_equal(STATUS("show", "--fail-on-regression"), 2); /* a check option */
+    assert_int_equal(STATUS("show", "-f", "xml"), 2);
+    assert_int_equal(STATUS("show", "--last", "0"), 2);
+    assert_int_equal(STATUS("check", "--threshold", "-1"), 2);
+    assert_int_equal(STATUS("check", "--alpha", "1"), 2);
+    assert_int_equal(STATUS("show", "extra"), 2);
+    int st;
+    char *help = CLI(&st, "--help");
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(help, "ktiming history add"));
+    assert_non_null(strstr(help, "--fail-on-regression"));
+    /* `ktiming help history` is `ktiming history --help`; the top-level list names it. */
+    char *argv2[] = {KT_CLI_PATH, "help", "history", NULL};
+    char *same = ktt_run_capture(argv2, NULL, &st);
+    assert_int_equal(st, 0);
+    assert_string_equal(same, help);
+    free(same);
+    free(help);
+    char *argv3[] = {KT_CLI_PATH, "--help", NULL};
+    char *top = ktt_run_capture(argv3, NULL, &st);
+    assert_non_null(strstr(top, "  history "));
+    free(top);
+    /* An unknown option has the shape of every command's. */
+    assert_int_equal(STATUS("--no-such-option"), 2);
+    assert_err_contains("ktiming history: unknown option '--no-such-option'");
+    assert_int_equal(STATUS("show", "--no-such-option"), 2);
+    assert_err_contains("ktiming history: unknown option '--no-such-option'");
+}
+
+/* The bash completion knows the subcommands, their options and the formats; the man page documents them. */
+static void test_completion_and_man(void **state)
+{
+    (void)state;
+    if (access("/bin/bash", X_OK) != 0)
+        skip();
+    char cmd[8192 + 1024], out[4200];
+    snprintf(out, sizeof out, "%s/compl.txt", g_dir);
+    snprintf(cmd, sizeof cmd,
+             "/bin/bash -c 'source \"%s\" && "
+             "COMP_WORDS=(ktiming \"\"); COMP_CWORD=1; _ktiming; echo \"1:${COMPREPLY[*]}\"; "
+             "COMP_WORDS=(ktiming history \"\"); COMP_CWORD=2; _ktiming; echo \"2:${COMPREPLY[*]}\"; "
+             "COMP_WORDS=(ktiming history check --f); COMP_CWORD=3; _ktiming; echo \"3:${COMPREPLY[*]}\"; "
+             "COMP_WORDS=(ktiming history show -f \"\"); COMP_CWORD=4; _ktiming; echo \"4:${COMPREPLY[*]}\"; "
+             "COMP_WORDS=(ktiming history add --c); COMP_CWORD=3; _ktiming; echo \"5:${COMPREPLY[*]}\"' > %s 2>&1",
+             KT_COMPLETION_PATH, out);
+    assert_int_equal(system(cmd), 0);
+    char *c = ktt_read_file(out, NULL);
+    assert_non_null(c);
+    assert_non_null(strstr(strstr(c, "1:"), "history"));
+    assert_non_null(strstr(c, "2:add show check"));
+    assert_non_null(strstr(strstr(c, "3:"), "--fail-on-regression"));
+    assert_non_null(strstr(strstr(c, "4:"), "html"));
+    assert_non_null(strstr(c, "5:--commit"));
+    assert_null(strstr(strstr(c, "5:"), "--commit-url")); /* a show/check option, not add's */
+    free(c);
+    if (access("/usr/bin/groff", X_OK) != 0)
+        return;
+    snprintf(out, sizeof out, "%s/man.txt", g_dir);
+    snprintf(cmd, sizeof cmd, "groff -t -man -Tutf8 -P-bou -ww '%s' > %s 2>&1", KT_MAN_PATH, out);
+    assert_int_equal(system(cmd), 0);
+    char *man = ktt_read_file(out, NULL);
+    assert_non_null(man);
+    assert_non_null(strstr(man, "ktiming history add|show|check"));
+    assert_non_null(strstr(man, "KTIMING_HISTORY"));
+    assert_non_null(strstr(man, "Benjamini"));
+    assert_null(strstr(man, "warning"));
+    free(man);
+}
+
+static void test_missing_and_bad(void **state)
+{
+    (void)state;
+    /* show and check never create a history. */
+    assert_int_equal(STATUS("show"), 3);
+    assert_err_contains("no history there");
+    assert_int_not_equal(access(g_db, F_OK), 0);
+    char bad[4200], notjson[4200];
+    snprintf(bad, sizeof bad, "%s/bad.sqlite", g_dir);
+    FILE *f = fopen(bad, "w");
+    fputs("this is not a database, just some text that is long enough to look like a header\n", f);
+    fclose(f);
+    assert_int_equal(STATUS("show", "--db", bad), 3);
+    assert_err_contains("not a ktiming history");
+    char *e = err_text();
+    assert_int_equal(strchr(e, '\n') - e + 1, (long)strlen(e)); /* one line */
+    free(e);
+    assert_int_equal(STATUS("add", g_run[0], "--db", bad), 3);
+    snprintf(notjson, sizeof notjson, "%s/not.json", g_dir);
+    f = fopen(notjson, "w");
+    fputs("{\"format\": \"something else\"}", f);
+    fclose(f);
+    char other[4200];
+    snprintf(other, sizeof other, "%s/other.sqlite", g_dir);
+    assert_int_equal(STATUS("add", notjson, "--db", other), 3);
+    assert_err_contains("not.json");
+}
+
+static void test_add_show_check(void **state)
+{
+    (void)state;
+    char commit[RUNS][16], when[RUNS][32];
+    for (size_t i = 0; i < RUNS; i++) {
+        snprintf(commit[i], sizeof commit[i], "c0ffee%02zu", i);
+        snprintf(when[i], sizeof when[i], "2026-01-%02zuT12:00:00Z", i + 1);
+        assert_int_equal(STATUS("add", g_run[i], "--commit", commit[i], "--branch", "main", "--when", when[i],
+                                "--tag", "job=ci"),
+                         0);
+        assert_err_contains("added as run");
+    }
+    assert_int_equal(STATUS("add", g_run[4], "--commit", commit[4]), 0);
+    assert_err_contains("already stored");
+
+    int st;
+    char *text = CLI(&st, "show");
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(text, "slowed"));
+    assert_non_null(strstr(text, "ci-box"));
+    assert_null(strchr(text, '\x1b')); /* the escape is written escaped */
+    assert_non_null(strstr(text, "\\x1b[31mred"));
+    assert_non_null(strstr(text, "▁"));
+    free(text);
+
+    char *js = CLI(&st, "show", "-f", "json", "--kernel", "s*");
+    assert_int_equal(st, 0);
+    cJSON *root = cJSON_Parse(js);
+    assert_non_null(root);
+    cJSON *series = cJSON_GetObjectItem(root, "series");
+    assert_int_equal(cJSON_GetArraySize(series), 2); /* slowed, steady */
+    cJSON *slowed = cJSON_GetArrayItem(series, 0);
+    assert_string_equal(cJSON_GetObjectItem(slowed, "kernel")->valuestring, "slowed");
+    assert_int_equal(cJSON_GetObjectItem(slowed, "runs")->valueint, RUNS);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(slowed, "medians_ns")), RUNS);
+    assert_string_equal(cJSON_GetObjectItem(slowed, "commit")->valuestring, commit[RUNS - 1]);
+    cJSON_Delete(root);
+    free(js);
+
+    char *csv = CLI(&st, "show", "-f", "csv", "--last", "5");
+    assert_int_equal(st, 0);
+    assert_int_equal(strncmp(csv, "kernel,backend,device,machine,runs,", 35), 0);
+    assert_non_null(strstr(csv, "\"steady\",\"CPU\",\"host\",\"ci-box\",5,"));
+    free(csv);
+    /* Filters on device and machine; none matching is said, not an error. */
+    char *none = CLI(&st, "show", "--device", "gpu*");
+    assert_int_equal(st, 0);
+    assert_null(strstr(none, "slowed"));
+    free(none);
+    assert_err_contains("no series match");
+    char *mach = CLI(&st, "show", "-f", "csv", "--machine", "ci-*", "--kernel", "steady");
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(mach, "\"steady\""));
+    assert_null(strstr(mach, "\"slowed\""));
+    free(mach);
+    char *md = CLI(&st, "show", "-f", "markdown");
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(md, "| kernel | backend |"));
+    free(md);
+
+    /* check: "slowed" regressed at run 13 (index 12) and stays slow; "fixed" regressed and came back. */
+    char *ck = CLI(&st, "check", "-f", "json");
+    assert_int_equal(st, 0);
+    root = cJSON_Parse(ck);
+    assert_non_null(root);
+    assert_int_equal(cJSON_GetObjectItem(root, "regressions")->valueint, 1);
+    cJSON *ch;
+    int seen_slowed = 0, seen_fixed = 0, others = 0;
+    cJSON_ArrayForEach(ch, cJSON_GetObjectItem(root, "changes"))
+    {
+        const char *k = cJSON_GetObjectItem(ch, "kernel")->valuestring;
+        const char *c = cJSON_GetObjectItem(ch, "commit")->valuestring;
+        double change = cJSON_GetObjectItem(ch, "change")->valuedouble;
+        cJSON *ci = cJSON_GetObjectItem(ch, "ci");
+        if (!strcmp(k, "slowed")) {
+            seen_slowed = 1;
+            assert_string_equal(c, commit[12]);
+            assert_true(change > 0.25 && change < 0.35);
+            assert_true(cJSON_GetArrayItem(ci, 0)->valuedouble <= change);
+            assert_true(cJSON_GetArrayItem(ci, 1)->valuedouble >= change);
+            assert_true(cJSON_IsFalse(cJSON_GetObjectItem(ch, "fixed")));
+        } else if (!strcmp(k, "fixed") && change > 0) {
+            seen_fixed = 1;
+            assert_string_equal(c, commit[8]);
+            assert_true(cJSON_IsTrue(cJSON_GetObjectItem(ch, "fixed")));
+            assert_string_equal(cJSON_GetObjectItem(ch, "fixed_commit")->valuestring, commit[14]);
+        } else if (strcmp(k, "fixed")) {
+            others++;
+        }
+    }
+    assert_true(seen_slowed && seen_fixed);
+    assert_int_equal(others, 0); /* steady and the escaped one: no change */
+    cJSON_Delete(root);
+    free(ck);
+
+    assert_int_equal(STATUS("check", "--fail-on-regression"), 1);
+    assert_int_equal(STATUS("check", "--fail-on-regression", "--kernel", "fixed"), 0); /* fixed: no failure */
+    assert_int_equal(STATUS("check", "--fail-on-regression", "--threshold", "50"), 0); /* 30 % < 50 % */
+    char *mdc = CLI(&st, "check", "-f", "markdown", "--commit-url", "https://example.org/r/commit/{commit}");
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(mdc, "### ktiming history check"));
+    assert_non_null(strstr(mdc, "REGRESSION"));
+    assert_non_null(strstr(mdc, "](https://example.org/r/commit/c0ffee12)"));
+    free(mdc);
+    char html[4200];
+    snprintf(html, sizeof html, "%s/h.html", g_dir);
+    assert_int_equal(STATUS("show", "-f", "html", "-o", html, "--commit-url", "https://example.org/c/{commit}"), 0);
+    char *page = ktt_read_file(html, NULL);
+    assert_non_null(page);
+    assert_non_null(strstr(page, "<svg"));
+    assert_non_null(strstr(page, "class=\"band\""));
+    assert_non_null(strstr(page, "href=\"https://example.org/c/c0ffee12\""));
+    assert_non_null(strstr(page, "<title>c0ffee12: ")); /* each run's tooltip names its commit */
+    assert_null(strchr(page, '\x1b'));
+    free(page);
+    char *ckc = CLI(&st, "check", "-f", "csv");
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(ckc, "\"slowed\",\"CPU\",\"host\",\"ci-box\",\"c0ffee12\",13,"));
+    free(ckc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_completion_and_man),
+        cmocka_unit_test(test_missing_and_bad),
+        cmocka_unit_test(test_add_show_check),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
