@@ -187,6 +187,43 @@ static void test_legacy_stream_refused(void **state)
     assert_int_equal(j.calls, 0);
 }
 
+/* A callback launching a kernel for the first time: under lazy loading (CUDA 12.2+) that launch loads the module
+ * and can synchronise the context, i.e. wait for the spin kernel that waits for the release that never comes (the
+ * double models it). The unheld warm-up launches it once before any hold, so the held batches do not wait. */
+static const char kLazyModule[] =
+    ".version 6.0\n.target sm_50\n.address_size 64\n"
+    ".visible .entry kt_lazy_kernel(\n\t.param .u64 work_ns\n)\n{\n\tret;\n}\n";
+
+static int enqueue_launches(void *user, struct CUstream_st *stream, uint32_t trials)
+{
+    struct CUfunc_st *fn = user;
+    uint64_t work = 0;
+    void *params[] = {&work};
+    for (uint32_t i = 0; i < trials; i++)
+        if (cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL) != 0)
+            return -1;
+    return 0;
+}
+
+static void test_first_launch_is_warmed_up_unheld(void **state)
+{
+    struct CUstream_st *s = *state;
+    struct CUmod_st *mod = NULL;
+    struct CUfunc_st *fn = NULL;
+    assert_int_equal(cuModuleLoadData(&mod, kLazyModule), 0);
+    assert_int_equal(cuModuleGetFunction(&fn, mod, "kt_lazy_kernel"), 0);
+    kt_cuda_held_t h = {.stream = s, .enqueue = enqueue_launches, .user = fn, .hold_timeout_ms = 3000};
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    uint64_t d = 0;
+    int rc = kt_cuda_time_held(&h, 4, &d);
+    if (rc)
+        fail_msg("kt_cuda_time_held: %d (%s)", rc, kt_cuda_last_error());
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.lazy_load_waits, before.lazy_load_waits);
+    assert_int_equal(cuModuleUnload(mod), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +233,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_harness_path, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_thousand_launches_in_batches, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_legacy_stream_refused, held_setup, held_teardown),
+        cmocka_unit_test_setup_teardown(test_first_launch_is_warmed_up_unheld, held_setup, held_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

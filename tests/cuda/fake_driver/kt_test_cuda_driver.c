@@ -98,6 +98,7 @@ struct CUstream_st {
     int legacy;              /* the context's legacy default stream */
     int queued;              /* ops in head..tail */
     int spinning;            /* a kt_hold_wait kernel is executing at its head */
+    int holds_queued;        /* kt_hold_wait kernels launched on it and not finished */
     int capturing;           /* 1 while capturing a graph (ops are captured, not executed) */
     int cap_mode;            /* capture mode given to cuStreamBeginCapture */
     int cap_invalid;         /* the capture was invalidated by an unsafe call elsewhere */
@@ -134,6 +135,7 @@ struct CUfunc_st {
     int nparams;           /* parameters */
     int psize[8];          /* their sizes */
     struct CUmod_st *mod;  /* owning module */
+    int launched;          /* launched before (lazy loading: the first launch loads it) */
 };
 
 /* A parsed module global. */
@@ -267,6 +269,7 @@ static void run_launch(struct CUstream_st *s, op_t *op)
             pthread_mutex_lock(&F.lock);
         }
         s->spinning = 0;
+        s->holds_queued--;
         pthread_cond_broadcast(&F.cond);
     } else if (!strcmp(fn->name, "kt_test_stamp")) {
         uint64_t work;
@@ -1312,6 +1315,25 @@ EXPORT CUresult cuLaunchKernel(struct CUfunc_st *f, unsigned int gx, unsigned in
     }
     pthread_mutex_lock(&F.lock);
     F.st.launches++;
+    if (!strcmp(f->name, "kt_hold_wait")) {
+        struct CUstream_st *hs = resolve_locked(stream);
+        if (hs && !hs->capturing)
+            hs->holds_queued++;
+    } else if (!f->launched) {
+        /* Lazy loading (CUDA 12.2+ default): a kernel's first launch loads it, which can synchronise the
+         * context; modelled as waiting while a spinning kernel is queued or running on a stream of the context. */
+        struct CUctx_st *c = current();
+        f->launched = 1;
+        for (;;) {
+            int spinning = 0;
+            for (struct CUstream_st *s = F.streams; s && !spinning; s = s->all_next)
+                spinning = s->ctx == c && s->magic == MAGIC_STREAM && s->holds_queued > 0;
+            if (!spinning)
+                break;
+            F.st.lazy_load_waits++;
+            pthread_cond_wait(&F.cond, &F.lock);
+        }
+    }
     pthread_mutex_unlock(&F.lock);
     return enqueue(stream, op);
 }

@@ -32,7 +32,8 @@
  * fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture; cuGraphLaunch replays the
  * captured work as one op. Not modelled: the legacy stream's implicit synchronisation with blocking streams.
  *
- * Kernels it knows by name (from the PTX given to cuModuleLoadData): kt_globaltimer_read,
+ * A kernel's first launch waits while a kernel spins on another stream of the context (lazy loading's context
+ * synchronisation). Kernels it knows by name (from the PTX given to cuModuleLoadData): kt_globaltimer_read,
  * kt_globaltimer_batch, kt_hold_wait(u32 *flag, u64 timeout_ns), which holds its stream until flag[0] is
  * non-zero or timeout_ns of device time passed (then flag[1] = 2), and kt_test_stamp(u64 work_ns), which stamps
  * its module's kt_cuda_slot_ptr slot like KT_KERNEL_ENTER/EXIT around work_ns of simulated work. Mapped pinned
@@ -83,6 +84,8 @@ typedef struct kt_test_cuda_stats_t {
     uint64_t queue_full_waits;       /* enqueues that blocked: the queue behind a spinning kernel was full */
     uint64_t max_queued_behind_hold; /* most ops queued on a stream while a kt_hold_wait kernel spun */
     uint64_t blocked_queries;        /* cuEventQuery calls that waited in kt_test_cuda_driver_block_queries */
+    uint64_t lazy_load_waits;        /* first launches of a kernel that waited for a spinning kernel to end (lazy
+                                        loading synchronises the context) */
 } kt_test_cuda_stats_t;
 
 void kt_test_cuda_driver_stats(kt_test_cuda_stats_t *out);
