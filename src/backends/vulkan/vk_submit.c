@@ -124,6 +124,8 @@ typedef struct kt__vk_plan_t {
     int direct;                            /* timed by that pair: no command buffer of ours, no batch slot */
     int arm;                               /* slots copied into their own words (own_copy) wait for it */
     VkCommandBuffer head, tail;            /* ours */
+    int fallback;                          /* timed, but the rewrite could not be allocated: the batch went to the
+                                              driver as the program made it, this execution counted as dropped */
 } kt__vk_plan_t;
 
 /* Whether a batch's extension structures let us add command buffers: a device-group submission gives one mask
@@ -462,7 +464,18 @@ typedef struct kt__vk_batch_t {
 
 /* Either submit: the original batches rewritten by `rewrite` into `scratch` (or left alone), then submitted. */
 typedef VkResult (*kt__vk_submit_fn)(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const void *orig,
-                                     const kt__vk_plan_t *plans, VkFence fence, void *fn);
+                                     kt__vk_plan_t *plans, VkFence fence, void *fn);
+
+/* The rewrite could not be allocated: every timed plan falls back (the caller counts it), and the program's
+ * batches go to the driver untouched rather than fail with VK_ERROR_OUT_OF_HOST_MEMORY. */
+static void plans_fall_back(kt__vk_plan_t *plans, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (plans[i].timed) {
+            plans[i].timed = 0;
+            plans[i].fallback = 1;
+        }
+}
 
 /* Whether everything timed that went to the queue through this context has been seen complete: no submission of
  * ours in flight, no execution record unread, no one-time primary armed and unread. A bracketing sample
@@ -543,6 +556,14 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
 
     pthread_mutex_lock(&ctx->lock);
     for (uint32_t i = 0; i < n; i++) {
+        if (plans[i].fallback) {
+            drop_slots_locked(ctx, &plans[i]);
+            if (plans[i].batch_slot != KT__VK_NONE) {
+                kt_record_drop_reason(ctx->submit_kernel, KT_DROP_RING_FULL);
+                atomic_fetch_add(&ctx->dropped, 1);
+            }
+            plan_cancel_locked(ctx, &plans[i]);
+        }
         if (r == VK_SUCCESS)
             plan_arm_locked(ctx, &plans[i], batches[i].cmds, batches[i].ncmds, now, thread);
         if (!plans[i].timed)
@@ -583,7 +604,7 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
 }
 
 /* vkQueueSubmit with each timed batch's command buffers between our head and tail. */
-static VkResult submit1(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const void *orig, const kt__vk_plan_t *plans,
+static VkResult submit1(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const void *orig, kt__vk_plan_t *plans,
                         VkFence fence, void *fn)
 {
     (void)fn;
@@ -598,7 +619,8 @@ static VkResult submit1(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const void 
     if (!mod || !cmds) {
         free(mod);
         free(cmds);
-        return VK_ERROR_OUT_OF_HOST_MEMORY;
+        plans_fall_back(plans, n);
+        return ctx->vk.vkQueueSubmit(queue, n, si, fence);
     }
     VkCommandBuffer *at = cmds;
     for (uint32_t i = 0; i < n; i++) {
@@ -635,7 +657,7 @@ VkResult kt_vk_queue_submit(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const V
 }
 
 /* vkQueueSubmit2: the same with VkCommandBufferSubmitInfo (ours with device mask 0: all devices). */
-static VkResult submit2(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const void *orig, const kt__vk_plan_t *plans,
+static VkResult submit2(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const void *orig, kt__vk_plan_t *plans,
                         VkFence fence, void *fn)
 {
     (void)ctx;
@@ -651,7 +673,8 @@ static VkResult submit2(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const void 
     if (!mod || !infos) {
         free(mod);
         free(infos);
-        return VK_ERROR_OUT_OF_HOST_MEMORY;
+        plans_fall_back(plans, n);
+        return call(queue, n, si, fence);
     }
     VkCommandBufferSubmitInfo *at = infos;
     for (uint32_t i = 0; i < n; i++) {
