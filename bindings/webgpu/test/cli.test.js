@@ -64,3 +64,29 @@ test('a snapshot the package wrote and the C reader refuses is a failure, not a 
   assert.notEqual(r.status, 0);
   assert.match(r.stderr, /unknown backend/);
 });
+
+test('host times past 2^53 ns survive the C reader exactly', { skip: !CLI && 'KT_CLI not set' }, async () => {
+  const start = (1n << 62n) + 12345n;
+  const gpu = new FakeGPU({ hostStart: start, offset: -(1n << 61n), passNs: 777n });
+  const now = () => gpu.now();
+  const timer = wrapDevice(gpu.device, { recorder: nodeRecorder({ now }), now });
+  submitPasses(gpu.device, 'far', 3);
+  await gpu.complete();
+  await timer.close();
+  const path = `${dir}/far.json`;
+  writeSnapshot(timer, path);
+  const mine = timer.recorder.spans.map((s) => [s.start, s.end, s.submit]);
+  const back = JSON.parse(cli('report', path, '--format', 'json'));
+  const t = back.span_table;
+  assert.equal(t.count, 3);
+  // Rebuild absolute times from the columns (docs/json-schema.md: start deltas, end and submit as offsets).
+  const tok = (col) => t[col].split(' ').flatMap((x) => { const [v, n] = x.split('*'); return Array(Number(n || 1)).fill(v); });
+  let prev = 0n;
+  const starts = tok('start_ns').map((d) => (prev = BigInt.asUintN(64, prev + BigInt(d))));
+  const durs = tok('duration_ns').map(BigInt), ends = tok('end_ns').map(BigInt), subs = tok('submit_ns');
+  starts.forEach((s0, i) => {
+    assert.ok(s0 > (1n << 53n));
+    assert.deepEqual([s0, BigInt.asUintN(64, s0 + durs[i] + ends[i]), BigInt.asUintN(64, s0 + BigInt(subs[i]))], mine[i]);
+  });
+  assert.equal(back.entries[0].sum_ns, 3 * 777);
+});

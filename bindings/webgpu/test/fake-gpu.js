@@ -6,9 +6,10 @@
 // time (device clock = host clock + offset, optionally quantised), then onSubmittedWorkDone promises resolve.
 
 export class FakeGPU {
-  constructor({ offset = 1_000_000_000_000n, passNs = 1000n, quantum = 1n, hostStep = 10n, auto = false } = {}) {
+  constructor({ offset = 1_000_000_000_000n, passNs = 1000n, quantum = 1n, hostStep = 10n, auto = false,
+    hostStart = 5_000_000n } = {}) {
     this.auto = auto;        // complete() by itself whenever a completion is awaited
-    this.host = 5_000_000n;  // host clock (ns), advanced by hostStep at every read
+    this.host = hostStart;   // host clock (ns), advanced by hostStep at every read
     this.hostStep = hostStep;
     this.offset = offset;    // device clock - host clock
     this.passNs = passNs;
