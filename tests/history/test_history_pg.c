@@ -125,7 +125,10 @@ static int start_server(void)
 static int setup(void **state)
 {
     (void)state;
-    return (g_dir = ktt_tmpdir("history-pg")) ? 0 : -1;
+    /* Under /tmp itself rather than $TMPDIR: the server's socket path must stay within the 107 bytes a Unix socket
+     * name allows, and the postgres user must be able to reach the folder. */
+    char tmpl[] = "/tmp/kt-history-pg-XXXXXX";
+    return (g_dir = mkdtemp(tmpl) ? strdup(tmpl) : NULL) ? 0 : -1;
 }
 
 static int teardown(void **state)
