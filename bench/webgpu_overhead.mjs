@@ -6,10 +6,11 @@
 // a line before it gives the same ratio for near-empty passes (1,024 invocations), where on lavapipe the
 // timestamp writes themselves cost about as much as the pass. Prints passes per second and, last,
 //   webgpu_overhead: timed_vs_untimed=<timed passes/s / untimed passes/s>   (1 = free; the goal is >= 0.9)
+// as the median over pairs of rounds (one of each mode back to back) of the pair's ratio.
 // Run by `make bench` through the build tree's bench/webgpu_overhead (webgpu_overhead.cmake). Without Node's
 // `webgpu` package or an adapter it says so and prints timed_vs_untimed=skipped.
-const PASSES = 160;      // passes per round
-const ROUNDS = 9;        // rounds of each mode
+const PASSES = 96;       // passes per round
+const ROUNDS = 15;       // pairs of rounds (one of each mode)
 const N = 256 * 1024;    // saxpy elements of a small pass
 const WAIT_EVERY = 16;   // submits between waits
 
@@ -72,23 +73,21 @@ async function measure(rounds) {
     untimed.push(await round(false));
     if (!(r % 2)) timed.push(await round(true));
   }
-  // The verdict uses each mode's fastest round: on a shared machine a round is slowed by whatever else runs,
-  // never sped up, so the fastest is the one nearest the modes' own cost. Medians are printed beside it.
-  const best = (v) => Math.min(...v);
-  const u = PASSES / best(untimed), t = PASSES / best(timed);
+  // The verdict is the median over the pairs of rounds (one of each mode, run back to back) of the pair's
+  // throughput ratio: the load of a shared machine drifts over seconds, and a pair sees nearly the same load.
+  const ratio = median(untimed.map((u, i) => u / timed[i]));
   const mu = PASSES / median(untimed), mt = PASSES / median(timed);
-  return { u, t, ratio: t / u, mu, mt, timedPasses: BigInt(PASSES * (rounds + 1)) };
+  return { ratio, mu, mt, timedPasses: BigInt(PASSES * (rounds + 1)) };
 }
 console.log(`webgpu_overhead: device ${timer.name}`);
 groups = 4; // near-empty passes: 1,024 invocations
 const tiny = await measure(5);
-console.log(`webgpu_overhead: near-empty passes: untimed ${tiny.u.toFixed(0)}/s, timed ${tiny.t.toFixed(0)}/s (fastest ` +
-  `rounds), ratio ${tiny.ratio.toFixed(3)}; medians ratio ${(tiny.mt / tiny.mu).toFixed(3)} (information)`);
+console.log(`webgpu_overhead: near-empty passes: untimed ${tiny.mu.toFixed(0)}/s, timed ${tiny.mt.toFixed(0)}/s ` +
+  `(medians), ratio ${tiny.ratio.toFixed(3)} (median of pairs; information)`);
 groups = N / 256;
 const small = await measure(ROUNDS);
-console.log(`webgpu_overhead: small passes (saxpy, ${N} floats), ${PASSES} x ${ROUNDS} rounds each: ` +
-  `untimed ${small.u.toFixed(0)}/s, timed ${small.t.toFixed(0)}/s (fastest rounds); ` +
-  `medians: untimed ${small.mu.toFixed(0)}/s, timed ${small.mt.toFixed(0)}/s, ratio ${(small.mt / small.mu).toFixed(3)}`);
+console.log(`webgpu_overhead: small passes (saxpy, ${N} floats), ${PASSES} x ${ROUNDS} pairs of rounds: ` +
+  `untimed ${small.mu.toFixed(0)}/s, timed ${small.mt.toFixed(0)}/s (medians)`);
 const e = [...timer.recorder.entries.values()].find((v) => v.name === 'saxpy');
 const expected = tiny.timedPasses + small.timedPasses;
 console.log(`webgpu_overhead: timed passes recorded ${e ? e.count : 0n} of ${expected}, dropped ${e ? e.droppedTotal() : 0n}`);
