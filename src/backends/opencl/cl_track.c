@@ -107,9 +107,12 @@ static void free_push(uint32_t first, rec_t *last)
     while (!atomic_compare_exchange_weak(&g_free_head, &h, first));
 }
 
+static _Thread_local int t_allocates; /* this thread tracks commands: the records it frees stay on its list */
+
 static void free_list_return(void *unused)
 {
     (void)unused;
+    t_allocates = 0; /* anything it frees from now on goes to the shared list */
     if (!t_free)
         return;
     rec_t *last = slot_rec(t_free - 1), *next;
@@ -128,16 +131,17 @@ static void free_key_create(void)
 }
 
 /* Records recycle through the shared list in batches: an allocating thread takes the whole list at once (an
- * exchange, so no ABA), then pops privately; completions push one at a time. */
+ * exchange, so no ABA), then pops privately; completions on other threads push one at a time. */
+
 static rec_t *slot_alloc(void)
 {
-    if (!t_free && atomic_load_explicit(&g_free_head, memory_order_relaxed)) {
-        t_free = atomic_exchange(&g_free_head, 0);
-        if (t_free) {
-            pthread_once(&g_free_key_once, free_key_create);
-            pthread_setspecific(g_free_key, &t_free);
-        }
+    if (!t_allocates) {
+        t_allocates = 1;
+        pthread_once(&g_free_key_once, free_key_create);
+        pthread_setspecific(g_free_key, &t_free); /* its list goes back to the shared one at its exit */
     }
+    if (!t_free && atomic_load_explicit(&g_free_head, memory_order_relaxed))
+        t_free = atomic_exchange(&g_free_head, 0);
     rec_t *r = t_free ? slot_rec(t_free - 1) : NULL; /* a listed slot's chunk always exists */
     if (r) {
         t_free = atomic_load_explicit(&r->next_free, memory_order_relaxed);
@@ -174,11 +178,19 @@ static rec_t *slot_alloc(void)
     return &chunk->rec[slot & (CHUNK_SIZE - 1)];
 }
 
-/* Return a record (owned: CLAIMED or never published) to the free list, bumping its generation. */
+/* Return a record (owned: CLAIMED or never published) to the free list, bumping its generation. A thread that
+ * tracks commands keeps what it frees (it records at its synchronisation points) on its own list, first: its next
+ * commands reuse those records while they are in its cache, instead of cold ones from the shared list (after a
+ * burst of 100,000 commands, recording a sync point's 100 cost about twice as much, one cache miss per record). */
 static void slot_free(rec_t *r)
 {
     uint64_t t = atomic_load(&r->tag);
     atomic_store(&r->tag, TAG(TAG_GEN(t) + 1, ST_FREE));
+    if (t_allocates) {
+        atomic_store_explicit(&r->next_free, t_free, memory_order_relaxed);
+        t_free = r->slot + 1;
+        return;
+    }
     free_push(r->slot + 1, r);
 }
 
