@@ -213,17 +213,16 @@ static void test_missing_output_dir_before_start(void **state)
     free(msg);
 }
 
-/* -o whose directory goes away while the program runs: the snapshot is not deleted with the run directory but
- * kept there, and the message says where. */
-static void test_late_output_failure_keeps_snapshot(void **state)
+/* An output whose directory goes away while the program runs (-o, or --trace alone): the snapshot is not deleted
+ * with the run directory but kept there, and the message says where. */
+static void late_failure_keeps_snapshot(const char *option)
 {
-    (void)state;
     char sub[4096], out[4200], cmd[8400];
     snprintf(sub, sizeof sub, "%s", ru_path("vanishing"));
     assert_int_equal(mkdir(sub, 0700), 0);
     snprintf(out, sizeof out, "%s/out.json", sub);
     snprintf(cmd, sizeof cmd, "rmdir '%s' && exec '%s'", sub, SNAPPROG);
-    char *argv[] = {KT_CLI, "run", "-o", out, "--", "/bin/sh", "-c", cmd, NULL};
+    char *argv[] = {KT_CLI, "run", (char *)option, out, "--", "/bin/sh", "-c", cmd, NULL};
     char *err_path = ru_path("late.err");
     ktt_spawn_t how = {.err = err_path};
     int st = -1;
@@ -234,7 +233,7 @@ static void test_late_output_failure_keeps_snapshot(void **state)
     assert_non_null(msg);
     const char *kept = strstr(msg, "snapshot is kept at ");
     if (!kept)
-        fail_msg("no word of the kept snapshot:\n%s", msg);
+        fail_msg("%s: no word of the kept snapshot:\n%s", option, msg);
     char path[4096];
     snprintf(path, sizeof path, "%s", kept + strlen("snapshot is kept at "));
     path[strcspn(path, "\n")] = '\0';
@@ -250,6 +249,13 @@ static void test_late_output_failure_keeps_snapshot(void **state)
     *strrchr(dir, '/') = '\0';
     ktt_rmtree(dir);
     free(dir);
+}
+
+static void test_late_output_failure_keeps_snapshot(void **state)
+{
+    (void)state;
+    late_failure_keeps_snapshot("-o");
+    late_failure_keeps_snapshot("--trace");
 }
 
 int main(void)

@@ -770,6 +770,8 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
             bad = 1;
         if (o->html && write_as("HTML report", o->html, snap, KT_FORMAT_HTML) != 0)
             bad = 1;
+        if (bad && !g_keep_run_dir && access(primary, F_OK) == 0) /* not placed at -o: the only copy */
+            keep_snapshot(primary);
         ktcli_progress_end(&progress);
         print_summary(o, snap);
         kt_snapshot_free(snap);
