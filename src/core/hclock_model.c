@@ -143,26 +143,46 @@ static uint64_t wait_ns(void)
     return span < WAIT_MIN_NS ? WAIT_MIN_NS : span > g_wait_max ? g_wait_max : span;
 }
 
-/* Install the model from the caller's tick `from` on, above `top` (the most any earlier conversion returned;
- * 0 for none), and state its bound. Lock held. */
-static void install(uint64_t from, uint64_t top)
+/* The model's value at tick t: the integer anchor plus a small double offset (the anchor itself may be past
+ * 2^53 ns, months of uptime). */
+static uint64_t model_at(uint64_t t)
+{
+    int64_t off = (int64_t)floor(model_off(t));
+    return off < 0 && (uint64_t)-off > g_last.m ? 0 : g_last.m + (uint64_t)off;
+}
+
+/* Install the model for the caller's tick `from` on, and state its bound. `edge` <= from is the first tick the
+ * new piece may convert (the old `due`, or `from` itself), and `top` the old piece's value there: the most any
+ * earlier conversion returned (0: none). Lock held. */
+static void install(uint64_t from, uint64_t edge, uint64_t top)
 {
     uint64_t wait = wait_ns();
     uint64_t wait_ticks = (uint64_t)((double)wait / g_r);
-    /* integer anchor plus a small double offset: the anchor itself may be past 2^53 ns (months of uptime) */
-    int64_t off = (int64_t)floor(model_off(from));
-    uint64_t ns_from = off < 0 && (uint64_t)-off > g_last.m ? 0 : g_last.m + (uint64_t)off;
-    uint64_t mult = mult_of(g_r), due = from + wait_ticks;
-    double over = 0;
-    if (top > ns_from) {
-        /* slew: from the floor at SLEW_PPM below the model's rate; it meets the model after over / (r * s) ticks */
-        over = (double)(top - ns_from);
-        uint64_t meet = from + (uint64_t)(over / (g_r * SLEW_PPM * 1e-6)) + 1;
+    uint64_t mult = mult_of(g_r), due = from + wait_ticks, at_edge = model_at(edge);
+    double over = 0, s = SLEW_PPM * 1e-6;
+    uint64_t meet = edge;
+    if (top > at_edge) {
+        /* the model lies below what was returned: slew from there, below its rate, until it meets it (at the
+         * next refresh when SLEW_PPM or less does it, else at SLEW_PPM); the bound carries the whole of it (no
+         * less than what is left at any tick the piece converts) */
+        over = (double)(top - at_edge);
+        double need = over / (g_r * (double)(due - edge));
+        if (need <= s) {
+            s = need;
+            meet = due;
+        } else {
+            meet = edge + (uint64_t)(over / (g_r * s)) + 1;
+        }
+    }
+    if ((int64_t)(meet - from) <= 0) {
+        over = 0; /* met already (or no slew): every tick from `edge` on converts at or above `top` */
+        piece_store(from, model_at(from), mult, due);
+    } else {
+        /* anchored at `edge`: a reader that waited for this refresh with a tick past the old `due` converts
+         * at or above `top`, never behind a stamp returned before */
         if ((int64_t)(meet - due) < 0)
             due = meet; /* refresh where it meets: the model's own piece from there */
-        piece_store(from, top, mult_of(g_r * (1.0 - SLEW_PPM * 1e-6)), due);
-    } else {
-        piece_store(from, ns_from, mult, due);
+        piece_store(edge, top, mult_of(g_r * (1.0 - s)), due);
     }
     double dt = (double)(int64_t)(due - g_last.k) * g_r;
     if (dt < 0)
@@ -223,7 +243,7 @@ int kt__hcm_start(int kernel_counter, int may_fall_back)
     g_x = 0;
     g_samples = FIRST_SAMPLES;
     uint64_t now = kt__hc_tick();
-    install(now, 0);
+    install(now, now, 0);
     g_source_checked = g_pub_at = g_last.m;
     g_pub_bound = g_window_max = g_st.bound_ns;
     atomic_store_explicit(&kt__hc.mode, KT__HC_COUNTER, memory_order_release);
@@ -306,7 +326,7 @@ static int refresh_locked(uint64_t tick)
         g_st.fell_back = 1;
         atomic_store_explicit(&kt__hc.mode, KT__HC_CLOCK_GETTIME, memory_order_release);
     }
-    install(tick, top);
+    install(tick, edge, top);
     if (g_st.bound_ns > g_window_max)
         g_window_max = g_st.bound_ns;
     if (fired || g_st.bound_ns > g_pub_bound || q.m - g_pub_at >= PUBLISH_NS) {

@@ -103,6 +103,7 @@ typedef struct result_t {
     uint64_t stamps, outside, blind, backwards;
     double worst_excess;   /* largest err - bound */
     double worst_err;
+    double min_margin;     /* smallest bound - err over the checked stamps */
     kt__hcm_stats_t end;   /* the model's counters at the end */
     uint64_t refreshes_after_event; /* refreshes from the step/switch to the end */
 } result_t;
@@ -155,6 +156,8 @@ static void run(const world_t *w, int kernel_counter, uint64_t seed, double idle
         }
         if (err > res->worst_err)
             res->worst_err = err;
+        if (res->stamps == 1 || st.bound_ns - err < res->min_margin)
+            res->min_margin = st.bound_ns - err;
         if (err > st.bound_ns) {
             res->outside++;
             if (err - st.bound_ns > res->worst_excess)
@@ -168,10 +171,10 @@ static void run(const world_t *w, int kernel_counter, uint64_t seed, double idle
 
 static void expect_contained(const char *name, const result_t *r)
 {
-    print_message("%-40s %7llu stamps, %llu outside (worst %.0f ns over), worst error %.0f ns, bound now %.0f ns, "
-                  "%llu blind, %llu fires, %llu steps\n",
+    print_message("%-40s %7llu stamps, %llu outside (worst %.0f ns over), worst error %.0f ns, least margin %.1f ns, "
+                  "bound now %.0f ns, %llu blind, %llu fires, %llu steps\n",
                   name, (unsigned long long)r->stamps, (unsigned long long)r->outside, r->worst_excess, r->worst_err,
-                  r->end.bound_ns, (unsigned long long)r->blind, (unsigned long long)r->end.fires,
+                  r->min_margin, r->end.bound_ns, (unsigned long long)r->blind, (unsigned long long)r->end.fires,
                   (unsigned long long)r->end.steps);
     assert_true(r->stamps > 1000);
     assert_int_equal(r->outside, 0);
