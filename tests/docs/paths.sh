@@ -3,7 +3,8 @@
 # link target (a path starting with src/, include/, tools/, tests/, bench/, docs/, scripts/, examples/, cmake/,
 # bindings/ or .ci/) exists. A path with a wildcard, a brace list or a placeholder (<api>, NN) names a pattern
 # and is checked by its fixed part: the folder before the first such character must exist. Prints each miss with
-# the doc and line that names it. A program may be named without its source's extension.
+# the doc and line that names it. A program may be named without its source's extension; what npm installs
+# (node_modules) is not part of the tree.
 set -eu
 src=$1
 cd "$src"
@@ -21,6 +22,7 @@ for doc in README.md docs/*.md; do
         p=${p%%#*}; p=${p%%:*}
         p=$(printf '%s' "$p" | sed -E 's/[.,;]+$//')
         case $p in
+            */node_modules/*|*/node_modules) ;; # made by npm install, not part of the tree
             *[\*\?\[\{\<]*|*NN*|*NAME*|*...*)
                 fixed=$(printf '%s' "$p" | sed -E 's/[*?[{<].*$//; s/NN.*$//; s/NAME.*$//; s/\.\.\..*$//')
                 fixed=${fixed%/*}
