@@ -112,6 +112,25 @@ static void resubmit_case(const char *times, int n)
     assert_int_equal(b->dispatch_count, ITERATIONS + n);
     assert_int_equal(vadd->dropped + scale->dropped + b->dropped, 0);
     assert_spans(s, 2 * ITERATIONS + (size_t)n);
+    /* host API time: each submission and the fence wait after it, and the one vkDeviceWaitIdle at the end, are
+     * entries of backend host-api with one span each on the program's thread (no queue) */
+    const kt_kernel_timing_t *submit = ru_find(s, "vkQueueSubmit", KT_BACKEND_HOST_API),
+                             *wait = ru_find(s, "vkWaitForFences", KT_BACKEND_HOST_API),
+                             *idle = ru_find(s, "vkDeviceWaitIdle", KT_BACKEND_HOST_API);
+    assert_non_null(submit);
+    assert_non_null(wait);
+    assert_non_null(idle);
+    assert_int_equal(submit->dispatch_count, b->dispatch_count);
+    assert_int_equal(wait->dispatch_count, b->dispatch_count);
+    assert_int_equal(idle->dispatch_count, 1);
+    size_t host_spans = 0;
+    for (size_t i = 0; i < s->span_count; i++)
+        if (s->entries[s->spans[i].entry].backend == KT_BACKEND_HOST_API) {
+            host_spans++;
+            assert_int_equal(s->spans[i].queue, UINT32_MAX);
+            assert_false(s->spans[i].flags & KT_SPAN_DEVICE);
+        }
+    assert_int_equal(host_spans, 2 * b->dispatch_count + 1);
     kt_snapshot_free(s);
 }
 

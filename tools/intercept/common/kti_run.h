@@ -20,6 +20,20 @@
  * read (secure_getenv). */
 static inline int kti_secure(void) { return getauxval(AT_SECURE) != 0; }
 
+/* Host API time (docs/cli.md): a zone of backend host-api named `api` around a GPU API call that can block the
+ * program's thread, ended with kt_zone_end; one host-clock read at each end. Nothing in secure-execution mode. */
+static inline kt_zone_t kti_wait_begin(kt_kernel_id_t *site, const char *api)
+{
+    static int secure = -1;
+    if (secure < 0)
+        secure = kti_secure();
+    if (secure) {
+        kt_zone_t none = {0, 0};
+        return none;
+    }
+    return kt__host_api_begin(site, api);
+}
+
 /* Tells `ktiming run` that this process's snapshot is complete: "<pid>\n" into the FIFO it made in the run
  * directory (cmd_run.c, KTI_RUN_FIFO there too), so it reads the snapshot while the process is still being torn
  * down. Never blocks and never fails the program: without a reader (or with anything but a FIFO there) nothing

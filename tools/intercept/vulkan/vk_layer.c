@@ -972,7 +972,10 @@ static VkResult VKAPI_CALL hook_QueueSubmit(VkQueue q, uint32_t n, const VkSubmi
     for (uint32_t i = 0; i < n && !ctx; i++)
         for (uint32_t k = 0; k < si[i].commandBufferCount && !ctx; k++)
             ctx = submit_ctx(d, si[i].pCommandBuffers[k]);
+    static kt_kernel_id_t api_site;
+    kt_zone_t api = kti_wait_begin(&api_site, "vkQueueSubmit"); /* host API time, ktiming's own work included */
     VkResult r = ctx ? kt_vk_queue_submit(ctx, q, n, si, fence) : d->vkQueueSubmit(q, n, si, fence);
+    kt_zone_end(&api);
     /* A failed submission executes nothing: not counted as one (a re-execution would be counted dropped). */
     for (uint32_t i = 0; r == VK_SUCCESS && i < n; i++)
         for (uint32_t k = 0; k < si[i].commandBufferCount; k++)
@@ -990,7 +993,10 @@ static VkResult submit2(kti_device_t *d, PFN_vkQueueSubmit2 next, VkQueue q, uin
     for (uint32_t i = 0; i < n && !ctx; i++)
         for (uint32_t k = 0; k < si[i].commandBufferInfoCount && !ctx; k++)
             ctx = submit_ctx(d, si[i].pCommandBufferInfos[k].commandBuffer);
+    static kt_kernel_id_t api_site;
+    kt_zone_t api = kti_wait_begin(&api_site, "vkQueueSubmit2");
     VkResult r = ctx ? kt_vk_queue_submit2(ctx, q, n, si, fence) : next(q, n, si, fence);
+    kt_zone_end(&api);
     for (uint32_t i = 0; r == VK_SUCCESS && i < n; i++)
         for (uint32_t k = 0; k < si[i].commandBufferInfoCount; k++)
             cmd_submitted(d, si[i].pCommandBufferInfos[k].commandBuffer);
@@ -1015,7 +1021,10 @@ static VkResult VKAPI_CALL hook_QueueSubmit2KHR(VkQueue q, uint32_t n, const VkS
 static VkResult VKAPI_CALL hook_QueueWaitIdle(VkQueue q)
 {
     kti_device_t *d = device_of(q);
+    static kt_kernel_id_t api_site;
+    kt_zone_t api = kti_wait_begin(&api_site, "vkQueueWaitIdle");
     VkResult r = d->vkQueueWaitIdle(q);
+    kt_zone_end(&api);
     if (r == VK_ERROR_DEVICE_LOST)
         device_lost(d);
     collect_device(d);
@@ -1025,7 +1034,10 @@ static VkResult VKAPI_CALL hook_QueueWaitIdle(VkQueue q)
 static VkResult VKAPI_CALL hook_DeviceWaitIdle(VkDevice device)
 {
     kti_device_t *d = device_of(device);
+    static kt_kernel_id_t api_site;
+    kt_zone_t api = kti_wait_begin(&api_site, "vkDeviceWaitIdle");
     VkResult r = d->vkDeviceWaitIdle(device);
+    kt_zone_end(&api);
     if (r == VK_ERROR_DEVICE_LOST)
         device_lost(d);
     collect_device(d);
@@ -1036,7 +1048,10 @@ static VkResult VKAPI_CALL hook_WaitForFences(VkDevice device, uint32_t n, const
                                               uint64_t timeout)
 {
     kti_device_t *d = device_of(device);
+    static kt_kernel_id_t api_site;
+    kt_zone_t api = kti_wait_begin(&api_site, "vkWaitForFences");
     VkResult r = d->vkWaitForFences(device, n, f, all, timeout);
+    kt_zone_end(&api);
     /* Lost: pending slots counted `device lost`; collected only when the wait succeeded (a VK_TIMEOUT poll with a
      * zero timeout, or VK_NOT_READY, must not read the rings on every call). */
     if (r == VK_ERROR_DEVICE_LOST)
