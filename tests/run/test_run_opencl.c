@@ -379,6 +379,30 @@ static void test_sync_points_record(void **state)
         fclose(f);
         assert_int_equal(marks, TINY / 100);
         assert_int_equal(lines, TINY);
+        /* host API time: each of the TINY / 100 waits (clFinish, or clWaitForEvents on the 100th kernel's event)
+         * and the last clFinish are entries of backend host-api, one span each on the program's thread */
+        kt_snapshot_t *s = NULL;
+        char msg[256];
+        assert_int_equal(kt_snapshot_load(out, &s, msg, sizeof msg), 0);
+        int by_event = variants[v][2][0] != 0;
+        const kt_kernel_timing_t *fin = ru_find(s, "clFinish", KT_BACKEND_HOST_API),
+                                 *wev = ru_find(s, "clWaitForEvents", KT_BACKEND_HOST_API);
+        assert_non_null(fin);
+        assert_int_equal(fin->dispatch_count, by_event ? 1 : TINY / 100 + 1);
+        if (by_event) {
+            assert_non_null(wev);
+            assert_int_equal(wev->dispatch_count, TINY / 100);
+        } else {
+            assert_null(wev);
+        }
+        size_t waits = 0;
+        for (size_t i = 0; i < s->span_count; i++)
+            if (s->entries[s->spans[i].entry].backend == KT_BACKEND_HOST_API) {
+                waits++;
+                assert_int_equal(s->spans[i].queue, UINT32_MAX);
+            }
+        assert_int_equal(waits, TINY / 100 + 1);
+        kt_snapshot_free(s);
     }
 }
 

@@ -480,7 +480,10 @@ static cl_int hook_finish(const kti_next_t *n, cl_command_queue q)
             kt_cl_collect(kc, t_synced_ns);
     }
     uint64_t began = kt_now_ns();
+    static kt_kernel_id_t api_site;
+    kt_zone_t api = kti_wait_begin(&api_site, "clFinish"); /* host API time: the wait itself */
     cl_int rc = n->finish ? n->finish(q) : CL_INVALID_COMMAND_QUEUE;
+    kt_zone_end(&api);
     if (rc == CL_SUCCESS && q)
         t_synced_ns = began;
     return rc;
@@ -491,7 +494,10 @@ static cl_int hook_wait_events(const kti_next_t *n, cl_uint num, const cl_event 
     if (t_synced_ns)
         kt_cl_collect(NULL, t_synced_ns);
     uint64_t began = kt_now_ns();
+    static kt_kernel_id_t api_site;
+    kt_zone_t api = kti_wait_begin(&api_site, "clWaitForEvents");
     cl_int rc = n->wait_events ? n->wait_events(num, events) : CL_INVALID_EVENT;
+    kt_zone_end(&api);
     if (rc == CL_SUCCESS)
         t_synced_ns = began;
     return rc;
