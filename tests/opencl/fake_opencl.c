@@ -16,6 +16,8 @@
  *   FAKE_CL_SETCB_FAIL=1 (clSetEventCallback refuses every callback with CL_OUT_OF_RESOURCES)
  *   FAKE_CL_CONTEXT_DELAY_US=n (clCreateContext takes n us, after counting the call: a calibration's private
  *     context is then slow enough to fork during it)
+ * fake_cl_event_queries() (exported, for the tests) tells how many clGetEventInfo / clGetEventProfilingInfo calls the
+ * calling thread made.
  * fake_cl_context_calls() (exported, for the tests) tells how many clCreateContext calls began, and how many of
  * them on a thread other than the process's main thread.
  * A kernel's first argument, if a cl_uint, is its run time in microseconds. */
@@ -458,8 +460,13 @@ FAKE_API cl_int clSetUserEventStatus(cl_event e, cl_int status)
     return CL_SUCCESS;
 }
 
+static _Thread_local unsigned long t_event_queries; /* this thread's event queries */
+
+FAKE_API unsigned long fake_cl_event_queries(void) { return t_event_queries; }
+
 FAKE_API cl_int clGetEventInfo(cl_event e, cl_event_info what, size_t cap, void *v, size_t *ret)
 {
+    t_event_queries++;
     pthread_mutex_lock(&G);
     cl_int st = e->status;
     cl_uint refs = (cl_uint)e->refs;
@@ -475,6 +482,7 @@ FAKE_API cl_int clGetEventInfo(cl_event e, cl_event_info what, size_t cap, void 
 
 FAKE_API cl_int clGetEventProfilingInfo(cl_event e, cl_profiling_info what, size_t cap, void *v, size_t *ret)
 {
+    t_event_queries++;
     pthread_mutex_lock(&G);
     int ok = e->queue && (e->queue->props & CL_QUEUE_PROFILING_ENABLE) && e->status == CL_COMPLETE;
     cl_ulong t = 0;
