@@ -113,16 +113,17 @@ static void test_execution_status_wording(void **state)
 {
     (void)state;
     const struct {
-        const char *status; /* FAKE_CL_FAILED_STATUS, NULL: the double's default */
+        int status; /* the double's fake_cl_set_failed_status; 0: its default */
         const char *kernel;
         const char *want;
-    } cases[] = {{"-1", "ended_minus_one", "execution status -1 (terminated abnormally)"},
-                 {"-5", "ended_minus_five", "execution status -5 (CL_OUT_OF_RESOURCES)"},
-                 {NULL, "ended_wait_list", "CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST"}};
+    } cases[] = {{-1, "ended_minus_one", "execution status -1 (terminated abnormally)"},
+                 {-5, "ended_minus_five", "execution status -5 (CL_OUT_OF_RESOURCES)"},
+                 {0, "ended_wait_list", "CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST"}};
+    void (*set_failed)(int) = (void (*)(int))dlsym(g_fake, "fake_cl_set_failed_status");
+    assert_non_null(set_failed);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         kt_reset();
-        if (cases[i].status)
-            setenv("FAKE_CL_FAILED_STATUS", cases[i].status, 1);
+        set_failed(cases[i].status);
         cl_command_queue q = fake_queue();
         cl_kernel k = fake_kernel(cases[i].kernel, 0);
         kt_cl_ctx_t *kc;
@@ -134,7 +135,7 @@ static void test_execution_status_wording(void **state)
         cl->clSetUserEventStatus(gate, -5);
         cl->clFinish(q);
         assert_int_equal(kt_cl_detach(kc), 0);
-        unsetenv("FAKE_CL_FAILED_STATUS");
+        set_failed(0);
         kt_snapshot_t *s = kt_snapshot();
         const kt_kernel_timing_t *e = fake_find(s, cases[i].kernel);
         assert_non_null(e);
