@@ -11,11 +11,14 @@
  *   FAKE_CL_SETCB_DELAY_US=n (clSetEventCallback is slow to start: it reads the event only after n us, as when
  *     the calling thread is preempted there)
  *   FAKE_CL_PLATFORMS=2 (two platforms, each with one device of the same name, as two drivers of one model)
- *   FAKE_CL_FAILED_STATUS=n (a command whose dependency failed ends with execution status n, e.g. -1, instead of
- *     CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST: drivers report their own negative statuses; read at that time)
  *   FAKE_CL_SETCB_FAIL=1 (clSetEventCallback refuses every callback with CL_OUT_OF_RESOURCES)
  *   FAKE_CL_CONTEXT_DELAY_US=n (clCreateContext takes n us, after counting the call: a calibration's private
  *     context is then slow enough to fork during it)
+ * fake_cl_set_failed_status(n) (exported, for the tests): a command whose dependency failed ends with execution
+ * status n (e.g. -1; 0: CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST, the default), as drivers that report their own
+ * negative statuses.
+ * fake_cl_event_queries() (exported, for the tests) tells how many clGetEventInfo / clGetEventProfilingInfo calls the
+ * calling thread made.
  * fake_cl_context_calls() (exported, for the tests) tells how many clCreateContext calls began, and how many of
  * them on a thread other than the process's main thread.
  * A kernel's first argument, if a cl_uint, is its run time in microseconds. */
@@ -458,8 +461,13 @@ FAKE_API cl_int clSetUserEventStatus(cl_event e, cl_int status)
     return CL_SUCCESS;
 }
 
+static _Thread_local unsigned long t_event_queries; /* this thread's event queries */
+
+FAKE_API unsigned long fake_cl_event_queries(void) { return t_event_queries; }
+
 FAKE_API cl_int clGetEventInfo(cl_event e, cl_event_info what, size_t cap, void *v, size_t *ret)
 {
+    t_event_queries++;
     pthread_mutex_lock(&G);
     cl_int st = e->status;
     cl_uint refs = (cl_uint)e->refs;
@@ -475,6 +483,7 @@ FAKE_API cl_int clGetEventInfo(cl_event e, cl_event_info what, size_t cap, void 
 
 FAKE_API cl_int clGetEventProfilingInfo(cl_event e, cl_profiling_info what, size_t cap, void *v, size_t *ret)
 {
+    t_event_queries++;
     pthread_mutex_lock(&G);
     int ok = e->queue && (e->queue->props & CL_QUEUE_PROFILING_ENABLE) && e->status == CL_COMPLETE;
     cl_ulong t = 0;
@@ -505,6 +514,10 @@ FAKE_API cl_int clWaitForEvents(cl_uint n, const cl_event *list)
  * Queues and commands
  * ------------------------------------------------------------------------------------------------- */
 
+static int g_failed_status; /* fake_cl_set_failed_status */
+
+FAKE_API void fake_cl_set_failed_status(int status) { __atomic_store_n(&g_failed_status, status, __ATOMIC_RELAXED); }
+
 /* Run one command: wait for its dependency, stamp, spin for its run time, finish. */
 static void run_command(cl_event e)
 {
@@ -514,7 +527,8 @@ static void run_command(cl_event e)
     cl_int dep_status = e->dep ? e->dep->status : CL_COMPLETE;
     pthread_mutex_unlock(&G);
     if (dep_status < 0) {
-        event_finish(e, (cl_int)env_int("FAKE_CL_FAILED_STATUS", CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST));
+        cl_int failed = (cl_int)__atomic_load_n(&g_failed_status, __ATOMIC_RELAXED);
+        event_finish(e, failed ? failed : CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
         return;
     }
     cl_ulong submit = device_now();

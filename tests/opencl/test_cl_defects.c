@@ -6,6 +6,7 @@
  * ktiming's). */
 #include "opencl/fake_cl_util.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 static _Atomic int g_enqueuing;
+static void *g_fake; /* the driver double's handle (the library libktiming loaded: the same handle) */
 
 static void *flusher(void *unused)
 {
@@ -111,16 +113,17 @@ static void test_execution_status_wording(void **state)
 {
     (void)state;
     const struct {
-        const char *status; /* FAKE_CL_FAILED_STATUS, NULL: the double's default */
+        int status; /* the double's fake_cl_set_failed_status; 0: its default */
         const char *kernel;
         const char *want;
-    } cases[] = {{"-1", "ended_minus_one", "execution status -1 (terminated abnormally)"},
-                 {"-5", "ended_minus_five", "execution status -5 (CL_OUT_OF_RESOURCES)"},
-                 {NULL, "ended_wait_list", "CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST"}};
+    } cases[] = {{-1, "ended_minus_one", "execution status -1 (terminated abnormally)"},
+                 {-5, "ended_minus_five", "execution status -5 (CL_OUT_OF_RESOURCES)"},
+                 {0, "ended_wait_list", "CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST"}};
+    void (*set_failed)(int) = (void (*)(int))dlsym(g_fake, "fake_cl_set_failed_status");
+    assert_non_null(set_failed);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         kt_reset();
-        if (cases[i].status)
-            setenv("FAKE_CL_FAILED_STATUS", cases[i].status, 1);
+        set_failed(cases[i].status);
         cl_command_queue q = fake_queue();
         cl_kernel k = fake_kernel(cases[i].kernel, 0);
         kt_cl_ctx_t *kc;
@@ -132,7 +135,7 @@ static void test_execution_status_wording(void **state)
         cl->clSetUserEventStatus(gate, -5);
         cl->clFinish(q);
         assert_int_equal(kt_cl_detach(kc), 0);
-        unsetenv("FAKE_CL_FAILED_STATUS");
+        set_failed(0);
         kt_snapshot_t *s = kt_snapshot();
         const kt_kernel_timing_t *e = fake_find(s, cases[i].kernel);
         assert_non_null(e);
@@ -143,6 +146,50 @@ static void test_execution_status_wording(void **state)
         cl->clReleaseKernel(k);
         cl->clReleaseCommandQueue(q);
     }
+}
+
+/* A synchronisation point's recording (kt_cl_collect on the program's queue) asks the driver about that queue's
+ * finished commands only: DEEP commands pending on another queue behind a user event cost it nothing (it polled
+ * every one of them, two driver calls each, at every clFinish of `ktiming run`). Counted in driver calls made by
+ * this thread, not timed. */
+static void test_collect_ignores_other_queues(void **state)
+{
+    (void)state;
+    enum { DEEP = 2000, MINE = 10 };
+    kt_reset();
+    unsigned long (*queries)(void) = (unsigned long (*)(void))dlsym(g_fake, "fake_cl_event_queries");
+    assert_non_null(queries);
+    cl_command_queue qa = fake_queue(), qb = fake_queue();
+    cl_kernel k = fake_kernel("synced", 0), held = fake_kernel("held", 0);
+    kt_cl_ctx_t *ka, *kb;
+    assert_int_equal(kt_cl_attach(qa, NULL, &ka), 0);
+    assert_int_equal(kt_cl_attach(qb, NULL, &kb), 0);
+    cl_int err = 0;
+    cl_event gate = cl->clCreateUserEvent(g_ctx, &err);
+    size_t g = 1;
+    for (int i = 0; i < DEEP; i++)
+        assert_int_equal(kt_cl_enqueue_ndrange(kb, held, 1, NULL, &g, NULL, i == 0, i == 0 ? &gate : NULL, NULL),
+                         CL_SUCCESS);
+    for (int i = 0; i < MINE; i++)
+        assert_int_equal(kt_cl_enqueue_ndrange(ka, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
+    cl->clFinish(qa);
+    unsigned long before = queries();
+    assert_int_equal(kt_cl_collect(ka, 0), 0);
+    unsigned long asked = queries() - before;
+    /* its own finished commands: the end stamp, then start (and queued/submit for a span) each; none of B's */
+    if (asked > 4u * MINE + 2u)
+        fail_msg("kt_cl_collect made %lu event queries for %d finished commands of its queue", asked, MINE);
+    cl->clSetUserEventStatus(gate, CL_COMPLETE);
+    cl->clFinish(qb);
+    assert_int_equal(kt_cl_detach(ka), 0);
+    assert_int_equal(kt_cl_detach(kb), 0);
+    fake_expect_counts("synced", MINE, 0);
+    fake_expect_counts("held", DEEP, 0);
+    cl->clReleaseEvent(gate);
+    cl->clReleaseKernel(k);
+    cl->clReleaseKernel(held);
+    cl->clReleaseCommandQueue(qa);
+    cl->clReleaseCommandQueue(qb);
 }
 
 static void test_command_bytes(void **state)
@@ -202,6 +249,7 @@ int main(void)
     atexit(verify_at_exit); /* before any ktiming call: runs after ktiming's exit handler */
     if (fake_open() != 0)
         return 1;
+    g_fake = dlopen(getenv("KTIMING_OPENCL_LIBRARY"), RTLD_NOW);
     cl_int err = 0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flush_races_set_callback),
@@ -209,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_refused_enqueue),
         cmocka_unit_test(test_command_bytes),
         cmocka_unit_test(test_execution_status_wording),
+        cmocka_unit_test(test_collect_ignores_other_queues),
     };
     if (cmocka_run_group_tests(tests, NULL, NULL) != 0)
         _exit(1);

@@ -1605,7 +1605,7 @@ static cl_int event_status(cl_event ev)
  * gated by a user event, directly (its wait list) or through a marker or barrier before it on its queue (not
  * visible here: it then does not start within SYNC_START_GRACE_NS), would wait forever for the program's
  * clSetUserEventStatus: it goes to the collector instead, like any asynchronous command. */
-#define SYNC_START_GRACE_NS 250000000ull
+#define SYNC_START_GRACE_NS 1000000000ull /* long enough for a loaded machine to start a ready command */
 static int sync_may_wait(kt_cl_ctx_t *c, cl_event event, cl_uint nwait, const cl_event *wait)
 {
     for (cl_uint i = 0; wait && i < nwait; i++)
