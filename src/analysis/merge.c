@@ -517,6 +517,7 @@ int kt_snapshot_merge(const kt_snapshot_t *const *inputs, size_t n, const kt_mer
         if (in[i].taken > latest)
             latest = in[i].taken;
         o->kernels_dropped = sat_add(o->kernels_dropped, s->kernels_dropped);
+        o->names_truncated = sat_add(o->names_truncated, s->names_truncated);
     }
     memcpy(o->host, inputs[0]->host, sizeof o->host);
     o->host[sizeof o->host - 1] = 0;

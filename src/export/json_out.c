@@ -476,6 +476,8 @@ int kt__export_json(FILE *out, const kt_snapshot_t *snap)
     field_string(out, ",\n  ", "host", snap->host, sizeof snap->host);
     fprintf(out, ",\n  \"pid\": %" PRId64 ", \"rank\": %" PRId32, snap->pid, snap->rank);
     field_u64(out, ", ", "kernels_dropped", snap->kernels_dropped);
+    if (snap->names_truncated) /* written only when some name was cut: older readers never see the key otherwise */
+        field_u64(out, ", ", "names_truncated", snap->names_truncated);
     field_u64(out, ",\n  ", "taken_ns", snap->taken_ns);
     if (snap->source_count) { /* a merged snapshot: the processes it holds */
         array_open(out, "sources", snap->source_count);

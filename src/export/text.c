@@ -269,6 +269,11 @@ static void row_notes(FILE *out, const kt_kernel_timing_t *e, unsigned esc, int 
 /* The line about records whose kernel could not be interned (the kernel table was full); nothing when none. */
 static void write_kernels_dropped(FILE *out, const kt_snapshot_t *snap, int markdown)
 {
+    if (snap->names_truncated)
+        fprintf(out, "%s%" PRIu64 " kernel name%s longer than 4,096 bytes, kept as %s first bytes and "
+                     "\"...[truncated]\" (names_truncated)\n",
+                markdown ? "\n**note:** " : "[timing] note: ", snap->names_truncated,
+                snap->names_truncated == 1 ? " was" : "s were", snap->names_truncated == 1 ? "its" : "their");
     if (!snap->kernels_dropped)
         return;
     fprintf(out, "%s%" PRIu64 " record%s lost: the kernel table was full (%s)\n",

@@ -52,6 +52,26 @@ static void test_long_name_capped(void **state)
     assert_memory_equal(t->name, name, n - strlen(MARK));
     assert_int_equal(t->dispatch_count, 1000); /* one entry: every record found the same kernel */
     assert_int_equal(s->names_truncated, 1);
+    /* not silent in the outputs either: a key of the JSON, a note under the text table */
+    static const struct {
+        kt_format_t format; /* written */
+        const char *want;   /* in it */
+    } kOut[] = {{KT_FORMAT_JSON, "\"names_truncated\": 1"},
+                {KT_FORMAT_TEXT, "[timing] note: 1 kernel name was longer than 4,096 bytes"}};
+    for (size_t k = 0; k < sizeof kOut / sizeof kOut[0]; k++) {
+        FILE *f = tmpfile();
+        assert_non_null(f);
+        assert_int_equal(kt_report_print(f, s, kOut[k].format), 0);
+        long len = ftell(f);
+        char *text = calloc(1, (size_t)len + 1);
+        assert_non_null(text);
+        rewind(f);
+        assert_int_equal(fread(text, 1, (size_t)len, f), (size_t)len);
+        fclose(f);
+        if (!strstr(text, kOut[k].want))
+            fail_msg("output %d lacks '%s'", (int)kOut[k].format, kOut[k].want);
+        free(text);
+    }
     kt_snapshot_free(s);
     munmap(map, maplen);
 }
