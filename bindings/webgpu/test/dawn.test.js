@@ -154,7 +154,8 @@ test('the CLI reads what the package wrote on Dawn (report, compare, merge)', { 
   const rep = cli('report', files[0]);
   assert.match(rep, /cli_kernel\s+WebGPU\s+12\b/);
   assert.match(cli('compare', files[0], files[1]), /cli_kernel/);
-  cli('merge', files[0], files[1], '-o', `${dir}/m.json`);
+  // both files come from this one test process: merge refuses that unless told (it would double-count a process)
+  cli('merge', files[0], files[1], '--allow-same-process', '-o', `${dir}/m.json`);
   const merged = JSON.parse(cli('report', `${dir}/m.json`, '--format', 'json'));
   assert.equal(merged.entries.find((e) => e.name === 'cli_kernel').dispatch_count, 24);
   writeFileSync(`${dir}/done`, '');

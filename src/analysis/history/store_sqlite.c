@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* How long a writer waits for another's transaction before giving up (ms). */
 #define KTH_SQLITE_BUSY_MS 120000
@@ -147,9 +148,21 @@ int kth__sqlite_open(kth_db_t *db, const char *path)
     static const char *const kPragmas[] = {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL",
                                            "PRAGMA foreign_keys = ON", "PRAGMA cache_size = -32768", NULL};
     for (const char *const *pr = kPragmas; *pr; pr++) {
-        char *msg = NULL;
-        rc = sqlite3_exec(c, *pr, NULL, NULL, &msg);
-        sqlite3_free(msg);
+        /* The switch to WAL of a file that other processes are opening at the same moment can answer SQLITE_BUSY
+         * at once, without the busy handler (SQLite does so where waiting could deadlock): 8 writers on a new file
+         * lost 3 runs that way. Retried here, with growing naps, for as long as the busy timeout. */
+        long waited_us = 0, nap_us = 1000;
+        for (;;) {
+            char *msg = NULL;
+            rc = sqlite3_exec(c, *pr, NULL, NULL, &msg);
+            sqlite3_free(msg);
+            if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || waited_us >= KTH_SQLITE_BUSY_MS * 1000L)
+                break;
+            struct timespec ts = {0, nap_us * 1000L};
+            nanosleep(&ts, NULL);
+            waited_us += nap_us;
+            nap_us = nap_us < 64000 ? nap_us * 2 : nap_us;
+        }
         if (rc != SQLITE_OK) {
             sqlite_err(db, rc);
             return KT_EIO;
