@@ -268,13 +268,14 @@ void kt__hclock_init(void)
                 atomic_store_explicit(&kt__hc.mode, KT__HC_CLOCK_GETTIME, memory_order_release);
         }
     }
+    if (use)
+        kt__hcm_stats(&st); /* refreshes may have run meanwhile; read before g_lock (lock order: model, g_lock) */
     pthread_mutex_lock(&g_lock);
     snprintf(g_info.counter, sizeof g_info.counter, "%s",
              !use ? "CLOCK_MONOTONIC_RAW" : f.is_x86 ? "tsc" : "cntvct");
     snprintf(g_info.reason, sizeof g_info.reason, "%s", reason);
     snprintf(g_reason, sizeof g_reason, "%s", reason);
     if (use) {
-        kt__hcm_stats(&st); /* refreshes may have run meanwhile */
         info_from(&st);
     } else {
         g_info.frequency_hz = NS_PER_S;
