@@ -479,9 +479,9 @@ static cl_int hook_finish(const kti_next_t *n, cl_command_queue q)
         if (kc)
             kt_cl_collect(kc, t_synced_ns);
     }
-    uint64_t began = kt_now_ns();
     static kt_kernel_id_t api_site;
     kt_zone_t api = kti_wait_begin(&api_site, "clFinish"); /* host API time: the wait itself */
+    uint64_t began = api.kernel ? api.start_ns : kt_now_ns(); /* the zone's read serves both when there is one */
     cl_int rc = n->finish ? n->finish(q) : CL_INVALID_COMMAND_QUEUE;
     kt_zone_end(&api);
     if (rc == CL_SUCCESS && q)
@@ -493,9 +493,9 @@ static cl_int hook_wait_events(const kti_next_t *n, cl_uint num, const cl_event 
 {
     if (t_synced_ns)
         kt_cl_collect(NULL, t_synced_ns);
-    uint64_t began = kt_now_ns();
     static kt_kernel_id_t api_site;
-    kt_zone_t api = kti_wait_begin(&api_site, "clWaitForEvents");
+    kt_zone_t api = kti_wait_begin(&api_site, "clWaitForEvents"); /* host API time: the wait itself */
+    uint64_t began = api.kernel ? api.start_ns : kt_now_ns(); /* the zone's read serves both when there is one */
     cl_int rc = n->wait_events ? n->wait_events(num, events) : CL_INVALID_EVENT;
     kt_zone_end(&api);
     if (rc == CL_SUCCESS)
