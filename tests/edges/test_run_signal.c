@@ -61,22 +61,31 @@ static long read_long(const char *path)
     return v;
 }
 
+/* Starts `ktiming run -- SIGPROG` in a fresh directory (*dir, tag names it) and waits, bounded, for the program to
+ * publish its pid (generous: CI machines are loaded); *child gets that pid, *mark the program's mark file. */
+static pid_t start_sigprog(const char *tag, char **dir, long *child, char *mark, size_t mark_cap)
+{
+    *dir = ktt_tmpdir(tag);
+    assert_non_null(*dir);
+    char pidf[4200];
+    snprintf(pidf, sizeof pidf, "%s/pid", *dir);
+    snprintf(mark, mark_cap, "%s/mark", *dir);
+    char *args[] = {(char *)"--", (char *)SIGPROG, pidf, mark, NULL};
+    pid_t run = spawn(*dir, args);
+    assert_true(run > 0);
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    *child = -1;
+    for (int i = 0; i < 6000 && (*child = read_long(pidf)) <= 0; i++)
+        nanosleep(&nap, NULL);
+    assert_true(*child > 0);
+    return run;
+}
+
 static void check_signal(int sig)
 {
-    char *dir = ktt_tmpdir("runsig");
-    assert_non_null(dir);
-    char pidf[4200], mark[4200];
-    snprintf(pidf, sizeof pidf, "%s/pid", dir);
-    snprintf(mark, sizeof mark, "%s/mark", dir);
-    char *args[] = {(char *)"--", (char *)SIGPROG, pidf, mark, NULL};
-    pid_t run = spawn(dir, args);
-    assert_true(run > 0);
-    /* bounded wait for the program to publish its pid (generous: CI machines are loaded) */
-    struct timespec nap = {0, 10 * 1000 * 1000};
-    long child = -1;
-    for (int i = 0; i < 6000 && (child = read_long(pidf)) <= 0; i++)
-        nanosleep(&nap, NULL);
-    assert_true(child > 0);
+    char *dir, mark[4200];
+    long child;
+    pid_t run = start_sigprog("runsig", &dir, &child, mark, sizeof mark);
     assert_int_equal(count_prefix(dir, "ktiming-run."), 1); /* run's directory exists while it runs */
     assert_int_equal(kill(run, sig), 0);
     assert_int_equal(ktt_wait(run), 10 + sig); /* the program's own status, after it got the signal */
@@ -114,19 +123,10 @@ static int process_gone(long pid)
 static void test_sigkill_run(void **state)
 {
     (void)state;
-    char *dir = ktt_tmpdir("runkill");
-    assert_non_null(dir);
-    char pidf[4200], mark[4200];
-    snprintf(pidf, sizeof pidf, "%s/pid", dir);
-    snprintf(mark, sizeof mark, "%s/mark", dir);
-    char *args[] = {(char *)"--", (char *)SIGPROG, pidf, mark, NULL};
-    pid_t run = spawn(dir, args);
-    assert_true(run > 0);
+    char *dir, mark[4200];
+    long child;
+    pid_t run = start_sigprog("runkill", &dir, &child, mark, sizeof mark);
     struct timespec nap = {0, 10 * 1000 * 1000};
-    long child = -1;
-    for (int i = 0; i < 6000 && (child = read_long(pidf)) <= 0; i++)
-        nanosleep(&nap, NULL);
-    assert_true(child > 0);
     assert_int_equal(kill(run, SIGKILL), 0);
     assert_int_equal(ktt_wait(run), 128 + SIGKILL);
     int gone = 0;
