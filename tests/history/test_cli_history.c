@@ -314,6 +314,18 @@ static void test_add_show_check(void **state)
     assert_non_null(strstr(page, "<title>c0ffee12: ")); /* each run's tooltip names its commit */
     assert_null(strchr(page, '\x1b'));
     free(page);
+    /* -o replaces the file whole through the output writer, and a folder that is not there is one error */
+    static const char stale[] = "stale stale stale stale stale stale stale stale stale stale stale stale";
+    assert_int_equal(ktt_write_file(html, stale, sizeof stale - 1), 0);
+    assert_int_equal(STATUS("show", "-f", "csv", "-o", html), 0);
+    char *replaced = ktt_read_file(html, NULL);
+    assert_non_null(replaced);
+    assert_null(strstr(replaced, "stale"));
+    free(replaced);
+    char missing[4200];
+    snprintf(missing, sizeof missing, "%s/no/such/dir/h.csv", g_dir);
+    assert_int_equal(STATUS("show", "-f", "csv", "-o", missing), 3);
+    assert_int_equal(access(missing, F_OK), -1);
     char *ckc = CLI(&st, "check", "-f", "csv");
     assert_int_equal(st, 0);
     assert_non_null(strstr(ckc, "\"slowed\",\"CPU\",\"host\",\"ci-box\",\"c0ffee12\",13,"));

@@ -11,6 +11,7 @@
 
 #if KTCLI_HAVE_HISTORY
 #include "history.h"
+#include <ktiming/output.h>
 #endif
 
 #define KTCLI_EXIT_REGRESSION KTCLI_EXIT_FAIL
@@ -237,25 +238,37 @@ static int cmd_add(history_args_t *a, int argc, char **argv)
     return rc;
 }
 
-static FILE *open_out(const char *path)
+/* -o goes through the output writer (ktiming/output.h), as compare's and report's do: a reader never sees half a
+ * history, and a failed write leaves an existing file as it was. */
+static int print_read(FILE *out, const kth_history_t *h, const kth_check_result_t *r, int check, int need,
+                      const history_args_t *a)
 {
-    if (!path || !strcmp(path, "-"))
-        return stdout;
-    FILE *f = fopen(path, "w");
-    if (!f)
-        fprintf(stderr, "ktiming history: %s: %s\n", path, strerror(errno));
-    return f;
+    int rc = check ? kth_print_check(out, h, r, a->format, a->commit_url)
+                   : kth_print_show(out, h, need ? r : NULL, a->format, a->commit_url);
+    if (!rc && (ferror(out) || fflush(out) != 0))
+        rc = KT_EIO;
+    return rc;
 }
 
-static int close_out(FILE *f, const char *path, int rc)
+static int write_read(const kth_history_t *h, const kth_check_result_t *r, int check, int need,
+                      const history_args_t *a)
 {
-    int bad = ferror(f) || fflush(f) != 0;
-    if (f != stdout)
-        bad |= fclose(f) != 0;
-    if (bad && !rc) {
-        fprintf(stderr, "ktiming history: %s: write error\n", path ? path : "standard output");
-        return KT_EIO;
+    const char *path = a->output;
+    if (!path || !strcmp(path, "-")) {
+        int rc = print_read(stdout, h, r, check, need, a);
+        if (rc)
+            fprintf(stderr, "ktiming history: standard output: write error\n");
+        return rc;
     }
+    kt_output_t *o = NULL;
+    int rc = kt_output_open(path, 0, &o);
+    if (!rc) {
+        rc = print_read(kt_output_file(o), h, r, check, need, a);
+        if (rc) kt_output_abort(o);
+        else rc = kt_output_commit(o);
+    }
+    if (rc == KT_EIO) fprintf(stderr, "ktiming history: %s: %s\n", path, strerror(errno));
+    else if (rc) fprintf(stderr, "ktiming history: %s: %s\n", path, kt_strerror(rc));
     return rc;
 }
 
@@ -281,18 +294,11 @@ static int cmd_read(history_args_t *a, int check, int argc, char **argv)
         kth_close(db);
         return KTCLI_EXIT_INPUT;
     }
-    FILE *out = open_out(a->output);
     int exit = KTCLI_EXIT_OK;
-    if (!out) {
+    if (write_read(&h, &r, check, need, a))
         exit = KTCLI_EXIT_INPUT;
-    } else {
-        rc = check ? kth_print_check(out, &h, &r, a->format, a->commit_url)
-                   : kth_print_show(out, &h, need ? &r : NULL, a->format, a->commit_url);
-        if (close_out(out, a->output, rc))
-            exit = KTCLI_EXIT_INPUT;
-        else if (check && a->fail_on_regression && r.regressions)
-            exit = KTCLI_EXIT_REGRESSION;
-    }
+    else if (check && a->fail_on_regression && r.regressions)
+        exit = KTCLI_EXIT_REGRESSION;
     if (!h.series_count && exit == KTCLI_EXIT_OK)
         fprintf(stderr, "ktiming history: no series match in %s\n", db->where);
     kth_check_free(&r);
