@@ -78,7 +78,7 @@ static void at_exit(void)
 
 static uint32_t spans_from_env(void)
 {
-    const char *e = kt__env("KTIMING_SPANS");
+    const char *e = kt__env(KT_ENV_NAME(SPANS));
     if (!e || !*e)
         return KT_SPANS_DEFAULT;
     char *end;

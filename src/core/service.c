@@ -660,7 +660,7 @@ int32_t kt__rank(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]); /* set by launchers, not ktiming's: read like any other program */
+        const char *v = kt__env_any(vars[i]); /* set by launchers, not ktiming's: read like any other program */
         if (!v || !*v)
             continue;
         char *end;

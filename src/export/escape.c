@@ -1,6 +1,7 @@
 /* escape.c — names made safe for terminals, markdown and spreadsheets (see escape.h for the rules). */
 #include "export/escape.h"
 #include "common/shared.h"
+#include "core/env.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -155,7 +156,7 @@ const char *kt__unit_us(void)
 {
     static const char *const kVars[] = {"LC_ALL", "LC_CTYPE", "LANG"};
     for (size_t i = 0; i < sizeof kVars / sizeof kVars[0]; i++) {
-        const char *v = getenv(kVars[i]);
+        const char *v = kt__env_any(kVars[i]); /* the locale, not ktiming's: as any program reads it */
         if (!v || !*v)
             continue;
         const char *dot = strchr(v, '.');
