@@ -276,12 +276,10 @@ int kt__ctx_set_add(kt__ctx_set_t *s, void *ctx)
     return rc;
 }
 
-int kt__ctx_set_remove(kt__ctx_set_t *s, void *ctx)
+/* Takes ctx off either list (under s->lock). 0 or KT_EINVAL. */
+static int set_unlink_locked(kt__ctx_set_t *s, void *ctx)
 {
-    if (!s || !ctx)
-        return KT_EINVAL;
     int rc = 0;
-    pthread_mutex_lock(&s->lock);
     size_t i = set_index(s->live, s->nlive, ctx);
     if (i < s->nlive) {
         s->live[i] = s->live[--s->nlive];
@@ -291,6 +289,39 @@ int kt__ctx_set_remove(kt__ctx_set_t *s, void *ctx)
     } else {
         rc = KT_EINVAL;
     }
+    return rc;
+}
+
+int kt__ctx_set_remove(kt__ctx_set_t *s, void *ctx)
+{
+    if (!s || !ctx)
+        return KT_EINVAL;
+    pthread_mutex_lock(&s->lock);
+    int rc = set_unlink_locked(s, ctx);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* Whether a pin with a ticket up to seq is still held (under s->lock). */
+static int set_held_upto(const kt__ctx_set_t *s, uint64_t seq)
+{
+    for (const kt__ctx_pin_t *p = s->held; p; p = p->hnext)
+        if (p->ticket <= seq)
+            return 1;
+    return 0;
+}
+
+int kt__ctx_set_remove_wait(kt__ctx_set_t *s, void *ctx)
+{
+    if (!s || !ctx)
+        return KT_EINVAL;
+    pthread_mutex_lock(&s->lock);
+    int rc = set_unlink_locked(s, ctx);
+    uint64_t seq = s->pin_seq; /* pins after this one never saw ctx */
+    s->waiters++;
+    while (rc == 0 && set_held_upto(s, seq))
+        pthread_cond_wait(&s->unpinned, &s->lock);
+    s->waiters--;
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
@@ -372,6 +403,13 @@ int kt__ctx_set_pin(kt__ctx_set_t *s, kt__ctx_pin_t *pin, unsigned which)
         memcpy(pin->ctx + nl, s->retired, nr * sizeof *pin->ctx);
         pin->n = nl + nr;
         pin->set = s;
+        pin->ticket = ++s->pin_seq;
+        pin->fork_gen = s->fork_gen;
+        pin->hprev = NULL;
+        pin->hnext = s->held;
+        if (s->held)
+            s->held->hprev = pin;
+        s->held = pin;
         s->pins++;
     }
     pthread_mutex_unlock(&s->lock);
@@ -385,7 +423,17 @@ void kt__ctx_set_unpin(kt__ctx_pin_t *pin)
     kt__ctx_set_t *s = pin->set;
     if (s) {
         pthread_mutex_lock(&s->lock);
-        s->pins--;
+        if (pin->fork_gen == s->fork_gen) { /* else: pinned before a fork, in this child it counts no more */
+            if (pin->hprev)
+                pin->hprev->hnext = pin->hnext;
+            else
+                s->held = pin->hnext;
+            if (pin->hnext)
+                pin->hnext->hprev = pin->hprev;
+            s->pins--;
+            if (s->waiters)
+                pthread_cond_broadcast(&s->unpinned);
+        }
         pthread_mutex_unlock(&s->lock);
     }
     if (pin->ctx != pin->inline_ctx)
@@ -621,8 +669,14 @@ static void fork_release(int child)
     pthread_mutex_unlock(&g_coll_list_lock);
     for (kt__ctx_set_t *s = g_sets; s; s = s->next) {
         set_fork_each(s, child ? 2 : 1);
-        if (child)
-            s->pins = 0; /* the parent's pinning threads do not exist here */
+        if (child) { /* the parent's pinning and waiting threads do not exist here */
+            s->pins = 0;
+            s->held = NULL;
+            s->waiters = 0;
+            s->fork_gen++;
+            memset(&s->unpinned, 0, sizeof s->unpinned); /* not destroyed: a parent's waiter may be on it */
+            pthread_cond_init(&s->unpinned, NULL);
+        }
         pthread_mutex_unlock(&s->lock);
     }
     pthread_mutex_unlock(&g_set_list_lock);

@@ -203,7 +203,9 @@ uint64_t kt__drain_with(uint64_t deadline_ns, kt__drain_step_cb step, void *arg,
  * is held, kt__ctx_set_reap frees nothing, so a retired context in a pinned copy stays valid. A context
  * kt__ctx_set_remove takes out is the backend's again at once: a pin taken before may still list it, so the
  * backend frees it only when its own rule says no pass can run (Vulkan: the program must not destroy a context
- * while it flushes); use retire + reap when it cannot tell.
+ * while it flushes); kt__ctx_set_remove_wait also waits until every pin taken before the removal is released (a
+ * collector pass that may be polling it has ended), after which nothing in ktiming can reach the context; use
+ * retire + reap when the context must outlive work still in flight.
  *
  *   static kt__ctx_set_t g_set = KT__CTX_SET_INIT;            (or KT__CTX_SET_INIT_FORK(each), see fork)
  *   kt__ctx_set_add(&g_set, ctx);                             attach (0 or KT_ENOMEM)
@@ -237,10 +239,16 @@ typedef struct kt__ctx_set_t {
     void (*fork_each)(void *ctx, int phase); /* optional: 0 before fork, 1 parent after, 2 child after */
     int listed;                            /* on the service's fork list (set under the list lock) */
     struct kt__ctx_set_t *next;            /* that list */
+    pthread_cond_t unpinned;               /* broadcast by unpin while kt__ctx_set_remove_wait waits */
+    struct kt__ctx_pin_t *held;            /* the pins held now (linked through the pins themselves) */
+    uint64_t pin_seq;                      /* tickets given to pins, in order */
+    unsigned waiters;                      /* threads in kt__ctx_set_remove_wait */
+    unsigned fork_gen;                     /* bumped in a forked child: the parent's pins count no more there */
 } kt__ctx_set_t;
 
-#define KT__CTX_SET_INIT {.lock = PTHREAD_MUTEX_INITIALIZER}
-#define KT__CTX_SET_INIT_FORK(each) {.lock = PTHREAD_MUTEX_INITIALIZER, .fork_each = (each)}
+#define KT__CTX_SET_INIT {.lock = PTHREAD_MUTEX_INITIALIZER, .unpinned = PTHREAD_COND_INITIALIZER}
+#define KT__CTX_SET_INIT_FORK(each)                                                                         \
+    {.lock = PTHREAD_MUTEX_INITIALIZER, .unpinned = PTHREAD_COND_INITIALIZER, .fork_each = (each)}
 
 /* Which lists kt__ctx_set_pin copies. */
 #define KT__CTX_PIN_LIVE 1u
@@ -254,19 +262,26 @@ typedef struct kt__ctx_pin_t {
     size_t n;
     kt__ctx_set_t *set;                  /* NULL when nothing is pinned (empty copy or no memory) */
     void *inline_ctx[KT__CTX_PIN_INLINE]; /* the copy when it fits */
+    uint64_t ticket;                     /* the set's pin_seq when pinned (internal) */
+    unsigned fork_gen;                   /* the set's fork_gen when pinned (internal) */
+    struct kt__ctx_pin_t *hnext, *hprev; /* the set's held list (internal) */
 } kt__ctx_pin_t;
 
 /* Adds ctx to the live list. 0, KT_EINVAL (NULL) or KT_ENOMEM. A context is added once (not checked). */
 int kt__ctx_set_add(kt__ctx_set_t *s, void *ctx);
 /* Takes ctx off the live or retired list without freeing anything. 0, or KT_EINVAL when it is on neither. */
 int kt__ctx_set_remove(kt__ctx_set_t *s, void *ctx);
+/* kt__ctx_set_remove, then waits until every pin taken before it is released. Never call it while the calling
+ * thread holds a pin of this set or a lock a pinning thread may wait for (it would wait for itself). */
+int kt__ctx_set_remove_wait(kt__ctx_set_t *s, void *ctx);
 /* Moves ctx from the live to the retired list (pins still see it; kt__ctx_set_reap frees it). 0, KT_EINVAL when
  * it is not live, or KT_ENOMEM (it then stays live). */
 int kt__ctx_set_retire(kt__ctx_set_t *s, void *ctx);
 /* Unless a pin is held: takes every retired entry for which done(ctx) is nonzero (done NULL: every one) off the
  * list, then calls release(ctx) on each outside the lock (release NULL: nothing). Returns how many were taken. */
 size_t kt__ctx_set_reap(kt__ctx_set_t *s, int (*done)(void *ctx), void (*release)(void *ctx));
-/* Copies the lists `which` names into *pin and pins the set. 0 (pin->n may be 0: then nothing is pinned and
+/* Copies the lists `which` names into *pin and pins the set. The pin is linked into the set until unpin: keep it
+ * where it is (a local of the pinning function), never copy it. 0 (pin->n may be 0: then nothing is pinned and
  * unpin is still correct), KT_EINVAL, or KT_ENOMEM (pin->n = 0, nothing pinned). */
 int kt__ctx_set_pin(kt__ctx_set_t *s, kt__ctx_pin_t *pin, unsigned which);
 /* Releases a pin (frees its copy); safe on a pin with nothing pinned. Does not reap: call kt__ctx_set_reap. */

@@ -526,6 +526,57 @@ static void test_ctx_set_threads(void **state)
     assert_int_equal(kt__ctx_set_live(&set), 8);
 }
 
+/* remove_wait: returns only once every pin taken before the removal is released; pins taken after do not hold
+ * it (order and joins only: no time is asserted). */
+typedef struct rw_t {
+    kt__ctx_set_t *set;
+    void *ctx;
+    _Atomic int released_first; /* set by the pinning thread just before its unpin */
+    _Atomic int saw_release;    /* remove_wait's caller: whether that had happened when it returned */
+    _Atomic int done;
+    int rc;
+} rw_t;
+
+static void *rw_remover(void *p)
+{
+    rw_t *a = p;
+    a->rc = kt__ctx_set_remove_wait(a->set, a->ctx);
+    atomic_store(&a->saw_release, atomic_load(&a->released_first));
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+static void test_ctx_set_remove_wait(void **state)
+{
+    (void)state;
+    static kt__ctx_set_t set = KT__CTX_SET_INIT;
+    static fctx_t c[2];
+    assert_int_equal(kt__ctx_set_add(&set, &c[0]), 0);
+    assert_int_equal(kt__ctx_set_add(&set, &c[1]), 0);
+    assert_int_equal(kt__ctx_set_remove_wait(&set, &c[1]), 0); /* no pin: at once */
+    assert_int_equal(kt__ctx_set_remove_wait(&set, &c[1]), KT_EINVAL);
+    assert_int_equal(kt__ctx_set_add(&set, &c[1]), 0);
+
+    kt__ctx_pin_t old;
+    assert_int_equal(kt__ctx_set_pin(&set, &old, KT__CTX_PIN_ALL), 0);
+    rw_t a = {.set = &set, .ctx = &c[0]};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, rw_remover, &a), 0);
+    while (kt__ctx_set_live(&set) != 1) /* unlinked: the remover waits for `old` now (a hang is CTest's timeout) */
+        kt__nap_ns(100000);
+    kt__ctx_pin_t young; /* taken after the removal: does not list it, and is not waited for */
+    assert_int_equal(kt__ctx_set_pin(&set, &young, KT__CTX_PIN_ALL), 0);
+    assert_int_equal(young.n, 1);
+    assert_ptr_equal(young.ctx[0], &c[1]);
+    kt__nap_ns(2000000); /* give a broken remove_wait the chance to return early (not needed to pass) */
+    atomic_store(&a.released_first, 1);
+    kt__ctx_set_unpin(&old);
+    pthread_join(th, NULL); /* returns although `young` is still held */
+    assert_int_equal(a.rc, 0);
+    assert_int_equal(atomic_load(&a.saw_release), 1);
+    kt__ctx_set_unpin(&young);
+}
+
 /* fork: the set's lock is taken around fork (after the backends' prepare) and fork_each sees every entry. */
 static void fctx_fork(void *c, int phase) { ((fctx_t *)c)->fork_phases[phase]++; }
 
@@ -545,6 +596,9 @@ static void test_ctx_set_fork(void **state)
         int ok = c[0].fork_phases[0] == 1 && c[2].fork_phases[0] == 1 && c[0].fork_phases[2] == 1 &&
                  c[2].fork_phases[2] == 1 && c[0].fork_phases[1] == 0;
         ok = ok && kt__ctx_set_add(&set, &c[2]) == 0 && kt__ctx_set_reap(&set, NULL, NULL) == 1; /* lock free */
+        kt__ctx_set_unpin(&pin); /* the parent's pin, released in the child: counts nothing here */
+        ok = ok && set.pins == 0 && kt__ctx_set_retire(&set, &c[0]) == 0 && kt__ctx_set_reap(&set, NULL, NULL) == 1;
+        ok = ok && kt__ctx_set_remove_wait(&set, &c[1]) == 0; /* no pin of the parent's is waited for */
         _exit(ok ? 0 : 4);
     }
     int st = 0;
@@ -588,7 +642,7 @@ int main(void)
         cmocka_unit_test(test_exit_wait),           cmocka_unit_test(test_arm),
         cmocka_unit_test(test_drain),               cmocka_unit_test(test_ctx_set),
         cmocka_unit_test(test_ctx_set_threads),     cmocka_unit_test(test_ctx_set_fork),
-        cmocka_unit_test(test_env_list),
+        cmocka_unit_test(test_env_list),            cmocka_unit_test(test_ctx_set_remove_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
