@@ -21,29 +21,20 @@
 /* The version written is the newest one read (ktiming/analysis.h): one number, never two to keep in step. */
 #define KT_SNAPSHOT_SCHEMA_WRITTEN KT_SNAPSHOT_SCHEMA_VERSION
 
-/* Every backend's names, one row each: X(enum suffix, schema id, display name). The schema id is stable (files
- * carry it; never the display name, which may change); the display name is kt_backend_name's. */
-#define KT__BACKEND_TABLE(X)                                                                                  \
-    X(CPU, "cpu", "CPU")                                                                                    \
-    X(OPENCL, "opencl", "OpenCL")                                                                           \
-    X(VULKAN, "vulkan", "Vulkan")                                                                           \
-    X(CUDA, "cuda", "CUDA")                                                                                 \
-    X(METAL, "metal", "Metal")                                                                              \
-    X(WEBGPU, "webgpu", "WebGPU")                                                                           \
-    X(HOST_API, "host-api", "host-api")
-
-/* Row b of the table: its schema id (display 0) or display name (display 1); "unknown" out of range. */
+/* Every backend's names, the one table: schema id (stable: files carry it; never the display name, which may
+ * change) and display name (kt_backend_name). Row b: the id (display 0) or the display name (display 1);
+ * "unknown" out of range. */
 static inline const char *kt__backend_names(kt_backend_t b, int display)
 {
     static const char *const names[KT_BACKEND_COUNT][2] = {
-#define KT__BACKEND_ROW(id, schema, shown) [KT_BACKEND_##id] = {schema, shown},
-        KT__BACKEND_TABLE(KT__BACKEND_ROW)
-#undef KT__BACKEND_ROW
-    };
+        [KT_BACKEND_CPU] = {"cpu", "CPU"},          [KT_BACKEND_OPENCL] = {"opencl", "OpenCL"},
+        [KT_BACKEND_VULKAN] = {"vulkan", "Vulkan"}, [KT_BACKEND_CUDA] = {"cuda", "CUDA"},
+        [KT_BACKEND_METAL] = {"metal", "Metal"},    [KT_BACKEND_WEBGPU] = {"webgpu", "WebGPU"},
+        [KT_BACKEND_HOST_API] = {"host-api", "host-api"}};
     return (unsigned)b < KT_BACKEND_COUNT && names[b][0] ? names[b][display != 0] : "unknown";
 }
 
-/* Backend identifiers of the schema (the table's second column). */
+/* Backend identifiers of the schema (the table's first column). */
 static inline const char *kt__backend_id(kt_backend_t b) { return kt__backend_names(b, 0); }
 
 /* Identifiers of the drop reasons in the schema (the id column of KT_DROP_REASON_MAP: lower-case, words joined
