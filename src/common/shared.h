@@ -15,9 +15,10 @@
 
 /* Identity of the JSON snapshot schema (docs/json-schema.md). Version 2 added exact sums, bytes, drop reasons,
  * last errors, pid/rank/kernels_dropped and the span table; version 3 runs ("v*n") in the span table and end
- * times there as offsets from start + duration; readers accept 1 to 3. */
+ * times there as offsets from start + duration; version 4 the device identity (devices carry key, model, ids, host,
+ * rank; their name and the entries' and queues' device are labels unique in the file); readers accept 1 to 4. */
 #define KT_SNAPSHOT_SCHEMA_NAME "ktiming.snapshot"
-#define KT_SNAPSHOT_SCHEMA_WRITTEN 3
+#define KT_SNAPSHOT_SCHEMA_WRITTEN 4
 
 /* Backend identifiers of the schema (stable: never the display names, which may change); "unknown" out of range. */
 static inline const char *kt__backend_id(kt_backend_t b)
