@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* One entry of one side during matching. */
 typedef struct item_t {
@@ -46,7 +47,7 @@ static int key_order(const item_t *a, const item_t *b, int p)
         return a->e->backend < b->e->backend ? -1 : 1;
     switch (p) {
     case PASS_STABLE: return strcmp(a->d->key, b->d->key);
-    case PASS_PCI: return (c = strcmp(a->d->id.pci, b->d->id.pci)) ? c : int_cmp(part(a->d), part(b->d));
+    case PASS_PCI: return (c = strcasecmp(a->d->id.pci, b->d->id.pci)) ? c : int_cmp(part(a->d), part(b->d));
     case PASS_ORDINAL:
         if ((c = strcmp(a->d->id.model, b->d->id.model)))
             return c;

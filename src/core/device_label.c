@@ -169,6 +169,42 @@ const kt_device_info_t *kt__device_lookup(const kt_device_info_t *dev, size_t n,
     return kt__device_by_key(dev, n, backend, device);
 }
 
+void kt__device_id_text(const kt_device_info_t *d, char *buf, size_t size)
+{
+    size_t len = 0;
+    char tmp[64];
+    if (!size)
+        return;
+    buf[0] = 0;
+    if (d->id.parent[0]) {
+        snprintf(tmp, sizeof tmp, "sub-device %d of ", (int)d->id.partition);
+        add(buf, size, &len, tmp);
+        add(buf, size, &len, d->id.parent);
+    } else if (d->id.uuid[0] || d->id.pci[0]) {
+        if (d->id.uuid[0]) {
+            add(buf, size, &len, "uuid ");
+            add(buf, size, &len, d->id.uuid);
+        }
+        if (d->id.pci[0]) {
+            add(buf, size, &len, len ? ", pci " : "pci ");
+            add(buf, size, &len, d->id.pci);
+        }
+    } else if (!strcmp(d->id.id_kind, "host")) {
+        add(buf, size, &len, "host");
+    } else if (!strcmp(d->id.id_kind, "enumeration")) {
+        snprintf(tmp, sizeof tmp, "enumeration #%d (no stable id)", (int)d->id.ordinal);
+        add(buf, size, &len, tmp);
+    } else if (!strcmp(d->id.id_kind, "model")) {
+        add(buf, size, &len, "every device of the model (merged --by-model)");
+    } else {
+        add(buf, size, &len, "name only (no identity recorded)");
+    }
+    if (d->id.platform[0]) {
+        add(buf, size, &len, " on ");
+        add(buf, size, &len, d->id.platform);
+    }
+}
+
 int kt__device_stable(const kt_device_info_t *d)
 {
     return !strcmp(d->id.id_kind, "uuid") || !strcmp(d->id.id_kind, "pci");

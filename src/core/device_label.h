@@ -15,6 +15,9 @@ const kt_device_info_t *kt__device_by_key(const kt_device_info_t *dev, size_t n,
 /* The record whose label (name) is `device`, else whose key is; NULL if none. */
 const kt_device_info_t *kt__device_lookup(const kt_device_info_t *dev, size_t n, kt_backend_t backend,
                                           const char *device);
+/* One line saying what identifies the device: "uuid GPU-8c1f..., pci 0000:41:00.0", "enumeration #3 on <platform>",
+ * "sub-device 1 of <parent key>", "host", "name only (no identity recorded)". */
+void kt__device_id_text(const kt_device_info_t *d, char *buf, size_t size);
 /* 1 when the record's identity is stable across runs and machines (id_kind "uuid" or "pci"), else 0. */
 int kt__device_stable(const kt_device_info_t *d);
 

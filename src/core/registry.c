@@ -327,9 +327,9 @@ const char *kt_device_register(kt_backend_t backend, const kt_device_id_t *id_in
         return NULL;
     if (!id.parent[0])
         id.partition = -1;
-    lower_copy(id.uuid, sizeof id.uuid, id_in->uuid);
-    lower_copy(id.pci, sizeof id.pci, id_in->pci);
-    lower_copy(id.driver_uuid, sizeof id.driver_uuid, id_in->driver_uuid);
+    char uuid_lc[sizeof id.uuid], pci_lc[sizeof id.pci]; /* the key's: one device whatever the case given */
+    lower_copy(uuid_lc, sizeof uuid_lc, id.uuid);
+    lower_copy(pci_lc, sizeof pci_lc, id.pci);
 
     const char *result = NULL;
     pthread_mutex_lock(&g_reg_lock);
@@ -347,11 +347,11 @@ const char *kt_device_register(kt_backend_t backend, const kt_device_id_t *id_in
     } else if (id.uuid[0]) {
         kind = "uuid";
         key_add(key, &len, "uuid:");
-        key_add(key, &len, id.uuid);
+        key_add(key, &len, uuid_lc);
     } else if (id.pci[0]) {
         kind = "pci";
         key_add(key, &len, "pci:");
-        key_add(key, &len, id.pci);
+        key_add(key, &len, pci_lc);
     } else if (backend == KT_BACKEND_CPU) {
         kind = "host";
         key_add(key, &len, "host:");
