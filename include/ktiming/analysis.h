@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 /* The newest schema version this library reads; files with a larger "version" are rejected. */
-#define KT_SNAPSHOT_SCHEMA_VERSION 3
+#define KT_SNAPSHOT_SCHEMA_VERSION 4
 
 /* Parses len bytes of JSON (need not be NUL-terminated) into a new snapshot stored in *out.
  * Returns 0; KT_EPARSE for malformed, truncated or inconsistent input, an unknown schema or a newer schema
@@ -84,7 +84,11 @@ KT_API int kt_snapshot_load_many(const char *const *paths, size_t n, kt_snapshot
  * Spans keep their source: the result lists every input process in `sources` (an input that is itself a
  * merge contributes its sources), threads and queues name their source, spans move onto the merged timeline
  * by their source's offset (their uncertainty_ns grows by its bound), and each entry's by_source holds every
- * source's dispatch count and total. Devices are listed once per (backend, name), with the largest bound.
+ * source's dispatch count and total. Devices are kept apart by identity (docs/devices.md): one record per
+ * (backend, host, device key), so "GPU 0" of two nodes, or two GPUs of one model on a node, stay two devices with
+ * their own entries (labelled afresh: the model plus the shortest suffix unique in the result, e.g. "GPU 0 @n1");
+ * with by_model, one record per (backend, model) folds identical models together (a per-model summary). A record
+ * keeps the largest bound of its inputs. An input without device records (older files) groups by device name.
  * The result's host, taken_ns are the first input's host and the latest taken_ns; pid 0, rank -1.
  * ------------------------------------------------------------------------------------------------- */
 
@@ -93,6 +97,7 @@ typedef struct kt_merge_opts_t {
     const int64_t *offset_ns;  /* per input, added to its host times (NULL: all 0, i.e. the same clock) */
     const uint64_t *bound_ns;  /* per input, the offset's error bound (NULL: 0 for inputs on the first input's
                                   host, UINT64_MAX = unknown for the others: their clocks are not comparable) */
+    int by_model;              /* non-zero: fold devices of one model together (`ktiming merge --by-model`) */
 } kt_merge_opts_t;
 
 /* Merges n snapshots into a new one in *out (released with kt_snapshot_free). opts may be NULL. 0, KT_EINVAL
@@ -104,9 +109,12 @@ KT_API int kt_snapshot_merge(const kt_snapshot_t *const *in, size_t n, const kt_
  * Load balance across ranks (from a merged snapshot's by_source totals)
  * ------------------------------------------------------------------------------------------------- */
 
-/* One kernel across the sources of a merged snapshot. A source that never ran the kernel counts with total 0. */
+/* One kernel (name, backend) across the sources of a merged snapshot, over every device it ran on (a merge keeps
+ * devices apart: each rank's GPU is its own entry): each source's total is its sum over the kernel's entries. A
+ * source that never ran the kernel counts with total 0. */
 typedef struct kt_rank_balance_t {
-    size_t entry;            /* index into the snapshot's entries */
+    size_t entry;            /* index into the snapshot's entries: the kernel's first (entries entry .. entry +
+                                devices - 1 are the kernel on each device) */
     uint32_t sources;        /* sources counted: all of the snapshot's */
     uint64_t min_total_ns;   /* smallest per-source total */
     uint64_t max_total_ns;   /* largest per-source total */
@@ -114,14 +122,15 @@ typedef struct kt_rank_balance_t {
     double imbalance;        /* max / mean (1 = perfectly balanced; 0 when the mean is 0) */
     uint32_t slowest_source; /* source with the largest total (the lowest index on a tie) */
     uint32_t fastest_source; /* source with the smallest total (the lowest index on a tie) */
+    uint32_t devices;        /* entries (devices) the kernel has */
 } kt_rank_balance_t;
 
-/* Per-kernel balance of a merged snapshot, one item per entry in entry order, in a new array *out of *count
- * items (free() it). KT_EINVAL when the snapshot has no sources (not a merge). 0, KT_EINVAL, KT_ENOMEM. */
+/* Per-kernel balance of a merged snapshot, one item per kernel (name, backend) in entry order, in a new array *out
+ * of *count items (free() it). KT_EINVAL when the snapshot has no sources (not a merge). 0, KT_EINVAL, KT_ENOMEM. */
 KT_API int kt_rank_balance(const kt_snapshot_t *snap, kt_rank_balance_t **out, size_t *count);
 
-/* The `--by-rank` text report: per kernel min / mean / max of the per-rank totals, imbalance, slowest rank;
- * then each rank's total per kernel. 0, KT_EINVAL (not a merged snapshot), KT_ENOMEM, KT_EIO. */
+/* The `--by-rank` text report: per kernel min / mean / max of the per-rank totals, imbalance, slowest rank (and the
+ * device it ran on when the kernel ran on several); then each rank's total per kernel, under each device. 0, KT_EINVAL (not a merged snapshot), KT_ENOMEM, KT_EIO. */
 KT_API int kt_report_by_rank(FILE *out, const kt_snapshot_t *snap);
 
 #ifdef __cplusplus

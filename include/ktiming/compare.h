@@ -9,7 +9,9 @@
  *         kt_compare_free(&r);
  *     }
  *
- * Kernels are matched by (name, backend, device), never by position. For each kernel present on both sides
+ * Kernels are matched by (name, backend, device), never by position, where the device is matched by identity
+ * (docs/devices.md): the same stable id on both sides (UUID, else PCI address), else the same model and ordinal,
+ * else the same device label; each row says which (kt_compare_row_t.match). For each kernel present on both sides
  * the comparison uses the raw duration samples the snapshots carry (kt_kernel_timing_t.samples): the speedup
  * is before / after (above 1 = faster), of medians and of means; a bootstrap confidence interval for the
  * ratio of medians (seeded, so reproducible); a two-sided Mann-Whitney U p-value; and a verdict:
@@ -94,12 +96,17 @@ typedef struct kt_compare_row_t {
     uint64_t decide_samples;  /* UNSURE on samples: about how many samples (dispatches) per side would decide it
                                  at the observed noise and effect (docs/compare.md, "How many more"); 0 when
                                  more samples would not help (a change within the noise) or cannot be estimated */
+    const char *match;        /* how the two sides' devices were matched: "uuid" or "pci" (the same stable id on
+                                 both sides), "model+ordinal", "name" (device labels equal: no identity on a
+                                 side); NULL for one-sided rows (a static string) */
+    const char *device_after; /* AFTER's label of the device when it differs from `device` (BEFORE's), e.g. the
+                                 same GPU renumbered by CUDA_VISIBLE_DEVICES; NULL otherwise (owned by the result) */
 } kt_compare_row_t;
 
 /* The comparison. Release with kt_compare_free(). */
 typedef struct kt_compare_result_t {
     size_t count;              /* rows */
-    kt_compare_row_t *rows;    /* sorted by name, backend, device; one-sided rows included */
+    kt_compare_row_t *rows;    /* sorted by name, backend, device (BEFORE's label); one-sided rows included */
     size_t matched;            /* rows present on both sides */
     size_t faster, slower, same, unsure; /* verdict counts over matched rows */
     size_t before_only;        /* kernels only in BEFORE */

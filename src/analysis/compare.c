@@ -2,6 +2,8 @@
 #include <ktiming/compare.h>
 #include <ktiming/stats.h>
 
+#include "analysis/compare_match.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -624,30 +626,6 @@ static int bootstrap_log_ratio(const uint64_t *b, uint32_t nb, const uint64_t *a
  * Matching and rows
  * ------------------------------------------------------------------------------------------------- */
 
-static const char *dev_or_empty(const char *d) { return d ? d : ""; }
-
-static int key_cmp(const kt_kernel_timing_t *x, const kt_kernel_timing_t *y)
-{
-    int c = strcmp(x->name ? x->name : "", y->name ? y->name : "");
-    if (c) return c;
-    if (x->backend != y->backend) return x->backend < y->backend ? -1 : 1;
-    return strcmp(dev_or_empty(x->device), dev_or_empty(y->device));
-}
-
-static int key_cmp_ptr(const void *x, const void *y)
-{
-    return key_cmp(*(const kt_kernel_timing_t *const *)x, *(const kt_kernel_timing_t *const *)y);
-}
-
-static const kt_kernel_timing_t **sorted_entries(const kt_snapshot_t *s)
-{
-    const kt_kernel_timing_t **v = malloc((s->count ? s->count : 1) * sizeof *v);
-    if (!v) return NULL;
-    for (size_t i = 0; i < s->count; i++) v[i] = &s->entries[i];
-    qsort(v, s->count, sizeof *v, key_cmp_ptr);
-    return v;
-}
-
 static char *dup_str(const char *s)
 {
     s = s ? s : "";
@@ -898,6 +876,7 @@ void kt_compare_free(kt_compare_result_t *result)
     for (size_t i = 0; i < result->count; i++) {
         free((void *)result->rows[i].name);
         free((void *)result->rows[i].device);
+        free((void *)result->rows[i].device_after);
         free((void *)result->rows[i].reason);
     }
     free(result->rows);
@@ -952,41 +931,49 @@ int kt_compare(const kt_snapshot_t *before, const kt_snapshot_t *after, const kt
     if (rc) return rc;
     const kt_compare_opts_t *o = &out->opts;
 
-    const kt_kernel_timing_t **vb = sorted_entries(before), **va = sorted_entries(after);
-    size_t cap = before->count + after->count;
-    out->rows = calloc(cap ? cap : 1, sizeof *out->rows);
+    kt__cmp_pair_t *pairs = NULL;
+    size_t npairs = 0;
+    if ((rc = kt__compare_match(before, after, &pairs, &npairs)))
+        return rc;
+    out->rows = calloc(npairs ? npairs : 1, sizeof *out->rows);
     /* One replicate buffer reused by every row and one running sum for the geometric mean: memory is the rows
      * plus 2 x bootstrap doubles, whatever the number of kernels. */
     double *rep_buf = calloc(o->bootstrap, sizeof *rep_buf), *gsum = calloc(o->bootstrap, sizeof *gsum);
     med_cache_t *cache = calloc(1, sizeof *cache); /* the median laws of the sample counts seen */
     size_t geo_k = 0;
     double geo_log_sum = 0.0;
-    if (!vb || !va || !out->rows || !rep_buf || !gsum || !cache) {
+    if (!out->rows || !rep_buf || !gsum || !cache) {
         rc = KT_ENOMEM;
         goto done;
     }
-    size_t ib = 0, ia = 0;
-    while (ib < before->count || ia < after->count) {
-        int c = ib == before->count ? 1 : ia == after->count ? -1 : key_cmp(vb[ib], va[ia]);
+    for (size_t k = 0; k < npairs; k++) {
+        const kt__cmp_pair_t *pr = &pairs[k];
         kt_compare_row_t *row = &out->rows[out->count++];
-        if (c < 0) {
-            if ((rc = fill_key(row, vb[ib]))) goto done;
+        if (!pr->a) {
+            if ((rc = fill_key(row, pr->b))) goto done;
             row->presence = KT_PRESENT_BEFORE;
-            if ((rc = fill_side(vb[ib++], &row->before))) goto done;
+            if ((rc = fill_side(pr->b, &row->before))) goto done;
             row->verdict = KT_VERDICT_UNSURE;
             row->reason = dup_str("only in BEFORE");
             out->before_only++;
-        } else if (c > 0) {
-            if ((rc = fill_key(row, va[ia]))) goto done;
+        } else if (!pr->b) {
+            if ((rc = fill_key(row, pr->a))) goto done;
             row->presence = KT_PRESENT_AFTER;
-            if ((rc = fill_side(va[ia++], &row->after))) goto done;
+            if ((rc = fill_side(pr->a, &row->after))) goto done;
             row->verdict = KT_VERDICT_UNSURE;
             row->reason = dup_str("only in AFTER");
             out->after_only++;
         } else {
-            const kt_kernel_timing_t *b = vb[ib++], *a = va[ia++];
+            const kt_kernel_timing_t *b = pr->b, *a = pr->a;
             if ((rc = fill_key(row, b))) goto done;
             row->presence = KT_PRESENT_BOTH;
+            row->match = pr->match;
+            if (a->device && row->device && strcmp(a->device, row->device)) { /* renumbered, relabelled */
+                if (!(row->device_after = dup_str(a->device))) {
+                    rc = KT_ENOMEM;
+                    goto done;
+                }
+            }
             if ((rc = fill_side(b, &row->before)) || (rc = fill_side(a, &row->after))) goto done;
             int has = 0;
             if ((rc = fill_matched(row, b, a, o, rep_buf, &has, cache))) goto done;
@@ -1014,7 +1001,6 @@ done:
     med_cache_free(cache);
     free(gsum);
     free(rep_buf);
-    free(vb);
-    free(va);
+    free(pairs);
     return rc;
 }

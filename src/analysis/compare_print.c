@@ -93,6 +93,41 @@ static void print_header_line(FILE *out, const kt_compare_result_t *r)
             r->opts.alpha, 100.0 * r->opts.confidence);
 }
 
+/* How the matched rows' devices were matched, when any was matched by identity rather than by an equal label:
+ * "devices matched by uuid 2, model+ordinal 1, name 3", then each device found under another label. */
+static void print_matching(FILE *out, const kt_compare_result_t *r, unsigned esc)
+{
+    static const char *const kinds[] = {"uuid", "pci", "model+ordinal", "name"};
+    size_t n[4] = {0}, by_id = 0;
+    for (size_t i = 0; i < r->count; i++)
+        for (int k = 0; k < 4; k++)
+            if (r->rows[i].match && !strcmp(r->rows[i].match, kinds[k])) {
+                n[k]++;
+                by_id += k < 3;
+            }
+    if (!by_id)
+        return;
+    fputs("\ndevices matched by", out);
+    for (int k = 0, first = 1; k < 4; k++)
+        if (n[k]) {
+            fprintf(out, "%s %s %zu", first ? "" : ",", kinds[k], n[k]);
+            first = 0;
+        }
+    fputs(" (docs/devices.md)\n", out);
+    for (size_t i = 0; i < r->count; i++) {
+        const kt_compare_row_t *row = &r->rows[i];
+        if (!row->device_after)
+            continue;
+        fputs("  ", out);
+        kt__escape_write(out, row->name, esc);
+        fputs(": BEFORE's ", out);
+        kt__escape_write(out, row->device, esc);
+        fputs(" is AFTER's ", out);
+        kt__escape_write(out, row->device_after, esc);
+        fprintf(out, " (same %s)\n", row->match ? row->match : "device");
+    }
+}
+
 static void print_text(FILE *out, const kt_compare_result_t *r)
 {
     print_header_line(out, r);
@@ -158,6 +193,7 @@ static void print_text(FILE *out, const kt_compare_result_t *r)
         }
         if (!first) fputs("\n", out);
     }
+    print_matching(out, r, KT_ESC_TEXT);
     fprintf(out, "\nfaster %zu, slower %zu, same %zu, unsure %zu\n", r->faster, r->slower, r->same, r->unsure);
 }
 
@@ -194,6 +230,7 @@ static void print_markdown(FILE *out, const kt_compare_result_t *r)
     fmt_ci(gci, sizeof gci, r->geomean_ci_lo, r->geomean_ci_hi);
     fprintf(out, "| **geomean** (%zu) | | | | | %s | %s | | | | **%s** | |\n", r->geomean_kernels, gx, gci,
             r->geomean_kernels ? kt_verdict_name(r->geomean_verdict) : "-");
+    print_matching(out, r, KT_ESC_MARKDOWN);
     fprintf(out, "\nfaster %zu, slower %zu, same %zu, unsure %zu\n", r->faster, r->slower, r->same, r->unsure);
 }
 
@@ -250,6 +287,10 @@ static cJSON *row_json(const kt_compare_row_t *row)
     bad |= !cJSON_AddStringToObject(o, "backend", backend_label(row->backend));
     bad |= !cJSON_AddStringToObject(o, "device", row->device);
     bad |= !cJSON_AddStringToObject(o, "presence", presence_name(row->presence));
+    if (row->match)
+        bad |= !cJSON_AddStringToObject(o, "match", row->match);
+    if (row->device_after)
+        bad |= !cJSON_AddStringToObject(o, "device_after", row->device_after);
     cJSON *b = side_json(&row->before), *a = side_json(&row->after);
     if (b) cJSON_AddItemToObject(o, "before", b);
     if (a) cJSON_AddItemToObject(o, "after", a);

@@ -900,9 +900,12 @@ static int read_span_table(load_ctx_t *c, const cJSON *t, kt_snapshot_t *s)
     return 0;
 }
 
-static int read_device(load_ctx_t *c, const cJSON *o, kt_device_info_t *d)
+/* A device record. Version 4 adds its identity (docs/devices.md); an older file's device is known by its name only
+ * (id_kind "name", ordinal unknown), in the file's host and rank. */
+static int read_device(load_ctx_t *c, const cJSON *o, kt_device_info_t *d, const kt_snapshot_t *s)
 {
     int rc;
+    int64_t ord = -1, part = -1, rank = s->rank;
     strcpy(d->clock_domain, "unknown");
     if ((rc = expect_object(c, o)) || (rc = get_backend(c, o, &d->backend)) ||
         (rc = get_str_into(c, o, "name", 1, d->name, sizeof d->name)) ||
@@ -912,8 +915,32 @@ static int read_device(load_ctx_t *c, const cJSON *o, kt_device_info_t *d)
         (rc = get_u32(c, o, "valid_bits", 0, &d->valid_bits)) ||
         (rc = get_u64(c, o, "error_bound_ns", 0, &d->error_bound_ns)) ||
         (rc = get_double(c, o, "drift_ppm", &d->drift_ppm)) ||
-        (rc = get_u32(c, o, "model_samples", 0, &d->model_samples)))
+        (rc = get_u32(c, o, "model_samples", 0, &d->model_samples)) ||
+        (rc = get_str_into(c, o, "key", 0, d->key, sizeof d->key)) ||
+        (rc = get_str_into(c, o, "model", 0, d->id.model, sizeof d->id.model)) ||
+        (rc = get_str_into(c, o, "id_kind", 0, d->id.id_kind, sizeof d->id.id_kind)) ||
+        (rc = get_str_into(c, o, "vendor", 0, d->id.vendor, sizeof d->id.vendor)) ||
+        (rc = get_str_into(c, o, "uuid", 0, d->id.uuid, sizeof d->id.uuid)) ||
+        (rc = get_str_into(c, o, "pci", 0, d->id.pci, sizeof d->id.pci)) ||
+        (rc = get_str_into(c, o, "driver_uuid", 0, d->id.driver_uuid, sizeof d->id.driver_uuid)) ||
+        (rc = get_str_into(c, o, "platform", 0, d->id.platform, sizeof d->id.platform)) ||
+        (rc = get_str_into(c, o, "parent", 0, d->id.parent, sizeof d->id.parent)) ||
+        (rc = get_i64(c, o, "partition", -1, INT32_MAX, &part)) ||
+        (rc = get_i64(c, o, "ordinal", -1, INT32_MAX, &ord)) ||
+        (rc = get_str_into(c, o, "host", 0, d->host, sizeof d->host)) ||
+        (rc = get_i64(c, o, "rank", -1, INT32_MAX, &rank)))
         return rc;
+    d->id.partition = d->id.parent[0] ? (int32_t)part : -1;
+    d->id.ordinal = (int32_t)ord;
+    d->rank = (int32_t)rank;
+    if (!d->key[0])
+        snprintf(d->key, sizeof d->key, "%s", d->name);
+    if (!d->id.model[0])
+        snprintf(d->id.model, sizeof d->id.model, "%s", d->name);
+    if (!d->id.id_kind[0])
+        snprintf(d->id.id_kind, sizeof d->id.id_kind, "%s", d->backend == KT_BACKEND_CPU ? "host" : "name");
+    if (!d->host[0])
+        snprintf(d->host, sizeof d->host, "%s", s->host);
     return 0;
 }
 
@@ -1138,7 +1165,7 @@ static int read_element(load_ctx_t *c, section_t sec, const cJSON *o, size_t i, 
     case SEC_ENTRIES: return read_entry(c, o, &s->entries[i], s->source_count);
     case SEC_QUEUES: return read_queue(c, o, &s->queues[i], s);
     case SEC_THREADS: return read_thread(c, o, &s->threads[i], s);
-    case SEC_DEVICES: return read_device(c, o, &s->devices[i]);
+    case SEC_DEVICES: return read_device(c, o, &s->devices[i], s);
     default: return read_span(c, o, &s->spans[i], s);
     }
 }

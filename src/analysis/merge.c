@@ -3,6 +3,7 @@
 #include <ktiming/analysis.h>
 
 #include "common/shared.h"
+#include "core/device_label.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 /* One input entry, for grouping equal (name, backend, device) triples. */
 typedef struct ref_t {
     const kt_kernel_timing_t *e; /* the entry */
+    const char *device;          /* its device's label in the result (grouping is by this, not e->device) */
     uint32_t input;              /* which input */
     uint32_t entry;              /* its index there */
 } ref_t;
@@ -28,6 +30,7 @@ typedef struct input_t {
     uint32_t thread_base;      /* its first thread in the result */
     uint32_t queue_base;       /* its first queue in the result */
     uint32_t *entry_map;       /* its entry index -> the result's */
+    uint32_t *dev_map;         /* its device index -> the result's */
 } input_t;
 
 /* A reservoir being drawn from. */
@@ -55,10 +58,21 @@ static uint64_t rng_next(uint64_t *s) /* splitmix64 */
 
 static uint64_t rng_below(uint64_t *s, uint64_t n) { return (uint64_t)(((unsigned __int128)rng_next(s) * n) >> 64); }
 
+/* (name, backend, device in the result): the result's entry order */
+static int ref_order(const ref_t *x, const ref_t *y)
+{
+    int r = strcmp(x->e->name, y->e->name);
+    if (r)
+        return r;
+    if (x->e->backend != y->e->backend)
+        return x->e->backend < y->e->backend ? -1 : 1;
+    return strcmp(x->device, y->device);
+}
+
 static int ref_cmp(const void *a, const void *b)
 {
     const ref_t *x = a, *y = b;
-    int r = kt__entry_order(x->e, y->e);
+    int r = ref_order(x, y);
     if (r)
         return r;
     if (x->input != y->input)
@@ -220,7 +234,7 @@ static int merge_group(const ref_t *g, size_t m, const input_t *in, kt_kernel_ti
     memset(t, 0, sizeof *t);
     t->backend = g[0].e->backend;
     t->name = strdup(g[0].e->name);
-    t->device = strdup(g[0].e->device);
+    t->device = strdup(g[0].device);
     if (!t->name || !t->device)
         return KT_ENOMEM;
     for (size_t i = 0; i < m; i++) {
@@ -337,20 +351,21 @@ static int input_ok(const kt_snapshot_t *s)
     return 1;
 }
 
+static const char *device_in_result(const input_t *ip, const kt_snapshot_t *o, kt_backend_t backend,
+                                    const char *device);
+
 static int merge_tables(input_t *in, size_t n, kt_snapshot_t *o)
 {
-    size_t ns = 0, nt = 0, nq = 0, nd = 0;
+    size_t ns = 0, nt = 0, nq = 0;
     for (size_t i = 0; i < n; i++) {
         ns += in[i].s->source_count ? in[i].s->source_count : 1;
         nt += in[i].s->thread_count;
         nq += in[i].s->queue_count;
-        nd += in[i].s->device_count;
     }
     o->sources = calloc(ns, sizeof *o->sources);
     o->threads = nt ? malloc(nt * sizeof *o->threads) : NULL;
     o->queues = nq ? malloc(nq * sizeof *o->queues) : NULL;
-    o->devices = nd ? malloc(nd * sizeof *o->devices) : NULL;
-    if (!o->sources || (nt && !o->threads) || (nq && !o->queues) || (nd && !o->devices))
+    if (!o->sources || (nt && !o->threads) || (nq && !o->queues))
         return KT_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         const kt_snapshot_t *s = in[i].s;
@@ -382,21 +397,85 @@ static int merge_tables(input_t *in, size_t n, kt_snapshot_t *o)
         for (size_t k = 0; k < s->queue_count; k++) {
             kt_queue_info_t q = s->queues[k];
             q.source = s->source_count ? in[i].source_base + q.source : single;
+            snprintf(q.device, sizeof q.device, "%s", device_in_result(&in[i], o, q.backend, s->queues[k].device));
             o->queues[o->queue_count++] = q;
-        }
-        for (size_t k = 0; k < s->device_count; k++) {
-            const kt_device_info_t *d = &s->devices[k];
-            size_t j;
-            for (j = 0; j < o->device_count; j++)
-                if (o->devices[j].backend == d->backend && !strcmp(o->devices[j].name, d->name))
-                    break;
-            if (j == o->device_count)
-                o->devices[o->device_count++] = *d;
-            else if (d->error_bound_ns > o->devices[j].error_bound_ns)
-                o->devices[j].error_bound_ns = d->error_bound_ns;
         }
     }
     return 0;
+}
+
+/* Whether input device d (of a snapshot taken on `host`) is the result's device r: the same (backend, host, key),
+ * or with by_model the same (backend, model). */
+static int same_device(const kt_device_info_t *r, const kt_device_info_t *d, const char *host, int by_model)
+{
+    if (r->backend != d->backend)
+        return 0;
+    if (by_model)
+        return !strcmp(r->id.model, d->id.model[0] ? d->id.model : d->name);
+    return !strcmp(r->host, host) && !strcmp(r->key, d->key[0] ? d->key : d->name);
+}
+
+/* The result's devices: one per (backend, host, key), or per (backend, model) with by_model (a folded record keeps
+ * the model and vendor, not the ids of one device), labelled afresh for the result; in[i].dev_map maps. */
+static int merge_devices(input_t *in, size_t n, kt_snapshot_t *o, int by_model)
+{
+    size_t nd = 0;
+    for (size_t i = 0; i < n; i++)
+        nd += in[i].s->device_count;
+    o->devices = nd ? malloc(nd * sizeof *o->devices) : NULL;
+    if (nd && !o->devices)
+        return KT_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const kt_snapshot_t *s = in[i].s;
+        if (s->device_count && !(in[i].dev_map = malloc(s->device_count * sizeof *in[i].dev_map)))
+            return KT_ENOMEM;
+        for (size_t k = 0; k < s->device_count; k++) {
+            const kt_device_info_t *d = &s->devices[k];
+            const char *host = d->host[0] ? d->host : s->host;
+            size_t j;
+            for (j = 0; j < o->device_count; j++)
+                if (same_device(&o->devices[j], d, host, by_model))
+                    break;
+            in[i].dev_map[k] = (uint32_t)j;
+            if (j < o->device_count) {
+                kt_device_info_t *r = &o->devices[j];
+                if (d->error_bound_ns > r->error_bound_ns)
+                    r->error_bound_ns = d->error_bound_ns;
+                if (r->rank != d->rank)
+                    r->rank = -1; /* used by several ranks */
+                if (strcmp(r->host, host))
+                    r->host[0] = 0; /* folded across hosts */
+                continue;
+            }
+            kt_device_info_t *r = &o->devices[o->device_count++];
+            *r = *d;
+            snprintf(r->host, sizeof r->host, "%s", host);
+            if (!r->key[0])
+                snprintf(r->key, sizeof r->key, "%s", d->name);
+            if (!r->id.model[0])
+                snprintf(r->id.model, sizeof r->id.model, "%s", d->name);
+            if (by_model) { /* stands for every device of the model */
+                kt_device_id_t id = r->id;
+                memset(&r->id, 0, sizeof r->id);
+                memcpy(r->id.model, id.model, sizeof id.model);
+                memcpy(r->id.vendor, id.vendor, sizeof id.vendor);
+                snprintf(r->id.id_kind, sizeof r->id.id_kind, "model");
+                r->id.ordinal = r->id.partition = -1;
+                snprintf(r->key, sizeof r->key, "model:%.120s", id.model);
+            }
+        }
+    }
+    kt__device_labels(o->devices, o->device_count);
+    return 0;
+}
+
+/* The result's label of input i's device `device` (a label in that input), or `device` itself when the input has
+ * no record of it (older files: entries are then grouped by that name, as before identities). */
+static const char *device_in_result(const input_t *ip, const kt_snapshot_t *o, kt_backend_t backend,
+                                    const char *device)
+{
+    const kt_device_info_t *d = kt__device_lookup(ip->s->devices, ip->s->device_count, backend, device);
+    return d ? o->devices[ip->dev_map[d - ip->s->devices]].name : device;
 }
 
 static int merge_entries(input_t *in, size_t n, kt_snapshot_t *o)
@@ -415,13 +494,15 @@ static int merge_entries(input_t *in, size_t n, kt_snapshot_t *o)
             free(refs);
             return KT_ENOMEM;
         }
-        for (size_t k = 0; k < in[i].s->count; k++)
-            refs[w++] = (ref_t){&in[i].s->entries[k], (uint32_t)i, (uint32_t)k};
+        for (size_t k = 0; k < in[i].s->count; k++) {
+            const kt_kernel_timing_t *e = &in[i].s->entries[k];
+            refs[w++] = (ref_t){e, device_in_result(&in[i], o, e->backend, e->device), (uint32_t)i, (uint32_t)k};
+        }
     }
     qsort(refs, total, sizeof *refs, ref_cmp);
     size_t groups = 0;
     for (size_t i = 0; i < total; i++)
-        groups += !i || kt__entry_order(refs[i - 1].e, refs[i].e);
+        groups += !i || ref_order(&refs[i - 1], &refs[i]);
     o->entries = calloc(groups, sizeof *o->entries);
     if (!o->entries) {
         free(refs);
@@ -430,7 +511,7 @@ static int merge_entries(input_t *in, size_t n, kt_snapshot_t *o)
     int rc = 0;
     for (size_t i = 0; i < total && !rc;) {
         size_t j = i + 1;
-        while (j < total && !kt__entry_order(refs[i].e, refs[j].e))
+        while (j < total && !ref_order(&refs[i], &refs[j]))
             j++;
         for (size_t k = i; k < j; k++)
             in[refs[k].input].entry_map[refs[k].entry] = (uint32_t)o->count;
@@ -524,13 +605,17 @@ int kt_snapshot_merge(const kt_snapshot_t *const *inputs, size_t n, const kt_mer
     o->pid = 0;
     o->rank = -1;
     o->taken_ns = latest > (__int128)UINT64_MAX ? UINT64_MAX : (uint64_t)latest;
-    int rc = merge_tables(in, n, o);
+    int rc = merge_devices(in, n, o, opts && opts->by_model);
+    if (!rc)
+        rc = merge_tables(in, n, o);
     if (!rc)
         rc = merge_entries(in, n, o);
     if (!rc)
         rc = merge_spans(in, n, o);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         free(in[i].entry_map);
+        free(in[i].dev_map);
+    }
     free(in);
     if (rc) {
         kt_snapshot_free(o);

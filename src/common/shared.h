@@ -16,7 +16,8 @@
 
 /* Identity of the JSON snapshot schema (docs/json-schema.md). Version 2 added exact sums, bytes, drop reasons,
  * last errors, pid/rank/kernels_dropped and the span table; version 3 runs ("v*n") in the span table and end
- * times there as offsets from start + duration; readers accept 1 to 3. */
+ * times there as offsets from start + duration; version 4 the device identity (devices carry key, model, ids, host,
+ * rank; their name and the entries' and queues' device are labels unique in the file); readers accept 1 to 4. */
 #define KT_SNAPSHOT_SCHEMA_NAME "ktiming.snapshot"
 /* The version written is the newest one read (ktiming/analysis.h): one number, never two to keep in step. */
 #define KT_SNAPSHOT_SCHEMA_WRITTEN KT_SNAPSHOT_SCHEMA_VERSION

@@ -9,6 +9,7 @@
  * concurrent records) are moved to extra lanes of the same track ("queue X · lane 2"), never dropped.
  * Times are microseconds written with three decimals: exact nanoseconds.
  */
+#include "core/device_label.h"
 #include "export/timeline.h"
 
 #include <inttypes.h>
@@ -265,10 +266,7 @@ typedef struct tl_proc_t {
 
 static const kt_device_info_t *find_device(const kt_snapshot_t *snap, kt_backend_t backend, const char *name)
 {
-    for (size_t i = 0; i < snap->device_count; i++)
-        if (snap->devices[i].backend == backend && !strcmp(snap->devices[i].name, name))
-            return &snap->devices[i];
-    return NULL;
+    return kt__device_lookup(snap->devices, snap->devices ? snap->device_count : 0, backend, name);
 }
 
 static void lane_name(char *buf, size_t size, const char *base, uint32_t lane)
@@ -423,7 +421,7 @@ static void write_thread_names(tl_writer_t *w, const kt_snapshot_t *snap, const 
 /* Device process groups ("rank 2: OpenCL <device>"), labelled with their clock and error bound. */
 static void write_device_groups(tl_writer_t *w, const kt_snapshot_t *snap, const tl_layout_t *L)
 {
-    char base[256];
+    char base[512];
     for (size_t p = 0; p < L->nprocs; p++) {
         const tl_proc_t *pr = &L->procs[p];
         const char *be = pr->backend < KT_BACKEND_COUNT ? kt_backend_name(pr->backend) : "?";
@@ -437,7 +435,10 @@ static void write_device_groups(tl_writer_t *w, const kt_snapshot_t *snap, const
         ev_meta_name(w, "process_name", pr->pid, 0, base);
         ev_meta_sort(w, "process_sort_index", pr->pid, 0, pr->pid);
         if (di) {
-            snprintf(base, sizeof base, "clock %s, error bound %" PRIu64 " ns", di->clock_domain, di->error_bound_ns);
+            char id[KT_DEVICE_KEY_MAX + 96];
+            kt__device_id_text(di, id, sizeof id);
+            snprintf(base, sizeof base, "%s, clock %s, error bound %" PRIu64 " ns", id, di->clock_domain,
+                     di->error_bound_ns);
             ev_open(w);
             fprintf(w->out, "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":%" PRIu32 ",\"tid\":0,\"args\":{"
                             "\"labels\":", pr->pid);

@@ -1,6 +1,7 @@
 /* html.c — self-contained HTML report: the snapshot as embedded JSON plus inline CSS and JS that draw the
  * kernel table, per-kernel duration distributions, a zoomable timeline and, for a comparison, the speedups.
  * No network: the stylesheet and script (src/export/html/report.{css,js}) are compiled into the library. */
+#include "core/device_label.h"
 #include "export/timeline.h"
 
 #include <inttypes.h>
@@ -108,6 +109,10 @@ static void write_device(FILE *out, const kt_device_info_t *d)
 {
     kv_str(out, "backend", backend_str(d->backend), 0);
     kv_str(out, "name", d->name, 1);
+    char id[KT_DEVICE_KEY_MAX + 96];
+    kt__device_id_text(d, id, sizeof id);
+    kv_str(out, "id", id, 1);
+    kv_str(out, "host", d->host, 1);
     kv_str(out, "clock_domain", d->clock_domain, 1);
     kv_u64(out, "resolution_ns", d->resolution_ns);
     kv_u64(out, "frequency_hz", d->frequency_hz);

@@ -465,7 +465,32 @@ static void write_device(FILE *out, const kt_device_info_t *d)
     fprintf(out, ", \"valid_bits\": %" PRIu32, d->valid_bits);
     field_u64(out, ", ", "error_bound_ns", d->error_bound_ns);
     field_double(out, ", ", "drift_ppm", d->drift_ppm);
-    fprintf(out, ", \"model_samples\": %" PRIu32 "}", d->model_samples);
+    fprintf(out, ", \"model_samples\": %" PRIu32, d->model_samples);
+    /* identity (version 4): name is the label; an id the API did not give is left out */
+    field_string(out, ",\n     ", "key", d->key, sizeof d->key);
+    field_string(out, ", ", "model", d->id.model, sizeof d->id.model);
+    field_string(out, ", ", "id_kind", d->id.id_kind, sizeof d->id.id_kind);
+    fprintf(out, ", \"ordinal\": %" PRId32, d->id.ordinal);
+    static const struct {
+        const char *key;
+        size_t off, cap;
+    } opt[] = {
+        {"vendor", offsetof(kt_device_id_t, vendor), sizeof d->id.vendor},
+        {"uuid", offsetof(kt_device_id_t, uuid), sizeof d->id.uuid},
+        {"pci", offsetof(kt_device_id_t, pci), sizeof d->id.pci},
+        {"driver_uuid", offsetof(kt_device_id_t, driver_uuid), sizeof d->id.driver_uuid},
+        {"platform", offsetof(kt_device_id_t, platform), sizeof d->id.platform},
+        {"parent", offsetof(kt_device_id_t, parent), sizeof d->id.parent},
+    };
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
+        const char *v = (const char *)&d->id + opt[i].off;
+        if (v[0])
+            field_string(out, ", ", opt[i].key, v, opt[i].cap);
+    }
+    if (d->id.parent[0])
+        fprintf(out, ", \"partition\": %" PRId32, d->id.partition);
+    field_string(out, ",\n     ", "host", d->host, sizeof d->host);
+    fprintf(out, ", \"rank\": %" PRId32 "}", d->rank);
 }
 
 /* Opens an array member; items are written by the caller between "[\n" and "\n  ]". */

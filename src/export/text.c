@@ -440,16 +440,34 @@ static void write_markdown(FILE *out, text_row_t *rows, size_t n)
     }
 }
 
-/* The seed's one-line-per-kernel format: milliseconds with two decimals, no device, no table header. */
-static void write_lines(FILE *out, text_row_t *rows, size_t n)
+/* Whether another entry of the snapshot has e's (name, backend) on another device (entries are sorted by name,
+ * backend, device: such entries are e's neighbours). */
+static int on_several_devices(const kt_snapshot_t *snap, const kt_kernel_timing_t *e)
+{
+    size_t i = (size_t)(e - snap->entries);
+    const kt_kernel_timing_t *n[2] = {i > 0 ? e - 1 : NULL, i + 1 < snap->count ? e + 1 : NULL};
+    for (int k = 0; k < 2; k++)
+        if (n[k] && n[k]->backend == e->backend && !strcmp(n[k]->name, e->name))
+            return 1;
+    return 0;
+}
+
+/* The seed's one-line-per-kernel format: milliseconds with two decimals, no table header; no device, except for a
+ * kernel that ran on several devices (" dev=<label>", so each line stays one kernel on one device). */
+static void write_lines(FILE *out, text_row_t *rows, size_t n, const kt_snapshot_t *snap)
 {
     for (size_t i = 0; i < n; i++) {
         const kt_kernel_timing_t *e = rows[i].e;
         fputs("[timing] ", out);
         name_write(out, rows[i].name, rows[i].name_cols, 20);
-        fprintf(out, " %-5s avg=%7.2fms min=%7.2fms max=%7.2fms n=%llu\n", backend_label(e->backend),
+        fprintf(out, " %-5s avg=%7.2fms min=%7.2fms max=%7.2fms n=%llu", backend_label(e->backend),
                 e->mean_ns / 1e6, (double)e->min_ns / 1e6, (double)e->max_ns / 1e6,
                 (unsigned long long)e->dispatch_count);
+        if (e->device && on_several_devices(snap, e)) {
+            fputs(" dev=", out);
+            kt__escape_write(out, e->device, KT_ESC_TEXT);
+        }
+        fputc('\n', out);
     }
 }
 
@@ -492,7 +510,7 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
         write_api_summary(out, snap, markdown);
     if (!rc) {
         if (shape == TABLE_LINES)
-            write_lines(out, rows, n);
+            write_lines(out, rows, n, snap);
         else if (markdown)
             write_markdown(out, rows, n);
         else

@@ -226,7 +226,7 @@ static int root_collect(MPI_Comm comm, int root, int size, char *own, size_t own
     if (!rc) {
         int64_t *zero = calloc((size_t)size, sizeof *zero);
         uint64_t *zb = calloc((size_t)size, sizeof *zb);
-        kt_merge_opts_t opts = {zero, zb}; /* the mapping above placed every span already */
+        kt_merge_opts_t opts = {.offset_ns = zero, .bound_ns = zb}; /* the mapping above placed every span already */
         rc = zero && zb ? kt_snapshot_merge((const kt_snapshot_t *const *)snaps, (size_t)size, &opts, merged)
                         : KT_ENOMEM;
         free(zero);

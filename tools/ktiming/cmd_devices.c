@@ -1,6 +1,9 @@
 /* cmd_devices.c — `ktiming devices`: the host clock domains, then every backend's devices with their clock models. */
 #include "cli.h"
 
+#include "core/device_label.h"
+#include "export/escape.h"
+
 #include <getopt.h>
 
 #include <ktiming/clock.h>
@@ -20,7 +23,10 @@ static void devices_usage(FILE *out)
             "come from (TSC, CNTVCT_EL0 or clock_gettime; its rate, drift, bound, and why it was chosen; set\n"
             "KTIMING_CLOCK=auto|tsc|monotonic_raw to override), then every backend and device\n"
             "found, with its clock model, error bound, resolution and the time domain its timestamps follow.\n"
-            "A backend whose runtime or device is absent is listed as unavailable; that is not an error.\n");
+            "A backend whose runtime or device is absent is listed as unavailable; that is not an error.\n"
+            "Last, every device ktiming registered, by the label reports of `ktiming run` give it (the model and\n"
+            "the shortest suffix that tells identical devices apart: \"#ordinal\", PCI address, ...) and what\n"
+            "identifies it (UUID, PCI address, or only its enumeration order; docs/devices.md).\n");
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -102,6 +108,34 @@ static int print_host_clocks(FILE *out)
  * Backends
  * ------------------------------------------------------------------------------------------------- */
 
+/* Every device record the backends registered or published while listing, labelled as a snapshot of `ktiming run`
+ * labels them (the same core function over the same kind of records). */
+static void print_labels(FILE *out)
+{
+    kt_snapshot_t *s = kt_snapshot();
+    if (!s)
+        return;
+    size_t shown = 0;
+    for (size_t i = 0; i < s->device_count; i++)
+        shown += s->devices[i].backend != KT_BACKEND_CPU;
+    if (shown) {
+        fprintf(out, "\ndevice labels (as `ktiming run` reports name them)\n");
+        for (size_t i = 0; i < s->device_count; i++) {
+            const kt_device_info_t *d = &s->devices[i];
+            if (d->backend == KT_BACKEND_CPU)
+                continue;
+            char id[KT_DEVICE_KEY_MAX + 96];
+            kt__device_id_text(d, id, sizeof id);
+            fprintf(out, "  %-7s ", kt_backend_name(d->backend));
+            kt__escape_write(out, d->name, KT_ESC_TEXT);
+            fputs("  [", out);
+            kt__escape_write(out, id, KT_ESC_TEXT);
+            fputs("]\n", out);
+        }
+    }
+    kt_snapshot_free(s);
+}
+
 /* One backend's listing; 0, or 1 when it failed with something other than "unavailable". */
 static int list_backend(FILE *out, const char *name, int (*fn)(FILE *))
 {
@@ -135,6 +169,7 @@ int ktcli_cmd_devices(int argc, char **argv)
     failed |= list_backend(stdout, "OpenCL", ktcli_devices_opencl);
     failed |= list_backend(stdout, "Vulkan", ktcli_devices_vulkan);
     failed |= list_backend(stdout, "CUDA", ktcli_devices_cuda);
+    print_labels(stdout);
     fflush(stdout);
     return failed ? 1 : 0;
 }

@@ -12,17 +12,22 @@
 static void merge_usage(FILE *out)
 {
     fprintf(out,
-            "usage: ktiming merge A.json B.json ... [-o OUT.json] [--by-rank] [--trace OUT.trace.json]\n"
-            "                     [--allow-same-process]\n"
+            "usage: ktiming merge A.json B.json ... [-o OUT.json] [--by-rank] [--by-model]\n"
+            "                     [--trace OUT.trace.json] [--allow-same-process]\n"
             "\n"
             "Merges snapshots (e.g. one per MPI rank: `mpirun -np 4 ktiming run -o prof-%%r.json -- ./app`, then\n"
             "`ktiming merge prof-*.json -o all.json`). Entries with the same (kernel, backend, device) are merged\n"
             "exactly (counts, totals, min/max, mean, stddev; percentiles from the summed histograms); every input\n"
             "becomes a source with its own process group in the timeline. Snapshots of another host keep their\n"
             "own clock (offset unknown); the MPI library (libktiming_mpi) aligns ranks' clocks itself.\n"
+            "Devices are kept apart by (host, device id): \"GPU 0\" of two nodes, or two GPUs of one model, stay\n"
+            "two devices with their own entries, labelled uniquely (docs/devices.md).\n"
             "\n"
             "  -o, --output OUT     write the merged snapshot (JSON) to OUT; default: standard output\n"
-            "  -r, --by-rank        print the per-rank load-balance report on standard output\n"
+            "  -r, --by-rank        print the per-rank load-balance report on standard output (per kernel over\n"
+            "                       every device it ran on, each rank's device named)\n"
+            "  -m, --by-model       fold devices of one model together (one entry per kernel and model: a\n"
+            "                       per-model summary instead of one entry per device)\n"
             "  -t, --trace OUT      write the merged timeline as a Chrome trace (one process group per source)\n"
             "  --allow-same-process merge inputs that hold the same process (host, pid, rank) anyway; refused by\n"
             "                       default: the same file twice, or a glob catching an earlier merge, would count\n"
@@ -87,18 +92,20 @@ int ktcli_cmd_merge(int argc, char **argv)
 {
     static const struct option kLong[] = {{"output", required_argument, NULL, 'o'},
                                           {"by-rank", no_argument, NULL, 'r'},
+                                          {"by-model", no_argument, NULL, 'm'},
                                           {"trace", required_argument, NULL, 't'},
                                           {"allow-same-process", no_argument, NULL, 'S'},
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
     const char *out_path = NULL, *trace_path = NULL;
-    int by_rank = 0, allow_same = 0, c;
+    int by_rank = 0, by_model = 0, allow_same = 0, c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":o:rt:h", kLong, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:rmt:h", kLong, NULL)) != -1) {
         switch (c) {
         case 'o': out_path = optarg; break;
         case 'r': by_rank = 1; break;
+        case 'm': by_model = 1; break;
         case 't': trace_path = optarg; break;
         case 'S': allow_same = 1; break;
         case 'h': merge_usage(stdout); return 0;
@@ -115,7 +122,8 @@ int ktcli_cmd_merge(int argc, char **argv)
         fprintf(stderr, "ktiming merge: %s\n", err);
     if (!rc && !allow_same && report_same_process(in, n, argv + optind))
         rc = KT_EINVAL;
-    else if (!rc && (rc = kt_snapshot_merge((const kt_snapshot_t *const *)in, n, NULL, &merged)))
+    else if (!rc && (rc = kt_snapshot_merge((const kt_snapshot_t *const *)in, n,
+                                                &(kt_merge_opts_t){.by_model = by_model}, &merged)))
         fprintf(stderr, "ktiming merge: %s\n", kt_strerror(rc));
     for (size_t i = 0; in && i < n; i++)
         kt_snapshot_free(in[i]);

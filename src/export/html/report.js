@@ -829,11 +829,12 @@
     var sec = $('kt-devices'), D = after.devices;
     if (!D.length) { sec.parentNode.removeChild(sec); return; }
     var t = h('table'), hr = h('tr');
-    ['backend', 'device', 'clock domain', 'resolution', 'error bound', 'drift', 'model samples'].forEach(function (c, i) { append(hr, h('th', { class: i < 3 ? 'l' : '', text: c })); });
+    ['backend', 'device', 'identity', 'host', 'clock domain', 'resolution', 'error bound', 'drift', 'model samples'].forEach(function (c, i) { append(hr, h('th', { class: i < 5 ? 'l' : '', text: c })); });
     append(t, h('thead', null, hr));
     var tb = h('tbody');
     D.forEach(function (d) {
-      append(tb, h('tr', null, [h('td', { class: 'l', text: d.backend }), h('td', { class: 'l', text: d.name }), h('td', { class: 'l', text: d.clock_domain }),
+      append(tb, h('tr', null, [h('td', { class: 'l', text: d.backend }), h('td', { class: 'l', text: d.name }),
+        h('td', { class: 'l', text: d.id || '\u2013' }), h('td', { class: 'l', text: d.host || '\u2013' }), h('td', { class: 'l', text: d.clock_domain }),
         h('td', { text: d.resolution_ns ? fmtNs(d.resolution_ns) : '\u2013' }), h('td', { text: d.error_bound_ns ? '\u00b1' + fmtNs(d.error_bound_ns) : '\u2013' }),
         h('td', { text: d.model_samples ? d.drift_ppm.toFixed(2) + ' ppm' : '\u2013' }), h('td', { text: d.model_samples ? fmtInt(d.model_samples) : '\u2013' })]));
     });
