@@ -38,11 +38,11 @@ ddeb() { ls "$WORK/pkg/$1-dbgsym_${V}_"*.ddeb 2>/dev/null; }
 # Which package each installed path belongs in.
 kt_owner() {
     case "$1" in
-        usr/$L/libktiming.so.0*) echo libktiming0 ;;
-        usr/$L/libktiming_analysis.so.0*) echo libktiming-analysis0 ;;
-        usr/include/*|usr/$L/libktiming.so|usr/$L/libktiming_analysis.so|usr/$L/pkgconfig/*.pc|usr/$L/cmake/ktiming/*) echo libktiming-dev ;;
-        usr/$L/ktiming/libktiming_mpi.so*) echo ktiming-mpi ;;
-        usr/bin/ktiming|usr/$L/ktiming/*|usr/share/man/man1/ktiming.1.gz) echo ktiming ;;
+        usr/"$L"/libktiming.so.0*) echo libktiming0 ;;
+        usr/"$L"/libktiming_analysis.so.0*) echo libktiming-analysis0 ;;
+        usr/include/*|usr/"$L"/libktiming.so|usr/"$L"/libktiming_analysis.so|usr/"$L"/pkgconfig/*.pc|usr/"$L"/cmake/ktiming/*) echo libktiming-dev ;;
+        usr/"$L"/ktiming/libktiming_mpi.so*) echo ktiming-mpi ;;
+        usr/bin/ktiming|usr/"$L"/ktiming/*|usr/share/man/man1/ktiming.1.gz) echo ktiming ;;
         usr/share/bash-completion/completions/ktiming|usr/share/lintian/overrides/ktiming) echo ktiming ;;
         usr/share/doc/*/copyright|usr/share/doc/*/changelog.Debian.gz) echo "$1" | cut -d/ -f4 ;;
         *) echo "(none)" ;;
@@ -121,7 +121,9 @@ for p in $pkgs; do
     dpkg-deb -c "$dd" >"$WORK/$p.dbgsym"
     while read -r path; do
         f=$R/$path
-        [ -f "$f" ] && [ ! -L "$f" ] && [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] || continue
+        if [ ! -f "$f" ] || [ -L "$f" ] || [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" != '177ELF' ]; then
+            continue
+        fi
         elves=$((elves + 1))
         readelf -S "$f" | grep -Eq '\.(debug_info|symtab) ' && kt_fail "$path is not stripped"
         readelf -S "$f" | grep -q '\.gnu_debuglink' || kt_fail "$path has no .gnu_debuglink"
