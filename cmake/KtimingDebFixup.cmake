@@ -1,11 +1,13 @@
 # Run by cpack after it wrote the Debian packages (CPACK_POST_BUILD_SCRIPTS, set in cmake/KtimingInstall.cmake):
-# rewrites two things CPack 3.25 gets wrong, with dpkg-deb -R and -b (the data files are not touched):
+# repairs what CPack 3.25 falls short of, with dpkg-deb -R and -b (the data files are not touched):
 #   - a -dbgsym .ddeb lists its debug files in md5sums by their absolute path in cpack's staging tree (dpkg and
 #     debsums want paths relative to /) and has no /usr/share/doc: md5sums is rewritten, and
 #     usr/share/doc/<pkg>-dbgsym becomes a link to <pkg>'s folder (as debhelper does; the .ddeb depends on <pkg>);
 #   - a package with a shared object under usr/lib gets a postinst and postrm that only call ldconfig: the
 #     library packages carry the ldconfig trigger Debian uses instead (DEBIAN/triggers), and the CLI's and MPI's
-#     objects are in a private folder ldconfig never reads, so such scripts are dropped.
+#     objects are in a private folder ldconfig never reads, so such scripts are dropped;
+#   - CPack 3.25 cannot set Multi-Arch: a runtime library package whose library is in the multiarch libdir
+#     (usr/lib/<triplet>) gets "Multi-Arch: same", so it installs for several architectures side by side.
 find_program(KT_DPKG_DEB dpkg-deb REQUIRED)
 foreach(deb IN LISTS CPACK_PACKAGE_FILES)
   if(NOT deb MATCHES "\\.d?deb$")
@@ -27,7 +29,11 @@ foreach(deb IN LISTS CPACK_PACKAGE_FILES)
       endif()
     endforeach()
   endif()
-  if(NOT fix_md5 AND NOT drop_ldconfig)
+  set(multiarch OFF)
+  if(pkg MATCHES "^lib.*[0-9]$")
+    set(multiarch ON)
+  endif()
+  if(NOT fix_md5 AND NOT drop_ldconfig AND NOT multiarch)
     continue()
   endif()
   set(dir ${deb}.fixup)
@@ -58,6 +64,14 @@ foreach(deb IN LISTS CPACK_PACKAGE_FILES)
         endif()
       endif()
     endforeach()
+  endif()
+  if(multiarch)
+    file(GLOB in_triplet_dir ${dir}/usr/lib/*-*/lib*.so.*)
+    file(READ ${dir}/DEBIAN/control control)
+    if(in_triplet_dir AND NOT control MATCHES "(^|\n)Multi-Arch:")
+      string(STRIP "${control}" control)
+      file(WRITE ${dir}/DEBIAN/control "${control}\nMulti-Arch: same\n")
+    endif()
   endif()
   execute_process(COMMAND ${KT_DPKG_DEB} --root-owner-group -Zgzip -b ${dir} ${deb} OUTPUT_QUIET COMMAND_ERROR_IS_FATAL ANY)
   file(REMOVE_RECURSE ${dir})

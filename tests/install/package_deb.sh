@@ -135,11 +135,13 @@ for p in $pkgs; do
 done
 [ "$elves" -ge 4 ] || kt_fail "only $elves ELF files checked"
 
-# Libraries in the public libdir: the ldconfig trigger, no ldconfig maintainer scripts, a shlibs file.
+# Libraries in the public libdir: the ldconfig trigger, no ldconfig maintainer scripts, a shlibs file, and in
+# the multiarch libdir Multi-Arch: same.
 for p in libktiming0 libktiming-analysis0; do
     dpkg-deb -I "$(deb "$p")" triggers | grep -qx "activate-noawait ldconfig" || kt_fail "$p has no ldconfig trigger"
     dpkg-deb -I "$(deb "$p")" postinst >/dev/null 2>&1 && kt_fail "$p still has a postinst"
     dpkg-deb -I "$(deb "$p")" shlibs | grep -q "^libktiming" || kt_fail "$p has no shlibs"
+    case "$L" in lib/*-*) [ "$(dpkg-deb -f "$(deb "$p")" Multi-Arch)" = same ] || kt_fail "$p is not Multi-Arch: same" ;; esac
 done
 
 # pkg-config for the /usr layout: the .pc files name /usr, and with the tree really in /usr pkg-config drops
