@@ -16,7 +16,7 @@ help:
 	@echo "make test-fast  the normal build's tests only"
 	@echo "make bench   build and run every benchmark under bench/"
 	@echo "make install PREFIX=/usr/local"
-	@echo "make package a Debian package (CPack) in $(BUILD)/"
+	@echo "make package the Debian packages (CPack) in $(BUILD)-deb/"
 	@echo "make, make build, make demo install only what building needs; make test adds the test tools"
 
 deps:
@@ -52,8 +52,13 @@ PREFIX ?= /usr/local
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
-package: build
-	cmake --build $(BUILD) --target package
+# The Debian packages (docs/packaging.md) come from their own build, configured for /usr as Debian builds are
+# (multiarch libdir /usr/lib/<triplet>), without tests, benches or examples.
+package: deps
+	cmake -S . -B $(BUILD)-deb -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr \
+	  -DKTIMING_BUILD_TESTS=OFF -DKTIMING_BUILD_BENCH=OFF -DKTIMING_BUILD_EXAMPLES=OFF $(CMAKE_ARGS) >/dev/null
+	cmake --build $(BUILD)-deb -j $(JOBS)
+	cd $(BUILD)-deb && cpack -G DEB
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-bench $(BUILD)-fuzz
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-bench $(BUILD)-fuzz $(BUILD)-deb

@@ -1,56 +1,234 @@
-# Install rules and the Debian package: headers, libraries, CLI and shims, the CMake package
+# Install rules and the Debian packages: headers, libraries, CLI and shims, the CMake package
 # (find_package(ktiming)), ktiming.pc and ktiming-analysis.pc. Everything installed is relocatable: binaries find
-# their libraries through a RUNPATH relative to $ORIGIN, .pc files locate the prefix from ${pcfiledir}, and
-# ktimingConfig.cmake from its own directory, so a tree installed with --prefix or unpacked from the .deb
+# their libraries through a RUNPATH relative to $ORIGIN, .pc files locate the prefix from ${pcfiledir} (except
+# in the system prefixes /usr and /usr/local, where they name it, so pkg-config prints no odd -I), and
+# ktimingConfig.cmake from its own directory, so a tree installed with --prefix or unpacked from a .deb
 # anywhere works without LD_LIBRARY_PATH.
+#
+# Every install rule belongs to a component, and each component is one Debian package (docs/packaging.md):
+#   lib      libktiming0            libktiming.so.0
+#   analysis libktiming-analysis0   libktiming_analysis.so.0 (needs libcjson1)
+#   dev      libktiming-dev         headers, the .so links, the .pc files, the CMake package
+#   cli      ktiming                bin/ktiming, <libdir>/ktiming/ (interception libraries), man page, completion
+#   mpi      ktiming-mpi            <libdir>/ktiming/libktiming_mpi.so* (the only package needing MPI)
+# The top CMakeLists.txt sets the default component of tools/ (cli) and src/mpi (mpi). `license` (LICENSE in
+# share/doc/ktiming) is for plain installs only: the packages carry debian/copyright instead.
 include(CMakePackageConfigHelpers)
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/ktiming)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/ktiming COMPONENT license)
 
-set(_kt_install_targets ktiming)
-if(TARGET ktiming_analysis)
-  list(APPEND _kt_install_targets ktiming_analysis)
-  set_target_properties(ktiming_analysis PROPERTIES INSTALL_RPATH "$ORIGIN")
-endif()
-install(TARGETS ${_kt_install_targets} EXPORT ktimingTargets
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+install(TARGETS ktiming EXPORT ktimingTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lib NAMELINK_COMPONENT dev
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT lib
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(TARGET ktiming_analysis)
+  set_target_properties(ktiming_analysis PROPERTIES INSTALL_RPATH "$ORIGIN")
+  install(TARGETS ktiming_analysis EXPORT ktimingTargets
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT analysis NAMELINK_COMPONENT dev
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT analysis
+    INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endif()
 if(TARGET ktiming_cli)
   file(RELATIVE_PATH _kt_bin_to_lib ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
   set_target_properties(ktiming_cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_kt_bin_to_lib}")
 endif()
-install(EXPORT ktimingTargets NAMESPACE ktiming:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ktiming)
+install(EXPORT ktimingTargets NAMESPACE ktiming:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ktiming COMPONENT dev)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/ktimingConfig.cmake.in
   ${PROJECT_BINARY_DIR}/ktimingConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ktiming)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/ktimingConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/ktimingConfig.cmake ${PROJECT_BINARY_DIR}/ktimingConfigVersion.cmake
-  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ktiming)
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ktiming COMPONENT dev)
 
-# pkg-config: the prefix is found from the .pc file's own place (<prefix>/<libdir>/pkgconfig).
+# ---- pkg-config ------------------------------------------------------------------------------------------------
+# The prefix line is chosen at install time, when the real prefix is known (`cmake --install --prefix`, or /usr
+# for the packages): /usr and /usr/local are named, so pkg-config drops -I/usr/include and
+# -L/usr/lib/<multiarch> as system paths and `pkg-config --cflags ktiming` prints nothing; any other prefix gets
+# ${pcfiledir}/<back to the prefix>, so the tree can be moved. Configure time fills in everything else.
 file(RELATIVE_PATH KT_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
 string(REGEX REPLACE "/$" "" KT_PC_TO_PREFIX "${KT_PC_TO_PREFIX}")
+set(KT_PC_PREFIX "@KT_PC_PREFIX@") # left for the install step
 set(_kt_pc_files ktiming)
 if(TARGET ktiming_analysis)
   list(APPEND _kt_pc_files ktiming-analysis)
 endif()
 foreach(pc ${_kt_pc_files})
-  configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)
-  install(FILES ${PROJECT_BINARY_DIR}/${pc}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/pkgconfig/${pc}.pc.in @ONLY)
 endforeach()
+file(WRITE ${PROJECT_BINARY_DIR}/pkgconfig/install.cmake
+"# Generated by cmake/KtimingInstall.cmake: writes and installs the .pc files for the install-time prefix.
+string(REGEX REPLACE \"/+$\" \"\" _kt_prefix \"\${CMAKE_INSTALL_PREFIX}\")
+if(_kt_prefix STREQUAL \"/usr\" OR _kt_prefix STREQUAL \"/usr/local\")
+  set(KT_PC_PREFIX \"\${_kt_prefix}\")
+else()
+  set(KT_PC_PREFIX \"\\\${pcfiledir}/${KT_PC_TO_PREFIX}\")
+endif()
+foreach(pc ${_kt_pc_files})
+  configure_file(\"${PROJECT_BINARY_DIR}/pkgconfig/\${pc}.pc.in\" \"${PROJECT_BINARY_DIR}/pkgconfig/out/\${pc}.pc\" @ONLY)
+  file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig\" TYPE FILE
+    FILES \"${PROJECT_BINARY_DIR}/pkgconfig/out/\${pc}.pc\")
+endforeach()
+")
+install(SCRIPT ${PROJECT_BINARY_DIR}/pkgconfig/install.cmake COMPONENT dev)
 
-# `make package` (cpack): a Debian package of the same install tree, installed under /usr.
+# ---- Debian packages (`make package`: cpack) -------------------------------------------------------------------
+# One package per component (CPACK_DEB_COMPONENT_INSTALL), dependencies from the binaries' NEEDED entries
+# (dpkg-shlibdeps) plus the packages' dependencies on each other at the same version, shlibs files for the two
+# libraries, binaries stripped into -dbgsym packages (.ddeb, build-id debug files). The layout is the build's:
+# for a multiarch libdir (/usr/lib/<triplet>) configure with -DCMAKE_INSTALL_PREFIX=/usr, as `make package` does.
+# The Debian revision comes from debian/changelog, whose version must be this project's.
+set(_kt_deb ${PROJECT_SOURCE_DIR}/debian)
+file(STRINGS ${_kt_deb}/changelog _kt_changelog_top LIMIT_COUNT 1)
+if(NOT _kt_changelog_top MATCHES "^ktiming \\(([^-)]+)-([^)]+)\\) ")
+  message(FATAL_ERROR "debian/changelog: the first line '${_kt_changelog_top}' is not 'ktiming (VERSION-REVISION) ...'")
+endif()
+if(NOT CMAKE_MATCH_1 STREQUAL PROJECT_VERSION)
+  message(FATAL_ERROR "debian/changelog's latest entry is ${CMAKE_MATCH_1}, the project is ${PROJECT_VERSION}: "
+    "add an entry (dch -v ${PROJECT_VERSION}-1) so the packages' version and changelog agree")
+endif()
+set(CPACK_DEBIAN_PACKAGE_RELEASE ${CMAKE_MATCH_2})
+set(KTIMING_DEB_MAINTAINER "ktiming maintainers <maintainers@users.noreply.a-seed-de054658.example>"
+  CACHE STRING "Maintainer field of the Debian packages (Name <address>)")
+
+# The per-package documentation Debian requires (copyright, changelog.Debian.gz), the gzipped manual page and,
+# where the CUPTI shim carries the CUDA toolkit's directory in its RUNPATH, lintian's override for it. The
+# per-package files are EXCLUDE_FROM_ALL: cpack asks for each component by name, `cmake --install` does not.
+find_program(KT_GZIP gzip REQUIRED)
+set(_kt_gz_dir ${PROJECT_BINARY_DIR}/deb)
+add_custom_command(OUTPUT ${_kt_gz_dir}/changelog.Debian.gz
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${_kt_gz_dir}
+  COMMAND sh -c "'${KT_GZIP}' -9nc '${_kt_deb}/changelog' > '${_kt_gz_dir}/changelog.Debian.gz'"
+  DEPENDS ${_kt_deb}/changelog VERBATIM)
+set(_kt_gz_outputs ${_kt_gz_dir}/changelog.Debian.gz)
+if(TARGET ktiming_cli)
+  add_custom_command(OUTPUT ${_kt_gz_dir}/ktiming.1.gz
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${_kt_gz_dir}
+    COMMAND sh -c "'${KT_GZIP}' -9nc '${PROJECT_SOURCE_DIR}/tools/ktiming/ktiming.1' > '${_kt_gz_dir}/ktiming.1.gz'"
+    DEPENDS ${PROJECT_SOURCE_DIR}/tools/ktiming/ktiming.1 VERBATIM)
+  list(APPEND _kt_gz_outputs ${_kt_gz_dir}/ktiming.1.gz)
+  install(FILES ${_kt_gz_dir}/ktiming.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT cli)
+endif()
+add_custom_target(ktiming_deb_files ALL DEPENDS ${_kt_gz_outputs})
+
+set(_kt_components lib)
+if(TARGET ktiming_analysis)
+  list(APPEND _kt_components analysis)
+endif()
+list(APPEND _kt_components dev)
+if(TARGET ktiming_cli)
+  list(APPEND _kt_components cli)
+endif()
+if(TARGET ktiming_mpi)
+  list(APPEND _kt_components mpi)
+endif()
+if(NOT BUILD_SHARED_LIBS) # static libraries: only the -dev package holds them
+  list(REMOVE_ITEM _kt_components lib analysis)
+endif()
+
+set(CPACK_DEBIAN_LIB_PACKAGE_NAME libktiming${PROJECT_VERSION_MAJOR})
+set(CPACK_DEBIAN_ANALYSIS_PACKAGE_NAME libktiming-analysis${PROJECT_VERSION_MAJOR})
+set(CPACK_DEBIAN_DEV_PACKAGE_NAME libktiming-dev)
+set(CPACK_DEBIAN_CLI_PACKAGE_NAME ktiming)
+set(CPACK_DEBIAN_MPI_PACKAGE_NAME ktiming-mpi)
+set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_ANALYSIS_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_CLI_PACKAGE_SECTION devel)
+set(CPACK_DEBIAN_MPI_PACKAGE_SECTION devel)
+set(_kt_about "ktiming times kernels per kernel and per dispatch, on the CPU and on OpenCL,
+Vulkan and CUDA, with statistics, timelines and before/after comparisons.")
+set(CPACK_COMPONENT_LIB_DESCRIPTION "per-kernel, per-dispatch timing library
+${_kt_about}
+.
+This package holds the shared library libktiming; it needs nothing beyond
+libc and opens the GPU runtimes with dlopen when a program uses them.")
+set(CPACK_COMPONENT_ANALYSIS_DESCRIPTION "reading ktiming snapshots back and comparing them
+${_kt_about}
+.
+This package holds the shared library libktiming_analysis: it loads
+snapshot files, merges them and compares a before and an after run.")
+set(CPACK_COMPONENT_DEV_DESCRIPTION "per-kernel, per-dispatch timing library - development files
+${_kt_about}
+.
+This package holds the headers, the pkg-config files ktiming and
+ktiming-analysis and the CMake package (find_package(ktiming)) for both
+libraries.")
+set(CPACK_COMPONENT_CLI_DESCRIPTION "command-line kernel timing tool
+${_kt_about}
+.
+This package holds the ktiming command (report, compare, merge, run,
+devices, demo), the interception libraries with which 'ktiming run' times
+unmodified OpenCL, Vulkan and CUDA programs, its manual page and bash
+completion.")
+set(CPACK_COMPONENT_MPI_DESCRIPTION "MPI support for ktiming
+${_kt_about}
+.
+This package holds libktiming_mpi, which 'ktiming run --mpi' preloads into
+the ranks of an MPI job: it aligns the ranks' clocks and gathers their
+snapshots onto one timeline.")
+# Dependencies between the packages, at exactly this version (CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS).
+set(CPACK_COMPONENT_ANALYSIS_DEPENDS lib)
+set(CPACK_COMPONENT_DEV_DEPENDS lib)
+if(TARGET ktiming_analysis)
+  list(APPEND CPACK_COMPONENT_DEV_DEPENDS analysis)
+endif()
+set(CPACK_COMPONENT_CLI_DEPENDS lib analysis)
+set(CPACK_COMPONENT_MPI_DEPENDS cli lib analysis)
+foreach(c lib analysis dev cli mpi) # only on packages this build makes
+  string(TOUPPER ${c} C)
+  foreach(d ${CPACK_COMPONENT_${C}_DEPENDS})
+    if(NOT d IN_LIST _kt_components)
+      list(REMOVE_ITEM CPACK_COMPONENT_${C}_DEPENDS ${d})
+    endif()
+  endforeach()
+endforeach()
+# The single package of earlier releases held every file: the split packages take them over on upgrade.
+foreach(c ${_kt_components})
+  string(TOUPPER ${c} C)
+  if(NOT c STREQUAL "cli")
+    set(CPACK_DEBIAN_${C}_PACKAGE_BREAKS "ktiming (<< 0.1.0-1)")
+    set(CPACK_DEBIAN_${C}_PACKAGE_REPLACES "ktiming (<< 0.1.0-1)")
+  endif()
+  set(_kt_docdir ${CMAKE_INSTALL_DATADIR}/doc/${CPACK_DEBIAN_${C}_PACKAGE_NAME})
+  install(FILES ${_kt_deb}/copyright DESTINATION ${_kt_docdir} COMPONENT ${c} EXCLUDE_FROM_ALL)
+  install(FILES ${_kt_gz_dir}/changelog.Debian.gz DESTINATION ${_kt_docdir} COMPONENT ${c} EXCLUDE_FROM_ALL)
+endforeach()
+# Shared libraries in the public libdir: an ldconfig trigger (cmake/KtimingDebFixup.cmake drops the postinst and
+# postrm with which CPack calls ldconfig itself).
+file(WRITE ${_kt_gz_dir}/triggers "activate-noawait ldconfig\n")
+set(CPACK_DEBIAN_LIB_PACKAGE_CONTROL_EXTRA ${_kt_gz_dir}/triggers)
+set(CPACK_DEBIAN_ANALYSIS_PACKAGE_CONTROL_EXTRA ${_kt_gz_dir}/triggers)
+if(TARGET kt_cupti_inject)
+  # libcupti lives in the CUDA toolkit, outside the library path: the shim's RUNPATH names its directory.
+  file(WRITE ${_kt_gz_dir}/lintian-overrides-ktiming "# libcupti is in the CUDA toolkit, not on the library path\n"
+    "ktiming: custom-library-search-path RUNPATH * [usr/${CMAKE_INSTALL_LIBDIR}/ktiming/libktiming_cupti.so]\n")
+  install(FILES ${_kt_gz_dir}/lintian-overrides-ktiming DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides
+    RENAME ktiming COMPONENT cli EXCLUDE_FROM_ALL)
+endif()
+
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME ktiming)
 set(CPACK_PACKAGE_VENDOR "the ktiming authors")
-set(CPACK_PACKAGE_CONTACT "the ktiming authors <ktiming@localhost>")
+set(CPACK_PACKAGE_CONTACT "${KTIMING_DEB_MAINTAINER}")
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${KTIMING_DEB_MAINTAINER}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "Per-kernel, per-dispatch timing for CPU, OpenCL, Vulkan and CUDA")
-set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
+# Installed with DESTDIR and the real prefix (/usr), so the .pc install step sees /usr.
+set(CPACK_SET_DESTDIR ON)
+set(CPACK_INSTALL_PREFIX /usr)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_ALL ${_kt_components})
+set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
-set(CPACK_DEBIAN_PACKAGE_SECTION devel)
-# Runtime dependencies from the binaries' NEEDED entries (libc, and libcjson for the analysis library).
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# The packages' own libraries are found in the build tree (their dependencies come from the lines above).
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${KT_BUILD_LIBDIR} ${KT_BUILD_LIBDIR}/ktiming)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON) # for every library with a SONAME (CPack 3.25 has no per-package switch)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY "=") # before 1.0 a minor release may change the ABI (docs/abi.md)
+set(CPACK_DEBIAN_DEBUGINFO_PACKAGE ON)
+set(CPACK_POST_BUILD_SCRIPTS ${PROJECT_SOURCE_DIR}/cmake/KtimingDebFixup.cmake)
 include(CPack)

@@ -10,7 +10,7 @@
 set -euo pipefail
 
 BUILD_PKGS=(
-  build-essential cmake pkg-config          # toolchain (dpkg-dev, in build-essential, for `make package`)
+  build-essential cmake pkg-config file     # toolchain; dpkg-dev (in build-essential) and file for `make package`
   libcjson-dev                               # snapshot loading (analysis library)
   ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd          # OpenCL on the CPU
   libvulkan1 libvulkan-dev mesa-vulkan-drivers glslang-tools                     # Vulkan on the CPU (lavapipe)

@@ -1,7 +1,8 @@
 # check_prefix.sh — sourced by install_tree.sh and package_deb.sh: kt_check_prefix PREFIX LIBDIR WORK checks an
 # installed ktiming tree from the outside, with no LD_LIBRARY_PATH: RUNPATHs, the CLI, pkg-config, plain cc and
 # find_package consumers with timing on and compiled out, and the analysis library reading a snapshot back.
-# Needs: SRC (source dir), CC, CMAKE, KT_CFLAGS (extra flags for consumers, e.g. sanitizers).
+# Needs: SRC (source dir), CC, CMAKE, KT_CFLAGS (extra flags for consumers, e.g. sanitizers). KT_PC_SYSTEM=1: the
+# tree was installed for /usr (the packages' .pc files name their prefix), so pkg-config is told where it is now.
 unset LD_LIBRARY_PATH
 
 kt_fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -49,24 +50,26 @@ kt_check_prefix() {
 
     # pkg-config: relocatable, final newline, KTIMING_ENABLE left to the consumer.
     export PKG_CONFIG_PATH="$P/$L/pkgconfig"
+    pcdef=
+    [ -n "${KT_PC_SYSTEM:-}" ] && pcdef="--define-variable=prefix=$P"
     for pc in ktiming ktiming-analysis; do
         [ "$(tail -c 1 "$P/$L/pkgconfig/$pc.pc" | od -An -c | tr -d ' ')" = '\n' ] || kt_fail "$pc.pc has no final newline"
-        pkg-config --exists "$pc" || kt_fail "pkg-config does not find $pc"
+        pkg-config ${pcdef:+"$pcdef"} --exists "$pc" || kt_fail "pkg-config does not find $pc"
     done
-    cflags=$(pkg-config --cflags ktiming)
+    cflags=$(pkg-config ${pcdef:+"$pcdef"} --cflags ktiming)
     case "$cflags" in *KTIMING_ENABLE*) kt_fail "ktiming.pc Cflags force KTIMING_ENABLE: $cflags" ;; esac
-    [ "$(cd "$(pkg-config --variable=includedir ktiming)" && pwd -P)" = "$(cd "$P/include" && pwd -P)" ] || \
+    [ "$(cd "$(pkg-config ${pcdef:+"$pcdef"} --variable=includedir ktiming)" && pwd -P)" = "$(cd "$P/include" && pwd -P)" ] || \
         kt_fail "ktiming.pc includedir is not $P/include"
-    libdir=$(pkg-config --variable=libdir ktiming)
+    libdir=$(pkg-config ${pcdef:+"$pcdef"} --variable=libdir ktiming)
     # shellcheck disable=SC2046,SC2086
     $CC $KT_CFLAGS -Wall -Wextra -Werror -DKTIMING_ENABLE=1 "$SRC/tests/install/app.c" \
-        $(pkg-config --cflags --libs ktiming) -Wl,-rpath,"$libdir" -o "$W/app_pc" || kt_fail "pkg-config consumer does not build"
+        $(pkg-config ${pcdef:+"$pcdef"} --cflags --libs ktiming) -Wl,-rpath,"$libdir" -o "$W/app_pc" || kt_fail "pkg-config consumer does not build"
     KTIMING_OUTPUT="$W/snap.json" "$W/app_pc" >"$W/app_pc.out" || kt_fail "pkg-config consumer failed"
     grep -q "consumer_kernel" "$W/app_pc.out" || kt_fail "pkg-config consumer printed no table: $(cat "$W/app_pc.out")"
     [ -s "$W/snap.json" ] || kt_fail "KTIMING_OUTPUT wrote no snapshot"
     # shellcheck disable=SC2046,SC2086
     $CC $KT_CFLAGS -Wall -Wextra -Werror -DKTIMING_ENABLE=1 "$SRC/tests/install/load.c" \
-        $(pkg-config --cflags --libs ktiming-analysis) -Wl,-rpath,"$libdir" -o "$W/load_pc" || kt_fail "ktiming-analysis consumer does not build"
+        $(pkg-config ${pcdef:+"$pcdef"} --cflags --libs ktiming-analysis) -Wl,-rpath,"$libdir" -o "$W/load_pc" || kt_fail "ktiming-analysis consumer does not build"
     "$W/load_pc" "$W/snap.json" >"$W/load_pc.out" || kt_fail "ktiming-analysis consumer failed"
     grep -q "^entries=1$" "$W/load_pc.out" && grep -q consumer_kernel "$W/load_pc.out" || \
         kt_fail "ktiming-analysis consumer read back: $(cat "$W/load_pc.out")"
