@@ -4,6 +4,8 @@
 
 #include "cu_api.h"
 
+#include "core/service.h"
+
 #include <ktiming.h>
 #include <ktiming/clock.h>
 #include <ktiming/cuda.h>
@@ -114,6 +116,28 @@ typedef struct kt__cuda_ctx_t {
     struct kt__cuda_ctx_t *next; /* backend's context list */
 } kt__cuda_ctx_t;
 
+/* Backend states (kt__cuda_g.state). */
+enum { KT__CUDA_UNINIT = 0, KT__CUDA_READY = 1, KT__CUDA_UNAVAILABLE = 2 };
+
+/* Backend-wide state (defined in cuda_backend.c). */
+typedef struct kt__cuda_state_t {
+    pthread_mutex_t lock;     /* state, settings, context list, collector lifecycle */
+    pthread_mutex_t consumer; /* one consumer of completions at a time (collector pass, flush, sync end, cleanup) */
+    pthread_mutex_t reg;      /* registering with the core (never under lock or consumer) */
+    atomic_int state;         /* KT__CUDA_* */
+    kt_cuda_desc_t desc;      /* settings in force, defaults filled in */
+    char load_msg[512];       /* why loading failed, re-reported on every KT_EUNAVAILABLE */
+    int load_res;             /* CUresult behind load_msg */
+    kt__cuda_ctx_t *ctxs;     /* contexts seen (prepended; nodes are removed only under `consumer`) */
+    atomic_uint generation;   /* bumped by shutdown: older spans and timers are invalid */
+    atomic_uint ctx_epoch;    /* bumped whenever a context's state is freed (release, shutdown, reset) */
+    atomic_uint pending;      /* ended dispatches not yet collected, all contexts */
+    kt__cuda_ctx_t *retired;  /* contexts reset or destroyed under ktiming, freed by kt_cuda_shutdown */
+    kt__collector_t collector; /* the background collector (core helper) */
+    atomic_int stopped;       /* the core's stop ran: no collector until the backend is used again */
+} kt__cuda_state_t;
+extern kt__cuda_state_t kt__cuda_g;
+
 /* The resolved driver table (valid once kt__cuda_ready() returned 0). */
 extern kt__cu_t kt__cu;
 
@@ -123,9 +147,14 @@ const char *kt__cuda_result_name(kt__curesult res);   /* driver's name, ktiming'
 int kt__cuda_fail(const char *call, kt__curesult res); /* sets the last error; returns the KT_E* to report */
 void kt__cuda_set_error(kt__curesult res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* cuda_backend.c */
+/* cuda_backend.c: lifecycle */
 int kt__cuda_ready(void); /* lazy init: 0 or KT_EUNAVAILABLE */
 uint32_t kt__cuda_generation(void); /* bumped by kt_cuda_shutdown */
+int kt__cuda_forked_child(void);    /* 1 (last error set) in a child forked after initialisation */
+void kt__cuda_restart_if_stopped(void); /* after the core's stop, register the backend again */
+uint64_t kt__cuda_deadline_in_ms(uint32_t ms); /* kt_now_ns() + ms */
+
+/* cuda_context.c: the registry of contexts */
 /* ktiming's state for ctx (NULL: current, else device 0's primary context), created on first use. */
 int kt__cuda_ctx_get(kt__cuctx ctx, kt__cuda_ctx_t **out);
 /* Make c current on this thread if it is not; kt__cuda_ctx_leave undoes it. */
@@ -141,5 +170,35 @@ int kt__cuda_ctx_alive(kt__cuda_ctx_t *c);
 kt__custream kt__cuda_stream_resolve(kt__custream stream);
 /* The device's label in snapshots: its name, with " #<ordinal>" when another device has the same name. */
 void kt__cuda_device_label(kt__cudevice dev, char *out, size_t size);
+
+/* A query answered with a capture error: "not now", never the dispatch's result. */
+int kt__cuda_capture_busy(kt__curesult r);
+/* Consumer lock held: c's context was reset or destroyed; unlink and retire its state (handles never used again). */
+void kt__cuda_ctx_retire(kt__cuda_ctx_t *c);
+/* Consumer lock held, c unlinked: free ktiming's state for c (a live context's handles destroyed in it). */
+void kt__cuda_ctx_destroy(kt__cuda_ctx_t *c);
+
+/* cuda_pool.c: event-pair pool and stream queues */
+int kt__cuda_pool_take_locked(kt__cuda_ctx_t *c, kt__cuda_pair_t **out); /* c->lock held (released to grow) */
+void kt__cuda_pool_put(kt__cuda_ctx_t *c, kt__cuda_pair_t *p);
+/* c->lock held: the queue of a stream, created (and registered as a timeline track) on first sight. */
+kt__cuda_squeue_t *kt__cuda_squeue_get_locked(kt__cuda_ctx_t *c, kt__custream stream, uint32_t thread);
+
+/* cuda_anchor.c: device event time -> host time (consumer lock held, context current) */
+void kt__cuda_anchor_create(kt__cuda_ctx_t *c);  /* the anchor stream and events, on the program's thread */
+void kt__cuda_anchor_refresh(kt__cuda_ctx_t *c); /* a new anchor when the newest is older than the period */
+/* Duration and host placement of a completed pair; KT_ESTATE when the context was reset since. */
+int kt__cuda_pair_place(kt__cuda_ctx_t *c, const kt__cuda_pair_t *p, kt_dispatch_t *d);
+
+/* cuda_collect.c: collection (consumer lock held unless said) */
+/* Count every dispatch still queued in c as dropped for `reason`; their events are not touched. */
+uint32_t kt__cuda_drop_pending(kt__cuda_ctx_t *c, kt_drop_reason_t reason);
+/* Collect every context (or only `only`) until nothing is pending or the deadline passes; `held`: the caller
+ * holds the consumer lock. Returns what is left; *deinit (if given) set when the driver is torn down. */
+uint32_t kt__cuda_collect_until(kt__cuda_ctx_t *only, uint64_t deadline_ns, int held, int *deinit);
+void kt__cuda_collector_kick(void); /* start the collector if needed and wake it (no lock held) */
+
+/* cuda_span.c */
+int kt__cuda_valid_ctx(const kt__cuda_ctx_t *c, uint32_t generation); /* c usable by a span/timer of generation */
 
 #endif
