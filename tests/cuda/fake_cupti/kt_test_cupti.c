@@ -27,7 +27,8 @@
  * tools). The exported kt_test_cupti_settings() reports what the library configured (flush period, latency
  * timestamps, timestamp callback); kt_test_cupti_destroy_context() plays the driver's part in cuCtxDestroy: it
  * calls the resource callback at CONTEXT_DESTROY_STARTING when one is enabled and returns how many records were
- * delivered during it, plus 10 for each in-flight record a forced flush handed over then. */
+ * delivered during it, plus 10 for each in-flight record a forced flush handed over then;
+ * kt_test_cupti_program_waits() makes the driver/runtime API callbacks of a program's synchronisation calls. */
 #include <cupti.h>
 
 #include <pthread.h>
@@ -56,6 +57,7 @@ static size_t g_records_out;                         /* records handed to the to
 static CUpti_CallbackFunc g_callback;                /* the one subscriber's callback, NULL: none */
 static void *g_callback_user;
 static int g_destroy_enabled;                        /* CONTEXT_DESTROY_STARTING enabled for it */
+static uint32_t g_api_enabled[2][1024];              /* driver [0] / runtime [1] API callbacks enabled, by cbid */
 static int g_graph_trace;                            /* CUPTI_ACTIVITY_KIND_GRAPH_TRACE enabled */
 static int g_memcpy2;                                /* CUPTI_ACTIVITY_KIND_MEMCPY2 enabled */
 static int g_running_out;                            /* the in-flight record was handed over (forced) */
@@ -432,6 +434,7 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle s
         return CUPTI_ERROR_INVALID_PARAMETER;
     g_callback = NULL;
     g_destroy_enabled = 0;
+    memset(g_api_enabled, 0, sizeof g_api_enabled);
     return CUPTI_SUCCESS;
 }
 
@@ -442,6 +445,10 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpt
         return CUPTI_ERROR_INVALID_PARAMETER;
     if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
         g_destroy_enabled = enable != 0;
+    else if ((domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API) && cbid < 1024)
+        g_api_enabled[domain == CUPTI_CB_DOMAIN_RUNTIME_API][cbid] = enable != 0;
+    else
+        return CUPTI_ERROR_INVALID_PARAMETER;
     return CUPTI_SUCCESS;
 }
 
@@ -455,4 +462,50 @@ KT_FAKE_CUPTI_API size_t kt_test_cupti_destroy_context(uint32_t context)
         g_callback(g_callback_user, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, &d);
     }
     return g_records_out - before + 10 * (g_forced_inflight - forced);
+}
+
+/* One API call as the driver and runtime report it to the subscriber: an ENTER callback, `inner` (a call the
+ * function makes itself, as cudaDeviceSynchronize calls cuCtxSynchronize), at least `wait_us` of waiting, an EXIT
+ * callback; each callback only when enabled. Returns the callbacks made. */
+static int api_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const char *name, int (*inner)(void),
+                    unsigned wait_us)
+{
+    int on = g_callback && g_api_enabled[domain == CUPTI_CB_DOMAIN_RUNTIME_API][cbid];
+    uint64_t corr = 0;
+    CUpti_CallbackData d;
+    memset(&d, 0, sizeof d);
+    d.functionName = name;
+    d.correlationData = &corr;
+    d.callbackSite = CUPTI_API_ENTER;
+    if (on)
+        g_callback(g_callback_user, domain, cbid, &d);
+    int made = on + (inner ? inner() : 0);
+    if (wait_us)
+        usleep(wait_us);
+    d.callbackSite = CUPTI_API_EXIT;
+    if (on)
+        g_callback(g_callback_user, domain, cbid, &d);
+    return made + on;
+}
+
+static int ctx_synchronize(void)
+{
+    return api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, "cuCtxSynchronize", NULL,
+                    1000);
+}
+
+/* What a program's waits look like to CUPTI, on the calling thread: cudaDeviceSynchronize (running
+ * cuCtxSynchronize inside), cuStreamSynchronize twice, cuEventSynchronize, each waiting at least 1 ms, and a
+ * cuLaunchKernel (no wait). Returns the callbacks made. */
+KT_FAKE_CUPTI_API int kt_test_cupti_program_waits(void)
+{
+    int n = api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+                     "cudaDeviceSynchronize", ctx_synchronize, 0);
+    for (int i = 0; i < 2; i++)
+        n += api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, "cuStreamSynchronize",
+                      NULL, 1000);
+    n += api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize, "cuEventSynchronize", NULL,
+                  1000);
+    n += api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel", NULL, 0);
+    return n;
 }

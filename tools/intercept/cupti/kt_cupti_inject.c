@@ -25,7 +25,10 @@
  * CUPTI_ACTIVITY_KIND_GRAPH_TRACE, so each graph launch is one dispatch, "graph <id>" on its stream, and CUPTI
  * then reports none of the graph's nodes; `node` leaves it off: the kernels, copies and memsets inside graphs
  * are recorded one by one. A CUPTI that refuses GRAPH_TRACE (before CUDA 11.7) gives node mode. Tested against a
- * CUPTI test double, and on a GPU by tests/gpu/run.sh (docs/cuda.md). */
+ * CUPTI test double, and on a GPU by tests/gpu/run.sh (docs/cuda.md). Host API time: the same subscription's
+ * driver/runtime API callbacks time cuStreamSynchronize, cuCtxSynchronize, cuEventSynchronize and the runtime's
+ * cuda{Device,Stream,Event}Synchronize as host-api zones on the calling thread (docs/cli.md), the outermost call
+ * only; without the subscription (KTIMING_CUPTI_SUBSCRIBE=0, or another client holds it) there is none. */
 #include <cupti.h>
 
 #include "common/kti_run.h"
@@ -479,14 +482,71 @@ static void flush_at_exit(void)
     }
 }
 
-/* A context is about to be destroyed: deliver what CUPTI holds now, the context's completed records among them. */
-static void CUPTIAPI resource_callback(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                                       const void *data)
+/* Host API time (issue 40.1, docs/cli.md): the CUDA calls that block the program's thread until the GPU is done
+ * are host-api zones, as clFinish is for OpenCL. The runtime's calls run the driver's inside them (cudaDeviceSynchronize
+ * calls cuCtxSynchronize): only the outermost call of a thread is a zone, so a wait is counted once, under the name
+ * the program called. */
+typedef struct kt_cupti_wait_api_t {
+    CUpti_CallbackDomain domain; /* driver or runtime API */
+    CUpti_CallbackId cbid;       /* the call */
+    const char *name;            /* the zone's name: the API function */
+} kt_cupti_wait_api_t;
+
+static const kt_cupti_wait_api_t kWaitApis[] = {
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, "cuStreamSynchronize"},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz, "cuStreamSynchronize"},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, "cuCtxSynchronize"},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2, "cuCtxSynchronize"},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize, "cuEventSynchronize"},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, "cudaDeviceSynchronize"},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaThreadSynchronize_v3020, "cudaThreadSynchronize"},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, "cudaStreamSynchronize"},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000, "cudaStreamSynchronize"},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, "cudaEventSynchronize"},
+};
+#define KT_CUPTI_WAIT_APIS (sizeof kWaitApis / sizeof kWaitApis[0])
+
+static kt_kernel_id_t g_wait_sites[KT_CUPTI_WAIT_APIS]; /* interned zone names, one per row */
+
+/* The calling thread's open wait: the outermost call's zone and how deep the thread is in waiting calls. */
+static _Thread_local struct {
+    uint32_t depth;  /* waiting calls entered and not yet left */
+    kt_zone_t zone;  /* the outermost one's zone */
+} t_wait;
+
+static void wait_api_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *data)
+{
+    for (size_t i = 0; i < KT_CUPTI_WAIT_APIS; i++) {
+        if (kWaitApis[i].domain != domain || kWaitApis[i].cbid != cbid)
+            continue;
+        if (data->callbackSite == CUPTI_API_ENTER) {
+            if (t_wait.depth++ == 0)
+                t_wait.zone = kti_wait_begin(&g_wait_sites[i], kWaitApis[i].name);
+        } else if (t_wait.depth > 0 && --t_wait.depth == 0) {
+            kt_zone_end(&t_wait.zone);
+        }
+        return;
+    }
+}
+
+/* The one CUPTI subscriber's callback: a context about to be destroyed (deliver what CUPTI holds now, the
+ * context's completed records among them), or a waiting API call entered or left. */
+static void CUPTIAPI api_callback(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data)
 {
     (void)user;
-    (void)data;
     if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
         cuptiActivityFlushAll(0); /* completed records only: forced would hand over other contexts' running ones */
+    else if ((domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API) && data)
+        wait_api_callback(domain, cbid, data);
+}
+
+/* Asks for the waiting calls' callbacks; a call CUPTI refuses is left untimed (0: at least one is on). */
+static int enable_wait_apis(void)
+{
+    int any = 0;
+    for (size_t i = 0; i < KT_CUPTI_WAIT_APIS; i++)
+        any |= cuptiEnableCallback(1, S.subscriber, kWaitApis[i].domain, kWaitApis[i].cbid) == CUPTI_SUCCESS;
+    return any ? 0 : -1;
 }
 
 static int g_said_subscriber;
@@ -497,26 +557,30 @@ static void subscribe_resources(void)
 {
     /* KTIMING_CUPTI_SUBSCRIBE=0 leaves CUPTI's one subscription to the program: holding it, the library makes a
      * profiler of the program's own fail to initialise (on an H200, torch.profiler then recorded no CUDA event:
-     * docs/cuda.md). The flusher thread still delivers a destroyed context's completed records. */
+     * docs/cuda.md). The flusher thread still delivers a destroyed context's completed records; host API time
+     * (the synchronisation callbacks) is not recorded then. */
     const char *sub = getenv("KTIMING_CUPTI_SUBSCRIBE");
     if (sub && !strcmp(sub, "0")) {
         S.subscriber = NULL;
         return;
     }
-    CUptiResult r = cuptiSubscribe(&S.subscriber, resource_callback, NULL);
+    CUptiResult r = cuptiSubscribe(&S.subscriber, api_callback, NULL);
     if (r == CUPTI_SUCCESS) {
         r = cuptiEnableCallback(1, S.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                 CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
         if (r != CUPTI_SUCCESS) {
             cuptiUnsubscribe(S.subscriber);
             S.subscriber = NULL;
+        } else if (enable_wait_apis() != 0 && secure_getenv("KTIMING_RUN_VERBOSE")) {
+            fprintf(stderr, "ktiming-cupti: CUPTI refused the synchronisation callbacks: no host API time\n");
         }
     } else {
         S.subscriber = NULL;
     }
     if (r != CUPTI_SUCCESS)
         say_once(&g_said_subscriber, "ktiming-cupti: another CUPTI client holds the callback subscription (%s): "
-                                     "records of a destroyed context arrive with the next flush\n", result_name(r));
+                                     "records of a destroyed context arrive with the next flush, and no host API "
+                                     "time is recorded\n", result_name(r));
     else if (secure_getenv("KTIMING_RUN_VERBOSE"))
         fprintf(stderr, "ktiming-cupti: holding CUPTI's callback subscription: a profiler in the program (Kineto, "
                         "torch.profiler) cannot subscribe; KTIMING_CUPTI_SUBSCRIBE=0 leaves it free\n");
