@@ -1,5 +1,5 @@
 /* cuda_backend.c — CUDA backend lifecycle: the backend-wide state, initialisation, fork handling, the core's
- * flush and stop hooks, registering again after a stop, and kt_cuda_shutdown. */
+ * flush and stop hooks (registered again after the core's stop by kt__backend_arm), and kt_cuda_shutdown. */
 #include "cuda_internal.h"
 
 #include "core/service.h"
@@ -12,7 +12,7 @@
 kt__cuda_state_t kt__cuda_g = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .consumer = PTHREAD_MUTEX_INITIALIZER,
-    .reg = PTHREAD_MUTEX_INITIALIZER,
+    .set = KT__CTX_SET_INIT,
     .generation = 1,
     .ctx_epoch = 1,
     .collector = KT__COLLECTOR_INIT,
@@ -36,12 +36,15 @@ static void fork_release(void)
     pthread_mutex_unlock(&kt__cuda_g.consumer);
 }
 
-static const kt__backend_ops_t kOps = {.name = "CUDA",
-                                       .flush = flush_hook,
-                                       .stop = stop_hook,
-                                       .fork_prepare = fork_prepare,
-                                       .fork_parent = fork_release,
-                                       .fork_child = fork_release};
+static kt__backend_life_t g_life = KT__BACKEND_LIFE_INIT;
+
+const kt__backend_ops_t kt__cuda_ops = {.name = "CUDA",
+                                        .flush = flush_hook,
+                                        .stop = stop_hook,
+                                        .fork_prepare = fork_prepare,
+                                        .fork_parent = fork_release,
+                                        .fork_child = fork_release,
+                                        .life = &g_life};
 
 /* In a forked child: nothing of CUDA may be used (the driver says so too, CUDA_ERROR_INITIALIZATION_ERROR). */
 int kt__cuda_forked_child(void)
@@ -65,11 +68,11 @@ static void fill_defaults(kt_cuda_desc_t *d)
     if (!d->flush_timeout_ms)
         d->flush_timeout_ms = 2000;
     if (!d->per_thread_default_stream) {
-        const char *s = getenv("KTIMING_CUDA_PER_THREAD_STREAM");
+        const char *s = kt__env(KT_ENV_NAME(CUDA_PER_THREAD_STREAM));
         d->per_thread_default_stream = s && s[0] && strcmp(s, "0") != 0;
     }
     if (!d->sync) {
-        const char *s = secure_getenv("KTIMING_CUDA_SYNC");
+        const char *s = kt__env(KT_ENV_NAME(CUDA_SYNC));
         d->sync = s && s[0] && strcmp(s, "0") != 0;
     }
 }
@@ -95,7 +98,6 @@ static int init_locked(const kt_cuda_desc_t *desc)
         return KT_EUNAVAILABLE;
     }
     kt__cuda_g.desc = want;
-    atomic_store(&kt__cuda_g.stopped, 1); /* the caller registers the backend (restart_if_stopped), outside kt__cuda_g.lock */
     atomic_store(&kt__cuda_g.state, KT__CUDA_READY);
     return 0;
 }
@@ -107,7 +109,7 @@ int kt_cuda_init(const kt_cuda_desc_t *desc)
     int rc = init_locked(desc);
     pthread_mutex_unlock(&kt__cuda_g.lock);
     if (rc == 0)
-        kt__cuda_restart_if_stopped();
+        kt__backend_arm(&kt__cuda_ops); /* outside our locks: the core holds its own across fork_prepare */
     return rc;
 }
 
@@ -143,55 +145,48 @@ uint64_t kt__cuda_deadline_in_ms(uint32_t ms)
 
 static void flush_hook(uint64_t deadline_ns)
 {
-    if (atomic_load(&kt__cuda_g.state) != KT__CUDA_READY || atomic_load(&kt__cuda_g.stopped) || kt__forked_child())
+    if (atomic_load(&kt__cuda_g.state) != KT__CUDA_READY || kt__backend_stopped(&kt__cuda_ops) || kt__forked_child())
         return;
     uint64_t own = kt__cuda_deadline_in_ms(kt__cuda_g.desc.flush_timeout_ms);
-    kt__cuda_collect_until(NULL, deadline_ns && deadline_ns < own ? deadline_ns : own, 0, NULL);
-    pthread_mutex_lock(&kt__cuda_g.lock);
-    kt__cuda_ctx_t *head = kt__cuda_g.ctxs;
-    pthread_mutex_unlock(&kt__cuda_g.lock);
+    kt__cuda_collect_until(NULL, deadline_ns && deadline_ns < own ? deadline_ns : own, 0);
     pthread_mutex_lock(&kt__cuda_g.consumer);
-    for (kt__cuda_ctx_t *c = head; c; c = c->next)
-        kt__cuda_publish(c);
+    kt__ctx_pin_t pin;
+    kt__ctx_set_pin(&kt__cuda_g.set, &pin, KT__CTX_PIN_LIVE);
+    for (size_t i = 0; i < pin.n; i++)
+        kt__cuda_publish(pin.ctx[i]);
+    kt__ctx_set_unpin(&pin);
     pthread_mutex_unlock(&kt__cuda_g.consumer);
 }
 
-/* kt_shutdown() and process exit (once): stop the collector so no thread of ktiming is inside the driver while
- * it is torn down, collect until the deadline (at once if the driver is already gone), and count what is left
- * as dropped (in flight at exit). Contexts are not destroyed (other threads may still use them). */
+/* kt_shutdown() and process exit (once; the core has marked the backend stopped, so no collector starts again):
+ * stop the collector so no thread of ktiming is inside the driver while it is torn down, collect until the
+ * deadline (at once if the driver is already gone), and count what is left as dropped (in flight at exit).
+ * Contexts are not destroyed (other threads may still use them). */
 static void stop_hook(uint64_t deadline_ns)
 {
     if (kt__forked_child())
         return;
-    pthread_mutex_lock(&kt__cuda_g.lock);
-    atomic_store(&kt__cuda_g.stopped, 1);
+    pthread_mutex_lock(&kt__cuda_g.lock); /* after a collector start that saw the backend armed (collector_kick) */
     pthread_mutex_unlock(&kt__cuda_g.lock);
     kt__collector_stop(&kt__cuda_g.collector);
     if (atomic_load(&kt__cuda_g.state) != KT__CUDA_READY)
         return;
-    kt__cuda_collect_until(NULL, deadline_ns, 0, NULL);
+    kt__cuda_collect_until(NULL, deadline_ns, 0);
     pthread_mutex_lock(&kt__cuda_g.consumer);
-    pthread_mutex_lock(&kt__cuda_g.lock);
-    kt__cuda_ctx_t *head = kt__cuda_g.ctxs;
-    pthread_mutex_unlock(&kt__cuda_g.lock);
-    for (kt__cuda_ctx_t *c = head; c; c = c->next)
-        kt__cuda_drop_pending(c, KT_DROP_IN_FLIGHT_AT_EXIT);
+    kt__ctx_pin_t pin;
+    kt__ctx_set_pin(&kt__cuda_g.set, &pin, KT__CTX_PIN_LIVE);
+    for (size_t i = 0; i < pin.n; i++)
+        kt__cuda_drop_pending(pin.ctx[i], KT_DROP_IN_FLIGHT_AT_EXIT);
+    kt__ctx_set_unpin(&pin);
     pthread_mutex_unlock(&kt__cuda_g.consumer);
 }
 
-/* After the core's stop, the next span registers the backend again (kt_init after kt_shutdown). */
-void kt__cuda_restart_if_stopped(void)
+/* consumer and lock held: takes every context of `which` off the set into *pin (the caller frees them). */
+static void set_take_locked(kt__ctx_pin_t *pin, unsigned which)
 {
-    if (!atomic_load(&kt__cuda_g.stopped))
-        return;
-    /* Under its own lock, never kt__cuda_g.lock: the core's registry lock is held around fork while fork_prepare takes
-     * kt__cuda_g.consumer and kt__cuda_g.lock, so registering under kt__cuda_g.lock would close a lock-order cycle. */
-    pthread_mutex_lock(&kt__cuda_g.reg);
-    if (atomic_load(&kt__cuda_g.stopped)) {
-        kt__backend_register(&kOps); /* idempotent; again after a kt_shutdown() stopped it */
-        atomic_store(&kt__cuda_g.stopped, 0);
-    }
-    pthread_mutex_unlock(&kt__cuda_g.reg);
+    kt__ctx_set_pin(&kt__cuda_g.set, pin, which);
+    for (size_t i = 0; i < pin->n; i++)
+        kt__ctx_set_remove(&kt__cuda_g.set, pin->ctx[i]);
 }
 
 void kt_cuda_shutdown(void)
@@ -207,26 +202,24 @@ void kt_cuda_shutdown(void)
     }
     pthread_mutex_unlock(&kt__cuda_g.lock);
     kt__collector_stop(&kt__cuda_g.collector);
-    kt__cuda_collect_until(NULL, kt__cuda_deadline_in_ms(kt__cuda_g.desc.flush_timeout_ms), 0, NULL);
+    kt__cuda_collect_until(NULL, kt__cuda_deadline_in_ms(kt__cuda_g.desc.flush_timeout_ms), 0);
     pthread_mutex_lock(&kt__cuda_g.consumer);
     pthread_mutex_lock(&kt__cuda_g.lock);
-    kt__cuda_ctx_t *list = kt__cuda_g.ctxs;
-    kt__cuda_ctx_t *retired = kt__cuda_g.retired;
-    kt__cuda_g.ctxs = NULL;
-    kt__cuda_g.retired = NULL;
+    kt__ctx_pin_t live, retired;
+    set_take_locked(&live, KT__CTX_PIN_LIVE);
+    set_take_locked(&retired, KT__CTX_PIN_RETIRED);
     atomic_fetch_add(&kt__cuda_g.generation, 1);
     atomic_fetch_add(&kt__cuda_g.ctx_epoch, 1);
     atomic_store(&kt__cuda_g.state, KT__CUDA_UNINIT);
     pthread_mutex_unlock(&kt__cuda_g.lock);
-    for (kt__cuda_ctx_t *c = list, *cn; c; c = cn) {
-        cn = c->next;
-        kt__cuda_publish(c);
-        kt__cuda_ctx_destroy(c);
+    for (size_t i = 0; i < live.n; i++) {
+        kt__cuda_publish(live.ctx[i]);
+        kt__cuda_ctx_destroy(live.ctx[i]);
     }
-    for (kt__cuda_ctx_t *c = retired, *cn; c; c = cn) {
-        cn = c->next;
-        kt__cuda_ctx_destroy(c);
-    }
+    for (size_t i = 0; i < retired.n; i++)
+        kt__cuda_ctx_destroy(retired.ctx[i]);
+    kt__ctx_set_unpin(&live);
+    kt__ctx_set_unpin(&retired);
     atomic_store(&kt__cuda_g.pending, 0);
     pthread_mutex_unlock(&kt__cuda_g.consumer);
 }

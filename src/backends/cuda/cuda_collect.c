@@ -2,6 +2,7 @@
  * deadline), dropping what cannot be collected, and the collector thread. Consumer lock held unless said. */
 #include "cuda_internal.h"
 
+#include "core/internal.h"
 #include "core/service.h"
 
 /* Dispatches handled per collection batch. */
@@ -16,6 +17,21 @@ static int result_is_deinit(kt__curesult r)
 /* Why collect_ctx stopped using a context. The two are counted differently: a reset's pending dispatches are
  * dropped as KT_DROP_CONTEXT_RESET, a torn-down driver's (process exit) as in flight at exit. */
 enum { CTX_LIVE = 0, CTX_RESET = 1, CTX_DRIVER_GONE = 2 };
+
+void kt__cuda_verbose(kt_kernel_id_t kernel, const kt_dispatch_t *d, const char *error)
+{
+    if (!kt__verbose_on())
+        return;
+    const kt__kernel_t *k = kt__kernel_get(kernel);
+    const char *name = k ? k->name : NULL, *device = k ? k->device : NULL;
+    if (error)
+        kt__verbose_line("error", "cuda", device, name, "%s", error);
+    else if (d->start_ns)
+        kt__verbose_line("exec", "cuda", device, name, "%.6f,%llu,device", (double)d->duration_ns / 1e6,
+                         (unsigned long long)d->start_ns);
+    else
+        kt__verbose_line("exec", "cuda", device, name, "%.6f,,device", (double)d->duration_ns / 1e6);
+}
 
 /* Pops up to KT__CUDA_BATCH completed pairs off c's stream queues into done[] with their query results, and
  * returns how many. The queues' heads are read and popped under c->lock, but the driver is asked without it:
@@ -88,12 +104,14 @@ static uint64_t record_completed(kt__cuda_ctx_t *c, kt__cuda_pair_t **done, cons
     for (uint32_t i = 0; i < n; i++) {
         if (!err[i]) {
             kt_record_dispatch(&d[i]);
+            kt__cuda_verbose(done[i]->kernel, &d[i], NULL);
             recorded++;
         } else if (err[i] == kReset) { /* completed, but reset before it could be read: dropped */
             kt_record_drop_reason(done[i]->kernel, KT_DROP_CONTEXT_RESET);
             reset++;
         } else {
             kt_record_error_name(done[i]->kernel, err[i]);
+            kt__cuda_verbose(done[i]->kernel, NULL, err[i]);
             errors++;
         }
     }
@@ -197,52 +215,58 @@ uint32_t kt__cuda_drop_pending(kt__cuda_ctx_t *c, kt_drop_reason_t reason)
 static uint32_t collect_all(int *deinit)
 {
     uint32_t left = 0;
-    pthread_mutex_lock(&kt__cuda_g.lock);
-    kt__cuda_ctx_t *c = kt__cuda_g.ctxs;
-    pthread_mutex_unlock(&kt__cuda_g.lock);
-    while (c) {
-        pthread_mutex_lock(&kt__cuda_g.lock);
-        kt__cuda_ctx_t *next = c->next; /* read before a retire unlinks c */
-        pthread_mutex_unlock(&kt__cuda_g.lock);
+    kt__ctx_pin_t pin; /* retire keeps a context's memory while pinned; only this consumer removes one */
+    kt__ctx_set_pin(&kt__cuda_g.set, &pin, KT__CTX_PIN_LIVE);
+    for (size_t i = 0; i < pin.n; i++) {
+        kt__cuda_ctx_t *c = pin.ctx[i];
         int gone = CTX_LIVE;
         left += collect_ctx(c, &gone);
         if (gone == CTX_DRIVER_GONE) { /* exit: the stop hook counts what is left as in flight at exit */
             *deinit = 1;
-            return left;
+            break;
         }
         if (gone == CTX_RESET)
             kt__cuda_ctx_retire(c);
-        c = next;
     }
+    kt__ctx_set_unpin(&pin);
     return left;
 }
 
-/* Collect every context (or only `only`) until nothing is pending or `deadline_ns` (kt_now_ns time) passes.
- * Gives up at once when the driver is torn down (*deinit set, if given). Takes the consumer lock per pass
- * unless the caller holds it (held = 1). Returns what is left. */
-uint32_t kt__cuda_collect_until(kt__cuda_ctx_t *only, uint64_t deadline_ns, int held, int *deinit)
+/* What one drain pass collects. */
+typedef struct collect_arg_t {
+    kt__cuda_ctx_t *only; /* one context, or NULL: every live one */
+    int held;             /* the caller holds the consumer lock */
+} collect_arg_t;
+
+/* One pass for kt__drain: what is left, or 0 when the context or the driver is gone (nothing more to wait for). */
+static uint64_t collect_pass(void *arg)
 {
+    const collect_arg_t *a = arg;
     int dead = 0;
-    for (;;) {
-        uint32_t left = 0;
-        if (!held)
-            pthread_mutex_lock(&kt__cuda_g.consumer);
-        if (only) {
-            int gone = 0;
-            left = collect_ctx(only, &gone);
-            if (gone)
-                dead = 1;
-        } else {
-            left = collect_all(&dead);
-        }
-        if (!held)
-            pthread_mutex_unlock(&kt__cuda_g.consumer);
-        if (dead && deinit)
-            *deinit = 1;
-        if (!left || dead || kt_now_ns() >= deadline_ns)
-            return left;
-        kt__nap_ns((uint64_t)kt__cuda_g.desc.poll_us * 1000u);
+    uint32_t left = 0;
+    if (!a->held)
+        pthread_mutex_lock(&kt__cuda_g.consumer);
+    if (a->only) {
+        int gone = CTX_LIVE;
+        left = collect_ctx(a->only, &gone);
+        dead = gone != CTX_LIVE;
+    } else {
+        left = collect_all(&dead);
     }
+    if (!a->held)
+        pthread_mutex_unlock(&kt__cuda_g.consumer);
+    return dead ? 0 : left;
+}
+
+/* Collect every context (or only `only`) until nothing is pending or `deadline_ns` (kt_now_ns time) passes, a
+ * pass every poll period (kt_cuda_desc_t.poll_us). Gives up at once when the driver is torn down. Takes the
+ * consumer lock per pass unless the caller holds it (held = 1). Returns what is left. */
+uint32_t kt__cuda_collect_until(kt__cuda_ctx_t *only, uint64_t deadline_ns, int held)
+{
+    uint64_t poll_ns = (uint64_t)kt__cuda_g.desc.poll_us * 1000u;
+    const kt__drain_policy_t every_poll = {0, poll_ns, poll_ns};
+    collect_arg_t arg = {only, held};
+    return (uint32_t)kt__drain_with(deadline_ns, collect_pass, &arg, &every_poll, NULL);
 }
 
 /* One step of the collector thread: collect what completed. */
@@ -266,10 +290,10 @@ static int collector_step(void *arg)
 /* Called when the first dispatch becomes pending: starts the collector if needed and wakes it. */
 void kt__cuda_collector_kick(void)
 {
-    if (atomic_load(&kt__cuda_g.stopped))
+    if (kt__backend_stopped(&kt__cuda_ops))
         return;
-    pthread_mutex_lock(&kt__cuda_g.lock);
-    if (!atomic_load(&kt__cuda_g.stopped))
+    pthread_mutex_lock(&kt__cuda_g.lock); /* the stop hook takes it before stopping the collector */
+    if (!kt__backend_stopped(&kt__cuda_ops))
         kt__collector_start(&kt__cuda_g.collector, "kt-cuda-collect", collector_step, NULL, 0);
     pthread_mutex_unlock(&kt__cuda_g.lock);
     kt__collector_wake(&kt__cuda_g.collector);

@@ -133,13 +133,21 @@ void kt__cuda_device_label(kt__cudevice dev, char *out, size_t size)
         snprintf(out, size, "%s", name);
 }
 
-/* kt__cuda_g.lock held. */
+static int match_handle(void *c, const void *key)
+{
+    return ((kt__cuda_ctx_t *)c)->ctx == (kt__cuctx)key;
+}
+
+static int match_primary0(void *c, const void *key)
+{
+    (void)key;
+    return ((kt__cuda_ctx_t *)c)->retained_primary && ((kt__cuda_ctx_t *)c)->device == 0;
+}
+
+/* kt__cuda_g.lock held (a live context is unlinked only under it): the live state of a context handle. */
 static kt__cuda_ctx_t *ctx_find_locked(kt__cuctx ctx)
 {
-    for (kt__cuda_ctx_t *c = kt__cuda_g.ctxs; c; c = c->next)
-        if (c->ctx == ctx)
-            return c;
-    return NULL;
+    return kt__ctx_set_find(&kt__cuda_g.set, match_handle, ctx);
 }
 
 static int ctx_create(kt__cuctx handle, int retained, kt__cuda_ctx_t **out)
@@ -202,8 +210,10 @@ static int ctx_lookup_locked(kt__cuctx ctx, int retained, kt__cudevice dev, kt__
             kt__cu.cuDevicePrimaryCtxRelease_v2(dev);
         return rc;
     }
-    c->next = kt__cuda_g.ctxs;
-    kt__cuda_g.ctxs = c;
+    if (kt__ctx_set_add(&kt__cuda_g.set, c) != 0) {
+        kt__cuda_ctx_destroy(c); /* never linked: nobody else has seen it */
+        return KT_ENOMEM;
+    }
     *created = 1;
     *out = c;
     return 0;
@@ -246,9 +256,7 @@ int kt__cuda_ctx_get(kt__cuctx ctx, kt__cuda_ctx_t **out)
                 rc = ctx_lookup_locked(ctx, 0, 0, &c, &created);
             else if (!c) {
                 /* No current context: device 0's primary context, as the runtime API would use. */
-                for (kt__cuda_ctx_t *it = kt__cuda_g.ctxs; it && !c; it = it->next)
-                    if (it->retained_primary && it->device == 0)
-                        c = it;
+                c = kt__ctx_set_find(&kt__cuda_g.set, match_primary0, NULL);
                 if (!c)
                     rc = ctx_primary_locked(0, &c, &created);
             }
@@ -338,20 +346,11 @@ void kt__cuda_ctx_retire(kt__cuda_ctx_t *c)
 {
     atomic_store(&c->gone, 1);
     pthread_mutex_lock(&kt__cuda_g.lock);
-    int linked = 0;
-    for (kt__cuda_ctx_t **pp = &kt__cuda_g.ctxs; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            linked = 1;
-            break;
-        }
-    if (linked) {
-        c->next = kt__cuda_g.retired;
-        kt__cuda_g.retired = c;
-    }
+    /* KT_EINVAL: retired already. KT_ENOMEM: it stays live but gone (passes skip it) and is retried next time. */
+    int rc = kt__ctx_set_retire(&kt__cuda_g.set, c);
     atomic_fetch_add(&kt__cuda_g.ctx_epoch, 1);
     pthread_mutex_unlock(&kt__cuda_g.lock);
-    if (!linked)
+    if (rc != 0)
         return;
     uint32_t n = kt__cuda_drop_pending(c, KT_DROP_CONTEXT_RESET);
     kt__cuda_set_error(KT__CU_ERROR_CONTEXT_IS_DESTROYED,
@@ -426,14 +425,10 @@ int kt_cuda_context_release(struct CUctx_st *ctx)
         pthread_mutex_unlock(&kt__cuda_g.consumer);
         return 0;
     }
-    kt__cuda_collect_until(c, kt__cuda_deadline_in_ms(kt__cuda_g.desc.flush_timeout_ms), 1, NULL);
+    kt__cuda_collect_until(c, kt__cuda_deadline_in_ms(kt__cuda_g.desc.flush_timeout_ms), 1);
     kt__cuda_publish(c);
     pthread_mutex_lock(&kt__cuda_g.lock);
-    for (kt__cuda_ctx_t **pp = &kt__cuda_g.ctxs; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
+    kt__ctx_set_remove(&kt__cuda_g.set, c); /* no pass runs: we hold the consumer lock */
     atomic_fetch_add(&kt__cuda_g.ctx_epoch, 1);
     pthread_mutex_unlock(&kt__cuda_g.lock);
     kt__cuda_ctx_destroy(c);

@@ -113,7 +113,6 @@ typedef struct kt__cuda_ctx_t {
     kt_cuda_enqueue_cb hold_warm_fn; /* the enqueue callback (and user) last warmed up unheld */
     void *hold_warm_user;
 
-    struct kt__cuda_ctx_t *next; /* backend's context list */
 } kt__cuda_ctx_t;
 
 /* Backend states (kt__cuda_g.state). */
@@ -123,20 +122,21 @@ enum { KT__CUDA_UNINIT = 0, KT__CUDA_READY = 1, KT__CUDA_UNAVAILABLE = 2 };
 typedef struct kt__cuda_state_t {
     pthread_mutex_t lock;     /* state, settings, context list, collector lifecycle */
     pthread_mutex_t consumer; /* one consumer of completions at a time (collector pass, flush, sync end, cleanup) */
-    pthread_mutex_t reg;      /* registering with the core (never under lock or consumer) */
     atomic_int state;         /* KT__CUDA_* */
     kt_cuda_desc_t desc;      /* settings in force, defaults filled in */
     char load_msg[512];       /* why loading failed, re-reported on every KT_EUNAVAILABLE */
     int load_res;             /* CUresult behind load_msg */
-    kt__cuda_ctx_t *ctxs;     /* contexts seen (prepended; nodes are removed only under `consumer`) */
+    kt__ctx_set_t set;        /* contexts seen: live, and retired (reset or destroyed under ktiming: their memory
+                                 is kept for open spans and timers until kt_cuda_shutdown); changed under `lock`,
+                                 removed or retired only under `consumer` too, so a pass under it may use a pin */
     atomic_uint generation;   /* bumped by shutdown: older spans and timers are invalid */
     atomic_uint ctx_epoch;    /* bumped whenever a context's state is freed (release, shutdown, reset) */
     atomic_uint pending;      /* ended dispatches not yet collected, all contexts */
-    kt__cuda_ctx_t *retired;  /* contexts reset or destroyed under ktiming, freed by kt_cuda_shutdown */
     kt__collector_t collector; /* the background collector (core helper) */
-    atomic_int stopped;       /* the core's stop ran: no collector until the backend is used again */
 } kt__cuda_state_t;
 extern kt__cuda_state_t kt__cuda_g;
+/* The backend's registration with the core (kt__backend_arm registers it again after the core's stop). */
+extern const kt__backend_ops_t kt__cuda_ops;
 
 /* The resolved driver table (valid once kt__cuda_ready() returned 0). */
 extern kt__cu_t kt__cu;
@@ -151,7 +151,6 @@ void kt__cuda_set_error(kt__curesult res, const char *fmt, ...) __attribute__((f
 int kt__cuda_ready(void); /* lazy init: 0 or KT_EUNAVAILABLE */
 uint32_t kt__cuda_generation(void); /* bumped by kt_cuda_shutdown */
 int kt__cuda_forked_child(void);    /* 1 (last error set) in a child forked after initialisation */
-void kt__cuda_restart_if_stopped(void); /* after the core's stop, register the backend again */
 uint64_t kt__cuda_deadline_in_ms(uint32_t ms); /* kt_now_ns() + ms */
 
 /* cuda_context.c: the registry of contexts */
@@ -193,10 +192,12 @@ int kt__cuda_pair_place(kt__cuda_ctx_t *c, const kt__cuda_pair_t *p, kt_dispatch
 /* cuda_collect.c: collection (consumer lock held unless said) */
 /* Count every dispatch still queued in c as dropped for `reason`; their events are not touched. */
 uint32_t kt__cuda_drop_pending(kt__cuda_ctx_t *c, kt_drop_reason_t reason);
-/* Collect every context (or only `only`) until nothing is pending or the deadline passes; `held`: the caller
- * holds the consumer lock. Returns what is left; *deinit (if given) set when the driver is torn down. */
-uint32_t kt__cuda_collect_until(kt__cuda_ctx_t *only, uint64_t deadline_ns, int held, int *deinit);
+/* Collect every live context (or only `only`) until nothing is pending or the deadline passes (kt__drain, at the
+ * poll period); `held`: the caller holds the consumer lock. Returns what is left. */
+uint32_t kt__cuda_collect_until(kt__cuda_ctx_t *only, uint64_t deadline_ns, int held);
 void kt__cuda_collector_kick(void); /* start the collector if needed and wake it (no lock held) */
+/* The `ktiming run -v` line of a recorded dispatch d (error NULL) or of a failed one (the core's one writer). */
+void kt__cuda_verbose(kt_kernel_id_t kernel, const kt_dispatch_t *d, const char *error);
 
 /* cuda_span.c */
 int kt__cuda_valid_ctx(const kt__cuda_ctx_t *c, uint32_t generation); /* c usable by a span/timer of generation */

@@ -42,7 +42,7 @@ int(kt_cuda_begin)(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_s
     span->generation = 0;
     if (!kt_is_enabled())
         return 0;
-    kt__cuda_restart_if_stopped();
+    kt__backend_arm(&kt__cuda_ops); /* one atomic load once armed; registers again after the core's stop */
     kt__cuda_ctx_t *c;
     int rc = kt__cuda_ctx_get(ctx, &c);
     if (rc)
@@ -115,10 +115,13 @@ static int end_sync(kt__cuda_ctx_t *c, kt__cuda_pair_t *p)
         kt__cuda_ctx_leave(pushed);
     }
     pthread_mutex_unlock(&kt__cuda_g.consumer);
-    if (rc == 0)
+    if (rc == 0) {
         kt_record_dispatch(&d);
-    else
+        kt__cuda_verbose(p->kernel, &d, NULL);
+    } else {
         kt_record_error_name(p->kernel, kt__cuda_result_name(kt_cuda_last_result()));
+        kt__cuda_verbose(p->kernel, NULL, kt__cuda_result_name(kt_cuda_last_result()));
+    }
     pthread_mutex_lock(&c->lock);
     if (rc == 0)
         c->recorded++;
@@ -174,6 +177,7 @@ int kt_cuda_end(kt_cuda_span_t *span)
     }
     if (rc) {
         kt_record_error_name(p->kernel, kt__cuda_result_name(r ? r : kt_cuda_last_result()));
+        kt__cuda_verbose(p->kernel, NULL, kt__cuda_result_name(r ? r : kt_cuda_last_result()));
         pthread_mutex_lock(&c->lock);
         c->errors++;
         pthread_mutex_unlock(&c->lock);

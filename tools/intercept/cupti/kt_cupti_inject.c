@@ -32,6 +32,7 @@
 #include <cupti.h>
 
 #include "common/kti_run.h"
+#include "core/env.h"
 
 #include <ktiming.h>
 #include <ktiming/clock.h>
@@ -398,7 +399,7 @@ static void say_once(int *said, const char *fmt, const char *arg)
 {
     if (__atomic_exchange_n(said, 1, __ATOMIC_ACQ_REL))
         return;
-    const char *path = getenv("KTIMING_LOG");
+    const char *path = kt__env(KT_ENV_NAME(LOG));
     FILE *f = path && path[0] ? fopen(path, "ae") : NULL;
     fprintf(f ? f : stderr, fmt, arg);
     if (f)
@@ -559,7 +560,7 @@ static void subscribe_resources(void)
      * profiler of the program's own fail to initialise (on an H200, torch.profiler then recorded no CUDA event:
      * docs/cuda.md). The flusher thread still delivers a destroyed context's completed records; host API time
      * (the synchronisation callbacks) is not recorded then. */
-    const char *sub = getenv("KTIMING_CUPTI_SUBSCRIBE");
+    const char *sub = kt__env(KT_ENV_NAME(CUPTI_SUBSCRIBE));
     if (sub && !strcmp(sub, "0")) {
         S.subscriber = NULL;
         return;
@@ -571,7 +572,7 @@ static void subscribe_resources(void)
         if (r != CUPTI_SUCCESS) {
             cuptiUnsubscribe(S.subscriber);
             S.subscriber = NULL;
-        } else if (enable_wait_apis() != 0 && secure_getenv("KTIMING_RUN_VERBOSE")) {
+        } else if (enable_wait_apis() != 0 && kt__env(KT_ENV_NAME(RUN_VERBOSE))) {
             fprintf(stderr, "ktiming-cupti: CUPTI refused the synchronisation callbacks: no host API time\n");
         }
     } else {
@@ -581,7 +582,7 @@ static void subscribe_resources(void)
         say_once(&g_said_subscriber, "ktiming-cupti: another CUPTI client holds the callback subscription (%s): "
                                      "records of a destroyed context arrive with the next flush, and no host API "
                                      "time is recorded\n", result_name(r));
-    else if (secure_getenv("KTIMING_RUN_VERBOSE"))
+    else if (kt__env(KT_ENV_NAME(RUN_VERBOSE)))
         fprintf(stderr, "ktiming-cupti: holding CUPTI's callback subscription: a profiler in the program (Kineto, "
                         "torch.profiler) cannot subscribe; KTIMING_CUPTI_SUBSCRIBE=0 leaves it free\n");
 }
@@ -594,7 +595,7 @@ static void setup_optional(void)
     *(void **)&reg_ts = dlsym(RTLD_DEFAULT, "cuptiActivityRegisterTimestampCallback");
     *(void **)&latency = dlsym(RTLD_DEFAULT, "cuptiActivityEnableLatencyTimestamps");
     S.host_stamps = reg_ts && reg_ts(host_timestamp) == CUPTI_SUCCESS; /* before any kind is enabled */
-    const char *ms = getenv("KTIMING_CUPTI_FLUSH_MS");
+    const char *ms = kt__env(KT_ENV_NAME(CUPTI_FLUSH_MS));
     S.flush_ms = ms && ms[0] ? (uint32_t)strtoul(ms, NULL, 10) : KT_CUPTI_FLUSH_MS;
     if (latency)
         latency(1);
@@ -611,8 +612,8 @@ static void setup_optional(void)
 /* KTIMING_CUPTI_GRAPHS: graph (default) or node; another value is said and taken as graph. */
 static void enable_graphs(void)
 {
-    const char *mode = getenv("KTIMING_CUPTI_GRAPHS");
-    int verbose = secure_getenv("KTIMING_RUN_VERBOSE") != NULL;
+    const char *mode = kt__env(KT_ENV_NAME(CUPTI_GRAPHS));
+    int verbose = kt__env(KT_ENV_NAME(RUN_VERBOSE)) != NULL;
     if (mode && !strcmp(mode, "node"))
         return;
     if (mode && mode[0] && strcmp(mode, "graph") != 0)
