@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,6 +78,7 @@ typedef enum child_mode_t {
                                 status 50 + found, no exit handler, no snapshot */
     CHILD_OTHER_CLIENT = 5,  /* a profiler in the program replaces the activity callbacks, then exit */
     CHILD_DESTROY_NOSUB = 6, /* CHILD_DESTROY with KTIMING_CUPTI_SUBSCRIBE=0 */
+    CHILD_IDENTITY = 7,      /* flush CUPTI, then check its own snapshot's device identities: status 70 + ok */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -84,6 +86,31 @@ typedef enum child_mode_t {
  * context destroyed, 30 + the records CUPTI delivered during the destroy. Returns that status and the child's
  * pid. */
 static const char *g_child_stderr; /* when set, the child's stderr goes to this file */
+
+/* In the child: CUPTI flushed (the double's DEVICE records delivered), its own snapshot's two CUDA devices carry the
+ * identities the library registered from them: the record's UUID as nvidia-smi writes it, a MIG instance's own
+ * ("MIG-"), model and ordinal; and the kernels are keyed by them. 1 when all hold. */
+static int child_identity_ok(void)
+{
+    int (*flush)(uint32_t) = NULL;
+    *(void **)&flush = dlsym(RTLD_DEFAULT, "cuptiActivityFlushAll");
+    if (!flush || flush(0) != 0)
+        return 0;
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_device_info_t *g0 = kt_snapshot_device(snap, KT_BACKEND_CUDA, "kt fake GPU #0");
+    const kt_device_info_t *g1 = kt_snapshot_device(snap, KT_BACKEND_CUDA, "kt fake GPU #1");
+    const kt_kernel_timing_t *k1 = kt_snapshot_find(snap, "kt_fake_cupti_kernel", KT_BACKEND_CUDA, NULL);
+    int ok = g0 && g1 && k1 && !strcmp(g0->id.id_kind, "uuid") && !strcmp(g1->id.id_kind, "uuid") &&
+             !strcasecmp(g0->id.uuid, "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f") &&
+             !strcasecmp(g1->id.uuid, "MIG-c0c1c2c3-c4c5-c6c7-c8c9-cacbcccdcecf") &&
+             !strcmp(g1->id.model, "kt fake GPU") && !strcmp(g1->id.vendor, "NVIDIA") && g1->id.ordinal == 1 &&
+             g0->id.ordinal == 0 && !strcmp(k1->device, g1->name) && strcmp(g0->key, g1->key) != 0;
+    if (!ok && g0 && g1)
+        fprintf(stderr, "identity: %s %s %s / %s %s %s\n", g0->key, g0->id.id_kind, g0->id.uuid, g1->key,
+                g1->id.id_kind, g1->id.uuid);
+    kt_snapshot_free(snap);
+    return ok;
+}
 
 static int child_initialize_mode(const char *run_dir, const char *first, child_mode_t mode, pid_t *pid)
 {
@@ -142,6 +169,8 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
         *(void **)&waits = first ? dlsym(RTLD_DEFAULT, "kt_test_cupti_program_waits") : NULL;
         if (waits)
             waits(); /* the program synchronises: host API time, where the library holds the subscription */
+        if (mode == CHILD_IDENTITY)
+            _exit(70 + child_identity_ok());
         if (mode == CHILD_DESTROY_NOSUB) { /* the program's own profiler can still subscribe */
             int (*subscribe)(void **, void *, void *) = NULL;
             *(void **)&subscribe = dlsym(RTLD_DEFAULT, "cuptiSubscribe");
@@ -335,6 +364,7 @@ static void check_snapshot(const char *dir, pid_t pid, int nodes, int host_api)
     assert_non_null(kt_snapshot_find(snap, "kt_fake_cupti_kernel", KT_BACKEND_CUDA, "kt fake GPU #1"));
     assert_non_null(kt_snapshot_find(snap, "kt::fake::saxpy_kernel(int, float, float*, float*)", KT_BACKEND_CUDA,
                                      "kt fake GPU #0"));
+
     kt_snapshot_free(snap);
     free(json);
 }
@@ -438,6 +468,15 @@ static void test_graph_nodes_one_by_one(void **state)
     run_with_double(CHILD_NODES, 11);
 }
 
+/* Issue 34: the CUPTI library keys devices by the identity in CUPTI's DEVICE records (UUID, MIG instance UUID,
+ * model, ordinal), checked in the child's own snapshot. */
+static void test_device_identity(void **state)
+{
+    (void)state;
+    char *json = run_fake_child(CHILD_IDENTITY, 71);
+    assert_null(json); /* _exit: no snapshot written, checked in the child */
+}
+
 /* Another CUPTI client holds the one callback subscription: the library still times everything, and the records
  * arrive with the flush at exit (none during the destroy). */
 static void test_other_subscriber_still_times(void **state)
@@ -463,6 +502,7 @@ int main(void)
                                        cmocka_unit_test(test_other_subscriber_still_times),
                                        cmocka_unit_test(test_records_arrive_while_running),
                                        cmocka_unit_test(test_subscription_left_free),
+                                       cmocka_unit_test(test_device_identity),
                                        cmocka_unit_test(test_other_client_taking_callbacks_is_counted)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

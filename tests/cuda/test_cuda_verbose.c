@@ -28,7 +28,7 @@ static void test_one_line_per_dispatch(void **state)
     assert_non_null(e);
     assert_int_equal(e->dispatch_count, 3);
     char prefix[512];
-    snprintf(prefix, sizeof prefix, "ktiming,exec,cuda,%s,vb\\x2ckernel,0.005000,", e->device);
+    snprintf(prefix, sizeof prefix, "ktiming,exec,cuda,%s,vb\\x2ckernel,0.005000,", e->device); /* its label */
     kt_snapshot_free(snap);
 
     const char *tmpl = getenv("KTIMING_LOG");

@@ -18,12 +18,12 @@ static int result_is_deinit(kt__curesult r)
  * dropped as KT_DROP_CONTEXT_RESET, a torn-down driver's (process exit) as in flight at exit. */
 enum { CTX_LIVE = 0, CTX_RESET = 1, CTX_DRIVER_GONE = 2 };
 
-void kt__cuda_verbose(kt_kernel_id_t kernel, const kt_dispatch_t *d, const char *error)
+void kt__cuda_verbose(const kt__cuda_ctx_t *c, kt_kernel_id_t kernel, const kt_dispatch_t *d, const char *error)
 {
     if (!kt__verbose_on())
         return;
     const kt__kernel_t *k = kt__kernel_get(kernel);
-    const char *name = k ? k->name : NULL, *device = k ? k->device : NULL;
+    const char *name = k ? k->name : NULL, *device = c->device_label;
     if (error)
         kt__verbose_line("error", "cuda", device, name, "%s", error);
     else if (d->start_ns)
@@ -104,14 +104,14 @@ static uint64_t record_completed(kt__cuda_ctx_t *c, kt__cuda_pair_t **done, cons
     for (uint32_t i = 0; i < n; i++) {
         if (!err[i]) {
             kt_record_dispatch(&d[i]);
-            kt__cuda_verbose(done[i]->kernel, &d[i], NULL);
+            kt__cuda_verbose(c, done[i]->kernel, &d[i], NULL);
             recorded++;
         } else if (err[i] == kReset) { /* completed, but reset before it could be read: dropped */
             kt_record_drop_reason(done[i]->kernel, KT_DROP_CONTEXT_RESET);
             reset++;
         } else {
             kt_record_error_name(done[i]->kernel, err[i]);
-            kt__cuda_verbose(done[i]->kernel, NULL, err[i]);
+            kt__cuda_verbose(c, done[i]->kernel, NULL, err[i]);
             errors++;
         }
     }

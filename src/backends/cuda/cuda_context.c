@@ -74,7 +74,8 @@ void kt__cuda_publish(kt__cuda_ctx_t *c)
     pthread_mutex_lock(&c->lock);
     memset(&info, 0, sizeof info);
     info.backend = KT_BACKEND_CUDA;
-    snprintf(info.name, sizeof info.name, "%s", c->device_name);
+    snprintf(info.key, sizeof info.key, "%s", c->device_key); /* the core keeps the registered identity */
+    snprintf(info.name, sizeof info.name, "%s", c->device_key);
     if (c->gt_valid && c->gt_domain != KT_DOMAIN_DEVICE && c->gt_domain != KT_DOMAIN_UNKNOWN)
         snprintf(info.clock_domain, sizeof info.clock_domain, "%s", kt_clock_domain_name(c->gt_domain));
     else
@@ -182,7 +183,8 @@ static int ctx_create(kt__cuctx handle, int retained, kt__cuda_ctx_t **out)
     }
     if (kt__cu.cuCtxGetId && kt__cu.cuCtxGetId(handle, &c->ctx_id) != KT__CU_SUCCESS)
         c->ctx_id = 0;
-    kt__cuda_device_label(c->device, c->device_name, sizeof c->device_name);
+    kt__cuda_device_key(c->device, c->device_key, sizeof c->device_key);
+    kt__cuda_device_label(c->device, c->device_label, sizeof c->device_label);
     kt__cu.cuDeviceGetAttribute(&c->cc_major, KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->device);
     kt__cu.cuDeviceGetAttribute(&c->cc_minor, KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c->device);
     kt__cuda_anchor_create(c);
@@ -217,6 +219,46 @@ static int ctx_lookup_locked(kt__cuctx ctx, int retained, kt__cudevice dev, kt__
     *created = 1;
     *out = c;
     return 0;
+}
+
+/* The 16 bytes of a CUDA UUID as nvidia-smi writes them: <prefix>-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx. */
+static void uuid_text(const unsigned char u[16], const char *prefix, char *out, size_t size)
+{
+    snprintf(out, size, "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefix, u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+}
+
+void kt__cuda_device_identity(kt__cudevice dev, kt_device_id_t *id, int *mig)
+{
+    memset(id, 0, sizeof *id);
+    *mig = 0;
+    snprintf(id->vendor, sizeof id->vendor, "NVIDIA");
+    if (kt__cu.cuDeviceGetName(id->model, (int)sizeof id->model - 1, dev) != KT__CU_SUCCESS || !id->model[0])
+        snprintf(id->model, sizeof id->model, "CUDA device %d", dev);
+    id->ordinal = dev; /* CUDA's enumeration (CUDA_VISIBLE_DEVICES renumbers it): the uuid is the key */
+    id->partition = -1;
+    unsigned char u[16], gpu[16];
+    if (kt__cu.cuDeviceGetUuid_v2 && kt__cu.cuDeviceGetUuid_v2(u, dev) == KT__CU_SUCCESS) {
+        /* Under MIG the enumerated device is a MIG instance: _v2 gives the instance's UUID, the original entry
+         * point its GPU's. Two instances of one GPU then differ by UUID though they share the PCI address. */
+        *mig = kt__cu.cuDeviceGetUuid && kt__cu.cuDeviceGetUuid(gpu, dev) == KT__CU_SUCCESS && memcmp(u, gpu, 16) != 0;
+        uuid_text(u, *mig ? "MIG" : "GPU", id->uuid, sizeof id->uuid);
+    }
+    int domain = 0, bus = 0, slot = 0;
+    if (kt__cu.cuDeviceGetAttribute(&domain, KT__CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev) == KT__CU_SUCCESS &&
+        kt__cu.cuDeviceGetAttribute(&bus, KT__CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev) == KT__CU_SUCCESS &&
+        kt__cu.cuDeviceGetAttribute(&slot, KT__CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev) == KT__CU_SUCCESS)
+        snprintf(id->pci, sizeof id->pci, "%04x:%02x:%02x.0", (unsigned)domain & 0xffffu, (unsigned)bus & 0xffu,
+                 (unsigned)slot & 0xffu);
+}
+
+void kt__cuda_device_key(kt__cudevice dev, char *out, size_t size)
+{
+    kt_device_id_t id;
+    int mig = 0;
+    kt__cuda_device_identity(dev, &id, &mig);
+    const char *key = kt_device_register(KT_BACKEND_CUDA, &id);
+    snprintf(out, size, "%s", key ? key : id.model); /* the core's table full: keyed by the model, as before */
 }
 
 /* kt__cuda_g.lock held. */
@@ -323,12 +365,13 @@ int kt_cuda_device_info(int ordinal, kt_cuda_device_t *out)
     kt__cuda_device_label(dev, out->label, sizeof out->label);
     if (kt__cu.cuDeviceGetUuid_v2 && kt__cu.cuDeviceGetUuid_v2(out->uuid, dev) != KT__CU_SUCCESS)
         memset(out->uuid, 0, sizeof out->uuid);
-    int domain = 0, bus = 0, slot = 0;
-    if (kt__cu.cuDeviceGetAttribute(&domain, KT__CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev) == KT__CU_SUCCESS &&
-        kt__cu.cuDeviceGetAttribute(&bus, KT__CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev) == KT__CU_SUCCESS &&
-        kt__cu.cuDeviceGetAttribute(&slot, KT__CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev) == KT__CU_SUCCESS)
-        snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%04x:%02x:%02x", (unsigned)domain & 0xffffu,
-                 (unsigned)bus & 0xffu, (unsigned)slot & 0xffu);
+    kt_device_id_t id;
+    kt__cuda_device_identity(dev, &id, &out->mig);
+    snprintf(out->uuid_text, sizeof out->uuid_text, "%s", id.uuid);
+    if (id.pci[0]) /* "dddd:bb:dd" here, as before; the identity's "dddd:bb:dd.0" */
+        snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%.10s", id.pci);
+    const char *key = kt_device_register(KT_BACKEND_CUDA, &id);
+    snprintf(out->key, sizeof out->key, "%s", key ? key : id.model);
     int khz = 0;
     kt__cu.cuDeviceGetAttribute(&out->cc_major, KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
     kt__cu.cuDeviceGetAttribute(&out->cc_minor, KT__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);

@@ -56,7 +56,9 @@ typedef struct kt__cuda_ctx_t {
     kt__cuctx ctx;               /* the CUDA context */
     kt__cudevice device;         /* its device */
     int retained_primary;        /* 1: ktiming retained this primary context and releases it at cleanup */
-    char device_name[128];       /* kt__cuda_device_label: cuDeviceGetName, made unique among the devices */
+    char device_key[KT_DEVICE_KEY_MAX]; /* the device's identity key (kt__cuda_device_identity): entries, tracks and
+                                    clock facts are keyed by it, never by the name */
+    char device_label[128];      /* kt__cuda_device_label: the name people read in verbose lines */
     int cc_major, cc_minor;      /* compute capability */
     uint32_t generation;         /* backend generation it was made in */
     unsigned long long ctx_id;   /* cuCtxGetId when made (0: the driver has no ids): a reset changes it */
@@ -169,6 +171,13 @@ int kt__cuda_ctx_alive(kt__cuda_ctx_t *c);
 kt__custream kt__cuda_stream_resolve(kt__custream stream);
 /* The device's label in snapshots: its name, with " #<ordinal>" when another device has the same name. */
 void kt__cuda_device_label(kt__cudevice dev, char *out, size_t size);
+/* The device's identity as the core records it (docs/devices.md): vendor, model, UUID as nvidia-smi writes it
+ * ("GPU-<8-4-4-4-12 hex>", "MIG-..." for a MIG instance), PCI "dddd:bb:dd.0", ordinal. *mig is set to 1 for a
+ * MIG instance (cuDeviceGetUuid_v2 names the instance, the original cuDeviceGetUuid its GPU). */
+void kt__cuda_device_identity(kt__cudevice dev, kt_device_id_t *id, int *mig);
+/* Registers the device's identity with the core (once per device and process; cheap again) and writes its key
+ * into out (the model name when the core's table is full). */
+void kt__cuda_device_key(kt__cudevice dev, char *out, size_t size);
 
 /* A query answered with a capture error: "not now", never the dispatch's result. */
 int kt__cuda_capture_busy(kt__curesult r);
@@ -196,8 +205,8 @@ uint32_t kt__cuda_drop_pending(kt__cuda_ctx_t *c, kt_drop_reason_t reason);
  * poll period); `held`: the caller holds the consumer lock. Returns what is left. */
 uint32_t kt__cuda_collect_until(kt__cuda_ctx_t *only, uint64_t deadline_ns, int held);
 void kt__cuda_collector_kick(void); /* start the collector if needed and wake it (no lock held) */
-/* The `ktiming run -v` line of a recorded dispatch d (error NULL) or of a failed one (the core's one writer). */
-void kt__cuda_verbose(kt_kernel_id_t kernel, const kt_dispatch_t *d, const char *error);
+/* The `ktiming run -v` line of a recorded dispatch d (error NULL) or of a failed one in c (the core's one writer). */
+void kt__cuda_verbose(const kt__cuda_ctx_t *c, kt_kernel_id_t kernel, const kt_dispatch_t *d, const char *error);
 
 /* cuda_span.c */
 int kt__cuda_valid_ctx(const kt__cuda_ctx_t *c, uint32_t generation); /* c usable by a span/timer of generation */

@@ -139,7 +139,7 @@ kt__cuda_squeue_t *kt__cuda_squeue_get_locked(kt__cuda_ctx_t *c, kt__custream st
         snprintf(label, sizeof label, "stream %p", (void *)stream);
     else
         snprintf(label, sizeof label, "stream default (ctx %p)", (void *)c->ctx);
-    q->queue_id = kt_queue_register(KT_BACKEND_CUDA, c->device_name, label);
+    q->queue_id = kt_queue_register(KT_BACKEND_CUDA, c->device_key, label);
     q->next = c->queues;
     c->queues = q;
     return q;

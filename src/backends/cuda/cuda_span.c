@@ -48,7 +48,7 @@ int(kt_cuda_begin)(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_s
     if (rc)
         return rc;
     stream = kt__cuda_stream_resolve(stream);
-    kt_kernel_id_t id = kt_kernel_intern(name && name[0] ? name : "(unnamed)", KT_BACKEND_CUDA, c->device_name);
+    kt_kernel_id_t id = kt_kernel_intern(name && name[0] ? name : "(unnamed)", KT_BACKEND_CUDA, c->device_key);
     uint32_t thread = kt_thread_ordinal();
     int pushed = 0;
     rc = kt__cuda_ctx_enter(c, &pushed);
@@ -117,10 +117,10 @@ static int end_sync(kt__cuda_ctx_t *c, kt__cuda_pair_t *p)
     pthread_mutex_unlock(&kt__cuda_g.consumer);
     if (rc == 0) {
         kt_record_dispatch(&d);
-        kt__cuda_verbose(p->kernel, &d, NULL);
+        kt__cuda_verbose(c, p->kernel, &d, NULL);
     } else {
         kt_record_error_name(p->kernel, kt__cuda_result_name(kt_cuda_last_result()));
-        kt__cuda_verbose(p->kernel, NULL, kt__cuda_result_name(kt_cuda_last_result()));
+        kt__cuda_verbose(c, p->kernel, NULL, kt__cuda_result_name(kt_cuda_last_result()));
     }
     pthread_mutex_lock(&c->lock);
     if (rc == 0)
@@ -177,7 +177,7 @@ int kt_cuda_end(kt_cuda_span_t *span)
     }
     if (rc) {
         kt_record_error_name(p->kernel, kt__cuda_result_name(r ? r : kt_cuda_last_result()));
-        kt__cuda_verbose(p->kernel, NULL, kt__cuda_result_name(r ? r : kt_cuda_last_result()));
+        kt__cuda_verbose(c, p->kernel, NULL, kt__cuda_result_name(r ? r : kt_cuda_last_result()));
         pthread_mutex_lock(&c->lock);
         c->errors++;
         pthread_mutex_unlock(&c->lock);

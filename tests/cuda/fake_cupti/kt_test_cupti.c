@@ -12,7 +12,8 @@
  * takes an NTP-like step of +KT_TEST_CUPTI_STEP_S seconds (default 30) once activity was enabled, so a library
  * that fitted REALTIME at start-up misplaces every record. Records:
  *   "_ZN2kt4fake12saxpy_kernelEifPfS1_" (mangled C++, context 1, stream 7), queued/submitted/start/end
- *   two DEVICE records, ids 0 and 1, both named "kt fake GPU" (two boards of one model)
+ *   two DEVICE records, ids 0 and 1, both named "kt fake GPU" (two boards of one model), UUIDs 10 11 12 .. 1f
+ *   and 20 21 .. 2f; device 1 is a MIG instance (migUuid c0 c1 .. cf)
  *   "kt_fake_cupti_kernel"  (context 2, stream 7: the same stream id in another context; on device 1)
  *   "kt_fake_module_v1", then "kt_fake_module_v2" from the same name address (a module reloaded)
  *   "kt_fake_untimed"       start = end = 0 (CUPTI could not time it)
@@ -330,7 +331,8 @@ static void running_buffer(uint8_t *buf, uint64_t now)
     kernel(buf, "kt_fake_running", 2, 0, 0, 0);
 }
 
-/* Two GPUs of one model (DEVICE records 0 and 1, one name), as on a node of identical boards. */
+/* Two GPUs of one model (DEVICE records 0 and 1, one name, their own UUIDs; device 1 a MIG instance with its
+ * instance UUID), as on a node of identical boards. */
 static void device_buffer(uint8_t *buf, uint64_t now)
 {
     (void)now;
@@ -340,6 +342,13 @@ static void device_buffer(uint8_t *buf, uint64_t now)
         d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
         d.id = i;
         d.name = "kt fake GPU";
+        for (int b = 0; b < 16; b++) /* each board its own UUID; CUPTI writes the bytes as the driver gives them */
+            d.uuid.bytes[b] = (char)(0x10 * (i + 1) + b);
+        if (i == 1) { /* device 1 is a MIG instance: its own UUID beside its GPU's */
+            d.isMigEnabled = 1;
+            for (int b = 0; b < 16; b++)
+                d.migUuid.bytes[b] = (char)(0xc0 + b);
+        }
         memcpy(buf + (size_t)i * KT_FAKE_RECORD_BYTES, &d, sizeof d);
     }
 }

@@ -84,7 +84,8 @@ static struct {
     int host_stamps;                               /* the timestamp callback is in force: stamps are host ns */
     kt_clock_model_t model;                        /* fallback: CUPTI timestamps → host timeline */
     int model_valid;                               /* model usable */
-    char devices[KT_CUPTI_MAX_DEVICES][128];       /* device names by CUPTI id, from DEVICE records */
+    char devices[KT_CUPTI_MAX_DEVICES][KT_DEVICE_KEY_MAX]; /* device keys by CUPTI id (kt_device_register of the
+                                                      DEVICE record's identity): entries and tracks keyed by them */
     kt_cupti_queue_t *queues;                      /* open-addressing table of tracks */
     uint32_t queue_cap;                            /* its size (power of two), 0 before first use */
     uint32_t queue_count;                          /* tracks used */
@@ -131,24 +132,53 @@ static const char *result_name(CUptiResult r)
     return cuptiGetResultString(r, &s) == CUPTI_SUCCESS && s ? s : "unknown CUPTI error";
 }
 
-/* S.lock held. A device's name as recorded: CUPTI's DEVICE record name, with " #<id>" when another device has the
- * same name (a node of identical GPUs stays one entry per GPU), as the CUDA backend labels them. */
+/* S.lock held. The key entries and tracks of a CUPTI device id are recorded under: its identity as registered from
+ * CUPTI's DEVICE record (UUID, model, ordinal: two GPUs of one model stay two devices, labelled "<model> #<id>" by
+ * the snapshot), else, before that record arrived, "CUDA device <id>" (a device known by name only). */
 static const char *device_name_locked(uint32_t id)
 {
     static char fallback[KT_CUPTI_MAX_DEVICES][32];
-    static char labels[KT_CUPTI_MAX_DEVICES][160];
-    if (id < KT_CUPTI_MAX_DEVICES && S.devices[id][0]) {
-        int twins = 0;
-        for (uint32_t i = 0; i < KT_CUPTI_MAX_DEVICES && !twins; i++)
-            twins = i != id && !strcmp(S.devices[i], S.devices[id]);
-        if (!twins)
-            return S.devices[id];
-        snprintf(labels[id], sizeof labels[id], "%s #%u", S.devices[id], id);
-        return labels[id];
-    }
+    if (id < KT_CUPTI_MAX_DEVICES && S.devices[id][0])
+        return S.devices[id];
     uint32_t slot = id < KT_CUPTI_MAX_DEVICES ? id : KT_CUPTI_MAX_DEVICES - 1;
     snprintf(fallback[slot], sizeof fallback[slot], "CUDA device %u", id);
     return fallback[slot];
+}
+
+static int uuid_set(const CUuuid *u)
+{
+    for (size_t i = 0; i < sizeof u->bytes; i++)
+        if (u->bytes[i])
+            return 1;
+    return 0;
+}
+
+/* The 16 bytes of a CUDA UUID as nvidia-smi writes them: <prefix>-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx. */
+static void uuid_text(const CUuuid *uuid, const char *prefix, char *out, size_t size)
+{
+    const unsigned char *u = (const unsigned char *)uuid->bytes;
+    snprintf(out, size, "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefix, u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+}
+
+/* S.lock held: a DEVICE record registers the device's identity (docs/devices.md): the record's UUID, or under MIG
+ * the instance's (migUuid, "MIG-..."); CUPTI's device id is the CUDA ordinal. The record has no PCI address. */
+static void device_record_locked(const CUpti_ActivityDevice5 *dev)
+{
+    if (dev->id >= KT_CUPTI_MAX_DEVICES || !dev->name)
+        return;
+    kt_device_id_t id;
+    memset(&id, 0, sizeof id);
+    snprintf(id.vendor, sizeof id.vendor, "NVIDIA");
+    snprintf(id.model, sizeof id.model, "%s", dev->name);
+    id.ordinal = (int32_t)dev->id;
+    id.partition = -1;
+    if (dev->isMigEnabled && uuid_set(&dev->migUuid))
+        uuid_text(&dev->migUuid, "MIG", id.uuid, sizeof id.uuid);
+    else if (uuid_set(&dev->uuid))
+        uuid_text(&dev->uuid, "GPU", id.uuid, sizeof id.uuid);
+    const char *key = kt_device_register(KT_BACKEND_CUDA, &id);
+    snprintf(S.devices[dev->id], sizeof S.devices[dev->id], "%s", key ? key : id.model);
 }
 
 static uint32_t track_hash(uint32_t context, uint32_t stream)
@@ -370,8 +400,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_DEVICE) {
             const CUpti_ActivityDevice5 *dev = (const CUpti_ActivityDevice5 *)(const void *)rec;
             pthread_mutex_lock(&S.lock);
-            if (dev->id < KT_CUPTI_MAX_DEVICES && dev->name)
-                snprintf(S.devices[dev->id], sizeof S.devices[dev->id], "%s", dev->name);
+            device_record_locked(dev);
             pthread_mutex_unlock(&S.lock);
         }
     }
