@@ -132,6 +132,11 @@ typedef struct kt_cuda_device_t {
                              the process has the same name (8 GPUs of one model stay 8 devices) */
     unsigned char uuid[16]; /* cuDeviceGetUuid (all zero when the driver cannot say) */
     char pci_bus_id[16];  /* PCI domain:bus:device, e.g. "0000:17:00", "" when the driver cannot say */
+    char key[128];        /* the device's identity key: entries, tracks and device records are keyed by it
+                             (kt_device_register, docs/devices.md), e.g. "uuid:gpu-8c1f..." */
+    char uuid_text[48];   /* the UUID as nvidia-smi writes it, "GPU-xxxxxxxx-xxxx-..." or "MIG-..." for a MIG
+                             instance; "" when the driver cannot say */
+    int mig;              /* 1: a MIG instance (its UUID is the instance's; instances of one GPU share its PCI id) */
 } kt_cuda_device_t;
 
 /* Counters of one context's pool, for tests and diagnostics. */

@@ -8,7 +8,8 @@
  * configured; a context destroyed has its records delivered then (CUPTI resource callback), or at exit when
  * another CUPTI client holds the callback subscription. Graph launches are one dispatch each ("graph <id>",
  * CUPTI's graph-level records) by default, their nodes one by one with KTIMING_CUPTI_GRAPHS=node. Its recording
- * is checked on a GPU by tests/gpu/run.sh. */
+ * is checked on a GPU by tests/gpu/run.sh. The program's synchronisation calls are host API time (host-api
+ * entries, the outermost call only) while the library holds CUPTI's subscription, and none without it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,6 +78,7 @@ typedef enum child_mode_t {
                                 status 50 + found, no exit handler, no snapshot */
     CHILD_OTHER_CLIENT = 5,  /* a profiler in the program replaces the activity callbacks, then exit */
     CHILD_DESTROY_NOSUB = 6, /* CHILD_DESTROY with KTIMING_CUPTI_SUBSCRIBE=0 */
+    CHILD_IDENTITY = 7,      /* flush CUPTI, then check its own snapshot's device identities: status 70 + ok */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -83,6 +86,31 @@ typedef enum child_mode_t {
  * context destroyed, 30 + the records CUPTI delivered during the destroy. Returns that status and the child's
  * pid. */
 static const char *g_child_stderr; /* when set, the child's stderr goes to this file */
+
+/* In the child: CUPTI flushed (the double's DEVICE records delivered), its own snapshot's two CUDA devices carry the
+ * identities the library registered from them: the record's UUID as nvidia-smi writes it, a MIG instance's own
+ * ("MIG-"), model and ordinal; and the kernels are keyed by them. 1 when all hold. */
+static int child_identity_ok(void)
+{
+    int (*flush)(uint32_t) = NULL;
+    *(void **)&flush = dlsym(RTLD_DEFAULT, "cuptiActivityFlushAll");
+    if (!flush || flush(0) != 0)
+        return 0;
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_device_info_t *g0 = kt_snapshot_device(snap, KT_BACKEND_CUDA, "kt fake GPU #0");
+    const kt_device_info_t *g1 = kt_snapshot_device(snap, KT_BACKEND_CUDA, "kt fake GPU #1");
+    const kt_kernel_timing_t *k1 = kt_snapshot_find(snap, "kt_fake_cupti_kernel", KT_BACKEND_CUDA, NULL);
+    int ok = g0 && g1 && k1 && !strcmp(g0->id.id_kind, "uuid") && !strcmp(g1->id.id_kind, "uuid") &&
+             !strcasecmp(g0->id.uuid, "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f") &&
+             !strcasecmp(g1->id.uuid, "MIG-c0c1c2c3-c4c5-c6c7-c8c9-cacbcccdcecf") &&
+             !strcmp(g1->id.model, "kt fake GPU") && !strcmp(g1->id.vendor, "NVIDIA") && g1->id.ordinal == 1 &&
+             g0->id.ordinal == 0 && !strcmp(k1->device, g1->name) && strcmp(g0->key, g1->key) != 0;
+    if (!ok && g0 && g1)
+        fprintf(stderr, "identity: %s %s %s / %s %s %s\n", g0->key, g0->id.id_kind, g0->id.uuid, g1->key,
+                g1->id.id_kind, g1->id.uuid);
+    kt_snapshot_free(snap);
+    return ok;
+}
 
 static int child_initialize_mode(const char *run_dir, const char *first, child_mode_t mode, pid_t *pid)
 {
@@ -137,6 +165,12 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             }
             _exit(50 + found);
         }
+        int (*waits)(void) = NULL;
+        *(void **)&waits = first ? dlsym(RTLD_DEFAULT, "kt_test_cupti_program_waits") : NULL;
+        if (waits)
+            waits(); /* the program synchronises: host API time, where the library holds the subscription */
+        if (mode == CHILD_IDENTITY)
+            _exit(70 + child_identity_ok());
         if (mode == CHILD_DESTROY_NOSUB) { /* the program's own profiler can still subscribe */
             int (*subscribe)(void **, void *, void *) = NULL;
             *(void **)&subscribe = dlsym(RTLD_DEFAULT, "cuptiSubscribe");
@@ -231,7 +265,7 @@ static long long entry_count(const char *json, const char *name)
 
 /* The snapshot the child wrote holds the test double's records, each once, handled as a real CUPTI needs; graph
  * launches one dispatch each, or (nodes) their kernels one by one. */
-static void check_snapshot(const char *dir, pid_t pid, int nodes)
+static void check_snapshot(const char *dir, pid_t pid, int nodes, int host_api)
 {
     assert_int_equal(count_files(dir), 1);
     char path[4200];
@@ -287,9 +321,17 @@ static void check_snapshot(const char *dir, pid_t pid, int nodes)
     char err[256];
     if (kt_snapshot_parse(json, strlen(json), &snap, err, sizeof err) != 0)
         fail_msg("snapshot: %s", err);
-    size_t placed = 0, queued = 0;
+    size_t placed = 0, queued = 0, waits = 0;
     for (size_t i = 0; i < snap->span_count; i++) {
         unsigned long long start = snap->spans[i].start_ns;
+        const kt_kernel_timing_t *entry = &snap->entries[snap->spans[i].entry];
+        if (entry->backend == KT_BACKEND_HOST_API) { /* a wait, on the program's thread, within the child's life */
+            assert_true(start >= g_t0 && snap->spans[i].end_ns <= g_t1);
+            assert_true(snap->spans[i].duration_ns >= 1000000); /* the double waited at least 1 ms in the call */
+            assert_int_equal(snap->spans[i].queue, UINT32_MAX);
+            waits++;
+            continue;
+        }
         print_message("span start %llu within [%llu, %llu]\n", start, (unsigned long long)g_t0,
                       (unsigned long long)g_t1);
         assert_true(start >= g_t0 && start <= g_t1);
@@ -299,10 +341,30 @@ static void check_snapshot(const char *dir, pid_t pid, int nodes)
     }
     assert_int_equal(placed, nodes ? 11u : 9u); /* 4 kernels, 2 copies, the memset; 2 graphs or 4 nodes */
     assert_int_equal(queued, 2);
+    /* Issue 40.1: host API time. cudaDeviceSynchronize once (the cuCtxSynchronize it runs inside is not counted
+     * twice), cuStreamSynchronize twice, cuEventSynchronize once, nothing for cuLaunchKernel (no wait); none when
+     * the library does not hold CUPTI's subscription (KTIMING_CUPTI_SUBSCRIBE=0, another client). */
+    assert_int_equal(waits, host_api ? 4u : 0u);
+    const kt_kernel_timing_t *w = kt_snapshot_find(snap, "cudaDeviceSynchronize", KT_BACKEND_HOST_API, NULL);
+    if (host_api) {
+        assert_non_null(w);
+        assert_int_equal(w->dispatch_count, 1);
+        w = kt_snapshot_find(snap, "cuStreamSynchronize", KT_BACKEND_HOST_API, NULL);
+        assert_non_null(w);
+        assert_int_equal(w->dispatch_count, 2);
+        w = kt_snapshot_find(snap, "cuEventSynchronize", KT_BACKEND_HOST_API, NULL);
+        assert_non_null(w);
+        assert_int_equal(w->dispatch_count, 1);
+    } else {
+        assert_null(w);
+    }
+    assert_null(kt_snapshot_find(snap, "cuCtxSynchronize", KT_BACKEND_HOST_API, NULL));
+    assert_null(kt_snapshot_find(snap, "cuLaunchKernel", KT_BACKEND_HOST_API, NULL));
     /* Issue 36.3: two GPUs of one name stay two devices ("name #<id>"), as the CUDA backend labels them. */
     assert_non_null(kt_snapshot_find(snap, "kt_fake_cupti_kernel", KT_BACKEND_CUDA, "kt fake GPU #1"));
     assert_non_null(kt_snapshot_find(snap, "kt::fake::saxpy_kernel(int, float, float*, float*)", KT_BACKEND_CUDA,
                                      "kt fake GPU #0"));
+
     kt_snapshot_free(snap);
     free(json);
 }
@@ -319,7 +381,7 @@ static void run_with_double(child_mode_t mode, int status)
     g_t0 = raw_now();
     assert_int_equal(child_initialize_mode(dir, fake, mode, &pid), status);
     g_t1 = raw_now();
-    check_snapshot(dir, pid, mode == CHILD_NODES);
+    check_snapshot(dir, pid, mode == CHILD_NODES, mode != CHILD_DESTROY_OTHER && mode != CHILD_DESTROY_NOSUB);
     ktt_rmtree(dir);
     free(dir);
 }
@@ -346,7 +408,8 @@ static void test_context_destroy_flushes(void **state)
 
 /* KTIMING_CUPTI_SUBSCRIBE=0: the library leaves CUPTI's one subscription free for a profiler of the program's own
  * (holding it, torch.profiler recorded no CUDA event on an H200): nothing is delivered during the destroy, all of it
- * at exit, and the subscription is still free afterwards. */
+ * at exit, the subscription is still free afterwards (the child exits 6 otherwise), and no host API time is
+ * recorded (it needs the subscription's callbacks). */
 static void test_subscription_left_free(void **state)
 {
     (void)state;
@@ -405,6 +468,15 @@ static void test_graph_nodes_one_by_one(void **state)
     run_with_double(CHILD_NODES, 11);
 }
 
+/* Issue 34: the CUPTI library keys devices by the identity in CUPTI's DEVICE records (UUID, MIG instance UUID,
+ * model, ordinal), checked in the child's own snapshot. */
+static void test_device_identity(void **state)
+{
+    (void)state;
+    char *json = run_fake_child(CHILD_IDENTITY, 71);
+    assert_null(json); /* _exit: no snapshot written, checked in the child */
+}
+
 /* Another CUPTI client holds the one callback subscription: the library still times everything, and the records
  * arrive with the flush at exit (none during the destroy). */
 static void test_other_subscriber_still_times(void **state)
@@ -430,6 +502,7 @@ int main(void)
                                        cmocka_unit_test(test_other_subscriber_still_times),
                                        cmocka_unit_test(test_records_arrive_while_running),
                                        cmocka_unit_test(test_subscription_left_free),
+                                       cmocka_unit_test(test_device_identity),
                                        cmocka_unit_test(test_other_client_taking_callbacks_is_counted)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,12 @@
-/* test_cuda_devices.c — issue 36.3: a node of identical GPUs (the double's two devices share one name, as 8 GPUs of
- * one model do). Each device stays its own entry and its own device record (`name #<ordinal>`), so neither its
- * dispatches nor its clock facts fold into another's; kt_cuda_device_info gives each board's UUID and PCI id. */
+/* test_cuda_devices.c — issues 36.3 and 34: a node of identical GPUs (the double's two devices share one name, as 8
+ * GPUs of one model do). Each device is registered by its identity (UUID "GPU-..." as nvidia-smi writes it, PCI
+ * domain:bus:device, ordinal): entries, tracks and clock facts are keyed by it, so neither its dispatches nor its
+ * clock facts fold into another's, and the snapshot labels them "<model> #<ordinal>". With KT_TEST_CUDA_MIG=1 the
+ * two devices are MIG instances of one GPU: one PCI address, UUIDs "MIG-...", still two devices. */
 #include "cuda_test_util.h"
+
+#include <stdlib.h>
+#include <strings.h>
 
 
 static void test_identical_devices_stay_apart(void **state)
@@ -15,8 +20,20 @@ static void test_identical_devices_stay_apart(void **state)
     assert_string_not_equal(d[0].label, d[1].label);
     assert_non_null(strstr(d[1].label, " #1"));
     assert_memory_not_equal(d[0].uuid, d[1].uuid, 16);
+    const char *mig_env = getenv("KT_TEST_CUDA_MIG");
+    int mig = mig_env && mig_env[0] == '1';
     assert_string_equal(d[0].pci_bus_id, "0000:17:00");
-    assert_string_equal(d[1].pci_bus_id, "0000:27:00");
+    assert_string_equal(d[1].pci_bus_id, mig ? "0000:17:00" : "0000:27:00"); /* MIG instances share their GPU */
+    char uuid[2][48];
+    for (int i = 0; i < 2; i++) { /* the double's bytes, as nvidia-smi writes them */
+        const unsigned char *u = d[i].uuid;
+        snprintf(uuid[i], sizeof uuid[i], "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                 mig ? "MIG" : "GPU", u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+                 u[13], u[14], u[15]);
+        assert_string_equal(d[i].uuid_text, uuid[i]);
+        assert_int_equal(d[i].mig, mig);
+    }
+    assert_string_not_equal(d[0].key, d[1].key);
 
     struct CUctx_st *ctx[2];
     for (int i = 0; i < 2; i++) {
@@ -38,6 +55,8 @@ static void test_identical_devices_stay_apart(void **state)
     kt_snapshot_t *snap = kt_snapshot();
     const kt_kernel_timing_t *e0 = kt_snapshot_find(snap, "same-kernel", KT_BACKEND_CUDA, d[0].label);
     const kt_kernel_timing_t *e1 = kt_snapshot_find(snap, "same-kernel", KT_BACKEND_CUDA, d[1].label);
+    assert_ptr_equal(kt_snapshot_find(snap, "same-kernel", KT_BACKEND_CUDA, d[0].key), e0); /* by key too */
+    assert_ptr_equal(kt_snapshot_find(snap, "same-kernel", KT_BACKEND_CUDA, d[1].key), e1);
     assert_non_null(e0);
     assert_non_null(e1);
     assert_ptr_not_equal(e0, e1);
@@ -49,6 +68,20 @@ static void test_identical_devices_stay_apart(void **state)
             (!strcmp(snap->devices[i].name, d[0].label) || !strcmp(snap->devices[i].name, d[1].label)))
             records++;
     assert_int_equal(records, 2); /* one device record each: their clock facts are not merged */
+    /* Issue 34: each record carries the identity it was registered with, and its label is the model + ordinal. */
+    for (int i = 0; i < 2; i++) {
+        const kt_device_info_t *rec = kt_snapshot_device(snap, KT_BACKEND_CUDA, d[i].key);
+        assert_non_null(rec);
+        assert_string_equal(rec->name, d[i].label);
+        assert_string_equal(rec->key, d[i].key);
+        assert_string_equal(rec->id.id_kind, "uuid");
+        assert_string_equal(rec->id.vendor, "NVIDIA");
+        assert_string_equal(rec->id.model, d[i].name);
+        assert_int_equal(strcasecmp(rec->id.uuid, uuid[i]), 0); /* the core keeps it lowercased */
+        assert_string_equal(rec->id.pci, i && !mig ? "0000:27:00.0" : "0000:17:00.0");
+        assert_int_equal(rec->id.ordinal, i);
+        assert_non_null(rec->clock_domain[0] ? rec : NULL); /* clock facts published under the same record */
+    }
     kt_snapshot_free(snap);
     kt_cuda_shutdown();
 }

@@ -444,8 +444,9 @@ static int check_devices()
     for (int i = 0; i < n; i++) {
         kt_cuda_device_t d;
         if (kt_cuda_device_info(i, &d) == 0)
-            std::printf("INFO device %d: %s cc %d.%d, %d SMs, driver %d\n", i, d.name, d.cc_major, d.cc_minor,
-                        d.sm_count, d.driver_version);
+            std::printf("INFO device %d: %s cc %d.%d, %d SMs, driver %d, %s%s, PCI %s, key %s\n", i, d.name,
+                        d.cc_major, d.cc_minor, d.sm_count, d.driver_version, d.uuid_text[0] ? d.uuid_text : "no UUID",
+                        d.mig ? " (MIG instance)" : "", d.pci_bus_id[0] ? d.pci_bus_id : "unknown", d.key);
         cudaSetDevice(i);
         cudaStream_t s;
         cudaStreamCreate(&s);

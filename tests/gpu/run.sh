@@ -190,6 +190,12 @@ if [ $rc -eq 0 ] && [ -s "$tmp/full.json" ]; then
     else
         line FAIL run-graphs "expected graph x200 and kt_gpu_add x200: $n"
     fi
+    # issue 40.1: the program's two cudaStreamSynchronize calls are host API time (host-api entries)
+    if printf '%s' "$n" | grep -q 'cudaStreamSynchronize x2 '; then
+        line PASS run-host-api "the program's waits recorded: $(printf '%s' "$n" | grep -o 'cudaStreamSynchronize x2 ')"
+    else
+        line FAIL run-host-api "expected cudaStreamSynchronize x2 (host-api): $n"
+    fi
 else
     line FAIL run-graphs "exit $rc: $(printf '%s\n' "$o" | tail -n 3 | tr '\n' ';')"
 fi

@@ -81,11 +81,13 @@ typedef struct CUfunc_st *kt__cufunction;    /* CUfunction */
     X(cuStreamSynchronize, kt__curesult, (kt__custream stream))
 
 /* Optional: the globaltimer and slot features (KT_ENOTSUP when absent); context identity (cuCtxGetId, CUDA
- * 12.0+: a reset or destroyed context is told by its id), device identity (cuDeviceGetUuid_v2, CUDA 11.4+) and
+ * 12.0+: a reset or destroyed context is told by its id), device identity (cuDeviceGetUuid_v2, CUDA 11.4+:
+ * a MIG instance's UUID; the original cuDeviceGetUuid: its GPU's) and
  * graph capture (CUDA 10.1+), used when present. */
 #define KT__CU_OPTIONAL(X)                                                                                 \
     X(cuCtxGetId, kt__curesult, (kt__cuctx ctx, unsigned long long *id))                                  \
     X(cuDeviceGetUuid_v2, kt__curesult, (unsigned char *uuid16, kt__cudevice dev))                          \
+    X(cuDeviceGetUuid, kt__curesult, (unsigned char *uuid16, kt__cudevice dev))                             \
     X(cuStreamIsCapturing, kt__curesult, (kt__custream stream, int *status))                               \
     X(cuThreadExchangeStreamCaptureMode, kt__curesult, (int *mode))                                        \
     X(cuGetErrorName, kt__curesult, (kt__curesult err, const char **name))                                 \

@@ -204,7 +204,7 @@ static void *sym(void *lib, const char *name)
 
 int kt__cuda_load(kt__cu_t *cu)
 {
-    const char *path = secure_getenv("KTIMING_CUDA_LIBRARY");
+    const char *path = kt__env(KT_ENV_NAME(CUDA_LIBRARY));
     if (!path || !path[0])
         path = "libcuda.so.1";
     memset(cu, 0, sizeof *cu);

@@ -519,7 +519,7 @@ int kt_cuda_slots_record(kt_cuda_slots_t *s, uint32_t index, const char *name)
     if (rc)
         return rc;
     kt__cuda_ctx_t *c = s->c;
-    kt_kernel_id_t id = kt_kernel_intern(name && name[0] ? name : "(unnamed)", KT_BACKEND_CUDA, c->device_name);
+    kt_kernel_id_t id = kt_kernel_intern(name && name[0] ? name : "(unnamed)", KT_BACKEND_CUDA, c->device_key);
     if (st.enter_ns == UINT64_MAX || st.exit_ns == 0 || st.exit_ns < st.enter_ns) {
         kt__cuda_set_error(0, "slot %u holds no complete stamps (kernel not run, not bound, or still running)",
                            index);
@@ -543,7 +543,7 @@ int kt_cuda_slots_record(kt_cuda_slots_t *s, uint32_t index, const char *name)
         return rc;
     pthread_mutex_lock(&c->lock);
     if (!c->slots_queue)
-        c->slots_queue = kt_queue_register(KT_BACKEND_CUDA, c->device_name, "kernel stamps");
+        c->slots_queue = kt_queue_register(KT_BACKEND_CUDA, c->device_key, "kernel stamps");
     uint32_t queue = c->slots_queue;
     pthread_mutex_unlock(&c->lock);
     kt_dispatch_t d;

@@ -4,6 +4,8 @@
 
 #include "cu_api.h"
 
+#include "core/service.h"
+
 #include <ktiming.h>
 #include <ktiming/clock.h>
 #include <ktiming/cuda.h>
@@ -54,7 +56,9 @@ typedef struct kt__cuda_ctx_t {
     kt__cuctx ctx;               /* the CUDA context */
     kt__cudevice device;         /* its device */
     int retained_primary;        /* 1: ktiming retained this primary context and releases it at cleanup */
-    char device_name[128];       /* kt__cuda_device_label: cuDeviceGetName, made unique among the devices */
+    char device_key[KT_DEVICE_KEY_MAX]; /* the device's identity key (kt__cuda_device_identity): entries, tracks and
+                                    clock facts are keyed by it, never by the name */
+    char device_label[128];      /* kt__cuda_device_label: the name people read in verbose lines */
     int cc_major, cc_minor;      /* compute capability */
     uint32_t generation;         /* backend generation it was made in */
     unsigned long long ctx_id;   /* cuCtxGetId when made (0: the driver has no ids): a reset changes it */
@@ -111,8 +115,30 @@ typedef struct kt__cuda_ctx_t {
     kt_cuda_enqueue_cb hold_warm_fn; /* the enqueue callback (and user) last warmed up unheld */
     void *hold_warm_user;
 
-    struct kt__cuda_ctx_t *next; /* backend's context list */
 } kt__cuda_ctx_t;
+
+/* Backend states (kt__cuda_g.state). */
+enum { KT__CUDA_UNINIT = 0, KT__CUDA_READY = 1, KT__CUDA_UNAVAILABLE = 2 };
+
+/* Backend-wide state (defined in cuda_backend.c). */
+typedef struct kt__cuda_state_t {
+    pthread_mutex_t lock;     /* state, settings, context list, collector lifecycle */
+    pthread_mutex_t consumer; /* one consumer of completions at a time (collector pass, flush, sync end, cleanup) */
+    atomic_int state;         /* KT__CUDA_* */
+    kt_cuda_desc_t desc;      /* settings in force, defaults filled in */
+    char load_msg[512];       /* why loading failed, re-reported on every KT_EUNAVAILABLE */
+    int load_res;             /* CUresult behind load_msg */
+    kt__ctx_set_t set;        /* contexts seen: live, and retired (reset or destroyed under ktiming: their memory
+                                 is kept for open spans and timers until kt_cuda_shutdown); changed under `lock`,
+                                 removed or retired only under `consumer` too, so a pass under it may use a pin */
+    atomic_uint generation;   /* bumped by shutdown: older spans and timers are invalid */
+    atomic_uint ctx_epoch;    /* bumped whenever a context's state is freed (release, shutdown, reset) */
+    atomic_uint pending;      /* ended dispatches not yet collected, all contexts */
+    kt__collector_t collector; /* the background collector (core helper) */
+} kt__cuda_state_t;
+extern kt__cuda_state_t kt__cuda_g;
+/* The backend's registration with the core (kt__backend_arm registers it again after the core's stop). */
+extern const kt__backend_ops_t kt__cuda_ops;
 
 /* The resolved driver table (valid once kt__cuda_ready() returned 0). */
 extern kt__cu_t kt__cu;
@@ -123,9 +149,13 @@ const char *kt__cuda_result_name(kt__curesult res);   /* driver's name, ktiming'
 int kt__cuda_fail(const char *call, kt__curesult res); /* sets the last error; returns the KT_E* to report */
 void kt__cuda_set_error(kt__curesult res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* cuda_backend.c */
+/* cuda_backend.c: lifecycle */
 int kt__cuda_ready(void); /* lazy init: 0 or KT_EUNAVAILABLE */
 uint32_t kt__cuda_generation(void); /* bumped by kt_cuda_shutdown */
+int kt__cuda_forked_child(void);    /* 1 (last error set) in a child forked after initialisation */
+uint64_t kt__cuda_deadline_in_ms(uint32_t ms); /* kt_now_ns() + ms */
+
+/* cuda_context.c: the registry of contexts */
 /* ktiming's state for ctx (NULL: current, else device 0's primary context), created on first use. */
 int kt__cuda_ctx_get(kt__cuctx ctx, kt__cuda_ctx_t **out);
 /* Make c current on this thread if it is not; kt__cuda_ctx_leave undoes it. */
@@ -141,5 +171,44 @@ int kt__cuda_ctx_alive(kt__cuda_ctx_t *c);
 kt__custream kt__cuda_stream_resolve(kt__custream stream);
 /* The device's label in snapshots: its name, with " #<ordinal>" when another device has the same name. */
 void kt__cuda_device_label(kt__cudevice dev, char *out, size_t size);
+/* The device's identity as the core records it (docs/devices.md): vendor, model, UUID as nvidia-smi writes it
+ * ("GPU-<8-4-4-4-12 hex>", "MIG-..." for a MIG instance), PCI "dddd:bb:dd.0", ordinal. *mig is set to 1 for a
+ * MIG instance (cuDeviceGetUuid_v2 names the instance, the original cuDeviceGetUuid its GPU). */
+void kt__cuda_device_identity(kt__cudevice dev, kt_device_id_t *id, int *mig);
+/* Registers the device's identity with the core (once per device and process; cheap again) and writes its key
+ * into out (the model name when the core's table is full). */
+void kt__cuda_device_key(kt__cudevice dev, char *out, size_t size);
+
+/* A query answered with a capture error: "not now", never the dispatch's result. */
+int kt__cuda_capture_busy(kt__curesult r);
+/* Consumer lock held: c's context was reset or destroyed; unlink and retire its state (handles never used again). */
+void kt__cuda_ctx_retire(kt__cuda_ctx_t *c);
+/* Consumer lock held, c unlinked: free ktiming's state for c (a live context's handles destroyed in it). */
+void kt__cuda_ctx_destroy(kt__cuda_ctx_t *c);
+
+/* cuda_pool.c: event-pair pool and stream queues */
+int kt__cuda_pool_take_locked(kt__cuda_ctx_t *c, kt__cuda_pair_t **out); /* c->lock held (released to grow) */
+void kt__cuda_pool_put(kt__cuda_ctx_t *c, kt__cuda_pair_t *p);
+/* c->lock held: the queue of a stream, created (and registered as a timeline track) on first sight. */
+kt__cuda_squeue_t *kt__cuda_squeue_get_locked(kt__cuda_ctx_t *c, kt__custream stream, uint32_t thread);
+
+/* cuda_anchor.c: device event time -> host time (consumer lock held, context current) */
+void kt__cuda_anchor_create(kt__cuda_ctx_t *c);  /* the anchor stream and events, on the program's thread */
+void kt__cuda_anchor_refresh(kt__cuda_ctx_t *c); /* a new anchor when the newest is older than the period */
+/* Duration and host placement of a completed pair; KT_ESTATE when the context was reset since. */
+int kt__cuda_pair_place(kt__cuda_ctx_t *c, const kt__cuda_pair_t *p, kt_dispatch_t *d);
+
+/* cuda_collect.c: collection (consumer lock held unless said) */
+/* Count every dispatch still queued in c as dropped for `reason`; their events are not touched. */
+uint32_t kt__cuda_drop_pending(kt__cuda_ctx_t *c, kt_drop_reason_t reason);
+/* Collect every live context (or only `only`) until nothing is pending or the deadline passes (kt__drain, at the
+ * poll period); `held`: the caller holds the consumer lock. Returns what is left. */
+uint32_t kt__cuda_collect_until(kt__cuda_ctx_t *only, uint64_t deadline_ns, int held);
+void kt__cuda_collector_kick(void); /* start the collector if needed and wake it (no lock held) */
+/* The `ktiming run -v` line of a recorded dispatch d (error NULL) or of a failed one in c (the core's one writer). */
+void kt__cuda_verbose(const kt__cuda_ctx_t *c, kt_kernel_id_t kernel, const kt_dispatch_t *d, const char *error);
+
+/* cuda_span.c */
+int kt__cuda_valid_ctx(const kt__cuda_ctx_t *c, uint32_t generation); /* c usable by a span/timer of generation */
 
 #endif

@@ -12,7 +12,8 @@
  * takes an NTP-like step of +KT_TEST_CUPTI_STEP_S seconds (default 30) once activity was enabled, so a library
  * that fitted REALTIME at start-up misplaces every record. Records:
  *   "_ZN2kt4fake12saxpy_kernelEifPfS1_" (mangled C++, context 1, stream 7), queued/submitted/start/end
- *   two DEVICE records, ids 0 and 1, both named "kt fake GPU" (two boards of one model)
+ *   two DEVICE records, ids 0 and 1, both named "kt fake GPU" (two boards of one model), UUIDs 10 11 12 .. 1f
+ *   and 20 21 .. 2f; device 1 is a MIG instance (migUuid c0 c1 .. cf)
  *   "kt_fake_cupti_kernel"  (context 2, stream 7: the same stream id in another context; on device 1)
  *   "kt_fake_module_v1", then "kt_fake_module_v2" from the same name address (a module reloaded)
  *   "kt_fake_untimed"       start = end = 0 (CUPTI could not time it)
@@ -27,7 +28,8 @@
  * tools). The exported kt_test_cupti_settings() reports what the library configured (flush period, latency
  * timestamps, timestamp callback); kt_test_cupti_destroy_context() plays the driver's part in cuCtxDestroy: it
  * calls the resource callback at CONTEXT_DESTROY_STARTING when one is enabled and returns how many records were
- * delivered during it, plus 10 for each in-flight record a forced flush handed over then. */
+ * delivered during it, plus 10 for each in-flight record a forced flush handed over then;
+ * kt_test_cupti_program_waits() makes the driver/runtime API callbacks of a program's synchronisation calls. */
 #include <cupti.h>
 
 #include <pthread.h>
@@ -56,6 +58,7 @@ static size_t g_records_out;                         /* records handed to the to
 static CUpti_CallbackFunc g_callback;                /* the one subscriber's callback, NULL: none */
 static void *g_callback_user;
 static int g_destroy_enabled;                        /* CONTEXT_DESTROY_STARTING enabled for it */
+static uint32_t g_api_enabled[2][1024];              /* driver [0] / runtime [1] API callbacks enabled, by cbid */
 static int g_graph_trace;                            /* CUPTI_ACTIVITY_KIND_GRAPH_TRACE enabled */
 static int g_memcpy2;                                /* CUPTI_ACTIVITY_KIND_MEMCPY2 enabled */
 static int g_running_out;                            /* the in-flight record was handed over (forced) */
@@ -328,7 +331,8 @@ static void running_buffer(uint8_t *buf, uint64_t now)
     kernel(buf, "kt_fake_running", 2, 0, 0, 0);
 }
 
-/* Two GPUs of one model (DEVICE records 0 and 1, one name), as on a node of identical boards. */
+/* Two GPUs of one model (DEVICE records 0 and 1, one name, their own UUIDs; device 1 a MIG instance with its
+ * instance UUID), as on a node of identical boards. */
 static void device_buffer(uint8_t *buf, uint64_t now)
 {
     (void)now;
@@ -338,6 +342,13 @@ static void device_buffer(uint8_t *buf, uint64_t now)
         d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
         d.id = i;
         d.name = "kt fake GPU";
+        for (int b = 0; b < 16; b++) /* each board its own UUID; CUPTI writes the bytes as the driver gives them */
+            d.uuid.bytes[b] = (char)(0x10 * (i + 1) + b);
+        if (i == 1) { /* device 1 is a MIG instance: its own UUID beside its GPU's */
+            d.isMigEnabled = 1;
+            for (int b = 0; b < 16; b++)
+                d.migUuid.bytes[b] = (char)(0xc0 + b);
+        }
         memcpy(buf + (size_t)i * KT_FAKE_RECORD_BYTES, &d, sizeof d);
     }
 }
@@ -432,6 +443,7 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle s
         return CUPTI_ERROR_INVALID_PARAMETER;
     g_callback = NULL;
     g_destroy_enabled = 0;
+    memset(g_api_enabled, 0, sizeof g_api_enabled);
     return CUPTI_SUCCESS;
 }
 
@@ -442,6 +454,10 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpt
         return CUPTI_ERROR_INVALID_PARAMETER;
     if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
         g_destroy_enabled = enable != 0;
+    else if ((domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API) && cbid < 1024)
+        g_api_enabled[domain == CUPTI_CB_DOMAIN_RUNTIME_API][cbid] = enable != 0;
+    else
+        return CUPTI_ERROR_INVALID_PARAMETER;
     return CUPTI_SUCCESS;
 }
 
@@ -455,4 +471,50 @@ KT_FAKE_CUPTI_API size_t kt_test_cupti_destroy_context(uint32_t context)
         g_callback(g_callback_user, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, &d);
     }
     return g_records_out - before + 10 * (g_forced_inflight - forced);
+}
+
+/* One API call as the driver and runtime report it to the subscriber: an ENTER callback, `inner` (a call the
+ * function makes itself, as cudaDeviceSynchronize calls cuCtxSynchronize), at least `wait_us` of waiting, an EXIT
+ * callback; each callback only when enabled. Returns the callbacks made. */
+static int api_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const char *name, int (*inner)(void),
+                    unsigned wait_us)
+{
+    int on = g_callback && g_api_enabled[domain == CUPTI_CB_DOMAIN_RUNTIME_API][cbid];
+    uint64_t corr = 0;
+    CUpti_CallbackData d;
+    memset(&d, 0, sizeof d);
+    d.functionName = name;
+    d.correlationData = &corr;
+    d.callbackSite = CUPTI_API_ENTER;
+    if (on)
+        g_callback(g_callback_user, domain, cbid, &d);
+    int made = on + (inner ? inner() : 0);
+    if (wait_us)
+        usleep(wait_us);
+    d.callbackSite = CUPTI_API_EXIT;
+    if (on)
+        g_callback(g_callback_user, domain, cbid, &d);
+    return made + on;
+}
+
+static int ctx_synchronize(void)
+{
+    return api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, "cuCtxSynchronize", NULL,
+                    1000);
+}
+
+/* What a program's waits look like to CUPTI, on the calling thread: cudaDeviceSynchronize (running
+ * cuCtxSynchronize inside), cuStreamSynchronize twice, cuEventSynchronize, each waiting at least 1 ms, and a
+ * cuLaunchKernel (no wait). Returns the callbacks made. */
+KT_FAKE_CUPTI_API int kt_test_cupti_program_waits(void)
+{
+    int n = api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+                     "cudaDeviceSynchronize", ctx_synchronize, 0);
+    for (int i = 0; i < 2; i++)
+        n += api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, "cuStreamSynchronize",
+                      NULL, 1000);
+    n += api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize, "cuEventSynchronize", NULL,
+                  1000);
+    n += api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel", NULL, 0);
+    return n;
 }

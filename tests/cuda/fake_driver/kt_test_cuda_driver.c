@@ -617,7 +617,17 @@ EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d)
     return OK;
 }
 
-/* Each device's own UUID and PCI address (bus 0x17 + 0x10 per ordinal, as on a node of identical boards). */
+/* KT_TEST_CUDA_MIG=1: the devices are MIG instances of one GPU (as CUDA_VISIBLE_DEVICES=MIG-... enumerates
+ * them): one PCI address, cuDeviceGetUuid (the original entry point) the GPU's UUID, cuDeviceGetUuid_v2 each
+ * instance's own. */
+static int mig_mode(void)
+{
+    const char *m = getenv("KT_TEST_CUDA_MIG");
+    return m && m[0] == '1';
+}
+
+/* Each device's own UUID and PCI address (bus 0x17 + 0x10 per ordinal, as on a node of identical boards); under
+ * MIG each instance's UUID. */
 EXPORT CUresult cuDeviceGetUuid_v2(unsigned char *uuid, CUdevice d)
 {
     if (!uuid)
@@ -625,7 +635,21 @@ EXPORT CUresult cuDeviceGetUuid_v2(unsigned char *uuid, CUdevice d)
     if (d < 0 || d >= F.devices)
         return E_INVALID_DEVICE;
     for (int i = 0; i < 16; i++)
-        uuid[i] = (unsigned char)(0xa0 + i * 7 + d * 0x31);
+        uuid[i] = (unsigned char)(0xa0 + i * 7 + d * 0x31 + (mig_mode() ? 0x40 : 0));
+    return OK;
+}
+
+/* The original entry point: the physical GPU's UUID (under MIG the parent GPU's, one for every instance). */
+EXPORT CUresult cuDeviceGetUuid(unsigned char *uuid, CUdevice d)
+{
+    if (!mig_mode())
+        return cuDeviceGetUuid_v2(uuid, d);
+    if (!uuid)
+        return E_INVALID_VALUE;
+    if (d < 0 || d >= F.devices)
+        return E_INVALID_DEVICE;
+    for (int i = 0; i < 16; i++)
+        uuid[i] = (unsigned char)(0xa0 + i * 7);
     return OK;
 }
 
@@ -638,7 +662,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attrib, CUdevice d)
     case 76: *v = (F.cc ? F.cc : 90) % 10; break; /* minor */
     case 13: *v = 1500000; break; /* clock rate, kHz */
     case 16: *v = 4; break;       /* multiprocessors */
-    case 33: *v = 0x17 + 0x10 * d; break; /* PCI bus */
+    case 33: *v = 0x17 + (mig_mode() ? 0 : 0x10 * d); break; /* PCI bus (MIG instances share their GPU's) */
     case 34: *v = 0; break;               /* PCI device */
     case 50: *v = 0; break;               /* PCI domain */
     default: *v = 0; break;

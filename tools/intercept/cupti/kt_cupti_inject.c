@@ -25,10 +25,14 @@
  * CUPTI_ACTIVITY_KIND_GRAPH_TRACE, so each graph launch is one dispatch, "graph <id>" on its stream, and CUPTI
  * then reports none of the graph's nodes; `node` leaves it off: the kernels, copies and memsets inside graphs
  * are recorded one by one. A CUPTI that refuses GRAPH_TRACE (before CUDA 11.7) gives node mode. Tested against a
- * CUPTI test double, and on a GPU by tests/gpu/run.sh (docs/cuda.md). */
+ * CUPTI test double, and on a GPU by tests/gpu/run.sh (docs/cuda.md). Host API time: the same subscription's
+ * driver/runtime API callbacks time cuStreamSynchronize, cuCtxSynchronize, cuEventSynchronize and the runtime's
+ * cuda{Device,Stream,Event}Synchronize as host-api zones on the calling thread (docs/cli.md), the outermost call
+ * only; without the subscription (KTIMING_CUPTI_SUBSCRIBE=0, or another client holds it) there is none. */
 #include <cupti.h>
 
 #include "common/kti_run.h"
+#include "core/env.h"
 
 #include <ktiming.h>
 #include <ktiming/clock.h>
@@ -80,7 +84,8 @@ static struct {
     int host_stamps;                               /* the timestamp callback is in force: stamps are host ns */
     kt_clock_model_t model;                        /* fallback: CUPTI timestamps → host timeline */
     int model_valid;                               /* model usable */
-    char devices[KT_CUPTI_MAX_DEVICES][128];       /* device names by CUPTI id, from DEVICE records */
+    char devices[KT_CUPTI_MAX_DEVICES][KT_DEVICE_KEY_MAX]; /* device keys by CUPTI id (kt_device_register of the
+                                                      DEVICE record's identity): entries and tracks keyed by them */
     kt_cupti_queue_t *queues;                      /* open-addressing table of tracks */
     uint32_t queue_cap;                            /* its size (power of two), 0 before first use */
     uint32_t queue_count;                          /* tracks used */
@@ -127,24 +132,53 @@ static const char *result_name(CUptiResult r)
     return cuptiGetResultString(r, &s) == CUPTI_SUCCESS && s ? s : "unknown CUPTI error";
 }
 
-/* S.lock held. A device's name as recorded: CUPTI's DEVICE record name, with " #<id>" when another device has the
- * same name (a node of identical GPUs stays one entry per GPU), as the CUDA backend labels them. */
+/* S.lock held. The key entries and tracks of a CUPTI device id are recorded under: its identity as registered from
+ * CUPTI's DEVICE record (UUID, model, ordinal: two GPUs of one model stay two devices, labelled "<model> #<id>" by
+ * the snapshot), else, before that record arrived, "CUDA device <id>" (a device known by name only). */
 static const char *device_name_locked(uint32_t id)
 {
     static char fallback[KT_CUPTI_MAX_DEVICES][32];
-    static char labels[KT_CUPTI_MAX_DEVICES][160];
-    if (id < KT_CUPTI_MAX_DEVICES && S.devices[id][0]) {
-        int twins = 0;
-        for (uint32_t i = 0; i < KT_CUPTI_MAX_DEVICES && !twins; i++)
-            twins = i != id && !strcmp(S.devices[i], S.devices[id]);
-        if (!twins)
-            return S.devices[id];
-        snprintf(labels[id], sizeof labels[id], "%s #%u", S.devices[id], id);
-        return labels[id];
-    }
+    if (id < KT_CUPTI_MAX_DEVICES && S.devices[id][0])
+        return S.devices[id];
     uint32_t slot = id < KT_CUPTI_MAX_DEVICES ? id : KT_CUPTI_MAX_DEVICES - 1;
     snprintf(fallback[slot], sizeof fallback[slot], "CUDA device %u", id);
     return fallback[slot];
+}
+
+static int uuid_set(const CUuuid *u)
+{
+    for (size_t i = 0; i < sizeof u->bytes; i++)
+        if (u->bytes[i])
+            return 1;
+    return 0;
+}
+
+/* The 16 bytes of a CUDA UUID as nvidia-smi writes them: <prefix>-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx. */
+static void uuid_text(const CUuuid *uuid, const char *prefix, char *out, size_t size)
+{
+    const unsigned char *u = (const unsigned char *)uuid->bytes;
+    snprintf(out, size, "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefix, u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+}
+
+/* S.lock held: a DEVICE record registers the device's identity (docs/devices.md): the record's UUID, or under MIG
+ * the instance's (migUuid, "MIG-..."); CUPTI's device id is the CUDA ordinal. The record has no PCI address. */
+static void device_record_locked(const CUpti_ActivityDevice5 *dev)
+{
+    if (dev->id >= KT_CUPTI_MAX_DEVICES || !dev->name)
+        return;
+    kt_device_id_t id;
+    memset(&id, 0, sizeof id);
+    snprintf(id.vendor, sizeof id.vendor, "NVIDIA");
+    snprintf(id.model, sizeof id.model, "%s", dev->name);
+    id.ordinal = (int32_t)dev->id;
+    id.partition = -1;
+    if (dev->isMigEnabled && uuid_set(&dev->migUuid))
+        uuid_text(&dev->migUuid, "MIG", id.uuid, sizeof id.uuid);
+    else if (uuid_set(&dev->uuid))
+        uuid_text(&dev->uuid, "GPU", id.uuid, sizeof id.uuid);
+    const char *key = kt_device_register(KT_BACKEND_CUDA, &id);
+    snprintf(S.devices[dev->id], sizeof S.devices[dev->id], "%s", key ? key : id.model);
 }
 
 static uint32_t track_hash(uint32_t context, uint32_t stream)
@@ -366,8 +400,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_DEVICE) {
             const CUpti_ActivityDevice5 *dev = (const CUpti_ActivityDevice5 *)(const void *)rec;
             pthread_mutex_lock(&S.lock);
-            if (dev->id < KT_CUPTI_MAX_DEVICES && dev->name)
-                snprintf(S.devices[dev->id], sizeof S.devices[dev->id], "%s", dev->name);
+            device_record_locked(dev);
             pthread_mutex_unlock(&S.lock);
         }
     }
@@ -395,7 +428,7 @@ static void say_once(int *said, const char *fmt, const char *arg)
 {
     if (__atomic_exchange_n(said, 1, __ATOMIC_ACQ_REL))
         return;
-    const char *path = getenv("KTIMING_LOG");
+    const char *path = kt__env(KT_ENV_NAME(LOG));
     FILE *f = path && path[0] ? fopen(path, "ae") : NULL;
     fprintf(f ? f : stderr, fmt, arg);
     if (f)
@@ -479,14 +512,71 @@ static void flush_at_exit(void)
     }
 }
 
-/* A context is about to be destroyed: deliver what CUPTI holds now, the context's completed records among them. */
-static void CUPTIAPI resource_callback(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                                       const void *data)
+/* Host API time (issue 40.1, docs/cli.md): the CUDA calls that block the program's thread until the GPU is done
+ * are host-api zones, as clFinish is for OpenCL. The runtime's calls run the driver's inside them (cudaDeviceSynchronize
+ * calls cuCtxSynchronize): only the outermost call of a thread is a zone, so a wait is counted once, under the name
+ * the program called. */
+typedef struct kt_cupti_wait_api_t {
+    CUpti_CallbackDomain domain; /* driver or runtime API */
+    CUpti_CallbackId cbid;       /* the call */
+    const char *name;            /* the zone's name: the API function */
+} kt_cupti_wait_api_t;
+
+static const kt_cupti_wait_api_t kWaitApis[] = {
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, "cuStreamSynchronize"},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz, "cuStreamSynchronize"},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, "cuCtxSynchronize"},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2, "cuCtxSynchronize"},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize, "cuEventSynchronize"},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, "cudaDeviceSynchronize"},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaThreadSynchronize_v3020, "cudaThreadSynchronize"},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, "cudaStreamSynchronize"},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000, "cudaStreamSynchronize"},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, "cudaEventSynchronize"},
+};
+#define KT_CUPTI_WAIT_APIS (sizeof kWaitApis / sizeof kWaitApis[0])
+
+static kt_kernel_id_t g_wait_sites[KT_CUPTI_WAIT_APIS]; /* interned zone names, one per row */
+
+/* The calling thread's open wait: the outermost call's zone and how deep the thread is in waiting calls. */
+static _Thread_local struct {
+    uint32_t depth;  /* waiting calls entered and not yet left */
+    kt_zone_t zone;  /* the outermost one's zone */
+} t_wait;
+
+static void wait_api_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *data)
+{
+    for (size_t i = 0; i < KT_CUPTI_WAIT_APIS; i++) {
+        if (kWaitApis[i].domain != domain || kWaitApis[i].cbid != cbid)
+            continue;
+        if (data->callbackSite == CUPTI_API_ENTER) {
+            if (t_wait.depth++ == 0)
+                t_wait.zone = kti_wait_begin(&g_wait_sites[i], kWaitApis[i].name);
+        } else if (t_wait.depth > 0 && --t_wait.depth == 0) {
+            kt_zone_end(&t_wait.zone);
+        }
+        return;
+    }
+}
+
+/* The one CUPTI subscriber's callback: a context about to be destroyed (deliver what CUPTI holds now, the
+ * context's completed records among them), or a waiting API call entered or left. */
+static void CUPTIAPI api_callback(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data)
 {
     (void)user;
-    (void)data;
     if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
         cuptiActivityFlushAll(0); /* completed records only: forced would hand over other contexts' running ones */
+    else if ((domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API) && data)
+        wait_api_callback(domain, cbid, data);
+}
+
+/* Asks for the waiting calls' callbacks; a call CUPTI refuses is left untimed (0: at least one is on). */
+static int enable_wait_apis(void)
+{
+    int any = 0;
+    for (size_t i = 0; i < KT_CUPTI_WAIT_APIS; i++)
+        any |= cuptiEnableCallback(1, S.subscriber, kWaitApis[i].domain, kWaitApis[i].cbid) == CUPTI_SUCCESS;
+    return any ? 0 : -1;
 }
 
 static int g_said_subscriber;
@@ -497,27 +587,31 @@ static void subscribe_resources(void)
 {
     /* KTIMING_CUPTI_SUBSCRIBE=0 leaves CUPTI's one subscription to the program: holding it, the library makes a
      * profiler of the program's own fail to initialise (on an H200, torch.profiler then recorded no CUDA event:
-     * docs/cuda.md). The flusher thread still delivers a destroyed context's completed records. */
-    const char *sub = getenv("KTIMING_CUPTI_SUBSCRIBE");
+     * docs/cuda.md). The flusher thread still delivers a destroyed context's completed records; host API time
+     * (the synchronisation callbacks) is not recorded then. */
+    const char *sub = kt__env(KT_ENV_NAME(CUPTI_SUBSCRIBE));
     if (sub && !strcmp(sub, "0")) {
         S.subscriber = NULL;
         return;
     }
-    CUptiResult r = cuptiSubscribe(&S.subscriber, resource_callback, NULL);
+    CUptiResult r = cuptiSubscribe(&S.subscriber, api_callback, NULL);
     if (r == CUPTI_SUCCESS) {
         r = cuptiEnableCallback(1, S.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                 CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
         if (r != CUPTI_SUCCESS) {
             cuptiUnsubscribe(S.subscriber);
             S.subscriber = NULL;
+        } else if (enable_wait_apis() != 0 && kt__env(KT_ENV_NAME(RUN_VERBOSE))) {
+            fprintf(stderr, "ktiming-cupti: CUPTI refused the synchronisation callbacks: no host API time\n");
         }
     } else {
         S.subscriber = NULL;
     }
     if (r != CUPTI_SUCCESS)
         say_once(&g_said_subscriber, "ktiming-cupti: another CUPTI client holds the callback subscription (%s): "
-                                     "records of a destroyed context arrive with the next flush\n", result_name(r));
-    else if (secure_getenv("KTIMING_RUN_VERBOSE"))
+                                     "records of a destroyed context arrive with the next flush, and no host API "
+                                     "time is recorded\n", result_name(r));
+    else if (kt__env(KT_ENV_NAME(RUN_VERBOSE)))
         fprintf(stderr, "ktiming-cupti: holding CUPTI's callback subscription: a profiler in the program (Kineto, "
                         "torch.profiler) cannot subscribe; KTIMING_CUPTI_SUBSCRIBE=0 leaves it free\n");
 }
@@ -530,7 +624,7 @@ static void setup_optional(void)
     *(void **)&reg_ts = dlsym(RTLD_DEFAULT, "cuptiActivityRegisterTimestampCallback");
     *(void **)&latency = dlsym(RTLD_DEFAULT, "cuptiActivityEnableLatencyTimestamps");
     S.host_stamps = reg_ts && reg_ts(host_timestamp) == CUPTI_SUCCESS; /* before any kind is enabled */
-    const char *ms = getenv("KTIMING_CUPTI_FLUSH_MS");
+    const char *ms = kt__env(KT_ENV_NAME(CUPTI_FLUSH_MS));
     S.flush_ms = ms && ms[0] ? (uint32_t)strtoul(ms, NULL, 10) : KT_CUPTI_FLUSH_MS;
     if (latency)
         latency(1);
@@ -547,8 +641,8 @@ static void setup_optional(void)
 /* KTIMING_CUPTI_GRAPHS: graph (default) or node; another value is said and taken as graph. */
 static void enable_graphs(void)
 {
-    const char *mode = getenv("KTIMING_CUPTI_GRAPHS");
-    int verbose = secure_getenv("KTIMING_RUN_VERBOSE") != NULL;
+    const char *mode = kt__env(KT_ENV_NAME(CUPTI_GRAPHS));
+    int verbose = kt__env(KT_ENV_NAME(RUN_VERBOSE)) != NULL;
     if (mode && !strcmp(mode, "node"))
         return;
     if (mode && mode[0] && strcmp(mode, "graph") != 0)
