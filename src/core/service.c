@@ -399,8 +399,10 @@ int kt__ctx_set_pin(kt__ctx_set_t *s, kt__ctx_pin_t *pin, unsigned which)
         }
     }
     if (nl + nr) {
-        memcpy(pin->ctx, s->live, nl * sizeof *pin->ctx);
-        memcpy(pin->ctx + nl, s->retired, nr * sizeof *pin->ctx);
+        if (nl) /* (a list never used has no array: memcpy's pointers must not be NULL) */
+            memcpy(pin->ctx, s->live, nl * sizeof *pin->ctx);
+        if (nr)
+            memcpy(pin->ctx + nl, s->retired, nr * sizeof *pin->ctx);
         pin->n = nl + nr;
         pin->set = s;
         pin->ticket = ++s->pin_seq;
