@@ -399,7 +399,7 @@ int kt__ctx_set_pin(kt__ctx_set_t *s, kt__ctx_pin_t *pin, unsigned which)
         }
     }
     if (nl + nr) {
-        if (nl) /* (a list never used has no array: memcpy's pointers must not be NULL) */
+        if (nl) /* an empty list's array may be NULL: memcpy from NULL is undefined even for 0 bytes (UBSan) */
             memcpy(pin->ctx, s->live, nl * sizeof *pin->ctx);
         if (nr)
             memcpy(pin->ctx + nl, s->retired, nr * sizeof *pin->ctx);
