@@ -220,13 +220,14 @@ uint64_t kt__drain_with(uint64_t deadline_ns, kt__drain_step_cb step, void *arg,
  * live entry into the freed position (O(1) after the O(n) search); retired entries follow, oldest first.
  * Lock rules: the set's lock is a leaf: the set holds it only inside these calls and calls back (reap's done,
  * find's match, foreach's fn, fork_each) with it held, so those callbacks must not take a lock of the set,
- * call the driver, or block. Backends may call every function here while holding their own locks.
+ * call the driver, or block. Backends may call every function here while holding their own locks, except
+ * kt__ctx_set_remove_wait (it waits for pinning threads: hold no lock they may need).
  * fork: the set joins the service's fork handling on its first add: before fork, after the backends'
  * fork_prepare callbacks, the service takes each set's lock and then calls fork_each(ctx, 0) for every live and
  * retired entry (e.g. to take each context's own lock, as OpenCL does with its FIFO locks); after fork it calls
  * fork_each(ctx, 1) (parent) or fork_each(ctx, 2) (child) and releases the lock, before the backends'
  * fork_parent / fork_child. In the child the pin count starts at 0 (the parent's pinning threads do not exist
- * there). Lock order is therefore: backend locks taken in fork_prepare, then the set, then what fork_each takes.
+ * there; a pin the forking thread held is released in the child as usual and counts nothing). Lock order is therefore: backend locks taken in fork_prepare, then the set, then what fork_each takes.
  * ------------------------------------------------------------------------------------------------- */
 
 typedef struct kt__ctx_set_t {
