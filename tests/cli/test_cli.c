@@ -472,6 +472,29 @@ static void test_merge_same_process_refused(void **state)
     free(paths[1]);
 }
 
+/* Two hosts' snapshots with the same devices: merged, each host's devices stay apart (labels "... @n2");
+ * --by-model folds them (issue 34). */
+static void test_merge_devices_by_host(void **state)
+{
+    (void)state;
+    char *paths[2];
+    for (int k = 0; k < 2; k++) {
+        kt_snapshot_t *s = fx_snapshot_full();
+        snprintf(s->host, sizeof s->host, "%s", k ? "n2" : "n1");
+        paths[k] = ktt_path(g_dir, k ? "hb.json" : "ha.json");
+        assert_int_equal(kt_report_write(paths[k], s, KT_FORMAT_JSON), 0);
+        fx_free(s);
+    }
+    run_t r = run_cli(NULL, "merge", paths[0], paths[1], NULL);
+    assert_non_null(strstr(r.out, " @n1\""));
+    expect(r, 0, r.out, " @n2\"");
+    r = run_cli(NULL, "merge", "--by-model", paths[0], paths[1], NULL);
+    assert_null(strstr(r.out, " @n2\""));
+    expect(r, 0, r.out, "\"id_kind\": \"model\"");
+    free(paths[0]);
+    free(paths[1]);
+}
+
 /* The bash completion offers the commands, each command's options, and format words after -f. */
 static void test_bash_completion(void **state)
 {
@@ -563,6 +586,7 @@ int main(void)
         cmocka_unit_test(test_report_lines),
         cmocka_unit_test(test_report_hostile_names),
         cmocka_unit_test(test_merge_same_process_refused),
+        cmocka_unit_test(test_merge_devices_by_host),
         cmocka_unit_test(test_bash_completion),
         cmocka_unit_test(test_man_page),
     };
