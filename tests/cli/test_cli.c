@@ -495,6 +495,34 @@ static void test_merge_devices_by_host(void **state)
     free(paths[1]);
 }
 
+/* `ktiming devices` ends with every registered device by the label `run` gives it: two identical PoCL devices get
+ * two labels (issue 34). */
+static void test_devices_labels_section(void **state)
+{
+    (void)state;
+    g_env[0] = "POCL_DEVICES=pthread pthread";
+    g_env[1] = NULL;
+    run_t r = run_cli(NULL, "devices", NULL);
+    g_env[0] = NULL;
+    if (r.status != 0 || !strstr(r.out, "Portable Computing Language")) {
+        run_free(&r);
+        skip(); /* no PoCL here: nothing to list */
+    }
+    const char *sec = strstr(r.out, "\ndevice labels (as `ktiming run` reports name them)\n");
+    assert_non_null(sec);
+    char first[256] = "", second[256] = "";
+    int n = 0;
+    for (const char *p = strstr(sec, "\n  OpenCL  "); p && n < 3; p = strstr(p + 1, "\n  OpenCL  ")) {
+        const char *end = strstr(p + 11, "  [");
+        assert_non_null(end);
+        snprintf(n ? second : first, sizeof first, "%.*s", (int)(end - (p + 11)), p + 11);
+        n++;
+    }
+    assert_int_equal(n, 2);
+    assert_string_not_equal(first, second);
+    run_free(&r);
+}
+
 /* The bash completion offers the commands, each command's options, and format words after -f. */
 static void test_bash_completion(void **state)
 {
@@ -587,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_report_hostile_names),
         cmocka_unit_test(test_merge_same_process_refused),
         cmocka_unit_test(test_merge_devices_by_host),
+        cmocka_unit_test(test_devices_labels_section),
         cmocka_unit_test(test_bash_completion),
         cmocka_unit_test(test_man_page),
     };
