@@ -66,11 +66,16 @@ static int item_cmp(const void *x, const void *y, void *pass)
 /* The side's items that take part in pass p, sorted; their count. */
 static size_t pass_items(item_t *items, size_t count, int p, item_t **v)
 {
-    size_t n = 0;
+    size_t n = 0, sorted = 1;
     for (size_t i = 0; i < count; i++)
-        if (!items[i].matched && in_pass(&items[i], p))
-            v[n++] = &items[i];
-    qsort_r(v, n, sizeof *v, item_cmp, &p);
+        if (!items[i].matched && in_pass(&items[i], p)) {
+            v[n] = &items[i];
+            if (n && sorted && item_cmp(&v[n - 1], &v[n], &p) > 0)
+                sorted = 0;
+            n++;
+        }
+    if (!sorted) /* by label, a snapshot's entries are in this order already: no sort then */
+        qsort_r(v, n, sizeof *v, item_cmp, &p);
     return n;
 }
 
@@ -137,7 +142,11 @@ int kt__compare_match(const kt_snapshot_t *before, const kt_snapshot_t *after, k
         if (!ia[i].matched)
             pairs[np++] = (kt__cmp_pair_t){NULL, ia[i].e, NULL};
     if (!rc) {
-        qsort(pairs, np, sizeof *pairs, pair_cmp);
+        size_t sorted = 1;
+        for (size_t i = 1; i < np && sorted; i++)
+            sorted = pair_cmp(&pairs[i - 1], &pairs[i]) <= 0;
+        if (!sorted)
+            qsort(pairs, np, sizeof *pairs, pair_cmp);
         *out = pairs;
         *n = np;
     } else {

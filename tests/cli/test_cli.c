@@ -472,6 +472,57 @@ static void test_merge_same_process_refused(void **state)
     free(paths[1]);
 }
 
+/* Two hosts' snapshots with the same devices: merged, each host's devices stay apart (labels "... @n2");
+ * --by-model folds them (issue 34). */
+static void test_merge_devices_by_host(void **state)
+{
+    (void)state;
+    char *paths[2];
+    for (int k = 0; k < 2; k++) {
+        kt_snapshot_t *s = fx_snapshot_full();
+        snprintf(s->host, sizeof s->host, "%s", k ? "n2" : "n1");
+        paths[k] = ktt_path(g_dir, k ? "hb.json" : "ha.json");
+        assert_int_equal(kt_report_write(paths[k], s, KT_FORMAT_JSON), 0);
+        fx_free(s);
+    }
+    run_t r = run_cli(NULL, "merge", paths[0], paths[1], NULL);
+    assert_non_null(strstr(r.out, " @n1\""));
+    expect(r, 0, r.out, " @n2\"");
+    r = run_cli(NULL, "merge", "--by-model", paths[0], paths[1], NULL);
+    assert_null(strstr(r.out, " @n2\""));
+    expect(r, 0, r.out, "\"id_kind\": \"model\"");
+    free(paths[0]);
+    free(paths[1]);
+}
+
+/* `ktiming devices` ends with every registered device by the label `run` gives it: two identical PoCL devices get
+ * two labels (issue 34). */
+static void test_devices_labels_section(void **state)
+{
+    (void)state;
+    g_env[0] = "POCL_DEVICES=pthread pthread";
+    g_env[1] = NULL;
+    run_t r = run_cli(NULL, "devices", NULL);
+    g_env[0] = NULL;
+    if (r.status != 0 || !strstr(r.out, "Portable Computing Language")) {
+        run_free(&r);
+        skip(); /* no PoCL here: nothing to list */
+    }
+    const char *sec = strstr(r.out, "\ndevice labels (as `ktiming run` reports name them)\n");
+    assert_non_null(sec);
+    char first[256] = "", second[256] = "";
+    int n = 0;
+    for (const char *p = strstr(sec, "\n  OpenCL  "); p && n < 3; p = strstr(p + 1, "\n  OpenCL  ")) {
+        const char *end = strstr(p + 11, "  [");
+        assert_non_null(end);
+        snprintf(n ? second : first, sizeof first, "%.*s", (int)(end - (p + 11)), p + 11);
+        n++;
+    }
+    assert_int_equal(n, 2);
+    assert_string_not_equal(first, second);
+    run_free(&r);
+}
+
 /* The bash completion offers the commands, each command's options, and format words after -f. */
 static void test_bash_completion(void **state)
 {
@@ -563,6 +614,8 @@ int main(void)
         cmocka_unit_test(test_report_lines),
         cmocka_unit_test(test_report_hostile_names),
         cmocka_unit_test(test_merge_same_process_refused),
+        cmocka_unit_test(test_merge_devices_by_host),
+        cmocka_unit_test(test_devices_labels_section),
         cmocka_unit_test(test_bash_completion),
         cmocka_unit_test(test_man_page),
     };
