@@ -112,6 +112,7 @@ static void first_init(const kt_desc_t *d)
 
     kt__fork_owner_mark();
     atexit(at_exit);
+    kt__crash_install(); /* KTIMING_ON_CRASH=write (crash.c) */
     atomic_store_explicit(&g_state, KT__RUNNING, memory_order_release);
     update_recording();
 }

@@ -310,6 +310,8 @@ int kt__in_arena(const void *p);
 void kt__arena_fork_child(void);
 /* The core's exit handler ran. */
 void kt__arena_mark_exit(void);
+/* KTIMING_ON_CRASH=write outside `ktiming run`: the async-signal-safe crash writer's handlers (crash.c). */
+void kt__crash_install(void);
 
 /* What a snapshot reads: this process's tables, or a dead program's arena (lo < hi: every pointer followed is
  * checked to lie in [lo, hi), every count bounded, no lock taken and no seqlock waited on forever). */
