@@ -182,7 +182,11 @@ int kt_run_arena_create(size_t size, kt_run_arena_t **out)
     if (r->fd < 0 || ftruncate(r->fd, (off_t)size) != 0)
         goto fail;
     void *p = MAP_FAILED;
-    for (size_t i = 0; p == MAP_FAILED && i < sizeof kArenaHints / sizeof kArenaHints[0]; i++) {
+    size_t hints = sizeof kArenaHints / sizeof kArenaHints[0];
+#if defined(__SANITIZE_THREAD__)
+    hints = 0; /* ThreadSanitizer keeps the program's memory in ranges of its own: let the kernel choose there */
+#endif
+    for (size_t i = 0; p == MAP_FAILED && i < hints; i++) {
         p = mmap((void *)kArenaHints[i], size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, r->fd, 0);
         if (p != MAP_FAILED && p != (void *)kArenaHints[i]) {
             munmap(p, size);

@@ -1,12 +1,14 @@
 /* crashprog.c — a program for the crash-survival tests: records N CPU zones of kernel "crash_zone" and N / 4 of
  * "crash_other", then ends as asked: segv (a write through NULL), abort, _exit (status 3), exit (status 0), or
- * wait (publishes its pid in a file, then waits for a signal with the default action). */
+ * wait (publishes its pid in a file, then waits for a signal with the default action); forksegv first forks a
+ * child that records 5 zones of "crash_zone" and exits, then segfaults. */
 #include <ktiming.h>
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void zones(const char *name, long n)
@@ -27,6 +29,16 @@ int main(int argc, char **argv)
     zones("crash_zone", n);
     zones("crash_other", n / 4);
     const char *mode = argv[1];
+    if (!strcmp(mode, "forksegv")) { /* a child that records and dies too must not touch the program's records */
+        pid_t pid = fork();
+        if (pid == 0) {
+            zones("crash_zone", 5);
+            _exit(0);
+        }
+        if (pid < 0 || waitpid(pid, NULL, 0) != pid)
+            return 4;
+        mode = "segv";
+    }
     if (!strcmp(mode, "segv")) {
         volatile int *volatile p = NULL;
         *p = 1;

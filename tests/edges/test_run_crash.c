@@ -83,6 +83,8 @@ static void check_mode(const char *mode, int status, const char *ended)
 static void test_segv(void **state) { (void)state; check_mode("segv", 128 + SIGSEGV, "signal 11"); }
 static void test_abort(void **state) { (void)state; check_mode("abort", 128 + SIGABRT, "signal 6"); }
 static void test_underscore_exit(void **state) { (void)state; check_mode("_exit", 3, "exit 3 via _exit"); }
+/* A forked child records into memory of its own, not into the program's (its zones are not the program's). */
+static void test_fork_then_segv(void **state) { (void)state; check_mode("forksegv", 128 + SIGSEGV, "signal 11"); }
 /* A program timing only CPU zones that exits normally: its snapshot too (it has no interception library to
  * write one), with no `ended`. */
 static void test_exit(void **state) { (void)state; check_mode("exit", 0, ""); }
@@ -171,7 +173,7 @@ int main(void)
         cmocka_unit_test(test_underscore_exit), cmocka_unit_test(test_exit),
         cmocka_unit_test(test_sigkill_program), cmocka_unit_test(test_sigterm_run),
         cmocka_unit_test(test_sighup_run),     cmocka_unit_test(test_on_crash_write),
-        cmocka_unit_test(test_on_crash_off),
+        cmocka_unit_test(test_on_crash_off),   cmocka_unit_test(test_fork_then_segv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
