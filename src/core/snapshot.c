@@ -77,10 +77,10 @@ static kt__slot_t *shard_slot(const kt__src_t *src, kt__shard_t *s, uint32_t id)
     return cold && src_ok(src, cold, sizeof *cold) ? &chunk[id & (KT__CHUNK - 1u)] : NULL;
 }
 
-/* Kernel id's record in src (NULL: none, or not readable). */
-static const kt__kernel_t *src_kernel(const kt__src_t *src, uint32_t id)
+/* Kernel id's record in src, ids 1..nk (NULL: none, or not readable). */
+static const kt__kernel_t *src_kernel(const kt__src_t *src, uint32_t nk, uint32_t id)
 {
-    if (id == 0 || id > src->nk)
+    if (id == 0 || id > nk)
         return NULL;
     kt__kernel_t *chunk = KT__LDA(&src->kdir[id >> KT__CHUNK_BITS]);
     if (!chunk || !src_ok(src, chunk, KT__CHUNK * sizeof *chunk))
@@ -356,7 +356,7 @@ static int build_init(build_t *b, const kt__src_t *src)
             b->span_n[b->nvalid] = n;
             b->shards[b->nvalid++] = s;
         }
-    b->nk = src->nk;
+    b->nk = src->arena ? src->nk : kt__kernel_count(); /* live: read after the span counts */
     b->eb = calloc(b->nk ? b->nk : 1, sizeof *b->eb);
     b->kid_entry = malloc(((size_t)b->nk + 1) * sizeof *b->kid_entry);
     b->rng = 0x736e617073686f74ull ^ gen;
@@ -489,7 +489,7 @@ static int build_entry(build_t *b, uint32_t id)
         return -1;
     if (!any && !t.errors && !t.dropped && !t.spans_dropped)
         return 0;
-    const kt__kernel_t *k = src_kernel(b->src, id);
+    const kt__kernel_t *k = src_kernel(b->src, b->nk, id);
     if (!k) /* a dead program's kernel record not readable: its records cannot be named */
         return 0;
     /* t's allocations go into eb at once, so build_free releases them whatever fails next */
@@ -639,10 +639,10 @@ kt_snapshot_t *kt_snapshot(void)
     if (!snap)
         return NULL;
     kt__reset_hold();
+    /* nk is read by build_init after the shards' span counts (every kernel a counted span names is then known) */
     kt__src_t src = {.head = kt__shards_head(), .gen = kt__generation(), .nk = 0, .kdir = kt__kernel_dir(),
                      .sample_capacity = kt__cfg.sample_capacity, .span_capacity = kt__cfg.span_capacity,
                      .kernels_dropped = kt__kernels_dropped(), .names_truncated = kt__names_truncated()};
-    src.nk = kt__kernel_count(); /* after the shards' span counts would be better; build_init reads it last */
     snapshot_header(snap, &src);
     int rc = snapshot_build(&src, snap);
     kt__reset_release();

@@ -89,18 +89,6 @@ static void test_fork_then_segv(void **state) { (void)state; check_mode("forkseg
  * write one), with no `ended`. */
 static void test_exit(void **state) { (void)state; check_mode("exit", 0, ""); }
 
-static long read_long(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    long v = -1;
-    if (f) {
-        if (fscanf(f, "%ld", &v) != 1)
-            v = -1;
-        fclose(f);
-    }
-    return v;
-}
-
 /* Starts run with the program in wait mode, waits (bounded) for its pid, sends sig to the program (to_run 0) or
  * to run (to_run 1), and checks run's status and the snapshot. */
 static void check_signal(int sig, int to_run, const char *ended)
@@ -119,7 +107,7 @@ static void check_signal(int sig, int to_run, const char *ended)
     assert_true(run > 0);
     long child = -1;
     struct timespec nap = {0, 10 * 1000 * 1000};
-    for (int i = 0; i < 6000 && (child = read_long(pidf)) <= 0; i++) /* bounded: 60 s on a loaded machine */
+    for (int i = 0; i < 6000 && (child = ktt_read_long(pidf)) <= 0; i++) /* bounded: 60 s on a loaded machine */
         nanosleep(&nap, NULL);
     assert_true(child > 0);
     assert_int_equal(kill(to_run ? run : (pid_t)child, sig), 0);

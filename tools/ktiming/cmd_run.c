@@ -100,7 +100,8 @@ static void usage(FILE *out)
             "The exit status is the program's (128+N when it dies of signal N); 125 for run's own errors (usage,\n"
             "setup, or an output that could not be written when the program succeeded). SIGINT, SIGTERM, SIGHUP\n"
             "and SIGQUIT sent to run are passed on to the program; run then waits, writes what was timed and\n"
-            "removes its temporary directory.\n"
+            "removes its temporary directory. A program that dies (a signal, _exit, SIGKILL) before writing its\n"
+            "timings still gets them written: run reads them from the program's memory (\"ended\" in the JSON).\n"
             "Env KTIMING_INTERCEPT_DIR overrides where the interception libraries are looked for.\n");
 }
 
