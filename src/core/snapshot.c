@@ -336,7 +336,11 @@ static int build_init(build_t *b, const kt__src_t *src)
     b->cap = src->sample_capacity ? src->sample_capacity : 1;
     kt__shard_t *head = src->head; /* shards are pushed at the head: the list from here is fixed */
     uint32_t ns = 0;
-    for (kt__shard_t *s = head; s && src_ok(src, s, sizeof *s) && ns < KT__DEAD_SHARDS; s = s->next)
+    /* shards are pushed at the head in creation order: a dead program's list whose indices stop falling is
+     * looped (or torn) there */
+    for (kt__shard_t *s = head, *prev = NULL; s && src_ok(src, s, sizeof *s) && ns < KT__DEAD_SHARDS &&
+                                              (src->lo == src->hi || !prev || s->index < prev->index);
+         prev = s, s = s->next)
         ns++;
     b->shards = calloc(ns ? ns : 1, sizeof *b->shards);
     b->span_n = calloc(ns ? ns : 1, sizeof *b->span_n);

@@ -1,9 +1,11 @@
 /* crashprog.c — a program for the crash-survival tests: records N CPU zones of kernel "crash_zone" and N / 4 of
  * "crash_other", then ends as asked: segv (a write through NULL), abort, _exit (status 3), exit (status 0), or
  * wait (publishes its pid in a file, then waits for a signal with the default action); forksegv first forks a
- * child that records 5 zones of "crash_zone" and exits, then segfaults. */
+ * child that records 5 zones of "crash_zone" and exits, then segfaults; threadsegv first has three threads record
+ * N zones of "crash_zone" each, then segfaults. */
 #include <ktiming.h>
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,12 @@ static void zones(const char *name, long n)
     }
 }
 
+static void *thread_zones(void *arg)
+{
+    zones("crash_zone", *(const long *)arg);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -29,6 +37,15 @@ int main(int argc, char **argv)
     zones("crash_zone", n);
     zones("crash_other", n / 4);
     const char *mode = argv[1];
+    if (!strcmp(mode, "threadsegv")) { /* three more threads, three more shards, N zones each */
+        pthread_t t[3];
+        for (int i = 0; i < 3; i++)
+            if (pthread_create(&t[i], NULL, thread_zones, &n) != 0)
+                return 4;
+        for (int i = 0; i < 3; i++)
+            pthread_join(t[i], NULL);
+        mode = "segv";
+    }
     if (!strcmp(mode, "forksegv")) { /* a child that records and dies too must not touch the program's records */
         pid_t pid = fork();
         if (pid == 0) {

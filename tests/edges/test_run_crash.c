@@ -36,8 +36,8 @@ static void stale(const char *out)
     fclose(f);
 }
 
-/* The snapshot at path: both kernels with their exact counts, and `ended` as expected. */
-static void check_snapshot(const char *path, const char *ended)
+/* The snapshot at path: both kernels with their exact counts (crash_zone's times `threads`), and `ended`. */
+static void check_snapshot_n(const char *path, const char *ended, int threads)
 {
     kt_snapshot_t *s = NULL;
     char err[256] = "";
@@ -49,12 +49,14 @@ static void check_snapshot(const char *path, const char *ended)
     const kt_kernel_timing_t *b = kt_snapshot_find(s, "crash_other", KT_BACKEND_CPU, NULL);
     assert_non_null(a);
     assert_non_null(b);
-    assert_int_equal(a->dispatch_count, N_ZONES);
+    assert_int_equal(a->dispatch_count, N_ZONES * threads);
     assert_int_equal(b->dispatch_count, N_ZONES / 4);
     assert_true(a->min_ns <= a->max_ns);
     assert_string_equal(s->ended, ended);
     kt_snapshot_free(s);
 }
+
+static void check_snapshot(const char *path, const char *ended) { check_snapshot_n(path, ended, 1); }
 
 /* `ktiming run -o DIR/out.json -f none -- CRASHPROG mode N`: its status; *dir the test's directory. */
 static int run_mode(const char *mode, char **dir, char *out, size_t cap)
@@ -83,6 +85,17 @@ static void check_mode(const char *mode, int status, const char *ended)
 static void test_segv(void **state) { (void)state; check_mode("segv", 128 + SIGSEGV, "signal 11"); }
 static void test_abort(void **state) { (void)state; check_mode("abort", 128 + SIGABRT, "signal 6"); }
 static void test_underscore_exit(void **state) { (void)state; check_mode("_exit", 3, "exit 3 via _exit"); }
+/* Four threads' shards, all read. */
+static void test_threads_then_segv(void **state)
+{
+    (void)state;
+    char *dir, out[4200];
+    assert_int_equal(run_mode("threadsegv", &dir, out, sizeof out), 128 + SIGSEGV);
+    check_snapshot_n(out, "signal 11", 4);
+    ktt_rmtree(dir);
+    free(dir);
+}
+
 /* A forked child records into memory of its own, not into the program's (its zones are not the program's). */
 static void test_fork_then_segv(void **state) { (void)state; check_mode("forksegv", 128 + SIGSEGV, "signal 11"); }
 /* A program timing only CPU zones that exits normally: its snapshot too (it has no interception library to
@@ -162,6 +175,7 @@ int main(void)
         cmocka_unit_test(test_sigkill_program), cmocka_unit_test(test_sigterm_run),
         cmocka_unit_test(test_sighup_run),     cmocka_unit_test(test_on_crash_write),
         cmocka_unit_test(test_on_crash_off),   cmocka_unit_test(test_fork_then_segv),
+        cmocka_unit_test(test_threads_then_segv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
