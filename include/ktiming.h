@@ -161,23 +161,36 @@ typedef enum kt_errno_t {
 } kt_errno_t;
 
 /* Why a dispatch was dropped (lost before it could be timed): one counter per reason per kernel, so a report
- * can say what was lost and why. Name, identifier written in the JSON snapshot. */
-#define KT_DROP_REASON_MAP(XX)                                                                             \
-    XX(UNSPECIFIED, "unspecified")           /* kt_record_drop(): no reason given */                       \
-    XX(RING_FULL, "ring full")               /* a backend's query/event ring had no free slot */           \
-    XX(IN_FLIGHT_AT_EXIT, "in flight at exit") /* not complete when the bounded exit wait ran out */       \
-    XX(SIMULTANEOUS_USE, "simultaneous-use command buffer") /* executions that overlap cannot be told apart */ \
-    XX(NEVER_SUBMITTED, "never submitted")   /* recorded into a command buffer that was freed unsubmitted */ \
-    XX(DEVICE_LOST, "device lost")           /* the device or context was lost with the command pending */  \
-    XX(CONTEXT_RESET, "context reset")       /* the context/device was destroyed or reset under it */      \
-    XX(GRAPH_CAPTURE, "graph capture")       /* begun on a stream that was capturing a graph */            \
-    XX(NO_TIMING, "no timing")               /* the driver delivered the command without timestamps */     \
-    XX(READ_FAILED, "read failed")           /* reading the timestamps failed */                           \
-    XX(INVALID_TIMES, "invalid times")       /* timestamps failed a sanity check (end before start, ...) */ \
-    XX(RESUBMITTED, "re-executed")           /* a recording run again without re-recording: timed once */
+ * can say what was lost and why. Columns: name (KT_DROP_<name>), display text (kt_drop_reason_name), identifier
+ * written in the JSON snapshot (lower-case, '_' between words). */
+#define KT_DROP_REASON_MAP(XX)                                                                              \
+    /* kt_record_drop(): no reason given */                                                                 \
+    XX(UNSPECIFIED, "unspecified", "unspecified")                                                           \
+    /* a backend's query/event ring had no free slot */                                                     \
+    XX(RING_FULL, "ring full", "ring_full")                                                                 \
+    /* not complete when the bounded exit wait ran out */                                                   \
+    XX(IN_FLIGHT_AT_EXIT, "in flight at exit", "in_flight_at_exit")                                         \
+    /* executions that overlap cannot be told apart */                                                      \
+    XX(SIMULTANEOUS_USE, "simultaneous-use command buffer", "simultaneous_use")                             \
+    /* recorded into a command buffer that was freed unsubmitted */                                         \
+    XX(NEVER_SUBMITTED, "never submitted", "never_submitted")                                               \
+    /* the device or context was lost with the command pending */                                           \
+    XX(DEVICE_LOST, "device lost", "device_lost")                                                           \
+    /* the context/device was destroyed or reset under it */                                                \
+    XX(CONTEXT_RESET, "context reset", "context_reset")                                                     \
+    /* begun on a stream that was capturing a graph */                                                      \
+    XX(GRAPH_CAPTURE, "graph capture", "graph_capture")                                                     \
+    /* the driver delivered the command without timestamps */                                               \
+    XX(NO_TIMING, "no timing", "no_timing")                                                                 \
+    /* reading the timestamps failed */                                                                     \
+    XX(READ_FAILED, "read failed", "read_failed")                                                           \
+    /* timestamps failed a sanity check (end before start, ...) */                                          \
+    XX(INVALID_TIMES, "invalid times", "invalid_times")                                                     \
+    /* a recording run again without re-recording: timed once */                                            \
+    XX(RESUBMITTED, "re-executed", "resubmitted")
 
 typedef enum kt_drop_reason_t {
-#define KT__DROP_ENUM(name, text) KT_DROP_##name,
+#define KT__DROP_ENUM(name, text, id) KT_DROP_##name,
     KT_DROP_REASON_MAP(KT__DROP_ENUM)
 #undef KT__DROP_ENUM
     KT_DROP_REASON_COUNT

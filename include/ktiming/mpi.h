@@ -24,8 +24,9 @@
  * each rank writes its full snapshot (spans included) to its own file, "<path minus .json>.rank<R>.json", and
  * only the aggregates travel to the root (docs/scale.md).
  *
- * Test-only: KTIMING_TEST_CLOCK_OFFSET_NS=N makes rank r's clock read N*r ns ahead (its clock samples and its
- * snapshot's times), to check that the alignment removes an offset. Never set it in real runs.
+ * Test builds only: KTIMING_TEST_CLOCK_OFFSET_NS=N makes rank r's clock read N*r ns ahead (its clock samples
+ * and its snapshot's times), to check that the alignment removes an offset. Only the copy of the library the
+ * test suite links (built with KT_TEST_HOOKS=1) reads it; the built and installed libktiming_mpi ignores it.
  */
 #ifndef KTIMING_MPI_H
 #define KTIMING_MPI_H

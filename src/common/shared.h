@@ -5,6 +5,7 @@
 #define KT_COMMON_SHARED_H
 
 #include <ktiming.h>
+#include <ktiming/analysis.h> /* KT_SNAPSHOT_SCHEMA_VERSION: the one schema version number */
 
 #include "core/hist.h"
 
@@ -17,22 +18,43 @@
  * last errors, pid/rank/kernels_dropped and the span table; version 3 runs ("v*n") in the span table and end
  * times there as offsets from start + duration; readers accept 1 to 3. */
 #define KT_SNAPSHOT_SCHEMA_NAME "ktiming.snapshot"
-#define KT_SNAPSHOT_SCHEMA_WRITTEN 3
+/* The version written is the newest one read (ktiming/analysis.h): one number, never two to keep in step. */
+#define KT_SNAPSHOT_SCHEMA_WRITTEN KT_SNAPSHOT_SCHEMA_VERSION
 
-/* Backend identifiers of the schema (stable: never the display names, which may change); "unknown" out of range. */
-static inline const char *kt__backend_id(kt_backend_t b)
+/* Every backend's names, one row each: X(enum suffix, schema id, display name). The schema id is stable (files
+ * carry it; never the display name, which may change); the display name is kt_backend_name's. */
+#define KT__BACKEND_TABLE(X)                                                                                  \
+    X(CPU, "cpu", "CPU")                                                                                    \
+    X(OPENCL, "opencl", "OpenCL")                                                                           \
+    X(VULKAN, "vulkan", "Vulkan")                                                                           \
+    X(CUDA, "cuda", "CUDA")                                                                                 \
+    X(METAL, "metal", "Metal")                                                                              \
+    X(WEBGPU, "webgpu", "WebGPU")                                                                           \
+    X(HOST_API, "host-api", "host-api")
+
+/* Row b of the table: its schema id (display 0) or display name (display 1); "unknown" out of range. */
+static inline const char *kt__backend_names(kt_backend_t b, int display)
 {
-    static const char *const ids[KT_BACKEND_COUNT] = {"cpu", "opencl", "vulkan", "cuda", "metal", "webgpu",
-                                                      "host-api"};
-    return (unsigned)b < KT_BACKEND_COUNT ? ids[b] : "unknown";
+    static const char *const names[KT_BACKEND_COUNT][2] = {
+#define KT__BACKEND_ROW(id, schema, shown) [KT_BACKEND_##id] = {schema, shown},
+        KT__BACKEND_TABLE(KT__BACKEND_ROW)
+#undef KT__BACKEND_ROW
+    };
+    return (unsigned)b < KT_BACKEND_COUNT && names[b][0] ? names[b][display != 0] : "unknown";
 }
 
-/* Identifiers of the drop reasons in the schema: lower-case, words joined by '_' ("ring_full"). */
+/* Backend identifiers of the schema (the table's second column). */
+static inline const char *kt__backend_id(kt_backend_t b) { return kt__backend_names(b, 0); }
+
+/* Identifiers of the drop reasons in the schema (the id column of KT_DROP_REASON_MAP: lower-case, words joined
+ * by '_', "ring_full"). */
 static inline const char *kt__drop_reason_id(int r)
 {
     static const char *const ids[KT_DROP_REASON_COUNT] = {
-        "unspecified",   "ring_full",   "in_flight_at_exit", "simultaneous_use", "never_submitted", "device_lost",
-        "context_reset", "graph_capture", "no_timing",       "read_failed",      "invalid_times",   "resubmitted"};
+#define KT__DROP_ID(name, text, id) id,
+        KT_DROP_REASON_MAP(KT__DROP_ID)
+#undef KT__DROP_ID
+    };
     return (unsigned)r < KT_DROP_REASON_COUNT ? ids[r] : "unknown";
 }
 
@@ -169,24 +191,27 @@ static inline int kt__entry_order(const kt_kernel_timing_t *a, const kt_kernel_t
     return strcmp(a->device, b->device);
 }
 
-/* Length of the well-formed UTF-8 sequence (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF) at
- * s, looking at no more than avail bytes: 1..4, or 0 when the bytes there are not valid UTF-8. */
-static inline size_t kt__utf8_len(const unsigned char *s, size_t avail)
+/* Decodes the well-formed UTF-8 sequence (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF) at s,
+ * looking at no more than avail bytes: its length 1..4 and its code point in *cp, or 0 (and *cp untouched) when
+ * the bytes there are not valid UTF-8. The one UTF-8 decoder of both libraries. */
+static inline size_t kt__utf8_decode(const unsigned char *s, size_t avail, uint32_t *cp)
 {
     unsigned char c = s[0];
     size_t n;
-    uint32_t cp;
-    if (c < 0x80)
+    uint32_t v;
+    if (c < 0x80) {
+        *cp = c;
         return 1;
+    }
     if (c >= 0xC2 && c <= 0xDF) {
         n = 2;
-        cp = c & 0x1Fu;
+        v = c & 0x1Fu;
     } else if (c >= 0xE0 && c <= 0xEF) {
         n = 3;
-        cp = c & 0x0Fu;
+        v = c & 0x0Fu;
     } else if (c >= 0xF0 && c <= 0xF4) {
         n = 4;
-        cp = c & 0x07u;
+        v = c & 0x07u;
     } else {
         return 0;
     }
@@ -195,11 +220,19 @@ static inline size_t kt__utf8_len(const unsigned char *s, size_t avail)
     for (size_t i = 1; i < n; i++) {
         if ((s[i] & 0xC0u) != 0x80u)
             return 0;
-        cp = (cp << 6) | (s[i] & 0x3Fu);
+        v = (v << 6) | (s[i] & 0x3Fu);
     }
-    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
+    if ((n == 3 && v < 0x800) || (n == 4 && (v < 0x10000 || v > 0x10FFFF)) || (v >= 0xD800 && v <= 0xDFFF))
         return 0;
+    *cp = v;
     return n;
+}
+
+/* Length of the well-formed UTF-8 sequence at s (avail bytes at most): 1..4, or 0 when not valid UTF-8. */
+static inline size_t kt__utf8_len(const unsigned char *s, size_t avail)
+{
+    uint32_t cp;
+    return kt__utf8_decode(s, avail, &cp);
 }
 
 #endif

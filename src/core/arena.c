@@ -82,7 +82,7 @@ static int arena_parse(const char *v, int *fd, uintptr_t *addr, uint64_t *size)
  * inherited the descriptor, and any process after an exec, finds it claimed or closed and stays out. */
 __attribute__((constructor)) static void arena_attach(void)
 {
-    const char *v = kt__env("KTIMING_RUN_ARENA");
+    const char *v = kt__env(KT_ENV_NAME(RUN_ARENA));
     int fd;
     uintptr_t addr;
     uint64_t size;

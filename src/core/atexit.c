@@ -55,15 +55,15 @@ static int report_wanted(const char *rep) { return set(rep) && !(rep[0] == '0' &
 
 int kt__exit_snapshot_wanted(void)
 {
-    return set(kt__env("KTIMING_OUTPUT")) || set(kt__env("KTIMING_TRACE")) ||
-           report_wanted(kt__env("KTIMING_REPORT")) || set(kt__env("KTIMING_RUN_DIR"));
+    return set(kt__env(KT_ENV_NAME(OUTPUT))) || set(kt__env(KT_ENV_NAME(TRACE))) ||
+           report_wanted(kt__env(KT_ENV_NAME(REPORT))) || set(kt__env(KT_ENV_NAME(RUN_DIR)));
 }
 
 void kt__exit_write(void)
 {
-    const char *out_t = kt__env("KTIMING_OUTPUT");
-    const char *rep = kt__env("KTIMING_REPORT");
-    const char *trace_t = kt__env("KTIMING_TRACE");
+    const char *out_t = kt__env(KT_ENV_NAME(OUTPUT));
+    const char *rep = kt__env(KT_ENV_NAME(REPORT));
+    const char *trace_t = kt__env(KT_ENV_NAME(TRACE));
     int want_report = report_wanted(rep);
     if (!set(out_t) && !want_report && !set(trace_t))
         return;
@@ -86,9 +86,9 @@ void kt__exit_write(void)
     /* a forked child starts empty (fork handlers): it writes only what it recorded itself */
     if (!kt__forked_child() || snapshot_has_records(snap)) {
         if (out)
-            exit_write_one("KTIMING_OUTPUT", out, snap, KT_FORMAT_JSON);
+            exit_write_one(KT_ENV_NAME(OUTPUT), out, snap, KT_FORMAT_JSON);
         if (trace)
-            exit_write_one("KTIMING_TRACE", trace, snap, KT_FORMAT_CHROME);
+            exit_write_one(KT_ENV_NAME(TRACE), trace, snap, KT_FORMAT_CHROME);
         if (want_report) /* KTIMING_REPORT=lines: the seed's grep-friendly lines; anything else: the table */
             kt_report_print(stderr, snap, !strcmp(rep, "lines") ? KT_FORMAT_LINES : KT_FORMAT_TEXT);
     }

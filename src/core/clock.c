@@ -245,7 +245,7 @@ void kt__hclock_init(void)
     }
     kt__hc_facts_t f;
     gather_facts(&f);
-    int req = kt__hc_request_parse(kt__env("KTIMING_CLOCK"));
+    int req = kt__hc_request_parse(kt__env(KT_ENV_NAME(CLOCK)));
     char reason[sizeof g_info.reason];
     int use = kt__hc_decide(&f, req, reason, sizeof reason);
     if (use) {

@@ -1,6 +1,7 @@
 /* core.c — lifecycle (lazy init, kt_init/kt_shutdown/kt_flush), runtime switch, error strings, backend hooks. */
 #include "core/internal.h"
 #include "core/service.h"
+#include "common/shared.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -80,7 +81,7 @@ static void at_exit(void)
 
 static uint32_t spans_from_env(void)
 {
-    const char *e = kt__env("KTIMING_SPANS");
+    const char *e = kt__env(KT_ENV_NAME(SPANS));
     if (!e || !*e)
         return KT_SPANS_DEFAULT;
     char *end;
@@ -226,7 +227,7 @@ const char *kt_err_name(int err)
 const char *kt_drop_reason_name(kt_drop_reason_t reason)
 {
     static const char *const names[KT_DROP_REASON_COUNT] = {
-#define KT__DROP_NAME(name, text) text,
+#define KT__DROP_NAME(name, text, id) text,
         KT_DROP_REASON_MAP(KT__DROP_NAME)
 #undef KT__DROP_NAME
     };
@@ -235,9 +236,7 @@ const char *kt_drop_reason_name(kt_drop_reason_t reason)
 
 const char *kt_backend_name(kt_backend_t backend)
 {
-    static const char *const names[KT_BACKEND_COUNT] = {"CPU",   "OpenCL", "Vulkan",  "CUDA",
-                                                        "Metal", "WebGPU", "host-api"};
-    return (unsigned)backend < KT_BACKEND_COUNT ? names[backend] : "unknown";
+    return kt__backend_names(backend, 1); /* common/shared.h: the one table of backend names */
 }
 
 const char *kt_version(void) { return KT_VERSION_STRING; }

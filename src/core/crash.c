@@ -315,15 +315,15 @@ static void on_crash(int sig, siginfo_t *info, void *ctx)
  * keeps a dead program's timings itself). */
 void kt__crash_install(void)
 {
-    const char *mode = kt__env("KTIMING_ON_CRASH");
-    const char *out = kt__env("KTIMING_OUTPUT");
+    const char *mode = kt__env(KT_ENV_NAME(ON_CRASH));
+    const char *out = kt__env(KT_ENV_NAME(OUTPUT));
     if (!mode || strcmp(mode, "write") != 0)
         return;
     if (!out || !*out) {
         fprintf(stderr, "ktiming: KTIMING_ON_CRASH=write needs KTIMING_OUTPUT: no crash handler\n");
         return;
     }
-    if (kt__arena || (kt__env("KTIMING_RUN_DIR") && *kt__env("KTIMING_RUN_DIR")))
+    if (kt__arena || (kt__env(KT_ENV_NAME(RUN_DIR)) && *kt__env(KT_ENV_NAME(RUN_DIR))))
         return; /* under ktiming run */
     if (kt__path_expand(out, -1, g_path, sizeof g_path) != 0 ||
         snprintf(g_tmp, sizeof g_tmp, "%s.crash.tmp", g_path) >= (int)sizeof g_tmp) {

@@ -1,45 +1,12 @@
 /* escape.c — names made safe for terminals, markdown and spreadsheets (see escape.h for the rules). */
 #include "export/escape.h"
+#include "common/shared.h"
+#include "core/env.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-/* Decodes the UTF-8 sequence at s (avail bytes): its length (1..4) and *cp, or 0 when not valid UTF-8. */
-static size_t utf8_decode(const unsigned char *s, size_t avail, uint32_t *cp)
-{
-    unsigned char c = s[0];
-    size_t n;
-    uint32_t v;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-        v = c & 0x1Fu;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        v = c & 0x0Fu;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        v = c & 0x07u;
-    } else {
-        return 0;
-    }
-    if (n > avail)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0u) != 0x80u)
-            return 0;
-        v = (v << 6) | (s[i] & 0x3Fu);
-    }
-    if ((n == 3 && v < 0x800) || (n == 4 && (v < 0x10000 || v > 0x10FFFF)) || (v >= 0xD800 && v <= 0xDFFF))
-        return 0;
-    *cp = v;
-    return n;
-}
 
 /* Code points shown as \uXXXX: C1 controls, and those that reorder or break a line of text. */
 static int cp_is_hidden_control(uint32_t cp)
@@ -51,7 +18,7 @@ static int cp_is_hidden_control(uint32_t cp)
 unsigned kt__hidden_control(const unsigned char *p, size_t n)
 {
     uint32_t cp = 0;
-    return n >= 2 && utf8_decode(p, n, &cp) == n && cp_is_hidden_control(cp) ? (unsigned)cp : 0u;
+    return n >= 2 && kt__utf8_decode(p, n, &cp) == n && cp_is_hidden_control(cp) ? (unsigned)cp : 0u;
 }
 
 /* The replacement for one ASCII byte in a markdown cell, or NULL to keep it. */
@@ -81,7 +48,7 @@ static size_t escape_unit(const unsigned char *p, size_t avail, unsigned flags, 
                           size_t *cols)
 {
     uint32_t cp = 0;
-    size_t k = utf8_decode(p, avail, &cp);
+    size_t k = kt__utf8_decode(p, avail, &cp);
     int md = (flags & KT_ESC_MARKDOWN) != 0;
     if (k == 0 || cp < 0x20 || cp == 0x7F || (cp == ',' && (flags & ESC_FIELD))) {
         /* one byte shown as \xHH; resynchronise on the next */
@@ -189,7 +156,7 @@ const char *kt__unit_us(void)
 {
     static const char *const kVars[] = {"LC_ALL", "LC_CTYPE", "LANG"};
     for (size_t i = 0; i < sizeof kVars / sizeof kVars[0]; i++) {
-        const char *v = getenv(kVars[i]);
+        const char *v = kt__env_any(kVars[i]); /* the locale, not ktiming's: as any program reads it */
         if (!v || !*v)
             continue;
         const char *dot = strchr(v, '.');

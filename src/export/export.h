@@ -56,8 +56,12 @@ void kt__json_write_double(FILE *out, double v);
 /* Formats v like kt__json_write_double into buf (at least 32 bytes); returns buf. */
 char *kt__format_double(char *buf, size_t size, double v);
 
-/* Length of the valid UTF-8 sequence at s (1..4; s[0] != 0), or 0 when the bytes there are not valid UTF-8.
- * Never reads past a NUL. */
-size_t kt__utf8_seq_len(const unsigned char *s);
+/* kt__json_write_chars flags. */
+#define KT__JSON_HTML 1u /* also '<' '>' '&' as \u003c.., and \b \f as \u0008 \u000c: safe inside an HTML <script> */
+
+/* The one JSON string-content writer (no quotes): at most maxlen bytes of s ("" for NULL); JSON's escapes, other
+ * control bytes as \u00XX, invalid UTF-8 bytes as \ufffd, U+2029 and what kt__escape hides (C1, bidi, U+2028)
+ * as \uXXXX. The snapshot writer (flags 0) and the Chrome trace / HTML writers (KT__JSON_HTML) both use it. */
+void kt__json_write_chars(FILE *out, const char *s, size_t maxlen, unsigned flags);
 
 #endif

@@ -12,13 +12,11 @@
  * Value writers
  * ------------------------------------------------------------------------------------------------- */
 
-size_t kt__utf8_seq_len(const unsigned char *s) { return kt__utf8_len(s, SIZE_MAX); }
-
-void kt__json_write_string(FILE *out, const char *s, size_t maxlen)
+void kt__json_write_chars(FILE *out, const char *s, size_t maxlen, unsigned flags)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
     size_t left = s ? strnlen(s, maxlen) : 0;
-    fputc('"', out);
+    const int html = (flags & KT__JSON_HTML) != 0;
     while (left > 0) {
         unsigned char c = *p;
         size_t n;
@@ -26,11 +24,17 @@ void kt__json_write_string(FILE *out, const char *s, size_t maxlen)
             switch (c) {
             case '"': fputs("\\\"", out); break;
             case '\\': fputs("\\\\", out); break;
-            case '\b': fputs("\\b", out); break;
-            case '\f': fputs("\\f", out); break;
             case '\n': fputs("\\n", out); break;
             case '\r': fputs("\\r", out); break;
             case '\t': fputs("\\t", out); break;
+            case '\b': fputs(html ? "\\u0008" : "\\b", out); break;
+            case '\f': fputs(html ? "\\u000c" : "\\f", out); break;
+            case '<': case '>': case '&':
+                if (html)
+                    fprintf(out, "\\u%04x", (unsigned)c);
+                else
+                    fputc(c, out);
+                break;
             default:
                 if (c < 0x20 || c == 0x7f)
                     fprintf(out, "\\u%04x", (unsigned)c);
@@ -58,6 +62,12 @@ void kt__json_write_string(FILE *out, const char *s, size_t maxlen)
             left -= n;
         }
     }
+}
+
+void kt__json_write_string(FILE *out, const char *s, size_t maxlen)
+{
+    fputc('"', out);
+    kt__json_write_chars(out, s, maxlen, 0);
     fputc('"', out);
 }
 

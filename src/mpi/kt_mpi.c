@@ -4,6 +4,8 @@
 #include <ktiming/clock.h>
 #include <ktiming/mpi.h>
 
+#include "core/env.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -28,15 +30,20 @@ static struct {
     kt_clock_sample_t *init;      /* root only: PINGS samples per rank, [rank * PINGS + i]; NULL elsewhere */
 } g_mpi;
 
-/* KTIMING_TEST_CLOCK_OFFSET_NS * rank (test-only, see ktiming/mpi.h), for this process's world rank. */
+/* KTIMING_TEST_CLOCK_OFFSET_NS * rank (see ktiming/mpi.h), for this process's world rank: a test hook, compiled
+ * only into the copy of this library the tests link (tests/mpi: KT_TEST_HOOKS=1); the shipped one reads 0. */
 static int64_t test_offset_ns(void)
 {
-    const char *v = getenv("KTIMING_TEST_CLOCK_OFFSET_NS");
+#if defined(KT_TEST_HOOKS) && KT_TEST_HOOKS
+    const char *v = kt__env(KT_ENV_NAME(TEST_CLOCK_OFFSET_NS));
     int rank = 0;
     if (!v || !*v)
         return 0;
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     return strtoll(v, NULL, 10) * (int64_t)rank;
+#else
+    return 0;
+#endif
 }
 
 /* This rank's clock (the host timeline, shifted by the test offset). */
@@ -144,7 +151,7 @@ static int rank_path(const char *path, int rank, char *out, size_t size)
 
 static size_t span_rank_limit(void)
 {
-    const char *v = getenv("KTIMING_MPI_SPAN_RANKS");
+    const char *v = kt__env(KT_ENV_NAME(MPI_SPAN_RANKS));
     long n = v && *v ? strtol(v, NULL, 10) : SPAN_RANKS_DEFAULT;
     return n < 0 ? 0 : (size_t)n;
 }
@@ -274,7 +281,7 @@ int kt_mpi_gather_snapshot(MPI_Comm comm, int root, const char *path, kt_snapsho
         rc = KT_ENOMEM;
     if (snap) {
         shift_snapshot(snap, toff);
-        const char *run_dir = getenv("KTIMING_RUN_DIR"); /* `ktiming run`: leave this rank's snapshot there */
+        const char *run_dir = kt__env(KT_ENV_NAME(RUN_DIR)); /* `ktiming run`: leave this rank's snapshot there */
         if (run_dir && *run_dir) {
             char p[4096];
             if (snprintf(p, sizeof p, "%s/%ld.json", run_dir, (long)getpid()) < (int)sizeof p)
@@ -316,7 +323,7 @@ int kt_mpi_gather_snapshot(MPI_Comm comm, int root, const char *path, kt_snapsho
             rc = kt_path_expand(path, -1, p, sizeof p);
             if (!rc && (rc = kt_report_write(p, merged, KT_FORMAT_JSON)) != 0)
                 fprintf(stderr, "ktiming mpi: cannot write %s: %s\n", p, kt_strerror(rc));
-            const char *trace = getenv("KTIMING_MPI_TRACE");
+            const char *trace = kt__env(KT_ENV_NAME(MPI_TRACE));
             if (!rc && trace && *trace && !(rc = kt_path_expand(trace, -1, p, sizeof p)) &&
                 (rc = kt_report_write(p, merged, KT_FORMAT_CHROME)) != 0)
                 fprintf(stderr, "ktiming mpi: cannot write %s: %s\n", p, kt_strerror(rc));
@@ -345,7 +352,7 @@ int kt_mpi_gather(MPI_Comm comm, int root, const char *path) { return kt_mpi_gat
 
 static int enabled_by_env(void)
 {
-    const char *v = getenv("KTIMING_MPI");
+    const char *v = kt__env(KT_ENV_NAME(MPI));
     return !(v && (!strcmp(v, "0") || !strcmp(v, "off")));
 }
 
@@ -385,7 +392,7 @@ KT_MPI_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *pr
 KT_MPI_EXPORT int MPI_Finalize(void)
 {
     if (g_mpi.active) {
-        const char *path = getenv("KTIMING_MPI_OUTPUT");
+        const char *path = kt__env(KT_ENV_NAME(MPI_OUTPUT));
         int rank = 0;
         PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
         int rc = kt_mpi_gather(MPI_COMM_WORLD, 0, path && *path ? path : "ktiming-mpi.json");

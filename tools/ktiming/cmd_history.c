@@ -1,6 +1,7 @@
 /* cmd_history.c — `ktiming history add|show|check`: every run's per-kernel times in a database (SQLite file or
  * PostgreSQL server), a look at each kernel's trend, and regressions found across commits (docs/history.md). */
 #include "cli.h"
+#include "core/env.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -189,7 +190,7 @@ static int parse_args(const char *sub, int argc, char **argv, history_args_t *a)
         }
     }
     if (!a->db) {
-        const char *env = getenv("KTIMING_HISTORY");
+        const char *env = kt__env(KT_ENV_NAME(HISTORY));
         a->db = env && *env ? env : "ktiming-history.sqlite";
     }
     return -1;

@@ -9,6 +9,7 @@
  * snapshot and prints the summary on stderr. The program's stdin, stdout, stderr and exit status are its own.
  */
 #include "cli.h"
+#include "core/env.h"
 
 #include <ktiming/analysis.h>
 #include <ktiming/output.h>
@@ -147,7 +148,7 @@ static int has_shim(const char *dir)
 /* The directory holding the interception libraries into out; 0 or -1. */
 static int intercept_dir(char *out, size_t size)
 {
-    const char *env = secure_getenv("KTIMING_INTERCEPT_DIR");
+    const char *env = kt__env(KT_ENV_NAME(INTERCEPT_DIR));
     if (env && *env) {
         snprintf(out, size, "%s", env);
         return 0;
@@ -180,7 +181,7 @@ static int intercept_dir(char *out, size_t size)
 /* Sets name to value, or to value SEP old (prepend) / old SEP value (append) when it is already set. */
 static int env_join(const char *name, const char *value, const char *sep, int prepend)
 {
-    const char *old = getenv(name);
+    const char *old = kt__env_any(name);
     if (!old || !*old)
         return setenv(name, value, 1);
     size_t len = strlen(old) + strlen(value) + strlen(sep) + 1;
@@ -197,7 +198,7 @@ static int env_join(const char *name, const char *value, const char *sep, int pr
  * KTIMING_VULKAN_LIBRARY names the loader as for the library; otherwise libvulkan.so.1. */
 static uint32_t vulkan_loader_version(void)
 {
-    const char *path = getenv("KTIMING_VULKAN_LIBRARY");
+    const char *path = kt__env(KT_ENV_NAME(VULKAN_LIBRARY));
     void *h = dlopen(path && *path ? path : "libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return 0;
@@ -236,31 +237,31 @@ static int setup_env(const run_opts_t *o, const char *dir, const char *run_dir)
     int have_cl = file_exists(dir, CL_INTERCEPT_LIB) && file_exists(dir, CL_DIRECT_LIB);
     int have_vk = file_exists(dir, VK_LAYER_MANIFEST);
     int have_cuda = file_exists(dir, CUPTI_LIB);
-    const char *user_inject = getenv("CUDA_INJECTION64_PATH");
+    const char *user_inject = kt__env_any("CUDA_INJECTION64_PATH");
     int cuda_user = user_inject && *user_inject; /* the user's injection library wins over ours */
     int cuda_ours = o->cuda != RUN_OFF && have_cuda && !cuda_user;
     /* outputs are written by this command from the per-process snapshots, not by the program's core */
-    unsetenv("KTIMING_OUTPUT");
-    unsetenv("KTIMING_TRACE");
-    unsetenv("KTIMING_REPORT");
-    if (setenv("KTIMING_RUN_DIR", run_dir, 1) != 0)
+    unsetenv(KT_ENV_NAME(OUTPUT));
+    unsetenv(KT_ENV_NAME(TRACE));
+    unsetenv(KT_ENV_NAME(REPORT));
+    if (setenv(KT_ENV_NAME(RUN_DIR), run_dir, 1) != 0)
         return -1;
     /* Only a summary asked for: it needs no spans, so the program keeps none (recording, writing and reading
      * them was ~8 ms of a 100 ms run of 20,000 kernels). A KTIMING_SPANS of the user's is kept. */
-    if (!o->output && !o->trace && !o->html && !o->mpi && !getenv("KTIMING_SPANS") &&
-        setenv("KTIMING_SPANS", "0", 1) != 0)
+    if (!o->output && !o->trace && !o->html && !o->mpi && !kt__env(KT_ENV_NAME(SPANS)) &&
+        setenv(KT_ENV_NAME(SPANS), "0", 1) != 0)
         return -1;
     if (o->verbose) {
-        setenv("KTIMING_VERBOSE", "profile_exec", 1);
-        setenv("KTIMING_RUN_VERBOSE", "1", 1);
+        setenv(KT_ENV_NAME(VERBOSE), "profile_exec", 1);
+        setenv(KT_ENV_NAME(RUN_VERBOSE), "1", 1);
     }
     if (o->opencl != RUN_OFF && have_cl) {
-        const char *user_loader = secure_getenv("KTIMING_OPENCL_LIBRARY");
+        const char *user_loader = kt__env(KT_ENV_NAME(OPENCL_LIBRARY));
         if (user_loader && *user_loader && !strstr(user_loader, CL_DIRECT_LIB))
-            setenv("KTIMING_CL_INTERCEPT_LOADER", user_loader, 1);
+            setenv(KT_ENV_NAME(CL_INTERCEPT_LOADER), user_loader, 1);
         if (path_join(path, sizeof path, dir, CL_DIRECT_LIB) != 0)
             return -1;
-        setenv("KTIMING_OPENCL_LIBRARY", path, 1);
+        setenv(KT_ENV_NAME(OPENCL_LIBRARY), path, 1);
         if (path_join(path, sizeof path, dir, CL_INTERCEPT_LIB) != 0)
             return -1;
         if (o->opencl != RUN_PRELOAD && env_join("OPENCL_LAYERS", path, ":", 0) != 0)
@@ -296,7 +297,7 @@ static int setup_env(const run_opts_t *o, const char *dir, const char *run_dir)
         }
         if (path_join(path, sizeof path, dir, MPI_LIB) != 0 || env_join("LD_PRELOAD", path, ":", 1) != 0)
             return -1;
-        if (o->merged && setenv("KTIMING_MPI_OUTPUT", o->merged, 1) != 0)
+        if (o->merged && setenv(KT_ENV_NAME(MPI_OUTPUT), o->merged, 1) != 0)
             return -1;
     }
     /* A sanitizer build's libraries need the ASan runtime loaded first, even in a program built without it.
@@ -868,7 +869,7 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child, int 
 #endif
 static const char *run_dir_base(void)
 {
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = kt__env_any("TMPDIR");
     if (tmp && *tmp)
         return tmp;
     struct statfs fs;
@@ -1071,12 +1072,12 @@ int ktcli_cmd_run(int argc, char **argv)
         return KTCLI_RUN_ERROR;
     }
     /* crash survival: the program records into memory run can read after it is gone */
-    if (kt_run_arena_create(RUN_ARENA_BYTES, &g_arena) != 0 || setenv("KTIMING_RUN_ARENA", kt_run_arena_env(g_arena), 1)) {
+    if (kt_run_arena_create(RUN_ARENA_BYTES, &g_arena) != 0 || setenv(KT_ENV_NAME(RUN_ARENA), kt_run_arena_env(g_arena), 1)) {
         if (o.verbose)
             fprintf(stderr, "ktiming run: crash survival off (no run arena: %s)\n", strerror(errno));
         kt_run_arena_close(g_arena);
         g_arena = NULL;
-        unsetenv("KTIMING_RUN_ARENA");
+        unsetenv(KT_ENV_NAME(RUN_ARENA));
     }
     pid_t child = 0;
     int fifo = open_run_fifo(run_dir);

@@ -2,6 +2,7 @@
  * through the driver API, each dispatch timed with kt_cuda_begin/end. Without a driver it says why and returns
  * KT_EUNAVAILABLE. It has been run against ktiming's driver test double only, not on a GPU. */
 #include "cli.h"
+#include "core/env.h"
 
 #include <ktiming/cuda.h>
 
@@ -44,7 +45,7 @@ static int fail(const ktcli_cu_t *cu, const char *what, int r)
 
 static int load(ktcli_cu_t *cu)
 {
-    const char *path = getenv("KTIMING_CUDA_LIBRARY");
+    const char *path = kt__env(KT_ENV_NAME(CUDA_LIBRARY));
     memset(cu, 0, sizeof *cu);
     cu->lib = dlopen(path && path[0] ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!cu->lib)

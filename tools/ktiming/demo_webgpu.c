@@ -3,6 +3,7 @@
  * the snapshot it writes and records its dispatches here, so they join the one table. Unavailable (skipped) when
  * this build has no source tree, or Node, the npm package, the driver or an adapter is missing. */
 #include "cli.h"
+#include "core/env.h"
 
 #include <ktiming/analysis.h>
 
@@ -135,7 +136,7 @@ int ktcli_demo_webgpu(const ktcli_demo_opts_t *opts)
                                  "(scripts/install-deps.sh --test installs it)");
     if (access(KTCLI_LVP25_DIR "/env.sh", R_OK))
         return unavailable(opts, "no newer lavapipe in " KTCLI_LVP25_DIR " (scripts/fetch-lavapipe25.sh)");
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = kt__env_any("TMPDIR");
     snprintf(path, sizeof path, "%s/ktiming-webgpu-XXXXXX.json", tmp && *tmp ? tmp : "/tmp");
     int fd = mkstemps(path, 5);
     if (fd < 0) {

@@ -1,4 +1,5 @@
 /* pool.c — CPU backend: kt_cpu_dispatch_2d runs a row function over bands on a persistent thread pool. */
+#include "core/env.h"
 #include "core/internal.h"
 
 #include <errno.h>
@@ -35,7 +36,7 @@ static __thread int tl_pool_worker;       /* set in pool threads: a nested dispa
 static void conf(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *e = secure_getenv("KTIMING_CPU_THREADS");
+    const char *e = kt__env(KT_ENV_NAME(CPU_THREADS));
     if (e && *e) {
         char *end;
         errno = 0;

@@ -21,7 +21,7 @@ static int site_check_on(void)
     if (__builtin_expect(on >= 0, 1))
         return on;
 #ifdef NDEBUG
-    const char *v = kt__env("KTIMING_CHECK");
+    const char *v = kt__env(KT_ENV_NAME(CHECK));
     on = v && v[0] == '1' && v[1] == 0;
 #else
     on = 1;
