@@ -323,10 +323,11 @@ static void snapshot_header(kt_snapshot_t *snap, const kt__src_t *src)
     snap->names_truncated = src->names_truncated;
 }
 
-/* The shards of generation gen (a shard not yet renewed after a reset holds none), their span counts, then the
- * kernel count: every kernel a counted span names is at most nk. -1 when out of memory. */
 /* Shards in a dead program's list at most (a list corrupted into a cycle ends there). */
 #define KT__DEAD_SHARDS (1u << 20)
+
+/* The shards of generation gen (a shard not yet renewed after a reset holds none), their span counts, then the
+ * kernel count: every kernel a counted span names is at most nk. -1 when out of memory. */
 
 static int build_init(build_t *b, const kt__src_t *src)
 {
