@@ -82,7 +82,23 @@ static void check_mode(const char *mode, int status, const char *ended)
     free(dir);
 }
 
-static void test_segv(void **state) { (void)state; check_mode("segv", 128 + SIGSEGV, "signal 11"); }
+/* ... and `ktiming report` of it says how the program ended. */
+static void test_segv(void **state)
+{
+    (void)state;
+    char *dir, out[4200];
+    assert_int_equal(run_mode("segv", &dir, out, sizeof out), 128 + SIGSEGV);
+    check_snapshot(out, "signal 11");
+    char *argv[] = {(char *)KT_CLI, (char *)"report", out, NULL};
+    int st = -1;
+    char *text = ktt_run_capture(argv, &(ktt_spawn_t){.err = KTT_QUIET}, &st);
+    assert_int_equal(st, 0);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "the program ended (signal 11)"));
+    free(text);
+    ktt_rmtree(dir);
+    free(dir);
+}
 static void test_abort(void **state) { (void)state; check_mode("abort", 128 + SIGABRT, "signal 6"); }
 static void test_underscore_exit(void **state) { (void)state; check_mode("_exit", 3, "exit 3 via _exit"); }
 /* Four threads' shards, all read. */
