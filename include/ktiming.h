@@ -398,6 +398,8 @@ typedef struct kt_snapshot_t {
     kt_source_info_t *sources;    /* threads and queues name theirs by index */
     uint64_t names_truncated;     /* kernels whose name passed 4,096 bytes: kept as its first bytes and
                                      "...[truncated]" (names alike in those bytes share an entry) */
+    char ended[48];               /* how the program ended when it died before writing its snapshot ("signal 11",
+                                     "exit 3 via _exit"; docs/run.md), "" when it wrote it itself */
 } kt_snapshot_t;
 
 /* Output formats. */

@@ -1098,7 +1098,8 @@ static int read_header(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
     if ((rc = get_str_into(c, root, "host", 0, s->host, sizeof s->host)) ||
         (rc = get_u64(c, root, "taken_ns", 0, &s->taken_ns)) ||
         (rc = get_u64(c, root, "kernels_dropped", 0, &s->kernels_dropped)) ||
-        (rc = get_u64(c, root, "names_truncated", 0, &s->names_truncated)))
+        (rc = get_u64(c, root, "names_truncated", 0, &s->names_truncated)) ||
+        (rc = get_str_into(c, root, "ended", 0, s->ended, sizeof s->ended)))
         return rc;
     const cJSON *pv = member(c, root, "pid", &rc), *rv = rc ? NULL : member(c, root, "rank", &rc);
     if (rc)

@@ -52,6 +52,8 @@ void kt__core_fork_prepare(void)
 
 void kt__core_fork_release(int child)
 {
+    if (child) /* before anything is written: the child's tables are its own, not run's arena */
+        kt__arena_fork_child();
     kt__registry_fork_release();
     kt__hclock_fork_release();
     kt__recorder_fork_release();
@@ -71,6 +73,7 @@ __attribute__((constructor)) static void fork_handlers_at_load(void)
  * leftovers counted as dropped, then the outputs. A forked child does not touch the parent's drivers. */
 static void at_exit(void)
 {
+    kt__arena_mark_exit();
     if (!kt__forked_child())
         kt__backends_stop(kt__now() + kt__exit_wait_ns());
     kt__exit_write();
@@ -101,11 +104,16 @@ static void first_init(const kt_desc_t *d)
     uint32_t sc = d->sample_capacity ? d->sample_capacity : KT__SAMPLE_DEFAULT;
     kt__cfg.sample_capacity = sc > KT__SAMPLE_MAX ? KT__SAMPLE_MAX : sc;
     g_user_enabled = !d->start_disabled;
+    if (kt__arena) { /* what `ktiming run` needs to read the tables (arena.c) */
+        atomic_store_explicit(&kt__arena->span_capacity, kt__cfg.span_capacity, memory_order_relaxed);
+        atomic_store_explicit(&kt__arena->sample_capacity, kt__cfg.sample_capacity, memory_order_relaxed);
+    }
 
     kt__hclock_init(); /* publishes the host device record */
 
     kt__fork_owner_mark();
     atexit(at_exit);
+    kt__crash_install(); /* KTIMING_ON_CRASH=write (crash.c) */
     atomic_store_explicit(&g_state, KT__RUNNING, memory_order_release);
     update_recording();
 }

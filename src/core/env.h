@@ -20,6 +20,8 @@
     X(TRACE, "Chrome trace written at exit (path template)")                                               \
     X(REPORT, "text or HTML report written at exit")                                                       \
     X(RUN_DIR, "`ktiming run`: directory the snapshot is left in")                                         \
+    X(RUN_ARENA, "`ktiming run`: the memfd the program records into (crash survival)")                     \
+    X(ON_CRASH, "write: a program killed by a signal writes KTIMING_OUTPUT from its crash handler")        \
     X(VERBOSE, "comma list; profile_exec or all: one line per completed dispatch")                         \
     X(VERBOSE_SYNC, "1: commands wait for their completion on the enqueuing thread")                       \
     X(LOG, "verbose lines go to this file (path template) instead of stderr")                             \

@@ -266,4 +266,69 @@ static inline double kt__rand_open01(uint64_t *s)
  * relocated instance, and the GOT entry is what points at the one everybody shares. */
 static inline int kt__on(void) { return __atomic_load_n(&kt__recording, __ATOMIC_RELAXED); }
 
+/* ---------------------------------------------------------------------------------------------------
+ * Crash survival under `ktiming run` (arena.c): the run arena and what a snapshot reads
+ * ------------------------------------------------------------------------------------------------- */
+
+#define KT__ARENA_MAGIC 0x6b742d6172656e61ull /* "kt-arena" */
+
+/* The header at the start of the run arena: the roots a snapshot starts from, stored here (besides the live
+ * globals the record path reads) whenever they change, which is never on the record path. Everything they point
+ * to was allocated from the arena (kt__zalloc). Written by the program, read by `ktiming run`. */
+typedef struct kt__arena_t {
+    _Atomic uint64_t magic;                 /* KT__ARENA_MAGIC once the header below holds */
+    _Atomic uint32_t claimed;               /* 1: a process of the run took the arena */
+    _Atomic uint32_t exited;                /* 1: the core's exit handler ran (so an exit without snapshot is not _exit) */
+    uint64_t size;                          /* bytes mapped */
+    _Atomic uint64_t used;                  /* bump offset of the next allocation (may pass size when full) */
+    _Atomic int64_t pid;                    /* the process that claimed the arena */
+    _Atomic uint32_t span_capacity;         /* kt__cfg at its first initialisation */
+    _Atomic uint32_t sample_capacity;
+    _Atomic(kt__shard_t *) shards;          /* the shard list's head */
+    _Atomic uint64_t gen;                   /* reset generation */
+    _Atomic uint64_t kernels_dropped;       /* as kt__kernels_dropped */
+    _Atomic uint64_t names_truncated;       /* as kt__names_truncated */
+    _Atomic uint32_t kcount;                /* highest kernel id published */
+    _Atomic(kt__kernel_t *) kdir[KT__DIR];  /* the kernel directory */
+    _Atomic(kt_queue_info_t *) queues;      /* queue table (count stored after the pointer) */
+    _Atomic uint32_t queue_count;
+    _Atomic(kt_thread_info_t *) threads;    /* thread table */
+    _Atomic uint32_t thread_count;
+    _Atomic(kt_device_info_t *) devices;    /* device table */
+    _Atomic uint32_t device_count;
+} kt__arena_t;
+
+/* The arena this process records into, NULL when not under `ktiming run` (or it could not be mapped). */
+extern kt__arena_t *kt__arena;
+/* Zeroed memory for the recorder and registry: from the arena when there is one, else calloc. Never on the record
+ * path's common case. */
+void *kt__zalloc(size_t n);
+/* Frees what kt__zalloc gave (arena memory is never reused). */
+void kt__zfree(void *p);
+int kt__in_arena(const void *p);
+/* A forked child: the arena becomes private memory (the child must not write into its parent's tables). */
+void kt__arena_fork_child(void);
+/* The core's exit handler ran. */
+void kt__arena_mark_exit(void);
+/* KTIMING_ON_CRASH=write outside `ktiming run`: the async-signal-safe crash writer's handlers (crash.c). */
+void kt__crash_install(void);
+
+/* What a snapshot reads: this process's tables, or a dead program's arena (lo < hi: every pointer followed is
+ * checked to lie in [lo, hi), every count bounded, no lock taken and no seqlock waited on forever). */
+typedef struct kt__src_t {
+    kt__shard_t *head;                      /* shard list */
+    uint64_t gen;                           /* generation read */
+    uint32_t nk;                            /* kernel ids 1..nk */
+    _Atomic(kt__kernel_t *) *kdir;          /* kernel directory */
+    uint32_t sample_capacity, span_capacity;
+    uint64_t kernels_dropped, names_truncated;
+    uintptr_t lo, hi;                       /* the arena's bytes in use; 0, 0: this process's own tables */
+    kt__arena_t *arena;                     /* the arena read (queues, threads, devices), or NULL */
+} kt__src_t;
+
+/* A snapshot of a source that is not this process (snapshot.c); NULL when out of memory. */
+kt_snapshot_t *kt__snapshot_from(const kt__src_t *src);
+/* The kernel directory (registry.c). */
+_Atomic(kt__kernel_t *) *kt__kernel_dir(void);
+
 #endif

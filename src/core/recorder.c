@@ -49,7 +49,7 @@ static void span_log_prefault(kt__shard_t *s)
     if (!cap || KT__LD(&s->spans))
         return;
     size_t bytes = (size_t)cap * sizeof(kt__span_rec_t);
-    kt__span_rec_t *log = calloc(cap, sizeof *log);
+    kt__span_rec_t *log = kt__zalloc((size_t)cap * sizeof *log);
     if (!log)
         return; /* span_push retries, and counts spans_dropped if it fails too */
     volatile unsigned char *p = (volatile unsigned char *)log;
@@ -68,13 +68,15 @@ static kt__shard_t *shard_acquire(void)
         ;
     if (s) {
         s->owned = 1;
-    } else if ((s = calloc(1, sizeof *s)) != NULL) {
+    } else if ((s = kt__zalloc(sizeof *s)) != NULL) {
         s->index = g_shard_count++;
         s->rng = 0x6b74696d696e6700ull + s->index; /* deterministic per creation order: runs reproduce */
         s->owned = 1;
         KT__ST(&s->gen, KT__LD(&g_gen));
         s->next = KT__LD(&g_shards);
         KT__STR(&g_shards, s);
+        if (kt__arena) /* the root `ktiming run` reads a dead program's shards from */
+            KT__STR(&kt__arena->shards, s);
     }
     pthread_mutex_unlock(&g_shards_lock);
     if (!s)
@@ -165,13 +167,13 @@ static kt__slot_t *slot_create(kt__shard_t *s, kt_kernel_id_t id)
     kt__slot_t *chunk = KT__LD(&s->dir[id >> KT__CHUNK_BITS]);
     if (!chunk) {
         /* aligned to a cache line by hand (chunks are never freed): each slot is exactly its two lines */
-        unsigned char *mem = calloc(1, KT__CHUNK * sizeof *chunk + 63u);
+        unsigned char *mem = kt__zalloc(KT__CHUNK * sizeof *chunk + 63u);
         if (!mem)
             return NULL;
         chunk = (kt__slot_t *)(void *)(mem + ((64u - ((uintptr_t)mem & 63u)) & 63u));
         KT__STR(&s->dir[id >> KT__CHUNK_BITS], chunk);
     }
-    kt__slot_cold_t *cold = calloc(1, sizeof *cold); /* the reservoir's blocks come with the samples */
+    kt__slot_cold_t *cold = kt__zalloc(sizeof *cold); /* the reservoir's blocks come with the samples */
     if (!cold)
         return NULL;
     kt__slot_t *sl = &chunk[id & (KT__CHUNK - 1u)];
@@ -208,8 +210,11 @@ static inline kt__slot_t *slot_for(kt__shard_t *s, kt_kernel_id_t id)
 static kt__slot_t *slot_for_counted(kt__shard_t *s, kt_kernel_id_t id)
 {
     kt__slot_t *sl = slot_for(s, id);
-    if (!sl && !kt__kernel_get(id))
+    if (!sl && !kt__kernel_get(id)) {
         atomic_fetch_add_explicit(&g_kernels_dropped, 1, memory_order_relaxed);
+        if (kt__arena)
+            atomic_fetch_add_explicit(&kt__arena->kernels_dropped, 1, memory_order_relaxed);
+    }
     return sl;
 }
 
@@ -248,7 +253,7 @@ static void reservoir_step(kt__shard_t *s, kt__slot_t *sl, uint64_t n, uint64_t 
         /* Filling: the next position (n, unless a block could not be allocated before). */
         uint32_t pos = KT__LD(&sl->res_fill), k = kt__smp_block(pos, &off);
         kt__au64 *blk = KT__LD(&c->smp[k]);
-        if (!blk && (blk = calloc(kt__smp_block_size(k), sizeof *blk)) != NULL)
+        if (!blk && (blk = kt__zalloc(kt__smp_block_size(k) * sizeof *blk)) != NULL)
             KT__STR(&c->smp[k], blk);
         if (blk) { /* out of memory: the sample is lost, the exact aggregates are not */
             KT__STR(&blk[off], v);
@@ -350,7 +355,7 @@ static __attribute__((noinline)) void slot_add_full(kt__shard_t *s, kt__slot_t *
         uint32_t idx = kt__hist_index(KT__LD(&sl->pend));
         kt__slot_cold_t *c = KT__LD(&sl->cold);
         kt__au64 *blk = KT__LD(&c->hist[idx / KT__HIST_BLOCK]);
-        if (!blk && (blk = calloc(KT__HIST_BLOCK, sizeof *blk)) != NULL)
+        if (!blk && (blk = kt__zalloc(KT__HIST_BLOCK * sizeof *blk)) != NULL)
             KT__STR(&c->hist[idx / KT__HIST_BLOCK], blk);
         if (blk) /* out of memory: percentiles then miss this record, the exact aggregates do not */
             bump = &blk[idx % KT__HIST_BLOCK];
@@ -377,7 +382,7 @@ static void span_push(kt__shard_t *s, kt__slot_t *sl, kt_kernel_id_t kernel, uin
         return;
     uint32_t n = KT__LD(&s->span_count);
     kt__span_rec_t *log = KT__LD(&s->spans);
-    if (n >= cap || (!log && !(log = calloc(cap, sizeof *log)))) {
+    if (n >= cap || (!log && !(log = kt__zalloc((size_t)cap * sizeof *log)))) {
         counter_add(&sl->spans_dropped);
         return;
     }
@@ -627,8 +632,12 @@ void kt_record_error(kt_kernel_id_t kernel) { kt_record_error_name(kernel, NULL)
 void kt_reset(void)
 {
     pthread_mutex_lock(&g_reset_lock);
-    atomic_fetch_add_explicit(&g_gen, 1, memory_order_acq_rel);
+    uint64_t gen = atomic_fetch_add_explicit(&g_gen, 1, memory_order_acq_rel) + 1;
     KT__ST(&g_kernels_dropped, 0);
+    if (kt__arena) {
+        KT__STR(&kt__arena->gen, gen);
+        KT__ST(&kt__arena->kernels_dropped, 0);
+    }
     pthread_mutex_unlock(&g_reset_lock);
 }
 

@@ -48,9 +48,21 @@ const kt__kernel_t *kt__kernel_get(kt_kernel_id_t id)
 
 uint32_t kt__kernel_count(void) { return KT__LDA(&g_kcount); }
 
+_Atomic(kt__kernel_t *) *kt__kernel_dir(void) { return g_kdir; }
+
 static const kt__kernel_t *kernel_at(uint32_t id)
 {
     return &KT__LD(&g_kdir[id >> KT__CHUNK_BITS])[id & (KT__CHUNK - 1u)];
+}
+
+/* A copy of s from kt__zalloc (the arena under `ktiming run`); NULL when out of memory. */
+static char *str_copy(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = kt__zalloc(n);
+    if (p)
+        memcpy(p, s, n);
+    return p;
 }
 
 static int htab_grow(void)
@@ -117,23 +129,28 @@ kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const ch
         goto out;
     kt__kernel_t *chunk = KT__LD(&g_kdir[next >> KT__CHUNK_BITS]);
     if (!chunk) {
-        chunk = calloc(KT__CHUNK, sizeof *chunk);
+        chunk = kt__zalloc(KT__CHUNK * sizeof *chunk);
         if (!chunk)
             goto out;
         KT__STR(&g_kdir[next >> KT__CHUNK_BITS], chunk);
+        if (kt__arena)
+            KT__STR(&kt__arena->kdir[next >> KT__CHUNK_BITS], chunk);
     }
     kt__kernel_t *k = &chunk[next & (KT__CHUNK - 1u)];
-    char *n = strdup(name), *d = strdup(device);
+    char *n = str_copy(name), *d = str_copy(device);
     if (!n || !d) {
-        free(n);
-        free(d);
+        kt__zfree(n);
+        kt__zfree(d);
         goto out;
     }
     k->name = n;
     k->name_len = strlen(n);
     k->name_keep = keep;
-    if (keep)
+    if (keep) {
         atomic_fetch_add_explicit(&g_names_truncated, 1, memory_order_relaxed);
+        if (kt__arena)
+            atomic_fetch_add_explicit(&kt__arena->names_truncated, 1, memory_order_relaxed);
+    }
     k->device = d;
     k->backend = backend;
     k->hash = h;
@@ -142,6 +159,8 @@ kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const ch
         i = (i + 1) & (g_hcap - 1);
     g_htab[i] = next;
     KT__STR(&g_kcount, next);
+    if (kt__arena)
+        KT__STR(&kt__arena->kcount, next);
     id = next;
 out:
     pthread_mutex_unlock(&g_reg_lock);
@@ -176,9 +195,16 @@ static int reserve(void **arr, uint32_t *cap, uint32_t count, size_t size)
     if (count < *cap)
         return 0;
     uint32_t nc = *cap ? *cap * 2 : 16;
-    void *p = realloc(*arr, nc * size);
-    if (!p)
+    void *p;
+    if (kt__arena) { /* grown by copying: a reader of the arena may still read the old array */
+        if (!(p = kt__zalloc(nc * size)))
+            return KT_ENOMEM;
+        if (count)
+            memcpy(p, *arr, count * size);
+        kt__zfree(*arr);
+    } else if (!(p = realloc(*arr, nc * size))) {
         return KT_ENOMEM;
+    }
     *arr = p;
     *cap = nc;
     return 0;
@@ -216,6 +242,10 @@ uint32_t kt_queue_register(kt_backend_t backend, const char *device, const char 
     if (reserve((void **)&g_queues, &g_queue_cap, g_queue_count, sizeof q) == 0) {
         g_queues[g_queue_count++] = q;
         id = g_queue_count;
+        if (kt__arena) {
+            KT__STR(&kt__arena->queues, g_queues);
+            KT__STR(&kt__arena->queue_count, g_queue_count);
+        }
     }
 out:
     pthread_mutex_unlock(&g_reg_lock);
@@ -240,6 +270,10 @@ uint32_t kt_thread_ordinal(void)
     if (reserve((void **)&g_threads, &g_thread_cap, g_thread_count, sizeof t) == 0) {
         g_threads[g_thread_count++] = t;
         tl_ordinal = g_thread_count;
+        if (kt__arena) {
+            KT__STR(&kt__arena->threads, g_threads);
+            KT__STR(&kt__arena->thread_count, g_thread_count);
+        }
     }
     pthread_mutex_unlock(&g_reg_lock);
     return tl_ordinal;
@@ -264,6 +298,15 @@ static uint32_t device_index(kt_backend_t backend, const char *key)
         if (g_devices[i].backend == backend && !strcmp(g_devices[i].key, key))
             break;
     return i;
+}
+
+/* The device table as a dead program's reader finds it (under g_reg_lock, after any change of it). */
+static void devices_to_arena(void)
+{
+    if (kt__arena) {
+        KT__STR(&kt__arena->devices, g_devices);
+        KT__STR(&kt__arena->device_count, g_device_count);
+    }
 }
 
 void kt_device_publish(const kt_device_info_t *info)
@@ -291,6 +334,7 @@ void kt_device_publish(const kt_device_info_t *info)
         d.id.ordinal = d.id.partition = -1;
         g_devices[g_device_count++] = d;
     }
+    devices_to_arena();
     pthread_mutex_unlock(&g_reg_lock);
 }
 
@@ -398,6 +442,7 @@ const char *kt_device_register(kt_backend_t backend, const kt_device_id_t *id_in
     g_keys[g_key_count].backend = backend;
     g_keys[g_key_count++].key = copy;
     result = copy;
+    devices_to_arena();
 out:
     pthread_mutex_unlock(&g_reg_lock);
     return result;

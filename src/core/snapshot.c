@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* One entry while it is being built, with the kernel id spans refer to. */
@@ -30,9 +31,22 @@ typedef struct slot_read_t {
     uint64_t count, total, total_hi, sq_lo, sq_hi, min, max, last, last_stamp, pend, bytes;
 } slot_read_t;
 
-static void slot_read(kt__slot_t *sl, slot_read_t *r)
+/* Does [p, p + n) lie in what src may read: any non-NULL pointer of this process, or the dead program's arena? */
+static inline int src_ok(const kt__src_t *src, const void *p, size_t n)
 {
-    for (;;) {
+    if (src->lo == src->hi)
+        return p != NULL;
+    uintptr_t a = (uintptr_t)p;
+    return a >= src->lo && a < src->hi && n <= src->hi - a;
+}
+
+/* Seqlock read attempts on a dead program's slot: its owner may have died mid-update (the sequence number odd
+ * forever); the values then read are taken as they are, the interrupted record counted or not. */
+#define KT__DEAD_TRIES 64
+
+static void slot_read(const kt__src_t *src, kt__slot_t *sl, slot_read_t *r)
+{
+    for (int tries = 0;; tries++) {
         /* Acquire loads throughout: the matching half of the writer's release stores (recorder.c). */
         uint64_t q1 = KT__LDA(&sl->seq);
         r->count = KT__LDA(&sl->count);
@@ -46,16 +60,40 @@ static void slot_read(kt__slot_t *sl, slot_read_t *r)
         r->last_stamp = KT__LDA(&sl->last_stamp);
         r->pend = KT__LDA(&sl->pend);
         uint64_t q2 = KT__LD(&sl->seq);
-        if (q1 == q2 && !(q1 & 1))
+        if ((q1 == q2 && !(q1 & 1)) || (src->lo != src->hi && tries >= KT__DEAD_TRIES)) {
+            if (r->min > r->max && r->count) /* a torn read of a dead owner's record */
+                r->min = r->max;
             return;
+        }
         sched_yield();
     }
 }
 
-static kt__slot_t *shard_slot(kt__shard_t *s, uint32_t id)
+static kt__slot_t *shard_slot(const kt__src_t *src, kt__shard_t *s, uint32_t id)
 {
     kt__slot_t *chunk = KT__LDA(&s->dir[id >> KT__CHUNK_BITS]);
-    return chunk && KT__LDA(&chunk[id & (KT__CHUNK - 1u)].cold) ? &chunk[id & (KT__CHUNK - 1u)] : NULL;
+    if (!chunk || !src_ok(src, chunk, KT__CHUNK * sizeof *chunk))
+        return NULL;
+    kt__slot_cold_t *cold = KT__LDA(&chunk[id & (KT__CHUNK - 1u)].cold);
+    return cold && src_ok(src, cold, sizeof *cold) ? &chunk[id & (KT__CHUNK - 1u)] : NULL;
+}
+
+/* Kernel id's record in src, ids 1..nk (NULL: none, or not readable). */
+static const kt__kernel_t *src_kernel(const kt__src_t *src, uint32_t nk, uint32_t id)
+{
+    if (id == 0 || id > nk)
+        return NULL;
+    kt__kernel_t *chunk = KT__LDA(&src->kdir[id >> KT__CHUNK_BITS]);
+    if (!chunk || !src_ok(src, chunk, KT__CHUNK * sizeof *chunk))
+        return NULL;
+    const kt__kernel_t *k = &chunk[id & (KT__CHUNK - 1u)];
+    if (src->lo == src->hi)
+        return k;
+    /* a dead program's strings: NUL-terminated inside the arena */
+    if (!src_ok(src, k->name, 1) || !src_ok(src, k->device, 1) ||
+        !memchr(k->name, 0, src->hi - (uintptr_t)k->name) || !memchr(k->device, 0, src->hi - (uintptr_t)k->device))
+        return NULL;
+    return k;
 }
 
 /* Nearest-rank percentiles (the ceil(p*n)-th smallest) from the merged histogram, clamped to [min, max], all
@@ -234,6 +272,7 @@ static void sort_spans(kt_span_t *a, size_t n)
 /* The working state of one snapshot: the shards of the generation being read, the reservoir pools and the
  * merged histogram of the kernel being built, and the entries built so far (owned here until published). */
 typedef struct build_t {
+    const kt__src_t *src;    /* what is read */
     uint32_t cap;            /* sample capacity */
     kt__shard_t **shards;    /* shards holding this generation's data */
     uint32_t *span_n;        /* each shard's spans, counted before the slots */
@@ -271,27 +310,41 @@ static void build_free(build_t *b)
 }
 
 /* Host, pid, rank, time and the kernel-limit count. */
-static void snapshot_header(kt_snapshot_t *snap)
+static void snapshot_header(kt_snapshot_t *snap, const kt__src_t *src)
 {
-    snap->taken_ns = kt__now();
+    struct timespec ts; /* a dead program's: read here without calibrating this process's clock (same base) */
+    snap->taken_ns = !src->arena ? kt__now()
+                     : clock_gettime(CLOCK_MONOTONIC_RAW, &ts) == 0 ? (uint64_t)ts.tv_sec * 1000000000ull +
+                                                                          (uint64_t)ts.tv_nsec
+                                                                    : 0;
     if (gethostname(snap->host, sizeof snap->host) != 0)
         snap->host[0] = 0;
     snap->host[sizeof snap->host - 1] = 0;
     snap->pid = (int64_t)getpid();
     snap->rank = kt__rank();
-    snap->kernels_dropped = kt__kernels_dropped();
-    snap->names_truncated = kt__names_truncated();
+    snap->kernels_dropped = src->kernels_dropped;
+    snap->names_truncated = src->names_truncated;
 }
+
+/* Shards in a dead program's list at most (a list corrupted into a cycle ends there). */
+#define KT__DEAD_SHARDS (1u << 20)
 
 /* The shards of generation gen (a shard not yet renewed after a reset holds none), their span counts, then the
  * kernel count: every kernel a counted span names is at most nk. -1 when out of memory. */
-static int build_init(build_t *b, uint64_t gen)
+
+static int build_init(build_t *b, const kt__src_t *src)
 {
+    uint64_t gen = src->gen;
     memset(b, 0, sizeof *b);
-    b->cap = kt__cfg.sample_capacity;
-    kt__shard_t *head = kt__shards_head(); /* shards are pushed at the head: the list from here is fixed */
+    b->src = src;
+    b->cap = src->sample_capacity ? src->sample_capacity : 1;
+    kt__shard_t *head = src->head; /* shards are pushed at the head: the list from here is fixed */
     uint32_t ns = 0;
-    for (kt__shard_t *s = head; s; s = s->next)
+    /* shards are pushed at the head in creation order: a dead program's list whose indices stop falling is
+     * looped (or torn) there */
+    for (kt__shard_t *s = head, *prev = NULL; s && src_ok(src, s, sizeof *s) && ns < KT__DEAD_SHARDS &&
+                                              (src->lo == src->hi || !prev || s->index < prev->index);
+         prev = s, s = s->next)
         ns++;
     b->shards = calloc(ns ? ns : 1, sizeof *b->shards);
     b->span_n = calloc(ns ? ns : 1, sizeof *b->span_n);
@@ -301,12 +354,17 @@ static int build_init(build_t *b, uint64_t gen)
     b->hist = calloc(KT__HIST_BUCKETS, sizeof(uint64_t));
     if (!b->shards || !b->span_n || !b->pools || !b->poolbuf || !b->hist)
         return -1;
-    for (kt__shard_t *s = head; s; s = s->next)
+    uint32_t seen = 0;
+    for (kt__shard_t *s = head; s && seen < ns; s = s->next, seen++)
         if (KT__LDA(&s->gen) == gen) {
-            b->span_n[b->nvalid] = KT__LDA(&s->span_count);
+            uint32_t n = KT__LDA(&s->span_count);
+            kt__span_rec_t *log = KT__LDA(&s->spans);
+            if (src->lo != src->hi && (n > src->span_capacity || !src_ok(src, log, (size_t)n * sizeof *log)))
+                n = 0; /* a dead program's span log not readable whole: its spans are left out */
+            b->span_n[b->nvalid] = n;
             b->shards[b->nvalid++] = s;
         }
-    b->nk = kt__kernel_count();
+    b->nk = src->arena ? src->nk : kt__kernel_count(); /* live: read after the span counts */
     b->eb = calloc(b->nk ? b->nk : 1, sizeof *b->eb);
     b->kid_entry = malloc(((size_t)b->nk + 1) * sizeof *b->kid_entry);
     b->rng = 0x736e617073686f74ull ^ gen;
@@ -318,6 +376,8 @@ static int build_init(build_t *b, uint64_t gen)
 static int64_t gather_samples(build_t *b, kt__slot_t *sl)
 {
     uint32_t fill = KT__LDA(&sl->res_fill);
+    if (fill > b->cap) /* a dead program's torn slot */
+        fill = b->cap;
     if (b->poolused + fill > b->poolcap) {
         size_t nc = b->poolcap * 2 > b->poolused + fill ? b->poolcap * 2 : b->poolused + fill;
         uint64_t *nb = realloc(b->poolbuf, nc * sizeof(uint64_t));
@@ -328,11 +388,16 @@ static int64_t gather_samples(build_t *b, kt__slot_t *sl)
     }
     for (uint32_t j = 0, off; j < fill; j++) { /* every block below res_fill is published */
         uint32_t k = kt__smp_block(j, &off);
-        b->poolbuf[b->poolused + j] = KT__LDA(&KT__LDA(&KT__LDA(&sl->cold)->smp[k])[off]);
+        kt__au64 *blk = KT__LDA(&KT__LDA(&sl->cold)->smp[k]);
+        if (b->src->lo != b->src->hi && !src_ok(b->src, blk, kt__smp_block_size(k) * sizeof *blk)) {
+            fill = j; /* a dead program's block not readable: the samples before it */
+            break;
+        }
+        b->poolbuf[b->poolused + j] = KT__LDA(&blk[off]);
     }
     for (uint32_t blk_i = 0; blk_i < KT__HIST_BLOCKS; blk_i++) {
         _Atomic uint64_t *blk = KT__LDA(&KT__LDA(&sl->cold)->hist[blk_i]);
-        if (!blk)
+        if (!blk || !src_ok(b->src, blk, KT__HIST_BLOCK * sizeof *blk))
             continue;
         b->used |= (uint64_t)1 << blk_i;
         for (uint32_t j = 0; j < KT__HIST_BLOCK; j++) {
@@ -361,7 +426,7 @@ static int gather_kernel(build_t *b, uint32_t id, kt_kernel_timing_t *t, gathere
     int any = 0;
     b->poolused = 0;
     for (uint32_t si = 0; si < b->nvalid; si++) {
-        kt__slot_t *sl = shard_slot(b->shards[si], id);
+        kt__slot_t *sl = shard_slot(b->src, b->shards[si], id);
         if (!sl)
             continue;
         int64_t fill = gather_samples(b, sl);
@@ -370,7 +435,7 @@ static int gather_kernel(build_t *b, uint32_t id, kt_kernel_timing_t *t, gathere
         slot_read_t r;
         kt__slot_cold_t *cold = KT__LDA(&sl->cold);
         uint64_t bytes = KT__LDA(&cold->bytes); /* before the scalars: only bytes of counted dispatches */
-        slot_read(sl, &r);
+        slot_read(b->src, sl, &r);
         t->errors += KT__LD(&cold->errors);
         t->dropped += KT__LD(&cold->dropped);
         for (int d = 0; d < KT_DROP_REASON_COUNT; d++)
@@ -432,11 +497,13 @@ static int build_entry(build_t *b, uint32_t id)
         return -1;
     if (!any && !t.errors && !t.dropped && !t.spans_dropped)
         return 0;
+    const kt__kernel_t *k = src_kernel(b->src, b->nk, id);
+    if (!k) /* a dead program's kernel record not readable: its records cannot be named */
+        return 0;
     /* t's allocations go into eb at once, so build_free releases them whatever fails next */
     entry_build_t *e = &b->eb[b->ne++];
     e->kernel = id;
-    const kt__kernel_t *k = kt__kernel_get(id);
-    t.backend = k->backend;
+    t.backend = (unsigned)k->backend < KT_BACKEND_COUNT ? k->backend : KT_BACKEND_CPU;
     t.name = strdup(k->name);
     /* entries name their device by its label (the kernel was interned with the device's key) */
     const kt_device_info_t *dv = kt__device_by_key(b->dev, b->ndev, k->backend, k->device);
@@ -444,7 +511,8 @@ static int build_entry(build_t *b, uint32_t id)
     t.total_ns = g.sum > UINT64_MAX ? UINT64_MAX : (uint64_t)g.sum;
     t.total128 = (kt_u128_t){(uint64_t)g.sum, (uint64_t)(g.sum >> 64)};
     t.sumsq128 = (kt_u128_t){(uint64_t)g.sq, (uint64_t)(g.sq >> 64)};
-    kt__kernel_last_error(id, t.last_error, sizeof t.last_error);
+    if (!b->src->arena)
+        kt__kernel_last_error(id, t.last_error, sizeof t.last_error);
     e->t = t;
     if (!t.name || !t.device)
         return -1;
@@ -557,6 +625,87 @@ static int copy_spans(const build_t *b, kt_snapshot_t *snap)
     return 0;
 }
 
+/* A table of a dead program's arena copied out: count read before the pointer (the pointer then holds at least
+ * that many), both inside the arena. */
+static void *arena_table(const kt__src_t *src, void *_Atomic const *ptr, const _Atomic uint32_t *count,
+                         size_t size, size_t *out_n)
+{
+    uint32_t n = atomic_load_explicit(count, memory_order_acquire);
+    void *p = atomic_load_explicit((void *_Atomic *)ptr, memory_order_acquire);
+    *out_n = 0;
+    if (!n || !src_ok(src, p, (size_t)n * size))
+        return NULL;
+    void *c = malloc((size_t)n * size);
+    if (c) {
+        memcpy(c, p, (size_t)n * size);
+        *out_n = n;
+    }
+    return c;
+}
+
+/* The snapshot's device records, labelled once (docs/devices.md): the live registry's, or a dead program's table
+ * with its strings terminated here. Host and rank are the snapshot's. Out of memory: no device records. */
+static void snapshot_devices(const kt__src_t *src, kt_snapshot_t *snap)
+{
+    kt__arena_t *a = src->arena;
+    if (a) {
+        snap->devices = arena_table(src, (void *_Atomic const *)&a->devices, &a->device_count,
+                                    sizeof *snap->devices, &snap->device_count);
+    } else {
+        snap->devices = kt__devices_copy(&snap->device_count);
+    }
+    for (size_t i = 0; i < snap->device_count; i++) {
+        kt_device_info_t *d = &snap->devices[i];
+        d->name[sizeof d->name - 1] = 0;
+        d->clock_domain[sizeof d->clock_domain - 1] = 0;
+        d->key[sizeof d->key - 1] = 0;
+        d->id.vendor[sizeof d->id.vendor - 1] = 0;
+        d->id.model[sizeof d->id.model - 1] = 0;
+        d->id.id_kind[sizeof d->id.id_kind - 1] = 0;
+        d->id.uuid[sizeof d->id.uuid - 1] = 0;
+        d->id.pci[sizeof d->id.pci - 1] = 0;
+        d->id.driver_uuid[sizeof d->id.driver_uuid - 1] = 0;
+        d->id.platform[sizeof d->id.platform - 1] = 0;
+        d->id.parent[sizeof d->id.parent - 1] = 0;
+        if ((unsigned)d->backend >= KT_BACKEND_COUNT)
+            d->backend = KT_BACKEND_CPU;
+        snprintf(d->host, sizeof d->host, "%s", snap->host);
+        d->rank = snap->rank;
+    }
+    kt__device_labels(snap->devices, snap->device_count);
+}
+
+/* Queues name their device by its label, as entries do (they were registered with the device's key). */
+static void queues_relabel(kt_snapshot_t *snap)
+{
+    for (size_t i = 0; i < snap->queue_count; i++) {
+        kt_queue_info_t *q = &snap->queues[i];
+        const kt_device_info_t *dv = kt__device_by_key(snap->devices, snap->device_count, q->backend, q->device);
+        if (dv)
+            snprintf(q->device, sizeof q->device, "%s", dv->name);
+    }
+}
+
+/* Entries and spans of src into snap; 0 or -1 (out of memory). */
+static int snapshot_build(const kt__src_t *src, kt_snapshot_t *snap)
+{
+    build_t b;
+    int rc = build_init(&b, src);
+    /* devices after build_init: every kernel it counted was interned with a key registered before it */
+    if (!rc)
+        snapshot_devices(src, snap);
+    b.dev = snap->devices;
+    b.ndev = snap->device_count;
+    for (uint32_t id = 1; !rc && id <= b.nk; id++)
+        rc = build_entry(&b, id);
+    if (!rc)
+        rc = publish_entries(&b, snap);
+    if (!rc)
+        rc = copy_spans(&b, snap);
+    build_free(&b);
+    return rc;
+}
+
 kt_snapshot_t *kt_snapshot(void)
 {
     kt__ensure_init();
@@ -565,45 +714,59 @@ kt_snapshot_t *kt_snapshot(void)
     kt_snapshot_t *snap = calloc(1, sizeof *snap);
     if (!snap)
         return NULL;
-    snapshot_header(snap);
-
     kt__reset_hold();
-    build_t b;
-    int rc = build_init(&b, kt__generation());
-    /* devices after build_init: every kernel it counted was interned with a key registered before it */
-    size_t ndev = 0;
-    kt_device_info_t *dev = kt__devices_copy(&ndev);
-    for (size_t i = 0; i < ndev; i++) {
-        snprintf(dev[i].host, sizeof dev[i].host, "%s", snap->host);
-        dev[i].rank = snap->rank;
-    }
-    kt__device_labels(dev, ndev);
-    b.dev = dev;
-    b.ndev = ndev;
-    for (uint32_t id = 1; !rc && id <= b.nk; id++)
-        rc = build_entry(&b, id);
-    if (!rc)
-        rc = publish_entries(&b, snap);
-    if (!rc)
-        rc = copy_spans(&b, snap);
+    /* nk is read by build_init after the shards' span counts (every kernel a counted span names is then known) */
+    kt__src_t src = {.head = kt__shards_head(), .gen = kt__generation(), .nk = 0, .kdir = kt__kernel_dir(),
+                     .sample_capacity = kt__cfg.sample_capacity, .span_capacity = kt__cfg.span_capacity,
+                     .kernels_dropped = kt__kernels_dropped(), .names_truncated = kt__names_truncated()};
+    snapshot_header(snap, &src);
+    int rc = snapshot_build(&src, snap);
     kt__reset_release();
-    build_free(&b);
     if (rc) {
-        free(dev);
         kt_snapshot_free(snap);
         return NULL;
     }
     sort_spans(snap->spans, snap->span_count);
     snap->queues = kt__queues_copy(&snap->queue_count);
-    for (size_t i = 0; i < snap->queue_count; i++) {
-        kt_queue_info_t *q = &snap->queues[i];
-        const kt_device_info_t *dv = kt__device_by_key(dev, ndev, q->backend, q->device);
-        if (dv)
-            snprintf(q->device, sizeof q->device, "%s", dv->name);
-    }
+    queues_relabel(snap);
     snap->threads = kt__threads_copy(&snap->thread_count);
-    snap->devices = dev;
-    snap->device_count = ndev;
+    return snap;
+}
+
+kt_snapshot_t *kt__snapshot_from(const kt__src_t *src)
+{
+    kt_snapshot_t *snap = calloc(1, sizeof *snap);
+    if (!snap)
+        return NULL;
+    snapshot_header(snap, src);
+    if (snapshot_build(src, snap) != 0) {
+        kt_snapshot_free(snap);
+        return NULL;
+    }
+    sort_spans(snap->spans, snap->span_count);
+    kt__arena_t *a = src->arena;
+    if (a) {
+        snap->queues = arena_table(src, (void *_Atomic const *)&a->queues, &a->queue_count, sizeof *snap->queues,
+                                   &snap->queue_count);
+        snap->threads = arena_table(src, (void *_Atomic const *)&a->threads, &a->thread_count,
+                                    sizeof *snap->threads, &snap->thread_count);
+        for (size_t i = 0; i < snap->queue_count; i++) { /* strings of a dead program: terminated here */
+            snap->queues[i].device[sizeof snap->queues[i].device - 1] = 0;
+            snap->queues[i].label[sizeof snap->queues[i].label - 1] = 0;
+            if ((unsigned)snap->queues[i].backend >= KT_BACKEND_COUNT)
+                snap->queues[i].backend = KT_BACKEND_CPU;
+        }
+        for (size_t i = 0; i < snap->thread_count; i++)
+            snap->threads[i].name[sizeof snap->threads[i].name - 1] = 0;
+        queues_relabel(snap);
+    }
+    /* spans naming a queue or thread the tables do not hold (a dead program's torn update): on the host track */
+    for (size_t i = 0; i < snap->span_count; i++) {
+        if (snap->spans[i].queue != UINT32_MAX && snap->spans[i].queue >= snap->queue_count)
+            snap->spans[i].queue = UINT32_MAX;
+        if (snap->spans[i].thread >= snap->thread_count)
+            snap->spans[i].thread = 0;
+    }
     return snap;
 }
 

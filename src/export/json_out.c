@@ -514,6 +514,8 @@ int kt__export_json(FILE *out, const kt_snapshot_t *snap)
     if (snap->names_truncated) /* written only when some name was cut: older readers never see the key otherwise */
         field_u64(out, ", ", "names_truncated", snap->names_truncated);
     field_u64(out, ",\n  ", "taken_ns", snap->taken_ns);
+    if (snap->ended[0]) /* a program that died before writing its own snapshot (ktiming run) */
+        field_string(out, ", ", "ended", snap->ended, sizeof snap->ended);
     if (snap->source_count) { /* a merged snapshot: the processes it holds */
         array_open(out, "sources", snap->source_count);
         for (size_t i = 0; i < snap->source_count; i++) {

@@ -269,6 +269,11 @@ static void row_notes(FILE *out, const kt_kernel_timing_t *e, unsigned esc, int 
 /* The line about records whose kernel could not be interned (the kernel table was full); nothing when none. */
 static void write_kernels_dropped(FILE *out, const kt_snapshot_t *snap, int markdown)
 {
+    if (snap->ended[0]) { /* a program that died before writing its snapshot (docs/run.md, "When the program dies") */
+        fputs(markdown ? "\n**note:** the program ended (" : "[timing] note: the program ended (", out);
+        kt__escape_write(out, snap->ended, markdown ? KT_ESC_MARKDOWN : KT_ESC_TEXT);
+        fputs(") before writing its timings: these were recovered from its memory\n", out);
+    }
     if (snap->names_truncated)
         fprintf(out, "%s%" PRIu64 " kernel name%s longer than 4,096 bytes, kept as %s first bytes and "
                      "\"...[truncated]\" (names_truncated)\n",

@@ -45,6 +45,19 @@ static inline void ktt_rmtree(const char *dir)
         nftw(dir, ktt__remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* The integer a file starts with (a pid a program published), or -1 when there is none (yet). */
+static inline long ktt_read_long(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
 /* The whole file in a malloc'd NUL-terminated buffer (*len its size when len is given), or NULL. */
 static inline char *ktt_read_file(const char *path, size_t *len)
 {

@@ -49,18 +49,6 @@ static int count_prefix(const char *dir, const char *prefix)
     return n;
 }
 
-static long read_long(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    long v = -1;
-    if (f) {
-        if (fscanf(f, "%ld", &v) != 1)
-            v = -1;
-        fclose(f);
-    }
-    return v;
-}
-
 /* Starts `ktiming run -- SIGPROG` in a fresh directory (*dir, tag names it) and waits, bounded, for the program to
  * publish its pid (generous: CI machines are loaded); *child gets that pid, *mark the program's mark file. */
 static pid_t start_sigprog(const char *tag, char **dir, long *child, char *mark, size_t mark_cap)
@@ -75,7 +63,7 @@ static pid_t start_sigprog(const char *tag, char **dir, long *child, char *mark,
     assert_true(run > 0);
     struct timespec nap = {0, 10 * 1000 * 1000};
     *child = -1;
-    for (int i = 0; i < 6000 && (*child = read_long(pidf)) <= 0; i++)
+    for (int i = 0; i < 6000 && (*child = ktt_read_long(pidf)) <= 0; i++)
         nanosleep(&nap, NULL);
     assert_true(*child > 0);
     return run;
@@ -89,7 +77,7 @@ static void check_signal(int sig)
     assert_int_equal(count_prefix(dir, "ktiming-run."), 1); /* run's directory exists while it runs */
     assert_int_equal(kill(run, sig), 0);
     assert_int_equal(ktt_wait(run), 10 + sig); /* the program's own status, after it got the signal */
-    assert_int_equal(read_long(mark), sig);
+    assert_int_equal(ktt_read_long(mark), sig);
     errno = 0;
     assert_int_equal(kill((pid_t)child, 0), -1); /* reaped, not orphaned */
     assert_int_equal(errno, ESRCH);

@@ -13,6 +13,7 @@
 
 #include <ktiming/analysis.h>
 #include <ktiming/output.h>
+#include <ktiming/run_arena.h>
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -100,7 +101,8 @@ static void usage(FILE *out)
             "The exit status is the program's (128+N when it dies of signal N); 125 for run's own errors (usage,\n"
             "setup, or an output that could not be written when the program succeeded). SIGINT, SIGTERM, SIGHUP\n"
             "and SIGQUIT sent to run are passed on to the program; run then waits, writes what was timed and\n"
-            "removes its temporary directory.\n"
+            "removes its temporary directory. A program that dies (a signal, _exit, SIGKILL) before writing its\n"
+            "timings still gets them written: run reads them from the program's memory (\"ended\" in the JSON).\n"
             "Env KTIMING_INTERCEPT_DIR overrides where the interception libraries are looked for.\n");
 }
 
@@ -326,6 +328,8 @@ static const int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 #define N_FORWARDED (sizeof kForwarded / sizeof kForwarded[0])
 
 static volatile sig_atomic_t g_child; /* the program's pid while it runs, else 0 */
+static int g_status;                  /* the program's wait status (waitpid), once it ended */
+static kt_run_arena_t *g_arena;       /* the run arena (crash survival), NULL: off */
 
 /* A signal sent to us (kill, timeout, a service manager) goes on to the program. One the terminal generated
  * (^C, ^\, hang-up: si_code SI_KERNEL) already reached the program, which shares our process group: passing it
@@ -540,6 +544,7 @@ static int run_program(char **argv, pid_t *pid, int fifo, const char *run_dir, c
     }
     *pid = child;
     g_child = child;
+    kt_run_arena_fd_close(g_arena); /* the program has its copy */
     struct sigaction fwd, old[N_FORWARDED];
     memset(&fwd, 0, sizeof fwd);
     fwd.sa_sigaction = forward_signal;
@@ -555,6 +560,7 @@ static int run_program(char **argv, pid_t *pid, int fifo, const char *run_dir, c
         check_vulkan_loader();
     int status = wait_child(child, fifo, run_dir, o);
     g_child = 0;
+    g_status = status;
     for (size_t i = 0; i < N_FORWARDED; i++)
         sigaction(kForwarded[i], &old[i], NULL);
     if (WIFEXITED(status))
@@ -687,8 +693,63 @@ static void keep_snapshot(const char *path)
     fprintf(stderr, "ktiming run: the program's snapshot is kept at %s\n", path);
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * A program that died before writing its snapshot (docs/run.md, "When the program dies")
+ *
+ * The program records into the run arena (a memfd it maps at the address run chose: src/core/arena.c). When it
+ * ends without writing its snapshot -- a signal, _exit, SIGKILL, a SIGTERM run passed on -- the snapshot is built
+ * here from that memory, marked with how the program ended.
+ * ------------------------------------------------------------------------------------------------- */
+
+#define RUN_ARENA_BYTES (1ull << 30) /* address space; memory only for what the program records */
+
+
+/* How the program ended, for the snapshot's `ended` (empty: it ran its exit handlers and exited). */
+static void ended_text(int status, int exited, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (WIFSIGNALED(status))
+        snprintf(buf, size, "signal %d", WTERMSIG(status));
+    else if (WIFEXITED(status) && !exited)
+        snprintf(buf, size, "exit %d via _exit", WEXITSTATUS(status));
+}
+
+/* The snapshot of the program's memory when it wrote none itself and recorded something; else NULL. */
+static kt_snapshot_t *arena_take(int status)
+{
+    int64_t pid = 0;
+    int exited = 0;
+    if (!kt_run_arena_status(g_arena, &pid, &exited))
+        return NULL;
+    char ended[48];
+    ended_text(status, exited, ended, sizeof ended);
+    kt_snapshot_t *snap = kt_run_arena_snapshot(g_arena, ended);
+    if (snap && !snap->count) {
+        kt_snapshot_free(snap);
+        return NULL;
+    }
+    return snap;
+}
+
+/* Writes the outputs and the summary from the snapshot read out of the program's memory; 0 or -1. */
+static int report_arena(const run_opts_t *o, kt_snapshot_t *snap)
+{
+    if (snap->ended[0])
+        fprintf(stderr, "ktiming run: the program ended (%s) without writing its timings: %zu kernel%s recovered from its "
+                        "memory\n", snap->ended, snap->count, snap->count == 1 ? "" : "s");
+    int bad = 0;
+    if (o->output && write_as("output", o->output, snap, KT_FORMAT_JSON) != 0)
+        bad = 1;
+    if (o->trace && write_as("trace", o->trace, snap, KT_FORMAT_CHROME) != 0)
+        bad = 1;
+    if (o->html && write_as("HTML report", o->html, snap, KT_FORMAT_HTML) != 0)
+        bad = 1;
+    print_summary(o, snap);
+    return bad ? -1 : 0;
+}
+
 /* Writes the outputs and the summary from the program's snapshot; 0 or -1. */
-static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
+static int report(const run_opts_t *opts, const char *run_dir, pid_t child, int status)
 {
     char primary[PATH_MAX] = "", path[PATH_MAX], name[32];
     char out_buf[PATH_MAX], trace_buf[PATH_MAX], html_buf[PATH_MAX];
@@ -704,6 +765,11 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
     int early = joined && early_prepared(path);
     if (joined && (early || access(path, R_OK) == 0))
         memcpy(primary, path, sizeof path);
+    /* the program wrote no snapshot: the one in its memory (it died, or it has no interception library's exit
+     * writer, as a program timing only CPU zones) is the primary; other processes' files stay "others" */
+    kt_snapshot_t *dead = primary[0] ? NULL : arena_take(status);
+    if (dead)
+        snprintf(primary, sizeof primary, "%s", "(memory)");
     DIR *d = opendir(run_dir);
     struct dirent *de;
     while (d && (de = readdir(d))) {
@@ -726,6 +792,15 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
     }
     if (d)
         closedir(d);
+    int bad = 0;
+    if (dead) {
+        bad = report_arena(o, dead) != 0;
+        kt_snapshot_free(dead);
+        if (others)
+            fprintf(stderr, "ktiming run: %zu other process%s of the program timed kernels too%s\n", others,
+                    others == 1 ? "" : "es", o->output ? " (snapshots kept beside the output)" : " (use -o to keep them)");
+        return bad ? -1 : 0;
+    }
     if (!primary[0]) {
         fprintf(stderr, "ktiming run: nothing was timed (the program ran no OpenCL/Vulkan/CUDA kernels, or it ended "
                         "without running its exit handlers)\n");
@@ -735,7 +810,6 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child)
                 fprintf(stderr, "ktiming run: %s was not written\n", asked[i]);
         return o->output || o->trace || o->html ? -1 : 0;
     }
-    int bad = 0;
     if (early) { /* placed and rendered while the process ended (prepare_report) */
         if (g_early.place_errno) {
             fprintf(stderr, "ktiming run: cannot write %s: %s\n", o->output, strerror(g_early.place_errno));
@@ -997,6 +1071,14 @@ int ktcli_cmd_run(int argc, char **argv)
         remove_dir(run_dir);
         return KTCLI_RUN_ERROR;
     }
+    /* crash survival: the program records into memory run can read after it is gone */
+    if (kt_run_arena_create(RUN_ARENA_BYTES, &g_arena) != 0 || setenv(KT_ENV_NAME(RUN_ARENA), kt_run_arena_env(g_arena), 1)) {
+        if (o.verbose)
+            fprintf(stderr, "ktiming run: crash survival off (no run arena: %s)\n", strerror(errno));
+        kt_run_arena_close(g_arena);
+        g_arena = NULL;
+        unsetenv(KT_ENV_NAME(RUN_ARENA));
+    }
     pid_t child = 0;
     int fifo = open_run_fifo(run_dir);
     int status = run_program(argv + optind, &child, fifo, run_dir, &o);
@@ -1004,7 +1086,9 @@ int ktcli_cmd_run(int argc, char **argv)
         close(fifo);
     /* a program that could not be started (126/127 from our child) timed nothing: no second message */
     int started = child > 0 && !((status == 126 || status == 127) && dir_is_empty(run_dir));
-    int rc = started ? report(&o, run_dir, child) : 0;
+    int rc = started ? report(&o, run_dir, child, g_status) : 0;
+    kt_run_arena_close(g_arena);
+    g_arena = NULL;
     early_clear(); /* read early but not used (report took it otherwise) */
     if (!g_keep_run_dir)
         remove_dir(run_dir);

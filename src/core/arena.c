@@ -1,0 +1,274 @@
+/* arena.c — crash survival under `ktiming run`: the recorder's tables and roots in memory the parent can read.
+ *
+ * `ktiming run` creates a memfd, maps it MAP_SHARED at an address it chose and names both in KTIMING_RUN_ARENA
+ * ("<fd>:<address in hex>:<bytes>"). Here, at load, the program maps the same memfd at the same
+ * address (MAP_FIXED_NOREPLACE: nothing of the program's is ever replaced; when the address is taken, one line
+ * says so and the program runs without crash survival). From then on every allocation of the recorder and the
+ * registry (shards, slots, reservoirs, histograms, span logs, interned names, queue/thread/device tables) comes
+ * from the arena (kt__zalloc), and each root the snapshot starts from (shard list, generation, kernel directory
+ * and count, configuration) is also stored in the arena's header when it changes -- never on the record path.
+ * Pointers are valid in both processes, so when the program dies without writing its snapshot (a signal,
+ * _exit, SIGKILL) `ktiming run` builds it with the library's own snapshot code from the arena
+ * (kt_run_arena_snapshot, snapshot.c), reading without locks and following no pointer outside the arena.
+ */
+#include "core/internal.h"
+#include "core/service.h"
+
+#include <ktiming/run_arena.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 1u
+#endif
+
+kt__arena_t *kt__arena;
+
+/* ---------------------------------------------------------------------------------------------------
+ * The program's side
+ * ------------------------------------------------------------------------------------------------- */
+
+void *kt__zalloc(size_t n)
+{
+    kt__arena_t *a = kt__arena;
+    if (a && n) {
+        uint64_t sz = ((uint64_t)n + 63u) & ~(uint64_t)63u; /* every block on its own cache lines */
+        uint64_t off = atomic_fetch_add_explicit(&a->used, sz, memory_order_relaxed);
+        if (off <= a->size && sz <= a->size - off)
+            return (unsigned char *)a + off; /* fresh memfd pages are zero; nothing is ever freed */
+        /* full: the rest lives on the heap (the parent then misses it, and says nothing is lost only for what
+         * it can read) */
+    }
+    return calloc(1, n ? n : 1);
+}
+
+int kt__in_arena(const void *p)
+{
+    const kt__arena_t *a = kt__arena;
+    return a && (uintptr_t)p >= (uintptr_t)a && (uintptr_t)p < (uintptr_t)a + a->size;
+}
+
+void kt__zfree(void *p)
+{
+    if (!kt__in_arena(p))
+        free(p);
+}
+
+/* Parses KTIMING_RUN_ARENA; 0 when it holds all three fields. */
+static int arena_parse(const char *v, int *fd, uintptr_t *addr, uint64_t *size)
+{
+    unsigned long long a = 0, s = 0;
+    int n = 0;
+    if (sscanf(v, "%d:%llx:%llu%n", fd, &a, &s, &n) != 3 || v[n] != '\0' || !a || s < sizeof(kt__arena_t))
+        return -1;
+    *addr = (uintptr_t)a;
+    *size = s;
+    return 0;
+}
+
+/* At load. The first process of the run that loads ktiming claims the arena (usually the program itself; for a
+ * program started through a shell script, the first timed process the script starts); any other process that
+ * inherited the descriptor, and any process after an exec, finds it claimed or closed and stays out. */
+__attribute__((constructor)) static void arena_attach(void)
+{
+    const char *v = kt__env(KT_ENV_NAME(RUN_ARENA));
+    int fd;
+    uintptr_t addr;
+    uint64_t size;
+    if (!v || !*v || arena_parse(v, &fd, &addr, &size) != 0)
+        return;
+    void *p = mmap((void *)addr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+    if (p == MAP_FAILED || p != (void *)addr) {
+        int e = errno;
+        if (p != MAP_FAILED) /* a kernel before 4.17 treats the flag as a hint */
+            munmap(p, size);
+        if (p != MAP_FAILED || e == EEXIST || e == ENOMEM) /* EBADF: not ours (closed by the process that claimed it) */
+            fprintf(stderr, "ktiming: crash survival off: cannot map the run arena at %#" PRIxPTR " (%s); if the "
+                            "program dies without exiting, its timings are lost\n",
+                    addr, p == MAP_FAILED ? strerror(e) : "address taken");
+        return;
+    }
+    kt__arena_t *a = p;
+    uint32_t free_ = 0;
+    if (!atomic_compare_exchange_strong(&a->claimed, &free_, 1u)) { /* another process of the run has it */
+        munmap(p, size);
+        return;
+    }
+    close(fd); /* the mapping stays; the program's own descriptors are left as they were */
+    a->size = size;
+    atomic_store_explicit(&a->used, (sizeof *a + 63u) & ~(uint64_t)63u, memory_order_relaxed);
+    atomic_store_explicit(&a->gen, kt__generation(), memory_order_relaxed);
+    atomic_store_explicit(&a->pid, (int64_t)getpid(), memory_order_relaxed);
+    atomic_store_explicit(&a->magic, KT__ARENA_MAGIC, memory_order_release);
+    kt__arena = a;
+}
+
+/* A forked child must not write into its parent's arena: the arena becomes private memory holding the same
+ * bytes at the same address (every pointer stays valid), and the child goes on allocating from it. */
+void kt__arena_fork_child(void)
+{
+    kt__arena_t *a = kt__arena;
+    if (!a)
+        return;
+    uint64_t used = atomic_load_explicit(&a->used, memory_order_relaxed);
+    if (used > a->size)
+        used = a->size;
+    size_t size = (size_t)a->size;
+    void *copy = mmap(NULL, (size_t)used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy == MAP_FAILED) { /* cannot copy: stop allocating there; what exists stays shared (rare) */
+        kt__arena = NULL;
+        return;
+    }
+    memcpy(copy, a, (size_t)used);
+    if (mmap(a, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED) {
+        munmap(copy, (size_t)used);
+        kt__arena = NULL;
+        return;
+    }
+    memcpy(a, copy, (size_t)used);
+    munmap(copy, (size_t)used);
+    atomic_store_explicit(&a->pid, (int64_t)getpid(), memory_order_relaxed);
+}
+
+/* The core's exit handler ran: an exit status without a snapshot file then means nothing was recorded, not
+ * that the exit handlers were skipped (_exit). */
+void kt__arena_mark_exit(void)
+{
+    if (kt__arena)
+        atomic_store_explicit(&kt__arena->exited, 1, memory_order_release);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * `ktiming run`'s side
+ * ------------------------------------------------------------------------------------------------- */
+
+struct kt_run_arena_t {
+    int fd;             /* the memfd, inherited by the program (not close-on-exec) */
+    kt__arena_t *map;   /* mapped here at the address the program maps it */
+    size_t size;        /* bytes */
+    char env[128];      /* KTIMING_RUN_ARENA's value */
+};
+
+/* Addresses tried first: far from where the kernel puts heaps (0x55..., 0x56...) and mmaps and stacks (0x7f...),
+ * so the program, a new process laid out at random, finds the range free. */
+static const uintptr_t kArenaHints[] = {0x3a0000000000ull, 0x2d0000000000ull, 0x1c0000000000ull};
+
+int kt_run_arena_create(size_t size, kt_run_arena_t **out)
+{
+    *out = NULL;
+    if (size < sizeof(kt__arena_t))
+        return KT_EINVAL;
+    kt_run_arena_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return KT_ENOMEM;
+    r->size = size;
+#ifdef SYS_memfd_create
+    r->fd = (int)syscall(SYS_memfd_create, "ktiming-run-arena", 0u); /* inherited across exec on purpose */
+#else
+    r->fd = -1;
+    errno = ENOSYS;
+#endif
+    if (r->fd < 0 || ftruncate(r->fd, (off_t)size) != 0)
+        goto fail;
+    void *p = MAP_FAILED;
+    size_t hints = sizeof kArenaHints / sizeof kArenaHints[0];
+#if defined(__SANITIZE_THREAD__)
+    hints = 0; /* ThreadSanitizer keeps the program's memory in ranges of its own: let the kernel choose there */
+#endif
+    for (size_t i = 0; p == MAP_FAILED && i < hints; i++) {
+        p = mmap((void *)kArenaHints[i], size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, r->fd, 0);
+        if (p != MAP_FAILED && p != (void *)kArenaHints[i]) {
+            munmap(p, size);
+            p = MAP_FAILED;
+        }
+    }
+    if (p == MAP_FAILED)
+        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+    if (p == MAP_FAILED)
+        goto fail;
+    r->map = p;
+    snprintf(r->env, sizeof r->env, "%d:%" PRIxPTR ":%zu", r->fd, (uintptr_t)p, size);
+    *out = r;
+    return 0;
+fail:;
+    int e = errno;
+    if (r->fd >= 0)
+        close(r->fd);
+    free(r);
+    errno = e;
+    return KT_EIO;
+}
+
+const char *kt_run_arena_env(const kt_run_arena_t *r) { return r ? r->env : ""; }
+
+void kt_run_arena_close(kt_run_arena_t *r)
+{
+    if (!r)
+        return;
+    if (r->map)
+        munmap(r->map, r->size);
+    if (r->fd >= 0)
+        close(r->fd);
+    free(r);
+}
+
+void kt_run_arena_fd_close(kt_run_arena_t *r)
+{
+    if (r && r->fd >= 0) {
+        close(r->fd);
+        r->fd = -1;
+    }
+}
+
+int kt_run_arena_status(const kt_run_arena_t *r, int64_t *pid, int *exited)
+{
+    if (!r || !r->map || atomic_load_explicit(&r->map->magic, memory_order_acquire) != KT__ARENA_MAGIC)
+        return 0;
+    if (pid)
+        *pid = atomic_load_explicit(&r->map->pid, memory_order_relaxed);
+    if (exited)
+        *exited = (int)atomic_load_explicit(&r->map->exited, memory_order_acquire);
+    return 1;
+}
+
+kt_snapshot_t *kt_run_arena_snapshot(const kt_run_arena_t *r, const char *ended)
+{
+    if (!kt_run_arena_status(r, NULL, NULL))
+        return NULL;
+    kt__arena_t *a = r->map;
+    uint64_t used = atomic_load_explicit(&a->used, memory_order_acquire);
+    kt__src_t src;
+    memset(&src, 0, sizeof src);
+    src.lo = (uintptr_t)a;
+    src.hi = (uintptr_t)a + (used < r->size ? used : r->size);
+    src.head = atomic_load_explicit(&a->shards, memory_order_acquire);
+    src.gen = atomic_load_explicit(&a->gen, memory_order_acquire);
+    src.nk = atomic_load_explicit(&a->kcount, memory_order_acquire);
+    if (src.nk > KT__MAX_KERNELS)
+        src.nk = KT__MAX_KERNELS;
+    src.kdir = a->kdir;
+    src.sample_capacity = atomic_load_explicit(&a->sample_capacity, memory_order_relaxed);
+    src.span_capacity = atomic_load_explicit(&a->span_capacity, memory_order_relaxed);
+    src.kernels_dropped = atomic_load_explicit(&a->kernels_dropped, memory_order_relaxed);
+    src.names_truncated = atomic_load_explicit(&a->names_truncated, memory_order_relaxed);
+    src.arena = a;
+    kt_snapshot_t *snap = kt__snapshot_from(&src);
+    if (!snap)
+        return NULL;
+    snap->pid = (int64_t)atomic_load_explicit(&a->pid, memory_order_relaxed);
+    snap->rank = -1;
+    if (ended)
+        snprintf(snap->ended, sizeof snap->ended, "%s", ended);
+    return snap;
+}

@@ -1,0 +1,81 @@
+/* crashprog.c — a program for the crash-survival tests: records N CPU zones of kernel "crash_zone" and N / 4 of
+ * "crash_other", then ends as asked: segv (a write through NULL), abort, _exit (status 3), exit (status 0), or
+ * wait (publishes its pid in a file, then waits for a signal with the default action); forksegv first forks a
+ * child that records 5 zones of "crash_zone" and exits, then segfaults; threadsegv first has three threads record
+ * N zones of "crash_zone" each, then segfaults. */
+#include <ktiming.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void zones(const char *name, long n)
+{
+    static kt_kernel_id_t sites[2];
+    kt_kernel_id_t *site = &sites[strcmp(name, "crash_zone") != 0];
+    for (long i = 0; i < n; i++) {
+        kt_zone_t z = kt_zone_begin(site, name);
+        kt_zone_end(&z);
+    }
+}
+
+static void *thread_zones(void *arg)
+{
+    zones("crash_zone", *(const long *)arg);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return 2;
+    long n = strtol(argv[2], NULL, 10);
+    zones("crash_zone", n);
+    zones("crash_other", n / 4);
+    const char *mode = argv[1];
+    if (!strcmp(mode, "threadsegv")) { /* three more threads, three more shards, N zones each */
+        pthread_t t[3];
+        for (int i = 0; i < 3; i++)
+            if (pthread_create(&t[i], NULL, thread_zones, &n) != 0)
+                return 4;
+        for (int i = 0; i < 3; i++)
+            pthread_join(t[i], NULL);
+        mode = "segv";
+    }
+    if (!strcmp(mode, "forksegv")) { /* a child that records and dies too must not touch the program's records */
+        pid_t pid = fork();
+        if (pid == 0) {
+            zones("crash_zone", 5);
+            _exit(0);
+        }
+        if (pid < 0 || waitpid(pid, NULL, 0) != pid)
+            return 4;
+        mode = "segv";
+    }
+    if (!strcmp(mode, "segv")) {
+        volatile int *volatile p = NULL;
+        *p = 1;
+    } else if (!strcmp(mode, "abort")) {
+        abort();
+    } else if (!strcmp(mode, "_exit")) {
+        _exit(3);
+    } else if (!strcmp(mode, "exit")) {
+        exit(0);
+    } else if (!strcmp(mode, "wait") && argc == 4) {
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s.tmp", argv[3]);
+        FILE *f = fopen(tmp, "w");
+        if (!f)
+            return 3;
+        fprintf(f, "%ld\n", (long)getpid());
+        if (fclose(f) != 0 || rename(tmp, argv[3]) != 0)
+            return 3;
+        for (;;)
+            pause();
+    }
+    return 2;
+}

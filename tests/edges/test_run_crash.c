@@ -1,0 +1,197 @@
+/* test_run_crash.c — nothing recorded is lost when the program dies (issue 39.1): under `ktiming run -o`, a program
+ * that ends by a segfault, abort(), _exit, SIGKILL from outside or a SIGTERM that run passed on still gets its
+ * snapshot written, with exactly the zones it recorded and `ended` saying how it ended (built by run from the
+ * memory the program recorded into). Outside run, KTIMING_ON_CRASH=write writes the snapshot from the crash
+ * handler. Counts only, never durations. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <ktiming.h>
+#include <ktiming/analysis.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/files.h"
+#include "common/proc.h"
+
+#define N_ZONES 37 /* crash_zone; crash_other gets N_ZONES / 4 */
+
+/* Sanitizer runtimes catch SIGSEGV themselves and exit otherwise; the program's own end is what is tested. */
+static const char kAsan[] = "ASAN_OPTIONS=handle_segv=0:handle_abort=0:detect_leaks=0";
+
+/* out: a stale file from an earlier run, which a run that writes nothing would leave in place. */
+static void stale(const char *out)
+{
+    FILE *f = fopen(out, "w");
+    assert_non_null(f);
+    fputs("{\"stale\": true}\n", f);
+    fclose(f);
+}
+
+/* The snapshot at path: both kernels with their exact counts (crash_zone's times `threads`), and `ended`. */
+static void check_snapshot_n(const char *path, const char *ended, int threads)
+{
+    kt_snapshot_t *s = NULL;
+    char err[256] = "";
+    int rc = kt_snapshot_load(path, &s, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, "load %s: %s\n", path, err);
+    assert_int_equal(rc, 0);
+    const kt_kernel_timing_t *a = kt_snapshot_find(s, "crash_zone", KT_BACKEND_CPU, NULL);
+    const kt_kernel_timing_t *b = kt_snapshot_find(s, "crash_other", KT_BACKEND_CPU, NULL);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(a->dispatch_count, N_ZONES * threads);
+    assert_int_equal(b->dispatch_count, N_ZONES / 4);
+    assert_true(a->min_ns <= a->max_ns);
+    assert_string_equal(s->ended, ended);
+    kt_snapshot_free(s);
+}
+
+static void check_snapshot(const char *path, const char *ended) { check_snapshot_n(path, ended, 1); }
+
+/* `ktiming run -o DIR/out.json -f none -- CRASHPROG mode N`: its status; *dir the test's directory. */
+static int run_mode(const char *mode, char **dir, char *out, size_t cap)
+{
+    *dir = ktt_tmpdir("runcrash");
+    assert_non_null(*dir);
+    snprintf(out, cap, "%s/out.json", *dir);
+    stale(out);
+    char n[16];
+    snprintf(n, sizeof n, "%d", N_ZONES);
+    char *argv[] = {(char *)KT_CLI, (char *)"run", (char *)"-o", out, (char *)"-f", (char *)"none", (char *)"--",
+                    (char *)CRASHPROG, (char *)mode, n, NULL};
+    const char *env[] = {kAsan, NULL};
+    return ktt_run(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = KTT_QUIET, .env = env});
+}
+
+static void check_mode(const char *mode, int status, const char *ended)
+{
+    char *dir, out[4200];
+    assert_int_equal(run_mode(mode, &dir, out, sizeof out), status);
+    check_snapshot(out, ended);
+    ktt_rmtree(dir);
+    free(dir);
+}
+
+/* ... and `ktiming report` of it says how the program ended. */
+static void test_segv(void **state)
+{
+    (void)state;
+    char *dir, out[4200];
+    assert_int_equal(run_mode("segv", &dir, out, sizeof out), 128 + SIGSEGV);
+    check_snapshot(out, "signal 11");
+    char *argv[] = {(char *)KT_CLI, (char *)"report", out, NULL};
+    int st = -1;
+    char *text = ktt_run_capture(argv, &(ktt_spawn_t){.err = KTT_QUIET}, &st);
+    assert_int_equal(st, 0);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "the program ended (signal 11)"));
+    free(text);
+    ktt_rmtree(dir);
+    free(dir);
+}
+static void test_abort(void **state) { (void)state; check_mode("abort", 128 + SIGABRT, "signal 6"); }
+static void test_underscore_exit(void **state) { (void)state; check_mode("_exit", 3, "exit 3 via _exit"); }
+/* Four threads' shards, all read. */
+static void test_threads_then_segv(void **state)
+{
+    (void)state;
+    char *dir, out[4200];
+    assert_int_equal(run_mode("threadsegv", &dir, out, sizeof out), 128 + SIGSEGV);
+    check_snapshot_n(out, "signal 11", 4);
+    ktt_rmtree(dir);
+    free(dir);
+}
+
+/* A forked child records into memory of its own, not into the program's (its zones are not the program's). */
+static void test_fork_then_segv(void **state) { (void)state; check_mode("forksegv", 128 + SIGSEGV, "signal 11"); }
+/* A program timing only CPU zones that exits normally: its snapshot too (it has no interception library to
+ * write one), with no `ended`. */
+static void test_exit(void **state) { (void)state; check_mode("exit", 0, ""); }
+
+/* Starts run with the program in wait mode, waits (bounded) for its pid, sends sig to the program (to_run 0) or
+ * to run (to_run 1), and checks run's status and the snapshot. */
+static void check_signal(int sig, int to_run, const char *ended)
+{
+    char *dir = ktt_tmpdir("runcrashsig");
+    assert_non_null(dir);
+    char out[4200], pidf[4200], n[16];
+    snprintf(out, sizeof out, "%s/out.json", dir);
+    snprintf(pidf, sizeof pidf, "%s/pid", dir);
+    snprintf(n, sizeof n, "%d", N_ZONES);
+    stale(out);
+    char *argv[] = {(char *)KT_CLI, (char *)"run", (char *)"-o", out, (char *)"-f", (char *)"none", (char *)"--",
+                    (char *)CRASHPROG, (char *)"wait", n, pidf, NULL};
+    const char *env[] = {kAsan, NULL};
+    pid_t run = ktt_spawn(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = KTT_QUIET, .env = env});
+    assert_true(run > 0);
+    long child = -1;
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 6000 && (child = ktt_read_long(pidf)) <= 0; i++) /* bounded: 60 s on a loaded machine */
+        nanosleep(&nap, NULL);
+    assert_true(child > 0);
+    assert_int_equal(kill(to_run ? run : (pid_t)child, sig), 0);
+    assert_int_equal(ktt_wait(run), 128 + sig);
+    check_snapshot(out, ended);
+    ktt_rmtree(dir);
+    free(dir);
+}
+
+static void test_sigkill_program(void **state) { (void)state; check_signal(SIGKILL, 0, "signal 9"); }
+/* `timeout 60 ktiming run ...` sends SIGTERM to run, which passes it on. */
+static void test_sigterm_run(void **state) { (void)state; check_signal(SIGTERM, 1, "signal 15"); }
+static void test_sighup_run(void **state) { (void)state; check_signal(SIGHUP, 1, "signal 1"); }
+
+/* Outside run: KTIMING_OUTPUT with KTIMING_ON_CRASH=write writes the snapshot from the crash handler; without
+ * KTIMING_ON_CRASH nothing is written (the old file stays). */
+static void check_on_crash(const char *on_crash, int written)
+{
+    char *dir = ktt_tmpdir("oncrash");
+    assert_non_null(dir);
+    static char out[4200], env_out[4300], env_crash[64];
+    snprintf(out, sizeof out, "%s/crash.json", dir);
+    snprintf(env_out, sizeof env_out, "KTIMING_OUTPUT=%s", out);
+    snprintf(env_crash, sizeof env_crash, "KTIMING_ON_CRASH=%s", on_crash);
+    stale(out);
+    char n[16];
+    snprintf(n, sizeof n, "%d", N_ZONES);
+    char *argv[] = {(char *)CRASHPROG, (char *)"segv", n, NULL};
+    const char *env[] = {kAsan, env_out, env_crash, NULL};
+    assert_int_equal(ktt_run(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = KTT_QUIET, .env = env}),
+                     128 + SIGSEGV);
+    if (written) {
+        check_snapshot(out, "signal 11");
+    } else {
+        char *text = ktt_read_file(out, NULL);
+        assert_non_null(text);
+        assert_non_null(strstr(text, "stale"));
+        free(text);
+    }
+    ktt_rmtree(dir);
+    free(dir);
+}
+
+static void test_on_crash_write(void **state) { (void)state; check_on_crash("write", 1); }
+static void test_on_crash_off(void **state) { (void)state; check_on_crash("", 0); }
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_segv),           cmocka_unit_test(test_abort),
+        cmocka_unit_test(test_underscore_exit), cmocka_unit_test(test_exit),
+        cmocka_unit_test(test_sigkill_program), cmocka_unit_test(test_sigterm_run),
+        cmocka_unit_test(test_sighup_run),     cmocka_unit_test(test_on_crash_write),
+        cmocka_unit_test(test_on_crash_off),   cmocka_unit_test(test_fork_then_segv),
+        cmocka_unit_test(test_threads_then_segv),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
