@@ -1,4 +1,5 @@
-/* vk_clock.c — Vulkan device clock: counter unwrapping, calibrated-timestamp or bracketed sampling, model fits. */
+/* vk_clock.c — Vulkan device clock: counter unwrapping, calibrated-timestamp or bracketed sampling, model fits.
+ * Calls vk_ring.c only (the calibration query's copy); called by vk_collect.c, vk_submit.c and vk_context.c. */
 #include "backends/vulkan/vk_internal.h"
 #include "core/service.h"
 

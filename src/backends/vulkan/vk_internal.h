@@ -278,15 +278,35 @@ struct kt_vk_ctx_t {
     struct kt_vk_ctx_t *next_live;      /* registry of live contexts for kt_flush */
 };
 
-/* Recording helpers (vk_context.c). Copy `count` queries from `first` into the readback buffer at byte `dst`:
- * 64-bit values with availability, waiting for them (two words per query). */
+/* Files and their call direction (each calls only files below it; nothing calls upwards):
+ *   vk_context.c (creation, registry, flush/stop) -> vk_submit.c, vk_collect.c, vk_clock.c, vk_ring.c
+ *   vk_record.c (begin/end, discard)              -> vk_collect.c, vk_ring.c (called by the application only)
+ *   vk_submit.c (every execution)                 -> vk_clock.c, vk_ring.c
+ *   vk_collect.c (collection, poll pass)          -> vk_clock.c, vk_ring.c
+ *   vk_clock.c (device clock model)               -> vk_ring.c
+ *   vk_ring.c (query pool, readback, slots)       -> vk_loader.c (the table) only
+ * vk_primitive.c uses only the public kt_vk_* calls. */
+
+/* The ring (vk_ring.c). */
+/* Notes a failed driver call (kt_vk_last_error, and the creating thread's error) and returns the ktiming error
+ * for it. */
+int kt__vk_fail(kt_vk_ctx_t *ctx, VkResult r, int rc);
+int kt__vk_create_error(void);        /* this thread's last failed driver call in kt_vk_ctx_create */
+void kt__vk_create_error_clear(void);
+/* Query pool (reset once), readback buffer and the slot bookkeeping; freed by kt__vk_ring_fini (also after a
+ * partial create). */
+int kt__vk_ring_create(kt_vk_ctx_t *ctx);
+void kt__vk_ring_fini(kt_vk_ctx_t *ctx);
+/* Copy `count` queries from `first` into the readback buffer at byte `dst`: 64-bit values with availability,
+ * waiting for them (two words per query). */
 void kt__vk_copy_results(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint32_t first, uint32_t count, VkDeviceSize dst);
+/* Copy mode: the slot's two results into its words of the readback buffer. */
+void kt__vk_record_copy(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint32_t slot);
 /* Makes transfer writes recorded before it visible to host reads. */
 void kt__vk_host_barrier(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
-
-/* Every execution (vk_submit.c). */
-int kt__vk_submit_init(kt_vk_ctx_t *ctx);
-void kt__vk_submit_fini(kt_vk_ctx_t *ctx);
+/* Copy readback: whether the four words at w (a slot's or a record's) have landed; kt__vk_slot_copied: a slot's. */
+int kt__vk_words_landed(const uint64_t *w);
+int kt__vk_slot_copied(const kt_vk_ctx_t *ctx, uint32_t slot);
 /* Word offset (uint64_t index into ctx->words) of execution record e. */
 static inline size_t kt__vk_exec_word(const kt_vk_ctx_t *ctx, uint32_t e)
 {
@@ -298,6 +318,10 @@ void kt__vk_slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot);
 /* Marks record e FREE (words zeroed, a batch's slot released); the FIFO's head moves in reclaim. */
 void kt__vk_exec_free_locked(kt_vk_ctx_t *ctx, uint32_t e);
 void kt__vk_exec_reclaim_locked(kt_vk_ctx_t *ctx);
+
+/* Every execution (vk_submit.c). */
+int kt__vk_submit_init(kt_vk_ctx_t *ctx);
+void kt__vk_submit_fini(kt_vk_ctx_t *ctx);
 
 /* Clock (vk_clock.c). model_lock held by the caller for the *_locked functions. */
 int kt__vk_clock_init(kt_vk_ctx_t *ctx);
@@ -316,5 +340,17 @@ void kt__vk_publish(kt_vk_ctx_t *ctx);
  * every collection, takes a pending sample whose fence has signalled. */
 void kt__vk_clock_bracket_submit(kt_vk_ctx_t *ctx, VkQueue queue, int (*seen_idle)(kt_vk_ctx_t *));
 void kt__vk_clock_bracket_poll(kt_vk_ctx_t *ctx);
+
+/* Collection (vk_collect.c). The collector thread (thread readback): started with the registry's step (which
+ * sets the nap: 0 waits for a wake), woken by kt_vk_end and flushes, stopped at kt_shutdown. */
+int kt__vk_collector_start(int (*step)(void *));
+void kt__vk_collector_nap(uint64_t nap_ns);
+void kt__vk_collector_wake(void);
+void kt__vk_collector_stop(void);
+/* Thread readback: ask for passes and wait (until the deadline, kt_now_ns time) for one that began after this
+ * call, or until nothing is outstanding. */
+void kt__vk_wait_fresh_pass(kt_vk_ctx_t *ctx, uint64_t deadline_ns);
+/* One poll pass over the CLOSED slots (of `only`, unless VK_NULL_HANDLE); ctx->lock held (dropped inside). */
+int kt__vk_poll_pass_locked(kt_vk_ctx_t *ctx, VkCommandBuffer only);
 
 #endif

@@ -11,6 +11,9 @@
  * ktiming's command buffers can be re-recorded once their submission completed: a fence of ours tells. It is the
  * submission's own when the application passed none, else an empty vkQueueSubmit right after (a fence of a
  * submission with no batches signals once all earlier work on the queue has completed).
+ *
+ * Calls vk_clock.c (bracketing samples) and vk_ring.c (slots, records, copies); called by vk_context.c (init,
+ * fini) and by the application or the layer (kt_vk_queue_submit, kt_vk_cmd_execute).
  */
 #include "backends/vulkan/vk_internal.h"
 
@@ -70,30 +73,8 @@ void kt__vk_submit_fini(kt_vk_ctx_t *ctx)
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * Execution records (ctx->lock held)
+ * Execution records (ctx->lock held; freeing and reclaiming them is vk_ring.c's)
  * ------------------------------------------------------------------------------------------------- */
-
-void kt__vk_exec_free_locked(kt_vk_ctx_t *ctx, uint32_t e)
-{
-    kt__vk_exec_t *x = &ctx->execs[e];
-    if (x->state == KT__VK_EXEC_PENDING)
-        ctx->exec_pending--;
-    x->state = KT__VK_EXEC_FREE;
-    uint64_t *w = ctx->words + kt__vk_exec_word(ctx, e);
-    for (uint32_t i = 0; i < KT__VK_WORDS_PER_SLOT; i++)
-        __atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);
-    if (x->slot != KT__VK_NONE)
-        kt__vk_slot_release_locked(ctx, x->slot);
-    x->slot = KT__VK_NONE;
-}
-
-void kt__vk_exec_reclaim_locked(kt_vk_ctx_t *ctx)
-{
-    while (ctx->exec_used && ctx->execs[ctx->exec_head].state == KT__VK_EXEC_FREE) {
-        ctx->exec_head = (ctx->exec_head + 1) % ctx->exec_cap;
-        ctx->exec_used--;
-    }
-}
 
 /* n consecutive records (modulo the ring) from *first; -1 when the ring has no room. */
 static int exec_alloc_locked(kt_vk_ctx_t *ctx, uint32_t n, uint32_t *first)
@@ -492,6 +473,60 @@ static int seen_idle(kt_vk_ctx_t *ctx)
     return idle;
 }
 
+/* A timed plan whose rewrite cannot go to the queue: its slots dropped, the batch span counted as lost, the
+ * plan cancelled (ctx->lock held). */
+static void plan_give_up_locked(kt_vk_ctx_t *ctx, kt__vk_plan_t *p)
+{
+    drop_slots_locked(ctx, p);
+    if (p->batch_slot != KT__VK_NONE) {
+        kt_record_drop_reason(ctx->submit_kernel, KT_DROP_RING_FULL);
+        atomic_fetch_add(&ctx->dropped, 1);
+    }
+    plan_cancel_locked(ctx, p);
+}
+
+/* A timed plan's head and tail command buffers of ours (sub_lock held), recorded; each one taken joins mine[]
+ * (*nmine). Without both (no fence of ours, none free) or when recording fails, the plan is given up and the
+ * batch goes untimed. */
+static void record_ours_locked(kt_vk_ctx_t *ctx, kt__vk_plan_t *p, VkFence ours, VkCommandBuffer *mine,
+                               uint32_t *nmine)
+{
+    p->head = ours ? cmd_take_locked(ctx) : VK_NULL_HANDLE;
+    p->tail = p->head ? cmd_take_locked(ctx) : VK_NULL_HANDLE;
+    if (p->head)
+        mine[(*nmine)++] = p->head;
+    if (p->tail)
+        mine[(*nmine)++] = p->tail;
+    if (!p->head || !p->tail || record_plan(ctx, p) != 0) {
+        pthread_mutex_lock(&ctx->lock);
+        plan_give_up_locked(ctx, p);
+        pthread_mutex_unlock(&ctx->lock);
+        p->timed = 0;
+    }
+}
+
+/* Our command buffers and fence after a submission that left nothing of ours in flight (sub_lock held).
+ * `submitted`: they went to the queue but the fence after them could not be submitted, so the command buffers
+ * stay with the pool until destroy; else nothing of ours reached the queue (failed, or nothing timed): reusable
+ * at once. */
+static void settle_ours_locked(kt_vk_ctx_t *ctx, int submitted, VkFence ours, VkCommandBuffer *mine,
+                               uint32_t nmine)
+{
+    if (submitted) {
+        ctx->vk.vkDestroyFence(ctx->device, ours, NULL);
+        return;
+    }
+    for (uint32_t k = 0; k < nmine; k++)
+        if (ctx->nfree_cmds < ctx->cap_free_cmds)
+            ctx->free_cmds[ctx->nfree_cmds++] = mine[k];
+        else
+            ctx->vk.vkFreeCommandBuffers(ctx->device, ctx->sub_pool, 1, &mine[k]);
+    if (ours && ctx->nfree_fences < ctx->cap_free_fences)
+        ctx->free_fences[ctx->nfree_fences++] = ours;
+    else if (ours)
+        ctx->vk.vkDestroyFence(ctx->device, ours, NULL);
+}
+
 /* Plans, records and submits; `submit` makes the driver call with the batches rewritten from plans. */
 static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const kt__vk_batch_t *batches,
                               const void *orig, VkFence fence, kt__vk_submit_fn submit, void *fn)
@@ -523,28 +558,9 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
         ntimed += plans[i].timed;
     if (ntimed && room && (mine = malloc(2 * ntimed * sizeof(*mine))) != NULL)
         ours = fence_take_locked(ctx);
-    for (uint32_t i = 0; i < n; i++) {
-        kt__vk_plan_t *p = &plans[i];
-        if (!p->timed)
-            continue;
-        p->head = ours ? cmd_take_locked(ctx) : VK_NULL_HANDLE;
-        p->tail = p->head ? cmd_take_locked(ctx) : VK_NULL_HANDLE;
-        if (p->head)
-            mine[nmine++] = p->head;
-        if (p->tail)
-            mine[nmine++] = p->tail;
-        if (!p->head || !p->tail || record_plan(ctx, p) != 0) {
-            pthread_mutex_lock(&ctx->lock);
-            drop_slots_locked(ctx, p);
-            if (p->batch_slot != KT__VK_NONE) {
-                kt_record_drop_reason(ctx->submit_kernel, KT_DROP_RING_FULL);
-                atomic_fetch_add(&ctx->dropped, 1);
-            }
-            plan_cancel_locked(ctx, p);
-            pthread_mutex_unlock(&ctx->lock);
-            p->timed = 0;
-        }
-    }
+    for (uint32_t i = 0; i < n; i++)
+        if (plans[i].timed)
+            record_ours_locked(ctx, &plans[i], ours, mine, &nmine);
     ntimed = 0;
     for (uint32_t i = 0; i < n; i++)
         ntimed += plans[i].timed;
@@ -556,14 +572,8 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
 
     pthread_mutex_lock(&ctx->lock);
     for (uint32_t i = 0; i < n; i++) {
-        if (plans[i].fallback) {
-            drop_slots_locked(ctx, &plans[i]);
-            if (plans[i].batch_slot != KT__VK_NONE) {
-                kt_record_drop_reason(ctx->submit_kernel, KT_DROP_RING_FULL);
-                atomic_fetch_add(&ctx->dropped, 1);
-            }
-            plan_cancel_locked(ctx, &plans[i]);
-        }
+        if (plans[i].fallback)
+            plan_give_up_locked(ctx, &plans[i]);
         if (r == VK_SUCCESS)
             plan_arm_locked(ctx, &plans[i], batches[i].cmds, batches[i].ncmds, now, thread);
         if (!plans[i].timed)
@@ -574,24 +584,11 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
             plan_cancel_locked(ctx, &plans[i]);
     }
     pthread_mutex_unlock(&ctx->lock);
-    if (mine && nmine && r == VK_SUCCESS && ntimed) {
-        if (fenced) { /* in flight: reused once the fence signalled */
-            ctx->subs[ctx->nsubs++] = (kt__vk_sub_t){.fence = ours, .ncmds = nmine, .cmds = mine};
-            mine = NULL;
-        } else { /* the fence could not be submitted: the command buffers stay with the pool until destroy */
-            ctx->vk.vkDestroyFence(ctx->device, ours, NULL);
-        }
+    if (mine && nmine && r == VK_SUCCESS && ntimed && fenced) { /* in flight: reused once the fence signalled */
+        ctx->subs[ctx->nsubs++] = (kt__vk_sub_t){.fence = ours, .ncmds = nmine, .cmds = mine};
+        mine = NULL;
     } else {
-        /* nothing of ours went to the queue (failed, or nothing timed): reusable at once */
-        for (uint32_t k = 0; k < nmine; k++)
-            if (ctx->nfree_cmds < ctx->cap_free_cmds)
-                ctx->free_cmds[ctx->nfree_cmds++] = mine[k];
-            else
-                ctx->vk.vkFreeCommandBuffers(ctx->device, ctx->sub_pool, 1, &mine[k]);
-        if (ours && ctx->nfree_fences < ctx->cap_free_fences)
-            ctx->free_fences[ctx->nfree_fences++] = ours;
-        else if (ours)
-            ctx->vk.vkDestroyFence(ctx->device, ours, NULL);
+        settle_ours_locked(ctx, mine && nmine && r == VK_SUCCESS && ntimed, ours, mine, nmine);
     }
     pthread_mutex_unlock(&ctx->sub_lock);
     free(mine);
