@@ -4,7 +4,6 @@
 #include "backends/vulkan/vk_internal.h"
 #include "core/internal.h"
 #include "core/service.h"
-#include "export/escape.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,33 +183,17 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
     return n;
 }
 
-static pthread_once_t g_verbose_once = PTHREAD_ONCE_INIT;
-static int g_verbose; /* KTIMING_VERBOSE contains profile_exec or all (`ktiming run -v`) */
-
-static void read_verbose(void)
-{
-    const char *v = kt__env("KTIMING_VERBOSE");
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", v ? v : "");
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-        g_verbose |= !strcmp(tok, "profile_exec") || !strcmp(tok, "all");
-}
-
-/* One line per recorded dispatch on stderr (the program's stdout stays its own):
+/* One line per recorded dispatch (kt__verbose_line: stderr or KTIMING_LOG, never the program's stdout):
  * ktiming,exec,vulkan,<device>,<kernel>,<duration ms>,<start ns or empty>,device */
 static void verbose_line(const kt_vk_ctx_t *ctx, const kt_dispatch_t *r)
 {
     const kt__kernel_t *k = kt__kernel_get(r->kernel);
-    char line[768], dev[160], name[256]; /* the names escaped: no control byte reaches the terminal, no comma */
-    kt__escape_field(dev, sizeof dev, ctx->device_name);
-    kt__escape_field(name, sizeof name, k ? k->name : "?");
+    const char *name = k ? k->name : "?";
     if (r->start_ns)
-        snprintf(line, sizeof line, "ktiming,exec,vulkan,%s,%s,%.6f,%llu,device\n", dev, name,
-                 (double)r->duration_ns / 1e6, (unsigned long long)r->start_ns);
+        kt__verbose_line("exec", "vulkan", ctx->device_name, name, "%.6f,%llu,device", (double)r->duration_ns / 1e6,
+                         (unsigned long long)r->start_ns);
     else
-        snprintf(line, sizeof line, "ktiming,exec,vulkan,%s,%s,%.6f,,device\n", dev, name,
-                 (double)r->duration_ns / 1e6);
-    fputs(line, stderr);
+        kt__verbose_line("exec", "vulkan", ctx->device_name, name, "%.6f,,device", (double)r->duration_ns / 1e6);
 }
 
 /* Whether a device duration can be true: a dispatch runs after kt_vk_begin recorded it and before its values
@@ -226,7 +209,7 @@ static int duration_plausible(uint64_t duration_ns, uint64_t enqueue_ns, uint64_
 /* Records what was harvested; returns how many passed the sanity check (the rest are dropped, invalid times). */
 static uint32_t record_done(kt_vk_ctx_t *ctx, const kt__vk_done_t *d, uint32_t n)
 {
-    pthread_once(&g_verbose_once, read_verbose);
+    const int verbose = kt__verbose_on();
     uint32_t kept = 0;
     uint64_t now = kt_now_ns();
     uint64_t starts[KT__VK_COLLECT_BATCH], uncs[KT__VK_COLLECT_BATCH]; /* mapped begins (0: none) */
@@ -265,7 +248,7 @@ static uint32_t record_done(kt_vk_ctx_t *ctx, const kt__vk_done_t *d, uint32_t n
             r.uncertainty_ns = unc;
         }
         kt_record_dispatch(&r);
-        if (g_verbose && (!ctx->per_submit || r.kernel != ctx->submit_kernel)) /* a line per dispatch */
+        if (verbose && (!ctx->per_submit || r.kernel != ctx->submit_kernel)) /* a line per dispatch */
             verbose_line(ctx, &r);
     }
     pthread_mutex_unlock(&ctx->model_lock);

@@ -19,9 +19,12 @@ static void stop_all(uint64_t deadline_ns);
  * Registry of live contexts, the collector's step over them (vk_collect.c runs it), the core's flush / stop
  * ------------------------------------------------------------------------------------------------- */
 
-static pthread_mutex_t g_live_lock = PTHREAD_MUTEX_INITIALIZER; /* the list; held by the collector's step */
-static kt_vk_ctx_t *g_live;
-static const kt__backend_ops_t kOps = {.name = "Vulkan", .flush = flush_all, .stop = stop_all};
+static kt__ctx_set_t g_set = KT__CTX_SET_INIT;                   /* every live context */
+/* Held by the collector's step for its whole walk: kt_vk_ctx_destroy takes it once after removing a context from
+ * the set, so on return from that the collector is not looking at the context (a pin may still list it). */
+static pthread_mutex_t g_step_lock = PTHREAD_MUTEX_INITIALIZER;
+static kt__backend_life_t g_life = KT__BACKEND_LIFE_INIT;
+static const kt__backend_ops_t kOps = {.name = "Vulkan", .flush = flush_all, .stop = stop_all, .life = &g_life};
 
 /* Thread readback: one pass over every context with slots outstanding (or a pass asked for). Naps the shortest
  * poll period while results are outstanding, otherwise until kt_vk_end or a flush wakes it. */
@@ -29,8 +32,11 @@ static int collector_step(void *arg)
 {
     (void)arg;
     uint64_t nap = 0;
-    pthread_mutex_lock(&g_live_lock);
-    for (kt_vk_ctx_t *c = g_live; c; c = c->next_live) {
+    kt__ctx_pin_t pin;
+    pthread_mutex_lock(&g_step_lock);
+    kt__ctx_set_pin(&g_set, &pin, KT__CTX_PIN_LIVE);
+    for (size_t i = 0; i < pin.n; i++) {
+        kt_vk_ctx_t *c = pin.ctx[i];
         if (c->copy_readback || atomic_load(&c->lost))
             continue;
         pthread_mutex_lock(&c->lock);
@@ -44,18 +50,17 @@ static int collector_step(void *arg)
             nap = c->poll_ns;
         pthread_mutex_unlock(&c->lock);
     }
-    pthread_mutex_unlock(&g_live_lock);
+    kt__ctx_set_unpin(&pin);
+    pthread_mutex_unlock(&g_step_lock);
     kt__vk_collector_nap(nap);
     return 0;
 }
 
 static int live_add(kt_vk_ctx_t *ctx)
 {
-    pthread_mutex_lock(&g_live_lock);
-    ctx->next_live = g_live;
-    g_live = ctx;
-    pthread_mutex_unlock(&g_live_lock);
-    kt__backend_register(&kOps); /* again after a stop (kt_shutdown, then use after kt_init) */
+    if (kt__ctx_set_add(&g_set, ctx) != 0)
+        return KT_ENOMEM;
+    kt__backend_arm(&kOps); /* again after a stop (kt_shutdown, then use after kt_init) */
     if (!ctx->copy_readback && kt__vk_collector_start(collector_step) != 0)
         return KT_ENOMEM;
     return 0;
@@ -64,29 +69,9 @@ static int live_add(kt_vk_ctx_t *ctx)
 /* Unlinks ctx; on return the collector is not looking at it. */
 static void live_remove(kt_vk_ctx_t *ctx)
 {
-    pthread_mutex_lock(&g_live_lock);
-    for (kt_vk_ctx_t **p = &g_live; *p; p = &(*p)->next_live)
-        if (*p == ctx) {
-            *p = ctx->next_live;
-            break;
-        }
-    pthread_mutex_unlock(&g_live_lock);
-}
-
-/* Up to `max` live contexts from position `start` of the live list (every context counts for the position,
- * stopped or not, so marking some stopped does not move the others). Returns how many were copied; fewer than
- * max means the list ended. The caller works through a chunk without g_live_lock (a pass waits for the
- * collector, whose step holds it), so any number of contexts is flushed and stopped, never only the first 64. */
-#define KT__VK_CHUNK 64u
-static size_t live_chunk(size_t start, kt_vk_ctx_t **out, size_t max)
-{
-    size_t n = 0, at = 0;
-    pthread_mutex_lock(&g_live_lock);
-    for (kt_vk_ctx_t *c = g_live; c && n < max; c = c->next_live, at++)
-        if (at >= start)
-            out[n++] = c;
-    pthread_mutex_unlock(&g_live_lock);
-    return n;
+    kt__ctx_set_remove(&g_set, ctx);
+    pthread_mutex_lock(&g_step_lock); /* a step that pinned it before has finished */
+    pthread_mutex_unlock(&g_step_lock);
 }
 
 /* kt_flush / kt_snapshot: what has completed by now (a fresh pass, bounded by the deadline), recorded. Slots of
@@ -95,18 +80,16 @@ static void flush_all(uint64_t deadline_ns)
 {
     /* Contexts are destroyed by their owner, never by a flush; the owner must not destroy one while calling
      * kt_flush concurrently (the same rule as for every other call on a context). */
-    kt_vk_ctx_t *list[KT__VK_CHUNK];
-    for (size_t start = 0;; start += KT__VK_CHUNK) {
-        size_t n = live_chunk(start, list, KT__VK_CHUNK);
-        for (size_t i = 0; i < n; i++) {
-            if (list[i]->stopped)
-                continue;
-            kt__vk_wait_fresh_pass(list[i], deadline_ns);
-            kt_vk_collect(list[i]);
-        }
-        if (n < KT__VK_CHUNK)
-            break;
+    kt__ctx_pin_t pin;
+    kt__ctx_set_pin(&g_set, &pin, KT__CTX_PIN_LIVE);
+    for (size_t i = 0; i < pin.n; i++) {
+        kt_vk_ctx_t *c = pin.ctx[i];
+        if (atomic_load(&c->stopped))
+            continue;
+        kt__vk_wait_fresh_pass(c, deadline_ns);
+        kt_vk_collect(c);
     }
+    kt__ctx_set_unpin(&pin);
 }
 
 /* Slots not read yet, counted as dropped and released: at stop (KT_DROP_IN_FLIGHT_AT_EXIT), device loss, or
@@ -163,39 +146,45 @@ static int outstanding(kt_vk_ctx_t *ctx)
     return any;
 }
 
-/* kt_shutdown / exit: wait (until the deadline) for every slot in flight, record it, count the rest as dropped
- * (in flight at exit), stop the collector. Flushes return at once afterwards. Contexts go in chunks of 64 (each
- * waited for in turn against the one deadline). */
+/* The contexts stop_all waits for (pinned, not stopped before) and its deadline. */
+typedef struct kt__vk_stop_t {
+    kt_vk_ctx_t **ctx;
+    size_t n;
+    uint64_t deadline_ns;
+} kt__vk_stop_t;
+
+/* One stop pass (kt__drain): a fresh poll and a collection of every context; returns how many still have slots
+ * in flight. */
+static uint64_t stop_pass(void *arg)
+{
+    const kt__vk_stop_t *st = arg;
+    uint64_t busy = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        kt__vk_wait_fresh_pass(st->ctx[i], st->deadline_ns);
+        kt_vk_collect(st->ctx[i]);
+        busy += (uint64_t)outstanding(st->ctx[i]);
+    }
+    return busy;
+}
+
+/* kt_shutdown / exit: wait (until the deadline, polling every 200 us) for every slot in flight, record it, count
+ * the rest as dropped (in flight at exit), stop the collector. Flushes return at once afterwards. */
 static void stop_all(uint64_t deadline_ns)
 {
-    kt_vk_ctx_t *list[KT__VK_CHUNK];
-    for (size_t start = 0;; start += KT__VK_CHUNK) {
-        size_t got = live_chunk(start, list, KT__VK_CHUNK), n = 0;
-        for (size_t i = 0; i < got; i++)
-            if (!list[i]->stopped)
-                list[n++] = list[i];
-        for (;;) {
-            int busy = 0;
-            for (size_t i = 0; i < n; i++) {
-                kt__vk_wait_fresh_pass(list[i], deadline_ns);
-                kt_vk_collect(list[i]);
-                busy |= outstanding(list[i]);
-            }
-            if (!busy || kt_now_ns() >= deadline_ns)
-                break;
-            kt__nap_ns(200000);
-        }
-        for (size_t i = 0; i < n; i++) {
-            kt_vk_collect(list[i]);
-            drop_pending(list[i], KT_DROP_IN_FLIGHT_AT_EXIT, KT_DROP_IN_FLIGHT_AT_EXIT);
-        }
-        pthread_mutex_lock(&g_live_lock);
-        for (size_t i = 0; i < n; i++)
-            list[i]->stopped = 1;
-        pthread_mutex_unlock(&g_live_lock);
-        if (got < KT__VK_CHUNK)
-            break;
+    kt__ctx_pin_t pin;
+    kt__ctx_set_pin(&g_set, &pin, KT__CTX_PIN_LIVE);
+    kt__vk_stop_t st = {.ctx = (kt_vk_ctx_t **)pin.ctx, .n = 0, .deadline_ns = deadline_ns};
+    for (size_t i = 0; i < pin.n; i++) /* in place: the pin's copy is the caller's */
+        if (!atomic_load(&st.ctx[i]->stopped))
+            st.ctx[st.n++] = st.ctx[i];
+    const kt__drain_policy_t every_200us = {0, 200000u, 200000u};
+    kt__drain_with(deadline_ns, stop_pass, &st, &every_200us, NULL);
+    for (size_t i = 0; i < st.n; i++) {
+        kt_vk_collect(st.ctx[i]);
+        drop_pending(st.ctx[i], KT_DROP_IN_FLIGHT_AT_EXIT, KT_DROP_IN_FLIGHT_AT_EXIT);
+        atomic_store(&st.ctx[i]->stopped, 1);
     }
+    kt__ctx_set_unpin(&pin);
     kt__vk_collector_stop();
 }
 
@@ -264,11 +253,14 @@ static int query_device(kt_vk_ctx_t *ctx, const kt_vk_desc_t *desc)
      * flushes that scene, one more rasterizer round trip per batch (docs/vulkan.md, "Submit-and-wait latency"). */
     ctx->stamps_at_flush =
         props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && !strncmp(props.deviceName, "llvmpipe", 8);
+#ifdef KT_VK_TEST_HOOKS
     /* KTIMING_VULKAN_SCENE_STAMPS=0: lavapipe timed as any other device, the path every GPU takes (correct there
-     * too, one rasterizer round trip slower per batch): how the tests run that path without a GPU */
-    const char *scene = kt__env("KTIMING_VULKAN_SCENE_STAMPS");
+     * too, one rasterizer round trip slower per batch): how the tests run that path without a GPU. A test hook:
+     * compiled only into builds with the tests (KTIMING_BUILD_TESTS), absent from release builds. */
+    const char *scene = kt__env(KT_ENV_NAME(VULKAN_SCENE_STAMPS));
     if (scene && !strcmp(scene, "0"))
         ctx->stamps_at_flush = 0;
+#endif
     ctx->batch_end_stage =
         ctx->stamps_at_flush ? VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT : VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT;
 

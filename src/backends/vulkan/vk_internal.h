@@ -217,7 +217,7 @@ struct kt_vk_ctx_t {
     uint64_t poll_ns;                   /* collector poll period while slots are outstanding */
     pthread_cond_t pass_done;           /* signalled after every poll pass of this context (under lock) */
     int pass_requested;                 /* a flush wants a pass now */
-    int stopped;                        /* stop ran: flushes return at once, nothing more is waited for */
+    _Atomic int stopped;                /* stop ran: flushes return at once, nothing more is waited for */
     uint64_t passes;                    /* completed poll passes */
     uint64_t closed_unread;             /* CLOSED slots not read yet (thread mode) */
 
@@ -275,7 +275,6 @@ struct kt_vk_ctx_t {
     VkFence *free_fences;               /* unsignalled fences */
     uint32_t nfree_fences, cap_free_fences;
 
-    struct kt_vk_ctx_t *next_live;      /* registry of live contexts for kt_flush */
 };
 
 /* Files and their call direction (each calls only files below it; nothing calls upwards):

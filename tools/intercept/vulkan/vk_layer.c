@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "common/kti_map.h"
+#include "core/env.h"
 #include "common/kti_run.h"
 
 #define KTI_EXPORT __attribute__((visibility("default")))
@@ -308,7 +309,7 @@ static uint32_t g_ring_size; /* KTIMING_VULKAN_QUERIES, read once */
 
 static void read_ring_size(void)
 {
-    const char *v = secure_getenv("KTIMING_VULKAN_QUERIES");
+    const char *v = kt__env(KT_ENV_NAME(VULKAN_QUERIES));
     if (!v || !*v)
         return;
     char *end = NULL;
@@ -373,7 +374,7 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     else
         d->ctx_failed[family] = 1;
     pthread_mutex_unlock(&d->lock);
-    if (rc != 0 && secure_getenv("KTIMING_RUN_VERBOSE"))
+    if (rc != 0 && kt__env(KT_ENV_NAME(RUN_VERBOSE)))
         fprintf(stderr, "ktiming: Vulkan queue family %u not timed: %s\n", family, kt_strerror(rc));
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     if (rc == 0)
@@ -1197,7 +1198,7 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     d->next_gipa = gipa;
     d->next_gdpa = gdpa;
     d->host_query_reset = enables_host_query_reset(ci);
-    d->set_loader_data = secure_getenv("KTIMING_VULKAN_ONCE") ? NULL : set_loader_data;
+    d->set_loader_data = kt__env(KT_ENV_NAME(VULKAN_ONCE)) ? NULL : set_loader_data;
     d->calibration = calibration;
     if (inst->props) {
         VkPhysicalDeviceProperties pp;
