@@ -19,6 +19,7 @@
  *     times into one primary submitted once.
  *     --devices N (1-4): N VkDevices on the first physical device, each running the whole program on its own
  *     thread at the same time; each device's lines are printed after all finished, in device order.
+ *     --sequential: the N devices one after another instead, each destroyed before the next is created.
  *     --record-threads T (1-8): then T threads of one device each record and submit `iterations` command
  *     buffers with one scale dispatch (own command pool, the queue shared under a mutex) while another thread
  *     keeps creating, naming, renaming and destroying compute pipelines of its own.
@@ -659,7 +660,7 @@ static void *run_device(void *arg)
 
 /* The command line: what main itself uses, and the job every device runs. */
 typedef struct vkp_opts_t {
-    int validation, props2, devices;
+    int validation, props2, devices, sequential;
     uint32_t api;   /* the instance's apiVersion */
     vkp_job_t job;  /* copied for each device (pd set by main) */
 } vkp_opts_t;
@@ -693,6 +694,8 @@ static int parse_args(int argc, char **argv, vkp_opts_t *o)
             o->api = VK_MAKE_API_VERSION(0, 1, minor, 0);
         } else if (!strcmp(argv[i], "--props2"))
             o->props2 = 1;
+        else if (!strcmp(argv[i], "--sequential"))
+            o->sequential = 1;
         else if (!strcmp(argv[i], "--unnamed"))
             j->unnamed = 1;
         else if (!strcmp(argv[i], "--in-flight") && i + 1 < argc &&
@@ -711,7 +714,7 @@ static int parse_args(int argc, char **argv, vkp_opts_t *o)
                             "[--iterations N] "
                             "[--size N] [--api 1.N] "
                             "[--props2] [--unnamed] [--debug-marker] [--in-flight destroy|exit] [--devices 1-4] "
-                            "[--secondary K] [--record-threads 1-8]\n");
+                            "[--sequential] [--secondary K] [--record-threads 1-8]\n");
             return 2;
         }
     }
@@ -808,14 +811,14 @@ int main(int argc, char **argv)
     pthread_t threads[4];
     for (int d = 0; d < devices; d++) {
         jobs[d] = o.job;
-        if (devices == 1)
+        if (devices == 1 || o.sequential)
             run_device(&jobs[d]);
         else if (pthread_create(&threads[d], NULL, run_device, &jobs[d]) != 0) {
             fprintf(stderr, "vkprog: pthread_create failed\n");
             return 1;
         }
     }
-    for (int d = 0; devices > 1 && d < devices; d++)
+    for (int d = 0; devices > 1 && !o.sequential && d < devices; d++)
         pthread_join(threads[d], NULL);
     for (int d = 0; d < devices; d++) {
         if (jobs[d].rc == 77 || jobs[d].rc == VKP_RETURN_NOW)

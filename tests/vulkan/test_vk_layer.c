@@ -146,6 +146,24 @@ static void suspended_at_end(void **state)
     assert_int_equal(batches, FRAMES);
 }
 
+/* The layer registers the device with its identity: this 1.3 instance lets it read the deviceUUID (kind "uuid",
+ * the model's own name as the label). Before: the layer labelled devices by deviceName only (kind "name"). */
+static void device_identity(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = kt_snapshot();
+    assert_non_null(s);
+    const kt_kernel_timing_t *b = kt_snapshot_find(s, "vkQueueSubmit", KT_BACKEND_VULKAN, NULL);
+    assert_non_null(b);
+    assert_string_equal(b->device, g.dev.props.deviceName);
+    const kt_device_info_t *dev = kt_snapshot_device(s, KT_BACKEND_VULKAN, b->device);
+    assert_non_null(dev);
+    assert_string_equal(dev->id.id_kind, "uuid");
+    assert_int_equal(strlen(dev->id.uuid), 36);
+    assert_int_equal(strlen(dev->id.driver_uuid), 36);
+    kt_snapshot_free(s);
+}
+
 static void validation_clean(void **state)
 {
     (void)state;
@@ -162,6 +180,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(suspended_at_end),
+        cmocka_unit_test(device_identity),
         cmocka_unit_test(validation_clean),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -594,6 +594,7 @@ int kt_vk_device_info(kt_vk_ctx_t *ctx, kt_device_info_t *out)
     memset(out, 0, sizeof(*out));
     out->backend = KT_BACKEND_VULKAN;
     snprintf(out->name, sizeof(out->name), "%.127s", ctx->device_name);
+    snprintf(out->key, sizeof(out->key), "%s", ctx->device_key); /* the registered identity */
     out->resolution_ns = (uint64_t)ceil(ctx->period_ns);
     out->frequency_hz = (uint64_t)llround(1e9 / ctx->period_ns);
     out->valid_bits = ctx->valid_bits;

@@ -246,6 +246,7 @@ static int query_device(kt_vk_ctx_t *ctx, const kt_vk_desc_t *desc)
     vk->vkGetPhysicalDeviceProperties(ctx->physical_device, &props);
     snprintf(ctx->device_name, sizeof(ctx->device_name), "%.127s",
              desc->device_label && *desc->device_label ? desc->device_label : props.deviceName);
+    kt__vk_device_register(ctx, desc, &props); /* before anything is interned or registered under its key */
     ctx->period_ns = props.limits.timestampPeriod > 0 ? (double)props.limits.timestampPeriod : 1.0;
     /* A batch ends once all its work has: BOTTOM_OF_PIPE says so on every device. lavapipe (llvmpipe) runs a
      * batch's commands one after another on its queue thread and takes a TOP_OF_PIPE timestamp when the
@@ -329,7 +330,7 @@ int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
         snprintf(label, sizeof(label), "%s", desc->label);
     else
         snprintf(label, sizeof(label), "queue family %u", ctx->queue_family);
-    ctx->queue_id = kt_queue_register(KT_BACKEND_VULKAN, ctx->device_name, label);
+    ctx->queue_id = kt_queue_register(KT_BACKEND_VULKAN, ctx->device_key, label);
     rc = kt__vk_clock_init(ctx);
     if (rc)
         goto fail;

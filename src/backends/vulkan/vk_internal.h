@@ -25,7 +25,10 @@
     X(vkGetPhysicalDeviceQueueFamilyProperties, 1)                                                         \
     X(vkGetPhysicalDeviceMemoryProperties, 1)                                                              \
     X(vkGetPhysicalDeviceCalibrateableTimeDomainsEXT, 0)                                                   \
-    X(vkEnumerateDeviceExtensionProperties, 0)
+    X(vkEnumerateDeviceExtensionProperties, 0)                                                             \
+    X(vkEnumeratePhysicalDevices, 0)                                                                       \
+    X(vkGetPhysicalDeviceProperties2, 0)                                                                   \
+    X(vkGetPhysicalDeviceProperties2KHR, 0)
 
 /* Device-level functions: X(name, required). */
 #define KT_VK_DEVICE_FUNCS(X)                                                                              \
@@ -186,7 +189,9 @@ struct kt_vk_ctx_t {
                                            kt_vk_recalibrate): desc.queue; the layer's go with the application's
                                            submissions, never waited for (kt__vk_clock_bracket_submit) */
     uint32_t queue_family;              /* timed family */
-    char device_name[128];              /* deviceName (truncated as in kt_device_info_t) */
+    char device_name[128];              /* deviceName, or desc.device_label (the model in reports; verbose lines) */
+    char device_key[KT_DEVICE_KEY_MAX]; /* kt_device_register's key (vk_device.c): kernels, queues and clock
+                                           facts are recorded under it */
     uint32_t queue_id;                  /* kt_queue_register id */
     double period_ns;                   /* timestampPeriod */
     uint32_t valid_bits;                /* in use (desc override or family's) */
@@ -284,6 +289,7 @@ struct kt_vk_ctx_t {
  *   vk_collect.c (collection, poll pass)          -> vk_clock.c, vk_ring.c
  *   vk_clock.c (device clock model)               -> vk_ring.c
  *   vk_ring.c (query pool, readback, slots)       -> vk_loader.c (the table) only
+ *   vk_device.c (identity), called by vk_context.c -> the table only
  * vk_primitive.c uses only the public kt_vk_* calls. */
 
 /* The ring (vk_ring.c). */
@@ -317,6 +323,11 @@ void kt__vk_slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot);
 /* Marks record e FREE (words zeroed, a batch's slot released); the FIFO's head moves in reclaim. */
 void kt__vk_exec_free_locked(kt_vk_ctx_t *ctx, uint32_t e);
 void kt__vk_exec_reclaim_locked(kt_vk_ctx_t *ctx);
+
+/* Device identity (vk_device.c): registers the context's physical device (model, vendor, deviceUUID and
+ * driverUUID where the instance allows vkGetPhysicalDeviceProperties2, the PCI address with VK_EXT_pci_bus_info,
+ * its enumeration index) and sets ctx->device_key. Calls the table only. */
+void kt__vk_device_register(kt_vk_ctx_t *ctx, const kt_vk_desc_t *desc, const VkPhysicalDeviceProperties *props);
 
 /* Every execution (vk_submit.c). */
 int kt__vk_submit_init(kt_vk_ctx_t *ctx);

@@ -18,7 +18,7 @@ typedef struct kt__vk_prim_t {
 
 static const char *prim_device_name(void *be)
 {
-    return ((kt__vk_prim_t *)be)->ctx->device_name;
+    return ((kt__vk_prim_t *)be)->ctx->device_key; /* interning is by device key */
 }
 
 static int prim_open(void *be, uint32_t marks, void **encoder)

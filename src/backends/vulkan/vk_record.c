@@ -20,7 +20,7 @@ static kt_kernel_id_t kernel_locked(kt_vk_ctx_t *ctx, const char *name)
             return e->id;
         if (e->key == name || !e->key) {
             /* New name, or the caller's buffer now holds another string: (re)intern. */
-            kt_kernel_id_t id = kt_kernel_intern(name, KT_BACKEND_VULKAN, ctx->device_name);
+            kt_kernel_id_t id = kt_kernel_intern(name, KT_BACKEND_VULKAN, ctx->device_key);
             char *copy = strdup(name);
             if (!copy)
                 return id;
@@ -31,7 +31,7 @@ static kt_kernel_id_t kernel_locked(kt_vk_ctx_t *ctx, const char *name)
             return id;
         }
     }
-    return kt_kernel_intern(name, KT_BACKEND_VULKAN, ctx->device_name);
+    return kt_kernel_intern(name, KT_BACKEND_VULKAN, ctx->device_key);
 }
 
 kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name)

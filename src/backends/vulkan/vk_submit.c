@@ -30,7 +30,7 @@ int kt__vk_submit_init(kt_vk_ctx_t *ctx)
         return KT_ENOMEM;
     for (uint32_t e = 0; e < ctx->exec_cap; e++)
         ctx->execs[e].slot = KT__VK_NONE;
-    ctx->submit_kernel = kt_kernel_intern("vkQueueSubmit", KT_BACKEND_VULKAN, ctx->device_name);
+    ctx->submit_kernel = kt_kernel_intern("vkQueueSubmit", KT_BACKEND_VULKAN, ctx->device_key);
     VkCommandPoolCreateInfo pci = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
         .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,

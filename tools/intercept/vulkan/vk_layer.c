@@ -20,8 +20,9 @@
  *    vkCmdExecuteCommands);
  *  - each dispatch is bracketed with kt_vk_begin_id / kt_vk_end in the program's command buffer, under the name
  *    of the bound compute pipeline: its VK_EXT_debug_utils (or debug_marker) name, else its shader module's, else
- *    the entry point when it is not "main", else "main#<hash>" (of the SPIR-V: stable across runs); the k-th
- *    VkDevice of a physical device records as "<deviceName> #k". The command buffer copies the name when the
+ *    the entry point when it is not "main", else "main#<hash>" (of the SPIR-V: stable across runs); every VkDevice
+ *    of a physical device records under that device's identity (deviceUUID where the program's instance lets us
+ *    read it). The command buffer copies the name when the
  *    pipeline is bound: a rename (or a destroy) on another thread takes effect at the next bind;
  *  - the dispatch path takes no process-wide lock: devices and command buffers are found through per-thread
  *    caches, and the binding is the command buffer's own state (see the locks below);
@@ -84,6 +85,7 @@ typedef struct kti_instance_t {
     PFN_vkGetPhysicalDeviceProperties props;           /* next vkGetPhysicalDeviceProperties */
     uint32_t api_version;                              /* the program's VkApplicationInfo::apiVersion (1.0 if none) */
     int props2;                                        /* the program enabled VK_KHR_get_physical_device_properties2 */
+    int ext_mem_caps;                                  /* ... and VK_KHR_external_memory_capabilities */
 } kti_instance_t;
 
 /* Next layer's entry points of a device, for the functions hooked. */
@@ -127,8 +129,12 @@ typedef struct kti_device_t {
     kti_map_t pipelines;               /* VkPipeline -> kti_pipeline_t */
     kti_map_t modules;                 /* VkShaderModule -> char * (debug name) */
     kti_map_t hashes;                  /* VkShaderModule -> content hash of its SPIR-V (| 1, never 0) */
-    char label[160];                   /* device name recorded: deviceName, "#k" added for the k-th VkDevice of
-                                          the same physical device (k >= 2) */
+    uint32_t slot;                     /* among the live VkDevices of its physical device: 0 for the first, k for
+                                          the (k+1)-th alive at once (its queues' tracks say so; a device created
+                                          after the others were destroyed takes slot 0 again) */
+    uint32_t api_version;              /* its instance's apiVersion and KT_VK_INSTANCE_* extensions (for the
+                                          device identity: kt_vk_desc_t.instance_api_version) */
+    uint32_t instance_extensions;
     kti_map_t pools;                   /* VkCommandPool -> (family + 1) */
     kti_map_t cmds;                    /* VkCommandBuffer -> kti_cmd_t */
 #define KTI_FIELD(fn) PFN_##fn fn;
@@ -203,7 +209,7 @@ static int every_execution(const kti_device_t *d)
 
 static kti_map_t g_instances; /* dispatch key -> kti_instance_t */
 static kti_map_t g_devices;   /* dispatch key -> kti_device_t */
-static kti_map_t g_pd_devices; /* VkPhysicalDevice -> VkDevices created on it so far (for device labels) */
+static kti_map_t g_pd_slots;  /* VkPhysicalDevice -> bit mask of the slots its live VkDevices hold (kti_device_t) */
 
 static kti_instance_t *instance_of(const void *handle)
 {
@@ -353,7 +359,14 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     desc.get_instance_proc_addr = backend_gipa;
     desc.host_query_reset = d->host_query_reset;
     desc.calibration = d->calibration;
-    desc.device_label = d->label;
+    char label[64];
+    if (d->slot)
+        snprintf(label, sizeof label, "queue family %u (VkDevice %u)", family, d->slot + 1);
+    else
+        snprintf(label, sizeof label, "queue family %u", family);
+    desc.label = label; /* one track per family of each VkDevice alive at once */
+    desc.instance_api_version = d->api_version; /* the identity: every VkDevice of a physical device is one device */
+    desc.instance_extensions = d->instance_extensions;
     desc.copy_at_end = 1; /* copy readback: one set of copies per recording, at vkEndCommandBuffer */
     desc.ring_size = ring_size();
     /* every execution: our command buffers around each batch copy its primaries' timestamps, and a primary copies
@@ -1200,18 +1213,15 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     d->host_query_reset = enables_host_query_reset(ci);
     d->set_loader_data = kt__env(KT_ENV_NAME(VULKAN_ONCE)) ? NULL : set_loader_data;
     d->calibration = calibration;
-    if (inst->props) {
-        VkPhysicalDeviceProperties pp;
-        inst->props(pd, &pp);
-        pthread_mutex_lock(&g_lock);
-        uint32_t k = (uint32_t)(uintptr_t)kti_map_get(&g_pd_devices, (uint64_t)(uintptr_t)pd) + 1;
-        kti_map_put(&g_pd_devices, (uint64_t)(uintptr_t)pd, (void *)(uintptr_t)k);
-        pthread_mutex_unlock(&g_lock);
-        if (k > 1)
-            snprintf(d->label, sizeof d->label, "%.127s #%u", pp.deviceName, k);
-        else
-            snprintf(d->label, sizeof d->label, "%.127s", pp.deviceName);
-    }
+    pthread_mutex_lock(&g_lock);
+    uint64_t held = (uint64_t)(uintptr_t)kti_map_get(&g_pd_slots, (uint64_t)(uintptr_t)pd);
+    while (d->slot < 63 && (held >> d->slot & 1u))
+        d->slot++;
+    kti_map_put(&g_pd_slots, (uint64_t)(uintptr_t)pd, (void *)(uintptr_t)(held | UINT64_C(1) << d->slot));
+    pthread_mutex_unlock(&g_lock);
+    d->api_version = inst->api_version;
+    d->instance_extensions = (inst->props2 ? KT_VK_INSTANCE_PROPERTIES2 : 0u) |
+                             (inst->ext_mem_caps ? KT_VK_INSTANCE_EXTERNAL_MEMORY_CAPABILITIES : 0u);
 #define KTI_LOAD(fn) d->fn = (PFN_##fn)gdpa(*out, #fn);
     KTI_DEVICE_HOOKS(KTI_LOAD)
 #undef KTI_LOAD
@@ -1235,6 +1245,14 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
     kti_device_t *d = kti_map_del(&g_devices, dispatch_key(device));
     if (!g_devices.n)
         kti_map_free(&g_devices);
+    if (d) { /* its slot is free again */
+        uint64_t key = (uint64_t)(uintptr_t)d->physical_device;
+        uint64_t held = (uint64_t)(uintptr_t)kti_map_get(&g_pd_slots, key) & ~(UINT64_C(1) << d->slot);
+        if (held)
+            kti_map_put(&g_pd_slots, key, (void *)(uintptr_t)held);
+        else
+            kti_map_del(&g_pd_slots, key);
+    }
     if (d) { /* before anything is freed: no thread's cache answers with the device or its command buffers */
         atomic_fetch_add_explicit(&g_device_epoch, 1, memory_order_release);
         atomic_fetch_add_explicit(&g_cmd_epoch, 1, memory_order_release);
@@ -1295,8 +1313,10 @@ static VkResult VKAPI_CALL hook_CreateInstance(const VkInstanceCreateInfo *ci, c
         i->props = (PFN_vkGetPhysicalDeviceProperties)gipa(*out, "vkGetPhysicalDeviceProperties");
         i->api_version = ci->pApplicationInfo && ci->pApplicationInfo->apiVersion ? ci->pApplicationInfo->apiVersion
                                                                                   : VK_API_VERSION_1_0;
-        for (uint32_t k = 0; k < ci->enabledExtensionCount; k++)
+        for (uint32_t k = 0; k < ci->enabledExtensionCount; k++) {
             i->props2 |= !strcmp(ci->ppEnabledExtensionNames[k], "VK_KHR_get_physical_device_properties2");
+            i->ext_mem_caps |= !strcmp(ci->ppEnabledExtensionNames[k], "VK_KHR_external_memory_capabilities");
+        }
         pthread_mutex_lock(&g_lock);
         if (kti_map_put(&g_instances, dispatch_key(*out), i) != 0) {
             free(i);
