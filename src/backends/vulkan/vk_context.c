@@ -120,7 +120,7 @@ static uint64_t drop_pending(kt_vk_ctx_t *ctx, kt_drop_reason_t reason, kt_drop_
         if ((s->submission && !s->self_copy) || (s->executions && !s->self_copy) || s->unused) {
             kt__vk_slot_release_locked(ctx, i);
         } else if (s->state != KT__VK_SLOT_READY) {
-            kt_record_drop_reason(s->kernel, s->half_read ? half_read_reason : reason);
+            kt_record_drop_reason(s->kernel, kt__vk_unread_reason(s, half_read_reason, reason));
             kt__vk_slot_release_locked(ctx, i);
             n++;
         }

@@ -117,6 +117,8 @@ typedef struct kt__vk_slot_t {
     int read_once;           /* begin_raw/end_raw hold values read from the pool (to spot stale reads) */
     int copy_pending;        /* copy_at_end: CLOSED, its copy not recorded yet (kt_vk_cmd_end) */
     int half_read;           /* thread readback: a poll of this use found one timestamp available, not both */
+    int submitted;           /* its command buffer went through kt_vk_queue_submit[2] (not per_submission): left
+                                unread, it is counted read failed, never "never submitted" */
     int self_copy;           /* per_submission: kt_vk_cmd_end recorded its copy (a secondary: timed once) */
     int stage;               /* per_submission: an occurrence of a secondary's slot in a primary: its words are
                                 a copy the primary makes after that vkCmdExecuteCommands, copied per submission */
@@ -328,6 +330,15 @@ void kt__vk_exec_reclaim_locked(kt_vk_ctx_t *ctx);
  * driverUUID where the instance allows vkGetPhysicalDeviceProperties2, the PCI address with VK_EXT_pci_bus_info,
  * its enumeration index) and sets ctx->device_key. Calls the table only. */
 void kt__vk_device_register(kt_vk_ctx_t *ctx, const kt_vk_desc_t *desc, const VkPhysicalDeviceProperties *props);
+
+/* Why an unread slot is dropped when nothing more will be read (discard, destroy): it ran (a poll saw one of
+ * its timestamps, or its command buffer was submitted through ktiming) but its values never reached the host:
+ * `ran`; else `never` (its end never recorded or its command buffer never submitted, as far as ktiming knows). */
+static inline kt_drop_reason_t kt__vk_unread_reason(const kt__vk_slot_t *s, kt_drop_reason_t ran,
+                                                    kt_drop_reason_t never)
+{
+    return s->half_read || s->submitted ? ran : never;
+}
 
 /* Every execution (vk_submit.c). */
 int kt__vk_submit_init(kt_vk_ctx_t *ctx);

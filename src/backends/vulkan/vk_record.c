@@ -87,7 +87,7 @@ static uint32_t pair_alloc_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint64_
         return slot;
     kt__vk_slot_t *s = &ctx->slots[slot];
     s->state = KT__VK_SLOT_OPEN;
-    s->copy_pending = s->half_read = s->self_copy = s->stage = s->own_copy = s->unused = 0;
+    s->copy_pending = s->half_read = s->submitted = s->self_copy = s->stage = s->own_copy = s->unused = 0;
     s->submission = s->cmd_pair = 1; /* never one of the dispatches a batch's plan copies */
     s->batch_pair = s->pair_first = KT__VK_NONE;
     s->executions = 0;
@@ -128,6 +128,7 @@ static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
         s->state = KT__VK_SLOT_OPEN;
         s->copy_pending = 0;
         s->half_read = 0;
+        s->submitted = 0;
         s->self_copy = s->submission = s->stage = s->cmd_pair = s->own_copy = s->unused = 0;
         s->batch_pair = KT__VK_NONE;
         s->executions = 0;
@@ -350,7 +351,8 @@ int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
             } else if (s->executions && !s->self_copy) { /* every execution has its own record */
                 kt__vk_slot_release_locked(ctx, slot);
             } else {
-                kt_record_drop_reason(s->kernel, KT_DROP_NEVER_SUBMITTED);
+                kt_record_drop_reason(s->kernel,
+                                      kt__vk_unread_reason(s, KT_DROP_READ_FAILED, KT_DROP_NEVER_SUBMITTED));
                 kt__vk_slot_release_locked(ctx, slot);
                 n++;
             }

@@ -637,12 +637,27 @@ static VkResult submit1(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const void 
     return r;
 }
 
+/* Not per_submission: the slots of the submitted command buffers are marked submitted (kt__vk_unread_reason), so a
+ * dispatch that ran and was never read is not counted "never submitted" when its command buffer is discarded. */
+static void mark_submitted(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t ncmds)
+{
+    pthread_mutex_lock(&ctx->lock);
+    for (uint32_t i = ctx->used_first; i != KT__VK_NONE; i = ctx->slots[i].next)
+        if (ctx->slots[i].state == KT__VK_SLOT_CLOSED && cmd_in(ctx->slots[i].cmd, cmds, ncmds))
+            ctx->slots[i].submitted = 1;
+    pthread_mutex_unlock(&ctx->lock);
+}
+
 VkResult kt_vk_queue_submit(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const VkSubmitInfo *si, VkFence fence)
 {
     if (!ctx)
         return VK_ERROR_INITIALIZATION_FAILED;
-    if (!ctx->per_submit || !kt_is_enabled() || atomic_load(&ctx->lost) || ctx->stopped)
-        return ctx->vk.vkQueueSubmit(queue, n, si, fence);
+    if (!ctx->per_submit || !kt_is_enabled() || atomic_load(&ctx->lost) || ctx->stopped) {
+        VkResult r = ctx->vk.vkQueueSubmit(queue, n, si, fence);
+        for (uint32_t i = 0; r == VK_SUCCESS && !ctx->per_submit && i < n; i++)
+            mark_submitted(ctx, si[i].pCommandBuffers, si[i].commandBufferCount);
+        return r;
+    }
     kt__vk_batch_t *b = calloc(n ? n : 1, sizeof(*b));
     if (!b)
         return ctx->vk.vkQueueSubmit(queue, n, si, fence);
@@ -701,8 +716,13 @@ VkResult kt_vk_queue_submit2(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const 
     PFN_vkQueueSubmit2 call = ctx->vk.vkQueueSubmit2 ? ctx->vk.vkQueueSubmit2 : ctx->vk.vkQueueSubmit2KHR;
     if (!call)
         return VK_ERROR_FEATURE_NOT_PRESENT;
-    if (!ctx->per_submit || !kt_is_enabled() || atomic_load(&ctx->lost) || ctx->stopped)
-        return call(queue, n, si, fence);
+    if (!ctx->per_submit || !kt_is_enabled() || atomic_load(&ctx->lost) || ctx->stopped) {
+        VkResult r = call(queue, n, si, fence);
+        for (uint32_t i = 0; r == VK_SUCCESS && !ctx->per_submit && i < n; i++)
+            for (uint32_t k = 0; k < si[i].commandBufferInfoCount; k++)
+                mark_submitted(ctx, &si[i].pCommandBufferInfos[k].commandBuffer, 1);
+        return r;
+    }
     uint32_t ncmd = 0;
     for (uint32_t i = 0; i < n; i++)
         ncmd += si[i].commandBufferInfoCount;
