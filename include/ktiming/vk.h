@@ -202,7 +202,9 @@ typedef struct kt_vk_ctx_t kt_vk_ctx_t;
 /* The loader's vkGetInstanceProcAddr (dlopen on first use), or NULL when no Vulkan loader is installed. */
 KT_API PFN_vkGetInstanceProcAddr kt_vk_loader(void);
 
-/* KT_EUNAVAILABLE: no loader, or the queue family has no timestamps; KT_EINVAL: missing handles. */
+/* KT_EUNAVAILABLE: no loader, or the queue family is neither compute nor graphics; KT_EINVAL: missing handles. A
+ * family without timestamps (timestampValidBits 0) gets an untimed context: kt_vk_begin returns KT_EUNAVAILABLE
+ * and counts the dispatch dropped, KT_DROP_NO_TIMING (nothing is left untimed silently). */
 KT_API int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out);
 /* Collects what is available, then releases everything. A dispatch still unread is counted as dropped: never
  * submitted, or read failed when the driver made only one of its two timestamps available. NULL is fine. */

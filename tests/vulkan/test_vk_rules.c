@@ -2,7 +2,8 @@
  * VK_SUBMIT_PROTECTED_BIT may hold only protected command buffers (VUID-VkSubmitInfo2-flags-03886), so ktiming adds
  * none of its own and counts the batch's dispatches as dropped, `no timing`. lavapipe has no protected memory: the
  * test's vkQueueSubmit2 records what ktiming hands the driver and submits it without the flag (as vkQueueSubmit,
- * so the device needs no synchronization2). Fails on any validation message. */
+ * so the device needs no synchronization2). A queue family without timestamps: its dispatches counted dropped, no
+ * timing. Fails on any validation message. */
 #include "vk_test.h"
 
 static uint32_t g_seen_cmds;        /* command buffers of the last vkQueueSubmit2 batch */
@@ -37,6 +38,7 @@ static struct {
 static int rig_close(void **state)
 {
     (void)state;
+    vkt_set_wrap(NULL);
     pthread_mutex_lock(&g_vkt_driver_lock);
     g_vkt.app.vk.vkDeviceWaitIdle(g_vkt.dev.device);
     pthread_mutex_unlock(&g_vkt_driver_lock);
@@ -108,10 +110,69 @@ static void protected_submit2_untimed(void **state)
     kt_snapshot_free(s);
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * A queue family without timestamps (issue 37.4)
+ * ------------------------------------------------------------------------------------------------- */
+
+static PFN_vkGetPhysicalDeviceQueueFamilyProperties g_families_next;
+
+/* The driver's families, each reporting timestampValidBits 0 (the spec allows it: no timestamps there). */
+static void VKAPI_CALL no_timestamp_families(VkPhysicalDevice pd, uint32_t *n, VkQueueFamilyProperties *props)
+{
+    g_families_next(pd, n, props);
+    for (uint32_t i = 0; props && i < *n; i++)
+        props[i].timestampValidBits = 0;
+}
+
+static PFN_vkVoidFunction wrap_families(const char *name, PFN_vkVoidFunction f)
+{
+    if (strcmp(name, "vkGetPhysicalDeviceQueueFamilyProperties"))
+        return f;
+    g_families_next = (PFN_vkGetPhysicalDeviceQueueFamilyProperties)f;
+    return (PFN_vkVoidFunction)no_timestamp_families;
+}
+
+/* Its context is untimed: every kt_vk_begin says KT_EUNAVAILABLE and counts the dispatch dropped, no timing (3 of
+ * 3); the command buffer runs as recorded (nothing of ktiming's in it). Before: kt_vk_ctx_create failed, and the
+ * layer left such a family's dispatches untimed without a count. */
+static void family_without_timestamps_counted(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_vk_desc_t d = vkt_desc();
+    vkt_set_wrap(wrap_families);
+    assert_int_equal(kt_vk_ctx_create(&d, &g_rig.kv), 0);
+    vkt_set_wrap(NULL);
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &g_rig.cmd), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &g_rig.fence), 0);
+    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, g_rig.cmd), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(kt_vk_begin(g_rig.kv, g_rig.cmd, "untimed_family"), KT_EUNAVAILABLE);
+        vkt_busy(g_rig.cmd, 1);
+        assert_int_equal(kt_vk_end(g_rig.kv, g_rig.cmd), 0);
+    }
+    assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, g_rig.cmd), 0);
+    vkt_submit_wait(g_rig.cmd, g_rig.fence);
+    assert_int_equal(kt_vk_collect(g_rig.kv), 0);
+    kt_vk_stats_t st;
+    assert_int_equal(kt_vk_stats(g_rig.kv, &st), 0);
+    assert_int_equal(st.dropped, 3);
+    assert_int_equal(st.begun, 0);
+    kt_snapshot_t *s = kt_snapshot();
+    assert_non_null(s);
+    const kt_kernel_timing_t *e = vkt_find(s, "untimed_family");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 0);
+    assert_int_equal(e->dropped, 3);
+    assert_int_equal(e->dropped_by[KT_DROP_NO_TIMING], 3);
+    kt_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(protected_submit2_untimed, rig_close),
+        cmocka_unit_test_teardown(family_without_timestamps_counted, rig_close),
         cmocka_unit_test(vkt_test_validation_clean),
     };
     return cmocka_run_group_tests(tests, vkt_setup_busy, NULL);

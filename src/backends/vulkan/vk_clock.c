@@ -566,6 +566,8 @@ int kt_vk_recalibrate(kt_vk_ctx_t *ctx)
 {
     if (!ctx)
         return KT_EINVAL;
+    if (ctx->untimed)
+        return KT_EUNAVAILABLE;
     if (!ctx->calibrated && !ctx->cal_cmd)
         return KT_EUNAVAILABLE;
     pthread_mutex_lock(&ctx->model_lock);
@@ -580,6 +582,8 @@ int kt_vk_timestamp_to_host(kt_vk_ctx_t *ctx, uint64_t timestamp, uint64_t *host
 {
     if (!ctx || !host_ns)
         return KT_EINVAL;
+    if (ctx->untimed)
+        return KT_EUNAVAILABLE;
     pthread_mutex_lock(&ctx->model_lock);
     uint64_t dev = kt__vk_device_ns_locked(ctx, timestamp, kt_now_ns());
     int rc = kt__vk_map_locked(ctx, dev, host_ns, uncertainty_ns);

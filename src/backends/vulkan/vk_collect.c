@@ -259,6 +259,8 @@ int kt_vk_collect(kt_vk_ctx_t *ctx)
 {
     if (!ctx)
         return KT_EINVAL;
+    if (ctx->untimed) /* nothing is ever in flight */
+        return 0;
     /* One collector at a time, and callers wait for it rather than return 0 while it runs: a caller that has
      * just waited for its work (kt_vk_collect_wait, flushes) must see that work recorded when this returns. */
     pthread_mutex_lock(&ctx->collect_lock);

@@ -277,8 +277,19 @@ static int query_device(kt_vk_ctx_t *ctx, const kt_vk_desc_t *desc)
     free(fam);
     /* Timestamps need valid bits; reading them back with vkCmdCopyQueryPoolResults needs a compute or
      * graphics queue. */
-    if (qf.timestampValidBits == 0 || !(qf.queueFlags & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT)))
+    if (!(qf.queueFlags & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT)))
         return KT_EUNAVAILABLE;
+    if (qf.timestampValidBits == 0) {
+        /* A family without timestamps (the spec allows it): an untimed context, whose kt_vk_begin counts each
+         * dispatch dropped, `no timing`, rather than no context and the dispatches silently untimed (issue
+         * 37.4). No ring, no clock, nothing submitted. */
+        ctx->untimed = 1;
+        ctx->per_submit = 0;
+        ctx->exec_cap = 0;
+        ctx->copy_readback = 1; /* no collector thread */
+        ctx->copy_at_end = 0;
+        return 0;
+    }
     ctx->family_valid_bits = qf.timestampValidBits;
     ctx->valid_bits = qf.timestampValidBits;
     if (desc->timestamp_valid_bits && desc->timestamp_valid_bits < ctx->valid_bits)
@@ -319,7 +330,7 @@ int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
                                desc->calibration);
     if (!rc)
         rc = query_device(ctx, desc);
-    if (!rc)
+    if (!rc && !ctx->untimed)
         rc = kt__vk_ring_create(ctx);
     if (!rc && ctx->per_submit)
         rc = kt__vk_submit_init(ctx);
@@ -331,7 +342,7 @@ int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
     else
         snprintf(label, sizeof(label), "queue family %u", ctx->queue_family);
     ctx->queue_id = kt_queue_register(KT_BACKEND_VULKAN, ctx->device_key, label);
-    rc = kt__vk_clock_init(ctx);
+    rc = ctx->untimed ? 0 : kt__vk_clock_init(ctx);
     if (rc)
         goto fail;
     kt__vk_publish(ctx);

@@ -191,6 +191,8 @@ struct kt_vk_ctx_t {
                                            kt_vk_recalibrate): desc.queue; the layer's go with the application's
                                            submissions, never waited for (kt__vk_clock_bracket_submit) */
     uint32_t queue_family;              /* timed family */
+    int untimed;                        /* the family has no timestamps (timestampValidBits 0): no ring or clock;
+                                           kt_vk_begin counts each dispatch dropped, no timing */
     char device_name[128];              /* deviceName, or desc.device_label (the model in reports; verbose lines) */
     char device_key[KT_DEVICE_KEY_MAX]; /* kt_device_register's key (vk_device.c): kernels, queues and clock
                                            facts are recorded under it */

@@ -156,6 +156,13 @@ static int begin_common(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
         return KT_EINVAL;
     if (!kt_is_enabled())
         return 0;
+    if (ctx->untimed) { /* counted, never silently untimed */
+        if (name)
+            kernel = kt_vk_kernel(ctx, name);
+        atomic_fetch_add(&ctx->dropped, 1);
+        kt_record_drop_reason(kernel, KT_DROP_NO_TIMING);
+        return KT_EUNAVAILABLE;
+    }
     uint64_t now = kt_now_ns();
     uint32_t slot, pair;
     int pair_stamp;
@@ -202,6 +209,8 @@ int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
 {
     if (!ctx || !cmd)
         return KT_EINVAL;
+    if (ctx->untimed) /* its begin was counted */
+        return 0;
     int wake = 0;
     pthread_mutex_lock(&ctx->lock);
     kt__vk_open_t *o = open_find(ctx, cmd, 0);
