@@ -164,6 +164,56 @@ static void device_identity(void **state)
     kt_snapshot_free(s);
 }
 
+/* The loaded timing layer's symbol `name` (test builds export a few), or NULL. */
+static int find_layer_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    if (info->dlpi_name && strstr(info->dlpi_name, "libktiming_vk_layer")) {
+        *(const char **)data = info->dlpi_name;
+        return 1;
+    }
+    return 0;
+}
+
+static void *layer_symbol(const char *name)
+{
+    const char *path = NULL;
+    dl_iterate_phdr(find_layer_cb, &path);
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    void *sym = h ? dlsym(h, name) : NULL;
+    if (h)
+        dlclose(h);
+    return sym;
+}
+
+/* Freeing other command buffers while one is recorded leaves this thread's cached lookup of it valid: 8 dispatches
+ * recorded between 8 vkFreeCommandBuffers make 0 lookups in the device's map. Before: every free moved one
+ * process-wide epoch, and each next dispatch looked its command buffer up again under the device lock (8). */
+static void free_elsewhere_keeps_cache(void **state)
+{
+    (void)state;
+    unsigned long (*lookups)(void) = (unsigned long (*)(void))layer_symbol("kti_vk_layer_cmd_lookups");
+    assert_non_null(lookups);
+    enum { N = 8 };
+    VkCommandBuffer others[N];
+    for (int i = 0; i < N; i++)
+        assert_int_equal(ktcli_vk_cmd_alloc(&g.dev, &others[i]), 0);
+    uint32_t iters = 1;
+    assert_int_equal(ktcli_vk_cmd_begin(&g.dev, g.cmd[0]), 0);
+    ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1); /* its record now in this thread's cache */
+    unsigned long before = lookups();
+    for (int i = 0; i < N; i++) {
+        ktcli_vk_cmd_free(&g.dev, others[i]);
+        ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1);
+    }
+    unsigned long during = lookups() - before;
+    assert_int_equal(ktcli_vk_cmd_end(&g.dev, g.cmd[0]), 0);
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = g.cmd};
+    assert_int_equal(g.app.vk.vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
+    assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
+    assert_int_equal(during, 0);
+}
+
 static void validation_clean(void **state)
 {
     (void)state;
@@ -181,6 +231,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(suspended_at_end),
         cmocka_unit_test(device_identity),
+        cmocka_unit_test(free_elsewhere_keeps_cache),
         cmocka_unit_test(validation_clean),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -47,6 +47,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,6 +173,9 @@ static void kernels_add(kti_kernels_t *l, kt_kernel_id_t k)
 
 /* A command buffer's state for the current recording. */
 typedef struct kti_cmd_t {
+    atomic_ulong gen;            /* moves (under the device lock) when the record stops standing for its command
+                                    buffer: a thread's cached lookup is used only while it has not moved */
+    struct kti_cmd_t *next_free; /* on the list of records to reuse (g_cmd_spare) */
     VkCommandPool pool;          /* its pool */
     uint32_t family;             /* the pool's queue family */
     kt_vk_ctx_t *ctx;            /* context of the family (NULL until a dispatch is timed) */
@@ -219,13 +223,25 @@ static kti_instance_t *instance_of(const void *handle)
     return i;
 }
 
-/* The per-thread lookup caches. g_device_epoch moves (under g_lock) when a device record is removed, g_cmd_epoch when
- * a command buffer record is; both before the record is freed. A cached answer is used only while the epoch it was
- * taken at is current, so a handle value reused by a later device or command buffer is looked up again. A thread
- * can hold a record that is freed under it only by using a handle another thread is destroying, which the spec
- * forbids. */
+/* The per-thread lookup caches. g_device_epoch moves (under g_lock) when a device record is removed, before it is
+ * freed; a cached device is used only while the epoch it was taken at is current, so a handle value reused by a
+ * later device is looked up again. A command buffer's record carries its own generation (kti_cmd_t.gen), moved
+ * when the record stops standing for its command buffer; records are never given back to malloc but kept for
+ * reuse (g_cmd_spare), so a cached record can always be read to compare it: freeing one command buffer leaves
+ * every other thread's cached command buffer valid (issue 37.4: a vkFreeCommandBuffers anywhere used to send
+ * every thread's next lookup to the device lock). A thread can hold a record that is retired under it only by
+ * using a handle another thread is freeing, which the spec forbids. */
 static atomic_ulong g_device_epoch = 1;
-static atomic_ulong g_cmd_epoch = 1;
+static pthread_mutex_t g_cmd_spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static kti_cmd_t *g_cmd_spare; /* records to reuse (next_free) */
+#ifdef KT_VK_TEST_HOOKS
+static atomic_ulong g_cmd_lookups; /* command buffer lookups the thread caches could not answer */
+/* Test builds only: how many command buffer lookups went to the device's map (test_vk_layer). */
+__attribute__((visibility("default"))) unsigned long kti_vk_layer_cmd_lookups(void)
+{
+    return atomic_load(&g_cmd_lookups);
+}
+#endif
 
 typedef struct kti_dev_cache_t {
     uint64_t key;        /* dispatch key */
@@ -237,7 +253,7 @@ typedef struct kti_cmd_cache_t {
     VkCommandBuffer cb;  /* handle */
     kti_device_t *d;     /* its device */
     kti_cmd_t *c;        /* its record */
-    unsigned long epoch; /* g_cmd_epoch when looked up */
+    unsigned long gen;   /* c->gen when looked up */
 } kti_cmd_cache_t;
 
 static __thread kti_dev_cache_t t_dev;
@@ -425,16 +441,34 @@ static void collect_device(kti_device_t *d)
 /* The record of a command buffer of d, or NULL when it is not tracked (a protected pool's). */
 static kti_cmd_t *cmd_get(kti_device_t *d, VkCommandBuffer cb)
 {
-    unsigned long epoch = atomic_load_explicit(&g_cmd_epoch, memory_order_acquire);
-    if (t_cmd.cb == cb && t_cmd.d == d && t_cmd.epoch == epoch)
+    if (t_cmd.c && t_cmd.cb == cb && t_cmd.d == d &&
+        atomic_load_explicit(&t_cmd.c->gen, memory_order_acquire) == t_cmd.gen)
         return t_cmd.c;
+#ifdef KT_VK_TEST_HOOKS
+    atomic_fetch_add(&g_cmd_lookups, 1);
+#endif
     pthread_mutex_lock(&d->lock);
-    epoch = atomic_load_explicit(&g_cmd_epoch, memory_order_relaxed);
     kti_cmd_t *c = kti_map_get(&d->cmds, (uint64_t)(uintptr_t)cb);
+    unsigned long gen = c ? atomic_load_explicit(&c->gen, memory_order_relaxed) : 0;
     pthread_mutex_unlock(&d->lock);
-    if (c) /* not "not tracked": freeing an untracked command buffer moves no epoch, and its handle value may
-            * come back as a tracked one */
-        t_cmd = (kti_cmd_cache_t){cb, d, c, epoch};
+    if (c) /* not "not tracked": an untracked handle value may come back as a tracked one */
+        t_cmd = (kti_cmd_cache_t){cb, d, c, gen};
+    return c;
+}
+
+/* A zeroed record (a spare one reused, its generation kept), or NULL. */
+static kti_cmd_t *cmd_new(void)
+{
+    pthread_mutex_lock(&g_cmd_spare_lock);
+    kti_cmd_t *c = g_cmd_spare;
+    if (c)
+        g_cmd_spare = c->next_free;
+    pthread_mutex_unlock(&g_cmd_spare_lock);
+    if (!c)
+        return calloc(1, sizeof *c);
+    unsigned long gen = atomic_load(&c->gen);
+    memset((char *)c + offsetof(kti_cmd_t, next_free), 0, sizeof *c - offsetof(kti_cmd_t, next_free));
+    atomic_store(&c->gen, gen);
     return c;
 }
 
@@ -739,7 +773,7 @@ static VkResult VKAPI_CALL hook_AllocateCommandBuffers(VkDevice device, const Vk
     pthread_mutex_lock(&d->lock);
     uintptr_t fam = (uintptr_t)kti_map_get(&d->pools, (uint64_t)ai->commandPool);
     for (uint32_t i = 0; fam && i < ai->commandBufferCount; i++) {
-        kti_cmd_t *c = calloc(1, sizeof *c);
+        kti_cmd_t *c = cmd_new();
         if (!c)
             break;
         c->pool = ai->commandPool;
@@ -752,21 +786,27 @@ static VkResult VKAPI_CALL hook_AllocateCommandBuffers(VkDevice device, const Vk
     return r;
 }
 
+/* The record stops standing for its command buffer (no cached lookup answers with it) and is kept for reuse. */
 static void cmd_free(kti_cmd_t *c)
 {
+    atomic_fetch_add_explicit(&c->gen, 1, memory_order_release);
     free(c->kernels.ids);
     free(c->secondaries.ids);
     free(c->untimed.ids);
     free(c->repeats.ids);
-    free(c);
+    c->kernels.ids = c->secondaries.ids = c->untimed.ids = c->repeats.ids = NULL;
+    pthread_mutex_lock(&g_cmd_spare_lock);
+    c->next_free = g_cmd_spare;
+    g_cmd_spare = c;
+    pthread_mutex_unlock(&g_cmd_spare_lock);
 }
 
 static void cmd_forget(kti_device_t *d, VkCommandBuffer cb)
 {
     pthread_mutex_lock(&d->lock);
     kti_cmd_t *c = kti_map_del(&d->cmds, (uint64_t)(uintptr_t)cb);
-    if (c) /* before the free: no thread's cache answers with it any more */
-        atomic_fetch_add_explicit(&g_cmd_epoch, 1, memory_order_release);
+    if (c) /* before the retire: no thread's cache answers with it any more (only with it) */
+        atomic_fetch_add_explicit(&c->gen, 1, memory_order_release);
     pthread_mutex_unlock(&d->lock);
     if (c) {
         cmd_retire(d, c, cb);
@@ -1254,8 +1294,7 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
             kti_map_del(&g_pd_slots, key);
     }
     if (d) { /* before anything is freed: no thread's cache answers with the device or its command buffers */
-        atomic_fetch_add_explicit(&g_device_epoch, 1, memory_order_release);
-        atomic_fetch_add_explicit(&g_cmd_epoch, 1, memory_order_release);
+        atomic_fetch_add_explicit(&g_device_epoch, 1, memory_order_release); /* its records: cmd_free below */
     }
     pthread_mutex_unlock(&g_lock);
     if (!d)
