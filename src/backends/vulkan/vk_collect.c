@@ -74,6 +74,7 @@ void kt__vk_wait_fresh_pass(kt_vk_ctx_t *ctx, uint64_t deadline_ns)
 typedef struct kt__vk_done_t {
     kt_kernel_id_t kernel; /* what was timed */
     uint32_t thread;       /* recording thread */
+    uint32_t lane;         /* queue track; 0: the context's */
     uint64_t enqueue_ns;   /* host time of the begin */
     uint64_t begin_raw;    /* device timestamps */
     uint64_t end_raw;
@@ -129,6 +130,7 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
         out[n].begin_as = KT__VK_NONE;
         out[n].kernel = x->kernel;
         out[n].thread = x->thread;
+        out[n].lane = x->lane;
         out[n].enqueue_ns = x->enqueue_ns;
         n++;
         kt__vk_exec_free_locked(ctx, e);
@@ -175,6 +177,7 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
         }
         out[n].kernel = s->kernel;
         out[n].thread = s->thread;
+        out[n].lane = s->lane;
         out[n].enqueue_ns = s->enqueue_ns;
         n++;
         kt__vk_slot_release_locked(ctx, slot);
@@ -218,7 +221,7 @@ static uint32_t record_done(kt_vk_ctx_t *ctx, const kt__vk_done_t *d, uint32_t n
         starts[i] = uncs[i] = 0;
         kt_dispatch_t r = {0};
         r.kernel = d[i].kernel;
-        r.queue = ctx->queue_id;
+        r.queue = d[i].lane ? d[i].lane : ctx->queue_id;
         r.thread = d[i].thread;
         r.flags = KT_SPAN_DEVICE;
         r.enqueue_ns = d[i].enqueue_ns;

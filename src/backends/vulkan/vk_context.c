@@ -336,12 +336,16 @@ int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out)
         rc = kt__vk_submit_init(ctx);
     if (rc)
         goto fail;
-    char label[64];
     if (desc->label)
-        snprintf(label, sizeof(label), "%s", desc->label);
+        snprintf(ctx->queue_label, sizeof(ctx->queue_label), "%s", desc->label);
     else
-        snprintf(label, sizeof(label), "queue family %u", ctx->queue_family);
-    ctx->queue_id = kt_queue_register(KT_BACKEND_VULKAN, ctx->device_key, label);
+        snprintf(ctx->queue_label, sizeof(ctx->queue_label), "queue family %u", ctx->queue_family);
+    ctx->queue_id = kt_queue_register(KT_BACKEND_VULKAN, ctx->device_key, ctx->queue_label);
+    if (ctx->queue) { /* desc.queue's track is the context's own */
+        ctx->lanes[0].queue = ctx->queue;
+        ctx->lanes[0].id = ctx->queue_id;
+        ctx->nlanes = 1;
+    }
     rc = ctx->untimed ? 0 : kt__vk_clock_init(ctx);
     if (rc)
         goto fail;

@@ -134,6 +134,8 @@ typedef struct kt__vk_slot_t {
                                 that pair, read in the same pass (KT__VK_NONE: none) */
     uint32_t batch_pair_gen; /* the pair's gen when armed (a pair read and reused since no longer holds it back) */
     uint32_t executions;     /* per_submission: submissions whose records copy it (ctx->lock) */
+    uint32_t lane;           /* per_submission: the queue track of the submission that armed it (0: the
+                                context's own, queue_id) */
     int unused;              /* a cmd_pair submitted in a batch of several (bracketed by ktiming's own command
                                 buffers): released unrecorded once its copy has landed, not held until discard */
 } kt__vk_slot_t;
@@ -147,6 +149,7 @@ typedef struct kt__vk_exec_t {
     kt_kernel_id_t kernel; /* what was timed */
     uint32_t thread;       /* submitting thread */
     uint32_t slot;         /* a batch's own slot, released when read; KT__VK_NONE for a dispatch's */
+    uint32_t lane;         /* queue track of the VkQueue it was submitted to (kt_queue_register id) */
     uint64_t enqueue_ns;   /* host time of the submission */
 } kt__vk_exec_t;
 
@@ -173,6 +176,7 @@ typedef struct kt__vk_open_t {
 #define KT__VK_PAIR_WANTED (UINT32_MAX - 1u)
 #define KT__VK_OPEN_INITIAL 64u /* entries of the open table at first; it doubles when full */
 #define KT__VK_NAME_CACHE 64u
+#define KT__VK_LANES 16u /* VkQueues of one family with tracks of their own; more share the last one */
 
 /* Name -> id cache entry (keyed by the caller's pointer, verified by content). */
 typedef struct kt__vk_name_t {
@@ -196,7 +200,14 @@ struct kt_vk_ctx_t {
     char device_name[128];              /* deviceName, or desc.device_label (the model in reports; verbose lines) */
     char device_key[KT_DEVICE_KEY_MAX]; /* kt_device_register's key (vk_device.c): kernels, queues and clock
                                            facts are recorded under it */
-    uint32_t queue_id;                  /* kt_queue_register id */
+    uint32_t queue_id;                  /* kt_queue_register id: the track of the first VkQueue (desc.queue, else
+                                           the first submitted to) and of what is not submitted through ktiming */
+    char queue_label[64];               /* its label; another VkQueue of the family gets "<label> (queue k)" */
+    struct {
+        VkQueue queue;
+        uint32_t id;
+    } lanes[KT__VK_LANES];              /* per_submission: one queue track per VkQueue seen (under lock) */
+    uint32_t nlanes;
     double period_ns;                   /* timestampPeriod */
     uint32_t valid_bits;                /* in use (desc override or family's) */
     uint32_t family_valid_bits;         /* the family's */

@@ -91,6 +91,7 @@ static uint32_t pair_alloc_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint64_
     s->submission = s->cmd_pair = 1; /* never one of the dispatches a batch's plan copies */
     s->batch_pair = s->pair_first = KT__VK_NONE;
     s->executions = 0;
+    s->lane = 0;
     s->gen++;
     s->kernel = ctx->submit_kernel;
     s->cmd = cmd;
@@ -132,6 +133,7 @@ static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
         s->self_copy = s->submission = s->stage = s->cmd_pair = s->own_copy = s->unused = 0;
         s->batch_pair = KT__VK_NONE;
         s->executions = 0;
+        s->lane = 0;
         s->gen++;
         s->kernel = kernel;
         s->cmd = cmd;

@@ -234,13 +234,49 @@ static void plan_locked(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t 
 }
 
 /* Under ctx->lock, once the submission is accepted: the records wait for their copies. */
-static void plan_commit_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, uint64_t now, uint32_t thread)
+/* The queue track of `queue` (issue 37.4: several queues of one family shared one): the context's own for the
+ * first VkQueue, "<label> (queue k)" for the k-th one seen; past KT__VK_LANES, the last one's. */
+static uint32_t lane_of(kt_vk_ctx_t *ctx, VkQueue queue)
+{
+    pthread_mutex_lock(&ctx->lock);
+    for (uint32_t i = 0; i < ctx->nlanes; i++)
+        if (ctx->lanes[i].queue == queue) {
+            uint32_t id = ctx->lanes[i].id;
+            pthread_mutex_unlock(&ctx->lock);
+            return id;
+        }
+    uint32_t k = ctx->nlanes;
+    pthread_mutex_unlock(&ctx->lock);
+    if (k >= KT__VK_LANES)
+        return ctx->lanes[KT__VK_LANES - 1].id;
+    uint32_t id = ctx->queue_id;
+    if (k > 0) { /* registered outside ctx->lock (the registry's lock is the core's) */
+        char label[96];
+        snprintf(label, sizeof label, "%s (queue %u)", ctx->queue_label, k + 1);
+        id = kt_queue_register(KT_BACKEND_VULKAN, ctx->device_key, label);
+    }
+    pthread_mutex_lock(&ctx->lock);
+    for (uint32_t i = 0; i < ctx->nlanes; i++) /* another thread may have added it meanwhile */
+        if (ctx->lanes[i].queue == queue)
+            id = ctx->lanes[i].id, k = KT__VK_LANES;
+    if (k < KT__VK_LANES && ctx->nlanes == k) {
+        ctx->lanes[k].queue = queue;
+        ctx->lanes[k].id = id;
+        ctx->nlanes = k + 1;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return id;
+}
+
+static void plan_commit_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, uint64_t now, uint32_t thread,
+                               uint32_t lane)
 {
     for (uint32_t k = 0; k < p->nexec; k++) {
         uint32_t e = (p->first_exec + k) % ctx->exec_cap;
         kt__vk_exec_t *x = &ctx->execs[e];
         x->state = KT__VK_EXEC_PENDING;
         x->thread = thread;
+        x->lane = lane;
         x->enqueue_ns = now;
         if (k < p->nslots) {
             x->kernel = ctx->slots[p->slots[k]].kernel;
@@ -258,7 +294,7 @@ static void plan_commit_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, uint64_
 /* Under ctx->lock, once the submission is accepted: the slots a one-time primary copied into their own words are
  * read from there (and its pair, when it times the batch, is the batch's record). */
 static void plan_arm_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, const VkCommandBuffer *cmds, uint32_t ncmds,
-                            uint64_t now, uint32_t thread)
+                            uint64_t now, uint32_t thread, uint32_t lane)
 {
     if (!p->arm && !p->direct)
         return;
@@ -276,6 +312,7 @@ static void plan_arm_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, const VkCo
         }
         s->self_copy = 1;
         s->executions++;
+        s->lane = lane;
         /* the dispatch whose begin is the pair's: read with it (vk_context.c pair_pending) */
         int first = p->direct && ctx->slots[p->pair].pair_first == i;
         s->batch_pair = first ? p->pair : KT__VK_NONE;
@@ -536,6 +573,7 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
         return submit(ctx, queue, n, orig, NULL, fence, fn);
     uint64_t now = kt_now_ns();
     uint32_t thread = kt_thread_ordinal(), ntimed = 0;
+    uint32_t lane = lane_of(ctx, queue);
     pthread_mutex_lock(&ctx->lock);
     for (uint32_t i = 0; i < n; i++)
         if (batches[i].ncmds)
@@ -575,11 +613,11 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
         if (plans[i].fallback)
             plan_give_up_locked(ctx, &plans[i]);
         if (r == VK_SUCCESS)
-            plan_arm_locked(ctx, &plans[i], batches[i].cmds, batches[i].ncmds, now, thread);
+            plan_arm_locked(ctx, &plans[i], batches[i].cmds, batches[i].ncmds, now, thread, lane);
         if (!plans[i].timed)
             continue;
         if (r == VK_SUCCESS)
-            plan_commit_locked(ctx, &plans[i], now, thread);
+            plan_commit_locked(ctx, &plans[i], now, thread, lane);
         else
             plan_cancel_locked(ctx, &plans[i]);
     }
