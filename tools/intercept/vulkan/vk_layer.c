@@ -107,7 +107,7 @@ typedef void(VKAPI_PTR *PFN_vkCmdBindShadersEXT)(VkCommandBuffer, uint32_t, cons
     X(vkDeviceWaitIdle) X(vkWaitForFences) X(vkGetFenceStatus) X(vkSetDebugUtilsObjectNameEXT)  \
     X(vkDebugMarkerSetObjectNameEXT)                                                                           \
     X(vkCmdBindShadersEXT) X(vkCmdBeginRendering) X(vkCmdBeginRenderingKHR) X(vkCmdEndRendering)              \
-    X(vkCmdEndRenderingKHR)
+    X(vkCmdEndRenderingKHR) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkCmdBeginQuery)
 
 /* One device. */
 typedef struct kti_device_t {
@@ -137,6 +137,9 @@ typedef struct kti_device_t {
                                           device identity: kt_vk_desc_t.instance_api_version) */
     uint32_t instance_extensions;
     kti_map_t pools;                   /* VkCommandPool -> (family + 1) */
+    kti_map_t perf_pools;              /* VkQueryPool -> 1: performance queries with a command-buffer-scope
+                                          counter (their begin must be a command buffer's first command, their
+                                          end its last: VUID-vkCmdBeginQuery-queryPool-03224, vkCmdEndQuery 03227) */
     kti_map_t cmds;                    /* VkCommandBuffer -> kti_cmd_t */
 #define KTI_FIELD(fn) PFN_##fn fn;
     KTI_DEVICE_HOOKS(KTI_FIELD)
@@ -195,6 +198,9 @@ typedef struct kti_cmd_t {
     kti_kernels_t kernels;       /* kernels of its own timed dispatches */
     kti_kernels_t secondaries;   /* kernels of the secondaries it executes (their first occurrence): timed once */
     kti_kernels_t untimed;       /* kernels of its dispatches not timed (simultaneous): dropped per submission */
+    int perf_scope;              /* it began a command-buffer-scope performance query: nothing of ours may be
+                                    recorded into it (its end must stay last), so its dispatches are not timed */
+    kti_kernels_t perf;          /* their kernels: dropped, no timing, at every submission */
     uint32_t executed;           /* a secondary: vkCmdExecuteCommands that recorded it since it was begun (device
                                     lock) */
     kti_kernels_t repeats;       /* kernels of secondaries recorded here once more: untimed at every execution */
@@ -484,6 +490,8 @@ static void cmd_retire(kti_device_t *d, kti_cmd_t *c, VkCommandBuffer cb)
     c->kernels.n = 0;
     c->secondaries.n = 0;
     c->untimed.n = 0;
+    c->perf.n = 0;
+    c->perf_scope = 0;
     c->repeats.n = 0;
     c->simultaneous = 0;
     c->rendering = 0;
@@ -518,6 +526,7 @@ static void cmd_submitted(kti_device_t *d, VkCommandBuffer cb)
         drop_all(&c->secondaries, KT_DROP_RESUBMITTED);
     drop_all(&c->repeats, KT_DROP_RESUBMITTED);
     drop_all(&c->untimed, KT_DROP_SIMULTANEOUS_USE);
+    drop_all(&c->perf, KT_DROP_NO_TIMING);
 }
 
 /* The context that times a submission's command buffers (all of the queue's family), or NULL: none carries a
@@ -564,6 +573,10 @@ static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, kti_cmd_t 
     }
     if (c->simultaneous) { /* executions may overlap: counted at each submission, not timed */
         kernels_add(&c->untimed, c->kernel);
+        return;
+    }
+    if (c->perf_scope) { /* a command-buffer-scope performance query: left as the program made it */
+        kernels_add(&c->perf, c->kernel);
         return;
     }
     if (kt_vk_begin_id(ctx, cb, c->kernel) == 0) {
@@ -794,7 +807,8 @@ static void cmd_free(kti_cmd_t *c)
     free(c->secondaries.ids);
     free(c->untimed.ids);
     free(c->repeats.ids);
-    c->kernels.ids = c->secondaries.ids = c->untimed.ids = c->repeats.ids = NULL;
+    free(c->perf.ids);
+    c->kernels.ids = c->secondaries.ids = c->untimed.ids = c->repeats.ids = c->perf.ids = NULL;
     pthread_mutex_lock(&g_cmd_spare_lock);
     c->next_free = g_cmd_spare;
     g_cmd_spare = c;
@@ -849,6 +863,87 @@ static VkResult VKAPI_CALL hook_ResetCommandPool(VkDevice device, VkCommandPool 
     }
     free(list);
     return d->vkResetCommandPool(device, pool, f);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Performance queries (issue 37.3): a command buffer with a command-buffer-scope one is left untimed
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Whether a performance query pool has a counter of command-buffer scope; 1 also when the counters' scopes cannot
+ * be read (left untimed rather than broken). */
+static int perf_pool_cb_scope(kti_device_t *d, const VkQueryPoolCreateInfo *ci)
+{
+    const VkQueryPoolPerformanceCreateInfoKHR *pc = NULL;
+    for (const VkBaseInStructure *s = ci->pNext; s; s = s->pNext)
+        if (s->sType == VK_STRUCTURE_TYPE_QUERY_POOL_PERFORMANCE_CREATE_INFO_KHR)
+            pc = (const VkQueryPoolPerformanceCreateInfoKHR *)s;
+    PFN_vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR en =
+        (PFN_vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR)d->next_gipa(
+            d->instance, "vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR");
+    uint32_t n = 0;
+    if (!pc || !en || en(d->physical_device, pc->queueFamilyIndex, &n, NULL, NULL) != VK_SUCCESS || !n)
+        return 1;
+    VkPerformanceCounterKHR *counters = calloc(n, sizeof *counters);
+    if (!counters)
+        return 1;
+    for (uint32_t i = 0; i < n; i++)
+        counters[i].sType = VK_STRUCTURE_TYPE_PERFORMANCE_COUNTER_KHR;
+    int cb_scope = en(d->physical_device, pc->queueFamilyIndex, &n, counters, NULL) != VK_SUCCESS;
+    for (uint32_t i = 0; !cb_scope && i < pc->counterIndexCount; i++)
+        cb_scope = pc->pCounterIndices[i] >= n ||
+                   counters[pc->pCounterIndices[i]].scope == VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_BUFFER_KHR;
+    free(counters);
+    return cb_scope;
+}
+
+/* Test builds: a query pool that the layer treats as a command-buffer-scope performance query pool (no driver
+ * here has VK_KHR_performance_query): test_vk_layer marks an occlusion pool with it. */
+#ifdef KT_VK_TEST_HOOKS
+__attribute__((visibility("default"))) void kti_vk_layer_test_perf_pool(VkDevice device, VkQueryPool pool)
+{
+    kti_device_t *d = device_of(device);
+    pthread_mutex_lock(&d->lock);
+    kti_map_put(&d->perf_pools, (uint64_t)pool, (void *)1);
+    pthread_mutex_unlock(&d->lock);
+}
+#endif
+
+static VkResult VKAPI_CALL hook_CreateQueryPool(VkDevice device, const VkQueryPoolCreateInfo *ci,
+                                                const VkAllocationCallbacks *a, VkQueryPool *out)
+{
+    kti_device_t *d = device_of(device);
+    VkResult r = d->vkCreateQueryPool(device, ci, a, out);
+    if (r == VK_SUCCESS && ci->queryType == VK_QUERY_TYPE_PERFORMANCE_QUERY_KHR && perf_pool_cb_scope(d, ci)) {
+        pthread_mutex_lock(&d->lock);
+        kti_map_put(&d->perf_pools, (uint64_t)*out, (void *)1);
+        pthread_mutex_unlock(&d->lock);
+    }
+    return r;
+}
+
+static void VKAPI_CALL hook_DestroyQueryPool(VkDevice device, VkQueryPool pool, const VkAllocationCallbacks *a)
+{
+    kti_device_t *d = device_of(device);
+    if (pool) {
+        pthread_mutex_lock(&d->lock);
+        kti_map_del(&d->perf_pools, (uint64_t)pool);
+        pthread_mutex_unlock(&d->lock);
+    }
+    d->vkDestroyQueryPool(device, pool, a);
+}
+
+static void VKAPI_CALL hook_CmdBeginQuery(VkCommandBuffer cb, VkQueryPool pool, uint32_t query,
+                                          VkQueryControlFlags flags)
+{
+    kti_device_t *d = device_of(cb);
+    kti_cmd_t *c = cmd_get(d, cb);
+    if (c) {
+        pthread_mutex_lock(&d->lock);
+        int perf = kti_map_get(&d->perf_pools, (uint64_t)pool) != NULL;
+        pthread_mutex_unlock(&d->lock);
+        c->perf_scope |= perf;
+    }
+    d->vkCmdBeginQuery(cb, pool, query, flags);
 }
 
 static VkResult VKAPI_CALL hook_CreateCommandPool(VkDevice device, const VkCommandPoolCreateInfo *ci,
@@ -1319,6 +1414,7 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
     kti_map_free(&d->modules);
     kti_map_free(&d->hashes);
     kti_map_free(&d->pools);
+    kti_map_free(&d->perf_pools);
     kti_map_free(&d->cmds);
     PFN_vkDestroyDevice destroy = d->vkDestroyDevice;
     pthread_mutex_destroy(&d->lock);
@@ -1411,7 +1507,8 @@ static const kti_hook_t kDeviceHooks[] = {
     KTI_HOOK(WaitForFences),         KTI_HOOK(GetFenceStatus),         KTI_HOOK(SetDebugUtilsObjectNameEXT),
     KTI_HOOK(CmdBindShadersEXT),     KTI_HOOK(DebugMarkerSetObjectNameEXT),
     KTI_HOOK(CmdBeginRendering),     KTI_HOOK(CmdBeginRenderingKHR),   KTI_HOOK(CmdEndRendering),
-    KTI_HOOK(CmdEndRenderingKHR),
+    KTI_HOOK(CmdEndRenderingKHR),    KTI_HOOK(CreateQueryPool),        KTI_HOOK(DestroyQueryPool),
+    KTI_HOOK(CmdBeginQuery),
     {"vkCmdDispatchBase", (PFN_vkVoidFunction)hook_CmdDispatchBase},
     {"vkCmdDispatchBaseKHR", (PFN_vkVoidFunction)hook_CmdDispatchBase},
 };
