@@ -1256,6 +1256,17 @@ static kt_vk_calibration_t enabled_calibration(const VkDeviceCreateInfo *ci)
     return KT_VK_CALIBRATION_NONE;
 }
 
+/* g_lock held: d's slot among its physical device's live VkDevices is free again. */
+static void slot_release_locked(const kti_device_t *d)
+{
+    uint64_t key = (uint64_t)(uintptr_t)d->physical_device;
+    uint64_t held = (uint64_t)(uintptr_t)kti_map_get(&g_pd_slots, key) & ~(UINT64_C(1) << d->slot);
+    if (held)
+        kti_map_put(&g_pd_slots, key, (void *)(uintptr_t)held);
+    else
+        kti_map_del(&g_pd_slots, key);
+}
+
 /* The calibrated-timestamps extension we may add to the program's device, or NULL. Both depend on
  * VK_KHR_get_physical_device_properties2 or Vulkan 1.1 (VUID-vkCreateDevice-ppEnabledExtensionNames-01387): the
  * program's instance must have enabled the former, or asked for apiVersion >= 1.1 on a device that has it.
@@ -1364,6 +1375,9 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     int put = kti_map_put(&g_devices, dispatch_key(*out), d);
     pthread_mutex_unlock(&g_lock);
     if (put != 0) {
+        pthread_mutex_lock(&g_lock);
+        slot_release_locked(d);
+        pthread_mutex_unlock(&g_lock);
         d->vkDestroyDevice(*out, a);
         pthread_mutex_destroy(&d->lock);
         free(d);
@@ -1380,16 +1394,9 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
     kti_device_t *d = kti_map_del(&g_devices, dispatch_key(device));
     if (!g_devices.n)
         kti_map_free(&g_devices);
-    if (d) { /* its slot is free again */
-        uint64_t key = (uint64_t)(uintptr_t)d->physical_device;
-        uint64_t held = (uint64_t)(uintptr_t)kti_map_get(&g_pd_slots, key) & ~(UINT64_C(1) << d->slot);
-        if (held)
-            kti_map_put(&g_pd_slots, key, (void *)(uintptr_t)held);
-        else
-            kti_map_del(&g_pd_slots, key);
-    }
-    if (d) { /* before anything is freed: no thread's cache answers with the device or its command buffers */
-        atomic_fetch_add_explicit(&g_device_epoch, 1, memory_order_release); /* its records: cmd_free below */
+    if (d) { /* before anything is freed: no thread's cache answers with the device (its records: cmd_free) */
+        slot_release_locked(d);
+        atomic_fetch_add_explicit(&g_device_epoch, 1, memory_order_release);
     }
     pthread_mutex_unlock(&g_lock);
     if (!d)
