@@ -146,15 +146,30 @@ typedef struct kt_vk_desc_t {
                                                          kt_vk_cmd_end() before vkEndCommandBuffer, which copies
                                                          all of the command buffer's slots at once (no wait
                                                          between the timed dispatches) */
-    const char *device_label;                         /* device name kernels, queues and clock facts are recorded
-                                                         under; NULL = deviceName (set it to tell two VkDevices
-                                                         of one physical device apart) */
+    const char *device_label;                         /* the device's model name in reports; NULL = deviceName.
+                                                         Which device it is comes from its identity (deviceUUID,
+                                                         PCI address; see instance_api_version), never from this
+                                                         name: every VkDevice of one physical device is one
+                                                         device */
     int per_submission;                               /* time every execution: primary command buffers carrying
                                                          slots are submitted with kt_vk_queue_submit[2] (see
                                                          "Every execution" above); implies COPY readback */
     VkResult (VKAPI_PTR *set_device_loader_data)(VkDevice, void *); /* a layer's pfnSetDeviceLoaderData: called
                                                          on every command buffer ktiming allocates (NULL: none) */
+    uint32_t instance_api_version;                    /* the apiVersion the instance was created with
+                                                         (VkApplicationInfo); 1.1 or later on a 1.1 device: the
+                                                         device identity (deviceUUID, driverUUID, PCI address) is
+                                                         read with vkGetPhysicalDeviceProperties2. 0 = 1.0 */
+    uint32_t instance_extensions;                     /* KT_VK_INSTANCE_* bits: instance extensions the
+                                                         application enabled (on a 1.0 instance the identity needs
+                                                         both, through vkGetPhysicalDeviceProperties2KHR).
+                                                         Without either way the device is known by its
+                                                         enumeration index (docs/devices.md) */
 } kt_vk_desc_t;
+
+/* kt_vk_desc_t.instance_extensions bits. */
+#define KT_VK_INSTANCE_PROPERTIES2 0x1u                 /* VK_KHR_get_physical_device_properties2 */
+#define KT_VK_INSTANCE_EXTERNAL_MEMORY_CAPABILITIES 0x2u /* VK_KHR_external_memory_capabilities */
 
 /* Counters of a context (monotonic since creation). */
 typedef struct kt_vk_stats_t {
@@ -187,7 +202,9 @@ typedef struct kt_vk_ctx_t kt_vk_ctx_t;
 /* The loader's vkGetInstanceProcAddr (dlopen on first use), or NULL when no Vulkan loader is installed. */
 KT_API PFN_vkGetInstanceProcAddr kt_vk_loader(void);
 
-/* KT_EUNAVAILABLE: no loader, or the queue family has no timestamps; KT_EINVAL: missing handles. */
+/* KT_EUNAVAILABLE: no loader, or the queue family is neither compute nor graphics; KT_EINVAL: missing handles. A
+ * family without timestamps (timestampValidBits 0) gets an untimed context: kt_vk_begin returns KT_EUNAVAILABLE
+ * and counts the dispatch dropped, KT_DROP_NO_TIMING (nothing is left untimed silently). */
 KT_API int kt_vk_ctx_create(const kt_vk_desc_t *desc, kt_vk_ctx_t **out);
 /* Collects what is available, then releases everything. A dispatch still unread is counted as dropped: never
  * submitted, or read failed when the driver made only one of its two timestamps available. NULL is fine. */

@@ -19,6 +19,7 @@
  *     times into one primary submitted once.
  *     --devices N (1-4): N VkDevices on the first physical device, each running the whole program on its own
  *     thread at the same time; each device's lines are printed after all finished, in device order.
+ *     --sequential: the N devices one after another instead, each destroyed before the next is created.
  *     --record-threads T (1-8): then T threads of one device each record and submit `iterations` command
  *     buffers with one scale dispatch (own command pool, the queue shared under a mutex) while another thread
  *     keeps creating, naming, renaming and destroying compute pipelines of its own.
@@ -316,13 +317,33 @@ static int record_on_threads(const vkp_rec_t *proto, int threads)
     return threads * r.iterations;
 }
 
-static void *run_device(void *arg)
+/* One device's objects, made by the steps of run_device in order. */
+typedef struct vkp_dev_t {
+    uint32_t family;             /* the first family with a compute queue */
+    VkDevice dev;
+    VkQueue queue;
+    PFN_vkQueueSubmit2 submit2;  /* --submit2 only */
+    VkPhysicalDeviceMemoryProperties mp;
+    vkp_buf_t a, b, c;           /* c = a + b, then scaled */
+    VkDescriptorSetLayout dsl;
+    VkPipelineLayout layout;
+    VkShaderModule mods[2];      /* vadd, scale */
+    VkPipeline pipes[2];         /* vadd, scale */
+    VkDescriptorPool dpool;
+    VkDescriptorSet set;
+    VkCommandPool cpool;
+    VkCommandBuffer cmd;         /* the program's one primary */
+    VkFence fence;
+    VkMemoryBarrier mb, hb;      /* shader -> shader, shader -> host */
+    float k;                     /* the scale factor (push constant) */
+    uint32_t groups;             /* workgroups of 64 per dispatch */
+    VkSubmitInfo si;             /* cmd alone */
+} vkp_dev_t;
+
+/* The device with one queue of the first compute family; 0, or 77 (job->rc set) when it cannot be made. */
+static int device_open(vkp_job_t *job, vkp_dev_t *d)
 {
-    vkp_job_t *job = arg;
     VkPhysicalDevice pd = job->pd;
-    const int reuse = job->reuse, iterations = job->iterations, unnamed = job->unnamed, secondary = job->secondary;
-    const char *in_flight = job->in_flight;
-    const uint32_t n = job->n;
     uint32_t nfam = 0, family = UINT32_MAX;
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &nfam, NULL);
     VkQueueFamilyProperties *fams = calloc(nfam ? nfam : 1, sizeof *fams);
@@ -333,9 +354,9 @@ static void *run_device(void *arg)
     free(fams);
     if (family == UINT32_MAX) {
         fprintf(stderr, "vkprog: no compute queue\n");
-        job->rc = 77;
-        return NULL;
+        return job->rc = 77;
     }
+    d->family = family;
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = family,
                                    .queueCount = 1, .pQueuePriorities = &prio};
@@ -345,59 +366,82 @@ static void *run_device(void *arg)
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qci, .pNext = job->submit2 ? &f13 : NULL,
                               .enabledExtensionCount = job->debug_marker ? 1 : 0, .ppEnabledExtensionNames = &marker_ext};
-    VkDevice dev;
-    if (job->debug_marker && vkCreateDevice(pd, &dci, NULL, &dev) != VK_SUCCESS) {
+    if (job->debug_marker && vkCreateDevice(pd, &dci, NULL, &d->dev) != VK_SUCCESS) {
         fprintf(stderr, "vkprog: %s not available\n", marker_ext);
-        job->rc = 77;
-        return NULL;
+        return job->rc = 77;
     }
     if (!job->debug_marker)
-        CHECK(vkCreateDevice(pd, &dci, NULL, &dev));
-    load_device_funcs(dev);
-    PFN_vkQueueSubmit2 submit2 =
-        job->submit2 ? (PFN_vkQueueSubmit2)vkGetDeviceProcAddr(dev, "vkQueueSubmit2") : NULL;
-    if (job->submit2 && !submit2) {
+        CHECK(vkCreateDevice(pd, &dci, NULL, &d->dev));
+    load_device_funcs(d->dev);
+    d->submit2 = job->submit2 ? (PFN_vkQueueSubmit2)vkGetDeviceProcAddr(d->dev, "vkQueueSubmit2") : NULL;
+    if (job->submit2 && !d->submit2) {
         fprintf(stderr, "vkprog: no vkQueueSubmit2\n");
-        job->rc = 77;
-        return NULL;
+        return job->rc = 77;
     }
-    VkQueue queue;
-    vkGetDeviceQueue(dev, family, 0, &queue);
-    VkPhysicalDeviceMemoryProperties mp;
-    vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+    vkGetDeviceQueue(d->dev, family, 0, &d->queue);
+    vkGetPhysicalDeviceMemoryProperties(pd, &d->mp);
+    return 0;
+}
 
-    vkp_buf_t a, b, c;
+/* The three buffers, filled. */
+static void buffers_create(const vkp_job_t *job, vkp_dev_t *d)
+{
+    const uint32_t n = job->n;
     size_t bytes = (size_t)n * sizeof(float);
-    buf_create(dev, &mp, bytes, &a);
-    buf_create(dev, &mp, bytes, &b);
-    buf_create(dev, &mp, bytes, &c);
+    buf_create(d->dev, &d->mp, bytes, &d->a);
+    buf_create(d->dev, &d->mp, bytes, &d->b);
+    buf_create(d->dev, &d->mp, bytes, &d->c);
     for (uint32_t i = 0; i < n; i++) {
-        a.map[i] = (float)(i % 1000) * 0.5f;
-        b.map[i] = (float)(i % 37);
-        c.map[i] = 0.0f;
+        d->a.map[i] = (float)(i % 1000) * 0.5f;
+        d->b.map[i] = (float)(i % 37);
+        d->c.map[i] = 0.0f;
     }
+}
 
+/* The scale pipeline's name: VK_EXT_debug_marker (--debug-marker), VK_EXT_debug_utils, or none (--unnamed). */
+static void pipeline_name(const vkp_job_t *job, vkp_dev_t *d)
+{
+    if (job->debug_marker) {
+        PFN_vkDebugMarkerSetObjectNameEXT set_marker =
+            (PFN_vkDebugMarkerSetObjectNameEXT)vkGetDeviceProcAddr(d->dev, "vkDebugMarkerSetObjectNameEXT");
+        VkDebugMarkerObjectNameInfoEXT mi = {.sType = VK_STRUCTURE_TYPE_DEBUG_MARKER_OBJECT_NAME_INFO_EXT,
+                                             .objectType = VK_DEBUG_REPORT_OBJECT_TYPE_PIPELINE_EXT,
+                                             .object = (uint64_t)d->pipes[1], .pObjectName = "scale_marker"};
+        if (!set_marker) {
+            fprintf(stderr, "vkprog: no vkDebugMarkerSetObjectNameEXT\n");
+            exit(1);
+        }
+        CHECK(set_marker(d->dev, &mi));
+    } else if (vkSetDebugUtilsObjectNameEXT && !job->unnamed) {
+        VkDebugUtilsObjectNameInfoEXT ni = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_OBJECT_NAME_INFO_EXT,
+                                            .objectType = VK_OBJECT_TYPE_PIPELINE,
+                                            .objectHandle = (uint64_t)d->pipes[1], .pObjectName = "scale"};
+        CHECK(vkSetDebugUtilsObjectNameEXT(d->dev, &ni));
+    }
+}
+
+/* Layouts, the two shader modules and their compute pipelines (vadd, scale), the scale one named. */
+static void pipelines_create(const vkp_job_t *job, vkp_dev_t *d)
+{
+    VkDevice dev = d->dev;
     VkDescriptorSetLayoutBinding binds[3];
     for (uint32_t i = 0; i < 3; i++)
         binds[i] = (VkDescriptorSetLayoutBinding){.binding = i, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                                   .descriptorCount = 1, .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     VkDescriptorSetLayoutCreateInfo dli = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
                                            .bindingCount = 3, .pBindings = binds};
-    VkDescriptorSetLayout dsl;
-    CHECK(vkCreateDescriptorSetLayout(dev, &dli, NULL, &dsl));
+    CHECK(vkCreateDescriptorSetLayout(dev, &dli, NULL, &d->dsl));
     VkPushConstantRange pcr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = sizeof(float)};
     VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1,
-                                      .pSetLayouts = &dsl, .pushConstantRangeCount = 1, .pPushConstantRanges = &pcr};
-    VkPipelineLayout layout;
-    CHECK(vkCreatePipelineLayout(dev, &pli, NULL, &layout));
+                                      .pSetLayouts = &d->dsl, .pushConstantRangeCount = 1, .pPushConstantRanges = &pcr};
+    CHECK(vkCreatePipelineLayout(dev, &pli, NULL, &d->layout));
 
-    VkShaderModule mods[2];
     const uint32_t *codes[2] = {vadd_spv, scale_spv};
     const size_t sizes[2] = {sizeof vadd_spv, sizeof scale_spv};
     for (int i = 0; i < 2; i++) {
         VkShaderModuleCreateInfo si = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = sizes[i],
                                        .pCode = codes[i]};
-        CHECK(vkCreateShaderModule(dev, &si, NULL, &mods[i]));
+        CHECK(vkCreateShaderModule(dev, &si, NULL, &d->mods[i]));
     }
     VkComputePipelineCreateInfo cpi[2];
     const char *entries[2] = {"vadd", "main"};
@@ -405,245 +449,286 @@ static void *run_device(void *arg)
         cpi[i] = (VkComputePipelineCreateInfo){
             .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
             .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                      .module = mods[i], .pName = entries[i]},
-            .layout = layout};
-    VkPipeline pipes[2];
-    CHECK(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 2, cpi, NULL, pipes));
-    if (job->debug_marker) {
-        PFN_vkDebugMarkerSetObjectNameEXT set_marker =
-            (PFN_vkDebugMarkerSetObjectNameEXT)vkGetDeviceProcAddr(dev, "vkDebugMarkerSetObjectNameEXT");
-        VkDebugMarkerObjectNameInfoEXT mi = {.sType = VK_STRUCTURE_TYPE_DEBUG_MARKER_OBJECT_NAME_INFO_EXT,
-                                             .objectType = VK_DEBUG_REPORT_OBJECT_TYPE_PIPELINE_EXT,
-                                             .object = (uint64_t)pipes[1], .pObjectName = "scale_marker"};
-        if (!set_marker) {
-            fprintf(stderr, "vkprog: no vkDebugMarkerSetObjectNameEXT\n");
-            exit(1);
-        }
-        CHECK(set_marker(dev, &mi));
-    } else if (vkSetDebugUtilsObjectNameEXT && !unnamed) {
-        VkDebugUtilsObjectNameInfoEXT ni = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_OBJECT_NAME_INFO_EXT,
-                                            .objectType = VK_OBJECT_TYPE_PIPELINE,
-                                            .objectHandle = (uint64_t)pipes[1], .pObjectName = "scale"};
-        CHECK(vkSetDebugUtilsObjectNameEXT(dev, &ni));
-    }
+                      .module = d->mods[i], .pName = entries[i]},
+            .layout = d->layout};
+    CHECK(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 2, cpi, NULL, d->pipes));
+    pipeline_name(job, d);
+}
 
+/* The descriptor set over the three buffers, the command pool, the primary, the fence and the barriers. */
+static void commands_create(const vkp_job_t *job, vkp_dev_t *d)
+{
+    VkDevice dev = d->dev;
     VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = 3};
     VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 1,
                                       .poolSizeCount = 1, .pPoolSizes = &ps};
-    VkDescriptorPool dpool;
-    CHECK(vkCreateDescriptorPool(dev, &dpi, NULL, &dpool));
+    CHECK(vkCreateDescriptorPool(dev, &dpi, NULL, &d->dpool));
     VkDescriptorSetAllocateInfo dai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                       .descriptorPool = dpool, .descriptorSetCount = 1, .pSetLayouts = &dsl};
-    VkDescriptorSet set;
-    CHECK(vkAllocateDescriptorSets(dev, &dai, &set));
-    VkDescriptorBufferInfo dbi[3] = {{a.buf, 0, VK_WHOLE_SIZE}, {b.buf, 0, VK_WHOLE_SIZE}, {c.buf, 0, VK_WHOLE_SIZE}};
+                                       .descriptorPool = d->dpool, .descriptorSetCount = 1, .pSetLayouts = &d->dsl};
+    CHECK(vkAllocateDescriptorSets(dev, &dai, &d->set));
+    VkDescriptorBufferInfo dbi[3] = {
+        {d->a.buf, 0, VK_WHOLE_SIZE}, {d->b.buf, 0, VK_WHOLE_SIZE}, {d->c.buf, 0, VK_WHOLE_SIZE}};
     VkWriteDescriptorSet w[3];
     for (uint32_t i = 0; i < 3; i++)
-        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set, .dstBinding = i,
-                                      .descriptorCount = 1, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                      .pBufferInfo = &dbi[i]};
+        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = d->set,
+                                      .dstBinding = i, .descriptorCount = 1,
+                                      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .pBufferInfo = &dbi[i]};
     vkUpdateDescriptorSets(dev, 3, w, 0, NULL);
 
     VkCommandPoolCreateInfo cpci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                     .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-                                    .queueFamilyIndex = family};
-    VkCommandPool cpool;
-    CHECK(vkCreateCommandPool(dev, &cpci, NULL, &cpool));
-    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = cpool,
-                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
-    VkCommandBuffer cmd;
-    CHECK(vkAllocateCommandBuffers(dev, &cai, &cmd));
+                                    .queueFamilyIndex = d->family};
+    CHECK(vkCreateCommandPool(dev, &cpci, NULL, &d->cpool));
+    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                       .commandPool = d->cpool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandBufferCount = 1};
+    CHECK(vkAllocateCommandBuffers(dev, &cai, &d->cmd));
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    VkFence fence;
-    CHECK(vkCreateFence(dev, &fci, NULL, &fence));
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
-    VkMemoryBarrier hb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
-    const float k = 1.0009765625f;
-    const uint32_t groups = (n + 63) / 64;
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
+    CHECK(vkCreateFence(dev, &fci, NULL, &d->fence));
+    d->mb = (VkMemoryBarrier){.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+    d->hb = (VkMemoryBarrier){.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    d->k = 1.0009765625f;
+    d->groups = (job->n + 63) / 64;
+    d->si = (VkSubmitInfo){.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+                           .pCommandBuffers = &d->cmd};
+}
 
-    if (in_flight) {
-        /* N dispatches submitted and never waited for */
-        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-        CHECK(vkBeginCommandBuffer(cmd, &bi));
-        vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
-        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipes[0]);
-        for (int it = 0; it < iterations; it++) {
-            vkCmdDispatch(cmd, groups, 1, 1);
-            vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
-                                 1, &mb, 0, NULL, 0, NULL);
-        }
-        CHECK(vkEndCommandBuffer(cmd));
-        CHECK(vkQueueSubmit(queue, 1, &si, VK_NULL_HANDLE));
-        printf("submitted %d dispatches, not waited for (%s)\n", iterations, in_flight);
-        fflush(stdout);
-        if (!strcmp(in_flight, "exit")) {
-            job->rc = VKP_RETURN_NOW;
-            return NULL;
-        }
-        vkDestroyDevice(dev, NULL);
-        job->rc = VKP_DESTROYED_EARLY;
-        return NULL;
-    }
-
-    for (int it = 0; it < iterations; it++) {
-        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-        CHECK(vkBeginCommandBuffer(cmd, &bi));
-        vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
-        vkCmdPushConstants(cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof k, &k);
-        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipes[0]);
-        vkCmdDispatch(cmd, groups, 1, 1);
+/* --in-flight: N dispatches submitted and never waited for; then main returns at once (exit) or the device is
+ * destroyed at once (destroy). */
+static void run_in_flight(vkp_job_t *job, vkp_dev_t *d)
+{
+    VkCommandBuffer cmd = d->cmd;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    CHECK(vkBeginCommandBuffer(cmd, &bi));
+    vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &d->set, 0, NULL);
+    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipes[0]);
+    for (int it = 0; it < job->iterations; it++) {
+        vkCmdDispatch(cmd, d->groups, 1, 1);
         vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                             &mb, 0, NULL, 0, NULL);
-        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipes[1]);
-        vkCmdDispatch(cmd, groups, 1, 1);
-        end_submit_wait(dev, queue, cmd, fence, &hb);
+                             &d->mb, 0, NULL, 0, NULL);
     }
-    job_printf(job, "checksum after %d iterations = %.6f\n", iterations, checksum(c.map, n));
-    if (job->record_threads > 0) {
-        vkp_rec_t rec = {.dev = dev, .queue = queue, .family = family, .groups = groups, .layout = layout,
-                         .set = set, .scale = pipes[1], .module = mods[0], .iterations = iterations,
-                         .k = k};
-        int nd = record_on_threads(&rec, job->record_threads);
-        job_printf(job, "recorded %d scale dispatches on %d threads\n", nd, job->record_threads);
+    CHECK(vkEndCommandBuffer(cmd));
+    CHECK(vkQueueSubmit(d->queue, 1, &d->si, VK_NULL_HANDLE));
+    printf("submitted %d dispatches, not waited for (%s)\n", job->iterations, job->in_flight);
+    fflush(stdout);
+    if (!strcmp(job->in_flight, "exit")) {
+        job->rc = VKP_RETURN_NOW;
+        return;
     }
-    if (reuse) {
-        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                       .flags = job->simultaneous ? VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT : 0};
-        CHECK(vkBeginCommandBuffer(cmd, &bi));
-        vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
-        vkCmdPushConstants(cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof k, &k);
-        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipes[1]);
-        vkCmdDispatch(cmd, groups, 1, 1);
-        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &hb, 0,
-                             NULL, 0, NULL);
-        CHECK(vkEndCommandBuffer(cmd));
-        VkCommandBufferSubmitInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_SUBMIT_INFO, .commandBuffer = cmd};
-        VkSubmitInfo2 si2 = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO_2, .commandBufferInfoCount = 1,
-                             .pCommandBufferInfos = &cbi};
-        for (int r = 0; r < reuse; r++) {
-            if (submit2)
-                CHECK(submit2(queue, 1, &si2, fence));
-            else
-                CHECK(vkQueueSubmit(queue, 1, &si, fence));
-            CHECK(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX));
-            CHECK(vkResetFences(dev, 1, &fence));
-        }
-        job_printf(job, "checksum after %d resubmissions = %.6f\n", reuse, checksum(c.map, n));
-    }
-    if (secondary > 0) {
-        VkCommandBufferAllocateInfo sai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                           .commandPool = cpool, .level = VK_COMMAND_BUFFER_LEVEL_SECONDARY,
-                                           .commandBufferCount = 1};
-        VkCommandBuffer sec;
-        CHECK(vkAllocateCommandBuffers(dev, &sai, &sec));
-        VkCommandBufferInheritanceInfo inh = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO};
-        VkCommandBufferBeginInfo sbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                        .flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT,
-                                        .pInheritanceInfo = &inh};
-        CHECK(vkBeginCommandBuffer(sec, &sbi));
-        vkCmdBindDescriptorSets(sec, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
-        vkCmdPushConstants(sec, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof k, &k);
-        vkCmdBindPipeline(sec, VK_PIPELINE_BIND_POINT_COMPUTE, pipes[1]);
-        vkCmdDispatch(sec, groups, 1, 1);
-        CHECK(vkEndCommandBuffer(sec));
+    vkDestroyDevice(d->dev, NULL);
+    job->rc = VKP_DESTROYED_EARLY;
+}
+
+/* The loop: per iteration one ONE_TIME_SUBMIT command buffer (vadd, barrier, scale), submitted and waited on. */
+static void run_iterations(vkp_job_t *job, vkp_dev_t *d)
+{
+    VkCommandBuffer cmd = d->cmd;
+    for (int it = 0; it < job->iterations; it++) {
         VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
         CHECK(vkBeginCommandBuffer(cmd, &bi));
-        for (int r = 0; r < secondary; r++) {
-            vkCmdExecuteCommands(cmd, 1, &sec);
-            vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                                 &mb, 0, NULL, 0, NULL);
-        }
-        end_submit_wait(dev, queue, cmd, fence, &hb);
-        job_printf(job, "checksum after %d secondary executions = %.6f\n", secondary, checksum(c.map, n));
-        vkFreeCommandBuffers(dev, cpool, 1, &sec);
+        vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &d->set, 0, NULL);
+        vkCmdPushConstants(cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof d->k, &d->k);
+        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipes[0]);
+        vkCmdDispatch(cmd, d->groups, 1, 1);
+        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                             &d->mb, 0, NULL, 0, NULL);
+        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipes[1]);
+        vkCmdDispatch(cmd, d->groups, 1, 1);
+        end_submit_wait(d->dev, d->queue, cmd, d->fence, &d->hb);
     }
-    CHECK(vkDeviceWaitIdle(dev));
+    job_printf(job, "checksum after %d iterations = %.6f\n", job->iterations, checksum(d->c.map, job->n));
+}
 
-    vkDestroyFence(dev, fence, NULL);
-    vkFreeCommandBuffers(dev, cpool, 1, &cmd);
-    vkDestroyCommandPool(dev, cpool, NULL);
-    vkDestroyDescriptorPool(dev, dpool, NULL);
-    for (int i = 0; i < 2; i++) {
-        vkDestroyPipeline(dev, pipes[i], NULL);
-        vkDestroyShaderModule(dev, mods[i], NULL);
+/* --reuse N: one command buffer recorded once (a scale dispatch), submitted N times (vkQueueSubmit2 with
+ * --submit2), each waited on. */
+static void run_reuse(vkp_job_t *job, vkp_dev_t *d)
+{
+    VkCommandBuffer cmd = d->cmd;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = job->simultaneous ? VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT : 0};
+    CHECK(vkBeginCommandBuffer(cmd, &bi));
+    vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &d->set, 0, NULL);
+    vkCmdPushConstants(cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof d->k, &d->k);
+    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipes[1]);
+    vkCmdDispatch(cmd, d->groups, 1, 1);
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &d->hb, 0,
+                         NULL, 0, NULL);
+    CHECK(vkEndCommandBuffer(cmd));
+    VkCommandBufferSubmitInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_SUBMIT_INFO, .commandBuffer = cmd};
+    VkSubmitInfo2 si2 = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO_2, .commandBufferInfoCount = 1,
+                         .pCommandBufferInfos = &cbi};
+    for (int r = 0; r < job->reuse; r++) {
+        if (d->submit2)
+            CHECK(d->submit2(d->queue, 1, &si2, d->fence));
+        else
+            CHECK(vkQueueSubmit(d->queue, 1, &d->si, d->fence));
+        CHECK(vkWaitForFences(d->dev, 1, &d->fence, VK_TRUE, UINT64_MAX));
+        CHECK(vkResetFences(d->dev, 1, &d->fence));
     }
-    vkDestroyPipelineLayout(dev, layout, NULL);
-    vkDestroyDescriptorSetLayout(dev, dsl, NULL);
-    vkp_buf_t *bufs[3] = {&a, &b, &c};
+    job_printf(job, "checksum after %d resubmissions = %.6f\n", job->reuse, checksum(d->c.map, job->n));
+}
+
+/* --secondary K: one secondary (SIMULTANEOUS_USE) with a scale dispatch, executed K times by one primary. */
+static void run_secondary(vkp_job_t *job, vkp_dev_t *d)
+{
+    VkDevice dev = d->dev;
+    VkCommandBufferAllocateInfo sai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                       .commandPool = d->cpool, .level = VK_COMMAND_BUFFER_LEVEL_SECONDARY,
+                                       .commandBufferCount = 1};
+    VkCommandBuffer sec;
+    CHECK(vkAllocateCommandBuffers(dev, &sai, &sec));
+    VkCommandBufferInheritanceInfo inh = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO};
+    VkCommandBufferBeginInfo sbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                    .flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT, .pInheritanceInfo = &inh};
+    CHECK(vkBeginCommandBuffer(sec, &sbi));
+    vkCmdBindDescriptorSets(sec, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &d->set, 0, NULL);
+    vkCmdPushConstants(sec, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof d->k, &d->k);
+    vkCmdBindPipeline(sec, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipes[1]);
+    vkCmdDispatch(sec, d->groups, 1, 1);
+    CHECK(vkEndCommandBuffer(sec));
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    CHECK(vkBeginCommandBuffer(d->cmd, &bi));
+    for (int r = 0; r < job->secondary; r++) {
+        vkCmdExecuteCommands(d->cmd, 1, &sec);
+        vkCmdPipelineBarrier(d->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                             &d->mb, 0, NULL, 0, NULL);
+    }
+    end_submit_wait(dev, d->queue, d->cmd, d->fence, &d->hb);
+    job_printf(job, "checksum after %d secondary executions = %.6f\n", job->secondary, checksum(d->c.map, job->n));
+    vkFreeCommandBuffers(dev, d->cpool, 1, &sec);
+}
+
+/* Everything made, destroyed in reverse, the device last. */
+static void device_close(vkp_dev_t *d)
+{
+    VkDevice dev = d->dev;
+    vkDestroyFence(dev, d->fence, NULL);
+    vkFreeCommandBuffers(dev, d->cpool, 1, &d->cmd);
+    vkDestroyCommandPool(dev, d->cpool, NULL);
+    vkDestroyDescriptorPool(dev, d->dpool, NULL);
+    for (int i = 0; i < 2; i++) {
+        vkDestroyPipeline(dev, d->pipes[i], NULL);
+        vkDestroyShaderModule(dev, d->mods[i], NULL);
+    }
+    vkDestroyPipelineLayout(dev, d->layout, NULL);
+    vkDestroyDescriptorSetLayout(dev, d->dsl, NULL);
+    vkp_buf_t *bufs[3] = {&d->a, &d->b, &d->c};
     for (int i = 0; i < 3; i++) {
         vkUnmapMemory(dev, bufs[i]->mem);
         vkDestroyBuffer(dev, bufs[i]->buf, NULL);
         vkFreeMemory(dev, bufs[i]->mem, NULL);
     }
     vkDestroyDevice(dev, NULL);
+}
+
+static void *run_device(void *arg)
+{
+    vkp_job_t *job = arg;
+    vkp_dev_t d = {0};
+    if (device_open(job, &d) != 0)
+        return NULL;
+    buffers_create(job, &d);
+    pipelines_create(job, &d);
+    commands_create(job, &d);
+    if (job->in_flight) {
+        run_in_flight(job, &d);
+        return NULL;
+    }
+    run_iterations(job, &d);
+    if (job->record_threads > 0) {
+        vkp_rec_t rec = {.dev = d.dev, .queue = d.queue, .family = d.family, .groups = d.groups,
+                         .layout = d.layout, .set = d.set, .scale = d.pipes[1], .module = d.mods[0],
+                         .iterations = job->iterations, .k = d.k};
+        int nd = record_on_threads(&rec, job->record_threads);
+        job_printf(job, "recorded %d scale dispatches on %d threads\n", nd, job->record_threads);
+    }
+    if (job->reuse)
+        run_reuse(job, &d);
+    if (job->secondary > 0)
+        run_secondary(job, &d);
+    CHECK(vkDeviceWaitIdle(d.dev));
+    device_close(&d);
     job->rc = 0;
     return NULL;
 }
 
-int main(int argc, char **argv)
+/* The command line: what main itself uses, and the job every device runs. */
+typedef struct vkp_opts_t {
+    int validation, props2, devices, sequential;
+    uint32_t api;   /* the instance's apiVersion */
+    vkp_job_t job;  /* copied for each device (pd set by main) */
+} vkp_opts_t;
+
+/* 0, or 2 (usage printed) for a command line vkprog does not take. */
+static int parse_args(int argc, char **argv, vkp_opts_t *o)
 {
-    int validation = 0, reuse = 0, iterations = 4, props2 = 0, unnamed = 0, devices = 1, secondary = 0;
-    int simultaneous = 0, submit2 = 0, debug_marker = 0;
-    int record_threads = 0;
-    uint32_t api = VK_API_VERSION_1_1;
-    const char *in_flight = NULL;
-    uint32_t n = 1u << 16;
+    vkp_job_t *j = &o->job;
+    *o = (vkp_opts_t){.devices = 1, .api = VK_API_VERSION_1_1, .job = {.iterations = 4, .n = 1u << 16}};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--validation"))
-            validation = 1;
+            o->validation = 1;
         else if (!strcmp(argv[i], "--reuse"))
-            reuse = reuse ? reuse : 3;
-        else if (!strcmp(argv[i], "--resubmit") && i + 1 < argc && (reuse = atoi(argv[++i])) >= 1)
+            j->reuse = j->reuse ? j->reuse : 3;
+        else if (!strcmp(argv[i], "--resubmit") && i + 1 < argc && (j->reuse = atoi(argv[++i])) >= 1)
             ;
         else if (!strcmp(argv[i], "--simultaneous"))
-            simultaneous = 1;
+            j->simultaneous = 1;
         else if (!strcmp(argv[i], "--submit2"))
-            submit2 = 1;
+            j->submit2 = 1;
         else if (!strcmp(argv[i], "--debug-marker"))
-            debug_marker = 1;
+            j->debug_marker = 1;
         else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
-            iterations = atoi(argv[++i]);
+            j->iterations = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
-            n = (uint32_t)strtoul(argv[++i], NULL, 10);
+            j->n = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--api") && i + 1 < argc) {
             unsigned minor = 0;
             if (sscanf(argv[++i], "1.%u", &minor) != 1 || minor > 3)
                 return 2;
-            api = VK_MAKE_API_VERSION(0, 1, minor, 0);
+            o->api = VK_MAKE_API_VERSION(0, 1, minor, 0);
         } else if (!strcmp(argv[i], "--props2"))
-            props2 = 1;
+            o->props2 = 1;
+        else if (!strcmp(argv[i], "--sequential"))
+            o->sequential = 1;
         else if (!strcmp(argv[i], "--unnamed"))
-            unnamed = 1;
+            j->unnamed = 1;
         else if (!strcmp(argv[i], "--in-flight") && i + 1 < argc &&
                  (!strcmp(argv[i + 1], "destroy") || !strcmp(argv[i + 1], "exit")))
-            in_flight = argv[++i];
-        else if (!strcmp(argv[i], "--devices") && i + 1 < argc && (devices = atoi(argv[++i])) >= 1 && devices <= 4)
+            j->in_flight = argv[++i];
+        else if (!strcmp(argv[i], "--devices") && i + 1 < argc && (o->devices = atoi(argv[++i])) >= 1 &&
+                 o->devices <= 4)
             ;
-        else if (!strcmp(argv[i], "--secondary") && i + 1 < argc && (secondary = atoi(argv[++i])) >= 1)
+        else if (!strcmp(argv[i], "--secondary") && i + 1 < argc && (j->secondary = atoi(argv[++i])) >= 1)
             ;
         else if (!strcmp(argv[i], "--record-threads") && i + 1 < argc &&
-                 (record_threads = atoi(argv[++i])) >= 1 && record_threads <= 8)
+                 (j->record_threads = atoi(argv[++i])) >= 1 && j->record_threads <= 8)
             ;
         else {
             fprintf(stderr, "usage: vkprog [--validation] [--reuse] [--resubmit N] [--simultaneous] [--submit2] "
                             "[--iterations N] "
                             "[--size N] [--api 1.N] "
-                            "[--props2] [--unnamed] [--debug-marker] [--in-flight destroy|exit] [--devices 1-4] [--secondary K] "
-                            "[--record-threads 1-8]\n");
+                            "[--props2] [--unnamed] [--debug-marker] [--in-flight destroy|exit] [--devices 1-4] "
+                            "[--sequential] [--secondary K] [--record-threads 1-8]\n");
             return 2;
         }
     }
-    if (in_flight && devices > 1) {
+    if (j->in_flight && o->devices > 1) {
         fprintf(stderr, "vkprog: --in-flight runs on one device\n");
         return 2;
     }
+    return 0;
+}
+
+/* The loader (dlopen), the instance (the validation layer with --validation, and its messenger) and the
+ * instance-level entry points; 0, or 77 when any of them is missing. */
+static int instance_create(const vkp_opts_t *o, VkInstance *inst, VkDebugUtilsMessengerEXT *messenger)
+{
     void *lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib || !(*(void **)&vkGetInstanceProcAddr = dlsym(lib, "vkGetInstanceProcAddr"))) {
         fprintf(stderr, "vkprog: no Vulkan loader\n");
@@ -655,7 +740,7 @@ int main(int argc, char **argv)
 
     const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
     uint32_t nlayers = 0;
-    if (validation) {
+    if (o->validation) {
         uint32_t count = 0;
         vkEnumerateInstanceLayerProperties(&count, NULL);
         VkLayerProperties *props = calloc(count ? count : 1, sizeof *props);
@@ -671,25 +756,24 @@ int main(int argc, char **argv)
     }
     const char *exts[3] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME, NULL, NULL};
     uint32_t nexts = 1;
-    if (props2)
+    if (o->props2)
         exts[nexts++] = "VK_KHR_get_physical_device_properties2";
-    if (debug_marker) /* VK_EXT_debug_marker's dependency */
+    if (o->job.debug_marker) /* VK_EXT_debug_marker's dependency */
         exts[nexts++] = VK_EXT_DEBUG_REPORT_EXTENSION_NAME;
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "vkprog",
-                             .apiVersion = api};
+                             .apiVersion = o->api};
     VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app,
                                 .enabledLayerCount = nlayers, .ppEnabledLayerNames = layers,
                                 .enabledExtensionCount = nexts, .ppEnabledExtensionNames = exts};
-    VkInstance inst;
-    if (vkCreateInstance(&ici, NULL, &inst) != VK_SUCCESS) {
+    if (vkCreateInstance(&ici, NULL, inst) != VK_SUCCESS) {
         fprintf(stderr, "vkprog: no Vulkan instance\n");
         return 77;
     }
-#define VKP_LOAD_I(fn) *(void **)&fn = (void *)vkGetInstanceProcAddr(inst, #fn);
+#define VKP_LOAD_I(fn) *(void **)&fn = (void *)vkGetInstanceProcAddr(*inst, #fn);
     VKP_INSTANCE_FUNCS(VKP_LOAD_I)
 #undef VKP_LOAD_I
-    VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
-    if (validation) {
+    *messenger = VK_NULL_HANDLE;
+    if (o->validation) {
         VkDebugUtilsMessengerCreateInfoEXT mi = {
             .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
             .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
@@ -697,9 +781,22 @@ int main(int argc, char **argv)
             .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
                            VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
             .pfnUserCallback = on_message};
-        CHECK(vkCreateDebugUtilsMessengerEXT(inst, &mi, NULL, &messenger));
+        CHECK(vkCreateDebugUtilsMessengerEXT(*inst, &mi, NULL, messenger));
     }
+    return 0;
+}
 
+int main(int argc, char **argv)
+{
+    vkp_opts_t o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc)
+        return rc;
+    const int devices = o.devices;
+    VkInstance inst;
+    VkDebugUtilsMessengerEXT messenger;
+    if ((rc = instance_create(&o, &inst, &messenger)) != 0)
+        return rc;
     uint32_t ndev = 0;
     vkEnumeratePhysicalDevices(inst, &ndev, NULL);
     if (ndev == 0) {
@@ -708,25 +805,20 @@ int main(int argc, char **argv)
     }
     VkPhysicalDevice *pds = calloc(ndev, sizeof *pds);
     vkEnumeratePhysicalDevices(inst, &ndev, pds);
-    VkPhysicalDevice pd = pds[0];
+    o.job.pd = pds[0];
     free(pds);
     vkp_job_t jobs[4];
     pthread_t threads[4];
     for (int d = 0; d < devices; d++) {
-        jobs[d] = (vkp_job_t){.pd = pd, .reuse = reuse, .simultaneous = simultaneous, .submit2 = submit2,
-                              .debug_marker = debug_marker,
-                              .iterations = iterations,
-                              .unnamed = unnamed,
-                              .secondary = secondary, .in_flight = in_flight, .n = n,
-                              .record_threads = record_threads};
-        if (devices == 1)
+        jobs[d] = o.job;
+        if (devices == 1 || o.sequential)
             run_device(&jobs[d]);
         else if (pthread_create(&threads[d], NULL, run_device, &jobs[d]) != 0) {
             fprintf(stderr, "vkprog: pthread_create failed\n");
             return 1;
         }
     }
-    for (int d = 0; devices > 1 && d < devices; d++)
+    for (int d = 0; devices > 1 && !o.sequential && d < devices; d++)
         pthread_join(threads[d], NULL);
     for (int d = 0; d < devices; d++) {
         if (jobs[d].rc == 77 || jobs[d].rc == VKP_RETURN_NOW)
@@ -742,7 +834,7 @@ int main(int argc, char **argv)
     if (messenger)
         vkDestroyDebugUtilsMessengerEXT(inst, messenger, NULL);
     vkDestroyInstance(inst, NULL);
-    printf("done: %d iterations%s\n", iterations, reuse ? ", reuse" : "");
+    printf("done: %d iterations%s\n", o.job.iterations, o.job.reuse ? ", reuse" : "");
     if (g_validation_messages) {
         fprintf(stderr, "vkprog: %d validation messages\n", g_validation_messages);
         return 3;

@@ -146,6 +146,144 @@ static void suspended_at_end(void **state)
     assert_int_equal(batches, FRAMES);
 }
 
+/* The layer registers the device with its identity: this 1.3 instance lets it read the deviceUUID (kind "uuid",
+ * the model's own name as the label). Before: the layer labelled devices by deviceName only (kind "name"). */
+static void device_identity(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = kt_snapshot();
+    assert_non_null(s);
+    const kt_kernel_timing_t *b = kt_snapshot_find(s, "vkQueueSubmit", KT_BACKEND_VULKAN, NULL);
+    assert_non_null(b);
+    assert_string_equal(b->device, g.dev.props.deviceName);
+    const kt_device_info_t *dev = kt_snapshot_device(s, KT_BACKEND_VULKAN, b->device);
+    assert_non_null(dev);
+    assert_string_equal(dev->id.id_kind, "uuid");
+    assert_int_equal(strlen(dev->id.uuid), 36);
+    assert_int_equal(strlen(dev->id.driver_uuid), 36);
+    kt_snapshot_free(s);
+}
+
+/* The loaded timing layer's symbol `name` (test builds export a few), or NULL. */
+static int find_layer_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    if (info->dlpi_name && strstr(info->dlpi_name, "libktiming_vk_layer")) {
+        *(const char **)data = info->dlpi_name;
+        return 1;
+    }
+    return 0;
+}
+
+static void *layer_symbol(const char *name)
+{
+    const char *path = NULL;
+    dl_iterate_phdr(find_layer_cb, &path);
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    void *sym = h ? dlsym(h, name) : NULL;
+    if (h)
+        dlclose(h);
+    return sym;
+}
+
+/* Freeing other command buffers while one is recorded leaves this thread's cached lookup of it valid: 8 dispatches
+ * recorded between 8 vkFreeCommandBuffers make 0 lookups in the device's map. Before: every free moved one
+ * process-wide epoch, and each next dispatch looked its command buffer up again under the device lock (8). */
+static void free_elsewhere_keeps_cache(void **state)
+{
+    (void)state;
+    unsigned long (*lookups)(void) = (unsigned long (*)(void))layer_symbol("kti_vk_layer_cmd_lookups");
+    assert_non_null(lookups);
+    enum { N = 8 };
+    VkCommandBuffer others[N];
+    for (int i = 0; i < N; i++)
+        assert_int_equal(ktcli_vk_cmd_alloc(&g.dev, &others[i]), 0);
+    uint32_t iters = 1;
+    assert_int_equal(ktcli_vk_cmd_begin(&g.dev, g.cmd[0]), 0);
+    ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1); /* its record now in this thread's cache */
+    unsigned long before = lookups();
+    for (int i = 0; i < N; i++) {
+        ktcli_vk_cmd_free(&g.dev, others[i]);
+        ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1);
+    }
+    unsigned long during = lookups() - before;
+    assert_int_equal(ktcli_vk_cmd_end(&g.dev, g.cmd[0]), 0);
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = g.cmd};
+    assert_int_equal(g.app.vk.vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
+    assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
+    assert_int_equal(during, 0);
+}
+
+/* Vulkan dispatches of the snapshot, timed and dropped with no timing, summed over kernels (batches excluded). */
+static void vk_counts(uint64_t *timed, uint64_t *no_timing, uint64_t *batches)
+{
+    kt_snapshot_t *s = kt_snapshot();
+    assert_non_null(s);
+    *timed = *no_timing = *batches = 0;
+    for (size_t i = 0; i < s->count; i++) {
+        const kt_kernel_timing_t *e = &s->entries[i];
+        if (e->backend != KT_BACKEND_VULKAN)
+            continue;
+        if (!strcmp(e->name, "vkQueueSubmit")) {
+            *batches += e->dispatch_count;
+            continue;
+        }
+        *timed += e->dispatch_count;
+        *no_timing += e->dropped_by[KT_DROP_NO_TIMING];
+    }
+    kt_snapshot_free(s);
+}
+
+/* A command buffer that begins a command-buffer-scope performance query must keep it first and its end last
+ * (VUID-vkCmdBeginQuery-queryPool-03224, vkCmdEndQuery 03227): the layer records nothing of its own into it, and
+ * its 3 dispatches count dropped, no timing, none timed, no batch span. lavapipe has no VK_KHR_performance_query:
+ * an occlusion pool stands in, marked through the layer's test hook (test builds). Before: the 3 were timed,
+ * with the layer's copies after the query's end. */
+static void perf_query_scope_untimed(void **state)
+{
+    (void)state;
+    void (*mark)(VkDevice, VkQueryPool) = (void (*)(VkDevice, VkQueryPool))layer_symbol("kti_vk_layer_test_perf_pool");
+    assert_non_null(mark);
+    PFN_vkGetDeviceProcAddr gdpa =
+        (PFN_vkGetDeviceProcAddr)g.app.vk.vkGetInstanceProcAddr(g.app.instance, "vkGetDeviceProcAddr");
+    PFN_vkCreateQueryPool create = (PFN_vkCreateQueryPool)gdpa(g.dev.device, "vkCreateQueryPool");
+    PFN_vkDestroyQueryPool destroy = (PFN_vkDestroyQueryPool)gdpa(g.dev.device, "vkDestroyQueryPool");
+    PFN_vkCmdResetQueryPool reset = (PFN_vkCmdResetQueryPool)gdpa(g.dev.device, "vkCmdResetQueryPool");
+    PFN_vkCmdBeginQuery begin = (PFN_vkCmdBeginQuery)gdpa(g.dev.device, "vkCmdBeginQuery");
+    PFN_vkCmdEndQuery end = (PFN_vkCmdEndQuery)gdpa(g.dev.device, "vkCmdEndQuery");
+    assert_true(create && destroy && reset && begin && end);
+    VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                 .queryType = VK_QUERY_TYPE_OCCLUSION, .queryCount = 1};
+    VkQueryPool pool;
+    assert_int_equal(create(g.dev.device, &qci, NULL, &pool), VK_SUCCESS);
+    mark(g.dev.device, pool);
+    uint64_t timed0, none0, batches0, timed1, none1, batches1;
+    vk_counts(&timed0, &none0, &batches0);
+    const ktcli_vk_fn_t *vk = &g.app.vk;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1};
+    assert_int_equal(ktcli_vk_cmd_begin(&g.dev, g.cmd[1]), 0);
+    reset(g.cmd[1], pool, 0, 1);
+    assert_int_equal(ktcli_vk_cmd_end(&g.dev, g.cmd[1]), 0);
+    si.pCommandBuffers = &g.cmd[1];
+    assert_int_equal(vk->vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
+    assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
+    uint32_t iters = 1;
+    assert_int_equal(ktcli_vk_cmd_begin(&g.dev, g.cmd[0]), 0);
+    begin(g.cmd[0], pool, 0, 0); /* the command buffer's first command */
+    for (int i = 0; i < 3; i++)
+        ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1);
+    end(g.cmd[0], pool, 0); /* its last */
+    assert_int_equal(ktcli_vk_cmd_end(&g.dev, g.cmd[0]), 0);
+    si.pCommandBuffers = &g.cmd[0];
+    assert_int_equal(vk->vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
+    assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
+    vk_counts(&timed1, &none1, &batches1);
+    destroy(g.dev.device, pool, NULL);
+    assert_int_equal(timed1 - timed0, 0);
+    assert_int_equal(none1 - none0, 3);
+    assert_int_equal(batches1 - batches0, 0);
+}
+
 static void validation_clean(void **state)
 {
     (void)state;
@@ -162,6 +300,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(suspended_at_end),
+        cmocka_unit_test(device_identity),
+        cmocka_unit_test(free_elsewhere_keeps_cache),
+        cmocka_unit_test(perf_query_scope_untimed),
         cmocka_unit_test(validation_clean),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -20,6 +20,7 @@ static int teardown_ctx(void **state)
     (void)state;
     if (g_kv_open)
         close_ctx(g_kv_open);
+    vkt_set_wrap(NULL); /* a stand-in of a test that ended early serves no later context */
     return 0;
 }
 
@@ -458,6 +459,111 @@ static void test_insane_values_dropped(void **state)
     close_ctx(kv);
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * Thread readback: what ran and was never read is not "never submitted" (issue 37.4)
+ * ------------------------------------------------------------------------------------------------- */
+
+static PFN_vkGetQueryPoolResults g_lossy_next; /* the locked driver call under the stand-in */
+static int g_lossy_both;                       /* 1: both availabilities read 0; 0: the end's only */
+
+/* vkGetQueryPoolResults of a driver that lost results: the values as the driver gives them, the end's
+ * availability (or both) 0 -- what lavapipe's query-object race leaves (vk_test.h), on demand. */
+static VkResult VKAPI_CALL lossy_results(VkDevice dev, VkQueryPool pool, uint32_t first, uint32_t count, size_t size,
+                                         void *data, VkDeviceSize stride, VkQueryResultFlags flags)
+{
+    VkResult r = g_lossy_next(dev, pool, first, count, size, data, stride, flags);
+    if (!(flags & VK_QUERY_RESULT_WITH_AVAILABILITY_BIT) || !(flags & VK_QUERY_RESULT_64_BIT))
+        return r;
+    for (uint32_t q = 0; q < count; q++)
+        if (((first + q) & 1u) || g_lossy_both)
+            ((uint64_t *)((char *)data + q * stride))[1] = 0;
+    return r == VK_SUCCESS ? VK_NOT_READY : r;
+}
+
+static PFN_vkVoidFunction lossy_wrap(const char *name, PFN_vkVoidFunction f)
+{
+    if (strcmp(name, "vkGetQueryPoolResults"))
+        return f;
+    g_lossy_next = (PFN_vkGetQueryPoolResults)f;
+    return (PFN_vkVoidFunction)lossy_results;
+}
+
+/* One dispatch "lossy_<how>" under thread readback, submitted (through kt_vk_queue_submit when `through`), waited
+ * for, then its command buffer discarded: how that dispatch is counted. */
+static void lossy_case(const char *name, int both, int through, kt_drop_reason_t expected)
+{
+    kt_reset();
+    kt_vk_desc_t d = vkt_desc();
+    g_lossy_both = both;
+    vkt_set_wrap(lossy_wrap);
+    d.readback = KT_VK_READBACK_THREAD;
+    d.poll_us = 100;
+    kt_vk_ctx_t *kv = NULL;
+    assert_int_equal(kt_vk_ctx_create(&d, &kv), 0);
+    g_kv_open = kv;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
+    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, cmd), 0);
+    assert_int_equal(kt_vk_begin(kv, cmd, name), 0);
+    vkt_busy(cmd, 1);
+    assert_int_equal(kt_vk_end(kv, cmd), 0);
+    assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, cmd), 0);
+    if (through) {
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
+        pthread_mutex_lock(&g_vkt_driver_lock);
+        VkResult r = kt_vk_queue_submit(kv, g_vkt.dev.queue, 1, &si, fence);
+        pthread_mutex_unlock(&g_vkt_driver_lock);
+        assert_int_equal(r, VK_SUCCESS);
+        assert_int_equal(ktcli_vk_wait(&g_vkt.dev, fence), 0);
+    } else {
+        vkt_submit_wait(cmd, fence);
+    }
+    assert_int_equal(kt_vk_collect_wait(kv, UINT64_C(100000000)), 0); /* a fresh pass: nothing readable */
+    assert_int_equal(kt_vk_discard(kv, cmd), 1);
+    close_ctx(kv);
+    vkt_set_wrap(NULL);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = vkt_find(s, name);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 0);
+    assert_int_equal(e->dropped, 1);
+    assert_int_equal(e->dropped_by[expected], 1);
+    kt_snapshot_free(s);
+    ktcli_vk_fence_destroy(&g_vkt.dev, fence);
+    ktcli_vk_cmd_free(&g_vkt.dev, cmd);
+}
+
+/* A dispatch whose begin timestamp was read and whose end never became available ran: read failed, not never
+ * submitted (as kt_vk_ctx_destroy already said). Before: kt_vk_discard counted it never submitted. */
+static void test_discard_half_read(void **state)
+{
+    (void)state;
+    if (!g_vkt.dev.host_query_reset)
+        skip();
+    lossy_case("lossy_half", 0, 0, KT_DROP_READ_FAILED);
+}
+
+/* Neither timestamp ever readable, but submitted through kt_vk_queue_submit: read failed. Before: never
+ * submitted. */
+static void test_discard_submitted_unread(void **state)
+{
+    (void)state;
+    if (!g_vkt.dev.host_query_reset)
+        skip();
+    lossy_case("lossy_submitted", 1, 1, KT_DROP_READ_FAILED);
+}
+
+/* Neither readable and submitted behind ktiming's back: as far as ktiming can tell never submitted (unchanged). */
+static void test_discard_unknown_unread(void **state)
+{
+    (void)state;
+    if (!g_vkt.dev.host_query_reset)
+        skip();
+    lossy_case("lossy_unknown", 1, 0, KT_DROP_NEVER_SUBMITTED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -474,6 +580,9 @@ int main(void)
         cmocka_unit_test_teardown(test_destroy_unread_copy, teardown_ctx),
         cmocka_unit_test_teardown(test_destroy_unread_thread, teardown_ctx),
         cmocka_unit_test_teardown(test_insane_values_dropped, teardown_ctx),
+        cmocka_unit_test_teardown(test_discard_half_read, teardown_ctx),
+        cmocka_unit_test_teardown(test_discard_submitted_unread, teardown_ctx),
+        cmocka_unit_test_teardown(test_discard_unknown_unread, teardown_ctx),
         cmocka_unit_test(vkt_test_validation_clean),
     };
     return cmocka_run_group_tests(tests, vkt_setup_busy, NULL);

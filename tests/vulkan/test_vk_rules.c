@@ -2,7 +2,8 @@
  * VK_SUBMIT_PROTECTED_BIT may hold only protected command buffers (VUID-VkSubmitInfo2-flags-03886), so ktiming adds
  * none of its own and counts the batch's dispatches as dropped, `no timing`. lavapipe has no protected memory: the
  * test's vkQueueSubmit2 records what ktiming hands the driver and submits it without the flag (as vkQueueSubmit,
- * so the device needs no synchronization2). Fails on any validation message. */
+ * so the device needs no synchronization2). A queue family without timestamps: its dispatches counted dropped, no
+ * timing. Two VkQueues of one family: two queue tracks. Fails on any validation message. */
 #include "vk_test.h"
 
 static uint32_t g_seen_cmds;        /* command buffers of the last vkQueueSubmit2 batch */
@@ -37,6 +38,7 @@ static struct {
 static int rig_close(void **state)
 {
     (void)state;
+    vkt_set_wrap(NULL);
     pthread_mutex_lock(&g_vkt_driver_lock);
     g_vkt.app.vk.vkDeviceWaitIdle(g_vkt.dev.device);
     pthread_mutex_unlock(&g_vkt_driver_lock);
@@ -108,10 +110,146 @@ static void protected_submit2_untimed(void **state)
     kt_snapshot_free(s);
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * A queue family without timestamps (issue 37.4)
+ * ------------------------------------------------------------------------------------------------- */
+
+static PFN_vkGetPhysicalDeviceQueueFamilyProperties g_families_next;
+
+/* The driver's families, each reporting timestampValidBits 0 (the spec allows it: no timestamps there). */
+static void VKAPI_CALL no_timestamp_families(VkPhysicalDevice pd, uint32_t *n, VkQueueFamilyProperties *props)
+{
+    g_families_next(pd, n, props);
+    for (uint32_t i = 0; props && i < *n; i++)
+        props[i].timestampValidBits = 0;
+}
+
+static PFN_vkVoidFunction wrap_families(const char *name, PFN_vkVoidFunction f)
+{
+    if (strcmp(name, "vkGetPhysicalDeviceQueueFamilyProperties"))
+        return f;
+    g_families_next = (PFN_vkGetPhysicalDeviceQueueFamilyProperties)f;
+    return (PFN_vkVoidFunction)no_timestamp_families;
+}
+
+/* Its context is untimed: every kt_vk_begin says KT_EUNAVAILABLE and counts the dispatch dropped, no timing (3 of
+ * 3); the command buffer runs as recorded (nothing of ktiming's in it). Before: kt_vk_ctx_create failed, and the
+ * layer left such a family's dispatches untimed without a count. */
+static void family_without_timestamps_counted(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_vk_desc_t d = vkt_desc();
+    vkt_set_wrap(wrap_families);
+    assert_int_equal(kt_vk_ctx_create(&d, &g_rig.kv), 0);
+    vkt_set_wrap(NULL);
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &g_rig.cmd), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &g_rig.fence), 0);
+    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, g_rig.cmd), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(kt_vk_begin(g_rig.kv, g_rig.cmd, "untimed_family"), KT_EUNAVAILABLE);
+        vkt_busy(g_rig.cmd, 1);
+        assert_int_equal(kt_vk_end(g_rig.kv, g_rig.cmd), 0);
+    }
+    assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, g_rig.cmd), 0);
+    vkt_submit_wait(g_rig.cmd, g_rig.fence);
+    assert_int_equal(kt_vk_collect(g_rig.kv), 0);
+    kt_vk_stats_t st;
+    assert_int_equal(kt_vk_stats(g_rig.kv, &st), 0);
+    assert_int_equal(st.dropped, 3);
+    assert_int_equal(st.begun, 0);
+    kt_snapshot_t *s = kt_snapshot();
+    assert_non_null(s);
+    const kt_kernel_timing_t *e = vkt_find(s, "untimed_family");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 0);
+    assert_int_equal(e->dropped, 3);
+    assert_int_equal(e->dropped_by[KT_DROP_NO_TIMING], 3);
+    kt_snapshot_free(s);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Several queues of one family (issue 37.4)
+ * ------------------------------------------------------------------------------------------------- */
+
+static PFN_vkQueueSubmit g_submit_next;
+#define QUEUE_B ((VkQueue)(uintptr_t)0x5151) /* a second VkQueue of the family, as far as ktiming can tell */
+
+/* lavapipe has one queue per family: the second queue's submissions go to the one queue. */
+static VkResult VKAPI_CALL two_queue_submit(VkQueue q, uint32_t n, const VkSubmitInfo *si, VkFence f)
+{
+    return g_submit_next(q == QUEUE_B ? g_vkt.dev.queue : q, n, si, f);
+}
+
+static PFN_vkVoidFunction wrap_two_queues(const char *name, PFN_vkVoidFunction f)
+{
+    if (strcmp(name, "vkQueueSubmit"))
+        return f;
+    g_submit_next = (PFN_vkQueueSubmit)f;
+    return (PFN_vkVoidFunction)two_queue_submit;
+}
+
+/* One recording submitted to two VkQueues of the family: its two executions (and their batch spans) lie on two
+ * queue tracks, "queue family F" and "queue family F (queue 2)", one each. Before: one track for the family. */
+static void two_queues_two_tracks(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_vk_desc_t d = vkt_desc();
+    vkt_set_wrap(wrap_two_queues);
+    d.per_submission = 1;
+    assert_int_equal(kt_vk_ctx_create(&d, &g_rig.kv), 0);
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &g_rig.cmd), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &g_rig.fence), 0);
+    const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO}; /* reusable */
+    assert_int_equal(vk->vkBeginCommandBuffer(g_rig.cmd, &bi), VK_SUCCESS);
+    assert_int_equal(kt_vk_begin(g_rig.kv, g_rig.cmd, "two_queues"), 0);
+    vkt_busy(g_rig.cmd, 1);
+    assert_int_equal(kt_vk_end(g_rig.kv, g_rig.cmd), 0);
+    assert_int_equal(vk->vkEndCommandBuffer(g_rig.cmd), VK_SUCCESS);
+    VkQueue queues[2] = {g_vkt.dev.queue, QUEUE_B};
+    for (int q = 0; q < 2; q++) {
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+                           .pCommandBuffers = &g_rig.cmd};
+        pthread_mutex_lock(&g_vkt_driver_lock);
+        VkResult r = kt_vk_queue_submit(g_rig.kv, queues[q], 1, &si, g_rig.fence);
+        pthread_mutex_unlock(&g_vkt_driver_lock);
+        assert_int_equal(r, VK_SUCCESS);
+        assert_int_equal(ktcli_vk_wait(&g_vkt.dev, g_rig.fence), 0);
+    }
+    kt_vk_collect(g_rig.kv);
+    kt_snapshot_t *s = kt_snapshot();
+    assert_non_null(s);
+    const kt_kernel_timing_t *e = vkt_find(s, "two_queues"), *b = vkt_find(s, "vkQueueSubmit");
+    assert_non_null(e);
+    assert_non_null(b);
+    assert_int_equal(e->dispatch_count, 2);
+    assert_int_equal(b->dispatch_count, 2);
+    char first[64], second[96];
+    snprintf(first, sizeof first, "queue family %u", g_vkt.dev.family);
+    snprintf(second, sizeof second, "%s (queue 2)", first);
+    size_t on_first = 0, on_second = 0;
+    for (size_t i = 0; i < s->span_count; i++) {
+        const kt_span_t *sp = &s->spans[i];
+        if (sp->entry != (uint32_t)(e - s->entries) && sp->entry != (uint32_t)(b - s->entries))
+            continue;
+        assert_true(sp->queue < s->queue_count);
+        const char *label = s->queues[sp->queue].label;
+        on_first += !strcmp(label, first);
+        on_second += !strcmp(label, second);
+    }
+    assert_int_equal(on_first, 2);  /* its dispatch and its batch */
+    assert_int_equal(on_second, 2);
+    kt_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(protected_submit2_untimed, rig_close),
+        cmocka_unit_test_teardown(family_without_timestamps_counted, rig_close),
+        cmocka_unit_test_teardown(two_queues_two_tracks, rig_close),
         cmocka_unit_test(vkt_test_validation_clean),
     };
     return cmocka_run_group_tests(tests, vkt_setup_busy, NULL);

@@ -69,6 +69,61 @@ static void *collector_main(void *arg)
     return NULL;
 }
 
+/* Worker i's command pool, command buffer, fence and own kernel name. */
+static void worker_setup(worker_t *w, int i)
+{
+    const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
+    memset(w, 0, sizeof(*w));
+    w->index = i;
+    VkCommandPoolCreateInfo pci = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+        .queueFamilyIndex = g_vkt.dev.family,
+    };
+    assert_int_equal(vk->vkCreateCommandPool(g_vkt.dev.device, &pci, NULL, &w->pool), VK_SUCCESS);
+    VkCommandBufferAllocateInfo ai = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+        .commandPool = w->pool,
+        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+        .commandBufferCount = 1,
+    };
+    assert_int_equal(vk->vkAllocateCommandBuffers(g_vkt.dev.device, &ai, &w->cmd), VK_SUCCESS);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &w->fence), 0);
+    char name[32];
+    snprintf(name, sizeof(name), "mt_thread%d", i);
+    w->own = kt_vk_kernel(g_kv, name);
+    assert_true(w->own != 0);
+}
+
+/* The snapshot after a run: every dispatch of each kernel recorded or dropped with a reason, no duration longer
+ * than the run (`elapsed`), the counts equal to the context's statistics. */
+static void check_snapshot(const kt_vk_stats_t *st, int total, uint64_t elapsed)
+{
+    kt_snapshot_t *s = kt_snapshot();
+    uint64_t recorded = 0, read_failed = 0, invalid = 0;
+    for (int i = -1; i < THREADS; i++) {
+        char name[32];
+        if (i < 0)
+            snprintf(name, sizeof(name), "mt_shared");
+        else
+            snprintf(name, sizeof(name), "mt_thread%d", i);
+        const kt_kernel_timing_t *e = vkt_find(s, name);
+        assert_non_null(e);
+        assert_int_equal(e->dispatch_count + e->dropped, i < 0 ? total / 2 : ITERATIONS * PAIRS / 2);
+        assert_int_equal(e->dropped, e->dropped_by[KT_DROP_READ_FAILED] + e->dropped_by[KT_DROP_INVALID_TIMES]);
+        /* Every duration lies within the host time the whole run took (a torn read of copy readback was once
+         * recorded as 584 years). */
+        assert_true(e->dispatch_count == 0 || e->max_ns <= elapsed);
+        recorded += e->dispatch_count;
+        read_failed += e->dropped_by[KT_DROP_READ_FAILED];
+        invalid += e->dropped_by[KT_DROP_INVALID_TIMES];
+    }
+    assert_int_equal(recorded, st->collected);
+    assert_int_equal(read_failed, st->pending);
+    assert_int_equal(invalid, st->dropped);
+    kt_snapshot_free(s);
+}
+
 static void run_threads(kt_vk_readback_t mode)
 {
     kt_reset();
@@ -78,28 +133,8 @@ static void run_threads(kt_vk_readback_t mode)
     assert_int_equal(kt_vk_ctx_create(&d, &g_kv), 0);
     const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
     worker_t w[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        memset(&w[i], 0, sizeof(w[i]));
-        w[i].index = i;
-        VkCommandPoolCreateInfo pci = {
-            .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-            .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-            .queueFamilyIndex = g_vkt.dev.family,
-        };
-        assert_int_equal(vk->vkCreateCommandPool(g_vkt.dev.device, &pci, NULL, &w[i].pool), VK_SUCCESS);
-        VkCommandBufferAllocateInfo ai = {
-            .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-            .commandPool = w[i].pool,
-            .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-            .commandBufferCount = 1,
-        };
-        assert_int_equal(vk->vkAllocateCommandBuffers(g_vkt.dev.device, &ai, &w[i].cmd), VK_SUCCESS);
-        assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &w[i].fence), 0);
-        char name[32];
-        snprintf(name, sizeof(name), "mt_thread%d", i);
-        w[i].own = kt_vk_kernel(g_kv, name);
-        assert_true(w[i].own != 0);
-    }
+    for (int i = 0; i < THREADS; i++)
+        worker_setup(&w[i], i);
     atomic_int collected;
     atomic_init(&collected, 0);
     atomic_store(&g_stop, 0);
@@ -150,29 +185,7 @@ static void run_threads(kt_vk_readback_t mode)
         assert_int_equal(st.pending, 0);
         assert_int_equal(st.dropped, 0);
     }
-    kt_snapshot_t *s = kt_snapshot();
-    uint64_t recorded = 0, read_failed = 0, invalid = 0;
-    for (int i = -1; i < THREADS; i++) {
-        char name[32];
-        if (i < 0)
-            snprintf(name, sizeof(name), "mt_shared");
-        else
-            snprintf(name, sizeof(name), "mt_thread%d", i);
-        const kt_kernel_timing_t *e = vkt_find(s, name);
-        assert_non_null(e);
-        assert_int_equal(e->dispatch_count + e->dropped, i < 0 ? total / 2 : ITERATIONS * PAIRS / 2);
-        assert_int_equal(e->dropped, e->dropped_by[KT_DROP_READ_FAILED] + e->dropped_by[KT_DROP_INVALID_TIMES]);
-        /* Every duration lies within the host time the whole run took (a torn read of copy readback was once
-         * recorded as 584 years). */
-        assert_true(e->dispatch_count == 0 || e->max_ns <= t1 - t0);
-        recorded += e->dispatch_count;
-        read_failed += e->dropped_by[KT_DROP_READ_FAILED];
-        invalid += e->dropped_by[KT_DROP_INVALID_TIMES];
-    }
-    assert_int_equal(recorded, st.collected);
-    assert_int_equal(read_failed, st.pending);
-    assert_int_equal(invalid, st.dropped);
-    kt_snapshot_free(s);
+    check_snapshot(&st, total, t1 - t0);
 }
 
 static void test_threads_collector(void **state)

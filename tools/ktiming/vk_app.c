@@ -267,6 +267,7 @@ kt_vk_desc_t ktcli_vk_device_desc(const ktcli_vk_device_t *dev)
     d.queue_family = dev->family;
     d.queue = dev->queue;
     d.get_instance_proc_addr = dev->app->vk.vkGetInstanceProcAddr;
+    d.instance_api_version = dev->app->api_version; /* the device identity through vkGetPhysicalDeviceProperties2 */
     d.host_query_reset = dev->host_query_reset;
     d.calibration = !dev->calibrated_ext                                          ? KT_VK_CALIBRATION_NONE
                     : !strcmp(dev->calibrated_ext, "VK_KHR_calibrated_timestamps") ? KT_VK_CALIBRATION_KHR

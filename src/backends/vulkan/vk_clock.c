@@ -1,4 +1,5 @@
-/* vk_clock.c — Vulkan device clock: counter unwrapping, calibrated-timestamp or bracketed sampling, model fits. */
+/* vk_clock.c — Vulkan device clock: counter unwrapping, calibrated-timestamp or bracketed sampling, model fits.
+ * Calls vk_ring.c only (the calibration query's copy); called by vk_collect.c, vk_submit.c and vk_context.c. */
 #include "backends/vulkan/vk_internal.h"
 #include "core/service.h"
 
@@ -565,6 +566,8 @@ int kt_vk_recalibrate(kt_vk_ctx_t *ctx)
 {
     if (!ctx)
         return KT_EINVAL;
+    if (ctx->untimed)
+        return KT_EUNAVAILABLE;
     if (!ctx->calibrated && !ctx->cal_cmd)
         return KT_EUNAVAILABLE;
     pthread_mutex_lock(&ctx->model_lock);
@@ -579,6 +582,8 @@ int kt_vk_timestamp_to_host(kt_vk_ctx_t *ctx, uint64_t timestamp, uint64_t *host
 {
     if (!ctx || !host_ns)
         return KT_EINVAL;
+    if (ctx->untimed)
+        return KT_EUNAVAILABLE;
     pthread_mutex_lock(&ctx->model_lock);
     uint64_t dev = kt__vk_device_ns_locked(ctx, timestamp, kt_now_ns());
     int rc = kt__vk_map_locked(ctx, dev, host_ns, uncertainty_ns);
@@ -593,6 +598,7 @@ int kt_vk_device_info(kt_vk_ctx_t *ctx, kt_device_info_t *out)
     memset(out, 0, sizeof(*out));
     out->backend = KT_BACKEND_VULKAN;
     snprintf(out->name, sizeof(out->name), "%.127s", ctx->device_name);
+    snprintf(out->key, sizeof(out->key), "%s", ctx->device_key); /* the registered identity */
     out->resolution_ns = (uint64_t)ceil(ctx->period_ns);
     out->frequency_hz = (uint64_t)llround(1e9 / ctx->period_ns);
     out->valid_bits = ctx->valid_bits;

@@ -25,7 +25,10 @@
     X(vkGetPhysicalDeviceQueueFamilyProperties, 1)                                                         \
     X(vkGetPhysicalDeviceMemoryProperties, 1)                                                              \
     X(vkGetPhysicalDeviceCalibrateableTimeDomainsEXT, 0)                                                   \
-    X(vkEnumerateDeviceExtensionProperties, 0)
+    X(vkEnumerateDeviceExtensionProperties, 0)                                                             \
+    X(vkEnumeratePhysicalDevices, 0)                                                                       \
+    X(vkGetPhysicalDeviceProperties2, 0)                                                                   \
+    X(vkGetPhysicalDeviceProperties2KHR, 0)
 
 /* Device-level functions: X(name, required). */
 #define KT_VK_DEVICE_FUNCS(X)                                                                              \
@@ -114,6 +117,8 @@ typedef struct kt__vk_slot_t {
     int read_once;           /* begin_raw/end_raw hold values read from the pool (to spot stale reads) */
     int copy_pending;        /* copy_at_end: CLOSED, its copy not recorded yet (kt_vk_cmd_end) */
     int half_read;           /* thread readback: a poll of this use found one timestamp available, not both */
+    int submitted;           /* its command buffer went through kt_vk_queue_submit[2] (not per_submission): left
+                                unread, it is counted read failed, never "never submitted" */
     int self_copy;           /* per_submission: kt_vk_cmd_end recorded its copy (a secondary: timed once) */
     int stage;               /* per_submission: an occurrence of a secondary's slot in a primary: its words are
                                 a copy the primary makes after that vkCmdExecuteCommands, copied per submission */
@@ -129,6 +134,8 @@ typedef struct kt__vk_slot_t {
                                 that pair, read in the same pass (KT__VK_NONE: none) */
     uint32_t batch_pair_gen; /* the pair's gen when armed (a pair read and reused since no longer holds it back) */
     uint32_t executions;     /* per_submission: submissions whose records copy it (ctx->lock) */
+    uint32_t lane;           /* per_submission: the queue track of the submission that armed it (0: the
+                                context's own, queue_id) */
     int unused;              /* a cmd_pair submitted in a batch of several (bracketed by ktiming's own command
                                 buffers): released unrecorded once its copy has landed, not held until discard */
 } kt__vk_slot_t;
@@ -142,6 +149,7 @@ typedef struct kt__vk_exec_t {
     kt_kernel_id_t kernel; /* what was timed */
     uint32_t thread;       /* submitting thread */
     uint32_t slot;         /* a batch's own slot, released when read; KT__VK_NONE for a dispatch's */
+    uint32_t lane;         /* queue track of the VkQueue it was submitted to (kt_queue_register id) */
     uint64_t enqueue_ns;   /* host time of the submission */
 } kt__vk_exec_t;
 
@@ -168,6 +176,7 @@ typedef struct kt__vk_open_t {
 #define KT__VK_PAIR_WANTED (UINT32_MAX - 1u)
 #define KT__VK_OPEN_INITIAL 64u /* entries of the open table at first; it doubles when full */
 #define KT__VK_NAME_CACHE 64u
+#define KT__VK_LANES 16u /* VkQueues of one family with tracks of their own; more share the last one */
 
 /* Name -> id cache entry (keyed by the caller's pointer, verified by content). */
 typedef struct kt__vk_name_t {
@@ -186,8 +195,19 @@ struct kt_vk_ctx_t {
                                            kt_vk_recalibrate): desc.queue; the layer's go with the application's
                                            submissions, never waited for (kt__vk_clock_bracket_submit) */
     uint32_t queue_family;              /* timed family */
-    char device_name[128];              /* deviceName (truncated as in kt_device_info_t) */
-    uint32_t queue_id;                  /* kt_queue_register id */
+    int untimed;                        /* the family has no timestamps (timestampValidBits 0): no ring or clock;
+                                           kt_vk_begin counts each dispatch dropped, no timing */
+    char device_name[128];              /* deviceName, or desc.device_label (the model in reports; verbose lines) */
+    char device_key[KT_DEVICE_KEY_MAX]; /* kt_device_register's key (vk_device.c): kernels, queues and clock
+                                           facts are recorded under it */
+    uint32_t queue_id;                  /* kt_queue_register id: the track of the first VkQueue (desc.queue, else
+                                           the first submitted to) and of what is not submitted through ktiming */
+    char queue_label[64];               /* its label; another VkQueue of the family gets "<label> (queue k)" */
+    struct {
+        VkQueue queue;
+        uint32_t id;
+    } lanes[KT__VK_LANES];              /* per_submission: one queue track per VkQueue seen (under lock) */
+    uint32_t nlanes;
     double period_ns;                   /* timestampPeriod */
     uint32_t valid_bits;                /* in use (desc override or family's) */
     uint32_t family_valid_bits;         /* the family's */
@@ -217,7 +237,7 @@ struct kt_vk_ctx_t {
     uint64_t poll_ns;                   /* collector poll period while slots are outstanding */
     pthread_cond_t pass_done;           /* signalled after every poll pass of this context (under lock) */
     int pass_requested;                 /* a flush wants a pass now */
-    int stopped;                        /* stop ran: flushes return at once, nothing more is waited for */
+    _Atomic int stopped;                /* stop ran: flushes return at once, nothing more is waited for */
     uint64_t passes;                    /* completed poll passes */
     uint64_t closed_unread;             /* CLOSED slots not read yet (thread mode) */
 
@@ -275,18 +295,38 @@ struct kt_vk_ctx_t {
     VkFence *free_fences;               /* unsignalled fences */
     uint32_t nfree_fences, cap_free_fences;
 
-    struct kt_vk_ctx_t *next_live;      /* registry of live contexts for kt_flush */
 };
 
-/* Recording helpers (vk_context.c). Copy `count` queries from `first` into the readback buffer at byte `dst`:
- * 64-bit values with availability, waiting for them (two words per query). */
+/* Files and their call direction (each calls only files below it; nothing calls upwards):
+ *   vk_context.c (creation, registry, flush/stop) -> vk_submit.c, vk_collect.c, vk_clock.c, vk_ring.c
+ *   vk_record.c (begin/end, discard)              -> vk_collect.c, vk_ring.c (called by the application only)
+ *   vk_submit.c (every execution)                 -> vk_clock.c, vk_ring.c
+ *   vk_collect.c (collection, poll pass)          -> vk_clock.c, vk_ring.c
+ *   vk_clock.c (device clock model)               -> vk_ring.c
+ *   vk_ring.c (query pool, readback, slots)       -> vk_loader.c (the table) only
+ *   vk_device.c (identity), called by vk_context.c -> the table only
+ * vk_primitive.c uses only the public kt_vk_* calls. */
+
+/* The ring (vk_ring.c). */
+/* Notes a failed driver call (kt_vk_last_error, and the creating thread's error) and returns the ktiming error
+ * for it. */
+int kt__vk_fail(kt_vk_ctx_t *ctx, VkResult r, int rc);
+int kt__vk_create_error(void);        /* this thread's last failed driver call in kt_vk_ctx_create */
+void kt__vk_create_error_clear(void);
+/* Query pool (reset once), readback buffer and the slot bookkeeping; freed by kt__vk_ring_fini (also after a
+ * partial create). */
+int kt__vk_ring_create(kt_vk_ctx_t *ctx);
+void kt__vk_ring_fini(kt_vk_ctx_t *ctx);
+/* Copy `count` queries from `first` into the readback buffer at byte `dst`: 64-bit values with availability,
+ * waiting for them (two words per query). */
 void kt__vk_copy_results(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint32_t first, uint32_t count, VkDeviceSize dst);
+/* Copy mode: the slot's two results into its words of the readback buffer. */
+void kt__vk_record_copy(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint32_t slot);
 /* Makes transfer writes recorded before it visible to host reads. */
 void kt__vk_host_barrier(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
-
-/* Every execution (vk_submit.c). */
-int kt__vk_submit_init(kt_vk_ctx_t *ctx);
-void kt__vk_submit_fini(kt_vk_ctx_t *ctx);
+/* Copy readback: whether the four words at w (a slot's or a record's) have landed; kt__vk_slot_copied: a slot's. */
+int kt__vk_words_landed(const uint64_t *w);
+int kt__vk_slot_copied(const kt_vk_ctx_t *ctx, uint32_t slot);
 /* Word offset (uint64_t index into ctx->words) of execution record e. */
 static inline size_t kt__vk_exec_word(const kt_vk_ctx_t *ctx, uint32_t e)
 {
@@ -298,6 +338,24 @@ void kt__vk_slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot);
 /* Marks record e FREE (words zeroed, a batch's slot released); the FIFO's head moves in reclaim. */
 void kt__vk_exec_free_locked(kt_vk_ctx_t *ctx, uint32_t e);
 void kt__vk_exec_reclaim_locked(kt_vk_ctx_t *ctx);
+
+/* Device identity (vk_device.c): registers the context's physical device (model, vendor, deviceUUID and
+ * driverUUID where the instance allows vkGetPhysicalDeviceProperties2, the PCI address with VK_EXT_pci_bus_info,
+ * its enumeration index) and sets ctx->device_key. Calls the table only. */
+void kt__vk_device_register(kt_vk_ctx_t *ctx, const kt_vk_desc_t *desc, const VkPhysicalDeviceProperties *props);
+
+/* Why an unread slot is dropped when nothing more will be read (discard, destroy): it ran (a poll saw one of
+ * its timestamps, or its command buffer was submitted through ktiming) but its values never reached the host:
+ * `ran`; else `never` (its end never recorded or its command buffer never submitted, as far as ktiming knows). */
+static inline kt_drop_reason_t kt__vk_unread_reason(const kt__vk_slot_t *s, kt_drop_reason_t ran,
+                                                    kt_drop_reason_t never)
+{
+    return s->half_read || s->submitted ? ran : never;
+}
+
+/* Every execution (vk_submit.c). */
+int kt__vk_submit_init(kt_vk_ctx_t *ctx);
+void kt__vk_submit_fini(kt_vk_ctx_t *ctx);
 
 /* Clock (vk_clock.c). model_lock held by the caller for the *_locked functions. */
 int kt__vk_clock_init(kt_vk_ctx_t *ctx);
@@ -316,5 +374,17 @@ void kt__vk_publish(kt_vk_ctx_t *ctx);
  * every collection, takes a pending sample whose fence has signalled. */
 void kt__vk_clock_bracket_submit(kt_vk_ctx_t *ctx, VkQueue queue, int (*seen_idle)(kt_vk_ctx_t *));
 void kt__vk_clock_bracket_poll(kt_vk_ctx_t *ctx);
+
+/* Collection (vk_collect.c). The collector thread (thread readback): started with the registry's step (which
+ * sets the nap: 0 waits for a wake), woken by kt_vk_end and flushes, stopped at kt_shutdown. */
+int kt__vk_collector_start(int (*step)(void *));
+void kt__vk_collector_nap(uint64_t nap_ns);
+void kt__vk_collector_wake(void);
+void kt__vk_collector_stop(void);
+/* Thread readback: ask for passes and wait (until the deadline, kt_now_ns time) for one that began after this
+ * call, or until nothing is outstanding. */
+void kt__vk_wait_fresh_pass(kt_vk_ctx_t *ctx, uint64_t deadline_ns);
+/* One poll pass over the CLOSED slots (of `only`, unless VK_NULL_HANDLE); ctx->lock held (dropped inside). */
+int kt__vk_poll_pass_locked(kt_vk_ctx_t *ctx, VkCommandBuffer only);
 
 #endif

@@ -1,5 +1,6 @@
 /* vk_loader.c — finds the Vulkan loader with dlopen and resolves the backend's function table through it. */
 #include "backends/vulkan/vk_internal.h"
+#include "core/env.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -10,7 +11,7 @@ static PFN_vkGetInstanceProcAddr g_gipa;
 
 static void loader_open(void)
 {
-    const char *path = secure_getenv("KTIMING_VULKAN_LIBRARY");
+    const char *path = kt__env(KT_ENV_NAME(VULKAN_LIBRARY));
     if (!path || !*path)
         path = "libvulkan.so.1";
     /* Kept open for the life of the process: contexts and exit-time flushes call into it. */

@@ -18,7 +18,7 @@ typedef struct kt__vk_prim_t {
 
 static const char *prim_device_name(void *be)
 {
-    return ((kt__vk_prim_t *)be)->ctx->device_name;
+    return ((kt__vk_prim_t *)be)->ctx->device_key; /* interning is by device key */
 }
 
 static int prim_open(void *be, uint32_t marks, void **encoder)
@@ -163,6 +163,8 @@ int kt_vk_primitive_backend_create(kt_vk_ctx_t *ctx, kt_primitive_backend_t *out
     out->ctx = NULL;
     if (!ctx)
         return KT_EINVAL;
+    if (ctx->untimed)
+        return KT_EUNAVAILABLE; /* the family has no timestamps */
     if (!ctx->queue)
         return KT_ESTATE; /* primitives submit: the context needs desc.queue */
     kt__vk_prim_t *p = calloc(1, sizeof(*p));

@@ -11,6 +11,9 @@
  * ktiming's command buffers can be re-recorded once their submission completed: a fence of ours tells. It is the
  * submission's own when the application passed none, else an empty vkQueueSubmit right after (a fence of a
  * submission with no batches signals once all earlier work on the queue has completed).
+ *
+ * Calls vk_clock.c (bracketing samples) and vk_ring.c (slots, records, copies); called by vk_context.c (init,
+ * fini) and by the application or the layer (kt_vk_queue_submit, kt_vk_cmd_execute).
  */
 #include "backends/vulkan/vk_internal.h"
 
@@ -27,7 +30,7 @@ int kt__vk_submit_init(kt_vk_ctx_t *ctx)
         return KT_ENOMEM;
     for (uint32_t e = 0; e < ctx->exec_cap; e++)
         ctx->execs[e].slot = KT__VK_NONE;
-    ctx->submit_kernel = kt_kernel_intern("vkQueueSubmit", KT_BACKEND_VULKAN, ctx->device_name);
+    ctx->submit_kernel = kt_kernel_intern("vkQueueSubmit", KT_BACKEND_VULKAN, ctx->device_key);
     VkCommandPoolCreateInfo pci = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
         .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
@@ -70,30 +73,8 @@ void kt__vk_submit_fini(kt_vk_ctx_t *ctx)
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * Execution records (ctx->lock held)
+ * Execution records (ctx->lock held; freeing and reclaiming them is vk_ring.c's)
  * ------------------------------------------------------------------------------------------------- */
-
-void kt__vk_exec_free_locked(kt_vk_ctx_t *ctx, uint32_t e)
-{
-    kt__vk_exec_t *x = &ctx->execs[e];
-    if (x->state == KT__VK_EXEC_PENDING)
-        ctx->exec_pending--;
-    x->state = KT__VK_EXEC_FREE;
-    uint64_t *w = ctx->words + kt__vk_exec_word(ctx, e);
-    for (uint32_t i = 0; i < KT__VK_WORDS_PER_SLOT; i++)
-        __atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);
-    if (x->slot != KT__VK_NONE)
-        kt__vk_slot_release_locked(ctx, x->slot);
-    x->slot = KT__VK_NONE;
-}
-
-void kt__vk_exec_reclaim_locked(kt_vk_ctx_t *ctx)
-{
-    while (ctx->exec_used && ctx->execs[ctx->exec_head].state == KT__VK_EXEC_FREE) {
-        ctx->exec_head = (ctx->exec_head + 1) % ctx->exec_cap;
-        ctx->exec_used--;
-    }
-}
 
 /* n consecutive records (modulo the ring) from *first; -1 when the ring has no room. */
 static int exec_alloc_locked(kt_vk_ctx_t *ctx, uint32_t n, uint32_t *first)
@@ -253,13 +234,49 @@ static void plan_locked(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t 
 }
 
 /* Under ctx->lock, once the submission is accepted: the records wait for their copies. */
-static void plan_commit_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, uint64_t now, uint32_t thread)
+/* The queue track of `queue` (issue 37.4: several queues of one family shared one): the context's own for the
+ * first VkQueue, "<label> (queue k)" for the k-th one seen; past KT__VK_LANES, the last one's. */
+static uint32_t lane_of(kt_vk_ctx_t *ctx, VkQueue queue)
+{
+    pthread_mutex_lock(&ctx->lock);
+    for (uint32_t i = 0; i < ctx->nlanes; i++)
+        if (ctx->lanes[i].queue == queue) {
+            uint32_t id = ctx->lanes[i].id;
+            pthread_mutex_unlock(&ctx->lock);
+            return id;
+        }
+    uint32_t k = ctx->nlanes;
+    pthread_mutex_unlock(&ctx->lock);
+    if (k >= KT__VK_LANES)
+        return ctx->lanes[KT__VK_LANES - 1].id;
+    uint32_t id = ctx->queue_id;
+    if (k > 0) { /* registered outside ctx->lock (the registry's lock is the core's) */
+        char label[96];
+        snprintf(label, sizeof label, "%s (queue %u)", ctx->queue_label, k + 1);
+        id = kt_queue_register(KT_BACKEND_VULKAN, ctx->device_key, label);
+    }
+    pthread_mutex_lock(&ctx->lock);
+    for (uint32_t i = 0; i < ctx->nlanes; i++) /* another thread may have added it meanwhile */
+        if (ctx->lanes[i].queue == queue)
+            id = ctx->lanes[i].id, k = KT__VK_LANES;
+    if (k < KT__VK_LANES && ctx->nlanes == k) {
+        ctx->lanes[k].queue = queue;
+        ctx->lanes[k].id = id;
+        ctx->nlanes = k + 1;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return id;
+}
+
+static void plan_commit_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, uint64_t now, uint32_t thread,
+                               uint32_t lane)
 {
     for (uint32_t k = 0; k < p->nexec; k++) {
         uint32_t e = (p->first_exec + k) % ctx->exec_cap;
         kt__vk_exec_t *x = &ctx->execs[e];
         x->state = KT__VK_EXEC_PENDING;
         x->thread = thread;
+        x->lane = lane;
         x->enqueue_ns = now;
         if (k < p->nslots) {
             x->kernel = ctx->slots[p->slots[k]].kernel;
@@ -277,7 +294,7 @@ static void plan_commit_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, uint64_
 /* Under ctx->lock, once the submission is accepted: the slots a one-time primary copied into their own words are
  * read from there (and its pair, when it times the batch, is the batch's record). */
 static void plan_arm_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, const VkCommandBuffer *cmds, uint32_t ncmds,
-                            uint64_t now, uint32_t thread)
+                            uint64_t now, uint32_t thread, uint32_t lane)
 {
     if (!p->arm && !p->direct)
         return;
@@ -295,6 +312,7 @@ static void plan_arm_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, const VkCo
         }
         s->self_copy = 1;
         s->executions++;
+        s->lane = lane;
         /* the dispatch whose begin is the pair's: read with it (vk_context.c pair_pending) */
         int first = p->direct && ctx->slots[p->pair].pair_first == i;
         s->batch_pair = first ? p->pair : KT__VK_NONE;
@@ -492,6 +510,60 @@ static int seen_idle(kt_vk_ctx_t *ctx)
     return idle;
 }
 
+/* A timed plan whose rewrite cannot go to the queue: its slots dropped, the batch span counted as lost, the
+ * plan cancelled (ctx->lock held). */
+static void plan_give_up_locked(kt_vk_ctx_t *ctx, kt__vk_plan_t *p)
+{
+    drop_slots_locked(ctx, p);
+    if (p->batch_slot != KT__VK_NONE) {
+        kt_record_drop_reason(ctx->submit_kernel, KT_DROP_RING_FULL);
+        atomic_fetch_add(&ctx->dropped, 1);
+    }
+    plan_cancel_locked(ctx, p);
+}
+
+/* A timed plan's head and tail command buffers of ours (sub_lock held), recorded; each one taken joins mine[]
+ * (*nmine). Without both (no fence of ours, none free) or when recording fails, the plan is given up and the
+ * batch goes untimed. */
+static void record_ours_locked(kt_vk_ctx_t *ctx, kt__vk_plan_t *p, VkFence ours, VkCommandBuffer *mine,
+                               uint32_t *nmine)
+{
+    p->head = ours ? cmd_take_locked(ctx) : VK_NULL_HANDLE;
+    p->tail = p->head ? cmd_take_locked(ctx) : VK_NULL_HANDLE;
+    if (p->head)
+        mine[(*nmine)++] = p->head;
+    if (p->tail)
+        mine[(*nmine)++] = p->tail;
+    if (!p->head || !p->tail || record_plan(ctx, p) != 0) {
+        pthread_mutex_lock(&ctx->lock);
+        plan_give_up_locked(ctx, p);
+        pthread_mutex_unlock(&ctx->lock);
+        p->timed = 0;
+    }
+}
+
+/* Our command buffers and fence after a submission that left nothing of ours in flight (sub_lock held).
+ * `submitted`: they went to the queue but the fence after them could not be submitted, so the command buffers
+ * stay with the pool until destroy; else nothing of ours reached the queue (failed, or nothing timed): reusable
+ * at once. */
+static void settle_ours_locked(kt_vk_ctx_t *ctx, int submitted, VkFence ours, VkCommandBuffer *mine,
+                               uint32_t nmine)
+{
+    if (submitted) {
+        ctx->vk.vkDestroyFence(ctx->device, ours, NULL);
+        return;
+    }
+    for (uint32_t k = 0; k < nmine; k++)
+        if (ctx->nfree_cmds < ctx->cap_free_cmds)
+            ctx->free_cmds[ctx->nfree_cmds++] = mine[k];
+        else
+            ctx->vk.vkFreeCommandBuffers(ctx->device, ctx->sub_pool, 1, &mine[k]);
+    if (ours && ctx->nfree_fences < ctx->cap_free_fences)
+        ctx->free_fences[ctx->nfree_fences++] = ours;
+    else if (ours)
+        ctx->vk.vkDestroyFence(ctx->device, ours, NULL);
+}
+
 /* Plans, records and submits; `submit` makes the driver call with the batches rewritten from plans. */
 static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const kt__vk_batch_t *batches,
                               const void *orig, VkFence fence, kt__vk_submit_fn submit, void *fn)
@@ -501,6 +573,7 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
         return submit(ctx, queue, n, orig, NULL, fence, fn);
     uint64_t now = kt_now_ns();
     uint32_t thread = kt_thread_ordinal(), ntimed = 0;
+    uint32_t lane = lane_of(ctx, queue);
     pthread_mutex_lock(&ctx->lock);
     for (uint32_t i = 0; i < n; i++)
         if (batches[i].ncmds)
@@ -523,28 +596,9 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
         ntimed += plans[i].timed;
     if (ntimed && room && (mine = malloc(2 * ntimed * sizeof(*mine))) != NULL)
         ours = fence_take_locked(ctx);
-    for (uint32_t i = 0; i < n; i++) {
-        kt__vk_plan_t *p = &plans[i];
-        if (!p->timed)
-            continue;
-        p->head = ours ? cmd_take_locked(ctx) : VK_NULL_HANDLE;
-        p->tail = p->head ? cmd_take_locked(ctx) : VK_NULL_HANDLE;
-        if (p->head)
-            mine[nmine++] = p->head;
-        if (p->tail)
-            mine[nmine++] = p->tail;
-        if (!p->head || !p->tail || record_plan(ctx, p) != 0) {
-            pthread_mutex_lock(&ctx->lock);
-            drop_slots_locked(ctx, p);
-            if (p->batch_slot != KT__VK_NONE) {
-                kt_record_drop_reason(ctx->submit_kernel, KT_DROP_RING_FULL);
-                atomic_fetch_add(&ctx->dropped, 1);
-            }
-            plan_cancel_locked(ctx, p);
-            pthread_mutex_unlock(&ctx->lock);
-            p->timed = 0;
-        }
-    }
+    for (uint32_t i = 0; i < n; i++)
+        if (plans[i].timed)
+            record_ours_locked(ctx, &plans[i], ours, mine, &nmine);
     ntimed = 0;
     for (uint32_t i = 0; i < n; i++)
         ntimed += plans[i].timed;
@@ -556,42 +610,23 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
 
     pthread_mutex_lock(&ctx->lock);
     for (uint32_t i = 0; i < n; i++) {
-        if (plans[i].fallback) {
-            drop_slots_locked(ctx, &plans[i]);
-            if (plans[i].batch_slot != KT__VK_NONE) {
-                kt_record_drop_reason(ctx->submit_kernel, KT_DROP_RING_FULL);
-                atomic_fetch_add(&ctx->dropped, 1);
-            }
-            plan_cancel_locked(ctx, &plans[i]);
-        }
+        if (plans[i].fallback)
+            plan_give_up_locked(ctx, &plans[i]);
         if (r == VK_SUCCESS)
-            plan_arm_locked(ctx, &plans[i], batches[i].cmds, batches[i].ncmds, now, thread);
+            plan_arm_locked(ctx, &plans[i], batches[i].cmds, batches[i].ncmds, now, thread, lane);
         if (!plans[i].timed)
             continue;
         if (r == VK_SUCCESS)
-            plan_commit_locked(ctx, &plans[i], now, thread);
+            plan_commit_locked(ctx, &plans[i], now, thread, lane);
         else
             plan_cancel_locked(ctx, &plans[i]);
     }
     pthread_mutex_unlock(&ctx->lock);
-    if (mine && nmine && r == VK_SUCCESS && ntimed) {
-        if (fenced) { /* in flight: reused once the fence signalled */
-            ctx->subs[ctx->nsubs++] = (kt__vk_sub_t){.fence = ours, .ncmds = nmine, .cmds = mine};
-            mine = NULL;
-        } else { /* the fence could not be submitted: the command buffers stay with the pool until destroy */
-            ctx->vk.vkDestroyFence(ctx->device, ours, NULL);
-        }
+    if (mine && nmine && r == VK_SUCCESS && ntimed && fenced) { /* in flight: reused once the fence signalled */
+        ctx->subs[ctx->nsubs++] = (kt__vk_sub_t){.fence = ours, .ncmds = nmine, .cmds = mine};
+        mine = NULL;
     } else {
-        /* nothing of ours went to the queue (failed, or nothing timed): reusable at once */
-        for (uint32_t k = 0; k < nmine; k++)
-            if (ctx->nfree_cmds < ctx->cap_free_cmds)
-                ctx->free_cmds[ctx->nfree_cmds++] = mine[k];
-            else
-                ctx->vk.vkFreeCommandBuffers(ctx->device, ctx->sub_pool, 1, &mine[k]);
-        if (ours && ctx->nfree_fences < ctx->cap_free_fences)
-            ctx->free_fences[ctx->nfree_fences++] = ours;
-        else if (ours)
-            ctx->vk.vkDestroyFence(ctx->device, ours, NULL);
+        settle_ours_locked(ctx, mine && nmine && r == VK_SUCCESS && ntimed, ours, mine, nmine);
     }
     pthread_mutex_unlock(&ctx->sub_lock);
     free(mine);
@@ -640,12 +675,27 @@ static VkResult submit1(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const void 
     return r;
 }
 
+/* Not per_submission: the slots of the submitted command buffers are marked submitted (kt__vk_unread_reason), so a
+ * dispatch that ran and was never read is not counted "never submitted" when its command buffer is discarded. */
+static void mark_submitted(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t ncmds)
+{
+    pthread_mutex_lock(&ctx->lock);
+    for (uint32_t i = ctx->used_first; i != KT__VK_NONE; i = ctx->slots[i].next)
+        if (ctx->slots[i].state == KT__VK_SLOT_CLOSED && cmd_in(ctx->slots[i].cmd, cmds, ncmds))
+            ctx->slots[i].submitted = 1;
+    pthread_mutex_unlock(&ctx->lock);
+}
+
 VkResult kt_vk_queue_submit(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const VkSubmitInfo *si, VkFence fence)
 {
     if (!ctx)
         return VK_ERROR_INITIALIZATION_FAILED;
-    if (!ctx->per_submit || !kt_is_enabled() || atomic_load(&ctx->lost) || ctx->stopped)
-        return ctx->vk.vkQueueSubmit(queue, n, si, fence);
+    if (!ctx->per_submit || !kt_is_enabled() || atomic_load(&ctx->lost) || ctx->stopped) {
+        VkResult r = ctx->vk.vkQueueSubmit(queue, n, si, fence);
+        for (uint32_t i = 0; r == VK_SUCCESS && !ctx->per_submit && i < n; i++)
+            mark_submitted(ctx, si[i].pCommandBuffers, si[i].commandBufferCount);
+        return r;
+    }
     kt__vk_batch_t *b = calloc(n ? n : 1, sizeof(*b));
     if (!b)
         return ctx->vk.vkQueueSubmit(queue, n, si, fence);
@@ -704,8 +754,13 @@ VkResult kt_vk_queue_submit2(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const 
     PFN_vkQueueSubmit2 call = ctx->vk.vkQueueSubmit2 ? ctx->vk.vkQueueSubmit2 : ctx->vk.vkQueueSubmit2KHR;
     if (!call)
         return VK_ERROR_FEATURE_NOT_PRESENT;
-    if (!ctx->per_submit || !kt_is_enabled() || atomic_load(&ctx->lost) || ctx->stopped)
-        return call(queue, n, si, fence);
+    if (!ctx->per_submit || !kt_is_enabled() || atomic_load(&ctx->lost) || ctx->stopped) {
+        VkResult r = call(queue, n, si, fence);
+        for (uint32_t i = 0; r == VK_SUCCESS && !ctx->per_submit && i < n; i++)
+            for (uint32_t k = 0; k < si[i].commandBufferInfoCount; k++)
+                mark_submitted(ctx, &si[i].pCommandBufferInfos[k].commandBuffer, 1);
+        return r;
+    }
     uint32_t ncmd = 0;
     for (uint32_t i = 0; i < n; i++)
         ncmd += si[i].commandBufferInfoCount;

@@ -20,8 +20,9 @@
  *    vkCmdExecuteCommands);
  *  - each dispatch is bracketed with kt_vk_begin_id / kt_vk_end in the program's command buffer, under the name
  *    of the bound compute pipeline: its VK_EXT_debug_utils (or debug_marker) name, else its shader module's, else
- *    the entry point when it is not "main", else "main#<hash>" (of the SPIR-V: stable across runs); the k-th
- *    VkDevice of a physical device records as "<deviceName> #k". The command buffer copies the name when the
+ *    the entry point when it is not "main", else "main#<hash>" (of the SPIR-V: stable across runs); every VkDevice
+ *    of a physical device records under that device's identity (deviceUUID where the program's instance lets us
+ *    read it). The command buffer copies the name when the
  *    pipeline is bound: a rename (or a destroy) on another thread takes effect at the next bind;
  *  - the dispatch path takes no process-wide lock: devices and command buffers are found through per-thread
  *    caches, and the binding is the command buffer's own state (see the locks below);
@@ -46,12 +47,14 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/kti_map.h"
+#include "core/env.h"
 #include "common/kti_run.h"
 
 #define KTI_EXPORT __attribute__((visibility("default")))
@@ -83,6 +86,7 @@ typedef struct kti_instance_t {
     PFN_vkGetPhysicalDeviceProperties props;           /* next vkGetPhysicalDeviceProperties */
     uint32_t api_version;                              /* the program's VkApplicationInfo::apiVersion (1.0 if none) */
     int props2;                                        /* the program enabled VK_KHR_get_physical_device_properties2 */
+    int ext_mem_caps;                                  /* ... and VK_KHR_external_memory_capabilities */
 } kti_instance_t;
 
 /* Next layer's entry points of a device, for the functions hooked. */
@@ -103,7 +107,7 @@ typedef void(VKAPI_PTR *PFN_vkCmdBindShadersEXT)(VkCommandBuffer, uint32_t, cons
     X(vkDeviceWaitIdle) X(vkWaitForFences) X(vkGetFenceStatus) X(vkSetDebugUtilsObjectNameEXT)  \
     X(vkDebugMarkerSetObjectNameEXT)                                                                           \
     X(vkCmdBindShadersEXT) X(vkCmdBeginRendering) X(vkCmdBeginRenderingKHR) X(vkCmdEndRendering)              \
-    X(vkCmdEndRenderingKHR)
+    X(vkCmdEndRenderingKHR) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkCmdBeginQuery)
 
 /* One device. */
 typedef struct kti_device_t {
@@ -126,9 +130,16 @@ typedef struct kti_device_t {
     kti_map_t pipelines;               /* VkPipeline -> kti_pipeline_t */
     kti_map_t modules;                 /* VkShaderModule -> char * (debug name) */
     kti_map_t hashes;                  /* VkShaderModule -> content hash of its SPIR-V (| 1, never 0) */
-    char label[160];                   /* device name recorded: deviceName, "#k" added for the k-th VkDevice of
-                                          the same physical device (k >= 2) */
+    uint32_t slot;                     /* among the live VkDevices of its physical device: 0 for the first, k for
+                                          the (k+1)-th alive at once (its queues' tracks say so; a device created
+                                          after the others were destroyed takes slot 0 again) */
+    uint32_t api_version;              /* its instance's apiVersion and KT_VK_INSTANCE_* extensions (for the
+                                          device identity: kt_vk_desc_t.instance_api_version) */
+    uint32_t instance_extensions;
     kti_map_t pools;                   /* VkCommandPool -> (family + 1) */
+    kti_map_t perf_pools;              /* VkQueryPool -> 1: performance queries with a command-buffer-scope
+                                          counter (their begin must be a command buffer's first command, their
+                                          end its last: VUID-vkCmdBeginQuery-queryPool-03224, vkCmdEndQuery 03227) */
     kti_map_t cmds;                    /* VkCommandBuffer -> kti_cmd_t */
 #define KTI_FIELD(fn) PFN_##fn fn;
     KTI_DEVICE_HOOKS(KTI_FIELD)
@@ -165,6 +176,9 @@ static void kernels_add(kti_kernels_t *l, kt_kernel_id_t k)
 
 /* A command buffer's state for the current recording. */
 typedef struct kti_cmd_t {
+    atomic_ulong gen;            /* moves (under the device lock) when the record stops standing for its command
+                                    buffer: a thread's cached lookup is used only while it has not moved */
+    struct kti_cmd_t *next_free; /* on the list of records to reuse (g_cmd_spare) */
     VkCommandPool pool;          /* its pool */
     uint32_t family;             /* the pool's queue family */
     kt_vk_ctx_t *ctx;            /* context of the family (NULL until a dispatch is timed) */
@@ -184,6 +198,9 @@ typedef struct kti_cmd_t {
     kti_kernels_t kernels;       /* kernels of its own timed dispatches */
     kti_kernels_t secondaries;   /* kernels of the secondaries it executes (their first occurrence): timed once */
     kti_kernels_t untimed;       /* kernels of its dispatches not timed (simultaneous): dropped per submission */
+    int perf_scope;              /* it began a command-buffer-scope performance query: nothing of ours may be
+                                    recorded into it (its end must stay last), so its dispatches are not timed */
+    kti_kernels_t perf;          /* their kernels: dropped, no timing, at every submission */
     uint32_t executed;           /* a secondary: vkCmdExecuteCommands that recorded it since it was begun (device
                                     lock) */
     kti_kernels_t repeats;       /* kernels of secondaries recorded here once more: untimed at every execution */
@@ -202,7 +219,7 @@ static int every_execution(const kti_device_t *d)
 
 static kti_map_t g_instances; /* dispatch key -> kti_instance_t */
 static kti_map_t g_devices;   /* dispatch key -> kti_device_t */
-static kti_map_t g_pd_devices; /* VkPhysicalDevice -> VkDevices created on it so far (for device labels) */
+static kti_map_t g_pd_slots;  /* VkPhysicalDevice -> bit mask of the slots its live VkDevices hold (kti_device_t) */
 
 static kti_instance_t *instance_of(const void *handle)
 {
@@ -212,13 +229,25 @@ static kti_instance_t *instance_of(const void *handle)
     return i;
 }
 
-/* The per-thread lookup caches. g_device_epoch moves (under g_lock) when a device record is removed, g_cmd_epoch when
- * a command buffer record is; both before the record is freed. A cached answer is used only while the epoch it was
- * taken at is current, so a handle value reused by a later device or command buffer is looked up again. A thread
- * can hold a record that is freed under it only by using a handle another thread is destroying, which the spec
- * forbids. */
+/* The per-thread lookup caches. g_device_epoch moves (under g_lock) when a device record is removed, before it is
+ * freed; a cached device is used only while the epoch it was taken at is current, so a handle value reused by a
+ * later device is looked up again. A command buffer's record carries its own generation (kti_cmd_t.gen), moved
+ * when the record stops standing for its command buffer; records are never given back to malloc but kept for
+ * reuse (g_cmd_spare), so a cached record can always be read to compare it: freeing one command buffer leaves
+ * every other thread's cached command buffer valid (issue 37.4: a vkFreeCommandBuffers anywhere used to send
+ * every thread's next lookup to the device lock). A thread can hold a record that is retired under it only by
+ * using a handle another thread is freeing, which the spec forbids. */
 static atomic_ulong g_device_epoch = 1;
-static atomic_ulong g_cmd_epoch = 1;
+static pthread_mutex_t g_cmd_spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static kti_cmd_t *g_cmd_spare; /* records to reuse (next_free) */
+#ifdef KT_VK_TEST_HOOKS
+static atomic_ulong g_cmd_lookups; /* command buffer lookups the thread caches could not answer */
+/* Test builds only: how many command buffer lookups went to the device's map (test_vk_layer). */
+__attribute__((visibility("default"))) unsigned long kti_vk_layer_cmd_lookups(void)
+{
+    return atomic_load(&g_cmd_lookups);
+}
+#endif
 
 typedef struct kti_dev_cache_t {
     uint64_t key;        /* dispatch key */
@@ -230,7 +259,7 @@ typedef struct kti_cmd_cache_t {
     VkCommandBuffer cb;  /* handle */
     kti_device_t *d;     /* its device */
     kti_cmd_t *c;        /* its record */
-    unsigned long epoch; /* g_cmd_epoch when looked up */
+    unsigned long gen;   /* c->gen when looked up */
 } kti_cmd_cache_t;
 
 static __thread kti_dev_cache_t t_dev;
@@ -308,7 +337,7 @@ static uint32_t g_ring_size; /* KTIMING_VULKAN_QUERIES, read once */
 
 static void read_ring_size(void)
 {
-    const char *v = secure_getenv("KTIMING_VULKAN_QUERIES");
+    const char *v = kt__env(KT_ENV_NAME(VULKAN_QUERIES));
     if (!v || !*v)
         return;
     char *end = NULL;
@@ -352,7 +381,14 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     desc.get_instance_proc_addr = backend_gipa;
     desc.host_query_reset = d->host_query_reset;
     desc.calibration = d->calibration;
-    desc.device_label = d->label;
+    char label[64];
+    if (d->slot)
+        snprintf(label, sizeof label, "queue family %u (VkDevice %u)", family, d->slot + 1);
+    else
+        snprintf(label, sizeof label, "queue family %u", family);
+    desc.label = label; /* one track per family of each VkDevice alive at once */
+    desc.instance_api_version = d->api_version; /* the identity: every VkDevice of a physical device is one device */
+    desc.instance_extensions = d->instance_extensions;
     desc.copy_at_end = 1; /* copy readback: one set of copies per recording, at vkEndCommandBuffer */
     desc.ring_size = ring_size();
     /* every execution: our command buffers around each batch copy its primaries' timestamps, and a primary copies
@@ -373,7 +409,7 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     else
         d->ctx_failed[family] = 1;
     pthread_mutex_unlock(&d->lock);
-    if (rc != 0 && secure_getenv("KTIMING_RUN_VERBOSE"))
+    if (rc != 0 && kt__env(KT_ENV_NAME(RUN_VERBOSE)))
         fprintf(stderr, "ktiming: Vulkan queue family %u not timed: %s\n", family, kt_strerror(rc));
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     if (rc == 0)
@@ -411,16 +447,34 @@ static void collect_device(kti_device_t *d)
 /* The record of a command buffer of d, or NULL when it is not tracked (a protected pool's). */
 static kti_cmd_t *cmd_get(kti_device_t *d, VkCommandBuffer cb)
 {
-    unsigned long epoch = atomic_load_explicit(&g_cmd_epoch, memory_order_acquire);
-    if (t_cmd.cb == cb && t_cmd.d == d && t_cmd.epoch == epoch)
+    if (t_cmd.c && t_cmd.cb == cb && t_cmd.d == d &&
+        atomic_load_explicit(&t_cmd.c->gen, memory_order_acquire) == t_cmd.gen)
         return t_cmd.c;
+#ifdef KT_VK_TEST_HOOKS
+    atomic_fetch_add(&g_cmd_lookups, 1);
+#endif
     pthread_mutex_lock(&d->lock);
-    epoch = atomic_load_explicit(&g_cmd_epoch, memory_order_relaxed);
     kti_cmd_t *c = kti_map_get(&d->cmds, (uint64_t)(uintptr_t)cb);
+    unsigned long gen = c ? atomic_load_explicit(&c->gen, memory_order_relaxed) : 0;
     pthread_mutex_unlock(&d->lock);
-    if (c) /* not "not tracked": freeing an untracked command buffer moves no epoch, and its handle value may
-            * come back as a tracked one */
-        t_cmd = (kti_cmd_cache_t){cb, d, c, epoch};
+    if (c) /* not "not tracked": an untracked handle value may come back as a tracked one */
+        t_cmd = (kti_cmd_cache_t){cb, d, c, gen};
+    return c;
+}
+
+/* A zeroed record (a spare one reused, its generation kept), or NULL. */
+static kti_cmd_t *cmd_new(void)
+{
+    pthread_mutex_lock(&g_cmd_spare_lock);
+    kti_cmd_t *c = g_cmd_spare;
+    if (c)
+        g_cmd_spare = c->next_free;
+    pthread_mutex_unlock(&g_cmd_spare_lock);
+    if (!c)
+        return calloc(1, sizeof *c);
+    unsigned long gen = atomic_load(&c->gen);
+    memset((char *)c + offsetof(kti_cmd_t, next_free), 0, sizeof *c - offsetof(kti_cmd_t, next_free));
+    atomic_store(&c->gen, gen);
     return c;
 }
 
@@ -436,6 +490,8 @@ static void cmd_retire(kti_device_t *d, kti_cmd_t *c, VkCommandBuffer cb)
     c->kernels.n = 0;
     c->secondaries.n = 0;
     c->untimed.n = 0;
+    c->perf.n = 0;
+    c->perf_scope = 0;
     c->repeats.n = 0;
     c->simultaneous = 0;
     c->rendering = 0;
@@ -470,6 +526,7 @@ static void cmd_submitted(kti_device_t *d, VkCommandBuffer cb)
         drop_all(&c->secondaries, KT_DROP_RESUBMITTED);
     drop_all(&c->repeats, KT_DROP_RESUBMITTED);
     drop_all(&c->untimed, KT_DROP_SIMULTANEOUS_USE);
+    drop_all(&c->perf, KT_DROP_NO_TIMING);
 }
 
 /* The context that times a submission's command buffers (all of the queue's family), or NULL: none carries a
@@ -516,6 +573,10 @@ static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, kti_cmd_t 
     }
     if (c->simultaneous) { /* executions may overlap: counted at each submission, not timed */
         kernels_add(&c->untimed, c->kernel);
+        return;
+    }
+    if (c->perf_scope) { /* a command-buffer-scope performance query: left as the program made it */
+        kernels_add(&c->perf, c->kernel);
         return;
     }
     if (kt_vk_begin_id(ctx, cb, c->kernel) == 0) {
@@ -725,7 +786,7 @@ static VkResult VKAPI_CALL hook_AllocateCommandBuffers(VkDevice device, const Vk
     pthread_mutex_lock(&d->lock);
     uintptr_t fam = (uintptr_t)kti_map_get(&d->pools, (uint64_t)ai->commandPool);
     for (uint32_t i = 0; fam && i < ai->commandBufferCount; i++) {
-        kti_cmd_t *c = calloc(1, sizeof *c);
+        kti_cmd_t *c = cmd_new();
         if (!c)
             break;
         c->pool = ai->commandPool;
@@ -738,21 +799,28 @@ static VkResult VKAPI_CALL hook_AllocateCommandBuffers(VkDevice device, const Vk
     return r;
 }
 
+/* The record stops standing for its command buffer (no cached lookup answers with it) and is kept for reuse. */
 static void cmd_free(kti_cmd_t *c)
 {
+    atomic_fetch_add_explicit(&c->gen, 1, memory_order_release);
     free(c->kernels.ids);
     free(c->secondaries.ids);
     free(c->untimed.ids);
     free(c->repeats.ids);
-    free(c);
+    free(c->perf.ids);
+    c->kernels.ids = c->secondaries.ids = c->untimed.ids = c->repeats.ids = c->perf.ids = NULL;
+    pthread_mutex_lock(&g_cmd_spare_lock);
+    c->next_free = g_cmd_spare;
+    g_cmd_spare = c;
+    pthread_mutex_unlock(&g_cmd_spare_lock);
 }
 
 static void cmd_forget(kti_device_t *d, VkCommandBuffer cb)
 {
     pthread_mutex_lock(&d->lock);
     kti_cmd_t *c = kti_map_del(&d->cmds, (uint64_t)(uintptr_t)cb);
-    if (c) /* before the free: no thread's cache answers with it any more */
-        atomic_fetch_add_explicit(&g_cmd_epoch, 1, memory_order_release);
+    if (c) /* before the retire: no thread's cache answers with it any more (only with it) */
+        atomic_fetch_add_explicit(&c->gen, 1, memory_order_release);
     pthread_mutex_unlock(&d->lock);
     if (c) {
         cmd_retire(d, c, cb);
@@ -795,6 +863,87 @@ static VkResult VKAPI_CALL hook_ResetCommandPool(VkDevice device, VkCommandPool 
     }
     free(list);
     return d->vkResetCommandPool(device, pool, f);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Performance queries (issue 37.3): a command buffer with a command-buffer-scope one is left untimed
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Whether a performance query pool has a counter of command-buffer scope; 1 also when the counters' scopes cannot
+ * be read (left untimed rather than broken). */
+static int perf_pool_cb_scope(kti_device_t *d, const VkQueryPoolCreateInfo *ci)
+{
+    const VkQueryPoolPerformanceCreateInfoKHR *pc = NULL;
+    for (const VkBaseInStructure *s = ci->pNext; s; s = s->pNext)
+        if (s->sType == VK_STRUCTURE_TYPE_QUERY_POOL_PERFORMANCE_CREATE_INFO_KHR)
+            pc = (const VkQueryPoolPerformanceCreateInfoKHR *)s;
+    PFN_vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR en =
+        (PFN_vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR)d->next_gipa(
+            d->instance, "vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR");
+    uint32_t n = 0;
+    if (!pc || !en || en(d->physical_device, pc->queueFamilyIndex, &n, NULL, NULL) != VK_SUCCESS || !n)
+        return 1;
+    VkPerformanceCounterKHR *counters = calloc(n, sizeof *counters);
+    if (!counters)
+        return 1;
+    for (uint32_t i = 0; i < n; i++)
+        counters[i].sType = VK_STRUCTURE_TYPE_PERFORMANCE_COUNTER_KHR;
+    int cb_scope = en(d->physical_device, pc->queueFamilyIndex, &n, counters, NULL) != VK_SUCCESS;
+    for (uint32_t i = 0; !cb_scope && i < pc->counterIndexCount; i++)
+        cb_scope = pc->pCounterIndices[i] >= n ||
+                   counters[pc->pCounterIndices[i]].scope == VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_BUFFER_KHR;
+    free(counters);
+    return cb_scope;
+}
+
+/* Test builds: a query pool that the layer treats as a command-buffer-scope performance query pool (no driver
+ * here has VK_KHR_performance_query): test_vk_layer marks an occlusion pool with it. */
+#ifdef KT_VK_TEST_HOOKS
+__attribute__((visibility("default"))) void kti_vk_layer_test_perf_pool(VkDevice device, VkQueryPool pool)
+{
+    kti_device_t *d = device_of(device);
+    pthread_mutex_lock(&d->lock);
+    kti_map_put(&d->perf_pools, (uint64_t)pool, (void *)1);
+    pthread_mutex_unlock(&d->lock);
+}
+#endif
+
+static VkResult VKAPI_CALL hook_CreateQueryPool(VkDevice device, const VkQueryPoolCreateInfo *ci,
+                                                const VkAllocationCallbacks *a, VkQueryPool *out)
+{
+    kti_device_t *d = device_of(device);
+    VkResult r = d->vkCreateQueryPool(device, ci, a, out);
+    if (r == VK_SUCCESS && ci->queryType == VK_QUERY_TYPE_PERFORMANCE_QUERY_KHR && perf_pool_cb_scope(d, ci)) {
+        pthread_mutex_lock(&d->lock);
+        kti_map_put(&d->perf_pools, (uint64_t)*out, (void *)1);
+        pthread_mutex_unlock(&d->lock);
+    }
+    return r;
+}
+
+static void VKAPI_CALL hook_DestroyQueryPool(VkDevice device, VkQueryPool pool, const VkAllocationCallbacks *a)
+{
+    kti_device_t *d = device_of(device);
+    if (pool) {
+        pthread_mutex_lock(&d->lock);
+        kti_map_del(&d->perf_pools, (uint64_t)pool);
+        pthread_mutex_unlock(&d->lock);
+    }
+    d->vkDestroyQueryPool(device, pool, a);
+}
+
+static void VKAPI_CALL hook_CmdBeginQuery(VkCommandBuffer cb, VkQueryPool pool, uint32_t query,
+                                          VkQueryControlFlags flags)
+{
+    kti_device_t *d = device_of(cb);
+    kti_cmd_t *c = cmd_get(d, cb);
+    if (c) {
+        pthread_mutex_lock(&d->lock);
+        int perf = kti_map_get(&d->perf_pools, (uint64_t)pool) != NULL;
+        pthread_mutex_unlock(&d->lock);
+        c->perf_scope |= perf;
+    }
+    d->vkCmdBeginQuery(cb, pool, query, flags);
 }
 
 static VkResult VKAPI_CALL hook_CreateCommandPool(VkDevice device, const VkCommandPoolCreateInfo *ci,
@@ -1107,6 +1256,17 @@ static kt_vk_calibration_t enabled_calibration(const VkDeviceCreateInfo *ci)
     return KT_VK_CALIBRATION_NONE;
 }
 
+/* g_lock held: d's slot among its physical device's live VkDevices is free again. */
+static void slot_release_locked(const kti_device_t *d)
+{
+    uint64_t key = (uint64_t)(uintptr_t)d->physical_device;
+    uint64_t held = (uint64_t)(uintptr_t)kti_map_get(&g_pd_slots, key) & ~(UINT64_C(1) << d->slot);
+    if (held)
+        kti_map_put(&g_pd_slots, key, (void *)(uintptr_t)held);
+    else
+        kti_map_del(&g_pd_slots, key);
+}
+
 /* The calibrated-timestamps extension we may add to the program's device, or NULL. Both depend on
  * VK_KHR_get_physical_device_properties2 or Vulkan 1.1 (VUID-vkCreateDevice-ppEnabledExtensionNames-01387): the
  * program's instance must have enabled the former, or asked for apiVersion >= 1.1 on a device that has it.
@@ -1197,20 +1357,17 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     d->next_gipa = gipa;
     d->next_gdpa = gdpa;
     d->host_query_reset = enables_host_query_reset(ci);
-    d->set_loader_data = secure_getenv("KTIMING_VULKAN_ONCE") ? NULL : set_loader_data;
+    d->set_loader_data = kt__env(KT_ENV_NAME(VULKAN_ONCE)) ? NULL : set_loader_data;
     d->calibration = calibration;
-    if (inst->props) {
-        VkPhysicalDeviceProperties pp;
-        inst->props(pd, &pp);
-        pthread_mutex_lock(&g_lock);
-        uint32_t k = (uint32_t)(uintptr_t)kti_map_get(&g_pd_devices, (uint64_t)(uintptr_t)pd) + 1;
-        kti_map_put(&g_pd_devices, (uint64_t)(uintptr_t)pd, (void *)(uintptr_t)k);
-        pthread_mutex_unlock(&g_lock);
-        if (k > 1)
-            snprintf(d->label, sizeof d->label, "%.127s #%u", pp.deviceName, k);
-        else
-            snprintf(d->label, sizeof d->label, "%.127s", pp.deviceName);
-    }
+    pthread_mutex_lock(&g_lock);
+    uint64_t held = (uint64_t)(uintptr_t)kti_map_get(&g_pd_slots, (uint64_t)(uintptr_t)pd);
+    while (d->slot < 63 && (held >> d->slot & 1u))
+        d->slot++;
+    kti_map_put(&g_pd_slots, (uint64_t)(uintptr_t)pd, (void *)(uintptr_t)(held | UINT64_C(1) << d->slot));
+    pthread_mutex_unlock(&g_lock);
+    d->api_version = inst->api_version;
+    d->instance_extensions = (inst->props2 ? KT_VK_INSTANCE_PROPERTIES2 : 0u) |
+                             (inst->ext_mem_caps ? KT_VK_INSTANCE_EXTERNAL_MEMORY_CAPABILITIES : 0u);
 #define KTI_LOAD(fn) d->fn = (PFN_##fn)gdpa(*out, #fn);
     KTI_DEVICE_HOOKS(KTI_LOAD)
 #undef KTI_LOAD
@@ -1218,6 +1375,9 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     int put = kti_map_put(&g_devices, dispatch_key(*out), d);
     pthread_mutex_unlock(&g_lock);
     if (put != 0) {
+        pthread_mutex_lock(&g_lock);
+        slot_release_locked(d);
+        pthread_mutex_unlock(&g_lock);
         d->vkDestroyDevice(*out, a);
         pthread_mutex_destroy(&d->lock);
         free(d);
@@ -1234,9 +1394,9 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
     kti_device_t *d = kti_map_del(&g_devices, dispatch_key(device));
     if (!g_devices.n)
         kti_map_free(&g_devices);
-    if (d) { /* before anything is freed: no thread's cache answers with the device or its command buffers */
+    if (d) { /* before anything is freed: no thread's cache answers with the device (its records: cmd_free) */
+        slot_release_locked(d);
         atomic_fetch_add_explicit(&g_device_epoch, 1, memory_order_release);
-        atomic_fetch_add_explicit(&g_cmd_epoch, 1, memory_order_release);
     }
     pthread_mutex_unlock(&g_lock);
     if (!d)
@@ -1261,6 +1421,7 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
     kti_map_free(&d->modules);
     kti_map_free(&d->hashes);
     kti_map_free(&d->pools);
+    kti_map_free(&d->perf_pools);
     kti_map_free(&d->cmds);
     PFN_vkDestroyDevice destroy = d->vkDestroyDevice;
     pthread_mutex_destroy(&d->lock);
@@ -1294,8 +1455,10 @@ static VkResult VKAPI_CALL hook_CreateInstance(const VkInstanceCreateInfo *ci, c
         i->props = (PFN_vkGetPhysicalDeviceProperties)gipa(*out, "vkGetPhysicalDeviceProperties");
         i->api_version = ci->pApplicationInfo && ci->pApplicationInfo->apiVersion ? ci->pApplicationInfo->apiVersion
                                                                                   : VK_API_VERSION_1_0;
-        for (uint32_t k = 0; k < ci->enabledExtensionCount; k++)
+        for (uint32_t k = 0; k < ci->enabledExtensionCount; k++) {
             i->props2 |= !strcmp(ci->ppEnabledExtensionNames[k], "VK_KHR_get_physical_device_properties2");
+            i->ext_mem_caps |= !strcmp(ci->ppEnabledExtensionNames[k], "VK_KHR_external_memory_capabilities");
+        }
         pthread_mutex_lock(&g_lock);
         if (kti_map_put(&g_instances, dispatch_key(*out), i) != 0) {
             free(i);
@@ -1351,7 +1514,8 @@ static const kti_hook_t kDeviceHooks[] = {
     KTI_HOOK(WaitForFences),         KTI_HOOK(GetFenceStatus),         KTI_HOOK(SetDebugUtilsObjectNameEXT),
     KTI_HOOK(CmdBindShadersEXT),     KTI_HOOK(DebugMarkerSetObjectNameEXT),
     KTI_HOOK(CmdBeginRendering),     KTI_HOOK(CmdBeginRenderingKHR),   KTI_HOOK(CmdEndRendering),
-    KTI_HOOK(CmdEndRenderingKHR),
+    KTI_HOOK(CmdEndRenderingKHR),    KTI_HOOK(CreateQueryPool),        KTI_HOOK(DestroyQueryPool),
+    KTI_HOOK(CmdBeginQuery),
     {"vkCmdDispatchBase", (PFN_vkVoidFunction)hook_CmdDispatchBase},
     {"vkCmdDispatchBaseKHR", (PFN_vkVoidFunction)hook_CmdDispatchBase},
 };
