@@ -15,6 +15,9 @@ extern kt_cl_api_t kt__cl;
 /* Read an environment value as milliseconds -> ns, with a default. */
 uint64_t kt__cl_timeout_ns(void);
 
+/* Remember a failing cl_int for kt_cl_last_error (cl_error.c). */
+void kt__cl_note_error(cl_int rc);
+
 /* A device and what is known about its profiling clock. Created on first use, kept until exit. */
 typedef struct kt__cl_dev_t {
     cl_device_id id;               /* the device */
