@@ -238,7 +238,30 @@ typedef struct kt_span_t {
     uint64_t uncertainty_ns; /* placement error bound */
 } kt_span_t;
 
-/* Clock facts of one device, for reports. */
+/* Device identity (issue 34, docs/devices.md): what a backend knows of a device, given once to kt_device_register.
+ * Zero-initialise and fill what the API gives; every string is NUL-terminated text ("" = the API gave none). */
+#define KT_DEVICE_KEY_MAX 128 /* bytes of a device key with its NUL (kt_device_register) */
+typedef struct kt_device_id_t {
+    char vendor[64];       /* vendor name as the API gives it ("NVIDIA Corporation", "Intel(R) Corporation") */
+    char model[128];       /* model name as the API gives it ("NVIDIA H100 80GB HBM3"); required */
+    char id_kind[16];      /* how stable the identity is: "uuid", "pci", "enumeration", "host", or "name" (a record
+                              published by name only, not an identity). "" at registration: the core derives it
+                              (uuid if set, else pci, else a sub-device's parent's kind, else "host" for the CPU,
+                              else "enumeration") */
+    char uuid[48];         /* device UUID as text: CUDA "GPU-8c1f..." / "MIG-...", OpenCL and Vulkan the 16 bytes as
+                              8-4-4-4-12 lowercase hex */
+    char pci[24];          /* PCI address "dddd:bb:dd.f" (domain:bus:device.function, lowercase hex) */
+    char driver_uuid[48];  /* Vulkan driverUUID (8-4-4-4-12 hex); kept as a fact, not part of the key */
+    char platform[64];     /* OpenCL platform name (part of the key: equal devices of two platforms stay apart) */
+    char parent[KT_DEVICE_KEY_MAX]; /* a sub-device: its parent's key (register the parent first); "" for roots */
+    int32_t partition;     /* a sub-device: its index among the sub-devices made from parent (with parent only) */
+    int32_t ordinal;       /* enumeration index in this process (CUDA ordinal, OpenCL index over all platforms,
+                              Vulkan physical-device index); -1 unknown. Changes with CUDA_VISIBLE_DEVICES */
+} kt_device_id_t;
+
+/* Clock facts and identity of one device, for reports. In a snapshot, `name` is the device's label: its model
+ * plus the shortest suffix that makes it unique among the snapshot's devices of its backend ("NVIDIA H100 80GB
+ * HBM3 #3", "... #3 (0000:41:00.0)"); entries and queues name their device by that label. */
 typedef struct kt_device_info_t {
     kt_backend_t backend;      /* which API */
     char name[128];            /* device name as the API gives it; "host" for the CPU backend */
@@ -250,12 +273,19 @@ typedef struct kt_device_info_t {
     uint64_t error_bound_ns;   /* current clock-model error bound, 0 for host clocks */
     double drift_ppm;          /* fitted drift against the host timeline */
     uint32_t model_samples;    /* samples in the current clock model, 0 if none */
+    /* identity (kt_device_register; zero when publishing: the core fills them from the registered device) */
+    char key[KT_DEVICE_KEY_MAX]; /* the device key: publish matches records by (backend, key); "" on publish
+                                    means key = name (a device known by name only: id.id_kind "name") */
+    kt_device_id_t id;         /* as registered; a snapshot without identity (older files): id.model = name,
+                                  id_kind "name", ordinal and partition -1 */
+    char host[64];             /* machine the device is in (filled by the core at snapshot time) */
+    int32_t rank;              /* MPI-style rank of the process that used it, -1 if none (filled by the core) */
 } kt_device_info_t;
 
 /* A device queue / stream track for timelines. */
 typedef struct kt_queue_info_t {
     kt_backend_t backend; /* which API */
-    char device[128];     /* device name */
+    char device[128];     /* device: its key while recording (kt_queue_register), its label in a snapshot */
     char label[64];       /* e.g. "queue 0x55d0..." or "stream 1" */
     uint32_t source;      /* index into kt_snapshot_t.sources (0 when the snapshot has none) */
 } kt_queue_info_t;
@@ -295,7 +325,7 @@ typedef struct kt_hist_bin_t {
 typedef struct kt_kernel_timing_t {
     const char *name;        /* kernel name (owned by the snapshot) */
     kt_backend_t backend;    /* API */
-    const char *device;      /* device name (owned by the snapshot); "host" for CPU */
+    const char *device;      /* device label (kt_device_info_t.name; owned by the snapshot); "host" for CPU */
     uint64_t dispatch_count; /* successful dispatches aggregated */
     uint64_t total_ns;       /* sum of durations, saturating at UINT64_MAX (584 years) instead of wrapping;
                                 total128 is the exact sum */
@@ -445,7 +475,20 @@ KT_API void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name);
 KT_API const char *kt_drop_reason_name(kt_drop_reason_t reason); /* "ring full", ...; "unknown" if out of range */
 KT_API uint32_t kt_queue_register(kt_backend_t backend, const char *device, const char *label);
 KT_API uint32_t kt_thread_ordinal(void); /* stable small number for the calling thread, from 1 */
-KT_API void kt_device_publish(const kt_device_info_t *info); /* backends publish clock facts for reports */
+/* Backends publish clock facts for reports: the record of (backend, key) is replaced, keeping its registered
+ * identity; an empty key means key = name. */
+KT_API void kt_device_publish(const kt_device_info_t *info);
+/* Registers a device's identity once (docs/devices.md) and returns its key: the string a backend passes as
+ * `device` to kt_kernel_intern and kt_queue_register and copies into kt_device_info_t.key when publishing, so
+ * entries, queues, clock facts and device records are keyed by identity, never by name. The key is derived from
+ * the strongest id: "uuid:<uuid>", "pci:<pci>", "enumeration:<ordinal>:<model>", a sub-device "<parent key>/<partition>",
+ * with "@<platform>" appended where a platform is set; at most KT_DEVICE_KEY_MAX - 1 bytes. The same identity
+ * always gives the same pointer, valid until the process exits. NULL: backend out of range, id NULL, empty
+ * model, or the table is full (1,024 devices) / out of memory; the caller then passes the model name. */
+KT_API const char *kt_device_register(kt_backend_t backend, const kt_device_id_t *id);
+/* The snapshot's device record that `device` names: its label (kt_device_info_t.name) or its key; NULL if none. */
+KT_API const kt_device_info_t *kt_snapshot_device(const kt_snapshot_t *snap, kt_backend_t backend,
+                                                  const char *device);
 
 /* Host clock. */
 KT_API uint64_t kt_now_ns(void);            /* CLOCK_MONOTONIC_RAW in ns (from the host counter, see above) */
@@ -455,7 +498,8 @@ KT_API double kt_clock_read_cost_ns(void);  /* measured once, cached */
 /* Snapshots. */
 KT_API kt_snapshot_t *kt_snapshot(void);
 KT_API void kt_snapshot_free(kt_snapshot_t *snap);
-/* The entry for (name, backend, device); device NULL matches the first entry of any device. */
+/* The entry for (name, backend, device); device is a label or a key (kt_snapshot_device); NULL matches the first
+ * entry of any device. */
 KT_API const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, const char *name,
                                                   kt_backend_t backend, const char *device);
 KT_API int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format);
@@ -553,6 +597,11 @@ static inline uint32_t kt_queue_register(kt_backend_t backend, const char *devic
 { (void)backend; (void)device; (void)label; return 0; }
 static inline uint32_t kt_thread_ordinal(void) { return 0; }
 static inline void kt_device_publish(const kt_device_info_t *info) { (void)info; }
+static inline const char *kt_device_register(kt_backend_t backend, const kt_device_id_t *id)
+{ (void)backend; (void)id; return NULL; }
+static inline const kt_device_info_t *kt_snapshot_device(const kt_snapshot_t *snap, kt_backend_t backend,
+                                                         const char *device)
+{ (void)snap; (void)backend; (void)device; return NULL; }
 static inline uint64_t kt_now_ns(void) { return 0; }
 static inline uint64_t kt_clock_resolution_ns(void) { return 0; }
 static inline double kt_clock_read_cost_ns(void) { return 0.0; }

@@ -9,6 +9,8 @@
 
 static pthread_mutex_t g_reg_lock = PTHREAD_MUTEX_INITIALIZER;
 
+#define KT__KEY_BUILD 512u /* room for a key before it is cut to KT_DEVICE_KEY_MAX */
+
 /* ---------------------------------------------------------------------------------------------------
  * Kernels
  * ------------------------------------------------------------------------------------------------- */
@@ -155,8 +157,16 @@ static kt_queue_info_t *g_queues;   /* index = queue id - 1 */
 static uint32_t g_queue_count, g_queue_cap;
 static kt_thread_info_t *g_threads; /* index = thread ordinal - 1 */
 static uint32_t g_thread_count, g_thread_cap;
-static kt_device_info_t *g_devices; /* one per (backend, name), replaced on publish */
+static kt_device_info_t *g_devices; /* one per (backend, key): registered identities and published clock facts */
 static uint32_t g_device_count, g_device_cap;
+
+/* Registered device keys: interned copies handed to backends, never freed (a backend keeps the pointer). */
+#define KT__MAX_DEVICES 1024u
+static struct {
+    kt_backend_t backend;
+    const char *key;
+} g_keys[KT__MAX_DEVICES];
+static uint32_t g_key_count;
 
 static __thread uint32_t tl_ordinal __attribute__((tls_model("initial-exec")));
 
@@ -246,6 +256,16 @@ void kt__thread_refresh(uint32_t ordinal)
     pthread_mutex_unlock(&g_reg_lock);
 }
 
+/* The record of (backend, key), or g_device_count (under g_reg_lock). */
+static uint32_t device_index(kt_backend_t backend, const char *key)
+{
+    uint32_t i;
+    for (i = 0; i < g_device_count; i++)
+        if (g_devices[i].backend == backend && !strcmp(g_devices[i].key, key))
+            break;
+    return i;
+}
+
 void kt_device_publish(const kt_device_info_t *info)
 {
     if (!info || (unsigned)info->backend >= KT_BACKEND_COUNT)
@@ -253,16 +273,134 @@ void kt_device_publish(const kt_device_info_t *info)
     kt_device_info_t d = *info;
     d.name[sizeof d.name - 1] = 0;
     d.clock_domain[sizeof d.clock_domain - 1] = 0;
+    d.key[sizeof d.key - 1] = 0;
+    if (!d.key[0])
+        copy_str(d.key, sizeof d.key, d.name);
     pthread_mutex_lock(&g_reg_lock);
-    uint32_t i;
-    for (i = 0; i < g_device_count; i++)
-        if (g_devices[i].backend == d.backend && !strcmp(g_devices[i].name, d.name))
-            break;
-    if (i < g_device_count)
+    uint32_t i = device_index(d.backend, d.key);
+    if (i < g_device_count) {
+        /* clock facts replaced; identity kept as registered (or as first published by name) */
+        d.id = g_devices[i].id;
+        copy_str(d.name, sizeof d.name, g_devices[i].name);
         g_devices[i] = d;
-    else if (reserve((void **)&g_devices, &g_device_cap, g_device_count, sizeof d) == 0)
+    } else if (reserve((void **)&g_devices, &g_device_cap, g_device_count, sizeof d) == 0) {
+        /* a device known by name only: no identity beyond it */
+        memset(&d.id, 0, sizeof d.id);
+        copy_str(d.id.model, sizeof d.id.model, d.name);
+        copy_str(d.id.id_kind, sizeof d.id.id_kind, d.backend == KT_BACKEND_CPU ? "host" : "name");
+        d.id.ordinal = d.id.partition = -1;
         g_devices[g_device_count++] = d;
+    }
     pthread_mutex_unlock(&g_reg_lock);
+}
+
+/* Appends src to the key being built, from *len; the caller checks for overflow by the final length. */
+static void key_add(char *key, size_t *len, const char *src)
+{
+    size_t n = strlen(src);
+    if (*len + n >= KT__KEY_BUILD)
+        n = *len < KT__KEY_BUILD - 1 ? KT__KEY_BUILD - 1 - *len : 0;
+    memcpy(key + *len, src, n);
+    *len += n;
+    key[*len] = 0;
+}
+
+/* Lowercase copy, for ids given in either case ("GPU-8C1F..." and "gpu-8c1f..." are one device). */
+static void lower_copy(char *dst, size_t cap, const char *src)
+{
+    size_t i = 0;
+    for (; src[i] && i + 1 < cap; i++)
+        dst[i] = (char)(src[i] >= 'A' && src[i] <= 'Z' ? src[i] - 'A' + 'a' : src[i]);
+    dst[i] = 0;
+}
+
+const char *kt_device_register(kt_backend_t backend, const kt_device_id_t *id_in)
+{
+    if (!id_in || (unsigned)backend >= KT_BACKEND_COUNT)
+        return NULL;
+    kt_device_id_t id = *id_in;
+    id.vendor[sizeof id.vendor - 1] = id.model[sizeof id.model - 1] = 0;
+    id.id_kind[sizeof id.id_kind - 1] = id.uuid[sizeof id.uuid - 1] = id.pci[sizeof id.pci - 1] = 0;
+    id.driver_uuid[sizeof id.driver_uuid - 1] = id.platform[sizeof id.platform - 1] = 0;
+    id.parent[sizeof id.parent - 1] = 0;
+    if (!id.model[0])
+        return NULL;
+    if (!id.parent[0])
+        id.partition = -1;
+    lower_copy(id.uuid, sizeof id.uuid, id_in->uuid);
+    lower_copy(id.pci, sizeof id.pci, id_in->pci);
+    lower_copy(id.driver_uuid, sizeof id.driver_uuid, id_in->driver_uuid);
+
+    const char *result = NULL;
+    pthread_mutex_lock(&g_reg_lock);
+    /* the key: from the strongest id the record has */
+    char key[KT__KEY_BUILD], num[24];
+    size_t len = 0;
+    key[0] = 0;
+    const char *kind = "enumeration";
+    if (id.parent[0]) {
+        uint32_t p = device_index(backend, id.parent);
+        kind = p < g_device_count && g_devices[p].id.id_kind[0] ? g_devices[p].id.id_kind : "enumeration";
+        key_add(key, &len, id.parent);
+        snprintf(num, sizeof num, "/%d", (int)id.partition);
+        key_add(key, &len, num);
+    } else if (id.uuid[0]) {
+        kind = "uuid";
+        key_add(key, &len, "uuid:");
+        key_add(key, &len, id.uuid);
+    } else if (id.pci[0]) {
+        kind = "pci";
+        key_add(key, &len, "pci:");
+        key_add(key, &len, id.pci);
+    } else if (backend == KT_BACKEND_CPU) {
+        kind = "host";
+        key_add(key, &len, "host:");
+        key_add(key, &len, id.model);
+    } else {
+        snprintf(num, sizeof num, "enumeration:%d:", (int)id.ordinal);
+        key_add(key, &len, num);
+        key_add(key, &len, id.model);
+    }
+    if (id.platform[0] && !id.parent[0]) { /* a sub-device's parent key carries the platform already */
+        key_add(key, &len, "@");
+        key_add(key, &len, id.platform);
+    }
+    if (!id.id_kind[0])
+        copy_str(id.id_kind, sizeof id.id_kind, kind);
+    if (len >= KT_DEVICE_KEY_MAX) { /* too long: its first bytes and a hash of the whole key */
+        uint32_t h = fnv(2166136261u, key);
+        snprintf(key + KT_DEVICE_KEY_MAX - 10, 10, "~%08x", (unsigned)h);
+    }
+    for (uint32_t i = 0; i < g_key_count; i++)
+        if (g_keys[i].backend == backend && !strcmp(g_keys[i].key, key)) {
+            result = g_keys[i].key;
+            goto out;
+        }
+    if (g_key_count == KT__MAX_DEVICES)
+        goto out;
+    uint32_t i = device_index(backend, key);
+    if (i == g_device_count && reserve((void **)&g_devices, &g_device_cap, g_device_count, sizeof *g_devices) != 0)
+        goto out;
+    char *copy = strdup(key);
+    if (!copy)
+        goto out;
+    if (i == g_device_count) {
+        memset(&g_devices[i], 0, sizeof g_devices[i]);
+        g_devices[i].backend = backend;
+        copy_str(g_devices[i].clock_domain, sizeof g_devices[i].clock_domain, "unknown");
+        g_device_count++;
+    }
+    kt_device_info_t *d = &g_devices[i];
+    copy_str(d->key, sizeof d->key, key);
+    copy_str(d->name, sizeof d->name, id.model);
+    d->id = id;
+    d->rank = -1;
+    g_keys[g_key_count].backend = backend;
+    g_keys[g_key_count++].key = copy;
+    result = copy;
+out:
+    pthread_mutex_unlock(&g_reg_lock);
+    return result;
 }
 
 static void *copy_array(const void *src, uint32_t n, size_t size, size_t *count)

@@ -1,4 +1,5 @@
 /* snapshot.c — merge every shard into a sorted, immutable kt_snapshot_t; find and free. */
+#include "core/device_label.h"
 #include "core/internal.h"
 #include "core/service.h"
 #include "common/shared.h"
@@ -248,6 +249,8 @@ typedef struct build_t {
     uint32_t *kid_entry;     /* kernel id -> entry index (UINT32_MAX: none) */
     uint32_t nk;             /* kernel ids 1..nk */
     uint64_t rng;            /* reservoir merging */
+    const kt_device_info_t *dev; /* the snapshot's device records, labelled (entries take their labels) */
+    size_t ndev;
 } build_t;
 
 static void build_free(build_t *b)
@@ -435,7 +438,9 @@ static int build_entry(build_t *b, uint32_t id)
     const kt__kernel_t *k = kt__kernel_get(id);
     t.backend = k->backend;
     t.name = strdup(k->name);
-    t.device = strdup(k->device);
+    /* entries name their device by its label (the kernel was interned with the device's key) */
+    const kt_device_info_t *dv = kt__device_by_key(b->dev, b->ndev, k->backend, k->device);
+    t.device = strdup(dv ? dv->name : k->device);
     t.total_ns = g.sum > UINT64_MAX ? UINT64_MAX : (uint64_t)g.sum;
     t.total128 = (kt_u128_t){(uint64_t)g.sum, (uint64_t)(g.sum >> 64)};
     t.sumsq128 = (kt_u128_t){(uint64_t)g.sq, (uint64_t)(g.sq >> 64)};
@@ -565,6 +570,16 @@ kt_snapshot_t *kt_snapshot(void)
     kt__reset_hold();
     build_t b;
     int rc = build_init(&b, kt__generation());
+    /* devices after build_init: every kernel it counted was interned with a key registered before it */
+    size_t ndev = 0;
+    kt_device_info_t *dev = kt__devices_copy(&ndev);
+    for (size_t i = 0; i < ndev; i++) {
+        snprintf(dev[i].host, sizeof dev[i].host, "%s", snap->host);
+        dev[i].rank = snap->rank;
+    }
+    kt__device_labels(dev, ndev);
+    b.dev = dev;
+    b.ndev = ndev;
     for (uint32_t id = 1; !rc && id <= b.nk; id++)
         rc = build_entry(&b, id);
     if (!rc)
@@ -574,13 +589,21 @@ kt_snapshot_t *kt_snapshot(void)
     kt__reset_release();
     build_free(&b);
     if (rc) {
+        free(dev);
         kt_snapshot_free(snap);
         return NULL;
     }
     sort_spans(snap->spans, snap->span_count);
     snap->queues = kt__queues_copy(&snap->queue_count);
+    for (size_t i = 0; i < snap->queue_count; i++) {
+        kt_queue_info_t *q = &snap->queues[i];
+        const kt_device_info_t *dv = kt__device_by_key(dev, ndev, q->backend, q->device);
+        if (dv)
+            snprintf(q->device, sizeof q->device, "%s", dv->name);
+    }
     snap->threads = kt__threads_copy(&snap->thread_count);
-    snap->devices = kt__devices_copy(&snap->device_count);
+    snap->devices = dev;
+    snap->device_count = ndev;
     return snap;
 }
 
@@ -615,5 +638,12 @@ const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, const char
             (!device || (t->device && !strcmp(t->device, device))))
             return t;
     }
-    return NULL;
+    /* a device key: the entry of its device's label */
+    const kt_device_info_t *dv = device ? kt__device_by_key(snap->devices, snap->device_count, backend, device) : NULL;
+    return dv && strcmp(dv->name, device) ? kt_snapshot_find(snap, name, backend, dv->name) : NULL;
+}
+
+const kt_device_info_t *kt_snapshot_device(const kt_snapshot_t *snap, kt_backend_t backend, const char *device)
+{
+    return snap ? kt__device_lookup(snap->devices, snap->device_count, backend, device) : NULL;
 }

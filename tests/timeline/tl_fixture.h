@@ -111,10 +111,13 @@ static inline kt_snapshot_t *tlf_snapshot(uint32_t scale)
 
     s->device_count = 2;
     s->devices = calloc(2, sizeof *s->devices);
-    s->devices[0] = (kt_device_info_t){KT_BACKEND_OPENCL, "pthread-cpu", "CLOCK_MONOTONIC_RAW", 1, 1000000000, 64,
-                                       350, 0.0, 0};
-    s->devices[1] = (kt_device_info_t){KT_BACKEND_VULKAN, "llvmpipe (LLVM 15.0.6, 256 bits)", "CLOCK_MONOTONIC",
-                                       1, 1000000000, 64, 800, 1.5, 16};
+    s->devices[0] = (kt_device_info_t){.backend = KT_BACKEND_OPENCL, .name = "pthread-cpu",
+                                       .clock_domain = "CLOCK_MONOTONIC_RAW", .resolution_ns = 1,
+                                       .frequency_hz = 1000000000, .valid_bits = 64, .error_bound_ns = 350};
+    s->devices[1] = (kt_device_info_t){.backend = KT_BACKEND_VULKAN, .name = "llvmpipe (LLVM 15.0.6, 256 bits)",
+                                       .clock_domain = "CLOCK_MONOTONIC", .resolution_ns = 1,
+                                       .frequency_hz = 1000000000, .valid_bits = 64, .error_bound_ns = 800,
+                                       .drift_ppm = 1.5, .model_samples = 16};
 
     s->span_count = TLF_DEVICE_SPANS + TLF_HOST_SPANS;
     s->spans = calloc(s->span_count, sizeof *s->spans);
