@@ -52,7 +52,7 @@ static int ctx_make(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_
     pthread_mutex_init(&c->fifo_lock, NULL);
     c->queue = queue;
     c->dev = dev;
-    kt__escape_field(c->device_csv, sizeof c->device_csv, dev->name);
+    kt__escape_field(c->device_csv, sizeof c->device_csv, dev->model);
     c->profiling = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
     c->out_of_order = (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0;
     c->mode = desc->mode != KT_CL_MODE_DEFAULT ? desc->mode
@@ -103,7 +103,7 @@ int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_
         snprintf(label, sizeof label, "%s", desc->label);
     else
         snprintf(label, sizeof label, "queue %p", (void *)queue);
-    c->queue_id = kt_queue_register(KT_BACKEND_OPENCL, c->dev->name, label);
+    c->queue_id = kt_queue_register(KT_BACKEND_OPENCL, c->dev->key, label);
     *out = c;
     return 0;
 }
@@ -147,7 +147,7 @@ int kt_cl_stats(const kt_cl_ctx_t *ctx, kt_cl_stats_t *info)
     memset(info, 0, sizeof *info);
     info->queue = ctx->queue;
     info->device = ctx->dev->id;
-    snprintf(info->device_name, sizeof info->device_name, "%s", ctx->dev->name);
+    snprintf(info->device_name, sizeof info->device_name, "%s", ctx->dev->model);
     info->queue_id = ctx->queue_id;
     info->profiling = ctx->profiling;
     info->out_of_order = ctx->out_of_order;

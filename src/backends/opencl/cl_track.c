@@ -71,12 +71,12 @@ static _Thread_local unsigned t_kcache_next;
 static kt_kernel_id_t intern_cached(cl_kernel kernel, const kt__cl_dev_t *dev, const char *name)
 {
     if (!kernel || strlen(name) >= sizeof t_kcache[0].name)
-        return kt_kernel_intern(name, KT_BACKEND_OPENCL, dev->name);
+        return kt_kernel_intern(name, KT_BACKEND_OPENCL, dev->key);
     for (unsigned i = 0; i < KCACHE; i++)
         if (t_kcache[i].kernel == kernel && t_kcache[i].dev == dev && !strcmp(t_kcache[i].name, name))
             return t_kcache[i].id;
     kcache_t *c = &t_kcache[t_kcache_next++ % KCACHE];
-    c->id = kt_kernel_intern(name, KT_BACKEND_OPENCL, dev->name);
+    c->id = kt_kernel_intern(name, KT_BACKEND_OPENCL, dev->key);
     c->kernel = kernel;
     c->dev = dev;
     snprintf(c->name, sizeof c->name, "%s", name);
@@ -225,7 +225,7 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
         name = kernel ? kernel_name(kernel, buf, sizeof buf, &heap) : command_name(event);
         id = intern_cached(kernel, ctx->dev, name);
     } else {
-        id = kt_kernel_intern(name, KT_BACKEND_OPENCL, ctx->dev->name);
+        id = kt_kernel_intern(name, KT_BACKEND_OPENCL, ctx->dev->key);
     }
     int rc = 0;
     int force_poll = 0; /* no callback to rely on: the collector (or the next flush) polls it */
