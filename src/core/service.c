@@ -5,18 +5,13 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-/* ---------------------------------------------------------------------------------------------------
- * Environment
- * ------------------------------------------------------------------------------------------------- */
-
-const char *kt__env(const char *name) { return secure_getenv(name); }
 
 /* ---------------------------------------------------------------------------------------------------
  * Registration
@@ -72,8 +67,22 @@ int kt__backend_register(const kt__backend_ops_t *ops)
         else
             g_ops[g_nops++] = ops;
     }
+    if (rc == 0 && ops->life)
+        atomic_store_explicit(&ops->life->state, 1, memory_order_release);
     pthread_mutex_unlock(&g_svc_lock);
     return rc;
+}
+
+int kt__backend_arm(const kt__backend_ops_t *ops)
+{
+    if (ops && ops->life && atomic_load_explicit(&ops->life->state, memory_order_acquire) == 1)
+        return 0;
+    return kt__backend_register(ops);
+}
+
+int kt__backend_stopped(const kt__backend_ops_t *ops)
+{
+    return ops && ops->life && atomic_load_explicit(&ops->life->state, memory_order_acquire) == 2;
 }
 
 /* A copy of the table, so callbacks run outside the lock (a flush may record or register). */
@@ -108,6 +117,9 @@ void kt__backends_stop(uint64_t deadline_ns)
     int n = g_nops;
     memcpy(ops, g_ops, sizeof ops[0] * (size_t)n);
     g_nops = 0; /* each stop runs once; a backend used again registers again */
+    for (int i = 0; i < n; i++) /* before the hooks run: a stop hook sees kt__backend_stopped() == 1 */
+        if (ops[i]->life)
+            atomic_store_explicit(&ops[i]->life->state, 2, memory_order_release);
     pthread_mutex_unlock(&g_svc_lock);
     if (kt__forked_child()) /* unregistered, but the parent's drivers are not touched from a child */
         return;
@@ -120,7 +132,7 @@ void kt__backends_stop(uint64_t deadline_ns)
 
 uint64_t kt__exit_wait_ns(void)
 {
-    const char *e = kt__env("KTIMING_EXIT_WAIT_MS");
+    const char *e = kt__env(KT_ENV_NAME(EXIT_WAIT_MS));
     if (e && *e) {
         char *end;
         errno = 0;
@@ -150,6 +162,290 @@ void kt__nap_ns(uint64_t ns)
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
+
+/* ---------------------------------------------------------------------------------------------------
+ * Drain until a deadline
+ * ------------------------------------------------------------------------------------------------- */
+
+static uint64_t real_now(void *arg)
+{
+    (void)arg;
+    return kt_now_ns();
+}
+
+static void real_wait(void *arg, uint64_t ns)
+{
+    (void)arg;
+    if (ns)
+        kt__nap_ns(ns);
+    else
+        sched_yield();
+}
+
+uint64_t kt__drain_with(uint64_t deadline_ns, kt__drain_step_cb step, void *arg, const kt__drain_policy_t *policy,
+                        const kt__drain_clock_t *clock)
+{
+    static const kt__drain_policy_t kDefault = KT__DRAIN_POLICY_DEFAULT;
+    static const kt__drain_clock_t kReal = {real_now, real_wait, NULL};
+    if (!step)
+        return 0;
+    if (!policy)
+        policy = &kDefault;
+    if (!clock)
+        clock = &kReal;
+    uint64_t nap = policy->first_nap_ns ? policy->first_nap_ns : 1000u;
+    uint64_t start = clock->now(clock->arg);
+    for (;;) {
+        uint64_t left = step(arg);
+        if (!left)
+            return 0;
+        uint64_t now = clock->now(clock->arg);
+        if (now >= deadline_ns)
+            return left;
+        if (now - start < policy->spin_ns) {
+            clock->wait(clock->arg, 0);
+            continue;
+        }
+        uint64_t rest = deadline_ns - now;
+        clock->wait(clock->arg, nap < rest ? nap : rest);
+        if (nap < policy->max_nap_ns)
+            nap = 2 * nap < policy->max_nap_ns ? 2 * nap : policy->max_nap_ns;
+    }
+}
+
+uint64_t kt__drain(uint64_t deadline_ns, kt__drain_step_cb step, void *arg)
+{
+    return kt__drain_with(deadline_ns, step, arg, NULL, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Context sets
+ * ------------------------------------------------------------------------------------------------- */
+
+static pthread_mutex_t g_set_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static kt__ctx_set_t *g_sets; /* every set that ever held an entry (sets are static in their backends) */
+
+/* Puts s on the fork list (once). Not under s->lock: fork_prepare takes the list lock, then each set's. */
+static void set_list(kt__ctx_set_t *s)
+{
+    if (__atomic_load_n(&s->listed, __ATOMIC_ACQUIRE))
+        return;
+    pthread_once(&g_atfork_once, atfork_install);
+    pthread_mutex_lock(&g_set_list_lock);
+    if (!s->listed) {
+        s->next = g_sets;
+        g_sets = s;
+        __atomic_store_n(&s->listed, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_set_list_lock);
+}
+
+/* Grows *arr to hold one more entry than *count (under s->lock). 0 or KT_ENOMEM. */
+static int set_grow(void ***arr, size_t count, size_t *cap)
+{
+    if (count < *cap)
+        return 0;
+    size_t ncap = *cap ? *cap * 2 : 8;
+    void **grown = realloc(*arr, ncap * sizeof *grown);
+    if (!grown)
+        return KT_ENOMEM;
+    *arr = grown;
+    *cap = ncap;
+    return 0;
+}
+
+/* Index of ctx in arr[0..n), or n. */
+static size_t set_index(void *const *arr, size_t n, const void *ctx)
+{
+    size_t i = 0;
+    while (i < n && arr[i] != ctx)
+        i++;
+    return i;
+}
+
+int kt__ctx_set_add(kt__ctx_set_t *s, void *ctx)
+{
+    if (!s || !ctx)
+        return KT_EINVAL;
+    set_list(s);
+    pthread_mutex_lock(&s->lock);
+    int rc = set_grow(&s->live, s->nlive, &s->cap_live);
+    if (rc == 0)
+        s->live[s->nlive++] = ctx;
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int kt__ctx_set_remove(kt__ctx_set_t *s, void *ctx)
+{
+    if (!s || !ctx)
+        return KT_EINVAL;
+    int rc = 0;
+    pthread_mutex_lock(&s->lock);
+    size_t i = set_index(s->live, s->nlive, ctx);
+    if (i < s->nlive) {
+        s->live[i] = s->live[--s->nlive];
+    } else if ((i = set_index(s->retired, s->nretired, ctx)) < s->nretired) {
+        memmove(s->retired + i, s->retired + i + 1, (s->nretired - i - 1) * sizeof s->retired[0]);
+        s->nretired--;
+    } else {
+        rc = KT_EINVAL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int kt__ctx_set_retire(kt__ctx_set_t *s, void *ctx)
+{
+    if (!s || !ctx)
+        return KT_EINVAL;
+    pthread_mutex_lock(&s->lock);
+    size_t i = set_index(s->live, s->nlive, ctx);
+    int rc = i < s->nlive ? set_grow(&s->retired, s->nretired, &s->cap_retired) : KT_EINVAL;
+    if (rc == 0) {
+        s->live[i] = s->live[--s->nlive];
+        s->retired[s->nretired++] = ctx;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+size_t kt__ctx_set_reap(kt__ctx_set_t *s, int (*done)(void *ctx), void (*release)(void *ctx))
+{
+    if (!s)
+        return 0;
+    void *small[KT__CTX_PIN_INLINE], **out = small;
+    size_t taken = 0;
+    pthread_mutex_lock(&s->lock);
+    if (s->pins == 0 && s->nretired) {
+        if (s->nretired > KT__CTX_PIN_INLINE && release)
+            out = malloc(s->nretired * sizeof *out); /* NULL: reap only what fits in small */
+        size_t room = out ? s->nretired : KT__CTX_PIN_INLINE;
+        if (!out)
+            out = small;
+        if (!release)
+            room = s->nretired; /* nothing to call afterwards: nothing to remember */
+        size_t keep = 0;
+        for (size_t i = 0; i < s->nretired; i++) {
+            void *c = s->retired[i];
+            if (taken < room && (!done || done(c))) {
+                if (release)
+                    out[taken] = c;
+                taken++;
+            } else {
+                s->retired[keep++] = c;
+            }
+        }
+        s->nretired = keep;
+    }
+    pthread_mutex_unlock(&s->lock);
+    for (size_t i = 0; release && i < taken; i++)
+        release(out[i]);
+    if (out != small)
+        free(out);
+    return taken;
+}
+
+int kt__ctx_set_pin(kt__ctx_set_t *s, kt__ctx_pin_t *pin, unsigned which)
+{
+    if (!pin)
+        return KT_EINVAL;
+    pin->ctx = pin->inline_ctx;
+    pin->n = 0;
+    pin->set = NULL;
+    if (!s)
+        return KT_EINVAL;
+    int rc = 0;
+    pthread_mutex_lock(&s->lock);
+    size_t nl = (which & KT__CTX_PIN_LIVE) ? s->nlive : 0;
+    size_t nr = (which & KT__CTX_PIN_RETIRED) ? s->nretired : 0;
+    if (nl + nr > KT__CTX_PIN_INLINE) {
+        pin->ctx = malloc((nl + nr) * sizeof *pin->ctx);
+        if (!pin->ctx) {
+            pin->ctx = pin->inline_ctx;
+            nl = nr = 0;
+            rc = KT_ENOMEM;
+        }
+    }
+    if (nl + nr) {
+        memcpy(pin->ctx, s->live, nl * sizeof *pin->ctx);
+        memcpy(pin->ctx + nl, s->retired, nr * sizeof *pin->ctx);
+        pin->n = nl + nr;
+        pin->set = s;
+        s->pins++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+void kt__ctx_set_unpin(kt__ctx_pin_t *pin)
+{
+    if (!pin)
+        return;
+    kt__ctx_set_t *s = pin->set;
+    if (s) {
+        pthread_mutex_lock(&s->lock);
+        s->pins--;
+        pthread_mutex_unlock(&s->lock);
+    }
+    if (pin->ctx != pin->inline_ctx)
+        free(pin->ctx);
+    pin->ctx = pin->inline_ctx;
+    pin->n = 0;
+    pin->set = NULL;
+}
+
+size_t kt__ctx_set_live(kt__ctx_set_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    size_t n = s->nlive;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+size_t kt__ctx_set_retired(kt__ctx_set_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    size_t n = s->nretired;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+void *kt__ctx_set_find(kt__ctx_set_t *s, int (*match)(void *ctx, const void *key), const void *key)
+{
+    void *found = NULL;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->nlive && !found; i++)
+        if (match(s->live[i], key))
+            found = s->live[i];
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
+void kt__ctx_set_foreach(kt__ctx_set_t *s, int retired, void (*fn)(void *ctx, void *arg), void *arg)
+{
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->nlive; i++)
+        fn(s->live[i], arg);
+    for (size_t i = 0; retired && i < s->nretired; i++)
+        fn(s->retired[i], arg);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Every entry of a set (under its lock) through its fork_each. */
+static void set_fork_each(kt__ctx_set_t *s, int phase)
+{
+    if (!s->fork_each)
+        return;
+    for (size_t i = 0; i < s->nlive; i++)
+        s->fork_each(s->live[i], phase);
+    for (size_t i = 0; i < s->nretired; i++)
+        s->fork_each(s->retired[i], phase);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Collector threads (the loop)
+ * ------------------------------------------------------------------------------------------------- */
 
 static void *collector_main(void *p)
 {
@@ -294,6 +590,11 @@ static void fork_prepare(void)
     for (int i = 0; i < g_fork_n; i++)
         if (g_fork_ops[i]->fork_prepare)
             g_fork_ops[i]->fork_prepare();
+    pthread_mutex_lock(&g_set_list_lock);
+    for (kt__ctx_set_t *s = g_sets; s; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        set_fork_each(s, 0);
+    }
     pthread_mutex_lock(&g_coll_list_lock);
     for (kt__collector_t *c = g_colls; c; c = c->next)
         pthread_mutex_lock(&c->lock);
@@ -318,6 +619,13 @@ static void fork_release(int child)
         pthread_mutex_unlock(&c->lock);
     }
     pthread_mutex_unlock(&g_coll_list_lock);
+    for (kt__ctx_set_t *s = g_sets; s; s = s->next) {
+        set_fork_each(s, child ? 2 : 1);
+        if (child)
+            s->pins = 0; /* the parent's pinning threads do not exist here */
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&g_set_list_lock);
     for (int i = g_fork_n - 1; i >= 0; i--) {
         void (*fn)(void) = child ? g_fork_ops[i]->fork_child : g_fork_ops[i]->fork_parent;
         if (fn)

@@ -33,12 +33,12 @@ static void b_prep(void) { logc('2'); }
 static void a_parent(void) { logc('x'); }
 static void b_parent(void) { logc('y'); }
 
-static const kt__backend_ops_t kA = {"a", a_flush, a_stop, a_prep, a_parent, NULL};
+static const kt__backend_ops_t kA = {"a", a_flush, a_stop, a_prep, a_parent, NULL, NULL};
 static int g_stopping_seen = -1;
 static void c_flush(uint64_t d) { (void)d; g_stopping_seen = kt__backends_stopping(); }
 static void c_stop(uint64_t d) { (void)d; g_stopping_seen = kt__backends_stopping(); }
-static const kt__backend_ops_t kC = {"c", c_flush, c_stop, NULL, NULL, NULL};
-static const kt__backend_ops_t kB = {"b", b_flush, b_stop, b_prep, b_parent, NULL};
+static const kt__backend_ops_t kC = {"c", c_flush, c_stop, NULL, NULL, NULL, NULL};
+static const kt__backend_ops_t kB = {"b", b_flush, b_stop, b_prep, b_parent, NULL, NULL};
 
 static void test_register_flush_stop(void **state)
 {
@@ -233,13 +233,362 @@ static void test_exit_wait(void **state)
     unsetenv("KTIMING_EXIT_WAIT_MS");
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * Stopped -> register again (kt__backend_arm)
+ * ------------------------------------------------------------------------------------------------- */
+
+static kt__backend_life_t g_life_d = KT__BACKEND_LIFE_INIT;
+static int g_d_flushes, g_d_stops, g_d_stopped_in_stop = -1;
+static const kt__backend_ops_t kD;
+static void d_flush(uint64_t d) { (void)d; g_d_flushes++; }
+static void d_stop(uint64_t d) { (void)d; g_d_stops++; g_d_stopped_in_stop = kt__backend_stopped(&kD); }
+static const kt__backend_ops_t kD = {.name = "d", .flush = d_flush, .stop = d_stop, .life = &g_life_d};
+
+static void test_arm(void **state)
+{
+    (void)state;
+    assert_int_equal(kt__backend_arm(NULL), KT_EINVAL);
+    assert_int_equal(kt__backend_stopped(&kD), 0); /* never registered is not stopped */
+    assert_int_equal(kt__backend_arm(&kD), 0);
+    assert_int_equal(kt__backend_arm(&kD), 0); /* armed: nothing to do */
+    kt__backends_flush(1);
+    assert_int_equal(g_d_flushes, 1); /* registered once: called once */
+    kt__backends_stop(1);
+    assert_int_equal(g_d_stops, 1);
+    assert_int_equal(g_d_stopped_in_stop, 1); /* marked before the hook runs */
+    assert_int_equal(kt__backend_stopped(&kD), 1);
+    kt__backends_flush(1);
+    assert_int_equal(g_d_flushes, 1); /* stopped: not called */
+    assert_int_equal(kt__backend_arm(&kD), 0); /* used again: registers again */
+    assert_int_equal(kt__backend_stopped(&kD), 0);
+    kt__backends_flush(1);
+    assert_int_equal(g_d_flushes, 2);
+    kt__backends_stop(1);
+    assert_int_equal(g_d_stops, 2);
+    /* without `life`, arm is register and stopped is always 0 */
+    g_log[0] = 0;
+    assert_int_equal(kt__backend_arm(&kB), 0);
+    kt__backends_stop(1);
+    assert_string_equal(g_log, "B");
+    assert_int_equal(kt__backend_stopped(&kB), 0);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Drain until a deadline, on a test-double clock
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct fake_t {
+    uint64_t now;          /* the double clock */
+    uint64_t waits[64];    /* every wait asked for (0 = yield) */
+    int nwaits;
+    int passes;            /* step calls */
+    uint64_t left[16];     /* what pass i returns (the last entry repeats) */
+    int nleft;
+    uint64_t pass_cost_ns; /* the clock advances this much per pass */
+} fake_t;
+
+static uint64_t fake_now(void *arg) { return ((fake_t *)arg)->now; }
+static void fake_wait(void *arg, uint64_t ns)
+{
+    fake_t *f = arg;
+    if (f->nwaits < 64)
+        f->waits[f->nwaits++] = ns;
+    f->now += ns ? ns : 1000; /* a yield costs 1 us on this clock */
+}
+static uint64_t fake_step(void *arg)
+{
+    fake_t *f = arg;
+    int i = f->passes < f->nleft ? f->passes : f->nleft - 1;
+    f->passes++;
+    f->now += f->pass_cost_ns;
+    return f->left[i];
+}
+
+static void test_drain(void **state)
+{
+    (void)state;
+    const kt__drain_policy_t pol = {10000, 50000, 200000}; /* yield 10 us, naps 50, 100, 200, 200... us */
+    fake_t f = {.now = 1000000, .left = {3, 2, 0}, .nleft = 3};
+    kt__drain_clock_t clk = {fake_now, fake_wait, &f};
+    /* done before the deadline: 0, and no pass after the one that returned 0 */
+    assert_int_equal(kt__drain_with(UINT64_MAX, fake_step, &f, &pol, &clk), 0);
+    assert_int_equal(f.passes, 3);
+    assert_int_equal(f.nwaits, 2);
+    assert_int_equal(f.waits[0], 0); /* within the spin phase: yields */
+
+    /* never done: the deadline ends it, the last count comes back, backs off 50 -> 100 -> 200 and caps */
+    memset(&f, 0, sizeof f);
+    f.now = 1000000;
+    f.left[0] = 7;
+    f.nleft = 1;
+    uint64_t deadline = f.now + 1000000;
+    assert_int_equal(kt__drain_with(deadline, fake_step, &f, &pol, &clk), 7);
+    assert_true(f.now >= deadline);
+    int first_nap = 0;
+    while (first_nap < f.nwaits && f.waits[first_nap] == 0)
+        first_nap++;
+    assert_int_equal(first_nap, 10); /* 10 us of 1 us yields */
+    assert_int_equal(f.waits[first_nap], 50000);
+    assert_int_equal(f.waits[first_nap + 1], 100000);
+    assert_int_equal(f.waits[first_nap + 2], 200000);
+    assert_int_equal(f.waits[first_nap + 3], 200000);
+    for (int i = 0; i < f.nwaits; i++) /* no nap runs past the deadline */
+        assert_true(f.waits[i] <= deadline);
+    uint64_t total = 0;
+    for (int i = 0; i < f.nwaits; i++)
+        total += f.waits[i] ? f.waits[i] : 1000;
+    assert_int_equal(total, 1000000); /* the last nap was cut to end exactly at the deadline */
+    assert_int_equal(f.passes, f.nwaits + 1); /* a pass after every wait, the last one at the deadline */
+
+    /* deadline 0 (or past): exactly one pass, no wait */
+    memset(&f, 0, sizeof f);
+    f.now = 5;
+    f.left[0] = 4;
+    f.nleft = 1;
+    assert_int_equal(kt__drain_with(0, fake_step, &f, &pol, &clk), 4);
+    assert_int_equal(f.passes, 1);
+    assert_int_equal(f.nwaits, 0);
+
+    /* no spin phase, fixed period (CUDA's poll_us as {0, p, p}) */
+    const kt__drain_policy_t fixed = {0, 30000, 30000};
+    memset(&f, 0, sizeof f);
+    f.left[0] = 1;
+    f.nleft = 1;
+    assert_int_equal(kt__drain_with(100000, fake_step, &f, &fixed, &clk), 1);
+    assert_int_equal(f.nwaits, 4);
+    assert_int_equal(f.waits[0], 30000);
+    assert_int_equal(f.waits[2], 30000);
+    assert_int_equal(f.waits[3], 10000);
+
+    /* NULL step; the real clock and default policy with a step done at once */
+    assert_int_equal(kt__drain(UINT64_MAX, NULL, NULL), 0);
+    memset(&f, 0, sizeof f);
+    f.nleft = 1;
+    assert_int_equal(kt__drain(UINT64_MAX, fake_step, &f), 0);
+    assert_int_equal(f.passes, 1);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Context sets
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct fctx_t {
+    int id;
+    int busy;     /* work in flight: not reapable */
+    int released; /* release called */
+    int fork_phases[3];
+} fctx_t;
+
+static int fctx_done(void *c) { return !((fctx_t *)c)->busy; }
+static void fctx_release(void *c) { ((fctx_t *)c)->released++; }
+static int fctx_match(void *c, const void *key) { return ((fctx_t *)c)->id == *(const int *)key; }
+static void fctx_count(void *c, void *arg) { (void)c; (*(int *)arg)++; }
+
+static void test_ctx_set(void **state)
+{
+    (void)state;
+    static kt__ctx_set_t set = KT__CTX_SET_INIT;
+    enum { N = 100 }; /* past every inline and initial capacity: no fixed cap */
+    static fctx_t ctx[N];
+    assert_int_equal(kt__ctx_set_add(&set, NULL), KT_EINVAL);
+    for (int i = 0; i < N; i++) {
+        ctx[i].id = i;
+        assert_int_equal(kt__ctx_set_add(&set, &ctx[i]), 0);
+    }
+    assert_int_equal(kt__ctx_set_live(&set), N);
+    int key = 77;
+    assert_ptr_equal(kt__ctx_set_find(&set, fctx_match, &key), &ctx[77]);
+    key = N;
+    assert_null(kt__ctx_set_find(&set, fctx_match, &key));
+
+    /* a pin copies every entry, each once */
+    kt__ctx_pin_t pin;
+    assert_int_equal(kt__ctx_set_pin(&set, &pin, KT__CTX_PIN_ALL), 0);
+    assert_int_equal(pin.n, N);
+    int seen[N] = {0};
+    for (size_t i = 0; i < pin.n; i++)
+        seen[((fctx_t *)pin.ctx[i])->id]++;
+    for (int i = 0; i < N; i++)
+        assert_int_equal(seen[i], 1);
+
+    /* retire while pinned: still in the pinned copy, and not reaped until unpin */
+    ctx[5].busy = 1;
+    assert_int_equal(kt__ctx_set_retire(&set, &ctx[5]), 0);
+    assert_int_equal(kt__ctx_set_retire(&set, &ctx[6]), 0);
+    assert_int_equal(kt__ctx_set_retire(&set, &ctx[6]), KT_EINVAL); /* not live any more */
+    assert_int_equal(kt__ctx_set_live(&set), N - 2);
+    assert_int_equal(kt__ctx_set_retired(&set), 2);
+    assert_int_equal(kt__ctx_set_reap(&set, fctx_done, fctx_release), 0); /* pinned */
+    assert_int_equal(ctx[6].released, 0);
+    kt__ctx_pin_t live;
+    assert_int_equal(kt__ctx_set_pin(&set, &live, KT__CTX_PIN_LIVE), 0);
+    assert_int_equal(live.n, N - 2);
+    for (size_t i = 0; i < live.n; i++)
+        assert_true(live.ctx[i] != &ctx[5] && live.ctx[i] != &ctx[6]);
+    kt__ctx_set_unpin(&live);
+    kt__ctx_pin_t ret;
+    assert_int_equal(kt__ctx_set_pin(&set, &ret, KT__CTX_PIN_RETIRED), 0);
+    assert_int_equal(ret.n, 2);
+    assert_ptr_equal(ret.ctx[0], &ctx[5]); /* retired, oldest first */
+    assert_ptr_equal(ret.ctx[1], &ctx[6]);
+    assert_ptr_equal(ret.ctx, ret.inline_ctx); /* small copies allocate nothing */
+    kt__ctx_set_unpin(&ret);
+    kt__ctx_set_unpin(&pin);
+    kt__ctx_set_unpin(&pin); /* twice: nothing pinned the second time */
+
+    /* unpinned: the finished one is released once, the busy one stays */
+    assert_int_equal(kt__ctx_set_reap(&set, fctx_done, fctx_release), 1);
+    assert_int_equal(ctx[6].released, 1);
+    assert_int_equal(ctx[5].released, 0);
+    assert_int_equal(kt__ctx_set_retired(&set), 1);
+    ctx[5].busy = 0;
+    assert_int_equal(kt__ctx_set_reap(&set, fctx_done, fctx_release), 1);
+    assert_int_equal(ctx[5].released, 1);
+    assert_int_equal(kt__ctx_set_retired(&set), 0);
+
+    /* remove: from the live list, and from the retired one */
+    assert_int_equal(kt__ctx_set_remove(&set, &ctx[0]), 0);
+    assert_int_equal(kt__ctx_set_remove(&set, &ctx[0]), KT_EINVAL);
+    assert_int_equal(kt__ctx_set_retire(&set, &ctx[1]), 0);
+    assert_int_equal(kt__ctx_set_retire(&set, &ctx[2]), 0);
+    assert_int_equal(kt__ctx_set_remove(&set, &ctx[1]), 0);
+    assert_int_equal(kt__ctx_set_retired(&set), 1);
+    assert_int_equal(kt__ctx_set_live(&set), N - 5);
+    int count = 0;
+    kt__ctx_set_foreach(&set, 0, fctx_count, &count);
+    assert_int_equal(count, N - 5);
+    count = 0;
+    kt__ctx_set_foreach(&set, 1, fctx_count, &count);
+    assert_int_equal(count, N - 4);
+    /* reap without a predicate or release: takes every retired entry */
+    assert_int_equal(kt__ctx_set_reap(&set, NULL, NULL), 1);
+    assert_int_equal(ctx[2].released, 0);
+
+    /* empty set: a pin with nothing pinned */
+    static kt__ctx_set_t empty = KT__CTX_SET_INIT;
+    assert_int_equal(kt__ctx_set_pin(&empty, &pin, KT__CTX_PIN_ALL), 0);
+    assert_int_equal(pin.n, 0);
+    assert_null(pin.set);
+    kt__ctx_set_unpin(&pin);
+    assert_int_equal(kt__ctx_set_pin(NULL, &pin, KT__CTX_PIN_ALL), KT_EINVAL);
+}
+
+/* Threads adding, retiring and reaping while others pin and walk: no entry is released while a pin lists it. */
+typedef struct churn_t {
+    kt__ctx_set_t *set;
+    fctx_t *ctx;
+    int n;
+    _Atomic int stop;
+    _Atomic int bad;
+} churn_t;
+
+static void churn_release(void *c) { atomic_store((_Atomic int *)&((fctx_t *)c)->released, 1); }
+
+static void *churn_walker(void *p)
+{
+    churn_t *a = p;
+    while (!atomic_load(&a->stop)) {
+        kt__ctx_pin_t pin;
+        kt__ctx_set_pin(a->set, &pin, KT__CTX_PIN_ALL);
+        for (size_t i = 0; i < pin.n; i++)
+            if (atomic_load((_Atomic int *)&((fctx_t *)pin.ctx[i])->released))
+                atomic_store(&a->bad, 1);
+        kt__ctx_set_unpin(&pin);
+    }
+    return NULL;
+}
+
+static void test_ctx_set_threads(void **state)
+{
+    (void)state;
+    static kt__ctx_set_t set = KT__CTX_SET_INIT;
+    enum { N = 2000 };
+    static fctx_t ctx[N];
+    churn_t a = {.set = &set, .ctx = ctx, .n = N};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, churn_walker, &a), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(kt__ctx_set_add(&set, &ctx[i]), 0);
+        if (i >= 8) {
+            assert_int_equal(kt__ctx_set_retire(&set, &ctx[i - 8]), 0);
+            kt__ctx_set_reap(&set, NULL, churn_release);
+        }
+    }
+    atomic_store(&a.stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    while (kt__ctx_set_retired(&set))
+        kt__ctx_set_reap(&set, NULL, churn_release);
+    assert_int_equal(atomic_load(&a.bad), 0);
+    for (int i = 0; i < N - 8; i++)
+        assert_int_equal(ctx[i].released, 1); /* every retired one released, once no pin held it */
+    assert_int_equal(kt__ctx_set_live(&set), 8);
+}
+
+/* fork: the set's lock is taken around fork (after the backends' prepare) and fork_each sees every entry. */
+static void fctx_fork(void *c, int phase) { ((fctx_t *)c)->fork_phases[phase]++; }
+
+static void test_ctx_set_fork(void **state)
+{
+    (void)state;
+    static kt__ctx_set_t set = KT__CTX_SET_INIT_FORK(fctx_fork);
+    static fctx_t c[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(kt__ctx_set_add(&set, &c[i]), 0);
+    assert_int_equal(kt__ctx_set_retire(&set, &c[2]), 0);
+    kt__ctx_pin_t pin; /* held across fork: the child starts with no pin and can reap */
+    assert_int_equal(kt__ctx_set_pin(&set, &pin, KT__CTX_PIN_ALL), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int ok = c[0].fork_phases[0] == 1 && c[2].fork_phases[0] == 1 && c[0].fork_phases[2] == 1 &&
+                 c[2].fork_phases[2] == 1 && c[0].fork_phases[1] == 0;
+        ok = ok && kt__ctx_set_add(&set, &c[2]) == 0 && kt__ctx_set_reap(&set, NULL, NULL) == 1; /* lock free */
+        _exit(ok ? 0 : 4);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(c[i].fork_phases[0], 1);
+        assert_int_equal(c[i].fork_phases[1], 1);
+        assert_int_equal(c[i].fork_phases[2], 0);
+    }
+    assert_int_equal(kt__ctx_set_reap(&set, NULL, NULL), 0); /* the parent's pin still holds */
+    kt__ctx_set_unpin(&pin);
+    assert_int_equal(kt__ctx_set_reap(&set, NULL, NULL), 1);
+}
+
+/* The env list: names are their rows, each once. */
+static void test_env_list(void **state)
+{
+    (void)state;
+    assert_string_equal(KT_ENV_NAME(CLOCK), "KTIMING_CLOCK");
+    assert_string_equal(kt__env_name(KT__ENV_EXIT_WAIT_MS), "KTIMING_EXIT_WAIT_MS");
+    assert_null(kt__env_name(KT__ENV_COUNT));
+    for (int i = 0; i < KT__ENV_COUNT; i++) {
+        assert_int_equal(strncmp(kt__env_name((kt__env_id_t)i), "KTIMING_", 8), 0);
+        for (int j = 0; j < i; j++)
+            assert_string_not_equal(kt__env_name((kt__env_id_t)i), kt__env_name((kt__env_id_t)j));
+    }
+    setenv("KTIMING_CLOCK", "x", 1);
+    assert_string_equal(kt__env(KT_ENV_NAME(CLOCK)), "x");
+    unsetenv("KTIMING_CLOCK");
+    assert_null(kt__env(KT_ENV_NAME(CLOCK)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_register_flush_stop), cmocka_unit_test(test_fork_callbacks),
         cmocka_unit_test(test_stopping_flag),
         cmocka_unit_test(test_collector),           cmocka_unit_test(test_path_expand),
-        cmocka_unit_test(test_exit_wait),
+        cmocka_unit_test(test_exit_wait),           cmocka_unit_test(test_arm),
+        cmocka_unit_test(test_drain),               cmocka_unit_test(test_ctx_set),
+        cmocka_unit_test(test_ctx_set_threads),     cmocka_unit_test(test_ctx_set_fork),
+        cmocka_unit_test(test_env_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
