@@ -1,6 +1,6 @@
 #!/bin/sh
-# env_vars.sh SOURCE_DIR: every "KTIMING_*" name quoted in src/, tools/ or include/ has a row in
-# docs/environment.md, and every row names a variable the code still mentions. Prints each miss with the
+# env_vars.sh SOURCE_DIR: every "KTIMING_*" name quoted in src/, tools/ or include/ or listed in src/core/env.h
+# has a row in docs/environment.md, and every row names a variable the code still mentions. Prints each miss with the
 # file:line that reads the variable.
 set -eu
 src=$1
@@ -10,6 +10,9 @@ doc=$src/docs/environment.md
 cd "$src"
 uses=$(grep -rnoE --include='*.c' --include='*.h' --include='*.cu' --include='*.cuh' '"KTIMING_[A-Z0-9_]+"' \
        src tools include | sed 's/"//g')
+# The names in src/core/env.h's list (KT_ENV_LIST rows "X(ID, ...)", read as KT_ENV_NAME(ID)).
+uses="$uses
+$(grep -nE '^[[:space:]]*X\([A-Z0-9_]+,' src/core/env.h | sed -E 's/^([0-9]+):[[:space:]]*X\(([A-Z0-9_]+),.*/src\/core\/env.h:\1:KTIMING_\2/')"
 rows=$(grep -oE '^\| `KTIMING_[A-Z0-9_]+`' "$doc" | sed 's/^| `//; s/`$//' | sort -u)
 
 fail=0

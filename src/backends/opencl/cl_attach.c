@@ -7,7 +7,6 @@
 #include "backends/opencl/cl_service.h"
 #include "core/internal.h"
 #include "core/service.h"
-#include "export/escape.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +51,6 @@ static int ctx_make(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_
     pthread_mutex_init(&c->fifo_lock, NULL);
     c->queue = queue;
     c->dev = dev;
-    kt__escape_field(c->device_csv, sizeof c->device_csv, dev->model);
     c->profiling = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
     c->out_of_order = (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0;
     c->mode = desc->mode != KT_CL_MODE_DEFAULT ? desc->mode
@@ -108,18 +106,25 @@ int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_
     return 0;
 }
 
+/* kt_cl_detach's last pass (kt__drain's step): what is still unfinished is dropped (counted); records other
+ * threads hold are waited for. */
+static uint64_t drop_pass(void *arg)
+{
+    kt_cl_ctx_t *ctx = arg;
+    if (kt__cl_ctx_in_flight(ctx) != 0)
+        kt__cl_collect_pass(ctx, 1 + KT_DROP_UNSPECIFIED);
+    return kt__cl_ctx_in_flight(ctx);
+}
+
 int kt_cl_detach(kt_cl_ctx_t *ctx)
 {
     if (!ctx)
         return KT_EINVAL;
     atomic_store(&ctx->detaching, 1);
-    int rc = kt__cl_flush_ctxs(&ctx, 1, ctx, kt__cl_deadline_after(0));
-    /* Whatever is still unfinished is dropped (counted); records other threads hold are waited for. */
-    for (int spins = 0; kt__cl_ctx_in_flight(ctx) != 0; spins++) {
-        kt__cl_collect_pass(ctx, 1 + KT_DROP_UNSPECIFIED);
-        if (kt__cl_ctx_in_flight(ctx) != 0)
-            kt__nap_ns(spins < 100 ? 100000 : 1000000);
-    }
+    void *one = ctx;
+    int rc = kt__cl_flush_ctxs(&one, 1, ctx, kt__cl_deadline_after(0));
+    static const kt__drain_policy_t kWaitHeld = {0, 100000, 1000000}; /* naps of 0.1 ms, growing to 1 ms */
+    kt__drain_with(UINT64_MAX, drop_pass, ctx, &kWaitHeld, NULL);
     kt__cl_ctx_retire(ctx);
     kt__cl_ctx_reap();
     return rc;

@@ -31,7 +31,7 @@ static pthread_once_t g_ring_once = PTHREAD_ONCE_INIT;
 static void ring_init(void)
 {
     kt__cl_ring_init();
-    const char *v = kt__env("KTIMING_OPENCL_COLLECTOR");
+    const char *v = kt__env(KT_ENV_NAME(OPENCL_COLLECTOR));
     atomic_store(&g_coll_off, v && !strcmp(v, "0"));
 }
 

@@ -1,22 +1,28 @@
-/* cl_ctx.c — the registry of attached queues: lookup by queue, the list flushes walk, retired contexts freed once
- * their last record is finished. */
+/* cl_ctx.c — the registry of attached queues: the service layer's context set (attached and retired contexts,
+ * pinned by flushes, freed once their last record is finished) and a hash from queue to context for lookups (the
+ * shim looks a queue up on every enqueue). */
 #include "backends/opencl/cl_ctx.h"
 #include "core/internal.h"
 
 #include <stdlib.h>
 
-/* Attached queues: a hash from queue to context (lookups) and an array (flushes walk it). Detached contexts
- * wait on g_retired until their last record is finished and no flush holds a copy of the list (g_pins), then
- * the queue is released and the context freed. g_ctx_lock guards all of it and is never held across a driver
- * call or a wait. */
-static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static kt_cl_ctx_t **g_ctxs;               /* attached contexts */
-static size_t g_ctx_count, g_ctx_cap;      /* used / allocated entries of g_ctxs */
-static kt_cl_ctx_t **g_hash;               /* buckets (power of two), chained through hnext */
-static size_t g_hash_cap;                  /* number of buckets */
-static kt_cl_ctx_t *g_retired;             /* detached contexts not yet freed */
-static _Atomic size_t g_retired_count;     /* entries on g_retired (read without the lock by the collector) */
-static unsigned g_pins;                    /* flushes walking a copy of the lists: nothing is freed meanwhile */
+/* fork: each context's FIFO lock (an enqueuing thread may hold one) is taken with the set's lock and released in
+ * the parent and the child. */
+static void fifo_fork(void *ctx, int phase)
+{
+    kt_cl_ctx_t *c = ctx;
+    if (phase == 0)
+        pthread_mutex_lock(&c->fifo_lock);
+    else
+        pthread_mutex_unlock(&c->fifo_lock);
+}
+
+static kt__ctx_set_t g_set = KT__CTX_SET_INIT_FORK(fifo_fork); /* attached and retired contexts */
+/* The hash from queue to attached context: g_hash_lock guards it, never held across a driver call or a wait. */
+static pthread_mutex_t g_hash_lock = PTHREAD_MUTEX_INITIALIZER;
+static kt_cl_ctx_t **g_hash;  /* buckets (power of two), chained through hnext */
+static size_t g_hash_cap;     /* number of buckets */
+static size_t g_hash_count;   /* attached contexts in it */
 
 uint64_t kt__cl_ctx_in_flight(const kt_cl_ctx_t *c)
 {
@@ -27,64 +33,37 @@ uint64_t kt__cl_ctx_in_flight(const kt_cl_ctx_t *c)
 
 size_t kt__cl_ctx_retired_count(void)
 {
-    return atomic_load(&g_retired_count);
+    return kt__ctx_set_retired(&g_set);
+}
+
+static int ctx_done(void *ctx)
+{
+    return kt__cl_ctx_in_flight(ctx) == 0;
+}
+
+/* A reaped context: the queue reference ktiming held is released (outside the set's lock), then it is freed. */
+static void ctx_free(void *ctx)
+{
+    kt_cl_ctx_t *c = ctx;
+    kt__cl.clReleaseCommandQueue(c->queue);
+    pthread_mutex_destroy(&c->fifo_lock);
+    free(c);
 }
 
 void kt__cl_ctx_reap(void)
 {
-    if (atomic_load_explicit(&g_retired_count, memory_order_relaxed) == 0)
-        return;
-    kt_cl_ctx_t *done = NULL;
-    pthread_mutex_lock(&g_ctx_lock);
-    if (g_pins == 0) {
-        for (kt_cl_ctx_t **p = &g_retired; *p;) {
-            kt_cl_ctx_t *c = *p;
-            if (kt__cl_ctx_in_flight(c) == 0) {
-                *p = c->rnext;
-                c->rnext = done;
-                done = c;
-                atomic_fetch_sub(&g_retired_count, 1);
-            } else {
-                p = &c->rnext;
-            }
-        }
-    }
-    pthread_mutex_unlock(&g_ctx_lock);
-    while (done) { /* the queue reference ktiming held is released outside the lock */
-        kt_cl_ctx_t *next = done->rnext;
-        kt__cl.clReleaseCommandQueue(done->queue);
-        pthread_mutex_destroy(&done->fifo_lock);
-        free(done);
-        done = next;
-    }
+    if (kt__ctx_set_retired(&g_set))
+        kt__ctx_set_reap(&g_set, ctx_done, ctx_free);
 }
 
-kt_cl_ctx_t **kt__cl_ctx_pin_all(size_t *n)
+void kt__cl_ctx_pin(kt__ctx_pin_t *pin)
 {
-    pthread_mutex_lock(&g_ctx_lock);
-    size_t count = g_ctx_count + atomic_load(&g_retired_count);
-    kt_cl_ctx_t **all = count ? malloc(count * sizeof *all) : NULL;
-    size_t k = 0;
-    if (all) {
-        for (size_t i = 0; i < g_ctx_count; i++)
-            all[k++] = g_ctxs[i];
-        for (kt_cl_ctx_t *c = g_retired; c; c = c->rnext)
-            all[k++] = c;
-        g_pins++;
-    }
-    pthread_mutex_unlock(&g_ctx_lock);
-    *n = k;
-    return all;
+    kt__ctx_set_pin(&g_set, pin, KT__CTX_PIN_ALL);
 }
 
-void kt__cl_ctx_unpin(kt_cl_ctx_t **all)
+void kt__cl_ctx_unpin(kt__ctx_pin_t *pin)
 {
-    if (!all)
-        return;
-    pthread_mutex_lock(&g_ctx_lock);
-    g_pins--;
-    pthread_mutex_unlock(&g_ctx_lock);
-    free(all);
+    kt__ctx_set_unpin(pin);
     kt__cl_ctx_reap();
 }
 
@@ -104,60 +83,33 @@ static kt_cl_ctx_t *find_locked(cl_command_queue queue)
     return c;
 }
 
-/* Adds an attached context to the array and the hash (growing both). 0 or KT_ENOMEM. */
-static int list_add_locked(kt_cl_ctx_t *c)
+/* Room in the hash for one more context (grown at 3/4 load). 0 or KT_ENOMEM. */
+static int hash_reserve_locked(void)
 {
-    if (g_ctx_count == g_ctx_cap) {
-        size_t cap = g_ctx_cap ? g_ctx_cap * 2 : 8;
-        kt_cl_ctx_t **grown = realloc(g_ctxs, cap * sizeof *grown);
-        if (!grown)
-            return KT_ENOMEM;
-        g_ctxs = grown;
-        g_ctx_cap = cap;
-    }
-    if ((g_ctx_count + 1) * 4 > g_hash_cap * 3) {
-        size_t cap = g_hash_cap ? g_hash_cap * 2 : 16;
-        kt_cl_ctx_t **h = calloc(cap, sizeof *h);
-        if (!h)
-            return KT_ENOMEM;
-        for (size_t i = 0; i < g_ctx_count; i++) {
-            kt_cl_ctx_t *e = g_ctxs[i];
+    if ((g_hash_count + 1) * 4 <= g_hash_cap * 3)
+        return 0;
+    size_t cap = g_hash_cap ? g_hash_cap * 2 : 16;
+    kt_cl_ctx_t **h = calloc(cap, sizeof *h);
+    if (!h)
+        return KT_ENOMEM;
+    for (size_t i = 0; i < g_hash_cap; i++)
+        for (kt_cl_ctx_t *e = g_hash[i], *next; e; e = next) {
+            next = e->hnext;
             size_t b = hash_of(e->queue, cap);
             e->hnext = h[b];
             h[b] = e;
         }
-        free(g_hash);
-        g_hash = h;
-        g_hash_cap = cap;
-    }
-    size_t b = hash_of(c->queue, g_hash_cap);
-    c->hnext = g_hash[b];
-    g_hash[b] = c;
-    c->index = g_ctx_count;
-    g_ctxs[g_ctx_count++] = c;
+    free(g_hash);
+    g_hash = h;
+    g_hash_cap = cap;
     return 0;
-}
-
-/* Takes a context off the array and the hash and puts it on the retired list. */
-static void retire_locked(kt_cl_ctx_t *c)
-{
-    kt_cl_ctx_t **p = &g_hash[hash_of(c->queue, g_hash_cap)];
-    while (*p && *p != c)
-        p = &(*p)->hnext;
-    if (*p)
-        *p = c->hnext;
-    g_ctxs[c->index] = g_ctxs[--g_ctx_count];
-    g_ctxs[c->index]->index = c->index;
-    c->rnext = g_retired;
-    g_retired = c;
-    atomic_fetch_add(&g_retired_count, 1);
 }
 
 kt_cl_ctx_t *kt__cl_ctx_find(cl_command_queue queue)
 {
-    pthread_mutex_lock(&g_ctx_lock);
+    pthread_mutex_lock(&g_hash_lock);
     kt_cl_ctx_t *c = find_locked(queue);
-    pthread_mutex_unlock(&g_ctx_lock);
+    pthread_mutex_unlock(&g_hash_lock);
     return c;
 }
 
@@ -170,49 +122,52 @@ kt_cl_ctx_t *kt_cl_find(cl_command_queue queue)
 
 int kt__cl_ctx_add(kt_cl_ctx_t *c, kt_cl_ctx_t **other)
 {
-    pthread_mutex_lock(&g_ctx_lock);
+    pthread_mutex_lock(&g_hash_lock);
     *other = find_locked(c->queue);
-    int rc = *other ? 0 : list_add_locked(c);
-    pthread_mutex_unlock(&g_ctx_lock);
+    int rc = 0;
+    if (!*other && (rc = hash_reserve_locked()) == 0 && (rc = kt__ctx_set_add(&g_set, c)) == 0) {
+        size_t b = hash_of(c->queue, g_hash_cap);
+        c->hnext = g_hash[b];
+        g_hash[b] = c;
+        g_hash_count++;
+    }
+    pthread_mutex_unlock(&g_hash_lock);
     return rc;
 }
 
 void kt__cl_ctx_retire(kt_cl_ctx_t *c)
 {
-    pthread_mutex_lock(&g_ctx_lock);
-    if (find_locked(c->queue) == c)
-        retire_locked(c);
-    pthread_mutex_unlock(&g_ctx_lock);
+    pthread_mutex_lock(&g_hash_lock);
+    if (find_locked(c->queue) == c) {
+        kt_cl_ctx_t **p = &g_hash[hash_of(c->queue, g_hash_cap)];
+        while (*p != c)
+            p = &(*p)->hnext;
+        *p = c->hnext;
+        g_hash_count--;
+        /* without memory for the retired list it stays in the set as attached: still flushed, never freed */
+        kt__ctx_set_retire(&g_set, c);
+    }
+    pthread_mutex_unlock(&g_hash_lock);
 }
 
 void kt__cl_ctx_retire_all(void)
 {
-    pthread_mutex_lock(&g_ctx_lock);
-    while (g_ctx_count) {
-        kt_cl_ctx_t *c = g_ctxs[g_ctx_count - 1];
+    kt__ctx_pin_t pin;
+    kt__ctx_set_pin(&g_set, &pin, KT__CTX_PIN_LIVE);
+    for (size_t i = 0; i < pin.n; i++) {
+        kt_cl_ctx_t *c = pin.ctx[i];
         atomic_store(&c->detaching, 1);
-        retire_locked(c);
+        kt__cl_ctx_retire(c);
     }
-    pthread_mutex_unlock(&g_ctx_lock);
-}
-
-/* Every context's FIFO lock, taken or released (under g_ctx_lock): an enqueuing thread may hold one. */
-static void fifo_locks(int take)
-{
-    for (size_t i = 0; i < g_ctx_count; i++)
-        (take ? pthread_mutex_lock : pthread_mutex_unlock)(&g_ctxs[i]->fifo_lock);
-    for (kt_cl_ctx_t *c = g_retired; c; c = c->rnext)
-        (take ? pthread_mutex_lock : pthread_mutex_unlock)(&c->fifo_lock);
+    kt__ctx_set_unpin(&pin);
 }
 
 void kt__cl_ctx_fork_lock(void)
 {
-    pthread_mutex_lock(&g_ctx_lock);
-    fifo_locks(1);
+    pthread_mutex_lock(&g_hash_lock);
 }
 
 void kt__cl_ctx_fork_unlock(void)
 {
-    fifo_locks(0);
-    pthread_mutex_unlock(&g_ctx_lock);
+    pthread_mutex_unlock(&g_hash_lock);
 }

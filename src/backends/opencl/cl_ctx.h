@@ -1,8 +1,10 @@
-/* cl_ctx.h — internal: an attached queue (kt_cl_ctx_t) and the registry of attached and retired ones. */
+/* cl_ctx.h — internal: an attached queue (kt_cl_ctx_t) and the registry of attached and retired ones (the service
+ * layer's context set, with a hash from queue to context for the shim's lookups). */
 #ifndef KT_CL_CTX_H
 #define KT_CL_CTX_H
 
 #include "backends/opencl/cl_internal.h"
+#include "core/service.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -12,15 +14,12 @@
 struct kt_cl_ctx_t {
     cl_command_queue queue;       /* retained while attached */
     kt__cl_dev_t *dev;            /* its device (clock model) */
-    char device_csv[128];         /* device name escaped as a -v line field (kt__escape_field) */
     uint32_t queue_id;            /* kt_queue_register() id */
     int profiling;                /* CL_QUEUE_PROFILING_ENABLE set */
     int out_of_order;             /* CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE set */
     kt_cl_mode_t mode;            /* ASYNC or SYNC */
     _Atomic int detaching;        /* set by kt_cl_detach / kt_cl_detach_async: new tracks are refused */
     struct kt_cl_ctx_t *hnext;    /* chain in the registry's hash while attached */
-    struct kt_cl_ctx_t *rnext;    /* link in the retired list once detached */
-    size_t index;                 /* position in the registry's array while attached */
     /* In flight = tracked - finished. Two counters on their own cache lines, each written by one side (the
      * enqueuing threads, the completion paths), so tracking does not bounce a line between cores. */
     _Alignas(64) _Atomic uint64_t tracked; /* commands handed to kt_cl_track* since attach */
@@ -45,15 +44,17 @@ int kt__cl_ctx_add(kt_cl_ctx_t *c, kt_cl_ctx_t **other);
 void kt__cl_ctx_retire(kt_cl_ctx_t *c);
 /* Every attached context marked detaching and retired (kt_cl_shutdown). */
 void kt__cl_ctx_retire_all(void);
-/* Detached contexts not yet freed (read without the lock). */
+/* Detached contexts not yet freed. */
 size_t kt__cl_ctx_retired_count(void);
-/* A copy of every context (attached and retired), pinned: none is freed until unpin. NULL when there is none
- * (or no memory: *n is then 0 too). */
-kt_cl_ctx_t **kt__cl_ctx_pin_all(size_t *n);
-void kt__cl_ctx_unpin(kt_cl_ctx_t **all);
-/* Frees the detached contexts whose last record is finished, unless a flush holds a pinned copy. */
+/* Every context (attached and retired) pinned into *pin: none is freed until kt__cl_ctx_unpin. pin->n is 0 when
+ * there is none (or no memory). */
+void kt__cl_ctx_pin(kt__ctx_pin_t *pin);
+/* Releases the pin and frees the retired contexts that are done. */
+void kt__cl_ctx_unpin(kt__ctx_pin_t *pin);
+/* Frees the detached contexts whose last record is finished, unless a flush holds a pin. */
 void kt__cl_ctx_reap(void);
-/* fork: the registry's lock and every context's FIFO lock, taken (prepare) or released (parent, child). */
+/* fork: the hash's lock taken (prepare) or released (parent, child); the set's lock and every context's FIFO lock
+ * are taken by the service (KT__CTX_SET_INIT_FORK). */
 void kt__cl_ctx_fork_lock(void);
 void kt__cl_ctx_fork_unlock(void);
 

@@ -1,10 +1,9 @@
-/* cl_env.c — the OpenCL backend's settings: KTIMING_* variables read once, and where verbose lines go. */
+/* cl_env.c — the OpenCL backend's settings: its KTIMING_* variables (src/core/env.h), read once. */
 #include "backends/opencl/cl_env.h"
 #include "backends/opencl/cl_internal.h"
 #include "core/service.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <string.h>
 
 kt__cl_env_t kt__cl_env;
@@ -12,30 +11,13 @@ static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
 
 static void read_env(void)
 {
-    const char *v = kt__env("KTIMING_VERBOSE");
-    if (v) {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", v);
-        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-            if (!strcmp(tok, "profile_exec") || !strcmp(tok, "all"))
-                kt__cl_env.verbose = 1;
-    }
-    const char *s = kt__env("KTIMING_VERBOSE_SYNC");
+    const char *s = kt__env(KT_ENV_NAME(VERBOSE_SYNC));
     kt__cl_env.sync_default = s && *s && strcmp(s, "0") != 0;
-    const char *c = kt__env("KTIMING_OPENCL_COMMANDS");
+    const char *c = kt__env(KT_ENV_NAME(OPENCL_COMMANDS));
     kt__cl_env.kernels_only = c && !strcmp(c, "kernels");
-    const char *how = kt__env("KTIMING_OPENCL_COMPLETION");
+    const char *how = kt__env(KT_ENV_NAME(OPENCL_COMPLETION));
     kt__cl_env.callbacks = how && !strcmp(how, "callback");
-    kt__cl_env.log = stderr;
-    const char *log = kt__env("KTIMING_LOG");
-    char path[4096];
-    if (kt__cl_env.verbose && log && *log && kt__path_expand(log, -1, path, sizeof path) == 0) {
-        FILE *f = fopen(path, "a");
-        if (f) {
-            setvbuf(f, NULL, _IOLBF, 0);
-            kt__cl_env.log = f;
-        }
-    }
+    kt__verbose_on(); /* the core reads KTIMING_VERBOSE and KTIMING_LOG now, before the first record */
 }
 
 void kt__cl_env_read(void)
@@ -49,10 +31,4 @@ int kt__cl_env_load(void)
     if (rc >= 0)
         kt__cl_env_read();
     return rc;
-}
-
-void kt__cl_log_line(const char *line)
-{
-    fputs(line, kt__cl_env.log);
-    fflush(kt__cl_env.log);
 }

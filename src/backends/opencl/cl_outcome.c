@@ -1,7 +1,6 @@
 /* cl_outcome.c — recording an outcome: profiling stamps read and mapped to the host clock (or the host-timed
  * fallback), kt_record_dispatch or an error, the verbose line; then the record's event released and slot freed. */
 #include "backends/opencl/cl_outcome.h"
-#include "backends/opencl/cl_env.h"
 #include "core/internal.h"
 #include "core/service.h"
 
@@ -47,12 +46,7 @@ static void record_failure(const kt__cl_outcome_t *o, cl_int status)
     char what[64]; /* last_error keeps 47 characters: every status from -99 to -1 fits */
     exec_status_name(status, what, sizeof what);
     kt_record_error_name(o->kernel, what);
-    if (kt__cl_env.verbose) {
-        char line[512];
-        snprintf(line, sizeof line, "ktiming,error,opencl,%s,%s,%d,%s\n", o->ctx->device_csv, o->name, (int)status,
-                 what);
-        kt__cl_log_line(line);
-    }
+    kt__verbose_line("error", "opencl", o->ctx->dev->model, o->name, "%d,%s", (int)status, what);
 }
 
 /* Host-timed: from the enqueue (or, on an in-order queue, the previous command's end) to when completion was
@@ -93,7 +87,8 @@ void kt__cl_outcome_record(const kt__cl_outcome_t *o, cl_int status, uint64_t ob
     uint64_t q = 0, s = 0, b = 0, e = o->end_stamp;
     int device = c->profiling && (e || prof(o->event, CL_PROFILING_COMMAND_END, &e)) &&
                  prof(o->event, CL_PROFILING_COMMAND_START, &b) && b != 0 && e >= b;
-    if (device && (kt__cl_env.verbose || kt__span_room())) { /* only a span or a verbose line shows these two */
+    int verbose = kt__verbose_on();
+    if (device && (verbose || kt__span_room())) { /* only a span or a verbose line shows these two */
         prof(o->event, CL_PROFILING_COMMAND_QUEUED, &q);
         prof(o->event, CL_PROFILING_COMMAND_SUBMIT, &s);
     }
@@ -116,17 +111,11 @@ void kt__cl_outcome_record(const kt__cl_outcome_t *o, cl_int status, uint64_t ob
         host_timed(c, o, observed_ns, &d);
     }
     kt_record_dispatch(&d);
-    if (kt__cl_env.verbose) {
-        char line[512];
-        if (device)
-            snprintf(line, sizeof line, "ktiming,exec,opencl,%s,%s,%.6f,%.6f,%.6f,device\n", c->device_csv, o->name,
-                     (double)d.duration_ns / 1e6, q && s ? (double)(s - q) / 1e6 : 0.0,
-                     s ? (double)(b - s) / 1e6 : 0.0);
-        else
-            snprintf(line, sizeof line, "ktiming,exec,opencl,%s,%s,%.6f,,,host\n", c->device_csv, o->name,
-                     (double)d.duration_ns / 1e6);
-        kt__cl_log_line(line);
-    }
+    if (verbose && device)
+        kt__verbose_line("exec", "opencl", c->dev->model, o->name, "%.6f,%.6f,%.6f,device", (double)d.duration_ns / 1e6,
+                         q && s ? (double)(s - q) / 1e6 : 0.0, s ? (double)(b - s) / 1e6 : 0.0);
+    else if (verbose)
+        kt__verbose_line("exec", "opencl", c->dev->model, o->name, "%.6f,,,host", (double)d.duration_ns / 1e6);
 }
 
 void kt__cl_rec_finish_stamped(kt__cl_rec_t *r, cl_int status, uint64_t observed_ns, int drop, uint64_t end_stamp)

@@ -7,7 +7,6 @@
 #include "core/internal.h"
 #include "core/service.h"
 
-#include <sched.h>
 
 static pthread_mutex_t g_poll_lock = PTHREAD_MUTEX_INITIALIZER; /* one FIFO poller at a time: records in order */
 static _Atomic uint64_t g_polled;  /* polled records in the queues' FIFOs (seq_cst, see cl_poll.h) */
@@ -126,16 +125,18 @@ static unsigned fifo_walk(kt_cl_ctx_t *c, walk_t how, uint64_t newest, int aband
 
 /* Polls the FIFOs of the given contexts (caller holds g_poll_lock) and records what finished; *running gets how
  * many are still in flight. */
-static unsigned poll_ctxs(kt_cl_ctx_t *const *ctxs, size_t n, walk_t how, uint64_t newest, int abandon,
+static unsigned poll_ctxs(void *const *ctxs, size_t n, walk_t how, uint64_t newest, int abandon,
                           unsigned *running)
 {
     kt__cl_batch_t done;
     kt__cl_batch_init(&done);
     unsigned finished = 0;
     *running = 0;
-    for (size_t i = 0; i < n; i++)
-        if (atomic_load_explicit(&ctxs[i]->fifo_head, memory_order_acquire))
-            *running += fifo_walk(ctxs[i], how, newest, abandon, &done, &finished);
+    for (size_t i = 0; i < n; i++) {
+        kt_cl_ctx_t *c = ctxs[i];
+        if (atomic_load_explicit(&c->fifo_head, memory_order_acquire))
+            *running += fifo_walk(c, how, newest, abandon, &done, &finished);
+    }
     kt__cl_batch_done(&done);
     return finished;
 }
@@ -171,16 +172,26 @@ void kt__cl_collect_pass(kt_cl_ctx_t *only, int abandon)
     scan_callbacks(only, abandon);
     if (!kt__cl_any_polled())
         return;
-    size_t count = 1;
-    kt_cl_ctx_t **all = only ? NULL : kt__cl_ctx_pin_all(&count);
+    kt__ctx_pin_t pin = {0};
+    void *one = only;
+    if (!only)
+        kt__cl_ctx_pin(&pin);
     unsigned running;
     pthread_mutex_lock(&g_poll_lock);
-    poll_ctxs(only ? &only : all, only ? 1 : count, WALK_ALL, UINT64_MAX, abandon, &running);
+    poll_ctxs(only ? &one : pin.ctx, only ? 1 : pin.n, WALK_ALL, UINT64_MAX, abandon, &running);
     pthread_mutex_unlock(&g_poll_lock);
-    kt__cl_ctx_unpin(all);
+    if (!only)
+        kt__cl_ctx_unpin(&pin);
 }
 
-static uint64_t pending_of(kt_cl_ctx_t *const *ctxs, size_t n)
+/* What kt__cl_flush_ctxs waits for: these contexts, one collection pass for `only` (NULL: every queue). */
+typedef struct flush_arg_t {
+    void *const *ctxs;
+    size_t n;
+    kt_cl_ctx_t *only;
+} flush_arg_t;
+
+static uint64_t pending_of(void *const *ctxs, size_t n)
 {
     uint64_t p = 0;
     for (size_t i = 0; i < n; i++)
@@ -188,34 +199,27 @@ static uint64_t pending_of(kt_cl_ctx_t *const *ctxs, size_t n)
     return p;
 }
 
-int kt__cl_flush_ctxs(kt_cl_ctx_t *const *ctxs, size_t n, kt_cl_ctx_t *only, uint64_t deadline)
+/* One pass of a flush (kt__drain's step): collect, and say how many commands are still in flight. */
+static uint64_t flush_pass(void *arg)
 {
-    uint64_t start = kt_now_ns();
-    uint64_t nap = 50000;
+    const flush_arg_t *f = arg;
+    if (pending_of(f->ctxs, f->n) == 0)
+        return 0;
+    kt__cl_collect_pass(f->only, 0);
+    return pending_of(f->ctxs, f->n);
+}
+
+int kt__cl_flush_ctxs(void *const *ctxs, size_t n, kt_cl_ctx_t *only, uint64_t deadline)
+{
     for (size_t i = 0; i < n; i++) {
-        kt__cl.clFlush(ctxs[i]->queue); /* commands never submitted would never finish */
-        kt__cl_dev_refresh(ctxs[i]->dev);
+        kt_cl_ctx_t *c = ctxs[i];
+        kt__cl.clFlush(c->queue); /* commands never submitted would never finish */
+        kt__cl_dev_refresh(c->dev);
     }
-    for (;;) {
-        if (pending_of(ctxs, n) == 0)
-            return 0;
-        kt__cl_collect_pass(only, 0);
-        if (pending_of(ctxs, n) == 0)
-            return 0;
-        uint64_t now = kt_now_ns();
-        if (now >= deadline)
-            return KT_ETIMEDOUT;
-        /* Usually only callbacks already running remain: yield for a moment before sleeping (a sleep is at
-         * least 50 us plus timer slack, longer than a burst of small commands). */
-        if (now - start < 1000000) {
-            sched_yield();
-            continue;
-        }
-        uint64_t left = deadline - now;
-        kt__nap_ns(nap < left ? nap : left);
-        if (nap < 2000000)
-            nap *= 2;
-    }
+    /* the default back-off: usually only callbacks already running remain, so it yields for the first ms (a sleep
+     * is at least 50 us plus timer slack, longer than a burst of small commands) before napping */
+    flush_arg_t f = {ctxs, n, only};
+    return kt__drain(deadline, flush_pass, &f) ? KT_ETIMEDOUT : 0;
 }
 
 uint64_t kt__cl_deadline_after(uint64_t timeout_ns)
@@ -225,12 +229,12 @@ uint64_t kt__cl_deadline_after(uint64_t timeout_ns)
 
 int kt__cl_flush_all(uint64_t deadline)
 {
-    size_t n;
-    kt_cl_ctx_t **all = kt__cl_ctx_pin_all(&n);
-    int rc = n ? kt__cl_flush_ctxs(all, n, NULL, deadline) : 0;
-    if (!n)
+    kt__ctx_pin_t pin;
+    kt__cl_ctx_pin(&pin);
+    int rc = pin.n ? kt__cl_flush_ctxs(pin.ctx, pin.n, NULL, deadline) : 0;
+    if (!pin.n)
         kt__cl_collect_pass(NULL, 0);
-    kt__cl_ctx_unpin(all);
+    kt__cl_ctx_unpin(&pin);
     return rc;
 }
 
@@ -240,16 +244,17 @@ void kt__cl_poll_sync_point(kt_cl_ctx_t *ctx, uint64_t enqueued_before_ns)
     uint64_t now = kt_now_ns();
     uint64_t newest = enqueued_before_ns && enqueued_before_ns < now ? enqueued_before_ns : now;
     if (ctx) { /* the caller's queue: only its finished prefix */
+        void *one = ctx;
         pthread_mutex_lock(&g_poll_lock);
-        poll_ctxs(&ctx, 1, WALK_PREFIX, newest, 0, &running);
+        poll_ctxs(&one, 1, WALK_PREFIX, newest, 0, &running);
         pthread_mutex_unlock(&g_poll_lock);
     } else if (kt__cl_any_polled()) { /* each queue's finished prefix: one look at a queue whose oldest runs */
-        size_t n;
-        kt_cl_ctx_t **all = kt__cl_ctx_pin_all(&n);
+        kt__ctx_pin_t pin;
+        kt__cl_ctx_pin(&pin);
         pthread_mutex_lock(&g_poll_lock);
-        poll_ctxs(all, n, WALK_PREFIX, newest, 0, &running);
+        poll_ctxs(pin.ctx, pin.n, WALK_PREFIX, newest, 0, &running);
         pthread_mutex_unlock(&g_poll_lock);
-        kt__cl_ctx_unpin(all);
+        kt__cl_ctx_unpin(&pin);
     }
     atomic_fetch_add_explicit(&g_collects, 1, memory_order_relaxed);
 }
@@ -261,12 +266,12 @@ uint64_t kt__cl_poll_sync_points(void)
 
 unsigned kt__cl_poll_done(unsigned *running)
 {
-    size_t n;
-    kt_cl_ctx_t **all = kt__cl_ctx_pin_all(&n);
+    kt__ctx_pin_t pin;
+    kt__cl_ctx_pin(&pin);
     pthread_mutex_lock(&g_poll_lock);
-    unsigned done = poll_ctxs(all, n, WALK_DONE, kt_now_ns(), 0, running);
+    unsigned done = poll_ctxs(pin.ctx, pin.n, WALK_DONE, kt_now_ns(), 0, running);
     pthread_mutex_unlock(&g_poll_lock);
-    kt__cl_ctx_unpin(all);
+    kt__cl_ctx_unpin(&pin);
     return done;
 }
 

@@ -14,9 +14,9 @@ int kt__cl_any_polled(void);
 /* One pass over every record: complete those of `only` (NULL: any queue) that finished or failed; with
  * `abandon` (1 + a kt_drop_reason_t), count the unfinished ones as dropped for that reason. */
 void kt__cl_collect_pass(kt_cl_ctx_t *only, int abandon);
-/* Collect for the given contexts until none is in flight or the deadline (kt_now_ns time) passes; 0 or
+/* Collect for the given contexts (kt_cl_ctx_t pointers, as a pin holds them) until none is in flight or the deadline (kt_now_ns time) passes; 0 or
  * KT_ETIMEDOUT. */
-int kt__cl_flush_ctxs(kt_cl_ctx_t *const *ctxs, size_t n, kt_cl_ctx_t *only, uint64_t deadline);
+int kt__cl_flush_ctxs(void *const *ctxs, size_t n, kt_cl_ctx_t *only, uint64_t deadline);
 /* Every queue, until the deadline; no lock is held while waiting. */
 int kt__cl_flush_all(uint64_t deadline);
 /* Now plus timeout_ns, or plus KTIMING_OPENCL_TIMEOUT_MS when 0. */

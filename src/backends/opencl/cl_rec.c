@@ -1,7 +1,7 @@
 /* cl_rec.c — tracked-command records: chunks of slots never freed, per-thread free lists, and the record state
  * machine (every change of a record's tag is here). */
 #include "backends/opencl/cl_rec.h"
-#include "backends/opencl/cl_env.h"
+#include "core/service.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -103,8 +103,9 @@ static void free_key_create(void)
 static chunk_t *chunk_make(uint32_t ci)
 {
     chunk_t *fresh = aligned_alloc(64, sizeof *fresh);
-    char(*names)[NAME_CAP] = kt__cl_env.verbose ? calloc(CHUNK_SIZE, NAME_CAP) : NULL;
-    if (!fresh || (kt__cl_env.verbose && !names)) {
+    int verbose = kt__verbose_on();
+    char(*names)[NAME_CAP] = verbose ? calloc(CHUNK_SIZE, NAME_CAP) : NULL;
+    if (!fresh || (verbose && !names)) {
         free(fresh);
         free(names);
         return NULL;

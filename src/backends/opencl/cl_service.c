@@ -7,12 +7,7 @@
 #include "core/internal.h"
 #include "core/service.h"
 
-static _Atomic int g_stopped; /* stop ran: the next track registers again */
-
-int kt__cl_stopped(void)
-{
-    return atomic_load_explicit(&g_stopped, memory_order_relaxed);
-}
+static kt__backend_life_t g_life = KT__BACKEND_LIFE_INIT; /* registered / stopped since: the core's one logic */
 
 /* kt_flush / kt_snapshot: bounded by the core's deadline. Not in a forked child: the driver's state there is
  * the parent's. */
@@ -24,18 +19,20 @@ static void flush_hook(uint64_t deadline_ns)
 }
 
 /* Exit and kt_shutdown: one bounded wait, then whatever is still in flight is counted as dropped (in flight at
- * exit) and the collector ends. */
+ * exit) and the collector ends. The core marks the backend stopped first: kt_cl_collect does nothing from then
+ * on, and the next track arms it again (kt__backend_arm). */
 static void stop_hook(uint64_t deadline_ns)
 {
     if (kt__forked_child())
         return;
-    atomic_store(&g_stopped, 1);
     kt__cl_flush_all(deadline_ns);
     kt__cl_collect_pass(NULL, 1 + KT_DROP_IN_FLIGHT_AT_EXIT);
     kt__cl_collector_stop();
     kt__cl_ctx_reap();
 }
 
+/* A loader layer's clDeinitLayer: as the core's stop, without marking the backend stopped (the loader unloads the
+ * driver next: nothing is tracked again). */
 void kt_cl_shutdown(void)
 {
     if (kt_cl_load(NULL) < 0 || kt__forked_child())
@@ -72,11 +69,16 @@ static const kt__backend_ops_t kOps = {.name = "OpenCL",
                                        .stop = stop_hook,
                                        .fork_prepare = fork_prepare,
                                        .fork_parent = fork_release,
-                                       .fork_child = fork_child};
+                                       .fork_child = fork_child,
+                                       .life = &g_life};
+
+int kt__cl_stopped(void)
+{
+    return kt__backend_stopped(&kOps);
+}
 
 void kt__cl_arm(void)
 {
-    atomic_store(&g_stopped, 0);
-    kt__backend_register(&kOps); /* outside the registry's lock: the core may hold its own lock while flushing */
+    kt__backend_arm(&kOps); /* outside the registry's lock: the core may hold its own lock while flushing */
     kt__cl_collector_start();
 }

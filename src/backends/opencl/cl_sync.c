@@ -22,7 +22,8 @@ int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns)
 {
     if (kt_cl_load(NULL) < 0)
         return ctx ? KT_EUNAVAILABLE : 0;
+    void *one = ctx;
     if (ctx)
-        return kt__cl_flush_ctxs(&ctx, 1, ctx, kt__cl_deadline_after(timeout_ns));
+        return kt__cl_flush_ctxs(&one, 1, ctx, kt__cl_deadline_after(timeout_ns));
     return kt__cl_flush_all(kt__cl_deadline_after(timeout_ns));
 }

@@ -7,7 +7,6 @@
 #include "backends/opencl/cl_service.h"
 #include "core/internal.h"
 #include "core/service.h"
-#include "export/escape.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -93,11 +92,6 @@ static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64
     if (kt__cl.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) != CL_SUCCESS)
         status = CL_INVALID_EVENT;
     kt__cl_outcome_t o = {c, event, id, kt_thread_ordinal(), enqueue_ns, name, bytes, 0};
-    char csv[NAME_CAP];
-    if (kt__cl_env.verbose) {
-        kt__escape_field(csv, sizeof csv, name);
-        o.name = csv;
-    }
     atomic_fetch_add(&c->tracked, 1);
     kt__cl_outcome_record(&o, status, observed);
     atomic_fetch_add(&c->finished, 1);
@@ -178,8 +172,8 @@ static kt__cl_rec_t *rec_take(kt_cl_ctx_t *ctx, cl_event event, kt_kernel_id_t i
     r->thread = kt_thread_ordinal();
     r->enqueue_ns = enqueue_ns;
     *kt__cl_rec_bytes(r) = bytes;
-    if (kt__cl_env.verbose)
-        kt__escape_field(kt__cl_rec_name(r), NAME_CAP, name);
+    if (kt__verbose_on()) /* its line's name: raw (kt__verbose_line escapes it), cut to the record's buffer */
+        snprintf(kt__cl_rec_name(r), NAME_CAP, "%s", name);
     return r;
 }
 
@@ -274,13 +268,7 @@ void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, 
         name = kernel ? kernel_name(kernel, buf, sizeof buf, &heap) : "opencl_command";
     kt_kernel_id_t id = intern_cached(kernel, ctx->dev, name);
     kt_record_error_name(id, kt_cl_error_name(error));
-    if (kt__cl_env.verbose) {
-        char csv[NAME_CAP], line[512];
-        kt__escape_field(csv, sizeof csv, name);
-        snprintf(line, sizeof line, "ktiming,error,opencl,%s,%s,%d,%s\n", ctx->device_csv, csv, (int)error,
-                 kt_cl_error_name(error));
-        kt__cl_log_line(line);
-    }
+    kt__verbose_line("error", "opencl", ctx->dev->model, name, "%d,%s", (int)error, kt_cl_error_name(error));
     free(heap);
 }
 
