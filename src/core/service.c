@@ -368,8 +368,10 @@ int kt__ctx_set_pin(kt__ctx_set_t *s, kt__ctx_pin_t *pin, unsigned which)
         }
     }
     if (nl + nr) {
-        memcpy(pin->ctx, s->live, nl * sizeof *pin->ctx);
-        memcpy(pin->ctx + nl, s->retired, nr * sizeof *pin->ctx);
+        if (nl) /* an empty list's array may be NULL: memcpy from NULL is undefined even for 0 bytes (UBSan) */
+            memcpy(pin->ctx, s->live, nl * sizeof *pin->ctx);
+        if (nr)
+            memcpy(pin->ctx + nl, s->retired, nr * sizeof *pin->ctx);
         pin->n = nl + nr;
         pin->set = s;
         s->pins++;

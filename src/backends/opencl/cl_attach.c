@@ -135,10 +135,13 @@ int kt_cl_detach_async(kt_cl_ctx_t *ctx)
     if (!ctx)
         return KT_EINVAL;
     atomic_store(&ctx->detaching, 1);
-    kt__cl_ctx_retire(ctx);
-    if (kt__cl_ctx_in_flight(ctx) != 0) {
+    /* decided and flushed before retiring: once retired and done, the collector may free it at any moment */
+    int busy = kt__cl_ctx_in_flight(ctx) != 0;
+    if (busy)
         kt__cl.clFlush(ctx->queue); /* a command never submitted would never complete */
-        kt__cl_collector_kick();
+    kt__cl_ctx_retire(ctx);
+    if (busy) {
+        kt__cl_collector_kick(); /* it frees the context once its last command is recorded */
         return 0;
     }
     kt__cl_ctx_reap();
