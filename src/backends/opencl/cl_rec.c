@@ -244,13 +244,19 @@ int kt__cl_rec_callback(void *handle, cl_int status, kt__cl_rec_t **out)
     }
 }
 
-int kt__cl_rec_peek(kt__cl_rec_t *r, uint64_t *gen)
+/* A record in state `from` -> PEEKED (1, *gen set), or 0 when it is in another state. */
+static int peek_from(kt__cl_rec_t *r, unsigned from, uint64_t *gen)
 {
     uint64_t t = atomic_load(&r->tag);
-    if (TAG_ST(t) != ST_PENDING || !atomic_compare_exchange_strong(&r->tag, &t, TAG(TAG_GEN(t), ST_PEEKED)))
+    if (TAG_ST(t) != from || !atomic_compare_exchange_strong(&r->tag, &t, TAG(TAG_GEN(t), ST_PEEKED)))
         return 0;
     *gen = TAG_GEN(t);
     return 1;
+}
+
+int kt__cl_rec_peek(kt__cl_rec_t *r, uint64_t *gen)
+{
+    return peek_from(r, ST_PENDING, gen);
 }
 
 void kt__cl_rec_peek_claim(kt__cl_rec_t *r, uint64_t gen)
@@ -271,11 +277,7 @@ int kt__cl_rec_unpeek(kt__cl_rec_t *r, uint64_t gen)
 
 int kt__cl_rec_poll_begin(kt__cl_rec_t *r, uint64_t *gen)
 {
-    uint64_t t = atomic_load(&r->tag);
-    if (TAG_ST(t) != ST_POLLED || !atomic_compare_exchange_strong(&r->tag, &t, TAG(TAG_GEN(t), ST_PEEKED)))
-        return 0;
-    *gen = TAG_GEN(t);
-    return 1;
+    return peek_from(r, ST_POLLED, gen);
 }
 
 void kt__cl_rec_poll_end(kt__cl_rec_t *r, uint64_t gen, int done)
