@@ -11,6 +11,8 @@
  *   FAKE_CL_SETCB_DELAY_US=n (clSetEventCallback is slow to start: it reads the event only after n us, as when
  *     the calling thread is preempted there)
  *   FAKE_CL_PLATFORMS=2 (two platforms, each with one device of the same name, as two drivers of one model)
+ *   clCreateSubDevices: a root device has 4 compute units; CL_DEVICE_PARTITION_EQUALLY makes 4 / n sub-devices
+ *     (kept until exit), each with the root's name, ids and platform, and CL_DEVICE_PARENT_DEVICE
  *   FAKE_CL_IDS=1 (devices list cl_khr_device_uuid and cl_khr_pci_bus_info: UUID 0000000<p>-0000-4000-8000-
  *     0000000000<p>0 with <p> the platform's index, driver UUID all ff, PCI address 0000:<41+p>:00.0)
  *   FAKE_CL_SETCB_FAIL=1 (clSetEventCallback refuses every callback with CL_OUT_OF_RESOURCES)
@@ -45,7 +47,10 @@
  * ------------------------------------------------------------------------------------------------- */
 
 struct _cl_platform_id { int index; /* 0, or 1 with FAKE_CL_PLATFORMS=2 */ };
-struct _cl_device_id { int index; /* its platform's */ };
+struct _cl_device_id {
+    int index;                       /* its platform's */
+    struct _cl_device_id *parent;    /* clCreateSubDevices: the device it was made from (NULL: a root device) */
+};
 struct _cl_context { int refs; /* reference count */ };
 struct _cl_program { int refs; /* reference count */ };
 struct _cl_mem { int refs; /* reference count */ size_t size; /* bytes */ void *data; /* contents */ };
@@ -87,7 +92,7 @@ struct _cl_command_queue {
 };
 
 static struct _cl_platform_id g_platforms[2] = {{0}, {1}};
-static struct _cl_device_id g_devices[2] = {{0}, {1}}; /* one per platform */
+static struct _cl_device_id g_devices[2] = {{0, NULL}, {1, NULL}}; /* one per platform */
 static pthread_mutex_t G = PTHREAD_MUTEX_INITIALIZER; /* one lock for everything */
 static pthread_cond_t CV = PTHREAD_COND_INITIALIZER;  /* any state change */
 static uint64_t g_raw0;                               /* RAW time of the first clock read */
@@ -233,9 +238,38 @@ FAKE_API cl_int clGetDeviceInfo(cl_device_id d, cl_device_info what, size_t cap,
         return copy_info(&t, sizeof t, cap, v, ret);
     }
     case CL_DEVICE_VENDOR: return copy_info("ktiming", 8, cap, v, ret);
+    case CL_DEVICE_PARENT_DEVICE: {
+        cl_device_id parent = d->parent;
+        return copy_info(&parent, sizeof parent, cap, v, ret);
+    }
+    case CL_DEVICE_MAX_COMPUTE_UNITS: {
+        cl_uint units = d->parent ? 2 : 4;
+        return copy_info(&units, sizeof units, cap, v, ret);
+    }
     default: return device_ids(d, what, cap, v, ret);
     }
 }
+
+FAKE_API cl_int clCreateSubDevices(cl_device_id in, const cl_device_partition_property *props, cl_uint n,
+                                   cl_device_id *out, cl_uint *n_ret)
+{
+    if (!in || !props || props[0] != CL_DEVICE_PARTITION_EQUALLY || props[1] <= 0 || props[1] > 4)
+        return CL_INVALID_VALUE;
+    cl_uint count = 4 / (cl_uint)props[1];
+    if (n_ret)
+        *n_ret = count;
+    if (out && n < count)
+        return CL_INVALID_VALUE;
+    for (cl_uint i = 0; out && i < count; i++) {
+        out[i] = calloc(1, sizeof *out[i]); /* kept until exit (clReleaseDevice does not free) */
+        out[i]->index = in->index;
+        out[i]->parent = in;
+    }
+    return CL_SUCCESS;
+}
+
+FAKE_API cl_int clRetainDevice(cl_device_id d) { (void)d; return CL_SUCCESS; }
+FAKE_API cl_int clReleaseDevice(cl_device_id d) { (void)d; return CL_SUCCESS; }
 
 FAKE_API cl_int clGetDeviceAndHostTimer(cl_device_id d, cl_ulong *dev, cl_ulong *host)
 {

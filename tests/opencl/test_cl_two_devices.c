@@ -3,7 +3,8 @@
  *   (no argument)  two identical root devices of one platform (PoCL with POCL_DEVICES="pthread pthread");
  *   sub            two sub-devices of the first device (clCreateSubDevices, CL_DEVICE_PARTITION_EQUALLY; PoCL);
  *   platforms      one device on each of two platforms with the same name (the driver double, FAKE_CL_PLATFORMS=2);
- *   ids            the same with cl_khr_device_uuid and cl_khr_pci_bus_info (FAKE_CL_IDS=1).
+ *   ids            the same with cl_khr_device_uuid and cl_khr_pci_bus_info (FAKE_CL_IDS=1);
+ *   sub (on the double with FAKE_CL_IDS=1): sub-devices of a device with a UUID keep the parent's key and kind.
  * Each device's identity in the snapshot (issue 34) is checked too: ordinal, platform, parent and partition, UUID and
  * PCI address where the driver gives them, and the labels that keep the two apart.
  * Skipped (77) where the driver cannot give two such devices. */
@@ -15,6 +16,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define KT_TEST_SKIP 77
@@ -38,6 +40,12 @@ static const kt_device_info_t *check_identity(const kt_snapshot_t *s, const kt_k
         assert_string_not_equal(d->id.parent, "");
         assert_true(d->id.partition == 0 || d->id.partition == 1);
         assert_string_equal(d->id.uuid, "");
+        if (getenv("FAKE_CL_IDS")) { /* the double's parent has a UUID: the sub-device's key is "uuid:<parent>/<k>" */
+            assert_string_equal(d->id.id_kind, "uuid");
+            snprintf(want, sizeof want, "%s/%d", d->id.parent, (int)d->id.partition);
+            assert_string_equal(d->key, want);
+            assert_true(!strncmp(d->id.parent, "uuid:", 5));
+        }
         snprintf(want, sizeof want, " sub #%d", (int)d->id.partition);
         assert_true(strlen(d->name) > strlen(want) && !strcmp(d->name + strlen(d->name) - strlen(want), want));
         return d;
