@@ -12,7 +12,10 @@
  * alone and deep_other alternate in BLOCKS blocks (the machine's load changes over seconds: both see it alike);
  * after_burst comes last (nothing after a burst is "before" it).
  * The last line is the verdict, same-run ratios: `opencl_sync: deep_other_vs_alone=<x> after_burst_vs_alone=<y>`
- * (both <= 1.5 wanted; issue 38 measured 3x-15x and ~10x before the FIFO per queue). */
+ * (both <= 1.5 wanted; issue 38 measured 3x-15x and ~10x before the FIFO per queue).
+ * `opencl_sync --plain`: the same program without ktiming (no queue attached; each round keeps its kernels' events,
+ * and the next sync reads their START/END stamps and releases them, as ktiming's recording does), the control for
+ * what the driver and the allocator do on their own; its last line says `opencl_sync(plain):`. */
 #include <ktiming.h>
 #include <ktiming/cl.h>
 
@@ -30,6 +33,7 @@
 
 static const kt_cl_api_t *cl;
 static cl_kernel g_tiny;
+static int g_plain; /* --plain: no ktiming, the program keeps and releases its events itself */
 
 static uint64_t thread_cpu_ns(void)
 {
@@ -53,19 +57,45 @@ typedef struct phase_t {
     int blocks;
 } phase_t;
 
+/* One tiny kernel on q: through ktiming, or (--plain) the driver alone, its event kept in *ev when ev is given. */
+static cl_int enqueue(kt_cl_ctx_t *kc, cl_command_queue q, cl_uint nwait, const cl_event *wait, cl_event *ev)
+{
+    size_t g = 64;
+    if (g_plain)
+        return cl->clEnqueueNDRangeKernel(q, g_tiny, 1, NULL, &g, NULL, nwait, wait, ev);
+    return kt_cl_enqueue_ndrange(kc, g_tiny, 1, NULL, &g, NULL, nwait, wait, NULL);
+}
+
+/* --plain: what recording does at a sync, without ktiming: the previous round's events read and released. */
+static void plain_collect(cl_event *ev, int n)
+{
+    for (int k = 0; k < n; k++) {
+        cl_ulong t = 0;
+        cl->clGetEventProfilingInfo(ev[k], CL_PROFILING_COMMAND_END, sizeof t, &t, NULL);
+        cl->clGetEventProfilingInfo(ev[k], CL_PROFILING_COMMAND_START, sizeof t, &t, NULL);
+        cl->clReleaseEvent(ev[k]);
+    }
+}
+
 /* n rounds on queue A: ROUND_KERNELS tiny kernels, then a sync, its CPU time added to the phase. */
 static int rounds(kt_cl_ctx_t *kc, cl_command_queue q, phase_t *ph, int n)
 {
     static uint64_t synced_ns; /* when the previous sync began (the hook's t_synced_ns) */
-    size_t g = 64;
+    static cl_event kept[2][ROUND_KERNELS]; /* --plain: this round's events and the previous round's */
+    static int cur, kept_n[2];
     int first = ph->n;
     for (int r = 0; r < n && ph->n < ROUNDS; r++) {
         for (int k = 0; k < ROUND_KERNELS; k++)
-            if (kt_cl_enqueue_ndrange(kc, g_tiny, 1, NULL, &g, NULL, 0, NULL, NULL) != CL_SUCCESS)
+            if (enqueue(kc, q, 0, NULL, g_plain ? &kept[cur][k] : NULL) != CL_SUCCESS)
                 return -1;
+        kept_n[cur] = g_plain ? ROUND_KERNELS : 0;
         uint64_t c0 = thread_cpu_ns();
-        if (synced_ns)
+        if (synced_ns && !g_plain)
             kt_cl_collect(kc, synced_ns);
+        else if (synced_ns)
+            plain_collect(kept[!cur], kept_n[!cur]);
+        kept_n[!cur] = 0;
+        cur = !cur;
         uint64_t c1 = thread_cpu_ns();
         uint64_t began = kt_now_ns();
         cl->clFinish(q);
@@ -100,8 +130,10 @@ static double report(phase_t *ph)
 static phase_t g_warm = {.name = "warm-up"}, g_alone = {.name = "alone"}, g_deep = {.name = "deep_other"},
                g_burst = {.name = "after_burst"};
 
-int main(void)
+int main(int argc, char **argv)
 {
+    g_plain = argc > 1 && !strcmp(argv[1], "--plain");
+    const char *tag = g_plain ? "opencl_sync(plain)" : "opencl_sync";
     cl_platform_id p;
     cl_device_id d;
     cl_uint n = 0;
@@ -123,8 +155,8 @@ int main(void)
     cl->clSetKernelArg(g_tiny, 0, sizeof buf, &buf);
     cl_command_queue qa = cl->clCreateCommandQueue(ctx, d, CL_QUEUE_PROFILING_ENABLE, &err);
     cl_command_queue qb = cl->clCreateCommandQueue(ctx, d, CL_QUEUE_PROFILING_ENABLE, &err);
-    kt_cl_ctx_t *ka, *kb;
-    if (kt_cl_attach(qa, NULL, &ka) != 0 || kt_cl_attach(qb, NULL, &kb) != 0) {
+    kt_cl_ctx_t *ka = NULL, *kb = NULL;
+    if (!g_plain && (kt_cl_attach(qa, NULL, &ka) != 0 || kt_cl_attach(qb, NULL, &kb) != 0)) {
         printf("opencl_sync: cannot attach\n");
         return 1;
     }
@@ -134,12 +166,11 @@ int main(void)
            ROUNDS, ROUND_KERNELS, DEEP, BURST);
     rounds(ka, qa, &g_warm, BLOCK_ROUNDS);
     g_warm.blocks = 0;
-    size_t g = 64;
     for (int blk = 0; blk < BLOCKS; blk++) {
         rounds(ka, qa, &g_alone, BLOCK_ROUNDS);
         cl_event gate = cl->clCreateUserEvent(ctx, &err);
         for (int i = 0; i < DEEP; i++)
-            kt_cl_enqueue_ndrange(kb, g_tiny, 1, NULL, &g, NULL, i == 0, i == 0 ? &gate : NULL, NULL);
+            enqueue(kb, qb, i == 0, i == 0 ? &gate : NULL, NULL);
         cl->clFlush(qb);
         rounds(ka, qa, &g_deep, BLOCK_ROUNDS);
         cl->clSetUserEventStatus(gate, CL_COMPLETE);
@@ -147,22 +178,25 @@ int main(void)
         cl->clReleaseEvent(gate);
     }
     for (int i = 0; i < BURST; i++)
-        kt_cl_enqueue_ndrange(kb, g_tiny, 1, NULL, &g, NULL, 0, NULL, NULL);
+        enqueue(kb, qb, 0, NULL, NULL);
     cl->clFinish(qb);
-    kt_cl_flush(NULL, 0);
+    if (!g_plain)
+        kt_cl_flush(NULL, 0);
     for (int blk = 0; blk < BLOCKS; blk++)
         rounds(ka, qa, &g_burst, BLOCK_ROUNDS);
     report(&g_warm);
     double alone = report(&g_alone), deep = report(&g_deep), burst = report(&g_burst);
 
-    kt_cl_detach(ka);
-    kt_cl_detach(kb);
+    if (!g_plain) {
+        kt_cl_detach(ka);
+        kt_cl_detach(kb);
+    }
     cl->clReleaseCommandQueue(qa);
     cl->clReleaseCommandQueue(qb);
     cl->clReleaseMemObject(buf);
     cl->clReleaseKernel(g_tiny);
     cl->clReleaseProgram(prog);
     cl->clReleaseContext(ctx);
-    printf("opencl_sync: deep_other_vs_alone=%.3f after_burst_vs_alone=%.3f\n", deep / alone, burst / alone);
+    printf("%s: deep_other_vs_alone=%.3f after_burst_vs_alone=%.3f\n", tag, deep / alone, burst / alone);
     return alone > 0 && deep > 0 && burst > 0 ? 0 : 1;
 }

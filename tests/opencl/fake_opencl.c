@@ -11,6 +11,10 @@
  *   FAKE_CL_SETCB_DELAY_US=n (clSetEventCallback is slow to start: it reads the event only after n us, as when
  *     the calling thread is preempted there)
  *   FAKE_CL_PLATFORMS=2 (two platforms, each with one device of the same name, as two drivers of one model)
+ *   clCreateSubDevices: a root device has 4 compute units; CL_DEVICE_PARTITION_EQUALLY makes 4 / n sub-devices
+ *     (kept until exit), each with the root's name, ids and platform, and CL_DEVICE_PARENT_DEVICE
+ *   FAKE_CL_IDS=1 (devices list cl_khr_device_uuid and cl_khr_pci_bus_info: UUID 0000000<p>-0000-4000-8000-
+ *     0000000000<p>0 with <p> the platform's index, driver UUID all ff, PCI address 0000:<41+p>:00.0)
  *   FAKE_CL_SETCB_FAIL=1 (clSetEventCallback refuses every callback with CL_OUT_OF_RESOURCES)
  *   FAKE_CL_CONTEXT_DELAY_US=n (clCreateContext takes n us, after counting the call: a calibration's private
  *     context is then slow enough to fork during it)
@@ -43,7 +47,10 @@
  * ------------------------------------------------------------------------------------------------- */
 
 struct _cl_platform_id { int index; /* 0, or 1 with FAKE_CL_PLATFORMS=2 */ };
-struct _cl_device_id { int index; /* its platform's */ };
+struct _cl_device_id {
+    int index;                       /* its platform's */
+    struct _cl_device_id *parent;    /* clCreateSubDevices: the device it was made from (NULL: a root device) */
+};
 struct _cl_context { int refs; /* reference count */ };
 struct _cl_program { int refs; /* reference count */ };
 struct _cl_mem { int refs; /* reference count */ size_t size; /* bytes */ void *data; /* contents */ };
@@ -85,7 +92,7 @@ struct _cl_command_queue {
 };
 
 static struct _cl_platform_id g_platforms[2] = {{0}, {1}};
-static struct _cl_device_id g_devices[2] = {{0}, {1}}; /* one per platform */
+static struct _cl_device_id g_devices[2] = {{0, NULL}, {1, NULL}}; /* one per platform */
 static pthread_mutex_t G = PTHREAD_MUTEX_INITIALIZER; /* one lock for everything */
 static pthread_cond_t CV = PTHREAD_COND_INITIALIZER;  /* any state change */
 static uint64_t g_raw0;                               /* RAW time of the first clock read */
@@ -183,6 +190,32 @@ FAKE_API cl_int clGetDeviceIDs(cl_platform_id p, cl_device_type t, cl_uint n, cl
     return CL_SUCCESS;
 }
 
+/* FAKE_CL_IDS=1: the stable ids of cl_khr_device_uuid and cl_khr_pci_bus_info (values of cl_ext.h, so this file
+ * needs no extension header). */
+#define FAKE_DEVICE_UUID 0x106A
+#define FAKE_DRIVER_UUID 0x106B
+#define FAKE_PCI_BUS_INFO 0x410F
+static cl_int device_ids(cl_device_id d, cl_device_info what, size_t cap, void *v, size_t *ret)
+{
+    if (!env_int("FAKE_CL_IDS", 0))
+        return what == CL_DEVICE_EXTENSIONS ? copy_info("", 1, cap, v, ret) : CL_INVALID_VALUE;
+    unsigned char uuid[16] = {0, 0, 0, (unsigned char)d->index, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0,
+                              (unsigned char)(d->index << 4)};
+    switch (what) {
+    case CL_DEVICE_EXTENSIONS: {
+        static const char kExt[] = "cl_khr_icd cl_khr_device_uuid cl_khr_pci_bus_info";
+        return copy_info(kExt, sizeof kExt, cap, v, ret);
+    }
+    case FAKE_DEVICE_UUID: return copy_info(uuid, sizeof uuid, cap, v, ret);
+    case FAKE_DRIVER_UUID: memset(uuid, 0xff, sizeof uuid); return copy_info(uuid, sizeof uuid, cap, v, ret);
+    case FAKE_PCI_BUS_INFO: {
+        const cl_uint pci[4] = {0, 0x41u + (cl_uint)d->index, 0, 0}; /* domain, bus, device, function */
+        return copy_info(pci, sizeof pci, cap, v, ret);
+    }
+    default: return CL_INVALID_VALUE;
+    }
+}
+
 FAKE_API cl_int clGetDeviceInfo(cl_device_id d, cl_device_info what, size_t cap, void *v, size_t *ret)
 {
     char buf[64];
@@ -204,9 +237,39 @@ FAKE_API cl_int clGetDeviceInfo(cl_device_id d, cl_device_info what, size_t cap,
         cl_device_type t = CL_DEVICE_TYPE_CPU;
         return copy_info(&t, sizeof t, cap, v, ret);
     }
-    default: return CL_INVALID_VALUE;
+    case CL_DEVICE_VENDOR: return copy_info("ktiming", 8, cap, v, ret);
+    case CL_DEVICE_PARENT_DEVICE: {
+        cl_device_id parent = d->parent;
+        return copy_info(&parent, sizeof parent, cap, v, ret);
+    }
+    case CL_DEVICE_MAX_COMPUTE_UNITS: {
+        cl_uint units = d->parent ? 2 : 4;
+        return copy_info(&units, sizeof units, cap, v, ret);
+    }
+    default: return device_ids(d, what, cap, v, ret);
     }
 }
+
+FAKE_API cl_int clCreateSubDevices(cl_device_id in, const cl_device_partition_property *props, cl_uint n,
+                                   cl_device_id *out, cl_uint *n_ret)
+{
+    if (!in || !props || props[0] != CL_DEVICE_PARTITION_EQUALLY || props[1] <= 0 || props[1] > 4)
+        return CL_INVALID_VALUE;
+    cl_uint count = 4 / (cl_uint)props[1];
+    if (n_ret)
+        *n_ret = count;
+    if (out && n < count)
+        return CL_INVALID_VALUE;
+    for (cl_uint i = 0; out && i < count; i++) {
+        out[i] = calloc(1, sizeof *out[i]); /* kept until exit (clReleaseDevice does not free) */
+        out[i]->index = in->index;
+        out[i]->parent = in;
+    }
+    return CL_SUCCESS;
+}
+
+FAKE_API cl_int clRetainDevice(cl_device_id d) { (void)d; return CL_SUCCESS; }
+FAKE_API cl_int clReleaseDevice(cl_device_id d) { (void)d; return CL_SUCCESS; }
 
 FAKE_API cl_int clGetDeviceAndHostTimer(cl_device_id d, cl_ulong *dev, cl_ulong *host)
 {

@@ -2,7 +2,11 @@
  * not one entry of 8) and its own published clock facts, whichever way they are alike:
  *   (no argument)  two identical root devices of one platform (PoCL with POCL_DEVICES="pthread pthread");
  *   sub            two sub-devices of the first device (clCreateSubDevices, CL_DEVICE_PARTITION_EQUALLY; PoCL);
- *   platforms      one device on each of two platforms with the same name (the driver double, FAKE_CL_PLATFORMS=2).
+ *   platforms      one device on each of two platforms with the same name (the driver double, FAKE_CL_PLATFORMS=2);
+ *   ids            the same with cl_khr_device_uuid and cl_khr_pci_bus_info (FAKE_CL_IDS=1);
+ *   sub (on the double with FAKE_CL_IDS=1): sub-devices of a device with a UUID keep the parent's key and kind.
+ * Each device's identity in the snapshot (issue 34) is checked too: ordinal, platform, parent and partition, UUID and
+ * PCI address where the driver gives them, and the labels that keep the two apart.
  * Skipped (77) where the driver cannot give two such devices. */
 #include <ktiming.h>
 #include <ktiming/cl.h>
@@ -12,12 +16,59 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define KT_TEST_SKIP 77
 
 static const kt_cl_api_t *cl;
 static cl_device_id g_devs[2];
+static const char *g_how = ""; /* the argument: "", "sub", "platforms" or "ids" */
+
+/* The device record of an entry, its identity checked for the kind of pair under test. */
+static const kt_device_info_t *check_identity(const kt_snapshot_t *s, const kt_kernel_timing_t *e)
+{
+    const kt_device_info_t *d = kt_snapshot_device(s, KT_BACKEND_OPENCL, e->device);
+    assert_non_null(d);
+    assert_string_equal(d->name, e->device); /* the entry carries the record's label */
+    char want[256];
+    printf("device \"%s\": key \"%s\", id_kind %s, ordinal %d, platform \"%s\", parent \"%s\" #%d, uuid \"%s\", "
+           "pci \"%s\"\n",
+           d->name, d->key, d->id.id_kind, (int)d->id.ordinal, d->id.platform, d->id.parent, (int)d->id.partition,
+           d->id.uuid, d->id.pci);
+    if (!strcmp(g_how, "sub")) { /* a sub-device: its parent's key and its partition, no ids of its own */
+        assert_string_not_equal(d->id.parent, "");
+        assert_true(d->id.partition == 0 || d->id.partition == 1);
+        assert_string_equal(d->id.uuid, "");
+        if (getenv("FAKE_CL_IDS")) { /* the double's parent has a UUID: the sub-device's key is "uuid:<parent>/<k>" */
+            assert_string_equal(d->id.id_kind, "uuid");
+            snprintf(want, sizeof want, "%s/%d", d->id.parent, (int)d->id.partition);
+            assert_string_equal(d->key, want);
+            assert_true(!strncmp(d->id.parent, "uuid:", 5));
+        }
+        snprintf(want, sizeof want, " sub #%d", (int)d->id.partition);
+        assert_true(strlen(d->name) > strlen(want) && !strcmp(d->name + strlen(d->name) - strlen(want), want));
+        return d;
+    }
+    assert_string_equal(d->id.parent, "");
+    assert_true(d->id.ordinal == 0 || d->id.ordinal == 1);
+    assert_string_not_equal(d->id.platform, "");
+    snprintf(want, sizeof want, "%s #%d", d->id.model, (int)d->id.ordinal); /* two of one model: "#<ordinal>" */
+    assert_string_equal(d->name, want);
+    if (!strcmp(g_how, "ids")) { /* the driver double's ids (fake_opencl.c), the ordinal being the platform's index */
+        assert_string_equal(d->id.id_kind, "uuid");
+        snprintf(want, sizeof want, "0000000%d-0000-4000-8000-0000000000%d0", (int)d->id.ordinal, (int)d->id.ordinal);
+        assert_string_equal(d->id.uuid, want);
+        snprintf(want, sizeof want, "0000:4%d:00.0", 1 + (int)d->id.ordinal);
+        assert_string_equal(d->id.pci, want);
+        assert_string_equal(d->id.driver_uuid, "ffffffff-ffff-ffff-ffff-ffffffffffff");
+    } else { /* PoCL and the plain double have no stable id: the enumeration order says which is which */
+        assert_string_equal(d->id.id_kind, "enumeration");
+        assert_string_equal(d->id.uuid, "");
+        assert_string_equal(d->id.pci, "");
+    }
+    return d;
+}
 
 static void test_two_entries(void **state)
 {
@@ -55,6 +106,15 @@ static void test_two_entries(void **state)
     assert_string_not_equal(found[0]->device, found[1]->device);
     uint64_t a = found[0]->dispatch_count, b = found[1]->dispatch_count;
     assert_true((a == 3 && b == 5) || (a == 5 && b == 3));
+    const kt_device_info_t *d0 = check_identity(s, found[0]), *d1 = check_identity(s, found[1]);
+    assert_string_not_equal(d0->key, d1->key);
+    if (!strcmp(g_how, "sub")) {
+        assert_string_equal(d0->id.parent, d1->id.parent); /* one parent, partitions 0 and 1 */
+        assert_int_not_equal(d0->id.partition, d1->id.partition);
+    } else {
+        assert_int_not_equal(d0->id.ordinal, d1->id.ordinal);
+        assert_string_equal(d0->id.platform, d1->id.platform); /* PoCL's one platform; the double's two, named alike */
+    }
     size_t published = 0;
     for (size_t i = 0; i < s->device_count; i++)
         published += s->devices[i].backend == KT_BACKEND_OPENCL &&
@@ -72,7 +132,7 @@ static int pick_devices(const char *how)
     cl_uint np = 0, n = 0;
     if (cl->clGetPlatformIDs(2, p, &np) != CL_SUCCESS || np == 0)
         return KT_TEST_SKIP;
-    if (how && !strcmp(how, "platforms")) {
+    if (how && (!strcmp(how, "platforms") || !strcmp(how, "ids"))) {
         if (np < 2 || cl->clGetDeviceIDs(p[0], CL_DEVICE_TYPE_ALL, 1, &g_devs[0], NULL) != CL_SUCCESS ||
             cl->clGetDeviceIDs(p[1], CL_DEVICE_TYPE_ALL, 1, &g_devs[1], NULL) != CL_SUCCESS) {
             fprintf(stderr, "fewer than two OpenCL platforms: skipped\n");
@@ -112,6 +172,7 @@ int main(int argc, char **argv)
 {
     if (kt_cl_load(&cl) != 0)
         return KT_TEST_SKIP;
+    g_how = argc > 1 ? argv[1] : "";
     int rc = pick_devices(argc > 1 ? argv[1] : NULL);
     if (rc)
         return rc;

@@ -71,6 +71,90 @@ static int find_line(const char *text, const char *a, const char *b, char *out, 
     return 0;
 }
 
+/* The profiled kernel's line: nine fields, the device name as a field. */
+static void check_device_line(const char *text)
+{
+    char line[512], *f[16];
+    char dev[512]; /* the device name as a field: commas as \x2c */
+    size_t dn = 0;
+    for (const char *p = clt.device_name; *p && dn + 5 < sizeof dev; p++) {
+        if (*p == ',') {
+            memcpy(dev + dn, "\\x2c", 4);
+            dn += 4;
+        } else {
+            dev[dn++] = *p;
+        }
+    }
+    dev[dn] = '\0';
+
+    assert_true(find_line(text, ",tiny,", ",device", line, sizeof line));
+    assert_int_equal(split(line, f, 16), 9);
+    assert_string_equal(f[0], "ktiming");
+    assert_string_equal(f[1], "exec");
+    assert_string_equal(f[2], "opencl");
+    assert_string_equal(f[3], dev);
+    assert_string_equal(f[4], "tiny");
+    assert_true(atof(f[5]) >= 0.0);
+    assert_true(atof(f[7]) >= 0.0);
+    assert_string_equal(f[8], "device");
+}
+
+static void check_busy_line(const char *text)
+{
+    char line[512], *f[16];
+    /* The busy line's time is the recorded duration (device) — 5 ms-ish, not the gate wait. */
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = clt_find(s, "busy");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 2);
+    assert_true(find_line(text, ",busy,", ",device", line, sizeof line));
+    assert_int_equal(split(line, f, 16), 9);
+    double ms = atof(f[5]);
+    assert_true(ms > 0.0);
+    int matched = 0;
+    for (size_t i = 0; i < s->span_count; i++)
+        if (&s->entries[s->spans[i].entry] == e && (s->spans[i].flags & KT_SPAN_DEVICE))
+            matched |= fabs((double)s->spans[i].duration_ns / 1e6 - ms) < 1e-5;
+    assert_true(matched);
+    kt_snapshot_free(s);
+
+}
+
+static void check_host_line(const char *text)
+{
+    char line[512], *f[16];
+    /* Host-timed fallback line (queue without profiling): empty stage delays, "host". */
+    assert_true(find_line(text, ",busy,", ",host", line, sizeof line));
+    assert_int_equal(split(line, f, 16), 9);
+    assert_string_equal(f[4], "busy");
+    assert_string_equal(f[6], "");
+    assert_string_equal(f[7], "");
+    assert_string_equal(f[8], "host");
+
+}
+
+static void check_error_line(const char *text)
+{
+    char line[512], *f[16];
+    /* The failed command: an error line, the name escaped (its comma and escape sequence shown, not acted on),
+     * negative status. */
+    assert_true(find_line(text, "ktiming,error,", "", line, sizeof line));
+    assert_int_equal(split(line, f, 16), 7);
+    assert_string_equal(f[2], "opencl");
+    assert_string_equal(f[4], "fail\\x2cing\\x1b[2J");
+    assert_null(strchr(text, '\x1b'));
+    assert_true(atoi(f[5]) < 0);
+    /* the status in words: an execution status, not an enqueue error (PoCL ends it with -1: no CL_DEVICE_NOT_FOUND) */
+    if (atoi(f[5]) == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) {
+        assert_string_equal(f[6], kt_cl_error_name(atoi(f[5])));
+    } else {
+        char want[64];
+        snprintf(want, sizeof want, "execution status %d (", atoi(f[5]));
+        assert_true(!strncmp(f[6], want, strlen(want)));
+    }
+
+}
+
 static void test_verbose_lines(void **state)
 {
     (void)state;
@@ -116,70 +200,10 @@ static void test_verbose_lines(void **state)
     assert_true(seen);
     const char *text = read_capture();
     printf("%s", text);
-    char line[512], *f[16];
-    char dev[512]; /* the device name as a field: commas as \x2c */
-    size_t dn = 0;
-    for (const char *p = clt.device_name; *p && dn + 5 < sizeof dev; p++) {
-        if (*p == ',') {
-            memcpy(dev + dn, "\\x2c", 4);
-            dn += 4;
-        } else {
-            dev[dn++] = *p;
-        }
-    }
-    dev[dn] = '\0';
-
-    assert_true(find_line(text, ",tiny,", ",device", line, sizeof line));
-    assert_int_equal(split(line, f, 16), 9);
-    assert_string_equal(f[0], "ktiming");
-    assert_string_equal(f[1], "exec");
-    assert_string_equal(f[2], "opencl");
-    assert_string_equal(f[3], dev);
-    assert_string_equal(f[4], "tiny");
-    assert_true(atof(f[5]) >= 0.0);
-    assert_true(atof(f[7]) >= 0.0);
-    assert_string_equal(f[8], "device");
-
-    /* The busy line's time is the recorded duration (device) — 5 ms-ish, not the gate wait. */
-    kt_snapshot_t *s = kt_snapshot();
-    const kt_kernel_timing_t *e = clt_find(s, "busy");
-    assert_non_null(e);
-    assert_int_equal(e->dispatch_count, 2);
-    assert_true(find_line(text, ",busy,", ",device", line, sizeof line));
-    assert_int_equal(split(line, f, 16), 9);
-    double ms = atof(f[5]);
-    assert_true(ms > 0.0);
-    int matched = 0;
-    for (size_t i = 0; i < s->span_count; i++)
-        if (&s->entries[s->spans[i].entry] == e && (s->spans[i].flags & KT_SPAN_DEVICE))
-            matched |= fabs((double)s->spans[i].duration_ns / 1e6 - ms) < 1e-5;
-    assert_true(matched);
-    kt_snapshot_free(s);
-
-    /* Host-timed fallback line (queue without profiling): empty stage delays, "host". */
-    assert_true(find_line(text, ",busy,", ",host", line, sizeof line));
-    assert_int_equal(split(line, f, 16), 9);
-    assert_string_equal(f[4], "busy");
-    assert_string_equal(f[6], "");
-    assert_string_equal(f[7], "");
-    assert_string_equal(f[8], "host");
-
-    /* The failed command: an error line, the name escaped (its comma and escape sequence shown, not acted on),
-     * negative status. */
-    assert_true(find_line(text, "ktiming,error,", "", line, sizeof line));
-    assert_int_equal(split(line, f, 16), 7);
-    assert_string_equal(f[2], "opencl");
-    assert_string_equal(f[4], "fail\\x2cing\\x1b[2J");
-    assert_null(strchr(text, '\x1b'));
-    assert_true(atoi(f[5]) < 0);
-    /* the status in words: an execution status, not an enqueue error (PoCL ends it with -1: no CL_DEVICE_NOT_FOUND) */
-    if (atoi(f[5]) == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) {
-        assert_string_equal(f[6], kt_cl_error_name(atoi(f[5])));
-    } else {
-        char want[64];
-        snprintf(want, sizeof want, "execution status %d (", atoi(f[5]));
-        assert_true(!strncmp(f[6], want, strlen(want)));
-    }
+    check_device_line(text);
+    check_busy_line(text);
+    check_host_line(text);
+    check_error_line(text);
 
     unlink(g_path);
     assert_int_equal(kt_cl_detach(kc), 0);

@@ -417,34 +417,39 @@ static int truths(cl_context ctx, cl_device_id device, cl_program prog, cl_kerne
     return 0;
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for. */
+typedef struct opts_t {
+    int events, iterations, pipe, tiny, queues, cmdbuf, mark, wait_events, truth, svm_reps;
+    size_t n; /* vector length of the default run */
+} opts_t;
+
+/* 0, or 2 after the usage line. */
+static int parse_args(int argc, char **argv, opts_t *o)
 {
-    int events = 1, iterations = 4, pipe = 0, tiny = 0, queues = 0, cmdbuf = 0, mark = 0, wait_events = 0, truth = 0,
-        svm_reps = 0;
-    size_t n = 1 << 16;
+    *o = (opts_t){.events = 1, .iterations = 4, .n = 1 << 16};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-events"))
-            events = 0;
+            o->events = 0;
         else if (!strcmp(argv[i], "--pipeline"))
-            pipe = 1;
+            o->pipe = 1;
         else if (!strcmp(argv[i], "--tiny") && i + 1 < argc)
-            tiny = atoi(argv[++i]);
+            o->tiny = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--mark"))
-            mark = 1;
+            o->mark = 1;
         else if (!strcmp(argv[i], "--svm") && i + 1 < argc)
-            svm_reps = atoi(argv[++i]);
+            o->svm_reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--truths"))
-            truth = 1;
+            o->truth = 1;
         else if (!strcmp(argv[i], "--wait-events"))
-            wait_events = 1;
+            o->wait_events = 1;
         else if (!strcmp(argv[i], "--queues") && i + 1 < argc)
-            queues = atoi(argv[++i]);
+            o->queues = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--cmdbuf") && i + 1 < argc)
-            cmdbuf = atoi(argv[++i]);
+            o->cmdbuf = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
-            iterations = atoi(argv[++i]);
+            o->iterations = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
-            n = (size_t)strtoull(argv[++i], NULL, 10);
+            o->n = (size_t)strtoull(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--queues N] [--cmdbuf N] [--truths] [--svm N] "
                             "[--tiny N "
@@ -452,6 +457,197 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    return 0;
+}
+
+/* --tiny N: N small kernels on qa, a sync point (clFinish, or clWaitForEvents with --wait-events) every 100th. */
+static int tiny_kernels(cl_context ctx, cl_command_queue qa, cl_kernel kscale, const opts_t *o)
+{
+    cl_mem small = tiny_scale(ctx, kscale);
+    size_t g = 64;
+    for (int i = 0; i < o->tiny; i++) {
+        int sync = i % 100 == 99;
+        cl_event ev = NULL;
+        CHECK(cl.clEnqueueNDRangeKernel(qa, kscale, 1, NULL, &g, NULL, 0, NULL, sync && o->wait_events ? &ev : NULL));
+        if (!sync)
+            continue;
+        if (ev) { /* an in-order queue: every earlier kernel is done too */
+            CHECK(cl.clWaitForEvents(1, &ev));
+            CHECK(cl.clReleaseEvent(ev));
+        } else {
+            CHECK(cl.clFinish(qa));
+        }
+        if (o->mark)
+            fprintf(stderr, "clprog: synced %d\n", i + 1);
+    }
+    CHECK(cl.clFinish(qa));
+    CHECK(cl.clReleaseMemObject(small));
+    printf("done: %d tiny kernels\n", o->tiny);
+    return 0;
+}
+
+/* The modes other than the default run: 1 when one was asked for (*rc: its exit status), else 0. */
+static int other_mode(const opts_t *o, cl_platform_id platform, cl_context ctx, cl_device_id device, cl_program prog,
+                      cl_command_queue qa, cl_kernel kvadd, cl_kernel kscale, int *rc_out)
+{
+    int rc = 0;
+    const char *what = NULL;
+    if (o->pipe)
+        rc = pipeline(ctx, device, kvadd, o->n), what = "pipeline";
+    else if (o->queues > 0)
+        rc = many_queues(ctx, device, kscale, o->queues), what = "queues";
+    else if (o->svm_reps > 0)
+        rc = svm(ctx, device, kscale, o->svm_reps), what = "svm";
+    else if (o->truth)
+        rc = truths(ctx, device, prog, kscale), what = "truths";
+    else if (o->cmdbuf > 0)
+        rc = command_buffer(platform, ctx, device, kvadd, kscale, o->cmdbuf), what = "command buffer";
+    else if (o->tiny > 0)
+        rc = tiny_kernels(ctx, qa, kscale, o), what = "";
+    if (what && *what)
+        printf("done: %s\n", what);
+    *rc_out = rc;
+    return what != NULL;
+}
+
+/* The default run's vadd/vadd/scale iterations on queues A and B; the first queue-A event is kept (*probe). */
+static void iterate(const opts_t *o, cl_command_queue qa, cl_command_queue qb, cl_kernel kvadd, cl_kernel kscale,
+                    cl_event *probe)
+{
+    size_t gws = o->n;
+    for (int it = 0; it < o->iterations; it++) {
+        cl_event ev[3] = {NULL, NULL, NULL};
+        CHECK(cl.clEnqueueNDRangeKernel(qa, kvadd, 1, NULL, &gws, NULL, 0, NULL, o->events ? &ev[0] : NULL));
+        CHECK(cl.clEnqueueNDRangeKernel(qa, kvadd, 1, NULL, &gws, NULL, 0, NULL, o->events ? &ev[1] : NULL));
+        if (o->events) {
+            CHECK(cl.clWaitForEvents(2, ev));
+            CHECK(cl.clEnqueueNDRangeKernel(qb, kscale, 1, NULL, &gws, NULL, 0, NULL, &ev[2]));
+            CHECK(cl.clWaitForEvents(1, &ev[2]));
+            if (!*probe) {
+                *probe = ev[0];
+                ev[0] = NULL;
+            }
+            for (int e = 0; e < 3; e++)
+                if (ev[e])
+                    CHECK(cl.clReleaseEvent(ev[e]));
+        } else {
+            CHECK(cl.clFinish(qa));
+            CHECK(cl.clEnqueueNDRangeKernel(qb, kscale, 1, NULL, &gws, NULL, 0, NULL, NULL));
+            CHECK(cl.clFinish(qb));
+        }
+    }
+}
+
+/* A single work-item kernel through clEnqueueTask, filling ba. */
+static void task(const opts_t *o, cl_command_queue qa, cl_kernel kfill, cl_mem ba)
+{
+    int fill_n = 1024;
+    float fill_v = 3.0f;
+    CHECK(cl.clSetKernelArg(kfill, 0, sizeof ba, &ba));
+    CHECK(cl.clSetKernelArg(kfill, 1, sizeof fill_n, &fill_n));
+    CHECK(cl.clSetKernelArg(kfill, 2, sizeof fill_v, &fill_v));
+    cl_event tev = NULL;
+    CHECK(cl.clEnqueueTask(qa, kfill, 0, NULL, o->events ? &tev : NULL));
+    if (tev) {
+        CHECK(cl.clWaitForEvents(1, &tev));
+        CHECK(cl.clReleaseEvent(tev));
+    }
+}
+
+/* Errors the program must see unchanged; returns the kernel with unset arguments (to release). */
+static cl_kernel refused_enqueues(cl_program prog, cl_command_queue qa, cl_kernel kvadd, size_t gws)
+{
+    size_t zero = 0;
+    cl_event bad = NULL;
+    cl_int err;
+    printf("enqueue with global size 0 -> %d\n",
+           cl.clEnqueueNDRangeKernel(qa, kvadd, 1, NULL, &zero, NULL, 0, NULL, &bad));
+    cl_kernel unset = cl.clCreateKernel(prog, "vadd", &err);
+    CHECK(err);
+    printf("enqueue with unset arguments -> %d\n",
+           cl.clEnqueueNDRangeKernel(qa, unset, 1, NULL, &gws, NULL, 0, NULL, NULL));
+    printf("event of the size-0 enqueue: %s\n", bad ? "set" : "untouched");
+    if (bad) {
+        CHECK(cl.clWaitForEvents(1, &bad));
+        CHECK(cl.clReleaseEvent(bad));
+    }
+    return unset;
+}
+
+/* What the program can see of its queues (and of a queue-A event's profiling info, when kept). */
+static void show_queues(cl_command_queue qa, cl_command_queue qb, cl_event probe)
+{
+    cl_command_queue_properties pa = 0, pb = 0;
+    CHECK(cl.clGetCommandQueueInfo(qa, CL_QUEUE_PROPERTIES, sizeof pa, &pa, NULL));
+    CHECK(cl.clGetCommandQueueInfo(qb, CL_QUEUE_PROPERTIES, sizeof pb, &pb, NULL));
+    printf("queue A properties = 0x%llx, queue B properties = 0x%llx\n", (unsigned long long)pa,
+           (unsigned long long)pb);
+    size_t arr_size = 0;
+    cl_queue_properties arr[16] = {0};
+    cl_int arr_rc = cl.clGetCommandQueueInfo(qb, CL_QUEUE_PROPERTIES_ARRAY, sizeof arr, arr, &arr_size);
+    printf("queue B properties array -> %d, %zu entries:", arr_rc, arr_size / sizeof arr[0]);
+    for (size_t i = 0; arr_rc == CL_SUCCESS && i < arr_size / sizeof arr[0] && i < 16; i++)
+        printf(" 0x%llx", (unsigned long long)arr[i]);
+    printf("\n");
+    if (probe) {
+        cl_ulong t = 0;
+        printf("profiling info of a queue-A event -> %d\n",
+               cl.clGetEventProfilingInfo(probe, CL_PROFILING_COMMAND_END, sizeof t, &t, NULL));
+        CHECK(cl.clReleaseEvent(probe));
+    }
+}
+
+/* The default run: vectors added and scaled over two queues, a task, refused enqueues, the queues' view. */
+static int default_run(const opts_t *o, cl_context ctx, cl_program prog, cl_command_queue qa, cl_command_queue qb,
+                       cl_kernel kvadd, cl_kernel kscale, cl_kernel kfill)
+{
+    size_t n = o->n;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
+    if (!a || !b || !c)
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (float)(i % 1000) * 0.5f;
+        b[i] = (float)(i % 37);
+    }
+    cl_int err;
+    cl_mem ba = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof *a, a, &err);
+    CHECK(err);
+    cl_mem bb = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof *b, b, &err);
+    CHECK(err);
+    cl_mem bc = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * sizeof *c, NULL, &err);
+    CHECK(err);
+    CHECK(cl.clSetKernelArg(kvadd, 0, sizeof ba, &ba));
+    CHECK(cl.clSetKernelArg(kvadd, 1, sizeof bb, &bb));
+    CHECK(cl.clSetKernelArg(kvadd, 2, sizeof bc, &bc));
+    float k = 1.0009765625f;
+    CHECK(cl.clSetKernelArg(kscale, 0, sizeof bc, &bc));
+    CHECK(cl.clSetKernelArg(kscale, 1, sizeof k, &k));
+
+    cl_event probe = NULL;
+    iterate(o, qa, qb, kvadd, kscale, &probe);
+    CHECK(cl.clEnqueueReadBuffer(qa, bc, CL_TRUE, 0, n * sizeof *c, c, 0, NULL, NULL));
+    printf("checksum c = %.6f\n", checksum(c, n));
+    task(o, qa, kfill, ba);
+    CHECK(cl.clEnqueueReadBuffer(qa, ba, CL_TRUE, 0, n * sizeof *a, a, 0, NULL, NULL));
+    printf("checksum a = %.6f\n", checksum(a, n));
+    cl_kernel unset = refused_enqueues(prog, qa, kvadd, n);
+    show_queues(qa, qb, probe);
+
+    CHECK(cl.clReleaseKernel(unset));
+    CHECK(cl.clReleaseMemObject(ba));
+    CHECK(cl.clReleaseMemObject(bb));
+    CHECK(cl.clReleaseMemObject(bc));
+    free(a);
+    free(b);
+    free(c);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    if (parse_args(argc, argv, &o) != 0)
+        return 2;
     cl_platform_id platform;
     cl_device_id device;
     cl_uint ndev = 0;
@@ -478,165 +674,19 @@ int main(int argc, char **argv)
     CHECK(err);
     cl_kernel kfill = cl.clCreateKernel(prog, "fill", &err);
     CHECK(err);
-    if (pipe) {
-        int rc = pipeline(ctx, device, kvadd, n);
-        printf("done: pipeline\n");
+    int rc;
+    if (other_mode(&o, platform, ctx, device, prog, qa, kvadd, kscale, &rc))
         return rc;
-    }
-    if (queues > 0) {
-        int rc = many_queues(ctx, device, kscale, queues);
-        printf("done: queues\n");
-        return rc;
-    }
-    if (svm_reps > 0) {
-        int rc = svm(ctx, device, kscale, svm_reps);
-        printf("done: svm\n");
-        return rc;
-    }
-    if (truth) {
-        int rc = truths(ctx, device, prog, kscale);
-        printf("done: truths\n");
-        return rc;
-    }
-    if (cmdbuf > 0) {
-        int rc = command_buffer(platform, ctx, device, kvadd, kscale, cmdbuf);
-        printf("done: command buffer\n");
-        return rc;
-    }
-    if (tiny > 0) {
-        cl_mem small = tiny_scale(ctx, kscale);
-        size_t g = 64;
-        for (int i = 0; i < tiny; i++) {
-            int sync = i % 100 == 99;
-            cl_event ev = NULL;
-            CHECK(cl.clEnqueueNDRangeKernel(qa, kscale, 1, NULL, &g, NULL, 0, NULL, sync && wait_events ? &ev : NULL));
-            if (!sync)
-                continue;
-            if (ev) { /* an in-order queue: every earlier kernel is done too */
-                CHECK(cl.clWaitForEvents(1, &ev));
-                CHECK(cl.clReleaseEvent(ev));
-            } else {
-                CHECK(cl.clFinish(qa));
-            }
-            if (mark)
-                fprintf(stderr, "clprog: synced %d\n", i + 1);
-        }
-        CHECK(cl.clFinish(qa));
-        CHECK(cl.clReleaseMemObject(small));
-        printf("done: %d tiny kernels\n", tiny);
-        return 0;
-    }
-
-    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
-    if (!a || !b || !c)
+    if (default_run(&o, ctx, prog, qa, qb, kvadd, kscale, kfill) != 0)
         return 1;
-    for (size_t i = 0; i < n; i++) {
-        a[i] = (float)(i % 1000) * 0.5f;
-        b[i] = (float)(i % 37);
-    }
-    cl_mem ba = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof *a, a, &err);
-    CHECK(err);
-    cl_mem bb = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof *b, b, &err);
-    CHECK(err);
-    cl_mem bc = cl.clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * sizeof *c, NULL, &err);
-    CHECK(err);
-    CHECK(cl.clSetKernelArg(kvadd, 0, sizeof ba, &ba));
-    CHECK(cl.clSetKernelArg(kvadd, 1, sizeof bb, &bb));
-    CHECK(cl.clSetKernelArg(kvadd, 2, sizeof bc, &bc));
-    float k = 1.0009765625f;
-    CHECK(cl.clSetKernelArg(kscale, 0, sizeof bc, &bc));
-    CHECK(cl.clSetKernelArg(kscale, 1, sizeof k, &k));
 
-    size_t gws = n;
-    cl_event probe = NULL;
-    for (int it = 0; it < iterations; it++) {
-        cl_event ev[3] = {NULL, NULL, NULL};
-        CHECK(cl.clEnqueueNDRangeKernel(qa, kvadd, 1, NULL, &gws, NULL, 0, NULL, events ? &ev[0] : NULL));
-        CHECK(cl.clEnqueueNDRangeKernel(qa, kvadd, 1, NULL, &gws, NULL, 0, NULL, events ? &ev[1] : NULL));
-        if (events) {
-            CHECK(cl.clWaitForEvents(2, ev));
-            CHECK(cl.clEnqueueNDRangeKernel(qb, kscale, 1, NULL, &gws, NULL, 0, NULL, &ev[2]));
-            CHECK(cl.clWaitForEvents(1, &ev[2]));
-            if (!probe) {
-                probe = ev[0];
-                ev[0] = NULL;
-            }
-            for (int e = 0; e < 3; e++)
-                if (ev[e])
-                    CHECK(cl.clReleaseEvent(ev[e]));
-        } else {
-            CHECK(cl.clFinish(qa));
-            CHECK(cl.clEnqueueNDRangeKernel(qb, kscale, 1, NULL, &gws, NULL, 0, NULL, NULL));
-            CHECK(cl.clFinish(qb));
-        }
-    }
-    CHECK(cl.clEnqueueReadBuffer(qa, bc, CL_TRUE, 0, n * sizeof *c, c, 0, NULL, NULL));
-    printf("checksum c = %.6f\n", checksum(c, n));
-
-    /* a single work-item kernel through clEnqueueTask */
-    int fill_n = 1024;
-    float fill_v = 3.0f;
-    CHECK(cl.clSetKernelArg(kfill, 0, sizeof ba, &ba));
-    CHECK(cl.clSetKernelArg(kfill, 1, sizeof fill_n, &fill_n));
-    CHECK(cl.clSetKernelArg(kfill, 2, sizeof fill_v, &fill_v));
-    cl_event tev = NULL;
-    CHECK(cl.clEnqueueTask(qa, kfill, 0, NULL, events ? &tev : NULL));
-    if (tev) {
-        CHECK(cl.clWaitForEvents(1, &tev));
-        CHECK(cl.clReleaseEvent(tev));
-    }
-    CHECK(cl.clEnqueueReadBuffer(qa, ba, CL_TRUE, 0, n * sizeof *a, a, 0, NULL, NULL));
-    printf("checksum a = %.6f\n", checksum(a, n));
-
-    /* errors the program must see unchanged */
-    size_t zero = 0;
-    cl_event bad = NULL;
-    printf("enqueue with global size 0 -> %d\n",
-           cl.clEnqueueNDRangeKernel(qa, kvadd, 1, NULL, &zero, NULL, 0, NULL, &bad));
-    cl_kernel unset = cl.clCreateKernel(prog, "vadd", &err);
-    CHECK(err);
-    printf("enqueue with unset arguments -> %d\n",
-           cl.clEnqueueNDRangeKernel(qa, unset, 1, NULL, &gws, NULL, 0, NULL, NULL));
-    printf("event of the size-0 enqueue: %s\n", bad ? "set" : "untouched");
-    if (bad) {
-        CHECK(cl.clWaitForEvents(1, &bad));
-        CHECK(cl.clReleaseEvent(bad));
-    }
-
-    /* what the program can see of its queues */
-    cl_command_queue_properties pa = 0, pb = 0;
-    CHECK(cl.clGetCommandQueueInfo(qa, CL_QUEUE_PROPERTIES, sizeof pa, &pa, NULL));
-    CHECK(cl.clGetCommandQueueInfo(qb, CL_QUEUE_PROPERTIES, sizeof pb, &pb, NULL));
-    printf("queue A properties = 0x%llx, queue B properties = 0x%llx\n", (unsigned long long)pa,
-           (unsigned long long)pb);
-    size_t arr_size = 0;
-    cl_queue_properties arr[16] = {0};
-    cl_int arr_rc = cl.clGetCommandQueueInfo(qb, CL_QUEUE_PROPERTIES_ARRAY, sizeof arr, arr, &arr_size);
-    printf("queue B properties array -> %d, %zu entries:", arr_rc, arr_size / sizeof arr[0]);
-    for (size_t i = 0; arr_rc == CL_SUCCESS && i < arr_size / sizeof arr[0] && i < 16; i++)
-        printf(" 0x%llx", (unsigned long long)arr[i]);
-    printf("\n");
-    if (probe) {
-        cl_ulong t = 0;
-        printf("profiling info of a queue-A event -> %d\n",
-               cl.clGetEventProfilingInfo(probe, CL_PROFILING_COMMAND_END, sizeof t, &t, NULL));
-        CHECK(cl.clReleaseEvent(probe));
-    }
-
-    CHECK(cl.clReleaseKernel(unset));
     CHECK(cl.clReleaseKernel(kvadd));
     CHECK(cl.clReleaseKernel(kscale));
     CHECK(cl.clReleaseKernel(kfill));
     CHECK(cl.clReleaseProgram(prog));
-    CHECK(cl.clReleaseMemObject(ba));
-    CHECK(cl.clReleaseMemObject(bb));
-    CHECK(cl.clReleaseMemObject(bc));
     CHECK(cl.clReleaseCommandQueue(qa));
     CHECK(cl.clReleaseCommandQueue(qb));
     CHECK(cl.clReleaseContext(ctx));
-    free(a);
-    free(b);
-    free(c);
-    printf("done: %d iterations, %s\n", iterations, events ? "events" : "no events");
+    printf("done: %d iterations, %s\n", o.iterations, o.events ? "events" : "no events");
     return 0;
 }

@@ -29,9 +29,13 @@ static void print_device(FILE *out, const kt_cl_api_t *cl, cl_device_id id)
     memset(&info, 0, sizeof info);
     int rc = kt_cl_device_info(id, &info);
     const kt_device_info_t *c = &info.clock;
-    /* the label `ktiming run` reports use (identical devices apart: "pthread-cpu #0", "#1") */
-    fprintf(out, "  device  %s  (%s, %s, driver %s)\n", c->name[0] ? c->name : name, device_type(type), version,
-            driver);
+    /* the label `ktiming run` reports use (identical devices apart: "pthread-cpu #0", "#1"): the snapshot's, every
+     * device having been published (ktcli_devices_opencl) */
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_device_info_t *rec = snap && c->key[0] ? kt_snapshot_device(snap, KT_BACKEND_OPENCL, c->key) : NULL;
+    fprintf(out, "  device  %s  (%s, %s, driver %s)\n", rec ? rec->name : c->name[0] ? c->name : name,
+            device_type(type), version, driver);
+    kt_snapshot_free(snap);
     fprintf(out, "    profiling timer resolution %llu ns; host timer (CL_PLATFORM_HOST_TIMER_RESOLUTION) %llu ns\n",
             (unsigned long long)c->resolution_ns, (unsigned long long)info.host_timer_resolution_ns);
     fprintf(out, "    clock reads: %s\n",
@@ -63,6 +67,14 @@ int ktcli_devices_opencl(FILE *out)
     if (cl->clGetPlatformIDs(16, platforms, &np) != CL_SUCCESS || np == 0) {
         fprintf(out, "OpenCL: loader present, no platform\n");
         return 0;
+    }
+    for (cl_uint p = 0; p < np && p < 16; p++) { /* every device published first: labels are unique among all */
+        cl_device_id ids[16];
+        cl_uint nd = 0;
+        kt_cl_device_info_t info;
+        if (cl->clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 16, ids, &nd) == CL_SUCCESS)
+            for (cl_uint i = 0; i < nd && i < 16; i++)
+                kt_cl_device_info(ids[i], &info);
     }
     int devices = 0;
     for (cl_uint p = 0; p < np && p < 16; p++) {

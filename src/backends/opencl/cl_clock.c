@@ -182,122 +182,98 @@ out:
     return n;
 }
 
-/* Appends suffix to a label, cutting the label (not the suffix) when it does not fit. */
-static void label_append(char *label, size_t cap, const char *suffix)
+/* 16 bytes as 8-4-4-4-12 lowercase hex. */
+static void uuid_text(const cl_uchar u[CL_UUID_SIZE_KHR], char *out, size_t cap)
 {
-    size_t len = strlen(label), add = strlen(suffix);
-    if (add >= cap)
-        return;
-    if (len + add >= cap)
-        len = cap - 1 - add;
-    memcpy(label + len, suffix, add + 1);
+    snprintf(out, cap, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3],
+             u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
 }
 
-/* The index of platform p among all platforms, and whether a device of another platform has this name. */
-static int platform_twins(cl_platform_id p, const char *name, int *pindex)
+/* The device's index over all platforms, in clGetPlatformIDs x clGetDeviceIDs(CL_DEVICE_TYPE_ALL) order; -1 when it
+ * is not listed there. */
+static int32_t device_ordinal(cl_device_id id)
 {
     cl_uint np = 0;
-    *pindex = -1;
-    if (kt__cl.clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || np < 2)
-        return 0;
+    if (kt__cl.clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || np == 0)
+        return -1;
     cl_platform_id *ps = calloc(np, sizeof *ps);
     if (!ps || kt__cl.clGetPlatformIDs(np, ps, NULL) != CL_SUCCESS) {
         free(ps);
-        return 0;
+        return -1;
     }
-    int twins = 0;
-    for (cl_uint i = 0; i < np; i++) {
-        if (ps[i] == p) {
-            *pindex = (int)i;
-            continue;
-        }
+    int32_t ordinal = -1, seen = 0;
+    for (cl_uint i = 0; i < np && ordinal < 0; i++) {
         cl_uint nd = 0;
         if (kt__cl.clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS || nd == 0)
             continue;
         cl_device_id *ids = calloc(nd, sizeof *ids);
         if (ids && kt__cl.clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, nd, ids, NULL) == CL_SUCCESS)
-            for (cl_uint k = 0; k < nd; k++) {
-                char other[128] = {0};
-                kt__cl.clGetDeviceInfo(ids[k], CL_DEVICE_NAME, sizeof other - 1, other, NULL);
-                twins += !strcmp(other, name);
-            }
+            for (cl_uint k = 0; k < nd && ordinal < 0; k++, seen++)
+                if (ids[k] == id)
+                    ordinal = seen;
         free(ids);
     }
     free(ps);
-    return twins && *pindex >= 0;
+    return ordinal;
 }
 
-/* Devices are told apart by identity, not by name: the registry is keyed by cl_device_id, and the label entries and
- * device records go by is made unique the same way. A root device another device of its platform shares the
- * CL_DEVICE_NAME with (two identical GPUs, PoCL's POCL_DEVICES="pthread pthread") gets its PCI address
- * (cl_khr_pci_bus_info), else its UUID (cl_khr_device_uuid), else its index within the platform; one whose name a
- * device of another platform has too gets its platform's index ("[platform 1]"); a sub-device (clCreateSubDevices)
- * is its parent's label with its partition index ("pthread-cpu sub #1"), so each has its own entries and clock
- * facts. */
-static void device_label(cl_device_id id, char *label, size_t cap)
+/* A root device's identity: model, vendor, platform name, ordinal, and the stable ids its extensions give. */
+static void root_identity(cl_device_id dev, kt_device_id_t *id)
 {
-    cl_device_id parent = NULL;
-    if (kt__cl.clGetDeviceInfo(id, CL_DEVICE_PARENT_DEVICE, sizeof parent, &parent, NULL) == CL_SUCCESS && parent &&
-        parent != id) {
-        device_label(parent, label, cap);
-        char suffix[32];
-        snprintf(suffix, sizeof suffix, " sub #%u", sub_index(parent, id));
-        label_append(label, cap, suffix);
-        return;
-    }
-    memset(label, 0, cap);
-    kt__cl.clGetDeviceInfo(id, CL_DEVICE_NAME, cap - 1, label, NULL);
-    if (!label[0])
-        snprintf(label, cap, "opencl device %p", (void *)id);
-    char name[128];
-    snprintf(name, sizeof name, "%s", label);
+    kt__cl.clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof id->model - 1, id->model, NULL);
+    if (!id->model[0])
+        snprintf(id->model, sizeof id->model, "opencl device %p", (void *)dev);
+    kt__cl.clGetDeviceInfo(dev, CL_DEVICE_VENDOR, sizeof id->vendor - 1, id->vendor, NULL);
     cl_platform_id platform = NULL;
-    kt__cl.clGetDeviceInfo(id, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL);
-    cl_uint n = 0;
-    cl_device_id *ids = NULL;
-    if (platform && kt__cl.clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, NULL, &n) == CL_SUCCESS && n >= 2 &&
-        (ids = calloc(n, sizeof *ids)) != NULL &&
-        kt__cl.clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, n, ids, NULL) == CL_SUCCESS) {
-        int index = -1, twins = 0;
-        for (cl_uint i = 0; i < n; i++) {
-            if (ids[i] == id) {
-                index = (int)i;
-                continue;
-            }
-            char other[sizeof name] = {0};
-            kt__cl.clGetDeviceInfo(ids[i], CL_DEVICE_NAME, sizeof other - 1, other, NULL);
-            twins += !strcmp(other, name);
-        }
-        if (twins && index >= 0) {
-            char suffix[64];
-            cl_device_pci_bus_info_khr pci;
-            cl_uchar uuid[CL_UUID_SIZE_KHR];
-            if (has_extension(id, "cl_khr_pci_bus_info") &&
-                kt__cl.clGetDeviceInfo(id, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof pci, &pci, NULL) == CL_SUCCESS)
-                snprintf(suffix, sizeof suffix, " @%04x:%02x:%02x.%x", pci.pci_domain, pci.pci_bus, pci.pci_device,
-                         pci.pci_function);
-            else if (has_extension(id, "cl_khr_device_uuid") &&
-                     kt__cl.clGetDeviceInfo(id, CL_DEVICE_UUID_KHR, sizeof uuid, uuid, NULL) == CL_SUCCESS)
-                snprintf(suffix, sizeof suffix, " uuid %02x%02x%02x%02x-%02x%02x", uuid[0], uuid[1], uuid[2],
-                         uuid[3], uuid[4], uuid[5]);
-            else
-                snprintf(suffix, sizeof suffix, " #%d", index);
-            label_append(label, cap, suffix);
-        }
+    if (kt__cl.clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL) == CL_SUCCESS && platform)
+        kt__cl.clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof id->platform - 1, id->platform, NULL);
+    cl_uchar uuid[CL_UUID_SIZE_KHR];
+    if (has_extension(dev, "cl_khr_device_uuid")) {
+        if (kt__cl.clGetDeviceInfo(dev, CL_DEVICE_UUID_KHR, sizeof uuid, uuid, NULL) == CL_SUCCESS)
+            uuid_text(uuid, id->uuid, sizeof id->uuid);
+        if (kt__cl.clGetDeviceInfo(dev, CL_DRIVER_UUID_KHR, sizeof uuid, uuid, NULL) == CL_SUCCESS)
+            uuid_text(uuid, id->driver_uuid, sizeof id->driver_uuid);
     }
-    free(ids);
-    int pindex;
-    if (platform && platform_twins(platform, name, &pindex)) {
-        char suffix[32];
-        snprintf(suffix, sizeof suffix, " [platform %d]", pindex);
-        label_append(label, cap, suffix);
+    cl_device_pci_bus_info_khr pci;
+    if (has_extension(dev, "cl_khr_pci_bus_info") &&
+        kt__cl.clGetDeviceInfo(dev, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof pci, &pci, NULL) == CL_SUCCESS)
+        snprintf(id->pci, sizeof id->pci, "%04x:%02x:%02x.%x", pci.pci_domain, pci.pci_bus, pci.pci_device,
+                 pci.pci_function);
+    id->ordinal = device_ordinal(dev);
+}
+
+/* Devices are told apart by identity, not by name (issue 34, docs/devices.md): each is registered with the core
+ * (kt_device_register) and keyed by what it returns: its UUID (cl_khr_device_uuid), else its PCI address
+ * (cl_khr_pci_bus_info), else its ordinal over all platforms, with its platform's name; a sub-device
+ * (clCreateSubDevices) by its parent's key and its partition index, the parent registered first. key gets the
+ * device key (the model when the core cannot register it), model CL_DEVICE_NAME. */
+static void device_identity(cl_device_id dev, char *key, size_t cap, char *model, size_t mcap)
+{
+    kt_device_id_t id;
+    memset(&id, 0, sizeof id);
+    cl_device_id parent = NULL;
+    if (kt__cl.clGetDeviceInfo(dev, CL_DEVICE_PARENT_DEVICE, sizeof parent, &parent, NULL) == CL_SUCCESS && parent &&
+        parent != dev) {
+        char parent_model[128];
+        device_identity(parent, id.parent, sizeof id.parent, parent_model, sizeof parent_model);
+        id.partition = (int32_t)sub_index(parent, dev);
+        id.ordinal = -1;
+        kt__cl.clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof id.model - 1, id.model, NULL);
+        if (!id.model[0])
+            snprintf(id.model, sizeof id.model, "%s", parent_model);
+        kt__cl.clGetDeviceInfo(dev, CL_DEVICE_VENDOR, sizeof id.vendor - 1, id.vendor, NULL);
+    } else {
+        root_identity(dev, &id);
     }
+    const char *k = kt_device_register(KT_BACKEND_OPENCL, &id);
+    snprintf(key, cap, "%s", k ? k : id.model);
+    snprintf(model, mcap, "%s", id.model);
 }
 
 static void query_facts(kt__cl_dev_t *dev)
 {
     char ver[256] = {0};
-    device_label(dev->id, dev->name, sizeof dev->name);
+    device_identity(dev->id, dev->key, sizeof dev->key, dev->model, sizeof dev->model);
     kt__cl.clGetDeviceInfo(dev->id, CL_DEVICE_VERSION, sizeof ver - 1, ver, NULL);
     if (sscanf(ver, "OpenCL %d.%d", &dev->version_major, &dev->version_minor) != 2) {
         dev->version_major = 1;
@@ -458,7 +434,8 @@ void kt__cl_dev_describe(kt__cl_dev_t *dev, kt_device_info_t *info)
 {
     memset(info, 0, sizeof *info);
     info->backend = KT_BACKEND_OPENCL;
-    snprintf(info->name, sizeof info->name, "%s", dev->name);
+    snprintf(info->name, sizeof info->name, "%s", dev->model);
+    snprintf(info->key, sizeof info->key, "%s", dev->key);
     snprintf(info->clock_domain, sizeof info->clock_domain, "%s", kt_clock_domain_name(dev->domain));
     info->resolution_ns = dev->resolution_ns;
     info->frequency_hz = 1000000000ull; /* OpenCL profiling stamps are specified in ns */

@@ -1,5 +1,7 @@
 /* cl_error.c — names of OpenCL error codes (cl.h 3.0 and the common extensions), for snapshots and logs. */
-#include <ktiming/cl.h>
+#include "backends/opencl/cl_internal.h"
+
+#include <stdatomic.h>
 
 /* One cl_int error code and its name. */
 typedef struct cl_err_name_t {
@@ -86,4 +88,20 @@ const char *kt_cl_error_name(cl_int code)
         if (kNames[i].code == code)
             return kNames[i].name;
     return code < 0 ? "CL_UNKNOWN_ERROR" : "CL_UNKNOWN_STATUS";
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * The last failing cl_int ktiming saw (kt_cl_last_error)
+ * ------------------------------------------------------------------------------------------------- */
+
+static _Atomic int g_last_error;
+
+void kt__cl_note_error(cl_int rc)
+{
+    atomic_store_explicit(&g_last_error, (int)rc, memory_order_relaxed);
+}
+
+int kt_cl_last_error(void)
+{
+    return atomic_load_explicit(&g_last_error, memory_order_relaxed);
 }

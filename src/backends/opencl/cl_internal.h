@@ -15,12 +15,15 @@ extern kt_cl_api_t kt__cl;
 /* Read an environment value as milliseconds -> ns, with a default. */
 uint64_t kt__cl_timeout_ns(void);
 
+/* Remember a failing cl_int for kt_cl_last_error (cl_error.c). */
+void kt__cl_note_error(cl_int rc);
+
 /* A device and what is known about its profiling clock. Created on first use, kept until exit. */
 typedef struct kt__cl_dev_t {
     cl_device_id id;               /* the device */
     cl_platform_id platform;       /* its platform */
-    char name[128];                /* label: CL_DEVICE_NAME, made unique (device_label; commas kept, verbose output
-                                    * sanitises) */
+    char key[KT_DEVICE_KEY_MAX];   /* its identity's key (kt_device_register): entries and queues are keyed by it */
+    char model[128];               /* CL_DEVICE_NAME (verbose lines, kt_cl_stats) */
     int version_major;             /* from CL_DEVICE_VERSION "OpenCL M.m ..." */
     int version_minor;
     uint64_t resolution_ns;        /* CL_DEVICE_PROFILING_TIMER_RESOLUTION */

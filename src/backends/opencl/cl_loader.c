@@ -53,7 +53,7 @@ static void load_once(void)
     memcpy(chosen, g_chosen, sizeof chosen);
     g_loading = 1;
     pthread_mutex_unlock(&g_chosen_lock);
-    const char *path = chosen[0] ? chosen : kt__env("KTIMING_OPENCL_LIBRARY");
+    const char *path = chosen[0] ? chosen : kt__env(KT_ENV_NAME(OPENCL_LIBRARY));
     if (!path || !*path)
         path = "libOpenCL.so.1";
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -101,7 +101,7 @@ int kt_cl_load(const kt_cl_api_t **api)
 
 uint64_t kt__cl_timeout_ns(void)
 {
-    const char *s = secure_getenv("KTIMING_OPENCL_TIMEOUT_MS");
+    const char *s = kt__env(KT_ENV_NAME(OPENCL_TIMEOUT_MS));
     if (s && *s) {
         char *end;
         unsigned long long ms = strtoull(s, &end, 10);

@@ -42,7 +42,7 @@ static void release_marks(kt__cl_prim_t *p)
 
 static const char *prim_device_name(void *be)
 {
-    return ((kt__cl_prim_t *)be)->dev->name;
+    return ((kt__cl_prim_t *)be)->dev->key;
 }
 
 static int prim_open(void *be, uint32_t marks, void **encoder)

@@ -13,6 +13,8 @@
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl_icd.h>
 
+#include "core/env.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -108,7 +110,7 @@ static pthread_once_t g_loader_once = PTHREAD_ONCE_INIT;
 
 static void loader_resolve(void)
 {
-    const char *path = secure_getenv("KTIMING_CL_INTERCEPT_LOADER");
+    const char *path = kt__env(KT_ENV_NAME(CL_INTERCEPT_LOADER));
     void *h = dlopen(path && *path ? path : "libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return;

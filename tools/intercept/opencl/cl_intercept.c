@@ -47,6 +47,7 @@
 #include <ktiming/cl.h>
 
 #include "common/kti_map.h"
+#include "core/env.h"
 
 #include <dlfcn.h>
 #include <stddef.h>
@@ -98,7 +99,7 @@ static void *resolve_loader_symbol(const char *name)
 {
     void *fn = dlsym(RTLD_NEXT, name);
     if (!fn) {
-        const char *path = secure_getenv("KTIMING_CL_INTERCEPT_LOADER");
+        const char *path = kt__env(KT_ENV_NAME(CL_INTERCEPT_LOADER));
         void *h = dlopen(path && *path ? path : "libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
         if (h)
             fn = dlsym(h, name); /* the handle stays open: the program uses this loader for its lifetime */
@@ -1220,7 +1221,7 @@ static void layer_cmd_init(cl_uint num_entries, const cl_icd_dispatch *target)
 /* Points libktiming at libktiming_cl_direct.so (beside this library) and hands it the target dispatch. */
 static int bind_direct(const cl_icd_dispatch *target)
 {
-    const char *path = secure_getenv("KTIMING_OPENCL_LIBRARY");
+    const char *path = kt__env(KT_ENV_NAME(OPENCL_LIBRARY));
     char buf[4096];
     if (!path || !*path || !strstr(path, "libktiming_cl_direct")) {
         Dl_info info;
@@ -1320,7 +1321,7 @@ static cl_int init_layer(cl_uint num_entries, const cl_icd_dispatch *target, cl_
     *layer_dispatch_ret = &g_layer_dispatch;
     *num_entries_ret = num_entries < ours ? num_entries : ours;
     atomic_store(&g_layer_active, 1);
-    if (secure_getenv("KTIMING_RUN_VERBOSE"))
+    if (kt__env(KT_ENV_NAME(RUN_VERBOSE)))
         fprintf(stderr, "ktiming: OpenCL loader layer active\n");
     return CL_SUCCESS;
 }
