@@ -4,6 +4,8 @@
 
 #include "core/device_label.h"
 
+#include <pthread.h>
+
 static kt_device_id_t gpu(const char *model, const char *uuid, const char *pci, int ordinal)
 {
     kt_device_id_t id;
@@ -249,12 +251,63 @@ static void test_labels_shortest_suffix(void **state)
     assert_string_not_equal(e[0].name, e[1].name);
 }
 
+/* Threads registering the same eight GPUs at once (each context of a backend meets its device on its own thread),
+ * recording on them, while snapshots are taken: one key per GPU, every record in its GPU's entry. */
+#define REG_THREADS 4
+#define REG_GPUS 8
+static const char *g_reg_keys[REG_THREADS][REG_GPUS];
+
+static void *register_worker(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    for (int round = 0; round < 50; round++)
+        for (int g = 0; g < REG_GPUS; g++) {
+            char uuid[48];
+            snprintf(uuid, sizeof uuid, "GPU-%08x-0000-0000-0000-000000000000", (unsigned)g);
+            kt_device_id_t id = gpu("threaded-gpu", uuid, "", g);
+            const char *k = kt_device_register(KT_BACKEND_CUDA, &id);
+            if (!round)
+                g_reg_keys[t][g] = k;
+            else if (k != g_reg_keys[t][g])
+                g_reg_keys[t][g] = NULL; /* a second pointer for one GPU: reported below */
+            kt_record_id(kt_kernel_intern("threaded_k", KT_BACKEND_CUDA, k), 1);
+        }
+    return NULL;
+}
+
+static void test_register_threads(void **state)
+{
+    (void)state;
+    kt_reset();
+    pthread_t th[REG_THREADS];
+    for (int t = 0; t < REG_THREADS; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, register_worker, (void *)(intptr_t)t), 0);
+    for (int i = 0; i < 20; i++) /* snapshots while devices are registered and recorded on */
+        kt_snapshot_free(kt_snapshot());
+    for (int t = 0; t < REG_THREADS; t++)
+        pthread_join(th[t], NULL);
+    for (int g = 0; g < REG_GPUS; g++)
+        for (int t = 0; t < REG_THREADS; t++) {
+            assert_non_null(g_reg_keys[t][g]);
+            assert_ptr_equal(g_reg_keys[t][g], g_reg_keys[0][g]);
+        }
+    kt_snapshot_t *s = kt_snapshot();
+    for (int g = 0; g < REG_GPUS; g++) {
+        char label[64];
+        snprintf(label, sizeof label, "threaded-gpu #%d", g);
+        const kt_kernel_timing_t *e = kt_snapshot_find(s, "threaded_k", KT_BACKEND_CUDA, label);
+        assert_non_null(e);
+        assert_int_equal(e->dispatch_count, REG_THREADS * 50);
+    }
+    kt_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_equal_names_distinct_uuids), cmocka_unit_test(test_subdevices_and_platforms),
         cmocka_unit_test(test_publish_by_name),            cmocka_unit_test(test_register_rejects),
-        cmocka_unit_test(test_labels_shortest_suffix),
+        cmocka_unit_test(test_labels_shortest_suffix),     cmocka_unit_test(test_register_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,8 @@ static void compare_usage(FILE *out)
             "Compares two snapshots kernel by kernel, matched by (name, backend, device), on the raw duration\n"
             "samples they carry: speedup (before/after) of medians and means, a bootstrap confidence interval,\n"
             "a Mann-Whitney U p-value and a verdict FASTER / SLOWER / SAME / UNSURE, plus a geometric mean.\n"
+            "Devices are matched by identity: the same UUID or PCI address, else model and ordinal, else label\n"
+            "(a GPU renumbered by CUDA_VISIBLE_DEVICES is compared with itself); the output says which.\n"
             "\n"
             "options:\n"
             "  --threshold PCT       smallest change that counts, in percent (default 5)\n"
