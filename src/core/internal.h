@@ -278,7 +278,7 @@ static inline int kt__on(void) { return __atomic_load_n(&kt__recording, __ATOMIC
 typedef struct kt__arena_t {
     _Atomic uint64_t magic;                 /* KT__ARENA_MAGIC once the header below holds */
     _Atomic uint32_t claimed;               /* 1: a process of the run took the arena */
-    _Atomic uint32_t exited;                /* 1: the core's exit handler ran (so an exit without snapshot is not _exit) */
+    _Atomic uint32_t exited;                /* 1: the core's exit handler ran (an exit without snapshot: not _exit) */
     uint64_t size;                          /* bytes mapped */
     _Atomic uint64_t used;                  /* bump offset of the next allocation (may pass size when full) */
     _Atomic int64_t pid;                    /* the process that claimed the arena */

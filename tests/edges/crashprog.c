@@ -1,12 +1,13 @@
 /* crashprog.c — a program for the crash-survival tests: records N CPU zones of kernel "crash_zone" and N / 4 of
- * "crash_other", then ends as asked: segv (a write through NULL), abort, _exit (status 3), exit (status 0), or
- * wait (publishes its pid in a file, then waits for a signal with the default action); forksegv first forks a
- * child that records 5 zones of "crash_zone" and exits, then segfaults; threadsegv first has three threads record
+ * "crash_other", then ends as asked: segv (a write to an unmapped address), abort, _exit (status 3), exit (status
+ * 0), or wait (publishes its pid in a file, then waits for a signal with the default action); forksegv first forks
+ * a child that records 5 zones of "crash_zone" and exits, then segfaults; threadsegv first has three threads record
  * N zones of "crash_zone" each, then segfaults. */
 #include <ktiming.h>
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,7 @@ int main(int argc, char **argv)
         mode = "segv";
     }
     if (!strcmp(mode, "segv")) {
-        volatile int *volatile p = NULL;
+        volatile int *volatile p = (volatile int *)(uintptr_t)16; /* unmapped; not NULL, which UBSan would catch */
         *p = 1;
     } else if (!strcmp(mode, "abort")) {
         abort();

@@ -735,8 +735,8 @@ static kt_snapshot_t *arena_take(int status)
 static int report_arena(const run_opts_t *o, kt_snapshot_t *snap)
 {
     if (snap->ended[0])
-        fprintf(stderr, "ktiming run: the program ended (%s) without writing its timings: %zu kernel%s recovered from its "
-                        "memory\n", snap->ended, snap->count, snap->count == 1 ? "" : "s");
+        fprintf(stderr, "ktiming run: the program ended (%s) without writing its timings: %zu kernel%s recovered "
+                        "from its memory\n", snap->ended, snap->count, snap->count == 1 ? "" : "s");
     int bad = 0;
     if (o->output && write_as("output", o->output, snap, KT_FORMAT_JSON) != 0)
         bad = 1;
@@ -746,6 +746,14 @@ static int report_arena(const run_opts_t *o, kt_snapshot_t *snap)
         bad = 1;
     print_summary(o, snap);
     return bad ? -1 : 0;
+}
+
+/* Other processes of the program that wrote snapshots too, said once. */
+static void say_others(const run_opts_t *o, size_t others)
+{
+    if (others)
+        fprintf(stderr, "ktiming run: %zu other process%s of the program timed kernels too%s\n", others,
+                others == 1 ? "" : "es", o->output ? " (snapshots kept beside the output)" : " (use -o to keep them)");
 }
 
 /* Writes the outputs and the summary from the program's snapshot; 0 or -1. */
@@ -796,9 +804,7 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child, int 
     if (dead) {
         bad = report_arena(o, dead) != 0;
         kt_snapshot_free(dead);
-        if (others)
-            fprintf(stderr, "ktiming run: %zu other process%s of the program timed kernels too%s\n", others,
-                    others == 1 ? "" : "es", o->output ? " (snapshots kept beside the output)" : " (use -o to keep them)");
+        say_others(o, others);
         return bad ? -1 : 0;
     }
     if (!primary[0]) {
@@ -851,9 +857,7 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child, int 
         print_summary(o, snap);
         kt_snapshot_free(snap);
     }
-    if (others)
-        fprintf(stderr, "ktiming run: %zu other process%s of the program timed kernels too%s\n", others,
-                others == 1 ? "" : "es", o->output ? " (snapshots kept beside the output)" : " (use -o to keep them)");
+    say_others(o, others);
     return bad ? -1 : 0;
 }
 
@@ -1072,7 +1076,8 @@ int ktcli_cmd_run(int argc, char **argv)
         return KTCLI_RUN_ERROR;
     }
     /* crash survival: the program records into memory run can read after it is gone */
-    if (kt_run_arena_create(RUN_ARENA_BYTES, &g_arena) != 0 || setenv(KT_ENV_NAME(RUN_ARENA), kt_run_arena_env(g_arena), 1)) {
+    if (kt_run_arena_create(RUN_ARENA_BYTES, &g_arena) != 0 ||
+        setenv(KT_ENV_NAME(RUN_ARENA), kt_run_arena_env(g_arena), 1) != 0) {
         if (o.verbose)
             fprintf(stderr, "ktiming run: crash survival off (no run arena: %s)\n", strerror(errno));
         kt_run_arena_close(g_arena);
