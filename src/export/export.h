@@ -3,6 +3,7 @@
 #define KT_EXPORT_EXPORT_H
 
 #include <ktiming.h>
+#include <locale.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -55,6 +56,16 @@ void kt__json_write_double(FILE *out, double v);
 
 /* Formats v like kt__json_write_double into buf (at least 32 bytes); returns buf. */
 char *kt__format_double(char *buf, size_t size, double v);
+
+/* Numbers with '.', whatever LC_NUMERIC the program chose: every public writer switches this thread (never the
+ * process) to the C numeric locale around its exporter, then restores it. */
+typedef struct kt__c_numeric_t {
+    locale_t c_numeric; /* the C locale made for the call ((locale_t)0 if none could be made) */
+    locale_t previous;  /* the thread's locale before */
+} kt__c_numeric_t;
+kt__c_numeric_t kt__c_numeric_enter(void);
+/* Restores the thread's locale; returns rc, or KT_EIO when rc is 0 and out failed to flush or has its error set. */
+int kt__c_numeric_leave(kt__c_numeric_t l, FILE *out, int rc);
 
 /* kt__json_write_chars flags. */
 #define KT__JSON_HTML 1u /* also '<' '>' '&' as \u003c.., and \b \f as \u0008 \u000c: safe inside an HTML <script> */

@@ -5,7 +5,6 @@
 #include "export/timeline.h"
 
 #include <inttypes.h>
-#include <locale.h>
 #include <math.h>
 #include <string.h>
 
@@ -277,15 +276,6 @@ int kt_report_compare_html(FILE *out, const kt_snapshot_t *before, const kt_snap
 {
     if (!out || !after)
         return KT_EINVAL;
-    /* numbers with '.', whatever LC_NUMERIC the program chose (this thread only, as kt_report_print does) */
-    locale_t c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
-    locale_t previous = c_numeric ? uselocale(c_numeric) : (locale_t)0;
-    int rc = kt__export_html_compare(out, before, after, compare_json);
-    if (c_numeric) {
-        uselocale(previous);
-        freelocale(c_numeric);
-    }
-    if (rc == 0 && (fflush(out) != 0 || ferror(out)))
-        rc = KT_EIO;
-    return rc;
+    kt__c_numeric_t l = kt__c_numeric_enter(); /* as kt_report_print does */
+    return kt__c_numeric_leave(l, out, kt__export_html_compare(out, before, after, compare_json));
 }

@@ -32,12 +32,23 @@ int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t forma
 {
     if (!out || !snap || (opts && (unsigned)opts->sort > KT_SORT_COUNT))
         return KT_EINVAL;
-    locale_t c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
-    locale_t previous = c_numeric ? uselocale(c_numeric) : (locale_t)0;
-    int rc = export_dispatch(out, snap, format, opts);
-    if (c_numeric) {
-        uselocale(previous);
-        freelocale(c_numeric);
+    kt__c_numeric_t l = kt__c_numeric_enter();
+    return kt__c_numeric_leave(l, out, export_dispatch(out, snap, format, opts));
+}
+
+kt__c_numeric_t kt__c_numeric_enter(void)
+{
+    kt__c_numeric_t l;
+    l.c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    l.previous = l.c_numeric ? uselocale(l.c_numeric) : (locale_t)0;
+    return l;
+}
+
+int kt__c_numeric_leave(kt__c_numeric_t l, FILE *out, int rc)
+{
+    if (l.c_numeric) {
+        uselocale(l.previous);
+        freelocale(l.c_numeric);
     }
     if (rc == 0 && (fflush(out) != 0 || ferror(out)))
         rc = KT_EIO;
