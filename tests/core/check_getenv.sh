@@ -3,14 +3,8 @@
 # names, kt__env_any for others), and every KTIMING_* name given to kt__env is a KT_ENV_NAME row, not a literal.
 # Usage: check_getenv.sh <source root>. Fails (exit 1) listing each offending line.
 #
-# ALLOWLIST: folders whose conversion belongs to another work package (issue 35.3: the backend owners adopt env.h
-# there). Remove an entry once that folder reads its variables through env.h; the list should end empty.
-ALLOWLIST="
-src/backends/opencl/
-src/backends/vulkan/
-src/backends/cuda/
-tools/intercept/
-"
+# ALLOWLIST: folders exempt from the rule (none: every backend and interception library reads through env.h).
+ALLOWLIST=""
 root=${1:?usage: check_getenv.sh <source root>}
 cd "$root" || exit 2
 [ -f src/core/env.h ] || { echo "check_getenv: $root/src/core/env.h not found" >&2; exit 2; }

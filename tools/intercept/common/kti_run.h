@@ -5,6 +5,8 @@
 #include <ktiming.h>
 #include <ktiming/output.h>
 
+#include "core/env.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -71,7 +73,7 @@ static kt_snapshot_t *kti_exit_snap;
  * fsync (which kt_report_write does and which can cost tens of ms). */
 static void kti_write_run_snapshot(void)
 {
-    const char *dir = secure_getenv("KTIMING_RUN_DIR");
+    const char *dir = kt__env(KT_ENV_NAME(RUN_DIR));
     if (!dir || !*dir)
         return;
     kt_shutdown(); /* the backends are then unregistered: kt_snapshot does not wait again */
