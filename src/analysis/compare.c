@@ -643,8 +643,13 @@ static const kt_kernel_timing_t **sorted_entries(const kt_snapshot_t *s)
 {
     const kt_kernel_timing_t **v = malloc((s->count ? s->count : 1) * sizeof *v);
     if (!v) return NULL;
-    for (size_t i = 0; i < s->count; i++) v[i] = &s->entries[i];
-    qsort(v, s->count, sizeof *v, key_cmp_ptr);
+    size_t i, sorted = 1;
+    for (i = 0; i < s->count; i++) {
+        v[i] = &s->entries[i];
+        if (i && sorted && key_cmp(v[i - 1], v[i]) > 0) sorted = 0;
+    }
+    if (!sorted) /* a snapshot's entries are in this order already (kt_snapshot, the loader): no sort then */
+        qsort(v, s->count, sizeof *v, key_cmp_ptr);
     return v;
 }
 

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <locale.h>
 #include <math.h>
 #include <stdarg.h>
@@ -35,6 +36,7 @@ typedef struct load_ctx_t {
     const cJSON *idx_obj; /* the object idx describes (NULL: none) */
     const cJSON **idx;    /* its members sorted by name, for member() */
     size_t idx_n, idx_cap;
+    struct fast_t *fast;  /* the element reader's node pool and string space (NULL until first used) */
     int skip_spans;       /* kt_load_opts_t.skip_spans: the span sections are neither read nor checked */
     int version;          /* the document's schema version */
 } load_ctx_t;
@@ -148,15 +150,267 @@ static const cJSON *member(load_ctx_t *c, const cJSON *obj, const char *key, int
  * each freed before the next is parsed, so the document is never held whole as a tree.
  * ------------------------------------------------------------------------------------------------- */
 
+static int is_ws(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
+
 typedef struct elems_t {
     int present;                    /* the member exists and is not null */
     const cJSON *dom;               /* tree: the next element */
     const kt__json_array_at_t *lz;  /* text: the array's elements (NULL: tree) */
     size_t i;                       /* text: the next element's index */
     cJSON *own;                     /* text: the element returned last */
+    int own_fast;                   /* own is in the fast reader's pool (not cJSON's to free) */
 } elems_t;
 
-static int is_ws(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
+/* ---------------------------------------------------------------------------------------------------
+ * The fast element reader. A snapshot's large arrays hold plain elements: objects of unescaped strings, numbers
+ * in JSON's grammar, and small arrays and objects of those. Such an element is read here into cJSON nodes from a
+ * pool that every element reuses (no allocation per node, no strdup per name), with the same values cJSON gives
+ * (the same bytes for strings, strtod's double for numbers); the typed readers below then see no difference.
+ * Anything else (an escape, a literal or number outside the plain grammar, deep nesting, any syntax error) makes
+ * it give up, and the element is parsed by cJSON as before, so every error and its position stay cJSON's.
+ * ------------------------------------------------------------------------------------------------- */
+
+#define FAST_BLOCK 1024 /* nodes per pool block */
+#define FAST_DEPTH 16   /* deeper elements are left to cJSON */
+
+/* One block of nodes. */
+typedef struct fast_block_t {
+    struct fast_block_t *next; /* the next block (kept for the next element) */
+    cJSON node[FAST_BLOCK];    /* the nodes */
+} fast_block_t;
+
+/* The pool: blocks reused element after element, and the strings' bytes. */
+typedef struct fast_t {
+    fast_block_t *first;  /* the blocks */
+    fast_block_t *cur;    /* the one being filled */
+    size_t used;          /* nodes used in cur */
+    char *str;            /* names and string values, NUL-terminated, back to back */
+    size_t str_n, str_cap;
+    const char *t;        /* the text being read */
+    size_t lim;           /* where the element must end by */
+} fast_t;
+
+static cJSON *fast_node(fast_t *f)
+{
+    if (f->used == FAST_BLOCK) {
+        if (!f->cur->next) {
+            fast_block_t *b = malloc(sizeof *b);
+            if (!b)
+                return NULL;
+            b->next = NULL;
+            f->cur->next = b;
+        }
+        f->cur = f->cur->next;
+        f->used = 0;
+    }
+    cJSON *n = &f->cur->node[f->used++];
+    memset(n, 0, sizeof *n);
+    return n;
+}
+
+static size_t fast_ws(const fast_t *f, size_t i)
+{
+    while (i < f->lim && is_ws(f->t[i]))
+        i++;
+    return i;
+}
+
+/* A string without escapes at i (its quote): copied into the pool, *i moved past its closing quote. */
+static char *fast_string(fast_t *f, size_t *i)
+{
+    const char *s = f->t + *i + 1, *q = memchr(s, '"', f->lim - *i - 1);
+    if (!q || memchr(s, '\\', (size_t)(q - s)))
+        return NULL;
+    size_t n = (size_t)(q - s);
+    char *out = f->str + f->str_n; /* room: the caller sized str to the element's bytes */
+    memcpy(out, s, n);
+    out[n] = '\0';
+    f->str_n += n + 1;
+    *i += n + 2;
+    return out;
+}
+
+/* A number in JSON's grammar at i, followed by a byte that ends a value: its double, as strtod reads it. */
+static int fast_number(fast_t *f, size_t *i, double *out)
+{
+    const char *t = f->t;
+    size_t k = *i, digits = 0;
+    int neg = t[k] == '-', plain = 1;
+    uint64_t v = 0;
+    if (neg)
+        k++;
+    if (k >= f->lim || t[k] < '0' || t[k] > '9')
+        return -1;
+    if (t[k] == '0') {
+        k++;
+        digits = 1;
+    } else {
+        for (; k < f->lim && t[k] >= '0' && t[k] <= '9'; k++, digits++)
+            v = v * 10 + (uint64_t)(t[k] - '0'); /* wraps past 19 digits: then not plain */
+    }
+    if (k < f->lim && t[k] == '.') {
+        plain = 0;
+        if (++k >= f->lim || t[k] < '0' || t[k] > '9')
+            return -1;
+        while (k < f->lim && t[k] >= '0' && t[k] <= '9')
+            k++;
+    }
+    if (k < f->lim && (t[k] == 'e' || t[k] == 'E')) {
+        plain = 0;
+        k++;
+        if (k < f->lim && (t[k] == '+' || t[k] == '-'))
+            k++;
+        if (k >= f->lim || t[k] < '0' || t[k] > '9')
+            return -1;
+        while (k < f->lim && t[k] >= '0' && t[k] <= '9')
+            k++;
+    }
+    /* cJSON reads at most 63 bytes of a number; what follows must end the value */
+    if (k - *i > 63 || k >= f->lim || !(is_ws(t[k]) || t[k] == ',' || t[k] == ']' || t[k] == '}'))
+        return -1;
+    if (plain && digits <= 15) { /* exact as an integer, so exactly what strtod gives */
+        *out = neg ? -(double)v : (double)v;
+    } else {
+        char *end = NULL;
+        *out = strtod(t + *i, &end);
+        if (end != t + k)
+            return -1;
+    }
+    *i = k;
+    return 0;
+}
+
+/* The value at i into n; *i moved past it. -1: not a plain value (cJSON reads it instead). */
+static int fast_value(fast_t *f, size_t *i, cJSON *n, int depth)
+{
+    const char *t = f->t;
+    size_t k = *i;
+    if (k >= f->lim)
+        return -1;
+    switch (t[k]) {
+    case '"':
+        n->type = cJSON_String;
+        return (n->valuestring = fast_string(f, i)) ? 0 : -1;
+    case '{':
+    case '[': {
+        int obj = t[k] == '{';
+        char close = obj ? '}' : ']';
+        cJSON *last = NULL;
+        if (depth >= FAST_DEPTH)
+            return -1;
+        n->type = obj ? cJSON_Object : cJSON_Array;
+        k = fast_ws(f, k + 1);
+        if (k < f->lim && t[k] == close) {
+            *i = k + 1;
+            return 0;
+        }
+        for (;;) {
+            cJSON *item = fast_node(f);
+            if (!item)
+                return -1;
+            if (obj) {
+                if (k >= f->lim || t[k] != '"' || !(item->string = fast_string(f, &k)))
+                    return -1;
+                k = fast_ws(f, k);
+                if (k >= f->lim || t[k] != ':')
+                    return -1;
+                k = fast_ws(f, k + 1);
+            }
+            if (fast_value(f, &k, item, depth + 1))
+                return -1;
+            if (last) {
+                last->next = item;
+                item->prev = last;
+            } else {
+                n->child = item;
+            }
+            last = item;
+            k = fast_ws(f, k);
+            if (k < f->lim && t[k] == ',') {
+                k = fast_ws(f, k + 1);
+                continue;
+            }
+            if (k < f->lim && t[k] == close)
+                break;
+            return -1;
+        }
+        n->child->prev = last; /* as cJSON links a list: the first item's prev is the last */
+        *i = k + 1;
+        return 0;
+    }
+    case 't':
+    case 'f':
+    case 'n': {
+        static const char *const kWord[] = {"true", "false", "null"};
+        static const int kType[] = {cJSON_True, cJSON_False, cJSON_NULL};
+        int w = t[k] == 't' ? 0 : t[k] == 'f' ? 1 : 2;
+        size_t len = strlen(kWord[w]);
+        if (f->lim - k <= len || memcmp(t + k, kWord[w], len))
+            return -1;
+        char after = t[k + len];
+        if (!(is_ws(after) || after == ',' || after == ']' || after == '}'))
+            return -1;
+        n->type = kType[w];
+        n->valueint = w == 0;
+        *i = k + len;
+        return 0;
+    }
+    default: {
+        double d;
+        if (fast_number(f, i, &d))
+            return -1;
+        n->type = cJSON_Number;
+        n->valuedouble = d;
+        /* cJSON's valueint: saturated */
+        n->valueint = d >= INT_MAX ? INT_MAX : d <= (double)INT_MIN ? INT_MIN : (int)d;
+        return 0;
+    }
+    }
+}
+
+/* The element text[at..lim) as a plain object (it must start with '{'): its tree, valid until the next call, and
+ * *end just past it; NULL when it is not plain (or out of memory): the caller parses it with cJSON. */
+static cJSON *fast_parse(load_ctx_t *c, size_t at, size_t lim, size_t *end)
+{
+    if (at >= lim || c->text[at] != '{')
+        return NULL;
+    if (!c->fast && !(c->fast = calloc(1, sizeof *c->fast)))
+        return NULL;
+    fast_t *f = c->fast;
+    if (!f->first && !(f->first = calloc(1, sizeof *f->first)))
+        return NULL;
+    if (f->str_cap < lim - at + 1) { /* every string's bytes and NUL fit in its quoted text */
+        char *bigger = realloc(f->str, lim - at + 1);
+        if (!bigger)
+            return NULL;
+        f->str = bigger;
+        f->str_cap = lim - at + 1;
+    }
+    f->str_n = 0;
+    f->cur = f->first;
+    f->used = 0;
+    f->t = c->text;
+    f->lim = lim;
+    cJSON *root = fast_node(f);
+    size_t k = at;
+    if (!root || fast_value(f, &k, root, 1))
+        return NULL;
+    *end = k;
+    return root;
+}
+
+static void fast_free(load_ctx_t *c)
+{
+    if (!c->fast)
+        return;
+    for (fast_block_t *b = c->fast->first, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+    free(c->fast->str);
+    free(c->fast);
+    c->fast = NULL;
+}
 
 /* 1-based line and column (in bytes) of offset pos in text. */
 static void line_col(const char *text, size_t pos, size_t *line, size_t *col)
@@ -213,10 +467,11 @@ static void elems_release(load_ctx_t *c, elems_t *e)
 {
     if (!e->own)
         return;
-    if (c->idx_obj == e->own) /* the next element may be allocated at the same address */
-        c->idx_obj = NULL;
-    cJSON_Delete(e->own);
+    c->idx_obj = NULL; /* the next element may be (the fast reader's always is) at the same address */
+    if (!e->own_fast)
+        cJSON_Delete(e->own);
     e->own = NULL;
+    e->own_fast = 0;
 }
 
 /* The next element in *out, NULL after the last; 0, or KT_EPARSE for a syntax error in an element read from
@@ -234,19 +489,27 @@ static int elems_next(load_ctx_t *c, elems_t *e, const cJSON **out)
     }
     if (e->i >= e->lz->count)
         return 0;
-    size_t at = e->lz->start[e->i], lim = e->lz->close;
+    size_t at = e->lz->start[e->i], lim = e->lz->close, fast_end = 0;
+    int last = e->i + 1 == e->lz->count;
     const char *end = NULL;
-    cJSON *v = at < lim ? cJSON_ParseWithLengthOpts(c->text + at, lim - at, &end, 0) : NULL;
+    /* the fast reader looks no further than the next element's start */
+    cJSON *v = fast_parse(c, at, last ? lim : e->lz->start[e->i + 1], &fast_end);
+    e->own_fast = v != NULL;
+    if (v)
+        end = c->text + fast_end;
+    else
+        v = at < lim ? cJSON_ParseWithLengthOpts(c->text + at, lim - at, &end, 0) : NULL;
     if (!v)
         return fail_syntax(c, end && end >= c->text + at && end <= c->text + lim ? (size_t)(end - c->text) : at);
     size_t p = (size_t)(end - c->text), next;
-    int last = e->i + 1 == e->lz->count;
     while (p < lim && is_ws(c->text[p]))
         p++;
     for (next = p + 1; !last && next < lim && is_ws(c->text[next]); next++)
         ;
     if (last ? p != lim : c->text[p] != ',' || e->lz->start[e->i + 1] != next) {
-        cJSON_Delete(v);
+        if (!e->own_fast)
+            cJSON_Delete(v);
+        e->own_fast = 0;
         return fail_syntax(c, p);
     }
     e->i++;
@@ -1402,6 +1665,7 @@ static int parse_text(load_ctx_t *c, const char *text, size_t len, kt_snapshot_t
     c->idx = NULL;
     c->idx_n = c->idx_cap = 0;
     kt__json_arrays_free(c->lazy, LAZY_COUNT);
+    fast_free(c);
     if (rc) {
         kt_snapshot_free(snap);
         return rc;
