@@ -15,8 +15,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define SCHEMA_NAME KT_SNAPSHOT_SCHEMA_NAME
 #define MAX_SAFE_INT 9007199254740991.0 /* 2^53 - 1: above it a JSON number may already have been rounded */
@@ -44,6 +46,15 @@ typedef struct load_ctx_t {
     idx_slot_t *idx;      /* its members by name, for member(): a hash table of idx_n slots (a power of 2) */
     size_t idx_n, idx_cap;
     struct fast_t *fast;  /* the element reader's node pool and string space (NULL until first used) */
+    /* The entries' text already read is given back to the system (zero pages from then on: see give_back) up to
+     * an anchor, an element's first byte, from where line, column and depth are then counted. */
+    size_t anchor;        /* 0: none given back; else that element's offset (nesting depth 2, outside strings) */
+    size_t anchor_line;   /* its line (1-based) */
+    size_t anchor_bol;    /* the offset of that line's first byte */
+    size_t anchor_max;    /* the deepest nesting before it (depth_at(anchor - 1)) */
+    size_t read_max;      /* the deepest nesting (in the document) of the elements read since the anchor */
+    size_t given;         /* text below this offset is given back (0: none) */
+    int may_give_back;    /* the text is the loader's own copy (kt_snapshot_parse's, kt_snapshot_load's) */
     int skip_spans;       /* kt_load_opts_t.skip_spans: the span sections are neither read nor checked */
     int version;          /* the document's schema version */
 } load_ctx_t;
@@ -208,6 +219,7 @@ typedef struct fast_t {
     size_t str_n, str_cap;
     const char *t;        /* the text being read */
     size_t lim;           /* where the element must end by */
+    int depth;            /* the deepest nesting of the element read last (its object: 1) */
 } fast_t;
 
 static cJSON *fast_node(fast_t *f)
@@ -318,6 +330,8 @@ static int fast_value(fast_t *f, size_t *i, cJSON *n, int depth)
         cJSON *last = NULL;
         if (depth >= FAST_DEPTH)
             return -1;
+        if (depth > f->depth)
+            f->depth = depth;
         n->type = obj ? cJSON_Object : cJSON_Array;
         k = fast_ws(f, k + 1);
         if (k < f->lim && t[k] == close) {
@@ -411,6 +425,7 @@ static cJSON *fast_parse(load_ctx_t *c, size_t at, size_t lim, size_t *end)
     f->used = 0;
     f->t = c->text;
     f->lim = lim;
+    f->depth = 0;
     cJSON *root = fast_node(f);
     size_t k = at;
     if (!root || fast_value(f, &k, root, 1))
@@ -471,12 +486,62 @@ static size_t depth_at(const char *text, size_t pos)
     return max;
 }
 
+/* The deepest nesting in text[from..to) (strings skipped) of a span that starts outside any string at nesting
+ * depth base (counted as depth_at does): how deep an element that cJSON read goes, or the text past the anchor. */
+static size_t depth_in(const char *text, size_t from, size_t to, size_t base)
+{
+    size_t depth = base, max = base;
+    int in_string = 0;
+    for (size_t i = from; i < to; i++) {
+        char ch = text[i];
+        if (in_string) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_string = 0;
+        } else if (ch == '"') {
+            in_string = 1;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > max)
+                max = depth;
+        } else if ((ch == ']' || ch == '}') && depth) {
+            depth--;
+        }
+    }
+    return max;
+}
+
+/* line_col and depth_at for a position in the text being read, which may lie past text given back. */
+static void text_line_col(const load_ctx_t *c, size_t pos, size_t *line, size_t *col)
+{
+    if (!c->anchor || pos < c->anchor) {
+        line_col(c->text, pos, line, col);
+        return;
+    }
+    size_t l = c->anchor_line, start = c->anchor_bol;
+    for (size_t i = c->anchor; i < pos; i++)
+        if (c->text[i] == '\n') {
+            l++;
+            start = i + 1;
+        }
+    *line = l;
+    *col = pos - start + 1;
+}
+
+static size_t text_depth_at(const load_ctx_t *c, size_t pos)
+{
+    if (!c->anchor || pos < c->anchor)
+        return depth_at(c->text, pos);
+    size_t after = depth_in(c->text, c->anchor, pos + 1, 2); /* the anchor is inside the root and an array */
+    return after > c->anchor_max ? after : c->anchor_max;
+}
+
 /* A syntax error at byte pos of the document ("too deep" when that is why cJSON stopped there). */
 static int fail_syntax(load_ctx_t *c, size_t pos)
 {
     size_t line, col;
-    line_col(c->text, pos, &line, &col);
-    if (depth_at(c->text, pos) > CJSON_NESTING_LIMIT)
+    text_line_col(c, pos, &line, &col);
+    if (text_depth_at(c, pos) > CJSON_NESTING_LIMIT)
         return fail(c, KT_EPARSE, "nesting too deep at line %zu, column %zu (byte %zu): more than %d levels of arrays "
                     "and objects", line, col, pos, CJSON_NESTING_LIMIT);
     return fail(c, KT_EPARSE, "JSON syntax error at line %zu, column %zu (byte %zu of %zu)%s", line, col, pos, c->len,
@@ -494,6 +559,46 @@ static void elems_release(load_ctx_t *c, elems_t *e)
     e->own_fast = 0;
 }
 
+/* Before entry element i is read: when the entries read since the anchor fill KT_GIVE_BACK bytes, the anchor moves
+ * to element i and the whole pages of text below it go back to the system (MADV_DONTNEED: they read as zeros from
+ * then on). The text is the loader's own copy, and nothing reads the entries' text again but an error message's
+ * line, column and depth, which count from the anchor. So a snapshot being loaded holds the text of a few
+ * elements, not all of it beside the entries built from it. */
+#define KT_GIVE_BACK ((size_t)16 << 20)
+
+static void give_back(load_ctx_t *c, const elems_t *e)
+{
+    const kt__json_array_at_t *lz = e->lz;
+    size_t at = lz->start[e->i], from = c->anchor ? c->anchor : lz->start[0];
+    if (lz != &c->lazy[LAZY_ENTRIES] || at - from < KT_GIVE_BACK)
+        return;
+    /* spans read after the entries must lie after them in the text: their errors count from the anchor too */
+    if (c->lazy[LAZY_SPANS].found && c->lazy[LAZY_SPANS].open < lz->open)
+        return;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        return;
+    if (!c->anchor) {
+        line_col(c->text, at, &c->anchor_line, &c->anchor_bol);
+        c->anchor_bol = at + 1 - c->anchor_bol; /* line_col gives the column; the line starts column - 1 before */
+        c->anchor_max = depth_at(c->text, at - 1);
+    } else {
+        for (const char *nl = c->text + c->anchor; (nl = memchr(nl, '\n', (size_t)(c->text + at - nl))); nl++) {
+            c->anchor_line++;
+            c->anchor_bol = (size_t)(nl - c->text) + 1;
+        }
+        if (c->read_max > c->anchor_max)
+            c->anchor_max = c->read_max;
+    }
+    c->anchor = at;
+    c->read_max = 0;
+    uintptr_t lo = ((uintptr_t)(c->text + (c->given ? c->given : lz->open)) + (uintptr_t)page - 1) &
+                   ~((uintptr_t)page - 1),
+              hi = (uintptr_t)(c->text + at) & ~((uintptr_t)page - 1);
+    if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0)
+        c->given = (size_t)((const char *)hi - c->text);
+}
+
 /* The next element in *out, NULL after the last; 0, or KT_EPARSE for a syntax error in an element read from
  * the text. The element stays valid until the next call or elems_release. */
 static int elems_next(load_ctx_t *c, elems_t *e, const cJSON **out)
@@ -509,6 +614,8 @@ static int elems_next(load_ctx_t *c, elems_t *e, const cJSON **out)
     }
     if (e->i >= e->lz->count)
         return 0;
+    if (c->may_give_back)
+        give_back(c, e);
     size_t at = e->lz->start[e->i], lim = e->lz->close, fast_end = 0;
     int last = e->i + 1 == e->lz->count;
     const char *end = NULL;
@@ -521,7 +628,10 @@ static int elems_next(load_ctx_t *c, elems_t *e, const cJSON **out)
         v = at < lim ? cJSON_ParseWithLengthOpts(c->text + at, lim - at, &end, 0) : NULL;
     if (!v)
         return fail_syntax(c, end && end >= c->text + at && end <= c->text + lim ? (size_t)(end - c->text) : at);
-    size_t p = (size_t)(end - c->text), next;
+    size_t p = (size_t)(end - c->text), next,
+           depth = 2 + (e->own_fast ? (size_t)c->fast->depth : depth_in(c->text, at, p, 0));
+    if (depth > c->read_max)
+        c->read_max = depth;
     while (p < lim && is_ws(c->text[p]))
         p++;
     for (next = p + 1; !last && next < lim && is_ws(c->text[next]); next++)
@@ -1713,6 +1823,7 @@ int kt_snapshot_parse(const char *json, size_t len, kt_snapshot_t **out, char *e
         return fail(&c, KT_ENOMEM, "out of memory");
     memcpy(text, json, len);
     text[len] = '\0';
+    c.may_give_back = 1;
     int rc = parse_text(&c, text, len, out);
     free(text);
     return rc;
@@ -1849,6 +1960,7 @@ int kt_snapshot_load_opts(const char *path, const kt_load_opts_t *opts, kt_snaps
         rc = fail(&pc, KT_EPARSE, "empty input: expected a JSON object");
     } else {
         data[len] = '\0'; /* read_all leaves room: parsed in place, not copied */
+        pc.may_give_back = 1;
         rc = parse_text(&pc, data, len, out);
     }
     free(data);
