@@ -460,14 +460,14 @@ static void line_col(const char *text, size_t pos, size_t *line, size_t *col)
     *col = pos - start + 1;
 }
 
-/* The deepest nesting of arrays and objects up to and including text[pos] (strings skipped; text is
- * NUL-terminated): what tells a document cJSON refused for its nesting limit from one with a syntax error. Only
- * ever run on the error path. */
-static size_t depth_at(const char *text, size_t pos)
+/* The deepest nesting of arrays and objects in text[from..to) (strings skipped; text is NUL-terminated, and a NUL
+ * ends the span), which starts outside any string at nesting depth base: how deep an element that cJSON read
+ * goes, or the text past the anchor. */
+static size_t depth_in(const char *text, size_t from, size_t to, size_t base)
 {
-    size_t depth = 0, max = 0;
+    size_t depth = base, max = base;
     int in_string = 0;
-    for (size_t i = 0; i <= pos && text[i]; i++) {
+    for (size_t i = from; i < to && text[i]; i++) {
         char ch = text[i];
         if (in_string) {
             if (ch == '\\' && text[i + 1])
@@ -486,29 +486,11 @@ static size_t depth_at(const char *text, size_t pos)
     return max;
 }
 
-/* The deepest nesting in text[from..to) (strings skipped) of a span that starts outside any string at nesting
- * depth base (counted as depth_at does): how deep an element that cJSON read goes, or the text past the anchor. */
-static size_t depth_in(const char *text, size_t from, size_t to, size_t base)
+/* The deepest nesting up to and including text[pos]: what tells a document cJSON refused for its nesting limit
+ * from one with a syntax error. Only ever run on the error path. */
+static size_t depth_at(const char *text, size_t pos)
 {
-    size_t depth = base, max = base;
-    int in_string = 0;
-    for (size_t i = from; i < to; i++) {
-        char ch = text[i];
-        if (in_string) {
-            if (ch == '\\')
-                i++;
-            else if (ch == '"')
-                in_string = 0;
-        } else if (ch == '"') {
-            in_string = 1;
-        } else if (ch == '[' || ch == '{') {
-            if (++depth > max)
-                max = depth;
-        } else if ((ch == ']' || ch == '}') && depth) {
-            depth--;
-        }
-    }
-    return max;
+    return depth_in(text, 0, pos + 1, 0);
 }
 
 /* line_col and depth_at for a position in the text being read, which may lie past text given back. */
