@@ -164,7 +164,8 @@ static void test_plain_values_agree(void **state)
         "{\"name\":\"f\",\"backend\":\"cpu\",\"dispatch_count\":1.,\"total_ns\":1,\"min_ns\":1,\"max_ns\":1}",
         "{\"name\":\"g\",\"backend\":\"cpu\",\"dispatch_count\":+1,\"total_ns\":1,\"min_ns\":1,\"max_ns\":1}",
         "{\"name\":\"h\",\"backend\":\"cpu\",\"dispatch_count\":1,\"total_ns\":1,\"min_ns\":1,\"max_ns\":1,\"x\":nul}",
-        "{\"name\":\"i\",\"backend\":\"cpu\",\"dispatch_count\":1,\"total_ns\":1,\"min_ns\":1,\"max_ns\":1,\"x\":truex}",
+        "{\"name\":\"i\",\"backend\":\"cpu\",\"dispatch_count\":1,\"total_ns\":1,\"min_ns\":1,\"max_ns\":1,"
+        "\"x\":truex}",
         "{\"name\":\"j\",\"backend\":\"cpu\",\"dispatch_count\":1,\"total_ns\":1,\"min_ns\":1,\"max_ns\":1,\"x\":1e}",
     };
     for (size_t i = 0; i < sizeof kEntries / sizeof kEntries[0]; i++) {
@@ -206,7 +207,8 @@ static void test_error_far_into_entries(void **state)
         n += (size_t)snprintf(doc + n, cap - n,
                               "%s{\"name\":\"k%05zu\",\"backend\":\"cpu\",\"dispatch_count\":1,\"total_ns\":1,"
                               "\"min_ns\":1,\"max_ns\":1%s}",
-                              i ? "," : "", i, i == 100 ? ",\"x\":[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]" : "");
+                              i ? "," : "", i,
+                              i == 100 ? ",\"x\":[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]" : "");
         for (size_t k = 0; k < kPad; k++)
             doc[n++] = k % 97 == 0 ? '\n' : ' ';
     }
