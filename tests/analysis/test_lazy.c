@@ -193,12 +193,13 @@ static size_t check_position(const char *doc, const char *err)
     return byte;
 }
 
-/* A document whose entries run past the 16 MB behind which the loader gives their text back: an error far into
- * them is reported at the same line, column and byte by both paths, deep nesting before it included. */
+/* A document whose entries run past the 16 MB behind which the loader gives their text back: all of them are read,
+ * and an error far into them is reported at its line, column and byte (counted here from the text), a nesting too
+ * deep as such, with deep nesting before the point given back. */
 static void test_error_far_into_entries(void **state)
 {
     (void)state;
-    const size_t kEntries = 2600, kPad = 8000; /* 2,600 entries of 8 kB: 21 MB, a give-back and more after it */
+    const size_t kEntries = 2600, kPad = 8000; /* 2,600 entries of 8 kB: 21 MB, a give-back and 5 MB after it */
     size_t cap = kEntries * (kPad + 256) + 4096, n = 0;
     char *doc = malloc(cap);
     assert_non_null(doc);
@@ -213,14 +214,17 @@ static void test_error_far_into_entries(void **state)
             doc[n++] = k % 97 == 0 ? '\n' : ' ';
     }
     n += (size_t)snprintf(doc + n, cap - n, "]}");
-    assert_int_equal(both_paths(doc, n, "21 MB of entries"), 0);
+    kt_snapshot_t *s = NULL;
+    char err[512];
+    assert_int_equal(kt_snapshot_parse(doc, n, &s, err, sizeof err), 0);
+    assert_int_equal(s->count, kEntries);
+    assert_string_equal(s->entries[kEntries - 1].name, "k02599");
+    kt_snapshot_free(s);
+    s = NULL;
     /* a missing comma in the last entry, then a nesting too deep in it */
     char *last = strstr(doc + n - kPad - 200, "\"total_ns\":1,");
     assert_non_null(last);
     last[strlen("\"total_ns\":1")] = ' ';
-    kt_snapshot_t *s = NULL;
-    char err[512];
-    assert_int_equal(both_paths(doc, n, "a syntax error in the last entry"), KT_EPARSE);
     assert_int_equal(kt_snapshot_parse(doc, n, &s, err, sizeof err), KT_EPARSE);
     if (!strstr(err, "JSON syntax error at line "))
         fail_msg("%s", err);
@@ -239,7 +243,6 @@ static void test_error_far_into_entries(void **state)
     deeper[m++] = ',';
     memcpy(deeper + m, doc + at, n - at);
     m += n - at;
-    assert_int_equal(both_paths(deeper, m, "nesting too deep in the last entry"), KT_EPARSE);
     assert_int_equal(kt_snapshot_parse(deeper, m, &s, err, sizeof err), KT_EPARSE);
     if (!strstr(err, "nesting too deep at line "))
         fail_msg("%s", err);
