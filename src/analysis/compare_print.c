@@ -4,7 +4,11 @@
 #include "export/escape.h"
 
 #include <cJSON.h>
+#include <float.h>
+#include <locale.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,16 +256,6 @@ static cJSON *built(cJSON *o, int bad)
     return NULL;
 }
 
-static cJSON *side_json(const kt_compare_side_t *s)
-{
-    cJSON *o = cJSON_CreateObject();
-    if (!o) return NULL;
-    int bad = add_num(o, "dispatches", (double)s->dispatches) | add_num(o, "samples", (double)s->samples) |
-              add_num(o, "median_ns", s->median_ns) | add_num(o, "mean_ns", s->mean_ns) |
-              add_num(o, "noise", s->noise) | add_num(o, "stdrel", s->stdrel);
-    return built(o, bad);
-}
-
 static const char *presence_name(kt_presence_t p)
 {
     return p == KT_PRESENT_BOTH ? "both" : p == KT_PRESENT_BEFORE ? "before_only" : "after_only";
@@ -276,32 +270,6 @@ static cJSON *opts_json(const kt_compare_result_t *r)
                      add_num(o, "confidence", r->opts.confidence) | add_num(o, "min_samples", r->opts.min_samples) |
                      add_num(o, "bootstrap", r->opts.bootstrap)) ||
               !cJSON_AddStringToObject(o, "seed", seed);
-    return built(o, bad);
-}
-
-static cJSON *row_json(const kt_compare_row_t *row)
-{
-    cJSON *o = cJSON_CreateObject();
-    if (!o) return NULL;
-    int bad = !cJSON_AddStringToObject(o, "name", row->name);
-    bad |= !cJSON_AddStringToObject(o, "backend", backend_label(row->backend));
-    bad |= !cJSON_AddStringToObject(o, "device", row->device);
-    bad |= !cJSON_AddStringToObject(o, "presence", presence_name(row->presence));
-    if (row->match)
-        bad |= !cJSON_AddStringToObject(o, "match", row->match);
-    if (row->device_after)
-        bad |= !cJSON_AddStringToObject(o, "device_after", row->device_after);
-    cJSON *b = side_json(&row->before), *a = side_json(&row->after);
-    if (b) cJSON_AddItemToObject(o, "before", b);
-    if (a) cJSON_AddItemToObject(o, "after", a);
-    bad |= !a || !b;
-    bad |= add_num(o, "speedup_median", row->speedup_median) | add_num(o, "speedup_mean", row->speedup_mean) |
-           add_num(o, "ci_lo", row->ci_lo) | add_num(o, "ci_hi", row->ci_hi) | add_num(o, "p_value", row->p_value) |
-           add_num(o, "u", row->u);
-    bad |= !cJSON_AddStringToObject(o, "verdict", kt_verdict_name(row->verdict));
-    bad |= !cJSON_AddStringToObject(o, "reason", row->reason ? row->reason : "");
-    if (row->verdict == KT_VERDICT_UNSURE && row->presence == KT_PRESENT_BOTH)
-        bad |= add_num(o, "decide_samples", (double)row->decide_samples);
     return built(o, bad);
 }
 
@@ -326,15 +294,10 @@ static cJSON *summary_json(const kt_compare_result_t *r)
     return built(o, bad);
 }
 
-/* Writes v (consumed) unformatted after prefix; 0 or KT_ENOMEM. */
-static int put_json(FILE *out, const char *prefix, cJSON *v)
+/* Writes s with what kt__escape hides (C1, bidi, line controls; only ever inside strings, which are written as
+ * UTF-8 as they are) as \uXXXX: the same value, and inert on a terminal. */
+static void put_filtered(FILE *out, const char *s)
 {
-    char *s = v ? cJSON_PrintUnformatted(v) : NULL;
-    cJSON_Delete(v);
-    if (!s) return KT_ENOMEM;
-    fputs(prefix, out);
-    /* cJSON writes UTF-8 as it is: what kt__escape hides (C1, bidi, line controls; only ever inside strings)
-     * goes out as \uXXXX, the same value and inert on a terminal */
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
         size_t n = *p == 0xC2 || *p == 0xD8 ? 2 : *p == 0xE2 ? 3 : 0;
@@ -350,7 +313,189 @@ static int put_json(FILE *out, const char *prefix, cJSON *v)
             p = q;
         }
     }
+}
+
+/* Writes v (consumed) unformatted after prefix; 0 or KT_ENOMEM. */
+static int put_json(FILE *out, const char *prefix, cJSON *v)
+{
+    char *s = v ? cJSON_PrintUnformatted(v) : NULL;
+    cJSON_Delete(v);
+    if (!s) return KT_ENOMEM;
+    fputs(prefix, out);
+    put_filtered(out, s);
     cJSON_free(s);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * One kernel's row, written directly (a million rows built as cJSON trees and printed cost seconds of
+ * allocation and a sscanf per number): byte for byte what cJSON_PrintUnformatted writes for the same object.
+ * ------------------------------------------------------------------------------------------------- */
+
+/* A row's text as it is built. */
+typedef struct jbuf_t {
+    char *p;    /* the text, NUL-terminated (malloc'd, reused for every row) */
+    size_t n;   /* its length */
+    size_t cap; /* bytes allocated */
+    int bad;    /* an allocation failed */
+} jbuf_t;
+
+static void jb_put(jbuf_t *b, const char *s, size_t n)
+{
+    if (b->bad) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 512;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *bigger = realloc(b->p, cap);
+        if (!bigger) {
+            b->bad = 1;
+            return;
+        }
+        b->p = bigger;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+/* A string as cJSON prints one: '"' and '\\' escaped, \b \f \n \r \t, other bytes below 0x20 as \u00XX, the
+ * rest (UTF-8 included) as it is. */
+static void jb_str(jbuf_t *b, const char *s)
+{
+    jb_put(b, "\"", 1);
+    const char *run = s;
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
+        jb_put(b, run, (size_t)(s - run));
+        run = s + 1;
+        char esc[8];
+        switch (ch) {
+        case '"': jb_put(b, "\\\"", 2); break;
+        case '\\': jb_put(b, "\\\\", 2); break;
+        case '\b': jb_put(b, "\\b", 2); break;
+        case '\f': jb_put(b, "\\f", 2); break;
+        case '\n': jb_put(b, "\\n", 2); break;
+        case '\r': jb_put(b, "\\r", 2); break;
+        case '\t': jb_put(b, "\\t", 2); break;
+        default: jb_put(b, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x", ch)); break;
+        }
+    }
+    jb_put(b, run, (size_t)(s - run));
+    jb_put(b, "\"", 1);
+}
+
+/* A number as cJSON (1.7.15) prints one: null when not finite, else 15 significant digits when they read back
+ * within DBL_EPSILON, 17 when not; the locale's decimal point written as '.'. */
+static void jb_num(jbuf_t *b, double d)
+{
+    char buf[32];
+    int len;
+    if (!isfinite(d)) {
+        jb_put(b, "null", 4);
+        return;
+    }
+    if (d == floor(d) && fabs(d) < 1e15) { /* what "%1.15g" writes for an integer below 10^15, without printf */
+        uint64_t v = (uint64_t)fabs(d);
+        char *p = buf + sizeof buf;
+        do *--p = (char)('0' + v % 10);
+        while (v /= 10);
+        if (signbit(d)) *--p = '-';
+        jb_put(b, p, (size_t)(buf + sizeof buf - p));
+        return;
+    }
+    len = snprintf(buf, sizeof buf, "%1.15g", d);
+    double test = strtod(buf, NULL), big = fabs(test) > fabs(d) ? fabs(test) : fabs(d);
+    if (!(fabs(test - d) <= big * DBL_EPSILON)) len = snprintf(buf, sizeof buf, "%1.17g", d);
+    if (len < 0 || (size_t)len >= sizeof buf) {
+        b->bad = 1;
+        return;
+    }
+    char point = *localeconv()->decimal_point;
+    for (int i = 0; i < len; i++)
+        if (buf[i] == point) buf[i] = '.';
+    jb_put(b, buf, (size_t)len);
+}
+
+/* ,"key": (no comma before the first member) */
+static void jb_key(jbuf_t *b, const char *key, int first)
+{
+    if (!first) jb_put(b, ",", 1);
+    jb_str(b, key);
+    jb_put(b, ":", 1);
+}
+
+static void jb_side(jbuf_t *b, const char *key, const kt_compare_side_t *s)
+{
+    jb_key(b, key, 0);
+    jb_put(b, "{", 1);
+    jb_key(b, "dispatches", 1);
+    jb_num(b, (double)s->dispatches);
+    jb_key(b, "samples", 0);
+    jb_num(b, (double)s->samples);
+    jb_key(b, "median_ns", 0);
+    jb_num(b, s->median_ns);
+    jb_key(b, "mean_ns", 0);
+    jb_num(b, s->mean_ns);
+    jb_key(b, "noise", 0);
+    jb_num(b, s->noise);
+    jb_key(b, "stdrel", 0);
+    jb_num(b, s->stdrel);
+    jb_put(b, "}", 1);
+}
+
+/* Writes one row after prefix; 0, or KT_ENOMEM (also for a row without a name or device, as before). */
+static int put_row(FILE *out, const char *prefix, const kt_compare_row_t *row, jbuf_t *b)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+    } kNums[] = {{"speedup_median", offsetof(kt_compare_row_t, speedup_median)},
+                 {"speedup_mean", offsetof(kt_compare_row_t, speedup_mean)},
+                 {"ci_lo", offsetof(kt_compare_row_t, ci_lo)},
+                 {"ci_hi", offsetof(kt_compare_row_t, ci_hi)},
+                 {"p_value", offsetof(kt_compare_row_t, p_value)},
+                 {"u", offsetof(kt_compare_row_t, u)}};
+    if (!row->name || !row->device) return KT_ENOMEM;
+    b->n = 0;
+    jb_put(b, "{", 1);
+    jb_key(b, "name", 1);
+    jb_str(b, row->name);
+    jb_key(b, "backend", 0);
+    jb_str(b, backend_label(row->backend));
+    jb_key(b, "device", 0);
+    jb_str(b, row->device);
+    jb_key(b, "presence", 0);
+    jb_str(b, presence_name(row->presence));
+    if (row->match) { /* how the row's devices were paired (docs/devices.md) */
+        jb_key(b, "match", 0);
+        jb_str(b, row->match);
+    }
+    if (row->device_after) {
+        jb_key(b, "device_after", 0);
+        jb_str(b, row->device_after);
+    }
+    jb_side(b, "before", &row->before);
+    jb_side(b, "after", &row->after);
+    for (size_t i = 0; i < sizeof kNums / sizeof kNums[0]; i++) {
+        jb_key(b, kNums[i].key, 0);
+        double v;
+        memcpy(&v, (const char *)row + kNums[i].off, sizeof v);
+        jb_num(b, v);
+    }
+    jb_key(b, "verdict", 0);
+    jb_str(b, kt_verdict_name(row->verdict));
+    jb_key(b, "reason", 0);
+    jb_str(b, row->reason ? row->reason : "");
+    if (row->verdict == KT_VERDICT_UNSURE && row->presence == KT_PRESENT_BOTH) {
+        jb_key(b, "decide_samples", 0);
+        jb_num(b, (double)row->decide_samples);
+    }
+    jb_put(b, "}", 1);
+    if (b->bad) return KT_ENOMEM;
+    fputs(prefix, out);
+    put_filtered(out, b->p);
     return 0;
 }
 
@@ -362,8 +507,10 @@ static int print_json(FILE *out, const kt_compare_result_t *r)
     fputs("{\n  \"ktiming_compare\": 1,\n", out);
     if ((rc = put_json(out, "  \"opts\": ", opts_json(r)))) return rc;
     fputs(",\n  \"kernels\": [", out);
-    for (size_t i = 0; i < r->count; i++)
-        if ((rc = put_json(out, i ? ",\n    " : "\n    ", row_json(&r->rows[i])))) return rc;
+    jbuf_t b = {0};
+    for (size_t i = 0; i < r->count && !rc; i++) rc = put_row(out, i ? ",\n    " : "\n    ", &r->rows[i], &b);
+    free(b.p);
+    if (rc) return rc;
     fputs(r->count ? "\n  ],\n" : "],\n", out);
     if ((rc = put_json(out, "  \"geomean\": ", geomean_json(r))) ||
         (rc = put_json(out, ",\n  \"summary\": ", summary_json(r))))

@@ -9,13 +9,16 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define SCHEMA_NAME KT_SNAPSHOT_SCHEMA_NAME
 #define MAX_SAFE_INT 9007199254740991.0 /* 2^53 - 1: above it a JSON number may already have been rounded */
@@ -23,6 +26,13 @@
 /* The document's large members: arrays whose elements are parsed one at a time from the text (json_scan.h),
  * and the span table, cut out unread when spans are skipped. */
 enum { LAZY_ENTRIES, LAZY_SPANS, LAZY_SPAN_TABLE, LAZY_COUNT };
+
+/* A slot of the member table: a member, its name's hash, and whether another member has the same name. */
+typedef struct idx_slot_t {
+    const cJSON *item; /* NULL: the slot is free */
+    uint32_t hash;     /* name_hash(item->string) */
+    int twice;         /* the name appears more than once in the object */
+} idx_slot_t;
 
 /* Parsing state: where errors go, which member is being read, the text, and the member index. */
 typedef struct load_ctx_t {
@@ -33,8 +43,18 @@ typedef struct load_ctx_t {
     size_t len;       /* its length */
     kt__json_array_at_t lazy[LAZY_COUNT]; /* found: that array's elements are parsed when read */
     const cJSON *idx_obj; /* the object idx describes (NULL: none) */
-    const cJSON **idx;    /* its members sorted by name, for member() */
+    idx_slot_t *idx;      /* its members by name, for member(): a hash table of idx_n slots (a power of 2) */
     size_t idx_n, idx_cap;
+    struct fast_t *fast;  /* the element reader's node pool and string space (NULL until first used) */
+    /* The entries' text already read is given back to the system (zero pages from then on: see give_back) up to
+     * an anchor, an element's first byte, from where line, column and depth are then counted. */
+    size_t anchor;        /* 0: none given back; else that element's offset (nesting depth 2, outside strings) */
+    size_t anchor_line;   /* its line (1-based) */
+    size_t anchor_bol;    /* the offset of that line's first byte */
+    size_t anchor_max;    /* the deepest nesting before it (depth_at(anchor - 1)) */
+    size_t read_max;      /* the deepest nesting (in the document) of the elements read since the anchor */
+    size_t given;         /* text below this offset is given back (0: none) */
+    int may_give_back;    /* the text is the loader's own copy (kt_snapshot_parse's, kt_snapshot_load's) */
     int skip_spans;       /* kt_load_opts_t.skip_spans: the span sections are neither read nor checked */
     int version;          /* the document's schema version */
 } load_ctx_t;
@@ -74,37 +94,54 @@ static void set_where(load_ctx_t *c, const char *array, size_t index)
 
 /* ---------------------------------------------------------------------------------------------------
  * Member lookup: a member named twice is ambiguous (RFC 8259 leaves it to the reader), so it is refused.
- * The members of the object being read are sorted by name once, so reading an object of k members costs
- * O(k log k), not a scan of every member per lookup.
+ * The members of the object being read are put in a hash table by name once, so reading an object of k members
+ * costs O(k), not a scan of every member per lookup (nor a sort: a million entries were seconds of strcmp).
  * ------------------------------------------------------------------------------------------------- */
 
-static int by_name(const void *a, const void *b)
+static uint32_t name_hash(const char *s)
 {
-    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
 }
 
-/* Sorts obj's named members into c->idx; -1 when out of memory (member() then scans). */
+/* Puts obj's named members into c->idx (open addressing, at most half full); -1 when out of memory (member()
+ * then scans). */
 static int index_build(load_ctx_t *c, const cJSON *obj)
 {
     const cJSON *it;
+    size_t n = 0, cap = 32;
     c->idx_obj = NULL;
-    c->idx_n = 0;
+    cJSON_ArrayForEach(it, obj)
+        n++;
+    while (cap < 2 * n)
+        cap *= 2;
+    if (cap > c->idx_cap) {
+        idx_slot_t *bigger = realloc(c->idx, cap * sizeof *bigger);
+        if (!bigger)
+            return -1;
+        c->idx = bigger;
+        c->idx_cap = cap;
+    }
+    memset(c->idx, 0, cap * sizeof *c->idx);
+    c->idx_n = cap;
     cJSON_ArrayForEach(it, obj)
     {
         if (!it->string)
             continue;
-        if (c->idx_n == c->idx_cap) {
-            size_t cap = c->idx_cap ? 2 * c->idx_cap : 32;
-            const cJSON **bigger = realloc(c->idx, cap * sizeof *bigger);
-            if (!bigger)
-                return -1;
-            c->idx = bigger;
-            c->idx_cap = cap;
+        uint32_t h = name_hash(it->string);
+        size_t k = h & (cap - 1);
+        for (; c->idx[k].item; k = (k + 1) & (cap - 1))
+            if (c->idx[k].hash == h && !strcmp(c->idx[k].item->string, it->string))
+                break;
+        if (c->idx[k].item) {
+            c->idx[k].twice = 1;
+        } else {
+            c->idx[k].item = it;
+            c->idx[k].hash = h;
         }
-        c->idx[c->idx_n++] = it;
     }
-    if (c->idx_n > 1)
-        qsort(c->idx, c->idx_n, sizeof *c->idx, by_name);
     c->idx_obj = obj;
     return 0;
 }
@@ -114,21 +151,17 @@ static const cJSON *member(load_ctx_t *c, const cJSON *obj, const char *key, int
     const cJSON *found = NULL, *it;
     *rc = 0;
     if (obj == c->idx_obj || index_build(c, obj) == 0) {
-        size_t lo = 0, hi = c->idx_n;
-        while (lo < hi) { /* the first member not below key */
-            size_t mid = lo + (hi - lo) / 2;
-            if (strcmp(c->idx[mid]->string, key) < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
+        uint32_t h = name_hash(key);
+        for (size_t k = h & (c->idx_n - 1); c->idx[k].item; k = (k + 1) & (c->idx_n - 1)) {
+            if (c->idx[k].hash != h || strcmp(c->idx[k].item->string, key))
+                continue;
+            if (c->idx[k].twice) {
+                *rc = fail_member(c, key, "member appears more than once");
+                return NULL;
+            }
+            return c->idx[k].item;
         }
-        if (lo == c->idx_n || strcmp(c->idx[lo]->string, key))
-            return NULL;
-        if (lo + 1 < c->idx_n && !strcmp(c->idx[lo + 1]->string, key)) {
-            *rc = fail_member(c, key, "member appears more than once");
-            return NULL;
-        }
-        return c->idx[lo];
+        return NULL;
     }
     cJSON_ArrayForEach(it, obj)
     {
@@ -148,15 +181,271 @@ static const cJSON *member(load_ctx_t *c, const cJSON *obj, const char *key, int
  * each freed before the next is parsed, so the document is never held whole as a tree.
  * ------------------------------------------------------------------------------------------------- */
 
+static int is_ws(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
+
 typedef struct elems_t {
     int present;                    /* the member exists and is not null */
     const cJSON *dom;               /* tree: the next element */
     const kt__json_array_at_t *lz;  /* text: the array's elements (NULL: tree) */
     size_t i;                       /* text: the next element's index */
     cJSON *own;                     /* text: the element returned last */
+    int own_fast;                   /* own is in the fast reader's pool (not cJSON's to free) */
 } elems_t;
 
-static int is_ws(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
+/* ---------------------------------------------------------------------------------------------------
+ * The fast element reader. A snapshot's large arrays hold plain elements: objects of unescaped strings, numbers
+ * in JSON's grammar, and small arrays and objects of those. Such an element is read here into cJSON nodes from a
+ * pool that every element reuses (no allocation per node, no strdup per name), with the same values cJSON gives
+ * (the same bytes for strings, strtod's double for numbers); the typed readers below then see no difference.
+ * Anything else (an escape, a literal or number outside the plain grammar, deep nesting, any syntax error) makes
+ * it give up, and the element is parsed by cJSON as before, so every error and its position stay cJSON's.
+ * ------------------------------------------------------------------------------------------------- */
+
+#define FAST_BLOCK 1024 /* nodes per pool block */
+#define FAST_DEPTH 16   /* deeper elements are left to cJSON */
+
+/* One block of nodes. */
+typedef struct fast_block_t {
+    struct fast_block_t *next; /* the next block (kept for the next element) */
+    cJSON node[FAST_BLOCK];    /* the nodes */
+} fast_block_t;
+
+/* The pool: blocks reused element after element, and the strings' bytes. */
+typedef struct fast_t {
+    fast_block_t *first;  /* the blocks */
+    fast_block_t *cur;    /* the one being filled */
+    size_t used;          /* nodes used in cur */
+    char *str;            /* names and string values, NUL-terminated, back to back */
+    size_t str_n, str_cap;
+    const char *t;        /* the text being read */
+    size_t lim;           /* where the element must end by */
+    int depth;            /* the deepest nesting of the element read last (its object: 1) */
+} fast_t;
+
+static cJSON *fast_node(fast_t *f)
+{
+    if (f->used == FAST_BLOCK) {
+        if (!f->cur->next) {
+            fast_block_t *b = malloc(sizeof *b);
+            if (!b)
+                return NULL;
+            b->next = NULL;
+            f->cur->next = b;
+        }
+        f->cur = f->cur->next;
+        f->used = 0;
+    }
+    cJSON *n = &f->cur->node[f->used++];
+    memset(n, 0, sizeof *n);
+    return n;
+}
+
+static size_t fast_ws(const fast_t *f, size_t i)
+{
+    while (i < f->lim && is_ws(f->t[i]))
+        i++;
+    return i;
+}
+
+/* A string without escapes at i (its quote): copied into the pool, *i moved past its closing quote. */
+static char *fast_string(fast_t *f, size_t *i)
+{
+    const char *s = f->t + *i + 1, *q = memchr(s, '"', f->lim - *i - 1);
+    if (!q || memchr(s, '\\', (size_t)(q - s)))
+        return NULL;
+    size_t n = (size_t)(q - s);
+    char *out = f->str + f->str_n; /* room: the caller sized str to the element's bytes */
+    memcpy(out, s, n);
+    out[n] = '\0';
+    f->str_n += n + 1;
+    *i += n + 2;
+    return out;
+}
+
+/* A number in JSON's grammar at i, followed by a byte that ends a value: its double, as strtod reads it. */
+static int fast_number(fast_t *f, size_t *i, double *out)
+{
+    const char *t = f->t;
+    size_t k = *i, digits = 0;
+    int neg = t[k] == '-', plain = 1;
+    uint64_t v = 0;
+    if (neg)
+        k++;
+    if (k >= f->lim || t[k] < '0' || t[k] > '9')
+        return -1;
+    if (t[k] == '0') {
+        k++;
+        digits = 1;
+    } else {
+        for (; k < f->lim && t[k] >= '0' && t[k] <= '9'; k++, digits++)
+            v = v * 10 + (uint64_t)(t[k] - '0'); /* wraps past 19 digits: then not plain */
+    }
+    if (k < f->lim && t[k] == '.') {
+        plain = 0;
+        if (++k >= f->lim || t[k] < '0' || t[k] > '9')
+            return -1;
+        while (k < f->lim && t[k] >= '0' && t[k] <= '9')
+            k++;
+    }
+    if (k < f->lim && (t[k] == 'e' || t[k] == 'E')) {
+        plain = 0;
+        k++;
+        if (k < f->lim && (t[k] == '+' || t[k] == '-'))
+            k++;
+        if (k >= f->lim || t[k] < '0' || t[k] > '9')
+            return -1;
+        while (k < f->lim && t[k] >= '0' && t[k] <= '9')
+            k++;
+    }
+    /* cJSON reads at most 63 bytes of a number; what follows must end the value */
+    if (k - *i > 63 || k >= f->lim || !(is_ws(t[k]) || t[k] == ',' || t[k] == ']' || t[k] == '}'))
+        return -1;
+    if (plain && digits <= 15) { /* exact as an integer, so exactly what strtod gives */
+        *out = neg ? -(double)v : (double)v;
+    } else {
+        char *end = NULL;
+        *out = strtod(t + *i, &end);
+        if (end != t + k)
+            return -1;
+    }
+    *i = k;
+    return 0;
+}
+
+/* The value at i into n; *i moved past it. -1: not a plain value (cJSON reads it instead). */
+static int fast_value(fast_t *f, size_t *i, cJSON *n, int depth)
+{
+    const char *t = f->t;
+    size_t k = *i;
+    if (k >= f->lim)
+        return -1;
+    switch (t[k]) {
+    case '"':
+        n->type = cJSON_String;
+        return (n->valuestring = fast_string(f, i)) ? 0 : -1;
+    case '{':
+    case '[': {
+        int obj = t[k] == '{';
+        char close = obj ? '}' : ']';
+        cJSON *last = NULL;
+        if (depth >= FAST_DEPTH)
+            return -1;
+        if (depth > f->depth)
+            f->depth = depth;
+        n->type = obj ? cJSON_Object : cJSON_Array;
+        k = fast_ws(f, k + 1);
+        if (k < f->lim && t[k] == close) {
+            *i = k + 1;
+            return 0;
+        }
+        for (;;) {
+            cJSON *item = fast_node(f);
+            if (!item)
+                return -1;
+            if (obj) {
+                if (k >= f->lim || t[k] != '"' || !(item->string = fast_string(f, &k)))
+                    return -1;
+                k = fast_ws(f, k);
+                if (k >= f->lim || t[k] != ':')
+                    return -1;
+                k = fast_ws(f, k + 1);
+            }
+            if (fast_value(f, &k, item, depth + 1))
+                return -1;
+            if (last) {
+                last->next = item;
+                item->prev = last;
+            } else {
+                n->child = item;
+            }
+            last = item;
+            k = fast_ws(f, k);
+            if (k < f->lim && t[k] == ',') {
+                k = fast_ws(f, k + 1);
+                continue;
+            }
+            if (k < f->lim && t[k] == close)
+                break;
+            return -1;
+        }
+        n->child->prev = last; /* as cJSON links a list: the first item's prev is the last */
+        *i = k + 1;
+        return 0;
+    }
+    case 't':
+    case 'f':
+    case 'n': {
+        static const char *const kWord[] = {"true", "false", "null"};
+        static const int kType[] = {cJSON_True, cJSON_False, cJSON_NULL};
+        int w = t[k] == 't' ? 0 : t[k] == 'f' ? 1 : 2;
+        size_t len = strlen(kWord[w]);
+        if (f->lim - k <= len || memcmp(t + k, kWord[w], len))
+            return -1;
+        char after = t[k + len];
+        if (!(is_ws(after) || after == ',' || after == ']' || after == '}'))
+            return -1;
+        n->type = kType[w];
+        n->valueint = w == 0;
+        *i = k + len;
+        return 0;
+    }
+    default: {
+        double d;
+        if (fast_number(f, i, &d))
+            return -1;
+        n->type = cJSON_Number;
+        n->valuedouble = d;
+        /* cJSON's valueint: saturated */
+        n->valueint = d >= INT_MAX ? INT_MAX : d <= (double)INT_MIN ? INT_MIN : (int)d;
+        return 0;
+    }
+    }
+}
+
+/* The element text[at..lim) as a plain object (it must start with '{'): its tree, valid until the next call, and
+ * *end just past it; NULL when it is not plain (or out of memory): the caller parses it with cJSON. */
+static cJSON *fast_parse(load_ctx_t *c, size_t at, size_t lim, size_t *end)
+{
+    if (at >= lim || c->text[at] != '{')
+        return NULL;
+    if (!c->fast && !(c->fast = calloc(1, sizeof *c->fast)))
+        return NULL;
+    fast_t *f = c->fast;
+    if (!f->first && !(f->first = calloc(1, sizeof *f->first)))
+        return NULL;
+    if (f->str_cap < lim - at + 1) { /* every string's bytes and NUL fit in its quoted text */
+        char *bigger = realloc(f->str, lim - at + 1);
+        if (!bigger)
+            return NULL;
+        f->str = bigger;
+        f->str_cap = lim - at + 1;
+    }
+    f->str_n = 0;
+    f->cur = f->first;
+    f->used = 0;
+    f->t = c->text;
+    f->lim = lim;
+    f->depth = 0;
+    cJSON *root = fast_node(f);
+    size_t k = at;
+    if (!root || fast_value(f, &k, root, 1))
+        return NULL;
+    *end = k;
+    return root;
+}
+
+static void fast_free(load_ctx_t *c)
+{
+    if (!c->fast)
+        return;
+    for (fast_block_t *b = c->fast->first, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+    free(c->fast->str);
+    free(c->fast);
+    c->fast = NULL;
+}
 
 /* 1-based line and column (in bytes) of offset pos in text. */
 static void line_col(const char *text, size_t pos, size_t *line, size_t *col)
@@ -171,14 +460,14 @@ static void line_col(const char *text, size_t pos, size_t *line, size_t *col)
     *col = pos - start + 1;
 }
 
-/* The deepest nesting of arrays and objects up to and including text[pos] (strings skipped; text is
- * NUL-terminated): what tells a document cJSON refused for its nesting limit from one with a syntax error. Only
- * ever run on the error path. */
-static size_t depth_at(const char *text, size_t pos)
+/* The deepest nesting of arrays and objects in text[from..to) (strings skipped; text is NUL-terminated, and a NUL
+ * ends the span), which starts outside any string at nesting depth base: how deep an element that cJSON read
+ * goes, or the text past the anchor. */
+static size_t depth_in(const char *text, size_t from, size_t to, size_t base)
 {
-    size_t depth = 0, max = 0;
+    size_t depth = base, max = base;
     int in_string = 0;
-    for (size_t i = 0; i <= pos && text[i]; i++) {
+    for (size_t i = from; i < to && text[i]; i++) {
         char ch = text[i];
         if (in_string) {
             if (ch == '\\' && text[i + 1])
@@ -197,12 +486,44 @@ static size_t depth_at(const char *text, size_t pos)
     return max;
 }
 
+/* The deepest nesting up to and including text[pos]: what tells a document cJSON refused for its nesting limit
+ * from one with a syntax error. Only ever run on the error path. */
+static size_t depth_at(const char *text, size_t pos)
+{
+    return depth_in(text, 0, pos + 1, 0);
+}
+
+/* line_col and depth_at for a position in the text being read, which may lie past text given back. */
+static void text_line_col(const load_ctx_t *c, size_t pos, size_t *line, size_t *col)
+{
+    if (!c->anchor || pos < c->anchor) {
+        line_col(c->text, pos, line, col);
+        return;
+    }
+    size_t l = c->anchor_line, start = c->anchor_bol;
+    for (size_t i = c->anchor; i < pos; i++)
+        if (c->text[i] == '\n') {
+            l++;
+            start = i + 1;
+        }
+    *line = l;
+    *col = pos - start + 1;
+}
+
+static size_t text_depth_at(const load_ctx_t *c, size_t pos)
+{
+    if (!c->anchor || pos < c->anchor)
+        return depth_at(c->text, pos);
+    size_t after = depth_in(c->text, c->anchor, pos + 1, 2); /* the anchor is inside the root and an array */
+    return after > c->anchor_max ? after : c->anchor_max;
+}
+
 /* A syntax error at byte pos of the document ("too deep" when that is why cJSON stopped there). */
 static int fail_syntax(load_ctx_t *c, size_t pos)
 {
     size_t line, col;
-    line_col(c->text, pos, &line, &col);
-    if (depth_at(c->text, pos) > CJSON_NESTING_LIMIT)
+    text_line_col(c, pos, &line, &col);
+    if (text_depth_at(c, pos) > CJSON_NESTING_LIMIT)
         return fail(c, KT_EPARSE, "nesting too deep at line %zu, column %zu (byte %zu): more than %d levels of arrays "
                     "and objects", line, col, pos, CJSON_NESTING_LIMIT);
     return fail(c, KT_EPARSE, "JSON syntax error at line %zu, column %zu (byte %zu of %zu)%s", line, col, pos, c->len,
@@ -213,10 +534,51 @@ static void elems_release(load_ctx_t *c, elems_t *e)
 {
     if (!e->own)
         return;
-    if (c->idx_obj == e->own) /* the next element may be allocated at the same address */
-        c->idx_obj = NULL;
-    cJSON_Delete(e->own);
+    c->idx_obj = NULL; /* the next element may be (the fast reader's always is) at the same address */
+    if (!e->own_fast)
+        cJSON_Delete(e->own);
     e->own = NULL;
+    e->own_fast = 0;
+}
+
+/* Before entry element i is read: when the entries read since the anchor fill KT_GIVE_BACK bytes, the anchor moves
+ * to element i and the whole pages of text below it go back to the system (MADV_DONTNEED: they read as zeros from
+ * then on). The text is the loader's own copy, and nothing reads the entries' text again but an error message's
+ * line, column and depth, which count from the anchor. So a snapshot being loaded holds the text of a few
+ * elements, not all of it beside the entries built from it. */
+#define KT_GIVE_BACK ((size_t)16 << 20)
+
+static void give_back(load_ctx_t *c, const elems_t *e)
+{
+    const kt__json_array_at_t *lz = e->lz;
+    size_t at = lz->start[e->i], from = c->anchor ? c->anchor : lz->start[0];
+    if (lz != &c->lazy[LAZY_ENTRIES] || at - from < KT_GIVE_BACK)
+        return;
+    /* spans read after the entries must lie after them in the text: their errors count from the anchor too */
+    if (c->lazy[LAZY_SPANS].found && c->lazy[LAZY_SPANS].open < lz->open)
+        return;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        return;
+    if (!c->anchor) {
+        line_col(c->text, at, &c->anchor_line, &c->anchor_bol);
+        c->anchor_bol = at + 1 - c->anchor_bol; /* line_col gives the column; the line starts column - 1 before */
+        c->anchor_max = depth_at(c->text, at - 1);
+    } else {
+        for (const char *nl = c->text + c->anchor; (nl = memchr(nl, '\n', (size_t)(c->text + at - nl))); nl++) {
+            c->anchor_line++;
+            c->anchor_bol = (size_t)(nl - c->text) + 1;
+        }
+        if (c->read_max > c->anchor_max)
+            c->anchor_max = c->read_max;
+    }
+    c->anchor = at;
+    c->read_max = 0;
+    uintptr_t lo = ((uintptr_t)(c->text + (c->given ? c->given : lz->open)) + (uintptr_t)page - 1) &
+                   ~((uintptr_t)page - 1),
+              hi = (uintptr_t)(c->text + at) & ~((uintptr_t)page - 1);
+    if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0)
+        c->given = (size_t)((const char *)hi - c->text);
 }
 
 /* The next element in *out, NULL after the last; 0, or KT_EPARSE for a syntax error in an element read from
@@ -234,19 +596,32 @@ static int elems_next(load_ctx_t *c, elems_t *e, const cJSON **out)
     }
     if (e->i >= e->lz->count)
         return 0;
-    size_t at = e->lz->start[e->i], lim = e->lz->close;
+    if (c->may_give_back)
+        give_back(c, e);
+    size_t at = e->lz->start[e->i], lim = e->lz->close, fast_end = 0;
+    int last = e->i + 1 == e->lz->count;
     const char *end = NULL;
-    cJSON *v = at < lim ? cJSON_ParseWithLengthOpts(c->text + at, lim - at, &end, 0) : NULL;
+    /* the fast reader looks no further than the next element's start */
+    cJSON *v = fast_parse(c, at, last ? lim : e->lz->start[e->i + 1], &fast_end);
+    e->own_fast = v != NULL;
+    if (v)
+        end = c->text + fast_end;
+    else
+        v = at < lim ? cJSON_ParseWithLengthOpts(c->text + at, lim - at, &end, 0) : NULL;
     if (!v)
         return fail_syntax(c, end && end >= c->text + at && end <= c->text + lim ? (size_t)(end - c->text) : at);
-    size_t p = (size_t)(end - c->text), next;
-    int last = e->i + 1 == e->lz->count;
+    size_t p = (size_t)(end - c->text), next,
+           depth = 2 + (e->own_fast ? (size_t)c->fast->depth : depth_in(c->text, at, p, 0));
+    if (depth > c->read_max)
+        c->read_max = depth;
     while (p < lim && is_ws(c->text[p]))
         p++;
     for (next = p + 1; !last && next < lim && is_ws(c->text[next]); next++)
         ;
     if (last ? p != lim : c->text[p] != ',' || e->lz->start[e->i + 1] != next) {
-        cJSON_Delete(v);
+        if (!e->own_fast)
+            cJSON_Delete(v);
+        e->own_fast = 0;
         return fail_syntax(c, p);
     }
     e->i++;
@@ -1430,6 +1805,7 @@ static int parse_text(load_ctx_t *c, const char *text, size_t len, kt_snapshot_t
     c->idx = NULL;
     c->idx_n = c->idx_cap = 0;
     kt__json_arrays_free(c->lazy, LAZY_COUNT);
+    fast_free(c);
     if (rc) {
         kt_snapshot_free(snap);
         return rc;
@@ -1457,6 +1833,7 @@ int kt_snapshot_parse(const char *json, size_t len, kt_snapshot_t **out, char *e
         return fail(&c, KT_ENOMEM, "out of memory");
     memcpy(text, json, len);
     text[len] = '\0';
+    c.may_give_back = 1;
     int rc = parse_text(&c, text, len, out);
     free(text);
     return rc;
@@ -1593,6 +1970,7 @@ int kt_snapshot_load_opts(const char *path, const kt_load_opts_t *opts, kt_snaps
         rc = fail(&pc, KT_EPARSE, "empty input: expected a JSON object");
     } else {
         data[len] = '\0'; /* read_all leaves room: parsed in place, not copied */
+        pc.may_give_back = 1;
         rc = parse_text(&pc, data, len, out);
     }
     free(data);

@@ -145,12 +145,121 @@ static void test_element_syntax_error_position(void **state)
     assert_null(s);
 }
 
+/* Values at the edges of what the fast element reader takes (numbers in every form of JSON's grammar, literals,
+ * empty arrays and objects, nested arrays, non-ASCII names) and just past them (a name with an escape, a number
+ * that is not JSON's): the element-by-element path reads what the whole-document path reads. */
+static void test_plain_values_agree(void **state)
+{
+    (void)state;
+    static const char *const kEntries[] = {
+        "{\"name\":\"a\",\"backend\":\"cpu\",\"dispatch_count\":3,\"total_ns\":30,\"min_ns\":1E1,\"max_ns\":1e+1,"
+        "\"mean_ns\":10.0,\"stddev_ns\":-0,\"samples\":[10,1.0e1,100e-1],\"sample_count\":3,\"dropped_by\":{},"
+        "\"hist\":[],\"last_ns\":0.0e0}",
+        "{\"name\":\"b\\u00e9\",\"backend\":\"cpu\",\"dispatch_count\":1,\"total_ns\":1,\"min_ns\":1,\"max_ns\":1}",
+        "{\"name\":\"c\u00e9\xe2\x80\xae\",\"backend\":\"opencl\",\"device\":\"d\",\"dispatch_count\":2,"
+        "\"total_ns\":\"4\",\"min_ns\":2,\"max_ns\":2,\"mean_ns\":null,\"extra\":[[1,[2,{\"x\":true}]],false,null]}",
+        "{\"name\":\"d\",\"backend\":\"cpu\",\"dispatch_count\":1,\"total_ns\":9007199254740991,\"min_ns\":1,"
+        "\"max_ns\":123456789012345,\"mean_ns\":0.30000000000000004,\"stddev_ns\":1e-320}",
+        "{\"name\":\"e\",\"backend\":\"cpu\",\"dispatch_count\":01,\"total_ns\":1,\"min_ns\":1,\"max_ns\":1}",
+        "{\"name\":\"f\",\"backend\":\"cpu\",\"dispatch_count\":1.,\"total_ns\":1,\"min_ns\":1,\"max_ns\":1}",
+        "{\"name\":\"g\",\"backend\":\"cpu\",\"dispatch_count\":+1,\"total_ns\":1,\"min_ns\":1,\"max_ns\":1}",
+        "{\"name\":\"h\",\"backend\":\"cpu\",\"dispatch_count\":1,\"total_ns\":1,\"min_ns\":1,\"max_ns\":1,\"x\":nul}",
+        "{\"name\":\"i\",\"backend\":\"cpu\",\"dispatch_count\":1,\"total_ns\":1,\"min_ns\":1,\"max_ns\":1,"
+        "\"x\":truex}",
+        "{\"name\":\"j\",\"backend\":\"cpu\",\"dispatch_count\":1,\"total_ns\":1,\"min_ns\":1,\"max_ns\":1,\"x\":1e}",
+    };
+    for (size_t i = 0; i < sizeof kEntries / sizeof kEntries[0]; i++) {
+        char doc[1024];
+        snprintf(doc, sizeof doc, "{\"schema\":\"ktiming.snapshot\",\"version\":2,\"entries\":[\n%s,\n%s\n]}",
+                 kEntries[i], kEntries[(i + 1) % (sizeof kEntries / sizeof kEntries[0])]);
+        both_paths(doc, strlen(doc), kEntries[i]);
+    }
+}
+
+/* The message names "line L, column C (byte B": L and C must be those of byte B in doc. Returns B. */
+static size_t check_position(const char *doc, const char *err)
+{
+    const char *at = strstr(err, " at line ");
+    size_t line = 0, col = 0, byte = 0, l = 1, start = 0;
+    if (!at || sscanf(at, " at line %zu, column %zu (byte %zu", &line, &col, &byte) != 3)
+        fail_msg("no position in \"%s\"", err);
+    for (size_t i = 0; i < byte; i++)
+        if (doc[i] == '\n') {
+            l++;
+            start = i + 1;
+        }
+    if (line != l || col != byte - start + 1)
+        fail_msg("\"%s\": byte %zu is at line %zu, column %zu", err, byte, l, byte - start + 1);
+    return byte;
+}
+
+/* A document whose entries run past the 16 MB behind which the loader gives their text back: all of them are read,
+ * and an error far into them is reported at its line, column and byte (counted here from the text), a nesting too
+ * deep as such, with deep nesting before the point given back. */
+static void test_error_far_into_entries(void **state)
+{
+    (void)state;
+    const size_t kEntries = 2600, kPad = 8000; /* 2,600 entries of 8 kB: 21 MB, a give-back and 5 MB after it */
+    size_t cap = kEntries * (kPad + 256) + 4096, n = 0;
+    char *doc = malloc(cap);
+    assert_non_null(doc);
+    n += (size_t)snprintf(doc + n, cap - n, "{\"schema\":\"ktiming.snapshot\",\"version\":2,\"entries\":[\n");
+    for (size_t i = 0; i < kEntries; i++) {
+        n += (size_t)snprintf(doc + n, cap - n,
+                              "%s{\"name\":\"k%05zu\",\"backend\":\"cpu\",\"dispatch_count\":1,\"total_ns\":1,"
+                              "\"min_ns\":1,\"max_ns\":1%s}",
+                              i ? "," : "", i,
+                              i == 100 ? ",\"x\":[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]" : "");
+        for (size_t k = 0; k < kPad; k++)
+            doc[n++] = k % 97 == 0 ? '\n' : ' ';
+    }
+    n += (size_t)snprintf(doc + n, cap - n, "]}");
+    kt_snapshot_t *s = NULL;
+    char err[512];
+    assert_int_equal(kt_snapshot_parse(doc, n, &s, err, sizeof err), 0);
+    assert_int_equal(s->count, kEntries);
+    assert_string_equal(s->entries[kEntries - 1].name, "k02599");
+    kt_snapshot_free(s);
+    s = NULL;
+    /* a missing comma in the last entry, then a nesting too deep in it */
+    char *last = strstr(doc + n - kPad - 200, "\"total_ns\":1,");
+    assert_non_null(last);
+    last[strlen("\"total_ns\":1")] = ' ';
+    assert_int_equal(kt_snapshot_parse(doc, n, &s, err, sizeof err), KT_EPARSE);
+    if (!strstr(err, "JSON syntax error at line "))
+        fail_msg("%s", err);
+    assert_int_equal(check_position(doc, err), (size_t)(last - doc) + strlen("\"total_ns\":1 "));
+    last[strlen("\"total_ns\":1")] = ',';
+    size_t deep = 1100, at = (size_t)(last - doc);
+    char *deeper = malloc(n + 2 * deep + 16);
+    assert_non_null(deeper);
+    memcpy(deeper, doc, at);
+    size_t m = at;
+    m += (size_t)snprintf(deeper + m, 16, "\"y\":");
+    memset(deeper + m, '[', deep);
+    m += deep;
+    memset(deeper + m, ']', deep);
+    m += deep;
+    deeper[m++] = ',';
+    memcpy(deeper + m, doc + at, n - at);
+    m += n - at;
+    assert_int_equal(kt_snapshot_parse(deeper, m, &s, err, sizeof err), KT_EPARSE);
+    if (!strstr(err, "nesting too deep at line "))
+        fail_msg("%s", err);
+    size_t byte = check_position(deeper, err);
+    assert_true(byte > at && byte < at + 8 + deep); /* among the brackets */
+    free(deeper);
+    free(doc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_files_agree),
         cmocka_unit_test(test_corruptions_agree),
         cmocka_unit_test(test_element_syntax_error_position),
+        cmocka_unit_test(test_plain_values_agree),
+        cmocka_unit_test(test_error_far_into_entries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
