@@ -271,6 +271,13 @@ static void test_compare_same_uuid_other_ordinal(void **state)
     assert_non_null(strstr(text, "devices matched by uuid 2"));
     assert_non_null(strstr(text, "gemm: BEFORE's H100 #3 is AFTER's H100 #5 (same uuid)"));
     free(text);
+    /* the JSON rows say the same (the HTML compare reads them) */
+    f = open_memstream(&text, &len);
+    assert_int_equal(kt_compare_print(f, &r, KT_COMPARE_JSON), 0);
+    fclose(f);
+    assert_non_null(strstr(text, "\"device\":\"H100 #3\",\"presence\":\"both\",\"match\":\"uuid\","
+                                 "\"device_after\":\"H100 #5\""));
+    free(text);
     kt_compare_free(&r);
     kt_snapshot_free(a);
     kt_snapshot_free(b);
