@@ -40,13 +40,7 @@ static int prim_open(void *be, uint32_t marks, void **encoder)
             return KT_EBACKEND;
         p->query_cap = marks;
     }
-    if (vk->vkResetCommandBuffer(p->cmd, 0) != VK_SUCCESS)
-        return KT_EBACKEND;
-    VkCommandBufferBeginInfo bi = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
-    };
-    if (vk->vkBeginCommandBuffer(p->cmd, &bi) != VK_SUCCESS)
+    if (kt__vk_cmd_restart(p->ctx, p->cmd) != 0)
         return KT_EBACKEND;
     if (marks)
         vk->vkCmdResetQueryPool(p->cmd, p->queries, 0, marks);

@@ -110,6 +110,18 @@ int kt__vk_cmd_create(kt_vk_ctx_t *ctx, VkCommandPoolCreateFlags flags, VkComman
     return 0;
 }
 
+/* Reset cmd (its pool allows it) and begin it for one submission; 0 or KT_EBACKEND. */
+int kt__vk_cmd_restart(const kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
+{
+    VkCommandBufferBeginInfo bi = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+    };
+    if (ctx->vk.vkResetCommandBuffer(cmd, 0) != VK_SUCCESS || ctx->vk.vkBeginCommandBuffer(cmd, &bi) != VK_SUCCESS)
+        return KT_EBACKEND;
+    return 0;
+}
+
 /* Reset the whole pool once with a submission on desc.queue (the device lacks or did not enable hostQueryReset). */
 static int reset_by_submission(kt_vk_ctx_t *ctx)
 {
