@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *dup_text(const kth_val_t *v) { return strdup(v->t == KTH_TEXT ? v->s : ""); }
+/* A text column's value; "" for NULL or a non-text value. */
+static const char *text_of(const kth_val_t *v) { return v->t == KTH_TEXT ? v->s : ""; }
+static char *dup_text(const kth_val_t *v) { return strdup(text_of(v)); }
 
 /* ===================================================================================================== *
  * Runs
@@ -49,8 +51,7 @@ static int row_run(void *ctx, const kth_val_t *c, int n)
     kth_history_t *h = x->h;
     if (n < 5)
         return 0;
-    const char *machine = c[4].t == KTH_TEXT ? c[4].s : "";
-    const char *branch = c[3].t == KTH_TEXT ? c[3].s : "";
+    const char *machine = text_of(&c[4]), *branch = text_of(&c[3]);
     if ((x->f->machine && fnmatch(x->f->machine, machine, 0)) || (x->f->branch && strcmp(x->f->branch, branch)))
         return 0;
     kth_run_t *runs = room_for_one(x, h->runs, h->run_count, &x->cap, 64, sizeof *runs);
@@ -80,8 +81,7 @@ static int row_series(void *ctx, const kth_val_t *c, int n)
     kth_history_t *h = x->h;
     if (n < 5)
         return 0;
-    const char *kernel = c[1].t == KTH_TEXT ? c[1].s : "", *device = c[3].t == KTH_TEXT ? c[3].s : "";
-    const char *machine = c[4].t == KTH_TEXT ? c[4].s : "";
+    const char *kernel = text_of(&c[1]), *device = text_of(&c[3]), *machine = text_of(&c[4]);
     if ((x->f->kernel && fnmatch(x->f->kernel, kernel, 0)) || (x->f->device && fnmatch(x->f->device, device, 0)) ||
         (x->f->machine && fnmatch(x->f->machine, machine, 0)))
         return 0;
