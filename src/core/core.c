@@ -194,34 +194,36 @@ int kt_is_enabled(void) { return kt__on(); }
  * Names
  * ------------------------------------------------------------------------------------------------- */
 
+/* Every error code with its name and message, from the one X-macro (KT_ERRNO_MAP). */
+static const struct kt__err_row {
+    int err;          /* KT_OK or a KT_E* value */
+    const char *name; /* "KT_OK", "KT_EINVAL", ... */
+    const char *msg;  /* kt_strerror's text */
+} g_err_rows[] = {
+    {KT_OK, "KT_OK", "success"},
+#define KT__ERR_ROW(name, val, msg) {KT_##name, "KT_" #name, msg},
+    KT_ERRNO_MAP(KT__ERR_ROW)
+#undef KT__ERR_ROW
+};
+
+static const struct kt__err_row *err_row(int err)
+{
+    for (size_t i = 0; i < sizeof g_err_rows / sizeof g_err_rows[0]; i++)
+        if (g_err_rows[i].err == err)
+            return &g_err_rows[i];
+    return NULL;
+}
+
 const char *kt_strerror(int err)
 {
-    switch (err) {
-    case KT_OK:
-        return "success";
-#define KT__ERRNO_CASE(name, val, msg)                                                                     \
-    case KT_##name:                                                                                        \
-        return msg;
-        KT_ERRNO_MAP(KT__ERRNO_CASE)
-#undef KT__ERRNO_CASE
-    default:
-        return "unknown error";
-    }
+    const struct kt__err_row *r = err_row(err);
+    return r ? r->msg : "unknown error";
 }
 
 const char *kt_err_name(int err)
 {
-    switch (err) {
-    case KT_OK:
-        return "KT_OK";
-#define KT__ERRNAME_CASE(name, val, msg)                                                                   \
-    case KT_##name:                                                                                        \
-        return "KT_" #name;
-        KT_ERRNO_MAP(KT__ERRNAME_CASE)
-#undef KT__ERRNAME_CASE
-    default:
-        return "KT_E?";
-    }
+    const struct kt__err_row *r = err_row(err);
+    return r ? r->name : "KT_E?";
 }
 
 const char *kt_drop_reason_name(kt_drop_reason_t reason)

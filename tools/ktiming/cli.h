@@ -47,6 +47,15 @@ void ktcli_progress_end(ktcli_progress_t *p);
 
 /* "ktiming CMD: MESSAGE" and a pointer to --help on stderr; returns KTCLI_EXIT_USAGE. */
 int ktcli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* getopt_long rows that every subcommand spells the same way: one long name, one short letter everywhere. */
+#define KTCLI_OPT_OUTPUT {"output", required_argument, NULL, 'o'}
+#define KTCLI_OPT_FORMAT {"format", required_argument, NULL, 'f'}
+#define KTCLI_OPT_FILTER {"filter", required_argument, NULL, 'k'}
+#define KTCLI_OPT_HELP {"help", no_argument, NULL, 'h'}
+#define KTCLI_OPT_END {NULL, 0, NULL, 0}
+/* Before a subcommand's getopt_long loop: scan from argv[1], and no getopt messages (ktcli_getopt_error's
+ * one-line errors instead). */
+void ktcli_getopt_begin(void);
 /* The usage error for getopt_long's ':' (missing value) or '?' (unknown option); returns KTCLI_EXIT_USAGE. */
 int ktcli_getopt_error(const char *cmd, int c, int argc, char **argv);
 /* Report format and sort words ("text", "csv", "json", "chrome", "html", "markdown"/"md"; "total", "name",

@@ -20,6 +20,12 @@ int ktcli_usage_error(const char *cmd, const char *fmt, ...)
     return KTCLI_EXIT_USAGE;
 }
 
+void ktcli_getopt_begin(void)
+{
+    opterr = 0;
+    optind = 1;
+}
+
 int ktcli_getopt_error(const char *cmd, int c, int argc, char **argv)
 {
     const char *arg = optind - 1 < argc && optind > 0 ? argv[optind - 1] : "?";

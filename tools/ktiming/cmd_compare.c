@@ -84,24 +84,16 @@ typedef struct compare_args_t {
 static int parse_args(int argc, char **argv, compare_args_t *a)
 {
     enum { O_THRESHOLD = 256, O_ALPHA, O_CONFIDENCE, O_MIN_SAMPLES, O_BOOTSTRAP, O_SEED, O_FAIL, O_MAX_INPUT };
-    static const struct option kLong[] = {{"threshold", required_argument, NULL, O_THRESHOLD},
-                                          {"alpha", required_argument, NULL, O_ALPHA},
-                                          {"confidence", required_argument, NULL, O_CONFIDENCE},
-                                          {"min-samples", required_argument, NULL, O_MIN_SAMPLES},
-                                          {"bootstrap", required_argument, NULL, O_BOOTSTRAP},
-                                          {"seed", required_argument, NULL, O_SEED},
-                                          {"fail-on-regression", no_argument, NULL, O_FAIL},
-                                          {"max-input-mb", required_argument, NULL, O_MAX_INPUT},
-                                          {"filter", required_argument, NULL, 'k'},
-                                          {"format", required_argument, NULL, 'f'},
-                                          {"output", required_argument, NULL, 'o'},
-                                          {"help", no_argument, NULL, 'h'},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option kLong[] = {
+        {"threshold", required_argument, NULL, O_THRESHOLD}, {"alpha", required_argument, NULL, O_ALPHA},
+        {"confidence", required_argument, NULL, O_CONFIDENCE}, {"min-samples", required_argument, NULL, O_MIN_SAMPLES},
+        {"bootstrap", required_argument, NULL, O_BOOTSTRAP}, {"seed", required_argument, NULL, O_SEED},
+        {"fail-on-regression", no_argument, NULL, O_FAIL}, {"max-input-mb", required_argument, NULL, O_MAX_INPUT},
+        KTCLI_OPT_FILTER, KTCLI_OPT_FORMAT, KTCLI_OPT_OUTPUT, KTCLI_OPT_HELP, KTCLI_OPT_END};
     int c;
     double d;
     unsigned long long u;
-    opterr = 0;
-    optind = 1;
+    ktcli_getopt_begin();
     while ((c = getopt_long(argc, argv, ":k:f:o:h", kLong, NULL)) != -1) {
         const char *val = optarg;
         switch (c) {

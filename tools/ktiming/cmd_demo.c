@@ -82,18 +82,13 @@ static int select_backend(demo_args_t *a, const char *name)
 /* Parses the options into a: -1 to go on, else the exit status (help printed, or a usage error). */
 static int demo_parse(int argc, char **argv, demo_args_t *a)
 {
-    static const struct option kLong[] = {{"dispatches", required_argument, NULL, 'n'},
-                                          {"warmup", required_argument, NULL, 'w'},
-                                          {"size", required_argument, NULL, 's'},
-                                          {"backend", required_argument, NULL, 'b'},
-                                          {"output", required_argument, NULL, 'o'},
-                                          {"verbose", no_argument, NULL, 'v'},
-                                          {"help", no_argument, NULL, 'h'},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option kLong[] = {
+        {"dispatches", required_argument, NULL, 'n'}, {"warmup", required_argument, NULL, 'w'},
+        {"size", required_argument, NULL, 's'}, {"backend", required_argument, NULL, 'b'}, KTCLI_OPT_OUTPUT,
+        {"verbose", no_argument, NULL, 'v'}, KTCLI_OPT_HELP, KTCLI_OPT_END};
     long v;
     int c;
-    opterr = 0;
-    optind = 1;
+    ktcli_getopt_begin();
     while ((c = getopt_long(argc, argv, ":n:w:s:b:o:vh", kLong, NULL)) != -1) {
         switch (c) {
         case 'n':

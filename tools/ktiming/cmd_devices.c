@@ -152,10 +152,9 @@ static int list_backend(FILE *out, const char *name, int (*fn)(FILE *))
 
 int ktcli_cmd_devices(int argc, char **argv)
 {
-    static const struct option kLong[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    static const struct option kLong[] = {KTCLI_OPT_HELP, KTCLI_OPT_END};
     int c;
-    opterr = 0;
-    optind = 1;
+    ktcli_getopt_begin();
     while ((c = getopt_long(argc, argv, ":h", kLong, NULL)) != -1) {
         if (c != 'h')
             return ktcli_getopt_error("devices", c, argc, argv);

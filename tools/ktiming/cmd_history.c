@@ -115,20 +115,18 @@ static int parse_args(const char *sub, int argc, char **argv, history_args_t *a)
     enum { O_DB = 256, O_COMMIT, O_BRANCH, O_WHEN, O_MACHINE, O_TAG, O_KERNEL, O_DEVICE, O_LAST, O_THRESHOLD,
            O_ALPHA, O_WINDOW, O_FAIL, O_URL };
     static const struct option kLong[] = {
-        {"db", required_argument, NULL, O_DB},          {"commit", required_argument, NULL, O_COMMIT},
-        {"branch", required_argument, NULL, O_BRANCH},  {"when", required_argument, NULL, O_WHEN},
+        {"db", required_argument, NULL, O_DB}, {"commit", required_argument, NULL, O_COMMIT},
+        {"branch", required_argument, NULL, O_BRANCH}, {"when", required_argument, NULL, O_WHEN},
         {"machine", required_argument, NULL, O_MACHINE}, {"tag", required_argument, NULL, O_TAG},
-        {"kernel", required_argument, NULL, O_KERNEL},  {"device", required_argument, NULL, O_DEVICE},
-        {"last", required_argument, NULL, O_LAST},      {"threshold", required_argument, NULL, O_THRESHOLD},
-        {"alpha", required_argument, NULL, O_ALPHA},    {"window", required_argument, NULL, O_WINDOW},
+        {"kernel", required_argument, NULL, O_KERNEL}, {"device", required_argument, NULL, O_DEVICE},
+        {"last", required_argument, NULL, O_LAST}, {"threshold", required_argument, NULL, O_THRESHOLD},
+        {"alpha", required_argument, NULL, O_ALPHA}, {"window", required_argument, NULL, O_WINDOW},
         {"fail-on-regression", no_argument, NULL, O_FAIL}, {"commit-url", required_argument, NULL, O_URL},
-        {"format", required_argument, NULL, 'f'},       {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},               {NULL, 0, NULL, 0}};
+        KTCLI_OPT_FORMAT, KTCLI_OPT_OUTPUT, KTCLI_OPT_HELP, KTCLI_OPT_END};
     int is_add = !strcmp(sub, "add"), is_check = !strcmp(sub, "check");
     int c;
     double d;
-    opterr = 0;
-    optind = 1;
+    ktcli_getopt_begin();
     while ((c = getopt_long(argc, argv, ":f:o:h", kLong, NULL)) != -1) {
         const char *v = optarg;
         /* Options that belong to another subcommand are refused, not ignored. */

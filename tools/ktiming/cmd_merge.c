@@ -90,17 +90,13 @@ static int report_same_process(kt_snapshot_t *const *in, size_t n, char *const *
 
 int ktcli_cmd_merge(int argc, char **argv)
 {
-    static const struct option kLong[] = {{"output", required_argument, NULL, 'o'},
-                                          {"by-rank", no_argument, NULL, 'r'},
-                                          {"by-model", no_argument, NULL, 'm'},
-                                          {"trace", required_argument, NULL, 't'},
-                                          {"allow-same-process", no_argument, NULL, 'S'},
-                                          {"help", no_argument, NULL, 'h'},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option kLong[] = {
+        KTCLI_OPT_OUTPUT, {"by-rank", no_argument, NULL, 'r'}, {"by-model", no_argument, NULL, 'm'},
+        {"trace", required_argument, NULL, 't'}, {"allow-same-process", no_argument, NULL, 'S'}, KTCLI_OPT_HELP,
+        KTCLI_OPT_END};
     const char *out_path = NULL, *trace_path = NULL;
     int by_rank = 0, by_model = 0, allow_same = 0, c;
-    opterr = 0;
-    optind = 1;
+    ktcli_getopt_begin();
     while ((c = getopt_long(argc, argv, ":o:rmt:h", kLong, NULL)) != -1) {
         switch (c) {
         case 'o': out_path = optarg; break;

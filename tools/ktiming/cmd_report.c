@@ -34,22 +34,17 @@ static void report_usage(FILE *out)
 
 int ktcli_cmd_report(int argc, char **argv)
 {
-    static const struct option kLong[] = {{"format", required_argument, NULL, 'f'},
-                                          {"output", required_argument, NULL, 'o'},
-                                          {"sort", required_argument, NULL, 's'},
-                                          {"filter", required_argument, NULL, 'k'},
-                                          {"by-rank", no_argument, NULL, 'r'},
-                                          {"help", no_argument, NULL, 'h'},
-                                          {"max-input-mb", required_argument, NULL, 'M'},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option kLong[] = {
+        KTCLI_OPT_FORMAT, KTCLI_OPT_OUTPUT, {"sort", required_argument, NULL, 's'}, KTCLI_OPT_FILTER,
+        {"by-rank", no_argument, NULL, 'r'}, KTCLI_OPT_HELP, {"max-input-mb", required_argument, NULL, 'M'},
+        KTCLI_OPT_END};
     size_t max_input = (size_t)KTCLI_MAX_INPUT_MB_DEFAULT << 20;
     kt_format_t format = KT_FORMAT_TEXT;
     kt_report_opts_t ropts = {.sort = KT_SORT_TOTAL, .filter = NULL};
     const char *format_name = "text";
     const char *out_path = NULL;
     int c, by_rank = 0;
-    opterr = 0;
-    optind = 1;
+    ktcli_getopt_begin();
     while ((c = getopt_long(argc, argv, ":f:o:s:k:rh", kLong, NULL)) != -1) {
         switch (c) {
         case 'f':

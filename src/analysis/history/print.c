@@ -283,6 +283,21 @@ static void html_page(FILE *o, const kth_history_t *h, const kth_check_result_t 
  * show
  * ===================================================================================================== */
 
+/* A JSON list's item i: its separator and its series' key fields. */
+static void json_item(FILE *o, size_t i, const kth_series_t *se)
+{
+    fputs(i ? ",\n  " : "\n  ", o);
+    series_key(o, se, KTH_FMT_JSON);
+}
+
+/* The end of a show or check listing (JSON closes its list and object); 0, or KT_EIO when the stream failed. */
+static int list_end(FILE *o, kth_format_t fmt)
+{
+    if (fmt == KTH_FMT_JSON)
+        fputs("\n]}\n", o);
+    return ferror(o) ? KT_EIO : 0;
+}
+
 int kth_print_show(FILE *o, const kth_history_t *h, const kth_check_result_t *check, kth_format_t fmt,
                    const char *url)
 {
@@ -361,8 +376,7 @@ int kth_print_show(FILE *o, const kth_history_t *h, const kth_check_result_t *ch
             fputc('\n', o);
             break;
         case KTH_FMT_JSON:
-            fputs(s ? ",\n  " : "\n  ", o);
-            series_key(o, se, fmt);
+            json_item(o, s, se);
             fprintf(o, ", \"runs\": %zu, \"latest_ns\": %.17g, ", se->n, r.latest);
             if (isfinite(r.previous))
                 fprintf(o, "\"previous_ns\": %.17g, \"change\": %.9g, ", r.previous, r.change);
@@ -378,9 +392,7 @@ int kth_print_show(FILE *o, const kth_history_t *h, const kth_check_result_t *ch
         case KTH_FMT_HTML: break;
         }
     }
-    if (fmt == KTH_FMT_JSON)
-        fputs("\n]}\n", o);
-    return ferror(o) ? KT_EIO : 0;
+    return list_end(o, fmt);
 }
 
 /* ===================================================================================================== *
@@ -472,8 +484,7 @@ int kth_print_check(FILE *o, const kth_history_t *h, const kth_check_result_t *r
             fputc('\n', o);
             break;
         case KTH_FMT_JSON:
-            fputs(k ? ",\n  " : "\n  ", o);
-            series_key(o, se, fmt);
+            json_item(o, k, se);
             fputs(", \"commit\": ", o);
             json_str(o, commit);
             fprintf(o, ", \"run\": %zu, \"before_ns\": %.17g, \"after_ns\": %.17g, \"change\": %.9g, \"ci\": [%.9g, "
@@ -490,7 +501,5 @@ int kth_print_check(FILE *o, const kth_history_t *h, const kth_check_result_t *r
         case KTH_FMT_HTML: break;
         }
     }
-    if (fmt == KTH_FMT_JSON)
-        fputs("\n]}\n", o);
-    return ferror(o) ? KT_EIO : 0;
+    return list_end(o, fmt);
 }

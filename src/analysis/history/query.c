@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *dup_text(const kth_val_t *v) { return strdup(v->t == KTH_TEXT ? v->s : ""); }
+/* A text column's value; "" for NULL or a non-text value. */
+static const char *text_of(const kth_val_t *v) { return v->t == KTH_TEXT ? v->s : ""; }
+static char *dup_text(const kth_val_t *v) { return strdup(text_of(v)); }
 
 /* ===================================================================================================== *
  * Runs
@@ -27,26 +29,35 @@ typedef struct load_ctx_t {
     int64_t run_max, series_max; /* largest id of each */
 } load_ctx_t;
 
+/* arr (used of *cap elements of size bytes) with room for one more: arr itself, or grown (first elements, then
+ * doubling; *cap updated). NULL when out of memory: x->oom set, arr left as it was. */
+static void *room_for_one(load_ctx_t *x, void *arr, size_t used, size_t *cap, size_t first, size_t size)
+{
+    if (used < *cap)
+        return arr;
+    size_t n = *cap ? *cap * 2 : first;
+    void *p = realloc(arr, n * size);
+    if (!p) {
+        x->oom = 1;
+        return NULL;
+    }
+    *cap = n;
+    return p;
+}
+
 static int row_run(void *ctx, const kth_val_t *c, int n)
 {
     load_ctx_t *x = ctx;
     kth_history_t *h = x->h;
     if (n < 5)
         return 0;
-    const char *machine = c[4].t == KTH_TEXT ? c[4].s : "";
-    const char *branch = c[3].t == KTH_TEXT ? c[3].s : "";
+    const char *machine = text_of(&c[4]), *branch = text_of(&c[3]);
     if ((x->f->machine && fnmatch(x->f->machine, machine, 0)) || (x->f->branch && strcmp(x->f->branch, branch)))
         return 0;
-    if (h->run_count == x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 64;
-        kth_run_t *r = realloc(h->runs, cap * sizeof *r);
-        if (!r) {
-            x->oom = 1;
-            return 1;
-        }
-        h->runs = r;
-        x->cap = cap;
-    }
+    kth_run_t *runs = room_for_one(x, h->runs, h->run_count, &x->cap, 64, sizeof *runs);
+    if (!runs)
+        return 1;
+    h->runs = runs;
     kth_run_t *r = &h->runs[h->run_count++];
     r->id = c[0].i;
     r->when = c[1].i;
@@ -70,21 +81,14 @@ static int row_series(void *ctx, const kth_val_t *c, int n)
     kth_history_t *h = x->h;
     if (n < 5)
         return 0;
-    const char *kernel = c[1].t == KTH_TEXT ? c[1].s : "", *device = c[3].t == KTH_TEXT ? c[3].s : "";
-    const char *machine = c[4].t == KTH_TEXT ? c[4].s : "";
+    const char *kernel = text_of(&c[1]), *device = text_of(&c[3]), *machine = text_of(&c[4]);
     if ((x->f->kernel && fnmatch(x->f->kernel, kernel, 0)) || (x->f->device && fnmatch(x->f->device, device, 0)) ||
         (x->f->machine && fnmatch(x->f->machine, machine, 0)))
         return 0;
-    if (h->series_count == x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 64;
-        kth_series_t *s = realloc(h->series, cap * sizeof *s);
-        if (!s) {
-            x->oom = 1;
-            return 1;
-        }
-        h->series = s;
-        x->cap = cap;
-    }
+    kth_series_t *series = room_for_one(x, h->series, h->series_count, &x->cap, 64, sizeof *series);
+    if (!series)
+        return 1;
+    h->series = series;
     kth_series_t *s = &h->series[h->series_count++];
     memset(s, 0, sizeof *s);
     s->id = c[0].i;
@@ -132,16 +136,10 @@ static int row_point(void *ctx, const kth_val_t *c, int n)
         return 0;
     size_t s = (size_t)si;
     kth_series_t *se = &x->h->series[s];
-    if (se->n == x->pcap[s]) {
-        size_t cap = x->pcap[s] ? x->pcap[s] * 2 : 16;
-        kth_point_t *p = realloc(se->pts, cap * sizeof *p);
-        if (!p) {
-            x->oom = 1;
-            return 1;
-        }
-        se->pts = p;
-        x->pcap[s] = cap;
-    }
+    kth_point_t *pts = room_for_one(x, se->pts, se->n, &x->pcap[s], 16, sizeof *pts);
+    if (!pts)
+        return 1;
+    se->pts = pts;
     kth_point_t *p = &se->pts[se->n++];
     p->run = (uint32_t)ri;
     p->median = c[2].d;

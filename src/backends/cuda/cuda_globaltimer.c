@@ -138,20 +138,6 @@ static int gt_read_locked(kt__cuda_ctx_t *c, uint64_t *ns)
  * Reads, batches, resolution, frequency
  * ------------------------------------------------------------------------------------------------- */
 
-int kt_cuda_globaltimer_read(struct CUctx_st *ctx, uint64_t *ns)
-{
-    if (!ns)
-        return KT_EINVAL;
-    kt__cuda_ctx_t *c;
-    int pushed;
-    int rc = gt_begin(ctx, &c, &pushed);
-    if (rc)
-        return rc;
-    rc = gt_read_locked(c, ns);
-    gt_end(c, pushed);
-    return rc;
-}
-
 static int gt_batch_locked(kt__cuda_ctx_t *c, uint64_t *out, uint32_t n)
 {
     int rc = gt_prepare(c, (size_t)n * sizeof(uint64_t));
@@ -165,18 +151,41 @@ static int gt_batch_locked(kt__cuda_ctx_t *c, uint64_t *out, uint32_t n)
     return gt_copy_back(c, out, c->scratch, (size_t)n * sizeof(uint64_t));
 }
 
-int kt_cuda_globaltimer_batch(struct CUctx_st *ctx, uint64_t *out, uint32_t n)
+/* Runs one reading step inside gt_begin/gt_end; *cp (when given) is the context, for its state after. */
+static int gt_run(struct CUctx_st *ctx, int (*step)(kt__cuda_ctx_t *, uint64_t *, uint32_t), uint64_t *out,
+                  uint32_t n, kt__cuda_ctx_t **cp)
 {
-    if (!out || n == 0)
-        return KT_EINVAL;
     kt__cuda_ctx_t *c;
     int pushed;
     int rc = gt_begin(ctx, &c, &pushed);
     if (rc)
         return rc;
-    rc = gt_batch_locked(c, out, n);
+    rc = step(c, out, n);
     gt_end(c, pushed);
+    if (cp)
+        *cp = c;
     return rc;
+}
+
+/* gt_read_locked in the shape of gt_batch_locked, for gt_run (n is 1). */
+static int gt_read_one_locked(kt__cuda_ctx_t *c, uint64_t *ns, uint32_t n)
+{
+    (void)n;
+    return gt_read_locked(c, ns);
+}
+
+int kt_cuda_globaltimer_read(struct CUctx_st *ctx, uint64_t *ns)
+{
+    if (!ns)
+        return KT_EINVAL;
+    return gt_run(ctx, gt_read_one_locked, ns, 1, NULL);
+}
+
+int kt_cuda_globaltimer_batch(struct CUctx_st *ctx, uint64_t *out, uint32_t n)
+{
+    if (!out || n == 0)
+        return KT_EINVAL;
+    return gt_run(ctx, gt_batch_locked, out, n, NULL);
 }
 
 int kt_cuda_globaltimer_resolution(struct CUctx_st *ctx, uint64_t *resolution_ns)
@@ -187,15 +196,8 @@ int kt_cuda_globaltimer_resolution(struct CUctx_st *ctx, uint64_t *resolution_ns
     uint64_t *v = malloc(N * sizeof *v);
     if (!v)
         return KT_ENOMEM;
-    kt__cuda_ctx_t *c;
-    int pushed;
-    int rc = gt_begin(ctx, &c, &pushed);
-    if (rc) {
-        free(v);
-        return rc;
-    }
-    rc = gt_batch_locked(c, v, N);
-    gt_end(c, pushed);
+    kt__cuda_ctx_t *c = NULL;
+    int rc = gt_run(ctx, gt_batch_locked, v, N, &c);
     if (rc) {
         free(v);
         return rc;

@@ -4,6 +4,7 @@
  * primitive holds its stream: the device then runs the trials back to back, and the marks' distance (gpu_ns)
  * holds no gap of the host enqueueing the next trial (+28 % at load ~15 without it). */
 #include "backends/opencl/cl_internal.h"
+#include "primitive/prim_ops.h"
 
 #include <ktiming/primitive.h>
 
@@ -140,19 +141,7 @@ static void prim_destroy(void *be)
     free(p);
 }
 
-static const kt_primitive_ops_t g_cl_prim_ops = {
-    .backend = KT_BACKEND_OPENCL,
-    .flags = KT_PRIMITIVE_OPS_RECORDING_SUBMITS,
-    .device_name = prim_device_name,
-    .open = prim_open,
-    .mark = prim_mark,
-    .close = prim_close,
-    .drain = prim_drain,
-    .submit = prim_submit,
-    .wait = prim_wait,
-    .read = prim_read,
-    .destroy = prim_destroy,
-};
+static const kt_primitive_ops_t g_cl_prim_ops = KT__PRIM_OPS(KT_BACKEND_OPENCL, KT_PRIMITIVE_OPS_RECORDING_SUBMITS);
 
 int kt_cl_primitive_backend_create(cl_command_queue queue, kt_primitive_backend_t *out)
 {

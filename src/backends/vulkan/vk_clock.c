@@ -113,13 +113,7 @@ static int record_sample(kt_vk_ctx_t *ctx)
     const kt__vk_table_t *vk = &ctx->vk;
     uint32_t q = 2 * ctx->cap;
     uint64_t *w = ctx->words + (size_t)ctx->cap * KT__VK_WORDS_PER_SLOT;
-    if (vk->vkResetCommandBuffer(ctx->cal_cmd, 0) != VK_SUCCESS)
-        return KT_EBACKEND;
-    VkCommandBufferBeginInfo bi = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
-    };
-    if (vk->vkBeginCommandBuffer(ctx->cal_cmd, &bi) != VK_SUCCESS)
+    if (kt__vk_cmd_restart(ctx, ctx->cal_cmd) != 0)
         return KT_EBACKEND;
     vk->vkCmdResetQueryPool(ctx->cal_cmd, ctx->pool, q, 1);
     vk->vkCmdWriteTimestamp(ctx->cal_cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, ctx->pool, q);

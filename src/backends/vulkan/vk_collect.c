@@ -112,6 +112,22 @@ static int pair_pending(const kt_vk_ctx_t *ctx, const kt__vk_slot_t *s)
     return !kt__vk_slot_copied(ctx, s->batch_pair);
 }
 
+/* A harvested entry's begin and end from its landed readback words (begin at w[0], end at w[2]). */
+static void done_stamps(kt__vk_done_t *o, const uint64_t *w)
+{
+    o->begin_raw = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
+    o->end_raw = __atomic_load_n(&w[2], __ATOMIC_RELAXED);
+}
+
+/* A harvested entry's origin, from its slot or execution record. */
+static void done_origin(kt__vk_done_t *o, kt_kernel_id_t kernel, uint32_t thread, uint32_t lane, uint64_t enqueue_ns)
+{
+    o->kernel = kernel;
+    o->thread = thread;
+    o->lane = lane;
+    o->enqueue_ns = enqueue_ns;
+}
+
 /* Take up to max completed slots out of the ring (oldest first). *more: stopped early, another pass has work. */
 static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t max, int *more)
 {
@@ -125,13 +141,9 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
         const uint64_t *w = ctx->words + kt__vk_exec_word(ctx, e);
         if (x->state != KT__VK_EXEC_PENDING || !kt__vk_words_landed(w))
             continue;
-        out[n].begin_raw = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
-        out[n].end_raw = __atomic_load_n(&w[2], __ATOMIC_RELAXED);
+        done_stamps(&out[n], w);
         out[n].begin_as = KT__VK_NONE;
-        out[n].kernel = x->kernel;
-        out[n].thread = x->thread;
-        out[n].lane = x->lane;
-        out[n].enqueue_ns = x->enqueue_ns;
+        done_origin(&out[n], x->kernel, x->thread, x->lane, x->enqueue_ns);
         n++;
         kt__vk_exec_free_locked(ctx, e);
     }
@@ -165,8 +177,7 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
                 if (firsts[f] == slot)
                     out[n].begin_as = first_at[f];
             const uint64_t *w = ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT;
-            out[n].begin_raw = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
-            out[n].end_raw = __atomic_load_n(&w[2], __ATOMIC_RELAXED);
+            done_stamps(&out[n], w);
         } else {
             if (s->state != KT__VK_SLOT_READY) {
                 slot = next;
@@ -175,10 +186,7 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
             out[n].begin_raw = s->begin_raw;
             out[n].end_raw = s->end_raw;
         }
-        out[n].kernel = s->kernel;
-        out[n].thread = s->thread;
-        out[n].lane = s->lane;
-        out[n].enqueue_ns = s->enqueue_ns;
+        done_origin(&out[n], s->kernel, s->thread, s->lane, s->enqueue_ns);
         n++;
         kt__vk_slot_release_locked(ctx, slot);
         slot = next;

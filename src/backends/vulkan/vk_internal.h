@@ -317,6 +317,11 @@ void kt__vk_create_error_clear(void);
  * partial create). */
 int kt__vk_ring_create(kt_vk_ctx_t *ctx);
 void kt__vk_ring_fini(kt_vk_ctx_t *ctx);
+/* pool (flags) + one primary command buffer + fence; on failure the caller destroys what *pool / *fence hold */
+int kt__vk_cmd_create(kt_vk_ctx_t *ctx, VkCommandPoolCreateFlags flags, VkCommandPool *pool, VkCommandBuffer *cmd,
+                      VkFence *fence);
+/* reset cmd (pool with VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT) and begin it, one-time submit */
+int kt__vk_cmd_restart(const kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 /* Copy `count` queries from `first` into the readback buffer at byte `dst`: 64-bit values with availability,
  * waiting for them (two words per query). */
 void kt__vk_copy_results(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint32_t first, uint32_t count, VkDeviceSize dst);

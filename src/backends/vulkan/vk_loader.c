@@ -56,20 +56,20 @@ int kt__vk_table_load(kt__vk_table_t *t, PFN_vkGetInstanceProcAddr gipa, VkInsta
         return KT_EUNAVAILABLE;
     t->vkGetInstanceProcAddr = gipa;
     int missing = 0;
-#define KT__VK_LOAD_I(name, req)                                                                           \
-    t->name = (PFN_##name)gipa(instance, #name);                                                           \
+    /* one loader line per X-macro row; KT__VK_GET is the instance's, then the device's lookup */
+#define KT__VK_LOAD(name, req)                                                                             \
+    t->name = (PFN_##name)KT__VK_GET(#name);                                                               \
     if (!t->name && (req))                                                                                 \
         missing = 1;
-    KT_VK_INSTANCE_FUNCS(KT__VK_LOAD_I)
-#undef KT__VK_LOAD_I
+#define KT__VK_GET(fn) gipa(instance, fn)
+    KT_VK_INSTANCE_FUNCS(KT__VK_LOAD)
+#undef KT__VK_GET
     if (missing)
         return KT_EUNAVAILABLE;
-#define KT__VK_LOAD_D(name, req)                                                                           \
-    t->name = (PFN_##name)t->vkGetDeviceProcAddr(device, #name);                                           \
-    if (!t->name && (req))                                                                                 \
-        missing = 1;
-    KT_VK_DEVICE_FUNCS(KT__VK_LOAD_D)
-#undef KT__VK_LOAD_D
+#define KT__VK_GET(fn) t->vkGetDeviceProcAddr(device, fn)
+    KT_VK_DEVICE_FUNCS(KT__VK_LOAD)
+#undef KT__VK_GET
+#undef KT__VK_LOAD
     if (missing)
         return KT_EUNAVAILABLE;
     t->reset_query_pool = t->vkResetQueryPool ? t->vkResetQueryPool : t->vkResetQueryPoolEXT;

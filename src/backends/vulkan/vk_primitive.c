@@ -1,5 +1,6 @@
 /* vk_primitive.c — the Vulkan primitive backend: its own command buffer, fence and timestamp pool per backend. */
 #include "backends/vulkan/vk_internal.h"
+#include "primitive/prim_ops.h"
 
 #include <stdlib.h>
 
@@ -39,13 +40,7 @@ static int prim_open(void *be, uint32_t marks, void **encoder)
             return KT_EBACKEND;
         p->query_cap = marks;
     }
-    if (vk->vkResetCommandBuffer(p->cmd, 0) != VK_SUCCESS)
-        return KT_EBACKEND;
-    VkCommandBufferBeginInfo bi = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
-    };
-    if (vk->vkBeginCommandBuffer(p->cmd, &bi) != VK_SUCCESS)
+    if (kt__vk_cmd_restart(p->ctx, p->cmd) != 0)
         return KT_EBACKEND;
     if (marks)
         vk->vkCmdResetQueryPool(p->cmd, p->queries, 0, marks);
@@ -141,19 +136,7 @@ static void prim_destroy(void *be)
     free(p);
 }
 
-static const kt_primitive_ops_t g_vk_prim_ops = {
-    .backend = KT_BACKEND_VULKAN,
-    .flags = 0,
-    .device_name = prim_device_name,
-    .open = prim_open,
-    .mark = prim_mark,
-    .close = prim_close,
-    .drain = prim_drain,
-    .submit = prim_submit,
-    .wait = prim_wait,
-    .read = prim_read,
-    .destroy = prim_destroy,
-};
+static const kt_primitive_ops_t g_vk_prim_ops = KT__PRIM_OPS(KT_BACKEND_VULKAN, 0);
 
 int kt_vk_primitive_backend_create(kt_vk_ctx_t *ctx, kt_primitive_backend_t *out)
 {
@@ -171,29 +154,11 @@ int kt_vk_primitive_backend_create(kt_vk_ctx_t *ctx, kt_primitive_backend_t *out
     if (!p)
         return KT_ENOMEM;
     p->ctx = ctx;
-    const kt__vk_table_t *vk = &ctx->vk;
-    VkCommandPoolCreateInfo pci = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-        .queueFamilyIndex = ctx->queue_family,
-    };
-    VkCommandBufferAllocateInfo ai = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-        .commandBufferCount = 1,
-    };
-    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    if (vk->vkCreateCommandPool(ctx->device, &pci, NULL, &p->pool) != VK_SUCCESS)
-        goto fail;
-    ai.commandPool = p->pool;
-    if (vk->vkAllocateCommandBuffers(ctx->device, &ai, &p->cmd) != VK_SUCCESS)
-        goto fail;
-    if (vk->vkCreateFence(ctx->device, &fci, NULL, &p->fence) != VK_SUCCESS)
-        goto fail;
+    if (kt__vk_cmd_create(ctx, VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, &p->pool, &p->cmd, &p->fence) != 0) {
+        prim_destroy(p);
+        return KT_EBACKEND;
+    }
     out->ops = &g_vk_prim_ops;
     out->ctx = p;
     return 0;
-fail:
-    prim_destroy(p);
-    return KT_EBACKEND;
 }

@@ -83,6 +83,45 @@ static int create_readback(kt_vk_ctx_t *ctx)
     return 0;
 }
 
+/* A command pool (flags) on the context's queue family, one primary command buffer from it and an unsignalled
+ * fence. On failure returns KT_EBACKEND and leaves in *pool and *fence what was made, for the caller to destroy
+ * (destroying the pool frees the buffer). */
+int kt__vk_cmd_create(kt_vk_ctx_t *ctx, VkCommandPoolCreateFlags flags, VkCommandPool *pool, VkCommandBuffer *cmd,
+                      VkFence *fence)
+{
+    const kt__vk_table_t *vk = &ctx->vk;
+    VkCommandPoolCreateInfo pci = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+        .flags = flags,
+        .queueFamilyIndex = ctx->queue_family,
+    };
+    VkCommandBufferAllocateInfo ai = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+        .commandBufferCount = 1,
+    };
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    if (vk->vkCreateCommandPool(ctx->device, &pci, NULL, pool) != VK_SUCCESS)
+        return KT_EBACKEND;
+    ai.commandPool = *pool;
+    if (vk->vkAllocateCommandBuffers(ctx->device, &ai, cmd) != VK_SUCCESS ||
+        vk->vkCreateFence(ctx->device, &fci, NULL, fence) != VK_SUCCESS)
+        return KT_EBACKEND;
+    return 0;
+}
+
+/* Reset cmd (its pool allows it) and begin it for one submission; 0 or KT_EBACKEND. */
+int kt__vk_cmd_restart(const kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
+{
+    VkCommandBufferBeginInfo bi = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+    };
+    if (ctx->vk.vkResetCommandBuffer(cmd, 0) != VK_SUCCESS || ctx->vk.vkBeginCommandBuffer(cmd, &bi) != VK_SUCCESS)
+        return KT_EBACKEND;
+    return 0;
+}
+
 /* Reset the whole pool once with a submission on desc.queue (the device lacks or did not enable hostQueryReset). */
 static int reset_by_submission(kt_vk_ctx_t *ctx)
 {
@@ -91,26 +130,11 @@ static int reset_by_submission(kt_vk_ctx_t *ctx)
     VkCommandBuffer cmd = VK_NULL_HANDLE;
     VkFence fence = VK_NULL_HANDLE;
     int rc = KT_EBACKEND;
-    VkCommandPoolCreateInfo pci = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-        .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
-        .queueFamilyIndex = ctx->queue_family,
-    };
-    VkCommandBufferAllocateInfo ai = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-        .commandBufferCount = 1,
-    };
     VkCommandBufferBeginInfo bi = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
         .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
     };
-    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    if (vk->vkCreateCommandPool(ctx->device, &pci, NULL, &pool) != VK_SUCCESS)
-        return KT_EBACKEND;
-    ai.commandPool = pool;
-    if (vk->vkAllocateCommandBuffers(ctx->device, &ai, &cmd) == VK_SUCCESS &&
-        vk->vkCreateFence(ctx->device, &fci, NULL, &fence) == VK_SUCCESS &&
+    if (kt__vk_cmd_create(ctx, VK_COMMAND_POOL_CREATE_TRANSIENT_BIT, &pool, &cmd, &fence) == 0 &&
         vk->vkBeginCommandBuffer(cmd, &bi) == VK_SUCCESS) {
         vk->vkCmdResetQueryPool(cmd, ctx->pool, 0, 2 * ctx->cap + 1);
         VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
@@ -120,7 +144,8 @@ static int reset_by_submission(kt_vk_ctx_t *ctx)
     }
     if (fence)
         vk->vkDestroyFence(ctx->device, fence, NULL);
-    vk->vkDestroyCommandPool(ctx->device, pool, NULL);
+    if (pool)
+        vk->vkDestroyCommandPool(ctx->device, pool, NULL);
     return rc;
 }
 

@@ -317,6 +317,26 @@ static kt_cl_ctx_t *attach(cl_command_queue q)
  * Hooks (shared by the layer and the LD_PRELOAD entry points)
  * ------------------------------------------------------------------------------------------------- */
 
+/* A queue made with profiling forced on (props: the program's own list, NULL for the flags form): kept and
+ * tracked as forced, the program's err set, when it was made; else 0 and the hook creates the queue as asked. */
+static int forced_made(cl_command_queue q, cl_int e, cl_device_id d, const cl_queue_properties *props, cl_int *err)
+{
+    if (!q || e != CL_SUCCESS)
+        return 0;
+    queue_add(q, d, 1, props);
+    if (err)
+        *err = e;
+    return 1;
+}
+
+/* The queue as the program asked for it (NULL on failure), tracked as not forced. */
+static cl_command_queue plain_made(cl_command_queue q, cl_device_id d)
+{
+    if (q)
+        queue_add(q, d, 0, NULL);
+    return q;
+}
+
 static cl_command_queue hook_create_queue(const kti_next_t *n, cl_context c, cl_device_id d,
                                           cl_command_queue_properties p, cl_int *err)
 {
@@ -325,17 +345,10 @@ static cl_command_queue hook_create_queue(const kti_next_t *n, cl_context c, cl_
     if (!(p & CL_QUEUE_PROFILING_ENABLE)) {
         cl_int e = CL_SUCCESS;
         cl_command_queue q = n->create_queue(c, d, p | CL_QUEUE_PROFILING_ENABLE, &e);
-        if (q && e == CL_SUCCESS) {
-            queue_add(q, d, 1, NULL);
-            if (err)
-                *err = e;
+        if (forced_made(q, e, d, NULL, err))
             return q;
-        }
     }
-    cl_command_queue q = n->create_queue(c, d, p, err);
-    if (q)
-        queue_add(q, d, 0, NULL);
-    return q;
+    return plain_made(n->create_queue(c, d, p, err), d);
 }
 
 static int props_have_profiling(const cl_queue_properties *p)
@@ -356,18 +369,11 @@ static cl_command_queue hook_create_queue_props(const kti_next_t *n, cl_context 
         if (kt_cl_queue_properties_profiled(props, buf, sizeof buf / sizeof buf[0]) == 0) {
             cl_int e = CL_SUCCESS;
             cl_command_queue q = n->create_queue_props(c, d, buf, &e);
-            if (q && e == CL_SUCCESS) {
-                queue_add(q, d, 1, props);
-                if (err)
-                    *err = e;
+            if (forced_made(q, e, d, props, err))
                 return q;
-            }
         }
     }
-    cl_command_queue q = n->create_queue_props(c, d, props, err);
-    if (q)
-        queue_add(q, d, 0, NULL);
-    return q;
+    return plain_made(n->create_queue_props(c, d, props, err), d);
 }
 
 static cl_int hook_retain_queue(const kti_next_t *n, cl_command_queue q)

@@ -417,13 +417,19 @@ static kt_vk_ctx_t *family_ctx(kti_device_t *d, uint32_t family)
     return rc == 0 ? ctx : NULL;
 }
 
+/* The device's per-family contexts as they are now (NULL: family not timed), read under its lock. */
+static void device_ctxs(kti_device_t *d, kt_vk_ctx_t *ctx[KTI_MAX_FAMILIES])
+{
+    pthread_mutex_lock(&d->lock);
+    memcpy(ctx, d->ctx, KTI_MAX_FAMILIES * sizeof ctx[0]);
+    pthread_mutex_unlock(&d->lock);
+}
+
 /* After a call returned VK_ERROR_DEVICE_LOST: what is pending on the device will never complete. */
 static void device_lost(kti_device_t *d)
 {
     kt_vk_ctx_t *ctx[KTI_MAX_FAMILIES];
-    pthread_mutex_lock(&d->lock);
-    memcpy(ctx, d->ctx, sizeof ctx);
-    pthread_mutex_unlock(&d->lock);
+    device_ctxs(d, ctx);
     for (uint32_t f = 0; f < KTI_MAX_FAMILIES; f++)
         if (ctx[f])
             kt_vk_device_lost(ctx[f]);
@@ -432,9 +438,7 @@ static void device_lost(kti_device_t *d)
 static void collect_device(kti_device_t *d)
 {
     kt_vk_ctx_t *ctx[KTI_MAX_FAMILIES];
-    pthread_mutex_lock(&d->lock);
-    memcpy(ctx, d->ctx, sizeof ctx);
-    pthread_mutex_unlock(&d->lock);
+    device_ctxs(d, ctx);
     for (uint32_t f = 0; f < KTI_MAX_FAMILIES; f++)
         if (ctx[f])
             kt_vk_collect(ctx[f]);
@@ -1167,17 +1171,35 @@ static VkResult VKAPI_CALL hook_QueueSubmit2KHR(VkQueue q, uint32_t n, const VkS
     return submit2(d, d->vkQueueSubmit2KHR, q, n, si, fence);
 }
 
+/* After a queue or device idle wait (its API zone still open): the zone ends; lost: pending slots counted
+ * `device lost`; the rings are read either way. Returns r. */
+static VkResult idle_waited(kti_device_t *d, kt_zone_t *api, VkResult r)
+{
+    kt_zone_end(api);
+    if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
+    collect_device(d);
+    return r;
+}
+
+/* After a fence wait or status query. Lost: pending slots counted `device lost`; collected only when the wait
+ * succeeded (a VK_TIMEOUT poll with a zero timeout, or VK_NOT_READY, must not read the rings on every call).
+ * Returns r. */
+static VkResult fence_waited(kti_device_t *d, VkResult r)
+{
+    if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
+    else if (r == VK_SUCCESS)
+        collect_device(d);
+    return r;
+}
+
 static VkResult VKAPI_CALL hook_QueueWaitIdle(VkQueue q)
 {
     kti_device_t *d = device_of(q);
     static kt_kernel_id_t api_site;
     kt_zone_t api = kti_wait_begin(&api_site, "vkQueueWaitIdle");
-    VkResult r = d->vkQueueWaitIdle(q);
-    kt_zone_end(&api);
-    if (r == VK_ERROR_DEVICE_LOST)
-        device_lost(d);
-    collect_device(d);
-    return r;
+    return idle_waited(d, &api, d->vkQueueWaitIdle(q));
 }
 
 static VkResult VKAPI_CALL hook_DeviceWaitIdle(VkDevice device)
@@ -1185,12 +1207,7 @@ static VkResult VKAPI_CALL hook_DeviceWaitIdle(VkDevice device)
     kti_device_t *d = device_of(device);
     static kt_kernel_id_t api_site;
     kt_zone_t api = kti_wait_begin(&api_site, "vkDeviceWaitIdle");
-    VkResult r = d->vkDeviceWaitIdle(device);
-    kt_zone_end(&api);
-    if (r == VK_ERROR_DEVICE_LOST)
-        device_lost(d);
-    collect_device(d);
-    return r;
+    return idle_waited(d, &api, d->vkDeviceWaitIdle(device));
 }
 
 static VkResult VKAPI_CALL hook_WaitForFences(VkDevice device, uint32_t n, const VkFence *f, VkBool32 all,
@@ -1201,26 +1218,13 @@ static VkResult VKAPI_CALL hook_WaitForFences(VkDevice device, uint32_t n, const
     kt_zone_t api = kti_wait_begin(&api_site, "vkWaitForFences");
     VkResult r = d->vkWaitForFences(device, n, f, all, timeout);
     kt_zone_end(&api);
-    /* Lost: pending slots counted `device lost`; collected only when the wait succeeded (a VK_TIMEOUT poll with a
-     * zero timeout, or VK_NOT_READY, must not read the rings on every call). */
-    if (r == VK_ERROR_DEVICE_LOST)
-        device_lost(d);
-    else if (r == VK_SUCCESS)
-        collect_device(d);
-    return r;
+    return fence_waited(d, r);
 }
 
 static VkResult VKAPI_CALL hook_GetFenceStatus(VkDevice device, VkFence f)
 {
     kti_device_t *d = device_of(device);
-    VkResult r = d->vkGetFenceStatus(device, f);
-    /* Lost: pending slots counted `device lost`; collected only when the wait succeeded (a VK_TIMEOUT poll with a
-     * zero timeout, or VK_NOT_READY, must not read the rings on every call). */
-    if (r == VK_ERROR_DEVICE_LOST)
-        device_lost(d);
-    else if (r == VK_SUCCESS)
-        collect_device(d);
-    return r;
+    return fence_waited(d, d->vkGetFenceStatus(device, f));
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -1386,14 +1390,22 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     return r;
 }
 
+/* g_lock held: a dispatchable handle's entry taken out of its global map (NULL when not tracked); the map's
+ * memory goes once it is empty, so a program that destroys everything leaves nothing behind. */
+static void *map_take_locked(kti_map_t *m, uint64_t key)
+{
+    void *v = kti_map_del(m, key);
+    if (!m->n)
+        kti_map_free(m);
+    return v;
+}
+
 static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCallbacks *a)
 {
     if (!device)
         return;
     pthread_mutex_lock(&g_lock);
-    kti_device_t *d = kti_map_del(&g_devices, dispatch_key(device));
-    if (!g_devices.n)
-        kti_map_free(&g_devices);
+    kti_device_t *d = map_take_locked(&g_devices, dispatch_key(device));
     if (d) { /* before anything is freed: no thread's cache answers with the device (its records: cmd_free) */
         slot_release_locked(d);
         atomic_fetch_add_explicit(&g_device_epoch, 1, memory_order_release);
@@ -1480,9 +1492,7 @@ static void VKAPI_CALL hook_DestroyInstance(VkInstance instance, const VkAllocat
     if (!instance)
         return;
     pthread_mutex_lock(&g_lock);
-    kti_instance_t *i = kti_map_del(&g_instances, dispatch_key(instance));
-    if (!g_instances.n)
-        kti_map_free(&g_instances);
+    kti_instance_t *i = map_take_locked(&g_instances, dispatch_key(instance));
     pthread_mutex_unlock(&g_lock);
     if (!i)
         return;
