@@ -55,8 +55,8 @@ static void check_death(const char *mode, int status, const char *ended)
         skip();
     char *dir = ktt_tmpdir("runinflight");
     assert_non_null(dir);
-    char out[4200], na[16], nb[16];
-    snprintf(out, sizeof out, "%s/out.json", dir);
+    char *out = ktt_path(dir, "out.json"), na[16], nb[16];
+    assert_non_null(out);
     snprintf(na, sizeof na, "%d", N_A);
     snprintf(nb, sizeof nb, "%d", N_B);
     char *argv[] = {(char *)KT_CLI, (char *)"run",    (char *)"-o", out, (char *)"-f", (char *)"none",
@@ -79,6 +79,7 @@ static void check_death(const char *mode, int status, const char *ended)
 #endif
     kt_snapshot_free(s);
     ktt_rmtree(dir);
+    free(out);
     free(dir);
 }
 
