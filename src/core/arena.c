@@ -141,6 +141,29 @@ void kt__arena_fork_child(void)
     atomic_store_explicit(&a->pid, (int64_t)getpid(), memory_order_relaxed);
 }
 
+/* Under `ktiming run`: the kernel's in-flight count moved by delta. Its chunk of counters is allocated from the
+ * arena on the kernel's first dispatch (two threads racing both allocate; one wins, the other's block stays
+ * unused in the arena, which never frees). A counter may go below zero for an instant (an end seen before its
+ * begin's store is not possible on one thread, but the reader clamps anyway). */
+void kt__inflight_add(kt_kernel_id_t kernel, int64_t delta)
+{
+    kt__arena_t *a = kt__arena;
+    if (!a || !kernel || kernel > KT__MAX_KERNELS)
+        return;
+    _Atomic(kt__au64 *) *slot = &a->inflight[kernel >> KT__CHUNK_BITS];
+    kt__au64 *blk = atomic_load_explicit(slot, memory_order_acquire);
+    if (!blk) {
+        kt__au64 *fresh = kt__zalloc(KT__CHUNK * sizeof *fresh);
+        if (!fresh)
+            return; /* out of memory: this dispatch is not counted (nor its end, which finds no block) */
+        if (atomic_compare_exchange_strong_explicit(slot, &blk, fresh, memory_order_acq_rel, memory_order_acquire))
+            blk = fresh;
+        else
+            kt__zfree(fresh);
+    }
+    atomic_fetch_add_explicit(&blk[kernel & (KT__CHUNK - 1u)], (uint64_t)delta, memory_order_relaxed);
+}
+
 /* The core's exit handler ran: an exit status without a snapshot file then means nothing was recorded, not
  * that the exit handlers were skipped (_exit). */
 void kt__arena_mark_exit(void)

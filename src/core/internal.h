@@ -296,6 +296,8 @@ typedef struct kt__arena_t {
     _Atomic uint32_t thread_count;
     _Atomic(kt_device_info_t *) devices;    /* device table */
     _Atomic uint32_t device_count;
+    _Atomic(kt__au64 *) inflight[KT__DIR];  /* per kernel id, chunks of KT__CHUNK: device work handed to the
+                                             * device and not finished yet (kt__inflight_begin/_end) */
 } kt__arena_t;
 
 /* The arena this process records into, NULL when not under `ktiming run` (or it could not be mapped). */
@@ -310,6 +312,23 @@ int kt__in_arena(const void *p);
 void kt__arena_fork_child(void);
 /* The core's exit handler ran. */
 void kt__arena_mark_exit(void);
+/* Device work in flight, per kernel, for a program that dies under `ktiming run` (its snapshot counts what was
+ * still in flight as dropped, KT_DROP_IN_FLIGHT_AT_EXIT). A backend calls begin when it hands a dispatch to the
+ * device (and has taken on to record it) and end exactly once when that dispatch is finished: recorded, counted as
+ * an error or dropped. Never on the CPU zone path, never inside kt_record_dispatch; outside `run` each costs one
+ * predictable branch. kt__arena is set once at load (never from NULL to an arena later), so begin and end always
+ * see the same arena. */
+void kt__inflight_add(kt_kernel_id_t kernel, int64_t delta);
+static inline void kt__inflight_begin(kt_kernel_id_t kernel)
+{
+    if (__builtin_expect(kt__arena != NULL, 0))
+        kt__inflight_add(kernel, 1);
+}
+static inline void kt__inflight_end(kt_kernel_id_t kernel)
+{
+    if (__builtin_expect(kt__arena != NULL, 0))
+        kt__inflight_add(kernel, -1);
+}
 /* KTIMING_ON_CRASH=write outside `ktiming run`: the async-signal-safe crash writer's handlers (crash.c). */
 void kt__crash_install(void);
 

@@ -480,6 +480,19 @@ static int gather_kernel(build_t *b, uint32_t id, kt_kernel_timing_t *t, gathere
     return any;
 }
 
+/* A dead program's device work still in flight for kernel id (kt__inflight_begin/_end, arena.c): lost with the
+ * program. 0 for a live snapshot, a counter block outside the arena, or a count below zero. */
+static uint64_t arena_inflight(const kt__src_t *src, uint32_t id)
+{
+    if (!src->arena || id > KT__MAX_KERNELS)
+        return 0;
+    kt__au64 *blk = KT__LDA(&src->arena->inflight[id >> KT__CHUNK_BITS]);
+    if (!blk || !src_ok(src, blk, KT__CHUNK * sizeof *blk))
+        return 0;
+    int64_t n = (int64_t)KT__LD(&blk[id & (KT__CHUNK - 1u)]);
+    return n > 0 ? (uint64_t)n : 0;
+}
+
 /* Kernel id's entry appended to b->eb (nothing when it recorded nothing); -1 when out of memory. */
 static int build_entry(build_t *b, uint32_t id)
 {
@@ -495,6 +508,9 @@ static int build_entry(build_t *b, uint32_t id)
     int any = gather_kernel(b, id, &t, &g);
     if (any < 0)
         return -1;
+    uint64_t lost = arena_inflight(b->src, id);
+    t.dropped += lost;
+    t.dropped_by[KT_DROP_IN_FLIGHT_AT_EXIT] += lost;
     if (!any && !t.errors && !t.dropped && !t.spans_dropped)
         return 0;
     const kt__kernel_t *k = src_kernel(b->src, b->nk, id);

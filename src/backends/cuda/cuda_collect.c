@@ -114,6 +114,7 @@ static uint64_t record_completed(kt__cuda_ctx_t *c, kt__cuda_pair_t **done, cons
             kt__cuda_verbose(c, done[i]->kernel, NULL, err[i]);
             errors++;
         }
+        kt__inflight_end(done[i]->kernel); /* begun in kt_cuda_end */
     }
     pthread_mutex_lock(&c->lock);
     for (uint32_t i = 0; i < n; i++) {
@@ -193,6 +194,7 @@ uint32_t kt__cuda_drop_pending(kt__cuda_ctx_t *c, kt_drop_reason_t reason)
         for (kt__cuda_pair_t *p = q->head, *pn; p; p = pn) {
             pn = p->next;
             kt_record_drop_reason(p->kernel, reason);
+            kt__inflight_end(p->kernel);
             p->queue = NULL;
             p->next = c->free_list;
             c->free_list = p;

@@ -1,5 +1,6 @@
 /* cuda_span.c — CUDA backend: dispatch spans (kt_cuda_begin / kt_cuda_end, sync mode) and kt_cuda_stats. */
 #include "cuda_internal.h"
+#include "core/internal.h"
 
 #include "core/service.h"
 
@@ -99,6 +100,7 @@ static int end_sync(kt__cuda_ctx_t *c, kt__cuda_pair_t *p)
 {
     int pushed = 0;
     kt_dispatch_t d;
+    kt__inflight_begin(p->kernel); /* a program that dies (another thread) during the wait loses it */
     int rc = kt__cuda_ctx_enter(c, &pushed);
     kt__curesult r = rc == 0 ? kt__cu.cuEventSynchronize(p->end) : KT__CU_SUCCESS;
     kt__cuda_ctx_leave(pushed);
@@ -122,6 +124,7 @@ static int end_sync(kt__cuda_ctx_t *c, kt__cuda_pair_t *p)
         kt_record_error_name(p->kernel, kt__cuda_result_name(kt_cuda_last_result()));
         kt__cuda_verbose(c, p->kernel, NULL, kt__cuda_result_name(kt_cuda_last_result()));
     }
+    kt__inflight_end(p->kernel);
     pthread_mutex_lock(&c->lock);
     if (rc == 0)
         c->recorded++;
@@ -186,6 +189,7 @@ int kt_cuda_end(kt_cuda_span_t *span)
     }
     if (kt__cuda_g.desc.sync)
         return end_sync(c, p);
+    kt__inflight_begin(p->kernel); /* ended when collected or dropped (cuda_collect.c) */
     pthread_mutex_lock(&c->lock);
     kt__cuda_squeue_t *q = p->queue;
     p->next = NULL;

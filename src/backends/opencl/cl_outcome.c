@@ -126,6 +126,7 @@ void kt__cl_rec_finish_stamped(kt__cl_rec_t *r, cl_int status, uint64_t observed
         kt_record_drop_reason(o.kernel, (kt_drop_reason_t)(drop - 1));
     else
         kt__cl_outcome_record(&o, status, observed_ns);
+    kt__inflight_end(o.kernel); /* begun in rec_take (cl_track.c) */
     kt__cl.clReleaseEvent(o.event);
     kt__cl_slot_free(r);
     atomic_fetch_add(&o.ctx->finished, 1); /* the context is touched last: detaching and freeing wait for this */

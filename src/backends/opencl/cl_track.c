@@ -87,6 +87,7 @@ static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64
                        uint64_t bytes)
 {
     cl_int status = CL_COMPLETE;
+    kt__inflight_begin(id); /* a program that dies (another thread) during the wait loses it */
     kt__cl.clWaitForEvents(1, &event);
     uint64_t observed = kt_now_ns();
     if (kt__cl.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) != CL_SUCCESS)
@@ -94,6 +95,7 @@ static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64
     kt__cl_outcome_t o = {c, event, id, kt_thread_ordinal(), enqueue_ns, name, bytes, 0};
     atomic_fetch_add(&c->tracked, 1);
     kt__cl_outcome_record(&o, status, observed);
+    kt__inflight_end(id);
     atomic_fetch_add(&c->finished, 1);
 }
 
@@ -174,6 +176,7 @@ static kt__cl_rec_t *rec_take(kt_cl_ctx_t *ctx, cl_event event, kt_kernel_id_t i
     *kt__cl_rec_bytes(r) = bytes;
     if (kt__verbose_on()) /* its line's name: raw (kt__verbose_line escapes it), cut to the record's buffer */
         snprintf(kt__cl_rec_name(r), NAME_CAP, "%s", name);
+    kt__inflight_begin(id); /* ended in kt__cl_rec_finish_stamped, the one way out of a taken record */
     return r;
 }
 
