@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/files.h"
+#include "support/files.h"
 
 /* Durations of three "processes" (kt_reset between them): kernel "k" in all three, "only_b" in one. */
 static uint64_t dur(int part, int i) { return (uint64_t)(100 + part * 37) + (uint64_t)((i * 7919) % (500 + part * 1000)); }
