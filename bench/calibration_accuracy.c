@@ -12,7 +12,7 @@
  * Last line: calibration_accuracy: min_containment=..% robust_outliers=..ppm/..ns ransac_outliers=..ppm/..ns
  *            basic_outliers=..ppm/..ns basic_over_robust_offset=..x ransac_fit_cost=..x robust_fit_cost=..x
  */
-#include "calibrate/synth.h"
+#include "support/clock_synth.h"
 
 #include <ktiming/clock.h>
 

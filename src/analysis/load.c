@@ -4,7 +4,7 @@
 #include <ktiming/analysis.h>
 
 #include "analysis/json_scan.h"
-#include "common/shared.h"
+#include "shared/shared.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

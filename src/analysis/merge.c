@@ -2,7 +2,7 @@
  * carries what exactness needs (see ktiming/analysis.h for the rules). */
 #include <ktiming/analysis.h>
 
-#include "common/shared.h"
+#include "shared/shared.h"
 #include "core/device_label.h"
 
 #include <math.h>

@@ -1,7 +1,7 @@
 /* core.c — lifecycle (lazy init, kt_init/kt_shutdown/kt_flush), runtime switch, error strings, backend hooks. */
 #include "core/internal.h"
 #include "core/service.h"
-#include "common/shared.h"
+#include "shared/shared.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -238,7 +238,7 @@ const char *kt_drop_reason_name(kt_drop_reason_t reason)
 
 const char *kt_backend_name(kt_backend_t backend)
 {
-    return kt__backend_names(backend, 1); /* common/shared.h: the one table of backend names */
+    return kt__backend_names(backend, 1); /* shared/shared.h: the one table of backend names */
 }
 
 const char *kt_version(void) { return KT_VERSION_STRING; }

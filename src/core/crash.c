@@ -10,7 +10,7 @@
  */
 #include "core/internal.h"
 #include "core/service.h"
-#include "common/shared.h"
+#include "shared/shared.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
 #include "core/device_label.h"
 #include "core/internal.h"
 #include "core/service.h"
-#include "common/shared.h"
+#include "shared/shared.h"
 
 #include <math.h>
 #include <sched.h>

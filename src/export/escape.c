@@ -1,6 +1,6 @@
 /* escape.c — names made safe for terminals, markdown and spreadsheets (see escape.h for the rules). */
 #include "export/escape.h"
-#include "common/shared.h"
+#include "shared/shared.h"
 #include "core/env.h"
 
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* json_out.c — the JSON snapshot exporter (schema ktiming.snapshot v2) and the JSON value writers it uses. */
-#include "common/shared.h"
+#include "shared/shared.h"
 #include "export/escape.h"
 #include "export/export.h"
 

@@ -1,7 +1,7 @@
 /* text.c — the human-readable kernel table ("[timing]" lines for terminals, or a markdown table): per kernel
  * n, total, share of the total, mean, stddev, min, p50, p90, p99, max with a unit chosen per value, rows sorted
  * and filtered as asked; also the row selection (sort + fnmatch filter) the CSV exporter shares. */
-#include "common/shared.h"
+#include "shared/shared.h"
 #include "export/escape.h"
 #include "export/export.h"
 

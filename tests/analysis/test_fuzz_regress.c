@@ -9,7 +9,7 @@
 
 #include <dirent.h>
 
-#include "fuzz/fuzz_check.h"
+#include "support/fuzz_check.h"
 
 static int ends_with(const char *s, const char *suffix)
 {

@@ -11,7 +11,7 @@
 
 #include <ktiming/analysis.h>
 
-#include "export/fixture.h"
+#include "support/snapshot_fixture.h"
 
 static const char *const kFiles[] = {"full.json",   "bigints.json",   "names.json",  "unsorted.json",
                                      "merged.json", "version2.json", "empty.json"};

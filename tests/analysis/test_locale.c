@@ -9,7 +9,7 @@
 #include <locale.h>
 #include <ktiming/analysis.h>
 
-#include "export/fixture.h"
+#include "support/snapshot_fixture.h"
 
 static char *g_dir;
 

@@ -10,7 +10,7 @@
 
 #include <ktiming/analysis.h>
 
-#include "export/fixture.h"
+#include "support/snapshot_fixture.h"
 
 /* Parses and expects KT_EPARSE with a message containing `want` (when non-NULL). */
 static void expect_reject(const char *json, size_t len, const char *want)

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <ktiming/analysis.h>
 
-#include "export/fixture.h"
+#include "support/snapshot_fixture.h"
 
 /* Writes s as JSON, parses it back and asserts the two are equal; returns the parsed copy. */
 static kt_snapshot_t *round_trip(const kt_snapshot_t *s)

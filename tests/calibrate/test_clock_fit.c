@@ -7,7 +7,7 @@
  *   the reported bound contains the true error in >= 99 % of (trial, query point) pairs for every pair of
  *   strategy and scenario, query points inside the span and extrapolated 10-20 % of it.
  */
-#include "calibrate/synth.h"
+#include "support/clock_synth.h"
 
 #include <ktiming/clock.h>
 

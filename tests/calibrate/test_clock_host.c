@@ -3,7 +3,7 @@
  * in tests/core/test_host_clock_model.c): drifts up to 2,000 ppm off the nominal rate, bracket noise with
  * preemptions, a rate change and a step of the counter. The tracker's bound at the next refresh must contain
  * the truth at every conversion until that refresh. */
-#include "calibrate/synth.h"
+#include "support/clock_synth.h"
 
 #include <ktiming/clock.h>
 

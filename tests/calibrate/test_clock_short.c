@@ -1,6 +1,6 @@
 /* test_clock_short.c — a first batch spanning only a few ms (right after attach): bounds that still contain the
  * truth 0.7-10 s later, the default drift prior, and the tracker's early second fit. */
-#include "calibrate/synth.h"
+#include "support/clock_synth.h"
 
 #include <ktiming/clock.h>
 

@@ -1,5 +1,5 @@
 /* test_clock_tracker.c — the periodic-refit tracker: refit cadence, ring bounds, steps, bounded polls, threads. */
-#include "calibrate/synth.h"
+#include "support/clock_synth.h"
 
 #include <ktiming/clock.h>
 

@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <ktiming/analysis.h>
 
-#include "common/proc.h"
-#include "export/fixture.h"
+#include "support/proc.h"
+#include "support/snapshot_fixture.h"
 
 static char *g_dir;              /* scratch directory for this run */
 static const char *g_env[4];     /* NAME=value settings for the next run_cli (NULL-terminated) */

@@ -1,7 +1,7 @@
 /* test_cli_compare.c — `ktiming compare` on snapshot files: exit codes, thresholds, formats. */
-#include "common/files.h"
-#include "common/proc.h"
-#include "compare/synth.h"
+#include "support/files.h"
+#include "support/proc.h"
+#include "support/compare_synth.h"
 
 #include <ktiming.h>
 

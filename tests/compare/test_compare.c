@@ -1,5 +1,5 @@
 /* test_compare.c — kt_compare verdicts on synthetic samples with known shifts, matching by key, output formats. */
-#include "compare/synth.h"
+#include "support/compare_synth.h"
 
 #include <ktiming.h>
 #include <ktiming/compare.h>

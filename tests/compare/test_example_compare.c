@@ -1,8 +1,8 @@
 /* test_example_compare.c — the validation plan end to end: a before_after example (CPU, or OpenCL when built with
  * KT_EXAMPLE_BACKEND "OpenCL") writes two snapshots, `ktiming compare` judges them, and the optimised blur must
  * come out FASTER with a speedup above 1. An example exiting 77 (no device) skips the test. */
-#include "common/files.h"
-#include "common/proc.h"
+#include "support/files.h"
+#include "support/proc.h"
 
 #include <cJSON.h>
 #include <setjmp.h>

@@ -29,7 +29,7 @@
 #include <ktiming.h>
 #include <ktiming/analysis.h>
 
-#include "common/files.h"
+#include "support/files.h"
 
 static uint64_t raw_now(void)
 {

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "common/files.h"
+#include "support/files.h"
 
 static void test_one_line_per_dispatch(void **state)
 {

@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/files.h"
+#include "support/files.h"
 
 static int wait_exit(pid_t pid)
 {

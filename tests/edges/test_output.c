@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/files.h"
+#include "support/files.h"
 
 static char *g_dir; /* the test's private directory */
 static kt_snapshot_t *g_snap;

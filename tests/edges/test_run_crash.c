@@ -19,8 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/files.h"
-#include "common/proc.h"
+#include "support/files.h"
+#include "support/proc.h"
 
 #define N_ZONES 37 /* crash_zone; crash_other gets N_ZONES / 4 */
 

@@ -18,8 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/files.h"
-#include "common/proc.h"
+#include "support/files.h"
+#include "support/proc.h"
 
 /* Starts `ktiming run ARGS...` with TMPDIR=tmpdir (when given), output silenced; its pid. */
 static pid_t spawn(const char *tmpdir, char *const args[])

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/files.h"
+#include "support/files.h"
 
 static char *g_dir; /* the test's private directory (0777: the unprivileged run writes in it) */
 static char g_probe[4200], g_out[4200];

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "export/fixture.h"
+#include "support/snapshot_fixture.h"
 
 #define MAX_FIELDS 32
 #define MAX_RECORDS 16

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/files.h"
+#include "support/files.h"
 
 /* 3 waits in clFinish, 2 in vkWaitForFences, and one CPU kernel, all on this thread. */
 static void record_some(void)

@@ -12,7 +12,7 @@
 #include <errno.h>
 #include <math.h>
 
-#include "export/fixture.h"
+#include "support/snapshot_fixture.h"
 
 static cJSON *render_parse(const kt_snapshot_t *s, char **text)
 {

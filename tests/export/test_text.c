@@ -8,7 +8,7 @@
 #include <cmocka.h>
 #include <regex.h>
 
-#include "export/fixture.h"
+#include "support/snapshot_fixture.h"
 
 /* Splits text into lines (modifies it); returns the number of lines. */
 static size_t split_lines(char *text, char **lines, size_t max)

@@ -6,7 +6,7 @@
  * committed corpus) and nothing else. Standard input is /dev/null and standard output is discarded.
  * Whatever the arguments, a command returns one of its documented exit statuses and never crashes or leaks. */
 #include "cli.h"
-#include "common/files.h"
+#include "support/files.h"
 
 #include <dirent.h>
 #include <fcntl.h>

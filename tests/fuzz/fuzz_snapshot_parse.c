@@ -1,5 +1,5 @@
 /* fuzz_snapshot_parse.c — libFuzzer entry point for the snapshot loader (see fuzz_check.h for the property). */
-#include "fuzz/fuzz_check.h"
+#include "support/fuzz_check.h"
 
 #include <stdint.h>
 

@@ -1,9 +1,9 @@
 /* test_cli_history.c — `ktiming history add|show|check` end to end on a SQLite file: usage errors, idempotent adds,
  * every output format, a regression found at its commit (exit 1 with --fail-on-regression), one fixed later (not
  * failing), hostile names escaped, and one-line errors with status 3 for missing, corrupt or foreign inputs. */
-#include "common/files.h"
-#include "common/proc.h"
-#include "compare/synth.h"
+#include "support/files.h"
+#include "support/proc.h"
+#include "support/compare_synth.h"
 
 #include <ktiming.h>
 

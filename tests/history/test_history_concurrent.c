@@ -1,7 +1,7 @@
 /* test_history_concurrent.c — 8 processes append to one SQLite history at once (as CI jobs on one machine do):
  * WAL and the busy timeout make them queue, so every run and every result row is there, counted exactly, and
  * a run all of them add is stored once. */
-#include "common/files.h"
+#include "support/files.h"
 #include "hist_util.h"
 
 #include <setjmp.h>

@@ -3,8 +3,8 @@
  * only on a socket in that folder, stopped at the end in every case (a watchdog process stops it when the test
  * dies). The same runs stored in SQLite and in PostgreSQL read back identically; concurrent writers lose nothing;
  * the CLI works through the URL. SKIPPED (77) where no server can be started. */
-#include "common/files.h"
-#include "common/proc.h"
+#include "support/files.h"
+#include "support/proc.h"
 #include "hist_util.h"
 
 #include <fcntl.h>

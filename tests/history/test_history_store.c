@@ -1,6 +1,6 @@
 /* test_history_store.c — the SQLite store: schema and migration, idempotent adds, series read back in time order,
  * reservoirs round-tripped, and one-line errors (no crash) for corrupt, foreign and newer files. */
-#include "common/files.h"
+#include "support/files.h"
 #include "hist_util.h"
 
 #include <fcntl.h>

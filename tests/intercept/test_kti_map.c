@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "common/kti_map.h"
+#include "shim/kti_map.h"
 
 #define KEYS 4096
 

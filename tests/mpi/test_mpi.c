@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/files.h"
+#include "support/files.h"
 
 #ifdef KT_HAVE_MPI
 

@@ -6,7 +6,7 @@
  * by the time it returns (on the calling thread, with no flush); commands that have not run stay tracked (it never
  * waits for them); and once the program stops calling it, the collector, which looked less often meanwhile,
  * records the next commands on its own. */
-#include "cl_test_util.h"
+#include "support/cl_test_util.h"
 
 enum { N = 3000, ROUNDS = 4 };
 

@@ -4,7 +4,7 @@
  * enqueue that leaves the program's event variable alone and is counted with the error's name, and one bounded
  * wait at exit whose leftovers are counted as in flight at exit (checked by an atexit handler that runs after
  * ktiming's). */
-#include "opencl/fake_cl_util.h"
+#include "fake_cl_util.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

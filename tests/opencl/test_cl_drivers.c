@@ -4,7 +4,7 @@
  * REALTIME, a device epoch with drift), clGetDeviceAndHostTimer is used only on >= 2.1 with a host timer (a
  * 1.2 stack where it never returns must not hang us), callbacks on the enqueuing thread, and callbacks for
  * failed commands counted once. */
-#include "opencl/fake_cl_util.h"
+#include "fake_cl_util.h"
 
 #include <ktiming/clock.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* test_cl_exit.c — nothing finished is lost at shutdown: kt_shutdown() collects every tracked command still in
  * flight, and so does process exit when the program never flushes, finishes or detaches. The exit check is an
  * atexit handler registered before ktiming's own, so it runs after ktiming's exit flush. */
-#include "cl_test_util.h"
+#include "support/cl_test_util.h"
 
 #include <unistd.h>
 

@@ -10,7 +10,7 @@
 #include <CL/cl_icd.h>
 #include <ktiming.h>
 
-#include "opencl/cl_layer_double.h"
+#include "cl_layer_double.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -2,7 +2,7 @@
  * test double fake_opencl.c). The fallback is the collector's polling, never a wait inside the enqueue: a kernel
  * gated by a user event the program sets only after the enqueue returns used to wait forever there. It is timed
  * once it runs, on a queue with and without profiling. */
-#include "opencl/fake_cl_util.h"
+#include "fake_cl_util.h"
 
 static cl_int status_of(cl_event ev)
 {

@@ -6,7 +6,7 @@
  * that snapshot copies into.
  * The fake has one device, and a device is calibrated once per process, so each case runs in its own process:
  * `test_cl_prepare background`, `test_cl_prepare fork`, `test_cl_prepare spare` and `test_cl_prepare spare_grow`. */
-#include "opencl/fake_cl_util.h"
+#include "fake_cl_util.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

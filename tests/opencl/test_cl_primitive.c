@@ -1,7 +1,7 @@
 /* test_cl_primitive.c — a two-kernel primitive on OpenCL (PoCL) run with trials through the primitive engine: per
  * kernel device times from marker stamps (scaling with the trials), a CPU total covering them, every trial
  * dispatched, records in the snapshot; a queue without profiling is refused. */
-#include "cl_test_util.h"
+#include "support/cl_test_util.h"
 
 #include <ktiming/primitive.h>
 #include <stdint.h>

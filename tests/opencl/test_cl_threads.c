@@ -1,6 +1,6 @@
 /* test_cl_threads.c — two threads enqueue onto two shared queues at once (one in-order, one out-of-order):
  * exact counts per kernel, every span on the right queue and attributed to the thread that enqueued it. */
-#include "cl_test_util.h"
+#include "support/cl_test_util.h"
 
 #include <pthread.h>
 

@@ -1,6 +1,6 @@
 /* test_cl_track.c — OpenCL backend on a real device: durations, asynchronous completion, out-of-order queues,
  * failed commands, queues without profiling, detaching with commands in flight, event reference counts. */
-#include "cl_test_util.h"
+#include "support/cl_test_util.h"
 
 #include <stdint.h>
 

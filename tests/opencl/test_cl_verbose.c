@@ -1,6 +1,6 @@
 /* test_cl_verbose.c — KTIMING_VERBOSE=profile_exec: one line per completed command, printed from the
  * completion path (the enqueuing thread only waits for the line to appear), with the documented fields. */
-#include "cl_test_util.h"
+#include "support/cl_test_util.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -3,7 +3,7 @@
  * command gated by a user event (in its wait list, or through a marker before it on its queue) is never waited
  * for inside the enqueue (that waited forever: the program sets the event only after the enqueue returns): it is
  * recorded once it runs. */
-#include "cl_test_util.h"
+#include "support/cl_test_util.h"
 
 #include <fcntl.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* test_primitive_cl_hold.c — the OpenCL primitive holds its batch until the last trial is enqueued (issue 43): the
  * host sleeps between trials, yet the device time of the trials contains none of that (order, not durations:
  * the first mark completes after the last trial's enqueue). Runs on PoCL; skipped (77) without an OpenCL device. */
-#include "opencl/cl_test_util.h"
+#include "support/cl_test_util.h"
 
 #include <ktiming/primitive.h>
 #include <stdint.h>

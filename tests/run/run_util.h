@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "common/files.h"
-#include "common/proc.h"
+#include "support/files.h"
+#include "support/proc.h"
 #include <ktiming.h>
 #include <ktiming/analysis.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* snapprog.c — writes its own snapshot into KTIMING_RUN_DIR twice, as a process whose snapshot is replaced after
  * `ktiming run` has read it early: <pid>.json holding one CPU entry named "first", announced complete through the
- * run directory's FIFO as the interception libraries do (tools/intercept/common/kti_run.h), then, 100 ms later,
+ * run directory's FIFO as the interception libraries do (tools/intercept/shim/kti_run.h), then, 100 ms later,
  * one named "second" (each written to a temporary name and renamed in, as ktiming's writer does). `ktiming run`
  * must report what the file holds when the program has ended.
  *

@@ -2,7 +2,7 @@
  * CUDA_INJECTION64_PATH at an existing library exporting InitializeInjection, `off` leaves it unset, a value the
  * user set is kept, `on` without the library is an error. No CUDA program runs here (no driver): the program
  * is envprog, which prints the variable. */
-#include "run/run_util.h"
+#include "run_util.h"
 
 #include <dlfcn.h>
 #include <sys/stat.h>

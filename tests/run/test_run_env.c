@@ -4,7 +4,7 @@
  * snapshot `ktiming run` reads while the program ends is the one the program left (a replaced file is read
  * again), and the report is prepared from it before the program's process is gone; and where the run directory
  * goes. */
-#include "run/run_util.h"
+#include "run_util.h"
 
 #include <sys/statfs.h>
 

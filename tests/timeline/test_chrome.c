@@ -14,9 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/files.h"
-#include "common/proc.h"
-#include "timeline/tl_fixture.h"
+#include "support/files.h"
+#include "support/proc.h"
+#include "tl_fixture.h"
 
 /* ---------------------------------------------------------------------------------------------------
  * Helpers

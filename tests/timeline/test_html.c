@@ -17,8 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/files.h"
-#include "timeline/tl_fixture.h"
+#include "support/files.h"
+#include "tl_fixture.h"
 
 #ifndef KT_CHROMIUM
 #define KT_CHROMIUM "/usr/bin/chromium"

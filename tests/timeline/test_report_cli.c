@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/files.h"
-#include "common/proc.h"
-#include "timeline/tl_fixture.h"
+#include "support/files.h"
+#include "support/proc.h"
+#include "tl_fixture.h"
 
 static char *g_dir; /* the test's private directory */
 

@@ -355,7 +355,7 @@ static void forward_signal(int sig, siginfo_t *info, void *ctx)
  * would need no message, but closing one waits for an SRCU grace period: 10-20 ms.)
  * ------------------------------------------------------------------------------------------------- */
 
-#define RUN_FIFO "notify.fifo" /* KTI_RUN_FIFO of tools/intercept/common/kti_run.h */
+#define RUN_FIFO "notify.fifo" /* KTI_RUN_FIFO of tools/intercept/shim/kti_run.h */
 
 typedef struct early_t {
     kt_snapshot_t *snap; /* the program's snapshot, read early (NULL: none) */

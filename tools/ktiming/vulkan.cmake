@@ -1,10 +1,11 @@
-# Vulkan parts of the CLI: the app-side helper (vk_app.c) and the demo's compute shaders, compiled to SPIR-V
+# Vulkan parts of the CLI: the app-side helper (vk_app.c, the ktiming_vk_app library) and the demo's compute shaders, compiled to SPIR-V
 # headers at build time with glslangValidator.
 include(${PROJECT_SOURCE_DIR}/cmake/KtimingSpirv.cmake)
+include(${PROJECT_SOURCE_DIR}/cmake/KtimingVkApp.cmake)
 if(NOT KTIMING_HAVE_VULKAN)
   target_compile_definitions(ktiming_cli PRIVATE KTCLI_NO_VULKAN=1)
 else()
-  target_sources(ktiming_cli PRIVATE ${CMAKE_CURRENT_LIST_DIR}/vk_app.c)
+  target_link_libraries(ktiming_cli PRIVATE ktiming_vk_app)
   if(KTIMING_GLSLANG)
     kt_add_spirv(ktiming_cli
       ${CMAKE_CURRENT_LIST_DIR}/shaders/blur.comp

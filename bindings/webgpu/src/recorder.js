@@ -15,7 +15,7 @@ export const SPAN_HOST_TIMED = 2;  // host-bracketed: the host clock measured it
 export const SPAN_ERROR = 4;       // ended in error
 export const SPAN_TRIALS = 8;      // one of several trial dispatches of a primitive
 
-// Drop reasons, in the schema's order (src/common/shared.h kt__drop_reason_id).
+// Drop reasons, in the schema's order (src/shared/shared.h kt__drop_reason_id).
 export const DROP_REASONS = ['unspecified', 'ring_full', 'in_flight_at_exit', 'simultaneous_use', 'never_submitted',
   'device_lost', 'context_reset', 'graph_capture', 'no_timing', 'read_failed', 'invalid_times', 'resubmitted'];
 

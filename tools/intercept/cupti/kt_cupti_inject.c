@@ -31,7 +31,7 @@
  * only; without the subscription (KTIMING_CUPTI_SUBSCRIBE=0, or another client holds it) there is none. */
 #include <cupti.h>
 
-#include "common/kti_run.h"
+#include "shim/kti_run.h"
 #include "core/env.h"
 
 #include <ktiming.h>

@@ -46,7 +46,7 @@
 #include <ktiming.h>
 #include <ktiming/cl.h>
 
-#include "common/kti_map.h"
+#include "shim/kti_map.h"
 #include "core/env.h"
 
 #include <dlfcn.h>
@@ -59,7 +59,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/kti_run.h"
+#include "shim/kti_run.h"
 
 #define KTI_EXPORT __attribute__((visibility("default")))
 

@@ -53,9 +53,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/kti_map.h"
+#include "shim/kti_map.h"
 #include "core/env.h"
-#include "common/kti_run.h"
+#include "shim/kti_run.h"
 
 #define KTI_EXPORT __attribute__((visibility("default")))
 #define KTI_MAX_FAMILIES 16u

@@ -1,8 +1,8 @@
 /* proc.h — running a program from a test: the one place tests fork and exec. Standard streams go to files (or
  * stay inherited), stdout can be captured in memory, and the result is one status: the exit code, 128+signal
- * when a signal ended it, -1 when it could not be started. Header-only; include as "common/proc.h". */
-#ifndef KT_TESTS_COMMON_PROC_H
-#define KT_TESTS_COMMON_PROC_H
+ * when a signal ended it, -1 when it could not be started. Header-only; include as "support/proc.h". */
+#ifndef KT_TESTS_SUPPORT_PROC_H
+#define KT_TESTS_SUPPORT_PROC_H
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,9 +1,9 @@
-/* fixture.h — hand-built snapshots for the exporter, loader and CLI tests (memory contract of ktiming.h), and
- * the file helpers of tests/common. Header-only; include from tests as "export/fixture.h". */
-#ifndef KT_TESTS_EXPORT_FIXTURE_H
-#define KT_TESTS_EXPORT_FIXTURE_H
+/* snapshot_fixture.h — hand-built snapshots for the exporter, loader and CLI tests (memory contract of ktiming.h), and
+ * the file helpers of tests/support. Header-only; include from tests as "support/snapshot_fixture.h". */
+#ifndef KT_TESTS_SNAPSHOT_FIXTURE_H
+#define KT_TESTS_SNAPSHOT_FIXTURE_H
 
-#include "common/files.h"
+#include "support/files.h"
 #include <ktiming.h>
 #include <stdarg.h>
 #include <stdint.h>

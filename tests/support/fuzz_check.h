@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "export/fixture.h"
+#include "support/snapshot_fixture.h"
 
 static inline void kt_fuzz_violation(const char *what, const char *detail)
 {

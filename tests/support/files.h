@@ -1,7 +1,7 @@
 /* files.h — a test's private directory and its files: created under TMPDIR (or /tmp), removed with everything in
- * it, whole files read and written. Header-only; include as "common/files.h". */
-#ifndef KT_TESTS_COMMON_FILES_H
-#define KT_TESTS_COMMON_FILES_H
+ * it, whole files read and written. Header-only; include as "support/files.h". */
+#ifndef KT_TESTS_SUPPORT_FILES_H
+#define KT_TESTS_SUPPORT_FILES_H
 
 #include <ftw.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
-/* synth.h — hand-built snapshots with seeded synthetic duration samples for the comparison tests. */
-#ifndef KT_TEST_SYNTH_H
-#define KT_TEST_SYNTH_H
+/* compare_synth.h — hand-built snapshots with seeded synthetic duration samples for the comparison and history tests. */
+#ifndef KT_TEST_COMPARE_SYNTH_H
+#define KT_TEST_COMPARE_SYNTH_H
 
 #include <ktiming.h>
 

@@ -1,6 +1,6 @@
 /* test_merge.c — kt_snapshot_merge: exact against statistics computed directly from the recorded durations,
  * associative in every statistic, sources/threads/spans kept; a version-1 file merges with a version-2 one;
- * output path templates (KTIMING_OUTPUT, KTIMING_TRACE, kt_path_expand). */
+ * output path templates (KTIMING_OUTPUT, KTIMING_TRACE; kt_path_expand itself: tests/core/test_path_expand.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/files.h"
+#include "support/files.h"
 
 /* Durations of three "processes" (kt_reset between them): kernel "k" in all three, "only_b" in one. */
 static uint64_t dur(int part, int i) { return (uint64_t)(100 + part * 37) + (uint64_t)((i * 7919) % (500 + part * 1000)); }
@@ -297,10 +297,6 @@ static void test_output_template(void **state)
     assert_non_null(kt_snapshot_find(s, "templated", KT_BACKEND_CPU, NULL));
     kt_snapshot_free(s);
     assert_int_equal(access(trace, R_OK), 0);
-    char path_out[64];
-    assert_int_equal(kt_path_expand("p%p-%x", 42, path_out, sizeof path_out), 0);
-    assert_string_equal(path_out, "p42-%x"); /* unknown conversions kept */
-    assert_int_equal(kt_path_expand("%p", 42, path_out, 2), KT_EFULL);
     ktt_rmtree(dir);
     free(dir);
 }

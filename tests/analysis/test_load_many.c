@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/files.h"
+#include "support/files.h"
 
 #define FILES 24
 

@@ -1,6 +1,6 @@
-/* synth.h — synthetic device clocks with known truth, shared by the calibration tests and the accuracy bench. */
-#ifndef KT_TEST_SYNTH_H
-#define KT_TEST_SYNTH_H
+/* clock_synth.h — synthetic device clocks with known truth, shared by the calibration tests and the accuracy bench. */
+#ifndef KT_TEST_CLOCK_SYNTH_H
+#define KT_TEST_CLOCK_SYNTH_H
 
 #include <ktiming/clock.h>
 

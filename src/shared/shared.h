@@ -1,8 +1,8 @@
 /* shared.h — internal, header-only: the facts both libraries (libktiming, libktiming_analysis) must agree on.
  * Everything here is static inline or a macro, so each library keeps its own copy and no internal symbol is
  * exported across the shared-library boundary. */
-#ifndef KT_COMMON_SHARED_H
-#define KT_COMMON_SHARED_H
+#ifndef KT_SHARED_SHARED_H
+#define KT_SHARED_SHARED_H
 
 #include <ktiming.h>
 #include <ktiming/analysis.h> /* KT_SNAPSHOT_SCHEMA_VERSION: the one schema version number */
