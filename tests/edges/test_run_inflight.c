@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/files.h"
-#include "common/proc.h"
+#include "support/files.h"
+#include "support/proc.h"
 
 #define N_A 3 /* first in-flight kernel's dispatches (OpenCL: gated_a; CUDA: cu_done, completed) */
 #define N_B 5 /* second in-flight kernel's (OpenCL: gated_b; CUDA: cu_held) */
