@@ -55,14 +55,27 @@ static void check_death(const char *mode, int status, const char *ended)
         skip();
     char *dir = ktt_tmpdir("runinflight");
     assert_non_null(dir);
-    char *out = ktt_path(dir, "out.json"), na[16], nb[16];
+    char *out = ktt_path(dir, "out.json"), *errf = ktt_path(dir, "stderr.txt"), na[16], nb[16];
     assert_non_null(out);
+    assert_non_null(errf);
     snprintf(na, sizeof na, "%d", N_A);
     snprintf(nb, sizeof nb, "%d", N_B);
     char *argv[] = {(char *)KT_CLI, (char *)"run",    (char *)"-o", out, (char *)"-f", (char *)"none",
                     (char *)"--",   (char *)PROG, (char *)mode, na, nb, NULL};
     const char *env[] = {kAsan, NULL};
-    assert_int_equal(ktt_run(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = KTT_QUIET, .env = env}), status);
+    assert_int_equal(ktt_run(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = errf, .env = env}), status);
+    /* run's line says what was lost, not only what was recovered */
+    char *said = ktt_read_file(errf, NULL), want[64];
+#ifdef CUCRASHPROG
+    snprintf(want, sizeof want, ", %d dispatches lost in flight\n", N_B);
+#else
+    snprintf(want, sizeof want, ", %d dispatches lost in flight\n", N_A + N_B);
+#endif
+    assert_non_null(said);
+    if (!strstr(said, want))
+        fprintf(stderr, "run said: %s", said);
+    assert_non_null(strstr(said, want));
+    free(said);
     kt_snapshot_t *s = NULL;
     char err[256] = "";
     int rc = kt_snapshot_load(out, &s, err, sizeof err);
@@ -79,6 +92,7 @@ static void check_death(const char *mode, int status, const char *ended)
 #endif
     kt_snapshot_free(s);
     ktt_rmtree(dir);
+    free(errf);
     free(out);
     free(dir);
 }

@@ -734,9 +734,16 @@ static kt_snapshot_t *arena_take(int status)
 /* Writes the outputs and the summary from the snapshot read out of the program's memory; 0 or -1. */
 static int report_arena(const run_opts_t *o, kt_snapshot_t *snap)
 {
-    if (snap->ended[0])
+    if (snap->ended[0]) {
+        uint64_t lost = 0; /* device work the program had handed over and never saw finish */
+        for (size_t i = 0; i < snap->count; i++)
+            lost += snap->entries[i].dropped_by[KT_DROP_IN_FLIGHT_AT_EXIT];
         fprintf(stderr, "ktiming run: the program ended (%s) without writing its timings: %zu kernel%s recovered "
-                        "from its memory\n", snap->ended, snap->count, snap->count == 1 ? "" : "s");
+                        "from its memory", snap->ended, snap->count, snap->count == 1 ? "" : "s");
+        if (lost)
+            fprintf(stderr, ", %llu dispatch%s lost in flight", (unsigned long long)lost, lost == 1 ? "" : "es");
+        fputc('\n', stderr);
+    }
     int bad = 0;
     if (o->output && write_as("output", o->output, snap, KT_FORMAT_JSON) != 0)
         bad = 1;
