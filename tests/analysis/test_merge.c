@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "support/files.h"
+#include "support/snapshot_assert.h"
 
 /* Durations of three "processes" (kt_reset between them): kernel "k" in all three, "only_b" in one. */
 static uint64_t dur(int part, int i) { return (uint64_t)(100 + part * 37) + (uint64_t)((i * 7919) % (500 + part * 1000)); }
@@ -50,17 +51,6 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Field by field (the structs have padding). */
-static void assert_by_source_same(const kt_kernel_timing_t *a, const kt_kernel_timing_t *b)
-{
-    assert_int_equal(a->by_source_count, b->by_source_count);
-    for (uint32_t i = 0; i < a->by_source_count; i++) {
-        assert_int_equal(a->by_source[i].source, b->by_source[i].source);
-        assert_int_equal(a->by_source[i].dispatch_count, b->by_source[i].dispatch_count);
-        assert_int_equal(a->by_source[i].total_ns, b->by_source[i].total_ns);
-    }
-}
-
 /* Every statistic of two entries equal (samples: same count only, see analysis.h). */
 static void assert_entry_same(const kt_kernel_timing_t *a, const kt_kernel_timing_t *b)
 {
@@ -85,7 +75,7 @@ static void assert_entry_same(const kt_kernel_timing_t *a, const kt_kernel_timin
     assert_int_equal(a->hist_count, b->hist_count);
     if (a->hist_count)
         assert_memory_equal(a->hist, b->hist, a->hist_count * sizeof *a->hist);
-    assert_by_source_same(a, b);
+    ktt_assert_by_source_same(a, b);
     assert_int_equal(a->sample_count, b->sample_count);
 }
 

@@ -56,18 +56,26 @@ static void test_span_on_capturing_stream_is_skipped(void **state)
     assert_int_equal(cuStreamDestroy_v2(s), 0);
 }
 
+/* A global-mode capture opened on cap, and one span named `name` ended on work, which the driver holds (the
+ * dispatch stays pending); *before: the driver's counters once the capture is open. */
+static void span_beside_capture(struct CUstream_st *cap, struct CUstream_st *work, const char *name,
+                                kt_test_cuda_stats_t *before)
+{
+    assert_int_equal(kt_test_cuda_driver_hold(work, 1), 0);
+    assert_int_equal(cuStreamBeginCapture_v2(cap, MODE_GLOBAL), 0);
+    kt_test_cuda_driver_stats(before);
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, g_ctx, work, name), 0);
+    assert_int_equal(kt_cuda_end(&span), 0);
+}
+
 static void test_collector_does_not_break_a_global_capture(void **state)
 {
     (void)state;
     struct CUstream_st *cap = kt_test_stream();
     struct CUstream_st *work = kt_test_stream();
     kt_test_cuda_stats_t before, now;
-    assert_int_equal(kt_test_cuda_driver_hold(work, 1), 0);
-    assert_int_equal(cuStreamBeginCapture_v2(cap, MODE_GLOBAL), 0);
-    kt_test_cuda_driver_stats(&before);
-    kt_cuda_span_t span;
-    assert_int_equal(kt_cuda_begin(&span, g_ctx, work, "beside-capture"), 0);
-    assert_int_equal(kt_cuda_end(&span), 0);
+    span_beside_capture(cap, work, "beside-capture", &before);
     /* Let the collector poll the held stream's event a few times while the capture is open. */
     int polled = 0;
     for (int i = 0; i < 5000 && !polled; i++) {
@@ -112,12 +120,7 @@ static void test_program_calls_keep_a_global_capture(void **state)
     struct CUstream_st *cap = kt_test_stream();
     struct CUstream_st *work = kt_test_stream();
     kt_test_cuda_stats_t before, now;
-    assert_int_equal(kt_test_cuda_driver_hold(work, 1), 0);
-    assert_int_equal(cuStreamBeginCapture_v2(cap, MODE_GLOBAL), 0);
-    kt_test_cuda_driver_stats(&before);
-    kt_cuda_span_t span;
-    assert_int_equal(kt_cuda_begin(&span, g_ctx, work, "program-thread"), 0);
-    assert_int_equal(kt_cuda_end(&span), 0);
+    span_beside_capture(cap, work, "program-thread", &before);
     kt_flush(); /* the dispatch is still pending (held): its event is queried from this thread */
     kt_snapshot_free(kt_snapshot());
     assert_int_equal(kt_test_cuda_driver_hold(work, 0), 0);

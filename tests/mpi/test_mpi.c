@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "support/files.h"
+#include "support/snapshot_assert.h"
 
 #ifdef KT_HAVE_MPI
 
@@ -167,17 +168,6 @@ static void test_gather_offset_and_balance(void **state)
     kt_snapshot_free(s);
 }
 
-/* Field by field (the structs have padding). */
-static void assert_by_source_same(const kt_kernel_timing_t *a, const kt_kernel_timing_t *b)
-{
-    assert_int_equal(a->by_source_count, b->by_source_count);
-    for (uint32_t i = 0; i < a->by_source_count; i++) {
-        assert_int_equal(a->by_source[i].source, b->by_source[i].source);
-        assert_int_equal(a->by_source[i].dispatch_count, b->by_source[i].dispatch_count);
-        assert_int_equal(a->by_source[i].total_ns, b->by_source[i].total_ns);
-    }
-}
-
 static void test_run_template_matches_gather(void **state)
 {
     (void)state;
@@ -212,7 +202,7 @@ static void test_run_template_matches_gather(void **state)
         assert_int_equal(a->p99_ns, b->p99_ns);
         assert_int_equal(a->hist_count, b->hist_count);
         assert_memory_equal(a->hist, b->hist, a->hist_count * sizeof *a->hist);
-        assert_by_source_same(a, b);
+        ktt_assert_by_source_same(a, b);
     }
     /* ktiming merge + report --by-rank on the per-rank files names rank 2 */
     char cmd[4096];

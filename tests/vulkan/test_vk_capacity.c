@@ -35,11 +35,7 @@ static void one_dispatch(kt_vk_ctx_t *kv, const char *name)
     VkFence fence;
     assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
     assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
-    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, cmd), 0);
-    assert_int_equal(kt_vk_begin(kv, cmd, name), 0);
-    vkt_busy(cmd, 1);
-    assert_int_equal(kt_vk_end(kv, cmd), 0);
-    assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, cmd), 0);
+    vkt_record_timed(kv, cmd, name, 1);
     vkt_submit_wait(cmd, fence);
     ktcli_vk_fence_destroy(&g_vkt.dev, fence);
     ktcli_vk_cmd_free(&g_vkt.dev, cmd);

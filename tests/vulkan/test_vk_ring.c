@@ -505,11 +505,7 @@ static void lossy_case(const char *name, int both, int through, kt_drop_reason_t
     VkFence fence;
     assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &cmd), 0);
     assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &fence), 0);
-    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, cmd), 0);
-    assert_int_equal(kt_vk_begin(kv, cmd, name), 0);
-    vkt_busy(cmd, 1);
-    assert_int_equal(kt_vk_end(kv, cmd), 0);
-    assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, cmd), 0);
+    vkt_record_timed(kv, cmd, name, 1);
     if (through) {
         VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
         pthread_mutex_lock(&g_vkt_driver_lock);

@@ -167,6 +167,16 @@ static inline void vkt_busy(VkCommandBuffer cmd, uint32_t groups)
     ktcli_vk_dispatch(&g_vkt.dev, cmd, &g_vkt.busy, &iters, groups, 1);
 }
 
+/* Record cmd afresh: one busy dispatch of `groups` workgroups timed as `name` through context kv. */
+static inline void vkt_record_timed(kt_vk_ctx_t *kv, VkCommandBuffer cmd, const char *name, uint32_t groups)
+{
+    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, cmd), 0);
+    assert_int_equal(kt_vk_begin(kv, cmd, name), 0);
+    vkt_busy(cmd, groups);
+    assert_int_equal(kt_vk_end(kv, cmd), 0);
+    assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, cmd), 0);
+}
+
 /* Submit cmd, wait; host ns from before submit to after the fence. */
 static inline uint64_t vkt_submit_wait(VkCommandBuffer cmd, VkFence fence)
 {
