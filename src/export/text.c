@@ -93,14 +93,14 @@ int kt__report_rows(const kt_snapshot_t *snap, const kt_report_opts_t *opts, siz
  * Launch configurations (--by-config)
  * ------------------------------------------------------------------------------------------------- */
 
-/* "1024x768" from n sizes; "auto" when all are 0 (OpenCL: the driver chose). */
-static size_t put_dims(char *buf, size_t size, const uint64_t *v, uint32_t n)
+/* "1024x768" from n sizes; with `chosen`, "auto" when all are 0 (OpenCL's local size NULL: the driver chose). */
+static size_t put_dims(char *buf, size_t size, const uint64_t *v, uint32_t n, int chosen)
 {
     size_t len = 0;
     int any = 0;
     for (uint32_t i = 0; i < n; i++)
         any |= v[i] != 0;
-    if (!any)
+    if (!any && chosen)
         return (size_t)snprintf(buf, size, "auto");
     for (uint32_t i = 0; i < n && len < size; i++)
         len += (size_t)snprintf(buf + len, size - len, "%s%" PRIu64, i ? "x" : "", v[i]);
@@ -109,36 +109,20 @@ static size_t put_dims(char *buf, size_t size, const uint64_t *v, uint32_t n)
 
 void kt__launch_label(char *buf, size_t size, const kt_launch_t *l)
 {
-    uint32_t dims = l->dims > 3 ? 3 : l->dims;
-    size_t len;
-    switch (l->kind) {
-    case KT_LAUNCH_ITEMS:
-        len = (size_t)snprintf(buf, size, "global=");
-        len += put_dims(buf + (len < size ? len : size), len < size ? size - len : 0, l->size, dims ? dims : 1);
-        if (len < size)
-            len += (size_t)snprintf(buf + len, size - len, " local=");
-        if (len < size)
-            put_dims(buf + len, size - len, l->local, dims ? dims : 1);
+    uint32_t dims = l->dims < 1 ? 1 : l->dims > 3 ? 3 : l->dims;
+    int items = l->kind == KT_LAUNCH_ITEMS, known = l->local[0] || l->local[1] || l->local[2];
+    if (l->kind != KT_LAUNCH_ITEMS && l->kind != KT_LAUNCH_GROUPS) {
+        snprintf(buf, size, "%s", l->kind == KT_LAUNCH_INDIRECT ? "indirect" : l->kind == KT_LAUNCH_OTHER ? "other"
+                                                                                                          : "none");
         return;
-    case KT_LAUNCH_GROUPS:
-        len = (size_t)snprintf(buf, size, "groups=");
-        if (len < size)
-            len += put_dims(buf + len, size - len, l->size, dims ? dims : 1);
-        if (len < size && (l->local[0] || l->local[1] || l->local[2])) {
-            len += (size_t)snprintf(buf + len, size - len, " local=");
-            if (len < size)
-                put_dims(buf + len, size - len, l->local, dims ? dims : 1);
-        }
-        return;
-    case KT_LAUNCH_INDIRECT:
-        snprintf(buf, size, "indirect");
-        return;
-    case KT_LAUNCH_OTHER:
-        snprintf(buf, size, "other");
-        return;
-    default:
-        snprintf(buf, size, "none");
     }
+    size_t len = (size_t)snprintf(buf, size, items ? "global=" : "groups=");
+    if (len < size)
+        len += put_dims(buf + len, size - len, l->size, dims, 0);
+    if (len < size && (items || known)) /* a group's size not known: left out */
+        len += (size_t)snprintf(buf + len, size - len, " local=");
+    if (len < size && (items || known))
+        put_dims(buf + len, size - len, l->local, dims, 1);
 }
 
 uint32_t kt__config_parts(const kt_kernel_timing_t *e, kt_kernel_timing_t *parts, char (*labels)[KT__LAUNCH_LABEL])

@@ -26,6 +26,9 @@
  *     a kernel gated by a user event (its CL_EVENT_REFERENCE_COUNT while gated), clGetEventProfilingInfo on its
  *     event before and after the program released the queue, and three clEnqueueTask of a kernel whose
  *     arguments are unset (refused: CL_INVALID_KERNEL_ARGS), each return code printed.
+ *   clprog --configs: instead, the launch configurations of issue 40.2 on the scale kernel (64 floats): global 64
+ *     local 16 three times, global 32 local 8 twice, global 64 with local NULL once, clEnqueueTask once (1 x 1);
+ *     clFinish. Prints "done: configs".
  *   clprog --svm N: instead, with shared virtual memory (two 1 MiB coarse-grain allocations), N times each:
  *     clEnqueueSVMMemFill, clEnqueueSVMMemcpy, clEnqueueSVMMap + clEnqueueSVMUnmap, a scale kernel on the SVM
  *     pointer; then one clEnqueueSVMMigrateMem of both and one clEnqueueSVMFree. Prints a checksum. Exits 77 when
@@ -206,6 +209,22 @@ static cl_mem tiny_scale(cl_context ctx, cl_kernel kscale)
     CHECK(cl.clSetKernelArg(kscale, 0, sizeof small, &small));
     CHECK(cl.clSetKernelArg(kscale, 1, sizeof one, &one));
     return small;
+}
+
+/* --configs: one kernel under four launch configurations (the counts docs/opencl.md's example shows). */
+static int configs(cl_context ctx, cl_command_queue q, cl_kernel kscale)
+{
+    cl_mem small = tiny_scale(ctx, kscale);
+    size_t g64 = 64, l16 = 16, g32 = 32, l8 = 8;
+    for (int i = 0; i < 3; i++)
+        CHECK(cl.clEnqueueNDRangeKernel(q, kscale, 1, NULL, &g64, &l16, 0, NULL, NULL));
+    for (int i = 0; i < 2; i++)
+        CHECK(cl.clEnqueueNDRangeKernel(q, kscale, 1, NULL, &g32, &l8, 0, NULL, NULL));
+    CHECK(cl.clEnqueueNDRangeKernel(q, kscale, 1, NULL, &g64, NULL, 0, NULL, NULL));
+    CHECK(cl.clEnqueueTask(q, kscale, 0, NULL, NULL));
+    CHECK(cl.clFinish(q));
+    CHECK(cl.clReleaseMemObject(small));
+    return 0;
 }
 
 static int many_queues(cl_context ctx, cl_device_id device, cl_kernel kscale, int nq)
@@ -419,7 +438,7 @@ static int truths(cl_context ctx, cl_device_id device, cl_program prog, cl_kerne
 
 /* What the command line asks for. */
 typedef struct opts_t {
-    int events, iterations, pipe, tiny, queues, cmdbuf, mark, wait_events, truth, svm_reps;
+    int events, iterations, pipe, tiny, queues, cmdbuf, mark, wait_events, truth, svm_reps, configs;
     size_t n; /* vector length of the default run */
 } opts_t;
 
@@ -438,6 +457,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
             o->mark = 1;
         else if (!strcmp(argv[i], "--svm") && i + 1 < argc)
             o->svm_reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--configs"))
+            o->configs = 1;
         else if (!strcmp(argv[i], "--truths"))
             o->truth = 1;
         else if (!strcmp(argv[i], "--wait-events"))
@@ -451,7 +472,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
             o->n = (size_t)strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--queues N] [--cmdbuf N] [--truths] [--svm N] "
+            fprintf(stderr, "usage: clprog [--no-events] [--pipeline] [--queues N] [--cmdbuf N] [--truths] [--configs] [--svm N] "
                             "[--tiny N "
                             "[--wait-events] [--mark]] [--iterations N] [--size N]\n");
             return 2;
@@ -500,6 +521,8 @@ static int other_mode(const opts_t *o, cl_platform_id platform, cl_context ctx, 
         rc = svm(ctx, device, kscale, o->svm_reps), what = "svm";
     else if (o->truth)
         rc = truths(ctx, device, prog, kscale), what = "truths";
+    else if (o->configs)
+        rc = configs(ctx, qa, kscale), what = "configs";
     else if (o->cmdbuf > 0)
         rc = command_buffer(platform, ctx, device, kvadd, kscale, o->cmdbuf), what = "command buffer";
     else if (o->tiny > 0)

@@ -84,6 +84,8 @@ void kt__cl_outcome_record(const kt__cl_outcome_t *o, cl_int status, uint64_t ob
     d.thread = o->thread;
     d.enqueue_ns = o->enqueue_ns;
     d.bytes = o->bytes;
+    if (o->launch && o->launch->kind)
+        d.launch = *o->launch;
     uint64_t q = 0, s = 0, b = 0, e = o->end_stamp;
     int device = c->profiling && (e || prof(o->event, CL_PROFILING_COMMAND_END, &e)) &&
                  prof(o->event, CL_PROFILING_COMMAND_START, &b) && b != 0 && e >= b;
@@ -121,7 +123,7 @@ void kt__cl_outcome_record(const kt__cl_outcome_t *o, cl_int status, uint64_t ob
 void kt__cl_rec_finish_stamped(kt__cl_rec_t *r, cl_int status, uint64_t observed_ns, int drop, uint64_t end_stamp)
 {
     kt__cl_outcome_t o = {r->ctx, r->event, r->kernel, r->thread, r->enqueue_ns, kt__cl_rec_name(r),
-                          *kt__cl_rec_bytes(r), end_stamp};
+                          *kt__cl_rec_bytes(r), end_stamp, kt__cl_rec_launch(r)};
     if (drop)
         kt_record_drop_reason(o.kernel, (kt_drop_reason_t)(drop - 1));
     else

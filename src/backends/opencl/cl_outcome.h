@@ -15,6 +15,7 @@ typedef struct kt__cl_outcome_t {
     const char *name;      /* kernel name for verbose lines (may be empty) */
     uint64_t bytes;        /* bytes the command moves (transfers), 0 for kernels */
     uint64_t end_stamp;    /* the command's device end stamp when the poll that found it done read it, else 0 */
+    const kt_launch_t *launch; /* its launch configuration (NULL or kind 0: none) */
 } kt__cl_outcome_t;
 
 /* Records one finished command (callback thread, flush thread, or the enqueuing thread in SYNC mode): its

@@ -26,6 +26,7 @@ enum { ST_FREE = 0, ST_PENDING = 1, ST_PEEKED = 2, ST_PEEKED_CB = 3, ST_CLAIMED 
 typedef struct chunk_t {
     kt__cl_rec_t rec[CHUNK_SIZE]; /* the records */
     uint64_t bytes[CHUNK_SIZE];   /* bytes each record's command moves (transfers; 0 for kernels) */
+    kt_launch_t launch[CHUNK_SIZE]; /* each record's launch configuration (kind 0: none) */
     char (*names)[NAME_CAP];      /* verbose mode only: kernel name of each record, for its line */
 } chunk_t;
 
@@ -65,6 +66,11 @@ char *kt__cl_rec_name(const kt__cl_rec_t *r)
 uint64_t *kt__cl_rec_bytes(const kt__cl_rec_t *r)
 {
     return &slot_chunk(r->slot)->bytes[r->slot & (CHUNK_SIZE - 1)];
+}
+
+kt_launch_t *kt__cl_rec_launch(const kt__cl_rec_t *r)
+{
+    return &slot_chunk(r->slot)->launch[r->slot & (CHUNK_SIZE - 1)];
 }
 
 /* Push a linked run of free records first..last (slots + 1) onto the shared list. */

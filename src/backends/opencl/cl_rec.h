@@ -46,6 +46,8 @@ void kt__cl_slot_free(kt__cl_rec_t *r);
 char *kt__cl_rec_name(const kt__cl_rec_t *r);
 /* The bytes its command moves (transfers; 0 for kernels), kept beside the record. */
 uint64_t *kt__cl_rec_bytes(const kt__cl_rec_t *r);
+/* Its launch configuration (kt_dispatch_t.launch; kind 0 = none), kept beside the record. */
+kt_launch_t *kt__cl_rec_launch(const kt__cl_rec_t *r);
 
 /* ---- states ----
  * A callback gets a handle (slot plus the record's generation) so a late callback for a record already finished

@@ -84,7 +84,7 @@ static kt_kernel_id_t intern_cached(cl_kernel kernel, const kt__cl_dev_t *dev, c
 
 /* Blocking mode: wait here and record on this thread. */
 static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64_t enqueue_ns, const char *name,
-                       uint64_t bytes)
+                       uint64_t bytes, const kt_launch_t *launch)
 {
     cl_int status = CL_COMPLETE;
     kt__inflight_begin(id); /* a program that dies (another thread) during the wait loses it */
@@ -92,7 +92,7 @@ static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64
     uint64_t observed = kt_now_ns();
     if (kt__cl.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) != CL_SUCCESS)
         status = CL_INVALID_EVENT;
-    kt__cl_outcome_t o = {c, event, id, kt_thread_ordinal(), enqueue_ns, name, bytes, 0};
+    kt__cl_outcome_t o = {c, event, id, kt_thread_ordinal(), enqueue_ns, name, bytes, 0, launch};
     atomic_fetch_add(&c->tracked, 1);
     kt__cl_outcome_record(&o, status, observed);
     kt__inflight_end(id);
@@ -147,7 +147,7 @@ static void publish_polled(kt_cl_ctx_t *ctx, kt__cl_rec_t *r, uint64_t gen)
 /* A record for the command, filled in (not published yet); NULL when refused: the command is then counted
  * finished (and dropped when no record or no reference could be had), the event released when owned, *rc set. */
 static kt__cl_rec_t *rec_take(kt_cl_ctx_t *ctx, cl_event event, kt_kernel_id_t id, const char *name,
-                              uint64_t enqueue_ns, uint64_t bytes, int owned, int *rc)
+                              uint64_t enqueue_ns, uint64_t bytes, const kt_launch_t *launch, int owned, int *rc)
 {
     atomic_fetch_add(&ctx->tracked, 1);
     if (atomic_load(&ctx->detaching)) {
@@ -174,6 +174,11 @@ static kt__cl_rec_t *rec_take(kt_cl_ctx_t *ctx, cl_event event, kt_kernel_id_t i
     r->thread = kt_thread_ordinal();
     r->enqueue_ns = enqueue_ns;
     *kt__cl_rec_bytes(r) = bytes;
+    kt_launch_t *l = kt__cl_rec_launch(r); /* a recycled slot's: overwritten, or marked none */
+    if (launch)
+        *l = *launch;
+    else
+        l->kind = KT_LAUNCH_NONE;
     if (kt__verbose_on()) /* its line's name: raw (kt__verbose_line escapes it), cut to the record's buffer */
         snprintf(kt__cl_rec_name(r), NAME_CAP, "%s", name);
     kt__inflight_begin(id); /* ended in kt__cl_rec_finish_stamped, the one way out of a taken record */
@@ -205,9 +210,10 @@ static void rec_publish(kt_cl_ctx_t *ctx, kt__cl_rec_t *r, int force_poll)
     kt__cl_rec_finish(r, (cl_int)atomic_load(&r->cb_status), kt_now_ns(), 0);
 }
 
-/* Track; with `owned` the caller hands over its reference (no retain here, and it is released on failure). */
+/* Track; with `owned` the caller hands over its reference (no retain here, and it is released on failure). launch:
+ * the command's configuration (NULL: none). */
 static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name, uint64_t enqueue_ns,
-                 uint64_t bytes, int owned, cl_uint nwait, const cl_event *wait)
+                 uint64_t bytes, const kt_launch_t *launch, int owned, cl_uint nwait, const cl_event *wait)
 {
     if (!ctx || !event)
         return KT_EINVAL;
@@ -228,7 +234,7 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
     int force_poll = 0; /* no callback to rely on: the collector (or the next flush) polls it */
     if (ctx->mode == KT_CL_MODE_SYNC) {
         if (sync_may_wait(ctx, event, nwait, wait)) {
-            track_sync(ctx, event, id, enqueue_ns, name, bytes);
+            track_sync(ctx, event, id, enqueue_ns, name, bytes, launch);
             if (owned)
                 kt__cl.clReleaseEvent(event);
             goto out;
@@ -237,7 +243,7 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
     }
     if (!kt__cl.clSetEventCallback)
         force_poll = 1;
-    kt__cl_rec_t *r = rec_take(ctx, event, id, name, enqueue_ns, bytes, owned, &rc);
+    kt__cl_rec_t *r = rec_take(ctx, event, id, name, enqueue_ns, bytes, launch, owned, &rc);
     if (r)
         rec_publish(ctx, r, force_poll);
 out:
@@ -247,7 +253,13 @@ out:
 
 int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name, uint64_t enqueue_ns)
 {
-    return track(ctx, event, kernel, name, enqueue_ns, 0, 0, 0, NULL);
+    return track(ctx, event, kernel, name, enqueue_ns, 0, NULL, 0, 0, NULL);
+}
+
+int kt__cl_track_launch(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const kt_launch_t *launch,
+                        uint64_t enqueue_ns)
+{
+    return track(ctx, event, kernel, NULL, enqueue_ns, 0, launch && launch->kind ? launch : NULL, 0, 0, NULL);
 }
 
 int kt_cl_track(kt_cl_ctx_t *ctx, cl_event event, const char *name)
@@ -257,7 +269,7 @@ int kt_cl_track(kt_cl_ctx_t *ctx, cl_event event, const char *name)
 
 int kt_cl_track_command(kt_cl_ctx_t *ctx, cl_event event, const char *name, uint64_t bytes, uint64_t enqueue_ns)
 {
-    return track(ctx, event, NULL, name, enqueue_ns, bytes, 0, 0, NULL);
+    return track(ctx, event, NULL, name, enqueue_ns, bytes, NULL, 0, 0, NULL);
 }
 
 void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error)
@@ -293,12 +305,21 @@ cl_int kt_cl_enqueue_ndrange(kt_cl_ctx_t *ctx, cl_kernel kernel, cl_uint work_di
     }
     if (!ev)
         return rc;
+    /* the configuration: global and local sizes per dimension (local NULL: 0, the driver chose); the offset is
+     * not part of it (docs/opencl.md, "Launch configurations") */
+    kt_launch_t launch;
+    launch.kind = KT_LAUNCH_ITEMS;
+    launch.dims = work_dim > 3 ? 3 : work_dim;
+    for (cl_uint i = 0; i < 3; i++) {
+        launch.size[i] = i < launch.dims && global_size ? (uint64_t)global_size[i] : 0;
+        launch.local[i] = i < launch.dims && local_size ? (uint64_t)local_size[i] : 0;
+    }
     if (event) {
         *event = ev;
-        track(ctx, ev, kernel, NULL, t0, 0, 0, num_events, wait_list);
+        track(ctx, ev, kernel, NULL, t0, 0, &launch, 0, num_events, wait_list);
     } else {
         /* the event exists only for ktiming: hand it over */
-        track(ctx, ev, kernel, NULL, t0, 0, 1, num_events, wait_list);
+        track(ctx, ev, kernel, NULL, t0, 0, &launch, 1, num_events, wait_list);
     }
     return rc;
 }

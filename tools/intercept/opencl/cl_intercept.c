@@ -525,6 +525,13 @@ static cl_int hook_task(const kti_next_t *n, cl_command_queue q, cl_kernel k, cl
     cl_event mine = NULL;
     cl_event *evp = ev ? ev : &mine;
     cl_int rc = n->task(q, k, nwait, wait, evp);
+    if (rc == CL_SUCCESS && *evp) { /* the spec's 1 x 1 NDRange: its configuration (issue 40.2) */
+        static const kt_launch_t kTask = {KT_LAUNCH_ITEMS, 1, {1, 0, 0}, {1, 0, 0}};
+        kt__cl_track_launch(kc, *evp, k, &kTask, t);
+        if (mine && n->release_event)
+            n->release_event(mine);
+        return rc;
+    }
     command_done(n->release_event, kc, rc, k, NULL, 0, t, evp, mine);
     return rc;
 }
