@@ -480,6 +480,93 @@ static void test_truths(void **state)
     kt_snapshot_free(s);
 }
 
+/* Launch configurations (issue 40.2): clprog --configs runs scale as global 64 local 16 x3, global 32 local 8 x2,
+ * global 64 local NULL x1 and clEnqueueTask x1. Under the loader layer and LD_PRELOAD: exactly those counts in the
+ * snapshot, in the JSON file (key "configs") and in `ktiming report --by-config`. */
+static const struct {
+    uint64_t global, local, count;
+    const char *label;
+} kConfigs[] = {{64, 16, 3, "global=64 local=16"}, {32, 8, 2, "global=32 local=8"},
+                {64, 0, 1, "global=64 local=auto"}, {1, 1, 1, "global=1 local=1"}};
+
+static void assert_configs(const kt_snapshot_t *s)
+{
+    const kt_kernel_timing_t *e = ru_find(s, "scale", KT_BACKEND_OPENCL);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 7);
+    assert_int_equal(e->config_count, 4);
+    for (size_t k = 0; k < sizeof kConfigs / sizeof kConfigs[0]; k++) {
+        const kt_config_timing_t *c = NULL;
+        for (uint32_t i = 0; i < e->config_count; i++)
+            if (e->configs[i].launch.size[0] == kConfigs[k].global && e->configs[i].launch.local[0] == kConfigs[k].local)
+                c = &e->configs[i];
+        if (!c)
+            fail_msg("no configuration %s", kConfigs[k].label);
+        assert_int_equal(c->launch.kind, KT_LAUNCH_ITEMS);
+        assert_int_equal(c->launch.dims, 1);
+        assert_int_equal(c->dispatch_count, kConfigs[k].count);
+        assert_true(c->min_ns <= c->max_ns && c->total_ns >= c->min_ns);
+    }
+}
+
+static void test_configs(void **state)
+{
+    (void)state;
+    const char *modes[] = {"layer", "preload"};
+    for (int m = 0; m < 2; m++) {
+        kt_snapshot_t *s = both(CLPROG, "--configs", modes[m], NULL, NULL);
+        assert_non_null(s);
+        assert_configs(s);
+        kt_snapshot_free(s);
+    }
+    /* the file itself: one "configs" row per configuration with its count */
+    char *json = ktt_read_file(ru_path("out.json"), NULL);
+    assert_non_null(json);
+    cJSON *root = cJSON_Parse(json);
+    assert_non_null(root);
+    const cJSON *it, *scale = NULL;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(root, "entries"))
+        if (!strcmp(cJSON_GetObjectItem(it, "name")->valuestring, "scale"))
+            scale = it;
+    assert_non_null(scale);
+    const cJSON *rows = cJSON_GetObjectItem(scale, "configs");
+    assert_int_equal(cJSON_GetArraySize(rows), 4);
+    uint64_t seen = 0;
+    cJSON_ArrayForEach(it, rows)
+    {
+        assert_string_equal(cJSON_GetObjectItem(it, "kind")->valuestring, "items");
+        uint64_t g = (uint64_t)cJSON_GetArrayItem(cJSON_GetObjectItem(it, "size"), 0)->valuedouble;
+        uint64_t l = (uint64_t)cJSON_GetArrayItem(cJSON_GetObjectItem(it, "local"), 0)->valuedouble;
+        for (size_t k = 0; k < sizeof kConfigs / sizeof kConfigs[0]; k++)
+            if (kConfigs[k].global == g && kConfigs[k].local == l) {
+                assert_int_equal((uint64_t)cJSON_GetObjectItem(it, "dispatch_count")->valuedouble, kConfigs[k].count);
+                seen |= 1u << k;
+            }
+    }
+    assert_int_equal(seen, 0xf);
+    cJSON_Delete(root);
+    free(json);
+    /* report --by-config: the kernel's row, then one row per configuration with its count */
+    char *argv[] = {KT_CLI, "report", ru_path("out.json"), "--by-config", "--filter", "scale", NULL};
+    int st = -1;
+    char *text = ru_run(argv, &st);
+    assert_int_equal(st, 0);
+    const char *kernel = strstr(text, "\n[timing] scale ");
+    if (!kernel)
+        fail_msg("no scale row in:\n%s", text);
+    for (size_t k = 0; k < sizeof kConfigs / sizeof kConfigs[0]; k++) {
+        char want[96];
+        snprintf(want, sizeof want, "\n[timing]   %s ", kConfigs[k].label);
+        const char *row = strstr(text, want);
+        if (!row || row < kernel)
+            fail_msg("no row '%s' after the kernel's in:\n%s", kConfigs[k].label, text);
+        unsigned long long n = 0;
+        assert_int_equal(sscanf(row + strlen(want), " %llu", &n), 1);
+        assert_int_equal(n, kConfigs[k].count);
+    }
+    free(text);
+}
+
 /* SVM commands are transfers like the buffer ones: PoCL has SVM (CL_DEVICE_SVM_CAPABILITIES 0xb here). */
 static void test_svm(void **state)
 {
@@ -575,7 +662,7 @@ int main(void)
         cmocka_unit_test(test_command_buffer), cmocka_unit_test(test_verbose_keeps_stdout),
         cmocka_unit_test(test_summary),      cmocka_unit_test(test_output_placement),
         cmocka_unit_test(test_sync_points_record), cmocka_unit_test(test_truths),
-        cmocka_unit_test(test_svm),        cmocka_unit_test(test_devices_labels),
+        cmocka_unit_test(test_svm),          cmocka_unit_test(test_configs),        cmocka_unit_test(test_devices_labels),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ru_teardown();
