@@ -84,6 +84,19 @@ static void write_entry(FILE *out, const kt_kernel_timing_t *e)
                     e->by_source[k].total_ns);
         fputs("]", out);
     }
+    if (e->configs && e->config_count) { /* launch configurations: [label, n, total, min, max] per row */
+        fputs(",\"configs\":[", out);
+        for (uint32_t k = 0; k < e->config_count; k++) {
+            const kt_config_timing_t *c = &e->configs[k];
+            char label[KT__LAUNCH_LABEL];
+            kt__launch_label(label, sizeof label, &c->launch);
+            fputs(k ? ",[" : "[", out);
+            kt__tl_json_string(out, label);
+            fprintf(out, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]", c->dispatch_count, c->total_ns, c->min_ns,
+                    c->max_ns);
+        }
+        fputs("]", out);
+    }
     fputs(",\"samples\":[", out);
     for (uint32_t k = 0; e->samples && k < e->sample_count; k++)
         fprintf(out, k ? ",%" PRIu64 : "%" PRIu64, e->samples[k]);

@@ -533,6 +533,51 @@ static void test_ranks(void **state)
     for (int r = 0; r < 4; r++) kt_snapshot_free(in[r]);
 }
 
+/* Launch configurations (issue 40.2): the kernel table's "configs" column (the count, the breakdown on hover) and
+ * the table of configurations under it, at 1400 and 1000 px, with the kernel table still fitting. blur's 40
+ * dispatches: 25 with global 1024x768 local 16x16, 10 with local NULL, 5 without a configuration ("none"). */
+static void test_configs(void **state)
+{
+    (void)state;
+    kt_snapshot_t *snap = tlf_snapshot(1);
+    kt_kernel_timing_t *e = &snap->entries[TLF_BLUR_CL];
+    e->configs = calloc(2, sizeof *e->configs);
+    assert_non_null(e->configs);
+    e->config_count = 2;
+    e->configs[0] = (kt_config_timing_t){{KT_LAUNCH_ITEMS, 2, {1024, 768, 0}, {16, 16, 0}}, 25, 25 * 420000, 420000,
+                                         480000};
+    e->configs[1] = (kt_config_timing_t){{KT_LAUNCH_ITEMS, 2, {1024, 768, 0}, {0, 0, 0}}, 10, 10 * 430000, 430000,
+                                         440000};
+    static const int kWidths[] = {1400, 1000};
+    char buf[256];
+    for (size_t w = 0; w < sizeof kWidths / sizeof kWidths[0]; w++) {
+        g_width = kWidths[w];
+        char *dom = render(write_fit, snap);
+        g_width = 0;
+        assert_drawn(dom);
+        if (strcmp(root_attr(dom, "data-kt-table-fits", buf, sizeof buf), "yes"))
+            fail_msg("at %d px the kernel table does not fit: %s", kWidths[w], buf);
+        if (!strstr(root_attr(dom, "data-kt-cols", buf, sizeof buf), "configs"))
+            fail_msg("at %d px the configs column is not in view: %s", kWidths[w], buf);
+        /* the column: 2 on blur's row, with the breakdown as its title */
+        assert_non_null(strstr(dom, "<span class=\"cfgs\" title=\"global=1024x768 local=16x16: 25 dispatches"));
+        const char *t = strstr(dom, "id=\"kt-configs\"");
+        assert_non_null(t);
+        const char *a = strstr(t, ">global=1024x768 local=16x16<"), *b = strstr(t, ">global=1024x768 local=auto<"),
+                   *n = strstr(t, ">none<");
+        assert_non_null(a);
+        assert_non_null(b);
+        assert_non_null(n);
+        assert_true(a < b && b < n); /* largest total first, the rest last */
+        assert_non_null(strstr(a, "<td>25</td>"));
+        assert_non_null(strstr(b, "<td>10</td>"));
+        assert_non_null(strstr(n, "<td>5</td>"));
+        assert_int_equal(count(t, "<tr data-kernel="), 3); /* only blur has configurations */
+        free(dom);
+    }
+    kt_snapshot_free(snap);
+}
+
 int main(void)
 {
     if (access(KT_CHROMIUM, X_OK) != 0) {
@@ -548,6 +593,7 @@ int main(void)
         cmocka_unit_test(test_labels_colors_flows),
         cmocka_unit_test(test_ranks),
         cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_configs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -214,7 +214,9 @@
       { t: 'min', v: function (e) { return e.min; }, ns: 1, w: 1 },
       { t: 'max', v: function (e) { return e.max; }, ns: 1 },
       { t: 'cv', w: 1, v: function (e) { return e.mean > 0 ? e.stddev / e.mean : 0; }, f: function (e) { return e.mean > 0 ? (100 * e.stddev / e.mean).toFixed(1) + ' %' : '\u2013'; } },
-      { t: 'total', v: function (e) { return e.total; }, f: function (e) { return [h('span', { text: fmtNs(e.total) }), h('i', { style: { width: Math.max(1, 60 * e.total / maxTotal) + 'px' } })]; }, c: 'bar l' }
+      { t: 'total', v: function (e) { return e.total; }, f: function (e) { return [h('span', { text: fmtNs(e.total) }), h('i', { style: { width: Math.max(1, 60 * e.total / maxTotal) + 'px' } })]; }, c: 'bar l' },
+      /* launch configurations: how many (the breakdown on hover and in the table below) */
+      { t: 'configs', v: function (e) { return (e.configs || []).length; }, f: function (e) { return e.configs ? h('span', { class: 'cfgs', title: configLines(e), text: String(e.configs.length) }) : ''; } }
     ];
     /* w: a column left out under 1200 px (CSS .wide), so the table fits a 1000 px window */
     var state = { col: cols.map(function (c) { return c.t; }).indexOf('total'), asc: false };
@@ -249,11 +251,47 @@
     var sec = $('kt-table');
     if (!E.length) append(sec, h('p', { class: 'empty', text: 'No kernels were recorded.' }));
     else append(sec, [h('div', { class: 'scroll' }, table), h('p', { class: 'note', text: 'Percentiles come from a log-linear histogram over every dispatch (within 1 %); cv = stddev / mean. Click a row to highlight its kernel in the plots.' })]);
+    renderConfigs(sec, E);
     if (B.length) {
       var bn = 0, bt = 0;
       B.forEach(function (e) { bn += e.n; bt += e.total; });
       append(sec, h('p', { class: 'note', id: 'kt-batches', text: 'Vulkan submission batches (vkQueueSubmit): ' + plural(bn, 'batch') + ', ' + fmtNs(bt) + ' from the first dispatch to the last of each; they hold the dispatches above, so they are not kernels and not part of the device time.' }));
     }
+  }
+
+  /* Launch configurations (issue 40.2): entries' configs are [label, n, total, min, max] rows, largest total
+   * first ("other": past the cap of 32); the rest of the kernel's dispatches carried none. */
+  function configRows(e) {
+    var rows = (e.configs || []).map(function (c) { return { label: c[0], n: c[1], total: c[2], min: c[3], max: c[4] }; });
+    var n = 0, t = 0;
+    rows.forEach(function (r) { n += r.n; t += r.total; });
+    if (rows.length && n < e.n) rows.push({ label: 'none', n: e.n - n, total: Math.max(0, e.total - t), min: null, max: null });
+    return rows;
+  }
+  function configLines(e) {
+    return configRows(e).map(function (r) { return r.label + ': ' + plural(r.n, 'dispatch') + ', mean ' + fmtNs(r.total / r.n); }).join('\n');
+  }
+  function renderConfigs(sec, E) {
+    var K = E.filter(function (e) { return e.configs && e.configs.length; }).sort(function (a, b) { return b.total - a.total; });
+    if (!K.length) return;
+    var table = h('table', { id: 'kt-configs' }), tbody = h('tbody');
+    append(table, h('thead', null, h('tr', null, ['kernel', 'configuration', 'n', 'mean', 'min', 'max', 'total', '% of kernel'].map(function (t, i) {
+      return h('th', { class: i < 2 ? 'l' : '', text: t });
+    }))));
+    K.forEach(function (e) {
+      configRows(e).forEach(function (r, i) {
+        append(tbody, h('tr', { 'data-kernel': key(e) }, [
+          h('td', { class: 'name l', title: e.name }, i ? '' : [h('span', { class: 'swatch', style: { background: color(e) } }), e.name]),
+          h('td', { class: 'l cfg', text: r.label }),
+          h('td', { text: fmtInt(r.n) }), h('td', { text: fmtNs(r.total / r.n) }),
+          h('td', { text: fmtNs(r.min) }), h('td', { text: fmtNs(r.max) }), h('td', { text: fmtNs(r.total) }),
+          h('td', { text: e.total > 0 ? (100 * r.total / e.total).toFixed(1) + ' %' : '\u2013' })
+        ]));
+      });
+    });
+    append(table, tbody);
+    append(sec, [h('h3', { class: 'sub-h', text: 'Launch configurations' }), h('div', { class: 'scroll' }, table),
+      h('p', { class: 'note', text: 'Per kernel, each launch configuration it ran with (OpenCL global/local work sizes, Vulkan group counts, CUDA grid/block; "none": dispatches recorded without one). Percentiles are not kept per configuration.' })]);
   }
 
   /* ---------------------------------------------------------------------------------------------
