@@ -5,7 +5,8 @@
  * the current generation, each kernel's slot scalars, read once without waiting on a seqlock), sums them per kernel
  * and writes a JSON snapshot with write(2) through a fixed buffer to PATH.crash.tmp, renamed onto PATH. It holds
  * what a snapshot's aggregates hold (count, total, min, max, last, mean, errors, dropped), marked
- * "ended": "signal N"; no percentiles, samples or spans (those need memory the handler cannot allocate). Then the
+ * "ended": "signal N"; no percentiles, samples, spans or launch configurations (those need memory the handler cannot
+ * allocate: a breakdown adds up rows of every thread by configuration). Then the
  * signal goes on to what was there before (the default action: the process dies as it would have).
  */
 #include "core/internal.h"

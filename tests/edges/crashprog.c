@@ -2,7 +2,8 @@
  * "crash_other", then ends as asked: segv (a write to an unmapped address), abort, _exit (status 3), exit (status
  * 0), or wait (publishes its pid in a file, then waits for a signal with the default action); forksegv first forks
  * a child that records 5 zones of "crash_zone" and exits, then segfaults; threadsegv first has three threads record
- * N zones of "crash_zone" each, then segfaults. */
+ * N zones of "crash_zone" each, then segfaults. Before ending it also records three dispatches of "crash_cfg" (OpenCL)
+ * with launch configurations: two of global 64 local 16, one of global 128 with the local size left to the driver. */
 #include <ktiming.h>
 
 #include <pthread.h>
@@ -37,6 +38,18 @@ int main(int argc, char **argv)
     long n = strtol(argv[2], NULL, 10);
     zones("crash_zone", n);
     zones("crash_other", n / 4);
+    kt_kernel_id_t cfg = kt_kernel_intern("crash_cfg", KT_BACKEND_OPENCL, NULL);
+    for (int i = 0; i < 3; i++) {
+        kt_dispatch_t d;
+        memset(&d, 0, sizeof d);
+        d.kernel = cfg;
+        d.duration_ns = 1000 + (uint64_t)i;
+        d.launch.kind = KT_LAUNCH_ITEMS;
+        d.launch.dims = 1;
+        d.launch.size[0] = i < 2 ? 64 : 128;
+        d.launch.local[0] = i < 2 ? 16 : 0;
+        kt_record_dispatch(&d);
+    }
     const char *mode = argv[1];
     if (!strcmp(mode, "threadsegv")) { /* three more threads, three more shards, N zones each */
         pthread_t t[3];

@@ -36,6 +36,8 @@ static void stale(const char *out)
     fclose(f);
 }
 
+static int g_crash_handler; /* the snapshot comes from KTIMING_ON_CRASH=write, not from `ktiming run` */
+
 /* The snapshot at path: both kernels with their exact counts (crash_zone's times `threads`), and `ended`. */
 static void check_snapshot_n(const char *path, const char *ended, int threads)
 {
@@ -53,6 +55,20 @@ static void check_snapshot_n(const char *path, const char *ended, int threads)
     assert_int_equal(b->dispatch_count, N_ZONES / 4);
     assert_true(a->min_ns <= a->max_ns);
     assert_string_equal(s->ended, ended);
+    /* launch configurations: built from the dead program's arena as from a live one (the crash handler outside
+     * `run` writes aggregates only: no breakdown) */
+    const kt_kernel_timing_t *c = kt_snapshot_find(s, "crash_cfg", KT_BACKEND_OPENCL, NULL);
+    assert_non_null(c);
+    assert_int_equal(c->dispatch_count, 3);
+    if (!g_crash_handler) {
+        assert_int_equal(c->config_count, 2);
+        assert_int_equal(c->configs[0].dispatch_count, 2);
+        assert_int_equal(c->configs[0].launch.size[0], 64);
+        assert_int_equal(c->configs[0].launch.local[0], 16);
+        assert_int_equal(c->configs[1].dispatch_count, 1);
+        assert_int_equal(c->configs[1].launch.size[0], 128);
+        assert_int_equal(c->configs[1].launch.local[0], 0);
+    }
     kt_snapshot_free(s);
 }
 
@@ -169,7 +185,9 @@ static void check_on_crash(const char *on_crash, int written)
     assert_int_equal(ktt_run(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = KTT_QUIET, .env = env}),
                      128 + SIGSEGV);
     if (written) {
+        g_crash_handler = 1;
         check_snapshot(out, "signal 11");
+        g_crash_handler = 0;
     } else {
         char *text = ktt_read_file(out, NULL);
         assert_non_null(text);
