@@ -79,7 +79,10 @@ KT_API int kt_snapshot_load_many(const char *const *paths, size_t n, kt_snapshot
  * are a uniform sample of all dispatches: drawn without replacement from the inputs' reservoirs, an input
  * chosen in proportion to its dispatches not yet drawn (deterministic: a fixed seed); capacity that of the largest
  * full input reservoir, or, when none was full, all samples up to 1024 (the default capacity). last_ns and last_error come from the input taken last (on the merged timeline).
- * Merging is associative in every statistic but the samples' identity (each is a uniform sample).
+ * Launch configurations (configs) add up per configuration, kept to KT_LAUNCH_CONFIGS_MAX rows as a snapshot keeps
+ * them (the smallest totals then add up in the "other" row).
+ * Merging is associative in every statistic but the samples' identity (each is a uniform sample) and, past that
+ * cap, which configurations end up in "other".
  *
  * Spans keep their source: the result lists every input process in `sources` (an input that is itself a
  * merge contributes its sources), threads and queues name their source, spans move onto the merged timeline
