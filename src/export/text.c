@@ -125,6 +125,20 @@ void kt__launch_label(char *buf, size_t size, const kt_launch_t *l)
         put_dims(buf + len, size - len, l->local, dims, 1);
 }
 
+/* A part of e as an entry of its own: e's name, backend and device, count and total; no spread, no percentiles. */
+static void part_init(kt_kernel_timing_t *p, const kt_kernel_timing_t *e, uint64_t n, uint64_t total)
+{
+    memset(p, 0, sizeof *p);
+    p->name = e->name;
+    p->backend = e->backend;
+    p->device = e->device;
+    p->dispatch_count = n;
+    p->total_ns = total;
+    p->mean_ns = n ? (double)total / (double)n : 0.0;
+    p->stddev_ns = NAN;                             /* not kept per configuration */
+    p->p50_ns = p->p90_ns = p->p99_ns = UINT64_MAX; /* nor percentiles: "-" */
+}
+
 uint32_t kt__config_parts(const kt_kernel_timing_t *e, kt_kernel_timing_t *parts, char (*labels)[KT__LAUNCH_LABEL])
 {
     uint32_t n = 0;
@@ -133,17 +147,9 @@ uint32_t kt__config_parts(const kt_kernel_timing_t *e, kt_kernel_timing_t *parts
     for (uint32_t i = 0; e->configs && i < e->config_count && i <= KT_LAUNCH_CONFIGS_MAX; i++) {
         const kt_config_timing_t *c = &e->configs[i];
         kt_kernel_timing_t *p = &parts[n];
-        memset(p, 0, sizeof *p);
-        p->name = e->name;
-        p->backend = e->backend;
-        p->device = e->device;
-        p->dispatch_count = c->dispatch_count;
-        p->total_ns = c->total_ns;
+        part_init(p, e, c->dispatch_count, c->total_ns);
         p->min_ns = c->min_ns;
         p->max_ns = c->max_ns;
-        p->mean_ns = c->dispatch_count ? (double)c->total_ns / (double)c->dispatch_count : 0.0;
-        p->stddev_ns = NAN; /* not kept per configuration */
-        p->p50_ns = p->p90_ns = p->p99_ns = UINT64_MAX; /* nor percentiles: "-" */
         kt__launch_label(labels[n++], KT__LAUNCH_LABEL, &c->launch);
         count += c->dispatch_count;
         total += c->total_ns;
@@ -153,20 +159,12 @@ uint32_t kt__config_parts(const kt_kernel_timing_t *e, kt_kernel_timing_t *parts
         if (!n) {
             *p = *e; /* the whole entry: every statistic it has */
         } else {
-            memset(p, 0, sizeof *p);
-            p->name = e->name;
-            p->backend = e->backend;
-            p->device = e->device;
-            p->dispatch_count = e->dispatch_count - count;
             unsigned __int128 all = (unsigned __int128)e->total128.hi << 64 | e->total128.lo;
             if (!all)
                 all = e->total_ns;
             all = all > total ? all - total : 0;
-            p->total_ns = all > UINT64_MAX ? UINT64_MAX : (uint64_t)all;
-            p->mean_ns = (double)all / (double)p->dispatch_count;
-            p->stddev_ns = NAN;
+            part_init(p, e, e->dispatch_count - count, all > UINT64_MAX ? UINT64_MAX : (uint64_t)all);
             p->min_ns = p->max_ns = UINT64_MAX; /* not known: shown as "-" */
-            p->p50_ns = p->p90_ns = p->p99_ns = UINT64_MAX;
         }
         snprintf(labels[n++], KT__LAUNCH_LABEL, "none");
     }

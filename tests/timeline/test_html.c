@@ -168,6 +168,21 @@ static int write_compare_fit(FILE *out, void *arg)
     return rc;
 }
 
+static const char *root_attr(const char *dom, const char *name, char *buf, size_t cap);
+
+/* The plain report of snap with kFit, rendered at width px: drawn cleanly and its kernel table fits. */
+static char *render_fitting(kt_snapshot_t *snap, int width)
+{
+    char buf[256];
+    g_width = width;
+    char *dom = render(write_fit, snap);
+    g_width = 0;
+    assert_drawn(dom);
+    if (strcmp(root_attr(dom, "data-kt-table-fits", buf, sizeof buf), "yes"))
+        fail_msg("at %d px the kernel table does not fit: %s", width, buf);
+    return dom;
+}
+
 static int count(const char *hay, const char *needle)
 {
     int n = 0;
@@ -453,12 +468,7 @@ static void test_layout(void **state)
     static const int kWidths[] = {1400, 1000};
     char buf[256];
     for (size_t w = 0; w < sizeof kWidths / sizeof kWidths[0]; w++) {
-        g_width = kWidths[w];
-        char *dom = render(write_fit, snap);
-        g_width = 0;
-        assert_drawn(dom);
-        if (strcmp(root_attr(dom, "data-kt-table-fits", buf, sizeof buf), "yes"))
-            fail_msg("at %d px the kernel table does not fit: %s", kWidths[w], buf);
+        char *dom = render_fitting(snap, kWidths[w]);
         const char *cols = root_attr(dom, "data-kt-cols", buf, sizeof buf);
         if (!strstr(cols, "errors") || !strstr(cols, "dropped") || !strstr(cols, "total"))
             fail_msg("at %d px columns in view: %s", kWidths[w], cols);
@@ -551,12 +561,7 @@ static void test_configs(void **state)
     static const int kWidths[] = {1400, 1000};
     char buf[256];
     for (size_t w = 0; w < sizeof kWidths / sizeof kWidths[0]; w++) {
-        g_width = kWidths[w];
-        char *dom = render(write_fit, snap);
-        g_width = 0;
-        assert_drawn(dom);
-        if (strcmp(root_attr(dom, "data-kt-table-fits", buf, sizeof buf), "yes"))
-            fail_msg("at %d px the kernel table does not fit: %s", kWidths[w], buf);
+        char *dom = render_fitting(snap, kWidths[w]);
         if (!strstr(root_attr(dom, "data-kt-cols", buf, sizeof buf), "configs"))
             fail_msg("at %d px the configs column is not in view: %s", kWidths[w], buf);
         /* the column: 2 on blur's row, with the breakdown as its title */
