@@ -240,7 +240,8 @@ static void row_cells(text_row_t *r, long double all_total)
     int no_range = none || (e->min_ns == UINT64_MAX && e->max_ns == UINT64_MAX); /* a remainder's: not known */
     kt__format_duration(r->cell[C_MIN], TIME_CELL, no_range ? -1.0 : (double)e->min_ns);
     /* a percentile of 0 under a positive min is none at all (a version-1 file without percentiles): "-" */
-    int no_pct = none || no_range || e->p50_ns == UINT64_MAX || (e->min_ns > 0 && !e->p50_ns && !e->p90_ns && !e->p99_ns);
+    int no_pct = none || no_range || e->p50_ns == UINT64_MAX || /* a configuration's: not kept */
+                 (e->min_ns > 0 && !e->p50_ns && !e->p90_ns && !e->p99_ns);
     kt__format_duration(r->cell[C_P50], TIME_CELL, no_pct ? -1.0 : (double)e->p50_ns);
     kt__format_duration(r->cell[C_P90], TIME_CELL, no_pct ? -1.0 : (double)e->p90_ns);
     kt__format_duration(r->cell[C_P99], TIME_CELL, no_pct ? -1.0 : (double)e->p99_ns);
