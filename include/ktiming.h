@@ -67,7 +67,8 @@
  * Launch configurations: a dispatch may carry its sizes (kt_dispatch_t.launch: OpenCL global/local work sizes,
  * Vulkan group counts, CUDA grid/block); each entry then keeps a breakdown by configuration (configs[]: count,
  * total, min, max; at most KT_LAUNCH_CONFIGS_MAX rows, the rest added up in one KT_LAUNCH_OTHER row). A dispatch
- * without one pays a single predictable branch.
+ * without one pays a single predictable branch; a thread's first configured record of a kernel allocates its table
+ * (about 3 KB: 33 rows).
  *
  * Nothing needs initialising: the first call sets ktiming up with defaults. kt_init(&(kt_desc_t){0}) chooses
  * sizes up front and must come first (KT_ESTATE once anything initialised); after kt_shutdown() it re-enables
