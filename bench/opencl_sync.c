@@ -19,13 +19,17 @@
  * each ratio keeps the program and ktiming fixed and varies only that work. The control's figures are printed
  * beside, so what ktiming adds per sync is shown too.
  *
- * Why several processes: on this shared 2-core machine the program's thread falls, for spells of ~0.1-1 s, into a
- * mode where everything it does costs 4-8x the CPU (PoCL's enqueue and clReleaseEvent, glibc's malloc/free, futex
- * wakes): the program's thread and PoCL's worker threads running at once on both cores and contending. It comes
- * before the burst as well as after it, as often in runs without ktiming, and not at all with the process on one
- * CPU (docs/opencl.md); a spell that covers one phase and not the other moves that process's ratio by up to 10x,
- * and after the burst it often lasts the rest of the process.
- * So the parent (no arguments) runs CHILDREN such processes with ktiming and CHILDREN without (--child --plain:
+ * Why one CPU, and several processes: on this shared 2-core machine the program's thread falls, for spells of
+ * ~0.1-1 s, into a mode where everything it does costs 4-8x the CPU (PoCL's enqueue and clReleaseEvent, glibc's
+ * malloc/free, futex wakes): the program's thread and PoCL's worker threads running at once on both cores and
+ * contending. It comes before the burst too, but after it far more often (in 25-60% of processes, depending on the
+ * machine's load), and as often in the control without ktiming, which holds no event through the burst; it never
+ * came with the process on one CPU (docs/opencl.md). A single process's ratio was hostage to it (up to 10x), and
+ * medians over processes on both CPUs were too when the rate passed one half (2.91, the control 2.98, in the same
+ * run). So each process holds itself to the CPU it starts on, before the driver makes its threads (they inherit
+ * it; the driver keeps its two worker threads): the figure is the same measurement, and work ktiming adds to it shows
+ * as before; only the contention between the driver's threads across cores is gone. --two-cpus runs them
+ * unpinned. The parent (no arguments) runs CHILDREN processes with ktiming and CHILDREN without (--child --plain:
  * the same program with no queue attached, which keeps each round's events and reads and releases them at the
  * next sync, as ktiming's recording does: the control), alternating, and takes the median of each side's
  * per-process ratios. It also prints ktiming's figures against the control's, phase by phase (what recording
@@ -35,6 +39,7 @@
 #include <ktiming.h>
 #include <ktiming/cl.h>
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +59,7 @@
 static const kt_cl_api_t *cl;
 static cl_kernel g_tiny;
 static int g_plain; /* --plain: no ktiming, the program keeps and releases its events itself */
+static int g_two_cpus; /* --two-cpus: the processes are not held to one CPU */
 
 static uint64_t thread_cpu_ns(void)
 {
@@ -157,6 +163,14 @@ static int one_process(void)
     cl_platform_id p;
     cl_device_id d;
     cl_uint n = 0;
+    if (!g_two_cpus) { /* before the driver makes its threads, which inherit it */
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        int cpu = sched_getcpu();
+        CPU_SET(cpu < 0 ? 0 : cpu, &one);
+        if (sched_setaffinity(0, sizeof one, &one) != 0)
+            printf("opencl_sync: could not hold the process to one CPU\n");
+    }
     if (kt_cl_load(&cl) != 0 || cl->clGetPlatformIDs(1, &p, &n) != CL_SUCCESS || !n ||
         cl->clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &d, &n) != CL_SUCCESS || !n) {
         printf("opencl_sync: no OpenCL device\n");
@@ -242,7 +256,13 @@ static int run_child(int plain, child_t *out)
         dup2(fd[1], 1);
         close(fd[0]);
         close(fd[1]);
-        char *argv[] = {"opencl_sync", "--child", plain ? "--plain" : NULL, NULL};
+        char *argv[5] = {"opencl_sync", "--child"};
+        int n = 2;
+        if (plain)
+            argv[n++] = "--plain";
+        if (g_two_cpus)
+            argv[n++] = "--two-cpus";
+        argv[n] = NULL;
         execv("/proc/self/exe", argv);
         _exit(127);
     }
@@ -297,21 +317,26 @@ static void side_medians(const child_t *c, int n, double *deep_r, double *burst_
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--plain"))
+    int child = argc > 1 && !strcmp(argv[1], "--child");
+    for (int i = 1 + child; i < argc; i++) {
+        if (child && !strcmp(argv[i], "--plain"))
             g_plain = 1;
-    if (argc > 1 && !strcmp(argv[1], "--child"))
-        return one_process();
-    if (argc > 1) {
-        printf("usage: opencl_sync [--child [--plain]]\n");
-        return 2;
+        else if (!strcmp(argv[i], "--two-cpus"))
+            g_two_cpus = 1;
+        else {
+            printf("usage: opencl_sync [--two-cpus] | opencl_sync --child [--plain] [--two-cpus]\n");
+            return 2;
+        }
     }
+    if (child)
+        return one_process();
     setvbuf(stdout, NULL, _IOLBF, 0);
     printf("opencl_sync: %d processes with ktiming and %d without (the control: events kept, read and released at "
-           "the next sync), alternating; each: %d rounds per phase of %d tiny kernels, ended by a sync; phases "
+           "the next sync), alternating, %s; each: %d rounds per phase of %d tiny kernels, ended by a sync; phases "
            "alone, deep_other (%d commands held on another queue), after_burst (after %d commands); per process "
            "the least of %d block medians of the sync's thread CPU time\n",
-           CHILDREN, CHILDREN, ROUNDS, ROUND_KERNELS, DEEP, BURST, BLOCKS);
+           CHILDREN, CHILDREN, g_two_cpus ? "each on every CPU" : "each held to one CPU", ROUNDS, ROUND_KERNELS, DEEP,
+           BURST, BLOCKS);
     child_t kt[CHILDREN], pl[CHILDREN];
     int nk = 0, np = 0;
     for (int i = 0; i < CHILDREN; i++)
