@@ -132,6 +132,10 @@ set(CPACK_DEBIAN_ANALYSIS_PACKAGE_NAME libktiming-analysis${PROJECT_VERSION_MAJO
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libktiming-dev)
 set(CPACK_DEBIAN_CLI_PACKAGE_NAME ktiming)
 set(CPACK_DEBIAN_MPI_PACKAGE_NAME ktiming-mpi)
+get_property(_kt_history_dlopens GLOBAL PROPERTY KT_HISTORY_DLOPENS) # loaded when used: dpkg-shlibdeps cannot see it
+if(_kt_history_dlopens)
+  set(CPACK_DEBIAN_CLI_PACKAGE_RECOMMENDS "${_kt_history_dlopens}")
+endif()
 set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_ANALYSIS_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)

@@ -1,13 +1,53 @@
 /* store_pg.c — the PostgreSQL engine of the history store (libpq): a fleet's shared history. Parameters go as
  * text (blobs as binary), results come back as text and are typed by their column's type. Writers serialise on
- * a transaction-scoped advisory lock, so concurrent adds never race on a series' row. */
+ * a transaction-scoped advisory lock, so concurrent adds never race on a series' row.
+ * libpq is loaded when a postgresql:// store is opened, never linked: it brings ~25 libraries (OpenSSL, GnuTLS,
+ * Kerberos, LDAP) whose loading and relocation cost every start of the CLI ~4 ms of CPU and ~400 page faults,
+ * `ktiming run` included (docs/run.md, the heavy case of bench/run_overhead). */
 #include "history.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #if KTH_HAVE_LIBPQ
+#include <dlfcn.h>
 #include <libpq-fe.h>
+
+/* The libpq functions used here, resolved from the library at the first open. */
+#define KTH_PQ_FUNCS(X)                                                                                          \
+    X(PQclear) X(PQconnectdb) X(PQerrorMessage) X(PQexec) X(PQexecParams) X(PQfinish) X(PQfreemem) X(PQftype)  \
+    X(PQgetisnull) X(PQgetvalue) X(PQnfields) X(PQntuples) X(PQresultErrorMessage) X(PQresultStatus)           \
+    X(PQsetNoticeProcessor) X(PQstatus) X(PQunescapeBytea)
+
+static struct {
+#define KTH_PQ_FIELD(f) __typeof__(f) *f;
+    KTH_PQ_FUNCS(KTH_PQ_FIELD)
+#undef KTH_PQ_FIELD
+} pq;
+
+/* Loads libpq once (the handle is kept for the process); 0, or KT_ENOTSUP with db->err set. */
+static int pq_load(kth_db_t *db)
+{
+    static void *lib;
+    if (lib)
+        return 0;
+    void *h = dlopen(KTH_LIBPQ_SONAME, RTLD_NOW | RTLD_LOCAL);
+    const char *missing = NULL;
+#define KTH_PQ_RESOLVE(f)                                                                                        \
+    if (h && !missing && !(pq.f = (__typeof__(pq.f))dlsym(h, #f)))                                               \
+        missing = #f;
+    KTH_PQ_FUNCS(KTH_PQ_RESOLVE)
+#undef KTH_PQ_RESOLVE
+    if (!h || missing) {
+        snprintf(db->err, sizeof db->err, "history: PostgreSQL needs libpq (%s): %s", KTH_LIBPQ_SONAME,
+                 h ? missing : dlerror());
+        if (h)
+            dlclose(h);
+        return KT_ENOTSUP;
+    }
+    lib = h;
+    return 0;
+}
 
 /* Type OIDs (pg_type.h): integers, floating point, bytea. */
 enum { OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_FLOAT4 = 700, OID_FLOAT8 = 701,
@@ -55,14 +95,14 @@ static int pg_exec(kth_db_t *db, const char *sql, const kth_val_t *p, int np, kt
             break;
         }
     }
-    PGresult *r = np ? PQexecParams(c, sql, np, NULL, values, lengths, formats, 0) : PQexec(c, sql);
-    ExecStatusType st = PQresultStatus(r);
+    PGresult *r = np ? pq.PQexecParams(c, sql, np, NULL, values, lengths, formats, 0) : pq.PQexec(c, sql);
+    ExecStatusType st = pq.PQresultStatus(r);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        pg_err(db, PQresultErrorMessage(r));
-        PQclear(r);
+        pg_err(db, pq.PQresultErrorMessage(r));
+        pq.PQclear(r);
         return KT_EIO;
     }
-    int stop = 0, rows = PQntuples(r), n = PQnfields(r);
+    int stop = 0, rows = pq.PQntuples(r), n = pq.PQnfields(r);
     if (n > 32)
         n = 32;
     kth_val_t cols[32];
@@ -72,17 +112,17 @@ static int pg_exec(kth_db_t *db, const char *sql, const kth_val_t *p, int np, kt
             kth_val_t *v = &cols[i];
             memset(v, 0, sizeof *v);
             blobs[i] = NULL;
-            if (PQgetisnull(r, row, i))
+            if (pq.PQgetisnull(r, row, i))
                 continue;
-            const char *s = PQgetvalue(r, row, i);
-            switch (PQftype(r, i)) {
+            const char *s = pq.PQgetvalue(r, row, i);
+            switch (pq.PQftype(r, i)) {
             case OID_INT8: case OID_INT2: case OID_INT4:
                 v->t = KTH_INT; v->i = strtoll(s, NULL, 10); v->d = (double)v->i; break;
             case OID_FLOAT4: case OID_FLOAT8: case OID_NUMERIC:
                 v->t = KTH_REAL; v->d = strtod(s, NULL); v->i = (int64_t)v->d; break;
             case OID_BYTEA: {
                 size_t len = 0;
-                blobs[i] = PQunescapeBytea((const unsigned char *)s, &len);
+                blobs[i] = pq.PQunescapeBytea((const unsigned char *)s, &len);
                 v->t = KTH_BLOB; v->b = blobs[i]; v->len = blobs[i] ? len : 0;
                 break;
             }
@@ -92,16 +132,16 @@ static int pg_exec(kth_db_t *db, const char *sql, const kth_val_t *p, int np, kt
         stop = cb(ctx, cols, n);
         for (int i = 0; i < n; i++)
             if (blobs[i])
-                PQfreemem(blobs[i]);
+                pq.PQfreemem(blobs[i]);
     }
-    PQclear(r);
+    pq.PQclear(r);
     return stop;
 }
 
 static void pg_close(kth_db_t *db)
 {
     if (db->conn)
-        PQfinish(db->conn);
+        pq.PQfinish(db->conn);
     db->conn = NULL;
 }
 
@@ -124,13 +164,16 @@ int kth__pg_open(kth_db_t *db, const char *url)
         snprintf(db->where, sizeof db->where, "%.*s%s", (int)(colon - url), url, at);
     else
         snprintf(db->where, sizeof db->where, "%s", url);
-    PGconn *c = PQconnectdb(url);
+    int rc = pq_load(db);
+    if (rc)
+        return rc;
+    PGconn *c = pq.PQconnectdb(url);
     db->conn = c;
-    if (!c || PQstatus(c) != CONNECTION_OK) {
-        pg_err(db, c ? PQerrorMessage(c) : "cannot connect");
+    if (!c || pq.PQstatus(c) != CONNECTION_OK) {
+        pg_err(db, c ? pq.PQerrorMessage(c) : "cannot connect");
         return KT_EIO;
     }
-    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    pq.PQsetNoticeProcessor(c, quiet_notice, NULL);
     return 0;
 }
 
