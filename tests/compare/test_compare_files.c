@@ -23,7 +23,6 @@
 size_t __sanitizer_get_current_allocated_bytes(void); /* the sanitizer runtime's (its header is not installed) */
 #endif
 #include <setjmp.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,28 +31,6 @@ size_t __sanitizer_get_current_allocated_bytes(void); /* the sanitizer runtime's
 #include <cmocka.h>
 
 static char *g_dir;
-
-typedef struct buf_t {
-    char *p;
-    size_t len, cap;
-} buf_t;
-
-static void put(buf_t *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (b->len + (size_t)n + 1 > b->cap) {
-        b->cap = (b->len + (size_t)n + 1) * 2;
-        b->p = realloc(b->p, b->cap);
-        assert_non_null(b->p);
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
 
 static uint64_t rng(uint64_t *s)
 {
@@ -72,9 +49,11 @@ static uint64_t rng(uint64_t *s)
  * are swapped in AFTER (matched by UUID, device_after). */
 static char *write_side(const char *file, int after, int n)
 {
-    buf_t b = {0};
+    char *path = ktt_path(g_dir, file);
+    FILE *b = fopen(path, "w");
+    assert_non_null(b);
     uint64_t seed = after ? 77 : 11;
-    put(&b, "{\"schema\": \"ktiming.snapshot\", \"version\": 3, \"host\": \"h\", \"pid\": %d, \"taken_ns\": 5,\n"
+    fprintf(b, "{\"schema\": \"ktiming.snapshot\", \"version\": 3, \"host\": \"h\", \"pid\": %d, \"taken_ns\": 5,\n"
             " \"entries\": [", after ? 2 : 1);
     static const uint32_t kSamples[] = {0, 5, 12, 40, 130};
     int first = 1;
@@ -93,43 +72,41 @@ static char *write_side(const char *file, int after, int n)
             mx = v[i] > mx ? v[i] : mx;
         }
         int none = k == 6; /* no dispatches */
-        put(&b, "%s\n  {\"name\": \"k_%03d\", \"backend\": \"cpu\", \"device\": \"host\", \"dispatch_count\": %u, "
+        fprintf(b, "%s\n  {\"name\": \"k_%03d\", \"backend\": \"cpu\", \"device\": \"host\", \"dispatch_count\": %u, "
                 "\"total_ns\": %llu, \"min_ns\": %llu, \"max_ns\": %llu, \"p50_ns\": %llu, \"mean_ns\": %.1f, "
                 "\"sample_count\": %u, \"samples\": [",
             first ? "" : ",", k, none ? 0 : nd, none ? 0ull : (unsigned long long)total,
             none ? 0ull : (unsigned long long)mn, none ? 0ull : (unsigned long long)mx,
             none ? 0ull : (unsigned long long)base, none ? 0.0 : (double)total / nd, none ? 0 : ns);
         for (uint32_t i = 0; !none && i < ns; i++)
-            put(&b, "%s%llu", i ? ", " : "", (unsigned long long)v[i]);
-        put(&b, "]}");
+            fprintf(b, "%s%llu", i ? ", " : "", (unsigned long long)v[i]);
+        fprintf(b, "]}");
         first = 0;
     }
     /* names a terminal or markdown must not take raw, and UTF-8 */
-    put(&b, ",\n  {\"name\": \"k_esc\\u001b[2J|x\", \"backend\": \"cpu\", \"device\": \"host\", \"dispatch_count\": 3, "
+    fprintf(b, ",\n  {\"name\": \"k_esc\\u001b[2J|x\", \"backend\": \"cpu\", \"device\": \"host\", \"dispatch_count\": 3, "
             "\"total_ns\": 3000, \"min_ns\": 900, \"max_ns\": 1100, \"p50_ns\": 1000, \"samples\": [900, 1000, 1100]}");
-    put(&b, ",\n  {\"name\": \"k_\\u00e9t\\u00e9\\u202e\", \"backend\": \"cpu\", \"device\": \"host\", "
+    fprintf(b, ",\n  {\"name\": \"k_\\u00e9t\\u00e9\\u202e\", \"backend\": \"cpu\", \"device\": \"host\", "
             "\"dispatch_count\": 2, \"total_ns\": %d, \"min_ns\": 1000, \"max_ns\": %d}",
         after ? 2600 : 2000, after ? 1600 : 1000);
     for (int g = 0; g < 2; g++) { /* the GPU kernels: the same physical GPU under the other label in AFTER */
         const char *label = (g == 0) != (after != 0) ? "H100 #3" : "H100 #5";
-        put(&b, ",\n  {\"name\": \"gemm\", \"backend\": \"cuda\", \"device\": \"%s\", \"dispatch_count\": 30, "
+        fprintf(b, ",\n  {\"name\": \"gemm\", \"backend\": \"cuda\", \"device\": \"%s\", \"dispatch_count\": 30, "
                 "\"total_ns\": 1, \"min_ns\": 1, \"max_ns\": 1, \"sample_count\": 30, \"samples\": [",
             label);
         for (int i = 0; i < 30; i++)
-            put(&b, "%s%d", i ? ", " : "", (g ? 9000 : 1000) * (after && g ? 2 : 1) + (i % 5) * 7);
-        put(&b, "]}");
+            fprintf(b, "%s%d", i ? ", " : "", (g ? 9000 : 1000) * (after && g ? 2 : 1) + (i % 5) * 7);
+        fprintf(b, "]}");
     }
-    put(&b, "],\n \"devices\": [");
+    fprintf(b, "],\n \"devices\": [");
     for (int g = 0; g < 2; g++) {
         const char *label = (g == 0) != (after != 0) ? "H100 #3" : "H100 #5", *u = g ? UB : UA;
-        put(&b, "%s\n  {\"backend\": \"cuda\", \"name\": \"%s\", \"clock_domain\": \"device\", \"model\": \"H100\", "
+        fprintf(b, "%s\n  {\"backend\": \"cuda\", \"name\": \"%s\", \"clock_domain\": \"device\", \"model\": \"H100\", "
                 "\"key\": \"uuid:%s\", \"id_kind\": \"uuid\", \"ordinal\": %d, \"uuid\": \"%s\"}",
             g ? "," : "", label, u, label[6] - '0', u);
     }
-    put(&b, "]}\n");
-    char *path = ktt_path(g_dir, file);
-    assert_int_equal(ktt_write_file(path, b.p, b.len), 0);
-    free(b.p);
+    fprintf(b, "]}\n");
+    assert_int_equal(fclose(b), 0);
     return path;
 }
 
