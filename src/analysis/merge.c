@@ -2,12 +2,15 @@
  * carries what exactness needs (see ktiming/analysis.h for the rules). */
 #include <ktiming/analysis.h>
 
+#include "analysis/merge_consume.h"
 #include "shared/shared.h"
 #include "core/device_label.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* Reservoir size kept when no input's reservoir was full (kt_desc_t.sample_capacity's default). */
 #define MERGE_SAMPLES_DEFAULT 1024u
@@ -31,6 +34,11 @@ typedef struct input_t {
     uint32_t queue_base;       /* its first queue in the result */
     uint32_t *entry_map;       /* its entry index -> the result's */
     uint32_t *dev_map;         /* its device index -> the result's */
+    kt_snapshot_t *own;        /* kt__snapshot_merge_consume: the same snapshot, whose entries are released as
+                                  they are merged (NULL: kt_snapshot_merge, the inputs are left as they are) */
+    uint8_t *merged;           /* own: which of its entries are merged */
+    size_t next;               /* own: entries below this are merged and released */
+    size_t given;              /* own: bytes of its entries array given back to the system */
 } input_t;
 
 /* A reservoir being drawn from. */
@@ -242,6 +250,37 @@ static int merge_samples(const ref_t *g, size_t m, kt_kernel_timing_t *t, uint64
 }
 
 /* One merged entry from the group g[0..m) (all the same triple, ascending by input). */
+/* Input ip's entries merged so far, from the lowest not yet released up: what they own freed (and their pointers
+ * NULL, so kt_snapshot_free skips them), and the whole pages of the array they fill given back to the system
+ * (MADV_DONTNEED: they read as zeros, NULL pointers, from then on). An input of 1,000,000 kernels then shrinks
+ * as the merged snapshot grows, instead of both being held at once. */
+static void release_merged(input_t *ip)
+{
+    kt_snapshot_t *s = ip->own;
+    size_t from = ip->next;
+    while (ip->next < s->count && ip->merged[ip->next])
+        ip->next++;
+    for (size_t k = from; k < ip->next; k++) {
+        kt_kernel_timing_t *e = &s->entries[k];
+        free((void *)e->name);
+        free((void *)e->device);
+        free(e->samples);
+        free(e->hist);
+        free(e->by_source);
+        e->name = e->device = NULL;
+        e->samples = NULL;
+        e->hist = NULL;
+        e->by_source = NULL;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        return;
+    uintptr_t base = (uintptr_t)s->entries, lo = (base + ip->given + (uintptr_t)page - 1) & ~((uintptr_t)page - 1),
+              hi = (base + ip->next * sizeof *s->entries) & ~((uintptr_t)page - 1);
+    if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0)
+        ip->given = hi - base;
+}
+
 static int merge_group(const ref_t *g, size_t m, const input_t *in, kt_kernel_timing_t *t)
 {
     unsigned __int128 sum = 0, sq = 0;
@@ -250,7 +289,13 @@ static int merge_group(const ref_t *g, size_t m, const input_t *in, kt_kernel_ti
     size_t nsrc = 0;
     memset(t, 0, sizeof *t);
     t->backend = g[0].e->backend;
-    t->name = strdup(g[0].e->name);
+    if (in[g[0].input].own) { /* the input's name is released after the group anyway: taken, not copied */
+        kt_kernel_timing_t *first = &in[g[0].input].own->entries[g[0].entry];
+        t->name = first->name;
+        first->name = NULL;
+    } else {
+        t->name = strdup(g[0].e->name);
+    }
     t->device = strdup(g[0].device);
     if (!t->name || !t->device)
         return KT_ENOMEM;
@@ -534,6 +579,11 @@ static int merge_entries(input_t *in, size_t n, kt_snapshot_t *o)
             in[refs[k].input].entry_map[refs[k].entry] = (uint32_t)o->count;
         rc = merge_group(refs + i, j - i, in, &o->entries[o->count]);
         o->count++; /* also on failure: kt_snapshot_free releases what the entry holds */
+        for (size_t k = i; k < j && in[refs[k].input].own; k++)
+            in[refs[k].input].merged[refs[k].entry] = 1;
+        for (size_t k = i; k < j && in[refs[k].input].own; k++)
+            if (k == i || refs[k].input != refs[k - 1].input)
+                release_merged(&in[refs[k].input]);
         i = j;
     }
     free(refs);
@@ -585,7 +635,22 @@ static int merge_spans(const input_t *in, size_t n, kt_snapshot_t *o)
     return 0;
 }
 
+static int merge_any(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *own, size_t n,
+                     const kt_merge_opts_t *opts, kt_snapshot_t **out);
+
 int kt_snapshot_merge(const kt_snapshot_t *const *inputs, size_t n, const kt_merge_opts_t *opts, kt_snapshot_t **out)
+{
+    return merge_any(inputs, NULL, n, opts, out);
+}
+
+int kt__snapshot_merge_consume(kt_snapshot_t *const *inputs, size_t n, const kt_merge_opts_t *opts,
+                               kt_snapshot_t **out)
+{
+    return merge_any((const kt_snapshot_t *const *)inputs, inputs, n, opts, out);
+}
+
+static int merge_any(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *own, size_t n,
+                     const kt_merge_opts_t *opts, kt_snapshot_t **out)
 {
     if (!out)
         return KT_EINVAL;
@@ -606,6 +671,16 @@ int kt_snapshot_merge(const kt_snapshot_t *const *inputs, size_t n, const kt_mer
     for (size_t i = 0; i < n; i++) {
         const kt_snapshot_t *s = inputs[i];
         in[i].s = s;
+        if (own && s->count) {
+            in[i].own = own[i];
+            if (!(in[i].merged = calloc(s->count, 1))) {
+                for (size_t k = 0; k < i; k++)
+                    free(in[k].merged);
+                free(in);
+                free(o);
+                return KT_ENOMEM;
+            }
+        }
         in[i].offset = opts && opts->offset_ns ? opts->offset_ns[i] : 0;
         if (opts && opts->bound_ns)
             in[i].bound = opts->bound_ns[i];
@@ -632,6 +707,7 @@ int kt_snapshot_merge(const kt_snapshot_t *const *inputs, size_t n, const kt_mer
     for (size_t i = 0; i < n; i++) {
         free(in[i].entry_map);
         free(in[i].dev_map);
+        free(in[i].merged);
     }
     free(in);
     if (rc) {
