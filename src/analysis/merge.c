@@ -289,14 +289,19 @@ static int merge_group(const ref_t *g, size_t m, const input_t *in, kt_kernel_ti
     size_t nsrc = 0;
     memset(t, 0, sizeof *t);
     t->backend = g[0].e->backend;
-    if (in[g[0].input].own) { /* the input's name is released after the group anyway: taken, not copied */
-        kt_kernel_timing_t *first = &in[g[0].input].own->entries[g[0].entry];
+    kt_kernel_timing_t *first = in[g[0].input].own ? &in[g[0].input].own->entries[g[0].entry] : NULL;
+    if (first) { /* the input's strings are released after the group anyway: taken, not copied */
         t->name = first->name;
         first->name = NULL;
+        if (g[0].device == first->device) { /* its own label, not a device record's */
+            t->device = first->device;
+            first->device = NULL;
+        }
     } else {
         t->name = strdup(g[0].e->name);
     }
-    t->device = strdup(g[0].device);
+    if (!t->device)
+        t->device = strdup(g[0].device);
     if (!t->name || !t->device)
         return KT_ENOMEM;
     for (size_t i = 0; i < m; i++) {
