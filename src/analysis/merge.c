@@ -250,6 +250,19 @@ static int merge_samples(const ref_t *g, size_t m, kt_kernel_timing_t *t, uint64
 }
 
 /* One merged entry from the group g[0..m) (all the same triple, ascending by input). */
+/* Gives the whole pages of base[0..upto) above base + *given back to the system (MADV_DONTNEED: they read as zeros
+ * from then on) and moves *given up to the last of them. */
+static void give_back_below(const void *base, size_t *given, size_t upto)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        return;
+    uintptr_t b = (uintptr_t)base, lo = (b + *given + (uintptr_t)page - 1) & ~((uintptr_t)page - 1),
+              hi = (b + upto) & ~((uintptr_t)page - 1);
+    if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0)
+        *given = hi - b;
+}
+
 /* Input ip's entries merged so far, from the lowest not yet released up: what they own freed (and their pointers
  * NULL, so kt_snapshot_free skips them), and the whole pages of the array they fill given back to the system
  * (MADV_DONTNEED: they read as zeros, NULL pointers, from then on). An input of 1,000,000 kernels then shrinks
@@ -272,13 +285,7 @@ static void release_merged(input_t *ip)
         e->hist = NULL;
         e->by_source = NULL;
     }
-    long page = sysconf(_SC_PAGESIZE);
-    if (page <= 0)
-        return;
-    uintptr_t base = (uintptr_t)s->entries, lo = (base + ip->given + (uintptr_t)page - 1) & ~((uintptr_t)page - 1),
-              hi = (base + ip->next * sizeof *s->entries) & ~((uintptr_t)page - 1);
-    if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0)
-        ip->given = hi - base;
+    give_back_below(s->entries, &ip->given, ip->next * sizeof *s->entries);
 }
 
 static int merge_group(const ref_t *g, size_t m, const input_t *in, kt_kernel_timing_t *t)
@@ -576,6 +583,7 @@ static int merge_entries(input_t *in, size_t n, kt_snapshot_t *o)
         return KT_ENOMEM;
     }
     int rc = 0;
+    size_t refs_given = 0;
     for (size_t i = 0; i < total && !rc;) {
         size_t j = i + 1;
         while (j < total && !ref_order(&refs[i], &refs[j]))
@@ -590,6 +598,7 @@ static int merge_entries(input_t *in, size_t n, kt_snapshot_t *o)
             if (k == i || refs[k].input != refs[k - 1].input)
                 release_merged(&in[refs[k].input]);
         i = j;
+        give_back_below(refs, &refs_given, i * sizeof *refs); /* groups done are not read again */
     }
     free(refs);
     return rc;
