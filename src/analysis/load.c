@@ -60,6 +60,8 @@ typedef struct load_ctx_t {
     int version;          /* the document's schema version */
     const kt__entry_sink_t *sink; /* non-NULL: each entry goes there as it is read, none is kept */
     size_t sunk;          /* entries given to the sink (what spans' indices are checked against) */
+    kt_kernel_timing_t *spent; /* entries the sink has seen, what it left of them freed a batch at a time */
+    size_t nspent;
 } load_ctx_t;
 
 static void ctx_init(load_ctx_t *c, char *err, size_t errlen)
@@ -1553,25 +1555,47 @@ static int read_element(load_ctx_t *c, section_t sec, const cJSON *o, size_t i, 
     }
 }
 
-/* What kt_snapshot_free releases of one entry. */
-static void entry_release(kt_kernel_timing_t *e)
+void kt__entries_free(kt_kernel_timing_t *entries, size_t n)
 {
-    free((void *)e->name);
-    free((void *)e->device);
-    free(e->samples);
-    free(e->hist);
-    free(e->by_source);
+    kt_snapshot_t *tmp = n ? calloc(1, sizeof *tmp) : NULL;
+    if (tmp) { /* kt_snapshot_free knows every member an entry owns */
+        tmp->entries = entries;
+        tmp->count = n;
+        kt_snapshot_free(tmp);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) { /* out of memory: what an entry owned when this was written */
+        free((void *)entries[i].name);
+        free((void *)entries[i].device);
+        free(entries[i].samples);
+        free(entries[i].hist);
+        free(entries[i].by_source);
+    }
+    free(entries);
 }
 
-/* Entry i of n read into a scratch entry and handed to the sink, which keeps what it needs. */
+#define SPENT_BATCH 256u
+
+static void spent_flush(load_ctx_t *c)
+{
+    kt__entries_free(c->spent, c->nspent);
+    c->spent = NULL;
+    c->nspent = 0;
+}
+
+/* Entry i of n read into a scratch entry and handed to the sink, which keeps what it needs; what it leaves is
+ * freed with the next batch. */
 static int sink_entry(load_ctx_t *c, const cJSON *o, size_t i, size_t n, const kt_snapshot_t *s)
 {
-    kt_kernel_timing_t e;
-    memset(&e, 0, sizeof e);
-    int rc = read_entry(c, o, &e, s->source_count);
-    if (!rc && (rc = c->sink->take(c->sink->user, &e, i, n)))
+    if (!c->spent && !(c->spent = malloc(SPENT_BATCH * sizeof *c->spent)))
+        return fail(c, KT_ENOMEM, "out of memory");
+    kt_kernel_timing_t *e = &c->spent[c->nspent++];
+    memset(e, 0, sizeof *e);
+    int rc = read_entry(c, o, e, s->source_count);
+    if (!rc && (rc = c->sink->take(c->sink->user, e, i, n)))
         rc = fail(c, rc, "out of memory");
-    entry_release(&e);
+    if (c->nspent == SPENT_BATCH)
+        spent_flush(c);
     if (!rc)
         c->sunk = i + 1;
     return rc;
@@ -1839,6 +1863,7 @@ static int parse_text(load_ctx_t *c, const char *text, size_t len, kt_snapshot_t
     c->idx_n = c->idx_cap = 0;
     kt__json_arrays_free(c->lazy, LAZY_COUNT);
     fast_free(c);
+    spent_flush(c);
     if (rc) {
         kt_snapshot_free(snap);
         return rc;

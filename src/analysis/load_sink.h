@@ -7,7 +7,7 @@
 
 /* Receives entry `index` of `count` (the file's order), read and checked as kt_snapshot_load reads it. It may
  * take members the entry owns (name, device, samples, ...) by setting them to NULL; the loader frees the rest
- * after the call. Returns 0, or an error (KT_ENOMEM) that ends the load. */
+ * (kt__entries_free, a batch of entries at a time). Returns 0, or an error (KT_ENOMEM) that ends the load. */
 typedef struct kt__entry_sink_t {
     int (*take)(void *user, kt_kernel_timing_t *e, size_t index, size_t count);
     void *user;
@@ -19,6 +19,9 @@ typedef struct kt__entry_sink_t {
  * indices, which stay the file's. */
 int kt__snapshot_load_sink(const char *path, const kt_load_opts_t *opts, const kt__entry_sink_t *sink,
                            kt_snapshot_t **out, char *errbuf, size_t errlen);
+
+/* Frees entries[0..n) and everything they own (what kt_snapshot_free frees of its entries), then the array. */
+void kt__entries_free(kt_kernel_timing_t *entries, size_t n);
 
 /* The loader's message for entries `first` and `second` (file indices) with the same (name, backend, device),
  * for `path`, into errbuf. Returns KT_EPARSE. */

@@ -2,6 +2,7 @@
  * carries what exactness needs (see ktiming/analysis.h for the rules). */
 #include <ktiming/analysis.h>
 
+#include "analysis/load_sink.h"
 #include "analysis/merge_consume.h"
 #include "shared/shared.h"
 #include "core/device_label.h"
@@ -37,7 +38,8 @@ typedef struct input_t {
     kt_snapshot_t *own;        /* kt__snapshot_merge_consume: the same snapshot, whose entries are released as
                                   they are merged (NULL: kt_snapshot_merge, the inputs are left as they are) */
     uint8_t *merged;           /* own: which of its entries are merged */
-    size_t next;               /* own: entries below this are merged and released */
+    size_t next;               /* own: entries below this are merged */
+    size_t freed;              /* own: entries below this are released (a batch behind next) */
     size_t given;              /* own: bytes of its entries array given back to the system */
 } input_t;
 
@@ -263,29 +265,29 @@ static void give_back_below(const void *base, size_t *given, size_t upto)
         *given = hi - b;
 }
 
-/* Input ip's entries merged so far, from the lowest not yet released up: what they own freed (and their pointers
- * NULL, so kt_snapshot_free skips them), and the whole pages of the array they fill given back to the system
- * (MADV_DONTNEED: they read as zeros, NULL pointers, from then on). An input of 1,000,000 kernels then shrinks
- * as the merged snapshot grows, instead of both being held at once. */
-static void release_merged(input_t *ip)
+#define RELEASE_BATCH 256u
+
+/* Input ip's entries merged so far, from the lowest not yet released up, once they are a batch (or all = 1):
+ * what they own freed (kt__entries_free, which frees what kt_snapshot_free does) and the entries zeroed, so
+ * kt_snapshot_free of the input later finds nothing in them; and the whole pages of the array they fill given
+ * back to the system (MADV_DONTNEED: they read as zeros from then on). An input of 1,000,000 kernels then
+ * shrinks as the merged snapshot grows, instead of both being held at once. */
+static void release_merged(input_t *ip, int all)
 {
     kt_snapshot_t *s = ip->own;
-    size_t from = ip->next;
     while (ip->next < s->count && ip->merged[ip->next])
         ip->next++;
-    for (size_t k = from; k < ip->next; k++) {
-        kt_kernel_timing_t *e = &s->entries[k];
-        free((void *)e->name);
-        free((void *)e->device);
-        free(e->samples);
-        free(e->hist);
-        free(e->by_source);
-        e->name = e->device = NULL;
-        e->samples = NULL;
-        e->hist = NULL;
-        e->by_source = NULL;
-    }
-    give_back_below(s->entries, &ip->given, ip->next * sizeof *s->entries);
+    size_t n = ip->next - ip->freed;
+    if (!n || (!all && n < RELEASE_BATCH))
+        return;
+    kt_kernel_timing_t *batch = malloc(n * sizeof *batch);
+    if (!batch) /* kept: kt_snapshot_free of the input releases them */
+        return;
+    memcpy(batch, &s->entries[ip->freed], n * sizeof *batch);
+    memset(&s->entries[ip->freed], 0, n * sizeof *batch);
+    kt__entries_free(batch, n);
+    ip->freed = ip->next;
+    give_back_below(s->entries, &ip->given, ip->freed * sizeof *s->entries);
 }
 
 static int merge_group(const ref_t *g, size_t m, const input_t *in, kt_kernel_timing_t *t)
@@ -596,10 +598,13 @@ static int merge_entries(input_t *in, size_t n, kt_snapshot_t *o)
             in[refs[k].input].merged[refs[k].entry] = 1;
         for (size_t k = i; k < j && in[refs[k].input].own; k++)
             if (k == i || refs[k].input != refs[k - 1].input)
-                release_merged(&in[refs[k].input]);
+                release_merged(&in[refs[k].input], 0);
         i = j;
         give_back_below(refs, &refs_given, i * sizeof *refs); /* groups done are not read again */
     }
+    for (size_t k = 0; k < n; k++)
+        if (in[k].own)
+            release_merged(&in[k], 1);
     free(refs);
     return rc;
 }
