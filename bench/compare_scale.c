@@ -1,7 +1,7 @@
 /* compare_scale.c — `ktiming compare` at scale: two snapshots of 100,000 kernels (32 samples each, the AFTER
  * side 0-20 % slower per kernel) compared by the CLI as a user runs it; wall seconds and the compare process's
  * peak RSS (wait4 rusage). The bound checked is the issue's: <= 10 s and <= 300 MB. Then two snapshots of
- * 1,000,000 kernels without samples (about 215 bytes a kernel, 215 MB a file: the reader's scale, issue 39.9;
+ * 1,000,000 kernels without samples (about 324 bytes a kernel, 324 MB a file: the reader's scale, issue 39.9;
  * bound <= 15 s and <= 600 MB). `compare_scale --keep` leaves the snapshots in place (for profiling).
  * Last two lines: compare_scale: kernels=100000 seconds=<s> max_rss_mb=<m>
  *                 compare_scale_1m: kernels=1000000 seconds=<s> max_rss_mb=<m>

@@ -645,18 +645,28 @@ static char *fmt_reason(const char *fmt, ...)
     return s;
 }
 
-static uint32_t usable_samples(const kt_kernel_timing_t *t)
+void kt__cmp_entry_of(const kt_kernel_timing_t *t, size_t from, kt__cmp_entry_t *out)
 {
-    return t && t->samples ? t->sample_count : 0;
+    memset(out, 0, sizeof *out);
+    out->name = t->name;
+    out->device = t->device;
+    out->backend = t->backend;
+    out->samples = t->samples;
+    out->sample_count = t->samples ? t->sample_count : 0;
+    out->dispatch_count = t->dispatch_count;
+    out->p50_ns = t->p50_ns;
+    if (t->dispatch_count)
+        out->mean_ns = t->mean_ns > 0.0 ? t->mean_ns : (double)t->total_ns / (double)t->dispatch_count;
+    out->from = from;
 }
 
 /* Fill one side from an entry: statistics of its samples, or its aggregates when it has none. */
-static int fill_side(const kt_kernel_timing_t *t, kt_compare_side_t *side)
+static int fill_side(const kt__cmp_entry_t *t, kt_compare_side_t *side)
 {
     memset(side, 0, sizeof *side);
     if (!t) return 0;
     side->dispatches = t->dispatch_count;
-    side->samples = usable_samples(t);
+    side->samples = t->sample_count;
     if (side->samples) {
         kt_sample_stats_t st;
         int rc = kt_sample_stats(t->samples, side->samples, &st);
@@ -667,7 +677,7 @@ static int fill_side(const kt_kernel_timing_t *t, kt_compare_side_t *side)
         side->stdrel = st.stdrel;
     } else if (t->dispatch_count) {
         side->median_ns = (double)t->p50_ns;
-        side->mean_ns = t->mean_ns > 0.0 ? t->mean_ns : (double)t->total_ns / (double)t->dispatch_count;
+        side->mean_ns = t->mean_ns;
     }
     return 0;
 }
@@ -757,7 +767,7 @@ static void pct_band(double t, char *buf, size_t cap) { snprintf(buf, cap, "%.3g
 
 /* Compute a matched row; reps receives the bootstrap replicates (opts->bootstrap of them) when the row is
  * compared on samples, and *has_reps says so. */
-static int fill_matched(kt_compare_row_t *row, const kt_kernel_timing_t *b, const kt_kernel_timing_t *a,
+static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const kt__cmp_entry_t *a,
                         const kt_compare_opts_t *o, double *reps, int *has_reps, med_cache_t *cache)
 {
     *has_reps = 0;
@@ -845,10 +855,16 @@ static int fill_matched(kt_compare_row_t *row, const kt_kernel_timing_t *b, cons
     return row->reason ? 0 : KT_ENOMEM;
 }
 
-static int fill_key(kt_compare_row_t *row, const kt_kernel_timing_t *t)
+/* The row's copy of s, or with strings (kt__compare_sides) s itself ("" for NULL). */
+static const char *row_str(const kt__cmp_strings_t *strings, const char *s)
 {
-    row->name = dup_str(t->name);
-    row->device = dup_str(t->device);
+    return strings ? (s ? s : "") : dup_str(s);
+}
+
+static int fill_key(kt_compare_row_t *row, const kt__cmp_entry_t *t, const kt__cmp_strings_t *strings)
+{
+    row->name = row_str(strings, t->name);
+    row->device = row_str(strings, t->device);
     row->backend = t->backend;
     row->speedup_median = row->speedup_mean = row->ci_lo = row->ci_hi = NAN;
     row->p_value = row->u = NAN;
@@ -920,13 +936,75 @@ static void summarise(kt_compare_result_t *r, double *gsum, size_t k, double log
                                 o->threshold_pct / 100.0, -1.0, &why);
 }
 
-int kt_compare(const kt_snapshot_t *before, const kt_snapshot_t *after, const kt_compare_opts_t *opts,
-               kt_compare_result_t *out)
+/* ---------------------------------------------------------------------------------------------------
+ * Reasons kept once (kt__cmp_strings_t): a million rows of "no raw samples in either snapshot ..." are one string
+ * ------------------------------------------------------------------------------------------------- */
+
+struct kt__cmp_strings_t {
+    char **slot; /* open addressing, cap a power of 2; NULL = free */
+    size_t cap, used;
+};
+
+kt__cmp_strings_t *kt__cmp_strings_new(void) { return calloc(1, sizeof(kt__cmp_strings_t)); }
+
+void kt__cmp_strings_free(kt__cmp_strings_t *s)
+{
+    if (!s) return;
+    for (size_t i = 0; i < s->cap; i++) free(s->slot[i]);
+    free(s->slot);
+    free(s);
+}
+
+static size_t str_hash(const char *p)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    return (size_t)(h ^ (h >> 32));
+}
+
+const char *kt__cmp_strings_keep(kt__cmp_strings_t *s, char *str)
+{
+    if (!str) return NULL;
+    if (2 * (s->used + 1) > s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        char **slot = calloc(cap, sizeof *slot);
+        if (!slot) {
+            free(str);
+            return NULL;
+        }
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slot[i])
+                for (size_t j = str_hash(s->slot[i]) & (cap - 1);; j = (j + 1) & (cap - 1))
+                    if (!slot[j]) {
+                        slot[j] = s->slot[i];
+                        break;
+                    }
+        free(s->slot);
+        s->slot = slot;
+        s->cap = cap;
+    }
+    size_t j = str_hash(str) & (s->cap - 1);
+    for (; s->slot[j]; j = (j + 1) & (s->cap - 1))
+        if (!strcmp(s->slot[j], str)) {
+            free(str);
+            return s->slot[j];
+        }
+    s->used++;
+    return s->slot[j] = str;
+}
+
+void kt__compare_rows_free(kt_compare_result_t *result)
+{
+    if (!result) return;
+    free(result->rows);
+    memset(result, 0, sizeof *result);
+}
+
+int kt__compare_sides(const kt__cmp_side_t *before, const kt__cmp_side_t *after, const kt_compare_opts_t *opts,
+                      kt__cmp_strings_t *strings, kt_compare_result_t *out)
 {
     if (!out) return KT_EINVAL;
     memset(out, 0, sizeof *out);
-    if (!before || !after || (before->count && !before->entries) || (after->count && !after->entries))
-        return KT_EINVAL;
     int rc = apply_defaults(opts, &out->opts);
     if (rc) return rc;
     const kt_compare_opts_t *o = &out->opts;
@@ -950,26 +1028,26 @@ int kt_compare(const kt_snapshot_t *before, const kt_snapshot_t *after, const kt
         const kt__cmp_pair_t *pr = &pairs[k];
         kt_compare_row_t *row = &out->rows[out->count++];
         if (!pr->a) {
-            if ((rc = fill_key(row, pr->b))) goto done;
+            if ((rc = fill_key(row, pr->b, strings))) goto done;
             row->presence = KT_PRESENT_BEFORE;
             if ((rc = fill_side(pr->b, &row->before))) goto done;
             row->verdict = KT_VERDICT_UNSURE;
             row->reason = dup_str("only in BEFORE");
             out->before_only++;
         } else if (!pr->b) {
-            if ((rc = fill_key(row, pr->a))) goto done;
+            if ((rc = fill_key(row, pr->a, strings))) goto done;
             row->presence = KT_PRESENT_AFTER;
             if ((rc = fill_side(pr->a, &row->after))) goto done;
             row->verdict = KT_VERDICT_UNSURE;
             row->reason = dup_str("only in AFTER");
             out->after_only++;
         } else {
-            const kt_kernel_timing_t *b = pr->b, *a = pr->a;
-            if ((rc = fill_key(row, b))) goto done;
+            const kt__cmp_entry_t *b = pr->b, *a = pr->a;
+            if ((rc = fill_key(row, b, strings))) goto done;
             row->presence = KT_PRESENT_BOTH;
             row->match = pr->match;
             if (a->device && row->device && strcmp(a->device, row->device)) { /* renumbered, relabelled */
-                if (!(row->device_after = dup_str(a->device))) {
+                if (!(row->device_after = row_str(strings, a->device))) {
                     rc = KT_ENOMEM;
                     goto done;
                 }
@@ -990,6 +1068,7 @@ int kt_compare(const kt_snapshot_t *before, const kt_snapshot_t *after, const kt
             case KT_VERDICT_UNSURE: out->unsure++; break;
             }
         }
+        if (strings) row->reason = kt__cmp_strings_keep(strings, (char *)row->reason);
         if (!row->reason) {
             rc = KT_ENOMEM;
             goto done;
@@ -1002,5 +1081,32 @@ done:
     free(gsum);
     free(rep_buf);
     free(pairs);
+    return rc;
+}
+
+/* A snapshot as the narrow records kt__compare_sides reads (pointing into it). */
+static int side_of(const kt_snapshot_t *s, kt__cmp_entry_t **v, kt__cmp_side_t *side)
+{
+    *v = malloc((s->count ? s->count : 1) * sizeof **v);
+    if (!*v) return KT_ENOMEM;
+    for (size_t i = 0; i < s->count; i++) kt__cmp_entry_of(&s->entries[i], i, &(*v)[i]);
+    *side = (kt__cmp_side_t){*v, s->count, s->devices, s->device_count};
+    return 0;
+}
+
+int kt_compare(const kt_snapshot_t *before, const kt_snapshot_t *after, const kt_compare_opts_t *opts,
+               kt_compare_result_t *out)
+{
+    if (!out) return KT_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!before || !after || (before->count && !before->entries) || (after->count && !after->entries))
+        return KT_EINVAL;
+    kt__cmp_entry_t *vb = NULL, *va = NULL;
+    kt__cmp_side_t sb, sa;
+    int rc = side_of(before, &vb, &sb);
+    if (!rc) rc = side_of(after, &va, &sa);
+    if (!rc) rc = kt__compare_sides(&sb, &sa, opts, NULL, out);
+    free(vb);
+    free(va);
     return rc;
 }

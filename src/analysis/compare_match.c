@@ -11,7 +11,7 @@
 
 /* One entry of one side during matching. */
 typedef struct item_t {
-    const kt_kernel_timing_t *e; /* the entry */
+    const kt__cmp_entry_t *e;    /* the entry */
     const kt_device_info_t *d;   /* its device record, NULL if the snapshot has none */
     int matched;
 } item_t;
@@ -79,7 +79,7 @@ static size_t pass_items(item_t *items, size_t count, int p, item_t **v)
     return n;
 }
 
-static item_t *side_items(const kt_snapshot_t *s)
+static item_t *side_items(const kt__cmp_side_t *s)
 {
     item_t *it = calloc(s->count ? s->count : 1, sizeof *it);
     for (size_t i = 0; it && i < s->count; i++) {
@@ -95,7 +95,7 @@ static const char *pair_device(const kt__cmp_pair_t *p) { return (p->b ? p->b : 
 static int pair_cmp(const void *x, const void *y)
 {
     const kt__cmp_pair_t *p = x, *q = y;
-    const kt_kernel_timing_t *a = p->b ? p->b : p->a, *b = q->b ? q->b : q->a;
+    const kt__cmp_entry_t *a = p->b ? p->b : p->a, *b = q->b ? q->b : q->a;
     int c = strcmp(a->name ? a->name : "", b->name ? b->name : "");
     if (c)
         return c;
@@ -106,7 +106,7 @@ static int pair_cmp(const void *x, const void *y)
     return (p->b ? 0 : 1) - (q->b ? 0 : 1); /* BEFORE-only ahead of AFTER-only */
 }
 
-int kt__compare_match(const kt_snapshot_t *before, const kt_snapshot_t *after, kt__cmp_pair_t **out, size_t *n)
+int kt__compare_match(const kt__cmp_side_t *before, const kt__cmp_side_t *after, kt__cmp_pair_t **out, size_t *n)
 {
     *out = NULL;
     *n = 0;

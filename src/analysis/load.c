@@ -4,6 +4,7 @@
 #include <ktiming/analysis.h>
 
 #include "analysis/json_scan.h"
+#include "analysis/load_sink.h"
 #include "shared/shared.h"
 
 #include <cjson/cJSON.h>
@@ -57,6 +58,10 @@ typedef struct load_ctx_t {
     int may_give_back;    /* the text is the loader's own copy (kt_snapshot_parse's, kt_snapshot_load's) */
     int skip_spans;       /* kt_load_opts_t.skip_spans: the span sections are neither read nor checked */
     int version;          /* the document's schema version */
+    const kt__entry_sink_t *sink; /* non-NULL: each entry goes there as it is read, none is kept */
+    size_t sunk;          /* entries given to the sink (what spans' indices are checked against) */
+    kt_kernel_timing_t *spent; /* entries the sink has seen, what it left of them freed a batch at a time */
+    size_t nspent;
 } load_ctx_t;
 
 static void ctx_init(load_ctx_t *c, char *err, size_t errlen)
@@ -1132,6 +1137,9 @@ static int read_entry(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e, size
     return 0;
 }
 
+/* How many entries the document has (kept, or given to the sink). */
+static size_t entries_read(const load_ctx_t *c, const kt_snapshot_t *s) { return c->sink ? c->sunk : s->count; }
+
 static int read_span(load_ctx_t *c, const cJSON *o, kt_span_t *s, const kt_snapshot_t *snap)
 {
     const cJSON *q;
@@ -1148,7 +1156,7 @@ static int read_span(load_ctx_t *c, const cJSON *o, kt_span_t *s, const kt_snaps
     q = member(c, o, "queue", &rc);
     if (rc || (q && !cJSON_IsNull(q) && (rc = get_u32(c, o, "queue", 1, &s->queue))))
         return rc;
-    if (s->entry >= snap->count)
+    if (s->entry >= entries_read(c, snap))
         return fail_member(c, "entry", "index out of range of entries");
     if (s->queue != UINT32_MAX && s->queue >= snap->queue_count)
         return fail_member(c, "queue", "index out of range of queues");
@@ -1333,7 +1341,7 @@ static int read_span_table(load_ctx_t *c, const cJSON *t, kt_snapshot_t *s)
     for (size_t i = 0; i < s->span_count; i++) {
         const kt_span_t *sp = &s->spans[i];
         const char *col = NULL, *why = NULL;
-        if (sp->entry >= s->count)
+        if (sp->entry >= entries_read(c, s))
             col = "entry", why = "index out of range of entries";
         else if (sp->queue != UINT32_MAX && sp->queue >= s->queue_count)
             col = "queue", why = "index out of range of queues";
@@ -1432,6 +1440,8 @@ static int span_pos_cmp(const void *a, const void *b)
     return x->from < y->from ? -1 : x->from > y->from;
 }
 
+#define DUPLICATE_MSG "entries[%zu] and entries[%zu]: the same (name, backend, device) twice"
+
 static int sort_entries(load_ctx_t *c, kt_snapshot_t *s)
 {
     size_t i;
@@ -1463,8 +1473,7 @@ static int sort_entries(load_ctx_t *c, kt_snapshot_t *s)
             break;
     int rc = 0;
     if (i < s->count)
-        rc = fail(c, KT_EPARSE, "entries[%zu] and entries[%zu]: the same (name, backend, device) twice",
-                  tmp[i - 1].from, tmp[i].from);
+        rc = fail(c, KT_EPARSE, DUPLICATE_MSG, tmp[i - 1].from, tmp[i].from);
     free(tmp);
     free(to);
     return rc;
@@ -1619,6 +1628,52 @@ static int read_element(load_ctx_t *c, section_t sec, const cJSON *o, size_t i, 
     }
 }
 
+void kt__entries_free(kt_kernel_timing_t *entries, size_t n)
+{
+    kt_snapshot_t *tmp = n ? calloc(1, sizeof *tmp) : NULL;
+    if (tmp) { /* kt_snapshot_free knows every member an entry owns */
+        tmp->entries = entries;
+        tmp->count = n;
+        kt_snapshot_free(tmp);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) { /* out of memory: what an entry owned when this was written */
+        free((void *)entries[i].name);
+        free((void *)entries[i].device);
+        free(entries[i].samples);
+        free(entries[i].hist);
+        free(entries[i].by_source);
+    }
+    free(entries);
+}
+
+#define SPENT_BATCH 256u
+
+static void spent_flush(load_ctx_t *c)
+{
+    kt__entries_free(c->spent, c->nspent);
+    c->spent = NULL;
+    c->nspent = 0;
+}
+
+/* Entry i of n read into a scratch entry and handed to the sink, which keeps what it needs; what it leaves is
+ * freed with the next batch. */
+static int sink_entry(load_ctx_t *c, const cJSON *o, size_t i, size_t n, const kt_snapshot_t *s)
+{
+    if (!c->spent && !(c->spent = malloc(SPENT_BATCH * sizeof *c->spent)))
+        return fail(c, KT_ENOMEM, "out of memory");
+    kt_kernel_timing_t *e = &c->spent[c->nspent++];
+    memset(e, 0, sizeof *e);
+    int rc = read_entry(c, o, e, s->source_count);
+    if (!rc && (rc = c->sink->take(c->sink->user, e, i, n)))
+        rc = fail(c, rc, "out of memory");
+    if (c->nspent == SPENT_BATCH)
+        spent_flush(c);
+    if (!rc)
+        c->sunk = i + 1;
+    return rc;
+}
+
 /* One section: its array allocated, then each element read (and, for the large ones, parsed) in turn. */
 static int read_section(load_ctx_t *c, const cJSON *root, section_t sec, kt_snapshot_t *s)
 {
@@ -1649,14 +1704,16 @@ static int read_section(load_ctx_t *c, const cJSON *root, section_t sec, kt_snap
         if (table)
             return fail(c, KT_EPARSE, "spans and span_table: only one may hold spans");
     }
-    if ((rc = alloc_array(c, arrays[sec], n, kSec[sec].size)))
+    int sunk = sec == SEC_ENTRIES && c->sink;
+    if (!sunk && (rc = alloc_array(c, arrays[sec], n, kSec[sec].size)))
         return rc;
-    *counts[sec] = n; /* only now: kt_snapshot_free() walks entries[0..count) */
+    if (!sunk)
+        *counts[sec] = n; /* only now: kt_snapshot_free() walks entries[0..count) */
     for (size_t i = 0; i < n; i++) {
         if ((rc = elems_next(c, &e, &it)))
             break;
         set_where(c, kSec[sec].key, i);
-        if ((rc = read_element(c, sec, it, i, s)))
+        if ((rc = sunk ? sink_entry(c, it, i, n, s) : read_element(c, sec, it, i, s)))
             break;
     }
     elems_release(c, &e);
@@ -1879,6 +1936,7 @@ static int parse_text(load_ctx_t *c, const char *text, size_t len, kt_snapshot_t
     c->idx_n = c->idx_cap = 0;
     kt__json_arrays_free(c->lazy, LAZY_COUNT);
     fast_free(c);
+    spent_flush(c);
     if (rc) {
         kt_snapshot_free(snap);
         return rc;
@@ -1989,8 +2047,37 @@ int kt_snapshot_load_max(const char *path, size_t max_bytes, kt_snapshot_t **out
     return kt_snapshot_load_opts(path, &o, out, errbuf, errlen);
 }
 
+int kt__load_duplicate_error(const char *path, size_t first, size_t second, char *errbuf, size_t errlen)
+{
+    load_ctx_t c;
+    ctx_init(&c, errbuf, errlen);
+    char msg[160];
+    snprintf(msg, sizeof msg, DUPLICATE_MSG, first, second);
+    return fail(&c, KT_EPARSE, "%s: %s", path, msg);
+}
+
+static int load_file(const char *path, const kt_load_opts_t *opts, const kt__entry_sink_t *sink, kt_snapshot_t **out,
+                     char *errbuf, size_t errlen);
+
 int kt_snapshot_load_opts(const char *path, const kt_load_opts_t *opts, kt_snapshot_t **out, char *errbuf,
                           size_t errlen)
+{
+    return load_file(path, opts, NULL, out, errbuf, errlen);
+}
+
+int kt__snapshot_load_sink(const char *path, const kt_load_opts_t *opts, const kt__entry_sink_t *sink,
+                           kt_snapshot_t **out, char *errbuf, size_t errlen)
+{
+    if (!sink || !sink->take) {
+        load_ctx_t c;
+        ctx_init(&c, errbuf, errlen);
+        return fail(&c, KT_EINVAL, "no entry sink");
+    }
+    return load_file(path, opts, sink, out, errbuf, errlen);
+}
+
+static int load_file(const char *path, const kt_load_opts_t *opts, const kt__entry_sink_t *sink, kt_snapshot_t **out,
+                     char *errbuf, size_t errlen)
 {
     size_t max_bytes = opts && opts->max_bytes ? opts->max_bytes : KT_SNAPSHOT_MAX_INPUT_DEFAULT;
     load_ctx_t c;
@@ -2039,6 +2126,7 @@ int kt_snapshot_load_opts(const char *path, const kt_load_opts_t *opts, kt_snaps
     load_ctx_t pc;
     ctx_init(&pc, msg, sizeof msg);
     pc.skip_spans = opts && opts->skip_spans;
+    pc.sink = sink;
     if (len == 0) {
         rc = fail(&pc, KT_EPARSE, "empty input: expected a JSON object");
     } else {

@@ -2,12 +2,16 @@
  * carries what exactness needs (see ktiming/analysis.h for the rules). */
 #include <ktiming/analysis.h>
 
+#include "analysis/load_sink.h"
+#include "analysis/merge_consume.h"
 #include "shared/shared.h"
 #include "core/device_label.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* Reservoir size kept when no input's reservoir was full (kt_desc_t.sample_capacity's default). */
 #define MERGE_SAMPLES_DEFAULT 1024u
@@ -31,6 +35,12 @@ typedef struct input_t {
     uint32_t queue_base;       /* its first queue in the result */
     uint32_t *entry_map;       /* its entry index -> the result's */
     uint32_t *dev_map;         /* its device index -> the result's */
+    kt_snapshot_t *own;        /* kt__snapshot_merge_consume: the same snapshot, whose entries are released as
+                                  they are merged (NULL: kt_snapshot_merge, the inputs are left as they are) */
+    uint8_t *merged;           /* own: which of its entries are merged */
+    size_t next;               /* own: entries below this are merged */
+    size_t freed;              /* own: entries below this are released (a batch behind next) */
+    size_t given;              /* own: bytes of its entries array given back to the system */
 } input_t;
 
 /* A reservoir being drawn from. */
@@ -261,6 +271,44 @@ static int merge_samples(const ref_t *g, size_t m, kt_kernel_timing_t *t, uint64
 }
 
 /* One merged entry from the group g[0..m) (all the same triple, ascending by input). */
+/* Gives the whole pages of base[0..upto) above base + *given back to the system (MADV_DONTNEED: they read as zeros
+ * from then on) and moves *given up to the last of them. */
+static void give_back_below(const void *base, size_t *given, size_t upto)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        return;
+    uintptr_t b = (uintptr_t)base, lo = (b + *given + (uintptr_t)page - 1) & ~((uintptr_t)page - 1),
+              hi = (b + upto) & ~((uintptr_t)page - 1);
+    if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0)
+        *given = hi - b;
+}
+
+#define RELEASE_BATCH 256u
+
+/* Input ip's entries merged so far, from the lowest not yet released up, once they are a batch (or all = 1):
+ * what they own freed (kt__entries_free, which frees what kt_snapshot_free does) and the entries zeroed, so
+ * kt_snapshot_free of the input later finds nothing in them; and the whole pages of the array they fill given
+ * back to the system (MADV_DONTNEED: they read as zeros from then on). An input of 1,000,000 kernels then
+ * shrinks as the merged snapshot grows, instead of both being held at once. */
+static void release_merged(input_t *ip, int all)
+{
+    kt_snapshot_t *s = ip->own;
+    while (ip->next < s->count && ip->merged[ip->next])
+        ip->next++;
+    size_t n = ip->next - ip->freed;
+    if (!n || (!all && n < RELEASE_BATCH))
+        return;
+    kt_kernel_timing_t *batch = malloc(n * sizeof *batch);
+    if (!batch) /* kept: kt_snapshot_free of the input releases them */
+        return;
+    memcpy(batch, &s->entries[ip->freed], n * sizeof *batch);
+    memset(&s->entries[ip->freed], 0, n * sizeof *batch);
+    kt__entries_free(batch, n);
+    ip->freed = ip->next;
+    give_back_below(s->entries, &ip->given, ip->freed * sizeof *s->entries);
+}
+
 static int merge_group(const ref_t *g, size_t m, const input_t *in, kt_kernel_timing_t *t)
 {
     unsigned __int128 sum = 0, sq = 0;
@@ -269,8 +317,19 @@ static int merge_group(const ref_t *g, size_t m, const input_t *in, kt_kernel_ti
     size_t nsrc = 0;
     memset(t, 0, sizeof *t);
     t->backend = g[0].e->backend;
-    t->name = strdup(g[0].e->name);
-    t->device = strdup(g[0].device);
+    kt_kernel_timing_t *first = in[g[0].input].own ? &in[g[0].input].own->entries[g[0].entry] : NULL;
+    if (first) { /* the input's strings are released after the group anyway: taken, not copied */
+        t->name = first->name;
+        first->name = NULL;
+        if (g[0].device == first->device) { /* its own label, not a device record's */
+            t->device = first->device;
+            first->device = NULL;
+        }
+    } else {
+        t->name = strdup(g[0].e->name);
+    }
+    if (!t->device)
+        t->device = strdup(g[0].device);
     if (!t->name || !t->device)
         return KT_ENOMEM;
     for (size_t i = 0; i < m; i++) {
@@ -548,6 +607,7 @@ static int merge_entries(input_t *in, size_t n, kt_snapshot_t *o)
         return KT_ENOMEM;
     }
     int rc = 0;
+    size_t refs_given = 0;
     for (size_t i = 0; i < total && !rc;) {
         size_t j = i + 1;
         while (j < total && !ref_order(&refs[i], &refs[j]))
@@ -556,8 +616,17 @@ static int merge_entries(input_t *in, size_t n, kt_snapshot_t *o)
             in[refs[k].input].entry_map[refs[k].entry] = (uint32_t)o->count;
         rc = merge_group(refs + i, j - i, in, &o->entries[o->count]);
         o->count++; /* also on failure: kt_snapshot_free releases what the entry holds */
+        for (size_t k = i; k < j && in[refs[k].input].own; k++)
+            in[refs[k].input].merged[refs[k].entry] = 1;
+        for (size_t k = i; k < j && in[refs[k].input].own; k++)
+            if (k == i || refs[k].input != refs[k - 1].input)
+                release_merged(&in[refs[k].input], 0);
         i = j;
+        give_back_below(refs, &refs_given, i * sizeof *refs); /* groups done are not read again */
     }
+    for (size_t k = 0; k < n; k++)
+        if (in[k].own)
+            release_merged(&in[k], 1);
     free(refs);
     return rc;
 }
@@ -607,7 +676,22 @@ static int merge_spans(const input_t *in, size_t n, kt_snapshot_t *o)
     return 0;
 }
 
+static int merge_any(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *own, size_t n,
+                     const kt_merge_opts_t *opts, kt_snapshot_t **out);
+
 int kt_snapshot_merge(const kt_snapshot_t *const *inputs, size_t n, const kt_merge_opts_t *opts, kt_snapshot_t **out)
+{
+    return merge_any(inputs, NULL, n, opts, out);
+}
+
+int kt__snapshot_merge_consume(kt_snapshot_t *const *inputs, size_t n, const kt_merge_opts_t *opts,
+                               kt_snapshot_t **out)
+{
+    return merge_any((const kt_snapshot_t *const *)inputs, inputs, n, opts, out);
+}
+
+static int merge_any(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *own, size_t n,
+                     const kt_merge_opts_t *opts, kt_snapshot_t **out)
 {
     if (!out)
         return KT_EINVAL;
@@ -628,6 +712,16 @@ int kt_snapshot_merge(const kt_snapshot_t *const *inputs, size_t n, const kt_mer
     for (size_t i = 0; i < n; i++) {
         const kt_snapshot_t *s = inputs[i];
         in[i].s = s;
+        if (own && s->count) {
+            in[i].own = own[i];
+            if (!(in[i].merged = calloc(s->count, 1))) {
+                for (size_t k = 0; k < i; k++)
+                    free(in[k].merged);
+                free(in);
+                free(o);
+                return KT_ENOMEM;
+            }
+        }
         in[i].offset = opts && opts->offset_ns ? opts->offset_ns[i] : 0;
         if (opts && opts->bound_ns)
             in[i].bound = opts->bound_ns[i];
@@ -654,6 +748,7 @@ int kt_snapshot_merge(const kt_snapshot_t *const *inputs, size_t n, const kt_mer
     for (size_t i = 0; i < n; i++) {
         free(in[i].entry_map);
         free(in[i].dev_map);
+        free(in[i].merged);
     }
     free(in);
     if (rc) {

@@ -2,6 +2,8 @@
  * one, with every source's spans kept and per-rank load balance available (`--by-rank`). */
 #include "cli.h"
 
+#include "analysis/merge_consume.h" /* the inputs released as they are merged: one copy of the kernels held */
+
 #include <errno.h>
 #include <inttypes.h>
 #include <getopt.h>
@@ -118,8 +120,7 @@ int ktcli_cmd_merge(int argc, char **argv)
         fprintf(stderr, "ktiming merge: %s\n", err);
     if (!rc && !allow_same && report_same_process(in, n, argv + optind))
         rc = KT_EINVAL;
-    else if (!rc && (rc = kt_snapshot_merge((const kt_snapshot_t *const *)in, n,
-                                                &(kt_merge_opts_t){.by_model = by_model}, &merged)))
+    else if (!rc && (rc = kt__snapshot_merge_consume(in, n, &(kt_merge_opts_t){.by_model = by_model}, &merged)))
         fprintf(stderr, "ktiming merge: %s\n", kt_strerror(rc));
     for (size_t i = 0; in && i < n; i++)
         kt_snapshot_free(in[i]);

@@ -1,0 +1,198 @@
+/* compare_files.c — `ktiming compare` of two files without holding two snapshots (compare_files.h): each entry
+ * is read by the loader's sink (load_sink.h) into a narrow record, its name into a block of names, its device
+ * label kept once, its samples taken as they are; the rest of the entry is freed as soon as it is read. */
+#include "analysis/compare_files.h"
+
+#include "analysis/compare_match.h"
+#include "analysis/load_sink.h"
+
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAME_BLOCK ((size_t)1 << 20)
+
+/* Names, packed: one allocation per MiB instead of one per kernel. */
+typedef struct name_block_t {
+    struct name_block_t *next;
+    size_t used, cap;
+    char data[];
+} name_block_t;
+
+/* One file as read. */
+typedef struct file_side_t {
+    kt__cmp_entry_t *v; /* its kernels, in the loader's order (name, backend, device) */
+    size_t n;
+    kt_snapshot_t *meta; /* everything but the entries (devices) */
+} file_side_t;
+
+struct kt__cmp_files_t {
+    file_side_t side[2];
+    name_block_t *names;
+    kt__cmp_strings_t *strings; /* device labels and the rows' reasons, each kept once */
+};
+
+static const char *name_copy(kt__cmp_files_t *f, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    name_block_t *b = f->names;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > NAME_BLOCK ? n : NAME_BLOCK;
+        if (!(b = malloc(sizeof *b + cap)))
+            return NULL;
+        b->next = f->names;
+        b->used = 0;
+        b->cap = cap;
+        f->names = b;
+    }
+    char *d = b->data + b->used;
+    memcpy(d, s, n);
+    b->used += n;
+    return d;
+}
+
+/* The loader's sink: entry i of count, kept as a narrow record. */
+typedef struct sink_ctx_t {
+    kt__cmp_files_t *f;
+    file_side_t *side;
+} sink_ctx_t;
+
+static int take(void *user, kt_kernel_timing_t *e, size_t i, size_t count)
+{
+    sink_ctx_t *s = user;
+    file_side_t *side = s->side;
+    if (!side->v && !(side->v = malloc(count * sizeof *side->v)))
+        return KT_ENOMEM;
+    kt__cmp_entry_t *r = &side->v[i];
+    kt__cmp_entry_of(e, i, r);
+    r->name = name_copy(s->f, e->name ? e->name : "");
+    char *dev = (char *)e->device;
+    e->device = NULL; /* taken: kept, or freed when the label is kept already */
+    r->device = dev ? kt__cmp_strings_keep(s->f->strings, dev) : NULL;
+    if (!r->name || (dev && !r->device))
+        return KT_ENOMEM;
+    e->samples = NULL; /* taken: r->samples */
+    side->n = i + 1;
+    return 0;
+}
+
+static int entry_cmp(const void *x, const void *y)
+{
+    const kt__cmp_entry_t *a = x, *b = y;
+    int r = strcmp(a->name, b->name);
+    if (!r && a->backend != b->backend)
+        r = a->backend < b->backend ? -1 : 1;
+    if (!r)
+        r = strcmp(a->device ? a->device : "", b->device ? b->device : "");
+    return r ? r : (a->from < b->from ? -1 : a->from > b->from);
+}
+
+/* Equal keys (the from index aside). */
+static int same_key(const kt__cmp_entry_t *a, const kt__cmp_entry_t *b)
+{
+    return a->backend == b->backend && !strcmp(a->name, b->name) &&
+           !strcmp(a->device ? a->device : "", b->device ? b->device : "");
+}
+
+/* In the loader's order, and refused as it refuses the same (name, backend, device) twice. */
+static int order(file_side_t *side, const char *path, char *errbuf, size_t errlen)
+{
+    size_t i;
+    for (i = 1; i < side->n && entry_cmp(&side->v[i - 1], &side->v[i]) < 0; i++)
+        ;
+    if (i < side->n)
+        qsort(side->v, side->n, sizeof *side->v, entry_cmp);
+    for (i = 1; i < side->n; i++)
+        if (same_key(&side->v[i - 1], &side->v[i]))
+            return kt__load_duplicate_error(path, side->v[i - 1].from, side->v[i].from, errbuf, errlen);
+    return 0;
+}
+
+/* Keeps the kernels whose name matches glob (ktiming's --filter). */
+static void filter(file_side_t *side, const char *glob)
+{
+    if (!glob || !*glob)
+        return;
+    size_t kept = 0;
+    for (size_t i = 0; i < side->n; i++) {
+        if (fnmatch(glob, side->v[i].name, 0) == 0)
+            side->v[kept++] = side->v[i];
+        else
+            free((void *)side->v[i].samples);
+    }
+    side->n = kept;
+}
+
+static int load_side(kt__cmp_files_t *f, file_side_t *side, const char *path, size_t max_bytes, char *errbuf,
+                     size_t errlen)
+{
+    sink_ctx_t ctx = {f, side};
+    kt__entry_sink_t sink = {take, &ctx};
+    kt_load_opts_t o = {.max_bytes = max_bytes};
+    int rc = kt__snapshot_load_sink(path, &o, &sink, &side->meta, errbuf, errlen);
+    if (rc)
+        return rc;
+    free(side->meta->spans); /* read and checked; a comparison has no use for them */
+    side->meta->spans = NULL;
+    side->meta->span_count = 0;
+    return order(side, path, errbuf, errlen);
+}
+
+int kt__compare_files_load(const char *before, const char *after, size_t max_bytes, const char *glob,
+                           kt__cmp_files_t **out, char *errbuf, size_t errlen)
+{
+    if (errbuf && errlen)
+        errbuf[0] = '\0';
+    if (!out)
+        return KT_EINVAL;
+    *out = NULL;
+    kt__cmp_files_t *f = calloc(1, sizeof *f);
+    if (!f || !(f->strings = kt__cmp_strings_new())) {
+        free(f);
+        return KT_ENOMEM;
+    }
+    const char *paths[2] = {before, after};
+    int rc = 0;
+    for (int k = 0; k < 2 && !rc; k++)
+        rc = load_side(f, &f->side[k], paths[k], max_bytes, errbuf, errlen);
+    if (rc) {
+        kt__compare_files_free(f, NULL);
+        return rc;
+    }
+    filter(&f->side[0], glob);
+    filter(&f->side[1], glob);
+    *out = f;
+    return 0;
+}
+
+int kt__compare_files(kt__cmp_files_t *f, const kt_compare_opts_t *opts, kt_compare_result_t *out)
+{
+    if (!f) {
+        if (out)
+            memset(out, 0, sizeof *out);
+        return KT_EINVAL;
+    }
+    kt__cmp_side_t s[2];
+    for (int k = 0; k < 2; k++)
+        s[k] = (kt__cmp_side_t){f->side[k].v, f->side[k].n, f->side[k].meta->devices, f->side[k].meta->device_count};
+    return kt__compare_sides(&s[0], &s[1], opts, f->strings, out);
+}
+
+void kt__compare_files_free(kt__cmp_files_t *f, kt_compare_result_t *result)
+{
+    kt__compare_rows_free(result);
+    if (!f)
+        return;
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; i < f->side[k].n; i++)
+            free((void *)f->side[k].v[i].samples);
+        free(f->side[k].v);
+        kt_snapshot_free(f->side[k].meta);
+    }
+    for (name_block_t *b = f->names, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+    kt__cmp_strings_free(f->strings);
+    free(f);
+}
