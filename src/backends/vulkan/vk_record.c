@@ -235,6 +235,8 @@ int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
     if (slot != KT__VK_SLOT_DROPPED) {
         ctx->slots[slot].state = KT__VK_SLOT_CLOSED;
         ctx->slots[slot].copy_pending = ctx->copy_at_end;
+        if (!ctx->per_submit) /* its submission is not seen: owed from here (kt__vk_inflight_arm) */
+            kt__vk_inflight_arm(&ctx->slots[slot].inflight, ctx->slots[slot].kernel);
         if (!ctx->copy_readback)
             wake = ctx->closed_unread++ == 0;
     }
@@ -299,10 +301,12 @@ int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
         if (!n && pair != KT__VK_NONE)
             ctx->vk.vkCmdWriteTimestamp(cmd, ctx->batch_end_stage, ctx->pool, 2 * pair + 1);
         s->copy_pending = 0;
-        if (pair != KT__VK_NONE)
-            s->own_copy = 1;
-        else
+        if (pair != KT__VK_NONE) {
+            s->own_copy = 1; /* counted in flight when a submission arms it */
+        } else {
             s->self_copy = 1;
+            kt__vk_inflight_arm(&s->inflight, s->kernel);
+        }
         kt__vk_record_copy(ctx, cmd, i);
         n++;
     }

@@ -286,6 +286,7 @@ static void plan_commit_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, uint64_
             x->kernel = ctx->submit_kernel;
             x->slot = p->batch_slot;
         }
+        kt__vk_inflight_arm(&x->inflight, x->kernel);
         ctx->exec_pending++;
     }
     atomic_fetch_add(&ctx->begun, p->nexec);
@@ -313,6 +314,7 @@ static void plan_arm_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, const VkCo
         s->self_copy = 1;
         s->executions++;
         s->lane = lane;
+        kt__vk_inflight_arm(&s->inflight, s->kernel);
         /* the dispatch whose begin is the pair's: read with it (vk_context.c pair_pending) */
         int first = p->direct && ctx->slots[p->pair].pair_first == i;
         s->batch_pair = first ? p->pair : KT__VK_NONE;
