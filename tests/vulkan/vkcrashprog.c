@@ -14,6 +14,13 @@
  *     `destroyed` (B dispatches submitted on a second VkDevice, destroyed at once without a wait); then SIGKILL
  *     to itself: nothing may be left counted in flight.
  *   vkcrashprog [--validation] probe 0 0: exits 0 when it could make its device.
+ * Built a second time with VKC_API (kt_vkcrashprog_api, linked with ktiming, run with `--vulkan off`): the same
+ * through the backend's own API, no layer, in the readback mode VKCRASH_READBACK names (copy or thread):
+ *   segv|kill: `gated_a` A times and `gated_b` B times (kt_vk_begin/kt_vk_end) behind the event, in one
+ *     one-time command buffer submitted with a plain vkQueueSubmit; A + B dispatches in flight.
+ *   settled: `once` A dispatches submitted, waited for and collected (kt_vk_collect_wait); `unsent` B
+ *     dispatches recorded, never submitted, discarded (kt_vk_discard); `destroyed` B dispatches recorded into a
+ *     command buffer of a context destroyed before it was submitted; then SIGKILL.
  *   Prints "validation messages: N" before dying (settled: before the destroy in flight, invalid usage on purpose) (--validation: VK_LAYER_KHRONOS_validation, warnings and errors).
  *   Exit 77: no Vulkan device with a compute queue (or no validation layer with --validation). */
 #define VK_NO_PROTOTYPES
@@ -27,6 +34,12 @@
 #include <string.h>
 
 #include "vkcrash_spv.h"
+
+#ifdef VKC_API
+#include <ktiming.h>
+#include <ktiming/vk.h>
+static VkInstance g_inst;
+#endif
 
 #define VKC_INSTANCE_FUNCS(X)                                                                                    \
     X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceQueueFamilyProperties)                                    \
@@ -229,6 +242,80 @@ static void wait_reset(const vkc_dev_t *d, VkFence f)
     CHECK(vkResetFences(d->dev, 1, &f));
 }
 
+#ifdef VKC_API
+/* A context of the backend's own on d, in the readback mode VKCRASH_READBACK names. */
+static kt_vk_ctx_t *ctx_new(const vkc_dev_t *d)
+{
+    const char *mode = getenv("VKCRASH_READBACK");
+    kt_vk_desc_t desc = {.instance = g_inst, .physical_device = g_pd, .device = d->dev,
+                         .queue_family = d->family, .queue = d->queue,
+                         .get_instance_proc_addr = vkGetInstanceProcAddr,
+                         .readback = mode && !strcmp(mode, "thread") ? KT_VK_READBACK_THREAD : KT_VK_READBACK_COPY,
+                         .instance_api_version = VK_API_VERSION_1_1};
+    kt_vk_ctx_t *ctx = NULL;
+    if (kt_vk_ctx_create(&desc, &ctx) != 0) {
+        fprintf(stderr, "vkcrashprog: kt_vk_ctx_create failed\n");
+        exit(1);
+    }
+    return ctx;
+}
+
+/* With `begin`: begins c (one-time), behind `gate` when given, p bound; then n timed dispatches of `name`. */
+static void record_api(const vkc_dev_t *d, kt_vk_ctx_t *ctx, VkCommandBuffer c, int begin, VkEvent gate,
+                       VkPipeline p, const char *name, int n)
+{
+    if (begin)
+        record(d, c, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, gate, p, 0);
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+    for (int i = 0; i < n; i++) {
+        kt_vk_begin(ctx, c, name);
+        vkCmdDispatch(c, 4, 1, 1);
+        kt_vk_end(ctx, c);
+        vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb,
+                             0, NULL, 0, NULL);
+    }
+}
+
+static void gated(const vkc_dev_t *d, int na, int nb)
+{
+    VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
+    VkEvent gate;
+    CHECK(vkCreateEvent(d->dev, &eci, NULL, &gate));
+    kt_vk_ctx_t *ctx = ctx_new(d);
+    VkCommandBuffer c = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
+    VkPipeline p = pipeline(d, "p");
+    record_api(d, ctx, c, 1, gate, p, "gated_a", na);
+    record_api(d, ctx, c, 0, VK_NULL_HANDLE, p, "gated_b", nb);
+    CHECK(vkEndCommandBuffer(c));
+    submit(d, 1, &c, VK_NULL_HANDLE);
+}
+
+static void settled(const vkc_dev_t *d, int na, int nb)
+{
+    kt_vk_ctx_t *ctx = ctx_new(d);
+    VkFence f = fence_new(d);
+    VkPipeline p = pipeline(d, "p");
+    VkCommandBuffer c = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
+    record_api(d, ctx, c, 1, VK_NULL_HANDLE, p, "once", na);
+    CHECK(vkEndCommandBuffer(c));
+    submit(d, 1, &c, f);
+    wait_reset(d, f);
+    kt_vk_collect_wait(ctx, UINT64_C(10000000000));
+    kt_vk_discard(ctx, c);
+    record_api(d, ctx, c, 1, VK_NULL_HANDLE, p, "unsent", nb);
+    CHECK(vkEndCommandBuffer(c));
+    kt_vk_discard(ctx, c);
+    CHECK(vkResetCommandBuffer(c, 0));
+    kt_vk_ctx_t *gone = ctx_new(d);
+    record_api(d, gone, c, 1, VK_NULL_HANDLE, p, "destroyed", nb);
+    CHECK(vkEndCommandBuffer(c));
+    kt_vk_ctx_destroy(gone);
+    CHECK(vkDeviceWaitIdle(d->dev));
+    printf("validation messages: %d\n", __atomic_load_n(&g_messages, __ATOMIC_RELAXED));
+    fflush(stdout);
+}
+#else
 /* segv / kill: A + B dispatches behind an event never set. */
 static void gated(const vkc_dev_t *d, int na, int nb)
 {
@@ -320,6 +407,8 @@ static void settled(const vkc_dev_t *d, int na, int nb)
     CHECK(vkDeviceWaitIdle(d->dev));
 }
 
+#endif
+
 int main(int argc, char **argv)
 {
     int validation = argc > 1 && !strcmp(argv[1], "--validation");
@@ -344,6 +433,9 @@ int main(int argc, char **argv)
     VkInstance inst;
     if (!create || create(&ici, NULL, &inst) != VK_SUCCESS)
         return 77;
+#ifdef VKC_API
+    g_inst = inst;
+#endif
 #define VKC_LOAD_I(fn) *(void **)&fn = (void *)vkGetInstanceProcAddr(inst, #fn);
     VKC_INSTANCE_FUNCS(VKC_LOAD_I)
 #undef VKC_LOAD_I
