@@ -156,9 +156,13 @@ typedef struct kt__vk_exec_t {
     kt_kernel_id_t inflight; /* counted in flight from its submission until recorded or freed (0: not) */
 } kt__vk_exec_t;
 
-/* per_submission: a vkQueueSubmit of ours in flight: its command buffers are reused once `fence` signalled. */
+/* per_submission: ktiming's command buffers of one vkQueueSubmit in flight, reused once a fence of ours on that
+ * queue signalled: `fence` (the submission's own, when the program passed none), or, for a submission with the
+ * program's fence (VK_NULL_HANDLE here), the next fence of ours on the queue (a fence's signal covers every
+ * earlier submission to its queue; vk_submit.c reclaim_locked). */
 typedef struct kt__vk_sub_t {
     VkFence fence;
+    VkQueue queue;
     uint32_t ncmds;
     VkCommandBuffer *cmds;   /* malloc'ed */
 } kt__vk_sub_t;
