@@ -11,6 +11,7 @@
 
 #include "empty_spv.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,7 +109,47 @@ static double quantile(uint64_t *lat, int n, double q)
     return (double)lat[(int)(q * (n - 1) + 0.5)];
 }
 
-/* `vulkan_latency timed|untimed|floor [cycles]`: that variant alone, for profilers (perf, strace); no verdict. */
+/* This process's threads: id, name and voluntary context switches (each one a sleep, so the next run of that
+ * thread was a wake-up); how many were read. */
+#define LAT_THREADS 64
+typedef struct lat_thread_t {
+    long tid;
+    char comm[32];
+    unsigned long long vol;
+} lat_thread_t;
+
+static int threads_read(lat_thread_t *t, int max)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    for (struct dirent *e; d && n < max && (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], line[128];
+        t[n] = (lat_thread_t){.tid = atol(e->d_name)};
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f && fgets(t[n].comm, sizeof t[n].comm, f))
+            t[n].comm[strcspn(t[n].comm, "\n")] = 0;
+        if (f)
+            fclose(f);
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+        f = fopen(path, "r");
+        while (f && fgets(line, sizeof line, f))
+            if (sscanf(line, "voluntary_ctxt_switches: %llu", &t[n].vol) == 1)
+                break;
+        if (f)
+            fclose(f);
+        n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* `vulkan_latency timed|untimed|floor|reuse-timed|reuse-untimed [cycles]`: that variant alone, for profilers
+ * (perf, strace); no verdict. Then, per thread of the process, its voluntary context switches per cycle during
+ * the run: how often each was woken (the program's own thread sleeps in its fence wait once per cycle). */
 static int run_one(lat_dev_t *plain, lat_dev_t *layered, const char *which, int cycles)
 {
     int v = !strcmp(which, "timed")           ? TIMED
@@ -124,7 +165,15 @@ static int run_one(lat_dev_t *plain, lat_dev_t *layered, const char *which, int 
     static uint64_t lat[ROUNDS * PER_ROUND];
     if (cycles < 1 || cycles > ROUNDS * PER_ROUND)
         cycles = ROUNDS * PER_ROUND;
+    static lat_thread_t t0[LAT_THREADS], t1[LAT_THREADS];
+    int n0 = threads_read(t0, LAT_THREADS);
     run(v == TIMED || v == REUSE_TIMED ? layered : plain, v == FLOOR, v >= REUSE_UNTIMED, lat, cycles);
+    int n1 = threads_read(t1, LAT_THREADS);
+    for (int i = 0; i < n1; i++)
+        for (int k = 0; k < n0; k++)
+            if (t0[k].tid == t1[i].tid && t1[i].vol > t0[k].vol)
+                printf("  thread %-16s %.2f wake-ups per cycle\n", t1[i].comm,
+                       (double)(t1[i].vol - t0[k].vol) / cycles);
     printf("%s: median of %d cycles %.1f us\n", which, cycles, quantile(lat, cycles, 0.5) / 1e3);
     return 0;
 }
