@@ -9,6 +9,8 @@
  * Built a second time with VKC_API (test_vk_run_inflight_api): the same through the backend's own API
  * (kt_vk_begin/kt_vk_end, no layer: `ktiming run --vulkan off`), in the readback mode VKCRASH_READBACK names;
  * no batches there (no per-submission timing), and settled ends by collection, discard and context destroy.
+ * Also launch configurations (issue 40.2, `configs`): one pipeline dispatched with two group counts, a
+ * vkCmdDispatchBase and a vkCmdDispatchIndirect, exact counts per configuration in the program's own snapshot.
  * Counts only. Exits 77 without a Vulkan device. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -80,7 +82,8 @@ static kt_snapshot_t *run_prog(const char *mode, int status, const char *ended, 
     int rc = kt_snapshot_load(out, &s, err, sizeof err);
     if (rc != 0)
         fail_msg("load %s: %s", out, err);
-    assert_string_equal(s->ended, ended);
+    if (ended) /* how a dead program ended */
+        assert_string_equal(s->ended, ended);
     free(errf);
     free(outf);
     free(out);
@@ -149,13 +152,57 @@ static void test_settled(void **state)
     done(s, dir);
 }
 
+/* The configuration with kind and group counts x, y, z of t (NULL: none). */
+static const kt_config_timing_t *config(const kt_kernel_timing_t *t, uint32_t kind, uint64_t x, uint64_t y,
+                                        uint64_t z)
+{
+    for (uint32_t i = 0; i < t->config_count; i++) {
+        const kt_launch_t *l = &t->configs[i].launch;
+        if (l->kind == kind && (kind == KT_LAUNCH_INDIRECT || (l->dims == 3 && l->size[0] == x &&
+                                                               l->size[1] == y && l->size[2] == z)))
+            return &t->configs[i];
+    }
+    return NULL;
+}
+
+/* Issue 40.2: one pipeline launched with different group counts: each configuration counted exactly, the base of
+ * vkCmdDispatchBase not in its counts, vkCmdDispatchIndirect as "indirect". Through the layer every execution of
+ * a reusable recording and a one-time primary's own dispatch carry theirs; through the API kt_vk_launch does. */
+static void test_configs(void **state)
+{
+    (void)state;
+    if (g_skip)
+        skip();
+    char *dir;
+    kt_snapshot_t *s = run_prog("configs", 0, NULL, 0, &dir);
+    const kt_kernel_timing_t *t = kt_snapshot_find(s, "cfg", KT_BACKEND_VULKAN, NULL);
+    assert_non_null(t);
+#ifdef VKC_API
+    const uint64_t want[4] = {3, 2, 1, 1}; /* 4x1x1, 8x2x1, 2x1x1, indirect: submitted once */
+#else
+    const uint64_t want[4] = {7, 4, 2, 2}; /* twice, and 4x1x1 once more in a one-time primary */
+#endif
+    assert_int_equal(t->dispatch_count, want[0] + want[1] + want[2] + want[3]);
+    assert_int_equal(t->dropped, 0);
+    assert_int_equal(t->config_count, 4);
+    const kt_config_timing_t *c[4] = {config(t, KT_LAUNCH_GROUPS, 4, 1, 1), config(t, KT_LAUNCH_GROUPS, 8, 2, 1),
+                                      config(t, KT_LAUNCH_GROUPS, 2, 1, 1), config(t, KT_LAUNCH_INDIRECT, 0, 0, 0)};
+    for (int i = 0; i < 4; i++) {
+        if (!c[i])
+            fail_msg("configuration %d missing", i);
+        assert_int_equal(c[i]->dispatch_count, want[i]);
+        assert_true(c[i]->min_ns <= c[i]->max_ns && c[i]->total_ns >= c[i]->min_ns);
+    }
+    done(s, dir);
+}
+
 int main(void)
 {
     char *argv[] = {(char *)VKCRASHPROG, (char *)"--validation", (char *)"probe", (char *)"0", (char *)"0", NULL};
     if (ktt_run(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = KTT_QUIET}) == 77)
         g_skip = 1;
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_segv), cmocka_unit_test(test_sigkill),
-                                       cmocka_unit_test(test_settled)};
+                                       cmocka_unit_test(test_settled), cmocka_unit_test(test_configs)};
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     return g_skip && !failed ? 77 : failed;
 }

@@ -14,6 +14,10 @@
  *     `destroyed` (B dispatches submitted on a second VkDevice, destroyed at once without a wait); then SIGKILL
  *     to itself: nothing may be left counted in flight.
  *   vkcrashprog [--validation] probe 0 0: exits 0 when it could make its device.
+ *   vkcrashprog [--validation] configs 0 0
+ *     launch configurations (issue 40.2): one pipeline `cfg` dispatched with group counts (4,1,1) and (8,2,1),
+ *     vkCmdDispatchBase (base (1,0,0), counts (2,1,1)) and vkCmdDispatchIndirect, in a reusable command buffer
+ *     submitted twice and a one-time one; exits 0.
  * Built a second time with VKC_API (kt_vkcrashprog_api, linked with ktiming, run with `--vulkan off`): the same
  * through the backend's own API, no layer, in the readback mode VKCRASH_READBACK names (copy or thread):
  *   segv|kill: `gated_a` A times and `gated_b` B times (kt_vk_begin/kt_vk_end) behind the event, in one
@@ -21,6 +25,7 @@
  *   settled: `once` A dispatches submitted, waited for and collected (kt_vk_collect_wait); `unsent` B
  *     dispatches recorded, never submitted, discarded (kt_vk_discard); `destroyed` B dispatches recorded into a
  *     command buffer of a context destroyed before it was submitted; then SIGKILL.
+ *   configs: the same 7 launches timed as `cfg` with kt_vk_launch, submitted once.
  *   Prints "validation messages: N" before dying (settled: before the destroy in flight, invalid usage on purpose) (--validation: VK_LAYER_KHRONOS_validation, warnings and errors).
  *   Exit 77: no Vulkan device with a compute queue (or no validation layer with --validation). */
 #define VK_NO_PROTOTYPES
@@ -53,7 +58,7 @@ static VkInstance g_inst;
     X(vkEndCommandBuffer) X(vkResetCommandBuffer) X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets)               \
     X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkCmdWaitEvents) X(vkCmdExecuteCommands) X(vkQueueSubmit)         \
     X(vkCreateFence) X(vkWaitForFences) X(vkResetFences) X(vkCreateEvent) X(vkDeviceWaitIdle)                    \
-    X(vkSetDebugUtilsObjectNameEXT)
+    X(vkSetDebugUtilsObjectNameEXT) X(vkCmdDispatchBase) X(vkCmdDispatchIndirect) X(vkCmdFillBuffer)
 
 #define VKC_DECLARE(fn) static PFN_##fn fn;
 static PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
@@ -97,7 +102,10 @@ typedef struct vkc_dev_t {
     VkPipelineLayout layout;
     VkDescriptorSet set;
     VkCommandPool pool;
+    VkBuffer buf;        /* the storage buffer; at VKC_INDIRECT_AT a VkDispatchIndirectCommand (configs) */
 } vkc_dev_t;
+
+#define VKC_INDIRECT_AT 32768u
 
 static VkPhysicalDevice g_pd;
 
@@ -126,9 +134,11 @@ static int device_open(vkc_dev_t *d)
     vkGetDeviceQueue(d->dev, d->family, 0, &d->queue);
 
     VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 64 * 1024,
-                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
+                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT |
+                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT};
     VkBuffer buf;
     CHECK(vkCreateBuffer(d->dev, &bci, NULL, &buf));
+    d->buf = buf;
     VkMemoryRequirements mr;
     vkGetBufferMemoryRequirements(d->dev, buf, &mr);
     VkPhysicalDeviceMemoryProperties mp;
@@ -162,7 +172,7 @@ static int device_open(vkc_dev_t *d)
     VkDescriptorSetAllocateInfo dai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
                                        .descriptorPool = dpool, .descriptorSetCount = 1, .pSetLayouts = &dsl};
     CHECK(vkAllocateDescriptorSets(d->dev, &dai, &d->set));
-    VkDescriptorBufferInfo dbi = {buf, 0, VK_WHOLE_SIZE};
+    VkDescriptorBufferInfo dbi = {buf, 0, VKC_INDIRECT_AT}; /* the shaders' part, apart from the indirect command */
     VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = d->set, .dstBinding = 0,
                               .descriptorCount = 1, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                               .pBufferInfo = &dbi};
@@ -179,6 +189,7 @@ static VkPipeline pipeline(const vkc_dev_t *d, const char *name)
 {
     VkComputePipelineCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .flags = VK_PIPELINE_CREATE_DISPATCH_BASE_BIT, /* configs: vkCmdDispatchBase with a base */
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                   .module = d->module, .pName = "main"},
         .layout = d->layout};
@@ -240,6 +251,40 @@ static void wait_reset(const vkc_dev_t *d, VkFence f)
 {
     CHECK(vkWaitForFences(d->dev, 1, &f, VK_TRUE, UINT64_MAX));
     CHECK(vkResetFences(d->dev, 1, &f));
+}
+
+
+/* configs: the indirect command (1 x 1 x 1 groups) written once, before the dispatches that read it. */
+static void indirect_fill(const vkc_dev_t *d, VkFence f)
+{
+    VkCommandBuffer c = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
+    record(d, c, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, VK_NULL_HANDLE, VK_NULL_HANDLE, 0);
+    vkCmdFillBuffer(c, d->buf, VKC_INDIRECT_AT, 3 * sizeof(uint32_t), 1);
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_INDIRECT_COMMAND_READ_BIT};
+    vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT, 0, 1, &mb, 0, NULL,
+                         0, NULL);
+    CHECK(vkEndCommandBuffer(c));
+    submit(d, 1, &c, f);
+    wait_reset(d, f);
+}
+
+/* configs: launch i of 7 into c (its pipeline bound), then a barrier: (4,1,1) x3, (8,2,1) x2, base (1,0,0) with
+ * (2,1,1) groups, indirect. */
+static void config_dispatch(const vkc_dev_t *d, VkCommandBuffer c, int i)
+{
+    if (i < 3)
+        vkCmdDispatch(c, 4, 1, 1);
+    else if (i < 5)
+        vkCmdDispatch(c, 8, 2, 1);
+    else if (i == 5)
+        vkCmdDispatchBase(c, 1, 0, 0, 2, 1, 1);
+    else
+        vkCmdDispatchIndirect(c, d->buf, VKC_INDIRECT_AT);
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+    vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                         NULL, 0, NULL);
 }
 
 #ifdef VKC_API
@@ -315,7 +360,62 @@ static void settled(const vkc_dev_t *d, int na, int nb)
     printf("validation messages: %d\n", __atomic_load_n(&g_messages, __ATOMIC_RELAXED));
     fflush(stdout);
 }
+
+/* configs: the 7 launches of config_dispatch timed as `cfg`, each with its configuration (kt_vk_launch). */
+static void configs(const vkc_dev_t *d)
+{
+    static const kt_launch_t launches[7] = {
+        {KT_LAUNCH_GROUPS, 3, {4, 1, 1}, {0, 0, 0}}, {KT_LAUNCH_GROUPS, 3, {4, 1, 1}, {0, 0, 0}},
+        {KT_LAUNCH_GROUPS, 3, {4, 1, 1}, {0, 0, 0}}, {KT_LAUNCH_GROUPS, 3, {8, 2, 1}, {0, 0, 0}},
+        {KT_LAUNCH_GROUPS, 3, {8, 2, 1}, {0, 0, 0}}, {KT_LAUNCH_GROUPS, 3, {2, 1, 1}, {0, 0, 0}},
+        {KT_LAUNCH_INDIRECT, 0, {0, 0, 0}, {0, 0, 0}}};
+    kt_vk_ctx_t *ctx = ctx_new(d);
+    VkFence f = fence_new(d);
+    indirect_fill(d, f);
+    VkCommandBuffer c = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
+    record(d, c, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, VK_NULL_HANDLE, pipeline(d, "p"), 0);
+    for (int i = 0; i < 7; i++) {
+        kt_vk_begin(ctx, c, "cfg");
+        if (kt_vk_launch(ctx, c, &launches[i]) != 0) {
+            fprintf(stderr, "vkcrashprog: kt_vk_launch failed\n");
+            exit(1);
+        }
+        config_dispatch(d, c, i);
+        kt_vk_end(ctx, c);
+    }
+    CHECK(vkEndCommandBuffer(c));
+    submit(d, 1, &c, f);
+    wait_reset(d, f);
+    kt_vk_collect_wait(ctx, UINT64_C(10000000000));
+}
 #else
+
+/* configs: the 7 launches of config_dispatch in a reusable command buffer submitted twice, then (4,1,1) once in
+ * a one-time one (read through its own pair): `cfg` is 4x1x1 7 times, 8x2x1 4, 2x1x1 2 (a base is an offset),
+ * indirect 2. */
+static void configs(const vkc_dev_t *d)
+{
+    VkFence f = fence_new(d);
+    indirect_fill(d, f);
+    VkPipeline p = pipeline(d, "cfg");
+    VkCommandBuffer c = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
+    record(d, c, 0, VK_NULL_HANDLE, p, 0);
+    for (int i = 0; i < 7; i++)
+        config_dispatch(d, c, i);
+    CHECK(vkEndCommandBuffer(c));
+    for (int k = 0; k < 2; k++) {
+        submit(d, 1, &c, f);
+        wait_reset(d, f);
+    }
+    VkCommandBuffer once = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
+    record(d, once, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, VK_NULL_HANDLE, p, 0);
+    config_dispatch(d, once, 0);
+    CHECK(vkEndCommandBuffer(once));
+    submit(d, 1, &once, f);
+    wait_reset(d, f);
+    CHECK(vkDeviceWaitIdle(d->dev));
+}
+
 /* segv / kill: A + B dispatches behind an event never set. */
 static void gated(const vkc_dev_t *d, int na, int nb)
 {
@@ -415,8 +515,8 @@ int main(int argc, char **argv)
     argv += validation;
     argc -= validation;
     if (argc != 4 || (strcmp(argv[1], "segv") && strcmp(argv[1], "kill") && strcmp(argv[1], "settled") &&
-                      strcmp(argv[1], "probe"))) {
-        fprintf(stderr, "usage: vkcrashprog [--validation] segv|kill|settled|probe A B\n");
+                      strcmp(argv[1], "probe") && strcmp(argv[1], "configs"))) {
+        fprintf(stderr, "usage: vkcrashprog [--validation] segv|kill|settled|configs|probe A B\n");
         return 2;
     }
     int na = atoi(argv[2]), nb = atoi(argv[3]);
@@ -459,6 +559,11 @@ int main(int argc, char **argv)
         return 77;
     if (!strcmp(argv[1], "probe"))
         return 0;
+    if (!strcmp(argv[1], "configs")) { /* exits normally: the snapshot is the program's own */
+        configs(&d);
+        printf("validation messages: %d\n", g_messages);
+        return 0;
+    }
     if (!strcmp(argv[1], "settled")) {
         settled(&d, na, nb);
     } else {

@@ -81,6 +81,7 @@ typedef struct kt__vk_done_t {
     uint32_t begin_as;     /* index of the entry of this pass whose begin is the same device timestamp (a direct
                               batch's pair, for its first dispatch), mapped once for both; KT__VK_NONE: none */
     kt_kernel_id_t inflight; /* counted in flight (the unit's field, moved here): ended once recorded or dropped */
+    kt_launch_t launch;      /* launch configuration (zero: none) */
 } kt__vk_done_t;
 
 /* Whether the pair s still has its first dispatch to be read with: not when that dispatch was read in an earlier
@@ -146,6 +147,7 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
         out[n].begin_as = KT__VK_NONE;
         done_origin(&out[n], x->kernel, x->thread, x->lane, x->enqueue_ns);
         out[n].inflight = x->inflight;
+        out[n].launch = x->launch;
         x->inflight = 0;
         n++;
         kt__vk_exec_free_locked(ctx, e);
@@ -191,6 +193,7 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
         }
         done_origin(&out[n], s->kernel, s->thread, s->lane, s->enqueue_ns);
         out[n].inflight = s->inflight;
+        out[n].launch = s->launch;
         s->inflight = 0;
         n++;
         kt__vk_slot_release_locked(ctx, slot);
@@ -239,6 +242,7 @@ static uint32_t record_done(kt_vk_ctx_t *ctx, kt__vk_done_t *d, uint32_t n)
         r.thread = d[i].thread;
         r.flags = KT_SPAN_DEVICE;
         r.enqueue_ns = d[i].enqueue_ns;
+        r.launch = d[i].launch;
         r.duration_ns = kt__vk_ticks_to_ns(kt__vk_ticks_delta(d[i].begin_raw, d[i].end_raw, ctx->valid_bits),
                                            ctx->period_ns);
         if (!duration_plausible(r.duration_ns, d[i].enqueue_ns, now)) {

@@ -138,6 +138,8 @@ typedef struct kt__vk_slot_t {
                                 context's own, queue_id) */
     int unused;              /* a cmd_pair submitted in a batch of several (bracketed by ktiming's own command
                                 buffers): released unrecorded once its copy has landed, not held until discard */
+    kt_launch_t launch;      /* its launch configuration (kt_vk_launch; zero: none); a stage slot copies its
+                                secondary's, an execution record its slot's */
     kt_kernel_id_t inflight; /* read through its own words: the kernel counted in flight (kt__vk_inflight_arm),
                                 ended once when the slot is recorded or released; 0: not counted */
 } kt__vk_slot_t;
@@ -154,6 +156,7 @@ typedef struct kt__vk_exec_t {
     uint32_t lane;         /* queue track of the VkQueue it was submitted to (kt_queue_register id) */
     uint64_t enqueue_ns;   /* host time of the submission */
     kt_kernel_id_t inflight; /* counted in flight from its submission until recorded or freed (0: not) */
+    kt_launch_t launch;    /* the dispatch's launch configuration (zero: none, a batch's) */
 } kt__vk_exec_t;
 
 /* per_submission: ktiming's command buffers of one vkQueueSubmit in flight, reused once a fence of ours on that

@@ -269,6 +269,7 @@ void kt__vk_slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot)
     s->self_copy = s->submission = s->stage = s->cmd_pair = s->own_copy = s->copy_pending = s->unused = 0;
     s->batch_pair = KT__VK_NONE;
     s->executions = 0;
+    memset(&s->launch, 0, sizeof s->launch);
     ctx->free_q[(ctx->free_head + ctx->cap - ctx->used) % ctx->cap] = slot;
     ctx->used--;
 }

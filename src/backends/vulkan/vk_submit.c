@@ -284,10 +284,12 @@ static void plan_commit_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, uint64_
         x->enqueue_ns = now;
         if (k < p->nslots) {
             x->kernel = ctx->slots[p->slots[k]].kernel;
+            x->launch = ctx->slots[p->slots[k]].launch;
             x->slot = KT__VK_NONE;
             ctx->slots[p->slots[k]].executions++;
         } else {
             x->kernel = ctx->submit_kernel;
+            memset(&x->launch, 0, sizeof x->launch);
             x->slot = p->batch_slot;
         }
         kt__vk_inflight_arm(&x->inflight, x->kernel);
@@ -872,6 +874,7 @@ int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n, con
             os->stage = 1;
             os->gen++;
             os->kernel = s->kernel;
+            os->launch = s->launch;
             os->thread = s->thread;
             os->cmd = primary;
             os->enqueue_ns = s->enqueue_ns;
