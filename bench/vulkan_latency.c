@@ -180,9 +180,10 @@ static int run_one(lat_dev_t *plain, lat_dev_t *layered, const char *which, int 
 
 int main(int argc, char **argv)
 {
-    /* One device per variant: each idles while the other two run their rounds, so all three pay the same cost
-     * of waking their driver's threads again (with untimed and floor on one device, that device idled for one
-     * round in three and the timed one for two). */
+    /* One device per kind of variant (untimed, floor, layer; the reused variants share the untimed and the
+     * layer's): each idles while the others run their rounds, so all pay a like cost of waking their driver's
+     * threads again (with untimed and floor on one device, that device idled for one round in three and the
+     * timed one for two). */
     static lat_dev_t plain, floor_dev, layered;
     if (open_dev(&plain) != 0 || open_dev(&floor_dev) != 0) {
         printf("vulkan_latency: skipped (no Vulkan device)\n");
