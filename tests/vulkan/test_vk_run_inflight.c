@@ -8,7 +8,8 @@
  * counted in flight: every begin had its end. Under the validation layer (the program counts its messages).
  * Built a second time with VKC_API (test_vk_run_inflight_api): the same through the backend's own API
  * (kt_vk_begin/kt_vk_end, no layer: `ktiming run --vulkan off`), in the readback mode VKCRASH_READBACK names;
- * no batches there (no per-submission timing), and settled ends by collection, discard and context destroy.
+ * no batches there (no per-submission timing), and settled ends by collection, discard, context destroy and
+ * device loss.
  * Also launch configurations (issue 40.2, `configs`): one pipeline dispatched with two group counts, a
  * vkCmdDispatchBase and a vkCmdDispatchIndirect, exact counts per configuration in the program's own snapshot.
  * Counts only. Exits 77 without a Vulkan device. */
@@ -134,6 +135,7 @@ static void test_settled(void **state)
     check_kernel(s, "once", N_A, 0, 0);
     check_kernel(s, "unsent", 0, 0, N_B);    /* discarded, never submitted */
     check_kernel(s, "destroyed", 0, 0, N_B); /* its context destroyed first */
+    check_kernel(s, "lost", 0, 0, N_B);      /* device lost */
 #else
     check_kernel(s, "reuse", N_A, 0, 0);
     check_kernel(s, "once", N_A, 0, 0);

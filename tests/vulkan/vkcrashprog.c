@@ -24,7 +24,8 @@
  *     one-time command buffer submitted with a plain vkQueueSubmit; A + B dispatches in flight.
  *   settled: `once` A dispatches submitted, waited for and collected (kt_vk_collect_wait); `unsent` B
  *     dispatches recorded, never submitted, discarded (kt_vk_discard); `destroyed` B dispatches recorded into a
- *     command buffer of a context destroyed before it was submitted; then SIGKILL.
+ *     command buffer of a context destroyed before it was submitted; `lost` B dispatches recorded, never submitted,
+ *     into a context told the device was lost (kt_vk_device_lost); then SIGKILL.
  *   configs: the same 7 launches timed as `cfg` with kt_vk_launch, submitted once.
  *   Prints "validation messages: N" before dying (settled: before the destroy in flight, invalid usage on purpose) (--validation: VK_LAYER_KHRONOS_validation, warnings and errors).
  *   Exit 77: no Vulkan device with a compute queue (or no validation layer with --validation). */
@@ -356,6 +357,12 @@ static void settled(const vkc_dev_t *d, int na, int nb)
     record_api(d, gone, c, 1, VK_NULL_HANDLE, p, "destroyed", nb);
     CHECK(vkEndCommandBuffer(c));
     kt_vk_ctx_destroy(gone);
+    CHECK(vkResetCommandBuffer(c, 0));
+    kt_vk_ctx_t *lost = ctx_new(d); /* told the device was lost with dispatches unread */
+    record_api(d, lost, c, 1, VK_NULL_HANDLE, p, "lost", nb);
+    CHECK(vkEndCommandBuffer(c));
+    kt_vk_device_lost(lost);
+    kt_vk_ctx_destroy(lost);
     CHECK(vkDeviceWaitIdle(d->dev));
     printf("validation messages: %d\n", __atomic_load_n(&g_messages, __ATOMIC_RELAXED));
     fflush(stdout);
