@@ -214,6 +214,13 @@ KT_API void kt_vk_ctx_destroy(kt_vk_ctx_t *ctx);
 KT_API int kt_vk_begin(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, const char *name);
 /* Same with an id from kt_vk_kernel() (no name lookup). */
 KT_API int kt_vk_begin_id(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t kernel);
+/* The launch configuration of the dispatch the innermost open kt_vk_begin of cmd times (call between kt_vk_begin
+ * and kt_vk_end): vkCmdDispatch(x, y, z) -> {KT_LAUNCH_GROUPS, 3, {x, y, z}, local size or 0}, vkCmdDispatchBase
+ * the same with its group counts, vkCmdDispatchIndirect -> {KT_LAUNCH_INDIRECT}. Every execution of the dispatch
+ * is recorded with it (kt_kernel_timing_t.configs). 0; KT_EINVAL for a kind other than GROUPS, ITEMS or
+ * INDIRECT, or dims past 3; KT_ESTATE when no timed kt_vk_begin is open on cmd (also when that begin was
+ * dropped: nothing to attach it to). */
+KT_API int kt_vk_launch(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, const kt_launch_t *launch);
 /* Write the end timestamp of the innermost open kt_vk_begin of cmd. KT_ESTATE when none is open. */
 KT_API int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 /* With desc.copy_at_end: record the readback of every slot cmd closed since it began (or since the last call),
@@ -291,6 +298,8 @@ static inline int kt_vk_begin(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, const char 
 static inline int kt_vk_begin_id(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t kernel)
 { (void)ctx; (void)cmd; (void)kernel; return 0; }
 static inline int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
+static inline int kt_vk_launch(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, const kt_launch_t *launch)
+{ (void)ctx; (void)cmd; (void)launch; return 0; }
 static inline int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
 static inline int kt_vk_cmd_begin(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
 static inline kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name) { (void)ctx; (void)name; return 0; }

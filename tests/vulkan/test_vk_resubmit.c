@@ -5,6 +5,8 @@
  * command buffer of ktiming's added. Fails on any validation message. */
 #include "vk_test.h"
 
+#include <stdatomic.h>
+
 /* What a test opens: a per-submission context, two primary command buffers and a fence. The cmocka teardown
  * releases it, also after a failed assertion. */
 static struct {
@@ -186,6 +188,62 @@ static void every_execution(void **state)
     assert_int_equal(st.direct_batches, 0); /* a reusable recording: every batch bracketed by ktiming */
 }
 
+/* The driver's vkQueueSubmit, counting the calls with no batch (ktiming's fence-only submissions). */
+static PFN_vkQueueSubmit g_real_submit;
+static atomic_int g_empty_submits;
+
+static VkResult VKAPI_CALL counting_submit(VkQueue q, uint32_t n, const VkSubmitInfo *si, VkFence f)
+{
+    if (!n)
+        atomic_fetch_add(&g_empty_submits, 1);
+    return g_real_submit(q, n, si, f);
+}
+
+static PFN_vkVoidFunction wrap_submit(const char *name, PFN_vkVoidFunction f)
+{
+    if (!f || strcmp(name, "vkQueueSubmit"))
+        return f;
+    g_real_submit = (PFN_vkQueueSubmit)f;
+    return (PFN_vkVoidFunction)counting_submit;
+}
+
+/* Issue 37.5: a batch bracketed by ktiming with the program's fence cost one more, empty, vkQueueSubmit for a
+ * fence of ktiming's (one more wake of the driver's queue thread per batch). Now the next fence of ours on the
+ * queue covers it, and an empty one is made only once 16 such submissions wait for one: 40 submissions with the
+ * program's fence make 2 (40 before), every execution still timed, and ktiming's command buffers are reused
+ * (the validation layer sees none re-recorded while pending). */
+static void program_fence_no_extra_submit(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_vk_desc_t d = vkt_desc();
+    vkt_set_wrap(wrap_submit);
+    d.per_submission = 1;
+    atomic_store(&g_empty_submits, 0);
+    assert_int_equal(kt_vk_ctx_create(&d, &g_rig.kv), 0);
+    kt_vk_ctx_t *kv = g_rig.kv;
+    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &g_rig.cmd[0]), 0);
+    assert_int_equal(ktcli_vk_fence_create(&g_vkt.dev, &g_rig.fence), 0);
+    static const char *const names[1] = {"fenced_by_program"};
+    record_reusable(kv, g_rig.cmd[0], names, 1, 1);
+    const int runs = 40;
+    for (int i = 0; i < runs; i++) {
+        assert_int_equal(submit_kt(kv, g_rig.cmd[0], g_rig.fence), VK_SUCCESS);
+        assert_int_equal(ktcli_vk_wait(&g_vkt.dev, g_rig.fence), 0);
+        kt_vk_collect(kv);
+    }
+    kt_vk_collect_wait(kv, UINT64_C(5000000000));
+    assert_int_equal(atomic_load(&g_empty_submits), runs / 16);
+    kt_snapshot_t *s = kt_snapshot();
+    assert_non_null(s);
+    const kt_kernel_timing_t *a = find_ok(s, "fenced_by_program"), *sub = find_ok(s, "vkQueueSubmit");
+    assert_int_equal(a->dispatch_count, runs);
+    assert_int_equal(sub->dispatch_count, runs);
+    assert_int_equal(a->dropped + sub->dropped, 0);
+    kt_snapshot_free(s);
+    kt_vk_discard(kv, g_rig.cmd[0]);
+}
+
 /* One-time primaries timing themselves (kt_vk_cmd_begin, kt_vk_cmd_end): alone in a batch, the batch goes to the
  * driver as recorded (direct_batches) and its span holds each of its dispatches. The same kind of recording in a
  * batch of two is bracketed by ktiming's command buffers and its dispatches are still read. One never submitted
@@ -354,6 +412,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(every_execution, rig_close),
         cmocka_unit_test_teardown(one_time_direct, rig_close),
+        cmocka_unit_test_teardown(program_fence_no_extra_submit, rig_close),
         cmocka_unit_test_teardown(records_full_dropped, rig_close),
         cmocka_unit_test_teardown(around_ktiming_counted, rig_close),
         cmocka_unit_test_teardown(secondary_every_occurrence, rig_close),

@@ -80,6 +80,8 @@ typedef struct kt__vk_done_t {
     uint64_t end_raw;
     uint32_t begin_as;     /* index of the entry of this pass whose begin is the same device timestamp (a direct
                               batch's pair, for its first dispatch), mapped once for both; KT__VK_NONE: none */
+    kt_kernel_id_t inflight; /* counted in flight (the unit's field, moved here): ended once recorded or dropped */
+    kt_launch_t launch;      /* launch configuration (zero: none) */
 } kt__vk_done_t;
 
 /* Whether the pair s still has its first dispatch to be read with: not when that dispatch was read in an earlier
@@ -144,6 +146,9 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
         done_stamps(&out[n], w);
         out[n].begin_as = KT__VK_NONE;
         done_origin(&out[n], x->kernel, x->thread, x->lane, x->enqueue_ns);
+        out[n].inflight = x->inflight;
+        out[n].launch = x->launch;
+        x->inflight = 0;
         n++;
         kt__vk_exec_free_locked(ctx, e);
     }
@@ -187,6 +192,9 @@ static uint32_t harvest_locked(kt_vk_ctx_t *ctx, kt__vk_done_t *out, uint32_t ma
             out[n].end_raw = s->end_raw;
         }
         done_origin(&out[n], s->kernel, s->thread, s->lane, s->enqueue_ns);
+        out[n].inflight = s->inflight;
+        out[n].launch = s->launch;
+        s->inflight = 0;
         n++;
         kt__vk_slot_release_locked(ctx, slot);
         slot = next;
@@ -217,8 +225,9 @@ static int duration_plausible(uint64_t duration_ns, uint64_t enqueue_ns, uint64_
     return duration_ns <= elapsed + elapsed / 100 + 100000u;
 }
 
-/* Records what was harvested; returns how many passed the sanity check (the rest are dropped, invalid times). */
-static uint32_t record_done(kt_vk_ctx_t *ctx, const kt__vk_done_t *d, uint32_t n)
+/* Records what was harvested; returns how many passed the sanity check (the rest are dropped, invalid times).
+ * Each entry's in-flight count ends once it is recorded or dropped. */
+static uint32_t record_done(kt_vk_ctx_t *ctx, kt__vk_done_t *d, uint32_t n)
 {
     const int verbose = kt__verbose_on();
     uint32_t kept = 0;
@@ -233,11 +242,13 @@ static uint32_t record_done(kt_vk_ctx_t *ctx, const kt__vk_done_t *d, uint32_t n
         r.thread = d[i].thread;
         r.flags = KT_SPAN_DEVICE;
         r.enqueue_ns = d[i].enqueue_ns;
+        r.launch = d[i].launch;
         r.duration_ns = kt__vk_ticks_to_ns(kt__vk_ticks_delta(d[i].begin_raw, d[i].end_raw, ctx->valid_bits),
                                            ctx->period_ns);
         if (!duration_plausible(r.duration_ns, d[i].enqueue_ns, now)) {
             kt_record_drop_reason(d[i].kernel, KT_DROP_INVALID_TIMES);
             atomic_fetch_add(&ctx->dropped, 1);
+            kt__vk_inflight_settle(&d[i].inflight);
             continue;
         }
         kept++;
@@ -259,6 +270,7 @@ static uint32_t record_done(kt_vk_ctx_t *ctx, const kt__vk_done_t *d, uint32_t n
             r.uncertainty_ns = unc;
         }
         kt_record_dispatch(&r);
+        kt__vk_inflight_settle(&d[i].inflight);
         if (verbose && (!ctx->per_submit || r.kernel != ctx->submit_kernel)) /* a line per dispatch */
             verbose_line(ctx, &r);
     }

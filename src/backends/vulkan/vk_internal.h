@@ -138,6 +138,10 @@ typedef struct kt__vk_slot_t {
                                 context's own, queue_id) */
     int unused;              /* a cmd_pair submitted in a batch of several (bracketed by ktiming's own command
                                 buffers): released unrecorded once its copy has landed, not held until discard */
+    kt_launch_t launch;      /* its launch configuration (kt_vk_launch; zero: none); a stage slot copies its
+                                secondary's, an execution record its slot's */
+    kt_kernel_id_t inflight; /* read through its own words: the kernel counted in flight (kt__vk_inflight_arm),
+                                ended once when the slot is recorded or released; 0: not counted */
 } kt__vk_slot_t;
 
 /* per_submission: one execution of a slot (or of a batch) whose timestamps a copy of ktiming's brings to the
@@ -151,11 +155,17 @@ typedef struct kt__vk_exec_t {
     uint32_t slot;         /* a batch's own slot, released when read; KT__VK_NONE for a dispatch's */
     uint32_t lane;         /* queue track of the VkQueue it was submitted to (kt_queue_register id) */
     uint64_t enqueue_ns;   /* host time of the submission */
+    kt_kernel_id_t inflight; /* counted in flight from its submission until recorded or freed (0: not) */
+    kt_launch_t launch;    /* the dispatch's launch configuration (zero: none, a batch's) */
 } kt__vk_exec_t;
 
-/* per_submission: a vkQueueSubmit of ours in flight: its command buffers are reused once `fence` signalled. */
+/* per_submission: ktiming's command buffers of one vkQueueSubmit in flight, reused once a fence of ours on that
+ * queue signalled: `fence` (the submission's own, when the program passed none), or, for a submission with the
+ * program's fence (VK_NULL_HANDLE here), the next fence of ours on the queue (a fence's signal covers every
+ * earlier submission to its queue; vk_submit.c reclaim_locked). */
 typedef struct kt__vk_sub_t {
     VkFence fence;
+    VkQueue queue;
     uint32_t ncmds;
     VkCommandBuffer *cmds;   /* malloc'ed */
 } kt__vk_sub_t;
@@ -340,6 +350,17 @@ static inline size_t kt__vk_exec_word(const kt_vk_ctx_t *ctx, uint32_t e)
 /* ctx->lock held: slot allocation and release, execution records. */
 uint32_t kt__vk_slot_alloc_locked(kt_vk_ctx_t *ctx);
 void kt__vk_slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot);
+/* A dead program's device work (issue 39.1): what ktiming owes a timing for counts as in flight (core/internal.h
+ * kt__inflight_begin/_end) from when it goes to the device until it is recorded or given up. The unit is what is
+ * read: an execution record (per_submission, from its submission), or a slot read through its own words (a
+ * one-time primary's dispatch or pair armed by its submission; a slot whose copy kt_vk_cmd_end recorded; without
+ * per_submission, ktiming does not see the submission: from kt_vk_end). `held` is the unit's field: arm counts
+ * `kernel` once (a unit already counted stays as it is); settle ends what it holds. Every slot release and record
+ * free settles, so each begin has exactly one end whichever way the unit goes (read, discarded, dropped at stop,
+ * device loss or destroy, or a read that failed); collection moves the field into what it records and settles
+ * after recording. ctx->lock held, or the unit is the caller's alone. */
+void kt__vk_inflight_arm(kt_kernel_id_t *held, kt_kernel_id_t kernel);
+void kt__vk_inflight_settle(kt_kernel_id_t *held);
 /* Marks record e FREE (words zeroed, a batch's slot released); the FIFO's head moves in reclaim. */
 void kt__vk_exec_free_locked(kt_vk_ctx_t *ctx, uint32_t e);
 void kt__vk_exec_reclaim_locked(kt_vk_ctx_t *ctx);

@@ -97,6 +97,7 @@ static uint32_t pair_alloc_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint64_
     s->cmd = cmd;
     s->enqueue_ns = now;
     s->thread = kt_thread_ordinal();
+    memset(&s->launch, 0, sizeof s->launch);
     return slot;
 }
 
@@ -139,6 +140,7 @@ static int begin_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
         s->cmd = cmd;
         s->enqueue_ns = now;
         s->thread = kt_thread_ordinal();
+        memset(&s->launch, 0, sizeof s->launch);
     }
     o->stack[o->depth++] = slot;
     *slot_out = slot;
@@ -207,6 +209,24 @@ int kt_vk_begin_id(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t kernel)
     return begin_common(ctx, cmd, kernel, NULL);
 }
 
+int kt_vk_launch(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, const kt_launch_t *launch)
+{
+    if (!ctx || !cmd || !launch || launch->dims > 3 ||
+        (launch->kind != KT_LAUNCH_GROUPS && launch->kind != KT_LAUNCH_ITEMS && launch->kind != KT_LAUNCH_INDIRECT))
+        return KT_EINVAL;
+    if (ctx->untimed)
+        return KT_ESTATE;
+    int rc = KT_ESTATE;
+    pthread_mutex_lock(&ctx->lock);
+    kt__vk_open_t *o = open_find(ctx, cmd, 0);
+    if (o && o->depth && !o->overflow && o->stack[o->depth - 1] != KT__VK_SLOT_DROPPED) {
+        ctx->slots[o->stack[o->depth - 1]].launch = *launch;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return rc;
+}
+
 int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
 {
     if (!ctx || !cmd)
@@ -235,6 +255,8 @@ int kt_vk_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
     if (slot != KT__VK_SLOT_DROPPED) {
         ctx->slots[slot].state = KT__VK_SLOT_CLOSED;
         ctx->slots[slot].copy_pending = ctx->copy_at_end;
+        if (!ctx->per_submit) /* its submission is not seen: owed from here (kt__vk_inflight_arm) */
+            kt__vk_inflight_arm(&ctx->slots[slot].inflight, ctx->slots[slot].kernel);
         if (!ctx->copy_readback)
             wake = ctx->closed_unread++ == 0;
     }
@@ -299,10 +321,12 @@ int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
         if (!n && pair != KT__VK_NONE)
             ctx->vk.vkCmdWriteTimestamp(cmd, ctx->batch_end_stage, ctx->pool, 2 * pair + 1);
         s->copy_pending = 0;
-        if (pair != KT__VK_NONE)
-            s->own_copy = 1;
-        else
+        if (pair != KT__VK_NONE) {
+            s->own_copy = 1; /* counted in flight when a submission arms it */
+        } else {
             s->self_copy = 1;
+            kt__vk_inflight_arm(&s->inflight, s->kernel);
+        }
         kt__vk_record_copy(ctx, cmd, i);
         n++;
     }

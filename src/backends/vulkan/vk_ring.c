@@ -2,6 +2,7 @@
  * copy commands that bring query results into the buffer. The bottom of the backend: it calls only the driver
  * table (vk_loader.c); vk_clock.c, vk_submit.c, vk_collect.c, vk_record.c and vk_context.c call it. */
 #include "backends/vulkan/vk_internal.h"
+#include "core/internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +193,11 @@ void kt__vk_ring_fini(kt_vk_ctx_t *ctx)
         vk->vkFreeMemory(ctx->device, ctx->memory, NULL);
     if (ctx->pool)
         vk->vkDestroyQueryPool(ctx->device, ctx->pool, NULL);
+    /* destroy released every unit it counted (drop_pending); nothing stays counted past the context */
+    for (uint32_t i = 0; ctx->slots && i < ctx->cap; i++)
+        kt__vk_inflight_settle(&ctx->slots[i].inflight);
+    for (uint32_t e = 0; ctx->execs && e < ctx->exec_cap; e++)
+        kt__vk_inflight_settle(&ctx->execs[e].inflight);
     free(ctx->slots);
     free(ctx->free_q);
     free(ctx->execs);
@@ -200,6 +206,22 @@ void kt__vk_ring_fini(kt_vk_ctx_t *ctx)
 /* ---------------------------------------------------------------------------------------------------
  * Slots and execution records (ctx->lock held)
  * ------------------------------------------------------------------------------------------------- */
+
+void kt__vk_inflight_arm(kt_kernel_id_t *held, kt_kernel_id_t kernel)
+{
+    if (*held || !kernel)
+        return;
+    *held = kernel;
+    kt__inflight_begin(kernel);
+}
+
+void kt__vk_inflight_settle(kt_kernel_id_t *held)
+{
+    if (!*held)
+        return;
+    kt__inflight_end(*held);
+    *held = 0;
+}
 
 /* Takes the oldest free slot and appends it to the in-use list; KT__VK_SLOT_DROPPED when none is free. */
 uint32_t kt__vk_slot_alloc_locked(kt_vk_ctx_t *ctx)
@@ -240,12 +262,14 @@ void kt__vk_slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot)
         ctx->slots[s->next].prev = s->prev;
     else
         ctx->used_last = s->prev;
+    kt__vk_inflight_settle(&s->inflight);
     s->prev = s->next = KT__VK_NONE;
     s->state = KT__VK_SLOT_FREE;
     s->cmd = NULL;
     s->self_copy = s->submission = s->stage = s->cmd_pair = s->own_copy = s->copy_pending = s->unused = 0;
     s->batch_pair = KT__VK_NONE;
     s->executions = 0;
+    memset(&s->launch, 0, sizeof s->launch);
     ctx->free_q[(ctx->free_head + ctx->cap - ctx->used) % ctx->cap] = slot;
     ctx->used--;
 }
@@ -256,6 +280,7 @@ void kt__vk_exec_free_locked(kt_vk_ctx_t *ctx, uint32_t e)
     if (x->state == KT__VK_EXEC_PENDING)
         ctx->exec_pending--;
     x->state = KT__VK_EXEC_FREE;
+    kt__vk_inflight_settle(&x->inflight);
     uint64_t *w = ctx->words + kt__vk_exec_word(ctx, e);
     for (uint32_t i = 0; i < KT__VK_WORDS_PER_SLOT; i++)
         __atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);

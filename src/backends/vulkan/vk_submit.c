@@ -9,8 +9,11 @@
  * command buffers carry only resets and timestamps: no wait between its dispatches.
  *
  * ktiming's command buffers can be re-recorded once their submission completed: a fence of ours tells. It is the
- * submission's own when the application passed none, else an empty vkQueueSubmit right after (a fence of a
- * submission with no batches signals once all earlier work on the queue has completed).
+ * submission's own when the application passed none. With the application's fence, none is added per
+ * submission: a fence signals once every earlier submission to its queue has completed, so the next fence of ours
+ * on that queue covers it too. Only when KT__VK_UNFENCED submissions of one queue wait for one does an empty
+ * vkQueueSubmit carry a fence of ours (issue 37.5: one per submission woke the driver's queue thread once more
+ * per batch, a wake-up the program did not pay for).
  *
  * Calls vk_clock.c (bracketing samples) and vk_ring.c (slots, records, copies); called by vk_context.c (init,
  * fini) and by the application or the layer (kt_vk_queue_submit, kt_vk_cmd_execute).
@@ -21,6 +24,7 @@
 #include <string.h>
 
 #define KT__VK_SUBS_MAX 1024u /* ktiming submissions in flight per context */
+#define KT__VK_UNFENCED 16u   /* submissions of one queue with the program's fence before an empty one of ours */
 
 int kt__vk_submit_init(kt_vk_ctx_t *ctx)
 {
@@ -280,12 +284,15 @@ static void plan_commit_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, uint64_
         x->enqueue_ns = now;
         if (k < p->nslots) {
             x->kernel = ctx->slots[p->slots[k]].kernel;
+            x->launch = ctx->slots[p->slots[k]].launch;
             x->slot = KT__VK_NONE;
             ctx->slots[p->slots[k]].executions++;
         } else {
             x->kernel = ctx->submit_kernel;
+            memset(&x->launch, 0, sizeof x->launch);
             x->slot = p->batch_slot;
         }
+        kt__vk_inflight_arm(&x->inflight, x->kernel);
         ctx->exec_pending++;
     }
     atomic_fetch_add(&ctx->begun, p->nexec);
@@ -313,6 +320,7 @@ static void plan_arm_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p, const VkCo
         s->self_copy = 1;
         s->executions++;
         s->lane = lane;
+        kt__vk_inflight_arm(&s->inflight, s->kernel);
         /* the dispatch whose begin is the pair's: read with it (vk_context.c pair_pending) */
         int first = p->direct && ctx->slots[p->pair].pair_first == i;
         s->batch_pair = first ? p->pair : KT__VK_NONE;
@@ -340,47 +348,80 @@ static void plan_cancel_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p)
  * ktiming's command buffers and fences (ctx->sub_lock held)
  * ------------------------------------------------------------------------------------------------- */
 
-/* Completed submissions give their command buffers and fences back (oldest first, stopping at the first still
- * running: a queue completes in order). */
+/* Completed submissions give their command buffers and fences back. A sub is complete when its fence, or a later
+ * fence of ours on its queue, has signalled (found newest first, so each queue's latest signalled fence is asked
+ * once and covers the rest). What cannot be given back (memory) stays for the next call. */
+#define KT__VK_RECLAIM_QUEUES 16u
 static void reclaim_locked(kt_vk_ctx_t *ctx)
 {
     const kt__vk_table_t *vk = &ctx->vk;
-    uint32_t done = 0;
-    while (done < ctx->nsubs) {
-        kt__vk_sub_t *s = &ctx->subs[done];
-        if (vk->vkGetFenceStatus(ctx->device, s->fence) != VK_SUCCESS)
-            break;
-        if (ctx->nfree_cmds + s->ncmds > ctx->cap_free_cmds) {
+    VkQueue done_q[KT__VK_RECLAIM_QUEUES];
+    uint32_t ndone = 0, keep = 0;
+    uint8_t done[KT__VK_SUBS_MAX];
+    for (uint32_t i = ctx->nsubs; i-- > 0;) {
+        const kt__vk_sub_t *s = &ctx->subs[i];
+        int covered = 0;
+        for (uint32_t q = 0; q < ndone && !covered; q++)
+            covered = done_q[q] == s->queue;
+        if (!covered && s->fence && vk->vkGetFenceStatus(ctx->device, s->fence) == VK_SUCCESS) {
+            covered = 1;
+            if (ndone < KT__VK_RECLAIM_QUEUES) /* past that, older subs of the queue ask their own fence */
+                done_q[ndone++] = s->queue;
+        }
+        done[i] = (uint8_t)covered;
+    }
+    for (uint32_t i = 0; i < ctx->nsubs; i++) {
+        kt__vk_sub_t *s = &ctx->subs[i];
+        int back = done[i];
+        if (back && ctx->nfree_cmds + s->ncmds > ctx->cap_free_cmds) {
             uint32_t cap = ctx->cap_free_cmds ? 2 * ctx->cap_free_cmds : 16;
             while (cap < ctx->nfree_cmds + s->ncmds)
                 cap *= 2;
             VkCommandBuffer *p = realloc(ctx->free_cmds, cap * sizeof(*p));
-            if (!p)
-                break;
-            ctx->free_cmds = p;
-            ctx->cap_free_cmds = cap;
+            if (p) {
+                ctx->free_cmds = p;
+                ctx->cap_free_cmds = cap;
+            } else {
+                back = 0;
+            }
         }
-        if (ctx->nfree_fences == ctx->cap_free_fences) {
+        if (back && s->fence && ctx->nfree_fences == ctx->cap_free_fences) {
             uint32_t cap = ctx->cap_free_fences ? 2 * ctx->cap_free_fences : 8;
             VkFence *p = realloc(ctx->free_fences, cap * sizeof(*p));
-            if (!p)
-                break;
-            ctx->free_fences = p;
-            ctx->cap_free_fences = cap;
+            if (p) {
+                ctx->free_fences = p;
+                ctx->cap_free_fences = cap;
+            } else {
+                back = 0;
+            }
+        }
+        if (!back) {
+            ctx->subs[keep++] = *s;
+            continue;
         }
         memcpy(ctx->free_cmds + ctx->nfree_cmds, s->cmds, s->ncmds * sizeof(*s->cmds));
         ctx->nfree_cmds += s->ncmds;
-        if (vk->vkResetFences(ctx->device, 1, &s->fence) == VK_SUCCESS)
+        if (s->fence && vk->vkResetFences(ctx->device, 1, &s->fence) == VK_SUCCESS)
             ctx->free_fences[ctx->nfree_fences++] = s->fence;
-        else
+        else if (s->fence)
             vk->vkDestroyFence(ctx->device, s->fence, NULL);
         free(s->cmds);
-        done++;
     }
-    if (done) {
-        memmove(ctx->subs, ctx->subs + done, (ctx->nsubs - done) * sizeof(*ctx->subs));
-        ctx->nsubs -= done;
+    ctx->nsubs = keep;
+}
+
+/* Submissions of `queue` in flight after its last fence of ours: waiting for a later one (sub_lock held). */
+static uint32_t unfenced_locked(const kt_vk_ctx_t *ctx, VkQueue queue)
+{
+    uint32_t n = 0;
+    for (uint32_t i = ctx->nsubs; i-- > 0;) {
+        if (ctx->subs[i].queue != queue)
+            continue;
+        if (ctx->subs[i].fence)
+            break;
+        n++;
     }
+    return n;
 }
 
 static VkCommandBuffer cmd_take_locked(kt_vk_ctx_t *ctx)
@@ -500,8 +541,10 @@ static void plans_fall_back(kt__vk_plan_t *plans, uint32_t n)
  * submitted then is not queued behind the application's timed work. */
 static int seen_idle(kt_vk_ctx_t *ctx)
 {
-    if (ctx->nsubs) /* (sub_lock held by the caller) */
-        return 0;
+    /* (sub_lock held by the caller) a sub waiting for a later fence of ours has its records in exec_pending */
+    for (uint32_t i = 0; i < ctx->nsubs; i++)
+        if (ctx->subs[i].fence)
+            return 0;
     pthread_mutex_lock(&ctx->lock);
     int idle = ctx->exec_pending == 0;
     for (uint32_t i = ctx->used_first; i != KT__VK_NONE && idle; i = ctx->slots[i].next)
@@ -523,12 +566,11 @@ static void plan_give_up_locked(kt_vk_ctx_t *ctx, kt__vk_plan_t *p)
 }
 
 /* A timed plan's head and tail command buffers of ours (sub_lock held), recorded; each one taken joins mine[]
- * (*nmine). Without both (no fence of ours, none free) or when recording fails, the plan is given up and the
- * batch goes untimed. */
-static void record_ours_locked(kt_vk_ctx_t *ctx, kt__vk_plan_t *p, VkFence ours, VkCommandBuffer *mine,
-                               uint32_t *nmine)
+ * (*nmine). Without both (no room to track them: mine NULL; none free) or when recording fails, the plan is given
+ * up and the batch goes untimed. */
+static void record_ours_locked(kt_vk_ctx_t *ctx, kt__vk_plan_t *p, VkCommandBuffer *mine, uint32_t *nmine)
 {
-    p->head = ours ? cmd_take_locked(ctx) : VK_NULL_HANDLE;
+    p->head = mine ? cmd_take_locked(ctx) : VK_NULL_HANDLE;
     p->tail = p->head ? cmd_take_locked(ctx) : VK_NULL_HANDLE;
     if (p->head)
         mine[(*nmine)++] = p->head;
@@ -542,26 +584,25 @@ static void record_ours_locked(kt_vk_ctx_t *ctx, kt__vk_plan_t *p, VkFence ours,
     }
 }
 
-/* Our command buffers and fence after a submission that left nothing of ours in flight (sub_lock held).
- * `submitted`: they went to the queue but the fence after them could not be submitted, so the command buffers
- * stay with the pool until destroy; else nothing of ours reached the queue (failed, or nothing timed): reusable
- * at once. */
-static void settle_ours_locked(kt_vk_ctx_t *ctx, int submitted, VkFence ours, VkCommandBuffer *mine,
-                               uint32_t nmine)
+/* A fence of ours not submitted goes back to the free list (sub_lock held). */
+static void fence_give_back_locked(kt_vk_ctx_t *ctx, VkFence f)
 {
-    if (submitted) {
-        ctx->vk.vkDestroyFence(ctx->device, ours, NULL);
-        return;
-    }
+    if (f && ctx->nfree_fences < ctx->cap_free_fences)
+        ctx->free_fences[ctx->nfree_fences++] = f;
+    else if (f)
+        ctx->vk.vkDestroyFence(ctx->device, f, NULL);
+}
+
+/* Our command buffers and fence after a submission that put nothing of ours on the queue (it failed, or nothing
+ * was timed): reusable at once (sub_lock held). */
+static void settle_ours_locked(kt_vk_ctx_t *ctx, VkFence ours, VkCommandBuffer *mine, uint32_t nmine)
+{
     for (uint32_t k = 0; k < nmine; k++)
         if (ctx->nfree_cmds < ctx->cap_free_cmds)
             ctx->free_cmds[ctx->nfree_cmds++] = mine[k];
         else
             ctx->vk.vkFreeCommandBuffers(ctx->device, ctx->sub_pool, 1, &mine[k]);
-    if (ours && ctx->nfree_fences < ctx->cap_free_fences)
-        ctx->free_fences[ctx->nfree_fences++] = ours;
-    else if (ours)
-        ctx->vk.vkDestroyFence(ctx->device, ours, NULL);
+    fence_give_back_locked(ctx, ours);
 }
 
 /* Plans, records and submits; `submit` makes the driver call with the batches rewritten from plans. */
@@ -591,22 +632,33 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
     VkFence ours = VK_NULL_HANDLE;
     VkCommandBuffer *mine = NULL;
     uint32_t nmine = 0;
-    int room = ctx->nsubs < KT__VK_SUBS_MAX;
+    int room = ctx->nsubs < KT__VK_SUBS_MAX, flush = 0;
     for (uint32_t i = 0; i < n; i++)
         ntimed += plans[i].timed;
-    if (ntimed && room && (mine = malloc(2 * ntimed * sizeof(*mine))) != NULL)
-        ours = fence_take_locked(ctx);
+    /* A fence of ours: the submission's own when the program passed none. With the program's fence, the next
+     * fence of ours on the queue covers it; an empty submission carries one only every KT__VK_UNFENCED-th time
+     * (before, every time: one more wake of the driver's queue thread per batch). */
+    if (ntimed && room && (mine = malloc(2 * ntimed * sizeof(*mine))) != NULL) {
+        flush = fence && unfenced_locked(ctx, queue) + 1 >= KT__VK_UNFENCED;
+        if (!fence || flush)
+            ours = fence_take_locked(ctx);
+        if (!ours && !fence) { /* nothing would tell when our command buffers are done: untimed */
+            free(mine);
+            mine = NULL;
+        }
+        flush &= ours != VK_NULL_HANDLE;
+    }
     for (uint32_t i = 0; i < n; i++)
         if (plans[i].timed)
-            record_ours_locked(ctx, &plans[i], ours, mine, &nmine);
+            record_ours_locked(ctx, &plans[i], mine, &nmine);
     ntimed = 0;
     for (uint32_t i = 0; i < n; i++)
         ntimed += plans[i].timed;
 
     VkResult r = submit(ctx, queue, n, orig, plans, fence ? fence : (ntimed ? ours : VK_NULL_HANDLE), fn);
-    int fenced = r == VK_SUCCESS && ntimed && !fence;
-    if (r == VK_SUCCESS && ntimed && fence) /* the application's fence is its own: signal ours right after */
-        fenced = ctx->vk.vkQueueSubmit(queue, 0, NULL, ours) == VK_SUCCESS;
+    int fenced = r == VK_SUCCESS && ntimed; /* by ours on it, by the empty one after, or by a later one */
+    if (fenced && flush && ctx->vk.vkQueueSubmit(queue, 0, NULL, ours) != VK_SUCCESS)
+        flush = 0; /* covered by a later one */
 
     pthread_mutex_lock(&ctx->lock);
     for (uint32_t i = 0; i < n; i++) {
@@ -622,11 +674,14 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
             plan_cancel_locked(ctx, &plans[i]);
     }
     pthread_mutex_unlock(&ctx->lock);
-    if (mine && nmine && r == VK_SUCCESS && ntimed && fenced) { /* in flight: reused once the fence signalled */
-        ctx->subs[ctx->nsubs++] = (kt__vk_sub_t){.fence = ours, .ncmds = nmine, .cmds = mine};
+    if (mine && nmine && fenced) { /* in flight: reused once a fence of ours on the queue signalled */
+        VkFence mark = !fence || flush ? ours : VK_NULL_HANDLE;
+        if (!mark)
+            fence_give_back_locked(ctx, ours);
+        ctx->subs[ctx->nsubs++] = (kt__vk_sub_t){.fence = mark, .queue = queue, .ncmds = nmine, .cmds = mine};
         mine = NULL;
     } else {
-        settle_ours_locked(ctx, mine && nmine && r == VK_SUCCESS && ntimed, ours, mine, nmine);
+        settle_ours_locked(ctx, ours, mine, nmine);
     }
     pthread_mutex_unlock(&ctx->sub_lock);
     free(mine);
@@ -819,6 +874,7 @@ int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n, con
             os->stage = 1;
             os->gen++;
             os->kernel = s->kernel;
+            os->launch = s->launch;
             os->thread = s->thread;
             os->cmd = primary;
             os->enqueue_ns = s->enqueue_ns;

@@ -558,9 +558,10 @@ static void pipeline_resolved(kti_device_t *d, const kti_cmd_t *c)
     pthread_mutex_unlock(&d->lock);
 }
 
-/* Before a dispatch: its begin timestamp, under the name of the pipeline bound. No lock of the layer's once the
+/* Before a dispatch: its begin timestamp, under the name of the pipeline bound, with its launch configuration
+ * (group counts; the shader's local size is not read: 0). No lock of the layer's once the
  * command buffer's context and kernel are known (the backend's ring takes its context's). */
-static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, kti_cmd_t **out)
+static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, const kt_launch_t *launch, kti_cmd_t **out)
 {
     *out = NULL;
     kti_cmd_t *c = cmd_get(d, cb);
@@ -585,6 +586,7 @@ static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, kti_cmd_t 
     }
     if (kt_vk_begin_id(ctx, cb, c->kernel) == 0) {
         kernels_add(&c->kernels, c->kernel);
+        kt_vk_launch(ctx, cb, launch); /* the configuration every execution is recorded with (issue 40.2) */
         *out = c;
     }
 }
@@ -593,7 +595,8 @@ static void VKAPI_CALL hook_CmdDispatch(VkCommandBuffer cb, uint32_t x, uint32_t
 {
     kti_device_t *d = device_of(cb);
     kti_cmd_t *c;
-    timed_dispatch_begin(d, cb, &c);
+    const kt_launch_t launch = {.kind = KT_LAUNCH_GROUPS, .dims = 3, .size = {x, y, z}};
+    timed_dispatch_begin(d, cb, &launch, &c);
     d->vkCmdDispatch(cb, x, y, z);
     if (c)
         kt_vk_end(c->ctx, cb);
@@ -604,7 +607,8 @@ static void VKAPI_CALL hook_CmdDispatchBase(VkCommandBuffer cb, uint32_t bx, uin
 {
     kti_device_t *d = device_of(cb);
     kti_cmd_t *c;
-    timed_dispatch_begin(d, cb, &c);
+    const kt_launch_t launch = {.kind = KT_LAUNCH_GROUPS, .dims = 3, .size = {x, y, z}}; /* base: an offset */
+    timed_dispatch_begin(d, cb, &launch, &c);
     (d->vkCmdDispatchBase ? d->vkCmdDispatchBase : d->vkCmdDispatchBaseKHR)(cb, bx, by, bz, x, y, z);
     if (c)
         kt_vk_end(c->ctx, cb);
@@ -614,7 +618,8 @@ static void VKAPI_CALL hook_CmdDispatchIndirect(VkCommandBuffer cb, VkBuffer buf
 {
     kti_device_t *d = device_of(cb);
     kti_cmd_t *c;
-    timed_dispatch_begin(d, cb, &c);
+    const kt_launch_t launch = {.kind = KT_LAUNCH_INDIRECT};
+    timed_dispatch_begin(d, cb, &launch, &c);
     d->vkCmdDispatchIndirect(cb, buf, off);
     if (c)
         kt_vk_end(c->ctx, cb);
