@@ -10,7 +10,8 @@
 //   reset            spans in flight across cudaDeviceReset, then more spans: none is an error, no crash (run
 //                    under compute-sanitizer by run.sh where it accepts the device)
 //   globaltimer      %globaltimer resolution and a calibration's bound (run.sh runs it with and without CUPTI)
-//   calib S          calibrate, wait S seconds, compare a fresh globaltimer read with the model and its bound
+//   calib S          calibrate, wait S seconds, compare a fresh globaltimer read with the model (to_host refreshes a
+//                    model over 1 s old first) and its bound
 //   devices          every device's name, UUID-derived label as ktiming keys it (the snapshot's device name)
 //   graphs N MS      a graph of 3 kernels + a memset, launched N times, MS ms apart (for ktiming run / SIGKILL)
 //   cupti-live MS    (under CUDA_INJECTION64_PATH) 100 kernels, then MS ms idle: all 100 CUPTI records reached the
