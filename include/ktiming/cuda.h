@@ -128,8 +128,9 @@ typedef struct kt_cuda_device_t {
     int sm_count;         /* multiprocessors */
     uint64_t sm_clock_hz; /* SM clock (clock64() ticks per second), 0 if the driver does not say */
     int driver_version;   /* cuDriverGetVersion, e.g. 13000 */
-    char label[128];      /* the device's name in snapshots: `name`, or `name #<ordinal>` when another device of
-                             the process has the same name (8 GPUs of one model stay 8 devices) */
+    char label[128];      /* the device's name in snapshots, from the core's labeller (docs/devices.md): `name`,
+                             or `name #<ordinal>` when another CUDA device has the same name (8 GPUs of one model
+                             stay 8 devices; every device the driver enumerates is registered, used or not) */
     unsigned char uuid[16]; /* cuDeviceGetUuid (all zero when the driver cannot say) */
     char pci_bus_id[16];  /* PCI domain:bus:device, e.g. "0000:17:00", "" when the driver cannot say */
     char key[128];        /* the device's identity key: entries, tracks and device records are keyed by it
