@@ -61,10 +61,19 @@ static void test_exports_initialize_injection(void **state)
     /* Internal helpers stay hidden. */
     assert_null(dlsym(lib, "buffer_completed"));
 
-    if (driver_installed())
+    if (driver_installed()) {
         print_message("a CUDA driver is installed: InitializeInjection is not called by this test\n");
-    else
-        assert_int_equal(init(), 0);
+    } else { /* in a child: the libcupti it loads stays loaded, and the children below load the double instead */
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+            _exit(init() == 0 ? 0 : 1);
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
     dlclose(lib);
 }
 
@@ -229,6 +238,52 @@ static int count_in_file(const char *path, const char *needle)
         n++;
     free(text);
     return n;
+}
+
+/* libcupti is found at run time, by soname, not through a DT_NEEDED with a RUNPATH into the build machine's CUDA
+ * toolkit: loading the library loads no CUPTI (checked in a child, which has loaded none before), and a CUPTI that
+ * cannot be loaded is said on stderr, naming the library and the driver its CUPTI needs; nothing is timed. */
+static void test_cupti_loaded_at_run_time(void **state)
+{
+    (void)state;
+    const char *soname = getenv("KT_TEST_CUPTI_SONAME");
+    assert_non_null(soname);
+    char *dir = ktt_tmpdir("cupti-missing");
+    assert_non_null(dir);
+    char *err = ktt_path(dir, "stderr");
+    assert_non_null(err);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (!freopen(err, "w", stderr))
+            _exit(5);
+        void *lib = dlopen(getenv("KT_TEST_CUPTI_INJECT"), RTLD_NOW | RTLD_LOCAL);
+        int (*init)(void) = NULL;
+        if (!lib || !(*(void **)&init = dlsym(lib, "InitializeInjection")))
+            _exit(3);
+        if (dlopen(soname, RTLD_NOW | RTLD_NOLOAD))
+            _exit(20); /* linked: loaded with the library */
+        setenv("KTIMING_CUPTI_LIBRARY", "/nonexistent/libcupti.so.13", 1);
+        int rc = init();
+        fflush(stderr); /* _exit flushes nothing */
+        _exit(rc == 0 ? 0 : 21);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    char *text = ktt_read_file(err, NULL);
+    assert_non_null(text);
+    print_message("%s", text);
+    assert_non_null(strstr(text, "ktiming-cupti: cannot load /nonexistent/libcupti.so.13 ("));
+    assert_non_null(strstr(text, "nothing is timed"));
+    assert_non_null(strstr(text, "needs an NVIDIA driver for CUDA "));
+    assert_non_null(strstr(text, "KTIMING_CUPTI_LIBRARY"));
+    assert_int_equal(count_in_file(err, "ktiming-cupti:"), 1); /* one line */
+    free(text);
+    free(err);
+    ktt_rmtree(dir);
 }
 
 static void test_no_driver_writes_no_snapshot(void **state)
@@ -496,6 +551,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_exports_initialize_injection),
                                        cmocka_unit_test(test_no_driver_writes_no_snapshot),
+                                       cmocka_unit_test(test_cupti_loaded_at_run_time),
                                        cmocka_unit_test(test_exit_flushes_then_writes_snapshot),
                                        cmocka_unit_test(test_context_destroy_flushes),
                                        cmocka_unit_test(test_graph_nodes_one_by_one),
