@@ -219,6 +219,36 @@ typedef struct kt_desc_t {
 #define KT_SPAN_ERROR 0x4u      /* the command ended in error (duration may be 0) */
 #define KT_SPAN_TRIALS 0x8u     /* one of several trial dispatches of a primitive */
 
+/* Launch configurations (issue 40.2). The same kernel launched with other sizes is other work: a dispatch may
+ * carry its configuration (kt_dispatch_t.launch; all zero = none), and each snapshot entry then keeps a breakdown
+ * by configuration (kt_kernel_timing_t.configs). Kinds: */
+typedef enum kt_launch_kind_t {
+    KT_LAUNCH_NONE = 0,     /* the dispatch carries no configuration */
+    KT_LAUNCH_ITEMS = 1,    /* OpenCL NDRange: size[] = global work-items per dimension, local[] = work-items per
+                               work-group (all 0: the driver chose, local_work_size NULL); clEnqueueTask: 1 x 1 */
+    KT_LAUNCH_GROUPS = 2,   /* groups x threads per group: size[] = groups per dimension (Vulkan group counts, CUDA
+                               grid), local[] = threads per group (CUDA block; all 0: not known, e.g. a Vulkan
+                               shader's local size) */
+    KT_LAUNCH_INDIRECT = 3, /* sizes the device reads at execution (vkCmdDispatchIndirect, ...): unknown when
+                               recorded; dims and sizes 0 */
+    KT_LAUNCH_OTHER = 4     /* in snapshots only: every configuration past KT_LAUNCH_CONFIGS_MAX, added together;
+                               a dispatch recorded with it (or a kind past it) counts as carrying none */
+} kt_launch_kind_t;
+
+/* Configurations kept per snapshot entry (and per recording thread and kernel); the rest are added into one
+ * KT_LAUNCH_OTHER row, so every configured dispatch is counted in some row. */
+#define KT_LAUNCH_CONFIGS_MAX 32
+
+/* One launch configuration. Sizes past `dims` are ignored (kept as 0); two dispatches have the same configuration
+ * when kind, dims and the sizes within dims are equal. A global offset is not part of it (the same work elsewhere
+ * in the index space). */
+typedef struct kt_launch_t {
+    uint32_t kind;     /* kt_launch_kind_t; 0: no configuration */
+    uint32_t dims;     /* dimensions given, 1..3 (0 with INDIRECT and OTHER); more than 3 keeps the first 3 */
+    uint64_t size[3];  /* ITEMS: global work-items; GROUPS: groups (group counts, grid), per dimension */
+    uint64_t local[3]; /* ITEMS: work-items per group, GROUPS: threads per group (block); all 0 = not given */
+} kt_launch_t;
+
 /* One dispatch, as a backend (or a user writing their own backend) hands it to the recorder. All
  * times are host-timeline ns (kt_now_ns domain); 0 means unknown. */
 typedef struct kt_dispatch_t {
@@ -234,6 +264,7 @@ typedef struct kt_dispatch_t {
     uint64_t end_ns;         /* execution end on the host timeline */
     uint64_t uncertainty_ns; /* error bound of start/end placement (clock model), 0 for host clocks */
     uint64_t bytes;          /* bytes the command moved (transfers), 0 for kernels */
+    kt_launch_t launch;      /* its launch configuration; zero = none (kt_kernel_timing_t.configs) */
 } kt_dispatch_t;
 
 /* A recorded span as kept in a snapshot. */
@@ -334,6 +365,15 @@ typedef struct kt_hist_bin_t {
     uint64_t count;    /* dispatches in it */
 } kt_hist_bin_t;
 
+/* One launch configuration's share of an entry (kt_kernel_timing_t.configs). */
+typedef struct kt_config_timing_t {
+    kt_launch_t launch;      /* the configuration; kind KT_LAUNCH_OTHER: every one past KT_LAUNCH_CONFIGS_MAX */
+    uint64_t dispatch_count; /* successful dispatches with it */
+    uint64_t total_ns;       /* their summed duration (saturating at UINT64_MAX); mean = total_ns / dispatch_count */
+    uint64_t min_ns;         /* shortest */
+    uint64_t max_ns;         /* longest */
+} kt_config_timing_t;
+
 /* Statistics for one (kernel, backend, device), accumulated across dispatches. */
 typedef struct kt_kernel_timing_t {
     const char *name;        /* kernel name (owned by the snapshot) */
@@ -370,11 +410,15 @@ typedef struct kt_kernel_timing_t {
     uint32_t by_source_count; /* entries in by_source[] (a merged snapshot; 0 otherwise) */
     kt_source_total_t *by_source; /* this kernel's count and total per source, ascending by source (owned by the
                                      snapshot): what per-rank load balance is computed from */
+    uint32_t config_count;   /* rows in configs[] (0: no dispatch carried a launch configuration) */
+    kt_config_timing_t *configs; /* the breakdown by launch configuration (owned by the snapshot): largest total
+                                    first, at most KT_LAUNCH_CONFIGS_MAX rows and then one KT_LAUNCH_OTHER row;
+                                    counts dispatches that carried one (their sum <= dispatch_count) */
 } kt_kernel_timing_t;
 
 /* A merged, immutable view of everything recorded. Memory contract (shared by kt_snapshot() and the loader in
- * ktiming/analysis.h): the struct, each array, and each entry's name, device, samples, hist and by_source are separate
- * malloc blocks (NULL when empty), released by kt_snapshot_free(). */
+ * ktiming/analysis.h): the struct, each array, and each entry's name, device, samples, hist, by_source and configs are
+ * separate malloc blocks (NULL when empty), released by kt_snapshot_free(). */
 typedef struct kt_snapshot_t {
     size_t count;                 /* entries */
     kt_kernel_timing_t *entries;  /* sorted by name, then backend, then device */
@@ -427,6 +471,7 @@ typedef struct kt_report_opts_t {
     kt_sort_t sort;     /* row order of text, markdown and CSV */
     const char *filter; /* fnmatch(3) glob on kernel names for text, markdown and CSV rows; NULL = every kernel */
     int by_api;         /* text and markdown: first the total time per API (the `ktiming run` summary) */
+    int by_config;      /* text, markdown, lines and CSV: a row per kernel and launch configuration (configs[]) */
 } kt_report_opts_t;
 
 /* Host-clock timer with the same interface as the GPU timers (kt_cuda_timer_t).

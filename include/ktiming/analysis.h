@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 /* The newest schema version this library reads; files with a larger "version" are rejected. */
-#define KT_SNAPSHOT_SCHEMA_VERSION 4
+#define KT_SNAPSHOT_SCHEMA_VERSION 5
 
 /* Parses len bytes of JSON (need not be NUL-terminated) into a new snapshot stored in *out.
  * Returns 0; KT_EPARSE for malformed, truncated or inconsistent input, an unknown schema or a newer schema

@@ -997,6 +997,79 @@ static int read_by_source(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e, 
     return 0;
 }
 
+/* One [v, ...] of 1 to 3 sizes of a configuration row; *dims is the count (it must match across arrays). */
+static int read_config_sizes(load_ctx_t *c, const cJSON *o, const char *key, uint64_t out[3], uint32_t *dims)
+{
+    const cJSON *arr, *it;
+    size_t n, i = 0;
+    int rc;
+    if ((rc = get_array(c, o, key, &arr, &n)))
+        return rc;
+    if (!arr || n < 1 || n > 3 || (*dims && n != *dims))
+        return fail_member(c, key, *dims ? "expected as many sizes as \"size\"" : "expected 1 to 3 sizes");
+    cJSON_ArrayForEach(it, arr)
+    {
+        const char *why = NULL;
+        if (value_u64(it, &out[i], &why))
+            return fail(c, KT_EPARSE, "%s.%s[%zu]: %s", c->where, key, i, why);
+        i++;
+    }
+    *dims = (uint32_t)n;
+    return 0;
+}
+
+/* "configs" (version 5): the entry's breakdown by launch configuration, [{"kind", "size", "local",
+ * "dispatch_count", "total_ns", "min_ns", "max_ns"}, ...], at most KT_LAUNCH_CONFIGS_MAX rows and one "other";
+ * counts add up to at most dispatch_count. Older files have none. */
+static int read_configs(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e)
+{
+    const cJSON *arr, *it;
+    size_t n, i = 0;
+    int rc;
+    if ((rc = get_array(c, o, "configs", &arr, &n)) || !n)
+        return rc;
+    if (n > KT_LAUNCH_CONFIGS_MAX + 1u)
+        return fail_member(c, "configs", "more rows than the cap and an \"other\" row");
+    if (!(e->configs = calloc(n, sizeof *e->configs)))
+        return fail(c, KT_ENOMEM, "out of memory");
+    char outer[sizeof c->where];
+    memcpy(outer, c->where, sizeof outer);
+    uint64_t total = 0;
+    int others = 0;
+    cJSON_ArrayForEach(it, arr)
+    {
+        kt_config_timing_t *r = &e->configs[i];
+        const char *kind = NULL;
+        snprintf(c->where, sizeof c->where, "%s.configs[%zu]", outer, i);
+        if ((rc = expect_object(c, it)) || (rc = get_str(c, it, "kind", 1, &kind)))
+            return rc;
+        for (uint32_t k = 1; kt__launch_kind_id(k) && !r->launch.kind; k++)
+            if (!strcmp(kt__launch_kind_id(k), kind))
+                r->launch.kind = k;
+        if (!r->launch.kind)
+            return fail_member(c, "kind", "expected \"items\", \"groups\", \"indirect\" or \"other\"");
+        others += r->launch.kind == KT_LAUNCH_OTHER;
+        if (r->launch.kind == KT_LAUNCH_ITEMS || r->launch.kind == KT_LAUNCH_GROUPS) {
+            if ((rc = read_config_sizes(c, it, "size", r->launch.size, &r->launch.dims)) ||
+                (rc = read_config_sizes(c, it, "local", r->launch.local, &r->launch.dims)))
+                return rc;
+        }
+        if ((rc = get_u64(c, it, "dispatch_count", 1, &r->dispatch_count)) ||
+            (rc = get_u64(c, it, "total_ns", 1, &r->total_ns)) || (rc = get_u64(c, it, "min_ns", 1, &r->min_ns)) ||
+            (rc = get_u64(c, it, "max_ns", 1, &r->max_ns)))
+            return rc;
+        if (!r->dispatch_count || r->min_ns > r->max_ns)
+            return fail(c, KT_EPARSE, "%s: expected dispatch_count > 0 and min_ns <= max_ns", c->where);
+        if (r->dispatch_count > e->dispatch_count - total || others > 1)
+            return fail(c, KT_EPARSE, "%s.configs: %s", outer,
+                        others > 1 ? "more than one \"other\" row" : "counts add up to more than dispatch_count");
+        total += r->dispatch_count;
+        e->config_count = (uint32_t)++i;
+    }
+    memcpy(c->where, outer, sizeof outer);
+    return 0;
+}
+
 static int read_entry(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e, size_t nsources)
 {
     const cJSON *samples;
@@ -1025,7 +1098,7 @@ static int read_entry(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e, size
     if (!isnan(e->stddev_ns) && !(e->stddev_ns >= 0 && e->stddev_ns <= 0x1p64))
         return fail_member(c, "stddev_ns", "expected a duration between 0 and 2^64 ns");
     if ((rc = read_entry_v2(c, o, e)) || (rc = read_hist(c, o, e)) ||
-        (rc = read_by_source(c, o, e, nsources)))
+        (rc = read_by_source(c, o, e, nsources)) || (rc = read_configs(c, o, e)))
         return rc;
     declared = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
     if ((rc = get_u32(c, o, "sample_count", 0, &declared)))

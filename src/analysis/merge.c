@@ -120,6 +120,25 @@ static int bucket_add_cmp(const void *a, const void *b)
  * samples, each standing for count/sample_count dispatches (or its mean for all of them): *approx is then set.
  * The inputs' counts are sorted by bucket and summed (saturating, so in any order), O(k log k) for k counts:
  * not a pass over every bucket per kernel, which was a third of merging a million kernels. */
+/* The group's breakdowns by launch configuration added up: equal configurations summed, then capped as a
+ * snapshot caps them (kt__configs_fold: KT_LAUNCH_CONFIGS_MAX rows, the rest in one "other" row). */
+static int merge_configs(const ref_t *g, size_t m, kt_kernel_timing_t *t)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m; i++)
+        n += g[i].e->configs ? g[i].e->config_count : 0;
+    if (!n)
+        return 0;
+    if (n > UINT32_MAX || !(t->configs = malloc(n * sizeof *t->configs)))
+        return KT_ENOMEM;
+    size_t w = 0;
+    for (size_t i = 0; i < m; i++)
+        for (uint32_t k = 0; g[i].e->configs && k < g[i].e->config_count; k++)
+            t->configs[w++] = g[i].e->configs[k];
+    t->config_count = kt__configs_fold(t->configs, (uint32_t)n);
+    return 0;
+}
+
 static int merge_hist(const ref_t *g, size_t m, kt_hist_bin_t **out, uint32_t *nout, int *approx)
 {
     *approx = 0;
@@ -323,7 +342,10 @@ static int merge_group(const ref_t *g, size_t m, const input_t *in, kt_kernel_ti
         }
     }
 
-    int approx, rc = merge_hist(g, m, &t->hist, &t->hist_count, &approx);
+    int approx, rc = merge_configs(g, m, t);
+    if (rc)
+        return rc;
+    rc = merge_hist(g, m, &t->hist, &t->hist_count, &approx);
     if (rc)
         return rc;
     if (t->dispatch_count) {

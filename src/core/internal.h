@@ -152,6 +152,26 @@ static inline uint32_t kt__smp_block_size(uint32_t k) { return k ? KT__SMP_FIRST
  * of pointer-chasing ~1 KB records scattered over the heap. The rest (other record kinds, the reservoir, the
  * histogram's directory) lives in `cold`, allocated with the slot; the histogram block a record bumps is cached
  * in the hot part. A slot exists once `cold` is published (release; snapshots acquire it). */
+/* A slot's breakdown by launch configuration (kt_launch_t), allocated with the first configured record of the
+ * kernel on the thread: KT_LAUNCH_CONFIGS_MAX rows in first-seen order, then row KT_LAUNCH_CONFIGS_MAX adding up
+ * every configuration past them (KT_LAUNCH_OTHER). The owner writes a new row's key and zeroed stats before
+ * publishing `n` (release); every update of the stats happens inside the table's seqlock `seq`, after the slot's
+ * scalars (a snapshot reads the table first: it counts no dispatch the scalars miss). */
+typedef struct kt__cfg_row_t {
+    kt_launch_t key;        /* the configuration (normalised: sizes past dims 0); immutable once published */
+    _Atomic uint64_t count; /* dispatches with it */
+    _Atomic uint64_t total; /* their summed duration, saturating */
+    _Atomic uint64_t min;   /* shortest; UINT64_MAX while count is 0 */
+    _Atomic uint64_t max;   /* longest */
+} kt__cfg_row_t;
+
+typedef struct kt__cfg_tab_t {
+    _Atomic uint64_t seq;   /* seqlock: odd while the owner updates a row's stats */
+    _Atomic uint32_t n;     /* rows [0, n) published (at most KT_LAUNCH_CONFIGS_MAX) */
+    uint32_t hint;          /* owner only: the row hit last */
+    kt__cfg_row_t rows[KT_LAUNCH_CONFIGS_MAX + 1]; /* the last: KT_LAUNCH_OTHER */
+} kt__cfg_tab_t;
+
 typedef struct kt__slot_cold_t {
     _Atomic uint64_t errors;     /* dispatches that ended in error */
     _Atomic uint64_t dropped;    /* dispatches lost before reaching the recorder (kt_record_drop) */
@@ -162,6 +182,7 @@ typedef struct kt__slot_cold_t {
     kt__u64_ptr smp[KT__SMP_BLOCKS];   /* reservoir in blocks that grow with use (kt__smp_block) */
     kt__u64_ptr hist[KT__HIST_BLOCKS]; /* histogram blocks of KT__HIST_BLOCK counters, lazily allocated; they
                                         * hold every record but the newest (`pend`) */
+    _Atomic(kt__cfg_tab_t *) cfgs;     /* by launch configuration; NULL until a record carried one */
 } kt__slot_cold_t;
 
 typedef struct kt__slot_t {

@@ -1,6 +1,7 @@
 /* recorder.c — the hot path: each thread writes its own shard, indexed by kernel id; no lock on record. */
 #include "core/internal.h"
 #include "core/service.h"
+#include "shared/shared.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -109,6 +110,15 @@ static void slot_clear(kt__slot_t *sl)
     for (int d = 0; d < KT_DROP_REASON_COUNT; d++)
         KT__STR(&c->dropped_by[d], 0);
     KT__STR(&c->bytes, 0);
+    kt__cfg_tab_t *ct = KT__LD(&c->cfgs);
+    if (ct) { /* rows are re-initialised when taken again; the OTHER row is always there */
+        KT__ST(&ct->n, 0);
+        kt__cfg_row_t *o = &ct->rows[KT_LAUNCH_CONFIGS_MAX];
+        KT__ST(&o->count, 0);
+        KT__ST(&o->total, 0);
+        KT__ST(&o->min, UINT64_MAX);
+        KT__ST(&o->max, 0);
+    }
     KT__STR(&sl->total_hi, 0);
     KT__STR(&sl->spans_dropped, 0);
     KT__STR(&sl->seq, q + 2);
@@ -520,6 +530,74 @@ void kt_record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend
     kt_record_id(id, elapsed_ns);
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * Launch configurations (kt_dispatch_t.launch): off the common path, reached by one branch
+ * ------------------------------------------------------------------------------------------------- */
+
+/* The configuration as kept: kind checked, dims at most 3, sizes past dims 0. 0 when it counts as none. */
+static int launch_norm(const kt_launch_t *in, kt_launch_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (in->kind == KT_LAUNCH_NONE || in->kind >= KT_LAUNCH_OTHER)
+        return 0;
+    out->kind = in->kind;
+    if (in->kind == KT_LAUNCH_INDIRECT)
+        return 1;
+    out->dims = in->dims > 3 ? 3 : in->dims;
+    for (uint32_t i = 0; i < out->dims; i++) {
+        out->size[i] = in->size[i];
+        out->local[i] = in->local[i];
+    }
+    return 1;
+}
+
+static void cfg_row_init(kt__cfg_row_t *r)
+{
+    KT__ST(&r->count, 0);
+    KT__ST(&r->total, 0);
+    KT__ST(&r->min, UINT64_MAX);
+    KT__ST(&r->max, 0);
+}
+
+/* Adds a counted dispatch of duration v to its configuration's row (called after the slot's scalars). */
+static __attribute__((noinline)) void config_add(kt__slot_t *sl, const kt_launch_t *launch, uint64_t v)
+{
+    kt_launch_t key;
+    if (!launch_norm(launch, &key))
+        return;
+    kt__slot_cold_t *c = KT__LD(&sl->cold);
+    kt__cfg_tab_t *t = KT__LD(&c->cfgs);
+    if (!t) {
+        if (!(t = kt__zalloc(sizeof *t)))
+            return; /* out of memory: the breakdown misses it; the entry's aggregates do not */
+        cfg_row_init(&t->rows[KT_LAUNCH_CONFIGS_MAX]);
+        t->rows[KT_LAUNCH_CONFIGS_MAX].key.kind = KT_LAUNCH_OTHER;
+        KT__STR(&c->cfgs, t);
+    }
+    uint32_t n = KT__LD(&t->n), i = t->hint;
+    if (!(i < n && kt__launch_same(&t->rows[i].key, &key))) {
+        for (i = 0; i < n && !kt__launch_same(&t->rows[i].key, &key); i++)
+            ;
+        if (i == n && n < KT_LAUNCH_CONFIGS_MAX) { /* a new row: key and stats before it is published */
+            t->rows[n].key = key;
+            cfg_row_init(&t->rows[n]);
+            KT__STR(&t->n, n + 1);
+        }
+        t->hint = i; /* KT_LAUNCH_CONFIGS_MAX: the OTHER row */
+    }
+    kt__cfg_row_t *r = &t->rows[i];
+    uint64_t q = KT__LD(&t->seq);
+    KT__ST(&t->seq, q + 1);
+    KT__STR(&r->count, KT__LD(&r->count) + 1);
+    uint64_t tot = KT__LD(&r->total);
+    KT__STR(&r->total, tot > UINT64_MAX - v ? UINT64_MAX : tot + v);
+    if (v < KT__LD(&r->min))
+        KT__STR(&r->min, v);
+    if (v > KT__LD(&r->max))
+        KT__STR(&r->max, v);
+    KT__STR(&t->seq, q + 2);
+}
+
 void kt_record_dispatch(const kt_dispatch_t *d)
 {
     if (!kt__on() || !d)
@@ -532,6 +610,8 @@ void kt_record_dispatch(const kt_dispatch_t *d)
         counter_add(&KT__LD(&sl->cold)->errors);
     } else {
         slot_add(s, sl, d->duration_ns, d->end_ns);
+        if (__builtin_expect(d->launch.kind != 0, 0)) /* the one branch a dispatch without one pays */
+            config_add(sl, &d->launch, d->duration_ns);
         if (d->bytes) { /* after the scalars: a snapshot reads bytes first, so it counts no uncounted dispatch */
             kt__slot_cold_t *c = KT__LD(&sl->cold);
             KT__STR(&c->bytes, KT__LD(&c->bytes) + d->bytes);

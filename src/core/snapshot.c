@@ -283,6 +283,8 @@ typedef struct build_t {
     uint64_t *hist;          /* the kernel's merged histogram */
     uint64_t used;           /* its blocks holding counts, zeroed again before the next kernel */
     uint64_t hist_n;         /* the counts it holds */
+    kt_config_timing_t *cfg; /* the kernel's rows by launch configuration from every shard, folded at the end */
+    uint32_t ncfg, cfgcap;
     entry_build_t *eb;       /* entries built */
     uint32_t ne;             /* eb[0..ne) owned here */
     uint32_t *kid_entry;     /* kernel id -> entry index (UINT32_MAX: none) */
@@ -299,7 +301,9 @@ static void build_free(build_t *b)
         free((void *)b->eb[i].t.device);
         free(b->eb[i].t.samples);
         free(b->eb[i].t.hist);
+        free(b->eb[i].t.configs);
     }
+    free(b->cfg);
     free(b->shards);
     free(b->span_n);
     free(b->pools);
@@ -409,6 +413,69 @@ static int64_t gather_samples(build_t *b, kt__slot_t *sl)
     return fill;
 }
 
+/* A slot's rows by launch configuration appended to b->cfg, read under the table's seqlock (a dead program's:
+ * after KT__DEAD_TRIES as they are). Read before the slot's scalars: every dispatch a row counts is in them.
+ * 0, or -1 when out of memory. */
+static int gather_configs(build_t *b, kt__slot_cold_t *cold)
+{
+    kt__cfg_tab_t *t = KT__LDA(&cold->cfgs);
+    if (!t || !src_ok(b->src, t, sizeof *t))
+        return 0;
+    if (b->cfgcap - b->ncfg < KT_LAUNCH_CONFIGS_MAX + 1u) {
+        uint32_t nc = b->cfgcap ? b->cfgcap * 2 : 4 * (KT_LAUNCH_CONFIGS_MAX + 1u);
+        kt_config_timing_t *nb = realloc(b->cfg, nc * sizeof *nb);
+        if (!nb)
+            return -1;
+        b->cfg = nb;
+        b->cfgcap = nc;
+    }
+    for (int tries = 0;; tries++) {
+        uint64_t q1 = KT__LDA(&t->seq);
+        uint32_t n = KT__LDA(&t->n);
+        if (n > KT_LAUNCH_CONFIGS_MAX) /* a dead program's torn table */
+            n = KT_LAUNCH_CONFIGS_MAX;
+        kt_config_timing_t *out = b->cfg + b->ncfg;
+        uint32_t w = 0;
+        for (uint32_t i = 0; i <= n; i++) {
+            kt__cfg_row_t *r = &t->rows[i < n ? i : KT_LAUNCH_CONFIGS_MAX];
+            kt_config_timing_t *o = &out[w];
+            o->dispatch_count = KT__LDA(&r->count);
+            o->total_ns = KT__LDA(&r->total);
+            o->min_ns = KT__LDA(&r->min);
+            o->max_ns = KT__LDA(&r->max);
+            o->launch = r->key;
+            if (i == n) /* the OTHER row's key is set once; read it as the kind it is */
+                memset(&o->launch, 0, sizeof o->launch), o->launch.kind = KT_LAUNCH_OTHER;
+            if (!o->dispatch_count)
+                continue;
+            if (o->min_ns > o->max_ns) /* a torn read of a dead owner's row */
+                o->min_ns = o->max_ns;
+            if (o->launch.kind == KT_LAUNCH_NONE || o->launch.kind > KT_LAUNCH_OTHER || o->launch.dims > 3)
+                continue; /* a dead program's row not readable */
+            w++;
+        }
+        uint64_t q2 = KT__LD(&t->seq);
+        if ((q1 == q2 && !(q1 & 1)) || (b->src->lo != b->src->hi && tries >= KT__DEAD_TRIES)) {
+            b->ncfg += w;
+            return 0;
+        }
+        sched_yield();
+    }
+}
+
+/* The kernel's rows folded into its entry's breakdown (shared.h: equal ones added, capped, OTHER last). */
+static int publish_configs(build_t *b, kt_kernel_timing_t *t)
+{
+    uint32_t n = kt__configs_fold(b->cfg, b->ncfg);
+    if (!n)
+        return 0;
+    if (!(t->configs = malloc(n * sizeof *t->configs)))
+        return -1;
+    memcpy(t->configs, b->cfg, n * sizeof *t->configs);
+    t->config_count = n;
+    return 0;
+}
+
 /* What gather_kernel merges besides the entry's own fields. */
 typedef struct gathered_t {
     unsigned __int128 sum, sq; /* exact total and sum of squares */
@@ -425,6 +492,7 @@ static int gather_kernel(build_t *b, uint32_t id, kt_kernel_timing_t *t, gathere
     uint32_t best_shard = 0;
     int any = 0;
     b->poolused = 0;
+    b->ncfg = 0;
     for (uint32_t si = 0; si < b->nvalid; si++) {
         kt__slot_t *sl = shard_slot(b->src, b->shards[si], id);
         if (!sl)
@@ -435,6 +503,8 @@ static int gather_kernel(build_t *b, uint32_t id, kt_kernel_timing_t *t, gathere
         slot_read_t r;
         kt__slot_cold_t *cold = KT__LDA(&sl->cold);
         uint64_t bytes = KT__LDA(&cold->bytes); /* before the scalars: only bytes of counted dispatches */
+        if (gather_configs(b, cold) != 0) /* so are the configurations */
+            return -1;
         slot_read(b->src, sl, &r);
         t->errors += KT__LD(&cold->errors);
         t->dropped += KT__LD(&cold->dropped);
@@ -537,7 +607,7 @@ static int build_entry(build_t *b, uint32_t id)
     e->t.mean_ns = (double)g.sum / (double)t.dispatch_count;
     e->t.stddev_ns = kt__stddev_exact(t.dispatch_count, g.sum, g.sq);
     hist_percentiles(b->hist, b->used, b->hist_n, &e->t);
-    if (hist_bins(b->hist, b->used, &e->t) != 0)
+    if (hist_bins(b->hist, b->used, &e->t) != 0 || publish_configs(b, &e->t) != 0)
         return -1;
     uint32_t want = t.dispatch_count < b->cap ? (uint32_t)t.dispatch_count : b->cap;
     if (!(e->t.samples = malloc(want * sizeof(uint64_t))))
@@ -796,6 +866,7 @@ void kt_snapshot_free(kt_snapshot_t *snap)
         free(snap->entries[i].samples);
         free(snap->entries[i].hist);
         free(snap->entries[i].by_source);
+        free(snap->entries[i].configs);
     }
     free(snap->entries);
     free(snap->sources);

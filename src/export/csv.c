@@ -42,15 +42,62 @@ static void csv_double(FILE *out, double v)
     fprintf(out, ",%s", strcmp(buf, "null") ? buf : "");
 }
 
+/* One row's statistics (an entry's, or a configuration's: a value not known is left empty). */
+static void csv_stats(FILE *out, const kt_kernel_timing_t *e)
+{
+    int no_range = e->min_ns == UINT64_MAX && e->max_ns == UINT64_MAX, no_pct = e->p50_ns == UINT64_MAX;
+    csv_u64(out, e->dispatch_count);
+    csv_u64(out, e->total_ns);
+    if (no_range)
+        fputs(",,", out);
+    else {
+        csv_u64(out, e->min_ns);
+        csv_u64(out, e->max_ns);
+    }
+    csv_u64(out, e->last_ns);
+    csv_double(out, e->mean_ns);
+    csv_double(out, e->stddev_ns);
+    if (no_pct)
+        fputs(",,,", out);
+    else {
+        csv_u64(out, e->p50_ns);
+        csv_u64(out, e->p90_ns);
+        csv_u64(out, e->p99_ns);
+    }
+}
+
+/* --by-config: after an entry's row, one per launch configuration (and "none" for dispatches without one), with
+ * the entry's name, backend and device, count, total, min, max and mean (kt__config_parts); the rest empty. */
+static void csv_config_rows(FILE *out, const kt_kernel_timing_t *e)
+{
+    kt_kernel_timing_t parts[KT_LAUNCH_CONFIGS_MAX + 2];
+    char labels[KT_LAUNCH_CONFIGS_MAX + 2][KT__LAUNCH_LABEL];
+    uint32_t np = kt__config_parts(e, parts, labels);
+    for (uint32_t j = 0; j < np; j++) {
+        csv_field(out, e->name);
+        fputc(',', out);
+        csv_field(out, kt_backend_name(e->backend));
+        fputc(',', out);
+        csv_field(out, e->device);
+        parts[j].last_ns = 0;
+        csv_stats(out, &parts[j]);
+        fputs(",,,,,,,", out); /* errors .. last_error: the entry's row has them */
+        csv_field(out, labels[j]);
+        fputs("\r\n", out);
+    }
+}
+
 int kt__export_csv(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts)
 {
     size_t *rows = NULL, count = 0;
     int rc = kt__report_rows(snap, opts, &rows, &count);
     if (rc)
         return rc;
+    int by_config = opts && opts->by_config;
     fputs("name,backend,device,dispatch_count,total_ns,min_ns,max_ns,last_ns,mean_ns,stddev_ns,p50_ns,p90_ns,"
-          "p99_ns,errors,dropped,spans_dropped,sample_count,bytes,last_error\r\n",
+          "p99_ns,errors,dropped,spans_dropped,sample_count,bytes,last_error",
           out);
+    fputs(by_config ? ",config\r\n" : "\r\n", out); /* config: empty on a kernel's row */
     for (size_t r = 0; r < count; r++) {
         const kt_kernel_timing_t *e = &snap->entries[rows[r]];
         csv_field(out, e->name);
@@ -58,16 +105,7 @@ int kt__export_csv(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t 
         csv_field(out, kt_backend_name(e->backend));
         fputc(',', out);
         csv_field(out, e->device);
-        csv_u64(out, e->dispatch_count);
-        csv_u64(out, e->total_ns);
-        csv_u64(out, e->min_ns);
-        csv_u64(out, e->max_ns);
-        csv_u64(out, e->last_ns);
-        csv_double(out, e->mean_ns);
-        csv_double(out, e->stddev_ns);
-        csv_u64(out, e->p50_ns);
-        csv_u64(out, e->p90_ns);
-        csv_u64(out, e->p99_ns);
+        csv_stats(out, e);
         csv_u64(out, e->errors);
         csv_u64(out, e->dropped);
         csv_u64(out, e->spans_dropped);
@@ -75,7 +113,9 @@ int kt__export_csv(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t 
         csv_u64(out, e->bytes);
         fputc(',', out);
         csv_field(out, e->last_error);
-        fputs("\r\n", out);
+        fputs(by_config ? ",\r\n" : "\r\n", out);
+        if (by_config && e->configs && e->config_count)
+            csv_config_rows(out, e);
     }
     free(rows);
     return ferror(out) ? KT_EIO : 0;

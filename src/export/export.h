@@ -31,6 +31,17 @@ int kt__export_html(FILE *out, const kt_snapshot_t *snap);   /* written by the t
  * Returns 0, KT_EINVAL or KT_ENOMEM. */
 int kt__report_rows(const kt_snapshot_t *snap, const kt_report_opts_t *opts, size_t **rows, size_t *count);
 
+/* Launch configurations in text (docs/cli.md, "--by-config"): "global=1024x768 local=16x16", "global=4096 local=auto"
+ * (local NULL), "groups=64x1x1 local=256x1x1" ("groups=64x1x1" when the local size is unknown), "indirect",
+ * "other", "none". KT__LAUNCH_LABEL bytes hold any. */
+#define KT__LAUNCH_LABEL 160
+void kt__launch_label(char *buf, size_t size, const kt_launch_t *l);
+/* An entry's breakdown as entries (name, backend, device the entry's): one per configs[] row, then "none" for the
+ * dispatches that carried no configuration (count and total only: min, max and the percentiles UINT64_MAX, not
+ * known) -- the whole entry when it has no configs[]. Labels in labels[]; returns the rows (at most
+ * config_count + 1). parts and labels hold KT_LAUNCH_CONFIGS_MAX + 2. */
+uint32_t kt__config_parts(const kt_kernel_timing_t *e, kt_kernel_timing_t *parts, char (*labels)[KT__LAUNCH_LABEL]);
+
 /* A duration for people: "812 ns", "12.34 µs", "1.099 ms", "2.500 s" (four significant digits, the unit chosen
  * per value); "-" for a negative or non-finite value. */
 void kt__format_duration(char *buf, size_t size, double ns);

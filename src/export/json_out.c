@@ -218,6 +218,9 @@ static int validate(const kt_snapshot_t *snap)
         for (uint32_t k = 0; snap->entries[i].by_source && k < snap->entries[i].by_source_count; k++)
             if (snap->entries[i].by_source[k].source >= snap->source_count)
                 return KT_EINVAL;
+        for (uint32_t k = 0; snap->entries[i].configs && k < snap->entries[i].config_count; k++)
+            if (!kt__launch_kind_id(snap->entries[i].configs[k].launch.kind))
+                return KT_EINVAL;
     }
     for (size_t i = 0; i < snap->queue_count; i++)
         if (!backend_ok(snap->queues[i].backend) || (snap->source_count && snap->queues[i].source >= snap->source_count))
@@ -254,6 +257,35 @@ static void field_string(FILE *out, const char *sep, const char *key, const char
 {
     fprintf(out, "%s\"%s\": ", sep, key);
     kt__json_write_string(out, s, maxlen);
+}
+
+/* "configs": the entry's breakdown by launch configuration (schema 5), one object per row: kind, the sizes
+ * within dims ("size", "local"; none for indirect and other), count, total, min, max. */
+static void write_configs(FILE *out, const kt_kernel_timing_t *e)
+{
+    if (!e->configs || !e->config_count)
+        return;
+    fputs(",\n     \"configs\": [", out);
+    for (uint32_t i = 0; i < e->config_count; i++) {
+        const kt_config_timing_t *c = &e->configs[i];
+        const kt_launch_t *l = &c->launch;
+        uint32_t dims = l->kind == KT_LAUNCH_ITEMS || l->kind == KT_LAUNCH_GROUPS ? (l->dims > 3 ? 3 : l->dims) : 0;
+        const char *kind = kt__launch_kind_id(l->kind); /* never NULL: validate() refused such rows */
+        fprintf(out, "%s{\"kind\": \"%s\"", i ? ",\n       " : "", kind ? kind : "other");
+        if (dims) {
+            fputs(", \"size\": [", out);
+            write_u64_list(out, l->size, dims);
+            fputs("], \"local\": [", out);
+            write_u64_list(out, l->local, dims);
+            fputc(']', out);
+        }
+        field_u64(out, ", ", "dispatch_count", c->dispatch_count);
+        field_u64(out, ", ", "total_ns", c->total_ns);
+        field_u64(out, ", ", "min_ns", c->min_ns);
+        field_u64(out, ", ", "max_ns", c->max_ns);
+        fputc('}', out);
+    }
+    fputc(']', out);
 }
 
 static void write_entry(FILE *out, const kt_kernel_timing_t *e)
@@ -321,6 +353,7 @@ static void write_entry(FILE *out, const kt_kernel_timing_t *e)
         }
         fputc(']', out);
     }
+    write_configs(out, e);
     field_u64(out, ",\n     ", "sample_count", samples);
     fputs(",\n     \"samples\": [", out);
     write_u64_list(out, e->samples, samples);

@@ -90,6 +90,106 @@ int kt__report_rows(const kt_snapshot_t *snap, const kt_report_opts_t *opts, siz
 }
 
 /* ---------------------------------------------------------------------------------------------------
+ * Launch configurations (--by-config)
+ * ------------------------------------------------------------------------------------------------- */
+
+/* "1024x768" from n sizes; "auto" when all are 0 (OpenCL: the driver chose). */
+static size_t put_dims(char *buf, size_t size, const uint64_t *v, uint32_t n)
+{
+    size_t len = 0;
+    int any = 0;
+    for (uint32_t i = 0; i < n; i++)
+        any |= v[i] != 0;
+    if (!any)
+        return (size_t)snprintf(buf, size, "auto");
+    for (uint32_t i = 0; i < n && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%" PRIu64, i ? "x" : "", v[i]);
+    return len;
+}
+
+void kt__launch_label(char *buf, size_t size, const kt_launch_t *l)
+{
+    uint32_t dims = l->dims > 3 ? 3 : l->dims;
+    size_t len;
+    switch (l->kind) {
+    case KT_LAUNCH_ITEMS:
+        len = (size_t)snprintf(buf, size, "global=");
+        len += put_dims(buf + (len < size ? len : size), len < size ? size - len : 0, l->size, dims ? dims : 1);
+        if (len < size)
+            len += (size_t)snprintf(buf + len, size - len, " local=");
+        if (len < size)
+            put_dims(buf + len, size - len, l->local, dims ? dims : 1);
+        return;
+    case KT_LAUNCH_GROUPS:
+        len = (size_t)snprintf(buf, size, "groups=");
+        if (len < size)
+            len += put_dims(buf + len, size - len, l->size, dims ? dims : 1);
+        if (len < size && (l->local[0] || l->local[1] || l->local[2])) {
+            len += (size_t)snprintf(buf + len, size - len, " local=");
+            if (len < size)
+                put_dims(buf + len, size - len, l->local, dims ? dims : 1);
+        }
+        return;
+    case KT_LAUNCH_INDIRECT:
+        snprintf(buf, size, "indirect");
+        return;
+    case KT_LAUNCH_OTHER:
+        snprintf(buf, size, "other");
+        return;
+    default:
+        snprintf(buf, size, "none");
+    }
+}
+
+uint32_t kt__config_parts(const kt_kernel_timing_t *e, kt_kernel_timing_t *parts, char (*labels)[KT__LAUNCH_LABEL])
+{
+    uint32_t n = 0;
+    uint64_t count = 0;
+    unsigned __int128 total = 0;
+    for (uint32_t i = 0; e->configs && i < e->config_count && i <= KT_LAUNCH_CONFIGS_MAX; i++) {
+        const kt_config_timing_t *c = &e->configs[i];
+        kt_kernel_timing_t *p = &parts[n];
+        memset(p, 0, sizeof *p);
+        p->name = e->name;
+        p->backend = e->backend;
+        p->device = e->device;
+        p->dispatch_count = c->dispatch_count;
+        p->total_ns = c->total_ns;
+        p->min_ns = c->min_ns;
+        p->max_ns = c->max_ns;
+        p->mean_ns = c->dispatch_count ? (double)c->total_ns / (double)c->dispatch_count : 0.0;
+        p->stddev_ns = NAN; /* not kept per configuration */
+        p->p50_ns = p->p90_ns = p->p99_ns = UINT64_MAX; /* nor percentiles: "-" */
+        kt__launch_label(labels[n++], KT__LAUNCH_LABEL, &c->launch);
+        count += c->dispatch_count;
+        total += c->total_ns;
+    }
+    if (count < e->dispatch_count) { /* dispatches that carried no configuration: the rest of the entry */
+        kt_kernel_timing_t *p = &parts[n];
+        if (!n) {
+            *p = *e; /* the whole entry: every statistic it has */
+        } else {
+            memset(p, 0, sizeof *p);
+            p->name = e->name;
+            p->backend = e->backend;
+            p->device = e->device;
+            p->dispatch_count = e->dispatch_count - count;
+            unsigned __int128 all = (unsigned __int128)e->total128.hi << 64 | e->total128.lo;
+            if (!all)
+                all = e->total_ns;
+            all = all > total ? all - total : 0;
+            p->total_ns = all > UINT64_MAX ? UINT64_MAX : (uint64_t)all;
+            p->mean_ns = (double)all / (double)p->dispatch_count;
+            p->stddev_ns = NAN;
+            p->min_ns = p->max_ns = UINT64_MAX; /* not known: shown as "-" */
+            p->p50_ns = p->p90_ns = p->p99_ns = UINT64_MAX;
+        }
+        snprintf(labels[n++], KT__LAUNCH_LABEL, "none");
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------------------------
  * Cells
  * ------------------------------------------------------------------------------------------------- */
 
@@ -134,12 +234,15 @@ enum {
 static const char *const kHeads[C_COUNT] = {"n",   "total", "%",   "mean", "stddev",
                                             "min", "p50",   "p90", "p99",  "max"};
 
-/* One formatted row. */
+/* One formatted row: an entry's, or (--by-config) one of its launch configurations'. */
 typedef struct text_row_t {
-    const kt_kernel_timing_t *e; /* the entry */
-    char *name;                  /* escaped name */
+    const kt_kernel_timing_t *e; /* the entry (for a configuration's row: `part`) */
+    char *name;                  /* escaped name (a configuration's row: its label, indented in text) */
     size_t name_cols;            /* its display width */
     char cell[C_COUNT][TIME_CELL]; /* formatted numbers */
+    int part;                    /* 1: a configuration's row of the entry above (e points at `sub`) */
+    const struct text_row_t *part_of; /* that entry's row */
+    kt_kernel_timing_t sub;      /* that configuration's share, as an entry (name, backend, device the entry's) */
 } text_row_t;
 
 static void row_cells(text_row_t *r, long double all_total)
@@ -152,13 +255,14 @@ static void row_cells(text_row_t *r, long double all_total)
                  kt__entry_is_batch(e) || kt__entry_is_wait(e) ? 0.0L : all_total);
     kt__format_duration(r->cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns);
     kt__format_duration(r->cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns);
-    kt__format_duration(r->cell[C_MIN], TIME_CELL, none ? -1.0 : (double)e->min_ns);
+    int no_range = none || (e->min_ns == UINT64_MAX && e->max_ns == UINT64_MAX); /* a remainder's: not known */
+    kt__format_duration(r->cell[C_MIN], TIME_CELL, no_range ? -1.0 : (double)e->min_ns);
     /* a percentile of 0 under a positive min is none at all (a version-1 file without percentiles): "-" */
-    int no_pct = none || (e->min_ns > 0 && !e->p50_ns && !e->p90_ns && !e->p99_ns);
+    int no_pct = none || no_range || e->p50_ns == UINT64_MAX || (e->min_ns > 0 && !e->p50_ns && !e->p90_ns && !e->p99_ns);
     kt__format_duration(r->cell[C_P50], TIME_CELL, no_pct ? -1.0 : (double)e->p50_ns);
     kt__format_duration(r->cell[C_P90], TIME_CELL, no_pct ? -1.0 : (double)e->p90_ns);
     kt__format_duration(r->cell[C_P99], TIME_CELL, no_pct ? -1.0 : (double)e->p99_ns);
-    kt__format_duration(r->cell[C_MAX], TIME_CELL, none ? -1.0 : (double)e->max_ns);
+    kt__format_duration(r->cell[C_MAX], TIME_CELL, no_range ? -1.0 : (double)e->max_ns);
 }
 
 static int is_host_device(const char *dev) { return !dev || !*dev || !strcmp(dev, "host"); }
@@ -387,7 +491,8 @@ static void write_text(FILE *out, text_row_t *rows, size_t n, const kt_snapshot_
     for (size_t c = 0; c < C_COUNT; c++)
         w[c] = strlen(kHeads[c]);
     for (size_t i = 0; i < n; i++) {
-        size_t nc = rows[i].name_cols > NAME_MAX_COLS ? NAME_MAX_COLS : rows[i].name_cols;
+        size_t cap = rows[i].part ? NAME_MAX_COLS + 24 : NAME_MAX_COLS; /* a label is read whole */
+        size_t nc = rows[i].name_cols > cap ? cap : rows[i].name_cols;
         if (nc > name_cols)
             name_cols = nc;
         size_t bl = strlen(backend_label(rows[i].e->backend));
@@ -410,12 +515,13 @@ static void write_text(FILE *out, text_row_t *rows, size_t n, const kt_snapshot_
     for (size_t i = 0; i < n; i++) {
         fputs("[timing] ", out);
         name_write(out, rows[i].name, rows[i].name_cols, name_cols);
-        fprintf(out, " %-*s", (int)backend_cols, backend_label(rows[i].e->backend));
+        fprintf(out, " %-*s", (int)backend_cols, rows[i].part ? "" : backend_label(rows[i].e->backend));
         for (size_t c = 0; c < C_COUNT; c++) {
             fputs("  ", out);
             write_right(out, rows[i].cell[c], w[c]);
         }
-        row_notes(out, rows[i].e, KT_ESC_TEXT, 1);
+        if (!rows[i].part)
+            row_notes(out, rows[i].e, KT_ESC_TEXT, 1);
         fputc('\n', out);
     }
     if (shown < snap->count)
@@ -440,7 +546,8 @@ static void write_markdown(FILE *out, text_row_t *rows, size_t n)
         for (size_t c = 0; c < C_COUNT; c++)
             fprintf(out, " | %s", rows[i].cell[c]);
         fputs(" |", out);
-        row_notes(out, e, KT_ESC_MARKDOWN, 0);
+        if (!rows[i].part)
+            row_notes(out, e, KT_ESC_MARKDOWN, 0);
         fputs(" |\n", out);
     }
 }
@@ -463,17 +570,52 @@ static void write_lines(FILE *out, text_row_t *rows, size_t n, const kt_snapshot
 {
     for (size_t i = 0; i < n; i++) {
         const kt_kernel_timing_t *e = rows[i].e;
+        const text_row_t *k = rows[i].part ? rows[i].part_of : &rows[i]; /* the kernel's name */
+        int no_range = e->min_ns == UINT64_MAX && e->max_ns == UINT64_MAX;
         fputs("[timing] ", out);
-        name_write(out, rows[i].name, rows[i].name_cols, 20);
-        fprintf(out, " %-5s avg=%7.2fms min=%7.2fms max=%7.2fms n=%llu", backend_label(e->backend),
-                e->mean_ns / 1e6, (double)e->min_ns / 1e6, (double)e->max_ns / 1e6,
-                (unsigned long long)e->dispatch_count);
-        if (e->device && on_several_devices(snap, e)) {
+        name_write(out, k->name, k->name_cols, 20);
+        char lo[32] = "      -", hi[32] = "      -"; /* a remainder's range is not known */
+        if (!no_range) {
+            snprintf(lo, sizeof lo, "%7.2f", (double)e->min_ns / 1e6);
+            snprintf(hi, sizeof hi, "%7.2f", (double)e->max_ns / 1e6);
+        }
+        fprintf(out, " %-5s avg=%7.2fms min=%sms max=%sms n=%llu", backend_label(e->backend), e->mean_ns / 1e6, lo,
+                hi, (unsigned long long)e->dispatch_count);
+        if (e->device && on_several_devices(snap, k->e)) {
             fputs(" dev=", out);
             kt__escape_write(out, e->device, KT_ESC_TEXT);
         }
+        if (rows[i].part)
+            fprintf(out, " %s", rows[i].name + 2);
         fputc('\n', out);
     }
+}
+
+/* After entry row k (rows[*w - 1]): a row per launch configuration of its entry and one for the dispatches that
+ * carried none (kt__config_parts), each named by its label: indented in text and lines, "kernel [label]" in
+ * markdown. 0 or KT_ENOMEM. */
+static int config_rows(text_row_t *rows, size_t *w, const text_row_t *k, int markdown, long double all_total)
+{
+    kt_kernel_timing_t parts[KT_LAUNCH_CONFIGS_MAX + 2];
+    char labels[KT_LAUNCH_CONFIGS_MAX + 2][KT__LAUNCH_LABEL];
+    uint32_t np = kt__config_parts(k->e, parts, labels);
+    for (uint32_t j = 0; j < np && j < k->e->config_count + 1u; j++) {
+        text_row_t *r = &rows[(*w)++];
+        r->part = 1;
+        r->part_of = k;
+        r->sub = parts[j];
+        r->e = &r->sub;
+        size_t len = strlen(k->name) + strlen(labels[j]) + 4;
+        if (!(r->name = malloc(len)))
+            return KT_ENOMEM;
+        if (markdown)
+            snprintf(r->name, len, "%s [%s]", k->name, labels[j]);
+        else
+            snprintf(r->name, len, "  %s", labels[j]);
+        r->name_cols = markdown ? k->name_cols + strlen(labels[j]) + 3 : strlen(labels[j]) + 2;
+        row_cells(r, all_total);
+    }
+    return 0;
 }
 
 /* The three shapes export_table writes. */
@@ -493,7 +635,11 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
     int rc = kt__report_rows(snap, opts, &idx, &n);
     if (rc)
         return rc;
-    text_row_t *rows = calloc(n ? n : 1, sizeof *rows);
+    int by_config = opts && opts->by_config;
+    size_t nrows = n;
+    for (size_t i = 0; by_config && i < n; i++) /* an entry's configurations and its "none" rest */
+        nrows += snap->entries[idx[i]].configs ? snap->entries[idx[i]].config_count + 1u : 0;
+    text_row_t *rows = calloc(nrows ? nrows : 1, sizeof *rows);
     if (!rows) {
         free(idx);
         return KT_ENOMEM;
@@ -502,15 +648,21 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
     for (size_t i = 0; i < snap->count; i++)
         if (!kt__entry_is_batch(&snap->entries[i]) && !kt__entry_is_wait(&snap->entries[i])) /* overlap kernels */
             all_total += (long double)snap->entries[i].total_ns;
+    size_t w = 0;
     for (size_t i = 0; i < n && !rc; i++) {
-        rows[i].e = &snap->entries[idx[i]];
-        rows[i].name = kt__escape(rows[i].e->name, SIZE_MAX, markdown ? KT_ESC_MARKDOWN : KT_ESC_TEXT,
-                                  &rows[i].name_cols);
-        if (!rows[i].name)
+        text_row_t *r = &rows[w++];
+        r->e = &snap->entries[idx[i]];
+        r->name = kt__escape(r->e->name, SIZE_MAX, markdown ? KT_ESC_MARKDOWN : KT_ESC_TEXT, &r->name_cols);
+        if (!r->name) {
             rc = KT_ENOMEM;
-        else
-            row_cells(&rows[i], all_total);
+            break;
+        }
+        row_cells(r, all_total);
+        if (by_config && r->e->configs && r->e->config_count)
+            rc = config_rows(rows, &w, r, markdown, all_total);
     }
+    size_t shown = n;
+    n = w;
     if (!rc && shape != TABLE_LINES && opts && opts->by_api)
         write_api_summary(out, snap, markdown);
     if (!rc) {
@@ -519,7 +671,7 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
         else if (markdown)
             write_markdown(out, rows, n);
         else
-            write_text(out, rows, n, snap, n);
+            write_text(out, rows, n, snap, shown);
         write_kernels_dropped(out, snap, markdown);
     }
     for (size_t i = 0; i < n; i++)

@@ -12,12 +12,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Identity of the JSON snapshot schema (docs/json-schema.md). Version 2 added exact sums, bytes, drop reasons,
  * last errors, pid/rank/kernels_dropped and the span table; version 3 runs ("v*n") in the span table and end
  * times there as offsets from start + duration; version 4 the device identity (devices carry key, model, ids, host,
- * rank; their name and the entries' and queues' device are labels unique in the file); readers accept 1 to 4. */
+ * rank; their name and the entries' and queues' device are labels unique in the file); version 5 the entries'
+ * breakdown by launch configuration ("configs"); readers accept 1 to 5. */
 #define KT_SNAPSHOT_SCHEMA_NAME "ktiming.snapshot"
 /* The version written is the newest one read (ktiming/analysis.h): one number, never two to keep in step. */
 #define KT_SNAPSHOT_SCHEMA_WRITTEN KT_SNAPSHOT_SCHEMA_VERSION
@@ -225,6 +227,97 @@ static inline size_t kt__utf8_len(const unsigned char *s, size_t avail)
 {
     uint32_t cp;
     return kt__utf8_decode(s, avail, &cp);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Launch configurations (kt_kernel_timing_t.configs): their schema ids, equality, and the one fold to the cap
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Schema ids of the kinds (docs/json-schema.md); NULL out of range or for KT_LAUNCH_NONE. */
+static inline const char *kt__launch_kind_id(uint32_t kind)
+{
+    static const char *const ids[] = {NULL, "items", "groups", "indirect", "other"};
+    return kind < sizeof ids / sizeof ids[0] ? ids[kind] : NULL;
+}
+
+static inline int kt__launch_same(const kt_launch_t *a, const kt_launch_t *b)
+{
+    return a->kind == b->kind && a->dims == b->dims && !memcmp(a->size, b->size, sizeof a->size) &&
+           !memcmp(a->local, b->local, sizeof a->local);
+}
+
+/* Order of rows: largest total first, then most dispatches, then the configuration's fields (a stable, total
+ * order, so the same data always folds to the same rows); the OTHER row last. */
+static inline int kt__config_order(const void *pa, const void *pb)
+{
+    const kt_config_timing_t *a = pa, *b = pb;
+    int ao = a->launch.kind == KT_LAUNCH_OTHER, bo = b->launch.kind == KT_LAUNCH_OTHER;
+    if (ao != bo)
+        return ao - bo;
+    if (a->total_ns != b->total_ns)
+        return a->total_ns > b->total_ns ? -1 : 1;
+    if (a->dispatch_count != b->dispatch_count)
+        return a->dispatch_count > b->dispatch_count ? -1 : 1;
+    const uint64_t *x = &a->launch.size[0], *y = &b->launch.size[0];
+    if (a->launch.kind != b->launch.kind)
+        return a->launch.kind < b->launch.kind ? -1 : 1;
+    if (a->launch.dims != b->launch.dims)
+        return a->launch.dims < b->launch.dims ? -1 : 1;
+    for (int i = 0; i < 3; i++)
+        if (x[i] != y[i])
+            return x[i] < y[i] ? -1 : 1;
+    x = &a->launch.local[0], y = &b->launch.local[0];
+    for (int i = 0; i < 3; i++)
+        if (x[i] != y[i])
+            return x[i] < y[i] ? -1 : 1;
+    return 0;
+}
+
+/* b's counts added into a (the same configuration, or both OTHER). */
+static inline void kt__config_add(kt_config_timing_t *a, const kt_config_timing_t *b)
+{
+    if (!b->dispatch_count)
+        return;
+    if (!a->dispatch_count || b->min_ns < a->min_ns)
+        a->min_ns = b->min_ns;
+    if (b->max_ns > a->max_ns)
+        a->max_ns = b->max_ns;
+    a->dispatch_count += b->dispatch_count;
+    a->total_ns = a->total_ns > UINT64_MAX - b->total_ns ? UINT64_MAX : a->total_ns + b->total_ns;
+}
+
+/* Rows r[0, n) (from several threads or snapshots) made into an entry's breakdown in place: equal configurations
+ * (and every OTHER row) added together, empty rows left out, sorted by kt__config_order, and past
+ * KT_LAUNCH_CONFIGS_MAX configurations the smallest added into one OTHER row. Returns the rows kept (at most
+ * KT_LAUNCH_CONFIGS_MAX + 1, never more than n). O(n^2) in the rows, which are few. */
+static inline uint32_t kt__configs_fold(kt_config_timing_t *r, uint32_t n)
+{
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!r[i].dispatch_count)
+            continue;
+        uint32_t j = 0;
+        while (j < w && !kt__launch_same(&r[j].launch, &r[i].launch))
+            j++;
+        if (j < w) {
+            kt__config_add(&r[j], &r[i]);
+        } else {
+            r[w++] = r[i];
+        }
+    }
+    qsort(r, w, sizeof *r, kt__config_order);
+    uint32_t keep = 0;
+    while (keep < w && keep < KT_LAUNCH_CONFIGS_MAX && r[keep].launch.kind != KT_LAUNCH_OTHER)
+        keep++;
+    if (keep == w)
+        return w;
+    kt_config_timing_t other;
+    memset(&other, 0, sizeof other);
+    other.launch.kind = KT_LAUNCH_OTHER;
+    for (uint32_t i = keep; i < w; i++)
+        kt__config_add(&other, &r[i]);
+    r[keep] = other;
+    return keep + 1;
 }
 
 #endif

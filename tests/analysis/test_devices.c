@@ -121,7 +121,7 @@ static void test_identity_round_trip(void **state)
     FILE *f = open_memstream(&text, &len);
     assert_int_equal(kt_report_print(f, s, KT_FORMAT_JSON), 0);
     fclose(f);
-    assert_non_null(strstr(text, "\"version\": 4"));
+    assert_non_null(strstr(text, "\"version\": 5"));
     kt_snapshot_t *r = NULL;
     char err[256];
     if (kt_snapshot_parse(text, len, &r, err, sizeof err) != 0)

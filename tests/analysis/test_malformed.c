@@ -98,8 +98,8 @@ static void test_schema_and_version(void **state)
     reject("{\"schema\":\"chrome.trace\",\"version\":1,\"entries\":[]}", "schema is \"chrome.trace\"");
     reject("{\"schema\":7,\"version\":1,\"entries\":[]}", "schema: expected a string");
     reject("{\"schema\":\"ktiming.snapshot\",\"entries\":[]}", "version: missing");
-    reject("{\"schema\":\"ktiming.snapshot\",\"version\":5,\"entries\":[]}",
-           "unsupported schema version 5: this ktiming (" KT_VERSION_STRING ") reads versions up to 4");
+    reject("{\"schema\":\"ktiming.snapshot\",\"version\":6,\"entries\":[]}",
+           "unsupported schema version 6: this ktiming (" KT_VERSION_STRING ") reads versions up to 5");
     reject("{\"schema\":\"ktiming.snapshot\",\"version\":1e300,\"entries\":[]}", "unsupported schema version");
     reject("{\"schema\":\"ktiming.snapshot\",\"version\":0,\"entries\":[]}", "version: expected a positive integer");
     reject("{\"schema\":\"ktiming.snapshot\",\"version\":1.5,\"entries\":[]}", "version: expected a positive integer");

@@ -47,7 +47,7 @@ static void test_roundtrip_v2(void **state)
     kt_snapshot_t *s = kt_snapshot();
     unsetenv("PMIX_RANK");
     char *json = render(s);
-    assert_non_null(strstr(json, "\"version\": 4"));
+    assert_non_null(strstr(json, "\"version\": 5"));
     kt_snapshot_t *r = NULL;
     char err[256];
     if (kt_snapshot_parse(json, strlen(json), &r, err, sizeof err) != 0)

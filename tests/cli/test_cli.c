@@ -202,7 +202,7 @@ static void test_report_errors(void **state)
 
     /* A newer schema version is refused by name. */
     char *v2 = ktt_path(g_dir, "v2.json");
-    char *p = strstr(text, "\"version\": 4");
+    char *p = strstr(text, "\"version\": 5");
     assert_non_null(p);
     p[11] = '7';
     assert_int_equal(ktt_write_file(v2, text, len), 0);

@@ -54,7 +54,7 @@ double KT_TU(compile_out_work)(float *img, uint32_t width, uint32_t height)
 
     KT_I(kt_kernel_id_t id = kt_kernel_intern("gpu", KT_BACKEND_OPENCL, "dev");)
     KT_I(uint32_t queue = kt_queue_register(KT_BACKEND_OPENCL, "dev", "q0");)
-    KT_I(kt_dispatch_t d = {id, queue, kt_thread_ordinal(), KT_SPAN_DEVICE, 10, 0, 0, 0, t0, t1, 0, 0};)
+    KT_I(kt_dispatch_t d = {id, queue, kt_thread_ordinal(), KT_SPAN_DEVICE, 10, 0, 0, 0, t0, t1, 0, 0, {0, 0, {0, 0, 0}, {0, 0, 0}}};)
     KT_I(kt_record_dispatch(&d);)
     KT_I(kt_record_id(id, 5);)
     KT_I(kt_record_error(id);)

@@ -33,7 +33,7 @@ static void test_header_and_sections(void **state)
     char *text;
     cJSON *root = render_parse(s, &text);
     assert_string_equal(cJSON_GetObjectItem(root, "schema")->valuestring, "ktiming.snapshot");
-    assert_int_equal(cJSON_GetObjectItem(root, "version")->valueint, 4);
+    assert_int_equal(cJSON_GetObjectItem(root, "version")->valueint, 5);
     assert_true(cJSON_IsString(cJSON_GetObjectItem(root, "generator")));
     assert_string_equal(cJSON_GetObjectItem(root, "host")->valuestring, "testhost");
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "entries")), 3);

@@ -11,8 +11,8 @@
 static void report_usage(FILE *out)
 {
     fprintf(out,
-            "usage: ktiming report FILE.json [-f FORMAT] [--sort KEY] [--filter GLOB] [--by-rank] [-o OUT]\n"
-            "                      [--max-input-mb N]\n"
+            "usage: ktiming report FILE.json [-f FORMAT] [--sort KEY] [--filter GLOB] [--by-config] [--by-rank]\n"
+            "                      [-o OUT] [--max-input-mb N]\n"
             "\n"
             "Prints or converts a snapshot saved by KTIMING_OUTPUT=..., `ktiming demo -o`, `ktiming run -o` or\n"
             "kt_report_write(). FILE '-' reads standard input.\n"
@@ -26,6 +26,9 @@ static void report_usage(FILE *out)
             "  -k, --filter GLOB  only kernels whose name matches the shell pattern GLOB (fnmatch), e.g. 'blur*'\n"
             "  -o, --output OUT   write to OUT (replaced atomically) instead of standard output\n"
             "  --max-input-mb N   refuse a snapshot larger than N MiB (default 1024)\n"
+            "  -c, --by-config    text, markdown, csv, lines: after each kernel's row, a row per launch\n"
+            "                     configuration (OpenCL global/local sizes, Vulkan group counts, CUDA grid/block;\n"
+            "                     'none' for dispatches recorded without one)\n"
             "  -r, --by-rank      a merged snapshot's per-rank load balance (ktiming merge) instead of the table\n"
             "  -h, --help         this help\n"
             "\n"
@@ -36,7 +39,7 @@ int ktcli_cmd_report(int argc, char **argv)
 {
     static const struct option kLong[] = {
         KTCLI_OPT_FORMAT, KTCLI_OPT_OUTPUT, {"sort", required_argument, NULL, 's'}, KTCLI_OPT_FILTER,
-        {"by-rank", no_argument, NULL, 'r'}, KTCLI_OPT_HELP, {"max-input-mb", required_argument, NULL, 'M'},
+        {"by-rank", no_argument, NULL, 'r'}, {"by-config", no_argument, NULL, 'c'}, KTCLI_OPT_HELP, {"max-input-mb", required_argument, NULL, 'M'},
         KTCLI_OPT_END};
     size_t max_input = (size_t)KTCLI_MAX_INPUT_MB_DEFAULT << 20;
     kt_format_t format = KT_FORMAT_TEXT;
@@ -45,7 +48,7 @@ int ktcli_cmd_report(int argc, char **argv)
     const char *out_path = NULL;
     int c, by_rank = 0;
     ktcli_getopt_begin();
-    while ((c = getopt_long(argc, argv, ":f:o:s:k:rh", kLong, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":f:o:s:k:rch", kLong, NULL)) != -1) {
         switch (c) {
         case 'f':
             if (ktcli_parse_format(optarg, &format) != 0)
@@ -64,6 +67,7 @@ int ktcli_cmd_report(int argc, char **argv)
                 return ktcli_usage_error("report", "--max-input-mb: not a size in MiB (1..1048576): '%s'", optarg);
             break;
         case 'r': by_rank = 1; break;
+        case 'c': ropts.by_config = 1; break;
         case 'h': report_usage(stdout); return 0;
         default: return ktcli_getopt_error("report", c, argc, argv);
         }
