@@ -172,6 +172,7 @@ run_check calib "$checks" calib 3
 run_check stamps "$checks" stamps 4
 run_check cupti-live env CUDA_INJECTION64_PATH="$inject" "$checks" cupti-live 1000
 run_check cupti-bracket env CUDA_INJECTION64_PATH="$inject" "$checks" cupti-bracket
+run_check cupti-configs env CUDA_INJECTION64_PATH="$inject" "$checks" cupti-configs 2000
 
 # reset: under compute-sanitizer where it accepts the device; it reports every driver call that fails (a use of a
 # freed event or stream answers CUDA_ERROR_INVALID_HANDLE/INVALID_CONTEXT)
@@ -210,6 +211,17 @@ if [ $rc -eq 0 ] && [ -s "$tmp/full.json" ]; then
         line PASS run-graphs "200 graph launches + 200 kernels: $n"
     else
         line FAIL run-graphs "expected graph x200 and kt_gpu_add x200: $n"
+    fi
+    # issue 40.2: the 200 kernels outside the graph were launched <<<1, 32>>>: one configuration row in the JSON
+    cfg=$(python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+for e in d.get("entries") or d.get("kernels") or []:
+    if e.get("name", "").startswith("kt_gpu_add"):
+        print("; ".join("%s size=%s local=%s x%s" % (c.get("kind"), c.get("size"), c.get("local"), c.get("dispatch_count")) for c in e.get("configs", [])))' "$tmp/full.json" 2>&1 | head -c 300)
+    if [ "$cfg" = "groups size=[1, 1, 1] local=[32, 1, 1] x200" ]; then
+        line PASS run-configs "kt_gpu_add's configurations in the run's JSON: $cfg"
+    else
+        line FAIL run-configs "expected one row, groups size=[1, 1, 1] local=[32, 1, 1] x200: '$cfg'"
     fi
     # issue 40.1: the program's two cudaStreamSynchronize calls are host API time (host-api entries)
     if printf '%s' "$n" | grep -q 'cudaStreamSynchronize x2 '; then

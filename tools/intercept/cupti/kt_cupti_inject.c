@@ -28,7 +28,8 @@
  * CUPTI test double, and on a GPU by tests/gpu/run.sh (docs/cuda.md). Host API time: the same subscription's
  * driver/runtime API callbacks time cuStreamSynchronize, cuCtxSynchronize, cuEventSynchronize and the runtime's
  * cuda{Device,Stream,Event}Synchronize as host-api zones on the calling thread (docs/cli.md), the outermost call
- * only; without the subscription (KTIMING_CUPTI_SUBSCRIBE=0, or another client holds it) there is none. */
+ * only; without the subscription (KTIMING_CUPTI_SUBSCRIBE=0, or another client holds it) there is none. Each
+ * kernel dispatch carries its launch configuration (grid, block) from the record (issue 40.2). */
 #include <cupti.h>
 
 #include "shim/kti_run.h"
@@ -373,10 +374,10 @@ static uint64_t to_host_locked(uint64_t t, uint64_t *unc)
     return host;
 }
 
-/* One timed GPU command: kernel, copy or memset. */
+/* One timed GPU command: kernel, copy or memset; `launch` its configuration (NULL: none). */
 static void record_command(kt_kernel_id_t (*name)(const void *rec, uint32_t device), const void *rec,
                            uint32_t device, uint32_t context, uint32_t stream, uint64_t start, uint64_t end,
-                           uint64_t queued, uint64_t submitted, uint64_t bytes)
+                           uint64_t queued, uint64_t submitted, uint64_t bytes, const kt_launch_t *launch)
 {
     pthread_mutex_lock(&S.lock);
     if (!S.host_stamps && (!S.model_valid || kt_clock_is_stale(&S.model, kt_now_ns(), 0.0, KT_CUPTI_REFIT_NS)))
@@ -403,8 +404,31 @@ static void record_command(kt_kernel_id_t (*name)(const void *rec, uint32_t devi
     d.end_ns = d.start_ns ? d.start_ns + d.duration_ns : 0;
     d.queued_ns = to_host_locked(queued, NULL);
     d.submit_ns = to_host_locked(submitted, NULL);
+    if (launch)
+        d.launch = *launch;
     pthread_mutex_unlock(&S.lock);
     kt_record_dispatch(&d);
+}
+
+/* A kernel record's launch configuration (issue 40.2): grid and block, three dimensions always, as cuLaunchKernel
+ * takes them (so <<<64, 256>>> and <<<dim3(64, 1, 1), dim3(256, 1, 1)>>> are one configuration). A record without a
+ * grid (not filled by this CUPTI) carries none. The dynamic shared memory is not part of kt_launch_t. */
+static int kernel_launch(const CUpti_ActivityKernel10 *k, kt_launch_t *out)
+{
+    if (k->gridX <= 0 || k->gridY <= 0 || k->gridZ <= 0)
+        return 0;
+    memset(out, 0, sizeof *out);
+    out->kind = KT_LAUNCH_GROUPS;
+    out->dims = 3;
+    out->size[0] = (uint64_t)k->gridX;
+    out->size[1] = (uint64_t)k->gridY;
+    out->size[2] = (uint64_t)k->gridZ;
+    if (k->blockX > 0 && k->blockY > 0 && k->blockZ > 0) { /* else: threads per block not known (0) */
+        out->local[0] = (uint64_t)k->blockX;
+        out->local[1] = (uint64_t)k->blockY;
+        out->local[2] = (uint64_t)k->blockZ;
+    }
+    return 1;
 }
 
 static kt_kernel_id_t kernel_name(const void *rec, uint32_t device)
@@ -468,25 +492,27 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     while (valid && K.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
             const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)(const void *)rec;
+            kt_launch_t launch;
+            int has_launch = kernel_launch(k, &launch);
             record_command(kernel_name, k, k->deviceId, k->contextId, k->streamId, k->start, k->end, k->queued,
-                           k->submitted, 0);
+                           k->submitted, 0, has_launch ? &launch : NULL);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
             const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)(const void *)rec;
             record_command(memcpy_name, m, m->deviceId, m->contextId, m->streamId, m->start, m->end, 0, 0,
-                           m->bytes);
+                           m->bytes, NULL);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY2) {
             const CUpti_ActivityMemcpyPtoP4 *m = (const CUpti_ActivityMemcpyPtoP4 *)(const void *)rec;
             record_command(memcpy2_name, m, m->deviceId, m->contextId, m->streamId, m->start, m->end, 0, 0,
-                           m->bytes);
+                           m->bytes, NULL);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
             const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)(const void *)rec;
             record_command(memset_name, m, m->deviceId, m->contextId, m->streamId, m->start, m->end, 0, 0,
-                           m->bytes);
+                           m->bytes, NULL);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE) {
             /* the fields read are in the same place in every version of the record; a graph whose first node
              * starts on the host says so with device INT_MAX (named "CUDA device 2147483647" then) */
             const CUpti_ActivityGraphTrace2 *g = (const CUpti_ActivityGraphTrace2 *)(const void *)rec;
-            record_command(graph_name, g, g->deviceId, g->contextId, g->streamId, g->start, g->end, 0, 0, 0);
+            record_command(graph_name, g, g->deviceId, g->contextId, g->streamId, g->start, g->end, 0, 0, 0, NULL);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_DEVICE) {
             const CUpti_ActivityDevice5 *dev = (const CUpti_ActivityDevice5 *)(const void *)rec;
             pthread_mutex_lock(&S.lock);
