@@ -793,7 +793,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
     }
     if (r != CUPTI_SUCCESS) {
         pthread_mutex_unlock(&S.lock);
-        /* The usual cause: this library links the CUPTI of the toolkit it was built with (CUDA_VERSION below),
+        /* The usual cause: this library uses the CUPTI of the toolkit it was built with (CUDA_VERSION below),
          * which needs a driver of that CUDA version or newer. Say which driver this is. */
         int drv = 0;
         CUresult (*get_version)(int *) = NULL;
