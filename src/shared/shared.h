@@ -293,6 +293,8 @@ static inline void kt__config_add(kt_config_timing_t *a, const kt_config_timing_
 static inline uint32_t kt__configs_fold(kt_config_timing_t *r, uint32_t n)
 {
     uint32_t w = 0;
+    if (!r || !n)
+        return 0;
     for (uint32_t i = 0; i < n; i++) {
         if (!r[i].dispatch_count)
             continue;
@@ -305,7 +307,8 @@ static inline uint32_t kt__configs_fold(kt_config_timing_t *r, uint32_t n)
             r[w++] = r[i];
         }
     }
-    qsort(r, w, sizeof *r, kt__config_order);
+    if (w > 1)
+        qsort(r, w, sizeof *r, kt__config_order);
     uint32_t keep = 0;
     while (keep < w && keep < KT_LAUNCH_CONFIGS_MAX && r[keep].launch.kind != KT_LAUNCH_OTHER)
         keep++;
