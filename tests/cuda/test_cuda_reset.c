@@ -120,6 +120,7 @@ static void test_release_before_reset(void **state)
         assert_int_equal(kt_test_cuda_driver_work(s, 5000, 0), 0);
         assert_int_equal(kt_cuda_end(&span), 0);
     }
+    assert_int_equal(cuStreamSynchronize(s), 0); /* done on the device: the release collects them at once */
     kt_test_cuda_stats_t before, after;
     kt_test_cuda_driver_stats(&before);
     assert_int_equal(kt_cuda_context_release(g_ctx), 0);
