@@ -21,6 +21,14 @@ if(KTIMING_WITH_CUDA AND KTIMING_NVCC AND NOT KTIMING_SANITIZE)
   find_library(KTIMING_CUPTI_LIBRARY cupti
     HINTS ${KTIMING_CUDA_ROOT}/lib64 ${KTIMING_CUDA_ROOT}/lib ${KTIMING_CUDA_ROOT}/extras/CUPTI/lib64
     NO_DEFAULT_PATH)
+  # libcupti's soname (libcupti.so.13 for CUDA 13): what the CUPTI injection library dlopens, and what the CUPTI
+  # test double is given so that it stands in for it
+  set(KTIMING_CUPTI_SONAME "")
+  if(KTIMING_CUPTI_LIBRARY AND CMAKE_READELF)
+    execute_process(COMMAND ${CMAKE_READELF} -d ${KTIMING_CUPTI_LIBRARY} OUTPUT_VARIABLE _kt_cupti_dyn ERROR_QUIET)
+    string(REGEX MATCH "soname: \\[([^]]+)\\]" _kt_m "${_kt_cupti_dyn}")
+    set(KTIMING_CUPTI_SONAME "${CMAKE_MATCH_1}")
+  endif()
   find_file(KTIMING_CUDA_STUB_DRIVER libcuda.so
     HINTS ${KTIMING_CUDA_ROOT}/lib64/stubs ${KTIMING_CUDA_ROOT}/lib/stubs NO_DEFAULT_PATH)
   set(KTIMING_HAVE_NVCC ON)

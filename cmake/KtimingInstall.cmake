@@ -92,8 +92,7 @@ set(CPACK_DEBIAN_PACKAGE_RELEASE ${CMAKE_MATCH_2})
 set(KTIMING_DEB_MAINTAINER "ktiming maintainers <maintainers@users.noreply.a-seed-de054658.example>"
   CACHE STRING "Maintainer field of the Debian packages (Name <address>)")
 
-# The per-package documentation Debian requires (copyright, changelog.Debian.gz), the gzipped manual page and,
-# where the CUPTI shim carries the CUDA toolkit's directory in its RUNPATH, lintian's override for it. The
+# The per-package documentation Debian requires (copyright, changelog.Debian.gz) and the gzipped manual page. The
 # per-package files are EXCLUDE_FROM_ALL: cpack asks for each component by name, `cmake --install` does not.
 find_program(KT_GZIP gzip REQUIRED)
 set(_kt_gz_dir ${PROJECT_BINARY_DIR}/deb)
@@ -204,13 +203,6 @@ endforeach()
 file(WRITE ${_kt_gz_dir}/triggers "activate-noawait ldconfig\n")
 set(CPACK_DEBIAN_LIB_PACKAGE_CONTROL_EXTRA ${_kt_gz_dir}/triggers)
 set(CPACK_DEBIAN_ANALYSIS_PACKAGE_CONTROL_EXTRA ${_kt_gz_dir}/triggers)
-if(TARGET kt_cupti_inject)
-  # libcupti lives in the CUDA toolkit, outside the library path: the shim's RUNPATH names its directory.
-  file(WRITE ${_kt_gz_dir}/lintian-overrides-ktiming "# libcupti is in the CUDA toolkit, not on the library path\n"
-    "ktiming: custom-library-search-path RUNPATH * [usr/${CMAKE_INSTALL_LIBDIR}/ktiming/libktiming_cupti.so]\n")
-  install(FILES ${_kt_gz_dir}/lintian-overrides-ktiming DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides
-    RENAME ktiming COMPONENT cli EXCLUDE_FROM_ALL)
-endif()
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME ktiming)

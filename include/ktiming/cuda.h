@@ -128,8 +128,9 @@ typedef struct kt_cuda_device_t {
     int sm_count;         /* multiprocessors */
     uint64_t sm_clock_hz; /* SM clock (clock64() ticks per second), 0 if the driver does not say */
     int driver_version;   /* cuDriverGetVersion, e.g. 13000 */
-    char label[128];      /* the device's name in snapshots: `name`, or `name #<ordinal>` when another device of
-                             the process has the same name (8 GPUs of one model stay 8 devices) */
+    char label[128];      /* the device's name in snapshots, from the core's labeller (docs/devices.md): `name`,
+                             or `name #<ordinal>` when another CUDA device has the same name (8 GPUs of one model
+                             stay 8 devices; every device the driver enumerates is registered, used or not) */
     unsigned char uuid[16]; /* cuDeviceGetUuid (all zero when the driver cannot say) */
     char pci_bus_id[16];  /* PCI domain:bus:device, e.g. "0000:17:00", "" when the driver cannot say */
     char key[128];        /* the device's identity key: entries, tracks and device records are keyed by it
@@ -241,7 +242,11 @@ KT_API int kt_cuda_globaltimer_frequency(struct CUctx_st *ctx, uint64_t *timer_h
 /* Calibrate %globaltimer against the host timeline (CLOCK_MONOTONIC_RAW): `samples` reads (>= 10; 0 = 64),
  * each bracketed by host reads around launch+synchronise, spread over about 20 ms, fitted with `strategy`. The model is kept for the
  * context (used by kt_cuda_globaltimer_to_host and kt_cuda_slots_record) and published as a device fact;
- * `out` may be NULL. `domain` (may be NULL) gets the host clock the globaltimer follows, if any. */
+ * `out` may be NULL. `domain` (may be NULL) gets the host clock the globaltimer follows, if any.
+ * to_host maps a %globaltimer value with that model (KT_ESTATE before a calibration); *uncertainty_ns is its bound.
+ * A model's bound grows with its age, so to_host, like slots_record, refreshes a model over 1 s old (or whose bound
+ * now is over twice its bound at the fit) before mapping: 16 new brackets over ~5 ms, launched and synchronised on
+ * ktiming's own stream, refitted with the earlier ones. A fresh model maps without any driver call. */
 KT_API int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t strategy,
                              kt_clock_model_t *out, kt_clock_domain_t *domain);
 KT_API int kt_cuda_globaltimer_to_host(struct CUctx_st *ctx, uint64_t device_ns, uint64_t *host_ns,
@@ -253,7 +258,8 @@ KT_API int kt_cuda_globaltimer_to_host(struct CUctx_st *ctx, uint64_t device_ns,
  * Runtime-API programs have no CUmodule: use kt_cuda_slot_bind() from cuda_device.cuh with
  * kt_cuda_slots_device_ptr(). read() copies a slot back (synchronous; the launch must have completed);
  * record() reads it, maps the stamps to the host timeline with the context's globaltimer model (calibrating
- * first when there is none or it is over 10 s old) and records a device span named `name`. */
+ * first when there is none, refreshing it as kt_cuda_globaltimer_to_host does) and records a device span named
+ * `name`. */
 KT_API int kt_cuda_slots_create(kt_cuda_slots_t **out, struct CUctx_st *ctx, uint32_t count);
 KT_API int kt_cuda_slots_bind(kt_cuda_slots_t *slots, struct CUmod_st *module, struct CUstream_st *stream,
                               uint32_t index);

@@ -61,10 +61,19 @@ static void test_exports_initialize_injection(void **state)
     /* Internal helpers stay hidden. */
     assert_null(dlsym(lib, "buffer_completed"));
 
-    if (driver_installed())
+    if (driver_installed()) {
         print_message("a CUDA driver is installed: InitializeInjection is not called by this test\n");
-    else
-        assert_int_equal(init(), 0);
+    } else { /* in a child: the libcupti it loads stays loaded, and the children below load the double instead */
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+            _exit(init() == 0 ? 0 : 1);
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
     dlclose(lib);
 }
 
@@ -231,6 +240,52 @@ static int count_in_file(const char *path, const char *needle)
     return n;
 }
 
+/* libcupti is found at run time, by soname, not through a DT_NEEDED with a RUNPATH into the build machine's CUDA
+ * toolkit: loading the library loads no CUPTI (checked in a child, which has loaded none before), and a CUPTI that
+ * cannot be loaded is said on stderr, naming the library and the driver its CUPTI needs; nothing is timed. */
+static void test_cupti_loaded_at_run_time(void **state)
+{
+    (void)state;
+    const char *soname = getenv("KT_TEST_CUPTI_SONAME");
+    assert_non_null(soname);
+    char *dir = ktt_tmpdir("cupti-missing");
+    assert_non_null(dir);
+    char *err = ktt_path(dir, "stderr");
+    assert_non_null(err);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (!freopen(err, "w", stderr))
+            _exit(5);
+        void *lib = dlopen(getenv("KT_TEST_CUPTI_INJECT"), RTLD_NOW | RTLD_LOCAL);
+        int (*init)(void) = NULL;
+        if (!lib || !(*(void **)&init = dlsym(lib, "InitializeInjection")))
+            _exit(3);
+        if (dlopen(soname, RTLD_NOW | RTLD_NOLOAD))
+            _exit(20); /* linked: loaded with the library */
+        setenv("KTIMING_CUPTI_LIBRARY", "/nonexistent/libcupti.so.13", 1);
+        int rc = init();
+        fflush(stderr); /* _exit flushes nothing */
+        _exit(rc == 0 ? 0 : 21);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    char *text = ktt_read_file(err, NULL);
+    assert_non_null(text);
+    print_message("%s", text);
+    assert_non_null(strstr(text, "ktiming-cupti: cannot load /nonexistent/libcupti.so.13 ("));
+    assert_non_null(strstr(text, "nothing is timed"));
+    assert_non_null(strstr(text, "needs an NVIDIA driver for CUDA "));
+    assert_non_null(strstr(text, "KTIMING_CUPTI_LIBRARY"));
+    assert_int_equal(count_in_file(err, "ktiming-cupti:"), 1); /* one line */
+    free(text);
+    free(err);
+    ktt_rmtree(dir);
+}
+
 static void test_no_driver_writes_no_snapshot(void **state)
 {
     (void)state;
@@ -261,6 +316,45 @@ static long long entry_count(const char *json, const char *name)
         return -1;
     const char *c = strstr(e, "\"dispatch_count\": ");
     return c ? strtoll(c + strlen("\"dispatch_count\": "), NULL, 10) : -1;
+}
+
+/* Issue 40.2: the configurations of CUPTI's kernel records (grid, block) travel with each dispatch, through the
+ * child's JSON: kt_fake_configured has exactly two rows, 3 launches of 128x1x1 / 256x1x1 (1000 ns each) and 2 of
+ * 16x8x1 / 32x8x1 (2000 ns each), largest total first; a record without a grid, and a copy, have none. */
+static void check_configs(const kt_snapshot_t *snap)
+{
+    const kt_kernel_timing_t *e = kt_snapshot_find(snap, "kt_fake_configured", KT_BACKEND_CUDA, NULL);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 5);
+    assert_int_equal(e->config_count, 2);
+    static const struct {
+        uint64_t size[3], local[3], count, total;
+    } want[2] = {{{16, 8, 1}, {32, 8, 1}, 2, 4000}, {{128, 1, 1}, {256, 1, 1}, 3, 3000}};
+    for (int i = 0; i < 2; i++) {
+        const kt_config_timing_t *c = &e->configs[i];
+        print_message("config %d: kind %u dims %u grid %llux%llux%llu block %llux%llux%llu: %llu dispatches, %llu ns\n",
+                      i, c->launch.kind, c->launch.dims, (unsigned long long)c->launch.size[0],
+                      (unsigned long long)c->launch.size[1], (unsigned long long)c->launch.size[2],
+                      (unsigned long long)c->launch.local[0], (unsigned long long)c->launch.local[1],
+                      (unsigned long long)c->launch.local[2], (unsigned long long)c->dispatch_count,
+                      (unsigned long long)c->total_ns);
+        assert_int_equal(c->launch.kind, KT_LAUNCH_GROUPS);
+        assert_int_equal(c->launch.dims, 3);
+        for (int d = 0; d < 3; d++) {
+            assert_int_equal(c->launch.size[d], want[i].size[d]);
+            assert_int_equal(c->launch.local[d], want[i].local[d]);
+        }
+        assert_int_equal(c->dispatch_count, want[i].count);
+        assert_int_equal(c->total_ns, want[i].total);
+        assert_int_equal(c->min_ns, want[i].total / want[i].count);
+        assert_int_equal(c->max_ns, want[i].total / want[i].count);
+    }
+    static const char *const none[] = {"kt::fake::saxpy_kernel(int, float, float*, float*)", "memcpy HtoD"};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+        e = kt_snapshot_find(snap, none[i], KT_BACKEND_CUDA, NULL);
+        assert_non_null(e);
+        assert_int_equal(e->config_count, 0);
+    }
 }
 
 /* The snapshot the child wrote holds the test double's records, each once, handled as a real CUPTI needs; graph
@@ -339,7 +433,8 @@ static void check_snapshot(const char *dir, pid_t pid, int nodes, int host_api)
         placed++;
         queued += snap->spans[i].queued_ns != 0;
     }
-    assert_int_equal(placed, nodes ? 11u : 9u); /* 4 kernels, 2 copies, the memset; 2 graphs or 4 nodes */
+    /* 4 kernels, 5 of kt_fake_configured, 2 copies, the memset; 2 graphs or 4 nodes */
+    assert_int_equal(placed, nodes ? 16u : 14u);
     assert_int_equal(queued, 2);
     /* Issue 40.1: host API time. cudaDeviceSynchronize once (the cuCtxSynchronize it runs inside is not counted
      * twice), cuStreamSynchronize twice, cuEventSynchronize once, nothing for cuLaunchKernel (no wait); none when
@@ -360,6 +455,7 @@ static void check_snapshot(const char *dir, pid_t pid, int nodes, int host_api)
     }
     assert_null(kt_snapshot_find(snap, "cuCtxSynchronize", KT_BACKEND_HOST_API, NULL));
     assert_null(kt_snapshot_find(snap, "cuLaunchKernel", KT_BACKEND_HOST_API, NULL));
+    check_configs(snap);
     /* Issue 36.3: two GPUs of one name stay two devices ("name #<id>"), as the CUDA backend labels them. */
     assert_non_null(kt_snapshot_find(snap, "kt_fake_cupti_kernel", KT_BACKEND_CUDA, "kt fake GPU #1"));
     assert_non_null(kt_snapshot_find(snap, "kt::fake::saxpy_kernel(int, float, float*, float*)", KT_BACKEND_CUDA,
@@ -395,15 +491,14 @@ static void test_exit_flushes_then_writes_snapshot(void **state)
 }
 
 /* A context destroyed (cuCtxDestroy, cudaDeviceReset): the library's resource callback flushes CUPTI while the
- * context still exists, so all 12 completed records (2 devices, 7, 2 graph launches, the P2P copy) are delivered
- * during the
- * destroy (before: 0, they waited for exit), and the flush at exit delivers none twice. The flush there is not
+ * context still exists, so all 17 completed records (2 devices, 12, 2 graph launches, the P2P copy) are delivered
+ * during the destroy (before: 0, they waited for exit), and the flush at exit delivers none twice. The flush there is not
  * forced (issue 36.4): the command still running in another context is not handed over untimed (it would add
  * 10 to the status). */
 static void test_context_destroy_flushes(void **state)
 {
     (void)state;
-    run_with_double(CHILD_DESTROY, 42);
+    run_with_double(CHILD_DESTROY, 47);
 }
 
 /* KTIMING_CUPTI_SUBSCRIBE=0: the library leaves CUPTI's one subscription free for a profiler of the program's own
@@ -496,6 +591,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_exports_initialize_injection),
                                        cmocka_unit_test(test_no_driver_writes_no_snapshot),
+                                       cmocka_unit_test(test_cupti_loaded_at_run_time),
                                        cmocka_unit_test(test_exit_flushes_then_writes_snapshot),
                                        cmocka_unit_test(test_context_destroy_flushes),
                                        cmocka_unit_test(test_graph_nodes_one_by_one),

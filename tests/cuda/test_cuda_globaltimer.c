@@ -89,6 +89,30 @@ static void test_calibration(void **state)
     assert_int_equal(dom, KT_DOMAIN_MONOTONIC_RAW);
 }
 
+/* Issue 36.7: kt_cuda_globaltimer_to_host keeps the model's bound as kt_cuda_slots_record does: a model over 1 s old
+ * is refreshed (16 new brackets, refitted with the earlier ones) before it maps, and the mapping stays within its
+ * stated bound. (Whether a model a few ms old is still fresh depends on how the host scheduled the calibration's
+ * brackets, so the fresh path is not asserted here: under load it may refresh too.) */
+static void test_to_host_refreshes_stale_model(void **state)
+{
+    (void)state;
+    kt_test_cuda_driver_set_clock(800000000000000ull, 20.0, 32);
+    assert_int_equal(kt_cuda_calibrate(g_ctx, 32, KT_FIT_WEIGHTED, NULL, NULL), 0);
+    kt_test_sleep_ms(1100); /* the model is now over 1 s old */
+    kt_test_cuda_stats_t a, b;
+    kt_test_cuda_driver_stats(&a);
+    uint64_t h = 0, u = 0;
+    uint64_t dev = kt_test_cuda_driver_device_now();
+    uint64_t truth = kt_test_cuda_driver_device_to_host(dev);
+    assert_int_equal(kt_cuda_globaltimer_to_host(g_ctx, dev, &h, &u), 0);
+    kt_test_cuda_driver_stats(&b);
+    print_message("stale model: %llu read launches to refresh it, error %.0f ns, bound %llu ns\n",
+                  (unsigned long long)(b.launches - a.launches), fabs((double)h - (double)truth),
+                  (unsigned long long)u);
+    assert_int_equal(b.launches - a.launches, 16);
+    assert_true(fabs((double)h - (double)truth) <= (double)u + 32.0);
+}
+
 static const char kStampModule[] =
     ".version 6.0\n.target sm_50\n.address_size 64\n"
     ".global .align 8 .u64 kt_cuda_slot_ptr;\n"
@@ -206,6 +230,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_batch_resolution),
         cmocka_unit_test(test_calibration),
+        cmocka_unit_test(test_to_host_refreshes_stale_model),
         cmocka_unit_test(test_slots),
         cmocka_unit_test(test_slots_granularity_always_counted),
     };

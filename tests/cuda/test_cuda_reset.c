@@ -107,11 +107,51 @@ static void test_context_destroyed(void **state)
     assert_true(after.raced_handle_uses - before.raced_handle_uses <= 1);
 }
 
+/* The zero-use path (docs/cuda.md): a program that releases ktiming's state of the context before resetting it
+ * leaves ktiming no handle to race the reset with: the dispatches are collected first, the reset finds no
+ * ktiming handle in use, and work after it is timed in fresh state. */
+static void test_release_before_reset(void **state)
+{
+    (void)state;
+    struct CUstream_st *s = kt_test_stream();
+    for (int i = 0; i < 6; i++) {
+        kt_cuda_span_t span;
+        assert_int_equal(kt_cuda_begin(&span, g_ctx, s, "released-then-reset"), 0);
+        assert_int_equal(kt_test_cuda_driver_work(s, 5000, 0), 0);
+        assert_int_equal(kt_cuda_end(&span), 0);
+    }
+    assert_int_equal(cuStreamSynchronize(s), 0); /* done on the device: the release collects them at once */
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    assert_int_equal(kt_cuda_context_release(g_ctx), 0);
+    assert_int_equal(cuDevicePrimaryCtxReset(0), 0);
+    struct CUstream_st *s2 = kt_test_stream();
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, g_ctx, s2, "after-release-reset"), 0);
+    assert_int_equal(kt_cuda_end(&span), 0);
+    kt_flush();
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0);
+    assert_int_equal(after.raced_handle_uses - before.raced_handle_uses, 0);
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "released-then-reset");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 6);
+    assert_int_equal(e->dropped_by[KT_DROP_CONTEXT_RESET], 0);
+    e = kt_test_find(snap, "after-release-reset");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 1);
+    kt_snapshot_free(snap);
+    kt_cuda_shutdown();
+    assert_int_equal(cuStreamDestroy_v2(s2), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_primary_reset),
         cmocka_unit_test(test_context_destroyed),
+        cmocka_unit_test(test_release_before_reset),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,11 +10,14 @@
 //   reset            spans in flight across cudaDeviceReset, then more spans: none is an error, no crash (run
 //                    under compute-sanitizer by run.sh where it accepts the device)
 //   globaltimer      %globaltimer resolution and a calibration's bound (run.sh runs it with and without CUPTI)
-//   calib S          calibrate, wait S seconds, compare a fresh globaltimer read with the model and its bound
+//   calib S          calibrate, wait S seconds, compare a fresh globaltimer read with the model (to_host refreshes a
+//                    model over 1 s old first) and its bound
 //   devices          every device's name, UUID-derived label as ktiming keys it (the snapshot's device name)
 //   graphs N MS      a graph of 3 kernels + a memset, launched N times, MS ms apart (for ktiming run / SIGKILL)
 //   cupti-live MS    (under CUDA_INJECTION64_PATH) 100 kernels, then MS ms idle: all 100 CUPTI records reached the
 //                    recorder while the program still runs
+//   cupti-configs MS (under CUDA_INJECTION64_PATH) one kernel launched at two grid/block configurations (3 + 2
+//                    times): its entry carries exactly these two configuration rows (issue 40.2)
 //   cupti-bracket    (under CUDA_INJECTION64_PATH) each CUPTI kernel span lies within the host's bracket around
 //                    its launch and synchronisation, widened by the span's stated bound
 //   stamps S         KT_KERNEL_ENTER/EXIT stamps recorded every 250 ms for S s: each within its host bracket
@@ -517,6 +520,70 @@ static int check_cupti_live(unsigned wait_ms)
                   "(program still running), dropped %llu", t.n, wait_ms, t.dropped);
 }
 
+// ---- launch configurations from CUPTI's kernel records (run under CUDA_INJECTION64_PATH; issue 40.2) --------------
+__global__ void kt_gpu_cfg(float *x, int n)
+{
+    int i = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x * blockDim.y + threadIdx.y * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] *= 1.0001f;
+}
+
+// One kernel at two configurations: <<<64, 128>>> three times, <<<(4, 2, 1), (32, 4, 1)>>> twice. Its entry must
+// carry exactly these two rows (groups = grid, local = block, 3 dimensions), with 3 and 2 dispatches.
+static int check_cupti_configs(unsigned wait_ms)
+{
+    if (!getenv("CUDA_INJECTION64_PATH"))
+        return result(false, "cupti-configs", "run it with CUDA_INJECTION64_PATH");
+    float *x = nullptr;
+    cudaMalloc(&x, 64 * 128 * sizeof(float));
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    for (int i = 0; i < 3; i++)
+        kt_gpu_cfg<<<64, 128, 0, s>>>(x, 64 * 128);
+    for (int i = 0; i < 2; i++)
+        kt_gpu_cfg<<<dim3(4, 2, 1), dim3(32, 4, 1), 0, s>>>(x, 64 * 128);
+    cudaStreamSynchronize(s);
+    const kt_kernel_timing_t *e = nullptr;
+    kt_snapshot_t *snap = nullptr;
+    for (unsigned waited = 0; waited <= wait_ms; waited += 50) { // the flusher delivers within its period
+        kt_snapshot_free(snap);
+        snap = kt_snapshot();
+        e = nullptr;
+        for (size_t i = 0; snap && i < snap->count; i++)
+            if (!std::strncmp(snap->entries[i].name, "kt_gpu_cfg", 10))
+                e = &snap->entries[i];
+        if (e && e->dispatch_count >= 5)
+            break;
+        usleep(50000);
+    }
+    static const unsigned long long want[2][7] = {{64, 1, 1, 128, 1, 1, 3}, {4, 2, 1, 32, 4, 1, 2}};
+    int found[2] = {0, 0};
+    char rows[320] = "";
+    size_t len = 0;
+    for (uint32_t i = 0; e && i < e->config_count; i++) {
+        const kt_config_timing_t *c = &e->configs[i];
+        len += (size_t)std::snprintf(rows + len, len < sizeof rows ? sizeof rows - len : 0,
+                                     "%sgroups=%llux%llux%llu local=%llux%llux%llu x%llu mean %.3f us", i ? "; " : "",
+                                     (unsigned long long)c->launch.size[0], (unsigned long long)c->launch.size[1],
+                                     (unsigned long long)c->launch.size[2], (unsigned long long)c->launch.local[0],
+                                     (unsigned long long)c->launch.local[1], (unsigned long long)c->launch.local[2],
+                                     (unsigned long long)c->dispatch_count,
+                                     c->dispatch_count ? (double)c->total_ns / (double)c->dispatch_count / 1e3 : 0.0);
+        for (int w = 0; w < 2; w++)
+            found[w] += c->launch.kind == KT_LAUNCH_GROUPS && c->launch.dims == 3 && c->launch.size[0] == want[w][0] &&
+                        c->launch.size[1] == want[w][1] && c->launch.size[2] == want[w][2] &&
+                        c->launch.local[0] == want[w][3] && c->launch.local[1] == want[w][4] &&
+                        c->launch.local[2] == want[w][5] && c->dispatch_count == want[w][6];
+    }
+    bool ok = e && e->dispatch_count == 5 && e->config_count == 2 && found[0] == 1 && found[1] == 1;
+    int rc = result(ok, "cupti-configs", "%llu dispatches of kt_gpu_cfg, %u configuration rows: %s",
+                    e ? (unsigned long long)e->dispatch_count : 0ull, e ? e->config_count : 0u, rows);
+    kt_snapshot_free(snap);
+    cudaFree(x);
+    cudaStreamDestroy(s);
+    return rc;
+}
+
 // ---- per-thread default stream (built with --default-stream per-thread) -----------------------------------------
 static int check_ptds()
 {
@@ -561,6 +628,7 @@ static const check_t kChecks[] = {
     {"cupti-bracket", [](unsigned a) { return no_arg(check_cupti_bracket, a); }, 0},
     {"stamps", check_stamps, 4},
     {"cupti-live", check_cupti_live, 1000},
+    {"cupti-configs", check_cupti_configs, 2000},
     {"ptds", [](unsigned a) { return no_arg(check_ptds, a); }, 0},
 };
 

@@ -11,8 +11,29 @@
 # Budget: under 10 minutes on an H100 (the build is most of it; -j from nproc).
 # `run.sh --detect` only says whether a GPU is there (what the CTest test test_gpu_script_detect runs, so the suite
 # never builds or runs the GPU checks itself).
+# Where things are: the build tree is KT_GPU_BUILD (default build-gpu/ beside the sources); inside it the binaries
+# and libraries are where the project's CMakeLists builds them, <build>/<CMAKE_INSTALL_BINDIR> and
+# <build>/<CMAKE_INSTALL_LIBDIR> as the build's CMakeCache.txt says (lib/x86_64-linux-gnu with a /usr prefix on
+# Debian; bin/ and lib/ when either is absolute), unless KT_GPU_BINDIR / KT_GPU_LIBDIR name them. `run.sh --dirs`
+# prints them and exits (no GPU needed). KT_GPU_CMAKE_ARGS: more arguments for the configure step (split on blanks).
 set -u
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${KT_GPU_BUILD:-$src/build-gpu}
+build_dirs() { # sets bin and lib from the build's cache (call after configuring)
+    local cache=$build/CMakeCache.txt bindir libdir
+    bindir=$(sed -n 's/^CMAKE_INSTALL_BINDIR:[A-Z]*=//p' "$cache" 2>/dev/null | head -n 1)
+    libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$cache" 2>/dev/null | head -n 1)
+    if [ -z "$bindir" ] || [ -z "$libdir" ] || [ "${bindir#/}" != "$bindir" ] || [ "${libdir#/}" != "$libdir" ]; then
+        bindir=bin libdir=lib # the CMakeLists' layout when the install dirs cannot be mirrored
+    fi
+    bin=${KT_GPU_BINDIR:-$build/$bindir}
+    lib=${KT_GPU_LIBDIR:-$build/$libdir}
+}
+if [ "${1:-}" = --dirs ]; then
+    build_dirs
+    echo "gpu-check: build $build, binaries $bin, libraries $lib"
+    exit 0
+fi
 fails=0
 line() { # status check message...
     local st=$1 name=$2
@@ -64,13 +85,14 @@ if [ -d "$debs" ] && ls "$debs"/*.deb >/dev/null 2>&1; then
 fi
 
 # --- build (the CLI, the CUPTI library and tests/cuda only: the rest of the suite needs no GPU) --------------------------------------------------------------------------------------------------------
-build=${KT_GPU_BUILD:-$src/build-gpu}
 jobs=$(nproc 2>/dev/null || echo 4)
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. ')
 arch=${arch:-90}
 log=$build.log
+# shellcheck disable=SC2086 # KT_GPU_CMAKE_ARGS is a list of arguments
 if cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKTIMING_BUILD_TESTS=ON \
-    -DKTIMING_BUILD_BENCH=OFF -DKTIMING_BUILD_EXAMPLES=OFF -DKTIMING_CUDA_ARCH="$arch" >"$log" 2>&1 &&
+    -DKTIMING_BUILD_BENCH=OFF -DKTIMING_BUILD_EXAMPLES=OFF -DKTIMING_CUDA_ARCH="$arch" ${KT_GPU_CMAKE_ARGS:-} \
+    >"$log" 2>&1 &&
     cmake --build "$build" -j "$jobs" --target ktiming_cli >>"$log" 2>&1 &&
     { ! grep -qw 'kt_cupti_inject' <(cmake --build "$build" --target help 2>/dev/null) ||
         cmake --build "$build" -j "$jobs" --target kt_cupti_inject >>"$log" 2>&1; } &&
@@ -81,8 +103,7 @@ else
     tail -n 30 "$log"
     exit 1
 fi
-bin=$build/bin
-lib=$build/lib
+build_dirs
 inject=$lib/ktiming/libktiming_cupti.so
 
 # --- the CUDA tests (double and device) -------------------------------------------------------------------------
@@ -151,6 +172,7 @@ run_check calib "$checks" calib 3
 run_check stamps "$checks" stamps 4
 run_check cupti-live env CUDA_INJECTION64_PATH="$inject" "$checks" cupti-live 1000
 run_check cupti-bracket env CUDA_INJECTION64_PATH="$inject" "$checks" cupti-bracket
+run_check cupti-configs env CUDA_INJECTION64_PATH="$inject" "$checks" cupti-configs 2000
 
 # reset: under compute-sanitizer where it accepts the device; it reports every driver call that fails (a use of a
 # freed event or stream answers CUDA_ERROR_INVALID_HANDLE/INVALID_CONTEXT)
@@ -189,6 +211,17 @@ if [ $rc -eq 0 ] && [ -s "$tmp/full.json" ]; then
         line PASS run-graphs "200 graph launches + 200 kernels: $n"
     else
         line FAIL run-graphs "expected graph x200 and kt_gpu_add x200: $n"
+    fi
+    # issue 40.2: the 200 kernels outside the graph were launched <<<1, 32>>>: one configuration row in the JSON
+    cfg=$(python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+for e in d.get("entries") or d.get("kernels") or []:
+    if e.get("name", "").startswith("kt_gpu_add"):
+        print("; ".join("%s size=%s local=%s x%s" % (c.get("kind"), c.get("size"), c.get("local"), c.get("dispatch_count")) for c in e.get("configs", [])))' "$tmp/full.json" 2>&1 | head -c 300)
+    if [ "$cfg" = "groups size=[1, 1, 1] local=[32, 1, 1] x200" ]; then
+        line PASS run-configs "kt_gpu_add's configurations in the run's JSON: $cfg"
+    else
+        line FAIL run-configs "expected one row, groups size=[1, 1, 1] local=[32, 1, 1] x200: '$cfg'"
     fi
     # issue 40.1: the program's two cudaStreamSynchronize calls are host API time (host-api entries)
     if printf '%s' "$n" | grep -q 'cudaStreamSynchronize x2 '; then

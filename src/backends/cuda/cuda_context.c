@@ -2,6 +2,8 @@
  * driver call runs inside, liveness after a reset, retire, release, destroy) and device labels and info. */
 #include "cuda_internal.h"
 
+#include "core/device_label.h"
+#include "core/internal.h"
 #include "core/service.h"
 
 #include <stdio.h>
@@ -109,29 +111,39 @@ int kt__cuda_ctx_alive(kt__cuda_ctx_t *c)
     return 0;
 }
 
+/* Registers every device the driver enumerates (the core keeps one record per identity, so again is cheap): the
+ * labels of a process's snapshots then depend on the machine's devices, not on which of them the run happened to
+ * use first, and the label below is final for the process. */
+static void register_all_devices(void)
+{
+    int count = 0;
+    if (kt__cu.cuDeviceGetCount(&count) != KT__CU_SUCCESS)
+        return;
+    for (int i = 0; i < count; i++) {
+        kt__cudevice d = 0;
+        char key[KT_DEVICE_KEY_MAX];
+        if (kt__cu.cuDeviceGet(&d, i) == KT__CU_SUCCESS)
+            kt__cuda_device_key(d, key, sizeof key);
+    }
+}
+
 void kt__cuda_device_label(kt__cudevice dev, char *out, size_t size)
 {
-    char name[128] = {0};
-    if (kt__cu.cuDeviceGetName(name, (int)sizeof name - 1, dev) != KT__CU_SUCCESS || !name[0])
-        snprintf(name, sizeof name, "CUDA device %d", dev);
-    /* Devices are told apart by their name in snapshots, so a node of identical GPUs must not fold into one
-     * entry (nor their clock facts into one device): a name another device shares gets its ordinal, as OpenCL
-     * root devices do. The ordinal follows CUDA's enumeration (CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES); the UUID
-     * and PCI id in kt_cuda_device_info say which board it is. */
-    int count = 0, twins = 0;
-    if (kt__cu.cuDeviceGetCount(&count) != KT__CU_SUCCESS)
-        count = 0;
-    for (int i = 0; i < count && !twins; i++) {
-        kt__cudevice other = 0;
-        char other_name[128] = {0};
-        if (kt__cu.cuDeviceGet(&other, i) == KT__CU_SUCCESS && other != dev &&
-            kt__cu.cuDeviceGetName(other_name, (int)sizeof other_name - 1, other) == KT__CU_SUCCESS)
-            twins = strcmp(other_name, name) == 0;
-    }
-    if (twins)
-        snprintf(out, size, "%s #%d", name, dev);
-    else
-        snprintf(out, size, "%s", name);
+    /* One source of labels: the core's (src/core/device_label.c), over the registry as a snapshot takes it. Two
+     * GPUs of one model are "<model> #<ordinal>" there; a snapshot's host and rank are alike for all its records,
+     * so they change no label of this process's devices. */
+    register_all_devices();
+    char key[KT_DEVICE_KEY_MAX];
+    kt__cuda_device_key(dev, key, sizeof key);
+    size_t n = 0;
+    kt_device_info_t *all = kt__devices_copy(&n);
+    kt__device_labels(all, n);
+    const kt_device_info_t *me = all ? kt__device_by_key(all, n, KT_BACKEND_CUDA, key) : NULL;
+    if (me)
+        snprintf(out, size, "%s", me->name);
+    else if (kt__cu.cuDeviceGetName(out, (int)size - 1, dev) != KT__CU_SUCCESS || !out[0])
+        snprintf(out, size, "CUDA device %d", dev); /* no memory for the copy: the model, as a lone device's label */
+    free(all);
 }
 
 static int match_handle(void *c, const void *key)

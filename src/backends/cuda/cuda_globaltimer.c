@@ -21,7 +21,7 @@ static const kt_cuda_stamp_t kSlotReset = {UINT64_MAX, 0};
  * of a few milliseconds. */
 #define KT__CUDA_CAL_SPAN_NS 20000000ull
 
-/* kt_cuda_slots_record refreshes a %globaltimer model older than this, or whose bound at the time of use has
+/* kt_cuda_slots_record and kt_cuda_globaltimer_to_host refresh a %globaltimer model older than this, or whose bound at the time of use has
  * grown past twice its bound at the fit (plus the timer's granularity): the fitted drift of a 20 ms calibration
  * is uncertain, and extrapolated over seconds its bound grows by milliseconds. A refresh takes a few new brackets
  * and refits on them together with the earlier ones (a ring of KT__CUDA_GT_RING), so the baseline lengthens and
@@ -330,7 +330,8 @@ int kt_cuda_calibrate(struct CUctx_st *ctx, uint32_t samples, kt_fit_strategy_t 
     return 0;
 }
 
-/* kt_cuda_slots_record: the model, refreshed first when it is stale (see KT__CUDA_GT_MAX_AGE_NS), or made. */
+/* kt_cuda_slots_record and kt_cuda_globaltimer_to_host: the model, refreshed first when it is stale (see
+ * KT__CUDA_GT_MAX_AGE_NS), or made (slots_record only: to_host needs a calibration first). */
 static int gt_model_fresh(kt__cuda_ctx_t *c, kt_clock_model_t *m)
 {
     pthread_mutex_lock(&c->lock);
@@ -363,9 +364,6 @@ int kt_cuda_globaltimer_to_host(struct CUctx_st *ctx, uint64_t device_ns, uint64
     int rc = kt__cuda_ctx_get(ctx, &c);
     if (rc)
         return rc;
-    pthread_mutex_lock(&c->gt_lock);
-    kt_clock_model_t m = c->gt_model;
-    pthread_mutex_unlock(&c->gt_lock);
     pthread_mutex_lock(&c->lock);
     int valid = c->gt_valid;
     pthread_mutex_unlock(&c->lock);
@@ -373,6 +371,10 @@ int kt_cuda_globaltimer_to_host(struct CUctx_st *ctx, uint64_t device_ns, uint64
         kt__cuda_set_error(0, "no %%globaltimer calibration for this context (call kt_cuda_calibrate)");
         return KT_ESTATE;
     }
+    /* the same rule as kt_cuda_slots_record: a stale model is refreshed first, so the bound stays near the fit's */
+    kt_clock_model_t m;
+    if ((rc = gt_model_fresh(c, &m)) != 0)
+        return rc;
     return kt_clock_to_host(&m, device_ns, host_ns, uncertainty_ns);
 }
 

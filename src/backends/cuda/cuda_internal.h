@@ -169,7 +169,8 @@ int kt__cuda_ctx_alive(kt__cuda_ctx_t *c);
  * it (kt_cuda_desc_t.per_thread_default_stream, KTIMING_CUDA_PER_THREAD_STREAM, nvcc --default-stream
  * per-thread through ktiming/cuda.h), else the legacy default stream. */
 kt__custream kt__cuda_stream_resolve(kt__custream stream);
-/* The device's label in snapshots: its name, with " #<ordinal>" when another device has the same name. */
+/* The device's label in snapshots, from the core's labeller (docs/devices.md) once every device of the driver is
+ * registered: its name, with " #<ordinal>" when another device has the same name. */
 void kt__cuda_device_label(kt__cudevice dev, char *out, size_t size);
 /* The device's identity as the core records it (docs/devices.md): vendor, model, UUID as nvidia-smi writes it
  * ("GPU-<8-4-4-4-12 hex>", "MIG-..." for a MIG instance), PCI "dddd:bb:dd.0", ordinal. *mig is set to 1 for a

@@ -18,6 +18,8 @@
  *   "kt_fake_module_v1", then "kt_fake_module_v2" from the same name address (a module reloaded)
  *   "kt_fake_untimed"       start = end = 0 (CUPTI could not time it)
  *   a 4096-byte HtoD memcpy and a 1024-byte memset (context 1, stream 7)
+ *   "kt_fake_configured" launched with grid 128x1x1 / block 256x1x1 three times, 16x8x1 / 32x8x1 twice (context 1,
+ *   stream 7); the other kernels' records carry no grid (0)
  *   graph 3 launched twice (context 1, stream 9), each launch running two "kt_fake_graph_node" kernels: with
  *   CUPTI_ACTIVITY_KIND_GRAPH_TRACE enabled one graph record per launch and no record of its nodes, as CUPTI
  *   does at graph level; without it the four node kernels
@@ -324,6 +326,25 @@ static void graph_buffer(uint8_t *buf, uint64_t now)
     }
 }
 
+/* One kernel launched with two configurations (issue 40.2): grid 128x1x1 of 256x1x1 threads three times (1000 ns
+ * each), grid 16x8x1 of 32x8x1 threads twice (2000 ns each, 4 KiB of dynamic shared memory), context 1, stream 7. */
+static void config_buffer(uint8_t *buf, uint64_t now)
+{
+    for (int i = 0; i < 5; i++) {
+        int wide = i >= 3;
+        uint8_t *slot = buf + (size_t)i * KT_FAKE_RECORD_BYTES;
+        kernel_on(slot, "kt_fake_configured", 1, 7, now - 22000 + 2000 * (uint64_t)i, wide ? 2000 : 1000, 0);
+        CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)(void *)slot;
+        k->gridX = wide ? 16 : 128;
+        k->gridY = wide ? 8 : 1;
+        k->gridZ = 1;
+        k->blockX = wide ? 32 : 256;
+        k->blockY = wide ? 8 : 1;
+        k->blockZ = 1;
+        k->dynamicSharedMemory = wide ? 4096 : 0;
+    }
+}
+
 /* The command still running in context 2: handed over only by a forced flush, without timing. */
 static void running_buffer(uint8_t *buf, uint64_t now)
 {
@@ -364,6 +385,8 @@ static CUptiResult deliver_completed(void)
         r = deliver(first_buffer, 3);
     if (r == CUPTI_SUCCESS)
         r = deliver(second_buffer, 4);
+    if (r == CUPTI_SUCCESS)
+        r = deliver(config_buffer, 5);
     return r == CUPTI_SUCCESS ? deliver(graph_buffer, (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0)) : r;
 }
 
@@ -390,7 +413,7 @@ static void *worker_main(void *arg)
     for (;;) {
         usleep(5000);
         pthread_mutex_lock(&g_lock);
-        size_t completed = g_delivered_all ? 0 : 9 + (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0);
+        size_t completed = g_delivered_all ? 0 : 14 + (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0);
         if (g_flush_period_ms && g_complete && g_last_size && completed * KT_FAKE_RECORD_BYTES >= g_last_size)
             deliver_completed();
         pthread_mutex_unlock(&g_lock);

@@ -28,7 +28,8 @@
  * CUPTI test double, and on a GPU by tests/gpu/run.sh (docs/cuda.md). Host API time: the same subscription's
  * driver/runtime API callbacks time cuStreamSynchronize, cuCtxSynchronize, cuEventSynchronize and the runtime's
  * cuda{Device,Stream,Event}Synchronize as host-api zones on the calling thread (docs/cli.md), the outermost call
- * only; without the subscription (KTIMING_CUPTI_SUBSCRIBE=0, or another client holds it) there is none. */
+ * only; without the subscription (KTIMING_CUPTI_SUBSCRIBE=0, or another client holds it) there is none. Each
+ * kernel dispatch carries its launch configuration (grid, block) from the record (issue 40.2). */
 #include <cupti.h>
 
 #include "shim/kti_run.h"
@@ -57,6 +58,96 @@
 #define KT_CUPTI_CONVERSION_NS 1000u
 /* Default flush period (ms). */
 #define KT_CUPTI_FLUSH_MS 100u
+
+/* ---------------------------------------------------------------------------------------------------
+ * CUPTI, loaded at start-up
+ *
+ * The library does not link libcupti: no DT_NEEDED and no RUNPATH into the CUDA toolkit (a package cannot know
+ * where the machine's toolkit is, and a missing libcupti would make the driver's dlopen of this library fail with
+ * no word from ktiming). InitializeInjection dlopens KTIMING_CUPTI_LIBRARY when it is set, else the soname
+ * (KT_CUPTI_SONAME, libcupti.so.13 for CUDA 13) as the dynamic loader finds it — a copy the program already
+ * loaded (Kineto's), LD_LIBRARY_PATH, ldconfig's cache, where the toolkit's packages register their lib
+ * directory — else the toolkit's copy the library was built against. When none loads it says which library is
+ * missing and what driver that CUPTI needs, and times nothing.
+ * ------------------------------------------------------------------------------------------------- */
+
+/* The entry points every CUPTI since the oldest the library supports has. */
+#define KT_CUPTI_REQUIRED(X)                                                                                   \
+    X(cuptiActivityRegisterCallbacks) X(cuptiActivityEnable) X(cuptiActivityFlushAll)                         \
+    X(cuptiActivityGetNextRecord) X(cuptiActivityGetNumDroppedRecords) X(cuptiGetResultString)                \
+    X(cuptiGetTimestamp) X(cuptiGetContextId) X(cuptiSubscribe) X(cuptiUnsubscribe) X(cuptiEnableCallback)
+/* Newer ones: used when present. */
+#define KT_CUPTI_OPTIONAL(X) X(cuptiActivityRegisterTimestampCallback) X(cuptiActivityEnableLatencyTimestamps)
+
+#define KT_CUPTI_POINTER(f) __typeof__(f) *f;
+static struct {
+    KT_CUPTI_REQUIRED(KT_CUPTI_POINTER)
+    KT_CUPTI_OPTIONAL(KT_CUPTI_POINTER)
+} K; /* CUPTI's entry points, from kt_cupti_load */
+#undef KT_CUPTI_POINTER
+
+/* The first Linux driver branch of a CUDA major version (its x.0 release), for the messages; NULL if unknown. */
+static const char *driver_floor(int cuda_major)
+{
+    switch (cuda_major) {
+    case 11: return "R450";
+    case 12: return "R525";
+    case 13: return "R580";
+    default: return NULL;
+    }
+}
+
+/* What this library needs, for the messages: "CUDA 13.0's CUPTI, which needs a driver for CUDA 13.0 or newer (R580
+ * or newer)". */
+static void needs_text(char *out, size_t size)
+{
+    const char *floor = driver_floor(CUDA_VERSION / 1000);
+    char branch[32] = "";
+    if (floor)
+        snprintf(branch, sizeof branch, ", %s or newer", floor);
+    snprintf(out, size, "CUDA %d.%d's CUPTI, which needs an NVIDIA driver for CUDA %d.0 or newer%s", CUDA_VERSION / 1000,
+             (CUDA_VERSION % 1000) / 10, CUDA_VERSION / 1000, branch);
+}
+
+/* Loads CUPTI and resolves K; 0, or -1 after saying on stderr why nothing will be timed. */
+static int kt_cupti_load(void)
+{
+    char needs[160], err[400] = "";
+    needs_text(needs, sizeof needs);
+    const char *path = kt__env(KT_ENV_NAME(CUPTI_LIBRARY));
+    int by_soname = !(path && path[0]);
+    const char *name = by_soname ? KT_CUPTI_SONAME : path;
+    void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *e = dlerror();
+        snprintf(err, sizeof err, "%s", e ? e : "not found");
+        if (by_soname) /* the toolkit this library was built against, if it is here */
+            lib = dlopen(KT_CUPTI_TOOLKIT_COPY, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!lib) {
+        fprintf(stderr, "ktiming-cupti: cannot load %s (%s); nothing is timed. This library needs %s: put the "
+                        "directory of %s on LD_LIBRARY_PATH, or set KTIMING_CUPTI_LIBRARY to its path\n",
+                name, err, needs, KT_CUPTI_SONAME);
+        return -1;
+    }
+    const char *missing = NULL;
+#define KT_CUPTI_RESOLVE(f)                                                                                    \
+    if (!(*(void **)&K.f = dlsym(lib, #f)) && !missing)                                                        \
+        missing = #f;
+    KT_CUPTI_REQUIRED(KT_CUPTI_RESOLVE)
+#undef KT_CUPTI_RESOLVE
+    if (missing) {
+        fprintf(stderr, "ktiming-cupti: %s has no %s; nothing is timed. This library needs %s\n", name, missing,
+                needs);
+        memset(&K, 0, sizeof K);
+        dlclose(lib);
+        return -1;
+    }
+#define KT_CUPTI_RESOLVE_OPTIONAL(f) *(void **)&K.f = dlsym(lib, #f);
+    KT_CUPTI_OPTIONAL(KT_CUPTI_RESOLVE_OPTIONAL)
+#undef KT_CUPTI_RESOLVE_OPTIONAL
+    return 0; /* kept loaded for the process's life: CUPTI calls back into this library until exit */
+}
 
 /* A (context, stream) track registered with the recorder. */
 typedef struct kt_cupti_queue_t {
@@ -111,7 +202,7 @@ static uint64_t cupti_now(void *user)
 {
     (void)user;
     uint64_t t = 0;
-    return cuptiGetTimestamp(&t) == CUPTI_SUCCESS ? t : 0;
+    return K.cuptiGetTimestamp(&t) == CUPTI_SUCCESS ? t : 0;
 }
 
 /* S.lock held. */
@@ -129,7 +220,7 @@ static void calibrate_locked(void)
 static const char *result_name(CUptiResult r)
 {
     const char *s = NULL;
-    return cuptiGetResultString(r, &s) == CUPTI_SUCCESS && s ? s : "unknown CUPTI error";
+    return K.cuptiGetResultString(r, &s) == CUPTI_SUCCESS && s ? s : "unknown CUPTI error";
 }
 
 /* S.lock held. The key entries and tracks of a CUPTI device id are recorded under: its identity as registered from
@@ -283,10 +374,10 @@ static uint64_t to_host_locked(uint64_t t, uint64_t *unc)
     return host;
 }
 
-/* One timed GPU command: kernel, copy or memset. */
+/* One timed GPU command: kernel, copy or memset; `launch` its configuration (NULL: none). */
 static void record_command(kt_kernel_id_t (*name)(const void *rec, uint32_t device), const void *rec,
                            uint32_t device, uint32_t context, uint32_t stream, uint64_t start, uint64_t end,
-                           uint64_t queued, uint64_t submitted, uint64_t bytes)
+                           uint64_t queued, uint64_t submitted, uint64_t bytes, const kt_launch_t *launch)
 {
     pthread_mutex_lock(&S.lock);
     if (!S.host_stamps && (!S.model_valid || kt_clock_is_stale(&S.model, kt_now_ns(), 0.0, KT_CUPTI_REFIT_NS)))
@@ -313,8 +404,31 @@ static void record_command(kt_kernel_id_t (*name)(const void *rec, uint32_t devi
     d.end_ns = d.start_ns ? d.start_ns + d.duration_ns : 0;
     d.queued_ns = to_host_locked(queued, NULL);
     d.submit_ns = to_host_locked(submitted, NULL);
+    if (launch)
+        d.launch = *launch;
     pthread_mutex_unlock(&S.lock);
     kt_record_dispatch(&d);
+}
+
+/* A kernel record's launch configuration (issue 40.2): grid and block, three dimensions always, as cuLaunchKernel
+ * takes them (so <<<64, 256>>> and <<<dim3(64, 1, 1), dim3(256, 1, 1)>>> are one configuration). A record without a
+ * grid (not filled by this CUPTI) carries none. The dynamic shared memory is not part of kt_launch_t. */
+static int kernel_launch(const CUpti_ActivityKernel10 *k, kt_launch_t *out)
+{
+    if (k->gridX <= 0 || k->gridY <= 0 || k->gridZ <= 0)
+        return 0;
+    memset(out, 0, sizeof *out);
+    out->kind = KT_LAUNCH_GROUPS;
+    out->dims = 3;
+    out->size[0] = (uint64_t)k->gridX;
+    out->size[1] = (uint64_t)k->gridY;
+    out->size[2] = (uint64_t)k->gridZ;
+    if (k->blockX > 0 && k->blockY > 0 && k->blockZ > 0) { /* else: threads per block not known (0) */
+        out->local[0] = (uint64_t)k->blockX;
+        out->local[1] = (uint64_t)k->blockY;
+        out->local[2] = (uint64_t)k->blockZ;
+    }
+    return 1;
 }
 
 static kt_kernel_id_t kernel_name(const void *rec, uint32_t device)
@@ -375,28 +489,30 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 {
     (void)size;
     CUpti_Activity *rec = NULL;
-    while (valid && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+    while (valid && K.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
             const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)(const void *)rec;
+            kt_launch_t launch;
+            int has_launch = kernel_launch(k, &launch);
             record_command(kernel_name, k, k->deviceId, k->contextId, k->streamId, k->start, k->end, k->queued,
-                           k->submitted, 0);
+                           k->submitted, 0, has_launch ? &launch : NULL);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
             const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)(const void *)rec;
             record_command(memcpy_name, m, m->deviceId, m->contextId, m->streamId, m->start, m->end, 0, 0,
-                           m->bytes);
+                           m->bytes, NULL);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY2) {
             const CUpti_ActivityMemcpyPtoP4 *m = (const CUpti_ActivityMemcpyPtoP4 *)(const void *)rec;
             record_command(memcpy2_name, m, m->deviceId, m->contextId, m->streamId, m->start, m->end, 0, 0,
-                           m->bytes);
+                           m->bytes, NULL);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
             const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)(const void *)rec;
             record_command(memset_name, m, m->deviceId, m->contextId, m->streamId, m->start, m->end, 0, 0,
-                           m->bytes);
+                           m->bytes, NULL);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE) {
             /* the fields read are in the same place in every version of the record; a graph whose first node
              * starts on the host says so with device INT_MAX (named "CUDA device 2147483647" then) */
             const CUpti_ActivityGraphTrace2 *g = (const CUpti_ActivityGraphTrace2 *)(const void *)rec;
-            record_command(graph_name, g, g->deviceId, g->contextId, g->streamId, g->start, g->end, 0, 0, 0);
+            record_command(graph_name, g, g->deviceId, g->contextId, g->streamId, g->start, g->end, 0, 0, 0, NULL);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_DEVICE) {
             const CUpti_ActivityDevice5 *dev = (const CUpti_ActivityDevice5 *)(const void *)rec;
             pthread_mutex_lock(&S.lock);
@@ -405,14 +521,14 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         }
     }
     size_t dropped = 0;
-    if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped) {
+    if (K.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped) {
         pthread_mutex_lock(&S.lock);
         S.dropped += dropped;
         pthread_mutex_unlock(&S.lock);
         /* per context where CUPTI keeps per-context buffers; global buffers (ctx NULL) count for all */
         char name[64] = "(CUPTI records dropped)";
         uint32_t cid = 0;
-        if (ctx && cuptiGetContextId(ctx, &cid) == CUPTI_SUCCESS)
+        if (ctx && K.cuptiGetContextId(ctx, &cid) == CUPTI_SUCCESS)
             snprintf(name, sizeof name, "(CUPTI records dropped, context %u)", cid);
         kt_kernel_id_t id = kt_kernel_intern(name, KT_BACKEND_CUDA, NULL);
         for (size_t i = 0; i < dropped; i++)
@@ -452,7 +568,7 @@ static void *flusher_main(void *arg)
         if (S.flusher_stop)
             break;
         pthread_mutex_unlock(&S.lock); /* buffer_completed takes it */
-        cuptiActivityFlushAll(0);
+        K.cuptiActivityFlushAll(0);
         pthread_mutex_lock(&S.lock);
     }
     pthread_mutex_unlock(&S.lock);
@@ -498,7 +614,7 @@ static int g_said_buffers;
 static void flush_at_exit(void)
 {
     flusher_stop();
-    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     uint64_t lost = __atomic_load_n(&S.buffers_out, __ATOMIC_RELAXED);
     if (lost) {
         char n[32];
@@ -565,7 +681,7 @@ static void CUPTIAPI api_callback(void *user, CUpti_CallbackDomain domain, CUpti
 {
     (void)user;
     if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
-        cuptiActivityFlushAll(0); /* completed records only: forced would hand over other contexts' running ones */
+        K.cuptiActivityFlushAll(0); /* completed records only: forced would hand over other contexts' running ones */
     else if ((domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API) && data)
         wait_api_callback(domain, cbid, data);
 }
@@ -575,7 +691,7 @@ static int enable_wait_apis(void)
 {
     int any = 0;
     for (size_t i = 0; i < KT_CUPTI_WAIT_APIS; i++)
-        any |= cuptiEnableCallback(1, S.subscriber, kWaitApis[i].domain, kWaitApis[i].cbid) == CUPTI_SUCCESS;
+        any |= K.cuptiEnableCallback(1, S.subscriber, kWaitApis[i].domain, kWaitApis[i].cbid) == CUPTI_SUCCESS;
     return any ? 0 : -1;
 }
 
@@ -594,12 +710,12 @@ static void subscribe_resources(void)
         S.subscriber = NULL;
         return;
     }
-    CUptiResult r = cuptiSubscribe(&S.subscriber, api_callback, NULL);
+    CUptiResult r = K.cuptiSubscribe(&S.subscriber, api_callback, NULL);
     if (r == CUPTI_SUCCESS) {
-        r = cuptiEnableCallback(1, S.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+        r = K.cuptiEnableCallback(1, S.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                 CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
         if (r != CUPTI_SUCCESS) {
-            cuptiUnsubscribe(S.subscriber);
+            K.cuptiUnsubscribe(S.subscriber);
             S.subscriber = NULL;
         } else if (enable_wait_apis() != 0 && kt__env(KT_ENV_NAME(RUN_VERBOSE))) {
             fprintf(stderr, "ktiming-cupti: CUPTI refused the synchronisation callbacks: no host API time\n");
@@ -616,18 +732,15 @@ static void subscribe_resources(void)
                         "torch.profiler) cannot subscribe; KTIMING_CUPTI_SUBSCRIBE=0 leaves it free\n");
 }
 
-/* CUPTI entry points newer than the oldest CUPTI the library runs with: looked up, used when present. */
+/* CUPTI entry points newer than the oldest CUPTI the library runs with: used when present (KT_CUPTI_OPTIONAL). */
 static void setup_optional(void)
 {
-    CUptiResult (*reg_ts)(CUpti_TimestampCallbackFunc) = NULL;
-    CUptiResult (*latency)(uint8_t) = NULL;
-    *(void **)&reg_ts = dlsym(RTLD_DEFAULT, "cuptiActivityRegisterTimestampCallback");
-    *(void **)&latency = dlsym(RTLD_DEFAULT, "cuptiActivityEnableLatencyTimestamps");
-    S.host_stamps = reg_ts && reg_ts(host_timestamp) == CUPTI_SUCCESS; /* before any kind is enabled */
+    S.host_stamps = K.cuptiActivityRegisterTimestampCallback &&
+                    K.cuptiActivityRegisterTimestampCallback(host_timestamp) == CUPTI_SUCCESS; /* before any kind */
     const char *ms = kt__env(KT_ENV_NAME(CUPTI_FLUSH_MS));
     S.flush_ms = ms && ms[0] ? (uint32_t)strtoul(ms, NULL, 10) : KT_CUPTI_FLUSH_MS;
-    if (latency)
-        latency(1);
+    if (K.cuptiActivityEnableLatencyTimestamps)
+        K.cuptiActivityEnableLatencyTimestamps(1);
     *(void **)&S.demangle = dlsym(RTLD_DEFAULT, "__cxa_demangle");
     if (!S.demangle) { /* a C program: the C++ runtime CUDA's own libraries bring, else the system's */
         void *cxx = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
@@ -647,7 +760,7 @@ static void enable_graphs(void)
         return;
     if (mode && mode[0] && strcmp(mode, "graph") != 0)
         fprintf(stderr, "ktiming-cupti: KTIMING_CUPTI_GRAPHS=%s: expected graph or node; using graph\n", mode);
-    CUptiResult r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+    CUptiResult r = K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
     S.graph_level = r == CUPTI_SUCCESS;
     if (!S.graph_level && verbose)
         fprintf(stderr, "ktiming-cupti: no graph-level records (%s): kernels inside graphs are timed one by one\n",
@@ -663,20 +776,24 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
         pthread_mutex_unlock(&S.lock);
         return 1;
     }
+    if (kt_cupti_load() != 0) {
+        pthread_mutex_unlock(&S.lock);
+        return 0;
+    }
     kt_desc_t desc = {0};
     kt_init(&desc);
-    CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    CUptiResult r = K.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
     if (r == CUPTI_SUCCESS) {
         setup_optional();
-        CUptiResult rd = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);
+        CUptiResult rd = K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);
         (void)rd;
-        r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        r = K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
         if (r != CUPTI_SUCCESS)
-            r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_KERNEL);
+            r = K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_KERNEL);
     }
     if (r != CUPTI_SUCCESS) {
         pthread_mutex_unlock(&S.lock);
-        /* The usual cause: this library links the CUPTI of the toolkit it was built with (CUDA_VERSION below),
+        /* The usual cause: this library uses the CUPTI of the toolkit it was built with (CUDA_VERSION below),
          * which needs a driver of that CUDA version or newer. Say which driver this is. */
         int drv = 0;
         CUresult (*get_version)(int *) = NULL;
@@ -686,15 +803,17 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
         char have[48] = "no CUDA driver answered";
         if (drv)
             snprintf(have, sizeof have, "the driver supports CUDA %d.%d", drv / 1000, (drv % 1000) / 10);
+        char needs[160];
+        needs_text(needs, sizeof needs);
         fprintf(stderr, "ktiming-cupti: kernel activity unavailable: %s; nothing is timed (%s; this library was "
-                        "built with CUDA %d.%d's CUPTI, which needs a driver for CUDA %d.0 or newer)\n",
-                result_name(r), have, CUDA_VERSION / 1000, (CUDA_VERSION % 1000) / 10, CUDA_VERSION / 1000);
+                        "built with %s)\n",
+                result_name(r), have, needs);
         return 0;
     }
-    if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
-        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS)
+    if (K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
+        K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS)
         fprintf(stderr, "ktiming-cupti: memory copy/set activity unavailable: only kernels are timed\n");
-    cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2); /* peer-to-peer copies: none before CUDA 4, then optional */
+    K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2); /* peer-to-peer copies: none before CUDA 4, then optional */
     enable_graphs();
     if (!S.host_stamps)
         calibrate_locked();
