@@ -1643,6 +1643,7 @@ void kt__entries_free(kt_kernel_timing_t *entries, size_t n)
         free(entries[i].samples);
         free(entries[i].hist);
         free(entries[i].by_source);
+        free(entries[i].configs);
     }
     free(entries);
 }

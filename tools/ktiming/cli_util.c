@@ -82,6 +82,7 @@ void ktcli_snapshot_filter(kt_snapshot_t *snap, const char *glob)
         free(e->samples);
         free(e->hist);
         free(e->by_source);
+        free(e->configs);
     }
     size_t total = snap->count, spans = 0;
     snap->count = kept;
