@@ -291,8 +291,15 @@ static int setup_env(const run_opts_t *o, const char *dir, const char *run_dir)
     }
     if (o->mpi) {
         if (!file_exists(dir, MPI_LIB)) {
-            fprintf(stderr, "ktiming run: --mpi: libktiming_mpi not built (no %s in %s; needs MPI at build time)\n",
+#ifdef KTCLI_MPI_BUILT /* built with this ktiming, shipped apart (the only part that needs MPI) */
+            fprintf(stderr, "ktiming run: --mpi: libktiming_mpi is not installed (no %s in %s): install the "
+                            "ktiming-mpi package (apt install ktiming-mpi), or the build's mpi component "
+                            "(cmake --install BUILD --component mpi)\n", MPI_LIB, dir);
+#else
+            fprintf(stderr, "ktiming run: --mpi: libktiming_mpi not built (no %s in %s): this ktiming was built "
+                            "without MPI; build it where an MPI implementation is installed (e.g. libopenmpi-dev)\n",
                     MPI_LIB, dir);
+#endif
             return -2;
         }
         if (path_join(path, sizeof path, dir, MPI_LIB) != 0 || env_join("LD_PRELOAD", path, ":", 1) != 0)
