@@ -93,12 +93,14 @@ int kt__report_rows(const kt_snapshot_t *snap, const kt_report_opts_t *opts, siz
  * Cells
  * ------------------------------------------------------------------------------------------------- */
 
-void kt__format_duration(char *buf, size_t size, double ns)
+/* `us`: the microsecond unit as kt__unit_us() gives it, read once by the caller of many cells (NULL: read here
+ * when needed; it reads the locale's variables). */
+static void format_duration_us(char *buf, size_t size, double ns, const char *us)
 {
     static const struct {
         const char *unit; /* suffix */
         double scale;     /* ns per unit */
-    } kUnits[] = {{"ns", 1.0}, {NULL, 1e3}, {"ms", 1e6}, {"s", 1e9}}; /* NULL: kt__unit_us() */
+    } kUnits[] = {{"ns", 1.0}, {NULL, 1e3}, {"ms", 1e6}, {"s", 1e9}}; /* NULL: the microsecond unit */
     if (!isfinite(ns) || ns < 0.0) {
         snprintf(buf, size, "-");
         return;
@@ -113,10 +115,12 @@ void kt__format_duration(char *buf, size_t size, double ns)
         int dec = v < 9.9995 ? 3 : v < 99.995 ? 2 : v < 999.95 ? 1 : 0;
         if (dec == 0 && u + 1 < sizeof kUnits / sizeof kUnits[0])
             continue;
-        snprintf(buf, size, "%.*f %s", dec, v, kUnits[u].unit ? kUnits[u].unit : kt__unit_us());
+        snprintf(buf, size, "%.*f %s", dec, v, kUnits[u].unit ? kUnits[u].unit : us ? us : kt__unit_us());
         return;
     }
 }
+
+void kt__format_duration(char *buf, size_t size, double ns) { format_duration_us(buf, size, ns, NULL); }
 
 /* part as a percentage of whole, one decimal; "-" when whole is 0. */
 static void format_share(char *buf, size_t size, uint64_t part, long double whole)
@@ -142,23 +146,23 @@ typedef struct text_row_t {
     char cell[C_COUNT][TIME_CELL]; /* formatted numbers */
 } text_row_t;
 
-static void row_cells(text_row_t *r, long double all_total)
+static void row_cells(text_row_t *r, long double all_total, const char *us)
 {
     const kt_kernel_timing_t *e = r->e;
     snprintf(r->cell[C_N], TIME_CELL, "%" PRIu64, e->dispatch_count);
     int none = e->dispatch_count == 0;
-    kt__format_duration(r->cell[C_TOTAL], TIME_CELL, none ? -1.0 : (double)e->total_ns);
+    format_duration_us(r->cell[C_TOTAL], TIME_CELL, none ? -1.0 : (double)e->total_ns, us);
     format_share(r->cell[C_SHARE], TIME_CELL, e->total_ns,
                  kt__entry_is_batch(e) || kt__entry_is_wait(e) ? 0.0L : all_total);
-    kt__format_duration(r->cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns);
-    kt__format_duration(r->cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns);
-    kt__format_duration(r->cell[C_MIN], TIME_CELL, none ? -1.0 : (double)e->min_ns);
+    format_duration_us(r->cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns, us);
+    format_duration_us(r->cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns, us);
+    format_duration_us(r->cell[C_MIN], TIME_CELL, none ? -1.0 : (double)e->min_ns, us);
     /* a percentile of 0 under a positive min is none at all (a version-1 file without percentiles): "-" */
     int no_pct = none || (e->min_ns > 0 && !e->p50_ns && !e->p90_ns && !e->p99_ns);
-    kt__format_duration(r->cell[C_P50], TIME_CELL, no_pct ? -1.0 : (double)e->p50_ns);
-    kt__format_duration(r->cell[C_P90], TIME_CELL, no_pct ? -1.0 : (double)e->p90_ns);
-    kt__format_duration(r->cell[C_P99], TIME_CELL, no_pct ? -1.0 : (double)e->p99_ns);
-    kt__format_duration(r->cell[C_MAX], TIME_CELL, none ? -1.0 : (double)e->max_ns);
+    format_duration_us(r->cell[C_P50], TIME_CELL, no_pct ? -1.0 : (double)e->p50_ns, us);
+    format_duration_us(r->cell[C_P90], TIME_CELL, no_pct ? -1.0 : (double)e->p90_ns, us);
+    format_duration_us(r->cell[C_P99], TIME_CELL, no_pct ? -1.0 : (double)e->p99_ns, us);
+    format_duration_us(r->cell[C_MAX], TIME_CELL, none ? -1.0 : (double)e->max_ns, us);
 }
 
 static int is_host_device(const char *dev) { return !dev || !*dev || !strcmp(dev, "host"); }
@@ -502,6 +506,7 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
     for (size_t i = 0; i < snap->count; i++)
         if (!kt__entry_is_batch(&snap->entries[i]) && !kt__entry_is_wait(&snap->entries[i])) /* overlap kernels */
             all_total += (long double)snap->entries[i].total_ns;
+    const char *us = kt__unit_us(); /* the locale's variables read once per table, not once per cell */
     for (size_t i = 0; i < n && !rc; i++) {
         rows[i].e = &snap->entries[idx[i]];
         rows[i].name = kt__escape(rows[i].e->name, SIZE_MAX, markdown ? KT_ESC_MARKDOWN : KT_ESC_TEXT,
@@ -509,7 +514,7 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
         if (!rows[i].name)
             rc = KT_ENOMEM;
         else
-            row_cells(&rows[i], all_total);
+            row_cells(&rows[i], all_total, us);
     }
     if (!rc && shape != TABLE_LINES && opts && opts->by_api)
         write_api_summary(out, snap, markdown);

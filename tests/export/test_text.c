@@ -10,6 +10,21 @@
 
 #include "support/snapshot_fixture.h"
 
+/* getenv, counting reads of the locale's variables (the library's calls resolve to this one): scans environ as
+ * libc's does. */
+extern char **environ;
+static unsigned g_locale_reads;
+char *getenv(const char *name)
+{
+    if (!strcmp(name, "LC_ALL") || !strcmp(name, "LC_CTYPE") || !strcmp(name, "LANG"))
+        g_locale_reads++;
+    size_t n = strlen(name);
+    for (char **e = environ; e && *e; e++)
+        if (!strncmp(*e, name, n) && (*e)[n] == '=')
+            return *e + n + 1;
+    return NULL;
+}
+
 /* Splits text into lines (modifies it); returns the number of lines. */
 static size_t split_lines(char *text, char **lines, size_t max)
 {
@@ -391,6 +406,28 @@ static void test_hostile_names_csv(void **state)
     fx_free(s);
 }
 
+/* A large table reads the locale (for the microsecond unit) once, not once per cell. */
+static void test_locale_read_once(void **state)
+{
+    (void)state;
+    enum { ROWS = 300 };
+    kt_snapshot_t *s = fx_snapshot_new(ROWS);
+    for (size_t i = 0; i < ROWS; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "k%zu", i);
+        fx_entry(s, i, name, KT_BACKEND_CPU, "host", 10, 5000 + i, 2000, 9000); /* every time cell in us */
+    }
+    g_locale_reads = 0;
+    int rc;
+    char *out = fx_render(s, KT_FORMAT_TEXT, &rc);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, " \xc2\xb5s"));
+    print_message("%u reads of the locale's variables for %d rows\n", g_locale_reads, ROWS);
+    assert_true(g_locale_reads <= 3); /* LC_ALL, LC_CTYPE, LANG at most once each */
+    free(out);
+    fx_free(s);
+}
+
 static void test_empty_and_arguments(void **state)
 {
     (void)state;
@@ -422,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_hostile_names_markdown),
         cmocka_unit_test(test_hostile_names_csv),
         cmocka_unit_test(test_empty_and_arguments),
+        cmocka_unit_test(test_locale_read_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
