@@ -337,16 +337,33 @@ static void api_row(FILE *out, const char *api, const char *kind, const api_tota
  * transfers (entries that moved bytes) and its submitted batches apart (Vulkan; a batch holds its dispatches, so it
  * has no share and is not in the sum) — how many, their dispatches, total time and share, bytes and
  * bandwidth — then the sum over everything. */
+/* An OpenCL memory command (the interposer names each after its entry point: clEnqueueReadBuffer, ...SVMFree),
+ * not a kernel; clEnqueueNativeKernel is one (a host function the device runs). */
+static int is_cl_command(const kt_kernel_timing_t *e)
+{
+    return e->backend == KT_BACKEND_OPENCL && e->name && !strncmp(e->name, "clEnqueue", 9) &&
+           strcmp(e->name, "clEnqueueNativeKernel") != 0;
+}
+
+/* Kinds of the per-API block, in the order printed. */
+enum { K_KERNELS, K_TRANSFERS, K_MEMORY, K_BATCHES, K_WAITS, K_COUNT };
+
 static void write_api_summary(FILE *out, const kt_snapshot_t *snap, int markdown)
 {
-    api_total_t api[KT_BACKEND_COUNT + 1][4], sum;
+    api_total_t api[KT_BACKEND_COUNT + 1][K_COUNT], sum;
     memset(api, 0, sizeof api);
     memset(&sum, 0, sizeof sum);
     for (size_t i = 0; i < snap->count; i++) {
         const kt_kernel_timing_t *e = &snap->entries[i];
         size_t b = (unsigned)e->backend < KT_BACKEND_COUNT ? (size_t)e->backend : KT_BACKEND_COUNT;
         int batch = kt__entry_is_batch(e), wait = kt__entry_is_wait(e);
-        api_total_t *t = &api[b][wait ? 3 : batch ? 2 : e->bytes > 0];
+        /* a memory command that moved nothing (an unmap, an SVM free, a migration without content) is neither a
+         * kernel nor a transfer */
+        api_total_t *t = &api[b][wait              ? K_WAITS
+                                 : batch           ? K_BATCHES
+                                 : e->bytes > 0    ? K_TRANSFERS
+                                 : is_cl_command(e) ? K_MEMORY
+                                                   : K_KERNELS];
         t->entries++;
         t->dispatches += e->dispatch_count;
         t->bytes += e->bytes;
@@ -363,14 +380,14 @@ static void write_api_summary(FILE *out, const kt_snapshot_t *snap, int markdown
     else
         fputs("[timing] API      what        count  dispatches      total       %\n", out);
     /* waits: host API time, count = API functions, dispatches = calls; time the program waited on the GPU */
-    static const char *const kinds[4] = {"kernels", "transfers", "batches", "waits"};
+    static const char *const kinds[K_COUNT] = {"kernels", "transfers", "memory", "batches", "waits"};
     for (size_t b = 0; b <= KT_BACKEND_COUNT; b++)
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < K_COUNT; k++)
             if (api[b][k].entries)
                 api_row(out, b < KT_BACKEND_COUNT ? backend_label((kt_backend_t)b) : "?", kinds[k], &api[b][k],
-                        k >= 2 ? 0.0L : sum.total, markdown, 1);
+                        k >= K_BATCHES ? 0.0L : sum.total, markdown, 1);
     api_row(out, markdown ? "**all**" : "all", "", &sum, sum.total, markdown, 0); /* time not all spent moving */
-    const api_total_t *w = &api[KT_BACKEND_HOST_API][3];
+    const api_total_t *w = &api[KT_BACKEND_HOST_API][K_WAITS];
     if (w->entries) {
         char t[TIME_CELL];
         kt__format_duration(t, TIME_CELL, (double)w->total);

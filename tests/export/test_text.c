@@ -215,6 +215,35 @@ static void test_per_api_summary(void **state)
 }
 
 /* Errors with the last error's name, drops by reason and lost kernels are shown, names escaped. */
+/* OpenCL memory commands that move nothing (the interposer's clEnqueueSVMUnmap, clEnqueueSVMFree: 0 bytes) are
+ * their own kind, "memory", not kernels; a native kernel stays a kernel. */
+static void test_per_api_memory_commands(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = fx_snapshot_new(5);
+    fx_entry(s, 0, "a", KT_BACKEND_OPENCL, "gpu", 10, 1000000, 900000, 1100000); /* 10 ms */
+    fx_entry(s, 1, "clEnqueueSVMMemcpy", KT_BACKEND_OPENCL, "gpu", 5, 2000000, 1900000, 2100000); /* 10 ms */
+    s->entries[1].bytes = 40000000;
+    fx_entry(s, 2, "clEnqueueSVMUnmap", KT_BACKEND_OPENCL, "gpu", 4, 500000, 400000, 600000); /* 2 ms */
+    fx_entry(s, 3, "clEnqueueSVMFree", KT_BACKEND_OPENCL, "gpu", 2, 1500000, 1400000, 1600000); /* 3 ms */
+    fx_entry(s, 4, "clEnqueueNativeKernel", KT_BACKEND_OPENCL, "gpu", 1, 5000000, 5000000, 5000000); /* 5 ms */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    kt_report_opts_t o = {.sort = KT_SORT_TOTAL, .filter = NULL, .by_api = 1};
+    assert_int_equal(kt_report_print_opts(f, s, KT_FORMAT_TEXT, &o), 0);
+    fclose(f);
+    char *lines[16] = {0};
+    size_t n = split_lines(buf, lines, 16);
+    assert_true(n >= 5);
+    assert_string_equal(lines[1], "[timing] OpenCL   kernels         2          11   15.00 ms   50.0%");
+    assert_string_equal(lines[2], "[timing] OpenCL   transfers       1           5   10.00 ms   33.3%  40.00 MB, 4.000 GB/s");
+    assert_string_equal(lines[3], "[timing] OpenCL   memory          2           6   5.000 ms   16.7%");
+    assert_string_equal(lines[4], "[timing] all                      5          22   30.00 ms  100.0%  40.00 MB");
+    free(buf);
+    fx_free(s);
+}
+
 static void test_errors_drops_and_lost_kernels(void **state)
 {
     (void)state;
@@ -452,6 +481,7 @@ int main(void)
         cmocka_unit_test(test_header_columns_and_units),
         cmocka_unit_test(test_sort_and_filter),
         cmocka_unit_test(test_per_api_summary),
+        cmocka_unit_test(test_per_api_memory_commands),
         cmocka_unit_test(test_errors_drops_and_lost_kernels),
         cmocka_unit_test(test_counts_device_and_backend_column),
         cmocka_unit_test(test_long_and_unicode_names),
