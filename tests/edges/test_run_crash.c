@@ -211,24 +211,41 @@ static void test_arena_fd_not_inherited(void **state)
     free(dir);
 }
 
+/* `ktiming run [-o OUT] -f none -- CRASHPROG MODE N` under `ulimit -v KIB` (set by a shell): run's status, its
+ * stderr into err (NULL: quiet). Skipped in sanitizer builds: their runtimes reserve terabytes of address space, so
+ * no program of theirs runs under a limit. */
+static int run_limited(const char *kib, const char *mode, const char *out, const char *err)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    skip();
+#endif
+    char script[64], n[16];
+    snprintf(script, sizeof script, "ulimit -v %s && exec \"$@\"", kib);
+    snprintf(n, sizeof n, "%d", N_ZONES);
+    char *argv[16] = {(char *)"/bin/sh", (char *)"-c", script, (char *)"sh", (char *)KT_CLI, (char *)"run"};
+    size_t a = 6;
+    if (out) {
+        argv[a++] = (char *)"-o";
+        argv[a++] = (char *)out;
+    }
+    const char *tail[] = {"-f", "none", "--", CRASHPROG, mode, n, NULL};
+    for (size_t i = 0; tail[i]; i++)
+        argv[a++] = (char *)tail[i];
+    argv[a] = NULL;
+    return ktt_run(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = err ? err : KTT_QUIET});
+}
+
 /* Under a limit on address space (ulimit -v, which the program inherits) the arena takes an eighth of it, not
  * 1 GiB (which run could not even map under 1 GiB): crash survival holds. */
 static void test_ulimit_small_arena(void **state)
 {
     (void)state;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    skip(); /* the sanitizer runtimes reserve terabytes of address space: no program of theirs runs under ulimit -v */
-#endif
     char *dir = ktt_tmpdir("runcrashas");
     assert_non_null(dir);
-    char out[4200], n[16];
-    snprintf(out, sizeof out, "%s/out.json", dir);
-    snprintf(n, sizeof n, "%d", N_ZONES);
+    char out[4200];
+    snprintf(out, sizeof out, "%s/out.json", dir ? dir : ""); /* gcc 12 sees a NULL dir otherwise */
     stale(out);
-    char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)"ulimit -v 1048576 && exec \"$@\"", (char *)"sh",
-                    (char *)KT_CLI, (char *)"run", (char *)"-o", out, (char *)"-f", (char *)"none", (char *)"--",
-                    (char *)CRASHPROG, (char *)"segv", n, NULL};
-    assert_int_equal(ktt_run(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = KTT_QUIET}), 128 + SIGSEGV);
+    assert_int_equal(run_limited("1048576", "segv", out, NULL), 128 + SIGSEGV);
     check_snapshot(out, "signal 11");
     ktt_rmtree(dir);
     free(dir);
@@ -238,18 +255,11 @@ static void test_ulimit_small_arena(void **state)
 static void test_ulimit_no_room(void **state)
 {
     (void)state;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    skip();
-#endif
     char *dir = ktt_tmpdir("runcrashas0");
     assert_non_null(dir);
-    char err[4200], n[16];
+    char err[4200];
     snprintf(err, sizeof err, "%s/err", dir);
-    snprintf(n, sizeof n, "%d", N_ZONES);
-    char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)"ulimit -v 100000 && exec \"$@\"", (char *)"sh",
-                    (char *)KT_CLI, (char *)"run", (char *)"-f", (char *)"none", (char *)"--", (char *)CRASHPROG,
-                    (char *)"exit", n, NULL};
-    assert_int_equal(ktt_run(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = err}), 0);
+    assert_int_equal(run_limited("100000", "exit", NULL, err), 0);
     char *text = ktt_read_file(err, NULL);
     assert_non_null(text);
     const char *line = strstr(text, "ktiming run: crash survival off: ulimit -v 100000");

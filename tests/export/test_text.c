@@ -172,6 +172,19 @@ static void test_sort_and_filter(void **state)
     fx_free(s);
 }
 
+/* The text report of s with the per-API block (largest total first) into *buf (the caller frees it), split into
+ * lines; the number of lines. */
+static size_t render_by_api(const kt_snapshot_t *s, char **buf, char **lines, size_t max)
+{
+    size_t len = 0;
+    *buf = NULL;
+    FILE *f = open_memstream(buf, &len);
+    kt_report_opts_t o = {.sort = KT_SORT_TOTAL, .filter = NULL, .by_api = 1};
+    assert_int_equal(kt_report_print_opts(f, s, KT_FORMAT_TEXT, &o), 0);
+    fclose(f);
+    return split_lines(*buf, lines, max);
+}
+
 /* by_api (the `ktiming run` summary): per API its kernels and its transfers (entries with bytes) apart, with
  * count, dispatches, total, share, bytes and bandwidth, then the sum, then the table; markdown has the same
  * block as a table. */
@@ -185,12 +198,9 @@ static void test_per_api_summary(void **state)
     fx_entry(s, 2, "c", KT_BACKEND_VULKAN, "gpu", 100, 50000, 40000, 60000);     /* 5 ms */
     char *buf = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
     kt_report_opts_t o = {.sort = KT_SORT_TOTAL, .filter = NULL, .by_api = 1};
-    assert_int_equal(kt_report_print_opts(f, s, KT_FORMAT_TEXT, &o), 0);
-    fclose(f);
     char *lines[16] = {0};
-    size_t n = split_lines(buf, lines, 16);
+    size_t n = render_by_api(s, &buf, lines, 16);
     assert_int_equal(n, 5 + 4);
     assert_string_equal(lines[0], "[timing] API      what        count  dispatches      total       %");
     assert_string_equal(lines[1], "[timing] OpenCL   kernels         1          10   10.00 ms   40.0%");
@@ -204,7 +214,7 @@ static void test_per_api_summary(void **state)
     assert_memory_equal(lines[8], "[timing] c ", 11);
     free(buf);
     buf = NULL;
-    f = open_memstream(&buf, &len);
+    FILE *f = open_memstream(&buf, &len);
     assert_int_equal(kt_report_print_opts(f, s, KT_FORMAT_MARKDOWN, &o), 0);
     fclose(f);
     assert_non_null(strstr(buf, "| API | what | count | dispatches | total | % | moved |\n"));
@@ -228,13 +238,8 @@ static void test_per_api_memory_commands(void **state)
     fx_entry(s, 3, "clEnqueueSVMFree", KT_BACKEND_OPENCL, "gpu", 2, 1500000, 1400000, 1600000); /* 3 ms */
     fx_entry(s, 4, "clEnqueueNativeKernel", KT_BACKEND_OPENCL, "gpu", 1, 5000000, 5000000, 5000000); /* 5 ms */
     char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    kt_report_opts_t o = {.sort = KT_SORT_TOTAL, .filter = NULL, .by_api = 1};
-    assert_int_equal(kt_report_print_opts(f, s, KT_FORMAT_TEXT, &o), 0);
-    fclose(f);
     char *lines[16] = {0};
-    size_t n = split_lines(buf, lines, 16);
+    size_t n = render_by_api(s, &buf, lines, 16);
     assert_true(n >= 5);
     assert_string_equal(lines[1], "[timing] OpenCL   kernels         2          11   15.00 ms   50.0%");
     assert_string_equal(lines[2], "[timing] OpenCL   transfers       1           5   10.00 ms   33.3%  40.00 MB, 4.000 GB/s");
