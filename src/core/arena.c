@@ -1,8 +1,8 @@
 /* arena.c — crash survival under `ktiming run`: the recorder's tables and roots in memory the parent can read.
  *
- * `ktiming run` creates a memfd, maps it MAP_SHARED at an address it chose and names both in KTIMING_RUN_ARENA
- * ("<fd>:<address in hex>:<bytes>"). Here, at load, the program maps the same memfd at the same
- * address (MAP_FIXED_NOREPLACE: nothing of the program's is ever replaced; when the address is taken, one line
+ * `ktiming run` creates a memfd (close-on-exec: no process of the run inherits it), maps it MAP_SHARED at an
+ * address it chose and names both in KTIMING_RUN_ARENA ("<fd>:<address in hex>:<bytes>:<run's pid>"). Here, at
+ * load, the program opens it through /proc/<run's pid>/fd/<fd> and maps it at the same address (MAP_FIXED_NOREPLACE: nothing of the program's is ever replaced; when the address is taken, one line
  * says so and the program runs without crash survival). From then on every allocation of the recorder and the
  * registry (shards, slots, reservoirs, histograms, span logs, interned names, queue/thread/device tables) comes
  * from the arena (kt__zalloc), and each root the snapshot starts from (shard list, generation, kernel directory
@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -65,38 +66,74 @@ void kt__zfree(void *p)
         free(p);
 }
 
-/* Parses KTIMING_RUN_ARENA; 0 when it holds all three fields. */
-static int arena_parse(const char *v, int *fd, uintptr_t *addr, uint64_t *size)
+/* Parses KTIMING_RUN_ARENA; 0 when it holds all four fields. */
+static int arena_parse(const char *v, int *fd, uintptr_t *addr, uint64_t *size, long *pid)
 {
     unsigned long long a = 0, s = 0;
     int n = 0;
-    if (sscanf(v, "%d:%llx:%llu%n", fd, &a, &s, &n) != 3 || v[n] != '\0' || !a || s < sizeof(kt__arena_t))
+    if (sscanf(v, "%d:%llx:%llu:%ld%n", fd, &a, &s, pid, &n) != 4 || v[n] != '\0' || !a ||
+        s < sizeof(kt__arena_t) || *fd < 0 || *pid <= 0)
         return -1;
     *addr = (uintptr_t)a;
     *size = s;
     return 0;
 }
 
+#define ARENA_NAME "ktiming-run-arena"
+
+/* run's memfd, opened anew through /proc (run holds it until the program's end): a descriptor of this process,
+ * close-on-exec, or -1 with why in `why`. Checked to be the arena (its name and size), never another file behind
+ * a reused pid. */
+static int arena_open(long pid, int fd, uint64_t size, char *why, size_t cap)
+{
+    char path[64], link[128];
+    snprintf(path, sizeof path, "/proc/%ld/fd/%d", pid, fd);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    int own = n > 0 ? open(path, O_RDWR | O_CLOEXEC) : -1;
+    if (own < 0) {
+        snprintf(why, cap, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    link[n] = 0;
+    struct stat st;
+    if (strncmp(link, "/memfd:" ARENA_NAME, sizeof "/memfd:" ARENA_NAME - 1) != 0 || fstat(own, &st) != 0 ||
+        (uint64_t)st.st_size != size) {
+        snprintf(why, cap, "%s is not the run arena", path);
+        close(own);
+        return -1;
+    }
+    return own;
+}
+
 /* At load. The first process of the run that loads ktiming claims the arena (usually the program itself; for a
- * program started through a shell script, the first timed process the script starts); any other process that
- * inherited the descriptor, and any process after an exec, finds it claimed or closed and stays out. */
+ * program started through a shell script, the first timed process the script starts); any later one finds it
+ * claimed and stays out. A process that cannot open or map it says so in one line. Processes that never load
+ * ktiming hold no descriptor of it. */
 __attribute__((constructor)) static void arena_attach(void)
 {
     const char *v = kt__env(KT_ENV_NAME(RUN_ARENA));
     int fd;
     uintptr_t addr;
     uint64_t size;
-    if (!v || !*v || arena_parse(v, &fd, &addr, &size) != 0)
+    long pid;
+    if (!v || !*v || arena_parse(v, &fd, &addr, &size, &pid) != 0)
         return;
-    void *p = mmap((void *)addr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+    char why[160];
+    int own = arena_open(pid, fd, size, why, sizeof why);
+    if (own < 0) {
+        fprintf(stderr, "ktiming: crash survival off: cannot open the run arena (%s); if the program dies without "
+                        "exiting, its timings are lost\n", why);
+        return;
+    }
+    void *p = mmap((void *)addr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, own, 0);
+    int e = errno;
+    close(own); /* the mapping stays; the program's own descriptors are left as they were */
     if (p == MAP_FAILED || p != (void *)addr) {
-        int e = errno;
         if (p != MAP_FAILED) /* a kernel before 4.17 treats the flag as a hint */
             munmap(p, size);
-        if (p != MAP_FAILED || e == EEXIST || e == ENOMEM) /* EBADF: not ours (closed by the process that claimed it) */
-            fprintf(stderr, "ktiming: crash survival off: cannot map the run arena at %#" PRIxPTR " (%s); if the "
-                            "program dies without exiting, its timings are lost\n",
-                    addr, p == MAP_FAILED ? strerror(e) : "address taken");
+        fprintf(stderr, "ktiming: crash survival off: cannot map the run arena at %#" PRIxPTR " (%s); if the "
+                        "program dies without exiting, its timings are lost\n",
+                addr, p == MAP_FAILED ? strerror(e) : "address taken");
         return;
     }
     kt__arena_t *a = p;
@@ -105,7 +142,6 @@ __attribute__((constructor)) static void arena_attach(void)
         munmap(p, size);
         return;
     }
-    close(fd); /* the mapping stays; the program's own descriptors are left as they were */
     a->size = size;
     atomic_store_explicit(&a->used, (sizeof *a + 63u) & ~(uint64_t)63u, memory_order_relaxed);
     atomic_store_explicit(&a->gen, kt__generation(), memory_order_relaxed);
@@ -177,7 +213,7 @@ void kt__arena_mark_exit(void)
  * ------------------------------------------------------------------------------------------------- */
 
 struct kt_run_arena_t {
-    int fd;             /* the memfd, inherited by the program (not close-on-exec) */
+    int fd;             /* the memfd (close-on-exec: the run's processes open it through /proc/<pid>/fd) */
     kt__arena_t *map;   /* mapped here at the address the program maps it */
     size_t size;        /* bytes */
     char env[128];      /* KTIMING_RUN_ARENA's value */
@@ -197,7 +233,7 @@ int kt_run_arena_create(size_t size, kt_run_arena_t **out)
         return KT_ENOMEM;
     r->size = size;
 #ifdef SYS_memfd_create
-    r->fd = (int)syscall(SYS_memfd_create, "ktiming-run-arena", 0u); /* inherited across exec on purpose */
+    r->fd = (int)syscall(SYS_memfd_create, ARENA_NAME, MFD_CLOEXEC); /* never inherited: opened through /proc */
 #else
     r->fd = -1;
     errno = ENOSYS;
@@ -221,7 +257,7 @@ int kt_run_arena_create(size_t size, kt_run_arena_t **out)
     if (p == MAP_FAILED)
         goto fail;
     r->map = p;
-    snprintf(r->env, sizeof r->env, "%d:%" PRIxPTR ":%zu", r->fd, (uintptr_t)p, size);
+    snprintf(r->env, sizeof r->env, "%d:%" PRIxPTR ":%zu:%ld", r->fd, (uintptr_t)p, size, (long)getpid());
     *out = r;
     return 0;
 fail:;

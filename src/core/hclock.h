@@ -40,6 +40,7 @@ typedef struct kt__hclock_t {
     _Atomic uint64_t tick0;  /* anchor tick */
     _Atomic uint64_t ns0;    /* CLOCK_MONOTONIC_RAW ns at the anchor */
     _Atomic uint64_t mult;   /* ns per tick, fixed point */
+    _Atomic uint64_t bound_ns; /* the piece's bound on |converted - CLOCK_MONOTONIC_RAW|, rounded up (device spans) */
 } kt__hclock_t;
 
 extern kt__hclock_t kt__hc;
@@ -146,6 +147,18 @@ static inline uint64_t kt__hc_ns(uint64_t t)
 static inline int kt__hc_counting(void)
 {
     return __builtin_expect(atomic_load_explicit(&kt__hc.mode, memory_order_relaxed) == KT__HC_COUNTER, 1);
+}
+
+/* The bound in force on the host timeline against CLOCK_MONOTONIC_RAW: the counter model's (rounded up), 0 when
+ * the timeline is clock_gettime itself. A device span's stated bound adds it to its clock fit's (recorder.c):
+ * the fit maps onto CLOCK_MONOTONIC_RAW (or onto counter readings), the host stamps beside it are the counter's. */
+static inline uint64_t kt__hc_bound_ns(void)
+{
+#if KT__HC_HAVE_COUNTER
+    if (kt__hc_counting())
+        return atomic_load_explicit(&kt__hc.bound_ns, memory_order_relaxed);
+#endif
+    return 0;
 }
 
 /* The host timeline: CLOCK_MONOTONIC_RAW ns, from the counter when it is trusted, else from clock_gettime. */

@@ -189,6 +189,7 @@ static void install(uint64_t from, uint64_t edge, uint64_t top)
         dt = -dt;
     double bound = 2.0 + g_last.h + over + dt * (g_e + g_c + g_x);
     g_st.bound_ns = bound;
+    atomic_store_explicit(&kt__hc.bound_ns, (uint64_t)ceil(bound), memory_order_relaxed);
     g_st.slew_ns = over;
     g_st.ns_per_tick = g_r;
     g_st.nominal_ns_per_tick = g_nominal;

@@ -110,6 +110,10 @@ void kt__kernel_set_error(kt_kernel_id_t id, const char *name);
 kt_queue_info_t *kt__queues_copy(size_t *count);
 kt_thread_info_t *kt__threads_copy(size_t *count);
 kt_device_info_t *kt__devices_copy(size_t *count);
+/* The label kt_snapshot would give device (backend, key) now: device_label.c's rule over the registry's records
+ * (the model alone, or with what tells it from another device of that model). Written into out and returned;
+ * `fallback` (e.g. the model) when the key is NULL or not registered. Verbose lines; a copy and a malloc each. */
+const char *kt__device_label_now(kt_backend_t backend, const char *key, const char *fallback, char *out, size_t cap);
 /* Registers the calling thread's name again (it may have been set after its first record). */
 void kt__thread_refresh(uint32_t ordinal);
 

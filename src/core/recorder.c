@@ -618,8 +618,15 @@ void kt_record_dispatch(const kt_dispatch_t *d)
         }
     }
     if (d->start_ns || d->end_ns) {
+        /* a device span's bound: its clock fit's plus the host counter model's (hclock.h), the one place both
+         * meet; host spans keep their own (0) */
+        uint64_t unc = d->uncertainty_ns;
+        if (d->flags & KT_SPAN_DEVICE) {
+            uint64_t hb = kt__hc_bound_ns();
+            unc = unc > UINT64_MAX - hb ? UINT64_MAX : unc + hb;
+        }
         const uint64_t t[7] = {d->duration_ns, d->enqueue_ns, d->queued_ns, d->submit_ns,
-                               d->start_ns,    d->end_ns,     d->uncertainty_ns};
+                               d->start_ns,    d->end_ns,     unc};
         span_push(s, sl, d->kernel, d->queue, d->thread, d->flags, t);
     }
 }

@@ -1,7 +1,9 @@
 /* registry.c — interned kernels (name, backend, device) → dense ids; queues, threads and devices for reports. */
 #include "core/internal.h"
+#include "core/device_label.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -481,6 +483,23 @@ kt_device_info_t *kt__devices_copy(size_t *count)
     void *p = copy_array(g_devices, g_device_count, sizeof *g_devices, count);
     pthread_mutex_unlock(&g_reg_lock);
     return p;
+}
+
+const char *kt__device_label_now(kt_backend_t backend, const char *key, const char *fallback, char *out, size_t cap)
+{
+    size_t n = 0;
+    kt_device_info_t *dev = key && cap ? kt__devices_copy(&n) : NULL;
+    const char *label = fallback;
+    if (dev) {
+        kt__device_labels(dev, n);
+        const kt_device_info_t *d = kt__device_by_key(dev, n, backend, key);
+        if (d) {
+            snprintf(out, cap, "%s", d->name);
+            label = out;
+        }
+        free(dev);
+    }
+    return label;
 }
 
 /* ---------------------------------------------------------------------------------------------------

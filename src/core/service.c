@@ -85,6 +85,22 @@ int kt__backend_stopped(const kt__backend_ops_t *ops)
     return ops && ops->life && atomic_load_explicit(&ops->life->state, memory_order_acquire) == 2;
 }
 
+void kt__backend_stop_one(const kt__backend_ops_t *ops)
+{
+    if (!ops)
+        return;
+    pthread_mutex_lock(&g_svc_lock);
+    for (int i = 0; i < g_nops; i++)
+        if (g_ops[i] == ops) {
+            memmove(&g_ops[i], &g_ops[i + 1], sizeof g_ops[0] * (size_t)(g_nops - i - 1));
+            g_nops--;
+            break;
+        }
+    if (ops->life)
+        atomic_store_explicit(&ops->life->state, 2, memory_order_release);
+    pthread_mutex_unlock(&g_svc_lock);
+}
+
 /* A copy of the table, so callbacks run outside the lock (a flush may record or register). */
 static int ops_copy(const kt__backend_ops_t **out)
 {

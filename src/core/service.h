@@ -75,6 +75,9 @@ struct kt__backend_life_t {
 int kt__backend_arm(const kt__backend_ops_t *ops);
 /* 1 when kt__backends_stop stopped ops and no kt__backend_arm followed; else 0 (also before the first arm). */
 int kt__backend_stopped(const kt__backend_ops_t *ops);
+/* One backend stops alone (an OpenCL loader layer's clDeinitLayer): unregistered and marked stopped as
+ * kt__backends_stop does for all, without calling its hooks (the caller runs its own stop). */
+void kt__backend_stop_one(const kt__backend_ops_t *ops);
 
 /* How long exit and kt_shutdown() wait for work in flight: KTIMING_EXIT_WAIT_MS (default 2000 ms), in ns. */
 uint64_t kt__exit_wait_ns(void);

@@ -175,12 +175,14 @@ uint32_t kt__config_parts(const kt_kernel_timing_t *e, kt_kernel_timing_t *parts
  * Cells
  * ------------------------------------------------------------------------------------------------- */
 
-void kt__format_duration(char *buf, size_t size, double ns)
+/* `us`: the microsecond unit as kt__unit_us() gives it, read once by the caller of many cells (NULL: read here
+ * when needed; it reads the locale's variables). */
+static void format_duration_us(char *buf, size_t size, double ns, const char *us)
 {
     static const struct {
         const char *unit; /* suffix */
         double scale;     /* ns per unit */
-    } kUnits[] = {{"ns", 1.0}, {NULL, 1e3}, {"ms", 1e6}, {"s", 1e9}}; /* NULL: kt__unit_us() */
+    } kUnits[] = {{"ns", 1.0}, {NULL, 1e3}, {"ms", 1e6}, {"s", 1e9}}; /* NULL: the microsecond unit */
     if (!isfinite(ns) || ns < 0.0) {
         snprintf(buf, size, "-");
         return;
@@ -195,10 +197,12 @@ void kt__format_duration(char *buf, size_t size, double ns)
         int dec = v < 9.9995 ? 3 : v < 99.995 ? 2 : v < 999.95 ? 1 : 0;
         if (dec == 0 && u + 1 < sizeof kUnits / sizeof kUnits[0])
             continue;
-        snprintf(buf, size, "%.*f %s", dec, v, kUnits[u].unit ? kUnits[u].unit : kt__unit_us());
+        snprintf(buf, size, "%.*f %s", dec, v, kUnits[u].unit ? kUnits[u].unit : us ? us : kt__unit_us());
         return;
     }
 }
+
+void kt__format_duration(char *buf, size_t size, double ns) { format_duration_us(buf, size, ns, NULL); }
 
 /* part as a percentage of whole, one decimal; "-" when whole is 0. */
 static void format_share(char *buf, size_t size, uint64_t part, long double whole)
@@ -227,25 +231,25 @@ typedef struct text_row_t {
     kt_kernel_timing_t sub;      /* that configuration's share, as an entry (name, backend, device the entry's) */
 } text_row_t;
 
-static void row_cells(text_row_t *r, long double all_total)
+static void row_cells(text_row_t *r, long double all_total, const char *us)
 {
     const kt_kernel_timing_t *e = r->e;
     snprintf(r->cell[C_N], TIME_CELL, "%" PRIu64, e->dispatch_count);
     int none = e->dispatch_count == 0;
-    kt__format_duration(r->cell[C_TOTAL], TIME_CELL, none ? -1.0 : (double)e->total_ns);
+    format_duration_us(r->cell[C_TOTAL], TIME_CELL, none ? -1.0 : (double)e->total_ns, us);
     format_share(r->cell[C_SHARE], TIME_CELL, e->total_ns,
                  kt__entry_is_batch(e) || kt__entry_is_wait(e) ? 0.0L : all_total);
-    kt__format_duration(r->cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns);
-    kt__format_duration(r->cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns);
+    format_duration_us(r->cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns, us);
+    format_duration_us(r->cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns, us);
     int no_range = none || (e->min_ns == UINT64_MAX && e->max_ns == UINT64_MAX); /* a remainder's: not known */
-    kt__format_duration(r->cell[C_MIN], TIME_CELL, no_range ? -1.0 : (double)e->min_ns);
+    format_duration_us(r->cell[C_MIN], TIME_CELL, no_range ? -1.0 : (double)e->min_ns, us);
     /* a percentile of 0 under a positive min is none at all (a version-1 file without percentiles): "-" */
     int no_pct = none || no_range || e->p50_ns == UINT64_MAX || /* a configuration's: not kept */
                  (e->min_ns > 0 && !e->p50_ns && !e->p90_ns && !e->p99_ns);
-    kt__format_duration(r->cell[C_P50], TIME_CELL, no_pct ? -1.0 : (double)e->p50_ns);
-    kt__format_duration(r->cell[C_P90], TIME_CELL, no_pct ? -1.0 : (double)e->p90_ns);
-    kt__format_duration(r->cell[C_P99], TIME_CELL, no_pct ? -1.0 : (double)e->p99_ns);
-    kt__format_duration(r->cell[C_MAX], TIME_CELL, no_range ? -1.0 : (double)e->max_ns);
+    format_duration_us(r->cell[C_P50], TIME_CELL, no_pct ? -1.0 : (double)e->p50_ns, us);
+    format_duration_us(r->cell[C_P90], TIME_CELL, no_pct ? -1.0 : (double)e->p90_ns, us);
+    format_duration_us(r->cell[C_P99], TIME_CELL, no_pct ? -1.0 : (double)e->p99_ns, us);
+    format_duration_us(r->cell[C_MAX], TIME_CELL, no_range ? -1.0 : (double)e->max_ns, us);
 }
 
 static int is_host_device(const char *dev) { return !dev || !*dev || !strcmp(dev, "host"); }
@@ -420,16 +424,33 @@ static void api_row(FILE *out, const char *api, const char *kind, const api_tota
  * transfers (entries that moved bytes) and its submitted batches apart (Vulkan; a batch holds its dispatches, so it
  * has no share and is not in the sum) — how many, their dispatches, total time and share, bytes and
  * bandwidth — then the sum over everything. */
+/* An OpenCL memory command (the interposer names each after its entry point: clEnqueueReadBuffer, ...SVMFree),
+ * not a kernel; clEnqueueNativeKernel is one (a host function the device runs). */
+static int is_cl_command(const kt_kernel_timing_t *e)
+{
+    return e->backend == KT_BACKEND_OPENCL && e->name && !strncmp(e->name, "clEnqueue", 9) &&
+           strcmp(e->name, "clEnqueueNativeKernel") != 0;
+}
+
+/* Kinds of the per-API block, in the order printed. */
+enum { K_KERNELS, K_TRANSFERS, K_MEMORY, K_BATCHES, K_WAITS, K_COUNT };
+
 static void write_api_summary(FILE *out, const kt_snapshot_t *snap, int markdown)
 {
-    api_total_t api[KT_BACKEND_COUNT + 1][4], sum;
+    api_total_t api[KT_BACKEND_COUNT + 1][K_COUNT], sum;
     memset(api, 0, sizeof api);
     memset(&sum, 0, sizeof sum);
     for (size_t i = 0; i < snap->count; i++) {
         const kt_kernel_timing_t *e = &snap->entries[i];
         size_t b = (unsigned)e->backend < KT_BACKEND_COUNT ? (size_t)e->backend : KT_BACKEND_COUNT;
         int batch = kt__entry_is_batch(e), wait = kt__entry_is_wait(e);
-        api_total_t *t = &api[b][wait ? 3 : batch ? 2 : e->bytes > 0];
+        /* a memory command that moved nothing (an unmap, an SVM free, a migration without content) is neither a
+         * kernel nor a transfer */
+        api_total_t *t = &api[b][wait              ? K_WAITS
+                                 : batch           ? K_BATCHES
+                                 : e->bytes > 0    ? K_TRANSFERS
+                                 : is_cl_command(e) ? K_MEMORY
+                                                   : K_KERNELS];
         t->entries++;
         t->dispatches += e->dispatch_count;
         t->bytes += e->bytes;
@@ -446,14 +467,14 @@ static void write_api_summary(FILE *out, const kt_snapshot_t *snap, int markdown
     else
         fputs("[timing] API      what        count  dispatches      total       %\n", out);
     /* waits: host API time, count = API functions, dispatches = calls; time the program waited on the GPU */
-    static const char *const kinds[4] = {"kernels", "transfers", "batches", "waits"};
+    static const char *const kinds[K_COUNT] = {"kernels", "transfers", "memory", "batches", "waits"};
     for (size_t b = 0; b <= KT_BACKEND_COUNT; b++)
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < K_COUNT; k++)
             if (api[b][k].entries)
                 api_row(out, b < KT_BACKEND_COUNT ? backend_label((kt_backend_t)b) : "?", kinds[k], &api[b][k],
-                        k >= 2 ? 0.0L : sum.total, markdown, 1);
+                        k >= K_BATCHES ? 0.0L : sum.total, markdown, 1);
     api_row(out, markdown ? "**all**" : "all", "", &sum, sum.total, markdown, 0); /* time not all spent moving */
-    const api_total_t *w = &api[KT_BACKEND_HOST_API][3];
+    const api_total_t *w = &api[KT_BACKEND_HOST_API][K_WAITS];
     if (w->entries) {
         char t[TIME_CELL];
         kt__format_duration(t, TIME_CELL, (double)w->total);
@@ -577,7 +598,8 @@ static void write_lines(FILE *out, text_row_t *rows, size_t n, const kt_snapshot
 /* After entry row k (rows[*w - 1]): a row per launch configuration of its entry and one for the dispatches that
  * carried none (kt__config_parts), each named by its label: indented in text and lines, "kernel [label]" in
  * markdown. 0 or KT_ENOMEM. */
-static int config_rows(text_row_t *rows, size_t *w, const text_row_t *k, int markdown, long double all_total)
+static int config_rows(text_row_t *rows, size_t *w, const text_row_t *k, int markdown, long double all_total,
+                       const char *us)
 {
     kt_kernel_timing_t parts[KT_LAUNCH_CONFIGS_MAX + 2];
     char labels[KT_LAUNCH_CONFIGS_MAX + 2][KT__LAUNCH_LABEL];
@@ -596,7 +618,7 @@ static int config_rows(text_row_t *rows, size_t *w, const text_row_t *k, int mar
         else
             snprintf(r->name, len, "  %s", labels[j]);
         r->name_cols = markdown ? k->name_cols + strlen(labels[j]) + 3 : strlen(labels[j]) + 2;
-        row_cells(r, all_total);
+        row_cells(r, all_total, us);
     }
     return 0;
 }
@@ -632,6 +654,7 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
         if (!kt__entry_is_batch(&snap->entries[i]) && !kt__entry_is_wait(&snap->entries[i])) /* overlap kernels */
             all_total += (long double)snap->entries[i].total_ns;
     size_t w = 0;
+    const char *us = kt__unit_us(); /* the locale's variables read once per table, not once per cell */
     for (size_t i = 0; i < n && !rc; i++) {
         text_row_t *r = &rows[w++];
         r->e = &snap->entries[idx[i]];
@@ -640,9 +663,9 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
             rc = KT_ENOMEM;
             break;
         }
-        row_cells(r, all_total);
+        row_cells(r, all_total, us);
         if (by_config && r->e->configs && r->e->config_count)
-            rc = config_rows(rows, &w, r, markdown, all_total);
+            rc = config_rows(rows, &w, r, markdown, all_total, us);
     }
     size_t shown = n;
     n = w;

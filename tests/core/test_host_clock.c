@@ -299,12 +299,60 @@ static void test_info(void **state)
     assert_true(found);
 }
 
+/* A device span's stated bound is its clock fit's plus the host counter model's: the fit places it on
+ * CLOCK_MONOTONIC_RAW, the host stamps beside it come from the counter, off RAW by up to that model's bound. A
+ * span from a host clock keeps the bound it was given. */
+static void test_device_span_bound(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_kernel_id_t k = kt_kernel_intern("devspan", KT_BACKEND_OPENCL, NULL);
+    kt_dispatch_t d;
+    memset(&d, 0, sizeof d);
+    d.kernel = k;
+    d.start_ns = kt_now_ns();
+    d.end_ns = d.start_ns + 1000;
+    d.duration_ns = 1000;
+    d.uncertainty_ns = 500;
+    d.flags = KT_SPAN_DEVICE;
+    kt_record_dispatch(&d);
+    d.flags = 0; /* the same dispatch, stamped by a host clock */
+    kt_record_dispatch(&d);
+    kt_host_clock_info_t hc;
+    assert_int_equal(kt_host_clock_info(&hc), 0);
+    int counting = strcmp(hc.counter, "CLOCK_MONOTONIC_RAW") != 0;
+    kt_snapshot_t *s = kt_snapshot();
+    assert_int_equal(s->span_count, 2);
+    int device = 0, host = 0;
+    for (size_t i = 0; i < s->span_count; i++) {
+        const kt_span_t *sp = &s->spans[i];
+        print_message("%s span: uncertainty %llu ns (fit 500 ns, host counter bound now %.0f ns)\n",
+                      sp->flags & KT_SPAN_DEVICE ? "device" : "host", (unsigned long long)sp->uncertainty_ns,
+                      hc.error_bound_ns);
+        if (!(sp->flags & KT_SPAN_DEVICE)) {
+            host++;
+            assert_int_equal(sp->uncertainty_ns, 500);
+        } else if (counting) {
+            device++;
+            assert_true(sp->uncertainty_ns > 500);              /* the model's bound is at least its 2 ns rounding */
+            assert_true(sp->uncertainty_ns < 500 + 1000000u);   /* and nowhere near a millisecond */
+        } else {
+            device++;
+            assert_int_equal(sp->uncertainty_ns, 500); /* clock_gettime is the host timeline: nothing to add */
+        }
+    }
+    assert_int_equal(device, 1);
+    assert_int_equal(host, 1);
+    kt_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conversion_exact),
         cmocka_unit_test(test_decide),
         cmocka_unit_test(test_info),
+        cmocka_unit_test(test_device_span_bound),
         cmocka_unit_test(test_brackets_every_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

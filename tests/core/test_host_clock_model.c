@@ -101,6 +101,7 @@ void kt__hcm_published(const kt__hcm_stats_t *st)
 
 typedef struct result_t {
     uint64_t stamps, outside, blind, backwards;
+    uint64_t bound_unlike; /* kt__hc_bound_ns() (what a device span adds) differed from the stated bound */
     double worst_excess;   /* largest err - bound */
     double worst_err;
     double min_margin;     /* smallest bound - err over the checked stamps */
@@ -145,6 +146,8 @@ static void run(const world_t *w, int kernel_counter, uint64_t seed, double idle
             tau = g_tau_tick;
         }
         kt__hcm_stats(&st);
+        if (kt__hc_bound_ns() != (uint64_t)ceil(st.bound_ns))
+            res->bound_unlike++;
         double err = fabs((double)ns - host_at(tau));
         res->stamps++;
         if (prev && ns < prev)
@@ -179,6 +182,7 @@ static void expect_contained(const char *name, const result_t *r)
     assert_true(r->stamps > 1000);
     assert_int_equal(r->outside, 0);
     assert_int_equal(r->backwards, 0);
+    assert_int_equal(r->bound_unlike, 0); /* device spans add the bound these stamps were checked against */
 }
 
 static const world_t QUIET = {-1, 0, 0, 1, -1, 0, -1};
@@ -293,6 +297,8 @@ static void test_fall_back(void **state)
     g_switched = 0;
     assert_int_equal(kt__hcm_start(0, 1), 0);
     kt__hcm_stats_t st;
+    kt__hcm_stats(&st);
+    assert_true(kt__hc_bound_ns() >= 3 && kt__hc_bound_ns() == (uint64_t)ceil(st.bound_ns));
     for (int i = 0; i < 20 && atomic_load(&kt__hc.mode) == KT__HC_COUNTER; i++) {
         g_w.step_at = g_tau + 1000.0; /* a new 50 us step every 5 ms */
         g_w.step_ns = 50000.0 * (i + 1);
@@ -305,6 +311,7 @@ static void test_fall_back(void **state)
     assert_int_equal(atomic_load(&kt__hc.mode), KT__HC_CLOCK_GETTIME);
     assert_int_equal(st.fell_back, 1);
     assert_true(st.steps >= KT__HCM_MAX_FIRES);
+    assert_int_equal(kt__hc_bound_ns(), 0); /* clock_gettime is the timeline: no model bound to add */
     uint64_t a = kt__hc_now(), truth = (uint64_t)host_at(g_tau); /* straight from the clock_gettime double */
     assert_true(a == truth);
 }

@@ -201,6 +201,100 @@ static void check_on_crash(const char *on_crash, int written)
 static void test_on_crash_write(void **state) { (void)state; check_on_crash("write", 1); }
 static void test_on_crash_off(void **state) { (void)state; check_on_crash("", 0); }
 
+/* The run arena's descriptor is close-on-exec (a timed process opens it through /proc/<run's pid>/fd): a process
+ * that never loads ktiming -- here the shell, with no interception library preloaded -- holds none, and the timed
+ * program the shell starts still gets crash survival. */
+static void test_arena_fd_not_inherited(void **state)
+{
+    (void)state;
+    char *dir = ktt_tmpdir("runcrashfd");
+    assert_non_null(dir);
+    char out[4200], fds[4200], script[8600], n[16];
+    snprintf(out, sizeof out, "%s/out.json", dir);
+    snprintf(fds, sizeof fds, "%s/fds", dir);
+    snprintf(n, sizeof n, "%d", N_ZONES);
+    stale(out);
+    snprintf(script, sizeof script, "ls -l /proc/$$/fd/ > '%s'; '%s' segv %s; exit $?", fds, CRASHPROG, n);
+    char *argv[] = {(char *)KT_CLI, (char *)"run", (char *)"--opencl", (char *)"off", (char *)"-o", out, (char *)"-f",
+                    (char *)"none", (char *)"--", (char *)"/bin/sh", (char *)"-c", script, NULL};
+    const char *env[] = {kAsan, NULL};
+    assert_int_equal(ktt_run(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = KTT_QUIET, .env = env}), 128 + SIGSEGV);
+    char *listing = ktt_read_file(fds, NULL);
+    assert_non_null(listing);
+    assert_non_null(strstr(listing, "0 ->")); /* the listing is there ... */
+    assert_null(strstr(listing, "ktiming-run-arena")); /* ... without the arena */
+    free(listing);
+    check_snapshot(out, "exit 139 via _exit"); /* the shell's status: it ran no exit handler of ktiming's */
+    ktt_rmtree(dir);
+    free(dir);
+}
+
+/* Sanitizer builds skip the ulimit cases: their runtimes reserve terabytes of address space, so no program of
+ * theirs runs under a limit. Called first (nothing to clean up yet). */
+static void skip_if_sanitized(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    skip();
+#endif
+}
+
+/* `ktiming run [-o OUT] -f none -- CRASHPROG MODE N` under `ulimit -v KIB` (set by a shell): run's status, its
+ * stderr into err (NULL: quiet). */
+static int run_limited(const char *kib, const char *mode, const char *out, const char *err)
+{
+    char script[64], n[16];
+    snprintf(script, sizeof script, "ulimit -v %s && exec \"$@\"", kib);
+    snprintf(n, sizeof n, "%d", N_ZONES);
+    char *argv[16] = {(char *)"/bin/sh", (char *)"-c", script, (char *)"sh", (char *)KT_CLI, (char *)"run"};
+    size_t a = 6;
+    if (out) {
+        argv[a++] = (char *)"-o";
+        argv[a++] = (char *)out;
+    }
+    const char *tail[] = {"-f", "none", "--", CRASHPROG, mode, n, NULL};
+    for (size_t i = 0; tail[i]; i++)
+        argv[a++] = (char *)tail[i];
+    argv[a] = NULL;
+    return ktt_run(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = err ? err : KTT_QUIET});
+}
+
+/* Under a limit on address space (ulimit -v, which the program inherits) the arena takes an eighth of it, not
+ * 1 GiB (which run could not even map under 1 GiB): crash survival holds. */
+static void test_ulimit_small_arena(void **state)
+{
+    (void)state;
+    skip_if_sanitized();
+    char *dir = ktt_tmpdir("runcrashas");
+    assert_non_null(dir);
+    char out[4200];
+    snprintf(out, sizeof out, "%s/out.json", dir ? dir : ""); /* gcc 12 sees a NULL dir otherwise */
+    stale(out);
+    assert_int_equal(run_limited("1048576", "segv", out, NULL), 128 + SIGSEGV);
+    check_snapshot(out, "signal 11");
+    ktt_rmtree(dir);
+    free(dir);
+}
+
+/* A limit with no room for an arena: one line says crash survival is off, and the program runs as it would. */
+static void test_ulimit_no_room(void **state)
+{
+    (void)state;
+    skip_if_sanitized();
+    char *dir = ktt_tmpdir("runcrashas0");
+    assert_non_null(dir);
+    char err[4200];
+    snprintf(err, sizeof err, "%s/err", dir);
+    assert_int_equal(run_limited("100000", "exit", NULL, err), 0);
+    char *text = ktt_read_file(err, NULL);
+    assert_non_null(text);
+    const char *line = strstr(text, "ktiming run: crash survival off: ulimit -v 100000");
+    assert_non_null(line);
+    assert_null(strstr(line + strlen("ktiming run: crash survival off"), "crash survival off")); /* said once */
+    free(text);
+    ktt_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,7 +303,8 @@ int main(void)
         cmocka_unit_test(test_sigkill_program), cmocka_unit_test(test_sigterm_run),
         cmocka_unit_test(test_sighup_run),     cmocka_unit_test(test_on_crash_write),
         cmocka_unit_test(test_on_crash_off),   cmocka_unit_test(test_fork_then_segv),
-        cmocka_unit_test(test_threads_then_segv),
+        cmocka_unit_test(test_threads_then_segv), cmocka_unit_test(test_arena_fd_not_inherited),
+        cmocka_unit_test(test_ulimit_small_arena), cmocka_unit_test(test_ulimit_no_room),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

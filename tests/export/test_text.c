@@ -10,6 +10,21 @@
 
 #include "support/snapshot_fixture.h"
 
+/* getenv, counting reads of the locale's variables (the library's calls resolve to this one): scans environ as
+ * libc's does. */
+extern char **environ;
+static unsigned g_locale_reads;
+char *getenv(const char *name)
+{
+    if (!strcmp(name, "LC_ALL") || !strcmp(name, "LC_CTYPE") || !strcmp(name, "LANG"))
+        g_locale_reads++;
+    size_t n = strlen(name);
+    for (char **e = environ; e && *e; e++)
+        if (!strncmp(*e, name, n) && (*e)[n] == '=')
+            return *e + n + 1;
+    return NULL;
+}
+
 /* Splits text into lines (modifies it); returns the number of lines. */
 static size_t split_lines(char *text, char **lines, size_t max)
 {
@@ -157,6 +172,19 @@ static void test_sort_and_filter(void **state)
     fx_free(s);
 }
 
+/* The text report of s with the per-API block (largest total first) into *buf (the caller frees it), split into
+ * lines; the number of lines. */
+static size_t render_by_api(const kt_snapshot_t *s, char **buf, char **lines, size_t max)
+{
+    size_t len = 0;
+    *buf = NULL;
+    FILE *f = open_memstream(buf, &len);
+    kt_report_opts_t o = {.sort = KT_SORT_TOTAL, .filter = NULL, .by_api = 1};
+    assert_int_equal(kt_report_print_opts(f, s, KT_FORMAT_TEXT, &o), 0);
+    fclose(f);
+    return split_lines(*buf, lines, max);
+}
+
 /* by_api (the `ktiming run` summary): per API its kernels and its transfers (entries with bytes) apart, with
  * count, dispatches, total, share, bytes and bandwidth, then the sum, then the table; markdown has the same
  * block as a table. */
@@ -170,12 +198,9 @@ static void test_per_api_summary(void **state)
     fx_entry(s, 2, "c", KT_BACKEND_VULKAN, "gpu", 100, 50000, 40000, 60000);     /* 5 ms */
     char *buf = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
     kt_report_opts_t o = {.sort = KT_SORT_TOTAL, .filter = NULL, .by_api = 1};
-    assert_int_equal(kt_report_print_opts(f, s, KT_FORMAT_TEXT, &o), 0);
-    fclose(f);
     char *lines[16] = {0};
-    size_t n = split_lines(buf, lines, 16);
+    size_t n = render_by_api(s, &buf, lines, 16);
     assert_int_equal(n, 5 + 4);
     assert_string_equal(lines[0], "[timing] API      what        count  dispatches      total       %");
     assert_string_equal(lines[1], "[timing] OpenCL   kernels         1          10   10.00 ms   40.0%");
@@ -189,7 +214,7 @@ static void test_per_api_summary(void **state)
     assert_memory_equal(lines[8], "[timing] c ", 11);
     free(buf);
     buf = NULL;
-    f = open_memstream(&buf, &len);
+    FILE *f = open_memstream(&buf, &len);
     assert_int_equal(kt_report_print_opts(f, s, KT_FORMAT_MARKDOWN, &o), 0);
     fclose(f);
     assert_non_null(strstr(buf, "| API | what | count | dispatches | total | % | moved |\n"));
@@ -200,6 +225,30 @@ static void test_per_api_summary(void **state)
 }
 
 /* Errors with the last error's name, drops by reason and lost kernels are shown, names escaped. */
+/* OpenCL memory commands that move nothing (the interposer's clEnqueueSVMUnmap, clEnqueueSVMFree: 0 bytes) are
+ * their own kind, "memory", not kernels; a native kernel stays a kernel. */
+static void test_per_api_memory_commands(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = fx_snapshot_new(5);
+    fx_entry(s, 0, "a", KT_BACKEND_OPENCL, "gpu", 10, 1000000, 900000, 1100000); /* 10 ms */
+    fx_entry(s, 1, "clEnqueueSVMMemcpy", KT_BACKEND_OPENCL, "gpu", 5, 2000000, 1900000, 2100000); /* 10 ms */
+    s->entries[1].bytes = 40000000;
+    fx_entry(s, 2, "clEnqueueSVMUnmap", KT_BACKEND_OPENCL, "gpu", 4, 500000, 400000, 600000); /* 2 ms */
+    fx_entry(s, 3, "clEnqueueSVMFree", KT_BACKEND_OPENCL, "gpu", 2, 1500000, 1400000, 1600000); /* 3 ms */
+    fx_entry(s, 4, "clEnqueueNativeKernel", KT_BACKEND_OPENCL, "gpu", 1, 5000000, 5000000, 5000000); /* 5 ms */
+    char *buf = NULL;
+    char *lines[16] = {0};
+    size_t n = render_by_api(s, &buf, lines, 16);
+    assert_true(n >= 5);
+    assert_string_equal(lines[1], "[timing] OpenCL   kernels         2          11   15.00 ms   50.0%");
+    assert_string_equal(lines[2], "[timing] OpenCL   transfers       1           5   10.00 ms   33.3%  40.00 MB, 4.000 GB/s");
+    assert_string_equal(lines[3], "[timing] OpenCL   memory          2           6   5.000 ms   16.7%");
+    assert_string_equal(lines[4], "[timing] all                      5          22   30.00 ms  100.0%  40.00 MB");
+    free(buf);
+    fx_free(s);
+}
+
 static void test_errors_drops_and_lost_kernels(void **state)
 {
     (void)state;
@@ -391,6 +440,28 @@ static void test_hostile_names_csv(void **state)
     fx_free(s);
 }
 
+/* A large table reads the locale (for the microsecond unit) once, not once per cell. */
+static void test_locale_read_once(void **state)
+{
+    (void)state;
+    enum { ROWS = 300 };
+    kt_snapshot_t *s = fx_snapshot_new(ROWS);
+    for (size_t i = 0; i < ROWS; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "k%zu", i);
+        fx_entry(s, i, name, KT_BACKEND_CPU, "host", 10, 5000 + i, 2000, 9000); /* every time cell in us */
+    }
+    g_locale_reads = 0;
+    int rc;
+    char *out = fx_render(s, KT_FORMAT_TEXT, &rc);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, " \xc2\xb5s"));
+    print_message("%u reads of the locale's variables for %d rows\n", g_locale_reads, ROWS);
+    assert_true(g_locale_reads <= 3); /* LC_ALL, LC_CTYPE, LANG at most once each */
+    free(out);
+    fx_free(s);
+}
+
 static void test_empty_and_arguments(void **state)
 {
     (void)state;
@@ -415,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_header_columns_and_units),
         cmocka_unit_test(test_sort_and_filter),
         cmocka_unit_test(test_per_api_summary),
+        cmocka_unit_test(test_per_api_memory_commands),
         cmocka_unit_test(test_errors_drops_and_lost_kernels),
         cmocka_unit_test(test_counts_device_and_backend_column),
         cmocka_unit_test(test_long_and_unicode_names),
@@ -422,6 +494,7 @@ int main(void)
         cmocka_unit_test(test_hostile_names_markdown),
         cmocka_unit_test(test_hostile_names_csv),
         cmocka_unit_test(test_empty_and_arguments),
+        cmocka_unit_test(test_locale_read_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

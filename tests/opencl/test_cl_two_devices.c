@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define KT_TEST_SKIP 77
 
@@ -75,26 +76,32 @@ static void test_two_entries(void **state)
     (void)state;
     const int counts[2] = {3, 5};
     size_t g = 1;
-    for (int d = 0; d < 2; d++) {
+    cl_context ctx[2];
+    cl_program prog[2];
+    cl_kernel k[2];
+    cl_command_queue q[2];
+    kt_cl_ctx_t *kc[2];
+    for (int d = 0; d < 2; d++) { /* both attached (ktiming has met both devices) before either runs */
         cl_int err = 0;
-        cl_context ctx = cl->clCreateContext(NULL, 1, &g_devs[d], NULL, NULL, &err);
-        assert_non_null(ctx);
+        ctx[d] = cl->clCreateContext(NULL, 1, &g_devs[d], NULL, NULL, &err);
+        assert_non_null(ctx[d]);
         const char *src = "__kernel void twin(void) {}";
-        cl_program prog = cl->clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
-        assert_int_equal(cl->clBuildProgram(prog, 1, &g_devs[d], "", NULL, NULL), CL_SUCCESS);
-        cl_kernel k = cl->clCreateKernel(prog, "twin", &err);
+        prog[d] = cl->clCreateProgramWithSource(ctx[d], 1, &src, NULL, &err);
+        assert_int_equal(cl->clBuildProgram(prog[d], 1, &g_devs[d], "", NULL, NULL), CL_SUCCESS);
+        k[d] = cl->clCreateKernel(prog[d], "twin", &err);
         assert_int_equal(err, CL_SUCCESS);
-        cl_command_queue q = cl->clCreateCommandQueue(ctx, g_devs[d], CL_QUEUE_PROFILING_ENABLE, &err);
-        assert_non_null(q);
-        kt_cl_ctx_t *kc;
-        assert_int_equal(kt_cl_attach(q, NULL, &kc), 0);
+        q[d] = cl->clCreateCommandQueue(ctx[d], g_devs[d], CL_QUEUE_PROFILING_ENABLE, &err);
+        assert_non_null(q[d]);
+        assert_int_equal(kt_cl_attach(q[d], NULL, &kc[d]), 0);
+    }
+    for (int d = 0; d < 2; d++) {
         for (int i = 0; i < counts[d]; i++)
-            assert_int_equal(kt_cl_enqueue_ndrange(kc, k, 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
-        assert_int_equal(kt_cl_detach(kc), 0);
-        cl->clReleaseCommandQueue(q);
-        cl->clReleaseKernel(k);
-        cl->clReleaseProgram(prog);
-        cl->clReleaseContext(ctx);
+            assert_int_equal(kt_cl_enqueue_ndrange(kc[d], k[d], 1, NULL, &g, NULL, 0, NULL, NULL), CL_SUCCESS);
+        assert_int_equal(kt_cl_detach(kc[d]), 0);
+        cl->clReleaseCommandQueue(q[d]);
+        cl->clReleaseKernel(k[d]);
+        cl->clReleaseProgram(prog[d]);
+        cl->clReleaseContext(ctx[d]);
     }
     kt_snapshot_t *s = kt_snapshot();
     const kt_kernel_timing_t *found[2] = {NULL, NULL};
@@ -122,6 +129,39 @@ static void test_two_entries(void **state)
     assert_int_equal(published, 2);
     printf("devices: \"%s\" (%llu), \"%s\" (%llu)\n", found[0]->device, (unsigned long long)a, found[1]->device,
            (unsigned long long)b);
+    const char *log = getenv("KT_TEST_VERBOSE_LOG");
+    if (log) { /* verbose lines name each device by its label too: 3 and 5 lines, never 8 of the plain model */
+        uint64_t want[2] = {a, b}, got[2] = {0, 0}, other = 0;
+        for (int tries = 0; tries < 500 && (got[0] != want[0] || got[1] != want[1]); tries++) {
+            got[0] = got[1] = other = 0; /* the lines are written just after the records: wait for them, bounded */
+            FILE *f = fopen(log, "r");
+            char line[512];
+            while (f && fgets(line, sizeof line, f)) {
+                int j = 0;
+                for (; j < 2; j++) {
+                    char head[300];
+                    snprintf(head, sizeof head, "ktiming,exec,opencl,%s,twin,", found[j]->device);
+                    if (!strncmp(line, head, strlen(head)))
+                        break;
+                }
+                if (j < 2)
+                    got[j]++;
+                else if (!strncmp(line, "ktiming,exec,opencl,", 20))
+                    other++;
+            }
+            if (f)
+                fclose(f);
+            if (got[0] != want[0] || got[1] != want[1]) {
+                struct timespec ms = {0, 10000000};
+                nanosleep(&ms, NULL);
+            }
+        }
+        printf("verbose lines: %llu for \"%s\", %llu for \"%s\", %llu naming neither\n", (unsigned long long)got[0],
+               found[0]->device, (unsigned long long)got[1], found[1]->device, (unsigned long long)other);
+        assert_int_equal(got[0], want[0]);
+        assert_int_equal(got[1], want[1]);
+        assert_int_equal(other, 0);
+    }
     kt_snapshot_free(s);
 }
 
@@ -173,6 +213,8 @@ int main(int argc, char **argv)
     if (kt_cl_load(&cl) != 0)
         return KT_TEST_SKIP;
     g_how = argc > 1 ? argv[1] : "";
+    if (getenv("KT_TEST_VERBOSE_LOG"))
+        remove(getenv("KT_TEST_VERBOSE_LOG")); /* this run's lines only (ktiming opens it at its first line) */
     int rc = pick_devices(argc > 1 ? argv[1] : NULL);
     if (rc)
         return rc;

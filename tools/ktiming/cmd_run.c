@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -291,8 +292,15 @@ static int setup_env(const run_opts_t *o, const char *dir, const char *run_dir)
     }
     if (o->mpi) {
         if (!file_exists(dir, MPI_LIB)) {
-            fprintf(stderr, "ktiming run: --mpi: libktiming_mpi not built (no %s in %s; needs MPI at build time)\n",
+#ifdef KTCLI_MPI_BUILT /* built with this ktiming, shipped apart (the only part that needs MPI) */
+            fprintf(stderr, "ktiming run: --mpi: libktiming_mpi is not installed (no %s in %s): install the "
+                            "ktiming-mpi package (apt install ktiming-mpi), or the build's mpi component "
+                            "(cmake --install BUILD --component mpi)\n", MPI_LIB, dir);
+#else
+            fprintf(stderr, "ktiming run: --mpi: libktiming_mpi not built (no %s in %s): this ktiming was built "
+                            "without MPI; build it where an MPI implementation is installed (e.g. libopenmpi-dev)\n",
                     MPI_LIB, dir);
+#endif
             return -2;
         }
         if (path_join(path, sizeof path, dir, MPI_LIB) != 0 || env_join("LD_PRELOAD", path, ":", 1) != 0)
@@ -544,7 +552,6 @@ static int run_program(char **argv, pid_t *pid, int fifo, const char *run_dir, c
     }
     *pid = child;
     g_child = child;
-    kt_run_arena_fd_close(g_arena); /* the program has its copy */
     struct sigaction fwd, old[N_FORWARDED];
     memset(&fwd, 0, sizeof fwd);
     fwd.sa_sigaction = forward_signal;
@@ -702,6 +709,21 @@ static void keep_snapshot(const char *path)
  * ------------------------------------------------------------------------------------------------- */
 
 #define RUN_ARENA_BYTES (1ull << 30) /* address space; memory only for what the program records */
+#define RUN_ARENA_MIN (16ull << 20)  /* below this under a ulimit -v: no arena */
+
+/* The arena's size: 1 GiB of address space, in run and in the program. Under a limit on address space
+ * (ulimit -v, inherited by the program) at most an eighth of it, in whole MiB, so the program keeps the rest;
+ * 0 when that is under RUN_ARENA_MIN (*limit_kib: the limit, for the message). */
+static size_t arena_bytes(unsigned long long *limit_kib)
+{
+    struct rlimit as;
+    *limit_kib = 0;
+    if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY)
+        return (size_t)RUN_ARENA_BYTES;
+    *limit_kib = (unsigned long long)as.rlim_cur / 1024u;
+    unsigned long long b = ((unsigned long long)as.rlim_cur / 8u) & ~((1ull << 20) - 1u);
+    return b < RUN_ARENA_MIN ? 0 : b < RUN_ARENA_BYTES ? (size_t)b : (size_t)RUN_ARENA_BYTES;
+}
 
 
 /* How the program ended, for the snapshot's `ended` (empty: it ran its exit handlers and exited). */
@@ -1083,13 +1105,21 @@ int ktcli_cmd_run(int argc, char **argv)
         return KTCLI_RUN_ERROR;
     }
     /* crash survival: the program records into memory run can read after it is gone */
-    if (kt_run_arena_create(RUN_ARENA_BYTES, &g_arena) != 0 ||
-        setenv(KT_ENV_NAME(RUN_ARENA), kt_run_arena_env(g_arena), 1) != 0) {
-        if (o.verbose)
-            fprintf(stderr, "ktiming run: crash survival off (no run arena: %s)\n", strerror(errno));
+    unsigned long long limit_kib;
+    size_t arena = arena_bytes(&limit_kib);
+    if (!arena) {
+        fprintf(stderr, "ktiming run: crash survival off: ulimit -v %llu leaves no room for the run arena; if the "
+                        "program dies without exiting, its timings are lost\n", limit_kib);
+        unsetenv(KT_ENV_NAME(RUN_ARENA));
+    } else if (kt_run_arena_create(arena, &g_arena) != 0 ||
+               setenv(KT_ENV_NAME(RUN_ARENA), kt_run_arena_env(g_arena), 1) != 0) {
+        fprintf(stderr, "ktiming run: crash survival off (no run arena: %s); if the program dies without exiting, its "
+                        "timings are lost\n", strerror(errno));
         kt_run_arena_close(g_arena);
         g_arena = NULL;
         unsetenv(KT_ENV_NAME(RUN_ARENA));
+    } else if (o.verbose && limit_kib) {
+        fprintf(stderr, "ktiming run: run arena %zu MiB (an eighth of ulimit -v %llu KiB)\n", arena >> 20, limit_kib);
     }
     pid_t child = 0;
     int fifo = open_run_fifo(run_dir);

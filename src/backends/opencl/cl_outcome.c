@@ -46,7 +46,11 @@ static void record_failure(const kt__cl_outcome_t *o, cl_int status)
     char what[64]; /* last_error keeps 47 characters: every status from -99 to -1 fits */
     exec_status_name(status, what, sizeof what);
     kt_record_error_name(o->kernel, what);
-    kt__verbose_line("error", "opencl", o->ctx->dev->model, o->name, "%d,%s", (int)status, what);
+    char lab[128]; /* the device's label: two of one model are told apart */
+    if (kt__verbose_on())
+        kt__verbose_line("error", "opencl",
+                         kt__device_label_now(KT_BACKEND_OPENCL, o->ctx->dev->key, o->ctx->dev->model, lab, sizeof lab),
+                         o->name, "%d,%s", (int)status, what);
 }
 
 /* Host-timed: from the enqueue (or, on an in-order queue, the previous command's end) to when completion was
@@ -113,11 +117,14 @@ void kt__cl_outcome_record(const kt__cl_outcome_t *o, cl_int status, uint64_t ob
         host_timed(c, o, observed_ns, &d);
     }
     kt_record_dispatch(&d);
+    char lab[128]; /* the device's label: two of one model are told apart */
+    const char *dev = verbose ? kt__device_label_now(KT_BACKEND_OPENCL, c->dev->key, c->dev->model, lab, sizeof lab)
+                              : NULL;
     if (verbose && device)
-        kt__verbose_line("exec", "opencl", c->dev->model, o->name, "%.6f,%.6f,%.6f,device", (double)d.duration_ns / 1e6,
+        kt__verbose_line("exec", "opencl", dev, o->name, "%.6f,%.6f,%.6f,device", (double)d.duration_ns / 1e6,
                          q && s ? (double)(s - q) / 1e6 : 0.0, s ? (double)(b - s) / 1e6 : 0.0);
     else if (verbose)
-        kt__verbose_line("exec", "opencl", c->dev->model, o->name, "%.6f,,,host", (double)d.duration_ns / 1e6);
+        kt__verbose_line("exec", "opencl", dev, o->name, "%.6f,,,host", (double)d.duration_ns / 1e6);
 }
 
 void kt__cl_rec_finish_stamped(kt__cl_rec_t *r, cl_int status, uint64_t observed_ns, int drop, uint64_t end_stamp)

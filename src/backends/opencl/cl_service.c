@@ -31,17 +31,6 @@ static void stop_hook(uint64_t deadline_ns)
     kt__cl_ctx_reap();
 }
 
-/* A loader layer's clDeinitLayer: as the core's stop, without marking the backend stopped (the loader unloads the
- * driver next: nothing is tracked again). */
-void kt_cl_shutdown(void)
-{
-    if (kt_cl_load(NULL) < 0 || kt__forked_child())
-        return;
-    stop_hook(kt_now_ns() + kt__exit_wait_ns());
-    kt__cl_ctx_retire_all();
-    kt__cl_ctx_reap();
-}
-
 /* fork: consistent poll and drain locks and registry in both processes (the helper ends the collector in the
  * child). */
 static void fork_prepare(void)
@@ -71,6 +60,19 @@ static const kt__backend_ops_t kOps = {.name = "OpenCL",
                                        .fork_parent = fork_release,
                                        .fork_child = fork_child,
                                        .life = &g_life};
+
+/* A loader layer's clDeinitLayer: as the core's stop, for this backend alone. It is marked stopped first (as the
+ * core's stop marks every backend): kt_cl_collect does nothing, the core's flush and stop no longer call in (the
+ * loader unloads the driver next), and the next attach or track arms it again. */
+void kt_cl_shutdown(void)
+{
+    if (kt_cl_load(NULL) < 0 || kt__forked_child())
+        return;
+    kt__backend_stop_one(&kOps);
+    stop_hook(kt_now_ns() + kt__exit_wait_ns());
+    kt__cl_ctx_retire_all();
+    kt__cl_ctx_reap();
+}
 
 int kt__cl_stopped(void)
 {

@@ -283,7 +283,11 @@ void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, 
         name = kernel ? kernel_name(kernel, buf, sizeof buf, &heap) : "opencl_command";
     kt_kernel_id_t id = intern_cached(kernel, ctx->dev, name);
     kt_record_error_name(id, kt_cl_error_name(error));
-    kt__verbose_line("error", "opencl", ctx->dev->model, name, "%d,%s", (int)error, kt_cl_error_name(error));
+    char lab[128]; /* the device's label: two of one model are told apart */
+    if (kt__verbose_on())
+        kt__verbose_line("error", "opencl",
+                         kt__device_label_now(KT_BACKEND_OPENCL, ctx->dev->key, ctx->dev->model, lab, sizeof lab),
+                         name, "%d,%s", (int)error, kt_cl_error_name(error));
     free(heap);
 }
 

@@ -208,11 +208,13 @@ static void verbose_line(const kt_vk_ctx_t *ctx, const kt_dispatch_t *r)
 {
     const kt__kernel_t *k = kt__kernel_get(r->kernel);
     const char *name = k ? k->name : "?";
+    char lab[128]; /* the device's label: two of one model are told apart */
+    const char *dev = kt__device_label_now(KT_BACKEND_VULKAN, ctx->device_key, ctx->device_name, lab, sizeof lab);
     if (r->start_ns)
-        kt__verbose_line("exec", "vulkan", ctx->device_name, name, "%.6f,%llu,device", (double)r->duration_ns / 1e6,
+        kt__verbose_line("exec", "vulkan", dev, name, "%.6f,%llu,device", (double)r->duration_ns / 1e6,
                          (unsigned long long)r->start_ns);
     else
-        kt__verbose_line("exec", "vulkan", ctx->device_name, name, "%.6f,,device", (double)r->duration_ns / 1e6);
+        kt__verbose_line("exec", "vulkan", dev, name, "%.6f,,device", (double)r->duration_ns / 1e6);
 }
 
 /* Whether a device duration can be true: a dispatch runs after kt_vk_begin recorded it and before its values
