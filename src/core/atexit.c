@@ -2,7 +2,7 @@
 #include "core/internal.h"
 #include "core/service.h"
 
-#include <ktiming/output.h>
+#include "shared/output.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,7 +1,7 @@
 /* report.c — kt_report_print() and kt_report_write(): format dispatch, C numeric locale, file writes. */
 #include "export/export.h"
 
-#include <ktiming/output.h>
+#include "shared/output.h"
 
 #include <locale.h>
 #include <stdlib.h>
@@ -55,7 +55,7 @@ int kt__c_numeric_leave(kt__c_numeric_t l, FILE *out, int rc)
     return rc;
 }
 
-/* Through the one output writer (ktiming/output.h): atomic replacement of a regular file, write-through of a
+/* Through the one output writer (src/shared/output.h): atomic replacement of a regular file, write-through of a
  * FIFO or device, a symlink's target replaced. */
 int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format)
 {

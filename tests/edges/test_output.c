@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include <ktiming.h>
-#include <ktiming/output.h>
+#include "shared/output.h"
 
 #include <dirent.h>
 #include <errno.h>

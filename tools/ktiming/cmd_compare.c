@@ -3,7 +3,7 @@
 
 #include <ktiming/analysis.h>
 #include <ktiming/compare.h>
-#include <ktiming/output.h>
+#include "shared/output.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -171,7 +171,7 @@ static int print_any(FILE *out, kt_snapshot_t *const *snap, const kt_compare_res
     return snap ? print_html(out, snap, res) : kt_compare_print(out, res, format);
 }
 
-/* Through the output writer (ktiming/output.h): readers never see half a comparison, a failure leaves an
+/* Through the output writer (src/shared/output.h): readers never see half a comparison, a failure leaves an
  * existing file as it was, a FIFO or device is written through. */
 static int write_atomic(const char *path, kt_snapshot_t *const *snap, const kt_compare_result_t *res,
                         kt_compare_format_t format)

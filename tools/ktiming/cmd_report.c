@@ -6,7 +6,7 @@
 #include <getopt.h>
 #include <string.h>
 #include <ktiming/analysis.h>
-#include <ktiming/output.h>
+#include "shared/output.h"
 
 static void report_usage(FILE *out)
 {

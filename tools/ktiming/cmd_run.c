@@ -12,8 +12,8 @@
 #include "core/env.h"
 
 #include <ktiming/analysis.h>
-#include <ktiming/output.h>
-#include <ktiming/run_arena.h>
+#include "shared/output.h"
+#include "shared/run_arena.h"
 
 #include <dirent.h>
 #include <dlfcn.h>

@@ -3,7 +3,7 @@
 #define KTI_RUN_H
 
 #include <ktiming.h>
-#include <ktiming/output.h>
+#include "shared/output.h"
 
 #include "core/env.h"
 
