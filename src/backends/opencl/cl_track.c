@@ -7,6 +7,7 @@
 #include "backends/opencl/cl_service.h"
 #include "core/internal.h"
 #include "core/service.h"
+#include "shared/tool_cl.h"
 
 #include <sched.h>
 #include <stdio.h>
