@@ -561,9 +561,6 @@ static inline kt_zone_t kt__zone_none(void) { kt_zone_t z = {0, 0}; return z; }
 /* kt_zone_end taking the zone by value, for KT_CPU_END: the zone never has its address taken, so it stays in
  * registers and a runtime-disabled zone folds to one load and a branch. */
 KT_API void kt__zone_end_id(kt_kernel_id_t kernel, uint64_t start_ns);
-/* Host API time (used by `ktiming run`'s interception libraries): a zone of kernel `api` of KT_BACKEND_HOST_API
- * around a blocking GPU API call, ended with kt_zone_end; one clock read at each end. */
-KT_API kt_zone_t kt__host_api_begin(kt_kernel_id_t *site_cache, const char *api);
 
 /* Scoped CPU zone. `name` must be the same string every time this site runs (it is interned once; a debug build
  * or KTIMING_CHECK=1 says so on stderr when it varies). For a name that varies, kt_zone_begin(NULL, name). */

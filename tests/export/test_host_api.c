@@ -9,6 +9,7 @@
 
 #include <ktiming.h>
 #include <ktiming/analysis.h>
+#include "shared/tool.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

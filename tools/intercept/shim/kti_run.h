@@ -4,6 +4,7 @@
 
 #include <ktiming.h>
 #include "shared/output.h"
+#include "shared/tool.h"
 
 #include "core/env.h"
 
