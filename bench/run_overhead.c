@@ -161,7 +161,7 @@ static void measure_span_snapshot(void)
     close(fd);
     uint64_t w0 = kt_now_ns();
     FILE *f = fopen(path, "w");
-    int rc = f ? kt_report_print(f, snap, KT_FORMAT_JSON) : KT_EIO;
+    int rc = f ? kt_report_print(f, snap, KT_FORMAT_JSON, NULL) : KT_EIO;
     if (f)
         fclose(f);
     uint64_t w1 = kt_now_ns();

@@ -10,7 +10,7 @@
  *     KT_CPU_END(z);
  *     kt_record("upload", KT_BACKEND_CPU, 1500);   // or record a duration you measured (ns)
  *     kt_snapshot_t *s = kt_snapshot();            // merged, sorted by name, backend, device
- *     kt_report_print(stdout, s, KT_FORMAT_TEXT);  // [timing] blur  CPU  20  24.68 ms ...
+ *     kt_report_print(stdout, s, KT_FORMAT_TEXT, NULL); // [timing] blur  CPU  20  24.68 ms ...
  *     kt_snapshot_free(s);
  *
  * Reading snapshots back (kt_snapshot_load, <ktiming/analysis.h>) and comparing them (kt_compare,
@@ -422,7 +422,7 @@ typedef enum kt_sort_t {
     KT_SORT_COUNT = 3  /* dispatch count, largest first */
 } kt_sort_t;
 
-/* Options of kt_report_print_opts / kt_report_write_opts. Zero-initialised = the defaults. */
+/* Options of kt_report_print / kt_report_write (NULL or zero-initialised = the defaults). */
 typedef struct kt_report_opts_t {
     kt_sort_t sort;     /* row order of text, markdown and CSV */
     const char *filter; /* fnmatch(3) glob on kernel names for text, markdown and CSV rows; NULL = every kernel */
@@ -517,19 +517,18 @@ KT_API void kt_snapshot_free(kt_snapshot_t *snap);
  * entry of any device. */
 KT_API const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, const char *name,
                                                   kt_backend_t backend, const char *device);
-KT_API int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format);
-/* Writes the report to path atomically (a temporary file beside it, then rename). On KT_EIO errno holds the
- * system's reason (strerror(errno): "No such file or directory", "Permission denied", ...). */
-KT_API int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format);
+/* Prints the report in `format`; opts: row order, name filter, per-API block (NULL = the defaults). 0, KT_EINVAL,
+ * KT_EIO. */
+KT_API int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format, const kt_report_opts_t *opts);
+/* Writes the report to path atomically (a temporary file beside it, then rename), as kt_report_print would print
+ * it (opts NULL = the defaults). On KT_EIO errno holds the system's reason (strerror(errno): "No such file or
+ * directory", "Permission denied", ...). */
+KT_API int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format,
+                           const kt_report_opts_t *opts);
 /* Expands an output path template as KTIMING_OUTPUT / KTIMING_TRACE / `ktiming run -o` do: %p the pid (pid < 0:
  * the calling process's), %h the host name, %r the MPI-style rank (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
  * SLURM_PROCID; 0 without one), %% a '%'; anything else is kept. 0, KT_EINVAL, or KT_EFULL (out too small). */
 KT_API int kt_path_expand(const char *tmpl, long pid, char *out, size_t size);
-/* As kt_report_print / kt_report_write with options: row order, name filter, per-API block (NULL = defaults). */
-KT_API int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t format,
-                                const kt_report_opts_t *opts);
-KT_API int kt_report_write_opts(const char *path, const kt_snapshot_t *snap, kt_format_t format,
-                                const kt_report_opts_t *opts);
 /* Self-contained HTML report of `after` with a speedup view against `before` (NULL: a plain report).
  * compare_json: the JSON `ktiming compare` writes (ktiming/compare.h, KT_COMPARE_JSON), shown with its
  * verdicts and confidence intervals; NULL: ratios of sample medians without verdicts. 0, KT_EINVAL, KT_EIO. */
@@ -622,18 +621,14 @@ static inline void kt_snapshot_free(kt_snapshot_t *snap) { (void)snap; }
 static inline const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, const char *name,
                                                          kt_backend_t backend, const char *device)
 { (void)snap; (void)name; (void)backend; (void)device; return NULL; }
-static inline int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format)
-{ (void)out; (void)snap; (void)format; return KT_EDISABLED; }
-static inline int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format)
-{ (void)path; (void)snap; (void)format; return KT_EDISABLED; }
+static inline int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format,
+                                  const kt_report_opts_t *opts)
+{ (void)out; (void)snap; (void)format; (void)opts; return KT_EDISABLED; }
+static inline int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format,
+                                  const kt_report_opts_t *opts)
+{ (void)path; (void)snap; (void)format; (void)opts; return KT_EDISABLED; }
 static inline int kt_path_expand(const char *tmpl, long pid, char *out, size_t size)
 { (void)tmpl; (void)pid; (void)out; (void)size; return KT_EDISABLED; }
-static inline int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t format,
-                                       const kt_report_opts_t *opts)
-{ (void)out; (void)snap; (void)format; (void)opts; return KT_EDISABLED; }
-static inline int kt_report_write_opts(const char *path, const kt_snapshot_t *snap, kt_format_t format,
-                                       const kt_report_opts_t *opts)
-{ (void)path; (void)snap; (void)format; (void)opts; return KT_EDISABLED; }
 static inline int kt_report_compare_html(FILE *out, const kt_snapshot_t *before, const kt_snapshot_t *after,
                                          const char *compare_json)
 { (void)out; (void)before; (void)after; (void)compare_json; return KT_EDISABLED; }

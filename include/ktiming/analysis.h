@@ -3,10 +3,10 @@
  *     kt_snapshot_t *s;
  *     char err[256];
  *     if (kt_snapshot_load("run.json", &s, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); ... }
- *     kt_report_print(stdout, s, KT_FORMAT_TEXT);
+ *     kt_report_print(stdout, s, KT_FORMAT_TEXT, NULL);
  *     kt_snapshot_free(s);
  *
- * The format is the versioned schema "ktiming.snapshot" written by kt_report_write(..., KT_FORMAT_JSON) and
+ * The format is the versioned schema "ktiming.snapshot" written by kt_report_write(..., KT_FORMAT_JSON, opts) and
  * documented in docs/json-schema.md. Loaded snapshots follow the same memory contract as kt_snapshot() (see
  * kt_snapshot_t in ktiming.h) and are released with kt_snapshot_free(). Entries come back sorted by name,
  * backend, device (span entry indices are remapped when a file lists them in another order), spans sorted by

@@ -40,7 +40,7 @@ static char *capture_report(const kt_snapshot_t *s, kt_format_t f)
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
     assert_non_null(m);
-    int rc = kt_report_print(m, s, f);
+    int rc = kt_report_print(m, s, f, NULL);
     fclose(m);
     assert_int_equal(rc, 0);
     return buf;

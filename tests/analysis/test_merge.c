@@ -178,7 +178,7 @@ static void test_exact_and_associative(void **state)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(kt_report_print(f, abc, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_print(f, abc, KT_FORMAT_JSON, NULL), 0);
     fclose(f);
     kt_snapshot_t *back;
     char err[256];

@@ -136,7 +136,7 @@ static void test_load_file(void **state)
     char *dir = ktt_tmpdir("roundtrip");
     char *path = ktt_path(dir, "snap.json");
     kt_snapshot_t *s = fx_snapshot_full();
-    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON, NULL), 0);
     kt_snapshot_t *back = NULL;
     char err[256];
     assert_int_equal(kt_snapshot_load(path, &back, err, sizeof err), 0);

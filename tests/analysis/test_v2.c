@@ -18,7 +18,7 @@ static char *render_as(const kt_snapshot_t *s, kt_format_t format)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    assert_int_equal(kt_report_print(f, s, format), 0);
+    assert_int_equal(kt_report_print(f, s, format, NULL), 0);
     fclose(f);
     return buf;
 }

@@ -69,7 +69,7 @@ static char *write_fixture(const char *name)
 {
     char *path = ktt_path(g_dir, name);
     kt_snapshot_t *s = fx_snapshot_full();
-    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON, NULL), 0);
     fx_free(s);
     return path;
 }
@@ -429,7 +429,7 @@ static void test_report_hostile_names(void **state)
     fx_entry(s, 1, "bidi\xe2\x80\xae" "exe\xc2\x9b", KT_BACKEND_CPU, "host", 3, 2000, 900, 3100);
     fx_entry(s, 2, "<script>|x", KT_BACKEND_CPU, "host", 3, 3000, 900, 5100);
     char *path = ktt_path(g_dir, "hostile.json");
-    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON, NULL), 0);
     fx_free(s);
     for (int md = 0; md < 2; md++) {
         run_t r = run_cli(NULL, "report", "-f", md ? "markdown" : "text", path, NULL);
@@ -455,7 +455,7 @@ static void test_merge_same_process_refused(void **state)
         kt_snapshot_t *s = fx_snapshot_full();
         s->pid = 4100 + k;
         paths[k] = ktt_path(g_dir, k ? "mb.json" : "ma.json");
-        assert_int_equal(kt_report_write(paths[k], s, KT_FORMAT_JSON), 0);
+        assert_int_equal(kt_report_write(paths[k], s, KT_FORMAT_JSON, NULL), 0);
         fx_free(s);
     }
     char *merged = ktt_path(g_dir, "mab.json");
@@ -482,7 +482,7 @@ static void test_merge_devices_by_host(void **state)
         kt_snapshot_t *s = fx_snapshot_full();
         snprintf(s->host, sizeof s->host, "%s", k ? "n2" : "n1");
         paths[k] = ktt_path(g_dir, k ? "hb.json" : "ha.json");
-        assert_int_equal(kt_report_write(paths[k], s, KT_FORMAT_JSON), 0);
+        assert_int_equal(kt_report_write(paths[k], s, KT_FORMAT_JSON, NULL), 0);
         fx_free(s);
     }
     run_t r = run_cli(NULL, "merge", paths[0], paths[1], NULL);

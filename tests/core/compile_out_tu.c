@@ -75,8 +75,8 @@ double KT_TU(compile_out_work)(float *img, uint32_t width, uint32_t height)
         if (t && (kt_timing_avg_ns(t) > (uint64_t)1e15 || kt_timing_avg_ms(t) < 0 || kt_timing_min_ms(t) < 0 ||
                   kt_timing_max_ms(t) < 0 || kt_timing_last_ms(t) < 0))
             sum = -5.0;
-        if (kt_report_print(stdout, snap, KT_FORMAT_TEXT) == KT_EDISABLED ||
-            kt_report_write("/dev/null", snap, KT_FORMAT_JSON) == KT_EDISABLED)
+        if (kt_report_print(stdout, snap, KT_FORMAT_TEXT, NULL) == KT_EDISABLED ||
+            kt_report_write("/dev/null", snap, KT_FORMAT_JSON, NULL) == KT_EDISABLED)
             sum = -6.0;
         kt_snapshot_free(snap);
     })

@@ -32,6 +32,6 @@ int cxx_off_run(void)
     bad |= kt_snapshot() != nullptr;
     bad |= kt_cpu_timer_elapsed_ms(&t) != 0.0;
     bad |= id != 0;
-    bad |= kt_report_print(nullptr, nullptr, KT_FORMAT_TEXT) != KT_EDISABLED;
+    bad |= kt_report_print(nullptr, nullptr, KT_FORMAT_TEXT, NULL) != KT_EDISABLED;
     return bad;
 }

@@ -36,7 +36,7 @@ static void test_file_over_limit(void **state)
     close(fd);
     kt_record("limit_kernel", KT_BACKEND_CPU, 10);
     kt_snapshot_t *snap = kt_snapshot();
-    assert_int_equal(kt_report_write(path, snap, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(path, snap, KT_FORMAT_JSON, NULL), 0);
     kt_snapshot_free(snap);
     kt_snapshot_t *s = NULL;
     char err[512];

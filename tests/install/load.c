@@ -12,7 +12,7 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("entries=%zu\n", s->count);
-    kt_report_print(stdout, s, KT_FORMAT_TEXT);
+    kt_report_print(stdout, s, KT_FORMAT_TEXT, NULL);
     kt_snapshot_free(s);
     return 0;
 }

@@ -101,9 +101,9 @@ int ktcli_cmd_report(int argc, char **argv)
             return 1;
         }
     } else if (out_path && strcmp(out_path, "-"))
-        rc = kt_report_write_opts(out_path, snap, format, &ropts);
+        rc = kt_report_write(out_path, snap, format, &ropts);
     else
-        rc = kt_report_print_opts(stdout, snap, format, &ropts);
+        rc = kt_report_print(stdout, snap, format, &ropts);
     int saved = errno;
     kt_snapshot_free(snap);
     if (rc) {

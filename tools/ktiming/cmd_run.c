@@ -580,7 +580,7 @@ static int run_program(char **argv, pid_t *pid, int fifo, const char *run_dir, c
 static int write_as(const char *what, const char *path, const kt_snapshot_t *snap, kt_format_t fmt)
 {
     errno = 0;
-    int rc = kt_report_write(path, snap, fmt);
+    int rc = kt_report_write(path, snap, fmt, NULL);
     if (rc != 0)
         fprintf(stderr, "ktiming run: cannot write %s %s: %s\n", what, path,
                 rc == KT_EIO && errno ? strerror(errno) : kt_strerror(rc));
@@ -606,7 +606,7 @@ static void summary_print(FILE *out, const run_opts_t *o, const kt_snapshot_t *s
     kt_format_t fmt = KT_FORMAT_TEXT;
     ktcli_parse_format(o->format, &fmt);
     kt_report_opts_t ropts = {.sort = KT_SORT_TOTAL, .filter = NULL, .by_api = 1};
-    kt_report_print_opts(out, snap, fmt, &ropts);
+    kt_report_print(out, snap, fmt, &ropts);
 }
 
 /* The summary of snap as it goes to stderr: time per API first, then the kernels by total time. 0 when none
