@@ -167,7 +167,7 @@ static void measure_span_snapshot(void)
     uint64_t w1 = kt_now_ns();
     kt_snapshot_t *back = NULL;
     char err[256];
-    int lrc = kt_snapshot_load(path, &back, err, sizeof err);
+    int lrc = kt_snapshot_load(path, NULL, &back, err, sizeof err);
     uint64_t r1 = kt_now_ns();
     struct stat stt;
     long long size = stat(path, &stt) == 0 ? (long long)stt.st_size : -1;

@@ -1898,26 +1898,7 @@ static int read_all(FILE *f, size_t max, size_t size_hint, char **data, size_t *
     return 0;
 }
 
-int kt_snapshot_load(const char *path, kt_snapshot_t **out, char *errbuf, size_t errlen)
-{
-    return kt_snapshot_load_max(path, KT_SNAPSHOT_MAX_INPUT_DEFAULT, out, errbuf, errlen);
-}
-
-int kt_snapshot_load_max(const char *path, size_t max_bytes, kt_snapshot_t **out, char *errbuf, size_t errlen)
-{
-    kt_load_opts_t o = {.max_bytes = max_bytes};
-    if (!max_bytes) { /* 0 is an error here, the default in kt_load_opts_t */
-        load_ctx_t c;
-        ctx_init(&c, errbuf, errlen);
-        if (out)
-            *out = NULL;
-        return fail(&c, KT_EINVAL, "no path, output pointer or size limit");
-    }
-    return kt_snapshot_load_opts(path, &o, out, errbuf, errlen);
-}
-
-int kt_snapshot_load_opts(const char *path, const kt_load_opts_t *opts, kt_snapshot_t **out, char *errbuf,
-                          size_t errlen)
+int kt_snapshot_load(const char *path, const kt_load_opts_t *opts, kt_snapshot_t **out, char *errbuf, size_t errlen)
 {
     size_t max_bytes = opts && opts->max_bytes ? opts->max_bytes : KT_SNAPSHOT_MAX_INPUT_DEFAULT;
     load_ctx_t c;

@@ -281,7 +281,7 @@ static void test_output_template(void **state)
     snprintf(trace, sizeof trace, "%s/trace-5.json.%ld", dir, (long)pid);
     kt_snapshot_t *s;
     char err[256];
-    assert_int_equal(kt_snapshot_load(want, &s, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(want, NULL, &s, err, sizeof err), 0);
     assert_int_equal(s->pid, pid);
     assert_int_equal(s->rank, 5);
     assert_non_null(kt_snapshot_find(s, "templated", KT_BACKEND_CPU, NULL));

@@ -76,7 +76,7 @@ static void test_roundtrip_v2(void **state)
     free(json);
 }
 
-/* kt_snapshot_load_opts with skip_spans: the statistics as a full load gives them, no spans, and span sections
+/* kt_snapshot_load with skip_spans: the statistics as a full load gives them, no spans, and span sections
  * that would be refused are not even read (what `ktiming run` uses for its summary). */
 static void write_text(const char *path, const char *text)
 {
@@ -182,9 +182,9 @@ static void test_load_skip_spans(void **state)
     write_text(path, json);
     kt_snapshot_t *full = NULL, *stats = NULL;
     char err[256];
-    assert_int_equal(kt_snapshot_load(path, &full, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(path, NULL, &full, err, sizeof err), 0);
     kt_load_opts_t o = {.skip_spans = 1};
-    if (kt_snapshot_load_opts(path, &o, &stats, err, sizeof err) != 0)
+    if (kt_snapshot_load(path, &o, &stats, err, sizeof err) != 0)
         fail_msg("%s", err);
     assert_int_equal(full->span_count, s->span_count);
     assert_int_equal(stats->span_count, 0);
@@ -207,8 +207,8 @@ static void test_load_skip_spans(void **state)
     assert_non_null(entry);
     entry[10] = '9'; /* the first span's entry index: 9..., beyond the one entry */
     write_text(path, json);
-    assert_int_not_equal(kt_snapshot_load(path, &full, err, sizeof err), 0);
-    assert_int_equal(kt_snapshot_load_opts(path, &o, &stats, err, sizeof err), 0);
+    assert_int_not_equal(kt_snapshot_load(path, NULL, &full, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(path, &o, &stats, err, sizeof err), 0);
     assert_int_equal(stats->count, 1);
     kt_snapshot_free(stats);
     /* not even tokenised: a span table holding what no JSON parser takes still gives the statistics */
@@ -221,14 +221,14 @@ static void test_load_skip_spans(void **state)
     snprintf(junk, strlen(json) + 32, "%.*s\"x\": nope, %s", (int)head, json, json + head);
     write_text(path, junk);
     free(junk);
-    assert_int_not_equal(kt_snapshot_load(path, &full, err, sizeof err), 0);
-    assert_int_equal(kt_snapshot_load_opts(path, &o, &stats, err, sizeof err), 0);
+    assert_int_not_equal(kt_snapshot_load(path, NULL, &full, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(path, &o, &stats, err, sizeof err), 0);
     assert_int_equal(stats->count, 1);
     assert_int_equal(stats->entries[0].dispatch_count, 50);
     kt_snapshot_free(stats);
     /* the size limit still holds */
     kt_load_opts_t tiny = {.max_bytes = 16, .skip_spans = 1};
-    assert_int_equal(kt_snapshot_load_opts(path, &tiny, &stats, err, sizeof err), KT_EFULL);
+    assert_int_equal(kt_snapshot_load(path, &tiny, &stats, err, sizeof err), KT_EFULL);
     assert_null(stats);
     unlink(path);
     free(json);

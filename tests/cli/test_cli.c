@@ -156,8 +156,8 @@ static void test_report_ok(void **state)
     expect(r, 0, r.err, NULL);
     kt_snapshot_t *a = NULL, *b = NULL;
     char err[256], why[128];
-    assert_int_equal(kt_snapshot_load(snap, &a, err, sizeof err), 0);
-    assert_int_equal(kt_snapshot_load(copy, &b, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(snap, NULL, &a, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(copy, NULL, &b, err, sizeof err), 0);
     assert_int_equal(fx_snapshot_diff(a, b, why, sizeof why), 0);
     fx_free(a);
     fx_free(b);
@@ -260,7 +260,7 @@ static void test_demo(void **state)
 
     kt_snapshot_t *s = NULL;
     char err[256];
-    assert_int_equal(kt_snapshot_load(out, &s, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(out, NULL, &s, err, sizeof err), 0);
     assert_int_equal(s->count, 3);
     const char *names[] = {"box_blur", "reduce", "saxpy"}; /* sorted by name */
     for (size_t i = 0; i < 3; i++) {
@@ -284,7 +284,7 @@ static void test_demo(void **state)
     g_env[0] = g_env[1] = NULL;
     assert_non_null(strstr(r.err, "[timing] saxpy "));
     expect(r, 0, r.out, "[timing] box_blur ");
-    assert_int_equal(kt_snapshot_load(atexit_json, &s, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(atexit_json, NULL, &s, err, sizeof err), 0);
     assert_int_equal(s->count, 3);
     assert_int_equal(s->entries[2].dispatch_count, 10);
     fx_free(s);

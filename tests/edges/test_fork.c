@@ -78,14 +78,14 @@ static void test_fork_clobber(void **state)
 
     char err[256];
     kt_snapshot_t *ps = NULL, *cs = NULL;
-    assert_int_equal(kt_snapshot_load(out, &ps, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(out, NULL, &ps, err, sizeof err), 0);
     assert_int_equal(count_of(ps, "parent_before"), 1);
     assert_int_equal(count_of(ps, "parent_after"), 1); /* recorded after the child exited: not clobbered */
     assert_int_equal(count_of(ps, "child_kernel"), 0);
     char child_out[4300], idle_out[4300];
     snprintf(child_out, sizeof child_out, "%s.%ld", out, pids[0]);
     snprintf(idle_out, sizeof idle_out, "%s.%ld", out, pids[1]);
-    assert_int_equal(kt_snapshot_load(child_out, &cs, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(child_out, NULL, &cs, err, sizeof err), 0);
     assert_int_equal(count_of(cs, "child_kernel"), 2);
     assert_int_equal(count_of(cs, "parent_before"), 0); /* the child starts empty: no second copy */
     struct stat st;

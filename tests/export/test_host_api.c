@@ -123,7 +123,7 @@ static void test_json_round_trip(void **state)
     free(json);
     kt_snapshot_t *back = NULL;
     char err[256];
-    assert_int_equal(kt_snapshot_load(path, &back, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(path, NULL, &back, err, sizeof err), 0);
     const kt_kernel_timing_t *cl = kt_snapshot_find(back, "clFinish", KT_BACKEND_HOST_API, "host");
     assert_non_null(cl);
     assert_int_equal(cl->dispatch_count, 3);

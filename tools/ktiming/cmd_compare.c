@@ -199,7 +199,7 @@ int ktcli_cmd_compare(int argc, char **argv)
     kt_snapshot_t *snap[2] = {NULL, NULL};
     char err[512];
     for (int i = 0; i < 2; i++) {
-        int rc = kt_snapshot_load_max(a.paths[i], a.max_input, &snap[i], err, sizeof err);
+        int rc = kt_snapshot_load(a.paths[i], &(kt_load_opts_t){.max_bytes = a.max_input}, &snap[i], err, sizeof err);
         if (rc) {
             fprintf(stderr, "ktiming compare: %s\n", err[0] ? err : kt_strerror(rc));
             kt_snapshot_free(snap[0]);

@@ -74,7 +74,7 @@ int ktcli_cmd_report(int argc, char **argv)
 
     kt_snapshot_t *snap = NULL;
     char err[512];
-    int rc = kt_snapshot_load_max(in_path, max_input, &snap, err, sizeof err);
+    int rc = kt_snapshot_load(in_path, &(kt_load_opts_t){.max_bytes = max_input}, &snap, err, sizeof err);
     if (rc) {
         fprintf(stderr, "ktiming report: %s\n", err);
         return 1;

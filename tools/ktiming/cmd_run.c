@@ -391,7 +391,7 @@ static void early_load(const char *path, int skip_spans)
     struct stat before, after;
     kt_load_opts_t lo = {.skip_spans = skip_spans};
     kt_snapshot_t *snap = NULL;
-    if (stat(path, &before) != 0 || kt_snapshot_load_opts(path, &lo, &snap, NULL, 0) != 0)
+    if (stat(path, &before) != 0 || kt_snapshot_load(path, &lo, &snap, NULL, 0) != 0)
         return;
     if (stat(path, &after) != 0 || !same_file(&before, &after) ||
         snprintf(g_early.path, sizeof g_early.path, "%s", path) >= (int)sizeof g_early.path) {
@@ -839,7 +839,7 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child, int 
         /* the summary and the JSON copy need no spans; the trace and the HTML report do */
         kt_load_opts_t lo = {.skip_spans = !o->trace && !o->html};
         snap = early_take(primary);
-        int rc = snap ? 0 : kt_snapshot_load_opts(primary, &lo, &snap, err, sizeof err);
+        int rc = snap ? 0 : kt_snapshot_load(primary, &lo, &snap, err, sizeof err);
         if (rc == 0)
             ktcli_progress_stage(&progress, "writing the outputs");
         if (rc != 0) {

@@ -154,7 +154,7 @@ int ktcli_demo_webgpu(const ktcli_demo_opts_t *opts)
     } else {
         kt_snapshot_t *s = NULL;
         char err[512];
-        if (kt_snapshot_load(path, &s, err, sizeof err)) {
+        if (kt_snapshot_load(path, NULL, &s, err, sizeof err)) {
             fprintf(stderr, "ktiming demo: webgpu: %s\n", err);
             rc = KT_EPARSE;
         } else {
