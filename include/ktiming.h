@@ -164,7 +164,7 @@ typedef enum kt_errno_t {
  * can say what was lost and why. Columns: name (KT_DROP_<name>), display text (kt_drop_reason_name), identifier
  * written in the JSON snapshot (lower-case, '_' between words). */
 #define KT_DROP_REASON_MAP(XX)                                                                              \
-    /* kt_record_drop(): no reason given */                                                                 \
+    /* kt_record_drop(k, KT_DROP_UNSPECIFIED): none given */                                                \
     XX(UNSPECIFIED, "unspecified", "unspecified")                                                           \
     /* a backend's query/event ring had no free slot */                                                     \
     XX(RING_FULL, "ring full", "ring_full")                                                                 \
@@ -482,9 +482,9 @@ KT_API void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns);
  * counts in `errors` instead of the aggregates (its span is still kept, flagged). */
 KT_API void kt_record_dispatch(const kt_dispatch_t *d);
 KT_API void kt_record_error(kt_kernel_id_t kernel); /* a dispatch that failed: `errors` */
-KT_API void kt_record_drop(kt_kernel_id_t kernel);  /* a dispatch lost before it could be timed: `dropped` */
-/* kt_record_drop with its reason (counted in dropped and dropped_by[reason]). */
-KT_API void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason);
+/* A dispatch lost before it could be timed, and why: counted in `dropped` and dropped_by[reason] (a reason out of
+ * range counts as KT_DROP_UNSPECIFIED). */
+KT_API void kt_record_drop(kt_kernel_id_t kernel, kt_drop_reason_t reason);
 /* A dispatch that failed, with the API's name for the error (copied; the entry's last_error): `errors`. */
 KT_API void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name);
 KT_API const char *kt_drop_reason_name(kt_drop_reason_t reason); /* "ring full", ...; "unknown" if out of range */
@@ -600,8 +600,7 @@ static inline kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t bac
 static inline void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns) { (void)kernel; (void)elapsed_ns; }
 static inline void kt_record_dispatch(const kt_dispatch_t *d) { (void)d; }
 static inline void kt_record_error(kt_kernel_id_t kernel) { (void)kernel; }
-static inline void kt_record_drop(kt_kernel_id_t kernel) { (void)kernel; }
-static inline void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason) { (void)kernel; (void)reason; }
+static inline void kt_record_drop(kt_kernel_id_t kernel, kt_drop_reason_t reason) { (void)kernel; (void)reason; }
 static inline void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name) { (void)kernel; (void)error_name; }
 static inline const char *kt_drop_reason_name(kt_drop_reason_t reason) { (void)reason; return ""; }
 static inline uint32_t kt_queue_register(kt_backend_t backend, const char *device, const char *label)

@@ -609,7 +609,7 @@ void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name)
     counter_add(&KT__LD(&sl->cold)->errors);
 }
 
-void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason)
+void kt_record_drop(kt_kernel_id_t kernel, kt_drop_reason_t reason)
 {
     if (!kt__on())
         return;
@@ -624,7 +624,6 @@ void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason)
     counter_add(&c->dropped);
 }
 
-void kt_record_drop(kt_kernel_id_t kernel) { kt_record_drop_reason(kernel, KT_DROP_UNSPECIFIED); }
 
 void kt_record_error(kt_kernel_id_t kernel) { kt_record_error_name(kernel, NULL); }
 

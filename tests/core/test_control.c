@@ -41,7 +41,7 @@ static void test_reset(void **state)
     kt_kernel_id_t id = kt_kernel_intern("rs", KT_BACKEND_CPU, NULL);
     kt_record_id(id, 5);
     kt_record_error(id);
-    kt_record_drop(id);
+    kt_record_drop(id, KT_DROP_UNSPECIFIED);
     kt_reset();
     kt_snapshot_t *s = kt_snapshot();
     assert_int_equal(s->count, 0); /* nothing at all after a reset */
@@ -67,7 +67,7 @@ static void test_errors_and_drops(void **state)
     kt_record_id(id, 100);
     kt_record_error(id);
     kt_record_error(id);
-    kt_record_drop(id);
+    kt_record_drop(id, KT_DROP_UNSPECIFIED);
     kt_dispatch_t d;
     memset(&d, 0, sizeof d);
     d.kernel = id;
@@ -128,7 +128,7 @@ static void test_interning(void **state)
     kt_record_id(0, 1);
     kt_record_id(60000, 1);
     kt_record_error(0);
-    kt_record_drop(123456);
+    kt_record_drop(123456, KT_DROP_UNSPECIFIED);
     kt_record(NULL, KT_BACKEND_CPU, 1);
 }
 

@@ -16,11 +16,11 @@ static void test_drop_reasons(void **state)
     (void)state;
     kt_reset();
     kt_kernel_id_t k = kt_kernel_intern("dropper", KT_BACKEND_OPENCL, "dev");
-    kt_record_drop(k);
-    kt_record_drop_reason(k, KT_DROP_RING_FULL);
-    kt_record_drop_reason(k, KT_DROP_RING_FULL);
-    kt_record_drop_reason(k, KT_DROP_IN_FLIGHT_AT_EXIT);
-    kt_record_drop_reason(k, (kt_drop_reason_t)99); /* out of range: unspecified, still counted */
+    kt_record_drop(k, KT_DROP_UNSPECIFIED);
+    kt_record_drop(k, KT_DROP_RING_FULL);
+    kt_record_drop(k, KT_DROP_RING_FULL);
+    kt_record_drop(k, KT_DROP_IN_FLIGHT_AT_EXIT);
+    kt_record_drop(k, (kt_drop_reason_t)99); /* out of range: unspecified, still counted */
     kt_snapshot_t *s = kt_snapshot();
     const kt_kernel_timing_t *t = find(s, "dropper");
     assert_int_equal(t->dropped, 5);

@@ -117,7 +117,7 @@ static int replay(const kt_snapshot_t *s, ktcli_progress_t *progress)
         }
         for (int r = 0; r < KT_DROP_REASON_COUNT; r++)
             for (uint64_t k = 0; k < e->dropped_by[r]; k++)
-                kt_record_drop_reason(ids[i], (kt_drop_reason_t)r);
+                kt_record_drop(ids[i], (kt_drop_reason_t)r);
         for (uint64_t k = 0; k < e->errors; k++)
             kt_record_error(ids[i]);
         ktcli_progress_add(progress, e->dispatch_count);

@@ -57,7 +57,7 @@ int(kt_cuda_begin)(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_s
         return rc;
     if (stream_capturing(stream)) {
         kt__cuda_ctx_leave(pushed);
-        kt_record_drop_reason(id, KT_DROP_GRAPH_CAPTURE);
+        kt_record_drop(id, KT_DROP_GRAPH_CAPTURE);
         pthread_mutex_lock(&c->lock);
         c->dropped++;
         pthread_mutex_unlock(&c->lock);
@@ -73,7 +73,7 @@ int(kt_cuda_begin)(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_s
     if (rc) {
         kt__cuda_ctx_leave(pushed);
         if (rc == KT_EFULL) {
-            kt_record_drop_reason(id, KT_DROP_RING_FULL);
+            kt_record_drop(id, KT_DROP_RING_FULL);
             kt__cuda_set_error(0, "CUDA event-pair pool full (%u pairs in flight)", kt__cuda_g.desc.max_pairs);
         }
         return rc;
@@ -150,7 +150,7 @@ int kt_cuda_end(kt_cuda_span_t *span)
         /* Same backend generation: c's memory is still held (live or retired), so it may be read. */
         if (c && span->generation == atomic_load(&kt__cuda_g.generation) && atomic_load(&kt__cuda_g.state) == KT__CUDA_READY &&
             atomic_load(&c->gone)) {
-            kt_record_drop_reason(p->kernel, KT_DROP_CONTEXT_RESET);
+            kt_record_drop(p->kernel, KT_DROP_CONTEXT_RESET);
             kt__cuda_set_error(KT__CU_ERROR_CONTEXT_IS_DESTROYED,
                                "kt_cuda_end: the CUDA context was reset or destroyed since kt_cuda_begin");
         } else {
@@ -171,7 +171,7 @@ int kt_cuda_end(kt_cuda_span_t *span)
             rc = kt__cuda_fail("cuEventRecord", r);
     }
     if (captured) {
-        kt_record_drop_reason(p->kernel, KT_DROP_GRAPH_CAPTURE);
+        kt_record_drop(p->kernel, KT_DROP_GRAPH_CAPTURE);
         pthread_mutex_lock(&c->lock);
         c->dropped++;
         pthread_mutex_unlock(&c->lock);

@@ -123,7 +123,7 @@ void kt__cl_rec_finish_stamped(kt__cl_rec_t *r, cl_int status, uint64_t observed
     kt__cl_outcome_t o = {r->ctx, r->event, r->kernel, r->thread, r->enqueue_ns, kt__cl_rec_name(r),
                           *kt__cl_rec_bytes(r), end_stamp};
     if (drop)
-        kt_record_drop_reason(o.kernel, (kt_drop_reason_t)(drop - 1));
+        kt_record_drop(o.kernel, (kt_drop_reason_t)(drop - 1));
     else
         kt__cl_outcome_record(&o, status, observed_ns);
     kt__inflight_end(o.kernel); /* begun in rec_take (cl_track.c) */

@@ -165,7 +165,7 @@ static kt__cl_rec_t *rec_take(kt_cl_ctx_t *ctx, cl_event event, kt_kernel_id_t i
         else if (owned)
             kt__cl.clReleaseEvent(event);
         atomic_fetch_add(&ctx->finished, 1);
-        kt_record_drop_reason(id, r ? KT_DROP_UNSPECIFIED : KT_DROP_RING_FULL);
+        kt_record_drop(id, r ? KT_DROP_UNSPECIFIED : KT_DROP_RING_FULL);
         *rc = r ? KT_EINVAL : KT_EFULL;
         return NULL;
     }
