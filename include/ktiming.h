@@ -481,12 +481,12 @@ KT_API void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns);
 /* One dispatch: aggregated (duration_ns), plus a span when start_ns or end_ns is set. With KT_SPAN_ERROR it
  * counts in `errors` instead of the aggregates (its span is still kept, flagged). */
 KT_API void kt_record_dispatch(const kt_dispatch_t *d);
-KT_API void kt_record_error(kt_kernel_id_t kernel); /* a dispatch that failed: `errors` */
 /* A dispatch lost before it could be timed, and why: counted in `dropped` and dropped_by[reason] (a reason out of
  * range counts as KT_DROP_UNSPECIFIED). */
 KT_API void kt_record_drop(kt_kernel_id_t kernel, kt_drop_reason_t reason);
-/* A dispatch that failed, with the API's name for the error (copied; the entry's last_error): `errors`. */
-KT_API void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name);
+/* A dispatch that failed: counted in `errors`; error_name, the API's name for the error (copied), becomes the
+ * entry's last_error (NULL or "": none named). */
+KT_API void kt_record_error(kt_kernel_id_t kernel, const char *error_name);
 KT_API const char *kt_drop_reason_name(kt_drop_reason_t reason); /* "ring full", ...; "unknown" if out of range */
 KT_API uint32_t kt_queue_register(kt_backend_t backend, const char *device, const char *label);
 KT_API uint32_t kt_thread_ordinal(void); /* stable small number for the calling thread, from 1 */
@@ -599,9 +599,8 @@ static inline kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t bac
 { (void)name; (void)backend; (void)device; return 0; }
 static inline void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns) { (void)kernel; (void)elapsed_ns; }
 static inline void kt_record_dispatch(const kt_dispatch_t *d) { (void)d; }
-static inline void kt_record_error(kt_kernel_id_t kernel) { (void)kernel; }
 static inline void kt_record_drop(kt_kernel_id_t kernel, kt_drop_reason_t reason) { (void)kernel; (void)reason; }
-static inline void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name) { (void)kernel; (void)error_name; }
+static inline void kt_record_error(kt_kernel_id_t kernel, const char *error_name) { (void)kernel; (void)error_name; }
 static inline const char *kt_drop_reason_name(kt_drop_reason_t reason) { (void)reason; return ""; }
 static inline uint32_t kt_queue_register(kt_backend_t backend, const char *device, const char *label)
 { (void)backend; (void)device; (void)label; return 0; }

@@ -100,7 +100,7 @@ uint64_t kt__names_truncated(void);
 /* Intern through the calling thread's pointer cache (for call sites that pass a string each time). */
 kt_kernel_id_t kt__kernel_lookup_cached(const char *name, kt_backend_t backend);
 
-/* The API's name of the kernel's most recent error (kt_record_error_name) in this reset generation, copied
+/* The API's name of the kernel's most recent error (kt_record_error) in this reset generation, copied
  * into buf ("" if none). */
 void kt__kernel_last_error(kt_kernel_id_t id, char *buf, size_t size);
 /* Sets it (copied, truncated to 47 bytes). Errors are rare: this takes a lock. */

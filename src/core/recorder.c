@@ -596,7 +596,7 @@ void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end
 }
 
 
-void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name)
+void kt_record_error(kt_kernel_id_t kernel, const char *error_name)
 {
     if (!kt__on())
         return;
@@ -625,7 +625,6 @@ void kt_record_drop(kt_kernel_id_t kernel, kt_drop_reason_t reason)
 }
 
 
-void kt_record_error(kt_kernel_id_t kernel) { kt_record_error_name(kernel, NULL); }
 
 /* Waits for a snapshot in progress: a snapshot reads one generation from start to end. */
 void kt_reset(void)

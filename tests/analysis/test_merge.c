@@ -36,7 +36,7 @@ static kt_snapshot_t *make_part(int part)
     if (part == 1) {
         kt_record_id(b, 5);
         kt_record_drop(b, KT_DROP_RING_FULL);
-        kt_record_error_name(k, "E_TEST");
+        kt_record_error(k, "E_TEST");
     }
     kt_snapshot_t *s = kt_snapshot();
     assert_non_null(s);

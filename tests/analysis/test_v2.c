@@ -35,7 +35,7 @@ static void test_roundtrip_v2(void **state)
     kt_record_drop(k, KT_DROP_IN_FLIGHT_AT_EXIT);
     kt_record_drop(k, KT_DROP_RING_FULL);
     kt_record_drop(k, KT_DROP_UNSPECIFIED);
-    kt_record_error_name(k, "CL_OUT_OF_RESOURCES");
+    kt_record_error(k, "CL_OUT_OF_RESOURCES");
     kt_kernel_id_t w = kt_kernel_intern("clEnqueueWriteBuffer", KT_BACKEND_OPENCL, "dev");
     kt_dispatch_t d;
     memset(&d, 0, sizeof d);

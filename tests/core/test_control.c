@@ -40,7 +40,7 @@ static void test_reset(void **state)
     (void)state;
     kt_kernel_id_t id = kt_kernel_intern("rs", KT_BACKEND_CPU, NULL);
     kt_record_id(id, 5);
-    kt_record_error(id);
+    kt_record_error(id, NULL);
     kt_record_drop(id, KT_DROP_UNSPECIFIED);
     kt_reset();
     kt_snapshot_t *s = kt_snapshot();
@@ -65,8 +65,8 @@ static void test_errors_and_drops(void **state)
     kt_reset();
     kt_kernel_id_t id = kt_kernel_intern("ferr", KT_BACKEND_OPENCL, "dev0");
     kt_record_id(id, 100);
-    kt_record_error(id);
-    kt_record_error(id);
+    kt_record_error(id, NULL);
+    kt_record_error(id, NULL);
     kt_record_drop(id, KT_DROP_UNSPECIFIED);
     kt_dispatch_t d;
     memset(&d, 0, sizeof d);
@@ -84,7 +84,7 @@ static void test_errors_and_drops(void **state)
     kt_snapshot_free(s);
 
     /* An entry with only errors still appears. */
-    kt_record_error(kt_kernel_intern("only_err", KT_BACKEND_CUDA, NULL));
+    kt_record_error(kt_kernel_intern("only_err", KT_BACKEND_CUDA, NULL), NULL);
     s = kt_snapshot();
     t = kt_snapshot_find(s, "only_err", KT_BACKEND_CUDA, "default");
     assert_non_null(t);
@@ -127,7 +127,7 @@ static void test_interning(void **state)
     /* Invalid ids are ignored, not crashes. */
     kt_record_id(0, 1);
     kt_record_id(60000, 1);
-    kt_record_error(0);
+    kt_record_error(0, NULL);
     kt_record_drop(123456, KT_DROP_UNSPECIFIED);
     kt_record(NULL, KT_BACKEND_CPU, 1);
 }

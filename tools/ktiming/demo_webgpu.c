@@ -119,7 +119,7 @@ static int replay(const kt_snapshot_t *s, ktcli_progress_t *progress)
             for (uint64_t k = 0; k < e->dropped_by[r]; k++)
                 kt_record_drop(ids[i], (kt_drop_reason_t)r);
         for (uint64_t k = 0; k < e->errors; k++)
-            kt_record_error(ids[i]);
+            kt_record_error(ids[i], NULL);
         ktcli_progress_add(progress, e->dispatch_count);
     }
     free(ids);

@@ -110,7 +110,7 @@ static uint64_t record_completed(kt__cuda_ctx_t *c, kt__cuda_pair_t **done, cons
             kt_record_drop(done[i]->kernel, KT_DROP_CONTEXT_RESET);
             reset++;
         } else {
-            kt_record_error_name(done[i]->kernel, err[i]);
+            kt_record_error(done[i]->kernel, err[i]);
             kt__cuda_verbose(c, done[i]->kernel, NULL, err[i]);
             errors++;
         }

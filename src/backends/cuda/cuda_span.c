@@ -121,7 +121,7 @@ static int end_sync(kt__cuda_ctx_t *c, kt__cuda_pair_t *p)
         kt_record_dispatch(&d);
         kt__cuda_verbose(c, p->kernel, &d, NULL);
     } else {
-        kt_record_error_name(p->kernel, kt__cuda_result_name(kt_cuda_last_result()));
+        kt_record_error(p->kernel, kt__cuda_result_name(kt_cuda_last_result()));
         kt__cuda_verbose(c, p->kernel, NULL, kt__cuda_result_name(kt_cuda_last_result()));
     }
     kt__inflight_end(p->kernel);
@@ -179,7 +179,7 @@ int kt_cuda_end(kt_cuda_span_t *span)
         return 0;
     }
     if (rc) {
-        kt_record_error_name(p->kernel, kt__cuda_result_name(r ? r : kt_cuda_last_result()));
+        kt_record_error(p->kernel, kt__cuda_result_name(r ? r : kt_cuda_last_result()));
         kt__cuda_verbose(c, p->kernel, NULL, kt__cuda_result_name(r ? r : kt_cuda_last_result()));
         pthread_mutex_lock(&c->lock);
         c->errors++;

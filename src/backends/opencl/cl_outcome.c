@@ -45,7 +45,7 @@ static void record_failure(const kt__cl_outcome_t *o, cl_int status)
     kt__cl_note_error(status);
     char what[64]; /* last_error keeps 47 characters: every status from -99 to -1 fits */
     exec_status_name(status, what, sizeof what);
-    kt_record_error_name(o->kernel, what);
+    kt_record_error(o->kernel, what);
     kt__verbose_line("error", "opencl", o->ctx->dev->model, o->name, "%d,%s", (int)status, what);
 }
 

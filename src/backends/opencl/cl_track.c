@@ -271,7 +271,7 @@ void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, 
     if (!name)
         name = kernel ? kernel_name(kernel, buf, sizeof buf, &heap) : "opencl_command";
     kt_kernel_id_t id = intern_cached(kernel, ctx->dev, name);
-    kt_record_error_name(id, kt_cl_error_name(error));
+    kt_record_error(id, kt_cl_error_name(error));
     kt__verbose_line("error", "opencl", ctx->dev->model, name, "%d,%s", (int)error, kt_cl_error_name(error));
     free(heap);
 }
