@@ -646,35 +646,6 @@ static inline int kt_cpu_threads(void) { return 1; }
 
 #endif /* KT_ENABLED */
 
-/* ---------------------------------------------------------------------------------------------------
- * Helpers on timings (header-only, both modes)
- * ------------------------------------------------------------------------------------------------- */
-/* The mean, rounded down. Past 2^64 ns total_ns saturates: the exact total128 is divided instead (a quotient
- * under 2^64, since no duration reaches 2^64). */
-static inline uint64_t kt_timing_avg_ns(const kt_kernel_timing_t *t)
-{
-    uint64_t n = t->dispatch_count, hi = t->total128.hi, lo = t->total128.lo, q = 0;
-    if (!n)
-        return 0;
-    if (t->total_ns != UINT64_MAX || !hi || hi >= n)
-        return t->total_ns / n;
-    for (int i = 0; i < 64; i++) { /* (hi:lo) / n by shift and subtract; hi < n throughout */
-        uint64_t top = hi >> 63;
-        hi = hi << 1 | lo >> 63;
-        lo <<= 1;
-        q <<= 1;
-        if (top || hi >= n) {
-            hi -= n;
-            q |= 1;
-        }
-    }
-    return q;
-}
-static inline double kt_timing_avg_ms(const kt_kernel_timing_t *t) { return (double)kt_timing_avg_ns(t) / 1e6; }
-static inline double kt_timing_min_ms(const kt_kernel_timing_t *t) { return (double)t->min_ns / 1e6; }
-static inline double kt_timing_max_ms(const kt_kernel_timing_t *t) { return (double)t->max_ns / 1e6; }
-static inline double kt_timing_last_ms(const kt_kernel_timing_t *t) { return (double)t->last_ns / 1e6; }
-
 #ifdef __cplusplus
 }
 #endif
