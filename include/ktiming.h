@@ -472,8 +472,6 @@ KT_API void kt_reset(void); /* clears aggregates, samples and spans (waits for a
 
 /* Recording. */
 KT_API void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns);
-/* kt_record with the id cached in *site (a zero-initialised static at the call site; see KT_RECORD). */
-KT_API void kt_record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns);
 /* Names past 4,096 bytes are kept as their first bytes and "...[truncated]" (counted in names_truncated); no
  * call reads more than 4,097 bytes of a name. */
 KT_API kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device);
@@ -560,6 +558,8 @@ static inline kt_zone_t kt__zone_none(void) { kt_zone_t z = {0, 0}; return z; }
 /* kt_zone_end taking the zone by value, for KT_CPU_END: the zone never has its address taken, so it stays in
  * registers and a runtime-disabled zone folds to one load and a branch. */
 KT_API void kt__zone_end_id(kt_kernel_id_t kernel, uint64_t start_ns);
+/* kt_record with the id cached in *site (a zero-initialised static at the call site), for KT_RECORD. */
+KT_API void kt__record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns);
 
 /* Scoped CPU zone. `name` must be the same string every time this site runs (it is interned once; a debug build
  * or KTIMING_CHECK=1 says so on stderr when it varies). For a name that varies, kt_zone_begin(NULL, name). */
@@ -575,7 +575,7 @@ KT_API void kt__zone_end_id(kt_kernel_id_t kernel, uint64_t start_ns);
 #define KT_RECORD(name, backend, elapsed_ns)                                                               \
     do {                                                                                                   \
         static kt_kernel_id_t kt_site_id_ = 0;                                                             \
-        if (KT__ON()) kt_record_site(&kt_site_id_, (name), (backend), (elapsed_ns));                       \
+        if (KT__ON()) kt__record_site(&kt_site_id_, (name), (backend), (elapsed_ns));                      \
     } while (0)
 
 #else /* !KT_ENABLED: everything is a no-op, types stay */
@@ -593,8 +593,6 @@ static inline int kt_is_enabled(void) { return 0; }
 static inline void kt_reset(void) {}
 static inline void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns)
 { (void)name; (void)backend; (void)elapsed_ns; }
-static inline void kt_record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns)
-{ (void)site; (void)name; (void)backend; (void)elapsed_ns; }
 static inline kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device)
 { (void)name; (void)backend; (void)device; return 0; }
 static inline void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns) { (void)kernel; (void)elapsed_ns; }

@@ -508,7 +508,7 @@ void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns)
     record_name_slow(name, backend, elapsed_ns);
 }
 
-void kt_record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns)
+void kt__record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns)
 {
     if (!kt__on())
         return;

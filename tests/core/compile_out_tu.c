@@ -50,7 +50,6 @@ double KT_TU(compile_out_work)(float *img, uint32_t width, uint32_t height)
     KT_I(KT_RECORD("double_host", KT_BACKEND_CPU, t1 - t0);)
     KT_I(kt_record("double_named", KT_BACKEND_CPU, t1 - t0);)
     KT_I(static kt_kernel_id_t site;)
-    KT_I(kt_record_site(&site, "double_site", KT_BACKEND_CPU, t1 - t0);)
 
     KT_I(kt_kernel_id_t id = kt_kernel_intern("gpu", KT_BACKEND_OPENCL, "dev");)
     KT_I(uint32_t queue = kt_queue_register(KT_BACKEND_OPENCL, "dev", "q0");)

@@ -36,7 +36,7 @@ static int child_main(void)
     if (ru.ru_maxrss > 200 * 1024)
         return 17;
     kt_kernel_id_t site = 0;
-    kt_record_site(&site, "over_site", KT_BACKEND_CPU, 5);
+    kt__record_site(&site, "over_site", KT_BACKEND_CPU, 5);
     kt_snapshot_t *s = kt_snapshot();
     if (!s)
         return 10;
