@@ -24,7 +24,8 @@
  *   kt_record(name, b, ns)    any string, copied on first use. A per-thread pointer cache avoids hashing; a
  *                             hit is confirmed by comparing the string with the interned copy, so reusing a
  *                             buffer, or a library unloaded and another loaded at its address, is safe.
- *   kt_kernel_intern + kt_record_id / kt_record_dispatch   what backends use (ids are dense, from 1).
+ *   kt_kernel_intern + kt_record_dispatch   what backends use (ids are dense, from 1); a dispatch with only
+ *                             duration_ns set is a duration record, as kt_record's.
  * A kernel is the triple (name, backend, device); device NULL means "host" for the CPU, "default" otherwise.
  * Each thread writes only its own store (no lock, no shared cache line on the hot path); kt_snapshot() merges
  * them. Counts and totals are exact under any contention, a thread's records stay after it exits, and
@@ -58,7 +59,7 @@
  * (names x backends x devices) are interned; records for more are counted in kernels_dropped, never silent.
  *
  * Spans (for timelines) come from records that carry times: zones, kt_cpu_dispatch_2d, and kt_record_dispatch
- * with a start or end; kt_record/kt_record_id carry a duration only and add none. Each thread keeps up to
+ * with a start or end; kt_record and KT_RECORD carry a duration only and add none. Each thread keeps up to
  * span_capacity spans (desc, else env KTIMING_SPANS, else 16384; 0 = off). A full log never blocks and never
  * overwrites: the dispatch is still aggregated and counted in spans_dropped ("span log overflow"). `dropped`
  * is different: dispatches lost entirely before reaching the recorder (kt_record_drop, e.g. a full GPU query
@@ -475,7 +476,6 @@ KT_API void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_n
 /* Names past 4,096 bytes are kept as their first bytes and "...[truncated]" (counted in names_truncated); no
  * call reads more than 4,097 bytes of a name. */
 KT_API kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device);
-KT_API void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns);
 /* One dispatch: aggregated (duration_ns), plus a span when start_ns or end_ns is set. With KT_SPAN_ERROR it
  * counts in `errors` instead of the aggregates (its span is still kept, flagged). */
 KT_API void kt_record_dispatch(const kt_dispatch_t *d);
@@ -595,7 +595,6 @@ static inline void kt_record(const char *name, kt_backend_t backend, uint64_t el
 { (void)name; (void)backend; (void)elapsed_ns; }
 static inline kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device)
 { (void)name; (void)backend; (void)device; return 0; }
-static inline void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns) { (void)kernel; (void)elapsed_ns; }
 static inline void kt_record_dispatch(const kt_dispatch_t *d) { (void)d; }
 static inline void kt_record_drop(kt_kernel_id_t kernel, kt_drop_reason_t reason) { (void)kernel; (void)reason; }
 static inline void kt_record_error(kt_kernel_id_t kernel, const char *error_name) { (void)kernel; (void)error_name; }

@@ -410,7 +410,8 @@ static __attribute__((noinline)) void record_id_slow(kt_kernel_id_t kernel, uint
         slot_add_full(s, sl, elapsed_ns, 0);
 }
 
-void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns)
+/* A duration record by id (kt__record_site's hot path: no span, no bytes, no error). */
+static void record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns)
 {
     if (!kt__on())
         return;
@@ -517,7 +518,7 @@ void kt__record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backen
         id = kt_kernel_intern(name, backend, NULL);
         __atomic_store_n(site, id, __ATOMIC_RELAXED);
     }
-    kt_record_id(id, elapsed_ns);
+    record_id(id, elapsed_ns);
 }
 
 void kt_record_dispatch(const kt_dispatch_t *d)

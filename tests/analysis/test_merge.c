@@ -34,7 +34,7 @@ static kt_snapshot_t *make_part(int part)
         kt_record_dispatch(&disp);
     }
     if (part == 1) {
-        kt_record_id(b, 5);
+        kt_record_dispatch(&(kt_dispatch_t){.kernel = b, .duration_ns = 5});
         kt_record_drop(b, KT_DROP_RING_FULL);
         kt_record_error(k, "E_TEST");
     }
@@ -211,8 +211,8 @@ static void test_v1_with_v2(void **state)
     assert_int_equal(kt_snapshot_parse(v1, sizeof v1 - 1, &old, err, sizeof err), 0);
     kt_reset();
     kt_kernel_id_t k = kt_kernel_intern("k", KT_BACKEND_CPU, NULL);
-    kt_record_id(k, 400);
-    kt_record_id(k, 500);
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 400});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 500});
     cur = kt_snapshot();
     const kt_snapshot_t *in[2] = {old, cur};
     assert_int_equal(kt_snapshot_merge(in, 2, NULL, &m), 0);

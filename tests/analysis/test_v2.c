@@ -30,8 +30,8 @@ static void test_roundtrip_v2(void **state)
     (void)state;
     kt_reset();
     kt_kernel_id_t k = kt_kernel_intern("v2", KT_BACKEND_OPENCL, "dev");
-    kt_record_id(k, UINT64_MAX - 1);
-    kt_record_id(k, 7);
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = UINT64_MAX - 1});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 7});
     kt_record_drop(k, KT_DROP_IN_FLIGHT_AT_EXIT);
     kt_record_drop(k, KT_DROP_RING_FULL);
     kt_record_drop(k, KT_DROP_UNSPECIFIED);

@@ -92,9 +92,9 @@ static void test_exact_sums(void **state)
     kt_reset();
     kt_kernel_id_t k = kt_kernel_intern("huge", KT_BACKEND_OPENCL, "dev");
     const uint64_t big = UINT64_MAX - 10;
-    kt_record_id(k, big);
-    kt_record_id(k, big);
-    kt_record_id(k, 30);
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = big});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = big});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 30});
     kt_snapshot_t *s = kt_snapshot();
     const kt_kernel_timing_t *t = find(s, "huge");
     unsigned __int128 want = (unsigned __int128)big * 2 + 30;
@@ -106,8 +106,8 @@ static void test_exact_sums(void **state)
     kt_snapshot_free(s);
 
     kt_reset();
-    kt_record_id(k, 3);
-    kt_record_id(k, 5);
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 3});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 5});
     s = kt_snapshot();
     t = find(s, "huge");
     assert_int_equal(t->total128.lo, 8);

@@ -106,7 +106,7 @@ static void *registrar(void *arg)
     for (unsigned i = 0; !atomic_load(&g_stop); i++) {
         snprintf(name, sizeof name, "reg_%u", i % 512u);
         kt_kernel_id_t id = kt_kernel_intern(name, KT_BACKEND_CPU, NULL);
-        kt_record_id(id, 1);
+        kt_record_dispatch(&(kt_dispatch_t){.kernel = id, .duration_ns = 1});
     }
     return NULL;
 }
@@ -162,7 +162,7 @@ static void test_fork_while_registering(void **state)
             char name[64];
             snprintf(name, sizeof name, "child_%d", i);
             kt_kernel_id_t id = kt_kernel_intern(name, KT_BACKEND_CPU, NULL);
-            kt_record_id(id, 7);
+            kt_record_dispatch(&(kt_dispatch_t){.kernel = id, .duration_ns = 7});
             pthread_t t;
             if (pthread_create(&t, NULL, short_lived, (void *)(uintptr_t)3) != 0 || pthread_join(t, NULL) != 0)
                 _exit(3);
