@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-/* clock.c's set-up, for the case where the counter is not the kernel's clocksource (the wider assumption). */
+/* hclock.c's set-up, for the case where the counter is not the kernel's clocksource (the wider assumption). */
 #define FIRST_SAMPLES 32
 #define FIRST_SPAN_NS 1000000.0
 #define REFRESH_READS 8
@@ -65,7 +65,7 @@ static int cmp_width(const void *a, const void *b)
     return (wx > wy) - (wx < wy);
 }
 
-/* Replay clock.c's schedule on one counter; returns points checked, adds contained ones. Points between a step
+/* Replay hclock.c's schedule on one counter; returns points checked, adds contained ones. Points between a step
  * and the first model fitted after it are skipped (nothing can know of a step before reading past it) and
  * counted in *blind. */
 static int replay(const counter_t *c, uint64_t seed, int *contained, int *blind, uint64_t *resets)
