@@ -108,7 +108,7 @@ int main(int argc, char **argv)
     for (int r = 0; r < files; r++) {
         kt_snapshot_t *s = synth(r, kernels);
         snprintf(path, sizeof path, "%s/rank%04d.json", dir, r);
-        if (kt_report_write(path, s, KT_FORMAT_JSON) != 0)
+        if (kt_report_write(path, s, KT_FORMAT_JSON, NULL) != 0)
             return 1;
         kt_snapshot_free(s);
         struct stat st;
@@ -135,7 +135,7 @@ int main(int argc, char **argv)
         return 1;
     double c = now_s();
     snprintf(path, sizeof path, "%s/merged.json", dir);
-    if (kt_report_write(path, merged, KT_FORMAT_JSON) != 0)
+    if (kt_report_write(path, merged, KT_FORMAT_JSON, NULL) != 0)
         return 1;
     double d = now_s(), cd = cpu_s();
     struct stat st;

@@ -161,13 +161,13 @@ static void measure_span_snapshot(void)
     close(fd);
     uint64_t w0 = kt_now_ns();
     FILE *f = fopen(path, "w");
-    int rc = f ? kt_report_print(f, snap, KT_FORMAT_JSON) : KT_EIO;
+    int rc = f ? kt_report_print(f, snap, KT_FORMAT_JSON, NULL) : KT_EIO;
     if (f)
         fclose(f);
     uint64_t w1 = kt_now_ns();
     kt_snapshot_t *back = NULL;
     char err[256];
-    int lrc = kt_snapshot_load(path, &back, err, sizeof err);
+    int lrc = kt_snapshot_load(path, NULL, &back, err, sizeof err);
     uint64_t r1 = kt_now_ns();
     struct stat stt;
     long long size = stat(path, &stt) == 0 ? (long long)stt.st_size : -1;

@@ -10,7 +10,7 @@
  *     KT_CPU_END(z);
  *     kt_record("upload", KT_BACKEND_CPU, 1500);   // or record a duration you measured (ns)
  *     kt_snapshot_t *s = kt_snapshot();            // merged, sorted by name, backend, device
- *     kt_report_print(stdout, s, KT_FORMAT_TEXT);  // [timing] blur  CPU  20  24.68 ms ...
+ *     kt_report_print(stdout, s, KT_FORMAT_TEXT, NULL); // [timing] blur  CPU  20  24.68 ms ...
  *     kt_snapshot_free(s);
  *
  * Reading snapshots back (kt_snapshot_load, <ktiming/analysis.h>) and comparing them (kt_compare,
@@ -24,7 +24,8 @@
  *   kt_record(name, b, ns)    any string, copied on first use. A per-thread pointer cache avoids hashing; a
  *                             hit is confirmed by comparing the string with the interned copy, so reusing a
  *                             buffer, or a library unloaded and another loaded at its address, is safe.
- *   kt_kernel_intern + kt_record_id / kt_record_dispatch   what backends use (ids are dense, from 1).
+ *   kt_kernel_intern + kt_record_dispatch   what backends use (ids are dense, from 1); a dispatch with only
+ *                             duration_ns set is a duration record, as kt_record's.
  * A kernel is the triple (name, backend, device); device NULL means "host" for the CPU, "default" otherwise.
  * Each thread writes only its own store (no lock, no shared cache line on the hot path); kt_snapshot() merges
  * them. Counts and totals are exact under any contention, a thread's records stay after it exits, and
@@ -58,7 +59,7 @@
  * (names x backends x devices) are interned; records for more are counted in kernels_dropped, never silent.
  *
  * Spans (for timelines) come from records that carry times: zones, kt_cpu_dispatch_2d, and kt_record_dispatch
- * with a start or end; kt_record/kt_record_id carry a duration only and add none. Each thread keeps up to
+ * with a start or end; kt_record and KT_RECORD carry a duration only and add none. Each thread keeps up to
  * span_capacity spans (desc, else env KTIMING_SPANS, else 16384; 0 = off). A full log never blocks and never
  * overwrites: the dispatch is still aggregated and counted in spans_dropped ("span log overflow"). `dropped`
  * is different: dispatches lost entirely before reaching the recorder (kt_record_drop, e.g. a full GPU query
@@ -170,7 +171,7 @@ typedef enum kt_errno_t {
  * can say what was lost and why. Columns: name (KT_DROP_<name>), display text (kt_drop_reason_name), identifier
  * written in the JSON snapshot (lower-case, '_' between words). */
 #define KT_DROP_REASON_MAP(XX)                                                                              \
-    /* kt_record_drop(): no reason given */                                                                 \
+    /* kt_record_drop(k, KT_DROP_UNSPECIFIED): none given */                                                \
     XX(UNSPECIFIED, "unspecified", "unspecified")                                                           \
     /* a backend's query/event ring had no free slot */                                                     \
     XX(RING_FULL, "ring full", "ring_full")                                                                 \
@@ -472,7 +473,7 @@ typedef enum kt_sort_t {
     KT_SORT_COUNT = 3  /* dispatch count, largest first */
 } kt_sort_t;
 
-/* Options of kt_report_print_opts / kt_report_write_opts. Zero-initialised = the defaults. */
+/* Options of kt_report_print / kt_report_write (NULL or zero-initialised = the defaults). */
 typedef struct kt_report_opts_t {
     kt_sort_t sort;     /* row order of text, markdown and CSV */
     const char *filter; /* fnmatch(3) glob on kernel names for text, markdown and CSV rows; NULL = every kernel */
@@ -523,21 +524,18 @@ KT_API void kt_reset(void); /* clears aggregates, samples and spans (waits for a
 
 /* Recording. */
 KT_API void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns);
-/* kt_record with the id cached in *site (a zero-initialised static at the call site; see KT_RECORD). */
-KT_API void kt_record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns);
 /* Names past 4,096 bytes are kept as their first bytes and "...[truncated]" (counted in names_truncated); no
  * call reads more than 4,097 bytes of a name. */
 KT_API kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device);
-KT_API void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns);
 /* One dispatch: aggregated (duration_ns), plus a span when start_ns or end_ns is set. With KT_SPAN_ERROR it
  * counts in `errors` instead of the aggregates (its span is still kept, flagged). */
 KT_API void kt_record_dispatch(const kt_dispatch_t *d);
-KT_API void kt_record_error(kt_kernel_id_t kernel); /* a dispatch that failed: `errors` */
-KT_API void kt_record_drop(kt_kernel_id_t kernel);  /* a dispatch lost before it could be timed: `dropped` */
-/* kt_record_drop with its reason (counted in dropped and dropped_by[reason]). */
-KT_API void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason);
-/* A dispatch that failed, with the API's name for the error (copied; the entry's last_error): `errors`. */
-KT_API void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name);
+/* A dispatch lost before it could be timed, and why: counted in `dropped` and dropped_by[reason] (a reason out of
+ * range counts as KT_DROP_UNSPECIFIED). */
+KT_API void kt_record_drop(kt_kernel_id_t kernel, kt_drop_reason_t reason);
+/* A dispatch that failed: counted in `errors`; error_name, the API's name for the error (copied), becomes the
+ * entry's last_error (NULL or "": none named). */
+KT_API void kt_record_error(kt_kernel_id_t kernel, const char *error_name);
 KT_API const char *kt_drop_reason_name(kt_drop_reason_t reason); /* "ring full", ...; "unknown" if out of range */
 KT_API uint32_t kt_queue_register(kt_backend_t backend, const char *device, const char *label);
 KT_API uint32_t kt_thread_ordinal(void); /* stable small number for the calling thread, from 1 */
@@ -568,19 +566,18 @@ KT_API void kt_snapshot_free(kt_snapshot_t *snap);
  * entry of any device. */
 KT_API const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, const char *name,
                                                   kt_backend_t backend, const char *device);
-KT_API int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format);
-/* Writes the report to path atomically (a temporary file beside it, then rename). On KT_EIO errno holds the
- * system's reason (strerror(errno): "No such file or directory", "Permission denied", ...). */
-KT_API int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format);
+/* Prints the report in `format`; opts: row order, name filter, per-API block (NULL = the defaults). 0, KT_EINVAL,
+ * KT_EIO. */
+KT_API int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format, const kt_report_opts_t *opts);
+/* Writes the report to path atomically (a temporary file beside it, then rename), as kt_report_print would print
+ * it (opts NULL = the defaults). On KT_EIO errno holds the system's reason (strerror(errno): "No such file or
+ * directory", "Permission denied", ...). */
+KT_API int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format,
+                           const kt_report_opts_t *opts);
 /* Expands an output path template as KTIMING_OUTPUT / KTIMING_TRACE / `ktiming run -o` do: %p the pid (pid < 0:
  * the calling process's), %h the host name, %r the MPI-style rank (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
  * SLURM_PROCID; 0 without one), %% a '%'; anything else is kept. 0, KT_EINVAL, or KT_EFULL (out too small). */
 KT_API int kt_path_expand(const char *tmpl, long pid, char *out, size_t size);
-/* As kt_report_print / kt_report_write with options: row order, name filter, per-API block (NULL = defaults). */
-KT_API int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t format,
-                                const kt_report_opts_t *opts);
-KT_API int kt_report_write_opts(const char *path, const kt_snapshot_t *snap, kt_format_t format,
-                                const kt_report_opts_t *opts);
 /* Self-contained HTML report of `after` with a speedup view against `before` (NULL: a plain report).
  * compare_json: the JSON `ktiming compare` writes (ktiming/compare.h, KT_COMPARE_JSON), shown with its
  * verdicts and confidence intervals; NULL: ratios of sample medians without verdicts. 0, KT_EINVAL, KT_EIO. */
@@ -612,9 +609,8 @@ static inline kt_zone_t kt__zone_none(void) { kt_zone_t z = {0, 0}; return z; }
 /* kt_zone_end taking the zone by value, for KT_CPU_END: the zone never has its address taken, so it stays in
  * registers and a runtime-disabled zone folds to one load and a branch. */
 KT_API void kt__zone_end_id(kt_kernel_id_t kernel, uint64_t start_ns);
-/* Host API time (used by `ktiming run`'s interception libraries): a zone of kernel `api` of KT_BACKEND_HOST_API
- * around a blocking GPU API call, ended with kt_zone_end; one clock read at each end. */
-KT_API kt_zone_t kt__host_api_begin(kt_kernel_id_t *site_cache, const char *api);
+/* kt_record with the id cached in *site (a zero-initialised static at the call site), for KT_RECORD. */
+KT_API void kt__record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns);
 
 /* Scoped CPU zone. `name` must be the same string every time this site runs (it is interned once; a debug build
  * or KTIMING_CHECK=1 says so on stderr when it varies). For a name that varies, kt_zone_begin(NULL, name). */
@@ -630,7 +626,7 @@ KT_API kt_zone_t kt__host_api_begin(kt_kernel_id_t *site_cache, const char *api)
 #define KT_RECORD(name, backend, elapsed_ns)                                                               \
     do {                                                                                                   \
         static kt_kernel_id_t kt_site_id_ = 0;                                                             \
-        if (KT__ON()) kt_record_site(&kt_site_id_, (name), (backend), (elapsed_ns));                       \
+        if (KT__ON()) kt__record_site(&kt_site_id_, (name), (backend), (elapsed_ns));                      \
     } while (0)
 
 #else /* !KT_ENABLED: everything is a no-op, types stay */
@@ -648,16 +644,11 @@ static inline int kt_is_enabled(void) { return 0; }
 static inline void kt_reset(void) {}
 static inline void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns)
 { (void)name; (void)backend; (void)elapsed_ns; }
-static inline void kt_record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns)
-{ (void)site; (void)name; (void)backend; (void)elapsed_ns; }
 static inline kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device)
 { (void)name; (void)backend; (void)device; return 0; }
-static inline void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns) { (void)kernel; (void)elapsed_ns; }
 static inline void kt_record_dispatch(const kt_dispatch_t *d) { (void)d; }
-static inline void kt_record_error(kt_kernel_id_t kernel) { (void)kernel; }
-static inline void kt_record_drop(kt_kernel_id_t kernel) { (void)kernel; }
-static inline void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason) { (void)kernel; (void)reason; }
-static inline void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name) { (void)kernel; (void)error_name; }
+static inline void kt_record_drop(kt_kernel_id_t kernel, kt_drop_reason_t reason) { (void)kernel; (void)reason; }
+static inline void kt_record_error(kt_kernel_id_t kernel, const char *error_name) { (void)kernel; (void)error_name; }
 static inline const char *kt_drop_reason_name(kt_drop_reason_t reason) { (void)reason; return ""; }
 static inline uint32_t kt_queue_register(kt_backend_t backend, const char *device, const char *label)
 { (void)backend; (void)device; (void)label; return 0; }
@@ -676,18 +667,14 @@ static inline void kt_snapshot_free(kt_snapshot_t *snap) { (void)snap; }
 static inline const kt_kernel_timing_t *kt_snapshot_find(const kt_snapshot_t *snap, const char *name,
                                                          kt_backend_t backend, const char *device)
 { (void)snap; (void)name; (void)backend; (void)device; return NULL; }
-static inline int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format)
-{ (void)out; (void)snap; (void)format; return KT_EDISABLED; }
-static inline int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format)
-{ (void)path; (void)snap; (void)format; return KT_EDISABLED; }
+static inline int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format,
+                                  const kt_report_opts_t *opts)
+{ (void)out; (void)snap; (void)format; (void)opts; return KT_EDISABLED; }
+static inline int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format,
+                                  const kt_report_opts_t *opts)
+{ (void)path; (void)snap; (void)format; (void)opts; return KT_EDISABLED; }
 static inline int kt_path_expand(const char *tmpl, long pid, char *out, size_t size)
 { (void)tmpl; (void)pid; (void)out; (void)size; return KT_EDISABLED; }
-static inline int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t format,
-                                       const kt_report_opts_t *opts)
-{ (void)out; (void)snap; (void)format; (void)opts; return KT_EDISABLED; }
-static inline int kt_report_write_opts(const char *path, const kt_snapshot_t *snap, kt_format_t format,
-                                       const kt_report_opts_t *opts)
-{ (void)path; (void)snap; (void)format; (void)opts; return KT_EDISABLED; }
 static inline int kt_report_compare_html(FILE *out, const kt_snapshot_t *before, const kt_snapshot_t *after,
                                          const char *compare_json)
 { (void)out; (void)before; (void)after; (void)compare_json; return KT_EDISABLED; }
@@ -706,35 +693,6 @@ static inline int kt_cpu_threads(void) { return 1; }
 #define KT_RECORD(name, backend, elapsed_ns)
 
 #endif /* KT_ENABLED */
-
-/* ---------------------------------------------------------------------------------------------------
- * Helpers on timings (header-only, both modes)
- * ------------------------------------------------------------------------------------------------- */
-/* The mean, rounded down. Past 2^64 ns total_ns saturates: the exact total128 is divided instead (a quotient
- * under 2^64, since no duration reaches 2^64). */
-static inline uint64_t kt_timing_avg_ns(const kt_kernel_timing_t *t)
-{
-    uint64_t n = t->dispatch_count, hi = t->total128.hi, lo = t->total128.lo, q = 0;
-    if (!n)
-        return 0;
-    if (t->total_ns != UINT64_MAX || !hi || hi >= n)
-        return t->total_ns / n;
-    for (int i = 0; i < 64; i++) { /* (hi:lo) / n by shift and subtract; hi < n throughout */
-        uint64_t top = hi >> 63;
-        hi = hi << 1 | lo >> 63;
-        lo <<= 1;
-        q <<= 1;
-        if (top || hi >= n) {
-            hi -= n;
-            q |= 1;
-        }
-    }
-    return q;
-}
-static inline double kt_timing_avg_ms(const kt_kernel_timing_t *t) { return (double)kt_timing_avg_ns(t) / 1e6; }
-static inline double kt_timing_min_ms(const kt_kernel_timing_t *t) { return (double)t->min_ns / 1e6; }
-static inline double kt_timing_max_ms(const kt_kernel_timing_t *t) { return (double)t->max_ns / 1e6; }
-static inline double kt_timing_last_ms(const kt_kernel_timing_t *t) { return (double)t->last_ns / 1e6; }
 
 #ifdef __cplusplus
 }

@@ -173,7 +173,7 @@ static int run_phase(const plan_t *p, const char *label, kt_harness_run_cb blur,
     snprintf(path, sizeof path, "%s/%s", p->dir, file);
     kt_snapshot_t *snap = kt_snapshot();
     if (!snap) return KT_ENOMEM;
-    rc = kt_report_write(path, snap, KT_FORMAT_JSON);
+    rc = kt_report_write(path, snap, KT_FORMAT_JSON, NULL);
     kt_snapshot_free(snap);
     if (rc) fprintf(stderr, "%s: %s\n", path, kt_strerror(rc));
     else printf("  wrote %s\n", path);

@@ -223,7 +223,7 @@ static int phase(const char *label, variant_t *blur, variant_t *control, int qui
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     kt_snapshot_t *snap = kt_snapshot();
-    rc = snap ? kt_report_write(path, snap, KT_FORMAT_JSON) : KT_ENOMEM;
+    rc = snap ? kt_report_write(path, snap, KT_FORMAT_JSON, NULL) : KT_ENOMEM;
     kt_snapshot_free(snap);
     if (!rc) printf("  wrote %s\n", path);
     return rc;

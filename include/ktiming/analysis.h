@@ -2,11 +2,11 @@
  *
  *     kt_snapshot_t *s;
  *     char err[256];
- *     if (kt_snapshot_load("run.json", &s, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); ... }
- *     kt_report_print(stdout, s, KT_FORMAT_TEXT);
+ *     if (kt_snapshot_load("run.json", NULL, &s, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); ... }
+ *     kt_report_print(stdout, s, KT_FORMAT_TEXT, NULL);
  *     kt_snapshot_free(s);
  *
- * The format is the versioned schema "ktiming.snapshot" written by kt_report_write(..., KT_FORMAT_JSON) and
+ * The format is the versioned schema "ktiming.snapshot" written by kt_report_write(..., KT_FORMAT_JSON, opts) and
  * documented in docs/json-schema.md. Loaded snapshots follow the same memory contract as kt_snapshot() (see
  * kt_snapshot_t in ktiming.h) and are released with kt_snapshot_free(). Entries come back sorted by name,
  * backend, device (span entry indices are remapped when a file lists them in another order), spans sorted by
@@ -39,17 +39,7 @@ KT_API int kt_snapshot_parse(const char *json, size_t len, kt_snapshot_t **out, 
  * the parser's memory beyond a workstation's. */
 #define KT_SNAPSHOT_MAX_INPUT_DEFAULT ((size_t)1024 << 20)
 
-/* Reads the file at path and parses it as kt_snapshot_parse() does; "-" reads standard input. Returns the
- * same codes plus KT_EIO when the file cannot be read (errno is kept, the message names path). Messages
- * start with the path. Bounded: a regular file larger than KT_SNAPSHOT_MAX_INPUT_DEFAULT is refused before
- * reading, a stream after that many bytes (KT_EFULL); an input whose first byte after whitespace is not '{'
- * is refused at once (KT_EPARSE), so `/dev/zero` or a binary file fails fast. */
-KT_API int kt_snapshot_load(const char *path, kt_snapshot_t **out, char *errbuf, size_t errlen);
-/* kt_snapshot_load with another size limit (max_bytes > 0). */
-KT_API int kt_snapshot_load_max(const char *path, size_t max_bytes, kt_snapshot_t **out, char *errbuf,
-                                size_t errlen);
-
-/* Options of kt_snapshot_load_opts (zero-initialise for the defaults). */
+/* Options of kt_snapshot_load (NULL or zero-initialised = the defaults). */
 typedef struct kt_load_opts_t {
     size_t max_bytes; /* input size limit; 0: KT_SNAPSHOT_MAX_INPUT_DEFAULT */
     int skip_spans;   /* non-zero: statistics only; the span sections ("spans", "span_table") are neither read nor
@@ -57,12 +47,17 @@ typedef struct kt_load_opts_t {
                        * times faster) */
 } kt_load_opts_t;
 
-/* kt_snapshot_load with options (opts NULL: the defaults). */
-KT_API int kt_snapshot_load_opts(const char *path, const kt_load_opts_t *opts, kt_snapshot_t **out, char *errbuf,
-                                 size_t errlen);
+/* Reads the file at path and parses it as kt_snapshot_parse() does; "-" reads standard input. opts NULL: the
+ * defaults. Returns the same codes plus KT_EIO when the file cannot be read (errno is kept, the message names
+ * path). Messages start with the path. Bounded: a regular file larger than the limit (opts->max_bytes, else
+ * KT_SNAPSHOT_MAX_INPUT_DEFAULT) is refused before reading, a stream after that many bytes (KT_EFULL); an input
+ * whose first byte after whitespace is not '{' is refused at once (KT_EPARSE), so `/dev/zero` or a binary file
+ * fails fast. */
+KT_API int kt_snapshot_load(const char *path, const kt_load_opts_t *opts, kt_snapshot_t **out, char *errbuf,
+                            size_t errlen);
 
-/* Loads n files as kt_snapshot_load() does, on `threads` threads (<= 0: the online cores, at most 16), into
- * out[0..n) in order. On the first failure every loaded snapshot is freed, out[] is all NULL, and the code and
+/* Loads n files as kt_snapshot_load(path, NULL, ...) does, on `threads` threads (<= 0: the online cores, at most
+ * 16), into out[0..n) in order. On the first failure every loaded snapshot is freed, out[] is all NULL, and the code and
  * message (naming the file) are that failure's. */
 KT_API int kt_snapshot_load_many(const char *const *paths, size_t n, kt_snapshot_t **out, int threads,
                                  char *errbuf, size_t errlen);

@@ -36,7 +36,7 @@
  *
  * Failures. A command whose status ends negative is counted in the kernel's `errors`, with the status's name
  * (kt_cl_error_name) as the entry's last_error; so is an enqueue the driver refuses (kt_cl_enqueue_ndrange
- * records it itself and leaves the caller's event variable untouched; kt_cl_enqueue_failed for other calls).
+ * records it itself and leaves the caller's event variable untouched; an interception shim does so for other calls).
  * kt_cl_last_error() is the last failing cl_int. PoCL fires no callback for failed events, so kt_cl_flush /
  * kt_cl_detach / kt_flush / kt_shutdown / process exit poll the status of every tracked event (bounded) and
  * record what they find. Commands still unfinished when kt_cl_detach times out are counted as `dropped`; at
@@ -83,15 +83,14 @@
  *   KTIMING_LOG=path             verbose lines appended to this file instead of stderr (%p %h %r expanded)
  *   KTIMING_OPENCL_TIMEOUT_MS=n  bound on kt_cl_flush / kt_cl_detach waits (default 10000); exit uses
  *     KTIMING_EXIT_WAIT_MS
- *   KTIMING_OPENCL_COMMANDS=kernels|all  what an interception shim times (kt_cl_commands_all): kernels only, or
+ *   KTIMING_OPENCL_COMMANDS=kernels|all  what an interception shim times: kernels only, or
  *     transfers and other commands too (default all)
  *   KTIMING_OPENCL_COLLECTOR=0   no collector thread: callbacks finish records on the driver's thread
  *
  * For an interception shim (LD_PRELOAD, `ktiming run`): kt_cl_load() hands out the real entry points of the
  * loader libktiming opened (dlsym on that handle, so the shim's own interposed symbols are never returned);
- * kt_cl_queue_properties_profiled() adds CL_QUEUE_PROFILING_ENABLE to a property list for the shim's
- * clCreateCommandQueueWithProperties (for clCreateCommandQueue, OR the bit into the properties); and
- * clEnqueueNDRangeKernel is replaced by
+ * the shim creates queues with CL_QUEUE_PROFILING_ENABLE added to their properties; and clEnqueueNDRangeKernel is
+ * replaced by
  *
  *     kt_cl_ctx_t *kc;
  *     if (kt_cl_attach(queue, NULL, &kc) == 0)             // attaching is idempotent: a lookup after the first
@@ -238,11 +237,6 @@ typedef struct kt_cl_device_info_t {
  * 0, or KT_EUNAVAILABLE when the library or a required entry point is missing. */
 KT_API int kt_cl_load(const kt_cl_api_t **api);
 
-/* Choose the loader library before the first kt_cl_load (overrides KTIMING_OPENCL_LIBRARY; an interception
- * layer points libktiming at its pass-through library this way, without setenv). 0, KT_EINVAL (NULL, empty or
- * too long), KT_ESTATE (already loaded: the choice is ignored). */
-KT_API int kt_cl_use_library(const char *path);
-
 /* Attach a command queue. Retains the queue until kt_cl_detach. Calibrates the device clock on the first
  * attach to a device (a few ms: a private queue on a private context, markers waited on), unless kt_cl_prepare
  * did it already (or waits for the one it started). Attaching an
@@ -282,26 +276,12 @@ KT_API int kt__cl_track_launch(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kerne
 KT_API int kt_cl_track_command(kt_cl_ctx_t *ctx, cl_event event, const char *name, uint64_t bytes,
                                uint64_t enqueue_ns);
 
-/* An enqueue the driver refused (error != CL_SUCCESS): counted in `errors` of the kernel (name NULL: its
- * CL_KERNEL_FUNCTION_NAME) or command `name`, with the error's name (kt_cl_error_name) as the entry's
- * last_error. kt_cl_enqueue_ndrange does this itself. */
-KT_API void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error);
-
 /* The name of an OpenCL error code ("CL_INVALID_WORK_GROUP_SIZE"); "CL_UNKNOWN_ERROR" for others. */
 KT_API const char *kt_cl_error_name(cl_int error);
 
 /* The cl_int of the last OpenCL failure ktiming saw (a refused enqueue, a command that ended with a negative
  * status, a failed query at attach), 0 if none. Process-wide. */
 KT_API int kt_cl_last_error(void);
-
-/* Whether transfers and other commands are timed too (KTIMING_OPENCL_COMMANDS=all, the default) or only
- * kernels (KTIMING_OPENCL_COMMANDS=kernels). For shims. */
-KT_API int kt_cl_commands_all(void);
-
-/* Whether ktiming holds a reference to this event now (it retains a program's event while the command is in
- * flight): a shim subtracts it from CL_EVENT_REFERENCE_COUNT so the program reads the count it would without
- * ktiming. Looks through every record in flight: for such queries, not for a hot path. */
-KT_API int kt_cl_event_held(cl_event event);
 
 /* clEnqueueNDRangeKernel on the attached queue, tracked under the kernel's function name. Same arguments
  * and return value as clEnqueueNDRangeKernel; when event is NULL an event is created for tracking and
@@ -354,9 +334,6 @@ KT_API int kt_cl_stats(const kt_cl_ctx_t *ctx, kt_cl_stats_t *info);
  * return is 0, or the KT_E* the detection ended with (clock.clock_domain then reads "unknown"). */
 KT_API int kt_cl_device_info(cl_device_id device, kt_cl_device_info_t *info);
 
-/* Copy a zero-terminated queue property list into out (capacity cap entries) with CL_QUEUE_PROFILING_ENABLE
- * added to CL_QUEUE_PROPERTIES (appending the pair if absent). in may be NULL. KT_EFULL if cap is short. */
-KT_API int kt_cl_queue_properties_profiled(const cl_queue_properties *in, cl_queue_properties *out, size_t cap);
 /* A primitive backend (ktiming/primitive.h) on a profiling queue (retained until kt_primitive_backend_destroy):
  * kernel callbacks get the cl_command_queue and enqueue one dispatch; marks are markers' END stamps mapped
  * through the device's clock model. KT_ENOTSUP for a queue without CL_QUEUE_PROFILING_ENABLE. */
@@ -388,20 +365,12 @@ static inline void kt_cl_shutdown(void) {}
 static inline int kt_cl_track_command(kt_cl_ctx_t *ctx, cl_event event, const char *name, uint64_t bytes,
                                       uint64_t enqueue_ns)
 { (void)ctx; (void)event; (void)name; (void)bytes; (void)enqueue_ns; return 0; }
-static inline void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error)
-{ (void)ctx; (void)kernel; (void)name; (void)error; }
 static inline const char *kt_cl_error_name(cl_int error) { (void)error; return ""; }
 static inline int kt_cl_last_error(void) { return 0; }
-static inline int kt_cl_commands_all(void) { return 0; }
-static inline int kt_cl_event_held(cl_event event) { (void)event; return 0; }
-static inline int kt_cl_use_library(const char *path) { (void)path; return KT_EDISABLED; }
 static inline int kt_cl_stats(const kt_cl_ctx_t *ctx, kt_cl_stats_t *info)
 { (void)ctx; (void)info; return KT_EDISABLED; }
 static inline int kt_cl_device_info(cl_device_id device, kt_cl_device_info_t *info)
 { (void)device; (void)info; return KT_EDISABLED; }
-static inline int kt_cl_queue_properties_profiled(const cl_queue_properties *in, cl_queue_properties *out,
-                                                  size_t cap)
-{ (void)in; (void)out; (void)cap; return KT_EDISABLED; }
 static inline int kt_cl_primitive_backend_create(cl_command_queue queue, kt_primitive_backend_t *out)
 { (void)queue; if (out) { out->ops = NULL; out->ctx = NULL; } return KT_EDISABLED; }
 static inline cl_int kt_cl_enqueue_ndrange(kt_cl_ctx_t *ctx, cl_kernel kernel, cl_uint work_dim,

@@ -2030,24 +2030,6 @@ static int read_all(FILE *f, size_t max, size_t size_hint, char **data, size_t *
     return 0;
 }
 
-int kt_snapshot_load(const char *path, kt_snapshot_t **out, char *errbuf, size_t errlen)
-{
-    return kt_snapshot_load_max(path, KT_SNAPSHOT_MAX_INPUT_DEFAULT, out, errbuf, errlen);
-}
-
-int kt_snapshot_load_max(const char *path, size_t max_bytes, kt_snapshot_t **out, char *errbuf, size_t errlen)
-{
-    kt_load_opts_t o = {.max_bytes = max_bytes};
-    if (!max_bytes) { /* 0 is an error here, the default in kt_load_opts_t */
-        load_ctx_t c;
-        ctx_init(&c, errbuf, errlen);
-        if (out)
-            *out = NULL;
-        return fail(&c, KT_EINVAL, "no path, output pointer or size limit");
-    }
-    return kt_snapshot_load_opts(path, &o, out, errbuf, errlen);
-}
-
 int kt__load_duplicate_error(const char *path, size_t first, size_t second, char *errbuf, size_t errlen)
 {
     load_ctx_t c;
@@ -2060,8 +2042,7 @@ int kt__load_duplicate_error(const char *path, size_t first, size_t second, char
 static int load_file(const char *path, const kt_load_opts_t *opts, const kt__entry_sink_t *sink, kt_snapshot_t **out,
                      char *errbuf, size_t errlen);
 
-int kt_snapshot_load_opts(const char *path, const kt_load_opts_t *opts, kt_snapshot_t **out, char *errbuf,
-                          size_t errlen)
+int kt_snapshot_load(const char *path, const kt_load_opts_t *opts, kt_snapshot_t **out, char *errbuf, size_t errlen)
 {
     return load_file(path, opts, NULL, out, errbuf, errlen);
 }

@@ -29,7 +29,7 @@ static void *loader(void *arg)
         size_t i = atomic_fetch_add(&m->next, 1);
         if (i >= m->n || atomic_load(&m->failed))
             return NULL;
-        int rc = kt_snapshot_load(m->paths[i], &m->out[i], err, sizeof err);
+        int rc = kt_snapshot_load(m->paths[i], NULL, &m->out[i], err, sizeof err);
         if (rc) {
             pthread_mutex_lock(&m->lock);
             if (!m->rc) {

@@ -13,7 +13,7 @@ typedef struct kt__entry_sink_t {
     void *user;
 } kt__entry_sink_t;
 
-/* kt_snapshot_load_opts, with every entry given to sink: *out then has no entries (count 0); everything else is
+/* kt_snapshot_load, with every entry given to sink: *out then has no entries (count 0); everything else is
  * read and checked as usual, except what needs the entries together: their order and the duplicate check
  * (the sink's owner does those; kt__load_duplicate_error says it as the loader does) and the spans' entry
  * indices, which stay the file's. */

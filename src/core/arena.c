@@ -14,7 +14,7 @@
 #include "core/internal.h"
 #include "core/service.h"
 
-#include <ktiming/run_arena.h>
+#include "shared/run_arena.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
 #include "core/internal.h"
 #include "core/service.h"
 
-#include <ktiming/output.h>
+#include "shared/output.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -14,7 +14,7 @@
 static void exit_write_one(const char *var, const char *path, const kt_snapshot_t *snap, kt_format_t format)
 {
     errno = 0;
-    int rc = kt_report_write(path, snap, format);
+    int rc = kt_report_write(path, snap, format, NULL);
     if (rc == KT_EIO && errno == ENXIO)
         fprintf(stderr, "ktiming: %s=%s: a FIFO nobody opened for reading within %d ms: not written\n", var, path,
                 KT_OUTPUT_FIFO_WAIT_MS);
@@ -90,7 +90,7 @@ void kt__exit_write(void)
         if (trace)
             exit_write_one(KT_ENV_NAME(TRACE), trace, snap, KT_FORMAT_CHROME);
         if (want_report) /* KTIMING_REPORT=lines: the seed's grep-friendly lines; anything else: the table */
-            kt_report_print(stderr, snap, !strcmp(rep, "lines") ? KT_FORMAT_LINES : KT_FORMAT_TEXT);
+            kt_report_print(stderr, snap, !strcmp(rep, "lines") ? KT_FORMAT_LINES : KT_FORMAT_TEXT, NULL);
     }
     kt_snapshot_free(snap);
 }

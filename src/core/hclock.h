@@ -1,5 +1,5 @@
 /* hclock.h — internal: the host clock's hot path: read the cheapest trustworthy counter, convert it to
- * CLOCK_MONOTONIC_RAW ns with a multiply-shift fitted by clock.c (docs/host-clock.md). */
+ * CLOCK_MONOTONIC_RAW ns with a multiply-shift fitted by hclock.c (docs/host-clock.md). */
 #ifndef KT_CORE_HCLOCK_H
 #define KT_CORE_HCLOCK_H
 
@@ -36,7 +36,7 @@ enum { KT__HC_CLOCK_GETTIME = 0, KT__HC_COUNTER = 1 };
 typedef struct kt__hclock_t {
     _Atomic uint32_t mode;   /* KT__HC_CLOCK_GETTIME until the counter is trusted and calibrated */
     _Atomic uint32_t seq;    /* seqlock: odd while the piece is rewritten */
-    _Atomic uint64_t due;    /* counter value at which clock.c is called before converting (refresh, slew end) */
+    _Atomic uint64_t due;    /* counter value at which hclock.c is called before converting (refresh, slew end) */
     _Atomic uint64_t tick0;  /* anchor tick */
     _Atomic uint64_t ns0;    /* CLOCK_MONOTONIC_RAW ns at the anchor */
     _Atomic uint64_t mult;   /* ns per tick, fixed point */

@@ -1,4 +1,4 @@
-/* hclock_decide.c — which host counter to trust, from facts gathered by clock.c (pure: unit-tested alone). */
+/* hclock_decide.c — which host counter to trust, from facts gathered by hclock.c (pure: unit-tested alone). */
 #include "core/hclock_decide.h"
 
 #include <stdio.h>

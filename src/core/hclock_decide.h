@@ -7,7 +7,7 @@
 /* KTIMING_CLOCK values. */
 enum { KT__HC_REQ_AUTO = 0, KT__HC_REQ_COUNTER = 1, KT__HC_REQ_GETTIME = 2, KT__HC_REQ_INVALID = 3 };
 
-/* What clock.c found out about the counter. */
+/* What hclock.c found out about the counter. */
 typedef struct kt__hc_facts_t {
     int have_counter;               /* the architecture has one (x86-64 TSC, aarch64 CNTVCT_EL0) */
     int is_x86;                     /* x86-64: the Linux flags below apply */

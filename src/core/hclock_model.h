@@ -51,11 +51,11 @@ typedef struct kt__hcm_stats_t {
  * 0, or -1 when the counter cannot be calibrated. Sets kt__hc.mode to KT__HC_COUNTER on success. */
 int kt__hcm_start(int kernel_counter, int may_fall_back);
 void kt__hcm_stats(kt__hcm_stats_t *out);
-/* fork: the model's lock held across it (clock.c's handlers). */
+/* fork: the model's lock held across it (hclock.c's handlers). */
 void kt__hcm_fork_prepare(void);
 void kt__hcm_fork_release(void);
 
-/* Supplied by the embedder (clock.c; the tests' doubles): */
+/* Supplied by the embedder (hclock.c; the tests' doubles): */
 /* Re-read the kernel's clocksource; 1 when it differs from the last reading (*kernel_counter: whether it is
  * now the counter). Called under the model's lock at a refresh, at most every 100 ms unless kernel_counter. */
 int kt__hcm_source_changed(int *kernel_counter);

@@ -60,7 +60,7 @@ void kt__registry_fork_release(void);
 void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end_ns);
 
 /* Host clock without the call through the exported symbol: CLOCK_MONOTONIC_RAW ns from the counter chosen by
- * kt__hclock_init (hclock.h, clock.c). */
+ * kt__hclock_init (hclock.h, hclock.c). */
 static inline uint64_t kt__now(void) { return kt__hc_now(); }
 /* The same for CPU zone ends (an unordered counter read: hclock.h says why). */
 static inline uint64_t kt__now_zone(void) { return kt__hc_now_zone(); }
@@ -68,7 +68,7 @@ static inline uint64_t kt__now_zone(void) { return kt__hc_now_zone(); }
 static inline uint64_t kt__now_zone_begin(void) { return kt__hc_now_begin(1); }
 static inline uint64_t kt__now_begin(void) { return kt__hc_now_begin(0); }
 
-/* Choose and calibrate the host counter, publish the host device record (first initialisation, clock.c). */
+/* Choose and calibrate the host counter, publish the host device record (first initialisation, hclock.c). */
 void kt__hclock_init(void);
 
 /* ---------------------------------------------------------------------------------------------------
@@ -100,7 +100,7 @@ uint64_t kt__names_truncated(void);
 /* Intern through the calling thread's pointer cache (for call sites that pass a string each time). */
 kt_kernel_id_t kt__kernel_lookup_cached(const char *name, kt_backend_t backend);
 
-/* The API's name of the kernel's most recent error (kt_record_error_name) in this reset generation, copied
+/* The API's name of the kernel's most recent error (kt_record_error) in this reset generation, copied
  * into buf ("" if none). */
 void kt__kernel_last_error(kt_kernel_id_t id, char *buf, size_t size);
 /* Sets it (copied, truncated to 47 bytes). Errors are rare: this takes a lock. */

@@ -420,7 +420,8 @@ static __attribute__((noinline)) void record_id_slow(kt_kernel_id_t kernel, uint
         slot_add_full(s, sl, elapsed_ns, 0);
 }
 
-void kt_record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns)
+/* A duration record by id (kt__record_site's hot path: no span, no bytes, no error). */
+static void record_id(kt_kernel_id_t kernel, uint64_t elapsed_ns)
 {
     if (!kt__on())
         return;
@@ -518,7 +519,7 @@ void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns)
     record_name_slow(name, backend, elapsed_ns);
 }
 
-void kt_record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns)
+void kt__record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend, uint64_t elapsed_ns)
 {
     if (!kt__on())
         return;
@@ -527,7 +528,7 @@ void kt_record_site(kt_kernel_id_t *site, const char *name, kt_backend_t backend
         id = kt_kernel_intern(name, backend, NULL);
         __atomic_store_n(site, id, __ATOMIC_RELAXED);
     }
-    kt_record_id(id, elapsed_ns);
+    record_id(id, elapsed_ns);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -683,7 +684,7 @@ void kt__record_host_span(kt_kernel_id_t kernel, uint64_t start_ns, uint64_t end
 }
 
 
-void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name)
+void kt_record_error(kt_kernel_id_t kernel, const char *error_name)
 {
     if (!kt__on())
         return;
@@ -696,7 +697,7 @@ void kt_record_error_name(kt_kernel_id_t kernel, const char *error_name)
     counter_add(&KT__LD(&sl->cold)->errors);
 }
 
-void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason)
+void kt_record_drop(kt_kernel_id_t kernel, kt_drop_reason_t reason)
 {
     if (!kt__on())
         return;
@@ -711,9 +712,7 @@ void kt_record_drop_reason(kt_kernel_id_t kernel, kt_drop_reason_t reason)
     counter_add(&c->dropped);
 }
 
-void kt_record_drop(kt_kernel_id_t kernel) { kt_record_drop_reason(kernel, KT_DROP_UNSPECIFIED); }
 
-void kt_record_error(kt_kernel_id_t kernel) { kt_record_error_name(kernel, NULL); }
 
 /* Waits for a snapshot in progress: a snapshot reads one generation from start to end. */
 void kt_reset(void)

@@ -161,7 +161,7 @@ void kt__nap_ns(uint64_t ns);
  * max_nap_ns; a nap never goes past the deadline. No lock is held by the helper; step runs on the calling
  * thread, so it may take the backend's locks and call the driver (pin the context set inside it, or before the
  * call). Nothing is counted: at stop the backend records what the returned value stands for as dropped with
- * KT_DROP_IN_FLIGHT_AT_EXIT (kt_record_drop_reason per command it still holds), at flush it leaves it in
+ * KT_DROP_IN_FLIGHT_AT_EXIT (kt_record_drop per command it still holds), at flush it leaves it in
  * flight for the next flush.
  *
  * The default policy is the OpenCL flush's: spin (yield) 1 ms, naps from 50 us doubling to 2 ms. A backend that

@@ -1,9 +1,9 @@
 /* output.c — kt_output_*: the one file writer (atomic replacement of regular files, write-through of special
  * files, symlinks resolved to the target they name unless the kernel's protected_symlinks rule would refuse them,
- * a replaced file's mode kept); see ktiming/output.h. */
+ * a replaced file's mode kept); see src/shared/output.h. */
 #include "export/export.h"
 
-#include <ktiming/output.h>
+#include "shared/output.h"
 
 #include <errno.h>
 #include <fcntl.h>

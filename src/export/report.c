@@ -1,7 +1,7 @@
 /* report.c — kt_report_print() and kt_report_write(): format dispatch, C numeric locale, file writes. */
 #include "export/export.h"
 
-#include <ktiming/output.h>
+#include "shared/output.h"
 
 #include <locale.h>
 #include <stdlib.h>
@@ -23,12 +23,7 @@ static int export_dispatch(FILE *out, const kt_snapshot_t *snap, kt_format_t for
     return KT_EINVAL;
 }
 
-int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format)
-{
-    return kt_report_print_opts(out, snap, format, NULL);
-}
-
-int kt_report_print_opts(FILE *out, const kt_snapshot_t *snap, kt_format_t format, const kt_report_opts_t *opts)
+int kt_report_print(FILE *out, const kt_snapshot_t *snap, kt_format_t format, const kt_report_opts_t *opts)
 {
     if (!out || !snap || (opts && (unsigned)opts->sort > KT_SORT_COUNT))
         return KT_EINVAL;
@@ -55,14 +50,9 @@ int kt__c_numeric_leave(kt__c_numeric_t l, FILE *out, int rc)
     return rc;
 }
 
-/* Through the one output writer (ktiming/output.h): atomic replacement of a regular file, write-through of a
+/* Through the one output writer (src/shared/output.h): atomic replacement of a regular file, write-through of a
  * FIFO or device, a symlink's target replaced. */
-int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format)
-{
-    return kt_report_write_opts(path, snap, format, NULL);
-}
-
-int kt_report_write_opts(const char *path, const kt_snapshot_t *snap, kt_format_t format, const kt_report_opts_t *opts)
+int kt_report_write(const char *path, const kt_snapshot_t *snap, kt_format_t format, const kt_report_opts_t *opts)
 {
     if (!path || !*path || !snap || (unsigned)format > KT_FORMAT_LINES)
         return KT_EINVAL;
@@ -70,7 +60,7 @@ int kt_report_write_opts(const char *path, const kt_snapshot_t *snap, kt_format_
     int rc = kt_output_open(path, 0, &o);
     if (rc != 0)
         return rc;
-    rc = kt_report_print_opts(kt_output_file(o), snap, format, opts);
+    rc = kt_report_print(kt_output_file(o), snap, format, opts);
     if (rc != 0) {
         kt_output_abort(o);
         return rc;

@@ -129,7 +129,7 @@ static int serialise(const kt_snapshot_t *s, char **buf, size_t *len)
     FILE *f = open_memstream(buf, len);
     if (!f)
         return KT_ENOMEM;
-    int rc = kt_report_print(f, s, KT_FORMAT_JSON);
+    int rc = kt_report_print(f, s, KT_FORMAT_JSON, NULL);
     if (fclose(f) != 0 && !rc)
         rc = KT_ENOMEM;
     if (rc) {
@@ -285,7 +285,7 @@ int kt_mpi_gather_snapshot(MPI_Comm comm, int root, const char *path, kt_snapsho
         if (run_dir && *run_dir) {
             char p[4096];
             if (snprintf(p, sizeof p, "%s/%ld.json", run_dir, (long)getpid()) < (int)sizeof p)
-                kt_report_write(p, snap, KT_FORMAT_JSON);
+                kt_report_write(p, snap, KT_FORMAT_JSON, NULL);
         }
         if (path && (size_t)size > span_rank_limit()) { /* spans stay in this rank's own file */
             char tmpl[4096], p[4096];
@@ -293,7 +293,7 @@ int kt_mpi_gather_snapshot(MPI_Comm comm, int root, const char *path, kt_snapsho
             if (!wrc)
                 wrc = rank_path(tmpl, rank, p, sizeof p);
             if (!wrc)
-                wrc = kt_report_write(p, snap, KT_FORMAT_JSON);
+                wrc = kt_report_write(p, snap, KT_FORMAT_JSON, NULL);
             if (wrc)
                 fprintf(stderr, "ktiming mpi: rank %d's own snapshot: %s\n", rank, kt_strerror(wrc));
             free(snap->spans);
@@ -321,11 +321,11 @@ int kt_mpi_gather_snapshot(MPI_Comm comm, int root, const char *path, kt_snapsho
         if (!rc && path) {
             char p[4096];
             rc = kt_path_expand(path, -1, p, sizeof p);
-            if (!rc && (rc = kt_report_write(p, merged, KT_FORMAT_JSON)) != 0)
+            if (!rc && (rc = kt_report_write(p, merged, KT_FORMAT_JSON, NULL)) != 0)
                 fprintf(stderr, "ktiming mpi: cannot write %s: %s\n", p, kt_strerror(rc));
             const char *trace = kt__env(KT_ENV_NAME(MPI_TRACE));
             if (!rc && trace && *trace && !(rc = kt_path_expand(trace, -1, p, sizeof p)) &&
-                (rc = kt_report_write(p, merged, KT_FORMAT_CHROME)) != 0)
+                (rc = kt_report_write(p, merged, KT_FORMAT_CHROME, NULL)) != 0)
                 fprintf(stderr, "ktiming mpi: cannot write %s: %s\n", p, kt_strerror(rc));
         }
     }

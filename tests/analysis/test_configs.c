@@ -18,7 +18,7 @@ static char *render(const kt_snapshot_t *s)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    assert_int_equal(kt_report_print(f, s, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_print(f, s, KT_FORMAT_JSON, NULL), 0);
     fclose(f);
     return buf;
 }

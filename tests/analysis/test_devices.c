@@ -119,7 +119,7 @@ static void test_identity_round_trip(void **state)
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    assert_int_equal(kt_report_print(f, s, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_print(f, s, KT_FORMAT_JSON, NULL), 0);
     fclose(f);
     assert_non_null(strstr(text, "\"version\": 5"));
     kt_snapshot_t *r = NULL;

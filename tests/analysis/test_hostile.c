@@ -40,7 +40,7 @@ static char *capture_report(const kt_snapshot_t *s, kt_format_t f)
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
     assert_non_null(m);
-    int rc = kt_report_print(m, s, f);
+    int rc = kt_report_print(m, s, f, NULL);
     fclose(m);
     assert_int_equal(rc, 0);
     return buf;
@@ -62,7 +62,7 @@ static void test_every_format(void **state)
     kt_kernel_id_t k = kt_kernel_intern(HOSTILE_KERNEL, KT_BACKEND_OPENCL, HOSTILE_DEVICE);
     assert_true(k != 0);
     for (uint64_t d = 1; d <= 20; d++)
-        kt_record_id(k, 1000 + d * 10);
+        kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 1000 + d * 10});
     kt_snapshot_t *a = hostile_snapshot(101), *b = hostile_snapshot(102), *merged = NULL;
     const kt_snapshot_t *in[2] = {a, b};
     assert_int_equal(kt_snapshot_merge(in, 2, NULL, &merged), 0);

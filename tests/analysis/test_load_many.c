@@ -28,10 +28,10 @@ static void test_load_many(void **state)
     for (int i = 0; i < FILES; i++) {
         kt_reset();
         for (int j = 0; j <= i; j++)
-            kt_record_id(k, (uint64_t)(100 + j));
+            kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = (uint64_t)(100 + j)});
         kt_snapshot_t *s = kt_snapshot();
         snprintf(paths[i], sizeof paths[i], "%s/f%02d.json", dir, i);
-        assert_int_equal(kt_report_write(paths[i], s, KT_FORMAT_JSON), 0);
+        assert_int_equal(kt_report_write(paths[i], s, KT_FORMAT_JSON, NULL), 0);
         kt_snapshot_free(s);
     }
     const char *p[FILES];

@@ -386,7 +386,7 @@ static void test_arguments(void **state)
     assert_int_equal(kt_snapshot_parse("{\"a\":", 5, &s, err, 4), KT_EPARSE);
     assert_int_equal(strlen(err), 3);
     assert_int_equal(err[4], 'x');
-    assert_int_equal(kt_snapshot_load(NULL, &s, err, sizeof err), KT_EINVAL);
+    assert_int_equal(kt_snapshot_load(NULL, NULL, &s, err, sizeof err), KT_EINVAL);
 }
 
 /* xorshift64*: deterministic corruption for the test below. */

@@ -34,9 +34,9 @@ static kt_snapshot_t *make_part(int part)
         kt_record_dispatch(&disp);
     }
     if (part == 1) {
-        kt_record_id(b, 5);
-        kt_record_drop_reason(b, KT_DROP_RING_FULL);
-        kt_record_error_name(k, "E_TEST");
+        kt_record_dispatch(&(kt_dispatch_t){.kernel = b, .duration_ns = 5});
+        kt_record_drop(b, KT_DROP_RING_FULL);
+        kt_record_error(k, "E_TEST");
     }
     kt_snapshot_t *s = kt_snapshot();
     assert_non_null(s);
@@ -178,7 +178,7 @@ static void test_exact_and_associative(void **state)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(kt_report_print(f, abc, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_print(f, abc, KT_FORMAT_JSON, NULL), 0);
     fclose(f);
     kt_snapshot_t *back;
     char err[256];
@@ -211,8 +211,8 @@ static void test_v1_with_v2(void **state)
     assert_int_equal(kt_snapshot_parse(v1, sizeof v1 - 1, &old, err, sizeof err), 0);
     kt_reset();
     kt_kernel_id_t k = kt_kernel_intern("k", KT_BACKEND_CPU, NULL);
-    kt_record_id(k, 400);
-    kt_record_id(k, 500);
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 400});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 500});
     cur = kt_snapshot();
     const kt_snapshot_t *in[2] = {old, cur};
     assert_int_equal(kt_snapshot_merge(in, 2, NULL, &m), 0);
@@ -281,7 +281,7 @@ static void test_output_template(void **state)
     snprintf(trace, sizeof trace, "%s/trace-5.json.%ld", dir, (long)pid);
     kt_snapshot_t *s;
     char err[256];
-    assert_int_equal(kt_snapshot_load(want, &s, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(want, NULL, &s, err, sizeof err), 0);
     assert_int_equal(s->pid, pid);
     assert_int_equal(s->rank, 5);
     assert_non_null(kt_snapshot_find(s, "templated", KT_BACKEND_CPU, NULL));

@@ -71,7 +71,7 @@ static char *json_of(const kt_snapshot_t *s)
     size_t len = 0;
     FILE *m = open_memstream(&text, &len);
     assert_non_null(m);
-    assert_int_equal(kt_report_print(m, s, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_print(m, s, KT_FORMAT_JSON, NULL), 0);
     assert_int_equal(fclose(m), 0);
     return text;
 }

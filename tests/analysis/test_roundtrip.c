@@ -136,23 +136,23 @@ static void test_load_file(void **state)
     char *dir = ktt_tmpdir("roundtrip");
     char *path = ktt_path(dir, "snap.json");
     kt_snapshot_t *s = fx_snapshot_full();
-    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON, NULL), 0);
     kt_snapshot_t *back = NULL;
     char err[256];
-    assert_int_equal(kt_snapshot_load(path, &back, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(path, NULL, &back, err, sizeof err), 0);
     char why[128];
     assert_int_equal(fx_snapshot_diff(s, back, why, sizeof why), 0);
     fx_free(back);
 
     char *missing = ktt_path(dir, "nope.json");
     back = (kt_snapshot_t *)1;
-    assert_int_equal(kt_snapshot_load(missing, &back, err, sizeof err), KT_EIO);
+    assert_int_equal(kt_snapshot_load(missing, NULL, &back, err, sizeof err), KT_EIO);
     assert_int_equal(errno, ENOENT);
     assert_null(back);
     assert_memory_equal(err, missing, strlen(missing)); /* the message starts with the path */
     assert_non_null(strstr(err, "No such file"));
     /* A directory is not a snapshot. */
-    assert_int_not_equal(kt_snapshot_load(dir, &back, err, sizeof err), 0);
+    assert_int_not_equal(kt_snapshot_load(dir, NULL, &back, err, sizeof err), 0);
     assert_null(back);
     free(missing);
     fx_free(s);

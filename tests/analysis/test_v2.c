@@ -18,7 +18,7 @@ static char *render_as(const kt_snapshot_t *s, kt_format_t format)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    assert_int_equal(kt_report_print(f, s, format), 0);
+    assert_int_equal(kt_report_print(f, s, format, NULL), 0);
     fclose(f);
     return buf;
 }
@@ -30,12 +30,12 @@ static void test_roundtrip_v2(void **state)
     (void)state;
     kt_reset();
     kt_kernel_id_t k = kt_kernel_intern("v2", KT_BACKEND_OPENCL, "dev");
-    kt_record_id(k, UINT64_MAX - 1);
-    kt_record_id(k, 7);
-    kt_record_drop_reason(k, KT_DROP_IN_FLIGHT_AT_EXIT);
-    kt_record_drop_reason(k, KT_DROP_RING_FULL);
-    kt_record_drop(k);
-    kt_record_error_name(k, "CL_OUT_OF_RESOURCES");
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = UINT64_MAX - 1});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 7});
+    kt_record_drop(k, KT_DROP_IN_FLIGHT_AT_EXIT);
+    kt_record_drop(k, KT_DROP_RING_FULL);
+    kt_record_drop(k, KT_DROP_UNSPECIFIED);
+    kt_record_error(k, "CL_OUT_OF_RESOURCES");
     kt_kernel_id_t w = kt_kernel_intern("clEnqueueWriteBuffer", KT_BACKEND_OPENCL, "dev");
     kt_dispatch_t d;
     memset(&d, 0, sizeof d);
@@ -76,7 +76,7 @@ static void test_roundtrip_v2(void **state)
     free(json);
 }
 
-/* kt_snapshot_load_opts with skip_spans: the statistics as a full load gives them, no spans, and span sections
+/* kt_snapshot_load with skip_spans: the statistics as a full load gives them, no spans, and span sections
  * that would be refused are not even read (what `ktiming run` uses for its summary). */
 static void write_text(const char *path, const char *text)
 {
@@ -182,9 +182,9 @@ static void test_load_skip_spans(void **state)
     write_text(path, json);
     kt_snapshot_t *full = NULL, *stats = NULL;
     char err[256];
-    assert_int_equal(kt_snapshot_load(path, &full, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(path, NULL, &full, err, sizeof err), 0);
     kt_load_opts_t o = {.skip_spans = 1};
-    if (kt_snapshot_load_opts(path, &o, &stats, err, sizeof err) != 0)
+    if (kt_snapshot_load(path, &o, &stats, err, sizeof err) != 0)
         fail_msg("%s", err);
     assert_int_equal(full->span_count, s->span_count);
     assert_int_equal(stats->span_count, 0);
@@ -207,8 +207,8 @@ static void test_load_skip_spans(void **state)
     assert_non_null(entry);
     entry[10] = '9'; /* the first span's entry index: 9..., beyond the one entry */
     write_text(path, json);
-    assert_int_not_equal(kt_snapshot_load(path, &full, err, sizeof err), 0);
-    assert_int_equal(kt_snapshot_load_opts(path, &o, &stats, err, sizeof err), 0);
+    assert_int_not_equal(kt_snapshot_load(path, NULL, &full, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(path, &o, &stats, err, sizeof err), 0);
     assert_int_equal(stats->count, 1);
     kt_snapshot_free(stats);
     /* not even tokenised: a span table holding what no JSON parser takes still gives the statistics */
@@ -221,14 +221,14 @@ static void test_load_skip_spans(void **state)
     snprintf(junk, strlen(json) + 32, "%.*s\"x\": nope, %s", (int)head, json, json + head);
     write_text(path, junk);
     free(junk);
-    assert_int_not_equal(kt_snapshot_load(path, &full, err, sizeof err), 0);
-    assert_int_equal(kt_snapshot_load_opts(path, &o, &stats, err, sizeof err), 0);
+    assert_int_not_equal(kt_snapshot_load(path, NULL, &full, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(path, &o, &stats, err, sizeof err), 0);
     assert_int_equal(stats->count, 1);
     assert_int_equal(stats->entries[0].dispatch_count, 50);
     kt_snapshot_free(stats);
     /* the size limit still holds */
     kt_load_opts_t tiny = {.max_bytes = 16, .skip_spans = 1};
-    assert_int_equal(kt_snapshot_load_opts(path, &tiny, &stats, err, sizeof err), KT_EFULL);
+    assert_int_equal(kt_snapshot_load(path, &tiny, &stats, err, sizeof err), KT_EFULL);
     assert_null(stats);
     unlink(path);
     free(json);

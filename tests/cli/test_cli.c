@@ -69,7 +69,7 @@ static char *write_fixture(const char *name)
 {
     char *path = ktt_path(g_dir, name);
     kt_snapshot_t *s = fx_snapshot_full();
-    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON, NULL), 0);
     fx_free(s);
     return path;
 }
@@ -156,8 +156,8 @@ static void test_report_ok(void **state)
     expect(r, 0, r.err, NULL);
     kt_snapshot_t *a = NULL, *b = NULL;
     char err[256], why[128];
-    assert_int_equal(kt_snapshot_load(snap, &a, err, sizeof err), 0);
-    assert_int_equal(kt_snapshot_load(copy, &b, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(snap, NULL, &a, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(copy, NULL, &b, err, sizeof err), 0);
     assert_int_equal(fx_snapshot_diff(a, b, why, sizeof why), 0);
     fx_free(a);
     fx_free(b);
@@ -260,7 +260,7 @@ static void test_demo(void **state)
 
     kt_snapshot_t *s = NULL;
     char err[256];
-    assert_int_equal(kt_snapshot_load(out, &s, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(out, NULL, &s, err, sizeof err), 0);
     assert_int_equal(s->count, 3);
     const char *names[] = {"box_blur", "reduce", "saxpy"}; /* sorted by name */
     for (size_t i = 0; i < 3; i++) {
@@ -284,7 +284,7 @@ static void test_demo(void **state)
     g_env[0] = g_env[1] = NULL;
     assert_non_null(strstr(r.err, "[timing] saxpy "));
     expect(r, 0, r.out, "[timing] box_blur ");
-    assert_int_equal(kt_snapshot_load(atexit_json, &s, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(atexit_json, NULL, &s, err, sizeof err), 0);
     assert_int_equal(s->count, 3);
     assert_int_equal(s->entries[2].dispatch_count, 10);
     fx_free(s);
@@ -429,7 +429,7 @@ static void test_report_hostile_names(void **state)
     fx_entry(s, 1, "bidi\xe2\x80\xae" "exe\xc2\x9b", KT_BACKEND_CPU, "host", 3, 2000, 900, 3100);
     fx_entry(s, 2, "<script>|x", KT_BACKEND_CPU, "host", 3, 3000, 900, 5100);
     char *path = ktt_path(g_dir, "hostile.json");
-    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON, NULL), 0);
     fx_free(s);
     for (int md = 0; md < 2; md++) {
         run_t r = run_cli(NULL, "report", "-f", md ? "markdown" : "text", path, NULL);
@@ -455,7 +455,7 @@ static void test_merge_same_process_refused(void **state)
         kt_snapshot_t *s = fx_snapshot_full();
         s->pid = 4100 + k;
         paths[k] = ktt_path(g_dir, k ? "mb.json" : "ma.json");
-        assert_int_equal(kt_report_write(paths[k], s, KT_FORMAT_JSON), 0);
+        assert_int_equal(kt_report_write(paths[k], s, KT_FORMAT_JSON, NULL), 0);
         fx_free(s);
     }
     char *merged = ktt_path(g_dir, "mab.json");
@@ -482,7 +482,7 @@ static void test_merge_devices_by_host(void **state)
         kt_snapshot_t *s = fx_snapshot_full();
         snprintf(s->host, sizeof s->host, "%s", k ? "n2" : "n1");
         paths[k] = ktt_path(g_dir, k ? "hb.json" : "ha.json");
-        assert_int_equal(kt_report_write(paths[k], s, KT_FORMAT_JSON), 0);
+        assert_int_equal(kt_report_write(paths[k], s, KT_FORMAT_JSON, NULL), 0);
         fx_free(s);
     }
     run_t r = run_cli(NULL, "merge", paths[0], paths[1], NULL);

@@ -22,7 +22,7 @@ static void write_snapshot(const char *path, double median_ns, uint64_t seed)
     kt_snapshot_t *s = synth_snapshot(2);
     synth_add(s, "kernel_a", KT_BACKEND_CPU, "host", 100, median_ns, 0.02, seed);
     synth_add(s, "kernel_b", KT_BACKEND_CPU, "host", 100, 5000.0, 0.02, seed + 100);
-    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON, NULL), 0);
     synth_free(s);
 }
 

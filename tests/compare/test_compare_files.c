@@ -142,8 +142,8 @@ static char *printed(const char *before, const char *after, const kt_compare_opt
     kt_compare_result_t r;
     if (whole) {
         kt_snapshot_t *s[2] = {NULL, NULL};
-        assert_int_equal(kt_snapshot_load_max(before, 1u << 30, &s[0], err, sizeof err), 0);
-        assert_int_equal(kt_snapshot_load_max(after, 1u << 30, &s[1], err, sizeof err), 0);
+        assert_int_equal(kt_snapshot_load(before, &(kt_load_opts_t){.max_bytes = 1u << 30}, &s[0], err, sizeof err), 0);
+        assert_int_equal(kt_snapshot_load(after, &(kt_load_opts_t){.max_bytes = 1u << 30}, &s[1], err, sizeof err), 0);
         filter_whole(s[0], glob);
         filter_whole(s[1], glob);
         assert_int_equal(kt_compare(s[0], s[1], o, &r), 0);
@@ -212,7 +212,7 @@ static void test_same_errors(void **state)
         assert_int_equal(ktt_write_file(bad, kBad[i], strlen(kBad[i])), 0);
         char want[512] = "", got[512] = "";
         kt_snapshot_t *s = NULL;
-        int rc = kt_snapshot_load_max(bad, 1u << 30, &s, want, sizeof want);
+        int rc = kt_snapshot_load(bad, &(kt_load_opts_t){.max_bytes = 1u << 30}, &s, want, sizeof want);
         assert_int_equal(rc, KT_EPARSE);
         kt__cmp_files_t *f = NULL;
         assert_int_equal(kt__compare_files_load(good, bad, 1u << 30, NULL, &f, got, sizeof got), rc);
@@ -260,8 +260,8 @@ static void test_memory(void **state)
     char err[512];
     size_t h0 = heap_used();
     kt_snapshot_t *s[2] = {NULL, NULL};
-    assert_int_equal(kt_snapshot_load_max(path, 1u << 30, &s[0], err, sizeof err), 0);
-    assert_int_equal(kt_snapshot_load_max(path, 1u << 30, &s[1], err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(path, &(kt_load_opts_t){.max_bytes = 1u << 30}, &s[0], err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(path, &(kt_load_opts_t){.max_bytes = 1u << 30}, &s[1], err, sizeof err), 0);
     size_t whole = heap_used() - h0;
     kt_snapshot_free(s[0]);
     kt_snapshot_free(s[1]);

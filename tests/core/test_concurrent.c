@@ -33,7 +33,7 @@ static void *writer(void *arg)
             continue;
         }
         uint64_t band = (uint64_t)atomic_load(&g_phase) * BAND;
-        kt_record_id(id, 100 + (n % 50));
+        kt_record_dispatch(&(kt_dispatch_t){.kernel = id, .duration_ns = 100 + (n % 50)});
         kt_record("conc_name", KT_BACKEND_CPU, 1000 + (uint64_t)i);
         KT_CPU_BEGIN(z, "conc_zone");
         KT_CPU_END(z);
@@ -214,7 +214,7 @@ static void test_reset_while_recording(void **state)
     kt_reset();
     kt_kernel_id_t id = kt_kernel_intern("conc_id", KT_BACKEND_CPU, NULL);
     for (int i = 0; i < 10; i++)
-        kt_record_id(id, 5);
+        kt_record_dispatch(&(kt_dispatch_t){.kernel = id, .duration_ns = 5});
     kt_snapshot_t *s = kt_snapshot();
     assert_int_equal(s->count, 1);
     assert_int_equal(s->entries[0].dispatch_count, 10);

@@ -28,7 +28,7 @@ static void test_enable_disable(void **state)
     assert_int_equal(kt_is_enabled(), 0);
     kt_record("ed", KT_BACKEND_CPU, 10);
     KT_RECORD("ed", KT_BACKEND_CPU, 10);
-    kt_record_id(kt_kernel_intern("ed", KT_BACKEND_CPU, NULL), 10);
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = kt_kernel_intern("ed", KT_BACKEND_CPU, NULL), .duration_ns = 10});
     kt_enable();
     assert_int_equal(kt_is_enabled(), 1);
     kt_record("ed", KT_BACKEND_CPU, 10);
@@ -39,16 +39,16 @@ static void test_reset(void **state)
 {
     (void)state;
     kt_kernel_id_t id = kt_kernel_intern("rs", KT_BACKEND_CPU, NULL);
-    kt_record_id(id, 5);
-    kt_record_error(id);
-    kt_record_drop(id);
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = id, .duration_ns = 5});
+    kt_record_error(id, NULL);
+    kt_record_drop(id, KT_DROP_UNSPECIFIED);
     kt_reset();
     kt_snapshot_t *s = kt_snapshot();
     assert_int_equal(s->count, 0); /* nothing at all after a reset */
     assert_int_equal(s->span_count, 0);
     kt_snapshot_free(s);
     assert_int_equal(kt_kernel_intern("rs", KT_BACKEND_CPU, NULL), id); /* ids stay valid */
-    kt_record_id(id, 7);
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = id, .duration_ns = 7});
     s = kt_snapshot();
     const kt_kernel_timing_t *t = kt_snapshot_find(s, "rs", KT_BACKEND_CPU, NULL);
     assert_non_null(t);
@@ -64,10 +64,10 @@ static void test_errors_and_drops(void **state)
     (void)state;
     kt_reset();
     kt_kernel_id_t id = kt_kernel_intern("ferr", KT_BACKEND_OPENCL, "dev0");
-    kt_record_id(id, 100);
-    kt_record_error(id);
-    kt_record_error(id);
-    kt_record_drop(id);
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = id, .duration_ns = 100});
+    kt_record_error(id, NULL);
+    kt_record_error(id, NULL);
+    kt_record_drop(id, KT_DROP_UNSPECIFIED);
     kt_dispatch_t d;
     memset(&d, 0, sizeof d);
     d.kernel = id;
@@ -84,7 +84,7 @@ static void test_errors_and_drops(void **state)
     kt_snapshot_free(s);
 
     /* An entry with only errors still appears. */
-    kt_record_error(kt_kernel_intern("only_err", KT_BACKEND_CUDA, NULL));
+    kt_record_error(kt_kernel_intern("only_err", KT_BACKEND_CUDA, NULL), NULL);
     s = kt_snapshot();
     t = kt_snapshot_find(s, "only_err", KT_BACKEND_CUDA, "default");
     assert_non_null(t);
@@ -125,10 +125,10 @@ static void test_interning(void **state)
     assert_int_equal(count_of("buf_b", KT_BACKEND_CPU), 2);
 
     /* Invalid ids are ignored, not crashes. */
-    kt_record_id(0, 1);
-    kt_record_id(60000, 1);
-    kt_record_error(0);
-    kt_record_drop(123456);
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = 0, .duration_ns = 1});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = 60000, .duration_ns = 1});
+    kt_record_error(0, NULL);
+    kt_record_drop(123456, KT_DROP_UNSPECIFIED);
     kt_record(NULL, KT_BACKEND_CPU, 1);
 }
 

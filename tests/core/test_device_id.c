@@ -166,7 +166,8 @@ static void test_publish_by_name(void **state)
     d.backend = KT_BACKEND_VULKAN;
     snprintf(d.name, sizeof d.name, "llvmpipe (LLVM 15.0.6, 256 bits)");
     kt_device_publish(&d);
-    kt_record_id(kt_kernel_intern("blur", KT_BACKEND_VULKAN, d.name), 5);
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = kt_kernel_intern("blur", KT_BACKEND_VULKAN, d.name),
+                                        .duration_ns = 5});
     kt_snapshot_t *s = kt_snapshot();
     const kt_device_info_t *v = kt_snapshot_device(s, KT_BACKEND_VULKAN, d.name);
     assert_non_null(v);
@@ -270,7 +271,8 @@ static void *register_worker(void *arg)
                 g_reg_keys[t][g] = k;
             else if (k != g_reg_keys[t][g])
                 g_reg_keys[t][g] = NULL; /* a second pointer for one GPU: reported below */
-            kt_record_id(kt_kernel_intern("threaded_k", KT_BACKEND_CUDA, k), 1);
+            kt_record_dispatch(&(kt_dispatch_t){.kernel = kt_kernel_intern("threaded_k", KT_BACKEND_CUDA, k),
+                                                .duration_ns = 1});
         }
     return NULL;
 }

@@ -16,11 +16,11 @@ static void test_drop_reasons(void **state)
     (void)state;
     kt_reset();
     kt_kernel_id_t k = kt_kernel_intern("dropper", KT_BACKEND_OPENCL, "dev");
-    kt_record_drop(k);
-    kt_record_drop_reason(k, KT_DROP_RING_FULL);
-    kt_record_drop_reason(k, KT_DROP_RING_FULL);
-    kt_record_drop_reason(k, KT_DROP_IN_FLIGHT_AT_EXIT);
-    kt_record_drop_reason(k, (kt_drop_reason_t)99); /* out of range: unspecified, still counted */
+    kt_record_drop(k, KT_DROP_UNSPECIFIED);
+    kt_record_drop(k, KT_DROP_RING_FULL);
+    kt_record_drop(k, KT_DROP_RING_FULL);
+    kt_record_drop(k, KT_DROP_IN_FLIGHT_AT_EXIT);
+    kt_record_drop(k, (kt_drop_reason_t)99); /* out of range: unspecified, still counted */
     kt_snapshot_t *s = kt_snapshot();
     const kt_kernel_timing_t *t = find(s, "dropper");
     assert_int_equal(t->dropped, 5);
@@ -39,9 +39,9 @@ static void test_error_names(void **state)
     (void)state;
     kt_reset();
     kt_kernel_id_t k = kt_kernel_intern("failing", KT_BACKEND_OPENCL, "dev");
-    kt_record_error(k);
-    kt_record_error_name(k, "CL_INVALID_WORK_GROUP_SIZE");
-    kt_record_error_name(k, NULL); /* counted, name kept */
+    kt_record_error(k, NULL);
+    kt_record_error(k, "CL_INVALID_WORK_GROUP_SIZE");
+    kt_record_error(k, NULL); /* counted, name kept */
     kt_snapshot_t *s = kt_snapshot();
     const kt_kernel_timing_t *t = find(s, "failing");
     assert_int_equal(t->errors, 3);
@@ -50,13 +50,13 @@ static void test_error_names(void **state)
     char longname[100];
     memset(longname, 'E', sizeof longname - 1);
     longname[sizeof longname - 1] = 0;
-    kt_record_error_name(k, longname); /* truncated, never overflowing */
+    kt_record_error(k, longname); /* truncated, never overflowing */
     s = kt_snapshot();
     t = find(s, "failing");
     assert_int_equal(strlen(t->last_error), sizeof t->last_error - 1);
     kt_snapshot_free(s);
     kt_reset(); /* a new generation forgets it */
-    kt_record_error(k);
+    kt_record_error(k, NULL);
     s = kt_snapshot();
     assert_string_equal(find(s, "failing")->last_error, "");
     kt_snapshot_free(s);
@@ -92,9 +92,9 @@ static void test_exact_sums(void **state)
     kt_reset();
     kt_kernel_id_t k = kt_kernel_intern("huge", KT_BACKEND_OPENCL, "dev");
     const uint64_t big = UINT64_MAX - 10;
-    kt_record_id(k, big);
-    kt_record_id(k, big);
-    kt_record_id(k, 30);
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = big});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = big});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 30});
     kt_snapshot_t *s = kt_snapshot();
     const kt_kernel_timing_t *t = find(s, "huge");
     unsigned __int128 want = (unsigned __int128)big * 2 + 30;
@@ -106,8 +106,8 @@ static void test_exact_sums(void **state)
     kt_snapshot_free(s);
 
     kt_reset();
-    kt_record_id(k, 3);
-    kt_record_id(k, 5);
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 3});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 5});
     s = kt_snapshot();
     t = find(s, "huge");
     assert_int_equal(t->total128.lo, 8);

@@ -41,7 +41,7 @@ static void test_breakdown(void **state)
     dispatch(k, 700, KT_LAUNCH_ITEMS, 1, 4096, 0, 0, 0); /* local NULL: the driver chose */
     dispatch(k, 900, KT_LAUNCH_ITEMS, 1, 4096, 55, 0, 99); /* past dims: ignored, the same as the one above */
     dispatch(k, 50, 0, 0, 0, 0, 0, 0);                     /* none: in the aggregates only */
-    kt_record_id(k, 60);                                   /* likewise */
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 60}); /* likewise */
     kt_dispatch_t e = {.kernel = k, .flags = KT_SPAN_ERROR, .launch = {.kind = KT_LAUNCH_ITEMS, .dims = 1}};
     kt_record_dispatch(&e); /* an error: counted in errors, in no configuration */
     dispatch(k, 80, KT_LAUNCH_OTHER, 1, 1, 0, 1, 0); /* a kind a backend must not pass: none */
@@ -75,7 +75,7 @@ static void test_breakdown(void **state)
     kt_snapshot_free(s);
 
     kt_reset(); /* a new generation: no configuration left */
-    kt_record_id(k, 10);
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 10});
     s = kt_snapshot();
     t = kt_snapshot_find(s, "scale", KT_BACKEND_OPENCL, "dev");
     assert_non_null(t);

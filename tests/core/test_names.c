@@ -61,7 +61,7 @@ static void test_long_name_capped(void **state)
     for (size_t k = 0; k < sizeof kOut / sizeof kOut[0]; k++) {
         FILE *f = tmpfile();
         assert_non_null(f);
-        assert_int_equal(kt_report_print(f, s, kOut[k].format), 0);
+        assert_int_equal(kt_report_print(f, s, kOut[k].format, NULL), 0);
         long len = ftell(f);
         char *text = calloc(1, (size_t)len + 1);
         assert_non_null(text);

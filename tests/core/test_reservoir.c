@@ -17,7 +17,7 @@ static void test_fewer_than_capacity_keeps_all(void **state)
     (void)state;
     kt_kernel_id_t id = kt_kernel_intern("few", KT_BACKEND_CPU, NULL);
     for (uint64_t i = 0; i < 300; i++)
-        kt_record_id(id, 1000 + i);
+        kt_record_dispatch(&(kt_dispatch_t){.kernel = id, .duration_ns = 1000 + i});
     kt_snapshot_t *s = kt_snapshot();
     const kt_kernel_timing_t *t = get(s, "few");
     assert_int_equal(t->sample_count, 300);
@@ -37,7 +37,7 @@ static void test_single_thread_uniform(void **state)
     kt_kernel_id_t id = kt_kernel_intern("seq", KT_BACKEND_CPU, NULL);
     const uint64_t n = 100000;
     for (uint64_t i = 0; i < n; i++)
-        kt_record_id(id, i);
+        kt_record_dispatch(&(kt_dispatch_t){.kernel = id, .duration_ns = i});
     kt_snapshot_t *s = kt_snapshot();
     const kt_kernel_timing_t *t = get(s, "seq");
     assert_int_equal(t->sample_count, CAP);

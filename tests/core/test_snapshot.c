@@ -10,14 +10,18 @@ static void test_ordering(void **state)
     (void)state;
     kt_reset();
     /* Inserted scrambled; expected order: name, then backend, then device. */
-    kt_record_id(kt_kernel_intern("zeta", KT_BACKEND_CPU, NULL), 1);
-    kt_record_id(kt_kernel_intern("alpha", KT_BACKEND_VULKAN, "gpu1"), 1);
-    kt_record_id(kt_kernel_intern("alpha", KT_BACKEND_OPENCL, "zdev"), 1);
-    kt_record_id(kt_kernel_intern("alpha", KT_BACKEND_VULKAN, "gpu0"), 1);
-    kt_record_id(kt_kernel_intern("alpha", KT_BACKEND_CPU, NULL), 1);
-    kt_record_id(kt_kernel_intern("beta", KT_BACKEND_CUDA, NULL), 1);
-    kt_record_id(kt_kernel_intern("Alpha", KT_BACKEND_METAL, NULL), 1);
-    kt_record_id(kt_kernel_intern("alpha", KT_BACKEND_OPENCL, "adev"), 1);
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = kt_kernel_intern("zeta", KT_BACKEND_CPU, NULL), .duration_ns = 1});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = kt_kernel_intern("alpha", KT_BACKEND_VULKAN, "gpu1"),
+                                        .duration_ns = 1});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = kt_kernel_intern("alpha", KT_BACKEND_OPENCL, "zdev"),
+                                        .duration_ns = 1});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = kt_kernel_intern("alpha", KT_BACKEND_VULKAN, "gpu0"),
+                                        .duration_ns = 1});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = kt_kernel_intern("alpha", KT_BACKEND_CPU, NULL), .duration_ns = 1});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = kt_kernel_intern("beta", KT_BACKEND_CUDA, NULL), .duration_ns = 1});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = kt_kernel_intern("Alpha", KT_BACKEND_METAL, NULL), .duration_ns = 1});
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = kt_kernel_intern("alpha", KT_BACKEND_OPENCL, "adev"),
+                                        .duration_ns = 1});
     kt_snapshot_t *s = kt_snapshot();
     assert_non_null(s);
     static const struct {

@@ -21,7 +21,7 @@ static void *work(void *arg)
     for (uint32_t i = 0; i < PER_THREAD; i++) {
         uint64_t v = (uint64_t)w->index * 1000u + i % 1000u + 1u;
         kt_record("shared_name", KT_BACKEND_CPU, v);
-        kt_record_id(shared, v);
+        kt_record_dispatch(&(kt_dispatch_t){.kernel = shared, .duration_ns = v});
         KT_RECORD("shared_site", KT_BACKEND_OPENCL, v);
         kt_record(own, KT_BACKEND_CPU, v);
     }

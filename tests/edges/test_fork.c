@@ -78,14 +78,14 @@ static void test_fork_clobber(void **state)
 
     char err[256];
     kt_snapshot_t *ps = NULL, *cs = NULL;
-    assert_int_equal(kt_snapshot_load(out, &ps, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(out, NULL, &ps, err, sizeof err), 0);
     assert_int_equal(count_of(ps, "parent_before"), 1);
     assert_int_equal(count_of(ps, "parent_after"), 1); /* recorded after the child exited: not clobbered */
     assert_int_equal(count_of(ps, "child_kernel"), 0);
     char child_out[4300], idle_out[4300];
     snprintf(child_out, sizeof child_out, "%s.%ld", out, pids[0]);
     snprintf(idle_out, sizeof idle_out, "%s.%ld", out, pids[1]);
-    assert_int_equal(kt_snapshot_load(child_out, &cs, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(child_out, NULL, &cs, err, sizeof err), 0);
     assert_int_equal(count_of(cs, "child_kernel"), 2);
     assert_int_equal(count_of(cs, "parent_before"), 0); /* the child starts empty: no second copy */
     struct stat st;
@@ -106,7 +106,7 @@ static void *registrar(void *arg)
     for (unsigned i = 0; !atomic_load(&g_stop); i++) {
         snprintf(name, sizeof name, "reg_%u", i % 512u);
         kt_kernel_id_t id = kt_kernel_intern(name, KT_BACKEND_CPU, NULL);
-        kt_record_id(id, 1);
+        kt_record_dispatch(&(kt_dispatch_t){.kernel = id, .duration_ns = 1});
     }
     return NULL;
 }
@@ -162,7 +162,7 @@ static void test_fork_while_registering(void **state)
             char name[64];
             snprintf(name, sizeof name, "child_%d", i);
             kt_kernel_id_t id = kt_kernel_intern(name, KT_BACKEND_CPU, NULL);
-            kt_record_id(id, 7);
+            kt_record_dispatch(&(kt_dispatch_t){.kernel = id, .duration_ns = 7});
             pthread_t t;
             if (pthread_create(&t, NULL, short_lived, (void *)(uintptr_t)3) != 0 || pthread_join(t, NULL) != 0)
                 _exit(3);

@@ -36,7 +36,7 @@ static int child_main(void)
     if (ru.ru_maxrss > 200 * 1024)
         return 17;
     kt_kernel_id_t site = 0;
-    kt_record_site(&site, "over_site", KT_BACKEND_CPU, 5);
+    kt__record_site(&site, "over_site", KT_BACKEND_CPU, 5);
     kt_snapshot_t *s = kt_snapshot();
     if (!s)
         return 10;
@@ -47,7 +47,7 @@ static int child_main(void)
     char *text = NULL, *json = NULL;
     size_t tl = 0, jl = 0;
     FILE *ft = open_memstream(&text, &tl), *fj = open_memstream(&json, &jl);
-    if (!ft || !fj || kt_report_print(ft, s, KT_FORMAT_TEXT) != 0 || kt_report_print(fj, s, KT_FORMAT_JSON) != 0)
+    if (!ft || !fj || kt_report_print(ft, s, KT_FORMAT_TEXT, NULL) != 0 || kt_report_print(fj, s, KT_FORMAT_JSON, NULL) != 0)
         return 13;
     fclose(ft);
     fclose(fj);

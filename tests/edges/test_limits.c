@@ -21,7 +21,7 @@ static void test_dev_zero_fails_fast(void **state)
     kt_snapshot_t *s = (kt_snapshot_t *)1;
     char err[512];
     alarm(120); /* before the fix this read until memory ran out; the alarm turns a hang into a failure */
-    assert_int_equal(kt_snapshot_load("/dev/zero", &s, err, sizeof err), KT_EPARSE);
+    assert_int_equal(kt_snapshot_load("/dev/zero", NULL, &s, err, sizeof err), KT_EPARSE);
     alarm(0);
     assert_null(s);
     assert_non_null(strstr(err, "/dev/zero: not a ktiming snapshot: byte 0x00 at offset 0"));
@@ -36,17 +36,19 @@ static void test_file_over_limit(void **state)
     close(fd);
     kt_record("limit_kernel", KT_BACKEND_CPU, 10);
     kt_snapshot_t *snap = kt_snapshot();
-    assert_int_equal(kt_report_write(path, snap, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(path, snap, KT_FORMAT_JSON, NULL), 0);
     kt_snapshot_free(snap);
     kt_snapshot_t *s = NULL;
     char err[512];
-    assert_int_equal(kt_snapshot_load_max(path, 100, &s, err, sizeof err), KT_EFULL);
+    assert_int_equal(kt_snapshot_load(path, &(kt_load_opts_t){.max_bytes = 100}, &s, err, sizeof err), KT_EFULL);
     assert_null(s);
     assert_non_null(strstr(err, "larger than the input limit"));
-    assert_int_equal(kt_snapshot_load_max(path, 1u << 20, &s, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(path, &(kt_load_opts_t){.max_bytes = 1u << 20}, &s, err, sizeof err), 0);
     assert_non_null(kt_snapshot_find(s, "limit_kernel", KT_BACKEND_CPU, NULL));
     kt_snapshot_free(s);
-    assert_int_equal(kt_snapshot_load_max(path, 0, &s, err, sizeof err), KT_EINVAL);
+    /* max_bytes 0 is the default limit (KT_SNAPSHOT_MAX_INPUT_DEFAULT), not "nothing" */
+    assert_int_equal(kt_snapshot_load(path, &(kt_load_opts_t){.max_bytes = 0}, &s, err, sizeof err), 0);
+    kt_snapshot_free(s);
     unlink(path);
 }
 
@@ -71,7 +73,7 @@ static void test_stream_over_limit(void **state)
     snprintf(path, sizeof path, "/dev/fd/%d", p[0]);
     kt_snapshot_t *s = NULL;
     char err[512];
-    assert_int_equal(kt_snapshot_load_max(path, 1u << 20, &s, err, sizeof err), KT_EFULL);
+    assert_int_equal(kt_snapshot_load(path, &(kt_load_opts_t){.max_bytes = 1u << 20}, &s, err, sizeof err), KT_EFULL);
     assert_non_null(strstr(err, "stopped reading"));
     close(p[0]);
     kill(pid, SIGKILL);

@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include <ktiming.h>
-#include <ktiming/output.h>
+#include "shared/output.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -91,7 +91,7 @@ static void test_new_and_replaced_modes(void **state)
     (void)state;
     const char *p = in_dir("a.json");
     mode_t old = umask(022);
-    assert_int_equal(kt_report_write(p, g_snap, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(p, g_snap, KT_FORMAT_JSON, NULL), 0);
     struct stat st;
     assert_int_equal(stat(p, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0644);
@@ -99,7 +99,7 @@ static void test_new_and_replaced_modes(void **state)
     assert_int_equal(chmod(p, 0600), 0);
     ino_t ino = st.st_ino;
     umask(0);
-    assert_int_equal(kt_report_write(p, g_snap, KT_FORMAT_CSV), 0);
+    assert_int_equal(kt_report_write(p, g_snap, KT_FORMAT_CSV, NULL), 0);
     assert_int_equal(stat(p, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0600);
     assert_true(st.st_ino != ino);
@@ -118,7 +118,7 @@ static void test_symlink_target_replaced(void **state)
     (void)state;
     put(in_dir("target.json"), "old");
     assert_int_equal(symlink("target.json", in_dir("link.json")), 0); /* relative to the link's directory */
-    assert_int_equal(kt_report_write(in_dir("link.json"), g_snap, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(in_dir("link.json"), g_snap, KT_FORMAT_JSON, NULL), 0);
     struct stat st;
     assert_int_equal(lstat(in_dir("link.json"), &st), 0);
     assert_true(S_ISLNK(st.st_mode));
@@ -127,7 +127,7 @@ static void test_symlink_target_replaced(void **state)
     assert_int_equal(buf[0], '{');
     /* a dangling link: its target is created */
     assert_int_equal(symlink(in_dir("new.json"), in_dir("dangling.json")), 0);
-    assert_int_equal(kt_report_write(in_dir("dangling.json"), g_snap, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(in_dir("dangling.json"), g_snap, KT_FORMAT_JSON, NULL), 0);
     assert_int_equal(lstat(in_dir("dangling.json"), &st), 0);
     assert_true(S_ISLNK(st.st_mode));
     assert_int_equal(stat(in_dir("new.json"), &st), 0);
@@ -153,7 +153,7 @@ static void test_protected_symlink(void **state)
     assert_int_equal(symlink(target, link), 0);
     assert_int_equal(lchown(link, 65534, 65534), 0); /* nobody's link */
     errno = 0;
-    assert_int_equal(kt_report_write(link, g_snap, KT_FORMAT_JSON), KT_EIO);
+    assert_int_equal(kt_report_write(link, g_snap, KT_FORMAT_JSON, NULL), KT_EIO);
     assert_int_equal(errno, EACCES);
     kt_output_t *o = NULL;
     assert_int_equal(kt_output_open(link, 0, &o), KT_EIO);
@@ -161,7 +161,7 @@ static void test_protected_symlink(void **state)
     assert_true(slurp(target, buf, sizeof buf) == 6 && !strcmp(buf, "secret"));
     /* the same link owned by the directory's owner (or by us) is followed */
     assert_int_equal(lchown(link, 0, 0), 0);
-    assert_int_equal(kt_report_write(link, g_snap, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(link, g_snap, KT_FORMAT_JSON, NULL), 0);
     assert_true(slurp(target, buf, sizeof buf) > 6);
     struct stat st;
     assert_int_equal(stat(target, &st), 0);
@@ -180,7 +180,7 @@ static void test_fifo_without_reader(void **state)
     if (pid == 0) { /* in a child, so a hang is seen as a kill below, not a stuck test */
         alarm(30);
         errno = 0;
-        int rc = kt_report_write(p, g_snap, KT_FORMAT_JSON);
+        int rc = kt_report_write(p, g_snap, KT_FORMAT_JSON, NULL);
         _exit(rc == KT_EIO && errno == ENXIO ? 0 : 1);
     }
     int st = 0;
@@ -209,7 +209,7 @@ static void test_fifo_written_through(void **state)
         _exit(fd >= 0 ? 0 : 1);
     }
     close(pfd[1]);
-    assert_int_equal(kt_report_write(p, g_snap, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(p, g_snap, KT_FORMAT_JSON, NULL), 0);
     char buf[65536];
     size_t got = 0;
     ssize_t n;
@@ -232,14 +232,14 @@ static void test_char_devices(void **state)
     (void)state;
     struct stat before, after;
     assert_int_equal(stat("/dev/null", &before), 0);
-    assert_int_equal(kt_report_write("/dev/null", g_snap, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write("/dev/null", g_snap, KT_FORMAT_JSON, NULL), 0);
     assert_int_equal(stat("/dev/null", &after), 0);
     assert_true(S_ISCHR(after.st_mode));
     assert_int_equal(after.st_ino, before.st_ino);
     assert_int_equal(after.st_rdev, before.st_rdev);
     if (stat("/dev/full", &before) == 0 && S_ISCHR(before.st_mode)) {
         errno = 0;
-        assert_int_equal(kt_report_write("/dev/full", g_snap, KT_FORMAT_JSON), KT_EIO);
+        assert_int_equal(kt_report_write("/dev/full", g_snap, KT_FORMAT_JSON, NULL), KT_EIO);
         assert_int_equal(errno, ENOSPC);
         assert_int_equal(stat("/dev/full", &after), 0);
         assert_true(S_ISCHR(after.st_mode));
@@ -247,7 +247,7 @@ static void test_char_devices(void **state)
     }
     /* a symlink to a device: the device is written through, the link stays */
     assert_int_equal(symlink("/dev/null", in_dir("null")), 0);
-    assert_int_equal(kt_report_write(in_dir("null"), g_snap, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(in_dir("null"), g_snap, KT_FORMAT_JSON, NULL), 0);
     assert_int_equal(lstat(in_dir("null"), &after), 0);
     assert_true(S_ISLNK(after.st_mode));
     assert_int_equal(dir_entries(), 1);
@@ -266,7 +266,7 @@ static void test_dev_stdout(void **state)
         int fd = open(p, O_WRONLY);
         if (fd < 0 || dup2(fd, 1) < 0)
             _exit(3);
-        _exit(kt_report_write("/dev/stdout", g_snap, KT_FORMAT_JSON) == 0 ? 0 : 1);
+        _exit(kt_report_write("/dev/stdout", g_snap, KT_FORMAT_JSON, NULL) == 0 ? 0 : 1);
     }
     int st = 0;
     waitpid(pid, &st, 0);
@@ -318,7 +318,7 @@ static void test_failed_write_keeps_old(void **state)
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
             _exit(3);
         errno = 0;
-        int rc = kt_report_write(p, g_snap, KT_FORMAT_JSON);
+        int rc = kt_report_write(p, g_snap, KT_FORMAT_JSON, NULL);
         _exit(rc == KT_EIO && errno == EFBIG ? 0 : 1);
     }
     int st = 0;
@@ -335,7 +335,7 @@ static void test_directory_refused(void **state)
 {
     (void)state;
     errno = 0;
-    assert_int_equal(kt_report_write(g_dir, g_snap, KT_FORMAT_JSON), KT_EIO);
+    assert_int_equal(kt_report_write(g_dir, g_snap, KT_FORMAT_JSON, NULL), KT_EIO);
     assert_int_equal(errno, EISDIR);
     assert_int_equal(kt_output_open(NULL, 0, NULL), KT_EINVAL);
 }

@@ -10,7 +10,7 @@
 
 #include "core/internal.h"
 
-#include <ktiming/run_arena.h>
+#include "shared/run_arena.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -43,7 +43,7 @@ static void check_snapshot_n(const char *path, const char *ended, int threads)
 {
     kt_snapshot_t *s = NULL;
     char err[256] = "";
-    int rc = kt_snapshot_load(path, &s, err, sizeof err);
+    int rc = kt_snapshot_load(path, NULL, &s, err, sizeof err);
     if (rc != 0)
         fprintf(stderr, "load %s: %s\n", path, err);
     assert_int_equal(rc, 0);

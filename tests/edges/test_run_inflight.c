@@ -78,7 +78,7 @@ static void check_death(const char *mode, int status, const char *ended)
     free(said);
     kt_snapshot_t *s = NULL;
     char err[256] = "";
-    int rc = kt_snapshot_load(out, &s, err, sizeof err);
+    int rc = kt_snapshot_load(out, NULL, &s, err, sizeof err);
     if (rc != 0)
         fprintf(stderr, "load %s: %s\n", out, err);
     assert_int_equal(rc, 0);

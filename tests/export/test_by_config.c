@@ -18,7 +18,7 @@ static char *print(const kt_snapshot_t *s, kt_format_t f, int by_config)
     FILE *out = open_memstream(&buf, &len);
     assert_non_null(out);
     kt_report_opts_t o = {.sort = KT_SORT_NAME, .by_config = by_config};
-    assert_int_equal(kt_report_print_opts(out, s, f, &o), 0);
+    assert_int_equal(kt_report_print(out, s, f, &o), 0);
     fclose(out);
     return buf;
 }
@@ -54,11 +54,11 @@ static kt_snapshot_t *fixture(void)
     for (int i = 0; i < 3; i++)
         dispatch(k, 2000, KT_LAUNCH_ITEMS, 64, 16);
     dispatch(k, 5000, KT_LAUNCH_ITEMS, 64, 0);
-    kt_record_id(k, 1000); /* no configuration: the "none" row */
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = k, .duration_ns = 1000}); /* no configuration: the "none" row */
     kt_kernel_id_t g = kt_kernel_intern("grid", KT_BACKEND_CUDA, "dev");
     dispatch(g, 700, KT_LAUNCH_GROUPS, 80, 0); /* local size unknown */
     kt_kernel_id_t plain = kt_kernel_intern("plain", KT_BACKEND_CPU, NULL);
-    kt_record_id(plain, 10); /* no breakdown rows at all */
+    kt_record_dispatch(&(kt_dispatch_t){.kernel = plain, .duration_ns = 10}); /* no breakdown rows at all */
     return kt_snapshot();
 }
 

@@ -20,7 +20,7 @@ static char *render(const kt_snapshot_t *s, kt_format_t f)
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
     assert_non_null(out);
-    assert_int_equal(kt_report_print(out, s, f), 0);
+    assert_int_equal(kt_report_print(out, s, f, NULL), 0);
     fclose(out);
     return text;
 }

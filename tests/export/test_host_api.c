@@ -9,6 +9,7 @@
 
 #include <ktiming.h>
 #include <ktiming/analysis.h>
+#include "shared/tool.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,7 @@ static char *render(const kt_snapshot_t *s, kt_format_t f, const kt_report_opts_
 {
     FILE *t = tmpfile();
     assert_non_null(t);
-    assert_int_equal(kt_report_print_opts(t, s, f, o), 0);
+    assert_int_equal(kt_report_print(t, s, f, o), 0);
     long n = ftell(t);
     assert_true(n > 0);
     char *text = calloc(1, (size_t)n + 1);
@@ -116,13 +117,13 @@ static void test_json_round_trip(void **state)
     kt_snapshot_t *s = kt_snapshot();
     char *dir = ktt_tmpdir("host_api");
     char *path = ktt_path(dir, "run.json");
-    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON, NULL), 0);
     char *json = ktt_read_file(path, NULL);
     assert_non_null(strstr(json, "\"backend\": \"host-api\""));
     free(json);
     kt_snapshot_t *back = NULL;
     char err[256];
-    assert_int_equal(kt_snapshot_load(path, &back, err, sizeof err), 0);
+    assert_int_equal(kt_snapshot_load(path, NULL, &back, err, sizeof err), 0);
     const kt_kernel_timing_t *cl = kt_snapshot_find(back, "clFinish", KT_BACKEND_HOST_API, "host");
     assert_non_null(cl);
     assert_int_equal(cl->dispatch_count, 3);

@@ -212,7 +212,7 @@ static void test_report_write_atomic(void **state)
     kt_snapshot_t *s = fx_snapshot_full();
 
     /* A successful write holds exactly what kt_report_print produces. */
-    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON, NULL), 0);
     int rc;
     char *expect = fx_render(s, KT_FORMAT_JSON, &rc);
     size_t len;
@@ -225,7 +225,7 @@ static void test_report_write_atomic(void **state)
     /* A failing write (inconsistent snapshot) leaves the old file whole and no temporary file behind. */
     assert_int_equal(ktt_write_file(path, "old contents\n", 13), 0);
     s->spans[0].entry = 99;
-    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON), KT_EINVAL);
+    assert_int_equal(kt_report_write(path, s, KT_FORMAT_JSON, NULL), KT_EINVAL);
     got = ktt_read_file(path, &len);
     assert_string_equal(got, "old contents\n");
     free(got);
@@ -233,7 +233,7 @@ static void test_report_write_atomic(void **state)
     s->spans[0].entry = 0;
 
     /* Replacing works; text and CSV too. */
-    assert_int_equal(kt_report_write(path, s, KT_FORMAT_TEXT), 0);
+    assert_int_equal(kt_report_write(path, s, KT_FORMAT_TEXT, NULL), 0);
     got = ktt_read_file(path, &len);
     assert_memory_equal(got, "[timing] kernel", 15);
     assert_non_null(strstr(got, "\n[timing] blur "));
@@ -242,11 +242,11 @@ static void test_report_write_atomic(void **state)
 
     /* Unwritable places and bad arguments fail cleanly. */
     char *nodir = ktt_path(dir, "missing/out.json");
-    assert_int_equal(kt_report_write(nodir, s, KT_FORMAT_JSON), KT_EIO);
+    assert_int_equal(kt_report_write(nodir, s, KT_FORMAT_JSON, NULL), KT_EIO);
     assert_int_equal(errno, ENOENT);
-    assert_int_equal(kt_report_write(path, NULL, KT_FORMAT_JSON), KT_EINVAL);
-    assert_int_equal(kt_report_write(NULL, s, KT_FORMAT_JSON), KT_EINVAL);
-    assert_int_equal(kt_report_write(path, s, (kt_format_t)42), KT_EINVAL);
+    assert_int_equal(kt_report_write(path, NULL, KT_FORMAT_JSON, NULL), KT_EINVAL);
+    assert_int_equal(kt_report_write(NULL, s, KT_FORMAT_JSON, NULL), KT_EINVAL);
+    assert_int_equal(kt_report_write(path, s, (kt_format_t)42, NULL), KT_EINVAL);
     assert_int_equal(count_dir_entries(dir), 1);
 
     free(nodir);

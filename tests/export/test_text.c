@@ -62,7 +62,7 @@ static char *render_opts(const kt_snapshot_t *s, kt_format_t fmt, kt_sort_t sort
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     kt_report_opts_t o = {.sort = sort, .filter = filter};
-    *rc = kt_report_print_opts(f, s, fmt, &o);
+    *rc = kt_report_print(f, s, fmt, &o);
     fclose(f);
     return buf;
 }
@@ -180,7 +180,7 @@ static size_t render_by_api(const kt_snapshot_t *s, char **buf, char **lines, si
     *buf = NULL;
     FILE *f = open_memstream(buf, &len);
     kt_report_opts_t o = {.sort = KT_SORT_TOTAL, .filter = NULL, .by_api = 1};
-    assert_int_equal(kt_report_print_opts(f, s, KT_FORMAT_TEXT, &o), 0);
+    assert_int_equal(kt_report_print(f, s, KT_FORMAT_TEXT, &o), 0);
     fclose(f);
     return split_lines(*buf, lines, max);
 }
@@ -215,7 +215,7 @@ static void test_per_api_summary(void **state)
     free(buf);
     buf = NULL;
     FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(kt_report_print_opts(f, s, KT_FORMAT_MARKDOWN, &o), 0);
+    assert_int_equal(kt_report_print(f, s, KT_FORMAT_MARKDOWN, &o), 0);
     fclose(f);
     assert_non_null(strstr(buf, "| API | what | count | dispatches | total | % | moved |\n"));
     assert_non_null(strstr(buf, "| OpenCL | transfers | 1 | 5 | 10.00 ms | 40.0% | 40.00 MB, 4.000 GB/s |\n"));
@@ -471,8 +471,8 @@ static void test_empty_and_arguments(void **state)
     assert_int_equal(rc, 0);
     assert_string_equal(out, "[timing] no kernels recorded\n");
     free(out);
-    assert_int_equal(kt_report_print(NULL, s, KT_FORMAT_TEXT), KT_EINVAL);
-    assert_int_equal(kt_report_print(stdout, NULL, KT_FORMAT_TEXT), KT_EINVAL);
+    assert_int_equal(kt_report_print(NULL, s, KT_FORMAT_TEXT, NULL), KT_EINVAL);
+    assert_int_equal(kt_report_print(stdout, NULL, KT_FORMAT_TEXT, NULL), KT_EINVAL);
     out = fx_render(s, (kt_format_t)99, &rc);
     assert_int_equal(rc, KT_EINVAL);
     free(out);

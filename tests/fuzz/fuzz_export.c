@@ -15,10 +15,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     FILE *out = fopen("/dev/null", "w");
     if (out) {
-        int rc = kt_report_print(out, s, KT_FORMAT_CHROME);
+        int rc = kt_report_print(out, s, KT_FORMAT_CHROME, NULL);
         if (rc != 0 && rc != KT_ENOMEM)
             abort();
-        rc = kt_report_print(out, s, KT_FORMAT_HTML);
+        rc = kt_report_print(out, s, KT_FORMAT_HTML, NULL);
         if (rc != 0 && rc != KT_ENOMEM)
             abort();
         rc = kt_report_compare_html(out, s, s, NULL);

@@ -29,7 +29,7 @@ static void write_run(size_t i)
     synth_add(s, "\x1b[31mred", KT_BACKEND_CPU, "host", 40, 10000.0, 0.02, i * 4 + 4);
     snprintf(s->host, sizeof s->host, "ci-box");
     s->taken_ns = 1000 + i; /* distinct files */
-    assert_int_equal(kt_report_write(g_run[i], s, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(g_run[i], s, KT_FORMAT_JSON, NULL), 0);
     synth_free(s);
 }
 

@@ -20,7 +20,7 @@ int main(void)
         KT_CPU_END(z);
     }
     kt_snapshot_t *s = kt_snapshot();
-    kt_report_print(stdout, s, KT_FORMAT_TEXT);
+    kt_report_print(stdout, s, KT_FORMAT_TEXT, NULL);
     kt_snapshot_free(s);
     return 0;
 }

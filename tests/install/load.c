@@ -7,12 +7,12 @@ int main(int argc, char **argv)
         return 2;
     kt_snapshot_t *s;
     char err[256];
-    if (kt_snapshot_load(argv[1], &s, err, sizeof err) != 0) {
+    if (kt_snapshot_load(argv[1], NULL, &s, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
     printf("entries=%zu\n", s->count);
-    kt_report_print(stdout, s, KT_FORMAT_TEXT);
+    kt_report_print(stdout, s, KT_FORMAT_TEXT, NULL);
     kt_snapshot_free(s);
     return 0;
 }

@@ -98,6 +98,14 @@ for need in usr/bin/ktiming usr/$L/libktiming.so.0 usr/$L/libktiming_analysis.so
     grep -qx "$need" "$WORK/all.txt" || kt_fail "no package has $need"
 done
 grep -q "share/man/man1/ktiming.1$" "$WORK/all.txt" && kt_fail "an uncompressed man page is packaged"
+# The headers shipped are exactly include/ of the source: the tool-only ones (src/shared/*.h, docs/abi.md "Not
+# installed") never are.
+grep '^usr/include/' "$WORK/all.txt" | sed 's|^usr/include/||' | sort >"$WORK/headers.txt"
+(cd "$SRC/include" && find . -type f | sed 's|^\./||' | sort) | cmp -s - "$WORK/headers.txt" || \
+    kt_fail "installed headers are not include/: $(tr '\n' ' ' <"$WORK/headers.txt")"
+for h in "$SRC"/src/shared/*.h; do
+    grep -qE "(^|/)$(basename "$h")$" "$WORK/headers.txt" && kt_fail "tool-only header $(basename "$h") is installed"
+done
 
 # Unpacked together: the installed tree of every package.
 R=$WORK/root

@@ -60,7 +60,7 @@ static kt_snapshot_t *load(const char *p)
 {
     kt_snapshot_t *s = NULL;
     char err[512];
-    int rc = kt_snapshot_load(p, &s, err, sizeof err);
+    int rc = kt_snapshot_load(p, NULL, &s, err, sizeof err);
     if (rc)
         fprintf(stderr, "%s\n", err);
     assert_int_equal(rc, 0);

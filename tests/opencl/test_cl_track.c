@@ -1,6 +1,7 @@
 /* test_cl_track.c — OpenCL backend on a real device: durations, asynchronous completion, out-of-order queues,
  * failed commands, queues without profiling, detaching with commands in flight, event reference counts. */
 #include "support/cl_test_util.h"
+#include "shared/tool_cl.h"
 
 #include <stdint.h>
 

@@ -103,7 +103,7 @@ static inline kt_snapshot_t *ru_run_both(const char *const prog[], const char *c
     assert_int_equal(st_timed, 0);
     kt_snapshot_t *snap = NULL;
     char err[256];
-    if (kt_snapshot_load(out, &snap, err, sizeof err) != 0)
+    if (kt_snapshot_load(out, NULL, &snap, err, sizeof err) != 0)
         fail_msg("snapshot: %s", err);
     return snap;
 }

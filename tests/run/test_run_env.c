@@ -111,7 +111,7 @@ static void run_snapprog(const char *out, const char *mode, const char *want_std
         return;
     kt_snapshot_t *s = NULL;
     char err[256];
-    if (kt_snapshot_load(out, &s, err, sizeof err) != 0)
+    if (kt_snapshot_load(out, NULL, &s, err, sizeof err) != 0)
         fail_msg("%s", err);
     assert_int_equal(s->count, 1);
     assert_string_equal(s->entries[0].name, shown);
@@ -239,7 +239,7 @@ static void late_failure_keeps_snapshot(const char *option)
     path[strcspn(path, "\n")] = '\0';
     kt_snapshot_t *s = NULL;
     char err[256];
-    if (kt_snapshot_load(path, &s, err, sizeof err) != 0)
+    if (kt_snapshot_load(path, NULL, &s, err, sizeof err) != 0)
         fail_msg("%s", err);
     assert_int_equal(s->count, 1);
     kt_snapshot_free(s);

@@ -198,7 +198,7 @@ static void assert_snapshot_at(const char *path)
 {
     kt_snapshot_t *s = NULL;
     char err[256];
-    if (kt_snapshot_load(path, &s, err, sizeof err) != 0)
+    if (kt_snapshot_load(path, NULL, &s, err, sizeof err) != 0)
         fail_msg("%s: %s", path, err);
     const kt_kernel_timing_t *e = ru_find(s, "scale", KT_BACKEND_OPENCL);
     assert_non_null(e);
@@ -383,7 +383,7 @@ static void test_sync_points_record(void **state)
          * and the last clFinish are entries of backend host-api, one span each on the program's thread */
         kt_snapshot_t *s = NULL;
         char msg[256];
-        assert_int_equal(kt_snapshot_load(out, &s, msg, sizeof msg), 0);
+        assert_int_equal(kt_snapshot_load(out, NULL, &s, msg, sizeof msg), 0);
         int by_event = variants[v][2][0] != 0;
         const kt_kernel_timing_t *fin = ru_find(s, "clFinish", KT_BACKEND_HOST_API),
                                  *wev = ru_find(s, "clWaitForEvents", KT_BACKEND_HOST_API);
@@ -420,7 +420,7 @@ static void test_summary(void **state)
     assert_int_equal(st, 0);
     kt_snapshot_t *s = NULL;
     char why[256];
-    if (kt_snapshot_load(out, &s, why, sizeof why) != 0)
+    if (kt_snapshot_load(out, NULL, &s, why, sizeof why) != 0)
         fail_msg("snapshot: %s", why);
     FILE *f = fopen(err, "rb");
     assert_non_null(f);

@@ -207,7 +207,7 @@ static inline char *fx_render(const kt_snapshot_t *s, kt_format_t fmt, int *rc)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    int r = kt_report_print(f, s, fmt);
+    int r = kt_report_print(f, s, fmt, NULL);
     fclose(f);
     if (rc)
         *rc = r;

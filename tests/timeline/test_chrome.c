@@ -28,7 +28,7 @@ static cJSON *export_parse(const kt_snapshot_t *snap)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    assert_int_equal(kt_report_print(f, snap, KT_FORMAT_CHROME), 0);
+    assert_int_equal(kt_report_print(f, snap, KT_FORMAT_CHROME, NULL), 0);
     fclose(f);
     cJSON *doc = cJSON_ParseWithLength(buf, len);
     if (!doc)
@@ -277,7 +277,7 @@ static void test_ns_digits(void **state)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    assert_int_equal(kt_report_print(f, snap, KT_FORMAT_CHROME), 0);
+    assert_int_equal(kt_report_print(f, snap, KT_FORMAT_CHROME, NULL), 0);
     fclose(f);
     assert_non_null(strstr(buf, "\"ts\":1000000000.007"));
     free(buf);

@@ -86,7 +86,7 @@ static void assert_drawn(const char *dom)
 
 static int write_plain(FILE *out, void *arg)
 {
-    return kt_report_print(out, (const kt_snapshot_t *)arg, KT_FORMAT_HTML);
+    return kt_report_print(out, (const kt_snapshot_t *)arg, KT_FORMAT_HTML, NULL);
 }
 
 /* Arguments of write_compare. */
@@ -125,7 +125,7 @@ static const char kInteract[] =
 /* The plain report of snapshot arg followed by a test script. */
 static int plain_then(FILE *out, void *arg, const char *script)
 {
-    int rc = kt_report_print(out, (const kt_snapshot_t *)arg, KT_FORMAT_HTML);
+    int rc = kt_report_print(out, (const kt_snapshot_t *)arg, KT_FORMAT_HTML, NULL);
     fputs(script, out);
     return rc;
 }

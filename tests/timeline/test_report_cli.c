@@ -41,7 +41,7 @@ static void test_chrome_and_html(void **state)
     snprintf(trace, sizeof trace, "%s/trace.json", g_dir);
     snprintf(html, sizeof html, "%s/report.html", g_dir);
     kt_snapshot_t *snap = tlf_snapshot(1);
-    assert_int_equal(kt_report_write(in, snap, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(in, snap, KT_FORMAT_JSON, NULL), 0);
     kt_snapshot_free(snap);
 
     assert_int_equal(report(in, "chrome", trace), 0);
@@ -86,8 +86,8 @@ static void test_compare_html(void **state)
     snprintf(after, sizeof after, "%s/after.json", g_dir);
     snprintf(out, sizeof out, "%s/compare.html", g_dir);
     kt_snapshot_t *b = tlf_before_snapshot(), *a = tlf_snapshot(1);
-    assert_int_equal(kt_report_write(before, b, KT_FORMAT_JSON), 0);
-    assert_int_equal(kt_report_write(after, a, KT_FORMAT_JSON), 0);
+    assert_int_equal(kt_report_write(before, b, KT_FORMAT_JSON, NULL), 0);
+    assert_int_equal(kt_report_write(after, a, KT_FORMAT_JSON, NULL), 0);
     kt_snapshot_free(b);
     kt_snapshot_free(a);
     assert_int_equal(ktt_run((char *const[]){KT_CLI, "compare", before, after, "--format", "html", "-o", out, NULL},

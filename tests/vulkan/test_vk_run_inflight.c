@@ -83,7 +83,7 @@ static kt_snapshot_t *run_prog(const char *mode, int status, const char *ended, 
     free(printed);
     kt_snapshot_t *s = NULL;
     char err[256] = "";
-    int rc = kt_snapshot_load(out, &s, err, sizeof err);
+    int rc = kt_snapshot_load(out, NULL, &s, err, sizeof err);
     if (rc != 0)
         fail_msg("load %s: %s", out, err);
     if (ended) /* how a dead program ended */

@@ -5,7 +5,7 @@
 
 #include <ktiming/analysis.h>
 #include <ktiming/compare.h>
-#include <ktiming/output.h>
+#include "shared/output.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -173,7 +173,7 @@ static int print_any(FILE *out, kt_snapshot_t *const *snap, const kt_compare_res
     return snap ? print_html(out, snap, res) : kt_compare_print(out, res, format);
 }
 
-/* Through the output writer (ktiming/output.h): readers never see half a comparison, a failure leaves an
+/* Through the output writer (src/shared/output.h): readers never see half a comparison, a failure leaves an
  * existing file as it was, a FIFO or device is written through. */
 static int write_atomic(const char *path, kt_snapshot_t *const *snap, const kt_compare_result_t *res,
                         kt_compare_format_t format)
@@ -215,7 +215,7 @@ int ktcli_cmd_compare(int argc, char **argv)
     int rc = 0;
     if (a.html) {
         for (int i = 0; i < 2 && !rc; i++)
-            rc = kt_snapshot_load_max(a.paths[i], a.max_input, &snap[i], err, sizeof err);
+            rc = kt_snapshot_load(a.paths[i], &(kt_load_opts_t){.max_bytes = a.max_input}, &snap[i], err, sizeof err);
     } else {
         rc = kt__compare_files_load(a.paths[0], a.paths[1], a.max_input, a.filter, &files, err, sizeof err);
     }

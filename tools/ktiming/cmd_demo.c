@@ -158,13 +158,13 @@ static int demo_report(const demo_args_t *a)
         fprintf(stderr, "ktiming demo: no snapshot: %s\n", kt_strerror(KT_ENOMEM));
         return 1;
     }
-    int status = 0, rc = kt_report_print(stdout, snap, KT_FORMAT_TEXT);
+    int status = 0, rc = kt_report_print(stdout, snap, KT_FORMAT_TEXT, NULL);
     if (rc) {
         fprintf(stderr, "ktiming demo: cannot print the table: %s\n", kt_strerror(rc));
         status = 1;
     }
     if (a->out_path) {
-        rc = kt_report_write(a->out_path, snap, KT_FORMAT_JSON);
+        rc = kt_report_write(a->out_path, snap, KT_FORMAT_JSON, NULL);
         if (rc) {
             fprintf(stderr, "ktiming demo: cannot write %s: %s\n", a->out_path,
                     rc == KT_EIO ? strerror(errno) : kt_strerror(rc));

@@ -12,7 +12,7 @@
 
 #if KTCLI_HAVE_HISTORY
 #include "history.h"
-#include <ktiming/output.h>
+#include "shared/output.h"
 #endif
 
 #define KTCLI_EXIT_REGRESSION KTCLI_EXIT_FAIL
@@ -237,7 +237,7 @@ static int cmd_add(history_args_t *a, int argc, char **argv)
     return rc;
 }
 
-/* -o goes through the output writer (ktiming/output.h), as compare's and report's do: a reader never sees half a
+/* -o goes through the output writer (src/shared/output.h), as compare's and report's do: a reader never sees half a
  * history, and a failed write leaves an existing file as it was. */
 static int print_read(FILE *out, const kth_history_t *h, const kth_check_result_t *r, int check, int need,
                       const history_args_t *a)

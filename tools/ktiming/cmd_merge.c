@@ -129,15 +129,15 @@ int ktcli_cmd_merge(int argc, char **argv)
         return 1;
     const char *target = out_path && strcmp(out_path, "-") ? out_path : NULL;
     if (target)
-        rc = kt_report_write(target, merged, KT_FORMAT_JSON);
+        rc = kt_report_write(target, merged, KT_FORMAT_JSON, NULL);
     else if (!by_rank)
-        rc = kt_report_print(stdout, merged, KT_FORMAT_JSON);
+        rc = kt_report_print(stdout, merged, KT_FORMAT_JSON, NULL);
     if (rc) {
         fprintf(stderr, "ktiming merge: cannot write %s: %s\n", target ? target : "standard output",
                 rc == KT_EIO ? strerror(errno) : kt_strerror(rc));
         goto done;
     }
-    if (trace_path && (rc = kt_report_write(trace_path, merged, KT_FORMAT_CHROME))) {
+    if (trace_path && (rc = kt_report_write(trace_path, merged, KT_FORMAT_CHROME, NULL))) {
         fprintf(stderr, "ktiming merge: cannot write %s: %s\n", trace_path, kt_strerror(rc));
         goto done;
     }

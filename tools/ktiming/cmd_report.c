@@ -6,7 +6,7 @@
 #include <getopt.h>
 #include <string.h>
 #include <ktiming/analysis.h>
-#include <ktiming/output.h>
+#include "shared/output.h"
 
 static void report_usage(FILE *out)
 {
@@ -78,7 +78,7 @@ int ktcli_cmd_report(int argc, char **argv)
 
     kt_snapshot_t *snap = NULL;
     char err[512];
-    int rc = kt_snapshot_load_max(in_path, max_input, &snap, err, sizeof err);
+    int rc = kt_snapshot_load(in_path, &(kt_load_opts_t){.max_bytes = max_input}, &snap, err, sizeof err);
     if (rc) {
         fprintf(stderr, "ktiming report: %s\n", err);
         return 1;
@@ -105,9 +105,9 @@ int ktcli_cmd_report(int argc, char **argv)
             return 1;
         }
     } else if (out_path && strcmp(out_path, "-"))
-        rc = kt_report_write_opts(out_path, snap, format, &ropts);
+        rc = kt_report_write(out_path, snap, format, &ropts);
     else
-        rc = kt_report_print_opts(stdout, snap, format, &ropts);
+        rc = kt_report_print(stdout, snap, format, &ropts);
     int saved = errno;
     kt_snapshot_free(snap);
     if (rc) {

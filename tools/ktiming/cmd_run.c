@@ -12,8 +12,8 @@
 #include "core/env.h"
 
 #include <ktiming/analysis.h>
-#include <ktiming/output.h>
-#include <ktiming/run_arena.h>
+#include "shared/output.h"
+#include "shared/run_arena.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -399,7 +399,7 @@ static void early_load(const char *path, int skip_spans)
     struct stat before, after;
     kt_load_opts_t lo = {.skip_spans = skip_spans};
     kt_snapshot_t *snap = NULL;
-    if (stat(path, &before) != 0 || kt_snapshot_load_opts(path, &lo, &snap, NULL, 0) != 0)
+    if (stat(path, &before) != 0 || kt_snapshot_load(path, &lo, &snap, NULL, 0) != 0)
         return;
     if (stat(path, &after) != 0 || !same_file(&before, &after) ||
         snprintf(g_early.path, sizeof g_early.path, "%s", path) >= (int)sizeof g_early.path) {
@@ -587,7 +587,7 @@ static int run_program(char **argv, pid_t *pid, int fifo, const char *run_dir, c
 static int write_as(const char *what, const char *path, const kt_snapshot_t *snap, kt_format_t fmt)
 {
     errno = 0;
-    int rc = kt_report_write(path, snap, fmt);
+    int rc = kt_report_write(path, snap, fmt, NULL);
     if (rc != 0)
         fprintf(stderr, "ktiming run: cannot write %s %s: %s\n", what, path,
                 rc == KT_EIO && errno ? strerror(errno) : kt_strerror(rc));
@@ -613,7 +613,7 @@ static void summary_print(FILE *out, const run_opts_t *o, const kt_snapshot_t *s
     kt_format_t fmt = KT_FORMAT_TEXT;
     ktcli_parse_format(o->format, &fmt);
     kt_report_opts_t ropts = {.sort = KT_SORT_TOTAL, .filter = NULL, .by_api = 1};
-    kt_report_print_opts(out, snap, fmt, &ropts);
+    kt_report_print(out, snap, fmt, &ropts);
 }
 
 /* The summary of snap as it goes to stderr: time per API first, then the kernels by total time. 0 when none
@@ -861,7 +861,7 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child, int 
         /* the summary and the JSON copy need no spans; the trace and the HTML report do */
         kt_load_opts_t lo = {.skip_spans = !o->trace && !o->html};
         snap = early_take(primary);
-        int rc = snap ? 0 : kt_snapshot_load_opts(primary, &lo, &snap, err, sizeof err);
+        int rc = snap ? 0 : kt_snapshot_load(primary, &lo, &snap, err, sizeof err);
         if (rc == 0)
             ktcli_progress_stage(&progress, "writing the outputs");
         if (rc != 0) {

@@ -117,9 +117,9 @@ static int replay(const kt_snapshot_t *s, ktcli_progress_t *progress)
         }
         for (int r = 0; r < KT_DROP_REASON_COUNT; r++)
             for (uint64_t k = 0; k < e->dropped_by[r]; k++)
-                kt_record_drop_reason(ids[i], (kt_drop_reason_t)r);
+                kt_record_drop(ids[i], (kt_drop_reason_t)r);
         for (uint64_t k = 0; k < e->errors; k++)
-            kt_record_error(ids[i]);
+            kt_record_error(ids[i], NULL);
         ktcli_progress_add(progress, e->dispatch_count);
     }
     free(ids);
@@ -154,7 +154,7 @@ int ktcli_demo_webgpu(const ktcli_demo_opts_t *opts)
     } else {
         kt_snapshot_t *s = NULL;
         char err[512];
-        if (kt_snapshot_load(path, &s, err, sizeof err)) {
+        if (kt_snapshot_load(path, NULL, &s, err, sizeof err)) {
             fprintf(stderr, "ktiming demo: webgpu: %s\n", err);
             rc = KT_EPARSE;
         } else {

@@ -195,7 +195,7 @@ char *kth_synth_run_json(const kth_synth_t *sy, size_t run, size_t *len)
         snap.pid = 1000 + (int64_t)run;
         snap.rank = -1;
         snprintf(snap.host, sizeof snap.host, "synth");
-        rc = kt_report_print(f, &snap, KT_FORMAT_JSON);
+        rc = kt_report_print(f, &snap, KT_FORMAT_JSON, NULL);
     }
     if (f && fclose(f))
         rc = KT_EIO;

@@ -2,6 +2,7 @@
 #include "core/internal.h"
 #include "core/service.h"
 #include "export/escape.h"
+#include "shared/tool.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -107,10 +107,10 @@ static uint64_t record_completed(kt__cuda_ctx_t *c, kt__cuda_pair_t **done, cons
             kt__cuda_verbose(c, done[i]->kernel, &d[i], NULL);
             recorded++;
         } else if (err[i] == kReset) { /* completed, but reset before it could be read: dropped */
-            kt_record_drop_reason(done[i]->kernel, KT_DROP_CONTEXT_RESET);
+            kt_record_drop(done[i]->kernel, KT_DROP_CONTEXT_RESET);
             reset++;
         } else {
-            kt_record_error_name(done[i]->kernel, err[i]);
+            kt_record_error(done[i]->kernel, err[i]);
             kt__cuda_verbose(c, done[i]->kernel, NULL, err[i]);
             errors++;
         }
@@ -193,7 +193,7 @@ uint32_t kt__cuda_drop_pending(kt__cuda_ctx_t *c, kt_drop_reason_t reason)
     for (kt__cuda_squeue_t *q = c->queues; q; q = q->next) {
         for (kt__cuda_pair_t *p = q->head, *pn; p; p = pn) {
             pn = p->next;
-            kt_record_drop_reason(p->kernel, reason);
+            kt_record_drop(p->kernel, reason);
             kt__inflight_end(p->kernel);
             p->queue = NULL;
             p->next = c->free_list;

@@ -527,7 +527,7 @@ int kt_cuda_slots_record(kt_cuda_slots_t *s, uint32_t index, const char *name)
     if (st.enter_ns == UINT64_MAX || st.exit_ns == 0 || st.exit_ns < st.enter_ns) {
         kt__cuda_set_error(0, "slot %u holds no complete stamps (kernel not run, not bound, or still running)",
                            index);
-        kt_record_error(id);
+        kt_record_error(id, NULL);
         return KT_ESTATE;
     }
     /* the timer's update granularity bounds each stamp: measured once if the program did not ask for it */

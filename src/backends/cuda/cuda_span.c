@@ -57,7 +57,7 @@ int(kt_cuda_begin)(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_s
         return rc;
     if (stream_capturing(stream)) {
         kt__cuda_ctx_leave(pushed);
-        kt_record_drop_reason(id, KT_DROP_GRAPH_CAPTURE);
+        kt_record_drop(id, KT_DROP_GRAPH_CAPTURE);
         pthread_mutex_lock(&c->lock);
         c->dropped++;
         pthread_mutex_unlock(&c->lock);
@@ -73,7 +73,7 @@ int(kt_cuda_begin)(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_s
     if (rc) {
         kt__cuda_ctx_leave(pushed);
         if (rc == KT_EFULL) {
-            kt_record_drop_reason(id, KT_DROP_RING_FULL);
+            kt_record_drop(id, KT_DROP_RING_FULL);
             kt__cuda_set_error(0, "CUDA event-pair pool full (%u pairs in flight)", kt__cuda_g.desc.max_pairs);
         }
         return rc;
@@ -121,7 +121,7 @@ static int end_sync(kt__cuda_ctx_t *c, kt__cuda_pair_t *p)
         kt_record_dispatch(&d);
         kt__cuda_verbose(c, p->kernel, &d, NULL);
     } else {
-        kt_record_error_name(p->kernel, kt__cuda_result_name(kt_cuda_last_result()));
+        kt_record_error(p->kernel, kt__cuda_result_name(kt_cuda_last_result()));
         kt__cuda_verbose(c, p->kernel, NULL, kt__cuda_result_name(kt_cuda_last_result()));
     }
     kt__inflight_end(p->kernel);
@@ -150,7 +150,7 @@ int kt_cuda_end(kt_cuda_span_t *span)
         /* Same backend generation: c's memory is still held (live or retired), so it may be read. */
         if (c && span->generation == atomic_load(&kt__cuda_g.generation) && atomic_load(&kt__cuda_g.state) == KT__CUDA_READY &&
             atomic_load(&c->gone)) {
-            kt_record_drop_reason(p->kernel, KT_DROP_CONTEXT_RESET);
+            kt_record_drop(p->kernel, KT_DROP_CONTEXT_RESET);
             kt__cuda_set_error(KT__CU_ERROR_CONTEXT_IS_DESTROYED,
                                "kt_cuda_end: the CUDA context was reset or destroyed since kt_cuda_begin");
         } else {
@@ -171,7 +171,7 @@ int kt_cuda_end(kt_cuda_span_t *span)
             rc = kt__cuda_fail("cuEventRecord", r);
     }
     if (captured) {
-        kt_record_drop_reason(p->kernel, KT_DROP_GRAPH_CAPTURE);
+        kt_record_drop(p->kernel, KT_DROP_GRAPH_CAPTURE);
         pthread_mutex_lock(&c->lock);
         c->dropped++;
         pthread_mutex_unlock(&c->lock);
@@ -179,7 +179,7 @@ int kt_cuda_end(kt_cuda_span_t *span)
         return 0;
     }
     if (rc) {
-        kt_record_error_name(p->kernel, kt__cuda_result_name(r ? r : kt_cuda_last_result()));
+        kt_record_error(p->kernel, kt__cuda_result_name(r ? r : kt_cuda_last_result()));
         kt__cuda_verbose(c, p->kernel, NULL, kt__cuda_result_name(r ? r : kt_cuda_last_result()));
         pthread_mutex_lock(&c->lock);
         c->errors++;

@@ -1,6 +1,7 @@
 /* cl_loader.c — loads the OpenCL ICD loader with dlopen and resolves the entry points ktiming uses. */
 #include "backends/opencl/cl_internal.h"
 #include "core/service.h"
+#include "shared/tool_cl.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>

@@ -45,7 +45,7 @@ static void record_failure(const kt__cl_outcome_t *o, cl_int status)
     kt__cl_note_error(status);
     char what[64]; /* last_error keeps 47 characters: every status from -99 to -1 fits */
     exec_status_name(status, what, sizeof what);
-    kt_record_error_name(o->kernel, what);
+    kt_record_error(o->kernel, what);
     char lab[128]; /* the device's label: two of one model are told apart */
     if (kt__verbose_on())
         kt__verbose_line("error", "opencl",
@@ -132,7 +132,7 @@ void kt__cl_rec_finish_stamped(kt__cl_rec_t *r, cl_int status, uint64_t observed
     kt__cl_outcome_t o = {r->ctx, r->event, r->kernel, r->thread, r->enqueue_ns, kt__cl_rec_name(r),
                           *kt__cl_rec_bytes(r), end_stamp, kt__cl_rec_launch(r)};
     if (drop)
-        kt_record_drop_reason(o.kernel, (kt_drop_reason_t)(drop - 1));
+        kt_record_drop(o.kernel, (kt_drop_reason_t)(drop - 1));
     else
         kt__cl_outcome_record(&o, status, observed_ns);
     kt__inflight_end(o.kernel); /* begun in rec_take (cl_track.c) */

@@ -2,6 +2,7 @@
  * machine (every change of a record's tag is here). */
 #include "backends/opencl/cl_rec.h"
 #include "core/service.h"
+#include "shared/tool_cl.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -2,6 +2,7 @@
  * queue's properties. */
 #include "backends/opencl/cl_env.h"
 #include "core/internal.h"
+#include "shared/tool_cl.h"
 
 #include <ktiming/cl.h>
 

@@ -7,6 +7,7 @@
 #include "backends/opencl/cl_service.h"
 #include "core/internal.h"
 #include "core/service.h"
+#include "shared/tool_cl.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -164,7 +165,7 @@ static kt__cl_rec_t *rec_take(kt_cl_ctx_t *ctx, cl_event event, kt_kernel_id_t i
         else if (owned)
             kt__cl.clReleaseEvent(event);
         atomic_fetch_add(&ctx->finished, 1);
-        kt_record_drop_reason(id, r ? KT_DROP_UNSPECIFIED : KT_DROP_RING_FULL);
+        kt_record_drop(id, r ? KT_DROP_UNSPECIFIED : KT_DROP_RING_FULL);
         *rc = r ? KT_EINVAL : KT_EFULL;
         return NULL;
     }
@@ -282,7 +283,7 @@ void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, 
     if (!name)
         name = kernel ? kernel_name(kernel, buf, sizeof buf, &heap) : "opencl_command";
     kt_kernel_id_t id = intern_cached(kernel, ctx->dev, name);
-    kt_record_error_name(id, kt_cl_error_name(error));
+    kt_record_error(id, kt_cl_error_name(error));
     char lab[128]; /* the device's label: two of one model are told apart */
     if (kt__verbose_on())
         kt__verbose_line("error", "opencl",

@@ -248,7 +248,7 @@ static uint32_t record_done(kt_vk_ctx_t *ctx, kt__vk_done_t *d, uint32_t n)
         r.duration_ns = kt__vk_ticks_to_ns(kt__vk_ticks_delta(d[i].begin_raw, d[i].end_raw, ctx->valid_bits),
                                            ctx->period_ns);
         if (!duration_plausible(r.duration_ns, d[i].enqueue_ns, now)) {
-            kt_record_drop_reason(d[i].kernel, KT_DROP_INVALID_TIMES);
+            kt_record_drop(d[i].kernel, KT_DROP_INVALID_TIMES);
             atomic_fetch_add(&ctx->dropped, 1);
             kt__vk_inflight_settle(&d[i].inflight);
             continue;

@@ -106,7 +106,7 @@ static uint64_t drop_pending(kt_vk_ctx_t *ctx, kt_drop_reason_t reason, kt_drop_
     for (uint32_t k = 0; k < ctx->exec_used; k++) {
         uint32_t e = (ctx->exec_head + k) % ctx->exec_cap;
         if (ctx->execs[e].state == KT__VK_EXEC_PENDING) {
-            kt_record_drop_reason(ctx->execs[e].kernel, reason);
+            kt_record_drop(ctx->execs[e].kernel, reason);
             kt__vk_exec_free_locked(ctx, e);
             n++;
         }
@@ -120,7 +120,7 @@ static uint64_t drop_pending(kt_vk_ctx_t *ctx, kt_drop_reason_t reason, kt_drop_
         if ((s->submission && !s->self_copy) || (s->executions && !s->self_copy) || s->unused) {
             kt__vk_slot_release_locked(ctx, i);
         } else if (s->state != KT__VK_SLOT_READY) {
-            kt_record_drop_reason(s->kernel, kt__vk_unread_reason(s, half_read_reason, reason));
+            kt_record_drop(s->kernel, kt__vk_unread_reason(s, half_read_reason, reason));
             kt__vk_slot_release_locked(ctx, i);
             n++;
         }

@@ -164,7 +164,7 @@ static int begin_common(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
         if (name)
             kernel = kt_vk_kernel(ctx, name);
         atomic_fetch_add(&ctx->dropped, 1);
-        kt_record_drop_reason(kernel, KT_DROP_NO_TIMING);
+        kt_record_drop(kernel, KT_DROP_NO_TIMING);
         return KT_EUNAVAILABLE;
     }
     uint64_t now = kt_now_ns();
@@ -183,7 +183,7 @@ static int begin_common(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, kt_kernel_id_t ke
     }
     if (rc) {
         atomic_fetch_add(&ctx->dropped, 1);
-        kt_record_drop_reason(kernel, KT_DROP_RING_FULL);
+        kt_record_drop(kernel, KT_DROP_RING_FULL);
         return rc;
     }
     atomic_fetch_add(&ctx->begun, 1);
@@ -386,7 +386,7 @@ int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
             } else if (s->executions && !s->self_copy) { /* every execution has its own record */
                 kt__vk_slot_release_locked(ctx, slot);
             } else {
-                kt_record_drop_reason(s->kernel,
+                kt_record_drop(s->kernel,
                                       kt__vk_unread_reason(s, KT_DROP_READ_FAILED, KT_DROP_NEVER_SUBMITTED));
                 kt__vk_slot_release_locked(ctx, slot);
                 n++;

@@ -139,7 +139,7 @@ static int cmd_in(VkCommandBuffer cmd, const VkCommandBuffer *cmds, uint32_t n)
 static void drop_slots_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p)
 {
     for (uint32_t k = 0; k < p->nslots; k++) {
-        kt_record_drop_reason(ctx->slots[p->slots[k]].kernel, KT_DROP_RING_FULL);
+        kt_record_drop(ctx->slots[p->slots[k]].kernel, KT_DROP_RING_FULL);
         ctx->slots[p->slots[k]].executions++;
     }
     atomic_fetch_add(&ctx->dropped, p->nslots);
@@ -188,7 +188,7 @@ static void plan_locked(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t 
             continue;
         if (!extensible || !plan_push(p, i, s->stage)) {
             /* this execution is counted here, so a later discard does not count the slot again */
-            kt_record_drop_reason(s->kernel, extensible ? KT_DROP_RING_FULL : KT_DROP_NO_TIMING);
+            kt_record_drop(s->kernel, extensible ? KT_DROP_RING_FULL : KT_DROP_NO_TIMING);
             ctx->slots[i].executions++;
             overflow++;
         }
@@ -207,14 +207,14 @@ static void plan_locked(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t 
     p->batch_slot = kt__vk_slot_alloc_locked(ctx);
     if (p->batch_slot == KT__VK_SLOT_DROPPED) {
         p->batch_slot = KT__VK_NONE;
-        kt_record_drop_reason(ctx->submit_kernel, KT_DROP_RING_FULL);
+        kt_record_drop(ctx->submit_kernel, KT_DROP_RING_FULL);
         overflow++;
     }
     p->nexec = p->nslots + (p->batch_slot != KT__VK_NONE);
     if (!p->nexec || exec_alloc_locked(ctx, p->nexec, &p->first_exec) != 0) {
         if (p->batch_slot != KT__VK_NONE) {
             kt__vk_slot_release_locked(ctx, p->batch_slot);
-            kt_record_drop_reason(ctx->submit_kernel, KT_DROP_RING_FULL);
+            kt_record_drop(ctx->submit_kernel, KT_DROP_RING_FULL);
             overflow++;
         }
         drop_slots_locked(ctx, p);
@@ -559,7 +559,7 @@ static void plan_give_up_locked(kt_vk_ctx_t *ctx, kt__vk_plan_t *p)
 {
     drop_slots_locked(ctx, p);
     if (p->batch_slot != KT__VK_NONE) {
-        kt_record_drop_reason(ctx->submit_kernel, KT_DROP_RING_FULL);
+        kt_record_drop(ctx->submit_kernel, KT_DROP_RING_FULL);
         atomic_fetch_add(&ctx->dropped, 1);
     }
     plan_cancel_locked(ctx, p);
@@ -865,7 +865,7 @@ int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n, con
             s->executions++; /* accounted through its occurrences: its own discard counts nothing */
             uint32_t o = kt__vk_slot_alloc_locked(ctx);
             if (o == KT__VK_SLOT_DROPPED) {
-                kt_record_drop_reason(s->kernel, KT_DROP_RING_FULL);
+                kt_record_drop(s->kernel, KT_DROP_RING_FULL);
                 atomic_fetch_add(&ctx->dropped, 1);
                 continue;
             }

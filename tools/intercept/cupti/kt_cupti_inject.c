@@ -387,12 +387,12 @@ static void record_command(kt_kernel_id_t (*name)(const void *rec, uint32_t devi
     d.kernel = name(rec, device);
     if (start == 0 && end == 0) { /* CUPTI delivered it without timing */
         pthread_mutex_unlock(&S.lock);
-        kt_record_drop_reason(d.kernel, KT_DROP_NO_TIMING);
+        kt_record_drop(d.kernel, KT_DROP_NO_TIMING);
         return;
     }
     if (end < start) {
         pthread_mutex_unlock(&S.lock);
-        kt_record_drop_reason(d.kernel, KT_DROP_INVALID_TIMES);
+        kt_record_drop(d.kernel, KT_DROP_INVALID_TIMES);
         return;
     }
     d.queue = queue_locked(device, context, stream);
@@ -532,7 +532,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             snprintf(name, sizeof name, "(CUPTI records dropped, context %u)", cid);
         kt_kernel_id_t id = kt_kernel_intern(name, KT_BACKEND_CUDA, NULL);
         for (size_t i = 0; i < dropped; i++)
-            kt_record_drop_reason(id, KT_DROP_RING_FULL);
+            kt_record_drop(id, KT_DROP_RING_FULL);
     }
     if (buffer)
         __atomic_sub_fetch(&S.buffers_out, 1, __ATOMIC_RELAXED);
@@ -624,7 +624,7 @@ static void flush_at_exit(void)
                                   "they held were not timed\n", n);
         kt_kernel_id_t id = kt_kernel_intern("(CUPTI buffers taken by another client)", KT_BACKEND_CUDA, NULL);
         for (uint64_t i = 0; i < lost; i++)
-            kt_record_drop_reason(id, KT_DROP_READ_FAILED);
+            kt_record_drop(id, KT_DROP_READ_FAILED);
     }
 }
 

@@ -48,6 +48,7 @@
 
 #include "shim/kti_map.h"
 #include "core/env.h"
+#include "shared/tool_cl.h"
 
 #include <dlfcn.h>
 #include <stddef.h>

@@ -3,7 +3,8 @@
 #define KTI_RUN_H
 
 #include <ktiming.h>
-#include <ktiming/output.h>
+#include "shared/output.h"
+#include "shared/tool.h"
 
 #include "core/env.h"
 
@@ -95,7 +96,7 @@ static void kti_write_run_snapshot(void)
     errno = 0;
     int rc = kt_output_open(path, KT_OUTPUT_NOSYNC, &o);
     if (rc == 0) {
-        rc = kt_report_print(kt_output_file(o), snap, KT_FORMAT_JSON);
+        rc = kt_report_print(kt_output_file(o), snap, KT_FORMAT_JSON, NULL);
         if (rc != 0)
             kt_output_abort(o);
         else

@@ -509,7 +509,7 @@ static void cmd_retire(kti_device_t *d, kti_cmd_t *c, VkCommandBuffer cb)
 static void drop_all(const kti_kernels_t *l, kt_drop_reason_t reason)
 {
     for (uint32_t i = 0; i < l->n; i++)
-        kt_record_drop_reason(l->ids[i], reason);
+        kt_record_drop(l->ids[i], reason);
 }
 
 /* A submission. Timing every execution, a primary's dispatches are read per submission (kt_vk_queue_submit);

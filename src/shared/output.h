@@ -1,4 +1,4 @@
-/* ktiming/output.h — the one writer behind every file ktiming writes (kt_report_write, KTIMING_OUTPUT and
+/* shared/output.h — the one writer behind every file ktiming writes (kt_report_write, KTIMING_OUTPUT and
  * KTIMING_TRACE at exit, `ktiming report/compare/run -o`, the interception libraries' run snapshots).
  *
  * What a path gets:
@@ -20,6 +20,8 @@
  *   - a directory: KT_EIO with errno EISDIR.
  * New files get mode 0666 & ~umask; a replaced file's permission bits are kept (a 0600 file stays 0600). On failure the functions return a
  * negative KT_E* code with errno saying why (strerror(errno) names it).
+ *
+ * Not installed (docs/abi.md): the library's exports for its own tools (CLI, interception libraries) and tests.
  */
 #ifndef KTIMING_OUTPUT_H
 #define KTIMING_OUTPUT_H

@@ -1,5 +1,6 @@
-/* run_arena.h — `ktiming run`'s side of crash survival: the memory a timed program records into, readable after
- * the program is gone (docs/run.md, "When the program dies"). */
+/* shared/run_arena.h — `ktiming run`'s side of crash survival: the memory a timed program records into, readable
+ * after the program is gone (docs/run.md, "When the program dies"). Not installed (docs/abi.md): exported for the
+ * CLI and tests only. */
 #ifndef KTIMING_RUN_ARENA_H
 #define KTIMING_RUN_ARENA_H
 

@@ -1,4 +1,4 @@
-/* clock.c — the host timeline: CLOCK_MONOTONIC_RAW ns from the cheapest trustworthy counter (TSC, CNTVCT_EL0),
+/* hclock.c — the host timeline: CLOCK_MONOTONIC_RAW ns from the cheapest trustworthy counter (TSC, CNTVCT_EL0),
  * calibrated against clock_gettime with a stated bound; the fallback, the resolution and the cost of a read. */
 #include "core/hclock_decide.h"
 #include "core/hclock_model.h"

@@ -1,0 +1,24 @@
+/* shared/tool.h — core functions of libktiming that only its own tools (the interception libraries of `ktiming
+ * run`) and tests call. Exported from libktiming.so, declared here only: this header is not installed
+ * (docs/abi.md). The other tool-only headers: shared/output.h, shared/run_arena.h, shared/tool_cl.h. */
+#ifndef KTIMING_TOOL_H
+#define KTIMING_TOOL_H
+
+#include <ktiming.h>
+
+#if !KT_ENABLED
+#error "shared/tool.h is for ktiming's own tools, built with KTIMING_ENABLE=1"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Host API time: a zone of kernel `api` of KT_BACKEND_HOST_API around a blocking GPU API call, ended with
+ * kt_zone_end; one clock read at each end. */
+KT_API kt_zone_t kt__host_api_begin(kt_kernel_id_t *site_cache, const char *api);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KTIMING_TOOL_H */

@@ -1,0 +1,43 @@
+/* shared/tool_cl.h — OpenCL functions of libktiming that only its interception shim (tools/intercept/opencl) and
+ * tests call. Exported from libktiming.so, declared here only: this header is not installed (docs/abi.md). */
+#ifndef KTIMING_TOOL_CL_H
+#define KTIMING_TOOL_CL_H
+
+#include <ktiming/cl.h>
+
+#if !KT_ENABLED
+#error "shared/tool_cl.h is for ktiming's own tools, built with KTIMING_ENABLE=1"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Choose the loader library before the first kt_cl_load (overrides KTIMING_OPENCL_LIBRARY; an interception
+ * layer points libktiming at its pass-through library this way, without setenv). 0, KT_EINVAL (NULL, empty or
+ * too long), KT_ESTATE (already loaded: the choice is ignored). */
+KT_API int kt_cl_use_library(const char *path);
+
+/* An enqueue the driver refused (error != CL_SUCCESS): counted in `errors` of the kernel (name NULL: its
+ * CL_KERNEL_FUNCTION_NAME) or command `name`, with the error's name (kt_cl_error_name) as the entry's
+ * last_error. kt_cl_enqueue_ndrange does this itself. */
+KT_API void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error);
+
+/* Whether transfers and other commands are timed too (KTIMING_OPENCL_COMMANDS=all, the default) or only
+ * kernels (KTIMING_OPENCL_COMMANDS=kernels). */
+KT_API int kt_cl_commands_all(void);
+
+/* Whether ktiming holds a reference to this event now (it retains a program's event while the command is in
+ * flight): a shim subtracts it from CL_EVENT_REFERENCE_COUNT so the program reads the count it would without
+ * ktiming. Looks through every record in flight: for such queries, not for a hot path. */
+KT_API int kt_cl_event_held(cl_event event);
+
+/* Copy a zero-terminated queue property list into out (capacity cap entries) with CL_QUEUE_PROFILING_ENABLE
+ * added to CL_QUEUE_PROPERTIES (appending the pair if absent). in may be NULL. KT_EFULL if cap is short. For the
+ * shim's clCreateCommandQueueWithProperties (for clCreateCommandQueue it ORs the bit into the properties). */
+KT_API int kt_cl_queue_properties_profiled(const cl_queue_properties *in, cl_queue_properties *out, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KTIMING_TOOL_CL_H */
