@@ -265,10 +265,6 @@ KT_API int kt_cl_track(kt_cl_ctx_t *ctx, cl_event event, const char *name);
  * (CL_KERNEL_FUNCTION_NAME). enqueue_ns is the host time of the enqueue call (0: now). */
 KT_API int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name,
                               uint64_t enqueue_ns);
-/* For the interception library (tools/intercept/opencl), not for programs: kt_cl_track_kernel with the command's
- * launch configuration (kt_dispatch_t.launch; clEnqueueTask: 1 x 1). kt_cl_enqueue_ndrange records its own. */
-KT_API int kt__cl_track_launch(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const kt_launch_t *launch,
-                               uint64_t enqueue_ns);
 
 /* Track any other command (a transfer, a fill, a map): like kt_cl_track, with the bytes it moves (counted in the
  * entry's `bytes` and the dispatch's bytes; 0 for none) and its enqueue time (0: now). Shims name transfers
@@ -353,9 +349,6 @@ static inline int kt_cl_track(kt_cl_ctx_t *ctx, cl_event event, const char *name
 static inline int kt_cl_track_kernel(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char *name,
                                      uint64_t enqueue_ns)
 { (void)ctx; (void)event; (void)kernel; (void)name; (void)enqueue_ns; return 0; }
-static inline int kt__cl_track_launch(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const kt_launch_t *launch,
-                                      uint64_t enqueue_ns)
-{ (void)ctx; (void)event; (void)kernel; (void)launch; (void)enqueue_ns; return 0; }
 static inline int kt_cl_flush(kt_cl_ctx_t *ctx, uint64_t timeout_ns) { (void)ctx; (void)timeout_ns; return 0; }
 static inline int kt_cl_collect(kt_cl_ctx_t *ctx, uint64_t enqueued_before_ns)
 { (void)ctx; (void)enqueued_before_ns; return 0; }

@@ -37,6 +37,11 @@ KT_API int kt_cl_event_held(cl_event event);
  * shim's clCreateCommandQueueWithProperties (for clCreateCommandQueue it ORs the bit into the properties). */
 KT_API int kt_cl_queue_properties_profiled(const cl_queue_properties *in, cl_queue_properties *out, size_t cap);
 
+/* kt_cl_track_kernel with the command's launch configuration (kt_dispatch_t.launch): the shim's clEnqueueTask
+ * records 1 x 1 through it (PoCL reports a task's event as an NDRange). kt_cl_enqueue_ndrange records its own. */
+KT_API int kt__cl_track_launch(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const kt_launch_t *launch,
+                               uint64_t enqueue_ns);
+
 #ifdef __cplusplus
 }
 #endif
