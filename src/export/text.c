@@ -478,12 +478,13 @@ static void write_api_summary(FILE *out, const kt_snapshot_t *snap, int markdown
     if (w->entries) {
         char t[TIME_CELL];
         kt__format_duration(t, TIME_CELL, (double)w->total);
+        const char *calls = w->dispatches == 1 ? "call" : "calls";
         fprintf(out,
                 markdown ? "\nThe program's threads waited on the GPU for **%s** in %" PRIu64
-                           " calls (host-api waits; this time overlaps the kernels').\n"
+                           " %s (host-api waits; this time overlaps the kernels').\n"
                          : "[timing] the program's threads waited on the GPU for %s in %" PRIu64
-                           " calls (host-api waits, overlapping the kernels' time)\n",
-                t, w->dispatches);
+                           " %s (host-api waits, overlapping the kernels' time)\n",
+                t, w->dispatches, calls);
     }
     if (markdown)
         fputc('\n', out);

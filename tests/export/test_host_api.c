@@ -74,6 +74,25 @@ static void test_recorded_per_api(void **state)
     kt_snapshot_free(s);
 }
 
+/* One wait: the summary says "1 call", not "1 calls". */
+static void test_one_wait_one_call(void **state)
+{
+    (void)state;
+    kt_reset();
+    static kt_kernel_id_t site;
+    kt_zone_t z = kt__host_api_begin(&site, "clFinish");
+    kt_zone_end(&z);
+    kt_snapshot_t *s = kt_snapshot();
+    kt_report_opts_t o = {.sort = KT_SORT_TOTAL, .by_api = 1};
+    char *text = render(s, KT_FORMAT_TEXT, &o);
+    assert_non_null(strstr(text, " in 1 call (host-api waits"));
+    free(text);
+    text = render(s, KT_FORMAT_MARKDOWN, &o);
+    assert_non_null(strstr(text, " in 1 call (host-api waits"));
+    free(text);
+    kt_snapshot_free(s);
+}
+
 static void test_report_keeps_waits_apart(void **state)
 {
     (void)state;
@@ -139,6 +158,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recorded_per_api),
         cmocka_unit_test(test_report_keeps_waits_apart),
+        cmocka_unit_test(test_one_wait_one_call),
         cmocka_unit_test(test_json_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
