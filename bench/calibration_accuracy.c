@@ -14,7 +14,7 @@
  */
 #include "support/clock_synth.h"
 
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -22,7 +22,7 @@
  *   c = span-keeping zone / bare rdtsc pair (1 thread).
  */
 #include <ktiming.h>
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include "core/hclock.h"
 

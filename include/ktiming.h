@@ -85,7 +85,7 @@
  * Without KTIMING_ENABLE (or with it 0) every KT_* macro expands to nothing and every function below is a
  * static inline no-op, while the types stay: instrumented code compiles unchanged and needs no library. The
  * same holds for the backend headers (cl.h, vk.h, cuda.h), harness.h, primitive.h and stats.h. Exceptions,
- * checked by the test core_headers: clock.h (clock-model math a program calls deliberately: its types stay,
+ * checked by the test core_headers: clock_model.h (clock-model math a program calls deliberately: its types stay,
  * its functions need the library in both modes) and the analysis library's analysis.h and compare.h (they
  * refuse to compile without KTIMING_ENABLE=1).
  * Compiled in but runtime-disabled (kt_disable), a KT_CPU zone costs one load and a branch.
@@ -94,7 +94,7 @@
  * slews, so a duration measured on it is the hardware's, and the clock PoCL stamps OpenCL events with. Where
  * the CPU's counter is trustworthy (invariant TSC that Linux itself uses as its clocksource; CNTVCT_EL0 on
  * aarch64) host times are read from it and converted to CLOCK_MONOTONIC_RAW by a fitted multiply-shift with a
- * published error bound (the "host" device record, kt_host_clock_info in ktiming/clock.h, `ktiming devices`);
+ * published error bound (the "host" device record, kt_host_clock_info in ktiming/clock_model.h, `ktiming devices`);
  * else clock_gettime is called. KTIMING_CLOCK=auto|tsc|monotonic_raw overrides (docs/host-clock.md).
  * kt_clock_resolution_ns() is what clock_getres reports; kt_clock_read_cost_ns() is measured on first call
  * (cheapest of 16 batches of 1000 reads of the host timeline, whichever counter it comes from). Functions that can fail return 0 or a negative KT_E* code;

@@ -54,7 +54,7 @@
  * CL_PLATFORM_HOST_TIMER_RESOLUTION is non-zero; some 1.2 stacks hang in it) or from a marker's END stamp
  * bracketed by host reads, and compared with CLOCK_MONOTONIC_RAW, CLOCK_MONOTONIC and CLOCK_REALTIME. Stamps
  * in the host timeline's own clock (PoCL) are used as they are; MONOTONIC/REALTIME stamps are converted with
- * the sampled domain models; a clock with its own epoch gets a calibration tracker (ktiming/clock.h): drift is
+ * the sampled domain models; a clock with its own epoch gets a calibration tracker (ktiming/clock_model.h): drift is
  * held at 0 under a 500 ppm prior until the samples span long enough to measure it, and the model is
  * refreshed on each mapping when reads use the host timer, else (marker reads block) at attach and flush,
  * its bound growing in between. The facts are published with kt_device_publish() for reports.

@@ -37,7 +37,7 @@
  *     (default 100) while work is pending. A start event is measured against the newest anchor, so the float
  *     offset stays within about one period (float rounding under 10 ns). Successive anchors form a chain whose
  *     positions are kept in integer ns, and once KT_CLOCK_MIN_SAMPLES anchors exist a clock model is fitted
- *     (ktiming/clock.h) so device/host drift is corrected. The span's uncertainty_ns states the resulting bound.
+ *     (ktiming/clock_model.h) so device/host drift is corrected. The span's uncertainty_ns states the resulting bound.
  *
  * Cleanup. kt_cuda_context_release(ctx) must be called before destroying a context you created; it collects
  * what is outstanding and destroys every event, stream, module and buffer ktiming made in it. kt_cuda_shutdown()
@@ -55,7 +55,7 @@
 #define KTIMING_CUDA_H
 
 #include <ktiming.h>
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -13,7 +13,7 @@
  * What a gather does (collective over comm): each rank's host clock is related to the root's by ping-pong
  * exchanges (the root reads its clock, the rank reads its own, the root reads again: a bracketed sample),
  * 32 per rank at MPI_Init (world, root 0) and 32 at the gather, fitted with the calibration module
- * (kt_clock_fit, KT_FIT_WEIGHTED, ktiming/clock.h): an offset, a drift across the job, and an error bound that
+ * (kt_clock_fit, KT_FIT_WEIGHTED, ktiming/clock_model.h): an offset, a drift across the job, and an error bound that
  * holds as long as each rank's read happened inside its bracket, which the exchange guarantees. Each rank's
  * snapshot is serialised to JSON (kt_report_print), sent to the root, parsed (kt_snapshot_parse), its spans
  * mapped onto the root's timeline (uncertainty_ns grows by the mapping's bound at each span) and merged

@@ -96,7 +96,7 @@
 #define KTIMING_VK_H
 
 #include <ktiming.h>
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 #include <ktiming/primitive.h>
 #include <vulkan/vulkan_core.h>
 

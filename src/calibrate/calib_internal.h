@@ -2,7 +2,7 @@
 #ifndef KT_CALIB_INTERNAL_H
 #define KT_CALIB_INTERNAL_H
 
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include <stddef.h>
 #include <stdint.h>

@@ -5,7 +5,7 @@
 #include "core/internal.h"
 #include "core/service.h"
 
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include <math.h>
 #include <pthread.h>

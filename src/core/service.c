@@ -1,7 +1,7 @@
 /* service.c — the backend service layer: registration, flush/stop at a deadline, collector threads, fork. */
 #include "core/service.h"
 #include "core/internal.h"
-#include "ktiming/clock.h"
+#include "ktiming/clock_model.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -10,7 +10,7 @@
  * Times are microseconds written with three decimals: exact nanoseconds.
  */
 #include "core/device_label.h"
-#include "export/timeline.h"
+#include "export/trace_json.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

@@ -23,8 +23,8 @@ int kt__export_markdown(FILE *out, const kt_snapshot_t *snap, const kt_report_op
 int kt__export_lines(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts);
 int kt__export_csv(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts);
 int kt__export_json(FILE *out, const kt_snapshot_t *snap);
-int kt__export_chrome(FILE *out, const kt_snapshot_t *snap); /* written by the timeline area */
-int kt__export_html(FILE *out, const kt_snapshot_t *snap);   /* written by the timeline area */
+int kt__export_chrome(FILE *out, const kt_snapshot_t *snap); /* chrome.c */
+int kt__export_html(FILE *out, const kt_snapshot_t *snap);   /* html.c */
 
 /* The rows a table report shows: indices into snap->entries matching opts->filter (fnmatch), in opts->sort
  * order (ties in snapshot order); opts NULL = every entry by total time. *rows is malloc'd (free it).

@@ -2,7 +2,7 @@
  * kernel table, per-kernel duration distributions, a zoomable timeline and, for a comparison, the speedups.
  * No network: the stylesheet and script (src/export/html/report.{css,js}) are compiled into the library. */
 #include "core/device_label.h"
-#include "export/timeline.h"
+#include "export/trace_json.h"
 
 #include <inttypes.h>
 #include <math.h>

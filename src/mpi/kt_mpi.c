@@ -1,7 +1,7 @@
 /* kt_mpi.c — libktiming_mpi: PMPI interception of MPI_Init/MPI_Init_thread/MPI_Finalize and kt_mpi_gather():
  * every rank's snapshot on the root's timeline (ping-pong clock samples fitted by the calibration module). */
 #include <ktiming/analysis.h>
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 #include <ktiming/mpi.h>
 
 #include "core/env.h"

@@ -1,5 +1,5 @@
 /* test_clock_domain.c — host clock domains on the real clocks: reads, sampling, domain detection, conversion. */
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include <pthread.h>
 #include <setjmp.h>

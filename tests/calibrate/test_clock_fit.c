@@ -9,7 +9,7 @@
  */
 #include "support/clock_synth.h"
 
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include <setjmp.h>
 #include <stdarg.h>

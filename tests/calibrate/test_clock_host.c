@@ -9,7 +9,7 @@
  * src/core/hclock_model.c, tests/core/test_host_clock_model.c.) */
 #include "support/clock_synth.h"
 
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include <setjmp.h>
 #include <stdarg.h>

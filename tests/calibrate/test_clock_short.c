@@ -2,7 +2,7 @@
  * truth 0.7-10 s later, the default drift prior, and the tracker's early second fit. */
 #include "support/clock_synth.h"
 
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,7 +1,7 @@
 /* test_clock_tracker.c — the periodic-refit tracker: refit cadence, ring bounds, steps, bounded polls, threads. */
 #include "support/clock_synth.h"
 
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include <pthread.h>
 #include <setjmp.h>

@@ -5,7 +5,7 @@
 #include "core/hclock_decide.h"
 
 #include <ktiming.h>
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include <sched.h>
 #include <setjmp.h>

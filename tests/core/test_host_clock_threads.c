@@ -2,7 +2,7 @@
  * stay consistent (seqlock), time seen by one thread never goes back by more than the bound allows, and zones
  * recorded meanwhile all count. Run with KTIMING_CLOCK=tsc (and under TSan with the threaded label). */
 #include <ktiming.h>
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include <pthread.h>
 #include <setjmp.h>

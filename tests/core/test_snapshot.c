@@ -1,7 +1,7 @@
 /* test_snapshot.c — snapshot ordering, lookup, spans mapped to entries/queues/threads, devices, last-by-time. */
 #include "test_util.h"
 
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include <pthread.h>
 

@@ -1,6 +1,6 @@
 /* test_cuda_globaltimer.c — %globaltimer through the embedded PTX kernels, run by the driver test double:
  * read, batch, resolution (the double's update granularity), frequency, and calibration against the host
- * timeline with ktiming/clock.h (mapping within the stated bound; domain detected), then slot stamps. */
+ * timeline with ktiming/clock_model.h (mapping within the stated bound; domain detected), then slot stamps. */
 #include "cuda_test_util.h"
 
 #include <math.h>

@@ -6,7 +6,7 @@
  * failed commands counted once. */
 #include "fake_cl_util.h"
 
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 #ifndef KT_TEST_CLOCK_SYNTH_H
 #define KT_TEST_CLOCK_SYNTH_H
 
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include <math.h>
 #include <stdint.h>

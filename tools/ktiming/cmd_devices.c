@@ -6,7 +6,7 @@
 
 #include <getopt.h>
 
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include <math.h>
 #include <stdlib.h>

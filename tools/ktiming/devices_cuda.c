@@ -2,7 +2,7 @@
  * granularity and its calibration against the host), or why the driver is unavailable. */
 #include "cli.h"
 
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 #include <ktiming/cuda.h>
 
 int ktcli_devices_cuda(FILE *out)

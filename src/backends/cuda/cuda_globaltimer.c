@@ -1,5 +1,5 @@
 /* cuda_globaltimer.c — %globaltimer through the embedded PTX kernels: reads, batches, resolution, calibration
- * against the host timeline (ktiming/clock.h), and the slot buffers KT_KERNEL_ENTER/EXIT stamp into. */
+ * against the host timeline (ktiming/clock_model.h), and the slot buffers KT_KERNEL_ENTER/EXIT stamp into. */
 #include "cuda_internal.h"
 #include "kt__cuda_ptx.h" /* kt__cuda_ptx[]: kt_cuda_kernels.ptx, embedded at build time */
 

@@ -7,7 +7,7 @@
 #include "core/service.h"
 
 #include <ktiming.h>
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 #include <ktiming/cuda.h>
 #include <pthread.h>
 #include <stdatomic.h>

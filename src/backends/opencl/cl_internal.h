@@ -3,7 +3,7 @@
 #define KT_CL_INTERNAL_H
 
 #include <ktiming/cl.h>
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -6,7 +6,7 @@
 #define VK_NO_PROTOTYPES
 #endif
 #include <ktiming.h>
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 #include <ktiming/vk.h>
 
 #include <pthread.h>

@@ -36,7 +36,7 @@
 #include "core/env.h"
 
 #include <ktiming.h>
-#include <ktiming/clock.h>
+#include <ktiming/clock_model.h>
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
-/* timeline.h — internal: the Chrome trace and HTML report exporters and the JSON writing helpers they share. */
-#ifndef KT_EXPORT_TIMELINE_H
-#define KT_EXPORT_TIMELINE_H
+/* trace_json.h — internal: the Chrome trace and HTML report exporters and the JSON writing helpers they share. */
+#ifndef KT_EXPORT_TRACE_JSON_H
+#define KT_EXPORT_TRACE_JSON_H
 
 #include <ktiming.h>
 #include <stdint.h>

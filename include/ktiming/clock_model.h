@@ -1,4 +1,4 @@
-/* ktiming/clock.h — clock models: place device timestamps on the host timeline with a stated error bound.
+/* ktiming/clock_model.h — clock models: place device timestamps on the host timeline with a stated error bound.
  *
  * A device clock is sampled as {device_ns, host_before_ns, host_after_ns}: one device read bracketed by two
  * host reads in a known host domain. Fitting turns samples into a linear model, on centred values so raw
@@ -37,8 +37,8 @@
  * kt_clock_tracker_t (below) keeps a ring of recent samples and refits periodically with bounded work.
  * Pure math plus host clock reads: no driver calls, so everything here is testable with synthetic clocks.
  */
-#ifndef KTIMING_CLOCK_H
-#define KTIMING_CLOCK_H
+#ifndef KTIMING_CLOCK_MODEL_H
+#define KTIMING_CLOCK_MODEL_H
 
 #include <ktiming.h>
 
@@ -301,4 +301,4 @@ KT_API void kt_clock_tracker_stats(kt_clock_tracker_t *t, kt_clock_tracker_stats
 #ifdef __cplusplus
 }
 #endif
-#endif /* KTIMING_CLOCK_H */
+#endif /* KTIMING_CLOCK_MODEL_H */

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "support/files.h"
-#include "tl_fixture.h"
+#include "trace_fixture.h"
 
 #ifndef KT_CHROMIUM
 #define KT_CHROMIUM "/usr/bin/chromium"

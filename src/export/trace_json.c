@@ -1,5 +1,5 @@
-/* timeline_json.c — JSON string and time writers shared by the Chrome trace and HTML exporters. */
-#include "export/timeline.h"
+/* trace_json.c — JSON string and time writers shared by the Chrome trace and HTML exporters. */
+#include "export/trace_json.h"
 
 #include "export/export.h"
 

@@ -15,7 +15,7 @@
 
 #include "support/files.h"
 #include "support/proc.h"
-#include "tl_fixture.h"
+#include "trace_fixture.h"
 
 static char *g_dir; /* the test's private directory */
 

@@ -16,7 +16,7 @@
 
 #include "support/files.h"
 #include "support/proc.h"
-#include "tl_fixture.h"
+#include "trace_fixture.h"
 
 /* ---------------------------------------------------------------------------------------------------
  * Helpers

@@ -1,7 +1,8 @@
-/* tl_fixture.h — a hand-built snapshot for the timeline exporter tests: 2 host threads, 2 OpenCL queues (one
- * out-of-order, with overlapping spans), 1 Vulkan queue, nested CPU zones, an errored and a host-timed span. */
-#ifndef KT_TESTS_TL_FIXTURE_H
-#define KT_TESTS_TL_FIXTURE_H
+/* trace_fixture.h — a hand-built snapshot for the trace exporter tests (Chrome trace, HTML report): 2 host
+ * threads, 2 OpenCL queues (one out-of-order, with overlapping spans), 1 Vulkan queue, nested CPU zones, an
+ * errored and a host-timed span. */
+#ifndef KT_TESTS_TRACE_FIXTURE_H
+#define KT_TESTS_TRACE_FIXTURE_H
 
 #include <ktiming.h>
 #include <stdlib.h>
