@@ -225,31 +225,42 @@ typedef struct text_row_t {
     const kt_kernel_timing_t *e; /* the entry (for a configuration's row: `part`) */
     char *name;                  /* escaped name (a configuration's row: its label, indented in text) */
     size_t name_cols;            /* its display width */
-    char cell[C_COUNT][TIME_CELL]; /* formatted numbers */
     int part;                    /* 1: a configuration's row of the entry above (e points at `sub`) */
     const struct text_row_t *part_of; /* that entry's row */
-    kt_kernel_timing_t sub;      /* that configuration's share, as an entry (name, backend, device the entry's) */
+    kt_kernel_timing_t *sub;     /* that configuration's share, as an entry (name, backend, device the entry's) */
 } text_row_t;
 
-static void row_cells(text_row_t *r, long double all_total, const char *us)
+/* What formats a row's numbers: the total they are a share of and the microsecond unit (read once per table).
+ * A row's cells are formatted when they are written (twice for text: widths, then the line), not kept: a
+ * million-kernel report held ~250 bytes of cells per row. */
+typedef struct cells_ctx_t {
+    long double all_total;
+    const char *us;
+} cells_ctx_t;
+
+typedef char row_cells_t[C_COUNT][TIME_CELL];
+
+static void row_cells(const text_row_t *r, const cells_ctx_t *x, row_cells_t cell)
 {
     const kt_kernel_timing_t *e = r->e;
-    snprintf(r->cell[C_N], TIME_CELL, "%" PRIu64, e->dispatch_count);
+    long double all_total = x->all_total;
+    const char *us = x->us;
+    snprintf(cell[C_N], TIME_CELL, "%" PRIu64, e->dispatch_count);
     int none = e->dispatch_count == 0;
-    format_duration_us(r->cell[C_TOTAL], TIME_CELL, none ? -1.0 : (double)e->total_ns, us);
-    format_share(r->cell[C_SHARE], TIME_CELL, e->total_ns,
+    format_duration_us(cell[C_TOTAL], TIME_CELL, none ? -1.0 : (double)e->total_ns, us);
+    format_share(cell[C_SHARE], TIME_CELL, e->total_ns,
                  kt__entry_is_batch(e) || kt__entry_is_wait(e) ? 0.0L : all_total);
-    format_duration_us(r->cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns, us);
-    format_duration_us(r->cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns, us);
+    format_duration_us(cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns, us);
+    format_duration_us(cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns, us);
     int no_range = none || (e->min_ns == UINT64_MAX && e->max_ns == UINT64_MAX); /* a remainder's: not known */
-    format_duration_us(r->cell[C_MIN], TIME_CELL, no_range ? -1.0 : (double)e->min_ns, us);
+    format_duration_us(cell[C_MIN], TIME_CELL, no_range ? -1.0 : (double)e->min_ns, us);
     /* a percentile of 0 under a positive min is none at all (a version-1 file without percentiles): "-" */
     int no_pct = none || no_range || e->p50_ns == UINT64_MAX || /* a configuration's: not kept */
                  (e->min_ns > 0 && !e->p50_ns && !e->p90_ns && !e->p99_ns);
-    format_duration_us(r->cell[C_P50], TIME_CELL, no_pct ? -1.0 : (double)e->p50_ns, us);
-    format_duration_us(r->cell[C_P90], TIME_CELL, no_pct ? -1.0 : (double)e->p90_ns, us);
-    format_duration_us(r->cell[C_P99], TIME_CELL, no_pct ? -1.0 : (double)e->p99_ns, us);
-    format_duration_us(r->cell[C_MAX], TIME_CELL, no_range ? -1.0 : (double)e->max_ns, us);
+    format_duration_us(cell[C_P50], TIME_CELL, no_pct ? -1.0 : (double)e->p50_ns, us);
+    format_duration_us(cell[C_P90], TIME_CELL, no_pct ? -1.0 : (double)e->p90_ns, us);
+    format_duration_us(cell[C_P99], TIME_CELL, no_pct ? -1.0 : (double)e->p99_ns, us);
+    format_duration_us(cell[C_MAX], TIME_CELL, no_range ? -1.0 : (double)e->max_ns, us);
 }
 
 static int is_host_device(const char *dev) { return !dev || !*dev || !strcmp(dev, "host"); }
@@ -490,8 +501,10 @@ static void write_api_summary(FILE *out, const kt_snapshot_t *snap, int markdown
         fputc('\n', out);
 }
 
-static void write_text(FILE *out, text_row_t *rows, size_t n, const kt_snapshot_t *snap, size_t shown)
+static void write_text(FILE *out, text_row_t *rows, size_t n, const kt_snapshot_t *snap, size_t shown,
+                       const cells_ctx_t *x)
 {
+    row_cells_t cell;
     size_t name_cols = NAME_MIN_COLS, backend_cols = strlen("backend"), w[C_COUNT];
     for (size_t c = 0; c < C_COUNT; c++)
         w[c] = strlen(kHeads[c]);
@@ -503,8 +516,9 @@ static void write_text(FILE *out, text_row_t *rows, size_t n, const kt_snapshot_
         size_t bl = strlen(backend_label(rows[i].e->backend));
         if (bl > backend_cols)
             backend_cols = bl;
+        row_cells(&rows[i], x, cell);
         for (size_t c = 0; c < C_COUNT; c++) {
-            size_t cc = kt__text_cols(rows[i].cell[c]);
+            size_t cc = kt__text_cols(cell[c]);
             if (cc > w[c])
                 w[c] = cc;
         }
@@ -521,9 +535,10 @@ static void write_text(FILE *out, text_row_t *rows, size_t n, const kt_snapshot_
         fputs("[timing] ", out);
         name_write(out, rows[i].name, rows[i].name_cols, name_cols);
         fprintf(out, " %-*s", (int)backend_cols, rows[i].part ? "" : backend_label(rows[i].e->backend));
+        row_cells(&rows[i], x, cell);
         for (size_t c = 0; c < C_COUNT; c++) {
             fputs("  ", out);
-            write_right(out, rows[i].cell[c], w[c]);
+            write_right(out, cell[c], w[c]);
         }
         if (!rows[i].part)
             row_notes(out, rows[i].e, KT_ESC_TEXT, 1);
@@ -533,8 +548,9 @@ static void write_text(FILE *out, text_row_t *rows, size_t n, const kt_snapshot_
         fprintf(out, "[timing] %zu of %zu kernels shown (filter)\n", shown, snap->count);
 }
 
-static void write_markdown(FILE *out, text_row_t *rows, size_t n)
+static void write_markdown(FILE *out, text_row_t *rows, size_t n, const cells_ctx_t *x)
 {
+    row_cells_t cell;
     fputs("| kernel | backend | device", out);
     for (size_t c = 0; c < C_COUNT; c++)
         fprintf(out, " | %s", kHeads[c]);
@@ -548,8 +564,9 @@ static void write_markdown(FILE *out, text_row_t *rows, size_t n)
         fputs(rows[i].name, out);
         fprintf(out, " | %s | ", backend_label(e->backend));
         kt__escape_write(out, e->device, KT_ESC_MARKDOWN);
+        row_cells(&rows[i], x, cell);
         for (size_t c = 0; c < C_COUNT; c++)
-            fprintf(out, " | %s", rows[i].cell[c]);
+            fprintf(out, " | %s", cell[c]);
         fputs(" |", out);
         if (!rows[i].part)
             row_notes(out, e, KT_ESC_MARKDOWN, 0);
@@ -599,8 +616,7 @@ static void write_lines(FILE *out, text_row_t *rows, size_t n, const kt_snapshot
 /* After entry row k (rows[*w - 1]): a row per launch configuration of its entry and one for the dispatches that
  * carried none (kt__config_parts), each named by its label: indented in text and lines, "kernel [label]" in
  * markdown. 0 or KT_ENOMEM. */
-static int config_rows(text_row_t *rows, size_t *w, const text_row_t *k, int markdown, long double all_total,
-                       const char *us)
+static int config_rows(text_row_t *rows, size_t *w, const text_row_t *k, int markdown)
 {
     kt_kernel_timing_t parts[KT_LAUNCH_CONFIGS_MAX + 2];
     char labels[KT_LAUNCH_CONFIGS_MAX + 2][KT__LAUNCH_LABEL];
@@ -609,8 +625,10 @@ static int config_rows(text_row_t *rows, size_t *w, const text_row_t *k, int mar
         text_row_t *r = &rows[(*w)++];
         r->part = 1;
         r->part_of = k;
-        r->sub = parts[j];
-        r->e = &r->sub;
+        if (!(r->sub = malloc(sizeof *r->sub)))
+            return KT_ENOMEM;
+        *r->sub = parts[j];
+        r->e = r->sub;
         size_t len = strlen(k->name) + strlen(labels[j]) + 4;
         if (!(r->name = malloc(len)))
             return KT_ENOMEM;
@@ -619,7 +637,6 @@ static int config_rows(text_row_t *rows, size_t *w, const text_row_t *k, int mar
         else
             snprintf(r->name, len, "  %s", labels[j]);
         r->name_cols = markdown ? k->name_cols + strlen(labels[j]) + 3 : strlen(labels[j]) + 2;
-        row_cells(r, all_total, us);
     }
     return 0;
 }
@@ -655,7 +672,7 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
         if (!kt__entry_is_batch(&snap->entries[i]) && !kt__entry_is_wait(&snap->entries[i])) /* overlap kernels */
             all_total += (long double)snap->entries[i].total_ns;
     size_t w = 0;
-    const char *us = kt__unit_us(); /* the locale's variables read once per table, not once per cell */
+    cells_ctx_t x = {all_total, kt__unit_us()}; /* the locale's variables read once per table, not per cell */
     for (size_t i = 0; i < n && !rc; i++) {
         text_row_t *r = &rows[w++];
         r->e = &snap->entries[idx[i]];
@@ -664,9 +681,8 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
             rc = KT_ENOMEM;
             break;
         }
-        row_cells(r, all_total, us);
         if (by_config && r->e->configs && r->e->config_count)
-            rc = config_rows(rows, &w, r, markdown, all_total, us);
+            rc = config_rows(rows, &w, r, markdown);
     }
     size_t shown = n;
     n = w;
@@ -676,13 +692,15 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
         if (shape == TABLE_LINES)
             write_lines(out, rows, n, snap);
         else if (markdown)
-            write_markdown(out, rows, n);
+            write_markdown(out, rows, n, &x);
         else
-            write_text(out, rows, n, snap, shown);
+            write_text(out, rows, n, snap, shown, &x);
         write_kernels_dropped(out, snap, markdown);
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         free(rows[i].name);
+        free(rows[i].sub);
+    }
     free(rows);
     free(idx);
     if (!rc && ferror(out))

@@ -1,0 +1,103 @@
+/* test_report_memory.c — what the text and markdown reports hold while they write a large snapshot (issue 39.9):
+ * a few dozen bytes a kernel beside the snapshot (the sort order, a row and its escaped name), not the kernel's
+ * formatted cells and a copy of an entry (760 bytes a kernel before, with glibc). The heap is sampled each time
+ * the report writes to its stream, which is when every row is allocated. */
+#include "support/snapshot_fixture.h"
+
+#include <ktiming.h>
+
+#include <malloc.h>
+#if defined(__SANITIZE_ADDRESS__)
+#define KTT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KTT_ASAN 1
+#endif
+#endif
+#ifdef KTT_ASAN
+size_t __sanitizer_get_current_allocated_bytes(void); /* the sanitizer runtime's (its header is not installed) */
+#endif
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#define N 20000
+#define BOUND_PER_KERNEL 300 /* bytes held per kernel while writing, beside the snapshot (152 measured, 760 before) */
+
+static size_t heap_used(void)
+{
+#ifdef KTT_ASAN
+    return __sanitizer_get_current_allocated_bytes();
+#else
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+#endif
+}
+
+typedef struct sink_t {
+    size_t peak;  /* the most heap seen at a write */
+    size_t bytes; /* bytes written */
+} sink_t;
+
+static ssize_t sink_write(void *cookie, const char *buf, size_t size)
+{
+    (void)buf;
+    sink_t *k = cookie;
+    size_t h = heap_used();
+    if (h > k->peak)
+        k->peak = h;
+    k->bytes += size;
+    return (ssize_t)size;
+}
+
+static void check_format(kt_format_t fmt)
+{
+    kt_snapshot_t *s = fx_snapshot_new(N);
+    for (size_t i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "kernel_%05zu", i);
+        fx_entry(s, i, name, KT_BACKEND_OPENCL, "gpu", 10 + i % 7, 1000 + i, 900, 1200 + i);
+    }
+    sink_t k = {0, 0};
+    FILE *out = fopencookie(&k, "w", (cookie_io_functions_t){.write = sink_write});
+    assert_non_null(out);
+    static char buf[256]; /* small: the report writes (and the heap is sampled) all along */
+    setvbuf(out, buf, _IOFBF, sizeof buf);
+    size_t base = heap_used();
+    k.peak = base;
+    assert_int_equal(kt_report_print(out, s, fmt, NULL), 0);
+    fclose(out);
+    assert_true(k.bytes > (size_t)N * 40); /* every kernel's row was written */
+    size_t held = k.peak > base ? k.peak - base : 0;
+    print_message("format %d: %zu bytes held a kernel while writing (bound %d)\n", (int)fmt, held / N,
+                  BOUND_PER_KERNEL);
+    assert_true(held / N <= BOUND_PER_KERNEL);
+    assert_true(held > 0); /* the sampling saw the rows: the check above is not vacuous */
+    fx_free(s);
+}
+
+static void test_text_rows_are_narrow(void **state)
+{
+    (void)state;
+    check_format(KT_FORMAT_TEXT);
+}
+
+static void test_markdown_rows_are_narrow(void **state)
+{
+    (void)state;
+    check_format(KT_FORMAT_MARKDOWN);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_text_rows_are_narrow),
+        cmocka_unit_test(test_markdown_rows_are_narrow),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
