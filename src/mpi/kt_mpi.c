@@ -28,6 +28,7 @@ static struct {
     int active;                   /* interception on (KTIMING_MPI not 0) and MPI_Init succeeded */
     int size;                     /* world size at MPI_Init */
     kt_clock_sample_t *init;      /* root only: PINGS samples per rank, [rank * PINGS + i]; NULL elsewhere */
+    uint64_t *init_bound;         /* root only: each rank's host-counter bound during those samples (pingpong) */
 } g_mpi;
 
 /* KTIMING_TEST_CLOCK_OFFSET_NS * rank (see ktiming/mpi.h), for this process's world rank: a test hook, compiled
@@ -49,34 +50,56 @@ static int64_t test_offset_ns(void)
 /* This rank's clock (the host timeline, shifted by the test offset). */
 static uint64_t local_clock(int64_t test_off) { return (uint64_t)((int64_t)kt_now_ns() + test_off); }
 
+/* This process's host-counter bound now: how far a kt_now_ns() reading may be from CLOCK_MONOTONIC_RAW (0 when
+ * kt_now_ns is clock_gettime itself), rounded up. */
+static uint64_t host_bound_ns(void)
+{
+    kt_host_clock_info_t hi;
+    return kt_host_clock_info(&hi) == 0 && hi.error_bound_ns > 0 ? (uint64_t)ceil(hi.error_bound_ns) : 0;
+}
+
 /* PINGS bracketed samples of every rank's clock against the root's, into out[rank * PINGS + i] on the root
- * (out NULL: taken part in, not kept). Collective over comm. 0 or KT_EBACKEND. */
-static int pingpong(MPI_Comm comm, int root, kt_clock_sample_t *out, int64_t test_off)
+ * (out NULL: taken part in, not kept). Each pong also carries the rank's host-counter bound: the samples compare
+ * two processes' kt_now_ns readings, each within its own bound of CLOCK_MONOTONIC_RAW, so an offset's stated bound
+ * must add both. bound (root only, `size` entries, may be NULL) receives per rank the largest bound seen, the
+ * root's own at [root]; it is raised, never lowered, so the caller can carry it across calls. Collective over
+ * comm. 0 or KT_EBACKEND. */
+static int pingpong(MPI_Comm comm, int root, kt_clock_sample_t *out, int64_t test_off, uint64_t *bound)
 {
     int rank, size;
     if (PMPI_Comm_rank(comm, &rank) != MPI_SUCCESS || PMPI_Comm_size(comm, &size) != MPI_SUCCESS)
         return KT_EBACKEND;
+    uint64_t mine = host_bound_ns();
     for (int r = 0; r < size; r++) {
         if (r == root)
             continue;
         for (int i = 0; i < PINGS; i++) {
-            uint64_t v = 0;
+            uint64_t v[2] = {0, 0}; /* the rank's reading and its host-counter bound */
             if (rank == root) {
                 uint64_t t0 = local_clock(test_off);
                 if (PMPI_Send(NULL, 0, MPI_BYTE, r, TAG_PING, comm) != MPI_SUCCESS ||
-                    PMPI_Recv(&v, 1, MPI_UINT64_T, r, TAG_PONG, comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                    PMPI_Recv(v, 2, MPI_UINT64_T, r, TAG_PONG, comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
                     return KT_EBACKEND;
                 uint64_t t1 = local_clock(test_off);
                 if (out)
-                    out[(size_t)r * PINGS + (size_t)i] = (kt_clock_sample_t){v, t0, t1};
+                    out[(size_t)r * PINGS + (size_t)i] = (kt_clock_sample_t){v[0], t0, t1};
+                if (bound && v[1] > bound[r])
+                    bound[r] = v[1];
             } else if (rank == r) {
                 if (PMPI_Recv(NULL, 0, MPI_BYTE, root, TAG_PING, comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
                     return KT_EBACKEND;
-                v = local_clock(test_off);
-                if (PMPI_Send(&v, 1, MPI_UINT64_T, root, TAG_PONG, comm) != MPI_SUCCESS)
+                v[0] = local_clock(test_off);
+                v[1] = mine > host_bound_ns() ? mine : host_bound_ns();
+                if (PMPI_Send(v, 2, MPI_UINT64_T, root, TAG_PONG, comm) != MPI_SUCCESS)
                     return KT_EBACKEND;
             }
         }
+    }
+    if (bound && rank == root) {
+        uint64_t now = host_bound_ns();
+        uint64_t b = mine > now ? mine : now;
+        if (b > bound[root])
+            bound[root] = b;
     }
     return 0;
 }
@@ -156,10 +179,33 @@ static size_t span_rank_limit(void)
     return n < 0 ? 0 : (size_t)n;
 }
 
+/* The offset's hard bound from the gather's own samples of one rank: each bracket [before, after] of the root's
+ * clock holds the rank's reading plus the true offset, so the truth lies in the intersection [lo, hi] of
+ * (before - reading, after - reading) over the samples (32 pings within a millisecond: no drift to speak of). The
+ * fit's bound is statistical (a multiple of the residuals' spread): on a loaded machine, where a rank's wake-up
+ * after a ping is late in most samples, it missed the truth now and then. Returns how far `offset` is from the
+ * farther end of [lo, hi], or 0 when the samples do not intersect (a clock stepped: only the fit can say). */
+static uint64_t bracket_bound(const kt_clock_sample_t *s, size_t n, int64_t offset)
+{
+    int64_t lo = INT64_MIN, hi = INT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+        int64_t a = (int64_t)(s[i].host_before_ns - s[i].device_ns), b = (int64_t)(s[i].host_after_ns - s[i].device_ns);
+        if (a > lo)
+            lo = a;
+        if (b < hi)
+            hi = b;
+    }
+    if (!n || lo > hi)
+        return 0;
+    uint64_t dl = offset > lo ? (uint64_t)(offset - lo) : (uint64_t)(lo - offset);
+    uint64_t dh = offset > hi ? (uint64_t)(offset - hi) : (uint64_t)(hi - offset);
+    return dl > dh ? dl : dh;
+}
+
 /* Root: receives every rank's JSON (always all of it, so no sender is left blocked), then, unless rc is
  * already an error, parses, aligns and merges. */
 static int root_collect(MPI_Comm comm, int root, int size, char *own, size_t own_len, const kt_clock_sample_t *init,
-                        const kt_clock_sample_t *now, int rc, kt_snapshot_t **merged)
+                        const kt_clock_sample_t *now, const uint64_t *hbound, int rc, kt_snapshot_t **merged)
 {
     char **bufs = calloc((size_t)size, sizeof *bufs);
     uint64_t *lens = calloc((size_t)size, sizeof *lens);
@@ -236,7 +282,15 @@ static int root_collect(MPI_Comm comm, int root, int size, char *own, size_t own
         for (int r = 0; r < size && (size_t)r < (*merged)->source_count; r++) {
             kt_source_info_t *so = &(*merged)->sources[r];
             so->offset_ns = r == root ? 0 : kt_clock_model_offset_ns(&models[r]);
-            so->offset_bound_ns = r == root ? 0 : (uint64_t)ceil(models[r].error_ns);
+            if (r == root) {
+                so->offset_bound_ns = 0;
+                continue;
+            }
+            /* the larger of the fit's bound and the gather's brackets', plus both processes' host-counter
+             * bounds (pingpong) */
+            uint64_t fitb = (uint64_t)ceil(models[r].error_ns);
+            uint64_t brk = bracket_bound(now + (size_t)r * PINGS, PINGS, so->offset_ns);
+            so->offset_bound_ns = (fitb > brk ? fitb : brk) + (hbound ? hbound[r] + hbound[root] : 0);
         }
     for (int r = 0; r < size; r++) {
         if (snaps)
@@ -267,9 +321,12 @@ int kt_mpi_gather_snapshot(MPI_Comm comm, int root, const char *path, kt_snapsho
         (cmp == MPI_IDENT || cmp == MPI_CONGRUENT) && root == 0 && g_mpi.init && g_mpi.size == size ? g_mpi.init
                                                                                                  : NULL;
     kt_clock_sample_t *now = rank == root ? calloc((size_t)size * PINGS, sizeof *now) : NULL;
-    if (rank == root && !now)
+    uint64_t *hbound = rank == root ? calloc((size_t)size, sizeof *hbound) : NULL;
+    if (rank == root && (!now || !hbound))
         rc = KT_ENOMEM;
-    int prc = pingpong(comm, root, now, toff);
+    if (init && hbound && g_mpi.init_bound) /* the samples fitted include MPI_Init's: so do their bounds */
+        memcpy(hbound, g_mpi.init_bound, (size_t)size * sizeof *hbound);
+    int prc = pingpong(comm, root, now, toff, hbound);
     if (!rc)
         rc = prc;
 
@@ -317,7 +374,7 @@ int kt_mpi_gather_snapshot(MPI_Comm comm, int root, const char *path, kt_snapsho
                 rc = KT_EBACKEND;
         }
     } else {
-        rc = root_collect(comm, root, size, buf, len, init, now, rc, &merged);
+        rc = root_collect(comm, root, size, buf, len, init, now, hbound, rc, &merged);
         if (!rc && path) {
             char p[4096];
             rc = kt_path_expand(path, -1, p, sizeof p);
@@ -331,6 +388,7 @@ int kt_mpi_gather_snapshot(MPI_Comm comm, int root, const char *path, kt_snapsho
     }
     free(buf);
     free(now);
+    free(hbound);
     /* Every rank returns the root's verdict (a rank's own failure wins on that rank). */
     int verdict = rc;
     if (PMPI_Bcast(&verdict, 1, MPI_INT, root, comm) != MPI_SUCCESS)
@@ -365,12 +423,16 @@ static void on_init(void)
     g_mpi.active = 1;
     g_mpi.size = size;
     kt_clock_sample_t *s = rank == 0 ? calloc((size_t)size * PINGS, sizeof *s) : NULL;
+    uint64_t *b = rank == 0 ? calloc((size_t)size, sizeof *b) : NULL;
     /* every rank takes part even if the root could not allocate: the exchange is collective */
-    if (pingpong(MPI_COMM_WORLD, 0, s, test_offset_ns()) != 0) {
+    if (pingpong(MPI_COMM_WORLD, 0, s, test_offset_ns(), b) != 0 || !b) {
         free(s);
         s = NULL;
+        free(b);
+        b = NULL;
     }
     g_mpi.init = s;
+    g_mpi.init_bound = b;
 }
 
 KT_MPI_EXPORT int MPI_Init(int *argc, char ***argv)
@@ -400,6 +462,8 @@ KT_MPI_EXPORT int MPI_Finalize(void)
             fprintf(stderr, "ktiming mpi: gathering the ranks' snapshots failed: %s\n", kt_strerror(rc));
         free(g_mpi.init);
         g_mpi.init = NULL;
+        free(g_mpi.init_bound);
+        g_mpi.init_bound = NULL;
         g_mpi.active = 0;
     }
     return PMPI_Finalize();
