@@ -34,11 +34,14 @@ static int mpirun(const char *env, const char *prog_and_args, char **out)
     snprintf(cmd, sizeof cmd,
              "OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo "
              "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 "
+             /* each mpirun its own session directory: two at once under /tmp/ompi.<host>.<uid> race (one removes
+              * it as it ends while the other creates its pid.N inside: "orte_session_dir failed") */
+             "OMPI_MCA_orte_tmpdir_base=%s "
              "%s --allow-run-as-root --oversubscribe -np 4 env "
              /* sanitizer builds: the launcher comes before the runtime in the ranks' library list, and OpenMPI's
               * own allocations at exit are not ours to report (addresses and UB are still checked) */
              "ASAN_OPTIONS=\"$ASAN_OPTIONS:verify_asan_link_order=0:detect_leaks=0\" %s %s > %s",
-             KT_MPIEXEC, env, prog_and_args, log);
+             dir, KT_MPIEXEC, env, prog_and_args, log);
     int st = system(cmd);
     if (out) {
         *out = ktt_read_file(log, NULL);
