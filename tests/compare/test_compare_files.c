@@ -5,23 +5,13 @@
  * holds a fraction of the two snapshots'. */
 #include "analysis/compare_files.h"
 #include "support/files.h"
+#include "support/heap.h"
 
 #include <ktiming.h>
 #include <ktiming/analysis.h>
 #include <ktiming/compare.h>
 
 #include <fnmatch.h>
-#include <malloc.h>
-#if defined(__SANITIZE_ADDRESS__)
-#define KTT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KTT_ASAN 1
-#endif
-#endif
-#ifdef KTT_ASAN
-size_t __sanitizer_get_current_allocated_bytes(void); /* the sanitizer runtime's (its header is not installed) */
-#endif
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -230,17 +220,6 @@ static void test_same_errors(void **state)
     free(bad);
 }
 
-/* Heap bytes in use: glibc's count, or the sanitizer's allocator's under ASan (glibc's then says 0). */
-static size_t heap_used(void)
-{
-#ifdef KTT_ASAN
-    return __sanitizer_get_current_allocated_bytes();
-#else
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-#endif
-}
-
 /* 20,000 kernels a side without samples: the two files as read for a comparison hold at most a third of what
  * the two snapshots hold (64-byte records and packed names against 360-byte entries and two blocks each). */
 static void test_memory(void **state)
@@ -258,17 +237,17 @@ static void test_memory(void **state)
     fputs("]}\n", out);
     assert_int_equal(fclose(out), 0);
     char err[512];
-    size_t h0 = heap_used();
+    size_t h0 = ktt_heap_used();
     kt_snapshot_t *s[2] = {NULL, NULL};
     assert_int_equal(kt_snapshot_load(path, &(kt_load_opts_t){.max_bytes = 1u << 30}, &s[0], err, sizeof err), 0);
     assert_int_equal(kt_snapshot_load(path, &(kt_load_opts_t){.max_bytes = 1u << 30}, &s[1], err, sizeof err), 0);
-    size_t whole = heap_used() - h0;
+    size_t whole = ktt_heap_used() - h0;
     kt_snapshot_free(s[0]);
     kt_snapshot_free(s[1]);
-    h0 = heap_used();
+    h0 = ktt_heap_used();
     kt__cmp_files_t *f = NULL;
     assert_int_equal(kt__compare_files_load(path, path, 1u << 30, NULL, &f, err, sizeof err), 0);
-    size_t narrow = heap_used() - h0;
+    size_t narrow = ktt_heap_used() - h0;
     kt__compare_files_free(f, NULL);
     print_message("two snapshots: %zu bytes a kernel; read for a comparison: %zu\n", whole / (2 * N),
                   narrow / (2 * N));

@@ -2,21 +2,11 @@
  * a few dozen bytes a kernel beside the snapshot (the sort order, a row and its escaped name), not the kernel's
  * formatted cells and a copy of an entry (760 bytes a kernel before, with glibc). The heap is sampled each time
  * the report writes to its stream, which is when every row is allocated. */
+#include "support/heap.h"
 #include "support/snapshot_fixture.h"
 
 #include <ktiming.h>
 
-#include <malloc.h>
-#if defined(__SANITIZE_ADDRESS__)
-#define KTT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KTT_ASAN 1
-#endif
-#endif
-#ifdef KTT_ASAN
-size_t __sanitizer_get_current_allocated_bytes(void); /* the sanitizer runtime's (its header is not installed) */
-#endif
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,16 +19,6 @@ size_t __sanitizer_get_current_allocated_bytes(void); /* the sanitizer runtime's
 #define N 20000
 #define BOUND_PER_KERNEL 300 /* bytes held per kernel while writing, beside the snapshot (152 measured, 760 before) */
 
-static size_t heap_used(void)
-{
-#ifdef KTT_ASAN
-    return __sanitizer_get_current_allocated_bytes();
-#else
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-#endif
-}
-
 typedef struct sink_t {
     size_t peak;  /* the most heap seen at a write */
     size_t bytes; /* bytes written */
@@ -48,7 +28,7 @@ static ssize_t sink_write(void *cookie, const char *buf, size_t size)
 {
     (void)buf;
     sink_t *k = cookie;
-    size_t h = heap_used();
+    size_t h = ktt_heap_used();
     if (h > k->peak)
         k->peak = h;
     k->bytes += size;
@@ -68,7 +48,7 @@ static void check_format(kt_format_t fmt)
     assert_non_null(out);
     static char buf[256]; /* small: the report writes (and the heap is sampled) all along */
     setvbuf(out, buf, _IOFBF, sizeof buf);
-    size_t base = heap_used();
+    size_t base = ktt_heap_used();
     k.peak = base;
     assert_int_equal(kt_report_print(out, s, fmt, NULL), 0);
     fclose(out);
