@@ -59,11 +59,11 @@ static uint64_t host_bound_ns(void)
 }
 
 /* PINGS bracketed samples of every rank's clock against the root's, into out[rank * PINGS + i] on the root
- * (out NULL: taken part in, not kept). Each pong also carries the rank's host-counter bound: the samples compare
- * two processes' kt_now_ns readings, each within its own bound of CLOCK_MONOTONIC_RAW, so an offset's stated bound
- * must add both. bound (root only, `size` entries, may be NULL) receives per rank the largest bound seen, the
- * root's own at [root]; it is raised, never lowered, so the caller can carry it across calls. Collective over
- * comm. 0 or KT_EBACKEND. */
+ * (out NULL: taken part in, not kept). Each pong also carries the rank's host-counter bound, read once before the
+ * exchange (nothing is added between a reading and its pong): the samples compare two processes' kt_now_ns
+ * readings, each within its own bound of CLOCK_MONOTONIC_RAW, so an offset's stated bound must add both. bound
+ * (root only, `size` entries, may be NULL) receives per rank the largest bound seen, the root's own at [root]; it
+ * is raised, never lowered, so the caller can carry it across calls. Collective over comm. 0 or KT_EBACKEND. */
 static int pingpong(MPI_Comm comm, int root, kt_clock_sample_t *out, int64_t test_off, uint64_t *bound)
 {
     int rank, size;
@@ -89,18 +89,14 @@ static int pingpong(MPI_Comm comm, int root, kt_clock_sample_t *out, int64_t tes
                 if (PMPI_Recv(NULL, 0, MPI_BYTE, root, TAG_PING, comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
                     return KT_EBACKEND;
                 v[0] = local_clock(test_off);
-                v[1] = mine > host_bound_ns() ? mine : host_bound_ns();
+                v[1] = mine; /* read before the exchange: nothing between the reading and the pong */
                 if (PMPI_Send(v, 2, MPI_UINT64_T, root, TAG_PONG, comm) != MPI_SUCCESS)
                     return KT_EBACKEND;
             }
         }
     }
-    if (bound && rank == root) {
-        uint64_t now = host_bound_ns();
-        uint64_t b = mine > now ? mine : now;
-        if (b > bound[root])
-            bound[root] = b;
-    }
+    if (bound && rank == root && mine > bound[root])
+        bound[root] = mine;
     return 0;
 }
 
