@@ -17,6 +17,7 @@ static struct {
     VkFence fence;
     PFN_vkCmdBeginRendering begin_rendering;
     PFN_vkCmdEndRendering end_rendering;
+    int perf_query; /* VK_KHR_performance_query and performanceCounterQueryPools enabled on the device */
 } g;
 
 /* A device of family `family` (graphics and compute) with dynamicRendering, in the fixture's device record. */
@@ -48,7 +49,27 @@ static int open_device(void)
     if (dev->family == UINT32_MAX)
         return -1;
     dev->valid_bits = fam[dev->family].timestampValidBits;
+    /* VK_KHR_performance_query with performanceCounterQueryPools, where the device has them (here: the test layer
+     * below the timing layer gives them), as a profiling program enables them */
+    VkPhysicalDevicePerformanceQueryFeaturesKHR pqf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PERFORMANCE_QUERY_FEATURES_KHR};
+    const char *perf_ext = VK_KHR_PERFORMANCE_QUERY_EXTENSION_NAME;
+    VkExtensionProperties ext[256];
+    n = 256;
+    if (vk->vkEnumerateDeviceExtensionProperties(dev->physical, NULL, &n, ext) < 0)
+        return -1;
+    for (uint32_t i = 0; i < n && !g.perf_query; i++)
+        g.perf_query = !strcmp(ext[i].extensionName, perf_ext);
+    if (g.perf_query) {
+        f2.pNext = &pqf;
+        vk->vkGetPhysicalDeviceFeatures2(dev->physical, &f2);
+        g.perf_query = pqf.performanceCounterQueryPools;
+    }
+    VkPhysicalDevicePerformanceQueryFeaturesKHR pq_on = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PERFORMANCE_QUERY_FEATURES_KHR,
+        .performanceCounterQueryPools = VK_TRUE};
     VkPhysicalDeviceVulkan13Features on = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
+                                           .pNext = g.perf_query ? &pq_on : NULL,
                                            .dynamicRendering = VK_TRUE};
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -58,7 +79,9 @@ static int open_device(void)
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                               .pNext = &on,
                               .queueCreateInfoCount = 1,
-                              .pQueueCreateInfos = &qci};
+                              .pQueueCreateInfos = &qci,
+                              .enabledExtensionCount = g.perf_query ? 1u : 0u,
+                              .ppEnabledExtensionNames = &perf_ext};
     if (vk->vkCreateDevice(dev->physical, &dci, NULL, &dev->device) != VK_SUCCESS)
         return -1;
     vk->vkGetDeviceQueue(dev->device, dev->family, 0, &dev->queue);
@@ -234,54 +257,136 @@ static void vk_counts(uint64_t *timed, uint64_t *no_timing, uint64_t *batches)
     kt_snapshot_free(s);
 }
 
-/* A command buffer that begins a command-buffer-scope performance query must keep it first and its end last
- * (VUID-vkCmdBeginQuery-queryPool-03224, vkCmdEndQuery 03227): the layer records nothing of its own into it, and
- * its 3 dispatches count dropped, no timing, none timed, no batch span. lavapipe has no VK_KHR_performance_query:
- * an occlusion pool stands in, marked through the layer's test hook (test builds). Before: the 3 were timed,
- * with the layer's copies after the query's end. */
-static void perf_query_scope_untimed(void **state)
+/* VK_KHR_performance_query's entry points and the query commands, as a program gets them from the loader. */
+typedef struct perf_fns_t {
+    PFN_vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR counters;
+    PFN_vkGetPhysicalDeviceQueueFamilyPerformanceQueryPassesKHR passes;
+    PFN_vkAcquireProfilingLockKHR acquire;
+    PFN_vkReleaseProfilingLockKHR release;
+    PFN_vkCreateQueryPool create;
+    PFN_vkDestroyQueryPool destroy;
+    PFN_vkCmdResetQueryPool reset;
+    PFN_vkCmdBeginQuery begin;
+    PFN_vkCmdEndQuery end;
+} perf_fns_t;
+
+static perf_fns_t perf_fns(void)
 {
-    (void)state;
-    void (*mark)(VkDevice, VkQueryPool) = (void (*)(VkDevice, VkQueryPool))layer_symbol("kti_vk_layer_test_perf_pool");
-    assert_non_null(mark);
-    PFN_vkGetDeviceProcAddr gdpa =
-        (PFN_vkGetDeviceProcAddr)g.app.vk.vkGetInstanceProcAddr(g.app.instance, "vkGetDeviceProcAddr");
-    PFN_vkCreateQueryPool create = (PFN_vkCreateQueryPool)gdpa(g.dev.device, "vkCreateQueryPool");
-    PFN_vkDestroyQueryPool destroy = (PFN_vkDestroyQueryPool)gdpa(g.dev.device, "vkDestroyQueryPool");
-    PFN_vkCmdResetQueryPool reset = (PFN_vkCmdResetQueryPool)gdpa(g.dev.device, "vkCmdResetQueryPool");
-    PFN_vkCmdBeginQuery begin = (PFN_vkCmdBeginQuery)gdpa(g.dev.device, "vkCmdBeginQuery");
-    PFN_vkCmdEndQuery end = (PFN_vkCmdEndQuery)gdpa(g.dev.device, "vkCmdEndQuery");
-    assert_true(create && destroy && reset && begin && end);
+    assert_true(g.perf_query); /* the test layer gives them under ctest (VK_INSTANCE_LAYERS) */
+    PFN_vkGetInstanceProcAddr gipa = g.app.vk.vkGetInstanceProcAddr;
+    PFN_vkGetDeviceProcAddr gdpa = (PFN_vkGetDeviceProcAddr)gipa(g.app.instance, "vkGetDeviceProcAddr");
+    perf_fns_t f = {
+        .counters = (PFN_vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR)gipa(
+            g.app.instance, "vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR"),
+        .passes = (PFN_vkGetPhysicalDeviceQueueFamilyPerformanceQueryPassesKHR)gipa(
+            g.app.instance, "vkGetPhysicalDeviceQueueFamilyPerformanceQueryPassesKHR"),
+        .acquire = (PFN_vkAcquireProfilingLockKHR)gdpa(g.dev.device, "vkAcquireProfilingLockKHR"),
+        .release = (PFN_vkReleaseProfilingLockKHR)gdpa(g.dev.device, "vkReleaseProfilingLockKHR"),
+        .create = (PFN_vkCreateQueryPool)gdpa(g.dev.device, "vkCreateQueryPool"),
+        .destroy = (PFN_vkDestroyQueryPool)gdpa(g.dev.device, "vkDestroyQueryPool"),
+        .reset = (PFN_vkCmdResetQueryPool)gdpa(g.dev.device, "vkCmdResetQueryPool"),
+        .begin = (PFN_vkCmdBeginQuery)gdpa(g.dev.device, "vkCmdBeginQuery"),
+        .end = (PFN_vkCmdEndQuery)gdpa(g.dev.device, "vkCmdEndQuery"),
+    };
+    assert_true(f.counters && f.passes && f.acquire && f.release && f.create && f.destroy && f.reset && f.begin &&
+                f.end);
+    return f;
+}
+
+/* The index of the first performance counter of `scope` in the device's queue family (fails the test if none). */
+static uint32_t perf_counter(VkPerformanceCounterScopeKHR scope)
+{
+    const perf_fns_t f = perf_fns();
+    VkPerformanceCounterKHR c[64];
+    VkPerformanceCounterDescriptionKHR d[64];
+    for (int i = 0; i < 64; i++) {
+        c[i] = (VkPerformanceCounterKHR){.sType = VK_STRUCTURE_TYPE_PERFORMANCE_COUNTER_KHR};
+        d[i] = (VkPerformanceCounterDescriptionKHR){.sType = VK_STRUCTURE_TYPE_PERFORMANCE_COUNTER_DESCRIPTION_KHR};
+    }
+    uint32_t n = 64;
+    assert_true(f.counters(g.dev.physical, g.dev.family, &n, c, d) >= 0);
+    uint32_t i = 0;
+    while (i < n && c[i].scope != scope)
+        i++;
+    assert_true(i < n);
+    return i;
+}
+
+/* One performance query of counter `counter` (a one-pass pool) around 3 dispatches, as the first and the last
+ * command of a one-time command buffer, the profiling lock held; the Vulkan counts' changes (vk_counts). */
+static void perf_query_frame(uint32_t counter, uint64_t *timed, uint64_t *no_timing, uint64_t *batches)
+{
+    const perf_fns_t f = perf_fns();
+    const ktcli_vk_fn_t *vk = &g.app.vk;
+    VkQueryPoolPerformanceCreateInfoKHR pci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_PERFORMANCE_CREATE_INFO_KHR,
+                                               .queueFamilyIndex = g.dev.family,
+                                               .counterIndexCount = 1,
+                                               .pCounterIndices = &counter};
+    uint32_t passes = 0;
+    f.passes(g.dev.physical, &pci, &passes);
+    assert_int_equal(passes, 1); /* so no VkPerformanceQuerySubmitInfoKHR is needed */
     VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                                 .queryType = VK_QUERY_TYPE_OCCLUSION, .queryCount = 1};
+                                 .pNext = &pci,
+                                 .queryType = VK_QUERY_TYPE_PERFORMANCE_QUERY_KHR,
+                                 .queryCount = 1};
     VkQueryPool pool;
-    assert_int_equal(create(g.dev.device, &qci, NULL, &pool), VK_SUCCESS);
-    mark(g.dev.device, pool);
+    assert_int_equal(f.create(g.dev.device, &qci, NULL, &pool), VK_SUCCESS);
+    VkAcquireProfilingLockInfoKHR li = {.sType = VK_STRUCTURE_TYPE_ACQUIRE_PROFILING_LOCK_INFO_KHR, .timeout = UINT64_MAX};
+    assert_int_equal(f.acquire(g.dev.device, &li), VK_SUCCESS);
     uint64_t timed0, none0, batches0, timed1, none1, batches1;
     vk_counts(&timed0, &none0, &batches0);
-    const ktcli_vk_fn_t *vk = &g.app.vk;
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1};
-    assert_int_equal(ktcli_vk_cmd_begin(&g.dev, g.cmd[1]), 0);
-    reset(g.cmd[1], pool, 0, 1);
+    assert_int_equal(ktcli_vk_cmd_begin(&g.dev, g.cmd[1]), 0); /* the reset: a command buffer of its own */
+    f.reset(g.cmd[1], pool, 0, 1);
     assert_int_equal(ktcli_vk_cmd_end(&g.dev, g.cmd[1]), 0);
     si.pCommandBuffers = &g.cmd[1];
     assert_int_equal(vk->vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
     assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
     uint32_t iters = 1;
     assert_int_equal(ktcli_vk_cmd_begin(&g.dev, g.cmd[0]), 0);
-    begin(g.cmd[0], pool, 0, 0); /* the command buffer's first command */
+    f.begin(g.cmd[0], pool, 0, 0); /* the command buffer's first command */
     for (int i = 0; i < 3; i++)
         ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1);
-    end(g.cmd[0], pool, 0); /* its last */
+    f.end(g.cmd[0], pool, 0); /* its last */
     assert_int_equal(ktcli_vk_cmd_end(&g.dev, g.cmd[0]), 0);
     si.pCommandBuffers = &g.cmd[0];
     assert_int_equal(vk->vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
     assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
     vk_counts(&timed1, &none1, &batches1);
-    destroy(g.dev.device, pool, NULL);
-    assert_int_equal(timed1 - timed0, 0);
-    assert_int_equal(none1 - none0, 3);
-    assert_int_equal(batches1 - batches0, 0);
+    f.release(g.dev.device);
+    f.destroy(g.dev.device, pool, NULL);
+    *timed = timed1 - timed0;
+    *no_timing = none1 - none0;
+    *batches = batches1 - batches0;
+}
+
+/* A command buffer that begins a command-buffer-scope performance query must keep it first and its end last
+ * (VUID-vkCmdBeginQuery-queryPool-03224, vkCmdEndQuery 03227): the layer records nothing of its own into it, and
+ * its 3 dispatches count dropped, no timing, none timed, no batch span. The pool is a real
+ * VK_QUERY_TYPE_PERFORMANCE_QUERY_KHR pool of a counter of VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_BUFFER_KHR: the
+ * test layer below the timing layer gives the extension (lavapipe has none), so the timing layer's own detection at
+ * vkCreateQueryPool runs. Before: the 3 were timed, with the layer's copies after the query's end. */
+static void perf_query_scope_untimed(void **state)
+{
+    (void)state;
+    uint64_t timed, no_timing, batches;
+    perf_query_frame(perf_counter(VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_BUFFER_KHR), &timed, &no_timing, &batches);
+    assert_int_equal(timed, 0);
+    assert_int_equal(no_timing, 3);
+    assert_int_equal(batches, 0);
+}
+
+/* The same with a counter of VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_KHR, which may begin and end anywhere: all 3
+ * dispatches timed, one batch span. Fails where the detection leaves every performance pool untimed (its
+ * counters' scopes not read, or read wrong). */
+static void perf_query_command_scope_timed(void **state)
+{
+    (void)state;
+    uint64_t timed, no_timing, batches;
+    perf_query_frame(perf_counter(VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_KHR), &timed, &no_timing, &batches);
+    assert_int_equal(timed, 3);
+    assert_int_equal(no_timing, 0);
+    assert_int_equal(batches, 1);
 }
 
 static void validation_clean(void **state)
@@ -303,6 +408,7 @@ int main(void)
         cmocka_unit_test(device_identity),
         cmocka_unit_test(free_elsewhere_keeps_cache),
         cmocka_unit_test(perf_query_scope_untimed),
+        cmocka_unit_test(perf_query_command_scope_timed),
         cmocka_unit_test(validation_clean),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

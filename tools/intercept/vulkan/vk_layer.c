@@ -905,18 +905,6 @@ static int perf_pool_cb_scope(kti_device_t *d, const VkQueryPoolCreateInfo *ci)
     return cb_scope;
 }
 
-/* Test builds: a query pool that the layer treats as a command-buffer-scope performance query pool (no driver
- * here has VK_KHR_performance_query): test_vk_layer marks an occlusion pool with it. */
-#ifdef KT_VK_TEST_HOOKS
-__attribute__((visibility("default"))) void kti_vk_layer_test_perf_pool(VkDevice device, VkQueryPool pool)
-{
-    kti_device_t *d = device_of(device);
-    pthread_mutex_lock(&d->lock);
-    kti_map_put(&d->perf_pools, (uint64_t)pool, (void *)1);
-    pthread_mutex_unlock(&d->lock);
-}
-#endif
-
 static VkResult VKAPI_CALL hook_CreateQueryPool(VkDevice device, const VkQueryPoolCreateInfo *ci,
                                                 const VkAllocationCallbacks *a, VkQueryPool *out)
 {

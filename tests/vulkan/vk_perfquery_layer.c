@@ -1,0 +1,437 @@
+/* vk_perfquery_layer.c — a test-only Vulkan layer, VK_LAYER_KTIMING_test_perfquery (test_vk_layer enables it, below
+ * the timing layer and above the validation layer). To the layers above it, the device has
+ * VK_KHR_performance_query: the extension in the device extension list, performanceCounterQueryPools in
+ * VkPhysicalDevicePerformanceQueryFeaturesKHR, one pass per pool, a profiling lock that is always granted, and two
+ * counters in every queue family: counter 0 of command-buffer scope, counter 1 of command scope. To the layers
+ * below it (the validation layer, lavapipe), the program is an ordinary one: the extension and its feature struct are
+ * taken out of vkCreateDevice and the physical-device queries, and a performance query pool is created as an
+ * occlusion pool of the same size. The timing layer's detection of command-buffer-scope performance pools then
+ * runs on what a GPU driver with the extension would give it (issue 37.3), on a driver that has none. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vulkan/vk_layer.h>
+#include <vulkan/vulkan.h>
+
+#define PQ_EXPORT __attribute__((visibility("default")))
+#define PQ_LAYER_NAME "VK_LAYER_KTIMING_test_perfquery"
+#define PQ_COUNTERS 2u
+
+/* What the layer keeps of an instance or a device: the next layer's entry points, by dispatch key. */
+typedef struct pq_link_t {
+    void *key;                      /* the handle's dispatch table pointer */
+    VkInstance instance;            /* an instance's own handle (its physical devices share its key) */
+    PFN_vkGetInstanceProcAddr gipa; /* next layer's */
+    PFN_vkGetDeviceProcAddr gdpa;   /* next layer's (devices) */
+    struct pq_link_t *next;
+} pq_link_t;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static pq_link_t *g_links;
+
+static void *pq_key(const void *handle)
+{
+    return *(void *const *)handle;
+}
+
+static pq_link_t *pq_find(const void *handle)
+{
+    void *key = pq_key(handle);
+    pthread_mutex_lock(&g_lock);
+    pq_link_t *l = g_links;
+    while (l && l->key != key)
+        l = l->next;
+    pthread_mutex_unlock(&g_lock);
+    return l;
+}
+
+static int pq_add(const void *handle, VkInstance instance, PFN_vkGetInstanceProcAddr gipa,
+                  PFN_vkGetDeviceProcAddr gdpa)
+{
+    pq_link_t *l = calloc(1, sizeof *l);
+    if (!l)
+        return -1;
+    l->key = pq_key(handle);
+    l->instance = instance;
+    l->gipa = gipa;
+    l->gdpa = gdpa;
+    pthread_mutex_lock(&g_lock);
+    l->next = g_links;
+    g_links = l;
+    pthread_mutex_unlock(&g_lock);
+    return 0;
+}
+
+static void pq_remove(const void *handle)
+{
+    void *key = pq_key(handle);
+    pthread_mutex_lock(&g_lock);
+    for (pq_link_t **p = &g_links; *p; p = &(*p)->next)
+        if ((*p)->key == key) {
+            pq_link_t *l = *p;
+            *p = l->next;
+            free(l);
+            break;
+        }
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* The next layer's instance function `name` for an instance or physical device handle. */
+static PFN_vkVoidFunction pq_next_instance_fn(const void *handle, const char *name)
+{
+    pq_link_t *l = pq_find(handle);
+    return l ? l->gipa(l->instance, name) : NULL;
+}
+
+/* Takes the structure of type `type` out of a pNext chain; returns it (NULL if none) and its predecessor. */
+static VkBaseOutStructure *pq_unlink(void *chain_head, VkStructureType type, VkBaseOutStructure **prev)
+{
+    VkBaseOutStructure *p = chain_head;
+    while (p->pNext && p->pNext->sType != type)
+        p = p->pNext;
+    VkBaseOutStructure *s = p->pNext;
+    if (s)
+        p->pNext = s->pNext;
+    *prev = p;
+    return s;
+}
+
+static void pq_relink(VkBaseOutStructure *prev, VkBaseOutStructure *s)
+{
+    if (s)
+        prev->pNext = s;
+}
+
+/* ---- instance level ---- */
+
+static VkResult VKAPI_CALL pq_CreateInstance(const VkInstanceCreateInfo *ci, const VkAllocationCallbacks *a,
+                                             VkInstance *out)
+{
+    VkLayerInstanceCreateInfo *link = (VkLayerInstanceCreateInfo *)ci->pNext;
+    while (link &&
+           !(link->sType == VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO && link->function == VK_LAYER_LINK_INFO))
+        link = (VkLayerInstanceCreateInfo *)link->pNext;
+    if (!link)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    PFN_vkGetInstanceProcAddr gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
+    link->u.pLayerInfo = link->u.pLayerInfo->pNext;
+    PFN_vkCreateInstance create = (PFN_vkCreateInstance)gipa(VK_NULL_HANDLE, "vkCreateInstance");
+    VkResult r = create ? create(ci, a, out) : VK_ERROR_INITIALIZATION_FAILED;
+    if (r == VK_SUCCESS && pq_add(*out, *out, gipa, NULL) != 0) {
+        PFN_vkDestroyInstance destroy = (PFN_vkDestroyInstance)gipa(*out, "vkDestroyInstance");
+        destroy(*out, a);
+        r = VK_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    return r;
+}
+
+static void VKAPI_CALL pq_DestroyInstance(VkInstance instance, const VkAllocationCallbacks *a)
+{
+    if (!instance)
+        return;
+    PFN_vkDestroyInstance destroy = (PFN_vkDestroyInstance)pq_next_instance_fn(instance, "vkDestroyInstance");
+    pq_remove(instance);
+    if (destroy)
+        destroy(instance, a);
+}
+
+static const VkExtensionProperties kPerfExt = {VK_KHR_PERFORMANCE_QUERY_EXTENSION_NAME,
+                                               VK_KHR_PERFORMANCE_QUERY_SPEC_VERSION};
+
+/* Copies `n` properties into the caller's array of *count, the two-call idiom's way. */
+static VkResult pq_fill_ext(const VkExtensionProperties *all, uint32_t n, uint32_t *count, VkExtensionProperties *out)
+{
+    if (!out) {
+        *count = n;
+        return VK_SUCCESS;
+    }
+    uint32_t k = *count < n ? *count : n;
+    memcpy(out, all, k * sizeof *out);
+    *count = k;
+    return k < n ? VK_INCOMPLETE : VK_SUCCESS;
+}
+
+/* The driver's (and lower layers') device extensions plus VK_KHR_performance_query; ours alone for our name. */
+static VkResult VKAPI_CALL pq_EnumerateDeviceExtensionProperties(VkPhysicalDevice pd, const char *layer,
+                                                                 uint32_t *count, VkExtensionProperties *out)
+{
+    if (layer && !strcmp(layer, PQ_LAYER_NAME))
+        return pq_fill_ext(&kPerfExt, 1, count, out);
+    PFN_vkEnumerateDeviceExtensionProperties next = (PFN_vkEnumerateDeviceExtensionProperties)pq_next_instance_fn(
+        pd, "vkEnumerateDeviceExtensionProperties");
+    if (!next)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    if (layer)
+        return next(pd, layer, count, out);
+    uint32_t n = 0;
+    VkResult r = next(pd, NULL, &n, NULL);
+    if (r != VK_SUCCESS)
+        return r;
+    VkExtensionProperties *all = calloc(n + 1u, sizeof *all);
+    if (!all)
+        return VK_ERROR_OUT_OF_HOST_MEMORY;
+    r = next(pd, NULL, &n, all);
+    if (r == VK_SUCCESS) {
+        uint32_t i = 0;
+        while (i < n && strcmp(all[i].extensionName, kPerfExt.extensionName))
+            i++;
+        if (i == n)
+            all[n++] = kPerfExt;
+        r = pq_fill_ext(all, n, count, out);
+    }
+    free(all);
+    return r;
+}
+
+/* vkGetPhysicalDeviceFeatures2[KHR] below us, without the performance query features; then ours filled in. */
+static void pq_features2(VkPhysicalDevice pd, VkPhysicalDeviceFeatures2 *f, const char *name)
+{
+    PFN_vkGetPhysicalDeviceFeatures2 next = (PFN_vkGetPhysicalDeviceFeatures2)pq_next_instance_fn(pd, name);
+    VkBaseOutStructure *prev;
+    VkBaseOutStructure *s = pq_unlink(f, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PERFORMANCE_QUERY_FEATURES_KHR, &prev);
+    if (next)
+        next(pd, f);
+    pq_relink(prev, s);
+    if (s) {
+        VkPhysicalDevicePerformanceQueryFeaturesKHR *pf = (VkPhysicalDevicePerformanceQueryFeaturesKHR *)s;
+        pf->performanceCounterQueryPools = VK_TRUE;
+        pf->performanceCounterMultipleQueryPools = VK_FALSE;
+    }
+}
+
+static void VKAPI_CALL pq_GetPhysicalDeviceFeatures2(VkPhysicalDevice pd, VkPhysicalDeviceFeatures2 *f)
+{
+    pq_features2(pd, f, "vkGetPhysicalDeviceFeatures2");
+}
+
+static void VKAPI_CALL pq_GetPhysicalDeviceFeatures2KHR(VkPhysicalDevice pd, VkPhysicalDeviceFeatures2 *f)
+{
+    pq_features2(pd, f, "vkGetPhysicalDeviceFeatures2KHR");
+}
+
+/* vkGetPhysicalDeviceProperties2[KHR] likewise: allowCommandBufferQueryCopies is VK_FALSE. */
+static void pq_properties2(VkPhysicalDevice pd, VkPhysicalDeviceProperties2 *p, const char *name)
+{
+    PFN_vkGetPhysicalDeviceProperties2 next =
+        (PFN_vkGetPhysicalDeviceProperties2)pq_next_instance_fn(pd, name);
+    VkBaseOutStructure *prev;
+    VkBaseOutStructure *s = pq_unlink(p, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PERFORMANCE_QUERY_PROPERTIES_KHR, &prev);
+    if (next)
+        next(pd, p);
+    pq_relink(prev, s);
+    if (s)
+        ((VkPhysicalDevicePerformanceQueryPropertiesKHR *)s)->allowCommandBufferQueryCopies = VK_FALSE;
+}
+
+static void VKAPI_CALL pq_GetPhysicalDeviceProperties2(VkPhysicalDevice pd, VkPhysicalDeviceProperties2 *p)
+{
+    pq_properties2(pd, p, "vkGetPhysicalDeviceProperties2");
+}
+
+static void VKAPI_CALL pq_GetPhysicalDeviceProperties2KHR(VkPhysicalDevice pd, VkPhysicalDeviceProperties2 *p)
+{
+    pq_properties2(pd, p, "vkGetPhysicalDeviceProperties2KHR");
+}
+
+/* Counter 0: command-buffer scope; counter 1: command scope. The same in every queue family. */
+static VkResult VKAPI_CALL pq_EnumerateCounters(VkPhysicalDevice pd, uint32_t family, uint32_t *count,
+                                                VkPerformanceCounterKHR *counters,
+                                                VkPerformanceCounterDescriptionKHR *descriptions)
+{
+    (void)pd;
+    (void)family;
+    if (!counters && !descriptions) {
+        *count = PQ_COUNTERS;
+        return VK_SUCCESS;
+    }
+    static const VkPerformanceCounterScopeKHR scope[PQ_COUNTERS] = {VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_BUFFER_KHR,
+                                                                    VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_KHR};
+    static const char *const name[PQ_COUNTERS] = {"test command-buffer counter", "test command counter"};
+    uint32_t k = *count < PQ_COUNTERS ? *count : PQ_COUNTERS;
+    for (uint32_t i = 0; i < k; i++) {
+        if (counters) {
+            counters[i].unit = VK_PERFORMANCE_COUNTER_UNIT_GENERIC_KHR;
+            counters[i].scope = scope[i];
+            counters[i].storage = VK_PERFORMANCE_COUNTER_STORAGE_UINT64_KHR;
+            memset(counters[i].uuid, 0, sizeof counters[i].uuid);
+            counters[i].uuid[0] = (uint8_t)(0x70u + i);
+        }
+        if (descriptions) {
+            descriptions[i].flags = 0;
+            strcpy(descriptions[i].name, name[i]);
+            strcpy(descriptions[i].category, "ktiming test");
+            strcpy(descriptions[i].description, "no value: the pool is an occlusion pool below this layer");
+        }
+    }
+    *count = k;
+    return k < PQ_COUNTERS ? VK_INCOMPLETE : VK_SUCCESS;
+}
+
+static void VKAPI_CALL pq_GetPasses(VkPhysicalDevice pd, const VkQueryPoolPerformanceCreateInfoKHR *ci,
+                                    uint32_t *passes)
+{
+    (void)pd;
+    (void)ci;
+    *passes = 1;
+}
+
+/* ---- device level ---- */
+
+static VkResult VKAPI_CALL pq_CreateDevice(VkPhysicalDevice pd, const VkDeviceCreateInfo *ci,
+                                           const VkAllocationCallbacks *a, VkDevice *out)
+{
+    VkLayerDeviceCreateInfo *link = (VkLayerDeviceCreateInfo *)ci->pNext;
+    while (link && !(link->sType == VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO && link->function == VK_LAYER_LINK_INFO))
+        link = (VkLayerDeviceCreateInfo *)link->pNext;
+    if (!link)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    PFN_vkGetInstanceProcAddr gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
+    PFN_vkGetDeviceProcAddr gdpa = link->u.pLayerInfo->pfnNextGetDeviceProcAddr;
+    pq_link_t *inst = pq_find(pd);
+    if (!inst)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    link->u.pLayerInfo = link->u.pLayerInfo->pNext;
+    PFN_vkCreateDevice create = (PFN_vkCreateDevice)gipa(inst->instance, "vkCreateDevice");
+    if (!create)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    /* below us: neither the extension nor its feature struct (the program's chain, restored after) */
+    const char **names = calloc(ci->enabledExtensionCount + 1u, sizeof *names);
+    if (!names)
+        return VK_ERROR_OUT_OF_HOST_MEMORY;
+    VkDeviceCreateInfo mine = *ci;
+    mine.enabledExtensionCount = 0;
+    mine.ppEnabledExtensionNames = names;
+    for (uint32_t i = 0; i < ci->enabledExtensionCount; i++)
+        if (strcmp(ci->ppEnabledExtensionNames[i], VK_KHR_PERFORMANCE_QUERY_EXTENSION_NAME))
+            names[mine.enabledExtensionCount++] = ci->ppEnabledExtensionNames[i];
+    VkBaseOutStructure *prev;
+    VkBaseOutStructure *s = pq_unlink(&mine, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PERFORMANCE_QUERY_FEATURES_KHR, &prev);
+    VkResult r = create(pd, &mine, a, out);
+    if (prev != (VkBaseOutStructure *)&mine)
+        pq_relink(prev, s);
+    free(names);
+    if (r == VK_SUCCESS && pq_add(*out, VK_NULL_HANDLE, gipa, gdpa) != 0) {
+        PFN_vkDestroyDevice destroy = (PFN_vkDestroyDevice)gdpa(*out, "vkDestroyDevice");
+        destroy(*out, a);
+        r = VK_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    return r;
+}
+
+static PFN_vkVoidFunction pq_next_device_fn(VkDevice device, const char *name)
+{
+    pq_link_t *l = pq_find(device);
+    return l ? l->gdpa(device, name) : NULL;
+}
+
+static void VKAPI_CALL pq_DestroyDevice(VkDevice device, const VkAllocationCallbacks *a)
+{
+    if (!device)
+        return;
+    PFN_vkDestroyDevice destroy = (PFN_vkDestroyDevice)pq_next_device_fn(device, "vkDestroyDevice");
+    pq_remove(device);
+    if (destroy)
+        destroy(device, a);
+}
+
+/* A performance query pool is an occlusion pool of as many queries below us (no pNext: the performance create
+ * info is ours). */
+static VkResult VKAPI_CALL pq_CreateQueryPool(VkDevice device, const VkQueryPoolCreateInfo *ci,
+                                              const VkAllocationCallbacks *a, VkQueryPool *out)
+{
+    PFN_vkCreateQueryPool next = (PFN_vkCreateQueryPool)pq_next_device_fn(device, "vkCreateQueryPool");
+    if (!next)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    if (ci->queryType != VK_QUERY_TYPE_PERFORMANCE_QUERY_KHR)
+        return next(device, ci, a, out);
+    VkQueryPoolCreateInfo occ = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                 .queryType = VK_QUERY_TYPE_OCCLUSION,
+                                 .queryCount = ci->queryCount};
+    return next(device, &occ, a, out);
+}
+
+static VkResult VKAPI_CALL pq_AcquireProfilingLock(VkDevice device, const VkAcquireProfilingLockInfoKHR *info)
+{
+    (void)device;
+    (void)info;
+    return VK_SUCCESS;
+}
+
+static void VKAPI_CALL pq_ReleaseProfilingLock(VkDevice device)
+{
+    (void)device;
+}
+
+/* ---- proc addresses and the loader interface ---- */
+
+typedef struct pq_fn_t {
+    const char *name;
+    PFN_vkVoidFunction fn;
+} pq_fn_t;
+
+#define PQ_FN(name, fn) {name, (PFN_vkVoidFunction)fn}
+static const pq_fn_t kDeviceFns[] = {
+    PQ_FN("vkDestroyDevice", pq_DestroyDevice),
+    PQ_FN("vkCreateQueryPool", pq_CreateQueryPool),
+    PQ_FN("vkAcquireProfilingLockKHR", pq_AcquireProfilingLock),
+    PQ_FN("vkReleaseProfilingLockKHR", pq_ReleaseProfilingLock),
+};
+static const pq_fn_t kInstanceFns[] = {
+    PQ_FN("vkCreateInstance", pq_CreateInstance),
+    PQ_FN("vkDestroyInstance", pq_DestroyInstance),
+    PQ_FN("vkCreateDevice", pq_CreateDevice),
+    PQ_FN("vkEnumerateDeviceExtensionProperties", pq_EnumerateDeviceExtensionProperties),
+    PQ_FN("vkGetPhysicalDeviceFeatures2", pq_GetPhysicalDeviceFeatures2),
+    PQ_FN("vkGetPhysicalDeviceFeatures2KHR", pq_GetPhysicalDeviceFeatures2KHR),
+    PQ_FN("vkGetPhysicalDeviceProperties2", pq_GetPhysicalDeviceProperties2),
+    PQ_FN("vkGetPhysicalDeviceProperties2KHR", pq_GetPhysicalDeviceProperties2KHR),
+    PQ_FN("vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR", pq_EnumerateCounters),
+    PQ_FN("vkGetPhysicalDeviceQueueFamilyPerformanceQueryPassesKHR", pq_GetPasses),
+};
+#undef PQ_FN
+
+static PFN_vkVoidFunction pq_lookup(const pq_fn_t *fns, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(fns[i].name, name))
+            return fns[i].fn;
+    return NULL;
+}
+
+static PFN_vkVoidFunction VKAPI_CALL pq_gdpa(VkDevice device, const char *name);
+
+static PFN_vkVoidFunction VKAPI_CALL pq_gipa(VkInstance instance, const char *name)
+{
+    if (!strcmp(name, "vkGetInstanceProcAddr"))
+        return (PFN_vkVoidFunction)pq_gipa;
+    if (!strcmp(name, "vkGetDeviceProcAddr"))
+        return (PFN_vkVoidFunction)pq_gdpa;
+    PFN_vkVoidFunction f = pq_lookup(kInstanceFns, sizeof kInstanceFns / sizeof *kInstanceFns, name);
+    if (!f)
+        f = pq_lookup(kDeviceFns, sizeof kDeviceFns / sizeof *kDeviceFns, name);
+    PFN_vkVoidFunction next = instance ? pq_next_instance_fn(instance, name) : NULL;
+    /* the features and properties queries: ours only where the layer below has them */
+    if (f && !next && !strncmp(name, "vkGetPhysicalDevice", 19) && strstr(name, "2"))
+        return NULL;
+    return f ? f : next;
+}
+
+static PFN_vkVoidFunction VKAPI_CALL pq_gdpa(VkDevice device, const char *name)
+{
+    if (!strcmp(name, "vkGetDeviceProcAddr"))
+        return (PFN_vkVoidFunction)pq_gdpa;
+    PFN_vkVoidFunction f = pq_lookup(kDeviceFns, sizeof kDeviceFns / sizeof *kDeviceFns, name);
+    return f ? f : pq_next_device_fn(device, name);
+}
+
+PQ_EXPORT VKAPI_ATTR VkResult VKAPI_CALL vkNegotiateLoaderLayerInterfaceVersion(VkNegotiateLayerInterface *v)
+{
+    if (!v || v->sType != LAYER_NEGOTIATE_INTERFACE_STRUCT || v->loaderLayerInterfaceVersion < 2)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    v->loaderLayerInterfaceVersion = 2;
+    v->pfnGetInstanceProcAddr = pq_gipa;
+    v->pfnGetDeviceProcAddr = pq_gdpa;
+    v->pfnGetPhysicalDeviceProcAddr = NULL;
+    return VK_SUCCESS;
+}
