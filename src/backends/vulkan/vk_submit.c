@@ -167,7 +167,7 @@ static int plan_push(kt__vk_plan_t *p, uint32_t i, int stage)
 /* Under ctx->lock: finds the batch's timed slots and takes its records and its own slot. What cannot be had is
  * counted as dropped (ring full), never left unread silently. */
 static void plan_locked(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t ncmds, int extensible,
-                        uint32_t nbatches, kt__vk_plan_t *p)
+                        kt_drop_reason_t closed, uint32_t nbatches, kt__vk_plan_t *p)
 {
     p->nslots = 0;
     p->timed = p->direct = p->arm = 0;
@@ -188,7 +188,7 @@ static void plan_locked(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t 
             continue;
         if (!extensible || !plan_push(p, i, s->stage)) {
             /* this execution is counted here, so a later discard does not count the slot again */
-            kt_record_drop(s->kernel, extensible ? KT_DROP_RING_FULL : KT_DROP_NO_TIMING);
+            kt_record_drop(s->kernel, extensible ? KT_DROP_RING_FULL : closed);
             ctx->slots[i].executions++;
             overflow++;
         }
@@ -342,6 +342,18 @@ static void plan_cancel_locked(kt_vk_ctx_t *ctx, const kt__vk_plan_t *p)
     kt__vk_exec_reclaim_locked(ctx);
     if (p->batch_slot != KT__VK_NONE)
         kt__vk_slot_release_locked(ctx, p->batch_slot);
+}
+
+/* Under ctx->lock, after a batch went to the driver unplanned, as the program made it, because ktiming's own memory
+ * ran out (issue 37.4): this execution of the slots of `cmds` (the batch, or a part of a long one) counts as dropped
+ * -- `ring full`, or `no timing` for a batch that cannot take ours -- and one-time primaries' own copies are read
+ * as after any submission. Before, the execution was lost silently. */
+static void unplanned_locked(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t ncmds, int extensible,
+                             uint64_t now, uint32_t thread, uint32_t lane)
+{
+    kt__vk_plan_t p = {.pair = KT__VK_NONE, .batch_slot = KT__VK_NONE};
+    plan_locked(ctx, cmds, ncmds, 0, extensible ? KT_DROP_RING_FULL : KT_DROP_NO_TIMING, 1, &p);
+    plan_arm_locked(ctx, &p, cmds, ncmds, now, thread, lane);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -610,16 +622,23 @@ static VkResult submit_common(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const
                               const void *orig, VkFence fence, kt__vk_submit_fn submit, void *fn)
 {
     kt__vk_plan_t *plans = calloc(n ? n : 1, sizeof(*plans));
-    if (!plans)
-        return submit(ctx, queue, n, orig, NULL, fence, fn);
     uint64_t now = kt_now_ns();
     uint32_t thread = kt_thread_ordinal(), ntimed = 0;
     uint32_t lane = lane_of(ctx, queue);
+    if (!plans) {
+        VkResult r = submit(ctx, queue, n, orig, NULL, fence, fn);
+        pthread_mutex_lock(&ctx->lock);
+        for (uint32_t i = 0; r == VK_SUCCESS && i < n; i++)
+            unplanned_locked(ctx, batches[i].cmds, batches[i].ncmds,
+                             !batches[i].sealed && batch_extensible(batches[i].pnext), now, thread, lane);
+        pthread_mutex_unlock(&ctx->lock);
+        return r;
+    }
     pthread_mutex_lock(&ctx->lock);
     for (uint32_t i = 0; i < n; i++)
         if (batches[i].ncmds)
             plan_locked(ctx, batches[i].cmds, batches[i].ncmds,
-                        !batches[i].sealed && batch_extensible(batches[i].pnext), n, &plans[i]);
+                        !batches[i].sealed && batch_extensible(batches[i].pnext), KT_DROP_NO_TIMING, n, &plans[i]);
     pthread_mutex_unlock(&ctx->lock);
 
     pthread_mutex_lock(&ctx->sub_lock);
@@ -741,6 +760,32 @@ static void mark_submitted(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32
     pthread_mutex_unlock(&ctx->lock);
 }
 
+/* The program's batches (si1 or si2) went to the driver unplanned, as the program made them, ktiming's memory
+ * having run out before a plan could be made: each batch's execution accounted by unplanned_locked. A
+ * vkQueueSubmit2 batch's command buffers go in parts of up to 64. */
+static void unplanned(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const VkSubmitInfo *si1, const VkSubmitInfo2 *si2)
+{
+    uint64_t now = kt_now_ns();
+    uint32_t thread = kt_thread_ordinal(), lane = lane_of(ctx, queue);
+    VkCommandBuffer part[64];
+    pthread_mutex_lock(&ctx->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        if (si1) {
+            unplanned_locked(ctx, si1[i].pCommandBuffers, si1[i].commandBufferCount, batch_extensible(si1[i].pNext),
+                             now, thread, lane);
+            continue;
+        }
+        int extensible = !(si2[i].flags & VK_SUBMIT_PROTECTED_BIT) && batch_extensible(si2[i].pNext);
+        for (uint32_t at = 0; at < si2[i].commandBufferInfoCount; at += 64) {
+            uint32_t m = si2[i].commandBufferInfoCount - at < 64 ? si2[i].commandBufferInfoCount - at : 64;
+            for (uint32_t k = 0; k < m; k++)
+                part[k] = si2[i].pCommandBufferInfos[at + k].commandBuffer;
+            unplanned_locked(ctx, part, m, extensible, now, thread, lane);
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+}
+
 VkResult kt_vk_queue_submit(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const VkSubmitInfo *si, VkFence fence)
 {
     if (!ctx)
@@ -752,8 +797,12 @@ VkResult kt_vk_queue_submit(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const V
         return r;
     }
     kt__vk_batch_t *b = calloc(n ? n : 1, sizeof(*b));
-    if (!b)
-        return ctx->vk.vkQueueSubmit(queue, n, si, fence);
+    if (!b) {
+        VkResult r = ctx->vk.vkQueueSubmit(queue, n, si, fence);
+        if (r == VK_SUCCESS)
+            unplanned(ctx, queue, n, si, NULL);
+        return r;
+    }
     for (uint32_t i = 0; i < n; i++)
         b[i] = (kt__vk_batch_t){si[i].pNext, si[i].pCommandBuffers, si[i].commandBufferCount, 0};
     VkResult r = submit_common(ctx, queue, n, b, si, fence, submit1, NULL);
@@ -824,7 +873,10 @@ VkResult kt_vk_queue_submit2(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const 
     if (!b || !cmds) {
         free(b);
         free(cmds);
-        return call(queue, n, si, fence);
+        VkResult r = call(queue, n, si, fence);
+        if (r == VK_SUCCESS)
+            unplanned(ctx, queue, n, NULL, si);
+        return r;
     }
     VkCommandBuffer *at = cmds;
     for (uint32_t i = 0; i < n; i++) {
