@@ -3,7 +3,10 @@
  * instance (VK_RENDERING_SUSPENDING_BIT), resumed by the next command buffer of the batch: nothing may be recorded
  * between the two (VUID-VkSubmitInfo-pCommandBuffers-06015). The layer recorded its copies at the end of such a
  * one-time primary; it now leaves them to its own command buffer after the batch, and every dispatch is still
- * timed. Fails on any validation message. SKIPPED without a Vulkan 1.3 device with dynamicRendering. */
+ * timed. The installed validation layer does not report that; the test layer below the timing layer
+ * (VK_LAYER_KTIMING_test, vk_test_layer.c) counts commands recorded between a suspend and its resume. It also gives
+ * VK_KHR_performance_query, for the command-buffer-scope performance query tests. Fails on any validation message.
+ * SKIPPED without a Vulkan 1.3 device with dynamicRendering. */
 #include "vk_test.h"
 
 #define FRAMES 3
@@ -118,6 +121,36 @@ static int setup(void **state)
     return 0;
 }
 
+/* The symbol `name` of the loaded layer library whose path holds `lib` (test builds of the timing layer export a
+ * few; the test layer one), or NULL. */
+static int find_layer_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    const char **want = data;
+    if (info->dlpi_name && strstr(info->dlpi_name, want[0])) {
+        want[1] = info->dlpi_name;
+        return 1;
+    }
+    return 0;
+}
+
+static void *lib_symbol(const char *lib, const char *name)
+{
+    const char *want[2] = {lib, NULL};
+    dl_iterate_phdr(find_layer_cb, want);
+    const char *path = want[1];
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    void *sym = h ? dlsym(h, name) : NULL;
+    if (h)
+        dlclose(h);
+    return sym;
+}
+
+static void *layer_symbol(const char *name)
+{
+    return lib_symbol("libktiming_vk_layer", name);
+}
+
 /* An empty dynamic render pass instance with `flags`. */
 static void rendering(VkCommandBuffer cmd, VkRenderingFlags flags)
 {
@@ -131,11 +164,17 @@ static void rendering(VkCommandBuffer cmd, VkRenderingFlags flags)
 
 /* FRAMES times: cmd[0] (one-time) dispatches, then suspends a render pass instance; cmd[1] (one-time) resumes
  * and ends it; one batch of both. Every dispatch is timed (the first recording's too: the layer's context is made
- * at the first dispatch). */
+ * at the first dispatch), and the test layer saw FRAMES suspends and no command between one and its resume.
+ * Before (abdab98^, and with KTIMING_VULKAN_ONCE=1 until ...): the layer's copies followed the suspend. */
 static void suspended_at_end(void **state)
 {
     (void)state;
     const ktcli_vk_fn_t *vk = &g.app.vk;
+    void (*spy)(unsigned long *, unsigned long *) =
+        (void (*)(unsigned long *, unsigned long *))lib_symbol("libkt_vk_test_layer", "kt_test_layer_suspend_counts");
+    assert_non_null(spy); /* the test layer is in the chain under ctest (VK_INSTANCE_LAYERS) */
+    unsigned long suspends0, between0, suspends1, between1;
+    spy(&suspends0, &between0);
     uint32_t iters = 1;
     for (int f = 0; f < FRAMES; f++) {
         assert_int_equal(ktcli_vk_cmd_begin(&g.dev, g.cmd[0]), 0); /* ONE_TIME_SUBMIT */
@@ -149,6 +188,9 @@ static void suspended_at_end(void **state)
         assert_int_equal(vk->vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
         assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0); /* the layer collects here */
     }
+    spy(&suspends1, &between1);
+    assert_int_equal(suspends1 - suspends0, FRAMES); /* the test layer saw each suspend */
+    assert_int_equal(between1 - between0, 0);         /* and nothing of ours after one */
     kt_snapshot_t *s = kt_snapshot();
     assert_non_null(s);
     uint64_t timed = 0, dropped = 0, batches = 0;
@@ -187,27 +229,6 @@ static void device_identity(void **state)
     kt_snapshot_free(s);
 }
 
-/* The loaded timing layer's symbol `name` (test builds export a few), or NULL. */
-static int find_layer_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    if (info->dlpi_name && strstr(info->dlpi_name, "libktiming_vk_layer")) {
-        *(const char **)data = info->dlpi_name;
-        return 1;
-    }
-    return 0;
-}
-
-static void *layer_symbol(const char *name)
-{
-    const char *path = NULL;
-    dl_iterate_phdr(find_layer_cb, &path);
-    void *h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
-    void *sym = h ? dlsym(h, name) : NULL;
-    if (h)
-        dlclose(h);
-    return sym;
-}
 
 /* Freeing other command buffers while one is recorded leaves this thread's cached lookup of it valid: 8 dispatches
  * recorded between 8 vkFreeCommandBuffers make 0 lookups in the device's map. Before: every free moved one

@@ -1,12 +1,21 @@
-/* vk_perfquery_layer.c — a test-only Vulkan layer, VK_LAYER_KTIMING_test_perfquery (test_vk_layer enables it, below
- * the timing layer and above the validation layer). To the layers above it, the device has
+/* vk_test_layer.c — a test-only Vulkan layer, VK_LAYER_KTIMING_test (test_vk_layer enables it, below the timing
+ * layer and above the validation layer), with two jobs.
+ *
+ * Performance queries (issue 37.3). To the layers above it, the device has
  * VK_KHR_performance_query: the extension in the device extension list, performanceCounterQueryPools in
  * VkPhysicalDevicePerformanceQueryFeaturesKHR, one pass per pool, a profiling lock that is always granted, and two
  * counters in every queue family: counter 0 of command-buffer scope, counter 1 of command scope. To the layers
  * below it (the validation layer, lavapipe), the program is an ordinary one: the extension and its feature struct are
  * taken out of vkCreateDevice and the physical-device queries, and a performance query pool is created as an
  * occlusion pool of the same size. The timing layer's detection of command-buffer-scope performance pools then
- * runs on what a GPU driver with the extension would give it (issue 37.3), on a driver that has none. */
+ * runs on what a GPU driver with the extension would give it, on a driver that has none.
+ *
+ * Suspended render pass instances (VUID-VkSubmitInfo-pCommandBuffers-06015, 06193: no action or synchronization
+ * command between a render pass instance that suspends and the one that resumes it). It counts every such command
+ * recorded through it (timestamps, query resets and copies, barriers, buffer copies, dispatches) after a
+ * vkCmdEndRendering of an instance begun with VK_RENDERING_SUSPENDING_BIT, and before a vkCmdBeginRendering with
+ * VK_RENDERING_RESUMING_BIT in a command buffer whose first instance resumes one. The installed validation layer
+ * (1.3.239) reports neither. kt_test_layer_suspend_counts() (exported) gives the counts to the test. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +26,7 @@
 #define PQ_EXPORT __attribute__((visibility("default")))
 #define PQ_LAYER_NAME "VK_LAYER_KTIMING_test_perfquery"
 #define PQ_COUNTERS 2u
+#define PQ_CMDS 1024u /* command buffers tracked (a test's few, and the timing layer's) */
 
 /* What the layer keeps of an instance or a device: the next layer's entry points, by dispatch key. */
 typedef struct pq_link_t {
@@ -24,6 +34,16 @@ typedef struct pq_link_t {
     VkInstance instance;            /* an instance's own handle (its physical devices share its key) */
     PFN_vkGetInstanceProcAddr gipa; /* next layer's */
     PFN_vkGetDeviceProcAddr gdpa;   /* next layer's (devices) */
+    /* devices: the next layer's commands that this layer watches */
+    PFN_vkBeginCommandBuffer BeginCommandBuffer;
+    PFN_vkCmdBeginRendering BeginRendering, BeginRenderingKHR;
+    PFN_vkCmdEndRendering EndRendering, EndRenderingKHR;
+    PFN_vkCmdWriteTimestamp WriteTimestamp;
+    PFN_vkCmdResetQueryPool ResetQueryPool;
+    PFN_vkCmdCopyQueryPoolResults CopyQueryPoolResults;
+    PFN_vkCmdPipelineBarrier PipelineBarrier;
+    PFN_vkCmdCopyBuffer CopyBuffer;
+    PFN_vkCmdDispatch Dispatch;
     struct pq_link_t *next;
 } pq_link_t;
 
@@ -316,6 +336,22 @@ static VkResult VKAPI_CALL pq_CreateDevice(VkPhysicalDevice pd, const VkDeviceCr
         destroy(*out, a);
         r = VK_ERROR_OUT_OF_HOST_MEMORY;
     }
+    if (r == VK_SUCCESS) {
+        pq_link_t *l = pq_find(*out);
+#define PQ_NEXT(field, name) l->field = (void *)gdpa(*out, name);
+        PQ_NEXT(BeginCommandBuffer, "vkBeginCommandBuffer")
+        PQ_NEXT(BeginRendering, "vkCmdBeginRendering")
+        PQ_NEXT(BeginRenderingKHR, "vkCmdBeginRenderingKHR")
+        PQ_NEXT(EndRendering, "vkCmdEndRendering")
+        PQ_NEXT(EndRenderingKHR, "vkCmdEndRenderingKHR")
+        PQ_NEXT(WriteTimestamp, "vkCmdWriteTimestamp")
+        PQ_NEXT(ResetQueryPool, "vkCmdResetQueryPool")
+        PQ_NEXT(CopyQueryPoolResults, "vkCmdCopyQueryPoolResults")
+        PQ_NEXT(PipelineBarrier, "vkCmdPipelineBarrier")
+        PQ_NEXT(CopyBuffer, "vkCmdCopyBuffer")
+        PQ_NEXT(Dispatch, "vkCmdDispatch")
+#undef PQ_NEXT
+    }
     return r;
 }
 
@@ -363,6 +399,162 @@ static void VKAPI_CALL pq_ReleaseProfilingLock(VkDevice device)
     (void)device;
 }
 
+/* ---- suspended render pass instances ---- */
+
+/* A command buffer's state since its vkBeginCommandBuffer. */
+typedef struct pq_cmd_t {
+    VkCommandBuffer cb;
+    VkRenderingFlags flags; /* of the render pass instance begun last */
+    int suspended;          /* its last instance ended suspended, and none began since */
+    int commands;           /* commands recorded since vkBeginCommandBuffer */
+    int rendered;           /* a render pass instance began since vkBeginCommandBuffer */
+} pq_cmd_t;
+
+static pq_cmd_t g_cmds[PQ_CMDS];
+static unsigned long g_suspends, g_between; /* instances suspended; commands recorded where none may be */
+
+/* The state of cb (a free entry taken when `fresh`), or NULL when the table is full (then nothing is checked). */
+static pq_cmd_t *pq_cmd(VkCommandBuffer cb, int fresh)
+{
+    pq_cmd_t *free_entry = NULL;
+    for (unsigned i = 0; i < PQ_CMDS; i++) {
+        if (g_cmds[i].cb == cb) {
+            if (fresh)
+                g_cmds[i] = (pq_cmd_t){.cb = cb};
+            return &g_cmds[i];
+        }
+        if (!g_cmds[i].cb && !free_entry)
+            free_entry = &g_cmds[i];
+    }
+    if (fresh && free_entry)
+        *free_entry = (pq_cmd_t){.cb = cb};
+    return fresh ? free_entry : NULL;
+}
+
+/* A command recorded into cb: counted when it lies between a suspend and its resume. */
+static void pq_command(VkCommandBuffer cb)
+{
+    pthread_mutex_lock(&g_lock);
+    pq_cmd_t *c = pq_cmd(cb, 0);
+    if (c) {
+        g_between += c->suspended;
+        c->commands++;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+static VkResult VKAPI_CALL pq_BeginCommandBuffer(VkCommandBuffer cb, const VkCommandBufferBeginInfo *bi)
+{
+    pthread_mutex_lock(&g_lock);
+    pq_cmd(cb, 1);
+    pthread_mutex_unlock(&g_lock);
+    return pq_find(cb)->BeginCommandBuffer(cb, bi);
+}
+
+/* A render pass instance begins: one that resumes, as the command buffer's first, must be its first command. */
+static void pq_rendering_begun(VkCommandBuffer cb, const VkRenderingInfo *ri)
+{
+    pthread_mutex_lock(&g_lock);
+    pq_cmd_t *c = pq_cmd(cb, 0);
+    if (c) {
+        if ((ri->flags & VK_RENDERING_RESUMING_BIT) && !c->rendered)
+            g_between += (unsigned long)c->commands;
+        c->flags = ri->flags;
+        c->suspended = 0;
+        c->rendered = 1;
+        c->commands++;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void pq_rendering_ended(VkCommandBuffer cb)
+{
+    pthread_mutex_lock(&g_lock);
+    pq_cmd_t *c = pq_cmd(cb, 0);
+    if (c) {
+        c->suspended = (c->flags & VK_RENDERING_SUSPENDING_BIT) != 0;
+        g_suspends += (unsigned long)c->suspended;
+        c->commands++;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void VKAPI_CALL pq_CmdBeginRendering(VkCommandBuffer cb, const VkRenderingInfo *ri)
+{
+    pq_rendering_begun(cb, ri);
+    pq_find(cb)->BeginRendering(cb, ri);
+}
+
+static void VKAPI_CALL pq_CmdBeginRenderingKHR(VkCommandBuffer cb, const VkRenderingInfo *ri)
+{
+    pq_rendering_begun(cb, ri);
+    pq_find(cb)->BeginRenderingKHR(cb, ri);
+}
+
+static void VKAPI_CALL pq_CmdEndRendering(VkCommandBuffer cb)
+{
+    pq_rendering_ended(cb);
+    pq_find(cb)->EndRendering(cb);
+}
+
+static void VKAPI_CALL pq_CmdEndRenderingKHR(VkCommandBuffer cb)
+{
+    pq_rendering_ended(cb);
+    pq_find(cb)->EndRenderingKHR(cb);
+}
+
+static void VKAPI_CALL pq_CmdWriteTimestamp(VkCommandBuffer cb, VkPipelineStageFlagBits stage, VkQueryPool pool,
+                                            uint32_t query)
+{
+    pq_command(cb);
+    pq_find(cb)->WriteTimestamp(cb, stage, pool, query);
+}
+
+static void VKAPI_CALL pq_CmdResetQueryPool(VkCommandBuffer cb, VkQueryPool pool, uint32_t first, uint32_t count)
+{
+    pq_command(cb);
+    pq_find(cb)->ResetQueryPool(cb, pool, first, count);
+}
+
+static void VKAPI_CALL pq_CmdCopyQueryPoolResults(VkCommandBuffer cb, VkQueryPool pool, uint32_t first,
+                                                  uint32_t count, VkBuffer dst, VkDeviceSize offset,
+                                                  VkDeviceSize stride, VkQueryResultFlags flags)
+{
+    pq_command(cb);
+    pq_find(cb)->CopyQueryPoolResults(cb, pool, first, count, dst, offset, stride, flags);
+}
+
+static void VKAPI_CALL pq_CmdPipelineBarrier(VkCommandBuffer cb, VkPipelineStageFlags src, VkPipelineStageFlags dst,
+                                             VkDependencyFlags dep, uint32_t nm, const VkMemoryBarrier *m,
+                                             uint32_t nb, const VkBufferMemoryBarrier *b, uint32_t ni,
+                                             const VkImageMemoryBarrier *im)
+{
+    pq_command(cb);
+    pq_find(cb)->PipelineBarrier(cb, src, dst, dep, nm, m, nb, b, ni, im);
+}
+
+static void VKAPI_CALL pq_CmdCopyBuffer(VkCommandBuffer cb, VkBuffer src, VkBuffer dst, uint32_t n,
+                                        const VkBufferCopy *regions)
+{
+    pq_command(cb);
+    pq_find(cb)->CopyBuffer(cb, src, dst, n, regions);
+}
+
+static void VKAPI_CALL pq_CmdDispatch(VkCommandBuffer cb, uint32_t x, uint32_t y, uint32_t z)
+{
+    pq_command(cb);
+    pq_find(cb)->Dispatch(cb, x, y, z);
+}
+
+/* For the test: render pass instances suspended so far, and commands recorded between a suspend and its resume. */
+PQ_EXPORT void kt_test_layer_suspend_counts(unsigned long *suspends, unsigned long *between)
+{
+    pthread_mutex_lock(&g_lock);
+    *suspends = g_suspends;
+    *between = g_between;
+    pthread_mutex_unlock(&g_lock);
+}
+
 /* ---- proc addresses and the loader interface ---- */
 
 typedef struct pq_fn_t {
@@ -376,7 +568,21 @@ static const pq_fn_t kDeviceFns[] = {
     PQ_FN("vkCreateQueryPool", pq_CreateQueryPool),
     PQ_FN("vkAcquireProfilingLockKHR", pq_AcquireProfilingLock),
     PQ_FN("vkReleaseProfilingLockKHR", pq_ReleaseProfilingLock),
+    PQ_FN("vkBeginCommandBuffer", pq_BeginCommandBuffer),
+    PQ_FN("vkCmdBeginRendering", pq_CmdBeginRendering),
+    PQ_FN("vkCmdBeginRenderingKHR", pq_CmdBeginRenderingKHR),
+    PQ_FN("vkCmdEndRendering", pq_CmdEndRendering),
+    PQ_FN("vkCmdEndRenderingKHR", pq_CmdEndRenderingKHR),
+    PQ_FN("vkCmdWriteTimestamp", pq_CmdWriteTimestamp),
+    PQ_FN("vkCmdResetQueryPool", pq_CmdResetQueryPool),
+    PQ_FN("vkCmdCopyQueryPoolResults", pq_CmdCopyQueryPoolResults),
+    PQ_FN("vkCmdPipelineBarrier", pq_CmdPipelineBarrier),
+    PQ_FN("vkCmdCopyBuffer", pq_CmdCopyBuffer),
+    PQ_FN("vkCmdDispatch", pq_CmdDispatch),
 };
+/* ours only where the layer below has the function (the KHR names need their extension) */
+static const char *const kOptional[] = {"vkCmdBeginRenderingKHR", "vkCmdEndRenderingKHR", "vkCmdBeginRendering",
+                                        "vkCmdEndRendering"};
 static const pq_fn_t kInstanceFns[] = {
     PQ_FN("vkCreateInstance", pq_CreateInstance),
     PQ_FN("vkDestroyInstance", pq_DestroyInstance),
@@ -414,6 +620,9 @@ static PFN_vkVoidFunction VKAPI_CALL pq_gipa(VkInstance instance, const char *na
     /* the features and properties queries: ours only where the layer below has them */
     if (f && !next && !strncmp(name, "vkGetPhysicalDevice", 19) && strstr(name, "2"))
         return NULL;
+    for (size_t i = 0; f && i < sizeof kOptional / sizeof *kOptional; i++)
+        if (!strcmp(name, kOptional[i]) && !next)
+            return NULL;
     return f ? f : next;
 }
 
@@ -422,7 +631,11 @@ static PFN_vkVoidFunction VKAPI_CALL pq_gdpa(VkDevice device, const char *name)
     if (!strcmp(name, "vkGetDeviceProcAddr"))
         return (PFN_vkVoidFunction)pq_gdpa;
     PFN_vkVoidFunction f = pq_lookup(kDeviceFns, sizeof kDeviceFns / sizeof *kDeviceFns, name);
-    return f ? f : pq_next_device_fn(device, name);
+    PFN_vkVoidFunction next = pq_next_device_fn(device, name);
+    for (size_t i = 0; f && i < sizeof kOptional / sizeof *kOptional; i++)
+        if (!strcmp(name, kOptional[i]) && !next)
+            return NULL;
+    return f ? f : next;
 }
 
 PQ_EXPORT VKAPI_ATTR VkResult VKAPI_CALL vkNegotiateLoaderLayerInterfaceVersion(VkNegotiateLayerInterface *v)
