@@ -340,6 +340,44 @@ static void test_destroy_in_flight(void **state)
     kt_snapshot_free(s);
 }
 
+/* KTIMING_VULKAN_QUERIES sizes the layer's ring (issue 37.2): with 16, one recording of 20 dispatches gets 16 of
+ * them timed and the other 4 counted dropped, `ring full`, and its batch span too (no slot left for it); the
+ * default, 4096, times all 20 (as test_destroy_in_flight). A value out of 16..1048576 is refused on stderr and the
+ * default used. Before (9fbb4ef) the variable did not exist: all 20 timed. */
+static void test_ring_size_env(void **state)
+{
+    (void)state;
+    const char *prog[] = {VKPROG, "--in-flight", "destroy", "--iterations", "20", NULL};
+    setenv("KTIMING_VULKAN_QUERIES", "16", 1);
+    kt_snapshot_t *s = ru_run_both(prog, NULL);
+    unsetenv("KTIMING_VULKAN_QUERIES");
+    assert_non_null(s);
+    const kt_kernel_timing_t *vadd = entry(s, "vadd"), *batch = entry(s, "vkQueueSubmit");
+    assert_int_equal(vadd->dispatch_count, 16);
+    assert_int_equal(vadd->dropped, 4);
+    assert_int_equal(vadd->dropped_by[KT_DROP_RING_FULL], 4);
+    assert_int_equal(batch->dispatch_count, 0);
+    assert_int_equal(batch->dropped_by[KT_DROP_RING_FULL], 1);
+    kt_snapshot_free(s);
+
+    char *out = ru_path("out.json"), *err = ru_path("err.txt");
+    char *argv[] = {KT_CLI, "run", "-o", out, "--", VKPROG, "--in-flight", "destroy", "--iterations", "20", NULL};
+    const char *const env[] = {"KTIMING_VULKAN_QUERIES=8", NULL};
+    ktt_spawn_t how = {.out = KTT_DEVNULL, .err = err, .env = env};
+    assert_int_equal(ktt_run(argv, &how), 0);
+    char *text = ktt_read_file(err, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "KTIMING_VULKAN_QUERIES=8 is not a number of dispatches in 16..1048576"));
+    free(text);
+    char msg[256];
+    if (kt_snapshot_load(out, NULL, &s, msg, sizeof msg) != 0)
+        fail_msg("snapshot: %s", msg);
+    vadd = entry(s, "vadd");
+    assert_int_equal(vadd->dispatch_count, 20);
+    assert_int_equal(vadd->dropped, 0);
+    kt_snapshot_free(s);
+}
+
 /* The program returns from main with N dispatches never waited for: at exit they are waited for (bounded) and
  * recorded, or counted as dropped with the reason "in flight at exit" -- never lost. With
  * KTIMING_EXIT_WAIT_MS=0 nothing is waited for: the same sum holds. */
@@ -461,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_secondary_executed_4_times),
         cmocka_unit_test(test_record_threads),
         cmocka_unit_test(test_destroy_in_flight),
+        cmocka_unit_test(test_ring_size_env),
         cmocka_unit_test(test_exit_in_flight),
         cmocka_unit_test(test_old_loader_warns),
         cmocka_unit_test(test_stable_unnamed),
