@@ -363,7 +363,8 @@ static void perf_query_frame(uint32_t counter, uint64_t *timed, uint64_t *no_tim
                                  .queryCount = 1};
     VkQueryPool pool;
     assert_int_equal(f.create(g.dev.device, &qci, NULL, &pool), VK_SUCCESS);
-    VkAcquireProfilingLockInfoKHR li = {.sType = VK_STRUCTURE_TYPE_ACQUIRE_PROFILING_LOCK_INFO_KHR, .timeout = UINT64_MAX};
+    VkAcquireProfilingLockInfoKHR li = {.sType = VK_STRUCTURE_TYPE_ACQUIRE_PROFILING_LOCK_INFO_KHR,
+                                        .timeout = UINT64_MAX};
     assert_int_equal(f.acquire(g.dev.device, &li), VK_SUCCESS);
     uint64_t timed0, none0, batches0, timed1, none1, batches1;
     vk_counts(&timed0, &none0, &batches0);

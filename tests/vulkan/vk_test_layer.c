@@ -23,13 +23,13 @@
 #include <vulkan/vk_layer.h>
 #include <vulkan/vulkan.h>
 
-#define PQ_EXPORT __attribute__((visibility("default")))
-#define PQ_LAYER_NAME "VK_LAYER_KTIMING_test_perfquery"
-#define PQ_COUNTERS 2u
-#define PQ_CMDS 1024u /* command buffers tracked (a test's few, and the timing layer's) */
+#define TL_EXPORT __attribute__((visibility("default")))
+#define TL_LAYER_NAME "VK_LAYER_KTIMING_test"
+#define TL_COUNTERS 2u
+#define TL_CMDS 1024u /* command buffers tracked (a test's few, and the timing layer's) */
 
 /* What the layer keeps of an instance or a device: the next layer's entry points, by dispatch key. */
-typedef struct pq_link_t {
+typedef struct tl_link_t {
     void *key;                      /* the handle's dispatch table pointer */
     VkInstance instance;            /* an instance's own handle (its physical devices share its key) */
     PFN_vkGetInstanceProcAddr gipa; /* next layer's */
@@ -44,35 +44,35 @@ typedef struct pq_link_t {
     PFN_vkCmdPipelineBarrier PipelineBarrier;
     PFN_vkCmdCopyBuffer CopyBuffer;
     PFN_vkCmdDispatch Dispatch;
-    struct pq_link_t *next;
-} pq_link_t;
+    struct tl_link_t *next;
+} tl_link_t;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static pq_link_t *g_links;
+static tl_link_t *g_links;
 
-static void *pq_key(const void *handle)
+static void *tl_key(const void *handle)
 {
     return *(void *const *)handle;
 }
 
-static pq_link_t *pq_find(const void *handle)
+static tl_link_t *tl_find(const void *handle)
 {
-    void *key = pq_key(handle);
+    void *key = tl_key(handle);
     pthread_mutex_lock(&g_lock);
-    pq_link_t *l = g_links;
+    tl_link_t *l = g_links;
     while (l && l->key != key)
         l = l->next;
     pthread_mutex_unlock(&g_lock);
     return l;
 }
 
-static int pq_add(const void *handle, VkInstance instance, PFN_vkGetInstanceProcAddr gipa,
+static int tl_add(const void *handle, VkInstance instance, PFN_vkGetInstanceProcAddr gipa,
                   PFN_vkGetDeviceProcAddr gdpa)
 {
-    pq_link_t *l = calloc(1, sizeof *l);
+    tl_link_t *l = calloc(1, sizeof *l);
     if (!l)
         return -1;
-    l->key = pq_key(handle);
+    l->key = tl_key(handle);
     l->instance = instance;
     l->gipa = gipa;
     l->gdpa = gdpa;
@@ -83,13 +83,13 @@ static int pq_add(const void *handle, VkInstance instance, PFN_vkGetInstanceProc
     return 0;
 }
 
-static void pq_remove(const void *handle)
+static void tl_remove(const void *handle)
 {
-    void *key = pq_key(handle);
+    void *key = tl_key(handle);
     pthread_mutex_lock(&g_lock);
-    for (pq_link_t **p = &g_links; *p; p = &(*p)->next)
+    for (tl_link_t **p = &g_links; *p; p = &(*p)->next)
         if ((*p)->key == key) {
-            pq_link_t *l = *p;
+            tl_link_t *l = *p;
             *p = l->next;
             free(l);
             break;
@@ -98,14 +98,14 @@ static void pq_remove(const void *handle)
 }
 
 /* The next layer's instance function `name` for an instance or physical device handle. */
-static PFN_vkVoidFunction pq_next_instance_fn(const void *handle, const char *name)
+static PFN_vkVoidFunction tl_next_instance_fn(const void *handle, const char *name)
 {
-    pq_link_t *l = pq_find(handle);
+    tl_link_t *l = tl_find(handle);
     return l ? l->gipa(l->instance, name) : NULL;
 }
 
 /* Takes the structure of type `type` out of a pNext chain; returns it (NULL if none) and its predecessor. */
-static VkBaseOutStructure *pq_unlink(void *chain_head, VkStructureType type, VkBaseOutStructure **prev)
+static VkBaseOutStructure *tl_unlink(void *chain_head, VkStructureType type, VkBaseOutStructure **prev)
 {
     VkBaseOutStructure *p = chain_head;
     while (p->pNext && p->pNext->sType != type)
@@ -117,7 +117,7 @@ static VkBaseOutStructure *pq_unlink(void *chain_head, VkStructureType type, VkB
     return s;
 }
 
-static void pq_relink(VkBaseOutStructure *prev, VkBaseOutStructure *s)
+static void tl_relink(VkBaseOutStructure *prev, VkBaseOutStructure *s)
 {
     if (s)
         prev->pNext = s;
@@ -125,7 +125,7 @@ static void pq_relink(VkBaseOutStructure *prev, VkBaseOutStructure *s)
 
 /* ---- instance level ---- */
 
-static VkResult VKAPI_CALL pq_CreateInstance(const VkInstanceCreateInfo *ci, const VkAllocationCallbacks *a,
+static VkResult VKAPI_CALL tl_CreateInstance(const VkInstanceCreateInfo *ci, const VkAllocationCallbacks *a,
                                              VkInstance *out)
 {
     VkLayerInstanceCreateInfo *link = (VkLayerInstanceCreateInfo *)ci->pNext;
@@ -138,7 +138,7 @@ static VkResult VKAPI_CALL pq_CreateInstance(const VkInstanceCreateInfo *ci, con
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
     PFN_vkCreateInstance create = (PFN_vkCreateInstance)gipa(VK_NULL_HANDLE, "vkCreateInstance");
     VkResult r = create ? create(ci, a, out) : VK_ERROR_INITIALIZATION_FAILED;
-    if (r == VK_SUCCESS && pq_add(*out, *out, gipa, NULL) != 0) {
+    if (r == VK_SUCCESS && tl_add(*out, *out, gipa, NULL) != 0) {
         PFN_vkDestroyInstance destroy = (PFN_vkDestroyInstance)gipa(*out, "vkDestroyInstance");
         destroy(*out, a);
         r = VK_ERROR_OUT_OF_HOST_MEMORY;
@@ -146,12 +146,12 @@ static VkResult VKAPI_CALL pq_CreateInstance(const VkInstanceCreateInfo *ci, con
     return r;
 }
 
-static void VKAPI_CALL pq_DestroyInstance(VkInstance instance, const VkAllocationCallbacks *a)
+static void VKAPI_CALL tl_DestroyInstance(VkInstance instance, const VkAllocationCallbacks *a)
 {
     if (!instance)
         return;
-    PFN_vkDestroyInstance destroy = (PFN_vkDestroyInstance)pq_next_instance_fn(instance, "vkDestroyInstance");
-    pq_remove(instance);
+    PFN_vkDestroyInstance destroy = (PFN_vkDestroyInstance)tl_next_instance_fn(instance, "vkDestroyInstance");
+    tl_remove(instance);
     if (destroy)
         destroy(instance, a);
 }
@@ -160,7 +160,7 @@ static const VkExtensionProperties kPerfExt = {VK_KHR_PERFORMANCE_QUERY_EXTENSIO
                                                VK_KHR_PERFORMANCE_QUERY_SPEC_VERSION};
 
 /* Copies `n` properties into the caller's array of *count, the two-call idiom's way. */
-static VkResult pq_fill_ext(const VkExtensionProperties *all, uint32_t n, uint32_t *count, VkExtensionProperties *out)
+static VkResult tl_fill_ext(const VkExtensionProperties *all, uint32_t n, uint32_t *count, VkExtensionProperties *out)
 {
     if (!out) {
         *count = n;
@@ -173,12 +173,12 @@ static VkResult pq_fill_ext(const VkExtensionProperties *all, uint32_t n, uint32
 }
 
 /* The driver's (and lower layers') device extensions plus VK_KHR_performance_query; ours alone for our name. */
-static VkResult VKAPI_CALL pq_EnumerateDeviceExtensionProperties(VkPhysicalDevice pd, const char *layer,
+static VkResult VKAPI_CALL tl_EnumerateDeviceExtensionProperties(VkPhysicalDevice pd, const char *layer,
                                                                  uint32_t *count, VkExtensionProperties *out)
 {
-    if (layer && !strcmp(layer, PQ_LAYER_NAME))
-        return pq_fill_ext(&kPerfExt, 1, count, out);
-    PFN_vkEnumerateDeviceExtensionProperties next = (PFN_vkEnumerateDeviceExtensionProperties)pq_next_instance_fn(
+    if (layer && !strcmp(layer, TL_LAYER_NAME))
+        return tl_fill_ext(&kPerfExt, 1, count, out);
+    PFN_vkEnumerateDeviceExtensionProperties next = (PFN_vkEnumerateDeviceExtensionProperties)tl_next_instance_fn(
         pd, "vkEnumerateDeviceExtensionProperties");
     if (!next)
         return VK_ERROR_INITIALIZATION_FAILED;
@@ -198,21 +198,21 @@ static VkResult VKAPI_CALL pq_EnumerateDeviceExtensionProperties(VkPhysicalDevic
             i++;
         if (i == n)
             all[n++] = kPerfExt;
-        r = pq_fill_ext(all, n, count, out);
+        r = tl_fill_ext(all, n, count, out);
     }
     free(all);
     return r;
 }
 
 /* vkGetPhysicalDeviceFeatures2[KHR] below us, without the performance query features; then ours filled in. */
-static void pq_features2(VkPhysicalDevice pd, VkPhysicalDeviceFeatures2 *f, const char *name)
+static void tl_features2(VkPhysicalDevice pd, VkPhysicalDeviceFeatures2 *f, const char *name)
 {
-    PFN_vkGetPhysicalDeviceFeatures2 next = (PFN_vkGetPhysicalDeviceFeatures2)pq_next_instance_fn(pd, name);
+    PFN_vkGetPhysicalDeviceFeatures2 next = (PFN_vkGetPhysicalDeviceFeatures2)tl_next_instance_fn(pd, name);
     VkBaseOutStructure *prev;
-    VkBaseOutStructure *s = pq_unlink(f, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PERFORMANCE_QUERY_FEATURES_KHR, &prev);
+    VkBaseOutStructure *s = tl_unlink(f, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PERFORMANCE_QUERY_FEATURES_KHR, &prev);
     if (next)
         next(pd, f);
-    pq_relink(prev, s);
+    tl_relink(prev, s);
     if (s) {
         VkPhysicalDevicePerformanceQueryFeaturesKHR *pf = (VkPhysicalDevicePerformanceQueryFeaturesKHR *)s;
         pf->performanceCounterQueryPools = VK_TRUE;
@@ -220,55 +220,55 @@ static void pq_features2(VkPhysicalDevice pd, VkPhysicalDeviceFeatures2 *f, cons
     }
 }
 
-static void VKAPI_CALL pq_GetPhysicalDeviceFeatures2(VkPhysicalDevice pd, VkPhysicalDeviceFeatures2 *f)
+static void VKAPI_CALL tl_GetPhysicalDeviceFeatures2(VkPhysicalDevice pd, VkPhysicalDeviceFeatures2 *f)
 {
-    pq_features2(pd, f, "vkGetPhysicalDeviceFeatures2");
+    tl_features2(pd, f, "vkGetPhysicalDeviceFeatures2");
 }
 
-static void VKAPI_CALL pq_GetPhysicalDeviceFeatures2KHR(VkPhysicalDevice pd, VkPhysicalDeviceFeatures2 *f)
+static void VKAPI_CALL tl_GetPhysicalDeviceFeatures2KHR(VkPhysicalDevice pd, VkPhysicalDeviceFeatures2 *f)
 {
-    pq_features2(pd, f, "vkGetPhysicalDeviceFeatures2KHR");
+    tl_features2(pd, f, "vkGetPhysicalDeviceFeatures2KHR");
 }
 
 /* vkGetPhysicalDeviceProperties2[KHR] likewise: allowCommandBufferQueryCopies is VK_FALSE. */
-static void pq_properties2(VkPhysicalDevice pd, VkPhysicalDeviceProperties2 *p, const char *name)
+static void tl_properties2(VkPhysicalDevice pd, VkPhysicalDeviceProperties2 *p, const char *name)
 {
     PFN_vkGetPhysicalDeviceProperties2 next =
-        (PFN_vkGetPhysicalDeviceProperties2)pq_next_instance_fn(pd, name);
+        (PFN_vkGetPhysicalDeviceProperties2)tl_next_instance_fn(pd, name);
     VkBaseOutStructure *prev;
-    VkBaseOutStructure *s = pq_unlink(p, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PERFORMANCE_QUERY_PROPERTIES_KHR, &prev);
+    VkBaseOutStructure *s = tl_unlink(p, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PERFORMANCE_QUERY_PROPERTIES_KHR, &prev);
     if (next)
         next(pd, p);
-    pq_relink(prev, s);
+    tl_relink(prev, s);
     if (s)
         ((VkPhysicalDevicePerformanceQueryPropertiesKHR *)s)->allowCommandBufferQueryCopies = VK_FALSE;
 }
 
-static void VKAPI_CALL pq_GetPhysicalDeviceProperties2(VkPhysicalDevice pd, VkPhysicalDeviceProperties2 *p)
+static void VKAPI_CALL tl_GetPhysicalDeviceProperties2(VkPhysicalDevice pd, VkPhysicalDeviceProperties2 *p)
 {
-    pq_properties2(pd, p, "vkGetPhysicalDeviceProperties2");
+    tl_properties2(pd, p, "vkGetPhysicalDeviceProperties2");
 }
 
-static void VKAPI_CALL pq_GetPhysicalDeviceProperties2KHR(VkPhysicalDevice pd, VkPhysicalDeviceProperties2 *p)
+static void VKAPI_CALL tl_GetPhysicalDeviceProperties2KHR(VkPhysicalDevice pd, VkPhysicalDeviceProperties2 *p)
 {
-    pq_properties2(pd, p, "vkGetPhysicalDeviceProperties2KHR");
+    tl_properties2(pd, p, "vkGetPhysicalDeviceProperties2KHR");
 }
 
 /* Counter 0: command-buffer scope; counter 1: command scope. The same in every queue family. */
-static VkResult VKAPI_CALL pq_EnumerateCounters(VkPhysicalDevice pd, uint32_t family, uint32_t *count,
+static VkResult VKAPI_CALL tl_EnumerateCounters(VkPhysicalDevice pd, uint32_t family, uint32_t *count,
                                                 VkPerformanceCounterKHR *counters,
                                                 VkPerformanceCounterDescriptionKHR *descriptions)
 {
     (void)pd;
     (void)family;
     if (!counters && !descriptions) {
-        *count = PQ_COUNTERS;
+        *count = TL_COUNTERS;
         return VK_SUCCESS;
     }
-    static const VkPerformanceCounterScopeKHR scope[PQ_COUNTERS] = {VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_BUFFER_KHR,
+    static const VkPerformanceCounterScopeKHR scope[TL_COUNTERS] = {VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_BUFFER_KHR,
                                                                     VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_KHR};
-    static const char *const name[PQ_COUNTERS] = {"test command-buffer counter", "test command counter"};
-    uint32_t k = *count < PQ_COUNTERS ? *count : PQ_COUNTERS;
+    static const char *const name[TL_COUNTERS] = {"test command-buffer counter", "test command counter"};
+    uint32_t k = *count < TL_COUNTERS ? *count : TL_COUNTERS;
     for (uint32_t i = 0; i < k; i++) {
         if (counters) {
             counters[i].unit = VK_PERFORMANCE_COUNTER_UNIT_GENERIC_KHR;
@@ -285,10 +285,10 @@ static VkResult VKAPI_CALL pq_EnumerateCounters(VkPhysicalDevice pd, uint32_t fa
         }
     }
     *count = k;
-    return k < PQ_COUNTERS ? VK_INCOMPLETE : VK_SUCCESS;
+    return k < TL_COUNTERS ? VK_INCOMPLETE : VK_SUCCESS;
 }
 
-static void VKAPI_CALL pq_GetPasses(VkPhysicalDevice pd, const VkQueryPoolPerformanceCreateInfoKHR *ci,
+static void VKAPI_CALL tl_GetPasses(VkPhysicalDevice pd, const VkQueryPoolPerformanceCreateInfoKHR *ci,
                                     uint32_t *passes)
 {
     (void)pd;
@@ -298,17 +298,18 @@ static void VKAPI_CALL pq_GetPasses(VkPhysicalDevice pd, const VkQueryPoolPerfor
 
 /* ---- device level ---- */
 
-static VkResult VKAPI_CALL pq_CreateDevice(VkPhysicalDevice pd, const VkDeviceCreateInfo *ci,
+static VkResult VKAPI_CALL tl_CreateDevice(VkPhysicalDevice pd, const VkDeviceCreateInfo *ci,
                                            const VkAllocationCallbacks *a, VkDevice *out)
 {
     VkLayerDeviceCreateInfo *link = (VkLayerDeviceCreateInfo *)ci->pNext;
-    while (link && !(link->sType == VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO && link->function == VK_LAYER_LINK_INFO))
+    while (link &&
+           !(link->sType == VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO && link->function == VK_LAYER_LINK_INFO))
         link = (VkLayerDeviceCreateInfo *)link->pNext;
     if (!link)
         return VK_ERROR_INITIALIZATION_FAILED;
     PFN_vkGetInstanceProcAddr gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
     PFN_vkGetDeviceProcAddr gdpa = link->u.pLayerInfo->pfnNextGetDeviceProcAddr;
-    pq_link_t *inst = pq_find(pd);
+    tl_link_t *inst = tl_find(pd);
     if (!inst)
         return VK_ERROR_INITIALIZATION_FAILED;
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
@@ -326,57 +327,57 @@ static VkResult VKAPI_CALL pq_CreateDevice(VkPhysicalDevice pd, const VkDeviceCr
         if (strcmp(ci->ppEnabledExtensionNames[i], VK_KHR_PERFORMANCE_QUERY_EXTENSION_NAME))
             names[mine.enabledExtensionCount++] = ci->ppEnabledExtensionNames[i];
     VkBaseOutStructure *prev;
-    VkBaseOutStructure *s = pq_unlink(&mine, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PERFORMANCE_QUERY_FEATURES_KHR, &prev);
+    VkBaseOutStructure *s = tl_unlink(&mine, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PERFORMANCE_QUERY_FEATURES_KHR, &prev);
     VkResult r = create(pd, &mine, a, out);
     if (prev != (VkBaseOutStructure *)&mine)
-        pq_relink(prev, s);
+        tl_relink(prev, s);
     free(names);
-    if (r == VK_SUCCESS && pq_add(*out, VK_NULL_HANDLE, gipa, gdpa) != 0) {
+    if (r == VK_SUCCESS && tl_add(*out, VK_NULL_HANDLE, gipa, gdpa) != 0) {
         PFN_vkDestroyDevice destroy = (PFN_vkDestroyDevice)gdpa(*out, "vkDestroyDevice");
         destroy(*out, a);
         r = VK_ERROR_OUT_OF_HOST_MEMORY;
     }
     if (r == VK_SUCCESS) {
-        pq_link_t *l = pq_find(*out);
-#define PQ_NEXT(field, name) l->field = (void *)gdpa(*out, name);
-        PQ_NEXT(BeginCommandBuffer, "vkBeginCommandBuffer")
-        PQ_NEXT(BeginRendering, "vkCmdBeginRendering")
-        PQ_NEXT(BeginRenderingKHR, "vkCmdBeginRenderingKHR")
-        PQ_NEXT(EndRendering, "vkCmdEndRendering")
-        PQ_NEXT(EndRenderingKHR, "vkCmdEndRenderingKHR")
-        PQ_NEXT(WriteTimestamp, "vkCmdWriteTimestamp")
-        PQ_NEXT(ResetQueryPool, "vkCmdResetQueryPool")
-        PQ_NEXT(CopyQueryPoolResults, "vkCmdCopyQueryPoolResults")
-        PQ_NEXT(PipelineBarrier, "vkCmdPipelineBarrier")
-        PQ_NEXT(CopyBuffer, "vkCmdCopyBuffer")
-        PQ_NEXT(Dispatch, "vkCmdDispatch")
-#undef PQ_NEXT
+        tl_link_t *l = tl_find(*out);
+#define TL_NEXT(field, name) l->field = (void *)gdpa(*out, name);
+        TL_NEXT(BeginCommandBuffer, "vkBeginCommandBuffer")
+        TL_NEXT(BeginRendering, "vkCmdBeginRendering")
+        TL_NEXT(BeginRenderingKHR, "vkCmdBeginRenderingKHR")
+        TL_NEXT(EndRendering, "vkCmdEndRendering")
+        TL_NEXT(EndRenderingKHR, "vkCmdEndRenderingKHR")
+        TL_NEXT(WriteTimestamp, "vkCmdWriteTimestamp")
+        TL_NEXT(ResetQueryPool, "vkCmdResetQueryPool")
+        TL_NEXT(CopyQueryPoolResults, "vkCmdCopyQueryPoolResults")
+        TL_NEXT(PipelineBarrier, "vkCmdPipelineBarrier")
+        TL_NEXT(CopyBuffer, "vkCmdCopyBuffer")
+        TL_NEXT(Dispatch, "vkCmdDispatch")
+#undef TL_NEXT
     }
     return r;
 }
 
-static PFN_vkVoidFunction pq_next_device_fn(VkDevice device, const char *name)
+static PFN_vkVoidFunction tl_next_device_fn(VkDevice device, const char *name)
 {
-    pq_link_t *l = pq_find(device);
+    tl_link_t *l = tl_find(device);
     return l ? l->gdpa(device, name) : NULL;
 }
 
-static void VKAPI_CALL pq_DestroyDevice(VkDevice device, const VkAllocationCallbacks *a)
+static void VKAPI_CALL tl_DestroyDevice(VkDevice device, const VkAllocationCallbacks *a)
 {
     if (!device)
         return;
-    PFN_vkDestroyDevice destroy = (PFN_vkDestroyDevice)pq_next_device_fn(device, "vkDestroyDevice");
-    pq_remove(device);
+    PFN_vkDestroyDevice destroy = (PFN_vkDestroyDevice)tl_next_device_fn(device, "vkDestroyDevice");
+    tl_remove(device);
     if (destroy)
         destroy(device, a);
 }
 
 /* A performance query pool is an occlusion pool of as many queries below us (no pNext: the performance create
  * info is ours). */
-static VkResult VKAPI_CALL pq_CreateQueryPool(VkDevice device, const VkQueryPoolCreateInfo *ci,
+static VkResult VKAPI_CALL tl_CreateQueryPool(VkDevice device, const VkQueryPoolCreateInfo *ci,
                                               const VkAllocationCallbacks *a, VkQueryPool *out)
 {
-    PFN_vkCreateQueryPool next = (PFN_vkCreateQueryPool)pq_next_device_fn(device, "vkCreateQueryPool");
+    PFN_vkCreateQueryPool next = (PFN_vkCreateQueryPool)tl_next_device_fn(device, "vkCreateQueryPool");
     if (!next)
         return VK_ERROR_INITIALIZATION_FAILED;
     if (ci->queryType != VK_QUERY_TYPE_PERFORMANCE_QUERY_KHR)
@@ -387,14 +388,14 @@ static VkResult VKAPI_CALL pq_CreateQueryPool(VkDevice device, const VkQueryPool
     return next(device, &occ, a, out);
 }
 
-static VkResult VKAPI_CALL pq_AcquireProfilingLock(VkDevice device, const VkAcquireProfilingLockInfoKHR *info)
+static VkResult VKAPI_CALL tl_AcquireProfilingLock(VkDevice device, const VkAcquireProfilingLockInfoKHR *info)
 {
     (void)device;
     (void)info;
     return VK_SUCCESS;
 }
 
-static void VKAPI_CALL pq_ReleaseProfilingLock(VkDevice device)
+static void VKAPI_CALL tl_ReleaseProfilingLock(VkDevice device)
 {
     (void)device;
 }
@@ -402,40 +403,40 @@ static void VKAPI_CALL pq_ReleaseProfilingLock(VkDevice device)
 /* ---- suspended render pass instances ---- */
 
 /* A command buffer's state since its vkBeginCommandBuffer. */
-typedef struct pq_cmd_t {
+typedef struct tl_cmd_t {
     VkCommandBuffer cb;
     VkRenderingFlags flags; /* of the render pass instance begun last */
     int suspended;          /* its last instance ended suspended, and none began since */
     int commands;           /* commands recorded since vkBeginCommandBuffer */
     int rendered;           /* a render pass instance began since vkBeginCommandBuffer */
-} pq_cmd_t;
+} tl_cmd_t;
 
-static pq_cmd_t g_cmds[PQ_CMDS];
+static tl_cmd_t g_cmds[TL_CMDS];
 static unsigned long g_suspends, g_between; /* instances suspended; commands recorded where none may be */
 
 /* The state of cb (a free entry taken when `fresh`), or NULL when the table is full (then nothing is checked). */
-static pq_cmd_t *pq_cmd(VkCommandBuffer cb, int fresh)
+static tl_cmd_t *tl_cmd(VkCommandBuffer cb, int fresh)
 {
-    pq_cmd_t *free_entry = NULL;
-    for (unsigned i = 0; i < PQ_CMDS; i++) {
+    tl_cmd_t *free_entry = NULL;
+    for (unsigned i = 0; i < TL_CMDS; i++) {
         if (g_cmds[i].cb == cb) {
             if (fresh)
-                g_cmds[i] = (pq_cmd_t){.cb = cb};
+                g_cmds[i] = (tl_cmd_t){.cb = cb};
             return &g_cmds[i];
         }
         if (!g_cmds[i].cb && !free_entry)
             free_entry = &g_cmds[i];
     }
     if (fresh && free_entry)
-        *free_entry = (pq_cmd_t){.cb = cb};
+        *free_entry = (tl_cmd_t){.cb = cb};
     return fresh ? free_entry : NULL;
 }
 
 /* A command recorded into cb: counted when it lies between a suspend and its resume. */
-static void pq_command(VkCommandBuffer cb)
+static void tl_command(VkCommandBuffer cb)
 {
     pthread_mutex_lock(&g_lock);
-    pq_cmd_t *c = pq_cmd(cb, 0);
+    tl_cmd_t *c = tl_cmd(cb, 0);
     if (c) {
         g_between += c->suspended;
         c->commands++;
@@ -443,19 +444,19 @@ static void pq_command(VkCommandBuffer cb)
     pthread_mutex_unlock(&g_lock);
 }
 
-static VkResult VKAPI_CALL pq_BeginCommandBuffer(VkCommandBuffer cb, const VkCommandBufferBeginInfo *bi)
+static VkResult VKAPI_CALL tl_BeginCommandBuffer(VkCommandBuffer cb, const VkCommandBufferBeginInfo *bi)
 {
     pthread_mutex_lock(&g_lock);
-    pq_cmd(cb, 1);
+    tl_cmd(cb, 1);
     pthread_mutex_unlock(&g_lock);
-    return pq_find(cb)->BeginCommandBuffer(cb, bi);
+    return tl_find(cb)->BeginCommandBuffer(cb, bi);
 }
 
 /* A render pass instance begins: one that resumes, as the command buffer's first, must be its first command. */
-static void pq_rendering_begun(VkCommandBuffer cb, const VkRenderingInfo *ri)
+static void tl_rendering_begun(VkCommandBuffer cb, const VkRenderingInfo *ri)
 {
     pthread_mutex_lock(&g_lock);
-    pq_cmd_t *c = pq_cmd(cb, 0);
+    tl_cmd_t *c = tl_cmd(cb, 0);
     if (c) {
         if ((ri->flags & VK_RENDERING_RESUMING_BIT) && !c->rendered)
             g_between += (unsigned long)c->commands;
@@ -467,10 +468,10 @@ static void pq_rendering_begun(VkCommandBuffer cb, const VkRenderingInfo *ri)
     pthread_mutex_unlock(&g_lock);
 }
 
-static void pq_rendering_ended(VkCommandBuffer cb)
+static void tl_rendering_ended(VkCommandBuffer cb)
 {
     pthread_mutex_lock(&g_lock);
-    pq_cmd_t *c = pq_cmd(cb, 0);
+    tl_cmd_t *c = tl_cmd(cb, 0);
     if (c) {
         c->suspended = (c->flags & VK_RENDERING_SUSPENDING_BIT) != 0;
         g_suspends += (unsigned long)c->suspended;
@@ -479,75 +480,75 @@ static void pq_rendering_ended(VkCommandBuffer cb)
     pthread_mutex_unlock(&g_lock);
 }
 
-static void VKAPI_CALL pq_CmdBeginRendering(VkCommandBuffer cb, const VkRenderingInfo *ri)
+static void VKAPI_CALL tl_CmdBeginRendering(VkCommandBuffer cb, const VkRenderingInfo *ri)
 {
-    pq_rendering_begun(cb, ri);
-    pq_find(cb)->BeginRendering(cb, ri);
+    tl_rendering_begun(cb, ri);
+    tl_find(cb)->BeginRendering(cb, ri);
 }
 
-static void VKAPI_CALL pq_CmdBeginRenderingKHR(VkCommandBuffer cb, const VkRenderingInfo *ri)
+static void VKAPI_CALL tl_CmdBeginRenderingKHR(VkCommandBuffer cb, const VkRenderingInfo *ri)
 {
-    pq_rendering_begun(cb, ri);
-    pq_find(cb)->BeginRenderingKHR(cb, ri);
+    tl_rendering_begun(cb, ri);
+    tl_find(cb)->BeginRenderingKHR(cb, ri);
 }
 
-static void VKAPI_CALL pq_CmdEndRendering(VkCommandBuffer cb)
+static void VKAPI_CALL tl_CmdEndRendering(VkCommandBuffer cb)
 {
-    pq_rendering_ended(cb);
-    pq_find(cb)->EndRendering(cb);
+    tl_rendering_ended(cb);
+    tl_find(cb)->EndRendering(cb);
 }
 
-static void VKAPI_CALL pq_CmdEndRenderingKHR(VkCommandBuffer cb)
+static void VKAPI_CALL tl_CmdEndRenderingKHR(VkCommandBuffer cb)
 {
-    pq_rendering_ended(cb);
-    pq_find(cb)->EndRenderingKHR(cb);
+    tl_rendering_ended(cb);
+    tl_find(cb)->EndRenderingKHR(cb);
 }
 
-static void VKAPI_CALL pq_CmdWriteTimestamp(VkCommandBuffer cb, VkPipelineStageFlagBits stage, VkQueryPool pool,
+static void VKAPI_CALL tl_CmdWriteTimestamp(VkCommandBuffer cb, VkPipelineStageFlagBits stage, VkQueryPool pool,
                                             uint32_t query)
 {
-    pq_command(cb);
-    pq_find(cb)->WriteTimestamp(cb, stage, pool, query);
+    tl_command(cb);
+    tl_find(cb)->WriteTimestamp(cb, stage, pool, query);
 }
 
-static void VKAPI_CALL pq_CmdResetQueryPool(VkCommandBuffer cb, VkQueryPool pool, uint32_t first, uint32_t count)
+static void VKAPI_CALL tl_CmdResetQueryPool(VkCommandBuffer cb, VkQueryPool pool, uint32_t first, uint32_t count)
 {
-    pq_command(cb);
-    pq_find(cb)->ResetQueryPool(cb, pool, first, count);
+    tl_command(cb);
+    tl_find(cb)->ResetQueryPool(cb, pool, first, count);
 }
 
-static void VKAPI_CALL pq_CmdCopyQueryPoolResults(VkCommandBuffer cb, VkQueryPool pool, uint32_t first,
+static void VKAPI_CALL tl_CmdCopyQueryPoolResults(VkCommandBuffer cb, VkQueryPool pool, uint32_t first,
                                                   uint32_t count, VkBuffer dst, VkDeviceSize offset,
                                                   VkDeviceSize stride, VkQueryResultFlags flags)
 {
-    pq_command(cb);
-    pq_find(cb)->CopyQueryPoolResults(cb, pool, first, count, dst, offset, stride, flags);
+    tl_command(cb);
+    tl_find(cb)->CopyQueryPoolResults(cb, pool, first, count, dst, offset, stride, flags);
 }
 
-static void VKAPI_CALL pq_CmdPipelineBarrier(VkCommandBuffer cb, VkPipelineStageFlags src, VkPipelineStageFlags dst,
+static void VKAPI_CALL tl_CmdPipelineBarrier(VkCommandBuffer cb, VkPipelineStageFlags src, VkPipelineStageFlags dst,
                                              VkDependencyFlags dep, uint32_t nm, const VkMemoryBarrier *m,
                                              uint32_t nb, const VkBufferMemoryBarrier *b, uint32_t ni,
                                              const VkImageMemoryBarrier *im)
 {
-    pq_command(cb);
-    pq_find(cb)->PipelineBarrier(cb, src, dst, dep, nm, m, nb, b, ni, im);
+    tl_command(cb);
+    tl_find(cb)->PipelineBarrier(cb, src, dst, dep, nm, m, nb, b, ni, im);
 }
 
-static void VKAPI_CALL pq_CmdCopyBuffer(VkCommandBuffer cb, VkBuffer src, VkBuffer dst, uint32_t n,
+static void VKAPI_CALL tl_CmdCopyBuffer(VkCommandBuffer cb, VkBuffer src, VkBuffer dst, uint32_t n,
                                         const VkBufferCopy *regions)
 {
-    pq_command(cb);
-    pq_find(cb)->CopyBuffer(cb, src, dst, n, regions);
+    tl_command(cb);
+    tl_find(cb)->CopyBuffer(cb, src, dst, n, regions);
 }
 
-static void VKAPI_CALL pq_CmdDispatch(VkCommandBuffer cb, uint32_t x, uint32_t y, uint32_t z)
+static void VKAPI_CALL tl_CmdDispatch(VkCommandBuffer cb, uint32_t x, uint32_t y, uint32_t z)
 {
-    pq_command(cb);
-    pq_find(cb)->Dispatch(cb, x, y, z);
+    tl_command(cb);
+    tl_find(cb)->Dispatch(cb, x, y, z);
 }
 
 /* For the test: render pass instances suspended so far, and commands recorded between a suspend and its resume. */
-PQ_EXPORT void kt_test_layer_suspend_counts(unsigned long *suspends, unsigned long *between)
+TL_EXPORT void kt_test_layer_suspend_counts(unsigned long *suspends, unsigned long *between)
 {
     pthread_mutex_lock(&g_lock);
     *suspends = g_suspends;
@@ -557,47 +558,47 @@ PQ_EXPORT void kt_test_layer_suspend_counts(unsigned long *suspends, unsigned lo
 
 /* ---- proc addresses and the loader interface ---- */
 
-typedef struct pq_fn_t {
+typedef struct tl_fn_t {
     const char *name;
     PFN_vkVoidFunction fn;
-} pq_fn_t;
+} tl_fn_t;
 
-#define PQ_FN(name, fn) {name, (PFN_vkVoidFunction)fn}
-static const pq_fn_t kDeviceFns[] = {
-    PQ_FN("vkDestroyDevice", pq_DestroyDevice),
-    PQ_FN("vkCreateQueryPool", pq_CreateQueryPool),
-    PQ_FN("vkAcquireProfilingLockKHR", pq_AcquireProfilingLock),
-    PQ_FN("vkReleaseProfilingLockKHR", pq_ReleaseProfilingLock),
-    PQ_FN("vkBeginCommandBuffer", pq_BeginCommandBuffer),
-    PQ_FN("vkCmdBeginRendering", pq_CmdBeginRendering),
-    PQ_FN("vkCmdBeginRenderingKHR", pq_CmdBeginRenderingKHR),
-    PQ_FN("vkCmdEndRendering", pq_CmdEndRendering),
-    PQ_FN("vkCmdEndRenderingKHR", pq_CmdEndRenderingKHR),
-    PQ_FN("vkCmdWriteTimestamp", pq_CmdWriteTimestamp),
-    PQ_FN("vkCmdResetQueryPool", pq_CmdResetQueryPool),
-    PQ_FN("vkCmdCopyQueryPoolResults", pq_CmdCopyQueryPoolResults),
-    PQ_FN("vkCmdPipelineBarrier", pq_CmdPipelineBarrier),
-    PQ_FN("vkCmdCopyBuffer", pq_CmdCopyBuffer),
-    PQ_FN("vkCmdDispatch", pq_CmdDispatch),
+#define TL_FN(name, fn) {name, (PFN_vkVoidFunction)fn}
+static const tl_fn_t kDeviceFns[] = {
+    TL_FN("vkDestroyDevice", tl_DestroyDevice),
+    TL_FN("vkCreateQueryPool", tl_CreateQueryPool),
+    TL_FN("vkAcquireProfilingLockKHR", tl_AcquireProfilingLock),
+    TL_FN("vkReleaseProfilingLockKHR", tl_ReleaseProfilingLock),
+    TL_FN("vkBeginCommandBuffer", tl_BeginCommandBuffer),
+    TL_FN("vkCmdBeginRendering", tl_CmdBeginRendering),
+    TL_FN("vkCmdBeginRenderingKHR", tl_CmdBeginRenderingKHR),
+    TL_FN("vkCmdEndRendering", tl_CmdEndRendering),
+    TL_FN("vkCmdEndRenderingKHR", tl_CmdEndRenderingKHR),
+    TL_FN("vkCmdWriteTimestamp", tl_CmdWriteTimestamp),
+    TL_FN("vkCmdResetQueryPool", tl_CmdResetQueryPool),
+    TL_FN("vkCmdCopyQueryPoolResults", tl_CmdCopyQueryPoolResults),
+    TL_FN("vkCmdPipelineBarrier", tl_CmdPipelineBarrier),
+    TL_FN("vkCmdCopyBuffer", tl_CmdCopyBuffer),
+    TL_FN("vkCmdDispatch", tl_CmdDispatch),
 };
 /* ours only where the layer below has the function (the KHR names need their extension) */
 static const char *const kOptional[] = {"vkCmdBeginRenderingKHR", "vkCmdEndRenderingKHR", "vkCmdBeginRendering",
                                         "vkCmdEndRendering"};
-static const pq_fn_t kInstanceFns[] = {
-    PQ_FN("vkCreateInstance", pq_CreateInstance),
-    PQ_FN("vkDestroyInstance", pq_DestroyInstance),
-    PQ_FN("vkCreateDevice", pq_CreateDevice),
-    PQ_FN("vkEnumerateDeviceExtensionProperties", pq_EnumerateDeviceExtensionProperties),
-    PQ_FN("vkGetPhysicalDeviceFeatures2", pq_GetPhysicalDeviceFeatures2),
-    PQ_FN("vkGetPhysicalDeviceFeatures2KHR", pq_GetPhysicalDeviceFeatures2KHR),
-    PQ_FN("vkGetPhysicalDeviceProperties2", pq_GetPhysicalDeviceProperties2),
-    PQ_FN("vkGetPhysicalDeviceProperties2KHR", pq_GetPhysicalDeviceProperties2KHR),
-    PQ_FN("vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR", pq_EnumerateCounters),
-    PQ_FN("vkGetPhysicalDeviceQueueFamilyPerformanceQueryPassesKHR", pq_GetPasses),
+static const tl_fn_t kInstanceFns[] = {
+    TL_FN("vkCreateInstance", tl_CreateInstance),
+    TL_FN("vkDestroyInstance", tl_DestroyInstance),
+    TL_FN("vkCreateDevice", tl_CreateDevice),
+    TL_FN("vkEnumerateDeviceExtensionProperties", tl_EnumerateDeviceExtensionProperties),
+    TL_FN("vkGetPhysicalDeviceFeatures2", tl_GetPhysicalDeviceFeatures2),
+    TL_FN("vkGetPhysicalDeviceFeatures2KHR", tl_GetPhysicalDeviceFeatures2KHR),
+    TL_FN("vkGetPhysicalDeviceProperties2", tl_GetPhysicalDeviceProperties2),
+    TL_FN("vkGetPhysicalDeviceProperties2KHR", tl_GetPhysicalDeviceProperties2KHR),
+    TL_FN("vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR", tl_EnumerateCounters),
+    TL_FN("vkGetPhysicalDeviceQueueFamilyPerformanceQueryPassesKHR", tl_GetPasses),
 };
-#undef PQ_FN
+#undef TL_FN
 
-static PFN_vkVoidFunction pq_lookup(const pq_fn_t *fns, size_t n, const char *name)
+static PFN_vkVoidFunction tl_lookup(const tl_fn_t *fns, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)
         if (!strcmp(fns[i].name, name))
@@ -605,18 +606,18 @@ static PFN_vkVoidFunction pq_lookup(const pq_fn_t *fns, size_t n, const char *na
     return NULL;
 }
 
-static PFN_vkVoidFunction VKAPI_CALL pq_gdpa(VkDevice device, const char *name);
+static PFN_vkVoidFunction VKAPI_CALL tl_gdpa(VkDevice device, const char *name);
 
-static PFN_vkVoidFunction VKAPI_CALL pq_gipa(VkInstance instance, const char *name)
+static PFN_vkVoidFunction VKAPI_CALL tl_gipa(VkInstance instance, const char *name)
 {
     if (!strcmp(name, "vkGetInstanceProcAddr"))
-        return (PFN_vkVoidFunction)pq_gipa;
+        return (PFN_vkVoidFunction)tl_gipa;
     if (!strcmp(name, "vkGetDeviceProcAddr"))
-        return (PFN_vkVoidFunction)pq_gdpa;
-    PFN_vkVoidFunction f = pq_lookup(kInstanceFns, sizeof kInstanceFns / sizeof *kInstanceFns, name);
+        return (PFN_vkVoidFunction)tl_gdpa;
+    PFN_vkVoidFunction f = tl_lookup(kInstanceFns, sizeof kInstanceFns / sizeof *kInstanceFns, name);
     if (!f)
-        f = pq_lookup(kDeviceFns, sizeof kDeviceFns / sizeof *kDeviceFns, name);
-    PFN_vkVoidFunction next = instance ? pq_next_instance_fn(instance, name) : NULL;
+        f = tl_lookup(kDeviceFns, sizeof kDeviceFns / sizeof *kDeviceFns, name);
+    PFN_vkVoidFunction next = instance ? tl_next_instance_fn(instance, name) : NULL;
     /* the features and properties queries: ours only where the layer below has them */
     if (f && !next && !strncmp(name, "vkGetPhysicalDevice", 19) && strstr(name, "2"))
         return NULL;
@@ -626,25 +627,25 @@ static PFN_vkVoidFunction VKAPI_CALL pq_gipa(VkInstance instance, const char *na
     return f ? f : next;
 }
 
-static PFN_vkVoidFunction VKAPI_CALL pq_gdpa(VkDevice device, const char *name)
+static PFN_vkVoidFunction VKAPI_CALL tl_gdpa(VkDevice device, const char *name)
 {
     if (!strcmp(name, "vkGetDeviceProcAddr"))
-        return (PFN_vkVoidFunction)pq_gdpa;
-    PFN_vkVoidFunction f = pq_lookup(kDeviceFns, sizeof kDeviceFns / sizeof *kDeviceFns, name);
-    PFN_vkVoidFunction next = pq_next_device_fn(device, name);
+        return (PFN_vkVoidFunction)tl_gdpa;
+    PFN_vkVoidFunction f = tl_lookup(kDeviceFns, sizeof kDeviceFns / sizeof *kDeviceFns, name);
+    PFN_vkVoidFunction next = tl_next_device_fn(device, name);
     for (size_t i = 0; f && i < sizeof kOptional / sizeof *kOptional; i++)
         if (!strcmp(name, kOptional[i]) && !next)
             return NULL;
     return f ? f : next;
 }
 
-PQ_EXPORT VKAPI_ATTR VkResult VKAPI_CALL vkNegotiateLoaderLayerInterfaceVersion(VkNegotiateLayerInterface *v)
+TL_EXPORT VKAPI_ATTR VkResult VKAPI_CALL vkNegotiateLoaderLayerInterfaceVersion(VkNegotiateLayerInterface *v)
 {
     if (!v || v->sType != LAYER_NEGOTIATE_INTERFACE_STRUCT || v->loaderLayerInterfaceVersion < 2)
         return VK_ERROR_INITIALIZATION_FAILED;
     v->loaderLayerInterfaceVersion = 2;
-    v->pfnGetInstanceProcAddr = pq_gipa;
-    v->pfnGetDeviceProcAddr = pq_gdpa;
+    v->pfnGetInstanceProcAddr = tl_gipa;
+    v->pfnGetDeviceProcAddr = tl_gdpa;
     v->pfnGetPhysicalDeviceProcAddr = NULL;
     return VK_SUCCESS;
 }
