@@ -70,19 +70,7 @@ static int find_lib_cb(struct dl_phdr_info *info, size_t size, void *data)
 /* vkQueueSubmit2 as vkQueueSubmit (no synchronization2 on the device; plain batches only). */
 static VkResult VKAPI_CALL stand_in_submit2(VkQueue queue, uint32_t n, const VkSubmitInfo2 *si, VkFence fence)
 {
-    VkSubmitInfo one[4];
-    VkCommandBuffer cmds[4][8];
-    assert_true(n <= 4);
-    for (uint32_t i = 0; i < n; i++) {
-        assert_true(si[i].commandBufferInfoCount <= 8 && !si[i].waitSemaphoreInfoCount &&
-                    !si[i].signalSemaphoreInfoCount);
-        for (uint32_t k = 0; k < si[i].commandBufferInfoCount; k++)
-            cmds[i][k] = si[i].pCommandBufferInfos[k].commandBuffer;
-        one[i] = (VkSubmitInfo){.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                                .commandBufferCount = si[i].commandBufferInfoCount,
-                                .pCommandBuffers = cmds[i]};
-    }
-    return g_vkt.app.vk.vkQueueSubmit(queue, n, one, fence);
+    return vkt_submit2_via_submit(queue, n, si, fence);
 }
 
 static PFN_vkVoidFunction wrap(const char *name, PFN_vkVoidFunction f)

@@ -151,6 +151,25 @@ static inline void vkt_submit(VkCommandBuffer cmd, VkFence fence)
     assert_int_equal(rc, 0);
 }
 
+/* vkQueueSubmit2's batches (at most 4, of at most 8 command buffers each, no semaphores) handed to the suite's
+ * vkQueueSubmit: the tests' stand-in vkQueueSubmit2 on a device without synchronization2. */
+static inline VkResult vkt_submit2_via_submit(VkQueue queue, uint32_t n, const VkSubmitInfo2 *si, VkFence fence)
+{
+    VkSubmitInfo one[4];
+    VkCommandBuffer cmds[4][8];
+    assert_true(n <= 4);
+    for (uint32_t i = 0; i < n; i++) {
+        assert_true(si[i].commandBufferInfoCount <= 8 && !si[i].waitSemaphoreInfoCount &&
+                    !si[i].signalSemaphoreInfoCount);
+        for (uint32_t k = 0; k < si[i].commandBufferInfoCount; k++)
+            cmds[i][k] = si[i].pCommandBufferInfos[k].commandBuffer;
+        one[i] = (VkSubmitInfo){.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                                .commandBufferCount = si[i].commandBufferInfoCount,
+                                .pCommandBuffers = cmds[i]};
+    }
+    return g_vkt.app.vk.vkQueueSubmit(queue, n, one, fence);
+}
+
 /* The busy pipeline over a small output buffer. */
 static inline void vkt_busy_init(void)
 {

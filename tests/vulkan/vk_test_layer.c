@@ -123,24 +123,29 @@ static void tl_relink(VkBaseOutStructure *prev, VkBaseOutStructure *s)
         prev->pNext = s;
 }
 
+/* The loader's link to the next layer in a create info's pNext chain (VkLayerInstanceCreateInfo and
+ * VkLayerDeviceCreateInfo begin alike: sType, pNext, function), of sType `type`; NULL if none. */
+static void *tl_chain_link(const void *pnext, VkStructureType type)
+{
+    for (const VkLayerInstanceCreateInfo *l = pnext; l; l = (const VkLayerInstanceCreateInfo *)l->pNext)
+        if (l->sType == type && l->function == VK_LAYER_LINK_INFO)
+            return (void *)l;
+    return NULL;
+}
+
 /* ---- instance level ---- */
 
 static VkResult VKAPI_CALL tl_CreateInstance(const VkInstanceCreateInfo *ci, const VkAllocationCallbacks *a,
                                              VkInstance *out)
 {
-    VkLayerInstanceCreateInfo *link = (VkLayerInstanceCreateInfo *)ci->pNext;
-    while (link &&
-           !(link->sType == VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO && link->function == VK_LAYER_LINK_INFO))
-        link = (VkLayerInstanceCreateInfo *)link->pNext;
-    if (!link)
-        return VK_ERROR_INITIALIZATION_FAILED;
-    PFN_vkGetInstanceProcAddr gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
-    link->u.pLayerInfo = link->u.pLayerInfo->pNext;
-    PFN_vkCreateInstance create = (PFN_vkCreateInstance)gipa(VK_NULL_HANDLE, "vkCreateInstance");
+    VkLayerInstanceCreateInfo *link = tl_chain_link(ci->pNext, VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO);
+    PFN_vkGetInstanceProcAddr gipa = link ? link->u.pLayerInfo->pfnNextGetInstanceProcAddr : NULL;
+    if (gipa) /* the next layer's link for the next layer */
+        link->u.pLayerInfo = link->u.pLayerInfo->pNext;
+    PFN_vkCreateInstance create = gipa ? (PFN_vkCreateInstance)gipa(VK_NULL_HANDLE, "vkCreateInstance") : NULL;
     VkResult r = create ? create(ci, a, out) : VK_ERROR_INITIALIZATION_FAILED;
-    if (r == VK_SUCCESS && tl_add(*out, *out, gipa, NULL) != 0) {
-        PFN_vkDestroyInstance destroy = (PFN_vkDestroyInstance)gipa(*out, "vkDestroyInstance");
-        destroy(*out, a);
+    if (r == VK_SUCCESS && tl_add(*out, *out, gipa, NULL) != 0) { /* not tracked: a clean failure */
+        ((PFN_vkDestroyInstance)gipa(*out, "vkDestroyInstance"))(*out, a);
         r = VK_ERROR_OUT_OF_HOST_MEMORY;
     }
     return r;
@@ -301,17 +306,12 @@ static void VKAPI_CALL tl_GetPasses(VkPhysicalDevice pd, const VkQueryPoolPerfor
 static VkResult VKAPI_CALL tl_CreateDevice(VkPhysicalDevice pd, const VkDeviceCreateInfo *ci,
                                            const VkAllocationCallbacks *a, VkDevice *out)
 {
-    VkLayerDeviceCreateInfo *link = (VkLayerDeviceCreateInfo *)ci->pNext;
-    while (link &&
-           !(link->sType == VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO && link->function == VK_LAYER_LINK_INFO))
-        link = (VkLayerDeviceCreateInfo *)link->pNext;
-    if (!link)
+    VkLayerDeviceCreateInfo *link = tl_chain_link(ci->pNext, VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO);
+    tl_link_t *inst = tl_find(pd);
+    if (!link || !inst)
         return VK_ERROR_INITIALIZATION_FAILED;
     PFN_vkGetInstanceProcAddr gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
     PFN_vkGetDeviceProcAddr gdpa = link->u.pLayerInfo->pfnNextGetDeviceProcAddr;
-    tl_link_t *inst = tl_find(pd);
-    if (!inst)
-        return VK_ERROR_INITIALIZATION_FAILED;
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
     PFN_vkCreateDevice create = (PFN_vkCreateDevice)gipa(inst->instance, "vkCreateDevice");
     if (!create)
