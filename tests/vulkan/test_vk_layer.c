@@ -28,6 +28,7 @@ static struct {
     PFN_vkCmdBeginRendering begin_rendering;
     PFN_vkCmdEndRendering end_rendering;
     int perf_query; /* VK_KHR_performance_query and performanceCounterQueryPools enabled on the device */
+    int transform_feedback; /* VK_EXT_transform_feedback enabled on the device */
 } g;
 
 /* A device of family `family` (graphics and compute) with dynamicRendering, in the fixture's device record. */
@@ -64,17 +65,25 @@ static int open_device(void)
     VkPhysicalDevicePerformanceQueryFeaturesKHR pqf = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PERFORMANCE_QUERY_FEATURES_KHR};
     const char *perf_ext = VK_KHR_PERFORMANCE_QUERY_EXTENSION_NAME;
+    const char *names[2];
+    uint32_t nnames = 0;
     VkExtensionProperties ext[256];
     n = 256;
     if (vk->vkEnumerateDeviceExtensionProperties(dev->physical, NULL, &n, ext) < 0)
         return -1;
-    for (uint32_t i = 0; i < n && !g.perf_query; i++)
-        g.perf_query = !strcmp(ext[i].extensionName, perf_ext);
+    for (uint32_t i = 0; i < n; i++) {
+        g.perf_query |= !strcmp(ext[i].extensionName, perf_ext);
+        g.transform_feedback |= !strcmp(ext[i].extensionName, VK_EXT_TRANSFORM_FEEDBACK_EXTENSION_NAME);
+    }
     if (g.perf_query) {
         f2.pNext = &pqf;
         vk->vkGetPhysicalDeviceFeatures2(dev->physical, &f2);
         g.perf_query = pqf.performanceCounterQueryPools;
     }
+    if (g.perf_query)
+        names[nnames++] = perf_ext;
+    if (g.transform_feedback) /* vkCmdBeginQueryIndexedEXT */
+        names[nnames++] = VK_EXT_TRANSFORM_FEEDBACK_EXTENSION_NAME;
     VkPhysicalDevicePerformanceQueryFeaturesKHR pq_on = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PERFORMANCE_QUERY_FEATURES_KHR,
         .performanceCounterQueryPools = VK_TRUE};
@@ -90,8 +99,8 @@ static int open_device(void)
                               .pNext = &on,
                               .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qci,
-                              .enabledExtensionCount = g.perf_query ? 1u : 0u,
-                              .ppEnabledExtensionNames = &perf_ext};
+                              .enabledExtensionCount = nnames,
+                              .ppEnabledExtensionNames = names};
     if (vk->vkCreateDevice(dev->physical, &dci, NULL, &dev->device) != VK_SUCCESS)
         return -1;
     vk->vkGetDeviceQueue(dev->device, dev->family, 0, &dev->queue);
@@ -300,6 +309,8 @@ typedef struct perf_fns_t {
     PFN_vkCmdResetQueryPool reset;
     PFN_vkCmdBeginQuery begin;
     PFN_vkCmdEndQuery end;
+    PFN_vkCmdBeginQueryIndexedEXT begin_indexed; /* NULL without VK_EXT_transform_feedback */
+    PFN_vkCmdEndQueryIndexedEXT end_indexed;
 } perf_fns_t;
 
 static perf_fns_t perf_fns(void)
@@ -319,6 +330,8 @@ static perf_fns_t perf_fns(void)
         .reset = (PFN_vkCmdResetQueryPool)gdpa(g.dev.device, "vkCmdResetQueryPool"),
         .begin = (PFN_vkCmdBeginQuery)gdpa(g.dev.device, "vkCmdBeginQuery"),
         .end = (PFN_vkCmdEndQuery)gdpa(g.dev.device, "vkCmdEndQuery"),
+        .begin_indexed = (PFN_vkCmdBeginQueryIndexedEXT)gdpa(g.dev.device, "vkCmdBeginQueryIndexedEXT"),
+        .end_indexed = (PFN_vkCmdEndQueryIndexedEXT)gdpa(g.dev.device, "vkCmdEndQueryIndexedEXT"),
     };
     assert_true(f.counters && f.passes && f.acquire && f.release && f.create && f.destroy && f.reset && f.begin &&
                 f.end);
@@ -345,10 +358,12 @@ static uint32_t perf_counter(VkPerformanceCounterScopeKHR scope)
 }
 
 /* One performance query of counter `counter` (a one-pass pool) around 3 dispatches, as the first and the last
- * command of a one-time command buffer, the profiling lock held; the Vulkan counts' changes (vk_counts). */
-static void perf_query_frame(uint32_t counter, uint64_t *timed, uint64_t *no_timing, uint64_t *batches)
+ * command of a one-time command buffer, the profiling lock held, begun and ended with vkCmdBeginQuery or (`indexed`)
+ * vkCmdBeginQueryIndexedEXT; the Vulkan counts' changes (vk_counts). */
+static void perf_query_frame(uint32_t counter, int indexed, uint64_t *timed, uint64_t *no_timing, uint64_t *batches)
 {
     const perf_fns_t f = perf_fns();
+    assert_true(!indexed || (f.begin_indexed && f.end_indexed));
     const ktcli_vk_fn_t *vk = &g.app.vk;
     VkQueryPoolPerformanceCreateInfoKHR pci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_PERFORMANCE_CREATE_INFO_KHR,
                                                .queueFamilyIndex = g.dev.family,
@@ -377,10 +392,16 @@ static void perf_query_frame(uint32_t counter, uint64_t *timed, uint64_t *no_tim
     assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
     uint32_t iters = 1;
     assert_int_equal(ktcli_vk_cmd_begin(&g.dev, g.cmd[0]), 0);
-    f.begin(g.cmd[0], pool, 0, 0); /* the command buffer's first command */
+    if (indexed) /* the command buffer's first command */
+        f.begin_indexed(g.cmd[0], pool, 0, 0, 0);
+    else
+        f.begin(g.cmd[0], pool, 0, 0);
     for (int i = 0; i < 3; i++)
         ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1);
-    f.end(g.cmd[0], pool, 0); /* its last */
+    if (indexed) /* its last */
+        f.end_indexed(g.cmd[0], pool, 0, 0);
+    else
+        f.end(g.cmd[0], pool, 0);
     assert_int_equal(ktcli_vk_cmd_end(&g.dev, g.cmd[0]), 0);
     si.pCommandBuffers = &g.cmd[0];
     assert_int_equal(vk->vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
@@ -403,7 +424,7 @@ static void perf_query_scope_untimed(void **state)
 {
     (void)state;
     uint64_t timed, no_timing, batches;
-    perf_query_frame(perf_counter(VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_BUFFER_KHR), &timed, &no_timing, &batches);
+    perf_query_frame(perf_counter(VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_BUFFER_KHR), 0, &timed, &no_timing, &batches);
     assert_int_equal(timed, 0);
     assert_int_equal(no_timing, 3);
     assert_int_equal(batches, 0);
@@ -416,10 +437,25 @@ static void perf_query_command_scope_timed(void **state)
 {
     (void)state;
     uint64_t timed, no_timing, batches;
-    perf_query_frame(perf_counter(VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_KHR), &timed, &no_timing, &batches);
+    perf_query_frame(perf_counter(VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_KHR), 0, &timed, &no_timing, &batches);
     assert_int_equal(timed, 3);
     assert_int_equal(no_timing, 0);
     assert_int_equal(batches, once() ? 0 : 1);
+}
+
+/* The same query begun with VK_EXT_transform_feedback's vkCmdBeginQueryIndexedEXT (index 0), which has the same
+ * rule (VUID-vkCmdBeginQueryIndexedEXT-queryPool-03224): untimed, counted. Before: the layer did not watch that
+ * begin, and timed all 3 with its copies after the query's end. Skipped on a device without the extension. */
+static void perf_query_indexed_scope_untimed(void **state)
+{
+    (void)state;
+    if (!g.transform_feedback)
+        skip();
+    uint64_t timed, no_timing, batches;
+    perf_query_frame(perf_counter(VK_PERFORMANCE_COUNTER_SCOPE_COMMAND_BUFFER_KHR), 1, &timed, &no_timing, &batches);
+    assert_int_equal(timed, 0);
+    assert_int_equal(no_timing, 3);
+    assert_int_equal(batches, 0);
 }
 
 static void validation_clean(void **state)
@@ -442,6 +478,7 @@ int main(void)
         cmocka_unit_test(free_elsewhere_keeps_cache),
         cmocka_unit_test(perf_query_scope_untimed),
         cmocka_unit_test(perf_query_command_scope_timed),
+        cmocka_unit_test(perf_query_indexed_scope_untimed),
         cmocka_unit_test(validation_clean),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -107,7 +107,8 @@ typedef void(VKAPI_PTR *PFN_vkCmdBindShadersEXT)(VkCommandBuffer, uint32_t, cons
     X(vkDeviceWaitIdle) X(vkWaitForFences) X(vkGetFenceStatus) X(vkSetDebugUtilsObjectNameEXT)  \
     X(vkDebugMarkerSetObjectNameEXT)                                                                           \
     X(vkCmdBindShadersEXT) X(vkCmdBeginRendering) X(vkCmdBeginRenderingKHR) X(vkCmdEndRendering)              \
-    X(vkCmdEndRenderingKHR) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkCmdBeginQuery)
+    X(vkCmdEndRenderingKHR) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkCmdBeginQuery)                      \
+    X(vkCmdBeginQueryIndexedEXT)
 
 /* One device. */
 typedef struct kti_device_t {
@@ -933,10 +934,9 @@ static void VKAPI_CALL hook_DestroyQueryPool(VkDevice device, VkQueryPool pool, 
     d->vkDestroyQueryPool(device, pool, a);
 }
 
-static void VKAPI_CALL hook_CmdBeginQuery(VkCommandBuffer cb, VkQueryPool pool, uint32_t query,
-                                          VkQueryControlFlags flags)
+/* A query of `pool` begins in cb: from a command-buffer-scope performance pool, cb is left as the program made it. */
+static void query_begun(kti_device_t *d, VkCommandBuffer cb, VkQueryPool pool)
 {
-    kti_device_t *d = device_of(cb);
     kti_cmd_t *c = cmd_get(d, cb);
     if (c) {
         pthread_mutex_lock(&d->lock);
@@ -944,7 +944,24 @@ static void VKAPI_CALL hook_CmdBeginQuery(VkCommandBuffer cb, VkQueryPool pool, 
         pthread_mutex_unlock(&d->lock);
         c->perf_scope |= perf;
     }
+}
+
+static void VKAPI_CALL hook_CmdBeginQuery(VkCommandBuffer cb, VkQueryPool pool, uint32_t query,
+                                          VkQueryControlFlags flags)
+{
+    kti_device_t *d = device_of(cb);
+    query_begun(d, cb, pool);
     d->vkCmdBeginQuery(cb, pool, query, flags);
+}
+
+/* VK_EXT_transform_feedback's begin has the same rule for performance pools
+ * (VUID-vkCmdBeginQueryIndexedEXT-queryPool-03224). */
+static void VKAPI_CALL hook_CmdBeginQueryIndexedEXT(VkCommandBuffer cb, VkQueryPool pool, uint32_t query,
+                                                    VkQueryControlFlags flags, uint32_t index)
+{
+    kti_device_t *d = device_of(cb);
+    query_begun(d, cb, pool);
+    d->vkCmdBeginQueryIndexedEXT(cb, pool, query, flags, index);
 }
 
 static VkResult VKAPI_CALL hook_CreateCommandPool(VkDevice device, const VkCommandPoolCreateInfo *ci,
@@ -1522,7 +1539,7 @@ static const kti_hook_t kDeviceHooks[] = {
     KTI_HOOK(CmdBindShadersEXT),     KTI_HOOK(DebugMarkerSetObjectNameEXT),
     KTI_HOOK(CmdBeginRendering),     KTI_HOOK(CmdBeginRenderingKHR),   KTI_HOOK(CmdEndRendering),
     KTI_HOOK(CmdEndRenderingKHR),    KTI_HOOK(CreateQueryPool),        KTI_HOOK(DestroyQueryPool),
-    KTI_HOOK(CmdBeginQuery),
+    KTI_HOOK(CmdBeginQuery),         KTI_HOOK(CmdBeginQueryIndexedEXT),
     {"vkCmdDispatchBase", (PFN_vkVoidFunction)hook_CmdDispatchBase},
     {"vkCmdDispatchBaseKHR", (PFN_vkVoidFunction)hook_CmdDispatchBase},
 };
