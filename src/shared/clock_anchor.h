@@ -6,6 +6,7 @@
 
 #include <ktiming.h>
 #include <stdint.h>
+#include <time.h>
 
 /* The most CLOCK_MONOTONIC's rate may differ from CLOCK_MONOTONIC_RAW's, in ppm: NTP (adjtimex) steers the
  * kernel's frequency by at most ±500 ppm (MAXFREQ), and adjtime(3) slews at 500 µs per s. The bound of a time
@@ -21,6 +22,26 @@
 
 /* A clock reader: ns, 0 when the read failed. */
 typedef uint64_t (*kt__clock_read_t)(void *ctx);
+
+/* clock_gettime(id) in ns, 0 when it fails. */
+static inline uint64_t kt__clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    return clock_gettime(id, &ts) == 0 ? (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec : 0;
+}
+
+/* Readers of the system clocks for kt__clock_anchor_take. */
+static inline uint64_t kt__clock_read_monotonic(void *ctx)
+{
+    (void)ctx;
+    return kt__clock_ns(CLOCK_MONOTONIC);
+}
+
+static inline uint64_t kt__clock_read_raw(void *ctx)
+{
+    (void)ctx;
+    return kt__clock_ns(CLOCK_MONOTONIC_RAW);
+}
 
 /* An anchor: `tries` times CLOCK_MONOTONIC (mono), the host timeline (host), CLOCK_MONOTONIC again; the reading
  * with the narrowest bracket w = m1 - m0 gives monotonic_ns = m0 + w/2 (the true value at host's instant lies in

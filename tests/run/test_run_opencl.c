@@ -509,6 +509,30 @@ static void assert_configs(const kt_snapshot_t *s)
     }
 }
 
+/* A table with the scale kernel's row: with `want`, one row per configuration after it with its count; without,
+ * none. */
+static void assert_config_rows(const char *text, int want)
+{
+    const char *kernel = strstr(text, "\n[timing] scale ");
+    if (!kernel)
+        fail_msg("no scale row in:\n%s", text);
+    for (size_t k = 0; k < sizeof kConfigs / sizeof kConfigs[0]; k++) {
+        char label[96];
+        snprintf(label, sizeof label, "\n[timing]   %s ", kConfigs[k].label);
+        const char *row = strstr(text, label);
+        if (!want) {
+            if (row)
+                fail_msg("a configuration row '%s' without --by-config in:\n%s", kConfigs[k].label, text);
+            continue;
+        }
+        if (!row || row < kernel)
+            fail_msg("no row '%s' after the kernel's in:\n%s", kConfigs[k].label, text);
+        unsigned long long n = 0;
+        assert_int_equal(sscanf(row + strlen(label), " %llu", &n), 1);
+        assert_int_equal(n, kConfigs[k].count);
+    }
+}
+
 static void test_configs(void **state)
 {
     (void)state;
@@ -551,19 +575,7 @@ static void test_configs(void **state)
     int st = -1;
     char *text = ru_run(argv, &st);
     assert_int_equal(st, 0);
-    const char *kernel = strstr(text, "\n[timing] scale ");
-    if (!kernel)
-        fail_msg("no scale row in:\n%s", text);
-    for (size_t k = 0; k < sizeof kConfigs / sizeof kConfigs[0]; k++) {
-        char want[96];
-        snprintf(want, sizeof want, "\n[timing]   %s ", kConfigs[k].label);
-        const char *row = strstr(text, want);
-        if (!row || row < kernel)
-            fail_msg("no row '%s' after the kernel's in:\n%s", kConfigs[k].label, text);
-        unsigned long long n = 0;
-        assert_int_equal(sscanf(row + strlen(want), " %llu", &n), 1);
-        assert_int_equal(n, kConfigs[k].count);
-    }
+    assert_config_rows(text, 1);
     free(text);
 }
 
@@ -582,24 +594,7 @@ static void test_run_by_config(void **state)
         assert_int_equal(st, 0);
         char *text = ktt_read_file(err, NULL);
         assert_non_null(text);
-        const char *kernel = strstr(text, "\n[timing] scale ");
-        if (!kernel)
-            fail_msg("no scale row in:\n%s", text);
-        for (size_t k = 0; k < sizeof kConfigs / sizeof kConfigs[0]; k++) {
-            char want[96];
-            snprintf(want, sizeof want, "\n[timing]   %s ", kConfigs[k].label);
-            const char *row = strstr(text, want);
-            if (!with) {
-                if (row)
-                    fail_msg("a configuration row '%s' without --by-config in:\n%s", kConfigs[k].label, text);
-                continue;
-            }
-            if (!row || row < kernel)
-                fail_msg("no row '%s' after the kernel's in:\n%s", kConfigs[k].label, text);
-            unsigned long long n = 0;
-            assert_int_equal(sscanf(row + strlen(want), " %llu", &n), 1);
-            assert_int_equal(n, kConfigs[k].count);
-        }
+        assert_config_rows(text, with);
         free(text);
     }
 }

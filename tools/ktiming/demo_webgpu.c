@@ -40,13 +40,6 @@ static int unavailable(const ktcli_demo_opts_t *opts, const char *why)
 /* Node's process.hrtime.bigint() reads CLOCK_MONOTONIC; the recorder's host timeline is kt_now_ns(). Both clocks
  * are of this machine, so a clock anchor (what `ktiming merge` uses, src/shared/clock_anchor.h) maps one onto the
  * other, with its bound. */
-static uint64_t read_mono(void *ctx)
-{
-    (void)ctx;
-    struct timespec ts;
-    return clock_gettime(CLOCK_MONOTONIC, &ts) == 0 ? (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec : 0;
-}
-
 static uint64_t read_host(void *ctx)
 {
     (void)ctx;
@@ -99,7 +92,7 @@ static int replay(const kt_snapshot_t *s, ktcli_progress_t *progress)
     kt_clock_anchor_t anchor;
     kt_host_clock_info(&hc);
     uint64_t hb = isfinite(hc.error_bound_ns) && hc.error_bound_ns > 0 ? (uint64_t)ceil(hc.error_bound_ns) : 0;
-    if (kt__clock_anchor_take(read_mono, read_host, NULL, hb, KT_CLOCK_ANCHOR_TRIES, &anchor) != 0)
+    if (kt__clock_anchor_take(kt__clock_read_monotonic, read_host, NULL, hb, KT_CLOCK_ANCHOR_TRIES, &anchor) != 0)
         return KT_EIO;
     int64_t shift = kt__clock_anchor_offset(&anchor);
     int rc = 0;
