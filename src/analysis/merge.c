@@ -747,8 +747,10 @@ static int merge_any(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *o
             in[i].bound = pl[i].bound;
             in[i].anchor = pl[i].anchor;
         }
-        if (opts && opts->bound_ns)
+        if (opts && opts->bound_ns) { /* the caller's bound, at every time */
             in[i].bound = opts->bound_ns[i];
+            memset(&in[i].anchor, 0, sizeof in[i].anchor);
+        }
         pl[i].offset = in[i].offset;
         pl[i].bound = in[i].bound;
         in[i].taken = (__int128)s->taken_ns + in[i].offset;
