@@ -356,7 +356,19 @@ typedef struct kt_source_info_t {
     int32_t rank;             /* MPI-style rank, -1 if none */
     int64_t offset_ns;        /* added to this source's host times to put them on the merged timeline */
     uint64_t offset_bound_ns; /* error bound of offset_ns; UINT64_MAX: unknown (another host's clock, no sync) */
+    char clock_domain[32];    /* the clock its host times were read from before the merge moved them
+                                 (kt_snapshot_t.clock_domain); "" unknown */
 } kt_source_info_t;
+
+/* A reading of CLOCK_MONOTONIC paired with the host timeline, taken with a snapshot: what puts times of a
+ * CLOCK_MONOTONIC timeline (the Node WebGPU package's) on this one (docs/json-schema.md, "Clock anchor"). */
+typedef struct kt_clock_anchor_t {
+    uint64_t host_ns;      /* the host timeline (kt_now_ns) at the anchor; 0 = no anchor */
+    uint64_t monotonic_ns; /* CLOCK_MONOTONIC at that instant */
+    uint64_t bound_ns;     /* error bound of the pair: how far monotonic_ns may be from CLOCK_MONOTONIC at the
+                              instant host_ns was read, plus the host timeline's own bound against
+                              CLOCK_MONOTONIC_RAW */
+} kt_clock_anchor_t;
 
 /* One source's share of a merged entry (fixed size per source and kernel, whatever the span count). */
 typedef struct kt_source_total_t {
@@ -451,6 +463,10 @@ typedef struct kt_snapshot_t {
                                      "...[truncated]" (names alike in those bytes share an entry) */
     char ended[48];               /* how the program ended when it died before writing its snapshot ("signal 11",
                                      "exit 3 via _exit"; docs/run.md), "" when it wrote it itself */
+    char clock_domain[32];        /* clock of the host times: "CLOCK_MONOTONIC_RAW" (ktiming), "CLOCK_MONOTONIC"
+                                     (the Node WebGPU package), ...; "" unknown (files before it was written) */
+    kt_clock_anchor_t clock_anchor; /* CLOCK_MONOTONIC paired with the host timeline when the snapshot was taken
+                                       (host_ns 0: none) */
 } kt_snapshot_t;
 
 /* Output formats. */

@@ -92,9 +92,13 @@ KT_API int kt_snapshot_load_many(const char *const *paths, size_t n, kt_snapshot
 
 /* Where each input's times go on the merged timeline. */
 typedef struct kt_merge_opts_t {
-    const int64_t *offset_ns;  /* per input, added to its host times (NULL: all 0, i.e. the same clock) */
+    const int64_t *offset_ns;  /* per input, added to its host times (NULL: 0, the same clock, except for an input
+                                  on CLOCK_MONOTONIC put on a same-host input's CLOCK_MONOTONIC_RAW timeline
+                                  through that input's clock anchor: docs/json-schema.md, "Clock anchor") */
     const uint64_t *bound_ns;  /* per input, the offset's error bound (NULL: 0 for inputs on the first input's
-                                  host, UINT64_MAX = unknown for the others: their clocks are not comparable) */
+                                  host, UINT64_MAX = unknown for the others: their clocks are not comparable; an
+                                  anchor's bound, growing 500 ppm with a span's distance from it, for an input
+                                  placed through one; UINT64_MAX for an input on a clock no anchor relates) */
     int by_model;              /* non-zero: fold devices of one model together (`ktiming merge --by-model`) */
 } kt_merge_opts_t;
 

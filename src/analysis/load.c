@@ -1523,6 +1523,22 @@ static int get_elems(load_ctx_t *c, const cJSON *obj, const char *key, int lazy,
     return 0;
 }
 
+/* The top level's "clock_anchor" (absent: none): three u64, a pair of non-zero times. */
+static int read_clock_anchor(load_ctx_t *c, const cJSON *root, kt_clock_anchor_t *a)
+{
+    int rc;
+    const cJSON *o = member(c, root, "clock_anchor", &rc);
+    if (rc || !o)
+        return rc;
+    snprintf(c->where, sizeof c->where, "clock_anchor");
+    if (!(rc = expect_object(c, o)) && !(rc = get_u64(c, o, "host_ns", 1, &a->host_ns)) &&
+        !(rc = get_u64(c, o, "monotonic_ns", 1, &a->monotonic_ns)) && !(rc = get_u64(c, o, "bound_ns", 1, &a->bound_ns)) &&
+        (!a->host_ns || !a->monotonic_ns))
+        rc = fail(c, KT_EPARSE, "clock_anchor: host_ns and monotonic_ns must be non-zero");
+    c->where[0] = 0;
+    return rc;
+}
+
 /* schema, version, and the scalars of the top level. */
 static int read_header(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
 {
@@ -1556,7 +1572,9 @@ static int read_header(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
         (rc = get_u64(c, root, "taken_ns", 0, &s->taken_ns)) ||
         (rc = get_u64(c, root, "kernels_dropped", 0, &s->kernels_dropped)) ||
         (rc = get_u64(c, root, "names_truncated", 0, &s->names_truncated)) ||
-        (rc = get_str_into(c, root, "ended", 0, s->ended, sizeof s->ended)))
+        (rc = get_str_into(c, root, "ended", 0, s->ended, sizeof s->ended)) ||
+        (rc = get_str_into(c, root, "clock_domain", 0, s->clock_domain, sizeof s->clock_domain)) ||
+        (rc = read_clock_anchor(c, root, &s->clock_anchor)))
         return rc;
     const cJSON *pv = member(c, root, "pid", &rc), *rv = rc ? NULL : member(c, root, "rank", &rc);
     if (rc)
@@ -1585,7 +1603,8 @@ static int read_source(load_ctx_t *c, const cJSON *o, kt_source_info_t *so)
     so->pid = (int64_t)(pid > INT64_MAX ? INT64_MAX : pid);
     v = 0;
     if ((rc = get_i64(c, o, "offset_ns", -(double)MAX_SAFE_INT, MAX_SAFE_INT, &v)) ||
-        (rc = get_u64(c, o, "offset_bound_ns", 0, &off)))
+        (rc = get_u64(c, o, "offset_bound_ns", 0, &off)) ||
+        (rc = get_str_into(c, o, "clock_domain", 0, so->clock_domain, sizeof so->clock_domain)))
         return rc;
     so->offset_ns = v;
     so->offset_bound_ns = off;

@@ -3,7 +3,9 @@
 #include <ktiming/analysis.h>
 
 #include "analysis/load_sink.h"
+#include "analysis/merge_clock.h"
 #include "analysis/merge_consume.h"
+#include "shared/clock_anchor.h"
 #include "shared/shared.h"
 #include "core/device_label.h"
 
@@ -29,6 +31,8 @@ typedef struct input_t {
     const kt_snapshot_t *s;    /* the snapshot */
     int64_t offset;            /* added to its times */
     uint64_t bound;            /* error bound of offset, UINT64_MAX unknown */
+    kt_clock_anchor_t anchor;  /* host_ns != 0: its times are CLOCK_MONOTONIC moved through this anchor, and each
+                                  span's bound grows with its distance from it (merge_clock.h) */
     __int128 taken;            /* taken_ns on the merged timeline */
     uint32_t source_base;      /* its first source in the result */
     uint32_t thread_base;      /* its first thread in the result */
@@ -478,6 +482,8 @@ static int merge_tables(input_t *in, size_t n, kt_snapshot_t *o)
             so->rank = s->rank;
             so->offset_ns = in[i].offset;
             so->offset_bound_ns = in[i].bound;
+            memcpy(so->clock_domain, s->clock_domain, sizeof so->clock_domain);
+            so->clock_domain[sizeof so->clock_domain - 1] = 0;
         }
         for (size_t k = 0; k < s->source_count; k++) {
             kt_source_info_t so = s->sources[k];
@@ -661,8 +667,13 @@ static int merge_spans(const input_t *in, size_t n, kt_snapshot_t *o)
             sp.submit_ns = shift(sp.submit_ns, off);
             sp.start_ns = shift(sp.start_ns, off);
             sp.end_ns = shift(sp.end_ns, off);
-            if (bound != UINT64_MAX)
+            if (bound != UINT64_MAX && in[i].anchor.host_ns) { /* the farther end from the anchor */
+                uint64_t b0 = kt__clock_anchor_bound(&in[i].anchor, s->spans[k].start_ns),
+                         b1 = kt__clock_anchor_bound(&in[i].anchor, s->spans[k].end_ns);
+                sp.uncertainty_ns = sat_add(sp.uncertainty_ns, b0 > b1 ? b0 : b1);
+            } else if (bound != UINT64_MAX) {
                 sp.uncertainty_ns = sat_add(sp.uncertainty_ns, bound);
+            }
             keys[w] = (span_key_t){sp.start_ns, w};
             cat[w++] = sp;
         }
@@ -703,11 +714,16 @@ static int merge_any(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *o
             return KT_EINVAL;
     input_t *in = calloc(n, sizeof *in);
     kt_snapshot_t *o = calloc(1, sizeof *o);
-    if (!in || !o) {
+    kt__merge_clock_t *pl = calloc(n, sizeof *pl);
+    if (!in || !o || !pl) {
         free(in);
         free(o);
+        free(pl);
         return KT_ENOMEM;
     }
+    memcpy(o->host, inputs[0]->host, sizeof o->host);
+    o->host[sizeof o->host - 1] = 0;
+    kt__merge_clocks(inputs, n, pl, o); /* where each goes when the caller does not say */
     __int128 latest = 0;
     for (size_t i = 0; i < n; i++) {
         const kt_snapshot_t *s = inputs[i];
@@ -719,22 +735,32 @@ static int merge_any(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *o
                     free(in[k].merged);
                 free(in);
                 free(o);
+                free(pl);
                 return KT_ENOMEM;
             }
         }
-        in[i].offset = opts && opts->offset_ns ? opts->offset_ns[i] : 0;
-        if (opts && opts->bound_ns)
-            in[i].bound = opts->bound_ns[i];
-        else
+        if (opts && opts->offset_ns) { /* the caller's alignment (the MPI gather's) */
+            in[i].offset = opts->offset_ns[i];
             in[i].bound = strncmp(s->host, inputs[0]->host, sizeof s->host) ? UINT64_MAX : 0;
+        } else {
+            in[i].offset = pl[i].offset;
+            in[i].bound = pl[i].bound;
+            in[i].anchor = pl[i].anchor;
+        }
+        if (opts && opts->bound_ns) { /* the caller's bound, at every time */
+            in[i].bound = opts->bound_ns[i];
+            memset(&in[i].anchor, 0, sizeof in[i].anchor);
+        }
+        pl[i].offset = in[i].offset;
+        pl[i].bound = in[i].bound;
         in[i].taken = (__int128)s->taken_ns + in[i].offset;
         if (in[i].taken > latest)
             latest = in[i].taken;
         o->kernels_dropped = sat_add(o->kernels_dropped, s->kernels_dropped);
         o->names_truncated = sat_add(o->names_truncated, s->names_truncated);
     }
-    memcpy(o->host, inputs[0]->host, sizeof o->host);
-    o->host[sizeof o->host - 1] = 0;
+    kt__merge_clock_anchor(inputs, n, pl, o);
+    free(pl);
     o->pid = 0;
     o->rank = -1;
     o->taken_ns = latest > (__int128)UINT64_MAX ? UINT64_MAX : (uint64_t)latest;

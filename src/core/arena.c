@@ -282,14 +282,6 @@ void kt_run_arena_close(kt_run_arena_t *r)
     free(r);
 }
 
-void kt_run_arena_fd_close(kt_run_arena_t *r)
-{
-    if (r && r->fd >= 0) {
-        close(r->fd);
-        r->fd = -1;
-    }
-}
-
 int kt_run_arena_status(const kt_run_arena_t *r, int64_t *pid, int *exited)
 {
     if (!r || !r->map || atomic_load_explicit(&r->map->magic, memory_order_acquire) != KT__ARENA_MAGIC)

@@ -2,6 +2,7 @@
 #include "core/device_label.h"
 #include "core/internal.h"
 #include "core/service.h"
+#include "shared/clock_anchor.h"
 #include "shared/shared.h"
 
 #include <math.h>
@@ -313,14 +314,18 @@ static void build_free(build_t *b)
     free(b->kid_entry);
 }
 
-/* Host, pid, rank, time and the kernel-limit count. */
+static uint64_t read_host(void *ctx)
+{
+    (void)ctx;
+    return kt__now();
+}
+
+/* Host, pid, rank, time, the kernel-limit count, and the clock anchor (CLOCK_MONOTONIC against the host
+ * timeline: what `ktiming merge` puts a Node WebGPU snapshot's times on this timeline with). */
 static void snapshot_header(kt_snapshot_t *snap, const kt__src_t *src)
 {
-    struct timespec ts; /* a dead program's: read here without calibrating this process's clock (same base) */
-    snap->taken_ns = !src->arena ? kt__now()
-                     : clock_gettime(CLOCK_MONOTONIC_RAW, &ts) == 0 ? (uint64_t)ts.tv_sec * 1000000000ull +
-                                                                          (uint64_t)ts.tv_nsec
-                                                                    : 0;
+    /* a dead program's: read here without calibrating this process's clock (same base) */
+    snap->taken_ns = !src->arena ? kt__now() : kt__clock_ns(CLOCK_MONOTONIC_RAW);
     if (gethostname(snap->host, sizeof snap->host) != 0)
         snap->host[0] = 0;
     snap->host[sizeof snap->host - 1] = 0;
@@ -328,6 +333,13 @@ static void snapshot_header(kt_snapshot_t *snap, const kt__src_t *src)
     snap->rank = kt__rank();
     snap->kernels_dropped = src->kernels_dropped;
     snap->names_truncated = src->names_truncated;
+    snprintf(snap->clock_domain, sizeof snap->clock_domain, "%s", KT_CLOCK_HOST);
+    if (!src->arena) /* a dead program's times are CLOCK_MONOTONIC_RAW of this machine: read that */
+        kt__clock_anchor_take(kt__clock_read_monotonic, read_host, NULL, kt__hc_bound_ns(), KT_CLOCK_ANCHOR_TRIES,
+                              &snap->clock_anchor);
+    else
+        kt__clock_anchor_take(kt__clock_read_monotonic, kt__clock_read_raw, NULL, 0, KT_CLOCK_ANCHOR_TRIES,
+                              &snap->clock_anchor);
 }
 
 /* Shards in a dead program's list at most (a list corrupted into a cycle ends there). */

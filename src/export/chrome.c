@@ -147,7 +147,7 @@ static void ev_meta_name(tl_writer_t *w, const char *what, uint32_t pid, uint32_
     ev_open(w);
     fprintf(w->out, "{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32 ",\"args\":{\"name\":",
             what, pid, tid);
-    kt__tl_json_string(w->out, name);
+    kt__trace_json_string(w->out, name);
     fputs("}}", w->out);
 }
 
@@ -189,22 +189,22 @@ static void ev_slice(tl_writer_t *w, const kt_snapshot_t *snap, const tl_track_t
     fputs("{\"ph\":\"X\",\"name\":", out);
     if (it->kind == ITEM_ENQUEUE) {
         fputs("\"enqueue ", out);
-        kt__tl_json_chars(out, entry_name(snap, sp));
+        kt__trace_json_chars(out, entry_name(snap, sp));
         fputs("\",\"cat\":\"enqueue\"", out);
     } else {
-        kt__tl_json_string(out, entry_name(snap, sp));
+        kt__trace_json_string(out, entry_name(snap, sp));
         fputs(",\"cat\":", out);
-        kt__tl_json_string(out, e ? kt_backend_name(e->backend) : "?");
+        kt__trace_json_string(out, e ? kt_backend_name(e->backend) : "?");
     }
     fprintf(out, ",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32 ",\"ts\":", t->pid, t->tid + it->lane);
-    kt__tl_json_us(out, it->start);
+    kt__trace_json_us(out, it->start);
     fputs(",\"dur\":", out);
-    kt__tl_json_us(out, it->end - it->start);
+    kt__trace_json_us(out, it->end - it->start);
     fputs(",\"args\":{\"kernel\":", out);
-    kt__tl_json_string(out, entry_name(snap, sp));
+    kt__trace_json_string(out, entry_name(snap, sp));
     if (it->kind == ITEM_ENQUEUE) {
         fputs(",\"queue\":", out);
-        kt__tl_json_string(out, sp->queue < snap->queue_count ? snap->queues[sp->queue].label : "?");
+        kt__trace_json_string(out, sp->queue < snap->queue_count ? snap->queues[sp->queue].label : "?");
         if (stage(sp->enqueue_ns, sp->start_ns, &d))
             write_u64_arg(out, "enqueue_to_start_ns", d);
         fputs("}}", out);
@@ -212,7 +212,7 @@ static void ev_slice(tl_writer_t *w, const kt_snapshot_t *snap, const tl_track_t
     }
     if (e) {
         fputs(",\"device\":", out);
-        kt__tl_json_string(out, e->device);
+        kt__trace_json_string(out, e->device);
     }
     write_u64_arg(out, "duration_ns", sp->duration_ns);
     if (sp->flags & KT_SPAN_DEVICE)
@@ -247,7 +247,7 @@ static void ev_flow(tl_writer_t *w, char ph, uint32_t id, uint32_t pid, uint32_t
             "{\"ph\":\"%c\",\"name\":\"dispatch\",\"cat\":\"flow\",\"id\":%" PRIu32 ",\"pid\":%" PRIu32
             ",\"tid\":%" PRIu32 ",\"ts\":",
             ph, id, pid, tid);
-    kt__tl_json_us(w->out, ts);
+    kt__trace_json_us(w->out, ts);
     fputs(ph == 'f' ? ",\"bp\":\"e\"}" : "}", w->out);
 }
 
@@ -354,7 +354,7 @@ static void write_header(FILE *out, const kt_snapshot_t *snap, uint64_t unplaced
     fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"ktiming ", out);
     fputs(kt_version(), out);
     fputs("\",\"host\":", out);
-    kt__tl_json_string(out, snap->host);
+    kt__trace_json_string(out, snap->host);
     fprintf(out,
             ",\"clock\":\"CLOCK_MONOTONIC_RAW\",\"taken_ns\":%" PRIu64 ",\"spans\":%zu,\"spans_dropped\":%" PRIu64
             ",\"spans_unplaced\":%" PRIu64 "},\n\"traceEvents\":[",
@@ -442,7 +442,7 @@ static void write_device_groups(tl_writer_t *w, const kt_snapshot_t *snap, const
             ev_open(w);
             fprintf(w->out, "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":%" PRIu32 ",\"tid\":0,\"args\":{"
                             "\"labels\":", pr->pid);
-            kt__tl_json_string(w->out, base);
+            kt__trace_json_string(w->out, base);
             fputs("}}", w->out);
         }
     }

@@ -18,7 +18,7 @@
 static void kv_str(FILE *out, const char *k, const char *v, int comma)
 {
     fprintf(out, "%s\"%s\":", comma ? "," : "", k);
-    kt__tl_json_string(out, v);
+    kt__trace_json_string(out, v);
 }
 
 static void kv_u64(FILE *out, const char *k, uint64_t v)
@@ -91,7 +91,7 @@ static void write_entry(FILE *out, const kt_kernel_timing_t *e)
             char label[KT__LAUNCH_LABEL];
             kt__launch_label(label, sizeof label, &c->launch);
             fputs(k ? ",[" : "[", out);
-            kt__tl_json_string(out, label);
+            kt__trace_json_string(out, label);
             fprintf(out, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]", c->dispatch_count, c->total_ns, c->min_ns,
                     c->max_ns);
         }

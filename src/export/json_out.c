@@ -549,6 +549,14 @@ int kt__export_json(FILE *out, const kt_snapshot_t *snap)
     field_u64(out, ",\n  ", "taken_ns", snap->taken_ns);
     if (snap->ended[0]) /* a program that died before writing its own snapshot (ktiming run) */
         field_string(out, ", ", "ended", snap->ended, sizeof snap->ended);
+    if (snap->clock_domain[0])
+        field_string(out, ",\n  ", "clock_domain", snap->clock_domain, sizeof snap->clock_domain);
+    if (snap->clock_anchor.host_ns) {
+        field_u64(out, ",\n  \"clock_anchor\": {", "host_ns", snap->clock_anchor.host_ns);
+        field_u64(out, ", ", "monotonic_ns", snap->clock_anchor.monotonic_ns);
+        field_u64(out, ", ", "bound_ns", snap->clock_anchor.bound_ns);
+        fputc('}', out);
+    }
     if (snap->source_count) { /* a merged snapshot: the processes it holds */
         array_open(out, "sources", snap->source_count);
         for (size_t i = 0; i < snap->source_count; i++) {
@@ -558,6 +566,8 @@ int kt__export_json(FILE *out, const kt_snapshot_t *snap)
             fprintf(out, ", \"pid\": %" PRId64 ", \"rank\": %" PRId32 ", \"offset_ns\": %" PRId64, so->pid, so->rank,
                     so->offset_ns);
             field_u64(out, ", ", "offset_bound_ns", so->offset_bound_ns);
+            if (so->clock_domain[0])
+                field_string(out, ", ", "clock_domain", so->clock_domain, sizeof so->clock_domain);
             fputc('}', out);
         }
         array_close(out, snap->source_count);

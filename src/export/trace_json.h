@@ -22,12 +22,12 @@ int kt__export_html_compare(FILE *out, const kt_snapshot_t *before, const kt_sna
 
 /* Writes s as a quoted JSON string ("" for NULL). Besides JSON's escapes it escapes '<', '>', '&', U+2028 and
  * U+2029, so the output is also safe inside an HTML <script> element; invalid UTF-8 bytes become U+FFFD. */
-void kt__tl_json_string(FILE *out, const char *s);
+void kt__trace_json_string(FILE *out, const char *s);
 
 /* The same escaped characters without the surrounding quotes. */
-void kt__tl_json_chars(FILE *out, const char *s);
+void kt__trace_json_chars(FILE *out, const char *s);
 
 /* Writes ns as microseconds with three decimals ("1234.567"), exact, no floating point. */
-void kt__tl_json_us(FILE *out, uint64_t ns);
+void kt__trace_json_us(FILE *out, uint64_t ns);
 
 #endif

@@ -22,9 +22,6 @@ typedef struct kt_run_arena_t kt_run_arena_t;
 KT_API int kt_run_arena_create(size_t size, kt_run_arena_t **out);
 /* The value for KTIMING_RUN_ARENA in the program's environment. */
 KT_API const char *kt_run_arena_env(const kt_run_arena_t *arena);
-/* Closes run's descriptor of the arena; the mapping stays. The run's processes open the arena through
- * /proc/<run's pid>/fd while it is open (it is close-on-exec: never inherited), so run keeps it to the end. */
-KT_API void kt_run_arena_fd_close(kt_run_arena_t *arena);
 /* 1 when a process of the run attached (its pid into *pid, and into *exited whether ktiming's exit handler ran
  * in it), else 0. */
 KT_API int kt_run_arena_status(const kt_run_arena_t *arena, int64_t *pid, int *exited);

@@ -115,7 +115,7 @@ static const cJSON *slice_at(const cJSON *events, int pid, int tid, double ts)
 static void test_tracks(void **state)
 {
     (void)state;
-    kt_snapshot_t *snap = tlf_snapshot(1);
+    kt_snapshot_t *snap = trf_snapshot(1);
     cJSON *doc = export_parse(snap);
     const cJSON *events = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
     assert_true(cJSON_IsArray(events));
@@ -137,13 +137,13 @@ static void test_tracks(void **state)
     assert_int_equal(tid_named(events, ocl, "queue 0x5501 \xc2\xb7 lane 2"), -1); /* in order: one lane */
 
     /* span counts per track: device spans on their queues (the out-of-order pairs split over two lanes) */
-    assert_int_equal(count_x(events, ocl, q0, "OpenCL"), TLF_DEVICE_SPANS_Q0);
-    assert_int_equal(count_x(events, ocl, q1, "OpenCL") + count_x(events, ocl, q1b, "OpenCL"), TLF_DEVICE_SPANS_Q1);
+    assert_int_equal(count_x(events, ocl, q0, "OpenCL"), TRF_DEVICE_SPANS_Q0);
+    assert_int_equal(count_x(events, ocl, q1, "OpenCL") + count_x(events, ocl, q1b, "OpenCL"), TRF_DEVICE_SPANS_Q1);
     assert_int_equal(count_x(events, ocl, q1b, "OpenCL"), 2);
-    assert_int_equal(count_x(events, vk, q2, "Vulkan"), TLF_DEVICE_SPANS_Q2);
-    assert_int_equal(count_x(events, host, -1, "CPU"), TLF_HOST_SPANS);
-    assert_int_equal(count_x(events, host, -1, "enqueue"), TLF_DEVICE_SPANS);
-    assert_int_equal(count_x(events, -1, -1, NULL), TLF_HOST_SPANS + 2 * TLF_DEVICE_SPANS);
+    assert_int_equal(count_x(events, vk, q2, "Vulkan"), TRF_DEVICE_SPANS_Q2);
+    assert_int_equal(count_x(events, host, -1, "CPU"), TRF_HOST_SPANS);
+    assert_int_equal(count_x(events, host, -1, "enqueue"), TRF_DEVICE_SPANS);
+    assert_int_equal(count_x(events, -1, -1, NULL), TRF_HOST_SPANS + 2 * TRF_DEVICE_SPANS);
 
     /* the clock facts go into the device process labels */
     int labelled = 0;
@@ -163,7 +163,7 @@ static void test_tracks(void **state)
 static void test_nesting(void **state)
 {
     (void)state;
-    kt_snapshot_t *snap = tlf_snapshot(1);
+    kt_snapshot_t *snap = trf_snapshot(1);
     cJSON *doc = export_parse(snap);
     const cJSON *events = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
     int n = cJSON_GetArraySize(events), checked = 0;
@@ -193,7 +193,7 @@ static void test_nesting(void **state)
 static void test_flows(void **state)
 {
     (void)state;
-    kt_snapshot_t *snap = tlf_snapshot(1);
+    kt_snapshot_t *snap = trf_snapshot(1);
     cJSON *doc = export_parse(snap);
     const cJSON *events = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
     int starts = 0, ends = 0;
@@ -225,8 +225,8 @@ static void test_flows(void **state)
         assert_true(num(to, "ts") >= num(from, "ts"));
     }
     cJSON_ArrayForEach(s, events) ends += is_ph(s, "f");
-    assert_int_equal(starts, TLF_DEVICE_SPANS);
-    assert_int_equal(ends, TLF_DEVICE_SPANS);
+    assert_int_equal(starts, TRF_DEVICE_SPANS);
+    assert_int_equal(ends, TRF_DEVICE_SPANS);
     cJSON_Delete(doc);
     kt_snapshot_free(snap);
 }
@@ -235,7 +235,7 @@ static void test_flows(void **state)
 static void test_times_and_args(void **state)
 {
     (void)state;
-    kt_snapshot_t *snap = tlf_snapshot(1);
+    kt_snapshot_t *snap = trf_snapshot(1);
     cJSON *doc = export_parse(snap);
     const cJSON *events = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
     const cJSON *e;
@@ -258,7 +258,7 @@ static void test_times_and_args(void **state)
         errored += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "error"));
         host_timed += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "host_timed"));
         trial += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "trial"));
-        weird += !strcmp(name, snap->entries[TLF_WEIRD].name); /* escaped and read back byte for byte */
+        weird += !strcmp(name, snap->entries[TRF_WEIRD].name); /* escaped and read back byte for byte */
     }
     assert_true(blur);
     assert_int_equal(errored, 1);
@@ -272,7 +272,7 @@ static void test_times_and_args(void **state)
 static void test_ns_digits(void **state)
 {
     (void)state;
-    kt_snapshot_t *snap = tlf_snapshot(1);
+    kt_snapshot_t *snap = trf_snapshot(1);
     snap->spans[0].start_ns += 7; /* the first host zone now starts at ...000.007 µs */
     char *buf = NULL;
     size_t len = 0;

@@ -198,14 +198,14 @@ static int count(const char *hay, const char *needle)
 static void test_plain(void **state)
 {
     (void)state;
-    kt_snapshot_t *snap = tlf_snapshot(1);
+    kt_snapshot_t *snap = trf_snapshot(1);
     char *dom = render(write_plain, snap);
     assert_drawn(dom);
     /* the kernel table has one row per entry, the distributions one card each, the timeline a canvas */
     const char *table = strstr(dom, "id=\"kt-kernels\"");
     assert_non_null(table);
-    assert_int_equal(count(dom, "class=\"dist\""), TLF_ENTRY_COUNT);
-    assert_int_equal(count(dom, "aria-label=\"duration histogram of "), TLF_ENTRY_COUNT);
+    assert_int_equal(count(dom, "class=\"dist\""), TRF_ENTRY_COUNT);
+    assert_int_equal(count(dom, "aria-label=\"duration histogram of "), TRF_ENTRY_COUNT);
     assert_non_null(strstr(dom, "<canvas"));
     assert_non_null(strstr(dom, "saxpy"));
     assert_non_null(strstr(dom, "llvmpipe (LLVM 15.0.6, 256 bits)"));
@@ -219,7 +219,7 @@ static void test_plain(void **state)
 static void test_interaction(void **state)
 {
     (void)state;
-    kt_snapshot_t *snap = tlf_snapshot(1);
+    kt_snapshot_t *snap = trf_snapshot(1);
     char *dom = render(write_interactive, snap);
     assert_drawn(dom);
     if (!strstr(dom, "data-kt-hover=\"yes\"")) {
@@ -231,7 +231,7 @@ static void test_interaction(void **state)
     assert_non_null(strstr(tip, "duration")); /* the tooltip lists the span's times */
     /* one kernel highlighted from the legend: every other one dimmed */
     char want[64];
-    snprintf(want, sizeof want, "data-kt-dimmed=\"%d\"", TLF_ENTRY_COUNT - 1);
+    snprintf(want, sizeof want, "data-kt-dimmed=\"%d\"", TRF_ENTRY_COUNT - 1);
     assert_non_null(strstr(dom, want));
     free(dom);
     kt_snapshot_free(snap);
@@ -240,8 +240,8 @@ static void test_interaction(void **state)
 static void test_compare(void **state)
 {
     (void)state;
-    kt_snapshot_t *after = tlf_snapshot(1), *before = tlf_before_snapshot();
-    compare_arg_t arg = {before, after, tlf_compare_json};
+    kt_snapshot_t *after = trf_snapshot(1), *before = trf_before_snapshot();
+    compare_arg_t arg = {before, after, trf_compare_json};
     char *dom = render(write_compare, &arg);
     assert_drawn(dom);
     assert_non_null(strstr(dom, "Speedup per kernel"));
@@ -287,13 +287,13 @@ static void test_empty(void **state)
 static void test_large(void **state)
 {
     (void)state;
-    kt_snapshot_t *snap = tlf_snapshot(8);
+    kt_snapshot_t *snap = trf_snapshot(8);
     size_t n = 40000;
     kt_span_t *spans = calloc(n, sizeof *spans);
     assert_non_null(spans);
     for (size_t i = 0; i < n; i++)
-        tlf_span(&spans[i], (uint32_t)(i % 3 ? TLF_SAXPY_CL : TLF_BLUR_CL), (uint32_t)(i % 2), (uint32_t)(i % 2),
-                 KT_SPAN_DEVICE, TLF_BASE_NS + i * 1000, TLF_BASE_NS + 5000 + i * 1000, 900);
+        trf_span(&spans[i], (uint32_t)(i % 3 ? TRF_SAXPY_CL : TRF_BLUR_CL), (uint32_t)(i % 2), (uint32_t)(i % 2),
+                 KT_SPAN_DEVICE, TRF_BASE_NS + i * 1000, TRF_BASE_NS + 5000 + i * 1000, 900);
     free(snap->spans);
     snap->spans = spans;
     snap->span_count = n;
@@ -369,16 +369,16 @@ static void test_labels_colors_flows(void **state)
     (void)state;
     char buf[128];
     /* report 1: log axes with many ticks, 1,000 dispatches with flows on the timeline */
-    kt_snapshot_t *one = tlf_snapshot(25);
-    spread_samples(one, TLF_BLUR_CL, 90000.0, 60000000.0);
-    spread_samples(one, TLF_SAXPY_CL, 400.0, 3000000.0);
+    kt_snapshot_t *one = trf_snapshot(25);
+    spread_samples(one, TRF_BLUR_CL, 90000.0, 60000000.0);
+    spread_samples(one, TRF_SAXPY_CL, 400.0, 3000000.0);
     size_t n = 1000;
     kt_span_t *spans = calloc(n, sizeof *spans);
     assert_non_null(spans);
     for (size_t i = 0; i < n; i++) {
-        tlf_span(&spans[i], (uint32_t)(i % 2 ? TLF_SAXPY_CL : TLF_BLUR_CL), (uint32_t)(i % 2), 0, KT_SPAN_DEVICE,
-                 TLF_BASE_NS + i * 20000, TLF_BASE_NS + 15000 + i * 20000, 900);
-        spans[i].enqueue_ns = TLF_BASE_NS + i * 20000 - 5000;
+        trf_span(&spans[i], (uint32_t)(i % 2 ? TRF_SAXPY_CL : TRF_BLUR_CL), (uint32_t)(i % 2), 0, KT_SPAN_DEVICE,
+                 TRF_BASE_NS + i * 20000, TRF_BASE_NS + 15000 + i * 20000, 900);
+        spans[i].enqueue_ns = TRF_BASE_NS + i * 20000 - 5000;
     }
     free(one->spans);
     one->spans = spans;
@@ -389,7 +389,7 @@ static void test_labels_colors_flows(void **state)
                   root_attr(dom, "data-kt-ticklabels", buf, sizeof buf), root_attr(dom, "data-kt-overlaps", buf + 16, 16),
                   root_attr(dom, "data-kt-clipped", buf + 32, 16), root_attr(dom, "data-kt-axis-inside", buf + 48, 40),
                   root_attr(dom, "data-kt-flowinfo", buf + 88, 40));
-    assert_true(atoi(root_attr(dom, "data-kt-ticklabels", buf, sizeof buf)) >= 2 * TLF_ENTRY_COUNT);
+    assert_true(atoi(root_attr(dom, "data-kt-ticklabels", buf, sizeof buf)) >= 2 * TRF_ENTRY_COUNT);
     assert_string_equal(root_attr(dom, "data-kt-overlaps", buf, sizeof buf), "0");
     assert_string_equal(root_attr(dom, "data-kt-clipped", buf, sizeof buf), "0");
     assert_string_equal(root_attr(dom, "data-kt-axis-inside", buf, sizeof buf), "yes");
@@ -404,10 +404,10 @@ static void test_labels_colors_flows(void **state)
     free(dom);
 
     /* report 2: the same program's kernels in another run (other totals, one kernel missing, another order) */
-    kt_snapshot_t *two = tlf_snapshot(1);
-    free((void *)two->entries[TLF_HOST_PREP].name);
-    two->entries[TLF_HOST_PREP].name = strdup("zz_other");
-    two->entries[TLF_SCAN_VK].total_ns *= 1000;
+    kt_snapshot_t *two = trf_snapshot(1);
+    free((void *)two->entries[TRF_HOST_PREP].name);
+    two->entries[TRF_HOST_PREP].name = strdup("zz_other");
+    two->entries[TRF_SCAN_VK].total_ns *= 1000;
     dom = render(write_layout, two);
     assert_drawn(dom);
     char *c2 = colors_of(dom);
@@ -422,7 +422,7 @@ static void test_labels_colors_flows(void **state)
         assert_non_null(strstr(c1, line));
         common++;
     }
-    assert_int_equal(common, TLF_ENTRY_COUNT - 1);
+    assert_int_equal(common, TRF_ENTRY_COUNT - 1);
     print_message("colours report 1:\n%s\n", c1);
     free(c1);
     free(c2);
@@ -440,23 +440,23 @@ static void test_layout(void **state)
 {
     (void)state;
     static const char kLongDev[] = "NVIDIA H100 80GB HBM3 with a long marketing name #3 (0000:41:00.0)";
-    kt_snapshot_t *snap = tlf_snapshot(1);
+    kt_snapshot_t *snap = trf_snapshot(1);
     size_t n = snap->count;
     snap->entries = realloc(snap->entries, (n + 3) * sizeof *snap->entries);
     assert_non_null(snap->entries);
     memset(&snap->entries[n], 0, 3 * sizeof *snap->entries);
     /* a batch of 283.1 ms around the Vulkan dispatches, and a long-named kernel on a long-named device */
-    tlf_entry(&snap->entries[n], "vkQueueSubmit", KT_BACKEND_VULKAN, "llvmpipe (LLVM 15.0.6, 256 bits)", 2831000, 100);
-    tlf_entry(&snap->entries[n + 1], "very_long_kernel_name_from_a_template_instantiation<float, 256, true>::run",
+    trf_entry(&snap->entries[n], "vkQueueSubmit", KT_BACKEND_VULKAN, "llvmpipe (LLVM 15.0.6, 256 bits)", 2831000, 100);
+    trf_entry(&snap->entries[n + 1], "very_long_kernel_name_from_a_template_instantiation<float, 256, true>::run",
               KT_BACKEND_VULKAN, kLongDev, 3000, 10);
     snap->entries[n + 1].errors = 3;
     snap->entries[n + 1].dropped = 5;
     /* host API time: 7 calls of clFinish, a card of its own, not device time */
-    tlf_entry(&snap->entries[n + 2], "clFinish", KT_BACKEND_HOST_API, "host", 900000, 7);
+    trf_entry(&snap->entries[n + 2], "clFinish", KT_BACKEND_HOST_API, "host", 900000, 7);
     snap->count = n + 3;
     snprintf(snap->queues[2].device, sizeof snap->queues[2].device, "%s", kLongDev);
-    free((char *)snap->entries[TLF_SCAN_VK].device);
-    snap->entries[TLF_SCAN_VK].device = tlf_strdup(kLongDev);
+    free((char *)snap->entries[TRF_SCAN_VK].device);
+    snap->entries[TRF_SCAN_VK].device = trf_strdup(kLongDev);
     snprintf(snap->devices[1].name, sizeof snap->devices[1].name, "%s", kLongDev);
     uint64_t device_total = 0;
     for (size_t i = 0; i < snap->count; i++)
@@ -494,8 +494,8 @@ static void test_layout(void **state)
         free(dom);
     }
 
-    kt_snapshot_t *before = tlf_before_snapshot();
-    compare_arg_t arg = {before, snap, tlf_compare_json};
+    kt_snapshot_t *before = trf_before_snapshot();
+    compare_arg_t arg = {before, snap, trf_compare_json};
     g_width = 1400;
     char *dom = render(write_compare_fit, &arg);
     g_width = 0;
@@ -549,8 +549,8 @@ static void test_ranks(void **state)
 static void test_configs(void **state)
 {
     (void)state;
-    kt_snapshot_t *snap = tlf_snapshot(1);
-    kt_kernel_timing_t *e = &snap->entries[TLF_BLUR_CL];
+    kt_snapshot_t *snap = trf_snapshot(1);
+    kt_kernel_timing_t *e = &snap->entries[TRF_BLUR_CL];
     e->configs = calloc(2, sizeof *e->configs);
     assert_non_null(e->configs);
     e->config_count = 2;

@@ -40,7 +40,7 @@ static void test_chrome_and_html(void **state)
     snprintf(in, sizeof in, "%s/snap.json", g_dir);
     snprintf(trace, sizeof trace, "%s/trace.json", g_dir);
     snprintf(html, sizeof html, "%s/report.html", g_dir);
-    kt_snapshot_t *snap = tlf_snapshot(1);
+    kt_snapshot_t *snap = trf_snapshot(1);
     assert_int_equal(kt_report_write(in, snap, KT_FORMAT_JSON, NULL), 0);
     kt_snapshot_free(snap);
 
@@ -59,8 +59,8 @@ static void test_chrome_and_html(void **state)
         threads += !strcmp(ph, "M") && !strcmp(name, "thread_name");
     }
     cJSON_Delete(doc);
-    assert_int_equal(x, TLF_HOST_SPANS + 2 * TLF_DEVICE_SPANS); /* spans + enqueue slices survive the round trip */
-    assert_int_equal(flows, TLF_DEVICE_SPANS);
+    assert_int_equal(x, TRF_HOST_SPANS + 2 * TRF_DEVICE_SPANS); /* spans + enqueue slices survive the round trip */
+    assert_int_equal(flows, TRF_DEVICE_SPANS);
     assert_int_equal(threads, 6); /* 2 host threads, 3 queues, one extra lane */
 
     assert_int_equal(report(in, "html", html), 0);
@@ -85,7 +85,7 @@ static void test_compare_html(void **state)
     snprintf(before, sizeof before, "%s/before.json", g_dir);
     snprintf(after, sizeof after, "%s/after.json", g_dir);
     snprintf(out, sizeof out, "%s/compare.html", g_dir);
-    kt_snapshot_t *b = tlf_before_snapshot(), *a = tlf_snapshot(1);
+    kt_snapshot_t *b = trf_before_snapshot(), *a = trf_snapshot(1);
     assert_int_equal(kt_report_write(before, b, KT_FORMAT_JSON, NULL), 0);
     assert_int_equal(kt_report_write(after, a, KT_FORMAT_JSON, NULL), 0);
     kt_snapshot_free(b);

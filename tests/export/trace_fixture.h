@@ -9,17 +9,17 @@
 #include <string.h>
 
 /* Kernels of the fixture, in entries[] order (sorted by name, backend, device). */
-enum { TLF_BLUR_CL = 0, TLF_HOST_PREP = 1, TLF_SAXPY_CL = 2, TLF_SCAN_VK = 3, TLF_WEIRD = 4, TLF_ENTRY_COUNT = 5 };
+enum { TRF_BLUR_CL = 0, TRF_HOST_PREP = 1, TRF_SAXPY_CL = 2, TRF_SCAN_VK = 3, TRF_WEIRD = 4, TRF_ENTRY_COUNT = 5 };
 
 /* Spans the fixture creates: per track, for the tests to check counts against. */
-#define TLF_DEVICE_SPANS_Q0 6 /* in-order OpenCL queue */
-#define TLF_DEVICE_SPANS_Q1 4 /* out-of-order OpenCL queue: two pairs overlap without nesting */
-#define TLF_DEVICE_SPANS_Q2 3 /* Vulkan queue */
-#define TLF_HOST_SPANS 3      /* CPU zones on thread 0: an outer one with two nested */
-#define TLF_DEVICE_SPANS (TLF_DEVICE_SPANS_Q0 + TLF_DEVICE_SPANS_Q1 + TLF_DEVICE_SPANS_Q2)
-#define TLF_BASE_NS 1000000000000ull
+#define TRF_DEVICE_SPANS_Q0 6 /* in-order OpenCL queue */
+#define TRF_DEVICE_SPANS_Q1 4 /* out-of-order OpenCL queue: two pairs overlap without nesting */
+#define TRF_DEVICE_SPANS_Q2 3 /* Vulkan queue */
+#define TRF_HOST_SPANS 3      /* CPU zones on thread 0: an outer one with two nested */
+#define TRF_DEVICE_SPANS (TRF_DEVICE_SPANS_Q0 + TRF_DEVICE_SPANS_Q1 + TRF_DEVICE_SPANS_Q2)
+#define TRF_BASE_NS 1000000000000ull
 
-static inline char *tlf_strdup(const char *s)
+static inline char *trf_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;
     char *p = malloc(n);
@@ -28,12 +28,12 @@ static inline char *tlf_strdup(const char *s)
     return p;
 }
 
-static inline void tlf_entry(kt_kernel_timing_t *e, const char *name, kt_backend_t be, const char *dev, uint64_t base,
+static inline void trf_entry(kt_kernel_timing_t *e, const char *name, kt_backend_t be, const char *dev, uint64_t base,
                       uint32_t nsamples)
 {
-    e->name = tlf_strdup(name);
+    e->name = trf_strdup(name);
     e->backend = be;
-    e->device = tlf_strdup(dev);
+    e->device = trf_strdup(dev);
     e->dispatch_count = nsamples;
     e->sample_count = nsamples;
     e->samples = malloc(nsamples * sizeof *e->samples);
@@ -57,7 +57,7 @@ static inline void tlf_entry(kt_kernel_timing_t *e, const char *name, kt_backend
     e->p99_ns = base + base / 2;
 }
 
-static inline void tlf_span(kt_span_t *s, uint32_t entry, uint32_t queue, uint32_t thread, uint32_t flags,
+static inline void trf_span(kt_span_t *s, uint32_t entry, uint32_t queue, uint32_t thread, uint32_t flags,
                      uint64_t enqueue, uint64_t start, uint64_t dur)
 {
     memset(s, 0, sizeof *s);
@@ -76,27 +76,27 @@ static inline void tlf_span(kt_span_t *s, uint32_t entry, uint32_t queue, uint32
     s->uncertainty_ns = (flags & KT_SPAN_DEVICE) ? 350 : 0;
 }
 
-static inline int tlf_span_cmp(const void *a, const void *b)
+static inline int trf_span_cmp(const void *a, const void *b)
 {
     const kt_span_t *x = a, *y = b;
     return x->start_ns < y->start_ns ? -1 : (x->start_ns > y->start_ns);
 }
 
 /* The fixture snapshot (free with kt_snapshot_free). scale multiplies the number of samples per kernel. */
-static inline kt_snapshot_t *tlf_snapshot(uint32_t scale)
+static inline kt_snapshot_t *trf_snapshot(uint32_t scale)
 {
     kt_snapshot_t *s = calloc(1, sizeof *s);
-    const uint64_t B = TLF_BASE_NS;
-    s->count = TLF_ENTRY_COUNT;
+    const uint64_t B = TRF_BASE_NS;
+    s->count = TRF_ENTRY_COUNT;
     s->entries = calloc(s->count, sizeof *s->entries);
-    tlf_entry(&s->entries[TLF_BLUR_CL], "blur", KT_BACKEND_OPENCL, "pthread-cpu", 420000, 40 * scale);
-    tlf_entry(&s->entries[TLF_HOST_PREP], "host_prep", KT_BACKEND_CPU, "host", 90000, 25 * scale);
-    tlf_entry(&s->entries[TLF_SAXPY_CL], "saxpy", KT_BACKEND_OPENCL, "pthread-cpu", 61000, 120 * scale);
-    tlf_entry(&s->entries[TLF_SCAN_VK], "scan", KT_BACKEND_VULKAN, "llvmpipe (LLVM 15.0.6, 256 bits)", 250000,
+    trf_entry(&s->entries[TRF_BLUR_CL], "blur", KT_BACKEND_OPENCL, "pthread-cpu", 420000, 40 * scale);
+    trf_entry(&s->entries[TRF_HOST_PREP], "host_prep", KT_BACKEND_CPU, "host", 90000, 25 * scale);
+    trf_entry(&s->entries[TRF_SAXPY_CL], "saxpy", KT_BACKEND_OPENCL, "pthread-cpu", 61000, 120 * scale);
+    trf_entry(&s->entries[TRF_SCAN_VK], "scan", KT_BACKEND_VULKAN, "llvmpipe (LLVM 15.0.6, 256 bits)", 250000,
               30 * scale);
-    tlf_entry(&s->entries[TLF_WEIRD], "we\"ird</script><b>&\\n\xe2\x80\xa8k", KT_BACKEND_OPENCL, "pthread-cpu",
+    trf_entry(&s->entries[TRF_WEIRD], "we\"ird</script><b>&\\n\xe2\x80\xa8k", KT_BACKEND_OPENCL, "pthread-cpu",
               5000, 3);
-    s->entries[TLF_SAXPY_CL].errors = 1;
+    s->entries[TRF_SAXPY_CL].errors = 1;
 
     s->thread_count = 2;
     s->threads = calloc(2, sizeof *s->threads);
@@ -120,31 +120,31 @@ static inline kt_snapshot_t *tlf_snapshot(uint32_t scale)
                                        .frequency_hz = 1000000000, .valid_bits = 64, .error_bound_ns = 800,
                                        .drift_ppm = 1.5, .model_samples = 16};
 
-    s->span_count = TLF_DEVICE_SPANS + TLF_HOST_SPANS;
+    s->span_count = TRF_DEVICE_SPANS + TRF_HOST_SPANS;
     s->spans = calloc(s->span_count, sizeof *s->spans);
     kt_span_t *sp = s->spans;
     const uint32_t DEV = KT_SPAN_DEVICE;
     /* host zones on thread 0: [0, 2 ms) with two nested */
-    tlf_span(sp++, TLF_HOST_PREP, UINT32_MAX, 0, 0, 0, B, 2000000);
-    tlf_span(sp++, TLF_HOST_PREP, UINT32_MAX, 0, 0, 0, B + 100000, 300000);
-    tlf_span(sp++, TLF_HOST_PREP, UINT32_MAX, 0, 0, 0, B + 600000, 300000);
+    trf_span(sp++, TRF_HOST_PREP, UINT32_MAX, 0, 0, 0, B, 2000000);
+    trf_span(sp++, TRF_HOST_PREP, UINT32_MAX, 0, 0, 0, B + 100000, 300000);
+    trf_span(sp++, TRF_HOST_PREP, UINT32_MAX, 0, 0, 0, B + 600000, 300000);
     /* queue 0: in order, enqueued by thread 0 (inside the outer zone) and thread 1 */
-    for (int i = 0; i < TLF_DEVICE_SPANS_Q0; i++) {
+    for (int i = 0; i < TRF_DEVICE_SPANS_Q0; i++) {
         uint64_t enq = B + 150000 + (uint64_t)i * 200000;
-        uint32_t k = (i % 3 == 0) ? TLF_BLUR_CL : TLF_SAXPY_CL;
+        uint32_t k = (i % 3 == 0) ? TRF_BLUR_CL : TRF_SAXPY_CL;
         uint32_t flags = DEV | (i == 4 ? KT_SPAN_ERROR : 0);
-        tlf_span(sp++, k, 0, (uint32_t)(i % 2), flags, enq, B + 400000 + (uint64_t)i * 450000, i == 4 ? 0 : 420000);
+        trf_span(sp++, k, 0, (uint32_t)(i % 2), flags, enq, B + 400000 + (uint64_t)i * 450000, i == 4 ? 0 : 420000);
     }
     /* queue 1: out of order: spans 0/1 and 2/3 overlap without nesting */
-    tlf_span(sp++, TLF_SAXPY_CL, 1, 1, DEV, B + 50000, B + 300000, 400000);
-    tlf_span(sp++, TLF_SAXPY_CL, 1, 1, DEV, B + 60000, B + 500000, 400000);
-    tlf_span(sp++, TLF_SAXPY_CL, 1, 1, DEV | KT_SPAN_HOST_TIMED, B + 70000, B + 1500000, 300000);
-    tlf_span(sp++, TLF_WEIRD, 1, 1, DEV, B + 80000, B + 1600000, 300000);
+    trf_span(sp++, TRF_SAXPY_CL, 1, 1, DEV, B + 50000, B + 300000, 400000);
+    trf_span(sp++, TRF_SAXPY_CL, 1, 1, DEV, B + 60000, B + 500000, 400000);
+    trf_span(sp++, TRF_SAXPY_CL, 1, 1, DEV | KT_SPAN_HOST_TIMED, B + 70000, B + 1500000, 300000);
+    trf_span(sp++, TRF_WEIRD, 1, 1, DEV, B + 80000, B + 1600000, 300000);
     /* queue 2: Vulkan, enqueued by thread 1, one marked as a trial */
-    for (int i = 0; i < TLF_DEVICE_SPANS_Q2; i++)
-        tlf_span(sp++, TLF_SCAN_VK, 2, 1, DEV | (i == 1 ? KT_SPAN_TRIALS : 0), B + 90000 + (uint64_t)i * 10000,
+    for (int i = 0; i < TRF_DEVICE_SPANS_Q2; i++)
+        trf_span(sp++, TRF_SCAN_VK, 2, 1, DEV | (i == 1 ? KT_SPAN_TRIALS : 0), B + 90000 + (uint64_t)i * 10000,
                  B + 700000 + (uint64_t)i * 700000, 250000);
-    qsort(s->spans, s->span_count, sizeof *s->spans, tlf_span_cmp);
+    qsort(s->spans, s->span_count, sizeof *s->spans, trf_span_cmp);
     s->taken_ns = B + 5000000;
     strcpy(s->host, "fixture-host");
     return s;
@@ -152,15 +152,15 @@ static inline kt_snapshot_t *tlf_snapshot(uint32_t scale)
 
 /* A "before" snapshot for comparisons: the fixture with blur 1.5x slower, scan 1.25x faster, saxpy the same,
  * host_prep renamed (so it is one-sided) and no spans. */
-static inline kt_snapshot_t *tlf_before_snapshot(void)
+static inline kt_snapshot_t *trf_before_snapshot(void)
 {
-    kt_snapshot_t *s = tlf_snapshot(1);
-    const double f[TLF_ENTRY_COUNT] = {1.5, 1.0, 1.0, 0.8, 1.0};
+    kt_snapshot_t *s = trf_snapshot(1);
+    const double f[TRF_ENTRY_COUNT] = {1.5, 1.0, 1.0, 0.8, 1.0};
     for (size_t i = 0; i < s->count; i++)
         for (uint32_t k = 0; k < s->entries[i].sample_count; k++)
             s->entries[i].samples[k] = (uint64_t)((double)s->entries[i].samples[k] * f[i]);
-    free((void *)s->entries[TLF_HOST_PREP].name);
-    s->entries[TLF_HOST_PREP].name = tlf_strdup("host_prep_v0");
+    free((void *)s->entries[TRF_HOST_PREP].name);
+    s->entries[TRF_HOST_PREP].name = trf_strdup("host_prep_v0");
     free(s->spans);
     s->spans = NULL;
     s->span_count = 0;
@@ -168,7 +168,7 @@ static inline kt_snapshot_t *tlf_before_snapshot(void)
 }
 
 /* A comparison document shaped as kt_compare_print(KT_COMPARE_JSON) writes it (src/analysis/compare_print.c). */
-static const char tlf_compare_json[] =
+static const char trf_compare_json[] =
     "{\"ktiming_compare\":1,\"kernels\":["
     "{\"name\":\"blur\",\"backend\":\"OpenCL\",\"device\":\"pthread-cpu\",\"presence\":\"both\","
     "\"before\":{\"dispatches\":40,\"samples\":40,\"median_ns\":712000},\"after\":{\"dispatches\":40,"

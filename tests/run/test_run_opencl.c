@@ -509,6 +509,30 @@ static void assert_configs(const kt_snapshot_t *s)
     }
 }
 
+/* A table with the scale kernel's row: with `want`, one row per configuration after it with its count; without,
+ * none. */
+static void assert_config_rows(const char *text, int want)
+{
+    const char *kernel = strstr(text, "\n[timing] scale ");
+    if (!kernel)
+        fail_msg("no scale row in:\n%s", text);
+    for (size_t k = 0; k < sizeof kConfigs / sizeof kConfigs[0]; k++) {
+        char label[96];
+        snprintf(label, sizeof label, "\n[timing]   %s ", kConfigs[k].label);
+        const char *row = strstr(text, label);
+        if (!want) {
+            if (row)
+                fail_msg("a configuration row '%s' without --by-config in:\n%s", kConfigs[k].label, text);
+            continue;
+        }
+        if (!row || row < kernel)
+            fail_msg("no row '%s' after the kernel's in:\n%s", kConfigs[k].label, text);
+        unsigned long long n = 0;
+        assert_int_equal(sscanf(row + strlen(label), " %llu", &n), 1);
+        assert_int_equal(n, kConfigs[k].count);
+    }
+}
+
 static void test_configs(void **state)
 {
     (void)state;
@@ -551,20 +575,28 @@ static void test_configs(void **state)
     int st = -1;
     char *text = ru_run(argv, &st);
     assert_int_equal(st, 0);
-    const char *kernel = strstr(text, "\n[timing] scale ");
-    if (!kernel)
-        fail_msg("no scale row in:\n%s", text);
-    for (size_t k = 0; k < sizeof kConfigs / sizeof kConfigs[0]; k++) {
-        char want[96];
-        snprintf(want, sizeof want, "\n[timing]   %s ", kConfigs[k].label);
-        const char *row = strstr(text, want);
-        if (!row || row < kernel)
-            fail_msg("no row '%s' after the kernel's in:\n%s", kConfigs[k].label, text);
-        unsigned long long n = 0;
-        assert_int_equal(sscanf(row + strlen(want), " %llu", &n), 1);
-        assert_int_equal(n, kConfigs[k].count);
-    }
+    assert_config_rows(text, 1);
     free(text);
+}
+
+/* `ktiming run --by-config`: the summary on stderr has, after the scale kernel's row, one row per configuration with
+ * its count (as `report --by-config`); without the option it has none. */
+static void test_run_by_config(void **state)
+{
+    (void)state;
+    for (int with = 0; with < 2; with++) {
+        char *err = ru_path("by_config.txt"), cmd[1024];
+        snprintf(cmd, sizeof cmd, "exec '%s' run %s -- '%s' --configs 2> '%s'", KT_CLI, with ? "--by-config" : "",
+                 CLPROG, err);
+        char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+        int st = -1;
+        free(ru_run(argv, &st));
+        assert_int_equal(st, 0);
+        char *text = ktt_read_file(err, NULL);
+        assert_non_null(text);
+        assert_config_rows(text, with);
+        free(text);
+    }
 }
 
 /* SVM commands are transfers like the buffer ones: PoCL has SVM (CL_DEVICE_SVM_CAPABILITIES 0xb here). */
@@ -662,7 +694,7 @@ int main(void)
         cmocka_unit_test(test_command_buffer), cmocka_unit_test(test_verbose_keeps_stdout),
         cmocka_unit_test(test_summary),      cmocka_unit_test(test_output_placement),
         cmocka_unit_test(test_sync_points_record), cmocka_unit_test(test_truths),
-        cmocka_unit_test(test_svm),          cmocka_unit_test(test_configs),        cmocka_unit_test(test_devices_labels),
+        cmocka_unit_test(test_svm),          cmocka_unit_test(test_configs),        cmocka_unit_test(test_run_by_config),        cmocka_unit_test(test_devices_labels),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ru_teardown();

@@ -22,6 +22,10 @@ static void merge_usage(FILE *out)
             "exactly (counts, totals, min/max, mean, stddev; percentiles from the summed histograms); every input\n"
             "becomes a source with its own process group in the timeline. Snapshots of another host keep their\n"
             "own clock (offset unknown); the MPI library (libktiming_mpi) aligns ranks' clocks itself.\n"
+            "A snapshot of the Node WebGPU package (CLOCK_MONOTONIC) is put on a C snapshot's timeline of its host\n"
+            "(CLOCK_MONOTONIC_RAW) through that snapshot's clock anchor, its spans' uncertainty grown by the\n"
+            "anchor's bound and 500 ppm of their distance from it; where no anchor serves, one line says so and it\n"
+            "keeps its own clock, marked in the output (sources[].offset_bound_ns unknown).\n"
             "Devices are kept apart by (host, device id): \"GPU 0\" of two nodes, or two GPUs of one model, stay\n"
             "two devices with their own entries, labelled uniquely (docs/devices.md).\n"
             "\n"
@@ -90,6 +94,31 @@ static int report_same_process(kt_snapshot_t *const *in, size_t n, char *const *
     return 0;
 }
 
+/* One line per source of the result whose clock is not the merged timeline's and that no anchor placed: it kept its
+ * own clock (offset unknown). nsrc[i]: sources input i gave (max(1, its source_count)). */
+static void report_unaligned(const kt_snapshot_t *m, const size_t *nsrc, size_t n, char *const *paths)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < nsrc[i] && k < m->source_count; j++, k++) {
+            const kt_source_info_t *so = &m->sources[k];
+            if (!so->clock_domain[0] || !m->clock_domain[0] || !strcmp(so->clock_domain, m->clock_domain) ||
+                so->offset_bound_ns != UINT64_MAX)
+                continue;
+            const char *why = strcmp(so->clock_domain, "CLOCK_MONOTONIC") || strcmp(m->clock_domain, "CLOCK_MONOTONIC_RAW")
+                                  ? "no anchor relates the two clocks"
+                              : strncmp(so->host, m->host, sizeof so->host)
+                                  ? "it is from another host than the first input"
+                                  : "no snapshot of its host among the inputs has a clock anchor (older ktiming?)";
+            /* the clock names come from the files: printed only when they are plain names */
+            int plain = strspn(so->clock_domain, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.") ==
+                        strlen(so->clock_domain);
+            fprintf(stderr, "ktiming merge: %s: host times on %s, not the merged timeline's %s: %s; merged with its "
+                            "offset unknown (sources[%zu])\n",
+                    paths[i], plain ? so->clock_domain : "another clock", m->clock_domain, why, k);
+        }
+}
+
 int ktcli_cmd_merge(int argc, char **argv)
 {
     static const struct option kLong[] = {
@@ -114,17 +143,23 @@ int ktcli_cmd_merge(int argc, char **argv)
     if (n < 1)
         return ktcli_usage_error("merge", "no snapshot file given");
     kt_snapshot_t **in = calloc(n, sizeof *in), *merged = NULL;
-    int rc = in ? 0 : KT_ENOMEM, status = 1;
+    size_t *nsrc = calloc(n, sizeof *nsrc);
+    int rc = in && nsrc ? 0 : KT_ENOMEM, status = 1;
     char err[512];
     if (!rc && (rc = kt_snapshot_load_many((const char *const *)argv + optind, n, in, 0, err, sizeof err)))
         fprintf(stderr, "ktiming merge: %s\n", err);
+    for (size_t i = 0; !rc && i < n; i++)
+        nsrc[i] = in[i]->source_count ? in[i]->source_count : 1;
     if (!rc && !allow_same && report_same_process(in, n, argv + optind))
         rc = KT_EINVAL;
     else if (!rc && (rc = kt__snapshot_merge_consume(in, n, &(kt_merge_opts_t){.by_model = by_model}, &merged)))
         fprintf(stderr, "ktiming merge: %s\n", kt_strerror(rc));
+    else if (!rc)
+        report_unaligned(merged, nsrc, n, argv + optind);
     for (size_t i = 0; in && i < n; i++)
         kt_snapshot_free(in[i]);
     free(in);
+    free(nsrc);
     if (rc)
         return 1;
     const char *target = out_path && strcmp(out_path, "-") ? out_path : NULL;

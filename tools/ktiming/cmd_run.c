@@ -75,6 +75,7 @@ typedef struct run_opts_t {
     run_mode_t cuda;     /* --cuda: RUN_AUTO, RUN_ON or RUN_OFF */
     int mpi;             /* --mpi: preload libktiming_mpi (gather at MPI_Finalize) */
     const char *merged;  /* --merged: where rank 0 writes the gathered snapshot (KTIMING_MPI_OUTPUT) */
+    int by_config;       /* --by-config: the summary's kernel rows broken down by launch configuration */
 } run_opts_t;
 
 static void usage(FILE *out)
@@ -87,6 +88,9 @@ static void usage(FILE *out)
             "  --html FILE         write the self-contained HTML report to FILE\n"
             "  -f, --format FMT    summary format: text (default: time per API, then the kernels by total\n"
             "                      time), markdown, csv, json, lines (grep-friendly), none\n"
+            "  -c, --by-config     summary (text, markdown, csv, lines): after each kernel's row, a row per\n"
+            "                      launch configuration (OpenCL global/local sizes, Vulkan group counts, CUDA\n"
+            "                      grid/block; 'none' for dispatches recorded without one), as report --by-config\n"
             "  -v, --verbose       one line per completed kernel (KTIMING_VERBOSE=profile_exec) and setup notes\n"
             "  --opencl MODE       auto (loader layer, LD_PRELOAD fallback), layer, preload, off\n"
             "  --vulkan MODE       auto (timing layer), off\n"
@@ -612,7 +616,7 @@ static void summary_print(FILE *out, const run_opts_t *o, const kt_snapshot_t *s
 {
     kt_format_t fmt = KT_FORMAT_TEXT;
     ktcli_parse_format(o->format, &fmt);
-    kt_report_opts_t ropts = {.sort = KT_SORT_TOTAL, .filter = NULL, .by_api = 1};
+    kt_report_opts_t ropts = {.sort = KT_SORT_TOTAL, .filter = NULL, .by_api = 1, .by_config = o->by_config};
     kt_report_print(out, snap, fmt, &ropts);
 }
 
@@ -1025,13 +1029,14 @@ int ktcli_cmd_run(int argc, char **argv)
         {"verbose", no_argument, NULL, 'v'},      {"opencl", required_argument, NULL, 'C'},
         {"vulkan", required_argument, NULL, 'K'}, {"cuda", required_argument, NULL, 'U'},
         {"mpi", no_argument, NULL, 'M'},          {"merged", required_argument, NULL, 'm'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
-    run_opts_t o = {NULL, NULL, NULL, "text", 0, RUN_AUTO, RUN_AUTO, RUN_AUTO, 0, NULL};
+        {"by-config", no_argument, NULL, 'c'},    {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    run_opts_t o = {.format = "text", .opencl = RUN_AUTO, .vulkan = RUN_AUTO, .cuda = RUN_AUTO};
     int c;
     optind = 1;
     opterr = 0; /* our own one-line errors below, not getopt's */
     /* '+': stop at the first non-option, so the program's own options are left alone */
-    while ((c = getopt_long(argc, argv, "+:o:f:vh", kLong, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:o:f:cvh", kLong, NULL)) != -1) {
         switch (c) {
         case 'o': o.output = optarg; break;
         case 't': o.trace = optarg; break;
@@ -1046,6 +1051,7 @@ int ktcli_cmd_run(int argc, char **argv)
             o.format = optarg;
             break;
         case 'v': o.verbose = 1; break;
+        case 'c': o.by_config = 1; break;
         case 'C':
             if (parse_mode(optarg, &o.opencl) != 0 || o.opencl == RUN_ON) {
                 fprintf(stderr, "ktiming run: --opencl takes auto, layer, preload or off\n");

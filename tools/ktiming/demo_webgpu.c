@@ -6,9 +6,13 @@
 #include "core/env.h"
 
 #include <ktiming/analysis.h>
+#include <ktiming/clock_model.h>
+
+#include "shared/clock_anchor.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,17 +37,13 @@ static int unavailable(const ktcli_demo_opts_t *opts, const char *why)
     return KT_EUNAVAILABLE;
 }
 
-/* kt_now_ns() - CLOCK_MONOTONIC: Node's process.hrtime.bigint() reads CLOCK_MONOTONIC; the recorder's host
- * timeline is kt_now_ns(). Both clocks are of this machine, so one bracketed reading maps one onto the other. */
-static int64_t mono_to_host(void)
+/* Node's process.hrtime.bigint() reads CLOCK_MONOTONIC; the recorder's host timeline is kt_now_ns(). Both clocks
+ * are of this machine, so a clock anchor (what `ktiming merge` uses, src/shared/clock_anchor.h) maps one onto the
+ * other, with its bound. */
+static uint64_t read_host(void *ctx)
 {
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    uint64_t h = kt_now_ns();
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    uint64_t ma = (uint64_t)a.tv_sec * 1000000000u + (uint64_t)a.tv_nsec;
-    uint64_t mb = (uint64_t)b.tv_sec * 1000000000u + (uint64_t)b.tv_nsec;
-    return (int64_t)(h - (ma + (mb - ma) / 2));
+    (void)ctx;
+    return kt_now_ns();
 }
 
 /* Runs the script into `out`; its exit status, or -1 when it could not be started. */
@@ -78,10 +78,23 @@ static int run_script(const ktcli_demo_opts_t *opts, const char *out)
 
 static uint64_t shifted(uint64_t t, int64_t shift) { return t ? t + (uint64_t)shift : 0; }
 
+/* What the anchor adds to a span's uncertainty: its bound at the span's end farther from it. */
+static uint64_t placed_bound(const kt_clock_anchor_t *a, const kt_span_t *sp)
+{
+    uint64_t b0 = kt__clock_anchor_bound(a, sp->start_ns), b1 = kt__clock_anchor_bound(a, sp->end_ns);
+    return b0 > b1 ? b0 : b1;
+}
+
 /* Records every dispatch, drop and error of the snapshot, on this process's host timeline. */
 static int replay(const kt_snapshot_t *s, ktcli_progress_t *progress)
 {
-    int64_t shift = mono_to_host();
+    kt_host_clock_info_t hc = {0};
+    kt_clock_anchor_t anchor;
+    kt_host_clock_info(&hc);
+    uint64_t hb = isfinite(hc.error_bound_ns) && hc.error_bound_ns > 0 ? (uint64_t)ceil(hc.error_bound_ns) : 0;
+    if (kt__clock_anchor_take(kt__clock_read_monotonic, read_host, NULL, hb, KT_CLOCK_ANCHOR_TRIES, &anchor) != 0)
+        return KT_EIO;
+    int64_t shift = kt__clock_anchor_offset(&anchor);
     int rc = 0;
     kt_kernel_id_t *ids = calloc(s->count ? s->count : 1, sizeof *ids);
     uint32_t *queues = calloc(s->queue_count ? s->queue_count : 1, sizeof *queues);
@@ -106,7 +119,7 @@ static int replay(const kt_snapshot_t *s, ktcli_progress_t *progress)
                                             .submit_ns = shifted(sp->submit_ns, shift),
                                             .start_ns = shifted(sp->start_ns, shift),
                                             .end_ns = shifted(sp->end_ns, shift),
-                                            .uncertainty_ns = sp->uncertainty_ns});
+                                            .uncertainty_ns = sp->uncertainty_ns + placed_bound(&anchor, sp)});
     }
     for (size_t i = 0; i < s->count; i++) {
         const kt_kernel_timing_t *e = &s->entries[i];

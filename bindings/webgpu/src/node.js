@@ -4,14 +4,15 @@
 import { writeFileSync, renameSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { Recorder } from './recorder.js';
-import { hostClock } from './clock.js';
+import { hostClock, hostClockName } from './clock.js';
 import { wrapDevice } from './timer.js';
 
 export * from './index.js';
 
-/** A Recorder that names this machine and process in its snapshot. */
+/** A Recorder that names this machine and process, and the host clock (CLOCK_MONOTONIC), in its snapshot. */
 export function nodeRecorder(opts = {}) {
-  return new Recorder({ host: hostname(), pid: process.pid, now: hostClock(), ...opts });
+  const clockDomain = opts.now ? 'unknown' : hostClockName(); // another clock given: not ours to name
+  return new Recorder({ host: hostname(), pid: process.pid, now: hostClock(), clockDomain, ...opts });
 }
 
 // Writes atomically (a temporary file renamed over the path), so a reader never sees half a snapshot.

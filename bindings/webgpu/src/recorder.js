@@ -147,6 +147,8 @@ export class Recorder {
    * @param {string} [opts.host=''] machine name written in the snapshot
    * @param {number} [opts.pid=0] process id written in the snapshot
    * @param {() => bigint} [opts.now] host clock for taken_ns
+   * @param {string} [opts.clockDomain='unknown'] the clock of every host time recorded (hostClockName() for
+   *   hostClock()): `ktiming merge` puts a 'CLOCK_MONOTONIC' snapshot on a C snapshot's timeline through its anchor
    */
   constructor(opts = {}) {
     this.maxSpans = opts.maxSpans ?? 16384;
@@ -154,6 +156,7 @@ export class Recorder {
     this.host = opts.host ?? '';
     this.pid = opts.pid ?? 0;
     this.now = opts.now ?? (() => 0n);
+    this.clockDomain = opts.clockDomain ?? 'unknown';
     this.entries = new Map(); // "device\0name" -> Entry
     this.spans = [];          // {entry: Entry, queue, flags, duration, start, end, enqueue, submit, uncertainty}
     this.queues = [];         // {device, label}
@@ -333,7 +336,7 @@ export function snapshotJSON(rec) {
   parts.push(`{\n  "schema": "${SCHEMA_NAME}",\n  "version": ${SCHEMA_VERSION},\n  "generator": ${jstr(`ktiming-webgpu ${VERSION}`)}`);
   parts.push(`,\n  "host": ${jstr(truncUtf8(rec.host, 63))}`);
   parts.push(`,\n  "pid": ${Number(rec.pid) || 0}, "rank": -1, "kernels_dropped": 0`);
-  parts.push(`,\n  "taken_ns": ${ju(snap.taken)}`);
+  parts.push(`,\n  "taken_ns": ${ju(snap.taken)}, "clock_domain": ${jstr(truncUtf8(rec.clockDomain, 31))}`);
   parts.push(`,\n  "entries": [${snap.entries.length ? '\n' : ''}${snap.entries.map(entryJSON).join(',\n')}${snap.entries.length ? '\n  ' : ''}]`);
 
   const sp = snap.spans;

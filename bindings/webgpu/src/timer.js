@@ -54,7 +54,7 @@ export class WebGPUTimer {
     if (!device || typeof device.createCommandEncoder !== 'function') throw new TypeError('wrapDevice: not a GPUDevice');
     this.device = device;
     this.now = opts.now ?? hostClock();
-    this.recorder = opts.recorder ?? new Recorder({ now: this.now });
+    this.recorder = opts.recorder ?? new Recorder({ now: this.now, clockDomain: opts.now ? 'unknown' : hostClockName() });
     this.name = opts.deviceName ?? adapterName(opts.adapterInfo ?? device.adapterInfo);
     this.ringSize = opts.ringSize ?? 256;
     this.passesPerSlot = opts.passesPerSlot ?? 16;

@@ -221,3 +221,17 @@ test('the snapshot: schema v3, sorted entries, exact sums, u64 past 2^53 as stri
   const tr = JSON.parse(timer.chromeTraceJSON());
   assert.equal(tr.traceEvents.filter((e) => e.ph === 'X').length, 6);
 });
+
+test('the snapshot states its host clock: CLOCK_MONOTONIC from Node\'s own clock, unknown for a clock given', async () => {
+  const { nodeRecorder } = await import('../src/node.js');
+  const domain = (rec) => JSON.parse(rec.toJSON()).clock_domain;
+  assert.equal(domain(nodeRecorder()), 'CLOCK_MONOTONIC');          // process.hrtime.bigint(): what merge maps
+  assert.equal(domain(nodeRecorder({ now: () => 1n })), 'unknown');
+  assert.equal(domain(new Recorder({ now: () => 5n })), 'unknown');
+  const { timer } = setup();                                         // the fake GPU's clock
+  assert.equal(JSON.parse(timer.snapshotJSON()).clock_domain, 'unknown');
+  const plain = wrapDevice(new FakeGPU().device);                     // no clock given: the package's own
+  assert.equal(JSON.parse(plain.snapshotJSON()).clock_domain, 'CLOCK_MONOTONIC');
+  await timer.close();
+  await plain.close();
+});
