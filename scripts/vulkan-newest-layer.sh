@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs ktiming's Vulkan tests (`ctest -L vulkan`) under the newest Khronos validation layer that Debian packages
-# (suite sid), with synchronization validation, on sid's loader and lavapipe (issue 37.3). Not part of `make test`
-# or CI: sid changes daily and the first setup downloads ~300 MB and takes minutes.
-#   scripts/vulkan-newest-layer.sh [--cache DIR] [--update] [--lvp22] [-- CTEST-ARGS...]
+# (suite sid), with synchronization validation, on sid's loader and lavapipe, and every device test once more on
+# the host's lavapipe (issue 37.3). Not part of `make test` or CI: sid changes daily and the first setup downloads
+# ~300 MB and takes minutes.
+#   scripts/vulkan-newest-layer.sh [--cache DIR] [--update] [--no-lvp22] [-- CTEST-ARGS...]
 # The layer, loader and Mesa in sid need a newer glibc and libstdc++ than the host's (Debian 12), so they cannot be
 # loaded into the host's processes: the script keeps a minimal sid root (debootstrap --variant=minbase) under
 # DIR/root, installs the build and test dependencies in it with sid's apt, bind-mounts this source tree read-only
@@ -11,8 +12,10 @@
 # loads VK_LAYER_KHRONOS_validation with synchronization validation and fail on any validation message.
 #   --cache DIR   where the sid root lives (default: $KTIMING_SID_CACHE or /var/cache/ktiming-sid)
 #   --update      apt-get update + upgrade in the sid root first (otherwise it is reused as it is)
-#   --lvp22       also run every device test a second time (-lvp25 names) on the host's own lavapipe (Debian 12,
-#                 Mesa 22.3), its library and the libraries it needs that sid lacks copied into the root
+#   --no-lvp22    run the device tests on sid's lavapipe only. By default each runs a second time (the -lvp25
+#                 names of tests/vulkan/CMakeLists.txt) on the host's own lavapipe (Debian 12: Mesa 22.3, what CI
+#                 runs), its library and the libraries it needs that the root lacks copied in (skipped with a
+#                 note when the host has no lavapipe)
 #   -- ARGS       passed to ctest after `-L vulkan` (e.g. -- -R test_vk_layer)
 # Prints the versions used (layer, loader, lavapipe) and ctest's summary; exits with ctest's status (2 on a usage
 # error, 1 when the setup fails). Needs root (chroot, mounts), network for the first run, and debootstrap.
@@ -32,12 +35,12 @@ SID_PKGS=(
 
 die() { echo "vulkan-newest-layer: $*" >&2; exit 1; }
 log() { echo "vulkan-newest-layer: $*" >&2; }
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${KTIMING_SID_CACHE:-/var/cache/ktiming-sid}
 UPDATE=0
-LVP22=0
+LVP22=1
 INNER=0
 CTEST_ARGS=()
 while [ $# -gt 0 ]; do
@@ -46,12 +49,13 @@ while [ $# -gt 0 ]; do
     --cache) [ $# -ge 2 ] && [ -n "$2" ] || { echo "vulkan-newest-layer: --cache needs a folder" >&2; exit 2; }
              CACHE=$2; shift 2 ;;
     --update) UPDATE=1; shift ;;
-    --lvp22) LVP22=1; shift ;;
+    --no-lvp22) LVP22=0; shift ;;
     --inner) INNER=1; shift ;; # internal: the part that runs in the private mount namespace
     --) shift; CTEST_ARGS=("$@"); break ;;
     *) echo "vulkan-newest-layer: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+[ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, chroot and bind mounts); run it with sudo"
 mkdir -p "$CACHE" 2>/dev/null || die "cannot create the cache folder $CACHE (--cache DIR)"
 CACHE=$(cd "$CACHE" && pwd)
 ROOT=$CACHE/root
@@ -66,7 +70,6 @@ in_root() { # a command in the sid root, with a clean environment (nothing of th
 }
 
 if [ "$INNER" = 0 ]; then
-  [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, chroot and bind mounts); run it with sudo"
   for t in chroot unshare mount flock; do
     command -v "$t" >/dev/null 2>&1 || die "$t not found"
   done
@@ -120,25 +123,35 @@ if [ "$UPDATE" = 1 ] || [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-# --lvp22: the host's lavapipe (Debian 12) as the second driver, with the libraries it needs that the root lacks.
+# The host's lavapipe (Debian 12) as the second driver, with the libraries it needs that the root lacks (copied
+# again only when the host's Mesa changed).
 LVP_ARGS=(-DKTIMING_LVP25_DIR= -DKTIMING_LAVAPIPE25_ICD=)
 if [ "$LVP22" = 1 ]; then
   TRIPLET=$(gcc -print-multiarch 2>/dev/null || echo "$(uname -m)-linux-gnu")
   host_lvp=/usr/lib/$TRIPLET/libvulkan_lvp.so
-  [ -f "$host_lvp" ] || die "--lvp22: the host has no lavapipe ($host_lvp; apt-get install mesa-vulkan-drivers)"
+  if [ ! -f "$host_lvp" ]; then
+    log "the host has no lavapipe ($host_lvp): the device tests run on sid's lavapipe only"
+    LVP22=0
+  fi
+fi
+if [ "$LVP22" = 1 ]; then
   lvp_dir=$ROOT/opt/lvp22
-  rm -rf "$lvp_dir" && mkdir -p "$lvp_dir/lib"
-  cp -L "$host_lvp" "$lvp_dir/lib/"
-  # A library goes in when no library of that soname exists in the root (never the root's libc or libstdc++).
-  ldd "$host_lvp" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r soname path; do
-    if ! in_root sh -c "ls /usr/lib/$TRIPLET/$soname /lib/$TRIPLET/$soname" >/dev/null 2>&1; then
-      cp -L "$path" "$lvp_dir/lib/"
-    fi
-  done
-  cat >"$lvp_dir/lvp_icd.json" <<JSON
+  host_mesa=$(dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null || echo ?)
+  if [ "$(cat "$lvp_dir/.mesa-version" 2>/dev/null)" != "$host_mesa" ] || [ ! -f "$lvp_dir/lvp_icd.json" ]; then
+    rm -rf "$lvp_dir" && mkdir -p "$lvp_dir/lib"
+    cp -L "$host_lvp" "$lvp_dir/lib/"
+    # A library goes in when no library of that soname exists in the root (never the root's libc or libstdc++).
+    ldd "$host_lvp" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r soname path; do
+      if ! in_root sh -c "ls /usr/lib/$TRIPLET/$soname /lib/$TRIPLET/$soname" >/dev/null 2>&1; then
+        cp -L "$path" "$lvp_dir/lib/"
+      fi
+    done
+    cat >"$lvp_dir/lvp_icd.json" <<JSON
 { "file_format_version": "1.0.0",
   "ICD": { "library_path": "/opt/lvp22/lib/libvulkan_lvp.so", "api_version": "1.3" } }
 JSON
+    echo "$host_mesa" >"$lvp_dir/.mesa-version"
+  fi
   LVP_ARGS=(-DKTIMING_LVP25_DIR= -DKTIMING_LAVAPIPE25_ICD=/opt/lvp22/lvp_icd.json)
 fi
 
@@ -150,8 +163,7 @@ DRIVER=$(in_root vulkaninfo --summary 2>/dev/null | awk -F'= ' '/driverInfo/ {pr
 VERSIONS="layer vulkan-validationlayers $(ver vulkan-validationlayers) (API $LAYER_API), loader libvulkan1 \
 $(ver libvulkan1), lavapipe mesa-vulkan-drivers $(ver mesa-vulkan-drivers) (${DRIVER:-driverInfo ?}), \
 gcc $(ver gcc), glibc $(ver libc6)"
-[ "$LVP22" = 1 ] && VERSIONS="$VERSIONS; -lvp25 tests on the host's lavapipe $(dpkg-query -W -f='${Version}' \
-mesa-vulkan-drivers 2>/dev/null || echo ?)"
+[ "$LVP22" = 1 ] && VERSIONS="$VERSIONS; the -lvp25 tests on the host's lavapipe mesa-vulkan-drivers $host_mesa"
 log "versions: $VERSIONS"
 
 log "configuring and building the Vulkan tests in $ROOT$BUILD"
@@ -170,7 +182,11 @@ mapfile -t TARGETS < <(in_root sh -c "cd '$BUILD' && ctest -N -L vulkan --show-o
 in_root cmake --build "$BUILD" -j"$(nproc)" --target "${TARGETS[@]}" >"$CACHE/$TREE.build.log" 2>&1 ||
   { tail -n 30 "$CACHE/$TREE.build.log" >&2; die "build failed (see $CACHE/$TREE.build.log)"; }
 
-log "ctest -L vulkan ${CTEST_ARGS[*]:-} (VK_LAYER_KHRONOS_validation + synchronization validation)"
+# the form of the sync-validation switch the configured tests use (cmake/KtimingVkValidation.cmake)
+SYNC=$(grep -rhoE 'VK_LAYER_VALIDATE_SYNC=1|VK_LAYER_ENABLES=[A-Z_]+' --include=CTestTestfile.cmake "$ROOT$BUILD/tests" |
+  sort -u | tr '\n' ' ')
+VERSIONS="$VERSIONS; synchronization validation: ${SYNC:-not set}"
+log "ctest -L vulkan ${CTEST_ARGS[*]:-}"
 set +e
 in_root sh -c "cd '$BUILD' && exec ctest -L vulkan --timeout 600 --output-on-failure \"\$@\"" ctest \
   "${CTEST_ARGS[@]}" | tee "$CACHE/$TREE.ctest.log"
