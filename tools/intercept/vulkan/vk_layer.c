@@ -771,7 +771,9 @@ static VkResult VKAPI_CALL hook_EndCommandBuffer(VkCommandBuffer cb)
     /* the readback of the whole recording, after its last dispatch; timing every execution, none (a primary's
      * slots are copied per submission, a secondary's by its primary after each vkCmdExecuteCommands) unless it is
      * a one-time primary with its own pair */
-    if (c && c->ctx && c->kernels.n && (!every_execution(d) || c->pair) && !(c->suspended && every_execution(d)))
+    if (c && c->ctx && c->kernels.n && c->suspended && !every_execution(d))
+        kt_vk_cmd_untimed(c->ctx, cb); /* timed once, read at its end: after a suspend nothing of ours may follow */
+    else if (c && c->ctx && c->kernels.n && (!every_execution(d) || c->pair) && !c->suspended)
         kt_vk_cmd_end(c->ctx, cb);
     return d->vkEndCommandBuffer(cb);
 }
