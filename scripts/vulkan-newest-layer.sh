@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs ktiming's Vulkan tests (`ctest -L vulkan`) under the newest Khronos validation layer that Debian packages
 # (suite sid), with synchronization validation, on sid's loader and lavapipe, and every device test once more on
-# the host's lavapipe (issue 37.3). Not part of `make test` or CI: sid changes daily and the first setup downloads
-# ~300 MB and takes minutes.
+# the host's lavapipe (issue 37.3). Not part of `make test` or CI: sid changes daily, and the first run makes a
+# 1.6 GB root (about 11 minutes on a loaded 2-core machine; later runs about 3).
 #   scripts/vulkan-newest-layer.sh [--cache DIR] [--update] [--no-lvp22] [-- CTEST-ARGS...]
 # The layer, loader and Mesa in sid need a newer glibc and libstdc++ than the host's (Debian 12), so they cannot be
 # loaded into the host's processes: the script keeps a minimal sid root (debootstrap --variant=minbase) under
