@@ -246,6 +246,12 @@ KT_API int kt_vk_collect(kt_vk_ctx_t *ctx);
 KT_API int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns);
 /* Forget cmd's uncollected slots (after collecting what completed), e.g. before resetting it unsubmitted. */
 KT_API int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
+/* In place of kt_vk_cmd_end, for a recording that cannot take ktiming's readback at its end (it ends with a
+ * dynamic render pass instance suspended, VK_RENDERING_SUSPENDING_BIT: nothing may be recorded between the
+ * suspend and the resume, VUID-VkSubmitInfo-pCommandBuffers-06015), when its batch is not submitted through
+ * kt_vk_queue_submit (which reads it with a command buffer of its own after the batch): its dispatches are left
+ * untimed, counted as dropped with the reason `no timing`, and their slots released. Returns how many. */
+KT_API int kt_vk_cmd_untimed(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 
 /* desc.per_submission: vkQueueSubmit through ktiming. Every batch with command buffers gets a command buffer of
  * ktiming's own before and after the application's: a "vkQueueSubmit" span around the batch, and copies of
@@ -306,6 +312,7 @@ static inline kt_kernel_id_t kt_vk_kernel(kt_vk_ctx_t *ctx, const char *name) { 
 static inline int kt_vk_collect(kt_vk_ctx_t *ctx) { (void)ctx; return 0; }
 static inline int kt_vk_collect_wait(kt_vk_ctx_t *ctx, uint64_t timeout_ns) { (void)ctx; (void)timeout_ns; return 0; }
 static inline int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
+static inline int kt_vk_cmd_untimed(kt_vk_ctx_t *ctx, VkCommandBuffer cmd) { (void)ctx; (void)cmd; return 0; }
 /* Compiled out, the submission is the program's own vkQueueSubmit[2] (a prototype, or volk's pointer: a macro,
  * expanded only where it is used). */
 #define kt_vk_queue_submit(ctx, queue, n, si, fence) ((void)(ctx), vkQueueSubmit((queue), (n), (si), (fence)))

@@ -29,46 +29,59 @@ static PFN_vkVoidFunction wrap(const char *name, PFN_vkVoidFunction f)
     return f;
 }
 
-/* Event entry points (the shared fixture's table has none). */
+/* The gate: a timeline semaphore the host signals (the shared fixture's table has no semaphore entry points). A
+ * host-set VkEvent waited on by a pending command buffer is a spec violation since Vulkan 1.3.2xx
+ * (VUID-vkSetEvent-event-09543, reported by the layer 1.4.363); a wait-before-signal on a timeline is legal. */
 static struct {
-    PFN_vkCreateEvent create;
-    PFN_vkDestroyEvent destroy;
-    PFN_vkSetEvent set;
-    PFN_vkCmdWaitEvents wait;
-} g_ev;
+    PFN_vkCreateSemaphore create;
+    PFN_vkDestroySemaphore destroy;
+    PFN_vkSignalSemaphore signal;
+} g_sem;
 
-static void events_load(void)
+static void gate_load(void)
 {
-    PFN_vkGetInstanceProcAddr gipa = g_vkt.app.vk.vkGetInstanceProcAddr;
-    VkInstance inst = g_vkt.app.instance;
-    g_ev.create = (PFN_vkCreateEvent)gipa(inst, "vkCreateEvent");
-    g_ev.destroy = (PFN_vkDestroyEvent)gipa(inst, "vkDestroyEvent");
-    g_ev.set = (PFN_vkSetEvent)gipa(inst, "vkSetEvent");
-    g_ev.wait = (PFN_vkCmdWaitEvents)gipa(inst, "vkCmdWaitEvents");
-    assert_true(g_ev.create && g_ev.destroy && g_ev.set && g_ev.wait);
+    PFN_vkGetDeviceProcAddr gdpa =
+        (PFN_vkGetDeviceProcAddr)g_vkt.app.vk.vkGetInstanceProcAddr(g_vkt.app.instance, "vkGetDeviceProcAddr");
+    assert_non_null(gdpa);
+    VkDevice dev = g_vkt.dev.device;
+    g_sem.create = (PFN_vkCreateSemaphore)gdpa(dev, "vkCreateSemaphore");
+    g_sem.destroy = (PFN_vkDestroySemaphore)gdpa(dev, "vkDestroySemaphore");
+    g_sem.signal = (PFN_vkSignalSemaphore)gdpa(dev, "vkSignalSemaphore");
+    if (!g_sem.signal)
+        g_sem.signal = (PFN_vkSignalSemaphore)gdpa(dev, "vkSignalSemaphoreKHR");
+    assert_true(g_sem.create && g_sem.destroy && g_sem.signal);
 }
 
 static struct {
     kt_vk_ctx_t *kv;
-    VkCommandBuffer gate, cmd[2];
+    VkCommandBuffer cmd[2];
     VkFence fence[2];
-    VkEvent event;
+    VkSemaphore gate;
+    int opened; /* the gate was signalled */
 } g_rig;
+
+/* Lets everything behind the gate run (value 1). */
+static VkResult gate_open(void)
+{
+    VkSemaphoreSignalInfo si = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO, .semaphore = g_rig.gate, .value = 1};
+    g_rig.opened = 1;
+    return g_sem.signal(g_vkt.dev.device, &si);
+}
 
 static int rig_close(void **state)
 {
     (void)state;
     const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
-    if (g_rig.event) {
-        g_ev.set(g_vkt.dev.device, g_rig.event); /* nothing stays blocked after a failed assertion */
+    if (g_rig.gate) {
+        if (!g_rig.opened)
+            gate_open(); /* nothing stays blocked after a failed assertion */
         vk->vkDeviceWaitIdle(g_vkt.dev.device);
-        g_ev.destroy(g_vkt.dev.device, g_rig.event, NULL);
+        g_sem.destroy(g_vkt.dev.device, g_rig.gate, NULL);
     }
     for (int i = 0; i < 2; i++) {
         ktcli_vk_fence_destroy(&g_vkt.dev, g_rig.fence[i]);
         ktcli_vk_cmd_free(&g_vkt.dev, g_rig.cmd[i]);
     }
-    ktcli_vk_cmd_free(&g_vkt.dev, g_rig.gate);
     kt_vk_ctx_destroy(g_rig.kv);
     memset(&g_rig, 0, sizeof g_rig);
     return 0;
@@ -97,7 +110,7 @@ static VkResult submit_counted(VkCommandBuffer cmd, VkFence fence)
     return r;
 }
 
-/* The program's queue is held up by a command buffer waiting for a host-set event. Two timed submissions behind
+/* The program's queue is held up by a batch waiting for a host-signalled timeline semaphore. Two timed submissions behind
  * it (the clock model due: no calibrated timestamps, no fit yet) return without ktiming waiting for anything;
  * once the event is set, both dispatches are recorded and placed on the host timeline. Before, the first
  * submission waited for bracketing samples queued behind the event (17 s, then re-recorded its pending command
@@ -106,7 +119,7 @@ static void submit_never_waits(void **state)
 {
     (void)state;
     kt_reset();
-    events_load();
+    gate_load();
     const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
     kt_vk_desc_t d = vkt_desc();
     vkt_set_wrap(wrap);
@@ -118,14 +131,21 @@ static void submit_never_waits(void **state)
     assert_int_equal(kt_vk_stats(g_rig.kv, &st), 0);
     assert_int_equal(st.calibrated, 0);
 
-    VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
-    assert_int_equal(g_ev.create(g_vkt.dev.device, &eci, NULL, &g_rig.event), VK_SUCCESS);
-    assert_int_equal(ktcli_vk_cmd_alloc(&g_vkt.dev, &g_rig.gate), 0);
-    assert_int_equal(ktcli_vk_cmd_begin(&g_vkt.dev, g_rig.gate), 0);
-    g_ev.wait(g_rig.gate, 1, &g_rig.event, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                        0, NULL, 0, NULL, 0, NULL);
-    assert_int_equal(ktcli_vk_cmd_end(&g_vkt.dev, g_rig.gate), 0);
-    vkt_submit(g_rig.gate, VK_NULL_HANDLE);
+    VkSemaphoreTypeCreateInfo sti = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                     .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE, .initialValue = 0};
+    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &sti};
+    assert_int_equal(g_sem.create(g_vkt.dev.device, &sci, NULL, &g_rig.gate), VK_SUCCESS);
+    /* an empty batch of the program's that waits for value 1: the queue runs nothing after it until then */
+    const uint64_t one = 1;
+    VkTimelineSemaphoreSubmitInfo tsi = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                         .waitSemaphoreValueCount = 1, .pWaitSemaphoreValues = &one};
+    VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+    VkSubmitInfo gsi = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &tsi, .waitSemaphoreCount = 1,
+                        .pWaitSemaphores = &g_rig.gate, .pWaitDstStageMask = &stage};
+    pthread_mutex_lock(&g_vkt_driver_lock);
+    VkResult gr = vk->vkQueueSubmit(g_vkt.dev.queue, 1, &gsi, VK_NULL_HANDLE);
+    pthread_mutex_unlock(&g_vkt_driver_lock);
+    assert_int_equal(gr, VK_SUCCESS);
 
     static const char *const names[2] = {"behind_event_a", "behind_event_b"};
     for (int i = 0; i < 2; i++) {
@@ -135,8 +155,10 @@ static void submit_never_waits(void **state)
         assert_int_equal(submit_counted(g_rig.cmd[i], g_rig.fence[i]), VK_SUCCESS);
     }
     assert_int_equal(atomic_load(&g_waits_in_submit), 0);
+    for (int i = 0; i < 2; i++) /* the gate holds them: both still pending */
+        assert_int_equal(vk->vkGetFenceStatus(g_vkt.dev.device, g_rig.fence[i]), VK_NOT_READY);
 
-    assert_int_equal(g_ev.set(g_vkt.dev.device, g_rig.event), VK_SUCCESS);
+    assert_int_equal(gate_open(), VK_SUCCESS);
     for (int i = 0; i < 2; i++)
         assert_int_equal(ktcli_vk_wait(&g_vkt.dev, g_rig.fence[i]), 0);
     pthread_mutex_lock(&g_vkt_driver_lock);
@@ -193,6 +215,16 @@ static void young_fit_refitted_early(void **state)
             (unsigned long long)fit_bound, (unsigned long long)info.error_bound_ns);
 }
 
+/* The fixture's device with timeline semaphores (the gate). */
+static int setup(void **state)
+{
+    (void)state;
+    ktcli_vk_device_opts_t o = {.timeline_semaphore = 1};
+    vkt_open_or_skip(&o);
+    vkt_busy_init();
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -200,5 +232,5 @@ int main(void)
         cmocka_unit_test_teardown(young_fit_refitted_early, rig_close),
         cmocka_unit_test(vkt_test_validation_clean),
     };
-    return cmocka_run_group_tests(tests, vkt_setup_busy, NULL);
+    return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -3,9 +3,11 @@
  *   vkcrashprog [--validation] segv|kill A B
  *     records `gated_b` B times into a reusable command buffer and `gated_a` A times into a one-time one (the
  *     layer reads the first per submission through records of its own, the second through its own pair and
- *     words), each after a vkCmdWaitEvents on an event the host never sets, submits both (the first with a fence
- *     of the program's, the second without), then dies: segv (a write to an unmapped address) or kill (SIGKILL
- *     to itself). Nothing of it can complete: A + B dispatches and 2 batches are in flight.
+ *     words), submits both (the first with a fence of the program's, the second without), each batch waiting for
+ *     value 1 of a timeline semaphore the host never signals, then dies: segv (a write to an unmapped address) or
+ *     kill (SIGKILL to itself). Nothing of it can complete: A + B dispatches and 2 batches are in flight. (A
+ *     VkEvent the host never sets was the gate before; the layer 1.4.363 reports that as
+ *     VUID-vkCmdWaitEvents-srcStageMask-01158, and setting it while pending is VUID-vkSetEvent-event-09543.)
  *   vkcrashprog [--validation] settled A B
  *     every way a timed dispatch of the layer ends, each its own pipeline, all completed and waited for: `once`
  *     (one-time primaries submitted alone, A times), `reuse` (one reusable primary submitted A times with a
@@ -20,8 +22,8 @@
  *     submitted twice and a one-time one; exits 0.
  * Built a second time with VKC_API (kt_vkcrashprog_api, linked with ktiming, run with `--vulkan off`): the same
  * through the backend's own API, no layer, in the readback mode VKCRASH_READBACK names (copy or thread):
- *   segv|kill: `gated_a` A times and `gated_b` B times (kt_vk_begin/kt_vk_end) behind the event, in one
- *     one-time command buffer submitted with a plain vkQueueSubmit; A + B dispatches in flight.
+ *   segv|kill: `gated_a` A times and `gated_b` B times (kt_vk_begin/kt_vk_end) in one one-time command buffer
+ *     submitted with a plain vkQueueSubmit behind the semaphore; A + B dispatches in flight.
  *   settled: `once` A dispatches submitted, waited for and collected (kt_vk_collect_wait); `unsent` B
  *     dispatches recorded, never submitted, discarded (kt_vk_discard); `destroyed` B dispatches recorded into a
  *     command buffer of a context destroyed before it was submitted; `lost` B dispatches recorded, never submitted,
@@ -57,8 +59,8 @@ static VkInstance g_inst;
     X(vkCreatePipelineLayout) X(vkCreateComputePipelines) X(vkCreateDescriptorPool) X(vkAllocateDescriptorSets)  \
     X(vkUpdateDescriptorSets) X(vkCreateCommandPool) X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer)          \
     X(vkEndCommandBuffer) X(vkResetCommandBuffer) X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets)               \
-    X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkCmdWaitEvents) X(vkCmdExecuteCommands) X(vkQueueSubmit)         \
-    X(vkCreateFence) X(vkWaitForFences) X(vkResetFences) X(vkCreateEvent) X(vkDeviceWaitIdle)                    \
+    X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkCmdExecuteCommands) X(vkQueueSubmit)                            \
+    X(vkCreateFence) X(vkWaitForFences) X(vkResetFences) X(vkCreateSemaphore) X(vkDeviceWaitIdle)                \
     X(vkSetDebugUtilsObjectNameEXT) X(vkCmdDispatchBase) X(vkCmdDispatchIndirect) X(vkCmdFillBuffer)
 
 #define VKC_DECLARE(fn) static PFN_##fn fn;
@@ -126,8 +128,12 @@ static int device_open(vkc_dev_t *d)
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = d->family,
                                    .queueCount = 1, .pQueuePriorities = &prio};
-    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
-                              .pQueueCreateInfos = &qci};
+    /* timeline semaphores (the gate): the instance is 1.1, so through VK_KHR_timeline_semaphore */
+    VkPhysicalDeviceTimelineSemaphoreFeaturesKHR tsf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES_KHR, .timelineSemaphore = VK_TRUE};
+    const char *ext = VK_KHR_TIMELINE_SEMAPHORE_EXTENSION_NAME;
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &tsf, .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci, .enabledExtensionCount = 1, .ppEnabledExtensionNames = &ext};
     CHECK(vkCreateDevice(g_pd, &dci, NULL, &d->dev));
 #define VKC_LOAD_D(fn) *(void **)&fn = (void *)vkGetDeviceProcAddr(d->dev, #fn);
     VKC_DEVICE_FUNCS(VKC_LOAD_D)
@@ -212,15 +218,11 @@ static VkCommandBuffer cmd_alloc(const vkc_dev_t *d, VkCommandBufferLevel level)
     return c;
 }
 
-/* Begins c (flags), optionally waits on `gate`, then n dispatches of p with a barrier after each. */
-static void record(const vkc_dev_t *d, VkCommandBuffer c, VkCommandBufferUsageFlags flags, VkEvent gate, VkPipeline p,
-                   int n)
+/* Begins c (flags), then n dispatches of p with a barrier after each. */
+static void record(const vkc_dev_t *d, VkCommandBuffer c, VkCommandBufferUsageFlags flags, VkPipeline p, int n)
 {
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .flags = flags};
     CHECK(vkBeginCommandBuffer(c, &bi));
-    if (gate)
-        vkCmdWaitEvents(c, 1, &gate, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, NULL, 0,
-                        NULL, 0, NULL);
     if (p) {
         vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, p);
         vkCmdBindDescriptorSets(c, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &d->set, 0, NULL);
@@ -237,6 +239,30 @@ static void record(const vkc_dev_t *d, VkCommandBuffer c, VkCommandBufferUsageFl
 static void submit(const vkc_dev_t *d, uint32_t n, const VkCommandBuffer *cmds, VkFence fence)
 {
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = n, .pCommandBuffers = cmds};
+    CHECK(vkQueueSubmit(d->queue, 1, &si, fence));
+}
+
+/* A timeline semaphore at 0 that nothing signals: a batch waiting for 1 never runs. */
+static VkSemaphore gate_new(const vkc_dev_t *d)
+{
+    VkSemaphoreTypeCreateInfoKHR sti = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO_KHR,
+                                        .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE_KHR};
+    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &sti};
+    VkSemaphore s;
+    CHECK(vkCreateSemaphore(d->dev, &sci, NULL, &s));
+    return s;
+}
+
+/* submit(), the batch waiting (every stage) for value 1 of `gate`. */
+static void submit_gated(const vkc_dev_t *d, uint32_t n, const VkCommandBuffer *cmds, VkFence fence, VkSemaphore gate)
+{
+    static const uint64_t one = 1;
+    static const VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+    VkTimelineSemaphoreSubmitInfoKHR tsi = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO_KHR,
+                                            .waitSemaphoreValueCount = 1, .pWaitSemaphoreValues = &one};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &tsi, .waitSemaphoreCount = 1,
+                       .pWaitSemaphores = &gate, .pWaitDstStageMask = &stage, .commandBufferCount = n,
+                       .pCommandBuffers = cmds};
     CHECK(vkQueueSubmit(d->queue, 1, &si, fence));
 }
 
@@ -259,7 +285,7 @@ static void wait_reset(const vkc_dev_t *d, VkFence f)
 static void indirect_fill(const vkc_dev_t *d, VkFence f)
 {
     VkCommandBuffer c = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
-    record(d, c, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, VK_NULL_HANDLE, VK_NULL_HANDLE, 0);
+    record(d, c, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, VK_NULL_HANDLE, 0);
     vkCmdFillBuffer(c, d->buf, VKC_INDIRECT_AT, 3 * sizeof(uint32_t), 1);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_INDIRECT_COMMAND_READ_BIT};
@@ -306,12 +332,12 @@ static kt_vk_ctx_t *ctx_new(const vkc_dev_t *d)
     return ctx;
 }
 
-/* With `begin`: begins c (one-time), behind `gate` when given, p bound; then n timed dispatches of `name`. */
-static void record_api(const vkc_dev_t *d, kt_vk_ctx_t *ctx, VkCommandBuffer c, int begin, VkEvent gate,
-                       VkPipeline p, const char *name, int n)
+/* With `begin`: begins c (one-time), p bound; then n timed dispatches of `name`. */
+static void record_api(const vkc_dev_t *d, kt_vk_ctx_t *ctx, VkCommandBuffer c, int begin, VkPipeline p,
+                       const char *name, int n)
 {
     if (begin)
-        record(d, c, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, gate, p, 0);
+        record(d, c, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, p, 0);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
     for (int i = 0; i < n; i++) {
@@ -325,16 +351,14 @@ static void record_api(const vkc_dev_t *d, kt_vk_ctx_t *ctx, VkCommandBuffer c, 
 
 static void gated(const vkc_dev_t *d, int na, int nb)
 {
-    VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
-    VkEvent gate;
-    CHECK(vkCreateEvent(d->dev, &eci, NULL, &gate));
+    VkSemaphore gate = gate_new(d);
     kt_vk_ctx_t *ctx = ctx_new(d);
     VkCommandBuffer c = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
     VkPipeline p = pipeline(d, "p");
-    record_api(d, ctx, c, 1, gate, p, "gated_a", na);
-    record_api(d, ctx, c, 0, VK_NULL_HANDLE, p, "gated_b", nb);
+    record_api(d, ctx, c, 1, p, "gated_a", na);
+    record_api(d, ctx, c, 0, p, "gated_b", nb);
     CHECK(vkEndCommandBuffer(c));
-    submit(d, 1, &c, VK_NULL_HANDLE);
+    submit_gated(d, 1, &c, VK_NULL_HANDLE, gate);
 }
 
 static void settled(const vkc_dev_t *d, int na, int nb)
@@ -343,23 +367,23 @@ static void settled(const vkc_dev_t *d, int na, int nb)
     VkFence f = fence_new(d);
     VkPipeline p = pipeline(d, "p");
     VkCommandBuffer c = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
-    record_api(d, ctx, c, 1, VK_NULL_HANDLE, p, "once", na);
+    record_api(d, ctx, c, 1, p, "once", na);
     CHECK(vkEndCommandBuffer(c));
     submit(d, 1, &c, f);
     wait_reset(d, f);
     kt_vk_collect_wait(ctx, UINT64_C(10000000000));
     kt_vk_discard(ctx, c);
-    record_api(d, ctx, c, 1, VK_NULL_HANDLE, p, "unsent", nb);
+    record_api(d, ctx, c, 1, p, "unsent", nb);
     CHECK(vkEndCommandBuffer(c));
     kt_vk_discard(ctx, c);
     CHECK(vkResetCommandBuffer(c, 0));
     kt_vk_ctx_t *gone = ctx_new(d);
-    record_api(d, gone, c, 1, VK_NULL_HANDLE, p, "destroyed", nb);
+    record_api(d, gone, c, 1, p, "destroyed", nb);
     CHECK(vkEndCommandBuffer(c));
     kt_vk_ctx_destroy(gone);
     CHECK(vkResetCommandBuffer(c, 0));
     kt_vk_ctx_t *lost = ctx_new(d); /* told the device was lost with dispatches unread */
-    record_api(d, lost, c, 1, VK_NULL_HANDLE, p, "lost", nb);
+    record_api(d, lost, c, 1, p, "lost", nb);
     CHECK(vkEndCommandBuffer(c));
     kt_vk_device_lost(lost);
     kt_vk_ctx_destroy(lost);
@@ -380,7 +404,7 @@ static void configs(const vkc_dev_t *d)
     VkFence f = fence_new(d);
     indirect_fill(d, f);
     VkCommandBuffer c = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
-    record(d, c, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, VK_NULL_HANDLE, pipeline(d, "p"), 0);
+    record(d, c, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, pipeline(d, "p"), 0);
     for (int i = 0; i < 7; i++) {
         kt_vk_begin(ctx, c, "cfg");
         if (kt_vk_launch(ctx, c, &launches[i]) != 0) {
@@ -406,7 +430,7 @@ static void configs(const vkc_dev_t *d)
     indirect_fill(d, f);
     VkPipeline p = pipeline(d, "cfg");
     VkCommandBuffer c = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
-    record(d, c, 0, VK_NULL_HANDLE, p, 0);
+    record(d, c, 0, p, 0);
     for (int i = 0; i < 7; i++)
         config_dispatch(d, c, i);
     CHECK(vkEndCommandBuffer(c));
@@ -415,7 +439,7 @@ static void configs(const vkc_dev_t *d)
         wait_reset(d, f);
     }
     VkCommandBuffer once = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
-    record(d, once, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, VK_NULL_HANDLE, p, 0);
+    record(d, once, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, p, 0);
     config_dispatch(d, once, 0);
     CHECK(vkEndCommandBuffer(once));
     submit(d, 1, &once, f);
@@ -426,18 +450,16 @@ static void configs(const vkc_dev_t *d)
 /* segv / kill: A + B dispatches behind an event never set. */
 static void gated(const vkc_dev_t *d, int na, int nb)
 {
-    VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
-    VkEvent gate;
-    CHECK(vkCreateEvent(d->dev, &eci, NULL, &gate));
+    VkSemaphore gate = gate_new(d);
     VkCommandBuffer reused = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
     VkCommandBuffer once = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
     /* the reusable one first: its first dispatch makes the layer's context, so the one-time one gets its pair */
-    record(d, reused, 0, gate, pipeline(d, "gated_b"), nb);
+    record(d, reused, 0, pipeline(d, "gated_b"), nb);
     CHECK(vkEndCommandBuffer(reused));
-    record(d, once, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, gate, pipeline(d, "gated_a"), na);
+    record(d, once, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, pipeline(d, "gated_a"), na);
     CHECK(vkEndCommandBuffer(once));
-    submit(d, 1, &reused, fence_new(d));
-    submit(d, 1, &once, VK_NULL_HANDLE);
+    submit_gated(d, 1, &reused, fence_new(d), gate);
+    submit_gated(d, 1, &once, VK_NULL_HANDLE, gate);
 }
 
 /* settled: every way a timed dispatch ends, all completed. */
@@ -445,7 +467,7 @@ static void settled(const vkc_dev_t *d, int na, int nb)
 {
     VkFence f = fence_new(d);
     VkCommandBuffer reused = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
-    record(d, reused, 0, VK_NULL_HANDLE, pipeline(d, "reuse"), 1);
+    record(d, reused, 0, pipeline(d, "reuse"), 1);
     CHECK(vkEndCommandBuffer(reused));
     for (int i = 0; i < na; i++) {
         submit(d, 1, &reused, f);
@@ -454,16 +476,16 @@ static void settled(const vkc_dev_t *d, int na, int nb)
     VkCommandBuffer once = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
     VkPipeline p_once = pipeline(d, "once");
     for (int i = 0; i < na; i++) {
-        record(d, once, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, VK_NULL_HANDLE, p_once, 1);
+        record(d, once, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, p_once, 1);
         CHECK(vkEndCommandBuffer(once));
         submit(d, 1, &once, f);
         wait_reset(d, f);
     }
     /* a one-time primary beside another command buffer: its pair is not the batch's */
     VkCommandBuffer two[2] = {once, cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY)};
-    record(d, two[0], VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, VK_NULL_HANDLE, pipeline(d, "pair2"), 1);
+    record(d, two[0], VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, pipeline(d, "pair2"), 1);
     CHECK(vkEndCommandBuffer(two[0]));
-    record(d, two[1], VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, VK_NULL_HANDLE, VK_NULL_HANDLE, 0);
+    record(d, two[1], VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, VK_NULL_HANDLE, 0);
     CHECK(vkEndCommandBuffer(two[1]));
     submit(d, 2, two, f);
     wait_reset(d, f);
@@ -478,7 +500,7 @@ static void settled(const vkc_dev_t *d, int na, int nb)
     vkCmdDispatch(sec, 4, 1, 1);
     CHECK(vkEndCommandBuffer(sec));
     VkCommandBuffer prim = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
-    record(d, prim, 0, VK_NULL_HANDLE, VK_NULL_HANDLE, 0);
+    record(d, prim, 0, VK_NULL_HANDLE, 0);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
     vkCmdExecuteCommands(prim, 1, &sec);
@@ -490,7 +512,7 @@ static void settled(const vkc_dev_t *d, int na, int nb)
     wait_reset(d, f);
     /* recorded, never submitted, reset */
     VkCommandBuffer unsent = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
-    record(d, unsent, 0, VK_NULL_HANDLE, pipeline(d, "unsent"), nb);
+    record(d, unsent, 0, pipeline(d, "unsent"), nb);
     CHECK(vkEndCommandBuffer(unsent));
     CHECK(vkResetCommandBuffer(unsent, 0));
     CHECK(vkDeviceWaitIdle(d->dev));
@@ -503,7 +525,7 @@ static void settled(const vkc_dev_t *d, int na, int nb)
     if (device_open(&d2) != 0)
         exit(1);
     VkCommandBuffer gone = cmd_alloc(&d2, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
-    record(&d2, gone, 0, VK_NULL_HANDLE, pipeline(&d2, "destroyed"), nb);
+    record(&d2, gone, 0, pipeline(&d2, "destroyed"), nb);
     CHECK(vkEndCommandBuffer(gone));
     submit(&d2, 1, &gone, VK_NULL_HANDLE);
     vkDestroyDevice(d2.dev, NULL);

@@ -189,8 +189,16 @@ int ktcli_vk_device_open(ktcli_vk_app_t *app, uint32_t index, const ktcli_vk_dev
     if (!ep)
         return KT_ENOMEM;
     vk->vkEnumerateDeviceExtensionProperties(dev->physical, NULL, &ne, ep);
-    const char *exts[1];
+    const char *exts[2];
     uint32_t next = 0;
+    int core12 = app->api_version >= VK_API_VERSION_1_2 && dev->props.apiVersion >= VK_API_VERSION_1_2;
+    if (o.timeline_semaphore && !core12) {
+        if (!has_ext(ep, ne, VK_KHR_TIMELINE_SEMAPHORE_EXTENSION_NAME)) {
+            free(ep);
+            return KT_EUNAVAILABLE;
+        }
+        exts[next++] = VK_KHR_TIMELINE_SEMAPHORE_EXTENSION_NAME;
+    }
     if (!o.no_calibrated) {
         if (has_ext(ep, ne, "VK_KHR_calibrated_timestamps"))
             dev->calibrated_ext = "VK_KHR_calibrated_timestamps";
@@ -211,6 +219,11 @@ int ktcli_vk_device_open(ktcli_vk_app_t *app, uint32_t index, const ktcli_vk_dev
     }
     hqr.pNext = NULL;
     hqr.hostQueryReset = VK_TRUE;
+    VkPhysicalDeviceTimelineSemaphoreFeatures tsf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES,
+        .pNext = can_hqr ? &hqr : NULL,
+        .timelineSemaphore = VK_TRUE,
+    };
 
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {
@@ -221,7 +234,7 @@ int ktcli_vk_device_open(ktcli_vk_app_t *app, uint32_t index, const ktcli_vk_dev
     };
     VkDeviceCreateInfo dci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-        .pNext = can_hqr ? &hqr : NULL,
+        .pNext = o.timeline_semaphore ? (void *)&tsf : can_hqr ? (void *)&hqr : NULL,
         .queueCreateInfoCount = 1,
         .pQueueCreateInfos = &qci,
         .enabledExtensionCount = next,

@@ -64,6 +64,8 @@ void ktcli_vk_app_fini(ktcli_vk_app_t *app);
 typedef struct ktcli_vk_device_opts_t {
     int no_calibrated;       /* do not enable VK_KHR/EXT_calibrated_timestamps even when supported */
     int no_host_query_reset; /* do not enable hostQueryReset even when supported */
+    int timeline_semaphore;  /* enable timeline semaphores (core 1.2 or VK_KHR_timeline_semaphore); the open fails
+                                with KT_EUNAVAILABLE without them (tests gate a queue with a wait-before-signal) */
 } ktcli_vk_device_opts_t;
 
 /* A logical device with one compute queue. */

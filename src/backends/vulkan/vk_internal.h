@@ -337,7 +337,7 @@ int kt__vk_cmd_restart(const kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 void kt__vk_copy_results(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint32_t first, uint32_t count, VkDeviceSize dst);
 /* Copy mode: the slot's two results into its words of the readback buffer. */
 void kt__vk_record_copy(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint32_t slot);
-/* Makes transfer writes recorded before it visible to host reads. */
+/* Makes transfer writes recorded before it visible to host reads, and orders later transfer writes after them. */
 void kt__vk_host_barrier(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 /* Copy readback: whether the four words at w (a slot's or a record's) have landed; kt__vk_slot_copied: a slot's. */
 int kt__vk_words_landed(const uint64_t *w);

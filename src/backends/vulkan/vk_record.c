@@ -351,14 +351,15 @@ int kt_vk_cmd_end(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
     return 0;
 }
 
-int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
+/* kt_vk_discard, or with `untimed` kt_vk_cmd_untimed: the recording is not executed yet, nothing to read. */
+static int discard_cmd(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, int untimed)
 {
     if (!ctx || !cmd)
         return KT_EINVAL;
     /* The command buffer is not pending (re-begun, reset or freed), so every execution of it has completed:
      * read its slots now rather than release values the device has written, which the next use of the slot
      * would otherwise take for its own (the stale check knows only values it has read). */
-    if (!ctx->copy_readback) {
+    if (!ctx->copy_readback && !untimed) {
         pthread_mutex_lock(&ctx->lock);
         int mine = 0;
         for (uint32_t i = ctx->used_first; i != KT__VK_NONE && !mine; i = ctx->slots[i].next)
@@ -386,8 +387,9 @@ int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
             } else if (s->executions && !s->self_copy) { /* every execution has its own record */
                 kt__vk_slot_release_locked(ctx, slot);
             } else {
-                kt_record_drop(s->kernel,
-                                      kt__vk_unread_reason(s, KT_DROP_READ_FAILED, KT_DROP_NEVER_SUBMITTED));
+                kt_record_drop(s->kernel, untimed ? KT_DROP_NO_TIMING
+                                                  : kt__vk_unread_reason(s, KT_DROP_READ_FAILED,
+                                                                         KT_DROP_NEVER_SUBMITTED));
                 kt__vk_slot_release_locked(ctx, slot);
                 n++;
             }
@@ -395,6 +397,17 @@ int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
         slot = next;
     }
     pthread_mutex_unlock(&ctx->lock);
-    atomic_fetch_add(&ctx->discarded, n);
+    if (!untimed)
+        atomic_fetch_add(&ctx->discarded, n);
     return (int)n;
+}
+
+int kt_vk_discard(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
+{
+    return discard_cmd(ctx, cmd, 0);
+}
+
+int kt_vk_cmd_untimed(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
+{
+    return discard_cmd(ctx, cmd, 1);
 }

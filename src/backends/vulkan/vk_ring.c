@@ -316,15 +316,21 @@ void kt__vk_record_copy(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, uint32_t slot)
     kt__vk_copy_results(ctx, cmd, 2 * slot, 2, (VkDeviceSize)slot * KT__VK_WORDS_PER_SLOT * sizeof(uint64_t));
 }
 
+/* Also orders the copies after it behind the ones before it: a secondary executed several times in one primary
+ * (or a recording that is otherwise run again) copies into the same words at every execution, and two copies with
+ * no dependency between them are a write-after-write hazard (SYNC-HAZARD-WRITE-AFTER-WRITE under synchronization
+ * validation, test_run_vulkan `secondary_executed_4_times` with KTIMING_VULKAN_ONCE): the last execution's values
+ * land. */
 void kt__vk_host_barrier(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
 {
     VkMemoryBarrier mb = {
         .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
         .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
+        .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
     };
-    ctx->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL,
-                                 0, NULL);
+    ctx->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                 VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0,
+                                 NULL);
 }
 
 /* Copy mode: both availability words of the slot's copied results are set. */

@@ -664,16 +664,13 @@ static void VKAPI_CALL hook_CmdBindShadersEXT(VkCommandBuffer cb, uint32_t n, co
 /* Dynamic rendering: a render pass instance suspended at the end of a command buffer is resumed at the start of
  * the next one in the batch, with nothing in between. A recording that ends suspended gets no copies of ours at
  * its end (kt_vk_cmd_end): its dispatches are copied by the command buffer ktiming appends to the batch, or, with
- * KTIMING_VULKAN_ONCE (no command buffer of ours), before the instance that suspends begins (a dispatch is never
- * inside one; before, the copies followed the suspend there). */
+ * KTIMING_VULKAN_ONCE (no command buffer of ours), not at all: kt_vk_cmd_untimed counts them dropped. */
 static void rendering_begun(kti_device_t *d, VkCommandBuffer cb, const VkRenderingInfo *ri)
 {
     kti_cmd_t *c = cmd_get(d, cb);
     if (c) {
         c->rendering = ri ? ri->flags : 0;
         c->suspended = 0;
-        if ((c->rendering & VK_RENDERING_SUSPENDING_BIT) && !every_execution(d) && c->ctx && c->kernels.n)
-            kt_vk_cmd_end(c->ctx, cb);
     }
 }
 
@@ -776,7 +773,9 @@ static VkResult VKAPI_CALL hook_EndCommandBuffer(VkCommandBuffer cb)
     /* the readback of the whole recording, after its last dispatch; timing every execution, none (a primary's
      * slots are copied per submission, a secondary's by its primary after each vkCmdExecuteCommands) unless it is
      * a one-time primary with its own pair */
-    if (c && c->ctx && c->kernels.n && (!every_execution(d) || c->pair) && !c->suspended)
+    if (c && c->ctx && c->kernels.n && c->suspended && !every_execution(d))
+        kt_vk_cmd_untimed(c->ctx, cb); /* timed once, read at its end: after a suspend nothing of ours may follow */
+    else if (c && c->ctx && c->kernels.n && (!every_execution(d) || c->pair) && !c->suspended)
         kt_vk_cmd_end(c->ctx, cb);
     return d->vkEndCommandBuffer(cb);
 }
