@@ -133,8 +133,11 @@ set(CPACK_DEBIAN_CLI_PACKAGE_NAME ktiming)
 set(CPACK_DEBIAN_MPI_PACKAGE_NAME ktiming-mpi)
 get_property(_kt_history_dlopens GLOBAL PROPERTY KT_HISTORY_DLOPENS) # loaded when used: dpkg-shlibdeps cannot see it
 if(_kt_history_dlopens)
-  string(REPLACE ";" ", " _kt_history_dlopens "${_kt_history_dlopens}") # a list: "libsqlite3-0, libpq5"
   set(CPACK_DEBIAN_CLI_PACKAGE_RECOMMENDS "${_kt_history_dlopens}")
+endif()
+get_property(_kt_history_depends GLOBAL PROPERTY KT_HISTORY_DEPENDS) # likewise, but what `ktiming history` needs
+if(_kt_history_depends)
+  set(CPACK_DEBIAN_CLI_PACKAGE_DEPENDS "${_kt_history_depends}") # with what dpkg-shlibdeps finds
 endif()
 set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_ANALYSIS_PACKAGE_SECTION libs)
