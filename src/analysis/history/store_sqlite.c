@@ -25,29 +25,10 @@ static struct {
 #undef KTH_SQL_FIELD
 } sq;
 
-/* Loads SQLite once (the handle is kept for the process); 0, or KT_ENOTSUP with db->err set. */
-static int sqlite_load(kth_db_t *db)
-{
-    static void *lib;
-    if (lib)
-        return 0;
-    void *h = dlopen(KTH_SQLITE_SONAME, RTLD_NOW | RTLD_LOCAL);
-    const char *missing = NULL;
-#define KTH_SQL_RESOLVE(f)                                                                                       \
-    if (h && !missing && !(sq.f = (__typeof__(sq.f))dlsym(h, #f)))                                              \
-        missing = #f;
-    KTH_SQL_FUNCS(KTH_SQL_RESOLVE)
-#undef KTH_SQL_RESOLVE
-    if (!h || missing) {
-        snprintf(db->err, sizeof db->err, "history: the store needs SQLite (%s): %s", KTH_SQLITE_SONAME,
-                 h ? missing : dlerror());
-        if (h)
-            dlclose(h);
-        return KT_ENOTSUP;
-    }
-    lib = h;
-    return 0;
-}
+/* Loads SQLite once (the handle is kept for the process): sqlite_load(db), 0 or KT_ENOTSUP with db->err set. */
+#define KTH_SET(f) sq.f = (__typeof__(sq.f))fns[i++];
+KTH_DL_LOADER(sqlite_load, KTH_SQL_FUNCS, KTH_SET, KTH_SQLITE_SONAME, "the store needs SQLite")
+#undef KTH_SET
 
 /* How long a writer waits for another's transaction before giving up (ms). */
 #define KTH_SQLITE_BUSY_MS 120000
