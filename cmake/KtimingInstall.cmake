@@ -135,6 +135,10 @@ get_property(_kt_history_dlopens GLOBAL PROPERTY KT_HISTORY_DLOPENS) # loaded wh
 if(_kt_history_dlopens)
   set(CPACK_DEBIAN_CLI_PACKAGE_RECOMMENDS "${_kt_history_dlopens}")
 endif()
+get_property(_kt_history_depends GLOBAL PROPERTY KT_HISTORY_DEPENDS) # likewise, but what `ktiming history` needs
+if(_kt_history_depends)
+  set(CPACK_DEBIAN_CLI_PACKAGE_DEPENDS "${_kt_history_depends}") # with what dpkg-shlibdeps finds
+endif()
 set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_ANALYSIS_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)

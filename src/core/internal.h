@@ -251,6 +251,11 @@ typedef struct kt__shard_t {
 
 /* The calling thread's shard (created or adopted on first use). NULL only when out of memory. */
 kt__shard_t *kt__shard_self(void);
+/* With spans on: allocates one span log now and writes each of its pages once, for the next thread that takes a
+ * shard (recorder.c), so that its ~300 page faults are not taken on that thread: a program's thread that records
+ * its commands at its synchronisation points (OpenCL) would take them inside its timed loop. For a thread off the
+ * program's path (a backend's collector), which never takes the spare itself; once per process. */
+void kt__span_log_spare_reserve(void);
 /* When the process will write a snapshot at exit (KTIMING_RUN_DIR, KTIMING_OUTPUT, KTIMING_TRACE or
  * KTIMING_REPORT set) with spans on: allocates the span array of the next snapshot now, sized for one span log
  * and an eighth, and writes each of its pages once, so that the exit snapshot copies its spans into memory already mapped

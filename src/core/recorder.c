@@ -40,22 +40,52 @@ static void shard_release(void *p)
 
 static void key_create(void) { pthread_key_create(&g_key, shard_release); }
 
+/* A span log of `cap` records with every page written once (NULL when out of memory); stops writing when the
+ * backends stop (see span_log_prefault). */
+static kt__span_rec_t *span_log_written(uint32_t cap)
+{
+    size_t bytes = (size_t)cap * sizeof(kt__span_rec_t);
+    kt__span_rec_t *log = kt__zalloc(bytes);
+    if (!log)
+        return NULL;
+    volatile unsigned char *p = (volatile unsigned char *)log;
+    for (size_t off = 0; off < bytes && !kt__backends_stopping(); off += 4096)
+        p[off] = 0;
+    return log;
+}
+
+/* The spare span log (kt__span_log_spare_reserve): written ahead on a thread off the program's path, taken by the
+ * next shard that needs a log. Made once (the capacity is set once, at the first initialisation), taken once by
+ * an exchange: nothing to lock, so a fork can never find it held. Never freed, like every log. */
+static _Atomic(kt__span_rec_t *) g_spare_log;
+static atomic_flag g_spare_log_once = ATOMIC_FLAG_INIT;
+static __thread int tl_spare_maker __attribute__((tls_model("initial-exec"))); /* made the spare: never takes it */
+
+void kt__span_log_spare_reserve(void)
+{
+    kt__ensure_init(); /* the capacity is set by the first initialisation */
+    uint32_t cap = kt__cfg.span_capacity;
+    if (!cap || atomic_flag_test_and_set(&g_spare_log_once))
+        return;
+    tl_spare_maker = 1;
+    kt__span_rec_t *log = span_log_written(cap);
+    if (log)
+        atomic_store_explicit(&g_spare_log, log, memory_order_release);
+}
+
 /* The span log, allocated when a thread takes its shard, with every page written once: a zone that keeps its
- * span then never takes a page fault on the hot path (a fault costs more than the zone). Not for a shard first
- * taken while the backends stop (the exit flush recording the last few commands on the exiting thread): there
- * nothing is hot, and the default log is 288 pages, ~0.5 ms of faults at the exit of every timed program. */
+ * span then never takes a page fault on the hot path (a fault costs more than the zone). The spare log is taken
+ * when there is one (its pages were written on another thread). Otherwise not for a shard first taken while the
+ * backends stop (the exit flush recording the last few commands on the exiting thread): there nothing is hot, and
+ * the default log is 288 pages, ~0.5 ms of faults at the exit of every timed program. */
 static void span_log_prefault(kt__shard_t *s)
 {
     uint32_t cap = kt__cfg.span_capacity;
     if (!cap || KT__LD(&s->spans))
         return;
-    size_t bytes = (size_t)cap * sizeof(kt__span_rec_t);
-    kt__span_rec_t *log = kt__zalloc((size_t)cap * sizeof *log);
-    if (!log)
+    kt__span_rec_t *log = tl_spare_maker ? NULL : atomic_exchange_explicit(&g_spare_log, NULL, memory_order_acquire);
+    if (!log && !(log = span_log_written(cap)))
         return; /* span_push retries, and counts spans_dropped if it fails too */
-    volatile unsigned char *p = (volatile unsigned char *)log;
-    for (size_t off = 0; off < bytes && !kt__backends_stopping(); off += 4096)
-        p[off] = 0;
     KT__STR(&s->spans, log);
 }
 

@@ -71,6 +71,29 @@ int kth_exec(kth_db_t *db, const char *sql, const kth_val_t *params, int nparams
 /* The SQLite and PostgreSQL openers (store_*.c): 0 or KT_EIO/KT_ENOTSUP with db->err set. */
 int kth__sqlite_open(kth_db_t *db, const char *path);
 int kth__pg_open(kth_db_t *db, const char *url);
+/* Loads a database client library once (*lib keeps its handle for the process): dlopen(soname), then names[i] into
+ * fns[i]; 0, or KT_ENOTSUP with db->err set ("history: <needs> (<soname>): <why>"). Linked instead, a client cost
+ * every start of the CLI, `ktiming run` included, its loading and relocation (docs/run.md). */
+int kth__dl_load(kth_db_t *db, void **lib, const char *soname, const char *needs, const char *const *names, size_t n,
+                 void **fns);
+/* Defines `static int fname(kth_db_t *db)`: kth__dl_load of the functions FUNCS lists (an X-macro: FUNCS(X) is
+ * X(f1) X(f2) ...), each stored by SET(f), which may use `fns[i++]` (the function's address). */
+#define KTH_DL_LOADER(fname, FUNCS, SET, soname, needs)                                                          \
+    static int fname(kth_db_t *db)                                                                               \
+    {                                                                                                            \
+        static void *lib;                                                                                        \
+        static const char *const names[] = {FUNCS(KTH__DL_NAME)};                                                \
+        void *fns[sizeof names / sizeof *names];                                                                 \
+        if (lib)                                                                                                 \
+            return 0;                                                                                            \
+        int rc = kth__dl_load(db, &lib, soname, needs, names, sizeof fns / sizeof *fns, fns);                    \
+        if (rc != 0)                                                                                             \
+            return rc;                                                                                           \
+        size_t i = 0;                                                                                            \
+        FUNCS(SET)                                                                                               \
+        return 0;                                                                                                \
+    }
+#define KTH__DL_NAME(f) #f,
 
 /* Samples blob: ascending values as LEB128 deltas. */
 size_t kth_samples_encode(const uint64_t *v, size_t n, uint8_t **out); /* bytes written to *out (malloc'd) */

@@ -2,6 +2,7 @@
  * and the samples' compact encoding. The SQL here is the one text both engines run. */
 #include "history.h"
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,5 +355,25 @@ int kth_samples_decode(const void *blob, size_t len, uint64_t **out, size_t *n)
     }
     *out = v;
     *n = k;
+    return 0;
+}
+
+int kth__dl_load(kth_db_t *db, void **lib, const char *soname, const char *needs, const char *const *names, size_t n,
+                 void **fns)
+{
+    if (*lib)
+        return 0;
+    void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    const char *missing = NULL;
+    for (size_t i = 0; h && !missing && i < n; i++)
+        if (!(fns[i] = dlsym(h, names[i])))
+            missing = names[i];
+    if (!h || missing) {
+        snprintf(db->err, sizeof db->err, "history: %s (%s): %s", needs, soname, h ? missing : dlerror());
+        if (h)
+            dlclose(h);
+        return KT_ENOTSUP;
+    }
+    *lib = h;
     return 0;
 }

@@ -25,29 +25,10 @@ static struct {
 #undef KTH_PQ_FIELD
 } pq;
 
-/* Loads libpq once (the handle is kept for the process); 0, or KT_ENOTSUP with db->err set. */
-static int pq_load(kth_db_t *db)
-{
-    static void *lib;
-    if (lib)
-        return 0;
-    void *h = dlopen(KTH_LIBPQ_SONAME, RTLD_NOW | RTLD_LOCAL);
-    const char *missing = NULL;
-#define KTH_PQ_RESOLVE(f)                                                                                        \
-    if (h && !missing && !(pq.f = (__typeof__(pq.f))dlsym(h, #f)))                                               \
-        missing = #f;
-    KTH_PQ_FUNCS(KTH_PQ_RESOLVE)
-#undef KTH_PQ_RESOLVE
-    if (!h || missing) {
-        snprintf(db->err, sizeof db->err, "history: PostgreSQL needs libpq (%s): %s", KTH_LIBPQ_SONAME,
-                 h ? missing : dlerror());
-        if (h)
-            dlclose(h);
-        return KT_ENOTSUP;
-    }
-    lib = h;
-    return 0;
-}
+/* Loads libpq once (the handle is kept for the process): pq_load(db), 0 or KT_ENOTSUP with db->err set. */
+#define KTH_SET(f) pq.f = (__typeof__(pq.f))fns[i++];
+KTH_DL_LOADER(pq_load, KTH_PQ_FUNCS, KTH_SET, KTH_LIBPQ_SONAME, "PostgreSQL needs libpq")
+#undef KTH_SET
 
 /* Type OIDs (pg_type.h): integers, floating point, bytea. */
 enum { OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_FLOAT4 = 700, OID_FLOAT8 = 701,

@@ -1,11 +1,34 @@
 /* store_sqlite.c — the SQLite engine of the history store: a file in WAL mode with a busy timeout, so several
- * writers (CI jobs on one machine) queue instead of failing; prepared statements cached per SQL text. */
+ * writers (CI jobs on one machine) queue instead of failing; prepared statements cached per SQL text.
+ * SQLite is loaded when a store is opened, never linked (as libpq is, store_pg.c): linked, the dynamic loader
+ * mapped and relocated it at every start of the CLI, `ktiming run` included, before anything ran (docs/run.md). */
 #include "history.h"
 
+#include <dlfcn.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* The SQLite functions used here, resolved from the library at the first open. */
+#define KTH_SQL_FUNCS(X)                                                                                         \
+    X(sqlite3_bind_blob64) X(sqlite3_bind_double) X(sqlite3_bind_int64) X(sqlite3_bind_null)                   \
+    X(sqlite3_bind_text) X(sqlite3_busy_timeout) X(sqlite3_clear_bindings) X(sqlite3_close)                    \
+    X(sqlite3_column_blob) X(sqlite3_column_bytes) X(sqlite3_column_count) X(sqlite3_column_double)            \
+    X(sqlite3_column_int64) X(sqlite3_column_text) X(sqlite3_column_type) X(sqlite3_errmsg) X(sqlite3_errstr)  \
+    X(sqlite3_exec) X(sqlite3_extended_result_codes) X(sqlite3_finalize) X(sqlite3_free) X(sqlite3_open_v2)    \
+    X(sqlite3_prepare_v2) X(sqlite3_reset) X(sqlite3_sql) X(sqlite3_step)
+
+static struct {
+#define KTH_SQL_FIELD(f) __typeof__(f) *f;
+    KTH_SQL_FUNCS(KTH_SQL_FIELD)
+#undef KTH_SQL_FIELD
+} sq;
+
+/* Loads SQLite once (the handle is kept for the process): sqlite_load(db), 0 or KT_ENOTSUP with db->err set. */
+#define KTH_SET(f) sq.f = (__typeof__(sq.f))fns[i++];
+KTH_DL_LOADER(sqlite_load, KTH_SQL_FUNCS, KTH_SET, KTH_SQLITE_SONAME, "the store needs SQLite")
+#undef KTH_SET
 
 /* How long a writer waits for another's transaction before giving up (ms). */
 #define KTH_SQLITE_BUSY_MS 120000
@@ -24,26 +47,26 @@ static void sqlite_err(kth_db_t *db, int rc)
         snprintf(db->err, sizeof db->err, "%s: not a ktiming history (not a SQLite database)", db->where);
     else if (rc == SQLITE_CORRUPT)
         snprintf(db->err, sizeof db->err, "%s: the SQLite database is corrupt (%s)", db->where,
-                 c ? sqlite3_errmsg(c) : sqlite3_errstr(rc));
+                 c ? sq.sqlite3_errmsg(c) : sq.sqlite3_errstr(rc));
     else
-        snprintf(db->err, sizeof db->err, "%s: %s", db->where, c ? sqlite3_errmsg(c) : sqlite3_errstr(rc));
+        snprintf(db->err, sizeof db->err, "%s: %s", db->where, c ? sq.sqlite3_errmsg(c) : sq.sqlite3_errstr(rc));
 }
 
 static sqlite3_stmt *prepare(kth_db_t *db, const char *sql, int *rc)
 {
     sqlite_cache_t *cache = db->cache;
     size_t h = ((uintptr_t)sql >> 3) % KTH_SQLITE_CACHE;
-    if (cache->sql[h] == sql && !strcmp(sqlite3_sql(cache->stmt[h]), sql)) { /* a buffer may be reused */
-        sqlite3_reset(cache->stmt[h]);
-        sqlite3_clear_bindings(cache->stmt[h]);
+    if (cache->sql[h] == sql && !strcmp(sq.sqlite3_sql(cache->stmt[h]), sql)) { /* a buffer may be reused */
+        sq.sqlite3_reset(cache->stmt[h]);
+        sq.sqlite3_clear_bindings(cache->stmt[h]);
         return cache->stmt[h];
     }
     sqlite3_stmt *st = NULL;
-    *rc = sqlite3_prepare_v2(db->conn, sql, -1, &st, NULL);
+    *rc = sq.sqlite3_prepare_v2(db->conn, sql, -1, &st, NULL);
     if (*rc != SQLITE_OK)
         return NULL;
     if (cache->stmt[h])
-        sqlite3_finalize(cache->stmt[h]);
+        sq.sqlite3_finalize(cache->stmt[h]);
     cache->sql[h] = sql;
     cache->stmt[h] = st;
     return st;
@@ -59,11 +82,11 @@ static int sqlite_exec(kth_db_t *db, const char *sql, const kth_val_t *p, int np
     }
     for (int i = 0; i < np; i++) {
         switch (p[i].t) {
-        case KTH_NULL: rc = sqlite3_bind_null(st, i + 1); break;
-        case KTH_INT: rc = sqlite3_bind_int64(st, i + 1, p[i].i); break;
-        case KTH_REAL: rc = sqlite3_bind_double(st, i + 1, p[i].d); break;
-        case KTH_TEXT: rc = sqlite3_bind_text(st, i + 1, p[i].s, -1, SQLITE_STATIC); break;
-        case KTH_BLOB: rc = sqlite3_bind_blob64(st, i + 1, p[i].b ? p[i].b : "", p[i].len, SQLITE_STATIC); break;
+        case KTH_NULL: rc = sq.sqlite3_bind_null(st, i + 1); break;
+        case KTH_INT: rc = sq.sqlite3_bind_int64(st, i + 1, p[i].i); break;
+        case KTH_REAL: rc = sq.sqlite3_bind_double(st, i + 1, p[i].d); break;
+        case KTH_TEXT: rc = sq.sqlite3_bind_text(st, i + 1, p[i].s, -1, SQLITE_STATIC); break;
+        case KTH_BLOB: rc = sq.sqlite3_bind_blob64(st, i + 1, p[i].b ? p[i].b : "", p[i].len, SQLITE_STATIC); break;
         }
         if (rc != SQLITE_OK) {
             sqlite_err(db, rc);
@@ -72,23 +95,23 @@ static int sqlite_exec(kth_db_t *db, const char *sql, const kth_val_t *p, int np
     }
     kth_val_t cols[32];
     int stop = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((rc = sq.sqlite3_step(st)) == SQLITE_ROW) {
         if (!cb || stop)
             continue;
-        int n = sqlite3_column_count(st);
+        int n = sq.sqlite3_column_count(st);
         if (n > 32)
             n = 32;
         for (int i = 0; i < n; i++) {
             kth_val_t *c = &cols[i];
             memset(c, 0, sizeof *c);
-            switch (sqlite3_column_type(st, i)) {
-            case SQLITE_INTEGER: c->t = KTH_INT; c->i = sqlite3_column_int64(st, i); c->d = (double)c->i; break;
-            case SQLITE_FLOAT: c->t = KTH_REAL; c->d = sqlite3_column_double(st, i); c->i = (int64_t)c->d; break;
-            case SQLITE_TEXT: c->t = KTH_TEXT; c->s = (const char *)sqlite3_column_text(st, i); break;
+            switch (sq.sqlite3_column_type(st, i)) {
+            case SQLITE_INTEGER: c->t = KTH_INT; c->i = sq.sqlite3_column_int64(st, i); c->d = (double)c->i; break;
+            case SQLITE_FLOAT: c->t = KTH_REAL; c->d = sq.sqlite3_column_double(st, i); c->i = (int64_t)c->d; break;
+            case SQLITE_TEXT: c->t = KTH_TEXT; c->s = (const char *)sq.sqlite3_column_text(st, i); break;
             case SQLITE_BLOB:
                 c->t = KTH_BLOB;
-                c->b = sqlite3_column_blob(st, i);
-                c->len = (size_t)sqlite3_column_bytes(st, i);
+                c->b = sq.sqlite3_column_blob(st, i);
+                c->len = (size_t)sq.sqlite3_column_bytes(st, i);
                 break;
             default: c->t = KTH_NULL; break;
             }
@@ -97,10 +120,10 @@ static int sqlite_exec(kth_db_t *db, const char *sql, const kth_val_t *p, int np
     }
     if (rc != SQLITE_DONE) {
         sqlite_err(db, rc);
-        sqlite3_reset(st);
+        sq.sqlite3_reset(st);
         return KT_EIO;
     }
-    sqlite3_reset(st);
+    sq.sqlite3_reset(st);
     return stop;
 }
 
@@ -109,11 +132,11 @@ static void sqlite_close(kth_db_t *db)
     sqlite_cache_t *cache = db->cache;
     for (size_t i = 0; cache && i < KTH_SQLITE_CACHE; i++)
         if (cache->stmt[i])
-            sqlite3_finalize(cache->stmt[i]);
+            sq.sqlite3_finalize(cache->stmt[i]);
     free(cache);
     db->cache = NULL;
     if (db->conn)
-        sqlite3_close(db->conn);
+        sq.sqlite3_close(db->conn);
     db->conn = NULL;
 }
 
@@ -130,19 +153,22 @@ int kth__sqlite_open(kth_db_t *db, const char *path)
 {
     db->engine = &kSqlite;
     snprintf(db->where, sizeof db->where, "%s", path);
+    int rc = sqlite_load(db);
+    if (rc != 0)
+        return rc;
     if (!(db->cache = calloc(1, sizeof(sqlite_cache_t)))) {
         snprintf(db->err, sizeof db->err, "%s: out of memory", path);
         return KT_ENOMEM;
     }
     sqlite3 *c = NULL;
-    int rc = sqlite3_open_v2(path, &c, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    rc = sq.sqlite3_open_v2(path, &c, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     db->conn = c;
     if (rc != SQLITE_OK) {
         sqlite_err(db, rc);
         return KT_EIO;
     }
-    sqlite3_busy_timeout(c, KTH_SQLITE_BUSY_MS);
-    sqlite3_extended_result_codes(c, 0);
+    sq.sqlite3_busy_timeout(c, KTH_SQLITE_BUSY_MS);
+    sq.sqlite3_extended_result_codes(c, 0);
     /* WAL: readers never block the writer. Switching needs the file's lock for a moment; a busy answer (another
      * process opening at the same moment) is retried by the busy handler set above. */
     static const char *const kPragmas[] = {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL",
@@ -154,8 +180,8 @@ int kth__sqlite_open(kth_db_t *db, const char *path)
         long waited_us = 0, nap_us = 1000;
         for (;;) {
             char *msg = NULL;
-            rc = sqlite3_exec(c, *pr, NULL, NULL, &msg);
-            sqlite3_free(msg);
+            rc = sq.sqlite3_exec(c, *pr, NULL, NULL, &msg);
+            sq.sqlite3_free(msg);
             if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || waited_us >= KTH_SQLITE_BUSY_MS * 1000L)
                 break;
             struct timespec ts = {0, nap_us * 1000L};

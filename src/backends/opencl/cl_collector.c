@@ -48,10 +48,14 @@ static void prepare_pending(void)
 {
     kt__ensure_init();
     kt__cl_dev_calibrate_pending();
-    /* this thread records the commands' spans: its shard and span log (288 pages written once, ~0.45 ms of
-     * CPU) are taken now, while the program builds its kernels, not at the first command of its loop; and
-     * when a snapshot will be written at exit, the span array it copies into, likewise (~0.4 ms less in the
-     * program's exit handler) */
+    /* the span log of the next thread to record, written here: the program's thread that records its commands at
+     * its clFinish/clWaitForEvents (kt_cl_collect) took its 288 page faults (~0.45 ms of CPU) at its first one,
+     * inside its loop; made before this thread's shard, so that this thread is listed only once it is there */
+    kt__span_log_spare_reserve();
+    /* this thread records the commands' spans too (those no synchronisation point recorded): its shard and span
+     * log are taken now, while the program builds its kernels, not at the first command of its loop; and when a
+     * snapshot will be written at exit, the span array it copies into, likewise (~0.4 ms less in the program's
+     * exit handler) */
     kt__shard_self();
     kt__snapshot_spare_reserve();
 }

@@ -34,7 +34,9 @@ typedef struct chunk_t {
 static _Atomic(chunk_t *) g_chunks[MAX_CHUNKS]; /* allocated on demand, kept until exit */
 static _Atomic uint32_t g_next_slot;          /* slots ever handed out (scan bound) */
 static _Atomic uint32_t g_free_head;          /* freed records (slot + 1, 0 = none), pushed by completions */
-static _Thread_local uint32_t t_free;         /* this thread's private free list (slot + 1), taken whole */
+/* initial-exec, as the recorder's: a call to __tls_get_addr at each use otherwise (slot_alloc 3 a command, free 1) */
+static __thread uint32_t t_free __attribute__((tls_model("initial-exec"))); /* this thread's private free list
+                                                                               (slot + 1), taken whole */
 static pthread_once_t g_free_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t g_free_key;              /* returns a thread's private list to g_free_head at exit */
 /* Callback records (PENDING, or PEEKED by a flush): a flush scans the slots for them only while there are any. */
@@ -83,7 +85,8 @@ static void free_push(uint32_t first, kt__cl_rec_t *last)
     while (!atomic_compare_exchange_weak(&g_free_head, &h, first));
 }
 
-static _Thread_local int t_allocates; /* this thread tracks commands: the records it frees stay on its list */
+static __thread int t_allocates __attribute__((tls_model("initial-exec"))); /* this thread tracks commands: the
+                                                                             records it frees stay on its list */
 
 static void free_list_return(void *unused)
 {

@@ -65,17 +65,23 @@ typedef struct kcache_t {
     kt_kernel_id_t id;       /* interned (name, OpenCL, device) */
     char name[64];           /* the name interned */
 } kcache_t;
-static _Thread_local kcache_t t_kcache[KCACHE];
-static _Thread_local unsigned t_kcache_next;
+/* One thread-local object, its address taken once a call: each use of a thread-local variable of a shared library
+ * can be a call to __tls_get_addr (two a command here: the compiler computed the address again after strcmp). */
+static _Thread_local struct {
+    kcache_t e[KCACHE];
+    unsigned next; /* the entry replaced next */
+} t_kcache;
 
 static kt_kernel_id_t intern_cached(cl_kernel kernel, const kt__cl_dev_t *dev, const char *name)
 {
-    if (!kernel || strlen(name) >= sizeof t_kcache[0].name)
+    if (!kernel || strlen(name) >= sizeof t_kcache.e[0].name)
         return kt_kernel_intern(name, KT_BACKEND_OPENCL, dev->key);
+    __typeof__(t_kcache) *kc = &t_kcache;
+    __asm__("" : "+r"(kc)); /* kept in a register across the calls below, not recomputed */
     for (unsigned i = 0; i < KCACHE; i++)
-        if (t_kcache[i].kernel == kernel && t_kcache[i].dev == dev && !strcmp(t_kcache[i].name, name))
-            return t_kcache[i].id;
-    kcache_t *c = &t_kcache[t_kcache_next++ % KCACHE];
+        if (kc->e[i].kernel == kernel && kc->e[i].dev == dev && !strcmp(kc->e[i].name, name))
+            return kc->e[i].id;
+    kcache_t *c = &kc->e[kc->next++ % KCACHE];
     c->id = kt_kernel_intern(name, KT_BACKEND_OPENCL, dev->key);
     c->kernel = kernel;
     c->dev = dev;
