@@ -55,6 +55,13 @@ void kt__cmp_strings_free(kt__cmp_strings_t *s);
  * NULL when out of memory (str freed). */
 const char *kt__cmp_strings_keep(kt__cmp_strings_t *s, char *str);
 
+/* Names packed one after another in blocks of 1 MiB (compare_files.c, report_file.c): one allocation per MiB
+ * instead of one per kernel. A NULL pointer is an empty set. */
+typedef struct kt__names_t kt__names_t;
+/* A copy of s kept in *names; NULL when out of memory. */
+const char *kt__names_copy(kt__names_t **names, const char *s);
+void kt__names_free(kt__names_t *names);
+
 /* kt_compare on two sides of narrow records (kt_compare's contract). With strings non-NULL the rows' name,
  * device, device_after and reason are not the result's: release the result with kt__compare_rows_free and the
  * strings (after it) with kt__cmp_strings_free, never with kt_compare_free. */
