@@ -103,12 +103,35 @@ static void set_where(load_ctx_t *c, const char *array, size_t index)
  * costs O(k), not a scan of every member per lookup (nor a sort: a million entries were seconds of strcmp).
  * ------------------------------------------------------------------------------------------------- */
 
+/* A name of up to 16 bytes (every name the schema has) is hashed from two 8-byte loads that cover all of it, not
+ * a byte at a time (that loop was a tenth of a load: about 30 lookups and 20 members an entry); longer names
+ * byte by byte (FNV-1a), so every byte of every name counts. */
 static uint32_t name_hash(const char *s)
 {
-    uint32_t h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
+    size_t n = strlen(s);
+    if (n > 16) {
+        uint32_t h = 2166136261u;
+        for (; *s; s++)
+            h = (h ^ (unsigned char)*s) * 16777619u;
+        return h;
+    }
+    uint64_t a, b = 0;
+    if (n >= 8) { /* whole 8- and 4-byte loads, overlapping: no bytes assembled in memory and read back wider */
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+    } else if (n >= 4) {
+        uint32_t lo, hi;
+        memcpy(&lo, s, 4);
+        memcpy(&hi, s + n - 4, 4);
+        a = lo | (uint64_t)hi << 32;
+    } else {
+        a = n ? (unsigned char)s[0] | (uint64_t)(unsigned char)s[n / 2] << 8 | (uint64_t)(unsigned char)s[n - 1] << 16
+              : 0;
+    }
+    uint64_t h = (a ^ (uint64_t)n << 59) * 0x9e3779b97f4a7c15ull ^ b * 0xc2b2ae3d27d4eb4full;
+    h ^= h >> 31;
+    h *= 0xff51afd7ed558ccdull;
+    return (uint32_t)(h ^ h >> 32);
 }
 
 /* Puts obj's named members into c->idx (open addressing, at most half full); -1 when out of memory (member()
@@ -252,11 +275,33 @@ static size_t fast_ws(const fast_t *f, size_t i)
     return i;
 }
 
+/* The first '"' or '\\' in [p, end), or end: eight bytes a step (the bytes are a snapshot's names and keys, a few
+ * to a few dozen bytes: two memchr calls a string cost more than the search). */
+static const char *quote_or_escape(const char *p, const char *end)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    for (; end - p >= 8; p += 8) {
+        uint64_t x, q, b;
+        memcpy(&x, p, 8);
+        q = x ^ (ones * '"');
+        b = x ^ (ones * '\\');
+        /* a zero byte of q or b sets its high bit here; the lowest set bit is always a true one */
+        uint64_t hit = ((q - ones) & ~q & highs) | ((b - ones) & ~b & highs);
+        if (hit)
+            return p + __builtin_ctzll(hit) / 8;
+    }
+#endif
+    while (p < end && *p != '"' && *p != '\\')
+        p++;
+    return p;
+}
+
 /* A string without escapes at i (its quote): copied into the pool, *i moved past its closing quote. */
 static char *fast_string(fast_t *f, size_t *i)
 {
-    const char *s = f->t + *i + 1, *q = memchr(s, '"', f->lim - *i - 1);
-    if (!q || memchr(s, '\\', (size_t)(q - s)))
+    const char *s = f->t + *i + 1, *q = quote_or_escape(s, f->t + f->lim);
+    if (q >= f->t + f->lim || *q != '"')
         return NULL;
     size_t n = (size_t)(q - s);
     char *out = f->str + f->str_n; /* room: the caller sized str to the element's bytes */
@@ -568,7 +613,10 @@ static void give_back(load_ctx_t *c, const elems_t *e)
     if (!c->anchor) {
         line_col(c->text, at, &c->anchor_line, &c->anchor_bol);
         c->anchor_bol = at + 1 - c->anchor_bol; /* line_col gives the column; the line starts column - 1 before */
-        c->anchor_max = depth_at(c->text, at - 1);
+        /* the nesting up to here: the array's own (what precedes it) and its elements', measured as they were
+         * read (read_max), not by a scan of the whole text before the anchor */
+        size_t before = depth_in(c->text, 0, lz->open + 1, 0);
+        c->anchor_max = before > c->read_max ? before : c->read_max;
     } else {
         for (const char *nl = c->text + c->anchor; (nl = memchr(nl, '\n', (size_t)(c->text + at - nl))); nl++) {
             c->anchor_line++;

@@ -100,6 +100,8 @@ int kt__export_csv(FILE *out, const kt__entry_view_t *v, const kt_report_opts_t 
     fputs(by_config ? ",config\r\n" : "\r\n", out); /* config: empty on a kernel's row */
     kt_kernel_timing_t scratch;
     for (size_t r = 0; r < count; r++) {
+        if (r + KT__VIEW_AHEAD < count)
+            kt__view_prefetch(v, rows[r + KT__VIEW_AHEAD]);
         const kt_kernel_timing_t *e = kt__view_entry(v, rows[r], &scratch);
         csv_field(out, e->name);
         fputc(',', out);

@@ -12,7 +12,7 @@
 static int export_dispatch(FILE *out, const kt_snapshot_t *snap, const kt__entry_view_t *v, kt_format_t format,
                            const kt_report_opts_t *opts)
 {
-    kt__entry_view_t own = {snap->count, snap->entries, NULL, NULL};
+    kt__entry_view_t own = {snap->count, snap->entries, NULL, NULL, NULL, 0};
     const kt__entry_view_t *tv = v ? v : &own;
     switch (format) {
     case KT_FORMAT_TEXT: return kt__export_text(out, snap, tv, opts);

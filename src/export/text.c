@@ -4,7 +4,9 @@
 #include "shared/shared.h"
 #include "export/escape.h"
 #include "export/export.h"
+#include "export/fixed.h"
 
+#include <fenv.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <math.h>
@@ -179,8 +181,9 @@ uint32_t kt__config_parts(const kt_kernel_timing_t *e, kt_kernel_timing_t *parts
  * ------------------------------------------------------------------------------------------------- */
 
 /* `us`: the microsecond unit as kt__unit_us() gives it, read once by the caller of many cells (NULL: read here
- * when needed; it reads the locale's variables). */
-static void format_duration_us(char *buf, size_t size, double ns, const char *us)
+ * when needed; it reads the locale's variables). `nearest`: the rounding mode is the default (fixed.h; else
+ * printf formats, in the mode set). */
+static void format_duration_us(char *buf, size_t size, double ns, const char *us, int nearest)
 {
     static const struct {
         const char *unit; /* suffix */
@@ -191,7 +194,8 @@ static void format_duration_us(char *buf, size_t size, double ns, const char *us
         return;
     }
     if (ns < 999.5) {
-        snprintf(buf, size, "%.0f ns", ns);
+        if (!nearest || !kt__fmt_append(buf, size, kt__fmt_fixed(buf, size, ns, 0), " ns"))
+            snprintf(buf, size, "%.0f ns", ns);
         return;
     }
     /* four significant digits in the largest unit that keeps at least 1 before the point */
@@ -200,20 +204,29 @@ static void format_duration_us(char *buf, size_t size, double ns, const char *us
         int dec = v < 9.9995 ? 3 : v < 99.995 ? 2 : v < 999.95 ? 1 : 0;
         if (dec == 0 && u + 1 < sizeof kUnits / sizeof kUnits[0])
             continue;
-        snprintf(buf, size, "%.*f %s", dec, v, kUnits[u].unit ? kUnits[u].unit : us ? us : kt__unit_us());
+        const char *unit = kUnits[u].unit ? kUnits[u].unit : us ? us : kt__unit_us();
+        size_t n = nearest ? kt__fmt_append(buf, size, kt__fmt_fixed(buf, size, v, dec), " ") : 0;
+        if (!kt__fmt_append(buf, size, n, unit))
+            snprintf(buf, size, "%.*f %s", dec, v, unit);
         return;
     }
 }
 
-void kt__format_duration(char *buf, size_t size, double ns) { format_duration_us(buf, size, ns, NULL); }
+void kt__format_duration(char *buf, size_t size, double ns)
+{
+    format_duration_us(buf, size, ns, NULL, fegetround() == FE_TONEAREST);
+}
 
 /* part as a percentage of whole, one decimal; "-" when whole is 0. */
-static void format_share(char *buf, size_t size, uint64_t part, long double whole)
+static void format_share(char *buf, size_t size, uint64_t part, long double whole, int nearest)
 {
     if (!(whole > 0.0L))
         snprintf(buf, size, "-");
-    else
-        snprintf(buf, size, "%.1f%%", (double)(100.0L * (long double)part / whole));
+    else {
+        double v = (double)(100.0L * (long double)part / whole);
+        if (!nearest || !kt__fmt_append(buf, size, kt__fmt_fixed(buf, size, v, 1), "%"))
+            snprintf(buf, size, "%.1f%%", v);
+    }
 }
 
 /* Column indices of the table. */
@@ -245,6 +258,7 @@ static const kt_kernel_timing_t *row_entry(const kt__entry_view_t *v, const text
 typedef struct cells_ctx_t {
     long double all_total;
     const char *us;
+    int nearest; /* the default rounding mode: cells formatted without printf (fixed.h) */
 } cells_ctx_t;
 
 typedef char row_cells_t[C_COUNT][TIME_CELL];
@@ -253,22 +267,23 @@ static void row_cells(const kt_kernel_timing_t *e, const cells_ctx_t *x, row_cel
 {
     long double all_total = x->all_total;
     const char *us = x->us;
-    snprintf(cell[C_N], TIME_CELL, "%" PRIu64, e->dispatch_count);
+    int nearest = x->nearest;
+    kt__fmt_u64(cell[C_N], TIME_CELL, e->dispatch_count);
     int none = e->dispatch_count == 0;
-    format_duration_us(cell[C_TOTAL], TIME_CELL, none ? -1.0 : (double)e->total_ns, us);
+    format_duration_us(cell[C_TOTAL], TIME_CELL, none ? -1.0 : (double)e->total_ns, us, nearest);
     format_share(cell[C_SHARE], TIME_CELL, e->total_ns,
-                 kt__entry_is_batch(e) || kt__entry_is_wait(e) ? 0.0L : all_total);
-    format_duration_us(cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns, us);
-    format_duration_us(cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns, us);
+                 kt__entry_is_batch(e) || kt__entry_is_wait(e) ? 0.0L : all_total, nearest);
+    format_duration_us(cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns, us, nearest);
+    format_duration_us(cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns, us, nearest);
     int no_range = none || (e->min_ns == UINT64_MAX && e->max_ns == UINT64_MAX); /* a remainder's: not known */
-    format_duration_us(cell[C_MIN], TIME_CELL, no_range ? -1.0 : (double)e->min_ns, us);
+    format_duration_us(cell[C_MIN], TIME_CELL, no_range ? -1.0 : (double)e->min_ns, us, nearest);
     /* a percentile of 0 under a positive min is none at all (a version-1 file without percentiles): "-" */
     int no_pct = none || no_range || e->p50_ns == UINT64_MAX || /* a configuration's: not kept */
                  (e->min_ns > 0 && !e->p50_ns && !e->p90_ns && !e->p99_ns);
-    format_duration_us(cell[C_P50], TIME_CELL, no_pct ? -1.0 : (double)e->p50_ns, us);
-    format_duration_us(cell[C_P90], TIME_CELL, no_pct ? -1.0 : (double)e->p90_ns, us);
-    format_duration_us(cell[C_P99], TIME_CELL, no_pct ? -1.0 : (double)e->p99_ns, us);
-    format_duration_us(cell[C_MAX], TIME_CELL, no_range ? -1.0 : (double)e->max_ns, us);
+    format_duration_us(cell[C_P50], TIME_CELL, no_pct ? -1.0 : (double)e->p50_ns, us, nearest);
+    format_duration_us(cell[C_P90], TIME_CELL, no_pct ? -1.0 : (double)e->p90_ns, us, nearest);
+    format_duration_us(cell[C_P99], TIME_CELL, no_pct ? -1.0 : (double)e->p99_ns, us, nearest);
+    format_duration_us(cell[C_MAX], TIME_CELL, no_range ? -1.0 : (double)e->max_ns, us, nearest);
 }
 
 static int is_host_device(const char *dev) { return !dev || !*dev || !strcmp(dev, "host"); }
@@ -510,30 +525,46 @@ static void write_api_summary(FILE *out, const kt__entry_view_t *v, int markdown
         fputc('\n', out);
 }
 
+/* The text table's column widths: the widest name (up to NAME_MAX_COLS), backend and cell of its rows. */
+typedef struct widths_t {
+    size_t name, backend, cell[C_COUNT];
+} widths_t;
+
+static void widths_init(widths_t *w)
+{
+    w->name = NAME_MIN_COLS;
+    w->backend = strlen("backend");
+    for (size_t c = 0; c < C_COUNT; c++)
+        w->cell[c] = strlen(kHeads[c]);
+}
+
+/* Widens w for row r showing entry e: done as each row is made, while its entry is at hand, not in a pass of its
+ * own (a million rows read in their sorted order are a million reads all over the entries, and as many cells). */
+static void widths_add(widths_t *w, const text_row_t *r, const kt_kernel_timing_t *e, const cells_ctx_t *x)
+{
+    row_cells_t cell;
+    size_t cap = r->part ? NAME_MAX_COLS + 24 : NAME_MAX_COLS; /* a label is read whole */
+    size_t nc = r->name_cols > cap ? cap : r->name_cols;
+    if (nc > w->name)
+        w->name = nc;
+    size_t bl = strlen(backend_label(e->backend));
+    if (bl > w->backend)
+        w->backend = bl;
+    row_cells(e, x, cell);
+    for (size_t c = 0; c < C_COUNT; c++) {
+        size_t cc = kt__text_cols(cell[c]);
+        if (cc > w->cell[c])
+            w->cell[c] = cc;
+    }
+}
+
 static void write_text(FILE *out, text_row_t *rows, size_t n, const kt__entry_view_t *v, size_t shown,
-                       const cells_ctx_t *x)
+                       const cells_ctx_t *x, const widths_t *wd)
 {
     row_cells_t cell;
     kt_kernel_timing_t scratch;
-    size_t name_cols = NAME_MIN_COLS, backend_cols = strlen("backend"), w[C_COUNT];
-    for (size_t c = 0; c < C_COUNT; c++)
-        w[c] = strlen(kHeads[c]);
-    for (size_t i = 0; i < n; i++) {
-        size_t cap = rows[i].part ? NAME_MAX_COLS + 24 : NAME_MAX_COLS; /* a label is read whole */
-        size_t nc = rows[i].name_cols > cap ? cap : rows[i].name_cols;
-        if (nc > name_cols)
-            name_cols = nc;
-        const kt_kernel_timing_t *e = row_entry(v, &rows[i], &scratch);
-        size_t bl = strlen(backend_label(e->backend));
-        if (bl > backend_cols)
-            backend_cols = bl;
-        row_cells(e, x, cell);
-        for (size_t c = 0; c < C_COUNT; c++) {
-            size_t cc = kt__text_cols(cell[c]);
-            if (cc > w[c])
-                w[c] = cc;
-        }
-    }
+    size_t name_cols = wd->name, backend_cols = wd->backend;
+    const size_t *w = wd->cell;
     fputs("[timing] ", out);
     name_write(out, "kernel", 6, name_cols);
     fprintf(out, " %-*s", (int)backend_cols, "backend");
@@ -543,6 +574,8 @@ static void write_text(FILE *out, text_row_t *rows, size_t n, const kt__entry_vi
     }
     fputc('\n', out);
     for (size_t i = 0; i < n; i++) {
+        if (i + KT__VIEW_AHEAD < n)
+            kt__view_prefetch(v, rows[i + KT__VIEW_AHEAD].index);
         fputs("[timing] ", out);
         name_write(out, rows[i].name, rows[i].name_cols, name_cols);
         const kt_kernel_timing_t *e = row_entry(v, &rows[i], &scratch);
@@ -572,6 +605,8 @@ static void write_markdown(FILE *out, text_row_t *rows, size_t n, const kt__entr
         fputs("|---:", out);
     fputs("|---|\n", out);
     for (size_t i = 0; i < n; i++) {
+        if (i + KT__VIEW_AHEAD < n)
+            kt__view_prefetch(v, rows[i + KT__VIEW_AHEAD].index);
         const kt_kernel_timing_t *e = row_entry(v, &rows[i], &scratch);
         fputs("| ", out);
         fputs(rows[i].name, out);
@@ -608,6 +643,8 @@ static void write_lines(FILE *out, text_row_t *rows, size_t n, const kt__entry_v
 {
     kt_kernel_timing_t scratch, kernel;
     for (size_t i = 0; i < n; i++) {
+        if (i + KT__VIEW_AHEAD < n)
+            kt__view_prefetch(v, rows[i + KT__VIEW_AHEAD].index);
         const kt_kernel_timing_t *e = row_entry(v, &rows[i], &scratch);
         const text_row_t *k = rows[i].part ? rows[i].part_of : &rows[i]; /* the kernel's name */
         int no_range = e->min_ns == UINT64_MAX && e->max_ns == UINT64_MAX;
@@ -695,9 +732,14 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt__entry_vi
             all_total += (long double)e->total_ns;
     }
     size_t w = 0;
-    cells_ctx_t x = {all_total, kt__unit_us()}; /* the locale's variables read once per table, not per cell */
+    /* the locale's variables and the rounding mode read once per table, not per cell */
+    cells_ctx_t x = {all_total, kt__unit_us(), fegetround() == FE_TONEAREST};
+    widths_t widths;
+    widths_init(&widths);
     for (size_t i = 0; i < n && !rc; i++) {
         text_row_t *r = &rows[w++];
+        if (i + KT__VIEW_AHEAD < n)
+            kt__view_prefetch(v, idx[i + KT__VIEW_AHEAD]);
         r->index = idx[i];
         const kt_kernel_timing_t *e = kt__view_entry(v, idx[i], &scratch);
         r->name = kt__escape(e->name, SIZE_MAX, markdown ? KT_ESC_MARKDOWN : KT_ESC_TEXT, &r->name_cols);
@@ -707,6 +749,8 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt__entry_vi
         }
         if (by_config && e->configs && e->config_count)
             rc = config_rows(rows, &w, r, e, markdown);
+        for (size_t k = (size_t)(r - rows); shape == TABLE_TEXT && !rc && k < w; k++)
+            widths_add(&widths, &rows[k], rows[k].part ? rows[k].sub : e, &x);
     }
     size_t shown = n;
     n = w;
@@ -718,7 +762,7 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt__entry_vi
         else if (markdown)
             write_markdown(out, rows, n, v, &x);
         else
-            write_text(out, rows, n, v, shown, &x);
+            write_text(out, rows, n, v, shown, &x, &widths);
         write_kernels_dropped(out, snap, markdown);
     }
     for (size_t i = 0; i < n; i++) {
