@@ -275,32 +275,10 @@ static size_t fast_ws(const fast_t *f, size_t i)
     return i;
 }
 
-/* The first '"' or '\\' in [p, end), or end: eight bytes a step (the bytes are a snapshot's names and keys, a few
- * to a few dozen bytes: two memchr calls a string cost more than the search). */
-static const char *quote_or_escape(const char *p, const char *end)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    for (; end - p >= 8; p += 8) {
-        uint64_t x, q, b;
-        memcpy(&x, p, 8);
-        q = x ^ (ones * '"');
-        b = x ^ (ones * '\\');
-        /* a zero byte of q or b sets its high bit here; the lowest set bit is always a true one */
-        uint64_t hit = ((q - ones) & ~q & highs) | ((b - ones) & ~b & highs);
-        if (hit)
-            return p + __builtin_ctzll(hit) / 8;
-    }
-#endif
-    while (p < end && *p != '"' && *p != '\\')
-        p++;
-    return p;
-}
-
 /* A string without escapes at i (its quote): copied into the pool, *i moved past its closing quote. */
 static char *fast_string(fast_t *f, size_t *i)
 {
-    const char *s = f->t + *i + 1, *q = quote_or_escape(s, f->t + f->lim);
+    const char *s = f->t + *i + 1, *q = kt__json_quote_or_escape(s, f->t + f->lim);
     if (q >= f->t + f->lim || *q != '"')
         return NULL;
     size_t n = (size_t)(q - s);

@@ -5,7 +5,6 @@
 #ifndef KT_EXPORT_FIXED_H
 #define KT_EXPORT_FIXED_H
 
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -37,10 +36,10 @@ static inline size_t kt__fmt_fixed(char *buf, size_t size, double v, int dec)
     static const uint64_t kPow10[] = {1, 10, 100, 1000};
     if (dec < 0 || dec > 3 || !(v >= 0x1p-10 && v < 0x1p43))
         return 0;
-    int e;
-    double f = frexp(v, &e);                 /* v = f * 2^e, 0.5 <= f < 1 */
-    uint64_t m = (uint64_t)ldexp(f, 53);      /* exact: f has 53 significant bits */
-    int s = 53 - e;                           /* v = m * 2^-s, 10 <= s <= 63 */
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits); /* IEEE 754 binary64, v normal and positive here */
+    uint64_t m = (bits & ((UINT64_C(1) << 52) - 1)) | UINT64_C(1) << 52;
+    int s = 1075 - (int)(bits >> 52); /* v = m * 2^-s: 2^52 <= m < 2^53, 10 <= s <= 62 */
     if (s < 1 || s > 62)
         return 0;
     uint64_t num = m * kPow10[dec], q = num >> s, r = num & ((UINT64_C(1) << s) - 1), half = UINT64_C(1) << (s - 1);

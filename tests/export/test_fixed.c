@@ -4,6 +4,7 @@
 #include "../../src/export/fixed.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
