@@ -48,22 +48,17 @@ static int take(void *user, kt_kernel_timing_t *e, size_t i, size_t count)
     return 0;
 }
 
+/* Equal keys: 0 (the from index aside). */
+static int key_cmp(const kt__cmp_entry_t *a, const kt__cmp_entry_t *b)
+{
+    return kt__key_cmp(a->name, a->backend, a->device, b->name, b->backend, b->device);
+}
+
 static int entry_cmp(const void *x, const void *y)
 {
     const kt__cmp_entry_t *a = x, *b = y;
-    int r = strcmp(a->name, b->name);
-    if (!r && a->backend != b->backend)
-        r = a->backend < b->backend ? -1 : 1;
-    if (!r)
-        r = strcmp(a->device ? a->device : "", b->device ? b->device : "");
+    int r = key_cmp(a, b);
     return r ? r : (a->from < b->from ? -1 : a->from > b->from);
-}
-
-/* Equal keys (the from index aside). */
-static int same_key(const kt__cmp_entry_t *a, const kt__cmp_entry_t *b)
-{
-    return a->backend == b->backend && !strcmp(a->name, b->name) &&
-           !strcmp(a->device ? a->device : "", b->device ? b->device : "");
 }
 
 /* In the loader's order, and refused as it refuses the same (name, backend, device) twice. */
@@ -75,7 +70,7 @@ static int order(file_side_t *side, const char *path, char *errbuf, size_t errle
     if (i < side->n)
         qsort(side->v, side->n, sizeof *side->v, entry_cmp);
     for (i = 1; i < side->n; i++)
-        if (same_key(&side->v[i - 1], &side->v[i]))
+        if (!key_cmp(&side->v[i - 1], &side->v[i]))
             return kt__load_duplicate_error(path, side->v[i - 1].from, side->v[i].from, errbuf, errlen);
     return 0;
 }

@@ -193,3 +193,11 @@ void kt__names_free(kt__names_t *names)
         free(names);
     }
 }
+
+int kt__key_cmp(const char *an, kt_backend_t ab, const char *ad, const char *bn, kt_backend_t bb, const char *bd)
+{
+    int r = strcmp(an, bn);
+    if (!r && ab != bb)
+        r = ab < bb ? -1 : 1;
+    return r ? r : strcmp(ad ? ad : "", bd ? bd : "");
+}

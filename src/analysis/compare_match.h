@@ -55,6 +55,10 @@ void kt__cmp_strings_free(kt__cmp_strings_t *s);
  * NULL when out of memory (str freed). */
 const char *kt__cmp_strings_keep(kt__cmp_strings_t *s, char *str);
 
+/* Two keys (name, backend, device) in kt_snapshot_load's order, a NULL device read as "": <0, 0 or >0. The narrow
+ * readers (compare_files.c, report_file.c) order their records and find duplicates with it. */
+int kt__key_cmp(const char *an, kt_backend_t ab, const char *ad, const char *bn, kt_backend_t bb, const char *bd);
+
 /* Names packed one after another in blocks of 1 MiB (compare_files.c, report_file.c): one allocation per MiB
  * instead of one per kernel. A NULL pointer is an empty set. */
 typedef struct kt__names_t kt__names_t;

@@ -105,14 +105,16 @@ static int take(void *user, kt_kernel_timing_t *e, size_t i, size_t count)
     return 0;
 }
 
+/* Equal keys: 0 (the from index aside). */
+static int key_cmp(const lean_t *a, const lean_t *b)
+{
+    return kt__key_cmp(a->name, a->backend, a->device, b->name, b->backend, b->device);
+}
+
 static int lean_cmp(const void *x, const void *y)
 {
     const lean_t *a = x, *b = y;
-    int r = strcmp(a->name, b->name);
-    if (!r && a->backend != b->backend)
-        r = a->backend < b->backend ? -1 : 1;
-    if (!r)
-        r = strcmp(a->device ? a->device : "", b->device ? b->device : "");
+    int r = key_cmp(a, b);
     return r ? r : (a->from < b->from ? -1 : a->from > b->from);
 }
 
@@ -126,8 +128,7 @@ static int order(kt__report_file_t *f, const char *path, char *errbuf, size_t er
         qsort(f->v, f->n, sizeof *f->v, lean_cmp);
     for (i = 1; i < f->n; i++) {
         const lean_t *a = &f->v[i - 1], *b = &f->v[i];
-        if (a->backend == b->backend && !strcmp(a->name, b->name) &&
-            !strcmp(a->device ? a->device : "", b->device ? b->device : ""))
+        if (!key_cmp(a, b))
             return kt__load_duplicate_error(path, a->from, b->from, errbuf, errlen);
     }
     return 0;

@@ -226,28 +226,13 @@ static void test_same_errors(void **state)
     free(missing);
 }
 
-typedef struct heap_sink_t {
-    size_t peak;
-} heap_sink_t;
-
-static ssize_t heap_write(void *cookie, const char *buf, size_t size)
-{
-    (void)buf;
-    heap_sink_t *k = cookie;
-    size_t h = ktt_heap_used();
-    if (h > k->peak)
-        k->peak = h;
-    return (ssize_t)size;
-}
-
 /* Heap held (above base) at the report's writes. */
 static size_t held_while_writing(const kt_snapshot_t *meta, const kt__entry_view_t *v, size_t base)
 {
-    heap_sink_t k = {base};
-    FILE *out = fopencookie(&k, "w", (cookie_io_functions_t){.write = heap_write});
-    assert_non_null(out);
+    ktt_heap_sink_t k = {base, 0};
     static char buf[256]; /* small: the heap is sampled all along the write */
-    setvbuf(out, buf, _IOFBF, sizeof buf);
+    FILE *out = ktt_heap_sink_open(&k, buf, sizeof buf);
+    assert_non_null(out);
     assert_int_equal(v ? kt__report_print_view(out, meta, v, KT_FORMAT_TEXT, NULL)
                        : kt_report_print(out, meta, KT_FORMAT_TEXT, NULL),
                      0);
