@@ -2,10 +2,10 @@
  * a text cell a spreadsheet would run as a formula is neutralised with a leading single quote. */
 #include "export/escape.h"
 #include "export/export.h"
+#include "export/fixed.h"
 
 #include <stdlib.h>
 
-#include <inttypes.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -33,7 +33,12 @@ static void csv_field(FILE *out, const char *raw)
     free(esc);
 }
 
-static void csv_u64(FILE *out, uint64_t v) { fprintf(out, ",%" PRIu64, v); }
+static void csv_u64(FILE *out, uint64_t v)
+{
+    char buf[24] = ",";
+    kt__fmt_u64(buf + 1, sizeof buf - 1, v); /* fixed.h: what "%" PRIu64 writes, without printf */
+    fputs(buf, out);
+}
 
 static void csv_double(FILE *out, double v)
 {
