@@ -10,15 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NAME_BLOCK ((size_t)1 << 20)
-
-/* Names, packed: one allocation per MiB instead of one per kernel. */
-typedef struct name_block_t {
-    struct name_block_t *next;
-    size_t used, cap;
-    char data[];
-} name_block_t;
-
 /* One file as read. */
 typedef struct file_side_t {
     kt__cmp_entry_t *v; /* its kernels, in the loader's order (name, backend, device) */
@@ -28,28 +19,9 @@ typedef struct file_side_t {
 
 struct kt__cmp_files_t {
     file_side_t side[2];
-    name_block_t *names;
+    kt__names_t *names;
     kt__cmp_strings_t *strings; /* device labels and the rows' reasons, each kept once */
 };
-
-static const char *name_copy(kt__cmp_files_t *f, const char *s)
-{
-    size_t n = strlen(s) + 1;
-    name_block_t *b = f->names;
-    if (!b || b->cap - b->used < n) {
-        size_t cap = n > NAME_BLOCK ? n : NAME_BLOCK;
-        if (!(b = malloc(sizeof *b + cap)))
-            return NULL;
-        b->next = f->names;
-        b->used = 0;
-        b->cap = cap;
-        f->names = b;
-    }
-    char *d = b->data + b->used;
-    memcpy(d, s, n);
-    b->used += n;
-    return d;
-}
 
 /* The loader's sink: entry i of count, kept as a narrow record. */
 typedef struct sink_ctx_t {
@@ -65,7 +37,7 @@ static int take(void *user, kt_kernel_timing_t *e, size_t i, size_t count)
         return KT_ENOMEM;
     kt__cmp_entry_t *r = &side->v[i];
     kt__cmp_entry_of(e, i, r);
-    r->name = name_copy(s->f, e->name ? e->name : "");
+    r->name = kt__names_copy(&s->f->names, e->name ? e->name : "");
     char *dev = (char *)e->device;
     e->device = NULL; /* taken: kept, or freed when the label is kept already */
     r->device = dev ? kt__cmp_strings_keep(s->f->strings, dev) : NULL;
@@ -76,22 +48,17 @@ static int take(void *user, kt_kernel_timing_t *e, size_t i, size_t count)
     return 0;
 }
 
+/* Equal keys: 0 (the from index aside). */
+static int key_cmp(const kt__cmp_entry_t *a, const kt__cmp_entry_t *b)
+{
+    return kt__key_cmp(a->name, a->backend, a->device, b->name, b->backend, b->device);
+}
+
 static int entry_cmp(const void *x, const void *y)
 {
     const kt__cmp_entry_t *a = x, *b = y;
-    int r = strcmp(a->name, b->name);
-    if (!r && a->backend != b->backend)
-        r = a->backend < b->backend ? -1 : 1;
-    if (!r)
-        r = strcmp(a->device ? a->device : "", b->device ? b->device : "");
+    int r = key_cmp(a, b);
     return r ? r : (a->from < b->from ? -1 : a->from > b->from);
-}
-
-/* Equal keys (the from index aside). */
-static int same_key(const kt__cmp_entry_t *a, const kt__cmp_entry_t *b)
-{
-    return a->backend == b->backend && !strcmp(a->name, b->name) &&
-           !strcmp(a->device ? a->device : "", b->device ? b->device : "");
 }
 
 /* In the loader's order, and refused as it refuses the same (name, backend, device) twice. */
@@ -103,7 +70,7 @@ static int order(file_side_t *side, const char *path, char *errbuf, size_t errle
     if (i < side->n)
         qsort(side->v, side->n, sizeof *side->v, entry_cmp);
     for (i = 1; i < side->n; i++)
-        if (same_key(&side->v[i - 1], &side->v[i]))
+        if (!key_cmp(&side->v[i - 1], &side->v[i]))
             return kt__load_duplicate_error(path, side->v[i - 1].from, side->v[i].from, errbuf, errlen);
     return 0;
 }
@@ -189,10 +156,7 @@ void kt__compare_files_free(kt__cmp_files_t *f, kt_compare_result_t *result)
         free(f->side[k].v);
         kt_snapshot_free(f->side[k].meta);
     }
-    for (name_block_t *b = f->names, *next; b; b = next) {
-        next = b->next;
-        free(b);
-    }
+    kt__names_free(f->names);
     kt__cmp_strings_free(f->strings);
     free(f);
 }

@@ -158,3 +158,46 @@ int kt__compare_match(const kt__cmp_side_t *before, const kt__cmp_side_t *after,
     free(va);
     return rc;
 }
+
+#define NAME_BLOCK ((size_t)1 << 20)
+
+struct kt__names_t {
+    struct kt__names_t *next;
+    size_t used, cap;
+    char data[];
+};
+
+const char *kt__names_copy(kt__names_t **names, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    kt__names_t *b = *names;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > NAME_BLOCK ? n : NAME_BLOCK;
+        if (!(b = malloc(sizeof *b + cap)))
+            return NULL;
+        b->next = *names;
+        b->used = 0;
+        b->cap = cap;
+        *names = b;
+    }
+    char *d = b->data + b->used;
+    memcpy(d, s, n);
+    b->used += n;
+    return d;
+}
+
+void kt__names_free(kt__names_t *names)
+{
+    for (kt__names_t *next; names; names = next) {
+        next = names->next;
+        free(names);
+    }
+}
+
+int kt__key_cmp(const char *an, kt_backend_t ab, const char *ad, const char *bn, kt_backend_t bb, const char *bd)
+{
+    int r = strcmp(an, bn);
+    if (!r && ab != bb)
+        r = ab < bb ? -1 : 1;
+    return r ? r : strcmp(ad ? ad : "", bd ? bd : "");
+}

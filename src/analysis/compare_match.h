@@ -55,6 +55,17 @@ void kt__cmp_strings_free(kt__cmp_strings_t *s);
  * NULL when out of memory (str freed). */
 const char *kt__cmp_strings_keep(kt__cmp_strings_t *s, char *str);
 
+/* Two keys (name, backend, device) in kt_snapshot_load's order, a NULL device read as "": <0, 0 or >0. The narrow
+ * readers (compare_files.c, report_file.c) order their records and find duplicates with it. */
+int kt__key_cmp(const char *an, kt_backend_t ab, const char *ad, const char *bn, kt_backend_t bb, const char *bd);
+
+/* Names packed one after another in blocks of 1 MiB (compare_files.c, report_file.c): one allocation per MiB
+ * instead of one per kernel. A NULL pointer is an empty set. */
+typedef struct kt__names_t kt__names_t;
+/* A copy of s kept in *names; NULL when out of memory. */
+const char *kt__names_copy(kt__names_t **names, const char *s);
+void kt__names_free(kt__names_t *names);
+
 /* kt_compare on two sides of narrow records (kt_compare's contract). With strings non-NULL the rows' name,
  * device, device_after and reason are not the result's: release the result with kt__compare_rows_free and the
  * strings (after it) with kt__cmp_strings_free, never with kt_compare_free. */

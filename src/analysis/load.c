@@ -103,12 +103,35 @@ static void set_where(load_ctx_t *c, const char *array, size_t index)
  * costs O(k), not a scan of every member per lookup (nor a sort: a million entries were seconds of strcmp).
  * ------------------------------------------------------------------------------------------------- */
 
+/* A name of up to 16 bytes (every name the schema has) is hashed from two 8-byte loads that cover all of it, not
+ * a byte at a time (that loop was a tenth of a load: about 30 lookups and 20 members an entry); longer names
+ * byte by byte (FNV-1a), so every byte of every name counts. */
 static uint32_t name_hash(const char *s)
 {
-    uint32_t h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
+    size_t n = strlen(s);
+    if (n > 16) {
+        uint32_t h = 2166136261u;
+        for (; *s; s++)
+            h = (h ^ (unsigned char)*s) * 16777619u;
+        return h;
+    }
+    uint64_t a, b = 0;
+    if (n >= 8) { /* whole 8- and 4-byte loads, overlapping: no bytes assembled in memory and read back wider */
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+    } else if (n >= 4) {
+        uint32_t lo, hi;
+        memcpy(&lo, s, 4);
+        memcpy(&hi, s + n - 4, 4);
+        a = lo | (uint64_t)hi << 32;
+    } else {
+        a = n ? (unsigned char)s[0] | (uint64_t)(unsigned char)s[n / 2] << 8 | (uint64_t)(unsigned char)s[n - 1] << 16
+              : 0;
+    }
+    uint64_t h = (a ^ (uint64_t)n << 59) * 0x9e3779b97f4a7c15ull ^ b * 0xc2b2ae3d27d4eb4full;
+    h ^= h >> 31;
+    h *= 0xff51afd7ed558ccdull;
+    return (uint32_t)(h ^ h >> 32);
 }
 
 /* Puts obj's named members into c->idx (open addressing, at most half full); -1 when out of memory (member()
@@ -255,8 +278,8 @@ static size_t fast_ws(const fast_t *f, size_t i)
 /* A string without escapes at i (its quote): copied into the pool, *i moved past its closing quote. */
 static char *fast_string(fast_t *f, size_t *i)
 {
-    const char *s = f->t + *i + 1, *q = memchr(s, '"', f->lim - *i - 1);
-    if (!q || memchr(s, '\\', (size_t)(q - s)))
+    const char *s = f->t + *i + 1, *q = kt__json_quote_or_escape(s, f->t + f->lim);
+    if (q >= f->t + f->lim || *q != '"')
         return NULL;
     size_t n = (size_t)(q - s);
     char *out = f->str + f->str_n; /* room: the caller sized str to the element's bytes */
@@ -551,7 +574,7 @@ static void elems_release(load_ctx_t *c, elems_t *e)
  * then on). The text is the loader's own copy, and nothing reads the entries' text again but an error message's
  * line, column and depth, which count from the anchor. So a snapshot being loaded holds the text of a few
  * elements, not all of it beside the entries built from it. */
-#define KT_GIVE_BACK ((size_t)16 << 20)
+#define KT_GIVE_BACK ((size_t)4 << 20) /* 16 MiB before: a merge of two 55 MB files held 1.6 times its input */
 
 static void give_back(load_ctx_t *c, const elems_t *e)
 {
@@ -568,7 +591,10 @@ static void give_back(load_ctx_t *c, const elems_t *e)
     if (!c->anchor) {
         line_col(c->text, at, &c->anchor_line, &c->anchor_bol);
         c->anchor_bol = at + 1 - c->anchor_bol; /* line_col gives the column; the line starts column - 1 before */
-        c->anchor_max = depth_at(c->text, at - 1);
+        /* the nesting up to here: the array's own (what precedes it) and its elements', measured as they were
+         * read (read_max), not by a scan of the whole text before the anchor */
+        size_t before = depth_in(c->text, 0, lz->open + 1, 0);
+        c->anchor_max = before > c->read_max ? before : c->read_max;
     } else {
         for (const char *nl = c->text + c->anchor; (nl = memchr(nl, '\n', (size_t)(c->text + at - nl))); nl++) {
             c->anchor_line++;

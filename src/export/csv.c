@@ -2,10 +2,10 @@
  * a text cell a spreadsheet would run as a formula is neutralised with a leading single quote. */
 #include "export/escape.h"
 #include "export/export.h"
+#include "export/fixed.h"
 
 #include <stdlib.h>
 
-#include <inttypes.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -33,7 +33,12 @@ static void csv_field(FILE *out, const char *raw)
     free(esc);
 }
 
-static void csv_u64(FILE *out, uint64_t v) { fprintf(out, ",%" PRIu64, v); }
+static void csv_u64(FILE *out, uint64_t v)
+{
+    char buf[24] = ",";
+    kt__fmt_u64(buf + 1, sizeof buf - 1, v); /* fixed.h: what "%" PRIu64 writes, without printf */
+    fputs(buf, out);
+}
 
 static void csv_double(FILE *out, double v)
 {
@@ -87,10 +92,10 @@ static void csv_config_rows(FILE *out, const kt_kernel_timing_t *e)
     }
 }
 
-int kt__export_csv(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts)
+int kt__export_csv(FILE *out, const kt__entry_view_t *v, const kt_report_opts_t *opts)
 {
     size_t *rows = NULL, count = 0;
-    int rc = kt__report_rows(snap, opts, &rows, &count);
+    int rc = kt__report_rows(v, opts, &rows, &count);
     if (rc)
         return rc;
     int by_config = opts && opts->by_config;
@@ -98,8 +103,11 @@ int kt__export_csv(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t 
           "p99_ns,errors,dropped,spans_dropped,sample_count,bytes,last_error",
           out);
     fputs(by_config ? ",config\r\n" : "\r\n", out); /* config: empty on a kernel's row */
+    kt_kernel_timing_t scratch;
     for (size_t r = 0; r < count; r++) {
-        const kt_kernel_timing_t *e = &snap->entries[rows[r]];
+        if (r + KT__VIEW_AHEAD < count)
+            kt__view_prefetch(v, rows[r + KT__VIEW_AHEAD]);
+        const kt_kernel_timing_t *e = kt__view_entry(v, rows[r], &scratch);
         csv_field(out, e->name);
         fputc(',', out);
         csv_field(out, kt_backend_name(e->backend));

@@ -102,7 +102,8 @@ char *kt__escape(const char *s, size_t maxlen, unsigned flags, size_t *cols)
     out[o] = '\0';
     if (cols)
         *cols = n;
-    return out;
+    char *fit = realloc(out, o + 1); /* the worst case given back: a report keeps a million of these */
+    return fit ? fit : out;
 }
 
 void kt__escape_field(char *dst, size_t cap, const char *s)

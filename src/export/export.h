@@ -3,6 +3,7 @@
 #define KT_EXPORT_EXPORT_H
 
 #include <ktiming.h>
+#include "export/report_view.h"
 #include <locale.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,22 +15,24 @@
 
 /* ---------------------------------------------------------------------------------------------------
  * Exporters: each writes one whole document for snap to out and returns 0, KT_EINVAL or KT_EIO.
- * They assume the C numeric locale (kt_report_print switches to it around the call).
+ * They assume the C numeric locale (kt_report_print switches to it around the call). The tables read their
+ * entries through a view (report_view.h: snap's own, or made on request) and the rest from snap.
  * ------------------------------------------------------------------------------------------------- */
-int kt__export_text(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts);
-int kt__export_markdown(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts);
+int kt__export_text(FILE *out, const kt_snapshot_t *snap, const kt__entry_view_t *v, const kt_report_opts_t *opts);
+int kt__export_markdown(FILE *out, const kt_snapshot_t *snap, const kt__entry_view_t *v,
+                        const kt_report_opts_t *opts);
 /* KT_FORMAT_LINES: "[timing] %-20s %-5s avg=%7.2fms min=%7.2fms max=%7.2fms n=%llu" per kernel (the seed's format),
  * rows in the text report's order and filter; names escaped as in the text report. */
-int kt__export_lines(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts);
-int kt__export_csv(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts);
+int kt__export_lines(FILE *out, const kt_snapshot_t *snap, const kt__entry_view_t *v, const kt_report_opts_t *opts);
+int kt__export_csv(FILE *out, const kt__entry_view_t *v, const kt_report_opts_t *opts);
 int kt__export_json(FILE *out, const kt_snapshot_t *snap);
 int kt__export_chrome(FILE *out, const kt_snapshot_t *snap); /* chrome.c */
 int kt__export_html(FILE *out, const kt_snapshot_t *snap);   /* html.c */
 
-/* The rows a table report shows: indices into snap->entries matching opts->filter (fnmatch), in opts->sort
+/* The rows a table report shows: indices into the view's entries matching opts->filter (fnmatch), in opts->sort
  * order (ties in snapshot order); opts NULL = every entry by total time. *rows is malloc'd (free it).
  * Returns 0, KT_EINVAL or KT_ENOMEM. */
-int kt__report_rows(const kt_snapshot_t *snap, const kt_report_opts_t *opts, size_t **rows, size_t *count);
+int kt__report_rows(const kt__entry_view_t *v, const kt_report_opts_t *opts, size_t **rows, size_t *count);
 
 /* Launch configurations in text (docs/cli.md, "--by-config"): "global=1024x768 local=16x16", "global=4096 local=auto"
  * (local NULL), "groups=64x1x1 local=256x1x1" ("groups=64x1x1" when the local size is unknown), "indirect",

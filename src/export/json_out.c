@@ -240,22 +240,32 @@ static int validate(const kt_snapshot_t *snap)
     return 0;
 }
 
+/* sep, then `"key": ` (key one of this file's literals, nothing to escape): not fprintf, which was a fifth of
+ * writing a million merged entries (twenty fields each). */
+static void field_key(FILE *out, const char *sep, const char *key)
+{
+    fputs(sep, out);
+    fputc('"', out);
+    fputs(key, out);
+    fputs("\": ", out);
+}
+
 /* Writes `"key": value` for a uint64 field; sep goes before it. */
 static void field_u64(FILE *out, const char *sep, const char *key, uint64_t v)
 {
-    fprintf(out, "%s\"%s\": ", sep, key);
+    field_key(out, sep, key);
     kt__json_write_u64(out, v);
 }
 
 static void field_double(FILE *out, const char *sep, const char *key, double v)
 {
-    fprintf(out, "%s\"%s\": ", sep, key);
+    field_key(out, sep, key);
     kt__json_write_double(out, v);
 }
 
 static void field_string(FILE *out, const char *sep, const char *key, const char *s, size_t maxlen)
 {
-    fprintf(out, "%s\"%s\": ", sep, key);
+    field_key(out, sep, key);
     kt__json_write_string(out, s, maxlen);
 }
 

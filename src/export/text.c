@@ -4,7 +4,9 @@
 #include "shared/shared.h"
 #include "export/escape.h"
 #include "export/export.h"
+#include "export/fixed.h"
 
+#include <fenv.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <math.h>
@@ -19,10 +21,11 @@
  * Row selection
  * ------------------------------------------------------------------------------------------------- */
 
-/* A row being sorted: the entry and its position in the snapshot (the tie-break, so the order is total). */
+/* A row being sorted: its key and its position in the snapshot (the tie-break, so the order is total). */
 typedef struct sort_row_t {
-    const kt_kernel_timing_t *e; /* the entry */
-    size_t index;                /* its index in snap->entries */
+    uint64_t u;   /* total or dispatch count */
+    double d;     /* mean */
+    size_t index; /* its index in the snapshot */
 } sort_row_t;
 
 static int cmp_index(const sort_row_t *a, const sort_row_t *b) { return (a->index > b->index) - (a->index < b->index); }
@@ -32,7 +35,7 @@ static int cmp_desc_u64(uint64_t a, uint64_t b) { return (a < b) - (a > b); }
 static int cmp_total(const void *pa, const void *pb)
 {
     const sort_row_t *a = pa, *b = pb;
-    int r = cmp_desc_u64(a->e->total_ns, b->e->total_ns);
+    int r = cmp_desc_u64(a->u, b->u);
     return r ? r : cmp_index(a, b);
 }
 
@@ -41,7 +44,7 @@ static int cmp_name(const void *pa, const void *pb) { return cmp_index(pa, pb); 
 static int cmp_mean(const void *pa, const void *pb)
 {
     const sort_row_t *a = pa, *b = pb;
-    double x = a->e->mean_ns, y = b->e->mean_ns;
+    double x = a->d, y = b->d;
     int r = (x < y) - (x > y);
     return r ? r : cmp_index(a, b);
 }
@@ -49,33 +52,35 @@ static int cmp_mean(const void *pa, const void *pb)
 static int cmp_count(const void *pa, const void *pb)
 {
     const sort_row_t *a = pa, *b = pb;
-    int r = cmp_desc_u64(a->e->dispatch_count, b->e->dispatch_count);
+    int r = cmp_desc_u64(a->u, b->u);
     return r ? r : cmp_index(a, b);
 }
 
-int kt__report_rows(const kt_snapshot_t *snap, const kt_report_opts_t *opts, size_t **rows, size_t *count)
+int kt__report_rows(const kt__entry_view_t *v, const kt_report_opts_t *opts, size_t **rows, size_t *count)
 {
     *rows = NULL;
     *count = 0;
-    if (snap->count && !snap->entries)
+    if (v->count && !v->entries && !v->get)
         return KT_EINVAL;
     kt_sort_t sort = opts ? opts->sort : KT_SORT_TOTAL;
     const char *filter = opts && opts->filter && *opts->filter ? opts->filter : NULL;
     if ((unsigned)sort > KT_SORT_COUNT)
         return KT_EINVAL;
-    sort_row_t *tmp = malloc((snap->count ? snap->count : 1) * sizeof *tmp);
-    size_t *idx = malloc((snap->count ? snap->count : 1) * sizeof *idx);
+    sort_row_t *tmp = malloc((v->count ? v->count : 1) * sizeof *tmp);
+    size_t *idx = malloc((v->count ? v->count : 1) * sizeof *idx);
     if (!tmp || !idx) {
         free(tmp);
         free(idx);
         return KT_ENOMEM;
     }
     size_t n = 0;
-    for (size_t i = 0; i < snap->count; i++) {
-        const kt_kernel_timing_t *e = &snap->entries[i];
+    kt_kernel_timing_t scratch;
+    for (size_t i = 0; i < v->count; i++) {
+        const kt_kernel_timing_t *e = kt__view_entry(v, i, &scratch);
         if (filter && fnmatch(filter, e->name ? e->name : "", 0) != 0)
             continue;
-        tmp[n].e = e;
+        tmp[n].u = sort == KT_SORT_COUNT ? e->dispatch_count : e->total_ns;
+        tmp[n].d = e->mean_ns;
         tmp[n].index = i;
         n++;
     }
@@ -176,8 +181,9 @@ uint32_t kt__config_parts(const kt_kernel_timing_t *e, kt_kernel_timing_t *parts
  * ------------------------------------------------------------------------------------------------- */
 
 /* `us`: the microsecond unit as kt__unit_us() gives it, read once by the caller of many cells (NULL: read here
- * when needed; it reads the locale's variables). */
-static void format_duration_us(char *buf, size_t size, double ns, const char *us)
+ * when needed; it reads the locale's variables). `nearest`: the rounding mode is the default (fixed.h; else
+ * printf formats, in the mode set). */
+static void format_duration_us(char *buf, size_t size, double ns, const char *us, int nearest)
 {
     static const struct {
         const char *unit; /* suffix */
@@ -188,7 +194,8 @@ static void format_duration_us(char *buf, size_t size, double ns, const char *us
         return;
     }
     if (ns < 999.5) {
-        snprintf(buf, size, "%.0f ns", ns);
+        if (!nearest || !kt__fmt_append(buf, size, kt__fmt_fixed(buf, size, ns, 0), " ns"))
+            snprintf(buf, size, "%.0f ns", ns);
         return;
     }
     /* four significant digits in the largest unit that keeps at least 1 before the point */
@@ -197,20 +204,29 @@ static void format_duration_us(char *buf, size_t size, double ns, const char *us
         int dec = v < 9.9995 ? 3 : v < 99.995 ? 2 : v < 999.95 ? 1 : 0;
         if (dec == 0 && u + 1 < sizeof kUnits / sizeof kUnits[0])
             continue;
-        snprintf(buf, size, "%.*f %s", dec, v, kUnits[u].unit ? kUnits[u].unit : us ? us : kt__unit_us());
+        const char *unit = kUnits[u].unit ? kUnits[u].unit : us ? us : kt__unit_us();
+        size_t n = nearest ? kt__fmt_append(buf, size, kt__fmt_fixed(buf, size, v, dec), " ") : 0;
+        if (!kt__fmt_append(buf, size, n, unit))
+            snprintf(buf, size, "%.*f %s", dec, v, unit);
         return;
     }
 }
 
-void kt__format_duration(char *buf, size_t size, double ns) { format_duration_us(buf, size, ns, NULL); }
+void kt__format_duration(char *buf, size_t size, double ns)
+{
+    format_duration_us(buf, size, ns, NULL, fegetround() == FE_TONEAREST);
+}
 
 /* part as a percentage of whole, one decimal; "-" when whole is 0. */
-static void format_share(char *buf, size_t size, uint64_t part, long double whole)
+static void format_share(char *buf, size_t size, uint64_t part, long double whole, int nearest)
 {
     if (!(whole > 0.0L))
         snprintf(buf, size, "-");
-    else
-        snprintf(buf, size, "%.1f%%", (double)(100.0L * (long double)part / whole));
+    else {
+        double v = (double)(100.0L * (long double)part / whole);
+        if (!nearest || !kt__fmt_append(buf, size, kt__fmt_fixed(buf, size, v, 1), "%"))
+            snprintf(buf, size, "%.1f%%", v);
+    }
 }
 
 /* Column indices of the table. */
@@ -222,7 +238,7 @@ static const char *const kHeads[C_COUNT] = {"n",   "total", "%",   "mean", "stdd
 
 /* One formatted row: an entry's, or (--by-config) one of its launch configurations'. */
 typedef struct text_row_t {
-    const kt_kernel_timing_t *e; /* the entry (for a configuration's row: `part`) */
+    size_t index;                /* the entry's index in the view (a configuration's row: its entry's) */
     char *name;                  /* escaped name (a configuration's row: its label, indented in text) */
     size_t name_cols;            /* its display width */
     int part;                    /* 1: a configuration's row of the entry above (e points at `sub`) */
@@ -230,37 +246,44 @@ typedef struct text_row_t {
     kt_kernel_timing_t *sub;     /* that configuration's share, as an entry (name, backend, device the entry's) */
 } text_row_t;
 
+/* The entry row r shows: its own (made in *tmp when the view makes entries) or its configuration's share. */
+static const kt_kernel_timing_t *row_entry(const kt__entry_view_t *v, const text_row_t *r, kt_kernel_timing_t *tmp)
+{
+    return r->part ? r->sub : kt__view_entry(v, r->index, tmp);
+}
+
 /* What formats a row's numbers: the total they are a share of and the microsecond unit (read once per table).
  * A row's cells are formatted when they are written (twice for text: widths, then the line), not kept: a
  * million-kernel report held ~250 bytes of cells per row. */
 typedef struct cells_ctx_t {
     long double all_total;
     const char *us;
+    int nearest; /* the default rounding mode: cells formatted without printf (fixed.h) */
 } cells_ctx_t;
 
 typedef char row_cells_t[C_COUNT][TIME_CELL];
 
-static void row_cells(const text_row_t *r, const cells_ctx_t *x, row_cells_t cell)
+static void row_cells(const kt_kernel_timing_t *e, const cells_ctx_t *x, row_cells_t cell)
 {
-    const kt_kernel_timing_t *e = r->e;
     long double all_total = x->all_total;
     const char *us = x->us;
-    snprintf(cell[C_N], TIME_CELL, "%" PRIu64, e->dispatch_count);
+    int nearest = x->nearest;
+    kt__fmt_u64(cell[C_N], TIME_CELL, e->dispatch_count);
     int none = e->dispatch_count == 0;
-    format_duration_us(cell[C_TOTAL], TIME_CELL, none ? -1.0 : (double)e->total_ns, us);
+    format_duration_us(cell[C_TOTAL], TIME_CELL, none ? -1.0 : (double)e->total_ns, us, nearest);
     format_share(cell[C_SHARE], TIME_CELL, e->total_ns,
-                 kt__entry_is_batch(e) || kt__entry_is_wait(e) ? 0.0L : all_total);
-    format_duration_us(cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns, us);
-    format_duration_us(cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns, us);
+                 kt__entry_is_batch(e) || kt__entry_is_wait(e) ? 0.0L : all_total, nearest);
+    format_duration_us(cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns, us, nearest);
+    format_duration_us(cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns, us, nearest);
     int no_range = none || (e->min_ns == UINT64_MAX && e->max_ns == UINT64_MAX); /* a remainder's: not known */
-    format_duration_us(cell[C_MIN], TIME_CELL, no_range ? -1.0 : (double)e->min_ns, us);
+    format_duration_us(cell[C_MIN], TIME_CELL, no_range ? -1.0 : (double)e->min_ns, us, nearest);
     /* a percentile of 0 under a positive min is none at all (a version-1 file without percentiles): "-" */
     int no_pct = none || no_range || e->p50_ns == UINT64_MAX || /* a configuration's: not kept */
                  (e->min_ns > 0 && !e->p50_ns && !e->p90_ns && !e->p99_ns);
-    format_duration_us(cell[C_P50], TIME_CELL, no_pct ? -1.0 : (double)e->p50_ns, us);
-    format_duration_us(cell[C_P90], TIME_CELL, no_pct ? -1.0 : (double)e->p90_ns, us);
-    format_duration_us(cell[C_P99], TIME_CELL, no_pct ? -1.0 : (double)e->p99_ns, us);
-    format_duration_us(cell[C_MAX], TIME_CELL, no_range ? -1.0 : (double)e->max_ns, us);
+    format_duration_us(cell[C_P50], TIME_CELL, no_pct ? -1.0 : (double)e->p50_ns, us, nearest);
+    format_duration_us(cell[C_P90], TIME_CELL, no_pct ? -1.0 : (double)e->p90_ns, us, nearest);
+    format_duration_us(cell[C_P99], TIME_CELL, no_pct ? -1.0 : (double)e->p99_ns, us, nearest);
+    format_duration_us(cell[C_MAX], TIME_CELL, no_range ? -1.0 : (double)e->max_ns, us, nearest);
 }
 
 static int is_host_device(const char *dev) { return !dev || !*dev || !strcmp(dev, "host"); }
@@ -446,13 +469,14 @@ static int is_cl_command(const kt_kernel_timing_t *e)
 /* Kinds of the per-API block, in the order printed. */
 enum { K_KERNELS, K_TRANSFERS, K_MEMORY, K_BATCHES, K_WAITS, K_COUNT };
 
-static void write_api_summary(FILE *out, const kt_snapshot_t *snap, int markdown)
+static void write_api_summary(FILE *out, const kt__entry_view_t *v, int markdown)
 {
     api_total_t api[KT_BACKEND_COUNT + 1][K_COUNT], sum;
     memset(api, 0, sizeof api);
     memset(&sum, 0, sizeof sum);
-    for (size_t i = 0; i < snap->count; i++) {
-        const kt_kernel_timing_t *e = &snap->entries[i];
+    kt_kernel_timing_t scratch;
+    for (size_t i = 0; i < v->count; i++) {
+        const kt_kernel_timing_t *e = kt__view_entry(v, i, &scratch);
         size_t b = (unsigned)e->backend < KT_BACKEND_COUNT ? (size_t)e->backend : KT_BACKEND_COUNT;
         int batch = kt__entry_is_batch(e), wait = kt__entry_is_wait(e);
         /* a memory command that moved nothing (an unmap, an SVM free, a migration without content) is neither a
@@ -501,28 +525,46 @@ static void write_api_summary(FILE *out, const kt_snapshot_t *snap, int markdown
         fputc('\n', out);
 }
 
-static void write_text(FILE *out, text_row_t *rows, size_t n, const kt_snapshot_t *snap, size_t shown,
-                       const cells_ctx_t *x)
+/* The text table's column widths: the widest name (up to NAME_MAX_COLS), backend and cell of its rows. */
+typedef struct widths_t {
+    size_t name, backend, cell[C_COUNT];
+} widths_t;
+
+static void widths_init(widths_t *w)
+{
+    w->name = NAME_MIN_COLS;
+    w->backend = strlen("backend");
+    for (size_t c = 0; c < C_COUNT; c++)
+        w->cell[c] = strlen(kHeads[c]);
+}
+
+/* Widens w for row r showing entry e: done as each row is made, while its entry is at hand, not in a pass of its
+ * own (a million rows read in their sorted order are a million reads all over the entries, and as many cells). */
+static void widths_add(widths_t *w, const text_row_t *r, const kt_kernel_timing_t *e, const cells_ctx_t *x)
 {
     row_cells_t cell;
-    size_t name_cols = NAME_MIN_COLS, backend_cols = strlen("backend"), w[C_COUNT];
-    for (size_t c = 0; c < C_COUNT; c++)
-        w[c] = strlen(kHeads[c]);
-    for (size_t i = 0; i < n; i++) {
-        size_t cap = rows[i].part ? NAME_MAX_COLS + 24 : NAME_MAX_COLS; /* a label is read whole */
-        size_t nc = rows[i].name_cols > cap ? cap : rows[i].name_cols;
-        if (nc > name_cols)
-            name_cols = nc;
-        size_t bl = strlen(backend_label(rows[i].e->backend));
-        if (bl > backend_cols)
-            backend_cols = bl;
-        row_cells(&rows[i], x, cell);
-        for (size_t c = 0; c < C_COUNT; c++) {
-            size_t cc = kt__text_cols(cell[c]);
-            if (cc > w[c])
-                w[c] = cc;
-        }
+    size_t cap = r->part ? NAME_MAX_COLS + 24 : NAME_MAX_COLS; /* a label is read whole */
+    size_t nc = r->name_cols > cap ? cap : r->name_cols;
+    if (nc > w->name)
+        w->name = nc;
+    size_t bl = strlen(backend_label(e->backend));
+    if (bl > w->backend)
+        w->backend = bl;
+    row_cells(e, x, cell);
+    for (size_t c = 0; c < C_COUNT; c++) {
+        size_t cc = kt__text_cols(cell[c]);
+        if (cc > w->cell[c])
+            w->cell[c] = cc;
     }
+}
+
+static void write_text(FILE *out, text_row_t *rows, size_t n, const kt__entry_view_t *v, size_t shown,
+                       const cells_ctx_t *x, const widths_t *wd)
+{
+    row_cells_t cell;
+    kt_kernel_timing_t scratch;
+    size_t name_cols = wd->name, backend_cols = wd->backend;
+    const size_t *w = wd->cell;
     fputs("[timing] ", out);
     name_write(out, "kernel", 6, name_cols);
     fprintf(out, " %-*s", (int)backend_cols, "backend");
@@ -532,25 +574,29 @@ static void write_text(FILE *out, text_row_t *rows, size_t n, const kt_snapshot_
     }
     fputc('\n', out);
     for (size_t i = 0; i < n; i++) {
+        if (i + KT__VIEW_AHEAD < n)
+            kt__view_prefetch(v, rows[i + KT__VIEW_AHEAD].index);
         fputs("[timing] ", out);
         name_write(out, rows[i].name, rows[i].name_cols, name_cols);
-        fprintf(out, " %-*s", (int)backend_cols, rows[i].part ? "" : backend_label(rows[i].e->backend));
-        row_cells(&rows[i], x, cell);
+        const kt_kernel_timing_t *e = row_entry(v, &rows[i], &scratch);
+        fprintf(out, " %-*s", (int)backend_cols, rows[i].part ? "" : backend_label(e->backend));
+        row_cells(e, x, cell);
         for (size_t c = 0; c < C_COUNT; c++) {
             fputs("  ", out);
             write_right(out, cell[c], w[c]);
         }
         if (!rows[i].part)
-            row_notes(out, rows[i].e, KT_ESC_TEXT, 1);
+            row_notes(out, e, KT_ESC_TEXT, 1);
         fputc('\n', out);
     }
-    if (shown < snap->count)
-        fprintf(out, "[timing] %zu of %zu kernels shown (filter)\n", shown, snap->count);
+    if (shown < v->count)
+        fprintf(out, "[timing] %zu of %zu kernels shown (filter)\n", shown, v->count);
 }
 
-static void write_markdown(FILE *out, text_row_t *rows, size_t n, const cells_ctx_t *x)
+static void write_markdown(FILE *out, text_row_t *rows, size_t n, const kt__entry_view_t *v, const cells_ctx_t *x)
 {
     row_cells_t cell;
+    kt_kernel_timing_t scratch;
     fputs("| kernel | backend | device", out);
     for (size_t c = 0; c < C_COUNT; c++)
         fprintf(out, " | %s", kHeads[c]);
@@ -559,12 +605,14 @@ static void write_markdown(FILE *out, text_row_t *rows, size_t n, const cells_ct
         fputs("|---:", out);
     fputs("|---|\n", out);
     for (size_t i = 0; i < n; i++) {
-        const kt_kernel_timing_t *e = rows[i].e;
+        if (i + KT__VIEW_AHEAD < n)
+            kt__view_prefetch(v, rows[i + KT__VIEW_AHEAD].index);
+        const kt_kernel_timing_t *e = row_entry(v, &rows[i], &scratch);
         fputs("| ", out);
         fputs(rows[i].name, out);
         fprintf(out, " | %s | ", backend_label(e->backend));
         kt__escape_write(out, e->device, KT_ESC_MARKDOWN);
-        row_cells(&rows[i], x, cell);
+        row_cells(e, x, cell);
         for (size_t c = 0; c < C_COUNT; c++)
             fprintf(out, " | %s", cell[c]);
         fputs(" |", out);
@@ -574,24 +622,30 @@ static void write_markdown(FILE *out, text_row_t *rows, size_t n, const cells_ct
     }
 }
 
-/* Whether another entry of the snapshot has e's (name, backend) on another device (entries are sorted by name,
- * backend, device: such entries are e's neighbours). */
-static int on_several_devices(const kt_snapshot_t *snap, const kt_kernel_timing_t *e)
+/* Whether another entry of the snapshot has the (name, backend) of e, entry i, on another device (entries are
+ * sorted by name, backend, device: such entries are e's neighbours). */
+static int on_several_devices(const kt__entry_view_t *v, size_t i, const kt_kernel_timing_t *e)
 {
-    size_t i = (size_t)(e - snap->entries);
-    const kt_kernel_timing_t *n[2] = {i > 0 ? e - 1 : NULL, i + 1 < snap->count ? e + 1 : NULL};
-    for (int k = 0; k < 2; k++)
-        if (n[k] && n[k]->backend == e->backend && !strcmp(n[k]->name, e->name))
+    kt_kernel_timing_t scratch;
+    for (int k = 0; k < 2; k++) {
+        if (k == 0 ? i == 0 : i + 1 >= v->count)
+            continue;
+        const kt_kernel_timing_t *n = kt__view_entry(v, k == 0 ? i - 1 : i + 1, &scratch);
+        if (n->backend == e->backend && !strcmp(n->name, e->name))
             return 1;
+    }
     return 0;
 }
 
 /* The seed's one-line-per-kernel format: milliseconds with two decimals, no table header; no device, except for a
  * kernel that ran on several devices (" dev=<label>", so each line stays one kernel on one device). */
-static void write_lines(FILE *out, text_row_t *rows, size_t n, const kt_snapshot_t *snap)
+static void write_lines(FILE *out, text_row_t *rows, size_t n, const kt__entry_view_t *v)
 {
+    kt_kernel_timing_t scratch, kernel;
     for (size_t i = 0; i < n; i++) {
-        const kt_kernel_timing_t *e = rows[i].e;
+        if (i + KT__VIEW_AHEAD < n)
+            kt__view_prefetch(v, rows[i + KT__VIEW_AHEAD].index);
+        const kt_kernel_timing_t *e = row_entry(v, &rows[i], &scratch);
         const text_row_t *k = rows[i].part ? rows[i].part_of : &rows[i]; /* the kernel's name */
         int no_range = e->min_ns == UINT64_MAX && e->max_ns == UINT64_MAX;
         fputs("[timing] ", out);
@@ -603,7 +657,7 @@ static void write_lines(FILE *out, text_row_t *rows, size_t n, const kt_snapshot
         }
         fprintf(out, " %-5s avg=%7.2fms min=%sms max=%sms n=%llu", backend_label(e->backend), e->mean_ns / 1e6, lo,
                 hi, (unsigned long long)e->dispatch_count);
-        if (e->device && on_several_devices(snap, k->e)) {
+        if (e->device && on_several_devices(v, k->index, kt__view_entry(v, k->index, &kernel))) {
             fputs(" dev=", out);
             kt__escape_write(out, e->device, KT_ESC_TEXT);
         }
@@ -616,19 +670,19 @@ static void write_lines(FILE *out, text_row_t *rows, size_t n, const kt_snapshot
 /* After entry row k (rows[*w - 1]): a row per launch configuration of its entry and one for the dispatches that
  * carried none (kt__config_parts), each named by its label: indented in text and lines, "kernel [label]" in
  * markdown. 0 or KT_ENOMEM. */
-static int config_rows(text_row_t *rows, size_t *w, const text_row_t *k, int markdown)
+static int config_rows(text_row_t *rows, size_t *w, const text_row_t *k, const kt_kernel_timing_t *e, int markdown)
 {
     kt_kernel_timing_t parts[KT_LAUNCH_CONFIGS_MAX + 2];
     char labels[KT_LAUNCH_CONFIGS_MAX + 2][KT__LAUNCH_LABEL];
-    uint32_t np = kt__config_parts(k->e, parts, labels);
-    for (uint32_t j = 0; j < np && j < k->e->config_count + 1u; j++) {
+    uint32_t np = kt__config_parts(e, parts, labels);
+    for (uint32_t j = 0; j < np && j < e->config_count + 1u; j++) {
         text_row_t *r = &rows[(*w)++];
+        r->index = k->index;
         r->part = 1;
         r->part_of = k;
         if (!(r->sub = malloc(sizeof *r->sub)))
             return KT_ENOMEM;
         *r->sub = parts[j];
-        r->e = r->sub;
         size_t len = strlen(k->name) + strlen(labels[j]) + 4;
         if (!(r->name = malloc(len)))
             return KT_ENOMEM;
@@ -644,57 +698,71 @@ static int config_rows(text_row_t *rows, size_t *w, const text_row_t *k, int mar
 /* The three shapes export_table writes. */
 enum { TABLE_TEXT, TABLE_MARKDOWN, TABLE_LINES };
 
-static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts, int shape)
+static int export_table(FILE *out, const kt_snapshot_t *snap, const kt__entry_view_t *v,
+                        const kt_report_opts_t *opts, int shape)
 {
     int markdown = shape == TABLE_MARKDOWN;
-    if (snap->count && !snap->entries)
+    if (v->count && !v->entries && !v->get)
         return KT_EINVAL;
-    if (snap->count == 0 && !markdown) {
+    if (v->count == 0 && !markdown) {
         fputs("[timing] no kernels recorded\n", out);
         write_kernels_dropped(out, snap, 0);
         return ferror(out) ? KT_EIO : 0;
     }
     size_t *idx = NULL, n = 0;
-    int rc = kt__report_rows(snap, opts, &idx, &n);
+    int rc = kt__report_rows(v, opts, &idx, &n);
     if (rc)
         return rc;
     int by_config = opts && opts->by_config;
     size_t nrows = n;
-    for (size_t i = 0; by_config && i < n; i++) /* an entry's configurations and its "none" rest */
-        nrows += snap->entries[idx[i]].configs ? snap->entries[idx[i]].config_count + 1u : 0;
+    kt_kernel_timing_t scratch;
+    for (size_t i = 0; by_config && i < n; i++) { /* an entry's configurations and its "none" rest */
+        const kt_kernel_timing_t *e = kt__view_entry(v, idx[i], &scratch);
+        nrows += e->configs ? e->config_count + 1u : 0;
+    }
     text_row_t *rows = calloc(nrows ? nrows : 1, sizeof *rows);
     if (!rows) {
         free(idx);
         return KT_ENOMEM;
     }
     long double all_total = 0.0L;
-    for (size_t i = 0; i < snap->count; i++)
-        if (!kt__entry_is_batch(&snap->entries[i]) && !kt__entry_is_wait(&snap->entries[i])) /* overlap kernels */
-            all_total += (long double)snap->entries[i].total_ns;
+    for (size_t i = 0; i < v->count; i++) {
+        const kt_kernel_timing_t *e = kt__view_entry(v, i, &scratch);
+        if (!kt__entry_is_batch(e) && !kt__entry_is_wait(e)) /* overlap kernels */
+            all_total += (long double)e->total_ns;
+    }
     size_t w = 0;
-    cells_ctx_t x = {all_total, kt__unit_us()}; /* the locale's variables read once per table, not per cell */
+    /* the locale's variables and the rounding mode read once per table, not per cell */
+    cells_ctx_t x = {all_total, kt__unit_us(), fegetround() == FE_TONEAREST};
+    widths_t widths;
+    widths_init(&widths);
     for (size_t i = 0; i < n && !rc; i++) {
         text_row_t *r = &rows[w++];
-        r->e = &snap->entries[idx[i]];
-        r->name = kt__escape(r->e->name, SIZE_MAX, markdown ? KT_ESC_MARKDOWN : KT_ESC_TEXT, &r->name_cols);
+        if (i + KT__VIEW_AHEAD < n)
+            kt__view_prefetch(v, idx[i + KT__VIEW_AHEAD]);
+        r->index = idx[i];
+        const kt_kernel_timing_t *e = kt__view_entry(v, idx[i], &scratch);
+        r->name = kt__escape(e->name, SIZE_MAX, markdown ? KT_ESC_MARKDOWN : KT_ESC_TEXT, &r->name_cols);
         if (!r->name) {
             rc = KT_ENOMEM;
             break;
         }
-        if (by_config && r->e->configs && r->e->config_count)
-            rc = config_rows(rows, &w, r, markdown);
+        if (by_config && e->configs && e->config_count)
+            rc = config_rows(rows, &w, r, e, markdown);
+        for (size_t k = (size_t)(r - rows); shape == TABLE_TEXT && !rc && k < w; k++)
+            widths_add(&widths, &rows[k], rows[k].part ? rows[k].sub : e, &x);
     }
     size_t shown = n;
     n = w;
     if (!rc && shape != TABLE_LINES && opts && opts->by_api)
-        write_api_summary(out, snap, markdown);
+        write_api_summary(out, v, markdown);
     if (!rc) {
         if (shape == TABLE_LINES)
-            write_lines(out, rows, n, snap);
+            write_lines(out, rows, n, v);
         else if (markdown)
-            write_markdown(out, rows, n, &x);
+            write_markdown(out, rows, n, v, &x);
         else
-            write_text(out, rows, n, snap, shown, &x);
+            write_text(out, rows, n, v, shown, &x, &widths);
         write_kernels_dropped(out, snap, markdown);
     }
     for (size_t i = 0; i < n; i++) {
@@ -708,17 +776,18 @@ static int export_table(FILE *out, const kt_snapshot_t *snap, const kt_report_op
     return rc;
 }
 
-int kt__export_text(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts)
+int kt__export_text(FILE *out, const kt_snapshot_t *snap, const kt__entry_view_t *v, const kt_report_opts_t *opts)
 {
-    return export_table(out, snap, opts, TABLE_TEXT);
+    return export_table(out, snap, v, opts, TABLE_TEXT);
 }
 
-int kt__export_markdown(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts)
+int kt__export_markdown(FILE *out, const kt_snapshot_t *snap, const kt__entry_view_t *v,
+                        const kt_report_opts_t *opts)
 {
-    return export_table(out, snap, opts, TABLE_MARKDOWN);
+    return export_table(out, snap, v, opts, TABLE_MARKDOWN);
 }
 
-int kt__export_lines(FILE *out, const kt_snapshot_t *snap, const kt_report_opts_t *opts)
+int kt__export_lines(FILE *out, const kt_snapshot_t *snap, const kt__entry_view_t *v, const kt_report_opts_t *opts)
 {
-    return export_table(out, snap, opts, TABLE_LINES);
+    return export_table(out, snap, v, opts, TABLE_LINES);
 }

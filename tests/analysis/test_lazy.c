@@ -193,13 +193,13 @@ static size_t check_position(const char *doc, const char *err)
     return byte;
 }
 
-/* A document whose entries run past the 16 MB behind which the loader gives their text back: all of them are read,
+/* A document whose entries run past the 4 MiB behind which the loader gives their text back: all of them are read,
  * and an error far into them is reported at its line, column and byte (counted here from the text), a nesting too
  * deep as such, with deep nesting before the point given back. */
 static void test_error_far_into_entries(void **state)
 {
     (void)state;
-    const size_t kEntries = 2600, kPad = 8000; /* 2,600 entries of 8 kB: 21 MB, a give-back and 5 MB after it */
+    const size_t kEntries = 2600, kPad = 8000; /* 2,600 entries of 8 kB: 21 MB, a give-back every 4 MiB */
     size_t cap = kEntries * (kPad + 256) + 4096, n = 0;
     char *doc = malloc(cap);
     assert_non_null(doc);

@@ -5,6 +5,8 @@
 
 #include <malloc.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define KTT_ASAN 1
@@ -25,6 +27,34 @@ static inline size_t ktt_heap_used(void)
     struct mallinfo2 mi = mallinfo2();
     return mi.uordblks + mi.hblkhd;
 #endif
+}
+
+/* A stream that samples the heap at each of its writes (the writer's buffer set small, so that is all along a
+ * write): the most heap seen in peak, the bytes written in bytes. */
+typedef struct ktt_heap_sink_t {
+    size_t peak;
+    size_t bytes;
+} ktt_heap_sink_t;
+
+static inline ssize_t ktt__heap_sink_write(void *cookie, const char *buf, size_t size)
+{
+    (void)buf;
+    ktt_heap_sink_t *k = (ktt_heap_sink_t *)cookie;
+    size_t h = ktt_heap_used();
+    if (h > k->peak)
+        k->peak = h;
+    k->bytes += size;
+    return (ssize_t)size;
+}
+
+/* A write-only FILE over k, buffered in buf[size]; NULL on failure. */
+static inline FILE *ktt_heap_sink_open(ktt_heap_sink_t *k, char *buf, size_t size)
+{
+    cookie_io_functions_t io = {NULL, ktt__heap_sink_write, NULL, NULL};
+    FILE *out = fopencookie(k, "w", io);
+    if (out)
+        setvbuf(out, buf, _IOFBF, size);
+    return out;
 }
 
 #endif

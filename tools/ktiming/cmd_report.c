@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <string.h>
 #include <ktiming/analysis.h>
+#include "analysis/report_file.h"
 #include "shared/output.h"
 
 static void report_usage(FILE *out)
@@ -33,6 +34,21 @@ static void report_usage(FILE *out)
             "  -h, --help         this help\n"
             "\n"
             "exit status: 0 done, 1 unreadable or invalid snapshot or failed write, 2 usage error\n");
+}
+
+/* The exit status of a written report (rc from the writer, saved its errno), saying why it failed. */
+static int report_failed(int rc, int saved, const char *out_path, const char *format_name)
+{
+    if (!rc)
+        return 0;
+    const char *target = out_path && strcmp(out_path, "-") ? out_path : "standard output";
+    if (rc == KT_ENOTSUP)
+        fprintf(stderr, "ktiming report: format '%s' is not available in this build\n", format_name);
+    else if (rc == KT_EIO)
+        fprintf(stderr, "ktiming report: cannot write %s: %s\n", target, strerror(saved));
+    else
+        fprintf(stderr, "ktiming report: cannot write %s: %s\n", target, kt_strerror(rc));
+    return 1;
 }
 
 int ktcli_cmd_report(int argc, char **argv)
@@ -78,16 +94,32 @@ int ktcli_cmd_report(int argc, char **argv)
 
     kt_snapshot_t *snap = NULL;
     char err[512];
-    int rc = kt_snapshot_load(in_path, &(kt_load_opts_t){.max_bytes = max_input}, &snap, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "ktiming report: %s\n", err);
-        return 1;
-    }
+    int rc, saved;
     /* tables filter their rows (and say how many they show); the other formats get a filtered snapshot */
     int table = format == KT_FORMAT_TEXT || format == KT_FORMAT_MARKDOWN || format == KT_FORMAT_CSV ||
                 format == KT_FORMAT_LINES;
-    if (!table || by_rank)
-        ktcli_snapshot_filter(snap, ropts.filter);
+    if (table && !by_rank) { /* a narrow record per kernel instead of the snapshot (report_file.h) */
+        kt__report_file_t *rf = NULL;
+        if ((rc = kt__report_file_load(in_path, max_input, &rf, err, sizeof err)) != 0) {
+            fprintf(stderr, "ktiming report: %s\n", err);
+            return 1;
+        }
+        kt__entry_view_t view;
+        kt__report_file_view(rf, &view);
+        const kt_snapshot_t *meta = kt__report_file_meta(rf);
+        if (out_path && strcmp(out_path, "-"))
+            rc = kt__report_write_view(out_path, meta, &view, format, &ropts);
+        else
+            rc = kt__report_print_view(stdout, meta, &view, format, &ropts);
+        saved = errno;
+        kt__report_file_free(rf);
+        return report_failed(rc, saved, out_path, format_name);
+    }
+    if ((rc = kt_snapshot_load(in_path, &(kt_load_opts_t){.max_bytes = max_input}, &snap, err, sizeof err)) != 0) {
+        fprintf(stderr, "ktiming report: %s\n", err);
+        return 1;
+    }
+    ktcli_snapshot_filter(snap, ropts.filter);
     if (by_rank) {
         kt_output_t *o = NULL; /* the one output writer: atomic replace, FIFOs and devices written through */
         if (out_path && strcmp(out_path, "-")) {
@@ -108,17 +140,7 @@ int ktcli_cmd_report(int argc, char **argv)
         rc = kt_report_write(out_path, snap, format, &ropts);
     else
         rc = kt_report_print(stdout, snap, format, &ropts);
-    int saved = errno;
+    saved = errno;
     kt_snapshot_free(snap);
-    if (rc) {
-        const char *target = out_path && strcmp(out_path, "-") ? out_path : "standard output";
-        if (rc == KT_ENOTSUP)
-            fprintf(stderr, "ktiming report: format '%s' is not available in this build\n", format_name);
-        else if (rc == KT_EIO)
-            fprintf(stderr, "ktiming report: cannot write %s: %s\n", target, strerror(saved));
-        else
-            fprintf(stderr, "ktiming report: cannot write %s: %s\n", target, kt_strerror(rc));
-        return 1;
-    }
-    return 0;
+    return report_failed(rc, saved, out_path, format_name);
 }
