@@ -2,6 +2,7 @@
 #include "shared/shared.h"
 #include "export/escape.h"
 #include "export/export.h"
+#include "export/fixed.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -165,6 +166,8 @@ char *kt__format_double(char *buf, size_t size, double v)
         snprintf(buf, size, "0");
         return buf;
     }
+    if (size >= 24 && kt__fmt_g15(buf, v)) /* most of a merged snapshot's means: no snprintf and strtod */
+        return buf;
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(buf, size, "%.*g", prec, v);
         if (strtod(buf, NULL) == v)
