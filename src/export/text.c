@@ -224,7 +224,9 @@ static void format_share(char *buf, size_t size, uint64_t part, long double whol
         snprintf(buf, size, "-");
     else {
         double v = (double)(100.0L * (long double)part / whole);
-        if (!nearest || !kt__fmt_append(buf, size, kt__fmt_fixed(buf, size, v, 1), "%"))
+        if (nearest && v >= 0.0 && v < 0x1p-10 && size >= 5) /* "%.1f%%": a kernel among many (fixed.h starts at 2^-10) */
+            memcpy(buf, "0.0%", 5);
+        else if (!nearest || !kt__fmt_append(buf, size, kt__fmt_fixed(buf, size, v, 1), "%"))
             snprintf(buf, size, "%.1f%%", v);
     }
 }
