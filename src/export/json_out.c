@@ -6,6 +6,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,20 +141,32 @@ void kt__json_write_u64(FILE *out, uint64_t v)
     fwrite(buf, 1, (size_t)(put_json_u64(buf, v) - buf), out);
 }
 
-void kt__json_write_u128(FILE *out, kt_u128_t v)
+/* v as JSON in buf (48 bytes): a number, or a quoted decimal string above KT_JSON_MAX_SAFE_INT; *len bytes from
+ * the pointer returned. */
+static const char *put_json_u128(char *buf, kt_u128_t v, size_t *len)
 {
     if (!v.hi) {
-        kt__json_write_u64(out, v.lo);
-        return;
+        *len = (size_t)(put_json_u64(buf, v.lo) - buf);
+        return buf;
     }
-    char buf[48], *p = buf + sizeof buf;
+    char *end = buf + 48, *p = end;
     unsigned __int128 x = (unsigned __int128)v.hi << 64 | v.lo;
-    *--p = 0;
+    *--p = '"';
     do {
         *--p = (char)('0' + (int)(x % 10));
         x /= 10;
     } while (x);
-    fprintf(out, "\"%s\"", p);
+    *--p = '"';
+    *len = (size_t)(end - p);
+    return p;
+}
+
+void kt__json_write_u128(FILE *out, kt_u128_t v)
+{
+    char buf[48];
+    size_t n;
+    const char *p = put_json_u128(buf, v, &n);
+    fwrite(p, 1, n, out);
 }
 
 char *kt__format_double(char *buf, size_t size, double v)
@@ -320,19 +333,10 @@ static void jb_field_double(jbuf_t *b, const char *sep, const char *key, double 
 
 static void jb_u128(jbuf_t *b, kt_u128_t v)
 {
-    if (!v.hi) {
-        jb_u64(b, v.lo);
-        return;
-    }
-    char buf[48], *p = buf + sizeof buf;
-    unsigned __int128 x = (unsigned __int128)v.hi << 64 | v.lo;
-    *--p = '"';
-    do {
-        *--p = (char)('0' + (int)(x % 10));
-        x /= 10;
-    } while (x);
-    *--p = '"';
-    jb_put(b, p, (size_t)(buf + sizeof buf - p));
+    char buf[48];
+    size_t n;
+    const char *p = put_json_u128(buf, v, &n);
+    jb_put(b, p, n);
 }
 
 /* vals[0, n) as "v, v, ..." (no brackets). */
@@ -418,19 +422,32 @@ static void write_entry(jbuf_t *b, const kt_kernel_timing_t *e)
     jb_putc(b, '"');
     jb_key(b, ", ", "device");
     jb_string(b, e->device, SIZE_MAX);
-    jb_field_u64(b, ",\n     ", "dispatch_count", e->dispatch_count);
-    jb_field_u64(b, ", ", "total_ns", e->total_ns);
-    jb_field_u64(b, ", ", "min_ns", e->min_ns);
-    jb_field_u64(b, ", ", "max_ns", e->max_ns);
-    jb_field_u64(b, ", ", "last_ns", e->last_ns);
-    jb_field_double(b, ",\n     ", "mean_ns", e->mean_ns);
-    jb_field_double(b, ", ", "stddev_ns", e->stddev_ns);
-    jb_field_u64(b, ", ", "p50_ns", e->p50_ns);
-    jb_field_u64(b, ", ", "p90_ns", e->p90_ns);
-    jb_field_u64(b, ", ", "p99_ns", e->p99_ns);
-    jb_field_u64(b, ",\n     ", "errors", e->errors);
-    jb_field_u64(b, ", ", "dropped", e->dropped);
-    jb_field_u64(b, ", ", "spans_dropped", e->spans_dropped);
+    /* the counters in the order written, the two doubles between last_ns and p50_ns */
+    static const struct {
+        const char *sep, *key;
+        size_t off;
+    } kCounters[] = {
+        {",\n     ", "dispatch_count", offsetof(kt_kernel_timing_t, dispatch_count)},
+        {", ", "total_ns", offsetof(kt_kernel_timing_t, total_ns)},
+        {", ", "min_ns", offsetof(kt_kernel_timing_t, min_ns)},
+        {", ", "max_ns", offsetof(kt_kernel_timing_t, max_ns)},
+        {", ", "last_ns", offsetof(kt_kernel_timing_t, last_ns)},
+        {", ", "p50_ns", offsetof(kt_kernel_timing_t, p50_ns)},
+        {", ", "p90_ns", offsetof(kt_kernel_timing_t, p90_ns)},
+        {", ", "p99_ns", offsetof(kt_kernel_timing_t, p99_ns)},
+        {",\n     ", "errors", offsetof(kt_kernel_timing_t, errors)},
+        {", ", "dropped", offsetof(kt_kernel_timing_t, dropped)},
+        {", ", "spans_dropped", offsetof(kt_kernel_timing_t, spans_dropped)},
+    };
+    for (size_t k = 0; k < sizeof kCounters / sizeof kCounters[0]; k++) {
+        if (k == 5) {
+            jb_field_double(b, ",\n     ", "mean_ns", e->mean_ns);
+            jb_field_double(b, ", ", "stddev_ns", e->stddev_ns);
+        }
+        uint64_t v;
+        memcpy(&v, (const char *)e + kCounters[k].off, sizeof v);
+        jb_field_u64(b, kCounters[k].sep, kCounters[k].key, v);
+    }
     kt_u128_t sum, sumsq;
     kt__entry_sums(e, &sum, &sumsq);
     jb_key(b, ",\n     ", "sum_ns");
