@@ -603,7 +603,13 @@ static int merge_entries(input_t *in, size_t n, kt_snapshot_t *o)
             refs[w++] = (ref_t){e, device_in_result(&in[i], o, e->backend, e->device), (uint32_t)i, (uint32_t)k};
         }
     }
-    qsort(refs, total, sizeof *refs, ref_cmp);
+    /* one input's entries come sorted from the loader: a pass that finds them in order instead of a sort (a
+     * fifth of merging one 100,000-kernel file); ref_cmp is a total order, so the result is the same */
+    size_t sorted = 1;
+    while (sorted < total && ref_cmp(&refs[sorted - 1], &refs[sorted]) < 0)
+        sorted++;
+    if (sorted < total)
+        qsort(refs, total, sizeof *refs, ref_cmp);
     size_t groups = 0;
     for (size_t i = 0; i < total; i++)
         groups += !i || ref_order(&refs[i - 1], &refs[i]);

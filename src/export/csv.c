@@ -14,6 +14,19 @@
  * inner quotes doubled) when it holds a comma or quote. */
 static void csv_field(FILE *out, const char *raw)
 {
+    /* printable ASCII without a backslash, comma or quote is its own escape and needs no quotes: written as it
+     * is, not through kt__escape's copy (a malloc and free per field, three fields a row) */
+    size_t i = 0;
+    if (raw) {
+        while (raw[i] >= 0x20 && raw[i] < 0x7f && raw[i] != '\\' && raw[i] != ',' && raw[i] != '"')
+            i++;
+        if (!raw[i]) {
+            if (kt__csv_is_formula(raw))
+                fputc('\'', out);
+            fwrite(raw, 1, i, out);
+            return;
+        }
+    }
     char *esc = kt__escape(raw, SIZE_MAX, KT_ESC_TEXT, NULL);
     const char *s = esc ? esc : "?";
     const char *prefix = kt__csv_is_formula(raw ? raw : "") ? "'" : "";
@@ -44,7 +57,9 @@ static void csv_double(FILE *out, double v)
 {
     char buf[40];
     kt__format_double(buf, sizeof buf, v);
-    fprintf(out, ",%s", strcmp(buf, "null") ? buf : "");
+    fputc(',', out);
+    if (strcmp(buf, "null"))
+        fputs(buf, out);
 }
 
 /* One row's statistics (an entry's, or a configuration's: a value not known is left empty). */

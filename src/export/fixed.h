@@ -59,6 +59,49 @@ static inline size_t kt__fmt_fixed(char *buf, size_t size, double v, int dec)
     return n;
 }
 
+/* What kt__format_double writes (the shortest of "%.15g", "%.16g", "%.17g" that reads back as v) for a v whose
+ * exact decimal value has at most 15 significant digits and 1 <= |v| < 10^15 and is a multiple of 2^-10 (a
+ * mean of counts in ns: total / n for n a power of two, or a whole number): then "%.15g" is that exact value,
+ * trailing zeros dropped, and reads back. Returns its length, 0 for any other v (the caller uses printf). buf
+ * holds at least 24 bytes. */
+static inline size_t kt__fmt_g15(char *buf, double v)
+{
+    double a = v < 0 ? -v : v;
+    if (!(a >= 1.0 && a < 1e15))
+        return 0;
+    double scaled = a * 1024.0; /* exact: a power of two; < 2^60 */
+    uint64_t n = (uint64_t)scaled;
+    if ((double)n != scaled)
+        return 0;
+    uint64_t ip = n >> 10, frac = (n & 1023u) * 9765625u; /* (n mod 2^10) / 2^10 = frac / 10^10 */
+    int fdig = 10;
+    if (!frac)
+        fdig = 0;
+    while (fdig && frac % 10 == 0) {
+        frac /= 10;
+        fdig--;
+    }
+    char digits[24];
+    size_t idig = kt__fmt_u64(digits, sizeof digits, ip);
+    if (idig + (size_t)fdig > 15)
+        return 0;
+    size_t len = 0;
+    if (v < 0)
+        buf[len++] = '-';
+    memcpy(buf + len, digits, idig);
+    len += idig;
+    if (fdig) {
+        buf[len++] = '.';
+        for (int i = fdig - 1; i >= 0; i--) {
+            buf[len + (size_t)i] = (char)('0' + frac % 10);
+            frac /= 10;
+        }
+        len += (size_t)fdig;
+    }
+    buf[len] = '\0';
+    return len;
+}
+
 /* Appends s after the n bytes of buf (NUL-terminated, size bytes); returns the new length, 0 when it does not fit. */
 static inline size_t kt__fmt_append(char *buf, size_t size, size_t n, const char *s)
 {

@@ -2,9 +2,11 @@
 #include "shared/shared.h"
 #include "export/escape.h"
 #include "export/export.h"
+#include "export/fixed.h"
 
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,39 +141,32 @@ void kt__json_write_u64(FILE *out, uint64_t v)
     fwrite(buf, 1, (size_t)(put_json_u64(buf, v) - buf), out);
 }
 
-/* vals[0, n) as "v, v, ..." (no brackets), built in chunks on the stack and written a chunk at a time. */
-static void write_u64_list(FILE *out, const uint64_t *vals, uint32_t n)
-{
-    char buf[2048];
-    size_t len = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (len > sizeof buf - 32) {
-            fwrite(buf, 1, len, out);
-            len = 0;
-        }
-        if (i) {
-            buf[len++] = ',';
-            buf[len++] = ' ';
-        }
-        len = (size_t)(put_json_u64(buf + len, vals[i]) - buf);
-    }
-    fwrite(buf, 1, len, out);
-}
-
-void kt__json_write_u128(FILE *out, kt_u128_t v)
+/* v as JSON in buf (48 bytes): a number, or a quoted decimal string above KT_JSON_MAX_SAFE_INT; *len bytes from
+ * the pointer returned. */
+static const char *put_json_u128(char *buf, kt_u128_t v, size_t *len)
 {
     if (!v.hi) {
-        kt__json_write_u64(out, v.lo);
-        return;
+        *len = (size_t)(put_json_u64(buf, v.lo) - buf);
+        return buf;
     }
-    char buf[48], *p = buf + sizeof buf;
+    char *end = buf + 48, *p = end;
     unsigned __int128 x = (unsigned __int128)v.hi << 64 | v.lo;
-    *--p = 0;
+    *--p = '"';
     do {
         *--p = (char)('0' + (int)(x % 10));
         x /= 10;
     } while (x);
-    fprintf(out, "\"%s\"", p);
+    *--p = '"';
+    *len = (size_t)(end - p);
+    return p;
+}
+
+void kt__json_write_u128(FILE *out, kt_u128_t v)
+{
+    char buf[48];
+    size_t n;
+    const char *p = put_json_u128(buf, v, &n);
+    fwrite(p, 1, n, out);
 }
 
 char *kt__format_double(char *buf, size_t size, double v)
@@ -184,6 +179,8 @@ char *kt__format_double(char *buf, size_t size, double v)
         snprintf(buf, size, "0");
         return buf;
     }
+    if (size >= 24 && kt__fmt_g15(buf, v)) /* most of a merged snapshot's means: no snprintf and strtod */
+        return buf;
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(buf, size, "%.*g", prec, v);
         if (strtod(buf, NULL) == v)
@@ -240,6 +237,121 @@ static int validate(const kt_snapshot_t *snap)
     return 0;
 }
 
+/* The entries are written through this buffer, not a stdio call per key and number: a merged snapshot of a
+ * million entries is some 40 calls an entry, and fwrite/fputs were a sixth of `ktiming merge`. Everything else
+ * (the header, the span table, queues, threads, devices) goes straight to the FILE; the buffer is flushed before. */
+#define JB_SIZE 65536
+
+typedef struct jbuf_t {
+    FILE *out;
+    size_t len;
+    char buf[JB_SIZE];
+} jbuf_t;
+
+static void jb_flush(jbuf_t *b)
+{
+    if (b->len)
+        fwrite(b->buf, 1, b->len, b->out);
+    b->len = 0;
+}
+
+/* Room for n more bytes (n <= JB_SIZE); returns where they go. */
+static char *jb_room(jbuf_t *b, size_t n)
+{
+    if (JB_SIZE - b->len < n)
+        jb_flush(b);
+    return b->buf + b->len;
+}
+
+static void jb_end(jbuf_t *b, const char *p) { b->len = (size_t)(p - b->buf); }
+
+static void jb_put(jbuf_t *b, const char *s, size_t n)
+{
+    if (n > JB_SIZE / 2) {
+        jb_flush(b);
+        fwrite(s, 1, n, b->out);
+        return;
+    }
+    memcpy(jb_room(b, n), s, n);
+    b->len += n;
+}
+
+static void jb_puts(jbuf_t *b, const char *s) { jb_put(b, s, strlen(s)); }
+
+static void jb_putc(jbuf_t *b, char c)
+{
+    *jb_room(b, 1) = c;
+    b->len++;
+}
+
+static void jb_u64(jbuf_t *b, uint64_t v) { jb_end(b, put_json_u64(jb_room(b, 24), v)); }
+
+/* A quoted JSON string: copied as it is when no byte needs escaping (printable ASCII but '"' and '\\'),
+ * else written by kt__json_write_string after a flush. */
+static void jb_string(jbuf_t *b, const char *s, size_t maxlen)
+{
+    size_t n = s ? strnlen(s, maxlen) : 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+            jb_flush(b);
+            kt__json_write_string(b->out, s, maxlen);
+            return;
+        }
+    }
+    jb_putc(b, '"');
+    jb_put(b, s ? s : "", n);
+    jb_putc(b, '"');
+}
+
+/* sep, then `"key": ` (key one of this file's literals, nothing to escape). */
+static void jb_key(jbuf_t *b, const char *sep, const char *key)
+{
+    size_t ns = strlen(sep), nk = strlen(key);
+    char *p = jb_room(b, ns + nk + 4);
+    memcpy(p, sep, ns);
+    p += ns;
+    *p++ = '"';
+    memcpy(p, key, nk);
+    p += nk;
+    memcpy(p, "\": ", 3);
+    jb_end(b, p + 3);
+}
+
+static void jb_field_u64(jbuf_t *b, const char *sep, const char *key, uint64_t v)
+{
+    jb_key(b, sep, key);
+    jb_u64(b, v);
+}
+
+static void jb_field_double(jbuf_t *b, const char *sep, const char *key, double v)
+{
+    char buf[40];
+    jb_key(b, sep, key);
+    jb_puts(b, kt__format_double(buf, sizeof buf, v));
+}
+
+static void jb_u128(jbuf_t *b, kt_u128_t v)
+{
+    char buf[48];
+    size_t n;
+    const char *p = put_json_u128(buf, v, &n);
+    jb_put(b, p, n);
+}
+
+/* vals[0, n) as "v, v, ..." (no brackets). */
+static void jb_u64_list(jbuf_t *b, const uint64_t *vals, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        char *p = jb_room(b, 26);
+        if (i) {
+            *p++ = ',';
+            *p++ = ' ';
+        }
+        jb_end(b, put_json_u64(p, vals[i]));
+    }
+}
+
 /* sep, then `"key": ` (key one of this file's literals, nothing to escape): not fprintf, which was a fifth of
  * writing a million merged entries (twenty fields each). */
 static void field_key(FILE *out, const char *sep, const char *key)
@@ -271,103 +383,139 @@ static void field_string(FILE *out, const char *sep, const char *key, const char
 
 /* "configs": the entry's breakdown by launch configuration (schema 5), one object per row: kind, the sizes
  * within dims ("size", "local"; none for indirect and other), count, total, min, max. */
-static void write_configs(FILE *out, const kt_kernel_timing_t *e)
+static void write_configs(jbuf_t *b, const kt_kernel_timing_t *e)
 {
     if (!e->configs || !e->config_count)
         return;
-    fputs(",\n     \"configs\": [", out);
+    jb_puts(b, ",\n     \"configs\": [");
     for (uint32_t i = 0; i < e->config_count; i++) {
         const kt_config_timing_t *c = &e->configs[i];
         const kt_launch_t *l = &c->launch;
         uint32_t dims = l->kind == KT_LAUNCH_ITEMS || l->kind == KT_LAUNCH_GROUPS ? (l->dims > 3 ? 3 : l->dims) : 0;
         const char *kind = kt__launch_kind_id(l->kind); /* never NULL: validate() refused such rows */
-        fprintf(out, "%s{\"kind\": \"%s\"", i ? ",\n       " : "", kind ? kind : "other");
+        jb_puts(b, i ? ",\n       {\"kind\": \"" : "{\"kind\": \"");
+        jb_puts(b, kind ? kind : "other");
+        jb_putc(b, '"');
         if (dims) {
-            fputs(", \"size\": [", out);
-            write_u64_list(out, l->size, dims);
-            fputs("], \"local\": [", out);
-            write_u64_list(out, l->local, dims);
-            fputc(']', out);
+            jb_puts(b, ", \"size\": [");
+            jb_u64_list(b, l->size, dims);
+            jb_puts(b, "], \"local\": [");
+            jb_u64_list(b, l->local, dims);
+            jb_putc(b, ']');
         }
-        field_u64(out, ", ", "dispatch_count", c->dispatch_count);
-        field_u64(out, ", ", "total_ns", c->total_ns);
-        field_u64(out, ", ", "min_ns", c->min_ns);
-        field_u64(out, ", ", "max_ns", c->max_ns);
-        fputc('}', out);
+        jb_field_u64(b, ", ", "dispatch_count", c->dispatch_count);
+        jb_field_u64(b, ", ", "total_ns", c->total_ns);
+        jb_field_u64(b, ", ", "min_ns", c->min_ns);
+        jb_field_u64(b, ", ", "max_ns", c->max_ns);
+        jb_putc(b, '}');
     }
-    fputc(']', out);
+    jb_putc(b, ']');
 }
 
-static void write_entry(FILE *out, const kt_kernel_timing_t *e)
+static void write_entry(jbuf_t *b, const kt_kernel_timing_t *e)
 {
     uint32_t samples = e->samples ? e->sample_count : 0;
-    fputs("    {", out);
-    field_string(out, "", "name", e->name, SIZE_MAX);
-    fprintf(out, ", \"backend\": \"%s\"", kt__backend_id(e->backend));
-    field_string(out, ", ", "device", e->device, SIZE_MAX);
-    field_u64(out, ",\n     ", "dispatch_count", e->dispatch_count);
-    field_u64(out, ", ", "total_ns", e->total_ns);
-    field_u64(out, ", ", "min_ns", e->min_ns);
-    field_u64(out, ", ", "max_ns", e->max_ns);
-    field_u64(out, ", ", "last_ns", e->last_ns);
-    field_double(out, ",\n     ", "mean_ns", e->mean_ns);
-    field_double(out, ", ", "stddev_ns", e->stddev_ns);
-    field_u64(out, ", ", "p50_ns", e->p50_ns);
-    field_u64(out, ", ", "p90_ns", e->p90_ns);
-    field_u64(out, ", ", "p99_ns", e->p99_ns);
-    field_u64(out, ",\n     ", "errors", e->errors);
-    field_u64(out, ", ", "dropped", e->dropped);
-    field_u64(out, ", ", "spans_dropped", e->spans_dropped);
+    jb_key(b, "    {", "name");
+    jb_string(b, e->name, SIZE_MAX);
+    jb_puts(b, ", \"backend\": \"");
+    jb_puts(b, kt__backend_id(e->backend));
+    jb_putc(b, '"');
+    jb_key(b, ", ", "device");
+    jb_string(b, e->device, SIZE_MAX);
+    /* the counters in the order written, the two doubles between last_ns and p50_ns */
+    static const struct {
+        const char *sep, *key;
+        size_t off;
+    } kCounters[] = {
+        {",\n     ", "dispatch_count", offsetof(kt_kernel_timing_t, dispatch_count)},
+        {", ", "total_ns", offsetof(kt_kernel_timing_t, total_ns)},
+        {", ", "min_ns", offsetof(kt_kernel_timing_t, min_ns)},
+        {", ", "max_ns", offsetof(kt_kernel_timing_t, max_ns)},
+        {", ", "last_ns", offsetof(kt_kernel_timing_t, last_ns)},
+        {", ", "p50_ns", offsetof(kt_kernel_timing_t, p50_ns)},
+        {", ", "p90_ns", offsetof(kt_kernel_timing_t, p90_ns)},
+        {", ", "p99_ns", offsetof(kt_kernel_timing_t, p99_ns)},
+        {",\n     ", "errors", offsetof(kt_kernel_timing_t, errors)},
+        {", ", "dropped", offsetof(kt_kernel_timing_t, dropped)},
+        {", ", "spans_dropped", offsetof(kt_kernel_timing_t, spans_dropped)},
+    };
+    for (size_t k = 0; k < sizeof kCounters / sizeof kCounters[0]; k++) {
+        if (k == 5) {
+            jb_field_double(b, ",\n     ", "mean_ns", e->mean_ns);
+            jb_field_double(b, ", ", "stddev_ns", e->stddev_ns);
+        }
+        uint64_t v;
+        memcpy(&v, (const char *)e + kCounters[k].off, sizeof v);
+        jb_field_u64(b, kCounters[k].sep, kCounters[k].key, v);
+    }
     kt_u128_t sum, sumsq;
     kt__entry_sums(e, &sum, &sumsq);
-    fputs(",\n     \"sum_ns\": ", out);
-    kt__json_write_u128(out, sum);
-    fputs(", \"sumsq_ns2\": ", out);
-    kt__json_write_u128(out, sumsq);
+    jb_key(b, ",\n     ", "sum_ns");
+    jb_u128(b, sum);
+    jb_key(b, ", ", "sumsq_ns2");
+    jb_u128(b, sumsq);
     if (e->bytes)
-        field_u64(out, ", ", "bytes", e->bytes);
-    if (e->last_error[0])
-        field_string(out, ", ", "last_error", e->last_error, sizeof e->last_error);
+        jb_field_u64(b, ", ", "bytes", e->bytes);
+    if (e->last_error[0]) {
+        jb_key(b, ", ", "last_error");
+        jb_string(b, e->last_error, sizeof e->last_error);
+    }
     if (e->dropped) {
         uint64_t by[KT_DROP_REASON_COUNT];
         kt__entry_dropped_by(e, by);
-        fputs(", \"dropped_by\": {", out);
+        jb_puts(b, ", \"dropped_by\": {");
         const char *sep = "";
         for (int r = 0; r < KT_DROP_REASON_COUNT; r++)
             if (by[r]) {
-                fprintf(out, "%s\"%s\": ", sep, kt__drop_reason_id(r));
-                kt__json_write_u64(out, by[r]);
+                jb_field_u64(b, sep, kt__drop_reason_id(r), by[r]);
                 sep = ", ";
             }
-        fputc('}', out);
+        jb_putc(b, '}');
     }
     if (e->hist && e->hist_count) { /* [lower_ns, count] per non-empty bucket: what a merge needs */
-        fputs(",\n     \"hist\": [", out);
+        jb_puts(b, ",\n     \"hist\": [");
         for (uint32_t i = 0; i < e->hist_count; i++) {
-            fputs(i ? ", [" : "[", out);
-            kt__json_write_u64(out, e->hist[i].lower_ns);
-            fputs(", ", out);
-            kt__json_write_u64(out, e->hist[i].count);
-            fputc(']', out);
+            char *p = jb_room(b, 56);
+            if (i) {
+                *p++ = ',';
+                *p++ = ' ';
+            }
+            *p++ = '[';
+            p = put_json_u64(p, e->hist[i].lower_ns);
+            *p++ = ',';
+            *p++ = ' ';
+            p = put_json_u64(p, e->hist[i].count);
+            *p++ = ']';
+            jb_end(b, p);
         }
-        fputc(']', out);
+        jb_putc(b, ']');
     }
     if (e->by_source && e->by_source_count) { /* [source, dispatch_count, total_ns] per source */
-        fputs(",\n     \"by_source\": [", out);
+        jb_puts(b, ",\n     \"by_source\": [");
         for (uint32_t i = 0; i < e->by_source_count; i++) {
-            fprintf(out, "%s[%" PRIu32 ", ", i ? ", " : "", e->by_source[i].source);
-            kt__json_write_u64(out, e->by_source[i].dispatch_count);
-            fputs(", ", out);
-            kt__json_write_u64(out, e->by_source[i].total_ns);
-            fputc(']', out);
+            char *p = jb_room(b, 80);
+            if (i) {
+                *p++ = ',';
+                *p++ = ' ';
+            }
+            *p++ = '[';
+            p = put_decimal(p, e->by_source[i].source);
+            *p++ = ',';
+            *p++ = ' ';
+            p = put_json_u64(p, e->by_source[i].dispatch_count);
+            *p++ = ',';
+            *p++ = ' ';
+            p = put_json_u64(p, e->by_source[i].total_ns);
+            *p++ = ']';
+            jb_end(b, p);
         }
-        fputc(']', out);
+        jb_putc(b, ']');
     }
-    write_configs(out, e);
-    field_u64(out, ",\n     ", "sample_count", samples);
-    fputs(",\n     \"samples\": [", out);
-    write_u64_list(out, e->samples, samples);
-    fputs("]}", out);
+    write_configs(b, e);
+    jb_field_u64(b, ",\n     ", "sample_count", samples);
+    jb_puts(b, ",\n     \"samples\": [");
+    jb_u64_list(b, e->samples, samples);
+    jb_puts(b, "]}");
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -549,6 +697,9 @@ int kt__export_json(FILE *out, const kt_snapshot_t *snap)
     int rc = validate(snap);
     if (rc)
         return rc;
+    jbuf_t *b = snap->count ? malloc(sizeof *b) : NULL;
+    if (snap->count && !b)
+        return KT_ENOMEM;
     fprintf(out, "{\n  \"schema\": \"%s\",\n  \"version\": %d,\n  \"generator\": \"ktiming %s\"",
             KT_SNAPSHOT_SCHEMA_NAME, KT_SNAPSHOT_SCHEMA_WRITTEN, KT_VERSION_STRING);
     field_string(out, ",\n  ", "host", snap->host, sizeof snap->host);
@@ -584,11 +735,17 @@ int kt__export_json(FILE *out, const kt_snapshot_t *snap)
     }
 
     array_open(out, "entries", snap->count);
-    for (size_t i = 0; i < snap->count; i++) {
-        if (i)
-            fputs(",\n", out);
-        write_entry(out, &snap->entries[i]);
+    if (snap->count) {
+        b->out = out;
+        b->len = 0;
+        for (size_t i = 0; i < snap->count; i++) {
+            if (i)
+                jb_put(b, ",\n", 2);
+            write_entry(b, &snap->entries[i]);
+        }
+        jb_flush(b);
     }
+    free(b);
     array_close(out, snap->count);
 
     if ((rc = write_span_table(out, snap)))

@@ -224,7 +224,9 @@ static void format_share(char *buf, size_t size, uint64_t part, long double whol
         snprintf(buf, size, "-");
     else {
         double v = (double)(100.0L * (long double)part / whole);
-        if (!nearest || !kt__fmt_append(buf, size, kt__fmt_fixed(buf, size, v, 1), "%"))
+        if (nearest && v >= 0.0 && v < 0x1p-10 && size >= 5) /* "%.1f%%": a kernel among many (fixed.h starts at 2^-10) */
+            memcpy(buf, "0.0%", 5);
+        else if (!nearest || !kt__fmt_append(buf, size, kt__fmt_fixed(buf, size, v, 1), "%"))
             snprintf(buf, size, "%.1f%%", v);
     }
 }
@@ -558,6 +560,59 @@ static void widths_add(widths_t *w, const text_row_t *r, const kt_kernel_timing_
     }
 }
 
+/* Whether row_notes writes anything for e. */
+static int has_notes(const kt_kernel_timing_t *e, int with_device)
+{
+    return e->bytes || e->errors || e->dropped || e->spans_dropped ||
+           (with_device && (e->backend != KT_BACKEND_CPU || !is_host_device(e->device)));
+}
+
+/* The text table's rows are put together here and written a buffer at a time, not by some 35 stdio calls a row
+ * (fputs, fputc per pad, fprintf): those were a tenth of a million-kernel report. */
+typedef struct line_buf_t {
+    FILE *out;
+    size_t len;
+    char b[16384];
+} line_buf_t;
+
+static void lb_flush(line_buf_t *l)
+{
+    if (l->len)
+        fwrite(l->b, 1, l->len, l->out);
+    l->len = 0;
+}
+
+static void lb_put(line_buf_t *l, const char *s, size_t n)
+{
+    if (n > sizeof l->b - l->len) {
+        lb_flush(l);
+        if (n > sizeof l->b) {
+            fwrite(s, 1, n, l->out);
+            return;
+        }
+    }
+    memcpy(l->b + l->len, s, n);
+    l->len += n;
+}
+
+static void lb_pad(line_buf_t *l, size_t n)
+{
+    static const char kSpaces[] = "                                ";
+    while (n) {
+        size_t k = n < sizeof kSpaces - 1 ? n : sizeof kSpaces - 1;
+        lb_put(l, kSpaces, k);
+        n -= k;
+    }
+}
+
+/* write_right's bytes: s right-aligned in width columns. */
+static void lb_right(line_buf_t *l, const char *s, size_t width)
+{
+    size_t c = kt__text_cols(s);
+    lb_pad(l, c < width ? width - c : 0);
+    lb_put(l, s, strlen(s));
+}
+
 static void write_text(FILE *out, text_row_t *rows, size_t n, const kt__entry_view_t *v, size_t shown,
                        const cells_ctx_t *x, const widths_t *wd)
 {
@@ -573,22 +628,55 @@ static void write_text(FILE *out, text_row_t *rows, size_t n, const kt__entry_vi
         write_right(out, kHeads[c], w[c]);
     }
     fputc('\n', out);
+    line_buf_t *l = malloc(sizeof *l);
+    if (l) {
+        l->out = out;
+        l->len = 0;
+    }
     for (size_t i = 0; i < n; i++) {
         if (i + KT__VIEW_AHEAD < n)
             kt__view_prefetch(v, rows[i + KT__VIEW_AHEAD].index);
-        fputs("[timing] ", out);
-        name_write(out, rows[i].name, rows[i].name_cols, name_cols);
         const kt_kernel_timing_t *e = row_entry(v, &rows[i], &scratch);
-        fprintf(out, " %-*s", (int)backend_cols, rows[i].part ? "" : backend_label(e->backend));
         row_cells(e, x, cell);
-        for (size_t c = 0; c < C_COUNT; c++) {
-            fputs("  ", out);
-            write_right(out, cell[c], w[c]);
+        if (!l) { /* no buffer: the same bytes, a call at a time */
+            fputs("[timing] ", out);
+            name_write(out, rows[i].name, rows[i].name_cols, name_cols);
+            fprintf(out, " %-*s", (int)backend_cols, rows[i].part ? "" : backend_label(e->backend));
+            for (size_t c = 0; c < C_COUNT; c++) {
+                fputs("  ", out);
+                write_right(out, cell[c], w[c]);
+            }
+            if (!rows[i].part)
+                row_notes(out, e, KT_ESC_TEXT, 1);
+            fputc('\n', out);
+            continue;
         }
-        if (!rows[i].part)
+        lb_put(l, "[timing] ", 9);
+        if (rows[i].name_cols <= name_cols) {
+            lb_put(l, rows[i].name, strlen(rows[i].name));
+            lb_pad(l, name_cols - rows[i].name_cols);
+        } else {
+            lb_flush(l);
+            name_write(out, rows[i].name, rows[i].name_cols, name_cols);
+        }
+        const char *bl = rows[i].part ? "" : backend_label(e->backend);
+        size_t bn = strlen(bl);
+        lb_put(l, " ", 1);
+        lb_put(l, bl, bn);
+        lb_pad(l, bn < backend_cols ? backend_cols - bn : 0);
+        for (size_t c = 0; c < C_COUNT; c++) {
+            lb_put(l, "  ", 2);
+            lb_right(l, cell[c], w[c]);
+        }
+        if (!rows[i].part && has_notes(e, 1)) {
+            lb_flush(l);
             row_notes(out, e, KT_ESC_TEXT, 1);
-        fputc('\n', out);
+        }
+        lb_put(l, "\n", 1);
     }
+    if (l)
+        lb_flush(l);
+    free(l);
     if (shown < v->count)
         fprintf(out, "[timing] %zu of %zu kernels shown (filter)\n", shown, v->count);
 }

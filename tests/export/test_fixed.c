@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -125,12 +126,74 @@ static void test_u64(void **state)
     assert_int_equal(kt__fmt_append(buf, sizeof buf, 0, "x"), 0); /* nothing to append to */
 }
 
+/* kt__format_double's reference: the shortest of %.15g..%.17g that reads back. */
+static void slow_g(char *buf, size_t size, double v)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, size, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+}
+
+/* kt__fmt_g15: printf's bytes for every multiple of 2^-10 it takes (means of counts), declines the rest. */
+static void test_g15(void **state)
+{
+    (void)state;
+    uint64_t seed = 7;
+    int taken = 0;
+    char fast[32], slow[40];
+    for (int i = 0; i < 300000; i++) {
+        double v;
+        switch (i % 4) {
+        case 0: v = (double)(rng(&seed) >> (rng(&seed) % 64)) / (double)(1u << (rng(&seed) % 11)); break;
+        case 1: v = (double)(rng(&seed) % 100000000) / 32.0; break;
+        case 2: v = ldexp(1.0 + (double)(rng(&seed) >> 11) * 0x1p-53, (int)(rng(&seed) % 60) - 4); break;
+        default: v = (double)(rng(&seed) >> 14) / 1024.0; break;
+        }
+        if (rng(&seed) & 1)
+            v = -v;
+        size_t n = kt__fmt_g15(fast, v);
+        slow_g(slow, sizeof slow, v);
+        double a = fabs(v);
+        if (!(a >= 1.0 && a < 1e15) || a * 1024.0 != floor(a * 1024.0)) {
+            assert_int_equal(n, 0);
+            continue;
+        }
+        if (!n) { /* declined only where the exact value (%.10f is exact here) has more than 15 significant digits */
+            char exact[64];
+            int len = snprintf(exact, sizeof exact, "%.10f", a);
+            while (exact[len - 1] == '0')
+                len--;
+            if (exact[len - 1] == '.')
+                len--;
+            assert_true(len - (strchr(exact, '.') != NULL && strchr(exact, '.') < exact + len) > 15);
+            continue;
+        }
+        if (strcmp(fast, slow) != 0)
+            print_message("%.17g: fast '%s', printf '%s'\n", v, fast, slow);
+        assert_string_equal(fast, slow);
+        assert_int_equal(n, strlen(slow));
+        taken++;
+    }
+    assert_true(taken > 100000);
+    static const double kEdge[] = {1.0, -1.0, 999999999999999.0, 1e15, 0.5, 0.0, 10497.84375, 1.0009765625};
+    for (size_t i = 0; i < sizeof kEdge / sizeof kEdge[0]; i++) {
+        size_t n = kt__fmt_g15(fast, kEdge[i]);
+        slow_g(slow, sizeof slow, kEdge[i]);
+        if (fabs(kEdge[i]) >= 1.0 && fabs(kEdge[i]) < 1e15)
+            assert_string_equal(fast, slow);
+        else
+            assert_int_equal(n, 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_values), cmocka_unit_test(test_durations),
         cmocka_unit_test(test_ties_go_to_even), cmocka_unit_test(test_declines_outside),
-        cmocka_unit_test(test_u64),
+        cmocka_unit_test(test_u64), cmocka_unit_test(test_g15),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
