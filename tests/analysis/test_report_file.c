@@ -280,20 +280,7 @@ static void test_holds_narrow_records(void **state)
     free(path);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    g_dir = ktt_tmpdir("report-file");
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    ktt_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
+KTT_TMPDIR_GROUP(g_dir, "report-file")
 
 int main(void)
 {

@@ -585,20 +585,7 @@ static void test_man_page(void **state)
     free(outp);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    g_dir = ktt_tmpdir("cli");
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    ktt_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
+KTT_TMPDIR_GROUP(g_dir, "cli")
 
 int main(void)
 {

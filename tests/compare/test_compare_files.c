@@ -256,19 +256,7 @@ static void test_memory(void **state)
     free(path);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    return (g_dir = ktt_tmpdir("compare-files")) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    ktt_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
+KTT_TMPDIR_GROUP(g_dir, "compare-files")
 
 int main(void)
 {

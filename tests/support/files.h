@@ -45,6 +45,23 @@ static inline void ktt_rmtree(const char *dir)
         nftw(dir, ktt__remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* A cmocka group's setup and teardown for a test file that works in one private directory: `dir` (a `char *` the
+ * file declares) is made with ktt_tmpdir(tag) before the group's first test and removed after its last. */
+#define KTT_TMPDIR_GROUP(dir, tag)                                                                                    \
+    static int setup(void **state)                                                                                 \
+    {                                                                                                              \
+        (void)state;                                                                                               \
+        return (dir = ktt_tmpdir(tag)) ? 0 : -1;                                                                   \
+    }                                                                                                              \
+    static int teardown(void **state)                                                                              \
+    {                                                                                                              \
+        (void)state;                                                                                               \
+        ktt_rmtree(dir);                                                                                           \
+        free(dir);                                                                                                 \
+        dir = NULL;                                                                                                \
+        return 0;                                                                                                  \
+    }
+
 /* The integer a file starts with (a pid a program published), or -1 when there is none (yet). */
 static inline long ktt_read_long(const char *path)
 {

@@ -123,20 +123,7 @@ static void test_merge_node_and_c(void **state)
     free(err);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    g_dir = ktt_tmpdir("webgpu-align");
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    ktt_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
+KTT_TMPDIR_GROUP(g_dir, "webgpu-align")
 
 int main(void)
 {
