@@ -16,16 +16,12 @@ static void csv_field(FILE *out, const char *raw)
 {
     /* printable ASCII without a backslash, comma or quote is its own escape and needs no quotes: written as it
      * is, not through kt__escape's copy (a malloc and free per field, three fields a row) */
-    size_t i = 0;
-    if (raw) {
-        while (raw[i] >= 0x20 && raw[i] < 0x7f && raw[i] != '\\' && raw[i] != ',' && raw[i] != '"')
-            i++;
-        if (!raw[i]) {
-            if (kt__csv_is_formula(raw))
-                fputc('\'', out);
-            fwrite(raw, 1, i, out);
-            return;
-        }
+    size_t n = raw ? strlen(raw) : 0;
+    if (raw && kt__text_plain_len(raw, n) == n && !strpbrk(raw, ",\"")) {
+        if (kt__csv_is_formula(raw))
+            fputc('\'', out);
+        fwrite(raw, 1, n, out);
+        return;
     }
     char *esc = kt__escape(raw, SIZE_MAX, KT_ESC_TEXT, NULL);
     const char *s = esc ? esc : "?";

@@ -82,24 +82,28 @@ static size_t escape_unit(const unsigned char *p, size_t avail, unsigned flags, 
     return k;
 }
 
+size_t kt__text_plain_len(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len && p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\')
+        i++;
+    return i;
+}
+
 char *kt__escape(const char *s, size_t maxlen, unsigned flags, size_t *cols)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
     size_t len = s ? strnlen(s, maxlen) : 0;
-    if (flags == KT_ESC_TEXT) { /* printable ASCII but '\\' is its own escape, a column a byte: copied */
-        size_t i = 0;
-        while (i < len && p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\')
-            i++;
-        if (i == len) {
-            char *copy = malloc(len + 1);
-            if (copy) {
-                memcpy(copy, p, len);
-                copy[len] = '\0';
-                if (cols)
-                    *cols = len;
-            }
-            return copy;
+    if (flags == KT_ESC_TEXT && kt__text_plain_len(s, len) == len) { /* its own escape: copied */
+        char *copy = malloc(len + 1);
+        if (copy) {
+            memcpy(copy, p, len);
+            copy[len] = '\0';
+            if (cols)
+                *cols = len;
         }
+        return copy;
     }
     /* worst case: every byte becomes "\\\\" in markdown (4) or \xHH (4); "&amp;" is 5 */
     char *out = malloc(len * 6 + 1);

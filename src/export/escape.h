@@ -24,6 +24,10 @@
  * counted as one column per code point. Returns NULL when out of memory. */
 char *kt__escape(const char *s, size_t maxlen, unsigned flags, size_t *cols);
 
+/* How many of s's first len bytes, from the start, are their own KT_ESC_TEXT escape (printable ASCII but '\\', a
+ * column each): len when kt__escape(s, len, KT_ESC_TEXT) would give s back unchanged. */
+size_t kt__text_plain_len(const char *s, size_t len);
+
 /* Writes kt__escape(s) to out; on allocation failure writes "?" (never the raw bytes). */
 void kt__escape_write(FILE *out, const char *s, unsigned flags);
 
