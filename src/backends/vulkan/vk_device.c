@@ -5,6 +5,7 @@
 #include "backends/vulkan/vk_internal.h"
 
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,20 +71,30 @@ static PFN_vkGetPhysicalDeviceProperties2 properties2(const kt__vk_table_t *vk, 
     return NULL;
 }
 
+/* ktiming's own vkEnumeratePhysicalDevices calls, one at a time: contexts made at the same moment on several
+ * threads (the layer makes one at a queue family's first dispatch) called it at once on one instance, and the
+ * loader of Debian 12 with Mesa's device-select layer then frees its device list twice (`bench/vulkan_overhead`,
+ * 4 lanes: "double free or corruption" in about one run of three). */
+static pthread_mutex_t g_enumerate_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* The physical device's index in vkEnumeratePhysicalDevices; -1 when it cannot be told. */
 static int32_t ordinal_of(const kt__vk_table_t *vk, VkInstance instance, VkPhysicalDevice pd)
 {
-    uint32_t n = 0;
-    if (!vk->vkEnumeratePhysicalDevices || vk->vkEnumeratePhysicalDevices(instance, &n, NULL) != VK_SUCCESS || !n)
+    if (!vk->vkEnumeratePhysicalDevices)
         return -1;
-    VkPhysicalDevice *all = calloc(n, sizeof(*all));
     int32_t at = -1;
-    VkResult r = all ? vk->vkEnumeratePhysicalDevices(instance, &n, all) : VK_ERROR_OUT_OF_HOST_MEMORY;
-    if (r == VK_SUCCESS || r == VK_INCOMPLETE)
-        for (uint32_t i = 0; i < n && at < 0; i++)
-            if (all[i] == pd)
-                at = (int32_t)i;
-    free(all);
+    pthread_mutex_lock(&g_enumerate_lock);
+    uint32_t n = 0;
+    if (vk->vkEnumeratePhysicalDevices(instance, &n, NULL) == VK_SUCCESS && n) {
+        VkPhysicalDevice *all = calloc(n, sizeof(*all));
+        VkResult r = all ? vk->vkEnumeratePhysicalDevices(instance, &n, all) : VK_ERROR_OUT_OF_HOST_MEMORY;
+        if (r == VK_SUCCESS || r == VK_INCOMPLETE)
+            for (uint32_t i = 0; i < n && at < 0; i++)
+                if (all[i] == pd)
+                    at = (int32_t)i;
+        free(all);
+    }
+    pthread_mutex_unlock(&g_enumerate_lock);
     return at;
 }
 
