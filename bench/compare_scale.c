@@ -2,7 +2,9 @@
  * side 0-20 % slower per kernel) compared by the CLI as a user runs it; wall seconds and the compare process's
  * peak RSS (wait4 rusage). The bound checked is the issue's: <= 10 s and <= 300 MB. Then two snapshots of
  * 1,000,000 kernels without samples (about 324 bytes a kernel, 324 MB a file: the reader's scale, issue 39.9;
- * bound <= 15 s and <= 600 MB). `compare_scale --keep` leaves the snapshots in place (for profiling).
+ * bound <= 15 s and <= 600 MB), and on the first of them `ktiming report` and `ktiming merge -o`: the readers'
+ * input megabytes per CPU second (aim >= 100) and peak RSS per input megabyte (aim <= 1.5), one line each.
+ * `compare_scale --keep` leaves the snapshots in place (for profiling).
  * Last two lines: compare_scale: kernels=100000 seconds=<s> max_rss_mb=<m>
  *                 compare_scale_1m: kernels=1000000 seconds=<s> max_rss_mb=<m>
  */
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,10 +78,67 @@ static int write_snapshot(const char *path, int slow, uint64_t seed, uint32_t ke
     return fclose(f);
 }
 
-/* Writes the two snapshots in dir, runs `ktiming compare` on them; 0 with *secs, *cpu (user + system seconds of
- * the compare process: what to compare while other jobs share the cores) and *rss_mb, or 1. */
-static int measure(const char *dir, const char *tag, uint32_t kernels, uint32_t samples, int keep, double *secs,
-                   double *cpu, double *rss_mb)
+/* One run of the CLI: argv (argv[0] is KT_CLI), its standard output to /dev/null; 0 with *secs (wall), *cpu
+ * (user + system seconds of the process: what to compare while other jobs share the cores) and *rss_mb (its peak
+ * resident set), or 1. */
+static int run_cli(char *const argv[], double *secs, double *cpu, double *rss_mb)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pid_t pid = fork();
+    if (pid < 0)
+        return 1;
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execv(KT_CLI, argv);
+        _exit(127);
+    }
+    int st = 0;
+    struct rusage ru;
+    while (wait4(pid, &st, 0, &ru) < 0 && errno == EINTR) {
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "compare_scale: ktiming %s failed (status %d)\n", argv[1], st);
+        return 1;
+    }
+    *secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    *cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+    *rss_mb = (double)ru.ru_maxrss / 1024.0;
+    return 0;
+}
+
+static double file_mb(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (double)st.st_size / 1e6 : 0.0;
+}
+
+/* The readers' throughput on one snapshot (issue 39.9: input megabytes per CPU second, aim >= 100, peak RSS
+ * <= 1.5x the input): `ktiming report` (text table) and `ktiming merge -o`, one line. */
+static int readers(const char *dir, const char *path)
+{
+    char merged[512];
+    snprintf(merged, sizeof merged, "%s/merged.json", dir);
+    char *report[] = {KT_CLI, "report", (char *)path, NULL};
+    char *merge[] = {KT_CLI, "merge", (char *)path, "-o", merged, NULL};
+    double s[2], c[2], r[2], mb = file_mb(path), mib = mb * 1e6 / (1024.0 * 1024.0);
+    int bad = run_cli(report, &s[0], &c[0], &r[0]) || run_cli(merge, &s[1], &c[1], &r[1]);
+    unlink(merged);
+    if (bad || mb <= 0.0)
+        return 1;
+    printf("compare_scale_1m: readers of one %.0f MB file, input MB per CPU second (aim >= 100) and peak RSS per "
+           "input: report %.0f MB/s %.2fx, merge %.0f MB/s %.2fx\n",
+           mb, mb / c[0], r[0] / mib, mb / c[1], r[1] / mib);
+    return 0;
+}
+
+/* Writes the two snapshots in dir, runs `ktiming compare` on them (and, with readers, `report` and `merge` of the
+ * first); 0 with *secs, *cpu and *rss_mb of the compare, or 1. */
+static int measure(const char *dir, const char *tag, uint32_t kernels, uint32_t samples, int keep, int with_readers,
+                   double *secs, double *cpu, double *rss_mb)
 {
     char before[512], after[512];
     snprintf(before, sizeof before, "%s/before%s.json", dir, tag);
@@ -87,35 +147,22 @@ static int measure(const char *dir, const char *tag, uint32_t kernels, uint32_t 
         perror("compare_scale: writing the snapshots");
         return 1;
     }
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, 1);
-        execl(KT_CLI, KT_CLI, "compare", before, after, "--format", "json", (char *)NULL);
-        _exit(127);
+    char *compare[] = {KT_CLI, "compare", before, after, "--format", "json", NULL};
+    int bad = run_cli(compare, secs, cpu, rss_mb);
+    if (!bad && with_readers) {
+        double mb = file_mb(before) + file_mb(after);
+        printf("compare_scale_1m: compare of %.0f MB, input MB per CPU second (aim >= 100) and peak RSS per input: "
+               "%.0f MB/s %.2fx\n",
+               mb, mb / *cpu, *rss_mb / (mb * 1e6 / (1024.0 * 1024.0)));
+        bad = readers(dir, before);
     }
-    int st = 0;
-    struct rusage ru;
-    while (wait4(pid, &st, 0, &ru) < 0 && errno == EINTR) {
-    }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (keep) {
         printf("compare_scale: snapshots kept: %s %s\n", before, after);
     } else {
         unlink(before);
         unlink(after);
     }
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "compare_scale: ktiming compare failed (status %d)\n", st);
-        return 1;
-    }
-    *secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    *cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-    *rss_mb = (double)ru.ru_maxrss / 1024.0;
-    return 0;
+    return bad;
 }
 
 int main(int argc, char **argv)
@@ -127,8 +174,8 @@ int main(int argc, char **argv)
         return 1;
     }
     double secs = 0, cpu = 0, rss_mb = 0, secs1m = 0, cpu1m = 0, rss1m = 0;
-    int bad = measure(dir, "", KERNELS, SAMPLES, keep, &secs, &cpu, &rss_mb) ||
-              measure(dir, "_1m", KERNELS_1M, 0, keep, &secs1m, &cpu1m, &rss1m);
+    int bad = measure(dir, "", KERNELS, SAMPLES, keep, 0, &secs, &cpu, &rss_mb) ||
+              measure(dir, "_1m", KERNELS_1M, 0, keep, 1, &secs1m, &cpu1m, &rss1m);
     if (!keep)
         rmdir(dir);
     if (bad)
