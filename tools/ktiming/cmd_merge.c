@@ -119,6 +119,36 @@ static void report_unaligned(const kt_snapshot_t *m, const size_t *nsrc, size_t 
         }
 }
 
+/* The merged snapshot (JSON) written to out_path (NULL or "-": standard output) as it is made, each entry as soon
+ * as it is merged (merge_consume.h): no array of merged entries is held. The same bytes and messages as the merge
+ * made whole and then written. Returns the exit status. */
+static int merge_streamed(kt_snapshot_t *const *in, size_t n, int by_model, const char *out_path, const size_t *nsrc,
+                          char *const *paths)
+{
+    kt__merge_iter_t *it;
+    int rc = kt__merge_begin((const kt_snapshot_t *const *)in, in, n, &(kt_merge_opts_t){.by_model = by_model}, &it);
+    if (rc) {
+        fprintf(stderr, "ktiming merge: %s\n", kt_strerror(rc));
+        return 1;
+    }
+    report_unaligned(kt__merge_result(it), nsrc, n, paths);
+    kt__entry_view_t v;
+    kt__merge_view(it, &v);
+    const char *target = out_path && strcmp(out_path, "-") ? out_path : NULL;
+    if (target)
+        rc = kt__report_write_view(target, kt__merge_result(it), &v, KT_FORMAT_JSON, NULL);
+    else
+        rc = kt__report_print_view(stdout, kt__merge_result(it), &v, KT_FORMAT_JSON, NULL);
+    int err = errno, merge_rc = kt__merge_status(it);
+    kt__merge_end(it);
+    if (merge_rc) /* the merge failed, not the write (the output left as a failed write leaves it) */
+        fprintf(stderr, "ktiming merge: %s\n", kt_strerror(merge_rc));
+    else if (rc)
+        fprintf(stderr, "ktiming merge: cannot write %s: %s\n", target ? target : "standard output",
+                rc == KT_EIO ? strerror(err) : kt_strerror(rc));
+    return merge_rc || rc ? 1 : 0;
+}
+
 int ktcli_cmd_merge(int argc, char **argv)
 {
     static const struct option kLong[] = {
@@ -152,7 +182,10 @@ int ktcli_cmd_merge(int argc, char **argv)
         nsrc[i] = in[i]->source_count ? in[i]->source_count : 1;
     if (!rc && !allow_same && report_same_process(in, n, argv + optind))
         rc = KT_EINVAL;
-    else if (!rc && (rc = kt__snapshot_merge_consume(in, n, &(kt_merge_opts_t){.by_model = by_model}, &merged)))
+    else if (!rc && !trace_path && !by_rank) {
+        status = merge_streamed(in, n, by_model, out_path, nsrc, argv + optind);
+        rc = KT_EINVAL; /* done: the inputs are freed below */
+    } else if (!rc && (rc = kt__snapshot_merge_consume(in, n, &(kt_merge_opts_t){.by_model = by_model}, &merged)))
         fprintf(stderr, "ktiming merge: %s\n", kt_strerror(rc));
     else if (!rc)
         report_unaligned(merged, nsrc, n, argv + optind);
@@ -161,7 +194,7 @@ int ktcli_cmd_merge(int argc, char **argv)
     free(in);
     free(nsrc);
     if (rc)
-        return 1;
+        return status;
     const char *target = out_path && strcmp(out_path, "-") ? out_path : NULL;
     if (target)
         rc = kt_report_write(target, merged, KT_FORMAT_JSON, NULL);
