@@ -118,45 +118,60 @@ static uint64_t hash_str(uint64_t h, const char *s)
     return h;
 }
 
-/* One input's count for one histogram bucket. */
-typedef struct bucket_add_t {
-    uint32_t bucket; /* its index */
-    uint64_t count;  /* dispatches */
-} bucket_add_t;
+/* A histogram being summed: a count per bucket, and which buckets have one (a bit per bucket, a bit per word of
+ * them), so that summing k counts and reading the buckets back in order is O(k + KT__HIST_BLOCKS), with nothing
+ * to clear but the words used. Sorting the inputs' counts by bucket (glibc's qsort, a merge sort through a
+ * callback) was an eighth of merging a file of 32 samples per kernel. */
+typedef struct hist_acc_t {
+    uint64_t words;                     /* bit b: used[b] is not 0 */
+    uint64_t used[KT__HIST_BLOCKS];     /* bit i of used[b]: bucket b * 64 + i has a count */
+    uint64_t count[KT__HIST_BUCKETS];   /* a used bucket's count */
+} hist_acc_t;
+_Static_assert(KT__HIST_BLOCK == 64, "a word of used[] per block");
 
-static int bucket_add_cmp(const void *a, const void *b)
+/* count dispatches added to bucket b (saturating, so in any order). */
+static void acc_add(hist_acc_t *a, uint32_t b, uint64_t count)
 {
-    uint32_t x = ((const bucket_add_t *)a)->bucket, y = ((const bucket_add_t *)b)->bucket;
-    return (x > y) - (x < y);
-}
-
-/* adds[0..k) in bucket order. A single input's histogram comes in order (most groups): a pass finds it so; a
- * few counts (an input's reservoir) are put in order by insertion; glibc's qsort (a merge sort through a
- * comparison callback) was an eighth of merging a file of 32 samples per kernel. */
-static void sort_adds(bucket_add_t *adds, size_t k)
-{
-    size_t sorted = 1;
-    while (sorted < k && adds[sorted - 1].bucket <= adds[sorted].bucket)
-        sorted++;
-    if (sorted >= k)
-        return;
-    if (k > 64) {
-        qsort(adds, k, sizeof *adds, bucket_add_cmp);
+    uint64_t bit = (uint64_t)1 << (b % 64);
+    if (a->used[b / 64] & bit) {
+        a->count[b] = sat_add(a->count[b], count);
         return;
     }
-    for (size_t i = sorted; i < k; i++) {
-        bucket_add_t x = adds[i];
-        size_t j = i;
-        for (; j > 0 && adds[j - 1].bucket > x.bucket; j--)
-            adds[j] = adds[j - 1];
-        adds[j] = x;
-    }
+    a->count[b] = count;
+    a->used[b / 64] |= bit;
+    a->words |= (uint64_t)1 << (b / 64);
 }
 
-/* Histogram of the group: input histograms added bucket by bucket; an input without one (version 1) adds its
- * samples, each standing for count/sample_count dispatches (or its mean for all of them): *approx is then set.
- * The inputs' counts are sorted by bucket and summed (saturating, so in any order), O(k log k) for k counts:
- * not a pass over every bucket per kernel, which was a third of merging a million kernels. */
+/* The buckets with a count other than 0, in order, as bins in a new array (NULL when none): *n of them; a emptied
+ * for the next histogram (also when out of memory, KT_ENOMEM). */
+static int acc_take(hist_acc_t *a, kt_hist_bin_t **out, uint32_t *n)
+{
+    size_t w = 0;
+    for (uint64_t m = a->words; m; m &= m - 1)
+        w += (size_t)__builtin_popcountll(a->used[__builtin_ctzll(m)]);
+    kt_hist_bin_t *bins = w ? malloc(w * sizeof *bins) : NULL;
+    size_t k = 0;
+    for (uint64_t m = a->words; m; m &= m - 1) {
+        uint32_t word = (uint32_t)__builtin_ctzll(m);
+        for (uint64_t u = a->used[word]; bins && u; u &= u - 1) {
+            uint32_t b = word * 64u + (uint32_t)__builtin_ctzll(u);
+            if (a->count[b])
+                bins[k++] = (kt_hist_bin_t){kt__hist_lower(b), a->count[b]};
+        }
+        a->used[word] = 0;
+    }
+    a->words = 0;
+    if (w && !bins)
+        return KT_ENOMEM;
+    if (!k) {
+        free(bins);
+        bins = NULL;
+    }
+    *out = bins;
+    *n = (uint32_t)k;
+    return 0;
+}
+
 /* The group's breakdowns by launch configuration added up: equal configurations summed, then capped as a
  * snapshot caps them (kt__configs_fold: KT_LAUNCH_CONFIGS_MAX rows, the rest in one "other" row). */
 static int merge_configs(const ref_t *g, size_t m, kt_kernel_timing_t *t)
@@ -176,60 +191,34 @@ static int merge_configs(const ref_t *g, size_t m, kt_kernel_timing_t *t)
     return 0;
 }
 
-static int merge_hist(const ref_t *g, size_t m, kt_hist_bin_t **out, uint32_t *nout, int *approx)
+/* Histogram of the group: input histograms added bucket by bucket; an input without one (version 1) adds its
+ * samples, each standing for count/sample_count dispatches (or its mean for all of them): *approx is then set.
+ * The inputs' counts are summed in acc (hist_acc_t), O(k) for k counts: not a pass over every bucket per
+ * kernel, which was a third of merging a million kernels. */
+static int merge_hist(const ref_t *g, size_t m, hist_acc_t *acc, kt_hist_bin_t **out, uint32_t *nout, int *approx)
 {
     *approx = 0;
     *out = NULL;
     *nout = 0;
-    size_t k = 0, cap = 0;
-    for (size_t i = 0; i < m; i++) {
-        const kt_kernel_timing_t *e = g[i].e;
-        if (e->dispatch_count)
-            cap += e->hist && e->hist_count ? e->hist_count : e->samples && e->sample_count ? e->sample_count : 1;
-    }
-    if (!cap)
-        return 0;
-    bucket_add_t *adds = malloc(cap * sizeof *adds);
-    if (!adds)
-        return KT_ENOMEM;
     for (size_t i = 0; i < m; i++) {
         const kt_kernel_timing_t *e = g[i].e;
         if (!e->dispatch_count)
             continue;
         if (e->hist && e->hist_count) {
             for (uint32_t h = 0; h < e->hist_count; h++)
-                adds[k++] = (bucket_add_t){kt__hist_index(e->hist[h].lower_ns), e->hist[h].count};
+                acc_add(acc, kt__hist_index(e->hist[h].lower_ns), e->hist[h].count);
             continue;
         }
         *approx = 1;
         if (e->samples && e->sample_count) {
             uint64_t each = e->dispatch_count / e->sample_count, extra = e->dispatch_count % e->sample_count;
             for (uint32_t h = 0; h < e->sample_count; h++)
-                adds[k++] = (bucket_add_t){kt__hist_index(e->samples[h]), each + (h < extra)};
+                acc_add(acc, kt__hist_index(e->samples[h]), each + (h < extra));
         } else {
-            adds[k++] = (bucket_add_t){kt__hist_index((uint64_t)llround(e->mean_ns)), e->dispatch_count};
+            acc_add(acc, kt__hist_index((uint64_t)llround(e->mean_ns)), e->dispatch_count);
         }
     }
-    sort_adds(adds, k);
-    size_t w = 0; /* summed in place: adds[0..w) one per bucket with a count */
-    for (size_t i = 0; i < k;) {
-        bucket_add_t sum = adds[i];
-        for (i++; i < k && adds[i].bucket == sum.bucket; i++)
-            sum.count = sat_add(sum.count, adds[i].count);
-        if (sum.count)
-            adds[w++] = sum;
-    }
-    kt_hist_bin_t *bins = w ? malloc(w * sizeof *bins) : NULL;
-    if (w && !bins) {
-        free(adds);
-        return KT_ENOMEM;
-    }
-    for (size_t i = 0; i < w; i++)
-        bins[i] = (kt_hist_bin_t){kt__hist_lower(adds[i].bucket), adds[i].count};
-    free(adds);
-    *out = bins;
-    *nout = (uint32_t)w;
-    return 0;
+    return acc_take(acc, out, nout);
 }
 
 /* Uniform sample without replacement of the group's dispatches, from the inputs' reservoirs. */
@@ -335,7 +324,7 @@ static void release_merged(input_t *ip, int all)
     give_back_below(s->entries, &ip->given, ip->freed * sizeof *s->entries);
 }
 
-static int merge_group(const ref_t *g, size_t m, const input_t *in, kt_kernel_timing_t *t)
+static int merge_group(const ref_t *g, size_t m, const input_t *in, hist_acc_t *acc, kt_kernel_timing_t *t)
 {
     unsigned __int128 sum = 0, sq = 0;
     int sq_unknown = 0, have_last = 0, have_err = 0;
@@ -430,7 +419,7 @@ static int merge_group(const ref_t *g, size_t m, const input_t *in, kt_kernel_ti
     int approx, rc = merge_configs(g, m, t);
     if (rc)
         return rc;
-    rc = merge_hist(g, m, &t->hist, &t->hist_count, &approx);
+    rc = merge_hist(g, m, acc, &t->hist, &t->hist_count, &approx);
     if (rc)
         return rc;
     if (t->dispatch_count) {
@@ -706,6 +695,7 @@ struct kt__merge_iter_t {
     size_t groups;        /* entries of the result */
     size_t made;          /* of them made */
     int rc;               /* the first failure: nothing is made after it */
+    hist_acc_t *acc;      /* the histogram being summed (merge_hist) */
     kt_kernel_timing_t cur; /* the view's entry (kt__merge_view) */
 };
 
@@ -749,7 +739,9 @@ int kt__merge_begin(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *ow
     input_t *in = calloc(n, sizeof *in);
     kt_snapshot_t *o = calloc(1, sizeof *o);
     kt__merge_clock_t *pl = calloc(n, sizeof *pl);
-    if (!it || !in || !o || !pl) {
+    hist_acc_t *acc = calloc(1, sizeof *acc);
+    if (!it || !in || !o || !pl || !acc) {
+        free(acc);
         free(it);
         free(in);
         free(o);
@@ -759,6 +751,7 @@ int kt__merge_begin(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *ow
     it->in = in;
     it->n = n;
     it->o = o;
+    it->acc = acc;
     memcpy(o->host, inputs[0]->host, sizeof o->host);
     o->host[sizeof o->host - 1] = 0;
     kt__merge_clocks(inputs, n, pl, o); /* where each goes when the caller does not say */
@@ -834,7 +827,7 @@ int kt__merge_next(kt__merge_iter_t *it, kt_kernel_timing_t *t)
         j++;
     for (size_t k = i; k < j; k++)
         in[refs[k].input].entry_map[refs[k].entry] = (uint32_t)it->made;
-    int rc = merge_group(refs + i, j - i, in, t);
+    int rc = merge_group(refs + i, j - i, in, it->acc, t);
     for (size_t k = i; k < j && in[refs[k].input].own; k++)
         in[refs[k].input].merged[refs[k].entry] = 1;
     for (size_t k = i; k < j && in[refs[k].input].own; k++)
@@ -867,6 +860,7 @@ static int merge_end(kt__merge_iter_t *it, kt_snapshot_t **out)
     }
     free(it->in);
     free(it->refs);
+    free(it->acc);
     entry_clear(&it->cur);
     if (rc || !out)
         kt_snapshot_free(it->o);
