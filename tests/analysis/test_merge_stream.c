@@ -3,6 +3,7 @@
  * then kt_report_print / kt_report_write, for inputs with spans, threads, queues and devices, one or several, an
  * earlier merge among them, devices folded by model, inputs kept or released; a failure in the middle leaves no
  * file (and an old one as it was); and no array of merged entries is held while writing. */
+#include "analysis/by_rank.h"
 #include "analysis/merge_consume.h"
 #include "support/compare_synth.h"
 #include "support/files.h"
@@ -312,6 +313,63 @@ static void test_memory(void **state)
     kt_snapshot_free(in[0]);
 }
 
+static char *by_rank_text(const kt_snapshot_t *meta, const kt__by_rank_t *keep, const kt_snapshot_t *whole)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    assert_non_null(m);
+    assert_int_equal(keep ? kt__by_rank_print(m, meta, keep) : kt_report_by_rank(m, whole), 0);
+    assert_int_equal(fclose(m), 0);
+    return text;
+}
+
+/* `merge --by-rank` from the entries kept as they are merged (by_rank.h): kt_report_by_rank's text of the merge
+ * made whole, for kernels on one device and on several (one per host, or one model), for 3 sources (each listed
+ * under each kernel) and 20 (the summary line only), an earlier merge among the inputs. */
+static void test_by_rank_same_text(void **state)
+{
+    (void)state;
+    for (int set = 1; set < 5; set++)
+        for (int by_model = 0; by_model < 2; by_model++) {
+            kt_merge_opts_t o = {.by_model = by_model};
+            kt_snapshot_t *in[20] = {NULL}, *want = NULL;
+            size_t n = 20;
+            if (set < 4)
+                n = inputs(set, 200, in);
+            else
+                for (size_t i = 0; i < n; i++)
+                    in[i] = input((int)i, 40);
+            assert_int_equal(kt_snapshot_merge((const kt_snapshot_t *const *)in, n, &o, &want), 0);
+            char *a = by_rank_text(want, NULL, want);
+            kt__merge_iter_t *it = NULL;
+            assert_int_equal(kt__merge_begin((const kt_snapshot_t *const *)in, in, n, &o, &it), 0);
+            kt__by_rank_t *keep = kt__by_rank_new();
+            assert_non_null(keep);
+            kt__entry_view_t v;
+            kt__merge_view(it, &v);
+            for (size_t i = 0; i < v.count; i++) {
+                kt_kernel_timing_t tmp;
+                const kt_kernel_timing_t *e = kt__view_entry(&v, i, &tmp);
+                assert_non_null(e);
+                assert_int_equal(kt__by_rank_keep(keep, e), 0);
+            }
+            char *b = by_rank_text(kt__merge_result(it), keep, NULL);
+            if (strcmp(a, b))
+                fail_msg("set %d, by_model %d: the by-rank reports differ:\n%s\n---\n%s", set, by_model, a, b);
+            assert_non_null(strstr(a, set == 4 ? "[by-rank] 20 sources" : "[by-rank] "));
+            if (!by_model && set < 4)
+                assert_non_null(strstr(a, "    on ")); /* a kernel on several devices */
+            free(a);
+            free(b);
+            kt__by_rank_free(keep);
+            kt__merge_end(it);
+            kt_snapshot_free(want);
+            for (size_t i = 0; i < n; i++)
+                kt_snapshot_free(in[i]);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -319,6 +377,7 @@ int main(void)
         cmocka_unit_test(test_failure_leaves_no_file),
         cmocka_unit_test(test_view_in_order),
         cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_by_rank_same_text),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
