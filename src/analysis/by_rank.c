@@ -2,7 +2,9 @@
  * report (mpiP-style: per kernel the spread of per-rank totals, the imbalance max/mean and the slowest rank). */
 #include <ktiming/analysis.h>
 
+#include "analysis/by_rank.h"
 #include "export/escape.h"
+#include "export/report_view.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -10,6 +12,61 @@
 
 /* Ranks listed one by one under each kernel up to this many sources; above it only the summary line. */
 #define BY_RANK_DETAIL_MAX 16
+
+/* The end of the kernel whose first entry is i: entries are sorted by name, backend, device, so the kernel on every
+ * device is the run of entries with its name and backend. */
+static size_t kernel_end(const kt__entry_view_t *v, size_t i)
+{
+    kt_kernel_timing_t ta, tb;
+    const kt_kernel_timing_t *a = kt__view_entry(v, i, &ta);
+    size_t j = i + 1;
+    for (; j < v->count; j++) {
+        const kt_kernel_timing_t *e = kt__view_entry(v, j, &tb);
+        if (e->backend != a->backend || strcmp(e->name, a->name))
+            break;
+    }
+    return j;
+}
+
+/* The balance of the kernel on entries [i, j): each of the nsrc sources' total over them (in tot, nsrc long). */
+static void balance_of(const kt__entry_view_t *v, size_t i, size_t j, size_t nsrc, uint64_t *tot,
+                       kt_rank_balance_t *r)
+{
+    memset(tot, 0, nsrc * sizeof *tot);
+    for (size_t x = i; x < j; x++) {
+        kt_kernel_timing_t tmp;
+        const kt_kernel_timing_t *e = kt__view_entry(v, x, &tmp);
+        for (uint32_t k = 0; e->by_source && k < e->by_source_count; k++)
+            if (e->by_source[k].source < nsrc) {
+                uint64_t *t = &tot[e->by_source[k].source];
+                *t = *t > UINT64_MAX - e->by_source[k].total_ns ? UINT64_MAX : *t + e->by_source[k].total_ns;
+            }
+    }
+    long double sum = 0;
+    memset(r, 0, sizeof *r);
+    r->entry = i;
+    r->devices = (uint32_t)(j - i);
+    r->sources = (uint32_t)nsrc;
+    r->min_total_ns = UINT64_MAX;
+    for (uint32_t s = 0; s < r->sources; s++) {
+        sum += tot[s];
+        if (s == 0 || tot[s] > r->max_total_ns) {
+            r->max_total_ns = tot[s];
+            r->slowest_source = s;
+        }
+        if (tot[s] < r->min_total_ns) {
+            r->min_total_ns = tot[s];
+            r->fastest_source = s;
+        }
+    }
+    r->mean_total_ns = (double)(sum / r->sources);
+    r->imbalance = r->mean_total_ns > 0 ? (double)r->max_total_ns / r->mean_total_ns : 0.0;
+}
+
+static kt__entry_view_t own_view(const kt_snapshot_t *snap)
+{
+    return (kt__entry_view_t){snap->count, snap->entries, NULL, NULL, NULL, 0, 1};
+}
 
 int kt_rank_balance(const kt_snapshot_t *snap, kt_rank_balance_t **out, size_t *count)
 {
@@ -28,41 +85,11 @@ int kt_rank_balance(const kt_snapshot_t *snap, kt_rank_balance_t **out, size_t *
         free(tot);
         return KT_ENOMEM;
     }
+    kt__entry_view_t v = own_view(snap);
     size_t nb = 0;
     for (size_t i = 0, j; i < snap->count; i = j) {
-        /* the kernel on every device (entries are sorted by name, backend, device): each rank's total over them */
-        for (j = i + 1; j < snap->count && snap->entries[j].backend == snap->entries[i].backend &&
-                        !strcmp(snap->entries[j].name, snap->entries[i].name);
-             j++)
-            ;
-        memset(tot, 0, snap->source_count * sizeof *tot);
-        for (size_t x = i; x < j; x++) {
-            const kt_kernel_timing_t *e = &snap->entries[x];
-            for (uint32_t k = 0; e->by_source && k < e->by_source_count; k++)
-                if (e->by_source[k].source < snap->source_count) {
-                    uint64_t *t = &tot[e->by_source[k].source];
-                    *t = *t > UINT64_MAX - e->by_source[k].total_ns ? UINT64_MAX : *t + e->by_source[k].total_ns;
-                }
-        }
-        kt_rank_balance_t *r = &b[nb++];
-        long double sum = 0;
-        r->entry = i;
-        r->devices = (uint32_t)(j - i);
-        r->sources = (uint32_t)snap->source_count;
-        r->min_total_ns = UINT64_MAX;
-        for (uint32_t s = 0; s < r->sources; s++) {
-            sum += tot[s];
-            if (s == 0 || tot[s] > r->max_total_ns) {
-                r->max_total_ns = tot[s];
-                r->slowest_source = s;
-            }
-            if (tot[s] < r->min_total_ns) {
-                r->min_total_ns = tot[s];
-                r->fastest_source = s;
-            }
-        }
-        r->mean_total_ns = (double)(sum / r->sources);
-        r->imbalance = r->mean_total_ns > 0 ? (double)r->max_total_ns / r->mean_total_ns : 0.0;
+        j = kernel_end(&v, i);
+        balance_of(&v, i, j, snap->source_count, tot, &b[nb++]);
     }
     free(tot);
     *out = b;
@@ -87,13 +114,14 @@ static void ms(char *buf, size_t size, double ns) { snprintf(buf, size, "%.3f ms
 
 /* The device on which source `src` spent most of the kernel's time among its entries [first, first + n), and how
  * many of them it used; NULL when none. */
-static const char *source_device(const kt_snapshot_t *snap, size_t first, uint32_t n, uint32_t src, int *used)
+static const char *source_device(const kt__entry_view_t *v, size_t first, uint32_t n, uint32_t src, int *used)
 {
     const char *best = NULL;
     uint64_t best_ns = 0;
     *used = 0;
     for (size_t x = first; x < first + n; x++) {
-        const kt_kernel_timing_t *e = &snap->entries[x];
+        kt_kernel_timing_t tmp; /* a view's entry: its strings are the view's, they outlive tmp */
+        const kt_kernel_timing_t *e = kt__view_entry(v, x, &tmp);
         for (uint32_t k = 0; e->by_source && k < e->by_source_count; k++)
             if (e->by_source[k].source == src && e->by_source[k].dispatch_count) {
                 ++*used;
@@ -107,13 +135,13 @@ static const char *source_device(const kt_snapshot_t *snap, size_t first, uint32
 }
 
 /* The source's label with the device it ran the kernel on ("rank 3 on H100 #3"), escaped for a terminal. */
-static void source_on_device(char *buf, size_t size, const kt_snapshot_t *snap, const kt_rank_balance_t *r,
-                             uint32_t src)
+static void source_on_device(char *buf, size_t size, const kt_snapshot_t *snap, const kt__entry_view_t *v,
+                             const kt_rank_balance_t *r, uint32_t src)
 {
     char who[96];
     int used;
     source_label(who, sizeof who, &snap->sources[src]);
-    const char *dev = r->devices > 1 ? source_device(snap, r->entry, r->devices, src, &used) : NULL;
+    const char *dev = r->devices > 1 ? source_device(v, r->entry, r->devices, src, &used) : NULL;
     if (!dev) {
         snprintf(buf, size, "%s", who);
         return;
@@ -126,15 +154,14 @@ static void source_on_device(char *buf, size_t size, const kt_snapshot_t *snap, 
     free(d);
 }
 
-int kt_report_by_rank(FILE *out, const kt_snapshot_t *snap)
+/* The report of snap (its sources) with the entries of v, written kernel by kernel: no balance array held. */
+static int report_by_rank(FILE *out, const kt_snapshot_t *snap, const kt__entry_view_t *v)
 {
-    kt_rank_balance_t *b;
-    size_t n;
-    if (!out)
+    if (!out || !snap || !snap->source_count || !snap->sources)
         return KT_EINVAL;
-    int rc = kt_rank_balance(snap, &b, &n);
-    if (rc)
-        return rc;
+    uint64_t *tot = calloc(snap->source_count, sizeof *tot);
+    if (!tot)
+        return KT_ENOMEM;
     char lo[32], mean[32], hi[32], who[256];
     fprintf(out, "[by-rank] %zu sources (per-rank totals of each kernel; imbalance = max / mean)\n",
             snap->source_count);
@@ -151,18 +178,22 @@ int kt_report_by_rank(FILE *out, const kt_snapshot_t *snap)
     }
     fprintf(out, "%-28s %-8s %14s %14s %14s %9s  %s\n", "kernel", "backend", "min total", "mean total",
             "max total", "imbalance", "slowest");
-    for (size_t i = 0; i < n; i++) {
-        const kt_kernel_timing_t *e = &snap->entries[b[i].entry];
-        ms(lo, sizeof lo, (double)b[i].min_total_ns);
-        ms(mean, sizeof mean, b[i].mean_total_ns);
-        ms(hi, sizeof hi, (double)b[i].max_total_ns);
-        source_on_device(who, sizeof who, snap, &b[i], b[i].slowest_source);
+    for (size_t i = 0, j; i < v->count; i = j) {
+        j = kernel_end(v, i);
+        kt_rank_balance_t b;
+        balance_of(v, i, j, snap->source_count, tot, &b);
+        kt_kernel_timing_t te;
+        const kt_kernel_timing_t *e = kt__view_entry(v, i, &te);
+        ms(lo, sizeof lo, (double)b.min_total_ns);
+        ms(mean, sizeof mean, b.mean_total_ns);
+        ms(hi, sizeof hi, (double)b.max_total_ns);
+        source_on_device(who, sizeof who, snap, v, &b, b.slowest_source);
         kt__escape_write_padded(out, e->name, KT_ESC_TEXT, 28);
-        fprintf(out, " %-8s %14s %14s %14s %9.3f  %s\n", kt_backend_name(e->backend), lo, mean, hi, b[i].imbalance,
+        fprintf(out, " %-8s %14s %14s %14s %9.3f  %s\n", kt_backend_name(e->backend), lo, mean, hi, b.imbalance,
                 who);
         if (snap->source_count > BY_RANK_DETAIL_MAX)
             continue;
-        if (b[i].devices == 1) {
+        if (b.devices == 1) {
             for (uint32_t k = 0; e->by_source && k < e->by_source_count; k++) {
                 const kt_source_total_t *t = &e->by_source[k];
                 source_label(who, sizeof who, &snap->sources[t->source]);
@@ -172,8 +203,9 @@ int kt_report_by_rank(FILE *out, const kt_snapshot_t *snap)
             continue;
         }
         /* several devices: each device's ranks under it */
-        for (uint32_t x = 0; x < b[i].devices; x++) {
-            const kt_kernel_timing_t *d = &snap->entries[b[i].entry + x];
+        for (uint32_t x = 0; x < b.devices; x++) {
+            kt_kernel_timing_t td;
+            const kt_kernel_timing_t *d = kt__view_entry(v, b.entry + x, &td);
             fputs("    on ", out);
             kt__escape_write(out, d->device, KT_ESC_TEXT);
             fputc('\n', out);
@@ -185,6 +217,127 @@ int kt_report_by_rank(FILE *out, const kt_snapshot_t *snap)
             }
         }
     }
-    free(b);
+    free(tot);
     return ferror(out) ? KT_EIO : 0;
+}
+
+int kt_report_by_rank(FILE *out, const kt_snapshot_t *snap)
+{
+    if (!out || !snap)
+        return KT_EINVAL;
+    kt__entry_view_t v = own_view(snap);
+    return report_by_rank(out, snap, &v);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Entries kept for the report (by_rank.h): a small record each, their strings and per-source totals in blocks.
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct kept_t {
+    const char *name;
+    const char *device;
+    const kt_source_total_t *by_source;
+    uint32_t by_source_count;
+    kt_backend_t backend;
+} kept_t;
+
+#define KEPT_BLOCK ((size_t)1 << 20) /* bytes of a block of strings and totals (more for a larger item) */
+
+struct kt__by_rank_t {
+    kept_t *v;      /* the records */
+    size_t n, cap;  /* held, room */
+    char **blocks;  /* the blocks */
+    size_t nblocks, cap_blocks;
+    size_t used, size; /* of the last block */
+};
+
+kt__by_rank_t *kt__by_rank_new(void) { return calloc(1, sizeof(kt__by_rank_t)); }
+
+/* n bytes in a block, 8-aligned; NULL when out of memory. */
+static void *kept_alloc(kt__by_rank_t *r, size_t n)
+{
+    size_t at = (r->used + 7) & ~(size_t)7;
+    if (!r->nblocks || at > r->size || r->size - at < n) {
+        if (r->nblocks == r->cap_blocks) {
+            size_t cap = r->cap_blocks ? 2 * r->cap_blocks : 16;
+            char **b = realloc(r->blocks, cap * sizeof *b);
+            if (!b)
+                return NULL;
+            r->blocks = b;
+            r->cap_blocks = cap;
+        }
+        size_t size = n > KEPT_BLOCK ? n : KEPT_BLOCK;
+        if (!(r->blocks[r->nblocks] = malloc(size)))
+            return NULL;
+        r->nblocks++;
+        r->size = size;
+        at = 0;
+    }
+    r->used = at + n;
+    return r->blocks[r->nblocks - 1] + at;
+}
+
+static const char *kept_string(kt__by_rank_t *r, const char *s)
+{
+    size_t n = strlen(s ? s : "") + 1;
+    char *p = kept_alloc(r, n);
+    if (p)
+        memcpy(p, s ? s : "", n);
+    return p;
+}
+
+int kt__by_rank_keep(kt__by_rank_t *r, const kt_kernel_timing_t *e)
+{
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 1024;
+        kept_t *v = realloc(r->v, cap * sizeof *v);
+        if (!v)
+            return KT_ENOMEM;
+        r->v = v;
+        r->cap = cap;
+    }
+    kept_t k = {kept_string(r, e->name), kept_string(r, e->device), NULL, 0, e->backend};
+    if (!k.name || !k.device)
+        return KT_ENOMEM;
+    if (e->by_source && e->by_source_count) {
+        kt_source_total_t *b = kept_alloc(r, e->by_source_count * sizeof *b);
+        if (!b)
+            return KT_ENOMEM;
+        memcpy(b, e->by_source, e->by_source_count * sizeof *b);
+        k.by_source = b;
+        k.by_source_count = e->by_source_count;
+    }
+    r->v[r->n++] = k;
+    return 0;
+}
+
+static const kt_kernel_timing_t *kept_get(const kt__entry_view_t *v, size_t i, kt_kernel_timing_t *tmp)
+{
+    const kept_t *k = &((const kt__by_rank_t *)v->user)->v[i];
+    memset(tmp, 0, sizeof *tmp);
+    tmp->name = k->name;
+    tmp->device = k->device;
+    tmp->backend = k->backend;
+    tmp->by_source = (kt_source_total_t *)k->by_source;
+    tmp->by_source_count = k->by_source_count;
+    return tmp;
+}
+
+int kt__by_rank_print(FILE *out, const kt_snapshot_t *meta, const kt__by_rank_t *r)
+{
+    if (!r)
+        return KT_EINVAL;
+    kt__entry_view_t v = {r->n, NULL, kept_get, r, r->v, sizeof(kept_t), 0};
+    return report_by_rank(out, meta, &v);
+}
+
+void kt__by_rank_free(kt__by_rank_t *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->nblocks; i++)
+        free(r->blocks[i]);
+    free(r->blocks);
+    free(r->v);
+    free(r);
 }

@@ -118,22 +118,60 @@ static uint64_t hash_str(uint64_t h, const char *s)
     return h;
 }
 
-/* One input's count for one histogram bucket. */
-typedef struct bucket_add_t {
-    uint32_t bucket; /* its index */
-    uint64_t count;  /* dispatches */
-} bucket_add_t;
+/* A histogram being summed: a count per bucket, and which buckets have one (a bit per bucket, a bit per word of
+ * them), so that summing k counts and reading the buckets back in order is O(k + KT__HIST_BLOCKS), with nothing
+ * to clear but the words used. Sorting the inputs' counts by bucket (glibc's qsort, a merge sort through a
+ * callback) was an eighth of merging a file of 32 samples per kernel. */
+typedef struct hist_acc_t {
+    uint64_t words;                     /* bit b: used[b] is not 0 */
+    uint64_t used[KT__HIST_BLOCKS];     /* bit i of used[b]: bucket b * 64 + i has a count */
+    uint64_t count[KT__HIST_BUCKETS];   /* a used bucket's count */
+} hist_acc_t;
+_Static_assert(KT__HIST_BLOCK == 64, "a word of used[] per block");
 
-static int bucket_add_cmp(const void *a, const void *b)
+/* count dispatches added to bucket b (saturating, so in any order). */
+static void acc_add(hist_acc_t *a, uint32_t b, uint64_t count)
 {
-    uint32_t x = ((const bucket_add_t *)a)->bucket, y = ((const bucket_add_t *)b)->bucket;
-    return (x > y) - (x < y);
+    uint64_t bit = (uint64_t)1 << (b % 64);
+    if (a->used[b / 64] & bit) {
+        a->count[b] = sat_add(a->count[b], count);
+        return;
+    }
+    a->count[b] = count;
+    a->used[b / 64] |= bit;
+    a->words |= (uint64_t)1 << (b / 64);
 }
 
-/* Histogram of the group: input histograms added bucket by bucket; an input without one (version 1) adds its
- * samples, each standing for count/sample_count dispatches (or its mean for all of them): *approx is then set.
- * The inputs' counts are sorted by bucket and summed (saturating, so in any order), O(k log k) for k counts:
- * not a pass over every bucket per kernel, which was a third of merging a million kernels. */
+/* The buckets with a count other than 0, in order, as bins in a new array (NULL when none): *n of them; a emptied
+ * for the next histogram (also when out of memory, KT_ENOMEM). */
+static int acc_take(hist_acc_t *a, kt_hist_bin_t **out, uint32_t *n)
+{
+    size_t w = 0;
+    for (uint64_t m = a->words; m; m &= m - 1)
+        w += (size_t)__builtin_popcountll(a->used[__builtin_ctzll(m)]);
+    kt_hist_bin_t *bins = w ? malloc(w * sizeof *bins) : NULL;
+    size_t k = 0;
+    for (uint64_t m = a->words; m; m &= m - 1) {
+        uint32_t word = (uint32_t)__builtin_ctzll(m);
+        for (uint64_t u = a->used[word]; bins && u; u &= u - 1) {
+            uint32_t b = word * 64u + (uint32_t)__builtin_ctzll(u);
+            if (a->count[b])
+                bins[k++] = (kt_hist_bin_t){kt__hist_lower(b), a->count[b]};
+        }
+        a->used[word] = 0;
+    }
+    a->words = 0;
+    if (w && !bins)
+        return KT_ENOMEM;
+    if (!k) {
+        free(bins);
+        bins = NULL;
+    }
+    *out = bins;
+    *n = (uint32_t)k;
+    return 0;
+}
+
 /* The group's breakdowns by launch configuration added up: equal configurations summed, then capped as a
  * snapshot caps them (kt__configs_fold: KT_LAUNCH_CONFIGS_MAX rows, the rest in one "other" row). */
 static int merge_configs(const ref_t *g, size_t m, kt_kernel_timing_t *t)
@@ -153,61 +191,34 @@ static int merge_configs(const ref_t *g, size_t m, kt_kernel_timing_t *t)
     return 0;
 }
 
-static int merge_hist(const ref_t *g, size_t m, kt_hist_bin_t **out, uint32_t *nout, int *approx)
+/* Histogram of the group: input histograms added bucket by bucket; an input without one (version 1) adds its
+ * samples, each standing for count/sample_count dispatches (or its mean for all of them): *approx is then set.
+ * The inputs' counts are summed in acc (hist_acc_t), O(k) for k counts: not a pass over every bucket per
+ * kernel, which was a third of merging a million kernels. */
+static int merge_hist(const ref_t *g, size_t m, hist_acc_t *acc, kt_hist_bin_t **out, uint32_t *nout, int *approx)
 {
     *approx = 0;
     *out = NULL;
     *nout = 0;
-    size_t k = 0, cap = 0;
-    for (size_t i = 0; i < m; i++) {
-        const kt_kernel_timing_t *e = g[i].e;
-        if (e->dispatch_count)
-            cap += e->hist && e->hist_count ? e->hist_count : e->samples && e->sample_count ? e->sample_count : 1;
-    }
-    if (!cap)
-        return 0;
-    bucket_add_t *adds = malloc(cap * sizeof *adds);
-    if (!adds)
-        return KT_ENOMEM;
     for (size_t i = 0; i < m; i++) {
         const kt_kernel_timing_t *e = g[i].e;
         if (!e->dispatch_count)
             continue;
         if (e->hist && e->hist_count) {
             for (uint32_t h = 0; h < e->hist_count; h++)
-                adds[k++] = (bucket_add_t){kt__hist_index(e->hist[h].lower_ns), e->hist[h].count};
+                acc_add(acc, kt__hist_index(e->hist[h].lower_ns), e->hist[h].count);
             continue;
         }
         *approx = 1;
         if (e->samples && e->sample_count) {
             uint64_t each = e->dispatch_count / e->sample_count, extra = e->dispatch_count % e->sample_count;
             for (uint32_t h = 0; h < e->sample_count; h++)
-                adds[k++] = (bucket_add_t){kt__hist_index(e->samples[h]), each + (h < extra)};
+                acc_add(acc, kt__hist_index(e->samples[h]), each + (h < extra));
         } else {
-            adds[k++] = (bucket_add_t){kt__hist_index((uint64_t)llround(e->mean_ns)), e->dispatch_count};
+            acc_add(acc, kt__hist_index((uint64_t)llround(e->mean_ns)), e->dispatch_count);
         }
     }
-    if (k > 1)
-        qsort(adds, k, sizeof *adds, bucket_add_cmp);
-    size_t w = 0; /* summed in place: adds[0..w) one per bucket with a count */
-    for (size_t i = 0; i < k;) {
-        bucket_add_t sum = adds[i];
-        for (i++; i < k && adds[i].bucket == sum.bucket; i++)
-            sum.count = sat_add(sum.count, adds[i].count);
-        if (sum.count)
-            adds[w++] = sum;
-    }
-    kt_hist_bin_t *bins = w ? malloc(w * sizeof *bins) : NULL;
-    if (w && !bins) {
-        free(adds);
-        return KT_ENOMEM;
-    }
-    for (size_t i = 0; i < w; i++)
-        bins[i] = (kt_hist_bin_t){kt__hist_lower(adds[i].bucket), adds[i].count};
-    free(adds);
-    *out = bins;
-    *nout = (uint32_t)w;
-    return 0;
+    return acc_take(acc, out, nout);
 }
 
 /* Uniform sample without replacement of the group's dispatches, from the inputs' reservoirs. */
@@ -313,7 +324,7 @@ static void release_merged(input_t *ip, int all)
     give_back_below(s->entries, &ip->given, ip->freed * sizeof *s->entries);
 }
 
-static int merge_group(const ref_t *g, size_t m, const input_t *in, kt_kernel_timing_t *t)
+static int merge_group(const ref_t *g, size_t m, const input_t *in, hist_acc_t *acc, kt_kernel_timing_t *t)
 {
     unsigned __int128 sum = 0, sq = 0;
     int sq_unknown = 0, have_last = 0, have_err = 0;
@@ -408,7 +419,7 @@ static int merge_group(const ref_t *g, size_t m, const input_t *in, kt_kernel_ti
     int approx, rc = merge_configs(g, m, t);
     if (rc)
         return rc;
-    rc = merge_hist(g, m, &t->hist, &t->hist_count, &approx);
+    rc = merge_hist(g, m, acc, &t->hist, &t->hist_count, &approx);
     if (rc)
         return rc;
     if (t->dispatch_count) {
@@ -582,11 +593,16 @@ static const char *device_in_result(const input_t *ip, const kt_snapshot_t *o, k
     return d ? o->devices[ip->dev_map[d - ip->s->devices]].name : device;
 }
 
-static int merge_entries(input_t *in, size_t n, kt_snapshot_t *o)
+/* The inputs' entries as refs in the result's order (name, backend, device, then input and index): each run of
+ * equal triples is a group, one entry of the result; *groups says how many. */
+static int sort_refs(input_t *in, size_t n, const kt_snapshot_t *o, ref_t **out, size_t *total_out, size_t *groups)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
         total += in[i].s->count;
+    *out = NULL;
+    *total_out = total;
+    *groups = 0;
     if (!total)
         return 0;
     ref_t *refs = malloc(total * sizeof *refs);
@@ -610,37 +626,10 @@ static int merge_entries(input_t *in, size_t n, kt_snapshot_t *o)
         sorted++;
     if (sorted < total)
         qsort(refs, total, sizeof *refs, ref_cmp);
-    size_t groups = 0;
     for (size_t i = 0; i < total; i++)
-        groups += !i || ref_order(&refs[i - 1], &refs[i]);
-    o->entries = calloc(groups, sizeof *o->entries);
-    if (!o->entries) {
-        free(refs);
-        return KT_ENOMEM;
-    }
-    int rc = 0;
-    size_t refs_given = 0;
-    for (size_t i = 0; i < total && !rc;) {
-        size_t j = i + 1;
-        while (j < total && !ref_order(&refs[i], &refs[j]))
-            j++;
-        for (size_t k = i; k < j; k++)
-            in[refs[k].input].entry_map[refs[k].entry] = (uint32_t)o->count;
-        rc = merge_group(refs + i, j - i, in, &o->entries[o->count]);
-        o->count++; /* also on failure: kt_snapshot_free releases what the entry holds */
-        for (size_t k = i; k < j && in[refs[k].input].own; k++)
-            in[refs[k].input].merged[refs[k].entry] = 1;
-        for (size_t k = i; k < j && in[refs[k].input].own; k++)
-            if (k == i || refs[k].input != refs[k - 1].input)
-                release_merged(&in[refs[k].input], 0);
-        i = j;
-        give_back_below(refs, &refs_given, i * sizeof *refs); /* groups done are not read again */
-    }
-    for (size_t k = 0; k < n; k++)
-        if (in[k].own)
-            release_merged(&in[k], 1);
-    free(refs);
-    return rc;
+        *groups += !i || ref_order(&refs[i - 1], &refs[i]);
+    *out = refs;
+    return 0;
 }
 
 static int merge_spans(const input_t *in, size_t n, kt_snapshot_t *o)
@@ -693,22 +682,50 @@ static int merge_spans(const input_t *in, size_t n, kt_snapshot_t *o)
     return 0;
 }
 
-static int merge_any(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *own, size_t n,
-                     const kt_merge_opts_t *opts, kt_snapshot_t **out);
+/* A merge being made (merge_consume.h): the result's header, tables and devices first, then its entries one group
+ * at a time, then its spans (which need every input entry's place in the result). */
+struct kt__merge_iter_t {
+    input_t *in;          /* the inputs */
+    size_t n;             /* how many */
+    kt_snapshot_t *o;     /* the result: no entries (kt_snapshot_merge puts them in); spans once all are made */
+    ref_t *refs;          /* the inputs' entries in the result's order; NULL once all are made */
+    size_t total;         /* refs */
+    size_t at;            /* the next group's first ref */
+    size_t refs_given;    /* bytes of refs given back to the system */
+    size_t groups;        /* entries of the result */
+    size_t made;          /* of them made */
+    int rc;               /* the first failure: nothing is made after it */
+    hist_acc_t *acc;      /* the histogram being summed (merge_hist) */
+    kt_kernel_timing_t cur; /* the view's entry (kt__merge_view) */
+};
 
-int kt_snapshot_merge(const kt_snapshot_t *const *inputs, size_t n, const kt_merge_opts_t *opts, kt_snapshot_t **out)
+/* What the entry owns freed, and the entry zeroed. */
+static void entry_clear(kt_kernel_timing_t *t)
 {
-    return merge_any(inputs, NULL, n, opts, out);
+    free((void *)t->name);
+    free((void *)t->device);
+    free(t->samples);
+    free(t->hist);
+    free(t->by_source);
+    free(t->configs);
+    memset(t, 0, sizeof *t);
 }
 
-int kt__snapshot_merge_consume(kt_snapshot_t *const *inputs, size_t n, const kt_merge_opts_t *opts,
-                               kt_snapshot_t **out)
+/* After the last group: the consumed inputs' last entries released, the refs freed, the spans merged. */
+static int merge_finish(kt__merge_iter_t *it)
 {
-    return merge_any((const kt_snapshot_t *const *)inputs, inputs, n, opts, out);
+    for (size_t k = 0; k < it->n; k++)
+        if (it->in[k].own)
+            release_merged(&it->in[k], 1);
+    free(it->refs);
+    it->refs = NULL;
+    return merge_spans(it->in, it->n, it->o);
 }
 
-static int merge_any(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *own, size_t n,
-                     const kt_merge_opts_t *opts, kt_snapshot_t **out)
+static int merge_end(kt__merge_iter_t *it, kt_snapshot_t **out);
+
+int kt__merge_begin(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *own, size_t n,
+                    const kt_merge_opts_t *opts, kt__merge_iter_t **out)
 {
     if (!out)
         return KT_EINVAL;
@@ -718,15 +735,23 @@ static int merge_any(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *o
     for (size_t i = 0; i < n; i++)
         if (!inputs[i] || !input_ok(inputs[i]))
             return KT_EINVAL;
+    kt__merge_iter_t *it = calloc(1, sizeof *it);
     input_t *in = calloc(n, sizeof *in);
     kt_snapshot_t *o = calloc(1, sizeof *o);
     kt__merge_clock_t *pl = calloc(n, sizeof *pl);
-    if (!in || !o || !pl) {
+    hist_acc_t *acc = calloc(1, sizeof *acc);
+    if (!it || !in || !o || !pl || !acc) {
+        free(acc);
+        free(it);
         free(in);
         free(o);
         free(pl);
         return KT_ENOMEM;
     }
+    it->in = in;
+    it->n = n;
+    it->o = o;
+    it->acc = acc;
     memcpy(o->host, inputs[0]->host, sizeof o->host);
     o->host[sizeof o->host - 1] = 0;
     kt__merge_clocks(inputs, n, pl, o); /* where each goes when the caller does not say */
@@ -737,12 +762,9 @@ static int merge_any(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *o
         if (own && s->count) {
             in[i].own = own[i];
             if (!(in[i].merged = calloc(s->count, 1))) {
-                for (size_t k = 0; k < i; k++)
-                    free(in[k].merged);
-                free(in);
-                free(o);
                 free(pl);
-                return KT_ENOMEM;
+                it->rc = KT_ENOMEM;
+                return merge_end(it, NULL);
             }
         }
         if (opts && opts->offset_ns) { /* the caller's alignment (the MPI gather's) */
@@ -774,19 +796,128 @@ static int merge_any(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *o
     if (!rc)
         rc = merge_tables(in, n, o);
     if (!rc)
-        rc = merge_entries(in, n, o);
-    if (!rc)
-        rc = merge_spans(in, n, o);
-    for (size_t i = 0; i < n; i++) {
-        free(in[i].entry_map);
-        free(in[i].dev_map);
-        free(in[i].merged);
-    }
-    free(in);
+        rc = sort_refs(in, n, o, &it->refs, &it->total, &it->groups);
+    if (!rc && !it->groups)
+        rc = merge_finish(it);
     if (rc) {
-        kt_snapshot_free(o);
-        return rc;
+        it->rc = rc;
+        return merge_end(it, NULL);
     }
-    *out = o;
+    *out = it;
     return 0;
+}
+
+const kt_snapshot_t *kt__merge_result(const kt__merge_iter_t *it) { return it->o; }
+
+size_t kt__merge_count(const kt__merge_iter_t *it) { return it->groups; }
+
+int kt__merge_status(const kt__merge_iter_t *it) { return it->rc; }
+
+int kt__merge_next(kt__merge_iter_t *it, kt_kernel_timing_t *t)
+{
+    memset(t, 0, sizeof *t);
+    if (it->rc)
+        return it->rc;
+    if (it->made >= it->groups)
+        return KT_EINVAL;
+    input_t *in = it->in;
+    const ref_t *refs = it->refs;
+    size_t i = it->at, j = i + 1;
+    while (j < it->total && !ref_order(&refs[i], &refs[j]))
+        j++;
+    for (size_t k = i; k < j; k++)
+        in[refs[k].input].entry_map[refs[k].entry] = (uint32_t)it->made;
+    int rc = merge_group(refs + i, j - i, in, it->acc, t);
+    for (size_t k = i; k < j && in[refs[k].input].own; k++)
+        in[refs[k].input].merged[refs[k].entry] = 1;
+    for (size_t k = i; k < j && in[refs[k].input].own; k++)
+        if (k == i || refs[k].input != refs[k - 1].input)
+            release_merged(&in[refs[k].input], 0);
+    it->at = j;
+    it->made++;
+    give_back_below(refs, &it->refs_given, j * sizeof *refs); /* groups done are not read again */
+    if (!rc && it->made == it->groups)
+        rc = merge_finish(it);
+    it->rc = rc;
+    return rc;
+}
+
+/* Frees the iteration; *out: the result (NULL: freed), only when every entry was made without failure. Returns the
+ * first failure, KT_EINVAL when not every entry was made, or 0. */
+static int merge_end(kt__merge_iter_t *it, kt_snapshot_t **out)
+{
+    if (out)
+        *out = NULL;
+    if (!it)
+        return KT_EINVAL;
+    int rc = it->rc ? it->rc : it->made < it->groups ? KT_EINVAL : 0;
+    for (size_t k = 0; k < it->n; k++) {
+        if (it->in[k].own && it->in[k].merged)
+            release_merged(&it->in[k], 1);
+        free(it->in[k].entry_map);
+        free(it->in[k].dev_map);
+        free(it->in[k].merged);
+    }
+    free(it->in);
+    free(it->refs);
+    free(it->acc);
+    entry_clear(&it->cur);
+    if (rc || !out)
+        kt_snapshot_free(it->o);
+    else
+        *out = it->o;
+    free(it);
+    return rc;
+}
+
+void kt__merge_end(kt__merge_iter_t *it) { merge_end(it, NULL); }
+
+/* Entry i of the view: the next group merged into the iterator's own entry, the one before it freed. In order
+ * only (i is the count made so far); NULL on a failure (kt__merge_status says which) or out of order. */
+static const kt_kernel_timing_t *view_next(const kt__entry_view_t *v, size_t i, kt_kernel_timing_t *tmp)
+{
+    (void)tmp;
+    kt__merge_iter_t *it = (kt__merge_iter_t *)v->user;
+    entry_clear(&it->cur);
+    if (i != it->made || kt__merge_next(it, &it->cur)) {
+        entry_clear(&it->cur);
+        return NULL;
+    }
+    return &it->cur;
+}
+
+void kt__merge_view(kt__merge_iter_t *it, kt__entry_view_t *v)
+{
+    *v = (kt__entry_view_t){it->groups, NULL, view_next, it, NULL, 0, 1};
+}
+
+static int merge_any(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *own, size_t n,
+                     const kt_merge_opts_t *opts, kt_snapshot_t **out)
+{
+    if (!out)
+        return KT_EINVAL;
+    *out = NULL;
+    kt__merge_iter_t *it;
+    int rc = kt__merge_begin(inputs, own, n, opts, &it);
+    if (rc)
+        return rc;
+    kt_snapshot_t *o = it->o;
+    if (it->groups && !(o->entries = calloc(it->groups, sizeof *o->entries)))
+        it->rc = KT_ENOMEM;
+    while (!it->rc && o->count < it->groups) {
+        kt__merge_next(it, &o->entries[o->count]);
+        o->count++; /* also on failure: kt_snapshot_free releases what the entry holds */
+    }
+    return merge_end(it, out);
+}
+
+int kt_snapshot_merge(const kt_snapshot_t *const *inputs, size_t n, const kt_merge_opts_t *opts, kt_snapshot_t **out)
+{
+    return merge_any(inputs, NULL, n, opts, out);
+}
+
+int kt__snapshot_merge_consume(kt_snapshot_t *const *inputs, size_t n, const kt_merge_opts_t *opts,
+                               kt_snapshot_t **out)
+{
+    return merge_any((const kt_snapshot_t *const *)inputs, inputs, n, opts, out);
 }

@@ -176,7 +176,7 @@ static const kt_kernel_timing_t *view_get(const kt__entry_view_t *v, size_t i, k
 
 void kt__report_file_view(const kt__report_file_t *f, kt__entry_view_t *v)
 {
-    *v = (kt__entry_view_t){f ? f->n : 0, NULL, view_get, f, f ? f->v : NULL, sizeof(lean_t)};
+    *v = (kt__entry_view_t){f ? f->n : 0, NULL, view_get, f, f ? f->v : NULL, sizeof(lean_t), 0};
 }
 
 void kt__report_file_free(kt__report_file_t *f)

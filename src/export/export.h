@@ -25,7 +25,7 @@ int kt__export_markdown(FILE *out, const kt_snapshot_t *snap, const kt__entry_vi
  * rows in the text report's order and filter; names escaped as in the text report. */
 int kt__export_lines(FILE *out, const kt_snapshot_t *snap, const kt__entry_view_t *v, const kt_report_opts_t *opts);
 int kt__export_csv(FILE *out, const kt__entry_view_t *v, const kt_report_opts_t *opts);
-int kt__export_json(FILE *out, const kt_snapshot_t *snap);
+int kt__export_json(FILE *out, const kt_snapshot_t *snap, const kt__entry_view_t *v);
 int kt__export_chrome(FILE *out, const kt_snapshot_t *snap); /* chrome.c */
 int kt__export_html(FILE *out, const kt_snapshot_t *snap);   /* html.c */
 

@@ -201,24 +201,46 @@ void kt__json_write_double(FILE *out, double v)
 
 static int backend_ok(kt_backend_t b) { return (int)b >= 0 && (int)b < KT_BACKEND_COUNT; }
 
-/* Refuses snapshots the loader would reject, before anything is written. */
-static int validate(const kt_snapshot_t *snap)
+/* Whether entry e of a snapshot of source_count sources is one the loader would read back. */
+static int entry_ok(const kt_kernel_timing_t *e, size_t source_count)
 {
-    if ((snap->count && !snap->entries) || (snap->span_count && !snap->spans) ||
-        (snap->source_count && !snap->sources) ||
+    if (!backend_ok(e->backend))
+        return 0;
+    for (uint32_t k = 0; e->by_source && k < e->by_source_count; k++)
+        if (e->by_source[k].source >= source_count)
+            return 0;
+    for (uint32_t k = 0; e->configs && k < e->config_count; k++)
+        if (!kt__launch_kind_id(e->configs[k].launch.kind))
+            return 0;
+    return 1;
+}
+
+/* Whether the spans of snap are in range for `count` entries. */
+static int spans_ok(const kt_snapshot_t *snap, size_t count)
+{
+    if (snap->span_count && !snap->spans)
+        return 0;
+    for (size_t i = 0; i < snap->span_count; i++) {
+        const kt_span_t *s = &snap->spans[i];
+        if (s->entry >= count || s->thread >= snap->thread_count ||
+            (s->queue != UINT32_MAX && s->queue >= snap->queue_count))
+            return 0;
+    }
+    return 1;
+}
+
+/* Refuses snapshots the loader would reject, before anything is written: everything but the entries of a view
+ * (made on request: each is checked as it is made) and its spans (checked when the last entry is made, before
+ * they are written: a view may make them with its entries). */
+static int validate(const kt_snapshot_t *snap, const kt__entry_view_t *v)
+{
+    if ((v->count && !v->get && !v->entries) || (snap->source_count && !snap->sources) ||
         (snap->queue_count && !snap->queues) || (snap->thread_count && !snap->threads) ||
         (snap->device_count && !snap->devices))
         return KT_EINVAL;
-    for (size_t i = 0; i < snap->count; i++) {
-        if (!backend_ok(snap->entries[i].backend))
+    for (size_t i = 0; !v->get && i < v->count; i++)
+        if (!entry_ok(&v->entries[i], snap->source_count))
             return KT_EINVAL;
-        for (uint32_t k = 0; snap->entries[i].by_source && k < snap->entries[i].by_source_count; k++)
-            if (snap->entries[i].by_source[k].source >= snap->source_count)
-                return KT_EINVAL;
-        for (uint32_t k = 0; snap->entries[i].configs && k < snap->entries[i].config_count; k++)
-            if (!kt__launch_kind_id(snap->entries[i].configs[k].launch.kind))
-                return KT_EINVAL;
-    }
     for (size_t i = 0; i < snap->queue_count; i++)
         if (!backend_ok(snap->queues[i].backend) || (snap->source_count && snap->queues[i].source >= snap->source_count))
             return KT_EINVAL;
@@ -228,12 +250,8 @@ static int validate(const kt_snapshot_t *snap)
     for (size_t i = 0; i < snap->device_count; i++)
         if (!backend_ok(snap->devices[i].backend))
             return KT_EINVAL;
-    for (size_t i = 0; i < snap->span_count; i++) {
-        const kt_span_t *s = &snap->spans[i];
-        if (s->entry >= snap->count || s->thread >= snap->thread_count ||
-            (s->queue != UINT32_MAX && s->queue >= snap->queue_count))
-            return KT_EINVAL;
-    }
+    if (!v->get && !spans_ok(snap, v->count))
+        return KT_EINVAL;
     return 0;
 }
 
@@ -692,13 +710,13 @@ static void array_open(FILE *out, const char *key, size_t n)
 
 static void array_close(FILE *out, size_t n) { fputs(n ? "\n  ]" : "]", out); }
 
-int kt__export_json(FILE *out, const kt_snapshot_t *snap)
+int kt__export_json(FILE *out, const kt_snapshot_t *snap, const kt__entry_view_t *v)
 {
-    int rc = validate(snap);
+    int rc = validate(snap, v);
     if (rc)
         return rc;
-    jbuf_t *b = snap->count ? malloc(sizeof *b) : NULL;
-    if (snap->count && !b)
+    jbuf_t *b = v->count ? malloc(sizeof *b) : NULL;
+    if (v->count && !b)
         return KT_ENOMEM;
     fprintf(out, "{\n  \"schema\": \"%s\",\n  \"version\": %d,\n  \"generator\": \"ktiming %s\"",
             KT_SNAPSHOT_SCHEMA_NAME, KT_SNAPSHOT_SCHEMA_WRITTEN, KT_VERSION_STRING);
@@ -734,19 +752,31 @@ int kt__export_json(FILE *out, const kt_snapshot_t *snap)
         array_close(out, snap->source_count);
     }
 
-    array_open(out, "entries", snap->count);
-    if (snap->count) {
+    array_open(out, "entries", v->count);
+    if (v->count) {
         b->out = out;
         b->len = 0;
-        for (size_t i = 0; i < snap->count; i++) {
+        for (size_t i = 0; i < v->count && !rc; i++) {
+            kt_kernel_timing_t tmp;
+            const kt_kernel_timing_t *e = kt__view_entry(v, i, &tmp);
+            if (!e)
+                rc = KT_ENOMEM;
+            else if (v->get && !entry_ok(e, snap->source_count))
+                rc = KT_EINVAL;
+            if (rc)
+                break;
             if (i)
                 jb_put(b, ",\n", 2);
-            write_entry(b, &snap->entries[i]);
+            write_entry(b, e);
         }
         jb_flush(b);
     }
     free(b);
-    array_close(out, snap->count);
+    if (rc)
+        return rc;
+    if (v->get && !spans_ok(snap, v->count)) /* made with the entries */
+        return KT_EINVAL;
+    array_close(out, v->count);
 
     if ((rc = write_span_table(out, snap)))
         return rc;

@@ -12,14 +12,14 @@
 static int export_dispatch(FILE *out, const kt_snapshot_t *snap, const kt__entry_view_t *v, kt_format_t format,
                            const kt_report_opts_t *opts)
 {
-    kt__entry_view_t own = {snap->count, snap->entries, NULL, NULL, NULL, 0};
+    kt__entry_view_t own = {snap->count, snap->entries, NULL, NULL, NULL, 0, 1};
     const kt__entry_view_t *tv = v ? v : &own;
     switch (format) {
     case KT_FORMAT_TEXT: return kt__export_text(out, snap, tv, opts);
     case KT_FORMAT_MARKDOWN: return kt__export_markdown(out, snap, tv, opts);
     case KT_FORMAT_LINES: return kt__export_lines(out, snap, tv, opts);
     case KT_FORMAT_CSV: return kt__export_csv(out, tv, opts);
-    case KT_FORMAT_JSON: return v ? KT_EINVAL : kt__export_json(out, snap);
+    case KT_FORMAT_JSON: return v && !v->whole ? KT_EINVAL : kt__export_json(out, snap, tv);
     case KT_FORMAT_CHROME: return v ? KT_EINVAL : kt__export_chrome(out, snap);
     case KT_FORMAT_HTML: return v ? KT_EINVAL : kt__export_html(out, snap);
     }

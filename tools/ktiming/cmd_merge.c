@@ -2,7 +2,8 @@
  * one, with every source's spans kept and per-rank load balance available (`--by-rank`). */
 #include "cli.h"
 
-#include "analysis/merge_consume.h" /* the inputs released as they are merged: one copy of the kernels held */
+#include "analysis/by_rank.h"       /* --by-rank from what it reads of each entry, kept as they are merged */
+#include "analysis/merge_consume.h" /* the merge made and written an entry at a time, its inputs released */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -119,6 +120,74 @@ static void report_unaligned(const kt_snapshot_t *m, const size_t *nsrc, size_t 
         }
 }
 
+/* The merge's view, each entry also kept for the by-rank report as the writer asks for it. A failure to keep one
+ * fails the report, not the write (as when the report, made after the write, ran out of memory). */
+typedef struct keeping_t {
+    kt__entry_view_t inner; /* the merge's (kt__merge_view) */
+    kt__by_rank_t *keep;
+    int rc;                 /* the first failure to keep an entry */
+} keeping_t;
+
+static const kt_kernel_timing_t *keeping_get(const kt__entry_view_t *v, size_t i, kt_kernel_timing_t *tmp)
+{
+    keeping_t *k = (keeping_t *)v->user;
+    const kt_kernel_timing_t *e = kt__view_entry(&k->inner, i, tmp);
+    if (e && !k->rc)
+        k->rc = kt__by_rank_keep(k->keep, e);
+    return e;
+}
+
+/* The merge written as it is made, each entry as soon as it is merged (merge_consume.h): no array of merged
+ * entries is held. The merged snapshot (JSON) to out_path (NULL or "-": standard output, unless by_rank), and with
+ * by_rank the by-rank report on standard output after it, from what it reads of each entry (by_rank.h). The same
+ * bytes and messages as the merge made whole, then written. Returns the exit status. */
+static int merge_streamed(kt_snapshot_t *const *in, size_t n, int by_model, int by_rank, const char *out_path,
+                          const size_t *nsrc, char *const *paths)
+{
+    kt__merge_iter_t *it = NULL;
+    kt__by_rank_t *keep = by_rank ? kt__by_rank_new() : NULL;
+    int rc = by_rank && !keep ? KT_ENOMEM : 0;
+    if (!rc)
+        rc = kt__merge_begin((const kt_snapshot_t *const *)in, in, n, &(kt_merge_opts_t){.by_model = by_model}, &it);
+    if (rc) {
+        fprintf(stderr, "ktiming merge: %s\n", kt_strerror(rc));
+        kt__by_rank_free(keep);
+        return 1;
+    }
+    const kt_snapshot_t *meta = kt__merge_result(it);
+    report_unaligned(meta, nsrc, n, paths);
+    keeping_t k = {.keep = keep};
+    kt__merge_view(it, &k.inner);
+    kt__entry_view_t v = k.inner;
+    if (keep) {
+        v.get = keeping_get;
+        v.user = &k;
+    }
+    const char *target = out_path && strcmp(out_path, "-") ? out_path : NULL;
+    if (target)
+        rc = kt__report_write_view(target, meta, &v, KT_FORMAT_JSON, NULL);
+    else if (!by_rank)
+        rc = kt__report_print_view(stdout, meta, &v, KT_FORMAT_JSON, NULL);
+    else /* the report only: the entries made and kept, not written */
+        for (size_t i = 0; i < v.count && !rc; i++) {
+            kt_kernel_timing_t tmp;
+            rc = kt__view_entry(&v, i, &tmp) ? 0 : KT_ENOMEM;
+        }
+    int err = errno, merge_rc = kt__merge_status(it), status = 1;
+    if (merge_rc) /* the merge failed, not the write (the output left as a failed write leaves it) */
+        fprintf(stderr, "ktiming merge: %s\n", kt_strerror(merge_rc));
+    else if (rc)
+        fprintf(stderr, "ktiming merge: cannot write %s: %s\n", target ? target : "standard output",
+                rc == KT_EIO ? strerror(err) : kt_strerror(rc));
+    else if (keep && ((rc = k.rc) || (rc = kt__by_rank_print(stdout, meta, keep))))
+        fprintf(stderr, "ktiming merge: by-rank report: %s\n", kt_strerror(rc));
+    else
+        status = 0;
+    kt__merge_end(it);
+    kt__by_rank_free(keep);
+    return status;
+}
+
 int ktcli_cmd_merge(int argc, char **argv)
 {
     static const struct option kLong[] = {
@@ -152,7 +221,10 @@ int ktcli_cmd_merge(int argc, char **argv)
         nsrc[i] = in[i]->source_count ? in[i]->source_count : 1;
     if (!rc && !allow_same && report_same_process(in, n, argv + optind))
         rc = KT_EINVAL;
-    else if (!rc && (rc = kt__snapshot_merge_consume(in, n, &(kt_merge_opts_t){.by_model = by_model}, &merged)))
+    else if (!rc && !trace_path) {
+        status = merge_streamed(in, n, by_model, by_rank, out_path, nsrc, argv + optind);
+        rc = KT_EINVAL; /* done: the inputs are freed below */
+    } else if (!rc && (rc = kt__snapshot_merge_consume(in, n, &(kt_merge_opts_t){.by_model = by_model}, &merged)))
         fprintf(stderr, "ktiming merge: %s\n", kt_strerror(rc));
     else if (!rc)
         report_unaligned(merged, nsrc, n, argv + optind);
@@ -161,7 +233,7 @@ int ktcli_cmd_merge(int argc, char **argv)
     free(in);
     free(nsrc);
     if (rc)
-        return 1;
+        return status;
     const char *target = out_path && strcmp(out_path, "-") ? out_path : NULL;
     if (target)
         rc = kt_report_write(target, merged, KT_FORMAT_JSON, NULL);

@@ -1,0 +1,25 @@
+/* by_rank.h — tool-only (`ktiming merge --by-rank`; not installed): the by-rank report of entries kept as they
+ * are merged, only what it reads of each (name, backend, device, per-source totals: some 80 bytes a kernel, not a
+ * 376-byte entry and its samples), so the merge can be written as it is made and no merged snapshot is held. */
+#ifndef KT_BY_RANK_H
+#define KT_BY_RANK_H
+
+#include <ktiming/analysis.h>
+
+#include <stdio.h>
+
+typedef struct kt__by_rank_t kt__by_rank_t;
+
+/* An empty store; NULL when out of memory. */
+KT_API kt__by_rank_t *kt__by_rank_new(void);
+
+/* Keeps what the report reads of e (copied), the next entry in the merged snapshot's order. 0 or KT_ENOMEM. */
+KT_API int kt__by_rank_keep(kt__by_rank_t *r, const kt_kernel_timing_t *e);
+
+/* kt_report_by_rank of meta (its sources; its entries are not read) with the entries kept: the same text as for
+ * a snapshot holding them. */
+KT_API int kt__by_rank_print(FILE *out, const kt_snapshot_t *meta, const kt__by_rank_t *r);
+
+KT_API void kt__by_rank_free(kt__by_rank_t *r);
+
+#endif
