@@ -346,16 +346,22 @@ typedef struct side_t {
 
 static double log_nudged(double v) { return log(v > 0.0 ? v : 0.5); }
 
+/* The log median of a side's joint-table cell c (sd->pair set), computed on the cell's first draw. */
+static inline double pair_log_median(const side_t *sd, uint32_t c)
+{
+    double *slot = &sd->pair[c];
+    if (isnan(*slot)) {
+        const med_law_t *l = sd->law;
+        *slot = log_nudged(0.5 * ((double)sd->s[l->pair_i[c]] + (double)sd->s[l->pair_j[c]]));
+    }
+    return *slot;
+}
+
 static double side_log_median(side_t *sd, rng_t *r)
 {
     const med_law_t *l = sd->law;
     if (!l) return log_nudged(resample_median(sd->s, sd->n, r));
-    if (sd->pair) {
-        uint32_t c = alias_draw(&l->pairs, r);
-        double *slot = &sd->pair[c];
-        if (isnan(*slot)) *slot = log_nudged(0.5 * ((double)sd->s[l->pair_i[c]] + (double)sd->s[l->pair_j[c]]));
-        return *slot;
-    }
+    if (sd->pair) return pair_log_median(sd, alias_draw(&l->pairs, r));
     uint32_t i, j;
     med_law_draw(l, r, &i, &j);
     return i == j ? sd->lv[i] : log_nudged(0.5 * ((double)sd->s[i] + (double)sd->s[j]));
@@ -399,44 +405,47 @@ static void order_pair(double *v, size_t n, size_t k, double *at, double *next)
     *next = m;
 }
 
-/* A max-heap keeping the cap smallest values offered: the interval's tails in one pass over the replicates, and
- * when cap is small against their number almost every value costs one comparison with the root. */
-typedef struct tail_heap_t {
-    double *h;
-    size_t cap, len;
-} tail_heap_t;
+#define TAIL_SAMPLE 64u /* values looked at to place the tails' thresholds (tail_split) */
 
-static void tail_heap_offer(tail_heap_t *t, double x)
+/* Moves the values of v[0..n) beyond two thresholds to its ends: v[0..*low) then holds every value <= the low one,
+ * v[*high..n) every value >= the high one. The thresholds are order statistics of an evenly spaced sample of
+ * TAIL_SAMPLE values, placed to leave about twice the tail beyond them, so that v[0..*low) holds the k[0]+2
+ * smallest values and v[*high..n) the n-k[1] largest. Returns 1 when it does (the order statistics wanted are
+ * then those of the two ends, a few hundred values of thousands), 0 when the sample misjudged or the tails are too
+ * large or n too small for it to pay. */
+static int tail_split(double *v, size_t n, const size_t k[2], size_t *low, size_t *high)
 {
-    double *h = t->h;
-    size_t c;
-    if (t->len < t->cap) { /* filling: sift the new leaf up */
-        for (c = t->len++; c > 0 && h[(c - 1) / 2] < x; c = (c - 1) / 2) h[c] = h[(c - 1) / 2];
-        h[c] = x;
-        return;
+    const size_t m = TAIL_SAMPLE;
+    if (n < 8 * m) return 0;
+    size_t r_lo = 2 * (k[0] + 2) * m / n + 4, r_hi = 2 * (n - k[1]) * m / n + 4;
+    if (r_lo + r_hi >= m) return 0;
+    double s[TAIL_SAMPLE];
+    for (size_t i = 0; i < m; i++) s[i] = v[i * (n / m)];
+    select_kth(s, m, r_lo);
+    double t_lo = s[r_lo];
+    select_kth(s, m, m - 1 - r_hi);
+    double t_hi = s[m - 1 - r_hi];
+    if (!(t_lo < t_hi)) return 0;
+    size_t lt = 0, i = 0, gt = n;
+    while (i < gt) { /* three-way partition: <= t_lo, between, >= t_hi */
+        double x = v[i];
+        if (x <= t_lo) {
+            v[i++] = v[lt];
+            v[lt++] = x;
+        } else if (x >= t_hi) {
+            v[i] = v[--gt];
+            v[gt] = x;
+        } else {
+            i++;
+        }
     }
-    if (!(x < h[0])) return;
-    for (c = 0;;) { /* replace the root: sift down */
-        size_t l = 2 * c + 1, big;
-        if (l >= t->cap) break;
-        big = l + 1 < t->cap && h[l + 1] > h[l] ? l + 1 : l;
-        if (!(h[big] > x)) break;
-        h[c] = h[big];
-        c = big;
-    }
-    h[c] = x;
-}
-
-/* The two largest in a full heap (cap >= 2): the (cap-1)-th and cap-th smallest offered, 1-based. */
-static void tail_heap_top2(const tail_heap_t *t, double *second, double *first)
-{
-    *first = t->h[0];
-    *second = t->cap > 2 && t->h[2] > t->h[1] ? t->h[2] : t->h[1];
+    *low = lt;
+    *high = gt;
+    return lt >= k[0] + 2 && gt <= k[1];
 }
 
 /* Percentile interval of the values (linear interpolation between order statistics, as if sorted; v may be
- * rearranged). Selection, not a sort: the usual tails (each within an eighth of its end) by two bounded heaps
- * in one pass, anything else by quickselect. */
+ * rearranged). Selection, not a sort: on the two ends that tail_split leaves, or on all of v when it cannot. */
 static void percentile_interval(double *v, size_t n, double confidence, double *lo, double *hi)
 {
     double tail = 0.5 * (1.0 - confidence);
@@ -446,30 +455,15 @@ static void percentile_interval(double *v, size_t n, double confidence, double *
         pos[e] = q[e] * (double)(n - 1);
         k[e] = (size_t)pos[e];
     }
-    /* the low end's v[k], v[k+1] are the top two of a heap of the k+2 smallest; the high end's, negated, the top
-     * two of a heap of the n-k smallest of -v */
-    size_t cap[2] = {k[0] + 2, n - k[1]};
-    double *buf = k[1] < n - 1 && cap[0] <= n / 8 && cap[1] <= n / 8 ? malloc((cap[0] + cap[1]) * sizeof *buf) : NULL;
-    if (buf) {
-        tail_heap_t low = {buf, cap[0], 0}, high = {buf + cap[0], cap[1], 0};
-        for (size_t i = 0; i < n; i++) { /* the root test inline: most values stop there */
-            if (low.len < low.cap || v[i] < low.h[0]) tail_heap_offer(&low, v[i]);
-            if (high.len < high.cap || -v[i] < high.h[0]) tail_heap_offer(&high, -v[i]);
-        }
-        double a, b;
-        tail_heap_top2(&low, &at[0], &next[0]);
-        tail_heap_top2(&high, &a, &b);
-        at[1] = -b;
-        next[1] = -a;
-        free(buf);
-    } else {
-        for (int e = 0; e < 2; e++) {
-            if (k[e] >= n - 1) {
-                select_kth(v, n, n - 1);
-                at[e] = next[e] = v[n - 1];
-            } else {
-                order_pair(v, n, k[e], &at[e], &next[e]);
-            }
+    size_t low = n, high = 0; /* v[0..low) and v[high..n): where each end's order statistics are */
+    int split = tail_split(v, n, k, &low, &high);
+    for (int e = 0; e < 2; e++) {
+        size_t from = split && e ? high : 0, len = split ? (e ? n - high : low) : n; /* v[from..from+len) */
+        if (k[e] >= n - 1) {
+            select_kth(v + from, len, len - 1);
+            at[e] = next[e] = v[from + len - 1];
+        } else {
+            order_pair(v + from, len, k[e] - from, &at[e], &next[e]);
         }
     }
     *lo = at[0] + (pos[0] - (double)k[0]) * (next[0] - at[0]);
@@ -612,9 +606,18 @@ static int bootstrap_log_ratio(const uint64_t *b, uint32_t nb, const uint64_t *a
     if (!rc) {
         rng_t r;
         rng_seed(&r, seed);
-        for (uint32_t it = 0; it < count; it++) {
-            double lb = side_log_median(&db, &r);
-            reps[it] = lb - side_log_median(&da, &r);
+        if (db.pair && da.pair) { /* even n <= MED_PAIR_TABLE_MAX on both sides, the usual case: side_log_median's
+                                   * draws, in a loop that keeps the generator's state in registers */
+            const alias_t *tb = &db.law->pairs, *ta = &da.law->pairs;
+            for (uint32_t it = 0; it < count; it++) {
+                double lb = pair_log_median(&db, alias_draw(tb, &r));
+                reps[it] = lb - pair_log_median(&da, alias_draw(ta, &r));
+            }
+        } else {
+            for (uint32_t it = 0; it < count; it++) {
+                double lb = side_log_median(&db, &r);
+                reps[it] = lb - side_log_median(&da, &r);
+            }
         }
     }
     free(sb);
