@@ -3,6 +3,7 @@
 #include <ktiming/stats.h>
 
 #include "analysis/compare_match.h"
+#include "shared/sort.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -405,15 +406,17 @@ static void order_pair(double *v, size_t n, size_t k, double *at, double *next)
     *next = m;
 }
 
-#define TAIL_SAMPLE 64u /* values looked at to place the tails' thresholds (tail_split) */
+#define TAIL_SAMPLE 128u /* values looked at to place the tails' thresholds (tail_split) */
 
-/* Moves the values of v[0..n) beyond two thresholds to its ends: v[0..*low) then holds every value <= the low one,
- * v[*high..n) every value >= the high one. The thresholds are order statistics of an evenly spaced sample of
- * TAIL_SAMPLE values, placed to leave about twice the tail beyond them, so that v[0..*low) holds the k[0]+2
- * smallest values and v[*high..n) the n-k[1] largest. Returns 1 when it does (the order statistics wanted are
- * then those of the two ends, a few hundred values of thousands), 0 when the sample misjudged or the tails are too
- * large or n too small for it to pay. */
-static int tail_split(double *v, size_t n, const size_t k[2], size_t *low, size_t *high)
+/* Copies the values of v[0..n) beyond two thresholds out: those <= the low one to low[0..*nlow), those >= the high
+ * one to high[0..*nhigh) (n values of room each). The thresholds are order statistics of an evenly spaced sample
+ * of TAIL_SAMPLE values, placed to leave about twice the tail beyond them, so that low[] holds the k[0]+2
+ * smallest values and high[] the n-k[1] largest. Returns 1 when they do (the order statistics wanted are then
+ * those of a few hundred values of thousands), 0 when the sample misjudged, the tails are too large or n is too
+ * small for it to pay. One pass without a branch on the values: each is written to both and counted where it
+ * belongs. */
+static int tail_split(const double *v, size_t n, const size_t k[2], double *low, double *high, size_t *nlow,
+                      size_t *nhigh)
 {
     const size_t m = TAIL_SAMPLE;
     if (n < 8 * m) return 0;
@@ -426,26 +429,21 @@ static int tail_split(double *v, size_t n, const size_t k[2], size_t *low, size_
     select_kth(s, m, m - 1 - r_hi);
     double t_hi = s[m - 1 - r_hi];
     if (!(t_lo < t_hi)) return 0;
-    size_t lt = 0, i = 0, gt = n;
-    while (i < gt) { /* three-way partition: <= t_lo, between, >= t_hi */
+    size_t nl = 0, nh = 0;
+    for (size_t i = 0; i < n; i++) {
         double x = v[i];
-        if (x <= t_lo) {
-            v[i++] = v[lt];
-            v[lt++] = x;
-        } else if (x >= t_hi) {
-            v[i] = v[--gt];
-            v[gt] = x;
-        } else {
-            i++;
-        }
+        low[nl] = x;
+        nl += x <= t_lo;
+        high[nh] = x;
+        nh += x >= t_hi;
     }
-    *low = lt;
-    *high = gt;
-    return lt >= k[0] + 2 && gt <= k[1];
+    *nlow = nl;
+    *nhigh = nh;
+    return nl >= k[0] + 2 && n - nh <= k[1];
 }
 
 /* Percentile interval of the values (linear interpolation between order statistics, as if sorted; v may be
- * rearranged). Selection, not a sort: on the two ends that tail_split leaves, or on all of v when it cannot. */
+ * rearranged). Selection, not a sort: on the two ends that tail_split copies out, or on all of v when it cannot. */
 static void percentile_interval(double *v, size_t n, double confidence, double *lo, double *hi)
 {
     double tail = 0.5 * (1.0 - confidence);
@@ -455,17 +453,25 @@ static void percentile_interval(double *v, size_t n, double confidence, double *
         pos[e] = q[e] * (double)(n - 1);
         k[e] = (size_t)pos[e];
     }
-    size_t low = n, high = 0; /* v[0..low) and v[high..n): where each end's order statistics are */
-    int split = tail_split(v, n, k, &low, &high);
+    double *buf = n >= 8 * TAIL_SAMPLE ? malloc(2 * n * sizeof *buf) : NULL;
+    double *end[2] = {v, v}; /* where each end's order statistics are selected: end[e][0..len[e]) */
+    size_t len[2] = {n, n}, below[2] = {0, 0}; /* below: values left out that lie below end[e]'s */
+    if (buf && tail_split(v, n, k, buf, buf + n, &len[0], &len[1])) {
+        end[0] = buf;
+        end[1] = buf + n;
+        below[1] = n - len[1];
+    } else {
+        len[0] = len[1] = n;
+    }
     for (int e = 0; e < 2; e++) {
-        size_t from = split && e ? high : 0, len = split ? (e ? n - high : low) : n; /* v[from..from+len) */
         if (k[e] >= n - 1) {
-            select_kth(v + from, len, len - 1);
-            at[e] = next[e] = v[from + len - 1];
+            select_kth(end[e], len[e], len[e] - 1);
+            at[e] = next[e] = end[e][len[e] - 1];
         } else {
-            order_pair(v + from, len, k[e] - from, &at[e], &next[e]);
+            order_pair(end[e], len[e], k[e] - below[e], &at[e], &next[e]);
         }
     }
+    free(buf);
     *lo = at[0] + (pos[0] - (double)k[0]) * (next[0] - at[0]);
     *hi = at[1] + (pos[1] - (double)k[1]) * (next[1] - at[1]);
 }
@@ -505,38 +511,22 @@ static int mw_exact(size_t na, size_t nb, double u, double *p)
     return 0;
 }
 
-/* One value of the pooled sample, with its group. */
-typedef struct pooled_t {
-    uint64_t v; /* duration */
-    int group;  /* 0 = a, 1 = b */
-} pooled_t;
-
-static int cmp_pooled(const void *x, const void *y)
+/* U and its p from the two samples sorted: their pooled ranks by merging them, tied values sharing their mean
+ * rank. */
+static int mann_whitney_sorted(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, double *u, double *p)
 {
-    uint64_t a = ((const pooled_t *)x)->v, b = ((const pooled_t *)y)->v;
-    return (a > b) - (a < b);
-}
-
-int kt_mann_whitney(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, double *u, double *p)
-{
-    if (!a || !b || !na || !nb || !u || !p) return KT_EINVAL;
-    size_t n = na + nb;
-    pooled_t *all = malloc(n * sizeof *all);
-    if (!all) return KT_ENOMEM;
-    for (size_t i = 0; i < na; i++) all[i] = (pooled_t){a[i], 0};
-    for (size_t i = 0; i < nb; i++) all[na + i] = (pooled_t){b[i], 1};
-    qsort(all, n, sizeof *all, cmp_pooled);
+    size_t n = na + nb, i = 0, ia = 0, ib = 0; /* i: how many pooled values lie below the current value */
     double rank_a = 0.0, ties = 0.0;
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        while (j < n && all[j].v == all[i].v) j++;
+    while (ia < na || ib < nb) {
+        uint64_t v = ib >= nb || (ia < na && a[ia] <= b[ib]) ? a[ia] : b[ib];
+        size_t j = i, in_a = 0;
+        for (; ia < na && a[ia] == v; ia++, j++) in_a++;
+        for (; ib < nb && b[ib] == v; ib++) j++;
         double t = (double)(j - i), avg = 0.5 * ((double)i + 1.0 + (double)j); /* ranks i+1 .. j */
-        for (size_t k = i; k < j; k++)
-            if (all[k].group == 0) rank_a += avg;
+        for (size_t k = 0; k < in_a; k++) rank_a += avg;
         ties += t * t * t - t;
         i = j;
     }
-    free(all);
     double dna = (double)na, dnb = (double)nb, dn = (double)n;
     *u = rank_a - dna * (dna + 1.0) / 2.0;
     if (ties == 0.0 && na <= KT_CMP_EXACT_MAX && nb <= KT_CMP_EXACT_MAX) return mw_exact(na, nb, *u, p);
@@ -553,24 +543,28 @@ int kt_mann_whitney(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, 
     return 0;
 }
 
+static uint64_t *sorted_copy(const uint64_t *v, size_t n)
+{
+    uint64_t *s = malloc((n ? n : 1) * sizeof *s);
+    if (!s) return NULL;
+    memcpy(s, v, n * sizeof *s);
+    kt__sort_u64_asc(s, n);
+    return s;
+}
+
+int kt_mann_whitney(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, double *u, double *p)
+{
+    if (!a || !b || !na || !nb || !u || !p) return KT_EINVAL;
+    uint64_t *sa = sorted_copy(a, na), *sb = sorted_copy(b, nb);
+    int rc = sa && sb ? mann_whitney_sorted(sa, na, sb, nb, u, p) : KT_ENOMEM;
+    free(sa);
+    free(sb);
+    return rc;
+}
+
 /* ---------------------------------------------------------------------------------------------------
  * Bootstrap of the ratio of medians
  * ------------------------------------------------------------------------------------------------- */
-
-static int cmp_u64(const void *x, const void *y)
-{
-    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-    return (a > b) - (a < b);
-}
-
-static uint64_t *sorted_copy(const uint64_t *v, uint32_t n)
-{
-    uint64_t *s = malloc((size_t)n * sizeof *s);
-    if (!s) return NULL;
-    memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, n, sizeof *s, cmp_u64);
-    return s;
-}
 
 /* Prepares one side: sorted samples, the tabulated law when n is small enough (built into the cache on first
  * use) and its memos. */
@@ -592,16 +586,14 @@ static int side_init(side_t *sd, const uint64_t *sorted, uint32_t n, med_cache_t
     return 0;
 }
 
-/* reps[i] = ln(median(resampled before) / median(resampled after)) for i < count. A zero median (durations
- * below clock resolution) is nudged to 0.5 ns to keep the logarithm finite. cache NULL: every median is drawn
- * with resample_median. */
-static int bootstrap_log_ratio(const uint64_t *b, uint32_t nb, const uint64_t *a, uint32_t na, uint32_t count,
+/* reps[i] = ln(median(resampled before) / median(resampled after)) for i < count, from the two samples sorted. A
+ * zero median (durations below clock resolution) is nudged to 0.5 ns to keep the logarithm finite. cache NULL:
+ * every median is drawn with resample_median. */
+static int bootstrap_log_ratio(const uint64_t *sb, uint32_t nb, const uint64_t *sa, uint32_t na, uint32_t count,
                                uint64_t seed, double *reps, med_cache_t *cache)
 {
-    uint64_t *sb = sorted_copy(b, nb), *sa = sorted_copy(a, na);
     side_t db, da;
-    int rc = !sb || !sa ? KT_ENOMEM : 0;
-    if (!rc) rc = side_init(&db, sb, nb, cache, 0);
+    int rc = side_init(&db, sb, nb, cache, 0);
     if (!rc) rc = side_init(&da, sa, na, cache, 1);
     if (!rc) {
         rng_t r;
@@ -609,9 +601,10 @@ static int bootstrap_log_ratio(const uint64_t *b, uint32_t nb, const uint64_t *a
         if (db.pair && da.pair) { /* even n <= MED_PAIR_TABLE_MAX on both sides, the usual case: side_log_median's
                                    * draws, in a loop that keeps the generator's state in registers */
             const alias_t *tb = &db.law->pairs, *ta = &da.law->pairs;
+            rng_t g = r; /* a copy whose address goes nowhere but inlined code */
             for (uint32_t it = 0; it < count; it++) {
-                double lb = pair_log_median(&db, alias_draw(tb, &r));
-                reps[it] = lb - pair_log_median(&da, alias_draw(ta, &r));
+                double lb = pair_log_median(&db, alias_draw(tb, &g));
+                reps[it] = lb - pair_log_median(&da, alias_draw(ta, &g));
             }
         } else {
             for (uint32_t it = 0; it < count; it++) {
@@ -620,8 +613,6 @@ static int bootstrap_log_ratio(const uint64_t *b, uint32_t nb, const uint64_t *a
             }
         }
     }
-    free(sb);
-    free(sa);
     return rc;
 }
 
@@ -789,10 +780,12 @@ static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const k
                                      !nb && !na ? "either snapshot" : !nb ? "BEFORE" : "AFTER");
         return row->reason ? 0 : KT_ENOMEM;
     }
-    int rc = kt_mann_whitney(b->samples, nb, a->samples, na, &row->u, &row->p_value);
-    if (rc) return rc;
+    uint64_t *sb = sorted_copy(b->samples, nb), *sa = sorted_copy(a->samples, na); /* for U and the bootstrap */
+    int rc = sb && sa ? mann_whitney_sorted(sb, nb, sa, na, &row->u, &row->p_value) : KT_ENOMEM;
     uint64_t seed = o->seed ^ key_hash(row->name, row->backend, row->device);
-    rc = bootstrap_log_ratio(b->samples, nb, a->samples, na, o->bootstrap, seed, reps, cache);
+    if (!rc) rc = bootstrap_log_ratio(sb, nb, sa, na, o->bootstrap, seed, reps, cache);
+    free(sb);
+    free(sa);
     if (rc) return rc;
     double *sorted = malloc((size_t)o->bootstrap * sizeof *sorted);
     if (!sorted) return KT_ENOMEM;

@@ -103,10 +103,8 @@ static inline size_t kt__fmt_g15(char *buf, double v)
     return len;
 }
 
-/* |v| * 10^k = num / den exactly, |v| = m * 2^-t (m below 2^53), within 125 bits each; *den5 is den's power of 5
- * (1 when den is a power of two). 0 when a factor does not fit (|k| above 30, or too many bits). */
-static inline int kt__fmt_scaled(uint64_t m, int t, int k, unsigned __int128 *num, unsigned __int128 *den,
-                                 uint64_t *den5)
+/* 5^k for 0 <= k <= 54 (below 2^126). */
+static inline unsigned __int128 kt__fmt_pow5(int k)
 {
     static const uint64_t kPow5[] = {1ull, 5ull, 25ull, 125ull, 625ull, 3125ull, 15625ull, 78125ull, 390625ull,
                                      1953125ull, 9765625ull, 48828125ull, 244140625ull, 1220703125ull,
@@ -114,24 +112,25 @@ static inline int kt__fmt_scaled(uint64_t m, int t, int k, unsigned __int128 *nu
                                      3814697265625ull, 19073486328125ull, 95367431640625ull, 476837158203125ull,
                                      2384185791015625ull, 11920928955078125ull, 59604644775390625ull,
                                      298023223876953125ull, 1490116119384765625ull, 7450580596923828125ull};
+    return k <= 27 ? kPow5[k] : (unsigned __int128)kPow5[27] * kPow5[k - 27];
+}
+
+/* |v| * 10^k = num / (den5 * 2^dsh) exactly, |v| = m * 2^-t (m below 2^53), num and the divisor within 125 bits;
+ * den5 is 1 or a power of 5. 0 when a factor does not fit (k above 30 or below -27, or too many bits). */
+static inline int kt__fmt_scaled(uint64_t m, int t, int k, unsigned __int128 *num, uint64_t *den5, int *dsh)
+{
     int e2 = k - t; /* the power of two: |v| * 10^k = m * 5^k * 2^(k-t) */
     if (k > 30 || k < -27 || e2 > 120 || e2 < -120)
         return 0;
-    *num = m;
-    *den = 1;
-    *den5 = 1;
-    if (k > 27)
-        *num *= kPow5[k - 27];
-    if (k >= 0)
-        *num *= kPow5[k < 27 ? k : 27]; /* below 2^(53 + 70) */
-    else
-        *den = *den5 = kPow5[-k];
-    unsigned __int128 *shifted = e2 >= 0 ? num : den;
-    int sh = e2 >= 0 ? e2 : -e2;
-    if (*shifted >> (125 - sh))
-        return 0;
-    *shifted <<= sh;
-    return 1;
+    *num = (unsigned __int128)m * (k >= 0 ? kt__fmt_pow5(k) : 1); /* below 2^(53 + 70) */
+    *den5 = k >= 0 ? 1 : (uint64_t)kt__fmt_pow5(-k);
+    *dsh = e2 >= 0 ? 0 : -e2;
+    if (e2 > 0) {
+        if (*num >> (125 - e2))
+            return 0;
+        *num <<= e2;
+    }
+    return !((unsigned __int128)*den5 >> (125 - *dsh));
 }
 
 /* snprintf(buf, size, "%.*g", prec, v) for 1 <= prec <= 17 and v normal with about 10^-13 <= |v| < 10^25 (a
@@ -161,12 +160,13 @@ static inline size_t kt__fmt_g(char *buf, size_t size, double v, int prec, doubl
     int x = (52 - t) * 30103 / 100000; /* the decimal exponent floor(log10 |v|), give or take one: corrected */
     unsigned __int128 num, den, q;
     uint64_t den5;
-    int k;
+    int k, dsh;
     for (int tries = 0;; tries++) {
         k = prec - 1 - x;
-        if (tries == 3 || !kt__fmt_scaled(m, t, k, &num, &den, &den5))
+        if (tries == 3 || !kt__fmt_scaled(m, t, k, &num, &den5, &dsh))
             return 0;
-        q = num / den;
+        den = (unsigned __int128)den5 << dsh;
+        q = den5 == 1 ? num >> dsh : num / den; /* mostly a power of two */
         if (q < kPow10[prec - 1])
             x--;
         else if (q >= kPow10[prec])
@@ -178,9 +178,7 @@ static inline size_t kt__fmt_g(char *buf, size_t size, double v, int prec, doubl
     if (2 * r > den || (2 * r == den && (q & 1)))
         q++;
     if (back && den5 == 1) { /* den = 2^(t-k) (or 1: the digits are v exactly), the digits v + delta / 5^k units */
-        unsigned __int128 qd = q * den, ad = qd >= num ? qd - num : num - qd, f5 = 1;
-        for (int i = 0; i < k; i++)
-            f5 *= 5;
+        unsigned __int128 qd = q * den, ad = qd >= num ? qd - num : num - qd, f5 = kt__fmt_pow5(k);
         uint64_t steps = (uint64_t)((2 * ad + f5) / (2 * f5));
         uint64_t cand = qd >= num ? m + steps : m - steps;
         if (steps < (UINT64_C(1) << 51) && cand > UINT64_C(1) << 52 && cand < UINT64_C(1) << 53) {

@@ -1,5 +1,6 @@
 /* stats.c — summary statistics of raw duration samples: moments, percentiles, MAD, median confidence interval. */
 #include "harness/harness_internal.h"
+#include "shared/sort.h"
 
 #include <ktiming/stats.h>
 
@@ -7,19 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-void kt__sort_u64(uint64_t *v, size_t n) { qsort(v, n, sizeof *v, cmp_u64); }
+void kt__sort_u64(uint64_t *v, size_t n) { kt__sort_u64_asc(v, n); }
 
 double kt__quantile_sorted(const uint64_t *sorted, size_t n, double q)
 {
@@ -99,7 +88,7 @@ void kt__stats_from_sorted(const uint64_t *sorted, size_t n, double *scratch, kt
     out->p90_ns = kt__quantile_sorted(sorted, n, 0.90);
     if (scratch) {
         for (size_t i = 0; i < n; i++) scratch[i] = fabs((double)sorted[i] - out->median_ns);
-        qsort(scratch, n, sizeof *scratch, cmp_double);
+        kt__sort_double_asc(scratch, n);
         out->mad_ns = (n & 1) ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
         out->madrel = out->median_ns > 0.0 ? 1.4826 * out->mad_ns / out->median_ns : 0.0;
     }
