@@ -198,12 +198,15 @@ static int alias_build(alias_t *a, const double *p, uint32_t cells)
     return ok ? 0 : KT_ENOMEM;
 }
 
-static uint32_t alias_draw(const alias_t *a, rng_t *r)
+/* The cell of an alias table (its arrays and size) that the random number x picks. */
+static inline uint32_t alias_pick(const uint64_t *keep, const uint32_t *alias, uint32_t cells, uint64_t x)
 {
-    unsigned __int128 x = (unsigned __int128)rng_next(r) * a->cells;
-    uint32_t k = (uint32_t)(x >> 64);
-    return (uint64_t)x < a->keep[k] ? k : a->alias[k];
+    unsigned __int128 p = (unsigned __int128)x * cells;
+    uint32_t k = (uint32_t)(p >> 64);
+    return (uint64_t)p < keep[k] ? k : alias[k];
 }
+
+static uint32_t alias_draw(const alias_t *a, rng_t *r) { return alias_pick(a->keep, a->alias, a->cells, rng_next(r)); }
 
 static void alias_free(alias_t *a)
 {
@@ -347,15 +350,18 @@ typedef struct side_t {
 
 static double log_nudged(double v) { return log(v > 0.0 ? v : 0.5); }
 
-/* The log median of a side's joint-table cell c (sd->pair set), computed on the cell's first draw. */
+/* The log median of a side's joint-table cell c, computed and kept on the cell's first draw (sd->pair[c] NaN). */
+static double pair_cell_log(const side_t *sd, uint32_t c)
+{
+    const med_law_t *l = sd->law;
+    return sd->pair[c] = log_nudged(0.5 * ((double)sd->s[l->pair_i[c]] + (double)sd->s[l->pair_j[c]]));
+}
+
+/* The log median of a side's joint-table cell c (sd->pair set). */
 static inline double pair_log_median(const side_t *sd, uint32_t c)
 {
-    double *slot = &sd->pair[c];
-    if (isnan(*slot)) {
-        const med_law_t *l = sd->law;
-        *slot = log_nudged(0.5 * ((double)sd->s[l->pair_i[c]] + (double)sd->s[l->pair_j[c]]));
-    }
-    return *slot;
+    double v = sd->pair[c];
+    return isnan(v) ? pair_cell_log(sd, c) : v;
 }
 
 static double side_log_median(side_t *sd, rng_t *r)
@@ -600,11 +606,17 @@ static int bootstrap_log_ratio(const uint64_t *sb, uint32_t nb, const uint64_t *
         rng_seed(&r, seed);
         if (db.pair && da.pair) { /* even n <= MED_PAIR_TABLE_MAX on both sides, the usual case: side_log_median's
                                    * draws, in a loop that keeps the generator's state in registers */
-            const alias_t *tb = &db.law->pairs, *ta = &da.law->pairs;
+            const alias_t tb = db.law->pairs, ta = da.law->pairs; /* copies: no reload after a memo's store */
+            const double *mb = db.pair, *ma = da.pair;
             rng_t g = r; /* a copy whose address goes nowhere but inlined code */
             for (uint32_t it = 0; it < count; it++) {
-                double lb = pair_log_median(&db, alias_draw(tb, &g));
-                reps[it] = lb - pair_log_median(&da, alias_draw(ta, &g));
+                uint32_t cb = alias_pick(tb.keep, tb.alias, tb.cells, rng_next(&g));
+                double lb = mb[cb];
+                if (isnan(lb)) lb = pair_cell_log(&db, cb);
+                uint32_t ca = alias_pick(ta.keep, ta.alias, ta.cells, rng_next(&g));
+                double la = ma[ca];
+                if (isnan(la)) la = pair_cell_log(&da, ca);
+                reps[it] = lb - la;
             }
         } else {
             for (uint32_t it = 0; it < count; it++) {
