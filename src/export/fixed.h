@@ -103,6 +103,18 @@ static inline size_t kt__fmt_g15(char *buf, double v)
     return len;
 }
 
+/* The nd lowest decimal digits of v (zero-padded) to out[0..nd), two at a time. */
+static inline void kt__fmt_digits(char *out, uint64_t v, size_t nd)
+{
+    static const char kPairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                 "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                 "8081828384858687888990919293949596979899";
+    for (; nd >= 2; nd -= 2, v /= 100)
+        memcpy(out + nd - 2, kPairs + 2 * (v % 100), 2);
+    if (nd)
+        out[0] = (char)('0' + v % 10);
+}
+
 /* 5^k for 0 <= k <= 54 (below 2^126). */
 static inline unsigned __int128 kt__fmt_pow5(int k)
 {
@@ -191,7 +203,7 @@ static inline size_t kt__fmt_g(char *buf, size_t size, double v, int prec, doubl
         x++;
     }
     char dig[24];
-    kt__fmt_u64(dig, sizeof dig, (uint64_t)q); /* prec digits */
+    kt__fmt_digits(dig, (uint64_t)q, (size_t)prec); /* q has prec digits */
     size_t nd = (size_t)prec, n = 0;
     while (nd > 1 && dig[nd - 1] == '0')
         nd--;
