@@ -728,19 +728,33 @@ static double normal_quantile(double p)
 #define KT_CMP_DECIDE_POWER 0.8      /* chance the estimated sample count reaches a verdict if the effect is real */
 #define KT_CMP_DECIDE_MAX 1000000000.0 /* beyond this the estimate says "not in practice" (0) */
 
+/* What every row's verdict reads that depends on the options only, worked out once per comparison. */
+typedef struct row_consts_t {
+    char band[32];                 /* the threshold as written in reasons: "5 %" */
+    double z_conf, z_alpha, z_pow; /* normal quantiles of the confidence and alpha (two-sided) and of the power */
+} row_consts_t;
+
+static void row_consts_init(row_consts_t *c, const kt_compare_opts_t *o)
+{
+    double t = o->threshold_pct / 100.0;
+    snprintf(c->band, sizeof c->band, "%.3g %%", 100.0 * t);
+    c->z_conf = normal_quantile(0.5 + 0.5 * o->confidence);
+    c->z_alpha = normal_quantile(1.0 - 0.5 * o->alpha);
+    c->z_pow = normal_quantile(KT_CMP_DECIDE_POWER);
+}
+
 /* About how many samples per side would decide an UNSURE row (docs/compare.md, "How many more"): the
  * standard error of the log-ratio of medians observed in the bootstrap interval, scaled as 1/n per side, must
  * become small enough that the interval excludes 1 (an effect beyond the threshold: FASTER/SLOWER) or lies
  * inside the threshold band (an effect inside it: SAME), with KT_CMP_DECIDE_POWER. 0 = more samples would not
  * help: the change is within the per-sample noise, or it sits on the threshold. */
-static uint64_t decide_samples(const kt_compare_row_t *row, const kt_compare_opts_t *o, double noise)
+static uint64_t decide_samples(const kt_compare_row_t *row, const kt_compare_opts_t *o, double noise,
+                               const row_consts_t *c)
 {
     uint32_t nb = row->before.samples, na = row->after.samples;
     double s = row->speedup_median, lo = row->ci_lo, hi = row->ci_hi;
     if (!nb || !na || !(s > 0.0) || !(lo > 0.0) || !(hi >= lo) || !isfinite(hi)) return 0;
-    double z_conf = normal_quantile(0.5 + 0.5 * o->confidence);
-    double z_alpha = normal_quantile(1.0 - 0.5 * o->alpha);
-    double z_pow = normal_quantile(KT_CMP_DECIDE_POWER);
+    double z_conf = c->z_conf, z_alpha = c->z_alpha, z_pow = c->z_pow;
     double se = (log(hi) - log(lo)) / (2.0 * z_conf);
     double per_sample_var = se * se / (1.0 / nb + 1.0 / na); /* var of the log-ratio = v (1/nb + 1/na) */
     double d = fabs(log(s)), band = log(1.0 + o->threshold_pct / 100.0), margin, z;
@@ -769,20 +783,18 @@ static void decide_note(char *buf, size_t cap, uint64_t n)
         snprintf(buf, cap, "; more dispatches would not decide it at this noise");
 }
 
-static void pct_band(double t, char *buf, size_t cap) { snprintf(buf, cap, "%.3g %%", 100.0 * t); }
-
 /* Compute a matched row; reps receives the bootstrap replicates (opts->bootstrap of them) when the row is
  * compared on samples, and *has_reps says so. */
 static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const kt__cmp_entry_t *a,
-                        const kt_compare_opts_t *o, double *reps, int *has_reps, med_cache_t *cache)
+                        const kt_compare_opts_t *o, const row_consts_t *c, double *reps, int *has_reps,
+                        med_cache_t *cache)
 {
     *has_reps = 0;
     row->speedup_median = ratio(row->before.median_ns, row->after.median_ns);
     row->speedup_mean = ratio(row->before.mean_ns, row->after.mean_ns);
     uint32_t nb = row->before.samples, na = row->after.samples;
     double t = o->threshold_pct / 100.0;
-    char band[32];
-    pct_band(t, band, sizeof band);
+    const char *band = c->band;
     if (!nb || !na) {
         row->verdict = KT_VERDICT_UNSURE;
         if (!b->dispatch_count || !a->dispatch_count)
@@ -812,7 +824,7 @@ static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const k
     char note[96];
     if (nb < o->min_samples || na < o->min_samples) {
         row->verdict = KT_VERDICT_UNSURE;
-        row->decide_samples = isnan(s) ? 0 : decide_samples(row, o, noise);
+        row->decide_samples = isnan(s) ? 0 : decide_samples(row, o, noise, c);
         if (row->decide_samples) decide_note(note, sizeof note, row->decide_samples);
         else note[0] = '\0';
         if (nb < o->min_samples && na < o->min_samples)
@@ -831,7 +843,7 @@ static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const k
     int why = 0;
     row->verdict = decide(s, row->ci_lo, row->ci_hi, row->p_value, o->alpha, t, noise, &why);
     if (row->verdict == KT_VERDICT_UNSURE) {
-        row->decide_samples = why == 1 ? 0 : decide_samples(row, o, noise);
+        row->decide_samples = why == 1 ? 0 : decide_samples(row, o, noise, c);
         decide_note(note, sizeof note, row->decide_samples);
     }
     int conf = (int)lround(o->confidence * 100.0);
@@ -1016,6 +1028,8 @@ int kt__compare_sides(const kt__cmp_side_t *before, const kt__cmp_side_t *after,
     int rc = apply_defaults(opts, &out->opts);
     if (rc) return rc;
     const kt_compare_opts_t *o = &out->opts;
+    row_consts_t consts;
+    row_consts_init(&consts, o);
 
     kt__cmp_pair_t *pairs = NULL;
     size_t npairs = 0;
@@ -1062,7 +1076,7 @@ int kt__compare_sides(const kt__cmp_side_t *before, const kt__cmp_side_t *after,
             }
             if ((rc = fill_side(b, &row->before)) || (rc = fill_side(a, &row->after))) goto done;
             int has = 0;
-            if ((rc = fill_matched(row, b, a, o, rep_buf, &has, cache))) goto done;
+            if ((rc = fill_matched(row, b, a, o, &consts, rep_buf, &has, cache))) goto done;
             if (has && !isnan(row->speedup_median)) {
                 for (uint32_t j = 0; j < o->bootstrap; j++) gsum[j] += rep_buf[j];
                 geo_log_sum += log(row->speedup_median);
