@@ -2,7 +2,8 @@
  * inputs (white-box: includes compare.c and compare_print.c): "%.*g" without printf (kt__fmt_g, fixed.h) against
  * snprintf and its read-back against strtod; the small sorts (src/shared/sort.h) against qsort; U from two merged
  * sorted samples against U from sorting the pooled sample; the bootstrap's two-table loop against side_log_median;
- * the tails' split selection against a sort; a row's JSON numbers and table cells through fixed.h against printf. */
+ * the tails' split selection against a sort; a row's JSON numbers and table cells through fixed.h against printf;
+ * reasons joined without printf against vasprintf. */
 #include "../../src/analysis/compare.c"
 #include "../../src/analysis/compare_print.c"
 
@@ -298,6 +299,35 @@ static void test_json_numbers_and_cells(void **state)
     }
 }
 
+/* Reasons whose conversions are all %s are joined without printf: what vasprintf writes. */
+static void test_reasons_joined(void **state)
+{
+    (void)state;
+    char want[256];
+    const char *words[] = {"", "BEFORE", "AFTER", "either snapshot", "100 %", "x%sy"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        for (size_t j = 0; j < sizeof words / sizeof words[0]; j++) {
+            char *got = fmt_reason("no raw samples in %s (aggregates only): %s, no test", words[i], words[j]);
+            snprintf(want, sizeof want, "no raw samples in %s (aggregates only): %s, no test", words[i], words[j]);
+            assert_non_null(got);
+            assert_string_equal(got, want);
+            free(got);
+            got = fmt_reason("%s%s", words[i], words[j]);
+            snprintf(want, sizeof want, "%s%s", words[i], words[j]);
+            assert_string_equal(got, want);
+            free(got);
+        }
+    char *got = fmt_reason("a median of 0 ns: below the clock's resolution");
+    assert_string_equal(got, "a median of 0 ns: below the clock's resolution");
+    free(got);
+    got = fmt_reason("only %u samples in %s (need %u)%s", 3u, "AFTER", 9u, "; more");
+    assert_string_equal(got, "only 3 samples in AFTER (need 9); more");
+    free(got);
+    got = fmt_reason("%s is 100 %% %s", "this", "so");
+    assert_string_equal(got, "this is 100 % so");
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_bootstrap_loops_agree),
         cmocka_unit_test(test_tail_split_equals_sorted),
         cmocka_unit_test(test_json_numbers_and_cells),
+        cmocka_unit_test(test_reasons_joined),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
