@@ -646,23 +646,21 @@ static char *join_strings(const char *fmt, va_list ap)
 {
     va_list count;
     va_copy(count, ap);
-    size_t n = 0;
-    for (const char *p = fmt; *p; p++) n += *p == '%' ? (p++, strlen(va_arg(count, const char *))) : 1;
+    size_t n = strlen(fmt);
+    for (const char *p = fmt; (p = strchr(p, '%')); p += 2) n += strlen(va_arg(count, const char *)) - 2;
     va_end(count);
     char *s = malloc(n + 1), *o = s;
     if (!s) return NULL;
-    for (const char *p = fmt; *p; p++) {
-        if (*p != '%') {
-            *o++ = *p;
-            continue;
-        }
+    const char *p = fmt;
+    for (const char *pct; (pct = strchr(p, '%')); p = pct + 2) {
+        memcpy(o, p, (size_t)(pct - p));
+        o += pct - p;
         const char *arg = va_arg(ap, const char *);
         size_t len = strlen(arg);
         memcpy(o, arg, len);
         o += len;
-        p++;
     }
-    *o = '\0';
+    memcpy(o, p, strlen(p) + 1);
     return s;
 }
 
