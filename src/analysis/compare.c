@@ -3,6 +3,7 @@
 #include <ktiming/stats.h>
 
 #include "analysis/compare_match.h"
+#include "shared/sort.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -197,12 +198,15 @@ static int alias_build(alias_t *a, const double *p, uint32_t cells)
     return ok ? 0 : KT_ENOMEM;
 }
 
-static uint32_t alias_draw(const alias_t *a, rng_t *r)
+/* The cell of an alias table (its arrays and size) that the random number x picks. */
+static inline uint32_t alias_pick(const uint64_t *keep, const uint32_t *alias, uint32_t cells, uint64_t x)
 {
-    unsigned __int128 x = (unsigned __int128)rng_next(r) * a->cells;
-    uint32_t k = (uint32_t)(x >> 64);
-    return (uint64_t)x < a->keep[k] ? k : a->alias[k];
+    unsigned __int128 p = (unsigned __int128)x * cells;
+    uint32_t k = (uint32_t)(p >> 64);
+    return (uint64_t)p < keep[k] ? k : alias[k];
 }
+
+static uint32_t alias_draw(const alias_t *a, rng_t *r) { return alias_pick(a->keep, a->alias, a->cells, rng_next(r)); }
 
 static void alias_free(alias_t *a)
 {
@@ -346,16 +350,25 @@ typedef struct side_t {
 
 static double log_nudged(double v) { return log(v > 0.0 ? v : 0.5); }
 
+/* The log median of a side's joint-table cell c, computed and kept on the cell's first draw (sd->pair[c] NaN). */
+static double pair_cell_log(const side_t *sd, uint32_t c)
+{
+    const med_law_t *l = sd->law;
+    return sd->pair[c] = log_nudged(0.5 * ((double)sd->s[l->pair_i[c]] + (double)sd->s[l->pair_j[c]]));
+}
+
+/* The log median of a side's joint-table cell c (sd->pair set). */
+static inline double pair_log_median(const side_t *sd, uint32_t c)
+{
+    double v = sd->pair[c];
+    return isnan(v) ? pair_cell_log(sd, c) : v;
+}
+
 static double side_log_median(side_t *sd, rng_t *r)
 {
     const med_law_t *l = sd->law;
     if (!l) return log_nudged(resample_median(sd->s, sd->n, r));
-    if (sd->pair) {
-        uint32_t c = alias_draw(&l->pairs, r);
-        double *slot = &sd->pair[c];
-        if (isnan(*slot)) *slot = log_nudged(0.5 * ((double)sd->s[l->pair_i[c]] + (double)sd->s[l->pair_j[c]]));
-        return *slot;
-    }
+    if (sd->pair) return pair_log_median(sd, alias_draw(&l->pairs, r));
     uint32_t i, j;
     med_law_draw(l, r, &i, &j);
     return i == j ? sd->lv[i] : log_nudged(0.5 * ((double)sd->s[i] + (double)sd->s[j]));
@@ -399,44 +412,44 @@ static void order_pair(double *v, size_t n, size_t k, double *at, double *next)
     *next = m;
 }
 
-/* A max-heap keeping the cap smallest values offered: the interval's tails in one pass over the replicates, and
- * when cap is small against their number almost every value costs one comparison with the root. */
-typedef struct tail_heap_t {
-    double *h;
-    size_t cap, len;
-} tail_heap_t;
+#define TAIL_SAMPLE 128u /* values looked at to place the tails' thresholds (tail_split) */
 
-static void tail_heap_offer(tail_heap_t *t, double x)
+/* Copies the values of v[0..n) beyond two thresholds out: those <= the low one to low[0..*nlow), those >= the high
+ * one to high[0..*nhigh) (n values of room each). The thresholds are order statistics of an evenly spaced sample
+ * of TAIL_SAMPLE values, placed to leave about twice the tail beyond them, so that low[] holds the k[0]+2
+ * smallest values and high[] the n-k[1] largest. Returns 1 when they do (the order statistics wanted are then
+ * those of a few hundred values of thousands), 0 when the sample misjudged, the tails are too large or n is too
+ * small for it to pay. One pass without a branch on the values: each is written to both and counted where it
+ * belongs. */
+static int tail_split(const double *v, size_t n, const size_t k[2], double *low, double *high, size_t *nlow,
+                      size_t *nhigh)
 {
-    double *h = t->h;
-    size_t c;
-    if (t->len < t->cap) { /* filling: sift the new leaf up */
-        for (c = t->len++; c > 0 && h[(c - 1) / 2] < x; c = (c - 1) / 2) h[c] = h[(c - 1) / 2];
-        h[c] = x;
-        return;
+    const size_t m = TAIL_SAMPLE;
+    if (n < 8 * m) return 0;
+    size_t r_lo = 2 * (k[0] + 2) * m / n + 4, r_hi = 2 * (n - k[1]) * m / n + 4;
+    if (r_lo + r_hi >= m) return 0;
+    double s[TAIL_SAMPLE];
+    for (size_t i = 0; i < m; i++) s[i] = v[i * (n / m)];
+    select_kth(s, m, r_lo);
+    double t_lo = s[r_lo];
+    select_kth(s, m, m - 1 - r_hi);
+    double t_hi = s[m - 1 - r_hi];
+    if (!(t_lo < t_hi)) return 0;
+    size_t nl = 0, nh = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = v[i];
+        low[nl] = x;
+        nl += x <= t_lo;
+        high[nh] = x;
+        nh += x >= t_hi;
     }
-    if (!(x < h[0])) return;
-    for (c = 0;;) { /* replace the root: sift down */
-        size_t l = 2 * c + 1, big;
-        if (l >= t->cap) break;
-        big = l + 1 < t->cap && h[l + 1] > h[l] ? l + 1 : l;
-        if (!(h[big] > x)) break;
-        h[c] = h[big];
-        c = big;
-    }
-    h[c] = x;
-}
-
-/* The two largest in a full heap (cap >= 2): the (cap-1)-th and cap-th smallest offered, 1-based. */
-static void tail_heap_top2(const tail_heap_t *t, double *second, double *first)
-{
-    *first = t->h[0];
-    *second = t->cap > 2 && t->h[2] > t->h[1] ? t->h[2] : t->h[1];
+    *nlow = nl;
+    *nhigh = nh;
+    return nl >= k[0] + 2 && n - nh <= k[1];
 }
 
 /* Percentile interval of the values (linear interpolation between order statistics, as if sorted; v may be
- * rearranged). Selection, not a sort: the usual tails (each within an eighth of its end) by two bounded heaps
- * in one pass, anything else by quickselect. */
+ * rearranged). Selection, not a sort: on the two ends that tail_split copies out, or on all of v when it cannot. */
 static void percentile_interval(double *v, size_t n, double confidence, double *lo, double *hi)
 {
     double tail = 0.5 * (1.0 - confidence);
@@ -446,32 +459,25 @@ static void percentile_interval(double *v, size_t n, double confidence, double *
         pos[e] = q[e] * (double)(n - 1);
         k[e] = (size_t)pos[e];
     }
-    /* the low end's v[k], v[k+1] are the top two of a heap of the k+2 smallest; the high end's, negated, the top
-     * two of a heap of the n-k smallest of -v */
-    size_t cap[2] = {k[0] + 2, n - k[1]};
-    double *buf = k[1] < n - 1 && cap[0] <= n / 8 && cap[1] <= n / 8 ? malloc((cap[0] + cap[1]) * sizeof *buf) : NULL;
-    if (buf) {
-        tail_heap_t low = {buf, cap[0], 0}, high = {buf + cap[0], cap[1], 0};
-        for (size_t i = 0; i < n; i++) { /* the root test inline: most values stop there */
-            if (low.len < low.cap || v[i] < low.h[0]) tail_heap_offer(&low, v[i]);
-            if (high.len < high.cap || -v[i] < high.h[0]) tail_heap_offer(&high, -v[i]);
-        }
-        double a, b;
-        tail_heap_top2(&low, &at[0], &next[0]);
-        tail_heap_top2(&high, &a, &b);
-        at[1] = -b;
-        next[1] = -a;
-        free(buf);
+    double *buf = n >= 8 * TAIL_SAMPLE ? malloc(2 * n * sizeof *buf) : NULL;
+    double *end[2] = {v, v}; /* where each end's order statistics are selected: end[e][0..len[e]) */
+    size_t len[2] = {n, n}, below[2] = {0, 0}; /* below: values left out that lie below end[e]'s */
+    if (buf && tail_split(v, n, k, buf, buf + n, &len[0], &len[1])) {
+        end[0] = buf;
+        end[1] = buf + n;
+        below[1] = n - len[1];
     } else {
-        for (int e = 0; e < 2; e++) {
-            if (k[e] >= n - 1) {
-                select_kth(v, n, n - 1);
-                at[e] = next[e] = v[n - 1];
-            } else {
-                order_pair(v, n, k[e], &at[e], &next[e]);
-            }
+        len[0] = len[1] = n;
+    }
+    for (int e = 0; e < 2; e++) {
+        if (k[e] >= n - 1) {
+            select_kth(end[e], len[e], len[e] - 1);
+            at[e] = next[e] = end[e][len[e] - 1];
+        } else {
+            order_pair(end[e], len[e], k[e] - below[e], &at[e], &next[e]);
         }
     }
+    free(buf);
     *lo = at[0] + (pos[0] - (double)k[0]) * (next[0] - at[0]);
     *hi = at[1] + (pos[1] - (double)k[1]) * (next[1] - at[1]);
 }
@@ -511,38 +517,22 @@ static int mw_exact(size_t na, size_t nb, double u, double *p)
     return 0;
 }
 
-/* One value of the pooled sample, with its group. */
-typedef struct pooled_t {
-    uint64_t v; /* duration */
-    int group;  /* 0 = a, 1 = b */
-} pooled_t;
-
-static int cmp_pooled(const void *x, const void *y)
+/* U and its p from the two samples sorted: their pooled ranks by merging them, tied values sharing their mean
+ * rank. */
+static int mann_whitney_sorted(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, double *u, double *p)
 {
-    uint64_t a = ((const pooled_t *)x)->v, b = ((const pooled_t *)y)->v;
-    return (a > b) - (a < b);
-}
-
-int kt_mann_whitney(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, double *u, double *p)
-{
-    if (!a || !b || !na || !nb || !u || !p) return KT_EINVAL;
-    size_t n = na + nb;
-    pooled_t *all = malloc(n * sizeof *all);
-    if (!all) return KT_ENOMEM;
-    for (size_t i = 0; i < na; i++) all[i] = (pooled_t){a[i], 0};
-    for (size_t i = 0; i < nb; i++) all[na + i] = (pooled_t){b[i], 1};
-    qsort(all, n, sizeof *all, cmp_pooled);
+    size_t n = na + nb, i = 0, ia = 0, ib = 0; /* i: how many pooled values lie below the current value */
     double rank_a = 0.0, ties = 0.0;
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        while (j < n && all[j].v == all[i].v) j++;
+    while (ia < na || ib < nb) {
+        uint64_t v = ib >= nb || (ia < na && a[ia] <= b[ib]) ? a[ia] : b[ib];
+        size_t j = i, in_a = 0;
+        for (; ia < na && a[ia] == v; ia++, j++) in_a++;
+        for (; ib < nb && b[ib] == v; ib++) j++;
         double t = (double)(j - i), avg = 0.5 * ((double)i + 1.0 + (double)j); /* ranks i+1 .. j */
-        for (size_t k = i; k < j; k++)
-            if (all[k].group == 0) rank_a += avg;
+        for (size_t k = 0; k < in_a; k++) rank_a += avg;
         ties += t * t * t - t;
         i = j;
     }
-    free(all);
     double dna = (double)na, dnb = (double)nb, dn = (double)n;
     *u = rank_a - dna * (dna + 1.0) / 2.0;
     if (ties == 0.0 && na <= KT_CMP_EXACT_MAX && nb <= KT_CMP_EXACT_MAX) return mw_exact(na, nb, *u, p);
@@ -559,24 +549,28 @@ int kt_mann_whitney(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, 
     return 0;
 }
 
+static uint64_t *sorted_copy(const uint64_t *v, size_t n)
+{
+    uint64_t *s = malloc((n ? n : 1) * sizeof *s);
+    if (!s) return NULL;
+    memcpy(s, v, n * sizeof *s);
+    kt__sort_u64_asc(s, n);
+    return s;
+}
+
+int kt_mann_whitney(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, double *u, double *p)
+{
+    if (!a || !b || !na || !nb || !u || !p) return KT_EINVAL;
+    uint64_t *sa = sorted_copy(a, na), *sb = sorted_copy(b, nb);
+    int rc = sa && sb ? mann_whitney_sorted(sa, na, sb, nb, u, p) : KT_ENOMEM;
+    free(sa);
+    free(sb);
+    return rc;
+}
+
 /* ---------------------------------------------------------------------------------------------------
  * Bootstrap of the ratio of medians
  * ------------------------------------------------------------------------------------------------- */
-
-static int cmp_u64(const void *x, const void *y)
-{
-    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-    return (a > b) - (a < b);
-}
-
-static uint64_t *sorted_copy(const uint64_t *v, uint32_t n)
-{
-    uint64_t *s = malloc((size_t)n * sizeof *s);
-    if (!s) return NULL;
-    memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, n, sizeof *s, cmp_u64);
-    return s;
-}
 
 /* Prepares one side: sorted samples, the tabulated law when n is small enough (built into the cache on first
  * use) and its memos. */
@@ -598,27 +592,39 @@ static int side_init(side_t *sd, const uint64_t *sorted, uint32_t n, med_cache_t
     return 0;
 }
 
-/* reps[i] = ln(median(resampled before) / median(resampled after)) for i < count. A zero median (durations
- * below clock resolution) is nudged to 0.5 ns to keep the logarithm finite. cache NULL: every median is drawn
- * with resample_median. */
-static int bootstrap_log_ratio(const uint64_t *b, uint32_t nb, const uint64_t *a, uint32_t na, uint32_t count,
+/* reps[i] = ln(median(resampled before) / median(resampled after)) for i < count, from the two samples sorted. A
+ * zero median (durations below clock resolution) is nudged to 0.5 ns to keep the logarithm finite. cache NULL:
+ * every median is drawn with resample_median. */
+static int bootstrap_log_ratio(const uint64_t *sb, uint32_t nb, const uint64_t *sa, uint32_t na, uint32_t count,
                                uint64_t seed, double *reps, med_cache_t *cache)
 {
-    uint64_t *sb = sorted_copy(b, nb), *sa = sorted_copy(a, na);
     side_t db, da;
-    int rc = !sb || !sa ? KT_ENOMEM : 0;
-    if (!rc) rc = side_init(&db, sb, nb, cache, 0);
+    int rc = side_init(&db, sb, nb, cache, 0);
     if (!rc) rc = side_init(&da, sa, na, cache, 1);
     if (!rc) {
         rng_t r;
         rng_seed(&r, seed);
-        for (uint32_t it = 0; it < count; it++) {
-            double lb = side_log_median(&db, &r);
-            reps[it] = lb - side_log_median(&da, &r);
+        if (db.pair && da.pair) { /* even n <= MED_PAIR_TABLE_MAX on both sides, the usual case: side_log_median's
+                                   * draws, in a loop that keeps the generator's state in registers */
+            const alias_t tb = db.law->pairs, ta = da.law->pairs; /* copies: no reload after a memo's store */
+            const double *mb = db.pair, *ma = da.pair;
+            rng_t g = r; /* a copy whose address goes nowhere but inlined code */
+            for (uint32_t it = 0; it < count; it++) {
+                uint32_t cb = alias_pick(tb.keep, tb.alias, tb.cells, rng_next(&g));
+                double lb = mb[cb];
+                if (isnan(lb)) lb = pair_cell_log(&db, cb);
+                uint32_t ca = alias_pick(ta.keep, ta.alias, ta.cells, rng_next(&g));
+                double la = ma[ca];
+                if (isnan(la)) la = pair_cell_log(&da, ca);
+                reps[it] = lb - la;
+            }
+        } else {
+            for (uint32_t it = 0; it < count; it++) {
+                double lb = side_log_median(&db, &r);
+                reps[it] = lb - side_log_median(&da, &r);
+            }
         }
     }
-    free(sb);
-    free(sa);
     return rc;
 }
 
@@ -635,12 +641,40 @@ static char *dup_str(const char *s)
     return d;
 }
 
+/* fmt (whose conversions are all %s) with each replaced by the next string of ap, malloc'd. */
+static char *join_strings(const char *fmt, va_list ap)
+{
+    va_list count;
+    va_copy(count, ap);
+    size_t n = strlen(fmt);
+    for (const char *p = fmt; (p = strchr(p, '%')); p += 2) n += strlen(va_arg(count, const char *)) - 2;
+    va_end(count);
+    char *s = malloc(n + 1), *o = s;
+    if (!s) return NULL;
+    const char *p = fmt;
+    for (const char *pct; (pct = strchr(p, '%')); p = pct + 2) {
+        memcpy(o, p, (size_t)(pct - p));
+        o += pct - p;
+        const char *arg = va_arg(ap, const char *);
+        size_t len = strlen(arg);
+        memcpy(o, arg, len);
+        o += len;
+    }
+    memcpy(o, p, strlen(p) + 1);
+    return s;
+}
+
+/* The reason fmt says with its arguments, malloc'd: joined when its conversions are all %s (the reasons of rows
+ * without samples, a million of them in a large comparison), else by vasprintf. */
 static char *fmt_reason(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
+    const char *pct = fmt;
+    while ((pct = strchr(pct, '%')) && pct[1] == 's') pct += 2;
     char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0) s = NULL;
+    if (!pct) s = join_strings(fmt, ap);
+    else if (vasprintf(&s, fmt, ap) < 0) s = NULL;
     va_end(ap);
     return s;
 }
@@ -722,19 +756,33 @@ static double normal_quantile(double p)
 #define KT_CMP_DECIDE_POWER 0.8      /* chance the estimated sample count reaches a verdict if the effect is real */
 #define KT_CMP_DECIDE_MAX 1000000000.0 /* beyond this the estimate says "not in practice" (0) */
 
+/* What every row's verdict reads that depends on the options only, worked out once per comparison. */
+typedef struct row_consts_t {
+    char band[32];                 /* the threshold as written in reasons: "5 %" */
+    double z_conf, z_alpha, z_pow; /* normal quantiles of the confidence and alpha (two-sided) and of the power */
+} row_consts_t;
+
+static void row_consts_init(row_consts_t *c, const kt_compare_opts_t *o)
+{
+    double t = o->threshold_pct / 100.0;
+    snprintf(c->band, sizeof c->band, "%.3g %%", 100.0 * t);
+    c->z_conf = normal_quantile(0.5 + 0.5 * o->confidence);
+    c->z_alpha = normal_quantile(1.0 - 0.5 * o->alpha);
+    c->z_pow = normal_quantile(KT_CMP_DECIDE_POWER);
+}
+
 /* About how many samples per side would decide an UNSURE row (docs/compare.md, "How many more"): the
  * standard error of the log-ratio of medians observed in the bootstrap interval, scaled as 1/n per side, must
  * become small enough that the interval excludes 1 (an effect beyond the threshold: FASTER/SLOWER) or lies
  * inside the threshold band (an effect inside it: SAME), with KT_CMP_DECIDE_POWER. 0 = more samples would not
  * help: the change is within the per-sample noise, or it sits on the threshold. */
-static uint64_t decide_samples(const kt_compare_row_t *row, const kt_compare_opts_t *o, double noise)
+static uint64_t decide_samples(const kt_compare_row_t *row, const kt_compare_opts_t *o, double noise,
+                               const row_consts_t *c)
 {
     uint32_t nb = row->before.samples, na = row->after.samples;
     double s = row->speedup_median, lo = row->ci_lo, hi = row->ci_hi;
     if (!nb || !na || !(s > 0.0) || !(lo > 0.0) || !(hi >= lo) || !isfinite(hi)) return 0;
-    double z_conf = normal_quantile(0.5 + 0.5 * o->confidence);
-    double z_alpha = normal_quantile(1.0 - 0.5 * o->alpha);
-    double z_pow = normal_quantile(KT_CMP_DECIDE_POWER);
+    double z_conf = c->z_conf, z_alpha = c->z_alpha, z_pow = c->z_pow;
     double se = (log(hi) - log(lo)) / (2.0 * z_conf);
     double per_sample_var = se * se / (1.0 / nb + 1.0 / na); /* var of the log-ratio = v (1/nb + 1/na) */
     double d = fabs(log(s)), band = log(1.0 + o->threshold_pct / 100.0), margin, z;
@@ -763,20 +811,18 @@ static void decide_note(char *buf, size_t cap, uint64_t n)
         snprintf(buf, cap, "; more dispatches would not decide it at this noise");
 }
 
-static void pct_band(double t, char *buf, size_t cap) { snprintf(buf, cap, "%.3g %%", 100.0 * t); }
-
 /* Compute a matched row; reps receives the bootstrap replicates (opts->bootstrap of them) when the row is
  * compared on samples, and *has_reps says so. */
 static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const kt__cmp_entry_t *a,
-                        const kt_compare_opts_t *o, double *reps, int *has_reps, med_cache_t *cache)
+                        const kt_compare_opts_t *o, const row_consts_t *c, double *reps, int *has_reps,
+                        med_cache_t *cache)
 {
     *has_reps = 0;
     row->speedup_median = ratio(row->before.median_ns, row->after.median_ns);
     row->speedup_mean = ratio(row->before.mean_ns, row->after.mean_ns);
     uint32_t nb = row->before.samples, na = row->after.samples;
     double t = o->threshold_pct / 100.0;
-    char band[32];
-    pct_band(t, band, sizeof band);
+    const char *band = c->band;
     if (!nb || !na) {
         row->verdict = KT_VERDICT_UNSURE;
         if (!b->dispatch_count || !a->dispatch_count)
@@ -786,10 +832,12 @@ static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const k
                                      !nb && !na ? "either snapshot" : !nb ? "BEFORE" : "AFTER");
         return row->reason ? 0 : KT_ENOMEM;
     }
-    int rc = kt_mann_whitney(b->samples, nb, a->samples, na, &row->u, &row->p_value);
-    if (rc) return rc;
+    uint64_t *sb = sorted_copy(b->samples, nb), *sa = sorted_copy(a->samples, na); /* for U and the bootstrap */
+    int rc = sb && sa ? mann_whitney_sorted(sb, nb, sa, na, &row->u, &row->p_value) : KT_ENOMEM;
     uint64_t seed = o->seed ^ key_hash(row->name, row->backend, row->device);
-    rc = bootstrap_log_ratio(b->samples, nb, a->samples, na, o->bootstrap, seed, reps, cache);
+    if (!rc) rc = bootstrap_log_ratio(sb, nb, sa, na, o->bootstrap, seed, reps, cache);
+    free(sb);
+    free(sa);
     if (rc) return rc;
     double *sorted = malloc((size_t)o->bootstrap * sizeof *sorted);
     if (!sorted) return KT_ENOMEM;
@@ -804,7 +852,7 @@ static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const k
     char note[96];
     if (nb < o->min_samples || na < o->min_samples) {
         row->verdict = KT_VERDICT_UNSURE;
-        row->decide_samples = isnan(s) ? 0 : decide_samples(row, o, noise);
+        row->decide_samples = isnan(s) ? 0 : decide_samples(row, o, noise, c);
         if (row->decide_samples) decide_note(note, sizeof note, row->decide_samples);
         else note[0] = '\0';
         if (nb < o->min_samples && na < o->min_samples)
@@ -823,7 +871,7 @@ static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const k
     int why = 0;
     row->verdict = decide(s, row->ci_lo, row->ci_hi, row->p_value, o->alpha, t, noise, &why);
     if (row->verdict == KT_VERDICT_UNSURE) {
-        row->decide_samples = why == 1 ? 0 : decide_samples(row, o, noise);
+        row->decide_samples = why == 1 ? 0 : decide_samples(row, o, noise, c);
         decide_note(note, sizeof note, row->decide_samples);
     }
     int conf = (int)lround(o->confidence * 100.0);
@@ -1008,6 +1056,8 @@ int kt__compare_sides(const kt__cmp_side_t *before, const kt__cmp_side_t *after,
     int rc = apply_defaults(opts, &out->opts);
     if (rc) return rc;
     const kt_compare_opts_t *o = &out->opts;
+    row_consts_t consts;
+    row_consts_init(&consts, o);
 
     kt__cmp_pair_t *pairs = NULL;
     size_t npairs = 0;
@@ -1054,7 +1104,7 @@ int kt__compare_sides(const kt__cmp_side_t *before, const kt__cmp_side_t *after,
             }
             if ((rc = fill_side(b, &row->before)) || (rc = fill_side(a, &row->after))) goto done;
             int has = 0;
-            if ((rc = fill_matched(row, b, a, o, rep_buf, &has, cache))) goto done;
+            if ((rc = fill_matched(row, b, a, o, &consts, rep_buf, &has, cache))) goto done;
             if (has && !isnan(row->speedup_median)) {
                 for (uint32_t j = 0; j < o->bootstrap; j++) gsum[j] += rep_buf[j];
                 geo_log_sum += log(row->speedup_median);

@@ -2,8 +2,10 @@
 #include <ktiming/compare.h>
 
 #include "export/escape.h"
+#include "export/fixed.h"
 
 #include <cJSON.h>
+#include <fenv.h>
 #include <float.h>
 #include <locale.h>
 #include <math.h>
@@ -28,43 +30,76 @@ typedef struct cells_t {
     char n[32];       /* samples before/after */
 } cells_t;
 
-static void fmt_time(char *buf, size_t cap, double ns)
+/* Whether fixed.h may write this print's numbers: it writes what printf writes under the default rounding mode
+ * with '.' as the decimal point (asked once per print, not per number). */
+static int numbers_fast(void)
 {
-    if (!(ns > 0.0) || !isfinite(ns)) snprintf(buf, cap, "-");
-    else if (ns < 1e3) snprintf(buf, cap, "%.0f ns", ns);
-    else if (ns < 1e6) snprintf(buf, cap, "%.2f %s", ns / 1e3, kt__unit_us());
-    else if (ns < 1e9) snprintf(buf, cap, "%.2f ms", ns / 1e6);
-    else snprintf(buf, cap, "%.3f s", ns / 1e9);
+    return fegetround() == FE_TONEAREST && !strcmp(localeconv()->decimal_point, ".");
 }
 
-static void fmt_x(char *buf, size_t cap, double x)
+/* snprintf(buf, cap, "%.*f%s", dec, v, suffix), without printf when fast and fixed.h handles v. */
+static void fmt_fixed(char *buf, size_t cap, double v, int dec, const char *suffix, int fast)
+{
+    if (!fast || !kt__fmt_append(buf, cap, kt__fmt_fixed(buf, cap, v, dec), suffix))
+        snprintf(buf, cap, "%.*f%s", dec, v, suffix);
+}
+
+static void fmt_time(char *buf, size_t cap, double ns, int fast)
+{
+    if (!(ns > 0.0) || !isfinite(ns)) {
+        snprintf(buf, cap, "-");
+    } else if (ns < 1e3) {
+        fmt_fixed(buf, cap, ns, 0, " ns", fast);
+    } else if (ns < 1e6) {
+        char unit[16] = " ";
+        strncat(unit, kt__unit_us(), sizeof unit - 2);
+        fmt_fixed(buf, cap, ns / 1e3, 2, unit, fast);
+    } else if (ns < 1e9) {
+        fmt_fixed(buf, cap, ns / 1e6, 2, " ms", fast);
+    } else {
+        fmt_fixed(buf, cap, ns / 1e9, 3, " s", fast);
+    }
+}
+
+static void fmt_x(char *buf, size_t cap, double x, int fast)
 {
     if (!isfinite(x)) snprintf(buf, cap, "-");
-    else snprintf(buf, cap, "%.3fx", x);
+    else fmt_fixed(buf, cap, x, 3, "x", fast);
 }
 
-static void fmt_ci(char *buf, size_t cap, double lo, double hi)
+static void fmt_ci(char *buf, size_t cap, double lo, double hi, int fast)
 {
+    char l[24], h[24];
+    size_t nl = fast ? kt__fmt_fixed(l, sizeof l, lo, 3) : 0, nh = fast ? kt__fmt_fixed(h, sizeof h, hi, 3) : 0;
     if (!isfinite(lo) || !isfinite(hi)) snprintf(buf, cap, "-");
-    else snprintf(buf, cap, "[%.3fx, %.3fx]", lo, hi);
+    else if (!nl || !nh || nl + nh + 7 > cap) snprintf(buf, cap, "[%.3fx, %.3fx]", lo, hi);
+    else {
+        buf[0] = '[';
+        memcpy(buf + 1, l, nl);
+        memcpy(buf + 1 + nl, "x, ", 3);
+        memcpy(buf + 4 + nl, h, nh);
+        memcpy(buf + 4 + nl + nh, "x]", 3);
+    }
 }
 
-static void fmt_p(char *buf, size_t cap, double p)
+static void fmt_p(char *buf, size_t cap, double p, int fast)
 {
     if (!isfinite(p)) snprintf(buf, cap, "-");
     else if (p < 0.001) snprintf(buf, cap, "<0.001");
-    else snprintf(buf, cap, "%.3f", p);
+    else fmt_fixed(buf, cap, p, 3, "", fast);
 }
 
-static void make_cells(const kt_compare_row_t *r, cells_t *c)
+static void make_cells(const kt_compare_row_t *r, cells_t *c, int fast)
 {
-    fmt_time(c->before, sizeof c->before, r->before.median_ns);
-    fmt_time(c->after, sizeof c->after, r->after.median_ns);
-    fmt_x(c->speedup, sizeof c->speedup, r->speedup_median);
-    fmt_ci(c->ci, sizeof c->ci, r->ci_lo, r->ci_hi);
-    fmt_x(c->mean, sizeof c->mean, r->speedup_mean);
-    fmt_p(c->p, sizeof c->p, r->p_value);
-    snprintf(c->n, sizeof c->n, "%u/%u", r->before.samples, r->after.samples);
+    fmt_time(c->before, sizeof c->before, r->before.median_ns, fast);
+    fmt_time(c->after, sizeof c->after, r->after.median_ns, fast);
+    fmt_x(c->speedup, sizeof c->speedup, r->speedup_median, fast);
+    fmt_ci(c->ci, sizeof c->ci, r->ci_lo, r->ci_hi, fast);
+    fmt_x(c->mean, sizeof c->mean, r->speedup_mean, fast);
+    fmt_p(c->p, sizeof c->p, r->p_value, fast);
+    size_t n = kt__fmt_u64(c->n, sizeof c->n, r->before.samples); /* "%u/%u": two of 10 digits at most */
+    c->n[n++] = '/';
+    kt__fmt_u64(c->n + n, sizeof c->n - n, r->after.samples);
 }
 
 static const char *backend_label(kt_backend_t b) { return kt_backend_name(b); }
@@ -134,13 +169,14 @@ static void print_matching(FILE *out, const kt_compare_result_t *r, unsigned esc
 
 static void print_text(FILE *out, const kt_compare_result_t *r)
 {
+    int fast = numbers_fast();
     print_header_line(out, r);
     int wk = 6, wb = 7, wd = 6, wci = 15;
     for (size_t i = 0; i < r->count; i++) {
         const kt_compare_row_t *row = &r->rows[i];
         if (row->presence != KT_PRESENT_BOTH) continue;
         cells_t c;
-        make_cells(row, &c);
+        make_cells(row, &c, fast);
         wk = esc_width_of(row->name, wk);
         wb = width_of(backend_label(row->backend), wb);
         wd = esc_width_of(row->device, wd);
@@ -156,7 +192,7 @@ static void print_text(FILE *out, const kt_compare_result_t *r)
             const kt_compare_row_t *row = &r->rows[i];
             if (row->presence != KT_PRESENT_BOTH) continue;
             cells_t c;
-            make_cells(row, &c);
+            make_cells(row, &c, fast);
             kt__escape_write_padded(out, row->name, KT_ESC_TEXT, (size_t)wk);
             fprintf(out, "  %-*s  ", wb, backend_label(row->backend));
             kt__escape_write_padded(out, row->device, KT_ESC_TEXT, (size_t)wd);
@@ -164,8 +200,8 @@ static void print_text(FILE *out, const kt_compare_result_t *r)
                     c.mean, c.p, c.n, kt_verdict_name(row->verdict));
         }
         char gx[24], gci[40];
-        fmt_x(gx, sizeof gx, r->geomean_speedup);
-        fmt_ci(gci, sizeof gci, r->geomean_ci_lo, r->geomean_ci_hi);
+        fmt_x(gx, sizeof gx, r->geomean_speedup, fast);
+        fmt_ci(gci, sizeof gci, r->geomean_ci_lo, r->geomean_ci_hi, fast);
         fprintf(out, "%-*s  %-*s  %-*s  %12s  %12s  %8s  %-*s  %8s  %7s  %11s  %s\n", wk, gm, wb, "", wd, "", "", "",
                 gx, wci, gci, "", "", "", r->geomean_kernels ? kt_verdict_name(r->geomean_verdict) : "-");
     }
@@ -209,6 +245,7 @@ static void md_text(FILE *out, const char *s) { kt__escape_write(out, s, KT_ESC_
 
 static void print_markdown(FILE *out, const kt_compare_result_t *r)
 {
+    int fast = numbers_fast();
     print_header_line(out, r);
     fputs("\n| kernel | backend | device | before | after | speedup | CI | mean x | p | n b/a | verdict | note |\n"
           "|---|---|---|---:|---:|---:|---|---:|---:|---:|---|---|\n",
@@ -216,7 +253,7 @@ static void print_markdown(FILE *out, const kt_compare_result_t *r)
     for (size_t i = 0; i < r->count; i++) {
         const kt_compare_row_t *row = &r->rows[i];
         cells_t c;
-        make_cells(row, &c);
+        make_cells(row, &c, fast);
         fputs("| ", out);
         md_text(out, row->name);
         fprintf(out, " | %s | ", backend_label(row->backend));
@@ -230,8 +267,8 @@ static void print_markdown(FILE *out, const kt_compare_result_t *r)
         fputs(" |\n", out);
     }
     char gx[24], gci[40];
-    fmt_x(gx, sizeof gx, r->geomean_speedup);
-    fmt_ci(gci, sizeof gci, r->geomean_ci_lo, r->geomean_ci_hi);
+    fmt_x(gx, sizeof gx, r->geomean_speedup, fast);
+    fmt_ci(gci, sizeof gci, r->geomean_ci_lo, r->geomean_ci_hi, fast);
     fprintf(out, "| **geomean** (%zu) | | | | | %s | %s | | | | **%s** | |\n", r->geomean_kernels, gx, gci,
             r->geomean_kernels ? kt_verdict_name(r->geomean_verdict) : "-");
     print_matching(out, r, KT_ESC_MARKDOWN);
@@ -346,6 +383,7 @@ typedef struct jbuf_t {
     size_t n;   /* its length */
     size_t cap; /* bytes allocated */
     int bad;    /* an allocation failed */
+    int fast;   /* numbers through fixed.h (numbers_fast) */
 } jbuf_t;
 
 static void jb_put(jbuf_t *b, const char *s, size_t n)
@@ -395,11 +433,11 @@ static void jb_str(jbuf_t *b, const char *s)
 }
 
 /* A number as cJSON (1.7.15) prints one: null when not finite, else 15 significant digits when they read back
- * within DBL_EPSILON, 17 when not; the locale's decimal point written as '.'. */
+ * within DBL_EPSILON, 17 when not; the locale's decimal point written as '.'. The digits through fixed.h where
+ * it can (b->fast), else printf. */
 static void jb_num(jbuf_t *b, double d)
 {
     char buf[32];
-    int len;
     if (!isfinite(d)) {
         jb_put(b, "null", 4);
         return;
@@ -413,15 +451,21 @@ static void jb_num(jbuf_t *b, double d)
         jb_put(b, p, (size_t)(buf + sizeof buf - p));
         return;
     }
-    len = snprintf(buf, sizeof buf, "%1.15g", d);
-    double test = strtod(buf, NULL), big = fabs(test) > fabs(d) ? fabs(test) : fabs(d);
-    if (!(fabs(test - d) <= big * DBL_EPSILON)) len = snprintf(buf, sizeof buf, "%1.17g", d);
+    double test = NAN; /* what strtod reads back from the 15 digits; kt__fmt_g mostly works it out */
+    int len = b->fast ? (int)kt__fmt_g(buf, sizeof buf, d, 15, &test) : 0;
+    if (!len) len = snprintf(buf, sizeof buf, "%1.15g", d);
+    if (isnan(test)) test = strtod(buf, NULL);
+    double big = fabs(test) > fabs(d) ? fabs(test) : fabs(d);
+    if (!(fabs(test - d) <= big * DBL_EPSILON)) {
+        len = b->fast ? (int)kt__fmt_g(buf, sizeof buf, d, 17, NULL) : 0;
+        if (!len) len = snprintf(buf, sizeof buf, "%1.17g", d);
+    }
     if (len < 0 || (size_t)len >= sizeof buf) {
         b->bad = 1;
         return;
     }
-    char point = *localeconv()->decimal_point;
-    for (int i = 0; i < len; i++)
+    char point = b->fast ? '.' : *localeconv()->decimal_point; /* fast: the point is '.' */
+    for (int i = 0; point != '.' && i < len; i++)
         if (buf[i] == point) buf[i] = '.';
     jb_put(b, buf, (size_t)len);
 }
@@ -517,6 +561,7 @@ static int print_json(FILE *out, const kt_compare_result_t *r)
     if ((rc = put_json(out, "  \"opts\": ", opts_json(r)))) return rc;
     fputs(",\n  \"kernels\": [", out);
     jbuf_t b = {0};
+    b.fast = numbers_fast();
     for (size_t i = 0; i < r->count && !rc; i++) rc = put_row(out, i ? ",\n    " : "\n    ", &r->rows[i], &b);
     free(b.p);
     if (rc) return rc;

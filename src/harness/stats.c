@@ -1,25 +1,15 @@
 /* stats.c — summary statistics of raw duration samples: moments, percentiles, MAD, median confidence interval. */
 #include "harness/harness_internal.h"
+#include "shared/sort.h"
 
 #include <ktiming/stats.h>
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-void kt__sort_u64(uint64_t *v, size_t n) { qsort(v, n, sizeof *v, cmp_u64); }
+void kt__sort_u64(uint64_t *v, size_t n) { kt__sort_u64_asc(v, n); }
 
 double kt__quantile_sorted(const uint64_t *sorted, size_t n, double q)
 {
@@ -76,6 +66,21 @@ uint32_t kt_median_ci_rank(uint32_t n, double confidence)
     return j;
 }
 
+/* kt_median_ci_rank(n, 0.95), kept per n up to 1000 once worked out: every kernel's statistics ask for it, and
+ * each answer is a sum of up to n/2 binomial terms (two lgamma_r and an exp each; 5 % of `ktiming compare`).
+ * Relaxed atomics: harness threads may fill an entry at once, with the same value. */
+static uint32_t median_ci_rank95(uint32_t n)
+{
+    static _Atomic uint32_t known[1001]; /* rank + 1; 0: not worked out yet */
+    if (n > 1000) return kt_median_ci_rank(n, 0.95);
+    uint32_t r = atomic_load_explicit(&known[n], memory_order_relaxed);
+    if (!r) {
+        r = kt_median_ci_rank(n, 0.95) + 1;
+        atomic_store_explicit(&known[n], r, memory_order_relaxed);
+    }
+    return r - 1;
+}
+
 void kt__stats_from_sorted(const uint64_t *sorted, size_t n, double *scratch, kt_sample_stats_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -99,11 +104,11 @@ void kt__stats_from_sorted(const uint64_t *sorted, size_t n, double *scratch, kt
     out->p90_ns = kt__quantile_sorted(sorted, n, 0.90);
     if (scratch) {
         for (size_t i = 0; i < n; i++) scratch[i] = fabs((double)sorted[i] - out->median_ns);
-        qsort(scratch, n, sizeof *scratch, cmp_double);
+        kt__sort_double_asc(scratch, n);
         out->mad_ns = (n & 1) ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
         out->madrel = out->median_ns > 0.0 ? 1.4826 * out->mad_ns / out->median_ns : 0.0;
     }
-    uint32_t j = kt_median_ci_rank(out->count, 0.95);
+    uint32_t j = median_ci_rank95(out->count);
     if (j == 0) {
         out->median_ci_lo_ns = (double)sorted[0];
         out->median_ci_hi_ns = (double)sorted[n - 1];
