@@ -694,8 +694,9 @@ void kt__cmp_entry_of(const kt_kernel_timing_t *t, size_t from, kt__cmp_entry_t 
     out->from = from;
 }
 
-/* Fill one side from an entry: statistics of its samples, or its aggregates when it has none. */
-static int fill_side(const kt__cmp_entry_t *t, kt_compare_side_t *side)
+/* Fill one side from an entry: statistics of its samples (t's, or the same sorted: kt_sample_stats sorts a copy,
+ * which costs nothing when they are in order already), or its aggregates when it has none. */
+static int fill_side(const kt__cmp_entry_t *t, const uint64_t *samples, kt_compare_side_t *side)
 {
     memset(side, 0, sizeof *side);
     if (!t) return 0;
@@ -703,7 +704,7 @@ static int fill_side(const kt__cmp_entry_t *t, kt_compare_side_t *side)
     side->samples = t->sample_count;
     if (side->samples) {
         kt_sample_stats_t st;
-        int rc = kt_sample_stats(t->samples, side->samples, &st);
+        int rc = kt_sample_stats(samples, side->samples, &st);
         if (rc) return rc;
         side->median_ns = st.median_ns;
         side->mean_ns = st.mean_ns;
@@ -811,11 +812,11 @@ static void decide_note(char *buf, size_t cap, uint64_t n)
         snprintf(buf, cap, "; more dispatches would not decide it at this noise");
 }
 
-/* Compute a matched row; reps receives the bootstrap replicates (opts->bootstrap of them) when the row is
- * compared on samples, and *has_reps says so. */
-static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const kt__cmp_entry_t *a,
-                        const kt_compare_opts_t *o, const row_consts_t *c, double *reps, int *has_reps,
-                        med_cache_t *cache)
+/* The verdict of a matched row whose sides are filled, from the samples sorted (sb, sa); reps receives the
+ * bootstrap replicates (opts->bootstrap of them) when the row is compared on samples, and *has_reps says so. */
+static int judge_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const kt__cmp_entry_t *a,
+                         const uint64_t *sb, const uint64_t *sa, const kt_compare_opts_t *o, const row_consts_t *c,
+                         double *reps, int *has_reps, med_cache_t *cache)
 {
     *has_reps = 0;
     row->speedup_median = ratio(row->before.median_ns, row->after.median_ns);
@@ -832,12 +833,9 @@ static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const k
                                      !nb && !na ? "either snapshot" : !nb ? "BEFORE" : "AFTER");
         return row->reason ? 0 : KT_ENOMEM;
     }
-    uint64_t *sb = sorted_copy(b->samples, nb), *sa = sorted_copy(a->samples, na); /* for U and the bootstrap */
-    int rc = sb && sa ? mann_whitney_sorted(sb, nb, sa, na, &row->u, &row->p_value) : KT_ENOMEM;
+    int rc = mann_whitney_sorted(sb, nb, sa, na, &row->u, &row->p_value);
     uint64_t seed = o->seed ^ key_hash(row->name, row->backend, row->device);
     if (!rc) rc = bootstrap_log_ratio(sb, nb, sa, na, o->bootstrap, seed, reps, cache);
-    free(sb);
-    free(sa);
     if (rc) return rc;
     double *sorted = malloc((size_t)o->bootstrap * sizeof *sorted);
     if (!sorted) return KT_ENOMEM;
@@ -901,6 +899,23 @@ static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const k
         break;
     }
     return row->reason ? 0 : KT_ENOMEM;
+}
+
+/* Compute a matched row: its sides and verdict, each side's samples sorted once (for the statistics, U and the
+ * bootstrap); reps and *has_reps as judge_matched. */
+static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const kt__cmp_entry_t *a,
+                        const kt_compare_opts_t *o, const row_consts_t *c, double *reps, int *has_reps,
+                        med_cache_t *cache)
+{
+    uint32_t nb = b->sample_count, na = a->sample_count;
+    uint64_t *sb = nb ? sorted_copy(b->samples, nb) : NULL, *sa = na ? sorted_copy(a->samples, na) : NULL;
+    int rc = (nb && !sb) || (na && !sa) ? KT_ENOMEM : 0;
+    if (!rc) rc = fill_side(b, sb, &row->before);
+    if (!rc) rc = fill_side(a, sa, &row->after);
+    if (!rc) rc = judge_matched(row, b, a, sb, sa, o, c, reps, has_reps, cache);
+    free(sb);
+    free(sa);
+    return rc;
 }
 
 /* The row's copy of s, or with strings (kt__compare_sides) s itself ("" for NULL). */
@@ -1080,14 +1095,14 @@ int kt__compare_sides(const kt__cmp_side_t *before, const kt__cmp_side_t *after,
         if (!pr->a) {
             if ((rc = fill_key(row, pr->b, strings))) goto done;
             row->presence = KT_PRESENT_BEFORE;
-            if ((rc = fill_side(pr->b, &row->before))) goto done;
+            if ((rc = fill_side(pr->b, pr->b->samples, &row->before))) goto done;
             row->verdict = KT_VERDICT_UNSURE;
             row->reason = dup_str("only in BEFORE");
             out->before_only++;
         } else if (!pr->b) {
             if ((rc = fill_key(row, pr->a, strings))) goto done;
             row->presence = KT_PRESENT_AFTER;
-            if ((rc = fill_side(pr->a, &row->after))) goto done;
+            if ((rc = fill_side(pr->a, pr->a->samples, &row->after))) goto done;
             row->verdict = KT_VERDICT_UNSURE;
             row->reason = dup_str("only in AFTER");
             out->after_only++;
@@ -1102,7 +1117,6 @@ int kt__compare_sides(const kt__cmp_side_t *before, const kt__cmp_side_t *after,
                     goto done;
                 }
             }
-            if ((rc = fill_side(b, &row->before)) || (rc = fill_side(a, &row->after))) goto done;
             int has = 0;
             if ((rc = fill_matched(row, b, a, o, &consts, rep_buf, &has, cache))) goto done;
             if (has && !isnan(row->speedup_median)) {
