@@ -448,9 +448,10 @@ static int tail_split(const double *v, size_t n, const size_t k[2], double *low,
     return nl >= k[0] + 2 && n - nh <= k[1];
 }
 
-/* Percentile interval of the values (linear interpolation between order statistics, as if sorted; v may be
- * rearranged). Selection, not a sort: on the two ends that tail_split copies out, or on all of v when it cannot. */
-static void percentile_interval(double *v, size_t n, double confidence, double *lo, double *hi)
+/* Percentile interval of v[0..n) (linear interpolation between order statistics, as if sorted); v is left as it
+ * is. Selection, not a sort: on the two ends that tail_split copies out, or on a copy of v when it cannot. 0, or
+ * KT_ENOMEM. */
+static int percentile_interval(const double *v, size_t n, double confidence, double *lo, double *hi)
 {
     double tail = 0.5 * (1.0 - confidence);
     double q[2] = {tail, 1.0 - tail}, pos[2], at[2], next[2];
@@ -459,14 +460,15 @@ static void percentile_interval(double *v, size_t n, double confidence, double *
         pos[e] = q[e] * (double)(n - 1);
         k[e] = (size_t)pos[e];
     }
-    double *buf = n >= 8 * TAIL_SAMPLE ? malloc(2 * n * sizeof *buf) : NULL;
-    double *end[2] = {v, v}; /* where each end's order statistics are selected: end[e][0..len[e]) */
-    size_t len[2] = {n, n}, below[2] = {0, 0}; /* below: values left out that lie below end[e]'s */
-    if (buf && tail_split(v, n, k, buf, buf + n, &len[0], &len[1])) {
-        end[0] = buf;
-        end[1] = buf + n;
+    double *buf = malloc(2 * n * sizeof *buf);
+    if (!buf) return KT_ENOMEM;
+    double *end[2] = {buf, buf + n}; /* where each end's order statistics are selected: end[e][0..len[e]) */
+    size_t len[2], below[2] = {0, 0}; /* below: values left out that lie below end[e]'s */
+    if (tail_split(v, n, k, end[0], end[1], &len[0], &len[1])) {
         below[1] = n - len[1];
     } else {
+        memcpy(buf, v, n * sizeof *v);
+        end[1] = buf;
         len[0] = len[1] = n;
     }
     for (int e = 0; e < 2; e++) {
@@ -480,6 +482,7 @@ static void percentile_interval(double *v, size_t n, double confidence, double *
     free(buf);
     *lo = at[0] + (pos[0] - (double)k[0]) * (next[0] - at[0]);
     *hi = at[1] + (pos[1] - (double)k[1]) * (next[1] - at[1]);
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -837,12 +840,8 @@ static int judge_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const 
     uint64_t seed = o->seed ^ key_hash(row->name, row->backend, row->device);
     if (!rc) rc = bootstrap_log_ratio(sb, nb, sa, na, o->bootstrap, seed, reps, cache);
     if (rc) return rc;
-    double *sorted = malloc((size_t)o->bootstrap * sizeof *sorted);
-    if (!sorted) return KT_ENOMEM;
-    memcpy(sorted, reps, (size_t)o->bootstrap * sizeof *sorted);
     double llo, lhi;
-    percentile_interval(sorted, o->bootstrap, o->confidence, &llo, &lhi);
-    free(sorted);
+    if ((rc = percentile_interval(reps, o->bootstrap, o->confidence, &llo, &lhi))) return rc;
     row->ci_lo = exp(llo);
     row->ci_hi = exp(lhi);
     double s = row->speedup_median;
@@ -981,22 +980,24 @@ static int apply_defaults(const kt_compare_opts_t *in, kt_compare_opts_t *o)
 
 /* Geometric mean over rows compared on samples, with the interval from the replicates: gsum[j] is the sum
  * over those rows of their j-th replicate (accumulated row by row, so no row keeps its replicates). */
-static void summarise(kt_compare_result_t *r, double *gsum, size_t k, double log_sum)
+static int summarise(kt_compare_result_t *r, double *gsum, size_t k, double log_sum)
 {
     const kt_compare_opts_t *o = &r->opts;
     r->geomean_speedup = r->geomean_ci_lo = r->geomean_ci_hi = NAN;
     r->geomean_verdict = KT_VERDICT_UNSURE;
     r->geomean_kernels = k;
-    if (!k) return;
+    if (!k) return 0;
     r->geomean_speedup = exp(log_sum / (double)k);
     for (uint32_t j = 0; j < o->bootstrap; j++) gsum[j] /= (double)k;
     double lo, hi;
-    percentile_interval(gsum, o->bootstrap, o->confidence, &lo, &hi);
+    int rc = percentile_interval(gsum, o->bootstrap, o->confidence, &lo, &hi);
+    if (rc) return rc;
     r->geomean_ci_lo = exp(lo);
     r->geomean_ci_hi = exp(hi);
     int why;
     r->geomean_verdict = decide(r->geomean_speedup, r->geomean_ci_lo, r->geomean_ci_hi, NAN, o->alpha,
                                 o->threshold_pct / 100.0, -1.0, &why);
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -1138,7 +1139,7 @@ int kt__compare_sides(const kt__cmp_side_t *before, const kt__cmp_side_t *after,
             goto done;
         }
     }
-    summarise(out, gsum, geo_k, geo_log_sum);
+    rc = summarise(out, gsum, geo_k, geo_log_sum);
 
 done:
     med_cache_free(cache);
