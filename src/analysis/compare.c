@@ -198,12 +198,15 @@ static int alias_build(alias_t *a, const double *p, uint32_t cells)
     return ok ? 0 : KT_ENOMEM;
 }
 
-/* The cell of an alias table (its arrays and size) that the random number x picks. */
+/* The cell of an alias table (its arrays and size) that the random number x picks. Both candidates are loaded
+ * and one chosen without a branch: which one it is is random, so a branch on it is often mispredicted (the 100k
+ * comparison of docs/compare.md took 0.1-0.2 s of CPU more with one). */
 static inline uint32_t alias_pick(const uint64_t *keep, const uint32_t *alias, uint32_t cells, uint64_t x)
 {
     unsigned __int128 p = (unsigned __int128)x * cells;
-    uint32_t k = (uint32_t)(p >> 64);
-    return (uint64_t)p < keep[k] ? k : alias[k];
+    uint32_t k = (uint32_t)(p >> 64), other = alias[k];
+    uint32_t stay = -(uint32_t)((uint64_t)p < keep[k]); /* all ones: keep k */
+    return (k & stay) | (other & ~stay);
 }
 
 static uint32_t alias_draw(const alias_t *a, rng_t *r) { return alias_pick(a->keep, a->alias, a->cells, rng_next(r)); }
@@ -374,30 +377,39 @@ static double side_log_median(side_t *sd, rng_t *r)
     return i == j ? sd->lv[i] : log_nudged(0.5 * ((double)sd->s[i] + (double)sd->s[j]));
 }
 
+/* Moves the values of v[lo..hi) below piv (or_equal: not above it) to its front and returns where they end,
+ * without a branch on the values (each is swapped with the first not moved, or with itself): a partition whose
+ * branches the processor cannot mispredict on random values. */
+static inline size_t partition_front(double *v, size_t lo, size_t hi, double piv, int or_equal)
+{
+    size_t front = lo;
+    for (size_t i = lo; i < hi; i++) {
+        double x = v[i];
+        size_t moved = or_equal ? !(x > piv) : x < piv;
+        v[i] = v[front];
+        v[front] = x;
+        front += moved;
+    }
+    return front;
+}
+
 /* Rearranges v[0..n) so that v[k] holds the k-th smallest value, nothing larger before it and nothing smaller
- * after it (quickselect with a three-way partition: the many equal replicates of small samples cost nothing). */
+ * after it (quickselect: the values below the pivot, then those equal to it, so that the many equal replicates
+ * of small samples cost nothing; partitions without branches on the values, which are random). */
 static void select_kth(double *v, size_t n, size_t k)
 {
     size_t lo = 0, hi = n;
     while (hi - lo > 1) {
         double x = v[lo], y = v[lo + (hi - lo) / 2], z = v[hi - 1];
         double piv = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
-        size_t lt = lo, i = lo, gt = hi;
-        while (i < gt) {
-            double t = v[i];
-            if (t < piv) {
-                v[i++] = v[lt];
-                v[lt++] = t;
-            } else if (t > piv) {
-                v[i] = v[--gt];
-                v[gt] = t;
-            } else {
-                i++;
-            }
+        size_t lt = partition_front(v, lo, hi, piv, 0); /* v[lo..lt) < piv <= v[lt..hi) */
+        if (k < lt) {
+            hi = lt;
+            continue;
         }
-        if (k < lt) hi = lt;
-        else if (k >= gt) lo = gt;
-        else return;
+        size_t eq = partition_front(v, lt, hi, piv, 1); /* v[lt..eq) == piv < v[eq..hi) */
+        if (k < eq) return;
+        lo = eq;
     }
 }
 
