@@ -259,6 +259,28 @@ static void test_tail_split_equals_sorted(void **state)
     }
 }
 
+/* The split itself, where it is used (2000 replicates, 95 %): the low end holds exactly the smallest values, at
+ * least the k+2 that the interval reads, and the high end the largest, a few hundred of 2000. */
+static void test_tail_split_gathers_the_ends(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    static double v[N], sorted[N], low[N], high[N];
+    uint64_t s = 7;
+    for (int t = 0; t < 50; t++) {
+        for (size_t i = 0; i < N; i++) sorted[i] = v[i] = (double)(next_u64(&s) % (t & 1 ? 50 : 1000000));
+        qsort(sorted, N, sizeof *sorted, cmp_double_ref);
+        size_t k[2] = {(size_t)(0.025 * (N - 1)), (size_t)(0.975 * (N - 1))}, nl, nh;
+        assert_int_equal(tail_split(v, N, k, low, high, &nl, &nh), 1);
+        assert_true(nl >= k[0] + 2 && nl < N / 4);
+        assert_true(N - nh <= k[1] && nh < N / 4);
+        qsort(low, nl, sizeof *low, cmp_double_ref);
+        qsort(high, nh, sizeof *high, cmp_double_ref);
+        assert_memory_equal(low, sorted, nl * sizeof *low);
+        assert_memory_equal(high, sorted + N - nh, nh * sizeof *high);
+    }
+}
+
 /* jb_num through fixed.h writes printf's bytes; so do the table cells. */
 static void test_json_numbers_and_cells(void **state)
 {
@@ -341,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_mann_whitney_merge_equals_pooled_sort),
         cmocka_unit_test(test_bootstrap_loops_agree),
         cmocka_unit_test(test_tail_split_equals_sorted),
+        cmocka_unit_test(test_tail_split_gathers_the_ends),
         cmocka_unit_test(test_json_numbers_and_cells),
         cmocka_unit_test(test_reasons_joined),
     };
