@@ -198,12 +198,15 @@ static int alias_build(alias_t *a, const double *p, uint32_t cells)
     return ok ? 0 : KT_ENOMEM;
 }
 
-/* The cell of an alias table (its arrays and size) that the random number x picks. */
+/* The cell of an alias table (its arrays and size) that the random number x picks. Both candidates are loaded
+ * and one chosen without a branch: which one it is is random, so a branch on it is often mispredicted (the 100k
+ * comparison of docs/compare.md took 0.1-0.2 s of CPU more with one). */
 static inline uint32_t alias_pick(const uint64_t *keep, const uint32_t *alias, uint32_t cells, uint64_t x)
 {
     unsigned __int128 p = (unsigned __int128)x * cells;
-    uint32_t k = (uint32_t)(p >> 64);
-    return (uint64_t)p < keep[k] ? k : alias[k];
+    uint32_t k = (uint32_t)(p >> 64), other = alias[k];
+    uint32_t stay = -(uint32_t)((uint64_t)p < keep[k]); /* all ones: keep k */
+    return (k & stay) | (other & ~stay);
 }
 
 static uint32_t alias_draw(const alias_t *a, rng_t *r) { return alias_pick(a->keep, a->alias, a->cells, rng_next(r)); }
@@ -374,30 +377,39 @@ static double side_log_median(side_t *sd, rng_t *r)
     return i == j ? sd->lv[i] : log_nudged(0.5 * ((double)sd->s[i] + (double)sd->s[j]));
 }
 
+/* Moves the values of v[lo..hi) below piv (or_equal: not above it) to its front and returns where they end,
+ * without a branch on the values (each is swapped with the first not moved, or with itself): a partition whose
+ * branches the processor cannot mispredict on random values. */
+static inline size_t partition_front(double *v, size_t lo, size_t hi, double piv, int or_equal)
+{
+    size_t front = lo;
+    for (size_t i = lo; i < hi; i++) {
+        double x = v[i];
+        size_t moved = or_equal ? !(x > piv) : x < piv;
+        v[i] = v[front];
+        v[front] = x;
+        front += moved;
+    }
+    return front;
+}
+
 /* Rearranges v[0..n) so that v[k] holds the k-th smallest value, nothing larger before it and nothing smaller
- * after it (quickselect with a three-way partition: the many equal replicates of small samples cost nothing). */
+ * after it (quickselect: the values below the pivot, then those equal to it, so that the many equal replicates
+ * of small samples cost nothing; partitions without branches on the values, which are random). */
 static void select_kth(double *v, size_t n, size_t k)
 {
     size_t lo = 0, hi = n;
     while (hi - lo > 1) {
         double x = v[lo], y = v[lo + (hi - lo) / 2], z = v[hi - 1];
         double piv = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
-        size_t lt = lo, i = lo, gt = hi;
-        while (i < gt) {
-            double t = v[i];
-            if (t < piv) {
-                v[i++] = v[lt];
-                v[lt++] = t;
-            } else if (t > piv) {
-                v[i] = v[--gt];
-                v[gt] = t;
-            } else {
-                i++;
-            }
+        size_t lt = partition_front(v, lo, hi, piv, 0); /* v[lo..lt) < piv <= v[lt..hi) */
+        if (k < lt) {
+            hi = lt;
+            continue;
         }
-        if (k < lt) hi = lt;
-        else if (k >= gt) lo = gt;
-        else return;
+        size_t eq = partition_front(v, lt, hi, piv, 1); /* v[lt..eq) == piv < v[eq..hi) */
+        if (k < eq) return;
+        lo = eq;
     }
 }
 
@@ -448,9 +460,10 @@ static int tail_split(const double *v, size_t n, const size_t k[2], double *low,
     return nl >= k[0] + 2 && n - nh <= k[1];
 }
 
-/* Percentile interval of the values (linear interpolation between order statistics, as if sorted; v may be
- * rearranged). Selection, not a sort: on the two ends that tail_split copies out, or on all of v when it cannot. */
-static void percentile_interval(double *v, size_t n, double confidence, double *lo, double *hi)
+/* Percentile interval of v[0..n) (linear interpolation between order statistics, as if sorted); v is left as it
+ * is. Selection, not a sort: on the two ends that tail_split copies out, or on a copy of v when it cannot. 0, or
+ * KT_ENOMEM. */
+static int percentile_interval(const double *v, size_t n, double confidence, double *lo, double *hi)
 {
     double tail = 0.5 * (1.0 - confidence);
     double q[2] = {tail, 1.0 - tail}, pos[2], at[2], next[2];
@@ -459,14 +472,15 @@ static void percentile_interval(double *v, size_t n, double confidence, double *
         pos[e] = q[e] * (double)(n - 1);
         k[e] = (size_t)pos[e];
     }
-    double *buf = n >= 8 * TAIL_SAMPLE ? malloc(2 * n * sizeof *buf) : NULL;
-    double *end[2] = {v, v}; /* where each end's order statistics are selected: end[e][0..len[e]) */
-    size_t len[2] = {n, n}, below[2] = {0, 0}; /* below: values left out that lie below end[e]'s */
-    if (buf && tail_split(v, n, k, buf, buf + n, &len[0], &len[1])) {
-        end[0] = buf;
-        end[1] = buf + n;
+    double *buf = malloc(2 * n * sizeof *buf);
+    if (!buf) return KT_ENOMEM;
+    double *end[2] = {buf, buf + n}; /* where each end's order statistics are selected: end[e][0..len[e]) */
+    size_t len[2], below[2] = {0, 0}; /* below: values left out that lie below end[e]'s */
+    if (tail_split(v, n, k, end[0], end[1], &len[0], &len[1])) {
         below[1] = n - len[1];
     } else {
+        memcpy(buf, v, n * sizeof *v);
+        end[1] = buf;
         len[0] = len[1] = n;
     }
     for (int e = 0; e < 2; e++) {
@@ -480,6 +494,7 @@ static void percentile_interval(double *v, size_t n, double confidence, double *
     free(buf);
     *lo = at[0] + (pos[0] - (double)k[0]) * (next[0] - at[0]);
     *hi = at[1] + (pos[1] - (double)k[1]) * (next[1] - at[1]);
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -694,8 +709,9 @@ void kt__cmp_entry_of(const kt_kernel_timing_t *t, size_t from, kt__cmp_entry_t 
     out->from = from;
 }
 
-/* Fill one side from an entry: statistics of its samples, or its aggregates when it has none. */
-static int fill_side(const kt__cmp_entry_t *t, kt_compare_side_t *side)
+/* Fill one side from an entry: statistics of its samples (t's, or the same sorted: kt_sample_stats sorts a copy,
+ * which costs nothing when they are in order already), or its aggregates when it has none. */
+static int fill_side(const kt__cmp_entry_t *t, const uint64_t *samples, kt_compare_side_t *side)
 {
     memset(side, 0, sizeof *side);
     if (!t) return 0;
@@ -703,7 +719,7 @@ static int fill_side(const kt__cmp_entry_t *t, kt_compare_side_t *side)
     side->samples = t->sample_count;
     if (side->samples) {
         kt_sample_stats_t st;
-        int rc = kt_sample_stats(t->samples, side->samples, &st);
+        int rc = kt_sample_stats(samples, side->samples, &st);
         if (rc) return rc;
         side->median_ns = st.median_ns;
         side->mean_ns = st.mean_ns;
@@ -811,11 +827,11 @@ static void decide_note(char *buf, size_t cap, uint64_t n)
         snprintf(buf, cap, "; more dispatches would not decide it at this noise");
 }
 
-/* Compute a matched row; reps receives the bootstrap replicates (opts->bootstrap of them) when the row is
- * compared on samples, and *has_reps says so. */
-static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const kt__cmp_entry_t *a,
-                        const kt_compare_opts_t *o, const row_consts_t *c, double *reps, int *has_reps,
-                        med_cache_t *cache)
+/* The verdict of a matched row whose sides are filled, from the samples sorted (sb, sa); reps receives the
+ * bootstrap replicates (opts->bootstrap of them) when the row is compared on samples, and *has_reps says so. */
+static int judge_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const kt__cmp_entry_t *a,
+                         const uint64_t *sb, const uint64_t *sa, const kt_compare_opts_t *o, const row_consts_t *c,
+                         double *reps, int *has_reps, med_cache_t *cache)
 {
     *has_reps = 0;
     row->speedup_median = ratio(row->before.median_ns, row->after.median_ns);
@@ -832,19 +848,12 @@ static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const k
                                      !nb && !na ? "either snapshot" : !nb ? "BEFORE" : "AFTER");
         return row->reason ? 0 : KT_ENOMEM;
     }
-    uint64_t *sb = sorted_copy(b->samples, nb), *sa = sorted_copy(a->samples, na); /* for U and the bootstrap */
-    int rc = sb && sa ? mann_whitney_sorted(sb, nb, sa, na, &row->u, &row->p_value) : KT_ENOMEM;
+    int rc = mann_whitney_sorted(sb, nb, sa, na, &row->u, &row->p_value);
     uint64_t seed = o->seed ^ key_hash(row->name, row->backend, row->device);
     if (!rc) rc = bootstrap_log_ratio(sb, nb, sa, na, o->bootstrap, seed, reps, cache);
-    free(sb);
-    free(sa);
     if (rc) return rc;
-    double *sorted = malloc((size_t)o->bootstrap * sizeof *sorted);
-    if (!sorted) return KT_ENOMEM;
-    memcpy(sorted, reps, (size_t)o->bootstrap * sizeof *sorted);
     double llo, lhi;
-    percentile_interval(sorted, o->bootstrap, o->confidence, &llo, &lhi);
-    free(sorted);
+    if ((rc = percentile_interval(reps, o->bootstrap, o->confidence, &llo, &lhi))) return rc;
     row->ci_lo = exp(llo);
     row->ci_hi = exp(lhi);
     double s = row->speedup_median;
@@ -901,6 +910,23 @@ static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const k
         break;
     }
     return row->reason ? 0 : KT_ENOMEM;
+}
+
+/* Compute a matched row: its sides and verdict, each side's samples sorted once (for the statistics, U and the
+ * bootstrap); reps and *has_reps as judge_matched. */
+static int fill_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const kt__cmp_entry_t *a,
+                        const kt_compare_opts_t *o, const row_consts_t *c, double *reps, int *has_reps,
+                        med_cache_t *cache)
+{
+    uint32_t nb = b->sample_count, na = a->sample_count;
+    uint64_t *sb = nb ? sorted_copy(b->samples, nb) : NULL, *sa = na ? sorted_copy(a->samples, na) : NULL;
+    int rc = (nb && !sb) || (na && !sa) ? KT_ENOMEM : 0;
+    if (!rc) rc = fill_side(b, sb, &row->before);
+    if (!rc) rc = fill_side(a, sa, &row->after);
+    if (!rc) rc = judge_matched(row, b, a, sb, sa, o, c, reps, has_reps, cache);
+    free(sb);
+    free(sa);
+    return rc;
 }
 
 /* The row's copy of s, or with strings (kt__compare_sides) s itself ("" for NULL). */
@@ -966,22 +992,24 @@ static int apply_defaults(const kt_compare_opts_t *in, kt_compare_opts_t *o)
 
 /* Geometric mean over rows compared on samples, with the interval from the replicates: gsum[j] is the sum
  * over those rows of their j-th replicate (accumulated row by row, so no row keeps its replicates). */
-static void summarise(kt_compare_result_t *r, double *gsum, size_t k, double log_sum)
+static int summarise(kt_compare_result_t *r, double *gsum, size_t k, double log_sum)
 {
     const kt_compare_opts_t *o = &r->opts;
     r->geomean_speedup = r->geomean_ci_lo = r->geomean_ci_hi = NAN;
     r->geomean_verdict = KT_VERDICT_UNSURE;
     r->geomean_kernels = k;
-    if (!k) return;
+    if (!k) return 0;
     r->geomean_speedup = exp(log_sum / (double)k);
     for (uint32_t j = 0; j < o->bootstrap; j++) gsum[j] /= (double)k;
     double lo, hi;
-    percentile_interval(gsum, o->bootstrap, o->confidence, &lo, &hi);
+    int rc = percentile_interval(gsum, o->bootstrap, o->confidence, &lo, &hi);
+    if (rc) return rc;
     r->geomean_ci_lo = exp(lo);
     r->geomean_ci_hi = exp(hi);
     int why;
     r->geomean_verdict = decide(r->geomean_speedup, r->geomean_ci_lo, r->geomean_ci_hi, NAN, o->alpha,
                                 o->threshold_pct / 100.0, -1.0, &why);
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -1080,14 +1108,14 @@ int kt__compare_sides(const kt__cmp_side_t *before, const kt__cmp_side_t *after,
         if (!pr->a) {
             if ((rc = fill_key(row, pr->b, strings))) goto done;
             row->presence = KT_PRESENT_BEFORE;
-            if ((rc = fill_side(pr->b, &row->before))) goto done;
+            if ((rc = fill_side(pr->b, pr->b->samples, &row->before))) goto done;
             row->verdict = KT_VERDICT_UNSURE;
             row->reason = dup_str("only in BEFORE");
             out->before_only++;
         } else if (!pr->b) {
             if ((rc = fill_key(row, pr->a, strings))) goto done;
             row->presence = KT_PRESENT_AFTER;
-            if ((rc = fill_side(pr->a, &row->after))) goto done;
+            if ((rc = fill_side(pr->a, pr->a->samples, &row->after))) goto done;
             row->verdict = KT_VERDICT_UNSURE;
             row->reason = dup_str("only in AFTER");
             out->after_only++;
@@ -1102,7 +1130,6 @@ int kt__compare_sides(const kt__cmp_side_t *before, const kt__cmp_side_t *after,
                     goto done;
                 }
             }
-            if ((rc = fill_side(b, &row->before)) || (rc = fill_side(a, &row->after))) goto done;
             int has = 0;
             if ((rc = fill_matched(row, b, a, o, &consts, rep_buf, &has, cache))) goto done;
             if (has && !isnan(row->speedup_median)) {
@@ -1124,7 +1151,7 @@ int kt__compare_sides(const kt__cmp_side_t *before, const kt__cmp_side_t *after,
             goto done;
         }
     }
-    summarise(out, gsum, geo_k, geo_log_sum);
+    rc = summarise(out, gsum, geo_k, geo_log_sum);
 
 done:
     med_cache_free(cache);

@@ -103,6 +103,16 @@ static inline size_t kt__fmt_g15(char *buf, double v)
     return len;
 }
 
+/* Appends s after the n bytes of buf (NUL-terminated, size bytes); returns the new length, 0 when it does not fit. */
+static inline size_t kt__fmt_append(char *buf, size_t size, size_t n, const char *s)
+{
+    size_t l = strlen(s);
+    if (!n || n + l + 1 > size)
+        return 0;
+    memcpy(buf + n, s, l + 1);
+    return n + l;
+}
+
 /* The nd lowest decimal digits of v (zero-padded) to out[0..nd), two at a time. */
 static inline void kt__fmt_digits(char *out, uint64_t v, size_t nd)
 {
@@ -245,16 +255,6 @@ static inline size_t kt__fmt_g(char *buf, size_t size, double v, int prec, doubl
     memcpy(buf, out, n);
     buf[n] = '\0';
     return n;
-}
-
-/* Appends s after the n bytes of buf (NUL-terminated, size bytes); returns the new length, 0 when it does not fit. */
-static inline size_t kt__fmt_append(char *buf, size_t size, size_t n, const char *s)
-{
-    size_t l = strlen(s);
-    if (!n || n + l + 1 > size)
-        return 0;
-    memcpy(buf + n, s, l + 1);
-    return n + l;
 }
 
 #endif

@@ -23,35 +23,33 @@ static inline int kt__sort_cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Insertion sort of v[0..n), of any type ordered by <. */
+#define KT__INSERTION_SORT(v, n) \
+    do { \
+        for (size_t i_ = 1; i_ < (n); i_++) { \
+            __typeof__((v)[0]) x_ = (v)[i_]; \
+            size_t j_ = i_; \
+            for (; j_ > 0 && x_ < (v)[j_ - 1]; j_--) \
+                (v)[j_] = (v)[j_ - 1]; \
+            (v)[j_] = x_; \
+        } \
+    } while (0)
+
 static inline void kt__sort_u64_asc(uint64_t *v, size_t n)
 {
-    if (n > KT_SORT_SMALL) {
+    if (n > KT_SORT_SMALL)
         qsort(v, n, sizeof *v, kt__sort_cmp_u64);
-        return;
-    }
-    for (size_t i = 1; i < n; i++) {
-        uint64_t x = v[i];
-        size_t j = i;
-        for (; j > 0 && v[j - 1] > x; j--)
-            v[j] = v[j - 1];
-        v[j] = x;
-    }
+    else
+        KT__INSERTION_SORT(v, n);
 }
 
 /* v without NaN (qsort's order of NaNs is not insertion sort's). */
 static inline void kt__sort_double_asc(double *v, size_t n)
 {
-    if (n > KT_SORT_SMALL) {
+    if (n > KT_SORT_SMALL)
         qsort(v, n, sizeof *v, kt__sort_cmp_double);
-        return;
-    }
-    for (size_t i = 1; i < n; i++) {
-        double x = v[i];
-        size_t j = i;
-        for (; j > 0 && v[j - 1] > x; j--)
-            v[j] = v[j - 1];
-        v[j] = x;
-    }
+    else
+        KT__INSERTION_SORT(v, n);
 }
 
 #endif

@@ -222,6 +222,15 @@ static void test_bootstrap_loops_agree(void **state)
     }
 }
 
+/* The q-quantile of sorted[0..n), interpolated as the interval's ends are. */
+static double sorted_quantile(const double *sorted, size_t n, double q)
+{
+    double pos = q * (double)(n - 1);
+    size_t k = (size_t)pos;
+    if (k >= n - 1) return sorted[n - 1];
+    return sorted[k] + (pos - (double)k) * (sorted[k + 1] - sorted[k]);
+}
+
 /* The interval from the tails' split (n of 1024 and more) is the one a sort gives, with ties and at every level;
  * the replicates of one row (two tables of a few hundred log medians) included. */
 static void test_tail_split_equals_sorted(void **state)
@@ -242,16 +251,33 @@ static void test_tail_split_equals_sorted(void **state)
         double conf = levels[t % 9];
         memcpy(v, sorted, n * sizeof *v);
         qsort(sorted, n, sizeof *sorted, cmp_double_ref);
-        double tail = 0.5 * (1.0 - conf), want[2], q[2] = {tail, 1.0 - tail};
-        for (int e = 0; e < 2; e++) {
-            double pos = q[e] * (double)(n - 1);
-            size_t k = (size_t)pos;
-            want[e] = k >= n - 1 ? sorted[n - 1] : sorted[k] + (pos - (double)k) * (sorted[k + 1] - sorted[k]);
-        }
-        double lo, hi;
+        double tail = 0.5 * (1.0 - conf), lo, hi;
+        double want_lo = sorted_quantile(sorted, n, tail), want_hi = sorted_quantile(sorted, n, 1.0 - tail);
         percentile_interval(v, n, conf, &lo, &hi);
-        assert_memory_equal(&lo, &want[0], sizeof lo);
-        assert_memory_equal(&hi, &want[1], sizeof hi);
+        assert_memory_equal(&lo, &want_lo, sizeof lo);
+        assert_memory_equal(&hi, &want_hi, sizeof hi);
+    }
+}
+
+/* The split itself, where it is used (2000 replicates, 95 %): the low end holds exactly the smallest values, at
+ * least the k+2 that the interval reads, and the high end the largest, a few hundred of 2000. */
+static void test_tail_split_gathers_the_ends(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    static double v[N], sorted[N], low[N], high[N];
+    uint64_t s = 7;
+    for (int t = 0; t < 50; t++) {
+        for (size_t i = 0; i < N; i++) sorted[i] = v[i] = (double)(next_u64(&s) % (t & 1 ? 50 : 1000000));
+        qsort(sorted, N, sizeof *sorted, cmp_double_ref);
+        size_t k[2] = {(size_t)(0.025 * (N - 1)), (size_t)(0.975 * (N - 1))}, nl, nh;
+        assert_int_equal(tail_split(v, N, k, low, high, &nl, &nh), 1);
+        assert_true(nl >= k[0] + 2 && nl < N / 4);
+        assert_true(N - nh <= k[1] && nh < N / 4);
+        qsort(low, nl, sizeof *low, cmp_double_ref);
+        qsort(high, nh, sizeof *high, cmp_double_ref);
+        assert_memory_equal(low, sorted, nl * sizeof *low);
+        assert_memory_equal(high, sorted + N - nh, nh * sizeof *high);
     }
 }
 
@@ -337,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_mann_whitney_merge_equals_pooled_sort),
         cmocka_unit_test(test_bootstrap_loops_agree),
         cmocka_unit_test(test_tail_split_equals_sorted),
+        cmocka_unit_test(test_tail_split_gathers_the_ends),
         cmocka_unit_test(test_json_numbers_and_cells),
         cmocka_unit_test(test_reasons_joined),
     };
