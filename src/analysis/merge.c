@@ -620,14 +620,22 @@ static int sort_refs(input_t *in, size_t n, const kt_snapshot_t *o, ref_t **out,
         }
     }
     /* one input's entries come sorted from the loader: a pass that finds them in order instead of a sort (a
-     * fifth of merging one 100,000-kernel file); ref_cmp is a total order, so the result is the same */
-    size_t sorted = 1;
-    while (sorted < total && ref_cmp(&refs[sorted - 1], &refs[sorted]) < 0)
-        sorted++;
-    if (sorted < total)
+     * fifth of merging one 100,000-kernel file), counting the groups as it goes; ref_cmp is a total order, so the
+     * result is the same */
+    size_t sorted = 1, n_groups = 1;
+    for (; sorted < total; sorted++) {
+        int r = ref_order(&refs[sorted - 1], &refs[sorted]);
+        if (r > 0 || (!r && ref_cmp(&refs[sorted - 1], &refs[sorted]) >= 0))
+            break;
+        n_groups += r != 0;
+    }
+    if (sorted < total) {
         qsort(refs, total, sizeof *refs, ref_cmp);
-    for (size_t i = 0; i < total; i++)
-        *groups += !i || ref_order(&refs[i - 1], &refs[i]);
+        n_groups = 1;
+        for (size_t i = 1; i < total; i++)
+            n_groups += ref_order(&refs[i - 1], &refs[i]) != 0;
+    }
+    *groups = n_groups;
     *out = refs;
     return 0;
 }
