@@ -4,6 +4,7 @@
 #include "export/export.h"
 #include "export/fixed.h"
 
+#include <fenv.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
@@ -180,6 +181,8 @@ char *kt__format_double(char *buf, size_t size, double v)
         return buf;
     }
     if (size >= 24 && kt__fmt_g15(buf, v)) /* most of a merged snapshot's means: no snprintf and strtod */
+        return buf;
+    if (size >= 24 && fegetround() == FE_TONEAREST && kt__fmt_g17(buf, v)) /* the others, and deviations */
         return buf;
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(buf, size, "%.*g", prec, v);
