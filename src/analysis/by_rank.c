@@ -218,7 +218,9 @@ static int report_by_rank(FILE *out, const kt_snapshot_t *snap, const kt__entry_
         }
     }
     free(tot);
-    return ferror(out) ? KT_EIO : 0;
+    /* flushed: a report held in the stream's buffer and never written (a full disk, a closed descriptor) is a
+     * failure to say, not a success */
+    return fflush(out) != 0 || ferror(out) ? KT_EIO : 0;
 }
 
 int kt_report_by_rank(FILE *out, const kt_snapshot_t *snap)

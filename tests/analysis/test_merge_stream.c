@@ -13,6 +13,7 @@
 #include <ktiming/analysis.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -370,6 +371,39 @@ static void test_by_rank_same_text(void **state)
         }
 }
 
+static ssize_t full_write(void *cookie, const char *buf, size_t size)
+{
+    (void)cookie;
+    (void)buf;
+    (void)size;
+    errno = ENOSPC;
+    return -1;
+}
+
+/* The by-rank report to a stream that cannot be written (a full disk, a closed descriptor): KT_EIO, also when the
+ * whole report fits in the stream's buffer (it was 0 before, and `merge --by-rank > /dev/full` exited 0 with
+ * nothing written). */
+static void test_by_rank_unwritable(void **state)
+{
+    (void)state;
+    kt_snapshot_t *in[2] = {input(0, 5), input(1, 5)}, *m = NULL;
+    assert_int_equal(kt_snapshot_merge((const kt_snapshot_t *const *)in, 2, NULL, &m), 0);
+    kt__by_rank_t *keep = kt__by_rank_new();
+    assert_non_null(keep);
+    for (size_t i = 0; i < m->count; i++)
+        assert_int_equal(kt__by_rank_keep(keep, &m->entries[i]), 0);
+    for (int kept = 0; kept < 2; kept++) {
+        FILE *f = fopencookie(NULL, "w", (cookie_io_functions_t){NULL, full_write, NULL, NULL});
+        assert_non_null(f);
+        assert_int_equal(kept ? kt__by_rank_print(f, m, keep) : kt_report_by_rank(f, m), KT_EIO);
+        fclose(f);
+    }
+    kt__by_rank_free(keep);
+    kt_snapshot_free(m);
+    kt_snapshot_free(in[0]);
+    kt_snapshot_free(in[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -378,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_view_in_order),
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_by_rank_same_text),
+        cmocka_unit_test(test_by_rank_unwritable),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
