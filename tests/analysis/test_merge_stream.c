@@ -5,7 +5,7 @@
  * file (and an old one as it was); and no array of merged entries is held while writing. */
 #include "analysis/by_rank.h"
 #include "analysis/merge_consume.h"
-#include "support/compare_synth.h"
+#include "support/merge_synth.h"
 #include "support/files.h"
 #include "support/heap.h"
 
@@ -29,27 +29,7 @@ KTT_TMPDIR_GROUP(g_dir, "merge_stream")
  * host (kept apart by host, folded with by_model). */
 static kt_snapshot_t *input(int which, size_t n)
 {
-    kt_snapshot_t *s = synth_snapshot(n);
-    snprintf(s->host, sizeof s->host, "host%d", which);
-    s->pid = 100 + which;
-    s->taken_ns = 1000000u * (unsigned)(which + 1);
-    for (size_t k = 0; k < n; k++) {
-        if (which == 1 && k % 7 == 3) /* kernels input 0 has and input 1 does not */
-            continue;
-        char name[32];
-        snprintf(name, sizeof name, "k_%05zu", k + (which == 1 ? 5 : 0));
-        kt_kernel_timing_t *e = synth_add(s, name, k % 3 ? KT_BACKEND_CPU : KT_BACKEND_OPENCL, k % 3 ? "host" : "gpu",
-                                          (uint32_t)(k % 41), 1000.0 + (double)(k % 13) * 50.0, 0.3,
-                                          (uint64_t)(which * 100000 + k + 1));
-        if (!e->sample_count) { /* aggregates only */
-            e->dispatch_count = 10;
-            e->total_ns = 10000 + k;
-            e->min_ns = 900;
-            e->max_ns = 1200;
-            e->mean_ns = (double)e->total_ns / 10.0;
-        }
-        e->errors = k % 5 == 0;
-    }
+    kt_snapshot_t *s = merge_synth_input(which, n, 0.3, 1000000u * (unsigned)(which + 1));
     s->device_count = 1;
     s->devices = calloc(1, sizeof *s->devices);
     kt_device_info_t *d = &s->devices[0];
