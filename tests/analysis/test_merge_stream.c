@@ -153,6 +153,38 @@ static void test_same_bytes(void **state)
     free(path);
 }
 
+/* One input merged from its entries in order (no refs: read as merged) and reversed (sorted first), spans
+ * following their entries: the same snapshot, streamed or whole. */
+static void test_order_of_one_input(void **state)
+{
+    (void)state;
+    for (int by_model = 0; by_model < 2; by_model++) {
+        kt_merge_opts_t o = {.by_model = by_model};
+        kt_snapshot_t *in[1] = {input(0, 300)}, *rev[1] = {input(0, 300)}, *a = NULL, *b = NULL;
+        size_t n = rev[0]->count;
+        for (size_t k = 0; k < n / 2; k++) {
+            kt_kernel_timing_t t = rev[0]->entries[k];
+            rev[0]->entries[k] = rev[0]->entries[n - 1 - k];
+            rev[0]->entries[n - 1 - k] = t;
+        }
+        for (size_t i = 0; i < rev[0]->span_count; i++)
+            rev[0]->spans[i].entry = (uint32_t)(n - 1 - rev[0]->spans[i].entry);
+        assert_int_equal(kt_snapshot_merge((const kt_snapshot_t *const *)in, 1, &o, &a), 0);
+        assert_int_equal(kt_snapshot_merge((const kt_snapshot_t *const *)rev, 1, &o, &b), 0);
+        size_t la = 0, lb = 0, ls = 0;
+        char *ja = json_of(a, &la), *jb = json_of(b, &lb), *js = streamed(rev, 1, 1, by_model, NULL, &ls);
+        assert_true(la == lb && !memcmp(ja, jb, la));
+        assert_true(la == ls && !memcmp(ja, js, la));
+        free(ja);
+        free(jb);
+        free(js);
+        kt_snapshot_free(a);
+        kt_snapshot_free(b);
+        kt_snapshot_free(in[0]);
+        kt_snapshot_free(rev[0]);
+    }
+}
+
 /* A view over the merge's that fails at entry `at`: NULL (out of memory), or an entry the writer refuses. */
 typedef struct failing_t {
     kt__entry_view_t inner;
@@ -388,6 +420,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_bytes),
+        cmocka_unit_test(test_order_of_one_input),
         cmocka_unit_test(test_failure_leaves_no_file),
         cmocka_unit_test(test_view_in_order),
         cmocka_unit_test(test_memory),
