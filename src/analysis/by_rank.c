@@ -4,8 +4,10 @@
 
 #include "analysis/by_rank.h"
 #include "export/escape.h"
+#include "export/fixed.h"
 #include "export/report_view.h"
 
+#include <fenv.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,7 +112,22 @@ static void source_label(char *buf, size_t size, const kt_source_info_t *so)
     }
 }
 
-static void ms(char *buf, size_t size, double ns) { snprintf(buf, size, "%.3f ms", ns / 1e6); }
+/* snprintf(buf, size, "%.3f", v) (fixed.h's digits when it takes v under the default rounding mode, near: whether
+ * it is): a report of a million kernels is five such numbers a kernel, and printf's were a quarter of its time. */
+static void fixed3(char *buf, size_t size, double v, int near)
+{
+    if (v == 0.0 && size >= 6)
+        memcpy(buf, "0.000", 6);
+    else if (!near || !kt__fmt_fixed(buf, size, v, 3))
+        snprintf(buf, size, "%.3f", v);
+}
+
+static void ms(char *buf, size_t size, double ns, int near)
+{
+    fixed3(buf, size, ns / 1e6, near);
+    size_t n = strlen(buf);
+    snprintf(buf + n, size - n, " ms");
+}
 
 /* The device on which source `src` spent most of the kernel's time among its entries [first, first + n), and how
  * many of them it used; NULL when none. */
@@ -162,7 +179,8 @@ static int report_by_rank(FILE *out, const kt_snapshot_t *snap, const kt__entry_
     uint64_t *tot = calloc(snap->source_count, sizeof *tot);
     if (!tot)
         return KT_ENOMEM;
-    char lo[32], mean[32], hi[32], who[256];
+    char lo[40], mean[40], hi[40], imb[40], who[256];
+    int near = fegetround() == FE_TONEAREST;
     fprintf(out, "[by-rank] %zu sources (per-rank totals of each kernel; imbalance = max / mean)\n",
             snap->source_count);
     for (size_t s = 0; s < snap->source_count; s++) {
@@ -184,20 +202,20 @@ static int report_by_rank(FILE *out, const kt_snapshot_t *snap, const kt__entry_
         balance_of(v, i, j, snap->source_count, tot, &b);
         kt_kernel_timing_t te;
         const kt_kernel_timing_t *e = kt__view_entry(v, i, &te);
-        ms(lo, sizeof lo, (double)b.min_total_ns);
-        ms(mean, sizeof mean, b.mean_total_ns);
-        ms(hi, sizeof hi, (double)b.max_total_ns);
+        ms(lo, sizeof lo, (double)b.min_total_ns, near);
+        ms(mean, sizeof mean, b.mean_total_ns, near);
+        ms(hi, sizeof hi, (double)b.max_total_ns, near);
         source_on_device(who, sizeof who, snap, v, &b, b.slowest_source);
         kt__escape_write_padded(out, e->name, KT_ESC_TEXT, 28);
-        fprintf(out, " %-8s %14s %14s %14s %9.3f  %s\n", kt_backend_name(e->backend), lo, mean, hi, b.imbalance,
-                who);
+        fixed3(imb, sizeof imb, b.imbalance, near);
+        fprintf(out, " %-8s %14s %14s %14s %9s  %s\n", kt_backend_name(e->backend), lo, mean, hi, imb, who);
         if (snap->source_count > BY_RANK_DETAIL_MAX)
             continue;
         if (b.devices == 1) {
             for (uint32_t k = 0; e->by_source && k < e->by_source_count; k++) {
                 const kt_source_total_t *t = &e->by_source[k];
                 source_label(who, sizeof who, &snap->sources[t->source]);
-                ms(hi, sizeof hi, (double)t->total_ns);
+                ms(hi, sizeof hi, (double)t->total_ns, near);
                 fprintf(out, "    %-24s %14s  n=%" PRIu64 "\n", who, hi, t->dispatch_count);
             }
             continue;
@@ -212,13 +230,15 @@ static int report_by_rank(FILE *out, const kt_snapshot_t *snap, const kt__entry_
             for (uint32_t k = 0; d->by_source && k < d->by_source_count; k++) {
                 const kt_source_total_t *t = &d->by_source[k];
                 source_label(who, sizeof who, &snap->sources[t->source]);
-                ms(hi, sizeof hi, (double)t->total_ns);
+                ms(hi, sizeof hi, (double)t->total_ns, near);
                 fprintf(out, "      %-22s %14s  n=%" PRIu64 "\n", who, hi, t->dispatch_count);
             }
         }
     }
     free(tot);
-    return ferror(out) ? KT_EIO : 0;
+    /* flushed: a report held in the stream's buffer and never written (a full disk, a closed descriptor) is a
+     * failure to say, not a success */
+    return fflush(out) != 0 || ferror(out) ? KT_EIO : 0;
 }
 
 int kt_report_by_rank(FILE *out, const kt_snapshot_t *snap)

@@ -593,9 +593,69 @@ static const char *device_in_result(const input_t *ip, const kt_snapshot_t *o, k
     return d ? o->devices[ip->dev_map[d - ip->s->devices]].name : device;
 }
 
+/* The refs of several inputs (each input's a run, in input order) in ref_cmp order when each run is in order:
+ * runs merged pairwise, a pass over all of them per doubling, into a second array that then replaces *refs.
+ * Returns 0, leaving *refs as it was, when a run is out of order or there is no memory for the second array. */
+static int merge_runs(const input_t *in, size_t n, ref_t **refs, size_t total)
+{
+    size_t *run = malloc((n + 1) * sizeof *run), nrun = 0, at = 0;
+    if (!run)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t c = in[i].s->count;
+        for (size_t k = at + 1; k < at + c; k++)
+            if (ref_cmp(&(*refs)[k - 1], &(*refs)[k]) >= 0) {
+                free(run);
+                return 0;
+            }
+        if (c)
+            run[nrun++] = at;
+        at += c;
+    }
+    run[nrun] = total;
+    ref_t *src = *refs, *dst = malloc(total * sizeof *dst);
+    if (!dst) {
+        free(run);
+        return 0;
+    }
+    while (nrun > 1) {
+        size_t w = 0;
+        for (size_t r = 0; r < nrun; r += 2) {
+            /* runs r and r + 1 (run[nrun] is the end), or the last run alone, copied */
+            size_t a = run[r], ae = run[r + 1], b = ae, be = r + 1 < nrun ? run[r + 2] : ae, o = a;
+            while (a < ae && b < be)
+                dst[o++] = ref_cmp(&src[a], &src[b]) < 0 ? src[a++] : src[b++];
+            while (a < ae)
+                dst[o++] = src[a++];
+            while (b < be)
+                dst[o++] = src[b++];
+            run[w++] = run[r];
+        }
+        run[w] = total;
+        nrun = w;
+        ref_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    free(dst);
+    free(run);
+    *refs = src;
+    return 1;
+}
+
+/* Entry k of input i (in[i]) as a ref. */
+static ref_t ref_of(const input_t *ip, uint32_t i, const kt_snapshot_t *o, size_t k)
+{
+    const kt_kernel_timing_t *e = &ip->s->entries[k];
+    return (ref_t){e, device_in_result(ip, o, e->backend, e->device), i, (uint32_t)k};
+}
+
 /* The inputs' entries as refs in the result's order (name, backend, device, then input and index): each run of
- * equal triples is a group, one entry of the result; *groups says how many. */
-static int sort_refs(input_t *in, size_t n, const kt_snapshot_t *o, ref_t **out, size_t *total_out, size_t *groups)
+ * equal triples is a group, one entry of the result; *groups says how many. A single input in that order (as the
+ * loader gives it) needs no refs: *out stays NULL, *in_order is set, and the groups are read from its entries as
+ * they are merged (next_group), so a merge of one file of a million kernels holds no 24 MB of refs. */
+static int sort_refs(input_t *in, size_t n, const kt_snapshot_t *o, ref_t **out, size_t *total_out, size_t *groups,
+                     int *in_order)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
@@ -603,31 +663,54 @@ static int sort_refs(input_t *in, size_t n, const kt_snapshot_t *o, ref_t **out,
     *out = NULL;
     *total_out = total;
     *groups = 0;
+    *in_order = 0;
     if (!total)
         return 0;
+    for (size_t i = 0; i < n; i++)
+        if (in[i].s->count && !(in[i].entry_map = malloc(in[i].s->count * sizeof *in[i].entry_map)))
+            return KT_ENOMEM;
+    if (n == 1) {
+        ref_t prev = ref_of(&in[0], 0, o, 0);
+        size_t k = 1, g = 1;
+        for (; k < total; k++) {
+            ref_t cur = ref_of(&in[0], 0, o, k);
+            int r = ref_order(&prev, &cur);
+            if (r > 0) /* equal triples are in index order: ref_cmp's order */
+                break;
+            g += r != 0;
+            prev = cur;
+        }
+        if (k == total) {
+            *groups = g;
+            *in_order = 1;
+            return 0;
+        }
+    }
     ref_t *refs = malloc(total * sizeof *refs);
     if (!refs)
         return KT_ENOMEM;
     size_t w = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (in[i].s->count && !(in[i].entry_map = malloc(in[i].s->count * sizeof *in[i].entry_map))) {
-            free(refs);
-            return KT_ENOMEM;
-        }
-        for (size_t k = 0; k < in[i].s->count; k++) {
-            const kt_kernel_timing_t *e = &in[i].s->entries[k];
-            refs[w++] = (ref_t){e, device_in_result(&in[i], o, e->backend, e->device), (uint32_t)i, (uint32_t)k};
-        }
-    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < in[i].s->count; k++)
+            refs[w++] = ref_of(&in[i], (uint32_t)i, o, k);
     /* one input's entries come sorted from the loader: a pass that finds them in order instead of a sort (a
-     * fifth of merging one 100,000-kernel file); ref_cmp is a total order, so the result is the same */
-    size_t sorted = 1;
-    while (sorted < total && ref_cmp(&refs[sorted - 1], &refs[sorted]) < 0)
-        sorted++;
-    if (sorted < total)
-        qsort(refs, total, sizeof *refs, ref_cmp);
-    for (size_t i = 0; i < total; i++)
-        *groups += !i || ref_order(&refs[i - 1], &refs[i]);
+     * fifth of merging one 100,000-kernel file), counting the groups as it goes; several inputs each in order are
+     * merged (merge_runs) instead of sorted. ref_cmp is a total order, so the result is the same either way. */
+    size_t sorted = 1, n_groups = 1;
+    for (; sorted < total; sorted++) {
+        int r = ref_order(&refs[sorted - 1], &refs[sorted]);
+        if (r > 0 || (!r && ref_cmp(&refs[sorted - 1], &refs[sorted]) >= 0))
+            break;
+        n_groups += r != 0;
+    }
+    if (sorted < total) {
+        if (!merge_runs(in, n, &refs, total))
+            qsort(refs, total, sizeof *refs, ref_cmp);
+        n_groups = 1;
+        for (size_t i = 1; i < total; i++)
+            n_groups += ref_order(&refs[i - 1], &refs[i]) != 0;
+    }
+    *groups = n_groups;
     *out = refs;
     return 0;
 }
@@ -688,8 +771,11 @@ struct kt__merge_iter_t {
     input_t *in;          /* the inputs */
     size_t n;             /* how many */
     kt_snapshot_t *o;     /* the result: no entries (kt_snapshot_merge puts them in); spans once all are made */
-    ref_t *refs;          /* the inputs' entries in the result's order; NULL once all are made */
-    size_t total;         /* refs */
+    ref_t *refs;          /* the inputs' entries in the result's order; NULL once all are made, or in_order */
+    int in_order;         /* one input, in the result's order: no refs, each group read from its entries */
+    ref_t *group;         /* in_order: the group being merged */
+    size_t group_cap;     /* its room */
+    size_t total;         /* refs (the inputs' entries) */
     size_t at;            /* the next group's first ref */
     size_t refs_given;    /* bytes of refs given back to the system */
     size_t groups;        /* entries of the result */
@@ -796,7 +882,7 @@ int kt__merge_begin(const kt_snapshot_t *const *inputs, kt_snapshot_t *const *ow
     if (!rc)
         rc = merge_tables(in, n, o);
     if (!rc)
-        rc = sort_refs(in, n, o, &it->refs, &it->total, &it->groups);
+        rc = sort_refs(in, n, o, &it->refs, &it->total, &it->groups, &it->in_order);
     if (!rc && !it->groups)
         rc = merge_finish(it);
     if (rc) {
@@ -813,6 +899,40 @@ size_t kt__merge_count(const kt__merge_iter_t *it) { return it->groups; }
 
 int kt__merge_status(const kt__merge_iter_t *it) { return it->rc; }
 
+/* The next group: *g[0..*m), in refs or (in_order) read from the input's entries into it->group. */
+static int next_group(kt__merge_iter_t *it, const ref_t **g, size_t *m)
+{
+    size_t i = it->at, j = i + 1;
+    if (!it->in_order) {
+        while (j < it->total && !ref_order(&it->refs[i], &it->refs[j]))
+            j++;
+        *g = it->refs + i;
+        *m = j - i;
+        return 0;
+    }
+    size_t n = 0;
+    for (;;) {
+        if (n == it->group_cap) {
+            size_t cap = it->group_cap ? 2 * it->group_cap : 8;
+            ref_t *grown = realloc(it->group, cap * sizeof *grown);
+            if (!grown)
+                return KT_ENOMEM;
+            it->group = grown;
+            it->group_cap = cap;
+        }
+        it->group[n] = ref_of(&it->in[0], 0, it->o, i + n);
+        n++;
+        if (i + n >= it->total)
+            break;
+        ref_t next = ref_of(&it->in[0], 0, it->o, i + n);
+        if (ref_order(&it->group[0], &next))
+            break;
+    }
+    *g = it->group;
+    *m = n;
+    return 0;
+}
+
 int kt__merge_next(kt__merge_iter_t *it, kt_kernel_timing_t *t)
 {
     memset(t, 0, sizeof *t);
@@ -821,21 +941,25 @@ int kt__merge_next(kt__merge_iter_t *it, kt_kernel_timing_t *t)
     if (it->made >= it->groups)
         return KT_EINVAL;
     input_t *in = it->in;
-    const ref_t *refs = it->refs;
-    size_t i = it->at, j = i + 1;
-    while (j < it->total && !ref_order(&refs[i], &refs[j]))
-        j++;
-    for (size_t k = i; k < j; k++)
-        in[refs[k].input].entry_map[refs[k].entry] = (uint32_t)it->made;
-    int rc = merge_group(refs + i, j - i, in, it->acc, t);
-    for (size_t k = i; k < j && in[refs[k].input].own; k++)
-        in[refs[k].input].merged[refs[k].entry] = 1;
-    for (size_t k = i; k < j && in[refs[k].input].own; k++)
-        if (k == i || refs[k].input != refs[k - 1].input)
-            release_merged(&in[refs[k].input], 0);
-    it->at = j;
+    const ref_t *g;
+    size_t m;
+    int rc = next_group(it, &g, &m);
+    if (rc) {
+        it->rc = rc;
+        return rc;
+    }
+    for (size_t k = 0; k < m; k++)
+        in[g[k].input].entry_map[g[k].entry] = (uint32_t)it->made;
+    rc = merge_group(g, m, in, it->acc, t);
+    for (size_t k = 0; k < m && in[g[k].input].own; k++)
+        in[g[k].input].merged[g[k].entry] = 1;
+    for (size_t k = 0; k < m && in[g[k].input].own; k++)
+        if (k == 0 || g[k].input != g[k - 1].input)
+            release_merged(&in[g[k].input], 0);
+    it->at += m;
     it->made++;
-    give_back_below(refs, &it->refs_given, j * sizeof *refs); /* groups done are not read again */
+    if (it->refs) /* groups done are not read again */
+        give_back_below(it->refs, &it->refs_given, it->at * sizeof *it->refs);
     if (!rc && it->made == it->groups)
         rc = merge_finish(it);
     it->rc = rc;
@@ -860,6 +984,7 @@ static int merge_end(kt__merge_iter_t *it, kt_snapshot_t **out)
     }
     free(it->in);
     free(it->refs);
+    free(it->group);
     free(it->acc);
     entry_clear(&it->cur);
     if (rc || !out)

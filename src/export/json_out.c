@@ -4,6 +4,7 @@
 #include "export/export.h"
 #include "export/fixed.h"
 
+#include <fenv.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
@@ -181,6 +182,8 @@ char *kt__format_double(char *buf, size_t size, double v)
     }
     if (size >= 24 && kt__fmt_g15(buf, v)) /* most of a merged snapshot's means: no snprintf and strtod */
         return buf;
+    if (size >= 24 && fegetround() == FE_TONEAREST && kt__fmt_g17(buf, v)) /* the others, and deviations */
+        return buf;
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(buf, size, "%.*g", prec, v);
         if (strtod(buf, NULL) == v)
@@ -342,13 +345,6 @@ static void jb_field_u64(jbuf_t *b, const char *sep, const char *key, uint64_t v
     jb_u64(b, v);
 }
 
-static void jb_field_double(jbuf_t *b, const char *sep, const char *key, double v)
-{
-    char buf[40];
-    jb_key(b, sep, key);
-    jb_puts(b, kt__format_double(buf, sizeof buf, v));
-}
-
 static void jb_u128(jbuf_t *b, kt_u128_t v)
 {
     char buf[48];
@@ -430,6 +426,44 @@ static void write_configs(jbuf_t *b, const kt_kernel_timing_t *e)
     jb_putc(b, ']');
 }
 
+/* The counters in the order written, the two doubles between last_ns and p50_ns: each key with its separator
+ * one literal of known length, all of them in one reserved stretch of the buffer (a million merged entries were
+ * a strlen of each separator and key, and a room check, per field). */
+static void write_counters(jbuf_t *b, const kt_kernel_timing_t *e)
+{
+#define KEY_(sep, key) sep "\"" key "\": "
+#define COUNTER_(sep, key) {KEY_(sep, #key), sizeof KEY_(sep, #key) - 1, offsetof(kt_kernel_timing_t, key)}
+    static const struct {
+        const char *prefix;
+        size_t len, off;
+    } kCounters[] = {
+        COUNTER_(",\n     ", dispatch_count), COUNTER_(", ", total_ns), COUNTER_(", ", min_ns),
+        COUNTER_(", ", max_ns), COUNTER_(", ", last_ns), COUNTER_(", ", p50_ns), COUNTER_(", ", p90_ns),
+        COUNTER_(", ", p99_ns), COUNTER_(",\n     ", errors), COUNTER_(", ", dropped),
+        COUNTER_(", ", spans_dropped),
+    };
+    static const char kMean[] = KEY_(",\n     ", "mean_ns"), kStddev[] = KEY_(", ", "stddev_ns");
+#undef COUNTER_
+#undef KEY_
+    /* room: 11 counters (a prefix of at most 32 bytes and 22 for the value) and 2 doubles (40 for the value) */
+    char *p = jb_room(b, 11 * (32 + 22) + sizeof kMean + sizeof kStddev + 2 * 40);
+    for (size_t k = 0; k < sizeof kCounters / sizeof kCounters[0]; k++) {
+        if (k == 5) {
+            memcpy(p, kMean, sizeof kMean - 1);
+            p += sizeof kMean - 1;
+            p += strlen(kt__format_double(p, 40, e->mean_ns));
+            memcpy(p, kStddev, sizeof kStddev - 1);
+            p += sizeof kStddev - 1;
+            p += strlen(kt__format_double(p, 40, e->stddev_ns));
+        }
+        uint64_t v;
+        memcpy(&v, (const char *)e + kCounters[k].off, sizeof v);
+        memcpy(p, kCounters[k].prefix, kCounters[k].len);
+        p = put_json_u64(p + kCounters[k].len, v);
+    }
+    jb_end(b, p);
+}
+
 static void write_entry(jbuf_t *b, const kt_kernel_timing_t *e)
 {
     uint32_t samples = e->samples ? e->sample_count : 0;
@@ -440,32 +474,7 @@ static void write_entry(jbuf_t *b, const kt_kernel_timing_t *e)
     jb_putc(b, '"');
     jb_key(b, ", ", "device");
     jb_string(b, e->device, SIZE_MAX);
-    /* the counters in the order written, the two doubles between last_ns and p50_ns */
-    static const struct {
-        const char *sep, *key;
-        size_t off;
-    } kCounters[] = {
-        {",\n     ", "dispatch_count", offsetof(kt_kernel_timing_t, dispatch_count)},
-        {", ", "total_ns", offsetof(kt_kernel_timing_t, total_ns)},
-        {", ", "min_ns", offsetof(kt_kernel_timing_t, min_ns)},
-        {", ", "max_ns", offsetof(kt_kernel_timing_t, max_ns)},
-        {", ", "last_ns", offsetof(kt_kernel_timing_t, last_ns)},
-        {", ", "p50_ns", offsetof(kt_kernel_timing_t, p50_ns)},
-        {", ", "p90_ns", offsetof(kt_kernel_timing_t, p90_ns)},
-        {", ", "p99_ns", offsetof(kt_kernel_timing_t, p99_ns)},
-        {",\n     ", "errors", offsetof(kt_kernel_timing_t, errors)},
-        {", ", "dropped", offsetof(kt_kernel_timing_t, dropped)},
-        {", ", "spans_dropped", offsetof(kt_kernel_timing_t, spans_dropped)},
-    };
-    for (size_t k = 0; k < sizeof kCounters / sizeof kCounters[0]; k++) {
-        if (k == 5) {
-            jb_field_double(b, ",\n     ", "mean_ns", e->mean_ns);
-            jb_field_double(b, ", ", "stddev_ns", e->stddev_ns);
-        }
-        uint64_t v;
-        memcpy(&v, (const char *)e + kCounters[k].off, sizeof v);
-        jb_field_u64(b, kCounters[k].sep, kCounters[k].key, v);
-    }
+    write_counters(b, e);
     kt_u128_t sum, sumsq;
     kt__entry_sums(e, &sum, &sumsq);
     jb_key(b, ",\n     ", "sum_ns");

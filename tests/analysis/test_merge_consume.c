@@ -3,7 +3,7 @@
  * of the same inputs (one input, several, an earlier merge among them with its sources and per-source totals,
  * kernels on one side only, devices grouped by model), and the inputs emptied afterwards. */
 #include "analysis/merge_consume.h"
-#include "support/compare_synth.h"
+#include "support/merge_synth.h"
 
 #include <ktiming.h>
 #include <ktiming/analysis.h>
@@ -20,29 +20,7 @@
  * back during the merge. */
 static kt_snapshot_t *input(int which)
 {
-    size_t n = which == 2 ? 20000 : 300;
-    kt_snapshot_t *s = synth_snapshot(n);
-    snprintf(s->host, sizeof s->host, "host%d", which);
-    s->pid = 100 + which;
-    s->taken_ns = 1000u * (unsigned)(which + 1);
-    for (size_t k = 0; k < n; k++) {
-        if (which == 1 && k % 7 == 3) /* kernels input 0 has and input 1 does not */
-            continue;
-        char name[32];
-        snprintf(name, sizeof name, "k_%05zu", k + (which == 1 ? 5 : 0));
-        kt_kernel_timing_t *e = synth_add(s, name, k % 3 ? KT_BACKEND_CPU : KT_BACKEND_OPENCL, k % 3 ? "host" : "gpu",
-                                          (uint32_t)(k % 41), 1000.0 + (double)(k % 13) * 50.0, 0.05,
-                                          (uint64_t)(which * 100000 + k + 1));
-        if (!e->sample_count) { /* aggregates only */
-            e->dispatch_count = 10;
-            e->total_ns = 10000 + k;
-            e->min_ns = 900;
-            e->max_ns = 1200;
-            e->mean_ns = (double)e->total_ns / 10.0;
-        }
-        e->errors = k % 5 == 0;
-    }
-    return s;
+    return merge_synth_input(which, which == 2 ? 20000 : 300, 0.05, 1000u * (unsigned)(which + 1));
 }
 
 /* The inputs of set `set`: {0}, {0, 1, 2}, {merge(0, 1), 2}. */

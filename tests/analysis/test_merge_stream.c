@@ -5,7 +5,7 @@
  * file (and an old one as it was); and no array of merged entries is held while writing. */
 #include "analysis/by_rank.h"
 #include "analysis/merge_consume.h"
-#include "support/compare_synth.h"
+#include "support/merge_synth.h"
 #include "support/files.h"
 #include "support/heap.h"
 
@@ -13,6 +13,7 @@
 #include <ktiming/analysis.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -28,27 +29,7 @@ KTT_TMPDIR_GROUP(g_dir, "merge_stream")
  * host (kept apart by host, folded with by_model). */
 static kt_snapshot_t *input(int which, size_t n)
 {
-    kt_snapshot_t *s = synth_snapshot(n);
-    snprintf(s->host, sizeof s->host, "host%d", which);
-    s->pid = 100 + which;
-    s->taken_ns = 1000000u * (unsigned)(which + 1);
-    for (size_t k = 0; k < n; k++) {
-        if (which == 1 && k % 7 == 3) /* kernels input 0 has and input 1 does not */
-            continue;
-        char name[32];
-        snprintf(name, sizeof name, "k_%05zu", k + (which == 1 ? 5 : 0));
-        kt_kernel_timing_t *e = synth_add(s, name, k % 3 ? KT_BACKEND_CPU : KT_BACKEND_OPENCL, k % 3 ? "host" : "gpu",
-                                          (uint32_t)(k % 41), 1000.0 + (double)(k % 13) * 50.0, 0.3,
-                                          (uint64_t)(which * 100000 + k + 1));
-        if (!e->sample_count) { /* aggregates only */
-            e->dispatch_count = 10;
-            e->total_ns = 10000 + k;
-            e->min_ns = 900;
-            e->max_ns = 1200;
-            e->mean_ns = (double)e->total_ns / 10.0;
-        }
-        e->errors = k % 5 == 0;
-    }
+    kt_snapshot_t *s = merge_synth_input(which, n, 0.3, 1000000u * (unsigned)(which + 1));
     s->device_count = 1;
     s->devices = calloc(1, sizeof *s->devices);
     kt_device_info_t *d = &s->devices[0];
@@ -170,6 +151,38 @@ static void test_same_bytes(void **state)
                 }
     remove(path);
     free(path);
+}
+
+/* One input merged from its entries in order (no refs: read as merged) and reversed (sorted first), spans
+ * following their entries: the same snapshot, streamed or whole. */
+static void test_order_of_one_input(void **state)
+{
+    (void)state;
+    for (int by_model = 0; by_model < 2; by_model++) {
+        kt_merge_opts_t o = {.by_model = by_model};
+        kt_snapshot_t *in[1] = {input(0, 300)}, *rev[1] = {input(0, 300)}, *a = NULL, *b = NULL;
+        size_t n = rev[0]->count;
+        for (size_t k = 0; k < n / 2; k++) {
+            kt_kernel_timing_t t = rev[0]->entries[k];
+            rev[0]->entries[k] = rev[0]->entries[n - 1 - k];
+            rev[0]->entries[n - 1 - k] = t;
+        }
+        for (size_t i = 0; i < rev[0]->span_count; i++)
+            rev[0]->spans[i].entry = (uint32_t)(n - 1 - rev[0]->spans[i].entry);
+        assert_int_equal(kt_snapshot_merge((const kt_snapshot_t *const *)in, 1, &o, &a), 0);
+        assert_int_equal(kt_snapshot_merge((const kt_snapshot_t *const *)rev, 1, &o, &b), 0);
+        size_t la = 0, lb = 0, ls = 0;
+        char *ja = json_of(a, &la), *jb = json_of(b, &lb), *js = streamed(rev, 1, 1, by_model, NULL, &ls);
+        assert_true(la == lb && !memcmp(ja, jb, la));
+        assert_true(la == ls && !memcmp(ja, js, la));
+        free(ja);
+        free(jb);
+        free(js);
+        kt_snapshot_free(a);
+        kt_snapshot_free(b);
+        kt_snapshot_free(in[0]);
+        kt_snapshot_free(rev[0]);
+    }
 }
 
 /* A view over the merge's that fails at entry `at`: NULL (out of memory), or an entry the writer refuses. */
@@ -370,14 +383,49 @@ static void test_by_rank_same_text(void **state)
         }
 }
 
+static ssize_t full_write(void *cookie, const char *buf, size_t size)
+{
+    (void)cookie;
+    (void)buf;
+    (void)size;
+    errno = ENOSPC;
+    return -1;
+}
+
+/* The by-rank report to a stream that cannot be written (a full disk, a closed descriptor): KT_EIO, also when the
+ * whole report fits in the stream's buffer (it was 0 before, and `merge --by-rank > /dev/full` exited 0 with
+ * nothing written). */
+static void test_by_rank_unwritable(void **state)
+{
+    (void)state;
+    kt_snapshot_t *in[2] = {input(0, 5), input(1, 5)}, *m = NULL;
+    assert_int_equal(kt_snapshot_merge((const kt_snapshot_t *const *)in, 2, NULL, &m), 0);
+    kt__by_rank_t *keep = kt__by_rank_new();
+    assert_non_null(keep);
+    for (size_t i = 0; i < m->count; i++)
+        assert_int_equal(kt__by_rank_keep(keep, &m->entries[i]), 0);
+    for (int kept = 0; kept < 2; kept++) {
+        FILE *f = fopencookie(NULL, "w", (cookie_io_functions_t){NULL, full_write, NULL, NULL});
+        assert_non_null(f);
+        assert_int_equal(kept ? kt__by_rank_print(f, m, keep) : kt_report_by_rank(f, m), KT_EIO);
+        fclose(f);
+    }
+    kt__by_rank_free(keep);
+    kt_snapshot_free(m);
+    kt_snapshot_free(in[0]);
+    kt_snapshot_free(in[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_bytes),
+        cmocka_unit_test(test_order_of_one_input),
         cmocka_unit_test(test_failure_leaves_no_file),
         cmocka_unit_test(test_view_in_order),
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_by_rank_same_text),
+        cmocka_unit_test(test_by_rank_unwritable),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

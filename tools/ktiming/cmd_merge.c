@@ -120,6 +120,15 @@ static void report_unaligned(const kt_snapshot_t *m, const size_t *nsrc, size_t 
         }
 }
 
+/* The by-rank report's failure rc (err: errno after it) said in one line. */
+static void by_rank_failed(int rc, int err)
+{
+    if (rc == KT_EIO)
+        fprintf(stderr, "ktiming merge: cannot write standard output: %s\n", strerror(err));
+    else
+        fprintf(stderr, "ktiming merge: by-rank report: %s\n", kt_strerror(rc));
+}
+
 /* The merge's view, each entry also kept for the by-rank report as the writer asks for it. A failure to keep one
  * fails the report, not the write (as when the report, made after the write, ran out of memory). */
 typedef struct keeping_t {
@@ -180,7 +189,7 @@ static int merge_streamed(kt_snapshot_t *const *in, size_t n, int by_model, int 
         fprintf(stderr, "ktiming merge: cannot write %s: %s\n", target ? target : "standard output",
                 rc == KT_EIO ? strerror(err) : kt_strerror(rc));
     else if (keep && ((rc = k.rc) || (rc = kt__by_rank_print(stdout, meta, keep))))
-        fprintf(stderr, "ktiming merge: by-rank report: %s\n", kt_strerror(rc));
+        by_rank_failed(rc, errno);
     else
         status = 0;
     kt__merge_end(it);
@@ -249,7 +258,7 @@ int ktcli_cmd_merge(int argc, char **argv)
         goto done;
     }
     if (by_rank && (rc = kt_report_by_rank(stdout, merged))) {
-        fprintf(stderr, "ktiming merge: by-rank report: %s\n", kt_strerror(rc));
+        by_rank_failed(rc, errno);
         goto done;
     }
     status = 0;
