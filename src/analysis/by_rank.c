@@ -265,13 +265,23 @@ typedef struct kept_t {
 
 struct kt__by_rank_t {
     kept_t *v;      /* the records */
-    size_t n, cap;  /* held, room */
+    size_t n, cap;  /* held, room (the entries the store was made for) */
     char **blocks;  /* the blocks */
     size_t nblocks, cap_blocks;
     size_t used, size; /* of the last block */
 };
 
-kt__by_rank_t *kt__by_rank_new(void) { return calloc(1, sizeof(kt__by_rank_t)); }
+kt__by_rank_t *kt__by_rank_new(size_t count)
+{
+    kt__by_rank_t *r = calloc(1, sizeof *r);
+    if (r && count && !(r->v = malloc(count * sizeof *r->v))) {
+        free(r);
+        return NULL;
+    }
+    if (r)
+        r->cap = count;
+    return r;
+}
 
 /* n bytes in a block, 8-aligned; NULL when out of memory. */
 static void *kept_alloc(kt__by_rank_t *r, size_t n)
@@ -308,14 +318,8 @@ static const char *kept_string(kt__by_rank_t *r, const char *s)
 
 int kt__by_rank_keep(kt__by_rank_t *r, const kt_kernel_timing_t *e)
 {
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 1024;
-        kept_t *v = realloc(r->v, cap * sizeof *v);
-        if (!v)
-            return KT_ENOMEM;
-        r->v = v;
-        r->cap = cap;
-    }
+    if (r->n == r->cap)
+        return KT_EINVAL; /* more than the store was made for */
     kept_t k = {kept_string(r, e->name), kept_string(r, e->device), NULL, 0, e->backend};
     if (!k.name || !k.device)
         return KT_ENOMEM;

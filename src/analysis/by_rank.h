@@ -10,10 +10,11 @@
 
 typedef struct kt__by_rank_t kt__by_rank_t;
 
-/* An empty store; NULL when out of memory. */
-KT_API kt__by_rank_t *kt__by_rank_new(void);
+/* An empty store for count entries (the merge's, kt__merge_count); NULL when out of memory. */
+KT_API kt__by_rank_t *kt__by_rank_new(size_t count);
 
-/* Keeps what the report reads of e (copied), the next entry in the merged snapshot's order. 0 or KT_ENOMEM. */
+/* Keeps what the report reads of e (copied), the next entry in the merged snapshot's order. 0, KT_ENOMEM, or
+ * KT_EINVAL past the count the store was made for. */
 KT_API int kt__by_rank_keep(kt__by_rank_t *r, const kt_kernel_timing_t *e);
 
 /* kt_report_by_rank of meta (its sources; its entries are not read) with the entries kept: the same text as for

@@ -774,6 +774,7 @@ struct kt__merge_iter_t {
     ref_t *refs;          /* the inputs' entries in the result's order; NULL once all are made, or in_order */
     int in_order;         /* one input, in the result's order: no refs, each group read from its entries */
     ref_t *group;         /* in_order: the group being merged */
+    ref_t peek;           /* in_order: the ref after the last group read (e NULL: none) */
     size_t group_cap;     /* its room */
     size_t total;         /* refs (the inputs' entries) */
     size_t at;            /* the next group's first ref */
@@ -920,12 +921,13 @@ static int next_group(kt__merge_iter_t *it, const ref_t **g, size_t *m)
             it->group = grown;
             it->group_cap = cap;
         }
-        it->group[n] = ref_of(&it->in[0], 0, it->o, i + n);
+        /* the ref read as the last group's end is this one: not looked up again */
+        it->group[n] = it->peek.e && it->peek.entry == i + n ? it->peek : ref_of(&it->in[0], 0, it->o, i + n);
         n++;
         if (i + n >= it->total)
             break;
-        ref_t next = ref_of(&it->in[0], 0, it->o, i + n);
-        if (ref_order(&it->group[0], &next))
+        it->peek = ref_of(&it->in[0], 0, it->o, i + n);
+        if (ref_order(&it->group[0], &it->peek))
             break;
     }
     *g = it->group;

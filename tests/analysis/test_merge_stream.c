@@ -357,7 +357,7 @@ static void test_by_rank_same_text(void **state)
             char *a = by_rank_text(want, NULL, want);
             kt__merge_iter_t *it = NULL;
             assert_int_equal(kt__merge_begin((const kt_snapshot_t *const *)in, in, n, &o, &it), 0);
-            kt__by_rank_t *keep = kt__by_rank_new();
+            kt__by_rank_t *keep = kt__by_rank_new(kt__merge_count(it));
             assert_non_null(keep);
             kt__entry_view_t v;
             kt__merge_view(it, &v);
@@ -400,10 +400,11 @@ static void test_by_rank_unwritable(void **state)
     (void)state;
     kt_snapshot_t *in[2] = {input(0, 5), input(1, 5)}, *m = NULL;
     assert_int_equal(kt_snapshot_merge((const kt_snapshot_t *const *)in, 2, NULL, &m), 0);
-    kt__by_rank_t *keep = kt__by_rank_new();
+    kt__by_rank_t *keep = kt__by_rank_new(m->count);
     assert_non_null(keep);
     for (size_t i = 0; i < m->count; i++)
         assert_int_equal(kt__by_rank_keep(keep, &m->entries[i]), 0);
+    assert_int_equal(kt__by_rank_keep(keep, &m->entries[0]), KT_EINVAL); /* one more than it was made for */
     for (int kept = 0; kept < 2; kept++) {
         FILE *f = fopencookie(NULL, "w", (cookie_io_functions_t){NULL, full_write, NULL, NULL});
         assert_non_null(f);

@@ -154,10 +154,12 @@ static int merge_streamed(kt_snapshot_t *const *in, size_t n, int by_model, int 
                           const size_t *nsrc, char *const *paths)
 {
     kt__merge_iter_t *it = NULL;
-    kt__by_rank_t *keep = by_rank ? kt__by_rank_new() : NULL;
-    int rc = by_rank && !keep ? KT_ENOMEM : 0;
-    if (!rc)
-        rc = kt__merge_begin((const kt_snapshot_t *const *)in, in, n, &(kt_merge_opts_t){.by_model = by_model}, &it);
+    kt__by_rank_t *keep = NULL;
+    int rc = kt__merge_begin((const kt_snapshot_t *const *)in, in, n, &(kt_merge_opts_t){.by_model = by_model}, &it);
+    if (!rc && by_rank && !(keep = kt__by_rank_new(kt__merge_count(it)))) {
+        kt__merge_end(it);
+        rc = KT_ENOMEM;
+    }
     if (rc) {
         fprintf(stderr, "ktiming merge: %s\n", kt_strerror(rc));
         kt__by_rank_free(keep);
