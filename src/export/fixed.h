@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* snprintf(buf, size, "%" PRIu64, v); returns its length (0 when size cannot hold it). */
@@ -101,67 +102,6 @@ static inline size_t kt__fmt_g15(char *buf, double v)
     }
     buf[len] = '\0';
     return len;
-}
-
-/* What kt__format_double writes (the shortest of "%.15g", "%.16g", "%.17g" that strtod reads back as v) for a v
- * with 1 <= |v| < 10^15 that is not a whole number (a mean or a standard deviation in ns), under the default
- * rounding mode (the caller checks it): v = m / 2^s exactly (2^52 <= m < 2^53, 1 <= s <= 52), so v rounded to P
- * significant digits is q = m * 10^f / 2^s rounded half to even (f = P - the integer part's digits; the product is
- * below 2^107), as printf rounds the exact binary value; and q / 10^f reads back as v when it lies within half an
- * ulp of v (a quarter below v at the bottom of a binade; on the boundary, when m is even), as strtod rounds to the
- * nearest double: |q * 2^s - m * 10^f| compared with 10^f / 2, exactly. Returns the length, 0 where it declines
- * (the caller uses printf): |v| outside [1, 10^15), a whole number, or a rounding that carries into another digit.
- * buf holds at least 24 bytes. */
-static inline size_t kt__fmt_g17(char *buf, double v)
-{
-    static const uint64_t kPow10[18] = {1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull,
-                                        10000000ull, 100000000ull, 1000000000ull, 10000000000ull,
-                                        100000000000ull, 1000000000000ull, 10000000000000ull,
-                                        100000000000000ull, 1000000000000000ull, 10000000000000000ull,
-                                        100000000000000000ull};
-    double a = v < 0 ? -v : v;
-    if (!(a >= 1.0 && a < 1e15))
-        return 0;
-    uint64_t bits;
-    memcpy(&bits, &a, sizeof bits);
-    int s = 1075 - (int)(bits >> 52);
-    uint64_t m = (bits & ((UINT64_C(1) << 52) - 1)) | UINT64_C(1) << 52;
-    if (s < 1 || s > 52 || !(m & ((UINT64_C(1) << s) - 1))) /* a whole number */
-        return 0;
-    unsigned idig = 1;
-    while (idig < 16 && (m >> s) >= kPow10[idig])
-        idig++;
-    for (unsigned p = 15; p <= 17; p++) {
-        unsigned f = p - idig; /* 0 <= f <= 16 */
-        unsigned __int128 num = (unsigned __int128)m * kPow10[f], q = num >> s,
-                          r = num & (((unsigned __int128)1 << s) - 1), half = (unsigned __int128)1 << (s - 1);
-        if (r > half || (r == half && (q & 1)))
-            q++;
-        if (q >= kPow10[p])
-            return 0; /* carried: one more integer digit */
-        unsigned __int128 qs = q << s, d = qs < num ? num - qs : qs - num;
-        d *= qs < num && m == UINT64_C(1) << 52 ? 4 : 2;
-        if (d > kPow10[f] || (d == kPow10[f] && (m & 1)))
-            continue; /* reads back as another double: one more digit */
-        uint64_t ip = (uint64_t)(q / kPow10[f]), fp = (uint64_t)(q % kPow10[f]);
-        size_t len = 0;
-        if (v < 0)
-            buf[len++] = '-';
-        len += kt__fmt_u64(buf + len, 20, ip);
-        while (f && fp % 10 == 0) {
-            fp /= 10;
-            f--;
-        }
-        if (f) {
-            buf[len++] = '.';
-            for (unsigned i = f; i-- > 0; fp /= 10)
-                buf[len + i] = (char)('0' + fp % 10);
-            len += f;
-        }
-        buf[len] = '\0';
-        return len;
-    }
-    return 0;
 }
 
 /* Appends s after the n bytes of buf (NUL-terminated, size bytes); returns the new length, 0 when it does not fit. */
@@ -316,6 +256,30 @@ static inline size_t kt__fmt_g(char *buf, size_t size, double v, int prec, doubl
     memcpy(buf, out, n);
     buf[n] = '\0';
     return n;
+}
+
+/* What kt__format_double writes (the shortest of "%.15g", "%.16g", "%.17g" that strtod reads back as v) for a v
+ * with 1 <= |v| < 10^15 that is not a whole number (a mean or a standard deviation in ns; whole numbers are
+ * kt__fmt_g15's), under the default rounding mode and the C numeric locale (the JSON writer's): kt__fmt_g's digits
+ * at each precision in turn, until what strtod reads back is v (kt__fmt_g works that out; where it leaves it to
+ * strtod, strtod is asked: digits on the bottom of a binade). Returns the length, 0 where it declines (the caller
+ * uses printf): |v| outside [1, 10^15) or a whole number. buf holds at least 24 bytes. */
+static inline size_t kt__fmt_g17(char *buf, double v)
+{
+    double a = v < 0 ? -v : v;
+    if (!(a >= 1.0 && a < 1e15) || (double)(uint64_t)a == a)
+        return 0;
+    for (int p = 15; p <= 17; p++) {
+        double back;
+        size_t n = kt__fmt_g(buf, 24, v, p, &back);
+        if (!n)
+            return 0;
+        if (back != back) /* NaN: not worked out */
+            back = strtod(buf, NULL);
+        if (back == v)
+            return n;
+    }
+    return 0;
 }
 
 #endif
