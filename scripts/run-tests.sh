@@ -46,8 +46,9 @@ TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppress_eq
       -DKTIMING_BUILD_EXAMPLES=OFF
 
 # Fuzz smoke under libFuzzer (clang, ASan+UBSan) for a bounded time, each target starting from the committed
-# corpus and every past crasher: the snapshot loader (two fifths of the budget), compare pairs, the Chrome/HTML
-# exporters fed from loaded snapshots and the command line of report/compare/merge (a fifth each).
+# corpus and every past crasher: the snapshot loader (a third of the budget), compare pairs, the Chrome/HTML
+# exporters fed from loaded snapshots, the command line of report/compare/merge and the merge written an entry at a
+# time against the merge made whole (fuzz_merge, differential; a sixth each).
 # KTIMING_FUZZ_SECONDS (default 60) is the whole step's budget; 0 skips it. A crash leaves its input in $BUILD-fuzz/artifacts/: add it to tests/analysis/regress/.
 FUZZ_SECONDS=${KTIMING_FUZZ_SECONDS:-60}
 if [ "$FUZZ_SECONDS" != 0 ]; then
@@ -60,13 +61,14 @@ if [ "$FUZZ_SECONDS" != 0 ]; then
   cmake -S . -B "$fz" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DKTIMING_FUZZ=ON -DKTIMING_WERROR=ON -DKTIMING_SANITIZE=address,undefined -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link \
     -DBUILD_SHARED_LIBS=OFF -DKTIMING_BUILD_BENCH=OFF -DKTIMING_BUILD_EXAMPLES=OFF -DKTIMING_BUILD_TOOLS=OFF >/dev/null
-  cmake --build "$fz" -j "$JOBS" --target fuzz_snapshot_parse fuzz_compare_pair fuzz_export fuzz_cli
-  two_fifths=$(( (2 * FUZZ_SECONDS + 4) / 5 )); fifth=$(( (FUZZ_SECONDS + 4) / 5 ))
+  cmake --build "$fz" -j "$JOBS" --target fuzz_snapshot_parse fuzz_compare_pair fuzz_export fuzz_cli fuzz_merge
+  third=$(( (FUZZ_SECONDS + 2) / 3 )); sixth=$(( (FUZZ_SECONDS + 5) / 6 ))
   snap_inputs="tests/fuzz/corpus tests/analysis/regress"
-  for spec in "fuzz_snapshot_parse:$two_fifths:snapshot" "fuzz_compare_pair:$fifth:snapshot" \
-              "fuzz_export:$fifth:snapshot" "fuzz_cli:$fifth:cli"; do
+  for spec in "fuzz_snapshot_parse:$third:snapshot" "fuzz_compare_pair:$sixth:snapshot" \
+              "fuzz_export:$sixth:snapshot" "fuzz_cli:$sixth:cli" "fuzz_merge:$sixth:merge"; do
     t=${spec%%:*}; rest=${spec#*:}; secs=${rest%%:*}; kind=${rest#*:}
     if [ "$kind" = cli ]; then dict=tests/fuzz/cli.dict; inputs="tests/fuzz/corpus-cli"
+    elif [ "$kind" = merge ]; then dict=tests/fuzz/snapshot.dict; inputs="tests/fuzz/corpus-merge"
     else dict=tests/fuzz/snapshot.dict; inputs=$snap_inputs; fi
     rm -rf "$fz/corpus-$t" && mkdir -p "$fz/corpus-$t" "$fz/artifacts"
     echo "== fuzz $t for ${secs}s"
