@@ -365,3 +365,22 @@ void kt__by_rank_free(kt__by_rank_t *r)
     free(r->v);
     free(r);
 }
+
+static const kt_kernel_timing_t *keeping_get(const kt__entry_view_t *v, size_t i, kt_kernel_timing_t *tmp)
+{
+    kt__by_rank_keeping_t *k = (kt__by_rank_keeping_t *)v->user;
+    const kt_kernel_timing_t *e = kt__view_entry(&k->inner, i, tmp);
+    if (e && !k->rc)
+        k->rc = kt__by_rank_keep(k->keep, e);
+    return e;
+}
+
+void kt__by_rank_keeping(kt__by_rank_keeping_t *k, const kt__entry_view_t *inner, kt__by_rank_t *keep)
+{
+    k->inner = *inner;
+    k->keep = keep;
+    k->rc = 0;
+    k->view = *inner;
+    k->view.get = keeping_get;
+    k->view.user = k;
+}

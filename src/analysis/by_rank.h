@@ -6,6 +6,8 @@
 
 #include <ktiming/analysis.h>
 
+#include "export/report_view.h"
+
 #include <stdio.h>
 
 typedef struct kt__by_rank_t kt__by_rank_t;
@@ -22,5 +24,18 @@ KT_API int kt__by_rank_keep(kt__by_rank_t *r, const kt_kernel_timing_t *e);
 KT_API int kt__by_rank_print(FILE *out, const kt_snapshot_t *meta, const kt__by_rank_t *r);
 
 KT_API void kt__by_rank_free(kt__by_rank_t *r);
+
+/* A view (report_view.h) over inner that also keeps each entry it hands out in keep (kt__by_rank_keep), in the
+ * order asked: `ktiming merge --by-rank` writes the merge through it and keeps what the report reads as it goes.
+ * A failure to keep an entry is kept in rc (the first one) and fails the report, not the view. Fill with
+ * kt__by_rank_keeping, then read k->view; k must stay where it is while the view is read. */
+typedef struct kt__by_rank_keeping_t {
+    kt__entry_view_t view;  /* inner's, entries kept as they are read */
+    kt__entry_view_t inner;
+    kt__by_rank_t *keep;
+    int rc;
+} kt__by_rank_keeping_t;
+
+KT_API void kt__by_rank_keeping(kt__by_rank_keeping_t *k, const kt__entry_view_t *inner, kt__by_rank_t *keep);
 
 #endif

@@ -70,22 +70,6 @@ static int same_text(const text_t *a, const text_t *b)
     return a->len == b->len && (!a->len || !memcmp(a->p, b->p, a->len));
 }
 
-/* The merged entries also kept for the by-rank report, as `ktiming merge --by-rank -o` keeps them. */
-typedef struct keeping_t {
-    kt__entry_view_t inner;
-    kt__by_rank_t *keep;
-    int rc;
-} keeping_t;
-
-static const kt_kernel_timing_t *keeping_get(const kt__entry_view_t *v, size_t i, kt_kernel_timing_t *tmp)
-{
-    keeping_t *k = (keeping_t *)v->user;
-    const kt_kernel_timing_t *e = kt__view_entry(&k->inner, i, tmp);
-    if (e && !k->rc)
-        k->rc = kt__by_rank_keep(k->keep, e);
-    return e;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -120,14 +104,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if ((rc_a == 0) != (rc_b == 0) && rc_a != KT_ENOMEM && rc_b != KT_ENOMEM)
         abort(); /* one refused what the other merged */
     if (!rc_b && (keep = kt__by_rank_new(kt__merge_count(it)))) {
-        keeping_t k = {.keep = keep};
-        kt__merge_view(it, &k.inner);
-        kt__entry_view_t v = k.inner;
-        v.get = keeping_get;
-        v.user = &k;
+        kt__entry_view_t inner;
+        kt__by_rank_keeping_t k;
+        kt__merge_view(it, &inner);
+        kt__by_rank_keeping(&k, &inner, keep); /* as `ktiming merge --by-rank -o` keeps them */
+        const kt__entry_view_t *v = &k.view;
         const kt_snapshot_t *meta = kt__merge_result(it);
         if ((json_b.f = open_memstream(&json_b.p, &json_b.len)))
-            json_rc_b = kt__report_print_view(json_b.f, meta, &v, KT_FORMAT_JSON, NULL);
+            json_rc_b = kt__report_print_view(json_b.f, meta, v, KT_FORMAT_JSON, NULL);
         if (!json_rc_b && !k.rc && (rank_b.f = open_memstream(&rank_b.p, &rank_b.len)))
             rank_rc_b = kt__by_rank_print(rank_b.f, meta, keep);
         else if (!json_rc_b)

@@ -129,23 +129,6 @@ static void by_rank_failed(int rc, int err)
         fprintf(stderr, "ktiming merge: by-rank report: %s\n", kt_strerror(rc));
 }
 
-/* The merge's view, each entry also kept for the by-rank report as the writer asks for it. A failure to keep one
- * fails the report, not the write (as when the report, made after the write, ran out of memory). */
-typedef struct keeping_t {
-    kt__entry_view_t inner; /* the merge's (kt__merge_view) */
-    kt__by_rank_t *keep;
-    int rc;                 /* the first failure to keep an entry */
-} keeping_t;
-
-static const kt_kernel_timing_t *keeping_get(const kt__entry_view_t *v, size_t i, kt_kernel_timing_t *tmp)
-{
-    keeping_t *k = (keeping_t *)v->user;
-    const kt_kernel_timing_t *e = kt__view_entry(&k->inner, i, tmp);
-    if (e && !k->rc)
-        k->rc = kt__by_rank_keep(k->keep, e);
-    return e;
-}
-
 /* The merge written as it is made, each entry as soon as it is merged (merge_consume.h): no array of merged
  * entries is held. The merged snapshot (JSON) to out_path (NULL or "-": standard output, unless by_rank), and with
  * by_rank the by-rank report on standard output after it, from what it reads of each entry (by_rank.h). The same
@@ -167,12 +150,12 @@ static int merge_streamed(kt_snapshot_t *const *in, size_t n, int by_model, int 
     }
     const kt_snapshot_t *meta = kt__merge_result(it);
     report_unaligned(meta, nsrc, n, paths);
-    keeping_t k = {.keep = keep};
-    kt__merge_view(it, &k.inner);
-    kt__entry_view_t v = k.inner;
-    if (keep) {
-        v.get = keeping_get;
-        v.user = &k;
+    kt__by_rank_keeping_t k = {.rc = 0};
+    kt__entry_view_t v;
+    kt__merge_view(it, &v);
+    if (keep) { /* each entry kept for the report as the writer asks for it */
+        kt__by_rank_keeping(&k, &v, keep);
+        v = k.view;
     }
     const char *target = out_path && strcmp(out_path, "-") ? out_path : NULL;
     if (target)
