@@ -19,8 +19,8 @@ double kt__median_sorted(const uint64_t *sorted, size_t n);
 /* x with P(Z <= x) = p for a standard normal Z. */
 double kt__normal_quantile(double p);
 
-/* Fill *out from sorted[0..n); scratch (n doubles) is needed for the MAD, which stays 0 when scratch is NULL. */
-void kt__stats_from_sorted(const uint64_t *sorted, size_t n, double *scratch, kt_sample_stats_t *out);
+/* Fill *out from sorted[0..n) (ascending). */
+void kt__stats_from_sorted(const uint64_t *sorted, size_t n, kt_sample_stats_t *out);
 
 /* Write then read every cache line of buf[0..bytes) so that what a kernel touched before is evicted. */
 void kt__cache_flush(unsigned char *buf, size_t bytes, unsigned pass);

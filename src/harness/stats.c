@@ -81,7 +81,35 @@ static uint32_t median_ci_rank95(uint32_t n)
     return r - 1;
 }
 
-void kt__stats_from_sorted(const uint64_t *sorted, size_t n, double *scratch, kt_sample_stats_t *out)
+/* The median absolute deviation of sorted[0..n) (n >= 1) from median, their median: the distances fall to the
+ * median and rise after it, two sorted runs, merged from the median outward only as far as the middle one (the
+ * same values as sorting all n distances, without the sort: 6 % of a comparison's CPU with --bootstrap 100). */
+static double mad_sorted(const uint64_t *sorted, size_t n, double median)
+{
+    size_t lo = 0, hi = n; /* r: the first value at or above the median */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((double)sorted[mid] < median) lo = mid + 1;
+        else hi = mid;
+    }
+    size_t l = lo, r = lo; /* the left run is sorted[l-1], sorted[l-2], ...; the right one sorted[r], ... */
+    double prev = 0.0, cur = 0.0;
+    for (size_t k = 0; k <= n / 2; k++) {
+        double dl = l ? fabs((double)sorted[l - 1] - median) : INFINITY;
+        double dr = r < n ? fabs((double)sorted[r] - median) : INFINITY;
+        prev = cur;
+        if (dl <= dr) {
+            cur = dl;
+            l--;
+        } else {
+            cur = dr;
+            r++;
+        }
+    }
+    return (n & 1) ? cur : 0.5 * (prev + cur);
+}
+
+void kt__stats_from_sorted(const uint64_t *sorted, size_t n, kt_sample_stats_t *out)
 {
     memset(out, 0, sizeof *out);
     if (n == 0) return;
@@ -102,12 +130,8 @@ void kt__stats_from_sorted(const uint64_t *sorted, size_t n, double *scratch, kt
     out->median_ns = kt__median_sorted(sorted, n);
     out->p10_ns = kt__quantile_sorted(sorted, n, 0.10);
     out->p90_ns = kt__quantile_sorted(sorted, n, 0.90);
-    if (scratch) {
-        for (size_t i = 0; i < n; i++) scratch[i] = fabs((double)sorted[i] - out->median_ns);
-        kt__sort_double_asc(scratch, n);
-        out->mad_ns = (n & 1) ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
-        out->madrel = out->median_ns > 0.0 ? 1.4826 * out->mad_ns / out->median_ns : 0.0;
-    }
+    out->mad_ns = mad_sorted(sorted, n, out->median_ns);
+    out->madrel = out->median_ns > 0.0 ? 1.4826 * out->mad_ns / out->median_ns : 0.0;
     uint32_t j = median_ci_rank95(out->count);
     if (j == 0) {
         out->median_ci_lo_ns = (double)sorted[0];
@@ -124,16 +148,10 @@ int kt_sample_stats(const uint64_t *samples, size_t count, kt_sample_stats_t *ou
     memset(out, 0, sizeof *out);
     if (count == 0) return 0;
     uint64_t *sorted = malloc(count * sizeof *sorted);
-    double *scratch = malloc(count * sizeof *scratch);
-    if (!sorted || !scratch) {
-        free(sorted);
-        free(scratch);
-        return KT_ENOMEM;
-    }
+    if (!sorted) return KT_ENOMEM;
     memcpy(sorted, samples, count * sizeof *sorted);
     kt__sort_u64(sorted, count);
-    kt__stats_from_sorted(sorted, count, scratch, out);
+    kt__stats_from_sorted(sorted, count, out);
     free(sorted);
-    free(scratch);
     return 0;
 }

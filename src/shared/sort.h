@@ -1,6 +1,6 @@
-/* sort.h — ascending sorts of the small arrays that statistics sort most (a kernel's samples and their distances
- * from the median, 32 of them in a typical snapshot): insertion sort up to KT_SORT_SMALL values, where qsort's calls
- * through a comparison function cost several times more, and qsort above. Header-only: both libraries use it
+/* sort.h — the ascending sort of the small arrays that statistics sort most (a kernel's samples, 32 of them in a
+ * typical snapshot): insertion sort up to KT_SORT_SMALL values, where qsort's calls through a comparison function
+ * cost several times more, and qsort above. Header-only: both libraries use it
  * (src/harness/stats.c, src/analysis/compare.c). */
 #ifndef KT_SHARED_SORT_H
 #define KT_SHARED_SORT_H
@@ -14,12 +14,6 @@
 static inline int kt__sort_cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static inline int kt__sort_cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
@@ -39,15 +33,6 @@ static inline void kt__sort_u64_asc(uint64_t *v, size_t n)
 {
     if (n > KT_SORT_SMALL)
         qsort(v, n, sizeof *v, kt__sort_cmp_u64);
-    else
-        KT__INSERTION_SORT(v, n);
-}
-
-/* v without NaN (qsort's order of NaNs is not insertion sort's). */
-static inline void kt__sort_double_asc(double *v, size_t n)
-{
-    if (n > KT_SORT_SMALL)
-        qsort(v, n, sizeof *v, kt__sort_cmp_double);
     else
         KT__INSERTION_SORT(v, n);
 }
