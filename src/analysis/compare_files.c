@@ -7,6 +7,7 @@
 #include "analysis/load_sink.h"
 
 #include <fnmatch.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,32 +49,9 @@ static int take(void *user, kt_kernel_timing_t *e, size_t i, size_t count)
     return 0;
 }
 
-/* Equal keys: 0 (the from index aside). */
-static int key_cmp(const kt__cmp_entry_t *a, const kt__cmp_entry_t *b)
-{
-    return kt__key_cmp(a->name, a->backend, a->device, b->name, b->backend, b->device);
-}
-
-static int entry_cmp(const void *x, const void *y)
-{
-    const kt__cmp_entry_t *a = x, *b = y;
-    int r = key_cmp(a, b);
-    return r ? r : (a->from < b->from ? -1 : a->from > b->from);
-}
-
-/* In the loader's order, and refused as it refuses the same (name, backend, device) twice. */
-static int order(file_side_t *side, const char *path, char *errbuf, size_t errlen)
-{
-    size_t i;
-    for (i = 1; i < side->n && entry_cmp(&side->v[i - 1], &side->v[i]) < 0; i++)
-        ;
-    if (i < side->n)
-        qsort(side->v, side->n, sizeof *side->v, entry_cmp);
-    for (i = 1; i < side->n; i++)
-        if (!key_cmp(&side->v[i - 1], &side->v[i]))
-            return kt__load_duplicate_error(path, side->v[i - 1].from, side->v[i].from, errbuf, errlen);
-    return 0;
-}
+/* Where a record keeps its key (kt__records_order puts the records in the loader's order). */
+static const kt__key_layout_t kCmpKey = {offsetof(kt__cmp_entry_t, name), offsetof(kt__cmp_entry_t, device),
+                                        offsetof(kt__cmp_entry_t, backend), offsetof(kt__cmp_entry_t, from)};
 
 /* Keeps the kernels whose name matches glob (ktiming's --filter). */
 static void filter(file_side_t *side, const char *glob)
@@ -102,7 +80,7 @@ static int load_side(kt__cmp_files_t *f, file_side_t *side, const char *path, si
     free(side->meta->spans); /* read and checked; a comparison has no use for them */
     side->meta->spans = NULL;
     side->meta->span_count = 0;
-    return order(side, path, errbuf, errlen);
+    return kt__records_order(side->v, side->n, sizeof *side->v, &kCmpKey, path, errbuf, errlen);
 }
 
 int kt__compare_files_load(const char *before, const char *after, size_t max_bytes, const char *glob,

@@ -3,6 +3,7 @@
  * KT_EPARSE with a message naming the position or the member. */
 #include <ktiming/analysis.h>
 
+#include "analysis/compare_match.h"
 #include "analysis/json_scan.h"
 #include "analysis/load_sink.h"
 #include "shared/shared.h"
@@ -2181,4 +2182,53 @@ static int load_file(const char *path, const kt_load_opts_t *opts, const kt__ent
     if (rc)
         fail(&c, rc, "%s: %s", path, msg);
     return rc;
+}
+
+static const char *record_str(const char *r, size_t off)
+{
+    const char *s;
+    memcpy(&s, r + off, sizeof s);
+    return s;
+}
+
+static size_t record_from(const char *r, const kt__key_layout_t *k)
+{
+    size_t from;
+    memcpy(&from, r + k->from, sizeof from);
+    return from;
+}
+
+static int record_key_cmp(const char *a, const char *b, const kt__key_layout_t *k)
+{
+    kt_backend_t ab, bb;
+    memcpy(&ab, a + k->backend, sizeof ab);
+    memcpy(&bb, b + k->backend, sizeof bb);
+    return kt__key_cmp(record_str(a, k->name), ab, record_str(a, k->device), record_str(b, k->name), bb,
+                       record_str(b, k->device));
+}
+
+static int record_cmp(const void *x, const void *y, void *layout)
+{
+    const kt__key_layout_t *k = layout;
+    int r = record_key_cmp(x, y, k);
+    if (r)
+        return r;
+    size_t fa = record_from(x, k), fb = record_from(y, k);
+    return fa < fb ? -1 : fa > fb;
+}
+
+int kt__records_order(void *v, size_t n, size_t size, const kt__key_layout_t *k, const char *path, char *errbuf,
+                      size_t errlen)
+{
+    char *p = v;
+    size_t i;
+    for (i = 1; i < n && record_cmp(p + (i - 1) * size, p + i * size, (void *)k) < 0; i++)
+        ;
+    if (i < n)
+        qsort_r(v, n, size, record_cmp, (void *)k);
+    for (i = 1; i < n; i++)
+        if (!record_key_cmp(p + (i - 1) * size, p + i * size, k))
+            return kt__load_duplicate_error(path, record_from(p + (i - 1) * size, k), record_from(p + i * size, k),
+                                            errbuf, errlen);
+    return 0;
 }

@@ -27,4 +27,17 @@ void kt__entries_free(kt_kernel_timing_t *entries, size_t n);
  * for `path`, into errbuf. Returns KT_EPARSE. */
 int kt__load_duplicate_error(const char *path, size_t first, size_t second, char *errbuf, size_t errlen);
 
+/* Where a narrow reader's record keeps its key: offsetof its name and device (const char *), backend
+ * (kt_backend_t) and from (size_t: its index in the file). */
+typedef struct kt__key_layout_t {
+    size_t name, device, backend, from;
+} kt__key_layout_t;
+
+/* Puts records v[0..n) (size bytes each, laid out as k says) in kt_snapshot_load's order (compare_match.h's
+ * kt__key_cmp, equal keys by from), with a pass that finds them in order instead of a sort when they are, and
+ * refuses a key given twice as the loader does (path names the file): 0, or kt__load_duplicate_error's code with
+ * its message. The narrow readers (report_file.c, compare_files.c) order their records with it. */
+int kt__records_order(void *v, size_t n, size_t size, const kt__key_layout_t *k, const char *path, char *errbuf,
+                      size_t errlen);
+
 #endif

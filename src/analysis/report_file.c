@@ -7,6 +7,7 @@
 #include "analysis/compare_match.h"
 #include "analysis/load_sink.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,10 @@ typedef struct lean_t {
     uint32_t sample_count; /* samples the entry had (0 when none were given) */
     kt_backend_t backend;
 } lean_t;
+
+/* Where a record keeps its key (kt__records_order puts the records in the loader's order). */
+static const kt__key_layout_t kLeanKey = {offsetof(lean_t, name), offsetof(lean_t, device), offsetof(lean_t, backend),
+                                         offsetof(lean_t, from)};
 
 struct kt__report_file_t {
     lean_t *v;
@@ -105,35 +110,6 @@ static int take(void *user, kt_kernel_timing_t *e, size_t i, size_t count)
     return 0;
 }
 
-/* Equal keys: 0 (the from index aside). */
-static int key_cmp(const lean_t *a, const lean_t *b)
-{
-    return kt__key_cmp(a->name, a->backend, a->device, b->name, b->backend, b->device);
-}
-
-static int lean_cmp(const void *x, const void *y)
-{
-    const lean_t *a = x, *b = y;
-    int r = key_cmp(a, b);
-    return r ? r : (a->from < b->from ? -1 : a->from > b->from);
-}
-
-/* In kt_snapshot_load's order (name, backend, device), refused as it refuses the same key twice. */
-static int order(kt__report_file_t *f, const char *path, char *errbuf, size_t errlen)
-{
-    size_t i;
-    for (i = 1; i < f->n && lean_cmp(&f->v[i - 1], &f->v[i]) < 0; i++)
-        ;
-    if (i < f->n)
-        qsort(f->v, f->n, sizeof *f->v, lean_cmp);
-    for (i = 1; i < f->n; i++) {
-        const lean_t *a = &f->v[i - 1], *b = &f->v[i];
-        if (!key_cmp(a, b))
-            return kt__load_duplicate_error(path, a->from, b->from, errbuf, errlen);
-    }
-    return 0;
-}
-
 int kt__report_file_load(const char *path, size_t max_bytes, kt__report_file_t **out, char *errbuf, size_t errlen)
 {
     if (errbuf && errlen)
@@ -153,7 +129,7 @@ int kt__report_file_load(const char *path, size_t max_bytes, kt__report_file_t *
         free(f->meta->spans); /* read and checked; no table shows them */
         f->meta->spans = NULL;
         f->meta->span_count = 0;
-        rc = order(f, path, errbuf, errlen);
+        rc = kt__records_order(f->v, f->n, sizeof *f->v, &kLeanKey, path, errbuf, errlen);
     }
     if (rc) {
         kt__report_file_free(f);
