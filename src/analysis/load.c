@@ -1692,21 +1692,8 @@ static int read_element(load_ctx_t *c, section_t sec, const cJSON *o, size_t i, 
 
 void kt__entries_free(kt_kernel_timing_t *entries, size_t n)
 {
-    kt_snapshot_t *tmp = n ? calloc(1, sizeof *tmp) : NULL;
-    if (tmp) { /* kt_snapshot_free knows every member an entry owns */
-        tmp->entries = entries;
-        tmp->count = n;
-        kt_snapshot_free(tmp);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) { /* out of memory: what an entry owned when this was written */
-        free((void *)entries[i].name);
-        free((void *)entries[i].device);
-        free(entries[i].samples);
-        free(entries[i].hist);
-        free(entries[i].by_source);
-        free(entries[i].configs);
-    }
+    for (size_t i = 0; i < n; i++)
+        kt__entry_release(&entries[i]);
     free(entries);
 }
 

@@ -789,12 +789,7 @@ struct kt__merge_iter_t {
 /* What the entry owns freed, and the entry zeroed. */
 static void entry_clear(kt_kernel_timing_t *t)
 {
-    free((void *)t->name);
-    free((void *)t->device);
-    free(t->samples);
-    free(t->hist);
-    free(t->by_source);
-    free(t->configs);
+    kt__entry_release(t);
     memset(t, 0, sizeof *t);
 }
 

@@ -297,13 +297,8 @@ typedef struct build_t {
 
 static void build_free(build_t *b)
 {
-    for (uint32_t i = 0; i < b->ne; i++) {
-        free((void *)b->eb[i].t.name);
-        free((void *)b->eb[i].t.device);
-        free(b->eb[i].t.samples);
-        free(b->eb[i].t.hist);
-        free(b->eb[i].t.configs);
-    }
+    for (uint32_t i = 0; i < b->ne; i++)
+        kt__entry_release(&b->eb[i].t);
     free(b->cfg);
     free(b->shards);
     free(b->span_n);
@@ -872,14 +867,8 @@ void kt_snapshot_free(kt_snapshot_t *snap)
 {
     if (!snap)
         return;
-    for (size_t i = 0; i < snap->count; i++) {
-        free((void *)snap->entries[i].name);
-        free((void *)snap->entries[i].device);
-        free(snap->entries[i].samples);
-        free(snap->entries[i].hist);
-        free(snap->entries[i].by_source);
-        free(snap->entries[i].configs);
-    }
+    for (size_t i = 0; i < snap->count; i++)
+        kt__entry_release(&snap->entries[i]);
     free(snap->entries);
     free(snap->sources);
     free(snap->spans);

@@ -323,4 +323,17 @@ static inline uint32_t kt__configs_fold(kt_config_timing_t *r, uint32_t n)
     return keep + 1;
 }
 
+/* Frees what an entry owns (its name, device label, samples, histogram, per-source totals and launch
+ * configurations; not the entry itself): the one list of them, for kt_snapshot_free and every reader or merge
+ * that drops entries one at a time. */
+static inline void kt__entry_release(kt_kernel_timing_t *e)
+{
+    free((void *)e->name);
+    free((void *)e->device);
+    free(e->samples);
+    free(e->hist);
+    free(e->by_source);
+    free(e->configs);
+}
+
 #endif
