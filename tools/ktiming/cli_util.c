@@ -1,6 +1,7 @@
 /* cli_util.c — what every ktiming subcommand shares: usage errors, format and sort words, the name filter
  * for whole snapshots, and the progress line on a terminal. */
 #include "cli.h"
+#include "shared/shared.h" /* kt__entry_release */
 
 #include <fnmatch.h>
 #include <stdarg.h>
@@ -77,12 +78,7 @@ void ktcli_snapshot_filter(kt_snapshot_t *snap, const char *glob)
         }
         if (map)
             map[i] = UINT32_MAX;
-        free((void *)e->name);
-        free((void *)e->device);
-        free(e->samples);
-        free(e->hist);
-        free(e->by_source);
-        free(e->configs);
+        kt__entry_release(e);
     }
     size_t total = snap->count, spans = 0;
     snap->count = kept;
