@@ -10,12 +10,11 @@ find_program(KTIMING_NVCC nvcc HINTS ENV CUDA_PATH ENV CUDA_HOME /usr/local/cuda
   DOC "nvcc used for ktiming's device-side code")
 
 set(KTIMING_HAVE_NVCC OFF)
-if(KTIMING_WITH_CUDA AND KTIMING_NVCC AND NOT KTIMING_SANITIZE)
+if(KTIMING_WITH_CUDA AND KTIMING_NVCC)
   get_filename_component(_kt_cuda_bin ${KTIMING_NVCC} DIRECTORY)
   get_filename_component(KTIMING_CUDA_ROOT ${_kt_cuda_bin} DIRECTORY)
-  find_program(KTIMING_PTXAS ptxas HINTS ${_kt_cuda_bin} NO_DEFAULT_PATH)
-  find_library(KTIMING_CUDART_STATIC cudart_static
-    HINTS ${KTIMING_CUDA_ROOT}/lib64 ${KTIMING_CUDA_ROOT}/lib NO_DEFAULT_PATH)
+  # CUPTI's header and soname: host C code only (the injection library, the CUPTI test double), so found in
+  # sanitizer builds too, where the test double serves the CUDA backend's reset watch under ASan and TSan
   find_path(KTIMING_CUPTI_INCLUDE_DIR cupti.h
     HINTS ${KTIMING_CUDA_ROOT}/include ${KTIMING_CUDA_ROOT}/extras/CUPTI/include NO_DEFAULT_PATH)
   find_library(KTIMING_CUPTI_LIBRARY cupti
@@ -29,6 +28,11 @@ if(KTIMING_WITH_CUDA AND KTIMING_NVCC AND NOT KTIMING_SANITIZE)
     string(REGEX MATCH "soname: \\[([^]]+)\\]" _kt_m "${_kt_cupti_dyn}")
     set(KTIMING_CUPTI_SONAME "${CMAKE_MATCH_1}")
   endif()
+endif()
+if(KTIMING_WITH_CUDA AND KTIMING_NVCC AND NOT KTIMING_SANITIZE)
+  find_program(KTIMING_PTXAS ptxas HINTS ${_kt_cuda_bin} NO_DEFAULT_PATH)
+  find_library(KTIMING_CUDART_STATIC cudart_static
+    HINTS ${KTIMING_CUDA_ROOT}/lib64 ${KTIMING_CUDA_ROOT}/lib NO_DEFAULT_PATH)
   find_file(KTIMING_CUDA_STUB_DRIVER libcuda.so
     HINTS ${KTIMING_CUDA_ROOT}/lib64/stubs ${KTIMING_CUDA_ROOT}/lib/stubs NO_DEFAULT_PATH)
   set(KTIMING_HAVE_NVCC ON)

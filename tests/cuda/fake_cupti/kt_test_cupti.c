@@ -31,9 +31,13 @@
  * timestamps, timestamp callback); kt_test_cupti_destroy_context() plays the driver's part in cuCtxDestroy: it
  * calls the resource callback at CONTEXT_DESTROY_STARTING when one is enabled and returns how many records were
  * delivered during it, plus 10 for each in-flight record a forced flush handed over then;
- * kt_test_cupti_program_waits() makes the driver/runtime API callbacks of a program's synchronisation calls. */
+ * kt_test_cupti_program_waits() makes the driver/runtime API callbacks of a program's synchronisation calls.
+ * In a process that also holds the CUDA driver double (tests linking it), the subscriber's CONTEXT_DESTROY_STARTING
+ * callback is made from inside the double's cuDevicePrimaryCtxReset and cuCtxDestroy too, with the real context,
+ * on the destroying thread and before anything is freed, as CUPTI does (kt_test_cuda_driver_on_destroy). */
 #include <cupti.h>
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -164,8 +168,12 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t *timestamp)
 
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char **str)
 {
-    (void)result;
-    *str = "fake CUPTI error";
+    switch (result) { /* CUPTI names its results by their enumerators */
+    case CUPTI_SUCCESS: *str = "CUPTI_SUCCESS"; break;
+    case CUPTI_ERROR_INVALID_PARAMETER: *str = "CUPTI_ERROR_INVALID_PARAMETER"; break;
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: *str = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"; break;
+    default: *str = "fake CUPTI error"; break;
+    }
     return CUPTI_SUCCESS;
 }
 
@@ -460,12 +468,35 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *su
     return CUPTI_SUCCESS;
 }
 
+/* The real CUPTI calls a subscriber's CONTEXT_DESTROY_STARTING callback from inside the driver's cuCtxDestroy and
+ * cuDevicePrimaryCtxReset, on the destroying thread, before the context's resources go. When the CUDA driver double
+ * is in the process (a test linking it), the double registers this with it while the callback is enabled. */
+static void driver_destroy_starting(struct CUctx_st *ctx)
+{
+    CUpti_CallbackFunc cb = g_callback;
+    if (!cb || !g_destroy_enabled)
+        return;
+    CUpti_ResourceData d;
+    memset(&d, 0, sizeof d);
+    d.context = (CUcontext)ctx;
+    cb(g_callback_user, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, &d);
+}
+
+static void driver_destroy_hook(int on)
+{
+    void (*set)(void (*)(struct CUctx_st *)) = NULL;
+    *(void **)&set = dlsym(RTLD_DEFAULT, "kt_test_cuda_driver_on_destroy");
+    if (set)
+        set(on ? driver_destroy_starting : NULL);
+}
+
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle sub)
 {
     if (!g_callback || sub != (CUpti_SubscriberHandle)(void *)&g_callback)
         return CUPTI_ERROR_INVALID_PARAMETER;
     g_callback = NULL;
     g_destroy_enabled = 0;
+    driver_destroy_hook(0);
     memset(g_api_enabled, 0, sizeof g_api_enabled);
     return CUPTI_SUCCESS;
 }
@@ -475,9 +506,10 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpt
 {
     if (!g_callback || sub != (CUpti_SubscriberHandle)(void *)&g_callback)
         return CUPTI_ERROR_INVALID_PARAMETER;
-    if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
+    if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
         g_destroy_enabled = enable != 0;
-    else if ((domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API) && cbid < 1024)
+        driver_destroy_hook(g_destroy_enabled);
+    } else if ((domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API) && cbid < 1024)
         g_api_enabled[domain == CUPTI_CB_DOMAIN_RUNTIME_API][cbid] = enable != 0;
     else
         return CUPTI_ERROR_INVALID_PARAMETER;

@@ -722,12 +722,55 @@ static void ctx_kill_locked(struct CUctx_st *c)
     pthread_cond_broadcast(&F.cond);
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * Context destruction as a tool sees it
+ * ------------------------------------------------------------------------------------------------- */
+
+/* CUPTI's resource callback at CONTEXT_DESTROY_STARTING: the CUPTI double registers its function here while a
+ * subscriber has that callback enabled; the driver calls it on the destroying thread, before anything of the
+ * context is freed (a tool may still use the context's handles inside it). */
+static void (*g_destroy_hook)(struct CUctx_st *);
+
+/* A reset landing inside a tool's context check (kt_test_cuda_driver_race_destroy). */
+enum { RACE_IDLE = 0, RACE_STARTED = 1, RACE_IN_CALLBACK = 2, RACE_DONE = 3 };
+static struct {
+    struct CUctx_st *ctx; /* the context to reset (primary) or destroy (user) */
+    pthread_t armer;      /* the thread that armed it: its own cuCtxGetId calls do not trigger */
+    int armed;            /* waiting for another thread's cuCtxGetId of ctx */
+    int state;            /* RACE_* */
+    int joinable;         /* thread below was created and not joined */
+    pthread_t thread;     /* the "program thread" that resets */
+    pthread_cond_t cond;  /* state changes (with F.lock) */
+} R = {.cond = PTHREAD_COND_INITIALIZER};
+
+EXPORT void kt_test_cuda_driver_on_destroy(void (*fn)(struct CUctx_st *ctx))
+{
+    pthread_mutex_lock(&F.lock);
+    g_destroy_hook = fn;
+    pthread_mutex_unlock(&F.lock);
+}
+
+/* The destroying thread, before c's resources are freed: tell the tool, if one asked. */
+static void destroy_starting(struct CUctx_st *c)
+{
+    pthread_mutex_lock(&F.lock);
+    void (*fn)(struct CUctx_st *) = g_destroy_hook;
+    if (fn && R.state == RACE_STARTED && R.joinable && pthread_equal(R.thread, pthread_self())) {
+        R.state = RACE_IN_CALLBACK; /* the tool has been told: what it does now is its business */
+        pthread_cond_broadcast(&R.cond);
+    }
+    pthread_mutex_unlock(&F.lock);
+    if (fn)
+        fn(c);
+}
+
 /* cudaDeviceReset: all resources of the primary context are destroyed, whoever retains it; the context
  * handle stays usable and gets a new id. */
 EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice d)
 {
     if (d < 0 || d >= F.devices)
         return E_INVALID_DEVICE;
+    destroy_starting(&F.ctx[d]);
     pthread_mutex_lock(&F.lock);
     ctx_kill_locked(&F.ctx[d]);
     F.ctx[d].id = ++F.next_ctx_id;
@@ -764,6 +807,12 @@ EXPORT CUresult cuCtxDestroy_v2(struct CUctx_st *c)
     if (!c)
         return E_INVALID_CONTEXT;
     pthread_mutex_lock(&F.lock); /* `destroyed` is read by other threads' calls too (a collector's push) */
+    int destroyed = c->destroyed;
+    pthread_mutex_unlock(&F.lock);
+    if (destroyed)
+        return E_INVALID_CONTEXT;
+    destroy_starting(c);
+    pthread_mutex_lock(&F.lock);
     if (c->destroyed) {
         pthread_mutex_unlock(&F.lock);
         return E_INVALID_CONTEXT;
@@ -778,6 +827,105 @@ EXPORT CUresult cuCtxDestroy_v2(struct CUctx_st *c)
             break;
         }
     return OK;
+}
+
+/* The program's thread of a raced reset: cudaDeviceReset for a primary context, cuCtxDestroy for a user one. */
+static void *race_thread(void *arg)
+{
+    struct CUctx_st *c = arg;
+    if (c >= &F.ctx[0] && c < &F.ctx[MAX_DEVICES])
+        cuDevicePrimaryCtxReset(c->device);
+    else
+        cuCtxDestroy_v2(c);
+    pthread_mutex_lock(&F.lock);
+    R.state = RACE_DONE;
+    F.st.raced_destroys++;
+    pthread_cond_broadcast(&R.cond);
+    pthread_mutex_unlock(&F.lock);
+    return NULL;
+}
+
+/* Between a tool's cuCtxGetId that answered c's current id and its next use of an event: another thread resets
+ * or destroys c now, and the use goes on once that is over, or once the tool's destroy callback runs (the tool
+ * was told before anything was freed; a tool that waits there for its own check to finish never uses a freed
+ * handle). Without a callback the use is the one unpreventable raced use. */
+static void race_start(struct CUctx_st *c)
+{
+    pthread_t th;
+    pthread_mutex_lock(&F.lock);
+    if (pthread_create(&th, NULL, race_thread, c) != 0) {
+        R.state = RACE_IDLE;
+        pthread_mutex_unlock(&F.lock);
+        return;
+    }
+    R.thread = th;
+    R.joinable = 1;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 30; /* a stuck tool fails the test's own checks rather than hanging it */
+    while (R.state == RACE_STARTED)
+        if (pthread_cond_timedwait(&R.cond, &F.lock, &until) != 0)
+            break;
+    pthread_mutex_unlock(&F.lock);
+}
+
+/* At the top of each event call: the armed race lands here when this thread checked the event's context just
+ * before (a collector's id check, then its query). */
+static void race_point(struct CUevent_st *e)
+{
+    pthread_mutex_lock(&F.lock);
+    struct CUctx_st *c = R.ctx;
+    int go = R.armed && t_check_fresh && t_checked_ctx == c && e && e->magic == MAGIC_EVENT && e->ctx == c &&
+             !pthread_equal(R.armer, pthread_self());
+    if (go) {
+        R.armed = 0;
+        R.state = RACE_STARTED;
+    }
+    pthread_mutex_unlock(&F.lock);
+    if (go)
+        race_start(c);
+}
+
+EXPORT int kt_test_cuda_driver_race_destroy(struct CUctx_st *c)
+{
+    pthread_mutex_lock(&F.lock);
+    int busy = R.armed || R.state == RACE_STARTED || R.state == RACE_IN_CALLBACK || !c;
+    if (!busy) {
+        R.ctx = c;
+        R.armer = pthread_self();
+        R.armed = 1;
+        R.state = RACE_IDLE;
+    }
+    pthread_mutex_unlock(&F.lock);
+    return busy ? -1 : 0;
+}
+
+EXPORT int kt_test_cuda_driver_race_wait(uint32_t timeout_ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000u;
+    until.tv_nsec += (long)(timeout_ms % 1000u) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&F.lock);
+    while (R.state != RACE_DONE)
+        if (pthread_cond_timedwait(&R.cond, &F.lock, &until) != 0)
+            break;
+    int done = R.state == RACE_DONE;
+    int join = done && R.joinable;
+    pthread_t th = R.thread;
+    if (done) {
+        R.joinable = 0;
+        R.state = RACE_IDLE;
+    }
+    R.armed = 0;
+    pthread_mutex_unlock(&F.lock);
+    if (join)
+        pthread_join(th, NULL);
+    return done;
 }
 
 EXPORT CUresult cuCtxGetId(struct CUctx_st *c, unsigned long long *id)
@@ -893,6 +1041,7 @@ EXPORT CUresult cuEventDestroy_v2(struct CUevent_st *e)
 {
     if (deinit_call())
         return E_DEINITIALIZED;
+    race_point(e);
     pthread_mutex_lock(&F.lock);
     if (!event_ok_locked(e)) {
         pthread_mutex_unlock(&F.lock);
@@ -909,6 +1058,7 @@ EXPORT CUresult cuEventRecord(struct CUevent_st *e, struct CUstream_st *stream)
 {
     if (deinit_call())
         return E_DEINITIALIZED;
+    race_point(e);
     pthread_mutex_lock(&F.lock);
     F.st.event_records++;
     if (!event_ok_locked(e)) {
@@ -941,6 +1091,7 @@ EXPORT CUresult cuEventQuery(struct CUevent_st *e)
 {
     if (deinit_call())
         return E_DEINITIALIZED;
+    race_point(e);
     pthread_mutex_lock(&F.lock);
     if (F.block_queries) { /* kt_test_cuda_driver_block_queries: wait inside the call, as a slow driver does */
         F.st.blocked_queries++;
@@ -961,6 +1112,7 @@ EXPORT CUresult cuEventQuery(struct CUevent_st *e)
 
 EXPORT CUresult cuEventSynchronize(struct CUevent_st *e)
 {
+    race_point(e);
     pthread_mutex_lock(&F.lock);
     F.st.event_syncs++;
     if (t_watched)
@@ -978,6 +1130,7 @@ EXPORT CUresult cuEventSynchronize(struct CUevent_st *e)
 
 static CUresult elapsed(float *ms, struct CUevent_st *a, struct CUevent_st *b)
 {
+    race_point(a);
     pthread_mutex_lock(&F.lock);
     F.st.elapsed_calls++;
     if (t_watched)

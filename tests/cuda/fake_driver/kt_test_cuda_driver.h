@@ -51,6 +51,7 @@ extern "C" {
 
 struct CUstream_st;
 struct CUevent_st;
+struct CUctx_st;
 
 /* Call counters. */
 typedef struct kt_test_cuda_stats_t {
@@ -86,6 +87,7 @@ typedef struct kt_test_cuda_stats_t {
     uint64_t blocked_queries;        /* cuEventQuery calls that waited in kt_test_cuda_driver_block_queries */
     uint64_t lazy_load_waits;        /* first launches of a kernel that waited for a spinning kernel to end (lazy
                                         loading synchronises the context) */
+    uint64_t raced_destroys;         /* resets and destroys kt_test_cuda_driver_race_destroy made */
 } kt_test_cuda_stats_t;
 
 void kt_test_cuda_driver_stats(kt_test_cuda_stats_t *out);
@@ -116,6 +118,19 @@ void kt_test_cuda_driver_block_queries(int on);
 void kt_test_cuda_driver_deinit(int on);
 /* Events created and not destroyed. */
 uint64_t kt_test_cuda_driver_live_events(void);
+/* A reset racing a tool's context check: the next event call on one of ctx's events made by a thread other than
+ * the calling one (a tool's collector) right after its cuCtxGetId of ctx answered the live id makes another
+ * thread reset ctx (cuDevicePrimaryCtxReset for a primary context, e.g. kt_test_ctx_enter's) or destroy it
+ * (cuCtxDestroy, a user context) — the reset lands between the check and the use. The event call goes on once
+ * the reset is over, or once the tool's CONTEXT_DESTROY_STARTING callback runs (the CUPTI double registers it
+ * through kt_test_cuda_driver_on_destroy while a subscriber enables it). -1 if a race is still armed or running. */
+int kt_test_cuda_driver_race_destroy(struct CUctx_st *ctx);
+/* Waits up to timeout_ms for the raced reset to finish; 1 when it did (then it can be armed again), 0 if it was
+ * never triggered (it is disarmed) or is still running. */
+int kt_test_cuda_driver_race_wait(uint32_t timeout_ms);
+/* CUPTI's part in context destruction: fn is called on the destroying thread before the context's resources are
+ * freed (NULL: none). The CUPTI double sets it; tests need not. */
+void kt_test_cuda_driver_on_destroy(void (*fn)(struct CUctx_st *ctx));
 
 #ifdef __cplusplus
 }
