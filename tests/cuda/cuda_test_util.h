@@ -53,6 +53,15 @@ static inline void kt_test_ctx_leave(void)
     cuDevicePrimaryCtxRelease_v2(0);
 }
 
+/* The group teardown of the tests whose setup made a context current with kt_test_ctx_enter. */
+static inline int kt_test_cuda_teardown(void **state)
+{
+    (void)state;
+    kt_cuda_shutdown();
+    kt_test_ctx_leave();
+    return 0;
+}
+
 static inline struct CUstream_st *kt_test_stream(void)
 {
     struct CUstream_st *s = NULL;

@@ -16,14 +16,6 @@ static int setup(void **state)
     return kt_cuda_init(NULL);
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    kt_cuda_shutdown();
-    kt_test_ctx_leave();
-    return 0;
-}
-
 static uint64_t raw_now_ns(void)
 {
     struct timespec ts;
@@ -152,5 +144,5 @@ int main(void)
         cmocka_unit_test(test_enqueue_never_waits),
         cmocka_unit_test(test_threads),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

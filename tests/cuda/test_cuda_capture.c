@@ -25,14 +25,6 @@ static int setup(void **state)
     return kt_cuda_init(NULL);
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    kt_cuda_shutdown();
-    kt_test_ctx_leave();
-    return 0;
-}
-
 static void test_span_on_capturing_stream_is_skipped(void **state)
 {
     (void)state;
@@ -218,5 +210,5 @@ int main(void)
         cmocka_unit_test(test_program_calls_keep_a_global_capture),
         cmocka_unit_test(test_legacy_stream_beside_a_capture_is_skipped),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

@@ -12,14 +12,6 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    kt_cuda_shutdown();
-    kt_test_ctx_leave();
-    return 0;
-}
-
 /* Everything ktiming made since `before` has been destroyed. */
 static void assert_all_released(const kt_test_cuda_stats_t *before)
 {
@@ -136,5 +128,5 @@ int main(void)
         cmocka_unit_test(test_shutdown_destroys_everything),
         cmocka_unit_test(test_context_release),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

@@ -14,14 +14,6 @@ static int setup(void **state)
     return kt_cuda_init(NULL);
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    kt_cuda_shutdown();
-    kt_test_ctx_leave();
-    return 0;
-}
-
 static void test_stop_counts_in_flight(void **state)
 {
     (void)state;
@@ -98,5 +90,5 @@ int main(void)
         cmocka_unit_test(test_stop_counts_in_flight),
         cmocka_unit_test(test_stop_gives_up_when_driver_is_gone),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

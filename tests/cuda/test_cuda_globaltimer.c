@@ -14,14 +14,6 @@ static int setup(void **state)
     return kt_cuda_init(NULL);
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    kt_cuda_shutdown();
-    kt_test_ctx_leave();
-    return 0;
-}
-
 static void test_read_batch_resolution(void **state)
 {
     (void)state;
@@ -234,5 +226,5 @@ int main(void)
         cmocka_unit_test(test_slots),
         cmocka_unit_test(test_slots_granularity_always_counted),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

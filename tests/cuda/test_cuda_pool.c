@@ -11,14 +11,6 @@ static int setup(void **state)
     return kt_cuda_init(&(kt_cuda_desc_t){.pool_chunk = 8});
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    kt_cuda_shutdown();
-    kt_test_ctx_leave();
-    return 0;
-}
-
 /* n dispatches while the stream is held, so all are in flight at once; then release and flush. */
 static void burst(struct CUstream_st *s, const char *name, int n)
 {
@@ -123,5 +115,5 @@ int main(void)
         cmocka_unit_test(test_pool_grows_then_reuses),
         cmocka_unit_test(test_pool_limit_drops),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

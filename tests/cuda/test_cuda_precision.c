@@ -15,14 +15,6 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    kt_cuda_shutdown();
-    kt_test_ctx_leave();
-    return 0;
-}
-
 static void test_durations_far_apart(void **state)
 {
     (void)state;
@@ -146,5 +138,5 @@ int main(void)
         cmocka_unit_test(test_durations_far_apart),
         cmocka_unit_test(test_placement_with_drift),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

@@ -19,14 +19,6 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    kt_cuda_shutdown();
-    kt_test_ctx_leave();
-    return 0;
-}
-
 static size_t log_len(struct CUstream_st *s)
 {
     uint64_t ts[256];
@@ -135,5 +127,5 @@ int main(void)
         cmocka_unit_test(test_desc_per_thread),
         cmocka_unit_test(test_compiled_per_thread_timer_and_held),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

@@ -14,14 +14,6 @@ static int setup(void **state)
     return kt_cuda_init(&(kt_cuda_desc_t){.sync = 1});
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    kt_cuda_shutdown();
-    kt_test_ctx_leave();
-    return 0;
-}
-
 /* Releases a held stream after a delay. */
 static void *release_later(void *arg)
 {
@@ -79,5 +71,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_end_waits_and_records),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

@@ -16,14 +16,6 @@ static int setup(void **state)
     return kt_cuda_init(NULL);
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    kt_cuda_shutdown();
-    kt_test_ctx_leave();
-    return 0;
-}
-
 static void test_same_interface_as_cpu_timer(void **state)
 {
     (void)state;
@@ -116,5 +108,5 @@ int main(void)
         cmocka_unit_test(test_running_is_cumulative),
         cmocka_unit_test(test_elapsed_waits_for_stop),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }
