@@ -202,7 +202,8 @@ KT_API int kt_cuda_device_primary(int ordinal, struct CUctx_st **ctx);
  *   Device reset: after cudaDeviceReset / cuDevicePrimaryCtxReset or cuCtxDestroy, ktiming notices (the
  *   context's id changed, CUDA 12.0+ drivers; checked before each use of its handles), forgets the context's
  *   events without touching them and counts what was in flight as dropped ("context reset"); a span open
- *   across the reset ends with KT_ESTATE. In a process forked after CUDA was initialised every call returns
+ *   across the reset ends with KT_ESTATE. A reset landing between that check and the collector's next call
+ *   makes one use of a freed event; kt_cuda_watch_resets (or `ktiming run`) closes that window. In a process forked after CUDA was initialised every call returns
  *   KT_EUNAVAILABLE.
  *   Per-thread default stream: a NULL stream is the legacy default stream unless per_thread_default_stream is
  *   set, or this header is compiled with nvcc --default-stream per-thread (CUDA_API_PER_THREAD_DEFAULT_STREAM):
@@ -220,6 +221,17 @@ static inline struct CUstream_st *kt__cuda_ptds_stream(struct CUstream_st *strea
 /* Collect ktiming's state for a context before you destroy it (waits up to flush_timeout_ms), then destroy
  * its events. No span, timer or slot buffer of that context may be in use during or after the call. */
 KT_API int kt_cuda_context_release(struct CUctx_st *ctx);
+/* Device reset without the race (on = 1; 0 gives it back). A reset (cudaDeviceReset, cuDevicePrimaryCtxReset)
+ * or cuCtxDestroy frees ktiming's events with the program's; ktiming notices by the context's id, but a reset
+ * landing between that check and the collector's next call makes one use of a freed event. Watching, ktiming
+ * holds CUPTI's callback subscription (libcupti is dlopen'ed: KTIMING_CUPTI_LIBRARY, else libcupti.so.13/.12)
+ * and is told on the destroying thread before anything is freed: it waits for a collection in progress, records
+ * what completes (up to flush_timeout_ms) and forgets the context: no use of a freed handle. CUPTI allows one
+ * subscriber per process, so a profiler in the program (torch.profiler, Nsight tools) then cannot subscribe:
+ * this is not the default. Under `ktiming run` its CUPTI library does this itself. Env KTIMING_CUDA_WATCH_RESETS=1
+ * asks for it at initialisation. 0, or KT_EUNAVAILABLE (no CUDA, no libcupti, or another client holds the
+ * subscription; kt_cuda_last_error says which). */
+KT_API int kt_cuda_watch_resets(int on);
 /* Pool counters of a context (NULL = current). */
 KT_API int kt_cuda_stats(struct CUctx_st *ctx, kt_cuda_stats_t *out);
 
@@ -328,6 +340,7 @@ static inline int kt_cuda_begin(kt_cuda_span_t *span, struct CUctx_st *ctx, stru
 { (void)ctx; (void)stream; (void)name; if (span) { span->pair = 0; span->context = 0; span->generation = 0; } return 0; }
 static inline int kt_cuda_end(kt_cuda_span_t *span) { (void)span; return 0; }
 static inline int kt_cuda_context_release(struct CUctx_st *ctx) { (void)ctx; return 0; }
+static inline int kt_cuda_watch_resets(int on) { (void)on; return 0; }
 static inline int kt_cuda_stats(struct CUctx_st *ctx, kt_cuda_stats_t *out) { (void)ctx; (void)out; return KT_EDISABLED; }
 static inline int kt_cuda_timer_init(kt_cuda_timer_t *t, struct CUctx_st *ctx, struct CUstream_st *stream)
 { (void)t; (void)ctx; (void)stream; return 0; }

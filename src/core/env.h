@@ -43,6 +43,7 @@
     X(CUDA_LIBRARY, "path of the CUDA driver library to load")                                             \
     X(CUDA_SYNC, "1: CUDA dispatches are waited for on the launching thread")                              \
     X(CUDA_PER_THREAD_STREAM, "1: the program uses per-thread default streams")                            \
+    X(CUDA_WATCH_RESETS, "1: the CUDA backend holds CUPTI's subscription to learn of resets in time")      \
     X(CUPTI_LIBRARY, "CUPTI injection: path of the libcupti to load")                                      \
     X(CUPTI_SUBSCRIBE, "CUPTI injection: subscriber setting")                                              \
     X(CUPTI_GRAPHS, "CUPTI injection: how graph launches are timed")                                       \

@@ -525,11 +525,7 @@ static void *collector_main(void *p)
         atomic_store(&c->sleeping, 1); /* seq_cst: paired with wake's store of wake_req then load of sleeping */
         if (!atomic_load(&c->wake_req) && !atomic_load(&c->stop_req)) {
             if (c->nap_ns) {
-                struct timespec ts;
-                clock_gettime(CLOCK_MONOTONIC, &ts);
-                uint64_t t = (uint64_t)ts.tv_nsec + c->nap_ns;
-                ts.tv_sec += (time_t)(t / 1000000000ull);
-                ts.tv_nsec = (long)(t % 1000000000ull);
+                struct timespec ts = kt__timespec_in(CLOCK_MONOTONIC, c->nap_ns);
                 pthread_cond_timedwait(&c->cond, &c->lock, &ts);
             } else {
                 pthread_cond_wait(&c->cond, &c->lock);

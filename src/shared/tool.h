@@ -18,6 +18,13 @@ extern "C" {
  * kt_zone_end; one clock read at each end. */
 KT_API kt_zone_t kt__host_api_begin(kt_kernel_id_t *site_cache, const char *api);
 
+/* A CUDA context is about to be destroyed (cuCtxDestroy, cuDevicePrimaryCtxReset): what a CUPTI
+ * CONTEXT_DESTROY_STARTING callback calls, on the destroying thread, while the context still exists. The CUDA
+ * backend waits for a collector pass in progress, collects what completes (up to flush_timeout_ms), and retires
+ * its state for the context, so none of the context's handles is used after the destruction. */
+struct CUctx_st;
+KT_API void kt__cuda_context_destroying(struct CUctx_st *ctx);
+
 #ifdef __cplusplus
 }
 #endif

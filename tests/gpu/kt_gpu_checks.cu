@@ -7,8 +7,10 @@
 //                    span be recorded (no error)
 //   held N           kt_cuda_time_held with N launches of a short kernel: returns 0, well inside the hold timeout
 //   queue-depth      how many launches the driver queues behind a spinning kernel before cuLaunchKernel blocks
-//   reset            spans in flight across cudaDeviceReset, then more spans: none is an error, no crash (run
-//                    under compute-sanitizer by run.sh where it accepts the device)
+//   reset [M]        spans in flight across cudaDeviceReset, then more spans: none is an error, no crash (run
+//                    under compute-sanitizer by run.sh where it accepts the device); M=1 with kt_cuda_watch_resets
+//                    (the 64 spans before are recorded, none dropped), M=2 under CUDA_INJECTION64_PATH (the
+//                    injection library tells the backend; its own watch is refused)
 //   globaltimer      %globaltimer resolution and a calibration's bound (run.sh runs it with and without CUPTI)
 //   calib S          calibrate, wait S seconds, compare a fresh globaltimer read with the model (to_host refreshes a
 //                    model over 1 s old first) and its bound
@@ -269,8 +271,19 @@ static int check_held(unsigned trials)
 }
 
 // ---- reset ----------------------------------------------------------------------------------------------------
-static int check_reset()
+// mode 0: ktiming notices the reset by the context's id; 1: kt_cuda_watch_resets (CUPTI tells ktiming before
+// the reset frees anything: the spans done by then are recorded, none dropped); 2: under CUDA_INJECTION64_PATH,
+// where the injection library holds CUPTI's subscription and tells the backend itself (the backend's own watch
+// must be refused, naming the other client)
+static int check_reset(unsigned mode)
 {
+    const char *check = mode == 1 ? "reset-watch" : mode == 2 ? "reset-inject" : "reset";
+    int watch = mode ? kt_cuda_watch_resets(1) : 0;
+    if (mode == 1 && watch != 0)
+        return result(false, check, "watch refused: %s", kt_cuda_last_error());
+    if (mode == 2 && (watch == 0 || !std::strstr(kt_cuda_last_error(), "another CUPTI client")))
+        return result(false, check, "the backend's watch beside the injection library: rc=%d (%s)", watch,
+                      kt_cuda_last_error());
     cudaStream_t s;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     for (int i = 0; i < 64; i++) {
@@ -291,8 +304,9 @@ static int check_reset()
     cudaStreamSynchronize(s);
     kt_flush();
     totals b = snapshot_totals("reset_before"), a = snapshot_totals("reset_after");
-    return result(e == cudaSuccess && b.errors == 0 && a.errors == 0 && a.n == 64 && b.n + b.dropped == 64,
-                  "reset", "cudaDeviceReset=%s; before: recorded %llu dropped %llu errors %llu (%s); after: "
+    bool told = mode == 0 || (b.n == 64 && b.dropped == 0); // told in time: collected inside the callback
+    return result(e == cudaSuccess && b.errors == 0 && a.errors == 0 && a.n == 64 && b.n + b.dropped == 64 && told,
+                  check, "cudaDeviceReset=%s; before: recorded %llu dropped %llu errors %llu (%s); after: "
                   "recorded %llu errors %llu",
                   cudaGetErrorName(e), b.n, b.dropped, b.errors, b.last_error, a.n, a.errors);
 }
@@ -620,7 +634,7 @@ static int no_arg(int (*f)(), unsigned) { return f(); }
 static const check_t kChecks[] = {
     {"capture", [](unsigned a) { return no_arg(check_capture, a); }, 0},
     {"held", check_held, 1000},
-    {"reset", [](unsigned a) { return no_arg(check_reset, a); }, 0},
+    {"reset", check_reset, 0},
     {"globaltimer", [](unsigned a) { return no_arg(check_globaltimer, a); }, 0},
     {"calib", check_calib, 3},
     {"devices", [](unsigned a) { return no_arg(check_devices, a); }, 0},

@@ -175,25 +175,32 @@ run_check cupti-bracket env CUDA_INJECTION64_PATH="$inject" "$checks" cupti-brac
 run_check cupti-configs env CUDA_INJECTION64_PATH="$inject" "$checks" cupti-configs 2000
 
 # reset: under compute-sanitizer where it accepts the device; it reports every driver call that fails (a use of a
-# freed event or stream answers CUDA_ERROR_INVALID_HANDLE/INVALID_CONTEXT)
+# freed event or stream answers CUDA_ERROR_INVALID_HANDLE/INVALID_CONTEXT). reset-watch: the same with
+# kt_cuda_watch_resets (compute-sanitizer may hold CUPTI's subscription itself: then it runs without it).
 san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-if [ -n "$san" ]; then
-    o=$(timeout 180 "$san" --tool memcheck --report-api-errors all "$checks" reset 2>&1)
+sanitized_reset() { # NAME MODE
+    local name=$1 mode=$2 o rc bad
+    if [ -z "$san" ]; then
+        line SKIP "$name-sanitizer" "no compute-sanitizer"
+        run_check "$name" "$checks" reset "$mode"
+        return
+    fi
+    o=$(timeout 180 "$san" --tool memcheck --report-api-errors all "$checks" reset "$mode" 2>&1)
     rc=$?
     printf '%s\n' "$o" | grep -E '^(PASS|FAIL|INFO) ' || true
     bad=$(printf '%s\n' "$o" | grep -cE 'Program hit .* on (CUDA|cu)[A-Za-z_]* API call to cu(Event|Stream|Module|Mem)' || true)
-    if printf '%s\n' "$o" | grep -qE 'Device not supported|error 999|Target application terminated before'; then
-        line SKIP reset-sanitizer "compute-sanitizer refused the device: $(printf '%s\n' "$o" | grep -m1 -E 'not supported|999' )"
-        run_check reset "$checks" reset
+    if printf '%s\n' "$o" | grep -qE 'Device not supported|error 999|Target application terminated before|watch refused'; then
+        line SKIP "$name-sanitizer" "compute-sanitizer refused the device or holds CUPTI: $(printf '%s\n' "$o" | grep -m1 -E 'not supported|999|watch refused' )"
+        run_check "$name" "$checks" reset "$mode"
     elif [ "$bad" -eq 0 ] && [ $rc -eq 0 ]; then
-        line PASS reset-sanitizer "no failing cuEvent/cuStream/cuModule/cuMem call from ktiming ($(printf '%s\n' "$o" | grep -m1 'ERROR SUMMARY'))"
+        line PASS "$name-sanitizer" "no failing cuEvent/cuStream/cuModule/cuMem call from ktiming ($(printf '%s\n' "$o" | grep -m1 'ERROR SUMMARY'))"
     else
-        line FAIL reset-sanitizer "$bad failing driver calls on handles, exit $rc: $(printf '%s\n' "$o" | grep -m3 -E 'Program hit|ERROR SUMMARY' | tr '\n' ';')"
+        line FAIL "$name-sanitizer" "$bad failing driver calls on handles, exit $rc: $(printf '%s\n' "$o" | grep -m3 -E 'Program hit|ERROR SUMMARY' | tr '\n' ';')"
     fi
-else
-    line SKIP reset-sanitizer "no compute-sanitizer"
-    run_check reset "$checks" reset
-fi
+}
+sanitized_reset reset 0
+sanitized_reset reset-watch 1
+run_check reset-inject env CUDA_INJECTION64_PATH="$inject" "$checks" reset 2
 
 # ktiming run of a CUDA program with graphs: complete, then SIGKILLed mid-run
 tmp=$(mktemp -d /tmp/kt-gpu-run.XXXXXX)

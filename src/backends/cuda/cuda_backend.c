@@ -106,10 +106,13 @@ static int init_locked(const kt_cuda_desc_t *desc)
 int kt_cuda_init(const kt_cuda_desc_t *desc)
 {
     pthread_mutex_lock(&kt__cuda_g.lock);
+    int was_ready = atomic_load(&kt__cuda_g.state) == KT__CUDA_READY;
     int rc = init_locked(desc);
     pthread_mutex_unlock(&kt__cuda_g.lock);
     if (rc == 0)
         kt__backend_arm(&kt__cuda_ops); /* outside our locks: the core holds its own across fork_prepare */
+    if (rc == 0 && !was_ready)
+        kt__cuda_watch_from_env(); /* KTIMING_CUDA_WATCH_RESETS=1 (cuda_reset_watch.c) */
     return rc;
 }
 
@@ -201,6 +204,7 @@ void kt_cuda_shutdown(void)
         return;
     }
     pthread_mutex_unlock(&kt__cuda_g.lock);
+    kt__cuda_watch_stop(); /* first, with no lock of ours held: a destroy callback may be waiting for one */
     kt__collector_stop(&kt__cuda_g.collector);
     kt__cuda_collect_until(NULL, kt__cuda_deadline_in_ms(kt__cuda_g.desc.flush_timeout_ms), 0);
     pthread_mutex_lock(&kt__cuda_g.consumer);

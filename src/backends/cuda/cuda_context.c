@@ -163,6 +163,14 @@ static kt__cuda_ctx_t *ctx_find_locked(kt__cuctx ctx)
     return kt__ctx_set_find(&kt__cuda_g.set, match_handle, ctx);
 }
 
+kt__cuda_ctx_t *kt__cuda_ctx_lookup(kt__cuctx ctx)
+{
+    pthread_mutex_lock(&kt__cuda_g.lock);
+    kt__cuda_ctx_t *c = ctx_find_locked(ctx);
+    pthread_mutex_unlock(&kt__cuda_g.lock);
+    return c;
+}
+
 static int ctx_create(kt__cuctx handle, int retained, kt__cuda_ctx_t **out)
 {
     kt__cuda_ctx_t *c = calloc(1, sizeof *c);

@@ -187,6 +187,13 @@ void kt__cuda_ctx_retire(kt__cuda_ctx_t *c);
 /* Consumer lock held, c unlinked: free ktiming's state for c (a live context's handles destroyed in it). */
 void kt__cuda_ctx_destroy(kt__cuda_ctx_t *c);
 
+/* ktiming's live state for ctx, or NULL (no creation). Hold the consumer lock to keep it linked. */
+kt__cuda_ctx_t *kt__cuda_ctx_lookup(kt__cuctx ctx);
+
+/* cuda_reset_watch.c: CUPTI's CONTEXT_DESTROY_STARTING callback (kt__cuda_context_destroying, shared/tool.h) */
+void kt__cuda_watch_from_env(void); /* kt_cuda_init: KTIMING_CUDA_WATCH_RESETS=1 */
+void kt__cuda_watch_stop(void);     /* kt_cuda_shutdown: the subscription is given back */
+
 /* cuda_pool.c: event-pair pool and stream queues */
 int kt__cuda_pool_take_locked(kt__cuda_ctx_t *c, kt__cuda_pair_t **out); /* c->lock held (released to grow) */
 void kt__cuda_pool_put(kt__cuda_ctx_t *c, kt__cuda_pair_t *p);

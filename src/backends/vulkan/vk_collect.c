@@ -55,12 +55,8 @@ void kt__vk_wait_fresh_pass(kt_vk_ctx_t *ctx, uint64_t deadline_ns)
         pthread_mutex_unlock(&ctx->lock);
         kt__collector_wake(&g_collector);
         pthread_mutex_lock(&ctx->lock);
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
         uint64_t step = deadline_ns - now < 10000000u ? deadline_ns - now : 10000000u;
-        uint64_t ns = (uint64_t)ts.tv_nsec + step;
-        ts.tv_sec += (time_t)(ns / 1000000000u);
-        ts.tv_nsec = (long)(ns % 1000000000u);
+        struct timespec ts = kt__timespec_in(CLOCK_MONOTONIC, step);
         pthread_cond_timedwait(&ctx->pass_done, &ctx->lock, &ts);
     }
     pthread_mutex_unlock(&ctx->lock);

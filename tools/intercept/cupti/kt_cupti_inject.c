@@ -34,6 +34,7 @@
 
 #include "shim/kti_run.h"
 #include "core/env.h"
+#include "shared/tool.h"
 
 #include <ktiming.h>
 #include <ktiming/clock_model.h>
@@ -676,13 +677,16 @@ static void wait_api_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid
 }
 
 /* The one CUPTI subscriber's callback: a context about to be destroyed (deliver what CUPTI holds now, the
- * context's completed records among them), or a waiting API call entered or left. */
+ * context's completed records among them, and let the CUDA backend of a program that also times with kt_cuda_*
+ * collect and forget its events there before they are freed), or a waiting API call entered or left. */
 static void CUPTIAPI api_callback(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data)
 {
     (void)user;
-    if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
+    if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
         K.cuptiActivityFlushAll(0); /* completed records only: forced would hand over other contexts' running ones */
-    else if ((domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API) && data)
+        if (data)
+            kt__cuda_context_destroying(((const CUpti_ResourceData *)data)->context);
+    } else if ((domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API) && data)
         wait_api_callback(domain, cbid, data);
 }
 

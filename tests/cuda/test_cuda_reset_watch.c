@@ -1,0 +1,212 @@
+/* test_cuda_reset_watch.c — a device reset (cudaDeviceReset) or cuCtxDestroy that lands between the collector's
+ * context-id check and its next driver call (issue 36.6). The driver double makes that race on demand
+ * (kt_test_cuda_driver_race_destroy: the reset runs on another thread inside the collector's cuCtxGetId), and
+ * the CUPTI double calls its subscriber at CONTEXT_DESTROY_STARTING from inside the driver's reset, as CUPTI does.
+ *
+ * Watching (kt_cuda_watch_resets, or `ktiming run`'s CUPTI library: KT_TEST_WATCH=inject), ktiming is told
+ * before anything is freed: no use of a freed handle, and the dispatches that completed are recorded instead of
+ * dropped. Not watching, the double shows the one raced use the id check cannot prevent (so the watched tests
+ * fail on code that does not watch). Also: the watch refuses clearly without libcupti and beside another CUPTI
+ * client, and gives the subscription back; KTIMING_CUDA_WATCH_RESETS=1 (KT_TEST_WATCH=env) watches from the start. */
+#include "cuda_test_util.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+
+int cuCtxCreate_v2(struct CUctx_st **ctx, unsigned int flags, int dev);
+int cuCtxDestroy_v2(struct CUctx_st *ctx);
+
+static struct CUctx_st *g_ctx;
+
+/* KT_TEST_WATCH=inject: the CUPTI injection library (KT_TEST_CUPTI_INJECT) holds the subscription and watches;
+ * KT_TEST_WATCH=env: KTIMING_CUDA_WATCH_RESETS=1 makes each initialisation of the backend watch (after every
+ * kt_cuda_shutdown too); otherwise the tests call kt_cuda_watch_resets. */
+static int watch_mode(const char *mode)
+{
+    const char *m = getenv("KT_TEST_WATCH");
+    return m && !strcmp(m, mode);
+}
+static int inject_mode(void)
+{
+    return watch_mode("inject");
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    g_ctx = kt_test_ctx_enter();
+    return kt_cuda_init(NULL);
+}
+
+/* Watch through the mode under test. */
+static void watch_on(void)
+{
+    if (watch_mode("env"))
+        return; /* the environment asked at initialisation: the tests below fail if it did not */
+    if (inject_mode()) {
+        /* the library holds CUPTI's one subscription: the backend's own watch is refused, saying why */
+        assert_int_equal(kt_cuda_watch_resets(1), KT_EUNAVAILABLE);
+        assert_non_null(strstr(kt_cuda_last_error(), "another CUPTI client holds"));
+    } else {
+        assert_int_equal(kt_cuda_watch_resets(1), 0);
+        assert_int_equal(kt_cuda_watch_resets(1), 0); /* again: still held, nothing changes */
+    }
+}
+
+/* n spans of `name` on stream s, held until the race is armed, then released so the collector polls them. */
+static void spans_then_race(struct CUctx_st *ctx, struct CUstream_st *s, const char *name, int n)
+{
+    assert_int_equal(kt_test_cuda_driver_hold(s, 1), 0);
+    for (int i = 0; i < n; i++) {
+        kt_cuda_span_t span;
+        assert_int_equal(kt_cuda_begin(&span, ctx, s, name), 0);
+        assert_int_equal(kt_test_cuda_driver_work(s, 2000, 0), 0);
+        assert_int_equal(kt_cuda_end(&span), 0);
+    }
+    assert_int_equal(kt_test_cuda_driver_race_destroy(ctx), 0); /* the collector's next id check resets it */
+    kt_test_cuda_driver_hold(s, 0); /* fails once the reset freed s: then its work is gone with it */
+    assert_int_equal(kt_test_cuda_driver_race_wait(30000), 1);
+}
+
+static void test_watched_primary_reset(void **state)
+{
+    (void)state;
+    watch_on();
+    struct CUstream_st *s = kt_test_stream();
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    spans_then_race(g_ctx, s, "watched-reset", 8);
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.raced_destroys - before.raced_destroys, 1);
+    assert_int_equal(after.resets - before.resets, 1);
+    /* told before the reset freed anything: no freed handle used, not even the raced one */
+    assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0);
+    assert_int_equal(after.raced_handle_uses - before.raced_handle_uses, 0);
+
+    struct CUstream_st *s2 = kt_test_stream(); /* the reset freed s */
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, g_ctx, s2, "after-watched-reset"), 0);
+    assert_int_equal(kt_cuda_end(&span), 0);
+    kt_flush();
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "watched-reset");
+    assert_non_null(e);
+    /* the work was done when the reset began: collected inside the callback, none dropped */
+    assert_int_equal(e->dispatch_count, 8);
+    assert_int_equal(e->dropped_by[KT_DROP_CONTEXT_RESET], 0);
+    assert_int_equal(e->errors, 0);
+    e = kt_test_find(snap, "after-watched-reset");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 1);
+    kt_snapshot_free(snap);
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0);
+    kt_cuda_shutdown();
+    assert_int_equal(kt_test_cuda_driver_live_events(), 0);
+    assert_int_equal(cuStreamDestroy_v2(s2), 0);
+}
+
+static void test_watched_context_destroy(void **state)
+{
+    (void)state;
+    watch_on();
+    struct CUctx_st *user = NULL;
+    assert_int_equal(cuCtxCreate_v2(&user, 0, 0), 0); /* current on this thread */
+    struct CUstream_st *s = kt_test_stream();
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    spans_then_race(user, s, "watched-destroy", 5); /* cuCtxDestroy, no kt_cuda_context_release first */
+    struct CUctx_st *popped = NULL;
+    assert_int_equal(cuCtxPopCurrent_v2(&popped), 0); /* destroyed on another thread: off this one's stack */
+    assert_ptr_equal(popped, user);
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.raced_destroys - before.raced_destroys, 1);
+    assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0);
+    assert_int_equal(after.raced_handle_uses - before.raced_handle_uses, 0);
+    kt_flush();
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "watched-destroy");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 5);
+    assert_int_equal(e->errors, 0);
+    kt_snapshot_free(snap);
+    kt_cuda_shutdown();
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0); /* not destroyed again at shutdown */
+}
+
+/* What the watch is for: without it the same race makes exactly the one use of a freed event the id check cannot
+ * prevent (the double counts it instead of aborting), and the in-flight dispatches are dropped. */
+static void test_unwatched_race_uses_a_freed_event(void **state)
+{
+    (void)state;
+    if (inject_mode())
+        skip(); /* the injection library watches for the whole process */
+    assert_int_equal(kt_cuda_init(NULL), 0);        /* (with KTIMING_CUDA_WATCH_RESETS=1 this watches ...) */
+    assert_int_equal(kt_cuda_watch_resets(0), 0); /* ... and this gives it back: a later reset is not told */
+    struct CUstream_st *s = kt_test_stream();
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    spans_then_race(g_ctx, s, "unwatched-reset", 8);
+    kt_flush();
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.raced_destroys - before.raced_destroys, 1);
+    assert_int_equal(after.raced_handle_uses - before.raced_handle_uses, 1);
+    assert_int_equal(after.event_bad_handles - before.event_bad_handles, 1);
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "unwatched-reset");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count + e->dropped_by[KT_DROP_CONTEXT_RESET], 8);
+    assert_true(e->dropped_by[KT_DROP_CONTEXT_RESET] > 0);
+    kt_snapshot_free(snap);
+    kt_cuda_shutdown();
+}
+
+/* Refusals name their cause: no libcupti where KTIMING_CUPTI_LIBRARY points (first: nothing loaded it yet),
+ * another CUPTI client holding the subscription; the watch is then taken and given back. */
+static void test_watch_refusals(void **state)
+{
+    (void)state;
+    if (getenv("KT_TEST_WATCH"))
+        skip(); /* libcupti is loaded and subscribed already */
+    const char *cupti = getenv("KTIMING_CUPTI_LIBRARY");
+    assert_non_null(cupti);
+    char *saved = strdup(cupti);
+    assert_non_null(saved);
+    assert_int_equal(setenv("KTIMING_CUPTI_LIBRARY", "/nonexistent/libcupti.so.13", 1), 0);
+    assert_int_equal(kt_cuda_watch_resets(1), KT_EUNAVAILABLE);
+    assert_non_null(strstr(kt_cuda_last_error(), "CUPTI could not be loaded"));
+    assert_non_null(strstr(kt_cuda_last_error(), "/nonexistent/libcupti.so.13"));
+    assert_int_equal(setenv("KTIMING_CUPTI_LIBRARY", saved, 1), 0);
+    free(saved);
+    assert_int_equal(setenv("KT_TEST_CUPTI_OTHER_SUBSCRIBER", "1", 1), 0);
+    assert_int_equal(kt_cuda_watch_resets(1), KT_EUNAVAILABLE);
+    assert_non_null(strstr(kt_cuda_last_error(), "another CUPTI client holds"));
+    assert_non_null(strstr(kt_cuda_last_error(), "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"));
+    assert_int_equal(unsetenv("KT_TEST_CUPTI_OTHER_SUBSCRIBER"), 0);
+    assert_int_equal(kt_cuda_watch_resets(1), 0);
+    assert_int_equal(kt_cuda_watch_resets(0), 0);
+    assert_int_equal(kt_cuda_watch_resets(0), 0); /* given back already: nothing to do */
+}
+
+int main(void)
+{
+    if (inject_mode()) { /* what the driver does with CUDA_INJECTION64_PATH */
+        const char *path = getenv("KT_TEST_CUPTI_INJECT");
+        void *lib = path ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : NULL;
+        int (*init)(void) = NULL;
+        if (lib)
+            *(void **)&init = dlsym(lib, "InitializeInjection");
+        if (!init || init() != 1) {
+            fprintf(stderr, "the CUPTI injection library did not initialise (%s)\n", path ? path : "unset");
+            return 1;
+        }
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_watch_refusals),
+        cmocka_unit_test(test_watched_primary_reset),
+        cmocka_unit_test(test_watched_context_destroy),
+        cmocka_unit_test(test_unwatched_race_uses_a_freed_event),
+    };
+    return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
+}
