@@ -15,6 +15,7 @@
 
 int cuCtxCreate_v2(struct CUctx_st **ctx, unsigned int flags, int dev);
 int cuCtxDestroy_v2(struct CUctx_st *ctx);
+int cuDevicePrimaryCtxReset(int dev);
 
 static struct CUctx_st *g_ctx;
 
@@ -135,6 +136,39 @@ static void test_watched_context_destroy(void **state)
     assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0); /* not destroyed again at shutdown */
 }
 
+/* The bounded wait: a collector pass stuck inside the driver (as a real driver might make it wait for the
+ * destroying thread) holds ktiming's consumer lock; the destroy callback gives up after flush_timeout_ms instead
+ * of hanging the program's cudaDeviceReset, marks the context gone and says so. The stuck query then meets the
+ * freed event: the one raced use the watch cannot prevent in that case, and no other. */
+static void test_watched_reset_behind_stuck_collector(void **state)
+{
+    (void)state;
+    kt_cuda_shutdown();
+    assert_int_equal(kt_cuda_init(&(kt_cuda_desc_t){.flush_timeout_ms = 50}), 0);
+    watch_on();
+    struct CUstream_st *s = kt_test_stream();
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, g_ctx, s, "stuck-reset"), 0);
+    kt_test_end_into_blocked_query(&span); /* the collector now waits inside cuEventQuery */
+    assert_int_equal(cuDevicePrimaryCtxReset(0), 0); /* returns: the callback did not wait for the collector */
+    assert_non_null(strstr(kt_cuda_last_error(), "collector is inside the driver"));
+    kt_test_cuda_driver_block_queries(0);
+    kt_flush();
+    kt_test_cuda_driver_stats(&after);
+    assert_true(after.raced_handle_uses - before.raced_handle_uses <= 1);
+    assert_int_equal(after.event_bad_handles - before.event_bad_handles,
+                     after.raced_handle_uses - before.raced_handle_uses);
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "stuck-reset");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count + e->dropped_by[KT_DROP_CONTEXT_RESET], 1);
+    assert_int_equal(e->errors, 0);
+    kt_snapshot_free(snap);
+    kt_cuda_shutdown();
+}
+
 /* What the watch is for: without it the same race makes exactly the one use of a freed event the id check cannot
  * prevent (the double counts it instead of aborting), and the in-flight dispatches are dropped. */
 static void test_unwatched_race_uses_a_freed_event(void **state)
@@ -206,6 +240,7 @@ int main(void)
         cmocka_unit_test(test_watch_refusals),
         cmocka_unit_test(test_watched_primary_reset),
         cmocka_unit_test(test_watched_context_destroy),
+        cmocka_unit_test(test_watched_reset_behind_stuck_collector),
         cmocka_unit_test(test_unwatched_race_uses_a_freed_event),
     };
     return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
