@@ -117,7 +117,7 @@ static void shift_snapshot(kt_snapshot_t *s, int64_t off)
 
 /* Maps a rank's snapshot onto the root's timeline with its clock model; spans' uncertainty grows by the
  * model's bound at them. */
-static void map_snapshot(kt_snapshot_t *s, const kt_clock_model_t *m)
+static void map_snapshot(kt_snapshot_t *s, const kt_clock_model_t *m, uint64_t floor_ns)
 {
     uint64_t h, u;
     if (s->taken_ns && kt_clock_to_host(m, s->taken_ns, &h, NULL) == 0)
@@ -131,6 +131,7 @@ static void map_snapshot(kt_snapshot_t *s, const kt_clock_model_t *m)
                 *t[k] = h ? h : 1;
                 worst = u > worst ? u : worst;
             }
+        worst = worst > floor_ns ? worst : floor_ns; /* never tighter than the rank's stated offset bound */
         sp->uncertainty_ns = sp->uncertainty_ns > UINT64_MAX - worst ? UINT64_MAX : sp->uncertainty_ns + worst;
     }
     /* sorted by start again (mapping is monotonic per rank, but keep the contract even for odd models) */
@@ -198,6 +199,18 @@ static uint64_t bracket_bound(const kt_clock_sample_t *s, size_t n, int64_t offs
     return dl > dh ? dl : dh;
 }
 
+/* Rank r's alignment bound: the larger of the fit's bound and the gather's brackets' (around the model's
+ * offset), plus both processes' host-counter bounds (pingpong). The source records it; each of the rank's spans
+ * carries at least it, since the same model placed them (a span bound tighter than its source's was seen to
+ * miss the true time on a loaded machine). */
+static uint64_t offset_bound(const kt_clock_model_t *m, const kt_clock_sample_t *pings, const uint64_t *hbound, int r,
+                             int root)
+{
+    uint64_t fitb = (uint64_t)ceil(m->error_ns);
+    uint64_t brk = bracket_bound(pings, PINGS, kt_clock_model_offset_ns(m));
+    return (fitb > brk ? fitb : brk) + (hbound ? hbound[r] + hbound[root] : 0);
+}
+
 /* Root: receives every rank's JSON (always all of it, so no sender is left blocked), then, unless rc is
  * already an error, parses, aligns and merges. */
 static int root_collect(MPI_Comm comm, int root, int size, char *own, size_t own_len, const kt_clock_sample_t *init,
@@ -263,7 +276,7 @@ static int root_collect(MPI_Comm comm, int root, int size, char *own, size_t own
             fprintf(stderr, "ktiming mpi: rank %d's clock fit: %s\n", r, kt_strerror(rc));
             break;
         }
-        map_snapshot(snaps[r], &models[r]);
+        map_snapshot(snaps[r], &models[r], offset_bound(&models[r], now + (size_t)r * PINGS, hbound, r, root));
     }
     if (!rc) {
         int64_t *zero = calloc((size_t)size, sizeof *zero);
@@ -282,11 +295,7 @@ static int root_collect(MPI_Comm comm, int root, int size, char *own, size_t own
                 so->offset_bound_ns = 0;
                 continue;
             }
-            /* the larger of the fit's bound and the gather's brackets', plus both processes' host-counter
-             * bounds (pingpong) */
-            uint64_t fitb = (uint64_t)ceil(models[r].error_ns);
-            uint64_t brk = bracket_bound(now + (size_t)r * PINGS, PINGS, so->offset_ns);
-            so->offset_bound_ns = (fitb > brk ? fitb : brk) + (hbound ? hbound[r] + hbound[root] : 0);
+            so->offset_bound_ns = offset_bound(&models[r], now + (size_t)r * PINGS, hbound, r, root);
         }
     for (int r = 0; r < size; r++) {
         if (snaps)
