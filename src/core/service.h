@@ -5,22 +5,11 @@
 #include "core/env.h"
 #include "ktiming.h"
 
+#include "shared/deadline.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <time.h>
-
-/* clk's time `ns` from now: the deadline of a pthread timed wait, on the clock its object waits by
- * (CLOCK_MONOTONIC for the condition variables made with that attribute, CLOCK_REALTIME for a mutex). */
-static inline struct timespec kt__timespec_in(clockid_t clk, uint64_t ns)
-{
-    struct timespec ts;
-    clock_gettime(clk, &ts);
-    uint64_t t = (uint64_t)ts.tv_nsec + ns;
-    ts.tv_sec += (time_t)(t / 1000000000ull);
-    ts.tv_nsec = (long)(t % 1000000000ull);
-    return ts;
-}
 
 /* ---------------------------------------------------------------------------------------------------
  * Backend registration

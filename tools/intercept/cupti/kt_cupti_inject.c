@@ -34,6 +34,7 @@
 
 #include "shim/kti_run.h"
 #include "core/env.h"
+#include "shared/deadline.h"
 #include "shared/tool.h"
 
 #include <ktiming.h>
@@ -192,7 +193,7 @@ static struct {
     int flusher_running;                           /* started and not yet stopped */
     int flusher_stop;                              /* asks it to end */
     pthread_cond_t flusher_cond;                   /* wakes it (stop) */
-} S = {.lock = PTHREAD_MUTEX_INITIALIZER, .flusher_cond = PTHREAD_COND_INITIALIZER};
+} S = {.lock = PTHREAD_MUTEX_INITIALIZER}; /* flusher_cond: made on CLOCK_MONOTONIC when the flusher starts */
 
 static uint64_t CUPTIAPI host_timestamp(void)
 {
@@ -558,11 +559,7 @@ static void *flusher_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&S.lock);
     while (!S.flusher_stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)S.flush_ms * 1000000ull;
-        until.tv_sec += (time_t)(ns / 1000000000ull);
-        until.tv_nsec = (long)(ns % 1000000000ull);
+        struct timespec until = kt__timespec_in(CLOCK_MONOTONIC, (uint64_t)S.flush_ms * 1000000ull);
         int rc = 0;
         while (!S.flusher_stop && rc != ETIMEDOUT)
             rc = pthread_cond_timedwait(&S.flusher_cond, &S.lock, &until);
@@ -823,6 +820,13 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
         calibrate_locked();
     subscribe_resources();
     S.initialized = 1;
+    if (S.flush_ms) { /* its period on CLOCK_MONOTONIC: a step of the wall clock neither stalls nor hurries it */
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&S.flusher_cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     if (S.flush_ms && pthread_create(&S.flusher, NULL, flusher_main, NULL) == 0) {
         S.flusher_running = 1;
         pthread_atfork(flusher_atfork_prepare, flusher_atfork_parent, flusher_atfork_child);
