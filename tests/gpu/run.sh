@@ -254,9 +254,12 @@ else
     line INFO run-sigkill "program SIGKILLed after ~2 s: ktiming run exit $rc, no snapshot: $(tail -n 2 "$tmp/kill.log" | tr '\n' ';')"
 fi
 # a profiler of the program's own beside the CUPTI library (Kineto through torch.profiler), where PyTorch is there:
-# what each side still gets, and what the library said
-if python3 -c 'import torch' >/dev/null 2>&1; then
-    o=$(cd "$tmp" && timeout 180 env CUDA_INJECTION64_PATH="$inject" KTIMING_OUTPUT="$tmp/torch.json" python3 -c '
+# what each side still gets, and what the library said; once with the library holding CUPTI's subscription (the
+# default), once with KTIMING_CUPTI_SUBSCRIBE=0 leaving it to the profiler (issue 36.5)
+torch_check() { # NAME MESSAGE ENV...
+    local name=$1 what=$2 o said snap
+    shift 2
+    o=$(cd "$tmp" && timeout 180 env CUDA_INJECTION64_PATH="$inject" KTIMING_OUTPUT="$tmp/$name.json" "$@" python3 -c '
 import torch
 x = torch.ones(1 << 20, device="cuda")
 torch.cuda.synchronize()
@@ -269,8 +272,12 @@ print("torch.profiler CUDA events:", len(ev))
 ' 2>&1)
     said=$(printf '%s\n' "$o" | grep -E 'ktiming-cupti|CUPTI|torch.profiler CUDA events' | sort | uniq -c | tr -s ' ' | tr '\n' ';' | head -c 500)
     snap="no snapshot"
-    [ -s "$tmp/torch.json" ] && snap=$(counts "$tmp/torch.json" | head -c 400)
-    line INFO torch-profiler "50 kernels under torch.profiler with the CUPTI library injected: $said ktiming: $snap"
+    [ -s "$tmp/$name.json" ] && snap=$(counts "$tmp/$name.json" | head -c 400)
+    line INFO "$name" "50 kernels under torch.profiler $what: $said ktiming: $snap"
+}
+if python3 -c 'import torch' >/dev/null 2>&1; then
+    torch_check torch-profiler "with the CUPTI library injected"
+    torch_check torch-profiler-free "with the CUPTI library injected, KTIMING_CUPTI_SUBSCRIBE=0" KTIMING_CUPTI_SUBSCRIBE=0
 else
     line SKIP torch-profiler "no PyTorch"
 fi
