@@ -223,6 +223,28 @@ static void test_watch_refusals(void **state)
     assert_int_equal(kt_cuda_watch_resets(0), 0); /* given back already: nothing to do */
 }
 
+/* After the core stopped (kt_shutdown, or exit, when drivers destroy contexts late), the callback still comes: the
+ * context is only marked gone (nothing recorded into a stopped core), and a later kt_cuda_shutdown destroys none
+ * of the freed handles. Last: it shuts the core down. */
+static void test_reset_after_core_shutdown(void **state)
+{
+    (void)state;
+    watch_on();
+    struct CUstream_st *s = kt_test_stream();
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, g_ctx, s, "before-core-shutdown"), 0);
+    assert_int_equal(kt_cuda_end(&span), 0);
+    kt_flush();
+    kt_shutdown();
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    assert_int_equal(cuDevicePrimaryCtxReset(0), 0);
+    kt_cuda_shutdown();
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0);
+    assert_int_equal(after.events_freed_by_reset - before.events_freed_by_reset > 0, 1);
+}
+
 int main(void)
 {
     if (inject_mode()) { /* what the driver does with CUDA_INJECTION64_PATH */
@@ -242,6 +264,7 @@ int main(void)
         cmocka_unit_test(test_watched_context_destroy),
         cmocka_unit_test(test_watched_reset_behind_stuck_collector),
         cmocka_unit_test(test_unwatched_race_uses_a_freed_event),
+        cmocka_unit_test(test_reset_after_core_shutdown),
     };
     return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

@@ -67,7 +67,11 @@ void kt__cuda_context_destroying(struct CUctx_st *ctx)
         return;
     }
     kt__cuda_ctx_t *c = kt__cuda_ctx_lookup(ctx); /* no pass runs now: we hold the consumer lock */
-    if (c && !atomic_load(&c->gone)) {
+    if (c && kt__backend_stopped(&kt__cuda_ops)) {
+        /* after kt_shutdown() or at exit (the driver destroys contexts late): the collector is stopped and what
+         * was in flight is counted; nothing more is recorded, the handles are only never used again */
+        atomic_store(&c->gone, 1);
+    } else if (c && !atomic_load(&c->gone)) {
         /* The context still exists: what completes before the flush timeout is recorded, not dropped. */
         if (kt__cuda_ctx_alive(c))
             kt__cuda_collect_until(c, kt__cuda_deadline_in_ms(kt__cuda_g.desc.flush_timeout_ms), 1);
