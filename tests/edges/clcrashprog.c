@@ -3,12 +3,12 @@
  * segv (a write to an unmapped address) or kill (SIGKILL to itself). Exit 77: no OpenCL device. */
 #include <CL/cl.h>
 
-#include <signal.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "die.h"
 
 static const char *kSrc = "__kernel void gated_a(__global int *p) { p[get_global_id(0)] += 1; }\n"
                           "__kernel void gated_b(__global int *p) { p[get_global_id(0)] += 2; }\n";
@@ -47,11 +47,6 @@ int main(int argc, char **argv)
         clReleaseEvent(ev);
     }
     clFlush(q);
-    if (!strcmp(argv[1], "kill"))
-        raise(SIGKILL);
-    if (!strcmp(argv[1], "segv")) { /* a write to an unmapped page (an address the compiler cannot see) */
-        volatile int *bad = (volatile int *)(uintptr_t)(unsigned)(argc * 2);
-        *bad = 1;
-    }
+    ktt_die_as_asked(argv[1], argc);
     return 4;
 }

@@ -7,10 +7,10 @@
 
 #include "cuda/fake_driver/kt_test_cuda_driver.h"
 
-#include <signal.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "die.h"
 
 int cuInit(unsigned int flags);
 int cuDevicePrimaryCtxRetain(struct CUctx_st **ctx, int dev);
@@ -42,11 +42,6 @@ int main(int argc, char **argv)
     kt_flush(); /* every cu_done recorded: none of them in flight */
     if (spans(ctx, held, "cu_held", nh) != 0)
         return 3;
-    if (!strcmp(argv[1], "kill"))
-        raise(SIGKILL);
-    if (!strcmp(argv[1], "segv")) { /* an address the compiler cannot see */
-        volatile int *bad = (volatile int *)(uintptr_t)(unsigned)(argc * 2);
-        *bad = 1;
-    }
+    ktt_die_as_asked(argv[1], argc);
     return 4;
 }

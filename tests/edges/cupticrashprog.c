@@ -7,12 +7,12 @@
 #include <ktiming.h>
 
 #include <dlfcn.h>
-#include <signal.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "die.h"
 
 int main(int argc, char **argv)
 {
@@ -44,11 +44,6 @@ int main(int argc, char **argv)
     }
     if (!arrived)
         return 4;
-    if (!strcmp(argv[1], "kill"))
-        raise(SIGKILL);
-    if (!strcmp(argv[1], "segv")) { /* an address the compiler cannot see */
-        volatile int *bad = (volatile int *)(uintptr_t)(unsigned)(argc * 2);
-        *bad = 1;
-    }
+    ktt_die_as_asked(argv[1], argc);
     return 5;
 }
