@@ -2,6 +2,7 @@
  * run on host threads, events are stamped from a simulated device clock, kernels are simulated by name, and
  * every call is counted. See kt_test_cuda_driver.h. */
 #include "kt_test_cuda_driver.h"
+#include "shared/deadline.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -860,9 +861,8 @@ static void race_start(struct CUctx_st *c)
     }
     R.thread = th;
     R.joinable = 1;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 30; /* a stuck tool fails the test's own checks rather than hanging it */
+    /* a stuck tool fails the test's own checks rather than hanging it */
+    struct timespec until = kt__timespec_in(CLOCK_REALTIME, 30000000000ull);
     while (R.state == RACE_STARTED)
         if (pthread_cond_timedwait(&R.cond, &F.lock, &until) != 0)
             break;
@@ -902,14 +902,7 @@ EXPORT int kt_test_cuda_driver_race_destroy(struct CUctx_st *c)
 
 EXPORT int kt_test_cuda_driver_race_wait(uint32_t timeout_ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += timeout_ms / 1000u;
-    until.tv_nsec += (long)(timeout_ms % 1000u) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = kt__timespec_in(CLOCK_REALTIME, (uint64_t)timeout_ms * 1000000u);
     pthread_mutex_lock(&F.lock);
     while (R.state != RACE_DONE)
         if (pthread_cond_timedwait(&R.cond, &F.lock, &until) != 0)
