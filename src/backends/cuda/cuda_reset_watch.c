@@ -43,11 +43,28 @@ static struct {
     void *subscriber;     /* non-NULL while ktiming holds the subscription */
 } W = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* Bounded wait for the consumer lock: a collector pass inside the driver may wait on the destroying thread. */
+/* Bounded wait for the consumer lock: a collector pass inside the driver may wait on the destroying thread. The
+ * bound is on CLOCK_MONOTONIC where the C library can wait on it (glibc 2.30's pthread_mutex_clocklock), so a step
+ * of the wall clock during a reset neither stretches nor cuts it; elsewhere pthread_mutex_timedlock's
+ * CLOCK_REALTIME. TSan builds keep the latter: this TSan (GCC 12) does not intercept pthread_mutex_clocklock and
+ * would not see the lock taken. */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) && !defined(__SANITIZE_THREAD__)
+#define __SANITIZE_THREAD__ 1 /* clang's spelling of GCC's */
+#endif
+#endif
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 30)) && !defined(__SANITIZE_THREAD__)
+#define KT__LOCK_CLOCK CLOCK_MONOTONIC
+#define kt__mutex_lock_until(m, until) pthread_mutex_clocklock((m), CLOCK_MONOTONIC, (until))
+#else
+#define KT__LOCK_CLOCK CLOCK_REALTIME
+#define kt__mutex_lock_until(m, until) pthread_mutex_timedlock((m), (until))
+#endif
+
 static int consumer_lock_within(uint32_t ms)
 {
-    struct timespec until = kt__timespec_in(CLOCK_REALTIME, (uint64_t)ms * 1000000u);
-    return pthread_mutex_timedlock(&kt__cuda_g.consumer, &until);
+    struct timespec until = kt__timespec_in(KT__LOCK_CLOCK, (uint64_t)ms * 1000000u);
+    return kt__mutex_lock_until(&kt__cuda_g.consumer, &until);
 }
 
 void kt__cuda_context_destroying(struct CUctx_st *ctx)
