@@ -29,6 +29,7 @@
 #include <ktiming.h>
 #include <ktiming/analysis.h>
 
+#include "shared/cupti_subscribe.h"
 #include "support/files.h"
 
 static uint64_t raw_now(void)
@@ -88,6 +89,8 @@ typedef enum child_mode_t {
     CHILD_OTHER_CLIENT = 5,  /* a profiler in the program replaces the activity callbacks, then exit */
     CHILD_DESTROY_NOSUB = 6, /* CHILD_DESTROY with KTIMING_CUPTI_SUBSCRIBE=0 */
     CHILD_IDENTITY = 7,      /* flush CUPTI, then check its own snapshot's device identities: status 70 + ok */
+    CHILD_PROFILER = 8,      /* a profiler in the program subscribes (cuptiSubscribe_v2): status 80 + told who
+                                holds the subscription and how to free it */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -121,6 +124,23 @@ static int child_identity_ok(void)
     return ok;
 }
 
+/* In the child: a profiler of the program's own (Kineto with CUPTI 13) subscribes while the library holds the
+ * slot; CUPTI refuses it and names the holder, whose name says how to free it. 1 when so. */
+static int child_profiler_told(void)
+{
+    int (*subscribe)(void **, void *, void *, kt__cupti_subscriber_params_t *) = NULL;
+    *(void **)&subscribe = dlsym(RTLD_DEFAULT, "cuptiSubscribe_v2");
+    char holder[KT__CUPTI_HOLDER_NAME_LEN];
+    kt__cupti_subscriber_params_t p = kt__cupti_subscriber_params("a profiler", holder);
+    void *handle = NULL;
+    int r = subscribe ? subscribe(&handle, NULL, NULL, &p) : -1;
+    if (r == 0 || strcmp(holder, "CUPTI for " KT__CUPTI_NAME_RUN) != 0) {
+        fprintf(stderr, "profiler: cuptiSubscribe_v2 %d, holder \"%s\"\n", r, holder);
+        return 0;
+    }
+    return 1;
+}
+
 static int child_initialize_mode(const char *run_dir, const char *first, child_mode_t mode, pid_t *pid)
 {
     fflush(NULL);
@@ -133,8 +153,8 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
         unsetenv("KTIMING_OUTPUT");
         unsetenv("KTIMING_TRACE");
         unsetenv("KTIMING_REPORT");
-        if (mode == CHILD_DESTROY_OTHER)
-            setenv("KT_TEST_CUPTI_OTHER_SUBSCRIBER", "1", 1);
+        if (mode == CHILD_DESTROY_OTHER) /* a tool that names itself, as CUPTI 13 tells a refused client */
+            setenv("KT_TEST_CUPTI_OTHER_SUBSCRIBER", "Nsight Systems", 1);
         if (mode == CHILD_DESTROY_NOSUB)
             setenv("KTIMING_CUPTI_SUBSCRIBE", "0", 1);
         else
@@ -180,6 +200,8 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             waits(); /* the program synchronises: host API time, where the library holds the subscription */
         if (mode == CHILD_IDENTITY)
             _exit(70 + child_identity_ok());
+        if (mode == CHILD_PROFILER)
+            _exit(80 + child_profiler_told());
         if (mode == CHILD_DESTROY_NOSUB) { /* the program's own profiler can still subscribe */
             int (*subscribe)(void **, void *, void *) = NULL;
             *(void **)&subscribe = dlsym(RTLD_DEFAULT, "cuptiSubscribe");
@@ -583,8 +605,19 @@ static void test_other_subscriber_still_times(void **state)
     g_child_stderr = err;
     run_with_double(CHILD_DESTROY_OTHER, 30);
     g_child_stderr = NULL;
-    /* Issue 36.5: said once, without KTIMING_RUN_VERBOSE. */
-    assert_int_equal(count_in_file(err, "another CUPTI client holds the callback subscription"), 1);
+    /* Issue 36.5: said once, without KTIMING_RUN_VERBOSE, naming the holder as CUPTI 13 names it. */
+    assert_int_equal(count_in_file(err, "another CUPTI client holds the callback subscription "
+                                        "(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, held by \"Nsight Systems\")"),
+                     1);
+}
+
+/* Issue 36.5, the other direction: holding the subscription, the library is named to a profiler that is refused
+ * it, with how to free it (KTIMING_CUPTI_SUBSCRIBE=0). */
+static void test_profiler_told_who_holds_it(void **state)
+{
+    (void)state;
+    char *json = run_fake_child(CHILD_PROFILER, 81);
+    assert_null(json); /* _exit: checked in the child */
 }
 
 int main(void)
@@ -596,6 +629,7 @@ int main(void)
                                        cmocka_unit_test(test_context_destroy_flushes),
                                        cmocka_unit_test(test_graph_nodes_one_by_one),
                                        cmocka_unit_test(test_other_subscriber_still_times),
+                                       cmocka_unit_test(test_profiler_told_who_holds_it),
                                        cmocka_unit_test(test_records_arrive_while_running),
                                        cmocka_unit_test(test_subscription_left_free),
                                        cmocka_unit_test(test_device_identity),

@@ -9,6 +9,7 @@
  * fail on code that does not watch). Also: the watch refuses clearly without libcupti and beside another CUPTI
  * client, and gives the subscription back; KTIMING_CUDA_WATCH_RESETS=1 (KT_TEST_WATCH=env) watches from the start. */
 #include "cuda_test_util.h"
+#include "shared/cupti_subscribe.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -48,6 +49,7 @@ static void watch_on(void)
         /* the library holds CUPTI's one subscription: the backend's own watch is refused, saying why */
         assert_int_equal(kt_cuda_watch_resets(1), KT_EUNAVAILABLE);
         assert_non_null(strstr(kt_cuda_last_error(), "another CUPTI client holds"));
+        assert_non_null(strstr(kt_cuda_last_error(), "held by \"CUPTI for " KT__CUPTI_NAME_RUN "\""));
     } else {
         assert_int_equal(kt_cuda_watch_resets(1), 0);
         assert_int_equal(kt_cuda_watch_resets(1), 0); /* again: still held, nothing changes */
@@ -213,12 +215,29 @@ static void test_watch_refusals(void **state)
     assert_non_null(strstr(kt_cuda_last_error(), "/nonexistent/libcupti.so.13"));
     assert_int_equal(setenv("KTIMING_CUPTI_LIBRARY", saved, 1), 0);
     free(saved);
-    assert_int_equal(setenv("KT_TEST_CUPTI_OTHER_SUBSCRIBER", "1", 1), 0);
+    assert_int_equal(setenv("KT_TEST_CUPTI_OTHER_SUBSCRIBER", "1", 1), 0); /* a client CUPTI names not */
     assert_int_equal(kt_cuda_watch_resets(1), KT_EUNAVAILABLE);
     assert_non_null(strstr(kt_cuda_last_error(), "another CUPTI client holds"));
-    assert_non_null(strstr(kt_cuda_last_error(), "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"));
+    assert_non_null(strstr(kt_cuda_last_error(), "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)"));
+    assert_null(strstr(kt_cuda_last_error(), "held by"));
+    assert_int_equal(setenv("KT_TEST_CUPTI_OTHER_SUBSCRIBER", "Nsight Compute", 1), 0); /* one it names */
+    assert_int_equal(kt_cuda_watch_resets(1), KT_EUNAVAILABLE);
+    assert_non_null(strstr(kt_cuda_last_error(), "(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, held by "
+                                                 "\"Nsight Compute\")"));
     assert_int_equal(unsetenv("KT_TEST_CUPTI_OTHER_SUBSCRIBER"), 0);
     assert_int_equal(kt_cuda_watch_resets(1), 0);
+    /* a profiler of the program's own that subscribes now is refused and told who holds the slot, and how to free it */
+    void *cupti_lib = dlopen(getenv("KTIMING_CUPTI_LIBRARY"), RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(cupti_lib);
+    int (*subscribe)(void **, void *, void *, kt__cupti_subscriber_params_t *) = NULL;
+    *(void **)&subscribe = dlsym(cupti_lib, "cuptiSubscribe_v2");
+    assert_non_null(subscribe);
+    char holder[KT__CUPTI_HOLDER_NAME_LEN];
+    kt__cupti_subscriber_params_t p = kt__cupti_subscriber_params("a profiler", holder);
+    void *handle = NULL;
+    assert_int_not_equal(subscribe(&handle, NULL, NULL, &p), 0);
+    assert_string_equal(holder, "CUPTI for " KT__CUPTI_NAME_WATCH);
+    dlclose(cupti_lib);
     assert_int_equal(kt_cuda_watch_resets(0), 0);
     assert_int_equal(kt_cuda_watch_resets(0), 0); /* given back already: nothing to do */
 }

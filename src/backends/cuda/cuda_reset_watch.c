@@ -9,11 +9,14 @@
  * Who calls it: the CUPTI injection library of `ktiming run` (it holds CUPTI's subscription anyway), or, in a
  * program that times with kt_cuda_* itself, this file's own subscription (kt_cuda_watch_resets,
  * KTIMING_CUDA_WATCH_RESETS=1). CUPTI allows one subscriber per process, so that is opt-in: holding it makes a
- * profiler of the program's own (Kineto / torch.profiler, Nsight tools) fail to subscribe. libcupti is loaded
- * with dlopen (KTIMING_CUPTI_LIBRARY, else by soname); libktiming links nothing of CUDA. */
+ * profiler of the program's own (Kineto / torch.profiler, Nsight tools) fail to subscribe; with CUPTI 13's
+ * cuptiSubscribe_v2 the subscription carries a name saying how to free it, and a refusal names the holder
+ * (shared/cupti_subscribe.h). libcupti is loaded with dlopen (KTIMING_CUPTI_LIBRARY, else by soname); libktiming
+ * links nothing of CUDA. */
 #include "cuda_internal.h"
 
 #include "core/env.h"
+#include "shared/cupti_subscribe.h"
 #include "shared/tool.h"
 
 #include <dlfcn.h>
@@ -37,6 +40,7 @@ static struct {
     pthread_mutex_t lock; /* everything below */
     void *lib;            /* libcupti, kept loaded for the process's life once loaded */
     int (*subscribe)(void **subscriber, kt__cupti_callback_fn fn, void *user);
+    int (*subscribe_v2)(void **subscriber, kt__cupti_callback_fn fn, void *user, kt__cupti_subscriber_params_t *p);
     int (*unsubscribe)(void *subscriber);
     int (*enable)(uint32_t enable, void *subscriber, int domain, uint32_t cbid);
     int (*result_string)(int result, const char **text);
@@ -131,6 +135,7 @@ static int load_cupti_locked(void)
     *(void **)&W.unsubscribe = dlsym(lib, "cuptiUnsubscribe");
     *(void **)&W.enable = dlsym(lib, "cuptiEnableCallback");
     *(void **)&W.result_string = dlsym(lib, "cuptiGetResultString");
+    *(void **)&W.subscribe_v2 = dlsym(lib, "cuptiSubscribe_v2"); /* CUPTI 13: subscribers have names */
     if (!W.subscribe || !W.unsubscribe || !W.enable) {
         dlclose(lib);
         kt__cuda_set_error(0, "kt_cuda_watch_resets: %s lacks cuptiSubscribe/cuptiEnableCallback",
@@ -174,7 +179,10 @@ int kt_cuda_watch_resets(int on)
     rc = W.subscriber ? 0 : load_cupti_locked();
     if (rc == 0 && !W.subscriber) {
         void *sub = NULL;
-        int r = W.subscribe(&sub, destroy_callback, NULL);
+        char holder[KT__CUPTI_HOLDER_NAME_LEN], held_by[KT__CUPTI_HOLDER_NAME_LEN + 16] = "";
+        kt__cupti_subscriber_params_t params = kt__cupti_subscriber_params(KT__CUPTI_NAME_WATCH, holder);
+        int r = W.subscribe_v2 ? W.subscribe_v2(&sub, destroy_callback, NULL, &params)
+                               : W.subscribe(&sub, destroy_callback, NULL);
         if (r == KT__CUPTI_SUCCESS) {
             r = W.enable(1, sub, KT__CUPTI_CB_DOMAIN_RESOURCE, KT__CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
             if (r != KT__CUPTI_SUCCESS) {
@@ -186,9 +194,10 @@ int kt_cuda_watch_resets(int on)
                 W.subscriber = sub;
             }
         } else {
+            kt__cupti_holder_text(holder, held_by, sizeof held_by);
             kt__cuda_set_error(0, "kt_cuda_watch_resets: another CUPTI client holds CUPTI's one callback subscription "
-                                  "(%s): a profiler, Nsight tools, or `ktiming run`'s CUPTI library (which watches "
-                                  "resets itself)", cupti_result(r));
+                                  "(%s%s%s): a profiler, Nsight tools, or `ktiming run`'s CUPTI library (which "
+                                  "watches resets itself)", cupti_result(r), held_by[0] ? ", " : "", held_by);
             rc = KT_EUNAVAILABLE;
         }
     }

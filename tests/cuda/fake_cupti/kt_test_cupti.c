@@ -27,7 +27,8 @@
  *   "kt_fake_running" (context 2) still running: delivered only by a forced flush, untimed
  * Every timed record lies within the 23 us before its delivery. Like CUPTI it delivers a record once. One
  * callback subscriber at a time (KT_TEST_CUPTI_OTHER_SUBSCRIBER=1: another client already has it, as under Nsight
- * tools). The exported kt_test_cupti_settings() reports what the library configured (flush period, latency
+ * tools; any other value but 0 is that client's name, which cuptiSubscribe_v2 gives a refused client, as it gives
+ * "CUPTI for <name>" of a subscriber that named itself). The exported kt_test_cupti_settings() reports what the library configured (flush period, latency
  * timestamps, timestamp callback); kt_test_cupti_destroy_context() plays the driver's part in cuCtxDestroy: it
  * calls the resource callback at CONTEXT_DESTROY_STARTING when one is enabled and returns how many records were
  * delivered during it, plus 10 for each in-flight record a forced flush handed over then;
@@ -39,7 +40,9 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -63,6 +66,7 @@ static int g_delivered_all;                          /* the records went out (CU
 static size_t g_records_out;                         /* records handed to the tool so far */
 static CUpti_CallbackFunc g_callback;                /* the one subscriber's callback, NULL: none */
 static void *g_callback_user;
+static char g_callback_name[64];                     /* "CUPTI for <name>" (cuptiSubscribe_v2), "" unnamed */
 static int g_destroy_enabled;                        /* CONTEXT_DESTROY_STARTING enabled for it */
 static uint32_t g_api_enabled[2][1024];              /* driver [0] / runtime [1] API callbacks enabled, by cbid */
 static int g_graph_trace;                            /* CUPTI_ACTIVITY_KIND_GRAPH_TRACE enabled */
@@ -455,18 +459,50 @@ KT_FAKE_CUPTI_API void kt_test_cupti_other_client(void)
     pthread_mutex_unlock(&g_lock);
 }
 
-KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc f, void *user)
+/* CUPTI's one subscriber slot. A refused client learns the holder's name where it gave a buffer (cuptiSubscribe_v2):
+ * "CUPTI for <name>" of a subscriber that named itself, "" of one that did not, and for the other client of
+ * KT_TEST_CUPTI_OTHER_SUBSCRIBER its value unless that is "1" (a client with no name), as CUPTI names a tool. */
+static CUptiResult subscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc f, void *user, const char *name,
+                             char *holder_name, size_t holder_size)
 {
     if (!sub)
         return CUPTI_ERROR_INVALID_PARAMETER;
     const char *other = getenv("KT_TEST_CUPTI_OTHER_SUBSCRIBER");
-    if (g_callback || (other && other[0] == '1'))
+    const char *holder = g_callback ? g_callback_name : NULL;
+    if (!holder && other && other[0] && strcmp(other, "0"))
+        holder = strcmp(other, "1") ? other : "";
+    if (holder) {
+        if (holder_name && holder_size) {
+            strncpy(holder_name, holder, holder_size - 1);
+            holder_name[holder_size - 1] = '\0';
+        }
         return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    }
     g_callback = f;
     g_callback_user = user;
+    g_callback_name[0] = '\0';
+    if (name) /* CUPTI keeps CUPTI_SUBSCRIBER_NAME_MAX_LEN bytes of it */
+        snprintf(g_callback_name, sizeof g_callback_name, "CUPTI for %.53s", name);
     *sub = (CUpti_SubscriberHandle)(void *)&g_callback;
     return CUPTI_SUCCESS;
 }
+
+KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc f, void *user)
+{
+    return subscribe(sub, f, user, NULL, NULL, 0);
+}
+
+#ifdef CUpti_SubscriberParams_STRUCT_SIZE /* CUPTI 13's named subscribers */
+KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc f,
+                                                          void *user, CUpti_SubscriberParams *p)
+{
+    if (p && p->structSize < offsetof(CUpti_SubscriberParams, subscriberName) + sizeof p->subscriberName)
+        return CUPTI_ERROR_INVALID_PARAMETER; /* the size must be filled in */
+    int has_old = p && p->structSize >= CUpti_SubscriberParams_STRUCT_SIZE;
+    return subscribe(sub, f, user, p ? p->subscriberName : NULL, has_old ? p->oldSubscriberName : NULL,
+                     has_old ? p->oldSubscriberSize : 0);
+}
+#endif
 
 /* The real CUPTI calls a subscriber's CONTEXT_DESTROY_STARTING callback from inside the driver's cuCtxDestroy and
  * cuDevicePrimaryCtxReset, on the destroying thread, before the context's resources go. When the CUDA driver double
@@ -495,6 +531,7 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle s
     if (!g_callback || sub != (CUpti_SubscriberHandle)(void *)&g_callback)
         return CUPTI_ERROR_INVALID_PARAMETER;
     g_callback = NULL;
+    g_callback_name[0] = '\0';
     g_destroy_enabled = 0;
     driver_destroy_hook(0);
     memset(g_api_enabled, 0, sizeof g_api_enabled);

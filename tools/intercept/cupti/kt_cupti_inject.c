@@ -34,6 +34,7 @@
 
 #include "shim/kti_run.h"
 #include "core/env.h"
+#include "shared/cupti_subscribe.h"
 #include "shared/deadline.h"
 #include "shared/tool.h"
 
@@ -85,6 +86,9 @@
 static struct {
     KT_CUPTI_REQUIRED(KT_CUPTI_POINTER)
     KT_CUPTI_OPTIONAL(KT_CUPTI_POINTER)
+    /* CUPTI 13's named subscription (shared/cupti_subscribe.h mirrors its parameters, so older headers build) */
+    CUptiResult (*cuptiSubscribe_v2)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,
+                                     kt__cupti_subscriber_params_t *);
 } K; /* CUPTI's entry points, from kt_cupti_load */
 #undef KT_CUPTI_POINTER
 
@@ -148,6 +152,7 @@ static int kt_cupti_load(void)
 #define KT_CUPTI_RESOLVE_OPTIONAL(f) *(void **)&K.f = dlsym(lib, #f);
     KT_CUPTI_OPTIONAL(KT_CUPTI_RESOLVE_OPTIONAL)
 #undef KT_CUPTI_RESOLVE_OPTIONAL
+    *(void **)&K.cuptiSubscribe_v2 = dlsym(lib, "cuptiSubscribe_v2");
     return 0; /* kept loaded for the process's life: CUPTI calls back into this library until exit */
 }
 
@@ -711,7 +716,12 @@ static void subscribe_resources(void)
         S.subscriber = NULL;
         return;
     }
-    CUptiResult r = K.cuptiSubscribe(&S.subscriber, api_callback, NULL);
+    /* Under a name that tells a refused profiler how to free the slot (CUPTI 13); a refusal names the holder. */
+    char holder[KT__CUPTI_HOLDER_NAME_LEN], held_by[KT__CUPTI_HOLDER_NAME_LEN + 16], why[160];
+    kt__cupti_subscriber_params_t params = kt__cupti_subscriber_params(KT__CUPTI_NAME_RUN, holder);
+    CUptiResult r = K.cuptiSubscribe_v2 ? K.cuptiSubscribe_v2(&S.subscriber, api_callback, NULL, &params)
+                                        : K.cuptiSubscribe(&S.subscriber, api_callback, NULL);
+    kt__cupti_holder_text(holder, held_by, sizeof held_by);
     if (r == CUPTI_SUCCESS) {
         r = K.cuptiEnableCallback(1, S.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                 CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
@@ -724,10 +734,12 @@ static void subscribe_resources(void)
     } else {
         S.subscriber = NULL;
     }
-    if (r != CUPTI_SUCCESS)
+    if (r != CUPTI_SUCCESS) {
+        snprintf(why, sizeof why, "%s%s%s", result_name(r), held_by[0] ? ", " : "", held_by);
         say_once(&g_said_subscriber, "ktiming-cupti: another CUPTI client holds the callback subscription (%s): "
                                      "records of a destroyed context arrive with the next flush, and no host API "
-                                     "time is recorded\n", result_name(r));
+                                     "time is recorded\n", why);
+    }
     else if (kt__env(KT_ENV_NAME(RUN_VERBOSE)))
         fprintf(stderr, "ktiming-cupti: holding CUPTI's callback subscription: a profiler in the program (Kineto, "
                         "torch.profiler) cannot subscribe; KTIMING_CUPTI_SUBSCRIBE=0 leaves it free\n");
