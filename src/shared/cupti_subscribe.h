@@ -26,8 +26,13 @@ typedef struct kt__cupti_subscriber_params_t {
 /* The names ktiming subscribes under: what a refused profiler shows its user, so each says how to free the slot. */
 #define KT__CUPTI_NAME_RUN "ktiming run (KTIMING_CUPTI_SUBSCRIBE=0 frees it)"
 #define KT__CUPTI_NAME_WATCH "ktiming reset watch: kt_cuda_watch_resets(0) frees"
+#ifdef __cplusplus /* tests/gpu/kt_gpu_checks.cu includes this too */
+static_assert(sizeof KT__CUPTI_NAME_RUN <= KT__CUPTI_NAME_MAX_LEN, "CUPTI keeps the name whole");
+static_assert(sizeof KT__CUPTI_NAME_WATCH <= KT__CUPTI_NAME_MAX_LEN, "CUPTI keeps the name whole");
+#else
 _Static_assert(sizeof KT__CUPTI_NAME_RUN <= KT__CUPTI_NAME_MAX_LEN, "CUPTI keeps the name whole");
 _Static_assert(sizeof KT__CUPTI_NAME_WATCH <= KT__CUPTI_NAME_MAX_LEN, "CUPTI keeps the name whole");
+#endif
 
 /* The parameters for cuptiSubscribe_v2: our name, and `holder` (KT__CUPTI_HOLDER_NAME_LEN bytes) for the name of a
  * client that already holds the subscription. */

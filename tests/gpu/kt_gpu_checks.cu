@@ -24,6 +24,9 @@
 //                    its launch and synchronisation, widened by the span's stated bound
 //   stamps S         KT_KERNEL_ENTER/EXIT stamps recorded every 250 ms for S s: each within its host bracket
 //                    widened by its bound (the %globaltimer model is refreshed as it ages)
+//   cupti-holder M   a profiler of the program subscribes to CUPTI with cuptiSubscribe_v2: M=0 (no injection) the
+//                    slot is free; M=1 (under CUDA_INJECTION64_PATH) it is refused and CUPTI names the holder as
+//                    the library named itself (src/shared/cupti_subscribe.h); INFO with what CUPTI wrote otherwise
 //   ptds             (built with --default-stream per-thread) stream 0 spans and the timer use the per-thread
 //                    stream: a span on stream 0 of thread 2 is not serialised behind thread 1's held work
 #include <cuda.h>
@@ -33,11 +36,14 @@
 #include <ktiming/cuda.h>
 #include <ktiming/cuda_device.cuh>
 
+#include "../../src/shared/cupti_subscribe.h"
+
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
@@ -624,6 +630,42 @@ static int check_ptds()
 #endif
 }
 
+// ---- who holds CUPTI's one subscription, as a profiler of the program is told (issue 36.5) ------------------------
+static int check_cupti_holder(unsigned injected)
+{
+    cudaFree(nullptr); // the driver loads the injection library (if any) when CUDA initialises
+    const char *path = getenv("KTIMING_CUPTI_LIBRARY");
+    void *lib = dlopen(path && path[0] ? path : "libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        lib = dlopen("/usr/local/cuda/lib64/libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+    CUresult (*subscribe)(void **, void *, void *, kt__cupti_subscriber_params_t *) = nullptr;
+    int (*unsubscribe)(void *) = nullptr;
+    if (lib) {
+        *(void **)&subscribe = dlsym(lib, "cuptiSubscribe_v2");
+        *(void **)&unsubscribe = dlsym(lib, "cuptiUnsubscribe");
+    }
+    if (!subscribe || !unsubscribe) {
+        std::printf("INFO cupti-holder: no libcupti with cuptiSubscribe_v2 (%s)\n", lib ? "old CUPTI" : dlerror());
+        return 0;
+    }
+    char holder[KT__CUPTI_HOLDER_NAME_LEN];
+    kt__cupti_subscriber_params_t p = kt__cupti_subscriber_params("kt_gpu_checks", holder);
+    void *sub = nullptr;
+    int r = (int)subscribe(&sub, nullptr, nullptr, &p);
+    holder[sizeof holder - 1] = '\0';
+    if (r == 0)
+        unsubscribe(sub);
+    if (!injected)
+        return result(r == 0, "cupti-holder", "without ktiming run: cuptiSubscribe_v2 %d (0: the slot is free)", r);
+    if (r == 0)
+        return result(false, "cupti-holder", "under the injection library the slot was free (it should hold it)");
+    if (!std::strstr(holder, "ktiming run")) {
+        std::printf("INFO cupti-holder: refused (%d); CUPTI named the holder \"%s\"\n", r, holder);
+        return 0;
+    }
+    return result(true, "cupti-holder", "refused (%d); CUPTI named the holder \"%s\"", r, holder);
+}
+
 // The checks by name; `arg` is argv[2] as a number, or the check's default.
 struct check_t {
     const char *name;
@@ -644,6 +686,7 @@ static const check_t kChecks[] = {
     {"cupti-live", check_cupti_live, 1000},
     {"cupti-configs", check_cupti_configs, 2000},
     {"ptds", [](unsigned a) { return no_arg(check_ptds, a); }, 0},
+    {"cupti-holder", check_cupti_holder, 0},
 };
 
 int main(int argc, char **argv)

@@ -173,6 +173,8 @@ run_check stamps "$checks" stamps 4
 run_check cupti-live env CUDA_INJECTION64_PATH="$inject" "$checks" cupti-live 1000
 run_check cupti-bracket env CUDA_INJECTION64_PATH="$inject" "$checks" cupti-bracket
 run_check cupti-configs env CUDA_INJECTION64_PATH="$inject" "$checks" cupti-configs 2000
+run_check cupti-holder-free "$checks" cupti-holder 0
+run_check cupti-holder env CUDA_INJECTION64_PATH="$inject" "$checks" cupti-holder 1
 
 # reset: under compute-sanitizer where it accepts the device; it reports every driver call that fails (a use of a
 # freed event or stream answers CUDA_ERROR_INVALID_HANDLE/INVALID_CONTEXT). reset-watch: the same with
