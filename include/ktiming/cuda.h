@@ -228,9 +228,9 @@ KT_API int kt_cuda_context_release(struct CUctx_st *ctx);
  * and is told on the destroying thread before anything is freed: it waits for a collection in progress, records
  * what completes (up to flush_timeout_ms) and forgets the context: no use of a freed handle. CUPTI allows one
  * subscriber per process, so a profiler in the program (torch.profiler, Nsight tools) then cannot subscribe:
- * this is not the default. Under `ktiming run` its CUPTI library does this itself. Env KTIMING_CUDA_WATCH_RESETS=1
- * asks for it at initialisation. 0, or KT_EUNAVAILABLE (no CUDA, no libcupti, or another client holds the
- * subscription; kt_cuda_last_error says which). */
+ * this is not the default. Under `ktiming run` its CUPTI library does this itself (and 1 returns 0 at once). Env
+ * KTIMING_CUDA_WATCH_RESETS=1 asks for it at initialisation. 0, or KT_EUNAVAILABLE (no CUDA, no libcupti, or
+ * another client holds the subscription; kt_cuda_last_error says which, naming the holder where CUPTI does). */
 KT_API int kt_cuda_watch_resets(int on);
 /* Pool counters of a context (NULL = current). */
 KT_API int kt_cuda_stats(struct CUctx_st *ctx, kt_cuda_stats_t *out);

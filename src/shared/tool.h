@@ -25,6 +25,11 @@ KT_API kt_zone_t kt__host_api_begin(kt_kernel_id_t *site_cache, const char *api)
 struct CUctx_st;
 KT_API void kt__cuda_context_destroying(struct CUctx_st *ctx);
 
+/* The CUPTI injection library holds CUPTI's subscription with CONTEXT_DESTROY_STARTING enabled (on = 1), so it calls
+ * kt__cuda_context_destroying at every context destruction: kt_cuda_watch_resets(1) then succeeds without a
+ * subscription of its own (CUPTI would refuse it one). */
+KT_API void kt__cuda_resets_watched_by_tool(int on);
+
 #ifdef __cplusplus
 }
 #endif

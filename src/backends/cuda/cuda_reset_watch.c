@@ -6,7 +6,8 @@
  * that callback calls: it waits for a collector pass in progress (its uses happen before the reset frees
  * anything), collects what completes, and retires the context so no pass touches its handles again.
  *
- * Who calls it: the CUPTI injection library of `ktiming run` (it holds CUPTI's subscription anyway), or, in a
+ * Who calls it: the CUPTI injection library of `ktiming run` (it holds CUPTI's subscription anyway, and says so with
+ * kt__cuda_resets_watched_by_tool: kt_cuda_watch_resets(1) then succeeds as it is), or, in a
  * program that times with kt_cuda_* itself, this file's own subscription (kt_cuda_watch_resets,
  * KTIMING_CUDA_WATCH_RESETS=1). CUPTI allows one subscriber per process, so that is opt-in: holding it makes a
  * profiler of the program's own (Kineto / torch.profiler, Nsight tools) fail to subscribe; with CUPTI 13's
@@ -46,6 +47,14 @@ static struct {
     int (*result_string)(int result, const char **text);
     void *subscriber;     /* non-NULL while ktiming holds the subscription */
 } W = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Set by the CUPTI injection library (`ktiming run`) while its subscription calls kt__cuda_context_destroying. */
+static atomic_int g_watched_by_tool;
+
+void kt__cuda_resets_watched_by_tool(int on)
+{
+    atomic_store(&g_watched_by_tool, on != 0);
+}
 
 /* Bounded wait for the consumer lock: a collector pass inside the driver may wait on the destroying thread. The
  * bound is on CLOCK_MONOTONIC where the C library can wait on it (glibc 2.30's pthread_mutex_clocklock), so a step
@@ -175,6 +184,8 @@ int kt_cuda_watch_resets(int on)
     int rc = kt__cuda_ready();
     if (rc)
         return rc;
+    if (atomic_load(&g_watched_by_tool))
+        return 0; /* `ktiming run`'s CUPTI library tells the backend already, from the one subscription there is */
     pthread_mutex_lock(&W.lock);
     rc = W.subscriber ? 0 : load_cupti_locked();
     if (rc == 0 && !W.subscriber) {

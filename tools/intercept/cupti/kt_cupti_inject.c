@@ -728,8 +728,10 @@ static void subscribe_resources(void)
         if (r != CUPTI_SUCCESS) {
             K.cuptiUnsubscribe(S.subscriber);
             S.subscriber = NULL;
-        } else if (enable_wait_apis() != 0 && kt__env(KT_ENV_NAME(RUN_VERBOSE))) {
-            fprintf(stderr, "ktiming-cupti: CUPTI refused the synchronisation callbacks: no host API time\n");
+        } else {
+            kt__cuda_resets_watched_by_tool(1); /* the backend's kt_cuda_watch_resets(1) needs no slot of its own */
+            if (enable_wait_apis() != 0 && kt__env(KT_ENV_NAME(RUN_VERBOSE)))
+                fprintf(stderr, "ktiming-cupti: CUPTI refused the synchronisation callbacks: no host API time\n");
         }
     } else {
         S.subscriber = NULL;
