@@ -437,6 +437,21 @@ static int legacy_blocked_locked(struct CUstream_st *s)
     return 0;
 }
 
+/* F.lock held: work or an event record on `s`. The legacy stream synchronises with every blocking stream of its
+ * context, so while one of them captures, a use of the legacy stream is illegal: the driver answers
+ * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and the capture is invalidated (its cuStreamEndCapture fails with 901), in
+ * any capture mode (relaxed mode does not make it legal). */
+static CUresult legacy_use_locked(struct CUstream_st *s)
+{
+    if (!s->legacy || s->capturing || !legacy_blocked_locked(s))
+        return OK;
+    F.st.capture_violations++;
+    for (struct CUstream_st *o = F.streams; o; o = o->all_next)
+        if (o != s && o->capturing && o->ctx == s->ctx && !o->non_blocking)
+            o->cap_invalid = 1;
+    return E_CAPTURE_IMPLICIT;
+}
+
 /* Whether the driver was torn down (kt_test_cuda_driver_deinit): counts the call. */
 static int deinit_call(void)
 {
@@ -480,6 +495,13 @@ static CUresult enqueue(struct CUstream_st *stream, op_t *op)
         free(op->staged);
         free(op);
         return stream ? E_INVALID_HANDLE : E_INVALID_CONTEXT;
+    }
+    CUresult lr = legacy_use_locked(s);
+    if (lr != OK) {
+        pthread_mutex_unlock(&F.lock);
+        free(op->staged);
+        free(op);
+        return lr;
     }
     if (s->capturing) { /* captured into the graph, not executed */
         if (op->kind == OP_VWORK)
@@ -1062,6 +1084,11 @@ EXPORT CUresult cuEventRecord(struct CUevent_st *e, struct CUstream_st *stream)
     if (!s || s->ctx != e->ctx) {
         pthread_mutex_unlock(&F.lock);
         return s ? E_INVALID_HANDLE : E_INVALID_CONTEXT;
+    }
+    CUresult lr = legacy_use_locked(s);
+    if (lr != OK) {
+        pthread_mutex_unlock(&F.lock);
+        return lr;
     }
     e->recorded = 1;
     e->done = 0;

@@ -30,7 +30,9 @@
  * stream's work (events recorded there fail queries with CUDA_ERROR_CAPTURED_EVENT), and while a stream captures
  * in global mode a query or synchronise from a thread not in relaxed mode (cuThreadExchangeStreamCaptureMode)
  * fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture; cuGraphLaunch replays the
- * captured work as one op. Not modelled: the legacy stream's implicit synchronisation with blocking streams.
+ * captured work as one op. The legacy stream synchronises with every blocking stream of its context: while one
+ * of them captures, work or an event record on the legacy stream (NULL) answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+ * and invalidates that capture, in any capture mode; cuStreamIsCapturing on it answers the same (906).
  *
  * A kernel's first launch waits while a kernel spins on another stream of the context (lazy loading's context
  * synchronisation). Kernels it knows by name (from the PTX given to cuModuleLoadData): kt_globaltimer_read,
