@@ -97,17 +97,20 @@ typedef struct kt_cuda_span_t {
  * event (not the whole stream), so its value is always start→stop of the work on the stream, never a read of
  * unfinished events. While running (no stop yet) elapsed_ms() records a lap event now and waits for it: the
  * cumulative stream time since start(), as kt_cpu_timer_elapsed_ms() gives host time since start. A timer never
- * started reads 0. A zeroed timer is valid: its first start() takes the current context and the legacy default
- * stream; kt_cuda_timer_init() chooses them. kt_cuda_timer_destroy() returns its events to the context pool.
+ * started reads 0. A zeroed timer is valid: its first start() takes the current context and stream 0 (the
+ * legacy default stream, or the per-thread one: see "Per-thread default stream" below); kt_cuda_timer_init()
+ * chooses them. start() and stop() record nothing on a stream that captures a graph (or on the legacy stream
+ * while a blocking stream captures: that would invalidate your capture); elapsed() then returns KT_ESTATE, as it
+ * does after the context was reset (cudaDeviceReset) or destroyed since start(). kt_cuda_timer_destroy() returns its events to the context pool.
  * Timers are not recorded into the recorder (use kt_cuda_begin/end for that). Not thread-safe per timer. */
 typedef struct kt_cuda_timer_t {
     struct CUctx_st *ctx;       /* context, NULL = current at first start() */
-    struct CUstream_st *stream; /* stream the events are recorded on (NULL = legacy default stream) */
+    struct CUstream_st *stream; /* stream the events are recorded on (NULL = stream 0) */
     void *pair;                 /* event pair borrowed from the context pool, NULL until first start() */
     void *context;              /* ktiming's state for ctx */
     uint32_t generation;        /* backend generation the pair belongs to */
     int running;                /* 1 between start() and stop() */
-    int started;                /* 1 once start() succeeded */
+    int started;                /* 1 once start() succeeded; -1: the last start()/stop() recorded nothing */
 } kt_cuda_timer_t;
 
 /* Entry/exit stamps written by KT_KERNEL_ENTER/EXIT (layout shared with cuda_device.cuh). */

@@ -6,6 +6,8 @@
  * closed by the reset watch in test_cuda_reset_watch). */
 #include "cuda_test_util.h"
 
+#include <string.h>
+
 int cuDevicePrimaryCtxReset(int dev);
 int cuCtxCreate_v2(struct CUctx_st **ctx, unsigned int flags, int dev);
 int cuCtxDestroy_v2(struct CUctx_st *ctx);
@@ -140,12 +142,103 @@ static void test_release_before_reset(void **state)
     assert_int_equal(cuStreamDestroy_v2(s2), 0);
 }
 
+
+/* A span open across a reset ends with KT_ESTATE even when nothing noticed the reset before kt_cuda_end (no
+ * collector pass: nothing else was pending; no other span in between), and a timer started before the reset
+ * touches none of its freed events: elapsed() says the context was reset, and its next start() takes fresh
+ * events. Without the end's and the timer's own id checks the double aborts on the freed events. */
+static void test_span_and_timer_across_reset_alone(void **state)
+{
+    (void)state;
+    struct CUstream_st *s = kt_test_stream(); /* dies with the reset */
+    kt_cuda_timer_t t;
+    assert_int_equal(kt_cuda_timer_init(&t, g_ctx, NULL), 0);
+    kt_cuda_timer_start(&t);
+    assert_int_equal(kt_test_cuda_driver_work(NULL, 2000, 0), 0);
+    kt_cuda_timer_stop(&t);
+    double ms = -1.0;
+    assert_int_equal(kt_cuda_timer_elapsed(&t, &ms), 0);
+    assert_true(ms >= 0.0);
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, g_ctx, s, "alone-across-reset"), 0);
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    assert_int_equal(cuDevicePrimaryCtxReset(0), 0);
+    assert_int_equal(kt_cuda_end(&span), KT_ESTATE);
+    assert_non_null(strstr(kt_cuda_last_error(), "reset or destroyed"));
+    assert_int_equal(kt_cuda_timer_elapsed(&t, &ms), KT_ESTATE);
+    assert_non_null(strstr(kt_cuda_last_error(), "reset or destroyed"));
+    assert_true(ms == 0.0);
+    kt_cuda_timer_start(&t); /* fresh events, in the context's next life */
+    kt_cuda_timer_stop(&t);
+    assert_int_equal(kt_cuda_timer_elapsed(&t, &ms), 0);
+    kt_cuda_timer_destroy(&t);
+    kt_flush();
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0);
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "alone-across-reset");
+    assert_non_null(e);
+    assert_int_equal(e->dropped_by[KT_DROP_CONTEXT_RESET], 1);
+    assert_int_equal(e->dispatch_count + e->errors, 0);
+    kt_snapshot_free(snap);
+    kt_cuda_shutdown();
+}
+
+/* A reset landing while ktiming grows a context's pool of event pairs (inside its 6th cuEventCreate, as a reset on
+ * another thread would): the events made before it were freed with the context and are not destroyed again (the
+ * double aborts on that), the growth fails without beginning the span, the spans begun before end with KT_ESTATE,
+ * and the handle's next span gets fresh state. At most one chunk of the next life's events is left to the driver. */
+static void test_reset_while_the_pool_grows(void **state)
+{
+    (void)state;
+    assert_int_equal(kt_cuda_init(&(kt_cuda_desc_t){.pool_chunk = 16}), 0);
+    struct CUstream_st *s = kt_test_stream();
+    kt_cuda_span_t open[16];
+    for (int i = 0; i < 16; i++) /* every pair of the first chunk taken */
+        assert_int_equal(kt_cuda_begin(&open[i], g_ctx, s, "before-growth"), 0);
+    kt_cuda_stats_t st;
+    assert_int_equal(kt_cuda_stats(g_ctx, &st), 0);
+    assert_int_equal(st.pairs_capacity, 16);
+    assert_int_equal(st.pairs_free, 0);
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    kt_test_cuda_driver_reset_after_creates(0, 6);
+    kt_cuda_span_t grown;
+    assert_int_not_equal(kt_cuda_begin(&grown, g_ctx, s, "during-growth"), 0);
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.resets - before.resets, 1); /* the reset did land inside the growth */
+    assert_true(after.event_creates - before.event_creates > 6);
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(kt_cuda_end(&open[i]), KT_ESTATE);
+    struct CUstream_st *s2 = kt_test_stream();
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, g_ctx, s2, "after-growth"), 0);
+    assert_int_equal(kt_cuda_end(&span), 0);
+    kt_flush();
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0);
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "after-growth");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 1);
+    e = kt_test_find(snap, "before-growth");
+    assert_non_null(e);
+    assert_int_equal(e->dropped_by[KT_DROP_CONTEXT_RESET], 16);
+    kt_snapshot_free(snap);
+    kt_cuda_shutdown();
+    assert_true(kt_test_cuda_driver_live_events() <= 2 * 16); /* the one chunk left to the driver, no more */
+    assert_int_equal(cuStreamDestroy_v2(s2), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_primary_reset),
         cmocka_unit_test(test_context_destroyed),
         cmocka_unit_test(test_release_before_reset),
+        cmocka_unit_test(test_span_and_timer_across_reset_alone),
+        cmocka_unit_test(test_reset_while_the_pool_grows),
     };
     return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

@@ -139,6 +139,41 @@ static void test_watched_context_destroy(void **state)
     assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0); /* not destroyed again at shutdown */
 }
 
+/* kt_cuda_context_release of a primary context that only ktiming still retains: releasing that retain destroys
+ * the context right there (the driver destroys a primary context at its last release), so the watch's callback
+ * comes from inside the release, on the releasing thread, which holds ktiming's consumer lock. It returns at once
+ * (the state is unlinked already) instead of waiting flush_timeout_ms for a lock its own thread holds and then
+ * reporting the collector stuck in the driver. */
+static void test_release_of_the_last_retain(void **state)
+{
+    (void)state;
+    watch_on();
+    struct CUctx_st *ctx = NULL;
+    assert_int_equal(kt_cuda_device_primary(0, &ctx), 0); /* ktiming retains device 0's primary context */
+    assert_ptr_equal(ctx, g_ctx);
+    assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), 0); /* the test's own retain: ktiming's is the last */
+    struct CUstream_st *s = kt_test_stream();
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, ctx, s, "released-last"), 0);
+    assert_int_equal(kt_cuda_end(&span), 0);
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    assert_int_equal(kt_cuda_context_release(ctx), 0);
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.primary_destroys - before.primary_destroys, 1); /* destroyed inside the release */
+    assert_null(strstr(kt_cuda_last_error(), "inside the driver"));
+    assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0);
+    struct CUctx_st *again = NULL;
+    assert_int_equal(cuDevicePrimaryCtxRetain(&again, 0), 0); /* the group's retain back, for the tests after */
+    kt_flush();
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_test_find(snap, "released-last");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 1); /* collected by the release, before the context went */
+    kt_snapshot_free(snap);
+    kt_cuda_shutdown();
+}
+
 /* The bounded wait: a collector pass stuck inside the driver (as a real driver might make it wait for the
  * destroying thread) holds ktiming's consumer lock; the destroy callback gives up after flush_timeout_ms instead
  * of hanging the program's cudaDeviceReset, marks the context gone and says so. The stuck query then meets the
@@ -280,6 +315,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_watch_refusals),
+        cmocka_unit_test(test_release_of_the_last_retain),
         cmocka_unit_test(test_watched_primary_reset),
         cmocka_unit_test(test_watched_context_destroy),
         cmocka_unit_test(test_watched_reset_behind_stuck_collector),

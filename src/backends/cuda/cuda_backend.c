@@ -105,12 +105,17 @@ static int init_locked(const kt_cuda_desc_t *desc)
 
 int kt_cuda_init(const kt_cuda_desc_t *desc)
 {
+    if (kt__cuda_forked_child())
+        return KT_EUNAVAILABLE;
+    /* Armed first, outside our locks (the core holds its own across fork_prepare): its fork handlers then take
+     * kt__cuda_g.lock, so a fork while the first initialisation holds it across dlopen and cuInit (often hundreds
+     * of ms) waits for it, instead of giving the child a lock held by a thread it does not have. A backend armed
+     * whose initialisation then fails does nothing in its hooks (they check the state). */
+    kt__backend_arm(&kt__cuda_ops);
     pthread_mutex_lock(&kt__cuda_g.lock);
     int was_ready = atomic_load(&kt__cuda_g.state) == KT__CUDA_READY;
     int rc = init_locked(desc);
     pthread_mutex_unlock(&kt__cuda_g.lock);
-    if (rc == 0)
-        kt__backend_arm(&kt__cuda_ops); /* outside our locks: the core holds its own across fork_prepare */
     if (rc == 0 && !was_ready)
         kt__cuda_watch_from_env(); /* KTIMING_CUDA_WATCH_RESETS=1 (cuda_reset_watch.c) */
     return rc;

@@ -146,15 +146,18 @@ void kt__cuda_device_label(kt__cudevice dev, char *out, size_t size)
     free(all);
 }
 
+/* A context found gone (reset, destroyed) but not yet retired matches no handle: it waits for a holder of the
+ * consumer lock to retire it, while the handle gets fresh state. */
 static int match_handle(void *c, const void *key)
 {
-    return ((kt__cuda_ctx_t *)c)->ctx == (kt__cuctx)key;
+    return ((kt__cuda_ctx_t *)c)->ctx == (kt__cuctx)key && !atomic_load(&((kt__cuda_ctx_t *)c)->gone);
 }
 
 static int match_primary0(void *c, const void *key)
 {
     (void)key;
-    return ((kt__cuda_ctx_t *)c)->retained_primary && ((kt__cuda_ctx_t *)c)->device == 0;
+    return ((kt__cuda_ctx_t *)c)->retained_primary && ((kt__cuda_ctx_t *)c)->device == 0 &&
+           !atomic_load(&((kt__cuda_ctx_t *)c)->gone);
 }
 
 /* kt__cuda_g.lock held (a live context is unlinked only under it): the live state of a context handle. */
@@ -309,7 +312,7 @@ int kt__cuda_ctx_get(kt__cuctx ctx, kt__cuda_ctx_t **out)
         uint32_t epoch = atomic_load(&kt__cuda_g.ctx_epoch);
         kt__cuda_ctx_t *c = NULL;
         int created = 0;
-        if (ctx && t_ctx_cache.handle == ctx && t_ctx_cache.epoch == epoch) {
+        if (ctx && t_ctx_cache.handle == ctx && t_ctx_cache.epoch == epoch && !atomic_load(&t_ctx_cache.c->gone)) {
             c = t_ctx_cache.c;
         } else {
             pthread_mutex_lock(&kt__cuda_g.lock);
@@ -329,9 +332,13 @@ int kt__cuda_ctx_get(kt__cuctx ctx, kt__cuda_ctx_t **out)
         /* Re-validate by the context's identity: a primary context reset (cudaDeviceReset) or a destroyed
          * context leaves the same handle with none of ktiming's events, streams or buffers behind it. */
         if (!created && !kt__cuda_ctx_alive(c)) {
-            pthread_mutex_lock(&kt__cuda_g.consumer);
-            kt__cuda_ctx_retire(c);
-            pthread_mutex_unlock(&kt__cuda_g.consumer);
+            /* Retired here unless a collector pass holds the consumer lock (it may be inside the driver for long:
+             * kt_cuda_begin never waits behind it); then the pass retires it (it checks the id of every context
+             * with work in flight), or kt_cuda_shutdown does. Marked gone, it matches no handle meanwhile. */
+            if (pthread_mutex_trylock(&kt__cuda_g.consumer) == 0) {
+                kt__cuda_ctx_retire(c);
+                pthread_mutex_unlock(&kt__cuda_g.consumer);
+            }
             continue; /* make fresh state for the handle, once */
         }
         if (created)
@@ -494,7 +501,9 @@ int kt_cuda_context_release(struct CUctx_st *ctx)
     kt__ctx_set_remove(&kt__cuda_g.set, c); /* no pass runs: we hold the consumer lock */
     atomic_fetch_add(&kt__cuda_g.ctx_epoch, 1);
     pthread_mutex_unlock(&kt__cuda_g.lock);
+    kt__cuda_watch_releasing(1); /* the last retain released may destroy the context here, calling the watch */
     kt__cuda_ctx_destroy(c);
+    kt__cuda_watch_releasing(0);
     pthread_mutex_unlock(&kt__cuda_g.consumer);
     return 0;
 }

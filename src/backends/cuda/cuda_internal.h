@@ -169,6 +169,9 @@ int kt__cuda_ctx_alive(kt__cuda_ctx_t *c);
  * it (kt_cuda_desc_t.per_thread_default_stream, KTIMING_CUDA_PER_THREAD_STREAM, nvcc --default-stream
  * per-thread through ktiming/cuda.h), else the legacy default stream. */
 kt__custream kt__cuda_stream_resolve(kt__custream stream);
+/* Whether `stream` captures a graph, or is the legacy stream beside a capturing blocking stream (context
+ * current): recording there would become a graph node or invalidate the program's capture (cuda_span.c). */
+int kt__cuda_stream_capturing(kt__custream stream);
 /* The device's label in snapshots, from the core's labeller (docs/devices.md) once every device of the driver is
  * registered: its name, with " #<ordinal>" when another device has the same name. */
 void kt__cuda_device_label(kt__cudevice dev, char *out, size_t size);
@@ -193,6 +196,9 @@ kt__cuda_ctx_t *kt__cuda_ctx_lookup(kt__cuctx ctx);
 /* cuda_reset_watch.c: CUPTI's CONTEXT_DESTROY_STARTING callback (kt__cuda_context_destroying, shared/tool.h) */
 void kt__cuda_watch_from_env(void); /* kt_cuda_init: KTIMING_CUDA_WATCH_RESETS=1 */
 void kt__cuda_watch_stop(void);     /* kt_cuda_shutdown: the subscription is given back */
+/* kt_cuda_context_release on this thread (1 while it holds the consumer lock): releasing ktiming's primary-context
+ * retain may destroy the context right here, and the callback then has nothing to wait for or retire. */
+void kt__cuda_watch_releasing(int on);
 
 /* cuda_pool.c: event-pair pool and stream queues */
 int kt__cuda_pool_take_locked(kt__cuda_ctx_t *c, kt__cuda_pair_t **out); /* c->lock held (released to grow) */

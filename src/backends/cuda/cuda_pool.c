@@ -58,12 +58,10 @@ static int pool_grow(kt__cuda_ctx_t *c)
         chunk->count++;
     }
     if (chunk->count && !kt__cuda_ctx_alive(c)) {
-        /* Reset while growing: these events may belong to the context's next life, which ktiming would then
-         * never destroy (a retired context's handles are not touched). Give them back now. */
-        for (uint32_t i = 0; i < chunk->count; i++) {
-            kt__cu.cuEventDestroy_v2(chunk->pairs[i].start);
-            kt__cu.cuEventDestroy_v2(chunk->pairs[i].end);
-        }
+        /* Reset (or destroyed) while growing: the events made before it were freed with the context, and which
+         * ones those are cannot be told apart from any made after it, in the context's next life. Destroying them
+         * would be a use after free, so none is touched: at most one chunk of the next life's events is left to
+         * the driver (freed with that life), and the growth fails as the context's retirement will say. */
         chunk->count = 0;
         rc = KT_EBACKEND;
         kt__cuda_set_error(KT__CU_ERROR_CONTEXT_IS_DESTROYED, "CUDA context %p was reset", (void *)c->ctx);

@@ -80,9 +80,19 @@ static int consumer_lock_within(uint32_t ms)
     return kt__mutex_lock_until(&kt__cuda_g.consumer, &until);
 }
 
+/* This thread is inside kt_cuda_context_release (holding the consumer lock, the context's state unlinked). */
+static _Thread_local int t_releasing;
+
+void kt__cuda_watch_releasing(int on)
+{
+    t_releasing = on;
+}
+
 void kt__cuda_context_destroying(struct CUctx_st *ctx)
 {
-    if (!ctx || kt__forked_child() || atomic_load(&kt__cuda_g.state) != KT__CUDA_READY)
+    /* t_releasing: ktiming's own release of the last primary-context retain destroys the context on this thread;
+     * its state is unlinked already, and waiting for the consumer lock this thread holds would only stall. */
+    if (!ctx || t_releasing || kt__forked_child() || atomic_load(&kt__cuda_g.state) != KT__CUDA_READY)
         return;
     if (consumer_lock_within(kt__cuda_g.desc.flush_timeout_ms) != 0) {
         /* A pass has held the lock all along (inside a driver call that waits for this thread, or a stuck
@@ -175,6 +185,12 @@ static void unwatch_locked(void)
 
 int kt_cuda_watch_resets(int on)
 {
+    if (kt__forked_child()) { /* the parent's subscription and W.lock are not this process's to touch */
+        if (!on)
+            return 0;
+        kt__cuda_forked_child(); /* says why */
+        return KT_EUNAVAILABLE;
+    }
     if (!on) {
         pthread_mutex_lock(&W.lock);
         unwatch_locked();

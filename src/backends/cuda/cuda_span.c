@@ -23,7 +23,7 @@ kt__custream kt__cuda_stream_resolve(kt__custream stream)
 /* Whether `stream` is capturing a graph (context current). Events recorded there would become graph nodes
  * (queries then fail with CUDA_ERROR_CAPTURED_EVENT), so such spans are skipped. A capture error from the query
  * itself (an implicit legacy-stream dependency on a capture) counts as capturing too. */
-static int stream_capturing(kt__custream stream)
+int kt__cuda_stream_capturing(kt__custream stream)
 {
     if (!kt__cu.cuStreamIsCapturing)
         return 0;
@@ -55,7 +55,7 @@ int(kt_cuda_begin)(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_s
     rc = kt__cuda_ctx_enter(c, &pushed);
     if (rc)
         return rc;
-    if (stream_capturing(stream)) {
+    if (kt__cuda_stream_capturing(stream)) {
         kt__cuda_ctx_leave(pushed);
         kt_record_drop(id, KT_DROP_GRAPH_CAPTURE);
         pthread_mutex_lock(&c->lock);
@@ -146,7 +146,9 @@ int kt_cuda_end(kt_cuda_span_t *span)
     kt__cuda_pair_t *p = span->pair;
     kt__cuda_ctx_t *c = span->context;
     span->pair = NULL;
-    if (!kt__cuda_valid_ctx(c, span->generation)) {
+    /* The context's id too, not only what ktiming noticed: a reset since kt_cuda_begin (which no collector pass
+     * may have seen: it sleeps while nothing is pending) freed the span's events. */
+    if (!kt__cuda_valid_ctx(c, span->generation) || !kt__cuda_ctx_alive(c)) {
         /* Same backend generation: c's memory is still held (live or retired), so it may be read. */
         if (c && span->generation == atomic_load(&kt__cuda_g.generation) && atomic_load(&kt__cuda_g.state) == KT__CUDA_READY &&
             atomic_load(&c->gone)) {
@@ -163,7 +165,7 @@ int kt_cuda_end(kt_cuda_span_t *span)
     kt__curesult r = KT__CU_SUCCESS;
     int captured = 0;
     if (rc == 0) {
-        captured = stream_capturing(p->queue->stream); /* capture began between begin and end */
+        captured = kt__cuda_stream_capturing(p->queue->stream); /* capture began between begin and end */
         if (!captured)
             r = kt__cu.cuEventRecord(p->end, p->queue->stream);
         kt__cuda_ctx_leave(pushed);

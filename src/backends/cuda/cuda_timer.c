@@ -5,9 +5,22 @@
 
 #include <string.h>
 
+/* The timer's pair is usable: same backend generation, and its context neither retired nor reset since (the
+ * context's id is asked: a reset no collector pass noticed freed the pair's events too). */
 static int timer_valid(const kt_cuda_timer_t *t)
 {
-    return t->pair && kt__cuda_valid_ctx(t->context, t->generation);
+    return t->pair && kt__cuda_valid_ctx(t->context, t->generation) && kt__cuda_ctx_alive(t->context);
+}
+
+/* Why a timer is not valid, as the last error: its context was reset or destroyed, or the backend shut down. */
+static void timer_invalid_error(const kt_cuda_timer_t *t)
+{
+    kt__cuda_ctx_t *c = t->context;
+    if (c && t->generation == kt__cuda_generation() && atomic_load(&c->gone)) /* c is held until shutdown */
+        kt__cuda_set_error(KT__CU_ERROR_CONTEXT_IS_DESTROYED,
+                           "kt_cuda_timer: the CUDA context was reset or destroyed since the timer started");
+    else
+        kt__cuda_set_error(0, "kt_cuda_timer: the backend was shut down since start");
 }
 
 static int timer_acquire(kt_cuda_timer_t *t)
@@ -40,15 +53,25 @@ int(kt_cuda_timer_init)(kt_cuda_timer_t *t, struct CUctx_st *ctx, struct CUstrea
     return timer_acquire(t);
 }
 
+/* Records the start or end event. KT_ESTATE, recording nothing, while the stream captures a graph (the event
+ * would become a graph node) or is the legacy stream beside a capturing blocking stream (recording would
+ * invalidate the program's capture). */
 static int timer_record(const kt_cuda_timer_t *t, int end)
 {
     kt__cuda_ctx_t *c = t->context;
     kt__cuda_pair_t *p = t->pair;
+    kt__custream stream = kt__cuda_stream_resolve(t->stream);
     int pushed = 0;
     int rc = kt__cuda_ctx_enter(c, &pushed);
     if (rc)
         return rc;
-    kt__curesult r = kt__cu.cuEventRecord(end ? p->end : p->start, kt__cuda_stream_resolve(t->stream));
+    if (kt__cuda_stream_capturing(stream)) {
+        kt__cuda_ctx_leave(pushed);
+        kt__cuda_set_error(0, "kt_cuda_timer: its stream is capturing a graph (or is the legacy stream while a "
+                              "blocking stream captures): nothing recorded, time the graph's launch instead");
+        return KT_ESTATE;
+    }
+    kt__curesult r = kt__cu.cuEventRecord(end ? p->end : p->start, stream);
     kt__cuda_ctx_leave(pushed);
     return r ? kt__cuda_fail("cuEventRecord", r) : 0;
 }
@@ -63,7 +86,7 @@ void(kt_cuda_timer_start)(kt_cuda_timer_t *t)
         return;
     }
     if (timer_record(t, 0) != 0) {
-        t->started = 0;
+        t->started = -1; /* elapsed() says why instead of reading 0 */
         t->running = 0;
         return;
     }
@@ -73,11 +96,15 @@ void(kt_cuda_timer_start)(kt_cuda_timer_t *t)
 
 void kt_cuda_timer_stop(kt_cuda_timer_t *t)
 {
-    if (!t || !t->running || !timer_valid(t))
+    if (!t || !t->running)
         return;
-    if (timer_record(t, 1) != 0)
-        t->started = 0;
     t->running = 0;
+    if (!timer_valid(t)) {
+        timer_invalid_error(t);
+        t->started = -1; /* no stop event: elapsed() fails */
+    } else if (timer_record(t, 1) != 0) {
+        t->started = -1;
+    }
 }
 
 int kt_cuda_timer_elapsed(const kt_cuda_timer_t *t, double *ms)
@@ -87,8 +114,16 @@ int kt_cuda_timer_elapsed(const kt_cuda_timer_t *t, double *ms)
     *ms = 0.0;
     if (!t->started)
         return 0;
+    if (t->started < 0) { /* the last start or stop recorded nothing */
+        if (!timer_valid(t))
+            timer_invalid_error(t);
+        else
+            kt__cuda_set_error(0, "kt_cuda_timer: its last start or stop recorded nothing (its stream was capturing "
+                                  "a graph, or the driver refused the record): no time to read");
+        return KT_ESTATE;
+    }
     if (!timer_valid(t)) {
-        kt__cuda_set_error(0, "kt_cuda_timer: the backend was shut down since start");
+        timer_invalid_error(t);
         return KT_ESTATE;
     }
     if (t->running) {

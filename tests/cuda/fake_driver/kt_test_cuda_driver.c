@@ -89,6 +89,7 @@ typedef struct op_t {
 struct CUstream_st {
     uint32_t magic;          /* MAGIC_STREAM or MAGIC_DEAD */
     struct CUctx_st *ctx;    /* owning context */
+    unsigned long long ctx_id; /* the context's id when it was created */
     op_t *head, *tail;       /* queued ops */
     int busy;                /* the worker is executing an op */
     int held;                /* kt_test_cuda_driver_hold */
@@ -174,6 +175,10 @@ static struct {
     int global_captures;  /* streams capturing in global mode */
     int queue_depth;      /* ops a stream queues behind a spinning kernel before enqueuing blocks */
     int block_queries;    /* kt_test_cuda_driver_block_queries: cuEventQuery waits until cleared */
+    CUresult query_answer; /* kt_test_cuda_driver_query_answer: what the next query_answers queries answer */
+    uint32_t query_answers;
+    int reset_device;      /* kt_test_cuda_driver_reset_after_creates: this device's primary context is reset ... */
+    uint32_t reset_creates; /* ... inside the cuEventCreate that makes this count reach 0 (0: disarmed) */
     unsigned long long next_ctx_id; /* cuCtxGetId source */
     struct CUctx_st *user_ctxs;      /* cuCtxCreate'd contexts */
     int frozen;           /* the device clock advances only by virtual work */
@@ -369,6 +374,7 @@ static struct CUstream_st *stream_new_locked(struct CUctx_st *ctx)
         return NULL;
     s->magic = MAGIC_STREAM;
     s->ctx = ctx;
+    s->ctx_id = ctx->id;
     if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
         free(s);
         return NULL;
@@ -378,8 +384,23 @@ static struct CUstream_st *stream_new_locked(struct CUctx_st *ctx)
     return s;
 }
 
-/* F.lock held: the stream an operation goes to (NULL = current context's legacy default stream). */
+static int handle_dead_use_locked(const char *what, void *h, struct CUctx_st *ctx, unsigned long long ctx_id);
+
+/* F.lock held: the stream an operation goes to (NULL = current context's legacy default stream). A destroyed
+ * stream (cuStreamDestroy, or freed by its context's reset or destruction) ABORTS the test as a destroyed event
+ * does: on a real driver it is a use after free. The test's own calls (kt_test_cuda_driver_hold, ...) use
+ * resolve_any_locked, which answers NULL for it. */
+static struct CUstream_st *resolve_any_locked(struct CUstream_st *s);
 static struct CUstream_st *resolve_locked(struct CUstream_st *s)
+{
+    if (s && s != STREAM_LEGACY && s != STREAM_PER_THREAD && s->magic != MAGIC_STREAM) {
+        handle_dead_use_locked("stream", s, s->ctx, s->ctx_id);
+        return NULL;
+    }
+    return resolve_any_locked(s);
+}
+
+static struct CUstream_st *resolve_any_locked(struct CUstream_st *s)
 {
     if (s && s != STREAM_LEGACY && s != STREAM_PER_THREAD)
         return s->magic == MAGIC_STREAM ? s : NULL;
@@ -711,15 +732,33 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(struct CUctx_st **ctx, CUdevice d)
     return OK;
 }
 
+static void ctx_kill_locked(struct CUctx_st *c);
+static void destroy_starting(struct CUctx_st *c);
+
+/* The last release destroys the primary context, as the driver documents ("regardless of how many threads it is
+ * current to"): a tool that releases the last retain is told at CONTEXT_DESTROY_STARTING, on its own thread. The
+ * handle stays usable (a later retain or use starts its next life, with a new id), as after a reset. */
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
 {
     if (d < 0 || d >= F.devices)
         return E_INVALID_DEVICE;
     pthread_mutex_lock(&F.lock);
+    int last = F.ctx[d].retains == 1;
     if (F.ctx[d].retains > 0)
         F.ctx[d].retains--;
     F.st.primary_releases++;
     pthread_mutex_unlock(&F.lock);
+    if (last) {
+        t_check_fresh = 0;
+        destroy_starting(&F.ctx[d]);
+        pthread_mutex_lock(&F.lock);
+        if (F.ctx[d].retains == 0) { /* not retained again meanwhile */
+            ctx_kill_locked(&F.ctx[d]);
+            F.ctx[d].id = ++F.next_ctx_id;
+            F.st.primary_destroys++;
+        }
+        pthread_mutex_unlock(&F.lock);
+    }
     return OK;
 }
 
@@ -793,6 +832,7 @@ EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice d)
 {
     if (d < 0 || d >= F.devices)
         return E_INVALID_DEVICE;
+    t_check_fresh = 0; /* this thread's own reset: a check it made before is not a race it lost */
     destroy_starting(&F.ctx[d]);
     pthread_mutex_lock(&F.lock);
     ctx_kill_locked(&F.ctx[d]);
@@ -834,6 +874,7 @@ EXPORT CUresult cuCtxDestroy_v2(struct CUctx_st *c)
     pthread_mutex_unlock(&F.lock);
     if (destroyed)
         return E_INVALID_CONTEXT;
+    t_check_fresh = 0; /* this thread's own destruction: a check it made before is not a race it lost */
     destroy_starting(c);
     pthread_mutex_lock(&F.lock);
     if (c->destroyed) {
@@ -1010,24 +1051,36 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *d)
  * Events
  * ------------------------------------------------------------------------------------------------- */
 
-/* F.lock held. */
-static int event_ok_locked(struct CUevent_st *e)
+/* F.lock held: a use of destroyed handle h (of ctx when ctx had id ctx_id; ctx NULL: not a handle at all). The
+ * one use a context-id check on this thread just before could not prevent (the check answered the handle's
+ * context id, and no use or destruction of this thread's came between: a reset on another thread landed after
+ * it) is counted in raced_handle_uses; any other ABORTS (KT_TEST_CUDA_LENIENT=1: only counted). */
+static int handle_dead_use_locked(const char *what, void *h, struct CUctx_st *ctx, unsigned long long ctx_id)
 {
     int fresh = t_check_fresh;
     t_check_fresh = 0;
-    if (e && e->magic == MAGIC_EVENT)
-        return 1;
     F.st.event_bad_handles++;
-    if (e && e->magic == MAGIC_DEAD && fresh && t_checked_ctx == e->ctx && t_checked_id == e->ctx_id) {
+    if (ctx && fresh && t_checked_ctx == ctx && t_checked_id == ctx_id) {
         F.st.raced_handle_uses++; /* checked alive just before: the reset came between (unpreventable) */
         return 0;
     }
     if (!getenv("KT_TEST_CUDA_LENIENT")) {
-        fprintf(stderr, "kt_test_cuda_driver: use of a destroyed or bogus event %p (%s): a use after free on a "
-                        "real driver\n", (void *)e, e && e->magic == MAGIC_DEAD ? "destroyed" : "not an event");
+        fprintf(stderr, "kt_test_cuda_driver: use of a destroyed or bogus %s %p: a use after free on a real "
+                        "driver\n", what, h);
         abort();
     }
     return 0;
+}
+
+/* F.lock held. */
+static int event_ok_locked(struct CUevent_st *e)
+{
+    if (e && e->magic == MAGIC_EVENT) {
+        t_check_fresh = 0;
+        return 1;
+    }
+    int dead = e && e->magic == MAGIC_DEAD;
+    return handle_dead_use_locked(dead ? "event" : "non-event", e, dead ? e->ctx : NULL, dead ? e->ctx_id : 0);
 }
 
 EXPORT CUresult cuEventCreate(struct CUevent_st **ev, unsigned int flags)
@@ -1047,8 +1100,11 @@ EXPORT CUresult cuEventCreate(struct CUevent_st **ev, unsigned int flags)
     F.events = e;
     F.st.event_creates++;
     F.live_events++;
+    int reset = F.reset_creates && c == &F.ctx[F.reset_device] && --F.reset_creates == 0;
     pthread_mutex_unlock(&F.lock);
     *ev = e;
+    if (reset) /* as if another thread's cudaDeviceReset landed now: this event dies with the rest */
+        cuDevicePrimaryCtxReset(c->device);
     return OK;
 }
 
@@ -1123,6 +1179,13 @@ EXPORT CUresult cuEventQuery(struct CUevent_st *e)
     if (t_watched)
         F.st.watched_queries++;
     CUresult r = capture_unsafe_locked();
+    if (r == OK && F.query_answers && e && e->magic == MAGIC_EVENT) { /* kt_test_cuda_driver_query_answer */
+        F.query_answers--;
+        F.st.forced_query_answers++;
+        t_check_fresh = 0;
+        pthread_mutex_unlock(&F.lock);
+        return F.query_answer;
+    }
     if (r == OK)
         r = !event_ok_locked(e) ? E_INVALID_HANDLE : e->captured ? E_CAPTURED_EVENT
                                  : (!e->recorded || e->done) ? OK : E_NOT_READY;
@@ -1204,6 +1267,8 @@ EXPORT CUresult cuStreamDestroy_v2(struct CUstream_st *s)
 {
     pthread_mutex_lock(&F.lock);
     if (!s || s->magic != MAGIC_STREAM) {
+        if (s && s->magic == MAGIC_DEAD)
+            handle_dead_use_locked("stream", s, s->ctx, s->ctx_id);
         pthread_mutex_unlock(&F.lock);
         return E_INVALID_HANDLE;
     }
@@ -1629,6 +1694,22 @@ EXPORT void kt_test_cuda_driver_stats(kt_test_cuda_stats_t *out)
     pthread_mutex_unlock(&F.lock);
 }
 
+EXPORT void kt_test_cuda_driver_query_answer(int result, uint32_t n)
+{
+    pthread_mutex_lock(&F.lock);
+    F.query_answer = result;
+    F.query_answers = n;
+    pthread_mutex_unlock(&F.lock);
+}
+
+EXPORT void kt_test_cuda_driver_reset_after_creates(int device, uint32_t n)
+{
+    pthread_mutex_lock(&F.lock);
+    F.reset_device = device >= 0 && device < MAX_DEVICES ? device : 0;
+    F.reset_creates = n;
+    pthread_mutex_unlock(&F.lock);
+}
+
 EXPORT void kt_test_cuda_driver_block_queries(int on)
 {
     pthread_mutex_lock(&F.lock);
@@ -1658,7 +1739,7 @@ EXPORT void kt_test_cuda_driver_watch_thread(int on)
 EXPORT int kt_test_cuda_driver_hold(struct CUstream_st *stream, int hold)
 {
     pthread_mutex_lock(&F.lock);
-    struct CUstream_st *s = resolve_locked(stream);
+    struct CUstream_st *s = resolve_any_locked(stream);
     if (s) {
         s->held = hold;
         pthread_cond_broadcast(&F.cond);
@@ -1695,7 +1776,7 @@ EXPORT uint64_t kt_test_cuda_driver_device_to_host(uint64_t device_ns)
 EXPORT size_t kt_test_cuda_driver_record_log(struct CUstream_st *stream, uint64_t *ts, size_t max)
 {
     pthread_mutex_lock(&F.lock);
-    struct CUstream_st *s = resolve_locked(stream);
+    struct CUstream_st *s = resolve_any_locked(stream);
     size_t n = 0;
     if (s) {
         n = s->log_len < max ? s->log_len : max;

@@ -59,7 +59,7 @@ struct CUctx_st;
 typedef struct kt_test_cuda_stats_t {
     uint64_t event_creates;          /* cuEventCreate successes */
     uint64_t event_destroys;         /* cuEventDestroy_v2 successes */
-    uint64_t event_bad_handles;      /* calls on destroyed or bogus events: each ABORTS the process (a use after
+    uint64_t event_bad_handles;      /* calls on destroyed or bogus events or streams: each ABORTS the process (a use after
                                         free on a real driver; KT_TEST_CUDA_LENIENT=1 only counts), except ... */
     uint64_t raced_handle_uses;      /* ... the one use right after a cuCtxGetId on the same thread that still
                                         answered the event's context id (the reset came between: unpreventable) */
@@ -90,6 +90,8 @@ typedef struct kt_test_cuda_stats_t {
     uint64_t lazy_load_waits;        /* first launches of a kernel that waited for a spinning kernel to end (lazy
                                         loading synchronises the context) */
     uint64_t raced_destroys;         /* resets and destroys kt_test_cuda_driver_race_destroy made */
+    uint64_t primary_destroys;       /* primary contexts destroyed by the release of their last retain */
+    uint64_t forced_query_answers;   /* queries answered by kt_test_cuda_driver_query_answer */
 } kt_test_cuda_stats_t;
 
 void kt_test_cuda_driver_stats(kt_test_cuda_stats_t *out);
@@ -113,6 +115,13 @@ void kt_test_cuda_driver_set_clock(uint64_t offset_ns, double drift_ppm, uint64_
 /* Freeze the device clock (on = 1): it then advances only by virtual work, so event times differ by exactly
  * the virtual work enqueued between them, however the host threads are scheduled. */
 void kt_test_cuda_driver_freeze_clock(int on);
+/* The next n cuEventQuery calls on live events answer `result` (e.g. 901, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as
+ * a query made while a capture forbids it does), whatever the event's state. */
+void kt_test_cuda_driver_query_answer(int result, uint32_t n);
+/* The primary context of `device` is reset (cuDevicePrimaryCtxReset) inside the n-th cuEventCreate from now in that
+ * context, after the event was made (so it dies too): a reset on another thread landing while a tool makes events,
+ * e.g. while it grows a pool. 0 disarms. */
+void kt_test_cuda_driver_reset_after_creates(int device, uint32_t n);
 /* Make every cuEventQuery wait inside the driver (on = 1) until cleared (0), as a driver busy elsewhere does. */
 void kt_test_cuda_driver_block_queries(int on);
 /* Tear the driver down (on = 1): every later call returns CUDA_ERROR_DEINITIALIZED, as at process exit after
