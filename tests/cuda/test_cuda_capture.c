@@ -5,6 +5,9 @@
  * legacy stream beside a capture (906) is skipped, not failed. */
 #include "cuda_test_util.h"
 
+#include <stdio.h>
+#include <string.h>
+
 struct CUgraph_st;
 struct CUgraphExec_st;
 int cuStreamBeginCapture_v2(struct CUstream_st *s, int mode);
@@ -201,6 +204,62 @@ static void test_graph_launch_is_one_dispatch(void **state)
     assert_int_equal(cuStreamDestroy_v2(run), 0);
 }
 
+/* A timer on stream 0 (the legacy stream) while a blocking stream captures: recording its events there would
+ * invalidate the program's capture (906 from the driver, then 901 at cuStreamEndCapture); the timer records
+ * nothing, the capture ends fine, and elapsed() says there is no time rather than reading 0. */
+static void test_legacy_timer_beside_a_capture_is_refused(void **state)
+{
+    (void)state;
+    struct CUstream_st *cap = kt_test_stream();
+    kt_cuda_timer_t t;
+    assert_int_equal(kt_cuda_timer_init(&t, g_ctx, NULL), 0);
+    assert_int_equal(cuStreamBeginCapture_v2(cap, MODE_GLOBAL), 0);
+    kt_cuda_timer_start(&t);
+    kt_cuda_timer_stop(&t);
+    struct CUgraph_st *g = NULL;
+    assert_int_equal(cuStreamEndCapture(cap, &g), 0);
+    assert_int_equal(cuGraphDestroy(g), 0);
+    double ms = -1.0;
+    assert_int_equal(kt_cuda_timer_elapsed(&t, &ms), KT_ESTATE);
+    assert_true(ms == 0.0);
+    assert_non_null(strstr(kt_cuda_last_error(), "recorded nothing"));
+    kt_cuda_timer_start(&t); /* no capture now: it times again */
+    kt_cuda_timer_stop(&t);
+    assert_int_equal(kt_cuda_timer_elapsed(&t, &ms), 0);
+    kt_cuda_timer_destroy(&t);
+    assert_int_equal(cuStreamDestroy_v2(cap), 0);
+}
+
+/* A query the driver answers with a capture error (900 unsupported, 901 invalidated, 906 implicit: a capture
+ * somewhere forbids it now) says "not now", never the dispatch's result: the dispatch is recorded once the query
+ * answers normally, with no error. */
+static void test_capture_answers_to_a_query_mean_later(void **state)
+{
+    (void)state;
+    static const int kAnswers[] = {900, 901, 906};
+    for (size_t i = 0; i < sizeof kAnswers / sizeof kAnswers[0]; i++) {
+        struct CUstream_st *s = kt_test_stream();
+        char name[32];
+        snprintf(name, sizeof name, "answered-%d", kAnswers[i]);
+        kt_test_cuda_stats_t before, after;
+        kt_test_cuda_driver_stats(&before);
+        kt_test_cuda_driver_query_answer(kAnswers[i], 3);
+        kt_cuda_span_t span;
+        assert_int_equal(kt_cuda_begin(&span, g_ctx, s, name), 0);
+        assert_int_equal(kt_cuda_end(&span), 0);
+        kt_flush();
+        kt_test_cuda_driver_stats(&after);
+        assert_int_equal(after.forced_query_answers - before.forced_query_answers, 3);
+        kt_snapshot_t *snap = kt_snapshot();
+        const kt_kernel_timing_t *e = kt_test_find(snap, name);
+        assert_non_null(e);
+        assert_int_equal(e->dispatch_count, 1);
+        assert_int_equal(e->errors, 0);
+        kt_snapshot_free(snap);
+        assert_int_equal(cuStreamDestroy_v2(s), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,6 +268,8 @@ int main(void)
         cmocka_unit_test(test_graph_launch_is_one_dispatch),
         cmocka_unit_test(test_program_calls_keep_a_global_capture),
         cmocka_unit_test(test_legacy_stream_beside_a_capture_is_skipped),
+        cmocka_unit_test(test_legacy_timer_beside_a_capture_is_refused),
+        cmocka_unit_test(test_capture_answers_to_a_query_mean_later),
     };
     return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

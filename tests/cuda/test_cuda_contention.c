@@ -49,10 +49,53 @@ static void test_begin_does_not_wait_for_the_collector(void **state)
     kt_test_ctx_leave();
 }
 
+int cuDevicePrimaryCtxReset(int dev);
+
+/* The same after a device reset: the program's next kt_cuda_begin finds the context's id changed and gives the
+ * handle fresh state without waiting for the pass that is inside the driver (which holds the consumer lock a
+ * retirement needs; the pass retires the old state itself once it is let go). */
+static void test_begin_after_a_reset_does_not_wait_for_the_collector(void **state)
+{
+    (void)state;
+    atomic_store(&g_done, 0);
+    atomic_store(&g_done_at_release, 0);
+    struct CUctx_st *ctx = kt_test_ctx_enter();
+    assert_int_equal(kt_cuda_init(&(kt_cuda_desc_t){.anchor_period_ms = 600000}), 0);
+    struct CUstream_st *s = kt_test_stream();
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, ctx, s, "first"), 0);
+    assert_int_equal(kt_cuda_end(&span), 0);
+    kt_flush();
+    assert_int_equal(kt_cuda_begin(&span, ctx, s, "in-flight-at-reset"), 0);
+    kt_test_end_into_blocked_query(&span);
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    assert_int_equal(cuDevicePrimaryCtxReset(0), 0); /* s and ktiming's events of the context die */
+    struct CUstream_st *s2 = kt_test_stream();
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, watchdog, NULL), 0);
+    kt_cuda_span_t other;
+    assert_int_equal(kt_cuda_begin(&other, ctx, s2, "after-reset-beside"), 0);
+    assert_int_equal(kt_cuda_end(&other), 0);
+    atomic_store(&g_done, 1);
+    pthread_join(th, NULL);
+    assert_int_equal(atomic_load(&g_done_at_release), 1);
+    kt_test_expect_count("after-reset-beside", 1);
+    kt_test_cuda_driver_stats(&after);
+    /* the stuck query's return meets its freed event: the one raced use an unwatched reset allows, no other */
+    assert_true(after.raced_handle_uses - before.raced_handle_uses <= 1);
+    assert_int_equal(after.event_bad_handles - before.event_bad_handles,
+                     after.raced_handle_uses - before.raced_handle_uses);
+    assert_int_equal(cuStreamDestroy_v2(s2), 0);
+    kt_cuda_shutdown();
+    kt_test_ctx_leave();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_begin_does_not_wait_for_the_collector),
+        cmocka_unit_test(test_begin_after_a_reset_does_not_wait_for_the_collector),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
