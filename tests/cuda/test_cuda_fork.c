@@ -54,9 +54,67 @@ static void test_fork_while_collecting(void **state)
     kt_test_ctx_leave();
 }
 
+static void *open_gate_later(void *arg)
+{
+    (void)arg;
+    kt_test_sleep_ms(100);
+    kt_test_cuda_driver_init_gate(0);
+    return NULL;
+}
+
+static void *init_backend(void *arg)
+{
+    *(int *)arg = kt_cuda_init(NULL);
+    return NULL;
+}
+
+/* fork() while another thread is inside the backend's first initialisation (its cuInit waits in the double, as a
+ * real cuInit takes hundreds of ms, with the backend's lock held): the fork handlers already cover that lock, so
+ * fork waits for the initialisation, and the child's kt_cuda_init and kt_cuda_begin return KT_EUNAVAILABLE at once.
+ * Without them the child inherits the lock held and hangs (killed by its alarm). First: nothing initialised. */
+static void test_fork_during_the_first_init(void **state)
+{
+    (void)state;
+    kt_test_cuda_driver_init_gate(1);
+    int init_rc = -1;
+    pthread_t initer, opener;
+    assert_int_equal(pthread_create(&initer, NULL, init_backend, &init_rc), 0);
+    kt_test_cuda_stats_t st;
+    for (int i = 0; i < 5000; i++) {
+        kt_test_cuda_driver_stats(&st);
+        if (st.init_gate_waits)
+            break;
+        kt_test_sleep_ms(1);
+    }
+    assert_int_equal(st.init_gate_waits, 1); /* the backend's cuInit is waiting, its lock held */
+    assert_int_equal(pthread_create(&opener, NULL, open_gate_later, NULL), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(5);
+        int rc = kt_cuda_init(NULL);
+        kt_cuda_span_t c;
+        int rc2 = kt_cuda_begin(&c, NULL, NULL, "in-child");
+        _exit(rc == KT_EUNAVAILABLE && rc2 == KT_EUNAVAILABLE ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    pthread_join(opener, NULL);
+    pthread_join(initer, NULL);
+    if (WIFSIGNALED(status))
+        fail_msg("the child was killed by signal %d (hung on the lock the initialisation held at fork)",
+                 WTERMSIG(status));
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(init_rc, 0); /* the parent's initialisation went on */
+    kt_cuda_shutdown();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fork_during_the_first_init), /* first: nothing initialised */
         cmocka_unit_test(test_fork_while_collecting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,6 +13,9 @@
 
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <signal.h>
 
 int cuCtxCreate_v2(struct CUctx_st **ctx, unsigned int flags, int dev);
 int cuCtxDestroy_v2(struct CUctx_st *ctx);
@@ -174,6 +177,37 @@ static void test_release_of_the_last_retain(void **state)
     kt_cuda_shutdown();
 }
 
+/* In a child forked while the watch holds CUPTI's subscription, kt_cuda_watch_resets touches nothing of the
+ * parent's (its lock may have been held by a thread the child does not have; CUPTI's state is the parent's): 0
+ * returns 0 leaving the inherited subscription as it is, 1 is refused. */
+static void test_watch_in_a_forked_child(void **state)
+{
+    (void)state;
+    if (getenv("KT_TEST_WATCH"))
+        skip(); /* the subscription is the environment's or the injection library's there */
+    assert_int_equal(kt_cuda_watch_resets(1), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(5);
+        int off = kt_cuda_watch_resets(0);
+        int on = kt_cuda_watch_resets(1);
+        void *lib = dlopen(getenv("KTIMING_CUPTI_LIBRARY"), RTLD_NOW | RTLD_LOCAL);
+        int (*subscribe)(void **, void *, void *) = NULL;
+        if (lib)
+            *(void **)&subscribe = dlsym(lib, "cuptiSubscribe");
+        void *h = NULL;
+        int still_held = subscribe && subscribe(&h, NULL, NULL) != 0;
+        _exit(off == 0 && on == KT_EUNAVAILABLE && still_held ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(kt_cuda_watch_resets(0), 0);
+}
+
 /* The bounded wait: a collector pass stuck inside the driver (as a real driver might make it wait for the
  * destroying thread) holds ktiming's consumer lock; the destroy callback gives up after flush_timeout_ms instead
  * of hanging the program's cudaDeviceReset, marks the context gone and says so. The stuck query then meets the
@@ -316,6 +350,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_watch_refusals),
         cmocka_unit_test(test_release_of_the_last_retain),
+        cmocka_unit_test(test_watch_in_a_forked_child),
         cmocka_unit_test(test_watched_primary_reset),
         cmocka_unit_test(test_watched_context_destroy),
         cmocka_unit_test(test_watched_reset_behind_stuck_collector),

@@ -179,6 +179,8 @@ static struct {
     uint32_t query_answers;
     int reset_device;      /* kt_test_cuda_driver_reset_after_creates: this device's primary context is reset ... */
     uint32_t reset_creates; /* ... inside the cuEventCreate that makes this count reach 0 (0: disarmed) */
+    int init_gate;         /* kt_test_cuda_driver_init_gate: the next cuInit waits ... */
+    int init_waiting;      /* ... until the gate is opened */
     unsigned long long next_ctx_id; /* cuCtxGetId source */
     struct CUctx_st *user_ctxs;      /* cuCtxCreate'd contexts */
     int frozen;           /* the device clock advances only by virtual work */
@@ -588,6 +590,14 @@ EXPORT CUresult cuInit(unsigned int flags)
     (void)flags;
     const char *mode = getenv("KT_TEST_CUDA_MODE");
     pthread_mutex_lock(&F.lock);
+    if (F.init_gate) { /* a slow cuInit (hundreds of ms on a real GPU): waits until the test opens the gate */
+        F.init_gate = 0;
+        F.st.init_gate_waits++;
+        F.init_waiting = 1;
+        pthread_cond_broadcast(&F.cond);
+        while (F.init_waiting)
+            pthread_cond_wait(&F.cond, &F.lock);
+    }
     F.mode = !mode ? 0 : !strcmp(mode, "stub") ? 1 : !strcmp(mode, "nodevice") ? 2 : 0;
     if (F.mode) {
         pthread_mutex_unlock(&F.lock);
@@ -1707,6 +1717,16 @@ EXPORT void kt_test_cuda_driver_reset_after_creates(int device, uint32_t n)
     pthread_mutex_lock(&F.lock);
     F.reset_device = device >= 0 && device < MAX_DEVICES ? device : 0;
     F.reset_creates = n;
+    pthread_mutex_unlock(&F.lock);
+}
+
+EXPORT void kt_test_cuda_driver_init_gate(int closed)
+{
+    pthread_mutex_lock(&F.lock);
+    F.init_gate = closed;
+    if (!closed)
+        F.init_waiting = 0;
+    pthread_cond_broadcast(&F.cond);
     pthread_mutex_unlock(&F.lock);
 }
 

@@ -92,6 +92,7 @@ typedef struct kt_test_cuda_stats_t {
     uint64_t raced_destroys;         /* resets and destroys kt_test_cuda_driver_race_destroy made */
     uint64_t primary_destroys;       /* primary contexts destroyed by the release of their last retain */
     uint64_t forced_query_answers;   /* queries answered by kt_test_cuda_driver_query_answer */
+    uint64_t init_gate_waits;        /* cuInit calls that waited at kt_test_cuda_driver_init_gate */
 } kt_test_cuda_stats_t;
 
 void kt_test_cuda_driver_stats(kt_test_cuda_stats_t *out);
@@ -122,6 +123,9 @@ void kt_test_cuda_driver_query_answer(int result, uint32_t n);
  * context, after the event was made (so it dies too): a reset on another thread landing while a tool makes events,
  * e.g. while it grows a pool. 0 disarms. */
 void kt_test_cuda_driver_reset_after_creates(int device, uint32_t n);
+/* closed = 1: the next cuInit waits inside the driver (counted in init_gate_waits) until closed = 0 opens the gate:
+ * the hundreds of ms a real cuInit takes, made as long as a test needs. */
+void kt_test_cuda_driver_init_gate(int closed);
 /* Make every cuEventQuery wait inside the driver (on = 1) until cleared (0), as a driver busy elsewhere does. */
 void kt_test_cuda_driver_block_queries(int on);
 /* Tear the driver down (on = 1): every later call returns CUDA_ERROR_DEINITIALIZED, as at process exit after
