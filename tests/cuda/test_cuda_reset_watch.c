@@ -349,8 +349,8 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_watch_refusals),
+        cmocka_unit_test(test_watch_in_a_forked_child), /* before any stream dies (TSan: no unjoined thread) */
         cmocka_unit_test(test_release_of_the_last_retain),
-        cmocka_unit_test(test_watch_in_a_forked_child),
         cmocka_unit_test(test_watched_primary_reset),
         cmocka_unit_test(test_watched_context_destroy),
         cmocka_unit_test(test_watched_reset_behind_stuck_collector),
