@@ -231,6 +231,49 @@ static void test_reset_while_the_pool_grows(void **state)
     assert_int_equal(cuStreamDestroy_v2(s2), 0);
 }
 
+static int enqueue_work(void *user, struct CUstream_st *stream, uint32_t trials)
+{
+    (void)user;
+    for (uint32_t i = 0; i < trials; i++)
+        if (kt_test_cuda_driver_work(stream, 1000, 0) != 0)
+            return -1;
+    return 0;
+}
+
+/* ktiming's resources of a context beyond its events die with a reset too: the %globaltimer module and scratch
+ * memory, the held stream's mapped host flag and events, slot buffers. After one, %globaltimer reads, held timings
+ * and new slots work on fresh state; slots made before answer an error; none of the dead modules, allocations or
+ * streams is used or freed again (the double aborts on each, and really frees the mapped host memory, so a host
+ * read of it is an ASan error), and shutdown frees only what lives. */
+static void test_modules_and_memory_across_a_reset(void **state)
+{
+    (void)state;
+    struct CUstream_st *s = kt_test_stream();
+    kt_cuda_held_t h = {.stream = s, .enqueue = enqueue_work};
+    uint64_t ns = 0, gt = 0;
+    assert_int_equal(kt_cuda_time_held(&h, 4, &ns), 0);
+    assert_int_equal(kt_cuda_globaltimer_read(g_ctx, &gt), 0);
+    kt_cuda_slots_t *slots = NULL;
+    assert_int_equal(kt_cuda_slots_create(&slots, g_ctx, 4), 0);
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    assert_int_equal(cuDevicePrimaryCtxReset(0), 0);
+    struct CUstream_st *s2 = kt_test_stream();
+    h.stream = s2;
+    assert_int_equal(kt_cuda_time_held(&h, 4, &ns), 0);
+    assert_int_equal(kt_cuda_globaltimer_read(g_ctx, &gt), 0);
+    kt_cuda_stamp_t stamp;
+    assert_int_not_equal(kt_cuda_slots_read(slots, 0, &stamp), 0);
+    kt_cuda_slots_destroy(slots);
+    assert_int_equal(kt_cuda_slots_create(&slots, g_ctx, 4), 0);
+    kt_cuda_slots_destroy(slots);
+    kt_cuda_shutdown();
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0);
+    assert_true(after.module_loads - before.module_loads >= 1); /* the fresh state loaded its module again */
+    assert_int_equal(cuStreamDestroy_v2(s2), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -239,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_release_before_reset),
         cmocka_unit_test(test_span_and_timer_across_reset_alone),
         cmocka_unit_test(test_reset_while_the_pool_grows),
+        cmocka_unit_test(test_modules_and_memory_across_a_reset),
     };
     return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

@@ -46,6 +46,7 @@ enum { CAPTURE_GLOBAL = 0, CAPTURE_THREAD_LOCAL = 1, CAPTURE_RELAXED = 2 };
 #define MAGIC_EVENT 0x45564e54u
 #define MAGIC_STREAM 0x5354524du
 #define MAGIC_DEAD 0xdeadu
+#define MAGIC_MODULE 0x4d4f4455u
 #define MAX_DEVICES 4
 
 /* ---------------------------------------------------------------------------------------------------
@@ -149,11 +150,28 @@ typedef struct fglobal_t {
 
 /* A loaded module. */
 struct CUmod_st {
+    uint32_t magic;          /* MAGIC_MODULE, or MAGIC_DEAD once unloaded or freed with its context */
+    struct CUctx_st *ctx;    /* owning context ... */
+    unsigned long long ctx_id; /* ... and its id then */
+    struct CUmod_st *all_next; /* list of every module (never freed: a later use is caught, not a silent UAF) */
     struct CUfunc_st fn[16]; /* entries */
     int nfn;                 /* entries used */
     fglobal_t glob[16];      /* globals */
     int nglob;               /* globals used */
 };
+
+/* A device allocation (cuMemAlloc) or mapped pinned host allocation (cuMemHostAlloc): freed by cuMemFree /
+ * cuMemFreeHost or with its context (reset, destruction). A host allocation freed with its context is really
+ * freed (ASan then catches a host read of it); any later use through the driver ABORTS like a destroyed event. */
+typedef struct alloc_t {
+    uintptr_t base;          /* address (the device's and, for host memory, the host's) */
+    size_t bytes;            /* size */
+    int host;                /* cuMemHostAlloc */
+    int dead;                /* freed */
+    struct CUctx_st *ctx;    /* owning context ... */
+    unsigned long long ctx_id; /* ... and its id then */
+    struct alloc_t *next;    /* every allocation */
+} alloc_t;
 
 static struct {
     pthread_mutex_t lock; /* everything below */
@@ -181,6 +199,8 @@ static struct {
     uint32_t reset_creates; /* ... inside the cuEventCreate that makes this count reach 0 (0: disarmed) */
     int init_gate;         /* kt_test_cuda_driver_init_gate: the next cuInit waits ... */
     int init_waiting;      /* ... until the gate is opened */
+    struct CUmod_st *modules; /* every module */
+    alloc_t *allocs;       /* every allocation */
     unsigned long long next_ctx_id; /* cuCtxGetId source */
     struct CUctx_st *user_ctxs;      /* cuCtxCreate'd contexts */
     int frozen;           /* the device clock advances only by virtual work */
@@ -790,6 +810,15 @@ static void ctx_kill_locked(struct CUctx_st *c)
                 F.global_captures--;
             s->capturing = 0;
         }
+    for (struct CUmod_st *m = F.modules; m; m = m->all_next)
+        if (m->ctx == c && m->magic == MAGIC_MODULE)
+            m->magic = MAGIC_DEAD;
+    for (alloc_t *a = F.allocs; a; a = a->next)
+        if (a->ctx == c && !a->dead) {
+            a->dead = 1;
+            if (a->host)
+                free((void *)a->base);
+        }
     c->null_stream = NULL;
     pthread_cond_broadcast(&F.cond);
 }
@@ -1080,6 +1109,39 @@ static int handle_dead_use_locked(const char *what, void *h, struct CUctx_st *ct
         abort();
     }
     return 0;
+}
+
+/* F.lock held: m is a loaded module (a dead one aborts, as handle_dead_use_locked says). */
+static int module_ok_locked(struct CUmod_st *m)
+{
+    if (m && m->magic == MAGIC_MODULE)
+        return 1;
+    int dead = m && m->magic == MAGIC_DEAD;
+    return handle_dead_use_locked(dead ? "module" : "non-module", m, dead ? m->ctx : NULL, dead ? m->ctx_id : 0);
+}
+
+/* F.lock held: the allocation holding [p, p + bytes), NULL if none (module globals, the test's own memory). */
+static alloc_t *alloc_find_locked(uintptr_t p, size_t bytes)
+{
+    for (alloc_t *a = F.allocs; a; a = a->next)
+        if (p >= a->base && p - a->base < (a->bytes ? a->bytes : 1) && bytes <= a->bytes - (p - a->base))
+            return a;
+    return NULL;
+}
+
+/* F.lock held: 1 unless [p, p + bytes) lies in a freed allocation (which aborts, or counts where it raced). */
+static int memory_ok_locked(uintptr_t p, size_t bytes)
+{
+    alloc_t *a = NULL;
+    for (alloc_t *x = F.allocs; x; x = x->next) /* the newest first: a freed range may be handed out again */
+        if (p >= x->base && p - x->base < (x->bytes ? x->bytes : 1)) {
+            a = x;
+            break;
+        }
+    (void)bytes;
+    if (!a || !a->dead)
+        return 1;
+    return handle_dead_use_locked(a->host ? "host allocation" : "device allocation", (void *)p, a->ctx, a->ctx_id);
 }
 
 /* F.lock held. */
@@ -1525,7 +1587,12 @@ EXPORT CUresult cuModuleLoadData(struct CUmod_st **out, const void *image)
         g->bytes = ty && ty < semi ? (size_t)type_size(ty) : 8;
         g->mem = calloc(1, g->bytes);
     }
+    m->magic = MAGIC_MODULE;
+    m->ctx = current();
     pthread_mutex_lock(&F.lock);
+    m->ctx_id = m->ctx->id;
+    m->all_next = F.modules;
+    F.modules = m;
     F.st.module_loads++;
     pthread_mutex_unlock(&F.lock);
     *out = m;
@@ -1539,26 +1606,36 @@ EXPORT CUresult cuModuleUnload(struct CUmod_st *m)
     if (capture_unsafe() != OK)
         return E_CAPTURE_UNSUPPORTED;
     pthread_mutex_lock(&F.lock);
+    if (!module_ok_locked(m)) {
+        pthread_mutex_unlock(&F.lock);
+        return E_INVALID_HANDLE;
+    }
+    m->magic = MAGIC_DEAD; /* the struct is kept, so a later use is caught */
     F.st.module_unloads++;
     pthread_mutex_unlock(&F.lock);
-    for (int i = 0; i < m->nglob; i++)
-        free(m->glob[i].mem);
-    free(m);
     return OK;
 }
 
 EXPORT CUresult cuModuleGetFunction(struct CUfunc_st **fn, struct CUmod_st *m, const char *name)
 {
-    for (int i = 0; m && i < m->nfn; i++)
+    pthread_mutex_lock(&F.lock);
+    int ok = module_ok_locked(m);
+    pthread_mutex_unlock(&F.lock);
+    for (int i = 0; ok && m && i < m->nfn; i++)
         if (!strcmp(m->fn[i].name, name)) {
             *fn = &m->fn[i];
             return OK;
         }
-    return E_NOT_FOUND;
+    return ok ? E_NOT_FOUND : E_INVALID_HANDLE;
 }
 
 EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, struct CUmod_st *m, const char *name)
 {
+    pthread_mutex_lock(&F.lock);
+    int ok = module_ok_locked(m);
+    pthread_mutex_unlock(&F.lock);
+    if (!ok)
+        return E_INVALID_HANDLE;
     for (int i = 0; m && i < m->nglob; i++)
         if (!strcmp(m->glob[i].name, name)) {
             if (dptr)
@@ -1576,6 +1653,11 @@ EXPORT CUresult cuLaunchKernel(struct CUfunc_st *f, unsigned int gx, unsigned in
 {
     (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shmem; (void)extra;
     if (!f)
+        return E_INVALID_HANDLE;
+    pthread_mutex_lock(&F.lock);
+    int live = module_ok_locked(f->mod); /* a function of an unloaded or freed module */
+    pthread_mutex_unlock(&F.lock);
+    if (!live)
         return E_INVALID_HANDLE;
     op_t *op = calloc(1, sizeof *op);
     op->kind = OP_LAUNCH;
@@ -1614,13 +1696,35 @@ EXPORT CUresult cuLaunchKernel(struct CUfunc_st *f, unsigned int gx, unsigned in
  * Memory ("device" memory is host memory; a CUdeviceptr is its address)
  * ------------------------------------------------------------------------------------------------- */
 
+/* A new allocation of the current context (calloc'ed memory, recorded); NULL without memory. */
+static void *alloc_new(size_t bytes, int host)
+{
+    alloc_t *a = calloc(1, sizeof *a);
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!a || !p) {
+        free(a);
+        free(p);
+        return NULL;
+    }
+    a->base = (uintptr_t)p;
+    a->bytes = bytes ? bytes : 1;
+    a->host = host;
+    pthread_mutex_lock(&F.lock);
+    a->ctx = current();
+    a->ctx_id = a->ctx ? a->ctx->id : 0;
+    a->next = F.allocs;
+    F.allocs = a;
+    pthread_mutex_unlock(&F.lock);
+    return p;
+}
+
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 {
     if (!current())
         return E_INVALID_CONTEXT;
     if (capture_unsafe() != OK)
         return E_CAPTURE_UNSUPPORTED;
-    void *p = calloc(1, bytes ? bytes : 1);
+    void *p = alloc_new(bytes, 0);
     if (!p)
         return 2;
     pthread_mutex_lock(&F.lock);
@@ -1630,15 +1734,35 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     return OK;
 }
 
+/* cuMemFree / cuMemFreeHost: a freed allocation aborts (handle_dead_use_locked). The device memory itself is kept
+ * (the simulated device may still be copying into it); host memory is freed. */
+static CUresult alloc_free(uintptr_t p, int host)
+{
+    pthread_mutex_lock(&F.lock);
+    alloc_t *a = alloc_find_locked(p, 0);
+    if (a && a->base == p && a->dead) {
+        handle_dead_use_locked(host ? "host allocation" : "device allocation", (void *)p, a->ctx, a->ctx_id);
+        pthread_mutex_unlock(&F.lock);
+        return E_INVALID_VALUE;
+    }
+    if (!a || a->base != p || a->host != host) {
+        pthread_mutex_unlock(&F.lock);
+        return E_INVALID_VALUE;
+    }
+    a->dead = 1;
+    if (!host)
+        F.st.mem_frees++;
+    pthread_mutex_unlock(&F.lock);
+    if (host)
+        free((void *)p);
+    return OK;
+}
+
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     if (capture_unsafe() != OK)
         return E_CAPTURE_UNSUPPORTED;
-    pthread_mutex_lock(&F.lock);
-    F.st.mem_frees++;
-    pthread_mutex_unlock(&F.lock);
-    free((void *)(uintptr_t)dptr);
-    return OK;
+    return alloc_free((uintptr_t)dptr, 0);
 }
 
 /* Mapped pinned host memory: the host address is the device address too. */
@@ -1651,13 +1775,18 @@ EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags)
         return E_INVALID_CONTEXT;
     if (capture_unsafe() != OK)
         return E_CAPTURE_UNSUPPORTED;
-    *pp = calloc(1, bytes ? bytes : 1);
+    *pp = alloc_new(bytes, 1);
     return *pp ? OK : 2;
 }
 
 EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned int flags)
 {
     if (!dptr || !p || flags)
+        return E_INVALID_VALUE;
+    pthread_mutex_lock(&F.lock);
+    int ok = memory_ok_locked((uintptr_t)p, 1);
+    pthread_mutex_unlock(&F.lock);
+    if (!ok)
         return E_INVALID_VALUE;
     *dptr = (CUdeviceptr)(uintptr_t)p;
     return OK;
@@ -1667,12 +1796,16 @@ EXPORT CUresult cuMemFreeHost(void *p)
 {
     if (capture_unsafe() != OK)
         return E_CAPTURE_UNSUPPORTED;
-    free(p);
-    return OK;
+    return alloc_free((uintptr_t)p, 1);
 }
 
 EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes, struct CUstream_st *stream)
 {
+    pthread_mutex_lock(&F.lock);
+    int ok = memory_ok_locked((uintptr_t)dst, bytes);
+    pthread_mutex_unlock(&F.lock);
+    if (!ok)
+        return E_INVALID_VALUE;
     op_t *op = calloc(1, sizeof *op);
     op->kind = OP_COPY;
     op->staged = malloc(bytes ? bytes : 1);
@@ -1685,6 +1818,11 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t by
 
 EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, struct CUstream_st *stream)
 {
+    pthread_mutex_lock(&F.lock);
+    int ok = memory_ok_locked((uintptr_t)src, bytes);
+    pthread_mutex_unlock(&F.lock);
+    if (!ok)
+        return E_INVALID_VALUE;
     op_t *op = calloc(1, sizeof *op);
     op->kind = OP_COPY;
     op->src = (const void *)(uintptr_t)src;

@@ -24,8 +24,12 @@
  *                                           .target fails with CUDA_ERROR_NO_BINARY_FOR_GPU
  *
  * Sharper than a happy path (issue 18): events default to 512 ns resolution (~0.5 us, as documented for CUDA
- * events); cuDevicePrimaryCtxReset and cuCtxDestroy free the context's events and streams (a later use of such
- * an event aborts the test, unless a cuCtxGetId on the same thread just before still answered the old id) and change its cuCtxGetId; CU_STREAM_PER_THREAD
+ * events); cuDevicePrimaryCtxReset, cuCtxDestroy and the last cuDevicePrimaryCtxRelease free the context's
+ * events, streams, modules (and their functions), device allocations and mapped host allocations (the latter
+ * really freed, so a host read is an ASan error) and change its cuCtxGetId. A later driver call on any of them, or
+ * on an event, stream or module destroyed by the program, ABORTS the test (a use after free on a real driver),
+ * unless a cuCtxGetId on the same thread just before still answered the old id and nothing of this thread's came
+ * between (the unpreventable raced use, counted); CU_STREAM_PER_THREAD
  * (0x2) is a per-thread stream, CU_STREAM_LEGACY (0x1) the legacy one; cuStreamBeginCapture_v2 captures a
  * stream's work (events recorded there fail queries with CUDA_ERROR_CAPTURED_EVENT), and while a stream captures
  * in global mode a query or synchronise from a thread not in relaxed mode (cuThreadExchangeStreamCaptureMode)
