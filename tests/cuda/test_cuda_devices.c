@@ -64,8 +64,16 @@ static void test_identical_devices_stay_apart(void **state)
     assert_memory_not_equal(d[0].uuid, d[1].uuid, 16);
     const char *mig_env = getenv("KT_TEST_CUDA_MIG");
     int mig = mig_env && mig_env[0] == '1';
-    assert_string_equal(d[0].pci_bus_id, "0000:17:00");
-    assert_string_equal(d[1].pci_bus_id, mig ? "0000:17:00" : "0000:27:00"); /* MIG instances share their GPU */
+    /* KT_TEST_CUDA_PCI_DOMAIN (the MIG run): a domain past 0xffff, as VMD numbers them, kept whole */
+    const char *dom_env = getenv("KT_TEST_CUDA_PCI_DOMAIN");
+    char bus0[32], bus1[32], pci0[40], pci1[40];
+    unsigned dom = dom_env ? (unsigned)strtoul(dom_env, NULL, 0) : 0u;
+    snprintf(bus0, sizeof bus0, "%04x:17:00", dom);
+    snprintf(bus1, sizeof bus1, "%04x:%s", dom, mig ? "17:00" : "27:00"); /* MIG instances share their GPU */
+    snprintf(pci0, sizeof pci0, "%s.0", bus0);
+    snprintf(pci1, sizeof pci1, "%s.0", bus1);
+    assert_string_equal(d[0].pci_bus_id, bus0);
+    assert_string_equal(d[1].pci_bus_id, bus1);
     char uuid[2][48];
     for (int i = 0; i < 2; i++) { /* the double's bytes, as nvidia-smi writes them */
         const unsigned char *u = d[i].uuid;
@@ -82,6 +90,11 @@ static void test_identical_devices_stay_apart(void **state)
         assert_int_equal(kt_cuda_device_primary(i, &ctx[i]), 0);
         time_spans(ctx[i], "same-kernel", i + 1); /* device 0: one dispatch, device 1: two */
     }
+    /* Device 1's clock facts differ from device 0's: its %globaltimer granularity is measured (device 0 keeps the
+     * event resolution), so facts published under the wrong device's record show. */
+    uint64_t gt_res = 0;
+    assert_int_equal(kt_cuda_globaltimer_resolution(ctx[1], &gt_res), 0);
+    assert_true(gt_res > 0 && gt_res != KT_CUDA_EVENT_RESOLUTION_NS);
     kt_flush();
     kt_snapshot_t *snap = kt_snapshot();
     const kt_kernel_timing_t *e0 = kt_snapshot_find(snap, "same-kernel", KT_BACKEND_CUDA, d[0].label);
@@ -109,9 +122,12 @@ static void test_identical_devices_stay_apart(void **state)
         assert_string_equal(rec->id.vendor, "NVIDIA");
         assert_string_equal(rec->id.model, d[i].name);
         assert_int_equal(strcasecmp(rec->id.uuid, uuid[i]), 0); /* the core keeps it lowercased */
-        assert_string_equal(rec->id.pci, i && !mig ? "0000:27:00.0" : "0000:17:00.0");
+        assert_string_equal(rec->id.pci, i ? pci1 : pci0);
         assert_int_equal(rec->id.ordinal, i);
-        assert_non_null(rec->clock_domain[0] ? rec : NULL); /* clock facts published under the same record */
+        /* each device's own clock facts, published under its own record */
+        assert_string_equal(rec->clock_domain, "device");
+        assert_int_equal(rec->frequency_hz, KT_CUDA_GLOBALTIMER_HZ);
+        assert_int_equal(rec->resolution_ns, i ? gt_res : KT_CUDA_EVENT_RESOLUTION_NS);
     }
     kt_snapshot_free(snap);
     kt_cuda_shutdown();

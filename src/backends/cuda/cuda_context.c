@@ -271,7 +271,8 @@ void kt__cuda_device_identity(kt__cudevice dev, kt_device_id_t *id, int *mig)
     if (kt__cu.cuDeviceGetAttribute(&domain, KT__CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev) == KT__CU_SUCCESS &&
         kt__cu.cuDeviceGetAttribute(&bus, KT__CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev) == KT__CU_SUCCESS &&
         kt__cu.cuDeviceGetAttribute(&slot, KT__CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev) == KT__CU_SUCCESS)
-        snprintf(id->pci, sizeof id->pci, "%04x:%02x:%02x.0", (unsigned)domain & 0xffffu, (unsigned)bus & 0xffu,
+        /* the whole domain: VMD and some hypervisors number domains past 0xffff (nvidia-smi prints 8 digits) */
+        snprintf(id->pci, sizeof id->pci, "%04x:%02x:%02x.0", (unsigned)domain, (unsigned)bus & 0xffu,
                  (unsigned)slot & 0xffu);
 }
 
@@ -395,8 +396,11 @@ int kt_cuda_device_info(int ordinal, kt_cuda_device_t *out)
     kt_device_id_t id;
     kt__cuda_device_identity(dev, &id, &out->mig);
     snprintf(out->uuid_text, sizeof out->uuid_text, "%s", id.uuid);
-    if (id.pci[0]) /* "dddd:bb:dd" here, as before; the identity's "dddd:bb:dd.0" */
-        snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%.10s", id.pci);
+    if (id.pci[0]) { /* "dddd:bb:dd" here, as before: the identity's "dddd:bb:dd.0" without the function */
+        const char *fn = strrchr(id.pci, '.');
+        snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%.*s", fn ? (int)(fn - id.pci) : (int)strlen(id.pci),
+                 id.pci);
+    }
     const char *key = kt_device_register(KT_BACKEND_CUDA, &id);
     snprintf(out->key, sizeof out->key, "%s", key ? key : id.model);
     int khz = 0;
