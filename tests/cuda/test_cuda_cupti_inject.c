@@ -9,7 +9,8 @@
  * another CUPTI client holds the callback subscription. Graph launches are one dispatch each ("graph <id>",
  * CUPTI's graph-level records) by default, their nodes one by one with KTIMING_CUPTI_GRAPHS=node. Its recording
  * is checked on a GPU by tests/gpu/run.sh. The program's synchronisation calls are host API time (host-api
- * entries, the outermost call only) while the library holds CUPTI's subscription, and none without it. */
+ * entries, the outermost call only) while the library holds CUPTI's subscription, and none without it. On a driver
+ * older than its CUPTI the start-up message names the driver's CUDA version, libcuda loaded RTLD_LOCAL. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -91,6 +92,8 @@ typedef enum child_mode_t {
     CHILD_IDENTITY = 7,      /* flush CUPTI, then check its own snapshot's device identities: status 70 + ok */
     CHILD_PROFILER = 8,      /* a profiler in the program subscribes (cuptiSubscribe_v2): status 80 + told who
                                 holds the subscription and how to free it */
+    CHILD_OLD_DRIVER = 9,    /* a CUDA 12.4 driver (the driver double as libcuda.so.1) loaded RTLD_LOCAL first, as
+                                nvcc's static cudart loads it: CUPTI refuses the activity setup */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -166,6 +169,12 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
         /* the flusher thread: every 20 ms where the test waits for it, else never within the child's life (so
          * what a destroy or the exit delivers does not depend on scheduling) */
         setenv("KTIMING_CUPTI_FLUSH_MS", mode == CHILD_LIVE ? "20" : "600000", 1);
+        if (mode == CHILD_OLD_DRIVER) {
+            const char *libcuda = getenv("KT_TEST_FAKE_LIBCUDA");
+            setenv("KT_TEST_CUDA_DRIVER_VERSION", "12040", 1);
+            if (!libcuda || !dlopen(libcuda, RTLD_NOW | RTLD_LOCAL))
+                _exit(7);
+        }
         if (first && !dlopen(first, RTLD_NOW | RTLD_GLOBAL))
             _exit(2);
         void *lib = dlopen(getenv("KT_TEST_CUPTI_INJECT"), RTLD_NOW | RTLD_LOCAL);
@@ -260,6 +269,13 @@ static int count_in_file(const char *path, const char *needle)
         n++;
     free(text);
     return n;
+}
+
+/* A private stderr file for a child (the caller removes it through count_in_file). */
+static void child_err_path(char *path, size_t size, const char *tag)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, size, "%s/kt-cupti-%s-%ld.err", tmp && tmp[0] ? tmp : "/tmp", tag, (long)getpid());
 }
 
 /* libcupti is found at run time, by soname, not through a DT_NEEDED with a RUNPATH into the build machine's CUDA
@@ -600,14 +616,32 @@ static void test_other_subscriber_still_times(void **state)
 {
     (void)state;
     char err[4200];
-    const char *tmp = getenv("TMPDIR");
-    snprintf(err, sizeof err, "%s/kt-cupti-other-%ld.err", tmp && tmp[0] ? tmp : "/tmp", (long)getpid());
+    child_err_path(err, sizeof err, "other");
     g_child_stderr = err;
     run_with_double(CHILD_DESTROY_OTHER, 30);
     g_child_stderr = NULL;
     /* Issue 36.5: said once, without KTIMING_RUN_VERBOSE, naming the holder as CUPTI 13 names it. */
     assert_int_equal(count_in_file(err, "another CUPTI client holds the callback subscription "
                                         "(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, held by \"Nsight Systems\")"),
+                     1);
+}
+
+/* Issue 36.8 (driver floor): on a driver older than the library's CUPTI, the start-up message names the driver's
+ * CUDA version although the program loaded libcuda RTLD_LOCAL (nvcc's static cudart does), where a lookup in the
+ * global scope finds no cuDriverGetVersion. */
+static void test_old_driver_named(void **state)
+{
+    (void)state;
+    if (!getenv("KT_TEST_FAKE_LIBCUDA"))
+        skip();
+    char err[4200];
+    child_err_path(err, sizeof err, "old-driver");
+    g_child_stderr = err;
+    char *json = run_fake_child(CHILD_OLD_DRIVER, 10);
+    g_child_stderr = NULL;
+    assert_null(json); /* nothing timed, nothing written */
+    assert_int_equal(count_in_file(err, "nothing is timed (the driver supports CUDA 12.4; this library was built "
+                                        "with CUDA "),
                      1);
 }
 
@@ -630,6 +664,7 @@ int main(void)
                                        cmocka_unit_test(test_graph_nodes_one_by_one),
                                        cmocka_unit_test(test_other_subscriber_still_times),
                                        cmocka_unit_test(test_profiler_told_who_holds_it),
+                                       cmocka_unit_test(test_old_driver_named),
                                        cmocka_unit_test(test_records_arrive_while_running),
                                        cmocka_unit_test(test_subscription_left_free),
                                        cmocka_unit_test(test_device_identity),

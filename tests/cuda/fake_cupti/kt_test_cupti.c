@@ -8,6 +8,8 @@
  *     cuptiActivityGetNumDroppedRecords (reset when read); KT_TEST_CUPTI_SHORT=N honours only N records a buffer.
  *   - the first buffer is requested when activity is enabled and held until a flush returns it; if another client
  *     replaces the activity callbacks meanwhile (kt_test_cupti_other_client()), buffers go to that client.
+ *   - a CUDA driver in the process (libcuda.so.1, however loaded) older than the double's CUDA makes it refuse
+ *     every activity kind (CUPTI_ERROR_NOT_INITIALIZED, what a CUPTI newer than the driver answers).
  * Like CUPTI on Linux it stamps with CLOCK_REALTIME unless a timestamp callback was registered, and its REALTIME
  * takes an NTP-like step of +KT_TEST_CUPTI_STEP_S seconds (default 30) once activity was enabled, so a library
  * that fitted REALTIME at start-up misplaces every record. Records:
@@ -136,8 +138,24 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityEnableLatencyTimestamps(uint
 
 static void *worker_main(void *arg);
 
+/* A CUDA driver in the process (libcuda.so.1, however it was loaded) older than the CUDA this CUPTI belongs to:
+ * CUPTI then refuses the activity setup. */
+static int driver_too_old(void)
+{
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!cuda)
+        return 0;
+    CUresult (*get_version)(int *) = NULL;
+    *(void **)&get_version = dlsym(cuda, "cuDriverGetVersion");
+    int drv = 0, old = get_version && get_version(&drv) == CUDA_SUCCESS && drv < CUDA_VERSION;
+    dlclose(cuda);
+    return old;
+}
+
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
 {
+    if (driver_too_old())
+        return CUPTI_ERROR_NOT_INITIALIZED; /* what a CUPTI newer than the driver answers */
     pthread_mutex_lock(&g_lock);
     if (kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE)
         g_graph_trace = 1;
@@ -176,6 +194,7 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, 
     case CUPTI_SUCCESS: *str = "CUPTI_SUCCESS"; break;
     case CUPTI_ERROR_INVALID_PARAMETER: *str = "CUPTI_ERROR_INVALID_PARAMETER"; break;
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: *str = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"; break;
+    case CUPTI_ERROR_NOT_INITIALIZED: *str = "CUPTI_ERROR_NOT_INITIALIZED"; break;
     default: *str = "fake CUPTI error"; break;
     }
     return CUPTI_SUCCESS;

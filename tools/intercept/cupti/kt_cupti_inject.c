@@ -782,6 +782,25 @@ static void enable_graphs(void)
                 result_name(r));
 }
 
+/* The CUDA version of the driver in the process, 0 when none answers. libcuda is looked up by its soname among the
+ * loaded objects first: a program built with nvcc (static cudart, its default) dlopens it RTLD_LOCAL, where a
+ * lookup in the global scope (RTLD_DEFAULT) does not see it. */
+static int driver_version(void)
+{
+    CUresult (*get_version)(int *) = NULL;
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (cuda)
+        *(void **)&get_version = dlsym(cuda, "cuDriverGetVersion");
+    if (!get_version) /* a driver under another name, linked into the global scope */
+        *(void **)&get_version = dlsym(RTLD_DEFAULT, "cuDriverGetVersion");
+    int drv = 0;
+    if (get_version && get_version(&drv) != CUDA_SUCCESS)
+        drv = 0;
+    if (cuda)
+        dlclose(cuda); /* NOLOAD took a reference: given back, the driver stays loaded by its owner */
+    return drv;
+}
+
 __attribute__((visibility("default"))) int InitializeInjection(void)
 {
     if (kti_secure()) /* secure-execution mode: CUPTI is left alone, nothing is timed */
@@ -810,11 +829,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
         pthread_mutex_unlock(&S.lock);
         /* The usual cause: this library uses the CUPTI of the toolkit it was built with (CUDA_VERSION below),
          * which needs a driver of that CUDA version or newer. Say which driver this is. */
-        int drv = 0;
-        CUresult (*get_version)(int *) = NULL;
-        *(void **)&get_version = dlsym(RTLD_DEFAULT, "cuDriverGetVersion");
-        if (get_version && get_version(&drv) != CUDA_SUCCESS)
-            drv = 0;
+        int drv = driver_version();
         char have[48] = "no CUDA driver answered";
         if (drv)
             snprintf(have, sizeof have, "the driver supports CUDA %d.%d", drv / 1000, (drv % 1000) / 10);
