@@ -10,7 +10,8 @@
  * CUPTI's graph-level records) by default, their nodes one by one with KTIMING_CUPTI_GRAPHS=node. Its recording
  * is checked on a GPU by tests/gpu/run.sh. The program's synchronisation calls are host API time (host-api
  * entries, the outermost call only) while the library holds CUPTI's subscription, and none without it. On a driver
- * older than its CUPTI the start-up message names the driver's CUDA version, libcuda loaded RTLD_LOCAL. */
+ * older than its CUPTI the start-up message names the driver's CUDA version, libcuda loaded RTLD_LOCAL. A child
+ * forked from the program writes what it timed itself, none of its parent's CUPTI records. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -94,6 +95,8 @@ typedef enum child_mode_t {
                                 holds the subscription and how to free it */
     CHILD_OLD_DRIVER = 9,    /* a CUDA 12.4 driver (the driver double as libcuda.so.1) loaded RTLD_LOCAL first, as
                                 nvcc's static cudart loads it: CUPTI refuses the activity setup */
+    CHILD_FORK = 10,         /* forks; the grandchild times a zone of its own and exit()s, then the child exits:
+                                status 60 + the grandchild exited 0 */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -125,6 +128,25 @@ static int child_identity_ok(void)
                 g1->id.id_kind, g1->id.uuid);
     kt_snapshot_free(snap);
     return ok;
+}
+
+/* In the child: fork (as a program forks a worker without exec) while CUPTI still holds the child's records, one
+ * of them in flight; the grandchild times one zone of its own and leaves through exit(), so every exit handler
+ * runs there. 1 when it exited 0. */
+static int child_fork_exit(void)
+{
+    fflush(NULL);
+    pid_t g = fork();
+    if (g < 0)
+        return 0;
+    if (g == 0) {
+        static kt_kernel_id_t site;
+        kt_zone_t z = kt_zone_begin(&site, "kt_grandchild_own");
+        kt_zone_end(&z);
+        exit(0);
+    }
+    int st = 0;
+    return waitpid(g, &st, 0) == g && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
 /* In the child: a profiler of the program's own (Kineto with CUPTI 13) subscribes while the library holds the
@@ -211,6 +233,8 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             _exit(70 + child_identity_ok());
         if (mode == CHILD_PROFILER)
             _exit(80 + child_profiler_told());
+        if (mode == CHILD_FORK)
+            exit(60 + child_fork_exit());
         if (mode == CHILD_DESTROY_NOSUB) { /* the program's own profiler can still subscribe */
             int (*subscribe)(void **, void *, void *) = NULL;
             *(void **)&subscribe = dlsym(RTLD_DEFAULT, "cuptiSubscribe");
@@ -356,6 +380,19 @@ static long long entry_count(const char *json, const char *name)
     return c ? strtoll(c + strlen("\"dispatch_count\": "), NULL, 10) : -1;
 }
 
+/* Entry `name` of the JSON text holds `text` (before the next entry begins). */
+static int entry_has(const char *json, const char *name, const char *text)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\"%s\"", name);
+    const char *e = strstr(json, key);
+    if (!e)
+        return 0;
+    const char *next = strstr(e + 1, "{\"name\"");
+    const char *t = strstr(e, text);
+    return t && (!next || t < next);
+}
+
 /* Issue 40.2: the configurations of CUPTI's kernel records (grid, block) travel with each dispatch, through the
  * child's JSON: kt_fake_configured has exactly two rows, 3 launches of 128x1x1 / 256x1x1 (1000 ns each) and 2 of
  * 16x8x1 / 32x8x1 (2000 ns each), largest total first; a record without a grid, and a copy, have none. */
@@ -404,24 +441,15 @@ static void check_snapshot(const char *dir, pid_t pid, int nodes, int host_api)
     snprintf(path, sizeof path, "%s/%ld.json", dir, (long)pid);
     char *json = ktt_read_file(path, NULL);
     assert_non_null(json);
-    const char *k = strstr(json, "\"kt_fake_cupti_kernel\"");
-    assert_non_null(k);
-    const char *after = strstr(k + 1, "{\"name\"");
-    const char *once = strstr(k, "\"dispatch_count\": 1,");
-    assert_true(once && (!after || once < after)); /* delivered once, recorded once */
+    assert_true(entry_has(json, "kt_fake_cupti_kernel", "\"dispatch_count\": 1,")); /* delivered once, recorded once */
     /* Demangled. */
     assert_non_null(strstr(json, "\"kt::fake::saxpy_kernel(int, float, float*, float*)\""));
     assert_null(strstr(json, "_ZN2kt4fake"));
     /* Zero-timing record: dropped ("no timing"), not a 0 ns dispatch. */
-    const char *e = strstr(json, "\"kt_fake_untimed\"");
-    assert_non_null(e);
-    const char *next = strstr(e + 1, "{\"name\"");
-    const char *cnt = strstr(e, "\"dispatch_count\": 0,");
-    assert_true(cnt && (!next || cnt < next));
-    const char *why = strstr(e, "\"no_timing\": 1");
-    assert_true(why && (!next || why < next));
+    assert_true(entry_has(json, "kt_fake_untimed", "\"dispatch_count\": 0,"));
+    assert_true(entry_has(json, "kt_fake_untimed", "\"no_timing\": 1"));
     /* Copies and memsets as their own entries, with bytes. */
-    e = strstr(json, "\"memcpy HtoD\"");
+    const char *e = strstr(json, "\"memcpy HtoD\"");
     assert_non_null(e);
     assert_non_null(strstr(e, "\"bytes\": 4096"));
     e = strstr(json, "\"memset\"");
@@ -435,11 +463,7 @@ static void check_snapshot(const char *dir, pid_t pid, int nodes, int host_api)
     assert_non_null(e);
     assert_non_null(strstr(e, "\"bytes\": 8192"));
     /* The command still running in context 2 went out only with the forced flush at exit, untimed. */
-    e = strstr(json, "\"kt_fake_running\"");
-    assert_non_null(e);
-    next = strstr(e + 1, "{\"name\"");
-    why = strstr(e, "\"no_timing\": 1");
-    assert_true(why && (!next || why < next));
+    assert_true(entry_has(json, "kt_fake_running", "\"no_timing\": 1"));
     /* One track per (context, stream): stream 7 of two contexts. */
     assert_non_null(strstr(json, "stream 7 (context 1)"));
     assert_non_null(strstr(json, "stream 7 (context 2)"));
@@ -585,13 +609,57 @@ static void test_other_client_taking_callbacks_is_counted(void **state)
     (void)state;
     char *json = run_fake_child(CHILD_OTHER_CLIENT, 11);
     assert_non_null(json);
-    const char *e = strstr(json, "\"(CUPTI buffers taken by another client)\"");
-    assert_non_null(e);
-    const char *next = strstr(e + 1, "{\"name\"");
-    const char *d = strstr(e, "\"dropped\": 1");
-    assert_true(d && (!next || d < next));
+    assert_true(entry_has(json, "(CUPTI buffers taken by another client)", "\"dropped\": 1"));
     assert_null(strstr(json, "\"kt_fake_cupti_kernel\""));
     free(json);
+}
+
+/* A program that forks a worker and lets it exit() (no exec): the worker writes what it timed itself, none of its
+ * parent's CUPTI records (a flush from the child handed them over again, the one still running as a phantom
+ * "no timing" drop), and the parent's snapshot still holds them all. */
+static void test_forked_child_leaves_cupti_alone(void **state)
+{
+    (void)state;
+    const char *fake = getenv("KT_TEST_FAKE_CUPTI");
+    if (!fake)
+        skip();
+    char *dir = ktt_tmpdir("cupti-fork");
+    assert_non_null(dir);
+    pid_t pid = 0;
+    assert_int_equal(child_initialize_mode(dir, fake, CHILD_FORK, &pid), 61);
+    assert_int_equal(count_files(dir), 2);
+    char own[64], path[4200];
+    snprintf(own, sizeof own, "%ld.json", (long)pid);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *de;
+    char *worker = NULL, *parent = NULL;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (!strcmp(de->d_name, own))
+            parent = ktt_read_file(path, NULL);
+        else
+            worker = ktt_read_file(path, NULL);
+    }
+    closedir(d);
+    assert_non_null(parent);
+    assert_non_null(worker);
+    assert_int_equal(entry_count(worker, "kt_grandchild_own"), 1);
+    assert_null(strstr(worker, "\"kt_fake_cupti_kernel\""));
+    assert_null(strstr(worker, "\"kt_fake_running\""));
+    assert_null(strstr(worker, "\"kt fake GPU"));
+    assert_null(strstr(worker, "(CUPTI"));
+    /* the parent: every record once, the one still running handed over at its own exit */
+    assert_int_equal(entry_count(parent, "kt_fake_cupti_kernel"), 1);
+    assert_int_equal(entry_count(parent, "kt_fake_configured"), 5);
+    assert_true(entry_has(parent, "kt_fake_running", "\"no_timing\": 1"));
+    assert_null(strstr(parent, "kt_grandchild_own"));
+    free(worker);
+    free(parent);
+    ktt_rmtree(dir);
+    free(dir);
 }
 
 /* KTIMING_CUPTI_GRAPHS=node: no graph-level records asked for, so CUPTI reports the graphs' kernels. */
@@ -665,6 +733,7 @@ int main(void)
                                        cmocka_unit_test(test_other_subscriber_still_times),
                                        cmocka_unit_test(test_profiler_told_who_holds_it),
                                        cmocka_unit_test(test_old_driver_named),
+                                       cmocka_unit_test(test_forked_child_leaves_cupti_alone),
                                        cmocka_unit_test(test_records_arrive_while_running),
                                        cmocka_unit_test(test_subscription_left_free),
                                        cmocka_unit_test(test_device_identity),

@@ -11,7 +11,9 @@
  * Delivery: CUPTI's own flush period returns only FULL buffers (a 1 MiB buffer holds ~4k kernel records), so a
  * slow program's records would wait in CUPTI until exit, and SIGKILL, abort, _exit or MPI_Abort would lose them. A
  * flusher thread therefore calls cuptiActivityFlushAll(0) every KTIMING_CUPTI_FLUSH_MS (default 100 ms), as the
- * header advises: completed records reach the recorder within that period. At exit everything is flushed (forced). Latency timestamps (queued, submitted) are on. Records CUPTI could not time
+ * header advises: completed records reach the recorder within that period. At exit everything is flushed (forced).
+ * A child forked without exec makes no CUPTI call and records nothing CUPTI hands it (its parent's records): its
+ * exit writes what it timed itself. Latency timestamps (queued, submitted) are on. Records CUPTI could not time
  * (start = end = 0) are counted as dropped ("no timing"), not recorded as 0 ns. C++ kernel names are demangled
  * with the C++ runtime's __cxa_demangle, looked up at run time (libstdc++.so.6 is loaded for it in C programs).
  * Tracks are keyed by (context, stream): CUPTI's stream ids repeat across contexts. Context destruction
@@ -48,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define KT_CUPTI_BUFFER_BYTES (1u << 20)
 #define KT_CUPTI_SAMPLES 32
@@ -179,6 +182,7 @@ typedef char *(*kt_cupti_demangle_fn)(const char *mangled, char *out, size_t *le
 static struct {
     pthread_mutex_t lock;                          /* everything below */
     int initialized;                               /* InitializeInjection succeeded */
+    pid_t pid;                                     /* the process that initialised: CUPTI is its alone */
     int host_stamps;                               /* the timestamp callback is in force: stamps are host ns */
     kt_clock_model_t model;                        /* fallback: CUPTI timestamps → host timeline */
     int model_valid;                               /* model usable */
@@ -483,6 +487,14 @@ static kt_kernel_id_t memset_name(const void *rec, uint32_t device)
     return kt_kernel_intern("memset", KT_BACKEND_CUDA, device_name_locked(device));
 }
 
+/* CUPTI belongs to the process that initialised it. A child forked from it (fork without exec) holds a copy of
+ * CUPTI's state whose records are its parent's: it makes no CUPTI call and records nothing CUPTI hands it, so
+ * its exit writes only what the child recorded itself. */
+static int cupti_owner(void)
+{
+    return getpid() == S.pid;
+}
+
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
     *buffer = aligned_alloc(8, KT_CUPTI_BUFFER_BYTES);
@@ -495,6 +507,10 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
 {
     (void)size;
+    if (!cupti_owner()) { /* the parent's records, not this child's */
+        free(buffer);
+        return;
+    }
     CUpti_Activity *rec = NULL;
     while (valid && K.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
@@ -590,8 +606,10 @@ static void flusher_stop(void)
         pthread_join(S.flusher, NULL);
 }
 
-/* A forked child has no flusher thread (only the forking thread survives a fork); it does not start one: CUDA
- * itself is unusable in a child forked from an initialised process. */
+/* Fork handlers, registered at initialisation whether or not the flusher runs (CUPTI's own thread may hold S.lock
+ * in buffer_completed). A forked child has no flusher thread (only the forking thread survives a fork); it does
+ * not start one: CUDA itself is unusable in a child forked from an initialised process, and the child makes no
+ * CUPTI call (cupti_owner). */
 static void flusher_atfork_child(void)
 {
     S.flusher_running = 0;
@@ -616,6 +634,8 @@ static int g_said_buffers;
  * given to another client (it replaced the activity callbacks): their records never arrive, and that is counted. */
 static void flush_at_exit(void)
 {
+    if (!cupti_owner()) /* a forked child: CUPTI and what it still holds are the parent's */
+        return;
     flusher_stop();
     K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     uint64_t lost = __atomic_load_n(&S.buffers_out, __ATOMIC_RELAXED);
@@ -685,7 +705,8 @@ static void CUPTIAPI api_callback(void *user, CUpti_CallbackDomain domain, CUpti
 {
     (void)user;
     if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
-        K.cuptiActivityFlushAll(0); /* completed records only: forced would hand over other contexts' running ones */
+        if (cupti_owner()) /* completed records only: forced would hand over other contexts' running ones */
+            K.cuptiActivityFlushAll(0);
         if (data)
             kt__cuda_context_destroying(((const CUpti_ResourceData *)data)->context);
     } else if ((domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API) && data)
@@ -814,6 +835,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
         pthread_mutex_unlock(&S.lock);
         return 0;
     }
+    S.pid = getpid();
     kt_desc_t desc = {0};
     kt_init(&desc);
     CUptiResult r = K.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
@@ -856,10 +878,9 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
         pthread_cond_init(&S.flusher_cond, &ca);
         pthread_condattr_destroy(&ca);
     }
-    if (S.flush_ms && pthread_create(&S.flusher, NULL, flusher_main, NULL) == 0) {
+    if (S.flush_ms && pthread_create(&S.flusher, NULL, flusher_main, NULL) == 0)
         S.flusher_running = 1;
-        pthread_atfork(flusher_atfork_prepare, flusher_atfork_parent, flusher_atfork_child);
-    }
+    pthread_atfork(flusher_atfork_prepare, flusher_atfork_parent, flusher_atfork_child);
     pthread_mutex_unlock(&S.lock);
     kti_run_exit_register(); /* ktiming's exit handler, then the snapshot writer (KTIMING_RUN_DIR) */
     atexit(flush_at_exit);   /* last registered: runs first */
