@@ -97,6 +97,8 @@ typedef enum child_mode_t {
                                 nvcc's static cudart loads it: CUPTI refuses the activity setup */
     CHILD_FORK = 10,         /* forks; the grandchild times a zone of its own and exit()s, then the child exits:
                                 status 60 + the grandchild exited 0 */
+    CHILD_SHORT = 11,        /* CUPTI honours 2 records a buffer (KT_TEST_CUPTI_SHORT): flush, check its own
+                                snapshot's drops, then exit: status 90 + they were counted while it ran */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -105,14 +107,20 @@ typedef enum child_mode_t {
  * pid. */
 static const char *g_child_stderr; /* when set, the child's stderr goes to this file */
 
+/* In the child: the program flushes CUPTI's completed records itself (cuptiActivityFlushAll(0)). 0 when done. */
+static int child_flush_completed(void)
+{
+    int (*flush)(uint32_t) = NULL;
+    *(void **)&flush = dlsym(RTLD_DEFAULT, "cuptiActivityFlushAll");
+    return flush && flush(0) == 0 ? 0 : -1;
+}
+
 /* In the child: CUPTI flushed (the double's DEVICE records delivered), its own snapshot's two CUDA devices carry the
  * identities the library registered from them: the record's UUID as nvidia-smi writes it, a MIG instance's own
  * ("MIG-"), model and ordinal; and the kernels are keyed by them. 1 when all hold. */
 static int child_identity_ok(void)
 {
-    int (*flush)(uint32_t) = NULL;
-    *(void **)&flush = dlsym(RTLD_DEFAULT, "cuptiActivityFlushAll");
-    if (!flush || flush(0) != 0)
+    if (child_flush_completed() != 0)
         return 0;
     kt_snapshot_t *snap = kt_snapshot();
     const kt_device_info_t *g0 = kt_snapshot_device(snap, KT_BACKEND_CUDA, "kt fake GPU #0");
@@ -126,6 +134,23 @@ static int child_identity_ok(void)
     if (!ok && g0 && g1)
         fprintf(stderr, "identity: %s %s %s / %s %s %s\n", g0->key, g0->id.id_kind, g0->id.uuid, g1->key,
                 g1->id.id_kind, g1->id.uuid);
+    kt_snapshot_free(snap);
+    return ok;
+}
+
+/* With 2 records a buffer, the double's completed records (buffers of 2, 3, 4, 5 and 3) lose 7, counted in
+ * CUPTI's global queue before each buffer is handed over: in the child's own snapshot, after a flush of completed
+ * records, "(CUPTI records dropped)" holds 7 drops for lack of buffer space. 1 when so. */
+#define SHORT_DROPS 7
+static int child_short_drops_seen(void)
+{
+    if (child_flush_completed() != 0)
+        return 0;
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_snapshot_find(snap, "(CUPTI records dropped)", KT_BACKEND_CUDA, NULL);
+    int ok = e && e->dropped == SHORT_DROPS && e->dropped_by[KT_DROP_RING_FULL] == SHORT_DROPS;
+    if (!ok)
+        fprintf(stderr, "short: %llu dropped\n", e ? (unsigned long long)e->dropped : 0ull);
     kt_snapshot_free(snap);
     return ok;
 }
@@ -188,6 +213,10 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             setenv("KTIMING_CUPTI_GRAPHS", "node", 1);
         else
             unsetenv("KTIMING_CUPTI_GRAPHS");
+        if (mode == CHILD_SHORT)
+            setenv("KT_TEST_CUPTI_SHORT", "2", 1);
+        else
+            unsetenv("KT_TEST_CUPTI_SHORT");
         /* the flusher thread: every 20 ms where the test waits for it, else never within the child's life (so
          * what a destroy or the exit delivers does not depend on scheduling) */
         setenv("KTIMING_CUPTI_FLUSH_MS", mode == CHILD_LIVE ? "20" : "600000", 1);
@@ -235,6 +264,8 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             _exit(80 + child_profiler_told());
         if (mode == CHILD_FORK)
             exit(60 + child_fork_exit());
+        if (mode == CHILD_SHORT)
+            exit(90 + child_short_drops_seen());
         if (mode == CHILD_DESTROY_NOSUB) { /* the program's own profiler can still subscribe */
             int (*subscribe)(void **, void *, void *) = NULL;
             *(void **)&subscribe = dlsym(RTLD_DEFAULT, "cuptiSubscribe");
@@ -662,6 +693,34 @@ static void test_forked_child_leaves_cupti_alone(void **state)
     free(dir);
 }
 
+/* Entry `name` of the snapshot in `json` has exactly `n` drops, all for `why`. */
+static void assert_drops(const char *json, const char *name, uint64_t n, kt_drop_reason_t why)
+{
+    kt_snapshot_t *snap = NULL;
+    char err[256];
+    if (kt_snapshot_parse(json, strlen(json), &snap, err, sizeof err) != 0)
+        fail_msg("snapshot: %s", err);
+    const kt_kernel_timing_t *e = kt_snapshot_find(snap, name, KT_BACKEND_CUDA, NULL);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 0);
+    assert_int_equal(e->dropped, n);
+    assert_int_equal(e->dropped_by[why], n);
+    kt_snapshot_free(snap);
+}
+
+/* Issue 36 item 4: records CUPTI dropped for lack of buffer space (a buffer holding fewer than CUPTI had) are
+ * counted as they are found, each buffer's with it: the child sees all 7 while it runs, and its snapshot at exit
+ * holds exactly those (per process: CUPTI counts drops in one global queue). */
+static void test_dropped_records_counted(void **state)
+{
+    (void)state;
+    char *json = run_fake_child(CHILD_SHORT, 91);
+    assert_non_null(json);
+    assert_drops(json, "(CUPTI records dropped)", SHORT_DROPS, KT_DROP_RING_FULL);
+    assert_null(strstr(json, "(CUPTI records dropped, context"));
+    free(json);
+}
+
 /* KTIMING_CUPTI_GRAPHS=node: no graph-level records asked for, so CUPTI reports the graphs' kernels. */
 static void test_graph_nodes_one_by_one(void **state)
 {
@@ -734,6 +793,7 @@ int main(void)
                                        cmocka_unit_test(test_profiler_told_who_holds_it),
                                        cmocka_unit_test(test_old_driver_named),
                                        cmocka_unit_test(test_forked_child_leaves_cupti_alone),
+                                       cmocka_unit_test(test_dropped_records_counted),
                                        cmocka_unit_test(test_records_arrive_while_running),
                                        cmocka_unit_test(test_subscription_left_free),
                                        cmocka_unit_test(test_device_identity),

@@ -4,8 +4,10 @@
  *     partly filled); CUPTI_ACTIVITY_FLAG_FLUSH_FORCED also hands over records still in flight, untimed
  *     (start = end = 0). A flush period (cuptiActivityFlushPeriod) makes the double's own worker thread deliver
  *     FULL buffers only, as CUPTI's worker does: a few records never fill the tool's buffer, so they wait.
- *   - a buffer shorter than the records it should hold: the rest are dropped and counted, per context, by
- *     cuptiActivityGetNumDroppedRecords (reset when read); KT_TEST_CUPTI_SHORT=N honours only N records a buffer.
+ *   - a buffer shorter than the records it should hold: the rest are dropped and counted in the one global queue
+ *     (CUPTI since CUDA 6.0: every buffer is handed over with context NULL) that
+ *     cuptiActivityGetNumDroppedRecords(NULL, ...) reads and resets (a context of its own counts none);
+ *     KT_TEST_CUPTI_SHORT=N honours only N records a buffer.
  *   - the first buffer is requested when activity is enabled and held until a flush returns it; if another client
  *     replaces the activity callbacks meanwhile (kt_test_cupti_other_client()), buffers go to that client.
  *   - a CUDA driver in the process (libcuda.so.1, however loaded) older than the double's CUDA makes it refuse
@@ -75,7 +77,7 @@ static int g_graph_trace;                            /* CUPTI_ACTIVITY_KIND_GRAP
 static int g_memcpy2;                                /* CUPTI_ACTIVITY_KIND_MEMCPY2 enabled */
 static int g_running_out;                            /* the in-flight record was handed over (forced) */
 static size_t g_forced_inflight;                     /* in-flight records handed over by forced flushes */
-static size_t g_dropped[3];                          /* dropped records per context id (0: global), unread */
+static size_t g_dropped;                             /* dropped records, unread (one global queue) */
 static uint8_t *g_held;                              /* buffer requested at enable, held until a flush */
 static size_t g_held_size;
 static size_t g_last_size;                           /* size of the last buffer the tool gave */
@@ -210,22 +212,16 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t *buffe
     return CUPTI_SUCCESS;
 }
 
-/* Dropped records of a context (NULL: the global buffers, every context), reset when read, as CUPTI does. */
+/* Dropped records, reset when read, as CUPTI does. Since CUDA 6.0 CUPTI keeps one global queue: its count is
+ * the global one (context NULL); a context of its own has none. */
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream,
                                                                         size_t *dropped)
 {
     (void)stream;
-    uint32_t c = (uint32_t)(uintptr_t)ctx;
-    *dropped = 0;
-    if (c == 0) {
-        for (int i = 0; i < 3; i++) {
-            *dropped += g_dropped[i];
-            g_dropped[i] = 0;
-        }
-    } else if (c < 3) {
-        *dropped = g_dropped[c];
-        g_dropped[c] = 0;
-    }
+    if (!dropped)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    *dropped = ctx ? 0 : __atomic_exchange_n(&g_dropped, 0, __ATOMIC_ACQ_REL); /* the tool reads it inside its
+                                                                                 buffer callback, g_lock held */
     return CUPTI_SUCCESS;
 }
 
@@ -253,8 +249,9 @@ static void kernel(uint8_t *slot, const char *name, uint32_t context, uint64_t s
     kernel_on(slot, name, context, 7, start, len, latency);
 }
 
-/* g_lock held. Hands `n` records made by `make` to the tool in one buffer (the held one first, else a fresh one);
- * records that do not fit (a short buffer, KT_TEST_CUPTI_SHORT) are dropped and counted for context 1. */
+/* g_lock held. Hands `n` records made by `make` to the tool in one buffer (the held one first, else a fresh one),
+ * with context NULL as CUPTI does since CUDA 6.0 (every buffer global); records that do not fit (a short buffer,
+ * KT_TEST_CUPTI_SHORT) are dropped and counted in the global queue before the buffer is handed over. */
 static CUptiResult deliver(void (*make)(uint8_t *buf, uint64_t now), size_t n)
 {
     uint8_t *buf = g_held;
@@ -273,7 +270,7 @@ static CUptiResult deliver(void (*make)(uint8_t *buf, uint64_t now), size_t n)
     if (short_env && short_env[0] && strtoul(short_env, NULL, 10) < fit)
         fit = strtoul(short_env, NULL, 10);
     size_t keep = n < fit ? n : fit;
-    g_dropped[1] += n - keep;
+    __atomic_add_fetch(&g_dropped, n - keep, __ATOMIC_ACQ_REL);
     memcpy(buf, stage, keep * KT_FAKE_RECORD_BYTES);
     g_complete(NULL, 0, buf, size, keep * KT_FAKE_RECORD_BYTES); /* the tool frees buf */
     g_records_out += keep;

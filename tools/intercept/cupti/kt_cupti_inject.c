@@ -16,8 +16,10 @@
  * exit writes what it timed itself. Latency timestamps (queued, submitted) are on. Records CUPTI could not time
  * (start = end = 0) are counted as dropped ("no timing"), not recorded as 0 ns. C++ kernel names are demangled
  * with the C++ runtime's __cxa_demangle, looked up at run time (libstdc++.so.6 is loaded for it in C programs).
- * Tracks are keyed by (context, stream): CUPTI's stream ids repeat across contexts. Context destruction
- * (cuCtxDestroy, or cuDevicePrimaryCtxReset behind cudaDeviceReset): a CUPTI resource callback at
+ * Records CUPTI dropped for lack of buffer space are counted per process under "(CUPTI records dropped)": CUPTI
+ * counts them in its one global queue. Tracks are keyed by (context, stream): CUPTI's stream ids repeat across
+ * contexts. Context destruction (cuCtxDestroy, or cuDevicePrimaryCtxReset behind cudaDeviceReset): a CUPTI
+ * resource callback at
  * CONTEXT_DESTROY_STARTING flushes completed records (flag 0: a forced flush would hand over other contexts'
  * still running commands as untimed) while the context still exists; no handle of the context is kept (records
  * carry CUPTI's ids). CUPTI allows one callback subscriber and one set of activity callbacks: when another client
@@ -81,7 +83,7 @@
 #define KT_CUPTI_REQUIRED(X)                                                                                   \
     X(cuptiActivityRegisterCallbacks) X(cuptiActivityEnable) X(cuptiActivityFlushAll)                         \
     X(cuptiActivityGetNextRecord) X(cuptiActivityGetNumDroppedRecords) X(cuptiGetResultString)                \
-    X(cuptiGetTimestamp) X(cuptiGetContextId) X(cuptiSubscribe) X(cuptiUnsubscribe) X(cuptiEnableCallback)
+    X(cuptiGetTimestamp) X(cuptiSubscribe) X(cuptiUnsubscribe) X(cuptiEnableCallback)
 /* Newer ones: used when present. */
 #define KT_CUPTI_OPTIONAL(X) X(cuptiActivityRegisterTimestampCallback) X(cuptiActivityEnableLatencyTimestamps)
 
@@ -193,7 +195,6 @@ static struct {
     uint32_t queue_count;                          /* tracks used */
     kt_cupti_name_t names[1024];                   /* cache of demangled kernel names (direct-mapped) */
     kt_cupti_demangle_fn demangle;                 /* __cxa_demangle, NULL when no C++ runtime is loaded */
-    uint64_t dropped;                              /* records CUPTI dropped */
     int graph_level;                               /* GRAPH_TRACE enabled: one dispatch per graph launch */
     CUpti_SubscriberHandle subscriber;             /* resource callbacks (NULL: another CUPTI client has them) */
     uint64_t buffers_out;                          /* buffers handed to CUPTI and not yet returned */
@@ -504,8 +505,23 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
         __atomic_add_fetch(&S.buffers_out, 1, __ATOMIC_RELAXED);
 }
 
+/* Records CUPTI dropped for lack of buffer space since the last read (the count is reset when read), recorded under
+ * "(CUPTI records dropped)". Per process: since CUDA 6.0 CUPTI keeps one global queue and counts its drops there
+ * (the buffer-completed callback's context is always NULL), so no context can be named. */
+static void record_dropped(void)
+{
+    size_t dropped = 0;
+    if (K.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) != CUPTI_SUCCESS || !dropped)
+        return;
+    kt_kernel_id_t id = kt_kernel_intern("(CUPTI records dropped)", KT_BACKEND_CUDA, NULL);
+    for (size_t i = 0; i < dropped; i++)
+        kt_record_drop(id, KT_DROP_RING_FULL);
+}
+
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
 {
+    (void)ctx; /* NULL since CUDA 6.0: every buffer is global */
+    (void)stream;
     (void)size;
     if (!cupti_owner()) { /* the parent's records, not this child's */
         free(buffer);
@@ -543,20 +559,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             pthread_mutex_unlock(&S.lock);
         }
     }
-    size_t dropped = 0;
-    if (K.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped) {
-        pthread_mutex_lock(&S.lock);
-        S.dropped += dropped;
-        pthread_mutex_unlock(&S.lock);
-        /* per context where CUPTI keeps per-context buffers; global buffers (ctx NULL) count for all */
-        char name[64] = "(CUPTI records dropped)";
-        uint32_t cid = 0;
-        if (ctx && K.cuptiGetContextId(ctx, &cid) == CUPTI_SUCCESS)
-            snprintf(name, sizeof name, "(CUPTI records dropped, context %u)", cid);
-        kt_kernel_id_t id = kt_kernel_intern(name, KT_BACKEND_CUDA, NULL);
-        for (size_t i = 0; i < dropped; i++)
-            kt_record_drop(id, KT_DROP_RING_FULL);
-    }
+    record_dropped();
     if (buffer)
         __atomic_sub_fetch(&S.buffers_out, 1, __ATOMIC_RELAXED);
     free(buffer);
