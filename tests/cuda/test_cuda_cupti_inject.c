@@ -99,6 +99,7 @@ typedef enum child_mode_t {
                                 status 60 + the grandchild exited 0 */
     CHILD_SHORT = 11,        /* CUPTI honours 2 records a buffer (KT_TEST_CUPTI_SHORT): flush, check its own
                                 snapshot's drops, then exit: status 90 + they were counted while it ran */
+    CHILD_LATE_DROPS = 12,   /* exit at once; CUPTI drops 3 records after the last buffer it returns */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -217,6 +218,10 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             setenv("KT_TEST_CUPTI_SHORT", "2", 1);
         else
             unsetenv("KT_TEST_CUPTI_SHORT");
+        if (mode == CHILD_LATE_DROPS)
+            setenv("KT_TEST_CUPTI_LATE_DROPS", "3", 1);
+        else
+            unsetenv("KT_TEST_CUPTI_LATE_DROPS");
         /* the flusher thread: every 20 ms where the test waits for it, else never within the child's life (so
          * what a destroy or the exit delivers does not depend on scheduling) */
         setenv("KTIMING_CUPTI_FLUSH_MS", mode == CHILD_LIVE ? "20" : "600000", 1);
@@ -721,6 +726,19 @@ static void test_dropped_records_counted(void **state)
     free(json);
 }
 
+/* Issue 36 item 4, at exit: records CUPTI dropped after the last buffer it returned (here 3, after the forced
+ * flush's last buffer) reach no buffer callback; the exit flush reads CUPTI's count after flushing, so they are
+ * counted instead of lost. */
+static void test_drops_after_last_buffer_counted(void **state)
+{
+    (void)state;
+    char *json = run_fake_child(CHILD_LATE_DROPS, 11);
+    assert_non_null(json);
+    assert_drops(json, "(CUPTI records dropped)", 3, KT_DROP_RING_FULL);
+    assert_int_equal(entry_count(json, "kt_fake_cupti_kernel"), 1); /* the rest as usual */
+    free(json);
+}
+
 /* KTIMING_CUPTI_GRAPHS=node: no graph-level records asked for, so CUPTI reports the graphs' kernels. */
 static void test_graph_nodes_one_by_one(void **state)
 {
@@ -794,6 +812,7 @@ int main(void)
                                        cmocka_unit_test(test_old_driver_named),
                                        cmocka_unit_test(test_forked_child_leaves_cupti_alone),
                                        cmocka_unit_test(test_dropped_records_counted),
+                                       cmocka_unit_test(test_drops_after_last_buffer_counted),
                                        cmocka_unit_test(test_records_arrive_while_running),
                                        cmocka_unit_test(test_subscription_left_free),
                                        cmocka_unit_test(test_device_identity),

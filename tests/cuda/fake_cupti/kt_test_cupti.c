@@ -7,7 +7,10 @@
  *   - a buffer shorter than the records it should hold: the rest are dropped and counted in the one global queue
  *     (CUPTI since CUDA 6.0: every buffer is handed over with context NULL) that
  *     cuptiActivityGetNumDroppedRecords(NULL, ...) reads and resets (a context of its own counts none);
- *     KT_TEST_CUPTI_SHORT=N honours only N records a buffer.
+ *     KT_TEST_CUPTI_SHORT=N honours only N records a buffer. Records meant for a buffer the tool declined (its
+ *     request gave none) are dropped and counted the same way; KT_TEST_CUPTI_LATE_DROPS=N counts N more dropped
+ *     after the last buffer a forced flush hands over, so no buffer callback follows them (only a read after the
+ *     flush finds them, as after a buffer request the tool could not meet near exit).
  *   - the first buffer is requested when activity is enabled and held until a flush returns it; if another client
  *     replaces the activity callbacks meanwhile (kt_test_cupti_other_client()), buffers go to that client.
  *   - a CUDA driver in the process (libcuda.so.1, however loaded) older than the double's CUDA makes it refuse
@@ -259,8 +262,10 @@ static CUptiResult deliver(void (*make)(uint8_t *buf, uint64_t now), size_t n)
     g_held = NULL;
     if (!buf)
         g_request(&buf, &size, &max_records);
-    if (!buf)
+    if (!buf) { /* the tool declined: CUPTI drops the records and counts them */
+        __atomic_add_fetch(&g_dropped, n, __ATOMIC_ACQ_REL);
         return CUPTI_ERROR_OUT_OF_MEMORY;
+    }
     g_last_size = size;
     uint8_t stage[8 * KT_FAKE_RECORD_BYTES];
     memset(stage, 0, sizeof stage);
@@ -428,6 +433,9 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
         g_running_out = 1; /* a forced flush takes what is still in flight too, untimed */
         g_forced_inflight++;
         r = deliver(running_buffer, 1);
+        const char *late = getenv("KT_TEST_CUPTI_LATE_DROPS"); /* lost after that last buffer went out */
+        if (late && late[0])
+            __atomic_add_fetch(&g_dropped, strtoull(late, NULL, 10), __ATOMIC_ACQ_REL);
     }
     pthread_mutex_unlock(&g_lock);
     return r;

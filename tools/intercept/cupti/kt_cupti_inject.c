@@ -633,14 +633,17 @@ static void flusher_atfork_parent(void)
 static int g_said_buffers;
 
 /* Registered after the run-snapshot writer and ktiming's own exit handler, so it runs before both: the snapshot and
- * any output written at exit hold every kernel CUPTI still had buffered. Buffers CUPTI still holds afterwards were
- * given to another client (it replaced the activity callbacks): their records never arrive, and that is counted. */
+ * any output written at exit hold every kernel CUPTI still had buffered, and the records CUPTI dropped since the
+ * last buffer it returned (a buffer request that could not be met drops records no later buffer reports). Buffers
+ * CUPTI still holds afterwards were given to another client (it replaced the activity callbacks): their records
+ * never arrive, and that is counted. */
 static void flush_at_exit(void)
 {
     if (!cupti_owner()) /* a forked child: CUPTI and what it still holds are the parent's */
         return;
     flusher_stop();
     K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    record_dropped();
     uint64_t lost = __atomic_load_n(&S.buffers_out, __ATOMIC_RELAXED);
     if (lost) {
         char n[32];
