@@ -87,7 +87,8 @@ typedef enum child_mode_t {
     CHILD_DESTROY_OTHER = 2, /* the same while another CUPTI client holds the one callback subscription */
     CHILD_NODES = 3,         /* exit at once, with KTIMING_CUPTI_GRAPHS=node */
     CHILD_LIVE = 4,          /* wait (up to 3 s) until its own kt_snapshot holds CUPTI's records, then _exit:
-                                status 50 + found, no exit handler, no snapshot */
+                                status 50 + found (+ 2 when the running command was handed over meanwhile), no
+                                exit handler, no snapshot */
     CHILD_OTHER_CLIENT = 5,  /* a profiler in the program replaces the activity callbacks, then exit */
     CHILD_DESTROY_NOSUB = 6, /* CHILD_DESTROY with KTIMING_CUPTI_SUBSCRIBE=0 */
     CHILD_IDENTITY = 7,      /* flush CUPTI, then check its own snapshot's device identities: status 70 + ok */
@@ -107,6 +108,40 @@ typedef enum child_mode_t {
  * context destroyed, 30 + the records CUPTI delivered during the destroy. Returns that status and the child's
  * pid. */
 static const char *g_child_stderr; /* when set, the child's stderr goes to this file */
+
+/* The double's count of finished cuptiActivityFlushAll calls (the flusher thread's, in CHILD_LIVE). */
+static unsigned long child_flushes_done(void)
+{
+    unsigned long (*done)(void) = NULL;
+    *(void **)&done = dlsym(RTLD_DEFAULT, "kt_test_cupti_flushes");
+    return done ? done() : 0;
+}
+
+/* In the child, the flusher every 20 ms: waits (up to 3 s) until its own snapshot holds CUPTI's completed records,
+ * then until the flush that delivered them has returned, and looks again: the command still running must not
+ * have been handed over (untimed, a "no timing" drop), which only a forced flush does. 50 + found, + 2 when it
+ * was. */
+static int child_live_status(void)
+{
+    int found = 0;
+    for (int i = 0; i < 300 && !found; i++) {
+        kt_snapshot_t *snap = kt_snapshot();
+        const kt_kernel_timing_t *e = kt_snapshot_find(snap, "kt_fake_cupti_kernel", KT_BACKEND_CUDA, NULL);
+        found = e && e->dispatch_count == 1;
+        kt_snapshot_free(snap);
+        if (!found)
+            nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    if (!found)
+        return 50;
+    unsigned long before = child_flushes_done();
+    for (int i = 0; i < 300 && child_flushes_done() == before; i++)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    kt_snapshot_t *snap = kt_snapshot();
+    int running = kt_snapshot_find(snap, "kt_fake_running", KT_BACKEND_CUDA, NULL) != NULL;
+    kt_snapshot_free(snap);
+    return 51 + 2 * running;
+}
 
 /* In the child: the program flushes CUPTI's completed records itself (cuptiActivityFlushAll(0)). 0 when done. */
 static int child_flush_completed(void)
@@ -247,18 +282,8 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             if (!latency || !clock_cb)
                 rc += 100;
         }
-        if (mode == CHILD_LIVE) {
-            int found = 0;
-            for (int i = 0; i < 300 && !found; i++) {
-                kt_snapshot_t *snap = kt_snapshot();
-                const kt_kernel_timing_t *e = kt_snapshot_find(snap, "kt_fake_cupti_kernel", KT_BACKEND_CUDA, NULL);
-                found = e && e->dispatch_count == 1;
-                kt_snapshot_free(snap);
-                if (!found)
-                    nanosleep(&(struct timespec){0, 10000000}, NULL);
-            }
-            _exit(50 + found);
-        }
+        if (mode == CHILD_LIVE)
+            _exit(child_live_status());
         int (*waits)(void) = NULL;
         *(void **)&waits = first ? dlsym(RTLD_DEFAULT, "kt_test_cupti_program_waits") : NULL;
         if (waits)
@@ -630,7 +655,8 @@ static char *run_fake_child(child_mode_t mode, int status)
 
 /* Issue 36.4: records reach the recorder while the program runs. CUPTI's flush period returns only full buffers;
  * the library's flusher thread flushes completed records every period, so a process that then dies without its
- * exit handlers (here _exit) had them recorded. */
+ * exit handlers (here _exit) had them recorded. Completed records only (flag 0): the command still running is
+ * not handed over untimed while the program runs. */
 static void test_records_arrive_while_running(void **state)
 {
     (void)state;

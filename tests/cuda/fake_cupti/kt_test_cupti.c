@@ -36,7 +36,8 @@
  * callback subscriber at a time (KT_TEST_CUPTI_OTHER_SUBSCRIBER=1: another client already has it, as under Nsight
  * tools; any other value but 0 is that client's name, which cuptiSubscribe_v2 gives a refused client, as it gives
  * "CUPTI for <name>" of a subscriber that named itself). The exported kt_test_cupti_settings() reports what the library configured (flush period, latency
- * timestamps, timestamp callback); kt_test_cupti_destroy_context() plays the driver's part in cuCtxDestroy: it
+ * timestamps, timestamp callback), kt_test_cupti_flushes() how many cuptiActivityFlushAll calls have returned;
+ * kt_test_cupti_destroy_context() plays the driver's part in cuCtxDestroy: it
  * calls the resource callback at CONTEXT_DESTROY_STARTING when one is enabled and returns how many records were
  * delivered during it, plus 10 for each in-flight record a forced flush handed over then;
  * kt_test_cupti_program_waits() makes the driver/runtime API callbacks of a program's synchronisation calls.
@@ -87,6 +88,7 @@ static size_t g_last_size;                           /* size of the last buffer 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* delivery (flushes, the worker) */
 static pthread_t g_worker;                           /* CUPTI's own thread: full buffers on the flush period */
 static int g_worker_started;
+static unsigned long g_flushes;                      /* cuptiActivityFlushAll calls returned */
 
 static uint64_t realtime_ns(void)
 {
@@ -438,7 +440,13 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
             __atomic_add_fetch(&g_dropped, strtoull(late, NULL, 10), __ATOMIC_ACQ_REL);
     }
     pthread_mutex_unlock(&g_lock);
+    __atomic_add_fetch(&g_flushes, 1, __ATOMIC_ACQ_REL);
     return r;
+}
+
+KT_FAKE_CUPTI_API unsigned long kt_test_cupti_flushes(void)
+{
+    return __atomic_load_n(&g_flushes, __ATOMIC_ACQUIRE);
 }
 
 /* CUPTI's own worker: with a flush period it hands over FULL buffers only. The double's records never fill the
