@@ -4,8 +4,8 @@
  * flushes CUPTI's buffers at exit before writing KTIMING_RUN_DIR/<pid>.json, and that snapshot shows the records
  * were handled as a real CUPTI needs: placed on the host timeline although CUPTI's REALTIME stepped (timestamp
  * callback), delivered in two buffers, C++ names demangled, zero-timing records counted as dropped, copies and
- * memsets as their own entries with bytes, tracks per (context, stream), latency timestamps and a flush period
- * configured; a context destroyed has its records delivered then (CUPTI resource callback), or at exit when
+ * memsets as their own entries with bytes, tracks per (context, stream), latency timestamps and the timestamp
+ * callback configured; a context destroyed has its records delivered then (CUPTI resource callback), or at exit when
  * another CUPTI client holds the callback subscription. Graph launches are one dispatch each ("graph <id>",
  * CUPTI's graph-level records) by default, their nodes one by one with KTIMING_CUPTI_GRAPHS=node. Its recording
  * is checked on a GPU by tests/gpu/run.sh. The program's synchronisation calls are host API time (host-api
@@ -101,6 +101,9 @@ typedef enum child_mode_t {
     CHILD_SHORT = 11,        /* CUPTI honours 2 records a buffer (KT_TEST_CUPTI_SHORT): flush, check its own
                                 snapshot's drops, then exit: status 90 + they were counted while it ran */
     CHILD_LATE_DROPS = 12,   /* exit at once; CUPTI drops 3 records after the last buffer it returns */
+    CHILD_WORKER = 13,       /* CUPTI's own thread delivers every 5 ms, the flusher every 20 ms: launches kernels
+                                until both delivered some, a last few, says how many on stderr, exits: status
+                                120 + both delivered */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -191,6 +194,32 @@ static int child_short_drops_seen(void)
     return ok;
 }
 
+/* In the child (CHILD_WORKER): the program launches a kernel a millisecond until the double's worker thread and the
+ * library's flusher have each delivered some of them, then WORKER_TAIL more right before exit (what neither
+ * thread takes, the exit flush delivers). Says "kt-test launched <n>" on stderr; 1 when both threads delivered. */
+#define WORKER_TAIL 20
+static int child_launches_delivered(void)
+{
+    void (*launch)(size_t) = NULL;
+    void (*delivered)(size_t *, size_t *) = NULL;
+    *(void **)&launch = dlsym(RTLD_DEFAULT, "kt_test_cupti_launch");
+    *(void **)&delivered = dlsym(RTLD_DEFAULT, "kt_test_cupti_stream_delivered");
+    if (!launch || !delivered)
+        return 0;
+    size_t launched = 0, by_worker = 0, by_flush = 0;
+    for (int i = 0; i < 3000 && !(by_worker && by_flush); i++) {
+        launch(1);
+        launched++;
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+        delivered(&by_worker, &by_flush);
+    }
+    launch(WORKER_TAIL);
+    launched += WORKER_TAIL;
+    fprintf(stderr, "kt-test launched %zu\n", launched);
+    fflush(stderr);
+    return by_worker && by_flush;
+}
+
 /* In the child: fork (as a program forks a worker without exec) while CUPTI still holds the child's records, one
  * of them in flight; the grandchild times one zone of its own and leaves through exit(), so every exit handler
  * runs there. 1 when it exited 0. */
@@ -259,7 +288,11 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             unsetenv("KT_TEST_CUPTI_LATE_DROPS");
         /* the flusher thread: every 20 ms where the test waits for it, else never within the child's life (so
          * what a destroy or the exit delivers does not depend on scheduling) */
-        setenv("KTIMING_CUPTI_FLUSH_MS", mode == CHILD_LIVE ? "20" : "600000", 1);
+        setenv("KTIMING_CUPTI_FLUSH_MS", mode == CHILD_LIVE || mode == CHILD_WORKER ? "20" : "600000", 1);
+        if (mode == CHILD_WORKER)
+            setenv("KT_TEST_CUPTI_WORKER_MS", "5", 1);
+        else
+            unsetenv("KT_TEST_CUPTI_WORKER_MS");
         if (mode == CHILD_OLD_DRIVER) {
             const char *libcuda = getenv("KT_TEST_FAKE_LIBCUDA");
             setenv("KT_TEST_CUDA_DRIVER_VERSION", "12040", 1);
@@ -296,6 +329,8 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             exit(60 + child_fork_exit());
         if (mode == CHILD_SHORT)
             exit(90 + child_short_drops_seen());
+        if (mode == CHILD_WORKER)
+            exit(120 + child_launches_delivered());
         if (mode == CHILD_DESTROY_NOSUB) { /* the program's own profiler can still subscribe */
             int (*subscribe)(void **, void *, void *) = NULL;
             *(void **)&subscribe = dlsym(RTLD_DEFAULT, "cuptiSubscribe");
@@ -765,6 +800,43 @@ static void test_drops_after_last_buffer_counted(void **state)
     free(json);
 }
 
+/* The issue's demand on the doubles: CUPTI delivers from its own thread. With the double's worker thread handing
+ * over completed records every 5 ms, the library's flusher flushing every 20 ms and the exit flush, each of the
+ * program's kernels is recorded exactly once: none lost, none twice, none dropped. */
+static void test_records_from_cuptis_thread_once(void **state)
+{
+    (void)state;
+    char err[4200];
+    child_err_path(err, sizeof err, "worker");
+    g_child_stderr = err;
+    char *json = run_fake_child(CHILD_WORKER, 121);
+    g_child_stderr = NULL;
+    char *said = ktt_read_file(err, NULL);
+    unlink(err);
+    assert_non_null(said);
+    const char *l = strstr(said, "kt-test launched ");
+    assert_non_null(l);
+    unsigned long long launched = strtoull(l + strlen("kt-test launched "), NULL, 10);
+    free(said);
+    assert_true(launched > WORKER_TAIL);
+    assert_non_null(json);
+    kt_snapshot_t *snap = NULL;
+    char msg[256];
+    if (kt_snapshot_parse(json, strlen(json), &snap, msg, sizeof msg) != 0)
+        fail_msg("snapshot: %s", msg);
+    const kt_kernel_timing_t *e = kt_snapshot_find(snap, "kt_fake_stream", KT_BACKEND_CUDA, NULL);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, launched);
+    assert_int_equal(e->dropped, 0);
+    assert_null(kt_snapshot_find(snap, "(CUPTI records dropped)", KT_BACKEND_CUDA, NULL));
+    /* the double's other records, once each, whichever thread took them */
+    e = kt_snapshot_find(snap, "kt_fake_configured", KT_BACKEND_CUDA, NULL);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 5);
+    kt_snapshot_free(snap);
+    free(json);
+}
+
 /* KTIMING_CUPTI_GRAPHS=node: no graph-level records asked for, so CUPTI reports the graphs' kernels. */
 static void test_graph_nodes_one_by_one(void **state)
 {
@@ -839,6 +911,7 @@ int main(void)
                                        cmocka_unit_test(test_forked_child_leaves_cupti_alone),
                                        cmocka_unit_test(test_dropped_records_counted),
                                        cmocka_unit_test(test_drops_after_last_buffer_counted),
+                                       cmocka_unit_test(test_records_from_cuptis_thread_once),
                                        cmocka_unit_test(test_records_arrive_while_running),
                                        cmocka_unit_test(test_subscription_left_free),
                                        cmocka_unit_test(test_device_identity),

@@ -1,9 +1,13 @@
 /* kt_test_cupti.c — CUPTI TEST DOUBLE (not CUPTI) for the injection library: built with the real libcupti's
  * soname and loaded first, it accepts the activity setup and delivers its records as CUPTI documents it:
- *   - cuptiActivityFlushAll(0) hands over COMPLETED records, in the calling thread, in two buffers (the first only
- *     partly filled); CUPTI_ACTIVITY_FLAG_FLUSH_FORCED also hands over records still in flight, untimed
- *     (start = end = 0). A flush period (cuptiActivityFlushPeriod) makes the double's own worker thread deliver
- *     FULL buffers only, as CUPTI's worker does: a few records never fill the tool's buffer, so they wait.
+ *   - cuptiActivityFlushAll(0) hands over COMPLETED records, in the calling thread, in several buffers (the DEVICE
+ *     records, then a few batches of commands; none full); CUPTI_ACTIVITY_FLAG_FLUSH_FORCED also hands over records
+ *     still in flight, untimed
+ *     (start = end = 0). Without KT_TEST_CUPTI_WORKER_MS nothing else delivers: records wait for a flush, as a
+ *     slow program's records wait in CUPTI (its periodic flush, cuptiActivityFlushPeriod, returns full buffers
+ *     only, and the double's records never fill one; the period is only stored). KT_TEST_CUPTI_WORKER_MS=N starts
+ *     the double's own worker thread, which hands over completed records every N ms, as CUPTI's worker delivers
+ *     buffers by its own heuristics.
  *   - a buffer shorter than the records it should hold: the rest are dropped and counted in the one global queue
  *     (CUPTI since CUDA 6.0: every buffer is handed over with context NULL) that
  *     cuptiActivityGetNumDroppedRecords(NULL, ...) reads and resets (a context of its own counts none);
@@ -32,14 +36,17 @@
  *   does at graph level; without it the four node kernels
  *   an 8192-byte peer-to-peer copy (MEMCPY2 record, context 1, stream 7), only when MEMCPY2 was enabled
  *   "kt_fake_running" (context 2) still running: delivered only by a forced flush, untimed
+ *   "kt_fake_stream" (context 1, stream 11): one per kernel the program launched with kt_test_cupti_launch(n), each
+ *   completed at once, none otherwise; kt_test_cupti_stream_delivered() says how many the worker thread and
+ *   cuptiActivityFlushAll have handed over
  * Every timed record lies within the 23 us before its delivery. Like CUPTI it delivers a record once. One
  * callback subscriber at a time (KT_TEST_CUPTI_OTHER_SUBSCRIBER=1: another client already has it, as under Nsight
  * tools; any other value but 0 is that client's name, which cuptiSubscribe_v2 gives a refused client, as it gives
- * "CUPTI for <name>" of a subscriber that named itself). The exported kt_test_cupti_settings() reports what the library configured (flush period, latency
- * timestamps, timestamp callback), kt_test_cupti_flushes() how many cuptiActivityFlushAll calls have returned;
- * kt_test_cupti_destroy_context() plays the driver's part in cuCtxDestroy: it
- * calls the resource callback at CONTEXT_DESTROY_STARTING when one is enabled and returns how many records were
- * delivered during it, plus 10 for each in-flight record a forced flush handed over then;
+ * "CUPTI for <name>" of a subscriber that named itself). The exported kt_test_cupti_settings() reports what the
+ * library configured (flush period, latency timestamps, timestamp callback), kt_test_cupti_flushes() how many
+ * cuptiActivityFlushAll calls have returned; kt_test_cupti_destroy_context() plays the driver's part in
+ * cuCtxDestroy: it calls the resource callback at CONTEXT_DESTROY_STARTING when one is enabled and returns how
+ * many records were delivered during it, plus 10 for each in-flight record a forced flush handed over then;
  * kt_test_cupti_program_waits() makes the driver/runtime API callbacks of a program's synchronisation calls.
  * In a process that also holds the CUDA driver double (tests linking it), the subscriber's CONTEXT_DESTROY_STARTING
  * callback is made from inside the double's cuDevicePrimaryCtxReset and cuCtxDestroy too, with the real context,
@@ -84,10 +91,13 @@ static size_t g_forced_inflight;                     /* in-flight records handed
 static size_t g_dropped;                             /* dropped records, unread (one global queue) */
 static uint8_t *g_held;                              /* buffer requested at enable, held until a flush */
 static size_t g_held_size;
-static size_t g_last_size;                           /* size of the last buffer the tool gave */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* delivery (flushes, the worker) */
-static pthread_t g_worker;                           /* CUPTI's own thread: full buffers on the flush period */
+static pthread_t g_worker;                           /* CUPTI's own thread (KT_TEST_CUPTI_WORKER_MS) */
 static int g_worker_started;
+static size_t g_stream_pending;                      /* "kt_fake_stream" kernels completed, not yet delivered */
+static size_t g_stream_batch;                        /* of them, those in the buffer being made */
+static size_t g_stream_out;                          /* of them, handed to the tool (not dropped) */
+static size_t g_stream_by_worker, g_stream_by_flush; /* ... by the worker thread / by cuptiActivityFlushAll */
 static unsigned long g_flushes;                      /* cuptiActivityFlushAll calls returned */
 
 static uint64_t realtime_ns(void)
@@ -173,7 +183,9 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind ki
         size_t max_records = 0;
         g_request(&g_held, &g_held_size, &max_records);
     }
-    if (!g_worker_started && pthread_create(&g_worker, NULL, worker_main, NULL) == 0) {
+    const char *worker_ms = getenv("KT_TEST_CUPTI_WORKER_MS");
+    unsigned long ms = worker_ms && worker_ms[0] ? strtoul(worker_ms, NULL, 10) : 0;
+    if (ms && !g_worker_started && pthread_create(&g_worker, NULL, worker_main, (void *)(uintptr_t)ms) == 0) {
         pthread_detach(g_worker);
         g_worker_started = 1;
     }
@@ -268,7 +280,6 @@ static CUptiResult deliver(void (*make)(uint8_t *buf, uint64_t now), size_t n)
         __atomic_add_fetch(&g_dropped, n, __ATOMIC_ACQ_REL);
         return CUPTI_ERROR_OUT_OF_MEMORY;
     }
-    g_last_size = size;
     uint8_t stage[8 * KT_FAKE_RECORD_BYTES];
     memset(stage, 0, sizeof stage);
     make(stage, stamp_now());
@@ -409,28 +420,76 @@ static void device_buffer(uint8_t *buf, uint64_t now)
     }
 }
 
+/* The program's kernels launched through kt_test_cupti_launch, completed: g_stream_batch of them (up to 8, one
+ * buffer), 500 ns each, a microsecond apart, ending before `now`; context 1, stream 11. */
+static void stream_buffer(uint8_t *buf, uint64_t now)
+{
+    for (size_t i = 0; i < g_stream_batch; i++)
+        kernel_on(buf + i * KT_FAKE_RECORD_BYTES, "kt_fake_stream", 1, 11, now - 1000 * (g_stream_batch - i), 500, 0);
+}
+
+/* g_lock held: hands over the launched kernels completed since the last delivery, 8 a buffer, each once. */
+static CUptiResult deliver_stream(void)
+{
+    while (g_stream_pending) {
+        g_stream_batch = g_stream_pending < 8 ? g_stream_pending : 8;
+        g_stream_pending -= g_stream_batch; /* handed over or dropped: never again */
+        size_t before = g_records_out;
+        CUptiResult r = deliver(stream_buffer, g_stream_batch);
+        g_stream_out += g_records_out - before;
+        if (r != CUPTI_SUCCESS)
+            return r;
+    }
+    return CUPTI_SUCCESS;
+}
+
 /* g_lock held: hands over the completed records not yet delivered (each once). */
 static CUptiResult deliver_completed(void)
 {
-    if (g_delivered_all)
-        return CUPTI_SUCCESS;
-    g_delivered_all = 1;
-    CUptiResult r = deliver(device_buffer, 2);
-    if (r == CUPTI_SUCCESS)
-        r = deliver(first_buffer, 3);
-    if (r == CUPTI_SUCCESS)
-        r = deliver(second_buffer, 4);
-    if (r == CUPTI_SUCCESS)
-        r = deliver(config_buffer, 5);
-    return r == CUPTI_SUCCESS ? deliver(graph_buffer, (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0)) : r;
+    CUptiResult r = CUPTI_SUCCESS;
+    if (!g_delivered_all) {
+        g_delivered_all = 1;
+        r = deliver(device_buffer, 2);
+        if (r == CUPTI_SUCCESS)
+            r = deliver(first_buffer, 3);
+        if (r == CUPTI_SUCCESS)
+            r = deliver(second_buffer, 4);
+        if (r == CUPTI_SUCCESS)
+            r = deliver(config_buffer, 5);
+        if (r == CUPTI_SUCCESS)
+            r = deliver(graph_buffer, (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0));
+    }
+    return r == CUPTI_SUCCESS ? deliver_stream() : r;
+}
+
+/* The program launches `n` kernels that complete at once ("kt_fake_stream"): CUPTI delivers them with the next
+ * flush, or from its own thread (KT_TEST_CUPTI_WORKER_MS). */
+KT_FAKE_CUPTI_API void kt_test_cupti_launch(size_t n)
+{
+    pthread_mutex_lock(&g_lock);
+    g_stream_pending += n;
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* How many launched kernels' records the worker thread and cuptiActivityFlushAll have handed over so far. */
+KT_FAKE_CUPTI_API void kt_test_cupti_stream_delivered(size_t *by_worker, size_t *by_flush)
+{
+    pthread_mutex_lock(&g_lock);
+    *by_worker = g_stream_by_worker;
+    *by_flush = g_stream_by_flush;
+    pthread_mutex_unlock(&g_lock);
 }
 
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
 {
-    if (!g_request || !g_complete)
-        return CUPTI_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&g_lock);
+    if (!g_request || !g_complete) {
+        pthread_mutex_unlock(&g_lock);
+        return CUPTI_ERROR_NOT_INITIALIZED;
+    }
+    size_t before = g_stream_out;
     CUptiResult r = deliver_completed();
+    g_stream_by_flush += g_stream_out - before;
     if (r == CUPTI_SUCCESS && (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) && !g_running_out) {
         g_running_out = 1; /* a forced flush takes what is still in flight too, untimed */
         g_forced_inflight++;
@@ -449,17 +508,21 @@ KT_FAKE_CUPTI_API unsigned long kt_test_cupti_flushes(void)
     return __atomic_load_n(&g_flushes, __ATOMIC_ACQUIRE);
 }
 
-/* CUPTI's own worker: with a flush period it hands over FULL buffers only. The double's records never fill the
- * tool's buffer, so it hands over nothing: they wait for a flush, as a slow program's records wait in CUPTI. */
+/* CUPTI's own worker thread (KT_TEST_CUPTI_WORKER_MS=N): every N ms it hands over the completed records not yet
+ * delivered, as CUPTI's worker delivers buffers by its own heuristics, with no flush period set and no flush
+ * asked for: records reach the tool from a thread that is neither the program's nor the tool's. */
 static void *worker_main(void *arg)
 {
-    (void)arg;
+    unsigned long ms = (unsigned long)(uintptr_t)arg;
+    struct timespec nap = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
     for (;;) {
-        usleep(5000);
+        nanosleep(&nap, NULL);
         pthread_mutex_lock(&g_lock);
-        size_t completed = g_delivered_all ? 0 : 14 + (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0);
-        if (g_flush_period_ms && g_complete && g_last_size && completed * KT_FAKE_RECORD_BYTES >= g_last_size)
+        if (g_request && g_complete) {
+            size_t before = g_stream_out;
             deliver_completed();
+            g_stream_by_worker += g_stream_out - before;
+        }
         pthread_mutex_unlock(&g_lock);
     }
     return NULL;
