@@ -24,8 +24,9 @@
  * still running commands as untimed) while the context still exists; no handle of the context is kept (records
  * carry CUPTI's ids). CUPTI allows one callback subscriber and one set of activity callbacks: when another client
  * (Nsight, Kineto / torch.profiler) holds the subscription, or later replaces the activity callbacks, the library
- * says so once on stderr, and buffers CUPTI never returned are counted ("(CUPTI buffers taken by another client)")
- * rather than left as a silent zero. Peer-to-peer copies (MEMCPY2 records) are timed as "memcpy PtoP". Graphs (KTIMING_CUPTI_GRAPHS): `graph` (default) enables
+ * says so once on stderr, and buffers CUPTI never returned are counted, one drop a buffer of up to ~4k records
+ * ("(CUPTI buffers taken by another client)") rather than left as a silent zero; a takeover while no buffer of
+ * the library's is out cannot be seen (CUPTI says nothing of it). Peer-to-peer copies (MEMCPY2 records) are timed as "memcpy PtoP". Graphs (KTIMING_CUPTI_GRAPHS): `graph` (default) enables
  * CUPTI_ACTIVITY_KIND_GRAPH_TRACE, so each graph launch is one dispatch, "graph <id>" on its stream, and CUPTI
  * then reports none of the graph's nodes; `node` leaves it off: the kernels, copies and memsets inside graphs
  * are recorded one by one. A CUPTI that refuses GRAPH_TRACE (before CUDA 11.7) gives node mode. Tested against a
@@ -636,7 +637,8 @@ static int g_said_buffers;
  * any output written at exit hold every kernel CUPTI still had buffered, and the records CUPTI dropped since the
  * last buffer it returned (a buffer request that could not be met drops records no later buffer reports). Buffers
  * CUPTI still holds afterwards were given to another client (it replaced the activity callbacks): their records
- * never arrive, and that is counted. */
+ * never arrive, and that is counted, one drop a buffer (its records cannot be counted). A takeover while no buffer
+ * was out leaves nothing to count: CUPTI does not say its callbacks were replaced. */
 static void flush_at_exit(void)
 {
     if (!cupti_owner()) /* a forked child: CUPTI and what it still holds are the parent's */
