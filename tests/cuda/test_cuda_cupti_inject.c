@@ -21,6 +21,7 @@
 #include <cmocka.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -87,7 +88,8 @@ typedef enum child_mode_t {
     CHILD_DESTROY_OTHER = 2, /* the same while another CUPTI client holds the one callback subscription */
     CHILD_NODES = 3,         /* exit at once, with KTIMING_CUPTI_GRAPHS=node */
     CHILD_LIVE = 4,          /* wait (up to 3 s) until its own kt_snapshot holds CUPTI's records, then _exit:
-                                status 50 + found (+ 2 when the running command was handed over meanwhile), no
+                                status 50 + found (+ 2 when the running command was handed over meanwhile, + 4
+                                when no thread is named kt-cupti-flush with the program's signals blocked), no
                                 exit handler, no snapshot */
     CHILD_OTHER_CLIENT = 5,  /* a profiler in the program replaces the activity callbacks, then exit */
     CHILD_DESTROY_NOSUB = 6, /* CHILD_DESTROY with KTIMING_CUPTI_SUBSCRIBE=0 */
@@ -120,6 +122,37 @@ static unsigned long child_flushes_done(void)
     return done ? done() : 0;
 }
 
+/* In the child: a thread of this process named `name` blocks the signals a program uses (SIGINT, SIGUSR1,
+ * SIGALRM, SIGTERM, SIGPROF), so none is delivered to it. 1 when so. */
+static int thread_blocks_signals(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *de;
+    int ok = 0;
+    while (d && !ok && (de = readdir(d))) {
+        char path[300], *text;
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
+        if (de->d_name[0] == '.' || !(text = ktt_read_file(path, NULL)))
+            continue;
+        int named = !strncmp(text, name, strlen(name)) && text[strlen(name)] == '\n';
+        free(text);
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", de->d_name);
+        char *status = named ? ktt_read_file(path, NULL) : NULL;
+        const char *blk = status ? strstr(status, "\nSigBlk:\t") : NULL;
+        if (blk) {
+            unsigned long long mask = strtoull(blk + strlen("\nSigBlk:\t"), NULL, 16);
+            static const int sigs[] = {SIGINT, SIGUSR1, SIGALRM, SIGTERM, SIGPROF};
+            ok = 1;
+            for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+                ok &= (mask >> (sigs[i] - 1)) & 1;
+        }
+        free(status);
+    }
+    if (d)
+        closedir(d);
+    return ok;
+}
+
 /* In the child, the flusher every 20 ms: waits (up to 3 s) until its own snapshot holds CUPTI's completed records,
  * then until the flush that delivered them has returned, and looks again: the command still running must not
  * have been handed over (untimed, a "no timing" drop), which only a forced flush does. 50 + found, + 2 when it
@@ -143,7 +176,7 @@ static int child_live_status(void)
     kt_snapshot_t *snap = kt_snapshot();
     int running = kt_snapshot_find(snap, "kt_fake_running", KT_BACKEND_CUDA, NULL) != NULL;
     kt_snapshot_free(snap);
-    return 51 + 2 * running;
+    return 51 + 2 * running + 4 * !thread_blocks_signals("kt-cupti-flush");
 }
 
 /* In the child: the program flushes CUPTI's completed records itself (cuptiActivityFlushAll(0)). 0 when done. */
@@ -691,7 +724,8 @@ static char *run_fake_child(child_mode_t mode, int status)
 /* Issue 36.4: records reach the recorder while the program runs. CUPTI's flush period returns only full buffers;
  * the library's flusher thread flushes completed records every period, so a process that then dies without its
  * exit handlers (here _exit) had them recorded. Completed records only (flag 0): the command still running is
- * not handed over untimed while the program runs. */
+ * not handed over untimed while the program runs. The flusher thread is named kt-cupti-flush and the program's
+ * signals are blocked in it, as in the core's collector threads. */
 static void test_records_arrive_while_running(void **state)
 {
     (void)state;

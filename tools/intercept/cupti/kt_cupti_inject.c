@@ -49,6 +49,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -578,10 +579,13 @@ static void say_once(int *said, const char *fmt, const char *arg)
         fclose(f);
 }
 
-/* The flusher thread: completed records reach the recorder within a period, not at exit only. */
+/* The flusher thread: completed records reach the recorder within a period, not at exit only. Named, with every
+ * signal blocked (set by its creator), as the core's collector threads are. */
+#define KT_CUPTI_FLUSHER_NAME "kt-cupti-flush"
 static void *flusher_main(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), KT_CUPTI_FLUSHER_NAME);
     pthread_mutex_lock(&S.lock);
     while (!S.flusher_stop) {
         struct timespec until = kt__timespec_in(CLOCK_MONOTONIC, (uint64_t)S.flush_ms * 1000000ull);
@@ -886,8 +890,13 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
         pthread_cond_init(&S.flusher_cond, &ca);
         pthread_condattr_destroy(&ca);
     }
-    if (S.flush_ms && pthread_create(&S.flusher, NULL, flusher_main, NULL) == 0)
-        S.flusher_running = 1;
+    if (S.flush_ms) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread inherits the mask: no program signal reaches it */
+        S.flusher_running = pthread_create(&S.flusher, NULL, flusher_main, NULL) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
     pthread_atfork(flusher_atfork_prepare, flusher_atfork_parent, flusher_atfork_child);
     pthread_mutex_unlock(&S.lock);
     kti_run_exit_register(); /* ktiming's exit handler, then the snapshot writer (KTIMING_RUN_DIR) */
