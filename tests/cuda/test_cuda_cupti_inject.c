@@ -106,6 +106,7 @@ typedef enum child_mode_t {
     CHILD_WORKER = 13,       /* CUPTI's own thread delivers every 5 ms, the flusher every 20 ms: launches kernels
                                 until both delivered some, a last few, says how many on stderr, exits: status
                                 120 + both delivered */
+    CHILD_NO_MEMCPY = 14,    /* exit at once; CUPTI refuses memory copy activity (KT_TEST_CUPTI_REFUSE_KIND) */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -319,6 +320,10 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             setenv("KT_TEST_CUPTI_LATE_DROPS", "3", 1);
         else
             unsetenv("KT_TEST_CUPTI_LATE_DROPS");
+        if (mode == CHILD_NO_MEMCPY) /* CUPTI_ACTIVITY_KIND_MEMCPY (cupti_activity.h) */
+            setenv("KT_TEST_CUPTI_REFUSE_KIND", "1", 1);
+        else
+            unsetenv("KT_TEST_CUPTI_REFUSE_KIND");
         /* the flusher thread: every 20 ms where the test waits for it, else never within the child's life (so
          * what a destroy or the exit delivers does not depend on scheduling) */
         setenv("KTIMING_CUPTI_FLUSH_MS", mode == CHILD_LIVE || mode == CHILD_WORKER ? "20" : "600000", 1);
@@ -871,6 +876,27 @@ static void test_records_from_cuptis_thread_once(void **state)
     free(json);
 }
 
+/* A CUPTI that refuses memory copy activity: copies go untimed, said once, and memsets are still asked for and
+ * timed (each kind enabled on its own). */
+static void test_memset_timed_without_memcpy(void **state)
+{
+    (void)state;
+    char err[4200];
+    child_err_path(err, sizeof err, "no-memcpy");
+    g_child_stderr = err;
+    char *json = run_fake_child(CHILD_NO_MEMCPY, 11);
+    g_child_stderr = NULL;
+    assert_non_null(json);
+    assert_int_equal(entry_count(json, "memcpy HtoD"), -1);
+    assert_int_equal(entry_count(json, "memset"), 1);
+    assert_true(entry_has(json, "memset", "\"bytes\": 1024"));
+    assert_int_equal(entry_count(json, "kt_fake_cupti_kernel"), 1);
+    free(json);
+    assert_int_equal(count_in_file(err, "ktiming-cupti: memory copy activity unavailable "
+                                        "(CUPTI_ERROR_NOT_SUPPORTED): copies are not timed\n"),
+                     1);
+}
+
 /* KTIMING_CUPTI_GRAPHS=node: no graph-level records asked for, so CUPTI reports the graphs' kernels. */
 static void test_graph_nodes_one_by_one(void **state)
 {
@@ -946,6 +972,7 @@ int main(void)
                                        cmocka_unit_test(test_dropped_records_counted),
                                        cmocka_unit_test(test_drops_after_last_buffer_counted),
                                        cmocka_unit_test(test_records_from_cuptis_thread_once),
+                                       cmocka_unit_test(test_memset_timed_without_memcpy),
                                        cmocka_unit_test(test_records_arrive_while_running),
                                        cmocka_unit_test(test_subscription_left_free),
                                        cmocka_unit_test(test_device_identity),

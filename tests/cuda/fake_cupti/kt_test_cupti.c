@@ -17,6 +17,8 @@
  *     flush finds them, as after a buffer request the tool could not meet near exit).
  *   - the first buffer is requested when activity is enabled and held until a flush returns it; if another client
  *     replaces the activity callbacks meanwhile (kt_test_cupti_other_client()), buffers go to that client.
+ *   - it records only the activity kinds enabled (a kernel record under KERNEL or CONCURRENT_KERNEL);
+ *     KT_TEST_CUPTI_REFUSE_KIND=N refuses kind N (CUPTI_ERROR_NOT_SUPPORTED), as a CUPTI without it would.
  *   - a CUDA driver in the process (libcuda.so.1, however loaded) older than the double's CUDA makes it refuse
  *     every activity kind (CUPTI_ERROR_NOT_INITIALIZED, what a CUPTI newer than the driver answers).
  * Like CUPTI on Linux it stamps with CLOCK_REALTIME unless a timestamp callback was registered, and its REALTIME
@@ -84,6 +86,7 @@ static void *g_callback_user;
 static char g_callback_name[64];                     /* "CUPTI for <name>" (cuptiSubscribe_v2), "" unnamed */
 static int g_destroy_enabled;                        /* CONTEXT_DESTROY_STARTING enabled for it */
 static uint32_t g_api_enabled[2][1024];              /* driver [0] / runtime [1] API callbacks enabled, by cbid */
+static uint64_t g_kinds;                             /* activity kinds enabled (bit = kind, kinds below 64) */
 static int g_graph_trace;                            /* CUPTI_ACTIVITY_KIND_GRAPH_TRACE enabled */
 static int g_memcpy2;                                /* CUPTI_ACTIVITY_KIND_MEMCPY2 enabled */
 static int g_running_out;                            /* the in-flight record was handed over (forced) */
@@ -173,7 +176,12 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind ki
 {
     if (driver_too_old())
         return CUPTI_ERROR_NOT_INITIALIZED; /* what a CUPTI newer than the driver answers */
+    const char *refuse = getenv("KT_TEST_CUPTI_REFUSE_KIND");
+    if (refuse && refuse[0] && strtoul(refuse, NULL, 10) == (unsigned long)kind)
+        return CUPTI_ERROR_NOT_SUPPORTED;
     pthread_mutex_lock(&g_lock);
+    if ((unsigned)kind < 64)
+        g_kinds |= 1ull << kind;
     if (kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE)
         g_graph_trace = 1;
     if (kind == CUPTI_ACTIVITY_KIND_MEMCPY2)
@@ -214,6 +222,7 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, 
     case CUPTI_ERROR_INVALID_PARAMETER: *str = "CUPTI_ERROR_INVALID_PARAMETER"; break;
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: *str = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"; break;
     case CUPTI_ERROR_NOT_INITIALIZED: *str = "CUPTI_ERROR_NOT_INITIALIZED"; break;
+    case CUPTI_ERROR_NOT_SUPPORTED: *str = "CUPTI_ERROR_NOT_SUPPORTED"; break;
     default: *str = "fake CUPTI error"; break;
     }
     return CUPTI_SUCCESS;
@@ -266,6 +275,25 @@ static void kernel(uint8_t *slot, const char *name, uint32_t context, uint64_t s
     kernel_on(slot, name, context, 7, start, len, latency);
 }
 
+/* g_lock held: keeps the `n` records of `stage` whose kind is enabled, in order (a kernel record under KERNEL or
+ * CONCURRENT_KERNEL); returns how many. CUPTI records only what was enabled. */
+static size_t enabled_only(uint8_t *stage, size_t n)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        CUpti_ActivityKind kind = ((const CUpti_Activity *)(const void *)(stage + i * KT_FAKE_RECORD_BYTES))->kind;
+        uint64_t want = (unsigned)kind < 64 ? 1ull << kind : 0;
+        if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+            want |= 1ull << CUPTI_ACTIVITY_KIND_KERNEL;
+        if (!(g_kinds & want))
+            continue;
+        if (kept != i)
+            memcpy(stage + kept * KT_FAKE_RECORD_BYTES, stage + i * KT_FAKE_RECORD_BYTES, KT_FAKE_RECORD_BYTES);
+        kept++;
+    }
+    return kept;
+}
+
 /* g_lock held. Hands `n` records made by `make` to the tool in one buffer (the held one first, else a fresh one),
  * with context NULL as CUPTI does since CUDA 6.0 (every buffer global); records that do not fit (a short buffer,
  * KT_TEST_CUPTI_SHORT) are dropped and counted in the global queue before the buffer is handed over. */
@@ -283,6 +311,7 @@ static CUptiResult deliver(void (*make)(uint8_t *buf, uint64_t now), size_t n)
     uint8_t stage[8 * KT_FAKE_RECORD_BYTES];
     memset(stage, 0, sizeof stage);
     make(stage, stamp_now());
+    n = enabled_only(stage, n);
     size_t fit = size / KT_FAKE_RECORD_BYTES;
     const char *short_env = getenv("KT_TEST_CUPTI_SHORT");
     if (short_env && short_env[0] && strtoul(short_env, NULL, 10) < fit)

@@ -799,6 +799,21 @@ static void setup_optional(void)
     }
 }
 
+/* Memory copies and memsets, each asked for on its own: a CUPTI refusing one still times the other. */
+static void enable_transfers(void)
+{
+    static const struct {
+        CUpti_ActivityKind kind;
+        const char *what, *untimed;
+    } kinds[] = {{CUPTI_ACTIVITY_KIND_MEMCPY, "memory copy", "copies"}, {CUPTI_ACTIVITY_KIND_MEMSET, "memset", "memsets"}};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        CUptiResult r = K.cuptiActivityEnable(kinds[i].kind);
+        if (r != CUPTI_SUCCESS)
+            fprintf(stderr, "ktiming-cupti: %s activity unavailable (%s): %s are not timed\n", kinds[i].what,
+                    result_name(r), kinds[i].untimed);
+    }
+}
+
 /* KTIMING_CUPTI_GRAPHS: graph (default) or node; another value is said and taken as graph. */
 static void enable_graphs(void)
 {
@@ -874,9 +889,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
                 result_name(r), have, needs);
         return 0;
     }
-    if (K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
-        K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS)
-        fprintf(stderr, "ktiming-cupti: memory copy/set activity unavailable: only kernels are timed\n");
+    enable_transfers();
     K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2); /* peer-to-peer copies: none before CUDA 4, then optional */
     enable_graphs();
     if (!S.host_stamps)
