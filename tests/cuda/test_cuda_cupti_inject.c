@@ -107,6 +107,7 @@ typedef enum child_mode_t {
                                 until both delivered some, a last few, says how many on stderr, exits: status
                                 120 + both delivered */
     CHILD_NO_MEMCPY = 14,    /* exit at once; CUPTI refuses memory copy activity (KT_TEST_CUPTI_REFUSE_KIND) */
+    CHILD_CUPTI12 = 15,      /* KTIMING_CUPTI_LIBRARY names a CUPTI of CUDA 12 (the double says API version 28) */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -320,6 +321,13 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             setenv("KT_TEST_CUPTI_LATE_DROPS", "3", 1);
         else
             unsetenv("KT_TEST_CUPTI_LATE_DROPS");
+        if (mode == CHILD_CUPTI12) {
+            setenv("KT_TEST_CUPTI_VERSION", "28", 1);
+            setenv("KTIMING_CUPTI_LIBRARY", first ? first : "", 1);
+        } else {
+            unsetenv("KT_TEST_CUPTI_VERSION");
+            unsetenv("KTIMING_CUPTI_LIBRARY");
+        }
         if (mode == CHILD_NO_MEMCPY) /* CUPTI_ACTIVITY_KIND_MEMCPY (cupti_activity.h) */
             setenv("KT_TEST_CUPTI_REFUSE_KIND", "1", 1);
         else
@@ -346,7 +354,7 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
         int rc = init();
         void (*settings)(uint32_t *, int *, int *) = NULL;
         *(void **)&settings = first ? dlsym(RTLD_DEFAULT, "kt_test_cupti_settings") : NULL;
-        if (settings) { /* what the library asked of CUPTI: a flush period, latency stamps, its own clock */
+        if (settings && rc == 1) { /* what the library asked of CUPTI: latency stamps, its own clock */
             uint32_t period = 0;
             int latency = 0, clock_cb = 0;
             settings(&period, &latency, &clock_cb);
@@ -897,6 +905,27 @@ static void test_memset_timed_without_memcpy(void **state)
                      1);
 }
 
+/* KTIMING_CUPTI_LIBRARY pointing at another CUDA major's CUPTI (its records are laid out otherwise): refused at
+ * start-up, naming both versions; nothing is timed, nothing written. */
+static void test_other_major_cupti_refused(void **state)
+{
+    (void)state;
+    char err[4200];
+    child_err_path(err, sizeof err, "cupti12");
+    g_child_stderr = err;
+    char *json = run_fake_child(CHILD_CUPTI12, 10);
+    g_child_stderr = NULL;
+    assert_null(json);
+    char want[4400];
+    snprintf(want, sizeof want, "ktiming-cupti: %s is CUPTI API version 28 (CUDA 12), but this library was built "
+             "against CUPTI API version ", getenv("KT_TEST_FAKE_CUPTI"));
+    char *text = ktt_read_file(err, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "nothing is timed"));
+    free(text);
+    assert_int_equal(count_in_file(err, want), 1);
+}
+
 /* KTIMING_CUPTI_GRAPHS=node: no graph-level records asked for, so CUPTI reports the graphs' kernels. */
 static void test_graph_nodes_one_by_one(void **state)
 {
@@ -973,6 +1002,7 @@ int main(void)
                                        cmocka_unit_test(test_drops_after_last_buffer_counted),
                                        cmocka_unit_test(test_records_from_cuptis_thread_once),
                                        cmocka_unit_test(test_memset_timed_without_memcpy),
+                                       cmocka_unit_test(test_other_major_cupti_refused),
                                        cmocka_unit_test(test_records_arrive_while_running),
                                        cmocka_unit_test(test_subscription_left_free),
                                        cmocka_unit_test(test_device_identity),

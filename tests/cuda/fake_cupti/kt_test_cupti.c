@@ -21,6 +21,8 @@
  *     KT_TEST_CUPTI_REFUSE_KIND=N refuses kind N (CUPTI_ERROR_NOT_SUPPORTED), as a CUPTI without it would.
  *   - a CUDA driver in the process (libcuda.so.1, however loaded) older than the double's CUDA makes it refuse
  *     every activity kind (CUPTI_ERROR_NOT_INITIALIZED, what a CUPTI newer than the driver answers).
+ *   - cuptiGetVersion answers the CUPTI_API_VERSION of the headers it was built with, or KT_TEST_CUPTI_VERSION
+ *     (another CUPTI's, e.g. 28: CUDA 12.9's).
  * Like CUPTI on Linux it stamps with CLOCK_REALTIME unless a timestamp callback was registered, and its REALTIME
  * takes an NTP-like step of +KT_TEST_CUPTI_STEP_S seconds (default 30) once activity was enabled, so a library
  * that fitted REALTIME at start-up misplaces every record. Records:
@@ -206,6 +208,16 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiGetContextId(CUcontext context, uint
     if (!context || !id)
         return CUPTI_ERROR_INVALID_PARAMETER;
     *id = (uint32_t)(uintptr_t)context;
+    return CUPTI_SUCCESS;
+}
+
+/* The CUPTI API version of the headers the double was built with, or KT_TEST_CUPTI_VERSION (another CUPTI's). */
+KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiGetVersion(uint32_t *version)
+{
+    if (!version)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    const char *v = getenv("KT_TEST_CUPTI_VERSION");
+    *version = v && v[0] ? (uint32_t)strtoul(v, NULL, 10) : CUPTI_API_VERSION;
     return CUPTI_SUCCESS;
 }
 

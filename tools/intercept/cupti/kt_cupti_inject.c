@@ -85,7 +85,7 @@
 #define KT_CUPTI_REQUIRED(X)                                                                                   \
     X(cuptiActivityRegisterCallbacks) X(cuptiActivityEnable) X(cuptiActivityFlushAll)                         \
     X(cuptiActivityGetNextRecord) X(cuptiActivityGetNumDroppedRecords) X(cuptiGetResultString)                \
-    X(cuptiGetTimestamp) X(cuptiSubscribe) X(cuptiUnsubscribe) X(cuptiEnableCallback)
+    X(cuptiGetTimestamp) X(cuptiSubscribe) X(cuptiUnsubscribe) X(cuptiEnableCallback) X(cuptiGetVersion)
 /* Newer ones: used when present. */
 #define KT_CUPTI_OPTIONAL(X) X(cuptiActivityRegisterTimestampCallback) X(cuptiActivityEnableLatencyTimestamps)
 
@@ -122,6 +122,43 @@ static void needs_text(char *out, size_t size)
              (CUDA_VERSION % 1000) / 10, CUDA_VERSION / 1000, branch);
 }
 
+/* The CUDA major version a CUPTI API version (cuptiGetVersion, CUPTI_API_VERSION) belongs to, per
+ * cupti_version.h: 13 to 18 CUDA 11, 19 to 28 CUDA 12, from CUDA 13 on xxyyzz (xx the major); 0 before CUDA 11. */
+static int cupti_cuda_major(uint32_t v)
+{
+    if (v >= 10000)
+        return (int)(v / 10000);
+    return v >= 19 ? 12 : v >= 13 ? 11 : 0;
+}
+
+/* "CUPTI API version <v> (CUDA <major>)" */
+static void cupti_version_text(uint32_t v, char *out, size_t size)
+{
+    int major = cupti_cuda_major(v);
+    if (major)
+        snprintf(out, size, "CUPTI API version %u (CUDA %d)", v, major);
+    else
+        snprintf(out, size, "CUPTI API version %u (before CUDA 11)", v);
+}
+
+/* The loaded CUPTI belongs to the CUDA major version this library was built against: the activity records it
+ * reads (CUpti_ActivityKernel10, ...) are laid out as that version's headers say, and another major's differ. 0,
+ * or -1 after saying so. */
+static int kt_cupti_same_major(const char *name)
+{
+    uint32_t v = 0;
+    if (K.cuptiGetVersion(&v) != CUPTI_SUCCESS || cupti_cuda_major(v) == cupti_cuda_major(CUPTI_API_VERSION))
+        return 0;
+    char have[64], built[64];
+    cupti_version_text(v, have, sizeof have);
+    cupti_version_text(CUPTI_API_VERSION, built, sizeof built);
+    fprintf(stderr, "ktiming-cupti: %s is %s, but this library was built against %s, whose activity records are "
+                    "laid out differently; nothing is timed. Set KTIMING_CUPTI_LIBRARY to a CUDA %d CUPTI (%s), or "
+                    "build the library with the toolkit of the CUPTI you use\n",
+            name, have, built, cupti_cuda_major(CUPTI_API_VERSION), KT_CUPTI_SONAME);
+    return -1;
+}
+
 /* Loads CUPTI and resolves K; 0, or -1 after saying on stderr why nothing will be timed. */
 static int kt_cupti_load(void)
 {
@@ -149,9 +186,10 @@ static int kt_cupti_load(void)
         missing = #f;
     KT_CUPTI_REQUIRED(KT_CUPTI_RESOLVE)
 #undef KT_CUPTI_RESOLVE
-    if (missing) {
+    if (missing)
         fprintf(stderr, "ktiming-cupti: %s has no %s; nothing is timed. This library needs %s\n", name, missing,
                 needs);
+    if (missing || kt_cupti_same_major(name) != 0) {
         memset(&K, 0, sizeof K);
         dlclose(lib);
         return -1;
