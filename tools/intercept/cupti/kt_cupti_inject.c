@@ -222,8 +222,9 @@ typedef struct kt_cupti_name_t {
 typedef char *(*kt_cupti_demangle_fn)(const char *mangled, char *out, size_t *len, int *status);
 
 static struct {
-    pthread_mutex_t lock;                          /* everything below */
-    int initialized;                               /* InitializeInjection succeeded */
+    pthread_mutex_t lock;                          /* everything below; held into CUPTI only for cuptiGetTimestamp
+                                                      (the fallback model), never for a call that delivers */
+    int initialized;                               /* InitializeInjection succeeded (g_init_lock) */
     pid_t pid;                                     /* the process that initialised: CUPTI is its alone */
     int host_stamps;                               /* the timestamp callback is in force: stamps are host ns */
     kt_clock_model_t model;                        /* fallback: CUPTI timestamps → host timeline */
@@ -887,20 +888,28 @@ static int driver_version(void)
     return drv;
 }
 
+/* One InitializeInjection at a time. Not S.lock: CUPTI calls buffer_completed (which takes S.lock) with its own
+ * locks held, so the library never holds S.lock while it calls into CUPTI. */
+static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int initialize(void);
+
 __attribute__((visibility("default"))) int InitializeInjection(void)
 {
     if (kti_secure()) /* secure-execution mode: CUPTI is left alone, nothing is timed */
         return 0;
-    pthread_mutex_lock(&S.lock);
-    if (S.initialized) {
-        pthread_mutex_unlock(&S.lock);
-        return 1;
-    }
-    if (kt_cupti_load() != 0) {
-        pthread_mutex_unlock(&S.lock);
-        return 0;
-    }
-    S.pid = getpid();
+    pthread_mutex_lock(&g_init_lock);
+    int ok = S.initialized || initialize() == 0;
+    pthread_mutex_unlock(&g_init_lock);
+    return ok;
+}
+
+/* g_init_lock held: loads CUPTI and sets everything up; 0, or -1 when nothing will be timed (said on stderr). */
+static int initialize(void)
+{
+    if (kt_cupti_load() != 0)
+        return -1;
+    S.pid = getpid(); /* before any callback can come */
     kt_desc_t desc = {0};
     kt_init(&desc);
     CUptiResult r = K.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
@@ -913,7 +922,6 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
             r = K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_KERNEL);
     }
     if (r != CUPTI_SUCCESS) {
-        pthread_mutex_unlock(&S.lock);
         /* The usual cause: this library uses the CUPTI of the toolkit it was built with (CUDA_VERSION below),
          * which needs a driver of that CUDA version or newer. Say which driver this is. */
         int drv = driver_version();
@@ -925,14 +933,16 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
         fprintf(stderr, "ktiming-cupti: kernel activity unavailable: %s; nothing is timed (%s; this library was "
                         "built with %s)\n",
                 result_name(r), have, needs);
-        return 0;
+        return -1;
     }
     enable_transfers();
     K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2); /* peer-to-peer copies: none before CUDA 4, then optional */
     enable_graphs();
+    subscribe_resources();
+    pthread_atfork(flusher_atfork_prepare, flusher_atfork_parent, flusher_atfork_child);
+    pthread_mutex_lock(&S.lock);
     if (!S.host_stamps)
         calibrate_locked();
-    subscribe_resources();
     S.initialized = 1;
     if (S.flush_ms) { /* its period on CLOCK_MONOTONIC: a step of the wall clock neither stalls nor hurries it */
         pthread_condattr_t ca;
@@ -948,9 +958,8 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
         S.flusher_running = pthread_create(&S.flusher, NULL, flusher_main, NULL) == 0;
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
-    pthread_atfork(flusher_atfork_prepare, flusher_atfork_parent, flusher_atfork_child);
     pthread_mutex_unlock(&S.lock);
     kti_run_exit_register(); /* ktiming's exit handler, then the snapshot writer (KTIMING_RUN_DIR) */
     atexit(flush_at_exit);   /* last registered: runs first */
-    return 1;
+    return 0;
 }
