@@ -542,6 +542,16 @@ static int entry_has(const char *json, const char *name, const char *text)
     return t && (!next || t < next);
 }
 
+/* The snapshot in the JSON text (fails the test when it does not parse). */
+static kt_snapshot_t *parse_snapshot(const char *json)
+{
+    kt_snapshot_t *snap = NULL;
+    char err[256];
+    if (kt_snapshot_parse(json, strlen(json), &snap, err, sizeof err) != 0)
+        fail_msg("snapshot: %s", err);
+    return snap;
+}
+
 /* Issue 40.2: the configurations of CUPTI's kernel records (grid, block) travel with each dispatch, through the
  * child's JSON: kt_fake_configured has exactly two rows, 3 launches of 128x1x1 / 256x1x1 (1000 ns each) and 2 of
  * 16x8x1 / 32x8x1 (2000 ns each), largest total first; a record without a grid, and a copy, have none. */
@@ -622,10 +632,7 @@ static void check_snapshot(const char *dir, pid_t pid, int nodes, int host_api)
     assert_int_equal(entry_count(json, "kt_fake_graph_node"), nodes ? 4 : -1);
     /* Every span placed within the child's life on this host's CLOCK_MONOTONIC_RAW (CUPTI's REALTIME stepped by
      * 30 s meanwhile), kernels with their queued time. */
-    kt_snapshot_t *snap = NULL;
-    char err[256];
-    if (kt_snapshot_parse(json, strlen(json), &snap, err, sizeof err) != 0)
-        fail_msg("snapshot: %s", err);
+    kt_snapshot_t *snap = parse_snapshot(json);
     size_t placed = 0, queued = 0, waits = 0;
     for (size_t i = 0; i < snap->span_count; i++) {
         unsigned long long start = snap->spans[i].start_ns;
@@ -741,6 +748,16 @@ static char *run_fake_child(child_mode_t mode, int status)
     return json;
 }
 
+/* run_fake_child, the child's stderr going to `err` (a private file named for `tag`; count_in_file removes it). */
+static char *run_fake_child_said(child_mode_t mode, int status, const char *tag, char *err, size_t size)
+{
+    child_err_path(err, size, tag);
+    g_child_stderr = err;
+    char *json = run_fake_child(mode, status);
+    g_child_stderr = NULL;
+    return json;
+}
+
 /* Issue 36.4: records reach the recorder while the program runs. CUPTI's flush period returns only full buffers;
  * the library's flusher thread flushes completed records every period, so a process that then dies without its
  * exit handlers (here _exit) had them recorded. Completed records only (flag 0): the command still running is
@@ -816,10 +833,7 @@ static void test_forked_child_leaves_cupti_alone(void **state)
 /* Entry `name` of the snapshot in `json` has exactly `n` drops, all for `why`. */
 static void assert_drops(const char *json, const char *name, uint64_t n, kt_drop_reason_t why)
 {
-    kt_snapshot_t *snap = NULL;
-    char err[256];
-    if (kt_snapshot_parse(json, strlen(json), &snap, err, sizeof err) != 0)
-        fail_msg("snapshot: %s", err);
+    kt_snapshot_t *snap = parse_snapshot(json);
     const kt_kernel_timing_t *e = kt_snapshot_find(snap, name, KT_BACKEND_CUDA, NULL);
     assert_non_null(e);
     assert_int_equal(e->dispatch_count, 0);
@@ -861,10 +875,7 @@ static void test_records_from_cuptis_thread_once(void **state)
 {
     (void)state;
     char err[4200];
-    child_err_path(err, sizeof err, "worker");
-    g_child_stderr = err;
-    char *json = run_fake_child(CHILD_WORKER, 121);
-    g_child_stderr = NULL;
+    char *json = run_fake_child_said(CHILD_WORKER, 121, "worker", err, sizeof err);
     char *said = ktt_read_file(err, NULL);
     unlink(err);
     assert_non_null(said);
@@ -874,10 +885,7 @@ static void test_records_from_cuptis_thread_once(void **state)
     free(said);
     assert_true(launched > WORKER_TAIL);
     assert_non_null(json);
-    kt_snapshot_t *snap = NULL;
-    char msg[256];
-    if (kt_snapshot_parse(json, strlen(json), &snap, msg, sizeof msg) != 0)
-        fail_msg("snapshot: %s", msg);
+    kt_snapshot_t *snap = parse_snapshot(json);
     const kt_kernel_timing_t *e = kt_snapshot_find(snap, "kt_fake_stream", KT_BACKEND_CUDA, NULL);
     assert_non_null(e);
     assert_int_equal(e->dispatch_count, launched);
@@ -897,10 +905,7 @@ static void test_memset_timed_without_memcpy(void **state)
 {
     (void)state;
     char err[4200];
-    child_err_path(err, sizeof err, "no-memcpy");
-    g_child_stderr = err;
-    char *json = run_fake_child(CHILD_NO_MEMCPY, 11);
-    g_child_stderr = NULL;
+    char *json = run_fake_child_said(CHILD_NO_MEMCPY, 11, "no-memcpy", err, sizeof err);
     assert_non_null(json);
     assert_int_equal(entry_count(json, "memcpy HtoD"), -1);
     assert_int_equal(entry_count(json, "memset"), 1);
@@ -918,10 +923,7 @@ static void test_other_major_cupti_refused(void **state)
 {
     (void)state;
     char err[4200];
-    child_err_path(err, sizeof err, "cupti12");
-    g_child_stderr = err;
-    char *json = run_fake_child(CHILD_CUPTI12, 10);
-    g_child_stderr = NULL;
+    char *json = run_fake_child_said(CHILD_CUPTI12, 10, "cupti12", err, sizeof err);
     assert_null(json);
     char want[4400];
     snprintf(want, sizeof want, "ktiming-cupti: %s is CUPTI API version 28 (CUDA 12), but this library was built "
@@ -974,10 +976,7 @@ static void test_old_driver_named(void **state)
     if (!getenv("KT_TEST_FAKE_LIBCUDA"))
         skip();
     char err[4200];
-    child_err_path(err, sizeof err, "old-driver");
-    g_child_stderr = err;
-    char *json = run_fake_child(CHILD_OLD_DRIVER, 10);
-    g_child_stderr = NULL;
+    char *json = run_fake_child_said(CHILD_OLD_DRIVER, 10, "old-driver", err, sizeof err);
     assert_null(json); /* nothing timed, nothing written */
     assert_int_equal(count_in_file(err, "nothing is timed (the driver supports CUDA 12.4; this library was built "
                                         "with CUDA "),
