@@ -3,15 +3,18 @@
  * failure (0) instead of crashing and the process writes no `ktiming run` snapshot; with the CUPTI test double it
  * flushes CUPTI's buffers at exit before writing KTIMING_RUN_DIR/<pid>.json, and that snapshot shows the records
  * were handled as a real CUPTI needs: placed on the host timeline although CUPTI's REALTIME stepped (timestamp
- * callback), delivered in two buffers, C++ names demangled, zero-timing records counted as dropped, copies and
- * memsets as their own entries with bytes, tracks per (context, stream), latency timestamps and the timestamp
- * callback configured; a context destroyed has its records delivered then (CUPTI resource callback), or at exit when
- * another CUPTI client holds the callback subscription. Graph launches are one dispatch each ("graph <id>",
- * CUPTI's graph-level records) by default, their nodes one by one with KTIMING_CUPTI_GRAPHS=node. Its recording
- * is checked on a GPU by tests/gpu/run.sh. The program's synchronisation calls are host API time (host-api
- * entries, the outermost call only) while the library holds CUPTI's subscription, and none without it. On a driver
- * older than its CUPTI the start-up message names the driver's CUDA version, libcuda loaded RTLD_LOCAL. A child
- * forked from the program writes what it timed itself, none of its parent's CUPTI records. */
+ * callback), delivered in several buffers, C++ names demangled, zero-timing records counted as dropped, copies and
+ * memsets as their own entries with bytes (a memset timed though copies are refused), tracks per (context,
+ * stream), latency timestamps and the timestamp callback configured; a context destroyed has its records
+ * delivered then (CUPTI resource callback), or at exit when another CUPTI client holds the callback subscription.
+ * Graph launches are one dispatch each ("graph <id>", CUPTI's graph-level records) by default, their nodes one by
+ * one with KTIMING_CUPTI_GRAPHS=node. Its recording is checked on a GPU by tests/gpu/run.sh. The program's
+ * synchronisation calls are host API time (host-api entries, the outermost call only) while the library holds
+ * CUPTI's subscription, and none without it. The flusher thread flushes completed records only (flag 0), is named
+ * and blocks signals; records from CUPTI's own thread, the flusher and the exit flush are each recorded once;
+ * records CUPTI dropped are counted, those after its last buffer too. On a driver older than its CUPTI the
+ * start-up message names the driver's CUDA version, libcuda loaded RTLD_LOCAL; a CUPTI of another CUDA major is
+ * refused. A child forked from the program writes what it timed itself, none of its parent's CUPTI records. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

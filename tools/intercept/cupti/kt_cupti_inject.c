@@ -19,14 +19,14 @@
  * Records CUPTI dropped for lack of buffer space are counted per process under "(CUPTI records dropped)": CUPTI
  * counts them in its one global queue. Tracks are keyed by (context, stream): CUPTI's stream ids repeat across
  * contexts. Context destruction (cuCtxDestroy, or cuDevicePrimaryCtxReset behind cudaDeviceReset): a CUPTI
- * resource callback at
- * CONTEXT_DESTROY_STARTING flushes completed records (flag 0: a forced flush would hand over other contexts'
- * still running commands as untimed) while the context still exists; no handle of the context is kept (records
- * carry CUPTI's ids). CUPTI allows one callback subscriber and one set of activity callbacks: when another client
- * (Nsight, Kineto / torch.profiler) holds the subscription, or later replaces the activity callbacks, the library
- * says so once on stderr, and buffers CUPTI never returned are counted, one drop a buffer of up to ~4k records
- * ("(CUPTI buffers taken by another client)") rather than left as a silent zero; a takeover while no buffer of
- * the library's is out cannot be seen (CUPTI says nothing of it). Peer-to-peer copies (MEMCPY2 records) are timed as "memcpy PtoP". Graphs (KTIMING_CUPTI_GRAPHS): `graph` (default) enables
+ * resource callback at CONTEXT_DESTROY_STARTING flushes completed records (flag 0: a forced flush would hand over
+ * other contexts' still running commands as untimed) while the context still exists; no handle of the context is
+ * kept (records carry CUPTI's ids). CUPTI allows one callback subscriber and one set of activity callbacks: when
+ * another client (Nsight, Kineto / torch.profiler) holds the subscription, or later replaces the activity
+ * callbacks, the library says so once on stderr, and buffers CUPTI never returned are counted, one drop a buffer
+ * of up to ~4k records ("(CUPTI buffers taken by another client)") rather than left as a silent zero; a takeover
+ * while no buffer of the library's is out cannot be seen (CUPTI says nothing of it). Peer-to-peer copies (MEMCPY2
+ * records) are timed as "memcpy PtoP". Graphs (KTIMING_CUPTI_GRAPHS): `graph` (default) enables
  * CUPTI_ACTIVITY_KIND_GRAPH_TRACE, so each graph launch is one dispatch, "graph <id>" on its stream, and CUPTI
  * then reports none of the graph's nodes; `node` leaves it off: the kernels, copies and memsets inside graphs
  * are recorded one by one. A CUPTI that refuses GRAPH_TRACE (before CUDA 11.7) gives node mode. Tested against a
@@ -844,7 +844,8 @@ static void enable_transfers(void)
     static const struct {
         CUpti_ActivityKind kind;
         const char *what, *untimed;
-    } kinds[] = {{CUPTI_ACTIVITY_KIND_MEMCPY, "memory copy", "copies"}, {CUPTI_ACTIVITY_KIND_MEMSET, "memset", "memsets"}};
+    } kinds[] = {{CUPTI_ACTIVITY_KIND_MEMCPY, "memory copy", "copies"},
+                 {CUPTI_ACTIVITY_KIND_MEMSET, "memset", "memsets"}};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         CUptiResult r = K.cuptiActivityEnable(kinds[i].kind);
         if (r != CUPTI_SUCCESS)
@@ -889,7 +890,7 @@ static int driver_version(void)
 }
 
 /* One InitializeInjection at a time. Not S.lock: CUPTI calls buffer_completed (which takes S.lock) with its own
- * locks held, so the library never holds S.lock while it calls into CUPTI. */
+ * locks held, so S.lock is never held across a CUPTI call that can deliver records (enable, subscribe, flush). */
 static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int initialize(void);
