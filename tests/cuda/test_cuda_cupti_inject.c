@@ -299,6 +299,15 @@ static int child_profiler_told(void)
  * nothing reads would be dropped. */
 static const char *volatile g_child_run_dir;
 
+/* In the child: `name` set to `value` when `on`, else unset (nothing inherited from the test's environment). */
+static void child_env(int on, const char *name, const char *value)
+{
+    if (on)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+}
+
 static int child_initialize_mode(const char *run_dir, const char *first, child_mode_t mode, pid_t *pid)
 {
     fflush(NULL);
@@ -314,40 +323,17 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
         unsetenv("KTIMING_REPORT");
         if (mode == CHILD_DESTROY_OTHER) /* a tool that names itself, as CUPTI 13 tells a refused client */
             setenv("KT_TEST_CUPTI_OTHER_SUBSCRIBER", "Nsight Systems", 1);
-        if (mode == CHILD_DESTROY_NOSUB)
-            setenv("KTIMING_CUPTI_SUBSCRIBE", "0", 1);
-        else
-            unsetenv("KTIMING_CUPTI_SUBSCRIBE");
-        if (mode == CHILD_NODES)
-            setenv("KTIMING_CUPTI_GRAPHS", "node", 1);
-        else
-            unsetenv("KTIMING_CUPTI_GRAPHS");
-        if (mode == CHILD_SHORT)
-            setenv("KT_TEST_CUPTI_SHORT", "2", 1);
-        else
-            unsetenv("KT_TEST_CUPTI_SHORT");
-        if (mode == CHILD_LATE_DROPS)
-            setenv("KT_TEST_CUPTI_LATE_DROPS", "3", 1);
-        else
-            unsetenv("KT_TEST_CUPTI_LATE_DROPS");
-        if (mode == CHILD_CUPTI12) {
-            setenv("KT_TEST_CUPTI_VERSION", "28", 1);
-            setenv("KTIMING_CUPTI_LIBRARY", first ? first : "", 1);
-        } else {
-            unsetenv("KT_TEST_CUPTI_VERSION");
-            unsetenv("KTIMING_CUPTI_LIBRARY");
-        }
-        if (mode == CHILD_NO_MEMCPY) /* CUPTI_ACTIVITY_KIND_MEMCPY (cupti_activity.h) */
-            setenv("KT_TEST_CUPTI_REFUSE_KIND", "1", 1);
-        else
-            unsetenv("KT_TEST_CUPTI_REFUSE_KIND");
+        child_env(mode == CHILD_DESTROY_NOSUB, "KTIMING_CUPTI_SUBSCRIBE", "0");
+        child_env(mode == CHILD_NODES, "KTIMING_CUPTI_GRAPHS", "node");
+        child_env(mode == CHILD_SHORT, "KT_TEST_CUPTI_SHORT", "2");
+        child_env(mode == CHILD_LATE_DROPS, "KT_TEST_CUPTI_LATE_DROPS", "3");
+        child_env(mode == CHILD_CUPTI12, "KT_TEST_CUPTI_VERSION", "28"); /* CUDA 12.9's CUPTI */
+        child_env(mode == CHILD_CUPTI12, "KTIMING_CUPTI_LIBRARY", first ? first : "");
+        child_env(mode == CHILD_NO_MEMCPY, "KT_TEST_CUPTI_REFUSE_KIND", "1"); /* CUPTI_ACTIVITY_KIND_MEMCPY */
         /* the flusher thread: every 20 ms where the test waits for it, else never within the child's life (so
          * what a destroy or the exit delivers does not depend on scheduling) */
         setenv("KTIMING_CUPTI_FLUSH_MS", mode == CHILD_LIVE || mode == CHILD_WORKER ? "20" : "600000", 1);
-        if (mode == CHILD_WORKER)
-            setenv("KT_TEST_CUPTI_WORKER_MS", "5", 1);
-        else
-            unsetenv("KT_TEST_CUPTI_WORKER_MS");
+        child_env(mode == CHILD_WORKER, "KT_TEST_CUPTI_WORKER_MS", "5");
         if (mode == CHILD_OLD_DRIVER) {
             const char *libcuda = getenv("KT_TEST_FAKE_LIBCUDA");
             setenv("KT_TEST_CUDA_DRIVER_VERSION", "12040", 1);
