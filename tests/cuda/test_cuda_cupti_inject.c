@@ -3,13 +3,18 @@
  * failure (0) instead of crashing and the process writes no `ktiming run` snapshot; with the CUPTI test double it
  * flushes CUPTI's buffers at exit before writing KTIMING_RUN_DIR/<pid>.json, and that snapshot shows the records
  * were handled as a real CUPTI needs: placed on the host timeline although CUPTI's REALTIME stepped (timestamp
- * callback), delivered in two buffers, C++ names demangled, zero-timing records counted as dropped, copies and
- * memsets as their own entries with bytes, tracks per (context, stream), latency timestamps and a flush period
- * configured; a context destroyed has its records delivered then (CUPTI resource callback), or at exit when
- * another CUPTI client holds the callback subscription. Graph launches are one dispatch each ("graph <id>",
- * CUPTI's graph-level records) by default, their nodes one by one with KTIMING_CUPTI_GRAPHS=node. Its recording
- * is checked on a GPU by tests/gpu/run.sh. The program's synchronisation calls are host API time (host-api
- * entries, the outermost call only) while the library holds CUPTI's subscription, and none without it. */
+ * callback), delivered in several buffers, C++ names demangled, zero-timing records counted as dropped, copies and
+ * memsets as their own entries with bytes (a memset timed though copies are refused), tracks per (context,
+ * stream), latency timestamps and the timestamp callback configured; a context destroyed has its records
+ * delivered then (CUPTI resource callback), or at exit when another CUPTI client holds the callback subscription.
+ * Graph launches are one dispatch each ("graph <id>", CUPTI's graph-level records) by default, their nodes one by
+ * one with KTIMING_CUPTI_GRAPHS=node. Its recording is checked on a GPU by tests/gpu/run.sh. The program's
+ * synchronisation calls are host API time (host-api entries, the outermost call only) while the library holds
+ * CUPTI's subscription, and none without it. The flusher thread flushes completed records only (flag 0), is named
+ * and blocks signals; records from CUPTI's own thread, the flusher and the exit flush are each recorded once;
+ * records CUPTI dropped are counted, those after its last buffer too. On a driver older than its CUPTI the
+ * start-up message names the driver's CUDA version, libcuda loaded RTLD_LOCAL; a CUPTI of another CUDA major is
+ * refused. A child forked from the program writes what it timed itself, none of its parent's CUPTI records. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +24,7 @@
 #include <cmocka.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -85,12 +91,26 @@ typedef enum child_mode_t {
     CHILD_DESTROY_OTHER = 2, /* the same while another CUPTI client holds the one callback subscription */
     CHILD_NODES = 3,         /* exit at once, with KTIMING_CUPTI_GRAPHS=node */
     CHILD_LIVE = 4,          /* wait (up to 3 s) until its own kt_snapshot holds CUPTI's records, then _exit:
-                                status 50 + found, no exit handler, no snapshot */
+                                status 50 + found (+ 2 when the running command was handed over meanwhile, + 4
+                                when no thread is named kt-cupti-flush with the program's signals blocked), no
+                                exit handler, no snapshot */
     CHILD_OTHER_CLIENT = 5,  /* a profiler in the program replaces the activity callbacks, then exit */
     CHILD_DESTROY_NOSUB = 6, /* CHILD_DESTROY with KTIMING_CUPTI_SUBSCRIBE=0 */
     CHILD_IDENTITY = 7,      /* flush CUPTI, then check its own snapshot's device identities: status 70 + ok */
     CHILD_PROFILER = 8,      /* a profiler in the program subscribes (cuptiSubscribe_v2): status 80 + told who
                                 holds the subscription and how to free it */
+    CHILD_OLD_DRIVER = 9,    /* a CUDA 12.4 driver (the driver double as libcuda.so.1) loaded RTLD_LOCAL first, as
+                                nvcc's static cudart loads it: CUPTI refuses the activity setup */
+    CHILD_FORK = 10,         /* forks; the grandchild times a zone of its own and exit()s, then the child exits:
+                                status 60 + the grandchild exited 0 */
+    CHILD_SHORT = 11,        /* CUPTI honours 2 records a buffer (KT_TEST_CUPTI_SHORT): flush, check its own
+                                snapshot's drops, then exit: status 90 + they were counted while it ran */
+    CHILD_LATE_DROPS = 12,   /* exit at once; CUPTI drops 3 records after the last buffer it returns */
+    CHILD_WORKER = 13,       /* CUPTI's own thread delivers every 5 ms, the flusher every 20 ms: launches kernels
+                                until both delivered some, a last few, says how many on stderr, exits: status
+                                120 + both delivered */
+    CHILD_NO_MEMCPY = 14,    /* exit at once; CUPTI refuses memory copy activity (KT_TEST_CUPTI_REFUSE_KIND) */
+    CHILD_CUPTI12 = 15,      /* KTIMING_CUPTI_LIBRARY names a CUPTI of CUDA 12 (the double says API version 28) */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -99,14 +119,85 @@ typedef enum child_mode_t {
  * pid. */
 static const char *g_child_stderr; /* when set, the child's stderr goes to this file */
 
+/* The double's count of finished cuptiActivityFlushAll calls (the flusher thread's, in CHILD_LIVE). */
+static unsigned long child_flushes_done(void)
+{
+    unsigned long (*done)(void) = NULL;
+    *(void **)&done = dlsym(RTLD_DEFAULT, "kt_test_cupti_flushes");
+    return done ? done() : 0;
+}
+
+/* In the child: a thread of this process named `name` blocks the signals a program uses (SIGINT, SIGUSR1,
+ * SIGALRM, SIGTERM, SIGPROF), so none is delivered to it. 1 when so. */
+static int thread_blocks_signals(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *de;
+    int ok = 0;
+    while (d && !ok && (de = readdir(d))) {
+        char path[300], *text;
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
+        if (de->d_name[0] == '.' || !(text = ktt_read_file(path, NULL)))
+            continue;
+        int named = !strncmp(text, name, strlen(name)) && text[strlen(name)] == '\n';
+        free(text);
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", de->d_name);
+        char *status = named ? ktt_read_file(path, NULL) : NULL;
+        const char *blk = status ? strstr(status, "\nSigBlk:\t") : NULL;
+        if (blk) {
+            unsigned long long mask = strtoull(blk + strlen("\nSigBlk:\t"), NULL, 16);
+            static const int sigs[] = {SIGINT, SIGUSR1, SIGALRM, SIGTERM, SIGPROF};
+            ok = 1;
+            for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+                ok &= (mask >> (sigs[i] - 1)) & 1;
+        }
+        free(status);
+    }
+    if (d)
+        closedir(d);
+    return ok;
+}
+
+/* In the child, the flusher every 20 ms: waits (up to 3 s) until its own snapshot holds CUPTI's completed records,
+ * then until the flush that delivered them has returned, and looks again: the command still running must not
+ * have been handed over (untimed, a "no timing" drop), which only a forced flush does. 50 + found, + 2 when it
+ * was. */
+static int child_live_status(void)
+{
+    int found = 0;
+    for (int i = 0; i < 300 && !found; i++) {
+        kt_snapshot_t *snap = kt_snapshot();
+        const kt_kernel_timing_t *e = kt_snapshot_find(snap, "kt_fake_cupti_kernel", KT_BACKEND_CUDA, NULL);
+        found = e && e->dispatch_count == 1;
+        kt_snapshot_free(snap);
+        if (!found)
+            nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    if (!found)
+        return 50;
+    unsigned long before = child_flushes_done();
+    for (int i = 0; i < 300 && child_flushes_done() == before; i++)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    kt_snapshot_t *snap = kt_snapshot();
+    int running = kt_snapshot_find(snap, "kt_fake_running", KT_BACKEND_CUDA, NULL) != NULL;
+    kt_snapshot_free(snap);
+    return 51 + 2 * running + 4 * !thread_blocks_signals("kt-cupti-flush");
+}
+
+/* In the child: the program flushes CUPTI's completed records itself (cuptiActivityFlushAll(0)). 0 when done. */
+static int child_flush_completed(void)
+{
+    int (*flush)(uint32_t) = NULL;
+    *(void **)&flush = dlsym(RTLD_DEFAULT, "cuptiActivityFlushAll");
+    return flush && flush(0) == 0 ? 0 : -1;
+}
+
 /* In the child: CUPTI flushed (the double's DEVICE records delivered), its own snapshot's two CUDA devices carry the
  * identities the library registered from them: the record's UUID as nvidia-smi writes it, a MIG instance's own
  * ("MIG-"), model and ordinal; and the kernels are keyed by them. 1 when all hold. */
 static int child_identity_ok(void)
 {
-    int (*flush)(uint32_t) = NULL;
-    *(void **)&flush = dlsym(RTLD_DEFAULT, "cuptiActivityFlushAll");
-    if (!flush || flush(0) != 0)
+    if (child_flush_completed() != 0)
         return 0;
     kt_snapshot_t *snap = kt_snapshot();
     const kt_device_info_t *g0 = kt_snapshot_device(snap, KT_BACKEND_CUDA, "kt fake GPU #0");
@@ -122,6 +213,68 @@ static int child_identity_ok(void)
                 g1->id.id_kind, g1->id.uuid);
     kt_snapshot_free(snap);
     return ok;
+}
+
+/* With 2 records a buffer, the double's completed records (buffers of 2, 3, 4, 5 and 3) lose 7, counted in
+ * CUPTI's global queue before each buffer is handed over: in the child's own snapshot, after a flush of completed
+ * records, "(CUPTI records dropped)" holds 7 drops for lack of buffer space. 1 when so. */
+#define SHORT_DROPS 7
+static int child_short_drops_seen(void)
+{
+    if (child_flush_completed() != 0)
+        return 0;
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_snapshot_find(snap, "(CUPTI records dropped)", KT_BACKEND_CUDA, NULL);
+    int ok = e && e->dropped == SHORT_DROPS && e->dropped_by[KT_DROP_RING_FULL] == SHORT_DROPS;
+    if (!ok)
+        fprintf(stderr, "short: %llu dropped\n", e ? (unsigned long long)e->dropped : 0ull);
+    kt_snapshot_free(snap);
+    return ok;
+}
+
+/* In the child (CHILD_WORKER): the program launches a kernel a millisecond until the double's worker thread and the
+ * library's flusher have each delivered some of them, then WORKER_TAIL more right before exit (what neither
+ * thread takes, the exit flush delivers). Says "kt-test launched <n>" on stderr; 1 when both threads delivered. */
+#define WORKER_TAIL 20
+static int child_launches_delivered(void)
+{
+    void (*launch)(size_t) = NULL;
+    void (*delivered)(size_t *, size_t *) = NULL;
+    *(void **)&launch = dlsym(RTLD_DEFAULT, "kt_test_cupti_launch");
+    *(void **)&delivered = dlsym(RTLD_DEFAULT, "kt_test_cupti_stream_delivered");
+    if (!launch || !delivered)
+        return 0;
+    size_t launched = 0, by_worker = 0, by_flush = 0;
+    for (int i = 0; i < 3000 && !(by_worker && by_flush); i++) {
+        launch(1);
+        launched++;
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+        delivered(&by_worker, &by_flush);
+    }
+    launch(WORKER_TAIL);
+    launched += WORKER_TAIL;
+    fprintf(stderr, "kt-test launched %zu\n", launched);
+    fflush(stderr);
+    return by_worker && by_flush;
+}
+
+/* In the child: fork (as a program forks a worker without exec) while CUPTI still holds the child's records, one
+ * of them in flight; the grandchild times one zone of its own and leaves through exit(), so every exit handler
+ * runs there. 1 when it exited 0. */
+static int child_fork_exit(void)
+{
+    fflush(NULL);
+    pid_t g = fork();
+    if (g < 0)
+        return 0;
+    if (g == 0) {
+        static kt_kernel_id_t site;
+        kt_zone_t z = kt_zone_begin(&site, "kt_grandchild_own");
+        kt_zone_end(&z);
+        exit(0);
+    }
+    int st = 0;
+    return waitpid(g, &st, 0) == g && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
 /* In the child: a profiler of the program's own (Kineto with CUPTI 13) subscribes while the library holds the
@@ -141,12 +294,27 @@ static int child_profiler_told(void)
     return 1;
 }
 
+/* The child's copy of the parent's run directory name, kept reachable: the child exit()s (its exit handlers are
+ * under test) while the parent's allocation is still in its heap, which is not the child's leak. volatile: a store
+ * nothing reads would be dropped. */
+static const char *volatile g_child_run_dir;
+
+/* In the child: `name` set to `value` when `on`, else unset (nothing inherited from the test's environment). */
+static void child_env(int on, const char *name, const char *value)
+{
+    if (on)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+}
+
 static int child_initialize_mode(const char *run_dir, const char *first, child_mode_t mode, pid_t *pid)
 {
     fflush(NULL);
     *pid = fork();
     assert_true(*pid >= 0);
     if (*pid == 0) {
+        g_child_run_dir = run_dir;
         if (g_child_stderr && !freopen(g_child_stderr, "w", stderr))
             _exit(5);
         setenv("KTIMING_RUN_DIR", run_dir, 1);
@@ -155,17 +323,23 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
         unsetenv("KTIMING_REPORT");
         if (mode == CHILD_DESTROY_OTHER) /* a tool that names itself, as CUPTI 13 tells a refused client */
             setenv("KT_TEST_CUPTI_OTHER_SUBSCRIBER", "Nsight Systems", 1);
-        if (mode == CHILD_DESTROY_NOSUB)
-            setenv("KTIMING_CUPTI_SUBSCRIBE", "0", 1);
-        else
-            unsetenv("KTIMING_CUPTI_SUBSCRIBE");
-        if (mode == CHILD_NODES)
-            setenv("KTIMING_CUPTI_GRAPHS", "node", 1);
-        else
-            unsetenv("KTIMING_CUPTI_GRAPHS");
+        child_env(mode == CHILD_DESTROY_NOSUB, "KTIMING_CUPTI_SUBSCRIBE", "0");
+        child_env(mode == CHILD_NODES, "KTIMING_CUPTI_GRAPHS", "node");
+        child_env(mode == CHILD_SHORT, "KT_TEST_CUPTI_SHORT", "2");
+        child_env(mode == CHILD_LATE_DROPS, "KT_TEST_CUPTI_LATE_DROPS", "3");
+        child_env(mode == CHILD_CUPTI12, "KT_TEST_CUPTI_VERSION", "28"); /* CUDA 12.9's CUPTI */
+        child_env(mode == CHILD_CUPTI12, "KTIMING_CUPTI_LIBRARY", first ? first : "");
+        child_env(mode == CHILD_NO_MEMCPY, "KT_TEST_CUPTI_REFUSE_KIND", "1"); /* CUPTI_ACTIVITY_KIND_MEMCPY */
         /* the flusher thread: every 20 ms where the test waits for it, else never within the child's life (so
          * what a destroy or the exit delivers does not depend on scheduling) */
-        setenv("KTIMING_CUPTI_FLUSH_MS", mode == CHILD_LIVE ? "20" : "600000", 1);
+        setenv("KTIMING_CUPTI_FLUSH_MS", mode == CHILD_LIVE || mode == CHILD_WORKER ? "20" : "600000", 1);
+        child_env(mode == CHILD_WORKER, "KT_TEST_CUPTI_WORKER_MS", "5");
+        if (mode == CHILD_OLD_DRIVER) {
+            const char *libcuda = getenv("KT_TEST_FAKE_LIBCUDA");
+            setenv("KT_TEST_CUDA_DRIVER_VERSION", "12040", 1);
+            if (!libcuda || !dlopen(libcuda, RTLD_NOW | RTLD_LOCAL))
+                _exit(7);
+        }
         if (first && !dlopen(first, RTLD_NOW | RTLD_GLOBAL))
             _exit(2);
         void *lib = dlopen(getenv("KT_TEST_CUPTI_INJECT"), RTLD_NOW | RTLD_LOCAL);
@@ -175,25 +349,15 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
         int rc = init();
         void (*settings)(uint32_t *, int *, int *) = NULL;
         *(void **)&settings = first ? dlsym(RTLD_DEFAULT, "kt_test_cupti_settings") : NULL;
-        if (settings) { /* what the library asked of CUPTI: a flush period, latency stamps, its own clock */
+        if (settings && rc == 1) { /* what the library asked of CUPTI: latency stamps, its own clock */
             uint32_t period = 0;
             int latency = 0, clock_cb = 0;
             settings(&period, &latency, &clock_cb);
             if (!latency || !clock_cb)
                 rc += 100;
         }
-        if (mode == CHILD_LIVE) {
-            int found = 0;
-            for (int i = 0; i < 300 && !found; i++) {
-                kt_snapshot_t *snap = kt_snapshot();
-                const kt_kernel_timing_t *e = kt_snapshot_find(snap, "kt_fake_cupti_kernel", KT_BACKEND_CUDA, NULL);
-                found = e && e->dispatch_count == 1;
-                kt_snapshot_free(snap);
-                if (!found)
-                    nanosleep(&(struct timespec){0, 10000000}, NULL);
-            }
-            _exit(50 + found);
-        }
+        if (mode == CHILD_LIVE)
+            _exit(child_live_status());
         int (*waits)(void) = NULL;
         *(void **)&waits = first ? dlsym(RTLD_DEFAULT, "kt_test_cupti_program_waits") : NULL;
         if (waits)
@@ -202,6 +366,12 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             _exit(70 + child_identity_ok());
         if (mode == CHILD_PROFILER)
             _exit(80 + child_profiler_told());
+        if (mode == CHILD_FORK)
+            exit(60 + child_fork_exit());
+        if (mode == CHILD_SHORT)
+            exit(90 + child_short_drops_seen());
+        if (mode == CHILD_WORKER)
+            exit(120 + child_launches_delivered());
         if (mode == CHILD_DESTROY_NOSUB) { /* the program's own profiler can still subscribe */
             int (*subscribe)(void **, void *, void *) = NULL;
             *(void **)&subscribe = dlsym(RTLD_DEFAULT, "cuptiSubscribe");
@@ -262,6 +432,13 @@ static int count_in_file(const char *path, const char *needle)
     return n;
 }
 
+/* A private stderr file for a child (the caller removes it through count_in_file). */
+static void child_err_path(char *path, size_t size, const char *tag)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, size, "%s/kt-cupti-%s-%ld.err", tmp && tmp[0] ? tmp : "/tmp", tag, (long)getpid());
+}
+
 /* libcupti is found at run time, by soname, not through a DT_NEEDED with a RUNPATH into the build machine's CUDA
  * toolkit: loading the library loads no CUPTI (checked in a child, which has loaded none before), and a CUPTI that
  * cannot be loaded is said on stderr, naming the library and the driver its CUPTI needs; nothing is timed. */
@@ -297,7 +474,7 @@ static void test_cupti_loaded_at_run_time(void **state)
     assert_int_equal(WEXITSTATUS(status), 0);
     char *text = ktt_read_file(err, NULL);
     assert_non_null(text);
-    print_message("%s", text);
+    print_message("%s", text ? text : ""); /* the compiler cannot see that a failed assert does not return */
     assert_non_null(strstr(text, "ktiming-cupti: cannot load /nonexistent/libcupti.so.13 ("));
     assert_non_null(strstr(text, "nothing is timed"));
     assert_non_null(strstr(text, "needs an NVIDIA driver for CUDA "));
@@ -306,6 +483,7 @@ static void test_cupti_loaded_at_run_time(void **state)
     free(text);
     free(err);
     ktt_rmtree(dir);
+    free(dir);
 }
 
 static void test_no_driver_writes_no_snapshot(void **state)
@@ -338,6 +516,29 @@ static long long entry_count(const char *json, const char *name)
         return -1;
     const char *c = strstr(e, "\"dispatch_count\": ");
     return c ? strtoll(c + strlen("\"dispatch_count\": "), NULL, 10) : -1;
+}
+
+/* Entry `name` of the JSON text holds `text` (before the next entry begins). */
+static int entry_has(const char *json, const char *name, const char *text)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\"%s\"", name);
+    const char *e = strstr(json, key);
+    if (!e)
+        return 0;
+    const char *next = strstr(e + 1, "{\"name\"");
+    const char *t = strstr(e, text);
+    return t && (!next || t < next);
+}
+
+/* The snapshot in the JSON text (fails the test when it does not parse). */
+static kt_snapshot_t *parse_snapshot(const char *json)
+{
+    kt_snapshot_t *snap = NULL;
+    char err[256];
+    if (kt_snapshot_parse(json, strlen(json), &snap, err, sizeof err) != 0)
+        fail_msg("snapshot: %s", err);
+    return snap;
 }
 
 /* Issue 40.2: the configurations of CUPTI's kernel records (grid, block) travel with each dispatch, through the
@@ -388,24 +589,15 @@ static void check_snapshot(const char *dir, pid_t pid, int nodes, int host_api)
     snprintf(path, sizeof path, "%s/%ld.json", dir, (long)pid);
     char *json = ktt_read_file(path, NULL);
     assert_non_null(json);
-    const char *k = strstr(json, "\"kt_fake_cupti_kernel\"");
-    assert_non_null(k);
-    const char *after = strstr(k + 1, "{\"name\"");
-    const char *once = strstr(k, "\"dispatch_count\": 1,");
-    assert_true(once && (!after || once < after)); /* delivered once, recorded once */
+    assert_true(entry_has(json, "kt_fake_cupti_kernel", "\"dispatch_count\": 1,")); /* delivered once, recorded once */
     /* Demangled. */
     assert_non_null(strstr(json, "\"kt::fake::saxpy_kernel(int, float, float*, float*)\""));
     assert_null(strstr(json, "_ZN2kt4fake"));
     /* Zero-timing record: dropped ("no timing"), not a 0 ns dispatch. */
-    const char *e = strstr(json, "\"kt_fake_untimed\"");
-    assert_non_null(e);
-    const char *next = strstr(e + 1, "{\"name\"");
-    const char *cnt = strstr(e, "\"dispatch_count\": 0,");
-    assert_true(cnt && (!next || cnt < next));
-    const char *why = strstr(e, "\"no_timing\": 1");
-    assert_true(why && (!next || why < next));
+    assert_true(entry_has(json, "kt_fake_untimed", "\"dispatch_count\": 0,"));
+    assert_true(entry_has(json, "kt_fake_untimed", "\"no_timing\": 1"));
     /* Copies and memsets as their own entries, with bytes. */
-    e = strstr(json, "\"memcpy HtoD\"");
+    const char *e = strstr(json, "\"memcpy HtoD\"");
     assert_non_null(e);
     assert_non_null(strstr(e, "\"bytes\": 4096"));
     e = strstr(json, "\"memset\"");
@@ -419,11 +611,7 @@ static void check_snapshot(const char *dir, pid_t pid, int nodes, int host_api)
     assert_non_null(e);
     assert_non_null(strstr(e, "\"bytes\": 8192"));
     /* The command still running in context 2 went out only with the forced flush at exit, untimed. */
-    e = strstr(json, "\"kt_fake_running\"");
-    assert_non_null(e);
-    next = strstr(e + 1, "{\"name\"");
-    why = strstr(e, "\"no_timing\": 1");
-    assert_true(why && (!next || why < next));
+    assert_true(entry_has(json, "kt_fake_running", "\"no_timing\": 1"));
     /* One track per (context, stream): stream 7 of two contexts. */
     assert_non_null(strstr(json, "stream 7 (context 1)"));
     assert_non_null(strstr(json, "stream 7 (context 2)"));
@@ -433,10 +621,7 @@ static void check_snapshot(const char *dir, pid_t pid, int nodes, int host_api)
     assert_int_equal(entry_count(json, "kt_fake_graph_node"), nodes ? 4 : -1);
     /* Every span placed within the child's life on this host's CLOCK_MONOTONIC_RAW (CUPTI's REALTIME stepped by
      * 30 s meanwhile), kernels with their queued time. */
-    kt_snapshot_t *snap = NULL;
-    char err[256];
-    if (kt_snapshot_parse(json, strlen(json), &snap, err, sizeof err) != 0)
-        fail_msg("snapshot: %s", err);
+    kt_snapshot_t *snap = parse_snapshot(json);
     size_t placed = 0, queued = 0, waits = 0;
     for (size_t i = 0; i < snap->span_count; i++) {
         unsigned long long start = snap->spans[i].start_ns;
@@ -552,9 +737,21 @@ static char *run_fake_child(child_mode_t mode, int status)
     return json;
 }
 
+/* run_fake_child, the child's stderr going to `err` (a private file named for `tag`; count_in_file removes it). */
+static char *run_fake_child_said(child_mode_t mode, int status, const char *tag, char *err, size_t size)
+{
+    child_err_path(err, size, tag);
+    g_child_stderr = err;
+    char *json = run_fake_child(mode, status);
+    g_child_stderr = NULL;
+    return json;
+}
+
 /* Issue 36.4: records reach the recorder while the program runs. CUPTI's flush period returns only full buffers;
  * the library's flusher thread flushes completed records every period, so a process that then dies without its
- * exit handlers (here _exit) had them recorded. */
+ * exit handlers (here _exit) had them recorded. Completed records only (flag 0): the command still running is
+ * not handed over untimed while the program runs. The flusher thread is named kt-cupti-flush and the program's
+ * signals are blocked in it, as in the core's collector threads. */
 static void test_records_arrive_while_running(void **state)
 {
     (void)state;
@@ -569,13 +766,162 @@ static void test_other_client_taking_callbacks_is_counted(void **state)
     (void)state;
     char *json = run_fake_child(CHILD_OTHER_CLIENT, 11);
     assert_non_null(json);
-    const char *e = strstr(json, "\"(CUPTI buffers taken by another client)\"");
-    assert_non_null(e);
-    const char *next = strstr(e + 1, "{\"name\"");
-    const char *d = strstr(e, "\"dropped\": 1");
-    assert_true(d && (!next || d < next));
+    assert_true(entry_has(json, "(CUPTI buffers taken by another client)", "\"dropped\": 1"));
     assert_null(strstr(json, "\"kt_fake_cupti_kernel\""));
     free(json);
+}
+
+/* A program that forks a worker and lets it exit() (no exec): the worker writes what it timed itself, none of its
+ * parent's CUPTI records (a flush from the child handed them over again, the one still running as a phantom
+ * "no timing" drop), and the parent's snapshot still holds them all. */
+static void test_forked_child_leaves_cupti_alone(void **state)
+{
+    (void)state;
+    const char *fake = getenv("KT_TEST_FAKE_CUPTI");
+    if (!fake)
+        skip();
+    char *dir = ktt_tmpdir("cupti-fork");
+    assert_non_null(dir);
+    pid_t pid = 0;
+    assert_int_equal(child_initialize_mode(dir, fake, CHILD_FORK, &pid), 61);
+    assert_int_equal(count_files(dir), 2);
+    char own[64], path[4200];
+    snprintf(own, sizeof own, "%ld.json", (long)pid);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *de;
+    char *worker = NULL, *parent = NULL;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (!strcmp(de->d_name, own))
+            parent = ktt_read_file(path, NULL);
+        else
+            worker = ktt_read_file(path, NULL);
+    }
+    closedir(d);
+    assert_non_null(parent);
+    assert_non_null(worker);
+    assert_int_equal(entry_count(worker, "kt_grandchild_own"), 1);
+    assert_null(strstr(worker, "\"kt_fake_cupti_kernel\""));
+    assert_null(strstr(worker, "\"kt_fake_running\""));
+    assert_null(strstr(worker, "\"kt fake GPU"));
+    assert_null(strstr(worker, "(CUPTI"));
+    /* the parent: every record once, the one still running handed over at its own exit */
+    assert_int_equal(entry_count(parent, "kt_fake_cupti_kernel"), 1);
+    assert_int_equal(entry_count(parent, "kt_fake_configured"), 5);
+    assert_true(entry_has(parent, "kt_fake_running", "\"no_timing\": 1"));
+    assert_null(strstr(parent, "kt_grandchild_own"));
+    free(worker);
+    free(parent);
+    ktt_rmtree(dir);
+    free(dir);
+}
+
+/* Entry `name` of the snapshot in `json` has exactly `n` drops, all for `why`. */
+static void assert_drops(const char *json, const char *name, uint64_t n, kt_drop_reason_t why)
+{
+    kt_snapshot_t *snap = parse_snapshot(json);
+    const kt_kernel_timing_t *e = kt_snapshot_find(snap, name, KT_BACKEND_CUDA, NULL);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 0);
+    assert_int_equal(e->dropped, n);
+    assert_int_equal(e->dropped_by[why], n);
+    kt_snapshot_free(snap);
+}
+
+/* Issue 36 item 4: records CUPTI dropped for lack of buffer space (a buffer holding fewer than CUPTI had) are
+ * counted as they are found, each buffer's with it: the child sees all 7 while it runs, and its snapshot at exit
+ * holds exactly those (per process: CUPTI counts drops in one global queue). */
+static void test_dropped_records_counted(void **state)
+{
+    (void)state;
+    char *json = run_fake_child(CHILD_SHORT, 91);
+    assert_non_null(json);
+    assert_drops(json, "(CUPTI records dropped)", SHORT_DROPS, KT_DROP_RING_FULL);
+    assert_null(strstr(json, "(CUPTI records dropped, context"));
+    free(json);
+}
+
+/* Issue 36 item 4, at exit: records CUPTI dropped after the last buffer it returned (here 3, after the forced
+ * flush's last buffer) reach no buffer callback; the exit flush reads CUPTI's count after flushing, so they are
+ * counted instead of lost. */
+static void test_drops_after_last_buffer_counted(void **state)
+{
+    (void)state;
+    char *json = run_fake_child(CHILD_LATE_DROPS, 11);
+    assert_non_null(json);
+    assert_drops(json, "(CUPTI records dropped)", 3, KT_DROP_RING_FULL);
+    assert_int_equal(entry_count(json, "kt_fake_cupti_kernel"), 1); /* the rest as usual */
+    free(json);
+}
+
+/* The issue's demand on the doubles: CUPTI delivers from its own thread. With the double's worker thread handing
+ * over completed records every 5 ms, the library's flusher flushing every 20 ms and the exit flush, each of the
+ * program's kernels is recorded exactly once: none lost, none twice, none dropped. */
+static void test_records_from_cuptis_thread_once(void **state)
+{
+    (void)state;
+    char err[4200];
+    char *json = run_fake_child_said(CHILD_WORKER, 121, "worker", err, sizeof err);
+    char *said = ktt_read_file(err, NULL);
+    unlink(err);
+    assert_non_null(said);
+    const char *l = strstr(said, "kt-test launched ");
+    assert_non_null(l);
+    unsigned long long launched = strtoull(l + strlen("kt-test launched "), NULL, 10);
+    free(said);
+    assert_true(launched > WORKER_TAIL);
+    assert_non_null(json);
+    kt_snapshot_t *snap = parse_snapshot(json);
+    const kt_kernel_timing_t *e = kt_snapshot_find(snap, "kt_fake_stream", KT_BACKEND_CUDA, NULL);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, launched);
+    assert_int_equal(e->dropped, 0);
+    assert_null(kt_snapshot_find(snap, "(CUPTI records dropped)", KT_BACKEND_CUDA, NULL));
+    /* the double's other records, once each, whichever thread took them */
+    e = kt_snapshot_find(snap, "kt_fake_configured", KT_BACKEND_CUDA, NULL);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 5);
+    kt_snapshot_free(snap);
+    free(json);
+}
+
+/* A CUPTI that refuses memory copy activity: copies go untimed, said once, and memsets are still asked for and
+ * timed (each kind enabled on its own). */
+static void test_memset_timed_without_memcpy(void **state)
+{
+    (void)state;
+    char err[4200];
+    char *json = run_fake_child_said(CHILD_NO_MEMCPY, 11, "no-memcpy", err, sizeof err);
+    assert_non_null(json);
+    assert_int_equal(entry_count(json, "memcpy HtoD"), -1);
+    assert_int_equal(entry_count(json, "memset"), 1);
+    assert_true(entry_has(json, "memset", "\"bytes\": 1024"));
+    assert_int_equal(entry_count(json, "kt_fake_cupti_kernel"), 1);
+    free(json);
+    assert_int_equal(count_in_file(err, "ktiming-cupti: memory copy activity unavailable "
+                                        "(CUPTI_ERROR_NOT_SUPPORTED): copies are not timed\n"),
+                     1);
+}
+
+/* KTIMING_CUPTI_LIBRARY pointing at another CUDA major's CUPTI (its records are laid out otherwise): refused at
+ * start-up, naming both versions; nothing is timed, nothing written. */
+static void test_other_major_cupti_refused(void **state)
+{
+    (void)state;
+    char err[4200];
+    char *json = run_fake_child_said(CHILD_CUPTI12, 10, "cupti12", err, sizeof err);
+    assert_null(json);
+    char want[4400];
+    snprintf(want, sizeof want, "ktiming-cupti: %s is CUPTI API version 28 (CUDA 12), but this library was built "
+             "against CUPTI API version ", getenv("KT_TEST_FAKE_CUPTI"));
+    char *text = ktt_read_file(err, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "nothing is timed"));
+    free(text);
+    assert_int_equal(count_in_file(err, want), 1);
 }
 
 /* KTIMING_CUPTI_GRAPHS=node: no graph-level records asked for, so CUPTI reports the graphs' kernels. */
@@ -600,14 +946,29 @@ static void test_other_subscriber_still_times(void **state)
 {
     (void)state;
     char err[4200];
-    const char *tmp = getenv("TMPDIR");
-    snprintf(err, sizeof err, "%s/kt-cupti-other-%ld.err", tmp && tmp[0] ? tmp : "/tmp", (long)getpid());
+    child_err_path(err, sizeof err, "other");
     g_child_stderr = err;
     run_with_double(CHILD_DESTROY_OTHER, 30);
     g_child_stderr = NULL;
     /* Issue 36.5: said once, without KTIMING_RUN_VERBOSE, naming the holder as CUPTI 13 names it. */
     assert_int_equal(count_in_file(err, "another CUPTI client holds the callback subscription "
                                         "(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, held by \"Nsight Systems\")"),
+                     1);
+}
+
+/* Issue 36.8 (driver floor): on a driver older than the library's CUPTI, the start-up message names the driver's
+ * CUDA version although the program loaded libcuda RTLD_LOCAL (nvcc's static cudart does), where a lookup in the
+ * global scope finds no cuDriverGetVersion. */
+static void test_old_driver_named(void **state)
+{
+    (void)state;
+    if (!getenv("KT_TEST_FAKE_LIBCUDA"))
+        skip();
+    char err[4200];
+    char *json = run_fake_child_said(CHILD_OLD_DRIVER, 10, "old-driver", err, sizeof err);
+    assert_null(json); /* nothing timed, nothing written */
+    assert_int_equal(count_in_file(err, "nothing is timed (the driver supports CUDA 12.4; this library was built "
+                                        "with CUDA "),
                      1);
 }
 
@@ -630,6 +991,13 @@ int main(void)
                                        cmocka_unit_test(test_graph_nodes_one_by_one),
                                        cmocka_unit_test(test_other_subscriber_still_times),
                                        cmocka_unit_test(test_profiler_told_who_holds_it),
+                                       cmocka_unit_test(test_old_driver_named),
+                                       cmocka_unit_test(test_forked_child_leaves_cupti_alone),
+                                       cmocka_unit_test(test_dropped_records_counted),
+                                       cmocka_unit_test(test_drops_after_last_buffer_counted),
+                                       cmocka_unit_test(test_records_from_cuptis_thread_once),
+                                       cmocka_unit_test(test_memset_timed_without_memcpy),
+                                       cmocka_unit_test(test_other_major_cupti_refused),
                                        cmocka_unit_test(test_records_arrive_while_running),
                                        cmocka_unit_test(test_subscription_left_free),
                                        cmocka_unit_test(test_device_identity),

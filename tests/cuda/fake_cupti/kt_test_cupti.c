@@ -1,13 +1,28 @@
 /* kt_test_cupti.c — CUPTI TEST DOUBLE (not CUPTI) for the injection library: built with the real libcupti's
  * soname and loaded first, it accepts the activity setup and delivers its records as CUPTI documents it:
- *   - cuptiActivityFlushAll(0) hands over COMPLETED records, in the calling thread, in two buffers (the first only
- *     partly filled); CUPTI_ACTIVITY_FLAG_FLUSH_FORCED also hands over records still in flight, untimed
- *     (start = end = 0). A flush period (cuptiActivityFlushPeriod) makes the double's own worker thread deliver
- *     FULL buffers only, as CUPTI's worker does: a few records never fill the tool's buffer, so they wait.
- *   - a buffer shorter than the records it should hold: the rest are dropped and counted, per context, by
- *     cuptiActivityGetNumDroppedRecords (reset when read); KT_TEST_CUPTI_SHORT=N honours only N records a buffer.
+ *   - cuptiActivityFlushAll(0) hands over COMPLETED records, in the calling thread, in several buffers (the DEVICE
+ *     records, then a few batches of commands; none full); CUPTI_ACTIVITY_FLAG_FLUSH_FORCED also hands over records
+ *     still in flight, untimed
+ *     (start = end = 0). Without KT_TEST_CUPTI_WORKER_MS nothing else delivers: records wait for a flush, as a
+ *     slow program's records wait in CUPTI (its periodic flush, cuptiActivityFlushPeriod, returns full buffers
+ *     only, and the double's records never fill one; the period is only stored). KT_TEST_CUPTI_WORKER_MS=N starts
+ *     the double's own worker thread, which hands over completed records every N ms, as CUPTI's worker delivers
+ *     buffers by its own heuristics.
+ *   - a buffer shorter than the records it should hold: the rest are dropped and counted in the one global queue
+ *     (CUPTI since CUDA 6.0: every buffer is handed over with context NULL) that
+ *     cuptiActivityGetNumDroppedRecords(NULL, ...) reads and resets (a context of its own counts none);
+ *     KT_TEST_CUPTI_SHORT=N honours only N records a buffer. Records meant for a buffer the tool declined (its
+ *     request gave none) are dropped and counted the same way; KT_TEST_CUPTI_LATE_DROPS=N counts N more dropped
+ *     after the last buffer a forced flush hands over, so no buffer callback follows them (only a read after the
+ *     flush finds them, as after a buffer request the tool could not meet near exit).
  *   - the first buffer is requested when activity is enabled and held until a flush returns it; if another client
  *     replaces the activity callbacks meanwhile (kt_test_cupti_other_client()), buffers go to that client.
+ *   - it records only the activity kinds enabled (a kernel record under KERNEL or CONCURRENT_KERNEL);
+ *     KT_TEST_CUPTI_REFUSE_KIND=N refuses kind N (CUPTI_ERROR_NOT_SUPPORTED), as a CUPTI without it would.
+ *   - a CUDA driver in the process (libcuda.so.1, however loaded) older than the double's CUDA makes it refuse
+ *     every activity kind (CUPTI_ERROR_NOT_INITIALIZED, what a CUPTI newer than the driver answers).
+ *   - cuptiGetVersion answers the CUPTI_API_VERSION of the headers it was built with, or KT_TEST_CUPTI_VERSION
+ *     (another CUPTI's, e.g. 28: CUDA 12.9's).
  * Like CUPTI on Linux it stamps with CLOCK_REALTIME unless a timestamp callback was registered, and its REALTIME
  * takes an NTP-like step of +KT_TEST_CUPTI_STEP_S seconds (default 30) once activity was enabled, so a library
  * that fitted REALTIME at start-up misplaces every record. Records:
@@ -25,13 +40,17 @@
  *   does at graph level; without it the four node kernels
  *   an 8192-byte peer-to-peer copy (MEMCPY2 record, context 1, stream 7), only when MEMCPY2 was enabled
  *   "kt_fake_running" (context 2) still running: delivered only by a forced flush, untimed
+ *   "kt_fake_stream" (context 1, stream 11): one per kernel the program launched with kt_test_cupti_launch(n), each
+ *   completed at once, none otherwise; kt_test_cupti_stream_delivered() says how many the worker thread and
+ *   cuptiActivityFlushAll have handed over
  * Every timed record lies within the 23 us before its delivery. Like CUPTI it delivers a record once. One
  * callback subscriber at a time (KT_TEST_CUPTI_OTHER_SUBSCRIBER=1: another client already has it, as under Nsight
  * tools; any other value but 0 is that client's name, which cuptiSubscribe_v2 gives a refused client, as it gives
- * "CUPTI for <name>" of a subscriber that named itself). The exported kt_test_cupti_settings() reports what the library configured (flush period, latency
- * timestamps, timestamp callback); kt_test_cupti_destroy_context() plays the driver's part in cuCtxDestroy: it
- * calls the resource callback at CONTEXT_DESTROY_STARTING when one is enabled and returns how many records were
- * delivered during it, plus 10 for each in-flight record a forced flush handed over then;
+ * "CUPTI for <name>" of a subscriber that named itself). The exported kt_test_cupti_settings() reports what the
+ * library configured (flush period, latency timestamps, timestamp callback), kt_test_cupti_flushes() how many
+ * cuptiActivityFlushAll calls have returned; kt_test_cupti_destroy_context() plays the driver's part in
+ * cuCtxDestroy: it calls the resource callback at CONTEXT_DESTROY_STARTING when one is enabled and returns how
+ * many records were delivered during it, plus 10 for each in-flight record a forced flush handed over then;
  * kt_test_cupti_program_waits() makes the driver/runtime API callbacks of a program's synchronisation calls.
  * In a process that also holds the CUDA driver double (tests linking it), the subscriber's CONTEXT_DESTROY_STARTING
  * callback is made from inside the double's cuDevicePrimaryCtxReset and cuCtxDestroy too, with the real context,
@@ -69,17 +88,22 @@ static void *g_callback_user;
 static char g_callback_name[64];                     /* "CUPTI for <name>" (cuptiSubscribe_v2), "" unnamed */
 static int g_destroy_enabled;                        /* CONTEXT_DESTROY_STARTING enabled for it */
 static uint32_t g_api_enabled[2][1024];              /* driver [0] / runtime [1] API callbacks enabled, by cbid */
+static uint64_t g_kinds;                             /* activity kinds enabled (bit = kind, kinds below 64) */
 static int g_graph_trace;                            /* CUPTI_ACTIVITY_KIND_GRAPH_TRACE enabled */
 static int g_memcpy2;                                /* CUPTI_ACTIVITY_KIND_MEMCPY2 enabled */
 static int g_running_out;                            /* the in-flight record was handed over (forced) */
 static size_t g_forced_inflight;                     /* in-flight records handed over by forced flushes */
-static size_t g_dropped[3];                          /* dropped records per context id (0: global), unread */
+static size_t g_dropped;                             /* dropped records, unread (one global queue) */
 static uint8_t *g_held;                              /* buffer requested at enable, held until a flush */
 static size_t g_held_size;
-static size_t g_last_size;                           /* size of the last buffer the tool gave */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* delivery (flushes, the worker) */
-static pthread_t g_worker;                           /* CUPTI's own thread: full buffers on the flush period */
+static pthread_t g_worker;                           /* CUPTI's own thread (KT_TEST_CUPTI_WORKER_MS) */
 static int g_worker_started;
+static size_t g_stream_pending;                      /* "kt_fake_stream" kernels completed, not yet delivered */
+static size_t g_stream_batch;                        /* of them, those in the buffer being made */
+static size_t g_stream_out;                          /* of them, handed to the tool (not dropped) */
+static size_t g_stream_by_worker, g_stream_by_flush; /* ... by the worker thread / by cuptiActivityFlushAll */
+static unsigned long g_flushes;                      /* cuptiActivityFlushAll calls returned */
 
 static uint64_t realtime_ns(void)
 {
@@ -136,9 +160,30 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityEnableLatencyTimestamps(uint
 
 static void *worker_main(void *arg);
 
+/* A CUDA driver in the process (libcuda.so.1, however it was loaded) older than the CUDA this CUPTI belongs to:
+ * CUPTI then refuses the activity setup. */
+static int driver_too_old(void)
+{
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!cuda)
+        return 0;
+    CUresult (*get_version)(int *) = NULL;
+    *(void **)&get_version = dlsym(cuda, "cuDriverGetVersion");
+    int drv = 0, old = get_version && get_version(&drv) == CUDA_SUCCESS && drv < CUDA_VERSION;
+    dlclose(cuda);
+    return old;
+}
+
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
 {
+    if (driver_too_old())
+        return CUPTI_ERROR_NOT_INITIALIZED; /* what a CUPTI newer than the driver answers */
+    const char *refuse = getenv("KT_TEST_CUPTI_REFUSE_KIND");
+    if (refuse && refuse[0] && strtoul(refuse, NULL, 10) == (unsigned long)kind)
+        return CUPTI_ERROR_NOT_SUPPORTED;
     pthread_mutex_lock(&g_lock);
+    if ((unsigned)kind < 64)
+        g_kinds |= 1ull << kind;
     if (kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE)
         g_graph_trace = 1;
     if (kind == CUPTI_ACTIVITY_KIND_MEMCPY2)
@@ -148,7 +193,9 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind ki
         size_t max_records = 0;
         g_request(&g_held, &g_held_size, &max_records);
     }
-    if (!g_worker_started && pthread_create(&g_worker, NULL, worker_main, NULL) == 0) {
+    const char *worker_ms = getenv("KT_TEST_CUPTI_WORKER_MS");
+    unsigned long ms = worker_ms && worker_ms[0] ? strtoul(worker_ms, NULL, 10) : 0;
+    if (ms && !g_worker_started && pthread_create(&g_worker, NULL, worker_main, (void *)(uintptr_t)ms) == 0) {
         pthread_detach(g_worker);
         g_worker_started = 1;
     }
@@ -164,6 +211,16 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiGetContextId(CUcontext context, uint
     return CUPTI_SUCCESS;
 }
 
+/* The CUPTI API version of the headers the double was built with, or KT_TEST_CUPTI_VERSION (another CUPTI's). */
+KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiGetVersion(uint32_t *version)
+{
+    if (!version)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    const char *v = getenv("KT_TEST_CUPTI_VERSION");
+    *version = v && v[0] ? (uint32_t)strtoul(v, NULL, 10) : CUPTI_API_VERSION;
+    return CUPTI_SUCCESS;
+}
+
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t *timestamp)
 {
     *timestamp = stamp_now();
@@ -176,6 +233,8 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, 
     case CUPTI_SUCCESS: *str = "CUPTI_SUCCESS"; break;
     case CUPTI_ERROR_INVALID_PARAMETER: *str = "CUPTI_ERROR_INVALID_PARAMETER"; break;
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: *str = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"; break;
+    case CUPTI_ERROR_NOT_INITIALIZED: *str = "CUPTI_ERROR_NOT_INITIALIZED"; break;
+    case CUPTI_ERROR_NOT_SUPPORTED: *str = "CUPTI_ERROR_NOT_SUPPORTED"; break;
     default: *str = "fake CUPTI error"; break;
     }
     return CUPTI_SUCCESS;
@@ -191,22 +250,16 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t *buffe
     return CUPTI_SUCCESS;
 }
 
-/* Dropped records of a context (NULL: the global buffers, every context), reset when read, as CUPTI does. */
+/* Dropped records, reset when read, as CUPTI does. Since CUDA 6.0 CUPTI keeps one global queue: its count is
+ * the global one (context NULL); a context of its own has none. */
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream,
                                                                         size_t *dropped)
 {
     (void)stream;
-    uint32_t c = (uint32_t)(uintptr_t)ctx;
-    *dropped = 0;
-    if (c == 0) {
-        for (int i = 0; i < 3; i++) {
-            *dropped += g_dropped[i];
-            g_dropped[i] = 0;
-        }
-    } else if (c < 3) {
-        *dropped = g_dropped[c];
-        g_dropped[c] = 0;
-    }
+    if (!dropped)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    *dropped = ctx ? 0 : __atomic_exchange_n(&g_dropped, 0, __ATOMIC_ACQ_REL); /* the tool reads it inside its
+                                                                                 buffer callback, g_lock held */
     return CUPTI_SUCCESS;
 }
 
@@ -234,8 +287,28 @@ static void kernel(uint8_t *slot, const char *name, uint32_t context, uint64_t s
     kernel_on(slot, name, context, 7, start, len, latency);
 }
 
-/* g_lock held. Hands `n` records made by `make` to the tool in one buffer (the held one first, else a fresh one);
- * records that do not fit (a short buffer, KT_TEST_CUPTI_SHORT) are dropped and counted for context 1. */
+/* g_lock held: keeps the `n` records of `stage` whose kind is enabled, in order (a kernel record under KERNEL or
+ * CONCURRENT_KERNEL); returns how many. CUPTI records only what was enabled. */
+static size_t enabled_only(uint8_t *stage, size_t n)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        CUpti_ActivityKind kind = ((const CUpti_Activity *)(const void *)(stage + i * KT_FAKE_RECORD_BYTES))->kind;
+        uint64_t want = (unsigned)kind < 64 ? 1ull << kind : 0;
+        if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+            want |= 1ull << CUPTI_ACTIVITY_KIND_KERNEL;
+        if (!(g_kinds & want))
+            continue;
+        if (kept != i)
+            memcpy(stage + kept * KT_FAKE_RECORD_BYTES, stage + i * KT_FAKE_RECORD_BYTES, KT_FAKE_RECORD_BYTES);
+        kept++;
+    }
+    return kept;
+}
+
+/* g_lock held. Hands `n` records made by `make` to the tool in one buffer (the held one first, else a fresh one),
+ * with context NULL as CUPTI does since CUDA 6.0 (every buffer global); records that do not fit (a short buffer,
+ * KT_TEST_CUPTI_SHORT) are dropped and counted in the global queue before the buffer is handed over. */
 static CUptiResult deliver(void (*make)(uint8_t *buf, uint64_t now), size_t n)
 {
     uint8_t *buf = g_held;
@@ -243,18 +316,20 @@ static CUptiResult deliver(void (*make)(uint8_t *buf, uint64_t now), size_t n)
     g_held = NULL;
     if (!buf)
         g_request(&buf, &size, &max_records);
-    if (!buf)
+    if (!buf) { /* the tool declined: CUPTI drops the records and counts them */
+        __atomic_add_fetch(&g_dropped, n, __ATOMIC_ACQ_REL);
         return CUPTI_ERROR_OUT_OF_MEMORY;
-    g_last_size = size;
+    }
     uint8_t stage[8 * KT_FAKE_RECORD_BYTES];
     memset(stage, 0, sizeof stage);
     make(stage, stamp_now());
+    n = enabled_only(stage, n);
     size_t fit = size / KT_FAKE_RECORD_BYTES;
     const char *short_env = getenv("KT_TEST_CUPTI_SHORT");
     if (short_env && short_env[0] && strtoul(short_env, NULL, 10) < fit)
         fit = strtoul(short_env, NULL, 10);
     size_t keep = n < fit ? n : fit;
-    g_dropped[1] += n - keep;
+    __atomic_add_fetch(&g_dropped, n - keep, __ATOMIC_ACQ_REL);
     memcpy(buf, stage, keep * KT_FAKE_RECORD_BYTES);
     g_complete(NULL, 0, buf, size, keep * KT_FAKE_RECORD_BYTES); /* the tool frees buf */
     g_records_out += keep;
@@ -386,48 +461,109 @@ static void device_buffer(uint8_t *buf, uint64_t now)
     }
 }
 
+/* The program's kernels launched through kt_test_cupti_launch, completed: g_stream_batch of them (up to 8, one
+ * buffer), 500 ns each, a microsecond apart, ending before `now`; context 1, stream 11. */
+static void stream_buffer(uint8_t *buf, uint64_t now)
+{
+    for (size_t i = 0; i < g_stream_batch; i++)
+        kernel_on(buf + i * KT_FAKE_RECORD_BYTES, "kt_fake_stream", 1, 11, now - 1000 * (g_stream_batch - i), 500, 0);
+}
+
+/* g_lock held: hands over the launched kernels completed since the last delivery, 8 a buffer, each once. */
+static CUptiResult deliver_stream(void)
+{
+    while (g_stream_pending) {
+        g_stream_batch = g_stream_pending < 8 ? g_stream_pending : 8;
+        g_stream_pending -= g_stream_batch; /* handed over or dropped: never again */
+        size_t before = g_records_out;
+        CUptiResult r = deliver(stream_buffer, g_stream_batch);
+        g_stream_out += g_records_out - before;
+        if (r != CUPTI_SUCCESS)
+            return r;
+    }
+    return CUPTI_SUCCESS;
+}
+
 /* g_lock held: hands over the completed records not yet delivered (each once). */
 static CUptiResult deliver_completed(void)
 {
-    if (g_delivered_all)
-        return CUPTI_SUCCESS;
-    g_delivered_all = 1;
-    CUptiResult r = deliver(device_buffer, 2);
-    if (r == CUPTI_SUCCESS)
-        r = deliver(first_buffer, 3);
-    if (r == CUPTI_SUCCESS)
-        r = deliver(second_buffer, 4);
-    if (r == CUPTI_SUCCESS)
-        r = deliver(config_buffer, 5);
-    return r == CUPTI_SUCCESS ? deliver(graph_buffer, (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0)) : r;
+    CUptiResult r = CUPTI_SUCCESS;
+    if (!g_delivered_all) {
+        g_delivered_all = 1;
+        r = deliver(device_buffer, 2);
+        if (r == CUPTI_SUCCESS)
+            r = deliver(first_buffer, 3);
+        if (r == CUPTI_SUCCESS)
+            r = deliver(second_buffer, 4);
+        if (r == CUPTI_SUCCESS)
+            r = deliver(config_buffer, 5);
+        if (r == CUPTI_SUCCESS)
+            r = deliver(graph_buffer, (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0));
+    }
+    return r == CUPTI_SUCCESS ? deliver_stream() : r;
+}
+
+/* The program launches `n` kernels that complete at once ("kt_fake_stream"): CUPTI delivers them with the next
+ * flush, or from its own thread (KT_TEST_CUPTI_WORKER_MS). */
+KT_FAKE_CUPTI_API void kt_test_cupti_launch(size_t n)
+{
+    pthread_mutex_lock(&g_lock);
+    g_stream_pending += n;
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* How many launched kernels' records the worker thread and cuptiActivityFlushAll have handed over so far. */
+KT_FAKE_CUPTI_API void kt_test_cupti_stream_delivered(size_t *by_worker, size_t *by_flush)
+{
+    pthread_mutex_lock(&g_lock);
+    *by_worker = g_stream_by_worker;
+    *by_flush = g_stream_by_flush;
+    pthread_mutex_unlock(&g_lock);
 }
 
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
 {
-    if (!g_request || !g_complete)
-        return CUPTI_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&g_lock);
+    if (!g_request || !g_complete) {
+        pthread_mutex_unlock(&g_lock);
+        return CUPTI_ERROR_NOT_INITIALIZED;
+    }
+    size_t before = g_stream_out;
     CUptiResult r = deliver_completed();
+    g_stream_by_flush += g_stream_out - before;
     if (r == CUPTI_SUCCESS && (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) && !g_running_out) {
         g_running_out = 1; /* a forced flush takes what is still in flight too, untimed */
         g_forced_inflight++;
         r = deliver(running_buffer, 1);
+        const char *late = getenv("KT_TEST_CUPTI_LATE_DROPS"); /* lost after that last buffer went out */
+        if (late && late[0])
+            __atomic_add_fetch(&g_dropped, strtoull(late, NULL, 10), __ATOMIC_ACQ_REL);
     }
     pthread_mutex_unlock(&g_lock);
+    __atomic_add_fetch(&g_flushes, 1, __ATOMIC_ACQ_REL);
     return r;
 }
 
-/* CUPTI's own worker: with a flush period it hands over FULL buffers only. The double's records never fill the
- * tool's buffer, so it hands over nothing: they wait for a flush, as a slow program's records wait in CUPTI. */
+KT_FAKE_CUPTI_API unsigned long kt_test_cupti_flushes(void)
+{
+    return __atomic_load_n(&g_flushes, __ATOMIC_ACQUIRE);
+}
+
+/* CUPTI's own worker thread (KT_TEST_CUPTI_WORKER_MS=N): every N ms it hands over the completed records not yet
+ * delivered, as CUPTI's worker delivers buffers by its own heuristics, with no flush period set and no flush
+ * asked for: records reach the tool from a thread that is neither the program's nor the tool's. */
 static void *worker_main(void *arg)
 {
-    (void)arg;
+    unsigned long ms = (unsigned long)(uintptr_t)arg;
+    struct timespec nap = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
     for (;;) {
-        usleep(5000);
+        nanosleep(&nap, NULL);
         pthread_mutex_lock(&g_lock);
-        size_t completed = g_delivered_all ? 0 : 14 + (g_graph_trace ? 2 : 4) + (g_memcpy2 ? 1 : 0);
-        if (g_flush_period_ms && g_complete && g_last_size && completed * KT_FAKE_RECORD_BYTES >= g_last_size)
+        if (g_request && g_complete) {
+            size_t before = g_stream_out;
             deliver_completed();
+            g_stream_by_worker += g_stream_out - before;
+        }
         pthread_mutex_unlock(&g_lock);
     }
     return NULL;

@@ -11,17 +11,22 @@
  * Delivery: CUPTI's own flush period returns only FULL buffers (a 1 MiB buffer holds ~4k kernel records), so a
  * slow program's records would wait in CUPTI until exit, and SIGKILL, abort, _exit or MPI_Abort would lose them. A
  * flusher thread therefore calls cuptiActivityFlushAll(0) every KTIMING_CUPTI_FLUSH_MS (default 100 ms), as the
- * header advises: completed records reach the recorder within that period. At exit everything is flushed (forced). Latency timestamps (queued, submitted) are on. Records CUPTI could not time
+ * header advises: completed records reach the recorder within that period. At exit everything is flushed (forced).
+ * A child forked without exec makes no CUPTI call and records nothing CUPTI hands it (its parent's records): its
+ * exit writes what it timed itself. Latency timestamps (queued, submitted) are on. Records CUPTI could not time
  * (start = end = 0) are counted as dropped ("no timing"), not recorded as 0 ns. C++ kernel names are demangled
  * with the C++ runtime's __cxa_demangle, looked up at run time (libstdc++.so.6 is loaded for it in C programs).
- * Tracks are keyed by (context, stream): CUPTI's stream ids repeat across contexts. Context destruction
- * (cuCtxDestroy, or cuDevicePrimaryCtxReset behind cudaDeviceReset): a CUPTI resource callback at
- * CONTEXT_DESTROY_STARTING flushes completed records (flag 0: a forced flush would hand over other contexts'
- * still running commands as untimed) while the context still exists; no handle of the context is kept (records
- * carry CUPTI's ids). CUPTI allows one callback subscriber and one set of activity callbacks: when another client
- * (Nsight, Kineto / torch.profiler) holds the subscription, or later replaces the activity callbacks, the library
- * says so once on stderr, and buffers CUPTI never returned are counted ("(CUPTI buffers taken by another client)")
- * rather than left as a silent zero. Peer-to-peer copies (MEMCPY2 records) are timed as "memcpy PtoP". Graphs (KTIMING_CUPTI_GRAPHS): `graph` (default) enables
+ * Records CUPTI dropped for lack of buffer space are counted per process under "(CUPTI records dropped)": CUPTI
+ * counts them in its one global queue. Tracks are keyed by (context, stream): CUPTI's stream ids repeat across
+ * contexts. Context destruction (cuCtxDestroy, or cuDevicePrimaryCtxReset behind cudaDeviceReset): a CUPTI
+ * resource callback at CONTEXT_DESTROY_STARTING flushes completed records (flag 0: a forced flush would hand over
+ * other contexts' still running commands as untimed) while the context still exists; no handle of the context is
+ * kept (records carry CUPTI's ids). CUPTI allows one callback subscriber and one set of activity callbacks: when
+ * another client (Nsight, Kineto / torch.profiler) holds the subscription, or later replaces the activity
+ * callbacks, the library says so once on stderr, and buffers CUPTI never returned are counted, one drop a buffer
+ * of up to ~4k records ("(CUPTI buffers taken by another client)") rather than left as a silent zero; a takeover
+ * while no buffer of the library's is out cannot be seen (CUPTI says nothing of it). Peer-to-peer copies (MEMCPY2
+ * records) are timed as "memcpy PtoP". Graphs (KTIMING_CUPTI_GRAPHS): `graph` (default) enables
  * CUPTI_ACTIVITY_KIND_GRAPH_TRACE, so each graph launch is one dispatch, "graph <id>" on its stream, and CUPTI
  * then reports none of the graph's nodes; `node` leaves it off: the kernels, copies and memsets inside graphs
  * are recorded one by one. A CUPTI that refuses GRAPH_TRACE (before CUDA 11.7) gives node mode. Tested against a
@@ -44,10 +49,12 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define KT_CUPTI_BUFFER_BYTES (1u << 20)
 #define KT_CUPTI_SAMPLES 32
@@ -78,7 +85,7 @@
 #define KT_CUPTI_REQUIRED(X)                                                                                   \
     X(cuptiActivityRegisterCallbacks) X(cuptiActivityEnable) X(cuptiActivityFlushAll)                         \
     X(cuptiActivityGetNextRecord) X(cuptiActivityGetNumDroppedRecords) X(cuptiGetResultString)                \
-    X(cuptiGetTimestamp) X(cuptiGetContextId) X(cuptiSubscribe) X(cuptiUnsubscribe) X(cuptiEnableCallback)
+    X(cuptiGetTimestamp) X(cuptiSubscribe) X(cuptiUnsubscribe) X(cuptiEnableCallback) X(cuptiGetVersion)
 /* Newer ones: used when present. */
 #define KT_CUPTI_OPTIONAL(X) X(cuptiActivityRegisterTimestampCallback) X(cuptiActivityEnableLatencyTimestamps)
 
@@ -115,6 +122,43 @@ static void needs_text(char *out, size_t size)
              (CUDA_VERSION % 1000) / 10, CUDA_VERSION / 1000, branch);
 }
 
+/* The CUDA major version a CUPTI API version (cuptiGetVersion, CUPTI_API_VERSION) belongs to, per
+ * cupti_version.h: 13 to 18 CUDA 11, 19 to 28 CUDA 12, from CUDA 13 on xxyyzz (xx the major); 0 before CUDA 11. */
+static int cupti_cuda_major(uint32_t v)
+{
+    if (v >= 10000)
+        return (int)(v / 10000);
+    return v >= 19 ? 12 : v >= 13 ? 11 : 0;
+}
+
+/* "CUPTI API version <v> (CUDA <major>)" */
+static void cupti_version_text(uint32_t v, char *out, size_t size)
+{
+    int major = cupti_cuda_major(v);
+    if (major)
+        snprintf(out, size, "CUPTI API version %u (CUDA %d)", v, major);
+    else
+        snprintf(out, size, "CUPTI API version %u (before CUDA 11)", v);
+}
+
+/* The loaded CUPTI belongs to the CUDA major version this library was built against: the activity records it
+ * reads (CUpti_ActivityKernel10, ...) are laid out as that version's headers say, and another major's differ. 0,
+ * or -1 after saying so. */
+static int kt_cupti_same_major(const char *name)
+{
+    uint32_t v = 0;
+    if (K.cuptiGetVersion(&v) != CUPTI_SUCCESS || cupti_cuda_major(v) == cupti_cuda_major(CUPTI_API_VERSION))
+        return 0;
+    char have[64], built[64];
+    cupti_version_text(v, have, sizeof have);
+    cupti_version_text(CUPTI_API_VERSION, built, sizeof built);
+    fprintf(stderr, "ktiming-cupti: %s is %s, but this library was built against %s, whose activity records are "
+                    "laid out differently; nothing is timed. Set KTIMING_CUPTI_LIBRARY to a CUDA %d CUPTI (%s), or "
+                    "build the library with the toolkit of the CUPTI you use\n",
+            name, have, built, cupti_cuda_major(CUPTI_API_VERSION), KT_CUPTI_SONAME);
+    return -1;
+}
+
 /* Loads CUPTI and resolves K; 0, or -1 after saying on stderr why nothing will be timed. */
 static int kt_cupti_load(void)
 {
@@ -142,9 +186,10 @@ static int kt_cupti_load(void)
         missing = #f;
     KT_CUPTI_REQUIRED(KT_CUPTI_RESOLVE)
 #undef KT_CUPTI_RESOLVE
-    if (missing) {
+    if (missing)
         fprintf(stderr, "ktiming-cupti: %s has no %s; nothing is timed. This library needs %s\n", name, missing,
                 needs);
+    if (missing || kt_cupti_same_major(name) != 0) {
         memset(&K, 0, sizeof K);
         dlclose(lib);
         return -1;
@@ -177,8 +222,10 @@ typedef struct kt_cupti_name_t {
 typedef char *(*kt_cupti_demangle_fn)(const char *mangled, char *out, size_t *len, int *status);
 
 static struct {
-    pthread_mutex_t lock;                          /* everything below */
-    int initialized;                               /* InitializeInjection succeeded */
+    pthread_mutex_t lock;                          /* everything below; held into CUPTI only for cuptiGetTimestamp
+                                                      (the fallback model), never for a call that delivers */
+    int initialized;                               /* InitializeInjection succeeded (g_init_lock) */
+    pid_t pid;                                     /* the process that initialised: CUPTI is its alone */
     int host_stamps;                               /* the timestamp callback is in force: stamps are host ns */
     kt_clock_model_t model;                        /* fallback: CUPTI timestamps → host timeline */
     int model_valid;                               /* model usable */
@@ -189,7 +236,6 @@ static struct {
     uint32_t queue_count;                          /* tracks used */
     kt_cupti_name_t names[1024];                   /* cache of demangled kernel names (direct-mapped) */
     kt_cupti_demangle_fn demangle;                 /* __cxa_demangle, NULL when no C++ runtime is loaded */
-    uint64_t dropped;                              /* records CUPTI dropped */
     int graph_level;                               /* GRAPH_TRACE enabled: one dispatch per graph launch */
     CUpti_SubscriberHandle subscriber;             /* resource callbacks (NULL: another CUPTI client has them) */
     uint64_t buffers_out;                          /* buffers handed to CUPTI and not yet returned */
@@ -483,6 +529,14 @@ static kt_kernel_id_t memset_name(const void *rec, uint32_t device)
     return kt_kernel_intern("memset", KT_BACKEND_CUDA, device_name_locked(device));
 }
 
+/* CUPTI belongs to the process that initialised it. A child forked from it (fork without exec) holds a copy of
+ * CUPTI's state whose records are its parent's: it makes no CUPTI call and records nothing CUPTI hands it, so
+ * its exit writes only what the child recorded itself. */
+static int cupti_owner(void)
+{
+    return getpid() == S.pid;
+}
+
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
     *buffer = aligned_alloc(8, KT_CUPTI_BUFFER_BYTES);
@@ -492,9 +546,28 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
         __atomic_add_fetch(&S.buffers_out, 1, __ATOMIC_RELAXED);
 }
 
+/* Records CUPTI dropped for lack of buffer space since the last read (the count is reset when read), recorded under
+ * "(CUPTI records dropped)". Per process: since CUDA 6.0 CUPTI keeps one global queue and counts its drops there
+ * (the buffer-completed callback's context is always NULL), so no context can be named. */
+static void record_dropped(void)
+{
+    size_t dropped = 0;
+    if (K.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) != CUPTI_SUCCESS || !dropped)
+        return;
+    kt_kernel_id_t id = kt_kernel_intern("(CUPTI records dropped)", KT_BACKEND_CUDA, NULL);
+    for (size_t i = 0; i < dropped; i++)
+        kt_record_drop(id, KT_DROP_RING_FULL);
+}
+
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
 {
+    (void)ctx; /* NULL since CUDA 6.0: every buffer is global */
+    (void)stream;
     (void)size;
+    if (!cupti_owner()) { /* the parent's records, not this child's */
+        free(buffer);
+        return;
+    }
     CUpti_Activity *rec = NULL;
     while (valid && K.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
@@ -527,20 +600,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             pthread_mutex_unlock(&S.lock);
         }
     }
-    size_t dropped = 0;
-    if (K.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped) {
-        pthread_mutex_lock(&S.lock);
-        S.dropped += dropped;
-        pthread_mutex_unlock(&S.lock);
-        /* per context where CUPTI keeps per-context buffers; global buffers (ctx NULL) count for all */
-        char name[64] = "(CUPTI records dropped)";
-        uint32_t cid = 0;
-        if (ctx && K.cuptiGetContextId(ctx, &cid) == CUPTI_SUCCESS)
-            snprintf(name, sizeof name, "(CUPTI records dropped, context %u)", cid);
-        kt_kernel_id_t id = kt_kernel_intern(name, KT_BACKEND_CUDA, NULL);
-        for (size_t i = 0; i < dropped; i++)
-            kt_record_drop(id, KT_DROP_RING_FULL);
-    }
+    record_dropped();
     if (buffer)
         __atomic_sub_fetch(&S.buffers_out, 1, __ATOMIC_RELAXED);
     free(buffer);
@@ -558,10 +618,13 @@ static void say_once(int *said, const char *fmt, const char *arg)
         fclose(f);
 }
 
-/* The flusher thread: completed records reach the recorder within a period, not at exit only. */
+/* The flusher thread: completed records reach the recorder within a period, not at exit only. Named, with every
+ * signal blocked (set by its creator), as the core's collector threads are. */
+#define KT_CUPTI_FLUSHER_NAME "kt-cupti-flush"
 static void *flusher_main(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), KT_CUPTI_FLUSHER_NAME);
     pthread_mutex_lock(&S.lock);
     while (!S.flusher_stop) {
         struct timespec until = kt__timespec_in(CLOCK_MONOTONIC, (uint64_t)S.flush_ms * 1000000ull);
@@ -590,8 +653,10 @@ static void flusher_stop(void)
         pthread_join(S.flusher, NULL);
 }
 
-/* A forked child has no flusher thread (only the forking thread survives a fork); it does not start one: CUDA
- * itself is unusable in a child forked from an initialised process. */
+/* Fork handlers, registered at initialisation whether or not the flusher runs (CUPTI's own thread may hold S.lock
+ * in buffer_completed). A forked child has no flusher thread (only the forking thread survives a fork); it does
+ * not start one: CUDA itself is unusable in a child forked from an initialised process, and the child makes no
+ * CUPTI call (cupti_owner). */
 static void flusher_atfork_child(void)
 {
     S.flusher_running = 0;
@@ -612,12 +677,18 @@ static void flusher_atfork_parent(void)
 static int g_said_buffers;
 
 /* Registered after the run-snapshot writer and ktiming's own exit handler, so it runs before both: the snapshot and
- * any output written at exit hold every kernel CUPTI still had buffered. Buffers CUPTI still holds afterwards were
- * given to another client (it replaced the activity callbacks): their records never arrive, and that is counted. */
+ * any output written at exit hold every kernel CUPTI still had buffered, and the records CUPTI dropped since the
+ * last buffer it returned (a buffer request that could not be met drops records no later buffer reports). Buffers
+ * CUPTI still holds afterwards were given to another client (it replaced the activity callbacks): their records
+ * never arrive, and that is counted, one drop a buffer (its records cannot be counted). A takeover while no buffer
+ * was out leaves nothing to count: CUPTI does not say its callbacks were replaced. */
 static void flush_at_exit(void)
 {
+    if (!cupti_owner()) /* a forked child: CUPTI and what it still holds are the parent's */
+        return;
     flusher_stop();
     K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    record_dropped();
     uint64_t lost = __atomic_load_n(&S.buffers_out, __ATOMIC_RELAXED);
     if (lost) {
         char n[32];
@@ -685,7 +756,8 @@ static void CUPTIAPI api_callback(void *user, CUpti_CallbackDomain domain, CUpti
 {
     (void)user;
     if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
-        K.cuptiActivityFlushAll(0); /* completed records only: forced would hand over other contexts' running ones */
+        if (cupti_owner()) /* completed records only: forced would hand over other contexts' running ones */
+            K.cuptiActivityFlushAll(0);
         if (data)
             kt__cuda_context_destroying(((const CUpti_ResourceData *)data)->context);
     } else if ((domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API) && data)
@@ -766,6 +838,22 @@ static void setup_optional(void)
     }
 }
 
+/* Memory copies and memsets, each asked for on its own: a CUPTI refusing one still times the other. */
+static void enable_transfers(void)
+{
+    static const struct {
+        CUpti_ActivityKind kind;
+        const char *what, *untimed;
+    } kinds[] = {{CUPTI_ACTIVITY_KIND_MEMCPY, "memory copy", "copies"},
+                 {CUPTI_ACTIVITY_KIND_MEMSET, "memset", "memsets"}};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        CUptiResult r = K.cuptiActivityEnable(kinds[i].kind);
+        if (r != CUPTI_SUCCESS)
+            fprintf(stderr, "ktiming-cupti: %s activity unavailable (%s): %s are not timed\n", kinds[i].what,
+                    result_name(r), kinds[i].untimed);
+    }
+}
+
 /* KTIMING_CUPTI_GRAPHS: graph (default) or node; another value is said and taken as graph. */
 static void enable_graphs(void)
 {
@@ -782,19 +870,47 @@ static void enable_graphs(void)
                 result_name(r));
 }
 
+/* The CUDA version of the driver in the process, 0 when none answers. libcuda is looked up by its soname among the
+ * loaded objects first: a program built with nvcc (static cudart, its default) dlopens it RTLD_LOCAL, where a
+ * lookup in the global scope (RTLD_DEFAULT) does not see it. */
+static int driver_version(void)
+{
+    CUresult (*get_version)(int *) = NULL;
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (cuda)
+        *(void **)&get_version = dlsym(cuda, "cuDriverGetVersion");
+    if (!get_version) /* a driver under another name, linked into the global scope */
+        *(void **)&get_version = dlsym(RTLD_DEFAULT, "cuDriverGetVersion");
+    int drv = 0;
+    if (get_version && get_version(&drv) != CUDA_SUCCESS)
+        drv = 0;
+    if (cuda)
+        dlclose(cuda); /* NOLOAD took a reference: given back, the driver stays loaded by its owner */
+    return drv;
+}
+
+/* One InitializeInjection at a time. Not S.lock: CUPTI calls buffer_completed (which takes S.lock) with its own
+ * locks held, so S.lock is never held across a CUPTI call that can deliver records (enable, subscribe, flush). */
+static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int initialize(void);
+
 __attribute__((visibility("default"))) int InitializeInjection(void)
 {
     if (kti_secure()) /* secure-execution mode: CUPTI is left alone, nothing is timed */
         return 0;
-    pthread_mutex_lock(&S.lock);
-    if (S.initialized) {
-        pthread_mutex_unlock(&S.lock);
-        return 1;
-    }
-    if (kt_cupti_load() != 0) {
-        pthread_mutex_unlock(&S.lock);
-        return 0;
-    }
+    pthread_mutex_lock(&g_init_lock);
+    int ok = S.initialized || initialize() == 0;
+    pthread_mutex_unlock(&g_init_lock);
+    return ok;
+}
+
+/* g_init_lock held: loads CUPTI and sets everything up; 0, or -1 when nothing will be timed (said on stderr). */
+static int initialize(void)
+{
+    if (kt_cupti_load() != 0)
+        return -1;
+    S.pid = getpid(); /* before any callback can come */
     kt_desc_t desc = {0};
     kt_init(&desc);
     CUptiResult r = K.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
@@ -807,14 +923,9 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
             r = K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_KERNEL);
     }
     if (r != CUPTI_SUCCESS) {
-        pthread_mutex_unlock(&S.lock);
         /* The usual cause: this library uses the CUPTI of the toolkit it was built with (CUDA_VERSION below),
          * which needs a driver of that CUDA version or newer. Say which driver this is. */
-        int drv = 0;
-        CUresult (*get_version)(int *) = NULL;
-        *(void **)&get_version = dlsym(RTLD_DEFAULT, "cuDriverGetVersion");
-        if (get_version && get_version(&drv) != CUDA_SUCCESS)
-            drv = 0;
+        int drv = driver_version();
         char have[48] = "no CUDA driver answered";
         if (drv)
             snprintf(have, sizeof have, "the driver supports CUDA %d.%d", drv / 1000, (drv % 1000) / 10);
@@ -823,16 +934,16 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
         fprintf(stderr, "ktiming-cupti: kernel activity unavailable: %s; nothing is timed (%s; this library was "
                         "built with %s)\n",
                 result_name(r), have, needs);
-        return 0;
+        return -1;
     }
-    if (K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
-        K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS)
-        fprintf(stderr, "ktiming-cupti: memory copy/set activity unavailable: only kernels are timed\n");
+    enable_transfers();
     K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2); /* peer-to-peer copies: none before CUDA 4, then optional */
     enable_graphs();
+    subscribe_resources();
+    pthread_atfork(flusher_atfork_prepare, flusher_atfork_parent, flusher_atfork_child);
+    pthread_mutex_lock(&S.lock);
     if (!S.host_stamps)
         calibrate_locked();
-    subscribe_resources();
     S.initialized = 1;
     if (S.flush_ms) { /* its period on CLOCK_MONOTONIC: a step of the wall clock neither stalls nor hurries it */
         pthread_condattr_t ca;
@@ -841,12 +952,15 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
         pthread_cond_init(&S.flusher_cond, &ca);
         pthread_condattr_destroy(&ca);
     }
-    if (S.flush_ms && pthread_create(&S.flusher, NULL, flusher_main, NULL) == 0) {
-        S.flusher_running = 1;
-        pthread_atfork(flusher_atfork_prepare, flusher_atfork_parent, flusher_atfork_child);
+    if (S.flush_ms) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread inherits the mask: no program signal reaches it */
+        S.flusher_running = pthread_create(&S.flusher, NULL, flusher_main, NULL) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
     pthread_mutex_unlock(&S.lock);
     kti_run_exit_register(); /* ktiming's exit handler, then the snapshot writer (KTIMING_RUN_DIR) */
     atexit(flush_at_exit);   /* last registered: runs first */
-    return 1;
+    return 0;
 }

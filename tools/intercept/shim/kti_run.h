@@ -64,8 +64,9 @@ static pthread_once_t kti_exit_once = PTHREAD_ONCE_INIT;
 static pid_t kti_exit_pid; /* the process that registered (a forked child writes only what it recorded) */
 /* The snapshot written at exit, kept: the process is ending, and freeing its span array (1.2 MB for 16,384 spans)
  * is a munmap that shoots down the TLBs of the driver's threads, 0.12-0.15 ms on the 2-core VM, while the program
- * is still waited for. Kept reachable here, so a leak checker does not report it. */
-static kt_snapshot_t *kti_exit_snap;
+ * is still waited for. Kept reachable here, so a leak checker does not report it: volatile, else the compiler drops
+ * a store nothing reads (and the variable with it), and LeakSanitizer reported the snapshot as leaked. */
+static kt_snapshot_t *volatile kti_exit_snap;
 
 /* Runs before the core's own exit handler (registered earlier, so called later): one bounded wait for the
  * commands in flight (kt_shutdown: KTIMING_EXIT_WAIT_MS, default 2 s; what is left is counted as dropped, in
