@@ -360,6 +360,22 @@ static void lower_copy(char *dst, size_t cap, const char *src)
     dst[i] = 0;
 }
 
+/* Copies into `have` what it lacks of `more` (vendor, PCI address, driver UUID); 1 if anything was filled. */
+static int id_fill_missing(kt_device_id_t *have, const kt_device_id_t *more)
+{
+    int filled = 0;
+#define KT__FILL(f)                                                                                            \
+    if (!have->f[0] && more->f[0]) {                                                                           \
+        copy_str(have->f, sizeof have->f, more->f);                                                            \
+        filled = 1;                                                                                            \
+    }
+    KT__FILL(vendor)
+    KT__FILL(pci)
+    KT__FILL(driver_uuid)
+#undef KT__FILL
+    return filled;
+}
+
 const char *kt_device_register(kt_backend_t backend, const kt_device_id_t *id_in)
 {
     if (!id_in || (unsigned)backend >= KT_BACKEND_COUNT)
@@ -420,6 +436,11 @@ const char *kt_device_register(kt_backend_t backend, const kt_device_id_t *id_in
     for (uint32_t i = 0; i < g_key_count; i++)
         if (g_keys[i].backend == backend && !strcmp(g_keys[i].key, key)) {
             result = g_keys[i].key;
+            /* The same device registered again may be known better (CUPTI's DEVICE record has no PCI address,
+             * the CUDA backend's attributes do): fields the record lacks are filled, none replaced. */
+            uint32_t d = device_index(backend, key);
+            if (d < g_device_count && id_fill_missing(&g_devices[d].id, &id))
+                devices_to_arena();
             goto out;
         }
     if (g_key_count == KT__MAX_DEVICES)

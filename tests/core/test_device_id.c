@@ -304,12 +304,36 @@ static void test_register_threads(void **state)
     kt_snapshot_free(s);
 }
 
+/* The same device registered twice, first as CUPTI's DEVICE record knows it (UUID, no PCI address, no vendor), then
+ * as the CUDA backend does (the same UUID with its PCI address): one key, and the record gains what it lacked while
+ * keeping what it had (the first model text). */
+static void test_register_again_fills_what_was_missing(void **state)
+{
+    (void)state;
+    kt_reset();
+    kt_device_id_t first = gpu("NVIDIA H200", "GPU-11111111-2222-3333-4444-555555555555", "", 0);
+    first.vendor[0] = 0;
+    kt_device_id_t again = gpu("NVIDIA H200 (backend)", "GPU-11111111-2222-3333-4444-555555555555", "0000:17:00.0", 0);
+    const char *k1 = kt_device_register(KT_BACKEND_CUDA, &first);
+    const char *k2 = kt_device_register(KT_BACKEND_CUDA, &again);
+    assert_non_null(k1);
+    assert_ptr_equal(k1, k2);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_device_info_t *d = kt_snapshot_device(s, KT_BACKEND_CUDA, k1);
+    assert_non_null(d);
+    assert_string_equal(d->id.pci, "0000:17:00.0");
+    assert_string_equal(d->id.vendor, "NVIDIA Corporation");
+    assert_string_equal(d->id.model, "NVIDIA H200");
+    kt_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_equal_names_distinct_uuids), cmocka_unit_test(test_subdevices_and_platforms),
         cmocka_unit_test(test_publish_by_name),            cmocka_unit_test(test_register_rejects),
         cmocka_unit_test(test_labels_shortest_suffix),     cmocka_unit_test(test_register_threads),
+        cmocka_unit_test(test_register_again_fills_what_was_missing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
