@@ -7,6 +7,8 @@
 
 #include <ktiming/harness.h>
 
+#include <pthread.h>
+
 static uint64_t host_now(void)
 {
     struct timespec ts;
@@ -224,6 +226,68 @@ static void test_first_launch_is_warmed_up_unheld(void **state)
     assert_int_equal(cuModuleUnload(mod), 0);
 }
 
+/* The double itself (what the tests above lean on): behind a kt_hold_wait kernel that is queued but not yet running
+ * (here: the stream's worker is held, as a busy stream or a host that enqueues faster than the stream starts would
+ * leave it), enqueues still fill the launch queue and block, as a real push buffer does. Were only a spinning
+ * kernel counted, the held tests' "no enqueue blocked" would pass whenever enqueuing outran the stream. */
+static const char kHoldModule[] =
+    ".version 6.0\n.target sm_50\n.address_size 64\n"
+    ".visible .entry kt_hold_wait(\n\t.param .u64 flag,\n\t.param .u64 timeout_ns\n)\n{\n\tret;\n}\n";
+
+typedef struct filler_t {
+    struct CUstream_st *stream;
+    uint32_t ops;      /* to enqueue */
+    uint32_t returned; /* enqueues returned so far (atomic) */
+} filler_t;
+
+static void *fill_queue(void *arg)
+{
+    filler_t *f = arg;
+    for (uint32_t i = 0; i < f->ops; i++) {
+        if (kt_test_cuda_driver_work(f->stream, 0, 1) != 0)
+            break;
+        __atomic_add_fetch(&f->returned, 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static void test_double_queue_fills_behind_a_pending_hold(void **state)
+{
+    struct CUstream_st *s = *state;
+    struct CUmod_st *mod = NULL;
+    struct CUfunc_st *fn = NULL;
+    assert_int_equal(cuModuleLoadData(&mod, kHoldModule), 0);
+    assert_int_equal(cuModuleGetFunction(&fn, mod, "kt_hold_wait"), 0);
+    static uint32_t flag[2]; /* the double's device addresses are host addresses */
+    __atomic_store_n(&flag[0], 0u, __ATOMIC_RELEASE);
+    uint64_t flag_addr = (uint64_t)(uintptr_t)flag, timeout = 60000000000ull;
+    void *params[] = {&flag_addr, &timeout};
+    kt_test_cuda_stats_t before, now;
+    kt_test_cuda_driver_stats(&before);
+    assert_int_equal(kt_test_cuda_driver_hold(s, 1), 0); /* the hold kernel stays queued, not running */
+    assert_int_equal(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL), 0);
+    filler_t f = {.stream = s, .ops = 100};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, fill_queue, &f), 0);
+    int blocked = 0;
+    for (int i = 0; i < 5000 && !blocked; i++) {
+        kt_test_cuda_driver_stats(&now);
+        blocked = now.queue_full_waits > before.queue_full_waits;
+        if (!blocked)
+            kt_test_sleep_ms(1);
+    }
+    uint32_t returned = __atomic_load_n(&f.returned, __ATOMIC_ACQUIRE);
+    assert_int_equal(kt_test_cuda_driver_hold(s, 0), 0); /* the kernel spins now; the filler still waits */
+    __atomic_store_n(&flag[0], 1u, __ATOMIC_RELEASE);     /* released: the queue drains */
+    pthread_join(th, NULL);
+    assert_int_equal(cuStreamSynchronize(s), 0);
+    print_message("%u of 100 enqueues returned behind the pending hold kernel\n", returned);
+    assert_true(blocked);
+    assert_true(returned < 100);
+    assert_int_equal(f.returned, 100);
+    assert_int_equal(cuModuleUnload(mod), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -234,6 +298,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_thousand_launches_in_batches, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_legacy_stream_refused, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_first_launch_is_warmed_up_unheld, held_setup, held_teardown),
+        cmocka_unit_test_setup_teardown(test_double_queue_fills_behind_a_pending_hold, held_setup, held_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
