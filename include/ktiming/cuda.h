@@ -288,9 +288,9 @@ KT_API void kt_cuda_slots_destroy(kt_cuda_slots_t *slots);
  * recorder by itself (the harness records its samples). KT_ETIMEDOUT when the hold kernel gave up first
  * (kt_cuda_last_error says why); KT_ENOTSUP without mapped host memory or module entry points. One held timing
  * at a time per context; the callback must not call it again. Trials are held in batches of at most 32 (a full
- * launch queue would block the enqueuing before the release), the callback is called once per batch, and the first
- * time it is timed in a context once more unheld (1 trial: a kernel's first launch may synchronise the context
- * under lazy loading). The legacy default stream is refused (KT_EINVAL): it waits on every blocking stream. */
+ * launch queue would block the enqueuing before the release), the callback is called once per batch, and at the
+ * start of every call once more unheld (1 trial, then the stream is synchronised: a kernel's first launch may
+ * synchronise the context under lazy loading, and which kernels the callback launches cannot be known). The legacy default stream is refused (KT_EINVAL): it waits on every blocking stream. */
 KT_API int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns);
 /* kt_harness_run_cb (ktiming/harness.h) over kt_cuda_time_held: user is a const kt_cuda_held_t *. Use it with
  * .timing = KT_HARNESS_TIME_REPORTED. */

@@ -168,10 +168,10 @@ static void test_thousand_launches_in_batches(void **state)
     assert_int_equal(after.holds - before.holds, (1000 + 31) / 32); /* 32 batches */
     assert_int_equal(j.calls, 1 + (1000 + 31) / 32);                  /* and the unheld warm-up */
     assert_true(d > 0);
-    /* The same work again: warmed up already, no second warm-up call. */
+    /* The same work again: warmed up again (one unheld trial per call), then two held batches. */
     j.calls = 0;
     assert_int_equal(kt_cuda_time_held(&h, 64, &d), 0);
-    assert_int_equal(j.calls, 2);
+    assert_int_equal(j.calls, 1 + 2);
 }
 
 /* The legacy default stream cannot be held: it synchronises with every blocking stream (all of the program's
@@ -222,6 +222,50 @@ static void test_first_launch_is_warmed_up_unheld(void **state)
     if (rc)
         fail_msg("kt_cuda_time_held: %d (%s)", rc, kt_cuda_last_error());
     kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.lazy_load_waits, before.lazy_load_waits);
+    assert_int_equal(cuModuleUnload(mod), 0);
+}
+
+/* Issue 36.2, the warm-up's key: a program that reuses one job struct (one callback, one user pointer) for another
+ * kernel still gets that kernel warmed up before the hold. Keyed by the (callback, user) pair, the second call
+ * skipped the warm-up, kt_lazy_b's first launch waited behind the spin kernel (lazy_load_waits + 1) and the call
+ * ended in KT_ETIMEDOUT. */
+static const char kTwoKernels[] =
+    ".version 6.0\n.target sm_50\n.address_size 64\n"
+    ".visible .entry kt_lazy_a(\n\t.param .u64 work_ns\n)\n{\n\tret;\n}\n"
+    ".visible .entry kt_lazy_b(\n\t.param .u64 work_ns\n)\n{\n\tret;\n}\n";
+
+typedef struct kernel_job_t {
+    struct CUfunc_st *fn; /* what the callback launches: the program changes it between calls */
+} kernel_job_t;
+
+static int enqueue_job_kernel(void *user, struct CUstream_st *stream, uint32_t trials)
+{
+    kernel_job_t *j = user;
+    return enqueue_launches(j->fn, stream, trials);
+}
+
+static void test_reused_job_struct_is_warmed_up(void **state)
+{
+    struct CUstream_st *s = *state;
+    struct CUmod_st *mod = NULL;
+    struct CUfunc_st *a = NULL, *b = NULL;
+    assert_int_equal(cuModuleLoadData(&mod, kTwoKernels), 0);
+    assert_int_equal(cuModuleGetFunction(&a, mod, "kt_lazy_a"), 0);
+    assert_int_equal(cuModuleGetFunction(&b, mod, "kt_lazy_b"), 0);
+    kernel_job_t job = {.fn = a};
+    kt_cuda_held_t h = {.stream = s, .enqueue = enqueue_job_kernel, .user = &job, .hold_timeout_ms = 3000};
+    uint64_t d = 0;
+    int rc = kt_cuda_time_held(&h, 4, &d);
+    if (rc)
+        fail_msg("kt_cuda_time_held (kernel a): %d (%s)", rc, kt_cuda_last_error());
+    job.fn = b; /* the same struct, the same callback: another kernel, never launched */
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    rc = kt_cuda_time_held(&h, 4, &d);
+    kt_test_cuda_driver_stats(&after);
+    if (rc)
+        fail_msg("kt_cuda_time_held (kernel b): %d (%s)", rc, kt_cuda_last_error());
     assert_int_equal(after.lazy_load_waits, before.lazy_load_waits);
     assert_int_equal(cuModuleUnload(mod), 0);
 }
@@ -298,6 +342,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_thousand_launches_in_batches, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_legacy_stream_refused, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_first_launch_is_warmed_up_unheld, held_setup, held_teardown),
+        cmocka_unit_test_setup_teardown(test_reused_job_struct_is_warmed_up, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_double_queue_fills_behind_a_pending_hold, held_setup, held_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -666,24 +666,19 @@ static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, kt__custream str
     return 0;
 }
 
-/* hold_lock held, context entered: the work once, unheld, the first time this callback is timed in the context.
- * Under lazy loading (the default since CUDA 12.2) a kernel's first launch loads its module, which can
- * synchronise the context: behind the spin kernel that would wait for the release that never comes. */
-static int hold_warm_up(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, kt__custream stream)
+/* hold_lock held, context entered: one trial of the work, unheld, at the start of every call. Under lazy loading
+ * (the default since CUDA 12.2) a kernel's first launch loads its module, which can synchronise the context:
+ * behind the spin kernel that would wait for the release that never comes. Which kernels the callback launches
+ * cannot be known (a program may reuse one callback and user pointer for another kernel), so no call skips it. */
+static int hold_warm_up(const kt_cuda_held_t *h, kt__custream stream)
 {
-    if (c->hold_warm_fn == h->enqueue && c->hold_warm_user == h->user)
-        return 0;
     int rc = h->enqueue(h->user, stream, 1);
     if (rc) {
         kt__cuda_set_error(0, "the enqueue callback returned %d (warm-up)", rc);
         return rc;
     }
     kt__curesult r = kt__cu.cuStreamSynchronize(stream);
-    if (r)
-        return kt__cuda_fail("cuStreamSynchronize (held-stream warm-up)", r);
-    c->hold_warm_fn = h->enqueue;
-    c->hold_warm_user = h->user;
-    return 0;
+    return r ? kt__cuda_fail("cuStreamSynchronize (held-stream warm-up)", r) : 0;
 }
 
 int(kt_cuda_time_held)(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns)
@@ -712,7 +707,7 @@ int(kt_cuda_time_held)(const kt_cuda_held_t *h, uint32_t trials, uint64_t *durat
     rc = hold_prepare(c);
     pthread_mutex_unlock(&c->gt_lock);
     if (!rc)
-        rc = hold_warm_up(c, h, stream);
+        rc = hold_warm_up(h, stream);
     uint64_t total = 0;
     for (uint32_t done = 0; !rc && (done < trials || (trials == 0 && done == 0));) {
         uint32_t n = trials - done < KT__CUDA_HOLD_BATCH ? trials - done : KT__CUDA_HOLD_BATCH;
