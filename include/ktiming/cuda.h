@@ -156,7 +156,8 @@ typedef struct kt_cuda_stats_t {
 /* Held-stream timing (kt_cuda_time_held, the harness's CUDA path): enqueue `trials` launches of the work to time
  * on `stream`, and return 0 (or a negative KT_E* to abort). The callback must only enqueue: the stream is held
  * while it runs, so anything that waits for the stream (cuStreamSynchronize, a blocking copy on it, cudaFree)
- * waits until hold_timeout_ms. */
+ * waits until hold_timeout_ms. It runs on the calling thread, with the held context current and in the thread's
+ * own stream-capture mode (not ktiming's relaxed one). */
 typedef int (*kt_cuda_enqueue_cb)(void *user, struct CUstream_st *stream, uint32_t trials);
 typedef struct kt_cuda_held_t {
     struct CUctx_st *ctx;         /* NULL: current context, or device 0's primary context */
@@ -199,6 +200,7 @@ KT_API int kt_cuda_device_primary(int ordinal, struct CUctx_st **ctx);
  *   cuGraphLaunch/cudaGraphLaunch is one dispatch). Every driver call ktiming makes, on any thread (the
  *   collector, and yours in kt_flush/kt_snapshot, sync mode, timers, calibration, slots, held timings), runs in
  *   relaxed capture mode, so a capture in global mode elsewhere is neither failed nor invalidated by ktiming.
+ *   Your own code that ktiming calls (kt_cuda_time_held's enqueue callback) runs in your capture mode.
  *   Device reset: after cudaDeviceReset / cuDevicePrimaryCtxReset or cuCtxDestroy, ktiming notices (the
  *   context's id changed, CUDA 12.0+ drivers; checked before each use of its handles), forgets the context's
  *   events without touching them and counts what was in flight as dropped ("context reset"); a span open

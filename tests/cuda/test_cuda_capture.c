@@ -5,6 +5,9 @@
  * legacy stream beside a capture (906) is skipped, not failed. */
 #include "cuda_test_util.h"
 
+#include <pthread.h>
+#include <semaphore.h>
+
 struct CUgraph_st;
 struct CUgraphExec_st;
 int cuStreamBeginCapture_v2(struct CUstream_st *s, int mode);
@@ -14,7 +17,12 @@ int cuGraphLaunch(struct CUgraphExec_st *x, struct CUstream_st *s);
 int cuGraphExecDestroy(struct CUgraphExec_st *x);
 int cuGraphDestroy(struct CUgraph_st *g);
 
-enum { MODE_GLOBAL = 0 };
+int cuThreadExchangeStreamCaptureMode(int *mode);
+int cuMemAlloc_v2(unsigned long long *dptr, size_t bytes);
+int cuMemFree_v2(unsigned long long dptr);
+
+enum { MODE_GLOBAL = 0, MODE_RELAXED = 2 };
+enum { CAPTURE_UNSUPPORTED = 900, CAPTURE_INVALIDATED = 901 };
 
 static struct CUctx_st *g_ctx;
 
@@ -168,6 +176,96 @@ static void test_legacy_stream_beside_a_capture_is_skipped(void **state)
     assert_int_equal(cuStreamDestroy_v2(cap), 0);
 }
 
+/* A global-mode capture on a thread of its own, as a program's capturing thread: begun, then ended when told. */
+typedef struct capturer_t {
+    struct CUstream_st *stream; /* a blocking stream it captures */
+    sem_t begun, end;           /* it has begun / it may end */
+    int end_result;             /* cuStreamEndCapture's answer */
+} capturer_t;
+
+static void *capture_thread(void *arg)
+{
+    capturer_t *c = arg;
+    cuCtxPushCurrent_v2(g_ctx);
+    int rc = cuStreamBeginCapture_v2(c->stream, MODE_GLOBAL);
+    sem_post(&c->begun);
+    sem_wait(&c->end);
+    struct CUgraph_st *g = NULL;
+    c->end_result = rc ? -1 : cuStreamEndCapture(c->stream, &g);
+    if (g)
+        cuGraphDestroy(g);
+    struct CUctx_st *popped;
+    cuCtxPopCurrent_v2(&popped);
+    return NULL;
+}
+
+/* What the program's enqueue callback saw of its own capture-unsafe call (an allocation). */
+typedef struct unsafe_job_t {
+    uint32_t calls;
+    uint32_t alloc_failures; /* answered CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, as in global mode */
+    uint32_t alloc_ok;       /* answered success: the call ran in ktiming's relaxed mode */
+} unsafe_job_t;
+
+static int enqueue_unsafe(void *user, struct CUstream_st *stream, uint32_t trials)
+{
+    unsafe_job_t *j = user;
+    j->calls++;
+    unsigned long long p = 0;
+    int r = cuMemAlloc_v2(&p, 16);
+    if (r == 0) {
+        j->alloc_ok++;
+        cuMemFree_v2(p);
+    } else if (r == CAPTURE_UNSUPPORTED) {
+        j->alloc_failures++;
+    }
+    return enqueue_work(NULL, stream, trials);
+}
+
+/* kt_cuda_time_held runs the program's callback (warm-up included) in the program's own capture mode, not in
+ * ktiming's relaxed one: a capture-unsafe call the callback makes while another thread captures in global mode
+ * fails and invalidates that capture exactly as it would without ktiming (in relaxed mode it succeeded, hiding
+ * the program's bug from it). ktiming's own calls around it stay relaxed: every violation is the callback's. The
+ * calling thread's mode is the program's again afterwards. */
+static void test_held_callback_runs_in_the_programs_capture_mode(void **state)
+{
+    (void)state;
+    capturer_t cap = {.stream = kt_test_stream()};
+    struct CUstream_st *work = kt_test_stream();
+    sem_init(&cap.begun, 0, 0);
+    sem_init(&cap.end, 0, 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, capture_thread, &cap), 0);
+    sem_wait(&cap.begun);
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    unsafe_job_t j = {0};
+    kt_cuda_held_t h = {.ctx = g_ctx, .stream = work, .enqueue = enqueue_unsafe, .user = &j};
+    uint64_t d = 0;
+    int rc = kt_cuda_time_held(&h, 2, &d);
+    kt_test_cuda_driver_stats(&after);
+    int mode = MODE_RELAXED;
+    assert_int_equal(cuThreadExchangeStreamCaptureMode(&mode), 0);
+    int back = mode;
+    assert_int_equal(cuThreadExchangeStreamCaptureMode(&back), 0); /* and back */
+    sem_post(&cap.end);
+    pthread_join(th, NULL);
+    if (rc)
+        fail_msg("kt_cuda_time_held: %d (%s)", rc, kt_cuda_last_error());
+    print_message("callback calls %u: allocations failed %u, succeeded %u; capture violations %llu; end %d\n",
+                  j.calls, j.alloc_failures, j.alloc_ok,
+                  (unsigned long long)(after.capture_violations - before.capture_violations), cap.end_result);
+    assert_int_equal(j.calls, 2); /* the warm-up and one held batch */
+    assert_int_equal(j.alloc_ok, 0);
+    assert_int_equal(j.alloc_failures, j.calls);
+    assert_int_equal(after.capture_violations - before.capture_violations, j.calls);
+    assert_int_equal(cap.end_result, CAPTURE_INVALIDATED); /* as the program's own call would leave it */
+    assert_int_equal(mode, MODE_GLOBAL);                   /* the thread's mode is the program's again */
+    sem_destroy(&cap.begun);
+    sem_destroy(&cap.end);
+    assert_int_equal(cuStreamDestroy_v2(cap.stream), 0);
+    assert_int_equal(cuStreamDestroy_v2(work), 0);
+}
+
 static void test_graph_launch_is_one_dispatch(void **state)
 {
     (void)state;
@@ -209,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_graph_launch_is_one_dispatch),
         cmocka_unit_test(test_program_calls_keep_a_global_capture),
         cmocka_unit_test(test_legacy_stream_beside_a_capture_is_skipped),
+        cmocka_unit_test(test_held_callback_runs_in_the_programs_capture_mode),
     };
     return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

@@ -623,6 +623,39 @@ static int hold_prepare(kt__cuda_ctx_t *c)
     return 0;
 }
 
+/* One kt_cuda_time_held call, as its warm-up and batches see it. */
+typedef struct hold_call_t {
+    const kt_cuda_held_t *h; /* the program's description */
+    kt__custream stream;     /* h->stream resolved (the per-thread default stream where stream 0 means it) */
+    int program_mode;        /* the thread's capture mode as the program set it; -1 when the driver cannot say */
+} hold_call_t;
+
+/* The calling thread's stream-capture mode as the program set it (read before kt__cuda_ctx_enter switches it to
+ * relaxed), -1 when the driver cannot say. */
+static int hold_program_mode(void)
+{
+    int mode = KT__CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (!kt__cu.cuThreadExchangeStreamCaptureMode || kt__cu.cuThreadExchangeStreamCaptureMode(&mode) != 0)
+        return -1;
+    int back = mode;
+    kt__cu.cuThreadExchangeStreamCaptureMode(&back);
+    return mode;
+}
+
+/* The program's enqueue callback, in the program's own capture mode: ktiming's relaxed mode is left around it, so
+ * a capture-unsafe call of the program's fails (and invalidates a global-mode capture) as it would without
+ * ktiming instead of being hidden; the held context stays current (the callback's launches go to its stream). */
+static int hold_callback(const hold_call_t *k, uint32_t trials)
+{
+    int mode = k->program_mode;
+    if (mode >= 0)
+        kt__cu.cuThreadExchangeStreamCaptureMode(&mode);
+    int rc = k->h->enqueue(k->h->user, k->stream, trials);
+    if (k->program_mode >= 0)
+        kt__cu.cuThreadExchangeStreamCaptureMode(&mode); /* relaxed again, for ktiming's own calls */
+    return rc;
+}
+
 /* Launches queued behind the spin kernel per held batch: the driver's launch queue is finite, and once it is full
  * cuLaunchKernel blocks, so the host would never reach the release (nvbench's blocking kernel documents a cap of
  * about 32 launches). */
@@ -630,9 +663,10 @@ static int hold_prepare(kt__cuda_ctx_t *c)
 
 /* One held batch: the spin kernel, then the start event, the caller's launches and the end event, then the
  * release. */
-static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, kt__custream stream, uint32_t trials,
-                    uint64_t *duration_ns)
+static int hold_run(kt__cuda_ctx_t *c, const hold_call_t *k, uint32_t trials, uint64_t *duration_ns)
 {
+    const kt_cuda_held_t *h = k->h;
+    kt__custream stream = k->stream;
     uint64_t timeout_ns = (uint64_t)(h->hold_timeout_ms ? h->hold_timeout_ms : KT__CUDA_HOLD_TIMEOUT_MS) * 1000000u;
     __atomic_store_n(&c->hold_flag[0], 0u, __ATOMIC_RELEASE);
     __atomic_store_n(&c->hold_flag[1], 0u, __ATOMIC_RELEASE);
@@ -644,7 +678,7 @@ static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, kt__custream str
     int rc = 0;
     if ((r = kt__cu.cuEventRecord(c->hold_ev[0], stream)) != 0)
         rc = kt__cuda_fail("cuEventRecord", r);
-    if (!rc && (rc = h->enqueue(h->user, stream, trials)) != 0)
+    if (!rc && (rc = hold_callback(k, trials)) != 0)
         kt__cuda_set_error(0, "the enqueue callback returned %d", rc);
     if (!rc && (r = kt__cu.cuEventRecord(c->hold_ev[1], stream)) != 0)
         rc = kt__cuda_fail("cuEventRecord", r);
@@ -670,14 +704,14 @@ static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, kt__custream str
  * (the default since CUDA 12.2) a kernel's first launch loads its module, which can synchronise the context:
  * behind the spin kernel that would wait for the release that never comes. Which kernels the callback launches
  * cannot be known (a program may reuse one callback and user pointer for another kernel), so no call skips it. */
-static int hold_warm_up(const kt_cuda_held_t *h, kt__custream stream)
+static int hold_warm_up(const hold_call_t *k)
 {
-    int rc = h->enqueue(h->user, stream, 1);
+    int rc = hold_callback(k, 1);
     if (rc) {
         kt__cuda_set_error(0, "the enqueue callback returned %d (warm-up)", rc);
         return rc;
     }
-    kt__curesult r = kt__cu.cuStreamSynchronize(stream);
+    kt__curesult r = kt__cu.cuStreamSynchronize(k->stream);
     return r ? kt__cuda_fail("cuStreamSynchronize (held-stream warm-up)", r) : 0;
 }
 
@@ -696,6 +730,7 @@ int(kt_cuda_time_held)(const kt_cuda_held_t *h, uint32_t trials, uint64_t *durat
                               "every blocking stream); pass a stream of your own");
         return KT_EINVAL;
     }
+    hold_call_t k = {.h = h, .stream = stream, .program_mode = hold_program_mode()};
     pthread_mutex_lock(&c->hold_lock);
     int pushed = 0;
     rc = kt__cuda_ctx_enter(c, &pushed);
@@ -707,12 +742,12 @@ int(kt_cuda_time_held)(const kt_cuda_held_t *h, uint32_t trials, uint64_t *durat
     rc = hold_prepare(c);
     pthread_mutex_unlock(&c->gt_lock);
     if (!rc)
-        rc = hold_warm_up(h, stream);
+        rc = hold_warm_up(&k);
     uint64_t total = 0;
     for (uint32_t done = 0; !rc && (done < trials || (trials == 0 && done == 0));) {
         uint32_t n = trials - done < KT__CUDA_HOLD_BATCH ? trials - done : KT__CUDA_HOLD_BATCH;
         uint64_t ns = 0;
-        rc = hold_run(c, h, stream, n, &ns);
+        rc = hold_run(c, &k, n, &ns);
         total += ns;
         done += n;
         if (n == 0)
