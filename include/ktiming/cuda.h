@@ -164,7 +164,9 @@ typedef struct kt_cuda_held_t {
     struct CUstream_st *stream;   /* the stream the work goes to; not the legacy default stream (KT_EINVAL) */
     kt_cuda_enqueue_cb enqueue;   /* enqueues the launches */
     void *user;                   /* passed to enqueue */
-    uint32_t hold_timeout_ms;     /* the hold kernel gives up after this long (0: 10000) */
+    uint32_t hold_timeout_ms;     /* how long the hold kernel waits for one batch's release before it gives up
+                                     (0: automatic, 4 times the warm-up trial's enqueue time per trial of the
+                                     batch, 100 ms to 10 s; see kt_cuda_time_held) */
 } kt_cuda_held_t;
 
 #if KT_ENABLED
@@ -287,12 +289,15 @@ KT_API void kt_cuda_slots_destroy(kt_cuda_slots_t *slots);
  * it. The event pair then brackets the launches back to back, without the host's launch time that an event
  * pair on an idle stream holds (the bias of kt_cuda_begin/end for kernels under ~20 us). *duration_ns: the
  * pair's elapsed time (cuEventElapsedTime: ~0.5 us resolution), for all trials together. Not recorded into the
- * recorder by itself (the harness records its samples). KT_ETIMEDOUT when the hold kernel gave up first
- * (kt_cuda_last_error says why); KT_ENOTSUP without mapped host memory or module entry points. One held timing
- * at a time per context; the callback must not call it again. Trials are held in batches of at most 32 (a full
- * launch queue would block the enqueuing before the release), the callback is called once per batch, and at the
- * start of every call once more unheld (1 trial, then the stream is synchronised: a kernel's first launch may
- * synchronise the context under lazy loading, and which kernels the callback launches cannot be known). The legacy default stream is refused (KT_EINVAL): it waits on every blocking stream. */
+ * recorder by itself (the harness records its samples). KT_ENOTSUP without mapped host memory or module entry
+ * points. One held timing at a time per context; the callback must not call it again. Trials are held in batches
+ * of at most 32 (a full launch queue would block the enqueuing before the release), the callback is called once
+ * per batch, and at the start of every call once more unheld (1 trial, then the stream is synchronised: a
+ * kernel's first launch may synchronise the context under lazy loading, and which kernels the callback launches
+ * cannot be known). A trial may enqueue many launches: a batch whose hold kernel gave up before the release
+ * (hold_timeout_ms) ran partly unheld, is not counted, and is retried with half its trials; the context keeps
+ * the smaller size. KT_ETIMEDOUT when even one trial could not be held (more launches than the launch queue
+ * holds, a callback waiting on the stream, or slower than the bound; kt_cuda_last_error says so). The legacy default stream is refused (KT_EINVAL): it waits on every blocking stream. */
 KT_API int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns);
 /* kt_harness_run_cb (ktiming/harness.h) over kt_cuda_time_held: user is a const kt_cuda_held_t *. Use it with
  * .timing = KT_HARNESS_TIME_REPORTED. */

@@ -52,6 +52,7 @@ static int held_setup(void **state)
 
 static int held_teardown(void **state)
 {
+    kt_cuda_shutdown(); /* what a context learned (its held batch size) does not reach the next test */
     if (*state)
         cuStreamDestroy_v2(*state);
     kt_test_ctx_leave();
@@ -148,7 +149,7 @@ static void test_harness_path(void **state)
 }
 
 /* Issue 36.2: 1,000 launches behind the spin kernel would fill the driver's launch queue (the double's holds 64):
- * the enqueuing call would block until the hold timed out. ktiming holds the stream for batches of at most 32 and
+ * the enqueuing call would block (checked by raising the batch to 1,000: the test fails). ktiming holds the stream for batches of at most 32 and
  * warms the work up once unheld (a kernel's first launch may synchronise the context under lazy loading), so the
  * call returns 0 with every batch's time summed and no enqueue ever blocked. */
 static void test_thousand_launches_in_batches(void **state)
@@ -224,6 +225,81 @@ static void test_first_launch_is_warmed_up_unheld(void **state)
     kt_test_cuda_driver_stats(&after);
     assert_int_equal(after.lazy_load_waits, before.lazy_load_waits);
     assert_int_equal(cuModuleUnload(mod), 0);
+}
+
+/* Issue 36.2: held batches cap trials, but a trial may enqueue any number of launches, which ktiming cannot count.
+ * Here each trial enqueues 10 operations, so 32 trials (320) overflow the double's queue of 64 behind the spin
+ * kernel: that enqueue blocks, and before the fix the call waited the full hold timeout (10 s) and returned
+ * KT_ETIMEDOUT. Now the spin kernel gives up after a short bound (hold_timeout_ms 0: from the warm-up's time), the
+ * batch is not counted (it ran partly unheld), and the call goes on with half the trials per hold until they fit;
+ * the context keeps that size, so a second call blocks no enqueue at all. The clock is frozen and the work virtual:
+ * each counted batch's event pair then differs by its work exactly, so the total says that every trial was counted
+ * once and no given-up batch was (one would add at least 40 of the 10240 ns trials). */
+#define OP_NS 1024u /* a multiple of the double's event resolution (512): pairs differ by the work exactly */
+
+typedef struct ops_job_t {
+    uint32_t ops_per_trial; /* operations each trial enqueues */
+    uint32_t calls;
+} ops_job_t;
+
+static int enqueue_ops(void *user, struct CUstream_st *stream, uint32_t trials)
+{
+    ops_job_t *j = user;
+    j->calls++;
+    for (uint32_t i = 0; i < trials * j->ops_per_trial; i++)
+        if (kt_test_cuda_driver_work(stream, OP_NS, 1) != 0)
+            return -1;
+    return 0;
+}
+
+static void test_many_launches_per_trial_fit_by_halving(void **state)
+{
+    struct CUstream_st *s = *state;
+    ops_job_t j = {.ops_per_trial = 10};
+    kt_cuda_held_t h = {.stream = s, .enqueue = enqueue_ops, .user = &j}; /* hold_timeout_ms 0: automatic */
+    const uint64_t work = 64ull * 10 * OP_NS;
+    kt_test_cuda_stats_t before, mid, after;
+    kt_test_cuda_driver_stats(&before);
+    kt_test_cuda_driver_freeze_clock(1);
+    uint64_t d = 0, d2 = 0;
+    int rc = kt_cuda_time_held(&h, 64, &d);
+    kt_test_cuda_driver_stats(&mid);
+    uint32_t calls1 = j.calls;
+    int rc2 = rc ? rc : kt_cuda_time_held(&h, 64, &d2);
+    kt_test_cuda_driver_freeze_clock(0);
+    kt_test_cuda_driver_stats(&after);
+    if (rc || rc2)
+        fail_msg("kt_cuda_time_held: %d, %d (%s)", rc, rc2, kt_cuda_last_error());
+    print_message("first call: %u callbacks, %llu holds, %llu blocked enqueues, %llu ns; second: %u callbacks, %llu "
+                  "blocked, %llu ns (work %llu ns)\n", calls1, (unsigned long long)(mid.holds - before.holds),
+                  (unsigned long long)(mid.queue_full_waits - before.queue_full_waits), (unsigned long long)d,
+                  j.calls - calls1, (unsigned long long)(after.queue_full_waits - mid.queue_full_waits),
+                  (unsigned long long)d2, (unsigned long long)work);
+    assert_true(mid.queue_full_waits > before.queue_full_waits); /* the first batches did overflow */
+    assert_int_equal(after.queue_full_waits, mid.queue_full_waits); /* the learned size fits */
+    assert_true(d + 64 >= work && d <= work + 64);                 /* float ms: 1 ns per batch at most */
+    assert_true(d2 + 64 >= work && d2 <= work + 64);
+    assert_int_equal(j.calls - calls1, 1 + 64 / 4); /* warm-up, then batches of 4 trials (40 operations) */
+}
+
+/* A single trial that enqueues more than the launch queue holds cannot be held at all: the call halves down to one
+ * trial per hold, then fails with KT_ETIMEDOUT and says why, and the stream drains. Before the fix: one batch, the
+ * full hold timeout, and a message that did not name the launch queue. */
+static void test_one_trial_overflowing_the_queue_fails(void **state)
+{
+    struct CUstream_st *s = *state;
+    ops_job_t j = {.ops_per_trial = 100}; /* the double's queue holds 64 */
+    kt_cuda_held_t h = {.stream = s, .enqueue = enqueue_ops, .user = &j};
+    uint64_t d = 7;
+    assert_int_equal(kt_cuda_time_held(&h, 4, &d), KT_ETIMEDOUT);
+    print_message("%s\n", kt_cuda_last_error());
+    assert_int_equal(d, 0);
+    assert_non_null(strstr(kt_cuda_last_error(), "launch queue"));
+    assert_int_equal(j.calls, 1 + 3); /* warm-up, then 4, 2 and 1 trials per hold */
+    assert_int_equal(cuStreamSynchronize(s), 0);
+    j.ops_per_trial = 1; /* the stream and the context still hold work that fits */
+    assert_int_equal(kt_cuda_time_held(&h, 4, &d), 0);
+    assert_true(d > 0);
 }
 
 /* Issue 36.2, the warm-up's key: a program that reuses one job struct (one callback, one user pointer) for another
@@ -343,6 +419,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_legacy_stream_refused, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_first_launch_is_warmed_up_unheld, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_reused_job_struct_is_warmed_up, held_setup, held_teardown),
+        /* after test_thousand_launches_in_batches: the double's max_queued_behind_hold is a process-wide maximum */
+        cmocka_unit_test_setup_teardown(test_many_launches_per_trial_fit_by_halving, held_setup, held_teardown),
+        cmocka_unit_test_setup_teardown(test_one_trial_overflowing_the_queue_fails, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_double_queue_fills_behind_a_pending_hold, held_setup, held_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -588,8 +588,6 @@ void kt_cuda_slots_destroy(kt_cuda_slots_t *s)
  * once all are enqueued: the pair then brackets the launches' execution only, back to back.
  * ------------------------------------------------------------------------------------------------- */
 
-#define KT__CUDA_HOLD_TIMEOUT_MS 10000u
-
 /* gt_lock held, context current: the spin kernel, the flag words and the two events. */
 static int hold_prepare(kt__cuda_ctx_t *c)
 {
@@ -628,6 +626,7 @@ typedef struct hold_call_t {
     const kt_cuda_held_t *h; /* the program's description */
     kt__custream stream;     /* h->stream resolved (the per-thread default stream where stream 0 means it) */
     int program_mode;        /* the thread's capture mode as the program set it; -1 when the driver cannot say */
+    uint64_t warm_ns;        /* host time the warm-up's callback (one trial, unheld) took to return */
 } hold_call_t;
 
 /* The calling thread's stream-capture mode as the program set it (read before kt__cuda_ctx_enter switches it to
@@ -656,18 +655,38 @@ static int hold_callback(const hold_call_t *k, uint32_t trials)
     return rc;
 }
 
-/* Launches queued behind the spin kernel per held batch: the driver's launch queue is finite, and once it is full
- * cuLaunchKernel blocks, so the host would never reach the release (nvbench's blocking kernel documents a cap of
- * about 32 launches). */
+/* Trials per held batch at first. The driver's launch queue is finite, and once it is full cuLaunchKernel blocks,
+ * so the host would never reach the release (nvbench's blocking kernel documents a cap of about 32 launches). A
+ * trial may enqueue any number of launches, which ktiming cannot count, so a batch whose spin kernel gave up
+ * before the release is retried with half its trials, and the context keeps the smaller size (hold_batch). */
 #define KT__CUDA_HOLD_BATCH 32u
 
-/* One held batch: the spin kernel, then the start event, the caller's launches and the end event, then the
- * release. */
-static int hold_run(kt__cuda_ctx_t *c, const hold_call_t *k, uint32_t trials, uint64_t *duration_ns)
+/* How long the spin kernel waits for one batch's release before it gives up, when the program sets no
+ * hold_timeout_ms: KT__CUDA_HOLD_SLACK times what the warm-up's one trial took to enqueue, per trial of the batch,
+ * at least KT__CUDA_HOLD_MIN_MS and at most KT__CUDA_HOLD_TIMEOUT_MS. */
+#define KT__CUDA_HOLD_TIMEOUT_MS 10000u
+#define KT__CUDA_HOLD_MIN_MS 100u
+#define KT__CUDA_HOLD_SLACK 4u
+
+/* How long the spin kernel of a batch of `trials` waits for its release. */
+static uint64_t hold_timeout_ns(const hold_call_t *k, uint32_t trials)
 {
-    const kt_cuda_held_t *h = k->h;
+    if (k->h->hold_timeout_ms)
+        return (uint64_t)k->h->hold_timeout_ms * 1000000u;
+    const uint64_t lo = (uint64_t)KT__CUDA_HOLD_MIN_MS * 1000000u, hi = (uint64_t)KT__CUDA_HOLD_TIMEOUT_MS * 1000000u;
+    uint64_t per = (uint64_t)KT__CUDA_HOLD_SLACK * (trials ? trials : 1);
+    if (k->warm_ns >= hi / per)
+        return hi;
+    return k->warm_ns * per > lo ? k->warm_ns * per : lo;
+}
+
+/* One held batch: the spin kernel, then the start event, the caller's launches and the end event, then the
+ * release. 0 with *duration_ns, or with *gave_up set when the spin kernel gave up before the release (the batch
+ * ran partly unheld: no duration), or a KT_E* (last error set) or the callback's own return. */
+static int hold_run(kt__cuda_ctx_t *c, const hold_call_t *k, uint32_t trials, uint64_t *duration_ns, int *gave_up)
+{
     kt__custream stream = k->stream;
-    uint64_t timeout_ns = (uint64_t)(h->hold_timeout_ms ? h->hold_timeout_ms : KT__CUDA_HOLD_TIMEOUT_MS) * 1000000u;
+    uint64_t timeout_ns = hold_timeout_ns(k, trials);
     __atomic_store_n(&c->hold_flag[0], 0u, __ATOMIC_RELEASE);
     __atomic_store_n(&c->hold_flag[1], 0u, __ATOMIC_RELEASE);
     kt__cudeviceptr flag = c->hold_dev;
@@ -687,12 +706,9 @@ static int hold_run(kt__cuda_ctx_t *c, const hold_call_t *k, uint32_t trials, ui
         return rc;
     if ((r = kt__cu.cuEventSynchronize(c->hold_ev[1])) != 0)
         return kt__cuda_fail("cuEventSynchronize", r);
-    if (__atomic_load_n(&c->hold_flag[1], __ATOMIC_ACQUIRE) == 2u) {
-        kt__cuda_set_error(0, "the stream was held for %u ms without being released: the enqueue callback waited "
-                              "on the stream, or enqueuing took longer than hold_timeout_ms",
-                           (unsigned)(timeout_ns / 1000000u));
-        return KT_ETIMEDOUT;
-    }
+    *gave_up = __atomic_load_n(&c->hold_flag[1], __ATOMIC_ACQUIRE) == 2u;
+    if (*gave_up)
+        return 0; /* when, against the enqueuing, is unknown: the pair is not trusted */
     float ms = 0.0f;
     if ((r = kt__cu.cuEventElapsedTime(&ms, c->hold_ev[0], c->hold_ev[1])) != 0)
         return kt__cuda_fail("cuEventElapsedTime", r);
@@ -704,9 +720,11 @@ static int hold_run(kt__cuda_ctx_t *c, const hold_call_t *k, uint32_t trials, ui
  * (the default since CUDA 12.2) a kernel's first launch loads its module, which can synchronise the context:
  * behind the spin kernel that would wait for the release that never comes. Which kernels the callback launches
  * cannot be known (a program may reuse one callback and user pointer for another kernel), so no call skips it. */
-static int hold_warm_up(const hold_call_t *k)
+static int hold_warm_up(hold_call_t *k)
 {
+    uint64_t t0 = kt_now_ns();
     int rc = hold_callback(k, 1);
+    k->warm_ns = kt_now_ns() - t0;
     if (rc) {
         kt__cuda_set_error(0, "the enqueue callback returned %d (warm-up)", rc);
         return rc;
@@ -744,10 +762,28 @@ int(kt_cuda_time_held)(const kt_cuda_held_t *h, uint32_t trials, uint64_t *durat
     if (!rc)
         rc = hold_warm_up(&k);
     uint64_t total = 0;
+    uint32_t batch = c->hold_batch ? c->hold_batch : KT__CUDA_HOLD_BATCH;
     for (uint32_t done = 0; !rc && (done < trials || (trials == 0 && done == 0));) {
-        uint32_t n = trials - done < KT__CUDA_HOLD_BATCH ? trials - done : KT__CUDA_HOLD_BATCH;
+        uint32_t n = trials - done < batch ? trials - done : batch;
         uint64_t ns = 0;
-        rc = hold_run(c, &k, n, &ns);
+        int gave_up = 0;
+        rc = hold_run(c, &k, n, &ns, &gave_up);
+        if (!rc && gave_up && n > 1) {
+            /* too many launches queued behind the spin kernel (or enqueuing was slow): the batch ran partly
+             * unheld, so it is not counted; half as many trials per hold, for this call and later ones here */
+            batch = c->hold_batch = n / 2;
+            continue;
+        }
+        if (!rc && gave_up) {
+            kt__cuda_set_error(0, "kt_cuda_time_held: the stream was held for %llu ms without being released, with "
+                                  "%u trial%s per hold: the enqueue callback waits on the held stream (a "
+                                  "synchronisation, a blocking copy, a free), one trial enqueues more launches than "
+                                  "the driver's launch queue holds (cuLaunchKernel then blocks before the release), or "
+                                  "enqueuing one trial took that long (set hold_timeout_ms for a slow callback)",
+                               (unsigned long long)(hold_timeout_ns(&k, n) / 1000000u), n, n == 1 ? "" : "s");
+            rc = KT_ETIMEDOUT;
+            break;
+        }
         total += ns;
         done += n;
         if (n == 0)
