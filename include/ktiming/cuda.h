@@ -272,10 +272,12 @@ KT_API int kt_cuda_globaltimer_to_host(struct CUctx_st *ctx, uint64_t device_ns,
  * `stream` of a kernel from `module` stamp slot `index`: stream-ordered, it resets the slot and writes its
  * address into the module's `kt_cuda_slot_ptr` variable (two small async copies, no kernel-signature change).
  * Runtime-API programs have no CUmodule: use kt_cuda_slot_bind() from cuda_device.cuh with
- * kt_cuda_slots_device_ptr(). read() copies a slot back (synchronous; the launch must have completed);
- * record() reads it, maps the stamps to the host timeline with the context's globaltimer model (calibrating
- * first when there is none, refreshing it as kt_cuda_globaltimer_to_host does) and records a device span named
- * `name`. */
+ * kt_cuda_slots_device_ptr(). bind() on stream 0 uses the per-thread default stream where stream 0 means it (see
+ * kt_cuda_begin); on a stream that is capturing a graph, or on the legacy stream while a blocking stream captures,
+ * it returns KT_ESTATE and enqueues nothing (its copies would join or invalidate the capture). read() copies a
+ * slot back (synchronous; the launch must have completed); record() reads it, maps the stamps to the host
+ * timeline with the context's globaltimer model (calibrating first when there is none, refreshing it as
+ * kt_cuda_globaltimer_to_host does) and records a device span named `name`. */
 KT_API int kt_cuda_slots_create(kt_cuda_slots_t **out, struct CUctx_st *ctx, uint32_t count);
 KT_API int kt_cuda_slots_bind(kt_cuda_slots_t *slots, struct CUmod_st *module, struct CUstream_st *stream,
                               uint32_t index);
@@ -303,8 +305,9 @@ KT_API int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t 
  * .timing = KT_HARNESS_TIME_REPORTED. */
 KT_API int kt_cuda_harness_run(void *user, uint32_t trials, uint64_t *duration_ns);
 #if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
-/* Code built with --default-stream per-thread: stream 0 of its timers and held timings is its per-thread default
- * stream too, as for its spans (kt_cuda_harness_run, passed as a pointer, is not mapped: give it a stream). */
+/* Code built with --default-stream per-thread: stream 0 of its timers, held timings and slot binds is its
+ * per-thread default stream too, as for its spans (kt_cuda_harness_run, passed as a pointer, is not mapped: give
+ * it a stream). */
 static inline void kt__cuda_ptds_timer_start(kt_cuda_timer_t *t)
 {
     if (t && !t->stream)
@@ -324,6 +327,8 @@ static inline int kt__cuda_ptds_time_held(const kt_cuda_held_t *h, uint32_t tria
 #define kt_cuda_timer_init(t, ctx, stream) (kt_cuda_timer_init)((t), (ctx), kt__cuda_ptds_stream(stream))
 #define kt_cuda_timer_start(t) kt__cuda_ptds_timer_start(t)
 #define kt_cuda_time_held(h, trials, duration_ns) kt__cuda_ptds_time_held((h), (trials), (duration_ns))
+#define kt_cuda_slots_bind(slots, module, stream, index)                                                   \
+    (kt_cuda_slots_bind)((slots), (module), kt__cuda_ptds_stream(stream), (index))
 #endif
 
 /* Scoped form: KT_CUDA_BEGIN(s, ctx, stream, "blur"); launch; KT_CUDA_END(s); */

@@ -266,6 +266,52 @@ static void test_held_callback_runs_in_the_programs_capture_mode(void **state)
     assert_int_equal(cuStreamDestroy_v2(work), 0);
 }
 
+/* kt_cuda_slots_bind's two stream-ordered copies beside a capture: on the legacy stream (stream 0) while a blocking
+ * stream captures, a copy would answer CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidate the program's capture (the
+ * legacy stream synchronises with the capturing stream); on the capturing stream itself it would become a node of
+ * the program's graph. Both are refused (KT_ESTATE, the reason said), as spans skip captures, and the capture ends
+ * valid. Before the fix the first bind invalidated the capture (901) and the second was captured (returned 0). */
+static const char kStampModule[] =
+    ".version 6.0\n.target sm_50\n.address_size 64\n"
+    ".global .align 8 .u64 kt_cuda_slot_ptr;\n"
+    ".visible .entry kt_test_stamp(\n\t.param .u64 work_ns\n)\n{\n\tret;\n}\n";
+
+static void test_slots_bind_refuses_a_capture(void **state)
+{
+    (void)state;
+    struct CUstream_st *cap = kt_test_stream();
+    struct CUmod_st *mod = NULL;
+    assert_int_equal(cuModuleLoadData(&mod, kStampModule), 0);
+    kt_cuda_slots_t *slots = NULL;
+    assert_int_equal(kt_cuda_slots_create(&slots, g_ctx, 2), 0);
+    kt_test_cuda_stats_t before, after;
+    assert_int_equal(cuStreamBeginCapture_v2(cap, MODE_GLOBAL), 0);
+    kt_test_cuda_driver_stats(&before);
+    int legacy = kt_cuda_slots_bind(slots, mod, NULL, 0);
+    char why[256];
+    snprintf(why, sizeof why, "%s", kt_cuda_last_error());
+    int captured = kt_cuda_slots_bind(slots, mod, cap, 1);
+    kt_test_cuda_driver_stats(&after);
+    struct CUgraph_st *g = NULL;
+    int end = cuStreamEndCapture(cap, &g);
+    if (g)
+        cuGraphDestroy(g);
+    print_message("bind on the legacy stream: %d (%s); on the capturing stream: %d; end capture %d\n", legacy, why,
+                  captured, end);
+    assert_int_equal(end, 0); /* not CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901) */
+    assert_int_equal(after.capture_violations, before.capture_violations);
+    assert_int_equal(legacy, KT_ESTATE);
+    assert_non_null(strstr(why, "captur"));
+    assert_int_equal(captured, KT_ESTATE);
+    /* after the capture both binds work again */
+    assert_int_equal(kt_cuda_slots_bind(slots, mod, NULL, 0), 0);
+    assert_int_equal(kt_cuda_slots_bind(slots, mod, cap, 1), 0);
+    assert_int_equal(cuStreamSynchronize(cap), 0);
+    kt_cuda_slots_destroy(slots);
+    assert_int_equal(cuModuleUnload(mod), 0);
+    assert_int_equal(cuStreamDestroy_v2(cap), 0);
+}
+
 static void test_graph_launch_is_one_dispatch(void **state)
 {
     (void)state;
@@ -308,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_program_calls_keep_a_global_capture),
         cmocka_unit_test(test_legacy_stream_beside_a_capture_is_skipped),
         cmocka_unit_test(test_held_callback_runs_in_the_programs_capture_mode),
+        cmocka_unit_test(test_slots_bind_refuses_a_capture),
     };
     return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

@@ -452,7 +452,7 @@ uint64_t kt_cuda_slots_device_ptr(const kt_cuda_slots_t *s, uint32_t index)
     return s->base + (uint64_t)index * sizeof(kt_cuda_stamp_t);
 }
 
-int kt_cuda_slots_bind(kt_cuda_slots_t *s, struct CUmod_st *module, struct CUstream_st *stream, uint32_t index)
+int(kt_cuda_slots_bind)(kt_cuda_slots_t *s, struct CUmod_st *module, struct CUstream_st *stream, uint32_t index)
 {
     int rc = slots_valid(s, index);
     if (rc)
@@ -466,14 +466,21 @@ int kt_cuda_slots_bind(kt_cuda_slots_t *s, struct CUmod_st *module, struct CUstr
         return KT_ENOTSUP;
     }
     kt__cuda_ctx_t *c = s->c;
+    kt__custream st = kt__cuda_stream_resolve((kt__custream)stream);
     int pushed;
     rc = kt__cuda_ctx_enter(c, &pushed);
     if (rc)
         return rc;
     kt__cudeviceptr var = 0;
     size_t bytes = 0;
-    kt__curesult r = kt__cu.cuModuleGetGlobal_v2(&var, &bytes, module, "kt_cuda_slot_ptr");
-    if (r) {
+    kt__curesult r = 0;
+    if (kt__cuda_stream_capturing(st)) {
+        /* as spans skip a capture: the copies would become nodes of the program's graph, or (the legacy stream
+         * beside a capturing blocking stream) invalidate its capture */
+        kt__cuda_set_error(0, "kt_cuda_slots_bind: the stream is capturing a graph (or is the legacy stream while a "
+                              "blocking stream captures): bind before the capture begins, or on another stream");
+        rc = KT_ESTATE;
+    } else if ((r = kt__cu.cuModuleGetGlobal_v2(&var, &bytes, module, "kt_cuda_slot_ptr")) != 0) {
         kt__cuda_set_error(r, "cuModuleGetGlobal(kt_cuda_slot_ptr): %s (%d): the module was not compiled with "
                               "ktiming/cuda_device.cuh in whole-program mode",
                            kt__cuda_result_name(r), r);
@@ -485,9 +492,9 @@ int kt_cuda_slots_bind(kt_cuda_slots_t *s, struct CUmod_st *module, struct CUstr
     uint64_t addr = kt_cuda_slots_device_ptr(s, index);
     if (!rc) {
         /* Pageable sources: the driver stages them before returning, so stack values are fine. */
-        r = kt__cu.cuMemcpyHtoDAsync_v2(addr, &kSlotReset, sizeof kSlotReset, stream);
+        r = kt__cu.cuMemcpyHtoDAsync_v2(addr, &kSlotReset, sizeof kSlotReset, st);
         if (!r)
-            r = kt__cu.cuMemcpyHtoDAsync_v2(var, &addr, sizeof addr, stream);
+            r = kt__cu.cuMemcpyHtoDAsync_v2(var, &addr, sizeof addr, st);
         if (r)
             rc = kt__cuda_fail("cuMemcpyHtoDAsync (slot bind)", r);
     }

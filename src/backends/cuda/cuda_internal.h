@@ -168,6 +168,9 @@ int kt__cuda_ctx_alive(kt__cuda_ctx_t *c);
  * it (kt_cuda_desc_t.per_thread_default_stream, KTIMING_CUDA_PER_THREAD_STREAM, nvcc --default-stream
  * per-thread through ktiming/cuda.h), else the legacy default stream. */
 kt__custream kt__cuda_stream_resolve(kt__custream stream);
+/* cuda_span.c: whether `stream` (resolved, context current) is capturing a graph, or is the legacy stream beside a
+ * capturing blocking stream: work ktiming enqueued there would join or invalidate the program's capture. */
+int kt__cuda_stream_capturing(kt__custream stream);
 /* The device's label in snapshots, from the core's labeller (docs/devices.md) once every device of the driver is
  * registered: its name, with " #<ordinal>" when another device has the same name. */
 void kt__cuda_device_label(kt__cudevice dev, char *out, size_t size);

@@ -34,6 +34,11 @@ static int stream_capturing(kt__custream stream)
     return r == KT__CU_SUCCESS && status != KT__CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+int kt__cuda_stream_capturing(kt__custream stream)
+{
+    return stream_capturing(stream);
+}
+
 int(kt_cuda_begin)(kt_cuda_span_t *span, struct CUctx_st *ctx, struct CUstream_st *stream, const char *name)
 {
     if (!span)
