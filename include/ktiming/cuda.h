@@ -299,7 +299,9 @@ KT_API void kt_cuda_slots_destroy(kt_cuda_slots_t *slots);
  * cannot be known). A trial may enqueue many launches: a batch whose hold kernel gave up before the release
  * (hold_timeout_ms) ran partly unheld, is not counted, and is retried with half its trials; the context keeps
  * the smaller size. KT_ETIMEDOUT when even one trial could not be held (more launches than the launch queue
- * holds, a callback waiting on the stream, or slower than the bound; kt_cuda_last_error says so). The legacy default stream is refused (KT_EINVAL): it waits on every blocking stream. */
+ * holds, a callback waiting on the stream, or slower than the bound; kt_cuda_last_error says so). KT_ESTATE
+ * on a stream that is capturing a graph (nothing is enqueued and the callback is not called). The legacy default
+ * stream is refused (KT_EINVAL): it waits on every blocking stream. */
 KT_API int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns);
 /* kt_harness_run_cb (ktiming/harness.h) over kt_cuda_time_held: user is a const kt_cuda_held_t *. Use it with
  * .timing = KT_HARNESS_TIME_REPORTED. */

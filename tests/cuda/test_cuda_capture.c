@@ -266,6 +266,42 @@ static void test_held_callback_runs_in_the_programs_capture_mode(void **state)
     assert_int_equal(cuStreamDestroy_v2(work), 0);
 }
 
+/* kt_cuda_time_held on a stream that is capturing a graph: the spin kernel, the events and the callback's launches
+ * would be captured into the program's graph (a hold kernel spinning on ktiming's host word at every replay) and
+ * the events never complete. It is refused (KT_ESTATE) before anything is enqueued or the callback called, and
+ * the capture ends valid. Before: the warm-up and the hold were captured, and the call failed on the captured
+ * event (KT_EBACKEND). */
+static int count_calls(void *user, struct CUstream_st *stream, uint32_t trials)
+{
+    (*(uint32_t *)user)++;
+    return enqueue_work(NULL, stream, trials);
+}
+
+static void test_held_refuses_a_capturing_stream(void **state)
+{
+    (void)state;
+    struct CUstream_st *cap = kt_test_stream();
+    uint32_t calls = 0;
+    kt_cuda_held_t h = {.ctx = g_ctx, .stream = cap, .enqueue = count_calls, .user = &calls};
+    assert_int_equal(cuStreamBeginCapture_v2(cap, MODE_GLOBAL), 0);
+    uint64_t d = 7;
+    int rc = kt_cuda_time_held(&h, 4, &d);
+    struct CUgraph_st *g = NULL;
+    int end = cuStreamEndCapture(cap, &g);
+    if (g)
+        cuGraphDestroy(g);
+    print_message("held on a capturing stream: %d (%s), %u callback calls; end capture %d\n", rc,
+                  kt_cuda_last_error(), calls, end);
+    assert_int_equal(rc, KT_ESTATE);
+    assert_non_null(strstr(kt_cuda_last_error(), "captur"));
+    assert_int_equal(calls, 0);
+    assert_int_equal(d, 0);
+    assert_int_equal(end, 0);
+    assert_int_equal(kt_cuda_time_held(&h, 4, &d), 0); /* the capture over, the stream is held as any */
+    assert_true(calls > 0);
+    assert_int_equal(cuStreamDestroy_v2(cap), 0);
+}
+
 /* kt_cuda_slots_bind's two stream-ordered copies beside a capture: on the legacy stream (stream 0) while a blocking
  * stream captures, a copy would answer CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidate the program's capture (the
  * legacy stream synchronises with the capturing stream); on the capturing stream itself it would become a node of
@@ -355,6 +391,7 @@ int main(void)
         cmocka_unit_test(test_legacy_stream_beside_a_capture_is_skipped),
         cmocka_unit_test(test_held_callback_runs_in_the_programs_capture_mode),
         cmocka_unit_test(test_slots_bind_refuses_a_capture),
+        cmocka_unit_test(test_held_refuses_a_capturing_stream),
     };
     return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

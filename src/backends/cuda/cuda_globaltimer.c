@@ -763,9 +763,17 @@ int(kt_cuda_time_held)(const kt_cuda_held_t *h, uint32_t trials, uint64_t *durat
         pthread_mutex_unlock(&c->hold_lock);
         return rc;
     }
-    pthread_mutex_lock(&c->gt_lock);
-    rc = hold_prepare(c);
-    pthread_mutex_unlock(&c->gt_lock);
+    if (kt__cuda_stream_capturing(stream)) {
+        /* the spin kernel, the events and the launches would become nodes of the program's graph */
+        kt__cuda_set_error(0, "kt_cuda_time_held: the stream is capturing a graph; hold it before or after the "
+                              "capture (time the graph's launch instead)");
+        rc = KT_ESTATE;
+    }
+    if (!rc) {
+        pthread_mutex_lock(&c->gt_lock);
+        rc = hold_prepare(c);
+        pthread_mutex_unlock(&c->gt_lock);
+    }
     if (!rc)
         rc = hold_warm_up(&k);
     uint64_t total = 0;
