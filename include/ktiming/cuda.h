@@ -259,7 +259,9 @@ KT_API int kt_cuda_globaltimer_frequency(struct CUctx_st *ctx, uint64_t *timer_h
  * each bracketed by host reads around launch+synchronise, spread over about 20 ms, fitted with `strategy`. The model is kept for the
  * context (used by kt_cuda_globaltimer_to_host and kt_cuda_slots_record) and published as a device fact;
  * `out` may be NULL. `domain` (may be NULL) gets the host clock the globaltimer follows, if any.
- * to_host maps a %globaltimer value with that model (KT_ESTATE before a calibration); *uncertainty_ns is its bound.
+ * to_host maps a %globaltimer value with that model (KT_ESTATE before a calibration); *uncertainty_ns is its bound,
+ * which includes the timer's update granularity (a value stands for any instant of its step; measured once, one
+ * launch, if kt_cuda_globaltimer_resolution was not called).
  * A model's bound grows with its age, so to_host, like slots_record, refreshes a model over 1 s old (or whose bound
  * now is over twice its bound at the fit) before mapping: 16 new brackets over ~5 ms, launched and synchronised on
  * ktiming's own stream, refitted with the earlier ones. A fresh model maps without any driver call. */

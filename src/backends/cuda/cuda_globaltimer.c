@@ -357,6 +357,16 @@ static int gt_model_fresh(kt__cuda_ctx_t *c, kt_clock_model_t *m)
     return rc;
 }
 
+/* The timer's update granularity for c, measured once (one launch of 1024 reads) if the program did not ask for
+ * it: a value read from %globaltimer stands for any instant of its step, so every bound stated for one holds it. */
+static int gt_granularity(kt__cuda_ctx_t *c, uint64_t *res)
+{
+    pthread_mutex_lock(&c->lock);
+    *res = c->gt_resolution_ns;
+    pthread_mutex_unlock(&c->lock);
+    return *res ? 0 : kt_cuda_globaltimer_resolution(c->ctx, res);
+}
+
 int kt_cuda_globaltimer_to_host(struct CUctx_st *ctx, uint64_t device_ns, uint64_t *host_ns,
                                 uint64_t *uncertainty_ns)
 {
@@ -371,11 +381,16 @@ int kt_cuda_globaltimer_to_host(struct CUctx_st *ctx, uint64_t device_ns, uint64
         kt__cuda_set_error(0, "no %%globaltimer calibration for this context (call kt_cuda_calibrate)");
         return KT_ESTATE;
     }
-    /* the same rule as kt_cuda_slots_record: a stale model is refreshed first, so the bound stays near the fit's */
+    /* the same rules as kt_cuda_slots_record: the bound holds the timer's granularity, and a stale model is
+     * refreshed first, so the bound stays near the fit's */
+    uint64_t res = 0;
     kt_clock_model_t m;
-    if ((rc = gt_model_fresh(c, &m)) != 0)
+    if ((rc = gt_granularity(c, &res)) != 0 || (rc = gt_model_fresh(c, &m)) != 0)
         return rc;
-    return kt_clock_to_host(&m, device_ns, host_ns, uncertainty_ns);
+    rc = kt_clock_to_host(&m, device_ns, host_ns, uncertainty_ns);
+    if (!rc && uncertainty_ns)
+        *uncertainty_ns += res;
+    return rc;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -537,11 +552,9 @@ int kt_cuda_slots_record(kt_cuda_slots_t *s, uint32_t index, const char *name)
         kt_record_error(id, NULL);
         return KT_ESTATE;
     }
-    /* the timer's update granularity bounds each stamp: measured once if the program did not ask for it */
-    pthread_mutex_lock(&c->lock);
-    uint64_t res = c->gt_resolution_ns;
-    pthread_mutex_unlock(&c->lock);
-    if (!res && (rc = kt_cuda_globaltimer_resolution(c->ctx, &res)) != 0)
+    /* the timer's update granularity bounds each stamp */
+    uint64_t res = 0;
+    if ((rc = gt_granularity(c, &res)) != 0)
         return rc;
     kt_clock_model_t m;
     if ((rc = gt_model_fresh(c, &m)) != 0)
