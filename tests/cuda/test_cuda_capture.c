@@ -111,9 +111,10 @@ static int enqueue_work(void *user, struct CUstream_st *stream, uint32_t trials)
 }
 
 /* Issue 36.1: every ktiming call a program makes while a graph is captured in global mode (PyTorch's CUDA graphs
- * do this on one thread while others run) — a span, kt_flush, kt_snapshot, a sync-mode end, the timer, the
- * %globaltimer (module load, allocation), the held stream (mapped host memory) — leaves the capture valid and
- * records the healthy dispatch (not as an error). */
+ * do this on one thread while others run) — a span, kt_flush, kt_snapshot, the timer, the %globaltimer (module
+ * load, allocation), the held stream (mapped host memory), kt_cuda_calibrate, kt_cuda_slots_create and _destroy,
+ * and a sync-mode end (the backend set up again with desc.sync, still inside the capture) — leaves the capture
+ * valid and records the healthy dispatches (not as errors). */
 static void test_program_calls_keep_a_global_capture(void **state)
 {
     (void)state;
@@ -137,18 +138,33 @@ static void test_program_calls_keep_a_global_capture(void **state)
     kt_cuda_held_t h = {.ctx = g_ctx, .stream = work, .enqueue = enqueue_work};
     uint64_t held_ns = 0;
     assert_int_equal(kt_cuda_time_held(&h, 4, &held_ns), 0);
+    assert_int_equal(kt_cuda_calibrate(g_ctx, 16, KT_FIT_WEIGHTED, NULL, NULL), 0);
+    kt_cuda_slots_t *slots = NULL;
+    assert_int_equal(kt_cuda_slots_create(&slots, g_ctx, 2), 0);
+    kt_cuda_slots_destroy(slots);
     kt_flush();
+    kt_cuda_shutdown(); /* sync mode is the backend's setting: set up again with it */
+    assert_int_equal(kt_cuda_init(&(kt_cuda_desc_t){.sync = 1}), 0);
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, g_ctx, work, "sync-end"), 0);
+    assert_int_equal(kt_test_cuda_driver_work(work, 1000, 0), 0);
+    assert_int_equal(kt_cuda_end(&span), 0); /* waits for its own pair and records it */
     kt_test_cuda_driver_stats(&now);
     assert_int_equal(now.capture_violations, before.capture_violations);
     struct CUgraph_st *g = NULL;
     assert_int_equal(cuStreamEndCapture(cap, &g), 0); /* not CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901) */
     assert_int_equal(cuGraphDestroy(g), 0);
     kt_snapshot_t *snap = kt_snapshot();
-    const kt_kernel_timing_t *e = kt_test_find(snap, "program-thread");
-    assert_non_null(e);
-    assert_int_equal(e->errors, 0);
-    assert_int_equal(e->dispatch_count, 1);
+    const char *names[] = {"program-thread", "sync-end"};
+    for (int i = 0; i < 2; i++) {
+        const kt_kernel_timing_t *e = kt_test_find(snap, names[i]);
+        assert_non_null(e);
+        assert_int_equal(e->errors, 0);
+        assert_int_equal(e->dispatch_count, 1);
+    }
     kt_snapshot_free(snap);
+    kt_cuda_shutdown(); /* the later tests run asynchronously again */
+    assert_int_equal(kt_cuda_init(NULL), 0);
     assert_int_equal(cuStreamDestroy_v2(cap), 0);
     assert_int_equal(cuStreamDestroy_v2(work), 0);
 }
