@@ -208,13 +208,20 @@ static int enqueue_launches(void *user, struct CUstream_st *stream, uint32_t tri
     return 0;
 }
 
+/* Loads a PTX module into the double and returns its kernel `name`. */
+static struct CUfunc_st *load_kernel(struct CUmod_st **mod, const char *ptx, const char *name)
+{
+    struct CUfunc_st *fn = NULL;
+    assert_int_equal(cuModuleLoadData(mod, ptx), 0);
+    assert_int_equal(cuModuleGetFunction(&fn, *mod, name), 0);
+    return fn;
+}
+
 static void test_first_launch_is_warmed_up_unheld(void **state)
 {
     struct CUstream_st *s = *state;
     struct CUmod_st *mod = NULL;
-    struct CUfunc_st *fn = NULL;
-    assert_int_equal(cuModuleLoadData(&mod, kLazyModule), 0);
-    assert_int_equal(cuModuleGetFunction(&fn, mod, "kt_lazy_kernel"), 0);
+    struct CUfunc_st *fn = load_kernel(&mod, kLazyModule, "kt_lazy_kernel");
     kt_cuda_held_t h = {.stream = s, .enqueue = enqueue_launches, .user = fn, .hold_timeout_ms = 3000};
     kt_test_cuda_stats_t before, after;
     kt_test_cuda_driver_stats(&before);
@@ -325,9 +332,7 @@ static void test_reused_job_struct_is_warmed_up(void **state)
 {
     struct CUstream_st *s = *state;
     struct CUmod_st *mod = NULL;
-    struct CUfunc_st *a = NULL, *b = NULL;
-    assert_int_equal(cuModuleLoadData(&mod, kTwoKernels), 0);
-    assert_int_equal(cuModuleGetFunction(&a, mod, "kt_lazy_a"), 0);
+    struct CUfunc_st *a = load_kernel(&mod, kTwoKernels, "kt_lazy_a"), *b = NULL;
     assert_int_equal(cuModuleGetFunction(&b, mod, "kt_lazy_b"), 0);
     kernel_job_t job = {.fn = a};
     kt_cuda_held_t h = {.stream = s, .enqueue = enqueue_job_kernel, .user = &job, .hold_timeout_ms = 3000};
@@ -375,9 +380,7 @@ static void test_double_queue_fills_behind_a_pending_hold(void **state)
 {
     struct CUstream_st *s = *state;
     struct CUmod_st *mod = NULL;
-    struct CUfunc_st *fn = NULL;
-    assert_int_equal(cuModuleLoadData(&mod, kHoldModule), 0);
-    assert_int_equal(cuModuleGetFunction(&fn, mod, "kt_hold_wait"), 0);
+    struct CUfunc_st *fn = load_kernel(&mod, kHoldModule, "kt_hold_wait");
     static uint32_t flag[2]; /* the double's device addresses are host addresses */
     __atomic_store_n(&flag[0], 0u, __ATOMIC_RELEASE);
     uint64_t flag_addr = (uint64_t)(uintptr_t)flag, timeout = 60000000000ull;
