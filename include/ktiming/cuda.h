@@ -159,14 +159,17 @@ typedef struct kt_cuda_stats_t {
 /* Held-stream timing (kt_cuda_time_held, the harness's CUDA path): enqueue `trials` launches of the work to time
  * on `stream`, and return 0 (or a negative KT_E* to abort). The callback must only enqueue: the stream is held
  * while it runs, so anything that waits for the stream (cuStreamSynchronize, a blocking copy on it, cudaFree)
- * waits until hold_timeout_ms. */
+ * waits until hold_timeout_ms. It runs on the calling thread, with the held context current and in the thread's
+ * own stream-capture mode (not ktiming's relaxed one). */
 typedef int (*kt_cuda_enqueue_cb)(void *user, struct CUstream_st *stream, uint32_t trials);
 typedef struct kt_cuda_held_t {
     struct CUctx_st *ctx;         /* NULL: current context, or device 0's primary context */
     struct CUstream_st *stream;   /* the stream the work goes to; not the legacy default stream (KT_EINVAL) */
     kt_cuda_enqueue_cb enqueue;   /* enqueues the launches */
     void *user;                   /* passed to enqueue */
-    uint32_t hold_timeout_ms;     /* the hold kernel gives up after this long (0: 10000) */
+    uint32_t hold_timeout_ms;     /* how long the hold kernel waits for one batch's release before it gives up
+                                     (0: automatic, 4 times the warm-up trial's enqueue time per trial of the
+                                     batch, 100 ms to 10 s; see kt_cuda_time_held) */
 } kt_cuda_held_t;
 
 #if KT_ENABLED
@@ -202,6 +205,7 @@ KT_API int kt_cuda_device_primary(int ordinal, struct CUctx_st **ctx);
  *   cuGraphLaunch/cudaGraphLaunch is one dispatch). Every driver call ktiming makes, on any thread (the
  *   collector, and yours in kt_flush/kt_snapshot, sync mode, timers, calibration, slots, held timings), runs in
  *   relaxed capture mode, so a capture in global mode elsewhere is neither failed nor invalidated by ktiming.
+ *   Your own code that ktiming calls (kt_cuda_time_held's enqueue callback) runs in your capture mode.
  *   Device reset: after cudaDeviceReset / cuDevicePrimaryCtxReset or cuCtxDestroy, ktiming notices (the
  *   context's id changed, CUDA 12.0+ drivers; checked before each use of its handles), forgets the context's
  *   events without touching them and counts what was in flight as dropped ("context reset"); a span open
@@ -258,7 +262,9 @@ KT_API int kt_cuda_globaltimer_frequency(struct CUctx_st *ctx, uint64_t *timer_h
  * each bracketed by host reads around launch+synchronise, spread over about 20 ms, fitted with `strategy`. The model is kept for the
  * context (used by kt_cuda_globaltimer_to_host and kt_cuda_slots_record) and published as a device fact;
  * `out` may be NULL. `domain` (may be NULL) gets the host clock the globaltimer follows, if any.
- * to_host maps a %globaltimer value with that model (KT_ESTATE before a calibration); *uncertainty_ns is its bound.
+ * to_host maps a %globaltimer value with that model (KT_ESTATE before a calibration); *uncertainty_ns is its bound,
+ * which includes the timer's update granularity (a value stands for any instant of its step; measured once, one
+ * launch, if kt_cuda_globaltimer_resolution was not called).
  * A model's bound grows with its age, so to_host, like slots_record, refreshes a model over 1 s old (or whose bound
  * now is over twice its bound at the fit) before mapping: 16 new brackets over ~5 ms, launched and synchronised on
  * ktiming's own stream, refitted with the earlier ones. A fresh model maps without any driver call. */
@@ -271,10 +277,12 @@ KT_API int kt_cuda_globaltimer_to_host(struct CUctx_st *ctx, uint64_t device_ns,
  * `stream` of a kernel from `module` stamp slot `index`: stream-ordered, it resets the slot and writes its
  * address into the module's `kt_cuda_slot_ptr` variable (two small async copies, no kernel-signature change).
  * Runtime-API programs have no CUmodule: use kt_cuda_slot_bind() from cuda_device.cuh with
- * kt_cuda_slots_device_ptr(). read() copies a slot back (synchronous; the launch must have completed);
- * record() reads it, maps the stamps to the host timeline with the context's globaltimer model (calibrating
- * first when there is none, refreshing it as kt_cuda_globaltimer_to_host does) and records a device span named
- * `name`. */
+ * kt_cuda_slots_device_ptr(). bind() on stream 0 uses the per-thread default stream where stream 0 means it (see
+ * kt_cuda_begin); on a stream that is capturing a graph, or on the legacy stream while a blocking stream captures,
+ * it returns KT_ESTATE and enqueues nothing (its copies would join or invalidate the capture). read() copies a
+ * slot back (synchronous; the launch must have completed); record() reads it, maps the stamps to the host
+ * timeline with the context's globaltimer model (calibrating first when there is none, refreshing it as
+ * kt_cuda_globaltimer_to_host does) and records a device span named `name`. */
 KT_API int kt_cuda_slots_create(kt_cuda_slots_t **out, struct CUctx_st *ctx, uint32_t count);
 KT_API int kt_cuda_slots_bind(kt_cuda_slots_t *slots, struct CUmod_st *module, struct CUstream_st *stream,
                               uint32_t index);
@@ -288,19 +296,25 @@ KT_API void kt_cuda_slots_destroy(kt_cuda_slots_t *slots);
  * it. The event pair then brackets the launches back to back, without the host's launch time that an event
  * pair on an idle stream holds (the bias of kt_cuda_begin/end for kernels under ~20 us). *duration_ns: the
  * pair's elapsed time (cuEventElapsedTime: ~0.5 us resolution), for all trials together. Not recorded into the
- * recorder by itself (the harness records its samples). KT_ETIMEDOUT when the hold kernel gave up first
- * (kt_cuda_last_error says why); KT_ENOTSUP without mapped host memory or module entry points. One held timing
- * at a time per context; the callback must not call it again. Trials are held in batches of at most 32 (a full
- * launch queue would block the enqueuing before the release), the callback is called once per batch, and the first
- * time it is timed in a context once more unheld (1 trial: a kernel's first launch may synchronise the context
- * under lazy loading). The legacy default stream is refused (KT_EINVAL): it waits on every blocking stream. */
+ * recorder by itself (the harness records its samples). KT_ENOTSUP without mapped host memory or module entry
+ * points. One held timing at a time per context; the callback must not call it again. Trials are held in batches
+ * of at most 32 (a full launch queue would block the enqueuing before the release), the callback is called once
+ * per batch, and at the start of every call once more unheld (1 trial, then the stream is synchronised: a
+ * kernel's first launch may synchronise the context under lazy loading, and which kernels the callback launches
+ * cannot be known). A trial may enqueue many launches: a batch whose hold kernel gave up before the release
+ * (hold_timeout_ms) ran partly unheld, is not counted, and is retried with half its trials; the context keeps
+ * the smaller size. KT_ETIMEDOUT when even one trial could not be held (more launches than the launch queue
+ * holds, a callback waiting on the stream, or slower than the bound; kt_cuda_last_error says so). KT_ESTATE
+ * on a stream that is capturing a graph (nothing is enqueued and the callback is not called). The legacy default
+ * stream is refused (KT_EINVAL): it waits on every blocking stream. */
 KT_API int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns);
 /* kt_harness_run_cb (ktiming/harness.h) over kt_cuda_time_held: user is a const kt_cuda_held_t *. Use it with
  * .timing = KT_HARNESS_TIME_REPORTED. */
 KT_API int kt_cuda_harness_run(void *user, uint32_t trials, uint64_t *duration_ns);
 #if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
-/* Code built with --default-stream per-thread: stream 0 of its timers and held timings is its per-thread default
- * stream too, as for its spans (kt_cuda_harness_run, passed as a pointer, is not mapped: give it a stream). */
+/* Code built with --default-stream per-thread: stream 0 of its timers, held timings and slot binds is its
+ * per-thread default stream too, as for its spans (kt_cuda_harness_run, passed as a pointer, is not mapped: give
+ * it a stream). */
 static inline void kt__cuda_ptds_timer_start(kt_cuda_timer_t *t)
 {
     if (t && !t->stream)
@@ -320,6 +334,8 @@ static inline int kt__cuda_ptds_time_held(const kt_cuda_held_t *h, uint32_t tria
 #define kt_cuda_timer_init(t, ctx, stream) (kt_cuda_timer_init)((t), (ctx), kt__cuda_ptds_stream(stream))
 #define kt_cuda_timer_start(t) kt__cuda_ptds_timer_start(t)
 #define kt_cuda_time_held(h, trials, duration_ns) kt__cuda_ptds_time_held((h), (trials), (duration_ns))
+#define kt_cuda_slots_bind(slots, module, stream, index)                                                   \
+    (kt_cuda_slots_bind)((slots), (module), kt__cuda_ptds_stream(stream), (index))
 #endif
 
 /* Scoped form: KT_CUDA_BEGIN(s, ctx, stream, "blur"); launch; KT_CUDA_END(s); */

@@ -7,6 +7,8 @@
 
 #include <ktiming/harness.h>
 
+#include <pthread.h>
+
 static uint64_t host_now(void)
 {
     struct timespec ts;
@@ -50,6 +52,7 @@ static int held_setup(void **state)
 
 static int held_teardown(void **state)
 {
+    kt_cuda_shutdown(); /* what a context learned (its held batch size) does not reach the next test */
     if (*state)
         cuStreamDestroy_v2(*state);
     kt_test_ctx_leave();
@@ -146,7 +149,7 @@ static void test_harness_path(void **state)
 }
 
 /* Issue 36.2: 1,000 launches behind the spin kernel would fill the driver's launch queue (the double's holds 64):
- * the enqueuing call would block until the hold timed out. ktiming holds the stream for batches of at most 32 and
+ * the enqueuing call would block (checked by raising the batch to 1,000: the test fails). ktiming holds the stream for batches of at most 32 and
  * warms the work up once unheld (a kernel's first launch may synchronise the context under lazy loading), so the
  * call returns 0 with every batch's time summed and no enqueue ever blocked. */
 static void test_thousand_launches_in_batches(void **state)
@@ -166,10 +169,10 @@ static void test_thousand_launches_in_batches(void **state)
     assert_int_equal(after.holds - before.holds, (1000 + 31) / 32); /* 32 batches */
     assert_int_equal(j.calls, 1 + (1000 + 31) / 32);                  /* and the unheld warm-up */
     assert_true(d > 0);
-    /* The same work again: warmed up already, no second warm-up call. */
+    /* The same work again: warmed up again (one unheld trial per call), then two held batches. */
     j.calls = 0;
     assert_int_equal(kt_cuda_time_held(&h, 64, &d), 0);
-    assert_int_equal(j.calls, 2);
+    assert_int_equal(j.calls, 1 + 2);
 }
 
 /* The legacy default stream cannot be held: it synchronises with every blocking stream (all of the program's
@@ -205,13 +208,20 @@ static int enqueue_launches(void *user, struct CUstream_st *stream, uint32_t tri
     return 0;
 }
 
+/* Loads a PTX module into the double and returns its kernel `name`. */
+static struct CUfunc_st *load_kernel(struct CUmod_st **mod, const char *ptx, const char *name)
+{
+    struct CUfunc_st *fn = NULL;
+    assert_int_equal(cuModuleLoadData(mod, ptx), 0);
+    assert_int_equal(cuModuleGetFunction(&fn, *mod, name), 0);
+    return fn;
+}
+
 static void test_first_launch_is_warmed_up_unheld(void **state)
 {
     struct CUstream_st *s = *state;
     struct CUmod_st *mod = NULL;
-    struct CUfunc_st *fn = NULL;
-    assert_int_equal(cuModuleLoadData(&mod, kLazyModule), 0);
-    assert_int_equal(cuModuleGetFunction(&fn, mod, "kt_lazy_kernel"), 0);
+    struct CUfunc_st *fn = load_kernel(&mod, kLazyModule, "kt_lazy_kernel");
     kt_cuda_held_t h = {.stream = s, .enqueue = enqueue_launches, .user = fn, .hold_timeout_ms = 3000};
     kt_test_cuda_stats_t before, after;
     kt_test_cuda_driver_stats(&before);
@@ -221,6 +231,183 @@ static void test_first_launch_is_warmed_up_unheld(void **state)
         fail_msg("kt_cuda_time_held: %d (%s)", rc, kt_cuda_last_error());
     kt_test_cuda_driver_stats(&after);
     assert_int_equal(after.lazy_load_waits, before.lazy_load_waits);
+    assert_int_equal(cuModuleUnload(mod), 0);
+}
+
+/* Issue 36.2: held batches cap trials, but a trial may enqueue any number of launches, which ktiming cannot count.
+ * Here each trial enqueues 10 operations, so 32 trials (320) overflow the double's queue of 64 behind the spin
+ * kernel: that enqueue blocks, and before the fix the call waited the full hold timeout (10 s) and returned
+ * KT_ETIMEDOUT. Now the spin kernel gives up after a short bound (hold_timeout_ms 0: from the warm-up's time), the
+ * batch is not counted (it ran partly unheld), and the call goes on with half the trials per hold until they fit;
+ * the context keeps that size, so a second call blocks no enqueue at all. The clock is frozen and the work virtual:
+ * each counted batch's event pair then differs by its work exactly, so the total says that every trial was counted
+ * once and no given-up batch was (one would add at least 40 of the 10240 ns trials). */
+#define OP_NS 1024u /* a multiple of the double's event resolution (512): pairs differ by the work exactly */
+
+typedef struct ops_job_t {
+    uint32_t ops_per_trial; /* operations each trial enqueues */
+    uint32_t calls;
+} ops_job_t;
+
+static int enqueue_ops(void *user, struct CUstream_st *stream, uint32_t trials)
+{
+    ops_job_t *j = user;
+    j->calls++;
+    for (uint32_t i = 0; i < trials * j->ops_per_trial; i++)
+        if (kt_test_cuda_driver_work(stream, OP_NS, 1) != 0)
+            return -1;
+    return 0;
+}
+
+static void test_many_launches_per_trial_fit_by_halving(void **state)
+{
+    struct CUstream_st *s = *state;
+    ops_job_t j = {.ops_per_trial = 10};
+    kt_cuda_held_t h = {.stream = s, .enqueue = enqueue_ops, .user = &j}; /* hold_timeout_ms 0: automatic */
+    const uint64_t work = 64ull * 10 * OP_NS;
+    kt_test_cuda_stats_t before, mid, after;
+    kt_test_cuda_driver_stats(&before);
+    kt_test_cuda_driver_freeze_clock(1);
+    uint64_t d = 0, d2 = 0;
+    int rc = kt_cuda_time_held(&h, 64, &d);
+    kt_test_cuda_driver_stats(&mid);
+    uint32_t calls1 = j.calls;
+    int rc2 = rc ? rc : kt_cuda_time_held(&h, 64, &d2);
+    kt_test_cuda_driver_freeze_clock(0);
+    kt_test_cuda_driver_stats(&after);
+    if (rc || rc2)
+        fail_msg("kt_cuda_time_held: %d, %d (%s)", rc, rc2, kt_cuda_last_error());
+    print_message("first call: %u callbacks, %llu holds, %llu blocked enqueues, %llu ns; second: %u callbacks, %llu "
+                  "blocked, %llu ns (work %llu ns)\n", calls1, (unsigned long long)(mid.holds - before.holds),
+                  (unsigned long long)(mid.queue_full_waits - before.queue_full_waits), (unsigned long long)d,
+                  j.calls - calls1, (unsigned long long)(after.queue_full_waits - mid.queue_full_waits),
+                  (unsigned long long)d2, (unsigned long long)work);
+    assert_true(mid.queue_full_waits > before.queue_full_waits); /* the first batches did overflow */
+    assert_int_equal(after.queue_full_waits, mid.queue_full_waits); /* the learned size fits */
+    assert_true(d + 64 >= work && d <= work + 64);                 /* float ms: 1 ns per batch at most */
+    assert_true(d2 + 64 >= work && d2 <= work + 64);
+    assert_int_equal(j.calls - calls1, 1 + 64 / 4); /* warm-up, then batches of 4 trials (40 operations) */
+}
+
+/* A single trial that enqueues more than the launch queue holds cannot be held at all: the call halves down to one
+ * trial per hold, then fails with KT_ETIMEDOUT and says why, and the stream drains. Before the fix: one batch, the
+ * full hold timeout, and a message that did not name the launch queue. */
+static void test_one_trial_overflowing_the_queue_fails(void **state)
+{
+    struct CUstream_st *s = *state;
+    ops_job_t j = {.ops_per_trial = 100}; /* the double's queue holds 64 */
+    kt_cuda_held_t h = {.stream = s, .enqueue = enqueue_ops, .user = &j};
+    uint64_t d = 7;
+    assert_int_equal(kt_cuda_time_held(&h, 4, &d), KT_ETIMEDOUT);
+    print_message("%s\n", kt_cuda_last_error());
+    assert_int_equal(d, 0);
+    assert_non_null(strstr(kt_cuda_last_error(), "launch queue"));
+    assert_int_equal(j.calls, 1 + 3); /* warm-up, then 4, 2 and 1 trials per hold */
+    assert_int_equal(cuStreamSynchronize(s), 0);
+    j.ops_per_trial = 1; /* the stream and the context still hold work that fits */
+    assert_int_equal(kt_cuda_time_held(&h, 4, &d), 0);
+    assert_true(d > 0);
+}
+
+/* Issue 36.2, the warm-up's key: a program that reuses one job struct (one callback, one user pointer) for another
+ * kernel still gets that kernel warmed up before the hold. Keyed by the (callback, user) pair, the second call
+ * skipped the warm-up, kt_lazy_b's first launch waited behind the spin kernel (lazy_load_waits + 1) and the call
+ * ended in KT_ETIMEDOUT. */
+static const char kTwoKernels[] =
+    ".version 6.0\n.target sm_50\n.address_size 64\n"
+    ".visible .entry kt_lazy_a(\n\t.param .u64 work_ns\n)\n{\n\tret;\n}\n"
+    ".visible .entry kt_lazy_b(\n\t.param .u64 work_ns\n)\n{\n\tret;\n}\n";
+
+typedef struct kernel_job_t {
+    struct CUfunc_st *fn; /* what the callback launches: the program changes it between calls */
+} kernel_job_t;
+
+static int enqueue_job_kernel(void *user, struct CUstream_st *stream, uint32_t trials)
+{
+    kernel_job_t *j = user;
+    return enqueue_launches(j->fn, stream, trials);
+}
+
+static void test_reused_job_struct_is_warmed_up(void **state)
+{
+    struct CUstream_st *s = *state;
+    struct CUmod_st *mod = NULL;
+    struct CUfunc_st *a = load_kernel(&mod, kTwoKernels, "kt_lazy_a"), *b = NULL;
+    assert_int_equal(cuModuleGetFunction(&b, mod, "kt_lazy_b"), 0);
+    kernel_job_t job = {.fn = a};
+    kt_cuda_held_t h = {.stream = s, .enqueue = enqueue_job_kernel, .user = &job, .hold_timeout_ms = 3000};
+    uint64_t d = 0;
+    int rc = kt_cuda_time_held(&h, 4, &d);
+    if (rc)
+        fail_msg("kt_cuda_time_held (kernel a): %d (%s)", rc, kt_cuda_last_error());
+    job.fn = b; /* the same struct, the same callback: another kernel, never launched */
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    rc = kt_cuda_time_held(&h, 4, &d);
+    kt_test_cuda_driver_stats(&after);
+    if (rc)
+        fail_msg("kt_cuda_time_held (kernel b): %d (%s)", rc, kt_cuda_last_error());
+    assert_int_equal(after.lazy_load_waits, before.lazy_load_waits);
+    assert_int_equal(cuModuleUnload(mod), 0);
+}
+
+/* The double itself (what the tests above lean on): behind a kt_hold_wait kernel that is queued but not yet running
+ * (here: the stream's worker is held, as a busy stream or a host that enqueues faster than the stream starts would
+ * leave it), enqueues still fill the launch queue and block, as a real push buffer does. Were only a spinning
+ * kernel counted, the held tests' "no enqueue blocked" would pass whenever enqueuing outran the stream. */
+static const char kHoldModule[] =
+    ".version 6.0\n.target sm_50\n.address_size 64\n"
+    ".visible .entry kt_hold_wait(\n\t.param .u64 flag,\n\t.param .u64 timeout_ns\n)\n{\n\tret;\n}\n";
+
+typedef struct filler_t {
+    struct CUstream_st *stream;
+    uint32_t ops;      /* to enqueue */
+    uint32_t returned; /* enqueues returned so far (atomic) */
+} filler_t;
+
+static void *fill_queue(void *arg)
+{
+    filler_t *f = arg;
+    for (uint32_t i = 0; i < f->ops; i++) {
+        if (kt_test_cuda_driver_work(f->stream, 0, 1) != 0)
+            break;
+        __atomic_add_fetch(&f->returned, 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static void test_double_queue_fills_behind_a_pending_hold(void **state)
+{
+    struct CUstream_st *s = *state;
+    struct CUmod_st *mod = NULL;
+    struct CUfunc_st *fn = load_kernel(&mod, kHoldModule, "kt_hold_wait");
+    static uint32_t flag[2]; /* the double's device addresses are host addresses */
+    __atomic_store_n(&flag[0], 0u, __ATOMIC_RELEASE);
+    uint64_t flag_addr = (uint64_t)(uintptr_t)flag, timeout = 60000000000ull;
+    void *params[] = {&flag_addr, &timeout};
+    kt_test_cuda_stats_t before, now;
+    kt_test_cuda_driver_stats(&before);
+    assert_int_equal(kt_test_cuda_driver_hold(s, 1), 0); /* the hold kernel stays queued, not running */
+    assert_int_equal(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL), 0);
+    filler_t f = {.stream = s, .ops = 100};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, fill_queue, &f), 0);
+    int blocked = 0;
+    for (int i = 0; i < 5000 && !blocked; i++) {
+        kt_test_cuda_driver_stats(&now);
+        blocked = now.queue_full_waits > before.queue_full_waits;
+        if (!blocked)
+            kt_test_sleep_ms(1);
+    }
+    uint32_t returned = __atomic_load_n(&f.returned, __ATOMIC_ACQUIRE);
+    assert_int_equal(kt_test_cuda_driver_hold(s, 0), 0); /* the kernel spins now; the filler still waits */
+    __atomic_store_n(&flag[0], 1u, __ATOMIC_RELEASE);     /* released: the queue drains */
+    pthread_join(th, NULL);
+    assert_int_equal(cuStreamSynchronize(s), 0);
+    print_message("%u of 100 enqueues returned behind the pending hold kernel\n", returned);
+    assert_true(blocked);
+    assert_true(returned < 100);
+    assert_int_equal(f.returned, 100);
     assert_int_equal(cuModuleUnload(mod), 0);
 }
 
@@ -234,6 +421,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_thousand_launches_in_batches, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_legacy_stream_refused, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_first_launch_is_warmed_up_unheld, held_setup, held_teardown),
+        cmocka_unit_test_setup_teardown(test_reused_job_struct_is_warmed_up, held_setup, held_teardown),
+        /* after test_thousand_launches_in_batches: the double's max_queued_behind_hold is a process-wide maximum */
+        cmocka_unit_test_setup_teardown(test_many_launches_per_trial_fit_by_halving, held_setup, held_teardown),
+        cmocka_unit_test_setup_teardown(test_one_trial_overflowing_the_queue_fails, held_setup, held_teardown),
+        cmocka_unit_test_setup_teardown(test_double_queue_fills_behind_a_pending_hold, held_setup, held_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

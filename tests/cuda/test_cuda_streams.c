@@ -120,12 +120,63 @@ static void test_compiled_per_thread_timer_and_held(void **state)
     kt_cuda_shutdown();
 }
 
+/* kt_cuda_slots_bind's copies on stream 0 go to the per-thread default stream where stream 0 means it: with the
+ * header compiled as with --default-stream per-thread (the macro), and with desc.per_thread_default_stream (the
+ * function itself). The per-thread stream is held, so the copies wait there: the module's slot pointer is still
+ * unset until it is released. On the legacy stream (before the fix, both ways) they ran at once. */
+int cuModuleGetGlobal_v2(unsigned long long *dptr, size_t *bytes, struct CUmod_st *m, const char *name);
+
+static const char kStampModule[] =
+    ".version 6.0\n.target sm_50\n.address_size 64\n"
+    ".global .align 8 .u64 kt_cuda_slot_ptr;\n"
+    ".visible .entry kt_test_stamp(\n\t.param .u64 work_ns\n)\n{\n\tret;\n}\n";
+
+/* Binds slot 1 on stream 0 (through the macro, or the function when `function`) while the per-thread stream is
+ * held; returns the module's slot pointer then (*after: once the stream ran) and the slot's device address. */
+static uint64_t bind_on_stream_zero(int function, uint64_t *after, uint64_t *slot)
+{
+    struct CUmod_st *mod = NULL;
+    assert_int_equal(cuModuleLoadData(&mod, kStampModule), 0);
+    unsigned long long var = 0;
+    size_t bytes = 0;
+    assert_int_equal(cuModuleGetGlobal_v2(&var, &bytes, mod, "kt_cuda_slot_ptr"), 0);
+    kt_cuda_slots_t *slots = NULL;
+    assert_int_equal(kt_cuda_slots_create(&slots, g_ctx, 2), 0);
+    assert_int_equal(kt_test_cuda_driver_hold(STREAM_PER_THREAD, 1), 0);
+    int rc = function ? (kt_cuda_slots_bind)(slots, mod, NULL, 1) : kt_cuda_slots_bind(slots, mod, NULL, 1);
+    assert_int_equal(rc, 0);
+    assert_int_equal(cuStreamSynchronize(STREAM_LEGACY), 0);
+    uint64_t during = __atomic_load_n((uint64_t *)(uintptr_t)var, __ATOMIC_ACQUIRE);
+    assert_int_equal(kt_test_cuda_driver_hold(STREAM_PER_THREAD, 0), 0);
+    assert_int_equal(cuStreamSynchronize(STREAM_PER_THREAD), 0);
+    *after = __atomic_load_n((uint64_t *)(uintptr_t)var, __ATOMIC_ACQUIRE);
+    *slot = kt_cuda_slots_device_ptr(slots, 1);
+    kt_cuda_slots_destroy(slots);
+    assert_int_equal(cuModuleUnload(mod), 0);
+    return during;
+}
+
+static void test_slots_bind_stream_zero_per_thread(void **state)
+{
+    (void)state;
+    uint64_t after = 0, slot = 0;
+    assert_int_equal(kt_cuda_init(NULL), 0); /* the backend is not told: the header maps stream 0 */
+    assert_int_equal(bind_on_stream_zero(0, &after, &slot), 0);
+    assert_int_equal(after, slot);
+    kt_cuda_shutdown();
+    assert_int_equal(kt_cuda_init(&(kt_cuda_desc_t){.per_thread_default_stream = 1}), 0);
+    assert_int_equal(bind_on_stream_zero(1, &after, &slot), 0);
+    assert_int_equal(after, slot);
+    kt_cuda_shutdown();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compiled_per_thread),
         cmocka_unit_test(test_desc_per_thread),
         cmocka_unit_test(test_compiled_per_thread_timer_and_held),
+        cmocka_unit_test(test_slots_bind_stream_zero_per_thread),
     };
     return cmocka_run_group_tests(tests, setup, kt_test_cuda_teardown);
 }

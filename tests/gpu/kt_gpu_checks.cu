@@ -6,6 +6,10 @@
 //                    kt_flush, kt_snapshot and a kt_cuda_timer: the capture must end with cudaSuccess and the
 //                    span be recorded (no error)
 //   held N           kt_cuda_time_held with N launches of a short kernel: returns 0, well inside the hold timeout
+//   held-many N      kt_cuda_time_held of 64 trials that each launch N kernels (default 48: 32 trials would queue
+//                    1,536, more than an H200's launch queue of ~1,021): returns 0 twice (the batch halves until it
+//                    fits, then the context keeps it); one trial of 2,000 launches fails with KT_ETIMEDOUT naming the
+//                    launch queue, and the stream works afterwards
 //   queue-depth      how many launches the driver queues behind a spinning kernel before cuLaunchKernel blocks
 //   reset [M]        spans in flight across cudaDeviceReset, then more spans: none is an error, no crash (run
 //                    under compute-sanitizer by run.sh where it accepts the device); M=1 with kt_cuda_watch_resets
@@ -275,6 +279,53 @@ static int check_held(unsigned trials)
                   "%u launches: rc=%d %.1f us GPU (%.3f us/launch), %.3f s wall; again rc=%d %.1f us, %.3f s wall; "
                   "legacy stream: rc=%d (%s)",
                   trials, rc, ns / 1e3, ns / 1e3 / trials, wall, rc2, ns2 / 1e3, wall2, rc3, why);
+}
+
+// ---- held-many: trials of many launches each ----------------------------------------------------------------
+struct many_job_t {
+    float *x;
+    unsigned per_trial; // launches per trial
+};
+
+static int enqueue_many(void *user, CUstream_st *stream, uint32_t trials)
+{
+    many_job_t *j = (many_job_t *)user;
+    for (uint32_t i = 0; i < trials * j->per_trial; i++)
+        kt_gpu_add<<<1, 32, 0, (cudaStream_t)stream>>>(j->x, 32);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+static int check_held_many(unsigned per_trial)
+{
+    many_job_t j = {nullptr, per_trial};
+    cudaMalloc(&j.x, 32 * sizeof(float));
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    kt_cuda_held_t h = {};
+    h.stream = (CUstream_st *)s;
+    h.enqueue = enqueue_many;
+    h.user = &j;
+    uint64_t ns = 0, ns2 = 0, ns3 = 0;
+    double t0 = now_s();
+    int rc = kt_cuda_time_held(&h, 64, &ns);
+    double wall = now_s() - t0;
+    double t1 = now_s();
+    int rc2 = kt_cuda_time_held(&h, 64, &ns2);
+    double wall2 = now_s() - t1;
+    j.per_trial = 2000;
+    int rc3 = kt_cuda_time_held(&h, 2, &ns3);
+    char why[200];
+    std::snprintf(why, sizeof why, "%s", kt_cuda_last_error());
+    bool named = std::strstr(why, "launch queue") != nullptr;
+    j.per_trial = 1;
+    uint64_t ns4 = 0;
+    int rc4 = kt_cuda_time_held(&h, 4, &ns4);
+    cudaStreamDestroy(s);
+    cudaFree(j.x);
+    return result(rc == 0 && rc2 == 0 && rc3 == KT_ETIMEDOUT && named && rc4 == 0, "held-many",
+                  "64 x %u launches: rc=%d %.1f us GPU, %.3f s wall; again rc=%d %.1f us, %.3f s wall; 1 trial of "
+                  "2000: rc=%d (%.80s); then 4 x 1: rc=%d",
+                  per_trial, rc, ns / 1e3, wall, rc2, ns2 / 1e3, wall2, rc3, why, rc4);
 }
 
 // ---- reset ----------------------------------------------------------------------------------------------------
@@ -690,6 +741,7 @@ static int no_arg(int (*f)(), unsigned) { return f(); }
 static const check_t kChecks[] = {
     {"capture", [](unsigned a) { return no_arg(check_capture, a); }, 0},
     {"held", check_held, 1000},
+    {"held-many", check_held_many, 48},
     {"reset", check_reset, 0},
     {"globaltimer", [](unsigned a) { return no_arg(check_globaltimer, a); }, 0},
     {"calib", check_calib, 3},

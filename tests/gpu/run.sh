@@ -163,6 +163,7 @@ run_check() { # name command...: the program prints its own PASS/FAIL/INFO lines
 
 run_check capture "$checks" capture
 run_check held "$checks" held 1000
+run_check held-many "$checks" held-many 48
 run_check queue-depth "$checks" queue-depth
 run_check device-label "$checks" devices
 run_check ptds "$checks-ptds" ptds

@@ -357,6 +357,16 @@ static int gt_model_fresh(kt__cuda_ctx_t *c, kt_clock_model_t *m)
     return rc;
 }
 
+/* The timer's update granularity for c, measured once (one launch of 1024 reads) if the program did not ask for
+ * it: a value read from %globaltimer stands for any instant of its step, so every bound stated for one holds it. */
+static int gt_granularity(kt__cuda_ctx_t *c, uint64_t *res)
+{
+    pthread_mutex_lock(&c->lock);
+    *res = c->gt_resolution_ns;
+    pthread_mutex_unlock(&c->lock);
+    return *res ? 0 : kt_cuda_globaltimer_resolution(c->ctx, res);
+}
+
 int kt_cuda_globaltimer_to_host(struct CUctx_st *ctx, uint64_t device_ns, uint64_t *host_ns,
                                 uint64_t *uncertainty_ns)
 {
@@ -371,11 +381,16 @@ int kt_cuda_globaltimer_to_host(struct CUctx_st *ctx, uint64_t device_ns, uint64
         kt__cuda_set_error(0, "no %%globaltimer calibration for this context (call kt_cuda_calibrate)");
         return KT_ESTATE;
     }
-    /* the same rule as kt_cuda_slots_record: a stale model is refreshed first, so the bound stays near the fit's */
+    /* the same rules as kt_cuda_slots_record: the bound holds the timer's granularity, and a stale model is
+     * refreshed first, so the bound stays near the fit's */
+    uint64_t res = 0;
     kt_clock_model_t m;
-    if ((rc = gt_model_fresh(c, &m)) != 0)
+    if ((rc = gt_granularity(c, &res)) != 0 || (rc = gt_model_fresh(c, &m)) != 0)
         return rc;
-    return kt_clock_to_host(&m, device_ns, host_ns, uncertainty_ns);
+    rc = kt_clock_to_host(&m, device_ns, host_ns, uncertainty_ns);
+    if (!rc && uncertainty_ns)
+        *uncertainty_ns += res;
+    return rc;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -452,7 +467,7 @@ uint64_t kt_cuda_slots_device_ptr(const kt_cuda_slots_t *s, uint32_t index)
     return s->base + (uint64_t)index * sizeof(kt_cuda_stamp_t);
 }
 
-int kt_cuda_slots_bind(kt_cuda_slots_t *s, struct CUmod_st *module, struct CUstream_st *stream, uint32_t index)
+int(kt_cuda_slots_bind)(kt_cuda_slots_t *s, struct CUmod_st *module, struct CUstream_st *stream, uint32_t index)
 {
     int rc = slots_valid(s, index);
     if (rc)
@@ -466,14 +481,21 @@ int kt_cuda_slots_bind(kt_cuda_slots_t *s, struct CUmod_st *module, struct CUstr
         return KT_ENOTSUP;
     }
     kt__cuda_ctx_t *c = s->c;
+    kt__custream st = kt__cuda_stream_resolve((kt__custream)stream);
     int pushed;
     rc = kt__cuda_ctx_enter(c, &pushed);
     if (rc)
         return rc;
     kt__cudeviceptr var = 0;
     size_t bytes = 0;
-    kt__curesult r = kt__cu.cuModuleGetGlobal_v2(&var, &bytes, module, "kt_cuda_slot_ptr");
-    if (r) {
+    kt__curesult r = 0;
+    if (kt__cuda_stream_capturing(st)) {
+        /* as spans skip a capture: the copies would become nodes of the program's graph, or (the legacy stream
+         * beside a capturing blocking stream) invalidate its capture */
+        kt__cuda_set_error(0, "kt_cuda_slots_bind: the stream is capturing a graph (or is the legacy stream while a "
+                              "blocking stream captures): bind before the capture begins, or on another stream");
+        rc = KT_ESTATE;
+    } else if ((r = kt__cu.cuModuleGetGlobal_v2(&var, &bytes, module, "kt_cuda_slot_ptr")) != 0) {
         kt__cuda_set_error(r, "cuModuleGetGlobal(kt_cuda_slot_ptr): %s (%d): the module was not compiled with "
                               "ktiming/cuda_device.cuh in whole-program mode",
                            kt__cuda_result_name(r), r);
@@ -485,9 +507,9 @@ int kt_cuda_slots_bind(kt_cuda_slots_t *s, struct CUmod_st *module, struct CUstr
     uint64_t addr = kt_cuda_slots_device_ptr(s, index);
     if (!rc) {
         /* Pageable sources: the driver stages them before returning, so stack values are fine. */
-        r = kt__cu.cuMemcpyHtoDAsync_v2(addr, &kSlotReset, sizeof kSlotReset, stream);
+        r = kt__cu.cuMemcpyHtoDAsync_v2(addr, &kSlotReset, sizeof kSlotReset, st);
         if (!r)
-            r = kt__cu.cuMemcpyHtoDAsync_v2(var, &addr, sizeof addr, stream);
+            r = kt__cu.cuMemcpyHtoDAsync_v2(var, &addr, sizeof addr, st);
         if (r)
             rc = kt__cuda_fail("cuMemcpyHtoDAsync (slot bind)", r);
     }
@@ -530,11 +552,9 @@ int kt_cuda_slots_record(kt_cuda_slots_t *s, uint32_t index, const char *name)
         kt_record_error(id, NULL);
         return KT_ESTATE;
     }
-    /* the timer's update granularity bounds each stamp: measured once if the program did not ask for it */
-    pthread_mutex_lock(&c->lock);
-    uint64_t res = c->gt_resolution_ns;
-    pthread_mutex_unlock(&c->lock);
-    if (!res && (rc = kt_cuda_globaltimer_resolution(c->ctx, &res)) != 0)
+    /* the timer's update granularity bounds each stamp */
+    uint64_t res = 0;
+    if ((rc = gt_granularity(c, &res)) != 0)
         return rc;
     kt_clock_model_t m;
     if ((rc = gt_model_fresh(c, &m)) != 0)
@@ -588,8 +608,6 @@ void kt_cuda_slots_destroy(kt_cuda_slots_t *s)
  * once all are enqueued: the pair then brackets the launches' execution only, back to back.
  * ------------------------------------------------------------------------------------------------- */
 
-#define KT__CUDA_HOLD_TIMEOUT_MS 10000u
-
 /* gt_lock held, context current: the spin kernel, the flag words and the two events. */
 static int hold_prepare(kt__cuda_ctx_t *c)
 {
@@ -623,17 +641,72 @@ static int hold_prepare(kt__cuda_ctx_t *c)
     return 0;
 }
 
-/* Launches queued behind the spin kernel per held batch: the driver's launch queue is finite, and once it is full
- * cuLaunchKernel blocks, so the host would never reach the release (nvbench's blocking kernel documents a cap of
- * about 32 launches). */
+/* One kt_cuda_time_held call, as its warm-up and batches see it. */
+typedef struct hold_call_t {
+    const kt_cuda_held_t *h; /* the program's description */
+    kt__custream stream;     /* h->stream resolved (the per-thread default stream where stream 0 means it) */
+    int program_mode;        /* the thread's capture mode as the program set it; -1 when the driver cannot say */
+    uint64_t warm_ns;        /* host time the warm-up's callback (one trial, unheld) took to return */
+} hold_call_t;
+
+/* The calling thread's stream-capture mode as the program set it (read before kt__cuda_ctx_enter switches it to
+ * relaxed), -1 when the driver cannot say. */
+static int hold_program_mode(void)
+{
+    int mode = KT__CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (!kt__cu.cuThreadExchangeStreamCaptureMode || kt__cu.cuThreadExchangeStreamCaptureMode(&mode) != 0)
+        return -1;
+    int back = mode;
+    kt__cu.cuThreadExchangeStreamCaptureMode(&back);
+    return mode;
+}
+
+/* The program's enqueue callback, in the program's own capture mode: ktiming's relaxed mode is left around it, so
+ * a capture-unsafe call of the program's fails (and invalidates a global-mode capture) as it would without
+ * ktiming instead of being hidden; the held context stays current (the callback's launches go to its stream). */
+static int hold_callback(const hold_call_t *k, uint32_t trials)
+{
+    int mode = k->program_mode;
+    if (mode >= 0)
+        kt__cu.cuThreadExchangeStreamCaptureMode(&mode);
+    int rc = k->h->enqueue(k->h->user, k->stream, trials);
+    if (k->program_mode >= 0)
+        kt__cu.cuThreadExchangeStreamCaptureMode(&mode); /* relaxed again, for ktiming's own calls */
+    return rc;
+}
+
+/* Trials per held batch at first. The driver's launch queue is finite, and once it is full cuLaunchKernel blocks,
+ * so the host would never reach the release (nvbench's blocking kernel documents a cap of about 32 launches). A
+ * trial may enqueue any number of launches, which ktiming cannot count, so a batch whose spin kernel gave up
+ * before the release is retried with half its trials, and the context keeps the smaller size (hold_batch). */
 #define KT__CUDA_HOLD_BATCH 32u
 
-/* One held batch: the spin kernel, then the start event, the caller's launches and the end event, then the
- * release. */
-static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, kt__custream stream, uint32_t trials,
-                    uint64_t *duration_ns)
+/* How long the spin kernel waits for one batch's release before it gives up, when the program sets no
+ * hold_timeout_ms: KT__CUDA_HOLD_SLACK times what the warm-up's one trial took to enqueue, per trial of the batch,
+ * at least KT__CUDA_HOLD_MIN_MS and at most KT__CUDA_HOLD_TIMEOUT_MS. */
+#define KT__CUDA_HOLD_TIMEOUT_MS 10000u
+#define KT__CUDA_HOLD_MIN_MS 100u
+#define KT__CUDA_HOLD_SLACK 4u
+
+/* How long the spin kernel of a batch of `trials` waits for its release. */
+static uint64_t hold_timeout_ns(const hold_call_t *k, uint32_t trials)
 {
-    uint64_t timeout_ns = (uint64_t)(h->hold_timeout_ms ? h->hold_timeout_ms : KT__CUDA_HOLD_TIMEOUT_MS) * 1000000u;
+    if (k->h->hold_timeout_ms)
+        return (uint64_t)k->h->hold_timeout_ms * 1000000u;
+    const uint64_t lo = (uint64_t)KT__CUDA_HOLD_MIN_MS * 1000000u, hi = (uint64_t)KT__CUDA_HOLD_TIMEOUT_MS * 1000000u;
+    uint64_t per = (uint64_t)KT__CUDA_HOLD_SLACK * (trials ? trials : 1);
+    if (k->warm_ns >= hi / per)
+        return hi;
+    return k->warm_ns * per > lo ? k->warm_ns * per : lo;
+}
+
+/* One held batch: the spin kernel, then the start event, the caller's launches and the end event, then the
+ * release. 0 with *duration_ns, or with *gave_up set when the spin kernel gave up before the release (the batch
+ * ran partly unheld: no duration), or a KT_E* (last error set) or the callback's own return. */
+static int hold_run(kt__cuda_ctx_t *c, const hold_call_t *k, uint32_t trials, uint64_t *duration_ns, int *gave_up)
+{
+    kt__custream stream = k->stream;
+    uint64_t timeout_ns = hold_timeout_ns(k, trials);
     __atomic_store_n(&c->hold_flag[0], 0u, __ATOMIC_RELEASE);
     __atomic_store_n(&c->hold_flag[1], 0u, __ATOMIC_RELEASE);
     kt__cudeviceptr flag = c->hold_dev;
@@ -644,7 +717,7 @@ static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, kt__custream str
     int rc = 0;
     if ((r = kt__cu.cuEventRecord(c->hold_ev[0], stream)) != 0)
         rc = kt__cuda_fail("cuEventRecord", r);
-    if (!rc && (rc = h->enqueue(h->user, stream, trials)) != 0)
+    if (!rc && (rc = hold_callback(k, trials)) != 0)
         kt__cuda_set_error(0, "the enqueue callback returned %d", rc);
     if (!rc && (r = kt__cu.cuEventRecord(c->hold_ev[1], stream)) != 0)
         rc = kt__cuda_fail("cuEventRecord", r);
@@ -653,12 +726,9 @@ static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, kt__custream str
         return rc;
     if ((r = kt__cu.cuEventSynchronize(c->hold_ev[1])) != 0)
         return kt__cuda_fail("cuEventSynchronize", r);
-    if (__atomic_load_n(&c->hold_flag[1], __ATOMIC_ACQUIRE) == 2u) {
-        kt__cuda_set_error(0, "the stream was held for %u ms without being released: the enqueue callback waited "
-                              "on the stream, or enqueuing took longer than hold_timeout_ms",
-                           (unsigned)(timeout_ns / 1000000u));
-        return KT_ETIMEDOUT;
-    }
+    *gave_up = __atomic_load_n(&c->hold_flag[1], __ATOMIC_ACQUIRE) == 2u;
+    if (*gave_up)
+        return 0; /* when, against the enqueuing, is unknown: the pair is not trusted */
     float ms = 0.0f;
     if ((r = kt__cu.cuEventElapsedTime(&ms, c->hold_ev[0], c->hold_ev[1])) != 0)
         return kt__cuda_fail("cuEventElapsedTime", r);
@@ -666,24 +736,21 @@ static int hold_run(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, kt__custream str
     return 0;
 }
 
-/* hold_lock held, context entered: the work once, unheld, the first time this callback is timed in the context.
- * Under lazy loading (the default since CUDA 12.2) a kernel's first launch loads its module, which can
- * synchronise the context: behind the spin kernel that would wait for the release that never comes. */
-static int hold_warm_up(kt__cuda_ctx_t *c, const kt_cuda_held_t *h, kt__custream stream)
+/* hold_lock held, context entered: one trial of the work, unheld, at the start of every call. Under lazy loading
+ * (the default since CUDA 12.2) a kernel's first launch loads its module, which can synchronise the context:
+ * behind the spin kernel that would wait for the release that never comes. Which kernels the callback launches
+ * cannot be known (a program may reuse one callback and user pointer for another kernel), so no call skips it. */
+static int hold_warm_up(hold_call_t *k)
 {
-    if (c->hold_warm_fn == h->enqueue && c->hold_warm_user == h->user)
-        return 0;
-    int rc = h->enqueue(h->user, stream, 1);
+    uint64_t t0 = kt_now_ns();
+    int rc = hold_callback(k, 1);
+    k->warm_ns = kt_now_ns() - t0;
     if (rc) {
         kt__cuda_set_error(0, "the enqueue callback returned %d (warm-up)", rc);
         return rc;
     }
-    kt__curesult r = kt__cu.cuStreamSynchronize(stream);
-    if (r)
-        return kt__cuda_fail("cuStreamSynchronize (held-stream warm-up)", r);
-    c->hold_warm_fn = h->enqueue;
-    c->hold_warm_user = h->user;
-    return 0;
+    kt__curesult r = kt__cu.cuStreamSynchronize(k->stream);
+    return r ? kt__cuda_fail("cuStreamSynchronize (held-stream warm-up)", r) : 0;
 }
 
 int(kt_cuda_time_held)(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns)
@@ -701,6 +768,7 @@ int(kt_cuda_time_held)(const kt_cuda_held_t *h, uint32_t trials, uint64_t *durat
                               "every blocking stream); pass a stream of your own");
         return KT_EINVAL;
     }
+    hold_call_t k = {.h = h, .stream = stream, .program_mode = hold_program_mode()};
     pthread_mutex_lock(&c->hold_lock);
     int pushed = 0;
     rc = kt__cuda_ctx_enter(c, &pushed);
@@ -708,16 +776,42 @@ int(kt_cuda_time_held)(const kt_cuda_held_t *h, uint32_t trials, uint64_t *durat
         pthread_mutex_unlock(&c->hold_lock);
         return rc;
     }
-    pthread_mutex_lock(&c->gt_lock);
-    rc = hold_prepare(c);
-    pthread_mutex_unlock(&c->gt_lock);
+    if (kt__cuda_stream_capturing(stream)) {
+        /* the spin kernel, the events and the launches would become nodes of the program's graph */
+        kt__cuda_set_error(0, "kt_cuda_time_held: the stream is capturing a graph; hold it before or after the "
+                              "capture (time the graph's launch instead)");
+        rc = KT_ESTATE;
+    }
+    if (!rc) {
+        pthread_mutex_lock(&c->gt_lock);
+        rc = hold_prepare(c);
+        pthread_mutex_unlock(&c->gt_lock);
+    }
     if (!rc)
-        rc = hold_warm_up(c, h, stream);
+        rc = hold_warm_up(&k);
     uint64_t total = 0;
+    uint32_t batch = c->hold_batch ? c->hold_batch : KT__CUDA_HOLD_BATCH;
     for (uint32_t done = 0; !rc && (done < trials || (trials == 0 && done == 0));) {
-        uint32_t n = trials - done < KT__CUDA_HOLD_BATCH ? trials - done : KT__CUDA_HOLD_BATCH;
+        uint32_t n = trials - done < batch ? trials - done : batch;
         uint64_t ns = 0;
-        rc = hold_run(c, h, stream, n, &ns);
+        int gave_up = 0;
+        rc = hold_run(c, &k, n, &ns, &gave_up);
+        if (!rc && gave_up && n > 1) {
+            /* too many launches queued behind the spin kernel (or enqueuing was slow): the batch ran partly
+             * unheld, so it is not counted; half as many trials per hold, for this call and later ones here */
+            batch = c->hold_batch = n / 2;
+            continue;
+        }
+        if (!rc && gave_up) {
+            kt__cuda_set_error(0, "kt_cuda_time_held: the stream was held for %llu ms without being released, with "
+                                  "%u trial%s per hold: the enqueue callback waits on the held stream (a "
+                                  "synchronisation, a blocking copy, a free), one trial enqueues more launches than "
+                                  "the driver's launch queue holds (cuLaunchKernel then blocks before the release), or "
+                                  "enqueuing one trial took that long (set hold_timeout_ms for a slow callback)",
+                               (unsigned long long)(hold_timeout_ns(&k, n) / 1000000u), n, n == 1 ? "" : "s");
+            rc = KT_ETIMEDOUT;
+            break;
+        }
         total += ns;
         done += n;
         if (n == 0)

@@ -112,8 +112,7 @@ typedef struct kt__cuda_ctx_t {
     volatile uint32_t *hold_flag; /* host-mapped: [0] release (host), [1] 2 when the kernel gave up */
     kt__cudeviceptr hold_dev;    /* its device address */
     kt__cuevent hold_ev[2];      /* start and end of the held work */
-    kt_cuda_enqueue_cb hold_warm_fn; /* the enqueue callback (and user) last warmed up unheld */
-    void *hold_warm_user;
+    uint32_t hold_batch;         /* trials per held batch learned here (a batch overflowed); 0: the first size */
 
 } kt__cuda_ctx_t;
 

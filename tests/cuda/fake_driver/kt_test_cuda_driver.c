@@ -100,7 +100,6 @@ struct CUstream_st {
     int non_blocking;        /* created with CU_STREAM_NON_BLOCKING: no implicit sync with the legacy stream */
     int legacy;              /* the context's legacy default stream */
     int queued;              /* ops in head..tail */
-    int spinning;            /* a kt_hold_wait kernel is executing at its head */
     int holds_queued;        /* kt_hold_wait kernels launched on it and not finished */
     int capturing;           /* 1 while capturing a graph (ops are captured, not executed) */
     int cap_mode;            /* capture mode given to cuStreamBeginCapture */
@@ -191,7 +190,7 @@ static struct {
     int cc;               /* compute capability of every device, e.g. 90 */
     int deinit;           /* the driver is torn down: calls return CUDA_ERROR_DEINITIALIZED */
     int global_captures;  /* streams capturing in global mode */
-    int queue_depth;      /* ops a stream queues behind a spinning kernel before enqueuing blocks */
+    int queue_depth;      /* ops a stream queues behind a hold kernel (pending or spinning) before enqueuing blocks */
     int block_queries;    /* kt_test_cuda_driver_block_queries: cuEventQuery waits until cleared */
     CUresult query_answer; /* kt_test_cuda_driver_query_answer: what the next query_answers queries answer */
     uint32_t query_answers;
@@ -279,16 +278,17 @@ static void run_launch(struct CUstream_st *s, op_t *op)
         for (uint32_t i = 0; i < n; i++)
             dst[i] = dev_now_locked() / gran * gran;
     } else if (!strcmp(fn->name, "kt_hold_wait")) {
-        /* spins on the host-mapped word until the host releases it or the timeout passes (then flag[1] = 2) */
+        /* spins on the host-mapped word until the host releases it or the timeout passes (then flag[1] = 2); the
+         * timeout runs on the host's clock, as a real %globaltimer does, which neither stops with a frozen device
+         * clock nor jumps with virtual work */
         uint64_t flag, timeout;
         memcpy(&flag, p, 8);
         memcpy(&timeout, p + 8, 8);
         volatile uint32_t *w = (volatile uint32_t *)(uintptr_t)flag;
-        uint64_t t0 = dev_now_locked();
+        uint64_t t0 = host_raw();
         F.st.holds++;
-        s->spinning = 1;
         while (!__atomic_load_n(&w[0], __ATOMIC_ACQUIRE)) {
-            if (dev_now_locked() - t0 >= timeout) {
+            if (host_raw() - t0 >= timeout) {
                 __atomic_store_n(&w[1], 2u, __ATOMIC_RELEASE);
                 break;
             }
@@ -296,7 +296,6 @@ static void run_launch(struct CUstream_st *s, op_t *op)
             sleep_ns(20000);
             pthread_mutex_lock(&F.lock);
         }
-        s->spinning = 0;
         s->holds_queued--;
         pthread_cond_broadcast(&F.cond);
     } else if (!strcmp(fn->name, "kt_test_stamp")) {
@@ -509,14 +508,15 @@ static int deinit_call(void)
 /* F.lock held. */
 static void push_locked(struct CUstream_st *s, op_t *op)
 {
-    /* Behind a spinning kernel the launch queue fills: the enqueuing call then blocks until the stream moves
-     * (as cuLaunchKernel does when the driver's push buffer is full). */
-    if (s->spinning && s->queued > F.queue_depth) {
+    /* Behind a kt_hold_wait kernel, pending or spinning, the launch queue fills: the enqueuing call then blocks
+     * until the stream moves (as cuLaunchKernel does when the driver's push buffer is full). Pending counts too:
+     * enqueues that outrun the stream's worker fill a real push buffer just the same. */
+    if (s->holds_queued > 0 && s->queued > F.queue_depth) {
         F.st.queue_full_waits++;
-        while (s->spinning && s->queued > F.queue_depth && !s->stop)
+        while (s->holds_queued > 0 && s->queued > F.queue_depth && !s->stop)
             pthread_cond_wait(&F.cond, &F.lock);
     }
-    if (s->spinning && (uint64_t)s->queued > F.st.max_queued_behind_hold)
+    if (s->holds_queued > 0 && (uint64_t)s->queued > F.st.max_queued_behind_hold)
         F.st.max_queued_behind_hold = (uint64_t)s->queued;
     op->next = NULL;
     op->ready_host = host_raw() + F.launch_ns;

@@ -17,9 +17,10 @@
  *                                           call that enqueued it (default 4000)
  *   KT_TEST_CUDA_DRIVER_VERSION=N           cuDriverGetVersion (default 13000); cuModuleLoadData rejects PTX newer
  *                                           than that driver JIT-compiles (CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
- *   KT_TEST_CUDA_QUEUE_DEPTH=N              ops a stream queues behind a spinning kt_hold_wait kernel before
- *                                           an enqueue blocks until it moves (default 64; a real driver's
- *                                           depth: docs/cuda.md, measured by tests/gpu/run.sh queue-depth)
+ *   KT_TEST_CUDA_QUEUE_DEPTH=N              ops a stream queues while a kt_hold_wait kernel is queued on it
+ *                                           (pending or spinning) before an enqueue blocks until it moves
+ *                                           (default 64; a real driver's depth: docs/cuda.md, measured by
+ *                                           tests/gpu/run.sh queue-depth)
  *   KT_TEST_CUDA_CC=NN                      compute capability of every device (default 90); PTX for a newer
  *                                           .target fails with CUDA_ERROR_NO_BINARY_FOR_GPU
  *
@@ -41,7 +42,7 @@
  * A kernel's first launch waits while a kernel spins on another stream of the context (lazy loading's context
  * synchronisation). Kernels it knows by name (from the PTX given to cuModuleLoadData): kt_globaltimer_read,
  * kt_globaltimer_batch, kt_hold_wait(u32 *flag, u64 timeout_ns), which holds its stream until flag[0] is
- * non-zero or timeout_ns of device time passed (then flag[1] = 2), and kt_test_stamp(u64 work_ns), which stamps
+ * non-zero or timeout_ns passed (host time: a frozen clock or virtual work does not change it; then flag[1] = 2), and kt_test_stamp(u64 work_ns), which stamps
  * its module's kt_cuda_slot_ptr slot like KT_KERNEL_ENTER/EXIT around work_ns of simulated work. Mapped pinned
  * host memory (cuMemHostAlloc, cuMemHostGetDevicePointer_v2) is host memory whose address is the device's.
  */
@@ -88,8 +89,8 @@ typedef struct kt_test_cuda_stats_t {
     uint64_t capture_violations;     /* unsafe calls during a global-mode capture (each invalidates it) */
     uint64_t calls_after_deinit;     /* calls made after kt_test_cuda_driver_deinit(1) */
     uint64_t holds;                  /* kt_hold_wait kernels run */
-    uint64_t queue_full_waits;       /* enqueues that blocked: the queue behind a spinning kernel was full */
-    uint64_t max_queued_behind_hold; /* most ops queued on a stream while a kt_hold_wait kernel spun */
+    uint64_t queue_full_waits;       /* enqueues that blocked: the queue behind a hold kernel was full */
+    uint64_t max_queued_behind_hold; /* most ops queued on a stream while a kt_hold_wait kernel was queued or spun */
     uint64_t blocked_queries;        /* cuEventQuery calls that waited in kt_test_cuda_driver_block_queries */
     uint64_t lazy_load_waits;        /* first launches of a kernel that waited for a spinning kernel to end (lazy
                                         loading synchronises the context) */
