@@ -455,6 +455,41 @@ static void test_capture_answers_to_a_query_mean_later(void **state)
     }
 }
 
+/* A capture begun in thread-local mode on the program's own thread forbids that thread's capture-unsafe calls
+ * (whatever other threads do): ktiming's calls on that same thread — a span on another stream, kt_flush,
+ * kt_snapshot, a timer read — run relaxed, so the capture ends valid. */
+static void test_own_thread_local_capture_is_kept(void **state)
+{
+    (void)state;
+    enum { MODE_THREAD_LOCAL = 1 };
+    struct CUstream_st *cap = kt_test_stream();
+    struct CUstream_st *s = kt_test_stream();
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    assert_int_equal(cuStreamBeginCapture_v2(cap, MODE_THREAD_LOCAL), 0);
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, g_ctx, s, "beside-own-capture"), 0);
+    assert_int_equal(kt_test_cuda_driver_work(s, 1000, 0), 0);
+    assert_int_equal(kt_cuda_end(&span), 0);
+    kt_cuda_timer_t t;
+    assert_int_equal(kt_cuda_timer_init(&t, g_ctx, s), 0);
+    kt_cuda_timer_start(&t);
+    kt_cuda_timer_stop(&t);
+    double ms = -1.0;
+    assert_int_equal(kt_cuda_timer_elapsed(&t, &ms), 0);
+    kt_cuda_timer_destroy(&t);
+    kt_flush();
+    kt_snapshot_free(kt_snapshot());
+    struct CUgraph_st *g = NULL;
+    assert_int_equal(cuStreamEndCapture(cap, &g), 0);
+    assert_int_equal(cuGraphDestroy(g), 0);
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.capture_violations - before.capture_violations, 0);
+    kt_test_expect_count("beside-own-capture", 1);
+    assert_int_equal(cuStreamDestroy_v2(s), 0);
+    assert_int_equal(cuStreamDestroy_v2(cap), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -465,6 +500,7 @@ int main(void)
         cmocka_unit_test(test_legacy_stream_beside_a_capture_is_skipped),
         cmocka_unit_test(test_legacy_timer_beside_a_capture_is_refused),
         cmocka_unit_test(test_capture_answers_to_a_query_mean_later),
+        cmocka_unit_test(test_own_thread_local_capture_is_kept),
         cmocka_unit_test(test_held_callback_runs_in_the_programs_capture_mode),
         cmocka_unit_test(test_slots_bind_refuses_a_capture),
         cmocka_unit_test(test_held_refuses_a_capturing_stream),

@@ -103,6 +103,7 @@ struct CUstream_st {
     int holds_queued;        /* kt_hold_wait kernels launched on it and not finished */
     int capturing;           /* 1 while capturing a graph (ops are captured, not executed) */
     int cap_mode;            /* capture mode given to cuStreamBeginCapture */
+    pthread_t cap_thread;    /* the thread that began the capture */
     int cap_invalid;         /* the capture was invalidated by an unsafe call elsewhere */
     uint64_t cap_work_ns;    /* simulated (slept) work captured so far */
     uint64_t cap_vwork_ns;   /* virtual work captured so far */
@@ -450,12 +451,26 @@ static struct CUstream_st *resolve_any_locked(struct CUstream_st *s)
  * the capture, as the driver does. */
 static CUresult capture_unsafe_locked(void)
 {
-    if (F.global_captures == 0 || t_capture_mode == CAPTURE_RELAXED)
+    /* cuda.h's rules, by the calling thread's mode (cuThreadExchangeStreamCaptureMode): relaxed, never prohibited;
+     * thread-local, prohibited while this thread has a capture of its own not begun relaxed; global (the
+     * default), that or while any thread has a capture begun in global mode. The captures that prohibit the call
+     * are invalidated. */
+    if (t_capture_mode == CAPTURE_RELAXED)
+        return OK;
+    int prohibited = 0;
+    for (struct CUstream_st *s = F.streams; s; s = s->all_next) {
+        if (!s->capturing)
+            continue;
+        int own = s->cap_mode != CAPTURE_RELAXED && pthread_equal(s->cap_thread, pthread_self());
+        int global = t_capture_mode == CAPTURE_GLOBAL && s->cap_mode == CAPTURE_GLOBAL;
+        if (own || global) {
+            s->cap_invalid = 1;
+            prohibited = 1;
+        }
+    }
+    if (!prohibited)
         return OK;
     F.st.capture_violations++;
-    for (struct CUstream_st *s = F.streams; s; s = s->all_next)
-        if (s->capturing && s->cap_mode == CAPTURE_GLOBAL)
-            s->cap_invalid = 1;
     return E_CAPTURE_UNSUPPORTED;
 }
 
@@ -1387,6 +1402,7 @@ EXPORT CUresult cuStreamBeginCapture_v2(struct CUstream_st *stream, int mode)
     if (r == OK) {
         s->capturing = 1;
         s->cap_mode = mode;
+        s->cap_thread = pthread_self();
         s->cap_invalid = 0;
         s->cap_work_ns = 0;
         s->cap_vwork_ns = 0;

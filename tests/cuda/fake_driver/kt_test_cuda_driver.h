@@ -32,9 +32,11 @@
  * unless a cuCtxGetId on the same thread just before still answered the old id and nothing of this thread's came
  * between (the unpreventable raced use, counted); CU_STREAM_PER_THREAD
  * (0x2) is a per-thread stream, CU_STREAM_LEGACY (0x1) the legacy one; cuStreamBeginCapture_v2 captures a
- * stream's work (events recorded there fail queries with CUDA_ERROR_CAPTURED_EVENT), and while a stream captures
- * in global mode a query or synchronise from a thread not in relaxed mode (cuThreadExchangeStreamCaptureMode)
- * fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture; cuGraphLaunch replays the
+ * stream's work (events recorded there fail queries with CUDA_ERROR_CAPTURED_EVENT), and a capture-unsafe call
+ * (query, synchronise, allocation, module load) fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates
+ * the captures that forbid it, by cuda.h's rules for the calling thread's mode (cuThreadExchangeStreamCaptureMode):
+ * global (the default) while any thread captures in global mode or this thread has a capture not begun relaxed,
+ * thread-local only the latter, relaxed never; cuGraphLaunch replays the
  * captured work as one op. The legacy stream synchronises with every blocking stream of its context: while one
  * of them captures, work or an event record on the legacy stream (NULL) answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
  * and invalidates that capture, in any capture mode; cuStreamIsCapturing on it answers the same (906).
