@@ -62,6 +62,16 @@ static inline int kt_test_cuda_teardown(void **state)
     return 0;
 }
 
+/* A kt_cuda_held_t enqueue callback: `trials` operations of 1 us of simulated work each (user unused). */
+static inline int kt_test_enqueue_work(void *user, struct CUstream_st *stream, uint32_t trials)
+{
+    (void)user;
+    for (uint32_t i = 0; i < trials; i++)
+        if (kt_test_cuda_driver_work(stream, 1000, 0) != 0)
+            return -1;
+    return 0;
+}
+
 static inline struct CUstream_st *kt_test_stream(void)
 {
     struct CUstream_st *s = NULL;

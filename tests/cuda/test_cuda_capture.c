@@ -103,15 +103,6 @@ static void test_collector_does_not_break_a_global_capture(void **state)
     assert_int_equal(cuStreamDestroy_v2(work), 0);
 }
 
-static int enqueue_work(void *user, struct CUstream_st *stream, uint32_t trials)
-{
-    (void)user;
-    for (uint32_t i = 0; i < trials; i++)
-        if (kt_test_cuda_driver_work(stream, 1000, 0) != 0)
-            return -1;
-    return 0;
-}
-
 /* Issue 36.1: every ktiming call a program makes while a graph is captured in global mode (PyTorch's CUDA graphs
  * do this on one thread while others run) — a span, kt_flush, kt_snapshot, the timer, the %globaltimer (module
  * load, allocation), the held stream (mapped host memory), kt_cuda_calibrate, kt_cuda_slots_create and _destroy,
@@ -137,7 +128,7 @@ static void test_program_calls_keep_a_global_capture(void **state)
     kt_cuda_timer_destroy(&t);
     uint64_t gt = 0;
     assert_int_equal(kt_cuda_globaltimer_read(g_ctx, &gt), 0);
-    kt_cuda_held_t h = {.ctx = g_ctx, .stream = work, .enqueue = enqueue_work};
+    kt_cuda_held_t h = {.ctx = g_ctx, .stream = work, .enqueue = kt_test_enqueue_work};
     uint64_t held_ns = 0;
     assert_int_equal(kt_cuda_time_held(&h, 4, &held_ns), 0);
     assert_int_equal(kt_cuda_calibrate(g_ctx, 16, KT_FIT_WEIGHTED, NULL, NULL), 0);
@@ -236,7 +227,7 @@ static int enqueue_unsafe(void *user, struct CUstream_st *stream, uint32_t trial
     } else if (r == CAPTURE_UNSUPPORTED) {
         j->alloc_failures++;
     }
-    return enqueue_work(NULL, stream, trials);
+    return kt_test_enqueue_work(NULL, stream, trials);
 }
 
 /* kt_cuda_time_held runs the program's callback (warm-up included) in the program's own capture mode, not in
@@ -292,7 +283,7 @@ static void test_held_callback_runs_in_the_programs_capture_mode(void **state)
 static int count_calls(void *user, struct CUstream_st *stream, uint32_t trials)
 {
     (*(uint32_t *)user)++;
-    return enqueue_work(NULL, stream, trials);
+    return kt_test_enqueue_work(NULL, stream, trials);
 }
 
 static void test_held_refuses_a_capturing_stream(void **state)

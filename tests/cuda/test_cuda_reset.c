@@ -231,15 +231,6 @@ static void test_reset_while_the_pool_grows(void **state)
     assert_int_equal(cuStreamDestroy_v2(s2), 0);
 }
 
-static int enqueue_work(void *user, struct CUstream_st *stream, uint32_t trials)
-{
-    (void)user;
-    for (uint32_t i = 0; i < trials; i++)
-        if (kt_test_cuda_driver_work(stream, 1000, 0) != 0)
-            return -1;
-    return 0;
-}
-
 /* ktiming's resources of a context beyond its events die with a reset too: the %globaltimer module and scratch
  * memory, the held stream's mapped host flag and events, slot buffers. After one, %globaltimer reads, held timings
  * and new slots work on fresh state; slots made before answer an error; none of the dead modules, allocations or
@@ -249,7 +240,7 @@ static void test_modules_and_memory_across_a_reset(void **state)
 {
     (void)state;
     struct CUstream_st *s = kt_test_stream();
-    kt_cuda_held_t h = {.stream = s, .enqueue = enqueue_work};
+    kt_cuda_held_t h = {.stream = s, .enqueue = kt_test_enqueue_work};
     uint64_t ns = 0, gt = 0;
     assert_int_equal(kt_cuda_time_held(&h, 4, &ns), 0);
     assert_int_equal(kt_cuda_globaltimer_read(g_ctx, &gt), 0);
