@@ -8,10 +8,13 @@
  * (cuptiActivityRegisterTimestampCallback) returning ktiming's host clock (CLOCK_MONOTONIC_RAW), so records are
  * on the host timeline as delivered; only a CUPTI without that entry point falls back to a model fitted on
  * cuptiGetTimestamp() reads (refitted every second, so a step misplaces at most the records in between).
- * Delivery: CUPTI's own flush period returns only FULL buffers (a 1 MiB buffer holds ~4k kernel records), so a
- * slow program's records would wait in CUPTI until exit, and SIGKILL, abort, _exit or MPI_Abort would lose them. A
- * flusher thread therefore calls cuptiActivityFlushAll(0) every KTIMING_CUPTI_FLUSH_MS (default 100 ms), as the
- * header advises: completed records reach the recorder within that period. At exit everything is flushed (forced).
+ * Delivery: CUPTI's own flush period returns only FULL buffers, so a slow program's records would wait in CUPTI
+ * until exit, and SIGKILL, abort, _exit or MPI_Abort would lose them. A flusher thread therefore calls
+ * cuptiActivityFlushAll(0) every KTIMING_CUPTI_FLUSH_MS (default 100 ms), as the header advises. That flush returns
+ * no buffer holding a record still in flight, and CUPTI fills a buffer in order, so: completed records reach the
+ * recorder within that period unless they share a buffer with a command still running; a buffer takes at most 128
+ * records (KT_CUPTI_BUFFER_RECORDS), so a running command holds back at most 127 completed ones, until it ends or
+ * the exit flush. At exit everything is flushed (forced).
  * A child forked without exec makes no CUPTI call and records nothing CUPTI hands it (its parent's records): its
  * exit writes what it timed itself. Latency timestamps (queued, submitted) are on. Records CUPTI could not time
  * (start = end = 0) are counted as dropped ("no timing"), not recorded as 0 ns. C++ kernel names are demangled
@@ -24,7 +27,7 @@
  * kept (records carry CUPTI's ids). CUPTI allows one callback subscriber and one set of activity callbacks: when
  * another client (Nsight, Kineto / torch.profiler) holds the subscription, or later replaces the activity
  * callbacks, the library says so once on stderr, and buffers CUPTI never returned are counted, one drop a buffer
- * of up to ~4k records ("(CUPTI buffers taken by another client)") rather than left as a silent zero; a takeover
+ * of up to 128 records ("(CUPTI buffers taken by another client)") rather than left as a silent zero; a takeover
  * while no buffer of the library's is out cannot be seen (CUPTI says nothing of it). Peer-to-peer copies (MEMCPY2
  * records) are timed as "memcpy PtoP". Graphs (KTIMING_CUPTI_GRAPHS): `graph` (default) enables
  * CUPTI_ACTIVITY_KIND_GRAPH_TRACE, so each graph launch is one dispatch, "graph <id>" on its stream, and CUPTI
@@ -56,7 +59,23 @@
 #include <string.h>
 #include <unistd.h>
 
-#define KT_CUPTI_BUFFER_BYTES (1u << 20)
+/* Records a buffer takes (buffer_requested's max_records). CUPTI fills a buffer with records in order, and a
+ * flag-0 flush does not return a buffer holding a record still in flight (cupti_activity.h, cuptiActivityFlushAll):
+ * a long-running kernel (a persistent one, one spinning on a host flag, a blocked NCCL kernel) holds back every
+ * completed record of its buffer until it ends, and a SIGKILL meanwhile loses them. CUPTI returns a buffer once it
+ * holds max_records, so that kernel holds back at most KT_CUPTI_BUFFER_RECORDS - 1 completed records, where a
+ * 1 MiB buffer filled as far as it goes held back ~4.8k. The cost is a buffer request and return (an allocation,
+ * a free, two callbacks) per 128 records instead of per ~4.8k: small beside the per-record work (a lock and a
+ * dispatch recorded each), and a 27 KiB buffer comes from the heap where a 1 MiB one was an mmap and munmap. */
+#define KT_CUPTI_BUFFER_RECORDS 128u
+/* Sized to hold that many of the largest record the library enables (a kernel's), so no space is left unused. */
+#define KT_CUPTI_BUFFER_BYTES (KT_CUPTI_BUFFER_RECORDS * sizeof(CUpti_ActivityKernel10))
+_Static_assert(sizeof(CUpti_ActivityMemcpy6) <= sizeof(CUpti_ActivityKernel10), "a kernel record is the largest");
+_Static_assert(sizeof(CUpti_ActivityMemcpyPtoP4) <= sizeof(CUpti_ActivityKernel10), "a kernel record is the largest");
+_Static_assert(sizeof(CUpti_ActivityMemset4) <= sizeof(CUpti_ActivityKernel10), "a kernel record is the largest");
+_Static_assert(sizeof(CUpti_ActivityGraphTrace2) <= sizeof(CUpti_ActivityKernel10), "a kernel record is the largest");
+_Static_assert(sizeof(CUpti_ActivityDevice5) <= sizeof(CUpti_ActivityKernel10), "a kernel record is the largest");
+_Static_assert(sizeof(CUpti_ActivityKernel10) % 8 == 0, "aligned_alloc's size is a multiple of its alignment");
 #define KT_CUPTI_SAMPLES 32
 #define KT_CUPTI_MAX_DEVICES 64
 /* Refit the CUPTI-clock model (fallback only) when it is older than this. */
@@ -541,7 +560,7 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 {
     *buffer = aligned_alloc(8, KT_CUPTI_BUFFER_BYTES);
     *size = *buffer ? KT_CUPTI_BUFFER_BYTES : 0;
-    *max_records = 0;
+    *max_records = *buffer ? KT_CUPTI_BUFFER_RECORDS : 0; /* returned once full: KT_CUPTI_BUFFER_RECORDS above */
     if (*buffer)
         __atomic_add_fetch(&S.buffers_out, 1, __ATOMIC_RELAXED);
 }
@@ -687,6 +706,8 @@ static void flush_at_exit(void)
     if (!cupti_owner()) /* a forked child: CUPTI and what it still holds are the parent's */
         return;
     flusher_stop();
+    /* Assumes the forced flush returns once every buffer it or CUPTI's own thread hands over has left
+     * buffer_completed (the header calls it blocking; the double serialises its deliveries, so no test shows otherwise). */
     K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     record_dropped();
     uint64_t lost = __atomic_load_n(&S.buffers_out, __ATOMIC_RELAXED);
