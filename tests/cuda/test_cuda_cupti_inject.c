@@ -111,6 +111,8 @@ typedef enum child_mode_t {
                                 120 + both delivered */
     CHILD_NO_MEMCPY = 14,    /* exit at once; CUPTI refuses memory copy activity (KT_TEST_CUPTI_REFUSE_KIND) */
     CHILD_CUPTI12 = 15,      /* KTIMING_CUPTI_LIBRARY names a CUPTI of CUDA 12 (the double says API version 28) */
+    CHILD_HELD = 16,         /* the flusher every 20 ms: launches kernels behind the command in flight, checks its
+                                own snapshot, exits: status 130 + only those sharing its buffer were held back */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -158,30 +160,73 @@ static int thread_blocks_signals(const char *name)
     return ok;
 }
 
+/* In the child: the dispatches its own snapshot holds of `name` (CUDA); *seen: it has an entry (a drop makes one). */
+static uint64_t child_recorded(const char *name, int *seen)
+{
+    kt_snapshot_t *snap = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_snapshot_find(snap, name, KT_BACKEND_CUDA, NULL);
+    uint64_t n = e ? e->dispatch_count : 0;
+    if (seen)
+        *seen = e != NULL;
+    kt_snapshot_free(snap);
+    return n;
+}
+
+/* In the child, the flusher running: waits (up to 3 s) until its own snapshot holds at least `n` dispatches of
+ * `name`, then until the flush that delivered them has returned (a flush then finished after they arrived). 1 when
+ * they arrived. */
+static int child_await(const char *name, uint64_t n)
+{
+    int found = 0;
+    for (int i = 0; i < 300 && !(found = child_recorded(name, NULL) >= n); i++)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    if (!found)
+        return 0;
+    unsigned long before = child_flushes_done();
+    for (int i = 0; i < 300 && child_flushes_done() == before; i++)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    return 1;
+}
+
 /* In the child, the flusher every 20 ms: waits (up to 3 s) until its own snapshot holds CUPTI's completed records,
  * then until the flush that delivered them has returned, and looks again: the command still running must not
  * have been handed over (untimed, a "no timing" drop), which only a forced flush does. 50 + found, + 2 when it
  * was. */
 static int child_live_status(void)
 {
-    int found = 0;
-    for (int i = 0; i < 300 && !found; i++) {
-        kt_snapshot_t *snap = kt_snapshot();
-        const kt_kernel_timing_t *e = kt_snapshot_find(snap, "kt_fake_cupti_kernel", KT_BACKEND_CUDA, NULL);
-        found = e && e->dispatch_count == 1;
-        kt_snapshot_free(snap);
-        if (!found)
-            nanosleep(&(struct timespec){0, 10000000}, NULL);
-    }
-    if (!found)
+    if (!child_await("kt_fake_cupti_kernel", 1))
         return 50;
-    unsigned long before = child_flushes_done();
-    for (int i = 0; i < 300 && child_flushes_done() == before; i++)
-        nanosleep(&(struct timespec){0, 10000000}, NULL);
-    kt_snapshot_t *snap = kt_snapshot();
-    int running = kt_snapshot_find(snap, "kt_fake_running", KT_BACKEND_CUDA, NULL) != NULL;
-    kt_snapshot_free(snap);
+    int running = 0;
+    child_recorded("kt_fake_running", &running);
     return 51 + 2 * running + 4 * !thread_blocks_signals("kt-cupti-flush");
+}
+
+/* docs/cuda.md's bound: a buffer takes at most 128 records, so a command in flight holds back at most the 127
+ * completed records that share its buffer. */
+#define HELD_BUFFER_RECORDS 128u
+#define HELD_LAUNCHED 300u
+
+/* In the child (CHILD_HELD), the flusher every 20 ms: once the double's first records arrived (its command in flight
+ * is placed right after them, first in a buffer), the program launches HELD_LAUNCHED kernels that complete at once,
+ * placed after it in order: the first 127 share its buffer, the rest fill two more. Waits (up to 3 s) until its own
+ * snapshot holds those 173, then for one more flush, and looks again: exactly 173 recorded (the 127 held back, not
+ * lost: the exit flush hands them over), the command in flight not handed over. 1 when so. */
+static int child_held_back_bounded(void)
+{
+    void (*launch)(size_t) = NULL;
+    *(void **)&launch = dlsym(RTLD_DEFAULT, "kt_test_cupti_launch");
+    if (!launch || !child_await("kt_fake_cupti_kernel", 1))
+        return 0;
+    launch(HELD_LAUNCHED);
+    uint64_t want = HELD_LAUNCHED - (HELD_BUFFER_RECORDS - 1);
+    child_await("kt_fake_stream", want);
+    int running = 0;
+    uint64_t got = child_recorded("kt_fake_stream", NULL);
+    child_recorded("kt_fake_running", &running);
+    if (got != want || running)
+        fprintf(stderr, "held: %llu of %u recorded, %d in flight handed over\n", (unsigned long long)got,
+                HELD_LAUNCHED, running);
+    return got == want && !running;
 }
 
 /* In the child: the program flushes CUPTI's completed records itself (cuptiActivityFlushAll(0)). 0 when done. */
@@ -215,8 +260,8 @@ static int child_identity_ok(void)
     return ok;
 }
 
-/* With 2 records a buffer, the double's completed records (buffers of 2, 3, 4, 5 and 3) lose 7, counted in
- * CUPTI's global queue before each buffer is handed over: in the child's own snapshot, after a flush of completed
+/* With room for 2 records of each batch, the double's completed records (batches of 2, 3, 4, 5 and 3) lose 7,
+ * counted in CUPTI's global queue before the buffers holding the rest are handed over: in the child's own snapshot, after a flush of completed
  * records, "(CUPTI records dropped)" holds 7 drops for lack of buffer space. 1 when so. */
 #define SHORT_DROPS 7
 static int child_short_drops_seen(void)
@@ -332,7 +377,7 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
         child_env(mode == CHILD_NO_MEMCPY, "KT_TEST_CUPTI_REFUSE_KIND", "1"); /* CUPTI_ACTIVITY_KIND_MEMCPY */
         /* the flusher thread: every 20 ms where the test waits for it, else never within the child's life (so
          * what a destroy or the exit delivers does not depend on scheduling) */
-        setenv("KTIMING_CUPTI_FLUSH_MS", mode == CHILD_LIVE || mode == CHILD_WORKER ? "20" : "600000", 1);
+        setenv("KTIMING_CUPTI_FLUSH_MS", mode == CHILD_LIVE || mode == CHILD_WORKER || mode == CHILD_HELD ? "20" : "600000", 1);
         child_env(mode == CHILD_WORKER, "KT_TEST_CUPTI_WORKER_MS", "5");
         if (mode == CHILD_OLD_DRIVER) {
             const char *libcuda = getenv("KT_TEST_FAKE_LIBCUDA");
@@ -372,6 +417,8 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             exit(90 + child_short_drops_seen());
         if (mode == CHILD_WORKER)
             exit(120 + child_launches_delivered());
+        if (mode == CHILD_HELD)
+            exit(130 + child_held_back_bounded());
         if (mode == CHILD_DESTROY_NOSUB) { /* the program's own profiler can still subscribe */
             int (*subscribe)(void **, void *, void *) = NULL;
             *(void **)&subscribe = dlsym(RTLD_DEFAULT, "cuptiSubscribe");
@@ -749,14 +796,43 @@ static char *run_fake_child_said(child_mode_t mode, int status, const char *tag,
 
 /* Issue 36.4: records reach the recorder while the program runs. CUPTI's flush period returns only full buffers;
  * the library's flusher thread flushes completed records every period, so a process that then dies without its
- * exit handlers (here _exit) had them recorded. Completed records only (flag 0): the command still running is
- * not handed over untimed while the program runs. The flusher thread is named kt-cupti-flush and the program's
+ * exit handlers (here _exit) had them recorded. Completed records only (flag 0): the command still running (the
+ * double places it after the first records went out, so it holds back none of them; sharing a buffer with it is
+ * running_holds_back_its_buffer_only's case) is not handed over untimed while the program runs. The flusher thread is named kt-cupti-flush and the program's
  * signals are blocked in it, as in the core's collector threads. */
 static void test_records_arrive_while_running(void **state)
 {
     (void)state;
     char *json = run_fake_child(CHILD_LIVE, 51);
     assert_null(json); /* _exit: no snapshot written, the records were seen in the child */
+}
+
+/* The `n` kernels the program launched (kt_test_cupti_launch) are each recorded once: none lost, none twice, none
+ * dropped. */
+static void assert_launched_once(const kt_snapshot_t *snap, uint64_t n)
+{
+    const kt_kernel_timing_t *e = kt_snapshot_find(snap, "kt_fake_stream", KT_BACKEND_CUDA, NULL);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, n);
+    assert_int_equal(e->dropped, 0);
+    assert_null(kt_snapshot_find(snap, "(CUPTI records dropped)", KT_BACKEND_CUDA, NULL));
+}
+
+/* A command still in flight (a persistent kernel, one spinning on a host flag) holds back the completed records that
+ * share its buffer: a flag-0 flush returns no buffer holding a record in flight, and CUPTI fills buffers in order.
+ * With buffers of at most 128 records, the 300 kernels launched behind it are recorded while it runs but for the 127
+ * in its buffer (with 1 MiB buffers filled as far as they go, all 300 were held back); the exit flush (forced) then
+ * hands over those 127 and the command, untimed: all 300 in the snapshot, none dropped. */
+static void test_running_holds_back_its_buffer_only(void **state)
+{
+    (void)state;
+    char *json = run_fake_child(CHILD_HELD, 131);
+    assert_non_null(json);
+    kt_snapshot_t *snap = parse_snapshot(json);
+    assert_launched_once(snap, HELD_LAUNCHED);
+    assert_true(entry_has(json, "kt_fake_running", "\"no_timing\": 1"));
+    kt_snapshot_free(snap);
+    free(json);
 }
 
 /* Issue 36.5: a profiler in the program (Kineto) replaces the activity callbacks after the library's: the buffers
@@ -859,7 +935,9 @@ static void test_drops_after_last_buffer_counted(void **state)
 
 /* The issue's demand on the doubles: CUPTI delivers from its own thread. With the double's worker thread handing
  * over completed records every 5 ms, the library's flusher flushing every 20 ms and the exit flush, each of the
- * program's kernels is recorded exactly once: none lost, none twice, none dropped. */
+ * program's kernels is recorded exactly once: none lost, none twice, none dropped. The first 127 launched share the
+ * buffer of the double's command in flight, so neither thread delivers any until a buffer is full (with buffers
+ * filled as far as 1 MiB goes, none within the child's 3000 launches); the exit flush hands those over. */
 static void test_records_from_cuptis_thread_once(void **state)
 {
     (void)state;
@@ -875,13 +953,9 @@ static void test_records_from_cuptis_thread_once(void **state)
     assert_true(launched > WORKER_TAIL);
     assert_non_null(json);
     kt_snapshot_t *snap = parse_snapshot(json);
-    const kt_kernel_timing_t *e = kt_snapshot_find(snap, "kt_fake_stream", KT_BACKEND_CUDA, NULL);
-    assert_non_null(e);
-    assert_int_equal(e->dispatch_count, launched);
-    assert_int_equal(e->dropped, 0);
-    assert_null(kt_snapshot_find(snap, "(CUPTI records dropped)", KT_BACKEND_CUDA, NULL));
+    assert_launched_once(snap, launched);
     /* the double's other records, once each, whichever thread took them */
-    e = kt_snapshot_find(snap, "kt_fake_configured", KT_BACKEND_CUDA, NULL);
+    const kt_kernel_timing_t *e = kt_snapshot_find(snap, "kt_fake_configured", KT_BACKEND_CUDA, NULL);
     assert_non_null(e);
     assert_int_equal(e->dispatch_count, 5);
     kt_snapshot_free(snap);
@@ -999,6 +1073,7 @@ int main(void)
                                        cmocka_unit_test(test_memset_timed_without_memcpy),
                                        cmocka_unit_test(test_other_major_cupti_refused),
                                        cmocka_unit_test(test_records_arrive_while_running),
+                                       cmocka_unit_test(test_running_holds_back_its_buffer_only),
                                        cmocka_unit_test(test_subscription_left_free),
                                        cmocka_unit_test(test_device_identity),
                                        cmocka_unit_test(test_other_client_taking_callbacks_is_counted)};
