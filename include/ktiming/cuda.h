@@ -159,7 +159,7 @@ typedef struct kt_cuda_stats_t {
 /* Held-stream timing (kt_cuda_time_held, the harness's CUDA path): enqueue `trials` launches of the work to time
  * on `stream`, and return 0 (or a negative KT_E* to abort). The callback must only enqueue: the stream is held
  * while it runs, so anything that waits for the stream (cuStreamSynchronize, a blocking copy on it, cudaFree)
- * waits until hold_timeout_ms. It runs on the calling thread, with the held context current and in the thread's
+ * waits until the hold gives up (hold_timeout_ms), in each of up to six holds. It runs on the calling thread, with the held context current and in the thread's
  * own stream-capture mode (not ktiming's relaxed one). */
 typedef int (*kt_cuda_enqueue_cb)(void *user, struct CUstream_st *stream, uint32_t trials);
 typedef struct kt_cuda_held_t {
@@ -303,8 +303,9 @@ KT_API void kt_cuda_slots_destroy(kt_cuda_slots_t *slots);
  * kernel's first launch may synchronise the context under lazy loading, and which kernels the callback launches
  * cannot be known). A trial may enqueue many launches: a batch whose hold kernel gave up before the release
  * (hold_timeout_ms) ran partly unheld, is not counted, and is retried with half its trials; the context keeps
- * the smaller size. KT_ETIMEDOUT when even one trial could not be held (more launches than the launch queue
- * holds, a callback waiting on the stream, or slower than the bound; kt_cuda_last_error says so). KT_ESTATE
+ * a smaller size once a full batch of it held (and doubles it back after 8 calls held at it). KT_ETIMEDOUT when
+ * even one trial could not be held (more launches than the launch queue holds, a callback waiting on the stream,
+ * or slower than the bound; kt_cuda_last_error says so), after up to six holds of hold_timeout_ms each. KT_ESTATE
  * on a stream that is capturing a graph (nothing is enqueued and the callback is not called). The legacy default
  * stream is refused (KT_EINVAL): it waits on every blocking stream. */
 KT_API int kt_cuda_time_held(const kt_cuda_held_t *h, uint32_t trials, uint64_t *duration_ns);

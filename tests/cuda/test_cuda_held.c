@@ -411,6 +411,51 @@ static void test_double_queue_fills_behind_a_pending_hold(void **state)
     assert_int_equal(cuModuleUnload(mod), 0);
 }
 
+/* A call that cannot be held at all (its callback waits on the held stream: every batch gives up, halved down to 1
+ * trial, KT_ETIMEDOUT) teaches the context nothing: the next call, with a callback that can be held, holds 32
+ * trials a batch again (1,000 trials: 32 holds, not 1,000). */
+static void test_a_failed_call_keeps_the_batch_size(void **state)
+{
+    struct CUstream_st *s = *state;
+    job_t waits = {.work_ns = 1000, .wait_on_stream = 1};
+    kt_cuda_held_t bad = {.stream = s, .enqueue = enqueue, .user = &waits, .hold_timeout_ms = 30};
+    uint64_t d = 0;
+    assert_int_equal(kt_cuda_time_held(&bad, 64, &d), KT_ETIMEDOUT);
+    job_t fine = {.work_ns = 0};
+    kt_cuda_held_t good = {.stream = s, .enqueue = enqueue, .user = &fine};
+    kt_test_cuda_stats_t before, after;
+    kt_test_cuda_driver_stats(&before);
+    assert_int_equal(kt_cuda_time_held(&good, 1000, &d), 0);
+    kt_test_cuda_driver_stats(&after);
+    assert_int_equal(after.holds - before.holds, (1000 + 31) / 32);
+}
+
+/* A size learned from a callback with many launches a trial (10 operations: 4 trials a batch) is kept while it
+ * holds, and doubled again after 8 calls in a row held at it: a later, lighter callback is not stuck with it. */
+static void test_learned_size_grows_back(void **state)
+{
+    struct CUstream_st *s = *state;
+    ops_job_t heavy = {.ops_per_trial = 10};
+    kt_cuda_held_t h = {.stream = s, .enqueue = enqueue_ops, .user = &heavy};
+    uint64_t d = 0;
+    kt_test_cuda_driver_freeze_clock(1);
+    assert_int_equal(kt_cuda_time_held(&h, 64, &d), 0);
+    ops_job_t light = {.ops_per_trial = 1};
+    h.user = &light;
+    kt_test_cuda_stats_t before, after;
+    for (int call = 0; call < 8; call++) { /* held at the learned 4 trials a batch */
+        kt_test_cuda_driver_stats(&before);
+        assert_int_equal(kt_cuda_time_held(&h, 64, &d), 0);
+        kt_test_cuda_driver_stats(&after);
+        assert_int_equal(after.holds - before.holds, 64 / 4);
+    }
+    kt_test_cuda_driver_stats(&before);
+    assert_int_equal(kt_cuda_time_held(&h, 64, &d), 0); /* then twice as many */
+    kt_test_cuda_driver_stats(&after);
+    kt_test_cuda_driver_freeze_clock(0);
+    assert_int_equal(after.holds - before.holds, 64 / 8);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +471,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_many_launches_per_trial_fit_by_halving, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_one_trial_overflowing_the_queue_fails, held_setup, held_teardown),
         cmocka_unit_test_setup_teardown(test_double_queue_fills_behind_a_pending_hold, held_setup, held_teardown),
+        cmocka_unit_test_setup_teardown(test_a_failed_call_keeps_the_batch_size, held_setup, held_teardown),
+        cmocka_unit_test_setup_teardown(test_learned_size_grows_back, held_setup, held_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -230,13 +230,20 @@ static int ctx_lookup_locked(kt__cuctx ctx, int retained, kt__cudevice dev, kt__
         return 0;
     }
     int rc = ctx_create(ctx, retained, &c);
+    /* Releasing ktiming's retain may be the last and destroy the context right here, under kt__cuda_g.lock: the
+     * reset watch's callback then has nothing of ours to retire and must not take that lock (t_releasing). */
     if (rc) {
-        if (retained)
+        if (retained) {
+            kt__cuda_watch_releasing(1);
             kt__cu.cuDevicePrimaryCtxRelease_v2(dev);
+            kt__cuda_watch_releasing(0);
+        }
         return rc;
     }
     if (kt__ctx_set_add(&kt__cuda_g.set, c) != 0) {
+        kt__cuda_watch_releasing(1);
         kt__cuda_ctx_destroy(c); /* never linked: nobody else has seen it */
+        kt__cuda_watch_releasing(0);
         return KT_ENOMEM;
     }
     *created = 1;

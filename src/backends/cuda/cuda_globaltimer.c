@@ -678,8 +678,12 @@ static int hold_callback(const hold_call_t *k, uint32_t trials)
 /* Trials per held batch at first. The driver's launch queue is finite, and once it is full cuLaunchKernel blocks,
  * so the host would never reach the release (nvbench's blocking kernel documents a cap of about 32 launches). A
  * trial may enqueue any number of launches, which ktiming cannot count, so a batch whose spin kernel gave up
- * before the release is retried with half its trials, and the context keeps the smaller size (hold_batch). */
+ * before the release is retried with half its trials (half the smaller of it and the size in use: a short last
+ * batch that gave up says nothing of the full size). The context keeps a smaller size only once a full batch of it
+ * held (hold_batch), and doubles it again after KT__CUDA_HOLD_REGROW calls in a row held at it, so one stall (a
+ * host hiccup, a lazy load) does not shrink later calls for good, nor a callback that cannot be held at all. */
 #define KT__CUDA_HOLD_BATCH 32u
+#define KT__CUDA_HOLD_REGROW 8u
 
 /* How long the spin kernel waits for one batch's release before it gives up, when the program sets no
  * hold_timeout_ms: KT__CUDA_HOLD_SLACK times what the warm-up's one trial took to enqueue, per trial of the batch,
@@ -790,7 +794,9 @@ int(kt_cuda_time_held)(const kt_cuda_held_t *h, uint32_t trials, uint64_t *durat
     if (!rc)
         rc = hold_warm_up(&k);
     uint64_t total = 0;
-    uint32_t batch = c->hold_batch ? c->hold_batch : KT__CUDA_HOLD_BATCH;
+    uint32_t kept = c->hold_batch ? c->hold_batch : KT__CUDA_HOLD_BATCH;
+    uint32_t batch = kept;
+    int shrunk = 0, full_held = 0; /* this call halved the size; a full batch of the current size held */
     for (uint32_t done = 0; !rc && (done < trials || (trials == 0 && done == 0));) {
         uint32_t n = trials - done < batch ? trials - done : batch;
         uint64_t ns = 0;
@@ -798,10 +804,14 @@ int(kt_cuda_time_held)(const kt_cuda_held_t *h, uint32_t trials, uint64_t *durat
         rc = hold_run(c, &k, n, &ns, &gave_up);
         if (!rc && gave_up && n > 1) {
             /* too many launches queued behind the spin kernel (or enqueuing was slow): the batch ran partly
-             * unheld, so it is not counted; half as many trials per hold, for this call and later ones here */
-            batch = c->hold_batch = n / 2;
+             * unheld, so it is not counted; half as many trials per hold (kept for later calls once it held) */
+            batch = n / 2;
+            shrunk = 1;
+            full_held = 0;
             continue;
         }
+        if (!rc && !gave_up && n == batch)
+            full_held = 1;
         if (!rc && gave_up) {
             kt__cuda_set_error(0, "kt_cuda_time_held: the stream was held for %llu ms without being released, with "
                                   "%u trial%s per hold: the enqueue callback waits on the held stream (a "
@@ -816,6 +826,14 @@ int(kt_cuda_time_held)(const kt_cuda_held_t *h, uint32_t trials, uint64_t *durat
         done += n;
         if (n == 0)
             break;
+    }
+    if (!rc && shrunk && full_held) { /* a smaller size proved to hold: later calls start from it */
+        c->hold_batch = batch;
+        c->hold_good = 0;
+    } else if (!rc && !shrunk && full_held && kept < KT__CUDA_HOLD_BATCH &&
+               ++c->hold_good >= KT__CUDA_HOLD_REGROW) { /* held at the kept size for a while: try twice as many */
+        c->hold_batch = kept * 2 < KT__CUDA_HOLD_BATCH ? kept * 2 : KT__CUDA_HOLD_BATCH;
+        c->hold_good = 0;
     }
     kt__cuda_ctx_leave(pushed);
     pthread_mutex_unlock(&c->hold_lock);

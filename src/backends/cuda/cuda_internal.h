@@ -112,7 +112,9 @@ typedef struct kt__cuda_ctx_t {
     volatile uint32_t *hold_flag; /* host-mapped: [0] release (host), [1] 2 when the kernel gave up */
     kt__cudeviceptr hold_dev;    /* its device address */
     kt__cuevent hold_ev[2];      /* start and end of the held work */
-    uint32_t hold_batch;         /* trials per held batch learned here (a batch overflowed); 0: the first size */
+    uint32_t hold_batch;         /* trials per held batch learned here (a smaller batch held after one gave up); 0:
+                                    the first size */
+    uint32_t hold_good;          /* calls in a row whose batches all held at hold_batch (it doubles after 8) */
 
 } kt__cuda_ctx_t;
 

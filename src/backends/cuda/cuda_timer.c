@@ -82,7 +82,7 @@ void(kt_cuda_timer_start)(kt_cuda_timer_t *t)
         return;
     if (!timer_valid(t) && timer_acquire(t) != 0) {
         t->pair = NULL;
-        t->started = 0;
+        t->started = -1; /* no events (pool full, context gone): elapsed() fails rather than reading 0 */
         return;
     }
     if (timer_record(t, 0) != 0) {
@@ -115,7 +115,10 @@ int kt_cuda_timer_elapsed(const kt_cuda_timer_t *t, double *ms)
     if (!t->started)
         return 0;
     if (t->started < 0) { /* the last start or stop recorded nothing */
-        if (!timer_valid(t))
+        if (!t->pair)
+            kt__cuda_set_error(0, "kt_cuda_timer: its last start got no events (the context's pool full, or the "
+                                  "context unusable): no time to read");
+        else if (!timer_valid(t))
             timer_invalid_error(t);
         else
             kt__cuda_set_error(0, "kt_cuda_timer: its last start or stop recorded nothing (its stream was capturing "

@@ -1685,10 +1685,13 @@ EXPORT CUresult cuLaunchKernel(struct CUfunc_st *f, unsigned int gx, unsigned in
     }
     pthread_mutex_lock(&F.lock);
     F.st.launches++;
+    struct CUstream_st *held = NULL; /* the stream a hold kernel is counted on, until it runs or fails to queue */
     if (!strcmp(f->name, "kt_hold_wait")) {
         struct CUstream_st *hs = resolve_locked(stream);
-        if (hs && !hs->capturing)
+        if (hs && !hs->capturing) {
             hs->holds_queued++;
+            held = hs;
+        }
     } else if (!f->launched) {
         /* Lazy loading (CUDA 12.2+ default): a kernel's first launch loads it, which can synchronise the
          * context; modelled as waiting while a spinning kernel is queued or running on a stream of the context. */
@@ -1705,7 +1708,14 @@ EXPORT CUresult cuLaunchKernel(struct CUfunc_st *f, unsigned int gx, unsigned in
         }
     }
     pthread_mutex_unlock(&F.lock);
-    return enqueue(stream, op);
+    CUresult r = enqueue(stream, op);
+    if (r != OK && held) { /* not queued (906 beside a capture, a stream gone): it will never run to uncount it */
+        pthread_mutex_lock(&F.lock);
+        held->holds_queued--;
+        pthread_cond_broadcast(&F.cond);
+        pthread_mutex_unlock(&F.lock);
+    }
+    return r;
 }
 
 /* ---------------------------------------------------------------------------------------------------

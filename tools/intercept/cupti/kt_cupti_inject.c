@@ -672,25 +672,17 @@ static void flusher_stop(void)
         pthread_join(S.flusher, NULL);
 }
 
-/* Fork handlers, registered at initialisation whether or not the flusher runs (CUPTI's own thread may hold S.lock
- * in buffer_completed). A forked child has no flusher thread (only the forking thread survives a fork); it does
- * not start one: CUDA itself is unusable in a child forked from an initialised process, and the child makes no
- * CUPTI call (cupti_owner). */
+/* Fork handler of the child, registered at initialisation whether or not the flusher runs. A forked child has no
+ * flusher thread (only the forking thread survives a fork) and does not start one: CUDA itself is unusable in a
+ * child forked from an initialised process, and the child makes no CUPTI call and reads nothing of S behind
+ * S.lock (cupti_owner), so the lock (which CUPTI's thread may have held at the fork) is only made free again. No
+ * prepare/parent pair takes S.lock around fork(): it would make every fork of the program wait for the record
+ * CUPTI's thread is processing, and deadlock a fork made on a thread that holds it. */
 static void flusher_atfork_child(void)
 {
     S.flusher_running = 0;
     S.flusher_stop = 1;
     pthread_mutex_init(&S.lock, NULL);
-}
-
-static void flusher_atfork_prepare(void)
-{
-    pthread_mutex_lock(&S.lock);
-}
-
-static void flusher_atfork_parent(void)
-{
-    pthread_mutex_unlock(&S.lock);
 }
 
 static int g_said_buffers;
@@ -961,7 +953,7 @@ static int initialize(void)
     K.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2); /* peer-to-peer copies: none before CUDA 4, then optional */
     enable_graphs();
     subscribe_resources();
-    pthread_atfork(flusher_atfork_prepare, flusher_atfork_parent, flusher_atfork_child);
+    pthread_atfork(NULL, NULL, flusher_atfork_child);
     pthread_mutex_lock(&S.lock);
     if (!S.host_stamps)
         calibrate_locked();
