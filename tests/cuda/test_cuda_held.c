@@ -286,7 +286,10 @@ static void test_many_launches_per_trial_fit_by_halving(void **state)
     assert_int_equal(after.queue_full_waits, mid.queue_full_waits); /* the learned size fits */
     assert_true(d + 64 >= work && d <= work + 64);                 /* float ms: 1 ns per batch at most */
     assert_true(d2 + 64 >= work && d2 <= work + 64);
-    assert_int_equal(j.calls - calls1, 1 + 64 / 4); /* warm-up, then batches of 4 trials (40 operations) */
+    /* warm-up, then batches of the learned size: 4 trials (40 operations fit the queue of 64), or less where a host
+     * stall on a loaded machine cut a batch of 4 past the automatic bound too */
+    uint32_t batches = j.calls - calls1 - 1;
+    assert_true(batches == 64 / 4 || batches == 64 / 2 || batches == 64);
 }
 
 /* A single trial that enqueues more than the launch queue holds cannot be held at all: the call halves down to one
@@ -422,7 +425,8 @@ static void test_a_failed_call_keeps_the_batch_size(void **state)
     uint64_t d = 0;
     assert_int_equal(kt_cuda_time_held(&bad, 64, &d), KT_ETIMEDOUT);
     job_t fine = {.work_ns = 0};
-    kt_cuda_held_t good = {.stream = s, .enqueue = enqueue, .user = &fine};
+    /* a long bound: on a loaded machine a host stall past the automatic one (100 ms) would halve a batch here */
+    kt_cuda_held_t good = {.stream = s, .enqueue = enqueue, .user = &fine, .hold_timeout_ms = 60000};
     kt_test_cuda_stats_t before, after;
     kt_test_cuda_driver_stats(&before);
     assert_int_equal(kt_cuda_time_held(&good, 1000, &d), 0);
@@ -442,18 +446,24 @@ static void test_learned_size_grows_back(void **state)
     assert_int_equal(kt_cuda_time_held(&h, 64, &d), 0);
     ops_job_t light = {.ops_per_trial = 1};
     h.user = &light;
+    h.hold_timeout_ms = 60000; /* no give-up of its own from here: only what the heavy call taught is in play */
     kt_test_cuda_stats_t before, after;
-    for (int call = 0; call < 8; call++) { /* held at the learned 4 trials a batch */
+    uint64_t learned = 0; /* trials a batch the heavy call left: 4 (40 operations fit the queue of 64), less if a host
+                           * stall on a loaded machine cut a batch of 4 too */
+    for (int call = 0; call < 8; call++) { /* held at the learned size */
         kt_test_cuda_driver_stats(&before);
         assert_int_equal(kt_cuda_time_held(&h, 64, &d), 0);
         kt_test_cuda_driver_stats(&after);
-        assert_int_equal(after.holds - before.holds, 64 / 4);
+        if (!learned)
+            learned = 64 / (after.holds - before.holds);
+        assert_true(learned >= 1 && learned <= 4 && 64 % learned == 0);
+        assert_int_equal(after.holds - before.holds, 64 / learned);
     }
     kt_test_cuda_driver_stats(&before);
     assert_int_equal(kt_cuda_time_held(&h, 64, &d), 0); /* then twice as many */
     kt_test_cuda_driver_stats(&after);
     kt_test_cuda_driver_freeze_clock(0);
-    assert_int_equal(after.holds - before.holds, 64 / 8);
+    assert_int_equal(after.holds - before.holds, 64 / (2 * learned));
 }
 
 int main(void)
