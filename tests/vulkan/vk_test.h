@@ -67,43 +67,12 @@ static inline void vkt_open_or_skip(const ktcli_vk_device_opts_t *opts)
     fprintf(stderr, "device: %s; layers: %s\n", g_vkt.dev.props.deviceName, layers ? layers : "(none)");
 }
 
-/* lavapipe (Mesa 22.3) races with itself under THREAD readback: its vkGetQueryPoolResults waits for the device to
- * go idle and then reads the pool's query objects, which the queue thread destroys and recreates when it executes
- * the vkCmdResetQueryPool before each begin timestamp. A submission landing between the two left a timestamp
- * unavailable for good (kt_vk_collect_wait returned 3 of 4 in 2 of about 90 runs of test_vk_ring under TSan), and
- * the suite state that failure left behind ended in SIGSEGV in CI. The tests serialise the two: every context
- * they create gets the driver through vkt_desc(), whose vkGetQueryPoolResults holds g_vkt_driver_lock, and they
- * submit holding it too (vkt_submit, vkt_submit_wait). A poll then either ends before a submission or begins
- * after it and waits for all of it. A driver defect, not ktiming's: AUTO picks COPY readback on CPU devices,
- * where nothing polls (vk.h); GPU drivers read query results from any thread. */
-static pthread_mutex_t g_vkt_driver_lock = PTHREAD_MUTEX_INITIALIZER;
-static PFN_vkGetQueryPoolResults g_vkt_real_results;
-
-static inline VkResult VKAPI_CALL vkt_locked_results(VkDevice dev, VkQueryPool pool, uint32_t first, uint32_t count,
-                                                     size_t size, void *data, VkDeviceSize stride,
-                                                     VkQueryResultFlags flags)
-{
-    pthread_mutex_lock(&g_vkt_driver_lock);
-    VkResult r = g_vkt_real_results(dev, pool, first, count, size, data, stride, flags);
-    pthread_mutex_unlock(&g_vkt_driver_lock);
-    return r;
-}
-
-/* f, or the locking stand-in when f is the driver's vkGetQueryPoolResults. */
-static inline PFN_vkVoidFunction vkt_lock_results(const char *name, PFN_vkVoidFunction f)
-{
-    if (!f || strcmp(name, "vkGetQueryPoolResults"))
-        return f;
-    g_vkt_real_results = (PFN_vkGetQueryPoolResults)f;
-    return (PFN_vkVoidFunction)vkt_locked_results;
-}
+#include "vk_results_lock.h" /* lavapipe's THREAD readback race, and the lock the tests serialise it with */
 
 /* Stand-ins for driver functions: after vkt_desc(), vkt_set_wrap(wrap) makes the backend resolve every function
  * through wrap(name, function), which returns the one to use (a test's counting or recording stand-in). */
 typedef PFN_vkVoidFunction (*vkt_wrap_fn)(const char *name, PFN_vkVoidFunction f);
 static vkt_wrap_fn g_vkt_wrap;
-static PFN_vkGetInstanceProcAddr g_vkt_real_gipa;
-static PFN_vkGetDeviceProcAddr g_vkt_real_gdpa;
 
 static inline void vkt_set_wrap(vkt_wrap_fn wrap)
 {
@@ -117,27 +86,11 @@ static inline PFN_vkVoidFunction vkt_resolve(const char *name, PFN_vkVoidFunctio
     return g_vkt_wrap ? g_vkt_wrap(name, f) : f;
 }
 
-static inline PFN_vkVoidFunction VKAPI_CALL vkt_locked_gdpa(VkDevice dev, const char *name)
-{
-    return vkt_resolve(name, g_vkt_real_gdpa(dev, name));
-}
-
-static inline PFN_vkVoidFunction VKAPI_CALL vkt_locked_gipa(VkInstance inst, const char *name)
-{
-    PFN_vkVoidFunction f = g_vkt_real_gipa(inst, name);
-    if (f && !strcmp(name, "vkGetDeviceProcAddr")) {
-        g_vkt_real_gdpa = (PFN_vkGetDeviceProcAddr)f;
-        return (PFN_vkVoidFunction)vkt_locked_gdpa;
-    }
-    return vkt_resolve(name, f);
-}
-
 /* The description of the suite's device, its query reads serialised with the tests' submissions (no wrap). */
 static inline kt_vk_desc_t vkt_desc(void)
 {
     kt_vk_desc_t d = ktcli_vk_device_desc(&g_vkt.dev);
-    g_vkt_real_gipa = d.get_instance_proc_addr;
-    d.get_instance_proc_addr = vkt_locked_gipa;
+    d.get_instance_proc_addr = vkt_locked_gipa_over(d.get_instance_proc_addr, vkt_resolve);
     g_vkt_wrap = NULL;
     return d;
 }

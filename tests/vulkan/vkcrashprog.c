@@ -46,6 +46,11 @@
 #ifdef VKC_API
 #include <ktiming.h>
 #include <ktiming/vk.h>
+
+#ifdef VKC_API
+#include "vk_results_lock.h" /* lavapipe's THREAD readback race: `configs` serialises its submissions with the reads */
+static int g_serialise_submits; /* submit() holds g_vkt_driver_lock (configs, THREAD readback) */
+#endif
 static VkInstance g_inst;
 #endif
 
@@ -239,7 +244,16 @@ static void record(const vkc_dev_t *d, VkCommandBuffer c, VkCommandBufferUsageFl
 static void submit(const vkc_dev_t *d, uint32_t n, const VkCommandBuffer *cmds, VkFence fence)
 {
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = n, .pCommandBuffers = cmds};
-    CHECK(vkQueueSubmit(d->queue, 1, &si, fence));
+#ifdef VKC_API
+    if (g_serialise_submits)
+        pthread_mutex_lock(&g_vkt_driver_lock);
+#endif
+    VkResult r = vkQueueSubmit(d->queue, 1, &si, fence);
+#ifdef VKC_API
+    if (g_serialise_submits)
+        pthread_mutex_unlock(&g_vkt_driver_lock);
+#endif
+    CHECK(r);
 }
 
 /* A timeline semaphore at 0 that nothing signals: a batch waiting for 1 never runs. */
@@ -315,15 +329,22 @@ static void config_dispatch(const vkc_dev_t *d, VkCommandBuffer c, int i)
 }
 
 #ifdef VKC_API
-/* A context of the backend's own on d, in the readback mode VKCRASH_READBACK names. */
-static kt_vk_ctx_t *ctx_new(const vkc_dev_t *d)
+/* A context of the backend's own on d, in the readback mode VKCRASH_READBACK names. `serialise`: under THREAD
+ * readback its query reads hold g_vkt_driver_lock, as submit() then does (vk_results_lock.h); only where no
+ * submission waits on a gate (a read would wait in lavapipe for the device to go idle, holding the lock). */
+static kt_vk_ctx_t *ctx_new(const vkc_dev_t *d, int serialise)
 {
     const char *mode = getenv("VKCRASH_READBACK");
+    int thread = mode && !strcmp(mode, "thread");
     kt_vk_desc_t desc = {.instance = g_inst, .physical_device = g_pd, .device = d->dev,
                          .queue_family = d->family, .queue = d->queue,
                          .get_instance_proc_addr = vkGetInstanceProcAddr,
-                         .readback = mode && !strcmp(mode, "thread") ? KT_VK_READBACK_THREAD : KT_VK_READBACK_COPY,
+                         .readback = thread ? KT_VK_READBACK_THREAD : KT_VK_READBACK_COPY,
                          .instance_api_version = VK_API_VERSION_1_1};
+    if (thread && serialise) {
+        desc.get_instance_proc_addr = vkt_locked_gipa_over(vkGetInstanceProcAddr, NULL);
+        g_serialise_submits = 1;
+    }
     kt_vk_ctx_t *ctx = NULL;
     if (kt_vk_ctx_create(&desc, &ctx) != 0) {
         fprintf(stderr, "vkcrashprog: kt_vk_ctx_create failed\n");
@@ -352,7 +373,7 @@ static void record_api(const vkc_dev_t *d, kt_vk_ctx_t *ctx, VkCommandBuffer c, 
 static void gated(const vkc_dev_t *d, int na, int nb)
 {
     VkSemaphore gate = gate_new(d);
-    kt_vk_ctx_t *ctx = ctx_new(d);
+    kt_vk_ctx_t *ctx = ctx_new(d, 0);
     VkCommandBuffer c = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
     VkPipeline p = pipeline(d, "p");
     record_api(d, ctx, c, 1, p, "gated_a", na);
@@ -363,7 +384,7 @@ static void gated(const vkc_dev_t *d, int na, int nb)
 
 static void settled(const vkc_dev_t *d, int na, int nb)
 {
-    kt_vk_ctx_t *ctx = ctx_new(d);
+    kt_vk_ctx_t *ctx = ctx_new(d, 0);
     VkFence f = fence_new(d);
     VkPipeline p = pipeline(d, "p");
     VkCommandBuffer c = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
@@ -377,12 +398,12 @@ static void settled(const vkc_dev_t *d, int na, int nb)
     CHECK(vkEndCommandBuffer(c));
     kt_vk_discard(ctx, c);
     CHECK(vkResetCommandBuffer(c, 0));
-    kt_vk_ctx_t *gone = ctx_new(d);
+    kt_vk_ctx_t *gone = ctx_new(d, 0);
     record_api(d, gone, c, 1, p, "destroyed", nb);
     CHECK(vkEndCommandBuffer(c));
     kt_vk_ctx_destroy(gone);
     CHECK(vkResetCommandBuffer(c, 0));
-    kt_vk_ctx_t *lost = ctx_new(d); /* told the device was lost with dispatches unread */
+    kt_vk_ctx_t *lost = ctx_new(d, 0); /* told the device was lost with dispatches unread */
     record_api(d, lost, c, 1, p, "lost", nb);
     CHECK(vkEndCommandBuffer(c));
     kt_vk_device_lost(lost);
@@ -400,7 +421,7 @@ static void configs(const vkc_dev_t *d)
         {KT_LAUNCH_GROUPS, 3, {4, 1, 1}, {0, 0, 0}}, {KT_LAUNCH_GROUPS, 3, {8, 2, 1}, {0, 0, 0}},
         {KT_LAUNCH_GROUPS, 3, {8, 2, 1}, {0, 0, 0}}, {KT_LAUNCH_GROUPS, 3, {2, 1, 1}, {0, 0, 0}},
         {KT_LAUNCH_INDIRECT, 0, {0, 0, 0}, {0, 0, 0}}};
-    kt_vk_ctx_t *ctx = ctx_new(d);
+    kt_vk_ctx_t *ctx = ctx_new(d, 1); /* no gated submission here */
     VkFence f = fence_new(d);
     indirect_fill(d, f);
     VkCommandBuffer c = cmd_alloc(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
