@@ -136,14 +136,22 @@ static inline size_t kt_test_entry_index(const kt_snapshot_t *s, const char *nam
     return SIZE_MAX;
 }
 
-static inline void kt_test_expect_count(const char *name, uint64_t count)
+/* After kt_flush: a copy of the entry named `name` (asserted to exist). Only its counters are to be read: what it
+ * points to went with the snapshot. */
+static inline kt_kernel_timing_t kt_test_entry_now(const char *name)
 {
     kt_flush();
     kt_snapshot_t *snap = kt_snapshot();
     const kt_kernel_timing_t *e = kt_test_find(snap, name);
     assert_non_null(e);
-    assert_int_equal(e->dispatch_count, count);
+    kt_kernel_timing_t copy = *e;
     kt_snapshot_free(snap);
+    return copy;
+}
+
+static inline void kt_test_expect_count(const char *name, uint64_t count)
+{
+    assert_int_equal(kt_test_entry_now(name).dispatch_count, count);
 }
 
 #endif

@@ -20,6 +20,23 @@ static void *watchdog(void *arg)
     return NULL;
 }
 
+/* The collector is inside a blocked query: a span `name` begun and ended on stream s from this thread must complete
+ * before the watchdog lets the query go (else it waited for the collector); then it is recorded. */
+static void span_while_the_collector_waits(struct CUctx_st *ctx, struct CUstream_st *s, const char *name)
+{
+    atomic_store(&g_done, 0);
+    atomic_store(&g_done_at_release, 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, watchdog, NULL), 0);
+    kt_cuda_span_t span;
+    assert_int_equal(kt_cuda_begin(&span, ctx, s, name), 0);
+    assert_int_equal(kt_cuda_end(&span), 0);
+    atomic_store(&g_done, 1);
+    pthread_join(th, NULL);
+    assert_int_equal(atomic_load(&g_done_at_release), 1);
+    kt_test_expect_count(name, 1);
+}
+
 static void test_begin_does_not_wait_for_the_collector(void **state)
 {
     (void)state;
@@ -34,15 +51,7 @@ static void test_begin_does_not_wait_for_the_collector(void **state)
     kt_flush();
     assert_int_equal(kt_cuda_begin(&span, ctx, s, "collected"), 0);
     kt_test_end_into_blocked_query(&span);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, watchdog, NULL), 0);
-    kt_cuda_span_t other;
-    assert_int_equal(kt_cuda_begin(&other, ctx, s2, "beside"), 0);
-    assert_int_equal(kt_cuda_end(&other), 0);
-    atomic_store(&g_done, 1);
-    pthread_join(th, NULL);
-    assert_int_equal(atomic_load(&g_done_at_release), 1);
-    kt_test_expect_count("beside", 1);
+    span_while_the_collector_waits(ctx, s2, "beside");
     assert_int_equal(cuStreamDestroy_v2(s), 0);
     assert_int_equal(cuStreamDestroy_v2(s2), 0);
     kt_cuda_shutdown();
@@ -57,8 +66,6 @@ int cuDevicePrimaryCtxReset(int dev);
 static void test_begin_after_a_reset_does_not_wait_for_the_collector(void **state)
 {
     (void)state;
-    atomic_store(&g_done, 0);
-    atomic_store(&g_done_at_release, 0);
     struct CUctx_st *ctx = kt_test_ctx_enter();
     assert_int_equal(kt_cuda_init(&(kt_cuda_desc_t){.anchor_period_ms = 600000}), 0);
     struct CUstream_st *s = kt_test_stream();
@@ -72,15 +79,7 @@ static void test_begin_after_a_reset_does_not_wait_for_the_collector(void **stat
     kt_test_cuda_driver_stats(&before);
     assert_int_equal(cuDevicePrimaryCtxReset(0), 0); /* s and ktiming's events of the context die */
     struct CUstream_st *s2 = kt_test_stream();
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, watchdog, NULL), 0);
-    kt_cuda_span_t other;
-    assert_int_equal(kt_cuda_begin(&other, ctx, s2, "after-reset-beside"), 0);
-    assert_int_equal(kt_cuda_end(&other), 0);
-    atomic_store(&g_done, 1);
-    pthread_join(th, NULL);
-    assert_int_equal(atomic_load(&g_done_at_release), 1);
-    kt_test_expect_count("after-reset-beside", 1);
+    span_while_the_collector_waits(ctx, s2, "after-reset-beside");
     kt_test_cuda_driver_stats(&after);
     /* the stuck query's return meets its freed event: the one raced use an unwatched reset allows, no other */
     assert_true(after.raced_handle_uses - before.raced_handle_uses <= 1);

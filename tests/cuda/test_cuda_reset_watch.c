@@ -94,18 +94,12 @@ static void test_watched_primary_reset(void **state)
     kt_cuda_span_t span;
     assert_int_equal(kt_cuda_begin(&span, g_ctx, s2, "after-watched-reset"), 0);
     assert_int_equal(kt_cuda_end(&span), 0);
-    kt_flush();
-    kt_snapshot_t *snap = kt_snapshot();
-    const kt_kernel_timing_t *e = kt_test_find(snap, "watched-reset");
-    assert_non_null(e);
+    kt_kernel_timing_t e = kt_test_entry_now("watched-reset");
     /* the work was done when the reset began: collected inside the callback, none dropped */
-    assert_int_equal(e->dispatch_count, 8);
-    assert_int_equal(e->dropped_by[KT_DROP_CONTEXT_RESET], 0);
-    assert_int_equal(e->errors, 0);
-    e = kt_test_find(snap, "after-watched-reset");
-    assert_non_null(e);
-    assert_int_equal(e->dispatch_count, 1);
-    kt_snapshot_free(snap);
+    assert_int_equal(e.dispatch_count, 8);
+    assert_int_equal(e.dropped_by[KT_DROP_CONTEXT_RESET], 0);
+    assert_int_equal(e.errors, 0);
+    kt_test_expect_count("after-watched-reset", 1);
     kt_test_cuda_driver_stats(&after);
     assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0);
     kt_cuda_shutdown();
@@ -130,13 +124,9 @@ static void test_watched_context_destroy(void **state)
     assert_int_equal(after.raced_destroys - before.raced_destroys, 1);
     assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0);
     assert_int_equal(after.raced_handle_uses - before.raced_handle_uses, 0);
-    kt_flush();
-    kt_snapshot_t *snap = kt_snapshot();
-    const kt_kernel_timing_t *e = kt_test_find(snap, "watched-destroy");
-    assert_non_null(e);
-    assert_int_equal(e->dispatch_count, 5);
-    assert_int_equal(e->errors, 0);
-    kt_snapshot_free(snap);
+    kt_kernel_timing_t e = kt_test_entry_now("watched-destroy");
+    assert_int_equal(e.dispatch_count, 5);
+    assert_int_equal(e.errors, 0);
     kt_cuda_shutdown();
     kt_test_cuda_driver_stats(&after);
     assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0); /* not destroyed again at shutdown */
@@ -168,12 +158,7 @@ static void test_release_of_the_last_retain(void **state)
     assert_int_equal(after.event_bad_handles - before.event_bad_handles, 0);
     struct CUctx_st *again = NULL;
     assert_int_equal(cuDevicePrimaryCtxRetain(&again, 0), 0); /* the group's retain back, for the tests after */
-    kt_flush();
-    kt_snapshot_t *snap = kt_snapshot();
-    const kt_kernel_timing_t *e = kt_test_find(snap, "released-last");
-    assert_non_null(e);
-    assert_int_equal(e->dispatch_count, 1); /* collected by the release, before the context went */
-    kt_snapshot_free(snap);
+    kt_test_expect_count("released-last", 1); /* collected by the release, before the context went */
     kt_cuda_shutdown();
 }
 
@@ -232,12 +217,9 @@ static void test_watched_reset_behind_stuck_collector(void **state)
     assert_true(after.raced_handle_uses - before.raced_handle_uses <= 1);
     assert_int_equal(after.event_bad_handles - before.event_bad_handles,
                      after.raced_handle_uses - before.raced_handle_uses);
-    kt_snapshot_t *snap = kt_snapshot();
-    const kt_kernel_timing_t *e = kt_test_find(snap, "stuck-reset");
-    assert_non_null(e);
-    assert_int_equal(e->dispatch_count + e->dropped_by[KT_DROP_CONTEXT_RESET], 1);
-    assert_int_equal(e->errors, 0);
-    kt_snapshot_free(snap);
+    kt_kernel_timing_t e = kt_test_entry_now("stuck-reset");
+    assert_int_equal(e.dispatch_count + e.dropped_by[KT_DROP_CONTEXT_RESET], 1);
+    assert_int_equal(e.errors, 0);
     kt_cuda_shutdown();
 }
 
@@ -259,12 +241,9 @@ static void test_unwatched_race_uses_a_freed_event(void **state)
     assert_int_equal(after.raced_destroys - before.raced_destroys, 1);
     assert_int_equal(after.raced_handle_uses - before.raced_handle_uses, 1);
     assert_int_equal(after.event_bad_handles - before.event_bad_handles, 1);
-    kt_snapshot_t *snap = kt_snapshot();
-    const kt_kernel_timing_t *e = kt_test_find(snap, "unwatched-reset");
-    assert_non_null(e);
-    assert_int_equal(e->dispatch_count + e->dropped_by[KT_DROP_CONTEXT_RESET], 8);
-    assert_true(e->dropped_by[KT_DROP_CONTEXT_RESET] > 0);
-    kt_snapshot_free(snap);
+    kt_kernel_timing_t e = kt_test_entry_now("unwatched-reset");
+    assert_int_equal(e.dispatch_count + e.dropped_by[KT_DROP_CONTEXT_RESET], 8);
+    assert_true(e.dropped_by[KT_DROP_CONTEXT_RESET] > 0);
     kt_cuda_shutdown();
 }
 

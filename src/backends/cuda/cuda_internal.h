@@ -197,8 +197,9 @@ kt__cuda_ctx_t *kt__cuda_ctx_lookup(kt__cuctx ctx);
 /* cuda_reset_watch.c: CUPTI's CONTEXT_DESTROY_STARTING callback (kt__cuda_context_destroying, shared/tool.h) */
 void kt__cuda_watch_from_env(void); /* kt_cuda_init: KTIMING_CUDA_WATCH_RESETS=1 */
 void kt__cuda_watch_stop(void);     /* kt_cuda_shutdown: the subscription is given back */
-/* kt_cuda_context_release on this thread (1 while it holds the consumer lock): releasing ktiming's primary-context
- * retain may destroy the context right here, and the callback then has nothing to wait for or retire. */
+/* This thread releases ktiming's retain of a primary context whose state is not (or no longer) in the set (1 around
+ * the release: kt_cuda_context_release, holding the consumer lock; a failed creation, holding kt__cuda_g.lock):
+ * the release may destroy the context right here, and the callback then has nothing to wait for or retire. */
 void kt__cuda_watch_releasing(int on);
 
 /* cuda_pool.c: event-pair pool and stream queues */

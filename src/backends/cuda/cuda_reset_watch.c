@@ -61,12 +61,14 @@ void kt__cuda_resets_watched_by_tool(int on)
  * of the wall clock during a reset neither stretches nor cuts it; elsewhere pthread_mutex_timedlock's
  * CLOCK_REALTIME. TSan builds keep the latter: this TSan (GCC 12) does not intercept pthread_mutex_clocklock and
  * would not see the lock taken. */
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer) && !defined(__SANITIZE_THREAD__)
-#define __SANITIZE_THREAD__ 1 /* clang's spelling of GCC's */
+#if defined(__SANITIZE_THREAD__)
+#define KT__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) /* clang's spelling of GCC's __SANITIZE_THREAD__ */
+#define KT__TSAN 1
 #endif
 #endif
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 30)) && !defined(__SANITIZE_THREAD__)
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 30)) && !defined(KT__TSAN)
 #define KT__LOCK_CLOCK CLOCK_MONOTONIC
 #define kt__mutex_lock_until(m, until) pthread_mutex_clocklock((m), CLOCK_MONOTONIC, (until))
 #else
@@ -80,7 +82,7 @@ static int consumer_lock_within(uint32_t ms)
     return kt__mutex_lock_until(&kt__cuda_g.consumer, &until);
 }
 
-/* This thread is inside kt_cuda_context_release (holding the consumer lock, the context's state unlinked). */
+/* This thread releases a primary-context retain of ktiming's whose state is unlinked (kt__cuda_watch_releasing). */
 static _Thread_local int t_releasing;
 
 void kt__cuda_watch_releasing(int on)
@@ -91,7 +93,8 @@ void kt__cuda_watch_releasing(int on)
 void kt__cuda_context_destroying(struct CUctx_st *ctx)
 {
     /* t_releasing: ktiming's own release of the last primary-context retain destroys the context on this thread;
-     * its state is unlinked already, and waiting for the consumer lock this thread holds would only stall. */
+     * its state is unlinked already, and waiting for a lock this thread holds (the consumer lock, or the context
+     * table's) would stall or hang. */
     if (!ctx || t_releasing || kt__forked_child() || atomic_load(&kt__cuda_g.state) != KT__CUDA_READY)
         return;
     if (consumer_lock_within(kt__cuda_g.desc.flush_timeout_ms) != 0) {
