@@ -2,7 +2,9 @@
 #ifndef KT_CORE_ENV_H
 #define KT_CORE_ENV_H
 
+#include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 /* ---------------------------------------------------------------------------------------------------
  * The list (one row per variable: X(ID, what it does)); the variable is "KTIMING_" #ID.
@@ -100,5 +102,22 @@ static inline const char *kt__env(const char *name) { return secure_getenv(name)
  * LANG, CUDA_INJECTION64_PATH): read as any program reads them, secure-execution mode or not, exactly as plain
  * getenv. Never for a KTIMING_* name. */
 static inline const char *kt__env_any(const char *name) { return getenv(name); }
+
+/* A KTIMING_* count of milliseconds (KTIMING_EXIT_WAIT_MS, KTIMING_CUPTI_FLUSH_MS, ...): its value when it is a
+ * whole decimal number of at most `max`, else `dflt` (unset, empty, a sign, trailing characters, out of range), so
+ * a mistyped value means the documented default, never 0 nor a wrapped huge wait. */
+static inline unsigned long long kt__env_ms(const char *name, unsigned long long dflt, unsigned long long max)
+{
+    const char *e = kt__env(name);
+    if (!e || e[0] < '0' || e[0] > '9')
+        return dflt;
+    char *end;
+    int saved = errno;
+    errno = 0;
+    unsigned long long ms = strtoull(e, &end, 10);
+    int bad = errno || *end || ms > max;
+    errno = saved;
+    return bad ? dflt : ms;
+}
 
 #endif

@@ -148,15 +148,7 @@ void kt__backends_stop(uint64_t deadline_ns)
 
 uint64_t kt__exit_wait_ns(void)
 {
-    const char *e = kt__env(KT_ENV_NAME(EXIT_WAIT_MS));
-    if (e && *e) {
-        char *end;
-        errno = 0;
-        unsigned long long ms = strtoull(e, &end, 10);
-        if (!errno && !*end && e[0] != '-' && ms <= 3600000ull)
-            return ms * 1000000ull;
-    }
-    return 2000ull * 1000000ull;
+    return kt__env_ms(KT_ENV_NAME(EXIT_WAIT_MS), 2000, 3600000) * 1000000ull;
 }
 
 int kt__forked_child(void)

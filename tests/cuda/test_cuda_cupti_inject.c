@@ -113,6 +113,8 @@ typedef enum child_mode_t {
     CHILD_CUPTI12 = 15,      /* KTIMING_CUPTI_LIBRARY names a CUPTI of CUDA 12 (the double says API version 28) */
     CHILD_HELD = 16,         /* the flusher every 20 ms: launches kernels behind the command in flight, checks its
                                 own snapshot, exits: status 130 + only those sharing its buffer were held back */
+    CHILD_SLOW_WORKER = 17,  /* CUPTI's own thread hands buffers over outside its lock and stays 300 ms in the
+                                library's callback: exit while it is inside, status 140 + it was */
 } child_mode_t;
 
 /* In a child with KTIMING_RUN_DIR=run_dir: loads `first` (RTLD_GLOBAL) when given, then the injection library,
@@ -378,7 +380,8 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
         /* the flusher thread: every 20 ms where the test waits for it, else never within the child's life (so
          * what a destroy or the exit delivers does not depend on scheduling) */
         setenv("KTIMING_CUPTI_FLUSH_MS", mode == CHILD_LIVE || mode == CHILD_WORKER || mode == CHILD_HELD ? "20" : "600000", 1);
-        child_env(mode == CHILD_WORKER, "KT_TEST_CUPTI_WORKER_MS", "5");
+        child_env(mode == CHILD_WORKER || mode == CHILD_SLOW_WORKER, "KT_TEST_CUPTI_WORKER_MS", "5");
+        child_env(mode == CHILD_SLOW_WORKER, "KT_TEST_CUPTI_WORKER_SLOW_MS", "300");
         if (mode == CHILD_OLD_DRIVER) {
             const char *libcuda = getenv("KT_TEST_FAKE_LIBCUDA");
             setenv("KT_TEST_CUDA_DRIVER_VERSION", "12040", 1);
@@ -419,6 +422,11 @@ static int child_initialize_mode(const char *run_dir, const char *first, child_m
             exit(120 + child_launches_delivered());
         if (mode == CHILD_HELD)
             exit(130 + child_held_back_bounded());
+        if (mode == CHILD_SLOW_WORKER) {
+            int (*inside)(void) = NULL;
+            *(void **)&inside = dlsym(RTLD_DEFAULT, "kt_test_cupti_wait_slow_delivery");
+            exit(140 + (inside && inside()));
+        }
         if (mode == CHILD_DESTROY_NOSUB) { /* the program's own profiler can still subscribe */
             int (*subscribe)(void **, void *, void *) = NULL;
             *(void **)&subscribe = dlsym(RTLD_DEFAULT, "cuptiSubscribe");
@@ -657,6 +665,8 @@ static void check_snapshot(const char *dir, pid_t pid, int nodes, int host_api)
     e = strstr(json, "\"memcpy PtoP\"");
     assert_non_null(e);
     assert_non_null(strstr(e, "\"bytes\": 8192"));
+    /* Every buffer came back to the library: none counted as another client's or as still being delivered. */
+    assert_null(strstr(json, "(CUPTI buffers"));
     /* The command still running in context 2 went out only with the forced flush at exit, untimed. */
     assert_true(entry_has(json, "kt_fake_running", "\"no_timing\": 1"));
     /* One track per (context, stream): stream 7 of two contexts. */
@@ -962,6 +972,17 @@ static void test_records_from_cuptis_thread_once(void **state)
     free(json);
 }
 
+/* CUPTI's own thread may still be inside the library's buffer callback when the exit's forced flush returns (CUPTI
+ * promises no order between them). The exit waits for that delivery: its records are in the snapshot, and its
+ * buffers are not counted as taken by another client. Before, the snapshot lacked the buffers' records (the second
+ * module's kernel, the configured launches, the graphs) and counted them under "(CUPTI buffers taken by another
+ * client)". */
+static void test_exit_waits_for_cuptis_thread(void **state)
+{
+    (void)state;
+    run_with_double(CHILD_SLOW_WORKER, 141);
+}
+
 /* A CUPTI that refuses memory copy activity: copies go untimed, said once, and memsets are still asked for and
  * timed (each kind enabled on its own). */
 static void test_memset_timed_without_memcpy(void **state)
@@ -1070,6 +1091,7 @@ int main(void)
                                        cmocka_unit_test(test_dropped_records_counted),
                                        cmocka_unit_test(test_drops_after_last_buffer_counted),
                                        cmocka_unit_test(test_records_from_cuptis_thread_once),
+        cmocka_unit_test(test_exit_waits_for_cuptis_thread),
                                        cmocka_unit_test(test_memset_timed_without_memcpy),
                                        cmocka_unit_test(test_other_major_cupti_refused),
                                        cmocka_unit_test(test_records_arrive_while_running),

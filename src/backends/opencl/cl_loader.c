@@ -102,12 +102,6 @@ int kt_cl_load(const kt_cl_api_t **api)
 
 uint64_t kt__cl_timeout_ns(void)
 {
-    const char *s = kt__env(KT_ENV_NAME(OPENCL_TIMEOUT_MS));
-    if (s && *s) {
-        char *end;
-        unsigned long long ms = strtoull(s, &end, 10);
-        if (*end == '\0' && ms > 0)
-            return (uint64_t)ms * 1000000ull;
-    }
-    return 10000ull * 1000000ull;
+    unsigned long long ms = kt__env_ms(KT_ENV_NAME(OPENCL_TIMEOUT_MS), 10000, 3600000);
+    return (ms ? ms : 10000) * 1000000ull;
 }

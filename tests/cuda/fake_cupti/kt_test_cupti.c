@@ -12,7 +12,12 @@
  *     Without KT_TEST_CUPTI_WORKER_MS nothing else delivers: records wait for a flush, as a slow program's records
  *     wait in CUPTI (its periodic flush, cuptiActivityFlushPeriod, returns full buffers only; the period is only
  *     stored). KT_TEST_CUPTI_WORKER_MS=N starts the double's own worker thread, which every N ms hands over what a
- *     flag-0 flush would, as CUPTI's worker delivers buffers by its own heuristics.
+ *     flag-0 flush would, as CUPTI's worker delivers buffers by its own heuristics. KT_TEST_CUPTI_WORKER_SLOW_MS=M
+ *     makes that worker hand its buffers over outside the double's lock (the buffers of a delivery's last step; the
+ *     first delivery's early buffers still go out under it) and stay M ms inside the tool's callback the first
+ *     time, so a flush on another thread (the exit's forced one) can return while the worker is still inside the
+ *     tool with a buffer (cupti_activity.h promises no order between the two); kt_test_cupti_wait_slow_delivery()
+ *     waits until the worker is inside.
  *   - records CUPTI finds no space for are dropped and counted in the one global queue (CUPTI since CUDA 6.0:
  *     every buffer is handed over with context NULL) that cuptiActivityGetNumDroppedRecords(NULL, ...) reads and
  *     resets (a context of its own counts none): KT_TEST_CUPTI_SHORT=N keeps only N records of each batch the
@@ -76,6 +81,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -126,6 +132,15 @@ static size_t g_stream_batch;                        /* of them, those in the ba
 static size_t g_stream_out;                          /* of them, handed to the tool (not dropped) */
 static size_t g_stream_by_worker, g_stream_by_flush; /* ... by the worker thread / by cuptiActivityFlushAll */
 static unsigned long g_flushes;                      /* cuptiActivityFlushAll calls returned */
+static fake_buffer_t *g_aside;                       /* g_lock held: buffers set aside for the slow worker */
+static size_t g_naside, g_aside_cap;
+static int g_setting_aside;                          /* hand_over sets buffers aside instead of handing them */
+static pthread_mutex_t g_slow_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_slow_cond = PTHREAD_COND_INITIALIZER;
+static int g_slow_inside;                            /* the slow worker entered the tool's callback (g_slow_lock) */
+static int g_slow_outside;                           /* the worker hands buffers over outside g_lock now */
+static long g_worker_tid;                            /* its thread id (no TLS: LeakSanitizer's tracer faults on a
+                                                        dlopen'ed library's thread-local storage) */
 
 static uint64_t realtime_ns(void)
 {
@@ -181,6 +196,7 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityEnableLatencyTimestamps(uint
 }
 
 static void *worker_main(void *arg);
+static int g_slow_inside_once(void);
 static int open_buffer(void);
 
 /* A CUDA driver in the process (libcuda.so.1, however it was loaded) older than the CUDA this CUPTI belongs to:
@@ -264,6 +280,18 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, 
 KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid,
                                                                   CUpti_Activity **record)
 {
+    if (!*record && __atomic_load_n(&g_slow_outside, __ATOMIC_ACQUIRE) &&
+        syscall(SYS_gettid) == __atomic_load_n(&g_worker_tid, __ATOMIC_ACQUIRE)) {
+        /* the slow worker, inside the tool's callback, the first time */
+        __atomic_store_n(&g_slow_outside, 0, __ATOMIC_RELEASE);
+        pthread_mutex_lock(&g_slow_lock);
+        g_slow_inside = 1;
+        pthread_cond_broadcast(&g_slow_cond);
+        pthread_mutex_unlock(&g_slow_lock);
+        const char *ms_env = getenv("KT_TEST_CUPTI_WORKER_SLOW_MS");
+        unsigned long ms = ms_env && ms_env[0] ? strtoul(ms_env, NULL, 10) : 0;
+        nanosleep(&(struct timespec){(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L}, NULL);
+    }
     uint8_t *next = *record ? (uint8_t *)*record + KT_FAKE_RECORD_BYTES : buffer;
     if ((size_t)(next - buffer) + KT_FAKE_RECORD_BYTES > valid)
         return CUPTI_ERROR_MAX_LIMIT_REACHED;
@@ -401,7 +429,19 @@ static void hand_over(int forced)
             g_bufs[kept++] = b;
             continue;
         }
-        g_complete(NULL, 0, b.buf, b.size, b.count * KT_FAKE_RECORD_BYTES); /* the tool frees buf */
+        if (g_setting_aside) { /* the slow worker hands it over once g_lock is released */
+            if (g_naside == g_aside_cap) {
+                size_t cap = g_aside_cap ? 2 * g_aside_cap : 16;
+                fake_buffer_t *grown = realloc(g_aside, cap * sizeof *grown);
+                if (!grown)
+                    abort();
+                g_aside = grown;
+                g_aside_cap = cap;
+            }
+            g_aside[g_naside++] = b;
+        } else {
+            g_complete(NULL, 0, b.buf, b.size, b.count * KT_FAKE_RECORD_BYTES); /* the tool frees buf */
+        }
         g_records_out += b.count;
         g_stream_out += b.stream;
         g_forced_inflight += b.incomplete;
@@ -556,7 +596,7 @@ static void make_running(void)
  * buffers (the fixed ones once, then the launched kernels, 8 a batch), then the buffers flag 0 (or forced) returns
  * are handed over. The command in flight is placed right after the first delivery's buffers went out (in a buffer
  * of its own then), or before a forced flush hands everything over. */
-static void deliver(int forced)
+static void deliver(int forced, int aside)
 {
     if (!g_made_all) {
         g_made_all = 1;
@@ -574,7 +614,9 @@ static void deliver(int forced)
     }
     if (forced)
         make_running();
+    g_setting_aside = aside;
     hand_over(forced);
+    g_setting_aside = 0;
     make_running();
 }
 
@@ -605,7 +647,7 @@ KT_FAKE_CUPTI_API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
     }
     size_t before = g_stream_out, inflight = g_forced_inflight;
     int forced = (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0;
-    deliver(forced);
+    deliver(forced, 0);
     g_stream_by_flush += g_stream_out - before;
     const char *late = getenv("KT_TEST_CUPTI_LATE_DROPS"); /* lost after the last buffer went out */
     if (forced && g_forced_inflight > inflight && late && late[0])
@@ -627,17 +669,56 @@ static void *worker_main(void *arg)
 {
     unsigned long ms = (unsigned long)(uintptr_t)arg;
     struct timespec nap = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    const char *slow = getenv("KT_TEST_CUPTI_WORKER_SLOW_MS");
+    int outside = slow && slow[0];
+    __atomic_store_n(&g_worker_tid, (long)syscall(SYS_gettid), __ATOMIC_RELEASE);
     for (;;) {
         nanosleep(&nap, NULL);
         pthread_mutex_lock(&g_lock);
+        CUpti_BuffersCallbackCompleteFunc complete = g_complete;
+        fake_buffer_t *aside = NULL;
+        size_t naside = 0;
         if (g_request && g_complete) {
             size_t before = g_stream_out;
-            deliver(0);
+            deliver(0, outside);
             g_stream_by_worker += g_stream_out - before;
+            aside = g_aside; /* taken over: the next turn sets aside into a new array */
+            naside = g_naside;
+            g_aside = NULL;
+            g_naside = g_aside_cap = 0;
         }
         pthread_mutex_unlock(&g_lock);
+        __atomic_store_n(&g_slow_outside, naside > 0 && !g_slow_inside_once(), __ATOMIC_RELEASE);
+        for (size_t i = 0; i < naside; i++)
+            complete(NULL, 0, aside[i].buf, aside[i].size, aside[i].count * KT_FAKE_RECORD_BYTES);
+        __atomic_store_n(&g_slow_outside, 0, __ATOMIC_RELEASE);
+        free(aside);
     }
     return NULL;
+}
+
+/* The slow worker has been inside the tool's callback (KT_TEST_CUPTI_WORKER_SLOW_MS). */
+static int g_slow_inside_once(void)
+{
+    pthread_mutex_lock(&g_slow_lock);
+    int inside = g_slow_inside;
+    pthread_mutex_unlock(&g_slow_lock);
+    return inside;
+}
+
+/* Waits (at most 10 s) until the slow worker is inside the tool's buffer callback: 1 when it is. */
+KT_FAKE_CUPTI_API int kt_test_cupti_wait_slow_delivery(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&g_slow_lock);
+    int rc = 0;
+    while (!g_slow_inside && rc == 0)
+        rc = pthread_cond_timedwait(&g_slow_cond, &g_slow_lock, &until);
+    int inside = g_slow_inside;
+    pthread_mutex_unlock(&g_slow_lock);
+    return inside;
 }
 
 /* Another CUPTI client (a profiler inside the program) registers its own activity callbacks: CUPTI then hands

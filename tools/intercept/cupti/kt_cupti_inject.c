@@ -258,6 +258,7 @@ static struct {
     int graph_level;                               /* GRAPH_TRACE enabled: one dispatch per graph launch */
     CUpti_SubscriberHandle subscriber;             /* resource callbacks (NULL: another CUPTI client has them) */
     uint64_t buffers_out;                          /* buffers handed to CUPTI and not yet returned */
+    uint32_t delivering;                           /* buffer_completed calls running now (any thread) */
     uint32_t flush_ms;                             /* flusher period, 0: no flusher thread */
     pthread_t flusher;                             /* the flusher thread */
     int flusher_running;                           /* started and not yet stopped */
@@ -587,6 +588,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         free(buffer);
         return;
     }
+    __atomic_add_fetch(&S.delivering, 1, __ATOMIC_ACQ_REL);
     CUpti_Activity *rec = NULL;
     while (valid && K.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
@@ -623,6 +625,28 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     if (buffer)
         __atomic_sub_fetch(&S.buffers_out, 1, __ATOMIC_RELAXED);
     free(buffer);
+    __atomic_sub_fetch(&S.delivering, 1, __ATOMIC_ACQ_REL);
+}
+
+/* Waits until no buffer_completed call is running, at most KTIMING_EXIT_WAIT_MS (the wait every backend's exit
+ * shares): a buffer CUPTI's own thread was still handing over when the exit's forced flush returned is then in the
+ * recorder before the snapshot is written, not counted as taken by another client. Returns how many calls still
+ * run (0 normally). */
+static uint32_t wait_deliveries(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t start = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    uint64_t wait = kt__env_ms(KT_ENV_NAME(EXIT_WAIT_MS), 2000, 3600000) * 1000000ull;
+    const struct timespec nap = {0, 1000000}; /* 1 ms */
+    uint32_t running;
+    while ((running = __atomic_load_n(&S.delivering, __ATOMIC_ACQUIRE)) != 0) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec - start >= wait)
+            break;
+        nanosleep(&nap, NULL);
+    }
+    return running;
 }
 
 /* Says a CUPTI conflict once, on stderr or KTIMING_LOG. */
@@ -698,11 +722,19 @@ static void flush_at_exit(void)
     if (!cupti_owner()) /* a forked child: CUPTI and what it still holds are the parent's */
         return;
     flusher_stop();
-    /* Assumes the forced flush returns once every buffer it or CUPTI's own thread hands over has left
-     * buffer_completed (the header calls it blocking; the double serialises its deliveries, so no test shows otherwise). */
+    /* The forced flush hands over, on this thread, what CUPTI still holds; a buffer CUPTI's own thread took before
+     * it may still be in buffer_completed on that thread (cupti_activity.h promises no order between the two), so
+     * that delivery is waited for before anything still out is counted as another client's. */
     K.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    uint32_t late = wait_deliveries();
     record_dropped();
-    uint64_t lost = __atomic_load_n(&S.buffers_out, __ATOMIC_RELAXED);
+    uint64_t out = __atomic_load_n(&S.buffers_out, __ATOMIC_RELAXED);
+    if (late) { /* still being handed over past the exit wait: their records may miss the snapshot */
+        kt_kernel_id_t id = kt_kernel_intern("(CUPTI buffers still being delivered at exit)", KT_BACKEND_CUDA, NULL);
+        for (uint32_t i = 0; i < late; i++)
+            kt_record_drop(id, KT_DROP_IN_FLIGHT_AT_EXIT);
+    }
+    uint64_t lost = out > late ? out - late : 0;
     if (lost) {
         char n[32];
         snprintf(n, sizeof n, "%llu", (unsigned long long)lost);
@@ -837,8 +869,7 @@ static void setup_optional(void)
 {
     S.host_stamps = K.cuptiActivityRegisterTimestampCallback &&
                     K.cuptiActivityRegisterTimestampCallback(host_timestamp) == CUPTI_SUCCESS; /* before any kind */
-    const char *ms = kt__env(KT_ENV_NAME(CUPTI_FLUSH_MS));
-    S.flush_ms = ms && ms[0] ? (uint32_t)strtoul(ms, NULL, 10) : KT_CUPTI_FLUSH_MS;
+    S.flush_ms = (uint32_t)kt__env_ms(KT_ENV_NAME(CUPTI_FLUSH_MS), KT_CUPTI_FLUSH_MS, 3600000);
     if (K.cuptiActivityEnableLatencyTimestamps)
         K.cuptiActivityEnableLatencyTimestamps(1);
     *(void **)&S.demangle = dlsym(RTLD_DEFAULT, "__cxa_demangle");
