@@ -21,6 +21,8 @@ import { Primitive } from './primitive.js';
 const USAGE_MAP_READ = 0x1, USAGE_COPY_SRC = 0x4, USAGE_COPY_DST = 0x8, USAGE_QUERY_RESOLVE = 0x200;
 const MAP_READ = 0x1;
 
+const LOST = Symbol('device lost'); // thrown inside _complete() when a wait lost its race against device.lost
+
 function gcd(a, b) { while (b) [a, b] = [b, a % b]; return a; }
 
 /** A device's name from its GPUAdapterInfo (description, else vendor/architecture/device). */
@@ -221,7 +223,8 @@ export class WebGPUTimer {
     if (!this.batch.length) return;
     const groups = this.batch;
     this.batch = [];
-    const p = this._complete(groups).catch(() => {});
+    // _complete() counts every failure itself; this catch is the last guard: whatever is still unrecorded is counted
+    const p = this._complete(groups).catch(() => this._dropAll(groups, this.isLost ? 'device_lost' : 'read_failed'));
     this.inflight.add(p);
     p.finally(() => this.inflight.delete(p));
   }
@@ -240,38 +243,42 @@ export class WebGPUTimer {
     }
   }
 
-  // Waits for the submits of `groups` ({slots, h0}) to complete, maps their read-back buffers and records.
+  // Waits for the submits of `groups` ({slots, h0}) to complete, maps their read-back buffers and records. Any
+  // failure on the way (a wait, a map, reading a mapped range: the device may be destroyed between the map and
+  // the read) counts every pass not recorded yet, device_lost or read_failed: none is lost uncounted.
   async _complete(groups) {
     const slots = groups.flatMap((g) => g.slots);
-    let h1;
     try {
-      if (this.isLost || (await this._orLost(this.device.queue.onSubmittedWorkDone())) === 'lost') {
-        this._dropAll(groups, 'device_lost');
-        return;
-      }
-      h1 = this.now();
+      if (this.isLost || (await this._orLost(this.device.queue.onSubmittedWorkDone())) === 'lost') throw LOST;
+      const h1 = this.now();
       const maps = slots.map((s) => s.read.mapAsync(MAP_READ, 0, 16 * s.passes.length));
-      if ((await this._orLost(Promise.all(maps))) === 'lost') {
-        maps.forEach((m) => m.catch(() => {}));
-        this._dropAll(groups, 'device_lost');
-        return;
+      maps.forEach((m) => m.catch(() => {})); // a map failing after the race is decided is not an unhandled rejection
+      if ((await this._orLost(Promise.all(maps))) === 'lost') throw LOST;
+      for (const g of groups) {
+        const stamps = g.slots.map((s) => new BigUint64Array(s.read.getMappedRange(0, 16 * s.passes.length).slice(0)));
+        this._place(g.slots, stamps, g.h0, h1);
+        for (const s of g.slots) s.passes = []; // recorded: a later failure does not count them again
       }
     } catch (e) {
-      this._dropAll(groups, this.isLost ? 'device_lost' : 'read_failed');
-      return;
+      this._dropAll(groups, e === LOST ? 'device_lost' : await this._failureReason());
     }
-    for (const g of groups) {
-      const stamps = g.slots.map((s) => {
-        const v = new BigUint64Array(s.read.getMappedRange(0, 16 * s.passes.length).slice(0));
-        s.read.unmap();
-        return v;
-      });
-      this._place(g.slots, stamps, g.h0, h1);
+    for (const s of slots) {
+      try { s.read.unmap(); } catch { /* not mapped, or the device is gone */ }
     }
+    if (this.isLost) return; // the slots die with the device
     for (const s of slots) {
       s.passes = [];
       this.free.push(s);
     }
+  }
+
+  // Why a read-back failed: the device's loss (destroy() reports it on device.lost a moment after the buffers are
+  // unusable: a completion wait settles that race), else read_failed.
+  async _failureReason() {
+    if (this.isLost) return 'device_lost';
+    let r = null;
+    try { r = await this._orLost(this.device.queue.onSubmittedWorkDone()); } catch { /* a lost device may reject */ }
+    return r === 'lost' || this.isLost ? 'device_lost' : 'read_failed';
   }
 
   // Records the passes of one submit: durations from the stamps, placed on the host timeline by the model.

@@ -116,6 +116,31 @@ test('a device destroyed mid-run: nothing hangs and every pass is recorded or co
   await within(timer.close(), 60000, 'close after destroy');
 });
 
+test('a device destroyed as the program\'s own read-back lands: every pass recorded or counted', async () => {
+  const ctx = await open();
+  const { timer, device } = ctx;
+  const out = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const buffer = device.createBuffer({ size: 16, usage: GPUBufferUsage.COPY_SRC });
+  for (let i = 0; i < 6; i++) {
+    const enc = device.createCommandEncoder();
+    const p = enc.beginComputePass({ label: 'race' });
+    ctx.dispatch(p);
+    p.end();
+    if (i === 5) enc.copyBufferToBuffer(buffer, 0, out, 0, 16);
+    device.queue.submit([enc.finish()]);
+  }
+  await device.queue.onSubmittedWorkDone();
+  for (let i = 0; i < 20; i++) await Promise.resolve(); // the timer has asked for its maps by now
+  await out.mapAsync(GPUMapMode.READ);                   // granted in the same tick as the timer's
+  device.destroy();                                      // the program is done: before the timer reads its maps
+  await within(timer.flush(), 60000, 'flush after destroy');
+  const e = entry(timer, 'race');
+  assert.ok(e, 'the passes have an entry');
+  assert.equal(e.count + e.dropped[5], 6n, 'recorded or counted device_lost');
+  assert.equal(e.droppedTotal(), e.dropped[5]);
+  await within(timer.close(), 60000, 'close after destroy');
+});
+
 test('a primitive on Dawn: per-kernel GPU time / trials, the unit inside the drained CPU time', async () => {
   const ctx = await open();
   const { timer, device } = ctx;

@@ -18,6 +18,7 @@ export class FakeGPU {
     this.waiters = [];       // onSubmittedWorkDone resolvers
     this.lostResolve = null;
     this.destroyed = false;
+    this.onMap = null;       // called at every mapAsync (a test's hook: destroy the device as a read-back lands)
     this.ran = [];           // {label, begin, end} host times of passes run
     this.device = this._device();
   }
@@ -47,7 +48,11 @@ export class FakeGPU {
       createQuerySet: ({ count }) => ({ stamps: new BigUint64Array(count), destroy() {} }),
       createBuffer: ({ size }) => gpu._buffer(size),
       createCommandEncoder: () => gpu._encoder(),
-      destroy() { gpu.destroyed = true; gpu.lostResolve({ reason: 'destroyed', message: 'fake device destroyed' }); },
+      // As Dawn: destroyed at once (mapped ranges unusable), device.lost resolved a little later (a task after)
+      destroy() {
+        gpu.destroyed = true;
+        setImmediate(() => gpu.lostResolve({ reason: 'destroyed', message: 'fake device destroyed' }));
+      },
     };
   }
 
@@ -58,9 +63,13 @@ export class FakeGPU {
       mapAsync() {
         if (gpu.destroyed) return Promise.reject(new Error('device destroyed'));
         this.mapState = 'mapped';
+        if (gpu.onMap) gpu.onMap();
         return Promise.resolve();
       },
-      getMappedRange(off = 0, len = size) { return this.data.slice(off, off + len); },
+      getMappedRange(off = 0, len = size) {
+        if (gpu.destroyed) throw new Error('OperationError: the buffer\'s device was destroyed');
+        return this.data.slice(off, off + len);
+      },
       unmap() { this.mapState = 'unmapped'; },
       destroy() {},
     };

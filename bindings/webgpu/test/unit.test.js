@@ -127,6 +127,20 @@ test('a device lost mid-run: nothing hangs, the passes in flight are counted dev
   assert.ok(await settles(timer.close()));
 });
 
+test('a device destroyed as the read-back lands: every pass is recorded or counted device_lost', async () => {
+  const { gpu, timer, device } = setup();
+  submitPasses(device, 'k', 6);
+  // the program destroys the device right after the timer's maps were granted, before it reads them (report item 1)
+  gpu.onMap = () => { gpu.onMap = null; queueMicrotask(() => device.destroy()); };
+  await gpu.complete();
+  assert.ok(await settles(timer.flush()), 'flush() settles');
+  const e = entry(timer, 'k');
+  assert.ok(e, 'the passes have an entry');
+  assert.equal(e.count, 0n);
+  assert.equal(e.dropped[5], 6n); // device_lost
+  assert.ok(await settles(timer.close()));
+});
+
 test('passes never submitted are counted at close; passes the program times itself are left alone', async () => {
   const { gpu, timer, device } = setup();
   const enc = device.createCommandEncoder();
