@@ -266,6 +266,20 @@ export class WebGPUTimer {
       try { s.read.unmap(); } catch { /* not mapped, or the device is gone */ }
     }
     if (this.isLost) return; // the slots die with the device
+    this._recycle(slots);
+  }
+
+  // Returns read-back slots to the ring, their read-back buffers cleared first (one command buffer on the queue,
+  // ahead of any later use): a later submit the device rejects (a validation error: nothing of it runs, not even
+  // the resolve and copy) then reads zeros, counted invalid_times, never the previous pass's stamps again.
+  _recycle(slots) {
+    try {
+      const enc = this.raw.createCommandEncoder({ label: 'ktiming clear' });
+      for (const s of slots) enc.clearBuffer(s.read);
+      this.raw.submit([enc.finish()]);
+    } catch {
+      return; // the device is going away: a slot that cannot be cleared is not reused
+    }
     for (const s of slots) {
       s.passes = [];
       this.free.push(s);

@@ -141,6 +141,37 @@ test('a device destroyed as the program\'s own read-back lands: every pass recor
   await within(timer.close(), 60000, 'close after destroy');
 });
 
+test('a submit Dawn rejects (validation): counted invalid_times, not recorded from the slot\'s earlier stamps', async () => {
+  const ctx = await open({ timer: { ringSize: 1 } });
+  const { timer, device } = ctx;
+  const errors = [];
+  device.onuncapturederror = (ev) => errors.push(ev.error.message);
+  passes(ctx, 'good', 1);
+  await timer.flush();
+  const victim = device.createBuffer({ size: 256, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+  const src = device.createBuffer({ size: 256, usage: GPUBufferUsage.COPY_SRC });
+  const enc = device.createCommandEncoder();
+  const p = enc.beginComputePass({ label: 'never_ran' });
+  ctx.dispatch(p);
+  p.end();
+  enc.copyBufferToBuffer(src, 0, victim, 0, 256);
+  const cb = enc.finish();
+  victim.destroy(); // the submit is rejected: nothing of it runs
+  device.queue.submit([cb]);
+  await timer.flush();
+  await device.queue.onSubmittedWorkDone();
+  assert.equal(errors.length, 1, 'the program still sees its own validation error');
+  const e = entry(timer, 'never_ran');
+  assert.equal(e.count, 0n);
+  assert.equal(e.dropped[10], 1n); // invalid_times
+  assert.equal(timer.model.count, 1, 'nothing fed to the clock model');
+  passes(ctx, 'good', 1);
+  await timer.flush();
+  assert.equal(entry(timer, 'good').count, 2n);
+  await timer.close();
+  device.destroy();
+});
+
 test('a primitive on Dawn: per-kernel GPU time / trials, the unit inside the drained CPU time', async () => {
   const ctx = await open();
   const { timer, device } = ctx;

@@ -141,6 +141,30 @@ test('a device destroyed as the read-back lands: every pass is recorded or count
   assert.ok(await settles(timer.close()));
 });
 
+test('a submit the device rejects: its passes are counted, never recorded from a reused slot\'s old stamps', async () => {
+  const { gpu, timer, device } = setup({}, { ringSize: 1 });
+  submitPasses(device, 'good', 1);
+  await gpu.complete();
+  await timer.flush();
+  const enc = device.createCommandEncoder(); // takes the one slot again
+  enc.beginComputePass({ label: 'never_ran' }).end();
+  const cb = enc.finish();
+  cb.invalid = true;                         // fails validation: the whole submit is rejected, nothing runs
+  device.queue.submit([cb]);
+  await gpu.complete();
+  await timer.flush();
+  assert.equal(gpu.rejected, 1);
+  const e = entry(timer, 'never_ran');
+  assert.equal(e.count, 0n, 'not recorded with the earlier pass\'s stamps');
+  assert.equal(e.dropped[10], 1n);           // invalid_times: its stamps were never written
+  assert.equal(timer.model.count, 1, 'nothing fed to the clock model');
+  submitPasses(device, 'good', 1);           // the slot serves again
+  await gpu.complete();
+  await timer.flush();
+  assert.equal(entry(timer, 'good').count, 2n);
+  assert.equal(timer.model.count, 2);
+});
+
 test('passes never submitted are counted at close; passes the program times itself are left alone', async () => {
   const { gpu, timer, device } = setup();
   const enc = device.createCommandEncoder();
