@@ -71,6 +71,7 @@ export class WebGPUTimer {
     this.inflight = new Set();   // promises of submits not yet read back
     this.unsubmitted = new Set(); // slots filled by encoders whose command buffer was not submitted yet
     this.isLost = false;
+    this.closed = false;         // close() ran: encoders made before it pass their work through untimed
     this.batch = [];             // submits ({slots, h0}) whose read-back has not started
     this.drainQueued = false;    // a microtask will start it
     this.queueIndex = this.recorder.queue(this.name, 'GPUQueue');
@@ -145,7 +146,7 @@ export class WebGPUTimer {
     const pass = { label: desc.label || '', pipeline: '', enqueue: this.now(), slot: null, index: 0, why: null };
     let d = desc;
     if (desc.timestampWrites) pass.why = 'no_timing'; // the program times this pass itself: left alone
-    else if (!this.timestamps) pass.why = 'no_timing';
+    else if (!this.timestamps || this.closed) pass.why = 'no_timing'; // closed: an encoder made before close()
     else {
       if (!st.cur || st.cur.passes.length >= this.passesPerSlot) {
         st.cur = this._takeSlot();
@@ -184,6 +185,11 @@ export class WebGPUTimer {
   _entry(pass) { return this.recorder.kernel(pass.label || pass.pipeline || '(unnamed pass)', this.name); }
 
   _finish(enc, finish, st, desc) {
+    if (this.closed) { // its slots' passes were counted never_submitted by close()
+      st.slots = [];
+      st.cur = null;
+      return finish.call(enc, desc);
+    }
     for (const s of st.slots) {
       const n = s.passes.length;
       enc.resolveQuerySet(s.querySet, 0, 2 * n, s.resolve, 0);
@@ -197,6 +203,7 @@ export class WebGPUTimer {
   }
 
   _submit(cbs) {
+    if (this.closed) return this.raw.submit(cbs);
     const h0 = this.now();
     const r = this.raw.submit(cbs);
     let slots = null;
@@ -357,20 +364,26 @@ export class WebGPUTimer {
   }
 
   /**
-   * Flushes, counts passes whose command buffer was never submitted (never_submitted), restores the device's
-   * methods and frees the query sets and buffers. The recorder keeps everything recorded.
+   * Flushes, counts the passes of command buffers not submitted yet and of encoders still open (never_submitted),
+   * restores the device's methods and frees the query sets and buffers the program no longer needs: those of such
+   * command buffers and encoders stay alive, so that the program may still submit them (untimed). Encoders made
+   * before close() pass their work through untimed afterwards, each pass counted no_timing. The recorder keeps
+   * everything recorded. A second call does nothing.
    */
   async close() {
     await this.flush();
+    if (this.closed) return;
+    this.closed = true;
     for (const s of this.unsubmitted) {
       for (const pass of s.passes) this.recorder.drop(this._entry(pass), 'never_submitted');
       s.passes = [];
     }
-    this.unsubmitted.clear();
     this._restore();
     for (const s of this.slots) {
+      if (this.unsubmitted.has(s)) continue; // a command buffer still uses it: freed with it (garbage collection)
       try { s.querySet.destroy(); s.resolve.destroy(); s.read.destroy(); } catch { /* device already gone */ }
     }
+    this.unsubmitted.clear();
     this.slots = [];
     this.free = [];
   }

@@ -172,6 +172,30 @@ test('a submit Dawn rejects (validation): counted invalid_times, not recorded fr
   device.destroy();
 });
 
+test('close() with a command buffer not yet submitted: the program\'s later submit still runs', async () => {
+  const ctx = await open();
+  const { timer, device } = ctx;
+  const errors = [];
+  device.onuncapturederror = (ev) => errors.push(ev.error.message);
+  const enc = device.createCommandEncoder();
+  const p = enc.beginComputePass({ label: 'pending' });
+  ctx.dispatch(p);
+  p.end();
+  const cb = enc.finish();
+  const later = device.createCommandEncoder(); // made before close(), used after it
+  await timer.close();
+  device.queue.submit([cb]);
+  const p2 = later.beginComputePass({ label: 'after_close' });
+  ctx.dispatch(p2);
+  p2.end();
+  device.queue.submit([later.finish()]);
+  await device.queue.onSubmittedWorkDone();
+  assert.deepEqual(errors, [], 'no submit of the program is rejected');
+  assert.equal(entry(timer, 'pending').dropped[4], 1n);     // never_submitted when close() ran
+  assert.equal(entry(timer, 'after_close').dropped[8], 1n); // no_timing
+  device.destroy();
+});
+
 test('a primitive on Dawn: per-kernel GPU time / trials, the unit inside the drained CPU time', async () => {
   const ctx = await open();
   const { timer, device } = ctx;

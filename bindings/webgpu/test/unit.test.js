@@ -184,6 +184,30 @@ test('passes never submitted are counted at close; passes the program times itse
     device.createCommandEncoder().finish.name === 'finish', 'close() restored the device');
 });
 
+test('close() leaves a command buffer not yet submitted and an encoder still open working', async () => {
+  const { gpu, timer, device } = setup();
+  const enc = device.createCommandEncoder();
+  enc.beginComputePass({ label: 'pending' }).end();
+  const cb = enc.finish();                    // submitted only after close()
+  const open = device.createCommandEncoder(); // created before close(), used after it
+  await timer.close();
+  assert.equal(entry(timer, 'pending').dropped[4], 1n); // never_submitted: not submitted when close() ran
+  device.queue.submit([cb]);
+  const p = open.beginComputePass({ label: 'after_close' });
+  p.dispatchWorkgroups(1);
+  p.end();
+  device.queue.submit([open.finish()]);
+  await gpu.complete();
+  assert.equal(gpu.rejected, 0, 'no submit of the program is rejected');
+  assert.deepEqual(gpu.ran.map((r) => r.label), ['pending', 'after_close'], 'the program\'s work ran');
+  const late = entry(timer, 'after_close');
+  assert.ok(late, 'a pass begun after close() on an earlier encoder is counted');
+  assert.equal(late.dropped[8], 1n);          // no_timing
+  assert.equal(late.count, 0n);
+  assert.equal(timer.slots.length, 0, 'no slot made after close()');
+  assert.equal(entry(timer, 'pending').count, 0n);
+});
+
 test('a primitive: trials in one pass per kernel, time / trials, warm-up discarded, CPU time with a drain', async () => {
   const { gpu, timer } = setup({ auto: true, passNs: 4000n });
   const calls = { a: 0, b: 0 };
