@@ -62,7 +62,8 @@ export class Primitive {
 
   async _once(trials, opts, record) {
     const t = this.timer, d = t.device, q = d.queue;
-    const gpu = opts.gpuTiming !== false && t.timestamps;
+    const wantGpu = opts.gpuTiming !== false;
+    const gpu = wantGpu && t.timestamps; // asked for on a device without timestamp-query: counted no_timing
     const cpu = opts.cpuTiming !== false;
     // out.cpuTotalNs is 0n exactly when CPU timing is off (a timed submit and wait take at least 1 ns)
     const res = gpu ? this._resources() : null;
@@ -104,12 +105,15 @@ export class Primitive {
       out.unitNs = out.unitTotalNs / BigInt(trials);
       t.model.add(stamps[0], h0, h1 - out.unitTotalNs);
     }
-    if (record) this._record(out, stamps, h0, h1);
+    if (record) this._record(out, stamps, h0, h1, wantGpu);
     return out;
   }
 
-  _record(out, stamps, h0, h1) {
+  _record(out, stamps, h0, h1, wantGpu) {
     const t = this.timer, rec = t.recorder, trialFlag = out.trials > 1 ? SPAN_TRIALS : 0;
+    if (!stamps && wantGpu) { // GPU timing asked for, the device has no timestamps: each kernel counted, not lost
+      for (const k of this.kernels) rec.drop(rec.kernel(`${this.name}/${k.name}`, t.name), 'no_timing');
+    }
     const place = (b, dur) => t.place(b, dur, h0, h1);
     if (stamps) {
       this.kernels.forEach((k, i) => {

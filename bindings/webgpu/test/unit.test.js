@@ -238,6 +238,27 @@ test('a primitive: trials in one pass per kernel, time / trials, warm-up discard
   await assert.rejects(prim.execute({ trials: 0 }), RangeError);
 });
 
+test('a primitive on a device without timestamp-query counts each kernel no_timing', async () => {
+  const gpu = new FakeGPU({ auto: true });
+  gpu.device.features = new Set(); // requested without 'timestamp-query'
+  const now = () => gpu.now();
+  const timer = wrapDevice(gpu.device, { recorder: new Recorder({ now }), now });
+  const prim = timer.primitive('prim', [{ name: 'a', record: (p) => p.dispatchWorkgroups(1) },
+    { name: 'b', record: (p) => p.dispatchWorkgroups(1) }]);
+  const r = await prim.execute({ trials: 3, warmup: 1 });
+  assert.deepEqual(r.gpuTotalNs, [0n, 0n]);
+  for (const k of ['prim/a', 'prim/b']) {
+    const e = entry(timer, k);
+    assert.ok(e, `${k} is in the snapshot`);
+    assert.equal(e.count, 0n);
+    assert.equal(e.dropped[8], 1n, `${k}: no_timing, the warm-up not counted`); // no_timing
+  }
+  assert.equal(entry(timer, 'prim').count, 1n, 'the CPU time is recorded');
+  await prim.execute({ gpuTiming: false });   // GPU timing not asked for: nothing to count
+  assert.equal(entry(timer, 'prim/a').droppedTotal(), 1n);
+  await timer.close();
+});
+
 test('the clock model: bound contains the truth for bracketed samples of a drifting clock', () => {
   const m = new ClockModel();
   const truth = (d) => d - 1_000_000_000n + (d - 1_000_000_000n) / 10000n; // host = device + 100 ppm
