@@ -16,6 +16,9 @@ import { SPAN_DEVICE, SPAN_HOST_TIMED, SPAN_TRIALS } from './recorder.js';
 const USAGE_MAP_READ = 0x1, USAGE_COPY_SRC = 0x4, USAGE_COPY_DST = 0x8, USAGE_QUERY_RESOLVE = 0x200;
 const MAP_READ = 0x1;
 
+/** Timed passes one query set can hold: WebGPU allows at most 4,096 queries in a query set, two per pass. */
+export const MAX_PASSES_PER_QUERY_SET = 2048;
+
 export class Primitive {
   /**
    * @param {import('./timer.js').WebGPUTimer} timer  the device's timer (its device, clock model, recorder)
@@ -25,6 +28,9 @@ export class Primitive {
    */
   constructor(timer, name, kernels) {
     if (!Array.isArray(kernels) || !kernels.length) throw new TypeError('Primitive: at least one kernel');
+    if (kernels.length > MAX_PASSES_PER_QUERY_SET) { // one query set holds the whole primitive's timestamps
+      throw new RangeError(`Primitive: at most ${MAX_PASSES_PER_QUERY_SET} kernels (WebGPU's 4,096 queries per query set): ${kernels.length}`);
+    }
     for (const k of kernels) {
       if (!k || typeof k.record !== 'function' || !k.name) throw new TypeError('Primitive: each kernel needs name and record()');
     }

@@ -15,7 +15,7 @@
 
 import { Recorder, SPAN_DEVICE, truncUtf8 } from './recorder.js';
 import { ClockModel, hostClock, hostClockName } from './clock.js';
-import { Primitive } from './primitive.js';
+import { Primitive, MAX_PASSES_PER_QUERY_SET } from './primitive.js';
 
 // WebGPU constants, numeric so that no global (GPUBufferUsage...) is needed.
 const USAGE_MAP_READ = 0x1, USAGE_COPY_SRC = 0x4, USAGE_COPY_DST = 0x8, USAGE_QUERY_RESOLVE = 0x200;
@@ -48,18 +48,24 @@ export class WebGPUTimer {
    * @param {GPUAdapterInfo} [opts.adapterInfo] names the device (default device.adapterInfo)
    * @param {string} [opts.deviceName]      overrides the name
    * @param {number} [opts.ringSize=256]    slots in the ring (made on demand)
-   * @param {number} [opts.passesPerSlot=16] passes one slot holds (one query set of 2x that)
+   * @param {number} [opts.passesPerSlot=16] passes one slot holds (one query set of 2x that): 1 to 2048
+   *                                          (WebGPU's limit is 4,096 queries per query set; RangeError else)
    * @param {bigint} [opts.quantumNs]       known timestamp quantum (default: detected from the stamps)
    * @param {() => bigint} [opts.now]       host clock (default hostClock())
    */
   constructor(device, opts = {}) {
     if (!device || typeof device.createCommandEncoder !== 'function') throw new TypeError('wrapDevice: not a GPUDevice');
+    const pps = opts.passesPerSlot ?? 16;
+    if (!Number.isInteger(pps) || pps < 1 || pps > MAX_PASSES_PER_QUERY_SET) {
+      throw new RangeError(`wrapDevice: passesPerSlot must be a whole number from 1 to ${MAX_PASSES_PER_QUERY_SET} ` +
+        `(two queries each, at most ${2 * MAX_PASSES_PER_QUERY_SET} per query set): ${String(opts.passesPerSlot)}`);
+    }
     this.device = device;
     this.now = opts.now ?? hostClock();
     this.recorder = opts.recorder ?? new Recorder({ now: this.now, clockDomain: opts.now ? 'unknown' : hostClockName() });
     this.name = opts.deviceName ?? adapterName(opts.adapterInfo ?? device.adapterInfo);
     this.ringSize = opts.ringSize ?? 256;
-    this.passesPerSlot = opts.passesPerSlot ?? 16;
+    this.passesPerSlot = pps;
     this.knownQuantum = opts.quantumNs !== undefined ? BigInt(opts.quantumNs) : null;
     this.timestamps = !!(device.features && device.features.has('timestamp-query'));
     this.model = new ClockModel();

@@ -259,6 +259,19 @@ test('a primitive on a device without timestamp-query counts each kernel no_timi
   await timer.close();
 });
 
+test('a slot or a primitive past WebGPU\'s 4,096 queries per query set is refused at once (RangeError)', () => {
+  for (const v of [0, -1, 1.5, NaN, '16', 2049, 4096]) {
+    const gpu = new FakeGPU();
+    const submit = gpu.device.queue.submit;
+    assert.throws(() => wrapDevice(gpu.device, { passesPerSlot: v }), RangeError, `passesPerSlot ${v}`);
+    assert.equal(gpu.device.queue.submit, submit, 'a refused timer patches nothing');
+  }
+  const timer = wrapDevice(new FakeGPU().device, { passesPerSlot: 2048 });
+  const k = { name: 'k', record() {} };
+  assert.throws(() => timer.primitive('big', new Array(2049).fill(k)), RangeError);
+  assert.equal(timer.primitive('max', new Array(2048).fill(k)).kernels.length, 2048);
+});
+
 test('the clock model: bound contains the truth for bracketed samples of a drifting clock', () => {
   const m = new ClockModel();
   const truth = (d) => d - 1_000_000_000n + (d - 1_000_000_000n) / 10000n; // host = device + 100 ppm
