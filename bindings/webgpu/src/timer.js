@@ -346,11 +346,13 @@ export class WebGPUTimer {
 
   /**
    * Host placement of device work that began at stamp `b` and lasted `dur`, submitted at host time h0 and seen
-   * complete at h1: the model's mapping, kept inside [h0, h1] (a hard limit: work cannot start before its
+   * complete at h1: the model's mapping (the bracket's start before the model has a sample), kept inside [h0, h1] (a hard limit: work cannot start before its
    * submit or end after the wait), with its bound plus the timestamp quantum.
    */
   place(b, dur, h0, h1) {
-    const m = this.model.map(b);
+    // No model yet (the brackets so far could not hold their stamps: quantised stamps spanning more than the
+    // bracket): the bracket itself, the work began in [h0, h1] give or take the quantum
+    const m = this.model.map(b) ?? { host: h0, bound: h1 - h0 };
     let start = m.host;
     if (h1 - h0 >= dur) {
       if (start < h0) start = h0;

@@ -113,6 +113,23 @@ test('a quantised device clock is detected and carried into every span\'s uncert
   assert.ok(fine.timer.quantumNs < 16n, `unquantised clock read as quantum ${fine.timer.quantumNs}`);
 });
 
+test('a first submit whose quantised stamps span more than its host bracket is recorded, placed within that bracket', async () => {
+  // the pass begins 500 ns before a multiple of the 65,536 ns quantum and lasts 1,000 ns: its stamps read a whole
+  // quantum, more than its host bracket, so the clock model takes no sample from it and has none yet
+  const { gpu, timer, device } = setup({ quantum: 65536n, passNs: 1000n, offset: (1n << 24n) * 65536n - 5_000_500n });
+  submitPasses(device, 'straddle', 1);
+  await gpu.complete();
+  await timer.flush();
+  const e = entry(timer, 'straddle');
+  assert.equal(e.count, 1n);
+  assert.equal(e.droppedTotal(), 0n);
+  assert.equal(e.sum, 65536n);
+  const [s] = timer.recorder.spans;
+  const truth = gpu.ran[0].begin;
+  assert.ok(s.submit <= s.start && s.start <= s.done, 'placed inside its bracket');
+  assert.ok((s.start > truth ? s.start - truth : truth - s.start) <= s.uncertainty, 'the bound holds the true begin');
+});
+
 test('a device lost mid-run: nothing hangs, the passes in flight are counted device_lost', async () => {
   const { gpu, timer, device } = setup();
   submitPasses(device, 'k', 3);
