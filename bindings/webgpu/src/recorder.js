@@ -161,6 +161,7 @@ export class Recorder {
     this.spans = [];          // {entry: Entry, queue, flags, duration, start, end, enqueue, submit, uncertainty}
     this.queues = [];         // {device, label}
     this.devices = new Map(); // name -> () => device facts (read when the snapshot is taken)
+    this.labels = new WeakMap(); // device object -> its label here (deviceLabel)
   }
 
   /** The entry of (name, device), created on first use. */
@@ -178,6 +179,21 @@ export class Recorder {
   queue(device, label) {
     this.queues.push({ device: String(device), label: String(label) });
     return this.queues.length - 1;
+  }
+
+  /**
+   * The label of a device named `name` in this recorder (docs/devices.md: unique among the snapshot's devices):
+   * the name while no other device has it, else the name and " #2", " #3"...; at most 127 UTF-8 bytes, the
+   * format's device names. `obj` (the GPUDevice) keeps its label when it is labelled again.
+   */
+  deviceLabel(name, obj) {
+    if (obj && this.labels.has(obj)) return this.labels.get(obj);
+    const base = String(name);
+    const used = (l) => this.devices.has(l) || this.queues.some((q) => q.device === l);
+    let label = truncUtf8(base, 127);
+    for (let i = 2; used(label); i++) label = `${truncUtf8(base, 127 - ` #${i}`.length)} #${i}`;
+    if (obj) this.labels.set(obj, label);
+    return label;
   }
 
   /** Registers the clock facts of a device: `facts()` is called when a snapshot is taken. */

@@ -46,7 +46,7 @@ export class WebGPUTimer {
    * @param {object} [opts]
    * @param {Recorder} [opts.recorder]      where to record (default: a new one)
    * @param {GPUAdapterInfo} [opts.adapterInfo] names the device (default device.adapterInfo)
-   * @param {string} [opts.deviceName]      overrides the name
+   * @param {string} [opts.deviceName]      overrides the name (either way made unique in the recorder: " #2"...)
    * @param {number} [opts.ringSize=256]    slots in the ring (made on demand)
    * @param {number} [opts.passesPerSlot=16] passes one slot holds (one query set of 2x that): 1 to 2048
    *                                          (WebGPU's limit is 4,096 queries per query set; RangeError else)
@@ -63,7 +63,8 @@ export class WebGPUTimer {
     this.device = device;
     this.now = opts.now ?? hostClock();
     this.recorder = opts.recorder ?? new Recorder({ now: this.now, clockDomain: opts.now ? 'unknown' : hostClockName() });
-    this.name = opts.deviceName ?? adapterName(opts.adapterInfo ?? device.adapterInfo);
+    // unique in the recorder: two devices of one model on one recorder stay two devices
+    this.name = this.recorder.deviceLabel(opts.deviceName ?? adapterName(opts.adapterInfo ?? device.adapterInfo), device);
     this.ringSize = opts.ringSize ?? 256;
     this.passesPerSlot = pps;
     this.knownQuantum = opts.quantumNs !== undefined ? BigInt(opts.quantumNs) : null;

@@ -289,6 +289,31 @@ test('a slot or a primitive past WebGPU\'s 4,096 queries per query set is refuse
   assert.equal(timer.primitive('max', new Array(2048).fill(k)).kernels.length, 2048);
 });
 
+test('two devices of one model on one recorder stay two: "<name>" and "<name> #2", each with its own facts', async () => {
+  const a = new FakeGPU(), b = new FakeGPU({ quantum: 65536n, passNs: 300_000n });
+  const now = () => a.now();
+  const recorder = new Recorder({ now });
+  const ta = wrapDevice(a.device, { recorder, now }), tb = wrapDevice(b.device, { recorder, now: () => b.now() });
+  submitPasses(a.device, 'k', 4);
+  submitPasses(b.device, 'k', 3);
+  await a.complete();
+  await b.complete();
+  await ta.flush();
+  await tb.flush();
+  const snap = JSON.parse(recorder.toJSON());
+  const name = 'Fake GPU "test double"';
+  assert.deepEqual(snap.entries.map((e) => [e.name, e.device, e.dispatch_count]), [['k', name, 4], ['k', `${name} #2`, 3]]);
+  assert.ok(ta.quantumNs < 65536n);
+  assert.deepEqual(snap.devices.map((d) => [d.name, d.resolution_ns]), [[name, Number(ta.quantumNs)], [`${name} #2`, 65536]]);
+  assert.deepEqual(snap.queues.map((q) => q.device), [name, `${name} #2`]);
+  await ta.close();
+  const again = wrapDevice(a.device, { recorder, now }); // the same device wrapped again keeps its label
+  assert.equal(again.name, name);
+  const long = wrapDevice(new FakeGPU().device, { recorder, now, deviceName: 'D'.repeat(200) });
+  const long2 = wrapDevice(new FakeGPU().device, { recorder, now, deviceName: 'D'.repeat(200) });
+  assert.deepEqual([long.name, long2.name], ['D'.repeat(127), `${'D'.repeat(124)} #2`], 'labels fit 127 bytes');
+});
+
 test('the clock model: bound contains the truth for bracketed samples of a drifting clock', () => {
   const m = new ClockModel();
   const truth = (d) => d - 1_000_000_000n + (d - 1_000_000_000n) / 10000n; // host = device + 100 ppm
