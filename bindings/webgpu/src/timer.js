@@ -51,7 +51,8 @@ export class WebGPUTimer {
    * @param {number} [opts.passesPerSlot=16] passes one slot holds (one query set of 2x that): 1 to 2048
    *                                          (WebGPU's limit is 4,096 queries per query set; RangeError else)
    * @param {bigint} [opts.quantumNs]       known timestamp quantum (default: detected from the stamps)
-   * @param {() => bigint} [opts.now]       host clock (default hostClock())
+   * @param {() => bigint} [opts.now]       host clock (default hostClock()); another clock than the recorder's
+   *                                        makes the recorder's clock_domain 'unknown' and its taken_ns this clock
    */
   constructor(device, opts = {}) {
     if (!device || typeof device.createCommandEncoder !== 'function') throw new TypeError('wrapDevice: not a GPUDevice');
@@ -62,7 +63,14 @@ export class WebGPUTimer {
     }
     this.device = device;
     this.now = opts.now ?? hostClock();
-    this.recorder = opts.recorder ?? new Recorder({ now: this.now, clockDomain: opts.now ? 'unknown' : hostClockName() });
+    this.hostClockName = opts.now ? 'unknown' : hostClockName(); // a clock given: not ours to name
+    this.recorder = opts.recorder ?? new Recorder({ now: this.now, clockDomain: this.hostClockName });
+    if (opts.now && this.recorder.now !== opts.now) {
+      // The spans are on the timer's clock, which the recorder's clock_domain does not name: the file says
+      // 'unknown' (merge then keeps it on its own clock) and taken_ns is read from the spans' clock.
+      this.recorder.clockDomain = 'unknown';
+      this.recorder.now = opts.now;
+    }
     // unique in the recorder: two devices of one model on one recorder stay two devices
     this.name = this.recorder.deviceLabel(opts.deviceName ?? adapterName(opts.adapterInfo ?? device.adapterInfo), device);
     this.ringSize = opts.ringSize ?? 256;
@@ -99,7 +107,7 @@ export class WebGPUTimer {
     return {
       clockDomain: 'device', resolutionNs: this.quantumNs, frequencyHz: 1000000000n, validBits: 64,
       errorBoundNs: last ? last.bound + this.quantumNs : 0n, driftPpm: this.model.driftPpm,
-      modelSamples: this.model.size, hostClock: hostClockName(),
+      modelSamples: this.model.size, hostClock: this.hostClockName,
     };
   }
 

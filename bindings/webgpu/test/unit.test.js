@@ -373,3 +373,21 @@ test('the snapshot states its host clock: CLOCK_MONOTONIC from Node\'s own clock
   await timer.close();
   await plain.close();
 });
+
+test('a timer given its own clock on a recorder of another: the file says unknown, taken_ns on the timer\'s clock', async () => {
+  const { nodeRecorder } = await import('../src/node.js');
+  const gpu = new FakeGPU({ auto: true });
+  const timer = wrapDevice(gpu.device, { recorder: nodeRecorder(), now: () => gpu.now() });
+  submitPasses(gpu.device, 'k', 3);
+  await timer.flush();
+  const s = JSON.parse(timer.snapshotJSON());
+  assert.equal(s.clock_domain, 'unknown', 'the spans are not on CLOCK_MONOTONIC');
+  assert.equal(BigInt(s.taken_ns), gpu.host, 'taken_ns read from the clock of the spans');
+  assert.ok(timer.recorder.spans.every((sp) => sp.done <= gpu.host));
+  assert.equal(timer.deviceFacts().hostClock, 'unknown');
+  const own = nodeRecorder();                // one clock for both: the recorder's name stands
+  const same = wrapDevice(new FakeGPU().device, { recorder: own, now: own.now });
+  assert.equal(JSON.parse(same.snapshotJSON()).clock_domain, 'CLOCK_MONOTONIC');
+  await timer.close();
+  await same.close();
+});
