@@ -20,6 +20,13 @@ export const DROP_REASONS = ['unspecified', 'ring_full', 'in_flight_at_exit', 's
   'device_lost', 'context_reset', 'graph_capture', 'no_timing', 'read_failed', 'invalid_times', 'resubmitted'];
 
 const U64_MAX = (1n << 64n) - 1n;
+
+// A UTF-16 surrogate without its pair: not a character, no UTF-8 form (JSON.stringify writes it as "\ud800",
+// which the C reader refuses).
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** s as a string of characters only: every lone surrogate replaced by U+FFFD (as UTF-8 encoding does). */
+export function wellFormed(s) { return String(s).replace(LONE_SURROGATE, '\ufffd'); }
 const SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
 // ---------------------------------------------------------------------------------------------------------
@@ -153,7 +160,7 @@ export class Recorder {
   constructor(opts = {}) {
     this.maxSpans = opts.maxSpans ?? 16384;
     this.sampleCapacity = opts.sampleCapacity ?? 1024;
-    this.host = opts.host ?? '';
+    this.host = wellFormed(opts.host ?? '');
     this.pid = opts.pid ?? 0;
     this.now = opts.now ?? (() => 0n);
     this.clockDomain = opts.clockDomain ?? 'unknown';
@@ -166,10 +173,12 @@ export class Recorder {
 
   /** The entry of (name, device), created on first use. */
   kernel(name, device) {
-    const key = `${device}\u0000${name}`;
+    // names as the file writes them (two names differing only by a lone surrogate are one entry there)
+    const n = wellFormed(name), d = wellFormed(device);
+    const key = `${d}\u0000${n}`;
     let e = this.entries.get(key);
     if (!e) {
-      e = new Entry(String(name), String(device), this.sampleCapacity);
+      e = new Entry(n, d, this.sampleCapacity);
       this.entries.set(key, e);
     }
     return e;
@@ -177,7 +186,7 @@ export class Recorder {
 
   /** Registers a queue; returns its index. */
   queue(device, label) {
-    this.queues.push({ device: String(device), label: String(label) });
+    this.queues.push({ device: wellFormed(device), label: wellFormed(label) });
     return this.queues.length - 1;
   }
 
@@ -188,7 +197,7 @@ export class Recorder {
    */
   deviceLabel(name, obj) {
     if (obj && this.labels.has(obj)) return this.labels.get(obj);
-    const base = String(name);
+    const base = wellFormed(name);
     const used = (l) => this.devices.has(l) || this.queues.some((q) => q.device === l);
     let label = truncUtf8(base, 127);
     for (let i = 2; used(label); i++) label = `${truncUtf8(base, 127 - ` #${i}`.length)} #${i}`;
@@ -197,7 +206,7 @@ export class Recorder {
   }
 
   /** Registers the clock facts of a device: `facts()` is called when a snapshot is taken. */
-  device(name, facts) { this.devices.set(String(name), facts); }
+  device(name, facts) { this.devices.set(wellFormed(name), facts); }
 
   /**
    * Records one dispatch of `entry`: its duration aggregated, and a span when start is given.
@@ -231,7 +240,7 @@ export class Recorder {
   /** Counts a dispatch of `entry` that ended in error (not aggregated). */
   error(entry, name) {
     entry.errors += 1n;
-    if (name) entry.lastError = truncUtf8(String(name), 47);
+    if (name) entry.lastError = truncUtf8(wellFormed(name), 47);
   }
 
   /** The snapshot as a plain object (times BigInt), sorted as the schema wants. */
@@ -277,9 +286,10 @@ export function truncUtf8(s, max) {
   return out;
 }
 
-// A JSON string: JSON.stringify escapes quotes, backslashes and controls; U+2028/2029 as the C writer does.
+// A JSON string: JSON.stringify escapes quotes, backslashes and controls; U+2028/2029 as the C writer does; a lone
+// surrogate (not a character) becomes U+FFFD.
 function jstr(s) {
-  return JSON.stringify(String(s).replace(/\u0000/g, '\ufffd')).replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+  return JSON.stringify(wellFormed(s).replace(/\u0000/g, '\ufffd')).replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
 }
 
 // A u64/u128 as the schema writes it: a number up to 2^53-1, else a decimal string.

@@ -110,3 +110,16 @@ test('two devices of one model on one recorder load as two devices in the C read
   assert.deepEqual(back.devices.map((d) => [d.name, d.resolution_ns]).sort(byName),
     [[dev, Number(timers[0].quantumNs)], [`${dev} #2`, 65536]]);
 });
+
+test('a label with a lone UTF-16 surrogate: the C reader loads the snapshot', { skip: !CLI && 'KT_CLI not set' }, async () => {
+  const gpu = new FakeGPU({ hostStep: 3n });
+  const now = () => gpu.now();
+  const timer = wrapDevice(gpu.device, { recorder: nodeRecorder({ now }), now, deviceName: 'dev\udc00' });
+  submitPasses(gpu.device, 'bad\ud800label', 2);
+  await gpu.complete();
+  await timer.close();
+  const path = `${dir}/surrogate.json`;
+  writeSnapshot(timer, path);
+  const back = JSON.parse(cli('report', path, '--format', 'json'));
+  assert.deepEqual(back.entries.map((e) => [e.name, e.device, e.dispatch_count]), [['bad\ufffdlabel', 'dev\ufffd', 2]]);
+});

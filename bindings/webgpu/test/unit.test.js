@@ -391,3 +391,22 @@ test('a timer given its own clock on a recorder of another: the file says unknow
   await timer.close();
   await same.close();
 });
+
+test('names with a lone UTF-16 surrogate are written as U+FFFD: the snapshot stays valid UTF-8', () => {
+  const rec = new Recorder({ host: 'h\udfff' });
+  const dev = rec.deviceLabel('dev\udc00');
+  rec.queue(dev, 'Q\ud800');
+  rec.device(dev, () => ({ clockDomain: 'device', resolutionNs: 1n }));
+  rec.record(rec.kernel('bad\ud800label', dev), { duration: 1000n, start: 5000n, flags: SPAN_DEVICE, queue: 0 });
+  rec.record(rec.kernel('bad\udbfflabel', dev), { duration: 2000n, start: 6000n, flags: SPAN_DEVICE, queue: 0 });
+  rec.record(rec.kernel('ok \ud83d\ude00', dev), { duration: 3000n, start: 7000n, flags: SPAN_DEVICE, queue: 0 });
+  for (const text of [rec.toJSON(), rec.toChromeTrace()]) {
+    assert.ok(!/\\ud[89ab][0-9a-f]{2}(?!\\ud[c-f])|(?<!\\ud[89ab][0-9a-f]{2})\\ud[c-f][0-9a-f]{2}/i.test(text), 'no lone surrogate escape');
+  }
+  const s = JSON.parse(rec.toJSON());
+  assert.deepEqual(s.entries.map((e) => [e.name, e.device, e.dispatch_count]),
+    [['bad\ufffdlabel', 'dev\ufffd', 2], ['ok \ud83d\ude00', 'dev\ufffd', 1]]);
+  assert.equal(s.host, 'h\ufffd');
+  assert.equal(s.queues[0].label, 'Q\ufffd');
+  assert.equal(s.devices[0].name, 'dev\ufffd');
+});
