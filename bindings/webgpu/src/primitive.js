@@ -38,6 +38,7 @@ export class Primitive {
     this.name = String(name);
     this.kernels = kernels.map((k) => ({ name: String(k.name), record: k.record }));
     this.res = null; // query set and buffers, made on first timed execution
+    this.tail = Promise.resolve(); // the latest execution: the next one starts after it
   }
 
   _resources() {
@@ -57,8 +58,16 @@ export class Primitive {
    * @returns {Promise<{trials: number, gpuTotalNs: bigint[], gpuNs: bigint[], unitTotalNs: bigint, unitNs: bigint,
    *   cpuTotalNs: bigint, cpuNs: bigint, startNs: bigint, endNs: bigint}>} gpu*: per kernel (0n without GPU
    *   timing); unit*: first begin to last end; cpu*: the drained host time (0n without CPU timing)
+   * Executions of one primitive share its query set and read-back buffer: called again before the last one
+   * settled (Promise.all over several), each waits for the one before, so they run one after the other.
    */
-  async execute(opts = {}) {
+  execute(opts = {}) {
+    const run = this.tail.then(() => this._execute(opts));
+    this.tail = run.catch(() => {}); // a failed execution does not stop the next
+    return run;
+  }
+
+  async _execute(opts) {
     const trials = opts.trials ?? 1;
     if (!Number.isInteger(trials) || trials < 1) throw new RangeError('execute: trials must be a whole number >= 1');
     const warmup = opts.warmup ?? 0;
@@ -141,10 +150,13 @@ export class Primitive {
     }
   }
 
-  /** Frees the primitive's query set and buffers. */
+  /** Frees the primitive's query set and buffers once the executions already called have settled. */
   destroy() {
-    if (!this.res) return;
-    try { this.res.querySet.destroy(); this.res.resolve.destroy(); this.res.read.destroy(); } catch { /* device gone */ }
-    this.res = null;
+    const res = this.res;
+    if (!res) return;
+    this.res = null; // an execution called later makes its own
+    this.tail.then(() => {
+      try { res.querySet.destroy(); res.resolve.destroy(); res.read.destroy(); } catch { /* device gone */ }
+    });
   }
 }

@@ -72,6 +72,7 @@ export class FakeGPU {
       data: new ArrayBuffer(size), mapState: 'unmapped',
       mapAsync() {
         if (gpu.destroyed) return Promise.reject(new Error('device destroyed'));
+        if (this.mapState !== 'unmapped') return Promise.reject(new Error('OperationError: the buffer is already mapped'));
         this.mapState = 'mapped';
         if (gpu.onMap) gpu.onMap();
         return Promise.resolve();

@@ -255,6 +255,20 @@ test('a primitive: trials in one pass per kernel, time / trials, warm-up discard
   await assert.rejects(prim.execute({ trials: 0 }), RangeError);
 });
 
+test('executions of one primitive at once run one after the other, each with its own stamps', async () => {
+  const { gpu, timer } = setup({ auto: true, passNs: 3000n });
+  const prim = timer.primitive('p', [{ name: 'k', record: (pass) => pass.dispatchWorkgroups(1) }]);
+  const rs = await Promise.allSettled([1, 2, 3].map(() => prim.execute({ trials: 2 })));
+  assert.deepEqual(rs.map((r) => r.status), ['fulfilled', 'fulfilled', 'fulfilled'], String(rs.map((r) => r.reason)));
+  for (const r of rs) assert.deepEqual(r.value.gpuTotalNs, [3000n]);
+  const [a, b, c] = rs.map((r) => r.value);
+  assert.ok(a.endNs <= b.startNs && b.endNs <= c.startNs, 'in call order, not overlapping');
+  assert.equal(entry(timer, 'p/k').count, 3n);
+  assert.equal(entry(timer, 'p').count, 3n);
+  await assert.rejects(prim.execute({ trials: 0 }), RangeError); // a refused call does not stop the next
+  assert.deepEqual((await prim.execute()).gpuTotalNs, [3000n]);
+});
+
 test('a primitive on a device without timestamp-query counts each kernel no_timing', async () => {
   const gpu = new FakeGPU({ auto: true });
   gpu.device.features = new Set(); // requested without 'timestamp-query'
