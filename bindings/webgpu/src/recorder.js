@@ -169,6 +169,7 @@ export class Recorder {
     this.queues = [];         // {device, label}
     this.devices = new Map(); // name -> () => device facts (read when the snapshot is taken)
     this.labels = new WeakMap(); // device object -> its label here (deviceLabel)
+    this.pending = new Set();    // () => [entry, reason][]: dispatches not recorded yet, counted in a snapshot as of then
   }
 
   /** The entry of (name, device), created on first use. */
@@ -243,10 +244,26 @@ export class Recorder {
     if (name) entry.lastError = truncUtf8(wellFormed(name), 47);
   }
 
-  /** The snapshot as a plain object (times BigInt), sorted as the schema wants. */
+  /**
+   * The snapshot as a plain object (times BigInt), sorted as the schema wants. The dispatches the `pending`
+   * sources name are counted dropped in it, for their reason, as of this moment (the recorder keeps no count of
+   * them: they may still be recorded).
+   */
   snapshot() {
-    const ents = [...this.entries.values()].sort((a, b) => cmpBytes(a.name, b.name) || cmpBytes(a.device, b.device));
-    const index = new Map(ents.map((e, i) => [e, i]));
+    const extra = new Map(); // entry -> dropped counts to add
+    for (const src of this.pending) {
+      for (const [entry, reason] of src()) {
+        if (!extra.has(entry)) extra.set(entry, new Array(DROP_REASONS.length).fill(0n));
+        extra.get(entry)[Math.max(0, DROP_REASONS.indexOf(reason))] += 1n;
+      }
+    }
+    const all = [...this.entries.values()].sort((a, b) => cmpBytes(a.name, b.name) || cmpBytes(a.device, b.device));
+    const index = new Map(all.map((e, i) => [e, i]));
+    const ents = all.map((e) => { // an entry with pending dispatches: a copy with them counted
+      const add = extra.get(e);
+      if (!add) return e;
+      return Object.assign(Object.create(Object.getPrototypeOf(e)), e, { dropped: e.dropped.map((n, r) => n + add[r]) });
+    });
     const spans = this.spans.slice().sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
     const devices = [...this.devices.entries()].map(([name, facts]) => ({ name, ...facts() }));
     return { taken: this.now(), entries: ents, index, spans, queues: this.queues, devices };

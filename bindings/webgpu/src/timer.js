@@ -91,6 +91,10 @@ export class WebGPUTimer {
     this.drainQueued = false;    // a microtask will start it
     this.queueIndex = this.recorder.queue(this.name, 'GPUQueue');
     this.recorder.device(this.name, () => this.deviceFacts());
+    this.pendingSource = () => this._pending();
+    this.recorder.pending.add(this.pendingSource);
+    // Encoders and command buffers the program drops unsubmitted: their slots come back when they are collected
+    this.reaper = typeof FinalizationRegistry === 'function' ? new FinalizationRegistry((held) => this._reap(held)) : null;
     this.lost = device.lost ? device.lost.then((info) => { this.isLost = true; return info; }) : new Promise(() => {});
     this._install();
   }
@@ -138,6 +142,7 @@ export class WebGPUTimer {
   _patchEncoder(enc) {
     const begin = enc.beginComputePass, finish = enc.finish, self = this;
     const st = { slots: [], cur: null };
+    if (this.reaper) this.reaper.register(enc, st); // st.slots: those of its passes not finished yet
     enc.beginComputePass = function (desc) { return self._begin(enc, begin, st, desc || {}); };
     enc.finish = function (desc) { return self._finish(enc, finish, st, desc); };
   }
@@ -211,7 +216,10 @@ export class WebGPUTimer {
       enc.copyBufferToBuffer(s.resolve, 0, s.read, 0, 16 * n);
     }
     const cb = finish.call(enc, desc);
-    if (st.slots.length) this.cbSlots.set(cb, st.slots);
+    if (st.slots.length) {
+      this.cbSlots.set(cb, st.slots);
+      if (this.reaper) this.reaper.register(cb, st.slots, st.slots); // unregistered when submitted
+    }
     st.slots = [];
     st.cur = null;
     return cb;
@@ -226,6 +234,7 @@ export class WebGPUTimer {
       const s = this.cbSlots.get(cb);
       if (!s) continue;
       this.cbSlots.delete(cb); // a command buffer is submitted once
+      if (this.reaper) this.reaper.unregister(s);
       (slots ||= []).push(...s);
     }
     if (slots) {
@@ -249,6 +258,27 @@ export class WebGPUTimer {
     const p = this._complete(groups).catch(() => this._dropAll(groups, this.isLost ? 'device_lost' : 'read_failed'));
     this.inflight.add(p);
     p.finally(() => this.inflight.delete(p));
+  }
+
+  // An encoder (held: its state) or a command buffer (held: its slots) was garbage-collected: the passes of its
+  // slots not submitted can never run, so they are counted never_submitted and the slots go back to the ring
+  // (their read-back buffers were cleared before the slots were handed out, and nothing has written them since).
+  _reap(held) {
+    if (this.closed) return; // close() counted them
+    for (const s of Array.isArray(held) ? held : held.slots) {
+      if (!this.unsubmitted.delete(s)) continue;
+      for (const pass of s.passes) this.recorder.drop(this._entry(pass), 'never_submitted');
+      s.passes = [];
+      if (!this.isLost) this.free.push(s);
+    }
+  }
+
+  // The passes of command buffers not submitted yet and of encoders still open: a snapshot counts them
+  // never_submitted as of its moment (a later one records them if they are submitted meanwhile).
+  _pending() {
+    const out = [];
+    for (const s of this.unsubmitted) for (const pass of s.passes) out.push([this._entry(pass), 'never_submitted']);
+    return out;
   }
 
   // -------------------------------------------------------------------------------------------------------
@@ -391,6 +421,7 @@ export class WebGPUTimer {
     await this.flush();
     if (this.closed) return;
     this.closed = true;
+    this.recorder.pending.delete(this.pendingSource);
     for (const s of this.unsubmitted) {
       for (const pass of s.passes) this.recorder.drop(this._entry(pass), 'never_submitted');
       s.passes = [];

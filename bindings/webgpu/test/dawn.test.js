@@ -4,6 +4,8 @@
 // destroyed mid-run, a primitive with trials, and the CLI reading the snapshot.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -38,6 +40,10 @@ function passes(ctx, label, n, per = 1) {
     ctx.device.queue.submit([enc.finish()]);
   }
 }
+
+// A full garbage collection on demand (what --expose-gc gives), to check what happens to objects the program drops.
+v8.setFlagsFromString('--expose-gc');
+const gc = vm.runInNewContext('gc');
 
 const entry = (timer, name) => [...timer.recorder.entries.values()].find((e) => e.name === name);
 
@@ -193,6 +199,37 @@ test('close() with a command buffer not yet submitted: the program\'s later subm
   assert.deepEqual(errors, [], 'no submit of the program is rejected');
   assert.equal(entry(timer, 'pending').dropped[4], 1n);     // never_submitted when close() ran
   assert.equal(entry(timer, 'after_close').dropped[8], 1n); // no_timing
+  device.destroy();
+});
+
+// Encoders of one pass each that the program drops without submitting (half of them finished).
+function abandon(ctx, label, n) {
+  for (let i = 0; i < n; i++) {
+    const enc = ctx.device.createCommandEncoder();
+    const p = enc.beginComputePass({ label });
+    ctx.dispatch(p);
+    p.end();
+    if (i % 2) enc.finish();
+  }
+}
+
+test('abandoned encoders: in a snapshot as never_submitted, and their ring slots back once collected', async () => {
+  const ctx = await open({ timer: { ringSize: 4 } });
+  const { timer, device } = ctx;
+  abandon(ctx, 'abandoned', 4); // the whole ring
+  await timer.flush();
+  const snap = JSON.parse(timer.snapshotJSON());
+  assert.deepEqual(snap.entries.find((e) => e.name === 'abandoned').dropped_by, { never_submitted: 4 });
+  for (let i = 0; i < 200 && entry(timer, 'abandoned')?.dropped[4] !== 4n; i++) {
+    gc();
+    await new Promise((r) => setImmediate(r));
+  }
+  assert.equal(entry(timer, 'abandoned')?.dropped[4], 4n, 'counted never_submitted when collected');
+  passes(ctx, 'work', 4);
+  await timer.flush();
+  assert.equal(entry(timer, 'work').count, 4n, 'the ring has its slots back (no ring_full)');
+  await timer.close();
+  assert.equal(entry(timer, 'abandoned').droppedTotal(), 4n, 'counted once');
   device.destroy();
 });
 

@@ -2,6 +2,8 @@
 // the ring, device loss, quantum, placement bounds that contain the truth, the snapshot format. No GPU needed.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { FakeGPU, submitPasses } from './fake-gpu.js';
 import { wrapDevice, Recorder, ClockModel, histIndex, histLower, histValue, SPAN_DEVICE, SPAN_HOST_TIMED, SPAN_TRIALS }
   from '../src/index.js';
@@ -12,6 +14,10 @@ function setup(opts = {}, timerOpts = {}) {
   const timer = wrapDevice(gpu.device, { recorder: new Recorder({ now, host: 'testhost', pid: 42 }), now, ...timerOpts });
   return { gpu, timer, device: gpu.device };
 }
+
+// A full garbage collection on demand (what --expose-gc gives), to check what happens to objects the program drops.
+v8.setFlagsFromString('--expose-gc');
+const gc = vm.runInNewContext('gc');
 
 const entry = (timer, name) => [...timer.recorder.entries.values()].find((e) => e.name === name);
 
@@ -223,6 +229,55 @@ test('close() leaves a command buffer not yet submitted and an encoder still ope
   assert.equal(late.count, 0n);
   assert.equal(timer.slots.length, 0, 'no slot made after close()');
   assert.equal(entry(timer, 'pending').count, 0n);
+});
+
+test('a snapshot while a command buffer is not submitted yet counts its passes never_submitted, as of then', async () => {
+  const { gpu, timer, device } = setup();
+  const enc = device.createCommandEncoder();
+  enc.beginComputePass({ label: 'later' }).end();
+  const cb = enc.finish();
+  const open = device.createCommandEncoder(); // still recording when the snapshot is taken
+  open.beginComputePass({ label: 'open' }).end();
+  submitPasses(device, 'now', 1);
+  await gpu.complete();
+  await timer.flush();
+  let s = JSON.parse(timer.snapshotJSON());
+  const by = (name) => s.entries.find((e) => e.name === name);
+  assert.deepEqual([by('later').dispatch_count, by('later').dropped, by('later').dropped_by], [0, 1, { never_submitted: 1 }]);
+  assert.deepEqual(by('open').dropped_by, { never_submitted: 1 });
+  assert.equal(by('now').dispatch_count, 1);
+  assert.equal(entry(timer, 'later').droppedTotal(), 0n, 'as of the snapshot: not counted for good');
+  device.queue.submit([cb, open.finish()]); // submitted after all: recorded, no longer counted
+  await gpu.complete();
+  await timer.flush();
+  s = JSON.parse(timer.snapshotJSON());
+  for (const name of ['later', 'open']) assert.deepEqual([by(name).dispatch_count, by(name).dropped], [1, 0]);
+  await timer.close();
+});
+
+// Encoders (one finished, one not) the program drops without submitting; nothing else references them.
+function abandon(device, label) {
+  const a = device.createCommandEncoder();
+  a.beginComputePass({ label }).end();
+  a.finish();
+  device.createCommandEncoder().beginComputePass({ label }).end();
+}
+
+test('abandoned encoders and command buffers: counted never_submitted and their slots back once collected', async () => {
+  const { gpu, timer, device } = setup({}, { ringSize: 2, passesPerSlot: 1 });
+  abandon(device, 'abandoned');
+  for (let i = 0; i < 100 && entry(timer, 'abandoned')?.dropped[4] !== 2n; i++) {
+    gc();
+    await new Promise((r) => setImmediate(r)); // finalisation callbacks run in a task after the collection
+  }
+  assert.equal(entry(timer, 'abandoned')?.dropped[4], 2n, 'counted never_submitted when collected');
+  submitPasses(device, 'work', 2);
+  await gpu.complete();
+  await timer.flush();
+  assert.equal(entry(timer, 'work').count, 2n, 'the ring has its two slots back (no ring_full)');
+  assert.equal(JSON.parse(timer.snapshotJSON()).entries.find((e) => e.name === 'abandoned').dropped, 2);
+  await timer.close();
+  assert.equal(entry(timer, 'abandoned').droppedTotal(), 2n, 'counted once');
 });
 
 test('a primitive: trials in one pass per kernel, time / trials, warm-up discarded, CPU time with a drain', async () => {
