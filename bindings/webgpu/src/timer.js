@@ -9,7 +9,10 @@
 //   submit            submits first, noting the host time before it; once the program yields (a microtask),
 //                     one onSubmittedWorkDone() covers every submit made meanwhile, and the host time after it
 //                     closes their brackets; only then are the read-back buffers mapped (mapAsync) and the passes
-//                     recorded. Nothing is awaited inside the program's submit call.
+//                     recorded, then the slots' read-back buffers are cleared on the queue and the slots reused.
+//                     Nothing is awaited inside the program's submit call.
+// Encoders and command buffers dropped unsubmitted give their slots back when garbage-collected; a snapshot counts
+// the passes not submitted yet as never_submitted as of its moment; close() counts those still unsubmitted.
 // Each pass is one dispatch of the kernel named by the pass label, else by the label of the first pipeline set.
 // Plain JavaScript (no imports beyond this package): runs in a browser and in Node.
 
@@ -385,8 +388,9 @@ export class WebGPUTimer {
 
   /**
    * Host placement of device work that began at stamp `b` and lasted `dur`, submitted at host time h0 and seen
-   * complete at h1: the model's mapping (the bracket's start before the model has a sample), kept inside [h0, h1] (a hard limit: work cannot start before its
-   * submit or end after the wait), with its bound plus the timestamp quantum.
+   * complete at h1: the model's mapping (the bracket's start before the model has a sample), kept inside
+   * [h0, h1] (a hard limit: work cannot start before its submit or end after the wait), with its bound plus the
+   * timestamp quantum.
    */
   place(b, dur, h0, h1) {
     // No model yet (the brackets so far could not hold their stamps: quantised stamps spanning more than the
