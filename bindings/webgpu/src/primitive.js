@@ -109,9 +109,17 @@ export class Primitive {
       if ((await t._orLost(res.read.mapAsync(MAP_READ, 0, 16 * n))) === 'lost') lost();
       stamps = new BigUint64Array(res.read.getMappedRange(0, 16 * n).slice(0));
       res.read.unmap();
+      this._clear(res);
+      const bad = this.kernels.findIndex((k, i) => stamps[2 * i] === 0n || stamps[2 * i + 1] < stamps[2 * i]);
+      if (bad >= 0) { // nothing trustworthy in this execution: each kernel counted, the caller told
+        if (record) {
+          for (const k of this.kernels) t.recorder.drop(t.recorder.kernel(`${this.name}/${k.name}`, t.name), 'invalid_times');
+        }
+        throw new Error(`${this.name}/${this.kernels[bad].name}: no valid timestamps (not written: was the submit ` +
+          'rejected by validation? the device reports why)');
+      }
       for (let i = 0; i < n; i++) {
         const b = stamps[2 * i], e = stamps[2 * i + 1];
-        if (b === 0n || e < b) throw new Error(`${this.name}/${this.kernels[i].name}: invalid timestamps`);
         t._noteStamps(b, e);
         out.gpuTotalNs[i] = e - b;
         out.gpuNs[i] = (e - b) / BigInt(trials);
@@ -122,6 +130,16 @@ export class Primitive {
     }
     if (record) this._record(out, stamps, h0, h1, wantGpu);
     return out;
+  }
+
+  // Clears the read-back buffer on the queue, ahead of the next execution: one whose submit the device rejects
+  // (nothing of it runs, not even the copy) then reads zeros, never this execution's stamps again.
+  _clear(res) {
+    try {
+      const enc = this.timer.raw.createCommandEncoder({ label: 'ktiming clear' });
+      enc.clearBuffer(res.read);
+      this.timer.raw.submit([enc.finish()]);
+    } catch { /* the device is going away: the next execution fails on it anyway */ }
   }
 
   _record(out, stamps, h0, h1, wantGpu) {

@@ -91,10 +91,10 @@ export class FakeGPU {
     const ops = [];
     return {
       beginComputePass(desc = {}) {
-        const p = { desc, pipeline: null, dispatches: 0 };
+        const p = { desc, pipeline: null, groups: [], dispatches: 0 };
         ops.push({ op: 'pass', p });
         return {
-          setPipeline(pl) { p.pipeline = pl; }, setBindGroup() {}, dispatchWorkgroups() { p.dispatches++; },
+          setPipeline(pl) { p.pipeline = pl; }, setBindGroup(i, g) { p.groups.push(g); }, dispatchWorkgroups() { p.dispatches++; },
           end() {},
         };
       },
@@ -136,9 +136,9 @@ export class FakeGPU {
   }
 }
 
-// Whether a recorded command uses a destroyed buffer or query set.
+// Whether a recorded command uses a destroyed buffer or query set (or a bind group a test marks destroyed).
 function usesDestroyed(o) {
-  if (o.op === 'pass') return !!o.p.desc.timestampWrites?.querySet.destroyed;
+  if (o.op === 'pass') return !!o.p.desc.timestampWrites?.querySet.destroyed || o.p.groups.some((g) => g && g.destroyed);
   return [o.qs, o.buf, o.src, o.dst].some((r) => r && r.destroyed);
 }
 

@@ -324,6 +324,21 @@ test('executions of one primitive at once run one after the other, each with its
   assert.deepEqual((await prim.execute()).gpuTotalNs, [3000n]);
 });
 
+test('a primitive execution whose submit is rejected: an error and invalid_times, not the last execution\'s stamps', async () => {
+  const { gpu, timer } = setup({ auto: true, passNs: 3000n });
+  const group = { destroyed: false }; // a bind group whose buffer the program destroys
+  const prim = timer.primitive('p', [{ name: 'k', record: (pass) => { pass.setBindGroup(0, group); pass.dispatchWorkgroups(1); } }]);
+  assert.deepEqual((await prim.execute()).gpuTotalNs, [3000n]);
+  group.destroyed = true;             // the next submit is rejected: nothing of it runs
+  await assert.rejects(prim.execute(), /p\/k: no valid timestamps/);
+  assert.equal(gpu.rejected, 1);
+  assert.equal(entry(timer, 'p/k').count, 1n, 'the rejected execution is not recorded');
+  assert.equal(entry(timer, 'p/k').dropped[10], 1n); // invalid_times
+  group.destroyed = false;
+  assert.deepEqual((await prim.execute()).gpuTotalNs, [3000n]);
+  assert.equal(entry(timer, 'p/k').count, 2n);
+});
+
 test('a primitive on a device without timestamp-query counts each kernel no_timing', async () => {
   const gpu = new FakeGPU({ auto: true });
   gpu.device.features = new Set(); // requested without 'timestamp-query'
