@@ -169,7 +169,7 @@ export class Recorder {
     this.queues = [];         // {device, label}
     this.devices = new Map(); // name -> () => device facts (read when the snapshot is taken)
     this.labels = new WeakMap(); // device object -> its label here (deviceLabel)
-    this.pending = new Set();    // () => [entry, reason][]: dispatches not recorded yet, counted in a snapshot as of then
+    this.pending = new Set();    // () => [name, device, reason][]: dispatches not recorded yet, counted in a snapshot
   }
 
   /** The entry of (name, device), created on first use. */
@@ -250,19 +250,23 @@ export class Recorder {
    * them: they may still be recorded).
    */
   snapshot() {
-    const extra = new Map(); // entry -> dropped counts to add
+    const extra = new Map(); // key -> [entry, dropped counts to add]; an entry made here is this snapshot's only
     for (const src of this.pending) {
-      for (const [entry, reason] of src()) {
-        if (!extra.has(entry)) extra.set(entry, new Array(DROP_REASONS.length).fill(0n));
-        extra.get(entry)[Math.max(0, DROP_REASONS.indexOf(reason))] += 1n;
+      for (const [name, device, reason] of src()) {
+        const n = wellFormed(name), d = wellFormed(device), key = `${d}\u0000${n}`;
+        if (!extra.has(key)) {
+          extra.set(key, [this.entries.get(key) ?? new Entry(n, d, 0), new Array(DROP_REASONS.length).fill(0n)]);
+        }
+        extra.get(key)[1][Math.max(0, DROP_REASONS.indexOf(reason))] += 1n;
       }
     }
-    const all = [...this.entries.values()].sort((a, b) => cmpBytes(a.name, b.name) || cmpBytes(a.device, b.device));
+    const all = [...new Set([...this.entries.values(), ...[...extra.values()].map(([e]) => e)])]
+      .sort((a, b) => cmpBytes(a.name, b.name) || cmpBytes(a.device, b.device));
     const index = new Map(all.map((e, i) => [e, i]));
     const ents = all.map((e) => { // an entry with pending dispatches: a copy with them counted
-      const add = extra.get(e);
-      if (!add) return e;
-      return Object.assign(Object.create(Object.getPrototypeOf(e)), e, { dropped: e.dropped.map((n, r) => n + add[r]) });
+      const x = extra.get(`${e.device}\u0000${e.name}`);
+      if (!x) return e;
+      return Object.assign(Object.create(Object.getPrototypeOf(e)), e, { dropped: e.dropped.map((n, r) => n + x[1][r]) });
     });
     const spans = this.spans.slice().sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
     const devices = [...this.devices.entries()].map(([name, facts]) => ({ name, ...facts() }));

@@ -205,7 +205,9 @@ export class WebGPUTimer {
     return p;
   }
 
-  _entry(pass) { return this.recorder.kernel(pass.label || pass.pipeline || '(unnamed pass)', this.name); }
+  _kernelName(pass) { return pass.label || pass.pipeline || '(unnamed pass)'; }
+
+  _entry(pass) { return this.recorder.kernel(this._kernelName(pass), this.name); }
 
   _finish(enc, finish, st, desc) {
     if (this.closed) { // its slots' passes were counted never_submitted by close()
@@ -280,7 +282,7 @@ export class WebGPUTimer {
   // never_submitted as of its moment (a later one records them if they are submitted meanwhile).
   _pending() {
     const out = [];
-    for (const s of this.unsubmitted) for (const pass of s.passes) out.push([this._entry(pass), 'never_submitted']);
+    for (const s of this.unsubmitted) for (const pass of s.passes) out.push([this._kernelName(pass), this.name, 'never_submitted']);
     return out;
   }
 
