@@ -20,6 +20,7 @@ export const DROP_REASONS = ['unspecified', 'ring_full', 'in_flight_at_exit', 's
   'device_lost', 'context_reset', 'graph_capture', 'no_timing', 'read_failed', 'invalid_times', 'resubmitted'];
 
 const U64_MAX = (1n << 64n) - 1n;
+const SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
 // A UTF-16 surrogate without its pair: not a character, no UTF-8 form (JSON.stringify writes it as "\ud800",
 // which the C reader refuses).
@@ -27,7 +28,6 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 
 /** s as a string of characters only: every lone surrogate replaced by U+FFFD (as UTF-8 encoding does). */
 export function wellFormed(s) { return String(s).replace(LONE_SURROGATE, '\ufffd'); }
-const SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
 // ---------------------------------------------------------------------------------------------------------
 // The log-linear histogram of the C library (src/core/hist.h): one bucket per ns below 128, then 64 buckets per
