@@ -131,9 +131,9 @@ static void test_sigkill_run(void **state)
 }
 
 /* `ktiming run` off a terminal (a new session: setsid, as a service or CI job runs it): the program runs in a
- * process group of its own, and gets a SIGTERM sent to run (to_group 0) or to run's whole process group
- * (`kill -TERM -PGID`, to_group 1) exactly once: from run. Sharing run's group, it got the group's copy and the one
- * run passed on. */
+ * process group of its own, and gets a SIGTERM sent to run (to_group 0), to run's whole process group
+ * (`kill -TERM -PGID`, to_group 1), or to both at once as timeout(1) sends it (to_group 2) exactly once: from run.
+ * Sharing run's group, it got the group's copy and the ones run passed on. */
 static void check_sigterm_once(int to_group)
 {
     const char *setsid_bin = access("/usr/bin/setsid", X_OK) == 0 ? "/usr/bin/setsid"
@@ -161,6 +161,8 @@ static void check_sigterm_once(int to_group)
     assert_true(child > 0);
     assert_int_equal(getpgid(run), run);               /* setsid made run a group leader ... */
     assert_int_equal(getpgid((pid_t)child), (pid_t)child); /* ... and the program leads a group of its own */
+    if (to_group == 2)
+        assert_int_equal(kill(run, SIGTERM), 0);
     assert_int_equal(kill(to_group ? -run : run, SIGTERM), 0);
     assert_int_equal(ktt_wait(run), 0);
     assert_int_equal(ktt_read_long(mark), 1);
@@ -170,6 +172,7 @@ static void check_sigterm_once(int to_group)
 
 static void test_sigterm_to_run_once(void **state) { (void)state; check_sigterm_once(0); }
 static void test_sigterm_to_group_once(void **state) { (void)state; check_sigterm_once(1); }
+static void test_sigterm_like_timeout_once(void **state) { (void)state; check_sigterm_once(2); }
 
 static void test_own_errors_125(void **state)
 {
@@ -198,6 +201,7 @@ int main(void)
         cmocka_unit_test(test_sigterm), cmocka_unit_test(test_sighup),         cmocka_unit_test(test_sigint),
         cmocka_unit_test(test_sigquit), cmocka_unit_test(test_own_errors_125), cmocka_unit_test(test_sigkill_run),
         cmocka_unit_test(test_sigterm_to_run_once), cmocka_unit_test(test_sigterm_to_group_once),
+        cmocka_unit_test(test_sigterm_like_timeout_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,6 +31,7 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef KTCLI_INTERCEPT_BUILD_DIR
@@ -344,6 +345,7 @@ static volatile sig_atomic_t g_child; /* the program's pid while it runs, else 0
 static int g_status;                  /* the program's wait status (waitpid), once it ended */
 static kt_run_arena_t *g_arena;       /* the run arena (crash survival), NULL: off */
 static int g_own_group;               /* the program runs in a process group of its own (own_process_group) */
+#define FORWARD_MERGE_NS 250000000ll  /* forward_signal: a repeat this close to the last one forwarded is merged */
 
 /* A signal sent to us (kill, timeout, a service manager) goes on to the program. When the program shares our
  * process group (we are the terminal's foreground job), one the terminal generated (^C, ^\, hang-up: si_code
@@ -354,8 +356,24 @@ static void forward_signal(int sig, siginfo_t *info, void *ctx)
     (void)ctx;
     int saved = errno;
     pid_t child = (pid_t)g_child;
-    if (child > 0 && (g_own_group || !info || info->si_code != SI_KERNEL))
+    /* The same signal from the same sender again within FORWARD_MERGE_NS of the last one passed on is passed on
+     * once: timeout(1) sends its signal to us and then to our whole group, two a program alone gets merged into one
+     * (the kernel merges a standard signal still pending). Only this handler touches these; it runs with the
+     * forwarded signals blocked. */
+    static int last_sig;
+    static pid_t last_pid;
+    static struct timespec last;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    pid_t from = info ? info->si_pid : 0;
+    long long since = (long long)(now.tv_sec - last.tv_sec) * 1000000000ll + (now.tv_nsec - last.tv_nsec);
+    int repeat = sig == last_sig && from == last_pid && since < FORWARD_MERGE_NS;
+    if (child > 0 && !repeat && (g_own_group || !info || info->si_code != SI_KERNEL)) {
         kill(child, sig);
+        last_sig = sig;
+        last_pid = from;
+        last = now;
+    }
     errno = saved;
 }
 
@@ -585,7 +603,7 @@ static int run_program(char **argv, pid_t *pid, int fifo, const char *run_dir, c
     memset(&fwd, 0, sizeof fwd);
     fwd.sa_sigaction = forward_signal;
     fwd.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&fwd.sa_mask);
+    fwd.sa_mask = block; /* one forward_signal at a time */
     for (size_t i = 0; i < N_FORWARDED; i++) {
         sigaction(kForwarded[i], NULL, &old[i]);
         if (old[i].sa_handler != SIG_IGN) /* a signal we were started ignoring stays ignored */
