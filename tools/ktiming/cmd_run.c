@@ -377,19 +377,21 @@ static void forward_signal(int sig, siginfo_t *info, void *ctx)
     errno = saved;
 }
 
-/* Does the program get a process group of its own? Yes unless we are the foreground job of our controlling
- * terminal. A signal sent to our whole group (`kill -TERM -PGID`, `timeout`, a service manager stopping the
- * group) then reaches us only, and the program gets it once, from us; with both in one group it would get the
- * group's copy and ours. On a terminal's foreground the program stays in our group, as the shell started us: the
- * terminal's signals (^C, ^Z) and its reads and writes reach it as they would without us. */
+/* Does the program get a process group of its own? A signal sent to our whole group (`kill -TERM -PGID`, the
+ * second signal timeout(1) sends) then reaches us only, and the program gets it once, from us; with both in one
+ * group it gets the group's copy and ours. But a job an interactive shell started -- the terminal's foreground
+ * job, or a background job we lead -- keeps the program in our group, as the shell started us: job control (^C,
+ * ^Z, `kill -STOP %1`, `fg`, terminal reads) must reach it as it would without us, and SIGSTOP cannot be passed
+ * on. So: yes without a controlling terminal (a service, setsid, CI), and on a terminal when we are neither its
+ * foreground job nor our group's leader (under timeout(1), which makes a group of its own). */
 static int own_process_group(void)
 {
     int tty = open("/dev/tty", O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
-    if (tty < 0) /* no controlling terminal: a service, a job under setsid, CI */
+    if (tty < 0)
         return 1;
     pid_t fg = tcgetpgrp(tty);
     close(tty);
-    return fg != getpgrp();
+    return fg != getpgrp() && getpgrp() != getpid();
 }
 
 /* ---------------------------------------------------------------------------------------------------
