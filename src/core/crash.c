@@ -371,11 +371,13 @@ static void on_crash(int sig, siginfo_t *info, void *ctx)
         pthread_sigmask(SIG_SETMASK, &all, NULL);
         /* It returned. Unless it put the default action back (a crash reporter that is done and lets the
          * signal end the process: a fault runs again into it, another signal it raised again is pending), the
-         * program goes on. */
+         * program goes on -- except from abort(), which puts the default back itself once a SIGABRT handler
+         * returns (a SIGABRT that is not abort()'s and that the program survives is rare enough to write for). */
         struct sigaction now;
         sigset_t pending;
-        if (sigaction(sig, NULL, &now) != 0 || !is_default(&now) ||
-            !(is_fault(sig, info) || (sigpending(&pending) == 0 && sigismember(&pending, sig) == 1))) {
+        if (sig != SIGABRT &&
+            (sigaction(sig, NULL, &now) != 0 || !is_default(&now) ||
+             !(is_fault(sig, info) || (sigpending(&pending) == 0 && sigismember(&pending, sig) == 1)))) {
             errno = saved;
             return;
         }

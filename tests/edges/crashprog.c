@@ -6,8 +6,9 @@
  * with launch configurations: two of global 64 local 16, one of global 128 with the local size left to the driver.
  * exit127 ends with _exit(127) (a status a shell gives a command it could not run); recover installs its own
  * SIGSEGV handler before ktiming's first use, recovers from a fault with siglongjmp, records N more zones of
- * "crash_zone" and aborts; altstack sets up its own signal stack first and exits 5 when ktiming's first use
- * replaced it, else segfaults. */
+ * "crash_zone" and aborts; abortlog installs a SIGABRT handler that returns before ktiming's first use, then
+ * aborts; altstack sets up its own signal stack first and exits 5 when ktiming's first use replaced it, else
+ * segfaults. */
 #include <ktiming.h>
 
 #include <pthread.h>
@@ -37,6 +38,8 @@ static void recover(int sig)
     siglongjmp(g_probe, 1);
 }
 
+static void abort_seen(int sig) { (void)sig; }
+
 static void *thread_zones(void *arg)
 {
     zones("crash_zone", *(const long *)arg);
@@ -54,6 +57,11 @@ int main(int argc, char **argv)
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = recover;
         sigaction(SIGSEGV, &sa, NULL);
+    } else if (!strcmp(argv[1], "abortlog")) { /* a handler that returns: abort() goes on to the default */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = abort_seen;
+        sigaction(SIGABRT, &sa, NULL);
     } else if (!strcmp(argv[1], "altstack")) {
         stack_t ss = {.ss_sp = stack, .ss_size = sizeof stack};
         if (sigaltstack(&ss, NULL) != 0)
@@ -110,7 +118,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "segv")) {
         volatile int *volatile p = (volatile int *)(uintptr_t)16; /* unmapped; not NULL, which UBSan would catch */
         *p = 1;
-    } else if (!strcmp(mode, "abort")) {
+    } else if (!strcmp(mode, "abort") || !strcmp(mode, "abortlog")) {
         abort();
     } else if (!strcmp(mode, "_exit")) {
         _exit(3);

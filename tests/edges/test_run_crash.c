@@ -277,6 +277,14 @@ static void test_on_crash_recovered_fault(void **state)
     check_on_crash_mode("recover", 128 + SIGABRT, "signal 6", 2);
 }
 
+/* A SIGABRT handler of the program's (installed first) that returns: abort() then ends the process with the
+ * default action, and the snapshot is written. */
+static void test_on_crash_abort_handler_returns(void **state)
+{
+    (void)state;
+    check_on_crash_mode("abortlog", 128 + SIGABRT, "signal 6", 1);
+}
+
 /* The program's own signal stack is kept (the program exits 5 when it was replaced), and the handler runs on it. */
 static void test_on_crash_keeps_altstack(void **state)
 {
@@ -391,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_ulimit_small_arena), cmocka_unit_test(test_ulimit_no_room),
         cmocka_unit_test(test_underscore_exit_127), cmocka_unit_test(test_closed_stderr),
         cmocka_unit_test(test_on_crash_recovered_fault), cmocka_unit_test(test_on_crash_keeps_altstack),
+        cmocka_unit_test(test_on_crash_abort_handler_returns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

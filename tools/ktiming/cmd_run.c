@@ -348,7 +348,7 @@ static int g_own_group;               /* the program runs in a process group of 
 #define FORWARD_MERGE_NS 250000000ll  /* forward_signal: a repeat this close to the last one forwarded is merged */
 
 /* A signal sent to us (kill, timeout, a service manager) goes on to the program. When the program shares our
- * process group (we are the terminal's foreground job), one the terminal generated (^C, ^\, hang-up: si_code
+ * process group (a job an interactive shell started: own_process_group), one the terminal generated (^C, ^\, hang-up: si_code
  * SI_KERNEL) already reached it: passing it on would deliver it twice. In a group of its own it gets only what we
  * pass on. */
 static void forward_signal(int sig, siginfo_t *info, void *ctx)
