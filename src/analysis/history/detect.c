@@ -293,9 +293,11 @@ int kth_check(const kth_history_t *h, kth_samples_fn fn, void *ctx, const kth_ch
                     c->c.ci_hi = row->ci_lo > 0.0 ? 1.0 / row->ci_lo - 1.0 : NAN;
                     c->c.p = isfinite(row->p_value) ? row->p_value : 1.0;
                     c->robust = robust;
-                    /* Fixed: a later segment back within the threshold of the level before the change. */
+                    /* Fixed: a later segment back within the threshold of the level before the change. Segment m
+                     * is [cps[m - 1], cps[m]); the change's own new level is segment j + 1, so the search starts
+                     * after it (a step smaller than the threshold over its whole segment is not its own fix). */
                     double before = level(x, prev, at, tmp);
-                    for (size_t m = j + 1; c->c.change > 0 && m < k + 1 && !c->c.fixed; m++) {
+                    for (size_t m = j + 2; c->c.change > 0 && m < k + 1 && !c->c.fixed; m++) {
                         size_t sa0 = cps[m - 1], sb0 = m < k ? cps[m] : n;
                         if (fabs(level(x, sa0, sb0, tmp) / before - 1.0) < t) {
                             c->c.fixed = 1;
