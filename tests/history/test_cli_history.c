@@ -353,6 +353,151 @@ static void test_add_show_check(void **state)
     free(ckc);
 }
 
+/* A snapshot's text at dir/name; its path in out. */
+static void write_snap(char *out, size_t cap, const char *name, const char *entries, int taken)
+{
+    snprintf(out, cap, "%s/%s", g_dir, name);
+    char text[4096];
+    int n = snprintf(text, sizeof text,
+                     "{\"schema\": \"ktiming.snapshot\", \"version\": 5, \"generator\": \"test\", \"host\": \"vm\", "
+                     "\"taken_ns\": %d, \"entries\": [%s]}",
+                     taken, entries);
+    assert_int_equal(ktt_write_file(out, text, (size_t)n), 0);
+}
+
+/* An entry with a reservoir of three samples of `ns`. */
+static const char *entry3(char *buf, size_t cap, const char *name, unsigned ns)
+{
+    snprintf(buf, cap,
+             "{\"name\": \"%s\", \"backend\": \"cpu\", \"device\": \"host\", \"dispatch_count\": 3, \"total_ns\": %u, "
+             "\"min_ns\": %u, \"max_ns\": %u, \"mean_ns\": %u, \"p50_ns\": %u, \"p90_ns\": %u, \"p99_ns\": %u, "
+             "\"sample_count\": 3, \"samples\": [%u, %u, %u]}",
+             name, 3 * ns, ns, ns, ns, ns, ns, ns, ns, ns, ns);
+    return buf;
+}
+
+/* The crash handler's snapshots carry no p50 and no samples: the run's median is its mean, not 0 ns. */
+static void test_crash_snapshot_median(void **state)
+{
+    (void)state;
+    char db[4200], snap[4200];
+    snprintf(db, sizeof db, "%s/crash.sqlite", g_dir);
+    write_snap(snap, sizeof snap, "crash.json",
+               "{\"name\": \"crash_zone\", \"backend\": \"cpu\", \"device\": \"host\", \"dispatch_count\": 100, "
+               "\"total_ns\": 1916, \"min_ns\": 0, \"max_ns\": 982, \"last_ns\": 10, \"mean_ns\": 19, "
+               "\"stddev_ns\": 97, \"errors\": 0, \"dropped\": 0}",
+               1);
+    assert_int_equal(STATUS("add", snap, "--db", db), 0);
+    int st;
+    char *js = CLI(&st, "show", "-f", "json", "--db", db);
+    assert_int_equal(st, 0);
+    cJSON *root = cJSON_Parse(js);
+    assert_non_null(root);
+    cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "series"), 0);
+    assert_non_null(k);
+    assert_true(cJSON_GetObjectItem(k, "latest_ns")->valuedouble == 19.0);
+    cJSON_Delete(root);
+    free(js);
+}
+
+/* A change from a 0 ns median has no ratio: JSON says null and CSV leaves the field empty, never "nan". */
+static void test_change_from_zero(void **state)
+{
+    (void)state;
+    char db[4200], snap[4200], e[1024];
+    snprintf(db, sizeof db, "%s/zero.sqlite", g_dir);
+    for (int i = 0; i < 4; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "zero%d.json", i);
+        write_snap(snap, sizeof snap, name, entry3(e, sizeof e, "k", i < 3 ? 0 : 100), i + 1);
+        char when[32];
+        snprintf(when, sizeof when, "2026-01-0%dT00:00:00Z", i + 1);
+        assert_int_equal(STATUS("add", snap, "--db", db, "--when", when), 0);
+    }
+    int st;
+    char *js = CLI(&st, "show", "-f", "json", "--db", db);
+    assert_int_equal(st, 0);
+    assert_null(strstr(js, "nan"));
+    cJSON *root = cJSON_Parse(js);
+    assert_non_null(root);
+    cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "series"), 0);
+    assert_true(cJSON_GetObjectItem(k, "latest_ns")->valuedouble == 100.0);
+    assert_true(cJSON_GetObjectItem(k, "previous_ns")->valuedouble == 0.0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(k, "change")));
+    cJSON_Delete(root);
+    free(js);
+    char *csv = CLI(&st, "show", "-f", "csv", "--db", db);
+    assert_int_equal(st, 0);
+    assert_null(strstr(csv, "nan"));
+    assert_non_null(strstr(csv, "\"k\",\"CPU\",\"host\",\"vm\",4,100,0,,\"\""));
+    free(csv);
+}
+
+/* -o naming the history (or its WAL) is refused with status 2; the history stays. */
+static void test_output_is_the_db(void **state)
+{
+    (void)state;
+    char db[4200], snap[4200], e[1024], wal[4300];
+    snprintf(db, sizeof db, "%s/self.sqlite", g_dir);
+    write_snap(snap, sizeof snap, "self.json", entry3(e, sizeof e, "k", 500), 1);
+    assert_int_equal(STATUS("add", snap, "--db", db), 0);
+    assert_int_equal(STATUS("show", "--db", db, "-o", db), 2);
+    assert_err_contains("history database");
+    assert_int_equal(STATUS("check", "--db", db, "-f", "json", "-o", db), 2);
+    snprintf(wal, sizeof wal, "%s-wal", db);
+    assert_int_equal(ktt_write_file(wal, "", 0), 0); /* as a reader's open leaves it */
+    assert_int_equal(STATUS("show", "--db", db, "-o", wal), 2);
+    unlink(wal);
+    int st;
+    char *csv = CLI(&st, "show", "-f", "csv", "--db", db);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(csv, "\"k\",\"CPU\",\"host\",\"vm\",1,500,"));
+    free(csv);
+}
+
+/* Several snapshots at once: one that cannot be stored is named and the others still go in (status 3); a null
+ * mean is stored as the totals say, not refused. */
+static void test_add_batch(void **state)
+{
+    (void)state;
+    char db[4200], a[4200], nul[4200], bad[4200], b[4200], e[1024];
+    snprintf(db, sizeof db, "%s/batch.sqlite", g_dir);
+    write_snap(a, sizeof a, "batch_a.json", entry3(e, sizeof e, "k", 1000), 1);
+    write_snap(nul, sizeof nul, "batch_null.json",
+               "{\"name\": \"k\", \"backend\": \"cpu\", \"device\": \"host\", \"dispatch_count\": 4, \"total_ns\": "
+               "4000, \"min_ns\": 990, \"max_ns\": 1010, \"mean_ns\": null, \"p50_ns\": 1000, \"p90_ns\": 1010, "
+               "\"p99_ns\": 1010, \"sample_count\": 4, \"samples\": [990, 1000, 1000, 1010]}",
+               2);
+    write_snap(bad, sizeof bad, "batch_bad.json", "{\"name\": 5}", 3);
+    write_snap(b, sizeof b, "batch_b.json", entry3(e, sizeof e, "k", 1100), 4);
+    assert_int_equal(STATUS("add", a, nul, "--db", db), 0);
+    assert_err_contains("batch_null.json: added as run");
+    assert_int_equal(STATUS("add", bad, b, "--db", db), 3);
+    assert_err_contains("batch_bad.json");
+    assert_err_contains("batch_b.json: added as run 3");
+    int st;
+    char *csv = CLI(&st, "show", "-f", "csv", "--db", db);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(csv, "\"k\",\"CPU\",\"host\",\"vm\",3,1100,"));
+    free(csv);
+}
+
+/* A --tag key given twice, or longer than the store keeps, is a usage error (it was overwritten or truncated). */
+static void test_tag_keys(void **state)
+{
+    (void)state;
+    char db[4200], snap[4200], e[1024], longtag[400];
+    snprintf(db, sizeof db, "%s/tags.sqlite", g_dir);
+    write_snap(snap, sizeof snap, "tags.json", entry3(e, sizeof e, "k", 10), 1);
+    assert_int_equal(STATUS("add", snap, "--db", db, "--tag", "job=a", "--tag", "job=b"), 2);
+    assert_err_contains("given twice");
+    memset(longtag, 'k', 300);
+    snprintf(longtag + 300, sizeof longtag - 300, "=v");
+    assert_int_equal(STATUS("add", snap, "--db", db, "--tag", longtag), 2);
+    assert_int_equal(access(db, F_OK), -1); /* refused before anything was opened */
+    assert_int_equal(STATUS("add", snap, "--db", db, "--tag", "job=a", "--tag", "jo=b"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +506,11 @@ int main(void)
         cmocka_unit_test(test_completion_and_man),
         cmocka_unit_test(test_missing_and_bad),
         cmocka_unit_test(test_add_show_check),
+        cmocka_unit_test(test_crash_snapshot_median),
+        cmocka_unit_test(test_change_from_zero),
+        cmocka_unit_test(test_output_is_the_db),
+        cmocka_unit_test(test_add_batch),
+        cmocka_unit_test(test_tag_keys),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -155,6 +155,10 @@ static int parse_args(const char *sub, int argc, char **argv, history_args_t *a)
         case O_TAG: {
             const char *eq = strchr(v, '=');
             if (!eq || eq == v) return usage_error("--tag: expected KEY=VALUE, not '%s'", v);
+            if (eq - v > KTH_TAG_KEY_MAX) return usage_error("--tag: a key longer than %d bytes", KTH_TAG_KEY_MAX);
+            for (size_t i = 0; i < a->info.tag_count; i++)
+                if (!strncmp(a->tags[i], v, (size_t)(eq - v) + 1))
+                    return usage_error("--tag: key '%.*s' given twice", (int)(eq - v), v);
             const char **t = realloc(a->tags, (a->info.tag_count + 1) * sizeof *t);
             if (!t) return usage_error("out of memory");
             a->tags = t;
@@ -221,7 +225,8 @@ static int cmd_add(history_args_t *a, int argc, char **argv)
     int rc = open_db(a, 1, &db);
     if (rc)
         return rc;
-    for (int i = optind; i < argc && !rc; i++) {
+    /* Every file is tried: one that cannot be stored is named, the others still go in, and the status says 3. */
+    for (int i = optind; i < argc; i++) {
         int64_t id;
         int added;
         char err[1024];
@@ -271,10 +276,26 @@ static int write_read(const kth_history_t *h, const kth_check_result_t *r, int c
     return rc;
 }
 
+/* 1 when -o names the history itself or one of SQLite's files beside it (replacing it would lose the history). */
+static int output_is_db(const history_args_t *a)
+{
+    if (!a->output || !strcmp(a->output, "-") || is_server(a->db))
+        return 0;
+    static const char *const kSuffix[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof kSuffix / sizeof *kSuffix; i++) {
+        char p[4096];
+        if ((size_t)snprintf(p, sizeof p, "%s%s", a->db, kSuffix[i]) < sizeof p && kt_output_same(a->output, p))
+            return 1;
+    }
+    return 0;
+}
+
 static int cmd_read(history_args_t *a, int check, int argc, char **argv)
 {
     if (optind < argc)
         return usage_error("%s: unexpected argument '%s'", check ? "check" : "show", argv[optind]);
+    if (output_is_db(a))
+        return usage_error("-o %s: that is the history database (%s); name another file", a->output, a->db);
     kth_db_t *db = NULL;
     int rc = open_db(a, 0, &db);
     if (rc)

@@ -117,6 +117,9 @@ typedef struct kth_run_info_t {
     size_t tag_count;        /* entries in tags */
 } kth_run_info_t;
 
+/* The longest --tag key stored (bytes); a longer one is refused, as is a key given twice. */
+#define KTH_TAG_KEY_MAX 255
+
 /* Parses an ISO 8601 time ("2026-11-27", "2026-11-27T01:02:03", with "Z" or "+hh:mm") to seconds since the
  * epoch (UTC); 0 or -1. */
 int kth_parse_time(const char *s, int64_t *out);

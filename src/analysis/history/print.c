@@ -368,20 +368,28 @@ int kth_print_show(FILE *o, const kth_history_t *h, const kth_check_result_t *ch
         case KTH_FMT_CSV:
             series_key(o, se, fmt);
             fprintf(o, ",%zu,%.17g,", se->n, r.latest);
-            if (isfinite(r.previous))
-                fprintf(o, "%.17g,%.6f,", r.previous, r.change * 100.0);
+            if (isfinite(r.previous)) /* a change from 0 ns has no ratio: an empty field, never "nan" */
+                fprintf(o, "%.17g,", r.previous);
             else
-                fputs(",,", o);
+                fputc(',', o);
+            if (isfinite(r.change))
+                fprintf(o, "%.6f,", r.change * 100.0);
+            else
+                fputc(',', o);
             csv_str(o, commit);
             fputc('\n', o);
             break;
         case KTH_FMT_JSON:
             json_item(o, s, se);
             fprintf(o, ", \"runs\": %zu, \"latest_ns\": %.17g, ", se->n, r.latest);
-            if (isfinite(r.previous))
-                fprintf(o, "\"previous_ns\": %.17g, \"change\": %.9g, ", r.previous, r.change);
+            if (isfinite(r.previous)) /* JSON has no NaN: a change from 0 ns is null */
+                fprintf(o, "\"previous_ns\": %.17g, ", r.previous);
             else
-                fputs("\"previous_ns\": null, \"change\": null, ", o);
+                fputs("\"previous_ns\": null, ", o);
+            if (isfinite(r.change))
+                fprintf(o, "\"change\": %.9g, ", r.change);
+            else
+                fputs("\"change\": null, ", o);
             fputs("\"commit\": ", o);
             json_str(o, commit);
             fputs(", \"medians_ns\": [", o);
