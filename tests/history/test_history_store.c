@@ -4,6 +4,7 @@
 #include "hist_util.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -280,12 +281,63 @@ static void test_foreign_and_corrupt(void **state)
     assert_one_line(err, g_db);
 }
 
+/* A server is named in messages without its password, however the password was given; a libpq key=value string
+ * names a server, never a SQLite file of that name. */
+static void test_server_names(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *shown;
+    } k[] = {
+        {"postgresql://kt:hunter2@db.example/perf", "postgresql://kt@db.example/perf"},
+        {"postgres://db/perf?user=kt&password=hunter2", "postgres://db/perf?user=kt"},
+        {"postgresql:///perf?password=hunter2&host=/run/pg&port=5433", "postgresql:///perf?host=/run/pg&port=5433"},
+        {"postgresql://kt@db/perf?application_name=a@b&password=hunter2", "postgresql://kt@db/perf?application_name=a@b"},
+        {"host=db dbname=perf password=hunter2 user=kt", "host=db dbname=perf user=kt"},
+        {"password='hunter2 \\' x' host=db", "host=db"},
+        {"host=db password = hunter2", "host=db"},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        char out[256];
+        kth_server_display(k[i].in, out, sizeof out);
+        if (strcmp(out, k[i].shown)) {
+            fprintf(stderr, "'%s' shown as '%s', expected '%s'\n", k[i].in, out, k[i].shown);
+            fail();
+        }
+        assert_true(kth_is_server(k[i].in));
+    }
+    assert_false(kth_is_server("history.sqlite"));
+    assert_false(kth_is_server("./host=db.sqlite"));
+    assert_false(kth_is_server("a=b.sqlite"));
+    /* Opening them: a one-line error without the password, and no SQLite file created for the key=value one. */
+    char cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(g_dir), 0);
+    char url[512], err[512];
+    kth_db_t *db = NULL;
+    snprintf(url, sizeof url, "postgresql:///perf?host=%s/nowhere&port=1&password=hunter2", g_dir);
+    assert_int_not_equal(kth_open(url, &db, err, sizeof err), 0);
+    assert_null(db);
+    assert_one_line(err, NULL);
+    assert_null(strstr(err, "hunter2"));
+    snprintf(url, sizeof url, "host=%s/nowhere port=1 dbname=perf password=hunter2", g_dir);
+    assert_int_not_equal(kth_open(url, &db, err, sizeof err), 0);
+    assert_null(db);
+    assert_one_line(err, NULL);
+    assert_null(strstr(err, "hunter2"));
+    assert_null(strstr(err, "unable to open database file")); /* SQLite's words: it was taken for a file */
+    struct stat st;
+    assert_int_not_equal(stat("host=", &st), 0);
+    assert_int_equal(chdir(cwd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_samples_codec),      cmocka_unit_test(test_parse_time),
         cmocka_unit_test(test_add_twice_is_noop),  cmocka_unit_test(test_load_series),
         cmocka_unit_test(test_migration),          cmocka_unit_test(test_foreign_and_corrupt),
+        cmocka_unit_test(test_server_names),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -199,13 +199,12 @@ static int parse_args(const char *sub, int argc, char **argv, history_args_t *a)
     return -1;
 }
 
-static int is_server(const char *db) { return !strncmp(db, "postgresql://", 13) || !strncmp(db, "postgres://", 11); }
 
 /* Opens the history; show and check refuse a file that does not exist rather than create an empty one. */
 static int open_db(const history_args_t *a, int create, kth_db_t **db)
 {
     char err[512];
-    if (!create && !is_server(a->db) && access(a->db, F_OK) != 0) {
+    if (!create && !kth_is_server(a->db) && access(a->db, F_OK) != 0) {
         fprintf(stderr, "ktiming history: %s: no history there (%s); add runs first with 'ktiming history add'\n",
                 a->db, strerror(errno));
         return KTCLI_EXIT_INPUT;
@@ -279,7 +278,7 @@ static int write_read(const kth_history_t *h, const kth_check_result_t *r, int c
 /* 1 when -o names the history itself or one of SQLite's files beside it (replacing it would lose the history). */
 static int output_is_db(const history_args_t *a)
 {
-    if (!a->output || !strcmp(a->output, "-") || is_server(a->db))
+    if (!a->output || !strcmp(a->output, "-") || kth_is_server(a->db))
         return 0;
     static const char *const kSuffix[] = {"", "-wal", "-shm", "-journal"};
     for (size_t i = 0; i < sizeof kSuffix / sizeof *kSuffix; i++) {

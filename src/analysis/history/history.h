@@ -56,8 +56,15 @@ struct kth_db_t {
     char err[512];              /* the last error, one line */
 };
 
-/* Opens (creating when absent) and migrates the history at `where`: "postgresql://..." / "postgres://..." is a
- * PostgreSQL server (libpq; KT_ENOTSUP when built without it), anything else a SQLite file. 0; KT_EIO (cannot open,
+/* 1 when `where` names a PostgreSQL server: a "postgresql://" or "postgres://" URL, or a libpq key=value string
+ * whose first keyword is libpq's ("host=db dbname=perf"); 0 for a SQLite file. */
+int kth_is_server(const char *where);
+/* `where` as messages write it: a server without its password (user:secret@ in a URL, password= in its query or
+ * in key=value pairs); a file as it is. */
+void kth_server_display(const char *where, char *out, size_t cap);
+
+/* Opens (creating when absent) and migrates the history at `where`: a server (kth_is_server; libpq; KT_ENOTSUP when
+ * built without it), anything else a SQLite file. 0; KT_EIO (cannot open,
  * not a database), KT_EPARSE (a database that is not a ktiming history, or a newer schema), KT_ENOTSUP, KT_ENOMEM.
  * On failure *out is NULL and err holds one line. */
 int kth_open(const char *where, kth_db_t **out, char *err, size_t errlen);

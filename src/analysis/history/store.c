@@ -202,7 +202,7 @@ int kth_open_at(const char *where, int upto, kth_db_t **out, char *err, size_t e
         set_err(err, errlen, "history: out of memory");
         return KT_ENOMEM;
     }
-    int pg = !strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11);
+    int pg = kth_is_server(where);
     int rc = pg ? kth__pg_open(db, where) : kth__sqlite_open(db, where);
     if (rc) {
         set_err(err, errlen, "%s", db->err);
