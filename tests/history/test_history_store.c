@@ -331,13 +331,74 @@ static void test_server_names(void **state)
     assert_int_equal(chdir(cwd), 0);
 }
 
+/* Adds a run holding the kernels named in `kernels` (space-separated), each with 4 samples of `ns`. */
+static void add_kernels(kth_db_t *db, int run, const char *kernels, unsigned ns)
+{
+    char json[4096], when[32], commit[16];
+    int n = snprintf(json, sizeof json, "{\"schema\": \"ktiming.snapshot\", \"version\": 5, \"host\": \"h\", "
+                                        "\"taken_ns\": %d, \"entries\": [", run);
+    char names[256];
+    snprintf(names, sizeof names, "%s", kernels);
+    const char *sep = "";
+    for (char *save = NULL, *k = strtok_r(names, " ", &save); k; k = strtok_r(NULL, " ", &save), sep = ", ")
+        n += snprintf(json + n, sizeof json - (size_t)n,
+                      "%s{\"name\": \"%s\", \"backend\": \"cpu\", \"device\": \"host\", \"dispatch_count\": 4, "
+                      "\"total_ns\": %u, \"min_ns\": %u, \"max_ns\": %u, \"mean_ns\": %u, \"p50_ns\": %u, "
+                      "\"sample_count\": 4, \"samples\": [%u, %u, %u, %u]}",
+                      sep, k, 4 * ns, ns, ns, ns, ns, ns, ns, ns, ns);
+    n += snprintf(json + n, sizeof json - (size_t)n, "]}");
+    snprintf(when, sizeof when, "2026-01-01T00:00:%02dZ", run);
+    snprintf(commit, sizeof commit, "c%d", run);
+    kth_run_info_t info = {.commit = commit, .when = when};
+    int64_t id;
+    int added;
+    char err[512];
+    assert_int_equal(kth_add_json(db, json, (size_t)n, &info, &id, &added, err, sizeof err), 0);
+    assert_int_equal(added, 1);
+}
+
+/* --last N counts the runs that hold a kernel the filters keep: "nightly" runs in runs 0..3 only, "every" in all
+ * eight, so the last 2 runs of "nightly" are runs 2 and 3 (once none: the last 2 runs of the history hold none). */
+static void test_last_after_filters(void **state)
+{
+    (void)state;
+    fresh_db("last.sqlite");
+    kth_db_t *db;
+    char err[512];
+    assert_int_equal(kth_open(g_db, &db, err, sizeof err), 0);
+    for (int i = 0; i < 8; i++)
+        add_kernels(db, i, i < 4 ? "every nightly" : "every", 100 + (unsigned)i);
+    kth_history_t h;
+    kth_filter_t f = {.kernel = "nightly", .last = 2};
+    assert_int_equal(kth_load(db, &f, &h), 0);
+    assert_int_equal(h.series_count, 1);
+    assert_int_equal(h.run_count, 2);
+    assert_string_equal(h.runs[0].commit, "c2");
+    assert_string_equal(h.runs[1].commit, "c3");
+    assert_int_equal(h.series[0].n, 2);
+    assert_int_equal(h.series[0].pts[0].run, 0);
+    assert_int_equal(h.series[0].pts[1].run, 1);
+    assert_true(h.series[0].pts[1].median == 103.0);
+    kth_history_free(&h);
+    /* Without a kernel filter the last 3 runs are runs 5..7, and "nightly" is not among them. */
+    f = (kth_filter_t){.last = 3};
+    assert_int_equal(kth_load(db, &f, &h), 0);
+    assert_int_equal(h.run_count, 3);
+    assert_int_equal(h.series_count, 1);
+    assert_string_equal(h.series[0].kernel, "every");
+    assert_string_equal(h.runs[0].commit, "c5");
+    assert_true(h.series[0].pts[2].median == 107.0);
+    kth_history_free(&h);
+    kth_close(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_samples_codec),      cmocka_unit_test(test_parse_time),
         cmocka_unit_test(test_add_twice_is_noop),  cmocka_unit_test(test_load_series),
         cmocka_unit_test(test_migration),          cmocka_unit_test(test_foreign_and_corrupt),
-        cmocka_unit_test(test_server_names),
+        cmocka_unit_test(test_server_names),        cmocka_unit_test(test_last_after_filters),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

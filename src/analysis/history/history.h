@@ -175,7 +175,7 @@ typedef struct kth_filter_t {
     const char *device;  /* fnmatch glob on device names */
     const char *machine; /* fnmatch glob on machine names */
     const char *branch;  /* exact branch */
-    size_t last;         /* only the last N runs (after the filters above) */
+    size_t last;         /* only the last N runs that hold a series the filters above keep */
 } kth_filter_t;
 
 /* What was read: runs and series (released with kth_history_free). */
