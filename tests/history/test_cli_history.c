@@ -8,6 +8,9 @@
 #include <ktiming.h>
 
 #include <cJSON.h>
+#include <dirent.h>
+#include <pwd.h>
+#include <sys/stat.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -498,6 +501,108 @@ static void test_tag_keys(void **state)
     assert_int_equal(STATUS("add", snap, "--db", db, "--tag", "job=a", "--tag", "jo=b"), 0);
 }
 
+/* The files in dir (names, one per line: "a\nb\n"), sorted; malloc'd. */
+static char *list_dir(const char *dir)
+{
+    struct dirent **names = NULL;
+    int n = scandir(dir, &names, NULL, alphasort);
+    assert_true(n >= 0);
+    char *out = calloc(1, 4096);
+    assert_non_null(out);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(names[i]->d_name, ".") && strcmp(names[i]->d_name, ".."))
+            snprintf(out + strlen(out), 4096 - strlen(out), "%s\n", names[i]->d_name);
+        free(names[i]);
+    }
+    free(names);
+    return out;
+}
+
+/* `ktiming history ARGS` as a user who cannot write the history: "nobody" (through runuser) when the test runs as
+ * root, else this user itself (then only a folder without write permission can stand for another's history). */
+static char *cli_reader(int *status, char *const *args)
+{
+    char *argv[40];
+    size_t n = 0;
+    if (geteuid() == 0) {
+        argv[n++] = "/usr/sbin/runuser", argv[n++] = "-u", argv[n++] = "nobody", argv[n++] = "--";
+    }
+    argv[n++] = KT_CLI_PATH;
+    argv[n++] = "history";
+    for (; *args && n < 39; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    char *out = ktt_run_capture(argv, &(ktt_spawn_t){.err = g_err}, status);
+    assert_non_null(out);
+    return out;
+}
+#define READER(st, ...) cli_reader(st, (char *const[]){__VA_ARGS__, NULL})
+
+/* show and check read a history they cannot write (a folder without write permission, another user's file in a
+ * sticky folder such as /tmp) and leave nothing beside it; they never write one (an empty file stays empty). */
+static void test_read_without_write_access(void **state)
+{
+    (void)state;
+    char ro[4200], sticky[4200], db[4300], sdb[4300], snap[4200], e[1024], empty[4200];
+    int st;
+    /* An empty file is no history, and stays empty. */
+    snprintf(empty, sizeof empty, "%s/empty.sqlite", g_dir);
+    assert_int_equal(ktt_write_file(empty, "", 0), 0);
+    assert_int_equal(STATUS("show", "--db", empty), 3);
+    assert_err_contains("no history there");
+    struct stat sb;
+    assert_int_equal(stat(empty, &sb), 0);
+    assert_int_equal(sb.st_size, 0);
+
+    if (geteuid() == 0) {
+        int ok = access("/usr/sbin/runuser", X_OK) == 0 && getpwnam("nobody") && chmod(g_dir, 0711) == 0;
+        char *argv[] = {"/usr/sbin/runuser", "-u", "nobody", "--", KT_CLI_PATH, "--version", NULL};
+        if (!ok || ktt_run_to(argv, NULL) != 0) { /* e.g. a build under a folder only root can enter */
+            fprintf(stderr, "(no second user to read as: skipped)\n");
+            skip();
+        }
+    }
+    snprintf(ro, sizeof ro, "%s/ro", g_dir);
+    snprintf(db, sizeof db, "%s/h.sqlite", ro);
+    assert_int_equal(mkdir(ro, 0755), 0);
+    write_snap(snap, sizeof snap, "ro.json", entry3(e, sizeof e, "k", 700), 1);
+    assert_int_equal(STATUS("add", snap, "--db", db), 0);
+    assert_int_equal(chmod(ro, 0555), 0);
+    char *out = READER(&st, "show", "-f", "csv", "--db", db);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "\"k\",\"CPU\",\"host\",\"vm\",1,700,"));
+    free(out);
+    out = READER(&st, "check", "--db", db);
+    assert_int_equal(st, 0);
+    free(out);
+    char *files = list_dir(ro);
+    assert_string_equal(files, "h.sqlite\n");
+    free(files);
+    assert_int_equal(chmod(ro, 0755), 0); /* removable again */
+    if (geteuid() != 0)
+        return;
+    /* Root's history in a sticky folder, read by nobody: no -wal or -shm of nobody's is left to block root's add. */
+    snprintf(sticky, sizeof sticky, "%s/sticky", g_dir);
+    snprintf(sdb, sizeof sdb, "%s/h.sqlite", sticky);
+    assert_int_equal(mkdir(sticky, 0755), 0);
+    assert_int_equal(chmod(sticky, 01777), 0);
+    assert_int_equal(STATUS("add", snap, "--db", sdb), 0);
+    assert_int_equal(chmod(sdb, 0644), 0);
+    out = READER(&st, "show", "-f", "csv", "--db", sdb);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "\"k\",\"CPU\",\"host\",\"vm\",1,700,"));
+    free(out);
+    files = list_dir(sticky);
+    assert_string_equal(files, "h.sqlite\n");
+    free(files);
+    write_snap(snap, sizeof snap, "ro2.json", entry3(e, sizeof e, "k", 710), 2);
+    assert_int_equal(STATUS("add", snap, "--db", sdb), 0);
+    out = CLI(&st, "show", "-f", "csv", "--db", sdb);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "\"k\",\"CPU\",\"host\",\"vm\",2,710,"));
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -511,6 +616,7 @@ int main(void)
         cmocka_unit_test(test_output_is_the_db),
         cmocka_unit_test(test_add_batch),
         cmocka_unit_test(test_tag_keys),
+        cmocka_unit_test(test_read_without_write_access),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

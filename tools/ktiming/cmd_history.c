@@ -209,7 +209,7 @@ static int open_db(const history_args_t *a, int create, kth_db_t **db)
                 a->db, strerror(errno));
         return KTCLI_EXIT_INPUT;
     }
-    if (kth_open(a->db, db, err, sizeof err)) {
+    if ((create ? kth_open : kth_open_read)(a->db, db, err, sizeof err)) {
         fprintf(stderr, "ktiming history: %s\n", err);
         return KTCLI_EXIT_INPUT;
     }
@@ -289,6 +289,40 @@ static int output_is_db(const history_args_t *a)
     return 0;
 }
 
+/* Opens the history and reads what show or check needs: 0, or an exit status with the message printed (*db NULL).
+ * *changed: the file was written while it was read without write access (kth_changed), so nothing is printed. */
+static int read_history(const history_args_t *a, int need, kth_db_t **db, kth_history_t *h, kth_check_result_t *r,
+                        int *changed)
+{
+    *changed = 0;
+    int rc = open_db(a, 0, db);
+    if (rc)
+        return rc;
+    const char *why = NULL;
+    if (kth_load(*db, &a->filter, h))
+        why = (*db)->err;
+    else if (need && (rc = kth_check(h, kth_db_samples_fn, *db, &a->check, r))) {
+        why = rc == KT_ENOMEM ? "out of memory" : (*db)->err;
+        kth_history_free(h);
+    }
+    if (kth_changed(*db)) {
+        *changed = 1;
+        if (!why) {
+            kth_check_free(r);
+            kth_history_free(h);
+        }
+        why = "";
+    }
+    if (why) {
+        if (*why)
+            fprintf(stderr, "ktiming history: %s\n", why);
+        kth_close(*db);
+        *db = NULL;
+        return KTCLI_EXIT_INPUT;
+    }
+    return 0;
+}
+
 static int cmd_read(history_args_t *a, int check, int argc, char **argv)
 {
     if (optind < argc)
@@ -296,22 +330,18 @@ static int cmd_read(history_args_t *a, int check, int argc, char **argv)
     if (output_is_db(a))
         return usage_error("-o %s: that is the history database (%s); name another file", a->output, a->db);
     kth_db_t *db = NULL;
-    int rc = open_db(a, 0, &db);
-    if (rc)
-        return rc;
     kth_history_t h;
-    if (kth_load(db, &a->filter, &h)) {
-        fprintf(stderr, "ktiming history: %s\n", db->err);
-        kth_close(db);
-        return KTCLI_EXIT_INPUT;
-    }
     kth_check_result_t r = {0};
-    int need = check || a->format == KTH_FMT_HTML;
-    if (need && (rc = kth_check(&h, kth_db_samples_fn, db, &a->check, &r))) {
-        fprintf(stderr, "ktiming history: %s\n", rc == KT_ENOMEM ? "out of memory" : db->err);
-        kth_history_free(&h);
-        kth_close(db);
-        return KTCLI_EXIT_INPUT;
+    int need = check || a->format == KTH_FMT_HTML, changed = 0, rc = 0;
+    /* A history read without write access is read as it is on disk; a writer that changed it meanwhile makes the
+     * read start over (a few times), so what is printed is one consistent state. */
+    for (int attempt = 0; attempt < 5; attempt++)
+        if (!(rc = read_history(a, need, &db, &h, &r, &changed)) || !changed)
+            break;
+    if (rc) {
+        if (changed)
+            fprintf(stderr, "ktiming history: %s: changed each time it was read; try again\n", a->db);
+        return rc;
     }
     int exit = KTCLI_EXIT_OK;
     if (write_read(&h, &r, check, need, a))

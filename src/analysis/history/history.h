@@ -45,6 +45,7 @@ typedef struct kth_engine_t {
     /* runs one statement with its parameters, calling cb per row: 0, cb's non-zero, or KT_EIO (db->err set) */
     int (*exec)(kth_db_t *db, const char *sql, const kth_val_t *params, int nparams, kth_row_cb cb, void *ctx);
     void (*close)(kth_db_t *db); /* releases the connection and the cache (db itself stays) */
+    int (*changed)(kth_db_t *db); /* NULL, or 1 when a read may have seen the file change under it (kth_changed) */
 } kth_engine_t;
 
 /* An open history. */
@@ -70,13 +71,22 @@ void kth_server_display(const char *where, char *out, size_t cap);
 int kth_open(const char *where, kth_db_t **out, char *err, size_t errlen);
 /* Opens without migrating beyond schema version `upto` (tests: an old history to migrate). */
 int kth_open_at(const char *where, int upto, kth_db_t **out, char *err, size_t errlen);
+/* Opens an existing history to read it (show, check): never creates, migrates or writes it (an older schema is read
+ * as it is), and works without write access to a SQLite file or its folder, leaving no file beside it. An empty
+ * database is refused ("no history there"), as are the files kth_open refuses. */
+int kth_open_read(const char *where, kth_db_t **out, char *err, size_t errlen);
+/* 1 when what a read opened may have changed under it since (a SQLite file read as immutable, without write access,
+ * that a writer touched meanwhile): read it again. */
+int kth_changed(kth_db_t *db);
 void kth_close(kth_db_t *db);
 /* The schema version stored (0 when unknown). */
 int kth_schema_version(kth_db_t *db);
 /* One statement; KT_EIO with db->err set on failure. */
 int kth_exec(kth_db_t *db, const char *sql, const kth_val_t *params, int nparams, kth_row_cb cb, void *ctx);
-/* The SQLite and PostgreSQL openers (store_*.c): 0 or KT_EIO/KT_ENOTSUP with db->err set. */
-int kth__sqlite_open(kth_db_t *db, const char *path);
+/* The SQLite and PostgreSQL openers (store_*.c): 0 or KT_EIO/KT_ENOTSUP with db->err set. `how`: KTH_OPEN_WRITE
+ * (created when absent, WAL) or KTH_OPEN_READ (see kth_open_read). */
+enum { KTH_OPEN_WRITE = 0, KTH_OPEN_READ = 1 };
+int kth__sqlite_open(kth_db_t *db, const char *path, int how);
 int kth__pg_open(kth_db_t *db, const char *url);
 /* Loads a database client library once (*lib keeps its handle for the process): dlopen(soname), then names[i] into
  * fns[i]; 0, or KT_ENOTSUP with db->err set ("history: <needs> (<soname>): <why>"). Linked instead, a client cost
