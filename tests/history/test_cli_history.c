@@ -603,6 +603,37 @@ static void test_read_without_write_access(void **state)
     free(out);
 }
 
+/* A pull request's one run (2x slower than the six runs of main before it): check's change points cannot show it,
+ * --tail 1 does and fails the gate; the JSON marks it as a tail change. */
+static void test_check_tail(void **state)
+{
+    (void)state;
+    char db[4200], snap[4200], e[1024], when[32], name[32];
+    snprintf(db, sizeof db, "%s/pr.sqlite", g_dir);
+    for (int i = 0; i < 7; i++) {
+        snprintf(name, sizeof name, "pr%d.json", i);
+        write_snap(snap, sizeof snap, name, entry3(e, sizeof e, "k", i < 6 ? 1000 + (unsigned)i : 2000), i + 1);
+        snprintf(when, sizeof when, "2026-02-0%dT00:00:00Z", i + 1);
+        assert_int_equal(STATUS("add", snap, "--db", db, "--when", when, "--commit", i < 6 ? "main" : "pr"), 0);
+    }
+    assert_int_equal(STATUS("check", "--db", db, "--fail-on-regression"), 0);
+    assert_int_equal(STATUS("check", "--db", db, "--fail-on-regression", "--tail", "1"), 1);
+    int st;
+    char *js = CLI(&st, "check", "--db", db, "-f", "json", "--tail", "1");
+    assert_int_equal(st, 0);
+    cJSON *root = cJSON_Parse(js);
+    assert_non_null(root);
+    cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "changes"), 0);
+    assert_non_null(ch);
+    assert_string_equal(cJSON_GetObjectItem(ch, "commit")->valuestring, "pr");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(ch, "tail")));
+    assert_true(cJSON_GetObjectItem(ch, "change")->valuedouble > 0.9);
+    cJSON_Delete(root);
+    free(js);
+    assert_int_equal(STATUS("check", "--db", db, "--tail", "0"), 2);
+    assert_int_equal(STATUS("show", "--db", db, "--tail", "1"), 2); /* a check option */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -617,6 +648,7 @@ int main(void)
         cmocka_unit_test(test_add_batch),
         cmocka_unit_test(test_tag_keys),
         cmocka_unit_test(test_read_without_write_access),
+        cmocka_unit_test(test_check_tail),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

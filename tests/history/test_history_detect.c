@@ -145,11 +145,121 @@ static void test_fixed_later(void **state)
     kth_history_free(&h);
 }
 
+/* A pull request's one run, 2x slower than the 30 runs of main before it: no change point can show it (a level needs
+ * three runs), so check says nothing; --tail 1 compares it with the runs before and reports a regression. */
+static void test_tail_pr_run(void **state)
+{
+    (void)state;
+    series_ctx_t c;
+    fill(&c, 30, 1000.0, 1, 2000.0, 0.01, 5);
+    kth_history_t h;
+    make_history(&c, &h);
+    kth_check_result_t r;
+    assert_int_equal(kth_check(&h, samples_fn, &c, NULL, &r), 0);
+    assert_int_equal(r.count, 0);
+    assert_int_equal(r.regressions, 0);
+    kth_check_free(&r);
+    kth_check_opts_t o = {.tail = 1};
+    assert_int_equal(kth_check(&h, samples_fn, &c, &o, &r), 0);
+    assert_int_equal(r.count, 1);
+    assert_true(r.changes[0].tail);
+    assert_int_equal(r.changes[0].at, 30);
+    assert_true(r.changes[0].change > 0.9 && r.changes[0].change < 1.1);
+    assert_true(r.changes[0].ci_lo > 0.5);
+    assert_false(r.changes[0].fixed);
+    assert_int_equal(r.regressions, 1);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_int_equal(kth_print_check(f, &h, &r, KTH_FMT_TEXT, NULL), 0);
+    fclose(f);
+    assert_non_null(strstr(text, "at commit c030"));
+    assert_non_null(strstr(text, "REGRESSION (the last run)"));
+    free(text);
+    kth_check_free(&r);
+    /* A faster run is an improvement, not a regression. */
+    c.med[30] = h.series[0].pts[30].median = 500.0;
+    assert_int_equal(kth_check(&h, samples_fn, &c, &o, &r), 0);
+    assert_int_equal(r.count, 1);
+    assert_true(r.changes[0].change < -0.4);
+    assert_int_equal(r.regressions, 0);
+    kth_check_free(&r);
+    kth_history_free(&h);
+}
+
+/* The tail test's errors on seeded histories of 30 runs with 2 % run-to-run noise: on stationary series it reports
+ * nothing (0 of 200 measured, for 1 and 2 runs), a 30 % step in the last run(s) it reports (200 of 200 measured);
+ * with --tail 2, one outlier run among the two is not a change. */
+static void test_tail_errors(void **state)
+{
+    (void)state;
+    for (size_t tail = 1; tail <= 2; tail++) {
+        size_t alarms = 0, found = 0;
+        for (uint64_t seed = 1; seed <= 100; seed++) {
+            for (int stepped = 0; stepped < 2; stepped++) {
+                series_ctx_t c;
+                fill(&c, 30, 1000.0, tail, stepped ? 1300.0 : 1000.0, 0.02, seed);
+                kth_history_t h;
+                make_history(&c, &h);
+                kth_check_opts_t o = {.tail = tail};
+                kth_check_result_t r;
+                assert_int_equal(kth_check(&h, samples_fn, &c, &o, &r), 0);
+                for (size_t i = 0; i < r.count; i++) {
+                    alarms += !stepped;
+                    found += stepped && r.changes[i].tail && r.changes[i].change > 0.2 && r.changes[i].at == 30;
+                }
+                kth_check_free(&r);
+                kth_history_free(&h);
+            }
+        }
+        assert_true(alarms <= 1);
+        assert_true(found >= 98);
+    }
+    series_ctx_t c;
+    fill(&c, 30, 1000.0, 2, 1000.0, 0.01, 9);
+    c.med[30] *= 1.5; /* one outlier run of the two */
+    kth_history_t h;
+    make_history(&c, &h);
+    kth_check_opts_t o = {.tail = 2};
+    kth_check_result_t r;
+    assert_int_equal(kth_check(&h, samples_fn, &c, &o, &r), 0);
+    assert_int_equal(r.count, 0);
+    kth_check_free(&r);
+    kth_history_free(&h);
+}
+
+/* With --tail, a change in main's history is still reported once, where it is, and the tail is compared with the
+ * level after it. */
+static void test_tail_after_a_change(void **state)
+{
+    (void)state;
+    series_ctx_t c;
+    fill(&c, 20, 1000.0, 13, 1300.0, 0.01, 4);
+    kth_history_t h;
+    make_history(&c, &h);
+    kth_check_opts_t o = {.tail = 1};
+    kth_check_result_t r;
+    assert_int_equal(kth_check(&h, samples_fn, &c, &o, &r), 0);
+    assert_int_equal(r.count, 1);
+    assert_int_equal(r.changes[0].at, 20);
+    assert_false(r.changes[0].tail);
+    kth_check_free(&r);
+    c.med[32] = h.series[0].pts[32].median = 1000.0; /* the pull request undoes it */
+    assert_int_equal(kth_check(&h, samples_fn, &c, &o, &r), 0);
+    assert_int_equal(r.count, 2);
+    assert_true(r.changes[1].tail && r.changes[1].change < -0.2);
+    kth_check_free(&r);
+    kth_history_free(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_not_fixed_by_itself),
         cmocka_unit_test(test_fixed_later),
+        cmocka_unit_test(test_tail_pr_run),
+        cmocka_unit_test(test_tail_errors),
+        cmocka_unit_test(test_tail_after_a_change),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,7 +24,7 @@ static void history_usage(FILE *out)
             "                           [--tag KEY=VALUE ...] [--db DB]\n"
             "       ktiming history show [--kernel GLOB] [--device GLOB] [--machine GLOB] [--branch B] [--last N]\n"
             "                            [-f text|markdown|csv|json|html] [-o FILE] [--commit-url URL] [--db DB]\n"
-            "       ktiming history check [--fail-on-regression] [--threshold PCT] [--alpha A] [--window N]\n"
+            "       ktiming history check [--fail-on-regression] [--threshold PCT] [--alpha A] [--window N] [--tail N]\n"
             "                             [filters as for show] [-f text|markdown|csv|json|html] [-o FILE] [--db DB]\n"
             "\n"
             "Keeps every run's per-kernel times (aggregates, percentiles, clock bounds and the reservoir sample) in\n"
@@ -44,6 +44,8 @@ static void history_usage(FILE *out)
             "  --threshold PCT       smallest change reported, percent (default 5)\n"
             "  --alpha A             false discovery rate across series (default 0.05)\n"
             "  --window N            runs each side of a change compared (default 5)\n"
+            "  --tail N              also compare each kernel's last N runs (a pull request's) with the runs before\n"
+            "                        them: a change too recent for three runs at the new level (check)\n"
             "  --fail-on-regression  exit 1 when a regression is not fixed by the latest run (check)\n"
             "  --commit-url URL      link commits: URL with {commit} (https://github.com/o/r/commit/{commit})\n"
             "  -f, --format FMT      text (default), markdown, csv, json, html\n"
@@ -113,7 +115,7 @@ static int parse_size(const char *s, size_t *out)
 static int parse_args(const char *sub, int argc, char **argv, history_args_t *a)
 {
     enum { O_DB = 256, O_COMMIT, O_BRANCH, O_WHEN, O_MACHINE, O_TAG, O_KERNEL, O_DEVICE, O_LAST, O_THRESHOLD,
-           O_ALPHA, O_WINDOW, O_FAIL, O_URL };
+           O_ALPHA, O_WINDOW, O_FAIL, O_URL, O_TAIL };
     static const struct option kLong[] = {
         {"db", required_argument, NULL, O_DB}, {"commit", required_argument, NULL, O_COMMIT},
         {"branch", required_argument, NULL, O_BRANCH}, {"when", required_argument, NULL, O_WHEN},
@@ -122,6 +124,7 @@ static int parse_args(const char *sub, int argc, char **argv, history_args_t *a)
         {"last", required_argument, NULL, O_LAST}, {"threshold", required_argument, NULL, O_THRESHOLD},
         {"alpha", required_argument, NULL, O_ALPHA}, {"window", required_argument, NULL, O_WINDOW},
         {"fail-on-regression", no_argument, NULL, O_FAIL}, {"commit-url", required_argument, NULL, O_URL},
+        {"tail", required_argument, NULL, O_TAIL},
         KTCLI_OPT_FORMAT, KTCLI_OPT_OUTPUT, KTCLI_OPT_HELP, KTCLI_OPT_END};
     int is_add = !strcmp(sub, "add"), is_check = !strcmp(sub, "check");
     int c;
@@ -132,7 +135,7 @@ static int parse_args(const char *sub, int argc, char **argv, history_args_t *a)
         /* Options that belong to another subcommand are refused, not ignored. */
         int add_only = c == O_COMMIT || c == O_WHEN || c == O_TAG;
         int read_only = c == O_KERNEL || c == O_DEVICE || c == O_LAST || c == 'f' || c == 'o' || c == O_URL;
-        int check_only = c == O_THRESHOLD || c == O_ALPHA || c == O_WINDOW || c == O_FAIL;
+        int check_only = c == O_THRESHOLD || c == O_ALPHA || c == O_WINDOW || c == O_FAIL || c == O_TAIL;
         if ((add_only && !is_add) || (read_only && is_add) || (check_only && !is_check))
             return usage_error("%s: not an option of 'history %s'", argv[optind - 1], sub);
         switch (c) {
@@ -181,6 +184,9 @@ static int parse_args(const char *sub, int argc, char **argv, history_args_t *a)
             break;
         case O_WINDOW:
             if (parse_size(v, &a->check.window) || a->check.window > 1000) return usage_error("--window: not a count in [1, 1000]: '%s'", v);
+            break;
+        case O_TAIL:
+            if (parse_size(v, &a->check.tail) || a->check.tail > 1000) return usage_error("--tail: not a count in [1, 1000]: '%s'", v);
             break;
         case O_FAIL: a->fail_on_regression = 1; break;
         case O_URL: a->commit_url = v; break;

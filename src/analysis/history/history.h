@@ -215,6 +215,7 @@ typedef struct kth_check_opts_t {
     double alpha;         /* false discovery rate (Benjamini-Hochberg over all candidates); 0 = 0.05 */
     double penalty;       /* split penalty factor (x noise^2 x ln n); 0 = 3 */
     size_t window;        /* runs each side compared; 0 = 5 */
+    size_t tail;          /* also compare the last N runs of each series with the runs before them (--tail); 0: no */
 } kth_check_opts_t;
 
 /* A confirmed change. */
@@ -227,6 +228,7 @@ typedef struct kth_change_t {
     double p, q;         /* U-test p-value, Benjamini-Hochberg adjusted */
     int fixed;           /* a regression whose series later returns within the threshold of `before_ns` */
     size_t fixed_at;     /* the point where it did (when fixed) */
+    int tail;            /* found by the tail test (opts.tail): the last runs against those before, not a level yet */
 } kth_change_t;
 
 typedef struct kth_check_result_t {
