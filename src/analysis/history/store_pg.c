@@ -161,10 +161,13 @@ enum { OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_FLOAT4 =
 static void pg_err(kth_db_t *db, const char *msg)
 {
     snprintf(db->err, sizeof db->err, "%s: %s", db->where, msg && *msg ? msg : "PostgreSQL error");
-    for (char *c = db->err; *c; c++) /* one line */
-        if (*c == '\n' || *c == '\r')
-            *c = ' ';
-    size_t n = strlen(db->err);
+    size_t n = 0;
+    for (const char *c = db->err; *c; c++) { /* one line: line breaks and tabs as one space */
+        int blank = *c == '\n' || *c == '\r' || *c == '\t';
+        if (!blank || (n && db->err[n - 1] != ' '))
+            db->err[n++] = blank ? ' ' : *c;
+    }
+    db->err[n] = '\0';
     while (n && db->err[n - 1] == ' ')
         db->err[--n] = '\0';
 }
