@@ -68,7 +68,7 @@ static void make_history(const series_ctx_t *c, kth_history_t *h)
     se->pts = calloc(c->n, sizeof *se->pts);
     assert_non_null(se->pts);
     for (size_t i = 0; i < c->n; i++) {
-        char commit[16];
+        char commit[32];
         snprintf(commit, sizeof commit, "c%03zu", i);
         h->runs[i] = (kth_run_t){.id = (int64_t)i + 1, .when = (int64_t)i, .commit = strdup(commit),
                                  .branch = strdup("main"), .machine = strdup("m")};
