@@ -88,6 +88,14 @@ static void fill(series_ctx_t *c, size_t before, double b, size_t after, double 
         c->med[i] = (i < before ? b : a) * (1.0 + noise * gauss(&s));
 }
 
+/* ctx's history in *h, checked with --tail `tail` (0: none) into *r. */
+static void check_of(const series_ctx_t *c, size_t tail, kth_history_t *h, kth_check_result_t *r)
+{
+    make_history(c, h);
+    kth_check_opts_t o = {.tail = tail};
+    assert_int_equal(kth_check(h, samples_fn, (void *)c, &o, r), 0);
+}
+
 /* A regression is fixed by a LATER level back within the threshold of the one before it, never by its own new
  * level: a 4.5 % step confirmed at +5..7 % (its windows) sits within 5 % of the old level over its whole segment,
  * and was once reported "fixed" at its own commit, so --fail-on-regression passed a kernel that stayed slower. */
@@ -99,9 +107,8 @@ static void test_not_fixed_by_itself(void **state)
         series_ctx_t c;
         fill(&c, 30, 1000.0, 30, 1045.0, 0.02, seed);
         kth_history_t h;
-        make_history(&c, &h);
         kth_check_result_t r;
-        assert_int_equal(kth_check(&h, samples_fn, &c, NULL, &r), 0);
+        check_of(&c, 0, &h, &r);
         for (size_t i = 0; i < r.count; i++) {
             const kth_change_t *ch = &r.changes[i];
             if (ch->change <= 0)
@@ -132,9 +139,8 @@ static void test_fixed_later(void **state)
     for (size_t i = 30; i < 40; i++) /* back at run 31 */
         c.med[i] = 1000.0 * c.med[i] / 1300.0;
     kth_history_t h;
-    make_history(&c, &h);
     kth_check_result_t r;
-    assert_int_equal(kth_check(&h, samples_fn, &c, NULL, &r), 0);
+    check_of(&c, 0, &h, &r);
     assert_int_equal(r.count, 2);
     assert_true(r.changes[0].change > 0.25);
     assert_int_equal(r.changes[0].at, 20);
@@ -153,9 +159,8 @@ static void test_tail_pr_run(void **state)
     series_ctx_t c;
     fill(&c, 30, 1000.0, 1, 2000.0, 0.01, 5);
     kth_history_t h;
-    make_history(&c, &h);
     kth_check_result_t r;
-    assert_int_equal(kth_check(&h, samples_fn, &c, NULL, &r), 0);
+    check_of(&c, 0, &h, &r);
     assert_int_equal(r.count, 0);
     assert_int_equal(r.regressions, 0);
     kth_check_free(&r);
@@ -202,10 +207,8 @@ static void test_tail_errors(void **state)
                 series_ctx_t c;
                 fill(&c, 30, 1000.0, tail, 1000.0 * (1.0 + kStep[k]), 0.02, seed);
                 kth_history_t h;
-                make_history(&c, &h);
-                kth_check_opts_t o = {.tail = tail};
                 kth_check_result_t r;
-                assert_int_equal(kth_check(&h, samples_fn, &c, &o, &r), 0);
+                check_of(&c, tail, &h, &r);
                 for (size_t i = 0; i < r.count; i++) {
                     const kth_change_t *ch = &r.changes[i];
                     if (k && ch->tail && ch->at == 30 && ch->change > kStep[k] / 2)
@@ -227,10 +230,8 @@ static void test_tail_errors(void **state)
     fill(&c, 30, 1000.0, 2, 1000.0, 0.01, 9);
     c.med[30] *= 1.5; /* one outlier run of the two */
     kth_history_t h;
-    make_history(&c, &h);
-    kth_check_opts_t o = {.tail = 2};
     kth_check_result_t r;
-    assert_int_equal(kth_check(&h, samples_fn, &c, &o, &r), 0);
+    check_of(&c, 2, &h, &r);
     assert_int_equal(r.count, 0);
     kth_check_free(&r);
     kth_history_free(&h);
@@ -244,14 +245,13 @@ static void test_tail_after_a_change(void **state)
     series_ctx_t c;
     fill(&c, 20, 1000.0, 13, 1300.0, 0.01, 4);
     kth_history_t h;
-    make_history(&c, &h);
-    kth_check_opts_t o = {.tail = 1};
     kth_check_result_t r;
-    assert_int_equal(kth_check(&h, samples_fn, &c, &o, &r), 0);
+    check_of(&c, 1, &h, &r);
     assert_int_equal(r.count, 1);
     assert_int_equal(r.changes[0].at, 20);
     assert_false(r.changes[0].tail);
     kth_check_free(&r);
+    kth_check_opts_t o = {.tail = 1};
     c.med[32] = h.series[0].pts[32].median = 1000.0; /* the pull request undoes it */
     assert_int_equal(kth_check(&h, samples_fn, &c, &o, &r), 0);
     assert_int_equal(r.count, 2);
