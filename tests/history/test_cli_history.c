@@ -578,6 +578,16 @@ static void test_read_without_write_access(void **state)
     char *files = list_dir(ro);
     assert_string_equal(files, "h.sqlite\n");
     free(files);
+    /* An empty -wal left beside it (nothing in it to read) does not stop the reader either. */
+    char wal[4400];
+    snprintf(wal, sizeof wal, "%s-wal", db);
+    assert_int_equal(chmod(ro, 0755), 0);
+    assert_int_equal(ktt_write_file(wal, "", 0), 0);
+    assert_int_equal(chmod(ro, 0555), 0);
+    out = READER(&st, "show", "-f", "csv", "--db", db);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "\"k\",\"CPU\",\"host\",\"vm\",1,700,"));
+    free(out);
     assert_int_equal(chmod(ro, 0755), 0); /* removable again */
     if (geteuid() != 0)
         return;

@@ -200,8 +200,9 @@ static int immutable_uri(const char *path, char *out, size_t cap)
 /* How a read opens the file, creating nothing beside it that its owner could not use afterwards:
  * - write access to the file and its folder: read-write (never created, nothing written); the last connection
  *   to close removes SQLite's -wal and -shm files, as a writer's does (a read-only one would leave them);
- * - otherwise, no -wal beside it (no writer since the last checkpoint): immutable, which creates nothing and takes
- *   no lock, its modification time checked at the end (kth_changed) since a writer could still start meanwhile;
+ * - otherwise, no -wal beside it, or an empty one (nothing since the last checkpoint): immutable, which creates
+ *   nothing and takes no lock, its modification time checked at the end (kth_changed) since a writer could still
+ *   start meanwhile;
  * - otherwise read-only, through the -wal and -shm that are there. */
 static int read_mode(const char *path, char *uri, size_t cap, struct stat *st)
 {
@@ -215,7 +216,9 @@ static int read_mode(const char *path, char *uri, size_t cap, struct stat *st)
     snprintf(wal, sizeof wal, "%s-wal", path);
     if (access(path, W_OK) == 0 && access(dir, W_OK) == 0)
         return SQLITE_OPEN_READWRITE;
-    if (access(wal, F_OK) != 0 && errno == ENOENT && stat(path, st) == 0 && immutable_uri(path, uri, cap) == 0)
+    struct stat ws;
+    int no_wal = stat(wal, &ws) != 0 ? errno == ENOENT : ws.st_size == 0; /* an empty one holds nothing to read */
+    if (no_wal && stat(path, st) == 0 && immutable_uri(path, uri, cap) == 0)
         return SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
     return SQLITE_OPEN_READONLY;
 }
