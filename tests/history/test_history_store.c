@@ -302,6 +302,8 @@ static void test_server_names(void **state)
         {"postgres://db/perf?user=kt&password=hunter2", "postgres://db/perf?user=kt"},
         {"postgresql:///perf?password=hunter2&host=/run/pg&port=5433", "postgresql:///perf?host=/run/pg&port=5433"},
         {"postgresql://kt@db/perf?application_name=a@b&password=hunter2", "postgresql://kt@db/perf?application_name=a@b"},
+        {"postgresql://kt:hun?ter#2@db/perf", "postgresql://kt@db/perf"},
+        {"postgresql://db/perf?password=hunter2#frag", "postgresql://db/perf#frag"},
         {"host=db dbname=perf password=hunter2 user=kt", "host=db dbname=perf user=kt"},
         {"password='hunter2 \\' x' host=db", "host=db"},
         {"host=db password = hunter2", "host=db"},

@@ -258,11 +258,10 @@ static int confirm(const kth_history_t *h, kth_samples_fn fn, void *ctx, size_t 
 }
 
 /* --tail N: the last N points of a series against the runs before them (up to the window, never before the last
- * change point, found among the runs before the tail), for the runs a pull request adds, which no level of three runs
- * can show yet. Every
- * one of the N runs must have moved the same way by the threshold and by three times the run-to-run noise (sigma,
- * of log medians) from the median of the runs before: one outlier run among two cannot pass, and a run within the
- * noise cannot either. Then kt_compare confirms it as it does every change. 0 or KT_E*. */
+ * change point, found among the runs before the tail), for the runs a pull request adds, which no level of three
+ * runs can show yet. Every one of the N runs must have moved the same way by the threshold and by three times the
+ * run-to-run noise (sigma, of log medians) from the median of the runs before: one outlier run among two cannot
+ * pass, and a run within the noise cannot either. Then kt_compare confirms it as it does every change. 0 or KT_E*. */
 static int tail_candidate(const kth_history_t *h, kth_samples_fn fn, void *ctx, size_t s, const double *x,
                           double sigma, const size_t *cps, size_t k, const kth_check_opts_t *o, double *tmp,
                           cands_t *cs)

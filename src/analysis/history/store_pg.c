@@ -63,19 +63,17 @@ void kth_server_display(const char *where, char *out, size_t cap)
     *out = '\0';
     const char *scheme = strstr(where, "://");
     if (scheme && (!strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11))) {
-        /* URL: user:secret@ loses ":secret"; a password=... of the query is left out. */
-        const char *auth = scheme + 3, *end = auth + strcspn(auth, "/?#"), *at = NULL;
-        for (const char *c = auth; c < end; c++)
-            if (*c == '@')
-                at = c;
+        /* URL: user:secret@ loses ":secret" (the credentials end at the first '@' before any '/', as libpq reads
+         * them); a password=... of the query is left out. */
+        const char *auth = scheme + 3, *at = auth + strcspn(auth, "@/");
         put(out, cap, &o, where, (size_t)(auth - where));
-        if (at) {
+        if (*at == '@') {
             const char *colon = memchr(auth, ':', (size_t)(at - auth));
             put(out, cap, &o, auth, (size_t)((colon ? colon : at) - auth));
             auth = at;
         }
-        const char *query = strchr(end, '?');
-        put(out, cap, &o, auth, (size_t)((query ? query : end + strlen(end)) - auth));
+        const char *query = strchr(auth, '?');
+        put(out, cap, &o, auth, (size_t)((query ? query : auth + strlen(auth)) - auth));
         if (!query)
             return;
         const char *sep = "?";
