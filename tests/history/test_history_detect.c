@@ -260,11 +260,38 @@ static void test_tail_after_a_change(void **state)
     kth_history_free(&h);
 }
 
+/* A step two runs before the end of a history: the running median, clipped there, once made it a change at the run
+ * before it (the commit before the one that made it, in 100 of 100 histories). It is a change from its third run on,
+ * at its own run. */
+static void test_step_at_the_end(void **state)
+{
+    (void)state;
+    for (size_t after = 2; after <= 3; after++) {
+        size_t at_step = 0, elsewhere = 0;
+        for (uint64_t seed = 1; seed <= 50; seed++) {
+            series_ctx_t c;
+            fill(&c, 30, 1000.0, after, 1300.0, 0.02, seed);
+            kth_history_t h;
+            kth_check_result_t r;
+            check_of(&c, 0, &h, &r);
+            for (size_t i = 0; i < r.count; i++) {
+                at_step += r.changes[i].at == 30;
+                elsewhere += r.changes[i].at != 30;
+            }
+            kth_check_free(&r);
+            kth_history_free(&h);
+        }
+        assert_int_equal(elsewhere, 0);
+        assert_int_equal(at_step, after == 3 ? 50 : 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_not_fixed_by_itself),
         cmocka_unit_test(test_fixed_later),
+        cmocka_unit_test(test_step_at_the_end),
         cmocka_unit_test(test_tail_pr_run),
         cmocka_unit_test(test_tail_errors),
         cmocka_unit_test(test_tail_after_a_change),

@@ -350,6 +350,13 @@ int kth_check(const kth_history_t *h, kth_samples_fn fn, void *ctx, const kth_ch
             double robust = level(y, at, b, tmp) / level(y, a, at, tmp) - 1.0;
             if (!(fabs(robust) >= t))
                 continue;
+            /* The last three runs of a history as the new level: the running median, clipped there, makes two runs
+             * at a new level look like three from the run before them (a change reported at the commit before the
+             * one that made it). The first of the three must itself be nearer the level after than the one before;
+             * else the change waits for its third run. */
+            if (next == n && n - at == KTH_MIN_SEGMENT &&
+                fabs(x[at] - log(level(x, a, at, tmp))) < fabs(x[at] - log(level(x, at, b, tmp))))
+                continue;
             cand_t *c;
             if ((rc = confirm(h, fn, ctx, s, a, at, b, robust, &o, &cs, &c)) || !c)
                 continue;
