@@ -614,15 +614,18 @@ static void test_read_without_write_access(void **state)
 }
 
 /* A pull request's one run (2x slower than the six runs of main before it): check's change points cannot show it,
- * --tail 1 does and fails the gate; the JSON marks it as a tail change. */
+ * --tail 1 does and fails the gate; the JSON marks it as a tail change. "gone", which the pull request did not run,
+ * is not tested by --tail (its own last run, main's, is not the pull request's). */
 static void test_check_tail(void **state)
 {
     (void)state;
-    char db[4200], snap[4200], e[1024], when[32], name[32];
+    char db[4200], snap[4200], e[1024], e2[1024], when[32], name[32], both[2100];
     snprintf(db, sizeof db, "%s/pr.sqlite", g_dir);
     for (int i = 0; i < 7; i++) {
         snprintf(name, sizeof name, "pr%d.json", i);
-        write_snap(snap, sizeof snap, name, entry3(e, sizeof e, "k", i < 6 ? 1000 + (unsigned)i : 2000), i + 1);
+        entry3(e, sizeof e, "k", i < 6 ? 1000 + (unsigned)i : 2000);
+        snprintf(both, sizeof both, "%s, %s", e, entry3(e2, sizeof e2, "gone", i < 5 ? 3000 : 6000));
+        write_snap(snap, sizeof snap, name, i < 6 ? both : e, i + 1);
         snprintf(when, sizeof when, "2026-02-0%dT00:00:00Z", i + 1);
         assert_int_equal(STATUS("add", snap, "--db", db, "--when", when, "--commit", i < 6 ? "main" : "pr"), 0);
     }
@@ -635,6 +638,8 @@ static void test_check_tail(void **state)
     assert_non_null(root);
     cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "changes"), 0);
     assert_non_null(ch);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "changes")), 1);
+    assert_string_equal(cJSON_GetObjectItem(ch, "kernel")->valuestring, "k");
     assert_string_equal(cJSON_GetObjectItem(ch, "commit")->valuestring, "pr");
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(ch, "tail")));
     assert_true(cJSON_GetObjectItem(ch, "change")->valuedouble > 0.9);

@@ -257,16 +257,17 @@ static int confirm(const kth_history_t *h, kth_samples_fn fn, void *ctx, size_t 
     return rc;
 }
 
-/* --tail N: the last N points of a series against the runs before them (up to the window, never before the last
- * change point, found among the runs before the tail), for the runs a pull request adds, which no level of three
- * runs can show yet. Every one of the N runs must have moved the same way by the threshold and by three times the
- * run-to-run noise (sigma, of log medians) from the median of the runs before: one outlier run among two cannot
- * pass, and a run within the noise cannot either. Then kt_compare confirms it as it does every change. 0 or KT_E*. */
-static int tail_candidate(const kth_history_t *h, kth_samples_fn fn, void *ctx, size_t s, const double *x,
-                          double sigma, const size_t *cps, size_t k, const kth_check_opts_t *o, double *tmp,
-                          cands_t *cs)
+/* --tail N: a series' `tail` points in the last N runs of the history against the runs before them (up to the
+ * window, never before the last change point, found among the runs before the tail), for the runs a pull request
+ * adds, which no level of three runs can show yet. Every one of those runs must have moved the same way by the
+ * threshold and by three times the run-to-run noise (sigma, of log medians) from the median of the runs before: one
+ * outlier run among two cannot pass, and a run within the noise cannot either. Then kt_compare confirms it as it
+ * does every change. 0 or KT_E*. */
+static int tail_candidate(const kth_history_t *h, kth_samples_fn fn, void *ctx, size_t s, size_t tail,
+                          const double *x, double sigma, const size_t *cps, size_t k, const kth_check_opts_t *o,
+                          double *tmp, cands_t *cs)
 {
-    size_t n = h->series[s].n, ts = n - o->tail, prev = k ? cps[k - 1] : 0; /* change points are all before ts */
+    size_t n = h->series[s].n, ts = n - tail, prev = k ? cps[k - 1] : 0; /* change points are all before ts */
     size_t a = ts - prev > o->window ? ts - o->window : prev;
     if (ts - a < KTH_MIN_SEGMENT)
         return 0;
@@ -317,9 +318,13 @@ int kth_check(const kth_history_t *h, kth_samples_fn fn, void *ctx, const kth_ch
     int rc = (!x || !y || !tmp || !cps) ? KT_ENOMEM : 0;
     for (size_t s = 0; !rc && s < h->series_count; s++) {
         const kth_series_t *se = &h->series[s];
-        /* With --tail, the runs before the tail are the history the change points are found in, and the tail is
-         * compared with them after (tail_candidate): its runs are the ones under test. */
-        size_t all = se->n, n = o.tail && all >= o.tail + KTH_MIN_SEGMENT ? all - o.tail : all;
+        /* With --tail N, the series' points in the last N runs of the history (a kernel the pull request did not
+         * run has none) are under test: the change points are found in the points before them, and the tail is
+         * compared with those after (tail_candidate). */
+        size_t all = se->n, tail = 0, first = h->run_count > o.tail ? h->run_count - o.tail : 0;
+        while (o.tail && tail < all && se->pts[all - 1 - tail].run >= first) /* its points in the last runs */
+            tail++;
+        size_t n = tail && all >= tail + KTH_MIN_SEGMENT ? all - tail : all;
         if (n < 2 * KTH_MIN_SEGMENT && n == all)
             continue;
         for (size_t i = 0; i < all; i++)
@@ -375,7 +380,7 @@ int kth_check(const kth_history_t *h, kth_samples_fn fn, void *ctx, const kth_ch
         out->candidates += k;
         size_t had = cs.n;
         if (!rc && n < all)
-            rc = tail_candidate(h, fn, ctx, s, x, sigma, cps, k, &o, tmp, &cs);
+            rc = tail_candidate(h, fn, ctx, s, tail, x, sigma, cps, k, &o, tmp, &cs);
         out->candidates += cs.n - had;
     }
     cand_t *cands = cs.v;
