@@ -403,6 +403,39 @@ static void test_last_after_filters(void **state)
     kth_close(db);
 }
 
+/* Read without write access (a folder without write permission), a history is read as an immutable file; when a
+ * writer changes it meanwhile, kth_changed says so (the CLI then reads it again). Root writes anywhere, so this runs
+ * only as another user (tests/history/test_cli_history.c reads as "nobody" when run as root). */
+static void test_read_changed(void **state)
+{
+    (void)state;
+    if (geteuid() == 0)
+        skip();
+    char dir[2048], err[512];
+    snprintf(dir, sizeof dir, "%s/rodir", g_dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(g_db, sizeof g_db, "%s/h.sqlite", dir);
+    kth_db_t *db, *rd;
+    assert_int_equal(kth_open(g_db, &db, err, sizeof err), 0);
+    add_kernels(db, 1, "k", 100);
+    kth_close(db);
+    assert_int_equal(chmod(dir, 0555), 0);
+    assert_int_equal(kth_open_read(g_db, &rd, err, sizeof err), 0);
+    kth_history_t h;
+    assert_int_equal(kth_load(rd, NULL, &h), 0);
+    assert_int_equal(h.run_count, 1);
+    kth_history_free(&h);
+    assert_int_equal(kth_changed(rd), 0);
+    assert_int_equal(chmod(dir, 0755), 0); /* the owner adds a run meanwhile */
+    assert_int_equal(kth_open(g_db, &db, err, sizeof err), 0);
+    add_kernels(db, 2, "k", 110);
+    kth_close(db);
+    assert_int_equal(chmod(dir, 0555), 0);
+    assert_int_equal(kth_changed(rd), 1);
+    kth_close(rd);
+    assert_int_equal(chmod(dir, 0755), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -410,6 +443,7 @@ int main(void)
         cmocka_unit_test(test_add_twice_is_noop),  cmocka_unit_test(test_load_series),
         cmocka_unit_test(test_migration),          cmocka_unit_test(test_foreign_and_corrupt),
         cmocka_unit_test(test_server_names),        cmocka_unit_test(test_last_after_filters),
+        cmocka_unit_test(test_read_changed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
