@@ -8,6 +8,9 @@
 #include <ktiming.h>
 
 #include <cJSON.h>
+#include <dirent.h>
+#include <pwd.h>
+#include <sys/stat.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -353,6 +356,299 @@ static void test_add_show_check(void **state)
     free(ckc);
 }
 
+/* A snapshot's text at dir/name; its path in out. */
+static void write_snap(char *out, size_t cap, const char *name, const char *entries, int taken)
+{
+    snprintf(out, cap, "%s/%s", g_dir, name);
+    char text[4096];
+    int n = snprintf(text, sizeof text,
+                     "{\"schema\": \"ktiming.snapshot\", \"version\": 5, \"generator\": \"test\", \"host\": \"vm\", "
+                     "\"taken_ns\": %d, \"entries\": [%s]}",
+                     taken, entries);
+    assert_int_equal(ktt_write_file(out, text, (size_t)n), 0);
+}
+
+/* An entry with a reservoir of three samples of `ns`. */
+static const char *entry3(char *buf, size_t cap, const char *name, unsigned ns)
+{
+    snprintf(buf, cap,
+             "{\"name\": \"%s\", \"backend\": \"cpu\", \"device\": \"host\", \"dispatch_count\": 3, \"total_ns\": %u, "
+             "\"min_ns\": %u, \"max_ns\": %u, \"mean_ns\": %u, \"p50_ns\": %u, \"p90_ns\": %u, \"p99_ns\": %u, "
+             "\"sample_count\": 3, \"samples\": [%u, %u, %u]}",
+             name, 3 * ns, ns, ns, ns, ns, ns, ns, ns, ns, ns);
+    return buf;
+}
+
+/* The crash handler's snapshots carry no p50 and no samples: the run's median is its mean, not 0 ns. */
+static void test_crash_snapshot_median(void **state)
+{
+    (void)state;
+    char db[4200], snap[4200];
+    snprintf(db, sizeof db, "%s/crash.sqlite", g_dir);
+    write_snap(snap, sizeof snap, "crash.json",
+               "{\"name\": \"crash_zone\", \"backend\": \"cpu\", \"device\": \"host\", \"dispatch_count\": 100, "
+               "\"total_ns\": 1916, \"min_ns\": 0, \"max_ns\": 982, \"last_ns\": 10, \"mean_ns\": 19, "
+               "\"stddev_ns\": 97, \"errors\": 0, \"dropped\": 0}",
+               1);
+    assert_int_equal(STATUS("add", snap, "--db", db), 0);
+    int st;
+    char *js = CLI(&st, "show", "-f", "json", "--db", db);
+    assert_int_equal(st, 0);
+    cJSON *root = cJSON_Parse(js);
+    assert_non_null(root);
+    cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "series"), 0);
+    assert_non_null(k);
+    assert_true(cJSON_GetObjectItem(k, "latest_ns")->valuedouble == 19.0);
+    cJSON_Delete(root);
+    free(js);
+}
+
+/* A change from a 0 ns median has no ratio: JSON says null and CSV leaves the field empty, never "nan". */
+static void test_change_from_zero(void **state)
+{
+    (void)state;
+    char db[4200], snap[4200], e[1024];
+    snprintf(db, sizeof db, "%s/zero.sqlite", g_dir);
+    for (int i = 0; i < 4; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "zero%d.json", i);
+        write_snap(snap, sizeof snap, name, entry3(e, sizeof e, "k", i < 3 ? 0 : 100), i + 1);
+        char when[32];
+        snprintf(when, sizeof when, "2026-01-0%dT00:00:00Z", i + 1);
+        assert_int_equal(STATUS("add", snap, "--db", db, "--when", when), 0);
+    }
+    int st;
+    char *js = CLI(&st, "show", "-f", "json", "--db", db);
+    assert_int_equal(st, 0);
+    assert_null(strstr(js, "nan"));
+    cJSON *root = cJSON_Parse(js);
+    assert_non_null(root);
+    cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "series"), 0);
+    assert_true(cJSON_GetObjectItem(k, "latest_ns")->valuedouble == 100.0);
+    assert_true(cJSON_GetObjectItem(k, "previous_ns")->valuedouble == 0.0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(k, "change")));
+    cJSON_Delete(root);
+    free(js);
+    char *csv = CLI(&st, "show", "-f", "csv", "--db", db);
+    assert_int_equal(st, 0);
+    assert_null(strstr(csv, "nan"));
+    assert_non_null(strstr(csv, "\"k\",\"CPU\",\"host\",\"vm\",4,100,0,,\"\""));
+    free(csv);
+}
+
+/* -o naming the history (or its WAL) is refused with status 2; the history stays. */
+static void test_output_is_the_db(void **state)
+{
+    (void)state;
+    char db[4200], snap[4200], e[1024], wal[4300];
+    snprintf(db, sizeof db, "%s/self.sqlite", g_dir);
+    write_snap(snap, sizeof snap, "self.json", entry3(e, sizeof e, "k", 500), 1);
+    assert_int_equal(STATUS("add", snap, "--db", db), 0);
+    assert_int_equal(STATUS("show", "--db", db, "-o", db), 2);
+    assert_err_contains("history database");
+    assert_int_equal(STATUS("check", "--db", db, "-f", "json", "-o", db), 2);
+    snprintf(wal, sizeof wal, "%s-wal", db);
+    assert_int_equal(ktt_write_file(wal, "", 0), 0); /* as a reader's open leaves it */
+    assert_int_equal(STATUS("show", "--db", db, "-o", wal), 2);
+    unlink(wal);
+    int st;
+    char *csv = CLI(&st, "show", "-f", "csv", "--db", db);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(csv, "\"k\",\"CPU\",\"host\",\"vm\",1,500,"));
+    free(csv);
+}
+
+/* Several snapshots at once: one that cannot be stored is named and the others still go in (status 3); a null
+ * mean is stored as the totals say, not refused. */
+static void test_add_batch(void **state)
+{
+    (void)state;
+    char db[4200], a[4200], nul[4200], bad[4200], b[4200], e[1024];
+    snprintf(db, sizeof db, "%s/batch.sqlite", g_dir);
+    write_snap(a, sizeof a, "batch_a.json", entry3(e, sizeof e, "k", 1000), 1);
+    write_snap(nul, sizeof nul, "batch_null.json",
+               "{\"name\": \"k\", \"backend\": \"cpu\", \"device\": \"host\", \"dispatch_count\": 4, \"total_ns\": "
+               "4000, \"min_ns\": 990, \"max_ns\": 1010, \"mean_ns\": null, \"p50_ns\": 1000, \"p90_ns\": 1010, "
+               "\"p99_ns\": 1010, \"sample_count\": 4, \"samples\": [990, 1000, 1000, 1010]}",
+               2);
+    write_snap(bad, sizeof bad, "batch_bad.json", "{\"name\": 5}", 3);
+    write_snap(b, sizeof b, "batch_b.json", entry3(e, sizeof e, "k", 1100), 4);
+    assert_int_equal(STATUS("add", a, nul, "--db", db), 0);
+    assert_err_contains("batch_null.json: added as run");
+    assert_int_equal(STATUS("add", bad, b, "--db", db), 3);
+    assert_err_contains("batch_bad.json");
+    assert_err_contains("batch_b.json: added as run 3");
+    int st;
+    char *csv = CLI(&st, "show", "-f", "csv", "--db", db);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(csv, "\"k\",\"CPU\",\"host\",\"vm\",3,1100,"));
+    free(csv);
+}
+
+/* A --tag key given twice, or longer than the store keeps, is a usage error (it was overwritten or truncated). */
+static void test_tag_keys(void **state)
+{
+    (void)state;
+    char db[4200], snap[4200], e[1024], longtag[400];
+    snprintf(db, sizeof db, "%s/tags.sqlite", g_dir);
+    write_snap(snap, sizeof snap, "tags.json", entry3(e, sizeof e, "k", 10), 1);
+    assert_int_equal(STATUS("add", snap, "--db", db, "--tag", "job=a", "--tag", "job=b"), 2);
+    assert_err_contains("given twice");
+    memset(longtag, 'k', 300);
+    snprintf(longtag + 300, sizeof longtag - 300, "=v");
+    assert_int_equal(STATUS("add", snap, "--db", db, "--tag", longtag), 2);
+    assert_int_equal(access(db, F_OK), -1); /* refused before anything was opened */
+    assert_int_equal(STATUS("add", snap, "--db", db, "--tag", "job=a", "--tag", "jo=b"), 0);
+}
+
+/* The files in dir (names, one per line: "a\nb\n"), sorted; malloc'd. */
+static char *list_dir(const char *dir)
+{
+    struct dirent **names = NULL;
+    int n = scandir(dir, &names, NULL, alphasort);
+    assert_true(n >= 0);
+    char *out = calloc(1, 4096);
+    assert_non_null(out);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(names[i]->d_name, ".") && strcmp(names[i]->d_name, ".."))
+            snprintf(out + strlen(out), 4096 - strlen(out), "%s\n", names[i]->d_name);
+        free(names[i]);
+    }
+    free(names);
+    return out;
+}
+
+/* `ktiming history ARGS` as a user who cannot write the history: "nobody" (through runuser) when the test runs as
+ * root, else this user itself (then only a folder without write permission can stand for another's history). */
+static char *cli_reader(int *status, char *const *args)
+{
+    char *argv[40];
+    size_t n = 0;
+    if (geteuid() == 0) {
+        argv[n++] = "/usr/sbin/runuser", argv[n++] = "-u", argv[n++] = "nobody", argv[n++] = "--";
+    }
+    argv[n++] = KT_CLI_PATH;
+    argv[n++] = "history";
+    for (; *args && n < 39; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    char *out = ktt_run_capture(argv, &(ktt_spawn_t){.err = g_err}, status);
+    assert_non_null(out);
+    return out;
+}
+#define READER(st, ...) cli_reader(st, (char *const[]){__VA_ARGS__, NULL})
+
+/* show and check read a history they cannot write (a folder without write permission, another user's file in a
+ * sticky folder such as /tmp) and leave nothing beside it; they never write one (an empty file stays empty). */
+static void test_read_without_write_access(void **state)
+{
+    (void)state;
+    char ro[4200], sticky[4200], db[4300], sdb[4300], snap[4200], e[1024], empty[4200];
+    int st;
+    /* An empty file is no history, and stays empty. */
+    snprintf(empty, sizeof empty, "%s/empty.sqlite", g_dir);
+    assert_int_equal(ktt_write_file(empty, "", 0), 0);
+    assert_int_equal(STATUS("show", "--db", empty), 3);
+    assert_err_contains("no history there");
+    struct stat sb;
+    assert_int_equal(stat(empty, &sb), 0);
+    assert_int_equal(sb.st_size, 0);
+
+    if (geteuid() == 0) {
+        int ok = access("/usr/sbin/runuser", X_OK) == 0 && getpwnam("nobody") && chmod(g_dir, 0711) == 0;
+        char *argv[] = {"/usr/sbin/runuser", "-u", "nobody", "--", KT_CLI_PATH, "--version", NULL};
+        if (!ok || ktt_run_to(argv, NULL) != 0) { /* e.g. a build under a folder only root can enter */
+            fprintf(stderr, "(no second user to read as: skipped)\n");
+            skip();
+        }
+    }
+    snprintf(ro, sizeof ro, "%s/ro", g_dir);
+    snprintf(db, sizeof db, "%s/h.sqlite", ro);
+    assert_int_equal(mkdir(ro, 0755), 0);
+    write_snap(snap, sizeof snap, "ro.json", entry3(e, sizeof e, "k", 700), 1);
+    assert_int_equal(STATUS("add", snap, "--db", db), 0);
+    assert_int_equal(chmod(ro, 0555), 0);
+    char *out = READER(&st, "show", "-f", "csv", "--db", db);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "\"k\",\"CPU\",\"host\",\"vm\",1,700,"));
+    free(out);
+    out = READER(&st, "check", "--db", db);
+    assert_int_equal(st, 0);
+    free(out);
+    char *files = list_dir(ro);
+    assert_string_equal(files, "h.sqlite\n");
+    free(files);
+    /* An empty -wal left beside it (nothing in it to read) does not stop the reader either. */
+    char wal[4400];
+    snprintf(wal, sizeof wal, "%s-wal", db);
+    assert_int_equal(chmod(ro, 0755), 0);
+    assert_int_equal(ktt_write_file(wal, "", 0), 0);
+    assert_int_equal(chmod(ro, 0555), 0);
+    out = READER(&st, "show", "-f", "csv", "--db", db);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "\"k\",\"CPU\",\"host\",\"vm\",1,700,"));
+    free(out);
+    assert_int_equal(chmod(ro, 0755), 0); /* removable again */
+    if (geteuid() != 0)
+        return;
+    /* Root's history in a sticky folder, read by nobody: no -wal or -shm of nobody's is left to block root's add. */
+    snprintf(sticky, sizeof sticky, "%s/sticky", g_dir);
+    snprintf(sdb, sizeof sdb, "%s/h.sqlite", sticky);
+    assert_int_equal(mkdir(sticky, 0755), 0);
+    assert_int_equal(chmod(sticky, 01777), 0);
+    assert_int_equal(STATUS("add", snap, "--db", sdb), 0);
+    assert_int_equal(chmod(sdb, 0644), 0);
+    out = READER(&st, "show", "-f", "csv", "--db", sdb);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "\"k\",\"CPU\",\"host\",\"vm\",1,700,"));
+    free(out);
+    files = list_dir(sticky);
+    assert_string_equal(files, "h.sqlite\n");
+    free(files);
+    write_snap(snap, sizeof snap, "ro2.json", entry3(e, sizeof e, "k", 710), 2);
+    assert_int_equal(STATUS("add", snap, "--db", sdb), 0);
+    out = CLI(&st, "show", "-f", "csv", "--db", sdb);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "\"k\",\"CPU\",\"host\",\"vm\",2,710,"));
+    free(out);
+}
+
+/* A pull request's one run (2x slower than the six runs of main before it): check's change points cannot show it,
+ * --tail 1 does and fails the gate; the JSON marks it as a tail change. "gone", which the pull request did not run,
+ * is not tested by --tail (its own last run, main's, is not the pull request's). */
+static void test_check_tail(void **state)
+{
+    (void)state;
+    char db[4200], snap[4200], e[1024], e2[1024], when[32], name[32], both[2100];
+    snprintf(db, sizeof db, "%s/pr.sqlite", g_dir);
+    for (int i = 0; i < 7; i++) {
+        snprintf(name, sizeof name, "pr%d.json", i);
+        entry3(e, sizeof e, "k", i < 6 ? 1000 + (unsigned)i : 2000);
+        snprintf(both, sizeof both, "%s, %s", e, entry3(e2, sizeof e2, "gone", i < 5 ? 3000 : 6000));
+        write_snap(snap, sizeof snap, name, i < 6 ? both : e, i + 1);
+        snprintf(when, sizeof when, "2026-02-0%dT00:00:00Z", i + 1);
+        assert_int_equal(STATUS("add", snap, "--db", db, "--when", when, "--commit", i < 6 ? "main" : "pr"), 0);
+    }
+    assert_int_equal(STATUS("check", "--db", db, "--fail-on-regression"), 0);
+    assert_int_equal(STATUS("check", "--db", db, "--fail-on-regression", "--tail", "1"), 1);
+    int st;
+    char *js = CLI(&st, "check", "--db", db, "-f", "json", "--tail", "1");
+    assert_int_equal(st, 0);
+    cJSON *root = cJSON_Parse(js);
+    assert_non_null(root);
+    cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "changes"), 0);
+    assert_non_null(ch);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "changes")), 1);
+    assert_string_equal(cJSON_GetObjectItem(ch, "kernel")->valuestring, "k");
+    assert_string_equal(cJSON_GetObjectItem(ch, "commit")->valuestring, "pr");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(ch, "tail")));
+    assert_true(cJSON_GetObjectItem(ch, "change")->valuedouble > 0.9);
+    cJSON_Delete(root);
+    free(js);
+    assert_int_equal(STATUS("check", "--db", db, "--tail", "0"), 2);
+    assert_int_equal(STATUS("show", "--db", db, "--tail", "1"), 2); /* a check option */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +657,13 @@ int main(void)
         cmocka_unit_test(test_completion_and_man),
         cmocka_unit_test(test_missing_and_bad),
         cmocka_unit_test(test_add_show_check),
+        cmocka_unit_test(test_crash_snapshot_median),
+        cmocka_unit_test(test_change_from_zero),
+        cmocka_unit_test(test_output_is_the_db),
+        cmocka_unit_test(test_add_batch),
+        cmocka_unit_test(test_tag_keys),
+        cmocka_unit_test(test_read_without_write_access),
+        cmocka_unit_test(test_check_tail),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

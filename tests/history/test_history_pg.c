@@ -295,6 +295,10 @@ static void test_cli(void **state)
     assert_int_equal(fwrite(json, 1, len, f), len);
     fclose(f);
     free(json);
+    /* show never creates a history: on an empty database it says so (3) and leaves it without tables. */
+    assert_int_equal(ktt_run_to((char *const[]){KT_CLI_PATH, "history", "show", "--db", url, NULL}, NULL), 3);
+    assert_int_equal(kth_open_read(url, &db, err, sizeof err), KT_EPARSE);
+    assert_non_null(strstr(err, "no history there"));
     assert_int_equal(ktt_run_to((char *const[]){KT_CLI_PATH, "history", "add", path, "--db", url, "--commit", "abc",
                                                 NULL},
                                 NULL),

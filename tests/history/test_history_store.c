@@ -4,6 +4,7 @@
 #include "hist_util.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -199,6 +200,15 @@ static void test_migration(void **state)
     int added;
     assert_int_equal(hu_add_run(db, &sy, 0, &added), 0);
     kth_close(db);
+    /* A read (show, check) reads it as it is: never migrated, so a read needs no write access. */
+    assert_int_equal(kth_open_read(g_db, &db, err, sizeof err), 0);
+    kth_history_t h;
+    assert_int_equal(kth_load(db, NULL, &h), 0);
+    assert_int_equal(h.run_count, 1);
+    assert_int_equal(h.series_count, 3);
+    kth_history_free(&h);
+    assert_int_equal(kth_schema_version(db), 1);
+    kth_close(db);
     assert_int_equal(kth_open(g_db, &db, err, sizeof err), 0);
     assert_int_equal(kth_schema_version(db), 2);
     assert_int_equal(hu_count(db, "kt_run"), 1);
@@ -280,12 +290,160 @@ static void test_foreign_and_corrupt(void **state)
     assert_one_line(err, g_db);
 }
 
+/* A server is named in messages without its password, however the password was given; a libpq key=value string
+ * names a server, never a SQLite file of that name. */
+static void test_server_names(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *shown;
+    } k[] = {
+        {"postgresql://kt:hunter2@db.example/perf", "postgresql://kt@db.example/perf"},
+        {"postgres://db/perf?user=kt&password=hunter2", "postgres://db/perf?user=kt"},
+        {"postgresql:///perf?password=hunter2&host=/run/pg&port=5433", "postgresql:///perf?host=/run/pg&port=5433"},
+        {"postgresql://kt@db/perf?application_name=a@b&password=hunter2", "postgresql://kt@db/perf?application_name=a@b"},
+        {"postgresql://kt:hun?ter#2@db/perf", "postgresql://kt@db/perf"},
+        {"postgresql://db/perf?password=hunter2#frag", "postgresql://db/perf#frag"},
+        {"host=db dbname=perf password=hunter2 user=kt", "host=db dbname=perf user=kt"},
+        {"password='hunter2 \\' x' host=db", "host=db"},
+        {"host=db password = hunter2", "host=db"},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        char out[256];
+        kth_server_display(k[i].in, out, sizeof out);
+        if (strcmp(out, k[i].shown)) {
+            fprintf(stderr, "'%s' shown as '%s', expected '%s'\n", k[i].in, out, k[i].shown);
+            fail();
+        }
+        assert_true(kth_is_server(k[i].in));
+    }
+    assert_false(kth_is_server("history.sqlite"));
+    assert_false(kth_is_server("./host=db.sqlite"));
+    assert_false(kth_is_server("a=b.sqlite"));
+    /* Opening them: a one-line error without the password, and no SQLite file created for the key=value one. */
+    char cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(g_dir), 0);
+    char url[512], err[512];
+    kth_db_t *db = NULL;
+    snprintf(url, sizeof url, "postgresql:///perf?host=%s/nowhere&port=1&password=hunter2", g_dir);
+    assert_int_not_equal(kth_open(url, &db, err, sizeof err), 0);
+    assert_null(db);
+    assert_one_line(err, NULL);
+    assert_null(strstr(err, "hunter2"));
+    snprintf(url, sizeof url, "host=%s/nowhere port=1 dbname=perf password=hunter2", g_dir);
+    assert_int_not_equal(kth_open(url, &db, err, sizeof err), 0);
+    assert_null(db);
+    assert_one_line(err, NULL);
+    assert_null(strstr(err, "hunter2"));
+    assert_null(strstr(err, "unable to open database file")); /* SQLite's words: it was taken for a file */
+    struct stat st;
+    assert_int_not_equal(stat("host=", &st), 0);
+    assert_int_equal(chdir(cwd), 0);
+}
+
+/* Adds a run holding the kernels named in `kernels` (space-separated), each with 4 samples of `ns`. */
+static void add_kernels(kth_db_t *db, int run, const char *kernels, unsigned ns)
+{
+    char json[4096], when[32], commit[16];
+    int n = snprintf(json, sizeof json, "{\"schema\": \"ktiming.snapshot\", \"version\": 5, \"host\": \"h\", "
+                                        "\"taken_ns\": %d, \"entries\": [", run);
+    char names[256];
+    snprintf(names, sizeof names, "%s", kernels);
+    const char *sep = "";
+    for (char *save = NULL, *k = strtok_r(names, " ", &save); k; k = strtok_r(NULL, " ", &save), sep = ", ")
+        n += snprintf(json + n, sizeof json - (size_t)n,
+                      "%s{\"name\": \"%s\", \"backend\": \"cpu\", \"device\": \"host\", \"dispatch_count\": 4, "
+                      "\"total_ns\": %u, \"min_ns\": %u, \"max_ns\": %u, \"mean_ns\": %u, \"p50_ns\": %u, "
+                      "\"sample_count\": 4, \"samples\": [%u, %u, %u, %u]}",
+                      sep, k, 4 * ns, ns, ns, ns, ns, ns, ns, ns, ns);
+    n += snprintf(json + n, sizeof json - (size_t)n, "]}");
+    snprintf(when, sizeof when, "2026-01-01T00:00:%02dZ", run);
+    snprintf(commit, sizeof commit, "c%d", run);
+    kth_run_info_t info = {.commit = commit, .when = when};
+    int64_t id;
+    int added;
+    char err[512];
+    assert_int_equal(kth_add_json(db, json, (size_t)n, &info, &id, &added, err, sizeof err), 0);
+    assert_int_equal(added, 1);
+}
+
+/* --last N counts the runs that hold a kernel the filters keep: "nightly" runs in runs 0..3 only, "every" in all
+ * eight, so the last 2 runs of "nightly" are runs 2 and 3 (once none: the last 2 runs of the history hold none). */
+static void test_last_after_filters(void **state)
+{
+    (void)state;
+    fresh_db("last.sqlite");
+    kth_db_t *db;
+    char err[512];
+    assert_int_equal(kth_open(g_db, &db, err, sizeof err), 0);
+    for (int i = 0; i < 8; i++)
+        add_kernels(db, i, i < 4 ? "every nightly" : "every", 100 + (unsigned)i);
+    kth_history_t h;
+    kth_filter_t f = {.kernel = "nightly", .last = 2};
+    assert_int_equal(kth_load(db, &f, &h), 0);
+    assert_int_equal(h.series_count, 1);
+    assert_int_equal(h.run_count, 2);
+    assert_string_equal(h.runs[0].commit, "c2");
+    assert_string_equal(h.runs[1].commit, "c3");
+    assert_int_equal(h.series[0].n, 2);
+    assert_int_equal(h.series[0].pts[0].run, 0);
+    assert_int_equal(h.series[0].pts[1].run, 1);
+    assert_true(h.series[0].pts[1].median == 103.0);
+    kth_history_free(&h);
+    /* Without a kernel filter the last 3 runs are runs 5..7, and "nightly" is not among them. */
+    f = (kth_filter_t){.last = 3};
+    assert_int_equal(kth_load(db, &f, &h), 0);
+    assert_int_equal(h.run_count, 3);
+    assert_int_equal(h.series_count, 1);
+    assert_string_equal(h.series[0].kernel, "every");
+    assert_string_equal(h.runs[0].commit, "c5");
+    assert_true(h.series[0].pts[2].median == 107.0);
+    kth_history_free(&h);
+    kth_close(db);
+}
+
+/* Read without write access (a folder without write permission), a history is read as an immutable file; when a
+ * writer changes it meanwhile, kth_changed says so (the CLI then reads it again). Root writes anywhere, so this runs
+ * only as another user (tests/history/test_cli_history.c reads as "nobody" when run as root). */
+static void test_read_changed(void **state)
+{
+    (void)state;
+    if (geteuid() == 0)
+        skip();
+    char dir[2048], err[512];
+    snprintf(dir, sizeof dir, "%s/rodir", g_dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(g_db, sizeof g_db, "%s/h.sqlite", dir);
+    kth_db_t *db, *rd;
+    assert_int_equal(kth_open(g_db, &db, err, sizeof err), 0);
+    add_kernels(db, 1, "k", 100);
+    kth_close(db);
+    assert_int_equal(chmod(dir, 0555), 0);
+    assert_int_equal(kth_open_read(g_db, &rd, err, sizeof err), 0);
+    kth_history_t h;
+    assert_int_equal(kth_load(rd, NULL, &h), 0);
+    assert_int_equal(h.run_count, 1);
+    kth_history_free(&h);
+    assert_int_equal(kth_changed(rd), 0);
+    assert_int_equal(chmod(dir, 0755), 0); /* the owner adds a run meanwhile */
+    assert_int_equal(kth_open(g_db, &db, err, sizeof err), 0);
+    add_kernels(db, 2, "k", 110);
+    kth_close(db);
+    assert_int_equal(chmod(dir, 0555), 0);
+    assert_int_equal(kth_changed(rd), 1);
+    kth_close(rd);
+    assert_int_equal(chmod(dir, 0755), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_samples_codec),      cmocka_unit_test(test_parse_time),
         cmocka_unit_test(test_add_twice_is_noop),  cmocka_unit_test(test_load_series),
         cmocka_unit_test(test_migration),          cmocka_unit_test(test_foreign_and_corrupt),
+        cmocka_unit_test(test_server_names),        cmocka_unit_test(test_last_after_filters),
+        cmocka_unit_test(test_read_changed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

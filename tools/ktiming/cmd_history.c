@@ -25,7 +25,8 @@ static void history_usage(FILE *out)
             "       ktiming history show [--kernel GLOB] [--device GLOB] [--machine GLOB] [--branch B] [--last N]\n"
             "                            [-f text|markdown|csv|json|html] [-o FILE] [--commit-url URL] [--db DB]\n"
             "       ktiming history check [--fail-on-regression] [--threshold PCT] [--alpha A] [--window N]\n"
-            "                             [filters as for show] [-f text|markdown|csv|json|html] [-o FILE] [--db DB]\n"
+            "                             [--tail N] [filters as for show] [-f text|markdown|csv|json|html] [-o FILE]\n"
+            "                             [--db DB]\n"
             "\n"
             "Keeps every run's per-kernel times (aggregates, percentiles, clock bounds and the reservoir sample) in\n"
             "a database and finds the commits where a kernel's time changed.\n"
@@ -44,6 +45,8 @@ static void history_usage(FILE *out)
             "  --threshold PCT       smallest change reported, percent (default 5)\n"
             "  --alpha A             false discovery rate across series (default 0.05)\n"
             "  --window N            runs each side of a change compared (default 5)\n"
+            "  --tail N              also compare the last N runs (a pull request's) with the runs before them, per\n"
+            "                        kernel: a change too recent for three runs at the new level (check)\n"
             "  --fail-on-regression  exit 1 when a regression is not fixed by the latest run (check)\n"
             "  --commit-url URL      link commits: URL with {commit} (https://github.com/o/r/commit/{commit})\n"
             "  -f, --format FMT      text (default), markdown, csv, json, html\n"
@@ -113,7 +116,7 @@ static int parse_size(const char *s, size_t *out)
 static int parse_args(const char *sub, int argc, char **argv, history_args_t *a)
 {
     enum { O_DB = 256, O_COMMIT, O_BRANCH, O_WHEN, O_MACHINE, O_TAG, O_KERNEL, O_DEVICE, O_LAST, O_THRESHOLD,
-           O_ALPHA, O_WINDOW, O_FAIL, O_URL };
+           O_ALPHA, O_WINDOW, O_FAIL, O_URL, O_TAIL };
     static const struct option kLong[] = {
         {"db", required_argument, NULL, O_DB}, {"commit", required_argument, NULL, O_COMMIT},
         {"branch", required_argument, NULL, O_BRANCH}, {"when", required_argument, NULL, O_WHEN},
@@ -122,6 +125,7 @@ static int parse_args(const char *sub, int argc, char **argv, history_args_t *a)
         {"last", required_argument, NULL, O_LAST}, {"threshold", required_argument, NULL, O_THRESHOLD},
         {"alpha", required_argument, NULL, O_ALPHA}, {"window", required_argument, NULL, O_WINDOW},
         {"fail-on-regression", no_argument, NULL, O_FAIL}, {"commit-url", required_argument, NULL, O_URL},
+        {"tail", required_argument, NULL, O_TAIL},
         KTCLI_OPT_FORMAT, KTCLI_OPT_OUTPUT, KTCLI_OPT_HELP, KTCLI_OPT_END};
     int is_add = !strcmp(sub, "add"), is_check = !strcmp(sub, "check");
     int c;
@@ -132,7 +136,7 @@ static int parse_args(const char *sub, int argc, char **argv, history_args_t *a)
         /* Options that belong to another subcommand are refused, not ignored. */
         int add_only = c == O_COMMIT || c == O_WHEN || c == O_TAG;
         int read_only = c == O_KERNEL || c == O_DEVICE || c == O_LAST || c == 'f' || c == 'o' || c == O_URL;
-        int check_only = c == O_THRESHOLD || c == O_ALPHA || c == O_WINDOW || c == O_FAIL;
+        int check_only = c == O_THRESHOLD || c == O_ALPHA || c == O_WINDOW || c == O_FAIL || c == O_TAIL;
         if ((add_only && !is_add) || (read_only && is_add) || (check_only && !is_check))
             return usage_error("%s: not an option of 'history %s'", argv[optind - 1], sub);
         switch (c) {
@@ -155,6 +159,10 @@ static int parse_args(const char *sub, int argc, char **argv, history_args_t *a)
         case O_TAG: {
             const char *eq = strchr(v, '=');
             if (!eq || eq == v) return usage_error("--tag: expected KEY=VALUE, not '%s'", v);
+            if (eq - v > KTH_TAG_KEY_MAX) return usage_error("--tag: a key longer than %d bytes", KTH_TAG_KEY_MAX);
+            for (size_t i = 0; i < a->info.tag_count; i++)
+                if (!strncmp(a->tags[i], v, (size_t)(eq - v) + 1))
+                    return usage_error("--tag: key '%.*s' given twice", (int)(eq - v), v);
             const char **t = realloc(a->tags, (a->info.tag_count + 1) * sizeof *t);
             if (!t) return usage_error("out of memory");
             a->tags = t;
@@ -178,6 +186,9 @@ static int parse_args(const char *sub, int argc, char **argv, history_args_t *a)
         case O_WINDOW:
             if (parse_size(v, &a->check.window) || a->check.window > 1000) return usage_error("--window: not a count in [1, 1000]: '%s'", v);
             break;
+        case O_TAIL:
+            if (parse_size(v, &a->check.tail) || a->check.tail > 1000) return usage_error("--tail: not a count in [1, 1000]: '%s'", v);
+            break;
         case O_FAIL: a->fail_on_regression = 1; break;
         case O_URL: a->commit_url = v; break;
         case 'f':
@@ -195,18 +206,17 @@ static int parse_args(const char *sub, int argc, char **argv, history_args_t *a)
     return -1;
 }
 
-static int is_server(const char *db) { return !strncmp(db, "postgresql://", 13) || !strncmp(db, "postgres://", 11); }
 
 /* Opens the history; show and check refuse a file that does not exist rather than create an empty one. */
 static int open_db(const history_args_t *a, int create, kth_db_t **db)
 {
     char err[512];
-    if (!create && !is_server(a->db) && access(a->db, F_OK) != 0) {
+    if (!create && !kth_is_server(a->db) && access(a->db, F_OK) != 0) {
         fprintf(stderr, "ktiming history: %s: no history there (%s); add runs first with 'ktiming history add'\n",
                 a->db, strerror(errno));
         return KTCLI_EXIT_INPUT;
     }
-    if (kth_open(a->db, db, err, sizeof err)) {
+    if ((create ? kth_open : kth_open_read)(a->db, db, err, sizeof err)) {
         fprintf(stderr, "ktiming history: %s\n", err);
         return KTCLI_EXIT_INPUT;
     }
@@ -221,7 +231,8 @@ static int cmd_add(history_args_t *a, int argc, char **argv)
     int rc = open_db(a, 1, &db);
     if (rc)
         return rc;
-    for (int i = optind; i < argc && !rc; i++) {
+    /* Every file is tried: one that cannot be stored is named, the others still go in, and the status says 3. */
+    for (int i = optind; i < argc; i++) {
         int64_t id;
         int added;
         char err[1024];
@@ -271,27 +282,73 @@ static int write_read(const kth_history_t *h, const kth_check_result_t *r, int c
     return rc;
 }
 
+/* 1 when -o names the history itself or one of SQLite's files beside it (replacing it would lose the history). */
+static int output_is_db(const history_args_t *a)
+{
+    if (!a->output || !strcmp(a->output, "-") || kth_is_server(a->db))
+        return 0;
+    static const char *const kSuffix[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof kSuffix / sizeof *kSuffix; i++) {
+        char p[4096];
+        if ((size_t)snprintf(p, sizeof p, "%s%s", a->db, kSuffix[i]) < sizeof p && kt_output_same(a->output, p))
+            return 1;
+    }
+    return 0;
+}
+
+/* Opens the history and reads what show or check needs: 0, or an exit status with the message printed (*db NULL).
+ * *changed: the file was written while it was read without write access (kth_changed), so nothing is printed. */
+static int read_history(const history_args_t *a, int need, kth_db_t **db, kth_history_t *h, kth_check_result_t *r,
+                        int *changed)
+{
+    *changed = 0;
+    int rc = open_db(a, 0, db);
+    if (rc)
+        return rc;
+    const char *why = NULL;
+    if (kth_load(*db, &a->filter, h))
+        why = (*db)->err;
+    else if (need && (rc = kth_check(h, kth_db_samples_fn, *db, &a->check, r))) {
+        why = rc == KT_ENOMEM ? "out of memory" : (*db)->err;
+        kth_history_free(h);
+    }
+    if (kth_changed(*db)) {
+        *changed = 1;
+        if (!why) {
+            kth_check_free(r);
+            kth_history_free(h);
+        }
+        why = "";
+    }
+    if (why) {
+        if (*why)
+            fprintf(stderr, "ktiming history: %s\n", why);
+        kth_close(*db);
+        *db = NULL;
+        return KTCLI_EXIT_INPUT;
+    }
+    return 0;
+}
+
 static int cmd_read(history_args_t *a, int check, int argc, char **argv)
 {
     if (optind < argc)
         return usage_error("%s: unexpected argument '%s'", check ? "check" : "show", argv[optind]);
+    if (output_is_db(a))
+        return usage_error("-o %s: that is the history database (%s); name another file", a->output, a->db);
     kth_db_t *db = NULL;
-    int rc = open_db(a, 0, &db);
-    if (rc)
-        return rc;
     kth_history_t h;
-    if (kth_load(db, &a->filter, &h)) {
-        fprintf(stderr, "ktiming history: %s\n", db->err);
-        kth_close(db);
-        return KTCLI_EXIT_INPUT;
-    }
     kth_check_result_t r = {0};
-    int need = check || a->format == KTH_FMT_HTML;
-    if (need && (rc = kth_check(&h, kth_db_samples_fn, db, &a->check, &r))) {
-        fprintf(stderr, "ktiming history: %s\n", rc == KT_ENOMEM ? "out of memory" : db->err);
-        kth_history_free(&h);
-        kth_close(db);
-        return KTCLI_EXIT_INPUT;
+    int need = check || a->format == KTH_FMT_HTML, changed = 0, rc = 0;
+    /* A history read without write access is read as it is on disk; a writer that changed it meanwhile makes the
+     * read start over (a few times), so what is printed is one consistent state. */
+    for (int attempt = 0; attempt < 5; attempt++)
+        if (!(rc = read_history(a, need, &db, &h, &r, &changed)) || !changed)
+            break;
+    if (rc) {
+        if (changed)
+            fprintf(stderr, "ktiming history: %s: changed each time it was read; try again\n", a->db);
+        return rc;
     }
     int exit = KTCLI_EXIT_OK;
     if (write_read(&h, &r, check, need, a))

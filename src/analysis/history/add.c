@@ -152,7 +152,15 @@ static int add_entry(kth_db_t *db, const kt_snapshot_t *s, const kt_kernel_timin
         rc = kth_exec(db, kIns, key, 4, row_id, &sid);
     if (rc)
         return rc;
-    double med = (double)e->p50_ns, q1 = med, q3 = med;
+    /* A snapshot without a mean (null in the file) keeps what its totals say; NOT NULL refused the whole run. */
+    double mean = isfinite(e->mean_ns) ? e->mean_ns
+                  : e->dispatch_count ? (double)e->total_ns / (double)e->dispatch_count : 0.0;
+    /* The median: of the reservoir; else the snapshot's p50; else, where the snapshot has no p50 (the crash
+     * handler writes none: it reads 0) but the kernel ran, its mean, never 0 ns. */
+    double med = (double)e->p50_ns;
+    if (!e->sample_count && !e->p50_ns && e->dispatch_count)
+        med = mean;
+    double q1 = med, q3 = med;
     uint64_t *v = NULL;
     if (e->sample_count) {
         if (!(v = malloc(e->sample_count * sizeof *v)))
@@ -178,7 +186,7 @@ static int add_entry(kth_db_t *db, const kt_snapshot_t *s, const kt_kernel_timin
         " $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)";
     kth_val_t p[19] = {
         {.t = KTH_INT, .i = sid}, {.t = KTH_INT, .i = run_id}, vi(e->dispatch_count), vi(e->total_ns),
-        vi(e->min_ns), vi(e->max_ns), vd(e->mean_ns), vd(e->stddev_ns), vi(e->p50_ns), vi(e->p90_ns), vi(e->p99_ns),
+        vi(e->min_ns), vi(e->max_ns), vd(mean), vd(e->stddev_ns), vi(e->p50_ns), vi(e->p90_ns), vi(e->p99_ns),
         vd(med), vd(q1), vd(q3), vi(e->errors), vi(e->dropped), vi(bound), vi(e->sample_count),
         blob ? (kth_val_t){.t = KTH_BLOB, .b = blob, .len = blen} : (kth_val_t){.t = KTH_NULL}};
     rc = kth_exec(db, kRes, p, 19, NULL, NULL);
@@ -201,6 +209,13 @@ int kth_add_json(kth_db_t *db, const char *json, size_t len, const kth_run_info_
         const char *eq = strchr(info->tags[i], '=');
         if (!eq || eq == info->tags[i])
             return fail(err, errlen, KT_EPARSE, "--tag: expected KEY=VALUE, not '%s'", info->tags[i]);
+        size_t klen = (size_t)(eq - info->tags[i]);
+        if (klen > KTH_TAG_KEY_MAX)
+            return fail(err, errlen, KT_EPARSE, "--tag: a key longer than %d bytes: '%.40s...'", KTH_TAG_KEY_MAX,
+                        info->tags[i]);
+        for (size_t j = 0; j < i; j++) /* the same key twice: which value was meant is not known */
+            if (!strncmp(info->tags[j], info->tags[i], klen + 1))
+                return fail(err, errlen, KT_EPARSE, "--tag: key '%.*s' given twice", (int)klen, info->tags[i]);
     }
     kt_snapshot_t *s = NULL;
     char perr[256];
@@ -246,13 +261,10 @@ int kth_add_json(kth_db_t *db, const char *json, size_t len, const kth_run_info_
     }
     for (size_t i = 0; i < info->tag_count; i++) {
         const char *eq = strchr(info->tags[i], '=');
-        char key[256];
+        char key[KTH_TAG_KEY_MAX + 1];
         snprintf(key, sizeof key, "%.*s", (int)(eq - info->tags[i]), info->tags[i]);
         kth_val_t p[3] = {{.t = KTH_INT, .i = *run_id}, vs(key), vs(eq + 1)};
-        if ((rc = kth_exec(db,
-                           "INSERT INTO kt_tag (run_id, key, value) VALUES ($1, $2, $3) ON CONFLICT (run_id, key)"
-                           " DO UPDATE SET value = excluded.value",
-                           p, 3, NULL, NULL)))
+        if ((rc = kth_exec(db, "INSERT INTO kt_tag (run_id, key, value) VALUES ($1, $2, $3)", p, 3, NULL, NULL)))
             goto rollback;
     }
     for (size_t i = 0; i < s->count; i++)
@@ -316,7 +328,7 @@ int kth_add_file(kth_db_t *db, const char *path, const kth_run_info_t *info, int
     free(buf);
     if (rc == KT_EPARSE && strncmp(perr, "--", 2))
         return fail(err, errlen, rc, "%s: %s", path, perr);
-    if (rc)
-        return fail(err, errlen, rc, "%s", perr);
+    if (rc) /* the database's message names the database: say which snapshot was not stored */
+        return fail(err, errlen, rc, "%s: not stored: %s", path, perr);
     return 0;
 }

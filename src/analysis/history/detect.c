@@ -197,6 +197,99 @@ static int cmp_cand_p(const void *a, const void *b)
     return x->c.p < y->c.p ? -1 : x->c.p > y->c.p;
 }
 
+/* The candidates found so far. */
+typedef struct cands_t {
+    cand_t *v;  /* candidates */
+    size_t n;   /* used */
+    size_t cap; /* allocated */
+} cands_t;
+
+/* Compares the pooled samples of points [a, at) and [at, b) of series s with kt_compare (the U test and the bootstrap
+ * interval of `ktiming compare`) and appends the candidate: 0 (*made the candidate, or NULL when kt_compare gave no
+ * row) or KT_E*. */
+static int confirm(const kth_history_t *h, kth_samples_fn fn, void *ctx, size_t s, size_t a, size_t at, size_t b,
+                   double robust, const kth_check_opts_t *o, cands_t *cs, cand_t **made)
+{
+    *made = NULL;
+    uint64_t *bv = NULL, *av = NULL;
+    size_t bn = 0, an = 0;
+    int rc = pool(h, fn, ctx, s, a, at, &bv, &bn);
+    if (!rc && (rc = pool(h, fn, ctx, s, at, b, &av, &an)))
+        free(bv);
+    if (rc)
+        return rc;
+    kt_snapshot_t sb, sa;
+    kt_kernel_timing_t eb, ea;
+    as_snapshot(&sb, &eb, bv, bn);
+    as_snapshot(&sa, &ea, av, an);
+    kt_compare_result_t r;
+    kt_compare_opts_t co = {.threshold_pct = o->threshold_pct, .bootstrap = 1000,
+                            .seed = (uint64_t)h->series[s].id * 1000003u + at};
+    rc = kt_compare(&sb, &sa, &co, &r);
+    if (!rc && r.count == 1) {
+        if (cs->n == cs->cap) {
+            size_t cap = cs->cap ? cs->cap * 2 : 64;
+            cand_t *nc = realloc(cs->v, cap * sizeof *nc);
+            if (!nc)
+                rc = KT_ENOMEM;
+            else
+                cs->v = nc, cs->cap = cap;
+        }
+        if (!rc) {
+            const kt_compare_row_t *row = &r.rows[0];
+            cand_t *c = &cs->v[cs->n++];
+            memset(c, 0, sizeof *c);
+            c->c.series = s;
+            c->c.at = at;
+            c->c.before_ns = row->before.median_ns;
+            c->c.after_ns = row->after.median_ns;
+            c->c.change = row->speedup_median > 0.0 ? 1.0 / row->speedup_median - 1.0 : NAN;
+            c->c.ci_lo = row->ci_hi > 0.0 ? 1.0 / row->ci_hi - 1.0 : NAN;
+            c->c.ci_hi = row->ci_lo > 0.0 ? 1.0 / row->ci_lo - 1.0 : NAN;
+            c->c.p = isfinite(row->p_value) ? row->p_value : 1.0;
+            c->robust = robust;
+            *made = c;
+        }
+    }
+    kt_compare_free(&r);
+    free(bv);
+    free(av);
+    return rc;
+}
+
+/* --tail N: a series' `tail` points in the last N runs of the history against the runs before them (up to the
+ * window, never before the last change point, found among the runs before the tail), for the runs a pull request
+ * adds, which no level of three runs can show yet. Every one of those runs must have moved the same way by the
+ * threshold and by three times the run-to-run noise (sigma, of log medians) from the median of the runs before: one
+ * outlier run among two cannot pass, and a run within the noise cannot either. Then kt_compare confirms it as it
+ * does every change. 0 or KT_E*. */
+static int tail_candidate(const kth_history_t *h, kth_samples_fn fn, void *ctx, size_t s, size_t tail,
+                          const double *x, double sigma, const size_t *cps, size_t k, const kth_check_opts_t *o,
+                          double *tmp, cands_t *cs)
+{
+    size_t n = h->series[s].n, ts = n - tail, prev = k ? cps[k - 1] : 0; /* change points are all before ts */
+    size_t a = ts - prev > o->window ? ts - o->window : prev;
+    if (ts - a < KTH_MIN_SEGMENT)
+        return 0;
+    memcpy(tmp, x + a, (ts - a) * sizeof *x);
+    double base = median_of(tmp, ts - a), w = (double)(ts - a);
+    /* The spread of (one run - the median of w runs): the run's own noise and the median's (pi/2 sigma^2 / w). */
+    double gate = fmax(log1p(o->threshold_pct / 100.0), 3.0 * sigma * sqrt(1.0 + 1.5707963 / w));
+    double least = INFINITY;
+    int up = x[ts] > base;
+    for (size_t i = ts; i < n; i++) {
+        double d = x[i] - base;
+        if ((d > 0) != up || fabs(d) < gate)
+            return 0;
+        least = fmin(least, fabs(d));
+    }
+    cand_t *c;
+    int rc = confirm(h, fn, ctx, s, a, ts, n, up ? expm1(least) : expm1(-least), o, cs, &c);
+    if (!rc && c)
+        c->c.tail = 1;
+    return rc;
+}
+
 int kth_check(const kth_history_t *h, kth_samples_fn fn, void *ctx, const kth_check_opts_t *opts,
               kth_check_result_t *out)
 {
@@ -221,15 +314,20 @@ int kth_check(const kth_history_t *h, kth_samples_fn fn, void *ctx, const kth_ch
     double *x = malloc((maxn + 1) * sizeof *x), *y = malloc((maxn + 1) * sizeof *y);
     double *tmp = malloc((maxn + 1) * sizeof *tmp);
     size_t *cps = malloc((maxn + 1) * sizeof *cps);
-    cand_t *cands = NULL;
-    size_t ncand = 0, capcand = 0;
+    cands_t cs = {NULL, 0, 0};
     int rc = (!x || !y || !tmp || !cps) ? KT_ENOMEM : 0;
     for (size_t s = 0; !rc && s < h->series_count; s++) {
         const kth_series_t *se = &h->series[s];
-        size_t n = se->n;
-        if (n < 2 * KTH_MIN_SEGMENT)
+        /* With --tail N, the series' points in the last N runs of the history (a kernel the pull request did not
+         * run has none) are under test: the change points are found in the points before them, and the tail is
+         * compared with those after (tail_candidate). */
+        size_t all = se->n, tail = 0, first = h->run_count > o.tail ? h->run_count - o.tail : 0;
+        while (o.tail && tail < all && se->pts[all - 1 - tail].run >= first) /* its points in the last runs */
+            tail++;
+        size_t n = tail && all >= tail + KTH_MIN_SEGMENT ? all - tail : all;
+        if (n < 2 * KTH_MIN_SEGMENT && n == all)
             continue;
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < all; i++)
             x[i] = log(se->pts[i].median > 1.0 ? se->pts[i].median : 1.0);
         /* Noise: the robust spread of consecutive differences (a step moves one difference, not the MAD). */
         for (size_t i = 1; i < n; i++)
@@ -257,59 +355,36 @@ int kth_check(const kth_history_t *h, kth_samples_fn fn, void *ctx, const kth_ch
             double robust = level(y, at, b, tmp) / level(y, a, at, tmp) - 1.0;
             if (!(fabs(robust) >= t))
                 continue;
-            uint64_t *bv = NULL, *av = NULL;
-            size_t bn = 0, an = 0;
-            if ((rc = pool(h, fn, ctx, s, a, at, &bv, &bn)) || (rc = pool(h, fn, ctx, s, at, b, &av, &an))) {
-                free(bv);
-                break;
-            }
-            kt_snapshot_t sb, sa;
-            kt_kernel_timing_t eb, ea;
-            as_snapshot(&sb, &eb, bv, bn);
-            as_snapshot(&sa, &ea, av, an);
-            kt_compare_result_t r;
-            kt_compare_opts_t co = {.threshold_pct = o.threshold_pct, .bootstrap = 1000,
-                                    .seed = (uint64_t)se->id * 1000003u + at};
-            rc = kt_compare(&sb, &sa, &co, &r);
-            if (!rc && r.count == 1) {
-                if (ncand == capcand) {
-                    capcand = capcand ? capcand * 2 : 64;
-                    cand_t *nc = realloc(cands, capcand * sizeof *nc);
-                    if (!nc)
-                        rc = KT_ENOMEM;
-                    else
-                        cands = nc;
-                }
-                if (!rc) {
-                    const kt_compare_row_t *row = &r.rows[0];
-                    cand_t *c = &cands[ncand++];
-                    memset(c, 0, sizeof *c);
-                    c->c.series = s;
-                    c->c.at = at;
-                    c->c.before_ns = row->before.median_ns;
-                    c->c.after_ns = row->after.median_ns;
-                    c->c.change = row->speedup_median > 0.0 ? 1.0 / row->speedup_median - 1.0 : NAN;
-                    c->c.ci_lo = row->ci_hi > 0.0 ? 1.0 / row->ci_hi - 1.0 : NAN;
-                    c->c.ci_hi = row->ci_lo > 0.0 ? 1.0 / row->ci_lo - 1.0 : NAN;
-                    c->c.p = isfinite(row->p_value) ? row->p_value : 1.0;
-                    c->robust = robust;
-                    /* Fixed: a later segment back within the threshold of the level before the change. */
-                    double before = level(x, prev, at, tmp);
-                    for (size_t m = j + 1; c->c.change > 0 && m < k + 1 && !c->c.fixed; m++) {
-                        size_t sa0 = cps[m - 1], sb0 = m < k ? cps[m] : n;
-                        if (fabs(level(x, sa0, sb0, tmp) / before - 1.0) < t) {
-                            c->c.fixed = 1;
-                            c->c.fixed_at = sa0;
-                        }
-                    }
+            /* The last three runs of a history as the new level: the running median, clipped there, makes two runs
+             * at a new level look like three from the run before them (a change reported at the commit before the
+             * one that made it). The first of the three must itself be nearer the level after than the one before;
+             * else the change waits for its third run. */
+            if (next == n && n - at == KTH_MIN_SEGMENT &&
+                fabs(x[at] - log(level(x, a, at, tmp))) < fabs(x[at] - log(level(x, at, b, tmp))))
+                continue;
+            cand_t *c;
+            if ((rc = confirm(h, fn, ctx, s, a, at, b, robust, &o, &cs, &c)) || !c)
+                continue;
+            /* Fixed: a later segment back within the threshold of the level before the change. Segment m is
+             * [cps[m - 1], cps[m]); the change's own new level is segment j + 1, so the search starts after it
+             * (a step smaller than the threshold over its whole segment is not its own fix). */
+            double before = level(x, prev, at, tmp);
+            for (size_t m = j + 2; c->c.change > 0 && m < k + 1 && !c->c.fixed; m++) {
+                size_t sa0 = cps[m - 1], sb0 = m < k ? cps[m] : n;
+                if (fabs(level(x, sa0, sb0, tmp) / before - 1.0) < t) {
+                    c->c.fixed = 1;
+                    c->c.fixed_at = sa0;
                 }
             }
-            kt_compare_free(&r);
-            free(bv);
-            free(av);
         }
         out->candidates += k;
+        size_t had = cs.n;
+        if (!rc && n < all)
+            rc = tail_candidate(h, fn, ctx, s, tail, x, sigma, cps, k, &o, tmp, &cs);
+        out->candidates += cs.n - had;
     }
+    cand_t *cands = cs.v;
+    size_t ncand = cs.n;
     /* Benjamini-Hochberg over max(candidates, series): a series with no candidate, and a candidate that moved less
      * than the threshold, were tested too. */
     cand_t **order = ncand ? malloc(ncand * sizeof *order) : NULL;

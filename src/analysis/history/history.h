@@ -45,6 +45,7 @@ typedef struct kth_engine_t {
     /* runs one statement with its parameters, calling cb per row: 0, cb's non-zero, or KT_EIO (db->err set) */
     int (*exec)(kth_db_t *db, const char *sql, const kth_val_t *params, int nparams, kth_row_cb cb, void *ctx);
     void (*close)(kth_db_t *db); /* releases the connection and the cache (db itself stays) */
+    int (*changed)(kth_db_t *db); /* NULL, or 1 when a read may have seen the file change under it (kth_changed) */
 } kth_engine_t;
 
 /* An open history. */
@@ -56,20 +57,36 @@ struct kth_db_t {
     char err[512];              /* the last error, one line */
 };
 
-/* Opens (creating when absent) and migrates the history at `where`: "postgresql://..." / "postgres://..." is a
- * PostgreSQL server (libpq; KT_ENOTSUP when built without it), anything else a SQLite file. 0; KT_EIO (cannot open,
+/* 1 when `where` names a PostgreSQL server: a "postgresql://" or "postgres://" URL, or a libpq key=value string
+ * whose first keyword is libpq's ("host=db dbname=perf"); 0 for a SQLite file. */
+int kth_is_server(const char *where);
+/* `where` as messages write it: a server without its password (user:secret@ in a URL, password= in its query or
+ * in key=value pairs); a file as it is. */
+void kth_server_display(const char *where, char *out, size_t cap);
+
+/* Opens (creating when absent) and migrates the history at `where`: a server (kth_is_server; libpq; KT_ENOTSUP when
+ * built without it), anything else a SQLite file. 0; KT_EIO (cannot open,
  * not a database), KT_EPARSE (a database that is not a ktiming history, or a newer schema), KT_ENOTSUP, KT_ENOMEM.
  * On failure *out is NULL and err holds one line. */
 int kth_open(const char *where, kth_db_t **out, char *err, size_t errlen);
 /* Opens without migrating beyond schema version `upto` (tests: an old history to migrate). */
 int kth_open_at(const char *where, int upto, kth_db_t **out, char *err, size_t errlen);
+/* Opens an existing history to read it (show, check): never creates, migrates or writes it (an older schema is read
+ * as it is), and works without write access to a SQLite file or its folder, leaving no file beside it. An empty
+ * database is refused ("no history there"), as are the files kth_open refuses. */
+int kth_open_read(const char *where, kth_db_t **out, char *err, size_t errlen);
+/* 1 when what a read opened may have changed under it since (a SQLite file read as immutable, without write access,
+ * that a writer touched meanwhile): read it again. */
+int kth_changed(kth_db_t *db);
 void kth_close(kth_db_t *db);
 /* The schema version stored (0 when unknown). */
 int kth_schema_version(kth_db_t *db);
 /* One statement; KT_EIO with db->err set on failure. */
 int kth_exec(kth_db_t *db, const char *sql, const kth_val_t *params, int nparams, kth_row_cb cb, void *ctx);
-/* The SQLite and PostgreSQL openers (store_*.c): 0 or KT_EIO/KT_ENOTSUP with db->err set. */
-int kth__sqlite_open(kth_db_t *db, const char *path);
+/* The SQLite and PostgreSQL openers (store_*.c): 0 or KT_EIO/KT_ENOTSUP with db->err set. `how`: KTH_OPEN_WRITE
+ * (created when absent, WAL) or KTH_OPEN_READ (see kth_open_read). */
+enum { KTH_OPEN_WRITE = 0, KTH_OPEN_READ = 1 };
+int kth__sqlite_open(kth_db_t *db, const char *path, int how);
 int kth__pg_open(kth_db_t *db, const char *url);
 /* Loads a database client library once (*lib keeps its handle for the process): dlopen(soname), then names[i] into
  * fns[i]; 0, or KT_ENOTSUP with db->err set ("history: <needs> (<soname>): <why>"). Linked instead, a client cost
@@ -116,6 +133,9 @@ typedef struct kth_run_info_t {
     const char *const *tags; /* "k=v" strings (--tag) */
     size_t tag_count;        /* entries in tags */
 } kth_run_info_t;
+
+/* The longest --tag key stored (bytes); a longer one is refused, as is a key given twice. */
+#define KTH_TAG_KEY_MAX 255
 
 /* Parses an ISO 8601 time ("2026-11-27", "2026-11-27T01:02:03", with "Z" or "+hh:mm") to seconds since the
  * epoch (UTC); 0 or -1. */
@@ -165,7 +185,7 @@ typedef struct kth_filter_t {
     const char *device;  /* fnmatch glob on device names */
     const char *machine; /* fnmatch glob on machine names */
     const char *branch;  /* exact branch */
-    size_t last;         /* only the last N runs (after the filters above) */
+    size_t last;         /* only the last N runs that hold a series the filters above keep */
 } kth_filter_t;
 
 /* What was read: runs and series (released with kth_history_free). */
@@ -195,6 +215,7 @@ typedef struct kth_check_opts_t {
     double alpha;         /* false discovery rate (Benjamini-Hochberg over all candidates); 0 = 0.05 */
     double penalty;       /* split penalty factor (x noise^2 x ln n); 0 = 3 */
     size_t window;        /* runs each side compared; 0 = 5 */
+    size_t tail;          /* also compare the last N runs of each series with the runs before them (--tail); 0: no */
 } kth_check_opts_t;
 
 /* A confirmed change. */
@@ -207,6 +228,7 @@ typedef struct kth_change_t {
     double p, q;         /* U-test p-value, Benjamini-Hochberg adjusted */
     int fixed;           /* a regression whose series later returns within the threshold of `before_ns` */
     size_t fixed_at;     /* the point where it did (when fixed) */
+    int tail;            /* found by the tail test (opts.tail): the last runs against those before, not a level yet */
 } kth_change_t;
 
 typedef struct kth_check_result_t {

@@ -368,20 +368,28 @@ int kth_print_show(FILE *o, const kth_history_t *h, const kth_check_result_t *ch
         case KTH_FMT_CSV:
             series_key(o, se, fmt);
             fprintf(o, ",%zu,%.17g,", se->n, r.latest);
-            if (isfinite(r.previous))
-                fprintf(o, "%.17g,%.6f,", r.previous, r.change * 100.0);
+            if (isfinite(r.previous)) /* a change from 0 ns has no ratio: an empty field, never "nan" */
+                fprintf(o, "%.17g,", r.previous);
             else
-                fputs(",,", o);
+                fputc(',', o);
+            if (isfinite(r.change))
+                fprintf(o, "%.6f,", r.change * 100.0);
+            else
+                fputc(',', o);
             csv_str(o, commit);
             fputc('\n', o);
             break;
         case KTH_FMT_JSON:
             json_item(o, s, se);
             fprintf(o, ", \"runs\": %zu, \"latest_ns\": %.17g, ", se->n, r.latest);
-            if (isfinite(r.previous))
-                fprintf(o, "\"previous_ns\": %.17g, \"change\": %.9g, ", r.previous, r.change);
+            if (isfinite(r.previous)) /* JSON has no NaN: a change from 0 ns is null */
+                fprintf(o, "\"previous_ns\": %.17g, ", r.previous);
             else
-                fputs("\"previous_ns\": null, \"change\": null, ", o);
+                fputs("\"previous_ns\": null, ", o);
+            if (isfinite(r.change))
+                fprintf(o, "\"change\": %.9g, ", r.change);
+            else
+                fputs("\"change\": null, ", o);
             fputs("\"commit\": ", o);
             json_str(o, commit);
             fputs(", \"medians_ns\": [", o);
@@ -402,7 +410,11 @@ int kth_print_show(FILE *o, const kth_history_t *h, const kth_check_result_t *ch
 static void status_of(const kth_history_t *h, const kth_change_t *c, char *buf, size_t n)
 {
     char sc[16];
-    if (c->change < 0)
+    size_t last = h->series[c->series].n - c->at;
+    if (c->tail) /* the last runs only: no level of three runs yet, so never "fixed" */
+        snprintf(buf, n, last == 1 ? "%s (the last run)" : "%s (the last %zu runs)",
+                 c->change < 0 ? "improvement" : "REGRESSION", last);
+    else if (c->change < 0)
         snprintf(buf, n, "improvement");
     else if (c->fixed)
         snprintf(buf, n, "regression, fixed at %s", short_commit(h->runs[h->series[c->series].pts[c->fixed_at].run].commit, sc));
@@ -492,6 +504,8 @@ int kth_print_check(FILE *o, const kth_history_t *h, const kth_check_result_t *r
                     c->at + 1, c->before_ns, c->after_ns, c->change, isfinite(c->ci_lo) ? c->ci_lo : 0.0,
                     isfinite(c->ci_hi) ? c->ci_hi : 0.0, c->p, c->q, c->change > 0 ? "true" : "false",
                     c->fixed ? "true" : "false");
+            if (c->tail)
+                fputs(", \"tail\": true", o);
             if (c->fixed) {
                 fputs(", \"fixed_commit\": ", o);
                 json_str(o, h->runs[se->pts[c->fixed_at].run].commit);

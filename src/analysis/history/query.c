@@ -214,6 +214,49 @@ static int index_ids(size_t n, const kth_history_t *h, int runs, int64_t **ids, 
     return 0;
 }
 
+/* --last N, counted after every filter: the last N runs that hold a point of a series kept (a run of other kernels
+ * or devices only is not one of them); the others and their points go. 0 or KT_ENOMEM. */
+static int keep_last(kth_history_t *h, size_t last)
+{
+    uint32_t *map = malloc((h->run_count + 1) * sizeof *map); /* old index -> new, UINT32_MAX: dropped */
+    if (!map)
+        return KT_ENOMEM;
+    memset(map, 0, (h->run_count + 1) * sizeof *map);
+    for (size_t s = 0; s < h->series_count; s++)
+        for (size_t i = 0; i < h->series[s].n; i++)
+            map[h->series[s].pts[i].run] = 1;
+    size_t kept = 0;
+    for (size_t r = h->run_count; r-- > 0;) {
+        int keep = map[r] && kept < last;
+        kept += (size_t)keep;
+        map[r] = keep ? 1 : UINT32_MAX;
+    }
+    size_t n = 0;
+    for (size_t r = 0; r < h->run_count; r++) {
+        if (map[r] == UINT32_MAX) {
+            free(h->runs[r].commit);
+            free(h->runs[r].branch);
+            free(h->runs[r].machine);
+            continue;
+        }
+        map[r] = (uint32_t)n;
+        h->runs[n++] = h->runs[r];
+    }
+    h->run_count = n;
+    for (size_t s = 0; s < h->series_count; s++) {
+        kth_series_t *se = &h->series[s];
+        size_t m = 0;
+        for (size_t i = 0; i < se->n; i++)
+            if (map[se->pts[i].run] != UINT32_MAX) {
+                se->pts[m] = se->pts[i];
+                se->pts[m++].run = map[se->pts[i].run];
+            }
+        se->n = m;
+    }
+    free(map);
+    return 0;
+}
+
 int kth_load(kth_db_t *db, const kth_filter_t *f, kth_history_t *out)
 {
     kth_filter_t none = {0};
@@ -221,16 +264,6 @@ int kth_load(kth_db_t *db, const kth_filter_t *f, kth_history_t *out)
     load_ctx_t x = {.h = out, .f = f ? f : &none};
     int rc = kth_exec(db, "SELECT id, run_time, commit_sha, branch, machine FROM kt_run ORDER BY run_time, id", NULL,
                       0, row_run, &x);
-    if (!rc && x.f->last && out->run_count > x.f->last) { /* keep the last N runs */
-        size_t drop = out->run_count - x.f->last;
-        for (size_t i = 0; i < drop; i++) {
-            free(out->runs[i].commit);
-            free(out->runs[i].branch);
-            free(out->runs[i].machine);
-        }
-        memmove(out->runs, out->runs + drop, x.f->last * sizeof *out->runs);
-        out->run_count = x.f->last;
-    }
     x.cap = 0;
     if (!rc && !x.oom)
         rc = kth_exec(db, "SELECT id, kernel, backend, device, machine FROM kt_series", NULL, 0, row_series, &x);
@@ -252,6 +285,8 @@ int kth_load(kth_db_t *db, const kth_filter_t *f, kth_history_t *out)
     for (size_t s = 0; !rc && !x.oom && s < out->series_count; s++)
         if (out->series[s].n > 1)
             qsort(out->series[s].pts, out->series[s].n, sizeof *out->series[s].pts, cmp_point);
+    if (!rc && !x.oom && x.f->last && keep_last(out, x.f->last))
+        x.oom = 1;
     /* Series without a point among the runs kept are dropped. */
     size_t keep = 0;
     for (size_t s = 0; !rc && !x.oom && s < out->series_count; s++) {

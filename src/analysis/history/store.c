@@ -188,7 +188,7 @@ fail:
     return rc;
 }
 
-int kth_open_at(const char *where, int upto, kth_db_t **out, char *err, size_t errlen)
+static int open_as(const char *where, int upto, int how, kth_db_t **out, char *err, size_t errlen)
 {
     if (err && errlen)
         *err = '\0';
@@ -202,8 +202,8 @@ int kth_open_at(const char *where, int upto, kth_db_t **out, char *err, size_t e
         set_err(err, errlen, "history: out of memory");
         return KT_ENOMEM;
     }
-    int pg = !strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11);
-    int rc = pg ? kth__pg_open(db, where) : kth__sqlite_open(db, where);
+    int pg = kth_is_server(where);
+    int rc = pg ? kth__pg_open(db, where) : kth__sqlite_open(db, where, how);
     if (rc) {
         set_err(err, errlen, "%s", db->err);
         if (db->engine)
@@ -224,6 +224,28 @@ int kth_open_at(const char *where, int upto, kth_db_t **out, char *err, size_t e
         rc = KT_EPARSE;
         goto fail;
     }
+    if (how == KTH_OPEN_READ) { /* read as it is: the tables a read uses are there from version 1 on */
+        char fmt[64] = "";
+        int v = 0;
+        if (!t.count) {
+            set_err(err, errlen, "%s: no history there (an empty database); add runs first with 'ktiming history add'",
+                    db->where);
+            rc = KT_EPARSE;
+        } else if ((rc = meta_get(db, "format", fmt, sizeof fmt))) {
+            set_err(err, errlen, "%s", db->err);
+        } else if (strcmp(fmt, "ktiming.history") || (v = kth_schema_version(db)) < 1) {
+            set_err(err, errlen, "%s: not a ktiming history (its kt_meta says format '%s')", db->where, fmt);
+            rc = KT_EPARSE;
+        } else if (v > KTH_SCHEMA_VERSION) {
+            set_err(err, errlen, "%s: history schema version %d is newer than this ktiming reads (%d); upgrade ktiming",
+                    db->where, v, KTH_SCHEMA_VERSION);
+            rc = KT_EPARSE;
+        }
+        if (rc)
+            goto fail;
+        *out = db;
+        return 0;
+    }
     /* Up to date: nothing to write (a read-only copy of a history can be shown and checked). */
     char fmt[64] = "";
     if (t.has_meta && !meta_get(db, "format", fmt, sizeof fmt) && !strcmp(fmt, "ktiming.history") &&
@@ -241,9 +263,24 @@ fail:
     return rc;
 }
 
+int kth_open_at(const char *where, int upto, kth_db_t **out, char *err, size_t errlen)
+{
+    return open_as(where, upto, KTH_OPEN_WRITE, out, err, errlen);
+}
+
 int kth_open(const char *where, kth_db_t **out, char *err, size_t errlen)
 {
-    return kth_open_at(where, KTH_SCHEMA_VERSION, out, err, errlen);
+    return open_as(where, KTH_SCHEMA_VERSION, KTH_OPEN_WRITE, out, err, errlen);
+}
+
+int kth_open_read(const char *where, kth_db_t **out, char *err, size_t errlen)
+{
+    return open_as(where, KTH_SCHEMA_VERSION, KTH_OPEN_READ, out, err, errlen);
+}
+
+int kth_changed(kth_db_t *db)
+{
+    return db && db->engine->changed ? db->engine->changed(db) : 0;
 }
 
 void kth_close(kth_db_t *db)

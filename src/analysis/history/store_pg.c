@@ -6,8 +6,130 @@
  * `ktiming run` included (docs/run.md, the heavy case of bench/run_overhead). */
 #include "history.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ===================================================================================================== *
+ * Naming a server: which strings are one, and how messages write it (never with its password)
+ * ===================================================================================================== */
+
+/* The first keyword of a libpq key=value connection string ("host=db dbname=perf"): such a string names a server,
+ * never a SQLite file (it once became a file of that name). The keywords of libpq's documentation. */
+static const char *const kConninfoKeys[] = {
+    "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "require_auth", "channel_binding",
+    "connect_timeout", "client_encoding", "options", "application_name", "fallback_application_name", "keepalives",
+    "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout", "replication", "gssencmode",
+    "sslmode", "requiressl", "sslcompression", "sslcert", "sslkey", "sslpassword", "sslcertmode", "sslrootcert",
+    "sslcrl", "sslcrldir", "sslsni", "requirepeer", "ssl_min_protocol_version", "ssl_max_protocol_version",
+    "krbsrvname", "gsslib", "gssdelegation", "service", "target_session_attrs", "load_balance_hosts", NULL};
+
+int kth_is_server(const char *where)
+{
+    if (!where)
+        return 0;
+    if (!strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11))
+        return 1;
+    const char *p = where;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    size_t n = 0;
+    while (isalnum((unsigned char)p[n]) || p[n] == '_')
+        n++;
+    const char *q = p + n;
+    while (*q == ' ' || *q == '\t')
+        q++;
+    if (!n || *q != '=')
+        return 0;
+    for (const char *const *k = kConninfoKeys; *k; k++)
+        if (strlen(*k) == n && !strncmp(*k, p, n))
+            return 1;
+    return 0;
+}
+
+/* Appends s[0..n) to out (capacity cap, used *o), always NUL-terminated. */
+static void put(char *out, size_t cap, size_t *o, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n && *o + 1 < cap; i++)
+        out[(*o)++] = s[i];
+    out[*o] = '\0';
+}
+
+void kth_server_display(const char *where, char *out, size_t cap)
+{
+    size_t o = 0;
+    if (!cap)
+        return;
+    *out = '\0';
+    const char *scheme = strstr(where, "://");
+    if (scheme && (!strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11))) {
+        /* URL: user:secret@ loses ":secret" (the credentials end at the first '@' before any '/', as libpq reads
+         * them); a password=... of the query is left out. */
+        const char *auth = scheme + 3, *at = auth + strcspn(auth, "@/");
+        put(out, cap, &o, where, (size_t)(auth - where));
+        if (*at == '@') {
+            const char *colon = memchr(auth, ':', (size_t)(at - auth));
+            put(out, cap, &o, auth, (size_t)((colon ? colon : at) - auth));
+            auth = at;
+        }
+        const char *query = strchr(auth, '?');
+        put(out, cap, &o, auth, (size_t)((query ? query : auth + strlen(auth)) - auth));
+        if (!query)
+            return;
+        const char *sep = "?";
+        for (const char *item = query + 1; *item;) {
+            size_t len = strcspn(item, "&#");
+            if (!(len >= 9 && !strncmp(item, "password=", 9)) && len) {
+                put(out, cap, &o, sep, 1);
+                put(out, cap, &o, item, len);
+                sep = "&";
+            }
+            item += len;
+            if (*item == '#') {
+                put(out, cap, &o, item, strlen(item));
+                break;
+            }
+            if (*item == '&')
+                item++;
+        }
+        return;
+    }
+    /* key=value pairs: password=... (a value may be quoted, with \' and \\ inside) is left out. */
+    for (const char *p = where; *p;) {
+        const char *start = p;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        const char *key = p;
+        while (*p && *p != '=' && *p != ' ' && *p != '\t')
+            p++;
+        int secret = (size_t)(p - key) == 8 && !strncmp(key, "password", 8);
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '=') {
+            p++;
+            while (*p == ' ' || *p == '\t')
+                p++;
+            if (*p == '\'') {
+                for (p++; *p && *p != '\''; p++)
+                    if (*p == '\\' && p[1])
+                        p++;
+                if (*p)
+                    p++;
+            } else {
+                while (*p && *p != ' ' && *p != '\t')
+                    p++;
+            }
+        }
+        if (p == start) /* nothing consumed: stop rather than loop */
+            break;
+        if (!secret)
+            put(out, cap, &o, start, (size_t)(p - start));
+    }
+    while (o && out[o - 1] == ' ')
+        out[--o] = '\0';
+    if (*out == ' ')
+        memmove(out, out + 1, o--);
+}
 
 #if KTH_HAVE_LIBPQ
 #include <dlfcn.h>
@@ -37,10 +159,13 @@ enum { OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_FLOAT4 =
 static void pg_err(kth_db_t *db, const char *msg)
 {
     snprintf(db->err, sizeof db->err, "%s: %s", db->where, msg && *msg ? msg : "PostgreSQL error");
-    for (char *c = db->err; *c; c++) /* one line */
-        if (*c == '\n' || *c == '\r')
-            *c = ' ';
-    size_t n = strlen(db->err);
+    size_t n = 0;
+    for (const char *c = db->err; *c; c++) { /* one line: line breaks and tabs as one space */
+        int blank = *c == '\n' || *c == '\r' || *c == '\t';
+        if (!blank || (n && db->err[n - 1] != ' '))
+            db->err[n++] = blank ? ' ' : *c;
+    }
+    db->err[n] = '\0';
     while (n && db->err[n - 1] == ' ')
         db->err[--n] = '\0';
 }
@@ -139,12 +264,7 @@ int kth__pg_open(kth_db_t *db, const char *url)
 {
     db->engine = &kPostgres;
     /* Messages name the server without the password (postgresql://user:secret@host → postgresql://user@host). */
-    const char *at = strchr(url, '@'), *scheme = strstr(url, "://");
-    const char *colon = scheme ? strchr(scheme + 3, ':') : NULL;
-    if (at && colon && colon < at)
-        snprintf(db->where, sizeof db->where, "%.*s%s", (int)(colon - url), url, at);
-    else
-        snprintf(db->where, sizeof db->where, "%s", url);
+    kth_server_display(url, db->where, sizeof db->where);
     int rc = pq_load(db);
     if (rc)
         return rc;

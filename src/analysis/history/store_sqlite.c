@@ -5,10 +5,14 @@
 #include "history.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The SQLite functions used here, resolved from the library at the first open. */
 #define KTH_SQL_FUNCS(X)                                                                                         \
@@ -38,12 +42,22 @@ KTH_DL_LOADER(sqlite_load, KTH_SQL_FUNCS, KTH_SET, KTH_SQLITE_SONAME, "the store
 typedef struct sqlite_cache_t {
     const char *sql[KTH_SQLITE_CACHE];      /* key */
     sqlite3_stmt *stmt[KTH_SQLITE_CACHE];   /* prepared */
+    int read;                               /* opened to read (KTH_OPEN_READ) */
+    int immutable;                          /* read as an immutable file: `opened` tells whether it changed */
+    struct stat opened;                     /* the file when it was opened (immutable) */
 } sqlite_cache_t;
 
 static void sqlite_err(kth_db_t *db, int rc)
 {
     sqlite3 *c = db->conn;
-    if (rc == SQLITE_NOTADB)
+    sqlite_cache_t *cache = db->cache;
+    if ((rc == SQLITE_CANTOPEN || rc == SQLITE_READONLY || rc == SQLITE_PERM) && cache)
+        /* Name the permission problem rather than SQLite's "attempt to write a readonly database". */
+        snprintf(db->err, sizeof db->err, "%s: %s (%s)", db->where, c ? sq.sqlite3_errmsg(c) : sq.sqlite3_errstr(rc),
+                 cache->read ? "reading it needs its -wal and -shm files beside it, or write access to its folder to "
+                               "make them"
+                             : "adding needs write access to it, its folder and its -wal and -shm files");
+    else if (rc == SQLITE_NOTADB)
         snprintf(db->err, sizeof db->err, "%s: not a ktiming history (not a SQLite database)", db->where);
     else if (rc == SQLITE_CORRUPT)
         snprintf(db->err, sizeof db->err, "%s: the SQLite database is corrupt (%s)", db->where,
@@ -140,6 +154,20 @@ static void sqlite_close(kth_db_t *db)
     db->conn = NULL;
 }
 
+/* Whether an immutable read's file was written since it was opened (its content may then be inconsistent). */
+static int sqlite_changed(kth_db_t *db)
+{
+    sqlite_cache_t *cache = db->cache;
+    struct stat now;
+    if (!cache || !cache->immutable)
+        return 0;
+    if (stat(db->where, &now) != 0)
+        return 1;
+    const struct stat *o = &cache->opened;
+    return now.st_dev != o->st_dev || now.st_ino != o->st_ino || now.st_size != o->st_size ||
+           now.st_mtim.tv_sec != o->st_mtim.tv_sec || now.st_mtim.tv_nsec != o->st_mtim.tv_nsec;
+}
+
 static const kth_engine_t kSqlite = {
     .name = "sqlite",
     .id_type = "INTEGER PRIMARY KEY",
@@ -147,21 +175,75 @@ static const kth_engine_t kSqlite = {
     .begin_write = "BEGIN IMMEDIATE",
     .exec = sqlite_exec,
     .close = sqlite_close,
+    .changed = sqlite_changed,
 };
 
-int kth__sqlite_open(kth_db_t *db, const char *path)
+/* "file:" URI of an existing file, read as immutable: its absolute path with %, ? and # escaped. 0 or -1. */
+static int immutable_uri(const char *path, char *out, size_t cap)
+{
+    char abs[PATH_MAX];
+    if (!realpath(path, abs) || cap < 32)
+        return -1;
+    size_t o = (size_t)snprintf(out, cap, "file:");
+    for (const char *p = abs; *p; p++) {
+        if (o + 24 > cap)
+            return -1;
+        if (*p == '%' || *p == '?' || *p == '#')
+            o += (size_t)snprintf(out + o, cap - o, "%%%02X", (unsigned char)*p);
+        else
+            out[o++] = *p;
+    }
+    snprintf(out + o, cap - o, "?immutable=1");
+    return 0;
+}
+
+/* How a read opens the file, creating nothing beside it that its owner could not use afterwards:
+ * - write access to the file and its folder: read-write (never created, nothing written); the last connection
+ *   to close removes SQLite's -wal and -shm files, as a writer's does (a read-only one would leave them);
+ * - otherwise, no -wal beside it, or an empty one (nothing since the last checkpoint): immutable, which creates
+ *   nothing and takes no lock, its modification time checked at the end (kth_changed) since a writer could still
+ *   start meanwhile;
+ * - otherwise read-only, through the -wal and -shm that are there. */
+static int read_mode(const char *path, char *uri, size_t cap, struct stat *st)
+{
+    char dir[PATH_MAX], wal[PATH_MAX + 8];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        slash[slash == dir] = '\0'; /* "/x" -> "/" */
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    if (access(path, W_OK) == 0 && access(dir, W_OK) == 0)
+        return SQLITE_OPEN_READWRITE;
+    struct stat ws;
+    int no_wal = stat(wal, &ws) != 0 ? errno == ENOENT : ws.st_size == 0; /* an empty one holds nothing to read */
+    if (no_wal && stat(path, st) == 0 && immutable_uri(path, uri, cap) == 0)
+        return SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
+    return SQLITE_OPEN_READONLY;
+}
+
+int kth__sqlite_open(kth_db_t *db, const char *path, int how)
 {
     db->engine = &kSqlite;
     snprintf(db->where, sizeof db->where, "%s", path);
     int rc = sqlite_load(db);
     if (rc != 0)
         return rc;
-    if (!(db->cache = calloc(1, sizeof(sqlite_cache_t)))) {
+    sqlite_cache_t *cache = calloc(1, sizeof(sqlite_cache_t));
+    if (!(db->cache = cache)) {
         snprintf(db->err, sizeof db->err, "%s: out of memory", path);
         return KT_ENOMEM;
     }
+    char uri[PATH_MAX * 3 + 32];
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    cache->read = how == KTH_OPEN_READ;
+    if (cache->read) {
+        flags = read_mode(path, uri, sizeof uri, &cache->opened);
+        cache->immutable = (flags & SQLITE_OPEN_URI) != 0;
+    }
     sqlite3 *c = NULL;
-    rc = sq.sqlite3_open_v2(path, &c, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    rc = sq.sqlite3_open_v2(cache->immutable ? uri : path, &c, flags | SQLITE_OPEN_NOMUTEX, NULL);
     db->conn = c;
     if (rc != SQLITE_OK) {
         sqlite_err(db, rc);
@@ -169,6 +251,8 @@ int kth__sqlite_open(kth_db_t *db, const char *path)
     }
     sq.sqlite3_busy_timeout(c, KTH_SQLITE_BUSY_MS);
     sq.sqlite3_extended_result_codes(c, 0);
+    if (cache->read) /* the file's journal mode is the writer's to set: a read changes nothing */
+        return 0;
     /* WAL: readers never block the writer. Switching needs the file's lock for a moment; a busy answer (another
      * process opening at the same moment) is retried by the busy handler set above. */
     static const char *const kPragmas[] = {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL",
