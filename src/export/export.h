@@ -40,10 +40,14 @@ int kt__report_rows(const kt__entry_view_t *v, const kt_report_opts_t *opts, siz
 #define KT__LAUNCH_LABEL 160
 void kt__launch_label(char *buf, size_t size, const kt_launch_t *l);
 /* An entry's breakdown as entries (name, backend, device the entry's): one per configs[] row, then "none" for the
- * dispatches that carried no configuration (count and total only: min, max and the percentiles UINT64_MAX, not
- * known) -- the whole entry when it has no configs[]. Labels in labels[]; returns the rows (at most
+ * dispatches that carried no configuration (count and total only: min, max and the percentiles not known, marked by
+ * min_ns > max_ns and p50_ns > p99_ns, which no real statistics have) -- the whole entry when it has no configs[]. Labels in labels[]; returns the rows (at most
  * config_count + 1). parts and labels hold KT_LAUNCH_CONFIGS_MAX + 2. */
 uint32_t kt__config_parts(const kt_kernel_timing_t *e, kt_kernel_timing_t *parts, char (*labels)[KT__LAUNCH_LABEL]);
+/* Whether an entry (or a part) has no min/max, and no percentiles, to show: no dispatches, or a part's "not known"
+ * marks above. Never decided from a value: UINT64_MAX is a real duration. */
+static inline int kt__no_range(const kt_kernel_timing_t *e) { return !e->dispatch_count || e->min_ns > e->max_ns; }
+static inline int kt__no_pct(const kt_kernel_timing_t *e) { return kt__no_range(e) || e->p50_ns > e->p99_ns; }
 
 /* A duration for people: "812 ns", "12.34 µs", "1.099 ms", "2.500 s" (four significant digits, the unit chosen
  * per value); "-" for a negative or non-finite value. */
