@@ -24,6 +24,8 @@ enum { KT__UNINIT = 0, KT__RUNNING = 1, KT__SHUTDOWN = 2 };
 static pthread_mutex_t g_life_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int g_state = KT__UNINIT; /* KT__UNINIT / KT__RUNNING / KT__SHUTDOWN */
 static int g_user_enabled = 1;           /* kt_enable / kt_disable, guarded by g_life_lock */
+static int g_shut_early;                 /* kt_shutdown before anything initialised: the lazy init then leaves
+                                            ktiming shut down (kt_init clears it); guarded by g_life_lock */
 
 /* ---------------------------------------------------------------------------------------------------
  * Initialisation
@@ -31,7 +33,7 @@ static int g_user_enabled = 1;           /* kt_enable / kt_disable, guarded by g
 
 static void update_recording(void)
 {
-    int on = g_user_enabled && atomic_load(&g_state) != KT__SHUTDOWN;
+    int on = g_user_enabled && !g_shut_early && atomic_load(&g_state) != KT__SHUTDOWN;
     __atomic_store_n(&kt__recording, on, __ATOMIC_RELAXED);
 }
 
@@ -127,6 +129,11 @@ void kt__ensure_init(void)
         kt_desc_t d;
         memset(&d, 0, sizeof d);
         first_init(&d);
+        if (g_shut_early) { /* kt_shutdown came first: initialised, but shut down until kt_init */
+            g_shut_early = 0;
+            atomic_store(&g_state, KT__SHUTDOWN);
+            update_recording();
+        }
     }
     pthread_mutex_unlock(&g_life_lock);
 }
@@ -141,6 +148,7 @@ int kt_init(const kt_desc_t *desc)
     pthread_mutex_lock(&g_life_lock);
     switch (atomic_load(&g_state)) {
     case KT__UNINIT:
+        g_shut_early = 0; /* a kt_shutdown before it is undone, as after any kt_shutdown */
         first_init(desc);
         break;
     case KT__SHUTDOWN: /* sizes stay those of the first initialisation */
@@ -159,10 +167,11 @@ void kt_shutdown(void)
 {
     kt__backends_stop(kt__now() + kt__exit_wait_ns());
     pthread_mutex_lock(&g_life_lock);
-    if (atomic_load(&g_state) != KT__UNINIT) {
+    if (atomic_load(&g_state) == KT__UNINIT) /* nothing initialised yet: off until kt_init, whose sizes still count */
+        g_shut_early = 1;
+    else
         atomic_store(&g_state, KT__SHUTDOWN);
-        update_recording();
-    }
+    update_recording();
     pthread_mutex_unlock(&g_life_lock);
 }
 
