@@ -73,7 +73,8 @@
  *
  * Nothing needs initialising: the first call sets ktiming up with defaults. kt_init(&(kt_desc_t){0}) chooses
  * sizes up front and must come first (KT_ESTATE once anything initialised); after kt_shutdown() it re-enables
- * recording, keeping the first sizes (a kt_shutdown() before any use drops records until kt_init, whose sizes count). kt_reset() keeps interned ids valid.
+ * recording, keeping the first sizes (a kt_shutdown() before any use drops records until kt_init, whose sizes
+ * count). kt_reset() keeps interned ids valid.
  *
  * Environment: KTIMING_SPANS=N (span log entries per thread, 0 = off), KTIMING_CPU_THREADS=N (pool size for
  * kt_cpu_dispatch_2d, default the online cores), and at process exit (an atexit handler installed on first
