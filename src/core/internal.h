@@ -93,6 +93,9 @@ typedef struct kt__kernel_t {
 
 /* The kernel with this id, or NULL if the id was never handed out. */
 const kt__kernel_t *kt__kernel_get(kt_kernel_id_t id);
+/* Whether `name` is what k was interned from: the same bytes, or for a truncated k its kept bytes followed by more
+ * than KT__NAME_MAX bytes in all (reads at most KT__NAME_MAX + 1 bytes of name). Not for the hot path. */
+int kt__kernel_named(const kt__kernel_t *k, const char *name);
 /* Highest id handed out so far. */
 uint32_t kt__kernel_count(void);
 /* Kernels whose name was truncated (KT__NAME_MAX), since start. */

@@ -48,6 +48,13 @@ const kt__kernel_t *kt__kernel_get(kt_kernel_id_t id)
     return &KT__LDA(&g_kdir[id >> KT__CHUNK_BITS])[id & (KT__CHUNK - 1u)];
 }
 
+int kt__kernel_named(const kt__kernel_t *k, const char *name)
+{
+    if (!k->name_keep)
+        return !strcmp(k->name, name);
+    return !strncmp(k->name, name, k->name_keep) && strnlen(name, KT__NAME_MAX + 1) > KT__NAME_MAX;
+}
+
 uint32_t kt__kernel_count(void) { return KT__LDA(&g_kcount); }
 
 _Atomic(kt__kernel_t *) *kt__kernel_dir(void) { return g_kdir; }

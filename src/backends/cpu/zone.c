@@ -35,7 +35,7 @@ static void site_check(kt_kernel_id_t id, const char *name)
 {
     static unsigned char warned[(KT__MAX_KERNELS + 8u) / 8u]; /* one bit per kernel said once */
     const kt__kernel_t *k = kt__kernel_get(id);
-    if (!k || !strcmp(k->name, name))
+    if (!k || kt__kernel_named(k, name))
         return;
     unsigned char bit = (unsigned char)(1u << (id & 7u));
     if (__atomic_fetch_or(&warned[id >> 3], bit, __ATOMIC_RELAXED) & bit)
