@@ -64,6 +64,8 @@ static kt_zone_t zone_begin(kt_kernel_id_t *site_cache, const char *name, kt_bac
         } else {
             id = kt__kernel_lookup_cached(name, backend);
         }
+        if (!id) /* the kernel table is full: the record is dropped, and counted in kernels_dropped */
+            kt_record_dispatch(&(kt_dispatch_t){.kernel = 0});
     } else if (__builtin_expect(site_check_on(), 0)) {
         site_check(id, name);
     }
