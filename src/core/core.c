@@ -66,10 +66,15 @@ void kt__core_fork_release(int child)
 
 /* The fork handlers exist from load on: a fork on one thread while another is inside first_init (holding
  * g_life_lock through the clock's calibration) is then prepared like any other. */
+static pid_t g_load_pid; /* the process this library was loaded into (set at load, never changed) */
+
 __attribute__((constructor)) static void fork_handlers_at_load(void)
 {
+    g_load_pid = getpid();
     kt__fork_install(kt__core_fork_prepare, kt__core_fork_release);
 }
+
+int kt__forked_since_load(void) { return g_load_pid && g_load_pid != getpid(); }
 
 /* At exit, in the process that initialised ktiming: one bounded wait for work in flight (KTIMING_EXIT_WAIT_MS),
  * leftovers counted as dropped, then the outputs. A forked child does not touch the parent's drivers. */

@@ -39,6 +39,9 @@ void kt__ensure_init(void);
 
 /* Writes KTIMING_OUTPUT / KTIMING_REPORT / KTIMING_TRACE at process exit (atexit.c, built with src/export). */
 void kt__exit_write(void);
+/* Non-zero in a process forked (without exec) from the one that loaded this library, whether or not either had
+ * used ktiming: its exit-time outputs never take the parent's file. */
+int kt__forked_since_load(void);
 /* Will a snapshot be written at this process's exit: KTIMING_OUTPUT, KTIMING_TRACE or KTIMING_REPORT (not "0")
  * for kt__exit_write, or KTIMING_RUN_DIR for the interception libraries' handler (`ktiming run`)? */
 int kt__exit_snapshot_wanted(void);
