@@ -732,7 +732,14 @@ static int fill_side(const kt__cmp_entry_t *t, const uint64_t *samples, kt_compa
     return 0;
 }
 
-static double ratio(double num, double den) { return num > 0.0 && den > 0.0 ? num / den : NAN; }
+/* A medians' or means' ratio with each value below the clock's resolution nudged to 0.5 ns, as the bootstrap's
+ * logarithms are (log_nudged): 0 ns -> 1 ms is a regression of 2,000,000x, not a ratio that cannot be computed.
+ * NaN when both values are below 1 ns (nothing to compare) or when one is missing or not finite. */
+static double ratio(double num, double den)
+{
+    if (!(num >= 0.0) || !(den >= 0.0) || !isfinite(num) || !isfinite(den) || (num < 1.0 && den < 1.0)) return NAN;
+    return (num > 0.5 ? num : 0.5) / (den > 0.5 ? den : 0.5);
+}
 
 /* The verdict rule shared by rows and the geometric-mean summary. `noise` < 0 skips the noise check. */
 static kt_verdict_t decide(double speedup, double lo, double hi, double p, double alpha, double t, double noise,
@@ -834,9 +841,11 @@ static int judge_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const 
                          double *reps, int *has_reps, med_cache_t *cache)
 {
     *has_reps = 0;
-    row->speedup_median = ratio(row->before.median_ns, row->after.median_ns);
-    row->speedup_mean = ratio(row->before.mean_ns, row->after.mean_ns);
     uint32_t nb = row->before.samples, na = row->after.samples;
+    if ((b->dispatch_count || nb) && (a->dispatch_count || na)) { /* a side with nothing has no median */
+        row->speedup_median = ratio(row->before.median_ns, row->after.median_ns);
+        row->speedup_mean = ratio(row->before.mean_ns, row->after.mean_ns);
+    }
     double t = o->threshold_pct / 100.0;
     const char *band = c->band;
     if (!nb || !na) {
@@ -871,12 +880,13 @@ static int judge_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const 
                                      nb < na ? "BEFORE" : "AFTER", o->min_samples, note);
         return row->reason ? 0 : KT_ENOMEM;
     }
-    *has_reps = 1;
-    if (isnan(s)) {
+    if (isnan(s)) { /* both medians below 1 ns: no ratio, so no interval beside it either */
         row->verdict = KT_VERDICT_UNSURE;
-        row->reason = fmt_reason("a median of 0 ns: below the clock's resolution");
+        row->ci_lo = row->ci_hi = NAN;
+        row->reason = fmt_reason("medians below 1 ns on both sides: below the clock's resolution");
         return row->reason ? 0 : KT_ENOMEM;
     }
+    *has_reps = 1;
     int why = 0;
     row->verdict = decide(s, row->ci_lo, row->ci_hi, row->p_value, o->alpha, t, noise, &why);
     if (row->verdict == KT_VERDICT_UNSURE) {

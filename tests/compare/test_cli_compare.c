@@ -143,6 +143,42 @@ static void test_formats(void **state)
     free(md);
 }
 
+/* A snapshot file of one kernel "k" with 20 dispatches of v ns each, in the JSON a foreign tool might write. */
+static void write_constant(const char *path, unsigned long long v)
+{
+    char doc[1024];
+    int n = snprintf(doc, sizeof doc,
+                     "{\"schema\":\"ktiming.snapshot\",\"version\":5,\"entries\":[{\"name\":\"k\",\"backend\":"
+                     "\"cpu\",\"dispatch_count\":20,\"total_ns\":%llu,\"min_ns\":%llu,\"max_ns\":%llu,\"samples\":[",
+                     20 * v, v, v);
+    for (int i = 0; i < 20; i++) n += snprintf(doc + n, sizeof doc - (size_t)n, "%s%llu", i ? "," : "", v);
+    n += snprintf(doc + n, sizeof doc - (size_t)n, "]}]}");
+    assert_int_equal(ktt_write_file(path, doc, (size_t)n), 0);
+}
+
+static void test_zero_median_regression(void **state)
+{
+    (void)state;
+    /* 0 ns -> 1 ms is a regression the CLI fails on, and no interval is printed beside a "-" speedup */
+    char z[4200], ms[4200];
+    snprintf(z, sizeof z, "%s/zero.json", g_dir);
+    snprintf(ms, sizeof ms, "%s/ms.json", g_dir);
+    write_constant(z, 0);
+    write_constant(ms, 1000000);
+    assert_int_equal(CLI(z, ms, "--fail-on-regression"), 1);
+    char *text = ktt_read_file(g_out, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "SLOWER"));
+    free(text);
+    assert_int_equal(CLI(ms, z, "--fail-on-regression"), 0);
+    assert_int_equal(CLI(z, z, "--fail-on-regression"), 0);
+    text = ktt_read_file(g_out, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "UNSURE"));
+    assert_null(strstr(text, "[0.000x")); /* the interval is "-" like the speedup */
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -150,6 +186,7 @@ int main(void)
         cmocka_unit_test(test_input_errors),
         cmocka_unit_test(test_regression_exit_codes),
         cmocka_unit_test(test_formats),
+        cmocka_unit_test(test_zero_median_regression),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -61,6 +61,46 @@ static void test_known_speedup_is_faster(void **state)
     synth_free(b);
 }
 
+/* An entry of n dispatches that all took v ns (v = 0: below the clock's resolution). */
+static void add_constant(kt_snapshot_t *s, const char *name, uint32_t n, uint64_t v)
+{
+    kt_kernel_timing_t *e = synth_add(s, name, KT_BACKEND_CPU, "host", n, 1000.0, 0.0, 1);
+    for (uint32_t i = 0; i < n; i++) e->samples[i] = v;
+    e->min_ns = e->max_ns = e->p50_ns = v;
+    e->total_ns = (uint64_t)n * v;
+    e->mean_ns = (double)v;
+}
+
+static void test_zero_median_regression(void **state)
+{
+    (void)state;
+    /* 0 ns -> 1 ms, 20 dispatches a side: p < 0.001 and an interval far from 1, so SLOWER (the 0 read as the
+     * bootstrap reads it, 0.5 ns); 1 ms -> 0 ns is FASTER; 0 -> 0 is UNSURE with no speedup and no interval. */
+    kt_snapshot_t *z = synth_snapshot(1), *ms = synth_snapshot(1);
+    add_constant(z, "k", 20, 0);
+    add_constant(ms, "k", 20, 1000000);
+    kt_compare_result_t r;
+    assert_int_equal(kt_compare(z, ms, NULL, &r), 0);
+    const kt_compare_row_t *row = &r.rows[0];
+    assert_int_equal(row->verdict, KT_VERDICT_SLOWER);
+    assert_true(fabs(row->speedup_median - 0.5e-6) < 1e-12);
+    assert_true(row->ci_hi < 1.0);
+    assert_int_equal(r.slower, 1);
+    kt_compare_free(&r);
+    assert_int_equal(kt_compare(ms, z, NULL, &r), 0);
+    assert_int_equal(r.rows[0].verdict, KT_VERDICT_FASTER);
+    assert_true(fabs(r.rows[0].speedup_median - 2e6) < 1e-3);
+    kt_compare_free(&r);
+    assert_int_equal(kt_compare(z, z, NULL, &r), 0);
+    assert_int_equal(r.rows[0].verdict, KT_VERDICT_UNSURE);
+    assert_true(isnan(r.rows[0].speedup_median));
+    assert_true(isnan(r.rows[0].ci_lo) && isnan(r.rows[0].ci_hi)); /* no interval beside a "-" speedup */
+    assert_non_null(strstr(r.rows[0].reason, "resolution"));
+    kt_compare_free(&r);
+    synth_free(z);
+    synth_free(ms);
+}
+
 static void test_identical_distributions_same(void **state)
 {
     (void)state;
@@ -515,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_output_formats),
         cmocka_unit_test(test_unsure_estimate_decides),
         cmocka_unit_test(test_hostile_names),
+        cmocka_unit_test(test_zero_median_regression),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
