@@ -585,6 +585,52 @@ static void test_man_page(void **state)
     free(outp);
 }
 
+/* "-o -" is standard output for every command that takes -o (no file named "-"), --trace - too; merge refuses
+ * what would put two documents on it or drop one; a failed trace write says why. */
+static void test_output_dash(void **state)
+{
+    (void)state;
+    char *snap = write_fixture("dash.json"), *dir = ktt_path(g_dir, "dash-cwd"), *other = ktt_path(g_dir, "dash2.json");
+    kt_snapshot_t *s = fx_snapshot_full();
+    s->pid = 4242;
+    assert_int_equal(kt_report_write(other, s, KT_FORMAT_JSON, NULL), 0);
+    fx_free(s);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    char cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(dir), 0); /* where a file named "-" would appear */
+    run_t r = run_cli(NULL, "compare", snap, snap, "-o", "-", NULL);
+    assert_int_equal(access("-", F_OK), -1);
+    expect(r, 0, r.out, "kernels matched");
+    r = run_cli(NULL, "compare", snap, snap, "-f", "json", "--output=-", NULL);
+    assert_int_equal(access("-", F_OK), -1);
+    expect(r, 0, r.out, "\"ktiming_compare\"");
+    r = run_cli(NULL, "demo", "--backend", "cpu", "--dispatches", "10", "--warmup", "0", "--size", "1", "-o", "-",
+                NULL);
+    assert_int_equal(access("-", F_OK), -1);
+    assert_non_null(strstr(r.err, "[timing] saxpy ")); /* the table moves to stderr */
+    assert_null(strstr(r.out, "[timing]"));
+    expect(r, 0, r.out, "\"schema\": \"ktiming.snapshot\"");
+    r = run_cli(NULL, "merge", snap, other, "--by-rank", "-o", "-", NULL);
+    expect(r, 2, r.err, "both write standard output");
+    r = run_cli(NULL, "merge", snap, other, "--trace", "-", NULL);
+    expect(r, 2, r.err, "both write standard output");
+    char *merged = ktt_path(dir, "m.json");
+    r = run_cli(NULL, "merge", snap, other, "--trace", "-", "-o", merged, NULL);
+    assert_int_equal(access("-", F_OK), -1);
+    expect(r, 0, r.out, "\"traceEvents\"");
+    if (access("/dev/full", W_OK) == 0) {
+        r = run_cli(NULL, "merge", snap, other, "--trace", "/dev/full", "-o", merged, NULL);
+        assert_null(strstr(r.err, "input/output error"));
+        expect(r, 1, r.err, "/dev/full: No space left on device");
+    }
+    assert_int_equal(chdir(cwd), 0);
+    free(merged);
+    free(snap);
+    free(other);
+    free(dir);
+}
+
 KTT_TMPDIR_GROUP(g_dir, "cli")
 
 int main(void)
@@ -605,6 +651,7 @@ int main(void)
         cmocka_unit_test(test_devices_labels_section),
         cmocka_unit_test(test_bash_completion),
         cmocka_unit_test(test_man_page),
+        cmocka_unit_test(test_output_dash),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

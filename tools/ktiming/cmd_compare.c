@@ -38,7 +38,7 @@ static void compare_usage(FILE *out)
             "  -k, --filter GLOB     only kernels whose name matches the shell pattern GLOB (fnmatch)\n"
             "  -f, --format FMT      text (default), markdown, json, or html (AFTER's HTML report with the\n"
             "                        speedups, confidence intervals and verdicts; best written with -o)\n"
-            "  -o, --output FILE     write there (replaced atomically) instead of standard output\n"
+            "  -o, --output FILE     write there (replaced atomically) instead of standard output (- for it)\n"
             "  --max-input-mb N      refuse a snapshot larger than N MiB (default 1024)\n"
             "  -h, --help            this text\n"
             "\n"
@@ -239,6 +239,7 @@ int ktcli_cmd_compare(int argc, char **argv)
     }
 
     kt_snapshot_t *const *html = a.html ? snap : NULL;
+    if (a.output && !strcmp(a.output, "-")) a.output = NULL; /* "-" is standard output, as for report and merge */
     rc = a.output ? write_atomic(a.output, html, &res, a.format) : print_any(stdout, html, &res, a.format);
     size_t slower = res.slower;
     release(files, snap, &res);

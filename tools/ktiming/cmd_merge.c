@@ -30,12 +30,14 @@ static void merge_usage(FILE *out)
             "Devices are kept apart by (host, device id): \"GPU 0\" of two nodes, or two GPUs of one model, stay\n"
             "two devices with their own entries, labelled uniquely (docs/devices.md).\n"
             "\n"
-            "  -o, --output OUT     write the merged snapshot (JSON) to OUT; default: standard output\n"
+            "  -o, --output OUT     write the merged snapshot (JSON) to OUT; default (and -): standard output,\n"
+            "                       except with --by-rank, whose report is then all that is printed\n"
             "  -r, --by-rank        print the per-rank load-balance report on standard output (per kernel over\n"
             "                       every device it ran on, each rank's device named)\n"
             "  -m, --by-model       fold devices of one model together (one entry per kernel and model: a\n"
             "                       per-model summary instead of one entry per device)\n"
-            "  -t, --trace OUT      write the merged timeline as a Chrome trace (one process group per source)\n"
+            "  -t, --trace OUT      write the merged timeline as a Chrome trace (one process group per source;\n"
+            "                       - for standard output, with -o naming a file)\n"
             "  --allow-same-process merge inputs that hold the same process (host, pid, rank) anyway; refused by\n"
             "                       default: the same file twice, or a glob catching an earlier merge, would count\n"
             "                       its dispatches twice (only a reused pid makes two processes look the same)\n"
@@ -205,6 +207,13 @@ int ktcli_cmd_merge(int argc, char **argv)
     size_t n = (size_t)(argc - optind);
     if (n < 1)
         return ktcli_usage_error("merge", "no snapshot file given");
+    /* "-" is standard output, which takes one of the three: nothing asked for is dropped silently */
+    int out_stdout = !out_path || !strcmp(out_path, "-");
+    if (by_rank && out_path && !strcmp(out_path, "-"))
+        return ktcli_usage_error("merge", "-o - and --by-rank both write standard output: give -o a file");
+    if (trace_path && !strcmp(trace_path, "-") && (by_rank || out_stdout))
+        return ktcli_usage_error("merge", "--trace - and %s both write standard output: give %s a file",
+                                 by_rank ? "--by-rank" : "the merged snapshot", by_rank ? "--trace" : "-o");
     kt_snapshot_t **in = calloc(n, sizeof *in), *merged = NULL;
     size_t *nsrc = calloc(n, sizeof *nsrc);
     int rc = in && nsrc ? 0 : KT_ENOMEM, status = 1;
@@ -238,9 +247,17 @@ int ktcli_cmd_merge(int argc, char **argv)
                 rc == KT_EIO ? strerror(errno) : kt_strerror(rc));
         goto done;
     }
-    if (trace_path && (rc = kt_report_write(trace_path, merged, KT_FORMAT_CHROME, NULL))) {
-        fprintf(stderr, "ktiming merge: cannot write %s: %s\n", trace_path, kt_strerror(rc));
-        goto done;
+    if (trace_path) {
+        int trace_stdout = !strcmp(trace_path, "-");
+        rc = trace_stdout ? kt_report_print(stdout, merged, KT_FORMAT_CHROME, NULL)
+                          : kt_report_write(trace_path, merged, KT_FORMAT_CHROME, NULL);
+        if (!rc && trace_stdout && fflush(stdout) != 0)
+            rc = KT_EIO;
+        if (rc) {
+            fprintf(stderr, "ktiming merge: cannot write %s: %s\n", trace_stdout ? "standard output" : trace_path,
+                    rc == KT_EIO ? strerror(errno) : kt_strerror(rc));
+            goto done;
+        }
     }
     if (by_rank && (rc = kt_report_by_rank(stdout, merged))) {
         by_rank_failed(rc, errno);
