@@ -631,6 +631,39 @@ static void test_output_dash(void **state)
     free(dir);
 }
 
+/* Nothing says "done" (0) when what it printed was not written: --help, --version and `devices` on a full device
+ * or a closed standard output exit with the command's failure status and one line saying so. */
+static void test_stdout_write_failure(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *args[3];
+        int status;
+    } kCases[] = {
+        {{"--help"}, 1},           {{"--version"}, 1},          {{"devices"}, 1},
+        {{"devices", "--help"}, 1}, {{"report", "--help"}, 1},   {{"merge", "--help"}, 1},
+        {{"demo", "--help"}, 1},   {{"compare", "--help"}, 3},  {{"help", "report"}, 1},
+    };
+    char *errp = ktt_path(g_dir, "wf.err");
+    for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
+        char *const argv[] = {KT_CLI_PATH, (char *)kCases[i].args[0], (char *)kCases[i].args[1], NULL};
+        if (access("/dev/full", W_OK) == 0) {
+            int st = ktt_run(argv, &(ktt_spawn_t){.out = "/dev/full", .err = errp});
+            char *err = ktt_read_file(errp, NULL);
+            if (st != kCases[i].status || !err || !strstr(err, "cannot write standard output"))
+                fail_msg("ktiming %s %s >/dev/full: exit %d, stderr: %s", kCases[i].args[0],
+                         kCases[i].args[1] ? kCases[i].args[1] : "", st, err ? err : "");
+            free(err);
+        }
+        /* a closed standard output: the shell closes it, then runs ktiming */
+        char *const sh[] = {"/bin/sh", "-c", "exec \"$0\" \"$@\" >&-", argv[0], argv[1], argv[2], NULL};
+        int st = ktt_run(sh, &(ktt_spawn_t){.err = errp});
+        if (st != kCases[i].status)
+            fail_msg("ktiming %s >&-: exit %d", kCases[i].args[0], st);
+    }
+    free(errp);
+}
+
 KTT_TMPDIR_GROUP(g_dir, "cli")
 
 int main(void)
@@ -652,6 +685,7 @@ int main(void)
         cmocka_unit_test(test_bash_completion),
         cmocka_unit_test(test_man_page),
         cmocka_unit_test(test_output_dash),
+        cmocka_unit_test(test_stdout_write_failure),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
