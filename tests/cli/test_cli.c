@@ -664,6 +664,29 @@ static void test_stdout_write_failure(void **state)
     free(errp);
 }
 
+/* merge takes --max-input-mb, the option its size-limit message names (it was "unknown option"). */
+static void test_merge_max_input(void **state)
+{
+    (void)state;
+    char *small = write_fixture("mi-small.json"), *big = ktt_path(g_dir, "mi-big.json");
+    size_t len = (size_t)3 << 19; /* 1.5 MiB: a snapshot padded with whitespace */
+    char *doc = malloc(len);
+    assert_non_null(doc);
+    memset(doc, ' ', len);
+    static const char kDoc[] = "{\"schema\":\"ktiming.snapshot\",\"version\":5,\"pid\":77,\"entries\":[]}";
+    memcpy(doc, kDoc, sizeof kDoc - 1);
+    assert_int_equal(ktt_write_file(big, doc, len), 0);
+    free(doc);
+    run_t r = run_cli(NULL, "merge", "--max-input-mb", "1", small, big, NULL);
+    expect(r, 1, r.err, "mi-big.json: 1572864 bytes, larger than the input limit of 1 MiB (--max-input-mb)");
+    r = run_cli(NULL, "merge", "--max-input-mb=2", small, big, NULL);
+    expect(r, 0, r.out, "\"sources\"");
+    r = run_cli(NULL, "merge", "--max-input-mb", "0", small, big, NULL);
+    expect(r, 2, r.err, "--max-input-mb: not a size in MiB");
+    free(small);
+    free(big);
+}
+
 KTT_TMPDIR_GROUP(g_dir, "cli")
 
 int main(void)
@@ -686,6 +709,7 @@ int main(void)
         cmocka_unit_test(test_man_page),
         cmocka_unit_test(test_output_dash),
         cmocka_unit_test(test_stdout_write_failure),
+        cmocka_unit_test(test_merge_max_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -16,7 +16,7 @@ static void merge_usage(FILE *out)
 {
     fprintf(out,
             "usage: ktiming merge A.json B.json ... [-o OUT.json] [--by-rank] [--by-model]\n"
-            "                     [--trace OUT.trace.json] [--allow-same-process]\n"
+            "                     [--trace OUT.trace.json] [--allow-same-process] [--max-input-mb N]\n"
             "\n"
             "Merges snapshots (e.g. one per MPI rank: `mpirun -np 4 ktiming run -o prof-%%r.json -- ./app`, then\n"
             "`ktiming merge prof-*.json -o all.json`). Entries with the same (kernel, backend, device) are merged\n"
@@ -41,6 +41,7 @@ static void merge_usage(FILE *out)
             "  --allow-same-process merge inputs that hold the same process (host, pid, rank) anyway; refused by\n"
             "                       default: the same file twice, or a glob catching an earlier merge, would count\n"
             "                       its dispatches twice (only a reused pid makes two processes look the same)\n"
+            "  --max-input-mb N     refuse an input larger than N MiB (default 1024)\n"
             "  -h, --help           this help\n"
             "\n"
             "exit status: 0 done, 1 unreadable or invalid snapshot or failed write, 2 usage error\n");
@@ -188,10 +189,11 @@ int ktcli_cmd_merge(int argc, char **argv)
 {
     static const struct option kLong[] = {
         KTCLI_OPT_OUTPUT, {"by-rank", no_argument, NULL, 'r'}, {"by-model", no_argument, NULL, 'm'},
-        {"trace", required_argument, NULL, 't'}, {"allow-same-process", no_argument, NULL, 'S'}, KTCLI_OPT_HELP,
-        KTCLI_OPT_END};
+        {"trace", required_argument, NULL, 't'}, {"allow-same-process", no_argument, NULL, 'S'},
+        {"max-input-mb", required_argument, NULL, 'M'}, KTCLI_OPT_HELP, KTCLI_OPT_END};
     const char *out_path = NULL, *trace_path = NULL;
     int by_rank = 0, by_model = 0, allow_same = 0, c;
+    size_t max_input = (size_t)KTCLI_MAX_INPUT_MB_DEFAULT << 20; /* each input's */
     ktcli_getopt_begin();
     while ((c = getopt_long(argc, argv, ":o:rmt:h", kLong, NULL)) != -1) {
         switch (c) {
@@ -200,6 +202,10 @@ int ktcli_cmd_merge(int argc, char **argv)
         case 'm': by_model = 1; break;
         case 't': trace_path = optarg; break;
         case 'S': allow_same = 1; break;
+        case 'M':
+            if (ktcli_parse_max_input_mb(optarg, &max_input))
+                return ktcli_usage_error("merge", "--max-input-mb: not a size in MiB (1..1048576): '%s'", optarg);
+            break;
         case 'h': merge_usage(stdout); return 0;
         default: return ktcli_getopt_error("merge", c, argc, argv);
         }
@@ -218,7 +224,9 @@ int ktcli_cmd_merge(int argc, char **argv)
     size_t *nsrc = calloc(n, sizeof *nsrc);
     int rc = in && nsrc ? 0 : KT_ENOMEM, status = 1;
     char err[512];
-    if (!rc && (rc = kt_snapshot_load_many((const char *const *)argv + optind, n, in, 0, err, sizeof err)))
+    if (!rc && (rc = kt_snapshot_load_many_opts((const char *const *)argv + optind, n,
+                                                         &(kt_load_opts_t){.max_bytes = max_input}, in, 0, err,
+                                                         sizeof err)))
         fprintf(stderr, "ktiming merge: %s\n", err);
     for (size_t i = 0; !rc && i < n; i++)
         nsrc[i] = in[i]->source_count ? in[i]->source_count : 1;
