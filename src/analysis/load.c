@@ -1131,7 +1131,10 @@ static int read_entry(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e, size
         (rc = get_u64(c, o, "total_ns", 1, &e->total_ns)) || (rc = get_u64(c, o, "min_ns", 1, &e->min_ns)) ||
         (rc = get_u64(c, o, "max_ns", 1, &e->max_ns)) || (rc = get_u64(c, o, "last_ns", 0, &e->last_ns)))
         return rc;
-    e->mean_ns = e->dispatch_count ? (double)e->total_ns / (double)e->dispatch_count : 0.0;
+    const cJSON *mean = member(c, o, "mean_ns", &rc); /* absent: derived again below from the exact sum */
+    if (rc)
+        return rc;
+    e->mean_ns = e->dispatch_count ? (double)e->total_ns / (double)e->dispatch_count : 0.0; /* what v1 sums use */
     if ((rc = get_double(c, o, "mean_ns", &e->mean_ns)) || (rc = get_double(c, o, "stddev_ns", &e->stddev_ns)) ||
         (rc = get_u64(c, o, "p50_ns", 0, &e->p50_ns)) || (rc = get_u64(c, o, "p90_ns", 0, &e->p90_ns)) ||
         (rc = get_u64(c, o, "p99_ns", 0, &e->p99_ns)) || (rc = get_u64(c, o, "errors", 0, &e->errors)) ||
@@ -1148,6 +1151,10 @@ static int read_entry(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e, size
     if ((rc = read_entry_v2(c, o, e)) || (rc = read_hist(c, o, e)) ||
         (rc = read_by_source(c, o, e, nsources)) || (rc = read_configs(c, o, e)))
         return rc;
+    if (!mean) /* the exact sum (sum_ns, or derived), not total_ns, which saturates at 2^64-1 */
+        e->mean_ns = e->dispatch_count
+                         ? ((double)e->total128.hi * 0x1p64 + (double)e->total128.lo) / (double)e->dispatch_count
+                         : 0.0;
     declared = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
     if ((rc = get_u32(c, o, "sample_count", 0, &declared)))
         return rc;
