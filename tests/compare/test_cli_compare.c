@@ -179,6 +179,48 @@ static void test_zero_median_regression(void **state)
     free(text);
 }
 
+/* The opts object of a JSON comparison written to g_out (caller deletes). */
+static cJSON *read_opts(cJSON **root)
+{
+    char *js = ktt_read_file(g_out, NULL);
+    assert_non_null(js);
+    *root = cJSON_Parse(js);
+    free(js);
+    assert_non_null(*root);
+    cJSON *o = cJSON_GetObjectItem(*root, "opts");
+    assert_non_null(o);
+    return o;
+}
+
+static void test_numeric_options(void **state)
+{
+    (void)state;
+    /* counts are decimal: 010 is ten (not octal 8), 09 is nine (not a bad octal number), 0x100 is refused */
+    cJSON *root;
+    assert_int_equal(CLI(g_base, g_same, "-f", "json", "--min-samples", "010", "--bootstrap", "0200"), 0);
+    cJSON *o = read_opts(&root);
+    assert_int_equal(cJSON_GetObjectItem(o, "min_samples")->valueint, 10);
+    assert_int_equal(cJSON_GetObjectItem(o, "bootstrap")->valueint, 200);
+    cJSON_Delete(root);
+    assert_int_equal(CLI(g_base, g_same, "-f", "json", "--min-samples", "09"), 0);
+    o = read_opts(&root);
+    assert_int_equal(cJSON_GetObjectItem(o, "min_samples")->valueint, 9);
+    cJSON_Delete(root);
+    assert_int_equal(CLI(g_base, g_same, "--bootstrap", "0x100"), 2);
+    assert_int_equal(CLI(g_base, g_same, "--min-samples", "+9"), 2);
+    assert_int_equal(CLI(g_base, g_same, "--min-samples", " 9"), 2);
+    /* --seed 0 would silently be the default seed: refused; 1 and 2^64-1 are seeds */
+    assert_int_equal(CLI(g_base, g_same, "--seed", "0"), 2);
+    assert_int_equal(CLI(g_base, g_same, "-f", "json", "--seed", "18446744073709551615"), 0);
+    o = read_opts(&root);
+    assert_string_equal(cJSON_GetObjectItem(o, "seed")->valuestring, "18446744073709551615");
+    cJSON_Delete(root);
+    assert_int_equal(CLI(g_base, g_same, "-f", "json", "--seed", "010"), 0);
+    o = read_opts(&root);
+    assert_string_equal(cJSON_GetObjectItem(o, "seed")->valuestring, "10");
+    cJSON_Delete(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -187,6 +229,7 @@ int main(void)
         cmocka_unit_test(test_regression_exit_codes),
         cmocka_unit_test(test_formats),
         cmocka_unit_test(test_zero_median_regression),
+        cmocka_unit_test(test_numeric_options),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
