@@ -783,7 +783,21 @@ static double normal_quantile(double p)
 typedef struct row_consts_t {
     char band[32];                 /* the threshold as written in reasons: "5 %" */
     double z_conf, z_alpha, z_pow; /* normal quantiles of the confidence and alpha (two-sided) and of the power */
+    uint32_t u_min_n;              /* fewest samples per side whose U test can reach p < alpha at all */
 } row_consts_t;
+
+/* The fewest samples per side, n, for which the U test can be significant: its smallest two-sided p-value with n
+ * on each side (complete separation, no ties) is 2 / C(2n, n) — 0.1 for 3 and 3, 0.029 for 4 and 4. */
+static uint32_t u_min_samples(double alpha)
+{
+    double ways = 2.0; /* C(2n, n) for n = 1 */
+    uint32_t n = 1;
+    while (!(2.0 / ways < alpha) && n < 4096) {
+        ways *= (double)(2 * n + 1) * (double)(2 * n + 2) / ((double)(n + 1) * (double)(n + 1));
+        n++;
+    }
+    return n;
+}
 
 static void row_consts_init(row_consts_t *c, const kt_compare_opts_t *o)
 {
@@ -792,6 +806,7 @@ static void row_consts_init(row_consts_t *c, const kt_compare_opts_t *o)
     c->z_conf = normal_quantile(0.5 + 0.5 * o->confidence);
     c->z_alpha = normal_quantile(1.0 - 0.5 * o->alpha);
     c->z_pow = normal_quantile(KT_CMP_DECIDE_POWER);
+    c->u_min_n = u_min_samples(o->alpha);
 }
 
 /* About how many samples per side would decide an UNSURE row (docs/compare.md, "How many more"): the
@@ -808,11 +823,12 @@ static uint64_t decide_samples(const kt_compare_row_t *row, const kt_compare_opt
     double z_conf = c->z_conf, z_alpha = c->z_alpha, z_pow = c->z_pow;
     double se = (log(hi) - log(lo)) / (2.0 * z_conf);
     double per_sample_var = se * se / (1.0 / nb + 1.0 / na); /* var of the log-ratio = v (1/nb + 1/na) */
-    double d = fabs(log(s)), band = log(1.0 + o->threshold_pct / 100.0), margin, z;
+    double d = fabs(log(s)), band = log(1.0 + o->threshold_pct / 100.0), margin, z, floor_n = o->min_samples;
     if (d > band) {               /* to call FASTER/SLOWER the interval must exclude 1 */
         if (noise > d) return 0;  /* and the change exceed the noise, which more samples do not shrink */
         margin = d;
         z = (z_conf > z_alpha ? z_conf : z_alpha) + z_pow;
+        if (floor_n < c->u_min_n) floor_n = c->u_min_n; /* and p < alpha, out of reach with fewer samples */
     } else {                      /* to call SAME the interval must fit inside the band */
         margin = band - d;
         z = z_conf + z_pow;
@@ -821,7 +837,7 @@ static uint64_t decide_samples(const kt_compare_row_t *row, const kt_compare_opt
     double n = 2.0 * per_sample_var * z * z / (margin * margin);
     if (!isfinite(n) || n > KT_CMP_DECIDE_MAX) return 0;
     n = ceil(n);
-    if (n < o->min_samples) n = o->min_samples;
+    if (n < floor_n) n = floor_n;
     return (uint64_t)n;
 }
 

@@ -101,6 +101,32 @@ static void test_zero_median_regression(void **state)
     synth_free(ms);
 }
 
+static void test_estimate_reaches_the_u_test(void **state)
+{
+    (void)state;
+    /* 3 samples a side, --min-samples 3, a clean 2x regression: p = 0.1 is the smallest 3 v 3 can give, so the
+     * estimate may not say 3 (what it has); at alpha 0.05 the U test needs 4 a side. */
+    kt_snapshot_t *b = synth_snapshot(1), *a = synth_snapshot(1);
+    kt_kernel_timing_t *eb = synth_add(b, "k", KT_BACKEND_CPU, "host", 3, 100.0, 0.0, 1);
+    kt_kernel_timing_t *ea = synth_add(a, "k", KT_BACKEND_CPU, "host", 3, 200.0, 0.0, 2);
+    for (uint32_t i = 0; i < 3; i++) {
+        eb->samples[i] = 100 + i;
+        ea->samples[i] = 200 + i;
+    }
+    kt_compare_opts_t o = {.min_samples = 3};
+    kt_compare_result_t r;
+    assert_int_equal(kt_compare(b, a, &o, &r), 0);
+    const kt_compare_row_t *row = &r.rows[0];
+    assert_int_equal(row->verdict, KT_VERDICT_UNSURE);
+    assert_true(fabs(row->p_value - 0.1) < 1e-12);
+    assert_true(row->decide_samples >= 4);
+    assert_non_null(strstr(row->reason, "dispatches per side would decide it"));
+    assert_null(strstr(row->reason, "about 3 dispatches"));
+    kt_compare_free(&r);
+    synth_free(a);
+    synth_free(b);
+}
+
 static void test_identical_distributions_same(void **state)
 {
     (void)state;
@@ -556,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_unsure_estimate_decides),
         cmocka_unit_test(test_hostile_names),
         cmocka_unit_test(test_zero_median_regression),
+        cmocka_unit_test(test_estimate_reaches_the_u_test),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
