@@ -6,6 +6,7 @@
 #include "analysis/compare_match.h"
 #include "analysis/json_scan.h"
 #include "analysis/load_sink.h"
+#include "export/escape.h" /* the schema a file names, escaped in the message */
 #include "shared/shared.h"
 
 #include <cjson/cJSON.h>
@@ -1601,9 +1602,13 @@ static int read_header(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
         return rc;
     if (!schema)
         return fail(c, KT_EPARSE, "not a ktiming snapshot: no \"schema\" member");
-    if (strcmp(schema, SCHEMA_NAME))
-        return fail(c, KT_EPARSE, "not a ktiming snapshot: schema is \"%.64s\", expected \"" SCHEMA_NAME "\"",
-                    schema);
+    if (strcmp(schema, SCHEMA_NAME)) { /* the file's bytes, escaped: a message is printed on a terminal */
+        char *shown = kt__escape(schema, 64, KT_ESC_TEXT, NULL);
+        rc = fail(c, KT_EPARSE, "not a ktiming snapshot: schema is \"%s\", expected \"" SCHEMA_NAME "\"",
+                  shown ? shown : "?");
+        free(shown);
+        return rc;
+    }
     ver = member(c, root, "version", &rc);
     if (rc)
         return rc;

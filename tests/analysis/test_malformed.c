@@ -96,6 +96,9 @@ static void test_schema_and_version(void **state)
     (void)state;
     reject("{\"version\":1,\"entries\":[]}", "no \"schema\" member");
     reject("{\"schema\":\"chrome.trace\",\"version\":1,\"entries\":[]}", "schema is \"chrome.trace\"");
+    /* the file's schema is shown escaped (a message lands on a terminal): no raw ESC, CR, C1 or bidi control */
+    expect_exact("{\"schema\":\"\\u001b[31mX\\r\\u009b\\u202e\",\"version\":5,\"entries\":[]}",
+                 "not a ktiming snapshot: schema is \"\\x1b[31mX\\x0d\\u009b\\u202e\", expected \"ktiming.snapshot\"");
     reject("{\"schema\":7,\"version\":1,\"entries\":[]}", "schema: expected a string");
     reject("{\"schema\":\"ktiming.snapshot\",\"entries\":[]}", "version: missing");
     reject("{\"schema\":\"ktiming.snapshot\",\"version\":6,\"entries\":[]}",

@@ -687,6 +687,25 @@ static void test_merge_max_input(void **state)
     free(big);
 }
 
+/* A file's own bytes in an error message reach the terminal escaped (report, compare and merge share the loader). */
+static void test_load_error_escaped(void **state)
+{
+    (void)state;
+    char *bad = ktt_path(g_dir, "esc-schema.json");
+    static const char kDoc[] = "{\"schema\":\"\\u001b[31mX\",\"version\":5,\"entries\":[]}";
+    assert_int_equal(ktt_write_file(bad, kDoc, sizeof kDoc - 1), 0);
+    run_t r = run_cli(NULL, "report", bad, NULL);
+    assert_null(strchr(r.err, '\x1b'));
+    expect(r, 1, r.err, "schema is \"\\x1b[31mX\"");
+    r = run_cli(NULL, "compare", bad, bad, NULL);
+    assert_null(strchr(r.err, '\x1b'));
+    expect(r, 3, r.err, "schema is \"\\x1b[31mX\"");
+    r = run_cli(NULL, "merge", bad, NULL);
+    assert_null(strchr(r.err, '\x1b'));
+    expect(r, 1, r.err, "schema is \"\\x1b[31mX\"");
+    free(bad);
+}
+
 KTT_TMPDIR_GROUP(g_dir, "cli")
 
 int main(void)
@@ -710,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_output_dash),
         cmocka_unit_test(test_stdout_write_failure),
         cmocka_unit_test(test_merge_max_input),
+        cmocka_unit_test(test_load_error_escaped),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
