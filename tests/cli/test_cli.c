@@ -706,6 +706,123 @@ static void test_load_error_escaped(void **state)
     free(bad);
 }
 
+/* Each "--long-option" word of text, once, into opts as " --a --b " (each word between spaces). */
+static void long_options(const char *text, char *opts, size_t cap)
+{
+    snprintf(opts, cap, " ");
+    for (const char *p = strstr(text, "--"); p; p = strstr(p + 2, "--")) {
+        size_t n = 2;
+        while ((p[n] >= 'a' && p[n] <= 'z') || p[n] == '-')
+            n++;
+        if (n < 4 || (p > text && p[-1] != ' ' && p[-1] != '[' && p[-1] != '\n'))
+            continue;
+        char word[72];
+        snprintf(word, sizeof word, " %.*s ", (int)n, p);
+        if (!strstr(opts, word) && strlen(opts) + n + 1 < cap)
+            strncat(opts, word + 1, n + 1);
+    }
+}
+
+/* Where the rendered man page's section that starts at sec ends: at the next line that is a section heading
+ * (starts with a capital) or a command's subsection heading ("   run" alone on its line). */
+static const char *man_section_end(const char *sec)
+{
+    for (const char *p = strchr(sec + 1, '\n'); p; p = strchr(p + 1, '\n')) {
+        const char *l = p + 1;
+        if (*l >= 'A' && *l <= 'Z')
+            return p;
+        if (!strncmp(l, "   ", 3) && l[3] >= 'a' && l[3] <= 'z') {
+            size_t n = strspn(l + 3, "abcdefghijklmnopqrstuvwxyz");
+            if (l[3 + n] == '\n')
+                return p;
+        }
+    }
+    return sec + strlen(sec);
+}
+
+/* Every option a command's --help lists is offered by the bash completion and described in the man page's section
+ * of that command; the formats `report` and `compare` take are completed after -f. */
+static void test_docs_follow_help(void **state)
+{
+    (void)state;
+    int have_groff = access("/usr/bin/groff", X_OK) == 0, have_bash = access("/bin/bash", X_OK) == 0;
+    if (!have_groff || !have_bash)
+        skip();
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "groff -t -man -Tutf8 -P-bou -ww '%s' > %s/man2.txt 2>/dev/null", KT_MAN_PATH, g_dir);
+    assert_int_equal(system(cmd), 0);
+    char *manp = ktt_path(g_dir, "man2.txt"), *man = ktt_read_file(manp, NULL);
+    assert_non_null(man);
+    static const char *const kCmds[] = {"demo", "report", "compare", "merge", "devices"};
+    for (size_t i = 0; i < sizeof kCmds / sizeof kCmds[0]; i++) {
+        run_t r = run_cli(NULL, kCmds[i], "--help", NULL);
+        assert_int_equal(r.status, 0);
+        char opts[2048];
+        long_options(r.out, opts, sizeof opts);
+        run_free(&r);
+        /* the man page's section: from "   CMD" to the next subsection or section heading */
+        char head[32];
+        snprintf(head, sizeof head, "\n   %s\n", kCmds[i]);
+        const char *sec = strstr(man, head);
+        assert_non_null(sec);
+        size_t len = (size_t)(man_section_end(sec + 1) - sec);
+        char *section = strndup(sec, len);
+        /* the completion's offers for "ktiming CMD --" */
+        char *complp = ktt_path(g_dir, "compl2.txt");
+        snprintf(cmd, sizeof cmd,
+                 "/bin/bash -c 'source \"%s\" && COMP_WORDS=(ktiming %s --); COMP_CWORD=2; _ktiming; "
+                 "echo \" ${COMPREPLY[*]} \"' > %s 2>&1",
+                 KT_COMPLETION_PATH, kCmds[i], complp);
+        assert_int_equal(system(cmd), 0);
+        char *compl = ktt_read_file(complp, NULL);
+        assert_non_null(compl);
+        for (const char *w = opts; *w;) {
+            while (*w == ' ')
+                w++;
+            size_t n = strcspn(w, " ");
+            if (!n)
+                break;
+            char word[72];
+            snprintf(word, sizeof word, " %.*s ", (int)n, w);
+            if (!strstr(compl, word))
+                fail_msg("completion of 'ktiming %s --' lacks %s: %s", kCmds[i], word, compl);
+            snprintf(word, sizeof word, "%.*s", (int)n, w);
+            if (strcmp(word, "--help") && !strstr(section, word))
+                fail_msg("man page section '%s' lacks %s", kCmds[i], word);
+            w += n;
+        }
+        free(compl);
+        free(complp);
+        free(section);
+    }
+    free(man);
+    free(manp);
+    /* format words after -f */
+    char *complp = ktt_path(g_dir, "compl3.txt");
+    snprintf(cmd, sizeof cmd,
+             "/bin/bash -c 'source \"%s\" && COMP_WORDS=(ktiming report -f \"\"); COMP_CWORD=3; _ktiming; "
+             "echo \"r: ${COMPREPLY[*]} \"; COMP_WORDS=(ktiming compare -f \"\"); COMP_CWORD=3; _ktiming; "
+             "echo \"c: ${COMPREPLY[*]} \"' > %s 2>&1",
+             KT_COMPLETION_PATH, complp);
+    assert_int_equal(system(cmd), 0);
+    char *compl = ktt_read_file(complp, NULL);
+    assert_non_null(compl);
+    char *c = strstr(compl, "c: ");
+    assert_non_null(c);
+    *c = '\0';
+    static const char *const kReport[] = {" text ", " markdown ", " md ", " csv ", " json ", " chrome ", " html ",
+                                          " lines "};
+    for (size_t i = 0; i < sizeof kReport / sizeof kReport[0]; i++)
+        if (!strstr(compl, kReport[i]))
+            fail_msg("report -f completion lacks%s", kReport[i]);
+    static const char *const kCompare[] = {" text ", " markdown ", " md ", " json ", " html "};
+    for (size_t i = 0; i < sizeof kCompare / sizeof kCompare[0]; i++)
+        if (!strstr(c + 2, kCompare[i]))
+            fail_msg("compare -f completion lacks%s", kCompare[i]);
+    free(compl);
+    free(complp);
+}
+
 KTT_TMPDIR_GROUP(g_dir, "cli")
 
 int main(void)
@@ -730,6 +847,7 @@ int main(void)
         cmocka_unit_test(test_stdout_write_failure),
         cmocka_unit_test(test_merge_max_input),
         cmocka_unit_test(test_load_error_escaped),
+        cmocka_unit_test(test_docs_follow_help),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
