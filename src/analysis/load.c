@@ -1870,7 +1870,7 @@ typedef struct root_text_t {
     int cuts;
 } root_text_t;
 
-static int root_text_build(const load_ctx_t *c, root_text_t *r)
+static int root_text_build(const load_ctx_t *c, size_t root_end, root_text_t *r)
 {
     const kt__json_array_at_t *order[LAZY_COUNT];
     int n = 0;
@@ -1888,7 +1888,9 @@ static int root_text_build(const load_ctx_t *c, root_text_t *r)
         removed += order[k]->close - order[k]->open - 1;
     if (!n)
         return 0;
-    r->text = malloc(c->len - removed + 1);
+    /* nor what follows the root object (parse_root checks it in the full text): a valid document followed by
+     * gigabytes of junk would otherwise be copied whole before the junk is refused */
+    r->text = malloc(root_end - removed + 1);
     if (!r->text)
         return KT_ENOMEM;
     size_t from = 0;
@@ -1900,8 +1902,8 @@ static int root_text_build(const load_ctx_t *c, root_text_t *r)
         r->cut_len[k] = order[k]->close - order[k]->open - 1;
         from = order[k]->close;
     }
-    memcpy(r->text + r->len, c->text + from, c->len - from);
-    r->len += c->len - from;
+    memcpy(r->text + r->len, c->text + from, root_end - from);
+    r->len += root_end - from;
     r->text[r->len] = '\0';
     r->cuts = n;
     return 0;
@@ -1925,13 +1927,13 @@ static int parse_root(load_ctx_t *c, const root_text_t *r, cJSON **root)
     const char *end = NULL;
     *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!*root)
-        return fail_syntax(c, root_to_full(r, end && end >= text && end <= text + len ? (size_t)(end - text) : len));
-    /* Only whitespace may follow the document. */
-    size_t pos = (size_t)(end - text);
-    while (pos < len && is_ws(text[pos]))
-        pos++;
-    if (pos < len) {
-        size_t line, col, full = root_to_full(r, pos);
+        return fail_syntax(c, end && end >= text && end <= text + len ? root_to_full(r, (size_t)(end - text)) : c->len);
+    /* Only whitespace may follow the document (read in the full text: the root text stops at the root's end). */
+    size_t full = root_to_full(r, (size_t)(end - text));
+    while (full < c->len && is_ws(c->text[full]))
+        full++;
+    if (full < c->len) {
+        size_t line, col;
         line_col(c->text, full, &line, &col);
         cJSON_Delete(*root);
         *root = NULL;
@@ -1968,10 +1970,11 @@ static int parse_text(load_ctx_t *c, const char *text, size_t len, kt_snapshot_t
     /* Skipping spans: the span table's text (most of a snapshot with a timeline) is not even tokenised. */
     c->lazy[LAZY_SPAN_TABLE].key = c->skip_spans ? "span_table" : NULL;
     c->lazy[LAZY_SPAN_TABLE].any = 1;
-    if (kt__json_scan_root(text, len, c->lazy, LAZY_COUNT) != 0)
+    size_t root_end = len;
+    if (kt__json_scan_root(text, len, c->lazy, LAZY_COUNT, &root_end) != 0)
         kt__json_arrays_free(c->lazy, LAZY_COUNT); /* parsed whole */
     root_text_t r;
-    int rc = root_text_build(c, &r);
+    int rc = root_text_build(c, root_end, &r);
     if (rc) {
         kt__json_arrays_free(c->lazy, LAZY_COUNT);
         return fail(c, rc, "out of memory");
