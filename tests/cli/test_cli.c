@@ -523,24 +523,32 @@ static void test_devices_labels_section(void **state)
     run_free(&r);
 }
 
+/* What the bash completion prints for script (COMP_WORDS/COMP_CWORD settings, _ktiming and echo lines), run in a
+ * bash that sourced it: malloc'd; NULL with no bash. */
+static char *completion_run(const char *script)
+{
+    if (access("/bin/bash", X_OK) != 0)
+        return NULL;
+    char *path = ktt_path(g_dir, "compl.txt"), cmd[4096];
+    snprintf(cmd, sizeof cmd, "/bin/bash -c 'source \"%s\" && %s' > %s 2>&1", KT_COMPLETION_PATH, script, path);
+    assert_int_equal(system(cmd), 0);
+    char *out = ktt_read_file(path, NULL);
+    assert_non_null(out);
+    free(path);
+    return out;
+}
+
 /* The bash completion offers the commands, each command's options, and format words after -f. */
 static void test_bash_completion(void **state)
 {
     (void)state;
-    if (access("/bin/bash", X_OK) != 0)
+    char *out = completion_run("COMP_WORDS=(ktiming \"\"); COMP_CWORD=1; _ktiming; echo \"1:${COMPREPLY[*]}\"; "
+                               "COMP_WORDS=(ktiming report --s); COMP_CWORD=2; _ktiming; echo \"2:${COMPREPLY[*]}\"; "
+                               "COMP_WORDS=(ktiming compare -f \"\"); COMP_CWORD=3; _ktiming; "
+                               "echo \"3:${COMPREPLY[*]}\"; "
+                               "COMP_WORDS=(ktiming help \"\"); COMP_CWORD=2; _ktiming; echo \"4:${COMPREPLY[*]}\"");
+    if (!out)
         skip();
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "/bin/bash -c 'source \"%s\" && "
-             "COMP_WORDS=(ktiming \"\"); COMP_CWORD=1; _ktiming; echo \"1:${COMPREPLY[*]}\"; "
-             "COMP_WORDS=(ktiming report --s); COMP_CWORD=2; _ktiming; echo \"2:${COMPREPLY[*]}\"; "
-             "COMP_WORDS=(ktiming compare -f \"\"); COMP_CWORD=3; _ktiming; echo \"3:${COMPREPLY[*]}\"; "
-             "COMP_WORDS=(ktiming help \"\"); COMP_CWORD=2; _ktiming; echo \"4:${COMPREPLY[*]}\"' > %s/compl.txt 2>&1",
-             KT_COMPLETION_PATH, g_dir);
-    assert_int_equal(system(cmd), 0);
-    char *path = ktt_path(g_dir, "compl.txt");
-    char *out = ktt_read_file(path, NULL);
-    assert_non_null(out);
     assert_non_null(strstr(out, "1:"));
     for (const char *w = "demo report devices compare run help"; *w;) {
         char word[16];
@@ -556,7 +564,6 @@ static void test_bash_completion(void **state)
     assert_non_null(strstr(l3, "json"));
     assert_non_null(strstr(strstr(out, "4:"), "compare"));
     free(out);
-    free(path);
 }
 
 /* The man page is valid roff (groff reports no warnings) and documents every command and the exit table. */
@@ -768,13 +775,10 @@ static void test_docs_follow_help(void **state)
         size_t len = (size_t)(man_section_end(sec + 1) - sec);
         char *section = strndup(sec, len);
         /* the completion's offers for "ktiming CMD --" */
-        char *complp = ktt_path(g_dir, "compl2.txt");
-        snprintf(cmd, sizeof cmd,
-                 "/bin/bash -c 'source \"%s\" && COMP_WORDS=(ktiming %s --); COMP_CWORD=2; _ktiming; "
-                 "echo \" ${COMPREPLY[*]} \"' > %s 2>&1",
-                 KT_COMPLETION_PATH, kCmds[i], complp);
-        assert_int_equal(system(cmd), 0);
-        char *compl = ktt_read_file(complp, NULL);
+        char script[256];
+        snprintf(script, sizeof script, "COMP_WORDS=(ktiming %s --); COMP_CWORD=2; _ktiming; echo \" ${COMPREPLY[*]} \"",
+                 kCmds[i]);
+        char *compl = completion_run(script);
         assert_non_null(compl);
         for (const char *w = opts; *w;) {
             while (*w == ' ')
@@ -792,20 +796,14 @@ static void test_docs_follow_help(void **state)
             w += n;
         }
         free(compl);
-        free(complp);
         free(section);
     }
     free(man);
     free(manp);
     /* format words after -f */
-    char *complp = ktt_path(g_dir, "compl3.txt");
-    snprintf(cmd, sizeof cmd,
-             "/bin/bash -c 'source \"%s\" && COMP_WORDS=(ktiming report -f \"\"); COMP_CWORD=3; _ktiming; "
-             "echo \"r: ${COMPREPLY[*]} \"; COMP_WORDS=(ktiming compare -f \"\"); COMP_CWORD=3; _ktiming; "
-             "echo \"c: ${COMPREPLY[*]} \"' > %s 2>&1",
-             KT_COMPLETION_PATH, complp);
-    assert_int_equal(system(cmd), 0);
-    char *compl = ktt_read_file(complp, NULL);
+    char *compl = completion_run("COMP_WORDS=(ktiming report -f \"\"); COMP_CWORD=3; _ktiming; "
+                                 "echo \"r: ${COMPREPLY[*]} \"; COMP_WORDS=(ktiming compare -f \"\"); COMP_CWORD=3; "
+                                 "_ktiming; echo \"c: ${COMPREPLY[*]} \"");
     assert_non_null(compl);
     char *c = strstr(compl, "c: ");
     assert_non_null(c);
@@ -820,7 +818,6 @@ static void test_docs_follow_help(void **state)
         if (!strstr(c + 2, kCompare[i]))
             fail_msg("compare -f completion lacks%s", kCompare[i]);
     free(compl);
-    free(complp);
 }
 
 KTT_TMPDIR_GROUP(g_dir, "cli")

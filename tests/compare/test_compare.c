@@ -61,14 +61,19 @@ static void test_known_speedup_is_faster(void **state)
     synth_free(b);
 }
 
-/* An entry of n dispatches that all took v ns (v = 0: below the clock's resolution). */
-static void add_constant(kt_snapshot_t *s, const char *name, uint32_t n, uint64_t v)
+/* An entry of n dispatches that took v, v + step, v + 2 step, ... ns (v = 0: below the clock's resolution). */
+static void add_samples(kt_snapshot_t *s, const char *name, uint32_t n, uint64_t v, uint64_t step)
 {
     kt_kernel_timing_t *e = synth_add(s, name, KT_BACKEND_CPU, "host", n, 1000.0, 0.0, 1);
-    for (uint32_t i = 0; i < n; i++) e->samples[i] = v;
-    e->min_ns = e->max_ns = e->p50_ns = v;
-    e->total_ns = (uint64_t)n * v;
-    e->mean_ns = (double)v;
+    e->total_ns = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        e->samples[i] = v + i * step;
+        e->total_ns += e->samples[i];
+    }
+    e->min_ns = v;
+    e->max_ns = e->samples[n - 1];
+    e->p50_ns = e->samples[n / 2];
+    e->mean_ns = (double)e->total_ns / n;
 }
 
 static void test_zero_median_regression(void **state)
@@ -77,8 +82,8 @@ static void test_zero_median_regression(void **state)
     /* 0 ns -> 1 ms, 20 dispatches a side: p < 0.001 and an interval far from 1, so SLOWER (the 0 read as the
      * bootstrap reads it, 0.5 ns); 1 ms -> 0 ns is FASTER; 0 -> 0 is UNSURE with no speedup and no interval. */
     kt_snapshot_t *z = synth_snapshot(1), *ms = synth_snapshot(1);
-    add_constant(z, "k", 20, 0);
-    add_constant(ms, "k", 20, 1000000);
+    add_samples(z, "k", 20, 0, 0);
+    add_samples(ms, "k", 20, 1000000, 0);
     kt_compare_result_t r;
     assert_int_equal(kt_compare(z, ms, NULL, &r), 0);
     const kt_compare_row_t *row = &r.rows[0];
@@ -107,12 +112,8 @@ static void test_estimate_reaches_the_u_test(void **state)
     /* 3 samples a side, --min-samples 3, a clean 2x regression: p = 0.1 is the smallest 3 v 3 can give, so the
      * estimate may not say 3 (what it has); at alpha 0.05 the U test needs 4 a side. */
     kt_snapshot_t *b = synth_snapshot(1), *a = synth_snapshot(1);
-    kt_kernel_timing_t *eb = synth_add(b, "k", KT_BACKEND_CPU, "host", 3, 100.0, 0.0, 1);
-    kt_kernel_timing_t *ea = synth_add(a, "k", KT_BACKEND_CPU, "host", 3, 200.0, 0.0, 2);
-    for (uint32_t i = 0; i < 3; i++) {
-        eb->samples[i] = 100 + i;
-        ea->samples[i] = 200 + i;
-    }
+    add_samples(b, "k", 3, 100, 1);
+    add_samples(a, "k", 3, 200, 1);
     kt_compare_opts_t o = {.min_samples = 3};
     kt_compare_result_t r;
     assert_int_equal(kt_compare(b, a, &o, &r), 0);
