@@ -14,7 +14,7 @@ typedef struct ktcli_cmd_t {
 
 static const ktcli_cmd_t kCommands[] = {
     {"demo", ktcli_cmd_demo, "run the built-in kernels on every backend found and print the table", KTCLI_EXIT_FAIL},
-    {"report", ktcli_cmd_report, "print or convert a snapshot (text, markdown, csv, json, chrome, html)",
+    {"report", ktcli_cmd_report, "print or convert a snapshot (text, markdown, csv, json, chrome, html, lines)",
      KTCLI_EXIT_FAIL},
     {"devices", ktcli_cmd_devices, "list backends and devices with their clock models", KTCLI_EXIT_FAIL},
     {"compare", ktcli_cmd_compare, "compare two snapshots kernel by kernel (before/after verdicts)",
