@@ -1,0 +1,56 @@
+/* clexitprog.c — an ordinary OpenCL program (no ktiming) whose exit handler times kernels: it registers `final_pass`
+ * with atexit before its first OpenCL call (as a framework's init would), runs kernel "k" A times in main and
+ * returns; final_pass runs "k" B more times and waits for them. Exit 77: no OpenCL device. */
+#include <CL/cl.h>
+
+#include <stdlib.h>
+
+static cl_command_queue g_q;
+static cl_kernel g_k;
+static int g_nb;
+
+static void run_k(int n)
+{
+    size_t global = 64;
+    for (int i = 0; i < n; i++)
+        clEnqueueNDRangeKernel(g_q, g_k, 1, NULL, &global, NULL, 0, NULL, NULL);
+    clFinish(g_q);
+}
+
+static void final_pass(void)
+{
+    if (g_q)
+        run_k(g_nb);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return 2;
+    int na = atoi(argv[1]);
+    g_nb = atoi(argv[2]);
+    atexit(final_pass); /* before any OpenCL call */
+    static const char *src = "__kernel void k(__global int *p) { p[get_global_id(0)] += 1; }\n";
+    cl_platform_id plat;
+    cl_device_id dev;
+    cl_uint np = 0;
+    cl_int err = CL_SUCCESS;
+    if (clGetPlatformIDs(1, &plat, &np) != CL_SUCCESS || !np ||
+        clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL) != CL_SUCCESS)
+        return 77;
+    cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    if (err != CL_SUCCESS)
+        return 77;
+    cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
+    cl_program prog = err == CL_SUCCESS ? clCreateProgramWithSource(ctx, 1, &src, NULL, &err) : NULL;
+    if (err != CL_SUCCESS || clBuildProgram(prog, 1, &dev, "", NULL, NULL) != CL_SUCCESS)
+        return 3;
+    cl_kernel k = clCreateKernel(prog, "k", &err);
+    cl_mem buf = err == CL_SUCCESS ? clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(cl_int), NULL, &err) : NULL;
+    if (err != CL_SUCCESS || clSetKernelArg(k, 0, sizeof buf, &buf) != CL_SUCCESS)
+        return 3;
+    g_q = q;
+    g_k = k;
+    run_k(na);
+    return 0;
+}
