@@ -296,6 +296,43 @@ void kt__arena_child_records(void)
     atomic_fetch_add_explicit(&g_shared->others, 1, memory_order_relaxed);
 }
 
+/* Records (counted, in error, dropped) in the shards of generation gen from head; with lo < hi every pointer is
+ * checked to lie in [lo, hi) and the walk is bounded (a dead program's arena), else this process's own tables. */
+static uint64_t shards_records(kt__shard_t *head, uint64_t gen, uintptr_t lo, uintptr_t hi)
+{
+    uint64_t total = 0, max = lo < hi ? (hi - lo) / sizeof(kt__shard_t) : UINT64_MAX;
+#define IN(p, n) (lo == hi || ((uintptr_t)(p) >= lo && (uintptr_t)(p) < hi && (n) <= hi - (uintptr_t)(p)))
+    for (kt__shard_t *s = head; s && max-- && IN(s, sizeof *s); s = s->next) {
+        if (KT__LD(&s->gen) != gen)
+            continue;
+        for (uint32_t c = 0; c < KT__DIR; c++) {
+            kt__slot_t *chunk = KT__LD(&s->dir[c]);
+            if (!chunk || !IN(chunk, KT__CHUNK * sizeof *chunk))
+                continue;
+            for (uint32_t i = 0; i < KT__CHUNK; i++) {
+                kt__slot_cold_t *cold = KT__LD(&chunk[i].cold);
+                if (!cold)
+                    continue;
+                total += KT__LD(&chunk[i].count);
+                if (IN(cold, sizeof *cold))
+                    total += KT__LD(&cold->errors) + KT__LD(&cold->dropped);
+            }
+        }
+    }
+#undef IN
+    return total;
+}
+
+void kt__arena_mark_closed(void)
+{
+    kt__arena_t *r = kt__arena;
+    if (!r || g_map != g_shared) /* not the run's arena (a forked child's private copy) */
+        return;
+    atomic_store_explicit(&r->closed_records, shards_records(kt__shards_head(), kt__generation(), 0, 0),
+                          memory_order_relaxed);
+    atomic_store_explicit(&r->closed, 1, memory_order_release);
+}
+
 /* Under `ktiming run`: the kernel's in-flight count moved by delta. Its chunk of counters is allocated from the
  * arena on the kernel's first dispatch (two threads racing both allocate; one wins, the other's block stays
  * unused in the arena, which never frees). A counter may go below zero for an instant (an end seen before its
@@ -485,6 +522,22 @@ void kt_run_arena_lost(const kt_run_arena_t *r, kt_run_arena_lost_t *out)
     uint32_t others = atomic_load_explicit(&a->others, memory_order_relaxed);
     uint32_t done = atomic_load_explicit(&a->others_done, memory_order_relaxed);
     out->processes_lost = others > done ? others - done : 0;
+}
+
+uint64_t kt_run_arena_late(const kt_run_arena_t *r)
+{
+    if (!kt_run_arena_status(r, NULL, NULL))
+        return 0;
+    kt__arena_t *roots[ARENA_IMAGES_MAX];
+    kt__arena_t *a = roots[arena_roots(r, roots, ARENA_IMAGES_MAX) - 1];
+    if (!atomic_load_explicit(&a->closed, memory_order_acquire))
+        return 0;
+    uint64_t used = atomic_load_explicit(&r->map->used, memory_order_acquire);
+    uintptr_t lo = (uintptr_t)r->map, hi = lo + (used < r->size ? used : r->size);
+    uint64_t now = shards_records(atomic_load_explicit(&a->shards, memory_order_acquire),
+                                  atomic_load_explicit(&a->gen, memory_order_acquire), lo, hi);
+    uint64_t then = atomic_load_explicit(&a->closed_records, memory_order_relaxed);
+    return now > then ? now - then : 0;
 }
 
 kt_snapshot_t *kt_run_arena_snapshot_image(const kt_run_arena_t *r, size_t image, const char *ended)

@@ -163,6 +163,7 @@ void kt_shutdown(void)
     if (atomic_load(&g_state) != KT__UNINIT) {
         atomic_store(&g_state, KT__SHUTDOWN);
         update_recording();
+        kt__arena_mark_closed();
     }
     pthread_mutex_unlock(&g_life_lock);
 }

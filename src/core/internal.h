@@ -330,6 +330,8 @@ typedef struct kt__arena_t {
                                              * device and not finished yet (kt__inflight_begin/_end) */
     /* Each program image (the owner, then what it exec'd with the same pid) records under a root of its own: the
      * header above is the first image's root, each later one a block of this type in the arena. */
+    _Atomic uint64_t closed_records;        /* records (counted, errors, dropped) at its last kt_shutdown */
+    _Atomic uint32_t closed;                /* 1: kt_shutdown ran (the exit-time snapshot file is written after) */
     uint64_t token;                         /* the image that holds this root (AT_RANDOM: new at each exec) */
     _Atomic(struct kt__arena_t *) newer;    /* the root of the image the owner exec'd next, NULL: none */
     /* Header only: what run cannot read. */
@@ -361,6 +363,9 @@ void kt__arena_fork_child(void);
 void kt__arena_mark_exit(void);
 /* A shard on the heap (the arena was full): not published as a root, counted. */
 void kt__arena_shard_outside(void);
+/* kt_shutdown ran (recording is off): the records so far, stored in the arena, so run can tell records made after
+ * the exit-time snapshot file (recording on again, by later exit handlers or destructors) from what it holds. */
+void kt__arena_mark_closed(void);
 /* Device work in flight, per kernel, for a program that dies under `ktiming run` (its snapshot counts what was
  * still in flight as dropped, KT_DROP_IN_FLIGHT_AT_EXIT). A backend calls begin when it hands a dispatch to the
  * device (and has taken on to record it) and end exactly once when that dispatch is finished: recorded, counted as

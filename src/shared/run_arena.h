@@ -42,6 +42,9 @@ typedef struct kt_run_arena_lost_t {
                                  ktiming and ended without writing their snapshot (a signal, _exit): lost */
 } kt_run_arena_lost_t;
 KT_API void kt_run_arena_lost(const kt_run_arena_t *arena, kt_run_arena_lost_t *out);
+/* Records the last image made after its last kt_shutdown (the one before its exit-time snapshot file): exit
+ * handlers and destructors that ran after that file was written; 0 when none, or no kt_shutdown ran. */
+KT_API uint64_t kt_run_arena_late(const kt_run_arena_t *arena);
 KT_API void kt_run_arena_close(kt_run_arena_t *arena);
 
 #ifdef __cplusplus

@@ -854,9 +854,27 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child, int 
     int early = joined && early_prepared(path);
     if (joined && (early || access(path, R_OK) == 0))
         memcpy(primary, path, sizeof path);
+    /* the program's exit-time file misses what it recorded after writing it (exit handlers and destructors that
+     * ran later): its memory holds it all, and is the primary then; the file is not another process's */
+    char superseded[PATH_MAX] = "";
+    int64_t owner = 0;
+    uint64_t late = primary[0] && kt_run_arena_status(g_arena, &owner, NULL) && owner == (int64_t)child
+                        ? kt_run_arena_late(g_arena)
+                        : 0;
+    if (late) {
+        memcpy(superseded, primary, sizeof primary);
+        primary[0] = '\0';
+        early = 0;
+    }
     /* the program wrote no snapshot: the one in its memory (it died, or it has no interception library's exit
      * writer, as a program timing only CPU zones) is the primary; other processes' files stay "others" */
     kt_snapshot_t *dead = primary[0] ? NULL : arena_take(status, child);
+    if (dead && late)
+        fprintf(stderr, "ktiming run: %llu record%s made after the program wrote its timings at exit (by later exit "
+                        "handlers or destructors): reported from its memory\n", (unsigned long long)late,
+                late == 1 ? "" : "s");
+    else if (late) /* the memory could not be read: the file, as it is */
+        memcpy(primary, superseded, sizeof primary);
     say_arena_lost(dead != NULL);
     if (dead)
         snprintf(primary, sizeof primary, "%s", "(memory)");
@@ -866,7 +884,8 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child, int 
         size_t len = strlen(de->d_name);
         if (len < 6 || strcmp(de->d_name + len - 5, ".json") != 0)
             continue;
-        if (path_join(path, sizeof path, run_dir, de->d_name) != 0 || !strcmp(path, primary))
+        if (path_join(path, sizeof path, run_dir, de->d_name) != 0 || !strcmp(path, primary) ||
+            !strcmp(path, superseded))
             continue;
         if (!primary[0]) {
             memcpy(primary, path, sizeof path);

@@ -79,8 +79,13 @@ static void kti_write_run_snapshot(void)
     const char *dir = kt__env(KT_ENV_NAME(RUN_DIR));
     if (!dir || !*dir || !kti_exit_timed)
         return;
+    int was_on = kt_is_enabled();
     kt_shutdown(); /* the backends are then unregistered: kt_snapshot does not wait again */
     kt_snapshot_t *snap = kt_snapshot();
+    /* recording on again: what later exit handlers and destructors time goes to the run arena, and `ktiming run`
+     * reports from there when it holds records made after this file (kt_run_arena_late) */
+    kt_desc_t again = {.start_disabled = !was_on};
+    kt_init(&again);
     if (!snap)
         return;
     /* A forked child starts with empty statistics (ktiming's fork handler): one that timed nothing itself
