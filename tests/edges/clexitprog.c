@@ -1,6 +1,7 @@
-/* clexitprog.c — an ordinary OpenCL program (no ktiming) whose exit handler times kernels: it registers `final_pass`
- * with atexit before its first OpenCL call (as a framework's init would), runs kernel "k" A times in main and
- * returns; final_pass runs "k" B more times and waits for them. Exit 77: no OpenCL device. */
+/* clexitprog.c — an ordinary OpenCL program (no ktiming) that times kernels at its exit: `clexitprog A B` registers
+ * `final_pass` with atexit before its first OpenCL call (as a framework's init would), runs kernel "k" A times in
+ * main and returns; final_pass runs "k" B more times and waits for them (clFinish). `clexitprog A B dtor` runs
+ * final_pass from a destructor of the program instead (after every exit handler). Exit 77: no OpenCL device. */
 #include <CL/cl.h>
 
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 static cl_command_queue g_q;
 static cl_kernel g_k;
 static int g_nb;
+static int g_dtor; /* final_pass from the destructor, not atexit */
 
 static void run_k(int n)
 {
@@ -23,13 +25,21 @@ static void final_pass(void)
         run_k(g_nb);
 }
 
+__attribute__((destructor)) static void final_dtor(void)
+{
+    if (g_dtor)
+        final_pass();
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
         return 2;
     int na = atoi(argv[1]);
     g_nb = atoi(argv[2]);
-    atexit(final_pass); /* before any OpenCL call */
+    g_dtor = argc > 3 && argv[3][0] == 'd';
+    if (!g_dtor)
+        atexit(final_pass); /* before any OpenCL call */
     static const char *src = "__kernel void k(__global int *p) { p[get_global_id(0)] += 1; }\n";
     cl_platform_id plat;
     cl_device_id dev;

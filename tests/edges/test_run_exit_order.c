@@ -2,6 +2,8 @@
  * preloaded) keeps what is timed late and what a wrapper starts:
  *  - kernels an exit handler runs, registered before the program's first OpenCL call, are in the snapshot (the
  *    exit-time snapshot was written before that handler ran, and they were dropped uncounted);
+ *  - kernels timed after the exit-time snapshot file was written (a loader layer registers its writer late) come
+ *    from the run arena instead;
  *  - a program started by a shell (which loads libktiming too, through LD_PRELOAD, and records nothing) that dies
  *    with work in flight is recovered from the run arena (the shell had taken the arena: "nothing was timed").
  * Counts only, never durations. */
@@ -21,15 +23,21 @@
 #include "support/files.h"
 #include "support/proc.h"
 
-/* `ktiming run -o DIR/out.json -f none -- argv...`, stderr into DIR/err: its status; the snapshot into *snap. */
-static int run_to(const char *dir, const char *const *prog, kt_snapshot_t **snap)
+/* `ktiming run -o DIR/out.json -f none [--opencl MODE] -- argv...`, stderr into DIR/err: its status; the snapshot
+ * into *snap. */
+static int run_mode_to(const char *dir, const char *opencl, const char *const *prog, kt_snapshot_t **snap)
 {
     char out[4200], err[4200];
     snprintf(out, sizeof out, "%s/out.json", dir);
     snprintf(err, sizeof err, "%s/err", dir);
-    char *argv[16] = {(char *)KT_CLI, (char *)"run", (char *)"-o", out, (char *)"-f", (char *)"none", (char *)"--"};
-    size_t a = 7;
-    for (size_t i = 0; prog[i] && a < 15; i++)
+    char *argv[20] = {(char *)KT_CLI, (char *)"run", (char *)"-o", out, (char *)"-f", (char *)"none"};
+    size_t a = 6;
+    if (opencl) {
+        argv[a++] = (char *)"--opencl";
+        argv[a++] = (char *)opencl;
+    }
+    argv[a++] = (char *)"--";
+    for (size_t i = 0; prog[i] && a < 19; i++)
         argv[a++] = (char *)prog[i];
     argv[a] = NULL;
     int st = ktt_run(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = err});
@@ -40,6 +48,11 @@ static int run_to(const char *dir, const char *const *prog, kt_snapshot_t **snap
         *snap = NULL;
     }
     return st;
+}
+
+static int run_to(const char *dir, const char *const *prog, kt_snapshot_t **snap)
+{
+    return run_mode_to(dir, NULL, prog, snap);
 }
 
 static void test_exit_handler_kernels(void **state)
@@ -83,12 +96,44 @@ static void test_shell_started_program_dies(void **state)
     free(dir);
 }
 
+/* As a loader layer (dlopen'ed at the first OpenCL call) the interception library registers its exit writer
+ * after the program's exit handler, which then runs after the file is written: what it times is recorded into the
+ * run arena (recording is on again after the write), and run reports from there, saying so. Its clFinish is the
+ * deterministic witness (the layer's OpenCL backend, stopped at exit, times only some of the commands after it). */
+static void test_late_records_from_memory(void **state)
+{
+    (void)state;
+    char *dir = ktt_tmpdir("runexitlate");
+    assert_non_null(dir);
+    const char *prog[] = {CLEXITPROG, "5", "4", NULL};
+    kt_snapshot_t *s = NULL;
+    assert_int_equal(run_mode_to(dir, "layer", prog, &s), 0);
+    assert_non_null(s);
+    const kt_kernel_timing_t *fin = kt_snapshot_find(s, "clFinish", KT_BACKEND_HOST_API, NULL);
+    assert_non_null(fin);
+    assert_int_equal(fin->dispatch_count, 2); /* main's and the exit handler's */
+    const kt_kernel_timing_t *k = kt_snapshot_find(s, "k", KT_BACKEND_OPENCL, NULL);
+    assert_non_null(k);
+    assert_true(k->dispatch_count + k->dropped >= 5);
+    assert_string_equal(s->ended, "");
+    kt_snapshot_free(s);
+    char errf[4200];
+    snprintf(errf, sizeof errf, "%s/err", dir);
+    char *said = ktt_read_file(errf, NULL);
+    assert_non_null(said);
+    assert_non_null(strstr(said, "made after the program wrote its timings at exit"));
+    free(said);
+    ktt_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     char *probe[] = {(char *)CLEXITPROG, (char *)"0", (char *)"0", NULL};
     if (ktt_run(probe, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = KTT_QUIET}) == 77)
         return 77; /* no OpenCL device: SKIPPED */
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_exit_handler_kernels),
-                                       cmocka_unit_test(test_shell_started_program_dies)};
+                                       cmocka_unit_test(test_shell_started_program_dies),
+                                       cmocka_unit_test(test_late_records_from_memory)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
