@@ -765,8 +765,7 @@ static kt_snapshot_t *arena_take(int status, pid_t child)
                 got++;
         if (got > 1 && kt_snapshot_merge((const kt_snapshot_t *const *)imgs, got, NULL, &snap) == 0) {
             snprintf(snap->ended, sizeof snap->ended, "%s", ended);
-            fprintf(stderr, "ktiming run: the program exec'd %zu time%s: the snapshots of its %zu images are merged\n",
-                    got - 1, got == 2 ? "" : "s", got);
+            fprintf(stderr, "ktiming run: the program exec'd: the snapshots of its %zu images are merged\n", got);
         } else if (got) { /* not merged: the last image, and what is missing said */
             snap = imgs[--got];
             imgs[got] = NULL;
