@@ -38,10 +38,12 @@
 #define MFD_CLOEXEC 1u
 #endif
 
-kt__arena_t *kt__arena;
-static kt__arena_t *g_map;    /* the mapping's header, when this process allocates from it (else NULL) */
-static kt__arena_t *g_shared; /* the header as run sees it: g_map, or a view of its first pages only (a forked
-                               * child, or a process that found another one's arena), for the counts */
+/* Atomic: set once, at the first use, while other threads of the program may already read them. */
+kt__arena_t *_Atomic kt__arena;
+static kt__arena_t *_Atomic g_map;    /* the mapping's header, when this process allocates from it (else NULL) */
+static kt__arena_t *_Atomic g_shared; /* the header as run sees it: g_map, or a view of its first pages only (a
+                                       * forked child, or a process that found another one's arena), for the
+                                       * counts */
 static int g_counted;         /* this process was counted in g_shared->others */
 static pthread_once_t g_claim_once = PTHREAD_ONCE_INIT;
 _Atomic int kt__arena_child_pending;
@@ -374,16 +376,19 @@ __attribute__((destructor)) static void arena_exit_other(void)
         return;
     g_counted = 0;
     const char *dir = kt__env(KT_ENV_NAME(RUN_DIR));
-    kt_snapshot_t *snap = dir && *dir ? kt_snapshot() : NULL;
+    char path[4096];
+    if (!dir || !*dir || snprintf(path, sizeof path, "%s/%ld.json", dir, (long)getpid()) >= (int)sizeof path)
+        return;
+    int done = access(path, F_OK) == 0; /* written by an interception library's exit handler */
+    kt_snapshot_t *snap = done ? NULL : kt_snapshot();
     int any = 0;
     for (size_t i = 0; snap && !any && i < snap->count; i++)
         any = snap->entries[i].dispatch_count || snap->entries[i].errors || snap->entries[i].dropped;
-    char path[4096];
-    int done = !any;
-    if (any && snprintf(path, sizeof path, "%s/%ld.json", dir, (long)getpid()) < (int)sizeof path) {
+    if (snap && !any)
+        done = 1; /* nothing recorded: nothing lost */
+    if (any) {
         kt_output_t *o = NULL;
-        done = access(path, F_OK) == 0; /* written by an interception library's exit handler */
-        if (!done && kt_output_open(path, KT_OUTPUT_NOSYNC, &o) == 0) {
+        if (kt_output_open(path, KT_OUTPUT_NOSYNC, &o) == 0) {
             if (kt_report_print(kt_output_file(o), snap, KT_FORMAT_JSON, NULL) != 0)
                 kt_output_abort(o);
             else

@@ -343,7 +343,7 @@ typedef struct kt__arena_t {
 
 /* The root this process records under (the arena's header for its first image), NULL when not under `ktiming
  * run`, before the process first uses ktiming (kt__arena_claim), or when another process of the run has it. */
-extern kt__arena_t *kt__arena;
+extern kt__arena_t *_Atomic kt__arena;
 /* Takes the run arena, once, when the process first uses ktiming (its first initialisation or table allocation):
  * not at load, so a shell or wrapper that loads libktiming but records nothing leaves it to the program. */
 void kt__arena_claim(void);
