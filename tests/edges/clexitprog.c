@@ -2,7 +2,7 @@
  * `final_pass` with atexit before its first OpenCL call (as a framework's init would), runs kernel "k" A times in
  * main and returns; final_pass runs "k" B more times and waits for them (clFinish). `clexitprog A B dtor` runs
  * final_pass from a destructor of the program instead (after every exit handler). Exit 77: no OpenCL device. */
-#include <CL/cl.h>
+#include "cl_min.h"
 
 #include <stdlib.h>
 
@@ -41,20 +41,13 @@ int main(int argc, char **argv)
     if (!g_dtor)
         atexit(final_pass); /* before any OpenCL call */
     static const char *src = "__kernel void k(__global int *p) { p[get_global_id(0)] += 1; }\n";
-    cl_platform_id plat;
-    cl_device_id dev;
-    cl_uint np = 0;
+    cl_context ctx;
+    cl_command_queue q;
+    cl_program prog;
+    int rc = ktt_cl_min(src, 0, &ctx, &q, &prog);
+    if (rc != 0)
+        return rc;
     cl_int err = CL_SUCCESS;
-    if (clGetPlatformIDs(1, &plat, &np) != CL_SUCCESS || !np ||
-        clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL) != CL_SUCCESS)
-        return 77;
-    cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-    if (err != CL_SUCCESS)
-        return 77;
-    cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
-    cl_program prog = err == CL_SUCCESS ? clCreateProgramWithSource(ctx, 1, &src, NULL, &err) : NULL;
-    if (err != CL_SUCCESS || clBuildProgram(prog, 1, &dev, "", NULL, NULL) != CL_SUCCESS)
-        return 3;
     cl_kernel k = clCreateKernel(prog, "k", &err);
     cl_mem buf = err == CL_SUCCESS ? clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(cl_int), NULL, &err) : NULL;
     if (err != CL_SUCCESS || clSetKernelArg(k, 0, sizeof buf, &buf) != CL_SUCCESS)

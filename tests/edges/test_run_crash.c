@@ -21,6 +21,7 @@
 
 #include "support/files.h"
 #include "support/proc.h"
+#include "run_cmd.h"
 
 #define N_ZONES 37 /* crash_zone; crash_other gets N_ZONES / 4 */
 
@@ -243,67 +244,43 @@ static void test_arena_fd_not_inherited(void **state)
     free(dir);
 }
 
-/* `ktiming run -o DIR/out.json -f none [--opencl MODE] -- argv...` with run's stderr into DIR/err: its status. */
-static int run_cmd(const char *dir, const char *opencl, const char *const *prog, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s/out.json", dir);
-    stale(out);
-    char err[4200];
-    snprintf(err, sizeof err, "%s/err", dir);
-    char *argv[32] = {(char *)KT_CLI, (char *)"run", (char *)"-o", out, (char *)"-f", (char *)"none"};
-    size_t a = 6;
-    if (opencl) {
-        argv[a++] = (char *)"--opencl";
-        argv[a++] = (char *)opencl;
-    }
-    argv[a++] = (char *)"--";
-    for (size_t i = 0; prog[i] && a < 31; i++)
-        argv[a++] = (char *)prog[i];
-    argv[a] = NULL;
-    const char *env[] = {kAsan, NULL};
-    return ktt_run(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = err, .env = env});
-}
-
-/* run's stderr of the last run_cmd in dir (freed by the caller). */
+/* run's stderr of the last ktt_run_cmd in dir (freed by the caller). */
 static char *run_err(const char *dir)
 {
-    char err[4200];
-    snprintf(err, sizeof err, "%s/err", dir);
-    char *text = ktt_read_file(err, NULL);
+    char *text = ktt_run_cmd_err(dir);
     assert_non_null(text);
     return text;
 }
 
-/* A shell under the default `run` (the OpenCL interception library preloaded, so libktiming loads into the shell
- * too) starts the program: the arena is the program's, which records, not the shell's, which only loaded it
- * (issue: the first process to load libktiming took it, and the program's crash lost everything). */
-static void test_shell_preloaded_then_segv(void **state)
+/* A shell running `script` (its %s the program, %d N_ZONES) under the default `run` (the OpenCL interception
+ * library preloaded, so libktiming loads into the shell too) starts the program: the arena is the program's, which
+ * records, not the shell's, which only loaded it (issue: the first process to load libktiming took it, and the
+ * program's crash lost everything). */
+static void check_shell(const char *script_fmt, const char *ended)
 {
-    (void)state;
     char *dir = ktt_tmpdir("runcrashsh");
     assert_non_null(dir);
     char out[4200], script[4400];
-    snprintf(script, sizeof script, "'%s' segv %d; exit $?", CRASHPROG, N_ZONES);
+    snprintf(script, sizeof script, script_fmt, CRASHPROG, N_ZONES);
     const char *prog[] = {"/bin/sh", "-c", script, NULL};
-    assert_int_equal(run_cmd(dir, NULL, prog, out, sizeof out), 128 + SIGSEGV);
-    check_snapshot(out, "status unknown: pid *");
+    assert_int_equal(ktt_run_cmd(dir, NULL, prog, out, sizeof out), 128 + SIGSEGV);
+    check_snapshot(out, ended);
     ktt_rmtree(dir);
     free(dir);
+}
+
+/* The shell's child: how it ended is not run's to know (not the shell's status). */
+static void test_shell_preloaded_then_segv(void **state)
+{
+    (void)state;
+    check_shell("'%s' segv %d; exit $?", "status unknown: pid *");
 }
 
 /* The shell execs the program (the same pid): run's child is the program, so `ended` is its signal. */
 static void test_shell_exec_then_segv(void **state)
 {
     (void)state;
-    char *dir = ktt_tmpdir("runcrashex");
-    assert_non_null(dir);
-    char out[4200], script[4400];
-    snprintf(script, sizeof script, "exec '%s' segv %d", CRASHPROG, N_ZONES);
-    const char *prog[] = {"/bin/sh", "-c", script, NULL};
-    assert_int_equal(run_cmd(dir, NULL, prog, out, sizeof out), 128 + SIGSEGV);
-    check_snapshot(out, "signal 11");
-    ktt_rmtree(dir);
-    free(dir);
+    check_shell("exec '%s' segv %d", "signal 11");
 }
 
 /* The program records, execs itself (a new image, the same pid), records it all again, and dies (or exits): both
@@ -315,7 +292,7 @@ static void check_exec(const char *mode, int status, const char *ended)
     char out[4200], n[16];
     snprintf(n, sizeof n, "%d", N_ZONES);
     const char *prog[] = {CRASHPROG, mode, n, NULL};
-    assert_int_equal(run_cmd(dir, "off", prog, out, sizeof out), status);
+    assert_int_equal(ktt_run_cmd(dir, "off", prog, out, sizeof out), status);
     check_snapshot_x(out, ended, 2, 2);
     ktt_rmtree(dir);
     free(dir);
@@ -334,7 +311,7 @@ static void test_fork_child_exit_written(void **state)
     char out[4200], n[16];
     snprintf(n, sizeof n, "%d", N_ZONES);
     const char *prog[] = {CRASHPROG, "forkexit", n, NULL};
-    assert_int_equal(run_cmd(dir, "off", prog, out, sizeof out), 0);
+    assert_int_equal(ktt_run_cmd(dir, "off", prog, out, sizeof out), 0);
     check_snapshot(out, "");
     char *err = run_err(dir);
     const char *kept = strstr(err, "another timed process's snapshot: ");
@@ -362,7 +339,7 @@ static void test_fork_child_lost_said(void **state)
     char out[4200], n[16];
     snprintf(n, sizeof n, "%d", N_ZONES);
     const char *prog[] = {CRASHPROG, "forksegv", n, NULL};
-    assert_int_equal(run_cmd(dir, "off", prog, out, sizeof out), 128 + SIGSEGV);
+    assert_int_equal(ktt_run_cmd(dir, "off", prog, out, sizeof out), 128 + SIGSEGV);
     check_snapshot(out, "signal 11");
     char *err = run_err(dir);
     assert_non_null(strstr(err, "1 other process of the program used ktiming and ended without writing its timings"));

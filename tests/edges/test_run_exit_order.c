@@ -22,29 +22,14 @@
 
 #include "support/files.h"
 #include "support/proc.h"
+#include "run_cmd.h"
 
-/* `ktiming run -o DIR/out.json -f none [--opencl MODE] -- argv...`, stderr into DIR/err: its status; the snapshot
- * into *snap. */
+/* ktt_run_cmd (run_cmd.h): its status; the snapshot into *snap (NULL when it cannot be read). */
 static int run_mode_to(const char *dir, const char *opencl, const char *const *prog, kt_snapshot_t **snap)
 {
-    char out[4200], err[4200];
-    snprintf(out, sizeof out, "%s/out.json", dir);
-    snprintf(err, sizeof err, "%s/err", dir);
-    char *argv[20] = {(char *)KT_CLI, (char *)"run", (char *)"-o", out, (char *)"-f", (char *)"none"};
-    size_t a = 6;
-    if (opencl) {
-        argv[a++] = (char *)"--opencl";
-        argv[a++] = (char *)opencl;
-    }
-    argv[a++] = (char *)"--";
-    for (size_t i = 0; prog[i] && a < 19; i++)
-        argv[a++] = (char *)prog[i];
-    argv[a] = NULL;
-    /* sanitizer runtimes (preloaded with the interception library in those builds) catch SIGSEGV themselves */
-    const char *env[] = {"ASAN_OPTIONS=handle_segv=0:handle_abort=0:detect_leaks=0", NULL};
-    int st = ktt_run(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = err, .env = env});
+    char out[4200], e[256] = "";
+    int st = ktt_run_cmd(dir, opencl, prog, out, sizeof out);
     *snap = NULL;
-    char e[256] = "";
     if (kt_snapshot_load(out, NULL, snap, e, sizeof e) != 0) {
         fprintf(stderr, "load %s: %s\n", out, e);
         *snap = NULL;
@@ -119,9 +104,7 @@ static void test_late_records_from_memory(void **state)
     assert_true(k->dispatch_count + k->dropped >= 5);
     assert_string_equal(s->ended, "");
     kt_snapshot_free(s);
-    char errf[4200];
-    snprintf(errf, sizeof errf, "%s/err", dir);
-    char *said = ktt_read_file(errf, NULL);
+    char *said = ktt_run_cmd_err(dir);
     assert_non_null(said);
     assert_non_null(strstr(said, "made after the program wrote its timings at exit"));
     free(said);
