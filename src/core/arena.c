@@ -2,14 +2,18 @@
  *
  * `ktiming run` creates a memfd (close-on-exec: no process of the run inherits it), maps it MAP_SHARED at an
  * address it chose and names both in KTIMING_RUN_ARENA ("<fd>:<address in hex>:<bytes>:<run's pid>"). Here, at
- * load, the program opens it through /proc/<run's pid>/fd/<fd> and maps it at the same address (MAP_FIXED_NOREPLACE: nothing of the program's is ever replaced; when the address is taken, one line
+ * its first use of ktiming (not at load: a shell that loads libktiming through LD_PRELOAD and records nothing must
+ * leave it to the program), the program opens it through /proc/<run's pid>/fd/<fd> and maps it at the same
+ * address (MAP_FIXED_NOREPLACE: nothing of the program's is ever replaced; when the address is taken, one line
  * says so and the program runs without crash survival). From then on every allocation of the recorder and the
  * registry (shards, slots, reservoirs, histograms, span logs, interned names, queue/thread/device tables) comes
  * from the arena (kt__zalloc), and each root the snapshot starts from (shard list, generation, kernel directory
  * and count, configuration) is also stored in the arena's header when it changes -- never on the record path.
  * Pointers are valid in both processes, so when the program dies without writing its snapshot (a signal,
  * _exit, SIGKILL) `ktiming run` builds it with the library's own snapshot code from the arena
- * (kt_run_arena_snapshot, snapshot.c), reading without locks and following no pointer outside the arena.
+ * (kt_run_arena_snapshot, snapshot.c), reading without locks and following no pointer outside the arena. An
+ * exec'd image of the same process records under a root of its own; other processes of the run that record are
+ * counted in the header and write their own snapshot files at exit.
  */
 #include "core/internal.h"
 #include "core/service.h"

@@ -70,10 +70,10 @@ static int kti_exit_early; /* the exit writer was registered when this library l
  * a store nothing reads (and the variable with it), and LeakSanitizer reported the snapshot as leaked. */
 static kt_snapshot_t *volatile kti_exit_snap;
 
-/* One bounded wait for the commands in flight (kt_shutdown: KTIMING_EXIT_WAIT_MS, default 2 s; what is left is counted as dropped, in
- * flight at exit) and writes the snapshot to KTIMING_RUN_DIR/<pid>.json. Both interception libraries may
- * do so in one process; the later write holds everything. A scratch file read once the process is gone: no
- * fsync (which kt_report_write does and which can cost tens of ms). */
+/* One bounded wait for the commands in flight (kt_shutdown: KTIMING_EXIT_WAIT_MS, default 2 s; what is left is
+ * counted as dropped, in flight at exit) and writes the snapshot to KTIMING_RUN_DIR/<pid>.json. Both interception
+ * libraries may do so in one process; the later write holds everything. A scratch file read once the process is
+ * gone: no fsync (which kt_report_write does and which can cost tens of ms). */
 static void kti_write_run_snapshot(void)
 {
     const char *dir = kt__env(KT_ENV_NAME(RUN_DIR));
