@@ -6,8 +6,10 @@
  * and writes a JSON snapshot with write(2) through a fixed buffer to PATH.crash.tmp, renamed onto PATH. It holds
  * what a snapshot's aggregates hold (count, total, min, max, last, mean, errors, dropped), marked
  * "ended": "signal N"; no percentiles, samples, spans or launch configurations (those need memory the handler cannot
- * allocate: a breakdown adds up rows of every thread by configuration). Then the
- * signal goes on to what was there before (the default action: the process dies as it would have).
+ * allocate: a breakdown adds up rows of every thread by configuration). It writes only when the process is about
+ * to end: a handler the program had before runs first, from inside ours, and one that recovers (a guard-page fault
+ * undone) leaves no snapshot and ours armed; with the default action next, the snapshot is written and the
+ * process dies as it would have.
  */
 #include "core/internal.h"
 #include "core/service.h"
@@ -16,16 +18,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/utsname.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 /* Signals the handler is installed for: faults and abort always (a handler the program had, a sanitizer's, runs
- * after the write), the terminating ones only where their action is the default (a program that handles SIGTERM
+ * first, from ours), the terminating ones only where their action is the default (a program that handles SIGTERM
  * itself goes on or exits through its exit handlers, which write the snapshot anyway). */
 static const int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS,
                                     SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGXCPU, SIGXFSZ};
@@ -36,7 +40,7 @@ static struct sigaction g_old[N_CRASH]; /* what each signal did before */
 static char g_path[PATH_MAX];           /* KTIMING_OUTPUT expanded at install */
 static char g_tmp[PATH_MAX + 16];       /* g_path + ".crash.tmp" */
 static pid_t g_pid;                     /* the process that installed (a forked child writes nothing here) */
-static atomic_flag g_once = ATOMIC_FLAG_INIT; /* one write per process, whichever thread dies first */
+static atomic_int g_writing;            /* 1 while a thread writes the snapshot (one at a time) */
 
 /* ---------------------------------------------------------------------------------------------------
  * Output without stdio: a fixed buffer flushed with write(2)
@@ -48,6 +52,9 @@ typedef struct wbuf_t {
     size_t n;         /* bytes in buf */
     char buf[8192];
 } wbuf_t;
+
+/* The one buffer, used under g_writing: not on the stack, which may be the program's small sigaltstack. */
+static wbuf_t g_wbuf;
 
 static void w_flush(wbuf_t *w)
 {
@@ -211,11 +218,11 @@ static uint64_t crash_stddev(const crash_sum_t *k)
 
 static void write_snapshot(int sig)
 {
-    wbuf_t w;
-    w.fd = open(g_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    w.failed = w.fd < 0;
-    w.n = 0;
-    if (w.failed)
+    wbuf_t *w = &g_wbuf;
+    w->fd = open(g_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    w->failed = w->fd < 0;
+    w->n = 0;
+    if (w->failed)
         return;
     struct utsname u;
     struct timespec ts;
@@ -236,19 +243,19 @@ static void write_snapshot(int sig)
         memcpy(ended + 7, d + i, sizeof d - (size_t)i);
         ended[7 + sizeof d - (size_t)i] = '\0';
     }
-    w_str(&w, "{\n  \"schema\": \"" KT_SNAPSHOT_SCHEMA_NAME "\",\n  \"version\": ");
-    w_u64(&w, KT_SNAPSHOT_SCHEMA_WRITTEN);
-    w_str(&w, ",\n  \"generator\": \"ktiming " KT_VERSION_STRING " (crash handler)\",\n  \"host\": ");
-    w_json(&w, u.nodename);
-    w_str(&w, ",\n  \"pid\": ");
-    w_u64(&w, (uint64_t)getpid());
-    w_str(&w, ", \"rank\": -1, \"kernels_dropped\": ");
-    w_u64(&w, kt__kernels_dropped());
-    w_str(&w, ",\n  \"taken_ns\": ");
-    w_u64(&w, now);
-    w_str(&w, ", \"ended\": ");
-    w_json(&w, ended);
-    w_str(&w, ",\n  \"entries\": [");
+    w_str(w, "{\n  \"schema\": \"" KT_SNAPSHOT_SCHEMA_NAME "\",\n  \"version\": ");
+    w_u64(w, KT_SNAPSHOT_SCHEMA_WRITTEN);
+    w_str(w, ",\n  \"generator\": \"ktiming " KT_VERSION_STRING " (crash handler)\",\n  \"host\": ");
+    w_json(w, u.nodename);
+    w_str(w, ",\n  \"pid\": ");
+    w_u64(w, (uint64_t)getpid());
+    w_str(w, ", \"rank\": -1, \"kernels_dropped\": ");
+    w_u64(w, kt__kernels_dropped());
+    w_str(w, ",\n  \"taken_ns\": ");
+    w_u64(w, now);
+    w_str(w, ", \"ended\": ");
+    w_json(w, ended);
+    w_str(w, ",\n  \"entries\": [");
     uint64_t gen = kt__generation();
     uint32_t nk = kt__kernel_count();
     int first = 1;
@@ -257,57 +264,130 @@ static void write_snapshot(int sig)
         crash_sum_t s;
         if (!k || !kernel_sum(id, gen, &s))
             continue;
-        w_str(&w, first ? "\n    {\"name\": " : ",\n    {\"name\": ");
+        w_str(w, first ? "\n    {\"name\": " : ",\n    {\"name\": ");
         first = 0;
-        w_json(&w, k->name);
-        w_str(&w, ", \"backend\": \"");
-        w_str(&w, kt__backend_id(k->backend));
-        w_str(&w, "\", \"device\": ");
-        w_json(&w, k->device);
-        w_str(&w, ",\n     \"dispatch_count\": ");
-        w_u64(&w, s.count);
-        w_str(&w, ", \"total_ns\": ");
-        w_u64(&w, s.total);
-        w_str(&w, ", \"min_ns\": ");
-        w_u64(&w, s.min);
-        w_str(&w, ", \"max_ns\": ");
-        w_u64(&w, s.max);
-        w_str(&w, ", \"last_ns\": ");
-        w_u64(&w, s.last);
-        w_str(&w, ", \"mean_ns\": ");
-        w_u64(&w, s.count ? s.total / s.count : 0);
-        w_str(&w, ", \"stddev_ns\": ");
-        w_u64(&w, crash_stddev(&s));
-        w_str(&w, ", \"errors\": ");
-        w_u64(&w, s.errors);
-        w_str(&w, ", \"dropped\": ");
-        w_u64(&w, s.dropped);
-        w_str(&w, "}");
+        w_json(w, k->name);
+        w_str(w, ", \"backend\": \"");
+        w_str(w, kt__backend_id(k->backend));
+        w_str(w, "\", \"device\": ");
+        w_json(w, k->device);
+        w_str(w, ",\n     \"dispatch_count\": ");
+        w_u64(w, s.count);
+        w_str(w, ", \"total_ns\": ");
+        w_u64(w, s.total);
+        w_str(w, ", \"min_ns\": ");
+        w_u64(w, s.min);
+        w_str(w, ", \"max_ns\": ");
+        w_u64(w, s.max);
+        w_str(w, ", \"last_ns\": ");
+        w_u64(w, s.last);
+        w_str(w, ", \"mean_ns\": ");
+        w_u64(w, s.count ? s.total / s.count : 0);
+        w_str(w, ", \"stddev_ns\": ");
+        w_u64(w, crash_stddev(&s));
+        w_str(w, ", \"errors\": ");
+        w_u64(w, s.errors);
+        w_str(w, ", \"dropped\": ");
+        w_u64(w, s.dropped);
+        w_str(w, "}");
     }
-    w_str(&w, first ? "]\n}\n" : "\n  ]\n}\n");
-    w_flush(&w);
-    if (close(w.fd) != 0)
-        w.failed = 1;
-    if (w.failed || rename(g_tmp, g_path) != 0)
+    w_str(w, first ? "]\n}\n" : "\n  ]\n}\n");
+    w_flush(w);
+    if (close(w->fd) != 0)
+        w->failed = 1;
+    if (w->failed || rename(g_tmp, g_path) != 0)
         unlink(g_tmp);
 }
 
+/* Writes the snapshot, one thread at a time: a thread that finds another writing waits for it (bounded) and
+ * writes nothing itself, since its default action would end the process in the middle of the other's write. */
+static void write_once_now(int sig)
+{
+    if (getpid() != g_pid)
+        return;
+    int idle = 0;
+    if (atomic_compare_exchange_strong(&g_writing, &idle, 1)) {
+        write_snapshot(sig);
+        atomic_store(&g_writing, 0); /* a later fatal signal (after a recovered one) writes again */
+        return;
+    }
+    struct timespec nap = {0, 1000000};
+    for (int i = 0; i < 5000 && atomic_load(&g_writing); i++)
+        nanosleep(&nap, NULL);
+}
+
+/* Does a fault the kernel raised (it comes back when the faulting instruction runs again) end here? */
+static int is_fault(int sig, const siginfo_t *info)
+{
+    return info && info->si_code > 0 &&
+           (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP || sig == SIGSYS);
+}
+
+static int is_default(const struct sigaction *sa)
+{
+    return !(sa->sa_flags & SA_SIGINFO) && sa->sa_handler == SIG_DFL;
+}
+
+/* The handler the program had before ours, called as the kernel would have called it: with the mask of the
+ * interrupted code, its own sa_mask and (unless SA_NODEFER) the signal blocked, and SA_RESETHAND honoured. It
+ * may not return (siglongjmp out of a recovered fault, _exit). */
+static void chain(size_t i, int sig, siginfo_t *info, void *ctx)
+{
+    struct sigaction old = g_old[i];
+    sigset_t mask = ctx ? ((ucontext_t *)ctx)->uc_sigmask : old.sa_mask;
+    for (int s = 1; s < NSIG; s++)
+        if (sigismember(&old.sa_mask, s) == 1)
+            sigaddset(&mask, s);
+    if (!(old.sa_flags & SA_NODEFER))
+        sigaddset(&mask, sig);
+    if (old.sa_flags & SA_RESETHAND) { /* the kernel would have reset it to the default: so do we, in our table */
+        g_old[i].sa_handler = SIG_DFL;
+        g_old[i].sa_flags &= ~(SA_SIGINFO | SA_RESETHAND);
+    }
+    pthread_sigmask(SIG_SETMASK, &mask, NULL);
+    if (old.sa_flags & SA_SIGINFO)
+        old.sa_sigaction(sig, info, ctx);
+    else
+        old.sa_handler(sig);
+}
+
+/* Writes the snapshot only where the signal's default action -- the process's end -- follows: a handler the
+ * program had before ours runs first, from inside ours, and when it recovers (a GC or JIT guard page, a probe
+ * fault undone with siglongjmp) nothing is written and ours stays in place for the next signal. */
 static void on_crash(int sig, siginfo_t *info, void *ctx)
 {
-    (void)ctx;
     int saved = errno;
     size_t i = 0;
     while (i < N_CRASH && kCrashSignals[i] != sig)
         i++;
-    if (getpid() == g_pid && !atomic_flag_test_and_set(&g_once))
-        write_snapshot(sig);
-    if (i < N_CRASH) /* what was there before takes the signal from here */
-        sigaction(sig, &g_old[i], NULL);
-    /* a fault the kernel raised comes back when the faulting instruction runs again; any other signal is raised
-     * again (pending until this handler returns) */
-    int fault = info && info->si_code > 0 &&
-                (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP || sig == SIGSYS);
-    if (!fault)
+    if (i == N_CRASH) {
+        errno = saved;
+        return;
+    }
+    sigset_t all;
+    sigfillset(&all);
+    if (!is_default(&g_old[i])) {
+        chain(i, sig, info, ctx);
+        pthread_sigmask(SIG_SETMASK, &all, NULL);
+        /* It returned. Unless it put the default action back (a crash reporter that is done and lets the
+         * signal end the process: a fault runs again into it, another signal it raised again is pending), the
+         * program goes on -- except from abort(), which puts the default back itself once a SIGABRT handler
+         * returns (a SIGABRT that is not abort()'s and that the program survives is rare enough to write for). */
+        struct sigaction now;
+        sigset_t pending;
+        if (sig != SIGABRT &&
+            (sigaction(sig, NULL, &now) != 0 || !is_default(&now) ||
+             !(is_fault(sig, info) || (sigpending(&pending) == 0 && sigismember(&pending, sig) == 1)))) {
+            errno = saved;
+            return;
+        }
+        write_once_now(sig);
+        errno = saved;
+        return;
+    }
+    write_once_now(sig);
+    sigaction(sig, &g_old[i], NULL); /* the default action from here: the process ends as it would have */
+    if (!is_fault(sig, info)) /* raised again, pending until this handler returns */
         raise(sig);
     errno = saved;
 }
@@ -332,15 +412,20 @@ void kt__crash_install(void)
         return;
     }
     g_pid = getpid();
-    /* a stack of its own for the thread that set ktiming up, so a stack overflow there is written too */
-    size_t alt = 64 * 1024;
-    void *stk = mmap(NULL, alt, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    stack_t ss = {.ss_sp = stk, .ss_size = alt, .ss_flags = 0};
-    int onstack = stk != MAP_FAILED && sigaltstack(&ss, NULL) == 0;
+    /* A stack of its own for the thread that set ktiming up, so a stack overflow there is written too; a stack
+     * the program set up itself is kept (and used: the handler needs little, its buffer is static). */
+    stack_t cur;
+    if (sigaltstack(NULL, &cur) == 0 && (cur.ss_flags & SS_DISABLE)) {
+        size_t alt = 64 * 1024;
+        void *stk = mmap(NULL, alt, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        stack_t ss = {.ss_sp = stk, .ss_size = alt, .ss_flags = 0};
+        if (stk != MAP_FAILED && sigaltstack(&ss, NULL) != 0)
+            munmap(stk, alt);
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_crash;
-    sa.sa_flags = SA_SIGINFO | (onstack ? SA_ONSTACK : 0);
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK; /* no effect on a thread without an alternate stack */
     sigfillset(&sa.sa_mask); /* nothing else runs in this thread while the snapshot is written */
     for (size_t i = 0; i < N_CRASH; i++)
         if (sigaction(kCrashSignals[i], NULL, &g_old[i]) == 0 && g_old[i].sa_handler != SIG_IGN &&

@@ -6,10 +6,16 @@
  * with launch configurations: two of global 64 local 16, one of global 128 with the local size left to the driver.
  * exec:MODE records as above, then execs itself (the same pid, a new image) in MODE, which records it all again.
  * forkexit forks a child that records 5 zones of "crash_zone" and exits normally (exit 0), then exits normally.
- * manythreads has eight threads, alive at once, record N zones of "crash_zone" each, then segfaults. */
+ * manythreads has eight threads, alive at once, record N zones of "crash_zone" each, then segfaults.
+ * exit127 ends with _exit(127) (a status a shell gives a command it could not run); recover installs its own
+ * SIGSEGV handler before ktiming's first use, recovers from a fault with siglongjmp, records N more zones of
+ * "crash_zone" and aborts; abortlog installs a SIGABRT handler that returns before ktiming's first use, then
+ * aborts; altstack sets up its own signal stack first and exits 5 when ktiming's first use replaced it, else
+ * segfaults. */
 #include <ktiming.h>
 
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +33,15 @@ static void zones(const char *name, long n)
         kt_zone_end(&z);
     }
 }
+
+static sigjmp_buf g_probe;
+static void recover(int sig)
+{
+    (void)sig;
+    siglongjmp(g_probe, 1);
+}
+
+static void abort_seen(int sig) { (void)sig; }
 
 static void *thread_zones(void *arg)
 {
@@ -49,6 +64,22 @@ int main(int argc, char **argv)
     if (argc < 3)
         return 2;
     long n = strtol(argv[2], NULL, 10);
+    static char stack[1 << 16];
+    if (!strcmp(argv[1], "recover")) { /* before ktiming's first use: its crash handler finds this one */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = recover;
+        sigaction(SIGSEGV, &sa, NULL);
+    } else if (!strcmp(argv[1], "abortlog")) { /* a handler that returns: abort() goes on to the default */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = abort_seen;
+        sigaction(SIGABRT, &sa, NULL);
+    } else if (!strcmp(argv[1], "altstack")) {
+        stack_t ss = {.ss_sp = stack, .ss_size = sizeof stack};
+        if (sigaltstack(&ss, NULL) != 0)
+            return 4;
+    }
     zones("crash_zone", n);
     zones("crash_other", n / 4);
     kt_kernel_id_t cfg = kt_kernel_intern("crash_cfg", KT_BACKEND_OPENCL, NULL);
@@ -109,13 +140,29 @@ int main(int argc, char **argv)
             return 4;
         mode = "segv";
     }
+    if (!strcmp(mode, "recover")) {
+        if (!sigsetjmp(g_probe, 1)) {
+            volatile int *volatile p = (volatile int *)(uintptr_t)16;
+            *p = 1;
+        }
+        zones("crash_zone", n);
+        mode = "abort";
+    }
+    if (!strcmp(mode, "altstack")) {
+        stack_t now;
+        if (sigaltstack(NULL, &now) != 0 || now.ss_sp != (void *)stack)
+            return 5;
+        mode = "segv";
+    }
     if (!strcmp(mode, "segv")) {
         volatile int *volatile p = (volatile int *)(uintptr_t)16; /* unmapped; not NULL, which UBSan would catch */
         *p = 1;
-    } else if (!strcmp(mode, "abort")) {
+    } else if (!strcmp(mode, "abort") || !strcmp(mode, "abortlog")) {
         abort();
     } else if (!strcmp(mode, "_exit")) {
         _exit(3);
+    } else if (!strcmp(mode, "exit127")) {
+        _exit(127);
     } else if (!strcmp(mode, "exit")) {
         exit(0);
     } else if (!strcmp(mode, "wait") && argc == 4) {

@@ -11,7 +11,9 @@
 #include <ktiming.h>
 #include <ktiming/analysis.h>
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +133,51 @@ static void test_segv(void **state)
 }
 static void test_abort(void **state) { (void)state; check_mode("abort", 128 + SIGABRT, "signal 6"); }
 static void test_underscore_exit(void **state) { (void)state; check_mode("_exit", 3, "exit 3 via _exit"); }
+/* 126 and 127 are what a shell returns for a command it could not run; a program that ran and returned one
+ * itself is reported as any other (run says a failed start itself, through the pipe it starts the program with). */
+static void test_underscore_exit_127(void **state) { (void)state; check_mode("exit127", 127, "exit 127 via _exit"); }
+
+/* `ktiming run -o OUT -- CRASHPROG exit N 2>&1 | cmd-that-quit`: run's stderr is a pipe nobody reads. The summary
+ * is lost (EPIPE), not run's status (no SIGPIPE): the program's 0, OUT written, the run directory removed. */
+static void test_closed_stderr(void **state)
+{
+    (void)state;
+    char *dir = ktt_tmpdir("runcrashpipe");
+    assert_non_null(dir);
+    static char out[4200], env_tmp[4300];
+    char n[16];
+    snprintf(out, sizeof out, "%s/out.json", dir);
+    snprintf(env_tmp, sizeof env_tmp, "TMPDIR=%s", dir);
+    snprintf(n, sizeof n, "%d", N_ZONES);
+    char *argv[] = {(char *)KT_CLI, (char *)"run", (char *)"-o", out, (char *)"--", (char *)CRASHPROG,
+                    (char *)"exit", n, NULL};
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    close(fds[0]); /* the reader is gone before anything is written: every write to the pipe fails */
+    fflush(NULL);
+    pid_t pid = fork(); /* ktt_spawn redirects to files only */
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull < 0 || dup2(devnull, 1) < 0 || dup2(fds[1], 2) < 0 || putenv(env_tmp) != 0 ||
+            putenv((char *)kAsan) != 0)
+            _exit(126);
+        signal(SIGPIPE, SIG_DFL);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    assert_true(pid > 0);
+    assert_int_equal(ktt_wait(pid), 0);
+    check_snapshot(out, "");
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *de; (de = readdir(d));)
+        if (!strncmp(de->d_name, "ktiming-run.", 12))
+            fail_msg("run directory %s left behind", de->d_name);
+    closedir(d);
+    ktt_rmtree(dir);
+    free(dir);
+}
 /* Four threads' shards, all read. */
 static void test_threads_then_segv(void **state)
 {
@@ -213,6 +260,51 @@ static void check_on_crash(const char *on_crash, int written)
 }
 
 static void test_on_crash_write(void **state) { (void)state; check_on_crash("write", 1); }
+
+/* KTIMING_ON_CRASH=write, CRASHPROG mode N: its status, the snapshot checked (crash_zone times `zone_sets`). */
+static void check_on_crash_mode(const char *mode, int status, const char *ended, int zone_sets)
+{
+    char *dir = ktt_tmpdir("oncrashmode");
+    assert_non_null(dir);
+    static char out[4200], env_out[4300];
+    snprintf(out, sizeof out, "%s/crash.json", dir);
+    snprintf(env_out, sizeof env_out, "KTIMING_OUTPUT=%s", out);
+    stale(out);
+    char n[16];
+    snprintf(n, sizeof n, "%d", N_ZONES);
+    char *argv[] = {(char *)CRASHPROG, (char *)mode, n, NULL};
+    const char *env[] = {kAsan, env_out, "KTIMING_ON_CRASH=write", NULL};
+    assert_int_equal(ktt_run(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = KTT_QUIET, .env = env}), status);
+    g_crash_handler = 1;
+    check_snapshot_n(out, ended, zone_sets);
+    g_crash_handler = 0;
+    ktt_rmtree(dir);
+    free(dir);
+}
+
+/* The program's own SIGSEGV handler (installed before ktiming's) recovers from a fault, the program records as
+ * many zones again and aborts: the snapshot is the abort's, with every zone -- not a stale one of the recovered
+ * fault, with the handler disarmed after it. */
+static void test_on_crash_recovered_fault(void **state)
+{
+    (void)state;
+    check_on_crash_mode("recover", 128 + SIGABRT, "signal 6", 2);
+}
+
+/* A SIGABRT handler of the program's (installed first) that returns: abort() then ends the process with the
+ * default action, and the snapshot is written. */
+static void test_on_crash_abort_handler_returns(void **state)
+{
+    (void)state;
+    check_on_crash_mode("abortlog", 128 + SIGABRT, "signal 6", 1);
+}
+
+/* The program's own signal stack is kept (the program exits 5 when it was replaced), and the handler runs on it. */
+static void test_on_crash_keeps_altstack(void **state)
+{
+    (void)state;
+    check_on_crash_mode("altstack", 128 + SIGSEGV, "signal 11", 1);
+}
 static void test_on_crash_off(void **state) { (void)state; check_on_crash("", 0); }
 
 /* The run arena's descriptor is close-on-exec (a timed process opens it through /proc/<run's pid>/fd): a process
@@ -457,6 +549,9 @@ int main(void)
         cmocka_unit_test(test_exec_then_segv),    cmocka_unit_test(test_exec_then_exit),
         cmocka_unit_test(test_fork_child_exit_written), cmocka_unit_test(test_fork_child_lost_said),
         cmocka_unit_test(test_arena_full),
+        cmocka_unit_test(test_underscore_exit_127), cmocka_unit_test(test_closed_stderr),
+        cmocka_unit_test(test_on_crash_recovered_fault), cmocka_unit_test(test_on_crash_keeps_altstack),
+        cmocka_unit_test(test_on_crash_abort_handler_returns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

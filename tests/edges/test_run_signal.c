@@ -1,6 +1,7 @@
 /* test_run_signal.c — `ktiming run` passes SIGINT/SIGTERM/SIGHUP/SIGQUIT on to the program, waits for it (no
  * orphan), removes its temporary directory and returns the program's status; its own errors exit 125; killed
- * itself (SIGKILL), it takes the program with it and the next run removes what it left. */
+ * itself (SIGKILL), it takes the program with it and the next run removes what it left; off a terminal, a SIGTERM
+ * to run's whole process group reaches the program once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -129,6 +130,50 @@ static void test_sigkill_run(void **state)
     free(dir);
 }
 
+/* `ktiming run` off a terminal (a new session: setsid, as a service or CI job runs it): the program runs in a
+ * process group of its own, and gets a SIGTERM sent to run (to_group 0), to run's whole process group
+ * (`kill -TERM -PGID`, to_group 1), or to both at once as timeout(1) sends it (to_group 2) exactly once: from run.
+ * Sharing run's group, it got the group's copy and the ones run passed on. */
+static void check_sigterm_once(int to_group)
+{
+    const char *setsid_bin = access("/usr/bin/setsid", X_OK) == 0 ? "/usr/bin/setsid"
+                             : access("/bin/setsid", X_OK) == 0   ? "/bin/setsid"
+                                                                  : NULL;
+    if (!setsid_bin)
+        skip();
+    char *dir = ktt_tmpdir("runsigonce");
+    assert_non_null(dir);
+    char pidf[4200], mark[4200];
+    snprintf(pidf, sizeof pidf, "%s/pid", dir);
+    snprintf(mark, sizeof mark, "%s/mark", dir);
+    /* the test's child is no group leader, so setsid(1) makes it one without forking: its pid is run's */
+    char *argv[] = {(char *)setsid_bin, (char *)KT_CLI, (char *)"run", (char *)"-f", (char *)"none", (char *)"--",
+                    (char *)SIGPROG, pidf, mark, (char *)"count", NULL};
+    static char env_tmpdir[4300];
+    snprintf(env_tmpdir, sizeof env_tmpdir, "TMPDIR=%s", dir);
+    const char *env[] = {env_tmpdir, NULL};
+    pid_t run = ktt_spawn(argv, &(ktt_spawn_t){.out = KTT_DEVNULL, .err = KTT_QUIET, .env = env});
+    assert_true(run > 0);
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    long child = -1;
+    for (int i = 0; i < 6000 && (child = ktt_read_long(pidf)) <= 0; i++)
+        nanosleep(&nap, NULL);
+    assert_true(child > 0);
+    assert_int_equal(getpgid(run), run);               /* setsid made run a group leader ... */
+    assert_int_equal(getpgid((pid_t)child), (pid_t)child); /* ... and the program leads a group of its own */
+    if (to_group == 2)
+        assert_int_equal(kill(run, SIGTERM), 0);
+    assert_int_equal(kill(to_group ? -run : run, SIGTERM), 0);
+    assert_int_equal(ktt_wait(run), 0);
+    assert_int_equal(ktt_read_long(mark), 1);
+    ktt_rmtree(dir);
+    free(dir);
+}
+
+static void test_sigterm_to_run_once(void **state) { (void)state; check_sigterm_once(0); }
+static void test_sigterm_to_group_once(void **state) { (void)state; check_sigterm_once(1); }
+static void test_sigterm_like_timeout_once(void **state) { (void)state; check_sigterm_once(2); }
+
 static void test_own_errors_125(void **state)
 {
     (void)state;
@@ -155,6 +200,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigterm), cmocka_unit_test(test_sighup),         cmocka_unit_test(test_sigint),
         cmocka_unit_test(test_sigquit), cmocka_unit_test(test_own_errors_125), cmocka_unit_test(test_sigkill_run),
+        cmocka_unit_test(test_sigterm_to_run_once), cmocka_unit_test(test_sigterm_to_group_once),
+        cmocka_unit_test(test_sigterm_like_timeout_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

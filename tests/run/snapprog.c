@@ -5,12 +5,19 @@
  * must report what the file holds when the program has ended.
  *
  *   snapprog --wait-moved: writes "first" and announces it, then waits (up to 20 s) for `ktiming run -o` to move
- *   it out of the run directory while this process is still running, and prints "moved" (or "not moved"). */
+ *   it out of the run directory while this process is still running, and prints "moved" (or "not moved").
+ *   snapprog --chdir: changes directory to / first (KTIMING_RUN_DIR must still name the run directory), then as
+ *   without options.
+ *   snapprog --child OUT: first forks a child, another timed process, that prints "child <pid>", makes a directory
+ *   OUT.<pid> where `ktiming run -o OUT` would put its snapshot (unless OUT is "-"), writes its own snapshot
+ *   holding "child", and exits; then as without options. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,6 +57,21 @@ int main(int argc, char **argv)
     if (!dir || !*dir) {
         fprintf(stderr, "snapprog: no KTIMING_RUN_DIR\n");
         return 2;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--chdir") && chdir("/") != 0)
+        return 1;
+    if (argc > 2 && !strcmp(argv[1], "--child")) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            char block[4200];
+            snprintf(block, sizeof block, "%s.%ld", argv[2], (long)getpid());
+            printf("child %ld\n", (long)getpid());
+            _exit((strcmp(argv[2], "-") && mkdir(block, 0700) != 0) || put(dir, "child") != 0 || fflush(stdout) ? 1 : 0);
+        }
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            return 1;
     }
     if (put(dir, "first") != 0)
         return 1;

@@ -2,10 +2,12 @@
  * off (KTIMING_SPANS=0) when only a summary is asked for, since nothing reads them then; kept when an output,
  * a trace, an HTML report or --mpi may need them, and never overriding a KTIMING_SPANS of the user's. Also: the
  * snapshot `ktiming run` reads while the program ends is the one the program left (a replaced file is read
- * again), and the report is prepared from it before the program's process is gone; and where the run directory
- * goes. */
+ * again), and the report is prepared from it before the program's process is gone; where the run directory
+ * goes (a relative TMPDIR or KTIMING_INTERCEPT_DIR made absolute); and other timed processes' snapshots that cannot
+ * go beside -o are kept, not lost. */
 #include "run_util.h"
 
+#include <sys/stat.h>
 #include <sys/statfs.h>
 
 /* envprog KTIMING_SPANS under `ktiming run <args> --`; its stdout line (malloc, no newline). */
@@ -258,6 +260,154 @@ static void test_late_output_failure_keeps_snapshot(void **state)
     late_failure_keeps_snapshot("--trace");
 }
 
+/* The snapshot file named in msg after `marker` (up to the end of its line, or a space), loaded: it must hold one
+ * entry, `name`. Returns its directory (malloc) for the caller to remove. */
+static char *kept_snapshot(const char *msg, const char *marker, const char *name)
+{
+    const char *at = strstr(msg, marker);
+    if (!at)
+        fail_msg("no '%s' in:\n%s", marker, msg);
+    char path[4096];
+    snprintf(path, sizeof path, "%s", at + strlen(marker));
+    path[strcspn(path, " \n")] = '\0';
+    kt_snapshot_t *s = NULL;
+    char err[256];
+    if (kt_snapshot_load(path, NULL, &s, err, sizeof err) != 0)
+        fail_msg("%s: %s", path, err);
+    assert_int_equal(s->count, 1);
+    assert_string_equal(s->entries[0].name, name);
+    kt_snapshot_free(s);
+    *strrchr(path, '/') = '\0';
+    return strdup(path);
+}
+
+/* `ktiming run -o OUT -- snapprog --child BLOCK` with TMPDIR in the scratch directory: its stderr (malloc); *child
+ * the other timed process's pid. */
+static char *run_with_child(const char *out, const char *block, long *child)
+{
+    char *err_path = ru_path("child.err");
+    static char env_tmp[4200];
+    snprintf(env_tmp, sizeof env_tmp, "TMPDIR=%s", ru_dir);
+    const char *env[] = {env_tmp, NULL};
+    char *argv[] = {KT_CLI, "run", "-f", "none", "-o", (char *)out, "--", SNAPPROG, "--child", (char *)block, NULL};
+    int st = -1;
+    char *text = ktt_run_capture(argv, &(ktt_spawn_t){.err = err_path, .env = env}, &st);
+    assert_non_null(text);
+    assert_int_equal(st, 0);
+    *child = -1;
+    sscanf(text, "child %ld", child);
+    assert_true(*child > 0);
+    assert_non_null(strstr(text, "done\n"));
+    free(text);
+    char *msg = ktt_read_file(err_path, NULL);
+    assert_non_null(msg);
+    return msg;
+}
+
+/* -o names a device: another process's snapshot is not created beside it (/dev/null.<pid>, which root could)
+ * nor lost with the run directory, but kept there, and run says where. */
+static void test_other_snapshot_beside_device_kept(void **state)
+{
+    (void)state;
+    long child;
+    char *msg = run_with_child("/dev/null", "-", &child);
+    char beside[64];
+    snprintf(beside, sizeof beside, "/dev/null.%ld", child);
+    int created = access(beside, F_OK) == 0;
+    if (created)
+        unlink(beside);
+    assert_false(created);
+    char *dir = kept_snapshot(msg, "another timed process's snapshot is kept at ", "child");
+    free(msg);
+    ktt_rmtree(dir);
+    free(dir);
+}
+
+/* OUT.<pid> cannot be written (a directory is in the way): the snapshot is kept in the run directory and said, not
+ * deleted with it. */
+static void test_other_snapshot_unplaceable_kept(void **state)
+{
+    (void)state;
+    char out[4096], beside[4200];
+    snprintf(out, sizeof out, "%s", ru_path("others.json"));
+    long child;
+    char *msg = run_with_child(out, out, &child);
+    snprintf(beside, sizeof beside, "%s.%ld", out, child);
+    rmdir(beside);
+    char want[4300];
+    snprintf(want, sizeof want, "cannot write %s", beside);
+    if (!strstr(msg, want))
+        fail_msg("no '%s' in:\n%s", want, msg);
+    char *dir = kept_snapshot(msg, "another timed process's snapshot is kept at ", "child");
+    free(msg);
+    ktt_rmtree(dir);
+    free(dir);
+    kt_snapshot_t *s = NULL;
+    assert_int_equal(kt_snapshot_load(out, NULL, &s, NULL, 0), 0); /* the program's own, as without the child */
+    assert_string_equal(s->entries[0].name, "second");
+    kt_snapshot_free(s);
+}
+
+/* `cd DIR && ENV ktiming run ARGS` (argv after the script's "sh"): its status, stdout into *text (malloc). */
+static int run_in(const char *dir, const char *env, char *const args[], char **text)
+{
+    char *argv[24] = {"/bin/sh", "-c", "cd \"$1\" && shift && exec \"$@\"", "sh", (char *)dir, KT_CLI, "run"};
+    int n = 7;
+    for (int i = 0; args[i] && n < 23; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    const char *envs[] = {env, NULL};
+    int st = -1;
+    *text = ktt_run_capture(argv, &(ktt_spawn_t){.err = KTT_QUIET, .env = envs}, &st);
+    assert_non_null(*text);
+    return st;
+}
+
+/* A relative TMPDIR: the run directory the program is given is absolute, so a program that changes directory
+ * still writes its snapshot there. */
+static void test_relative_tmpdir(void **state)
+{
+    (void)state;
+    char *rel = ru_path("reltmp");
+    mkdir(rel, 0700);
+    char out[4096];
+    snprintf(out, sizeof out, "%s", ru_path("reltmp.json"));
+    char *args[] = {"-f", "none", "-o", out, "--", SNAPPROG, "--chdir", NULL};
+    char *text;
+    assert_int_equal(run_in(ru_dir, "TMPDIR=reltmp", args, &text), 0);
+    assert_string_equal(text, "done\n");
+    free(text);
+    kt_snapshot_t *s = NULL;
+    assert_int_equal(kt_snapshot_load(out, NULL, &s, NULL, 0), 0);
+    assert_string_equal(s->entries[0].name, "second");
+    kt_snapshot_free(s);
+}
+
+/* A relative KTIMING_INTERCEPT_DIR: the libraries are named to the program by absolute paths (it may load them
+ * after changing directory). Checked on the OpenCL direct library's path; skipped where it is not built. */
+static void test_relative_intercept_dir(void **state)
+{
+    (void)state;
+    char *args[] = {"-f", "none", "--", ENVPROG, "KTIMING_OPENCL_LIBRARY", NULL};
+    char *text;
+    assert_int_equal(run_in(ru_dir, "KTIMING_SPANS=0", args, &text), 0); /* where run finds them itself */
+    char *slash = strrchr(text, '/');
+    if (text[0] != '/' || !slash) {
+        free(text);
+        skip();
+    }
+    *slash = '\0';
+    char *link = ru_path("shimdir");
+    unlink(link);
+    assert_int_equal(symlink(text, link), 0);
+    free(text);
+    assert_int_equal(run_in(ru_dir, "KTIMING_INTERCEPT_DIR=shimdir", args, &text), 0);
+    if (text[0] != '/')
+        fail_msg("KTIMING_OPENCL_LIBRARY given to the program: %s", text);
+    assert_non_null(strstr(text, "/libktiming_cl_direct.so"));
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +420,10 @@ int main(void)
         cmocka_unit_test(test_run_dir_location),
         cmocka_unit_test(test_missing_output_dir_before_start),
         cmocka_unit_test(test_late_output_failure_keeps_snapshot),
+        cmocka_unit_test(test_other_snapshot_beside_device_kept),
+        cmocka_unit_test(test_other_snapshot_unplaceable_kept),
+        cmocka_unit_test(test_relative_tmpdir),
+        cmocka_unit_test(test_relative_intercept_dir),
     };
     return cmocka_run_group_tests(tests, ru_group_setup, ru_group_teardown);
 }

@@ -31,6 +31,7 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef KTCLI_INTERCEPT_BUILD_DIR
@@ -154,8 +155,9 @@ static int has_shim(const char *dir)
 static int intercept_dir(char *out, size_t size)
 {
     const char *env = kt__env(KT_ENV_NAME(INTERCEPT_DIR));
-    if (env && *env) {
-        snprintf(out, size, "%s", env);
+    if (env && *env) { /* made absolute: the program loads from it after it may have changed directory */
+        char real[PATH_MAX];
+        snprintf(out, size, "%s", env[0] != '/' && realpath(env, real) ? real : env);
         return 0;
     }
     char exe[PATH_MAX];
@@ -342,18 +344,54 @@ static const int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 static volatile sig_atomic_t g_child; /* the program's pid while it runs, else 0 */
 static int g_status;                  /* the program's wait status (waitpid), once it ended */
 static kt_run_arena_t *g_arena;       /* the run arena (crash survival), NULL: off */
+static int g_own_group;               /* the program runs in a process group of its own (own_process_group) */
+#define FORWARD_MERGE_NS 250000000ll  /* forward_signal: a repeat this close to the last one forwarded is merged */
 
-/* A signal sent to us (kill, timeout, a service manager) goes on to the program. One the terminal generated
- * (^C, ^\, hang-up: si_code SI_KERNEL) already reached the program, which shares our process group: passing it
- * on would deliver it twice. */
+/* A signal sent to us (kill, timeout, a service manager) goes on to the program. When the program shares our
+ * process group (a job an interactive shell started: own_process_group), one the terminal generated (^C, ^\, hang-up: si_code
+ * SI_KERNEL) already reached it: passing it on would deliver it twice. In a group of its own it gets only what we
+ * pass on. */
 static void forward_signal(int sig, siginfo_t *info, void *ctx)
 {
     (void)ctx;
     int saved = errno;
     pid_t child = (pid_t)g_child;
-    if (child > 0 && (!info || info->si_code != SI_KERNEL))
+    /* The same signal from the same sender again within FORWARD_MERGE_NS of the last one passed on is passed on
+     * once: timeout(1) sends its signal to us and then to our whole group, two a program alone gets merged into one
+     * (the kernel merges a standard signal still pending). Only this handler touches these; it runs with the
+     * forwarded signals blocked. */
+    static int last_sig;
+    static pid_t last_pid;
+    static struct timespec last;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    pid_t from = info ? info->si_pid : 0;
+    long long since = (long long)(now.tv_sec - last.tv_sec) * 1000000000ll + (now.tv_nsec - last.tv_nsec);
+    int repeat = sig == last_sig && from == last_pid && since < FORWARD_MERGE_NS;
+    if (child > 0 && !repeat && (g_own_group || !info || info->si_code != SI_KERNEL)) {
         kill(child, sig);
+        last_sig = sig;
+        last_pid = from;
+        last = now;
+    }
     errno = saved;
+}
+
+/* Does the program get a process group of its own? A signal sent to our whole group (`kill -TERM -PGID`, the
+ * second signal timeout(1) sends) then reaches us only, and the program gets it once, from us; with both in one
+ * group it gets the group's copy and ours. But a job an interactive shell started -- the terminal's foreground
+ * job, or a background job we lead -- keeps the program in our group, as the shell started us: job control (^C,
+ * ^Z, `kill -STOP %1`, `fg`, terminal reads) must reach it as it would without us, and SIGSTOP cannot be passed
+ * on. So: yes without a controlling terminal (a service, setsid, CI), and on a terminal when we are neither its
+ * foreground job nor our group's leader (under timeout(1), which makes a group of its own). */
+static int own_process_group(void)
+{
+    int tty = open("/dev/tty", O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+    if (tty < 0)
+        return 1;
+    pid_t fg = tcgetpgrp(tty);
+    close(tty);
+    return fg != getpgrp() && getpgrp() != getpid();
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -491,13 +529,14 @@ static int wait_child(pid_t child, int fifo, const char *run_dir, const run_opts
     return status;
 }
 
-/* Starts argv[0] (PATH searched) with the signal mask *mask; 0 and *child, or an errno value. vfork + exec, as
- * glibc's posix_spawnp does it (the address space is shared until the exec: no page tables copied, no
- * copy-on-write faults in ktiming afterwards), because the child must first ask for PR_SET_PDEATHSIG: when
- * `ktiming run` itself is killed (SIGKILL, which it cannot forward) the program is killed too instead of running
- * on as an orphan. The program gets our dispositions (an ignored SIGINT stays ignored). A failed exec is told
- * through a close-on-exec pipe (also right where a sanitizer runtime turns vfork into fork). */
-static __attribute__((noinline)) int spawn_program(char **argv, const sigset_t *mask, pid_t *child)
+/* Starts argv[0] (PATH searched) with the signal mask *mask, in a process group of its own when own_group; 0 and
+ * *child, or an errno value. vfork + exec, as glibc's posix_spawnp does it (the address space is shared until the
+ * exec: no page tables copied, no copy-on-write faults in ktiming afterwards), because the child must first ask
+ * for PR_SET_PDEATHSIG: when `ktiming run` itself is killed (SIGKILL, which it cannot forward) the program is
+ * killed too instead of running on as an orphan. The program gets our dispositions (an ignored SIGINT stays
+ * ignored). A failed exec is told through a close-on-exec pipe (also right where a sanitizer runtime turns vfork
+ * into fork). */
+static __attribute__((noinline)) int spawn_program(char **argv, const sigset_t *mask, int own_group, pid_t *child)
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0)
@@ -509,6 +548,8 @@ static __attribute__((noinline)) int spawn_program(char **argv, const sigset_t *
         int e = 0;
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) { /* run already gone: do not start */
             e = ECHILD;
+        } else if (own_group && setpgid(0, 0) != 0) {
+            e = errno;
         } else {
             sigprocmask(SIG_SETMASK, mask, NULL);
             execvp(argv[0], argv);
@@ -548,19 +589,23 @@ static int run_program(char **argv, pid_t *pid, int fifo, const char *run_dir, c
     /* blocked across the spawn: a signal arriving before the handlers know the child waits for them */
     sigprocmask(SIG_BLOCK, &block, &old_mask);
     pid_t child = -1;
-    int rc = spawn_program(argv, &old_mask, &child);
+    g_own_group = own_process_group();
+    int rc = spawn_program(argv, &old_mask, g_own_group, &child);
     if (rc != 0) {
         sigprocmask(SIG_SETMASK, &old_mask, NULL);
         fprintf(stderr, "ktiming run: cannot run %s: %s\n", argv[0], strerror(rc));
         return rc == ENOENT ? 127 : 126; /* as a shell reports it */
     }
+    /* From here a closed stderr (`ktiming run ... 2>&1 | head`) costs the summary, not the program's status and
+     * our clean-up: EPIPE instead of SIGPIPE. The program kept its own disposition: it is already running. */
+    signal(SIGPIPE, SIG_IGN);
     *pid = child;
     g_child = child;
     struct sigaction fwd, old[N_FORWARDED];
     memset(&fwd, 0, sizeof fwd);
     fwd.sa_sigaction = forward_signal;
     fwd.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&fwd.sa_mask);
+    fwd.sa_mask = block; /* one forward_signal at a time */
     for (size_t i = 0; i < N_FORWARDED; i++) {
         sigaction(kForwarded[i], NULL, &old[i]);
         if (old[i].sa_handler != SIG_IGN) /* a signal we were started ignoring stays ignored */
@@ -828,12 +873,64 @@ static int report_arena(const run_opts_t *o, kt_snapshot_t *snap)
     return bad ? -1 : 0;
 }
 
-/* Other processes of the program that wrote snapshots too, said once. */
-static void say_others(const run_opts_t *o, size_t others)
+/* Other processes of the program that wrote snapshots too, said once; kept of them are in run_dir. */
+static void say_others(const run_opts_t *o, size_t others, size_t kept, const char *run_dir)
 {
-    if (others)
-        fprintf(stderr, "ktiming run: %zu other process%s of the program timed kernels too%s\n", others,
-                others == 1 ? "" : "es", o->output ? " (snapshots kept beside the output)" : " (use -o to keep them)");
+    if (!others)
+        return;
+    fprintf(stderr, "ktiming run: %zu other process%s of the program timed kernels too", others,
+            others == 1 ? "" : "es");
+    if (!o->output)
+        fputs(" (use -o to keep them)\n", stderr);
+    else if (!kept)
+        fputs(" (snapshots kept beside the output)\n", stderr);
+    else
+        fprintf(stderr, " (snapshots kept %sin %s)\n", kept < others ? "beside the output and " : "", run_dir);
+}
+
+/* Can the other processes' snapshots go beside the output, as OUTPUT.<pid>? Not when it names no regular file in
+ * a directory of files: a device, a FIFO, a descriptor (/dev/stdout, /dev/fd/N), anything under /dev or /proc,
+ * where OUTPUT.<pid> would be created among the devices or not at all. */
+static int others_beside(const char *output)
+{
+    char dir[PATH_MAX], real[PATH_MAX];
+    struct stat st;
+    if (stat(output, &st) == 0 && !S_ISREG(st.st_mode))
+        return 0;
+    snprintf(dir, sizeof dir, "%s", output);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        slash[1] = '\0';
+    else
+        *slash = '\0';
+    if (!realpath(dir, real))
+        return 1; /* placing it says why */
+    return strcmp(real, "/dev") && strncmp(real, "/dev/", 5) && strcmp(real, "/proc") && strncmp(real, "/proc/", 6);
+}
+
+/* Puts another process's snapshot (path, named <pid>.json) beside the output as OUTPUT.<pid>; where it cannot
+ * go, it stays in the run directory, which is then kept, and either way the line says where it is. 1 when it
+ * was kept in the run directory, else 0. */
+static int place_other(const char *output, int beside, const char *path, const char *name)
+{
+    char keep[PATH_MAX + 64];
+    size_t len = strlen(name);
+    int kn = snprintf(keep, sizeof keep, "%s.%.*s", output, (int)(len - 5), name);
+    if (beside) {
+        errno = 0;
+        if (kn > 0 && (size_t)kn < sizeof keep && kt_output_place(path, keep, 0) == 0) {
+            fprintf(stderr, "ktiming run: another timed process's snapshot: %s\n", keep);
+            return 0;
+        }
+        fprintf(stderr, "ktiming run: cannot write %s: %s\n", kn > 0 && (size_t)kn < sizeof keep ? keep : output,
+                strerror(kn > 0 && (size_t)kn < sizeof keep && errno ? errno : ENAMETOOLONG));
+    }
+    g_keep_run_dir = 1;
+    fprintf(stderr, "ktiming run: another timed process's snapshot is kept at %s%s\n", path,
+            beside ? "" : " (-o names no regular file to put it beside)");
+    return 1;
 }
 
 /* Writes the outputs and the summary from the program's snapshot; 0 or -1. */
@@ -847,7 +944,8 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child, int 
         expand_path("trace", opts->trace, child, trace_buf, sizeof trace_buf, &expanded.trace) ||
         expand_path("HTML report", opts->html, child, html_buf, sizeof html_buf, &expanded.html))
         return -1;
-    size_t others = 0;
+    size_t others = 0, kept = 0; /* other processes' snapshots; those kept in the run directory */
+    int beside = -1;             /* others_beside(-o), once asked */
     snprintf(name, sizeof name, "%ld.json", (long)child);
     int joined = path_join(path, sizeof path, run_dir, name) == 0;
     int early = joined && early_prepared(path);
@@ -892,10 +990,9 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child, int 
         }
         others++;
         if (o->output) { /* keep the other processes' snapshots beside the main one */
-            char keep[PATH_MAX + 64];
-            int kn = snprintf(keep, sizeof keep, "%s.%.*s", o->output, (int)(len - 5), de->d_name);
-            if (kn > 0 && (size_t)kn < sizeof keep && kt_output_place(path, keep, 0) == 0)
-                fprintf(stderr, "ktiming run: another timed process's snapshot: %s\n", keep);
+            if (beside < 0)
+                beside = others_beside(o->output);
+            kept += (size_t)place_other(o->output, beside, path, de->d_name);
         }
     }
     if (d)
@@ -904,7 +1001,7 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child, int 
     if (dead) {
         bad = report_arena(o, dead) != 0;
         kt_snapshot_free(dead);
-        say_others(o, others);
+        say_others(o, others, kept, run_dir);
         return bad ? -1 : 0;
     }
     if (!primary[0]) {
@@ -957,7 +1054,7 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child, int 
         print_summary(o, snap);
         kt_snapshot_free(snap);
     }
-    say_others(o, others);
+    say_others(o, others, kept, run_dir);
     return bad ? -1 : 0;
 }
 
@@ -973,27 +1070,16 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child, int 
 #endif
 static const char *run_dir_base(void)
 {
+    static char real[PATH_MAX];
     const char *tmp = kt__env_any("TMPDIR");
-    if (tmp && *tmp)
-        return tmp;
+    if (tmp && *tmp) /* made absolute: the program writes into the run directory after it may have changed directory */
+        return tmp[0] != '/' && realpath(tmp, real) ? real : tmp;
     struct statfs fs;
     if (statfs(RUN_SHM, &fs) == 0 && (unsigned long)fs.f_type == (unsigned long)TMPFS_MAGIC &&
         (unsigned long long)fs.f_bavail * (unsigned long long)fs.f_bsize >= RUN_SHM_MIN_FREE &&
         access(RUN_SHM, W_OK | X_OK) == 0)
         return RUN_SHM;
     return "/tmp";
-}
-
-static int dir_is_empty(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    int empty = 1;
-    while (d && empty && (de = readdir(d)))
-        empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || !strcmp(de->d_name, RUN_FIFO);
-    if (d)
-        closedir(d);
-    return empty;
 }
 
 static void remove_dir(const char *dir)
@@ -1165,8 +1251,10 @@ int ktcli_cmd_run(int argc, char **argv)
     const char *base = run_dir_base();
     char run_dir[PATH_MAX];
     remove_stale_run_dirs(base);
-    snprintf(run_dir, sizeof run_dir, "%s/" RUN_DIR_PREFIX "%ld.XXXXXX", base, (long)getpid());
-    if (!mkdtemp(run_dir)) {
+    int rn = snprintf(run_dir, sizeof run_dir, "%s/" RUN_DIR_PREFIX "%ld.XXXXXX", base, (long)getpid());
+    if (rn < 0 || (size_t)rn >= sizeof run_dir)
+        errno = ENAMETOOLONG;
+    if (rn < 0 || (size_t)rn >= sizeof run_dir || !mkdtemp(run_dir)) {
         fprintf(stderr, "ktiming run: cannot create a directory in %s: %s\n", base, strerror(errno));
         return KTCLI_RUN_ERROR;
     }
@@ -1199,9 +1287,9 @@ int ktcli_cmd_run(int argc, char **argv)
     int status = run_program(argv + optind, &child, fifo, run_dir, &o);
     if (fifo >= 0)
         close(fifo);
-    /* a program that could not be started (126/127 from our child) timed nothing: no second message */
-    int started = child > 0 && !((status == 126 || status == 127) && dir_is_empty(run_dir));
-    int rc = started ? report(&o, run_dir, child, g_status) : 0;
+    /* a program that could not be started (run_program said why) timed nothing: no second message; one that
+     * started and then exited 126 or 127 itself is reported as any other */
+    int rc = child > 0 ? report(&o, run_dir, child, g_status) : 0;
     kt_run_arena_close(g_arena);
     g_arena = NULL;
     early_clear(); /* read early but not used (report took it otherwise) */

@@ -57,7 +57,8 @@ export async function createNodeDevice(opts = {}) {
   if (!adapter) throw new Error('createNodeDevice: no WebGPU adapter (on Linux Dawn needs a Vulkan driver it accepts)');
   if (!adapter.features.has('timestamp-query')) throw new Error('createNodeDevice: the adapter has no timestamp-query');
   const device = await adapter.requestDevice({ requiredFeatures: ['timestamp-query'], ...(opts.deviceDescriptor || {}) });
-  const timer = wrapDevice(device, { recorder: opts.recorder ?? nodeRecorder(), adapterInfo: adapter.info, ...(opts.timer || {}) });
+  const recorder = opts.recorder ?? nodeRecorder(opts.timer?.now ? { now: opts.timer.now } : {}); // one clock for both
+  const timer = wrapDevice(device, { recorder, adapterInfo: adapter.info, ...(opts.timer || {}) });
   // dawn.node tears the device down (and crashes the process) when its GPU object is garbage-collected while the
   // device is in use: the timer, which the device's patched methods reference, keeps both alive.
   timer.keepAlive = { gpu, adapter };

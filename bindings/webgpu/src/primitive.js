@@ -16,6 +16,9 @@ import { SPAN_DEVICE, SPAN_HOST_TIMED, SPAN_TRIALS } from './recorder.js';
 const USAGE_MAP_READ = 0x1, USAGE_COPY_SRC = 0x4, USAGE_COPY_DST = 0x8, USAGE_QUERY_RESOLVE = 0x200;
 const MAP_READ = 0x1;
 
+/** Timed passes one query set can hold: WebGPU allows at most 4,096 queries in a query set, two per pass. */
+export const MAX_PASSES_PER_QUERY_SET = 2048;
+
 export class Primitive {
   /**
    * @param {import('./timer.js').WebGPUTimer} timer  the device's timer (its device, clock model, recorder)
@@ -25,6 +28,9 @@ export class Primitive {
    */
   constructor(timer, name, kernels) {
     if (!Array.isArray(kernels) || !kernels.length) throw new TypeError('Primitive: at least one kernel');
+    if (kernels.length > MAX_PASSES_PER_QUERY_SET) { // one query set holds the whole primitive's timestamps
+      throw new RangeError(`Primitive: at most ${MAX_PASSES_PER_QUERY_SET} kernels (WebGPU's 4,096 queries per query set): ${kernels.length}`);
+    }
     for (const k of kernels) {
       if (!k || typeof k.record !== 'function' || !k.name) throw new TypeError('Primitive: each kernel needs name and record()');
     }
@@ -32,6 +38,7 @@ export class Primitive {
     this.name = String(name);
     this.kernels = kernels.map((k) => ({ name: String(k.name), record: k.record }));
     this.res = null; // query set and buffers, made on first timed execution
+    this.tail = Promise.resolve(); // the latest execution: the next one starts after it
   }
 
   _resources() {
@@ -51,8 +58,16 @@ export class Primitive {
    * @returns {Promise<{trials: number, gpuTotalNs: bigint[], gpuNs: bigint[], unitTotalNs: bigint, unitNs: bigint,
    *   cpuTotalNs: bigint, cpuNs: bigint, startNs: bigint, endNs: bigint}>} gpu*: per kernel (0n without GPU
    *   timing); unit*: first begin to last end; cpu*: the drained host time (0n without CPU timing)
+   * Executions of one primitive share its query set and read-back buffer: called again before the last one
+   * settled (Promise.all over several), each waits for the one before, so they run one after the other.
    */
-  async execute(opts = {}) {
+  execute(opts = {}) {
+    const run = this.tail.then(() => this._execute(opts));
+    this.tail = run.catch(() => {}); // a failed execution does not stop the next
+    return run;
+  }
+
+  async _execute(opts) {
     const trials = opts.trials ?? 1;
     if (!Number.isInteger(trials) || trials < 1) throw new RangeError('execute: trials must be a whole number >= 1');
     const warmup = opts.warmup ?? 0;
@@ -62,7 +77,8 @@ export class Primitive {
 
   async _once(trials, opts, record) {
     const t = this.timer, d = t.device, q = d.queue;
-    const gpu = opts.gpuTiming !== false && t.timestamps;
+    const wantGpu = opts.gpuTiming !== false;
+    const gpu = wantGpu && t.timestamps; // asked for on a device without timestamp-query: counted no_timing
     const cpu = opts.cpuTiming !== false;
     // out.cpuTotalNs is 0n exactly when CPU timing is off (a timed submit and wait take at least 1 ns)
     const res = gpu ? this._resources() : null;
@@ -93,9 +109,17 @@ export class Primitive {
       if ((await t._orLost(res.read.mapAsync(MAP_READ, 0, 16 * n))) === 'lost') lost();
       stamps = new BigUint64Array(res.read.getMappedRange(0, 16 * n).slice(0));
       res.read.unmap();
+      this._clear(res);
+      const bad = this.kernels.findIndex((k, i) => stamps[2 * i] === 0n || stamps[2 * i + 1] < stamps[2 * i]);
+      if (bad >= 0) { // nothing trustworthy in this execution: each kernel counted, the caller told
+        if (record) {
+          for (const k of this.kernels) t.recorder.drop(t.recorder.kernel(`${this.name}/${k.name}`, t.name), 'invalid_times');
+        }
+        throw new Error(`${this.name}/${this.kernels[bad].name}: no valid timestamps (not written: was the submit ` +
+          'rejected by validation? the device reports why)');
+      }
       for (let i = 0; i < n; i++) {
         const b = stamps[2 * i], e = stamps[2 * i + 1];
-        if (b === 0n || e < b) throw new Error(`${this.name}/${this.kernels[i].name}: invalid timestamps`);
         t._noteStamps(b, e);
         out.gpuTotalNs[i] = e - b;
         out.gpuNs[i] = (e - b) / BigInt(trials);
@@ -104,12 +128,25 @@ export class Primitive {
       out.unitNs = out.unitTotalNs / BigInt(trials);
       t.model.add(stamps[0], h0, h1 - out.unitTotalNs);
     }
-    if (record) this._record(out, stamps, h0, h1);
+    if (record) this._record(out, stamps, h0, h1, wantGpu);
     return out;
   }
 
-  _record(out, stamps, h0, h1) {
+  // Clears the read-back buffer on the queue, ahead of the next execution: one whose submit the device rejects
+  // (nothing of it runs, not even the copy) then reads zeros, never this execution's stamps again.
+  _clear(res) {
+    try {
+      const enc = this.timer.raw.createCommandEncoder({ label: 'ktiming clear' });
+      enc.clearBuffer(res.read);
+      this.timer.raw.submit([enc.finish()]);
+    } catch { /* the device is going away: the next execution fails on it anyway */ }
+  }
+
+  _record(out, stamps, h0, h1, wantGpu) {
     const t = this.timer, rec = t.recorder, trialFlag = out.trials > 1 ? SPAN_TRIALS : 0;
+    if (!stamps && wantGpu) { // GPU timing asked for, the device has no timestamps: each kernel counted, not lost
+      for (const k of this.kernels) rec.drop(rec.kernel(`${this.name}/${k.name}`, t.name), 'no_timing');
+    }
     const place = (b, dur) => t.place(b, dur, h0, h1);
     if (stamps) {
       this.kernels.forEach((k, i) => {
@@ -131,10 +168,13 @@ export class Primitive {
     }
   }
 
-  /** Frees the primitive's query set and buffers. */
+  /** Frees the primitive's query set and buffers once the executions already called have settled. */
   destroy() {
-    if (!this.res) return;
-    try { this.res.querySet.destroy(); this.res.resolve.destroy(); this.res.read.destroy(); } catch { /* device gone */ }
-    this.res = null;
+    const res = this.res;
+    if (!res) return;
+    this.res = null; // an execution called later makes its own
+    this.tail.then(() => {
+      try { res.querySet.destroy(); res.resolve.destroy(); res.read.destroy(); } catch { /* device gone */ }
+    });
   }
 }

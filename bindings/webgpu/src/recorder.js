@@ -22,6 +22,13 @@ export const DROP_REASONS = ['unspecified', 'ring_full', 'in_flight_at_exit', 's
 const U64_MAX = (1n << 64n) - 1n;
 const SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
+// A UTF-16 surrogate without its pair: not a character, no UTF-8 form (JSON.stringify writes it as "\ud800",
+// which the C reader refuses).
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** s as a string of characters only: every lone surrogate replaced by U+FFFD (as UTF-8 encoding does). */
+export function wellFormed(s) { return String(s).replace(LONE_SURROGATE, '\ufffd'); }
+
 // ---------------------------------------------------------------------------------------------------------
 // The log-linear histogram of the C library (src/core/hist.h): one bucket per ns below 128, then 64 buckets per
 // power of two. Same indices and bounds, so a merge in C adds these buckets to its own.
@@ -153,7 +160,7 @@ export class Recorder {
   constructor(opts = {}) {
     this.maxSpans = opts.maxSpans ?? 16384;
     this.sampleCapacity = opts.sampleCapacity ?? 1024;
-    this.host = opts.host ?? '';
+    this.host = wellFormed(opts.host ?? '');
     this.pid = opts.pid ?? 0;
     this.now = opts.now ?? (() => 0n);
     this.clockDomain = opts.clockDomain ?? 'unknown';
@@ -161,14 +168,18 @@ export class Recorder {
     this.spans = [];          // {entry: Entry, queue, flags, duration, start, end, enqueue, submit, uncertainty}
     this.queues = [];         // {device, label}
     this.devices = new Map(); // name -> () => device facts (read when the snapshot is taken)
+    this.labels = new WeakMap(); // device object -> its label here (deviceLabel)
+    this.pending = new Set();    // () => [name, device, reason][]: dispatches not recorded yet, counted in a snapshot
   }
 
   /** The entry of (name, device), created on first use. */
   kernel(name, device) {
-    const key = `${device}\u0000${name}`;
+    // names as the file writes them (two names differing only by a lone surrogate are one entry there)
+    const n = wellFormed(name), d = wellFormed(device);
+    const key = `${d}\u0000${n}`;
     let e = this.entries.get(key);
     if (!e) {
-      e = new Entry(String(name), String(device), this.sampleCapacity);
+      e = new Entry(n, d, this.sampleCapacity);
       this.entries.set(key, e);
     }
     return e;
@@ -176,12 +187,27 @@ export class Recorder {
 
   /** Registers a queue; returns its index. */
   queue(device, label) {
-    this.queues.push({ device: String(device), label: String(label) });
+    this.queues.push({ device: wellFormed(device), label: wellFormed(label) });
     return this.queues.length - 1;
   }
 
+  /**
+   * The label of a device named `name` in this recorder (docs/devices.md: unique among the snapshot's devices):
+   * the name while no other device has it, else the name and " #2", " #3"...; at most 127 UTF-8 bytes, the
+   * format's device names. `obj` (the GPUDevice) keeps its label when it is labelled again.
+   */
+  deviceLabel(name, obj) {
+    if (obj && this.labels.has(obj)) return this.labels.get(obj);
+    const base = wellFormed(name);
+    const used = (l) => this.devices.has(l) || this.queues.some((q) => q.device === l);
+    let label = truncUtf8(base, 127);
+    for (let i = 2; used(label); i++) label = `${truncUtf8(base, 127 - ` #${i}`.length)} #${i}`;
+    if (obj) this.labels.set(obj, label);
+    return label;
+  }
+
   /** Registers the clock facts of a device: `facts()` is called when a snapshot is taken. */
-  device(name, facts) { this.devices.set(String(name), facts); }
+  device(name, facts) { this.devices.set(wellFormed(name), facts); }
 
   /**
    * Records one dispatch of `entry`: its duration aggregated, and a span when start is given.
@@ -215,13 +241,33 @@ export class Recorder {
   /** Counts a dispatch of `entry` that ended in error (not aggregated). */
   error(entry, name) {
     entry.errors += 1n;
-    if (name) entry.lastError = truncUtf8(String(name), 47);
+    if (name) entry.lastError = truncUtf8(wellFormed(name), 47);
   }
 
-  /** The snapshot as a plain object (times BigInt), sorted as the schema wants. */
+  /**
+   * The snapshot as a plain object (times BigInt), sorted as the schema wants. The dispatches the `pending`
+   * sources name are counted dropped in it, for their reason, as of this moment (the recorder keeps no count of
+   * them: they may still be recorded).
+   */
   snapshot() {
-    const ents = [...this.entries.values()].sort((a, b) => cmpBytes(a.name, b.name) || cmpBytes(a.device, b.device));
-    const index = new Map(ents.map((e, i) => [e, i]));
+    const extra = new Map(); // key -> [entry, dropped counts to add]; an entry made here is this snapshot's only
+    for (const src of this.pending) {
+      for (const [name, device, reason] of src()) {
+        const n = wellFormed(name), d = wellFormed(device), key = `${d}\u0000${n}`;
+        if (!extra.has(key)) {
+          extra.set(key, [this.entries.get(key) ?? new Entry(n, d, 0), new Array(DROP_REASONS.length).fill(0n)]);
+        }
+        extra.get(key)[1][Math.max(0, DROP_REASONS.indexOf(reason))] += 1n;
+      }
+    }
+    const all = [...new Set([...this.entries.values(), ...[...extra.values()].map(([e]) => e)])]
+      .sort((a, b) => cmpBytes(a.name, b.name) || cmpBytes(a.device, b.device));
+    const index = new Map(all.map((e, i) => [e, i]));
+    const ents = all.map((e) => { // an entry with pending dispatches: a copy with them counted
+      const x = extra.get(`${e.device}\u0000${e.name}`);
+      if (!x) return e;
+      return Object.assign(Object.create(Object.getPrototypeOf(e)), e, { dropped: e.dropped.map((n, r) => n + x[1][r]) });
+    });
     const spans = this.spans.slice().sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
     const devices = [...this.devices.entries()].map(([name, facts]) => ({ name, ...facts() }));
     return { taken: this.now(), entries: ents, index, spans, queues: this.queues, devices };
@@ -261,9 +307,10 @@ export function truncUtf8(s, max) {
   return out;
 }
 
-// A JSON string: JSON.stringify escapes quotes, backslashes and controls; U+2028/2029 as the C writer does.
+// A JSON string: JSON.stringify escapes quotes, backslashes and controls; U+2028/2029 as the C writer does; a lone
+// surrogate (not a character) becomes U+FFFD.
 function jstr(s) {
-  return JSON.stringify(String(s).replace(/\u0000/g, '\ufffd')).replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+  return JSON.stringify(wellFormed(s).replace(/\u0000/g, '\ufffd')).replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
 }
 
 // A u64/u128 as the schema writes it: a number up to 2^53-1, else a decimal string.

@@ -91,3 +91,35 @@ test('host times past 2^53 ns survive the C reader exactly', { skip: !CLI && 'KT
   });
   assert.equal(back.entries[0].sum_ns, 3 * 777);
 });
+
+test('two devices of one model on one recorder load as two devices in the C reader', { skip: !CLI && 'KT_CLI not set' }, async () => {
+  const a = new FakeGPU({ hostStep: 3n }), b = new FakeGPU({ hostStep: 3n, quantum: 65536n, passNs: 300_000n });
+  const recorder = nodeRecorder({ now: () => a.now() });
+  const timers = [wrapDevice(a.device, { recorder, now: () => a.now() }), wrapDevice(b.device, { recorder, now: () => b.now() })];
+  submitPasses(a.device, 'k', 4);
+  submitPasses(b.device, 'k', 3);
+  await a.complete();
+  await b.complete();
+  for (const t of timers) await t.close();
+  const path = `${dir}/two.json`;
+  writeSnapshot(recorder, path);
+  const back = JSON.parse(cli('report', path, '--format', 'json'));
+  const dev = 'Fake GPU "test double"';
+  const byName = (x, y) => (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0);
+  assert.deepEqual(back.entries.map((e) => [e.device, e.dispatch_count]).sort(byName), [[dev, 4], [`${dev} #2`, 3]]);
+  assert.deepEqual(back.devices.map((d) => [d.name, d.resolution_ns]).sort(byName),
+    [[dev, Number(timers[0].quantumNs)], [`${dev} #2`, 65536]]);
+});
+
+test('a label with a lone UTF-16 surrogate: the C reader loads the snapshot', { skip: !CLI && 'KT_CLI not set' }, async () => {
+  const gpu = new FakeGPU({ hostStep: 3n });
+  const now = () => gpu.now();
+  const timer = wrapDevice(gpu.device, { recorder: nodeRecorder({ now }), now, deviceName: 'dev\udc00' });
+  submitPasses(gpu.device, 'bad\ud800label', 2);
+  await gpu.complete();
+  await timer.close();
+  const path = `${dir}/surrogate.json`;
+  writeSnapshot(timer, path);
+  const back = JSON.parse(cli('report', path, '--format', 'json'));
+  assert.deepEqual(back.entries.map((e) => [e.name, e.device, e.dispatch_count]), [['bad\ufffdlabel', 'dev\ufffd', 2]]);
+});

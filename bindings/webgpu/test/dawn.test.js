@@ -4,6 +4,8 @@
 // destroyed mid-run, a primitive with trials, and the CLI reading the snapshot.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -38,6 +40,10 @@ function passes(ctx, label, n, per = 1) {
     ctx.device.queue.submit([enc.finish()]);
   }
 }
+
+// A full garbage collection on demand (what --expose-gc gives), to check what happens to objects the program drops.
+v8.setFlagsFromString('--expose-gc');
+const gc = vm.runInNewContext('gc');
 
 const entry = (timer, name) => [...timer.recorder.entries.values()].find((e) => e.name === name);
 
@@ -114,6 +120,117 @@ test('a device destroyed mid-run: nothing hangs and every pass is recorded or co
   const e = entry(timer, 'lost');
   assert.equal(e.count + e.droppedTotal(), 24n);
   await within(timer.close(), 60000, 'close after destroy');
+});
+
+test('a device destroyed as the program\'s own read-back lands: every pass recorded or counted', async () => {
+  const ctx = await open();
+  const { timer, device } = ctx;
+  const out = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const buffer = device.createBuffer({ size: 16, usage: GPUBufferUsage.COPY_SRC });
+  for (let i = 0; i < 6; i++) {
+    const enc = device.createCommandEncoder();
+    const p = enc.beginComputePass({ label: 'race' });
+    ctx.dispatch(p);
+    p.end();
+    if (i === 5) enc.copyBufferToBuffer(buffer, 0, out, 0, 16);
+    device.queue.submit([enc.finish()]);
+  }
+  await device.queue.onSubmittedWorkDone();
+  for (let i = 0; i < 20; i++) await Promise.resolve(); // the timer has asked for its maps by now
+  await out.mapAsync(GPUMapMode.READ);                   // granted in the same tick as the timer's
+  device.destroy();                                      // the program is done: before the timer reads its maps
+  await within(timer.flush(), 60000, 'flush after destroy');
+  const e = entry(timer, 'race');
+  assert.ok(e, 'the passes have an entry');
+  assert.equal(e.count + e.dropped[5], 6n, 'recorded or counted device_lost');
+  assert.equal(e.droppedTotal(), e.dropped[5]);
+  await within(timer.close(), 60000, 'close after destroy');
+});
+
+test('a submit Dawn rejects (validation): counted invalid_times, not recorded from the slot\'s earlier stamps', async () => {
+  const ctx = await open({ timer: { ringSize: 1 } });
+  const { timer, device } = ctx;
+  const errors = [];
+  device.onuncapturederror = (ev) => errors.push(ev.error.message);
+  passes(ctx, 'good', 1);
+  await timer.flush();
+  const victim = device.createBuffer({ size: 256, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+  const src = device.createBuffer({ size: 256, usage: GPUBufferUsage.COPY_SRC });
+  const enc = device.createCommandEncoder();
+  const p = enc.beginComputePass({ label: 'never_ran' });
+  ctx.dispatch(p);
+  p.end();
+  enc.copyBufferToBuffer(src, 0, victim, 0, 256);
+  const cb = enc.finish();
+  victim.destroy(); // the submit is rejected: nothing of it runs
+  device.queue.submit([cb]);
+  await timer.flush();
+  await device.queue.onSubmittedWorkDone();
+  assert.equal(errors.length, 1, 'the program still sees its own validation error');
+  const e = entry(timer, 'never_ran');
+  assert.equal(e.count, 0n);
+  assert.equal(e.dropped[10], 1n); // invalid_times
+  assert.equal(timer.model.count, 1, 'nothing fed to the clock model');
+  passes(ctx, 'good', 1);
+  await timer.flush();
+  assert.equal(entry(timer, 'good').count, 2n);
+  await timer.close();
+  device.destroy();
+});
+
+test('close() with a command buffer not yet submitted: the program\'s later submit still runs', async () => {
+  const ctx = await open();
+  const { timer, device } = ctx;
+  const errors = [];
+  device.onuncapturederror = (ev) => errors.push(ev.error.message);
+  const enc = device.createCommandEncoder();
+  const p = enc.beginComputePass({ label: 'pending' });
+  ctx.dispatch(p);
+  p.end();
+  const cb = enc.finish();
+  const later = device.createCommandEncoder(); // made before close(), used after it
+  await timer.close();
+  device.queue.submit([cb]);
+  const p2 = later.beginComputePass({ label: 'after_close' });
+  ctx.dispatch(p2);
+  p2.end();
+  device.queue.submit([later.finish()]);
+  await device.queue.onSubmittedWorkDone();
+  assert.deepEqual(errors, [], 'no submit of the program is rejected');
+  assert.equal(entry(timer, 'pending').dropped[4], 1n);     // never_submitted when close() ran
+  assert.equal(entry(timer, 'after_close').dropped[8], 1n); // no_timing
+  device.destroy();
+});
+
+// Encoders of one pass each that the program drops without submitting (half of them finished).
+function abandon(ctx, label, n) {
+  for (let i = 0; i < n; i++) {
+    const enc = ctx.device.createCommandEncoder();
+    const p = enc.beginComputePass({ label });
+    ctx.dispatch(p);
+    p.end();
+    if (i % 2) enc.finish();
+  }
+}
+
+test('abandoned encoders: in a snapshot as never_submitted, and their ring slots back once collected', async () => {
+  const ctx = await open({ timer: { ringSize: 4 } });
+  const { timer, device } = ctx;
+  abandon(ctx, 'abandoned', 4); // the whole ring
+  await timer.flush();
+  const snap = JSON.parse(timer.snapshotJSON());
+  assert.deepEqual(snap.entries.find((e) => e.name === 'abandoned').dropped_by, { never_submitted: 4 });
+  for (let i = 0; i < 200 && entry(timer, 'abandoned')?.dropped[4] !== 4n; i++) {
+    gc();
+    await new Promise((r) => setImmediate(r));
+  }
+  assert.equal(entry(timer, 'abandoned')?.dropped[4], 4n, 'counted never_submitted when collected');
+  passes(ctx, 'work', 4);
+  await timer.flush();
+  assert.equal(entry(timer, 'work').count, 4n, 'the ring has its slots back (no ring_full)');
+  await timer.close();
+  assert.equal(entry(timer, 'abandoned').droppedTotal(), 4n, 'counted once');
+  device.destroy();
 });
 
 test('a primitive on Dawn: per-kernel GPU time / trials, the unit inside the drained CPU time', async () => {

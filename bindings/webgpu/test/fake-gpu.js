@@ -18,6 +18,8 @@ export class FakeGPU {
     this.waiters = [];       // onSubmittedWorkDone resolvers
     this.lostResolve = null;
     this.destroyed = false;
+    this.rejected = 0;       // submits rejected (validation)
+    this.onMap = null;       // called at every mapAsync (a test's hook: destroy the device as a read-back lands)
     this.ran = [];           // {label, begin, end} host times of passes run
     this.device = this._device();
   }
@@ -29,7 +31,16 @@ export class FakeGPU {
   _device() {
     const gpu = this;
     const queue = {
-      submit(cbs) { if (!gpu.destroyed) for (const cb of cbs) gpu.queued.push(cb); },
+      // As WebGPU's validation: a submit holding an invalid command buffer (one a test marks invalid, or one using a
+      // destroyed buffer or query set) is rejected whole, nothing of it runs.
+      submit(cbs) {
+        if (gpu.destroyed) return;
+        if (cbs.some((cb) => cb.invalid || cb.ops.some(usesDestroyed))) {
+          gpu.rejected++;
+          return;
+        }
+        for (const cb of cbs) gpu.queued.push(cb);
+      },
       onSubmittedWorkDone() {
         if (gpu.destroyed) return new Promise(() => {}); // never resolves: the timer must not wait on it
         if (!gpu.queued.length) return Promise.resolve(); // nothing in flight: done at once, as on a real queue
@@ -44,10 +55,14 @@ export class FakeGPU {
       adapterInfo: { description: 'Fake GPU "test double"' },
       queue,
       lost: new Promise((r) => { gpu.lostResolve = r; }),
-      createQuerySet: ({ count }) => ({ stamps: new BigUint64Array(count), destroy() {} }),
+      createQuerySet: ({ count }) => ({ stamps: new BigUint64Array(count), destroyed: false, destroy() { this.destroyed = true; } }),
       createBuffer: ({ size }) => gpu._buffer(size),
       createCommandEncoder: () => gpu._encoder(),
-      destroy() { gpu.destroyed = true; gpu.lostResolve({ reason: 'destroyed', message: 'fake device destroyed' }); },
+      // As Dawn: destroyed at once (mapped ranges unusable), device.lost resolved a little later (a task after)
+      destroy() {
+        gpu.destroyed = true;
+        setImmediate(() => gpu.lostResolve({ reason: 'destroyed', message: 'fake device destroyed' }));
+      },
     };
   }
 
@@ -57,12 +72,18 @@ export class FakeGPU {
       data: new ArrayBuffer(size), mapState: 'unmapped',
       mapAsync() {
         if (gpu.destroyed) return Promise.reject(new Error('device destroyed'));
+        if (this.mapState !== 'unmapped') return Promise.reject(new Error('OperationError: the buffer is already mapped'));
         this.mapState = 'mapped';
+        if (gpu.onMap) gpu.onMap();
         return Promise.resolve();
       },
-      getMappedRange(off = 0, len = size) { return this.data.slice(off, off + len); },
+      getMappedRange(off = 0, len = size) {
+        if (gpu.destroyed) throw new Error('OperationError: the buffer\'s device was destroyed');
+        return this.data.slice(off, off + len);
+      },
       unmap() { this.mapState = 'unmapped'; },
-      destroy() {},
+      destroyed: false,
+      destroy() { this.destroyed = true; },
     };
   }
 
@@ -70,15 +91,16 @@ export class FakeGPU {
     const ops = [];
     return {
       beginComputePass(desc = {}) {
-        const p = { desc, pipeline: null, dispatches: 0 };
+        const p = { desc, pipeline: null, groups: [], dispatches: 0 };
         ops.push({ op: 'pass', p });
         return {
-          setPipeline(pl) { p.pipeline = pl; }, setBindGroup() {}, dispatchWorkgroups() { p.dispatches++; },
+          setPipeline(pl) { p.pipeline = pl; }, setBindGroup(i, g) { p.groups.push(g); }, dispatchWorkgroups() { p.dispatches++; },
           end() {},
         };
       },
       resolveQuerySet(qs, first, count, buf, off) { ops.push({ op: 'resolve', qs, first, count, buf, off }); },
       copyBufferToBuffer(src, so, dst, dof, size) { ops.push({ op: 'copy', src, so, dst, dof, size }); },
+      clearBuffer(buf, off = 0, size = buf.data.byteLength - off) { ops.push({ op: 'clear', buf, off, size }); },
       finish() { return { ops }; },
     };
   }
@@ -101,6 +123,8 @@ export class FakeGPU {
           new BigUint64Array(o.buf.data, o.off, o.count).set(o.qs.stamps.subarray(o.first, o.first + o.count));
         } else if (o.op === 'copy') {
           new Uint8Array(o.dst.data, o.dof, o.size).set(new Uint8Array(o.src.data, o.so, o.size));
+        } else if (o.op === 'clear') {
+          new Uint8Array(o.buf.data, o.off, o.size).fill(0);
         }
       }
     }
@@ -110,6 +134,12 @@ export class FakeGPU {
     for (const r of w) r();
     for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r)); // let the read-backs run
   }
+}
+
+// Whether a recorded command uses a destroyed buffer or query set (or a bind group a test marks destroyed).
+function usesDestroyed(o) {
+  if (o.op === 'pass') return !!o.p.desc.timestampWrites?.querySet.destroyed || o.p.groups.some((g) => g && g.destroyed);
+  return [o.qs, o.buf, o.src, o.dst].some((r) => r && r.destroyed);
 }
 
 /** Records `n` labelled single-dispatch passes, one encoder and submit each. */
