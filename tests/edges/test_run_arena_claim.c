@@ -36,15 +36,17 @@ static void *record(void *arg)
     return NULL;
 }
 
-/* The child: the arena's address is free here first (run's mapping is not in the program), then four threads. */
+/* The child: four threads wait; the arena's address is made free here (run's mapping is not in a program it
+ * starts) only then, so no thread stack lands in it, and they start. */
 static void child(uintptr_t addr, size_t size)
 {
-    munmap((void *)addr, size);
-    pthread_barrier_init(&g_go, NULL, THREADS);
+    pthread_barrier_init(&g_go, NULL, THREADS + 1);
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++)
         if (pthread_create(&t[i], NULL, record, NULL) != 0)
             _exit(3);
+    munmap((void *)addr, size);
+    pthread_barrier_wait(&g_go);
     for (int i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
     _exit(0);
