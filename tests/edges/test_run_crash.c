@@ -377,14 +377,23 @@ static void test_shell_exec_then_segv(void **state)
 
 /* The program records, execs itself (a new image, the same pid), records it all again, and dies (or exits): both
  * images' records are in the snapshot, and `ended` is how the last image ended. */
-static void check_exec(const char *mode, int status, const char *ended)
+/* `ktiming run --opencl off -o DIR/out.json -- CRASHPROG mode N_ZONES` ended with `status`: DIR (freed by the
+ * caller), out its out.json. */
+static char *run_crashprog(const char *mode, int status, char *out, size_t cap)
 {
-    char *dir = ktt_tmpdir("runcrashimg");
+    char *dir = ktt_tmpdir("runcrashprog");
     assert_non_null(dir);
-    char out[4200], n[16];
+    char n[16];
     snprintf(n, sizeof n, "%d", N_ZONES);
     const char *prog[] = {CRASHPROG, mode, n, NULL};
-    assert_int_equal(ktt_run_cmd(dir, "off", prog, out, sizeof out), status);
+    assert_int_equal(ktt_run_cmd(dir, "off", prog, out, cap), status);
+    return dir;
+}
+
+static void check_exec(const char *mode, int status, const char *ended)
+{
+    char out[4200];
+    char *dir = run_crashprog(mode, status, out, sizeof out);
     check_snapshot_x(out, ended, 2, 2);
     ktt_rmtree(dir);
     free(dir);
@@ -398,12 +407,8 @@ static void test_exec_then_exit(void **state) { (void)state; check_exec("exec:ex
 static void test_fork_child_exit_written(void **state)
 {
     (void)state;
-    char *dir = ktt_tmpdir("runcrashfx");
-    assert_non_null(dir);
-    char out[4200], n[16];
-    snprintf(n, sizeof n, "%d", N_ZONES);
-    const char *prog[] = {CRASHPROG, "forkexit", n, NULL};
-    assert_int_equal(ktt_run_cmd(dir, "off", prog, out, sizeof out), 0);
+    char out[4200];
+    char *dir = run_crashprog("forkexit", 0, out, sizeof out);
     check_snapshot(out, "");
     char *err = run_err(dir);
     const char *kept = strstr(err, "another timed process's snapshot: ");
@@ -426,12 +431,8 @@ static void test_fork_child_exit_written(void **state)
 static void test_fork_child_lost_said(void **state)
 {
     (void)state;
-    char *dir = ktt_tmpdir("runcrashfl");
-    assert_non_null(dir);
-    char out[4200], n[16];
-    snprintf(n, sizeof n, "%d", N_ZONES);
-    const char *prog[] = {CRASHPROG, "forksegv", n, NULL};
-    assert_int_equal(ktt_run_cmd(dir, "off", prog, out, sizeof out), 128 + SIGSEGV);
+    char out[4200];
+    char *dir = run_crashprog("forksegv", 128 + SIGSEGV, out, sizeof out);
     check_snapshot(out, "signal 11");
     char *err = run_err(dir);
     assert_non_null(strstr(err, "1 other process of the program used ktiming and ended without writing its timings"));
