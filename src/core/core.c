@@ -104,6 +104,7 @@ static void first_init(const kt_desc_t *d)
     uint32_t sc = d->sample_capacity ? d->sample_capacity : KT__SAMPLE_DEFAULT;
     kt__cfg.sample_capacity = sc > KT__SAMPLE_MAX ? KT__SAMPLE_MAX : sc;
     g_user_enabled = !d->start_disabled;
+    kt__arena_claim(); /* under `ktiming run`: the process takes the run arena at its first use (arena.c) */
     if (kt__arena) { /* what `ktiming run` needs to read the tables (arena.c) */
         atomic_store_explicit(&kt__arena->span_capacity, kt__cfg.span_capacity, memory_order_relaxed);
         atomic_store_explicit(&kt__arena->sample_capacity, kt__cfg.sample_capacity, memory_order_relaxed);
@@ -162,6 +163,7 @@ void kt_shutdown(void)
     if (atomic_load(&g_state) != KT__UNINIT) {
         atomic_store(&g_state, KT__SHUTDOWN);
         update_recording();
+        kt__arena_mark_closed();
     }
     pthread_mutex_unlock(&g_life_lock);
 }
