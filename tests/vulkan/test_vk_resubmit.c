@@ -407,6 +407,51 @@ static void secondary_every_occurrence(void **state)
     kt_snapshot_free(s);
 }
 
+
+/* A SIMULTANEOUS_USE secondary listed 3 times in one vkCmdExecuteCommands, the primary submitted twice: every
+ * occurrence writes the same queries before the copies after the call, so only the last is read: 1 timed and 2
+ * dropped, re-executed, per submission (2 and 4), none timed twice. Before: 3 occurrences copied after the call,
+ * each with the last one's values: 6 timed, 0 dropped. */
+static void secondary_repeated_in_one_call(void **state)
+{
+    (void)state;
+    kt_vk_ctx_t *kv = rig_open(0, VK_COMMAND_BUFFER_LEVEL_SECONDARY);
+    const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
+    PFN_vkCmdExecuteCommands exec =
+        (PFN_vkCmdExecuteCommands)vk->vkGetInstanceProcAddr(g_vkt.app.instance, "vkCmdExecuteCommands");
+    assert_non_null(exec);
+    VkCommandBuffer prim = g_rig.cmd[0], sec = g_rig.cmd[1];
+    VkCommandBufferInheritanceInfo inh = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO};
+    VkCommandBufferBeginInfo sbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .pInheritanceInfo = &inh,
+                                    .flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT}; /* listed 3 times */
+    assert_int_equal(vk->vkBeginCommandBuffer(sec, &sbi), VK_SUCCESS);
+    ktcli_vk_barrier(&g_vkt.dev, sec); /* its occurrences write one buffer: ordered */
+    assert_int_equal(kt_vk_begin(kv, sec, "repeated_secondary"), 0);
+    vkt_busy(sec, 1);
+    assert_int_equal(kt_vk_end(kv, sec), 0);
+    assert_int_equal(vk->vkEndCommandBuffer(sec), VK_SUCCESS);
+    VkCommandBufferBeginInfo pbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    assert_int_equal(vk->vkBeginCommandBuffer(prim, &pbi), VK_SUCCESS);
+    const VkCommandBuffer list[3] = {sec, sec, sec};
+    exec(prim, 3, list);
+    assert_int_equal(kt_vk_cmd_execute(kv, prim, 3, list), 1); /* the last occurrence only */
+    assert_int_equal(vk->vkEndCommandBuffer(prim), VK_SUCCESS);
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(submit_kt(kv, prim, g_rig.fence), VK_SUCCESS);
+        assert_int_equal(ktcli_vk_wait(&g_vkt.dev, g_rig.fence), 0);
+    }
+    assert_int_equal(kt_vk_collect(kv), 2 + 2);
+    assert_int_equal(kt_vk_discard(kv, prim), 0);
+    assert_int_equal(kt_vk_discard(kv, sec), 0);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = vkt_find(s, "repeated_secondary");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 2);
+    assert_int_equal(e->dropped, 4);
+    assert_int_equal(e->dropped_by[KT_DROP_RESUBMITTED], 4);
+    kt_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -416,6 +461,7 @@ int main(void)
         cmocka_unit_test_teardown(records_full_dropped, rig_close),
         cmocka_unit_test_teardown(around_ktiming_counted, rig_close),
         cmocka_unit_test_teardown(secondary_every_occurrence, rig_close),
+        cmocka_unit_test_teardown(secondary_repeated_in_one_call, rig_close),
         cmocka_unit_test(vkt_test_validation_clean),
     };
     return cmocka_run_group_tests(tests, vkt_setup_busy, NULL);

@@ -122,6 +122,9 @@ typedef struct kt__vk_slot_t {
     int self_copy;           /* per_submission: kt_vk_cmd_end recorded its copy (a secondary: timed once) */
     int stage;               /* per_submission: an occurrence of a secondary's slot in a primary: its words are
                                 a copy the primary makes after that vkCmdExecuteCommands, copied per submission */
+    int stage_lost;          /* a stage slot standing for an occurrence that cannot be read: the same secondary
+                                runs again later in the same vkCmdExecuteCommands, over the same queries, before
+                                the copy after the call; counted dropped (re-executed) at every submission */
     int submission;          /* per_submission: the timestamp pair around a batch (read through its record, or
                                 through its own words when it is a one-time primary's pair) */
     int cmd_pair;            /* per_submission: a one-time primary's own pair (kt_vk_cmd_begin), around all of it:

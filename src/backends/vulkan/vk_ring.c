@@ -267,6 +267,7 @@ void kt__vk_slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot)
     s->state = KT__VK_SLOT_FREE;
     s->cmd = NULL;
     s->self_copy = s->submission = s->stage = s->cmd_pair = s->own_copy = s->copy_pending = s->unused = 0;
+    s->stage_lost = 0;
     s->batch_pair = KT__VK_NONE;
     s->executions = 0;
     memset(&s->launch, 0, sizeof s->launch);

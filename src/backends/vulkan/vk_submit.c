@@ -177,6 +177,12 @@ static void plan_locked(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t 
         const kt__vk_slot_t *s = &ctx->slots[i];
         if (s->state != KT__VK_SLOT_CLOSED || s->self_copy || !cmd_in(s->cmd, cmds, ncmds))
             continue;
+        if (s->stage_lost) { /* an occurrence overwritten by a later one of the same call: counted, never read */
+            kt_record_drop(s->kernel, KT_DROP_RESUBMITTED);
+            ctx->slots[i].executions++;
+            overflow++;
+            continue;
+        }
         if (s->own_copy) { /* a one-time primary's: read from its own words once submitted */
             if (!s->cmd_pair)
                 p->arm = 1;
@@ -907,6 +913,13 @@ int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n, con
     const kt__vk_table_t *vk = &ctx->vk;
     int made = 0, barrier = 0;
     for (uint32_t i = 0; i < n; i++) {
+        /* The same secondary again later in this call (legal with SIMULTANEOUS_USE): it writes the same queries
+         * again before the copies recorded after the call, so this occurrence cannot be read. It gets a stage
+         * slot with no copy, counted dropped (re-executed) at every submission; only the last occurrence is timed.
+         * Before, every occurrence was copied after the call, each with the last one's values. */
+        int lost = 0;
+        for (uint32_t j = i + 1; j < n && !lost; j++)
+            lost = secondaries[j] == secondaries[i];
         /* one pass per secondary: its slots, in recording order, each copied into an occurrence slot of the
          * primary (recorded under the lock: slots and the primary are this caller's, the ring is shared) */
         pthread_mutex_lock(&ctx->lock);
@@ -930,6 +943,10 @@ int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n, con
             os->thread = s->thread;
             os->cmd = primary;
             os->enqueue_ns = s->enqueue_ns;
+            if (lost) {
+                os->stage_lost = 1;
+                continue;
+            }
             if (!barrier) { /* the secondary's timestamps written before the copies read them */
                 vk->vkCmdPipelineBarrier(primary, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
                                          0, 0, NULL, 0, NULL, 0, NULL);

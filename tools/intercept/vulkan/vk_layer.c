@@ -33,7 +33,8 @@
  *    of a secondary in it (kt_vk_cmd_execute after each vkCmdExecuteCommands: the primary copies the secondary's
  *    timestamps right after it ran, behind an execution barrier); a primary begun with SIMULTANEOUS_USE is not
  *    timed per dispatch (overlapping executions share its queries): its dispatches count as dropped,
- *    simultaneous-use command buffer, its batches are timed.
+ *    simultaneous-use command buffer, its batches are timed; the same for a SIMULTANEOUS_USE secondary, per
+ *    occurrence in every submission of the primaries that execute it (nothing of ours is recorded into it).
  *    KTIMING_VULKAN_ONCE (or a loader without the callback) times each recording once instead.
  * At exit, never-submitted recordings are counted, kt_shutdown() waits (bounded) for work in flight, and the
  * snapshot is written for `ktiming run` (KTIMING_RUN_DIR). docs/vulkan.md has the reasoning and what is not
@@ -191,8 +192,9 @@ typedef struct kti_cmd_t {
     char name[KTI_NAME_MAX];     /* the bound pipeline's name when it was bound (a copy: another thread may
                                     rename or destroy the pipeline record meanwhile) */
     int secondary;               /* VK_COMMAND_BUFFER_LEVEL_SECONDARY */
-    int simultaneous;            /* a primary begun with SIMULTANEOUS_USE while every execution is timed: its
-                                    executions may overlap, so its dispatches are counted, not timed */
+    int simultaneous;            /* begun with SIMULTANEOUS_USE: a primary while every execution is timed, or a
+                                    secondary in either mode: its executions may overlap, so its dispatches are
+                                    counted (at every submission, per occurrence), not timed */
     int pair;                    /* a one-time primary timing every execution: kt_vk_cmd_begin gave it a pair of
                                     its own around all of it, so its batch needs no command buffer of ours */
     uint32_t submits;            /* submissions since it was begun (device lock) */
@@ -714,13 +716,30 @@ static void VKAPI_CALL hook_CmdExecuteCommands(VkCommandBuffer cb, uint32_t n, c
     kti_device_t *d = device_of(cb);
     d->vkCmdExecuteCommands(cb, n, secondaries);
     kti_cmd_t *c = cmd_get(d, cb);
+    /* Timing every execution: the timed secondaries of the call, in order, go to kt_vk_cmd_execute in one call (one
+     * family, one context), which times a secondary listed twice at its last occurrence and counts the earlier
+     * ones (they write the same queries before the copies after the call can read them). */
+    VkCommandBuffer few[16], *timed = n <= 16 ? few : malloc(n * sizeof *timed);
+    uint32_t ntimed = 0;
+    kt_vk_ctx_t *timed_ctx = NULL;
     for (uint32_t i = 0; c && i < n; i++) {
         kti_cmd_t *s = cmd_get(d, secondaries[i]);
         if (!s)
             continue;
+        /* a SIMULTANEOUS_USE secondary is not timed (its executions may overlap): its dispatches count as dropped at
+         * every submission of the primary, once per occurrence */
+        for (uint32_t k = 0; k < s->untimed.n; k++)
+            kernels_add(&c->untimed, s->untimed.ids[k]);
+        if (!c->ctx && s->untimed.n)
+            c->ctx = s->ctx;
         if (every_execution(d)) { /* every occurrence timed at every execution of the primary */
             if (s->ctx && s->kernels.n) {
-                kt_vk_cmd_execute(s->ctx, cb, 1, &secondaries[i]);
+                if (timed && (!timed_ctx || timed_ctx == s->ctx)) {
+                    timed[ntimed++] = secondaries[i];
+                    timed_ctx = s->ctx;
+                } else {
+                    kt_vk_cmd_execute(s->ctx, cb, 1, &secondaries[i]);
+                }
                 for (uint32_t k = 0; k < s->kernels.n; k++)
                     kernels_add(&c->kernels, s->kernels.ids[k]);
                 if (!c->ctx)
@@ -736,6 +755,10 @@ static void VKAPI_CALL hook_CmdExecuteCommands(VkCommandBuffer cb, uint32_t n, c
         if (!c->ctx && s->ctx)
             c->ctx = s->ctx; /* the primary's submissions go through the context that times its secondaries */
     }
+    if (ntimed)
+        kt_vk_cmd_execute(timed_ctx, cb, ntimed, timed);
+    if (timed != few)
+        free(timed);
 }
 
 static VkResult VKAPI_CALL hook_BeginCommandBuffer(VkCommandBuffer cb, const VkCommandBufferBeginInfo *bi)
@@ -744,7 +767,10 @@ static VkResult VKAPI_CALL hook_BeginCommandBuffer(VkCommandBuffer cb, const VkC
     kti_cmd_t *c = cmd_get(d, cb);
     if (c) {
         cmd_retire(d, c, cb);
-        c->simultaneous = !c->secondary && every_execution(d) && bi &&
+        /* A SIMULTANEOUS_USE secondary is untimed in either mode: pending in several primaries at once, its
+         * executions would reset and write the same queries unordered (and Debian 12's validation layer aborts on
+         * query resets in a secondary pending twice). Its dispatches count per occurrence and submission. */
+        c->simultaneous = (c->secondary || every_execution(d)) && bi &&
                           (bi->flags & VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT);
     }
     VkResult r = d->vkBeginCommandBuffer(cb, bi);
