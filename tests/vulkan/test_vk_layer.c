@@ -471,15 +471,15 @@ static void perf_query_indexed_scope_untimed(void **state)
 }
 
 
-/* Vulkan dispatches of the snapshot dropped as simultaneous-use, summed over kernels (batches excluded). */
-static uint64_t vk_simultaneous_drops(void)
+/* Vulkan dispatches of the snapshot dropped for `why`, summed over kernels (batches excluded). */
+static uint64_t vk_drops(kt_drop_reason_t why)
 {
     kt_snapshot_t *s = kt_snapshot();
     assert_non_null(s);
     uint64_t n = 0;
     for (size_t i = 0; i < s->count; i++)
         if (s->entries[i].backend == KT_BACKEND_VULKAN && strcmp(s->entries[i].name, "vkQueueSubmit") != 0)
-            n += s->entries[i].dropped_by[KT_DROP_SIMULTANEOUS_USE];
+            n += s->entries[i].dropped_by[why];
     kt_snapshot_free(s);
     return n;
 }
@@ -505,7 +505,7 @@ static void simultaneous_secondary_untimed(void **state)
                                     .flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT};
     uint64_t timed0, none0, batches0, timed1, none1, batches1;
     vk_counts(&timed0, &none0, &batches0);
-    uint64_t simul0 = vk_simultaneous_drops();
+    uint64_t simul0 = vk_drops(KT_DROP_SIMULTANEOUS_USE);
     assert_int_equal(vk->vkBeginCommandBuffer(sec, &sbi), VK_SUCCESS);
     ktcli_vk_barrier(&g.dev, sec); /* its two occurrences write one buffer: ordered */
     uint32_t iters = 1;
@@ -526,12 +526,49 @@ static void simultaneous_secondary_untimed(void **state)
         assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
     }
     vk_counts(&timed1, &none1, &batches1);
-    uint64_t simul1 = vk_simultaneous_drops();
+    uint64_t simul1 = vk_drops(KT_DROP_SIMULTANEOUS_USE);
     assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
     vk->vkFreeCommandBuffers(g.dev.device, g.dev.pool, 1, &sec);
     assert_int_equal(timed1 - timed0, 0);
     assert_int_equal(simul1 - simul0, 4);
     assert_int_equal(batches1 - batches0, once() ? 0 : 2);
+}
+
+
+/* test_vk_layer_ring16 (KTIMING_VULKAN_QUERIES=16): a reusable primary of 20 dispatches submitted 3 times. The ring
+ * holds 16: 16 timed per execution, and the 4 whose begin failed at recording count as dropped, ring full, at
+ * every execution: 48 timed, 12 dropped. Before: counted once, at recording (48 timed, 4 dropped: 8 executions
+ * lost without a count). Skipped without KTIMING_VULKAN_QUERIES. */
+static void ring_full_every_execution(void **state)
+{
+    (void)state;
+    const char *q = getenv("KTIMING_VULKAN_QUERIES");
+    if (!q || atoi(q) != 16 || once())
+        skip();
+    const ktcli_vk_fn_t *vk = &g.app.vk;
+    uint64_t timed0, none0, batches0, timed1, none1, batches1;
+    vk_counts(&timed0, &none0, &batches0);
+    uint64_t full0 = vk_drops(KT_DROP_RING_FULL);
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
+    assert_int_equal(vk->vkBeginCommandBuffer(g.cmd[0], &bi), VK_SUCCESS);
+    uint32_t iters = 1;
+    for (int i = 0; i < 20; i++) {
+        if (i)
+            ktcli_vk_barrier(&g.dev, g.cmd[0]);
+        ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1);
+    }
+    assert_int_equal(vk->vkEndCommandBuffer(g.cmd[0]), VK_SUCCESS);
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = g.cmd};
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(vk->vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
+        assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
+    }
+    vk_counts(&timed1, &none1, &batches1);
+    uint64_t full1 = vk_drops(KT_DROP_RING_FULL);
+    assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
+    assert_int_equal(timed1 - timed0, 3 * 16);
+    assert_int_equal(full1 - full0, 3 * 4);
 }
 
 static void validation_clean(void **state)
@@ -556,6 +593,7 @@ int main(void)
         cmocka_unit_test(perf_query_command_scope_timed),
         cmocka_unit_test(perf_query_indexed_scope_untimed),
         cmocka_unit_test(simultaneous_secondary_untimed),
+        cmocka_unit_test(ring_full_every_execution),
         cmocka_unit_test(validation_clean),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

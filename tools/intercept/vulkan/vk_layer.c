@@ -176,6 +176,39 @@ static void kernels_add(kti_kernels_t *l, kt_kernel_id_t k)
     l->ids[l->n++] = k;
 }
 
+/* A growable list of dispatches whose begin failed while recording (the kernel and the reason it was dropped). */
+typedef struct kti_drops_t {
+    uint32_t n, cap;
+    kt_kernel_id_t *ids;
+    kt_drop_reason_t *why;
+} kti_drops_t;
+
+static void drops_add(kti_drops_t *l, kt_kernel_id_t k, kt_drop_reason_t why)
+{
+    if (l->n == l->cap) {
+        uint32_t cap = l->cap ? 2 * l->cap : 8;
+        kt_kernel_id_t *p = realloc(l->ids, cap * sizeof *p);
+        if (p)
+            l->ids = p;
+        kt_drop_reason_t *w = p ? realloc(l->why, cap * sizeof *w) : NULL;
+        if (!w)
+            return;
+        l->why = w;
+        l->cap = cap;
+    }
+    l->ids[l->n] = k;
+    l->why[l->n++] = why;
+}
+
+static void drops_free(kti_drops_t *l)
+{
+    free(l->ids);
+    free(l->why);
+    l->ids = NULL;
+    l->why = NULL;
+    l->n = l->cap = 0;
+}
+
 /* A command buffer's state for the current recording. */
 typedef struct kti_cmd_t {
     atomic_ulong gen;            /* moves (under the device lock) when the record stops standing for its command
@@ -207,6 +240,11 @@ typedef struct kti_cmd_t {
     uint32_t executed;           /* a secondary: vkCmdExecuteCommands that recorded it since it was begun (device
                                     lock) */
     kti_kernels_t repeats;       /* kernels of secondaries recorded here once more: untimed at every execution */
+    kti_drops_t refail;          /* dispatches whose begin failed (ring full, no timing), its own and those of a
+                                    secondary's first occurrence: the backend counted them once, at recording, so
+                                    they are counted again at every later submission */
+    kti_drops_t failocc;         /* the same of a secondary's later occurrences: counted at every submission */
+    int fail_covered;            /* a secondary: its failed begins' count at recording stood for an occurrence */
     VkRenderingFlags rendering;  /* flags of its last vkCmdBeginRendering */
     int suspended;               /* its last dynamic render pass instance ended suspended (SUSPENDING_BIT): nothing
                                     of ours may follow it in the command buffer (VUID-VkSubmitInfo-pCommandBuffers-
@@ -500,6 +538,9 @@ static void cmd_retire(kti_device_t *d, kti_cmd_t *c, VkCommandBuffer cb)
     c->perf.n = 0;
     c->perf_scope = 0;
     c->repeats.n = 0;
+    c->refail.n = 0;
+    c->failocc.n = 0;
+    c->fail_covered = 0;
     c->simultaneous = 0;
     c->rendering = 0;
     c->suspended = 0;
@@ -513,6 +554,12 @@ static void drop_all(const kti_kernels_t *l, kt_drop_reason_t reason)
 {
     for (uint32_t i = 0; i < l->n; i++)
         kt_record_drop(l->ids[i], reason);
+}
+
+static void drops_all(const kti_drops_t *l)
+{
+    for (uint32_t i = 0; i < l->n; i++)
+        kt_record_drop(l->ids[i], l->why[i]);
 }
 
 /* A submission. Timing every execution, a primary's dispatches are read per submission (kt_vk_queue_submit);
@@ -532,6 +579,9 @@ static void cmd_submitted(kti_device_t *d, VkCommandBuffer cb)
     if (again)
         drop_all(&c->secondaries, KT_DROP_RESUBMITTED);
     drop_all(&c->repeats, KT_DROP_RESUBMITTED);
+    if (again) /* a begin that failed at recording was counted once then: once per execution now */
+        drops_all(&c->refail);
+    drops_all(&c->failocc);
     drop_all(&c->untimed, KT_DROP_SIMULTANEOUS_USE);
     drop_all(&c->perf, KT_DROP_NO_TIMING);
 }
@@ -587,10 +637,13 @@ static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, const kt_l
         kernels_add(&c->perf, c->kernel);
         return;
     }
-    if (kt_vk_begin_id(ctx, cb, c->kernel) == 0) {
+    int rc = kt_vk_begin_id(ctx, cb, c->kernel);
+    if (rc == 0) {
         kernels_add(&c->kernels, c->kernel);
         kt_vk_launch(ctx, cb, launch); /* the configuration every execution is recorded with (issue 40.2) */
         *out = c;
+    } else if (rc == KT_EUNAVAILABLE || rc == KT_EFULL) { /* counted by the backend, once: again per execution */
+        drops_add(&c->refail, c->kernel, rc == KT_EFULL ? KT_DROP_RING_FULL : KT_DROP_NO_TIMING);
     }
 }
 
@@ -732,6 +785,12 @@ static void VKAPI_CALL hook_CmdExecuteCommands(VkCommandBuffer cb, uint32_t n, c
             kernels_add(&c->untimed, s->untimed.ids[k]);
         if (!c->ctx && s->untimed.n)
             c->ctx = s->ctx;
+        /* its begins that failed at recording: that count stands for its first occurrence's first execution */
+        for (uint32_t k = 0; k < s->refail.n; k++)
+            drops_add(s->fail_covered ? &c->failocc : &c->refail, s->refail.ids[k], s->refail.why[k]);
+        s->fail_covered |= s->refail.n != 0;
+        if (!c->ctx && s->refail.n)
+            c->ctx = s->ctx;
         if (every_execution(d)) { /* every occurrence timed at every execution of the primary */
             if (s->ctx && s->kernels.n) {
                 if (timed && (!timed_ctx || timed_ctx == s->ctx)) {
@@ -848,6 +907,8 @@ static void cmd_free(kti_cmd_t *c)
     free(c->repeats.ids);
     free(c->perf.ids);
     c->kernels.ids = c->secondaries.ids = c->untimed.ids = c->repeats.ids = c->perf.ids = NULL;
+    drops_free(&c->refail);
+    drops_free(&c->failocc);
     pthread_mutex_lock(&g_cmd_spare_lock);
     c->next_free = g_cmd_spare;
     g_cmd_spare = c;
