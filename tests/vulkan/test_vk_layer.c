@@ -31,6 +31,7 @@ static struct {
     PFN_vkCmdEndRendering end_rendering;
     int perf_query; /* VK_KHR_performance_query and performanceCounterQueryPools enabled on the device */
     int transform_feedback; /* VK_EXT_transform_feedback enabled on the device */
+    int timeline; /* timelineSemaphore enabled on the device */
 } g;
 
 /* A device of family `family` (graphics and compute) with dynamicRendering, in the fixture's device record. */
@@ -89,8 +90,15 @@ static int open_device(void)
     VkPhysicalDevicePerformanceQueryFeaturesKHR pq_on = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PERFORMANCE_QUERY_FEATURES_KHR,
         .performanceCounterQueryPools = VK_TRUE};
+    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    f2.pNext = &f12;
+    vk->vkGetPhysicalDeviceFeatures2(dev->physical, &f2);
+    VkPhysicalDeviceVulkan12Features on12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                             .pNext = g.perf_query ? &pq_on : NULL,
+                                             .timelineSemaphore = f12.timelineSemaphore}; /* device_lost_by_wait */
+    g.timeline = f12.timelineSemaphore;
     VkPhysicalDeviceVulkan13Features on = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
-                                           .pNext = g.perf_query ? &pq_on : NULL,
+                                           .pNext = &on12,
                                            .dynamicRendering = VK_TRUE};
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -571,6 +579,68 @@ static void ring_full_every_execution(void **state)
     assert_int_equal(full1 - full0, 3 * 4);
 }
 
+
+/* The last before validation_clean (the device's contexts stay lost): a reusable primary of 2 dispatches submitted
+ * behind a timeline semaphore the host has not signalled, then a vkWaitSemaphores that answers
+ * VK_ERROR_DEVICE_LOST (the test layer below says so; the device is not lost). The 2 pending dispatches count as
+ * dropped, device lost, none timed once the gate opens and the work completes. Before: the layer did not hook
+ * vkWaitSemaphores, and the 2 were timed (on a really lost device: counted `never submitted` at vkDestroyDevice,
+ * or waited for 2 s at exit). */
+static void device_lost_by_semaphore_wait(void **state)
+{
+    (void)state;
+    if (!g.timeline)
+        skip();
+    void (*lose)(unsigned) = (void (*)(unsigned))lib_symbol("libkt_vk_test_layer", "kt_test_layer_lose_semaphore_waits");
+    assert_non_null(lose);
+    const ktcli_vk_fn_t *vk = &g.app.vk;
+    PFN_vkGetDeviceProcAddr gdpa =
+        (PFN_vkGetDeviceProcAddr)vk->vkGetInstanceProcAddr(g.app.instance, "vkGetDeviceProcAddr");
+    PFN_vkCreateSemaphore create = (PFN_vkCreateSemaphore)gdpa(g.dev.device, "vkCreateSemaphore");
+    PFN_vkDestroySemaphore destroy = (PFN_vkDestroySemaphore)gdpa(g.dev.device, "vkDestroySemaphore");
+    PFN_vkSignalSemaphore signal = (PFN_vkSignalSemaphore)gdpa(g.dev.device, "vkSignalSemaphore");
+    PFN_vkWaitSemaphores wait = (PFN_vkWaitSemaphores)gdpa(g.dev.device, "vkWaitSemaphores");
+    assert_true(create && destroy && signal && wait);
+    VkSemaphoreTypeCreateInfo tci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                     .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
+    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &tci};
+    VkSemaphore gate;
+    assert_int_equal(create(g.dev.device, &sci, NULL, &gate), VK_SUCCESS);
+    uint64_t timed0, none0, batches0, timed1, none1, batches1;
+    vk_counts(&timed0, &none0, &batches0);
+    uint64_t lost0 = vk_drops(KT_DROP_DEVICE_LOST);
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
+    assert_int_equal(vk->vkBeginCommandBuffer(g.cmd[0], &bi), VK_SUCCESS);
+    uint32_t iters = 1;
+    ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1);
+    ktcli_vk_barrier(&g.dev, g.cmd[0]);
+    ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1);
+    assert_int_equal(vk->vkEndCommandBuffer(g.cmd[0]), VK_SUCCESS);
+    const uint64_t one = 1;
+    VkTimelineSemaphoreSubmitInfo tsi = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                         .waitSemaphoreValueCount = 1,
+                                         .pWaitSemaphoreValues = &one};
+    const VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &tsi, .waitSemaphoreCount = 1,
+                       .pWaitSemaphores = &gate, .pWaitDstStageMask = &stage, .commandBufferCount = 1,
+                       .pCommandBuffers = g.cmd};
+    assert_int_equal(vk->vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
+    lose(1);
+    VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, .semaphoreCount = 1,
+                              .pSemaphores = &gate, .pValues = &one};
+    assert_int_equal(wait(g.dev.device, &wi, 0), VK_ERROR_DEVICE_LOST);
+    VkSemaphoreSignalInfo sig = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO, .semaphore = gate, .value = 1};
+    assert_int_equal(signal(g.dev.device, &sig), VK_SUCCESS); /* the work runs and completes */
+    assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
+    vk_counts(&timed1, &none1, &batches1);
+    uint64_t lost1 = vk_drops(KT_DROP_DEVICE_LOST);
+    assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
+    destroy(g.dev.device, gate, NULL);
+    assert_int_equal(timed1 - timed0, 0);
+    assert_int_equal(lost1 - lost0, 2);
+}
+
 static void validation_clean(void **state)
 {
     (void)state;
@@ -594,6 +664,7 @@ int main(void)
         cmocka_unit_test(perf_query_indexed_scope_untimed),
         cmocka_unit_test(simultaneous_secondary_untimed),
         cmocka_unit_test(ring_full_every_execution),
+        cmocka_unit_test(device_lost_by_semaphore_wait),
         cmocka_unit_test(validation_clean),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -15,7 +15,10 @@
  * recorded through it (timestamps, query resets and copies, barriers, buffer copies, dispatches) after a
  * vkCmdEndRendering of an instance begun with VK_RENDERING_SUSPENDING_BIT, and before a vkCmdBeginRendering with
  * VK_RENDERING_RESUMING_BIT in a command buffer whose first instance resumes one. The installed validation layer
- * (1.3.239) reports neither. kt_test_layer_suspend_counts() (exported) gives the counts to the test. */
+ * (1.3.239) reports neither. kt_test_layer_suspend_counts() (exported) gives the counts to the test.
+ *
+ * Device loss: kt_test_layer_lose_semaphore_waits(n) (exported) makes the next n vkWaitSemaphores[KHR] calls answer
+ * VK_ERROR_DEVICE_LOST, as a driver whose device was lost does, on a device that is not. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -556,6 +559,46 @@ TL_EXPORT void kt_test_layer_suspend_counts(unsigned long *suspends, unsigned lo
     pthread_mutex_unlock(&g_lock);
 }
 
+/* ---- device loss reported by a semaphore wait ---- */
+
+/* vkWaitSemaphores[KHR] answers VK_ERROR_DEVICE_LOST (without waiting) while g_lose_waits > 0, one per call:
+ * kt_test_layer_lose_semaphore_waits(n) (exported) sets it. The device below is not lost: the test sees what the
+ * timing layer does with a loss only a semaphore wait reports. */
+static unsigned g_lose_waits;
+
+TL_EXPORT void kt_test_layer_lose_semaphore_waits(unsigned n)
+{
+    pthread_mutex_lock(&g_lock);
+    g_lose_waits = n;
+    pthread_mutex_unlock(&g_lock);
+}
+
+static int tl_lose_one(void)
+{
+    pthread_mutex_lock(&g_lock);
+    int lose = g_lose_waits > 0;
+    if (lose)
+        g_lose_waits--;
+    pthread_mutex_unlock(&g_lock);
+    return lose;
+}
+
+static VkResult VKAPI_CALL tl_WaitSemaphores(VkDevice device, const VkSemaphoreWaitInfo *wi, uint64_t timeout)
+{
+    if (tl_lose_one())
+        return VK_ERROR_DEVICE_LOST;
+    PFN_vkWaitSemaphores next = (PFN_vkWaitSemaphores)tl_next_device_fn(device, "vkWaitSemaphores");
+    return next ? next(device, wi, timeout) : VK_ERROR_INITIALIZATION_FAILED;
+}
+
+static VkResult VKAPI_CALL tl_WaitSemaphoresKHR(VkDevice device, const VkSemaphoreWaitInfo *wi, uint64_t timeout)
+{
+    if (tl_lose_one())
+        return VK_ERROR_DEVICE_LOST;
+    PFN_vkWaitSemaphoresKHR next = (PFN_vkWaitSemaphoresKHR)tl_next_device_fn(device, "vkWaitSemaphoresKHR");
+    return next ? next(device, wi, timeout) : VK_ERROR_INITIALIZATION_FAILED;
+}
+
 /* ---- proc addresses and the loader interface ---- */
 
 typedef struct tl_fn_t {
@@ -580,10 +623,12 @@ static const tl_fn_t kDeviceFns[] = {
     TL_FN("vkCmdPipelineBarrier", tl_CmdPipelineBarrier),
     TL_FN("vkCmdCopyBuffer", tl_CmdCopyBuffer),
     TL_FN("vkCmdDispatch", tl_CmdDispatch),
+    TL_FN("vkWaitSemaphores", tl_WaitSemaphores),
+    TL_FN("vkWaitSemaphoresKHR", tl_WaitSemaphoresKHR),
 };
 /* ours only where the layer below has the function (the KHR names need their extension) */
 static const char *const kOptional[] = {"vkCmdBeginRenderingKHR", "vkCmdEndRenderingKHR", "vkCmdBeginRendering",
-                                        "vkCmdEndRendering"};
+                                        "vkCmdEndRendering", "vkWaitSemaphores", "vkWaitSemaphoresKHR"};
 static const tl_fn_t kInstanceFns[] = {
     TL_FN("vkCreateInstance", tl_CreateInstance),
     TL_FN("vkDestroyInstance", tl_DestroyInstance),

@@ -109,7 +109,9 @@ typedef void(VKAPI_PTR *PFN_vkCmdBindShadersEXT)(VkCommandBuffer, uint32_t, cons
     X(vkDebugMarkerSetObjectNameEXT)                                                                           \
     X(vkCmdBindShadersEXT) X(vkCmdBeginRendering) X(vkCmdBeginRenderingKHR) X(vkCmdEndRendering)              \
     X(vkCmdEndRenderingKHR) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkCmdBeginQuery)                      \
-    X(vkCmdBeginQueryIndexedEXT)
+    X(vkCmdBeginQueryIndexedEXT) X(vkWaitSemaphores) X(vkWaitSemaphoresKHR) X(vkGetSemaphoreCounterValue)           \
+    X(vkGetSemaphoreCounterValueKHR) X(vkQueuePresentKHR) X(vkAcquireNextImageKHR) X(vkAcquireNextImage2KHR)      \
+    X(vkQueueBindSparse)
 
 /* One device. */
 typedef struct kti_device_t {
@@ -1327,6 +1329,76 @@ static VkResult VKAPI_CALL hook_GetFenceStatus(VkDevice device, VkFence f)
     return fence_waited(d, d->vkGetFenceStatus(device, f));
 }
 
+/* Timeline semaphore waits (core 1.2 and KHR): a wait that succeeded saw device work complete, as a fence wait. */
+static VkResult VKAPI_CALL hook_WaitSemaphores(VkDevice device, const VkSemaphoreWaitInfo *wi, uint64_t timeout)
+{
+    kti_device_t *d = device_of(device);
+    static kt_kernel_id_t api_site;
+    kt_zone_t api = kti_wait_begin(&api_site, "vkWaitSemaphores");
+    VkResult r = d->vkWaitSemaphores(device, wi, timeout);
+    kt_zone_end(&api);
+    return fence_waited(d, r);
+}
+
+static VkResult VKAPI_CALL hook_WaitSemaphoresKHR(VkDevice device, const VkSemaphoreWaitInfo *wi, uint64_t timeout)
+{
+    kti_device_t *d = device_of(device);
+    static kt_kernel_id_t api_site;
+    kt_zone_t api = kti_wait_begin(&api_site, "vkWaitSemaphoresKHR");
+    VkResult r = d->vkWaitSemaphoresKHR(device, wi, timeout);
+    kt_zone_end(&api);
+    return fence_waited(d, r);
+}
+
+/* Calls that report VK_ERROR_DEVICE_LOST without waiting for ktiming's work: the loss is noted (pending dispatches
+ * counted `device lost`, nothing more waited for at exit); nothing is collected (they may be polled in a loop).
+ * Before, a loss seen only here left the pending work to be counted `never submitted` at vkDestroyDevice, or
+ * waited for (2 s) at exit as `in flight at exit`. */
+static VkResult lost_check(kti_device_t *d, VkResult r)
+{
+    if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
+    return r;
+}
+
+static VkResult VKAPI_CALL hook_GetSemaphoreCounterValue(VkDevice device, VkSemaphore sem, uint64_t *value)
+{
+    kti_device_t *d = device_of(device);
+    return lost_check(d, d->vkGetSemaphoreCounterValue(device, sem, value));
+}
+
+static VkResult VKAPI_CALL hook_GetSemaphoreCounterValueKHR(VkDevice device, VkSemaphore sem, uint64_t *value)
+{
+    kti_device_t *d = device_of(device);
+    return lost_check(d, d->vkGetSemaphoreCounterValueKHR(device, sem, value));
+}
+
+static VkResult VKAPI_CALL hook_QueuePresentKHR(VkQueue q, const VkPresentInfoKHR *pi)
+{
+    kti_device_t *d = device_of(q);
+    return lost_check(d, d->vkQueuePresentKHR(q, pi));
+}
+
+static VkResult VKAPI_CALL hook_AcquireNextImageKHR(VkDevice device, VkSwapchainKHR sc, uint64_t timeout,
+                                                    VkSemaphore sem, VkFence f, uint32_t *index)
+{
+    kti_device_t *d = device_of(device);
+    return lost_check(d, d->vkAcquireNextImageKHR(device, sc, timeout, sem, f, index));
+}
+
+static VkResult VKAPI_CALL hook_AcquireNextImage2KHR(VkDevice device, const VkAcquireNextImageInfoKHR *ai,
+                                                     uint32_t *index)
+{
+    kti_device_t *d = device_of(device);
+    return lost_check(d, d->vkAcquireNextImage2KHR(device, ai, index));
+}
+
+static VkResult VKAPI_CALL hook_QueueBindSparse(VkQueue q, uint32_t n, const VkBindSparseInfo *bi, VkFence f)
+{
+    kti_device_t *d = device_of(q);
+    return lost_check(d, d->vkQueueBindSparse(q, n, bi, f));
+}
+
 /* ---------------------------------------------------------------------------------------------------
  * Device and instance creation
  * ------------------------------------------------------------------------------------------------- */
@@ -1516,8 +1588,8 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
     /* The program may destroy its device with work still in flight (the driver's vkDestroyDevice drains it). Our
      * query pool and readback buffer are written by that work: wait for it through the next layer before
      * collecting and freeing them, so what finished is recorded and nothing we free is still written. */
-    if (d->vkDeviceWaitIdle)
-        d->vkDeviceWaitIdle(device);
+    if (d->vkDeviceWaitIdle && d->vkDeviceWaitIdle(device) == VK_ERROR_DEVICE_LOST)
+        device_lost(d); /* what is pending will never complete: `device lost`, not `never submitted` */
     for (size_t i = 0; i < d->cmds.cap; i++)
         if (d->cmds.keys[i])
             cmd_free(d->cmds.vals[i]);
@@ -1625,7 +1697,10 @@ static const kti_hook_t kDeviceHooks[] = {
     KTI_HOOK(CmdBindShadersEXT),     KTI_HOOK(DebugMarkerSetObjectNameEXT),
     KTI_HOOK(CmdBeginRendering),     KTI_HOOK(CmdBeginRenderingKHR),   KTI_HOOK(CmdEndRendering),
     KTI_HOOK(CmdEndRenderingKHR),    KTI_HOOK(CreateQueryPool),        KTI_HOOK(DestroyQueryPool),
-    KTI_HOOK(CmdBeginQuery),         KTI_HOOK(CmdBeginQueryIndexedEXT),
+    KTI_HOOK(CmdBeginQuery),         KTI_HOOK(CmdBeginQueryIndexedEXT), KTI_HOOK(WaitSemaphores),
+    KTI_HOOK(WaitSemaphoresKHR),     KTI_HOOK(GetSemaphoreCounterValue), KTI_HOOK(GetSemaphoreCounterValueKHR),
+    KTI_HOOK(QueuePresentKHR),       KTI_HOOK(AcquireNextImageKHR),    KTI_HOOK(AcquireNextImage2KHR),
+    KTI_HOOK(QueueBindSparse),
     {"vkCmdDispatchBase", (PFN_vkVoidFunction)hook_CmdDispatchBase},
     {"vkCmdDispatchBaseKHR", (PFN_vkVoidFunction)hook_CmdDispatchBase},
 };
