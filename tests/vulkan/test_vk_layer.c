@@ -580,6 +580,53 @@ static void ring_full_every_execution(void **state)
 }
 
 
+
+/* A family the layer has no context for (its creation failed: here the test layer below refuses the context's
+ * timestamp query pool, on a second VkDevice): a reusable primary of 2 dispatches submitted twice counts them as
+ * dropped, no timing, at every submission (4), none timed. Before: left untimed without a count (0). */
+static void untimed_family_counted(void **state)
+{
+    (void)state;
+    void (*fail_pools)(unsigned) =
+        (void (*)(unsigned))lib_symbol("libkt_vk_test_layer", "kt_test_layer_fail_timestamp_pools");
+    assert_non_null(fail_pools);
+    ktcli_vk_device_t dev;
+    assert_int_equal(ktcli_vk_device_open(&g.app, 0, NULL, &dev), 0);
+    ktcli_vk_buffer_t out;
+    ktcli_vk_pipeline_t busy;
+    const ktcli_vk_buffer_t *b[1] = {&out};
+    assert_int_equal(ktcli_vk_buffer_create(&dev, 64 * sizeof(uint32_t), &out), 0);
+    assert_int_equal(ktcli_vk_pipeline_create(&dev, busy_spv, sizeof(busy_spv), b, 1, sizeof(uint32_t), &busy), 0);
+    VkCommandBuffer cmd;
+    VkFence fence;
+    assert_int_equal(ktcli_vk_cmd_alloc(&dev, &cmd), 0);
+    assert_int_equal(ktcli_vk_fence_create(&dev, &fence), 0);
+    uint64_t timed0, none0, batches0, timed1, none1, batches1;
+    vk_counts(&timed0, &none0, &batches0);
+    fail_pools(1); /* the layer's context for this device's family: made at its first dispatch, and failing */
+    const ktcli_vk_fn_t *vk = &g.app.vk;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    assert_int_equal(vk->vkBeginCommandBuffer(cmd, &bi), VK_SUCCESS);
+    uint32_t iters = 1;
+    ktcli_vk_dispatch(&dev, cmd, &busy, &iters, 1, 1);
+    ktcli_vk_barrier(&dev, cmd);
+    ktcli_vk_dispatch(&dev, cmd, &busy, &iters, 1, 1);
+    assert_int_equal(vk->vkEndCommandBuffer(cmd), VK_SUCCESS);
+    fail_pools(0);
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(ktcli_vk_submit(&dev, cmd, fence), 0);
+        assert_int_equal(ktcli_vk_wait(&dev, fence), 0);
+    }
+    vk_counts(&timed1, &none1, &batches1);
+    ktcli_vk_fence_destroy(&dev, fence);
+    ktcli_vk_cmd_free(&dev, cmd);
+    ktcli_vk_pipeline_destroy(&dev, &busy);
+    ktcli_vk_buffer_destroy(&dev, &out);
+    ktcli_vk_device_close(&dev);
+    assert_int_equal(timed1 - timed0, 0);
+    assert_int_equal(none1 - none0, 4);
+}
+
 /* The last before validation_clean (the device's contexts stay lost): a reusable primary of 2 dispatches submitted
  * behind a timeline semaphore the host has not signalled, then a vkWaitSemaphores that answers
  * VK_ERROR_DEVICE_LOST (the test layer below says so; the device is not lost). The 2 pending dispatches count as
@@ -664,6 +711,7 @@ int main(void)
         cmocka_unit_test(perf_query_indexed_scope_untimed),
         cmocka_unit_test(simultaneous_secondary_untimed),
         cmocka_unit_test(ring_full_every_execution),
+        cmocka_unit_test(untimed_family_counted),
         cmocka_unit_test(device_lost_by_semaphore_wait),
         cmocka_unit_test(validation_clean),
     };

@@ -18,7 +18,8 @@
  * (1.3.239) reports neither. kt_test_layer_suspend_counts() (exported) gives the counts to the test.
  *
  * Device loss: kt_test_layer_lose_semaphore_waits(n) (exported) makes the next n vkWaitSemaphores[KHR] calls answer
- * VK_ERROR_DEVICE_LOST, as a driver whose device was lost does, on a device that is not. */
+ * VK_ERROR_DEVICE_LOST, as a driver whose device was lost does, on a device that is not.
+ * kt_test_layer_fail_timestamp_pools(n) makes the next n timestamp query pools fail to be created. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,6 +376,17 @@ static void VKAPI_CALL tl_DestroyDevice(VkDevice device, const VkAllocationCallb
         destroy(device, a);
 }
 
+/* kt_test_layer_fail_timestamp_pools(n) (exported): the next n timestamp query pools fail to be created
+ * (VK_ERROR_OUT_OF_DEVICE_MEMORY), as the timing layer's context creation then does. */
+static unsigned g_fail_timestamp_pools;
+
+TL_EXPORT void kt_test_layer_fail_timestamp_pools(unsigned n)
+{
+    pthread_mutex_lock(&g_lock);
+    g_fail_timestamp_pools = n;
+    pthread_mutex_unlock(&g_lock);
+}
+
 /* A performance query pool is an occlusion pool of as many queries below us (no pNext: the performance create
  * info is ours). */
 static VkResult VKAPI_CALL tl_CreateQueryPool(VkDevice device, const VkQueryPoolCreateInfo *ci,
@@ -383,6 +395,15 @@ static VkResult VKAPI_CALL tl_CreateQueryPool(VkDevice device, const VkQueryPool
     PFN_vkCreateQueryPool next = (PFN_vkCreateQueryPool)tl_next_device_fn(device, "vkCreateQueryPool");
     if (!next)
         return VK_ERROR_INITIALIZATION_FAILED;
+    if (ci->queryType == VK_QUERY_TYPE_TIMESTAMP) {
+        pthread_mutex_lock(&g_lock);
+        int fail = g_fail_timestamp_pools > 0;
+        if (fail)
+            g_fail_timestamp_pools--;
+        pthread_mutex_unlock(&g_lock);
+        if (fail)
+            return VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    }
     if (ci->queryType != VK_QUERY_TYPE_PERFORMANCE_QUERY_KHR)
         return next(device, ci, a, out);
     VkQueryPoolCreateInfo occ = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,

@@ -60,6 +60,7 @@
 
 #define KTI_EXPORT __attribute__((visibility("default")))
 #define KTI_MAX_FAMILIES 16u
+#define KTI_POOL_PROTECTED 0x80000000u /* in kti_device_t.pools: the pool is protected */
 
 /* Locks. g_lock guards the process-wide maps (instances, devices, devices per physical device); each device's own
  * `lock` guards its maps and the fields of its records that several threads touch. The dispatch hot path takes
@@ -145,6 +146,8 @@ typedef struct kti_device_t {
                                           counter (their begin must be a command buffer's first command, their
                                           end its last: VUID-vkCmdBeginQuery-queryPool-03224, vkCmdEndQuery 03227) */
     kti_map_t cmds;                    /* VkCommandBuffer -> kti_cmd_t */
+    char model[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE]; /* deviceName: the device of dispatches counted untimed before
+                                          any context of the device exists (untimed_kernel) */
 #define KTI_FIELD(fn) PFN_##fn fn;
     KTI_DEVICE_HOOKS(KTI_FIELD)
 #undef KTI_FIELD
@@ -238,7 +241,12 @@ typedef struct kti_cmd_t {
     kti_kernels_t untimed;       /* kernels of its dispatches not timed (simultaneous): dropped per submission */
     int perf_scope;              /* it began a command-buffer-scope performance query: nothing of ours may be
                                     recorded into it (its end must stay last), so its dispatches are not timed */
-    kti_kernels_t perf;          /* their kernels: dropped, no timing, at every submission */
+    kti_kernels_t perf;          /* kernels of its dispatches left untimed for a reason of the device's (that query;
+                                    a protected command buffer; a family ktiming has no context for; a compute
+                                    shader object): dropped, no timing, at every submission (a secondary's: per
+                                    occurrence, at every submission of the primary) */
+    int protected_;              /* from a VK_COMMAND_POOL_CREATE_PROTECTED_BIT pool: nothing of ours goes into it */
+    int shader_object;           /* a compute shader object is bound (VK_EXT_shader_object): no name is kept */
     uint32_t executed;           /* a secondary: vkCmdExecuteCommands that recorded it since it was begun (device
                                     lock) */
     kti_kernels_t repeats;       /* kernels of secondaries recorded here once more: untimed at every execution */
@@ -539,6 +547,7 @@ static void cmd_retire(kti_device_t *d, kti_cmd_t *c, VkCommandBuffer cb)
     c->untimed.n = 0;
     c->perf.n = 0;
     c->perf_scope = 0;
+    c->shader_object = 0;
     c->repeats.n = 0;
     c->refail.n = 0;
     c->failocc.n = 0;
@@ -613,6 +622,24 @@ static void pipeline_resolved(kti_device_t *d, const kti_cmd_t *c)
     pthread_mutex_unlock(&d->lock);
 }
 
+/* The kernel id of a dispatch the layer does not time: the bound pipeline's name (a compute shader object's
+ * dispatch: "shader object"), on the device of the command buffer's family context, of any context of the device,
+ * or (none exists: the family is one ktiming cannot time) under the device's model name. */
+static kt_kernel_id_t untimed_kernel(kti_device_t *d, kti_cmd_t *c)
+{
+    const char *name = c->shader_object ? "shader object" : c->name;
+    kt_vk_ctx_t *ctx = c->ctx;
+    if (!ctx && c->family < KTI_MAX_FAMILIES) /* a protected pool's family: its context names it */
+        ctx = family_ctx(d, c->family);
+    if (!ctx) {
+        kt_vk_ctx_t *all[KTI_MAX_FAMILIES];
+        device_ctxs(d, all);
+        for (uint32_t f = 0; f < KTI_MAX_FAMILIES && !ctx; f++)
+            ctx = all[f];
+    }
+    return ctx ? kt_vk_kernel(ctx, name) : kt_kernel_intern(name, KT_BACKEND_VULKAN, d->model);
+}
+
 /* Before a dispatch: its begin timestamp, under the name of the pipeline bound, with its launch configuration
  * (group counts; the shader's local size is not read: 0). No lock of the layer's once the
  * command buffer's context and kernel are known (the backend's ring takes its context's). */
@@ -620,11 +647,15 @@ static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, const kt_l
 {
     *out = NULL;
     kti_cmd_t *c = cmd_get(d, cb);
-    if (!c || !c->bound || !kt_is_enabled())
+    if (!c || !kt_is_enabled() || kti_secure()) /* secure-execution mode: nothing is recorded */
         return;
-    kt_vk_ctx_t *ctx = c->ctx ? c->ctx : family_ctx(d, c->family);
-    if (!ctx)
+    if (!c->bound && !c->shader_object) /* no compute pipeline bound that the layer knows: not a valid dispatch */
         return;
+    kt_vk_ctx_t *ctx = c->ctx ? c->ctx : c->protected_ ? NULL : family_ctx(d, c->family);
+    if (!ctx || c->shader_object || c->protected_) { /* counted at every submission, never untimed silently */
+        kernels_add(&c->perf, untimed_kernel(d, c));
+        return;
+    }
     c->ctx = ctx;
     if (c->kernel_family != c->family) {
         c->kernel = kt_vk_kernel(ctx, c->name);
@@ -688,6 +719,8 @@ static void VKAPI_CALL hook_CmdBindPipeline(VkCommandBuffer cb, VkPipelineBindPo
     kti_device_t *d = device_of(cb);
     kti_cmd_t *c = bp == VK_PIPELINE_BIND_POINT_COMPUTE ? cmd_get(d, cb) : NULL;
     /* The same pipeline bound again, neither renamed nor destroyed since: the copy holds. */
+    if (c)
+        c->shader_object = 0;
     if (c && !(c->bound == pipeline && pipeline &&
                c->bound_epoch == atomic_load_explicit(&d->pipeline_epoch, memory_order_acquire))) {
         pthread_mutex_lock(&d->lock);
@@ -713,8 +746,10 @@ static void VKAPI_CALL hook_CmdBindShadersEXT(VkCommandBuffer cb, uint32_t n, co
     kti_device_t *d = device_of(cb);
     kti_cmd_t *c = cmd_get(d, cb);
     for (uint32_t i = 0; c && i < n; i++)
-        if (stages[i] == VK_SHADER_STAGE_COMPUTE_BIT)
+        if (stages[i] == VK_SHADER_STAGE_COMPUTE_BIT) {
             c->bound = VK_NULL_HANDLE;
+            c->shader_object = shaders && shaders[i] != VK_NULL_HANDLE;
+        }
     d->vkCmdBindShadersEXT(cb, n, stages, shaders);
 }
 
@@ -787,6 +822,8 @@ static void VKAPI_CALL hook_CmdExecuteCommands(VkCommandBuffer cb, uint32_t n, c
             kernels_add(&c->untimed, s->untimed.ids[k]);
         if (!c->ctx && s->untimed.n)
             c->ctx = s->ctx;
+        for (uint32_t k = 0; k < s->perf.n; k++) /* untimed for the device's reasons: per occurrence */
+            kernels_add(&c->perf, s->perf.ids[k]);
         /* its begins that failed at recording: that count stands for its first occurrence's first execution */
         for (uint32_t k = 0; k < s->refail.n; k++)
             drops_add(s->fail_covered ? &c->failocc : &c->refail, s->refail.ids[k], s->refail.why[k]);
@@ -839,7 +876,7 @@ static VkResult VKAPI_CALL hook_BeginCommandBuffer(VkCommandBuffer cb, const VkC
      * its dispatches are copied at its end and its own pair times its batch, so a batch of it alone goes to the
      * driver as the program made it. Only once its family's context exists (a dispatch was timed there before):
      * a program that never dispatches gets no context for it. */
-    if (r == VK_SUCCESS && c && every_execution(d) && !c->secondary && !c->simultaneous && bi &&
+    if (r == VK_SUCCESS && c && every_execution(d) && !c->secondary && !c->simultaneous && !c->protected_ && bi &&
         (bi->flags & VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT) && c->family < KTI_MAX_FAMILIES &&
         kt_is_enabled()) {
         pthread_mutex_lock(&d->lock);
@@ -890,7 +927,8 @@ static VkResult VKAPI_CALL hook_AllocateCommandBuffers(VkDevice device, const Vk
         if (!c)
             break;
         c->pool = ai->commandPool;
-        c->family = (uint32_t)(fam - 1);
+        c->family = (uint32_t)((fam & ~(uintptr_t)KTI_POOL_PROTECTED) - 1);
+        c->protected_ = (fam & KTI_POOL_PROTECTED) != 0;
         c->secondary = ai->level == VK_COMMAND_BUFFER_LEVEL_SECONDARY;
         if (kti_map_put(&d->cmds, (uint64_t)(uintptr_t)out[i], c) != 0)
             free(c);
@@ -1058,10 +1096,13 @@ static VkResult VKAPI_CALL hook_CreateCommandPool(VkDevice device, const VkComma
     kti_device_t *d = device_of(device);
     VkResult r = d->vkCreateCommandPool(device, ci, a, out);
     /* A protected pool's command buffers are never written to: a protected command buffer may not copy query
-     * results into our (unprotected) readback buffer, so its buffers are left out of the map (not timed). */
-    if (r == VK_SUCCESS && !(ci->flags & VK_COMMAND_POOL_CREATE_PROTECTED_BIT)) {
+     * results into our (unprotected) readback buffer. Tracked all the same (KTI_POOL_PROTECTED), so their
+     * dispatches are counted untimed at every submission rather than left out silently. */
+    if (r == VK_SUCCESS) {
+        uintptr_t v = (uintptr_t)(ci->queueFamilyIndex + 1u) |
+                      ((ci->flags & VK_COMMAND_POOL_CREATE_PROTECTED_BIT) ? KTI_POOL_PROTECTED : 0u);
         pthread_mutex_lock(&d->lock);
-        kti_map_put(&d->pools, (uint64_t)*out, (void *)(uintptr_t)(ci->queueFamilyIndex + 1u));
+        kti_map_put(&d->pools, (uint64_t)*out, (void *)v);
         pthread_mutex_unlock(&d->lock);
     }
     return r;
@@ -1535,6 +1576,12 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     d->host_query_reset = enables_host_query_reset(ci);
     d->set_loader_data = kt__env(KT_ENV_NAME(VULKAN_ONCE)) ? NULL : set_loader_data;
     d->calibration = calibration;
+    snprintf(d->model, sizeof d->model, "Vulkan device");
+    if (inst->props) {
+        VkPhysicalDeviceProperties p;
+        inst->props(pd, &p);
+        snprintf(d->model, sizeof d->model, "%s", p.deviceName);
+    }
     pthread_mutex_lock(&g_lock);
     uint64_t held = (uint64_t)(uintptr_t)kti_map_get(&g_pd_slots, (uint64_t)(uintptr_t)pd);
     while (d->slot < 63 && (held >> d->slot & 1u))
