@@ -647,7 +647,11 @@ static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, const kt_l
 {
     *out = NULL;
     kti_cmd_t *c = cmd_get(d, cb);
-    if (!c || !kt_is_enabled() || kti_secure()) /* secure-execution mode: nothing is recorded */
+    static atomic_int secure = -1; /* secure-execution mode (read once): nothing is recorded */
+    int sec = atomic_load_explicit(&secure, memory_order_relaxed);
+    if (sec < 0)
+        atomic_store_explicit(&secure, sec = kti_secure(), memory_order_relaxed);
+    if (!c || !kt_is_enabled() || sec)
         return;
     if (!c->bound && !c->shader_object) /* no compute pipeline bound that the layer knows: not a valid dispatch */
         return;
