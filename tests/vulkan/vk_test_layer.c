@@ -19,7 +19,8 @@
  *
  * Device loss: kt_test_layer_lose_semaphore_waits(n) (exported) makes the next n vkWaitSemaphores[KHR] calls answer
  * VK_ERROR_DEVICE_LOST, as a driver whose device was lost does, on a device that is not.
- * kt_test_layer_fail_timestamp_pools(n) makes the next n timestamp query pools fail to be created. */
+ * kt_test_layer_fail_timestamp_pools(n) makes the next n timestamp query pools fail to be created;
+ * kt_test_layer_drop_last_cmd(n) submits the next n bracketed batches without their last command buffer. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@ typedef struct tl_link_t {
     PFN_vkCmdPipelineBarrier PipelineBarrier;
     PFN_vkCmdCopyBuffer CopyBuffer;
     PFN_vkCmdDispatch Dispatch;
+    PFN_vkQueueSubmit QueueSubmit;
     struct tl_link_t *next;
 } tl_link_t;
 
@@ -355,6 +357,7 @@ static VkResult VKAPI_CALL tl_CreateDevice(VkPhysicalDevice pd, const VkDeviceCr
         TL_NEXT(PipelineBarrier, "vkCmdPipelineBarrier")
         TL_NEXT(CopyBuffer, "vkCmdCopyBuffer")
         TL_NEXT(Dispatch, "vkCmdDispatch")
+        TL_NEXT(QueueSubmit, "vkQueueSubmit")
 #undef TL_NEXT
     }
     return r;
@@ -620,6 +623,43 @@ static VkResult VKAPI_CALL tl_WaitSemaphoresKHR(VkDevice device, const VkSemapho
     return next ? next(device, wi, timeout) : VK_ERROR_INITIALIZATION_FAILED;
 }
 
+/* ---- a batch whose last command buffer never runs ---- */
+
+/* kt_test_layer_drop_last_cmd(n) (exported): the next n vkQueueSubmit calls whose first batch holds 3 or more
+ * command buffers (a batch the timing layer brackets: its head, the program's, its tail) go down without that
+ * batch's last one, so the copies it holds never run: the execution records of that batch stay pending for good,
+ * as those of a batch still running on another queue do. */
+static unsigned g_drop_last;
+
+TL_EXPORT void kt_test_layer_drop_last_cmd(unsigned n)
+{
+    pthread_mutex_lock(&g_lock);
+    g_drop_last = n;
+    pthread_mutex_unlock(&g_lock);
+}
+
+static VkResult VKAPI_CALL tl_QueueSubmit(VkQueue q, uint32_t n, const VkSubmitInfo *si, VkFence fence)
+{
+    tl_link_t *l = tl_find(q); /* a queue has its device's dispatch key */
+    PFN_vkQueueSubmit next = l ? l->QueueSubmit : NULL;
+    if (!next)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    int drop = 0;
+    if (n && si[0].commandBufferCount >= 3) {
+        pthread_mutex_lock(&g_lock);
+        drop = g_drop_last > 0;
+        if (drop)
+            g_drop_last--;
+        pthread_mutex_unlock(&g_lock);
+    }
+    if (!drop || n > 8)
+        return next(q, n, si, fence);
+    VkSubmitInfo mod[8];
+    memcpy(mod, si, n * sizeof *si);
+    mod[0].commandBufferCount--;
+    return next(q, n, mod, fence);
+}
+
 /* ---- proc addresses and the loader interface ---- */
 
 typedef struct tl_fn_t {
@@ -644,6 +684,7 @@ static const tl_fn_t kDeviceFns[] = {
     TL_FN("vkCmdPipelineBarrier", tl_CmdPipelineBarrier),
     TL_FN("vkCmdCopyBuffer", tl_CmdCopyBuffer),
     TL_FN("vkCmdDispatch", tl_CmdDispatch),
+    TL_FN("vkQueueSubmit", tl_QueueSubmit),
     TL_FN("vkWaitSemaphores", tl_WaitSemaphores),
     TL_FN("vkWaitSemaphoresKHR", tl_WaitSemaphoresKHR),
 };

@@ -364,6 +364,33 @@ void kt__vk_slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot);
  * after recording. ctx->lock held, or the unit is the caller's alone. */
 void kt__vk_inflight_arm(kt_kernel_id_t *held, kt_kernel_id_t kernel);
 void kt__vk_inflight_settle(kt_kernel_id_t *held);
+/* per_submission: where n consecutive execution records (modulo cap) can be taken for a submission, in *first.
+ * Every record not FREE lies in the FIFO window [head, head + used); records are freed as they are read, in any
+ * order. First after the window (returns 1: the window grows by n), else a run of n FREE records inside it
+ * (returns 0): a record still pending at the head (a long batch, perhaps on another queue of the family) no
+ * longer stops the records read after it from being reused (before, the window filled and every later execution
+ * was dropped, ring full). -1: no room. */
+static inline int kt__vk_exec_pick(const kt__vk_exec_t *execs, uint32_t cap, uint32_t head, uint32_t used, uint32_t n,
+                                   uint32_t *first)
+{
+    if (n <= cap - used) {
+        *first = (head + used) % cap;
+        return 1;
+    }
+    uint32_t run = 0;
+    for (uint32_t k = 0; k < used && n; k++) {
+        if (execs[(head + k) % cap].state != KT__VK_EXEC_FREE) {
+            run = 0;
+            continue;
+        }
+        if (++run == n) {
+            *first = (head + k + 1 - n) % cap;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 /* Marks record e FREE (words zeroed, a batch's slot released); the FIFO's head moves in reclaim. */
 void kt__vk_exec_free_locked(kt_vk_ctx_t *ctx, uint32_t e);
 void kt__vk_exec_reclaim_locked(kt_vk_ctx_t *ctx);

@@ -80,14 +80,15 @@ void kt__vk_submit_fini(kt_vk_ctx_t *ctx)
  * Execution records (ctx->lock held; freeing and reclaiming them is vk_ring.c's)
  * ------------------------------------------------------------------------------------------------- */
 
-/* n consecutive records (modulo the ring) from *first; -1 when the ring has no room. */
+/* n consecutive records (modulo the ring) from *first (kt__vk_exec_pick); -1 when the ring has no room. */
 static int exec_alloc_locked(kt_vk_ctx_t *ctx, uint32_t n, uint32_t *first)
 {
     kt__vk_exec_reclaim_locked(ctx);
-    if (n > ctx->exec_cap - ctx->exec_used)
+    int at = kt__vk_exec_pick(ctx->execs, ctx->exec_cap, ctx->exec_head, ctx->exec_used, n, first);
+    if (at < 0)
         return -1;
-    *first = (ctx->exec_head + ctx->exec_used) % ctx->exec_cap;
-    ctx->exec_used += n;
+    if (at > 0)
+        ctx->exec_used += n;
     return 0;
 }
 
