@@ -112,6 +112,7 @@ static uint64_t drop_pending(kt_vk_ctx_t *ctx, kt_drop_reason_t reason, kt_drop_
         }
     }
     kt__vk_exec_reclaim_locked(ctx);
+    kt__vk_lost_occ_release_locked(ctx, VK_NULL_HANDLE); /* counted in ctx->dropped there */
     uint32_t i = ctx->used_first;
     while (i != KT__VK_NONE) {
         kt__vk_slot_t *s = &ctx->slots[i];

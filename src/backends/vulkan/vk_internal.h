@@ -175,6 +175,14 @@ typedef struct kt__vk_sub_t {
 
 #define KT__VK_SLOT_DROPPED UINT32_MAX
 
+/* per_submission: an occurrence of a secondary's dispatch that kt_vk_cmd_execute found no slot for (ring full):
+ * counted dropped at every execution of the primary (plan_locked), not once at recording. */
+typedef struct kt__vk_lost_occ_t {
+    VkCommandBuffer cmd;   /* the primary */
+    kt_kernel_id_t kernel; /* the secondary's dispatch */
+    uint32_t executions;   /* submissions that counted it */
+} kt__vk_lost_occ_t;
+
 /* A command buffer with open kt_vk_begin pairs. */
 typedef struct kt__vk_open_t {
     VkCommandBuffer cmd;                  /* NULL = unused entry */
@@ -299,6 +307,8 @@ struct kt_vk_ctx_t {
     kt__vk_exec_t *execs;               /* under lock */
     uint32_t exec_head, exec_used;      /* FIFO of records in use (freed ones are skipped when head reaches them) */
     uint32_t exec_pending;              /* PENDING records */
+    kt__vk_lost_occ_t *lost_occ;        /* occurrences without a slot (under lock; kt__vk_lost_occ_release_locked) */
+    uint32_t nlost_occ, cap_lost_occ;
     pthread_mutex_t sub_lock;           /* sub_pool, its command buffers and fences, subs */
     VkCommandPool sub_pool;             /* ktiming's command buffers (RESET_COMMAND_BUFFER) */
     kt__vk_sub_t *subs;                 /* submissions in flight, oldest first */
@@ -391,6 +401,10 @@ static inline int kt__vk_exec_pick(const kt__vk_exec_t *execs, uint32_t cap, uin
     return -1;
 }
 
+/* ctx->lock held: the occurrences without a slot of primary `cmd` (every primary's with VK_NULL_HANDLE) are
+ * forgotten; those no submission counted are counted dropped, ring full, now (a recording never submitted, or the
+ * context going away). Returns how many were counted. */
+uint32_t kt__vk_lost_occ_release_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 /* Marks record e FREE (words zeroed, a batch's slot released); the FIFO's head moves in reclaim. */
 void kt__vk_exec_free_locked(kt_vk_ctx_t *ctx, uint32_t e);
 void kt__vk_exec_reclaim_locked(kt_vk_ctx_t *ctx);

@@ -174,6 +174,12 @@ static void plan_locked(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t 
     p->timed = p->direct = p->arm = 0;
     p->pair = KT__VK_NONE;
     uint32_t overflow = 0;
+    for (uint32_t k = 0; k < ctx->nlost_occ; k++) /* occurrences kt_vk_cmd_execute had no slot for */
+        if (cmd_in(ctx->lost_occ[k].cmd, cmds, ncmds)) {
+            kt_record_drop(ctx->lost_occ[k].kernel, KT_DROP_RING_FULL);
+            ctx->lost_occ[k].executions++;
+            overflow++;
+        }
     for (uint32_t i = ctx->used_first; i != KT__VK_NONE; i = ctx->slots[i].next) {
         const kt__vk_slot_t *s = &ctx->slots[i];
         if (s->state != KT__VK_SLOT_CLOSED || s->self_copy || !cmd_in(s->cmd, cmds, ncmds))
@@ -905,6 +911,21 @@ VkResult kt_vk_queue_submit2(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const 
  * Secondaries: one occurrence slot per timed slot per vkCmdExecuteCommands
  * ------------------------------------------------------------------------------------------------- */
 
+/* ctx->lock held: an occurrence of `kernel` in `primary` without a slot; 0 when ktiming's memory ran out. */
+static int lost_occ_add_locked(kt_vk_ctx_t *ctx, VkCommandBuffer primary, kt_kernel_id_t kernel)
+{
+    if (ctx->nlost_occ == ctx->cap_lost_occ) {
+        uint32_t cap = ctx->cap_lost_occ ? 2 * ctx->cap_lost_occ : 16;
+        kt__vk_lost_occ_t *p = realloc(ctx->lost_occ, (size_t)cap * sizeof(*p));
+        if (!p)
+            return 0;
+        ctx->lost_occ = p;
+        ctx->cap_lost_occ = cap;
+    }
+    ctx->lost_occ[ctx->nlost_occ++] = (kt__vk_lost_occ_t){.cmd = primary, .kernel = kernel, .executions = 0};
+    return 1;
+}
+
 int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n, const VkCommandBuffer *secondaries)
 {
     if (!ctx || !primary || (n && !secondaries))
@@ -930,9 +951,11 @@ int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n, con
                 continue;
             s->executions++; /* accounted through its occurrences: its own discard counts nothing */
             uint32_t o = kt__vk_slot_alloc_locked(ctx);
-            if (o == KT__VK_SLOT_DROPPED) {
-                kt_record_drop(s->kernel, KT_DROP_RING_FULL);
-                atomic_fetch_add(&ctx->dropped, 1);
+            if (o == KT__VK_SLOT_DROPPED) { /* counted at every execution of the primary (plan_locked) */
+                if (!lost_occ_add_locked(ctx, primary, s->kernel)) { /* no memory: counted once, now */
+                    kt_record_drop(s->kernel, KT_DROP_RING_FULL);
+                    atomic_fetch_add(&ctx->dropped, 1);
+                }
                 continue;
             }
             kt__vk_slot_t *os = &ctx->slots[o];
