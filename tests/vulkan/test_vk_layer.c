@@ -493,6 +493,32 @@ static uint64_t vk_drops(kt_drop_reason_t why)
     return n;
 }
 
+/* cmd[0] reset and recorded for reuse (no ONE_TIME_SUBMIT) with n dispatches of busy, barriers between. */
+static void record_reusable(int n)
+{
+    const ktcli_vk_fn_t *vk = &g.app.vk;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
+    assert_int_equal(vk->vkBeginCommandBuffer(g.cmd[0], &bi), VK_SUCCESS);
+    uint32_t iters = 1;
+    for (int i = 0; i < n; i++) {
+        if (i)
+            ktcli_vk_barrier(&g.dev, g.cmd[0]);
+        ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1);
+    }
+    assert_int_equal(vk->vkEndCommandBuffer(g.cmd[0]), VK_SUCCESS);
+}
+
+/* cmd[0] submitted alone n times, each waited for (the layer collects there). */
+static void submit_times(int n)
+{
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = g.cmd};
+    for (int r = 0; r < n; r++) {
+        assert_int_equal(g.app.vk.vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
+        assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
+    }
+}
+
 /* A SIMULTANEOUS_USE secondary (a barrier, one dispatch) listed twice in one vkCmdExecuteCommands of a primary
  * submitted twice: nothing of the layer's goes into the secondary (pending in several primaries at once, its
  * executions would reset and write the same queries unordered; Debian 12's validation layer aborts on the resets
@@ -529,11 +555,7 @@ static void simultaneous_secondary_untimed(void **state)
     const VkCommandBuffer list[2] = {sec, sec};
     exec(g.cmd[0], 2, list);
     assert_int_equal(vk->vkEndCommandBuffer(g.cmd[0]), VK_SUCCESS);
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = g.cmd};
-    for (int r = 0; r < 2; r++) {
-        assert_int_equal(vk->vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
-        assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
-    }
+    submit_times(2);
     vk_counts(&timed1, &none1, &batches1);
     uint64_t simul1 = vk_drops(KT_DROP_SIMULTANEOUS_USE);
     assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
@@ -558,21 +580,8 @@ static void ring_full_every_execution(void **state)
     uint64_t timed0, none0, batches0, timed1, none1, batches1;
     vk_counts(&timed0, &none0, &batches0);
     uint64_t full0 = vk_drops(KT_DROP_RING_FULL);
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
-    assert_int_equal(vk->vkBeginCommandBuffer(g.cmd[0], &bi), VK_SUCCESS);
-    uint32_t iters = 1;
-    for (int i = 0; i < 20; i++) {
-        if (i)
-            ktcli_vk_barrier(&g.dev, g.cmd[0]);
-        ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1);
-    }
-    assert_int_equal(vk->vkEndCommandBuffer(g.cmd[0]), VK_SUCCESS);
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = g.cmd};
-    for (int r = 0; r < 3; r++) {
-        assert_int_equal(vk->vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
-        assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
-    }
+    record_reusable(20);
+    submit_times(3);
     vk_counts(&timed1, &none1, &batches1);
     uint64_t full1 = vk_drops(KT_DROP_RING_FULL);
     assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
@@ -598,25 +607,15 @@ static void records_behind_pending_head(void **state)
     void (*drop_last)(unsigned) = (void (*)(unsigned))lib_symbol("libkt_vk_test_layer", "kt_test_layer_drop_last_cmd");
     assert_non_null(drop_last);
     const ktcli_vk_fn_t *vk = &g.app.vk;
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
-    assert_int_equal(vk->vkBeginCommandBuffer(g.cmd[0], &bi), VK_SUCCESS);
-    uint32_t iters = 1;
-    ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1);
-    assert_int_equal(vk->vkEndCommandBuffer(g.cmd[0]), VK_SUCCESS);
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = g.cmd};
+    record_reusable(1);
     drop_last(1);
-    assert_int_equal(vk->vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
-    assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
+    submit_times(1);
     drop_last(0);
     g.pinned++; /* its dispatch's record: counted when the device is lost (device_lost_by_semaphore_wait) */
     uint64_t timed0, none0, batches0, timed1, none1, batches1;
     vk_counts(&timed0, &none0, &batches0);
     uint64_t full0 = vk_drops(KT_DROP_RING_FULL);
-    for (int r = 0; r < 20; r++) {
-        assert_int_equal(vk->vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
-        assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
-    }
+    submit_times(20);
     vk_counts(&timed1, &none1, &batches1);
     uint64_t full1 = vk_drops(KT_DROP_RING_FULL);
     assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
@@ -700,14 +699,7 @@ static void device_lost_by_semaphore_wait(void **state)
     uint64_t timed0, none0, batches0, timed1, none1, batches1;
     vk_counts(&timed0, &none0, &batches0);
     uint64_t lost0 = vk_drops(KT_DROP_DEVICE_LOST);
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
-    assert_int_equal(vk->vkBeginCommandBuffer(g.cmd[0], &bi), VK_SUCCESS);
-    uint32_t iters = 1;
-    ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1);
-    ktcli_vk_barrier(&g.dev, g.cmd[0]);
-    ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1);
-    assert_int_equal(vk->vkEndCommandBuffer(g.cmd[0]), VK_SUCCESS);
+    record_reusable(2);
     const uint64_t one = 1;
     VkTimelineSemaphoreSubmitInfo tsi = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
                                          .waitSemaphoreValueCount = 1,

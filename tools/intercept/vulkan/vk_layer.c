@@ -1375,24 +1375,24 @@ static VkResult VKAPI_CALL hook_GetFenceStatus(VkDevice device, VkFence f)
 }
 
 /* Timeline semaphore waits (core 1.2 and KHR): a wait that succeeded saw device work complete, as a fence wait. */
-static VkResult VKAPI_CALL hook_WaitSemaphores(VkDevice device, const VkSemaphoreWaitInfo *wi, uint64_t timeout)
+static VkResult semaphores_waited(VkDevice device, const VkSemaphoreWaitInfo *wi, uint64_t timeout, int khr)
 {
     kti_device_t *d = device_of(device);
-    static kt_kernel_id_t api_site;
-    kt_zone_t api = kti_wait_begin(&api_site, "vkWaitSemaphores");
-    VkResult r = d->vkWaitSemaphores(device, wi, timeout);
+    static kt_kernel_id_t sites[2];
+    kt_zone_t api = kti_wait_begin(&sites[khr], khr ? "vkWaitSemaphoresKHR" : "vkWaitSemaphores");
+    VkResult r = (khr ? d->vkWaitSemaphoresKHR : d->vkWaitSemaphores)(device, wi, timeout);
     kt_zone_end(&api);
     return fence_waited(d, r);
 }
 
+static VkResult VKAPI_CALL hook_WaitSemaphores(VkDevice device, const VkSemaphoreWaitInfo *wi, uint64_t timeout)
+{
+    return semaphores_waited(device, wi, timeout, 0);
+}
+
 static VkResult VKAPI_CALL hook_WaitSemaphoresKHR(VkDevice device, const VkSemaphoreWaitInfo *wi, uint64_t timeout)
 {
-    kti_device_t *d = device_of(device);
-    static kt_kernel_id_t api_site;
-    kt_zone_t api = kti_wait_begin(&api_site, "vkWaitSemaphoresKHR");
-    VkResult r = d->vkWaitSemaphoresKHR(device, wi, timeout);
-    kt_zone_end(&api);
-    return fence_waited(d, r);
+    return semaphores_waited(device, wi, timeout, 1);
 }
 
 /* Calls that report VK_ERROR_DEVICE_LOST without waiting for ktiming's work: the loss is noted (pending dispatches
