@@ -27,7 +27,8 @@
  *  - the dispatch path takes no process-wide lock: devices and command buffers are found through per-thread
  *    caches, and the binding is the command buffer's own state (see the locks below);
  *  - completed dispatches are collected (never waiting) after submits and after the program's own waits
- *    (fences, queue/device idle); command buffers re-begun, reset or freed are read and collected, then
+ *    (fences, timeline semaphores, queue/device idle); VK_ERROR_DEVICE_LOST from any of those, a present, an
+ *    acquire, a sparse bind or the destroy's idle wait counts what is pending `device lost`; command buffers re-begun, reset or freed are read and collected, then
  *    discarded (kt_vk_discard: what never ran counts as dropped, never submitted);
  *  - a primary submitted again without being re-recorded is timed at every execution, and so is every occurrence
  *    of a secondary in it (kt_vk_cmd_execute after each vkCmdExecuteCommands: the primary copies the secondary's
