@@ -89,6 +89,9 @@ static kt_kernel_id_t intern_cached(cl_kernel kernel, const kt__cl_dev_t *dev, c
     return c->id;
 }
 
+/* The device of an enqueue refused on a queue that could not be attached (NULL or invalid): none is known. */
+#define KT__CL_NO_DEVICE "unknown"
+
 /* Blocking mode: wait here and record on this thread. */
 static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64_t enqueue_ns, const char *name,
                        uint64_t bytes, const kt_launch_t *launch)
@@ -152,12 +155,14 @@ static void publish_polled(kt_cl_ctx_t *ctx, kt__cl_rec_t *r, uint64_t gen)
 }
 
 /* A record for the command, filled in (not published yet); NULL when refused: the command is then counted
- * finished (and dropped when no record or no reference could be had), the event released when owned, *rc set. */
+ * finished and dropped (its queue being detached: in flight at its exit from timing; no record: ring full; no
+ * reference: unspecified), the event released when owned, *rc set. */
 static kt__cl_rec_t *rec_take(kt_cl_ctx_t *ctx, cl_event event, kt_kernel_id_t id, const char *name,
                               uint64_t enqueue_ns, uint64_t bytes, const kt_launch_t *launch, int owned, int *rc)
 {
     atomic_fetch_add(&ctx->tracked, 1);
     if (atomic_load(&ctx->detaching)) {
+        kt_record_drop(id, KT_DROP_IN_FLIGHT_AT_EXIT); /* it ran, untimed: counted, never silent */
         atomic_fetch_add(&ctx->finished, 1);
         if (owned)
             kt__cl.clReleaseEvent(event);
@@ -295,6 +300,23 @@ void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, 
         kt__verbose_line("error", "opencl",
                          kt__device_label_now(KT_BACKEND_OPENCL, ctx->dev->key, ctx->dev->model, lab, sizeof lab),
                          name, "%d,%s", (int)error, kt_cl_error_name(error));
+    free(heap);
+}
+
+void kt__cl_enqueue_refused(cl_command_queue queue, cl_kernel kernel, const char *name, cl_int error)
+{
+    (void)queue; /* not attachable: the driver answered no query about it, so neither would it name a device */
+    if (error == CL_SUCCESS || kt__cl_env_load() < 0)
+        return;
+    kt__cl_note_error(error);
+    char buf[128];
+    char *heap = NULL;
+    if (!name)
+        name = kernel ? kernel_name(kernel, buf, sizeof buf, &heap) : "opencl_command";
+    kt_kernel_id_t id = kt_kernel_intern(name, KT_BACKEND_OPENCL, KT__CL_NO_DEVICE);
+    kt_record_error(id, kt_cl_error_name(error));
+    if (kt__verbose_on())
+        kt__verbose_line("error", "opencl", KT__CL_NO_DEVICE, name, "%d,%s", (int)error, kt_cl_error_name(error));
     free(heap);
 }
 
