@@ -2,8 +2,8 @@
  * test_cl_layer_props.c) over the driver double fake_opencl.c: each entry point's driver function is a stub here
  * that either refuses (CL_OUT_OF_RESOURCES) or enqueues a marker of the double in its place. Refused: every entry
  * point counts exactly one error under its kernel's or its own name, with the error's name, and nothing timed
- * (clEnqueueTask's refusals were not counted). Accepted: every one is timed once with the bytes it moves — the SVM
- * enqueues and the cl_intel_unified_shared_memory ones handed out by clGetExtensionFunctionAddressForPlatform
+ * (clEnqueueTask's refusals were not counted), also on a NULL queue ktiming cannot attach (device "unknown"; they
+ * were passed through uncounted). Accepted: every one is timed once with the bytes it moves — the SVM enqueues and the cl_intel_unified_shared_memory ones handed out by clGetExtensionFunctionAddressForPlatform
  * included (neither was timed). Also what the program reads of its events: "no profiling" on a queue created
  * without it, also after the program released the queue, and CL_EVENT_REFERENCE_COUNT without ktiming's own
  * reference. */
@@ -385,6 +385,29 @@ static void test_refused_everywhere(void **state)
     kt_snapshot_free(s);
 }
 
+/* The same refusals on a NULL queue (one ktiming cannot attach): still one error each under the kernel's or the
+ * command's name, on no device ("unknown"); they were passed through uncounted. */
+static void test_refused_unattached(void **state)
+{
+    (void)state;
+    kt_reset();
+    g_refuse = 1;
+    for (size_t i = 0; i < NROWS; i++)
+        assert_int_equal(kRows[i].call(NULL), REFUSED); /* the driver's answer, unchanged */
+    g_refuse = 0;
+    kt_snapshot_t *s = kt_snapshot();
+    for (size_t i = 0; i < NROWS; i++) {
+        const kt_kernel_timing_t *e = kt_snapshot_find(s, kRows[i].entry, KT_BACKEND_OPENCL, NULL);
+        if (!e)
+            fail_msg("%s on a NULL queue: the refusal was not counted", kRows[i].entry);
+        if (e->errors != 1 || strcmp(e->last_error, "CL_OUT_OF_RESOURCES") != 0 || e->dispatch_count != 0 ||
+            strcmp(e->device, "unknown") != 0)
+            fail_msg("%s on a NULL queue: %llu errors (%s), %llu dispatches, device %s", kRows[i].entry,
+                     (unsigned long long)e->errors, e->last_error, (unsigned long long)e->dispatch_count, e->device);
+    }
+    kt_snapshot_free(s);
+}
+
 static void test_timed_everywhere(void **state)
 {
     (void)state;
@@ -493,6 +516,7 @@ int main(void)
     L->clSetKernelArg(g_k_ndrange, 0, sizeof us, &us);
     L->clSetKernelArg(g_k_task, 0, sizeof us, &us);
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_refused_everywhere),
+                                       cmocka_unit_test(test_refused_unattached),
                                        cmocka_unit_test(test_timed_everywhere), cmocka_unit_test(test_event_view)};
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     L->clReleaseKernel(g_k_ndrange);

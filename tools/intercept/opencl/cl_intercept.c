@@ -460,13 +460,25 @@ static cl_int hook_event_info(const kti_next_t *n, cl_event ev, cl_event_info pa
     return rc;
 }
 
+/* An enqueue on a queue that could not be attached (NULL, or one the driver does not know) that the driver refused:
+ * counted as an error of the kernel or command all the same (on no device), unless the command is one not timed
+ * (KTIMING_OPENCL_COMMANDS=kernels). Returns rc. */
+static cl_int refused_unattached(cl_command_queue q, cl_kernel k, const char *name, int kernel, cl_int rc)
+{
+    if (rc != CL_SUCCESS && (kernel || kt_cl_commands_all()))
+        kt__cl_enqueue_refused(q, k, name, rc);
+    return rc;
+}
+
 static cl_int hook_ndrange(const kti_next_t *n, cl_command_queue q, cl_kernel k, cl_uint dim, const size_t *off,
                            const size_t *gws, const size_t *lws, cl_uint nwait, const cl_event *wait, cl_event *ev)
 {
     kt_cl_ctx_t *kc = attach(q);
     if (kc)
         return kt_cl_enqueue_ndrange(kc, k, dim, off, gws, lws, nwait, wait, ev);
-    return n->ndrange ? n->ndrange(q, k, dim, off, gws, lws, nwait, wait, ev) : CL_INVALID_COMMAND_QUEUE;
+    if (!n->ndrange)
+        return CL_INVALID_COMMAND_QUEUE;
+    return refused_unattached(q, k, NULL, 1, n->ndrange(q, k, dim, off, gws, lws, nwait, wait, ev));
 }
 
 /* Synchronisation points. When one begins, what the thread's previous one (that succeeded) waited for is done: the
@@ -521,7 +533,7 @@ static cl_int hook_task(const kti_next_t *n, cl_command_queue q, cl_kernel k, cl
         return CL_INVALID_COMMAND_QUEUE;
     kt_cl_ctx_t *kc = attach(q);
     if (!kc)
-        return n->task(q, k, nwait, wait, ev);
+        return refused_unattached(q, k, NULL, 1, n->task(q, k, nwait, wait, ev));
     uint64_t t = kt_now_ns();
     cl_event mine = NULL;
     cl_event *evp = ev ? ev : &mine;
@@ -695,7 +707,7 @@ static cl_int CL_API_CALL cb_enqueue(cl_uint nq, cl_command_queue *qs, cl_comman
     pthread_mutex_unlock(&g_cb.lock);
     kt_cl_ctx_t *kc = q ? attach(q) : NULL;
     if (!kc)
-        return g_cb.enqueue(nq, qs, b, nwait, wait, ev);
+        return refused_unattached(q, NULL, name, 1, g_cb.enqueue(nq, qs, b, nwait, wait, ev));
     cl_event mine = NULL;
     cl_event *evp = ev ? ev : &mine;
     uint64_t t0 = kt_now_ns();
@@ -745,6 +757,8 @@ static struct {
     if (kc)                                                                                                      \
         command_done(g_ext_next.release_event, kc, rc, NULL, name, rc == CL_SUCCESS ? (uint64_t)(bytes) : 0, t0, \
                      evp, mine);                                                                                 \
+    else                                                                                                         \
+        refused_unattached(q, NULL, name, 0, rc);                                                                \
     return rc
 
 static cl_int CL_API_CALL usm_fill(cl_command_queue q, void *d, const void *pat, size_t psz, size_t sz, cl_uint nw,
@@ -1104,7 +1118,7 @@ static kt_cl_ctx_t *command_ctx(cl_command_queue q, int kernel)
         return CL_INVALID_OPERATION;                                                                             \
     kt_cl_ctx_t *kc = command_ctx(q, kernel);                                                                    \
     if (!kc)                                                                                                     \
-        return n->name(KTI_UNPACK args, ev);                                                                     \
+        return refused_unattached(q, NULL, #name, kernel, n->name(KTI_UNPACK args, ev));                         \
     cl_event mine = NULL;                                                                                        \
     cl_event *evp = ev ? ev : &mine;                                                                             \
     uint64_t t0 = kt_now_ns();                                                                                   \
@@ -1139,8 +1153,14 @@ static void *map_buffer(const kti_cmd_t *n, cl_command_queue q, cl_mem m, cl_boo
         return NULL;
     }
     kt_cl_ctx_t *kc = command_ctx(q, 0);
-    if (!kc)
-        return n->clEnqueueMapBuffer(q, m, blk, f, off, sz, nw, w, ev, err);
+    if (!kc) {
+        cl_int rc0 = CL_SUCCESS;
+        void *p = n->clEnqueueMapBuffer(q, m, blk, f, off, sz, nw, w, ev, &rc0);
+        if (err)
+            *err = rc0;
+        refused_unattached(q, NULL, "clEnqueueMapBuffer", 0, rc0);
+        return p;
+    }
     cl_event mine = NULL;
     cl_event *evp = ev ? ev : &mine;
     cl_int rc = CL_SUCCESS;
@@ -1162,8 +1182,14 @@ static void *map_image(const kti_cmd_t *n, cl_command_queue q, cl_mem m, cl_bool
         return NULL;
     }
     kt_cl_ctx_t *kc = command_ctx(q, 0);
-    if (!kc)
-        return n->clEnqueueMapImage(q, m, blk, f, o, r, rp, sp, nw, w, ev, err);
+    if (!kc) {
+        cl_int rc0 = CL_SUCCESS;
+        void *p = n->clEnqueueMapImage(q, m, blk, f, o, r, rp, sp, nw, w, ev, &rc0);
+        if (err)
+            *err = rc0;
+        refused_unattached(q, NULL, "clEnqueueMapImage", 0, rc0);
+        return p;
+    }
     cl_event mine = NULL;
     cl_event *evp = ev ? ev : &mine;
     cl_int rc = CL_SUCCESS;
