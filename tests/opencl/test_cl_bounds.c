@@ -291,7 +291,8 @@ static int run_fork(void)
         g_fork_child = 1;
         alarm(120); /* a child stuck on a lock ends, and the parent sees a signal, not an exit */
         cl_command_queue qc = cl->clCreateCommandQueue(g_ctx, g_dev, CL_QUEUE_PROFILING_ENABLE, &err);
-        cl_kernel stuck = cl->clCreateKernel(NULL, "child_stuck", &err), done = cl->clCreateKernel(NULL, "child_done", &err);
+        cl_kernel stuck = cl->clCreateKernel(NULL, "child_stuck", &err);
+        cl_kernel done = cl->clCreateKernel(NULL, "child_done", &err);
         cl_uint us = 0;
         cl->clSetKernelArg(stuck, 0, sizeof us, &us);
         cl->clSetKernelArg(done, 0, sizeof us, &us);

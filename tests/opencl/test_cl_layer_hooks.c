@@ -3,8 +3,9 @@
  * that either refuses (CL_OUT_OF_RESOURCES) or enqueues a marker of the double in its place. Refused: every entry
  * point counts exactly one error under its kernel's or its own name, with the error's name, and nothing timed
  * (clEnqueueTask's refusals were not counted), also on a NULL queue ktiming cannot attach (device "unknown"; they
- * were passed through uncounted). Accepted: every one is timed once with the bytes it moves — the SVM enqueues and the cl_intel_unified_shared_memory ones handed out by clGetExtensionFunctionAddressForPlatform
- * included (neither was timed). Also what the program reads of its events: "no profiling" on a queue created
+ * were passed through uncounted). Accepted: every one is timed once with the bytes it moves — the SVM enqueues and
+ * the cl_intel_unified_shared_memory ones handed out by clGetExtensionFunctionAddressForPlatform included (neither
+ * was timed). Also what the program reads of its events: "no profiling" on a queue created
  * without it, also after the program released the queue, and CL_EVENT_REFERENCE_COUNT without ktiming's own
  * reference. */
 #define CL_TARGET_OPENCL_VERSION 300
