@@ -316,6 +316,9 @@ static int run_fork(void)
     const kt_kernel_timing_t *e = s ? fake_find(s, "parent_stuck") : NULL;
     int ok = e && e->dispatch_count == 1 && e->dropped == 0;
     kt_snapshot_free(s);
+    cl->clReleaseEvent(never);
+    cl->clReleaseKernel(kp);
+    cl->clReleaseCommandQueue(qp);
     fprintf(stderr, "parent: its command %s\n", ok ? "recorded once" : "NOT recorded as it should");
     return ok ? 0 : 1;
 }
