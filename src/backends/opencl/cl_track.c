@@ -284,40 +284,38 @@ int kt_cl_track_command(kt_cl_ctx_t *ctx, cl_event event, const char *name, uint
     return track(ctx, event, NULL, name, enqueue_ns, bytes, NULL, 0, 0, NULL);
 }
 
-void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error)
+/* A refused enqueue: an error of the kernel (name NULL: its function name) or command `name`, with the error's name,
+ * on dev (NULL: none known, KT__CL_NO_DEVICE), and its verbose line. */
+static void refusal_record(const kt__cl_dev_t *dev, cl_kernel kernel, const char *name, cl_int error)
 {
-    if (!ctx || error == CL_SUCCESS)
-        return;
     kt__cl_note_error(error);
     char buf[128];
     char *heap = NULL;
     if (!name)
         name = kernel ? kernel_name(kernel, buf, sizeof buf, &heap) : "opencl_command";
-    kt_kernel_id_t id = intern_cached(kernel, ctx->dev, name);
+    kt_kernel_id_t id =
+        dev ? intern_cached(kernel, dev, name) : kt_kernel_intern(name, KT_BACKEND_OPENCL, KT__CL_NO_DEVICE);
     kt_record_error(id, kt_cl_error_name(error));
     char lab[128]; /* the device's label: two of one model are told apart */
     if (kt__verbose_on())
         kt__verbose_line("error", "opencl",
-                         kt__device_label_now(KT_BACKEND_OPENCL, ctx->dev->key, ctx->dev->model, lab, sizeof lab),
+                         dev ? kt__device_label_now(KT_BACKEND_OPENCL, dev->key, dev->model, lab, sizeof lab)
+                             : KT__CL_NO_DEVICE,
                          name, "%d,%s", (int)error, kt_cl_error_name(error));
     free(heap);
+}
+
+void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error)
+{
+    if (ctx && error != CL_SUCCESS)
+        refusal_record(ctx->dev, kernel, name, error);
 }
 
 void kt__cl_enqueue_refused(cl_command_queue queue, cl_kernel kernel, const char *name, cl_int error)
 {
     (void)queue; /* not attachable: the driver answered no query about it, so neither would it name a device */
-    if (error == CL_SUCCESS || kt__cl_env_load() < 0)
-        return;
-    kt__cl_note_error(error);
-    char buf[128];
-    char *heap = NULL;
-    if (!name)
-        name = kernel ? kernel_name(kernel, buf, sizeof buf, &heap) : "opencl_command";
-    kt_kernel_id_t id = kt_kernel_intern(name, KT_BACKEND_OPENCL, KT__CL_NO_DEVICE);
-    kt_record_error(id, kt_cl_error_name(error));
-    if (kt__verbose_on())
-        kt__verbose_line("error", "opencl", KT__CL_NO_DEVICE, name, "%d,%s", (int)error, kt_cl_error_name(error));
-    free(heap);
+    if (error != CL_SUCCESS && kt__cl_env_load() >= 0)
+        refusal_record(NULL, kernel, name, error);
 }
 
 cl_int kt_cl_enqueue_ndrange(kt_cl_ctx_t *ctx, cl_kernel kernel, cl_uint work_dim, const size_t *global_offset,
