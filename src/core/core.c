@@ -70,12 +70,12 @@ __attribute__((constructor)) static void fork_handlers_at_load(void)
 }
 
 /* At exit, in the process that initialised ktiming: one bounded wait for work in flight (KTIMING_EXIT_WAIT_MS),
- * leftovers counted as dropped, then the outputs. A forked child does not touch the parent's drivers. */
+ * leftovers counted as dropped, then the outputs. A forked child does not touch the parent's drivers (only the
+ * backends that tell the child's own work from the parent's stop there: kt__backends_stop). */
 static void at_exit(void)
 {
     kt__arena_mark_exit();
-    if (!kt__forked_child())
-        kt__backends_stop(kt__now() + kt__exit_wait_ns());
+    kt__backends_stop(kt__now() + kt__exit_wait_ns());
     kt__exit_write();
 }
 
