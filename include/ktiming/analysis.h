@@ -61,6 +61,9 @@ KT_API int kt_snapshot_load(const char *path, const kt_load_opts_t *opts, kt_sna
  * message (naming the file) are that failure's. */
 KT_API int kt_snapshot_load_many(const char *const *paths, size_t n, kt_snapshot_t **out, int threads,
                                  char *errbuf, size_t errlen);
+/* The same with kt_snapshot_load's options for every file (NULL: the defaults), e.g. an input size limit. */
+KT_API int kt_snapshot_load_many_opts(const char *const *paths, size_t n, const kt_load_opts_t *opts,
+                                      kt_snapshot_t **out, int threads, char *errbuf, size_t errlen);
 
 /* ---------------------------------------------------------------------------------------------------
  * Merging snapshots (several processes, ranks or runs into one; docs/scale.md)

@@ -39,9 +39,10 @@
  * records it itself and leaves the caller's event variable untouched; an interception shim does so for other calls).
  * kt_cl_last_error() is the last failing cl_int. PoCL fires no callback for failed events, so kt_cl_flush /
  * kt_cl_detach / kt_flush / kt_shutdown / process exit poll the status of every tracked event (bounded) and
- * record what they find. Commands still unfinished when kt_cl_detach times out are counted as `dropped`; at
- * exit (and kt_shutdown) the core calls the backend's stop once, which waits at most KTIMING_EXIT_WAIT_MS
- * (default 2 s) and counts what is left as dropped "in flight at exit". A forked child waits for nothing.
+ * record what they find. Commands still unfinished when kt_cl_detach times out are counted as `dropped` "in
+ * flight at exit" (the queue's exit from timing); at exit (and kt_shutdown) the core calls the backend's stop once,
+ * which waits at most KTIMING_EXIT_WAIT_MS (default 2 s) and counts what is left as dropped "in flight at exit". A
+ * forked child does the same for the queues it attached itself, and never touches its parent's.
  *
  * Queues without CL_QUEUE_PROFILING_ENABLE. By default attach succeeds and every record is an explicit
  * host-timed fallback, flagged KT_SPAN_HOST_TIMED: start = the enqueue time (or, on an in-order queue, the
@@ -258,7 +259,8 @@ KT_API kt_cl_ctx_t *kt_cl_find(cl_command_queue queue);
 
 /* Track a command by its event (retained; the caller keeps its own reference). name NULL: the command type
  * ("ndrange_kernel", "read_buffer", ...). The event must come from the attached queue. 0, KT_EINVAL,
- * KT_ESTATE (context detaching), KT_EFULL (too many commands in flight: counted as dropped). */
+ * KT_ESTATE (context detaching: counted as dropped, in flight at exit), KT_EFULL (too many commands in flight:
+ * counted as dropped). */
 KT_API int kt_cl_track(kt_cl_ctx_t *ctx, cl_event event, const char *name);
 
 /* As kt_cl_track, with the kernel known: name NULL means the kernel's function name

@@ -265,7 +265,10 @@ KT_API VkResult kt_vk_queue_submit(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, 
  * the secondaries is then recorded at every execution of the primary, once per occurrence: the primary copies
  * their timestamps right after they ran (behind an execution barrier: the primary's next command waits for
  * them), and each submission copies those values into its records. Don't call kt_vk_cmd_end for secondaries
- * used this way. Returns the occurrences recorded; those the ring had no room for are counted as dropped. */
+ * used this way. Returns the occurrences recorded; those the ring had no room for are counted as dropped. A
+ * secondary listed more than once in one call (SIMULTANEOUS_USE) is timed at its last occurrence: the earlier
+ * ones write the same queries before anything after the call can copy them, so they count as dropped,
+ * re-executed, at every execution of the primary (one vkCmdExecuteCommands per occurrence times each). */
 KT_API int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n,
                              const VkCommandBuffer *secondaries);
 #ifdef VK_VERSION_1_3

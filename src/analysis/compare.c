@@ -732,7 +732,14 @@ static int fill_side(const kt__cmp_entry_t *t, const uint64_t *samples, kt_compa
     return 0;
 }
 
-static double ratio(double num, double den) { return num > 0.0 && den > 0.0 ? num / den : NAN; }
+/* A medians' or means' ratio with each value below the clock's resolution nudged to 0.5 ns, as the bootstrap's
+ * logarithms are (log_nudged): 0 ns -> 1 ms is a regression of 2,000,000x, not a ratio that cannot be computed.
+ * NaN when both values are below 1 ns (nothing to compare) or when one is missing or not finite. */
+static double ratio(double num, double den)
+{
+    if (!(num >= 0.0) || !(den >= 0.0) || !isfinite(num) || !isfinite(den) || (num < 1.0 && den < 1.0)) return NAN;
+    return (num > 0.5 ? num : 0.5) / (den > 0.5 ? den : 0.5);
+}
 
 /* The verdict rule shared by rows and the geometric-mean summary. `noise` < 0 skips the noise check. */
 static kt_verdict_t decide(double speedup, double lo, double hi, double p, double alpha, double t, double noise,
@@ -776,7 +783,21 @@ static double normal_quantile(double p)
 typedef struct row_consts_t {
     char band[32];                 /* the threshold as written in reasons: "5 %" */
     double z_conf, z_alpha, z_pow; /* normal quantiles of the confidence and alpha (two-sided) and of the power */
+    uint32_t u_min_n;              /* fewest samples per side whose U test can reach p < alpha at all */
 } row_consts_t;
+
+/* The fewest samples per side, n, for which the U test can be significant: its smallest two-sided p-value with n
+ * on each side (complete separation, no ties) is 2 / C(2n, n) — 0.1 for 3 and 3, 0.029 for 4 and 4. */
+static uint32_t u_min_samples(double alpha)
+{
+    double ways = 2.0; /* C(2n, n) for n = 1 */
+    uint32_t n = 1;
+    while (!(2.0 / ways < alpha) && n < 4096) {
+        ways *= (double)(2 * n + 1) * (double)(2 * n + 2) / ((double)(n + 1) * (double)(n + 1));
+        n++;
+    }
+    return n;
+}
 
 static void row_consts_init(row_consts_t *c, const kt_compare_opts_t *o)
 {
@@ -785,6 +806,7 @@ static void row_consts_init(row_consts_t *c, const kt_compare_opts_t *o)
     c->z_conf = normal_quantile(0.5 + 0.5 * o->confidence);
     c->z_alpha = normal_quantile(1.0 - 0.5 * o->alpha);
     c->z_pow = normal_quantile(KT_CMP_DECIDE_POWER);
+    c->u_min_n = u_min_samples(o->alpha);
 }
 
 /* About how many samples per side would decide an UNSURE row (docs/compare.md, "How many more"): the
@@ -801,11 +823,12 @@ static uint64_t decide_samples(const kt_compare_row_t *row, const kt_compare_opt
     double z_conf = c->z_conf, z_alpha = c->z_alpha, z_pow = c->z_pow;
     double se = (log(hi) - log(lo)) / (2.0 * z_conf);
     double per_sample_var = se * se / (1.0 / nb + 1.0 / na); /* var of the log-ratio = v (1/nb + 1/na) */
-    double d = fabs(log(s)), band = log(1.0 + o->threshold_pct / 100.0), margin, z;
+    double d = fabs(log(s)), band = log(1.0 + o->threshold_pct / 100.0), margin, z, floor_n = o->min_samples;
     if (d > band) {               /* to call FASTER/SLOWER the interval must exclude 1 */
         if (noise > d) return 0;  /* and the change exceed the noise, which more samples do not shrink */
         margin = d;
         z = (z_conf > z_alpha ? z_conf : z_alpha) + z_pow;
+        if (floor_n < c->u_min_n) floor_n = c->u_min_n; /* and p < alpha, out of reach with fewer samples */
     } else {                      /* to call SAME the interval must fit inside the band */
         margin = band - d;
         z = z_conf + z_pow;
@@ -814,7 +837,7 @@ static uint64_t decide_samples(const kt_compare_row_t *row, const kt_compare_opt
     double n = 2.0 * per_sample_var * z * z / (margin * margin);
     if (!isfinite(n) || n > KT_CMP_DECIDE_MAX) return 0;
     n = ceil(n);
-    if (n < o->min_samples) n = o->min_samples;
+    if (n < floor_n) n = floor_n;
     return (uint64_t)n;
 }
 
@@ -834,9 +857,11 @@ static int judge_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const 
                          double *reps, int *has_reps, med_cache_t *cache)
 {
     *has_reps = 0;
-    row->speedup_median = ratio(row->before.median_ns, row->after.median_ns);
-    row->speedup_mean = ratio(row->before.mean_ns, row->after.mean_ns);
     uint32_t nb = row->before.samples, na = row->after.samples;
+    if ((b->dispatch_count || nb) && (a->dispatch_count || na)) { /* a side with nothing has no median */
+        row->speedup_median = ratio(row->before.median_ns, row->after.median_ns);
+        row->speedup_mean = ratio(row->before.mean_ns, row->after.mean_ns);
+    }
     double t = o->threshold_pct / 100.0;
     const char *band = c->band;
     if (!nb || !na) {
@@ -871,12 +896,13 @@ static int judge_matched(kt_compare_row_t *row, const kt__cmp_entry_t *b, const 
                                      nb < na ? "BEFORE" : "AFTER", o->min_samples, note);
         return row->reason ? 0 : KT_ENOMEM;
     }
-    *has_reps = 1;
-    if (isnan(s)) {
+    if (isnan(s)) { /* both medians below 1 ns: no ratio, so no interval beside it either */
         row->verdict = KT_VERDICT_UNSURE;
-        row->reason = fmt_reason("a median of 0 ns: below the clock's resolution");
+        row->ci_lo = row->ci_hi = NAN;
+        row->reason = fmt_reason("medians below 1 ns on both sides: below the clock's resolution");
         return row->reason ? 0 : KT_ENOMEM;
     }
+    *has_reps = 1;
     int why = 0;
     row->verdict = decide(s, row->ci_lo, row->ci_hi, row->p_value, o->alpha, t, noise, &why);
     if (row->verdict == KT_VERDICT_UNSURE) {

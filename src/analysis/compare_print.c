@@ -64,6 +64,7 @@ static void fmt_time(char *buf, size_t cap, double ns, int fast)
 static void fmt_x(char *buf, size_t cap, double x, int fast)
 {
     if (!isfinite(x)) snprintf(buf, cap, "-");
+    else if (x > 0.0 && x < 0.0005) snprintf(buf, cap, "%.2gx", x); /* a 0 ns side: 5e-07x, not 0.000x */
     else fmt_fixed(buf, cap, x, 3, "x", fast);
 }
 
@@ -72,6 +73,7 @@ static void fmt_ci(char *buf, size_t cap, double lo, double hi, int fast)
     char l[24], h[24];
     size_t nl = fast ? kt__fmt_fixed(l, sizeof l, lo, 3) : 0, nh = fast ? kt__fmt_fixed(h, sizeof h, hi, 3) : 0;
     if (!isfinite(lo) || !isfinite(hi)) snprintf(buf, cap, "-");
+    else if (lo < 0.0005) snprintf(buf, cap, "[%.2gx, %.2gx]", lo, hi);
     else if (!nl || !nh || nl + nh + 7 > cap) snprintf(buf, cap, "[%.3fx, %.3fx]", lo, hi);
     else {
         buf[0] = '[';
@@ -93,6 +95,8 @@ static void make_cells(const kt_compare_row_t *r, cells_t *c, int fast)
 {
     fmt_time(c->before, sizeof c->before, r->before.median_ns, fast);
     fmt_time(c->after, sizeof c->after, r->after.median_ns, fast);
+    if (r->before.samples && !(r->before.median_ns > 0.0)) snprintf(c->before, sizeof c->before, "0 ns");
+    if (r->after.samples && !(r->after.median_ns > 0.0)) snprintf(c->after, sizeof c->after, "0 ns");
     fmt_x(c->speedup, sizeof c->speedup, r->speedup_median, fast);
     fmt_ci(c->ci, sizeof c->ci, r->ci_lo, r->ci_hi, fast);
     fmt_x(c->mean, sizeof c->mean, r->speedup_mean, fast);

@@ -107,7 +107,7 @@ static int skip_value(const char *t, size_t len, size_t *i, kt__json_array_at_t 
     return 0;
 }
 
-int kt__json_scan_root(const char *text, size_t len, kt__json_array_at_t *arrays, size_t n)
+int kt__json_scan_root(const char *text, size_t len, kt__json_array_at_t *arrays, size_t n, size_t *root_end)
 {
     for (size_t a = 0; a < n; a++) {
         arrays[a].found = 0;
@@ -118,8 +118,11 @@ int kt__json_scan_root(const char *text, size_t len, kt__json_array_at_t *arrays
     if (i >= len || text[i] != '{')
         return -1;
     i = skip_ws(text, i + 1, len);
-    if (i < len && text[i] == '}')
+    if (i < len && text[i] == '}') {
+        if (root_end)
+            *root_end = i + 1;
         return 0;
+    }
     for (;;) {
         if (i >= len || text[i] != '"')
             return -1;
@@ -143,8 +146,11 @@ int kt__json_scan_root(const char *text, size_t len, kt__json_array_at_t *arrays
         if (is_array)
             want->found = 1;
         i = skip_ws(text, i, len);
-        if (i < len && text[i] == '}')
+        if (i < len && text[i] == '}') {
+            if (root_end)
+                *root_end = i + 1;
             return 0;
+        }
         if (i >= len || text[i] != ',')
             return -1;
         i = skip_ws(text, i + 1, len);

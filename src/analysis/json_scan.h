@@ -47,10 +47,11 @@ typedef struct kt__json_array_at_t {
 } kt__json_array_at_t;
 
 /* Scans the object that text[0..len) holds for the members arrays[0..n) name. Returns 0 when the structure
- * was followed to the end of the root object, -1 when not (not an object, unbalanced, unterminated, a member
- * named twice, out of memory): the caller then parses the document whole, and cJSON reports what is wrong.
+ * was followed to the end of the root object (*root_end, when root_end is not NULL, then holds the offset just
+ * past its '}': what follows is not the document's), -1 when not (not an object, unbalanced, unterminated, a
+ * member named twice, out of memory): the caller then parses the document whole, and cJSON reports what is wrong.
  * Release with kt__json_arrays_free whatever the result. */
-int kt__json_scan_root(const char *text, size_t len, kt__json_array_at_t *arrays, size_t n);
+int kt__json_scan_root(const char *text, size_t len, kt__json_array_at_t *arrays, size_t n, size_t *root_end);
 void kt__json_arrays_free(kt__json_array_at_t *arrays, size_t n);
 
 #endif

@@ -6,6 +6,7 @@
 #include "analysis/compare_match.h"
 #include "analysis/json_scan.h"
 #include "analysis/load_sink.h"
+#include "export/escape.h" /* the schema a file names, escaped in the message */
 #include "shared/shared.h"
 
 #include <cjson/cJSON.h>
@@ -1131,7 +1132,10 @@ static int read_entry(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e, size
         (rc = get_u64(c, o, "total_ns", 1, &e->total_ns)) || (rc = get_u64(c, o, "min_ns", 1, &e->min_ns)) ||
         (rc = get_u64(c, o, "max_ns", 1, &e->max_ns)) || (rc = get_u64(c, o, "last_ns", 0, &e->last_ns)))
         return rc;
-    e->mean_ns = e->dispatch_count ? (double)e->total_ns / (double)e->dispatch_count : 0.0;
+    const cJSON *mean = member(c, o, "mean_ns", &rc); /* absent: derived again below from the exact sum */
+    if (rc)
+        return rc;
+    e->mean_ns = e->dispatch_count ? (double)e->total_ns / (double)e->dispatch_count : 0.0; /* what v1 sums use */
     if ((rc = get_double(c, o, "mean_ns", &e->mean_ns)) || (rc = get_double(c, o, "stddev_ns", &e->stddev_ns)) ||
         (rc = get_u64(c, o, "p50_ns", 0, &e->p50_ns)) || (rc = get_u64(c, o, "p90_ns", 0, &e->p90_ns)) ||
         (rc = get_u64(c, o, "p99_ns", 0, &e->p99_ns)) || (rc = get_u64(c, o, "errors", 0, &e->errors)) ||
@@ -1148,6 +1152,10 @@ static int read_entry(load_ctx_t *c, const cJSON *o, kt_kernel_timing_t *e, size
     if ((rc = read_entry_v2(c, o, e)) || (rc = read_hist(c, o, e)) ||
         (rc = read_by_source(c, o, e, nsources)) || (rc = read_configs(c, o, e)))
         return rc;
+    if (!mean) /* the exact sum (sum_ns, or derived), not total_ns, which saturates at 2^64-1 */
+        e->mean_ns = e->dispatch_count
+                         ? ((double)e->total128.hi * 0x1p64 + (double)e->total128.lo) / (double)e->dispatch_count
+                         : 0.0;
     declared = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
     if ((rc = get_u32(c, o, "sample_count", 0, &declared)))
         return rc;
@@ -1594,9 +1602,13 @@ static int read_header(load_ctx_t *c, const cJSON *root, kt_snapshot_t *s)
         return rc;
     if (!schema)
         return fail(c, KT_EPARSE, "not a ktiming snapshot: no \"schema\" member");
-    if (strcmp(schema, SCHEMA_NAME))
-        return fail(c, KT_EPARSE, "not a ktiming snapshot: schema is \"%.64s\", expected \"" SCHEMA_NAME "\"",
-                    schema);
+    if (strcmp(schema, SCHEMA_NAME)) { /* the file's bytes, escaped: a message is printed on a terminal */
+        char *shown = kt__escape(schema, 64, KT_ESC_TEXT, NULL);
+        rc = fail(c, KT_EPARSE, "not a ktiming snapshot: schema is \"%s\", expected \"" SCHEMA_NAME "\"",
+                  shown ? shown : "?");
+        free(shown);
+        return rc;
+    }
     ver = member(c, root, "version", &rc);
     if (rc)
         return rc;
@@ -1858,7 +1870,7 @@ typedef struct root_text_t {
     int cuts;
 } root_text_t;
 
-static int root_text_build(const load_ctx_t *c, root_text_t *r)
+static int root_text_build(const load_ctx_t *c, size_t root_end, root_text_t *r)
 {
     const kt__json_array_at_t *order[LAZY_COUNT];
     int n = 0;
@@ -1876,7 +1888,9 @@ static int root_text_build(const load_ctx_t *c, root_text_t *r)
         removed += order[k]->close - order[k]->open - 1;
     if (!n)
         return 0;
-    r->text = malloc(c->len - removed + 1);
+    /* nor what follows the root object (parse_root checks it in the full text): a valid document followed by
+     * gigabytes of junk would otherwise be copied whole before the junk is refused */
+    r->text = malloc(root_end - removed + 1);
     if (!r->text)
         return KT_ENOMEM;
     size_t from = 0;
@@ -1888,8 +1902,8 @@ static int root_text_build(const load_ctx_t *c, root_text_t *r)
         r->cut_len[k] = order[k]->close - order[k]->open - 1;
         from = order[k]->close;
     }
-    memcpy(r->text + r->len, c->text + from, c->len - from);
-    r->len += c->len - from;
+    memcpy(r->text + r->len, c->text + from, root_end - from);
+    r->len += root_end - from;
     r->text[r->len] = '\0';
     r->cuts = n;
     return 0;
@@ -1913,13 +1927,13 @@ static int parse_root(load_ctx_t *c, const root_text_t *r, cJSON **root)
     const char *end = NULL;
     *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!*root)
-        return fail_syntax(c, root_to_full(r, end && end >= text && end <= text + len ? (size_t)(end - text) : len));
-    /* Only whitespace may follow the document. */
-    size_t pos = (size_t)(end - text);
-    while (pos < len && is_ws(text[pos]))
-        pos++;
-    if (pos < len) {
-        size_t line, col, full = root_to_full(r, pos);
+        return fail_syntax(c, end && end >= text && end <= text + len ? root_to_full(r, (size_t)(end - text)) : c->len);
+    /* Only whitespace may follow the document (read in the full text: the root text stops at the root's end). */
+    size_t full = root_to_full(r, (size_t)(end - text));
+    while (full < c->len && is_ws(c->text[full]))
+        full++;
+    if (full < c->len) {
+        size_t line, col;
         line_col(c->text, full, &line, &col);
         cJSON_Delete(*root);
         *root = NULL;
@@ -1956,10 +1970,11 @@ static int parse_text(load_ctx_t *c, const char *text, size_t len, kt_snapshot_t
     /* Skipping spans: the span table's text (most of a snapshot with a timeline) is not even tokenised. */
     c->lazy[LAZY_SPAN_TABLE].key = c->skip_spans ? "span_table" : NULL;
     c->lazy[LAZY_SPAN_TABLE].any = 1;
-    if (kt__json_scan_root(text, len, c->lazy, LAZY_COUNT) != 0)
+    size_t root_end = len;
+    if (kt__json_scan_root(text, len, c->lazy, LAZY_COUNT, &root_end) != 0)
         kt__json_arrays_free(c->lazy, LAZY_COUNT); /* parsed whole */
     root_text_t r;
-    int rc = root_text_build(c, &r);
+    int rc = root_text_build(c, root_end, &r);
     if (rc) {
         kt__json_arrays_free(c->lazy, LAZY_COUNT);
         return fail(c, rc, "out of memory");

@@ -1,4 +1,4 @@
-/* load_many.c — kt_snapshot_load_many(): many snapshot files read and parsed on several threads (merging the
+/* load_many.c — kt_snapshot_load_many(_opts)(): many snapshot files read and parsed on several threads (merging the
  * files of a 1,000-rank job is dominated by parsing them). */
 #include <ktiming/analysis.h>
 
@@ -13,6 +13,7 @@
 typedef struct many_t {
     const char *const *paths; /* files */
     size_t n;                 /* how many */
+    const kt_load_opts_t *opts; /* each file's load options (NULL: the defaults) */
     kt_snapshot_t **out;      /* results, by index */
     _Atomic size_t next;      /* next file to take */
     _Atomic int failed;       /* set by the first failure: the others stop taking files */
@@ -29,7 +30,7 @@ static void *loader(void *arg)
         size_t i = atomic_fetch_add(&m->next, 1);
         if (i >= m->n || atomic_load(&m->failed))
             return NULL;
-        int rc = kt_snapshot_load(m->paths[i], NULL, &m->out[i], err, sizeof err);
+        int rc = kt_snapshot_load(m->paths[i], m->opts, &m->out[i], err, sizeof err);
         if (rc) {
             pthread_mutex_lock(&m->lock);
             if (!m->rc) {
@@ -45,6 +46,12 @@ static void *loader(void *arg)
 int kt_snapshot_load_many(const char *const *paths, size_t n, kt_snapshot_t **out, int threads, char *errbuf,
                           size_t errlen)
 {
+    return kt_snapshot_load_many_opts(paths, n, NULL, out, threads, errbuf, errlen);
+}
+
+int kt_snapshot_load_many_opts(const char *const *paths, size_t n, const kt_load_opts_t *opts, kt_snapshot_t **out,
+                               int threads, char *errbuf, size_t errlen)
+{
     if (errbuf && errlen)
         errbuf[0] = '\0';
     if (!out || (n && !paths))
@@ -56,7 +63,7 @@ int kt_snapshot_load_many(const char *const *paths, size_t n, kt_snapshot_t **ou
     }
     if ((size_t)threads > n)
         threads = n ? (int)n : 1;
-    many_t m = {.paths = paths, .n = n, .out = out, .lock = PTHREAD_MUTEX_INITIALIZER};
+    many_t m = {.paths = paths, .n = n, .opts = opts, .out = out, .lock = PTHREAD_MUTEX_INITIALIZER};
     pthread_t *tid = calloc((size_t)threads, sizeof *tid);
     int started = 0;
     for (int t = 1; tid && t < threads; t++) /* the caller is one of them */

@@ -77,12 +77,12 @@ __attribute__((constructor)) static void fork_handlers_at_load(void)
 int kt__forked_since_load(void) { return g_load_pid && g_load_pid != getpid(); }
 
 /* At exit, in the process that initialised ktiming: one bounded wait for work in flight (KTIMING_EXIT_WAIT_MS),
- * leftovers counted as dropped, then the outputs. A forked child does not touch the parent's drivers. */
+ * leftovers counted as dropped, then the outputs. A forked child does not touch the parent's drivers (only the
+ * backends that tell the child's own work from the parent's stop there: kt__backends_stop). */
 static void at_exit(void)
 {
     kt__arena_mark_exit();
-    if (!kt__forked_child())
-        kt__backends_stop(kt__now() + kt__exit_wait_ns());
+    kt__backends_stop(kt__now() + kt__exit_wait_ns());
     kt__exit_write();
 }
 
@@ -111,6 +111,7 @@ static void first_init(const kt_desc_t *d)
     uint32_t sc = d->sample_capacity ? d->sample_capacity : KT__SAMPLE_DEFAULT;
     kt__cfg.sample_capacity = sc > KT__SAMPLE_MAX ? KT__SAMPLE_MAX : sc;
     g_user_enabled = !d->start_disabled;
+    kt__arena_claim(); /* under `ktiming run`: the process takes the run arena at its first use (arena.c) */
     if (kt__arena) { /* what `ktiming run` needs to read the tables (arena.c) */
         atomic_store_explicit(&kt__arena->span_capacity, kt__cfg.span_capacity, memory_order_relaxed);
         atomic_store_explicit(&kt__arena->sample_capacity, kt__cfg.sample_capacity, memory_order_relaxed);
@@ -138,6 +139,7 @@ void kt__ensure_init(void)
             g_shut_early = 0;
             atomic_store(&g_state, KT__SHUTDOWN);
             update_recording();
+            kt__arena_mark_closed();
         }
     }
     pthread_mutex_unlock(&g_life_lock);
@@ -172,11 +174,14 @@ void kt_shutdown(void)
 {
     kt__backends_stop(kt__now() + kt__exit_wait_ns());
     pthread_mutex_lock(&g_life_lock);
-    if (atomic_load(&g_state) == KT__UNINIT) /* nothing initialised yet: off until kt_init, whose sizes still count */
+    if (atomic_load(&g_state) == KT__UNINIT) { /* nothing initialised yet: off until kt_init, whose sizes count */
         g_shut_early = 1;
-    else
+        update_recording();
+    } else {
         atomic_store(&g_state, KT__SHUTDOWN);
-    update_recording();
+        update_recording();
+        kt__arena_mark_closed();
+    }
     pthread_mutex_unlock(&g_life_lock);
 }
 

@@ -334,10 +334,29 @@ typedef struct kt__arena_t {
     _Atomic uint32_t device_count;
     _Atomic(kt__au64 *) inflight[KT__DIR];  /* per kernel id, chunks of KT__CHUNK: device work handed to the
                                              * device and not finished yet (kt__inflight_begin/_end) */
+    /* Each program image (the owner, then what it exec'd with the same pid) records under a root of its own: the
+     * header above is the first image's root, each later one a block of this type in the arena. */
+    _Atomic uint64_t closed_records;        /* records (counted, errors, dropped) at its last kt_shutdown */
+    _Atomic uint32_t closed;                /* 1: kt_shutdown ran (the exit-time snapshot file is written after) */
+    uint64_t token;                         /* the image that holds this root (AT_RANDOM: new at each exec) */
+    _Atomic(struct kt__arena_t *) newer;    /* the root of the image the owner exec'd next, NULL: none */
+    /* Header only: what run cannot read. */
+    _Atomic uint64_t outside;               /* allocations made on the heap because the arena was full */
+    _Atomic uint32_t shards_outside;        /* threads whose shard is on the heap (arena full): records lost */
+    _Atomic uint32_t others;                /* other processes of the run that recorded (forked children, ...) */
+    _Atomic uint32_t others_done;           /* ... of which ended writing their own snapshot file */
 } kt__arena_t;
 
-/* The arena this process records into, NULL when not under `ktiming run` (or it could not be mapped). */
-extern kt__arena_t *kt__arena;
+/* The root this process records under (the arena's header for its first image), NULL when not under `ktiming
+ * run`, before the process first uses ktiming (kt__arena_claim), or when another process of the run has it. */
+extern kt__arena_t *_Atomic kt__arena;
+/* Takes the run arena, once, when the process first uses ktiming (its first initialisation or table allocation):
+ * not at load, so a shell or wrapper that loads libktiming but records nothing leaves it to the program. */
+void kt__arena_claim(void);
+/* A forked child's first record (recorder.c's slow paths): counted in the run's header, so run can say when the
+ * child ends without writing its snapshot. Nonzero while that count is still to be made. */
+extern _Atomic int kt__arena_child_pending;
+void kt__arena_child_records(void);
 /* Zeroed memory for the recorder and registry: from the arena when there is one, else calloc. Never on the record
  * path's common case. */
 void *kt__zalloc(size_t n);
@@ -348,12 +367,17 @@ int kt__in_arena(const void *p);
 void kt__arena_fork_child(void);
 /* The core's exit handler ran. */
 void kt__arena_mark_exit(void);
+/* A shard on the heap (the arena was full): not published as a root, counted. */
+void kt__arena_shard_outside(void);
+/* kt_shutdown ran (recording is off): the records so far, stored in the arena, so run can tell records made after
+ * the exit-time snapshot file (recording on again, by later exit handlers or destructors) from what it holds. */
+void kt__arena_mark_closed(void);
 /* Device work in flight, per kernel, for a program that dies under `ktiming run` (its snapshot counts what was
  * still in flight as dropped, KT_DROP_IN_FLIGHT_AT_EXIT). A backend calls begin when it hands a dispatch to the
  * device (and has taken on to record it) and end exactly once when that dispatch is finished: recorded, counted as
  * an error or dropped. Never on the CPU zone path, never inside kt_record_dispatch; outside `run` each costs one
- * predictable branch. kt__arena is set once at load (never from NULL to an arena later), so begin and end always
- * see the same arena. */
+ * predictable branch. kt__arena is set at the process's first allocation of a table, before any kernel id exists,
+ * so begin and end always see the same arena. */
 void kt__inflight_add(kt_kernel_id_t kernel, int64_t delta);
 static inline void kt__inflight_begin(kt_kernel_id_t kernel)
 {

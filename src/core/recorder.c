@@ -106,12 +106,18 @@ static kt__shard_t *shard_acquire(void)
         KT__ST(&s->gen, KT__LD(&g_gen));
         s->next = KT__LD(&g_shards);
         KT__STR(&g_shards, s);
-        if (kt__arena) /* the root `ktiming run` reads a dead program's shards from */
+        /* the root `ktiming run` reads a dead program's shards from: never a shard on the heap (a full arena),
+         * whose records run cannot read, and whose list would hide every shard behind it */
+        if (kt__arena && kt__in_arena(s))
             KT__STR(&kt__arena->shards, s);
+        else if (kt__arena)
+            kt__arena_shard_outside();
     }
     pthread_mutex_unlock(&g_shards_lock);
     if (!s)
         return NULL;
+    if (__builtin_expect(KT__LD(&kt__arena_child_pending), 0)) /* a forked child's first record */
+        kt__arena_child_records();
     span_log_prefault(s);
     tl_shard = s;
     pthread_setspecific(g_key, s);
@@ -167,6 +173,8 @@ static void slot_clear(kt__slot_t *sl)
  * after it skips a shard whose `gen` is not the current generation. */
 static void shard_renew(kt__shard_t *s)
 {
+    if (__builtin_expect(KT__LD(&kt__arena_child_pending), 0)) /* a forked child's first record */
+        kt__arena_child_records();
     uint64_t gen = KT__LD(&g_gen);
     for (uint32_t c = 0; c < KT__DIR; c++) {
         kt__slot_t *chunk = KT__LD(&s->dir[c]);

@@ -113,12 +113,12 @@ static int ops_copy(const kt__backend_ops_t **out)
 
 void kt__backends_flush(uint64_t deadline_ns)
 {
-    if (kt__forked_child()) /* the driver state is the parent's: never waited on here */
-        return;
+    int child = kt__forked_child(); /* the driver state is the parent's: never waited on here, unless the backend
+                                     * tells its own work from the parent's (life->in_forked_child) */
     const kt__backend_ops_t *ops[KT__MAX_BACKENDS];
     int n = ops_copy(ops);
     for (int i = 0; i < n; i++)
-        if (ops[i]->flush)
+        if (ops[i]->flush && (!child || (ops[i]->life && ops[i]->life->in_forked_child)))
             ops[i]->flush(deadline_ns);
 }
 
@@ -137,11 +137,11 @@ void kt__backends_stop(uint64_t deadline_ns)
         if (ops[i]->life)
             atomic_store_explicit(&ops[i]->life->state, 2, memory_order_release);
     pthread_mutex_unlock(&g_svc_lock);
-    if (kt__forked_child()) /* unregistered, but the parent's drivers are not touched from a child */
-        return;
+    int child = kt__forked_child(); /* unregistered, but the parent's drivers are not touched from a child (unless
+                                     * the backend leaves the parent's work alone: life->in_forked_child) */
     atomic_fetch_add(&g_stopping, 1);
     for (int i = 0; i < n; i++)
-        if (ops[i]->stop)
+        if (ops[i]->stop && (!child || (ops[i]->life && ops[i]->life->in_forked_child)))
             ops[i]->stop(deadline_ns);
     atomic_fetch_sub(&g_stopping, 1);
 }

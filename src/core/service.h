@@ -17,10 +17,11 @@
  * A backend registers one ops table the first time it has something to collect. The core then calls:
  *   flush(deadline)  from kt_flush(), kt_snapshot(): record every completed command; wait for commands still in
  *                    flight no later than `deadline_ns` (kt_now_ns() time; 0 = do not wait at all).
- *   stop(deadline)   once, from kt_shutdown() and at process exit (in the process that registered, never in a
- *                    forked child): wait for in-flight work until `deadline_ns`, record it, count what is left as
- *                    dropped with KT_DROP_IN_FLIGHT_AT_EXIT, and stop any collector thread. After stop, flush
- *                    must return at once. A backend used again after kt_init() registers again.
+ *   stop(deadline)   once, from kt_shutdown() and at process exit (in the process that registered; in a forked
+ *                    child only with life->in_forked_child): wait for in-flight work until `deadline_ns`, record
+ *                    it, count what is left as dropped with KT_DROP_IN_FLIGHT_AT_EXIT, and stop any collector
+ *                    thread. After stop, flush must return at once. A backend used again after kt_init()
+ *                    registers again.
  *   fork_prepare / fork_parent / fork_child   around fork(), in registration order (child and parent in
  *                    reverse): take the backend's locks in prepare, release them in parent and child. In the
  *                    child no collector thread exists (kt__collector_t handles itself) and the driver's state is
@@ -42,11 +43,12 @@ typedef struct kt__backend_ops_t {
 /* Registers ops (the pointer must stay valid; idempotent per pointer). 0, KT_EINVAL or KT_EFULL. */
 int kt__backend_register(const kt__backend_ops_t *ops);
 
-/* Calls every registered flush with this deadline (registration order); nothing in a forked child. */
+/* Calls every registered flush with this deadline (registration order); in a forked child only those whose
+ * life says in_forked_child. */
 void kt__backends_flush(uint64_t deadline_ns);
 
 /* Calls every registered stop once with this deadline and unregisters them (registration order); in a forked
- * child it only unregisters them. */
+ * child it only unregisters them, but for those whose life says in_forked_child. */
 void kt__backends_stop(uint64_t deadline_ns);
 /* Nonzero while kt__backends_stop runs the stop hooks (exit, kt_shutdown): a thread recording only then (the exit
  * flush) gets no prefaulted span log. */
@@ -69,6 +71,8 @@ int kt__backends_stopping(void);
  * ------------------------------------------------------------------------------------------------- */
 struct kt__backend_life_t {
     _Atomic int state; /* 0 never registered, 1 registered, 2 stopped since (guarded by the registration lock) */
+    int in_forked_child; /* constant, set by the backend: its flush and stop run in a forked child too (it leaves
+                          * the parent's work alone there and collects the child's own) */
 };
 #define KT__BACKEND_LIFE_INIT {0}
 

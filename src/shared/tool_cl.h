@@ -42,6 +42,21 @@ KT_API int kt_cl_queue_properties_profiled(const cl_queue_properties *in, cl_que
 KT_API int kt__cl_track_launch(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const kt_launch_t *launch,
                                uint64_t enqueue_ns);
 
+/* Command records ever made (slots handed out, process-wide; records are reused, never freed): what tracking
+ * holds at most, for tests that bound it. */
+KT_API uint32_t kt__cl_slots_made(void);
+
+/* One step of the collector thread's loop, on the calling thread, when no collector thread runs
+ * (KTIMING_OPENCL_COLLECTOR=0; otherwise nothing, 0): what the collector would do at its next wake-up, for tests
+ * that check what it collects without depending on when it is scheduled. Returns 1 when it would look again at
+ * once. */
+KT_API int kt__cl_collector_pass(void);
+
+/* An enqueue the driver refused on a queue ktiming could not attach (NULL or invalid): counted in `errors` of the
+ * kernel (name NULL: its CL_KERNEL_FUNCTION_NAME) or command `name`, with the error's name, on the kernel's device
+ * when its context has one, else on the device "unknown". error CL_SUCCESS: nothing. */
+KT_API void kt__cl_enqueue_refused(cl_command_queue queue, cl_kernel kernel, const char *name, cl_int error);
+
 #ifdef __cplusplus
 }
 #endif

@@ -54,6 +54,18 @@ static void test_load_many(void **state)
     assert_non_null(strstr(err, "f07.json"));
     for (int i = 0; i < FILES; i++)
         assert_null(out[i]);
+    /* the options reach every file: a limit below the largest file's size refuses it, naming it */
+    assert_int_equal(kt_snapshot_load_many_opts(p + 8, FILES - 8, &(kt_load_opts_t){.max_bytes = 64}, out, 2, err,
+                                                sizeof err),
+                     KT_EFULL);
+    assert_non_null(strstr(err, "larger than the input limit"));
+    for (int i = 0; i < FILES - 8; i++)
+        assert_null(out[i]);
+    assert_int_equal(kt_snapshot_load_many_opts(p + 8, FILES - 8, &(kt_load_opts_t){.max_bytes = 1 << 20}, out, 2,
+                                                err, sizeof err),
+                     0);
+    for (int i = 0; i < FILES - 8; i++)
+        kt_snapshot_free(out[i]);
     ktt_rmtree(dir);
     free(dir);
 }

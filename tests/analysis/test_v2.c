@@ -308,6 +308,30 @@ static void test_v1_percentiles_absent(void **state)
     kt_snapshot_free(r);
 }
 
+/* A file without mean_ns whose total_ns saturated (20 dispatches of 2^62 ns: the sum is 5 * 2^64): the mean comes from
+ * the exact sum_ns, 2^62 ns, not from the saturated total (2^64-1 / 20, a quarter of it). */
+static void test_mean_from_exact_sum(void **state)
+{
+    (void)state;
+    static const char kDoc[] =
+        "{\"schema\":\"ktiming.snapshot\",\"version\":5,\"entries\":[{\"name\":\"k\",\"backend\":\"cpu\","
+        "\"dispatch_count\":20,\"total_ns\":\"18446744073709551615\",\"sum_ns\":\"92233720368547758080\","
+        "\"min_ns\":\"4611686018427387904\",\"max_ns\":\"4611686018427387904\"},"
+        "{\"name\":\"given\",\"backend\":\"cpu\",\"dispatch_count\":2,\"total_ns\":10,\"min_ns\":5,"
+        "\"max_ns\":5,\"mean_ns\":7}]}";
+    kt_snapshot_t *r = NULL;
+    char err[256];
+    if (kt_snapshot_parse(kDoc, strlen(kDoc), &r, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    const kt_kernel_timing_t *e = kt_snapshot_find(r, "k", KT_BACKEND_CPU, NULL);
+    assert_non_null(e);
+    assert_true(e->mean_ns == 0x1p62);
+    e = kt_snapshot_find(r, "given", KT_BACKEND_CPU, NULL);
+    assert_non_null(e);
+    assert_true(e->mean_ns == 7.0); /* a mean the file gives is kept */
+    kt_snapshot_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -317,6 +341,7 @@ int main(void)
         cmocka_unit_test(test_read_v1),
         cmocka_unit_test(test_v1_percentiles_absent),
         cmocka_unit_test(test_consistency),
+        cmocka_unit_test(test_mean_from_exact_sum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

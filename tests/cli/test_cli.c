@@ -523,24 +523,32 @@ static void test_devices_labels_section(void **state)
     run_free(&r);
 }
 
+/* What the bash completion prints for script (COMP_WORDS/COMP_CWORD settings, _ktiming and echo lines), run in a
+ * bash that sourced it: malloc'd; NULL with no bash. */
+static char *completion_run(const char *script)
+{
+    if (access("/bin/bash", X_OK) != 0)
+        return NULL;
+    char *path = ktt_path(g_dir, "compl.txt"), cmd[4096];
+    snprintf(cmd, sizeof cmd, "/bin/bash -c 'source \"%s\" && %s' > %s 2>&1", KT_COMPLETION_PATH, script, path);
+    assert_int_equal(system(cmd), 0);
+    char *out = ktt_read_file(path, NULL);
+    assert_non_null(out);
+    free(path);
+    return out;
+}
+
 /* The bash completion offers the commands, each command's options, and format words after -f. */
 static void test_bash_completion(void **state)
 {
     (void)state;
-    if (access("/bin/bash", X_OK) != 0)
+    char *out = completion_run("COMP_WORDS=(ktiming \"\"); COMP_CWORD=1; _ktiming; echo \"1:${COMPREPLY[*]}\"; "
+                               "COMP_WORDS=(ktiming report --s); COMP_CWORD=2; _ktiming; echo \"2:${COMPREPLY[*]}\"; "
+                               "COMP_WORDS=(ktiming compare -f \"\"); COMP_CWORD=3; _ktiming; "
+                               "echo \"3:${COMPREPLY[*]}\"; "
+                               "COMP_WORDS=(ktiming help \"\"); COMP_CWORD=2; _ktiming; echo \"4:${COMPREPLY[*]}\"");
+    if (!out)
         skip();
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "/bin/bash -c 'source \"%s\" && "
-             "COMP_WORDS=(ktiming \"\"); COMP_CWORD=1; _ktiming; echo \"1:${COMPREPLY[*]}\"; "
-             "COMP_WORDS=(ktiming report --s); COMP_CWORD=2; _ktiming; echo \"2:${COMPREPLY[*]}\"; "
-             "COMP_WORDS=(ktiming compare -f \"\"); COMP_CWORD=3; _ktiming; echo \"3:${COMPREPLY[*]}\"; "
-             "COMP_WORDS=(ktiming help \"\"); COMP_CWORD=2; _ktiming; echo \"4:${COMPREPLY[*]}\"' > %s/compl.txt 2>&1",
-             KT_COMPLETION_PATH, g_dir);
-    assert_int_equal(system(cmd), 0);
-    char *path = ktt_path(g_dir, "compl.txt");
-    char *out = ktt_read_file(path, NULL);
-    assert_non_null(out);
     assert_non_null(strstr(out, "1:"));
     for (const char *w = "demo report devices compare run help"; *w;) {
         char word[16];
@@ -556,7 +564,6 @@ static void test_bash_completion(void **state)
     assert_non_null(strstr(l3, "json"));
     assert_non_null(strstr(strstr(out, "4:"), "compare"));
     free(out);
-    free(path);
 }
 
 /* The man page is valid roff (groff reports no warnings) and documents every command and the exit table. */
@@ -585,6 +592,234 @@ static void test_man_page(void **state)
     free(outp);
 }
 
+/* "-o -" is standard output for every command that takes -o (no file named "-"), --trace - too; merge refuses
+ * what would put two documents on it or drop one; a failed trace write says why. */
+static void test_output_dash(void **state)
+{
+    (void)state;
+    char *snap = write_fixture("dash.json"), *dir = ktt_path(g_dir, "dash-cwd"), *other = ktt_path(g_dir, "dash2.json");
+    kt_snapshot_t *s = fx_snapshot_full();
+    s->pid = 4242;
+    assert_int_equal(kt_report_write(other, s, KT_FORMAT_JSON, NULL), 0);
+    fx_free(s);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    char cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(dir), 0); /* where a file named "-" would appear */
+    run_t r = run_cli(NULL, "compare", snap, snap, "-o", "-", NULL);
+    assert_int_equal(access("-", F_OK), -1);
+    expect(r, 0, r.out, "kernels matched");
+    r = run_cli(NULL, "compare", snap, snap, "-f", "json", "--output=-", NULL);
+    assert_int_equal(access("-", F_OK), -1);
+    expect(r, 0, r.out, "\"ktiming_compare\"");
+    r = run_cli(NULL, "demo", "--backend", "cpu", "--dispatches", "10", "--warmup", "0", "--size", "1", "-o", "-",
+                NULL);
+    assert_int_equal(access("-", F_OK), -1);
+    assert_non_null(strstr(r.err, "[timing] saxpy ")); /* the table moves to stderr */
+    assert_null(strstr(r.out, "[timing]"));
+    expect(r, 0, r.out, "\"schema\": \"ktiming.snapshot\"");
+    r = run_cli(NULL, "merge", snap, other, "--by-rank", "-o", "-", NULL);
+    expect(r, 2, r.err, "both write standard output");
+    r = run_cli(NULL, "merge", snap, other, "--trace", "-", NULL);
+    expect(r, 2, r.err, "both write standard output");
+    char *merged = ktt_path(dir, "m.json");
+    r = run_cli(NULL, "merge", snap, other, "--trace", "-", "-o", merged, NULL);
+    assert_int_equal(access("-", F_OK), -1);
+    expect(r, 0, r.out, "\"traceEvents\"");
+    if (access("/dev/full", W_OK) == 0) {
+        r = run_cli(NULL, "merge", snap, other, "--trace", "/dev/full", "-o", merged, NULL);
+        assert_null(strstr(r.err, "input/output error"));
+        expect(r, 1, r.err, "/dev/full: No space left on device");
+    }
+    assert_int_equal(chdir(cwd), 0);
+    free(merged);
+    free(snap);
+    free(other);
+    free(dir);
+}
+
+/* Nothing says "done" (0) when what it printed was not written: --help, --version and `devices` on a full device
+ * or a closed standard output exit with the command's failure status and one line saying so. */
+static void test_stdout_write_failure(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *args[3];
+        int status;
+    } kCases[] = {
+        {{"--help"}, 1},           {{"--version"}, 1},          {{"devices"}, 1},
+        {{"devices", "--help"}, 1}, {{"report", "--help"}, 1},   {{"merge", "--help"}, 1},
+        {{"demo", "--help"}, 1},   {{"compare", "--help"}, 3},  {{"help", "report"}, 1},
+    };
+    char *errp = ktt_path(g_dir, "wf.err");
+    for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
+        char *const argv[] = {KT_CLI_PATH, (char *)kCases[i].args[0], (char *)kCases[i].args[1], NULL};
+        if (access("/dev/full", W_OK) == 0) {
+            int st = ktt_run(argv, &(ktt_spawn_t){.out = "/dev/full", .err = errp});
+            char *err = ktt_read_file(errp, NULL);
+            if (st != kCases[i].status || !err || !strstr(err, "cannot write standard output"))
+                fail_msg("ktiming %s %s >/dev/full: exit %d, stderr: %s", kCases[i].args[0],
+                         kCases[i].args[1] ? kCases[i].args[1] : "", st, err ? err : "");
+            free(err);
+        }
+        /* a closed standard output: the shell closes it, then runs ktiming */
+        char *const sh[] = {"/bin/sh", "-c", "exec \"$0\" \"$@\" >&-", argv[0], argv[1], argv[2], NULL};
+        int st = ktt_run(sh, &(ktt_spawn_t){.err = errp});
+        if (st != kCases[i].status)
+            fail_msg("ktiming %s >&-: exit %d", kCases[i].args[0], st);
+    }
+    free(errp);
+}
+
+/* merge takes --max-input-mb, the option its size-limit message names (it was "unknown option"). */
+static void test_merge_max_input(void **state)
+{
+    (void)state;
+    char *small = write_fixture("mi-small.json"), *big = ktt_path(g_dir, "mi-big.json");
+    size_t len = (size_t)3 << 19; /* 1.5 MiB: a snapshot padded with whitespace */
+    char *doc = malloc(len);
+    assert_non_null(doc);
+    memset(doc, ' ', len);
+    static const char kDoc[] = "{\"schema\":\"ktiming.snapshot\",\"version\":5,\"pid\":77,\"entries\":[]}";
+    memcpy(doc, kDoc, sizeof kDoc - 1);
+    assert_int_equal(ktt_write_file(big, doc, len), 0);
+    free(doc);
+    run_t r = run_cli(NULL, "merge", "--max-input-mb", "1", small, big, NULL);
+    expect(r, 1, r.err, "mi-big.json: 1572864 bytes, larger than the input limit of 1 MiB (--max-input-mb)");
+    r = run_cli(NULL, "merge", "--max-input-mb=2", small, big, NULL);
+    expect(r, 0, r.out, "\"sources\"");
+    r = run_cli(NULL, "merge", "--max-input-mb", "0", small, big, NULL);
+    expect(r, 2, r.err, "--max-input-mb: not a size in MiB");
+    free(small);
+    free(big);
+}
+
+/* A file's own bytes in an error message reach the terminal escaped (report, compare and merge share the loader). */
+static void test_load_error_escaped(void **state)
+{
+    (void)state;
+    char *bad = ktt_path(g_dir, "esc-schema.json");
+    static const char kDoc[] = "{\"schema\":\"\\u001b[31mX\",\"version\":5,\"entries\":[]}";
+    assert_int_equal(ktt_write_file(bad, kDoc, sizeof kDoc - 1), 0);
+    run_t r = run_cli(NULL, "report", bad, NULL);
+    assert_null(strchr(r.err, '\x1b'));
+    expect(r, 1, r.err, "schema is \"\\x1b[31mX\"");
+    r = run_cli(NULL, "compare", bad, bad, NULL);
+    assert_null(strchr(r.err, '\x1b'));
+    expect(r, 3, r.err, "schema is \"\\x1b[31mX\"");
+    r = run_cli(NULL, "merge", bad, NULL);
+    assert_null(strchr(r.err, '\x1b'));
+    expect(r, 1, r.err, "schema is \"\\x1b[31mX\"");
+    free(bad);
+}
+
+/* Each "--long-option" word of text, once, into opts as " --a --b " (each word between spaces). */
+static void long_options(const char *text, char *opts, size_t cap)
+{
+    snprintf(opts, cap, " ");
+    for (const char *p = strstr(text, "--"); p; p = strstr(p + 2, "--")) {
+        size_t n = 2;
+        while ((p[n] >= 'a' && p[n] <= 'z') || p[n] == '-')
+            n++;
+        if (n < 4 || (p > text && p[-1] != ' ' && p[-1] != '[' && p[-1] != '\n'))
+            continue;
+        char word[72];
+        snprintf(word, sizeof word, " %.*s ", (int)n, p);
+        if (!strstr(opts, word) && strlen(opts) + n + 1 < cap)
+            strncat(opts, word + 1, n + 1);
+    }
+}
+
+/* Where the rendered man page's section that starts at sec ends: at the next line that is a section heading
+ * (starts with a capital) or a command's subsection heading ("   run" alone on its line). */
+static const char *man_section_end(const char *sec)
+{
+    for (const char *p = strchr(sec + 1, '\n'); p; p = strchr(p + 1, '\n')) {
+        const char *l = p + 1;
+        if (*l >= 'A' && *l <= 'Z')
+            return p;
+        if (!strncmp(l, "   ", 3) && l[3] >= 'a' && l[3] <= 'z') {
+            size_t n = strspn(l + 3, "abcdefghijklmnopqrstuvwxyz");
+            if (l[3 + n] == '\n')
+                return p;
+        }
+    }
+    return sec + strlen(sec);
+}
+
+/* Every option a command's --help lists is offered by the bash completion and described in the man page's section
+ * of that command; the formats `report` and `compare` take are completed after -f. */
+static void test_docs_follow_help(void **state)
+{
+    (void)state;
+    int have_groff = access("/usr/bin/groff", X_OK) == 0, have_bash = access("/bin/bash", X_OK) == 0;
+    if (!have_groff || !have_bash)
+        skip();
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "groff -t -man -Tutf8 -P-bou -ww '%s' > %s/man2.txt 2>/dev/null", KT_MAN_PATH, g_dir);
+    assert_int_equal(system(cmd), 0);
+    char *manp = ktt_path(g_dir, "man2.txt"), *man = ktt_read_file(manp, NULL);
+    assert_non_null(man);
+    static const char *const kCmds[] = {"demo", "report", "compare", "merge", "devices"};
+    for (size_t i = 0; i < sizeof kCmds / sizeof kCmds[0]; i++) {
+        run_t r = run_cli(NULL, kCmds[i], "--help", NULL);
+        assert_int_equal(r.status, 0);
+        char opts[2048];
+        long_options(r.out, opts, sizeof opts);
+        run_free(&r);
+        /* the man page's section: from "   CMD" to the next subsection or section heading */
+        char head[32];
+        snprintf(head, sizeof head, "\n   %s\n", kCmds[i]);
+        const char *sec = strstr(man, head);
+        assert_non_null(sec);
+        size_t len = (size_t)(man_section_end(sec + 1) - sec);
+        char *section = strndup(sec, len);
+        /* the completion's offers for "ktiming CMD --" */
+        char script[256];
+        snprintf(script, sizeof script, "COMP_WORDS=(ktiming %s --); COMP_CWORD=2; _ktiming; echo \" ${COMPREPLY[*]} \"",
+                 kCmds[i]);
+        char *compl = completion_run(script);
+        assert_non_null(compl);
+        for (const char *w = opts; *w;) {
+            while (*w == ' ')
+                w++;
+            size_t n = strcspn(w, " ");
+            if (!n)
+                break;
+            char word[72];
+            snprintf(word, sizeof word, " %.*s ", (int)n, w);
+            if (!strstr(compl, word))
+                fail_msg("completion of 'ktiming %s --' lacks %s: %s", kCmds[i], word, compl);
+            snprintf(word, sizeof word, "%.*s", (int)n, w);
+            if (strcmp(word, "--help") && !strstr(section, word))
+                fail_msg("man page section '%s' lacks %s", kCmds[i], word);
+            w += n;
+        }
+        free(compl);
+        free(section);
+    }
+    free(man);
+    free(manp);
+    /* format words after -f */
+    char *compl = completion_run("COMP_WORDS=(ktiming report -f \"\"); COMP_CWORD=3; _ktiming; "
+                                 "echo \"r: ${COMPREPLY[*]} \"; COMP_WORDS=(ktiming compare -f \"\"); COMP_CWORD=3; "
+                                 "_ktiming; echo \"c: ${COMPREPLY[*]} \"");
+    assert_non_null(compl);
+    char *c = strstr(compl, "c: ");
+    assert_non_null(c);
+    *c = '\0';
+    static const char *const kReport[] = {" text ", " markdown ", " md ", " csv ", " json ", " chrome ", " html ",
+                                          " lines "};
+    for (size_t i = 0; i < sizeof kReport / sizeof kReport[0]; i++)
+        if (!strstr(compl, kReport[i]))
+            fail_msg("report -f completion lacks%s", kReport[i]);
+    static const char *const kCompare[] = {" text ", " markdown ", " md ", " json ", " html "};
+    for (size_t i = 0; i < sizeof kCompare / sizeof kCompare[0]; i++)
+        if (!strstr(c + 2, kCompare[i]))
+            fail_msg("compare -f completion lacks%s", kCompare[i]);
+    free(compl);
+}
+
 KTT_TMPDIR_GROUP(g_dir, "cli")
 
 int main(void)
@@ -605,6 +840,11 @@ int main(void)
         cmocka_unit_test(test_devices_labels_section),
         cmocka_unit_test(test_bash_completion),
         cmocka_unit_test(test_man_page),
+        cmocka_unit_test(test_output_dash),
+        cmocka_unit_test(test_stdout_write_failure),
+        cmocka_unit_test(test_merge_max_input),
+        cmocka_unit_test(test_load_error_escaped),
+        cmocka_unit_test(test_docs_follow_help),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

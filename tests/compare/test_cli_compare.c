@@ -143,6 +143,84 @@ static void test_formats(void **state)
     free(md);
 }
 
+/* A snapshot file of one kernel "k" with 20 dispatches of v ns each, in the JSON a foreign tool might write. */
+static void write_constant(const char *path, unsigned long long v)
+{
+    char doc[1024];
+    int n = snprintf(doc, sizeof doc,
+                     "{\"schema\":\"ktiming.snapshot\",\"version\":5,\"entries\":[{\"name\":\"k\",\"backend\":"
+                     "\"cpu\",\"dispatch_count\":20,\"total_ns\":%llu,\"min_ns\":%llu,\"max_ns\":%llu,\"samples\":[",
+                     20 * v, v, v);
+    for (int i = 0; i < 20; i++) n += snprintf(doc + n, sizeof doc - (size_t)n, "%s%llu", i ? "," : "", v);
+    n += snprintf(doc + n, sizeof doc - (size_t)n, "]}]}");
+    assert_int_equal(ktt_write_file(path, doc, (size_t)n), 0);
+}
+
+static void test_zero_median_regression(void **state)
+{
+    (void)state;
+    /* 0 ns -> 1 ms is a regression the CLI fails on, and no interval is printed beside a "-" speedup */
+    char z[4200], ms[4200];
+    snprintf(z, sizeof z, "%s/zero.json", g_dir);
+    snprintf(ms, sizeof ms, "%s/ms.json", g_dir);
+    write_constant(z, 0);
+    write_constant(ms, 1000000);
+    assert_int_equal(CLI(z, ms, "--fail-on-regression"), 1);
+    char *text = ktt_read_file(g_out, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "SLOWER"));
+    free(text);
+    assert_int_equal(CLI(ms, z, "--fail-on-regression"), 0);
+    assert_int_equal(CLI(z, z, "--fail-on-regression"), 0);
+    text = ktt_read_file(g_out, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "UNSURE"));
+    assert_null(strstr(text, "[0.000x")); /* the interval is "-" like the speedup */
+    free(text);
+}
+
+/* The opts object of a JSON comparison written to g_out (caller deletes). */
+static cJSON *read_opts(cJSON **root)
+{
+    char *js = ktt_read_file(g_out, NULL);
+    assert_non_null(js);
+    *root = cJSON_Parse(js);
+    free(js);
+    assert_non_null(*root);
+    cJSON *o = cJSON_GetObjectItem(*root, "opts");
+    assert_non_null(o);
+    return o;
+}
+
+static void test_numeric_options(void **state)
+{
+    (void)state;
+    /* counts are decimal: 010 is ten (not octal 8), 09 is nine (not a bad octal number), 0x100 is refused */
+    cJSON *root;
+    assert_int_equal(CLI(g_base, g_same, "-f", "json", "--min-samples", "010", "--bootstrap", "0200"), 0);
+    cJSON *o = read_opts(&root);
+    assert_int_equal(cJSON_GetObjectItem(o, "min_samples")->valueint, 10);
+    assert_int_equal(cJSON_GetObjectItem(o, "bootstrap")->valueint, 200);
+    cJSON_Delete(root);
+    assert_int_equal(CLI(g_base, g_same, "-f", "json", "--min-samples", "09"), 0);
+    o = read_opts(&root);
+    assert_int_equal(cJSON_GetObjectItem(o, "min_samples")->valueint, 9);
+    cJSON_Delete(root);
+    assert_int_equal(CLI(g_base, g_same, "--bootstrap", "0x100"), 2);
+    assert_int_equal(CLI(g_base, g_same, "--min-samples", "+9"), 2);
+    assert_int_equal(CLI(g_base, g_same, "--min-samples", " 9"), 2);
+    /* --seed 0 would silently be the default seed: refused; 1 and 2^64-1 are seeds */
+    assert_int_equal(CLI(g_base, g_same, "--seed", "0"), 2);
+    assert_int_equal(CLI(g_base, g_same, "-f", "json", "--seed", "18446744073709551615"), 0);
+    o = read_opts(&root);
+    assert_string_equal(cJSON_GetObjectItem(o, "seed")->valuestring, "18446744073709551615");
+    cJSON_Delete(root);
+    assert_int_equal(CLI(g_base, g_same, "-f", "json", "--seed", "010"), 0);
+    o = read_opts(&root);
+    assert_string_equal(cJSON_GetObjectItem(o, "seed")->valuestring, "10");
+    cJSON_Delete(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -150,6 +228,8 @@ int main(void)
         cmocka_unit_test(test_input_errors),
         cmocka_unit_test(test_regression_exit_codes),
         cmocka_unit_test(test_formats),
+        cmocka_unit_test(test_zero_median_regression),
+        cmocka_unit_test(test_numeric_options),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

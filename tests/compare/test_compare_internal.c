@@ -289,6 +289,25 @@ static void test_percentile_interval_equals_sorted(void **state)
     }
 }
 
+/* The fewest samples per side for which the exact U test can reach p < alpha, against the exact distribution's
+ * smallest p-value (u_exact_p's own). */
+static void test_u_min_samples(void **state)
+{
+    (void)state;
+    assert_int_equal(u_min_samples(0.05), 4); /* 3 v 3: 2/20 = 0.1; 4 v 4: 2/70 */
+    assert_int_equal(u_min_samples(0.1), 4);  /* p < alpha, strictly */
+    assert_int_equal(u_min_samples(0.2), 3);
+    assert_int_equal(u_min_samples(0.01), 5); /* 2/252 */
+    for (uint32_t n = 2; n <= 8; n++) {
+        uint64_t b[16], a[16];
+        for (uint32_t i = 0; i < n; i++) b[i] = 100 + i, a[i] = 200 + i;
+        double u, p;
+        assert_int_equal(mann_whitney_sorted(b, n, a, n, &u, &p), 0);
+        assert_int_equal(u_min_samples(p * 1.0000001) <= n, 1);
+        assert_int_equal(u_min_samples(p) > n, 1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -300,6 +319,7 @@ int main(void)
         cmocka_unit_test(test_alias_table),
         cmocka_unit_test(test_side_median_distribution),
         cmocka_unit_test(test_percentile_interval_equals_sorted),
+        cmocka_unit_test(test_u_min_samples),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cl_min.h"
 #include "die.h"
 
 static const char *kSrc = "__kernel void gated_a(__global int *p) { p[get_global_id(0)] += 1; }\n"
@@ -18,20 +19,13 @@ int main(int argc, char **argv)
     if (argc < 4)
         return 2;
     int na = atoi(argv[2]), nb = atoi(argv[3]);
-    cl_platform_id plat;
-    cl_device_id dev;
-    cl_uint np = 0;
+    cl_context ctx;
+    cl_command_queue q;
+    cl_program prog;
+    int rc = ktt_cl_min(kSrc, CL_QUEUE_PROFILING_ENABLE, &ctx, &q, &prog);
+    if (rc != 0)
+        return rc;
     cl_int err = CL_SUCCESS;
-    if (clGetPlatformIDs(1, &plat, &np) != CL_SUCCESS || !np ||
-        clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL) != CL_SUCCESS)
-        return 77;
-    cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-    if (err != CL_SUCCESS)
-        return 77;
-    cl_command_queue q = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
-    cl_program prog = err == CL_SUCCESS ? clCreateProgramWithSource(ctx, 1, &kSrc, NULL, &err) : NULL;
-    if (err != CL_SUCCESS || clBuildProgram(prog, 1, &dev, "", NULL, NULL) != CL_SUCCESS)
-        return 3;
     cl_kernel ka = clCreateKernel(prog, "gated_a", &err);
     cl_kernel kb = err == CL_SUCCESS ? clCreateKernel(prog, "gated_b", &err) : NULL;
     cl_mem buf = err == CL_SUCCESS ? clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(cl_int), NULL, &err) : NULL;

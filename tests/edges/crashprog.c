@@ -4,6 +4,9 @@
  * a child that records 5 zones of "crash_zone" and exits, then segfaults; threadsegv first has three threads record
  * N zones of "crash_zone" each, then segfaults. Before ending it also records three dispatches of "crash_cfg" (OpenCL)
  * with launch configurations: two of global 64 local 16, one of global 128 with the local size left to the driver.
+ * exec:MODE records as above, then execs itself (the same pid, a new image) in MODE, which records it all again.
+ * forkexit forks a child that records 5 zones of "crash_zone" and exits normally (exit 0), then exits normally.
+ * manythreads has eight threads, alive at once, record N zones of "crash_zone" each, then segfaults.
  * exit127 ends with _exit(127) (a status a shell gives a command it could not run); recover installs its own
  * SIGSEGV handler before ktiming's first use, recovers from a fault with siglongjmp, records N more zones of
  * "crash_zone" and aborts; abortlog installs a SIGABRT handler that returns before ktiming's first use, then
@@ -46,6 +49,16 @@ static void *thread_zones(void *arg)
     return NULL;
 }
 
+static pthread_barrier_t g_all_alive; /* manythreads: every thread holds its own shard */
+
+static void *thread_zones_together(void *arg)
+{
+    pthread_barrier_wait(&g_all_alive);
+    zones("crash_zone", *(const long *)arg);
+    pthread_barrier_wait(&g_all_alive);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -82,6 +95,32 @@ int main(int argc, char **argv)
         kt_record_dispatch(&d);
     }
     const char *mode = argv[1];
+    if (!strncmp(mode, "exec:", 5)) { /* the same process, a new image */
+        char *again[] = {argv[0], (char *)mode + 5, argv[2], NULL};
+        execv(argv[0], again);
+        return 5;
+    }
+    if (!strcmp(mode, "manythreads")) {
+        enum { T = 8 };
+        pthread_t t[T];
+        pthread_barrier_init(&g_all_alive, NULL, T);
+        for (int i = 0; i < T; i++)
+            if (pthread_create(&t[i], NULL, thread_zones_together, &n) != 0)
+                return 4;
+        for (int i = 0; i < T; i++)
+            pthread_join(t[i], NULL);
+        mode = "segv";
+    }
+    if (!strcmp(mode, "forkexit")) { /* a child that records and exits normally: its own snapshot */
+        pid_t pid = fork();
+        if (pid == 0) {
+            zones("crash_zone", 5);
+            exit(0);
+        }
+        if (pid < 0 || waitpid(pid, NULL, 0) != pid)
+            return 4;
+        mode = "exit";
+    }
     if (!strcmp(mode, "threadsegv")) { /* three more threads, three more shards, N zones each */
         pthread_t t[3];
         for (int i = 0; i < 3; i++)

@@ -190,13 +190,74 @@ static void test_name_unterminated(void **state)
     assert_int_equal(count_of(f), -1);
 }
 
+/* A program that exec'd (the same pid) records under a second root, linked from the first: each image's
+ * snapshot is read on its own; a link pointing back or outside the used part ends the chain there. */
+static void test_image_chain(void **state)
+{
+    fixture_t *f = *state;
+    fill(f, 7);
+    kt__arena_t *r2 = take(f, sizeof *r2);
+    r2->gen = 1;
+    r2->pid = 4242;
+    r2->kdir[0] = hdr(f)->kdir[0];
+    r2->kcount = 1;
+    kt__shard_t *s = take(f, sizeof *s);
+    s->gen = 1;
+    kt__slot_t *slots = take(f, KT__CHUNK * sizeof *slots);
+    slots[1].count = 3;
+    slots[1].total = 30;
+    slots[1].min = slots[1].max = slots[1].pend = 10;
+    slots[1].cold = take(f, sizeof(kt__slot_cold_t));
+    s->dir[0] = slots;
+    r2->shards = s;
+    r2->exited = 1;
+    hdr(f)->used = f->used;
+    hdr(f)->newer = r2;
+    assert_int_equal(kt_run_arena_images(f->r), 2);
+    int exited = 0;
+    assert_int_equal(kt_run_arena_status(f->r, NULL, &exited), 1);
+    assert_int_equal(exited, 1); /* the last image's */
+    kt_snapshot_t *snap = kt_run_arena_snapshot_image(f->r, 1, NULL);
+    assert_non_null(snap);
+    const kt_kernel_timing_t *e = kt_snapshot_find(snap, "k", KT_BACKEND_CPU, NULL);
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 3);
+    kt_snapshot_free(snap);
+    assert_int_equal(count_of(f), 7); /* image 0 */
+    assert_null(kt_run_arena_snapshot_image(f->r, 2, NULL));
+    r2->newer = hdr(f); /* back to the first: a loop */
+    assert_int_equal(kt_run_arena_images(f->r), 2);
+    hdr(f)->newer = (kt__arena_t *)(void *)(f->base + ARENA_BYTES - 64); /* past the used part */
+    assert_int_equal(kt_run_arena_images(f->r), 1);
+}
+
+/* What the program could not keep in the arena, as it counted it. */
+static void test_lost_counts(void **state)
+{
+    fixture_t *f = *state;
+    fill(f, 7);
+    hdr(f)->outside = 5;
+    hdr(f)->shards_outside = 2;
+    hdr(f)->others = 3;
+    hdr(f)->others_done = 1;
+    kt_run_arena_lost_t lost;
+    kt_run_arena_lost(f->r, &lost);
+    assert_int_equal(lost.outside, 5);
+    assert_int_equal(lost.threads_outside, 2);
+    assert_int_equal(lost.processes_lost, 2);
+    hdr(f)->others_done = 4; /* never below zero */
+    kt_run_arena_lost(f->r, &lost);
+    assert_int_equal(lost.processes_lost, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unclaimed),        cmocka_unit_test(test_well_formed),
         cmocka_unit_test(test_roots_outside),    cmocka_unit_test(test_shard_cycle),
         cmocka_unit_test(test_counts_past_limits), cmocka_unit_test(test_torn_record),
-        cmocka_unit_test(test_name_unterminated),
+        cmocka_unit_test(test_name_unterminated), cmocka_unit_test(test_image_chain),
+        cmocka_unit_test(test_lost_counts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

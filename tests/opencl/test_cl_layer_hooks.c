@@ -2,9 +2,10 @@
  * test_cl_layer_props.c) over the driver double fake_opencl.c: each entry point's driver function is a stub here
  * that either refuses (CL_OUT_OF_RESOURCES) or enqueues a marker of the double in its place. Refused: every entry
  * point counts exactly one error under its kernel's or its own name, with the error's name, and nothing timed
- * (clEnqueueTask's refusals were not counted). Accepted: every one is timed once with the bytes it moves — the SVM
- * enqueues and the cl_intel_unified_shared_memory ones handed out by clGetExtensionFunctionAddressForPlatform
- * included (neither was timed). Also what the program reads of its events: "no profiling" on a queue created
+ * (clEnqueueTask's refusals were not counted), also on a NULL queue ktiming cannot attach (device "unknown"; they
+ * were passed through uncounted). Accepted: every one is timed once with the bytes it moves — the SVM enqueues and
+ * the cl_intel_unified_shared_memory ones handed out by clGetExtensionFunctionAddressForPlatform included (neither
+ * was timed), and a second platform's, handed out under the same names (they were returned unwrapped). Also what the program reads of its events: "no profiling" on a queue created
  * without it, also after the program released the queue, and CL_EVENT_REFERENCE_COUNT without ktiming's own
  * reference. */
 #define CL_TARGET_OPENCL_VERSION 300
@@ -150,9 +151,30 @@ static cl_int CL_API_CALL stub_mem_info(cl_mem m, cl_mem_info what, size_t cap, 
     return CL_SUCCESS;
 }
 
+/* A second platform's driver: its own entry points under the same names (they count their calls). */
+static struct { int platform; } g_second_platform;
+#define SECOND ((cl_platform_id)&g_second_platform)
+static int g_second_calls;
+static cl_int CL_API_CALL second_usm_fill(cl_command_queue q, void *d, const void *p, size_t ps, size_t n, cl_uint nw,
+                                          const cl_event *w, cl_event *ev)
+{
+    g_second_calls++;
+    return marker(q, nw, w, ev);
+}
+static cl_int CL_API_CALL second_cmdbuf(cl_uint nq, cl_command_queue *qs, cl_command_buffer_khr b, cl_uint nw,
+                                        const cl_event *w, cl_event *ev)
+{
+    g_second_calls++;
+    return marker(qs[0], nw, w, ev);
+}
+
 /* The extension entry points the "driver" hands out. */
 static void *CL_API_CALL stub_ext_platform(cl_platform_id p, const char *name)
 {
+    if (p == SECOND)
+        return !strcmp(name, "clEnqueueMemFillINTEL")       ? (void *)second_usm_fill
+               : !strcmp(name, "clEnqueueCommandBufferKHR") ? (void *)second_cmdbuf
+                                                             : NULL;
     static const struct {
         const char *name;
         void *fn;
@@ -385,6 +407,29 @@ static void test_refused_everywhere(void **state)
     kt_snapshot_free(s);
 }
 
+/* The same refusals on a NULL queue (one ktiming cannot attach): still one error each under the kernel's or the
+ * command's name, on no device ("unknown"); they were passed through uncounted. */
+static void test_refused_unattached(void **state)
+{
+    (void)state;
+    kt_reset();
+    g_refuse = 1;
+    for (size_t i = 0; i < NROWS; i++)
+        assert_int_equal(kRows[i].call(NULL), REFUSED); /* the driver's answer, unchanged */
+    g_refuse = 0;
+    kt_snapshot_t *s = kt_snapshot();
+    for (size_t i = 0; i < NROWS; i++) {
+        const kt_kernel_timing_t *e = kt_snapshot_find(s, kRows[i].entry, KT_BACKEND_OPENCL, NULL);
+        if (!e)
+            fail_msg("%s on a NULL queue: the refusal was not counted", kRows[i].entry);
+        if (e->errors != 1 || strcmp(e->last_error, "CL_OUT_OF_RESOURCES") != 0 || e->dispatch_count != 0 ||
+            strcmp(e->device, "unknown") != 0)
+            fail_msg("%s on a NULL queue: %llu errors (%s), %llu dispatches, device %s", kRows[i].entry,
+                     (unsigned long long)e->errors, e->last_error, (unsigned long long)e->dispatch_count, e->device);
+    }
+    kt_snapshot_free(s);
+}
+
 static void test_timed_everywhere(void **state)
 {
     (void)state;
@@ -405,6 +450,44 @@ static void test_timed_everywhere(void **state)
                      (unsigned long long)e->dispatch_count, (unsigned long long)e->bytes,
                      (unsigned long long)kRows[i].bytes, (unsigned long long)e->errors);
     }
+    kt_snapshot_free(s);
+}
+
+/* A second platform's driver hands out its own pointers under the names the first's were wrapped under: the program
+ * gets wrappers of them too (it got them unwrapped: neither timed nor counted), and they call that driver's. */
+static void test_second_platform_wrapped(void **state)
+{
+    (void)state;
+    kt_reset();
+    cl_command_queue q = layer_queue(0);
+    clEnqueueMemFillINTEL_fn fill1 = (clEnqueueMemFillINTEL_fn)ext("clEnqueueMemFillINTEL");
+    clEnqueueMemFillINTEL_fn fill2 =
+        (clEnqueueMemFillINTEL_fn)L->clGetExtensionFunctionAddressForPlatform(SECOND, "clEnqueueMemFillINTEL");
+    clEnqueueCommandBufferKHR_fn cb2 =
+        (clEnqueueCommandBufferKHR_fn)L->clGetExtensionFunctionAddressForPlatform(SECOND, "clEnqueueCommandBufferKHR");
+    assert_non_null(fill2);
+    assert_non_null(cb2);
+    assert_true(fill2 != fill1);
+    assert_true((void *)fill2 != (void *)second_usm_fill);
+    assert_true((void *)cb2 != (void *)second_cmdbuf);
+    g_second_calls = 0;
+    assert_int_equal(fill2(q, g_host, g_host, 4, SZ, 0, NULL, NULL), CL_SUCCESS);
+    assert_int_equal(cb2(1, &q, (cl_command_buffer_khr)g_host, 0, NULL, NULL), CL_SUCCESS);
+    assert_int_equal(g_second_calls, 2); /* the second driver's functions ran, not the first's */
+    assert_int_equal(fill1(q, g_host, g_host, 4, SZ, 0, NULL, NULL), CL_SUCCESS);
+    assert_int_equal(g_second_calls, 2);
+    assert_int_equal(L->clFinish(q), CL_SUCCESS);
+    assert_int_equal(L->clReleaseCommandQueue(q), CL_SUCCESS);
+    kt_flush();
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = kt_snapshot_find(s, "clEnqueueMemFillINTEL", KT_BACKEND_OPENCL, DEVICE);
+    if (!e || e->dispatch_count != 2 || e->bytes != 2 * SZ)
+        fail_msg("USM fill through both platforms: %llu dispatches (expected 2)",
+                 e ? (unsigned long long)e->dispatch_count : 0ull);
+    e = kt_snapshot_find(s, "cmdbuf", KT_BACKEND_OPENCL, DEVICE);
+    if (!e || e->dispatch_count != 1)
+        fail_msg("the second platform's command buffer enqueue: %llu dispatches (expected 1)",
+                 e ? (unsigned long long)e->dispatch_count : 0ull);
     kt_snapshot_free(s);
 }
 
@@ -493,6 +576,8 @@ int main(void)
     L->clSetKernelArg(g_k_ndrange, 0, sizeof us, &us);
     L->clSetKernelArg(g_k_task, 0, sizeof us, &us);
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_refused_everywhere),
+                                       cmocka_unit_test(test_refused_unattached),
+                                       cmocka_unit_test(test_second_platform_wrapped),
                                        cmocka_unit_test(test_timed_everywhere), cmocka_unit_test(test_event_view)};
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     L->clReleaseKernel(g_k_ndrange);

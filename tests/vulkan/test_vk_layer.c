@@ -31,6 +31,8 @@ static struct {
     PFN_vkCmdEndRendering end_rendering;
     int perf_query; /* VK_KHR_performance_query and performanceCounterQueryPools enabled on the device */
     int transform_feedback; /* VK_EXT_transform_feedback enabled on the device */
+    int timeline; /* timelineSemaphore enabled on the device */
+    uint64_t pinned; /* dispatch executions left pending for good (records_behind_pending_head) */
 } g;
 
 /* A device of family `family` (graphics and compute) with dynamicRendering, in the fixture's device record. */
@@ -89,8 +91,15 @@ static int open_device(void)
     VkPhysicalDevicePerformanceQueryFeaturesKHR pq_on = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PERFORMANCE_QUERY_FEATURES_KHR,
         .performanceCounterQueryPools = VK_TRUE};
+    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    f2.pNext = &f12;
+    vk->vkGetPhysicalDeviceFeatures2(dev->physical, &f2);
+    VkPhysicalDeviceVulkan12Features on12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                             .pNext = g.perf_query ? &pq_on : NULL,
+                                             .timelineSemaphore = f12.timelineSemaphore}; /* device_lost_by_wait */
+    g.timeline = f12.timelineSemaphore;
     VkPhysicalDeviceVulkan13Features on = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
-                                           .pNext = g.perf_query ? &pq_on : NULL,
+                                           .pNext = &on12,
                                            .dynamicRendering = VK_TRUE};
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -470,6 +479,251 @@ static void perf_query_indexed_scope_untimed(void **state)
     assert_int_equal(batches, 0);
 }
 
+
+/* Vulkan dispatches of the snapshot dropped for `why`, summed over kernels (batches excluded). */
+static uint64_t vk_drops(kt_drop_reason_t why)
+{
+    kt_snapshot_t *s = kt_snapshot();
+    assert_non_null(s);
+    uint64_t n = 0;
+    for (size_t i = 0; i < s->count; i++)
+        if (s->entries[i].backend == KT_BACKEND_VULKAN && strcmp(s->entries[i].name, "vkQueueSubmit") != 0)
+            n += s->entries[i].dropped_by[why];
+    kt_snapshot_free(s);
+    return n;
+}
+
+/* cmd[0] reset and recorded for reuse (no ONE_TIME_SUBMIT) with n dispatches of busy, barriers between. */
+static void record_reusable(int n)
+{
+    const ktcli_vk_fn_t *vk = &g.app.vk;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
+    assert_int_equal(vk->vkBeginCommandBuffer(g.cmd[0], &bi), VK_SUCCESS);
+    uint32_t iters = 1;
+    for (int i = 0; i < n; i++) {
+        if (i)
+            ktcli_vk_barrier(&g.dev, g.cmd[0]);
+        ktcli_vk_dispatch(&g.dev, g.cmd[0], &g.busy, &iters, 1, 1);
+    }
+    assert_int_equal(vk->vkEndCommandBuffer(g.cmd[0]), VK_SUCCESS);
+}
+
+/* cmd[0] submitted alone n times, each waited for (the layer collects there). */
+static void submit_times(int n)
+{
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = g.cmd};
+    for (int r = 0; r < n; r++) {
+        assert_int_equal(g.app.vk.vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
+        assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
+    }
+}
+
+/* A SIMULTANEOUS_USE secondary (a barrier, one dispatch) listed twice in one vkCmdExecuteCommands of a primary
+ * submitted twice: nothing of the layer's goes into the secondary (pending in several primaries at once, its
+ * executions would reset and write the same queries unordered; Debian 12's validation layer aborts on the resets
+ * in a secondary pending twice), and its dispatch counts as dropped, simultaneous-use, per occurrence and
+ * submission: 4, none timed; the primary's batches keep their spans (2; none with KTIMING_VULKAN_ONCE). Before:
+ * 4 timed, each pair of occurrences with the values of the second (KTIMING_VULKAN_ONCE: 1 timed, 3 re-executed). */
+static void simultaneous_secondary_untimed(void **state)
+{
+    (void)state;
+    const ktcli_vk_fn_t *vk = &g.app.vk;
+    VkCommandBuffer sec;
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                      .commandPool = g.dev.pool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_SECONDARY,
+                                      .commandBufferCount = 1};
+    assert_int_equal(vk->vkAllocateCommandBuffers(g.dev.device, &ai, &sec), VK_SUCCESS);
+    VkCommandBufferInheritanceInfo inh = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO};
+    VkCommandBufferBeginInfo sbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .pInheritanceInfo = &inh,
+                                    .flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT};
+    uint64_t timed0, none0, batches0, timed1, none1, batches1;
+    vk_counts(&timed0, &none0, &batches0);
+    uint64_t simul0 = vk_drops(KT_DROP_SIMULTANEOUS_USE);
+    assert_int_equal(vk->vkBeginCommandBuffer(sec, &sbi), VK_SUCCESS);
+    ktcli_vk_barrier(&g.dev, sec); /* its two occurrences write one buffer: ordered */
+    uint32_t iters = 1;
+    ktcli_vk_dispatch(&g.dev, sec, &g.busy, &iters, 1, 1);
+    assert_int_equal(vk->vkEndCommandBuffer(sec), VK_SUCCESS);
+    PFN_vkCmdExecuteCommands exec =
+        (PFN_vkCmdExecuteCommands)vk->vkGetInstanceProcAddr(g.app.instance, "vkCmdExecuteCommands");
+    assert_non_null(exec);
+    VkCommandBufferBeginInfo pbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
+    assert_int_equal(vk->vkBeginCommandBuffer(g.cmd[0], &pbi), VK_SUCCESS);
+    const VkCommandBuffer list[2] = {sec, sec};
+    exec(g.cmd[0], 2, list);
+    assert_int_equal(vk->vkEndCommandBuffer(g.cmd[0]), VK_SUCCESS);
+    submit_times(2);
+    vk_counts(&timed1, &none1, &batches1);
+    uint64_t simul1 = vk_drops(KT_DROP_SIMULTANEOUS_USE);
+    assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
+    vk->vkFreeCommandBuffers(g.dev.device, g.dev.pool, 1, &sec);
+    assert_int_equal(timed1 - timed0, 0);
+    assert_int_equal(simul1 - simul0, 4);
+    assert_int_equal(batches1 - batches0, once() ? 0 : 2);
+}
+
+
+/* test_vk_layer_ring16 (KTIMING_VULKAN_QUERIES=16): a reusable primary of 20 dispatches submitted 3 times. The ring
+ * holds 16: 16 timed per execution, and the 4 whose begin failed at recording count as dropped, ring full, at
+ * every execution: 48 timed, 12 dropped. Before: counted once, at recording (48 timed, 4 dropped: 8 executions
+ * lost without a count). Skipped without KTIMING_VULKAN_QUERIES. */
+static void ring_full_every_execution(void **state)
+{
+    (void)state;
+    const char *q = getenv("KTIMING_VULKAN_QUERIES");
+    if (!q || atoi(q) != 16 || once())
+        skip();
+    const ktcli_vk_fn_t *vk = &g.app.vk;
+    uint64_t timed0, none0, batches0, timed1, none1, batches1;
+    vk_counts(&timed0, &none0, &batches0);
+    uint64_t full0 = vk_drops(KT_DROP_RING_FULL);
+    record_reusable(20);
+    submit_times(3);
+    vk_counts(&timed1, &none1, &batches1);
+    uint64_t full1 = vk_drops(KT_DROP_RING_FULL);
+    assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
+    assert_int_equal(timed1 - timed0, 3 * 16);
+    assert_int_equal(full1 - full0, 3 * 4);
+}
+
+
+
+
+/* test_vk_layer_ring16 (KTIMING_VULKAN_QUERIES=16: 32 execution records): the first of 21 submissions of a reusable
+ * primary (1 dispatch) goes down without the timing layer's last command buffer (the test layer drops it), so its
+ * 2 execution records stay pending for good, at the head of the record FIFO, as a long batch on another queue of
+ * the family holds it. The 20 after it are read and freed behind it: each is timed, none dropped. Before: records
+ * were taken only after the FIFO's tail, so once the 2 pinned ones and 30 read ones had filled it, every later
+ * execution counted as dropped, ring full (5 of 20). */
+static void records_behind_pending_head(void **state)
+{
+    (void)state;
+    const char *q = getenv("KTIMING_VULKAN_QUERIES");
+    if (!q || atoi(q) != 16 || once())
+        skip();
+    void (*drop_last)(unsigned) = (void (*)(unsigned))lib_symbol("libkt_vk_test_layer", "kt_test_layer_drop_last_cmd");
+    assert_non_null(drop_last);
+    const ktcli_vk_fn_t *vk = &g.app.vk;
+    record_reusable(1);
+    drop_last(1);
+    submit_times(1);
+    drop_last(0);
+    g.pinned++; /* its dispatch's record: counted when the device is lost (device_lost_by_semaphore_wait) */
+    uint64_t timed0, none0, batches0, timed1, none1, batches1;
+    vk_counts(&timed0, &none0, &batches0);
+    uint64_t full0 = vk_drops(KT_DROP_RING_FULL);
+    submit_times(20);
+    vk_counts(&timed1, &none1, &batches1);
+    uint64_t full1 = vk_drops(KT_DROP_RING_FULL);
+    assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
+    assert_int_equal(full1 - full0, 0);
+    assert_int_equal(timed1 - timed0, 20);
+    assert_int_equal(batches1 - batches0, 20);
+}
+
+/* A family the layer has no context for (its creation failed: here the test layer below refuses the context's
+ * timestamp query pool, on a second VkDevice): a reusable primary of 2 dispatches submitted twice counts them as
+ * dropped, no timing, at every submission (4), none timed. Before: left untimed without a count (0). */
+static void untimed_family_counted(void **state)
+{
+    (void)state;
+    void (*fail_pools)(unsigned) =
+        (void (*)(unsigned))lib_symbol("libkt_vk_test_layer", "kt_test_layer_fail_timestamp_pools");
+    assert_non_null(fail_pools);
+    ktcli_vk_device_t dev;
+    assert_int_equal(ktcli_vk_device_open(&g.app, 0, NULL, &dev), 0);
+    ktcli_vk_buffer_t out;
+    ktcli_vk_pipeline_t busy;
+    const ktcli_vk_buffer_t *b[1] = {&out};
+    assert_int_equal(ktcli_vk_buffer_create(&dev, 64 * sizeof(uint32_t), &out), 0);
+    assert_int_equal(ktcli_vk_pipeline_create(&dev, busy_spv, sizeof(busy_spv), b, 1, sizeof(uint32_t), &busy), 0);
+    VkCommandBuffer cmd;
+    VkFence fence;
+    assert_int_equal(ktcli_vk_cmd_alloc(&dev, &cmd), 0);
+    assert_int_equal(ktcli_vk_fence_create(&dev, &fence), 0);
+    uint64_t timed0, none0, batches0, timed1, none1, batches1;
+    vk_counts(&timed0, &none0, &batches0);
+    fail_pools(1); /* the layer's context for this device's family: made at its first dispatch, and failing */
+    const ktcli_vk_fn_t *vk = &g.app.vk;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    assert_int_equal(vk->vkBeginCommandBuffer(cmd, &bi), VK_SUCCESS);
+    uint32_t iters = 1;
+    ktcli_vk_dispatch(&dev, cmd, &busy, &iters, 1, 1);
+    ktcli_vk_barrier(&dev, cmd);
+    ktcli_vk_dispatch(&dev, cmd, &busy, &iters, 1, 1);
+    assert_int_equal(vk->vkEndCommandBuffer(cmd), VK_SUCCESS);
+    fail_pools(0);
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(ktcli_vk_submit(&dev, cmd, fence), 0);
+        assert_int_equal(ktcli_vk_wait(&dev, fence), 0);
+    }
+    vk_counts(&timed1, &none1, &batches1);
+    ktcli_vk_fence_destroy(&dev, fence);
+    ktcli_vk_cmd_free(&dev, cmd);
+    ktcli_vk_pipeline_destroy(&dev, &busy);
+    ktcli_vk_buffer_destroy(&dev, &out);
+    ktcli_vk_device_close(&dev);
+    assert_int_equal(timed1 - timed0, 0);
+    assert_int_equal(none1 - none0, 4);
+}
+
+/* The last before validation_clean (the device's contexts stay lost): a reusable primary of 2 dispatches submitted
+ * behind a timeline semaphore the host has not signalled, then a vkWaitSemaphores that answers
+ * VK_ERROR_DEVICE_LOST (the test layer below says so; the device is not lost). The 2 pending dispatches count as
+ * dropped, device lost, none timed once the gate opens and the work completes. Before: the layer did not hook
+ * vkWaitSemaphores, and the 2 were timed (on a really lost device: counted `never submitted` at vkDestroyDevice,
+ * or waited for 2 s at exit). */
+static void device_lost_by_semaphore_wait(void **state)
+{
+    (void)state;
+    if (!g.timeline)
+        skip();
+    void (*lose)(unsigned) = (void (*)(unsigned))lib_symbol("libkt_vk_test_layer", "kt_test_layer_lose_semaphore_waits");
+    assert_non_null(lose);
+    const ktcli_vk_fn_t *vk = &g.app.vk;
+    PFN_vkGetDeviceProcAddr gdpa =
+        (PFN_vkGetDeviceProcAddr)vk->vkGetInstanceProcAddr(g.app.instance, "vkGetDeviceProcAddr");
+    PFN_vkCreateSemaphore create = (PFN_vkCreateSemaphore)gdpa(g.dev.device, "vkCreateSemaphore");
+    PFN_vkDestroySemaphore destroy = (PFN_vkDestroySemaphore)gdpa(g.dev.device, "vkDestroySemaphore");
+    PFN_vkSignalSemaphore signal = (PFN_vkSignalSemaphore)gdpa(g.dev.device, "vkSignalSemaphore");
+    PFN_vkWaitSemaphores wait = (PFN_vkWaitSemaphores)gdpa(g.dev.device, "vkWaitSemaphores");
+    assert_true(create && destroy && signal && wait);
+    VkSemaphoreTypeCreateInfo tci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                     .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
+    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &tci};
+    VkSemaphore gate;
+    assert_int_equal(create(g.dev.device, &sci, NULL, &gate), VK_SUCCESS);
+    uint64_t timed0, none0, batches0, timed1, none1, batches1;
+    vk_counts(&timed0, &none0, &batches0);
+    uint64_t lost0 = vk_drops(KT_DROP_DEVICE_LOST);
+    record_reusable(2);
+    const uint64_t one = 1;
+    VkTimelineSemaphoreSubmitInfo tsi = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                         .waitSemaphoreValueCount = 1,
+                                         .pWaitSemaphoreValues = &one};
+    const VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &tsi, .waitSemaphoreCount = 1,
+                       .pWaitSemaphores = &gate, .pWaitDstStageMask = &stage, .commandBufferCount = 1,
+                       .pCommandBuffers = g.cmd};
+    assert_int_equal(vk->vkQueueSubmit(g.dev.queue, 1, &si, g.fence), VK_SUCCESS);
+    lose(1);
+    VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, .semaphoreCount = 1,
+                              .pSemaphores = &gate, .pValues = &one};
+    assert_int_equal(wait(g.dev.device, &wi, 0), VK_ERROR_DEVICE_LOST);
+    VkSemaphoreSignalInfo sig = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO, .semaphore = gate, .value = 1};
+    assert_int_equal(signal(g.dev.device, &sig), VK_SUCCESS); /* the work runs and completes */
+    assert_int_equal(ktcli_vk_wait(&g.dev, g.fence), 0);
+    vk_counts(&timed1, &none1, &batches1);
+    uint64_t lost1 = vk_drops(KT_DROP_DEVICE_LOST);
+    assert_int_equal(vk->vkResetCommandBuffer(g.cmd[0], 0), VK_SUCCESS);
+    destroy(g.dev.device, gate, NULL);
+    assert_int_equal(timed1 - timed0, 0);
+    assert_int_equal(lost1 - lost0, 2 + g.pinned); /* and what records_behind_pending_head left pending */
+}
+
 static void validation_clean(void **state)
 {
     (void)state;
@@ -491,6 +745,11 @@ int main(void)
         cmocka_unit_test(perf_query_scope_untimed),
         cmocka_unit_test(perf_query_command_scope_timed),
         cmocka_unit_test(perf_query_indexed_scope_untimed),
+        cmocka_unit_test(simultaneous_secondary_untimed),
+        cmocka_unit_test(ring_full_every_execution),
+        cmocka_unit_test(records_behind_pending_head),
+        cmocka_unit_test(untimed_family_counted),
+        cmocka_unit_test(device_lost_by_semaphore_wait),
         cmocka_unit_test(validation_clean),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

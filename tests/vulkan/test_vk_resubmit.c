@@ -407,6 +407,83 @@ static void secondary_every_occurrence(void **state)
     kt_snapshot_free(s);
 }
 
+
+/* The rig's secondary (cmd[1]) recorded with `n` timed dispatches named `name`, each behind a barrier (its
+ * occurrences write one buffer), begun with `flags`; the primary (cmd[0]) executing it `count` times in one
+ * vkCmdExecuteCommands, then submitted `subs` times, each waited for. Returns what kt_vk_cmd_execute returned. */
+static int secondary_run(kt_vk_ctx_t *kv, const char *name, int n, VkCommandBufferUsageFlags flags, uint32_t count,
+                         int subs)
+{
+    const ktcli_vk_fn_t *vk = &g_vkt.app.vk;
+    PFN_vkCmdExecuteCommands exec =
+        (PFN_vkCmdExecuteCommands)vk->vkGetInstanceProcAddr(g_vkt.app.instance, "vkCmdExecuteCommands");
+    assert_non_null(exec);
+    VkCommandBuffer prim = g_rig.cmd[0], sec = g_rig.cmd[1];
+    VkCommandBufferInheritanceInfo inh = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO};
+    VkCommandBufferBeginInfo sbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .pInheritanceInfo = &inh,
+                                    .flags = flags};
+    assert_int_equal(vk->vkBeginCommandBuffer(sec, &sbi), VK_SUCCESS);
+    for (int i = 0; i < n; i++) {
+        ktcli_vk_barrier(&g_vkt.dev, sec);
+        assert_int_equal(kt_vk_begin(kv, sec, name), 0);
+        vkt_busy(sec, 1);
+        assert_int_equal(kt_vk_end(kv, sec), 0);
+    }
+    assert_int_equal(vk->vkEndCommandBuffer(sec), VK_SUCCESS);
+    VkCommandBufferBeginInfo pbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    assert_int_equal(vk->vkBeginCommandBuffer(prim, &pbi), VK_SUCCESS);
+    VkCommandBuffer list[4] = {sec, sec, sec, sec};
+    assert_true(count <= 4);
+    exec(prim, count, list);
+    int made = kt_vk_cmd_execute(kv, prim, count, list);
+    assert_int_equal(vk->vkEndCommandBuffer(prim), VK_SUCCESS);
+    for (int r = 0; r < subs; r++) {
+        assert_int_equal(submit_kt(kv, prim, g_rig.fence), VK_SUCCESS);
+        assert_int_equal(ktcli_vk_wait(&g_vkt.dev, g_rig.fence), 0);
+    }
+    kt_vk_collect(kv);
+    assert_int_equal(kt_vk_discard(kv, prim), 0);
+    assert_int_equal(kt_vk_discard(kv, sec), 0);
+    return made;
+}
+
+/* A SIMULTANEOUS_USE secondary listed 3 times in one vkCmdExecuteCommands, the primary submitted twice: every
+ * occurrence writes the same queries before the copies after the call, so only the last is read: 1 timed and 2
+ * dropped, re-executed, per submission (2 and 4), none timed twice. Before: 3 occurrences copied after the call,
+ * each with the last one's values: 6 timed, 0 dropped. */
+static void secondary_repeated_in_one_call(void **state)
+{
+    (void)state;
+    kt_vk_ctx_t *kv = rig_open(0, VK_COMMAND_BUFFER_LEVEL_SECONDARY);
+    /* the last occurrence only */
+    assert_int_equal(secondary_run(kv, "repeated_secondary", 1, VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT, 3, 2),
+                     1);
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = vkt_find(s, "repeated_secondary");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 2);
+    assert_int_equal(e->dropped, 4);
+    assert_int_equal(e->dropped_by[KT_DROP_RESUBMITTED], 4);
+    kt_snapshot_free(s);
+}
+
+/* A ring of 16 slots held by a secondary's 16 timed dispatches: kt_vk_cmd_execute finds no slot for their
+ * occurrence in the primary, which is submitted twice. Each execution counts the 16 dropped, ring full (32), where
+ * they were counted once, at recording (16); the secondary's own discard counts nothing more. */
+static void occurrences_without_slot_per_execution(void **state)
+{
+    (void)state;
+    kt_vk_ctx_t *kv = rig_open(16, VK_COMMAND_BUFFER_LEVEL_SECONDARY);
+    assert_int_equal(secondary_run(kv, "no_room_occurrence", 16, 0, 1, 2), 0); /* the ring is full */
+    kt_snapshot_t *s = kt_snapshot();
+    const kt_kernel_timing_t *e = vkt_find(s, "no_room_occurrence");
+    assert_non_null(e);
+    assert_int_equal(e->dispatch_count, 0);
+    assert_int_equal(e->dropped_by[KT_DROP_RING_FULL], 2 * 16);
+    assert_int_equal(e->dropped, 2 * 16);
+    kt_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -416,6 +493,8 @@ int main(void)
         cmocka_unit_test_teardown(records_full_dropped, rig_close),
         cmocka_unit_test_teardown(around_ktiming_counted, rig_close),
         cmocka_unit_test_teardown(secondary_every_occurrence, rig_close),
+        cmocka_unit_test_teardown(secondary_repeated_in_one_call, rig_close),
+        cmocka_unit_test_teardown(occurrences_without_slot_per_execution, rig_close),
         cmocka_unit_test(vkt_test_validation_clean),
     };
     return cmocka_run_group_tests(tests, vkt_setup_busy, NULL);

@@ -15,7 +15,12 @@
  * recorded through it (timestamps, query resets and copies, barriers, buffer copies, dispatches) after a
  * vkCmdEndRendering of an instance begun with VK_RENDERING_SUSPENDING_BIT, and before a vkCmdBeginRendering with
  * VK_RENDERING_RESUMING_BIT in a command buffer whose first instance resumes one. The installed validation layer
- * (1.3.239) reports neither. kt_test_layer_suspend_counts() (exported) gives the counts to the test. */
+ * (1.3.239) reports neither. kt_test_layer_suspend_counts() (exported) gives the counts to the test.
+ *
+ * Device loss: kt_test_layer_lose_semaphore_waits(n) (exported) makes the next n vkWaitSemaphores[KHR] calls answer
+ * VK_ERROR_DEVICE_LOST, as a driver whose device was lost does, on a device that is not.
+ * kt_test_layer_fail_timestamp_pools(n) makes the next n timestamp query pools fail to be created;
+ * kt_test_layer_drop_last_cmd(n) submits the next n bracketed batches without their last command buffer. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +49,7 @@ typedef struct tl_link_t {
     PFN_vkCmdPipelineBarrier PipelineBarrier;
     PFN_vkCmdCopyBuffer CopyBuffer;
     PFN_vkCmdDispatch Dispatch;
+    PFN_vkQueueSubmit QueueSubmit;
     struct tl_link_t *next;
 } tl_link_t;
 
@@ -351,6 +357,7 @@ static VkResult VKAPI_CALL tl_CreateDevice(VkPhysicalDevice pd, const VkDeviceCr
         TL_NEXT(PipelineBarrier, "vkCmdPipelineBarrier")
         TL_NEXT(CopyBuffer, "vkCmdCopyBuffer")
         TL_NEXT(Dispatch, "vkCmdDispatch")
+        TL_NEXT(QueueSubmit, "vkQueueSubmit")
 #undef TL_NEXT
     }
     return r;
@@ -372,6 +379,17 @@ static void VKAPI_CALL tl_DestroyDevice(VkDevice device, const VkAllocationCallb
         destroy(device, a);
 }
 
+/* kt_test_layer_fail_timestamp_pools(n) (exported): the next n timestamp query pools fail to be created
+ * (VK_ERROR_OUT_OF_DEVICE_MEMORY), as the timing layer's context creation then does. */
+static unsigned g_fail_timestamp_pools;
+
+TL_EXPORT void kt_test_layer_fail_timestamp_pools(unsigned n)
+{
+    pthread_mutex_lock(&g_lock);
+    g_fail_timestamp_pools = n;
+    pthread_mutex_unlock(&g_lock);
+}
+
 /* A performance query pool is an occlusion pool of as many queries below us (no pNext: the performance create
  * info is ours). */
 static VkResult VKAPI_CALL tl_CreateQueryPool(VkDevice device, const VkQueryPoolCreateInfo *ci,
@@ -380,6 +398,15 @@ static VkResult VKAPI_CALL tl_CreateQueryPool(VkDevice device, const VkQueryPool
     PFN_vkCreateQueryPool next = (PFN_vkCreateQueryPool)tl_next_device_fn(device, "vkCreateQueryPool");
     if (!next)
         return VK_ERROR_INITIALIZATION_FAILED;
+    if (ci->queryType == VK_QUERY_TYPE_TIMESTAMP) {
+        pthread_mutex_lock(&g_lock);
+        int fail = g_fail_timestamp_pools > 0;
+        if (fail)
+            g_fail_timestamp_pools--;
+        pthread_mutex_unlock(&g_lock);
+        if (fail)
+            return VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    }
     if (ci->queryType != VK_QUERY_TYPE_PERFORMANCE_QUERY_KHR)
         return next(device, ci, a, out);
     VkQueryPoolCreateInfo occ = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
@@ -556,6 +583,83 @@ TL_EXPORT void kt_test_layer_suspend_counts(unsigned long *suspends, unsigned lo
     pthread_mutex_unlock(&g_lock);
 }
 
+/* ---- device loss reported by a semaphore wait ---- */
+
+/* vkWaitSemaphores[KHR] answers VK_ERROR_DEVICE_LOST (without waiting) while g_lose_waits > 0, one per call:
+ * kt_test_layer_lose_semaphore_waits(n) (exported) sets it. The device below is not lost: the test sees what the
+ * timing layer does with a loss only a semaphore wait reports. */
+static unsigned g_lose_waits;
+
+TL_EXPORT void kt_test_layer_lose_semaphore_waits(unsigned n)
+{
+    pthread_mutex_lock(&g_lock);
+    g_lose_waits = n;
+    pthread_mutex_unlock(&g_lock);
+}
+
+static int tl_lose_one(void)
+{
+    pthread_mutex_lock(&g_lock);
+    int lose = g_lose_waits > 0;
+    if (lose)
+        g_lose_waits--;
+    pthread_mutex_unlock(&g_lock);
+    return lose;
+}
+
+static VkResult VKAPI_CALL tl_WaitSemaphores(VkDevice device, const VkSemaphoreWaitInfo *wi, uint64_t timeout)
+{
+    if (tl_lose_one())
+        return VK_ERROR_DEVICE_LOST;
+    PFN_vkWaitSemaphores next = (PFN_vkWaitSemaphores)tl_next_device_fn(device, "vkWaitSemaphores");
+    return next ? next(device, wi, timeout) : VK_ERROR_INITIALIZATION_FAILED;
+}
+
+static VkResult VKAPI_CALL tl_WaitSemaphoresKHR(VkDevice device, const VkSemaphoreWaitInfo *wi, uint64_t timeout)
+{
+    if (tl_lose_one())
+        return VK_ERROR_DEVICE_LOST;
+    PFN_vkWaitSemaphoresKHR next = (PFN_vkWaitSemaphoresKHR)tl_next_device_fn(device, "vkWaitSemaphoresKHR");
+    return next ? next(device, wi, timeout) : VK_ERROR_INITIALIZATION_FAILED;
+}
+
+/* ---- a batch whose last command buffer never runs ---- */
+
+/* kt_test_layer_drop_last_cmd(n) (exported): the next n vkQueueSubmit calls whose first batch holds 3 or more
+ * command buffers (a batch the timing layer brackets: its head, the program's, its tail) go down without that
+ * batch's last one, so the copies it holds never run: the execution records of that batch stay pending for good,
+ * as those of a batch still running on another queue do. */
+static unsigned g_drop_last;
+
+TL_EXPORT void kt_test_layer_drop_last_cmd(unsigned n)
+{
+    pthread_mutex_lock(&g_lock);
+    g_drop_last = n;
+    pthread_mutex_unlock(&g_lock);
+}
+
+static VkResult VKAPI_CALL tl_QueueSubmit(VkQueue q, uint32_t n, const VkSubmitInfo *si, VkFence fence)
+{
+    tl_link_t *l = tl_find(q); /* a queue has its device's dispatch key */
+    PFN_vkQueueSubmit next = l ? l->QueueSubmit : NULL;
+    if (!next)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    int drop = 0;
+    if (n && si[0].commandBufferCount >= 3) {
+        pthread_mutex_lock(&g_lock);
+        drop = g_drop_last > 0;
+        if (drop)
+            g_drop_last--;
+        pthread_mutex_unlock(&g_lock);
+    }
+    if (!drop || n > 8)
+        return next(q, n, si, fence);
+    VkSubmitInfo mod[8];
+    memcpy(mod, si, n * sizeof *si);
+    mod[0].commandBufferCount--;
+    return next(q, n, mod, fence);
+}
+
 /* ---- proc addresses and the loader interface ---- */
 
 typedef struct tl_fn_t {
@@ -580,10 +684,13 @@ static const tl_fn_t kDeviceFns[] = {
     TL_FN("vkCmdPipelineBarrier", tl_CmdPipelineBarrier),
     TL_FN("vkCmdCopyBuffer", tl_CmdCopyBuffer),
     TL_FN("vkCmdDispatch", tl_CmdDispatch),
+    TL_FN("vkQueueSubmit", tl_QueueSubmit),
+    TL_FN("vkWaitSemaphores", tl_WaitSemaphores),
+    TL_FN("vkWaitSemaphoresKHR", tl_WaitSemaphoresKHR),
 };
 /* ours only where the layer below has the function (the KHR names need their extension) */
 static const char *const kOptional[] = {"vkCmdBeginRenderingKHR", "vkCmdEndRenderingKHR", "vkCmdBeginRendering",
-                                        "vkCmdEndRendering"};
+                                        "vkCmdEndRendering", "vkWaitSemaphores", "vkWaitSemaphoresKHR"};
 static const tl_fn_t kInstanceFns[] = {
     TL_FN("vkCreateInstance", tl_CreateInstance),
     TL_FN("vkDestroyInstance", tl_DestroyInstance),

@@ -45,6 +45,9 @@ static inline void ktcli_progress_add(ktcli_progress_t *p, unsigned long long n)
 }
 void ktcli_progress_end(ktcli_progress_t *p);
 
+/* Flushes standard output; 1 (after "CMD: cannot write standard output: why" on stderr) when that or an earlier
+ * write to it failed (/dev/full, a closed descriptor), else 0. cmd is "ktiming devices". */
+int ktcli_stdout_failed(const char *cmd);
 /* "ktiming CMD: MESSAGE" and a pointer to --help on stderr; returns KTCLI_EXIT_USAGE. */
 int ktcli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* getopt_long rows that every subcommand spells the same way: one long name, one short letter everywhere. */

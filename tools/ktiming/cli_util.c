@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "shared/shared.h" /* kt__entry_release */
 
+#include <errno.h>
 #include <fnmatch.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -19,6 +20,19 @@ int ktcli_usage_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "\n(try 'ktiming %s --help')\n", cmd);
     return KTCLI_EXIT_USAGE;
+}
+
+int ktcli_stdout_failed(const char *cmd)
+{
+    errno = 0;
+    int flush_failed = fflush(stdout) != 0, err = errno;
+    if (!flush_failed && !ferror(stdout))
+        return 0;
+    if (flush_failed && err)
+        fprintf(stderr, "%s: cannot write standard output: %s\n", cmd, strerror(err));
+    else /* an earlier write failed: its errno is gone */
+        fprintf(stderr, "%s: cannot write standard output\n", cmd);
+    return 1;
 }
 
 void ktcli_getopt_begin(void)

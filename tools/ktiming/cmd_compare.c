@@ -33,12 +33,12 @@ static void compare_usage(FILE *out)
             "  --confidence C        confidence level of the intervals (default 0.95)\n"
             "  --min-samples N       fewer samples on a side gives UNSURE (default 9)\n"
             "  --bootstrap N         bootstrap resamples (default 2000)\n"
-            "  --seed N              bootstrap seed (default fixed: results are reproducible)\n"
+            "  --seed N              bootstrap seed, 1 to 2^64-1 (default fixed: results are reproducible)\n"
             "  --fail-on-regression  exit 1 when any kernel is SLOWER (significant and beyond the threshold)\n"
             "  -k, --filter GLOB     only kernels whose name matches the shell pattern GLOB (fnmatch)\n"
             "  -f, --format FMT      text (default), markdown, json, or html (AFTER's HTML report with the\n"
             "                        speedups, confidence intervals and verdicts; best written with -o)\n"
-            "  -o, --output FILE     write there (replaced atomically) instead of standard output\n"
+            "  -o, --output FILE     write there (replaced atomically) instead of standard output (- for it)\n"
             "  --max-input-mb N      refuse a snapshot larger than N MiB (default 1024)\n"
             "  -h, --help            this text\n"
             "\n"
@@ -59,12 +59,13 @@ static int parse_double(const char *s, double *out)
     return 0;
 }
 
+/* A decimal count (010 is ten, not octal eight; 0x100 is no count): digits only, at most max. */
 static int parse_u64(const char *s, unsigned long long max, unsigned long long *out)
 {
     char *end = NULL;
     errno = 0;
-    if (*s == '-') return -1;
-    unsigned long long v = strtoull(s, &end, 0);
+    if (*s < '0' || *s > '9') return -1; /* no sign, no space: strtoull would take them */
+    unsigned long long v = strtoull(s, &end, 10);
     if (end == s || *end || errno || v > max) return -1;
     *out = v;
     return 0;
@@ -124,6 +125,8 @@ static int parse_args(int argc, char **argv, compare_args_t *a)
             break;
         case O_SEED:
             if (parse_u64(val, ~0ull, &u)) return usage_error("--seed: not an unsigned integer: '%s'", val);
+            if (u == 0) /* kt_compare reads seed 0 as "the default": 0 would silently be another seed */
+                return usage_error("--seed: 0 means the default seed; give a seed from 1 to 2^64-1");
             a->opts.seed = u;
             break;
         case O_FAIL: a->fail_on_regression = 1; break;
@@ -239,6 +242,7 @@ int ktcli_cmd_compare(int argc, char **argv)
     }
 
     kt_snapshot_t *const *html = a.html ? snap : NULL;
+    if (a.output && !strcmp(a.output, "-")) a.output = NULL; /* "-" is standard output, as for report and merge */
     rc = a.output ? write_atomic(a.output, html, &res, a.format) : print_any(stdout, html, &res, a.format);
     size_t slower = res.slower;
     release(files, snap, &res);

@@ -37,7 +37,8 @@ static void demo_usage(FILE *out)
             "  -w, --warmup N       untimed warm-up dispatches per kernel (default 3)\n"
             "  -s, --size MB        working set per kernel in MiB (default 8)\n"
             "  -b, --backend B      cpu, opencl, vulkan, cuda, webgpu or all (default all; may be repeated)\n"
-            "  -o, --output FILE    also save the snapshot as JSON (schema ktiming.snapshot)\n"
+            "  -o, --output FILE    also save the snapshot as JSON (schema ktiming.snapshot); -o - writes it on\n"
+            "                       standard output and the table on standard error\n"
             "  -v, --verbose        setup notes on standard error (a terminal also shows a progress line\n"
             "                       once the run takes over a second)\n"
             "  -h, --help           this help\n"
@@ -158,15 +159,19 @@ static int demo_report(const demo_args_t *a)
         fprintf(stderr, "ktiming demo: no snapshot: %s\n", kt_strerror(KT_ENOMEM));
         return 1;
     }
-    int status = 0, rc = kt_report_print(stdout, snap, KT_FORMAT_TEXT, NULL);
+    /* -o -: the snapshot is standard output (for a pipe), so the table goes to standard error */
+    int json_stdout = a->out_path && !strcmp(a->out_path, "-");
+    int status = 0, rc = kt_report_print(json_stdout ? stderr : stdout, snap, KT_FORMAT_TEXT, NULL);
     if (rc) {
         fprintf(stderr, "ktiming demo: cannot print the table: %s\n", kt_strerror(rc));
         status = 1;
     }
     if (a->out_path) {
-        rc = kt_report_write(a->out_path, snap, KT_FORMAT_JSON, NULL);
+        rc = json_stdout ? kt_report_print(stdout, snap, KT_FORMAT_JSON, NULL)
+                         : kt_report_write(a->out_path, snap, KT_FORMAT_JSON, NULL);
+        if (!rc && json_stdout && fflush(stdout) != 0) rc = KT_EIO;
         if (rc) {
-            fprintf(stderr, "ktiming demo: cannot write %s: %s\n", a->out_path,
+            fprintf(stderr, "ktiming demo: cannot write %s: %s\n", json_stdout ? "standard output" : a->out_path,
                     rc == KT_EIO ? strerror(errno) : kt_strerror(rc));
             status = 1;
         } else if (a->opts.verbose) {

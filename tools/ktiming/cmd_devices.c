@@ -169,6 +169,5 @@ int ktcli_cmd_devices(int argc, char **argv)
     failed |= list_backend(stdout, "Vulkan", ktcli_devices_vulkan);
     failed |= list_backend(stdout, "CUDA", ktcli_devices_cuda);
     print_labels(stdout);
-    fflush(stdout);
-    return failed ? 1 : 0;
+    return ktcli_stdout_failed("ktiming devices") || failed ? 1 : 0; /* a listing not written is a failure */
 }

@@ -16,7 +16,7 @@ static void merge_usage(FILE *out)
 {
     fprintf(out,
             "usage: ktiming merge A.json B.json ... [-o OUT.json] [--by-rank] [--by-model]\n"
-            "                     [--trace OUT.trace.json] [--allow-same-process]\n"
+            "                     [--trace OUT.trace.json] [--allow-same-process] [--max-input-mb N]\n"
             "\n"
             "Merges snapshots (e.g. one per MPI rank: `mpirun -np 4 ktiming run -o prof-%%r.json -- ./app`, then\n"
             "`ktiming merge prof-*.json -o all.json`). Entries with the same (kernel, backend, device) are merged\n"
@@ -30,15 +30,18 @@ static void merge_usage(FILE *out)
             "Devices are kept apart by (host, device id): \"GPU 0\" of two nodes, or two GPUs of one model, stay\n"
             "two devices with their own entries, labelled uniquely (docs/devices.md).\n"
             "\n"
-            "  -o, --output OUT     write the merged snapshot (JSON) to OUT; default: standard output\n"
+            "  -o, --output OUT     write the merged snapshot (JSON) to OUT; default (and -): standard output,\n"
+            "                       except with --by-rank, whose report is then all that is printed\n"
             "  -r, --by-rank        print the per-rank load-balance report on standard output (per kernel over\n"
             "                       every device it ran on, each rank's device named)\n"
             "  -m, --by-model       fold devices of one model together (one entry per kernel and model: a\n"
             "                       per-model summary instead of one entry per device)\n"
-            "  -t, --trace OUT      write the merged timeline as a Chrome trace (one process group per source)\n"
+            "  -t, --trace OUT      write the merged timeline as a Chrome trace (one process group per source;\n"
+            "                       - for standard output, with -o naming a file)\n"
             "  --allow-same-process merge inputs that hold the same process (host, pid, rank) anyway; refused by\n"
             "                       default: the same file twice, or a glob catching an earlier merge, would count\n"
             "                       its dispatches twice (only a reused pid makes two processes look the same)\n"
+            "  --max-input-mb N     refuse an input larger than N MiB (default 1024)\n"
             "  -h, --help           this help\n"
             "\n"
             "exit status: 0 done, 1 unreadable or invalid snapshot or failed write, 2 usage error\n");
@@ -186,10 +189,11 @@ int ktcli_cmd_merge(int argc, char **argv)
 {
     static const struct option kLong[] = {
         KTCLI_OPT_OUTPUT, {"by-rank", no_argument, NULL, 'r'}, {"by-model", no_argument, NULL, 'm'},
-        {"trace", required_argument, NULL, 't'}, {"allow-same-process", no_argument, NULL, 'S'}, KTCLI_OPT_HELP,
-        KTCLI_OPT_END};
+        {"trace", required_argument, NULL, 't'}, {"allow-same-process", no_argument, NULL, 'S'},
+        {"max-input-mb", required_argument, NULL, 'M'}, KTCLI_OPT_HELP, KTCLI_OPT_END};
     const char *out_path = NULL, *trace_path = NULL;
     int by_rank = 0, by_model = 0, allow_same = 0, c;
+    size_t max_input = (size_t)KTCLI_MAX_INPUT_MB_DEFAULT << 20; /* each input's */
     ktcli_getopt_begin();
     while ((c = getopt_long(argc, argv, ":o:rmt:h", kLong, NULL)) != -1) {
         switch (c) {
@@ -198,6 +202,10 @@ int ktcli_cmd_merge(int argc, char **argv)
         case 'm': by_model = 1; break;
         case 't': trace_path = optarg; break;
         case 'S': allow_same = 1; break;
+        case 'M':
+            if (ktcli_parse_max_input_mb(optarg, &max_input))
+                return ktcli_usage_error("merge", "--max-input-mb: not a size in MiB (1..1048576): '%s'", optarg);
+            break;
         case 'h': merge_usage(stdout); return 0;
         default: return ktcli_getopt_error("merge", c, argc, argv);
         }
@@ -205,11 +213,20 @@ int ktcli_cmd_merge(int argc, char **argv)
     size_t n = (size_t)(argc - optind);
     if (n < 1)
         return ktcli_usage_error("merge", "no snapshot file given");
+    /* "-" is standard output, which takes one of the three: nothing asked for is dropped silently */
+    int out_stdout = !out_path || !strcmp(out_path, "-");
+    if (by_rank && out_path && !strcmp(out_path, "-"))
+        return ktcli_usage_error("merge", "-o - and --by-rank both write standard output: give -o a file");
+    if (trace_path && !strcmp(trace_path, "-") && (by_rank || out_stdout))
+        return ktcli_usage_error("merge", "--trace - and %s both write standard output: give %s a file",
+                                 by_rank ? "--by-rank" : "the merged snapshot", by_rank ? "--trace" : "-o");
     kt_snapshot_t **in = calloc(n, sizeof *in), *merged = NULL;
     size_t *nsrc = calloc(n, sizeof *nsrc);
     int rc = in && nsrc ? 0 : KT_ENOMEM, status = 1;
     char err[512];
-    if (!rc && (rc = kt_snapshot_load_many((const char *const *)argv + optind, n, in, 0, err, sizeof err)))
+    if (!rc && (rc = kt_snapshot_load_many_opts((const char *const *)argv + optind, n,
+                                                         &(kt_load_opts_t){.max_bytes = max_input}, in, 0, err,
+                                                         sizeof err)))
         fprintf(stderr, "ktiming merge: %s\n", err);
     for (size_t i = 0; !rc && i < n; i++)
         nsrc[i] = in[i]->source_count ? in[i]->source_count : 1;
@@ -238,9 +255,17 @@ int ktcli_cmd_merge(int argc, char **argv)
                 rc == KT_EIO ? strerror(errno) : kt_strerror(rc));
         goto done;
     }
-    if (trace_path && (rc = kt_report_write(trace_path, merged, KT_FORMAT_CHROME, NULL))) {
-        fprintf(stderr, "ktiming merge: cannot write %s: %s\n", trace_path, kt_strerror(rc));
-        goto done;
+    if (trace_path) {
+        int trace_stdout = !strcmp(trace_path, "-");
+        rc = trace_stdout ? kt_report_print(stdout, merged, KT_FORMAT_CHROME, NULL)
+                          : kt_report_write(trace_path, merged, KT_FORMAT_CHROME, NULL);
+        if (!rc && trace_stdout && fflush(stdout) != 0)
+            rc = KT_EIO;
+        if (rc) {
+            fprintf(stderr, "ktiming merge: cannot write %s: %s\n", trace_stdout ? "standard output" : trace_path,
+                    rc == KT_EIO ? strerror(errno) : kt_strerror(rc));
+            goto done;
+        }
     }
     if (by_rank && (rc = kt_report_by_rank(stdout, merged))) {
         by_rank_failed(rc, errno);

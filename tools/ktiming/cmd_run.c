@@ -785,21 +785,68 @@ static void ended_text(int status, int exited, char *buf, size_t size)
         snprintf(buf, size, "exit %d via _exit", WEXITSTATUS(status));
 }
 
-/* The snapshot of the program's memory when it wrote none itself and recorded something; else NULL. */
-static kt_snapshot_t *arena_take(int status)
+/* The snapshot of the program's memory when it wrote none itself and recorded something; else NULL. The process
+ * that took the arena may not be run's child (a shell or wrapper started it): its status is then unknown here, and
+ * `ended` says so rather than the child's. When its process exec'd and the new image recorded too (the same pid),
+ * each image's snapshot is read and they are merged. */
+static kt_snapshot_t *arena_take(int status, pid_t child)
 {
     int64_t pid = 0;
     int exited = 0;
     if (!kt_run_arena_status(g_arena, &pid, &exited))
         return NULL;
-    char ended[48];
-    ended_text(status, exited, ended, sizeof ended);
-    kt_snapshot_t *snap = kt_run_arena_snapshot(g_arena, ended);
+    char ended[48] = "";
+    if (pid == (int64_t)child)
+        ended_text(status, exited, ended, sizeof ended);
+    else if (!exited)
+        snprintf(ended, sizeof ended, "status unknown: pid %lld not run's child", (long long)pid);
+    size_t n = kt_run_arena_images(g_arena);
+    kt_snapshot_t *snap = NULL;
+    if (n > 1) {
+        kt_snapshot_t **imgs = calloc(n, sizeof *imgs);
+        size_t got = 0;
+        for (size_t i = 0; imgs && i < n; i++)
+            if ((imgs[got] = kt_run_arena_snapshot_image(g_arena, i, ended)) != NULL)
+                got++;
+        if (got > 1 && kt_snapshot_merge((const kt_snapshot_t *const *)imgs, got, NULL, &snap) == 0) {
+            snprintf(snap->ended, sizeof snap->ended, "%s", ended);
+            fprintf(stderr, "ktiming run: the program exec'd: the snapshots of its %zu images are merged\n", got);
+        } else if (got) { /* not merged: the last image, and what is missing said */
+            snap = imgs[--got];
+            imgs[got] = NULL;
+            if (got)
+                fprintf(stderr, "ktiming run: the program exec'd: the timings of its %zu earlier image%s could not be "
+                                "merged and are left out\n", got, got == 1 ? "" : "s");
+        }
+        for (size_t i = 0; imgs && i < n; i++)
+            kt_snapshot_free(imgs[i]);
+        free(imgs);
+    } else {
+        snap = kt_run_arena_snapshot(g_arena, ended);
+    }
     if (snap && !snap->count) {
         kt_snapshot_free(snap);
         return NULL;
     }
     return snap;
+}
+
+/* What the run arena could not hold or the program's other processes lost, said in one line each (from_arena: the
+ * report comes from the arena, whose limits then matter). */
+static void say_arena_lost(int from_arena)
+{
+    kt_run_arena_lost_t lost;
+    kt_run_arena_lost(g_arena, &lost);
+    if (from_arena && lost.threads_outside)
+        fprintf(stderr, "ktiming run: the run arena was full: the records of %u thread%s were kept outside it and are "
+                        "lost\n", lost.threads_outside, lost.threads_outside == 1 ? "" : "s");
+    else if (from_arena && lost.outside)
+        fprintf(stderr, "ktiming run: the run arena was full: %llu of the program's tables (span logs first) were kept "
+                        "outside it; the snapshot misses what they held\n", (unsigned long long)lost.outside);
+    if (lost.processes_lost)
+        fprintf(stderr, "ktiming run: %u other process%s of the program used ktiming and ended without writing %s "
+                        "timings (a signal or _exit): lost\n", lost.processes_lost,
+                lost.processes_lost == 1 ? "" : "es", lost.processes_lost == 1 ? "its" : "their");
 }
 
 /* Writes the outputs and the summary from the snapshot read out of the program's memory; 0 or -1. */
@@ -904,9 +951,28 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child, int 
     int early = joined && early_prepared(path);
     if (joined && (early || access(path, R_OK) == 0))
         memcpy(primary, path, sizeof path);
+    /* the program's exit-time file misses what it recorded after writing it (exit handlers and destructors that
+     * ran later): its memory holds it all, and is the primary then; the file is not another process's */
+    char superseded[PATH_MAX] = "";
+    int64_t owner = 0;
+    uint64_t late = primary[0] && kt_run_arena_status(g_arena, &owner, NULL) && owner == (int64_t)child
+                        ? kt_run_arena_late(g_arena)
+                        : 0;
+    if (late) {
+        memcpy(superseded, primary, sizeof primary);
+        primary[0] = '\0';
+        early = 0;
+    }
     /* the program wrote no snapshot: the one in its memory (it died, or it has no interception library's exit
      * writer, as a program timing only CPU zones) is the primary; other processes' files stay "others" */
-    kt_snapshot_t *dead = primary[0] ? NULL : arena_take(status);
+    kt_snapshot_t *dead = primary[0] ? NULL : arena_take(status, child);
+    if (dead && late)
+        fprintf(stderr, "ktiming run: %llu record%s made after the program wrote its timings at exit (by later exit "
+                        "handlers or destructors): reported from its memory\n", (unsigned long long)late,
+                late == 1 ? "" : "s");
+    else if (late) /* the memory could not be read: the file, as it is */
+        memcpy(primary, superseded, sizeof primary);
+    say_arena_lost(dead != NULL);
     if (dead)
         snprintf(primary, sizeof primary, "%s", "(memory)");
     DIR *d = opendir(run_dir);
@@ -915,7 +981,8 @@ static int report(const run_opts_t *opts, const char *run_dir, pid_t child, int 
         size_t len = strlen(de->d_name);
         if (len < 6 || strcmp(de->d_name + len - 5, ".json") != 0)
             continue;
-        if (path_join(path, sizeof path, run_dir, de->d_name) != 0 || !strcmp(path, primary))
+        if (path_join(path, sizeof path, run_dir, de->d_name) != 0 || !strcmp(path, primary) ||
+            !strcmp(path, superseded))
             continue;
         if (!primary[0]) {
             memcpy(primary, path, sizeof path);

@@ -1,6 +1,7 @@
 /* main.c — the ktiming command-line tool: dispatches to its subcommands. */
 #include "cli.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* One subcommand. */
@@ -8,16 +9,21 @@ typedef struct ktcli_cmd_t {
     const char *name;                 /* as typed */
     int (*fn)(int argc, char **argv); /* entry point */
     const char *summary;              /* one line for --help */
+    int write_failed;                 /* its exit status when its standard output could not be written */
 } ktcli_cmd_t;
 
 static const ktcli_cmd_t kCommands[] = {
-    {"demo", ktcli_cmd_demo, "run the built-in kernels on every backend found and print the table"},
-    {"report", ktcli_cmd_report, "print or convert a snapshot (text, markdown, csv, json, chrome, html)"},
-    {"devices", ktcli_cmd_devices, "list backends and devices with their clock models"},
-    {"compare", ktcli_cmd_compare, "compare two snapshots kernel by kernel (before/after verdicts)"},
-    {"run", ktcli_cmd_run, "time every kernel of an unmodified program"},
-    {"merge", ktcli_cmd_merge, "merge snapshots of several processes or ranks (load balance: --by-rank)"},
-    {"history", ktcli_cmd_history, "kernel performance history in a database; regressions across commits"},
+    {"demo", ktcli_cmd_demo, "run the built-in kernels on every backend found and print the table", KTCLI_EXIT_FAIL},
+    {"report", ktcli_cmd_report, "print or convert a snapshot (text, markdown, csv, json, chrome, html, lines)",
+     KTCLI_EXIT_FAIL},
+    {"devices", ktcli_cmd_devices, "list backends and devices with their clock models", KTCLI_EXIT_FAIL},
+    {"compare", ktcli_cmd_compare, "compare two snapshots kernel by kernel (before/after verdicts)",
+     KTCLI_EXIT_INPUT},
+    {"run", ktcli_cmd_run, "time every kernel of an unmodified program", KTCLI_EXIT_RUN_OWN},
+    {"merge", ktcli_cmd_merge, "merge snapshots of several processes or ranks (load balance: --by-rank)",
+     KTCLI_EXIT_FAIL},
+    {"history", ktcli_cmd_history, "kernel performance history in a database; regressions across commits",
+     KTCLI_EXIT_INPUT},
 };
 static const size_t kCommandCount = sizeof(kCommands) / sizeof(kCommands[0]);
 
@@ -38,6 +44,15 @@ static const ktcli_cmd_t *find_command(const char *name)
     return NULL;
 }
 
+/* A command's status, or its write-failure status when it says done but what it printed was not written (--help,
+ * --version or a listing on /dev/full or a closed descriptor): done means written. */
+static int checked(const ktcli_cmd_t *cmd, int status)
+{
+    char who[32];
+    snprintf(who, sizeof who, "ktiming %s", cmd->name);
+    return status == 0 && ktcli_stdout_failed(who) ? cmd->write_failed : status;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -55,19 +70,19 @@ int main(int argc, char **argv)
             return KTCLI_EXIT_USAGE;
         }
         char *args[] = {argv[2], "--help", NULL};
-        return cmd->fn(2, args);
+        return checked(cmd, cmd->fn(2, args));
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return 0;
+        return ktcli_stdout_failed("ktiming") ? KTCLI_EXIT_FAIL : 0;
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
         printf("ktiming %s\n", kt_version());
-        return 0;
+        return ktcli_stdout_failed("ktiming") ? KTCLI_EXIT_FAIL : 0;
     }
     const ktcli_cmd_t *cmd = find_command(argv[1]);
     if (cmd)
-        return cmd->fn(argc - 1, argv + 1);
+        return checked(cmd, cmd->fn(argc - 1, argv + 1));
     if (argv[1][0] == '-')
         fprintf(stderr, "ktiming: unknown option '%s' (options go after the command: ktiming <command> --help)\n\n",
                 argv[1]);

@@ -106,13 +106,14 @@ int kt_cl_attach(cl_command_queue queue, const kt_cl_attach_desc_t *desc, kt_cl_
     return 0;
 }
 
-/* kt_cl_detach's last pass (kt__drain's step): what is still unfinished is dropped (counted); records other
- * threads hold are waited for. */
+/* kt_cl_detach's last pass (kt__drain's step): what is still unfinished when the bounded wait ran out is dropped,
+ * counted as in flight at exit (the queue's exit from timing: it was "unspecified"); records other threads hold
+ * are waited for. */
 static uint64_t drop_pass(void *arg)
 {
     kt_cl_ctx_t *ctx = arg;
     if (kt__cl_ctx_in_flight(ctx) != 0)
-        kt__cl_collect_pass(ctx, 1 + KT_DROP_UNSPECIFIED);
+        kt__cl_collect_pass(ctx, 1 + KT_DROP_IN_FLIGHT_AT_EXIT);
     return kt__cl_ctx_in_flight(ctx);
 }
 

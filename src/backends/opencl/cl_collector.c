@@ -15,11 +15,15 @@
 #include "backends/opencl/cl_ring.h"
 #include "core/internal.h"
 #include "core/service.h"
+#include "shared/tool_cl.h"
 
 #include <string.h>
 
 #define COLLECT_POLL_NS 1000000u /* collector's nap between drains while completions keep coming */
 #define COLLECT_IDLE_NAPS 100   /* empty naps before it sleeps until woken */
+/* While the program synchronises: a queue with work that no synchronisation point covered for this long is polled by
+ * the collector (the longest nap, so a queue the program synchronises at least that often is left to it). */
+#define COLLECT_STALE_NS 8000000u
 
 static uint64_t g_coll_seen_collects;  /* sync points at the collector's last step (its thread only) */
 static _Alignas(64) _Atomic int g_coll_deep;              /* the collector sleeps until woken */
@@ -98,16 +102,23 @@ static int collector_step(void *unused)
         /* The program's thread polled at a synchronisation point since the last step (kt_cl_collect): it will
          * again at its next one. Polling here too, while the driver's threads run its commands and it enqueues
          * more, is what cost (their locks contended: +45 ms of CPU per 20,000 tiny kernels when the VM was slow).
-         * Look less often (2, 4, then every 8 ms) while that goes on; callbacks are still drained. */
+         * Look less often (2, 4, then every 8 ms) while that goes on; callbacks are still drained, and the queues
+         * no synchronisation point covered within COLLECT_STALE_NS are polled: a queue the program never waits
+         * for, or one released without a wait, kept every finished command (and its event) until exit. */
         g_coll_seen_collects = collects;
         g_coll_idle = 0;
         nap_longer(2 * COLLECT_POLL_NS);
         kt__cl_ring_drain(256, 1);
+        if (kt__cl_any_polled()) {
+            unsigned running;
+            uint64_t now = kt_now_ns();
+            kt__cl_poll_done(now > COLLECT_STALE_NS ? now - COLLECT_STALE_NS : 0, &running);
+        }
         return 0;
     }
     unsigned polled = 0, done = 0;
     if (kt__cl_any_polled())
-        done = kt__cl_poll_done(&polled);
+        done = kt__cl_poll_done(UINT64_MAX, &polled);
     unsigned drained = kt__cl_ring_drain(256, 1);
     if (drained || done) {
         g_coll_idle = 0;
@@ -122,6 +133,12 @@ static int collector_step(void *unused)
         return 0;
     }
     return idle_step();
+}
+
+int kt__cl_collector_pass(void)
+{
+    /* only without the collector thread (KTIMING_OPENCL_COLLECTOR=0): its state is that thread's alone */
+    return kt__collector_running(&g_coll) ? 0 : collector_step(NULL);
 }
 
 void kt__cl_collector_wake(void)
@@ -139,7 +156,9 @@ void kt__cl_collector_kick(void)
 void kt__cl_collector_start(void)
 {
     pthread_once(&g_ring_once, ring_init);
-    if (!atomic_load(&g_coll_off) && !kt__collector_running(&g_coll))
+    /* not in a forked child: its commands use callbacks (the parent's collector does not exist there, and a thread
+     * started in the child of a threaded process is what the child's exit would have to join) */
+    if (!atomic_load(&g_coll_off) && !kt__collector_running(&g_coll) && !kt__forked_child())
         kt__collector_start(&g_coll, "kt-opencl", collector_step, NULL, 0);
 }
 

@@ -17,6 +17,21 @@ static void fifo_fork(void *ctx, int phase)
         pthread_mutex_unlock(&c->fifo_lock);
 }
 
+unsigned kt__cl_fork_gen;
+
+/* In a forked child (one thread, before fork returns): a new generation. Installed with the first context, and not
+ * through the core's backend registration: a child forked after kt_shutdown still tells its parent's contexts. */
+static void fork_gen_child(void)
+{
+    kt__cl_fork_gen++;
+}
+
+static pthread_once_t g_fork_gen_once = PTHREAD_ONCE_INIT;
+static void fork_gen_install(void)
+{
+    pthread_atfork(NULL, NULL, fork_gen_child);
+}
+
 static kt__ctx_set_t g_set = KT__CTX_SET_INIT_FORK(fifo_fork); /* attached and retired contexts */
 /* The hash from queue to attached context: g_hash_lock guards it, never held across a driver call or a wait. */
 static pthread_mutex_t g_hash_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -36,9 +51,10 @@ size_t kt__cl_ctx_retired_count(void)
     return kt__ctx_set_retired(&g_set);
 }
 
+/* Done: its last command finished. A forked child never frees its parent's (their queue is the parent's). */
 static int ctx_done(void *ctx)
 {
-    return kt__cl_ctx_in_flight(ctx) == 0;
+    return kt__cl_ctx_mine(ctx) && kt__cl_ctx_in_flight(ctx) == 0;
 }
 
 /* A reaped context: the queue reference ktiming held is released (outside the set's lock), then it is freed. */
@@ -59,6 +75,13 @@ void kt__cl_ctx_reap(void)
 void kt__cl_ctx_pin(kt__ctx_pin_t *pin)
 {
     kt__ctx_set_pin(&g_set, pin, KT__CTX_PIN_ALL);
+    if (!kt__cl_fork_gen)
+        return; /* never forked: every context is this process's */
+    size_t keep = 0; /* a forked child: its parent's contexts left out (the pin's array is its own) */
+    for (size_t i = 0; i < pin->n; i++)
+        if (kt__cl_ctx_mine(pin->ctx[i]))
+            pin->ctx[keep++] = pin->ctx[i];
+    pin->n = keep;
 }
 
 void kt__cl_ctx_unpin(kt__ctx_pin_t *pin)
@@ -122,6 +145,8 @@ kt_cl_ctx_t *kt_cl_find(cl_command_queue queue)
 
 int kt__cl_ctx_add(kt_cl_ctx_t *c, kt_cl_ctx_t **other)
 {
+    pthread_once(&g_fork_gen_once, fork_gen_install);
+    c->fork_gen = kt__cl_fork_gen;
     pthread_mutex_lock(&g_hash_lock);
     *other = find_locked(c->queue);
     int rc = 0;

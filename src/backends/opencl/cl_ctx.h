@@ -19,6 +19,7 @@ struct kt_cl_ctx_t {
     int out_of_order;             /* CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE set */
     kt_cl_mode_t mode;            /* ASYNC or SYNC */
     _Atomic int detaching;        /* set by kt_cl_detach / kt_cl_detach_async: new tracks are refused */
+    unsigned fork_gen;            /* kt__cl_fork_gen when attached: a forked child leaves its parent's alone */
     struct kt_cl_ctx_t *hnext;    /* chain in the registry's hash while attached */
     /* In flight = tracked - finished. Two counters on their own cache lines, each written by one side (the
      * enqueuing threads, the completion paths), so tracking does not bounce a line between cores. */
@@ -32,7 +33,20 @@ struct kt_cl_ctx_t {
     pthread_mutex_t fifo_lock;
     _Atomic uint32_t fifo_head;
     uint32_t fifo_tail; /* under fifo_lock */
+    /* When a synchronisation point's pass last covered its FIFO (kt_now_ns; 0: never): looked at every record
+     * that could have finished. While the program synchronises, the collector polls only the queues no such pass
+     * covered lately (cl_collector.c). Written under the poll lock, read by the collector. */
+    _Atomic uint64_t synced_ns;
 };
+
+/* Forks seen by this process (bumped in a forked child): a context attached in another generation is the
+ * parent's, whose driver state the child must not touch (neither waited for nor counted there). */
+extern unsigned kt__cl_fork_gen; /* written only in a forked child's fork handler (one thread then) */
+/* The context was attached in this process (not inherited across fork). */
+static inline int kt__cl_ctx_mine(const kt_cl_ctx_t *c)
+{
+    return c->fork_gen == kt__cl_fork_gen;
+}
 
 /* Commands of the context tracked and not finished yet. */
 uint64_t kt__cl_ctx_in_flight(const kt_cl_ctx_t *c);
@@ -46,8 +60,8 @@ void kt__cl_ctx_retire(kt_cl_ctx_t *c);
 void kt__cl_ctx_retire_all(void);
 /* Detached contexts not yet freed. */
 size_t kt__cl_ctx_retired_count(void);
-/* Every context (attached and retired) pinned into *pin: none is freed until kt__cl_ctx_unpin. pin->n is 0 when
- * there is none (or no memory). */
+/* Every context of this process (attached and retired; a forked child's inherited ones left out) pinned into *pin:
+ * none is freed until kt__cl_ctx_unpin. pin->n is 0 when there is none (or no memory). */
 void kt__cl_ctx_pin(kt__ctx_pin_t *pin);
 /* Releases the pin and frees the retired contexts that are done. */
 void kt__cl_ctx_unpin(kt__ctx_pin_t *pin);

@@ -79,23 +79,32 @@ static int poll_claim(kt__cl_rec_t *r, cl_int *status, uint64_t *end_stamp, uint
 
 /* How far a poll of a queue's FIFO goes. */
 typedef enum walk_t {
-    WALK_PREFIX, /* the finished records at its head (on an out-of-order queue too): a synchronisation point */
+    WALK_PREFIX, /* a synchronisation point: an in-order queue's finished records at its head; an out-of-order
+                  * queue's finished ones past at most SYNC_SKIP_RUNNING still running */
     WALK_DONE,   /* every finished record: an out-of-order queue's finish in any order (the collector) */
     WALK_ALL,    /* every record, the unfinished ones dropped for `abandon` (detach, exit) or left (flush) */
 } walk_t;
+
+/* Records still running a synchronisation point's pass looks past on an out-of-order queue (one gated command at
+ * its head held back every command behind it: none was recorded while the program kept synchronising). Past this
+ * many it stops, so a sync's cost does not grow with a deep queue of gated commands; the queue is then left
+ * uncovered, and the collector polls it whole. */
+#define SYNC_SKIP_RUNNING 32u
 
 /* Polls a queue's FIFO from its oldest record (caller holds g_poll_lock): finished ones go to b (recorded in
  * enqueue order by kt__cl_batch_done), unlinked; an in-order queue stops at its first record still running
  * (newer ones cannot be recorded before it), as does any walk at a record enqueued after `newest`. With
  * `abandon` (1 + a kt_drop_reason_t; WALK_ALL) the unfinished ones are counted dropped. Returns how many are
- * still running. */
+ * still running; *covered says whether the walk saw every record that could have finished (it did not stop
+ * early on an out-of-order queue). */
 static unsigned fifo_walk(kt_cl_ctx_t *c, walk_t how, uint64_t newest, int abandon, kt__cl_batch_t *b,
-                          unsigned *finished)
+                          unsigned *finished, int *covered)
 {
-    unsigned running = 0;
+    unsigned running = 0, skipped = 0;
     kt__cl_rec_t *prev = NULL;
     uint32_t cur = atomic_load_explicit(&c->fifo_head, memory_order_acquire);
-    int stop_at_running = how == WALK_PREFIX || (how == WALK_DONE && !c->out_of_order);
+    int stop_at_running = how != WALK_ALL && !c->out_of_order;
+    *covered = 1;
     while (cur) {
         kt__cl_rec_t *r = kt__cl_slot_rec(cur - 1);
         uint32_t next = atomic_load_explicit(&r->qnext, memory_order_acquire);
@@ -114,6 +123,10 @@ static unsigned fifo_walk(kt_cl_ctx_t *c, walk_t how, uint64_t newest, int aband
             running++;
             if (got != -1 || stop_at_running) /* a newer record (-2): the rest are newer still */
                 break;
+            if (how == WALK_PREFIX && ++skipped > SYNC_SKIP_RUNNING) {
+                *covered = 0;
+                break;
+            }
             prev = r;
         }
         cur = next;
@@ -124,9 +137,10 @@ static unsigned fifo_walk(kt_cl_ctx_t *c, walk_t how, uint64_t newest, int aband
 }
 
 /* Polls the FIFOs of the given contexts (caller holds g_poll_lock) and records what finished; *running gets how
- * many are still in flight. */
+ * many are still in flight. A forked child's inherited contexts are left alone. With `covered_ns` (a
+ * synchronisation point's time) each queue the walk covered is marked synced then. */
 static unsigned poll_ctxs(void *const *ctxs, size_t n, walk_t how, uint64_t newest, int abandon,
-                          unsigned *running)
+                          unsigned *running, uint64_t covered_ns)
 {
     kt__cl_batch_t done;
     kt__cl_batch_init(&done);
@@ -134,8 +148,12 @@ static unsigned poll_ctxs(void *const *ctxs, size_t n, walk_t how, uint64_t newe
     *running = 0;
     for (size_t i = 0; i < n; i++) {
         kt_cl_ctx_t *c = ctxs[i];
-        if (atomic_load_explicit(&c->fifo_head, memory_order_acquire))
-            *running += fifo_walk(c, how, newest, abandon, &done, &finished);
+        if (!atomic_load_explicit(&c->fifo_head, memory_order_acquire) || !kt__cl_ctx_mine(c))
+            continue;
+        int covered;
+        *running += fifo_walk(c, how, newest, abandon, &done, &finished, &covered);
+        if (covered_ns && covered)
+            atomic_store_explicit(&c->synced_ns, covered_ns, memory_order_relaxed);
     }
     kt__cl_batch_done(&done);
     return finished;
@@ -152,7 +170,7 @@ static void scan_callbacks(kt_cl_ctx_t *only, int abandon)
         if (!r || !kt__cl_rec_peek(r, &gen))
             continue;
         cl_int status = CL_QUEUED;
-        int mine = !only || r->ctx == only;
+        int mine = (!only || r->ctx == only) && kt__cl_ctx_mine(r->ctx); /* never a parent's in a forked child */
         if (mine && kt__cl.clGetEventInfo(r->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
                                           NULL) != CL_SUCCESS)
             status = CL_INVALID_EVENT;
@@ -161,7 +179,8 @@ static void scan_callbacks(kt_cl_ctx_t *only, int abandon)
             kt__cl_rec_finish(r, status, kt_now_ns(), status > CL_COMPLETE ? abandon : 0);
             continue;
         }
-        if (!kt__cl_rec_unpeek(r, gen)) /* the callback came while we looked: it left its status for us */
+        if (!kt__cl_rec_unpeek(r, gen) && kt__cl_ctx_mine(r->ctx)) /* the callback came while we looked: it left
+                                                                      * its status for us */
             kt__cl_rec_finish(r, (cl_int)atomic_load(&r->cb_status), kt_now_ns(), 0);
     }
 }
@@ -178,7 +197,7 @@ void kt__cl_collect_pass(kt_cl_ctx_t *only, int abandon)
         kt__cl_ctx_pin(&pin);
     unsigned running;
     pthread_mutex_lock(&g_poll_lock);
-    poll_ctxs(only ? &one : pin.ctx, only ? 1 : pin.n, WALK_ALL, UINT64_MAX, abandon, &running);
+    poll_ctxs(only ? &one : pin.ctx, only ? 1 : pin.n, WALK_ALL, UINT64_MAX, abandon, &running, 0);
     pthread_mutex_unlock(&g_poll_lock);
     if (!only)
         kt__cl_ctx_unpin(&pin);
@@ -246,13 +265,13 @@ void kt__cl_poll_sync_point(kt_cl_ctx_t *ctx, uint64_t enqueued_before_ns)
     if (ctx) { /* the caller's queue: only its finished prefix */
         void *one = ctx;
         pthread_mutex_lock(&g_poll_lock);
-        poll_ctxs(&one, 1, WALK_PREFIX, newest, 0, &running);
+        poll_ctxs(&one, 1, WALK_PREFIX, newest, 0, &running, now);
         pthread_mutex_unlock(&g_poll_lock);
     } else if (kt__cl_any_polled()) { /* each queue's finished prefix: one look at a queue whose oldest runs */
         kt__ctx_pin_t pin;
         kt__cl_ctx_pin(&pin);
         pthread_mutex_lock(&g_poll_lock);
-        poll_ctxs(pin.ctx, pin.n, WALK_PREFIX, newest, 0, &running);
+        poll_ctxs(pin.ctx, pin.n, WALK_PREFIX, newest, 0, &running, now);
         pthread_mutex_unlock(&g_poll_lock);
         kt__cl_ctx_unpin(&pin);
     }
@@ -264,13 +283,24 @@ uint64_t kt__cl_poll_sync_points(void)
     return atomic_load_explicit(&g_collects, memory_order_relaxed);
 }
 
-unsigned kt__cl_poll_done(unsigned *running)
+unsigned kt__cl_poll_done(uint64_t stale_before, unsigned *running)
 {
     kt__ctx_pin_t pin;
     kt__cl_ctx_pin(&pin);
-    pthread_mutex_lock(&g_poll_lock);
-    unsigned done = poll_ctxs(pin.ctx, pin.n, WALK_DONE, kt_now_ns(), 0, running);
-    pthread_mutex_unlock(&g_poll_lock);
+    size_t n = 0; /* the queues to poll, compacted in the pin's own array: with work, and stale */
+    for (size_t i = 0; i < pin.n; i++) {
+        kt_cl_ctx_t *c = pin.ctx[i];
+        if (atomic_load_explicit(&c->fifo_head, memory_order_acquire) &&
+            atomic_load_explicit(&c->synced_ns, memory_order_relaxed) < stale_before)
+            pin.ctx[n++] = c;
+    }
+    unsigned done = 0;
+    *running = 0;
+    if (n) { /* no poll lock taken (no wait for a sync point's pass) when every queue with work was covered */
+        pthread_mutex_lock(&g_poll_lock);
+        done = poll_ctxs(pin.ctx, n, WALK_DONE, kt_now_ns(), 0, running, 0);
+        pthread_mutex_unlock(&g_poll_lock);
+    }
     kt__cl_ctx_unpin(&pin);
     return done;
 }

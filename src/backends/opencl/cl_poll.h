@@ -26,9 +26,10 @@ uint64_t kt__cl_deadline_after(uint64_t timeout_ns);
 void kt__cl_poll_sync_point(kt_cl_ctx_t *ctx, uint64_t enqueued_before_ns);
 /* Synchronisation points so far (the collector looks less often while the program polls). */
 uint64_t kt__cl_poll_sync_points(void);
-/* The collector's pass: every finished polled record (an out-of-order queue's in any order); returns how many,
- * *running how many are still in flight. */
-unsigned kt__cl_poll_done(unsigned *running);
+/* The collector's pass: every finished polled record (an out-of-order queue's in any order) of the queues no
+ * synchronisation point covered since stale_before (UINT64_MAX: every queue); returns how many, *running how many
+ * of those queues' commands are still in flight. */
+unsigned kt__cl_poll_done(uint64_t stale_before, unsigned *running);
 /* fork: the poll lock taken (prepare; first: a FIFO poller takes the registry's lock only before it) or
  * released. */
 void kt__cl_poll_fork_lock(void);

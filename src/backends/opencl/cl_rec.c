@@ -59,6 +59,11 @@ uint32_t kt__cl_slots_used(void)
     return n > MAX_CHUNKS * CHUNK_SIZE ? MAX_CHUNKS * CHUNK_SIZE : n;
 }
 
+uint32_t kt__cl_slots_made(void)
+{
+    return kt__cl_slots_used();
+}
+
 char *kt__cl_rec_name(const kt__cl_rec_t *r)
 {
     static char none[1];
@@ -87,6 +92,8 @@ static void free_push(uint32_t first, kt__cl_rec_t *last)
 
 static __thread int t_allocates __attribute__((tls_model("initial-exec"))); /* this thread tracks commands: the
                                                                              records it frees stay on its list */
+static __thread uint32_t t_owner __attribute__((tls_model("initial-exec"))); /* its kt_thread_ordinal() + 1, once it
+                                                                              tracks (the records it took say so) */
 
 static void free_list_return(void *unused)
 {
@@ -136,6 +143,7 @@ kt__cl_rec_t *kt__cl_slot_alloc(void)
 {
     if (!t_allocates) {
         t_allocates = 1;
+        t_owner = kt_thread_ordinal() + 1;
         pthread_once(&g_free_key_once, free_key_create);
         pthread_setspecific(g_free_key, &t_free); /* its list goes back to the shared one at its exit */
     }
@@ -158,15 +166,17 @@ kt__cl_rec_t *kt__cl_slot_alloc(void)
     return &chunk->rec[slot & (CHUNK_SIZE - 1)];
 }
 
-/* A thread that tracks commands keeps what it frees (it records at its synchronisation points) on its own list,
- * first: its next commands reuse those records while they are in its cache, instead of cold ones from the shared
- * list (after a burst of 100,000 commands, recording a sync point's 100 cost about twice as much, one cache miss
- * per record). */
+/* A thread that tracks commands keeps the records of its own commands it frees (it records at its synchronisation
+ * points) on its own list, first: its next commands reuse those records while they are in its cache, instead of
+ * cold ones from the shared list (after a burst of 100,000 commands, recording a sync point's 100 cost about twice
+ * as much, one cache miss per record). Another thread's records go back to the shared list, where that thread takes
+ * them again: kept here, by a thread that tracked once and then only synchronises, they were lost to the thread
+ * that enqueues, which took new slots for every command until none was left (2^24) and every command was dropped. */
 void kt__cl_slot_free(kt__cl_rec_t *r)
 {
     uint64_t t = atomic_load(&r->tag);
     atomic_store(&r->tag, TAG(TAG_GEN(t) + 1, ST_FREE));
-    if (t_allocates) {
+    if (t_allocates && r->thread + 1 == t_owner) {
         atomic_store_explicit(&r->next_free, t_free, memory_order_relaxed);
         t_free = r->slot + 1;
         return;

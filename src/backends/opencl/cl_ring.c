@@ -79,6 +79,8 @@ unsigned kt__cl_ring_drain(unsigned max, int wait)
     uint32_t slot;
     while (n < max && ring_pop(&slot)) {
         kt__cl_rec_t *r = kt__cl_slot_rec(slot);
+        if (!kt__cl_ctx_mine(r->ctx))
+            continue; /* a forked child's copy of its parent's completion: the parent's driver state, left alone */
         kt__cl_rec_finish(r, (cl_int)atomic_load_explicit(&r->cb_status, memory_order_relaxed), r->observed_ns, 0);
         n++;
     }

@@ -7,14 +7,13 @@
 #include "core/internal.h"
 #include "core/service.h"
 
-static kt__backend_life_t g_life = KT__BACKEND_LIFE_INIT; /* registered / stopped since: the core's one logic */
+/* registered / stopped since: the core's one logic; flush and stop run in a forked child too (its own queues) */
+static kt__backend_life_t g_life = {.state = 0, .in_forked_child = 1};
 
-/* kt_flush / kt_snapshot: bounded by the core's deadline. Not in a forked child: the driver's state there is
- * the parent's. */
+/* kt_flush / kt_snapshot: bounded by the core's deadline. In a forked child too, for the child's own queues only:
+ * the contexts inherited from the parent (the parent's driver state) are left alone (kt__cl_ctx_mine). */
 static void flush_hook(uint64_t deadline_ns)
 {
-    if (kt__forked_child())
-        return;
     kt__cl_flush_all(deadline_ns);
 }
 
@@ -23,9 +22,7 @@ static void flush_hook(uint64_t deadline_ns)
  * on, and the next track arms it again (kt__backend_arm). */
 static void stop_hook(uint64_t deadline_ns)
 {
-    if (kt__forked_child())
-        return;
-    kt__cl_flush_all(deadline_ns);
+    kt__cl_flush_all(deadline_ns); /* a forked child: its own queues only, as flush_hook */
     kt__cl_collect_pass(NULL, 1 + KT_DROP_IN_FLIGHT_AT_EXIT);
     kt__cl_collector_stop();
     kt__cl_ctx_reap();

@@ -9,7 +9,7 @@ int kt_cl_collect(kt_cl_ctx_t *ctx, uint64_t enqueued_before_ns)
 {
     if (kt_cl_load(NULL) < 0)
         return ctx ? KT_EUNAVAILABLE : 0;
-    if (kt__forked_child() || kt__cl_stopped() || (ctx && kt__cl_ctx_in_flight(ctx) == 0))
+    if (kt__cl_stopped() || (ctx && kt__cl_ctx_in_flight(ctx) == 0)) /* a forked child: its own queues only */
         return 0;
     kt__cl_ring_drain(UINT32_MAX, 0); /* callbacks' completions, unless another thread is draining them */
     /* after a pass the collector may be making (a short wait: it looks less often while programs collect), so

@@ -89,6 +89,9 @@ static kt_kernel_id_t intern_cached(cl_kernel kernel, const kt__cl_dev_t *dev, c
     return c->id;
 }
 
+/* The device of an enqueue refused on a queue that could not be attached (NULL or invalid): none is known. */
+#define KT__CL_NO_DEVICE "unknown"
+
 /* Blocking mode: wait here and record on this thread. */
 static void track_sync(kt_cl_ctx_t *c, cl_event event, kt_kernel_id_t id, uint64_t enqueue_ns, const char *name,
                        uint64_t bytes, const kt_launch_t *launch)
@@ -152,12 +155,14 @@ static void publish_polled(kt_cl_ctx_t *ctx, kt__cl_rec_t *r, uint64_t gen)
 }
 
 /* A record for the command, filled in (not published yet); NULL when refused: the command is then counted
- * finished (and dropped when no record or no reference could be had), the event released when owned, *rc set. */
+ * finished and dropped (its queue being detached: in flight at its exit from timing; no record: ring full; no
+ * reference: unspecified), the event released when owned, *rc set. */
 static kt__cl_rec_t *rec_take(kt_cl_ctx_t *ctx, cl_event event, kt_kernel_id_t id, const char *name,
                               uint64_t enqueue_ns, uint64_t bytes, const kt_launch_t *launch, int owned, int *rc)
 {
     atomic_fetch_add(&ctx->tracked, 1);
     if (atomic_load(&ctx->detaching)) {
+        kt_record_drop(id, KT_DROP_IN_FLIGHT_AT_EXIT); /* it ran, untimed: counted, never silent */
         atomic_fetch_add(&ctx->finished, 1);
         if (owned)
             kt__cl.clReleaseEvent(event);
@@ -279,23 +284,38 @@ int kt_cl_track_command(kt_cl_ctx_t *ctx, cl_event event, const char *name, uint
     return track(ctx, event, NULL, name, enqueue_ns, bytes, NULL, 0, 0, NULL);
 }
 
-void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error)
+/* A refused enqueue: an error of the kernel (name NULL: its function name) or command `name`, with the error's name,
+ * on dev (NULL: none known, KT__CL_NO_DEVICE), and its verbose line. */
+static void refusal_record(const kt__cl_dev_t *dev, cl_kernel kernel, const char *name, cl_int error)
 {
-    if (!ctx || error == CL_SUCCESS)
-        return;
     kt__cl_note_error(error);
     char buf[128];
     char *heap = NULL;
     if (!name)
         name = kernel ? kernel_name(kernel, buf, sizeof buf, &heap) : "opencl_command";
-    kt_kernel_id_t id = intern_cached(kernel, ctx->dev, name);
+    kt_kernel_id_t id =
+        dev ? intern_cached(kernel, dev, name) : kt_kernel_intern(name, KT_BACKEND_OPENCL, KT__CL_NO_DEVICE);
     kt_record_error(id, kt_cl_error_name(error));
     char lab[128]; /* the device's label: two of one model are told apart */
     if (kt__verbose_on())
         kt__verbose_line("error", "opencl",
-                         kt__device_label_now(KT_BACKEND_OPENCL, ctx->dev->key, ctx->dev->model, lab, sizeof lab),
+                         dev ? kt__device_label_now(KT_BACKEND_OPENCL, dev->key, dev->model, lab, sizeof lab)
+                             : KT__CL_NO_DEVICE,
                          name, "%d,%s", (int)error, kt_cl_error_name(error));
     free(heap);
+}
+
+void kt_cl_enqueue_failed(kt_cl_ctx_t *ctx, cl_kernel kernel, const char *name, cl_int error)
+{
+    if (ctx && error != CL_SUCCESS)
+        refusal_record(ctx->dev, kernel, name, error);
+}
+
+void kt__cl_enqueue_refused(cl_command_queue queue, cl_kernel kernel, const char *name, cl_int error)
+{
+    (void)queue; /* not attachable: the driver answered no query about it, so neither would it name a device */
+    if (error != CL_SUCCESS && kt__cl_env_load() >= 0)
+        refusal_record(NULL, kernel, name, error);
 }
 
 cl_int kt_cl_enqueue_ndrange(kt_cl_ctx_t *ctx, cl_kernel kernel, cl_uint work_dim, const size_t *global_offset,

@@ -105,13 +105,14 @@ static uint64_t drop_pending(kt_vk_ctx_t *ctx, kt_drop_reason_t reason, kt_drop_
      * slot copied by the records of its submissions has nothing of its own left to read. */
     for (uint32_t k = 0; k < ctx->exec_used; k++) {
         uint32_t e = (ctx->exec_head + k) % ctx->exec_cap;
-        if (ctx->execs[e].state == KT__VK_EXEC_PENDING) {
-            kt_record_drop(ctx->execs[e].kernel, reason);
+        if (ctx->execs[e].state == KT__VK_EXEC_PENDING) { /* submitted: it ran, or was lost, unread */
+            kt_record_drop(ctx->execs[e].kernel, half_read_reason);
             kt__vk_exec_free_locked(ctx, e);
             n++;
         }
     }
     kt__vk_exec_reclaim_locked(ctx);
+    kt__vk_lost_occ_release_locked(ctx, VK_NULL_HANDLE); /* counted in ctx->dropped there */
     uint32_t i = ctx->used_first;
     while (i != KT__VK_NONE) {
         kt__vk_slot_t *s = &ctx->slots[i];
@@ -119,8 +120,9 @@ static uint64_t drop_pending(kt_vk_ctx_t *ctx, kt_drop_reason_t reason, kt_drop_
         /* (a one-time primary's pair is read through its own words once armed: in flight like a dispatch) */
         if ((s->submission && !s->self_copy) || (s->executions && !s->self_copy) || s->unused) {
             kt__vk_slot_release_locked(ctx, i);
-        } else if (s->state != KT__VK_SLOT_READY) {
-            kt_record_drop(s->kernel, kt__vk_unread_reason(s, half_read_reason, reason));
+        } else if (s->state != KT__VK_SLOT_READY) { /* a one-time primary's slot armed by its submission: ran */
+            kt_record_drop(s->kernel, s->own_copy && s->self_copy ? half_read_reason
+                                                                   : kt__vk_unread_reason(s, half_read_reason, reason));
             kt__vk_slot_release_locked(ctx, i);
             n++;
         }

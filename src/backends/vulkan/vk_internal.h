@@ -122,6 +122,9 @@ typedef struct kt__vk_slot_t {
     int self_copy;           /* per_submission: kt_vk_cmd_end recorded its copy (a secondary: timed once) */
     int stage;               /* per_submission: an occurrence of a secondary's slot in a primary: its words are
                                 a copy the primary makes after that vkCmdExecuteCommands, copied per submission */
+    int stage_lost;          /* a stage slot standing for an occurrence that cannot be read: the same secondary
+                                runs again later in the same vkCmdExecuteCommands, over the same queries, before
+                                the copy after the call; counted dropped (re-executed) at every submission */
     int submission;          /* per_submission: the timestamp pair around a batch (read through its record, or
                                 through its own words when it is a one-time primary's pair) */
     int cmd_pair;            /* per_submission: a one-time primary's own pair (kt_vk_cmd_begin), around all of it:
@@ -171,6 +174,14 @@ typedef struct kt__vk_sub_t {
 } kt__vk_sub_t;
 
 #define KT__VK_SLOT_DROPPED UINT32_MAX
+
+/* per_submission: an occurrence of a secondary's dispatch that kt_vk_cmd_execute found no slot for (ring full):
+ * counted dropped at every execution of the primary (plan_locked), not once at recording. */
+typedef struct kt__vk_lost_occ_t {
+    VkCommandBuffer cmd;   /* the primary */
+    kt_kernel_id_t kernel; /* the secondary's dispatch */
+    uint32_t executions;   /* submissions that counted it */
+} kt__vk_lost_occ_t;
 
 /* A command buffer with open kt_vk_begin pairs. */
 typedef struct kt__vk_open_t {
@@ -296,6 +307,8 @@ struct kt_vk_ctx_t {
     kt__vk_exec_t *execs;               /* under lock */
     uint32_t exec_head, exec_used;      /* FIFO of records in use (freed ones are skipped when head reaches them) */
     uint32_t exec_pending;              /* PENDING records */
+    kt__vk_lost_occ_t *lost_occ;        /* occurrences without a slot (under lock; kt__vk_lost_occ_release_locked) */
+    uint32_t nlost_occ, cap_lost_occ;
     pthread_mutex_t sub_lock;           /* sub_pool, its command buffers and fences, subs */
     VkCommandPool sub_pool;             /* ktiming's command buffers (RESET_COMMAND_BUFFER) */
     kt__vk_sub_t *subs;                 /* submissions in flight, oldest first */
@@ -361,6 +374,37 @@ void kt__vk_slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot);
  * after recording. ctx->lock held, or the unit is the caller's alone. */
 void kt__vk_inflight_arm(kt_kernel_id_t *held, kt_kernel_id_t kernel);
 void kt__vk_inflight_settle(kt_kernel_id_t *held);
+/* per_submission: where n consecutive execution records (modulo cap) can be taken for a submission, in *first.
+ * Every record not FREE lies in the FIFO window [head, head + used); records are freed as they are read, in any
+ * order. First after the window (returns 1: the window grows by n), else a run of n FREE records inside it
+ * (returns 0): a record still pending at the head (a long batch, perhaps on another queue of the family) no
+ * longer stops the records read after it from being reused (before, the window filled and every later execution
+ * was dropped, ring full). -1: no room. */
+static inline int kt__vk_exec_pick(const kt__vk_exec_t *execs, uint32_t cap, uint32_t head, uint32_t used, uint32_t n,
+                                   uint32_t *first)
+{
+    if (n <= cap - used) {
+        *first = (head + used) % cap;
+        return 1;
+    }
+    uint32_t run = 0;
+    for (uint32_t k = 0; k < used && n; k++) {
+        if (execs[(head + k) % cap].state != KT__VK_EXEC_FREE) {
+            run = 0;
+            continue;
+        }
+        if (++run == n) {
+            *first = (head + k + 1 - n) % cap;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* ctx->lock held: the occurrences without a slot of primary `cmd` (every primary's with VK_NULL_HANDLE) are
+ * forgotten; those no submission counted are counted dropped, ring full, now (a recording never submitted, or the
+ * context going away). Returns how many were counted. */
+uint32_t kt__vk_lost_occ_release_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd);
 /* Marks record e FREE (words zeroed, a batch's slot released); the FIFO's head moves in reclaim. */
 void kt__vk_exec_free_locked(kt_vk_ctx_t *ctx, uint32_t e);
 void kt__vk_exec_reclaim_locked(kt_vk_ctx_t *ctx);

@@ -396,6 +396,7 @@ static int discard_cmd(kt_vk_ctx_t *ctx, VkCommandBuffer cmd, int untimed)
         }
         slot = next;
     }
+    n += kt__vk_lost_occ_release_locked(ctx, cmd); /* its occurrences without a slot, if never submitted */
     pthread_mutex_unlock(&ctx->lock);
     if (!untimed)
         atomic_fetch_add(&ctx->discarded, n);

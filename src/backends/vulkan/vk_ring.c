@@ -201,6 +201,9 @@ void kt__vk_ring_fini(kt_vk_ctx_t *ctx)
     free(ctx->slots);
     free(ctx->free_q);
     free(ctx->execs);
+    free(ctx->lost_occ);
+    ctx->lost_occ = NULL;
+    ctx->nlost_occ = ctx->cap_lost_occ = 0;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -267,6 +270,7 @@ void kt__vk_slot_release_locked(kt_vk_ctx_t *ctx, uint32_t slot)
     s->state = KT__VK_SLOT_FREE;
     s->cmd = NULL;
     s->self_copy = s->submission = s->stage = s->cmd_pair = s->own_copy = s->copy_pending = s->unused = 0;
+    s->stage_lost = 0;
     s->batch_pair = KT__VK_NONE;
     s->executions = 0;
     memset(&s->launch, 0, sizeof s->launch);
@@ -348,4 +352,23 @@ int kt__vk_words_landed(const uint64_t *w)
 int kt__vk_slot_copied(const kt_vk_ctx_t *ctx, uint32_t slot)
 {
     return kt__vk_words_landed(ctx->words + (size_t)slot * KT__VK_WORDS_PER_SLOT);
+}
+
+uint32_t kt__vk_lost_occ_release_locked(kt_vk_ctx_t *ctx, VkCommandBuffer cmd)
+{
+    uint32_t keep = 0, counted = 0;
+    for (uint32_t k = 0; k < ctx->nlost_occ; k++) {
+        kt__vk_lost_occ_t *o = &ctx->lost_occ[k];
+        if (cmd && o->cmd != cmd) {
+            ctx->lost_occ[keep++] = *o;
+            continue;
+        }
+        if (!o->executions) {
+            kt_record_drop(o->kernel, KT_DROP_RING_FULL);
+            counted++;
+        }
+    }
+    ctx->nlost_occ = keep;
+    atomic_fetch_add(&ctx->dropped, counted);
+    return counted;
 }

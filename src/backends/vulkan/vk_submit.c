@@ -80,14 +80,15 @@ void kt__vk_submit_fini(kt_vk_ctx_t *ctx)
  * Execution records (ctx->lock held; freeing and reclaiming them is vk_ring.c's)
  * ------------------------------------------------------------------------------------------------- */
 
-/* n consecutive records (modulo the ring) from *first; -1 when the ring has no room. */
+/* n consecutive records (modulo the ring) from *first (kt__vk_exec_pick); -1 when the ring has no room. */
 static int exec_alloc_locked(kt_vk_ctx_t *ctx, uint32_t n, uint32_t *first)
 {
     kt__vk_exec_reclaim_locked(ctx);
-    if (n > ctx->exec_cap - ctx->exec_used)
+    int at = kt__vk_exec_pick(ctx->execs, ctx->exec_cap, ctx->exec_head, ctx->exec_used, n, first);
+    if (at < 0)
         return -1;
-    *first = (ctx->exec_head + ctx->exec_used) % ctx->exec_cap;
-    ctx->exec_used += n;
+    if (at > 0)
+        ctx->exec_used += n;
     return 0;
 }
 
@@ -173,10 +174,22 @@ static void plan_locked(kt_vk_ctx_t *ctx, const VkCommandBuffer *cmds, uint32_t 
     p->timed = p->direct = p->arm = 0;
     p->pair = KT__VK_NONE;
     uint32_t overflow = 0;
+    for (uint32_t k = 0; k < ctx->nlost_occ; k++) /* occurrences kt_vk_cmd_execute had no slot for */
+        if (cmd_in(ctx->lost_occ[k].cmd, cmds, ncmds)) {
+            kt_record_drop(ctx->lost_occ[k].kernel, KT_DROP_RING_FULL);
+            ctx->lost_occ[k].executions++;
+            overflow++;
+        }
     for (uint32_t i = ctx->used_first; i != KT__VK_NONE; i = ctx->slots[i].next) {
         const kt__vk_slot_t *s = &ctx->slots[i];
         if (s->state != KT__VK_SLOT_CLOSED || s->self_copy || !cmd_in(s->cmd, cmds, ncmds))
             continue;
+        if (s->stage_lost) { /* an occurrence overwritten by a later one of the same call: counted, never read */
+            kt_record_drop(s->kernel, KT_DROP_RESUBMITTED);
+            ctx->slots[i].executions++;
+            overflow++;
+            continue;
+        }
         if (s->own_copy) { /* a one-time primary's: read from its own words once submitted */
             if (!s->cmd_pair)
                 p->arm = 1;
@@ -898,6 +911,21 @@ VkResult kt_vk_queue_submit2(kt_vk_ctx_t *ctx, VkQueue queue, uint32_t n, const 
  * Secondaries: one occurrence slot per timed slot per vkCmdExecuteCommands
  * ------------------------------------------------------------------------------------------------- */
 
+/* ctx->lock held: an occurrence of `kernel` in `primary` without a slot; 0 when ktiming's memory ran out. */
+static int lost_occ_add_locked(kt_vk_ctx_t *ctx, VkCommandBuffer primary, kt_kernel_id_t kernel)
+{
+    if (ctx->nlost_occ == ctx->cap_lost_occ) {
+        uint32_t cap = ctx->cap_lost_occ ? 2 * ctx->cap_lost_occ : 16;
+        kt__vk_lost_occ_t *p = realloc(ctx->lost_occ, (size_t)cap * sizeof(*p));
+        if (!p)
+            return 0;
+        ctx->lost_occ = p;
+        ctx->cap_lost_occ = cap;
+    }
+    ctx->lost_occ[ctx->nlost_occ++] = (kt__vk_lost_occ_t){.cmd = primary, .kernel = kernel, .executions = 0};
+    return 1;
+}
+
 int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n, const VkCommandBuffer *secondaries)
 {
     if (!ctx || !primary || (n && !secondaries))
@@ -907,6 +935,13 @@ int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n, con
     const kt__vk_table_t *vk = &ctx->vk;
     int made = 0, barrier = 0;
     for (uint32_t i = 0; i < n; i++) {
+        /* The same secondary again later in this call (legal with SIMULTANEOUS_USE): it writes the same queries
+         * again before the copies recorded after the call, so this occurrence cannot be read. It gets a stage
+         * slot with no copy, counted dropped (re-executed) at every submission; only the last occurrence is timed.
+         * Before, every occurrence was copied after the call, each with the last one's values. */
+        int lost = 0;
+        for (uint32_t j = i + 1; j < n && !lost; j++)
+            lost = secondaries[j] == secondaries[i];
         /* one pass per secondary: its slots, in recording order, each copied into an occurrence slot of the
          * primary (recorded under the lock: slots and the primary are this caller's, the ring is shared) */
         pthread_mutex_lock(&ctx->lock);
@@ -916,9 +951,11 @@ int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n, con
                 continue;
             s->executions++; /* accounted through its occurrences: its own discard counts nothing */
             uint32_t o = kt__vk_slot_alloc_locked(ctx);
-            if (o == KT__VK_SLOT_DROPPED) {
-                kt_record_drop(s->kernel, KT_DROP_RING_FULL);
-                atomic_fetch_add(&ctx->dropped, 1);
+            if (o == KT__VK_SLOT_DROPPED) { /* counted at every execution of the primary (plan_locked) */
+                if (!lost_occ_add_locked(ctx, primary, s->kernel)) { /* no memory: counted once, now */
+                    kt_record_drop(s->kernel, KT_DROP_RING_FULL);
+                    atomic_fetch_add(&ctx->dropped, 1);
+                }
                 continue;
             }
             kt__vk_slot_t *os = &ctx->slots[o];
@@ -930,6 +967,10 @@ int kt_vk_cmd_execute(kt_vk_ctx_t *ctx, VkCommandBuffer primary, uint32_t n, con
             os->thread = s->thread;
             os->cmd = primary;
             os->enqueue_ns = s->enqueue_ns;
+            if (lost) {
+                os->stage_lost = 1;
+                continue;
+            }
             if (!barrier) { /* the secondary's timestamps written before the copies read them */
                 vk->vkCmdPipelineBarrier(primary, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
                                          0, 0, NULL, 0, NULL, 0, NULL);

@@ -29,8 +29,9 @@
  *    too, and drivers add internal ones): at the program's last release ktiming detaches without waiting
  *    (kt_cl_detach_async): commands still in flight are recorded as they complete;
  *  - clGetExtensionFunctionAddress[ForPlatform] answers for the enqueue and queue-creation entry points
- *    (clCreateCommandQueueWithPropertiesKHR included) are wrapped when the driver returns one (ocl-icd and PoCL
- *    return NULL for core names: nothing to wrap there);
+ *    (clCreateCommandQueueWithPropertiesKHR included) are wrapped when the driver returns one, each driver's
+ *    pointers (a second platform's) with wrappers of their own (ocl-icd and PoCL return NULL for core names:
+ *    nothing to wrap there);
  *  - SVM enqueues (clEnqueueSVMMemcpy / MemFill / Map / Unmap / Free / MigrateMem) are transfers like the buffer
  *    ones, and so are the cl_intel_unified_shared_memory enqueues a driver hands out through
  *    clGetExtensionFunctionAddress[ForPlatform] (MemFill, Memset, Memcpy, MigrateMem, MemAdvise);
@@ -460,13 +461,25 @@ static cl_int hook_event_info(const kti_next_t *n, cl_event ev, cl_event_info pa
     return rc;
 }
 
+/* An enqueue on a queue that could not be attached (NULL, or one the driver does not know) that the driver refused:
+ * counted as an error of the kernel or command all the same (on no device), unless the command is one not timed
+ * (KTIMING_OPENCL_COMMANDS=kernels). Returns rc. */
+static cl_int refused_unattached(cl_command_queue q, cl_kernel k, const char *name, int kernel, cl_int rc)
+{
+    if (rc != CL_SUCCESS && (kernel || kt_cl_commands_all()))
+        kt__cl_enqueue_refused(q, k, name, rc);
+    return rc;
+}
+
 static cl_int hook_ndrange(const kti_next_t *n, cl_command_queue q, cl_kernel k, cl_uint dim, const size_t *off,
                            const size_t *gws, const size_t *lws, cl_uint nwait, const cl_event *wait, cl_event *ev)
 {
     kt_cl_ctx_t *kc = attach(q);
     if (kc)
         return kt_cl_enqueue_ndrange(kc, k, dim, off, gws, lws, nwait, wait, ev);
-    return n->ndrange ? n->ndrange(q, k, dim, off, gws, lws, nwait, wait, ev) : CL_INVALID_COMMAND_QUEUE;
+    if (!n->ndrange)
+        return CL_INVALID_COMMAND_QUEUE;
+    return refused_unattached(q, k, NULL, 1, n->ndrange(q, k, dim, off, gws, lws, nwait, wait, ev));
 }
 
 /* Synchronisation points. When one begins, what the thread's previous one (that succeeded) waited for is done: the
@@ -521,7 +534,7 @@ static cl_int hook_task(const kti_next_t *n, cl_command_queue q, cl_kernel k, cl
         return CL_INVALID_COMMAND_QUEUE;
     kt_cl_ctx_t *kc = attach(q);
     if (!kc)
-        return n->task(q, k, nwait, wait, ev);
+        return refused_unattached(q, k, NULL, 1, n->task(q, k, nwait, wait, ev));
     uint64_t t = kt_now_ns();
     cl_event mine = NULL;
     cl_event *evp = ev ? ev : &mine;
@@ -542,41 +555,27 @@ static cl_int hook_task(const kti_next_t *n, cl_command_queue q, cl_kernel k, cl
  * timed functions directly, the program gets a wrapper calling that same pointer.
  * ------------------------------------------------------------------------------------------------- */
 
-static kti_next_t g_ext_next; /* pointers the driver returned, one per function (first one wins) */
+/* The pointers a driver handed out under the timed names, and what their wrappers need. Each name has one per set:
+ * a second platform (another driver) hands out other pointers under the same names, which take the next set, and
+ * the program gets that set's wrappers. Past KTI_EXT_SETS drivers the pointer is handed out unwrapped. */
+#define KTI_EXT_SETS 4
+typedef struct kti_ext_set_t {
+    kti_next_t next; /* NDRange, task, queue creation; release_event and kernel_info from the caller's table */
+    kti_next_t khr;  /* create_queue_props: clCreateCommandQueueWithPropertiesKHR */
+    clCreateCommandBufferKHR_fn cb_create; /* cl_khr_command_buffer */
+    clCommandNDRangeKernelKHR_fn cb_record;
+    clEnqueueCommandBufferKHR_fn cb_enqueue;
+    clReleaseCommandBufferKHR_fn cb_release;
+    clGetCommandBufferInfoKHR_fn cb_info; /* looked up by ktiming: the reference count at release */
+    clEnqueueMemFillINTEL_fn usm_fill;    /* cl_intel_unified_shared_memory */
+    clEnqueueMemsetINTEL_fn usm_memset;
+    clEnqueueMemcpyINTEL_fn usm_memcpy;
+    clEnqueueMigrateMemINTEL_fn usm_migrate;
+    clEnqueueMemAdviseINTEL_fn usm_advise;
+} kti_ext_set_t;
+
+static kti_ext_set_t g_ext[KTI_EXT_SETS]; /* filled under g_ext_lock, set by set, name by name */
 static pthread_mutex_t g_ext_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static cl_int CL_API_CALL ext_ndrange(cl_command_queue q, cl_kernel k, cl_uint dim, const size_t *off,
-                                      const size_t *gws, const size_t *lws, cl_uint nwait, const cl_event *wait,
-                                      cl_event *ev)
-{
-    return hook_ndrange(&g_ext_next, q, k, dim, off, gws, lws, nwait, wait, ev);
-}
-
-static cl_int CL_API_CALL ext_task(cl_command_queue q, cl_kernel k, cl_uint nwait, const cl_event *wait,
-                                   cl_event *ev)
-{
-    return hook_task(&g_ext_next, q, k, nwait, wait, ev);
-}
-
-static cl_command_queue CL_API_CALL ext_create_queue(cl_context c, cl_device_id d, cl_command_queue_properties p,
-                                                     cl_int *err)
-{
-    return hook_create_queue(&g_ext_next, c, d, p, err);
-}
-
-static cl_command_queue CL_API_CALL ext_create_queue_props(cl_context c, cl_device_id d,
-                                                           const cl_queue_properties *props, cl_int *err)
-{
-    return hook_create_queue_props(&g_ext_next, c, d, props, err);
-}
-
-static kti_next_t g_ext_khr; /* clCreateCommandQueueWithPropertiesKHR as the driver returned it */
-
-static cl_command_queue CL_API_CALL ext_create_queue_props_khr(cl_context c, cl_device_id d,
-                                                               const cl_queue_properties *props, cl_int *err)
-{
-    return hook_create_queue_props(&g_ext_khr, c, d, props, err);
-}
 
 /* The one path every timed enqueue takes after the driver answered rc (clEnqueueNDRangeKernel's is the same inside
  * kt_cl_enqueue_ndrange): a refusal is counted as an error of the kernel (its function name) or command (`name`)
@@ -616,20 +615,14 @@ typedef struct kti_cmdbuf_t {
 } kti_cmdbuf_t;
 
 static struct {
-    pthread_mutex_t lock;                     /* bufs (the pointers below are set under g_ext_lock) */
-    kti_map_t bufs;                           /* cl_command_buffer_khr -> kti_cmdbuf_t (malloc'd) */
-    clCreateCommandBufferKHR_fn create;       /* the driver's entry points as handed out (first wins) */
-    clCommandNDRangeKernelKHR_fn record;
-    clEnqueueCommandBufferKHR_fn enqueue;
-    clReleaseCommandBufferKHR_fn release;
-    clGetCommandBufferInfoKHR_fn info;        /* looked up by ktiming: the reference count at release */
-    cl_api_clGetKernelInfo kernel_info;       /* from the caller's table */
+    pthread_mutex_t lock; /* bufs */
+    kti_map_t bufs;       /* cl_command_buffer_khr -> kti_cmdbuf_t (malloc'd), every driver's */
 } g_cb = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static cl_command_buffer_khr CL_API_CALL cb_create(cl_uint nq, const cl_command_queue *qs,
-                                                   const cl_command_buffer_properties_khr *props, cl_int *err)
+static cl_command_buffer_khr cb_create(const kti_ext_set_t *x, cl_uint nq, const cl_command_queue *qs,
+                                       const cl_command_buffer_properties_khr *props, cl_int *err)
 {
-    cl_command_buffer_khr b = g_cb.create(nq, qs, props, err);
+    cl_command_buffer_khr b = x->cb_create(nq, qs, props, err);
     if (!b)
         return b;
     kti_cmdbuf_t *e = calloc(1, sizeof *e);
@@ -659,18 +652,18 @@ static void cb_add_name(kti_cmdbuf_t *e, const char *kernel)
     snprintf(e->name + len, sizeof e->name - len, "%c%s", strchr(e->name, ':') ? '+' : ':', kernel);
 }
 
-static cl_int CL_API_CALL cb_record(cl_command_buffer_khr b, cl_command_queue q,
-                                    const cl_ndrange_kernel_command_properties_khr *props, cl_kernel k, cl_uint dim,
-                                    const size_t *off, const size_t *gws, const size_t *lws, cl_uint nsync,
-                                    const cl_sync_point_khr *sync, cl_sync_point_khr *point,
-                                    cl_mutable_command_khr *mutable_handle)
+static cl_int cb_record(const kti_ext_set_t *x, cl_command_buffer_khr b, cl_command_queue q,
+                        const cl_ndrange_kernel_command_properties_khr *props, cl_kernel k, cl_uint dim,
+                        const size_t *off, const size_t *gws, const size_t *lws, cl_uint nsync,
+                        const cl_sync_point_khr *sync, cl_sync_point_khr *point, cl_mutable_command_khr *mutable_handle)
 {
-    cl_int rc = g_cb.record(b, q, props, k, dim, off, gws, lws, nsync, sync, point, mutable_handle);
+    cl_int rc = x->cb_record(b, q, props, k, dim, off, gws, lws, nsync, sync, point, mutable_handle);
     if (rc != CL_SUCCESS)
         return rc;
     char kname[KTI_CMDBUF_NAME];
     size_t len = 0;
-    if (!g_cb.kernel_info || g_cb.kernel_info(k, CL_KERNEL_FUNCTION_NAME, sizeof kname, kname, &len) != CL_SUCCESS)
+    if (!x->next.kernel_info ||
+        x->next.kernel_info(k, CL_KERNEL_FUNCTION_NAME, sizeof kname, kname, &len) != CL_SUCCESS)
         snprintf(kname, sizeof kname, "kernel");
     pthread_mutex_lock(&g_cb.lock);
     kti_cmdbuf_t *e = kti_map_get(&g_cb.bufs, (uint64_t)(uintptr_t)b);
@@ -680,8 +673,8 @@ static cl_int CL_API_CALL cb_record(cl_command_buffer_khr b, cl_command_queue q,
     return rc;
 }
 
-static cl_int CL_API_CALL cb_enqueue(cl_uint nq, cl_command_queue *qs, cl_command_buffer_khr b, cl_uint nwait,
-                                     const cl_event *wait, cl_event *ev)
+static cl_int cb_enqueue(const kti_ext_set_t *x, cl_uint nq, cl_command_queue *qs, cl_command_buffer_khr b,
+                         cl_uint nwait, const cl_event *wait, cl_event *ev)
 {
     char name[KTI_CMDBUF_NAME] = "cmdbuf";
     cl_command_queue q = nq && qs ? qs[0] : NULL;
@@ -695,23 +688,23 @@ static cl_int CL_API_CALL cb_enqueue(cl_uint nq, cl_command_queue *qs, cl_comman
     pthread_mutex_unlock(&g_cb.lock);
     kt_cl_ctx_t *kc = q ? attach(q) : NULL;
     if (!kc)
-        return g_cb.enqueue(nq, qs, b, nwait, wait, ev);
+        return refused_unattached(q, NULL, name, 1, x->cb_enqueue(nq, qs, b, nwait, wait, ev));
     cl_event mine = NULL;
     cl_event *evp = ev ? ev : &mine;
     uint64_t t0 = kt_now_ns();
-    cl_int rc = g_cb.enqueue(nq, qs, b, nwait, wait, evp);
-    command_done(g_ext_next.release_event, kc, rc, NULL, name, 0, t0, evp, mine);
+    cl_int rc = x->cb_enqueue(nq, qs, b, nwait, wait, evp);
+    command_done(x->next.release_event, kc, rc, NULL, name, 0, t0, evp, mine);
     return rc;
 }
 
 /* At the program's last release the names go too (when two threads release the last two references at once,
  * neither sees the count at 1: the entry then stays until the handle is reused by clCreateCommandBufferKHR). */
-static cl_int CL_API_CALL cb_release(cl_command_buffer_khr b)
+static cl_int cb_release(const kti_ext_set_t *x, cl_command_buffer_khr b)
 {
     cl_uint refs = 0;
-    int last = g_cb.info && g_cb.info(b, CL_COMMAND_BUFFER_REFERENCE_COUNT_KHR, sizeof refs, &refs, NULL) ==
-                                CL_SUCCESS && refs == 1;
-    cl_int rc = g_cb.release(b);
+    int last = x->cb_info && x->cb_info(b, CL_COMMAND_BUFFER_REFERENCE_COUNT_KHR, sizeof refs, &refs, NULL) ==
+                                 CL_SUCCESS && refs == 1;
+    cl_int rc = x->cb_release(b);
     if (rc == CL_SUCCESS && last) {
         pthread_mutex_lock(&g_cb.lock);
         free(kti_map_del(&g_cb.bufs, (uint64_t)(uintptr_t)b));
@@ -727,14 +720,6 @@ static cl_int CL_API_CALL cb_release(cl_command_buffer_khr b)
 
 static kt_cl_ctx_t *command_ctx(cl_command_queue q, int kernel);
 
-static struct {
-    clEnqueueMemFillINTEL_fn fill; /* the driver's entry points as handed out (first one wins) */
-    clEnqueueMemsetINTEL_fn memset_;
-    clEnqueueMemcpyINTEL_fn memcpy_;
-    clEnqueueMigrateMemINTEL_fn migrate;
-    clEnqueueMemAdviseINTEL_fn advise;
-} g_usm;
-
 /* Runs `call` (the driver's enqueue, with evp as its event pointer) timed as `name` moving `bytes`. */
 #define KTI_USM_TIMED(name, bytes, call)                                                                         \
     kt_cl_ctx_t *kc = command_ctx(q, 0);                                                                         \
@@ -743,71 +728,157 @@ static struct {
     uint64_t t0 = kt_now_ns();                                                                                   \
     cl_int rc = call;                                                                                            \
     if (kc)                                                                                                      \
-        command_done(g_ext_next.release_event, kc, rc, NULL, name, rc == CL_SUCCESS ? (uint64_t)(bytes) : 0, t0, \
+        command_done(x->next.release_event, kc, rc, NULL, name, rc == CL_SUCCESS ? (uint64_t)(bytes) : 0, t0,    \
                      evp, mine);                                                                                 \
+    else                                                                                                         \
+        refused_unattached(q, NULL, name, 0, rc);                                                                \
     return rc
 
-static cl_int CL_API_CALL usm_fill(cl_command_queue q, void *d, const void *pat, size_t psz, size_t sz, cl_uint nw,
-                                   const cl_event *w, cl_event *ev)
+static cl_int usm_fill(const kti_ext_set_t *x, cl_command_queue q, void *d, const void *pat, size_t psz, size_t sz,
+                       cl_uint nw, const cl_event *w, cl_event *ev)
 {
-    KTI_USM_TIMED("clEnqueueMemFillINTEL", sz, g_usm.fill(q, d, pat, psz, sz, nw, w, evp));
+    KTI_USM_TIMED("clEnqueueMemFillINTEL", sz, x->usm_fill(q, d, pat, psz, sz, nw, w, evp));
 }
 
-static cl_int CL_API_CALL usm_memset(cl_command_queue q, void *d, cl_int v, size_t sz, cl_uint nw, const cl_event *w,
-                                     cl_event *ev)
+static cl_int usm_memset(const kti_ext_set_t *x, cl_command_queue q, void *d, cl_int v, size_t sz, cl_uint nw,
+                         const cl_event *w, cl_event *ev)
 {
-    KTI_USM_TIMED("clEnqueueMemsetINTEL", sz, g_usm.memset_(q, d, v, sz, nw, w, evp));
+    KTI_USM_TIMED("clEnqueueMemsetINTEL", sz, x->usm_memset(q, d, v, sz, nw, w, evp));
 }
 
-static cl_int CL_API_CALL usm_memcpy(cl_command_queue q, cl_bool blk, void *d, const void *src, size_t sz, cl_uint nw,
-                                     const cl_event *w, cl_event *ev)
+static cl_int usm_memcpy(const kti_ext_set_t *x, cl_command_queue q, cl_bool blk, void *d, const void *src, size_t sz,
+                         cl_uint nw, const cl_event *w, cl_event *ev)
 {
-    KTI_USM_TIMED("clEnqueueMemcpyINTEL", sz, g_usm.memcpy_(q, blk, d, src, sz, nw, w, evp));
+    KTI_USM_TIMED("clEnqueueMemcpyINTEL", sz, x->usm_memcpy(q, blk, d, src, sz, nw, w, evp));
 }
 
-static cl_int CL_API_CALL usm_migrate(cl_command_queue q, const void *p, size_t sz, cl_mem_migration_flags f,
-                                      cl_uint nw, const cl_event *w, cl_event *ev)
+static cl_int usm_migrate(const kti_ext_set_t *x, cl_command_queue q, const void *p, size_t sz,
+                          cl_mem_migration_flags f, cl_uint nw, const cl_event *w, cl_event *ev)
 {
     KTI_USM_TIMED("clEnqueueMigrateMemINTEL", (f & CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED) ? 0 : sz,
-                  g_usm.migrate(q, p, sz, f, nw, w, evp));
+                  x->usm_migrate(q, p, sz, f, nw, w, evp));
 }
 
-static cl_int CL_API_CALL usm_advise(cl_command_queue q, const void *p, size_t sz, cl_mem_advice_intel a, cl_uint nw,
-                                     const cl_event *w, cl_event *ev)
+static cl_int usm_advise(const kti_ext_set_t *x, cl_command_queue q, const void *p, size_t sz, cl_mem_advice_intel a,
+                         cl_uint nw, const cl_event *w, cl_event *ev)
 {
-    KTI_USM_TIMED("clEnqueueMemAdviseINTEL", 0, g_usm.advise(q, p, sz, a, nw, w, evp));
+    KTI_USM_TIMED("clEnqueueMemAdviseINTEL", 0, x->usm_advise(q, p, sz, a, nw, w, evp));
 }
 #undef KTI_USM_TIMED
 
-/* The wrapper for fn returned under name, or fn itself when it is not one we time (or a different pointer
- * was already wrapped under that name, e.g. by a second platform). */
+/* The wrappers of set s: what the program gets for the pointers of that set. */
+#define KTI_EXT_SET_FUNCS(s)                                                                                      \
+    static cl_int CL_API_CALL ext_ndrange_##s(cl_command_queue q, cl_kernel k, cl_uint dim, const size_t *off,   \
+                                              const size_t *gws, const size_t *lws, cl_uint nwait,               \
+                                              const cl_event *wait, cl_event *ev)                                \
+    {                                                                                                             \
+        return hook_ndrange(&g_ext[s].next, q, k, dim, off, gws, lws, nwait, wait, ev);                           \
+    }                                                                                                             \
+    static cl_int CL_API_CALL ext_task_##s(cl_command_queue q, cl_kernel k, cl_uint nwait, const cl_event *wait, \
+                                           cl_event *ev)                                                          \
+    {                                                                                                             \
+        return hook_task(&g_ext[s].next, q, k, nwait, wait, ev);                                                  \
+    }                                                                                                             \
+    static cl_command_queue CL_API_CALL ext_create_queue_##s(cl_context c, cl_device_id d,                       \
+                                                             cl_command_queue_properties p, cl_int *err)         \
+    {                                                                                                             \
+        return hook_create_queue(&g_ext[s].next, c, d, p, err);                                                   \
+    }                                                                                                             \
+    static cl_command_queue CL_API_CALL ext_create_queue_props_##s(cl_context c, cl_device_id d,                 \
+                                                                   const cl_queue_properties *props, cl_int *err) \
+    {                                                                                                             \
+        return hook_create_queue_props(&g_ext[s].next, c, d, props, err);                                         \
+    }                                                                                                             \
+    static cl_command_queue CL_API_CALL ext_create_queue_props_khr_##s(                                          \
+        cl_context c, cl_device_id d, const cl_queue_properties *props, cl_int *err)                             \
+    {                                                                                                             \
+        return hook_create_queue_props(&g_ext[s].khr, c, d, props, err);                                          \
+    }                                                                                                             \
+    static cl_command_buffer_khr CL_API_CALL cb_create_##s(cl_uint nq, const cl_command_queue *qs,              \
+                                                           const cl_command_buffer_properties_khr *props,        \
+                                                           cl_int *err)                                          \
+    {                                                                                                             \
+        return cb_create(&g_ext[s], nq, qs, props, err);                                                          \
+    }                                                                                                             \
+    static cl_int CL_API_CALL cb_record_##s(cl_command_buffer_khr b, cl_command_queue q,                         \
+                                            const cl_ndrange_kernel_command_properties_khr *props, cl_kernel k,  \
+                                            cl_uint dim, const size_t *off, const size_t *gws, const size_t *lws, \
+                                            cl_uint nsync, const cl_sync_point_khr *sync,                        \
+                                            cl_sync_point_khr *point, cl_mutable_command_khr *mh)                \
+    {                                                                                                             \
+        return cb_record(&g_ext[s], b, q, props, k, dim, off, gws, lws, nsync, sync, point, mh);                  \
+    }                                                                                                             \
+    static cl_int CL_API_CALL cb_enqueue_##s(cl_uint nq, cl_command_queue *qs, cl_command_buffer_khr b,          \
+                                             cl_uint nwait, const cl_event *wait, cl_event *ev)                  \
+    {                                                                                                             \
+        return cb_enqueue(&g_ext[s], nq, qs, b, nwait, wait, ev);                                                 \
+    }                                                                                                             \
+    static cl_int CL_API_CALL cb_release_##s(cl_command_buffer_khr b) { return cb_release(&g_ext[s], b); }       \
+    static cl_int CL_API_CALL usm_fill_##s(cl_command_queue q, void *d, const void *pat, size_t psz, size_t sz,  \
+                                           cl_uint nw, const cl_event *w, cl_event *ev)                           \
+    {                                                                                                             \
+        return usm_fill(&g_ext[s], q, d, pat, psz, sz, nw, w, ev);                                                \
+    }                                                                                                             \
+    static cl_int CL_API_CALL usm_memset_##s(cl_command_queue q, void *d, cl_int v, size_t sz, cl_uint nw,       \
+                                             const cl_event *w, cl_event *ev)                                     \
+    {                                                                                                             \
+        return usm_memset(&g_ext[s], q, d, v, sz, nw, w, ev);                                                     \
+    }                                                                                                             \
+    static cl_int CL_API_CALL usm_memcpy_##s(cl_command_queue q, cl_bool blk, void *d, const void *src,          \
+                                             size_t sz, cl_uint nw, const cl_event *w, cl_event *ev)              \
+    {                                                                                                             \
+        return usm_memcpy(&g_ext[s], q, blk, d, src, sz, nw, w, ev);                                              \
+    }                                                                                                             \
+    static cl_int CL_API_CALL usm_migrate_##s(cl_command_queue q, const void *p, size_t sz,                      \
+                                              cl_mem_migration_flags f, cl_uint nw, const cl_event *w,           \
+                                              cl_event *ev)                                                       \
+    {                                                                                                             \
+        return usm_migrate(&g_ext[s], q, p, sz, f, nw, w, ev);                                                    \
+    }                                                                                                             \
+    static cl_int CL_API_CALL usm_advise_##s(cl_command_queue q, const void *p, size_t sz,                       \
+                                             cl_mem_advice_intel a, cl_uint nw, const cl_event *w, cl_event *ev)  \
+    {                                                                                                             \
+        return usm_advise(&g_ext[s], q, p, sz, a, nw, w, ev);                                                     \
+    }
+KTI_EXT_SET_FUNCS(0)
+KTI_EXT_SET_FUNCS(1)
+KTI_EXT_SET_FUNCS(2)
+KTI_EXT_SET_FUNCS(3)
+#undef KTI_EXT_SET_FUNCS
+
 /* An entry point handed out by clGetExtensionFunctionAddress[ForPlatform] that ktiming wraps. */
 typedef struct kti_ext_hook_t {
-    const char *name; /* its name */
-    void **slot;      /* where the driver's pointer goes (first one wins) */
-    void *wrapper;    /* what the program gets */
-    int cmdbuf;       /* a cl_khr_command_buffer entry point */
+    const char *name;               /* its name */
+    size_t slot;                    /* where a set keeps the driver's pointer (offset in kti_ext_set_t) */
+    void *wrapper[KTI_EXT_SETS];    /* what the program gets, per set */
+    int cmdbuf;                     /* a cl_khr_command_buffer entry point */
 } kti_ext_hook_t;
 
+#define KTI_EXT_HOOK(name, field, fn, cmdbuf)                                                                    \
+    {                                                                                                            \
+        name, offsetof(kti_ext_set_t, field), {(void *)fn##_0, (void *)fn##_1, (void *)fn##_2, (void *)fn##_3},  \
+            cmdbuf                                                                                               \
+    }
+
 static const kti_ext_hook_t kExtHooks[] = {
-    {"clEnqueueNDRangeKernel", (void **)&g_ext_next.ndrange, (void *)ext_ndrange, 0},
-    {"clEnqueueTask", (void **)&g_ext_next.task, (void *)ext_task, 0},
-    {"clCreateCommandQueue", (void **)&g_ext_next.create_queue, (void *)ext_create_queue, 0},
-    {"clCreateCommandQueueWithProperties", (void **)&g_ext_next.create_queue_props, (void *)ext_create_queue_props, 0},
+    KTI_EXT_HOOK("clEnqueueNDRangeKernel", next.ndrange, ext_ndrange, 0),
+    KTI_EXT_HOOK("clEnqueueTask", next.task, ext_task, 0),
+    KTI_EXT_HOOK("clCreateCommandQueue", next.create_queue, ext_create_queue, 0),
+    KTI_EXT_HOOK("clCreateCommandQueueWithProperties", next.create_queue_props, ext_create_queue_props, 0),
     /* cl_khr_create_command_queue */
-    {"clCreateCommandQueueWithPropertiesKHR", (void **)&g_ext_khr.create_queue_props,
-     (void *)ext_create_queue_props_khr, 0},
-    {"clCreateCommandBufferKHR", (void **)&g_cb.create, (void *)cb_create, 1},
-    {"clCommandNDRangeKernelKHR", (void **)&g_cb.record, (void *)cb_record, 1},
-    {"clEnqueueCommandBufferKHR", (void **)&g_cb.enqueue, (void *)cb_enqueue, 1},
-    {"clReleaseCommandBufferKHR", (void **)&g_cb.release, (void *)cb_release, 1},
+    KTI_EXT_HOOK("clCreateCommandQueueWithPropertiesKHR", khr.create_queue_props, ext_create_queue_props_khr, 0),
+    KTI_EXT_HOOK("clCreateCommandBufferKHR", cb_create, cb_create, 1),
+    KTI_EXT_HOOK("clCommandNDRangeKernelKHR", cb_record, cb_record, 1),
+    KTI_EXT_HOOK("clEnqueueCommandBufferKHR", cb_enqueue, cb_enqueue, 1),
+    KTI_EXT_HOOK("clReleaseCommandBufferKHR", cb_release, cb_release, 1),
     /* cl_intel_unified_shared_memory */
-    {"clEnqueueMemFillINTEL", (void **)&g_usm.fill, (void *)usm_fill, 0},
-    {"clEnqueueMemsetINTEL", (void **)&g_usm.memset_, (void *)usm_memset, 0},
-    {"clEnqueueMemcpyINTEL", (void **)&g_usm.memcpy_, (void *)usm_memcpy, 0},
-    {"clEnqueueMigrateMemINTEL", (void **)&g_usm.migrate, (void *)usm_migrate, 0},
-    {"clEnqueueMemAdviseINTEL", (void **)&g_usm.advise, (void *)usm_advise, 0},
+    KTI_EXT_HOOK("clEnqueueMemFillINTEL", usm_fill, usm_fill, 0),
+    KTI_EXT_HOOK("clEnqueueMemsetINTEL", usm_memset, usm_memset, 0),
+    KTI_EXT_HOOK("clEnqueueMemcpyINTEL", usm_memcpy, usm_memcpy, 0),
+    KTI_EXT_HOOK("clEnqueueMigrateMemINTEL", usm_migrate, usm_migrate, 0),
+    KTI_EXT_HOOK("clEnqueueMemAdviseINTEL", usm_advise, usm_advise, 0),
 };
+#undef KTI_EXT_HOOK
 
 static void *wrap_ext(const kti_next_t *n, cl_platform_id p, const char *name, void *fn)
 {
@@ -824,19 +895,24 @@ static void *wrap_ext(const kti_next_t *n, cl_platform_id p, const char *name, v
         const char *info_name = "clGetCommandBufferInfoKHR";
         info = p && n->ext_platform ? n->ext_platform(p, info_name) : n->ext ? n->ext(info_name) : NULL;
     }
-    void *wrapper = h->wrapper;
+    void *wrapper = fn; /* every set holds another driver's pointer under this name: handed out unwrapped */
     pthread_mutex_lock(&g_ext_lock);
-    if (!*h->slot)
-        *h->slot = fn;
-    if (*h->slot != fn)
-        wrapper = fn;
-    /* the wrappers' other needs (release an event we made, a kernel's name) go where the caller's table goes */
-    if (!g_ext_next.release_event)
-        g_ext_next.release_event = n->release_event;
-    if (!g_cb.kernel_info)
-        g_cb.kernel_info = n->kernel_info;
-    if (!g_cb.info && info)
-        *(void **)&g_cb.info = info;
+    for (size_t i = 0; i < KTI_EXT_SETS; i++) {
+        kti_ext_set_t *x = &g_ext[i];
+        void **slot = (void **)((char *)x + h->slot);
+        if (*slot && *slot != fn)
+            continue; /* another driver's (a second platform): the next set */
+        /* the wrappers' other needs (release an event we made, a kernel's name, a command buffer's references) */
+        if (!x->next.release_event)
+            x->next.release_event = n->release_event;
+        if (!x->next.kernel_info)
+            x->next.kernel_info = n->kernel_info;
+        if (!x->cb_info && info)
+            *(void **)&x->cb_info = info;
+        *slot = fn;
+        wrapper = h->wrapper[i];
+        break;
+    }
     pthread_mutex_unlock(&g_ext_lock);
     return wrapper;
 }
@@ -1104,7 +1180,7 @@ static kt_cl_ctx_t *command_ctx(cl_command_queue q, int kernel)
         return CL_INVALID_OPERATION;                                                                             \
     kt_cl_ctx_t *kc = command_ctx(q, kernel);                                                                    \
     if (!kc)                                                                                                     \
-        return n->name(KTI_UNPACK args, ev);                                                                     \
+        return refused_unattached(q, NULL, #name, kernel, n->name(KTI_UNPACK args, ev));                         \
     cl_event mine = NULL;                                                                                        \
     cl_event *evp = ev ? ev : &mine;                                                                             \
     uint64_t t0 = kt_now_ns();                                                                                   \
@@ -1139,8 +1215,14 @@ static void *map_buffer(const kti_cmd_t *n, cl_command_queue q, cl_mem m, cl_boo
         return NULL;
     }
     kt_cl_ctx_t *kc = command_ctx(q, 0);
-    if (!kc)
-        return n->clEnqueueMapBuffer(q, m, blk, f, off, sz, nw, w, ev, err);
+    if (!kc) {
+        cl_int rc0 = CL_SUCCESS;
+        void *p = n->clEnqueueMapBuffer(q, m, blk, f, off, sz, nw, w, ev, &rc0);
+        if (err)
+            *err = rc0;
+        refused_unattached(q, NULL, "clEnqueueMapBuffer", 0, rc0);
+        return p;
+    }
     cl_event mine = NULL;
     cl_event *evp = ev ? ev : &mine;
     cl_int rc = CL_SUCCESS;
@@ -1162,8 +1244,14 @@ static void *map_image(const kti_cmd_t *n, cl_command_queue q, cl_mem m, cl_bool
         return NULL;
     }
     kt_cl_ctx_t *kc = command_ctx(q, 0);
-    if (!kc)
-        return n->clEnqueueMapImage(q, m, blk, f, o, r, rp, sp, nw, w, ev, err);
+    if (!kc) {
+        cl_int rc0 = CL_SUCCESS;
+        void *p = n->clEnqueueMapImage(q, m, blk, f, o, r, rp, sp, nw, w, ev, &rc0);
+        if (err)
+            *err = rc0;
+        refused_unattached(q, NULL, "clEnqueueMapImage", 0, rc0);
+        return p;
+    }
     cl_event mine = NULL;
     cl_event *evp = ev ? ev : &mine;
     cl_int rc = CL_SUCCESS;

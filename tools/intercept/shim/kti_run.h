@@ -61,25 +61,31 @@ static void kti_notify_run(const char *dir)
 }
 
 static pthread_once_t kti_exit_once = PTHREAD_ONCE_INIT;
-static pid_t kti_exit_pid; /* the process that registered (a forked child writes only what it recorded) */
+static pid_t kti_exit_pid; /* the process that first timed (a forked child writes only what it recorded) */
+static int kti_exit_timed; /* something was timed: the exit writer has work (kti_run_exit_register) */
+static int kti_exit_early; /* the exit writer was registered when this library loaded (kti_run_at_load) */
 /* The snapshot written at exit, kept: the process is ending, and freeing its span array (1.2 MB for 16,384 spans)
  * is a munmap that shoots down the TLBs of the driver's threads, 0.12-0.15 ms on the 2-core VM, while the program
  * is still waited for. Kept reachable here, so a leak checker does not report it: volatile, else the compiler drops
  * a store nothing reads (and the variable with it), and LeakSanitizer reported the snapshot as leaked. */
 static kt_snapshot_t *volatile kti_exit_snap;
 
-/* Runs before the core's own exit handler (registered earlier, so called later): one bounded wait for the
- * commands in flight (kt_shutdown: KTIMING_EXIT_WAIT_MS, default 2 s; what is left is counted as dropped, in
- * flight at exit) and writes the snapshot to KTIMING_RUN_DIR/<pid>.json. Both interception libraries may
- * do so in one process; the later write holds everything. A scratch file read once the process is gone: no
- * fsync (which kt_report_write does and which can cost tens of ms). */
+/* One bounded wait for the commands in flight (kt_shutdown: KTIMING_EXIT_WAIT_MS, default 2 s; what is left is
+ * counted as dropped, in flight at exit) and writes the snapshot to KTIMING_RUN_DIR/<pid>.json. Both interception
+ * libraries may do so in one process; the later write holds everything. A scratch file read once the process is
+ * gone: no fsync (which kt_report_write does and which can cost tens of ms). */
 static void kti_write_run_snapshot(void)
 {
     const char *dir = kt__env(KT_ENV_NAME(RUN_DIR));
-    if (!dir || !*dir)
+    if (!dir || !*dir || !kti_exit_timed)
         return;
+    int was_on = kt_is_enabled();
     kt_shutdown(); /* the backends are then unregistered: kt_snapshot does not wait again */
     kt_snapshot_t *snap = kt_snapshot();
+    /* recording on again: what later exit handlers and destructors time goes to the run arena, and `ktiming run`
+     * reports from there when it holds records made after this file (kt_run_arena_late) */
+    kt_desc_t again = {.start_disabled = !was_on};
+    kt_init(&again);
     if (!snap)
         return;
     /* A forked child starts with empty statistics (ktiming's fork handler): one that timed nothing itself
@@ -113,7 +119,23 @@ static void kti_write_run_snapshot(void)
 static void kti_register_exit(void)
 {
     kti_exit_pid = getpid();
-    kt_is_enabled(); /* sets the core up, registering its exit handler before ours */
+    kt_is_enabled();
+    kti_exit_timed = 1;
+    if (!kti_exit_early)
+        atexit(kti_write_run_snapshot);
+}
+
+/* Under `ktiming run`, the exit writer is registered when the library loads (as an LD_PRELOAD, before the program
+ * starts), not at the first timed call: exit handlers run last-registered first, so it then runs after every exit
+ * handler the program registers (even one registered before its first GPU call) and after its static destructors,
+ * and what they time is in the snapshot. It writes only once something was timed. Loaded later (a loader layer,
+ * dlopen'ed at the first API call), it runs after what is registered from then on. */
+__attribute__((constructor)) static void kti_run_at_load(void)
+{
+    const char *dir = kt__env(KT_ENV_NAME(RUN_DIR));
+    if (!dir || !*dir || kti_secure())
+        return;
+    kti_exit_early = 1;
     atexit(kti_write_run_snapshot);
 }
 

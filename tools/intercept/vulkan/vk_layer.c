@@ -27,13 +27,15 @@
  *  - the dispatch path takes no process-wide lock: devices and command buffers are found through per-thread
  *    caches, and the binding is the command buffer's own state (see the locks below);
  *  - completed dispatches are collected (never waiting) after submits and after the program's own waits
- *    (fences, queue/device idle); command buffers re-begun, reset or freed are read and collected, then
+ *    (fences, timeline semaphores, queue/device idle); VK_ERROR_DEVICE_LOST from any of those, a present, an
+ *    acquire, a sparse bind or the destroy's idle wait counts what is pending `device lost`; command buffers re-begun, reset or freed are read and collected, then
  *    discarded (kt_vk_discard: what never ran counts as dropped, never submitted);
  *  - a primary submitted again without being re-recorded is timed at every execution, and so is every occurrence
  *    of a secondary in it (kt_vk_cmd_execute after each vkCmdExecuteCommands: the primary copies the secondary's
  *    timestamps right after it ran, behind an execution barrier); a primary begun with SIMULTANEOUS_USE is not
  *    timed per dispatch (overlapping executions share its queries): its dispatches count as dropped,
- *    simultaneous-use command buffer, its batches are timed.
+ *    simultaneous-use command buffer, its batches are timed; the same for a SIMULTANEOUS_USE secondary, per
+ *    occurrence in every submission of the primaries that execute it (nothing of ours is recorded into it).
  *    KTIMING_VULKAN_ONCE (or a loader without the callback) times each recording once instead.
  * At exit, never-submitted recordings are counted, kt_shutdown() waits (bounded) for work in flight, and the
  * snapshot is written for `ktiming run` (KTIMING_RUN_DIR). docs/vulkan.md has the reasoning and what is not
@@ -59,6 +61,7 @@
 
 #define KTI_EXPORT __attribute__((visibility("default")))
 #define KTI_MAX_FAMILIES 16u
+#define KTI_POOL_PROTECTED 0x80000000u /* in kti_device_t.pools: the pool is protected */
 
 /* Locks. g_lock guards the process-wide maps (instances, devices, devices per physical device); each device's own
  * `lock` guards its maps and the fields of its records that several threads touch. The dispatch hot path takes
@@ -108,7 +111,9 @@ typedef void(VKAPI_PTR *PFN_vkCmdBindShadersEXT)(VkCommandBuffer, uint32_t, cons
     X(vkDebugMarkerSetObjectNameEXT)                                                                           \
     X(vkCmdBindShadersEXT) X(vkCmdBeginRendering) X(vkCmdBeginRenderingKHR) X(vkCmdEndRendering)              \
     X(vkCmdEndRenderingKHR) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkCmdBeginQuery)                      \
-    X(vkCmdBeginQueryIndexedEXT)
+    X(vkCmdBeginQueryIndexedEXT) X(vkWaitSemaphores) X(vkWaitSemaphoresKHR) X(vkGetSemaphoreCounterValue)           \
+    X(vkGetSemaphoreCounterValueKHR) X(vkQueuePresentKHR) X(vkAcquireNextImageKHR) X(vkAcquireNextImage2KHR)      \
+    X(vkQueueBindSparse)
 
 /* One device. */
 typedef struct kti_device_t {
@@ -142,6 +147,8 @@ typedef struct kti_device_t {
                                           counter (their begin must be a command buffer's first command, their
                                           end its last: VUID-vkCmdBeginQuery-queryPool-03224, vkCmdEndQuery 03227) */
     kti_map_t cmds;                    /* VkCommandBuffer -> kti_cmd_t */
+    char model[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE]; /* deviceName: the device of dispatches counted untimed before
+                                          any context of the device exists (untimed_kernel) */
 #define KTI_FIELD(fn) PFN_##fn fn;
     KTI_DEVICE_HOOKS(KTI_FIELD)
 #undef KTI_FIELD
@@ -175,6 +182,39 @@ static void kernels_add(kti_kernels_t *l, kt_kernel_id_t k)
     l->ids[l->n++] = k;
 }
 
+/* A growable list of dispatches whose begin failed while recording (the kernel and the reason it was dropped). */
+typedef struct kti_drops_t {
+    uint32_t n, cap;
+    kt_kernel_id_t *ids;
+    kt_drop_reason_t *why;
+} kti_drops_t;
+
+static void drops_add(kti_drops_t *l, kt_kernel_id_t k, kt_drop_reason_t why)
+{
+    if (l->n == l->cap) {
+        uint32_t cap = l->cap ? 2 * l->cap : 8;
+        kt_kernel_id_t *p = realloc(l->ids, cap * sizeof *p);
+        if (p)
+            l->ids = p;
+        kt_drop_reason_t *w = p ? realloc(l->why, cap * sizeof *w) : NULL;
+        if (!w)
+            return;
+        l->why = w;
+        l->cap = cap;
+    }
+    l->ids[l->n] = k;
+    l->why[l->n++] = why;
+}
+
+static void drops_free(kti_drops_t *l)
+{
+    free(l->ids);
+    free(l->why);
+    l->ids = NULL;
+    l->why = NULL;
+    l->n = l->cap = 0;
+}
+
 /* A command buffer's state for the current recording. */
 typedef struct kti_cmd_t {
     atomic_ulong gen;            /* moves (under the device lock) when the record stops standing for its command
@@ -191,8 +231,9 @@ typedef struct kti_cmd_t {
     char name[KTI_NAME_MAX];     /* the bound pipeline's name when it was bound (a copy: another thread may
                                     rename or destroy the pipeline record meanwhile) */
     int secondary;               /* VK_COMMAND_BUFFER_LEVEL_SECONDARY */
-    int simultaneous;            /* a primary begun with SIMULTANEOUS_USE while every execution is timed: its
-                                    executions may overlap, so its dispatches are counted, not timed */
+    int simultaneous;            /* begun with SIMULTANEOUS_USE: a primary while every execution is timed, or a
+                                    secondary in either mode: its executions may overlap, so its dispatches are
+                                    counted (at every submission, per occurrence), not timed */
     int pair;                    /* a one-time primary timing every execution: kt_vk_cmd_begin gave it a pair of
                                     its own around all of it, so its batch needs no command buffer of ours */
     uint32_t submits;            /* submissions since it was begun (device lock) */
@@ -201,10 +242,20 @@ typedef struct kti_cmd_t {
     kti_kernels_t untimed;       /* kernels of its dispatches not timed (simultaneous): dropped per submission */
     int perf_scope;              /* it began a command-buffer-scope performance query: nothing of ours may be
                                     recorded into it (its end must stay last), so its dispatches are not timed */
-    kti_kernels_t perf;          /* their kernels: dropped, no timing, at every submission */
+    kti_kernels_t perf;          /* kernels of its dispatches left untimed for a reason of the device's (that query;
+                                    a protected command buffer; a family ktiming has no context for; a compute
+                                    shader object): dropped, no timing, at every submission (a secondary's: per
+                                    occurrence, at every submission of the primary) */
+    int protected_;              /* from a VK_COMMAND_POOL_CREATE_PROTECTED_BIT pool: nothing of ours goes into it */
+    int shader_object;           /* a compute shader object is bound (VK_EXT_shader_object): no name is kept */
     uint32_t executed;           /* a secondary: vkCmdExecuteCommands that recorded it since it was begun (device
                                     lock) */
     kti_kernels_t repeats;       /* kernels of secondaries recorded here once more: untimed at every execution */
+    kti_drops_t refail;          /* dispatches whose begin failed (ring full, no timing), its own and those of a
+                                    secondary's first occurrence: the backend counted them once, at recording, so
+                                    they are counted again at every later submission */
+    kti_drops_t failocc;         /* the same of a secondary's later occurrences: counted at every submission */
+    int fail_covered;            /* a secondary: its failed begins' count at recording stood for an occurrence */
     VkRenderingFlags rendering;  /* flags of its last vkCmdBeginRendering */
     int suspended;               /* its last dynamic render pass instance ended suspended (SUSPENDING_BIT): nothing
                                     of ours may follow it in the command buffer (VUID-VkSubmitInfo-pCommandBuffers-
@@ -497,7 +548,11 @@ static void cmd_retire(kti_device_t *d, kti_cmd_t *c, VkCommandBuffer cb)
     c->untimed.n = 0;
     c->perf.n = 0;
     c->perf_scope = 0;
+    c->shader_object = 0;
     c->repeats.n = 0;
+    c->refail.n = 0;
+    c->failocc.n = 0;
+    c->fail_covered = 0;
     c->simultaneous = 0;
     c->rendering = 0;
     c->suspended = 0;
@@ -511,6 +566,12 @@ static void drop_all(const kti_kernels_t *l, kt_drop_reason_t reason)
 {
     for (uint32_t i = 0; i < l->n; i++)
         kt_record_drop(l->ids[i], reason);
+}
+
+static void drops_all(const kti_drops_t *l)
+{
+    for (uint32_t i = 0; i < l->n; i++)
+        kt_record_drop(l->ids[i], l->why[i]);
 }
 
 /* A submission. Timing every execution, a primary's dispatches are read per submission (kt_vk_queue_submit);
@@ -530,6 +591,9 @@ static void cmd_submitted(kti_device_t *d, VkCommandBuffer cb)
     if (again)
         drop_all(&c->secondaries, KT_DROP_RESUBMITTED);
     drop_all(&c->repeats, KT_DROP_RESUBMITTED);
+    if (again) /* a begin that failed at recording was counted once then: once per execution now */
+        drops_all(&c->refail);
+    drops_all(&c->failocc);
     drop_all(&c->untimed, KT_DROP_SIMULTANEOUS_USE);
     drop_all(&c->perf, KT_DROP_NO_TIMING);
 }
@@ -559,6 +623,24 @@ static void pipeline_resolved(kti_device_t *d, const kti_cmd_t *c)
     pthread_mutex_unlock(&d->lock);
 }
 
+/* The kernel id of a dispatch the layer does not time: the bound pipeline's name (a compute shader object's
+ * dispatch: "shader object"), on the device of the command buffer's family context, of any context of the device,
+ * or (none exists: the family is one ktiming cannot time) under the device's model name. */
+static kt_kernel_id_t untimed_kernel(kti_device_t *d, kti_cmd_t *c)
+{
+    const char *name = c->shader_object ? "shader object" : c->name;
+    kt_vk_ctx_t *ctx = c->ctx;
+    if (!ctx && c->family < KTI_MAX_FAMILIES) /* a protected pool's family: its context names it */
+        ctx = family_ctx(d, c->family);
+    if (!ctx) {
+        kt_vk_ctx_t *all[KTI_MAX_FAMILIES];
+        device_ctxs(d, all);
+        for (uint32_t f = 0; f < KTI_MAX_FAMILIES && !ctx; f++)
+            ctx = all[f];
+    }
+    return ctx ? kt_vk_kernel(ctx, name) : kt_kernel_intern(name, KT_BACKEND_VULKAN, d->model);
+}
+
 /* Before a dispatch: its begin timestamp, under the name of the pipeline bound, with its launch configuration
  * (group counts; the shader's local size is not read: 0). No lock of the layer's once the
  * command buffer's context and kernel are known (the backend's ring takes its context's). */
@@ -566,11 +648,19 @@ static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, const kt_l
 {
     *out = NULL;
     kti_cmd_t *c = cmd_get(d, cb);
-    if (!c || !c->bound || !kt_is_enabled())
+    static atomic_int secure = -1; /* secure-execution mode (read once): nothing is recorded */
+    int sec = atomic_load_explicit(&secure, memory_order_relaxed);
+    if (sec < 0)
+        atomic_store_explicit(&secure, sec = kti_secure(), memory_order_relaxed);
+    if (!c || !kt_is_enabled() || sec)
         return;
-    kt_vk_ctx_t *ctx = c->ctx ? c->ctx : family_ctx(d, c->family);
-    if (!ctx)
+    if (!c->bound && !c->shader_object) /* no compute pipeline bound that the layer knows: not a valid dispatch */
         return;
+    kt_vk_ctx_t *ctx = c->ctx ? c->ctx : c->protected_ ? NULL : family_ctx(d, c->family);
+    if (!ctx || c->shader_object || c->protected_) { /* counted at every submission, never untimed silently */
+        kernels_add(&c->perf, untimed_kernel(d, c));
+        return;
+    }
     c->ctx = ctx;
     if (c->kernel_family != c->family) {
         c->kernel = kt_vk_kernel(ctx, c->name);
@@ -585,10 +675,13 @@ static void timed_dispatch_begin(kti_device_t *d, VkCommandBuffer cb, const kt_l
         kernels_add(&c->perf, c->kernel);
         return;
     }
-    if (kt_vk_begin_id(ctx, cb, c->kernel) == 0) {
+    int rc = kt_vk_begin_id(ctx, cb, c->kernel);
+    if (rc == 0) {
         kernels_add(&c->kernels, c->kernel);
         kt_vk_launch(ctx, cb, launch); /* the configuration every execution is recorded with (issue 40.2) */
         *out = c;
+    } else if (rc == KT_EUNAVAILABLE || rc == KT_EFULL) { /* counted by the backend, once: again per execution */
+        drops_add(&c->refail, c->kernel, rc == KT_EFULL ? KT_DROP_RING_FULL : KT_DROP_NO_TIMING);
     }
 }
 
@@ -631,6 +724,8 @@ static void VKAPI_CALL hook_CmdBindPipeline(VkCommandBuffer cb, VkPipelineBindPo
     kti_device_t *d = device_of(cb);
     kti_cmd_t *c = bp == VK_PIPELINE_BIND_POINT_COMPUTE ? cmd_get(d, cb) : NULL;
     /* The same pipeline bound again, neither renamed nor destroyed since: the copy holds. */
+    if (c)
+        c->shader_object = 0;
     if (c && !(c->bound == pipeline && pipeline &&
                c->bound_epoch == atomic_load_explicit(&d->pipeline_epoch, memory_order_acquire))) {
         pthread_mutex_lock(&d->lock);
@@ -656,8 +751,10 @@ static void VKAPI_CALL hook_CmdBindShadersEXT(VkCommandBuffer cb, uint32_t n, co
     kti_device_t *d = device_of(cb);
     kti_cmd_t *c = cmd_get(d, cb);
     for (uint32_t i = 0; c && i < n; i++)
-        if (stages[i] == VK_SHADER_STAGE_COMPUTE_BIT)
+        if (stages[i] == VK_SHADER_STAGE_COMPUTE_BIT) {
             c->bound = VK_NULL_HANDLE;
+            c->shader_object = shaders && shaders[i] != VK_NULL_HANDLE;
+        }
     d->vkCmdBindShadersEXT(cb, n, stages, shaders);
 }
 
@@ -714,13 +811,38 @@ static void VKAPI_CALL hook_CmdExecuteCommands(VkCommandBuffer cb, uint32_t n, c
     kti_device_t *d = device_of(cb);
     d->vkCmdExecuteCommands(cb, n, secondaries);
     kti_cmd_t *c = cmd_get(d, cb);
+    /* Timing every execution: the timed secondaries of the call, in order, go to kt_vk_cmd_execute in one call (one
+     * family, one context), which times a secondary listed twice at its last occurrence and counts the earlier
+     * ones (they write the same queries before the copies after the call can read them). */
+    VkCommandBuffer few[16], *timed = n <= 16 ? few : malloc(n * sizeof *timed);
+    uint32_t ntimed = 0;
+    kt_vk_ctx_t *timed_ctx = NULL;
     for (uint32_t i = 0; c && i < n; i++) {
         kti_cmd_t *s = cmd_get(d, secondaries[i]);
         if (!s)
             continue;
+        /* a SIMULTANEOUS_USE secondary is not timed (its executions may overlap): its dispatches count as dropped at
+         * every submission of the primary, once per occurrence */
+        for (uint32_t k = 0; k < s->untimed.n; k++)
+            kernels_add(&c->untimed, s->untimed.ids[k]);
+        if (!c->ctx && s->untimed.n)
+            c->ctx = s->ctx;
+        for (uint32_t k = 0; k < s->perf.n; k++) /* untimed for the device's reasons: per occurrence */
+            kernels_add(&c->perf, s->perf.ids[k]);
+        /* its begins that failed at recording: that count stands for its first occurrence's first execution */
+        for (uint32_t k = 0; k < s->refail.n; k++)
+            drops_add(s->fail_covered ? &c->failocc : &c->refail, s->refail.ids[k], s->refail.why[k]);
+        s->fail_covered |= s->refail.n != 0;
+        if (!c->ctx && s->refail.n)
+            c->ctx = s->ctx;
         if (every_execution(d)) { /* every occurrence timed at every execution of the primary */
             if (s->ctx && s->kernels.n) {
-                kt_vk_cmd_execute(s->ctx, cb, 1, &secondaries[i]);
+                if (timed && (!timed_ctx || timed_ctx == s->ctx)) {
+                    timed[ntimed++] = secondaries[i];
+                    timed_ctx = s->ctx;
+                } else {
+                    kt_vk_cmd_execute(s->ctx, cb, 1, &secondaries[i]);
+                }
                 for (uint32_t k = 0; k < s->kernels.n; k++)
                     kernels_add(&c->kernels, s->kernels.ids[k]);
                 if (!c->ctx)
@@ -736,6 +858,10 @@ static void VKAPI_CALL hook_CmdExecuteCommands(VkCommandBuffer cb, uint32_t n, c
         if (!c->ctx && s->ctx)
             c->ctx = s->ctx; /* the primary's submissions go through the context that times its secondaries */
     }
+    if (ntimed)
+        kt_vk_cmd_execute(timed_ctx, cb, ntimed, timed);
+    if (timed != few)
+        free(timed);
 }
 
 static VkResult VKAPI_CALL hook_BeginCommandBuffer(VkCommandBuffer cb, const VkCommandBufferBeginInfo *bi)
@@ -744,7 +870,10 @@ static VkResult VKAPI_CALL hook_BeginCommandBuffer(VkCommandBuffer cb, const VkC
     kti_cmd_t *c = cmd_get(d, cb);
     if (c) {
         cmd_retire(d, c, cb);
-        c->simultaneous = !c->secondary && every_execution(d) && bi &&
+        /* A SIMULTANEOUS_USE secondary is untimed in either mode: pending in several primaries at once, its
+         * executions would reset and write the same queries unordered (and Debian 12's validation layer aborts on
+         * query resets in a secondary pending twice). Its dispatches count per occurrence and submission. */
+        c->simultaneous = (c->secondary || every_execution(d)) && bi &&
                           (bi->flags & VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT);
     }
     VkResult r = d->vkBeginCommandBuffer(cb, bi);
@@ -752,7 +881,7 @@ static VkResult VKAPI_CALL hook_BeginCommandBuffer(VkCommandBuffer cb, const VkC
      * its dispatches are copied at its end and its own pair times its batch, so a batch of it alone goes to the
      * driver as the program made it. Only once its family's context exists (a dispatch was timed there before):
      * a program that never dispatches gets no context for it. */
-    if (r == VK_SUCCESS && c && every_execution(d) && !c->secondary && !c->simultaneous && bi &&
+    if (r == VK_SUCCESS && c && every_execution(d) && !c->secondary && !c->simultaneous && !c->protected_ && bi &&
         (bi->flags & VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT) && c->family < KTI_MAX_FAMILIES &&
         kt_is_enabled()) {
         pthread_mutex_lock(&d->lock);
@@ -803,7 +932,8 @@ static VkResult VKAPI_CALL hook_AllocateCommandBuffers(VkDevice device, const Vk
         if (!c)
             break;
         c->pool = ai->commandPool;
-        c->family = (uint32_t)(fam - 1);
+        c->family = (uint32_t)((fam & ~(uintptr_t)KTI_POOL_PROTECTED) - 1);
+        c->protected_ = (fam & KTI_POOL_PROTECTED) != 0;
         c->secondary = ai->level == VK_COMMAND_BUFFER_LEVEL_SECONDARY;
         if (kti_map_put(&d->cmds, (uint64_t)(uintptr_t)out[i], c) != 0)
             free(c);
@@ -822,6 +952,8 @@ static void cmd_free(kti_cmd_t *c)
     free(c->repeats.ids);
     free(c->perf.ids);
     c->kernels.ids = c->secondaries.ids = c->untimed.ids = c->repeats.ids = c->perf.ids = NULL;
+    drops_free(&c->refail);
+    drops_free(&c->failocc);
     pthread_mutex_lock(&g_cmd_spare_lock);
     c->next_free = g_cmd_spare;
     g_cmd_spare = c;
@@ -969,10 +1101,13 @@ static VkResult VKAPI_CALL hook_CreateCommandPool(VkDevice device, const VkComma
     kti_device_t *d = device_of(device);
     VkResult r = d->vkCreateCommandPool(device, ci, a, out);
     /* A protected pool's command buffers are never written to: a protected command buffer may not copy query
-     * results into our (unprotected) readback buffer, so its buffers are left out of the map (not timed). */
-    if (r == VK_SUCCESS && !(ci->flags & VK_COMMAND_POOL_CREATE_PROTECTED_BIT)) {
+     * results into our (unprotected) readback buffer. Tracked all the same (KTI_POOL_PROTECTED), so their
+     * dispatches are counted untimed at every submission rather than left out silently. */
+    if (r == VK_SUCCESS) {
+        uintptr_t v = (uintptr_t)(ci->queueFamilyIndex + 1u) |
+                      ((ci->flags & VK_COMMAND_POOL_CREATE_PROTECTED_BIT) ? KTI_POOL_PROTECTED : 0u);
         pthread_mutex_lock(&d->lock);
-        kti_map_put(&d->pools, (uint64_t)*out, (void *)(uintptr_t)(ci->queueFamilyIndex + 1u));
+        kti_map_put(&d->pools, (uint64_t)*out, (void *)v);
         pthread_mutex_unlock(&d->lock);
     }
     return r;
@@ -1240,6 +1375,76 @@ static VkResult VKAPI_CALL hook_GetFenceStatus(VkDevice device, VkFence f)
     return fence_waited(d, d->vkGetFenceStatus(device, f));
 }
 
+/* Timeline semaphore waits (core 1.2 and KHR): a wait that succeeded saw device work complete, as a fence wait. */
+static VkResult semaphores_waited(VkDevice device, const VkSemaphoreWaitInfo *wi, uint64_t timeout, int khr)
+{
+    kti_device_t *d = device_of(device);
+    static kt_kernel_id_t sites[2];
+    kt_zone_t api = kti_wait_begin(&sites[khr], khr ? "vkWaitSemaphoresKHR" : "vkWaitSemaphores");
+    VkResult r = (khr ? d->vkWaitSemaphoresKHR : d->vkWaitSemaphores)(device, wi, timeout);
+    kt_zone_end(&api);
+    return fence_waited(d, r);
+}
+
+static VkResult VKAPI_CALL hook_WaitSemaphores(VkDevice device, const VkSemaphoreWaitInfo *wi, uint64_t timeout)
+{
+    return semaphores_waited(device, wi, timeout, 0);
+}
+
+static VkResult VKAPI_CALL hook_WaitSemaphoresKHR(VkDevice device, const VkSemaphoreWaitInfo *wi, uint64_t timeout)
+{
+    return semaphores_waited(device, wi, timeout, 1);
+}
+
+/* Calls that report VK_ERROR_DEVICE_LOST without waiting for ktiming's work: the loss is noted (pending dispatches
+ * counted `device lost`, nothing more waited for at exit); nothing is collected (they may be polled in a loop).
+ * Before, a loss seen only here left the pending work to be counted `never submitted` at vkDestroyDevice, or
+ * waited for (2 s) at exit as `in flight at exit`. */
+static VkResult lost_check(kti_device_t *d, VkResult r)
+{
+    if (r == VK_ERROR_DEVICE_LOST)
+        device_lost(d);
+    return r;
+}
+
+static VkResult VKAPI_CALL hook_GetSemaphoreCounterValue(VkDevice device, VkSemaphore sem, uint64_t *value)
+{
+    kti_device_t *d = device_of(device);
+    return lost_check(d, d->vkGetSemaphoreCounterValue(device, sem, value));
+}
+
+static VkResult VKAPI_CALL hook_GetSemaphoreCounterValueKHR(VkDevice device, VkSemaphore sem, uint64_t *value)
+{
+    kti_device_t *d = device_of(device);
+    return lost_check(d, d->vkGetSemaphoreCounterValueKHR(device, sem, value));
+}
+
+static VkResult VKAPI_CALL hook_QueuePresentKHR(VkQueue q, const VkPresentInfoKHR *pi)
+{
+    kti_device_t *d = device_of(q);
+    return lost_check(d, d->vkQueuePresentKHR(q, pi));
+}
+
+static VkResult VKAPI_CALL hook_AcquireNextImageKHR(VkDevice device, VkSwapchainKHR sc, uint64_t timeout,
+                                                    VkSemaphore sem, VkFence f, uint32_t *index)
+{
+    kti_device_t *d = device_of(device);
+    return lost_check(d, d->vkAcquireNextImageKHR(device, sc, timeout, sem, f, index));
+}
+
+static VkResult VKAPI_CALL hook_AcquireNextImage2KHR(VkDevice device, const VkAcquireNextImageInfoKHR *ai,
+                                                     uint32_t *index)
+{
+    kti_device_t *d = device_of(device);
+    return lost_check(d, d->vkAcquireNextImage2KHR(device, ai, index));
+}
+
+static VkResult VKAPI_CALL hook_QueueBindSparse(VkQueue q, uint32_t n, const VkBindSparseInfo *bi, VkFence f)
+{
+    kti_device_t *d = device_of(q);
+    return lost_check(d, d->vkQueueBindSparse(q, n, bi, f));
+}
+
 /* ---------------------------------------------------------------------------------------------------
  * Device and instance creation
  * ------------------------------------------------------------------------------------------------- */
@@ -1376,6 +1581,12 @@ static VkResult VKAPI_CALL hook_CreateDevice(VkPhysicalDevice pd, const VkDevice
     d->host_query_reset = enables_host_query_reset(ci);
     d->set_loader_data = kt__env(KT_ENV_NAME(VULKAN_ONCE)) ? NULL : set_loader_data;
     d->calibration = calibration;
+    snprintf(d->model, sizeof d->model, "Vulkan device");
+    if (inst->props) {
+        VkPhysicalDeviceProperties p;
+        inst->props(pd, &p);
+        snprintf(d->model, sizeof d->model, "%s", p.deviceName);
+    }
     pthread_mutex_lock(&g_lock);
     uint64_t held = (uint64_t)(uintptr_t)kti_map_get(&g_pd_slots, (uint64_t)(uintptr_t)pd);
     while (d->slot < 63 && (held >> d->slot & 1u))
@@ -1429,8 +1640,8 @@ static void VKAPI_CALL hook_DestroyDevice(VkDevice device, const VkAllocationCal
     /* The program may destroy its device with work still in flight (the driver's vkDestroyDevice drains it). Our
      * query pool and readback buffer are written by that work: wait for it through the next layer before
      * collecting and freeing them, so what finished is recorded and nothing we free is still written. */
-    if (d->vkDeviceWaitIdle)
-        d->vkDeviceWaitIdle(device);
+    if (d->vkDeviceWaitIdle && d->vkDeviceWaitIdle(device) == VK_ERROR_DEVICE_LOST)
+        device_lost(d); /* what is pending will never complete: `device lost`, not `never submitted` */
     for (size_t i = 0; i < d->cmds.cap; i++)
         if (d->cmds.keys[i])
             cmd_free(d->cmds.vals[i]);
@@ -1538,7 +1749,10 @@ static const kti_hook_t kDeviceHooks[] = {
     KTI_HOOK(CmdBindShadersEXT),     KTI_HOOK(DebugMarkerSetObjectNameEXT),
     KTI_HOOK(CmdBeginRendering),     KTI_HOOK(CmdBeginRenderingKHR),   KTI_HOOK(CmdEndRendering),
     KTI_HOOK(CmdEndRenderingKHR),    KTI_HOOK(CreateQueryPool),        KTI_HOOK(DestroyQueryPool),
-    KTI_HOOK(CmdBeginQuery),         KTI_HOOK(CmdBeginQueryIndexedEXT),
+    KTI_HOOK(CmdBeginQuery),         KTI_HOOK(CmdBeginQueryIndexedEXT), KTI_HOOK(WaitSemaphores),
+    KTI_HOOK(WaitSemaphoresKHR),     KTI_HOOK(GetSemaphoreCounterValue), KTI_HOOK(GetSemaphoreCounterValueKHR),
+    KTI_HOOK(QueuePresentKHR),       KTI_HOOK(AcquireNextImageKHR),    KTI_HOOK(AcquireNextImage2KHR),
+    KTI_HOOK(QueueBindSparse),
     {"vkCmdDispatchBase", (PFN_vkVoidFunction)hook_CmdDispatchBase},
     {"vkCmdDispatchBaseKHR", (PFN_vkVoidFunction)hook_CmdDispatchBase},
 };
