@@ -30,7 +30,7 @@
  * Each thread writes only its own store (no lock, no shared cache line on the hot path); kt_snapshot() merges
  * them. Counts and totals are exact under any contention, a thread's records stay after it exits, and
  * kt_snapshot() and kt_reset() may run while other threads record. At most 65535 kernels; interning more
- * returns id 0 (records ignored).
+ * returns id 0 (every record of such a kernel, zones included, is counted in kernels_dropped).
  *
  * Snapshots and resets. kt_reset() starts a new generation: a snapshot taken after kt_reset() returned holds
  * no record, sample or span made before kt_reset() was called (a record racing with the reset counts on one
@@ -73,7 +73,8 @@
  *
  * Nothing needs initialising: the first call sets ktiming up with defaults. kt_init(&(kt_desc_t){0}) chooses
  * sizes up front and must come first (KT_ESTATE once anything initialised); after kt_shutdown() it re-enables
- * recording, keeping the first sizes. kt_reset() keeps interned ids valid.
+ * recording, keeping the first sizes (a kt_shutdown() before any use drops records until kt_init, whose sizes
+ * count). kt_reset() keeps interned ids valid.
  *
  * Environment: KTIMING_SPANS=N (span log entries per thread, 0 = off), KTIMING_CPU_THREADS=N (pool size for
  * kt_cpu_dispatch_2d, default the online cores), and at process exit (an atexit handler installed on first
@@ -541,7 +542,8 @@ KT_API void kt_reset(void); /* clears aggregates, samples and spans (waits for a
 /* Recording. */
 KT_API void kt_record(const char *name, kt_backend_t backend, uint64_t elapsed_ns);
 /* Names past 4,096 bytes are kept as their first bytes and "...[truncated]" (counted in names_truncated); no
- * call reads more than 4,097 bytes of a name. */
+ * call reads more than 4,097 bytes of a name. A byte that is not UTF-8 is kept as U+FFFD and the byte in two
+ * hex digits ("k\xff" is kernel "k\uFFFDFF"; docs/json-schema.md). */
 KT_API kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device);
 /* One dispatch: aggregated (duration_ns), plus a span when start_ns or end_ns is set. With KT_SPAN_ERROR it
  * counts in `errors` instead of the aggregates (its span is still kept, flagged). */

@@ -131,7 +131,18 @@ KT_API size_t kt_harness_cache_size(void);
 #else
 
 static inline int kt_harness_run(const kt_harness_desc_t *desc, kt_harness_result_t *result)
-{ (void)desc; if (result) { kt_harness_result_t z = {0}; *result = z; } return KT_EDISABLED; }
+{
+    (void)desc;
+    if (result) {
+#ifdef __cplusplus
+        kt_harness_result_t z = {}; /* {0} warns under -Wextra in C++ (missing-field-initializers) */
+#else
+        kt_harness_result_t z = {0};
+#endif
+        *result = z;
+    }
+    return KT_EDISABLED;
+}
 static inline void kt_harness_result_free(kt_harness_result_t *result) { (void)result; }
 static inline const char *kt_harness_stop_name(kt_harness_stop_t stop) { (void)stop; return ""; }
 static inline size_t kt_harness_cache_size(void) { return 0; }

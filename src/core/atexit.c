@@ -33,13 +33,30 @@ static int snapshot_has_records(const kt_snapshot_t *snap)
     return 0;
 }
 
+/* Whether kt__path_expand puts the pid into tmpl: a %p that is not the second half of a %% ("%%p" is a literal
+ * "%p"). Walks the template as kt__path_expand does. */
+static int has_pid(const char *tmpl)
+{
+    for (const char *p = tmpl; *p; p++) {
+        if (p[0] != '%')
+            continue;
+        if (p[1] == 'p')
+            return 1;
+        if (p[1] == '%' || p[1] == 'h' || p[1] == 'r')
+            p++;
+    }
+    return 0;
+}
+
 /* The path an output goes to: the template expanded (%p %h %r %%, kt__path_expand), and in a forked child
- * whose template has no %p, PATH.PID -- never the parent's file. NULL when it does not fit. */
+ * whose template puts no pid in the name, PATH.PID -- never the parent's file. A child is forked when its parent
+ * had initialised ktiming, or when it was forked from the process the library was loaded into before either used
+ * ktiming (the parent may still use it and write PATH at its exit). NULL when it does not fit. */
 static const char *out_path(const char *tmpl, char *buf, size_t size)
 {
     if (kt__path_expand(tmpl, -1, buf, size) != 0)
         return NULL;
-    if (kt__forked_child() && !strstr(tmpl, "%p")) {
+    if ((kt__forked_child() || kt__forked_since_load()) && !has_pid(tmpl)) {
         size_t n = strlen(buf);
         int k = snprintf(buf + n, size - n, ".%ld", (long)getpid());
         if (k < 0 || (size_t)k >= size - n)

@@ -24,6 +24,8 @@ enum { KT__UNINIT = 0, KT__RUNNING = 1, KT__SHUTDOWN = 2 };
 static pthread_mutex_t g_life_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int g_state = KT__UNINIT; /* KT__UNINIT / KT__RUNNING / KT__SHUTDOWN */
 static int g_user_enabled = 1;           /* kt_enable / kt_disable, guarded by g_life_lock */
+static int g_shut_early;                 /* kt_shutdown before anything initialised: the lazy init then leaves
+                                            ktiming shut down (kt_init clears it); guarded by g_life_lock */
 
 /* ---------------------------------------------------------------------------------------------------
  * Initialisation
@@ -31,7 +33,7 @@ static int g_user_enabled = 1;           /* kt_enable / kt_disable, guarded by g
 
 static void update_recording(void)
 {
-    int on = g_user_enabled && atomic_load(&g_state) != KT__SHUTDOWN;
+    int on = g_user_enabled && !g_shut_early && atomic_load(&g_state) != KT__SHUTDOWN;
     __atomic_store_n(&kt__recording, on, __ATOMIC_RELAXED);
 }
 
@@ -64,10 +66,15 @@ void kt__core_fork_release(int child)
 
 /* The fork handlers exist from load on: a fork on one thread while another is inside first_init (holding
  * g_life_lock through the clock's calibration) is then prepared like any other. */
+static pid_t g_load_pid; /* the process this library was loaded into (set at load, never changed) */
+
 __attribute__((constructor)) static void fork_handlers_at_load(void)
 {
+    g_load_pid = getpid();
     kt__fork_install(kt__core_fork_prepare, kt__core_fork_release);
 }
+
+int kt__forked_since_load(void) { return g_load_pid && g_load_pid != getpid(); }
 
 /* At exit, in the process that initialised ktiming: one bounded wait for work in flight (KTIMING_EXIT_WAIT_MS),
  * leftovers counted as dropped, then the outputs. A forked child does not touch the parent's drivers (only the
@@ -128,6 +135,12 @@ void kt__ensure_init(void)
         kt_desc_t d;
         memset(&d, 0, sizeof d);
         first_init(&d);
+        if (g_shut_early) { /* kt_shutdown came first: initialised, but shut down until kt_init */
+            g_shut_early = 0;
+            atomic_store(&g_state, KT__SHUTDOWN);
+            update_recording();
+            kt__arena_mark_closed();
+        }
     }
     pthread_mutex_unlock(&g_life_lock);
 }
@@ -142,6 +155,7 @@ int kt_init(const kt_desc_t *desc)
     pthread_mutex_lock(&g_life_lock);
     switch (atomic_load(&g_state)) {
     case KT__UNINIT:
+        g_shut_early = 0; /* a kt_shutdown before it is undone, as after any kt_shutdown */
         first_init(desc);
         break;
     case KT__SHUTDOWN: /* sizes stay those of the first initialisation */
@@ -160,7 +174,10 @@ void kt_shutdown(void)
 {
     kt__backends_stop(kt__now() + kt__exit_wait_ns());
     pthread_mutex_lock(&g_life_lock);
-    if (atomic_load(&g_state) != KT__UNINIT) {
+    if (atomic_load(&g_state) == KT__UNINIT) { /* nothing initialised yet: off until kt_init, whose sizes count */
+        g_shut_early = 1;
+        update_recording();
+    } else {
         atomic_store(&g_state, KT__SHUTDOWN);
         update_recording();
         kt__arena_mark_closed();

@@ -109,10 +109,11 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
-/* A JSON string: quotes and backslashes escaped, control characters as \u00XX, invalid UTF-8 as U+FFFD. */
+/* A JSON string: quotes and backslashes escaped, control characters as \u00XX, an invalid UTF-8 byte as U+FFFD and
+ * the byte in two upper-case hex digits, as the snapshot writer does (json_out.c). */
 static void w_json(wbuf_t *w, const char *s)
 {
-    static const char hex[] = "0123456789abcdef";
+    static const char hex[] = "0123456789abcdef", hex_up[] = "0123456789ABCDEF";
     const unsigned char *p = (const unsigned char *)s;
     size_t n = strlen(s);
     w_bytes(w, "\"", 1);
@@ -135,7 +136,8 @@ static void w_json(wbuf_t *w, const char *s)
                 w_bytes(w, (const char *)p + i, len);
                 i += len;
             } else {
-                w_str(w, "\\ufffd");
+                char e[8] = {'\\', 'u', 'f', 'f', 'f', 'd', hex_up[c >> 4], hex_up[c & 15u]};
+                w_bytes(w, e, 8);
                 i++;
             }
         }

@@ -39,6 +39,9 @@ void kt__ensure_init(void);
 
 /* Writes KTIMING_OUTPUT / KTIMING_REPORT / KTIMING_TRACE at process exit (atexit.c, built with src/export). */
 void kt__exit_write(void);
+/* Non-zero in a process forked (without exec) from the one that loaded this library, whether or not either had
+ * used ktiming: its exit-time outputs never take the parent's file. */
+int kt__forked_since_load(void);
 /* Will a snapshot be written at this process's exit: KTIMING_OUTPUT, KTIMING_TRACE or KTIMING_REPORT (not "0")
  * for kt__exit_write, or KTIMING_RUN_DIR for the interception libraries' handler (`ktiming run`)? */
 int kt__exit_snapshot_wanted(void);
@@ -93,6 +96,9 @@ typedef struct kt__kernel_t {
 
 /* The kernel with this id, or NULL if the id was never handed out. */
 const kt__kernel_t *kt__kernel_get(kt_kernel_id_t id);
+/* Whether `name` is what k was interned from: the same bytes, or for a truncated k its kept bytes followed by more
+ * than KT__NAME_MAX bytes in all (reads at most KT__NAME_MAX + 1 bytes of name). Not for the hot path. */
+int kt__kernel_named(const kt__kernel_t *k, const char *name);
 /* Highest id handed out so far. */
 uint32_t kt__kernel_count(void);
 /* Kernels whose name was truncated (KT__NAME_MAX), since start. */

@@ -1,6 +1,7 @@
 /* registry.c — interned kernels (name, backend, device) → dense ids; queues, threads and devices for reports. */
 #include "core/internal.h"
 #include "core/device_label.h"
+#include "shared/shared.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -48,6 +49,22 @@ const kt__kernel_t *kt__kernel_get(kt_kernel_id_t id)
     return &KT__LDA(&g_kdir[id >> KT__CHUNK_BITS])[id & (KT__CHUNK - 1u)];
 }
 
+static const char *kept_form(const char *name, char **buf, uint32_t *keep);
+
+int kt__kernel_named(const kt__kernel_t *k, const char *name)
+{
+    /* the common cases without a copy: the same bytes, or a cut name's kept bytes and more than the limit */
+    if (!k->name_keep ? !strcmp(k->name, name)
+                      : !strncmp(k->name, name, k->name_keep) && strnlen(name, KT__NAME_MAX + 1) > KT__NAME_MAX)
+        return 1;
+    char *buf;
+    uint32_t keep;
+    const char *form = kept_form(name, &buf, &keep); /* a name holding bytes that are not UTF-8 */
+    int same = form && !strcmp(k->name, form);
+    free(buf);
+    return same;
+}
+
 uint32_t kt__kernel_count(void) { return KT__LDA(&g_kcount); }
 
 _Atomic(kt__kernel_t *) *kt__kernel_dir(void) { return g_kdir; }
@@ -90,6 +107,61 @@ static int htab_grow(void)
 
 static _Atomic uint64_t g_names_truncated;
 
+/* The form a kernel name is kept in: valid UTF-8 of at most KT__NAME_MAX bytes. A byte that is not UTF-8 becomes
+ * U+FFFD and the byte in two upper-case hex digits, as the JSON writer writes it (docs/json-schema.md), so every
+ * writer and reader takes the registry's names as they are, and "k\xff" and "k\xfe" stay two kernels (a real
+ * "k\uFFFDFF" is one kernel with "k\xff": the registry, hence every snapshot, never holds one name twice). A longer
+ * name keeps its first bytes, cut where a UTF-8 sequence starts, and KT__NAME_MARK (*keep: the bytes kept before
+ * it; 0: not cut). Reads at most KT__NAME_MAX + 1 bytes of name. Returns name itself or *buf (malloc'd, for the
+ * caller to free; NULL when not needed); NULL when out of memory. */
+static const char *kept_form(const char *name, char **buf, uint32_t *keep)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const unsigned char *p = (const unsigned char *)name;
+    size_t len = strnlen(name, KT__NAME_MAX + 1), bad = 0;
+    *buf = NULL;
+    *keep = 0;
+    for (size_t i = 0, n; i < len; i += n)
+        if (!(n = p[i] < 0x80u ? 1 : kt__utf8_len(p + i, len - i)))
+            bad++, n = 1;
+    const char *form = name;
+    size_t flen = len;
+    if (bad) { /* each stray byte: 1 byte -> 5 (EF BF BD and two hex digits) */
+        char *o = malloc(len + 4 * bad + 1);
+        if (!o)
+            return NULL;
+        flen = 0;
+        for (size_t i = 0, n; i < len; i += n) {
+            if ((n = p[i] < 0x80u ? 1 : kt__utf8_len(p + i, len - i))) {
+                memcpy(o + flen, p + i, n);
+                flen += n;
+                continue;
+            }
+            n = 1;
+            const char e[5] = {'\xef', '\xbf', '\xbd', hex[p[i] >> 4], hex[p[i] & 15u]};
+            memcpy(o + flen, e, 5);
+            flen += 5;
+        }
+        o[flen] = 0;
+        form = *buf = o;
+    }
+    if (flen > KT__NAME_MAX) { /* its first bytes, cut where a UTF-8 sequence starts, and the marker */
+        uint32_t k = KT__NAME_MAX - (uint32_t)(sizeof KT__NAME_MARK - 1);
+        while (k && ((unsigned char)form[k] & 0xC0u) == 0x80u)
+            k--;
+        char *cut = malloc(k + sizeof KT__NAME_MARK);
+        if (cut) {
+            memcpy(cut, form, k);
+            memcpy(cut + k, KT__NAME_MARK, sizeof KT__NAME_MARK);
+        }
+        free(*buf);
+        if (!(form = *buf = cut))
+            return NULL;
+        *keep = k;
+    }
+    return form;
+}
+
 uint64_t kt__names_truncated(void) { return KT__LDA(&g_names_truncated); }
 
 kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const char *device)
@@ -98,19 +170,10 @@ kt_kernel_id_t kt_kernel_intern(const char *name, kt_backend_t backend, const ch
         return 0;
     if (!device)
         device = default_device(backend);
-    /* a name past KT__NAME_MAX bytes: its first bytes, cut where a UTF-8 sequence starts, and the marker */
     char *cut = NULL;
     uint32_t keep = 0;
-    if (strnlen(name, KT__NAME_MAX + 1) > KT__NAME_MAX) {
-        keep = KT__NAME_MAX - (uint32_t)(sizeof KT__NAME_MARK - 1);
-        while (keep && ((unsigned char)name[keep] & 0xC0u) == 0x80u)
-            keep--;
-        if (!(cut = malloc(keep + sizeof KT__NAME_MARK)))
-            return 0;
-        memcpy(cut, name, keep);
-        memcpy(cut + keep, KT__NAME_MARK, sizeof KT__NAME_MARK);
-        name = cut;
-    }
+    if (!(name = kept_form(name, &cut, &keep)))
+        return 0;
     uint32_t h = hash_triple(name, backend, device);
     kt_kernel_id_t id = 0;
 
@@ -212,9 +275,13 @@ static int reserve(void **arr, uint32_t *cap, uint32_t count, size_t size)
     return 0;
 }
 
+/* src into dst[cap]; one too long is cut where a UTF-8 sequence starts (as kernel names are), never inside one. */
 static void copy_str(char *dst, size_t cap, const char *src)
 {
     size_t n = strnlen(src, cap - 1);
+    if (src[n])
+        while (n && ((unsigned char)src[n] & 0xC0u) == 0x80u)
+            n--;
     memcpy(dst, src, n);
     dst[n] = 0;
 }

@@ -799,6 +799,19 @@ static int snapshot_build(const kt__src_t *src, kt_snapshot_t *snap)
     return rc;
 }
 
+/* Spans naming a queue or thread the tables do not hold go on the host track of the first thread: a dispatch
+ * recorded with an id kt_queue_register / kt_thread_ordinal never gave, or a dead program's torn update. The span,
+ * and its entry's statistics, are kept; one bad id never makes the whole snapshot unwritable. */
+static void spans_to_tables(kt_snapshot_t *snap)
+{
+    for (size_t i = 0; i < snap->span_count; i++) {
+        if (snap->spans[i].queue != UINT32_MAX && snap->spans[i].queue >= snap->queue_count)
+            snap->spans[i].queue = UINT32_MAX;
+        if (snap->spans[i].thread >= snap->thread_count)
+            snap->spans[i].thread = 0;
+    }
+}
+
 kt_snapshot_t *kt_snapshot(void)
 {
     kt__ensure_init();
@@ -823,6 +836,7 @@ kt_snapshot_t *kt_snapshot(void)
     snap->queues = kt__queues_copy(&snap->queue_count);
     queues_relabel(snap);
     snap->threads = kt__threads_copy(&snap->thread_count);
+    spans_to_tables(snap);
     return snap;
 }
 
@@ -853,13 +867,7 @@ kt_snapshot_t *kt__snapshot_from(const kt__src_t *src)
             snap->threads[i].name[sizeof snap->threads[i].name - 1] = 0;
         queues_relabel(snap);
     }
-    /* spans naming a queue or thread the tables do not hold (a dead program's torn update): on the host track */
-    for (size_t i = 0; i < snap->span_count; i++) {
-        if (snap->spans[i].queue != UINT32_MAX && snap->spans[i].queue >= snap->queue_count)
-            snap->spans[i].queue = UINT32_MAX;
-        if (snap->spans[i].thread >= snap->thread_count)
-            snap->spans[i].thread = 0;
-    }
+    spans_to_tables(snap);
     return snap;
 }
 

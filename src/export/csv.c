@@ -61,7 +61,7 @@ static void csv_double(FILE *out, double v)
 /* One row's statistics (an entry's, or a configuration's: a value not known is left empty). */
 static void csv_stats(FILE *out, const kt_kernel_timing_t *e)
 {
-    int no_range = e->min_ns == UINT64_MAX && e->max_ns == UINT64_MAX, no_pct = e->p50_ns == UINT64_MAX;
+    int no_range = kt__no_range(e), no_pct = kt__no_pct(e);
     csv_u64(out, e->dispatch_count);
     csv_u64(out, e->total_ns);
     if (no_range)

@@ -40,10 +40,14 @@ int kt__report_rows(const kt__entry_view_t *v, const kt_report_opts_t *opts, siz
 #define KT__LAUNCH_LABEL 160
 void kt__launch_label(char *buf, size_t size, const kt_launch_t *l);
 /* An entry's breakdown as entries (name, backend, device the entry's): one per configs[] row, then "none" for the
- * dispatches that carried no configuration (count and total only: min, max and the percentiles UINT64_MAX, not
- * known) -- the whole entry when it has no configs[]. Labels in labels[]; returns the rows (at most
+ * dispatches that carried no configuration (count and total only: min, max and the percentiles not known, marked by
+ * min_ns > max_ns and p50_ns > p99_ns, which no real statistics have) -- the whole entry when it has no configs[]. Labels in labels[]; returns the rows (at most
  * config_count + 1). parts and labels hold KT_LAUNCH_CONFIGS_MAX + 2. */
 uint32_t kt__config_parts(const kt_kernel_timing_t *e, kt_kernel_timing_t *parts, char (*labels)[KT__LAUNCH_LABEL]);
+/* Whether an entry (or a part) has no min/max, and no percentiles, to show: no dispatches, or a part's "not known"
+ * marks above. Never decided from a value: UINT64_MAX is a real duration. */
+static inline int kt__no_range(const kt_kernel_timing_t *e) { return !e->dispatch_count || e->min_ns > e->max_ns; }
+static inline int kt__no_pct(const kt_kernel_timing_t *e) { return kt__no_range(e) || e->p50_ns > e->p99_ns; }
 
 /* A duration for people: "812 ns", "12.34 µs", "1.099 ms", "2.500 s" (four significant digits, the unit chosen
  * per value); "-" for a negative or non-finite value. */
@@ -53,9 +57,8 @@ void kt__format_duration(char *buf, size_t size, double ns);
  * JSON writing helpers
  * ------------------------------------------------------------------------------------------------- */
 
-/* Writes at most maxlen bytes of s (stopping at NUL; NULL is "") as a quoted JSON string. Escapes '"', '\\',
- * every control character, U+2028 and U+2029; bytes that are not valid UTF-8 become U+FFFD, so the output is
- * always valid UTF-8. */
+/* Writes s (stopping at NUL; NULL is "") as a quoted JSON string, as kt__json_write_chars does: maxlen other than
+ * SIZE_MAX is a fixed field's size, and the string read back then fits it (at most maxlen - 1 bytes). */
 void kt__json_write_string(FILE *out, const char *s, size_t maxlen);
 
 /* Writes v as a JSON number when v <= KT_JSON_MAX_SAFE_INT, else as a quoted decimal string. */
@@ -84,9 +87,13 @@ int kt__c_numeric_leave(kt__c_numeric_t l, FILE *out, int rc);
 /* kt__json_write_chars flags. */
 #define KT__JSON_HTML 1u /* also '<' '>' '&' as \u003c.., and \b \f as \u0008 \u000c: safe inside an HTML <script> */
 
-/* The one JSON string-content writer (no quotes): at most maxlen bytes of s ("" for NULL); JSON's escapes, other
- * control bytes as \u00XX, invalid UTF-8 bytes as \ufffd, U+2029 and what kt__escape hides (C1, bidi, U+2028)
- * as \uXXXX. The snapshot writer (flags 0) and the Chrome trace / HTML writers (KT__JSON_HTML) both use it. */
+/* The one JSON string-content writer (no quotes): s ("" for NULL); JSON's escapes, other control bytes as \u00XX,
+ * U+2029 and what kt__escape hides (C1, bidi, U+2028) as \uXXXX. A byte that is not valid UTF-8 is written as
+ * U+FFFD and the byte in two upper-case hex digits ("k\xff" -> "k\ufffdFF"), as the registry keeps kernel names
+ * (registry.c, kept_form), so names differing in such bytes stay different (docs/json-schema.md). maxlen SIZE_MAX: no
+ * limit; else a fixed field's size: at most maxlen bytes of s are read, and what is written decodes to at most
+ * maxlen - 1 bytes, cut before the first character (or byte's U+FFFD form) that would not fit. The snapshot writer
+ * (flags 0) and the Chrome trace / HTML writers (KT__JSON_HTML) both use it. */
 void kt__json_write_chars(FILE *out, const char *s, size_t maxlen, unsigned flags);
 
 #endif

@@ -17,13 +17,18 @@
 
 void kt__json_write_chars(FILE *out, const char *s, size_t maxlen, unsigned flags)
 {
+    static const char kHex[] = "0123456789ABCDEF";
     const unsigned char *p = (const unsigned char *)(s ? s : "");
     size_t left = s ? strnlen(s, maxlen) : 0;
+    size_t room = maxlen == SIZE_MAX ? SIZE_MAX : maxlen ? maxlen - 1 : 0; /* bytes the reader may get back */
     const int html = (flags & KT__JSON_HTML) != 0;
     while (left > 0) {
         unsigned char c = *p;
         size_t n;
         if (c < 0x80) {
+            if (!room)
+                return;
+            room--;
             switch (c) {
             case '"': fputs("\\\"", out); break;
             case '\\': fputs("\\\\", out); break;
@@ -49,8 +54,13 @@ void kt__json_write_chars(FILE *out, const char *s, size_t maxlen, unsigned flag
             continue;
         }
         n = kt__utf8_len(p, left);
+        size_t back = n == 0 ? 5 : n; /* what the reader gets back: U+FFFD and two hex digits for a stray byte */
+        if (back > room)
+            return;
+        room -= back;
         if (n == 0) {
-            fputs("\\ufffd", out);
+            char e[8] = {'\\', 'u', 'f', 'f', 'f', 'd', kHex[c >> 4], kHex[c & 15u]};
+            fwrite(e, 1, sizeof e, out);
             p++;
             left--;
         } else if ((n == 3 && p[0] == 0xE2 && p[1] == 0x80 && p[2] == 0xA9) || kt__hidden_control(p, n)) {
@@ -312,13 +322,15 @@ static void jb_u64(jbuf_t *b, uint64_t v) { jb_end(b, put_json_u64(jb_room(b, 24
 static void jb_string(jbuf_t *b, const char *s, size_t maxlen)
 {
     size_t n = s ? strnlen(s, maxlen) : 0;
-    for (size_t i = 0; i < n; i++) {
+    int slow = maxlen != SIZE_MAX && n >= maxlen; /* a fixed field without its NUL: cut by the writer */
+    for (size_t i = 0; !slow && i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-            jb_flush(b);
-            kt__json_write_string(b->out, s, maxlen);
-            return;
-        }
+        slow = c < 0x20 || c >= 0x7f || c == '"' || c == '\\';
+    }
+    if (slow) {
+        jb_flush(b);
+        kt__json_write_string(b->out, s, maxlen);
+        return;
     }
     jb_putc(b, '"');
     jb_put(b, s ? s : "", n);

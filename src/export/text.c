@@ -141,7 +141,7 @@ static void part_init(kt_kernel_timing_t *p, const kt_kernel_timing_t *e, uint64
     p->total_ns = total;
     p->mean_ns = n ? (double)total / (double)n : 0.0;
     p->stddev_ns = NAN;                             /* not kept per configuration */
-    p->p50_ns = p->p90_ns = p->p99_ns = UINT64_MAX; /* nor percentiles: "-" */
+    p->p50_ns = UINT64_MAX; /* nor percentiles: "-" (p50 > p99, kt__no_pct) */
 }
 
 uint32_t kt__config_parts(const kt_kernel_timing_t *e, kt_kernel_timing_t *parts, char (*labels)[KT__LAUNCH_LABEL])
@@ -169,7 +169,8 @@ uint32_t kt__config_parts(const kt_kernel_timing_t *e, kt_kernel_timing_t *parts
                 all = e->total_ns;
             all = all > total ? all - total : 0;
             part_init(p, e, e->dispatch_count - count, all > UINT64_MAX ? UINT64_MAX : (uint64_t)all);
-            p->min_ns = p->max_ns = UINT64_MAX; /* not known: shown as "-" */
+            p->min_ns = UINT64_MAX; /* not known: shown as "-" (min > max, kt__no_range) */
+            p->max_ns = 0;
         }
         snprintf(labels[n++], KT__LAUNCH_LABEL, "none");
     }
@@ -277,10 +278,10 @@ static void row_cells(const kt_kernel_timing_t *e, const cells_ctx_t *x, row_cel
                  kt__entry_is_batch(e) || kt__entry_is_wait(e) ? 0.0L : all_total, nearest);
     format_duration_us(cell[C_MEAN], TIME_CELL, none ? -1.0 : e->mean_ns, us, nearest);
     format_duration_us(cell[C_STDDEV], TIME_CELL, e->dispatch_count < 2 ? -1.0 : e->stddev_ns, us, nearest);
-    int no_range = none || (e->min_ns == UINT64_MAX && e->max_ns == UINT64_MAX); /* a remainder's: not known */
+    int no_range = none || kt__no_range(e); /* a remainder's: not known */
     format_duration_us(cell[C_MIN], TIME_CELL, no_range ? -1.0 : (double)e->min_ns, us, nearest);
     /* a percentile of 0 under a positive min is none at all (a version-1 file without percentiles): "-" */
-    int no_pct = none || no_range || e->p50_ns == UINT64_MAX || /* a configuration's: not kept */
+    int no_pct = none || kt__no_pct(e) || /* a configuration's: not kept */
                  (e->min_ns > 0 && !e->p50_ns && !e->p90_ns && !e->p99_ns);
     format_duration_us(cell[C_P50], TIME_CELL, no_pct ? -1.0 : (double)e->p50_ns, us, nearest);
     format_duration_us(cell[C_P90], TIME_CELL, no_pct ? -1.0 : (double)e->p90_ns, us, nearest);
@@ -735,7 +736,7 @@ static void write_lines(FILE *out, text_row_t *rows, size_t n, const kt__entry_v
             kt__view_prefetch(v, rows[i + KT__VIEW_AHEAD].index);
         const kt_kernel_timing_t *e = row_entry(v, &rows[i], &scratch);
         const text_row_t *k = rows[i].part ? rows[i].part_of : &rows[i]; /* the kernel's name */
-        int no_range = e->min_ns == UINT64_MAX && e->max_ns == UINT64_MAX;
+        int no_range = kt__no_range(e);
         fputs("[timing] ", out);
         name_write(out, k->name, k->name_cols, 20);
         char lo[32] = "      -", hi[32] = "      -"; /* a remainder's range is not known */

@@ -21,7 +21,8 @@ int kt__export_html_compare(FILE *out, const kt_snapshot_t *before, const kt_sna
  * ------------------------------------------------------------------------------------------------- */
 
 /* Writes s as a quoted JSON string ("" for NULL). Besides JSON's escapes it escapes '<', '>', '&', U+2028 and
- * U+2029, so the output is also safe inside an HTML <script> element; invalid UTF-8 bytes become U+FFFD. */
+ * U+2029, so the output is also safe inside an HTML <script> element; invalid UTF-8 bytes as kt__json_write_chars
+ * writes them (U+FFFD and the byte in hex). */
 void kt__trace_json_string(FILE *out, const char *s);
 
 /* The same escaped characters without the surrounding quotes. */

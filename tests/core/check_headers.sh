@@ -1,27 +1,62 @@
 #!/bin/sh
-# check_headers.sh — the compile-out rule of every public header, as include/ktiming.h states it: with
-# KTIMING_ENABLE=0 each header compiles warning-free on its own (core_compile_out checks the calls) -- except
-# clock_model.h (functions always real) and the analysis headers, which must refuse to compile.
-# Usage: check_headers.sh CC INCLUDE_DIR
+# check_headers.sh — every installed header (every *.h under include/) compiles on its own, warning-free under
+# -Wall -Wextra -Werror -pedantic, as C11 and as C++11, with timing enabled (KTIMING_ENABLE=1) and compiled out
+# (KTIMING_ENABLE=0). Compiled out, each references nothing of the library, and the analysis headers must refuse
+# to compile (clock_model.h's functions stay real: it compiles). <ktiming/mpi.h> needs MPI's headers:
+# checked when MPI_INCLUDES (':'-separated) is given, else said as skipped.
+# Usage: check_headers.sh CC CXX INCLUDE_DIR [MPI_INCLUDES]
 set -u
-cc=$1 inc=$2
+cc=$1 cxx=$2 inc=$3 mpi=${4:-}
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-fail=0
-for h in ktiming.h ktiming/cl.h ktiming/vk.h ktiming/cuda.h ktiming/harness.h ktiming/primitive.h ktiming/stats.h \
-         ktiming/clock_model.h; do
-  printf '#include <%s>\nint main(void) { return 0; }\n' "$h" >"$tmp/t.c"
-  if ! "$cc" -std=c11 -Wall -Wextra -Werror -DKTIMING_ENABLE=0 -I"$inc" -c "$tmp/t.c" -o "$tmp/t.o" 2>"$tmp/err"; then
-    echo "FAIL: <$h> does not compile with KTIMING_ENABLE=0:"; cat "$tmp/err"; fail=1; continue
+fail=0 n=0
+mpi_flags=
+if [ -n "$mpi" ]; then
+  old_ifs=$IFS; IFS=:
+  for d in $mpi; do mpi_flags="$mpi_flags -isystem $d"; done # as a build using MPI::MPI_C sees them
+  IFS=$old_ifs
+fi
+# compile LANG(c|c++) ENABLE HEADER: 0 when it compiled (object in $tmp/t.o, diagnostics in $tmp/err)
+compile() {
+  extra=
+  [ "$3" = ktiming/mpi.h ] && extra=$mpi_flags
+  if [ "$1" = c ]; then
+    printf '#include <%s>\nint main(void) { return 0; }\n' "$3" >"$tmp/t.c"
+    # shellcheck disable=SC2086
+    "$cc" -std=c11 -Wall -Wextra -Werror -pedantic -DKTIMING_ENABLE="$2" -I"$inc" $extra -c "$tmp/t.c" \
+      -o "$tmp/t.o" 2>"$tmp/err"
+  else
+    printf '#include <%s>\nint main() { return 0; }\n' "$3" >"$tmp/t.cpp"
+    # shellcheck disable=SC2086
+    "$cxx" -std=c++11 -Wall -Wextra -Werror -pedantic -DKTIMING_ENABLE="$2" -I"$inc" $extra -c "$tmp/t.cpp" \
+      -o "$tmp/t.o" 2>"$tmp/err"
   fi
-  und=$(nm -u "$tmp/t.o" | grep -E ' kt_' || true)
-  if [ -n "$und" ]; then echo "FAIL: <$h> compiled out still references the library: $und"; fail=1; fi
-done
-for h in ktiming/analysis.h ktiming/compare.h; do
-  printf '#include <%s>\nint main(void) { return 0; }\n' "$h" >"$tmp/t.c"
-  if "$cc" -std=c11 -DKTIMING_ENABLE=0 -I"$inc" -c "$tmp/t.c" -o "$tmp/t.o" 2>/dev/null; then
-    echo "FAIL: <$h> compiled with KTIMING_ENABLE=0 (it must refuse: it needs the analysis library)"; fail=1
+}
+headers=$(cd "$inc" && find . -name '*.h' | sed 's|^\./||' | sort)
+[ -n "$headers" ] || { echo "FAIL: no headers under $inc"; exit 1; }
+for h in $headers; do
+  if [ "$h" = ktiming/mpi.h ] && [ -z "$mpi" ]; then
+    echo "skipped: <$h> (no MPI headers given)"; continue
   fi
+  for lang in c c++; do
+    if ! compile $lang 1 "$h"; then
+      echo "FAIL: <$h> as $lang with KTIMING_ENABLE=1:"; cat "$tmp/err"; fail=1
+    fi
+    n=$((n + 1))
+    case $h in
+    ktiming/analysis.h | ktiming/compare.h)
+      if compile $lang 0 "$h"; then
+        echo "FAIL: <$h> as $lang compiled with KTIMING_ENABLE=0 (it must refuse: it needs the analysis library)"
+        fail=1
+      fi
+      continue ;;
+    esac
+    if ! compile $lang 0 "$h"; then
+      echo "FAIL: <$h> as $lang with KTIMING_ENABLE=0:"; cat "$tmp/err"; fail=1; continue
+    fi
+    und=$(nm -u "$tmp/t.o" | grep -E ' kt_' || true)
+    if [ -n "$und" ]; then echo "FAIL: <$h> as $lang compiled out still references the library: $und"; fail=1; fi
+  done
 done
-[ $fail = 0 ] && echo "headers: compile-out rule holds for every public header"
+[ $fail = 0 ] && echo "headers: $n header/language pairs compile warning-free enabled and compiled out"
 exit $fail

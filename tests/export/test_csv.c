@@ -154,12 +154,50 @@ static void test_empty(void **state)
     fx_free(s);
 }
 
+/* Durations of UINT64_MAX are real values, written as such (report core.md item 9): "no range" comes from the
+ * dispatch count, never from the value; an entry without dispatches leaves its range and percentiles empty. */
+static void test_max_durations(void **state)
+{
+    (void)state;
+    kt_snapshot_t *s = fx_snapshot_new(2);
+    kt_kernel_timing_t *h = fx_entry(s, 0, "huge", KT_BACKEND_CPU, "host", 2, UINT64_MAX, UINT64_MAX, UINT64_MAX);
+    h->total_ns = h->p90_ns = UINT64_MAX;
+    fx_entry(s, 1, "none", KT_BACKEND_CPU, "host", 0, 0, 0, 0);
+    s->entries[1].errors = 1;
+    int rc;
+    char *out = fx_render(s, KT_FORMAT_CSV, &rc);
+    assert_int_equal(rc, 0);
+    csv_doc_t d;
+    assert_int_equal(csv_parse(out, &d), 0);
+    assert_int_equal(d.records, 3);
+    assert_string_equal(d.field[1][0], "huge");
+    for (size_t f = 5; f <= 6; f++) /* min_ns, max_ns */
+        assert_string_equal(d.field[1][f], "18446744073709551615");
+    for (size_t f = 10; f <= 12; f++) /* p50, p90, p99 */
+        assert_string_equal(d.field[1][f], "18446744073709551615");
+    assert_string_equal(d.field[2][0], "none");
+    for (size_t f = 5; f <= 6; f++)
+        assert_string_equal(d.field[2][f], "");
+    for (size_t f = 10; f <= 12; f++)
+        assert_string_equal(d.field[2][f], "");
+    csv_free(&d);
+    free(out);
+    /* the seed's lines: a range of UINT64_MAX is shown, not "-" */
+    out = fx_render(s, KT_FORMAT_LINES, &rc);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "huge"));
+    assert_non_null(strstr(out, "min=18446744073709.55ms max=18446744073709.55ms"));
+    free(out);
+    fx_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_header_and_rows),
         cmocka_unit_test(test_quoting),
         cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_max_durations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -142,6 +142,8 @@ int kt_cpu_dispatch_2d(const char *name, uint32_t width, uint32_t height, kt_cpu
     if (!width || !height)
         return 0;
     kt_kernel_id_t id = kt__on() ? kt__kernel_lookup_cached(name, KT_BACKEND_CPU) : 0;
+    if (!id && kt__on()) /* the kernel table is full: the record is dropped, and counted in kernels_dropped */
+        kt_record_dispatch(&(kt_dispatch_t){.kernel = 0});
     uint64_t t0 = kt__now_begin();
     run_rows(width, height, fn, user);
     uint64_t t1 = kt__now();

@@ -35,7 +35,7 @@ static void site_check(kt_kernel_id_t id, const char *name)
 {
     static unsigned char warned[(KT__MAX_KERNELS + 8u) / 8u]; /* one bit per kernel said once */
     const kt__kernel_t *k = kt__kernel_get(id);
-    if (!k || !strcmp(k->name, name))
+    if (!k || kt__kernel_named(k, name))
         return;
     unsigned char bit = (unsigned char)(1u << (id & 7u));
     if (__atomic_fetch_or(&warned[id >> 3], bit, __ATOMIC_RELAXED) & bit)
@@ -64,6 +64,8 @@ static kt_zone_t zone_begin(kt_kernel_id_t *site_cache, const char *name, kt_bac
         } else {
             id = kt__kernel_lookup_cached(name, backend);
         }
+        if (!id) /* the kernel table is full: the record is dropped, and counted in kernels_dropped */
+            kt_record_dispatch(&(kt_dispatch_t){.kernel = 0});
     } else if (__builtin_expect(site_check_on(), 0)) {
         site_check(id, name);
     }
