@@ -54,6 +54,7 @@ static void test_calibration(void **state)
     kt_clock_model_t m;
     kt_clock_domain_t dom = KT_DOMAIN_UNKNOWN;
     assert_int_equal(kt_cuda_calibrate(g_ctx, 5, KT_FIT_WEIGHTED, &m, &dom), KT_ESAMPLES);
+    uint64_t cal0 = kt_now_ns(); /* no bracket, hence no bound, can be wider than the time since */
     assert_int_equal(kt_cuda_calibrate(g_ctx, 100, KT_FIT_WEIGHTED, &m, &dom), 0);
     print_message("globaltimer model: error %.0f ns, drift %.1f ppm, %u/%u inliers, domain %s\n", m.error_ns,
                   m.drift_ppm, m.inliers, m.samples, kt_clock_domain_name(dom));
@@ -69,7 +70,7 @@ static void test_calibration(void **state)
         if (err > worst)
             worst = err;
         outside += err > (double)u; /* the library's own bound, granularity included */
-        assert_true(u < 5000000ull);
+        assert_true(u <= kt_now_ns() - cal0 + 1000); /* finite and sane, whatever the machine's load */
         kt_test_sleep_ms(1);
     }
     print_message("mapped device times: worst error %.0f ns, last bound %llu ns\n", worst, (unsigned long long)u);
@@ -166,6 +167,7 @@ static void test_slots(void **state)
     /* Slot 2 for the next launch; a kernel from the stamping module fills it. */
     uint64_t work = 400000;
     void *params[] = {&work};
+    uint64_t launched = kt_now_ns();
     for (int i = 0; i < 3; i++) {
         assert_int_equal(kt_cuda_slots_bind(slots, mod, s, 2), 0);
         assert_int_equal(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL), 0);
@@ -188,7 +190,8 @@ static void test_slots(void **state)
     assert_non_null(e);
     assert_int_equal(e->dispatch_count, 3);
     assert_int_equal(e->errors, 1);
-    assert_true(e->min_ns >= work - 64 && e->max_ns < work + 50000000ull);
+    /* each run lies within the host's window around the launches (the double's clock runs at the host's rate) */
+    assert_true(e->min_ns >= work - 64 && e->max_ns <= kt_now_ns() - launched + 64);
     size_t idx = kt_test_entry_index(snap, "stamped");
     size_t spans = 0;
     uint64_t now = kt_now_ns();
