@@ -245,6 +245,14 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
     }
     int rc = 0;
     int force_poll = 0; /* no callback to rely on: the collector (or the next flush) polls it */
+    if (!kt__cl_ctx_mine(ctx) && event_status(event) <= CL_COMPLETE) {
+        /* a forked child's command on a queue its parent attached, already finished: timed now (the child's
+         * collection leaves the parent's context alone; one not finished is counted as dropped by rec_take) */
+        track_sync(ctx, event, id, enqueue_ns, name, bytes, launch);
+        if (owned)
+            kt__cl.clReleaseEvent(event);
+        goto out;
+    }
     if (ctx->mode == KT_CL_MODE_SYNC) {
         if (sync_may_wait(ctx, event, nwait, wait)) {
             track_sync(ctx, event, id, enqueue_ns, name, bytes, launch);
