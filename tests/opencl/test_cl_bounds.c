@@ -15,7 +15,7 @@
  *  - `fork` (its own process: KTIMING_OPENCL_COMPLETION=callback, so the parent's collector never calls the driver
  *    and the fork takes no driver lock with it): a forked child's own command still in flight at its exit is
  *    counted as in flight at exit (the child's exit did nothing for its own queues), while the parent's is left to
- *    the parent. */
+ *    the parent; the child's own commands on its parent's queue are counted in the child (they were never). */
 #include "fake_cl_util.h"
 #include "shared/tool_cl.h"
 
@@ -264,12 +264,19 @@ static void verify_child_at_exit(void)
                   mine->dropped_by[KT_DROP_IN_FLIGHT_AT_EXIT] == 1;
     int ok_done = done && done->dispatch_count == 1;
     int ok_parent = !parent || (parent->dispatch_count == 0 && parent->dropped == 0);
-    fprintf(stderr, "child at exit: its stuck command %s; its finished one %s; the parent's %s\n",
+    /* the child's own commands on its parent's queue: the finished one timed, the stuck one counted as dropped */
+    const kt_kernel_timing_t *on_done = s ? fake_find(s, "child_on_parent_done") : NULL;
+    const kt_kernel_timing_t *on_stuck = s ? fake_find(s, "child_on_parent_stuck") : NULL;
+    int ok_on = on_done && on_done->dispatch_count == 1 && on_done->dropped == 0 && on_stuck &&
+                on_stuck->dispatch_count == 0 && on_stuck->dropped == 1 &&
+                on_stuck->dropped_by[KT_DROP_IN_FLIGHT_AT_EXIT] == 1;
+    fprintf(stderr, "child at exit: its stuck command %s; its finished one %s; the parent's %s; its own on the "
+                    "parent's queue %s\n",
             ok_mine ? "counted as in flight at exit" : "NOT counted", ok_done ? "recorded" : "NOT recorded",
-            ok_parent ? "left to the parent" : "counted in the child");
+            ok_parent ? "left to the parent" : "counted in the child", ok_on ? "counted" : "NOT counted");
     kt_snapshot_free(s);
     fflush(stderr);
-    _exit(ok_mine && ok_done && ok_parent ? 0 : 1);
+    _exit(ok_mine && ok_done && ok_parent && ok_on ? 0 : 1);
 }
 
 static int run_fork(void)
@@ -302,6 +309,15 @@ static int run_fork(void)
             kt_cl_enqueue_ndrange(cc, done, 1, NULL, &g, NULL, 0, NULL, NULL) != CL_SUCCESS ||
             kt_cl_enqueue_ndrange(cc, stuck, 1, NULL, &g, NULL, 1, &gate, NULL) != CL_SUCCESS)
             _exit(2);
+        /* and on the parent's queue (its context attached in the parent) */
+        cl_kernel on_done = cl->clCreateKernel(NULL, "child_on_parent_done", &err);
+        cl_kernel on_stuck = cl->clCreateKernel(NULL, "child_on_parent_stuck", &err);
+        cl->clSetKernelArg(on_done, 0, sizeof us, &us);
+        cl->clSetKernelArg(on_stuck, 0, sizeof us, &us);
+        cl_event gate2 = cl->clCreateUserEvent(g_ctx, &err); /* the double holds one command per user event */
+        if (kt_cl_enqueue_ndrange(pc, on_done, 1, NULL, &g, NULL, 0, NULL, NULL) != CL_SUCCESS ||
+            kt_cl_enqueue_ndrange(pc, on_stuck, 1, NULL, &g, NULL, 1, &gate2, NULL) != CL_SUCCESS)
+            _exit(3);
         exit(0); /* ktiming's exit handler (its own stuck command waited for, KTIMING_EXIT_WAIT_MS), then
                   * verify_child_at_exit */
     }

@@ -155,13 +155,14 @@ static void publish_polled(kt_cl_ctx_t *ctx, kt__cl_rec_t *r, uint64_t gen)
 }
 
 /* A record for the command, filled in (not published yet); NULL when refused: the command is then counted
- * finished and dropped (its queue being detached: in flight at its exit from timing; no record: ring full; no
- * reference: unspecified), the event released when owned, *rc set. */
+ * finished and dropped (its queue being detached, or a forked child's command on a queue its parent attached,
+ * whose context the child's flushes and exit leave alone: in flight at its exit from timing; no record: ring full;
+ * no reference: unspecified), the event released when owned, *rc set. */
 static kt__cl_rec_t *rec_take(kt_cl_ctx_t *ctx, cl_event event, kt_kernel_id_t id, const char *name,
                               uint64_t enqueue_ns, uint64_t bytes, const kt_launch_t *launch, int owned, int *rc)
 {
     atomic_fetch_add(&ctx->tracked, 1);
-    if (atomic_load(&ctx->detaching)) {
+    if (atomic_load(&ctx->detaching) || !kt__cl_ctx_mine(ctx)) {
         kt_record_drop(id, KT_DROP_IN_FLIGHT_AT_EXIT); /* it ran, untimed: counted, never silent */
         atomic_fetch_add(&ctx->finished, 1);
         if (owned)
@@ -244,6 +245,14 @@ static int track(kt_cl_ctx_t *ctx, cl_event event, cl_kernel kernel, const char 
     }
     int rc = 0;
     int force_poll = 0; /* no callback to rely on: the collector (or the next flush) polls it */
+    if (!kt__cl_ctx_mine(ctx) && event_status(event) <= CL_COMPLETE) {
+        /* a forked child's command on a queue its parent attached, already finished: timed now (the child's
+         * collection leaves the parent's context alone; one not finished is counted as dropped by rec_take) */
+        track_sync(ctx, event, id, enqueue_ns, name, bytes, launch);
+        if (owned)
+            kt__cl.clReleaseEvent(event);
+        goto out;
+    }
     if (ctx->mode == KT_CL_MODE_SYNC) {
         if (sync_may_wait(ctx, event, nwait, wait)) {
             track_sync(ctx, event, id, enqueue_ns, name, bytes, launch);

@@ -1456,8 +1456,12 @@ KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clInitLayerWithProperties(cl_uint num
  * so nothing calls into a driver afterwards; the exit snapshot still holds everything recorded. */
 KTI_EXPORT CL_API_ENTRY cl_int CL_API_CALL clDeinitLayer(void)
 {
-    if (atomic_exchange(&g_layer_active, 0))
+    if (atomic_exchange(&g_layer_active, 0)) {
         kt_cl_shutdown();
+        /* Every context was retired and those done freed: no thread's cache of its last queue may hand one back
+         * (a program that enqueues again on a queue it still holds attaches it afresh). */
+        atomic_fetch_add_explicit(&g_attach_gen, 1u, memory_order_acq_rel);
+    }
     return CL_SUCCESS;
 }
 
