@@ -42,6 +42,7 @@
 
 #include "shim/kti_run.h"
 #include "core/env.h"
+#include "shared/clock_anchor.h"
 #include "shared/cupti_subscribe.h"
 #include "shared/deadline.h"
 #include "shared/tool.h"
@@ -634,18 +635,13 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
  * run (0 normally). */
 static uint32_t wait_deliveries(void)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    uint64_t start = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    uint64_t start = kt__clock_ns(CLOCK_MONOTONIC);
     uint64_t wait = kt__env_ms(KT_ENV_NAME(EXIT_WAIT_MS), 2000, 3600000) * 1000000ull;
     const struct timespec nap = {0, 1000000}; /* 1 ms */
     uint32_t running;
-    while ((running = __atomic_load_n(&S.delivering, __ATOMIC_ACQUIRE)) != 0) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec - start >= wait)
-            break;
+    while ((running = __atomic_load_n(&S.delivering, __ATOMIC_ACQUIRE)) != 0 &&
+           kt__clock_ns(CLOCK_MONOTONIC) - start < wait)
         nanosleep(&nap, NULL);
-    }
     return running;
 }
 
